@@ -1,0 +1,24 @@
+"""SpecLab's decoding engine: real draft/verify speculative decoding beside plain decoding, fully traced.
+
+    from engine import load_pair, generate, generate_steps, DecodeConfig, Trace
+
+See ../DESIGN (README "Engine") for the contract. This package never imports streamlit or plotly.
+"""
+
+from .config import ConfigError, DecodeConfig
+from .decode import generate, generate_steps
+from .models import ModelLoadError, ModelPair, load_pair
+from .trace import Step, Trace, TraceError
+
+__all__ = [
+    "ConfigError",
+    "DecodeConfig",
+    "ModelLoadError",
+    "ModelPair",
+    "Step",
+    "Trace",
+    "TraceError",
+    "generate",
+    "generate_steps",
+    "load_pair",
+]

@@ -1,0 +1,96 @@
+"""DecodeConfig: the validated options of one decoding run.
+
+Every entry point (the app, the CLI, the tests, the benchmarks) builds one of these and hands it to
+`engine.generate` / `engine.generate_steps`. Validation happens here, once, so that bad input fails
+with one clear message naming the option and its allowed range (nano-vllm's validated option
+dataclasses are the model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import Enum
+
+MAX_DEPTH = 16
+
+
+class Mode(str, Enum):
+    AUTOREGRESSIVE = "autoregressive"
+    SPECULATIVE = "speculative"
+
+
+class DrafterKind(str, Enum):
+    MODEL = "model"  # a small causal LM sharing the target's tokenizer
+    NGRAM = "ngram"  # prompt-lookup decoding: no model at all
+
+
+class PolicyKind(str, Enum):
+    FIXED = "fixed"  # always `depth`
+    OFF_ABOVE_BATCH = "off_above_batch"  # vLLM's disable_by_batch_size
+
+
+class ConfigError(ValueError):
+    """Raised for any invalid decoding option; the message names the option and its allowed range."""
+
+
+def _enum(kind: type[Enum], value, name: str):
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in kind)
+        raise ConfigError(f"{name} must be one of {allowed}; got {value!r}") from None
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    mode: str = "speculative"
+    depth: int = 4  # k: draft tokens proposed per step (0 = plain decoding through the same code path)
+    drafter: str = "model"
+    policy: str = "fixed"
+    disable_by_batch_size: int = 8  # used by policy "off_above_batch": speculate only while batch <= this
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    seed: int = 0
+    ngram_size: int = 3  # longest n-gram the n-gram drafter tries to match
+    stop_at_eos: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "mode", _enum(Mode, self.mode, "mode").value)
+        object.__setattr__(self, "drafter", _enum(DrafterKind, self.drafter, "drafter").value)
+        object.__setattr__(self, "policy", _enum(PolicyKind, self.policy, "policy").value)
+        for name in ("depth", "max_new_tokens", "seed", "ngram_size", "disable_by_batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name} must be an integer; got {value!r}")
+        if not 0 <= self.depth <= MAX_DEPTH:
+            raise ConfigError(f"depth must be between 0 and {MAX_DEPTH}; got {self.depth}")
+        if not isinstance(self.temperature, (int, float)) or not self.temperature >= 0:
+            raise ConfigError(f"temperature must be >= 0 (0 = greedy); got {self.temperature!r}")
+        if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
+            raise ConfigError(f"top_p must be in (0, 1]; got {self.top_p!r}")
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens must be >= 1; got {self.max_new_tokens}")
+        if not 1 <= self.ngram_size <= 8:
+            raise ConfigError(f"ngram_size must be between 1 and 8; got {self.ngram_size}")
+        if self.disable_by_batch_size < 1:
+            raise ConfigError(f"disable_by_batch_size must be >= 1; got {self.disable_by_batch_size}")
+
+    @property
+    def speculative(self) -> bool:
+        return self.mode == Mode.SPECULATIVE.value
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "DecodeConfig":
+        known = set(cls.__dataclass_fields__)
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"unknown decoding options: {', '.join(sorted(unknown))}")
+        return cls(**data)

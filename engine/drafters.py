@@ -1,0 +1,131 @@
+"""Drafters: who proposes the k tokens that the target verifies.
+
+- `ModelDrafter`: a small causal LM sharing the target's tokenizer, run autoregressively k times over its
+  own ragged KV cache (greedy argmax, or sampling from its own tempered / top-p distribution q).
+- `NgramDrafter`: prompt-lookup decoding (Saxena 2023; transformers' PromptLookupCandidateGenerator):
+  find the most recent earlier occurrence of the sequence's last n tokens (n = ngram_size down to 1) and
+  propose the tokens that followed it. No model, no FLOPs; q is a point mass on the proposal.
+
+Both return a `Draft`: ids (B, k), q_x (B, k) the drafter's probability of each proposed token,
+probs (B, k, vocab) the full q when sampling needs it, and valid (B, k) — n-gram rows may find fewer
+than k tokens; the rest is padding that verification never accepts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .kvcache import RaggedCache
+from .sampling import probs_from_logits, sample
+
+
+@dataclass
+class Draft:
+    ids: torch.Tensor  # (B, k) long
+    q_x: torch.Tensor  # (B, k) float: drafter's probability of each proposed token
+    probs: torch.Tensor | None  # (B, k, vocab) float32 q, only when sampling
+    valid: torch.Tensor  # (B, k) bool
+    forwards: int  # draft model forward passes spent
+    fed_tokens: int  # tokens fed through the draft model per row, summed over those passes
+
+    @property
+    def depth(self) -> int:
+        return int(self.ids.shape[1])
+
+
+class ModelDrafter:
+    name = "model"
+
+    def __init__(self, model: torch.nn.Module, device: torch.device, costs, pad_id: int):
+        self.cache = RaggedCache(model, device, costs)
+        self.pad_id = pad_id
+        self.lag = 0  # tokens of every sequence not yet in the draft cache (the same for all rows)
+
+    def prefill(self, sequences: list[list[int]]) -> None:
+        """Cache all but the last token of each prompt; the first draft step feeds it with the new token."""
+        self.cache.prefill([s[:-1] for s in sequences], self.pad_id, logits_to_keep=1)
+        self.lag = 1
+
+    def advance(self, tokens_added: int = 1) -> None:
+        """Sequences grew without drafting (a plain step): the cache falls one more token behind."""
+        self.lag += tokens_added
+
+    def propose(self, sequences: list[list[int]], depth: int, temperature: float, top_p: float, generator) -> Draft:
+        feed = torch.tensor([s[-self.lag :] for s in sequences], dtype=torch.long, device=self.cache.device)  # (B, lag)
+        fed = self.lag
+        ids, q_x, probs = [], [], []
+        for i in range(depth):
+            logits = self.cache.forward(feed, logits_to_keep=1)[:, -1]  # (B, vocab)
+            if temperature == 0:
+                q_all = torch.softmax(logits.float(), dim=-1)  # (B, vocab), shown as q in the trace
+                token = logits.argmax(dim=-1)  # (B,)
+            else:
+                q_all = probs_from_logits(logits, temperature, top_p)
+                token = sample(q_all, generator)
+                probs.append(q_all)
+            ids.append(token)
+            q_x.append(q_all.gather(1, token[:, None]).squeeze(1))
+            feed = token[:, None]
+            if i < depth - 1:
+                fed += 1
+        return Draft(
+            ids=torch.stack(ids, dim=1),
+            q_x=torch.stack(q_x, dim=1),
+            probs=torch.stack(probs, dim=1) if probs else None,
+            valid=torch.ones(len(sequences), depth, dtype=torch.bool, device=self.cache.device),
+            forwards=depth,
+            fed_tokens=fed,
+        )
+
+    def commit(self, new_seq_lengths: torch.Tensor) -> None:
+        """After verification: keep all but the last 2 tokens of each (grown) sequence in the draft cache.
+
+        The draft never saw the target's correction/bonus token and, after a full acceptance, its own last
+        draft; re-feeding the last two tokens keeps every row's lag at exactly 2 (one uniform (B, 2) feed)."""
+        self.cache.keep(new_seq_lengths - 2)
+        self.lag = 2
+
+    def select(self, rows: torch.Tensor) -> None:
+        self.cache.select(rows)
+
+
+class NgramDrafter:
+    name = "ngram"
+
+    def __init__(self, ngram_size: int, vocab_size: int, device: torch.device):
+        self.ngram_size = ngram_size
+        self.vocab_size = vocab_size
+        self.device = device
+
+    @staticmethod
+    def lookup(tokens: list[int], depth: int, ngram_size: int) -> list[int]:
+        """Continuation (up to `depth` tokens) of the latest earlier match of the last n tokens, n = ngram_size..1."""
+        length = len(tokens)
+        for n in range(min(ngram_size, length - 1), 0, -1):
+            pattern = tokens[-n:]
+            # Search right to left so the most recent context wins; the match must end before the suffix itself.
+            for start in range(length - n - 1, -1, -1):
+                if tokens[start : start + n] == pattern:
+                    continuation = tokens[start + n : start + n + depth]
+                    if continuation:
+                        return continuation
+        return []
+
+    def propose(self, sequences: list[list[int]], depth: int, temperature: float, top_p: float, generator) -> Draft:
+        found = [self.lookup(s, depth, self.ngram_size) for s in sequences]
+        width = max((len(f) for f in found), default=0)
+        batch = len(sequences)
+        ids = torch.zeros(batch, width, dtype=torch.long)
+        valid = torch.zeros(batch, width, dtype=torch.bool)
+        for i, cont in enumerate(found):
+            ids[i, : len(cont)] = torch.tensor(cont, dtype=torch.long)
+            valid[i, : len(cont)] = True
+        ids, valid = ids.to(self.device), valid.to(self.device)
+        probs = None
+        if temperature > 0:
+            # q is a point mass on the proposal; padding rows get q = 0 so a resample there draws from p.
+            probs = torch.zeros(batch, width, self.vocab_size, device=self.device)
+            probs.scatter_(2, ids[..., None], valid[..., None].float())
+        return Draft(ids=ids, q_x=valid.float(), probs=probs, valid=valid, forwards=0, fed_tokens=0)

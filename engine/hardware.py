@@ -1,0 +1,240 @@
+"""The machine: device pick, dtype choice, a peak bandwidth / peak FLOP/s probe, timing and a utilisation sampler.
+
+- `pick_device()`: CUDA if available, else Apple MPS, else CPU.
+- `pick_dtype("auto", device)`: bfloat16 where the device computes it natively and fast (CUDA with bf16;
+  a CPU where a measured bf16 matmul beats float32, i.e. AVX512-BF16 / AMX), else float32.
+- `probe(device, dtype)`: measures this machine's peak memory bandwidth (a large tensor copy) and peak
+  matmul FLOP/s in the model's dtype. Utilisation in the app is "% of these measured peaks".
+- `StepTimer`: CUDA events on GPU, perf_counter on CPU.
+- `UtilizationSampler`: a background thread reading NVML GPU utilisation (nvidia-ml-py) or psutil CPU
+  utilisation every few ms; samples are attached to steps by timestamp. NVML's "utilisation" only says
+  a kernel was running, not how much of the chip it used: a memory-bound decode shows ~100% while the
+  tensor cores idle, which is exactly the point SpecLab makes with achieved FLOP/s instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+
+def pick_device(device: str | None = None) -> torch.device:
+    if device:
+        dev = torch.device(device)
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} requested but CUDA is not available on this machine")
+        return dev
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def pick_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype != "auto":
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of auto, {', '.join(DTYPES)}; got {dtype!r}")
+        return DTYPES[dtype]
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "cpu" and cpu_bf16_is_fast():
+        return torch.bfloat16
+    return torch.float32
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_bf16_is_fast() -> bool:
+    """Measure, don't guess: is a decode-shaped bf16 matmul faster than float32 on this CPU?
+
+    Without native bf16 (AVX512-BF16 / AMX) PyTorch emulates it and it is several times slower."""
+    x32 = torch.randn(4, 2048)
+    w32 = torch.randn(2048, 4096)
+    x16, w16 = x32.bfloat16(), w32.bfloat16()
+
+    def best(x, w):
+        times = []
+        for _ in range(7):
+            t = time.perf_counter()
+            for _ in range(4):
+                x @ w
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    best(x16, w16)  # warm-up
+    return best(x16, w16) < 0.9 * best(x32, w32)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+class StepTimer:
+    """Times a region: CUDA events on GPU (read after one synchronize), perf_counter elsewhere."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.device = device
+        self._start = self._end = None
+
+    def __enter__(self):
+        if self.cuda:
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._end = torch.cuda.Event(enable_timing=True)
+            self._start.record()
+        else:
+            self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        if self.cuda:
+            self._end.record()
+        else:
+            synchronize(self.device)
+            self._end = time.perf_counter()
+
+    @property
+    def ms(self) -> float:
+        if self.cuda:
+            self._end.synchronize()
+            return self._start.elapsed_time(self._end)
+        return (self._end - self._start) * 1000.0
+
+
+@dataclass(frozen=True)
+class HardwareProbe:
+    device: str
+    device_name: str
+    dtype: str
+    peak_bandwidth: float  # bytes/s, measured
+    peak_flops: float  # FLOP/s in `dtype`, measured
+    threads: int
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOP per byte at which work turns compute-bound on this machine."""
+        return self.peak_flops / self.peak_bandwidth
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"ridge_point": self.ridge_point}
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if device.type == "cpu":
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("model name"):
+                        return line.split(":", 1)[1].strip() + f" ({torch.get_num_threads()} threads)"
+        except OSError:
+            pass
+    return device.type
+
+
+def _median_time(fn, device: torch.device, repeats: int) -> float:
+    fn()
+    synchronize(device)
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        synchronize(device)
+        times.append(time.perf_counter() - t)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def probe(device: torch.device | str | None = None, dtype: torch.dtype | str = "auto", quick: bool = False) -> HardwareProbe:
+    """Measure peak memory bandwidth (copy of a buffer far larger than cache) and peak matmul FLOP/s."""
+    device = pick_device(device if isinstance(device, str) or device is None else str(device))
+    dtype = pick_dtype(dtype, device)
+    big = device.type != "cpu"
+    # Bandwidth: a copy reads and writes every byte once.
+    n_bytes = (1 << 30) if big else (64 << 20 if quick else 256 << 20)
+    src = torch.empty(n_bytes // 4, dtype=torch.float32, device=device).fill_(1.0)
+    dst = torch.empty_like(src)
+    t = _median_time(lambda: dst.copy_(src), device, 5 if quick else 9)
+    bandwidth = 2 * n_bytes / t
+    del src, dst
+    # FLOP/s: a square matmul large enough to be compute-bound.
+    n = 8192 if big else (768 if quick else 1536)
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    t = _median_time(lambda: a @ b, device, 5 if quick else 9)
+    flops = 2 * n**3 / t
+    return HardwareProbe(
+        device=device.type,
+        device_name=device_name(device),
+        dtype=str(dtype).replace("torch.", ""),
+        peak_bandwidth=bandwidth,
+        peak_flops=flops,
+        threads=torch.get_num_threads(),
+    )
+
+
+class UtilizationSampler:
+    """Background sampler of the coarse utilisation gauge: NVML on CUDA, psutil CPU% elsewhere.
+
+    Use as a context manager; `mean_between(t0, t1)` averages samples taken in a perf_counter window."""
+
+    def __init__(self, device: torch.device, interval_s: float = 0.02):
+        self.interval_s = interval_s
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._read = self._make_reader(device)
+        self.source = "none" if self._read is None else ("nvml" if device.type == "cuda" else "psutil")
+
+    @staticmethod
+    def _make_reader(device: torch.device):
+        if device.type == "cuda":
+            try:
+                import pynvml
+
+                pynvml.nvmlInit()
+                handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+                return lambda: float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+            except Exception:  # no NVML library: the gauge is simply absent
+                return None
+        try:
+            import psutil
+
+            psutil.cpu_percent(interval=None)
+            return lambda: psutil.cpu_percent(interval=None)
+        except ImportError:
+            return None
+
+    def _run(self):
+        while not self._stop.wait(self.interval_s):
+            self.samples.append((time.perf_counter(), self._read()))
+
+    def __enter__(self):
+        if self._read is not None:
+            self._thread = threading.Thread(target=self._run, name="speclab-util", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+
+    def mean_between(self, t0: float, t1: float) -> float | None:
+        # Each sample covers the interval before it, so take those ending inside the window
+        # plus the first one after it.
+        vals = [v for t, v in self.samples if t0 < t <= t1 + self.interval_s]
+        return sum(vals) / len(vals) if vals else None

