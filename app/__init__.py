@@ -1,0 +1,1 @@
+"""SpecLab's Streamlit app (entry point: app/main.py)."""

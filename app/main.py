@@ -1,0 +1,16 @@
+"""SpecLab's entry point: page configuration and navigation only (each page lives in app/pages/)."""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `streamlit run app/main.py` puts only app/ on the path; pages import engine and app
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+st.set_page_config(page_title="SpecLab", page_icon="⚡", layout="wide")
+pages = [
+    st.Page(str(ROOT / "app" / "pages" / "playground.py"), title="Playground", icon="🏁", default=True),
+]
+st.navigation(pages).run()

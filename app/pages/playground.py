@@ -1,0 +1,383 @@
+"""Playground: the same prompts decoded plainly and speculatively, live, then raced on one clock.
+
+Page shape (DESIGN §5): title, short prose, controls, results. Controls return values and are all
+bound to the URL query string, so a copied link reproduces the run; compute goes through the engine;
+drawing goes through the pure views in app/views.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from app import resources  # noqa: E402
+from app.views import charts, metrics, race, tokens  # noqa: E402
+from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate_steps  # noqa: E402
+
+log = logging.getLogger("speclab.playground")
+PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))["prompts"]
+PROMPT_IDS = [p["id"] for p in PROMPTS] + ["custom"]
+PROMPT_BY_ID = {p["id"]: p for p in PROMPTS}
+CPU_WORK_GUARD = 16_384  # batch × (depth + 1) × max_new_tokens allowed on a CPU server
+GPU_WORK_GUARD = 262_144
+LIVE_REFRESH_S = 0.25  # redraw the live lanes at most this often, so drawing barely touches the timings
+BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
+
+
+@dataclass(frozen=True)
+class Settings:
+    preset: str
+    prompt_id: str
+    custom_text: str
+    batch: int
+    depth: int
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    drafter: str
+    policy: str
+    policy_n: int
+    float32: bool
+
+    @property
+    def dtype(self) -> str:
+        return "float32" if self.float32 else "auto"
+
+    def prompts(self) -> list[str]:
+        """The batch: the chosen prompt first, then different curated prompts, so sequences really differ."""
+        first = self.custom_text if self.prompt_id == "custom" else PROMPT_BY_ID[self.prompt_id]["text"]
+        others = [p["text"] for p in PROMPTS if p["id"] != self.prompt_id]
+        return [first] + [others[i % len(others)] for i in range(self.batch - 1)]
+
+    def config(self, mode: str) -> DecodeConfig:
+        return DecodeConfig(
+            mode=mode, depth=self.depth, drafter=self.drafter, policy=self.policy,
+            disable_by_batch_size=self.policy_n, temperature=self.temperature, top_p=self.top_p,
+            max_new_tokens=self.max_new_tokens, seed=0,
+        )  # fmt: skip
+
+
+# --- controls ---------------------------------------------------------------------------------
+def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
+    """Draw the controls; return (settings, run clicked, auto-run on)."""
+    max_batch = 128 if on_gpu else 32
+    with st.container(border=True):
+        c1, c2 = st.columns([3, 2])
+        with c1:
+            prompt_id = st.selectbox(
+                "Prompt (the batch is filled with other curated prompts)", PROMPT_IDS, key="prompt",
+                bind="query-params",
+                format_func=lambda i: "✏️ Custom text…" if i == "custom" else f"{PROMPT_BY_ID[i]['title']}  ·  {PROMPT_BY_ID[i]['kind']}",
+            )  # fmt: skip
+            if prompt_id == "custom":
+                custom = st.text_area("Your prompt", key="text", bind="query-params", height=110,
+                                      placeholder="Type a user message, e.g. 'Copy this paragraph: …'")  # fmt: skip
+            else:
+                custom = ""
+                st.caption(PROMPT_BY_ID[prompt_id]["text"][:300] + ("…" if len(PROMPT_BY_ID[prompt_id]["text"]) > 300 else ""))
+        with c2:
+            labels = {k: p.label + (" — unavailable offline" if p.hub and not hub_ok else "") for k, p in resources.PRESETS.items()}
+            preset = st.selectbox("Model pair (draft → target)", list(resources.PRESETS), key="pair",
+                                  bind="query-params", format_func=labels.get)  # fmt: skip
+            drafter = st.radio("Drafter", ["ngram", "model"], key="drafter", bind="query-params", horizontal=True,
+                               format_func={"ngram": "n-gram (prompt lookup)", "model": "draft model"}.get,
+                               help="n-gram: propose the continuation of the latest repeated n-gram (no model). "
+                                    "draft model: a small LM sharing the target's tokenizer.")  # fmt: skip
+            float32 = st.toggle("float32 (lanes match exactly; slower on this CPU)", key="fp32", bind="query-params",
+                                help="auto = bfloat16 where the hardware computes it natively. In bfloat16 a k-token "
+                                     "verify pass and single-token passes round differently, so greedy lanes may part.")  # fmt: skip
+
+        s1, s2, s3, s4, s5 = st.columns(5)
+        batch = s1.slider("Batch size", 1, max_batch, 1, key="batch", bind="query-params")
+        depth = s2.slider("Speculation depth k", 0, 12, 4, key="depth", bind="query-params",
+                          help="Draft tokens proposed per step; 0 = plain decoding through the same code path.")  # fmt: skip
+        max_new = s3.slider("Max new tokens", 8, 256, 64, step=8, key="tokens", bind="query-params")
+        temperature = s4.slider("Temperature", 0.0, 1.5, 0.0, step=0.05, key="temp", bind="query-params",
+                                help="0 = greedy (the lanes must agree token for token).")  # fmt: skip
+        top_p = s5.slider("Top-p", 0.05, 1.0, 1.0, step=0.05, key="top_p", bind="query-params",
+                          disabled=temperature == 0, help="Only used when sampling (temperature > 0).")  # fmt: skip
+
+        p1, p2, p3, p4 = st.columns([2, 1, 1, 1], vertical_alignment="bottom")
+        policy = p1.radio("Depth policy", ["fixed", "off_above_batch"], key="policy", bind="query-params",
+                          horizontal=True, format_func={"fixed": "fixed k", "off_above_batch": "off above batch N"}.get,
+                          help="vLLM's disable_by_batch_size: no speculation while more than N sequences decode.")  # fmt: skip
+        policy_n = p2.number_input("N", 1, max_batch, 8, key="policy_n", bind="query-params",
+                                   disabled=policy != "off_above_batch")  # fmt: skip
+        auto = p3.toggle("Rerun on change", key="auto", bind="query-params",
+                         help="Decode again whenever a setting changes (a change mid-run cancels that run).")  # fmt: skip
+        clicked = p4.button("▶ Run", type="primary", width="stretch", key="run")
+    settings = Settings(
+        preset=preset, prompt_id=prompt_id, custom_text=custom, batch=int(batch), depth=int(depth),
+        temperature=float(temperature), top_p=float(top_p), max_new_tokens=int(max_new), drafter=drafter,
+        policy=policy, policy_n=int(policy_n), float32=bool(float32),
+    )  # fmt: skip
+    return settings, clicked, auto
+
+
+def input_problems(settings: Settings, hub_ok: bool, on_gpu: bool) -> list[str]:
+    """Problems we can name before touching the model (the engine names the rest: length, context)."""
+    problems = []
+    preset = resources.PRESETS[settings.preset]
+    if preset.hub and not hub_ok:
+        problems.append(
+            f"The model pair '{preset.label}' needs the Hugging Face Hub, which this server cannot reach (offline). "
+            "Fix: choose the embedded pair, or run SpecLab on a machine with internet access."
+        )
+    if settings.prompt_id == "custom" and not settings.custom_text.strip():
+        problems.append("The custom prompt is empty. Fix: type a prompt, or pick one of the curated prompts.")
+    guard = GPU_WORK_GUARD if on_gpu else CPU_WORK_GUARD
+    work = settings.batch * (settings.depth + 1) * settings.max_new_tokens
+    if work > guard:
+        problems.append(
+            f"batch {settings.batch} × (depth {settings.depth} + 1) × {settings.max_new_tokens} new tokens = {work:,} "
+            f"token slots, above this server's memory guard of {guard:,}. Fix: lower the batch size, the depth "
+            "or max new tokens."
+        )
+    return problems
+
+
+# --- running ----------------------------------------------------------------------------------
+def acquire_lock(lock: resources.RunLock, notice) -> None:
+    """Take the run lock; while another session holds it, show that this one is queued."""
+    if lock.try_acquire():
+        return
+    lock.enter_queue()
+    try:
+        t0 = time.monotonic()
+        while not lock.acquire(timeout=0.5):
+            ahead = max(lock.waiting - 1, 0)
+            notice.warning(
+                f"⏳ Queued: another run is using the model (busy for {lock.busy_for():.0f} s"
+                + (f", {ahead} more waiting" if ahead else "")
+                + f"). Yours starts as soon as it finishes; you have waited {time.monotonic() - t0:.0f} s.",
+            )
+    finally:
+        lock.leave_queue()
+    notice.empty()
+
+
+def run_lane(pair, prompts: list[str], cfg: DecodeConfig, placeholder, title: str):
+    """Decode one lane, redrawing its tokens live; returns the Trace."""
+    stream = generate_steps(pair, prompts, cfg)  # validates prompts (ConfigError) before any model work
+    steps = []
+    last_draw = 0.0
+    it = iter(stream)
+    try:
+        for step in it:
+            steps.append(step)
+            now = time.perf_counter()
+            if now - last_draw >= LIVE_REFRESH_S:
+                recs = tokens.token_records(steps, len(prompts))
+                n = sum(len(s.emitted) for st_ in steps for s in st_.seqs)
+                placeholder.html(tokens.lane_html(recs, max_seqs=4, speculative=cfg.speculative,
+                                                  status=f"{title}: decoding… step {step.index}, {n} tokens"))  # fmt: skip
+                last_draw = time.perf_counter()
+    finally:
+        it.close()
+    trace = stream.trace
+    recs = tokens.token_records(trace.steps, len(prompts))
+    placeholder.html(tokens.lane_html(recs, max_seqs=4, speculative=cfg.speculative,
+                                      status=f"{title}: done in {trace.summary['wall_s']:.2f} s"))  # fmt: skip
+    return trace
+
+
+def run_both(pair, settings: Settings, live) -> dict:
+    """AR first, then speculative: never overlapping, so neither disturbs the other's timings."""
+    prompts = settings.prompts()
+    ar_cfg, spec_cfg = settings.config("autoregressive"), settings.config("speculative")
+    with live.container():
+        st.subheader("Decoding live")
+        left, right = st.columns(2)
+        left.markdown("**Autoregressive**")
+        right.markdown("**Speculative**")
+        ar_box, spec_box = left.empty(), right.empty()
+        spec_box.caption("Waits for the AR lane: the lanes never run at the same time, so their timings stay honest.")
+    ar = run_lane(pair, prompts, ar_cfg, ar_box, "AR")
+    spec = run_lane(pair, prompts, spec_cfg, spec_box, "Speculative")
+    return {"settings": settings, "ar": ar, "spec": spec}
+
+
+# --- results ----------------------------------------------------------------------------------
+def set_float32():
+    st.session_state["fp32"] = True
+
+
+def show_results(result: dict, probe, gauge: str, stale: bool) -> None:
+    ar, spec, settings = result["ar"], result["spec"], result["settings"]
+    n = len(ar.sequences)
+    m = metrics.compare(ar, spec)
+    if stale:
+        st.info("These results are from earlier settings. Press **Run** to decode with the current ones.")
+
+    st.subheader("Race replay")
+    st.caption("Both lanes on one clock at their measured speed (the model is not rerun). Hover nothing here; "
+               "the token view below has the details.")  # fmt: skip
+    ar_recs, spec_recs = tokens.token_records(ar.steps, n), tokens.token_records(spec.steps, n)
+    spec_label = f"Speculative (k={settings.depth}, {spec.meta.get('draft_name') or 'no drafter'})"
+    st.iframe(race.race_html(ar_recs, spec_recs, ar.summary["wall_s"], spec.summary["wall_s"], spec_label=spec_label),
+              height=race.race_height(n))  # fmt: skip
+
+    st.subheader("Summary")
+    speedup = m["speedup"]
+    c1, c2, c3, c4, c5, c6 = st.columns(6)
+    c1.metric("AR tokens/s", metrics.fmt(m["ar_tokens_per_s"], ".1f"), help=f"{ar.summary['new_tokens']} tokens in {ar.summary['wall_s']:.2f} s")
+    c2.metric("Speculative tokens/s", metrics.fmt(m["spec_tokens_per_s"], ".1f"),
+              delta=None if speedup is None else f"{speedup:.2f}× speedup", delta_color="normal" if (speedup or 0) >= 1 else "inverse",
+              help=f"{spec.summary['new_tokens']} tokens in {spec.summary['wall_s']:.2f} s")  # fmt: skip
+    c3.metric("Acceptance rate", metrics.fmt(m["acceptance_rate"], ".0%"), help="accepted draft tokens / drafted tokens")
+    c4.metric("α (per-token acceptance)", metrics.fmt(m["alpha"], ".2f"), help="accepted / (accepted + rejections), Leviathan's α")
+    c5.metric("Tokens per target pass", metrics.fmt(m["tokens_per_step"], ".2f"), help="mean accepted + 1 (AR: 1.00)")
+    c6.metric("Target forwards", f"{m['spec_target_forwards']} vs {m['ar_target_forwards']}", help="speculative vs AR, prefill included")
+    d1, d2, d3, d4, d5, d6 = st.columns(6)
+    d1.metric("AR FLOPs", metrics.fmt_flops(m["ar_flops"]))
+    d2.metric("Speculative FLOPs", metrics.fmt_flops(m["spec_flops"]),
+              delta=None if m["flops_ratio"] is None else f"{m['flops_ratio']:.2f}× AR", delta_color="off")  # fmt: skip
+    d3.metric("FLOPs wasted on rejections", metrics.fmt_flops(m["flops_wasted"]))
+    d4.metric("Measured speedup", metrics.fmt(speedup, ".2f", "×"))
+    d5.metric("Leviathan predicted", metrics.fmt(m["predicted_speedup"], ".2f", "×"),
+              help="(1-α^(k+1)) / ((1-α)(k·c+1)) with the measured α and c; assumes a verify pass costs one AR step")  # fmt: skip
+    d6.metric("c (draft / target cost)", metrics.fmt(m["c"], ".3f"),
+              help="mean draft time per drafted token / mean AR step time")  # fmt: skip
+    if m["verify_cost_ratio"] is not None:
+        st.caption(
+            f"Speculation does more arithmetic ({metrics.fmt(m['flops_ratio'], '.2f')}× the FLOPs) yet can finish "
+            f"sooner: decoding is memory-bound, so a verify pass of k+1 tokens cost {m['verify_cost_ratio']:.2f}× an AR "
+            f"step here. Leviathan's prediction assumes 1.00×. See J. Barrow, "
+            f"[“Why is speculative decoding fast?”]({BARROW}) (2026)."
+        )
+
+    note = metrics.divergence_note(settings.temperature == 0, spec.summary.get("dtype", ""), m["first_differences"])
+    if note:
+        col_a, col_b = st.columns([5, 1], vertical_alignment="center")
+        col_a.warning(note, icon="⚑")
+        if settings.temperature == 0 and not settings.float32:
+            col_b.button("Switch to float32", on_click=set_float32, key="to_fp32")
+
+    st.subheader("Tokens")
+    left, right = st.columns(2)
+    diffs = m["first_differences"]
+    box_height = 520 if n > 2 else "content"
+    with left:
+        st.markdown("**Autoregressive** — one target pass per token")
+        with st.container(height=box_height, border=False):
+            st.html(tokens.lane_html(ar_recs, diffs, speculative=False))
+    with right:
+        st.markdown(f"**Speculative** — k = {settings.depth}, drafter: {spec.meta.get('draft_name') or 'none'}")
+        with st.container(height=box_height, border=False):
+            st.html(tokens.lane_html(spec_recs, diffs, speculative=True))
+
+    st.subheader("Under the hood")
+    g1, g2 = st.columns(2)
+    g1.plotly_chart(charts.latency_figure(ar, spec), width="stretch", key="chart_latency")
+    g2.plotly_chart(charts.tokens_per_pass_figure(ar, spec), width="stretch", key="chart_tpp")
+    g3, g4 = st.columns(2)
+    g3.plotly_chart(charts.utilization_figure(ar, spec, probe.peak_bandwidth, probe.peak_flops, gauge),
+                    width="stretch", key="chart_util")  # fmt: skip
+    g3.caption(
+        f"Peaks measured on this machine: {probe.peak_bandwidth / 1e9:.0f} GB/s, {probe.peak_flops / 1e9:.0f} GFLOP/s "
+        f"({probe.dtype}). The {gauge} gauge only says the chip was busy, not how much of it was used: a memory-bound "
+        "decode reads ~100% busy while its FLOP/s sit at a few % of peak."
+    )
+    if spec.summary.get("per_position_acceptance"):
+        g4.plotly_chart(charts.acceptance_figure(spec), width="stretch", key="chart_accept")
+    else:
+        g4.info("No draft tokens were proposed in this run (depth 0, policy off, or no n-gram matches).")
+
+    with st.expander("Download the traces (open them in Replay, or read the JSON)"):
+        t1, t2 = st.columns(2)
+        t1.download_button("AR trace (JSON)", json.dumps(ar.to_dict()), "speclab-ar.json", "application/json")
+        t2.download_button("Speculative trace (JSON)", json.dumps(spec.to_dict()), "speclab-spec.json", "application/json")
+
+
+# --- page -------------------------------------------------------------------------------------
+st.title("⚡ Playground")
+st.markdown(
+    "The same prompts, decoded twice on this machine: **plain autoregressive** (one target forward per token) "
+    "and **speculative** (a cheap drafter guesses *k* tokens, the target checks them all in *one* forward). "
+    "Decoding a small batch is memory-bound: reading the weights costs the same for 1 token or 5, so verified "
+    "guesses are nearly free, until batch × (k+1) tokens per pass turn the pass compute-bound. "
+    f"Background: J. Barrow, [“Why is speculative decoding fast?”]({BARROW}), 2026."
+)
+
+hub_ok = resources.hub_available()
+import torch  # noqa: E402  (after the page text, so the title shows while torch loads)
+
+on_gpu = torch.cuda.is_available()
+settings, clicked, auto = controls(hub_ok, on_gpu)
+problems = input_problems(settings, hub_ok, on_gpu)
+for problem in problems:
+    st.error(problem, icon="🚫")
+
+pair = probe = None
+if not problems or not resources.PRESETS[settings.preset].hub:
+    try:
+        with st.status("Loading the model pair and probing this machine…", expanded=False) as status:
+            pair = resources.get_pair(settings.preset, settings.dtype)
+            probe = resources.get_probe(pair.device.type, pair.dtype_name)
+            status.update(
+                label=f"Ready: {pair.target_name} · draft: {pair.draft_name or 'none'} · "
+                f"{pair.device.type} {pair.dtype_name}",
+                state="complete",
+            )
+            st.write(f"Device: {probe.device_name}; measured peaks {probe.peak_bandwidth / 1e9:.0f} GB/s, "
+                     f"{probe.peak_flops / 1e9:.0f} GFLOP/s; ridge point {probe.ridge_point:.0f} FLOP/byte.")  # fmt: skip
+            for warning in pair.warnings:
+                st.write(f"⚠️ {warning}")
+    except ModelLoadError as exc:
+        problems.append(str(exc))
+        st.error(f"Could not load the model pair: {exc}. Fix: choose the embedded pair.", icon="🚫")
+    except Exception as exc:  # never a traceback on the page
+        log.exception("model loading failed")
+        problems.append(str(exc))
+        st.error(f"Could not load the model pair ({type(exc).__name__}: {exc}).", icon="🚫")
+
+if pair is not None and settings.drafter == "model" and pair.draft is None:
+    problems.append("no draft model")
+    st.error("This model pair has no draft model. Fix: choose the n-gram drafter, or another pair.", icon="🚫")
+
+last = st.session_state.get("result")
+want_run = clicked or (auto and (last is None or last["settings"] != settings))
+if want_run and problems:
+    st.warning("Run skipped: fix the problem above first.")
+elif want_run and pair is not None:
+    live = st.empty()
+    notice = st.empty()
+    lock = resources.run_lock()
+    try:
+        acquire_lock(lock, notice)
+        try:
+            st.session_state["result"] = run_both(pair, settings, live)
+        finally:
+            lock.release()
+        live.empty()
+    except ConfigError as exc:
+        live.empty()
+        st.error(f"{exc}. Fix: shorten the prompt or lower max new tokens / depth.", icon="🚫")
+    except (ModelLoadError, TraceError) as exc:
+        live.empty()
+        st.error(str(exc), icon="🚫")
+    except Exception as exc:  # never a traceback on the page
+        log.exception("run failed")
+        live.empty()
+        st.error(f"The run failed ({type(exc).__name__}: {exc}). Try smaller settings.", icon="🚫")
+
+result = st.session_state.get("result")
+if result is not None and probe is not None:
+    gauge = "NVML GPU util" if result["spec"].meta.get("util_source") == "nvml" else "CPU util"
+    try:
+        show_results(result, probe, gauge, stale=result["settings"] != settings)
+    except Exception as exc:  # never a traceback on the page
+        log.exception("drawing the results failed")
+        st.error(f"Could not draw the results ({type(exc).__name__}: {exc}).", icon="🚫")
+elif not want_run:
+    st.info("Pick a prompt and press **▶ Run**: the AR lane decodes first, then the speculative lane, then both race.")

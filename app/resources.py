@@ -1,0 +1,106 @@
+"""The app's only shared state (st.cache_resource): model pairs, the hardware probe and the run lock.
+
+Everything here is shared by every session of the server. The model pair is stateless (all decoding
+state lives inside one engine call, DESIGN §2), the probe is a measurement, and the lock makes sure
+one run at a time touches the model, because timings of two overlapping runs would be meaningless.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import streamlit as st
+
+from engine import load_pair
+from engine.hardware import probe
+from engine.models import hub_reachable
+
+
+@dataclass(frozen=True)
+class PairPreset:
+    key: str
+    label: str
+    target: str | None  # None = the embedded default
+    draft: str | None
+    hub: bool  # needs the Hugging Face Hub
+
+
+PRESETS = {
+    p.key: p
+    for p in (
+        PairPreset("embedded", "SmolLM2-135M-Instruct (embedded) + default draft", None, "default", hub=False),
+        PairPreset(
+            "smollm2-1.7b", "SmolLM2-135M-Instruct → SmolLM2-1.7B-Instruct (hub)",
+            "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", hub=True,
+        ),
+        PairPreset(
+            "qwen2.5-7b", "Qwen2.5-0.5B-Instruct → Qwen2.5-7B-Instruct (hub)",
+            "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", hub=True,
+        ),
+    )
+}  # fmt: skip
+
+
+@st.cache_resource(show_spinner=False, ttl=300)
+def hub_available() -> bool:
+    """Is the Hugging Face Hub reachable from this server? (re-checked every 5 minutes)"""
+    hub_reachable.cache_clear()
+    return hub_reachable(timeout_s=2.0)
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def get_pair(preset_key: str, dtype: str):
+    """Load a model pair once per (preset, dtype) for the whole server; at most two stay resident."""
+    preset = PRESETS[preset_key]
+    return load_pair(target=preset.target, draft=preset.draft, dtype=dtype)
+
+
+@st.cache_resource(show_spinner=False)
+def get_probe(device: str, dtype: str):
+    """This machine's measured peak bandwidth and FLOP/s in the model's dtype (measured once)."""
+    return probe(device, dtype, quick=True)
+
+
+class RunLock:
+    """One run at a time; `waiting` counts sessions queued behind the current run."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._count = threading.Lock()
+        self.waiting = 0
+        self.holder_since: float | None = None
+
+    def try_acquire(self) -> bool:
+        if self._lock.acquire(blocking=False):
+            self.holder_since = time.monotonic()
+            return True
+        return False
+
+    def acquire(self, timeout: float) -> bool:
+        if self._lock.acquire(timeout=timeout):
+            self.holder_since = time.monotonic()
+            return True
+        return False
+
+    def enter_queue(self) -> None:
+        with self._count:
+            self.waiting += 1
+
+    def leave_queue(self) -> None:
+        with self._count:
+            self.waiting -= 1
+
+    def release(self) -> None:
+        self.holder_since = None
+        self._lock.release()
+
+    def busy_for(self) -> float:
+        since = self.holder_since
+        return 0.0 if since is None else time.monotonic() - since
+
+
+@st.cache_resource(show_spinner=False)
+def run_lock() -> RunLock:
+    return RunLock()

@@ -1,0 +1,128 @@
+"""Charts under the lanes: per-step latency, tokens per target pass, utilisation, acceptance per position.
+
+Each function takes Traces (and the hardware probe's peaks) and returns a plotly Figure. Step 0 of a
+trace is the prefill; the per-step charts show decode steps only (the prefill is one long pass that
+would flatten everything else) and say so in their titles.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+AR_COLOR = "#8a8d99"
+DRAFT_COLOR = "#f2a93b"
+VERIFY_COLOR = "#1f4fd1"
+OVERHEAD_COLOR = "#c9cbd3"
+ACCEPT_COLOR = "#0a7d32"
+
+
+def _decode_steps(trace):
+    return [s for s in trace.steps if s.kind == "decode"]
+
+
+def _layout(fig: go.Figure, title: str, height: int = 330) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "font": {"size": 15}},
+        height=height,
+        margin={"l": 50, "r": 20, "t": 50, "b": 40},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
+        hovermode="x unified",
+    )
+    return fig
+
+
+def latency_figure(ar, spec) -> go.Figure:
+    """Per decode step: AR step time beside the speculative step's draft + verify (+ overhead) stacked."""
+    ar_steps, sp_steps = _decode_steps(ar), _decode_steps(spec)
+    fig = go.Figure()
+    fig.add_bar(
+        x=[s.index for s in ar_steps], y=[s.step_ms for s in ar_steps], name="AR step",
+        marker_color=AR_COLOR, offsetgroup="ar",
+        hovertemplate="AR step %{x}: %{y:.1f} ms<extra></extra>",
+    )  # fmt: skip
+    draft = [s.draft_ms for s in sp_steps]
+    verify = [s.verify_ms for s in sp_steps]
+    overhead = [max(0.0, s.step_ms - s.draft_ms - s.verify_ms) for s in sp_steps]
+    x = [s.index for s in sp_steps]
+    fig.add_bar(x=x, y=draft, name="draft", marker_color=DRAFT_COLOR, offsetgroup="spec",
+                hovertemplate="draft %{y:.1f} ms<extra></extra>")  # fmt: skip
+    fig.add_bar(x=x, y=verify, base=draft, name="verify (target pass)", marker_color=VERIFY_COLOR,
+                offsetgroup="spec", hovertemplate="verify %{y:.1f} ms<extra></extra>")  # fmt: skip
+    fig.add_bar(x=x, y=overhead, base=[d + v for d, v in zip(draft, verify)], name="engine overhead",
+                marker_color=OVERHEAD_COLOR, offsetgroup="spec",
+                hovertemplate="overhead %{y:.1f} ms<extra></extra>")  # fmt: skip
+    fig.update_layout(barmode="group", bargap=0.15)
+    fig.update_xaxes(title_text="decode step")
+    fig.update_yaxes(title_text="ms")
+    pre_ar = ar.steps[0].step_ms if ar.steps else 0.0
+    pre_sp = spec.steps[0].step_ms if spec.steps else 0.0
+    return _layout(fig, f"Per-step latency (prefill not shown: AR {pre_ar:.0f} ms, speculative {pre_sp:.0f} ms)")
+
+
+def tokens_per_pass_figure(ar, spec) -> go.Figure:
+    """Tokens each target forward added to the output (bars) and tokens it processed (markers)."""
+    fig = go.Figure()
+    for trace, name, color in ((ar, "AR", AR_COLOR), (spec, "speculative", VERIFY_COLOR)):
+        steps = _decode_steps(trace)
+        fig.add_bar(
+            x=[s.index for s in steps], y=[sum(len(q.emitted) for q in s.seqs) for s in steps],
+            name=f"{name}: tokens emitted", marker_color=color, offsetgroup=name,
+            hovertemplate=f"{name} step %{{x}}: %{{y}} tokens emitted<extra></extra>",
+        )  # fmt: skip
+    steps = _decode_steps(spec)
+    fig.add_scatter(
+        x=[s.index for s in steps], y=[s.tokens_per_pass for s in steps], mode="markers",
+        name="speculative: tokens processed", marker={"symbol": "line-ew-open", "size": 14, "color": "#c62828"},
+        hovertemplate="processed %{y} tokens<extra></extra>",
+    )  # fmt: skip
+    fig.update_layout(barmode="group", bargap=0.15)
+    fig.update_xaxes(title_text="target forward (decode step)")
+    fig.update_yaxes(title_text="tokens", rangemode="tozero")
+    return _layout(fig, "Tokens per target pass")
+
+
+def achieved(step, peak_bandwidth: float, peak_flops: float) -> tuple[float, float]:
+    """(% of peak bandwidth, % of peak FLOP/s) a step achieved, from its counted bytes/FLOPs and measured time."""
+    seconds = max(step.step_ms, 1e-6) / 1000.0
+    return 100.0 * step.bytes / seconds / peak_bandwidth, 100.0 * step.flops / seconds / peak_flops
+
+
+def utilization_figure(ar, spec, peak_bandwidth: float, peak_flops: float, gauge_name: str = "CPU util") -> go.Figure:
+    """Per step, achieved bandwidth and FLOP/s as % of the probed peaks, beside the coarse busy gauge."""
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, subplot_titles=("Autoregressive", "Speculative"),
+                        horizontal_spacing=0.04)  # fmt: skip
+    for col, trace in ((1, ar), (2, spec)):
+        steps = _decode_steps(trace)
+        x = [s.index for s in steps]
+        pairs = [achieved(s, peak_bandwidth, peak_flops) for s in steps]
+        first = col == 1
+        fig.add_scatter(x=x, y=[p[0] for p in pairs], name="memory bandwidth % of peak", mode="lines",
+                        line={"color": "#1f4fd1", "width": 2}, legendgroup="bw", showlegend=first, row=1, col=col,
+                        hovertemplate="bandwidth %{y:.0f}%<extra></extra>")  # fmt: skip
+        fig.add_scatter(x=x, y=[p[1] for p in pairs], name="FLOP/s % of peak", mode="lines",
+                        line={"color": "#f2a93b", "width": 2}, legendgroup="fl", showlegend=first, row=1, col=col,
+                        hovertemplate="FLOP/s %{y:.1f}%<extra></extra>")  # fmt: skip
+        fig.add_scatter(x=x, y=[s.util_pct for s in steps], name=f"{gauge_name} (coarse gauge)", mode="lines",
+                        line={"color": "#8a8d99", "dash": "dot"}, legendgroup="ut", showlegend=first, row=1, col=col,
+                        connectgaps=True, hovertemplate=f"{gauge_name} %{{y:.0f}}%<extra></extra>")  # fmt: skip
+        fig.update_xaxes(title_text="decode step", row=1, col=col)
+    fig.update_yaxes(title_text="% of this machine's peak", rangemode="tozero", row=1, col=1)
+    return _layout(fig, "Hardware utilisation per step", height=340)
+
+
+def acceptance_figure(spec) -> go.Figure:
+    """Fraction of steps whose i-th draft token was accepted, beside α^i (Leviathan's i.i.d. model)."""
+    per_pos = spec.summary.get("per_position_acceptance") or []
+    alpha = spec.summary.get("alpha")
+    positions = list(range(1, len(per_pos) + 1))
+    fig = go.Figure()
+    fig.add_bar(x=positions, y=per_pos, name="measured", marker_color=ACCEPT_COLOR,
+                hovertemplate="position %{x}: %{y:.0%} accepted<extra></extra>")  # fmt: skip
+    if alpha is not None and positions:
+        fig.add_scatter(x=positions, y=[alpha**i for i in positions], mode="lines+markers", name="α^i (i.i.d. model)",
+                        line={"color": "#8a8d99", "dash": "dash"},
+                        hovertemplate="α^%{x} = %{y:.2f}<extra></extra>")  # fmt: skip
+    fig.update_xaxes(title_text="draft position", dtick=1)
+    fig.update_yaxes(title_text="accepted", range=[0, 1.05], tickformat=".0%")
+    return _layout(fig, "Acceptance per draft position")

@@ -1,0 +1,151 @@
+"""Race replay: both lanes replayed on one clock at their true relative speed, in a small HTML/JS view.
+
+Every token carries the measured time (seconds since its lane started) of the step that produced it,
+so playing both lanes against the same clock shows exactly how much sooner the speculative lane
+finishes, and where it stalls on rejected drafts. Play / pause / step / speed / restart run entirely
+in the browser: a replay never reruns the model. Token text is passed as JSON and set with
+textContent, never as HTML.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .tokens import TokenRecord
+
+SPEEDS = (0.1, 0.25, 0.5, 1.0, 2.0)
+
+
+def _lane_payload(name: str, records: list[list[TokenRecord]], total_s: float, max_seqs: int) -> dict:
+    shown = records[:max_seqs]
+    tokens = [[r.seq, round(r.t_s, 5), r.text, r.kind] for recs in shown for r in recs]
+    tokens.sort(key=lambda x: x[1])
+    n_out = sum(1 for recs in records for r in recs if r.out_index is not None)
+    return {
+        "name": name,
+        "total_s": round(total_s, 5),
+        "n_seqs": len(shown),
+        "hidden_seqs": max(0, len(records) - max_seqs),
+        "n_out": n_out,
+        "tokens": tokens,
+    }
+
+
+def race_height(n_seqs: int, max_seqs: int = 3) -> int:
+    """Pixel height of the component for `n_seqs` sequences (st.iframe needs a fixed height)."""
+    shown = min(n_seqs, max_seqs)
+    return 96 + 2 * (44 + shown * 86)
+
+
+def race_html(
+    ar_records: list[list[TokenRecord]],
+    spec_records: list[list[TokenRecord]],
+    ar_total_s: float,
+    spec_total_s: float,
+    max_seqs: int = 3,
+    spec_label: str = "Speculative",
+) -> str:
+    data = {
+        "lanes": [
+            _lane_payload("Autoregressive", ar_records, ar_total_s, max_seqs),
+            _lane_payload(spec_label, spec_records, spec_total_s, max_seqs),
+        ],
+        "speeds": list(SPEEDS),
+    }
+    payload = json.dumps(data).replace("</", "<\\/")
+    return _TEMPLATE.replace("__DATA__", payload)
+
+
+_TEMPLATE = r"""<!doctype html>
+<html><head><meta charset="utf-8">
+<style>
+body{margin:0;font-family:"Source Sans Pro",system-ui,sans-serif;color:#262730;background:transparent}
+#race{padding:4px 2px}
+.bar{display:flex;gap:6px;align-items:center;flex-wrap:wrap;margin-bottom:6px}
+button,select{font:inherit;font-size:13px;padding:3px 10px;border:1px solid #c9cbd3;border-radius:6px;background:#fff;cursor:pointer}
+button:hover{border-color:#ff4b4b;color:#ff4b4b}
+#clock{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;margin-left:8px}
+.lane{margin:6px 0 8px 0}
+.lanehead{display:flex;justify-content:space-between;font-size:13px;font-weight:600;margin-bottom:2px}
+.lanehead .st{font-weight:400;font-family:ui-monospace,Menlo,Consolas,monospace}
+.track{height:6px;background:#eceef3;border-radius:3px;margin-bottom:4px;position:relative}
+.fill{height:6px;border-radius:3px;width:0}
+.ar .fill{background:#8a8d99}.spec .fill{background:#1f4fd1}
+.seq{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px;line-height:1.75;white-space:pre-wrap;
+ word-break:break-word;border:1px solid #dcdde3;border-radius:6px;padding:3px 6px;height:70px;overflow-y:auto;margin-bottom:6px}
+.t{border-radius:3px;padding:0 1px;display:none}
+.t.on{display:inline}
+.accepted{color:#0a7d32;background:rgba(16,160,70,.13);text-decoration:underline;text-decoration-thickness:2px;text-underline-offset:3px}
+.rejected{color:#c62828;background:rgba(220,40,40,.10);text-decoration:line-through;text-decoration-thickness:2px}
+.correction,.bonus{color:#1f4fd1;background:rgba(40,90,230,.12);outline:1.5px solid rgba(40,90,230,.6);font-weight:600}
+.correction::after{content:"↺";font-size:.65em;vertical-align:super}
+.bonus::after{content:"+";font-size:.65em;vertical-align:super}
+.more{font-size:12px;opacity:.7}
+@media (prefers-color-scheme: dark){body{color:#fafafa}button,select{background:#262730;color:#fafafa;border-color:#555}
+ .seq{border-color:#444}.track{background:#333}}
+</style></head>
+<body><div id="race" data-state="ready">
+<div class="bar">
+ <button id="play" title="play / pause">⏸ Pause</button>
+ <button id="step" title="advance to the next step of either lane">⏭ Step</button>
+ <button id="restart" title="replay from the start">↺ Restart</button>
+ <label style="font-size:13px">speed <select id="speed"></select></label>
+ <span id="clock">t = 0.00 s</span>
+</div>
+<div id="lanes"></div>
+</div>
+<script>
+const DATA = __DATA__;
+const maxT = Math.max(...DATA.lanes.map(l => l.total_s), 1e-6);
+const times = [...new Set(DATA.lanes.flatMap(l => l.tokens.map(t => t[1])))].sort((a,b)=>a-b);
+let now = 0, playing = true, speed = 1.0, last = null;
+const root = document.getElementById('race');
+const lanesDiv = document.getElementById('lanes');
+const lanes = DATA.lanes.map((lane, li) => {
+  const div = document.createElement('div');
+  div.className = 'lane ' + (li === 0 ? 'ar' : 'spec');
+  const head = document.createElement('div'); head.className = 'lanehead';
+  const nm = document.createElement('span'); nm.textContent = lane.name;
+  const st = document.createElement('span'); st.className = 'st';
+  head.append(nm, st); div.append(head);
+  const track = document.createElement('div'); track.className = 'track';
+  const fill = document.createElement('div'); fill.className = 'fill'; track.append(fill); div.append(track);
+  const boxes = [];
+  for (let s = 0; s < lane.n_seqs; s++) { const b = document.createElement('div'); b.className = 'seq'; div.append(b); boxes.push(b); }
+  if (lane.hidden_seqs > 0) { const m = document.createElement('div'); m.className = 'more';
+    m.textContent = '… and ' + lane.hidden_seqs + ' more sequences (same clock)'; div.append(m); }
+  const spans = lane.tokens.map(([seq, t, text, kind]) => {
+    const sp = document.createElement('span'); sp.className = 't ' + kind;
+    sp.textContent = text.length ? text.replace(/\n/g, '↵\n') : '∅';
+    boxes[seq].append(sp); return {t, sp, seq, kind};
+  });
+  lanesDiv.append(div);
+  return {lane, st, fill, boxes, spans, shown: 0};
+});
+function render() {
+  document.getElementById('clock').textContent = 't = ' + now.toFixed(2) + ' s   (×' + speed + ')';
+  for (const L of lanes) {
+    let n = 0, out = 0;
+    for (const s of L.spans) { const on = s.t <= now + 1e-9; if (on) { n++; if (s.kind !== 'rejected') out++; }
+      if (on !== s.sp.classList.contains('on')) s.sp.classList.toggle('on', on); }
+    if (n !== L.shown) { L.shown = n; for (const b of L.boxes) b.scrollTop = b.scrollHeight; }
+    const done = now >= L.lane.total_s - 1e-9;
+    L.fill.style.width = (100 * Math.min(now, L.lane.total_s) / maxT) + '%';
+    L.st.textContent = (done ? '✓ finished in ' + L.lane.total_s.toFixed(2) + ' s' : 'decoding…') + '  ·  ' + out + ' tokens shown';
+  }
+  root.dataset.state = now >= maxT - 1e-9 ? 'done' : (playing ? 'playing' : 'paused');
+}
+function setPlaying(p) { playing = p; document.getElementById('play').textContent = p ? '⏸ Pause' : '▶ Play'; last = null; render(); }
+function tick(ts) {
+  if (playing) { if (last !== null) { now = Math.min(maxT, now + speed * (ts - last) / 1000); }
+    last = ts; if (now >= maxT) { setPlaying(false); } render(); }
+  requestAnimationFrame(tick);
+}
+const sel = document.getElementById('speed');
+for (const s of DATA.speeds) { const o = document.createElement('option'); o.value = s; o.textContent = s + '×'; if (s === 1) o.selected = true; sel.append(o); }
+sel.onchange = () => { speed = parseFloat(sel.value); render(); };
+document.getElementById('play').onclick = () => { if (!playing && now >= maxT) now = 0; setPlaying(!playing); };
+document.getElementById('step').onclick = () => { setPlaying(false); const nxt = times.find(t => t > now + 1e-9); now = nxt === undefined ? maxT : nxt; render(); };
+document.getElementById('restart').onclick = () => { now = 0; setPlaying(true); };
+render(); requestAnimationFrame(tick);
+</script></body></html>"""

@@ -1,0 +1,185 @@
+"""Token view: what each lane wrote, token by token, coloured by where the token came from.
+
+- AR lane: every token is the target's own (neutral).
+- Speculative lane: accepted draft tokens (green, underlined), rejected draft tokens (red, struck
+  through: computed, then thrown away), and the target's own token of each step: a correction after
+  a rejection or a bonus after full acceptance (blue, boxed, with a ↺ / + marker). Colour is never
+  the only signal, so the view stays readable for colour-blind users.
+- Hovering a draft token shows its draft probability q, target probability p and min(1, p/q), the
+  chance that sampling-mode verification keeps it (Leviathan et al. 2023, Alg. 1).
+
+`token_records` works on a plain list of Steps, so the page can redraw a lane live while it decodes.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+KINDS = ("plain", "accepted", "rejected", "correction", "bonus")
+CSS_CLASS = {
+    "plain": "tok tok-plain",
+    "accepted": "tok tok-acc",
+    "rejected": "tok tok-rej",
+    "correction": "tok tok-fix",
+    "bonus": "tok tok-bonus",
+}
+MARKER = {"correction": "↺", "bonus": "+"}
+
+STYLE = """<style>
+.sl-lane{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:0.86rem;line-height:1.9;
+ white-space:pre-wrap;word-break:break-word;border:1px solid rgba(128,128,128,.35);border-radius:6px;
+ padding:6px 8px;margin:0 0 6px 0;max-height:16rem;overflow-y:auto}
+.sl-seqhead{font-size:0.75rem;opacity:.7;margin:2px 0 0 0;font-family:sans-serif}
+.tok{border-radius:3px;padding:0 1px}
+.tok-plain{}
+.tok-acc{color:#0a7d32;background:rgba(16,160,70,.13);text-decoration:underline;text-decoration-thickness:2px;text-underline-offset:3px}
+.tok-rej{color:#c62828;background:rgba(220,40,40,.10);text-decoration:line-through;text-decoration-thickness:2px;opacity:.85}
+.tok-fix,.tok-bonus{color:#1f4fd1;background:rgba(40,90,230,.12);outline:1.5px solid rgba(40,90,230,.6);font-weight:600}
+.tok-mark{font-size:.65em;vertical-align:super;margin-left:1px}
+.tok-diff{box-shadow:0 0 0 2px #e69f00;border-radius:3px}
+.tok-flag{color:#b36b00;font-weight:700;font-size:.8em}
+.sl-legend{font-family:sans-serif;font-size:0.8rem;margin:2px 0 8px 0}
+.sl-legend span{margin-right:12px}
+</style>"""
+
+
+@dataclass
+class TokenRecord:
+    seq: int
+    text: str
+    kind: str  # one of KINDS
+    step: int
+    t_s: float  # end of the step that produced it, seconds since the run started
+    out_index: int | None  # position in the sequence's output (None for a rejected draft token)
+    draft_prob: float | None = None
+    target_prob: float | None = None
+
+    @property
+    def accept_prob(self) -> float | None:
+        if self.draft_prob is None or self.target_prob is None:
+            return None
+        return 1.0 if self.draft_prob <= 0 else min(1.0, self.target_prob / self.draft_prob)
+
+    def tooltip(self) -> str:
+        if self.kind in ("accepted", "rejected"):
+            verdict = "accepted" if self.kind == "accepted" else "rejected"
+            return (
+                f"draft token, {verdict} (step {self.step})\n"
+                f"draft q = {self.draft_prob:.3f}   target p = {self.target_prob:.3f}\n"
+                f"min(1, p/q) = {self.accept_prob:.3f}"
+            )
+        if self.kind == "correction":
+            return f"target's correction after a rejection (step {self.step})\ntarget p = {self.target_prob:.3f}"
+        if self.kind == "bonus":
+            return f"target's bonus token: all drafts accepted (step {self.step})\ntarget p = {self.target_prob:.3f}"
+        prob = f"\ntarget p = {self.target_prob:.3f}" if self.target_prob is not None else ""
+        return f"target token (step {self.step}){prob}"
+
+
+def token_records(steps, n_seqs: int) -> list[list[TokenRecord]]:
+    """Per sequence, every token in the order it appeared (rejected draft tokens included)."""
+    out: list[list[TokenRecord]] = [[] for _ in range(n_seqs)]
+    for step in steps:
+        for s in step.seqs:
+            seq_tokens = out[s.seq]
+            n_out = sum(1 for r in seq_tokens if r.out_index is not None)
+            n_emitted = len(s.emitted)
+            for j, d in enumerate(s.drafted):
+                if d.accepted and j >= n_emitted:  # accepted, but cut by EOS / max_new_tokens
+                    continue
+                seq_tokens.append(
+                    TokenRecord(
+                        seq=s.seq, text=d.text, kind="accepted" if d.accepted else "rejected",
+                        step=step.index, t_s=step.t_end_s,
+                        out_index=n_out + j if d.accepted else None,
+                        draft_prob=d.draft_prob, target_prob=d.target_prob,
+                    )
+                )  # fmt: skip
+            if n_emitted > s.num_accepted:  # the target's own token made it into the output
+                kind = s.next_kind if s.drafted else "plain"
+                seq_tokens.append(
+                    TokenRecord(
+                        seq=s.seq, text=s.next_text, kind=kind, step=step.index, t_s=step.t_end_s,
+                        out_index=n_out + s.num_accepted, target_prob=s.next_prob,
+                    )
+                )  # fmt: skip
+    return out
+
+
+def first_differences(ar_ids: list[list[int]], spec_ids: list[list[int]]) -> dict[int, int]:
+    """seq -> index of the first output token where the two lanes differ (only sequences that differ)."""
+    diffs = {}
+    for i, (a, b) in enumerate(zip(ar_ids, spec_ids)):
+        for j, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                diffs[i] = j
+                break
+        else:
+            if len(a) != len(b):
+                diffs[i] = min(len(a), len(b))
+    return diffs
+
+
+def _display_text(text: str) -> str:
+    if text == "":
+        return "∅"
+    shown = text.replace("\n", "↵\n").replace("\t", "⇥")
+    return html.escape(shown)
+
+
+def token_span(rec: TokenRecord, diff: bool = False) -> str:
+    cls = CSS_CLASS[rec.kind] + (" tok-diff" if diff else "")
+    marker = f'<span class="tok-mark">{MARKER[rec.kind]}</span>' if rec.kind in MARKER else ""
+    flag = '<span class="tok-flag" title="first token where the lanes differ">⚑</span>' if diff else ""
+    tip = html.escape(rec.tooltip() + ("\nfirst token where the two lanes differ" if diff else ""), quote=True)
+    return f'{flag}<span class="{cls}" data-kind="{rec.kind}" title="{tip}">{_display_text(rec.text)}{marker}</span>'
+
+
+def sequence_html(records: list[TokenRecord], first_diff: int | None = None) -> str:
+    return "".join(token_span(r, diff=first_diff is not None and r.out_index == first_diff) for r in records)
+
+
+def legend_html(speculative: bool = True) -> str:
+    if not speculative:
+        return '<div class="sl-legend"><span class="tok tok-plain">plain</span> every token is one target pass</div>'
+    return (
+        '<div class="sl-legend">'
+        '<span class="tok tok-acc">accepted draft</span>'
+        '<span class="tok tok-rej">rejected draft</span>'
+        '<span class="tok tok-fix">correction<span class="tok-mark">↺</span></span>'
+        '<span class="tok tok-bonus">bonus<span class="tok-mark">+</span></span>'
+        '<span class="tok tok-plain">target only (no draft)</span>'
+        '<span><span class="tok-flag">⚑</span><span class="tok tok-diff">first difference</span></span>'
+        "</div>"
+    )
+
+
+def lane_html(
+    records: list[list[TokenRecord]],
+    first_diff: dict[int, int] | None = None,
+    max_seqs: int | None = None,
+    status: str = "",
+    speculative: bool = True,
+) -> str:
+    """One lane (all its sequences, or the first `max_seqs`) as a self-contained HTML snippet."""
+    first_diff = first_diff or {}
+    shown = records if max_seqs is None else records[:max_seqs]
+    parts = [STYLE, legend_html(speculative)]
+    if status:
+        parts.append(f'<div class="sl-seqhead">{html.escape(status)}</div>')
+    for i, recs in enumerate(shown):
+        if len(records) > 1:
+            parts.append(f'<div class="sl-seqhead">sequence {i + 1}</div>')
+        parts.append(f'<div class="sl-lane">{sequence_html(recs, first_diff.get(i))}</div>')
+    if max_seqs is not None and len(records) > max_seqs:
+        parts.append(f'<div class="sl-seqhead">… and {len(records) - max_seqs} more sequences</div>')
+    return "".join(parts)
+
+
+def kind_counts(records: list[list[TokenRecord]]) -> dict[str, int]:
+    counts = dict.fromkeys(KINDS, 0)
+    for recs in records:
+        for r in recs:
+            counts[r.kind] += 1
+    return counts
