@@ -1,0 +1,710 @@
+"""Distil a small draft model for the embedded target (SmolLM2-135M-Instruct), on a CPU, reproducibly.
+
+Knowledge distillation on the target's own greedy outputs (sequence-level KD, Kim & Rush 2016; the
+recipe of DistillSpec, Zhou et al. 2024, in its simplest form: the draft learns to predict exactly what
+the target will emit, which is what speculative acceptance rewards):
+
+    1. prompts   a varied, seeded prompt set: topics x task templates (explain, story, list, compare,
+                 how-to, summarise, answer, email, ...). Whole topics are held out for evaluation.
+    2. generate  the target's greedy responses, batched through `engine.generate` (ragged batch; several
+                 times faster than batch 1), written in shards so a time cap can stop it cleanly.
+    3. soft      (optional) one teacher-forcing forward of the target over each prompt+response keeps its
+                 top-k next-token distribution at every response position (cheap next to generation).
+    4. train     a small Llama (same tokenizer and vocabulary): tied embedding initialised from the target's
+                 embedding projected to the draft width by PCA; loss on response tokens only:
+                 (1 - w) * CE(target's greedy token) + w * soft CE(target's top-k distribution).
+    5. save      safetensors + config.json + tokenizer files + README.md model card, loadable with
+                 `load_pair(draft=dir)`; held-out acceptance is measured with the engine itself.
+
+    python -m engine.distill --help
+    python -m engine.distill --work-dir distill_work --out assets/draft           # the shipped draft
+    python -m engine.distill --stage eval --out assets/draft                     # re-measure a draft
+
+Every stage is seeded (prompts, shuffles, init, batches). Generation is greedy; in bfloat16 the engine's
+batched decoding is deterministic for a fixed batch composition on a given machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+# --------------------------------------------------------------------------------------------------
+# 1. prompts
+# --------------------------------------------------------------------------------------------------
+
+TOPICS = [
+    # science and nature
+    "photosynthesis", "black holes", "the water cycle", "volcanoes", "earthquakes", "the immune system",
+    "DNA", "evolution", "climate change", "the solar system", "gravity", "electricity", "magnetism",
+    "the human heart", "sleep", "bees", "coral reefs", "rainforests", "deserts", "the ocean tides",
+    "vaccines", "antibiotics", "the moon", "rainbows", "clouds", "dinosaurs", "whales", "mushrooms",
+    "the periodic table", "atoms", "light", "sound waves", "friction", "batteries", "nuclear energy",
+    "solar panels", "wind turbines", "recycling", "plastic pollution", "bird migration",
+    # technology
+    "the internet", "smartphones", "artificial intelligence", "machine learning", "computer viruses",
+    "passwords", "cloud computing", "databases", "the Python programming language", "web browsers",
+    "email", "GPS", "electric cars", "3D printing", "robots", "video games", "social media",
+    "open source software", "encryption", "spreadsheets", "search engines", "drones", "virtual reality",
+    # everyday life
+    "cooking pasta", "baking bread", "making coffee", "brewing tea", "gardening", "growing tomatoes",
+    "house plants", "saving money", "budgeting", "running", "yoga", "swimming", "cycling", "hiking",
+    "camping", "packing for a trip", "learning a new language", "studying for exams", "time management",
+    "public speaking", "job interviews", "writing a resume", "moving to a new city", "adopting a dog",
+    "caring for a cat", "keeping fish", "cleaning the kitchen", "decluttering", "healthy breakfast",
+    "drinking enough water", "stress", "making friends", "birthday parties", "remote work",
+    # history, society, culture
+    "the Roman Empire", "ancient Egypt", "the printing press", "the Industrial Revolution",
+    "the first airplane", "the Moon landing", "the Olympic Games", "democracy", "taxes", "money",
+    "inflation", "supply and demand", "libraries", "museums", "jazz", "classical music", "painting",
+    "photography", "poetry", "theatre", "chess", "football", "basketball", "the Silk Road", "castles",
+    "pirates", "trains", "bridges", "skyscrapers", "maps", "calendars", "clocks", "the alphabet",
+    # places and things
+    "Paris", "Tokyo", "the Amazon river", "Mount Everest", "Antarctica", "the Sahara", "islands",
+    "lighthouses", "farms", "cities at night", "a small village", "a busy market", "an old bookshop",
+    "a train station", "a rainy afternoon", "winter", "autumn leaves", "the night sky", "a thunderstorm",
+    "a lost key", "a red umbrella", "a paper boat", "a robot cat", "a friendly dragon", "a tiny spaceship",
+]
+
+TASKS = [
+    ("explain", "Explain {topic} in simple terms."),
+    ("explain_child", "Explain {topic} to a ten-year-old."),
+    ("what_is", "What is {topic}?"),
+    ("why", "Why does {topic} matter?"),
+    ("facts", "Give me three interesting facts about {topic}."),
+    ("list", "List five things everyone should know about {topic}."),
+    ("story", "Write a short story about {topic}."),
+    ("poem", "Write a short poem about {topic}."),
+    ("howto", "How do I get started with {topic}? Give step-by-step instructions."),
+    ("tips", "What are some practical tips related to {topic}?"),
+    ("compare", "Compare {topic} and {other}."),
+    ("pros_cons", "What are the pros and cons of {topic}?"),
+    ("email", "Write a short email to a friend about {topic}."),
+    ("summary", "Summarise the main ideas of {topic} in one paragraph."),
+    ("question", "I have a question: what is the most common misconception about {topic}?"),
+    ("history", "Tell me briefly about the history of {topic}."),
+    ("describe", "Describe {topic} in a few sentences."),
+    ("quiz", "Write three quiz questions about {topic} with answers."),
+    ("lesson", "Outline a short lesson plan for teaching {topic}."),
+    ("tweet", "Write a cheerful social media post about {topic}."),
+    ("dialogue", "Write a short dialogue between two people talking about {topic}."),
+    ("future", "How might {topic} change in the next twenty years?"),
+    ("mistakes", "What mistakes do beginners make with {topic}?"),
+    ("analogy", "Explain {topic} using an everyday analogy."),
+    ("summarise_para", "Summarise this paragraph in one sentence: {paragraph}"),
+    ("title", "Suggest five titles for an article about {topic}."),
+]
+
+PARAGRAPH_TEMPLATES = [
+    "Many people find {topic} fascinating. Researchers and hobbyists have studied it for years, and new "
+    "ideas keep appearing. Some say the basics are easy to learn, while others argue that real "
+    "understanding takes patience and practice.",
+    "Last week our town held a small event about {topic}. Volunteers set up tables, children asked "
+    "questions, and an expert gave a short talk. By the evening, everyone agreed they had learned "
+    "something new and wanted to come back next year.",
+    "{topic_cap} has changed a lot over time. What started as a simple idea became something that "
+    "affects millions of lives. Today, people debate how to use it wisely and what its future should be.",
+]
+
+
+def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=None) -> dict:
+    """Every topic x task combination, seeded and shuffled; every `heldout_every`-th topic is held out.
+
+    Returns {"train": [{prompt, topic, task}], "heldout": [...]}. Held-out topics never appear in training,
+    so the held-out acceptance measures generalisation to new subjects, not memorised answers.
+    """
+    topics = list(TOPICS if topics is None else topics)
+    tasks = list(TASKS if tasks is None else tasks)
+    rng = random.Random(seed)
+    heldout_topics = set(topics[heldout_every - 1 :: heldout_every]) if heldout_every > 0 else set()
+    train, heldout = [], []
+    for ti, topic in enumerate(topics):
+        for task, template in tasks:
+            other = topics[(ti + 1 + rng.randrange(len(topics) - 1)) % len(topics)]
+            paragraph = rng.choice(PARAGRAPH_TEMPLATES).format(topic=topic, topic_cap=topic[:1].upper() + topic[1:])
+            prompt = template.format(topic=topic, other=other, paragraph=paragraph)
+            row = {"prompt": prompt, "topic": topic, "task": task}
+            (heldout if topic in heldout_topics else train).append(row)
+    rng.shuffle(train)
+    rng.shuffle(heldout)
+    return {"train": train, "heldout": heldout, "heldout_topics": sorted(heldout_topics)}
+
+
+# --------------------------------------------------------------------------------------------------
+# 2. generate
+# --------------------------------------------------------------------------------------------------
+
+
+def generate_data(pair, rows: list[dict], shard_dir: Path, batch_size: int, max_new_tokens: int,
+                  time_cap_s: float | None = None, log=print) -> dict:
+    """Run the target greedily over `rows` in batches; append one JSON line per sequence to shards.
+
+    Resumable: shards already written are skipped. Stops before starting a batch once `time_cap_s` is spent.
+    """
+    from . import DecodeConfig, generate
+
+    shard_dir.mkdir(parents=True, exist_ok=True)
+    cfg = DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens, temperature=0.0, seed=0)
+    t0 = time.perf_counter()
+    n_batches = math.ceil(len(rows) / batch_size)
+    tokens = 0
+    for b in range(n_batches):
+        path = shard_dir / f"shard-{b:05d}.jsonl"
+        if path.exists():
+            continue
+        elapsed = time.perf_counter() - t0
+        if time_cap_s is not None and elapsed > time_cap_s:
+            log(f"generate: time cap reached after {b} batches ({elapsed:.0f} s)")
+            break
+        batch = rows[b * batch_size : (b + 1) * batch_size]
+        trace = generate(pair, [r["prompt"] for r in batch], cfg)
+        with open(path.with_suffix(".tmp"), "w") as f:
+            for r, out in zip(batch, trace.output_ids):
+                ids = pair.encode_prompt(r["prompt"])
+                f.write(json.dumps({**r, "prompt_ids": ids, "output_ids": list(out)}) + "\n")
+                tokens += len(out)
+        os.replace(path.with_suffix(".tmp"), path)
+        log(f"generate: batch {b + 1}/{n_batches}  {trace.summary['new_tokens']} tokens  "
+            f"{trace.summary['tokens_per_s']:.1f} tok/s  total {tokens} new tokens in {time.perf_counter() - t0:.0f} s")
+    return {"seconds": time.perf_counter() - t0, "tokens": tokens}
+
+
+def read_shards(shard_dir: Path) -> list[dict]:
+    rows = []
+    for path in sorted(shard_dir.glob("shard-*.jsonl")):
+        with open(path) as f:
+            rows.extend(json.loads(line) for line in f if line.strip())
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------
+# 3. soft targets (optional)
+# --------------------------------------------------------------------------------------------------
+
+
+def sequence_of(row: dict, max_len: int) -> tuple[list[int], int]:
+    """prompt + response token ids (truncated to max_len) and the index of the first response token."""
+    ids = (list(row["prompt_ids"]) + list(row["output_ids"]))[:max_len]
+    return ids, len(row["prompt_ids"])
+
+
+@torch.no_grad()
+def soft_targets(target, rows: list[dict], topk: int, max_len: int, batch_size: int = 16, log=print) -> list[dict]:
+    """Teacher forcing: the target's top-k log-probabilities at every position that predicts a response token.
+
+    Adds "soft_ids" (n_resp, k) and "soft_logp" (n_resp, k) lists to each row (position j predicts
+    output token j). One batched forward per `batch_size` rows, right-padded.
+    """
+    t0 = time.perf_counter()
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]["prompt_ids"]) + len(rows[i]["output_ids"]))
+    for b in range(0, len(order), batch_size):
+        idx = order[b : b + batch_size]
+        seqs = [sequence_of(rows[i], max_len) for i in idx]
+        width = max(len(s) for s, _ in seqs)
+        ids = torch.zeros(len(seqs), width, dtype=torch.long)
+        mask = torch.zeros(len(seqs), width, dtype=torch.long)
+        for r, (s, _) in enumerate(seqs):
+            ids[r, : len(s)] = torch.tensor(s)
+            mask[r, : len(s)] = 1
+        hidden = target.model(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, T, H)
+        for r, (s, start) in enumerate(seqs):
+            pos = torch.arange(start - 1, len(s) - 1)  # positions whose next token is a response token
+            logits = target.lm_head(hidden[r, pos]).float()  # (n_resp, vocab)
+            logp = torch.log_softmax(logits, dim=-1)
+            top = logp.topk(topk, dim=-1)
+            rows[idx[r]]["soft_ids"] = top.indices.tolist()
+            rows[idx[r]]["soft_logp"] = [[round(v, 4) for v in line] for line in top.values.tolist()]
+        if (b // batch_size) % 20 == 0:
+            log(f"soft: {b + len(idx)}/{len(rows)} rows, {time.perf_counter() - t0:.0f} s")
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------
+# 4. train
+# --------------------------------------------------------------------------------------------------
+
+
+def make_draft(target, hidden: int, layers: int, heads: int, kv_heads: int, intermediate: int, seed: int):
+    """A small Llama sharing the target's vocabulary; its tied embedding is the target's, PCA-projected."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tcfg = target.config
+    cfg = LlamaConfig(
+        vocab_size=tcfg.vocab_size,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=hidden // heads,
+        max_position_embeddings=tcfg.max_position_embeddings,
+        rms_norm_eps=tcfg.rms_norm_eps,
+        rope_parameters=getattr(tcfg, "rope_parameters", None) or {"rope_type": "default", "rope_theta": 100000.0},
+        tie_word_embeddings=True,
+        bos_token_id=tcfg.bos_token_id,
+        eos_token_id=tcfg.eos_token_id,
+        pad_token_id=tcfg.pad_token_id,
+        hidden_act="silu",
+    )
+    torch.manual_seed(seed)
+    draft = LlamaForCausalLM(cfg).float()
+    with torch.no_grad():
+        emb = target.get_input_embeddings().weight.detach().float()  # (V, H_target)
+        k = min(hidden, emb.shape[1])
+        # principal directions of the target's (tied) embedding: E ~= E P P^T with P (H_target, hidden)
+        _, _, v = torch.linalg.svd(emb, full_matrices=False)  # v: (H_target, H_target)
+        proj = v[:k].T  # (H_target, k)
+        weight = torch.zeros(emb.shape[0], hidden)
+        weight[:, :k] = emb @ proj  # (V, k)
+        if hidden > k:
+            weight[:, k:] = torch.randn(emb.shape[0], hidden - k) * 0.02
+        draft.get_input_embeddings().weight.copy_(weight)
+    draft.tie_weights()
+    return draft
+
+
+def make_examples(rows: list[dict], max_len: int) -> list[dict]:
+    examples = []
+    for row in rows:
+        ids, start = sequence_of(row, max_len)
+        if len(ids) - start < 1:
+            continue
+        ex = {"ids": torch.tensor(ids, dtype=torch.long), "start": start}
+        if "soft_ids" in row:
+            n = len(ids) - start
+            ex["soft_ids"] = torch.tensor(row["soft_ids"][:n], dtype=torch.long)
+            ex["soft_logp"] = torch.tensor(row["soft_logp"][:n], dtype=torch.float32)
+        examples.append(ex)
+    return examples
+
+
+def make_batches(examples: list[dict], batch_tokens: int, rng: random.Random) -> list[list[int]]:
+    """Length-bucketed batches of about `batch_tokens` padded tokens, in a seeded random order."""
+    order = sorted(range(len(examples)), key=lambda i: (len(examples[i]["ids"]), rng.random()))
+    batches, cur, cur_max = [], [], 0
+    for i in order:
+        n = len(examples[i]["ids"])
+        if cur and max(cur_max, n) * (len(cur) + 1) > batch_tokens:
+            batches.append(cur)
+            cur, cur_max = [], 0
+        cur.append(i)
+        cur_max = max(cur_max, n)
+    if cur:
+        batches.append(cur)
+    rng.shuffle(batches)
+    return batches
+
+
+def batch_loss(draft, examples: list[dict], idx: list[int], soft_weight: float) -> tuple[torch.Tensor, int, int]:
+    """Loss on response positions only: (1-w) * CE(greedy token) + w * soft CE(target top-k). Returns
+    (loss, response tokens, top-1 agreements)."""
+    exs = [examples[i] for i in idx]
+    width = max(len(e["ids"]) for e in exs)
+    ids = torch.zeros(len(exs), width, dtype=torch.long)
+    mask = torch.zeros(len(exs), width, dtype=torch.long)
+    for r, e in enumerate(exs):
+        ids[r, : len(e["ids"])] = e["ids"]
+        mask[r, : len(e["ids"])] = 1
+    hidden = draft.model(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, T, H)
+    rows, cols, labels = [], [], []
+    for r, e in enumerate(exs):
+        n = len(e["ids"])
+        rows.append(torch.full((n - e["start"],), r, dtype=torch.long))
+        cols.append(torch.arange(e["start"] - 1, n - 1))
+        labels.append(e["ids"][e["start"] :])
+    rows, cols, labels = torch.cat(rows), torch.cat(cols), torch.cat(labels)
+    logits = draft.lm_head(hidden[rows, cols]).float()  # (N, vocab)
+    logp = torch.log_softmax(logits, dim=-1)
+    hard = -logp.gather(1, labels[:, None]).squeeze(1).mean()
+    loss = hard
+    if soft_weight > 0 and "soft_ids" in exs[0]:
+        soft_ids = torch.cat([e["soft_ids"] for e in exs])  # (N, k)
+        target_p = torch.softmax(torch.cat([e["soft_logp"] for e in exs]), dim=-1)  # renormalised top-k
+        soft = -(target_p * logp.gather(1, soft_ids)).sum(-1).mean()
+        loss = (1 - soft_weight) * hard + soft_weight * soft
+    agree = int((logits.argmax(-1) == labels).sum())
+    return loss, int(labels.numel()), agree
+
+
+@torch.no_grad()
+def evaluate_top1(draft, examples: list[dict], batch_tokens: int) -> dict:
+    """Teacher-forced agreement with the target's greedy tokens: a cheap estimate of alpha."""
+    draft.eval()
+    total = agree = 0
+    loss_sum = 0.0
+    for idx in make_batches(examples, batch_tokens, random.Random(0)):
+        loss, n, a = batch_loss(draft, examples, idx, 0.0)
+        total, agree, loss_sum = total + n, agree + a, loss_sum + float(loss) * n
+    draft.train()
+    return {"top1": agree / max(total, 1), "ce": loss_sum / max(total, 1), "tokens": total}
+
+
+def train(draft, train_rows, heldout_rows, *, epochs: float, lr: float, batch_tokens: int, soft_weight: float,
+          max_len: int, seed: int, warmup: int = 50, log=print, eval_every: int = 0, autocast: bool = True) -> dict:
+    """AdamW, linear warmup then cosine decay to 10 %, fixed number of steps (seeded, reproducible)."""
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    examples = make_examples(train_rows, max_len)
+    held = make_examples(heldout_rows, max_len)
+    per_epoch = len(make_batches(examples, batch_tokens, random.Random(seed)))
+    total_steps = max(1, int(round(epochs * per_epoch)))
+    decay, no_decay = [], []
+    for name, p in draft.named_parameters():
+        (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=lr, betas=(0.9, 0.95))
+
+    def lr_at(step):
+        if step < warmup:
+            return lr * (step + 1) / warmup
+        frac = (step - warmup) / max(1, total_steps - warmup)
+        return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+
+    draft.train()
+    t0 = time.perf_counter()
+    step, history = 0, []
+    tok_seen = agree_seen = 0
+    while step < total_steps:
+        for idx in make_batches(examples, batch_tokens, rng):
+            if step >= total_steps:
+                break
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                loss, n, a = batch_loss(draft, examples, idx, soft_weight)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
+            opt.step()
+            step += 1
+            tok_seen, agree_seen = tok_seen + n, agree_seen + a
+            if step % 25 == 0 or step == total_steps:
+                log(f"train: step {step}/{total_steps}  loss {loss.item():.3f}  train top1 {agree_seen / tok_seen:.3f}  "
+                    f"lr {lr_at(step):.2e}  {time.perf_counter() - t0:.0f} s")
+                tok_seen = agree_seen = 0
+            if eval_every and step % eval_every == 0 and held:
+                ev = evaluate_top1(draft, held, batch_tokens)
+                history.append({"step": step, **ev})
+                log(f"eval: step {step}  held-out top1 {ev['top1']:.3f}  ce {ev['ce']:.3f}")
+    result = {"steps": total_steps, "steps_per_epoch": per_epoch, "seconds": time.perf_counter() - t0,
+              "train_tokens": sum(len(e["ids"]) - e["start"] for e in examples), "history": history}
+    if held:
+        result["heldout"] = evaluate_top1(draft, held, batch_tokens)
+    return result
+
+
+# --------------------------------------------------------------------------------------------------
+# 5. save, evaluate with the engine, model card
+# --------------------------------------------------------------------------------------------------
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+                   "generation_config.json")
+
+
+def save_draft(draft, target_dir: Path, out: Path, dtype=torch.bfloat16) -> int:
+    """safetensors (bfloat16 by default) + config.json + the target's tokenizer files. Returns bytes written."""
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.safetensors"):
+        old.unlink()
+    model = draft.to(dtype)
+    model.config.dtype = str(dtype).replace("torch.", "")
+    model.save_pretrained(out)
+    draft.float()
+    for name in TOKENIZER_FILES:
+        if (target_dir / name).exists():
+            shutil.copy(target_dir / name, out / name)
+    return sum(p.stat().st_size for p in out.iterdir() if p.is_file())
+
+
+def engine_eval(draft_dir: Path, target: str | None, prompts: list[str], depth: int, max_new_tokens: int,
+                batch_size: int, dtype: str = "auto") -> dict:
+    """Held-out greedy acceptance measured by the engine itself (speculative decoding, fixed depth)."""
+    from . import DecodeConfig, generate, load_pair
+
+    pair = load_pair(target=target, draft=str(draft_dir), dtype=dtype)
+    cfg = DecodeConfig(mode="speculative", depth=depth, drafter="model", temperature=0.0,
+                       max_new_tokens=max_new_tokens)
+    accepted = rejections = drafted = steps = 0
+    pos_hits = [0] * depth
+    pos_tries = [0] * depth
+    for b in range(0, len(prompts), batch_size):
+        trace = generate(pair, prompts[b : b + batch_size], cfg)
+        for step in trace.steps:
+            if step.kind != "decode":
+                continue
+            for seq in step.seqs:
+                if not seq.drafted:
+                    continue
+                steps += 1
+                drafted += len(seq.drafted)
+                accepted += seq.num_accepted
+                rejections += 1 if seq.num_accepted < len(seq.drafted) else 0
+                for i, tok in enumerate(seq.drafted):
+                    pos_tries[i] += 1
+                    pos_hits[i] += 1 if tok.accepted else 0
+    return {
+        "depth": depth,
+        "prompts": len(prompts),
+        "dtype": pair.dtype_name,
+        "alpha": accepted / max(1, accepted + rejections),
+        "acceptance_rate": accepted / max(1, drafted),
+        "mean_accepted": accepted / max(1, steps),
+        "per_position_acceptance": [h / max(1, t) for h, t in zip(pos_hits, pos_tries)],
+    }
+
+
+def write_card(out: Path, info: dict) -> None:
+    """assets/draft/README.md: what the draft is, how it was made and how well it drafts."""
+    ev = info.get("engine_eval") or {}
+    pos = ", ".join(f"{p:.2f}" for p in ev.get("per_position_acceptance", []))
+    arch = info["architecture"]
+    lines = [
+        "---",
+        "license: apache-2.0",
+        "tags: [speculative-decoding, draft-model, distillation]",
+        "---",
+        "# SpecLab distilled draft for SmolLM2-135M-Instruct",
+        "",
+        "A small causal LM that proposes tokens for the embedded target (SmolLM2-135M-Instruct) in SpecLab's",
+        "speculative decoding. It shares the target's tokenizer and vocabulary (49152 tokens) and was distilled",
+        "from the target's own greedy responses on a 2-core CPU, by `engine/distill.py`.",
+        "",
+        "## Architecture",
+        f"- LlamaForCausalLM: hidden {arch['hidden']}, {arch['layers']} layers, {arch['heads']} heads "
+        f"({arch['kv_heads']} KV heads), MLP {arch['intermediate']}, tied input/output embedding.",
+        f"- Parameters: {info['params'] / 1e6:.1f} M ({info['embedding_params'] / 1e6:.1f} M of them the tied "
+        "embedding); stored in bfloat16 safetensors "
+        f"({info['bytes'] / 1e6:.1f} MB with tokenizer files).",
+        "- Initialisation: the embedding is the target's tied embedding projected onto its top principal "
+        "directions (PCA), so the draft's output head starts close to the target's.",
+        "",
+        "## Data and training",
+        f"- Prompts: {info['prompts_train']} training prompts (topics x task templates: explain, story, poem, list, "
+        "compare, how-to, email, summarise a paragraph, quiz, dialogue, ...); "
+        f"{info['heldout_topics']} whole topics held out for evaluation.",
+        f"- Target responses: greedy, up to {info['max_new_tokens']} new tokens, batch {info['gen_batch']} with "
+        f"SpecLab's engine in {info['gen_dtype']}: {info['train_tokens']} response tokens, generated in "
+        f"{info['gen_minutes']:.0f} min on this machine.",
+        f"- Loss on response tokens: {1 - info['soft_weight']:.2f} x CE(target's greedy token)"
+        + (f" + {info['soft_weight']:.2f} x soft CE(target's top-{info['soft_topk']} distribution)"
+           if info["soft_topk"] else "") + ".",
+        f"- Training: AdamW, lr {info['lr']}, ~{info['batch_tokens']} tokens per batch, {info['epochs']} epochs "
+        f"({info['steps']} steps), bfloat16 autocast, {info['train_minutes']:.0f} min on 2 CPU cores; seed {info['seed']}.",
+        "",
+        "## Held-out acceptance (SpecLab engine, greedy, depth "
+        f"{ev.get('depth', '?')}, {ev.get('prompts', '?')} prompts on held-out topics, {ev.get('dtype', '?')})",
+        f"- alpha (per-token acceptance) = {ev.get('alpha', float('nan')):.3f}; acceptance rate "
+        f"{ev.get('acceptance_rate', float('nan')):.3f}; mean accepted per step {ev.get('mean_accepted', float('nan')):.2f}.",
+        f"- Per-position acceptance: [{pos}].",
+        f"- Teacher-forced top-1 agreement with the target on held-out responses: {info.get('heldout_top1', float('nan')):.3f}.",
+        "",
+        "## Reproduce",
+        "```",
+        info["command"],
+        "```",
+        "The generated data and checkpoints go to the work directory (gitignored). Timings are for a shared",
+        "2-core AMD EPYC CPU; generation dominates.",
+        "",
+    ]
+    if info.get("notes"):
+        lines += ["## Notes", *[f"- {n}" for n in info["notes"]], ""]
+    (out / "README.md").write_text("\n".join(lines))
+
+
+# --------------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------------
+
+STAGES = ("prompts", "generate", "soft", "train", "eval", "all")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m engine.distill",
+        description="Distil a draft model for the embedded target from the target's own greedy responses.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--stage", choices=STAGES, default="all",
+                   help="run one stage (each reads the previous stage's files in --work-dir) or all of them")
+    p.add_argument("--work-dir", default="distill_work", help="generated prompts, shards, checkpoints, logs")
+    p.add_argument("--out", default="assets/draft", help="where the draft (HF folder) is written")
+    p.add_argument("--target", default=None, help="target model folder or hub id (default: embedded SmolLM2)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    g = p.add_argument_group("data")
+    g.add_argument("--max-prompts", type=int, default=0, help="use only the first N (shuffled) training prompts; 0 = all")
+    g.add_argument("--heldout-every", type=int, default=10, help="every N-th topic is held out")
+    g.add_argument("--heldout-prompts", type=int, default=64, help="held-out prompts given target responses")
+    g.add_argument("--gen-batch", type=int, default=64, help="generation batch size (ragged)")
+    g.add_argument("--max-new-tokens", type=int, default=160, help="target response length cap")
+    g.add_argument("--gen-minutes", type=float, default=38.0,
+                   help="stop starting new generation batches after this many minutes (0 = no cap)")
+    g.add_argument("--gen-dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+    g.add_argument("--soft-topk", type=int, default=0, help="keep the target's top-k distribution (0 = hard labels only)")
+    m = p.add_argument_group("draft architecture")
+    m.add_argument("--hidden", type=int, default=256)
+    m.add_argument("--layers", type=int, default=4)
+    m.add_argument("--heads", type=int, default=4)
+    m.add_argument("--kv-heads", type=int, default=4)
+    m.add_argument("--intermediate", type=int, default=1024)
+    t = p.add_argument_group("training")
+    t.add_argument("--epochs", type=float, default=3.0)
+    t.add_argument("--lr", type=float, default=2e-3)
+    t.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per training batch")
+    t.add_argument("--max-len", type=int, default=256, help="truncate prompt+response to this many tokens")
+    t.add_argument("--soft-weight", type=float, default=0.5, help="weight of the soft loss when --soft-topk > 0")
+    t.add_argument("--warmup", type=int, default=50)
+    t.add_argument("--eval-every", type=int, default=0, help="teacher-forced held-out eval every N steps (0 = end only)")
+    t.add_argument("--no-autocast", action="store_true", help="train in float32 instead of bfloat16 autocast")
+    e = p.add_argument_group("evaluation")
+    e.add_argument("--eval-prompts", type=int, default=24, help="held-out prompts decoded by the engine")
+    e.add_argument("--eval-depth", type=int, default=4)
+    e.add_argument("--eval-max-new-tokens", type=int, default=96)
+    e.add_argument("--eval-batch", type=int, default=8)
+    return p.parse_args(argv)
+
+
+def _heldout_eval_prompts(heldout: list[dict], n: int) -> list[str]:
+    """n held-out prompts, round-robin over the held-out topics so every topic is represented."""
+    by_topic: dict[str, list[str]] = {}
+    for row in heldout:
+        by_topic.setdefault(row["topic"], []).append(row["prompt"])
+    out, i = [], 0
+    topics = sorted(by_topic)
+    while len(out) < n and any(by_topic.values()):
+        lst = by_topic[topics[i % len(topics)]]
+        if lst:
+            out.append(lst.pop())
+        i += 1
+    return out
+
+
+def command_line(args: argparse.Namespace) -> str:
+    defaults = vars(parse_args([]))
+    parts = ["python -m engine.distill"]
+    for key, value in vars(args).items():
+        if key == "stage" or value == defaults[key]:
+            continue
+        flag = "--" + key.replace("_", "-")
+        parts.append(flag if value is True else f"{flag} {value}")
+    return " ".join(parts)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    work, out = Path(args.work_dir), Path(args.out)
+    work.mkdir(parents=True, exist_ok=True)
+    log_file = open(work / "distill.log", "a")
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+        log_file.write(msg + "\n")
+        log_file.flush()
+
+    stats_path = work / "stats.json"
+    stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
+
+    def save_stats():
+        stats_path.write_text(json.dumps(stats, indent=1))
+
+    run = lambda stage: args.stage in (stage, "all")  # noqa: E731
+    prompts_path = work / "prompts.json"
+    if run("prompts") or not prompts_path.exists():
+        prompts = build_prompts(seed=args.seed, heldout_every=args.heldout_every)
+        prompts_path.write_text(json.dumps(prompts, indent=1))
+        log(f"prompts: {len(prompts['train'])} train, {len(prompts['heldout'])} held-out "
+            f"({len(prompts['heldout_topics'])} held-out topics)")
+    prompts = json.loads(prompts_path.read_text())
+    train_prompts = prompts["train"][: args.max_prompts or None]
+    heldout_prompts = prompts["heldout"][: args.heldout_prompts]
+
+    from .models import embedded_model_dir, load_pair
+
+    target_dir = Path(args.target) if args.target else embedded_model_dir()
+    if run("generate"):
+        pair = load_pair(target=args.target, draft=None, dtype=args.gen_dtype)
+        cap = args.gen_minutes * 60 if args.gen_minutes > 0 else None
+        g = generate_data(pair, train_prompts, work / "shards", args.gen_batch, args.max_new_tokens, cap, log)
+        h = generate_data(pair, heldout_prompts, work / "heldout", args.gen_batch, args.max_new_tokens, None, log)
+        stats["gen_seconds"] = stats.get("gen_seconds", 0.0) + g["seconds"] + h["seconds"]
+        stats["gen_dtype"] = pair.dtype_name
+        save_stats()
+        del pair
+    train_rows, heldout_rows = read_shards(work / "shards"), read_shards(work / "heldout")
+    log(f"data: {len(train_rows)} train sequences ({sum(len(r['output_ids']) for r in train_rows)} response tokens), "
+        f"{len(heldout_rows)} held-out")
+
+    soft_path = work / f"soft-top{args.soft_topk}.jsonl"
+    if args.soft_topk > 0:
+        if run("soft") or not soft_path.exists():
+            pair = load_pair(target=args.target, draft=None, dtype=args.gen_dtype)
+            t0 = time.perf_counter()
+            soft_targets(pair.target, train_rows + heldout_rows, args.soft_topk, args.max_len, log=log)
+            stats["soft_seconds"] = time.perf_counter() - t0
+            save_stats()
+            with open(soft_path, "w") as f:
+                for r in train_rows + heldout_rows:
+                    f.write(json.dumps(r) + "\n")
+            del pair
+        with open(soft_path) as f:
+            soft_rows = [json.loads(line) for line in f]
+        train_rows, heldout_rows = soft_rows[: len(train_rows)], soft_rows[len(train_rows) :]
+
+    if run("train"):
+        from transformers import AutoModelForCausalLM
+
+        target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32)
+        draft = make_draft(target, args.hidden, args.layers, args.heads, args.kv_heads, args.intermediate, args.seed)
+        del target
+        result = train(draft, train_rows, heldout_rows, epochs=args.epochs, lr=args.lr, batch_tokens=args.batch_tokens,
+                       soft_weight=args.soft_weight if args.soft_topk else 0.0, max_len=args.max_len, seed=args.seed,
+                       warmup=args.warmup, log=log, eval_every=args.eval_every, autocast=not args.no_autocast)
+        stats["train"] = result
+        stats["params"] = sum(p.numel() for p in draft.parameters())
+        stats["embedding_params"] = draft.get_input_embeddings().weight.numel()
+        stats["bytes"] = save_draft(draft, target_dir, out)
+        save_stats()
+        log(f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top1 "
+            f"{result.get('heldout', {}).get('top1', float('nan')):.3f}; wrote {out} ({stats['bytes'] / 1e6:.1f} MB)")
+
+    if run("eval"):
+        eval_prompts = _heldout_eval_prompts(prompts["heldout"], args.eval_prompts)
+        ev = engine_eval(out, args.target, eval_prompts, args.eval_depth, args.eval_max_new_tokens, args.eval_batch)
+        stats["engine_eval"] = ev
+        save_stats()
+        log(f"eval: alpha {ev['alpha']:.3f}  per-position {[round(x, 3) for x in ev['per_position_acceptance']]}")
+        tr = stats.get("train", {})
+        info = {
+            "architecture": {"hidden": args.hidden, "layers": args.layers, "heads": args.heads,
+                             "kv_heads": args.kv_heads, "intermediate": args.intermediate},
+            "params": stats.get("params", 0), "embedding_params": stats.get("embedding_params", 0),
+            "bytes": sum(p.stat().st_size for p in out.iterdir() if p.is_file()),
+            "prompts_train": len(train_rows), "heldout_topics": len(prompts["heldout_topics"]),
+            "max_new_tokens": args.max_new_tokens, "gen_batch": args.gen_batch,
+            "gen_dtype": stats.get("gen_dtype", "?"), "train_tokens": tr.get("train_tokens", 0),
+            "gen_minutes": stats.get("gen_seconds", 0.0) / 60, "soft_weight": args.soft_weight if args.soft_topk else 0.0,
+            "soft_topk": args.soft_topk, "lr": args.lr, "batch_tokens": args.batch_tokens, "epochs": args.epochs,
+            "steps": tr.get("steps", 0), "train_minutes": tr.get("seconds", 0.0) / 60, "seed": args.seed,
+            "engine_eval": ev, "heldout_top1": tr.get("heldout", {}).get("top1", float("nan")),
+            "command": command_line(args),
+        }
+        write_card(out, info)
+        log(f"eval: wrote {out / 'README.md'}")
+    log_file.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

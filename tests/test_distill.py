@@ -1,0 +1,119 @@
+"""The distillation pipeline (engine/distill.py) end to end on a tiny model, and the shipped draft."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine import DecodeConfig, ModelLoadError, generate, load_pair
+from engine import distill
+from engine.models import SHIPPED_DRAFT, embedded_model_dir
+
+# Greedy per-token acceptance (alpha) of the shipped draft at depth 4 on FIXED_PROMPTS, float32.
+# Measured when the draft was shipped (see assets/draft/README.md); the floor leaves a wide margin.
+SHIPPED_ALPHA_FLOOR = 0.30
+FIXED_PROMPTS = [
+    "Explain how a rainbow forms in simple terms.",
+    "Write a short story about a robot who learns to paint.",
+    "List three tips for staying focused while studying.",
+]
+
+
+def _tokenizer_dir() -> Path:
+    try:
+        return embedded_model_dir()
+    except ModelLoadError as exc:
+        pytest.skip(f"embedded model unavailable: {exc}")
+
+
+def _tiny_target(tmp_path: Path) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    src = _tokenizer_dir()
+    cfg = LlamaConfig(vocab_size=49152, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=512,
+                      tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg)
+    out = tmp_path / "target"
+    model.save_pretrained(out)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        if (src / name).exists():
+            shutil.copy(src / name, out / name)
+    return out
+
+
+def test_prompts_are_varied_seeded_and_hold_out_whole_topics():
+    a, b = distill.build_prompts(seed=0), distill.build_prompts(seed=0)
+    assert a == b
+    assert len(a["train"]) > 3000 and len(a["heldout"]) > 200
+    train_topics = {r["topic"] for r in a["train"]}
+    assert not train_topics & set(a["heldout_topics"])
+    assert len({r["task"] for r in a["train"]}) == len(distill.TASKS)
+    assert distill.build_prompts(seed=1)["train"] != a["train"]
+
+
+def test_help_documents_the_options(capsys):
+    with pytest.raises(SystemExit):
+        distill.parse_args(["--help"])
+    text = capsys.readouterr().out
+    for flag in ("--work-dir", "--out", "--gen-batch", "--max-new-tokens", "--soft-topk", "--hidden", "--layers",
+                 "--epochs", "--seed", "--stage"):
+        assert flag in text
+
+
+def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
+    target = _tiny_target(tmp_path)
+    out, work = tmp_path / "draft", tmp_path / "work"
+    argv = ["--work-dir", str(work), "--out", str(out), "--target", str(target), "--max-prompts", "6",
+            "--heldout-prompts", "2", "--gen-batch", "4", "--max-new-tokens", "8", "--gen-dtype", "float32",
+            "--soft-topk", "4", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "2",
+            "--intermediate", "64", "--epochs", "2", "--warmup", "1", "--batch-tokens", "256",
+            "--eval-prompts", "2", "--eval-max-new-tokens", "6", "--eval-batch", "2", "--threads", "1"]
+    assert distill.main(argv) == 0
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md"):
+        assert (out / name).exists(), name
+    assert len(list((work / "shards").glob("shard-*.jsonl"))) == 2  # 6 prompts in batches of 4
+    stats = json.loads((work / "stats.json").read_text())
+    assert stats["train"]["steps"] >= 1 and 0.0 <= stats["engine_eval"]["alpha"] <= 1.0
+    assert "python -m engine.distill" in (out / "README.md").read_text()
+
+    pair = load_pair(target=str(target), draft=str(out), dtype="float32")
+    assert pair.draft.get_output_embeddings().weight.shape[0] == pair.target.get_output_embeddings().weight.shape[0]
+    assert pair.draft.config.hidden_size == 32
+    trace = generate(pair, ["Hello there"], DecodeConfig(mode="speculative", depth=2, max_new_tokens=5))
+    assert len(trace.output_ids[0]) == 5
+
+
+def test_training_is_reproducible(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    target = AutoModelForCausalLM.from_pretrained(_tiny_target(tmp_path))
+    rows = [{"prompt_ids": [1, 5, 6, 7], "output_ids": [8 + i, 9, 10 + i, 2]} for i in range(6)]
+    weights = []
+    for _ in range(2):
+        draft = distill.make_draft(target, 16, 1, 2, 2, 32, seed=3)
+        distill.train(draft, rows, rows[:2], epochs=2, lr=1e-2, batch_tokens=16, soft_weight=0.0, max_len=32,
+                      seed=3, warmup=1, log=lambda s: None)
+        weights.append(draft.get_input_embeddings().weight.detach().clone())
+    assert torch.equal(weights[0], weights[1])
+
+
+def test_shipped_draft_loads_shares_vocab_and_is_accepted():
+    if not (SHIPPED_DRAFT / "config.json").exists():
+        pytest.skip("no shipped draft in assets/draft")
+    _tokenizer_dir()
+    total = sum(p.stat().st_size for p in SHIPPED_DRAFT.iterdir() if p.is_file())
+    assert total <= 40 * 1024 * 1024
+    pair = load_pair(dtype="float32")  # embedded default picks assets/draft
+    assert pair.draft is not None and "distilled" in pair.draft_name
+    assert pair.draft.get_output_embeddings().weight.shape[0] == pair.target.get_output_embeddings().weight.shape[0]
+    cfg = DecodeConfig(mode="speculative", depth=4, drafter="model", temperature=0.0, max_new_tokens=48)
+    trace = generate(pair, FIXED_PROMPTS, cfg)
+    assert trace.summary["alpha"] >= SHIPPED_ALPHA_FLOOR, trace.summary["per_position_acceptance"]
+    plain = generate(pair, FIXED_PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=48))
+    assert trace.output_ids == plain.output_ids  # float32 greedy: speculation changes nothing
