@@ -1,0 +1,159 @@
+"""Views are pure functions: test them on a small hand-built fixture trace (no model, no streamlit)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import plotly.graph_objects as go
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.views import charts, metrics, race, tokens
+from engine.trace import DraftToken, SeqStep, Step, Trace, summarize
+
+
+def _step(index, kind, depth, seqs, t0, t1, draft_ms=0.0, verify_ms=10.0):
+    return Step(
+        index=index, kind=kind, depth=depth, batch=len(seqs), tokens_per_pass=len(seqs) * (depth + 1),
+        t_start_s=t0, t_end_s=t1, draft_ms=draft_ms, verify_ms=verify_ms, overhead_ms=0.5,
+        target_flops=1e9 * (depth + 1), draft_flops=1e8 * depth, target_bytes=2.7e8, draft_bytes=1e8 if depth else 0.0,
+        flops_wasted=0.0, util_pct=90.0, seqs=seqs,
+    )  # fmt: skip
+
+
+def _plain(seq, tid, text, p=0.9, finished=False):
+    return SeqStep(seq=seq, drafted=[], num_accepted=0, next_id=tid, next_text=text, next_prob=p,
+                   next_kind="plain", emitted=[tid], finished=finished)  # fmt: skip
+
+
+def _trace(steps, outputs, speculative, depth=0):
+    new = sum(len(o) for o in outputs)
+    wall = steps[-1].t_end_s
+    return Trace(
+        config={"mode": "speculative" if speculative else "autoregressive", "depth": depth, "temperature": 0.0},
+        sequences=[{"prompt": f"p{i}", "prompt_tokens": 5, "output_ids": o, "text": ""} for i, o in enumerate(outputs)],
+        steps=steps,
+        summary=summarize(steps, new, wall, "cpu", "bfloat16", speculative),
+        meta={"draft_name": "toy draft", "util_source": "psutil"},
+    )
+
+
+@pytest.fixture
+def ar_trace():
+    # two sequences, outputs: seq0 = [1,2,3,4], seq1 = [5,6,7,8]
+    steps = [_step(0, "prefill", 0, [_plain(0, 1, "A"), _plain(1, 5, "E")], 0.0, 0.05)]
+    for i in range(1, 4):
+        steps.append(_step(i, "decode", 0, [_plain(0, 1 + i, "ABCD"[i]), _plain(1, 5 + i, "EFGH"[i])],
+                           0.05 + 0.04 * (i - 1), 0.05 + 0.04 * i))  # fmt: skip
+    return _trace(steps, [[1, 2, 3, 4], [5, 6, 7, 8]], speculative=False)
+
+
+@pytest.fixture
+def spec_trace():
+    # seq0: drafts [2,3] both accepted + bonus 4 -> [1,2,3,4] in one decode step.
+    # seq1: drafts [6,99]: 6 accepted, 99 rejected, correction 7; then drafts [8,9] -> 8 accepted (cut at max tokens).
+    s1 = [
+        SeqStep(0, [DraftToken(2, "B", 0.8, 0.9, True), DraftToken(3, "C", 0.7, 0.6, True)], 2, 4, "D", 0.95, "bonus",
+                [2, 3, 4], True),
+        SeqStep(1, [DraftToken(6, "F", 0.9, 0.8, True), DraftToken(99, "<x>", 0.6, 0.1, False)], 1, 7, "G", 0.7,
+                "correction", [6, 7], False),
+    ]  # fmt: skip
+    s2 = [
+        SeqStep(1, [DraftToken(8, "H", 0.5, 0.5, True), DraftToken(9, "I", 0.5, 0.5, True)], 2, 10, "J", 0.5, "bonus",
+                [8], True),
+    ]  # fmt: skip
+    steps = [
+        _step(0, "prefill", 0, [_plain(0, 1, "A"), _plain(1, 5, "E")], 0.0, 0.05),
+        _step(1, "decode", 2, s1, 0.05, 0.10, draft_ms=4.0, verify_ms=42.0),
+        _step(2, "decode", 2, s2, 0.10, 0.14, draft_ms=4.0, verify_ms=36.0),
+    ]
+    return _trace(steps, [[1, 2, 3, 4], [5, 6, 7, 8]], speculative=True, depth=2)
+
+
+def test_token_records_kinds_and_positions(spec_trace):
+    recs = tokens.token_records(spec_trace.steps, 2)
+    assert [(r.text, r.kind, r.out_index) for r in recs[0]] == [
+        ("A", "plain", 0), ("B", "accepted", 1), ("C", "accepted", 2), ("D", "bonus", 3)]  # fmt: skip
+    assert [(r.text, r.kind, r.out_index) for r in recs[1]] == [
+        ("E", "plain", 0), ("F", "accepted", 1), ("<x>", "rejected", None), ("G", "correction", 2),
+        ("H", "accepted", 3)]  # fmt: skip  (the second accepted draft was cut by max_new_tokens)
+    # the output positions rebuild the output ids exactly
+    for seq, out in enumerate(spec_trace.output_ids):
+        assert len([r for r in recs[seq] if r.out_index is not None]) == len(out)
+
+
+def test_tooltip_shows_q_p_and_acceptance(spec_trace):
+    rej = [r for r in tokens.token_records(spec_trace.steps, 2)[1] if r.kind == "rejected"][0]
+    tip = rej.tooltip()
+    assert "q = 0.600" in tip and "p = 0.100" in tip and "min(1, p/q) = 0.167" in tip
+
+
+def test_lane_html_classes_escaping_and_diff(spec_trace):
+    recs = tokens.token_records(spec_trace.steps, 2)
+    out = tokens.lane_html(recs, first_diff={1: 2})
+    assert out.count('class="tok tok-acc"') >= 4
+    assert 'class="tok tok-rej"' in out and "tok-fix" in out and "tok-bonus" in out
+    assert "&lt;x&gt;" in out and "<x>" not in out  # token text is escaped
+    assert out.count("tok tok-fix tok-diff") == 1  # seq 2, output token 3 (the correction) is marked
+    assert "sequence 2" in out
+    assert "min(1, p/q)" in out  # tooltips are title attributes
+
+
+def test_first_differences():
+    assert tokens.first_differences([[1, 2, 3], [4, 5]], [[1, 2, 3], [4, 6]]) == {1: 1}
+    assert tokens.first_differences([[1, 2, 3]], [[1, 2]]) == {0: 2}
+    assert tokens.first_differences([[1]], [[1]]) == {}
+
+
+def test_race_html_is_self_contained_and_safe(ar_trace, spec_trace):
+    ar = tokens.token_records(ar_trace.steps, 2)
+    sp = tokens.token_records(spec_trace.steps, 2)
+    sp[0][0].text = "</script><b>"
+    out = race.race_html(ar, sp, ar_trace.summary["wall_s"], spec_trace.summary["wall_s"])
+    assert out.count("</script>") == 1  # the payload cannot close the script tag
+    payload = json.loads(re.search(r"const DATA = (.*);\n", out).group(1).replace("<\\/", "</"))
+    assert [lane["name"] for lane in payload["lanes"]] == ["Autoregressive", "Speculative"]
+    assert payload["lanes"][1]["total_s"] == pytest.approx(0.14)
+    assert "http" not in out  # nothing loaded from elsewhere
+    for control in ('id="play"', 'id="step"', 'id="speed"', 'id="restart"'):
+        assert control in out
+    assert race.race_height(1) < race.race_height(3) == race.race_height(30)
+
+
+def test_charts_are_figures(ar_trace, spec_trace):
+    lat = charts.latency_figure(ar_trace, spec_trace)
+    assert isinstance(lat, go.Figure)
+    names = [t.name for t in lat.data]
+    assert names == ["AR step", "draft", "verify (target pass)", "engine overhead"]
+    assert list(lat.data[0].x) == [1, 2, 3]  # decode steps only
+    assert list(lat.data[2].base) == [4.0, 4.0]  # verify stacked on draft
+    tpp = charts.tokens_per_pass_figure(ar_trace, spec_trace)
+    assert list(tpp.data[1].y) == [5, 1]  # emitted per speculative pass
+    util = charts.utilization_figure(ar_trace, spec_trace, peak_bandwidth=34e9, peak_flops=4e11)
+    bw, fl = charts.achieved(ar_trace.steps[1], 34e9, 4e11)
+    assert 0 < fl < bw  # decoding is memory-bound: % of peak bandwidth exceeds % of peak FLOP/s
+    assert len(util.data) == 6
+    acc = charts.acceptance_figure(spec_trace)
+    assert list(acc.data[0].y) == spec_trace.summary["per_position_acceptance"]
+
+
+def test_compare_metrics(ar_trace, spec_trace):
+    m = metrics.compare(ar_trace, spec_trace)
+    assert m["speedup"] == pytest.approx(spec_trace.summary["tokens_per_s"] / ar_trace.summary["tokens_per_s"])
+    assert m["flops_ratio"] > 0
+    # c = (8 ms draft / 4 drafted positions) / 10 ms AR step
+    assert m["c"] == pytest.approx(0.2)
+    assert m["predicted_speedup"] is not None and m["predicted_speedup"] > 1
+    assert m["first_differences"] == {}
+    assert metrics.fmt_flops(2.5e9) == "2.50 GFLOP" and metrics.fmt(None) == "—"
+
+
+def test_divergence_note():
+    assert metrics.divergence_note(True, "bfloat16", {}) is None
+    note = metrics.divergence_note(True, "bfloat16", {0: 12})
+    assert "token 13" in note and "float32" in note and "round" in note
+    assert "random" in metrics.divergence_note(False, "bfloat16", {0: 1})
