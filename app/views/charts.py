@@ -108,7 +108,10 @@ def utilization_figure(ar, spec, peak_bandwidth: float, peak_flops: float, gauge
                         connectgaps=True, hovertemplate=f"{gauge_name} %{{y:.0f}}%<extra></extra>")  # fmt: skip
         fig.update_xaxes(title_text="decode step", row=1, col=col)
     fig.update_yaxes(title_text="% of this machine's peak", rangemode="tozero", row=1, col=1)
-    return _layout(fig, "Hardware utilisation per step", height=340)
+    _layout(fig, "Hardware utilisation per step", height=360)
+    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0.0},
+                      margin={"b": 70})  # fmt: skip
+    return fig
 
 
 def acceptance_figure(spec) -> go.Figure:

@@ -34,7 +34,7 @@ def _lane_payload(name: str, records: list[list[TokenRecord]], total_s: float, m
 def race_height(n_seqs: int, max_seqs: int = 3) -> int:
     """Pixel height of the component for `n_seqs` sequences (st.iframe needs a fixed height)."""
     shown = min(n_seqs, max_seqs)
-    return 96 + 2 * (44 + shown * 86)
+    return 56 + 2 * (36 + shown * 80)
 
 
 def race_html(
@@ -73,7 +73,7 @@ button:hover{border-color:#ff4b4b;color:#ff4b4b}
 .ar .fill{background:#8a8d99}.spec .fill{background:#1f4fd1}
 .seq{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px;line-height:1.75;white-space:pre-wrap;
  word-break:break-word;border:1px solid #dcdde3;border-radius:6px;padding:3px 6px;height:70px;overflow-y:auto;margin-bottom:6px}
-.t{border-radius:3px;padding:0 1px;display:none}
+.t{border-radius:2px;display:none}
 .t.on{display:inline}
 .accepted{color:#0a7d32;background:rgba(16,160,70,.13);text-decoration:underline;text-decoration-thickness:2px;text-underline-offset:3px}
 .rejected{color:#c62828;background:rgba(220,40,40,.10);text-decoration:line-through;text-decoration-thickness:2px}
@@ -86,9 +86,9 @@ button:hover{border-color:#ff4b4b;color:#ff4b4b}
 </style></head>
 <body><div id="race" data-state="ready">
 <div class="bar">
- <button id="play" title="play / pause">⏸ Pause</button>
- <button id="step" title="advance to the next step of either lane">⏭ Step</button>
- <button id="restart" title="replay from the start">↺ Restart</button>
+ <button id="play" title="play / pause">Pause</button>
+ <button id="step" title="advance to the next step of either lane">Step ›</button>
+ <button id="restart" title="replay from the start">Restart</button>
  <label style="font-size:13px">speed <select id="speed"></select></label>
  <span id="clock">t = 0.00 s</span>
 </div>
@@ -135,7 +135,7 @@ function render() {
   }
   root.dataset.state = now >= maxT - 1e-9 ? 'done' : (playing ? 'playing' : 'paused');
 }
-function setPlaying(p) { playing = p; document.getElementById('play').textContent = p ? '⏸ Pause' : '▶ Play'; last = null; render(); }
+function setPlaying(p) { playing = p; document.getElementById('play').textContent = p ? 'Pause' : 'Play'; last = null; render(); }
 function tick(ts) {
   if (playing) { if (last !== null) { now = Math.min(maxT, now + speed * (ts - last) / 1000); }
     last = ts; if (now >= maxT) { setPlaying(false); } render(); }

@@ -31,7 +31,7 @@ STYLE = """<style>
  white-space:pre-wrap;word-break:break-word;border:1px solid rgba(128,128,128,.35);border-radius:6px;
  padding:6px 8px;margin:0 0 6px 0;max-height:16rem;overflow-y:auto}
 .sl-seqhead{font-size:0.75rem;opacity:.7;margin:2px 0 0 0;font-family:sans-serif}
-.tok{border-radius:3px;padding:0 1px}
+.tok{border-radius:2px}
 .tok-plain{}
 .tok-acc{color:#0a7d32;background:rgba(16,160,70,.13);text-decoration:underline;text-decoration-thickness:2px;text-underline-offset:3px}
 .tok-rej{color:#c62828;background:rgba(220,40,40,.10);text-decoration:line-through;text-decoration-thickness:2px;opacity:.85}
@@ -40,7 +40,7 @@ STYLE = """<style>
 .tok-diff{box-shadow:0 0 0 2px #e69f00;border-radius:3px}
 .tok-flag{color:#b36b00;font-weight:700;font-size:.8em}
 .sl-legend{font-family:sans-serif;font-size:0.8rem;margin:2px 0 8px 0}
-.sl-legend span{margin-right:12px}
+.sl-legend span.tok{margin-right:12px;padding:0 3px}
 </style>"""
 
 
