@@ -30,7 +30,7 @@ class PairPreset:
 PRESETS = {
     p.key: p
     for p in (
-        PairPreset("embedded", "SmolLM2-135M-Instruct (embedded) + default draft", None, "default", hub=False),
+        PairPreset("embedded", "SmolLM2-135M-Instruct, embedded (default draft)", None, "default", hub=False),
         PairPreset(
             "smollm2-1.7b", "SmolLM2-135M-Instruct → SmolLM2-1.7B-Instruct (hub)",
             "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", hub=True,

@@ -26,8 +26,15 @@ from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, genera
 
 log = logging.getLogger("speclab.playground")
 PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))["prompts"]
-PROMPT_IDS = [p["id"] for p in PROMPTS] + ["custom"]
 PROMPT_BY_ID = {p["id"]: p for p in PROMPTS}
+CUSTOM = "✏️ Custom text…"
+# Bound widgets put their option *labels* in the URL, so the options are stable, readable labels.
+PROMPT_BY_TITLE = {p["title"]: p["id"] for p in PROMPTS} | {CUSTOM: "custom"}
+PROMPT_TITLES = list(PROMPT_BY_TITLE)
+PAIR_BY_LABEL = {p.label: key for key, p in resources.PRESETS.items()}
+PAIR_LABELS = list(PAIR_BY_LABEL)
+DRAFTERS = {"n-gram": "ngram", "draft model": "model"}
+POLICIES = {"fixed k": "fixed", "off above batch N": "off_above_batch"}
 CPU_WORK_GUARD = 16_384  # batch × (depth + 1) × max_new_tokens allowed on a CPU server
 GPU_WORK_GUARD = 262_144
 LIVE_REFRESH_S = 0.25  # redraw the live lanes at most this often, so drawing barely touches the timings
@@ -74,11 +81,9 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
     with st.container(border=True):
         c1, c2 = st.columns([3, 2])
         with c1:
-            prompt_id = st.selectbox(
-                "Prompt (the batch is filled with other curated prompts)", PROMPT_IDS, key="prompt",
-                bind="query-params",
-                format_func=lambda i: "✏️ Custom text…" if i == "custom" else f"{PROMPT_BY_ID[i]['title']}  ·  {PROMPT_BY_ID[i]['kind']}",
-            )  # fmt: skip
+            title = st.selectbox("Prompt (the batch is filled with other curated prompts)", PROMPT_TITLES,
+                                 key="prompt", bind="query-params")  # fmt: skip
+            prompt_id = PROMPT_BY_TITLE[title]
             if prompt_id == "custom":
                 custom = st.text_area("Your prompt", key="text", bind="query-params", height=110,
                                       placeholder="Type a user message, e.g. 'Copy this paragraph: …'")  # fmt: skip
@@ -86,13 +91,13 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
                 custom = ""
                 st.caption(PROMPT_BY_ID[prompt_id]["text"][:300] + ("…" if len(PROMPT_BY_ID[prompt_id]["text"]) > 300 else ""))
         with c2:
-            labels = {k: p.label + (" — unavailable offline" if p.hub and not hub_ok else "") for k, p in resources.PRESETS.items()}
-            preset = st.selectbox("Model pair (draft → target)", list(resources.PRESETS), key="pair",
-                                  bind="query-params", format_func=labels.get)  # fmt: skip
-            drafter = st.radio("Drafter", ["ngram", "model"], key="drafter", bind="query-params", horizontal=True,
-                               format_func={"ngram": "n-gram (prompt lookup)", "model": "draft model"}.get,
-                               help="n-gram: propose the continuation of the latest repeated n-gram (no model). "
-                                    "draft model: a small LM sharing the target's tokenizer.")  # fmt: skip
+            label = st.selectbox("Model pair (draft → target)", PAIR_LABELS, key="pair", bind="query-params")
+            preset = PAIR_BY_LABEL[label]
+            if not hub_ok:
+                st.caption("Hub presets are unavailable offline: this server cannot reach the Hugging Face Hub.")
+            drafter = st.radio("Drafter", list(DRAFTERS), key="drafter", bind="query-params", horizontal=True,
+                               help="n-gram: propose the continuation of the latest repeated n-gram (prompt lookup, "
+                                    "no model). draft model: a small LM sharing the target's tokenizer.")  # fmt: skip
             float32 = st.toggle("float32 (lanes match exactly; slower on this CPU)", key="fp32", bind="query-params",
                                 help="auto = bfloat16 where the hardware computes it natively. In bfloat16 a k-token "
                                      "verify pass and single-token passes round differently, so greedy lanes may part.")  # fmt: skip
@@ -108,18 +113,17 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
                           disabled=temperature == 0, help="Only used when sampling (temperature > 0).")  # fmt: skip
 
         p1, p2, p3, p4 = st.columns([2, 1, 1, 1], vertical_alignment="bottom")
-        policy = p1.radio("Depth policy", ["fixed", "off_above_batch"], key="policy", bind="query-params",
-                          horizontal=True, format_func={"fixed": "fixed k", "off_above_batch": "off above batch N"}.get,
+        policy = p1.radio("Depth policy", list(POLICIES), key="policy", bind="query-params", horizontal=True,
                           help="vLLM's disable_by_batch_size: no speculation while more than N sequences decode.")  # fmt: skip
         policy_n = p2.number_input("N", 1, max_batch, 8, key="policy_n", bind="query-params",
-                                   disabled=policy != "off_above_batch")  # fmt: skip
+                                   disabled=POLICIES[policy] != "off_above_batch")  # fmt: skip
         auto = p3.toggle("Rerun on change", key="auto", bind="query-params",
                          help="Decode again whenever a setting changes (a change mid-run cancels that run).")  # fmt: skip
         clicked = p4.button("▶ Run", type="primary", width="stretch", key="run")
     settings = Settings(
         preset=preset, prompt_id=prompt_id, custom_text=custom, batch=int(batch), depth=int(depth),
-        temperature=float(temperature), top_p=float(top_p), max_new_tokens=int(max_new), drafter=drafter,
-        policy=policy, policy_n=int(policy_n), float32=bool(float32),
+        temperature=float(temperature), top_p=float(top_p), max_new_tokens=int(max_new), drafter=DRAFTERS[drafter],
+        policy=POLICIES[policy], policy_n=int(policy_n), float32=bool(float32),
     )  # fmt: skip
     return settings, clicked, auto
 

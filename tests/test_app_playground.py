@@ -1,0 +1,122 @@
+"""AppTest (headless) for the Playground with the real embedded pair at small settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+MAIN = str(Path(__file__).resolve().parents[1] / "app" / "main.py")
+TIMEOUT = 240  # the first run loads and warms the model pair (cached for the rest of the module)
+CUSTOM = "✏️ Custom text…"
+CONTROLS = {
+    "slider": {"batch", "depth", "tokens", "temp", "top_p"},
+    "selectbox": {"prompt", "pair"},
+    "radio": {"drafter", "policy"},
+    "toggle": {"fp32", "auto"},
+    "number_input": {"policy_n"},
+}
+
+
+def _app(**params) -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
+    for key, value in params.items():
+        at.query_params[key] = str(value)
+    return at.run()
+
+
+def _texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def _html(at) -> str:
+    return "\n".join(str(e.proto.body) for e in at.get("html"))
+
+
+def test_page_loads_with_controls_bound_to_query_params():
+    at = _app(depth=2, tokens=16, drafter="draft model")
+    assert not at.exception
+    assert at.title[0].value.endswith("Playground")
+    for kind, keys in CONTROLS.items():
+        assert keys <= {w.key for w in getattr(at, kind)}, kind
+    # the URL sets the widgets ...
+    assert at.slider(key="depth").value == 2
+    assert at.slider(key="tokens").value == 16
+    assert at.radio(key="drafter").value == "draft model"
+    # ... and every control writes the URL (the browser syncs it from the widget's query_param_key)
+    for kind, keys in CONTROLS.items():
+        for widget in getattr(at, kind):
+            if widget.key in keys:
+                assert widget.proto.query_param_key == widget.key, widget.key
+    assert not at.error
+
+
+def test_run_produces_both_lanes_and_summary():
+    at = _app(tokens=8, depth=3)
+    at.button(key="run").click().run()
+    assert not at.exception
+    assert not at.error, _texts(at.error)
+    labels = {m.label for m in at.metric}
+    for label in ("AR tokens/s", "Speculative tokens/s", "Acceptance rate", "Measured speedup", "Leviathan predicted",
+                  "AR FLOPs", "Speculative FLOPs", "FLOPs wasted on rejections", "Target forwards"):  # fmt: skip
+        assert label in labels
+    html = _html(at)
+    assert "Autoregressive" in _texts(at.markdown) and "Speculative" in _texts(at.markdown)
+    assert "tok tok-plain" in html  # the AR lane
+    assert "tok-acc" in html or "tok-rej" in html  # the speculative lane drafted something
+    assert "Race replay" in _texts(at.subheader)
+    result = at.session_state["result"]
+    assert len(result["ar"].output_ids[0]) == len(result["spec"].output_ids[0]) == 8
+    # widgets after a run (e.g. the seq view) do not rerun the model: the same result object survives a rerun
+    at.run()
+    assert at.session_state["result"] is result
+
+
+def test_batch_of_two_uses_different_prompts():
+    at = _app(tokens=8, batch=2, depth=2)
+    at.button(key="run").click().run()
+    assert not at.exception and not at.error
+    result = at.session_state["result"]
+    prompts = [s["prompt"] for s in result["ar"].sequences]
+    assert len(prompts) == 2 and prompts[0] != prompts[1]
+    assert "sequence 2" in _html(at)
+
+
+def test_empty_custom_prompt_is_named():
+    at = _app(prompt=CUSTOM)
+    at.button(key="run").click().run()
+    assert not at.exception
+    errors = _texts(at.error)
+    assert "custom prompt is empty" in errors and "Fix:" in errors
+    assert "result" not in at.session_state
+
+
+def test_prompt_longer_than_context_is_named():
+    at = _app(prompt=CUSTOM, tokens=8)
+    at.text_area(key="text").input("word " * 9000).run()
+    at.button(key="run").click().run()
+    assert not at.exception
+    errors = _texts(at.error)
+    assert "context window" in errors and "Fix:" in errors
+
+
+def test_memory_guard_is_named():
+    at = _app(batch=32, depth=12, tokens=256)
+    at.button(key="run").click().run()
+    assert not at.exception
+    errors = _texts(at.error)
+    assert "memory guard" in errors and "lower the batch size" in errors
+    assert "Run skipped" in _texts(at.warning)
+
+
+def test_unavailable_model_pair_is_named(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # as on the build machines: the hub cannot be reached
+    at = _app(pair="Qwen2.5-0.5B-Instruct → Qwen2.5-7B-Instruct (hub)")
+    assert at.selectbox(key="pair").value.startswith("Qwen2.5")
+    assert not at.exception
+    errors = _texts(at.error)
+    assert "Hugging Face Hub" in errors and "embedded pair" in errors
+    assert "unavailable offline" in _texts(at.caption)
