@@ -120,6 +120,10 @@ class StepStream:
         self.seqs = prepare_sequences(pair, prompts, cfg)  # validate before any model work
         self.drafter_name = drafter_name(pair, cfg)
         self.trace: Trace | None = None
+        # Live decoding state, exposed read-only for tests and introspection (set while iterating).
+        self.target_cache: RaggedCache | None = None
+        self.drafter = None
+        self.active: list[Sequence] = []
 
     def __iter__(self):
         return _decode(self)
@@ -148,6 +152,7 @@ def _decode(stream: StepStream):
     policy = make_policy(cfg)
     drafter = make_drafter(pair, cfg, pad_id)
     target = RaggedCache(pair.target, device, pair.target_costs)
+    stream.target_cache, stream.drafter = target, drafter
     steps: list[Step] = []
     accepted_total = seq_steps = 0
 
@@ -184,7 +189,7 @@ def _decode(stream: StepStream):
                 util_pct=util.mean_between(t0, t_end), seqs=seq_records,
             )
         )  # fmt: skip
-        active = _drop_finished(active, target, drafter)
+        active = stream.active = _drop_finished(active, target, drafter)
         yield steps[-1]
 
         while active:
@@ -288,7 +293,7 @@ def _decode(stream: StepStream):
                     util_pct=util.mean_between(t_start, t_end), seqs=seq_records,
                 )
             )  # fmt: skip
-            active = _drop_finished(active, target, drafter)
+            active = stream.active = _drop_finished(active, target, drafter)
             yield steps[-1]
 
         wall_s = steps[-1].t_end_s

@@ -260,9 +260,10 @@ def make_draft(target, hidden: int, layers: int, heads: int, kv_heads: int, inte
     with torch.no_grad():
         emb = target.get_input_embeddings().weight.detach().float()  # (V, H_target)
         k = min(hidden, emb.shape[1])
-        # principal directions of the target's (tied) embedding: E ~= E P P^T with P (H_target, hidden)
-        _, _, v = torch.linalg.svd(emb, full_matrices=False)  # v: (H_target, H_target)
-        proj = v[:k].T  # (H_target, k)
+        # principal directions of the target's (tied) embedding: E ~= E P P^T with P (H_target, hidden),
+        # the top eigenvectors of E^T E (cheaper than an SVD of the whole (V, H) matrix)
+        evals, evecs = torch.linalg.eigh(emb.T.double() @ emb.double())  # ascending
+        proj = evecs[:, evals.argsort(descending=True)[:k]].float()  # (H_target, k)
         weight = torch.zeros(emb.shape[0], hidden)
         weight[:, :k] = emb @ proj  # (V, k)
         if hidden > k:
@@ -304,9 +305,15 @@ def make_batches(examples: list[dict], batch_tokens: int, rng: random.Random) ->
     return batches
 
 
-def batch_loss(draft, examples: list[dict], idx: list[int], soft_weight: float) -> tuple[torch.Tensor, int, int]:
+def batch_loss(draft, examples: list[dict], idx: list[int], soft_weight: float,
+               candidates: torch.Tensor | None = None) -> tuple[torch.Tensor, int, int]:
     """Loss on response positions only: (1-w) * CE(greedy token) + w * soft CE(target top-k). Returns
-    (loss, response tokens, top-1 agreements)."""
+    (loss, response tokens, top-1 agreements).
+
+    candidates: sorted token ids the softmax runs over (None = the whole vocabulary). The output head is
+    most of the cost on a CPU; restricting the training softmax to the tokens the target actually emits
+    (plus random negatives, see `train`) makes a step several times cheaper (a frequency-ranked
+    vocabulary, as in FR-Spec, used for training only: the shipped head keeps the full vocabulary)."""
     exs = [examples[i] for i in idx]
     width = max(len(e["ids"]) for e in exs)
     ids = torch.zeros(len(exs), width, dtype=torch.long)
@@ -322,12 +329,24 @@ def batch_loss(draft, examples: list[dict], idx: list[int], soft_weight: float) 
         cols.append(torch.arange(e["start"] - 1, n - 1))
         labels.append(e["ids"][e["start"] :])
     rows, cols, labels = torch.cat(rows), torch.cat(cols), torch.cat(labels)
-    logits = draft.lm_head(hidden[rows, cols]).float()  # (N, vocab)
+    h = hidden[rows, cols]  # (N, H)
+    if candidates is None:
+        logits = draft.lm_head(h).float()  # (N, vocab)
+        to_local = None
+    else:
+        logits = (h @ draft.lm_head.weight[candidates].T).float()  # (N, C)
+        to_local = torch.full((draft.lm_head.weight.shape[0],), -1, dtype=torch.long)
+        to_local[candidates] = torch.arange(len(candidates))
+        labels = to_local[labels]
+        if bool((labels < 0).any()):
+            raise ValueError("a label is missing from the candidate vocabulary")
     logp = torch.log_softmax(logits, dim=-1)
     hard = -logp.gather(1, labels[:, None]).squeeze(1).mean()
     loss = hard
     if soft_weight > 0 and "soft_ids" in exs[0]:
         soft_ids = torch.cat([e["soft_ids"] for e in exs])  # (N, k)
+        if to_local is not None:
+            soft_ids = to_local[soft_ids]
         target_p = torch.softmax(torch.cat([e["soft_logp"] for e in exs]), dim=-1)  # renormalised top-k
         soft = -(target_p * logp.gather(1, soft_ids)).sum(-1).mean()
         loss = (1 - soft_weight) * hard + soft_weight * soft
@@ -349,11 +368,27 @@ def evaluate_top1(draft, examples: list[dict], batch_tokens: int) -> dict:
 
 
 def train(draft, train_rows, heldout_rows, *, epochs: float, lr: float, batch_tokens: int, soft_weight: float,
-          max_len: int, seed: int, warmup: int = 50, log=print, eval_every: int = 0, autocast: bool = True) -> dict:
-    """AdamW, linear warmup then cosine decay to 10 %, fixed number of steps (seeded, reproducible)."""
+          max_len: int, seed: int, warmup: int = 50, log=print, eval_every: int = 0, autocast: bool = True,
+          negatives: int = 2048) -> dict:
+    """AdamW, linear warmup then cosine decay to 10 %, fixed number of steps (seeded, reproducible).
+
+    negatives: -1 trains with the full-vocabulary softmax; otherwise the softmax runs over every token the
+    target emitted in the training data (and its top-k, with soft targets) plus `negatives` other tokens
+    drawn at random each step, which keeps tokens the target never emits from creeping up."""
     rng = random.Random(seed)
     torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
     examples = make_examples(train_rows, max_len)
+    vocab = draft.lm_head.weight.shape[0]
+    seen = None
+    if negatives >= 0:
+        seen = torch.zeros(vocab, dtype=torch.bool)
+        for e in examples:
+            seen[e["ids"][e["start"] :]] = True
+            if "soft_ids" in e:
+                seen[e["soft_ids"].flatten()] = True
+        unseen = (~seen).nonzero().squeeze(1)
+        log(f"train: softmax over {int(seen.sum())} emitted tokens + {negatives} random others per step")
     held = make_examples(heldout_rows, max_len)
     per_epoch = len(make_batches(examples, batch_tokens, random.Random(seed)))
     total_steps = max(1, int(round(epochs * per_epoch)))
@@ -379,8 +414,12 @@ def train(draft, train_rows, heldout_rows, *, epochs: float, lr: float, batch_to
                 break
             for g in opt.param_groups:
                 g["lr"] = lr_at(step)
+            candidates = None
+            if seen is not None:
+                extra = unseen[torch.randperm(len(unseen), generator=gen)[:negatives]]
+                candidates = torch.cat([seen.nonzero().squeeze(1), extra]).sort().values
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                loss, n, a = batch_loss(draft, examples, idx, soft_weight)
+                loss, n, a = batch_loss(draft, examples, idx, soft_weight, candidates)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
@@ -396,6 +435,7 @@ def train(draft, train_rows, heldout_rows, *, epochs: float, lr: float, batch_to
                 history.append({"step": step, **ev})
                 log(f"eval: step {step}  held-out top1 {ev['top1']:.3f}  ce {ev['ce']:.3f}")
     result = {"steps": total_steps, "steps_per_epoch": per_epoch, "seconds": time.perf_counter() - t0,
+              "softmax_tokens": int(seen.sum()) + negatives if seen is not None else vocab,
               "train_tokens": sum(len(e["ids"]) - e["start"] for e in examples), "history": history}
     if held:
         result["heldout"] = evaluate_top1(draft, held, batch_tokens)
@@ -543,7 +583,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     g = p.add_argument_group("data")
     g.add_argument("--max-prompts", type=int, default=0, help="use only the first N (shuffled) training prompts; 0 = all")
     g.add_argument("--heldout-every", type=int, default=10, help="every N-th topic is held out")
-    g.add_argument("--heldout-prompts", type=int, default=64, help="held-out prompts given target responses")
+    g.add_argument("--heldout-prompts", type=int, default=32, help="held-out prompts given target responses")
     g.add_argument("--gen-batch", type=int, default=64, help="generation batch size (ragged)")
     g.add_argument("--max-new-tokens", type=int, default=160, help="target response length cap")
     g.add_argument("--gen-minutes", type=float, default=38.0,
@@ -563,6 +603,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     t.add_argument("--max-len", type=int, default=256, help="truncate prompt+response to this many tokens")
     t.add_argument("--soft-weight", type=float, default=0.5, help="weight of the soft loss when --soft-topk > 0")
     t.add_argument("--warmup", type=int, default=50)
+    t.add_argument("--negatives", type=int, default=2048,
+                   help="training softmax over the tokens the target emitted + this many random others per step "
+                        "(-1 = full vocabulary; the saved head always has the full vocabulary)")
     t.add_argument("--eval-every", type=int, default=0, help="teacher-forced held-out eval every N steps (0 = end only)")
     t.add_argument("--no-autocast", action="store_true", help="train in float32 instead of bfloat16 autocast")
     e = p.add_argument_group("evaluation")
@@ -670,7 +713,8 @@ def main(argv=None) -> int:
         del target
         result = train(draft, train_rows, heldout_rows, epochs=args.epochs, lr=args.lr, batch_tokens=args.batch_tokens,
                        soft_weight=args.soft_weight if args.soft_topk else 0.0, max_len=args.max_len, seed=args.seed,
-                       warmup=args.warmup, log=log, eval_every=args.eval_every, autocast=not args.no_autocast)
+                       warmup=args.warmup, log=log, eval_every=args.eval_every, autocast=not args.no_autocast,
+                       negatives=args.negatives)
         stats["train"] = result
         stats["params"] = sum(p.numel() for p in draft.parameters())
         stats["embedding_params"] = draft.get_input_embeddings().weight.numel()

@@ -44,9 +44,10 @@ class ModelDrafter:
         self.lag = 0  # tokens of every sequence not yet in the draft cache (the same for all rows)
 
     def prefill(self, sequences: list[list[int]]) -> None:
-        """Cache all but the last token of each prompt; the first draft step feeds it with the new token."""
+        """Cache all but the last token of each prompt. The prefill step then appends the target's first
+        token, so the first draft step feeds two tokens: the prompt's last and the new one."""
         self.cache.prefill([s[:-1] for s in sequences], self.pad_id, logits_to_keep=1)
-        self.lag = 1
+        self.lag = 2
 
     def advance(self, tokens_added: int = 1) -> None:
         """Sequences grew without drafting (a plain step): the cache falls one more token behind."""

@@ -1,0 +1,144 @@
+"""Command line: python -m engine run | bench | probe   (DESIGN.md §3).
+
+    python -m engine run   --prompt TEXT [--prompt TEXT ...] --mode {autoregressive,speculative} [--depth K]
+                           [--drafter {model,ngram}] [--temperature T] [--top-p P] [--max-new-tokens N] [--seed S]
+                           [--dtype {auto,float32,bfloat16}] [--json PATH]
+    python -m engine bench --batch 1,4,16 --depth 0,2,4,8 [--drafter ...] [--dtype ...] [--json PATH]
+    python -m engine probe
+Errors in the input are printed as one line and exit with status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return values
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help="model dtype (auto: bf16 where native)")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best available)")
+    p.add_argument("--target", default=None, help="target hub id or folder (default: embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--draft", default="default", help="draft hub id, folder, truncated:N or none (default: shipped draft)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m engine", description="SpecLab decoding engine")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="decode prompts once and print the text and summary")
+    run.add_argument("--prompt", action="append", required=True, help="a user message; repeat for a batch")
+    run.add_argument("--mode", default="speculative", choices=["autoregressive", "speculative"])
+    run.add_argument("--depth", type=int, default=4, help="draft tokens per step, 0..16")
+    run.add_argument("--drafter", default="model", choices=["model", "ngram"])
+    run.add_argument("--policy", default="fixed", choices=["fixed", "off_above_batch"])
+    run.add_argument("--disable-by-batch-size", type=int, default=8, help="off_above_batch: speculate only while batch <= N")
+    run.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    run.add_argument("--top-p", type=float, default=1.0)
+    run.add_argument("--max-new-tokens", type=int, default=64)
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--json", default=None, help="write the full trace here (speclab.trace/1)")
+    _common(run)
+
+    bench = sub.add_parser("bench", help="AR vs speculative tokens/s over a batch x depth grid (medians)")
+    bench.add_argument("--batch", type=_int_list, default=[1, 4, 16], help="comma-separated batch sizes")
+    bench.add_argument("--depth", type=_int_list, default=[0, 2, 4, 8], help="comma-separated depths")
+    bench.add_argument("--drafter", default="model", choices=["model", "ngram"])
+    bench.add_argument("--prompts", default="chat", choices=["chat", "extractive"], help="built-in prompt set")
+    bench.add_argument("--max-new-tokens", type=int, default=64)
+    bench.add_argument("--repeats", type=int, default=3, help="runs per cell; the median is reported")
+    bench.add_argument("--baseline", action="store_true", help="also time transformers generate() at batch 1")
+    bench.add_argument("--json", default=None, help="write the results here")
+    _common(bench)
+
+    probe = sub.add_parser("probe", help="measure this machine's peak memory bandwidth and matmul FLOP/s")
+    probe.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+    probe.add_argument("--device", default=None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from . import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate, load_pair
+
+    try:
+        if args.command == "probe":
+            from .hardware import probe
+
+            result = probe(args.device, args.dtype)
+            print(f"device        {result.device_name} ({result.device}), dtype {result.dtype}")
+            print(f"bandwidth     {result.peak_bandwidth / 1e9:8.1f} GB/s (copy, measured)")
+            print(f"matmul        {result.peak_flops / 1e9:8.1f} GFLOP/s (measured)")
+            print(f"ridge point   {result.ridge_point:8.1f} FLOP/byte: above it a pass is compute-bound")
+            return 0
+        if args.command == "run":
+            cfg = DecodeConfig(
+                mode=args.mode, depth=args.depth, drafter=args.drafter, policy=args.policy,
+                disable_by_batch_size=args.disable_by_batch_size, temperature=args.temperature,
+                top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
+            )  # fmt: skip
+            pair = load_pair(target=args.target, draft=_draft_arg(args, cfg), device=args.device, dtype=args.dtype)
+            trace = generate(pair, args.prompt, cfg)
+            for i, seq in enumerate(trace.sequences):
+                print(f"--- [{i + 1}] {seq['prompt'][:70]}\n{seq['text']}")
+            print("--- summary")
+            for key, value in trace.summary.items():
+                if isinstance(value, float):
+                    value = f"{value:.4g}"
+                elif isinstance(value, list):
+                    value = "[" + ", ".join(f"{v:.2f}" for v in value) + "]"
+                print(f"{key:<24} {value}")
+            if args.json:
+                trace.to_json(args.json)
+                print(f"trace written to {args.json}")
+            return 0
+        if args.command == "bench":
+            from .bench import bench, format_table
+
+            bad = [d for d in args.depth if not 0 <= d <= 16] + [b for b in args.batch if b < 1]
+            if bad:
+                raise ConfigError(f"batch sizes must be >= 1 and depths 0..16; got {bad}")
+            draft = "none" if args.drafter == "ngram" and args.draft == "default" else args.draft
+            pair = load_pair(target=args.target, draft=draft, device=args.device, dtype=args.dtype)
+            print(f"benchmarking on {pair.device.type}, {pair.dtype_name} ...", file=sys.stderr)
+            result = bench(
+                pair, args.batch, args.depth, drafter=args.drafter, prompt_set=args.prompts,
+                max_new_tokens=args.max_new_tokens, repeats=args.repeats, baseline=args.baseline,
+                log=lambda s: print(s, file=sys.stderr),
+            )  # fmt: skip
+            print(format_table(result))
+            if args.json:
+                tmp = args.json + ".tmp"
+                with open(tmp, "w") as f:
+                    json.dump(result, f, indent=1)
+                os.replace(tmp, args.json)
+                print(f"results written to {args.json}")
+            return 0
+    except (ConfigError, ModelLoadError, TraceError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 1
+
+
+def _draft_arg(args, cfg) -> str | None:
+    # The n-gram drafter needs no draft model: skip loading one.
+    if cfg.drafter == "ngram" and args.draft == "default":
+        return "none"
+    if not cfg.speculative and args.draft == "default":
+        return "none"
+    return args.draft
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""Benchmarks: AR vs speculative tokens/s over a batch x depth grid, medians of repeats, one process.
+
+Used by `python -m engine bench`. Every number is measured here and now; nothing is estimated.
+Baselines (`--baseline`) time transformers' own `generate()` on the same prompts, model and dtype:
+plain greedy, prompt-lookup decoding (for the n-gram drafter) and assisted generation (for the model
+drafter), so our speedups are against an honest reference, not a handicapped loop.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from .config import DecodeConfig
+from .costs import expected_speedup
+from .decode import generate
+from .models import ModelPair
+
+# Open-ended chat prompts (varied topics and tasks) and extractive prompts where the answer repeats
+# its input -- the case prompt-lookup (n-gram) drafting is built for.
+CHAT_PROMPTS = [
+    "Explain why the sky is blue in a short paragraph.",
+    "Write a short story about a robot who learns to paint.",
+    "List five tips for staying focused while studying.",
+    "Compare cats and dogs as pets.",
+    "How do I make a cup of green tea?",
+    "What causes the seasons on Earth?",
+    "Write a polite email asking a colleague to review my report.",
+    "Describe how a bicycle works.",
+    "Give me three ideas for a rainy weekend.",
+    "What is the difference between weather and climate?",
+    "Explain what a computer program is to a ten year old.",
+    "Write a haiku about autumn leaves.",
+    "Why do we need sleep?",
+    "Summarise the plot of Little Red Riding Hood.",
+    "How does a refrigerator keep food cold?",
+    "What are the benefits of learning a second language?",
+]
+EXTRACTIVE_PARAGRAPH = (
+    "The Great Barrier Reef is the world's largest coral reef system. It is composed of over 2,900 individual "
+    "reefs and 900 islands stretching for over 2,300 kilometres over an area of approximately 344,400 square "
+    "kilometres. The reef is located in the Coral Sea, off the coast of Queensland, Australia."
+)
+EXTRACTIVE_PROMPTS = [
+    f"Copy the following paragraph exactly, word for word:\n\n{EXTRACTIVE_PARAGRAPH}",
+    f"Repeat this text exactly as written:\n\n{EXTRACTIVE_PARAGRAPH}",
+]
+PROMPT_SETS = {"chat": CHAT_PROMPTS, "extractive": EXTRACTIVE_PROMPTS}
+
+
+def batch_prompts(prompt_set: str, batch: int) -> list[str]:
+    prompts = PROMPT_SETS[prompt_set]
+    return [prompts[i % len(prompts)] for i in range(batch)]
+
+
+def _median(values):
+    return statistics.median(values) if values else None
+
+
+def run_cell(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, repeats: int) -> dict:
+    """Median tokens/s (and the stats of the median run) of `repeats` runs after one warm-up."""
+    generate(pair, prompts[:1], DecodeConfig(**(cfg.to_dict() | {"max_new_tokens": 4})))  # warm-up
+    runs = [generate(pair, prompts, cfg) for _ in range(repeats)]
+    runs.sort(key=lambda t: t.summary["tokens_per_s"])
+    mid = runs[len(runs) // 2]
+    s = mid.summary
+    decode_steps = [st for st in mid.steps if st.kind == "decode"]
+    step_ms = sum(st.step_ms for st in decode_steps)
+    return {
+        "tokens_per_s": _median([t.summary["tokens_per_s"] for t in runs]),
+        "new_tokens": s["new_tokens"],
+        "acceptance_rate": s["acceptance_rate"],
+        "alpha": s["alpha"],
+        "tokens_per_step": s["tokens_per_step"],
+        "per_position_acceptance": s["per_position_acceptance"],
+        "target_forwards": s["target_forwards"],
+        "flops": s["flops"],
+        "overhead_pct": 100.0 * sum(st.overhead_ms for st in decode_steps) / step_ms if step_ms else None,
+        "draft_ms_per_forward": _draft_forward_ms(decode_steps),
+        "verify_ms": _median([st.verify_ms for st in decode_steps]),
+        "outputs": mid.output_ids,
+    }
+
+
+def _draft_forward_ms(steps) -> float | None:
+    drafted = [st for st in steps if st.depth > 0 and st.draft_ms > 0]
+    if not drafted:
+        return None
+    return _median([st.draft_ms / st.depth for st in drafted])
+
+
+def hf_generate(pair: ModelPair, prompt: str, max_new_tokens: int, repeats: int, **kwargs) -> dict:
+    """transformers' own generate(), greedy, batch 1, same model/dtype: the honest baseline."""
+    ids = torch.tensor([pair.encode_prompt(prompt)], device=pair.device)
+    mask = torch.ones_like(ids)
+    eos = sorted(pair.eos_ids) or None
+    args = dict(do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos, pad_token_id=eos[0] if eos else None)
+    with torch.inference_mode():
+        pair.target.generate(ids, attention_mask=mask, **(args | {"max_new_tokens": 4}), **kwargs)  # warm-up
+        rates, outputs = [], None
+        for _ in range(repeats):
+            t = time.perf_counter()
+            out = pair.target.generate(ids, attention_mask=mask, **args, **kwargs)
+            dt = time.perf_counter() - t
+            outputs = out[0, ids.shape[1] :].tolist()
+            rates.append(len(outputs) / dt)
+    return {"tokens_per_s": _median(rates), "new_tokens": len(outputs), "outputs": [outputs]}
+
+
+def bench(
+    pair: ModelPair,
+    batches: list[int],
+    depths: list[int],
+    drafter: str = "model",
+    prompt_set: str = "chat",
+    max_new_tokens: int = 64,
+    repeats: int = 3,
+    baseline: bool = False,
+    log=print,
+) -> dict:
+    """The grid: for each batch, AR once, then speculative at each depth; medians of `repeats`."""
+    rows = []
+    for batch in batches:
+        prompts = batch_prompts(prompt_set, batch)
+        ar = run_cell(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens), repeats)
+        log(f"  batch {batch:>3}  AR            {ar['tokens_per_s']:8.1f} tok/s")
+        for depth in depths:
+            cfg = DecodeConfig(mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens)
+            spec = run_cell(pair, prompts, cfg, repeats)
+            row = {
+                "batch": batch,
+                "depth": depth,
+                "tokens_per_pass": batch * (depth + 1),
+                "ar_tokens_per_s": ar["tokens_per_s"],
+                "spec_tokens_per_s": spec["tokens_per_s"],
+                "speedup": spec["tokens_per_s"] / ar["tokens_per_s"],
+                "acceptance_rate": spec["acceptance_rate"],
+                "alpha": spec["alpha"],
+                "tokens_per_step": spec["tokens_per_step"],
+                "per_position_acceptance": spec["per_position_acceptance"],
+                "flops_ratio": spec["flops"] / ar["flops"] if ar["flops"] else None,
+                "ar_overhead_pct": ar["overhead_pct"],
+                "spec_overhead_pct": spec["overhead_pct"],
+                "ar_verify_ms": ar["verify_ms"],
+                "spec_verify_ms": spec["verify_ms"],
+                "draft_ms_per_forward": spec["draft_ms_per_forward"],
+                "same_output": spec["outputs"] == ar["outputs"],
+            }
+            if drafter == "model" and spec["alpha"] is not None and spec["draft_ms_per_forward"] and ar["verify_ms"]:
+                c = spec["draft_ms_per_forward"] / ar["verify_ms"]
+                row["c"] = c
+                row["predicted_speedup"] = expected_speedup(spec["alpha"], depth, c)
+            rows.append(row)
+            log(
+                f"  batch {batch:>3}  depth {depth:>2}      {spec['tokens_per_s']:8.1f} tok/s  x{row['speedup']:.2f}"
+                + (f"  alpha {spec['alpha']:.2f}" if spec["alpha"] is not None else "")
+            )
+    result = {
+        "device": pair.device.type,
+        "dtype": pair.dtype_name,
+        "target": pair.target_name,
+        "drafter": drafter if drafter == "ngram" else pair.draft_name,
+        "prompt_set": prompt_set,
+        "max_new_tokens": max_new_tokens,
+        "repeats": repeats,
+        "rows": rows,
+    }
+    if baseline:
+        result["baselines"] = baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log)
+    return result
+
+
+def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log) -> dict:
+    """Batch-1 comparison on the first prompt of the set: HF generate (plain, and with its own drafting) vs ours."""
+    prompt = PROMPT_SETS[prompt_set][0]
+    depth = max(depths) if max(depths) > 0 else 4
+    out = {"prompt": prompt, "depth": depth}
+    out["hf_generate"] = hf_generate(pair, prompt, max_new_tokens, repeats)
+    if drafter == "ngram":
+        out["hf_drafting"] = hf_generate(pair, prompt, max_new_tokens, repeats, prompt_lookup_num_tokens=depth)
+        out["hf_drafting_name"] = f"generate(prompt_lookup_num_tokens={depth})"
+    elif pair.draft is not None:
+        out["hf_drafting"] = hf_generate(
+            pair, prompt, max_new_tokens, repeats, assistant_model=pair.draft,
+            num_assistant_tokens=depth, assistant_confidence_threshold=0.0,
+        )  # fmt: skip
+        out["hf_drafting_name"] = f"generate(assistant_model=draft, num_assistant_tokens={depth})"
+    out["ours_ar"] = run_cell(pair, [prompt], DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens), repeats)
+    out["ours_spec"] = run_cell(
+        pair, [prompt], DecodeConfig(mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens), repeats
+    )
+    for key in ("hf_generate", "hf_drafting", "ours_ar", "ours_spec"):
+        if key in out:
+            log(f"  {key:<12} {out[key]['tokens_per_s']:8.1f} tok/s")
+    return out
+
+
+def format_table(result: dict) -> str:
+    lines = [
+        f"device {result['device']}  dtype {result['dtype']}  target {result['target']}",
+        f"drafter {result['drafter']}  prompts {result['prompt_set']}  max_new_tokens {result['max_new_tokens']}  "
+        f"median of {result['repeats']}",
+        "",
+        "batch depth tok/pass   AR tok/s  spec tok/s  speedup  accept  alpha  tok/step  FLOPs x  ovh%  same",
+    ]
+    for r in result["rows"]:
+
+        def f(v, fmt):
+            return format(v, fmt) if v is not None else "-"
+
+        lines.append(
+            f"{r['batch']:>5} {r['depth']:>5} {r['tokens_per_pass']:>8} {r['ar_tokens_per_s']:>10.1f} "
+            f"{r['spec_tokens_per_s']:>11.1f} {r['speedup']:>7.2f}x {f(r['acceptance_rate'], '>6.2f')} "
+            f"{f(r['alpha'], '>6.2f')} {f(r['tokens_per_step'], '>9.2f')} {f(r['flops_ratio'], '>8.2f')} "
+            f"{f(r['spec_overhead_pct'], '>5.1f')}  {'yes' if r['same_output'] else 'no'}"
+        )
+    b = result.get("baselines")
+    if b:
+        hf = b["hf_generate"]["tokens_per_s"]
+        lines += ["", f"batch 1, depth {b['depth']}, prompt: {b['prompt'][:60]!r}"]
+        entries = [("transformers generate()", b["hf_generate"])]
+        if "hf_drafting" in b:
+            entries.append((f"transformers {b['hf_drafting_name']}", b["hf_drafting"]))
+        entries += [("speclab autoregressive", b["ours_ar"]), (f"speclab speculative depth {b['depth']}", b["ours_spec"])]
+        for name, cell in entries:
+            lines.append(f"  {name:<62} {cell['tokens_per_s']:8.1f} tok/s  x{cell['tokens_per_s'] / hf:.2f} vs generate()")
+    return "\n".join(lines)

@@ -1,0 +1,78 @@
+"""Shared fixtures: tiny random Llama-style models (built from a config, no downloads) and the real
+embedded target in float32 (exactness is tested in float32: bf16 rounds differently across pass shapes)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.models import ModelPair, embedded_model_dir, load_pair  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped on CPU)")
+    config.addinivalue_line("markers", "slow: loads the real embedded model")
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(embedded_model_dir())
+
+
+def tiny_llama(vocab_size: int, layers: int = 2, hidden: int = 64, seed: int = 0, attn: str = "sdpa"):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(
+        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=False, initializer_range=0.2,
+        bos_token_id=1, eos_token_id=2, pad_token_id=2, attn_implementation=attn,
+    )  # fmt: skip
+    # Untied, wide-init weights: a random model whose greedy continuation depends on the context
+    # (tied small-init models just repeat their last input token, which would make exactness tests vacuous).
+    return LlamaForCausalLM(cfg).eval()
+
+
+def noisy_copy(model, noise: float, seed: int = 3):
+    """A draft that agrees with the target often but not always: its weights plus relative Gaussian noise."""
+    import copy
+
+    draft = copy.deepcopy(model)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * noise * p.std())
+    return draft
+
+
+def tiny_pair(tokenizer, draft_same_as_target: bool = False, with_draft: bool = True, draft_noise: float | None = None) -> ModelPair:
+    target = tiny_llama(len(tokenizer), layers=2, seed=0)
+    draft = None
+    if draft_noise is not None:
+        draft = noisy_copy(target, draft_noise)
+    elif with_draft:
+        draft = target if draft_same_as_target else tiny_llama(len(tokenizer), layers=1, seed=1)
+    return ModelPair(
+        target=target, draft=draft, tokenizer=tokenizer, device=torch.device("cpu"), dtype=torch.float32,
+        target_name="tiny-llama", draft_name="tiny-draft" if with_draft else None, eos_ids=frozenset(),
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def tiny(tokenizer):
+    """Tiny target + a noisy copy as draft: it accepts some drafts and rejects others (alpha ~0.3)."""
+    return tiny_pair(tokenizer, draft_noise=0.01)
+
+
+@pytest.fixture(scope="session")
+def embedded_f32():
+    return load_pair(dtype="float32")

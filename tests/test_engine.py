@@ -1,0 +1,361 @@
+"""Engine tests: exactness against transformers' generate, the accept/resample rule, caches, costs, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from conftest import tiny_pair
+from engine import ConfigError, DecodeConfig, ModelLoadError, Trace, TraceError, generate, generate_steps, load_pair
+from engine.costs import ModelCosts, expected_speedup, expected_tokens_per_step, operations_factor
+from engine.drafters import NgramDrafter
+from engine.sampling import accept_greedy, accept_or_resample, first_rejection, probs_from_logits
+
+PROMPTS = [
+    "What is the capital of France?",
+    "Write a haiku about the sea, the wind and the salt on the rocks.",
+    "Hi",
+]
+
+
+def chi2_pvalue(samples: torch.Tensor, p: torch.Tensor) -> float:
+    """Chi-square goodness of fit of integer samples to the distribution p."""
+    observed = np.bincount(samples.numpy(), minlength=p.numel())
+    expected = p.double().numpy() / p.double().sum().item() * observed.sum()
+    return chisquare(observed, expected).pvalue
+
+
+def hf_greedy(pair, prompt: str, max_new_tokens: int) -> list[int]:
+    """Reference: transformers' own greedy generate() on the same chat-templated prompt."""
+    ids = torch.tensor([pair.encode_prompt(prompt)])
+    eos = sorted(pair.eos_ids) or None
+    with torch.inference_mode():
+        out = pair.target.generate(
+            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
+            eos_token_id=eos, pad_token_id=eos[0] if eos else 0,
+        )  # fmt: skip
+    return out[0, ids.shape[1] :].tolist()
+
+
+# --- exactness ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+@pytest.mark.parametrize("prompts", [PROMPTS[:1], PROMPTS], ids=["batch1", "ragged3"])
+def test_tiny_greedy_speculative_equals_ar_equals_hf(tiny, drafter, prompts):
+    n = 24
+    ar = generate(tiny, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=n))
+    spec = generate(tiny, prompts, DecodeConfig(mode="speculative", depth=3, drafter=drafter, max_new_tokens=n))
+    assert spec.output_ids == ar.output_ids
+    for prompt, out in zip(prompts, ar.output_ids):
+        assert out == hf_greedy(tiny, prompt, n)
+        assert len(out) == n
+
+
+def test_draft_equal_to_target_accepts_everything(tokenizer):
+    pair = tiny_pair(tokenizer, draft_same_as_target=True)
+    assert pair.draft is pair.target
+    trace = generate(pair, PROMPTS, DecodeConfig(depth=4, max_new_tokens=20))
+    assert trace.summary["acceptance_rate"] == 1.0
+    assert trace.summary["alpha"] == 1.0
+    assert all(p == 1.0 for p in trace.summary["per_position_acceptance"])
+    # Each sequence-step yields depth + 1 tokens, so a 20-token answer needs 1 prefill + 4 passes (1 + 4*5 > 20).
+    assert trace.summary["target_forwards"] == 5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+def test_embedded_float32_exact(embedded_f32, drafter):
+    """The real target, float32: speculative == AR == transformers generate(), batch 1 and a ragged batch."""
+    n = 32
+    prompts = PROMPTS[:2] + ["Copy this exactly: the quick brown fox jumps over the lazy dog, the quick brown fox."]
+    ar = generate(embedded_f32, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=n))
+    spec = generate(embedded_f32, prompts, DecodeConfig(depth=4, drafter=drafter, max_new_tokens=n))
+    single = generate(embedded_f32, prompts[1:2], DecodeConfig(depth=4, drafter=drafter, max_new_tokens=n))
+    assert spec.output_ids == ar.output_ids
+    assert single.output_ids[0] == ar.output_ids[1]
+    for prompt, out in zip(prompts, ar.output_ids):
+        assert out == hf_greedy(embedded_f32, prompt, n)
+    assert spec.summary["target_forwards"] < ar.summary["target_forwards"] or drafter == "model"
+    assert spec.summary["flops"] > 0 and spec.summary["bytes"] > 0
+
+
+def test_depth_zero_is_plain_decoding(tiny):
+    ar = generate(tiny, PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=10))
+    d0 = generate(tiny, PROMPTS, DecodeConfig(mode="speculative", depth=0, max_new_tokens=10))
+    assert d0.output_ids == ar.output_ids
+    assert d0.summary["target_forwards"] == ar.summary["target_forwards"] == 10
+    assert ar.summary["acceptance_rate"] is None and ar.summary["alpha"] is None
+
+
+# --- caches ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+def test_cache_lengths_follow_sequence_lengths(tiny, drafter):
+    stream = generate_steps(tiny, PROMPTS, DecodeConfig(depth=3, drafter=drafter, max_new_tokens=16))
+    checked = 0
+    for step in stream:
+        cache = stream.target_cache
+        if not stream.active:  # the last step: everything finished
+            continue
+        # Target caches all but the pending last token; the draft all but the last two.
+        assert cache.lengths.tolist() == [len(s.tokens) - 1 for s in stream.active]
+        assert cache.width == max(cache.lengths.tolist())
+        for layer in cache.cache.layers:
+            assert layer.keys.shape[0] == len(stream.active) and layer.keys.shape[2] == cache.width
+        if drafter == "model":
+            draft = stream.drafter.cache
+            assert draft.lengths.tolist() == [len(s.tokens) - stream.drafter.lag for s in stream.active]
+        checked += 1
+    assert checked >= 3
+    assert stream.trace is not None
+
+
+def test_ragged_rows_keep_their_own_acceptance(tiny):
+    """Different rows accept different counts in the same step; no row is truncated to another's."""
+    cfg = DecodeConfig(depth=4, max_new_tokens=30)
+    trace = generate(tiny, PROMPTS + ["Tell me about owls."], cfg)
+    counts = [tuple(s.num_accepted for s in step.seqs) for step in trace.steps if step.kind == "decode"]
+    assert any(len(set(c)) > 1 for c in counts), "expected at least one step with differing acceptance"
+    single = [generate(tiny, [p], cfg).output_ids[0] for p in PROMPTS]
+    assert trace.output_ids[:3] == single
+    # Each row's steps advance it by its own accepted count + 1.
+    for step in trace.steps[1:]:
+        for seq in step.seqs:
+            assert len(seq.emitted) == seq.num_accepted + 1 or seq.finished
+
+
+def test_finished_sequences_leave_the_batch(embedded_f32):
+    # "Hi" is answered in a few tokens and hits EOS; the longer request keeps going alone.
+    stream = generate_steps(embedded_f32, ["Hi", "Write a long story about a dragon."], DecodeConfig(depth=2, max_new_tokens=40))
+    batches = [step.batch for step in stream]
+    trace = stream.trace
+    assert len(trace.output_ids[0]) < 40 and trace.output_ids[0][-1] in embedded_f32.eos_ids
+    assert batches[0] == 2 and batches[-1] == 1
+
+
+def test_off_above_batch_policy(tiny):
+    cfg = DecodeConfig(depth=3, policy="off_above_batch", disable_by_batch_size=2, max_new_tokens=8)
+    trace = generate(tiny, PROMPTS, cfg)
+    assert all(step.depth == 0 for step in trace.steps if step.kind == "decode" and step.batch > 2)
+    small = generate(tiny, PROMPTS[:2], cfg)
+    assert any(step.depth == 3 for step in small.steps)
+    assert trace.output_ids == generate(tiny, PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=8)).output_ids
+
+
+# --- sampling ----------------------------------------------------------------------------------
+def test_first_rejection():
+    accepted = torch.tensor([[True, True, False, True], [False, True, True, True], [True, True, True, True]])
+    assert first_rejection(accepted).tolist() == [2, 0, 4]
+
+
+def test_top_p_keeps_the_nucleus():
+    logits = torch.log(torch.tensor([0.5, 0.3, 0.15, 0.05]))
+    probs = probs_from_logits(logits, 1.0, 0.8)
+    assert torch.allclose(probs, torch.tensor([0.625, 0.375, 0.0, 0.0]))
+    assert probs_from_logits(logits, 1.0, 0.01)[0] == 1.0  # the top token always survives
+
+
+def test_greedy_acceptance_rule():
+    logits = torch.full((2, 4, 10), -10.0)
+    for r, seq in enumerate([[3, 4, 5, 6], [3, 9, 5, 6]]):
+        for j, t in enumerate(seq):
+            logits[r, j, t] = 10.0
+    drafts = torch.tensor([[3, 4, 5], [3, 4, 5]])
+    n, nxt = accept_greedy(drafts, logits, torch.ones(2, 3, dtype=torch.bool))
+    assert n.tolist() == [3, 1] and nxt.tolist() == [6, 9]
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_accept_or_resample_reproduces_target_distribution(depth):
+    """Leviathan et al. Alg. 1 on toy distributions: emitted tokens follow p exactly (chi-square, 20k trials)."""
+    trials, vocab = 20000, 6
+    gen = torch.Generator().manual_seed(1234)
+    p = torch.tensor([0.05, 0.30, 0.10, 0.25, 0.20, 0.10])
+    q = torch.tensor([0.40, 0.05, 0.25, 0.05, 0.15, 0.10])  # a poor draft: many rejections
+    draft_ids = torch.multinomial(q.expand(trials, vocab), depth, replacement=True, generator=gen)  # (N, k) iid from q
+    draft_probs = q.expand(trials, depth, vocab)
+    target_probs = p.expand(trials, depth + 1, vocab)
+    num_acc, nxt = accept_or_resample(draft_ids, draft_probs, target_probs, torch.ones(trials, depth, dtype=torch.bool), gen)
+    # The first emitted token is the first draft if accepted, else the resample.
+    first = torch.where(num_acc >= 1, draft_ids[:, 0], nxt)
+    assert chi2_pvalue(first, p) > 1e-3
+    # Acceptance rate per token is sum(min(p, q)) (Leviathan's alpha for context-free p, q).
+    expected_alpha = torch.minimum(p, q).sum().item()
+    assert abs((num_acc >= 1).float().mean().item() - expected_alpha) < 0.02
+    if depth > 1:  # the second emitted token, in rows that accepted the first, also follows p
+        rows = num_acc >= 1
+        second = torch.where(num_acc[rows] >= 2, draft_ids[rows, 1], nxt[rows])
+        assert chi2_pvalue(second, p) > 1e-3
+
+
+def test_ngram_padding_gets_bonus_from_p():
+    """A row that ran out of n-gram drafts samples its next token from p (q = 0 there)."""
+    gen = torch.Generator().manual_seed(0)
+    trials, vocab = 20000, 4
+    p = torch.tensor([0.1, 0.2, 0.3, 0.4])
+    draft_ids = torch.zeros(trials, 2, dtype=torch.long)
+    valid = torch.tensor([[True, False]]).expand(trials, 2)
+    draft_probs = torch.zeros(trials, 2, vocab)
+    draft_probs[:, 0, 0] = 1.0  # point mass on token 0 at position 1; padding at position 2
+    n, nxt = accept_or_resample(draft_ids, draft_probs, p.expand(trials, 3, vocab), valid, gen)
+    assert n.max().item() <= 1
+    first = torch.where(n >= 1, draft_ids[:, 0], nxt)
+    assert chi2_pvalue(first, p) > 1e-3
+
+
+def test_sampling_is_seeded(tiny):
+    cfg = DecodeConfig(depth=3, temperature=0.8, top_p=0.9, max_new_tokens=16, seed=7)
+    a, b = generate(tiny, PROMPTS, cfg), generate(tiny, PROMPTS, cfg)
+    assert a.output_ids == b.output_ids
+    c = generate(tiny, PROMPTS, DecodeConfig(depth=3, temperature=0.8, top_p=0.9, max_new_tokens=16, seed=8))
+    assert c.output_ids != a.output_ids
+
+
+def test_ngram_lookup():
+    tokens = [5, 6, 7, 8, 9, 1, 5, 6, 7]
+    assert NgramDrafter.lookup(tokens, 3, 3) == [8, 9, 1]
+    assert NgramDrafter.lookup([1, 2, 3], 3, 3) == []
+    assert NgramDrafter.lookup([4, 1, 2, 4], 2, 2) == [1, 2]  # falls back to a 1-gram
+
+
+# --- costs -------------------------------------------------------------------------------------
+def test_flops_formula_matches_flop_counter(tokenizer):
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import DynamicCache
+
+    model = __import__("conftest").tiny_llama(len(tokenizer), layers=3, hidden=128, attn="eager")
+    costs = ModelCosts.from_model(model)
+    batch, past, new = 2, 40, 5
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        model(torch.randint(0, 1000, (batch, past)), past_key_values=cache, use_cache=True)
+        with FlopCounterMode(display=False) as counter:
+            model(torch.randint(0, 1000, (batch, new)), past_key_values=cache, use_cache=True)
+    measured = counter.get_total_flops()
+    assert abs(costs.forward_flops(batch, new, past) - measured) / measured < 0.05
+
+
+def test_leviathan_formulas():
+    assert expected_tokens_per_step(0.0, 4) == 1.0
+    assert expected_tokens_per_step(1.0, 4) == 5.0
+    assert abs(expected_tokens_per_step(0.5, 2) - 1.75) < 1e-12
+    assert abs(expected_speedup(0.8, 4, 0.1) - (1 - 0.8**5) / (0.2 * 1.4)) < 1e-12
+    assert operations_factor(0.8, 4, 0.05) > 1.0  # speculation always does more arithmetic
+
+
+def test_speculative_run_does_more_flops(tiny):
+    ar = generate(tiny, PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=16))
+    spec = generate(tiny, PROMPTS, DecodeConfig(depth=4, max_new_tokens=16))
+    assert spec.summary["flops"] > ar.summary["flops"]
+    assert spec.summary["flops_wasted"] > 0
+
+
+# --- trace -------------------------------------------------------------------------------------
+def test_trace_round_trip(tiny, tmp_path):
+    trace = generate(tiny, PROMPTS, DecodeConfig(depth=3, drafter="ngram", max_new_tokens=12))
+    path = tmp_path / "t.json"
+    trace.to_json(path)
+    loaded = Trace.from_json(path)
+    assert loaded.to_dict() == json.loads(path.read_text())
+    assert loaded.output_ids == trace.output_ids and loaded.summary == trace.summary
+    assert loaded.steps[1].seqs[0].drafted == trace.steps[1].seqs[0].drafted
+    assert list(tmp_path.iterdir()) == [path]  # atomic write leaves no temp file
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"{not json", "not valid JSON"),
+        (b"[1, 2]", "must be an object"),
+        (b'{"schema": "other/9"}', "unsupported trace schema"),
+        (b'{"schema": "speclab.trace/1", "config": {}}', "missing"),
+        (b'{"schema": "speclab.trace/1", "config": {}, "sequences": [], "summary": {}, "steps": [{"bogus": 1}]}', "malformed"),
+    ],
+)
+def test_corrupt_trace_is_refused(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(TraceError, match=message):
+        Trace.from_json(path)
+
+
+def test_summary_fields(tiny):
+    trace = generate(tiny, PROMPTS, DecodeConfig(depth=2, max_new_tokens=8))
+    for key in [
+        "new_tokens", "wall_s", "tokens_per_s", "target_forwards", "device", "dtype", "acceptance_rate", "alpha",
+        "mean_accepted", "tokens_per_step", "per_position_acceptance", "flops", "flops_wasted", "bytes",
+    ]:  # fmt: skip
+        assert key in trace.summary
+    assert trace.summary["new_tokens"] == 24
+    assert abs(trace.summary["tokens_per_step"] - trace.summary["mean_accepted"] - 1) < 1e-12
+    assert len(trace.summary["per_position_acceptance"]) == 2
+
+
+# --- bad input ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"depth": -1}, "depth must be between 0 and 16"),
+        ({"depth": 17}, "depth must be between 0 and 16"),
+        ({"temperature": -0.5}, "temperature must be >= 0"),
+        ({"top_p": 0.0}, r"top_p must be in \(0, 1\]"),
+        ({"top_p": 1.5}, r"top_p must be in \(0, 1\]"),
+        ({"max_new_tokens": 0}, "max_new_tokens must be >= 1"),
+        ({"mode": "fast"}, "mode must be one of"),
+        ({"drafter": "oracle"}, "drafter must be one of"),
+    ],
+)
+def test_bad_config(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        DecodeConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "prompts, cfg, message",
+    [
+        ([], {}, "prompts is empty"),
+        (["ok", "   "], {}, "prompt 2 is empty"),
+        ("just a string", {}, "list of strings"),
+        (["hello"], {"max_new_tokens": 100000}, "beyond the context window"),
+        (["word " * 600], {}, "context window is 512"),
+    ],
+)
+def test_bad_prompts(tiny, prompts, cfg, message):
+    with pytest.raises(ConfigError, match=message):
+        generate(tiny, prompts, DecodeConfig(**cfg))
+
+
+def test_model_drafter_without_draft(tokenizer):
+    pair = tiny_pair(tokenizer, with_draft=False)
+    with pytest.raises(ConfigError, match="needs a draft model"):
+        generate(pair, ["hi there"], DecodeConfig(drafter="model"))
+    assert generate(pair, ["hi there"], DecodeConfig(drafter="ngram", max_new_tokens=4)).summary["new_tokens"] == 4
+
+
+def test_unknown_hub_id_offline():
+    with pytest.raises(ModelLoadError, match="Hugging Face Hub"):
+        load_pair(target="no-such-org/no-such-model")
+
+
+def test_draft_with_other_vocabulary_is_refused(tmp_path, tokenizer):
+    from conftest import tiny_llama
+
+    other = tiny_llama(1000)
+    other.save_pretrained(tmp_path / "other")
+    with pytest.raises(ModelLoadError, match="vocabulary of 1000 tokens"):
+        load_pair(draft=str(tmp_path / "other"), dtype="float32")
+
+
+def test_missing_draft_folder_is_an_error_when_asked_for(tmp_path):
+    with pytest.raises(ModelLoadError, match="neither an existing folder"):
+        load_pair(draft=str(tmp_path / "nope"), dtype="float32")
+
+
+def test_cli_bad_input_is_one_line(capsys):
+    from engine.__main__ import main
+
+    assert main(["run", "--prompt", "hi", "--depth", "40"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: depth must be between 0 and 16") and "Traceback" not in err
