@@ -1,0 +1,97 @@
+"""Real-browser test: Debian's Chromium, driven by Playwright, against `streamlit run app/main.py`.
+
+Opens the Playground, clicks Run, waits for the race replay to finish, checks that accepted and
+rejected draft tokens and the latency chart are on the page, and saves a screenshot under artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]  # fmt: skip
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM), reason=f"Chromium not found at {CHROMIUM} (apt-get install chromium to run this test)"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = _free_port()
+    log = open(ROOT / "artifacts" / "streamlit-browser-test.log", "w") if (ROOT / "artifacts").is_dir() else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("streamlit did not start (see artifacts/streamlit-browser-test.log)")
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        if log is not subprocess.DEVNULL:
+            log.close()
+
+
+def test_playground_run_and_race_replay(server):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 4200})
+            # an extractive prompt with the n-gram drafter: some drafts are accepted, some rejected
+            t0 = time.monotonic()
+            page.goto(f"{server}/?tokens=16&depth=4", timeout=60_000)
+            page.get_by_text("Ready:").first.wait_for(timeout=180_000)
+            print("ready", time.monotonic() - t0)
+            page.get_by_role("button", name="▶ Run").click()
+            page.get_by_text("Race replay").wait_for(timeout=240_000)
+            replay = page.frame_locator("iframe").first
+            replay.locator("#race").wait_for(timeout=30_000)
+            print("replay shown", time.monotonic() - t0)
+            replay.locator('#race[data-state="done"]').wait_for(timeout=180_000)
+            print("replay done", time.monotonic() - t0)
+            page.wait_for_timeout(1000)  # let the charts finish drawing
+            assert replay.locator(".t.accepted.on").count() > 0
+            assert page.locator('[data-kind="accepted"]').count() > 0
+            assert page.locator('[data-kind="rejected"]').count() > 0
+            assert page.locator('[data-kind="plain"]').count() > 0  # the AR lane
+            assert page.get_by_text("Per-step latency").count() > 0
+            assert page.locator(".js-plotly-plot").count() >= 4
+            assert page.get_by_text("Traceback").count() == 0
+            page.screenshot(path=str(ROOT / "artifacts" / "playground.png"))
+        finally:
+            browser.close()
