@@ -259,7 +259,7 @@ def _decode(stream: StepStream):
                     SeqStep(
                         seq=seq.index, drafted=drafted, num_accepted=a, next_id=next_list[r],
                         next_text=pair.token_text(next_list[r]), next_prob=p_next_list[r],
-                        next_kind="bonus" if a == n_valid else "correction", emitted=emitted, finished=seq.finished,
+                        next_kind=_next_kind(a, n_valid), emitted=emitted, finished=seq.finished,
                     )
                 )  # fmt: skip
                 if n_valid:
@@ -310,6 +310,13 @@ def _decode(stream: StepStream):
     new_tokens = sum(len(s.generated) for s in seqs)
     summary = summarize(steps, new_tokens, wall_s, device.type, pair.dtype_name, cfg.speculative)
     stream.trace = Trace(config=cfg.to_dict(), sequences=sequences, steps=steps, summary=summary, meta=_meta(pair, cfg, stream, util))
+
+
+def _next_kind(num_accepted: int, num_drafted: int) -> str:
+    """The target's own token is a bonus after a full acceptance, a correction after a rejection."""
+    if num_drafted == 0:
+        return "plain"
+    return "bonus" if num_accepted == num_drafted else "correction"
 
 
 def _plain_record(pair: ModelPair, seq: Sequence, token: int, prob: float, emitted: list[int]) -> SeqStep:
