@@ -70,9 +70,18 @@ def test_run_produces_both_lanes_and_summary():
     assert "Race replay" in _texts(at.subheader)
     result = at.session_state["result"]
     assert len(result["ar"].output_ids[0]) == len(result["spec"].output_ids[0]) == 8
-    # widgets after a run (e.g. the seq view) do not rerun the model: the same result object survives a rerun
+    # a rerun without Run redraws the stored result: the model is not rerun
     at.run()
     assert at.session_state["result"] is result
+
+    # where greedy lanes part (bf16 rounding), the first differing token is marked and explained
+    result["spec"].sequences[0]["output_ids"][3] += 1
+    at.run()
+    assert not at.exception and not at.error, _texts(at.error)
+    assert "float32" in _texts(at.warning) and "round" in _texts(at.warning)
+    assert "tok-diff" in _html(at)
+    at.button(key="to_fp32").click().run()
+    assert at.toggle(key="fp32").value is True
 
 
 def test_batch_of_two_uses_different_prompts():

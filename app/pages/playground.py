@@ -205,6 +205,7 @@ def run_both(pair, settings: Settings, live) -> dict:
         left.markdown("**Autoregressive**")
         right.markdown("**Speculative**")
         ar_box, spec_box = left.empty(), right.empty()
+        ar_box.caption("Prefill: the target reads the prompts…")
         spec_box.caption("Waits for the AR lane: the lanes never run at the same time, so their timings stay honest.")
     ar = run_lane(pair, prompts, ar_cfg, ar_box, "AR")
     spec = run_lane(pair, prompts, spec_cfg, spec_box, "Speculative")
@@ -264,7 +265,7 @@ def show_results(result: dict, probe, gauge: str, stale: bool) -> None:
     note = metrics.divergence_note(settings.temperature == 0, spec.summary.get("dtype", ""), m["first_differences"])
     if note:
         col_a, col_b = st.columns([5, 1], vertical_alignment="center")
-        col_a.warning(note, icon="⚑")
+        col_a.warning(note, icon="🚩")
         if settings.temperature == 0 and not settings.float32:
             col_b.button("Switch to float32", on_click=set_float32, key="to_fp32")
 
