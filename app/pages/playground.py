@@ -161,9 +161,10 @@ def acquire_lock(lock: resources.RunLock, notice) -> None:
         while not lock.acquire(timeout=0.5):
             ahead = max(lock.waiting - 1, 0)
             notice.warning(
-                f"⏳ Queued: another run is using the model (busy for {lock.busy_for():.0f} s"
+                f"Queued: another run is using the model (busy for {lock.busy_for():.0f} s"
                 + (f", {ahead} more waiting" if ahead else "")
                 + f"). Yours starts as soon as it finishes; you have waited {time.monotonic() - t0:.0f} s.",
+                icon=":material/hourglass_top:",
             )
     finally:
         lock.leave_queue()
@@ -265,7 +266,7 @@ def show_results(result: dict, probe, gauge: str, stale: bool) -> None:
     note = metrics.divergence_note(settings.temperature == 0, spec.summary.get("dtype", ""), m["first_differences"])
     if note:
         col_a, col_b = st.columns([5, 1], vertical_alignment="center")
-        col_a.warning(note, icon="🚩")
+        col_a.warning(note, icon=":material/flag:")
         if settings.temperature == 0 and not settings.float32:
             col_b.button("Switch to float32", on_click=set_float32, key="to_fp32")
 
@@ -322,7 +323,7 @@ on_gpu = torch.cuda.is_available()
 settings, clicked, auto = controls(hub_ok, on_gpu)
 problems = input_problems(settings, hub_ok, on_gpu)
 for problem in problems:
-    st.error(problem, icon="🚫")
+    st.error(problem, icon=":material/error:")
 
 pair = probe = None
 if not problems or not resources.PRESETS[settings.preset].hub:
@@ -341,16 +342,19 @@ if not problems or not resources.PRESETS[settings.preset].hub:
                 st.write(f"⚠️ {warning}")
     except ModelLoadError as exc:
         problems.append(str(exc))
-        st.error(f"Could not load the model pair: {exc}. Fix: choose the embedded pair.", icon="🚫")
+        st.error(f"Could not load the model pair: {exc}. Fix: choose the embedded pair.", icon=":material/error:")
     except Exception as exc:  # never a traceback on the page
         log.exception("model loading failed")
         problems.append(str(exc))
-        st.error(f"Could not load the model pair ({type(exc).__name__}: {exc}).", icon="🚫")
+        st.error(f"Could not load the model pair ({type(exc).__name__}: {exc}).", icon=":material/error:")
 
 if pair is not None and settings.drafter == "model" and pair.draft is None:
     problems.append("no draft model")
-    st.error("This model pair has no draft model. Fix: choose the n-gram drafter, or another pair.", icon="🚫")
+    st.error("This model pair has no draft model. Fix: choose the n-gram drafter, or another pair.", icon=":material/error:")
 
+if st.session_state.pop("running", False):  # the previous script run stopped mid-decode
+    st.info("The previous run was interrupted (a setting changed or Run was pressed again); nothing was kept from it.",
+            icon=":material/cancel:")  # fmt: skip
 last = st.session_state.get("result")
 want_run = clicked or (auto and (last is None or last["settings"] != settings))
 if want_run and problems:
@@ -361,21 +365,26 @@ elif want_run and pair is not None:
     lock = resources.run_lock()
     try:
         acquire_lock(lock, notice)
+        st.session_state["running"] = True
         try:
             st.session_state["result"] = run_both(pair, settings, live)
         finally:
             lock.release()
+        st.session_state["running"] = False
         live.empty()
     except ConfigError as exc:
+        st.session_state["running"] = False
         live.empty()
-        st.error(f"{exc}. Fix: shorten the prompt or lower max new tokens / depth.", icon="🚫")
+        st.error(f"{exc}. Fix: shorten the prompt or lower max new tokens / depth.", icon=":material/error:")
     except (ModelLoadError, TraceError) as exc:
+        st.session_state["running"] = False
         live.empty()
-        st.error(str(exc), icon="🚫")
+        st.error(str(exc), icon=":material/error:")
     except Exception as exc:  # never a traceback on the page
         log.exception("run failed")
+        st.session_state["running"] = False
         live.empty()
-        st.error(f"The run failed ({type(exc).__name__}: {exc}). Try smaller settings.", icon="🚫")
+        st.error(f"The run failed ({type(exc).__name__}: {exc}). Try smaller settings.", icon=":material/error:")
 
 result = st.session_state.get("result")
 if result is not None and probe is not None:
@@ -384,6 +393,6 @@ if result is not None and probe is not None:
         show_results(result, probe, gauge, stale=result["settings"] != settings)
     except Exception as exc:  # never a traceback on the page
         log.exception("drawing the results failed")
-        st.error(f"Could not draw the results ({type(exc).__name__}: {exc}).", icon="🚫")
+        st.error(f"Could not draw the results ({type(exc).__name__}: {exc}).", icon=":material/error:")
 elif not want_run:
     st.info("Pick a prompt and press **▶ Run**: the AR lane decodes first, then the speculative lane, then both race.")
