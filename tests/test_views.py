@@ -149,7 +149,7 @@ def test_compare_metrics(ar_trace, spec_trace):
     assert m["c"] == pytest.approx(0.2)
     assert m["predicted_speedup"] is not None and m["predicted_speedup"] > 1
     assert m["first_differences"] == {}
-    assert metrics.fmt_flops(2.5e9) == "2.50 GFLOP" and metrics.fmt(None) == "—"
+    assert metrics.fmt_flops(2.5e9) == "2.5 GFLOP" and metrics.fmt_flops(160.02e9) == "160 GFLOP" and metrics.fmt(None) == "—"
 
 
 def test_divergence_note():

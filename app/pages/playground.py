@@ -7,6 +7,7 @@ drawing goes through the pure views in app/views.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import sys
@@ -22,7 +23,7 @@ import streamlit as st  # noqa: E402
 
 from app import resources  # noqa: E402
 from app.views import charts, metrics, race, tokens  # noqa: E402
-from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate_steps  # noqa: E402
+from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate_steps, sampling  # noqa: E402
 
 log = logging.getLogger("speclab.playground")
 PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))["prompts"]
@@ -273,7 +274,7 @@ def show_results(result: dict, probe, gauge: str, stale: bool) -> None:
     st.subheader("Tokens")
     left, right = st.columns(2)
     diffs = m["first_differences"]
-    box_height = 520 if n > 2 else "content"
+    box_height = 560 if n > 4 else "content"
     with left:
         st.markdown("**Autoregressive** — one target pass per token")
         with st.container(height=box_height, border=False):
@@ -299,6 +300,11 @@ def show_results(result: dict, probe, gauge: str, stale: bool) -> None:
         g4.plotly_chart(charts.acceptance_figure(spec), width="stretch", key="chart_accept")
     else:
         g4.info("No draft tokens were proposed in this run (depth 0, policy off, or no n-gram matches).")
+
+    with st.expander("Show the source: how the target accepts or rejects draft tokens"):
+        st.caption("The real engine functions this run used (engine/sampling.py), after Leviathan et al. 2023, Alg. 1.")
+        st.code(inspect.getsource(sampling.accept_greedy), language="python")
+        st.code(inspect.getsource(sampling.accept_or_resample), language="python")
 
     with st.expander("Download the traces (open them in Replay, or read the JSON)"):
         t1, t2 = st.columns(2)

@@ -73,7 +73,7 @@ def fmt_flops(x: float | None) -> str:
         return "—"
     for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
         if abs(x) >= scale:
-            return f"{x / scale:.2f} {unit}"
+            return f"{x / scale:.3g} {unit}"
     return f"{x:.0f} FLOP"
 
 
