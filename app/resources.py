@@ -25,6 +25,7 @@ class PairPreset:
     target: str | None  # None = the embedded default
     draft: str | None
     hub: bool  # needs the Hugging Face Hub
+    gpu_only: bool = False  # too large to load on a CPU server (memory) or to decode there in useful time
 
 
 PRESETS = {
@@ -37,7 +38,7 @@ PRESETS = {
         ),
         PairPreset(
             "qwen2.5-7b", "Qwen2.5-0.5B-Instruct → Qwen2.5-7B-Instruct (hub)",
-            "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", hub=True,
+            "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", hub=True, gpu_only=True,
         ),
     )
 }  # fmt: skip

@@ -138,6 +138,11 @@ def input_problems(settings: Settings, hub_ok: bool, on_gpu: bool) -> list[str]:
             f"The model pair '{preset.label}' needs the Hugging Face Hub, which this server cannot reach (offline). "
             "Fix: choose the embedded pair, or run SpecLab on a machine with internet access."
         )
+    elif preset.gpu_only and not on_gpu:
+        problems.append(
+            f"The model pair '{preset.label}' needs a GPU: its 7B target does not fit this CPU server's memory. "
+            "Fix: choose the embedded or the SmolLM2 pair."
+        )
     if settings.prompt_id == "custom" and not settings.custom_text.strip():
         problems.append("The custom prompt is empty. Fix: type a prompt, or pick one of the curated prompts.")
     guard = GPU_WORK_GUARD if on_gpu else CPU_WORK_GUARD

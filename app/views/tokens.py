@@ -29,7 +29,7 @@ MARKER = {"correction": "↺", "bonus": "+"}
 STYLE = """<style>
 .sl-lane{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:0.86rem;line-height:1.9;
  white-space:pre-wrap;word-break:break-word;border:1px solid rgba(128,128,128,.35);border-radius:6px;
- padding:6px 8px;margin:0 0 6px 0;max-height:16rem;overflow-y:auto}
+ padding:6px 8px;margin:0 0 6px 0;max-height:24rem;overflow-y:auto}
 .sl-seqhead{font-size:0.75rem;opacity:.7;margin:2px 0 0 0;font-family:sans-serif}
 .tok{border-radius:2px}
 .tok-plain{}
