@@ -118,6 +118,8 @@ def test_race_html_is_self_contained_and_safe(ar_trace, spec_trace):
     payload = json.loads(re.search(r"const DATA = (.*);\n", out).group(1).replace("<\\/", "</"))
     assert [lane["name"] for lane in payload["lanes"]] == ["Autoregressive", "Speculative"]
     assert payload["lanes"][1]["total_s"] == pytest.approx(0.14)
+    rejected = [t for t in payload["lanes"][1]["tokens"] if t[3] == "rejected"]
+    assert rejected and "min(1, p/q)" in rejected[0][4]  # hover tooltips in the replay too
     assert "http" not in out  # nothing loaded from elsewhere
     for control in ('id="play"', 'id="step"', 'id="speed"', 'id="restart"'):
         assert control in out

@@ -233,7 +233,7 @@ def show_results(result: dict, probe, gauge: str, stale: bool) -> None:
 
     st.subheader("Race replay")
     st.caption("Both lanes on one clock at their measured speed: the replay only plays back the recorded steps, "
-               "the model is not rerun. Hover the tokens further down for their probabilities.")  # fmt: skip
+               "the model is not rerun. Hover a token for its draft and target probabilities.")  # fmt: skip
     ar_recs, spec_recs = tokens.token_records(ar.steps, n), tokens.token_records(spec.steps, n)
     spec_label = f"Speculative (k={settings.depth}, {spec.meta.get('draft_name') or 'no drafter'})"
     st.iframe(race.race_html(ar_recs, spec_recs, ar.summary["wall_s"], spec.summary["wall_s"], spec_label=spec_label),

@@ -18,7 +18,7 @@ SPEEDS = (0.1, 0.25, 0.5, 1.0, 2.0)
 
 def _lane_payload(name: str, records: list[list[TokenRecord]], total_s: float, max_seqs: int) -> dict:
     shown = records[:max_seqs]
-    tokens = [[r.seq, round(r.t_s, 5), r.text, r.kind] for recs in shown for r in recs]
+    tokens = [[r.seq, round(r.t_s, 5), r.text, r.kind, r.tooltip()] for recs in shown for r in recs]
     tokens.sort(key=lambda x: x[1])
     n_out = sum(1 for recs in records for r in recs if r.out_index is not None)
     return {
@@ -114,8 +114,8 @@ const lanes = DATA.lanes.map((lane, li) => {
   for (let s = 0; s < lane.n_seqs; s++) { const b = document.createElement('div'); b.className = 'seq'; div.append(b); boxes.push(b); }
   if (lane.hidden_seqs > 0) { const m = document.createElement('div'); m.className = 'more';
     m.textContent = '… and ' + lane.hidden_seqs + ' more sequences (same clock)'; div.append(m); }
-  const spans = lane.tokens.map(([seq, t, text, kind]) => {
-    const sp = document.createElement('span'); sp.className = 't ' + kind;
+  const spans = lane.tokens.map(([seq, t, text, kind, tip]) => {
+    const sp = document.createElement('span'); sp.className = 't ' + kind; sp.title = tip;
     sp.textContent = text.length ? text.replace(/\n/g, '↵\n') : '∅';
     boxes[seq].append(sp); return {t, sp, seq, kind};
   });
