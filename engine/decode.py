@@ -98,7 +98,8 @@ def make_drafter(pair: ModelPair, cfg: DecodeConfig, pad_id: int):
         return None
     if cfg.drafter == DrafterKind.NGRAM.value:
         vocab = pair.target.get_output_embeddings().weight.shape[0]
-        return NgramDrafter(cfg.ngram_size, vocab, pair.device)
+        special = frozenset(getattr(pair.tokenizer, "all_special_ids", []) or [])
+        return NgramDrafter(cfg.ngram_size, vocab, pair.device, special - pair.eos_ids)
     if pair.draft is None:
         raise ConfigError("drafter='model' needs a draft model, but this pair has none: use drafter='ngram'")
     return ModelDrafter(pair.draft, pair.device, pair.draft_costs, pad_id)
@@ -159,6 +160,7 @@ def _decode(stream: StepStream):
     with torch.inference_mode(), UtilizationSampler(device) as util:
         synchronize(device)
         t0 = time.perf_counter()
+        paused = 0.0  # time the consumer spent between steps (e.g. drawing): not decoding, so off the clock
         active = list(seqs)
 
         # Prefill: the target reads every prompt and picks each sequence's first token.
@@ -181,7 +183,7 @@ def _decode(stream: StepStream):
             Step(
                 index=0, kind="prefill", depth=0, batch=len(active),
                 tokens_per_pass=sum(len(s.prompt_ids) for s in active),
-                t_start_s=0.0, t_end_s=t_end - t0,
+                t_start_s=0.0, t_end_s=t_end - t0 - paused,
                 draft_ms=draft_timer.ms, verify_ms=verify_timer.ms,
                 overhead_ms=max(0.0, (t_end - t0) * 1000 - draft_timer.ms - verify_timer.ms),
                 target_flops=target_flops, draft_flops=draft_flops,
@@ -190,7 +192,9 @@ def _decode(stream: StepStream):
             )
         )  # fmt: skip
         active = stream.active = _drop_finished(active, target, drafter)
+        t_yield = time.perf_counter()
         yield steps[-1]
+        paused += time.perf_counter() - t_yield
 
         while active:
             t_start = time.perf_counter()
@@ -285,7 +289,7 @@ def _decode(stream: StepStream):
                 Step(
                     index=len(steps), kind="decode", depth=depth, batch=batch,
                     tokens_per_pass=batch * (depth + 1),
-                    t_start_s=t_start - t0, t_end_s=t_end - t0,
+                    t_start_s=t_start - t0 - paused, t_end_s=t_end - t0 - paused,
                     draft_ms=draft_timer.ms, verify_ms=verify_timer.ms,
                     overhead_ms=max(0.0, (t_end - t_start) * 1000 - draft_timer.ms - verify_timer.ms),
                     target_flops=target_flops, draft_flops=draft_flops,
@@ -294,7 +298,9 @@ def _decode(stream: StepStream):
                 )
             )  # fmt: skip
             active = stream.active = _drop_finished(active, target, drafter)
+            t_yield = time.perf_counter()
             yield steps[-1]
+            paused += time.perf_counter() - t_yield
 
         wall_s = steps[-1].t_end_s
 

@@ -406,7 +406,7 @@ def train(draft, train_rows, heldout_rows, *, epochs: float, lr: float, batch_to
 
     draft.train()
     t0 = time.perf_counter()
-    step, history = 0, []
+    step, history, best = 0, [], None  # best: (held-out top1, step, weights) when eval_every > 0
     tok_seen = agree_seen = 0
     while step < total_steps:
         for idx in make_batches(examples, batch_tokens, rng):
@@ -430,13 +430,19 @@ def train(draft, train_rows, heldout_rows, *, epochs: float, lr: float, batch_to
                 log(f"train: step {step}/{total_steps}  loss {loss.item():.3f}  train top1 {agree_seen / tok_seen:.3f}  "
                     f"lr {lr_at(step):.2e}  {time.perf_counter() - t0:.0f} s")
                 tok_seen = agree_seen = 0
-            if eval_every and step % eval_every == 0 and held:
+            if eval_every and held and (step % eval_every == 0 or step == total_steps):
                 ev = evaluate_top1(draft, held, batch_tokens)
                 history.append({"step": step, **ev})
                 log(f"eval: step {step}  held-out top1 {ev['top1']:.3f}  ce {ev['ce']:.3f}")
+                if best is None or ev["top1"] > best[0]:
+                    best = (ev["top1"], step, {k: v.detach().clone() for k, v in draft.state_dict().items()})
     result = {"steps": total_steps, "steps_per_epoch": per_epoch, "seconds": time.perf_counter() - t0,
               "softmax_tokens": int(seen.sum()) + negatives if seen is not None else vocab,
               "train_tokens": sum(len(e["ids"]) - e["start"] for e in examples), "history": history}
+    if best is not None and best[1] != total_steps:
+        draft.load_state_dict(best[2])  # early stopping on held-out agreement (deterministic given the seed)
+        log(f"train: keeping the step-{best[1]} weights (best held-out top1 {best[0]:.3f})")
+    result["kept_step"] = best[1] if best is not None else total_steps
     if held:
         result["heldout"] = evaluate_top1(draft, held, batch_tokens)
     return result
@@ -606,7 +612,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     t.add_argument("--negatives", type=int, default=2048,
                    help="training softmax over the tokens the target emitted + this many random others per step "
                         "(-1 = full vocabulary; the saved head always has the full vocabulary)")
-    t.add_argument("--eval-every", type=int, default=0, help="teacher-forced held-out eval every N steps (0 = end only)")
+    t.add_argument("--eval-every", type=int, default=0,
+                   help="teacher-forced held-out eval every N steps; the best weights are kept (0 = end only)")
     t.add_argument("--no-autocast", action="store_true", help="train in float32 instead of bfloat16 autocast")
     e = p.add_argument_group("evaluation")
     e.add_argument("--eval-prompts", type=int, default=24, help="held-out prompts decoded by the engine")

@@ -95,27 +95,35 @@ class ModelDrafter:
 class NgramDrafter:
     name = "ngram"
 
-    def __init__(self, ngram_size: int, vocab_size: int, device: torch.device):
+    def __init__(self, ngram_size: int, vocab_size: int, device: torch.device, stop_ids: frozenset[int] = frozenset()):
         self.ngram_size = ngram_size
         self.vocab_size = vocab_size
         self.device = device
+        self.stop_ids = stop_ids  # special tokens (chat-template markers): never proposed
 
     @staticmethod
-    def lookup(tokens: list[int], depth: int, ngram_size: int) -> list[int]:
-        """Continuation (up to `depth` tokens) of the latest earlier match of the last n tokens, n = ngram_size..1."""
+    def lookup(tokens: list[int], depth: int, ngram_size: int, stop_ids: frozenset[int] = frozenset()) -> list[int]:
+        """Continuation (up to `depth` tokens) of the latest earlier match of the last n tokens, n = ngram_size..1.
+
+        The continuation stops before any of `stop_ids`: copying the prompt's chat-template markers
+        (<|im_end|>, <|im_start|>) would only propose tokens the target rejects."""
         length = len(tokens)
         for n in range(min(ngram_size, length - 1), 0, -1):
             pattern = tokens[-n:]
             # Search right to left so the most recent context wins; the match must end before the suffix itself.
             for start in range(length - n - 1, -1, -1):
                 if tokens[start : start + n] == pattern:
-                    continuation = tokens[start + n : start + n + depth]
+                    continuation = []
+                    for token in tokens[start + n : start + n + depth]:
+                        if token in stop_ids:
+                            break
+                        continuation.append(token)
                     if continuation:
                         return continuation
         return []
 
     def propose(self, sequences: list[list[int]], depth: int, temperature: float, top_p: float, generator) -> Draft:
-        found = [self.lookup(s, depth, self.ngram_size) for s in sequences]
+        found = [self.lookup(s, depth, self.ngram_size, self.stop_ids) for s in sequences]
         width = max((len(f) for f in found), default=0)
         batch = len(sequences)
         ids = torch.zeros(batch, width, dtype=torch.long)

@@ -15,11 +15,26 @@
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import time
 from dataclasses import asdict, dataclass
 
 import torch
+
+
+def configure_threads() -> None:
+    """Honour SPECLAB_THREADS (torch intra-op threads): on a shared CPU, fewer threads than cores avoids
+    the spin-wait contention that makes two busy processes each run many times slower."""
+    value = os.environ.get("SPECLAB_THREADS")
+    if value:
+        try:
+            threads = int(value)
+        except ValueError:
+            raise ValueError(f"SPECLAB_THREADS must be a positive integer; got {value!r}") from None
+        if threads < 1:
+            raise ValueError(f"SPECLAB_THREADS must be a positive integer; got {value!r}")
+        torch.set_num_threads(threads)
 
 
 def pick_device(device: str | None = None) -> torch.device:

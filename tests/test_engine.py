@@ -218,6 +218,19 @@ def test_ngram_lookup():
     assert NgramDrafter.lookup(tokens, 3, 3) == [8, 9, 1]
     assert NgramDrafter.lookup([1, 2, 3], 3, 3) == []
     assert NgramDrafter.lookup([4, 1, 2, 4], 2, 2) == [1, 2]  # falls back to a 1-gram
+    assert NgramDrafter.lookup([5, 6, 7, 99, 3, 5, 6], 3, 2, frozenset({99})) == [7]  # stops before a special token
+
+
+def test_consumer_time_is_off_the_clock(tiny):
+    """Time the caller spends between steps (drawing a live view) is not billed to decoding."""
+    import time
+
+    stream = generate_steps(tiny, PROMPTS[:1], DecodeConfig(depth=2, max_new_tokens=6))
+    for _ in stream:
+        time.sleep(0.2)
+    trace = stream.trace
+    busy = sum(s.step_ms for s in trace.steps) / 1000
+    assert trace.summary["wall_s"] < busy + 0.15  # the 0.2 s pauses (one per step) are not in it
 
 
 # --- costs -------------------------------------------------------------------------------------
