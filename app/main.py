@@ -12,5 +12,6 @@ import streamlit as st  # noqa: E402
 st.set_page_config(page_title="SpecLab", page_icon="⚡", layout="wide")
 pages = [
     st.Page(str(ROOT / "app" / "pages" / "playground.py"), title="Playground", icon="🏁", default=True),
+    st.Page(str(ROOT / "app" / "pages" / "replay.py"), title="Replay", icon="📼"),
 ]
 st.navigation(pages).run()

@@ -7,7 +7,7 @@ drawing goes through the pure views in app/views.
 
 from __future__ import annotations
 
-import inspect
+import datetime as dt
 import json
 import logging
 import sys
@@ -22,8 +22,9 @@ if str(ROOT) not in sys.path:
 import streamlit as st  # noqa: E402
 
 from app import resources  # noqa: E402
-from app.views import charts, metrics, race, tokens  # noqa: E402
-from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate_steps, sampling  # noqa: E402
+from app.results import Peaks, gauge_name, show_results  # noqa: E402
+from app.views import tokens  # noqa: E402
+from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate_steps  # noqa: E402
 
 log = logging.getLogger("speclab.playground")
 PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))["prompts"]
@@ -219,104 +220,6 @@ def run_both(pair, settings: Settings, live) -> dict:
     return {"settings": settings, "ar": ar, "spec": spec}
 
 
-# --- results ----------------------------------------------------------------------------------
-def set_float32():
-    st.session_state["fp32"] = True
-
-
-def show_results(result: dict, probe, gauge: str, stale: bool) -> None:
-    ar, spec, settings = result["ar"], result["spec"], result["settings"]
-    n = len(ar.sequences)
-    m = metrics.compare(ar, spec)
-    if stale:
-        st.info("These results are from earlier settings. Press **Run** to decode with the current ones.")
-
-    st.subheader("Race replay")
-    st.caption("Both lanes on one clock at their measured speed: the replay only plays back the recorded steps, "
-               "the model is not rerun. Hover a token for its draft and target probabilities.")  # fmt: skip
-    ar_recs, spec_recs = tokens.token_records(ar.steps, n), tokens.token_records(spec.steps, n)
-    spec_label = f"Speculative (k={settings.depth}, {spec.meta.get('draft_name') or 'no drafter'})"
-    st.iframe(race.race_html(ar_recs, spec_recs, ar.summary["wall_s"], spec.summary["wall_s"], spec_label=spec_label),
-              height=race.race_height(n))  # fmt: skip
-
-    st.subheader("Summary")
-    speedup = m["speedup"]
-    c1, c2, c3, c4, c5, c6 = st.columns(6)
-    c1.metric("AR tokens/s", metrics.fmt(m["ar_tokens_per_s"], ".1f"), help=f"{ar.summary['new_tokens']} tokens in {ar.summary['wall_s']:.2f} s")
-    c2.metric("Speculative tokens/s", metrics.fmt(m["spec_tokens_per_s"], ".1f"),
-              delta=None if speedup is None else f"{(speedup - 1) * 100:+.0f}% vs AR ({speedup:.2f}×)",
-              help=f"{spec.summary['new_tokens']} tokens in {spec.summary['wall_s']:.2f} s")  # fmt: skip
-    c3.metric("Acceptance rate", metrics.fmt(m["acceptance_rate"], ".0%"), help="accepted draft tokens / drafted tokens")
-    c4.metric("α (per-token acceptance)", metrics.fmt(m["alpha"], ".2f"), help="accepted / (accepted + rejections), Leviathan's α")
-    c5.metric("Tokens per target pass", metrics.fmt(m["tokens_per_step"], ".2f"), help="mean accepted + 1 (AR: 1.00)")
-    c6.metric("Target forwards", f"{m['spec_target_forwards']} vs {m['ar_target_forwards']}", help="speculative vs AR, prefill included")
-    d1, d2, d3, d4, d5, d6 = st.columns(6)
-    d1.metric("AR FLOPs", metrics.fmt_flops(m["ar_flops"]))
-    d2.metric("Speculative FLOPs", metrics.fmt_flops(m["spec_flops"]),
-              delta=None if m["flops_ratio"] is None else f"{m['flops_ratio']:.2f}× AR", delta_color="off")  # fmt: skip
-    d3.metric("FLOPs wasted on rejections", metrics.fmt_flops(m["flops_wasted"]))
-    d4.metric("Measured speedup", metrics.fmt(speedup, ".2f", "×"))
-    d5.metric("Leviathan predicted", metrics.fmt(m["predicted_speedup"], ".2f", "×"),
-              help="(1-α^(k+1)) / ((1-α)(k·c+1)) with the measured α and c; assumes a verify pass costs one AR step")  # fmt: skip
-    d6.metric("c (draft / target cost)", metrics.fmt(m["c"], ".3f"),
-              help="mean draft time per drafted token / mean AR step time")  # fmt: skip
-    if m["verify_cost_ratio"] is not None:
-        st.caption(
-            f"Speculation always does more arithmetic ({metrics.fmt(m['flops_ratio'], '.2f')}× the FLOPs here); it can "
-            f"still finish sooner because decoding is memory-bound: a verify pass of k+1 tokens cost "
-            f"{m['verify_cost_ratio']:.2f}× an AR step here (Leviathan's prediction assumes 1.00×), so every accepted "
-            f"draft token is nearly free. See J. Barrow, "
-            f"[“Why is speculative decoding fast?”]({BARROW}) (2026)."
-        )
-
-    note = metrics.divergence_note(settings.temperature == 0, spec.summary.get("dtype", ""), m["first_differences"])
-    if note:
-        col_a, col_b = st.columns([5, 1], vertical_alignment="center")
-        col_a.warning(note, icon=":material/flag:")
-        if settings.temperature == 0 and not settings.float32:
-            col_b.button("Switch to float32", on_click=set_float32, key="to_fp32")
-
-    st.subheader("Tokens")
-    left, right = st.columns(2)
-    diffs = m["first_differences"]
-    box_height = 560 if n > 4 else "content"
-    with left:
-        st.markdown("**Autoregressive** — one target pass per token")
-        with st.container(height=box_height, border=False):
-            st.html(tokens.lane_html(ar_recs, diffs, speculative=False))
-    with right:
-        st.markdown(f"**Speculative** — k = {settings.depth}, drafter: {spec.meta.get('draft_name') or 'none'}")
-        with st.container(height=box_height, border=False):
-            st.html(tokens.lane_html(spec_recs, diffs, speculative=True))
-
-    st.subheader("Under the hood")
-    g1, g2 = st.columns(2)
-    g1.plotly_chart(charts.latency_figure(ar, spec), width="stretch", key="chart_latency")
-    g2.plotly_chart(charts.tokens_per_pass_figure(ar, spec), width="stretch", key="chart_tpp")
-    g3, g4 = st.columns(2)
-    g3.plotly_chart(charts.utilization_figure(ar, spec, probe.peak_bandwidth, probe.peak_flops, gauge),
-                    width="stretch", key="chart_util")  # fmt: skip
-    g3.caption(
-        f"Peaks measured on this machine: {probe.peak_bandwidth / 1e9:.0f} GB/s, {probe.peak_flops / 1e9:.0f} GFLOP/s "
-        f"({probe.dtype}). The {gauge} gauge only says the chip was busy, not how much of it was used: a memory-bound "
-        "decode reads ~100% busy while its FLOP/s sit at a few % of peak."
-    )
-    if spec.summary.get("per_position_acceptance"):
-        g4.plotly_chart(charts.acceptance_figure(spec), width="stretch", key="chart_accept")
-    else:
-        g4.info("No draft tokens were proposed in this run (depth 0, policy off, or no n-gram matches).")
-
-    with st.expander("Show the source: how the target accepts or rejects draft tokens"):
-        st.caption("The real engine functions this run used (engine/sampling.py), after Leviathan et al. 2023, Alg. 1.")
-        st.code(inspect.getsource(sampling.accept_greedy), language="python")
-        st.code(inspect.getsource(sampling.accept_or_resample), language="python")
-
-    with st.expander("Download the traces (open them in Replay, or read the JSON)"):
-        t1, t2 = st.columns(2)
-        t1.download_button("AR trace (JSON)", json.dumps(ar.to_dict()), "speclab-ar.json", "application/json")
-        t2.download_button("Speculative trace (JSON)", json.dumps(spec.to_dict()), "speclab-spec.json", "application/json")
-
-
 # --- page -------------------------------------------------------------------------------------
 st.title("⚡ Playground")
 st.markdown(
@@ -378,7 +281,12 @@ elif want_run and pair is not None:
         acquire_lock(lock, notice)
         st.session_state["running"] = True
         try:
-            st.session_state["result"] = run_both(pair, settings, live)
+            result = run_both(pair, settings, live)
+            recorded_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+            for trace in (result["ar"], result["spec"]):  # a downloaded trace replays with this machine's peaks
+                trace.meta["probe"] = probe.to_dict()
+                trace.meta["recorded_at"] = recorded_at
+            st.session_state["result"] = result
         finally:
             lock.release()
         st.session_state["running"] = False
@@ -399,9 +307,9 @@ elif want_run and pair is not None:
 
 result = st.session_state.get("result")
 if result is not None and probe is not None:
-    gauge = "NVML GPU util" if result["spec"].meta.get("util_source") == "nvml" else "CPU util"
     try:
-        show_results(result, probe, gauge, stale=result["settings"] != settings)
+        show_results(result["ar"], result["spec"], Peaks.from_probe(probe), gauge_name(result["spec"]),
+                     stale=result["settings"] != settings, offer_float32=not result["settings"].float32)  # fmt: skip
     except Exception as exc:  # never a traceback on the page
         log.exception("drawing the results failed")
         st.error(f"Could not draw the results ({type(exc).__name__}: {exc}).", icon=":material/error:")

@@ -1,0 +1,136 @@
+"""Replay: play back a recorded AR + speculative trace pair, anywhere, without running a model.
+
+Page shape (DESIGN §5): title, short prose, controls, result. The traces come from the Playground's
+"Download the traces" (or `python -m engine run --json`), or from the sample pairs shipped in
+assets/traces/ (scripts/record_sample_traces.py). Parsing goes through `engine.Trace`, which refuses
+malformed or unknown files with a TraceError; drawing is app/results.py, shared with the Playground.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from app.results import Peaks, gauge_name, show_results  # noqa: E402
+from engine import Trace, TraceError  # noqa: E402
+
+log = logging.getLogger("speclab.replay")
+TRACES = ROOT / "assets" / "traces"
+SAMPLE, UPLOAD = "A shipped sample", "Upload your own traces"
+
+
+# --- parsing and checking (plain functions: no st.*) -------------------------------------------
+def load_index() -> list[dict]:
+    """The shipped sample pairs (assets/traces/index.json); [] when none are shipped."""
+    try:
+        return list(json.loads((TRACES / "index.json").read_text(encoding="utf-8"))["pairs"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def check_pair(first: Trace, second: Trace) -> tuple[Trace, Trace]:
+    """Return (ar, spec): one autoregressive and one speculative trace that decoded the same prompts."""
+    modes = sorted(str(t.config.get("mode")) for t in (first, second))
+    if modes != ["autoregressive", "speculative"]:
+        raise TraceError(
+            f"Replay needs one autoregressive and one speculative trace; these are {modes[0]} and {modes[1]}. "
+            "Fix: upload the AR trace and the speculative trace of the same Playground run."
+        )
+    ar, spec = (first, second) if first.config.get("mode") == "autoregressive" else (second, first)
+    ar_prompts = [s.get("prompt") for s in ar.sequences]
+    spec_prompts = [s.get("prompt") for s in spec.sequences]
+    if ar_prompts != spec_prompts:
+        raise TraceError(
+            f"The two traces decoded different prompts ({len(ar_prompts)} vs {len(spec_prompts)} sequences"
+            + (", first prompts differ" if ar_prompts[:1] != spec_prompts[:1] else "")
+            + "), so their race would compare unlike work. Fix: upload the two traces of the same run."
+        )
+    return ar, spec
+
+
+def parse_pair(ar_raw: bytes, spec_raw: bytes) -> tuple[Trace, Trace]:
+    """Parse two uploaded files and check that they form a pair; TraceError names what is wrong."""
+    traces = []
+    for label, raw in (("AR trace", ar_raw), ("speculative trace", spec_raw)):
+        try:
+            traces.append(Trace.from_json_bytes(raw))
+        except TraceError as exc:
+            raise TraceError(f"The {label} file was refused: {exc}") from None
+    return check_pair(*traces)
+
+
+def load_sample(entry: dict) -> tuple[Trace, Trace]:
+    return check_pair(Trace.from_json(TRACES / entry["ar"]), Trace.from_json(TRACES / entry["spec"]))
+
+
+def recorded_on(trace: Trace) -> str:
+    """'recorded on <machine> (<device>, <dtype>), <date>' from the trace's own meta."""
+    meta = trace.meta
+    machine = meta.get("device_name") or (meta.get("probe") or {}).get("device_name") or "an unknown machine"
+    detail = ", ".join(x for x in (meta.get("device"), trace.summary.get("dtype") or meta.get("dtype")) if x)
+    date = str(meta.get("recorded_at") or "")[:10]
+    return f"recorded on **{machine}**" + (f" ({detail})" if detail else "") + (f", {date}" if date else "")
+
+
+def sample_label(entry: dict) -> str:
+    return f"{entry['title']} — {entry['device']}, {entry['dtype']}, {entry['date']}"
+
+
+# --- controls -----------------------------------------------------------------------------------
+def controls(samples: list[dict]) -> tuple[Trace, Trace] | None:
+    """Draw the source choice; return the chosen (ar, spec) pair, or None (nothing chosen / refused)."""
+    with st.container(border=True):
+        options = [SAMPLE, UPLOAD] if samples else [UPLOAD]
+        source = st.radio("Traces", options, key="source", horizontal=True)
+        if source == SAMPLE:
+            labels = [sample_label(e) for e in samples]
+            label = st.selectbox("Recorded pair", labels, key="sample")
+            entry = samples[labels.index(label)]
+            try:
+                return load_sample(entry)
+            except TraceError as exc:
+                st.error(f"The shipped sample could not be read: {exc}", icon=":material/error:")
+                return None
+        c1, c2 = st.columns(2)
+        ar_file = c1.file_uploader("AR trace (JSON)", type="json", key="ar_file")
+        spec_file = c2.file_uploader("Speculative trace (JSON)", type="json", key="spec_file")
+    if ar_file is None or spec_file is None:
+        st.info("Upload both traces of one run: the Playground's **Download the traces** gives "
+                "`speclab-ar.json` and `speclab-spec.json`.")  # fmt: skip
+        return None
+    try:
+        return parse_pair(ar_file.getvalue(), spec_file.getvalue())
+    except TraceError as exc:
+        st.error(str(exc), icon=":material/error:")
+        return None
+
+
+# --- page ---------------------------------------------------------------------------------------
+st.title("📼 Replay")
+st.markdown(
+    "Play back a recorded run: the same prompts decoded plainly and speculatively, raced on one clock at the "
+    "speed they were **measured** on the machine that recorded them. Nothing is decoded here, so a run recorded "
+    "on a GPU replays on a laptop. Upload the two traces from the Playground's **Download the traces**, or pick "
+    "a sample pair recorded with the embedded model pair."
+)
+
+pair = controls(load_index())
+if pair is not None:
+    ar, spec = pair
+    st.info(f"These are recorded measurements, not a live run: {recorded_on(spec)}.", icon=":material/history:")
+    peaks = Peaks.from_meta(spec) or Peaks.from_meta(ar)
+    where = f"on the recording machine ({peaks.device_name})" if peaks and peaks.device_name else "on the recording machine"
+    try:
+        show_results(ar, spec, peaks, gauge_name(spec), peaks_where=where)
+    except Exception as exc:  # never a traceback on the page
+        log.exception("drawing the replay failed")
+        st.error(f"Could not draw these traces ({type(exc).__name__}: {exc}). Are they complete SpecLab traces?",
+                 icon=":material/error:")  # fmt: skip

@@ -1,0 +1,179 @@
+"""Draw a decoded AR + speculative trace pair: race replay, summary, tokens, charts, source, downloads.
+
+Shared by the Playground (traces just decoded here, peaks from the live probe) and Replay (uploaded
+or shipped traces, peaks from the trace's meta["probe"]). Everything it shows is derived from the
+two traces (depth and temperature from `trace.config`, dtype from `trace.summary`/`trace.meta`), so
+a trace drawn in Replay looks as it did in the Playground that recorded it. It may call st.*;
+the figures and HTML come from the pure views in app/views.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import dataclass
+
+import streamlit as st
+
+from app.views import charts, metrics, race, tokens
+from engine import Trace, sampling
+
+BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """The measured hardware peaks the utilisation chart divides by, and the machine they belong to."""
+
+    peak_bandwidth: float  # bytes/s
+    peak_flops: float  # FLOP/s in `dtype`
+    dtype: str
+    device_name: str
+
+    @classmethod
+    def from_probe(cls, probe) -> "Peaks":
+        """From a live engine.hardware.HardwareProbe."""
+        return cls(probe.peak_bandwidth, probe.peak_flops, probe.dtype, probe.device_name)
+
+    @classmethod
+    def from_meta(cls, trace: Trace) -> "Peaks | None":
+        """From trace.meta["probe"] (HardwareProbe.to_dict), or None when the trace did not record them."""
+        raw = trace.meta.get("probe")
+        if not isinstance(raw, dict):
+            return None
+        try:
+            bandwidth, flops = float(raw["peak_bandwidth"]), float(raw["peak_flops"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        if not (bandwidth > 0 and flops > 0):
+            return None
+        return cls(bandwidth, flops, str(raw.get("dtype", "")), str(raw.get("device_name", "")))
+
+
+def gauge_name(trace: Trace) -> str:
+    """The coarse busy gauge the engine sampled during the run."""
+    return "NVML GPU util" if trace.meta.get("util_source") == "nvml" else "CPU util"
+
+
+def trace_dtype(trace: Trace) -> str:
+    return str(trace.summary.get("dtype") or trace.meta.get("dtype") or "")
+
+
+def set_float32():
+    st.session_state["fp32"] = True
+
+
+def show_results(
+    ar: Trace,
+    spec: Trace,
+    peaks: Peaks | None,
+    gauge: str,
+    *,
+    stale: bool = False,
+    offer_float32: bool = False,
+    peaks_where: str = "on this machine",
+) -> None:
+    """Draw the pair. `peaks` None: the utilisation chart is replaced by a note (the rest needs no peaks).
+
+    stale: the controls changed since these traces were decoded. offer_float32: show a "Switch to
+    float32" button beside a bf16 divergence note (the Playground's fp32 toggle; key "fp32").
+    """
+    n = len(ar.sequences)
+    depth = int(spec.config.get("depth", 0))
+    greedy = float(spec.config.get("temperature", 0.0)) == 0
+    dtype = trace_dtype(spec)
+    m = metrics.compare(ar, spec)
+    if stale:
+        st.info("These results are from earlier settings. Press **Run** to decode with the current ones.")
+
+    st.subheader("Race replay")
+    st.caption("Both lanes on one clock at their measured speed: the replay only plays back the recorded steps, "
+               "the model is not rerun. Hover a token for its draft and target probabilities.")  # fmt: skip
+    ar_recs, spec_recs = tokens.token_records(ar.steps, n), tokens.token_records(spec.steps, n)
+    spec_label = f"Speculative (k={depth}, {spec.meta.get('draft_name') or 'no drafter'})"
+    st.iframe(race.race_html(ar_recs, spec_recs, ar.summary["wall_s"], spec.summary["wall_s"], spec_label=spec_label),
+              height=race.race_height(n))  # fmt: skip
+
+    st.subheader("Summary")
+    speedup = m["speedup"]
+    c1, c2, c3, c4, c5, c6 = st.columns(6)
+    c1.metric("AR tokens/s", metrics.fmt(m["ar_tokens_per_s"], ".1f"), help=f"{ar.summary['new_tokens']} tokens in {ar.summary['wall_s']:.2f} s")
+    c2.metric("Speculative tokens/s", metrics.fmt(m["spec_tokens_per_s"], ".1f"),
+              delta=None if speedup is None else f"{(speedup - 1) * 100:+.0f}% vs AR ({speedup:.2f}×)",
+              help=f"{spec.summary['new_tokens']} tokens in {spec.summary['wall_s']:.2f} s")  # fmt: skip
+    c3.metric("Acceptance rate", metrics.fmt(m["acceptance_rate"], ".0%"), help="accepted draft tokens / drafted tokens")
+    c4.metric("α (per-token acceptance)", metrics.fmt(m["alpha"], ".2f"), help="accepted / (accepted + rejections), Leviathan's α")
+    c5.metric("Tokens per target pass", metrics.fmt(m["tokens_per_step"], ".2f"), help="mean accepted + 1 (AR: 1.00)")
+    c6.metric("Target forwards", f"{m['spec_target_forwards']} vs {m['ar_target_forwards']}", help="speculative vs AR, prefill included")
+    d1, d2, d3, d4, d5, d6 = st.columns(6)
+    d1.metric("AR FLOPs", metrics.fmt_flops(m["ar_flops"]))
+    d2.metric("Speculative FLOPs", metrics.fmt_flops(m["spec_flops"]),
+              delta=None if m["flops_ratio"] is None else f"{m['flops_ratio']:.2f}× AR", delta_color="off")  # fmt: skip
+    d3.metric("FLOPs wasted on rejections", metrics.fmt_flops(m["flops_wasted"]))
+    d4.metric("Measured speedup", metrics.fmt(speedup, ".2f", "×"))
+    d5.metric("Leviathan predicted", metrics.fmt(m["predicted_speedup"], ".2f", "×"),
+              help="(1-α^(k+1)) / ((1-α)(k·c+1)) with the measured α and c; assumes a verify pass costs one AR step")  # fmt: skip
+    d6.metric("c (draft / target cost)", metrics.fmt(m["c"], ".3f"),
+              help="mean draft time per drafted token / mean AR step time")  # fmt: skip
+    if m["verify_cost_ratio"] is not None:
+        st.caption(
+            f"Speculation always does more arithmetic ({metrics.fmt(m['flops_ratio'], '.2f')}× the FLOPs here); it can "
+            f"still finish sooner because decoding is memory-bound: a verify pass of k+1 tokens cost "
+            f"{m['verify_cost_ratio']:.2f}× an AR step here (Leviathan's prediction assumes 1.00×), so every accepted "
+            f"draft token is nearly free. See J. Barrow, "
+            f"[“Why is speculative decoding fast?”]({BARROW}) (2026)."
+        )
+
+    note = metrics.divergence_note(greedy, dtype, m["first_differences"])
+    if note:
+        col_a, col_b = st.columns([5, 1], vertical_alignment="center")
+        col_a.warning(note, icon=":material/flag:")
+        if offer_float32 and greedy and dtype != "float32":
+            col_b.button("Switch to float32", on_click=set_float32, key="to_fp32")
+
+    st.subheader("Tokens")
+    left, right = st.columns(2)
+    diffs = m["first_differences"]
+    box_height = 560 if n > 4 else "content"
+    with left:
+        st.markdown("**Autoregressive** — one target pass per token")
+        with st.container(height=box_height, border=False):
+            st.html(tokens.lane_html(ar_recs, diffs, speculative=False))
+    with right:
+        st.markdown(f"**Speculative** — k = {depth}, drafter: {spec.meta.get('draft_name') or 'none'}")
+        with st.container(height=box_height, border=False):
+            st.html(tokens.lane_html(spec_recs, diffs, speculative=True))
+
+    st.subheader("Under the hood")
+    g1, g2 = st.columns(2)
+    g1.plotly_chart(charts.latency_figure(ar, spec), width="stretch", key="chart_latency")
+    g2.plotly_chart(charts.tokens_per_pass_figure(ar, spec), width="stretch", key="chart_tpp")
+    g3, g4 = st.columns(2)
+    if peaks is not None:
+        g3.plotly_chart(charts.utilization_figure(ar, spec, peaks.peak_bandwidth, peaks.peak_flops, gauge),
+                        width="stretch", key="chart_util")  # fmt: skip
+        g3.caption(
+            f"Peaks measured {peaks_where}: {peaks.peak_bandwidth / 1e9:.0f} GB/s, {peaks.peak_flops / 1e9:.0f} GFLOP/s "
+            f"({peaks.dtype}). The {gauge} gauge only says the chip was busy, not how much of it was used: a memory-bound "
+            "decode reads ~100% busy while its FLOP/s sit at a few % of peak."
+        )
+    else:
+        g3.info(
+            "The hardware-utilisation chart needs the recording machine's measured peak bandwidth and FLOP/s, and "
+            "these traces do not carry them (no meta.probe). Traces downloaded from the Playground record them.",
+            icon=":material/speed:",
+        )
+    if spec.summary.get("per_position_acceptance"):
+        g4.plotly_chart(charts.acceptance_figure(spec), width="stretch", key="chart_accept")
+    else:
+        g4.info("No draft tokens were proposed in this run (depth 0, policy off, or no n-gram matches).")
+
+    with st.expander("Show the source: how the target accepts or rejects draft tokens"):
+        st.caption("The real engine functions this run used (engine/sampling.py), after Leviathan et al. 2023, Alg. 1.")
+        st.code(inspect.getsource(sampling.accept_greedy), language="python")
+        st.code(inspect.getsource(sampling.accept_or_resample), language="python")
+
+    with st.expander("Download the traces (open them in Replay, or read the JSON)"):
+        t1, t2 = st.columns(2)
+        t1.download_button("AR trace (JSON)", json.dumps(ar.to_dict()), "speclab-ar.json", "application/json")
+        t2.download_button("Speculative trace (JSON)", json.dumps(spec.to_dict()), "speclab-spec.json", "application/json")

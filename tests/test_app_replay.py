@@ -1,0 +1,123 @@
+"""AppTest (headless) for Replay: a shipped sample pair, an uploaded pair, and refused uploads.
+
+Replay never loads a model, so these run in seconds. The page is opened through app/main.py, as a
+user reaches it from the navigation.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+MAIN = str(ROOT / "app" / "main.py")
+TRACES = ROOT / "assets" / "traces"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from engine import Trace, TraceError  # noqa: E402
+
+INDEX = json.loads((TRACES / "index.json").read_text(encoding="utf-8"))
+FIRST = INDEX["pairs"][0]
+UPLOAD = "Upload your own traces"
+
+
+def _replay() -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.switch_page("pages/replay.py")  # opened straight from the URL: the Playground (and its model) never runs
+    return at.run()
+
+
+def _texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def _html(at) -> str:
+    return "\n".join(str(e.proto.body) for e in at.get("html"))
+
+
+def _raw(name: str) -> bytes:
+    return (TRACES / name).read_bytes()
+
+
+def _page(at) -> None:
+    """The race, the summary and the charts are drawn, without exceptions or errors."""
+    assert not at.exception
+    assert not at.error, _texts(at.error)
+    assert "Race replay" in _texts(at.subheader) and "Summary" in _texts(at.subheader)
+    labels = {m.label for m in at.metric}
+    for label in ("AR tokens/s", "Speculative tokens/s", "Acceptance rate", "Measured speedup", "Target forwards"):
+        assert label in labels
+    assert "tok tok-plain" in _html(at)
+    assert at.get("iframe"), "the race replay iframe"
+
+
+def test_shipped_sample_index_is_complete():
+    assert INDEX["pairs"]
+    for entry in INDEX["pairs"]:
+        for key in ("title", "device", "dtype", "date", "ar", "spec"):
+            assert entry.get(key), key
+        ar, spec = Trace.from_json(TRACES / entry["ar"]), Trace.from_json(TRACES / entry["spec"])
+        assert ar.config["mode"] == "autoregressive" and spec.config["mode"] == "speculative"
+        assert ar.meta["probe"]["peak_bandwidth"] > 0 and spec.meta["probe"]["peak_flops"] > 0
+
+
+def test_replay_shows_the_shipped_sample_and_where_it_was_recorded():
+    at = _replay()
+    assert at.title[0].value.endswith("Replay")
+    _page(at)
+    info = _texts(at.info)
+    assert "recorded on" in info and FIRST["device"] in info and FIRST["date"] in info
+    assert "not a live run" in info
+    assert "recording machine" in _texts(at.caption)  # utilisation chart uses the recorded peaks
+
+
+def test_uploaded_pair_in_either_order_without_peaks():
+    at = _replay()
+    at.radio(key="source").set_value(UPLOAD).run()
+    assert not at.exception and not at.error
+    assert "Upload both traces" in _texts(at.info)
+    spec = json.loads(_raw(FIRST["spec"]))
+    ar = json.loads(_raw(FIRST["ar"]))
+    for trace in (ar, spec):  # an older trace: no recorded peaks, no date
+        trace["meta"].pop("probe")
+        trace["meta"].pop("recorded_at", None)
+    # swapped on purpose: Replay reads the modes from the traces, not from which box they were dropped in
+    at.file_uploader(key="ar_file").upload("spec.json", json.dumps(spec).encode(), "application/json")
+    at.file_uploader(key="spec_file").upload("ar.json", json.dumps(ar).encode(), "application/json")
+    at.run()
+    _page(at)
+    assert "needs the recording machine" in _texts(at.info)
+
+
+def test_malformed_upload_shows_the_trace_error():
+    at = _replay()
+    at.radio(key="source").set_value(UPLOAD).run()
+    at.file_uploader(key="ar_file").upload("ar.json", b"{not json", "application/json")
+    at.file_uploader(key="spec_file").upload("spec.json", _raw(FIRST["spec"]), "application/json")
+    at.run()
+    assert not at.exception
+    errors = _texts(at.error)
+    assert "AR trace" in errors and "not a SpecLab trace" in errors
+    assert "Race replay" not in _texts(at.subheader)
+
+
+def test_parse_pair_refuses_mismatched_traces():
+    from app.pages.replay import check_pair, parse_pair  # noqa: PLC0415  (module imports streamlit; bare mode)
+
+    ar, spec = parse_pair(_raw(FIRST["ar"]), _raw(FIRST["spec"]))
+    assert ar.config["mode"] == "autoregressive" and spec.config["mode"] == "speculative"
+    with pytest.raises(TraceError, match="one autoregressive and one speculative"):
+        check_pair(ar, ar)
+    other = Trace.from_dict(spec.to_dict())
+    other.sequences[0]["prompt"] = "something else"
+    with pytest.raises(TraceError, match="different prompts"):
+        check_pair(ar, other)
+    with pytest.raises(TraceError, match="unsupported trace schema"):
+        parse_pair(b'{"schema": "other/9"}', _raw(FIRST["spec"]))
