@@ -121,3 +121,27 @@ def test_parse_pair_refuses_mismatched_traces():
         check_pair(ar, other)
     with pytest.raises(TraceError, match="unsupported trace schema"):
         parse_pair(b'{"schema": "other/9"}', _raw(FIRST["spec"]))
+
+
+def test_playground_traces_carry_their_peaks_and_replay():
+    """A Playground run records the probe's peaks in both traces; its downloads replay with them."""
+    at = AppTest.from_file(MAIN, default_timeout=240)
+    at.query_params["tokens"] = "8"
+    at.run()
+    at.button(key="run").click().run()
+    assert not at.exception and not at.error, _texts(at.error)
+    result = at.session_state["result"]
+    for trace in (result["ar"], result["spec"]):
+        probe = trace.meta["probe"]
+        assert probe["peak_bandwidth"] > 0 and probe["peak_flops"] > 0 and probe["device_name"]
+        assert trace.meta["recorded_at"]
+    raw = {k: json.dumps(result[k].to_dict()).encode() for k in ("ar", "spec")}  # what the download buttons hold
+
+    at = _replay()
+    at.radio(key="source").set_value(UPLOAD).run()
+    at.file_uploader(key="ar_file").upload("speclab-ar.json", raw["ar"], "application/json")
+    at.file_uploader(key="spec_file").upload("speclab-spec.json", raw["spec"], "application/json")
+    at.run()
+    _page(at)
+    assert result["spec"].meta["device_name"] in _texts(at.info)
+    assert "recording machine" in _texts(at.caption)
