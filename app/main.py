@@ -1,4 +1,8 @@
-"""SpecLab's entry point: page configuration and navigation only (each page lives in app/pages/)."""
+"""SpecLab's entry point: page configuration and navigation only.
+
+Each page lives in app/app_pages/. The folder is deliberately not called "pages/": next to the entry
+script that name switches Streamlit to its older automatic multipage mode on direct links.
+"""
 
 import sys
 from pathlib import Path
@@ -11,7 +15,7 @@ import streamlit as st  # noqa: E402
 
 st.set_page_config(page_title="SpecLab", page_icon="⚡", layout="wide")
 pages = [
-    st.Page(str(ROOT / "app" / "pages" / "playground.py"), title="Playground", icon="🏁", default=True),
-    st.Page(str(ROOT / "app" / "pages" / "replay.py"), title="Replay", icon="📼"),
+    st.Page(str(ROOT / "app" / "app_pages" / "playground.py"), title="Playground", icon="🏁", default=True),
+    st.Page(str(ROOT / "app" / "app_pages" / "replay.py"), title="Replay", icon="📼"),
 ]
 st.navigation(pages).run()
