@@ -114,3 +114,23 @@ class RunLock:
 @st.cache_resource(show_spinner=False)
 def run_lock() -> RunLock:
     return RunLock()
+
+
+def acquire_lock(lock: RunLock, notice) -> None:
+    """Take the run lock; while another session holds it, show that this one is queued."""
+    if lock.try_acquire():
+        return
+    lock.enter_queue()
+    try:
+        t0 = time.monotonic()
+        while not lock.acquire(timeout=0.5):
+            ahead = max(lock.waiting - 1, 0)
+            notice.warning(
+                f"Queued: another run is using the model (busy for {lock.busy_for():.0f} s"
+                + (f", {ahead} more waiting" if ahead else "")
+                + f"). Yours starts as soon as it finishes; you have waited {time.monotonic() - t0:.0f} s.",
+                icon=":material/hourglass_top:",
+            )
+    finally:
+        lock.leave_queue()
+    notice.empty()

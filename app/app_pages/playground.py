@@ -158,26 +158,6 @@ def input_problems(settings: Settings, hub_ok: bool, on_gpu: bool) -> list[str]:
 
 
 # --- running ----------------------------------------------------------------------------------
-def acquire_lock(lock: resources.RunLock, notice) -> None:
-    """Take the run lock; while another session holds it, show that this one is queued."""
-    if lock.try_acquire():
-        return
-    lock.enter_queue()
-    try:
-        t0 = time.monotonic()
-        while not lock.acquire(timeout=0.5):
-            ahead = max(lock.waiting - 1, 0)
-            notice.warning(
-                f"Queued: another run is using the model (busy for {lock.busy_for():.0f} s"
-                + (f", {ahead} more waiting" if ahead else "")
-                + f"). Yours starts as soon as it finishes; you have waited {time.monotonic() - t0:.0f} s.",
-                icon=":material/hourglass_top:",
-            )
-    finally:
-        lock.leave_queue()
-    notice.empty()
-
-
 def run_lane(pair, prompts: list[str], cfg: DecodeConfig, placeholder, title: str):
     """Decode one lane, redrawing its tokens live; returns the Trace."""
     stream = generate_steps(pair, prompts, cfg)  # validates prompts (ConfigError) before any model work
@@ -278,7 +258,7 @@ elif want_run and pair is not None:
     notice = st.empty()
     lock = resources.run_lock()
     try:
-        acquire_lock(lock, notice)
+        resources.acquire_lock(lock, notice)
         st.session_state["running"] = True
         try:
             result = run_both(pair, settings, live)

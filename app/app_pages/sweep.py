@@ -1,0 +1,178 @@
+"""Sweep: measure where speculation stops paying on this machine.
+
+Page shape (DESIGN §5): title, short prose, controls, result. Two live measurements through the engine:
+1. one target pass vs tokens per pass (`engine.bench.pass_costs`): the memory-bound plateau and the
+   compute-bound slope, with the ridge point from the probed peaks;
+2. AR vs speculative tokens/s over a batch x depth grid (`engine.bench.bench`): the same plateau seen
+   as speedup, and the batch size where a fixed depth turns into a slowdown.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import plotly.graph_objects as go  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from app import resources  # noqa: E402
+from app.views import roofline  # noqa: E402
+from engine.bench import bench, pass_costs  # noqa: E402
+from engine.costs import ridge_tokens  # noqa: E402
+
+log = logging.getLogger("speclab.sweep")
+BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
+PASS_GUARD = 2048  # tokens in one measured pass (a CPU takes seconds per pass beyond this)
+TOKENS = [1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128]
+
+
+def speedup_figure(rows: list[dict]) -> go.Figure:
+    """Heatmap of measured speedup (speculative / AR tokens/s) over batch x depth."""
+    batches = sorted({r["batch"] for r in rows})
+    depths = sorted({r["depth"] for r in rows})
+    cell = {(r["batch"], r["depth"]): r for r in rows}
+    z = [[cell[(b, d)]["speedup"] if (b, d) in cell else None for d in depths] for b in batches]
+    text = [[f"{v:.2f}×" if v is not None else "" for v in row] for row in z]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=[str(d) for d in depths], y=[str(b) for b in batches], text=text, texttemplate="%{text}",
+        colorscale=[[0, "#b00020"], [0.5, "#f4f4f4"], [1, "#0a7d32"]], zmid=1.0,
+        colorbar={"title": "speedup"}, hovertemplate="batch %{y}, depth %{x}: %{text}<extra></extra>",
+    ))  # fmt: skip
+    fig.update_xaxes(title_text="speculation depth k", type="category")
+    fig.update_yaxes(title_text="batch size", type="category")
+    fig.update_layout(height=320, margin={"l": 50, "r": 20, "t": 30, "b": 40})
+    return fig
+
+
+st.title("📈 Sweep")
+st.markdown(
+    "Where does speculation stop paying on **this** machine? A decode pass streams every weight once, so while "
+    "the pass is memory-bound, extra tokens in it (more sequences, or more draft tokens to verify) cost almost "
+    "nothing. Once tokens per pass = batch × (k + 1) cross the hardware's ridge point, the pass turns "
+    "compute-bound, and extra draft tokens cost real time, rejected ones most of all. That is why servers turn "
+    "speculation off at large batch (vLLM's `disable_by_batch_size`). Background: J. Barrow, "
+    f"[“Why is speculative decoding fast?”]({BARROW}), 2026. Everything below is measured when you press the button."
+)
+
+try:
+    with st.status("Loading the model pair and probing this machine…", expanded=False) as status:
+        pair = resources.get_pair("embedded", "auto")
+        probe = resources.get_probe(pair.device.type, pair.dtype_name)
+        status.update(label=f"Ready: {pair.target_name} · {pair.device.type} {pair.dtype_name}", state="complete")
+except Exception as exc:  # never a traceback on the page
+    log.exception("model loading failed")
+    st.error(f"Could not load the embedded model pair ({type(exc).__name__}: {exc}).", icon=":material/error:")
+    st.stop()
+
+n_star = ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth)
+st.caption(
+    f"{probe.device_name}, {probe.dtype}: measured {probe.peak_bandwidth / 1e9:.0f} GB/s and "
+    f"{probe.peak_flops / 1e9:.0f} GFLOP/s, so the ridge point is {probe.ridge_point:.1f} FLOP/byte, or about "
+    f"{n_star:.0f} tokens per pass for this {pair.target_costs.linear_params / 1e6:.0f}M-parameter target "
+    "(an estimate from peaks; the measured curve below is what counts)."
+)
+
+# --- 1. one pass vs tokens per pass -----------------------------------------------------------
+st.subheader("1 · What one target pass costs")
+with st.form("passes_form"):
+    c1, c2, c3 = st.columns(3)
+    batches = c1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 8], key="pass_batches")
+    max_tokens = c2.select_slider("Tokens per row, up to", TOKENS, value=64, key="pass_tokens")
+    context = c3.slider("KV cache length per row", 16, 1024, 150, step=16, key="pass_context")
+    go_passes = st.form_submit_button("Measure passes", type="primary")
+if go_passes:
+    if not batches:
+        st.error("Pick at least one batch size.", icon=":material/error:")
+    elif max(batches) * max_tokens > PASS_GUARD:
+        st.error(f"batch {max(batches)} × {max_tokens} tokens = {max(batches) * max_tokens} tokens in one pass is "
+                 f"above this page's guard of {PASS_GUARD:,}. Fix: lower the batch size or the tokens per row.",
+                 icon=":material/error:")  # fmt: skip
+    else:
+        notice = st.empty()
+        lock = resources.run_lock()
+        resources.acquire_lock(lock, notice)
+        try:
+            with st.spinner("Timing forward passes (median of 5 each)…"):
+                rows = pass_costs(pair, sorted(batches), [t for t in TOKENS if t <= max_tokens], context, repeats=5)
+            st.session_state["pass_rows"] = rows
+        except Exception as exc:  # never a traceback on the page
+            log.exception("pass timing failed")
+            st.error(f"The measurement failed ({type(exc).__name__}: {exc}).", icon=":material/error:")
+        finally:
+            lock.release()
+rows = st.session_state.get("pass_rows")
+if rows:
+    st.plotly_chart(roofline.pass_cost_figure(rows, n_star), width="stretch", key="pass_fig")
+    free = roofline.memory_bound_span(rows)
+    one = min(rows, key=lambda r: (r["batch"], r["tokens_per_pass"]))
+    if free:
+        st.markdown(
+            f"At batch {one['batch']}, a pass of **{free} tokens** costs at most 1.25× a single-token pass "
+            f"({one['ms']:.1f} ms): up to there, verifying draft tokens (or decoding more sequences) is almost free. "
+            "Past the ridge, the per-token time stops falling: the pass is compute-bound."
+        )
+    st.dataframe(
+        [{"batch": r["batch"], "tokens/row": r["new_tokens"], "tokens/pass": r["tokens_per_pass"],
+          "ms": round(r["ms"], 2), "ms/token": round(r["ms_per_token"], 3),
+          "GB/s": round(r["achieved_bandwidth"] / 1e9, 1), "GFLOP/s": round(r["achieved_flops"] / 1e9, 1),
+          "% peak BW": round(100 * r["achieved_bandwidth"] / probe.peak_bandwidth),
+          "% peak FLOP/s": round(100 * r["achieved_flops"] / probe.peak_flops)} for r in rows],
+        hide_index=True,
+    )  # fmt: skip
+
+# --- 2. AR vs speculative over batch x depth ----------------------------------------------------
+st.subheader("2 · AR vs speculative, batch × depth")
+st.markdown(
+    "The same effect end to end: each cell decodes the same prompts plainly and speculatively and divides the "
+    "tokens/s. Green: speculation wins; red: it slows decoding down."
+)
+with st.form("grid_form"):
+    g1, g2, g3, g4 = st.columns(4)
+    grid_batches = g1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 4, 16], key="grid_batches")
+    grid_depths = g2.multiselect("Depths k", list(range(0, 13)), default=[2, 4, 8], key="grid_depths")
+    drafter = g3.radio("Drafter", ["draft model", "n-gram"], horizontal=True, key="grid_drafter")
+    tokens = g4.slider("New tokens per sequence", 8, 64, 24, step=8, key="grid_tokens")
+    go_grid = st.form_submit_button("Measure the grid", type="primary")
+if go_grid:
+    kind = "model" if drafter == "draft model" else "ngram"
+    if not grid_batches or not grid_depths:
+        st.error("Pick at least one batch size and one depth.", icon=":material/error:")
+    elif kind == "model" and pair.draft is None:
+        st.error("This pair has no draft model. Fix: choose the n-gram drafter.", icon=":material/error:")
+    elif len(grid_batches) * (len(grid_depths) + 1) * max(grid_batches) * tokens > 20_000:
+        st.error("That grid would take many minutes on this machine. Fix: fewer or smaller batch sizes, fewer "
+                 "depths, or fewer tokens.", icon=":material/error:")  # fmt: skip
+    else:
+        notice = st.empty()
+        lock = resources.run_lock()
+        resources.acquire_lock(lock, notice)
+        progress = st.empty()
+        try:
+            result = bench(
+                pair, sorted(grid_batches), sorted(grid_depths), drafter=kind, max_new_tokens=tokens, repeats=1,
+                log=lambda line: progress.caption("measured:" + line),
+            )  # fmt: skip
+            st.session_state["grid"] = result
+        except Exception as exc:  # never a traceback on the page
+            log.exception("grid failed")
+            st.error(f"The measurement failed ({type(exc).__name__}: {exc}).", icon=":material/error:")
+        finally:
+            lock.release()
+            progress.empty()
+grid = st.session_state.get("grid")
+if grid:
+    st.plotly_chart(speedup_figure(grid["rows"]), width="stretch", key="grid_fig")
+    st.dataframe(
+        [{"batch": r["batch"], "depth": r["depth"], "tokens/pass": r["tokens_per_pass"],
+          "AR tok/s": round(r["ar_tokens_per_s"], 1), "spec tok/s": round(r["spec_tokens_per_s"], 1),
+          "speedup": round(r["speedup"], 2), "α": None if r["alpha"] is None else round(r["alpha"], 2),
+          "FLOPs × AR": None if r["flops_ratio"] is None else round(r["flops_ratio"], 2)} for r in grid["rows"]],
+        hide_index=True,
+    )  # fmt: skip
+    st.caption(f"{grid['drafter']}, {grid['max_new_tokens']} new tokens per sequence, one run per cell on "
+               f"{grid['device']} {grid['dtype']}: single runs are noisy, so read trends, not the second decimal.")  # fmt: skip
