@@ -97,3 +97,41 @@ def test_playground_run_and_race_replay(server):
             page.screenshot(path=str(ROOT / "artifacts" / "playground.png"))
         finally:
             browser.close()
+
+
+def test_replay_plays_a_shipped_sample(server):
+    """Replay runs no model: the shipped sample pair races and its charts draw."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 3600})
+            page.goto(f"{server}/replay", timeout=60_000)
+            page.get_by_text("recorded measurements, not a live run").wait_for(timeout=120_000)
+            replay = page.frame_locator("iframe").first
+            replay.locator('#race[data-state="done"]').wait_for(timeout=180_000)
+            assert page.locator('[data-kind="accepted"]').count() > 0
+            assert page.locator(".js-plotly-plot").count() >= 3
+            assert page.get_by_text("Traceback").count() == 0
+            page.screenshot(path=str(ROOT / "artifacts" / "replay.png"))
+        finally:
+            browser.close()
+
+
+def test_sweep_measures_the_pass_cost_curve(server):
+    """Sweep: measure one-pass costs live at small settings; the curve and its table appear."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 2400})
+            page.goto(f"{server}/sweep", timeout=60_000)
+            page.get_by_text("Ready:").first.wait_for(timeout=180_000)
+            page.get_by_role("button", name="Measure passes").click()
+            page.get_by_text("time of one target pass").wait_for(timeout=240_000)
+            assert page.get_by_text("ridge ≈").count() > 0
+            assert page.get_by_text("Traceback").count() == 0
+            page.screenshot(path=str(ROOT / "artifacts" / "sweep.png"), full_page=True)
+        finally:
+            browser.close()
