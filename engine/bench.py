@@ -97,16 +97,23 @@ def hf_generate(pair: ModelPair, prompt: str, max_new_tokens: int, repeats: int,
     mask = torch.ones_like(ids)
     eos = sorted(pair.eos_ids) or None
     args = dict(do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos, pad_token_id=eos[0] if eos else None)
+    rates, outputs = [], None
     with torch.inference_mode():
-        pair.target.generate(ids, attention_mask=mask, **(args | {"max_new_tokens": 4}), **kwargs)  # warm-up
-        rates, outputs = [], None
         for _ in range(repeats):
             t = time.perf_counter()
             out = pair.target.generate(ids, attention_mask=mask, **args, **kwargs)
             dt = time.perf_counter() - t
             outputs = out[0, ids.shape[1] :].tolist()
             rates.append(len(outputs) / dt)
-    return {"tokens_per_s": _median(rates), "new_tokens": len(outputs), "outputs": [outputs]}
+    return {"tokens_per_s": _median(rates), "new_tokens": len(outputs), "outputs": [outputs], "rates": rates}
+
+
+def _ours(pair: ModelPair, prompt: str, cfg: DecodeConfig, repeats: int) -> dict:
+    rates, trace = [], None
+    for _ in range(repeats):
+        trace = generate(pair, [prompt], cfg)
+        rates.append(trace.summary["tokens_per_s"])
+    return {"tokens_per_s": _median(rates), "new_tokens": trace.summary["new_tokens"], "outputs": trace.output_ids, "rates": rates}
 
 
 def bench(
@@ -173,27 +180,40 @@ def bench(
 
 
 def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log) -> dict:
-    """Batch-1 comparison on the first prompt of the set: HF generate (plain, and with its own drafting) vs ours."""
+    """Batch-1 comparison on the first prompt of the set: HF generate (plain, and with its own drafting) vs ours.
+
+    The four contenders run interleaved, one run each per round, so slow drift of a shared machine
+    (thermal, neighbours) hits them alike; each gets one warm-up first. Medians over rounds."""
     prompt = PROMPT_SETS[prompt_set][0]
     depth = max(depths) if max(depths) > 0 else 4
-    out = {"prompt": prompt, "depth": depth}
-    out["hf_generate"] = hf_generate(pair, prompt, max_new_tokens, repeats)
+    contenders = {"hf_generate": lambda n: hf_generate(pair, prompt, max_new_tokens, n)}
     if drafter == "ngram":
-        out["hf_drafting"] = hf_generate(pair, prompt, max_new_tokens, repeats, prompt_lookup_num_tokens=depth)
-        out["hf_drafting_name"] = f"generate(prompt_lookup_num_tokens={depth})"
+        name = f"generate(prompt_lookup_num_tokens={depth})"
+        contenders["hf_drafting"] = lambda n: hf_generate(pair, prompt, max_new_tokens, n, prompt_lookup_num_tokens=depth)
     elif pair.draft is not None:
-        out["hf_drafting"] = hf_generate(
-            pair, prompt, max_new_tokens, repeats, assistant_model=pair.draft,
+        name = f"generate(assistant_model=draft, num_assistant_tokens={depth}, assistant_confidence_threshold=0)"
+        contenders["hf_drafting"] = lambda n: hf_generate(
+            pair, prompt, max_new_tokens, n, assistant_model=pair.draft,
             num_assistant_tokens=depth, assistant_confidence_threshold=0.0,
         )  # fmt: skip
-        out["hf_drafting_name"] = f"generate(assistant_model=draft, num_assistant_tokens={depth})"
-    out["ours_ar"] = run_cell(pair, [prompt], DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens), repeats)
-    out["ours_spec"] = run_cell(
-        pair, [prompt], DecodeConfig(mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens), repeats
-    )
-    for key in ("hf_generate", "hf_drafting", "ours_ar", "ours_spec"):
-        if key in out:
-            log(f"  {key:<12} {out[key]['tokens_per_s']:8.1f} tok/s")
+    ar_cfg = DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens)
+    spec_cfg = DecodeConfig(mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens)
+    contenders["ours_ar"] = lambda n: _ours(pair, prompt, ar_cfg, n)
+    contenders["ours_spec"] = lambda n: _ours(pair, prompt, spec_cfg, n)
+    for run in contenders.values():  # warm-up
+        run(1)
+    rounds = {key: [] for key in contenders}
+    last = {}
+    for _ in range(repeats):
+        for key, run in contenders.items():
+            last[key] = run(1)
+            rounds[key] += last[key]["rates"]
+    out = {"prompt": prompt, "depth": depth}
+    for key in contenders:
+        out[key] = last[key] | {"tokens_per_s": _median(rounds[key]), "rates": rounds[key]}
+        log(f"  {key:<12} {out[key]['tokens_per_s']:8.1f} tok/s")
+    if "hf_drafting" in out:
+        out["hf_drafting_name"] = name
     return out
 
 

@@ -68,9 +68,11 @@ class RaggedCache:
             positions = self.lengths[:, None] + torch.arange(n_new, device=self.device)  # (B, n)
             self.width += n_new
             self.lengths = self.lengths + n_new
+        # No padding anywhere (always so at batch 1): let attention take its plain causal path, no mask to build.
+        no_padding = bool(mask.all())
         out = self.model(
             input_ids=input_ids,
-            attention_mask=mask,
+            attention_mask=None if no_padding else mask,
             position_ids=positions,
             past_key_values=self.cache,
             use_cache=True,
