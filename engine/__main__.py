@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--mode", default="speculative", choices=["autoregressive", "speculative"])
     run.add_argument("--depth", type=int, default=4, help="draft tokens per step, 0..16")
     run.add_argument("--drafter", default="model", choices=["model", "ngram"])
-    run.add_argument("--policy", default="fixed", choices=["fixed", "off_above_batch"])
+    run.add_argument("--policy", default="fixed", choices=["fixed", "off_above_batch", "heuristic"])
     run.add_argument("--disable-by-batch-size", type=int, default=8, help="off_above_batch: speculate only while batch <= N")
     run.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     run.add_argument("--top-p", type=float, default=1.0)
@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--batch", type=_int_list, default=[1, 4, 16], help="comma-separated batch sizes")
     bench.add_argument("--depth", type=_int_list, default=[0, 2, 4, 8], help="comma-separated depths")
     bench.add_argument("--drafter", default="model", choices=["model", "ngram"])
+    bench.add_argument("--policy", default="fixed", choices=["fixed", "off_above_batch", "heuristic"])
+    bench.add_argument("--disable-by-batch-size", type=int, default=8)
     bench.add_argument("--prompts", default="chat", choices=["chat", "extractive"], help="built-in prompt set")
     bench.add_argument("--max-new-tokens", type=int, default=64)
     bench.add_argument("--repeats", type=int, default=3, help="runs per cell; the median is reported")
@@ -138,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"benchmarking on {pair.device.type}, {pair.dtype_name} ...", file=sys.stderr)
             result = bench(
                 pair, args.batch, args.depth, drafter=args.drafter, prompt_set=args.prompts,
+                policy=args.policy, disable_by_batch_size=args.disable_by_batch_size,
                 max_new_tokens=args.max_new_tokens, repeats=args.repeats, baseline=args.baseline,
                 log=lambda s: print(s, file=sys.stderr),
             )  # fmt: skip

@@ -126,6 +126,8 @@ def bench(
     repeats: int = 3,
     baseline: bool = False,
     log=print,
+    policy: str = "fixed",
+    disable_by_batch_size: int = 8,
 ) -> dict:
     """The grid: for each batch, AR once, then speculative at each depth; medians of `repeats`."""
     rows = []
@@ -134,7 +136,10 @@ def bench(
         ar = run_cell(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens), repeats)
         log(f"  batch {batch:>3}  AR            {ar['tokens_per_s']:8.1f} tok/s")
         for depth in depths:
-            cfg = DecodeConfig(mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens)
+            cfg = DecodeConfig(
+                mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens,
+                policy=policy, disable_by_batch_size=disable_by_batch_size,
+            )  # fmt: skip
             spec = run_cell(pair, prompts, cfg, repeats)
             row = {
                 "batch": batch,
@@ -169,17 +174,18 @@ def bench(
         "dtype": pair.dtype_name,
         "target": pair.target_name,
         "drafter": drafter if drafter == "ngram" else pair.draft_name,
+        "policy": policy,
         "prompt_set": prompt_set,
         "max_new_tokens": max_new_tokens,
         "repeats": repeats,
         "rows": rows,
     }
     if baseline:
-        result["baselines"] = baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log)
+        result["baselines"] = baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, policy)
     return result
 
 
-def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log) -> dict:
+def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, policy: str = "fixed") -> dict:
     """Batch-1 comparison on the first prompt of the set: HF generate (plain, and with its own drafting) vs ours.
 
     The four contenders run interleaved, one run each per round, so slow drift of a shared machine
@@ -197,7 +203,7 @@ def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log) -
             num_assistant_tokens=depth, assistant_confidence_threshold=0.0,
         )  # fmt: skip
     ar_cfg = DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens)
-    spec_cfg = DecodeConfig(mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens)
+    spec_cfg = DecodeConfig(mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens, policy=policy)
     contenders["ours_ar"] = lambda n: _ours(pair, prompt, ar_cfg, n)
     contenders["ours_spec"] = lambda n: _ours(pair, prompt, spec_cfg, n)
     for run in contenders.values():  # warm-up
@@ -220,7 +226,7 @@ def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log) -
 def format_table(result: dict) -> str:
     lines = [
         f"device {result['device']}  dtype {result['dtype']}  target {result['target']}",
-        f"drafter {result['drafter']}  prompts {result['prompt_set']}  max_new_tokens {result['max_new_tokens']}  "
+        f"drafter {result['drafter']}  policy {result.get('policy', 'fixed')}  prompts {result['prompt_set']}  max_new_tokens {result['max_new_tokens']}  "
         f"median of {result['repeats']}",
         "",
         "batch depth tok/pass   AR tok/s  spec tok/s  speedup  accept  alpha  tok/step  FLOPs x  ovh%  same",
@@ -243,7 +249,7 @@ def format_table(result: dict) -> str:
         entries = [("transformers generate()", b["hf_generate"])]
         if "hf_drafting" in b:
             entries.append((f"transformers {b['hf_drafting_name']}", b["hf_drafting"]))
-        entries += [("speclab autoregressive", b["ours_ar"]), (f"speclab speculative depth {b['depth']}", b["ours_spec"])]
+        entries += [("speclab autoregressive", b["ours_ar"]), (f"speclab speculative depth {b['depth']} ({result.get('policy', 'fixed')})", b["ours_spec"])]
         for name, cell in entries:
             lines.append(f"  {name:<62} {cell['tokens_per_s']:8.1f} tok/s  x{cell['tokens_per_s'] / hf:.2f} vs generate()")
     return "\n".join(lines)

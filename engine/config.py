@@ -27,6 +27,7 @@ class DrafterKind(str, Enum):
 class PolicyKind(str, Enum):
     FIXED = "fixed"  # always `depth`
     OFF_ABOVE_BATCH = "off_above_batch"  # vLLM's disable_by_batch_size
+    HEURISTIC = "heuristic"  # adaptive: deeper after a full acceptance, shallower after a rejection
 
 
 class ConfigError(ValueError):

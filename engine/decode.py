@@ -199,9 +199,12 @@ def _decode(stream: StepStream):
         while active:
             t_start = time.perf_counter()
             batch = len(active)
+            prev = steps[-1]
             ctx = PolicyContext(
                 step=len(steps), batch=batch, base_depth=cfg.depth if drafter else 0,
                 mean_accepted=accepted_total / seq_steps if seq_steps else None,
+                last_depth=prev.depth,
+                last_all_accepted=all(s.num_accepted == len(s.drafted) for s in prev.seqs if s.drafted),
             )  # fmt: skip
             depth = min(policy.depth(ctx), max(s.remaining for s in active) - 1)
             past_lengths = [len(s.tokens) for s in active]

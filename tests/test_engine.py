@@ -144,6 +144,20 @@ def test_off_above_batch_policy(tiny):
     assert trace.output_ids == generate(tiny, PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=8)).output_ids
 
 
+def test_heuristic_policy_adapts_depth(tokenizer, tiny):
+    """Deeper after full acceptance (+2), shallower after a rejection (-1, not below 1); output stays exact."""
+    perfect = tiny_pair(tokenizer, draft_same_as_target=True)
+    cfg = DecodeConfig(depth=2, policy="heuristic", max_new_tokens=40)
+    depths = [s.depth for s in generate(perfect, PROMPTS[:1], cfg).steps if s.kind == "decode"]
+    assert depths[:3] == [2, 4, 6]
+    trace = generate(tiny, PROMPTS[:1], DecodeConfig(depth=6, policy="heuristic", max_new_tokens=40))
+    depths = [s.depth for s in trace.steps if s.kind == "decode"]
+    assert depths[0] == 6 and min(depths) >= 1 and depths[1] in (5, 8)
+    assert trace.output_ids == generate(tiny, PROMPTS[:1], DecodeConfig(mode="autoregressive", max_new_tokens=40)).output_ids
+    big = generate(tiny, PROMPTS, DecodeConfig(depth=3, policy="heuristic", disable_by_batch_size=2, max_new_tokens=6))
+    assert all(s.depth == 0 for s in big.steps if s.batch > 2)
+
+
 # --- sampling ----------------------------------------------------------------------------------
 def test_first_rejection():
     accepted = torch.tensor([[True, True, False, True], [False, True, True, True], [True, True, True, True]])

@@ -36,7 +36,7 @@ PROMPT_TITLES = list(PROMPT_BY_TITLE)
 PAIR_BY_LABEL = {p.label: key for key, p in resources.PRESETS.items()}
 PAIR_LABELS = list(PAIR_BY_LABEL)
 DRAFTERS = {"n-gram": "ngram", "draft model": "model"}
-POLICIES = {"fixed k": "fixed", "off above batch N": "off_above_batch"}
+POLICIES = {"fixed k": "fixed", "off above batch N": "off_above_batch", "adaptive k": "heuristic"}
 CPU_WORK_GUARD = 16_384  # batch × (depth + 1) × max_new_tokens allowed on a CPU server
 GPU_WORK_GUARD = 262_144
 LIVE_REFRESH_S = 0.25  # redraw the live lanes at most this often, so drawing barely touches the timings
@@ -116,9 +116,11 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
 
         p1, p2, p3, p4 = st.columns([2, 1, 1, 1], vertical_alignment="bottom")
         policy = p1.radio("Depth policy", list(POLICIES), key="policy", bind="query-params", horizontal=True,
-                          help="vLLM's disable_by_batch_size: no speculation while more than N sequences decode.")  # fmt: skip
+                          help="off above batch N: vLLM's disable_by_batch_size, no speculation while more than N "
+                               "sequences decode. adaptive k: start at k, +2 after a step whose drafts were all "
+                               "accepted, -1 after a rejection (transformers' 'heuristic' schedule), also off above N.")  # fmt: skip
         policy_n = p2.number_input("N", 1, max_batch, 8, key="policy_n", bind="query-params",
-                                   disabled=POLICIES[policy] != "off_above_batch")  # fmt: skip
+                                   disabled=POLICIES[policy] == "fixed")  # fmt: skip
         auto = p3.toggle("Rerun on change", key="auto", bind="query-params",
                          help="Decode again whenever a setting changes (a change mid-run cancels that run).")  # fmt: skip
         clicked = p4.button("▶ Run", type="primary", width="stretch", key="run")
