@@ -2,7 +2,8 @@
 
 - `pick_device()`: CUDA if available, else Apple MPS, else CPU.
 - `pick_dtype("auto", device)`: bfloat16 where the device computes it natively and fast (CUDA with bf16;
-  a CPU where a measured bf16 matmul beats float32, i.e. AVX512-BF16 / AMX), else float32.
+  a CPU with AVX512-BF16 / AMX flags, or, without them, where a measured bf16 matmul beats float32),
+  else float32.
 - `probe(device, dtype)`: measures this machine's peak memory bandwidth (a large tensor copy) and peak
   matmul FLOP/s in the model's dtype. Utilisation in the app is "% of these measured peaks".
 - `StepTimer`: CUDA events on GPU, perf_counter on CPU.
@@ -67,11 +68,27 @@ def pick_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
     return torch.float32
 
 
+def cpu_has_native_bf16() -> bool:
+    """Does this CPU advertise native bf16 arithmetic (AVX512-BF16 or AMX-BF16)? Linux only."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool({"avx512_bf16", "amx_bf16"} & flags)
+    except OSError:
+        pass
+    return False
+
+
 @functools.lru_cache(maxsize=1)
 def cpu_bf16_is_fast() -> bool:
-    """Measure, don't guess: is a decode-shaped bf16 matmul faster than float32 on this CPU?
+    """Is bf16 the fast dtype on this CPU? Native bf16 instructions say yes; otherwise measure.
 
-    Without native bf16 (AVX512-BF16 / AMX) PyTorch emulates it and it is several times slower."""
+    Without native bf16 (AVX512-BF16 / AMX) PyTorch emulates it and it is several times slower. The
+    flags come first because a timing taken while the machine is busy can come out either way."""
+    if cpu_has_native_bf16():
+        return True
     x32 = torch.randn(4, 2048)
     w32 = torch.randn(2048, 4096)
     x16, w16 = x32.bfloat16(), w32.bfloat16()

@@ -112,7 +112,7 @@ if rows:
     one = min(rows, key=lambda r: (r["batch"], r["tokens_per_pass"]))
     if free:
         st.markdown(
-            f"At batch {one['batch']}, a pass of **{free} tokens** costs at most 1.25× a single-token pass "
+            f"At batch {one['batch']}, a pass of **{free} token{'s' if free > 1 else ''}** costs at most 1.25× a single-token pass "
             f"({one['ms']:.1f} ms): up to there, verifying draft tokens (or decoding more sequences) is almost free. "
             "Past the ridge, the per-token time stops falling: the pass is compute-bound."
         )
