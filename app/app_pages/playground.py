@@ -213,9 +213,9 @@ st.markdown(
 )
 
 hub_ok = resources.hub_available()
-import torch  # noqa: E402  (after the page text, so the title shows while torch loads)
+from engine.hardware import pick_device  # noqa: E402  (after the page text, so the title shows while torch loads)
 
-on_gpu = torch.cuda.is_available()
+on_gpu = pick_device().type == "cuda"
 settings, clicked, auto = controls(hub_ok, on_gpu)
 problems = input_problems(settings, hub_ok, on_gpu)
 for problem in problems:
