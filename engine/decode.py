@@ -226,7 +226,10 @@ def _decode(stream: StepStream):
 
             # 3. accept / resample
             if cfg.greedy:
-                target_probs = torch.softmax(logits.float(), dim=-1)  # (B, k+1, vocab): p, shown in the trace
+                # p for the trace, at T = 1: only the chosen tokens' probabilities are needed, so normalise
+                # with logsumexp instead of materialising a full (B, k+1, vocab) softmax.
+                target_logz = torch.logsumexp(logits.float(), dim=-1, keepdim=True)  # (B, k+1, 1)
+                target_probs = None
                 if draft is not None:
                     num_accepted, next_ids = accept_greedy(draft.ids, logits, draft.valid)
                 else:
@@ -242,10 +245,18 @@ def _decode(stream: StepStream):
                         target_probs[:, -1], generator
                     )
             rows = torch.arange(batch, device=device)
-            p_next = target_probs[rows, num_accepted].gather(1, next_ids[:, None]).squeeze(1)  # (B,)
+            # p of each drafted token at its position, and of the next token at position num_accepted: (B, k+1)
+            tokens = torch.cat([draft.ids, next_ids[:, None]], 1) if draft is not None else next_ids[:, None]
+            where = torch.cat([torch.arange(depth, device=device).expand(batch, depth), num_accepted[:, None]], 1)
+            if target_probs is None:
+                picked = logits[rows[:, None], where, tokens].float()  # (B, k+1) single elements, no copy of vocab
+                p_chosen = torch.exp(picked - target_logz[rows[:, None], where, 0])
+            else:
+                p_chosen = target_probs[rows[:, None], where, tokens]
+            p_next = p_chosen[:, -1]  # (B,)
             accepted_list, next_list, p_next_list = num_accepted.tolist(), next_ids.tolist(), p_next.tolist()
             if draft is not None:
-                p_draft = target_probs[:, :depth].gather(2, draft.ids[..., None]).squeeze(2)  # (B, k)
+                p_draft = p_chosen[:, :depth]  # (B, k)
                 draft_ids, q_x, p_x, valid = (draft.ids.tolist(), draft.q_x.tolist(), p_draft.tolist(), draft.valid.tolist())
 
             # 4. append, then roll back both caches to each row's own accepted length

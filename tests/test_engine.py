@@ -58,6 +58,9 @@ def test_draft_equal_to_target_accepts_everything(tokenizer):
     pair = tiny_pair(tokenizer, draft_same_as_target=True)
     assert pair.draft is pair.target
     trace = generate(pair, PROMPTS, DecodeConfig(depth=4, max_new_tokens=20))
+    # The trace's p (target, from one verify pass) and q (draft, token by token) are the same model's probabilities.
+    pairs = [(t.target_prob, t.draft_prob) for st in trace.steps for sq in st.seqs for t in sq.drafted]
+    assert pairs and all(abs(p - q) < 1e-3 and 0 < p <= 1 for p, q in pairs)
     assert trace.summary["acceptance_rate"] == 1.0
     assert trace.summary["alpha"] == 1.0
     assert all(p == 1.0 for p in trace.summary["per_position_acceptance"])
