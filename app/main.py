@@ -16,6 +16,7 @@ import streamlit as st  # noqa: E402
 st.set_page_config(page_title="SpecLab", page_icon="⚡", layout="wide")
 pages = [
     st.Page(str(ROOT / "app" / "app_pages" / "playground.py"), title="Playground", icon="🏁", default=True),
+    st.Page(str(ROOT / "app" / "app_pages" / "lessons.py"), title="Lessons", icon="🎓"),
     st.Page(str(ROOT / "app" / "app_pages" / "sweep.py"), title="Sweep", icon="📈"),
     st.Page(str(ROOT / "app" / "app_pages" / "replay.py"), title="Replay", icon="📼"),
 ]

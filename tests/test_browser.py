@@ -135,3 +135,20 @@ def test_sweep_measures_the_pass_cost_curve(server):
             page.screenshot(path=str(ROOT / "artifacts" / "sweep.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_lessons_run_the_first_experiment(server):
+    """Lessons: the first lesson's experiment runs live and its measured conclusion appears."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 2000})
+            page.goto(f"{server}/lessons", timeout=60_000)
+            page.get_by_text("Ready:").first.wait_for(timeout=180_000)
+            page.get_by_role("button", name="▶ Run the experiment").first.click()
+            page.get_by_text("Sixteen tokens in one pass").wait_for(timeout=180_000)
+            assert page.get_by_text("Traceback").count() == 0
+            page.screenshot(path=str(ROOT / "artifacts" / "lessons.png"), full_page=True)
+        finally:
+            browser.close()

@@ -1,0 +1,167 @@
+"""Lessons: the thesis in four steps, each with a live experiment on this machine.
+
+Page shape (DESIGN §5): title, short prose, then per lesson its text (lessons/*.md), a button that
+runs the experiment through the engine, and a conclusion computed from what was just measured.
+Nothing on this page is a canned number.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from app import resources  # noqa: E402
+from app.views import metrics, roofline  # noqa: E402
+from engine import DecodeConfig, generate  # noqa: E402
+from engine.bench import batch_prompts, pass_costs  # noqa: E402
+
+log = logging.getLogger("speclab.lessons")
+LESSONS = sorted((ROOT / "lessons").glob("[0-9][0-9]-*.md"))
+
+
+# --- experiments (each returns plain data; drawing happens below) ------------------------------
+def memory_bound(pair) -> dict:
+    rows = pass_costs(pair, [1], [1, 2, 4, 8, 16], context=150, repeats=5)
+    return {"rows": rows}
+
+
+def lanes(pair, prompts: list[str], depth: int, drafter: str, tokens: int, **spec) -> dict:
+    ar = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=tokens))
+    sp = generate(pair, prompts, DecodeConfig(depth=depth, drafter=drafter, max_new_tokens=tokens, **spec))
+    return {"ar": ar, "spec": sp, "m": metrics.compare(ar, sp)}
+
+
+def more_flops(pair) -> dict:
+    return lanes(pair, batch_prompts("extractive", 1), 4, "ngram", 64)
+
+
+def past_the_ridge(pair) -> dict:
+    return {
+        batch: lanes(pair, batch_prompts("extractive", batch), 4, "ngram", 32 if batch > 1 else 64)
+        for batch in (1, 16)
+    }
+
+
+def turn_it_off(pair) -> dict:
+    prompts = batch_prompts("chat", 16)
+    on = lanes(pair, prompts, 4, "model", 32)
+    off = generate(pair, prompts, DecodeConfig(depth=4, drafter="model", max_new_tokens=32,
+                                               policy="off_above_batch", disable_by_batch_size=8))  # fmt: skip
+    return {"ar": on["ar"], "on": on["spec"], "off": off}
+
+
+# --- conclusions (computed from the measurement) -----------------------------------------------
+def show_memory_bound(result: dict) -> None:
+    rows = result["rows"]
+    st.plotly_chart(roofline.pass_cost_figure(rows), width="stretch", key="lesson1_fig")
+    one, sixteen = rows[0]["ms"], rows[-1]["ms"]
+    st.success(
+        f"One token: {one:.1f} ms. Sixteen tokens in one pass: {sixteen:.1f} ms, or {sixteen / one:.2f}× the time "
+        f"for 16× the tokens. Per token that is {one / rows[-1]['ms_per_token']:.1f}× cheaper: the extra tokens "
+        "used compute that was idle."
+    )
+
+
+def _lane_line(name: str, trace) -> str:
+    s = trace.summary
+    return f"{name}: {s['tokens_per_s']:.1f} tokens/s, {s['target_forwards']} target passes, {s['flops'] / 1e9:.1f} GFLOP"
+
+
+def show_more_flops(result: dict) -> None:
+    m = result["m"]
+    st.markdown("- " + _lane_line("plain", result["ar"]) + "\n- " + _lane_line("speculative", result["spec"]))
+    st.success(
+        f"Speculation did {m['flops_ratio']:.2f}× the FLOPs of plain decoding, and {metrics.fmt_flops(m['flops_wasted'])} "
+        f"of them went on rejected draft tokens. It still ran {m['speedup']:.2f}× as fast, because a verify pass "
+        f"cost only {m['verify_cost_ratio']:.2f}× a plain step while it kept {m['tokens_per_step']:.2f} tokens per pass."
+    )
+
+
+def show_past_the_ridge(result: dict) -> None:
+    lines = []
+    for batch, r in result.items():
+        m = r["m"]
+        lines.append(
+            f"- batch {batch}: {batch * 5} tokens per verify pass; one verify pass cost {m['verify_cost_ratio']:.2f}× "
+            f"a plain step; {m['tokens_per_step']:.2f} tokens kept per pass; speedup {m['speedup']:.2f}×"
+        )
+    st.markdown("\n".join(lines))
+    one, many = result[1]["m"], result[16]["m"]
+    st.success(
+        f"At batch 1 verifying 4 draft tokens cost {one['verify_cost_ratio']:.2f}× a plain step; at batch 16 it cost "
+        f"{many['verify_cost_ratio']:.2f}×, because 80 tokens per pass is past the ridge point. The speedup went "
+        f"from {one['speedup']:.2f}× to {many['speedup']:.2f}×."
+    )
+
+
+def show_turn_it_off(result: dict) -> None:
+    ar, on, off = result["ar"], result["on"], result["off"]
+    base = ar.summary["tokens_per_s"]
+    spec_steps = sum(1 for s in off.steps if s.depth > 0)
+    st.markdown(
+        f"- plain: {base:.1f} tokens/s\n"
+        f"- speculation always on (α = {on.summary['alpha'] or 0:.2f}): {on.summary['tokens_per_s']:.1f} tokens/s "
+        f"({on.summary['tokens_per_s'] / base:.2f}×)\n"
+        f"- off above batch 8: {off.summary['tokens_per_s']:.1f} tokens/s ({off.summary['tokens_per_s'] / base:.2f}×); "
+        + (f"it speculated on {spec_steps} of {len(off.steps) - 1} steps, the ones after the batch had shrunk to 8 "
+           "or fewer sequences" if spec_steps else "it never speculated: more than 8 sequences decoded at every step")
+    )  # fmt: skip
+    better = "beat" if off.summary["tokens_per_s"] > on.summary["tokens_per_s"] else "did not beat"
+    st.success(f"At batch 16 the load-aware policy {better} always-on speculation on this machine.")
+
+
+EXPERIMENTS = [
+    (memory_bound, show_memory_bound),
+    (more_flops, show_more_flops),
+    (past_the_ridge, show_past_the_ridge),
+    (turn_it_off, show_turn_it_off),
+]
+
+# --- page --------------------------------------------------------------------------------------
+st.title("🎓 Lessons")
+st.markdown(
+    "Why is speculative decoding fast, and when is it not? Four short steps, each checked by an experiment that "
+    "runs on this machine when you press its button. After J. Barrow, "
+    "[“Why is speculative decoding fast?”](https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast), 2026."
+)
+try:
+    with st.status("Loading the model pair…", expanded=False) as status:
+        pair = resources.get_pair("embedded", "auto")
+        status.update(label=f"Ready: {pair.target_name} · draft: {pair.draft_name or 'none'} · "
+                            f"{pair.device.type} {pair.dtype_name}", state="complete")  # fmt: skip
+except Exception as exc:  # never a traceback on the page
+    log.exception("model loading failed")
+    st.error(f"Could not load the embedded model pair ({type(exc).__name__}: {exc}).", icon=":material/error:")
+    st.stop()
+
+tabs = st.tabs([path.read_text(encoding="utf-8").splitlines()[0].lstrip("# ") for path in LESSONS])
+for i, (tab, path, (run, show)) in enumerate(zip(tabs, LESSONS, EXPERIMENTS)):
+    with tab:
+        text = path.read_text(encoding="utf-8").split("\n", 1)[1]
+        st.markdown(text)
+        if run is turn_it_off and pair.draft is None:
+            st.warning("This experiment needs the draft model, and this pair has none.")
+            continue
+        if st.button("▶ Run the experiment", key=f"lesson{i + 1}_run", type="primary"):
+            notice = st.empty()
+            lock = resources.run_lock()
+            resources.acquire_lock(lock, notice)
+            try:
+                with st.spinner("Measuring…"):
+                    st.session_state[f"lesson{i + 1}"] = run(pair)
+            except Exception as exc:  # never a traceback on the page
+                log.exception("lesson experiment failed")
+                st.error(f"The experiment failed ({type(exc).__name__}: {exc}).", icon=":material/error:")
+            finally:
+                lock.release()
+        result = st.session_state.get(f"lesson{i + 1}")
+        if result is not None:
+            show(result)
