@@ -148,6 +148,8 @@ def test_lessons_run_the_first_experiment(server):
             page.get_by_text("Ready:").first.wait_for(timeout=180_000)
             page.get_by_role("button", name="▶ Run the experiment").first.click()
             page.get_by_text("Sixteen tokens in one pass").wait_for(timeout=180_000)
+            page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)  # the measured pass-cost curve
+            page.wait_for_timeout(1000)  # let it finish drawing before the screenshot
             assert page.get_by_text("Traceback").count() == 0
             page.screenshot(path=str(ROOT / "artifacts" / "lessons.png"), full_page=True)
         finally:
