@@ -7,6 +7,7 @@ one run at a time touches the model, because timings of two overlapping runs wou
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -134,3 +135,15 @@ def acquire_lock(lock: RunLock, notice) -> None:
     finally:
         lock.leave_queue()
     notice.empty()
+
+
+@contextlib.contextmanager
+def model_turn(notice):
+    """`with model_turn(notice):` the body runs holding the run lock (queued, and told so, while another
+    session's run is on the model); the lock is released however the body ends, reruns included."""
+    lock = run_lock()
+    acquire_lock(lock, notice)
+    try:
+        yield
+    finally:
+        lock.release()

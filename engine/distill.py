@@ -475,36 +475,23 @@ def engine_eval(draft_dir: Path, target: str | None, prompts: list[str], depth: 
                 batch_size: int, dtype: str = "auto") -> dict:
     """Held-out greedy acceptance measured by the engine itself (speculative decoding, fixed depth)."""
     from . import DecodeConfig, generate, load_pair
+    from .trace import acceptance_counts
 
     pair = load_pair(target=target, draft=str(draft_dir), dtype=dtype)
     cfg = DecodeConfig(mode="speculative", depth=depth, drafter="model", temperature=0.0,
                        max_new_tokens=max_new_tokens)
-    accepted = rejections = drafted = steps = 0
-    pos_hits = [0] * depth
-    pos_tries = [0] * depth
+    steps = []
     for b in range(0, len(prompts), batch_size):
-        trace = generate(pair, prompts[b : b + batch_size], cfg)
-        for step in trace.steps:
-            if step.kind != "decode":
-                continue
-            for seq in step.seqs:
-                if not seq.drafted:
-                    continue
-                steps += 1
-                drafted += len(seq.drafted)
-                accepted += seq.num_accepted
-                rejections += 1 if seq.num_accepted < len(seq.drafted) else 0
-                for i, tok in enumerate(seq.drafted):
-                    pos_tries[i] += 1
-                    pos_hits[i] += 1 if tok.accepted else 0
+        steps += generate(pair, prompts[b : b + batch_size], cfg).steps
+    c = acceptance_counts(steps)
     return {
         "depth": depth,
         "prompts": len(prompts),
         "dtype": pair.dtype_name,
-        "alpha": accepted / max(1, accepted + rejections),
-        "acceptance_rate": accepted / max(1, drafted),
-        "mean_accepted": accepted / max(1, steps),
-        "per_position_acceptance": [h / max(1, t) for h, t in zip(pos_hits, pos_tries)],
+        "alpha": c.accepted / max(1, c.accepted + c.rejections),
+        "acceptance_rate": c.accepted / max(1, c.drafted),
+        "mean_accepted": c.accepted / max(1, c.seq_steps),
+        "per_position_acceptance": [h / max(1, t) for h, t in zip(c.pos_hits, c.pos_tries)],
     }
 
 

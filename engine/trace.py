@@ -188,26 +188,44 @@ def _json_default(obj):
     raise TypeError(f"cannot serialise {type(obj).__name__} in a trace")
 
 
-def summarize(steps: list[Step], new_tokens: int, wall_s: float, device: str, dtype: str, speculative: bool) -> dict:
-    """The run summary; field names are the contract of DESIGN.md §3."""
-    decode_steps = [s for s in steps if s.kind == "decode"]
-    drafted = accepted = rejections = seq_steps = 0
-    pos_hits: list[int] = []
-    pos_tries: list[int] = []
-    for step in decode_steps:
+@dataclass
+class AcceptanceCounts:
+    """Raw acceptance counts over decode steps (counts add up across runs; ratios do not)."""
+
+    drafted: int = 0  # draft tokens proposed
+    accepted: int = 0  # draft tokens accepted
+    rejections: int = 0  # sequence-steps that ended in a rejection
+    seq_steps: int = 0  # sequence-steps that drafted anything
+    pos_hits: list[int] = field(default_factory=list)  # per draft position: accepted
+    pos_tries: list[int] = field(default_factory=list)  # per draft position: drafted
+
+
+def acceptance_counts(steps: list[Step]) -> AcceptanceCounts:
+    c = AcceptanceCounts()
+    for step in steps:
+        if step.kind != "decode":
+            continue
         for seq in step.seqs:
             if not seq.drafted:
                 continue
-            seq_steps += 1
-            drafted += len(seq.drafted)
-            accepted += seq.num_accepted
-            rejections += 1 if seq.num_accepted < len(seq.drafted) else 0
+            c.seq_steps += 1
+            c.drafted += len(seq.drafted)
+            c.accepted += seq.num_accepted
+            c.rejections += 1 if seq.num_accepted < len(seq.drafted) else 0
             for i, tok in enumerate(seq.drafted):
-                while len(pos_tries) <= i:
-                    pos_tries.append(0)
-                    pos_hits.append(0)
-                pos_tries[i] += 1
-                pos_hits[i] += 1 if tok.accepted else 0
+                while len(c.pos_tries) <= i:
+                    c.pos_tries.append(0)
+                    c.pos_hits.append(0)
+                c.pos_tries[i] += 1
+                c.pos_hits[i] += 1 if tok.accepted else 0
+    return c
+
+
+def summarize(steps: list[Step], new_tokens: int, wall_s: float, device: str, dtype: str, speculative: bool) -> dict:
+    """The run summary; field names are the contract of DESIGN.md §3."""
+    c = acceptance_counts(steps)
+    drafted, accepted, rejections, seq_steps = c.drafted, c.accepted, c.rejections, c.seq_steps
+    pos_hits, pos_tries = c.pos_hits, c.pos_tries
     has_drafts = speculative and drafted > 0
     summary = {
         "new_tokens": new_tokens,

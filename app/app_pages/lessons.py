@@ -151,17 +151,13 @@ for i, (tab, path, (run, show)) in enumerate(zip(tabs, LESSONS, EXPERIMENTS)):
             st.warning("This experiment needs the draft model, and this pair has none.")
             continue
         if st.button("▶ Run the experiment", key=f"lesson{i + 1}_run", type="primary"):
-            notice = st.empty()
-            lock = resources.run_lock()
-            resources.acquire_lock(lock, notice)
-            try:
-                with st.spinner("Measuring…"):
-                    st.session_state[f"lesson{i + 1}"] = run(pair)
-            except Exception as exc:  # never a traceback on the page
-                log.exception("lesson experiment failed")
-                st.error(f"The experiment failed ({type(exc).__name__}: {exc}).", icon=":material/error:")
-            finally:
-                lock.release()
+            with resources.model_turn(st.empty()):
+                try:
+                    with st.spinner("Measuring…"):
+                        st.session_state[f"lesson{i + 1}"] = run(pair)
+                except Exception as exc:  # never a traceback on the page
+                    log.exception("lesson experiment failed")
+                    st.error(f"The experiment failed ({type(exc).__name__}: {exc}).", icon=":material/error:")
         result = st.session_state.get(f"lesson{i + 1}")
         if result is not None:
             show(result)

@@ -258,19 +258,15 @@ if want_run and problems:
 elif want_run and pair is not None:
     live = st.empty()
     notice = st.empty()
-    lock = resources.run_lock()
     try:
-        resources.acquire_lock(lock, notice)
-        st.session_state["running"] = True
-        try:
+        with resources.model_turn(notice):
+            st.session_state["running"] = True
             result = run_both(pair, settings, live)
             recorded_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             for trace in (result["ar"], result["spec"]):  # a downloaded trace replays with this machine's peaks
                 trace.meta["probe"] = probe.to_dict()
                 trace.meta["recorded_at"] = recorded_at
             st.session_state["result"] = result
-        finally:
-            lock.release()
         st.session_state["running"] = False
         live.empty()
     except ConfigError as exc:

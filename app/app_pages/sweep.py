@@ -93,18 +93,14 @@ if go_passes:
                  f"above this page's guard of {PASS_GUARD:,}. Fix: lower the batch size or the tokens per row.",
                  icon=":material/error:")  # fmt: skip
     else:
-        notice = st.empty()
-        lock = resources.run_lock()
-        resources.acquire_lock(lock, notice)
-        try:
-            with st.spinner("Timing forward passes (median of 5 each)…"):
-                rows = pass_costs(pair, sorted(batches), [t for t in TOKENS if t <= max_tokens], context, repeats=5)
-            st.session_state["pass_rows"] = rows
-        except Exception as exc:  # never a traceback on the page
-            log.exception("pass timing failed")
-            st.error(f"The measurement failed ({type(exc).__name__}: {exc}).", icon=":material/error:")
-        finally:
-            lock.release()
+        with resources.model_turn(st.empty()):
+            try:
+                with st.spinner("Timing forward passes (median of 5 each)…"):
+                    tokens_list = [t for t in TOKENS if t <= max_tokens]
+                    st.session_state["pass_rows"] = pass_costs(pair, sorted(batches), tokens_list, context, repeats=5)
+            except Exception as exc:  # never a traceback on the page
+                log.exception("pass timing failed")
+                st.error(f"The measurement failed ({type(exc).__name__}: {exc}).", icon=":material/error:")
 rows = st.session_state.get("pass_rows")
 if rows:
     st.plotly_chart(roofline.pass_cost_figure(rows, n_star), width="stretch", key="pass_fig")
@@ -148,22 +144,18 @@ if go_grid:
         st.error("That grid would take many minutes on this machine. Fix: fewer or smaller batch sizes, fewer "
                  "depths, or fewer tokens.", icon=":material/error:")  # fmt: skip
     else:
-        notice = st.empty()
-        lock = resources.run_lock()
-        resources.acquire_lock(lock, notice)
-        progress = st.empty()
-        try:
-            result = bench(
-                pair, sorted(grid_batches), sorted(grid_depths), drafter=kind, max_new_tokens=tokens, repeats=1,
-                log=lambda line: progress.caption("measured:" + line),
-            )  # fmt: skip
-            st.session_state["grid"] = result
-        except Exception as exc:  # never a traceback on the page
-            log.exception("grid failed")
-            st.error(f"The measurement failed ({type(exc).__name__}: {exc}).", icon=":material/error:")
-        finally:
-            lock.release()
-            progress.empty()
+        with resources.model_turn(st.empty()):
+            progress = st.empty()
+            try:
+                st.session_state["grid"] = bench(
+                    pair, sorted(grid_batches), sorted(grid_depths), drafter=kind, max_new_tokens=tokens, repeats=1,
+                    log=lambda line: progress.caption("measured:" + line),
+                )  # fmt: skip
+            except Exception as exc:  # never a traceback on the page
+                log.exception("grid failed")
+                st.error(f"The measurement failed ({type(exc).__name__}: {exc}).", icon=":material/error:")
+            finally:
+                progress.empty()
 grid = st.session_state.get("grid")
 if grid:
     st.plotly_chart(speedup_figure(grid["rows"]), width="stretch", key="grid_fig")
