@@ -11,15 +11,26 @@ Position ids are per row (`lengths`), so RoPE sees the true positions whatever t
 
 from __future__ import annotations
 
+import os
+
 import torch
 from transformers import DynamicCache
 
 from .costs import ModelCosts
+from .fastllama import LeanLlama, supports
+
+
+def lean_enabled() -> bool:
+    """The lean Llama forward is on unless SPECLAB_LEAN=0 (to compare against transformers' own forward)."""
+    return os.environ.get("SPECLAB_LEAN", "1") != "0"
 
 
 class RaggedCache:
-    def __init__(self, model: torch.nn.Module, device: torch.device, costs: ModelCosts):
+    def __init__(self, model: torch.nn.Module, device: torch.device, costs: ModelCosts, lean: bool | None = None):
         self.model = model
+        # gpt-fast-style forward over the same weights when the model is a plain Llama (engine/fastllama.py).
+        use_lean = lean_enabled() if lean is None else lean
+        self.lean = LeanLlama(model) if use_lean and supports(model) else None
         self.device = device
         self.costs = costs
         self.flops = 0.0  # accumulated over forwards; the decode loop reads and resets them per step
@@ -70,6 +81,8 @@ class RaggedCache:
             self.lengths = self.lengths + n_new
         # No padding anywhere (always so at batch 1): let attention take its plain causal path, no mask to build.
         no_padding = bool(mask.all())
+        if self.lean is not None:
+            return self.lean.forward(input_ids, positions, None if no_padding else mask, self.cache, logits_to_keep)
         out = self.model(
             input_ids=input_ids,
             attention_mask=None if no_padding else mask,

@@ -251,6 +251,41 @@ def test_consumer_time_is_off_the_clock(tiny):
 
 
 # --- costs -------------------------------------------------------------------------------------
+def test_lean_forward_matches_transformers(tokenizer):
+    """engine/fastllama.py computes what LlamaForCausalLM computes: ragged prefill, multi-token verify,
+    per-row roll-back, row selection and single-token steps all give the same logits (float32)."""
+    from engine.kvcache import RaggedCache
+
+    model = __import__("conftest").tiny_llama(len(tokenizer), layers=3, seed=5)
+    costs = ModelCosts.from_model(model)
+    prompts = [[5, 6, 7, 8, 9, 10, 11], [20, 21, 22], [30, 31, 32, 33, 34]]
+    logits = {}
+    for lean in (False, True):
+        cache = RaggedCache(model, torch.device("cpu"), costs, lean=lean)
+        assert (cache.lean is not None) == lean
+        with torch.inference_mode():
+            steps = [cache.prefill(prompts, 0, logits_to_keep=1), cache.forward(torch.tensor([[1, 2, 3]] * 3))]
+            cache.keep(cache.lengths - torch.tensor([0, 2, 1]))  # ragged roll-back
+            steps.append(cache.forward(torch.tensor([[4]] * 3)))
+            cache.select(torch.tensor([0]))  # rows 1, 2 finished
+            steps += [cache.forward(torch.tensor([[7, 8]])), cache.forward(torch.tensor([[9]]))]
+        logits[lean] = steps
+    for ref, lean in zip(logits[False], logits[True]):
+        assert ref.shape == lean.shape
+        assert torch.allclose(ref, lean, atol=1e-4, rtol=1e-4), (ref - lean).abs().max()
+
+
+def test_lean_forward_only_for_plain_llama(tokenizer):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from engine.fastllama import supports
+
+    assert supports(__import__("conftest").tiny_llama(len(tokenizer)))
+    biased = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                          num_attention_heads=2, attention_bias=True))
+    assert not supports(biased)  # falls back to transformers' forward
+
+
 def test_flops_formula_matches_flop_counter(tokenizer):
     from torch.utils.flop_counter import FlopCounterMode
     from transformers import DynamicCache
