@@ -58,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--drafter", default="model", choices=["model", "ngram"])
     bench.add_argument("--policy", default="fixed", choices=["fixed", "off_above_batch", "heuristic"])
     bench.add_argument("--disable-by-batch-size", type=int, default=8)
-    bench.add_argument("--prompts", default="chat", choices=["chat", "extractive"], help="built-in prompt set")
+    bench.add_argument("--prompts", default="chat", choices=["chat", "extractive", "heldout"],
+                       help="built-in prompt set (heldout: topics the distilled draft never saw)")
+    bench.add_argument("--baseline-prompts", type=int, default=4, help="prompts in the --baseline comparison")
     bench.add_argument("--max-new-tokens", type=int, default=64)
     bench.add_argument("--repeats", type=int, default=3, help="runs per cell; the median is reported")
     bench.add_argument("--baseline", action="store_true", help="also time transformers generate() at batch 1")
@@ -142,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                 pair, args.batch, args.depth, drafter=args.drafter, prompt_set=args.prompts,
                 policy=args.policy, disable_by_batch_size=args.disable_by_batch_size,
                 max_new_tokens=args.max_new_tokens, repeats=args.repeats, baseline=args.baseline,
+                baseline_prompts=args.baseline_prompts,
                 log=lambda s: print(s, file=sys.stderr),
             )  # fmt: skip
             print(format_table(result))

@@ -50,8 +50,24 @@ EXTRACTIVE_PROMPTS = [
 PROMPT_SETS = {"chat": CHAT_PROMPTS, "extractive": EXTRACTIVE_PROMPTS}
 
 
+def heldout_prompts(n: int = 16) -> list[str]:
+    """Prompts on the topics the distilled draft never saw in training (engine/distill.py holds every 10th
+    topic out), round-robin over those topics: the honest set for measuring the shipped draft."""
+    from .distill import _heldout_eval_prompts, build_prompts
+
+    return _heldout_eval_prompts(build_prompts(seed=0)["heldout"], n)
+
+
+def prompt_set_list(prompt_set: str) -> list[str]:
+    if prompt_set == "heldout":
+        return heldout_prompts()
+    if prompt_set not in PROMPT_SETS:
+        raise ValueError(f"unknown prompt set {prompt_set!r}: choose chat, extractive or heldout")
+    return PROMPT_SETS[prompt_set]
+
+
 def batch_prompts(prompt_set: str, batch: int) -> list[str]:
-    prompts = PROMPT_SETS[prompt_set]
+    prompts = prompt_set_list(prompt_set)
     return [prompts[i % len(prompts)] for i in range(batch)]
 
 
@@ -91,29 +107,41 @@ def _draft_forward_ms(steps) -> float | None:
     return _median([st.draft_ms / st.depth for st in drafted])
 
 
-def hf_generate(pair: ModelPair, prompt: str, max_new_tokens: int, repeats: int, **kwargs) -> dict:
-    """transformers' own generate(), greedy, batch 1, same model/dtype: the honest baseline."""
-    ids = torch.tensor([pair.encode_prompt(prompt)], device=pair.device)
-    mask = torch.ones_like(ids)
+def hf_generate(pair: ModelPair, prompts: list[str], max_new_tokens: int, repeats: int, **kwargs) -> dict:
+    """transformers' own generate(), greedy, batch 1, same model/dtype: the honest baseline.
+
+    One repeat decodes every prompt in turn; its rate is total new tokens / total wall time."""
     eos = sorted(pair.eos_ids) or None
     args = dict(do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos, pad_token_id=eos[0] if eos else None)
-    rates, outputs = [], None
+    rates, outputs = [], []
     with torch.inference_mode():
         for _ in range(repeats):
-            t = time.perf_counter()
-            out = pair.target.generate(ids, attention_mask=mask, **args, **kwargs)
-            dt = time.perf_counter() - t
-            outputs = out[0, ids.shape[1] :].tolist()
-            rates.append(len(outputs) / dt)
-    return {"tokens_per_s": _median(rates), "new_tokens": len(outputs), "outputs": [outputs], "rates": rates}
+            outputs, wall = [], 0.0
+            for prompt in prompts:
+                ids = torch.tensor([pair.encode_prompt(prompt)], device=pair.device)
+                t = time.perf_counter()
+                out = pair.target.generate(ids, attention_mask=torch.ones_like(ids), **args, **kwargs)
+                wall += time.perf_counter() - t
+                outputs.append(out[0, ids.shape[1] :].tolist())
+            rates.append(sum(len(o) for o in outputs) / wall)
+    return {"tokens_per_s": _median(rates), "new_tokens": sum(len(o) for o in outputs), "outputs": outputs, "rates": rates}
 
 
-def _ours(pair: ModelPair, prompt: str, cfg: DecodeConfig, repeats: int) -> dict:
-    rates, trace = [], None
+def _ours(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, repeats: int) -> dict:
+    """Our engine on the same prompts, one at a time (batch 1), timed like `hf_generate` (wall clock)."""
+    rates, outputs, alphas = [], [], []
     for _ in range(repeats):
-        trace = generate(pair, [prompt], cfg)
-        rates.append(trace.summary["tokens_per_s"])
-    return {"tokens_per_s": _median(rates), "new_tokens": trace.summary["new_tokens"], "outputs": trace.output_ids, "rates": rates}
+        outputs, wall, alphas = [], 0.0, []
+        for prompt in prompts:
+            t = time.perf_counter()
+            trace = generate(pair, [prompt], cfg)
+            wall += time.perf_counter() - t
+            outputs += trace.output_ids
+            if trace.summary["alpha"] is not None:
+                alphas.append(trace.summary["alpha"])
+        rates.append(sum(len(o) for o in outputs) / wall)
+    return {"tokens_per_s": _median(rates), "new_tokens": sum(len(o) for o in outputs), "outputs": outputs,
+            "rates": rates, "alpha": statistics.mean(alphas) if alphas else None}
 
 
 def bench(
@@ -128,6 +156,7 @@ def bench(
     log=print,
     policy: str = "fixed",
     disable_by_batch_size: int = 8,
+    baseline_prompts: int = 4,
 ) -> dict:
     """The grid: for each batch, AR once, then speculative at each depth; medians of `repeats`."""
     rows = []
@@ -181,40 +210,50 @@ def bench(
         "rows": rows,
     }
     if baseline:
-        result["baselines"] = baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, policy)
+        result["baselines"] = baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, policy,
+                                        baseline_prompts)
     return result
 
 
-def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, policy: str = "fixed") -> dict:
-    """Batch-1 comparison on the first prompt of the set: HF generate (plain, and with its own drafting) vs ours.
+def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, policy: str = "fixed",
+              n_prompts: int = 4) -> dict:
+    """Batch-1 comparison on the first `n_prompts` prompts of the set: HF generate (plain, and with its own
+    drafting at the grid's largest depth) vs ours, all on the same prompts, model and dtype.
 
     The four contenders run interleaved, one run each per round, so slow drift of a shared machine
     (thermal, neighbours) hits them alike; each gets one warm-up first. Medians over rounds."""
-    prompt = PROMPT_SETS[prompt_set][0]
+    prompts = prompt_set_list(prompt_set)[: max(1, n_prompts)]
     depth = max(depths) if max(depths) > 0 else 4
-    contenders = {"hf_generate": lambda n: hf_generate(pair, prompt, max_new_tokens, n)}
+    contenders = {"hf_generate": lambda n: hf_generate(pair, prompts, max_new_tokens, n)}
     if drafter == "ngram":
         name = f"generate(prompt_lookup_num_tokens={depth})"
-        contenders["hf_drafting"] = lambda n: hf_generate(pair, prompt, max_new_tokens, n, prompt_lookup_num_tokens=depth)
+        contenders["hf_drafting"] = lambda n: hf_generate(pair, prompts, max_new_tokens, n, prompt_lookup_num_tokens=depth)
     elif pair.draft is not None:
         name = f"generate(assistant_model=draft, num_assistant_tokens={depth}, assistant_confidence_threshold=0)"
         contenders["hf_drafting"] = lambda n: hf_generate(
-            pair, prompt, max_new_tokens, n, assistant_model=pair.draft,
+            pair, prompts, max_new_tokens, n, assistant_model=pair.draft,
             num_assistant_tokens=depth, assistant_confidence_threshold=0.0,
         )  # fmt: skip
     ar_cfg = DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens)
     spec_cfg = DecodeConfig(mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens, policy=policy)
-    contenders["ours_ar"] = lambda n: _ours(pair, prompt, ar_cfg, n)
-    contenders["ours_spec"] = lambda n: _ours(pair, prompt, spec_cfg, n)
-    for run in contenders.values():  # warm-up
-        run(1)
+    contenders["ours_ar"] = lambda n: _ours(pair, prompts, ar_cfg, n)
+    contenders["ours_spec"] = lambda n: _ours(pair, prompts, spec_cfg, n)
+    # Warm-up: each contender once on the first prompt, a few tokens.
+    hf_generate(pair, prompts[:1], 8, 1)
+    if drafter == "ngram":
+        hf_generate(pair, prompts[:1], 8, 1, prompt_lookup_num_tokens=depth)
+    elif pair.draft is not None:
+        hf_generate(pair, prompts[:1], 8, 1, assistant_model=pair.draft, num_assistant_tokens=depth,
+                    assistant_confidence_threshold=0.0)
+    _ours(pair, prompts[:1], DecodeConfig(mode="autoregressive", max_new_tokens=8), 1)
+    _ours(pair, prompts[:1], DecodeConfig(mode="speculative", depth=depth, drafter=drafter, max_new_tokens=8), 1)
     rounds = {key: [] for key in contenders}
     last = {}
     for _ in range(repeats):
         for key, run in contenders.items():
             last[key] = run(1)
             rounds[key] += last[key]["rates"]
-    out = {"prompt": prompt, "depth": depth}
+    out = {"prompt": prompts[0], "prompts": prompts, "depth": depth}
     for key in contenders:
         out[key] = last[key] | {"tokens_per_s": _median(rounds[key]), "rates": rounds[key]}
         log(f"  {key:<12} {out[key]['tokens_per_s']:8.1f} tok/s")
@@ -229,7 +268,8 @@ def format_table(result: dict) -> str:
         f"drafter {result['drafter']}  policy {result.get('policy', 'fixed')}  prompts {result['prompt_set']}  max_new_tokens {result['max_new_tokens']}  "
         f"median of {result['repeats']}",
         "",
-        "batch depth tok/pass   AR tok/s  spec tok/s  speedup  accept  alpha  tok/step  FLOPs x  ovh%  same",
+        "batch depth tok/pass   AR tok/s  spec tok/s  speedup  accept  alpha  tok/step  FLOPs x  ovh%  same"
+        + ("      c  predicted" if any("c" in r for r in result["rows"]) else ""),
     ]
     for r in result["rows"]:
 
@@ -240,12 +280,14 @@ def format_table(result: dict) -> str:
             f"{r['batch']:>5} {r['depth']:>5} {r['tokens_per_pass']:>8} {r['ar_tokens_per_s']:>10.1f} "
             f"{r['spec_tokens_per_s']:>11.1f} {r['speedup']:>7.2f}x {f(r['acceptance_rate'], '>6.2f')} "
             f"{f(r['alpha'], '>6.2f')} {f(r['tokens_per_step'], '>9.2f')} {f(r['flops_ratio'], '>8.2f')} "
-            f"{f(r['spec_overhead_pct'], '>5.1f')}  {'yes' if r['same_output'] else 'no'}"
+            f"{f(r['spec_overhead_pct'], '>5.1f')}  {'yes' if r['same_output'] else 'no ':<4}"
+            + (f" {r['c']:>6.3f} {r['predicted_speedup']:>9.2f}x" if "c" in r else "")
         )
     b = result.get("baselines")
     if b:
         hf = b["hf_generate"]["tokens_per_s"]
-        lines += ["", f"batch 1, depth {b['depth']}, prompt: {b['prompt'][:60]!r}"]
+        n = len(b.get("prompts", [b["prompt"]]))
+        lines += ["", f"batch 1, depth {b['depth']}, {n} prompt(s) from {result['prompt_set']!r}, first: {b['prompt'][:60]!r}"]
         entries = [("transformers generate()", b["hf_generate"])]
         if "hf_drafting" in b:
             entries.append((f"transformers {b['hf_drafting_name']}", b["hf_drafting"]))

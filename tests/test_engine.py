@@ -424,3 +424,37 @@ def test_cli_bad_input_is_one_line(capsys):
     assert main(["run", "--prompt", "hi", "--depth", "40"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: depth must be between 0 and 16") and "Traceback" not in err
+
+
+# --- bench -------------------------------------------------------------------------------------
+def test_bench_grid_and_baselines_run_end_to_end(tiny):
+    """The benchmark's code path (not its speed): every cell is measured, outputs match AR, the table prints."""
+    from engine.bench import bench, format_table
+
+    result = bench(tiny, [1, 2], [2], drafter="model", max_new_tokens=6, repeats=1, baseline=True,
+                   baseline_prompts=2, log=lambda s: None)
+    assert [(r["batch"], r["depth"]) for r in result["rows"]] == [(1, 2), (2, 2)]
+    for r in result["rows"]:
+        assert r["ar_tokens_per_s"] > 0 and r["spec_tokens_per_s"] > 0
+        assert r["same_output"]  # float32 tiny models: speculative == AR
+        assert r["c"] > 0 and r["predicted_speedup"] > 0
+    b = result["baselines"]
+    assert len(b["prompts"]) == 2
+    assert b["ours_spec"]["outputs"] == b["ours_ar"]["outputs"] == b["hf_generate"]["outputs"]
+    assert b["hf_drafting"]["outputs"] == b["hf_generate"]["outputs"]  # assisted generation is lossless too
+    table = format_table(result)
+    assert "assistant_model=draft" in table and "predicted" in table
+
+
+def test_heldout_prompt_set_is_disjoint_from_training_topics():
+    from engine.bench import heldout_prompts, prompt_set_list
+    from engine.distill import build_prompts
+
+    prompts = build_prompts(seed=0)
+    train_topics = {r["topic"] for r in prompts["train"]}
+    held = heldout_prompts(16)
+    assert len(held) == 16 and held == prompt_set_list("heldout")
+    by_prompt = {r["prompt"]: r["topic"] for r in prompts["heldout"]}
+    assert all(by_prompt[p] not in train_topics for p in held)
+    with pytest.raises(ValueError, match="unknown prompt set"):
+        prompt_set_list("poems")
