@@ -373,6 +373,7 @@ def _meta(pair: ModelPair, cfg: DecodeConfig, stream: StepStream, util: Utilizat
         "target_params": sum(p.numel() for p in pair.target.parameters()),
         "draft_params": sum(p.numel() for p in pair.draft.parameters()) if pair.draft is not None and cfg.drafter == "model" else 0,
         "util_source": util.source,
+        "forward": "speclab lean Llama (engine/fastllama.py)" if stream.target_cache.lean is not None else "transformers",
         "torch": torch.__version__,
         "transformers": transformers.__version__,
     }

@@ -60,14 +60,16 @@ class ModelDrafter:
         for i in range(depth):
             logits = self.cache.forward(feed, logits_to_keep=1)[:, -1]  # (B, vocab)
             if temperature == 0:
-                q_all = torch.softmax(logits.float(), dim=-1)  # (B, vocab), shown as q in the trace
                 token = logits.argmax(dim=-1)  # (B,)
+                # q of the chosen token (shown in the trace), at T = 1, without a full softmax
+                logits = logits.float()
+                q_x.append(torch.exp(logits.gather(1, token[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)))
             else:
                 q_all = probs_from_logits(logits, temperature, top_p)
                 token = sample(q_all, generator)
                 probs.append(q_all)
+                q_x.append(q_all.gather(1, token[:, None]).squeeze(1))
             ids.append(token)
-            q_x.append(q_all.gather(1, token[:, None]).squeeze(1))
             feed = token[:, None]
             if i < depth - 1:
                 fed += 1
