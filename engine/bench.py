@@ -307,10 +307,12 @@ def pass_costs(
     from .hardware import StepTimer
     from .kvcache import RaggedCache
 
+    from .costs import ModelCosts
+
     model = pair.target if which == "target" else pair.draft
-    costs = pair.target_costs if which == "target" else pair.draft_costs
     if model is None:
         raise ValueError("no draft model loaded")
+    costs = pair.target_costs if which == "target" else ModelCosts.from_model(model)  # the full head here
     gen = torch.Generator().manual_seed(0)
     rows = []
     with torch.inference_mode():

@@ -32,6 +32,7 @@ class ModelCosts:
     n_kv_heads: int
     head_dim: int
     elem_bytes: int
+    vocab_rows: int = 0  # rows of the output head (vocabulary entries it scores)
 
     @classmethod
     def from_model(cls, model: torch.nn.Module) -> "ModelCosts":
@@ -59,7 +60,17 @@ class ModelCosts:
             n_kv_heads=getattr(cfg, "num_key_value_heads", None) or n_heads,
             head_dim=head_dim,
             elem_bytes=output_emb.element_size(),
+            vocab_rows=output_emb.shape[0],
         )
+
+    def with_head_rows(self, rows: int) -> "ModelCosts":
+        """The same model with its output head cut to `rows` vocabulary entries (a reduced draft head)."""
+        from dataclasses import replace
+
+        hidden = self.head_params // max(1, self.vocab_rows)
+        cut = max(0, self.head_params - rows * hidden)
+        return replace(self, linear_params=self.linear_params - cut, head_params=self.head_params - cut,
+                       weight_bytes=self.weight_bytes - cut * self.elem_bytes, vocab_rows=rows)
 
     def forward_flops(self, batch: int, new_tokens: int, past: float, logits_tokens: int | None = None) -> float:
         """FLOPs of one forward: `batch` rows of `new_tokens` each, over a KV cache of `past` tokens per row.

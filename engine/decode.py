@@ -102,7 +102,7 @@ def make_drafter(pair: ModelPair, cfg: DecodeConfig, pad_id: int):
         return NgramDrafter(cfg.ngram_size, vocab, pair.device, special - pair.eos_ids)
     if pair.draft is None:
         raise ConfigError("drafter='model' needs a draft model, but this pair has none: use drafter='ngram'")
-    return ModelDrafter(pair.draft, pair.device, pair.draft_costs, pad_id)
+    return ModelDrafter(pair.draft, pair.device, pair.draft_costs, pad_id, vocab=pair.draft_vocab)
 
 
 def drafter_name(pair: ModelPair, cfg: DecodeConfig) -> str | None:

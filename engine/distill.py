@@ -456,6 +456,19 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "generation_config.json")
 
 
+def write_draft_vocab(out: Path, rows: list[dict]) -> int:
+    """draft_vocab.json: every token the target emitted in the training responses (FR-Spec-style reduced
+    draft vocabulary). The draft was trained to score only these (plus random negatives), so slicing its
+    head to them at decode time costs almost no acceptance and most of the head's time. Returns the count."""
+    from .models import DRAFT_VOCAB_FILE, DRAFT_VOCAB_FORMAT
+
+    ids = sorted({t for r in rows for t in r["output_ids"]})
+    data = {"format": DRAFT_VOCAB_FORMAT, "ids": ids,
+            "note": "token ids the target emitted in the distillation data; SpecLab's drafter scores only these"}
+    (out / DRAFT_VOCAB_FILE).write_text(json.dumps(data))
+    return len(ids)
+
+
 def save_draft(draft, target_dir: Path, out: Path, dtype=torch.bfloat16) -> int:
     """safetensors (bfloat16 by default) + config.json + the target's tokenizer files. Returns bytes written."""
     out.mkdir(parents=True, exist_ok=True)
@@ -526,7 +539,9 @@ def write_card(out: Path, info: dict) -> None:
         f"{info['heldout_topics']} whole topics held out for evaluation.",
         f"- Target responses: greedy, up to {info['max_new_tokens']} new tokens, batch {info['gen_batch']} with "
         f"SpecLab's engine in {info['gen_dtype']}: {info['train_tokens']} response tokens, generated in "
-        f"{info['gen_minutes']:.0f} min on this machine.",
+        f"{info['gen_minutes']:.0f} min on this machine"
+        + (f"; the target's top-{info['soft_topk']} distributions at every response position took one "
+           f"teacher-forcing pass of {info.get('soft_minutes', 0.0):.0f} min." if info["soft_topk"] else "."),
         f"- Loss on response tokens: {1 - info['soft_weight']:.2f} x CE(target's greedy token)"
         + (f" + {info['soft_weight']:.2f} x soft CE(target's top-{info['soft_topk']} distribution)"
            if info["soft_topk"] else "") + ".",
@@ -713,6 +728,7 @@ def main(argv=None) -> int:
         stats["params"] = sum(p.numel() for p in draft.parameters())
         stats["embedding_params"] = draft.get_input_embeddings().weight.numel()
         stats["bytes"] = save_draft(draft, target_dir, out)
+        stats["draft_vocab"] = write_draft_vocab(out, train_rows)
         save_stats()
         log(f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top1 "
             f"{result.get('heldout', {}).get('top1', float('nan')):.3f}; wrote {out} ({stats['bytes'] / 1e6:.1f} MB)")
@@ -733,7 +749,7 @@ def main(argv=None) -> int:
             "max_new_tokens": args.max_new_tokens, "gen_batch": args.gen_batch,
             "gen_dtype": stats.get("gen_dtype", "?"), "train_tokens": tr.get("train_tokens", 0),
             "gen_minutes": stats.get("gen_seconds", 0.0) / 60, "soft_weight": args.soft_weight if args.soft_topk else 0.0,
-            "soft_topk": args.soft_topk, "lr": args.lr, "batch_tokens": args.batch_tokens, "epochs": args.epochs,
+            "soft_topk": args.soft_topk, "soft_minutes": stats.get("soft_seconds", 0.0) / 60, "lr": args.lr, "batch_tokens": args.batch_tokens, "epochs": args.epochs,
             "steps": tr.get("steps", 0), "train_minutes": tr.get("seconds", 0.0) / 60, "seed": args.seed,
             "engine_eval": ev, "heldout_top1": tr.get("heldout", {}).get("top1", float("nan")),
             "command": command_line(args),

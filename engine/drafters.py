@@ -38,10 +38,17 @@ class Draft:
 class ModelDrafter:
     name = "model"
 
-    def __init__(self, model: torch.nn.Module, device: torch.device, costs, pad_id: int):
+    def __init__(self, model: torch.nn.Module, device: torch.device, costs, pad_id: int,
+                 vocab: torch.Tensor | None = None):
         self.cache = RaggedCache(model, device, costs)
         self.pad_id = pad_id
         self.lag = 0  # tokens of every sequence not yet in the draft cache (the same for all rows)
+        self.vocab_size = model.get_output_embeddings().weight.shape[0]
+        # FR-Spec: with a reduced vocabulary the head scores only these token ids (lean forward only).
+        self.vocab = None
+        if vocab is not None and self.cache.lean is not None:
+            self.vocab = vocab.to(device)
+            self.cache.lean.restrict_head(self.vocab)
 
     def prefill(self, sequences: list[list[int]]) -> None:
         """Cache all but the last token of each prompt. The prefill step then appends the target's first
@@ -59,16 +66,22 @@ class ModelDrafter:
         ids, q_x, probs = [], [], []
         for i in range(depth):
             logits = self.cache.forward(feed, logits_to_keep=1)[:, -1]  # (B, vocab)
+            # With a reduced vocabulary, logits (and `local`) index self.vocab; q is 0 outside it.
             if temperature == 0:
-                token = logits.argmax(dim=-1)  # (B,)
+                local = logits.argmax(dim=-1)  # (B,)
                 # q of the chosen token (shown in the trace), at T = 1, without a full softmax
                 logits = logits.float()
-                q_x.append(torch.exp(logits.gather(1, token[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)))
+                q_x.append(torch.exp(logits.gather(1, local[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)))
             else:
-                q_all = probs_from_logits(logits, temperature, top_p)
-                token = sample(q_all, generator)
-                probs.append(q_all)
-                q_x.append(q_all.gather(1, token[:, None]).squeeze(1))
+                q_local = probs_from_logits(logits, temperature, top_p)
+                local = sample(q_local, generator)
+                q_x.append(q_local.gather(1, local[:, None]).squeeze(1))
+                if self.vocab is not None:  # Algorithm 1 needs q over the whole vocabulary
+                    q_all = torch.zeros(q_local.shape[0], self.vocab_size, device=q_local.device)
+                    q_all[:, self.vocab] = q_local
+                    q_local = q_all
+                probs.append(q_local)
+            token = self.vocab[local] if self.vocab is not None else local
             ids.append(token)
             feed = token[:, None]
             if i < depth - 1:

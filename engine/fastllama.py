@@ -38,14 +38,66 @@ def supports(model: torch.nn.Module) -> bool:
     )
 
 
+def _layer(x, cos, sin, past_k, past_v, mask, is_causal: bool, ln1, wq, wk, wv, wo, ln2, wg, wu, wd,
+           n_heads: int, n_kv: int, head_dim: int, eps: float, scale: float):
+    """One decoder layer; returns the new hidden states and this layer's keys/values including the new ones."""
+    bsz, n, _ = x.shape
+
+    def norm(t, w):
+        dtype = t.dtype
+        t = t.to(torch.float32)
+        t = t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps)
+        return w * t.to(dtype)
+
+    def rotate_half(t):
+        half = t.shape[-1] // 2
+        return torch.cat((-t[..., half:], t[..., :half]), dim=-1)
+
+    h = norm(x, ln1)
+    q = F.linear(h, wq).view(bsz, n, n_heads, head_dim).transpose(1, 2)
+    k = F.linear(h, wk).view(bsz, n, n_kv, head_dim).transpose(1, 2)
+    v = F.linear(h, wv).view(bsz, n, n_kv, head_dim).transpose(1, 2)
+    q = q * cos + rotate_half(q) * sin
+    k = k * cos + rotate_half(k) * sin
+    if past_k is not None:
+        k = torch.cat([past_k, k], dim=2)
+        v = torch.cat([past_v, v], dim=2)
+    groups = n_heads // n_kv
+    total = k.shape[2]
+    if groups > 1 and mask is None:
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale, enable_gqa=True)
+    else:
+        kk, vv = k, v
+        if groups > 1:
+            kk = k[:, :, None].expand(bsz, n_kv, groups, total, head_dim).reshape(bsz, n_heads, total, head_dim)
+            vv = v[:, :, None].expand(bsz, n_kv, groups, total, head_dim).reshape(bsz, n_heads, total, head_dim)
+        a = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask, is_causal=is_causal, scale=scale)
+    x = x + F.linear(a.transpose(1, 2).reshape(bsz, n, -1), wo)
+    h = norm(x, ln2)
+    x = x + F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)
+    return x, k, v
+
+
+_compiled_layer = None
+
+
+def compiled_layer():
+    """`_layer` under torch.compile (dynamic shapes), built once per process. Opt-in: SPECLAB_COMPILE=1."""
+    global _compiled_layer
+    if _compiled_layer is None:
+        _compiled_layer = torch.compile(_layer, dynamic=True)
+    return _compiled_layer
+
+
 class LeanLlama:
     """Holds references to a Llama model's parameters; `forward` is one decode/verify/prefill pass."""
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, compile: bool = False):
         if not supports(model):
             raise ValueError("LeanLlama needs a plain LlamaForCausalLM (default RoPE, SiLU, no biases)")
         cfg = model.config
         self.model = model
+        self.layer_fn = compiled_layer() if compile else _layer
         self.n_heads = cfg.num_attention_heads
         self.n_kv = cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -74,16 +126,17 @@ class LeanLlama:
             for layer in m.layers
         ]
 
+    def restrict_head(self, rows: torch.Tensor) -> None:
+        """Score only these vocabulary rows (FR-Spec's frequency-ranked draft vocabulary): logits come back
+        over `rows`, in that order. A draft's output head is most of its step on a CPU; the caller maps
+        the winning local index back to a token id."""
+        self.head = self.model.lm_head.weight[rows].contiguous()
+
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype
         x = x.to(torch.float32)
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
         return weight * x.to(dtype)
-
-    @staticmethod
-    def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-        half = x.shape[-1] // 2
-        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
     @torch.no_grad()
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor | None,
@@ -109,25 +162,19 @@ class LeanLlama:
             causal = cols[None, :] <= (past + torch.arange(n, device=x.device))[:, None]  # (n, W+n)
             mask = causal[None, None] if valid is None else (causal[None] & valid[:, None, :].bool())[:, None]
         is_causal = mask is None and n > 1
-        groups = self.n_heads // self.n_kv
-        for i, (ln1, wq, wk, wv, wo, ln2, wg, wu, wd) in enumerate(self.layers):
-            h = self._norm(x, ln1)
-            q = F.linear(h, wq).view(bsz, n, self.n_heads, self.head_dim).transpose(1, 2)
-            k = F.linear(h, wk).view(bsz, n, self.n_kv, self.head_dim).transpose(1, 2)
-            v = F.linear(h, wv).view(bsz, n, self.n_kv, self.head_dim).transpose(1, 2)
-            q = q * cos + self._rotate_half(q) * sin
-            k = k * cos + self._rotate_half(k) * sin
-            k, v = cache.layers[i].update(k, v) if i < len(cache.layers) else cache.update(k, v, i)
-            if groups > 1 and mask is None:
-                a = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=self.scale, enable_gqa=True)
-            else:
-                if groups > 1:
-                    k = k[:, :, None].expand(bsz, self.n_kv, groups, total, self.head_dim).reshape(bsz, self.n_heads, total, self.head_dim)
-                    v = v[:, :, None].expand(bsz, self.n_kv, groups, total, self.head_dim).reshape(bsz, self.n_heads, total, self.head_dim)
-                a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=self.scale)
-            x = x + F.linear(a.transpose(1, 2).reshape(bsz, n, -1), wo)
-            h = self._norm(x, ln2)
-            x = x + F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)
+        for i, weights in enumerate(self.layers):
+            layer = cache.layers[i] if i < len(cache.layers) else None
+            if layer is None:  # a DynamicCache built without a config grows its layers on first use
+                cache.update(torch.zeros(bsz, self.n_kv, 0, self.head_dim, dtype=dtype, device=x.device),
+                             torch.zeros(bsz, self.n_kv, 0, self.head_dim, dtype=dtype, device=x.device), i)
+                layer = cache.layers[i]
+            initialized = layer.is_initialized and layer.keys.numel() > 0
+            past_k, past_v = (layer.keys, layer.values) if initialized else (None, None)
+            x, k, v = self.layer_fn(x, cos, sin, past_k, past_v, mask, is_causal, *weights,
+                                    self.n_heads, self.n_kv, self.head_dim, self.eps, self.scale)
+            if not layer.is_initialized:
+                layer.lazy_initialization(k, v)
+            layer.keys, layer.values = k, v
         if logits_to_keep:
             x = x[:, -logits_to_keep:]
         return F.linear(self._norm(x, self.final_norm), self.head)

@@ -25,12 +25,17 @@ def lean_enabled() -> bool:
     return os.environ.get("SPECLAB_LEAN", "1") != "0"
 
 
+def compile_enabled() -> bool:
+    """SPECLAB_COMPILE=1 runs the lean forward's decoder layer under torch.compile (opt-in: see README)."""
+    return os.environ.get("SPECLAB_COMPILE", "0") == "1"
+
+
 class RaggedCache:
     def __init__(self, model: torch.nn.Module, device: torch.device, costs: ModelCosts, lean: bool | None = None):
         self.model = model
         # gpt-fast-style forward over the same weights when the model is a plain Llama (engine/fastllama.py).
         use_lean = lean_enabled() if lean is None else lean
-        self.lean = LeanLlama(model) if use_lean and supports(model) else None
+        self.lean = LeanLlama(model, compile=compile_enabled()) if use_lean and supports(model) else None
         self.device = device
         self.costs = costs
         self.flops = 0.0  # accumulated over forwards; the decode loop reads and resets them per step

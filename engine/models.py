@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import functools
 import importlib.util
+import json
 import os
 import shutil
 import socket
@@ -53,10 +54,13 @@ class ModelPair:
     draft_name: str | None
     eos_ids: frozenset[int] = field(default_factory=frozenset)
     warnings: list[str] = field(default_factory=list)
+    draft_vocab: torch.Tensor | None = None  # reduced draft head (FR-Spec): the token ids it scores
 
     def __post_init__(self):
         self.target_costs = ModelCosts.from_model(self.target)
         self.draft_costs = ModelCosts.from_model(self.draft) if self.draft is not None else None
+        if self.draft_costs is not None and self.draft_vocab is not None:
+            self.draft_costs = self.draft_costs.with_head_rows(len(self.draft_vocab))
         self.max_context = int(getattr(self.target.config, "max_position_embeddings", 2048) or 2048)
         self._text_cache: dict[int, str] = {}
 
@@ -237,7 +241,7 @@ def load_pair(
     tokenizer = _load_tokenizer(target_dir)
     target_model = _load_causal_lm(target_dir, dt, dev)
 
-    draft_model, draft_name, draft_tokenizer = None, None, None
+    draft_model, draft_name, draft_tokenizer, draft_vocab = None, None, None, None
     explicit = draft not in ("default",)
     if draft == "default":
         if target is None and (SHIPPED_DRAFT / "config.json").exists():
@@ -260,12 +264,18 @@ def load_pair(
                 draft_tokenizer = _load_tokenizer(draft)
             check_vocab(tokenizer, draft_tokenizer, target_model, draft_model, draft)
             draft_name = _draft_display_name(draft)
+            draft_vocab, note = load_draft_vocab(draft, draft_model)
+            if note:
+                notes.append(note)
+                warnings.warn(note, stacklevel=2)
+            if draft_vocab is not None:
+                draft_name += f" + reduced head ({len(draft_vocab)} of {draft_model.config.vocab_size} tokens)"
         except ModelLoadError as exc:
             if explicit:
                 raise
             notes.append(f"the shipped draft could not be used ({exc}); only the n-gram drafter is available")
             warnings.warn(notes[-1], stacklevel=2)
-            draft_model, draft_name = None, None
+            draft_model, draft_name, draft_vocab = None, None, None
 
     eos = set()
     for source in (getattr(target_model, "generation_config", None), tokenizer):
@@ -284,7 +294,39 @@ def load_pair(
         draft_name=draft_name,
         eos_ids=frozenset(eos),
         warnings=notes,
+        draft_vocab=draft_vocab,
     )
+
+
+DRAFT_VOCAB_FILE = "draft_vocab.json"
+DRAFT_VOCAB_FORMAT = "speclab.draft_vocab/1"
+
+
+def load_draft_vocab(draft_dir: str, draft_model) -> tuple[torch.Tensor | None, str | None]:
+    """The reduced draft vocabulary (FR-Spec) shipped next to a draft, if any: (ids, warning).
+
+    `draft_vocab.json` = {"format": "speclab.draft_vocab/1", "ids": [...]}: the token ids the draft's head
+    scores during speculative decoding (engine/distill.py writes every token the target emitted in the
+    training data). Only plain Llama drafts use it (the lean forward slices the head). A missing file means
+    the full head; a malformed one is ignored with a warning: the draft still works, just slower."""
+    from .fastllama import supports
+
+    path = Path(draft_dir) / DRAFT_VOCAB_FILE
+    if not path.exists() or not supports(draft_model):
+        return None, None
+    vocab = draft_model.get_output_embeddings().weight.shape[0]
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict) or data.get("format") != DRAFT_VOCAB_FORMAT:
+            raise ValueError(f"expected format {DRAFT_VOCAB_FORMAT!r}")
+        ids = data.get("ids")
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and 0 <= i < vocab for i in ids):
+            raise ValueError(f"'ids' must be a non-empty list of token ids in 0..{vocab - 1}")
+        if len(set(ids)) != len(ids):
+            raise ValueError("'ids' has duplicates")
+    except (OSError, ValueError) as exc:
+        return None, f"{path} is unusable ({exc}); the draft scores its full vocabulary instead"
+    return torch.tensor(sorted(ids), dtype=torch.long), None
 
 
 def _draft_display_name(draft: str) -> str:

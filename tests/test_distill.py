@@ -86,6 +86,9 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     pair = load_pair(target=str(target), draft=str(out), dtype="float32")
     assert pair.draft.get_output_embeddings().weight.shape[0] == pair.target.get_output_embeddings().weight.shape[0]
     assert pair.draft.config.hidden_size == 32
+    vocab = json.loads((out / "draft_vocab.json").read_text())["ids"]  # FR-Spec head: the tokens the target emitted
+    assert pair.draft_vocab is not None and pair.draft_vocab.tolist() == sorted(vocab)
+    assert "reduced head" in pair.draft_name
     trace = generate(pair, ["Hello there"], DecodeConfig(mode="speculative", depth=2, max_new_tokens=5))
     assert len(trace.output_ids[0]) == 5
 

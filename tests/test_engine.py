@@ -275,6 +275,67 @@ def test_lean_forward_matches_transformers(tokenizer):
         assert torch.allclose(ref, lean, atol=1e-4, rtol=1e-4), (ref - lean).abs().max()
 
 
+def _reduced_head_pair(tokenizer, vocab_ids):
+    from dataclasses import replace
+
+    pair = tiny_pair(tokenizer, draft_noise=0.01)
+    return replace(pair, draft_vocab=torch.tensor(sorted(vocab_ids)), draft_name="tiny-draft + reduced head")
+
+
+def test_reduced_draft_head_is_lossless_and_drafts_only_its_vocabulary(tokenizer):
+    """FR-Spec: the draft scores a subset of the vocabulary. Output is unchanged (float32 greedy), every
+    drafted token is in the subset, and the draft's FLOPs shrink with its head."""
+    full = tiny_pair(tokenizer, draft_noise=0.01)
+    ar = generate(full, PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=20))
+    full_spec = generate(full, PROMPTS, DecodeConfig(depth=3, max_new_tokens=20))
+    # the subset: every token the target emits here (what distillation keeps) plus 200 others
+    subset = set(t for out in ar.output_ids for t in out) | set(range(200))
+    pair = _reduced_head_pair(tokenizer, subset)
+    assert pair.draft_costs.head_params < full.draft_costs.head_params
+    spec = generate(pair, PROMPTS, DecodeConfig(depth=3, max_new_tokens=20))
+    assert spec.output_ids == ar.output_ids
+    drafted = [d.id for step in spec.steps for s in step.seqs for d in s.drafted]
+    assert drafted and set(drafted) <= subset
+    assert spec.summary["alpha"] > 0
+    assert sum(st.draft_flops for st in spec.steps) < sum(st.draft_flops for st in full_spec.steps)
+
+
+def test_reduced_draft_head_sampling_gives_q_over_the_whole_vocabulary(tokenizer):
+    from engine.drafters import ModelDrafter
+
+    pair = _reduced_head_pair(tokenizer, range(0, 2000, 3))
+    drafter = ModelDrafter(pair.draft, pair.device, pair.draft_costs, pad_id=2, vocab=pair.draft_vocab)
+    seqs = [pair.encode_prompt(p) for p in PROMPTS]
+    with torch.inference_mode():
+        drafter.prefill(seqs)
+        draft = drafter.propose([s + [5] for s in seqs], 3, 1.0, 1.0, torch.Generator().manual_seed(0))
+    vocab = pair.draft.get_output_embeddings().weight.shape[0]
+    assert draft.probs.shape == (3, 3, vocab)
+    assert torch.allclose(draft.probs.sum(-1), torch.ones(3, 3), atol=1e-4)
+    outside = torch.ones(vocab, dtype=torch.bool)
+    outside[pair.draft_vocab] = False
+    assert float(draft.probs[..., outside].abs().max()) == 0.0
+    assert torch.equal(draft.q_x, draft.probs.gather(2, draft.ids[..., None]).squeeze(-1))
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "unusable"),
+    ('{"format": "other", "ids": [1]}', "expected format"),
+    ('{"format": "speclab.draft_vocab/1", "ids": [1, 999999]}', "non-empty list of token ids"),
+    ('{"format": "speclab.draft_vocab/1", "ids": [3, 3]}', "duplicates"),
+])
+def test_bad_draft_vocab_file_falls_back_to_the_full_head(tmp_path, tokenizer, content, message):
+    from engine.models import load_draft_vocab
+
+    model = __import__("conftest").tiny_llama(len(tokenizer))
+    (tmp_path / "draft_vocab.json").write_text(content)
+    ids, note = load_draft_vocab(str(tmp_path), model)
+    assert ids is None and message in note and "full vocabulary" in note
+    (tmp_path / "draft_vocab.json").write_text('{"format": "speclab.draft_vocab/1", "ids": [7, 2, 5]}')
+    ids, note = load_draft_vocab(str(tmp_path), model)
+    assert ids.tolist() == [2, 5, 7] and note is None
+
+
 def test_lean_forward_only_for_plain_llama(tokenizer):
     from transformers import LlamaConfig, LlamaForCausalLM
 
