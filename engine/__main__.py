@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--prompts", default="chat", choices=["chat", "extractive", "heldout"],
                        help="built-in prompt set (heldout: topics the distilled draft never saw)")
     bench.add_argument("--baseline-prompts", type=int, default=4, help="prompts in the --baseline comparison")
+    bench.add_argument("--sequential", type=int, default=1,
+                       help="at batch 1, decode this many prompts one after another per cell (less noisy alpha)")
     bench.add_argument("--max-new-tokens", type=int, default=64)
     bench.add_argument("--repeats", type=int, default=3, help="runs per cell; the median is reported")
     bench.add_argument("--baseline", action="store_true", help="also time transformers generate() at batch 1")
@@ -137,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
             bad = [d for d in args.depth if not 0 <= d <= 16] + [b for b in args.batch if b < 1]
             if bad:
                 raise ConfigError(f"batch sizes must be >= 1 and depths 0..16; got {bad}")
+            if args.sequential < 1 or args.baseline_prompts < 1:
+                raise ConfigError("--sequential and --baseline-prompts must be >= 1")
             draft = "none" if args.drafter == "ngram" and args.draft == "default" else args.draft
             pair = load_pair(target=args.target, draft=draft, device=args.device, dtype=args.dtype)
             print(f"benchmarking on {pair.device.type}, {pair.dtype_name} ...", file=sys.stderr)
@@ -144,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 pair, args.batch, args.depth, drafter=args.drafter, prompt_set=args.prompts,
                 policy=args.policy, disable_by_batch_size=args.disable_by_batch_size,
                 max_new_tokens=args.max_new_tokens, repeats=args.repeats, baseline=args.baseline,
-                baseline_prompts=args.baseline_prompts,
+                baseline_prompts=args.baseline_prompts, sequential=args.sequential,
                 log=lambda s: print(s, file=sys.stderr),
             )  # fmt: skip
             print(format_table(result))

@@ -17,6 +17,7 @@ from .config import DecodeConfig
 from .costs import expected_speedup
 from .decode import generate
 from .models import ModelPair
+from .trace import summarize
 
 # Open-ended chat prompts (varied topics and tasks) and extractive prompts where the answer repeats
 # its input -- the case prompt-lookup (n-gram) drafting is built for.
@@ -75,10 +76,31 @@ def _median(values):
     return statistics.median(values) if values else None
 
 
-def run_cell(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, repeats: int) -> dict:
-    """Median tokens/s (and the stats of the median run) of `repeats` runs after one warm-up."""
+class _Run:
+    """One measured run: a Trace, or several batch-1 Traces decoded one after another and summed."""
+
+    def __init__(self, traces):
+        self.steps = [st for t in traces for st in t.steps]
+        self.output_ids = [o for t in traces for o in t.output_ids]
+        first = traces[0].summary
+        new_tokens = sum(t.summary["new_tokens"] for t in traces)
+        wall = sum(t.summary["wall_s"] for t in traces)
+        self.summary = summarize(self.steps, new_tokens, wall, first["device"], first["dtype"],
+                                 traces[0].config["mode"] == "speculative")
+
+
+def _one_run(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, sequential: bool) -> _Run:
+    if sequential:
+        return _Run([generate(pair, [p], cfg) for p in prompts])
+    return _Run([generate(pair, prompts, cfg)])
+
+
+def run_cell(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, repeats: int, sequential: bool = False) -> dict:
+    """Median tokens/s (and the stats of the median run) of `repeats` runs after one warm-up.
+
+    sequential: decode the prompts one at a time (batch 1) and sum tokens and time, instead of as one batch."""
     generate(pair, prompts[:1], DecodeConfig(**(cfg.to_dict() | {"max_new_tokens": 4})))  # warm-up
-    runs = [generate(pair, prompts, cfg) for _ in range(repeats)]
+    runs = [_one_run(pair, prompts, cfg, sequential) for _ in range(repeats)]
     runs.sort(key=lambda t: t.summary["tokens_per_s"])
     mid = runs[len(runs) // 2]
     s = mid.summary
@@ -157,19 +179,24 @@ def bench(
     policy: str = "fixed",
     disable_by_batch_size: int = 8,
     baseline_prompts: int = 4,
+    sequential: int = 1,
 ) -> dict:
-    """The grid: for each batch, AR once, then speculative at each depth; medians of `repeats`."""
+    """The grid: for each batch, AR once, then speculative at each depth; medians of `repeats`.
+
+    sequential: at batch 1, each cell decodes this many prompts one after another (more prompts, less
+    noise in alpha) and reports total tokens / total time."""
     rows = []
     for batch in batches:
-        prompts = batch_prompts(prompt_set, batch)
-        ar = run_cell(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens), repeats)
+        seq = batch == 1 and sequential > 1
+        prompts = batch_prompts(prompt_set, sequential) if seq else batch_prompts(prompt_set, batch)
+        ar = run_cell(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens), repeats, seq)
         log(f"  batch {batch:>3}  AR            {ar['tokens_per_s']:8.1f} tok/s")
         for depth in depths:
             cfg = DecodeConfig(
                 mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens,
                 policy=policy, disable_by_batch_size=disable_by_batch_size,
             )  # fmt: skip
-            spec = run_cell(pair, prompts, cfg, repeats)
+            spec = run_cell(pair, prompts, cfg, repeats, seq)
             row = {
                 "batch": batch,
                 "depth": depth,
@@ -207,6 +234,7 @@ def bench(
         "prompt_set": prompt_set,
         "max_new_tokens": max_new_tokens,
         "repeats": repeats,
+        "sequential": sequential,
         "rows": rows,
     }
     if baseline:
@@ -266,7 +294,8 @@ def format_table(result: dict) -> str:
     lines = [
         f"device {result['device']}  dtype {result['dtype']}  target {result['target']}",
         f"drafter {result['drafter']}  policy {result.get('policy', 'fixed')}  prompts {result['prompt_set']}  max_new_tokens {result['max_new_tokens']}  "
-        f"median of {result['repeats']}",
+        f"median of {result['repeats']}"
+        + (f"  (batch 1: {result['sequential']} prompts one after another)" if result.get("sequential", 1) > 1 else ""),
         "",
         "batch depth tok/pass   AR tok/s  spec tok/s  speedup  accept  alpha  tok/step  FLOPs x  ovh%  same"
         + ("      c  predicted" if any("c" in r for r in result["rows"]) else ""),

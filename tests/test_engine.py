@@ -485,6 +485,8 @@ def test_cli_bad_input_is_one_line(capsys):
     assert main(["run", "--prompt", "hi", "--depth", "40"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: depth must be between 0 and 16") and "Traceback" not in err
+    assert main(["bench", "--batch", "1", "--depth", "2", "--sequential", "0"]) == 2
+    assert capsys.readouterr().err.startswith("error: --sequential and --baseline-prompts must be >= 1")
 
 
 # --- bench -------------------------------------------------------------------------------------
@@ -493,7 +495,7 @@ def test_bench_grid_and_baselines_run_end_to_end(tiny):
     from engine.bench import bench, format_table
 
     result = bench(tiny, [1, 2], [2], drafter="model", max_new_tokens=6, repeats=1, baseline=True,
-                   baseline_prompts=2, log=lambda s: None)
+                   baseline_prompts=2, sequential=3, log=lambda s: None)
     assert [(r["batch"], r["depth"]) for r in result["rows"]] == [(1, 2), (2, 2)]
     for r in result["rows"]:
         assert r["ar_tokens_per_s"] > 0 and r["spec_tokens_per_s"] > 0
@@ -504,7 +506,7 @@ def test_bench_grid_and_baselines_run_end_to_end(tiny):
     assert b["ours_spec"]["outputs"] == b["ours_ar"]["outputs"] == b["hf_generate"]["outputs"]
     assert b["hf_drafting"]["outputs"] == b["hf_generate"]["outputs"]  # assisted generation is lossless too
     table = format_table(result)
-    assert "assistant_model=draft" in table and "predicted" in table
+    assert "assistant_model=draft" in table and "predicted" in table and "3 prompts one after another" in table
 
 
 def test_heldout_prompt_set_is_disjoint_from_training_topics():
