@@ -345,10 +345,15 @@ def batch_loss(draft, examples: list[dict], idx: list[int], soft_weight: float,
     loss = hard
     if soft_weight > 0 and "soft_ids" in exs[0]:
         soft_ids = torch.cat([e["soft_ids"] for e in exs])  # (N, k)
+        soft_logp = torch.cat([e["soft_logp"] for e in exs])
         if to_local is not None:
+            # top-k entries outside the candidate vocabulary (tokens the target never emitted) are dropped
             soft_ids = to_local[soft_ids]
-        target_p = torch.softmax(torch.cat([e["soft_logp"] for e in exs]), dim=-1)  # renormalised top-k
-        soft = -(target_p * logp.gather(1, soft_ids)).sum(-1).mean()
+            soft_logp = soft_logp.masked_fill(soft_ids < 0, float("-inf"))
+            soft_ids = soft_ids.clamp_min(0)
+        keep = torch.isfinite(soft_logp).any(-1)  # rows with at least one kept entry
+        target_p = torch.softmax(soft_logp[keep], dim=-1)  # renormalised over the kept top-k
+        soft = -(target_p * logp[keep].gather(1, soft_ids[keep])).sum(-1).mean()
         loss = (1 - soft_weight) * hard + soft_weight * soft
     agree = int((logits.argmax(-1) == labels).sum())
     return loss, int(labels.numel()), agree
@@ -373,7 +378,7 @@ def train(draft, train_rows, heldout_rows, *, epochs: float, lr: float, batch_to
     """AdamW, linear warmup then cosine decay to 10 %, fixed number of steps (seeded, reproducible).
 
     negatives: -1 trains with the full-vocabulary softmax; otherwise the softmax runs over every token the
-    target emitted in the training data (and its top-k, with soft targets) plus `negatives` other tokens
+    target emitted in the training data plus `negatives` other tokens
     drawn at random each step, which keeps tokens the target never emits from creeping up."""
     rng = random.Random(seed)
     torch.manual_seed(seed)
@@ -383,10 +388,8 @@ def train(draft, train_rows, heldout_rows, *, epochs: float, lr: float, batch_to
     seen = None
     if negatives >= 0:
         seen = torch.zeros(vocab, dtype=torch.bool)
-        for e in examples:
+        for e in examples:  # the tokens the target emitted (its top-k alternatives are not added: see batch_loss)
             seen[e["ids"][e["start"] :]] = True
-            if "soft_ids" in e:
-                seen[e["soft_ids"].flatten()] = True
         unseen = (~seen).nonzero().squeeze(1)
         log(f"train: softmax over {int(seen.sum())} emitted tokens + {negatives} random others per step")
     held = make_examples(heldout_rows, max_len)
