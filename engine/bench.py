@@ -252,34 +252,27 @@ def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, p
     (thermal, neighbours) hits them alike; each gets one warm-up first. Medians over rounds."""
     prompts = prompt_set_list(prompt_set)[: max(1, n_prompts)]
     depth = max(depths) if max(depths) > 0 else 4
-    contenders = {"hf_generate": lambda n: hf_generate(pair, prompts, max_new_tokens, n)}
+    # Each contender: (prompts, max_new_tokens) -> one timed run over those prompts.
+    contenders = {"hf_generate": lambda ps, m: hf_generate(pair, ps, m, 1)}
     if drafter == "ngram":
         name = f"generate(prompt_lookup_num_tokens={depth})"
-        contenders["hf_drafting"] = lambda n: hf_generate(pair, prompts, max_new_tokens, n, prompt_lookup_num_tokens=depth)
+        contenders["hf_drafting"] = lambda ps, m: hf_generate(pair, ps, m, 1, prompt_lookup_num_tokens=depth)
     elif pair.draft is not None:
         name = f"generate(assistant_model=draft, num_assistant_tokens={depth}, assistant_confidence_threshold=0)"
-        contenders["hf_drafting"] = lambda n: hf_generate(
-            pair, prompts, max_new_tokens, n, assistant_model=pair.draft,
-            num_assistant_tokens=depth, assistant_confidence_threshold=0.0,
+        contenders["hf_drafting"] = lambda ps, m: hf_generate(
+            pair, ps, m, 1, assistant_model=pair.draft, num_assistant_tokens=depth, assistant_confidence_threshold=0.0,
         )  # fmt: skip
-    ar_cfg = DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens)
-    spec_cfg = DecodeConfig(mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens, policy=policy)
-    contenders["ours_ar"] = lambda n: _ours(pair, prompts, ar_cfg, n)
-    contenders["ours_spec"] = lambda n: _ours(pair, prompts, spec_cfg, n)
-    # Warm-up: each contender once on the first prompt, a few tokens.
-    hf_generate(pair, prompts[:1], 8, 1)
-    if drafter == "ngram":
-        hf_generate(pair, prompts[:1], 8, 1, prompt_lookup_num_tokens=depth)
-    elif pair.draft is not None:
-        hf_generate(pair, prompts[:1], 8, 1, assistant_model=pair.draft, num_assistant_tokens=depth,
-                    assistant_confidence_threshold=0.0)
-    _ours(pair, prompts[:1], DecodeConfig(mode="autoregressive", max_new_tokens=8), 1)
-    _ours(pair, prompts[:1], DecodeConfig(mode="speculative", depth=depth, drafter=drafter, max_new_tokens=8), 1)
+    contenders["ours_ar"] = lambda ps, m: _ours(pair, ps, DecodeConfig(mode="autoregressive", max_new_tokens=m), 1)
+    contenders["ours_spec"] = lambda ps, m: _ours(
+        pair, ps, DecodeConfig(mode="speculative", depth=depth, drafter=drafter, max_new_tokens=m, policy=policy), 1
+    )
+    for run in contenders.values():  # warm-up: the first prompt, a few tokens
+        run(prompts[:1], 8)
     rounds = {key: [] for key in contenders}
     last = {}
     for _ in range(repeats):
         for key, run in contenders.items():
-            last[key] = run(1)
+            last[key] = run(prompts, max_new_tokens)
             rounds[key] += last[key]["rates"]
     out = {"prompt": prompts[0], "prompts": prompts, "depth": depth}
     for key in contenders:
