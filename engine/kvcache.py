@@ -1,12 +1,14 @@
 """RaggedCache: one model's KV cache for a ragged batch, with per-sequence rollback.
 
-Layout: a transformers `DynamicCache` of shape (B, kv_heads, W, head_dim) per layer, each row
-*right-aligned*: row i's `lengths[i]` valid entries sit in the last columns, the columns before them
-are padding that the attention mask hides. Every forward appends the same number of new columns to all
-rows (each row feeds real tokens), so the layout stays right-aligned. After verification each row keeps
-its own number of tokens (`keep`): rows that rejected more drafts are shifted right by a gather, the
-padding columns every row has are cropped, and nothing is ever truncated to another row's acceptance.
-Position ids are per row (`lengths`), so RoPE sees the true positions whatever the padding.
+Layout: a transformers `DynamicCache` of shape (B, kv_heads, W, head_dim) per layer, plus `valid`
+(B, W), which marks each row's real columns; the attention mask is exactly `valid`. Prompts are
+left-padded, and every forward appends the same number of new columns to all rows (each row feeds real
+tokens), so columns stay in time order. After verification each row keeps its own number of tokens
+(`keep`): a row's rejected tokens simply become masked holes. Nothing is copied, and nothing is ever
+truncated to another row's acceptance. Columns that are holes in every row are cropped (at batch 1 this
+is always the case: a plain crop, no mask at all), and when holes grow past `COMPACT_SLACK` columns a
+per-row gather packs each row to the right again, so attention never reads much dead space. Position ids
+are per row (`lengths`), so RoPE sees the true positions whatever the padding.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ from transformers import DynamicCache
 
 from .costs import ModelCosts
 from .fastllama import LeanLlama, supports
+
+
+# Hole columns (beyond the longest row) tolerated before a compaction: attention over a few masked
+# columns is cheaper than copying every layer's keys and values after every step.
+COMPACT_SLACK = 32
 
 
 def lean_enabled() -> bool:
@@ -43,6 +50,8 @@ class RaggedCache:
         self.cache = DynamicCache(config=model.config)
         self.lengths = torch.zeros(0, dtype=torch.long, device=device)  # (B,) valid tokens per row
         self.width = 0  # physical columns W
+        self.valid = torch.zeros(0, 0, dtype=torch.bool, device=device)  # (B, W): real (unmasked) columns
+        self.compactions = 0  # per-row gathers done so far (see COMPACT_SLACK)
 
     @property
     def batch(self) -> int:
@@ -59,20 +68,18 @@ class RaggedCache:
         return self.forward(ids.to(self.device), logits_to_keep=logits_to_keep)
 
     def attention_mask(self, n_new: int) -> torch.Tensor:
-        """(B, W + n_new): 1 on each row's valid (right-aligned) columns and the new tokens."""
-        total = self.width + n_new
-        cols = torch.arange(total, device=self.device)  # (W+n,)
-        start = self.width - (self.lengths - 0)  # first valid column per row, before the new tokens
+        """(B, W + n_new) bool: each row's valid columns and the new tokens."""
         if self.width == 0:  # prefill: the new tokens themselves are left-padded
-            start = total - self.lengths
-        return (cols[None, :] >= start[:, None]).long()  # (B, W+n)
+            cols = torch.arange(n_new, device=self.device)
+            return cols[None, :] >= (n_new - self.lengths)[:, None]
+        return torch.cat([self.valid, torch.ones(self.batch, n_new, dtype=torch.bool, device=self.device)], dim=1)
 
     def forward(self, input_ids: torch.Tensor, logits_to_keep: int = 0) -> torch.Tensor:
         """Feed (B, n) tokens, all real, at each row's next positions. Returns logits (B, n or keep, vocab)."""
         n_new = input_ids.shape[1]
         mask = self.attention_mask(n_new)
         if self.width == 0:
-            positions = (mask.cumsum(-1) - 1).clamp_min(0)  # (B, n): left padding gets position 0
+            positions = (mask.long().cumsum(-1) - 1).clamp_min(0)  # (B, n): left padding gets position 0
             self.width = n_new
             for length in self.lengths.tolist():  # count real prompt tokens, not padding
                 self.flops += self.costs.forward_flops(1, length, 0, min(logits_to_keep or length, length))
@@ -84,13 +91,14 @@ class RaggedCache:
             positions = self.lengths[:, None] + torch.arange(n_new, device=self.device)  # (B, n)
             self.width += n_new
             self.lengths = self.lengths + n_new
+        self.valid = mask
         # No padding anywhere (always so at batch 1): let attention take its plain causal path, no mask to build.
         no_padding = bool(mask.all())
         if self.lean is not None:
             return self.lean.forward(input_ids, positions, None if no_padding else mask, self.cache, logits_to_keep)
         out = self.model(
             input_ids=input_ids,
-            attention_mask=None if no_padding else mask,
+            attention_mask=None if no_padding else mask.long(),
             position_ids=positions,
             past_key_values=self.cache,
             use_cache=True,
@@ -105,36 +113,61 @@ class RaggedCache:
         return counts
 
     def keep(self, new_lengths: torch.Tensor) -> None:
-        """Roll back: row i keeps its first new_lengths[i] tokens (<= lengths[i]); drop the rest."""
+        """Roll back: row i keeps its first new_lengths[i] tokens (<= lengths[i]); the rest become holes."""
         drop = self.lengths - new_lengths  # (B,) tokens removed from each row's end
         if bool((drop < 0).any()):
             raise ValueError("RaggedCache.keep can only shorten rows")
-        new_width = int(new_lengths.max()) if self.batch else 0
-        min_drop = int(drop.min()) if self.batch else 0
-        if bool((drop == min_drop).all()):
-            # Every row drops the same amount (always true at batch 1): a plain crop, no copy.
-            left = self.width - min_drop - new_width
-            for layer in self.cache.layers:
-                layer.keys = layer.keys[:, :, left : self.width - min_drop]
-                layer.values = layer.values[:, :, left : self.width - min_drop]
-        else:
-            # Shift each row right by its own drop: new column j of row i reads old column j + offset_i.
-            cols = torch.arange(new_width, device=self.device)  # (W',)
-            offset = (self.width - drop) - new_width  # (B,): old end of kept region minus new width
-            index = (cols[None, :] + offset[:, None]).clamp_min(0)  # (B, W'); padding columns read junk, masked
-            for layer in self.cache.layers:
-                b, h, _, d = layer.keys.shape
-                gather = index[:, None, :, None].expand(b, h, new_width, d)
-                layer.keys = layer.keys.gather(2, gather)
-                layer.values = layer.values.gather(2, gather)
+        if self.batch and int(drop.max()) > 0:
+            # valid columns at or to the right of each column; a row's last drop_i valid ones go
+            right = self.valid.flip(1).long().cumsum(1).flip(1)
+            self.valid = self.valid & (right > drop[:, None])
         self.lengths = new_lengths.clone()
-        self.width = new_width
+        self._tidy()
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep only `rows` of the batch (finished sequences stop costing work), then crop shared padding."""
         self.lengths = self.lengths[rows]
+        self.valid = self.valid[rows]
         for layer in self.cache.layers:
             layer.keys = layer.keys[rows]
             layer.values = layer.values[rows]
-        if self.batch:
-            self.keep(self.lengths)
+        self._tidy()
+
+    def _slice_columns(self, start: int, stop: int) -> None:
+        for layer in self.cache.layers:
+            layer.keys = layer.keys[:, :, start:stop]
+            layer.values = layer.values[:, :, start:stop]
+        self.valid = self.valid[:, start:stop]
+        self.width = stop - start
+
+    def _tidy(self) -> None:
+        """Crop columns that are holes in every row; pack rows again once holes exceed COMPACT_SLACK."""
+        if not self.batch or not self.width:
+            return
+        used = self.valid.any(0)  # (W,)
+        if not bool(used.all()):
+            if not bool(used.any()):
+                self._slice_columns(0, 0)
+                return
+            first = int(used.long().argmax())
+            stop = self.width - int(used.flip(0).long().argmax())
+            if first > 0 or stop < self.width:
+                self._slice_columns(first, stop)
+        if self.width - int(self.lengths.max()) > COMPACT_SLACK:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Right-align each row's valid columns with one gather per layer (padding reads column 0, masked)."""
+        new_width = int(self.lengths.max())
+        cols = torch.arange(self.width, device=self.device)
+        # valid columns in time order, after the -1s of the holes; the last new_width of them per row
+        index = torch.where(self.valid, cols, -1).sort(dim=1, stable=True).values[:, self.width - new_width :]
+        index = index.clamp_min(0)  # (B, W')
+        for layer in self.cache.layers:
+            b, h, _, d = layer.keys.shape
+            gather = index[:, None, :, None].expand(b, h, new_width, d)
+            layer.keys = layer.keys.gather(2, gather)
+            layer.values = layer.values.gather(2, gather)
+        self.valid = torch.arange(new_width, device=self.device)[None, :] >= (new_width - self.lengths)[:, None]
+        self.width = new_width
+        self.compactions += 1

@@ -13,6 +13,7 @@ from conftest import tiny_pair
 from engine import ConfigError, DecodeConfig, ModelLoadError, Trace, TraceError, generate, generate_steps, load_pair
 from engine.costs import ModelCosts, expected_speedup, expected_tokens_per_step, operations_factor
 from engine.drafters import NgramDrafter
+from engine.kvcache import COMPACT_SLACK
 from engine.sampling import accept_greedy, accept_or_resample, first_rejection, probs_from_logits
 
 PROMPTS = [
@@ -52,6 +53,24 @@ def test_tiny_greedy_speculative_equals_ar_equals_hf(tiny, drafter, prompts):
     for prompt, out in zip(prompts, ar.output_ids):
         assert out == hf_greedy(tiny, prompt, n)
         assert len(out) == n
+
+
+@pytest.mark.parametrize("slack", [0, 4, 10_000], ids=["compact-every-step", "compact-sometimes", "never-compact"])
+def test_rollback_holes_and_compaction_keep_output_exact(tiny, monkeypatch, slack):
+    """Rejected tokens become masked holes; compaction packs rows again. Either way: output == plain decoding."""
+    import engine.kvcache as kvcache
+
+    monkeypatch.setattr(kvcache, "COMPACT_SLACK", slack)
+    n = 32
+    ar = generate(tiny, PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=n))
+    stream = generate_steps(tiny, PROMPTS, DecodeConfig(depth=4, max_new_tokens=n))
+    compactions = 0
+    for _ in stream:
+        if stream.active:
+            compactions = stream.target_cache.compactions
+            assert stream.target_cache.width <= int(stream.target_cache.lengths.max()) + slack
+    assert stream.trace.output_ids == ar.output_ids
+    assert (compactions > 0) == (slack < 10_000)
 
 
 def test_draft_equal_to_target_accepts_everything(tokenizer):
@@ -104,12 +123,15 @@ def test_cache_lengths_follow_sequence_lengths(tiny, drafter):
             continue
         # Target caches all but the pending last token; the draft all but the last two.
         assert cache.lengths.tolist() == [len(s.tokens) - 1 for s in stream.active]
-        assert cache.width == max(cache.lengths.tolist())
+        # every row's unmasked columns are exactly its tokens; holes stay within the compaction slack
+        assert cache.valid.sum(1).tolist() == cache.lengths.tolist()
+        assert max(cache.lengths.tolist()) <= cache.width <= max(cache.lengths.tolist()) + COMPACT_SLACK
         for layer in cache.cache.layers:
             assert layer.keys.shape[0] == len(stream.active) and layer.keys.shape[2] == cache.width
         if drafter == "model":
             draft = stream.drafter.cache
             assert draft.lengths.tolist() == [len(s.tokens) - stream.drafter.lag for s in stream.active]
+            assert draft.valid.sum(1).tolist() == draft.lengths.tolist()
         checked += 1
     assert checked >= 3
     assert stream.trace is not None
@@ -267,6 +289,8 @@ def test_lean_forward_matches_transformers(tokenizer):
             steps = [cache.prefill(prompts, 0, logits_to_keep=1), cache.forward(torch.tensor([[1, 2, 3]] * 3))]
             cache.keep(cache.lengths - torch.tensor([0, 2, 1]))  # ragged roll-back
             steps.append(cache.forward(torch.tensor([[4]] * 3)))
+            cache._compact()  # pack the holes away: same logits afterwards
+            steps.append(cache.forward(torch.tensor([[6]] * 3)))
             cache.select(torch.tensor([0]))  # rows 1, 2 finished
             steps += [cache.forward(torch.tensor([[7, 8]])), cache.forward(torch.tensor([[9]]))]
         logits[lean] = steps
