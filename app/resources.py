@@ -66,6 +66,8 @@ def warm_up(pair) -> None:
     drafter = "model" if pair.draft is not None else "ngram"
     for mode in ("autoregressive", "speculative"):
         generate(pair, ["Hi"], DecodeConfig(mode=mode, depth=2, drafter=drafter, max_new_tokens=3))
+    if pair.eagle is not None:
+        generate(pair, ["Hi"], DecodeConfig(depth=2, drafter="eagle", max_new_tokens=3))
 
 
 @st.cache_resource(show_spinner=False)

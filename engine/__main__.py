@@ -32,6 +32,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best available)")
     p.add_argument("--target", default=None, help="target hub id or folder (default: embedded SmolLM2-135M-Instruct)")
     p.add_argument("--draft", default="default", help="draft hub id, folder, truncated:N or none (default: shipped draft)")
+    p.add_argument("--eagle", default="default", help="EAGLE head folder or none (default: the shipped head, embedded target only)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--prompt", action="append", required=True, help="a user message; repeat for a batch")
     run.add_argument("--mode", default="speculative", choices=["autoregressive", "speculative"])
     run.add_argument("--depth", type=int, default=4, help="draft tokens per step, 0..16")
-    run.add_argument("--drafter", default="model", choices=["model", "ngram"])
+    run.add_argument("--drafter", default="model", choices=["model", "ngram", "eagle"],
+                     help="model: the distilled draft; ngram: prompt lookup; eagle: the EAGLE head over the target's features")
     run.add_argument("--policy", default="fixed", choices=["fixed", "off_above_batch", "heuristic"])
     run.add_argument("--disable-by-batch-size", type=int, default=8, help="off_above_batch: speculate only while batch <= N")
     run.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
@@ -55,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="AR vs speculative tokens/s over a batch x depth grid (medians)")
     bench.add_argument("--batch", type=_int_list, default=[1, 4, 16], help="comma-separated batch sizes")
     bench.add_argument("--depth", type=_int_list, default=[0, 2, 4, 8], help="comma-separated depths")
-    bench.add_argument("--drafter", default="model", choices=["model", "ngram"])
+    bench.add_argument("--drafter", default="model", choices=["model", "ngram", "eagle"])
     bench.add_argument("--policy", default="fixed", choices=["fixed", "off_above_batch", "heuristic"])
     bench.add_argument("--disable-by-batch-size", type=int, default=8)
     bench.add_argument("--prompts", default="chat", choices=["chat", "extractive", "heldout"],
@@ -118,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                 disable_by_batch_size=args.disable_by_batch_size, temperature=args.temperature,
                 top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
             )  # fmt: skip
-            pair = load_pair(target=args.target, draft=_draft_arg(args, cfg), device=args.device, dtype=args.dtype)
+            pair = load_pair(target=args.target, draft=_draft_arg(args, cfg), device=args.device, dtype=args.dtype,
+                             eagle=args.eagle)
             trace = generate(pair, args.prompt, cfg)
             for i, seq in enumerate(trace.sequences):
                 print(f"--- [{i + 1}] {seq['prompt'][:70]}\n{seq['text']}")
@@ -142,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.sequential < 1 or args.baseline_prompts < 1:
                 raise ConfigError("--sequential and --baseline-prompts must be >= 1")
             draft = "none" if args.drafter == "ngram" and args.draft == "default" else args.draft
-            pair = load_pair(target=args.target, draft=draft, device=args.device, dtype=args.dtype)
+            pair = load_pair(target=args.target, draft=draft, device=args.device, dtype=args.dtype, eagle=args.eagle)
             print(f"benchmarking on {pair.device.type}, {pair.dtype_name} ...", file=sys.stderr)
             result = bench(
                 pair, args.batch, args.depth, drafter=args.drafter, prompt_set=args.prompts,
@@ -170,8 +173,8 @@ def _write_json(path: str, data) -> None:
 
 
 def _draft_arg(args, cfg) -> str | None:
-    # The n-gram drafter needs no draft model: skip loading one.
-    if cfg.drafter == "ngram" and args.draft == "default":
+    # The n-gram and EAGLE drafters need no draft model: skip loading one.
+    if cfg.drafter in ("ngram", "eagle") and args.draft == "default":
         return "none"
     if not cfg.speculative and args.draft == "default":
         return "none"

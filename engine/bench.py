@@ -216,7 +216,7 @@ def bench(
                 "draft_ms_per_forward": spec["draft_ms_per_forward"],
                 "same_output": spec["outputs"] == ar["outputs"],
             }
-            if drafter == "model" and spec["alpha"] is not None and spec["draft_ms_per_forward"] and ar["verify_ms"]:
+            if drafter in ("model", "eagle") and spec["alpha"] is not None and spec["draft_ms_per_forward"] and ar["verify_ms"]:
                 c = spec["draft_ms_per_forward"] / ar["verify_ms"]
                 row["c"] = c
                 row["predicted_speedup"] = expected_speedup(spec["alpha"], depth, c)
@@ -229,7 +229,7 @@ def bench(
         "device": pair.device.type,
         "dtype": pair.dtype_name,
         "target": pair.target_name,
-        "drafter": drafter if drafter == "ngram" else pair.draft_name,
+        "drafter": {"ngram": "ngram", "eagle": pair.eagle_name}.get(drafter, pair.draft_name),
         "policy": policy,
         "prompt_set": prompt_set,
         "max_new_tokens": max_new_tokens,

@@ -22,6 +22,7 @@ class Mode(str, Enum):
 class DrafterKind(str, Enum):
     MODEL = "model"  # a small causal LM sharing the target's tokenizer
     NGRAM = "ngram"  # prompt-lookup decoding: no model at all
+    EAGLE = "eagle"  # an EAGLE head: one layer over the target's own hidden states (engine/eagle.py)
 
 
 class PolicyKind(str, Enum):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .config import ConfigError, DecodeConfig, DrafterKind
-from .drafters import Draft, ModelDrafter, NgramDrafter
+from .drafters import Draft, EagleDrafter, ModelDrafter, NgramDrafter
 from .hardware import StepTimer, UtilizationSampler, synchronize
 from .kvcache import RaggedCache
 from .models import ModelPair
@@ -100,6 +100,11 @@ def make_drafter(pair: ModelPair, cfg: DecodeConfig, pad_id: int):
         vocab = pair.target.get_output_embeddings().weight.shape[0]
         special = frozenset(getattr(pair.tokenizer, "all_special_ids", []) or [])
         return NgramDrafter(cfg.ngram_size, vocab, pair.device, special - pair.eos_ids)
+    if cfg.drafter == DrafterKind.EAGLE.value:
+        if pair.eagle is None:
+            raise ConfigError("drafter='eagle' needs an EAGLE head for this target, but none is loaded: "
+                              "use drafter='model' or 'ngram'")
+        return EagleDrafter(pair.eagle, pair.device, pair.eagle_costs, pad_id)
     if pair.draft is None:
         raise ConfigError("drafter='model' needs a draft model, but this pair has none: use drafter='ngram'")
     return ModelDrafter(pair.draft, pair.device, pair.draft_costs, pad_id, vocab=pair.draft_vocab)
@@ -110,6 +115,8 @@ def drafter_name(pair: ModelPair, cfg: DecodeConfig) -> str | None:
         return None
     if cfg.drafter == DrafterKind.NGRAM.value:
         return f"n-gram prompt lookup (n <= {cfg.ngram_size})"
+    if cfg.drafter == DrafterKind.EAGLE.value:
+        return pair.eagle_name
     return pair.draft_name
 
 
@@ -153,6 +160,9 @@ def _decode(stream: StepStream):
     policy = make_policy(cfg)
     drafter = make_drafter(pair, cfg, pad_id)
     target = RaggedCache(pair.target, device, pair.target_costs)
+    eagle = isinstance(drafter, EagleDrafter)  # the target hands its final hidden states to the drafter
+    if eagle and target.lean is None:
+        raise ConfigError("drafter='eagle' needs the lean forward (a plain Llama target, SPECLAB_LEAN not 0)")
     stream.target_cache, stream.drafter = target, drafter
     steps: list[Step] = []
     accepted_total = seq_steps = 0
@@ -165,10 +175,16 @@ def _decode(stream: StepStream):
 
         # Prefill: the target reads every prompt and picks each sequence's first token.
         with StepTimer(device) as verify_timer:
-            logits = target.prefill([s.prompt_ids for s in active], pad_id)[:, -1]  # (B, vocab)
+            if eagle:
+                logits, hidden = target.prefill([s.prompt_ids for s in active], pad_id, return_hidden=True)
+                logits = logits[:, -1]  # (B, vocab); hidden (B, W, H)
+            else:
+                logits = target.prefill([s.prompt_ids for s in active], pad_id)[:, -1]  # (B, vocab)
         with StepTimer(device) as draft_timer:
             if isinstance(drafter, ModelDrafter):
                 drafter.prefill([s.prompt_ids for s in active])
+            elif eagle:
+                drafter.prefill([s.prompt_ids for s in active], hidden)
         target_probs = probs_from_logits(logits, cfg.temperature or 1.0, cfg.top_p if cfg.temperature else 1.0)
         next_ids = logits.argmax(-1) if cfg.greedy else sample(target_probs, generator)
         seq_records = []
@@ -178,7 +194,7 @@ def _decode(stream: StepStream):
             seq_records.append(_plain_record(pair, seq, token, prob, emitted))
         t_end = time.perf_counter()
         target_flops, target_bytes = target.take_counts()
-        draft_flops, draft_bytes = drafter.cache.take_counts() if isinstance(drafter, ModelDrafter) else (0.0, 0.0)
+        draft_flops, draft_bytes = drafter.cache.take_counts() if _has_model(drafter) else (0.0, 0.0)
         steps.append(
             Step(
                 index=0, kind="prefill", depth=0, batch=len(active),
@@ -222,7 +238,10 @@ def _decode(stream: StepStream):
             last = torch.tensor([[s.tokens[-1]] for s in active], dtype=torch.long, device=device)  # (B, 1)
             verify_ids = torch.cat([last, draft.ids], dim=1) if draft is not None else last  # (B, k+1)
             with StepTimer(device) as verify_timer:
-                logits = target.forward(verify_ids)  # (B, k+1, vocab)
+                if eagle:
+                    logits, hidden = target.forward(verify_ids, return_hidden=True)  # (B, k+1, vocab), (B, k+1, H)
+                else:
+                    logits = target.forward(verify_ids)  # (B, k+1, vocab)
 
             # 3. accept / resample
             if cfg.greedy:
@@ -286,19 +305,23 @@ def _decode(stream: StepStream):
                 # Rejected drafts (and n-gram padding) were verified for nothing; model drafts also cost a draft token.
                 rejected_ctx = past_lengths[r] + a
                 wasted += (depth - a) * pair.target_costs.token_flops(rejected_ctx)
-                if isinstance(drafter, ModelDrafter):
-                    wasted += (n_valid - a) * pair.draft_costs.token_flops(rejected_ctx)
+                if _has_model(drafter):
+                    wasted += (n_valid - a) * drafter.cache.costs.token_flops(rejected_ctx)
             if draft is not None:
                 new_lengths = torch.tensor([p + a + 1 for p, a in zip(past_lengths, accepted_list)], device=device)
                 target.keep(new_lengths - 1)  # the target caches all but the pending last token
                 if isinstance(drafter, ModelDrafter):
                     drafter.commit(new_lengths)
+                elif eagle:
+                    drafter.commit(num_accepted, hidden)
             elif isinstance(drafter, ModelDrafter):
                 drafter.advance(1)
+            elif eagle:
+                drafter.advance(hidden)
 
             t_end = time.perf_counter()
             target_flops, target_bytes = target.take_counts()
-            draft_flops, draft_bytes = drafter.cache.take_counts() if isinstance(drafter, ModelDrafter) else (0.0, 0.0)
+            draft_flops, draft_bytes = drafter.cache.take_counts() if _has_model(drafter) else (0.0, 0.0)
             steps.append(
                 Step(
                     index=len(steps), kind="decode", depth=depth, batch=batch,
@@ -332,6 +355,11 @@ def _decode(stream: StepStream):
     stream.trace = Trace(config=cfg.to_dict(), sequences=sequences, steps=steps, summary=summary, meta=_meta(pair, cfg, stream, util))
 
 
+def _has_model(drafter) -> bool:
+    """Drafters that run a network with its own KV cache (and so cost FLOPs and bytes)."""
+    return isinstance(drafter, (ModelDrafter, EagleDrafter))
+
+
 def _next_kind(num_accepted: int, num_drafted: int) -> str:
     """The target's own token is a bonus after a full acceptance, a correction after a rejection."""
     if num_drafted == 0:
@@ -354,7 +382,7 @@ def _drop_finished(active: list[Sequence], target: RaggedCache, drafter) -> list
     if keep:
         rows = torch.tensor(keep, dtype=torch.long, device=target.device)
         target.select(rows)
-        if isinstance(drafter, ModelDrafter):
+        if _has_model(drafter):
             drafter.select(rows)
     return [active[i] for i in keep]
 
@@ -371,9 +399,19 @@ def _meta(pair: ModelPair, cfg: DecodeConfig, stream: StepStream, util: Utilizat
         "target_name": pair.target_name,
         "draft_name": stream.drafter_name,
         "target_params": sum(p.numel() for p in pair.target.parameters()),
-        "draft_params": sum(p.numel() for p in pair.draft.parameters()) if pair.draft is not None and cfg.drafter == "model" else 0,
+        "draft_params": _draft_params(pair, cfg),
         "util_source": util.source,
         "forward": "speclab lean Llama (engine/fastllama.py)" if stream.target_cache.lean is not None else "transformers",
         "torch": torch.__version__,
         "transformers": transformers.__version__,
     }
+
+
+def _draft_params(pair: ModelPair, cfg: DecodeConfig) -> int:
+    if not cfg.speculative:
+        return 0
+    if cfg.drafter == "model" and pair.draft is not None:
+        return sum(p.numel() for p in pair.draft.parameters())
+    if cfg.drafter == "eagle" and pair.eagle is not None:
+        return pair.eagle.params  # the head's own weights (it borrows the target's embedding and head)
+    return 0

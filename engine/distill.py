@@ -488,13 +488,17 @@ def save_draft(draft, target_dir: Path, out: Path, dtype=torch.bfloat16) -> int:
 
 
 def engine_eval(draft_dir: Path, target: str | None, prompts: list[str], depth: int, max_new_tokens: int,
-                batch_size: int, dtype: str = "auto") -> dict:
-    """Held-out greedy acceptance measured by the engine itself (speculative decoding, fixed depth)."""
+                batch_size: int, dtype: str = "auto", drafter: str = "model") -> dict:
+    """Held-out greedy acceptance measured by the engine itself (speculative decoding, fixed depth).
+    drafter: "model" (draft_dir is a draft model) or "eagle" (draft_dir is an EAGLE head)."""
     from . import DecodeConfig, generate, load_pair
     from .trace import acceptance_counts
 
-    pair = load_pair(target=target, draft=str(draft_dir), dtype=dtype)
-    cfg = DecodeConfig(mode="speculative", depth=depth, drafter="model", temperature=0.0,
+    if drafter == "eagle":
+        pair = load_pair(target=target, draft=None, eagle=str(draft_dir), dtype=dtype)
+    else:
+        pair = load_pair(target=target, draft=str(draft_dir), dtype=dtype, eagle=None)
+    cfg = DecodeConfig(mode="speculative", depth=depth, drafter=drafter, temperature=0.0,
                        max_new_tokens=max_new_tokens)
     steps = []
     for b in range(0, len(prompts), batch_size):

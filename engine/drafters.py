@@ -2,6 +2,8 @@
 
 - `ModelDrafter`: a small causal LM sharing the target's tokenizer, run autoregressively k times over its
   own ragged KV cache (greedy argmax, or sampling from its own tempered / top-p distribution q).
+- `EagleDrafter`: an EAGLE head (engine/eagle.py): one decoder layer over the target's own final hidden
+  states, drafting feature by feature; the target's verify pass hands it fresh features every step.
 - `NgramDrafter`: prompt-lookup decoding (Saxena 2023; transformers' PromptLookupCandidateGenerator):
   find the most recent earlier occurrence of the sequence's last n tokens (n = ngram_size down to 1) and
   propose the tokens that followed it. No model, no FLOPs; q is a point mass on the proposal.
@@ -105,6 +107,99 @@ class ModelDrafter:
 
     def select(self, rows: torch.Tensor) -> None:
         self.cache.select(rows)
+
+
+class EagleDrafter:
+    """EAGLE (Li et al. 2024): one decoder layer that drafts from the target's own final hidden states.
+
+    Its cache holds entries i = (f_i, t_{i+1}) for every token but the last, like the target's cache.
+    The target's features arrive with each verify pass and wait in `pending` until the next `propose`
+    feeds them (with the tokens they preceded) in one forward; each further draft step feeds the head's
+    own output g back in. After verification the draft entries are dropped and the verified features of
+    the accepted tokens (plus the correction/bonus position) become the new `pending` (engine/eagle.py)."""
+
+    name = "eagle"
+
+    def __init__(self, runner, device: torch.device, costs, pad_id: int):
+        self.runner = runner
+        self.cache = RaggedCache(None, device, costs, runner=runner)
+        self.pad_id = pad_id
+        self.vocab = runner.vocab  # (C,) token ids the head scores
+        self.vocab_size = runner.config.vocab_size
+        self.pending: torch.Tensor | None = None  # (B, P, H) target features not yet in the cache
+        self.pending_valid: torch.Tensor | None = None  # (B, P) bool: ragged rows leave holes
+        self.drafted = 0
+
+    def prefill(self, sequences: list[list[int]], hidden: torch.Tensor) -> None:
+        """hidden (B, W, H): the target's features over the left-padded prompts (as its prefill padded them).
+        Entries 0..L-2 pair f_i with t_{i+1}; f_{L-1} waits for the target's first token."""
+        self.cache.prefill([s[1:] for s in sequences], self.pad_id, logits_to_keep=1, features=hidden[:, :-1])
+        self.pending = hidden[:, -1:]
+        self.pending_valid = torch.ones(hidden.shape[0], 1, dtype=torch.bool, device=hidden.device)
+
+    def advance(self, hidden: torch.Tensor) -> None:
+        """A plain step: its one verified feature (B, 1, H) joins the pending ones."""
+        self.pending = torch.cat([self.pending, hidden], dim=1)
+        self.pending_valid = torch.cat([self.pending_valid, torch.ones_like(self.pending_valid[:, :1])], dim=1)
+
+    def propose(self, sequences: list[list[int]], depth: int, temperature: float, top_p: float, generator) -> Draft:
+        device = self.cache.device
+        batch, width = self.pending_valid.shape
+        counts = self.pending_valid.sum(1).tolist()
+        # the tokens that follow each pending feature: each row's last `count` tokens, in its valid columns
+        tokens = torch.full((batch, width), self.pad_id, dtype=torch.long)
+        valid_cpu = self.pending_valid.cpu()
+        for r, (seq, n) in enumerate(zip(sequences, counts)):
+            tokens[r, valid_cpu[r]] = torch.tensor(seq[-n:], dtype=torch.long)
+        ragged = not bool(valid_cpu.all())
+        g = self.cache.forward(tokens.to(device), logits_to_keep=1, features=self.pending,
+                               new_valid=self.pending_valid if ragged else None)  # (B, P, H)
+        last = width - 1 - self.pending_valid.flip(1).long().argmax(1)  # (B,) each row's last real column
+        feature = g[torch.arange(batch, device=device), last]  # (B, H)
+        fed = width
+        ids, q_x, probs = [], [], []
+        for i in range(depth):
+            logits = feature @ self.runner.head.T  # (B, C): over the reduced vocabulary
+            if temperature == 0:
+                local = logits.argmax(dim=-1)
+                logits = logits.float()
+                q_x.append(torch.exp(logits.gather(1, local[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)))
+            else:
+                q_local = probs_from_logits(logits, temperature, top_p)
+                local = sample(q_local, generator)
+                q_x.append(q_local.gather(1, local[:, None]).squeeze(1))
+                q_all = torch.zeros(batch, self.vocab_size, device=device)  # Algorithm 1 needs the full q
+                q_all[:, self.vocab] = q_local
+                probs.append(q_all)
+            token = self.vocab[local]
+            ids.append(token)
+            if i < depth - 1:
+                feature = self.cache.forward(token[:, None], logits_to_keep=1, features=feature[:, None])[:, -1]
+                fed += 1
+        self.pending = self.pending_valid = None
+        self.drafted = depth - 1  # draft entries now in the cache, dropped again in `commit`
+        return Draft(
+            ids=torch.stack(ids, dim=1),
+            q_x=torch.stack(q_x, dim=1),
+            probs=torch.stack(probs, dim=1) if probs else None,
+            valid=torch.ones(batch, depth, dtype=torch.bool, device=device),
+            forwards=depth,
+            fed_tokens=fed,
+        )
+
+    def commit(self, num_accepted: torch.Tensor, hidden: torch.Tensor) -> None:
+        """hidden (B, k+1, H): the verify pass's features. Drop the draft entries; row r's first a_r + 1
+        verified features (its accepted tokens and the one before them) become pending."""
+        self.cache.keep(self.cache.lengths - self.drafted)
+        self.drafted = 0
+        self.pending = hidden
+        self.pending_valid = torch.arange(hidden.shape[1], device=hidden.device)[None, :] <= num_accepted[:, None]
+
+    def select(self, rows: torch.Tensor) -> None:
+        self.cache.select(rows)
+        if self.pending is not None:
+            self.pending, self.pending_valid = self.pending[rows], self.pending_valid[rows]
+        # columns that are holes in every remaining row could be trimmed; `propose` copes with them
 
 
 class NgramDrafter:

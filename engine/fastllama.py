@@ -139,15 +139,26 @@ class LeanLlama:
 
     @torch.no_grad()
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor | None,
-                cache, logits_to_keep: int = 0) -> torch.Tensor:
+                cache, logits_to_keep: int = 0, return_hidden: bool = False):
         """Feed (B, n) tokens at `positions` (B, n); `valid` (B, W+n) marks real cache columns (None: no padding).
 
         Appends each layer's keys/values to `cache.layers[i]` (a transformers DynamicCache built with the
         model's config, as RaggedCache builds it) and returns
-        logits (B, n or logits_to_keep, vocab).
+        logits (B, n or logits_to_keep, vocab); with `return_hidden`, also the final (post-norm) hidden
+        states of all n positions (B, n, hidden): the features an EAGLE head drafts from.
         """
-        bsz, n = input_ids.shape
-        x = F.embedding(input_ids, self.embed)
+        x = self.body(F.embedding(input_ids, self.embed), positions, valid, cache)
+        if return_hidden:
+            hidden = rms_norm(x, self.final_norm, self.eps)  # (B, n, H)
+            kept = hidden[:, -logits_to_keep:] if logits_to_keep else hidden
+            return F.linear(kept, self.head), hidden
+        if logits_to_keep:
+            x = x[:, -logits_to_keep:]
+        return F.linear(rms_norm(x, self.final_norm, self.eps), self.head)
+
+    def body(self, x: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor | None, cache) -> torch.Tensor:
+        """The decoder layers over input embeddings x (B, n, H); returns the last layer's output (pre-norm)."""
+        bsz, n, _ = x.shape
         dtype = x.dtype
         freqs = positions[..., None].float() * self.inv_freq.to(x.device)  # (B, n, dim/2)
         emb = torch.cat((freqs, freqs), dim=-1)
@@ -171,6 +182,4 @@ class LeanLlama:
             if not layer.is_initialized:
                 layer.lazy_initialization(k, v)
             layer.keys, layer.values = k, v
-        if logits_to_keep:
-            x = x[:, -logits_to_keep:]
-        return F.linear(rms_norm(x, self.final_norm, self.eps), self.head)
+        return x

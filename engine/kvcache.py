@@ -38,16 +38,22 @@ def compile_enabled() -> bool:
 
 
 class RaggedCache:
-    def __init__(self, model: torch.nn.Module, device: torch.device, costs: ModelCosts, lean: bool | None = None):
+    def __init__(self, model: torch.nn.Module | None, device: torch.device, costs: ModelCosts, lean: bool | None = None,
+                 runner=None):
         self.model = model
+        # `runner`: a forward of our own instead of a transformers model (the EAGLE head, engine/eagle.py):
+        # forward(input_ids, positions, valid, cache, features=...) -> (B, n, hidden).
+        self.runner = runner
         # gpt-fast-style forward over the same weights when the model is a plain Llama (engine/fastllama.py).
         use_lean = lean_enabled() if lean is None else lean
-        self.lean = LeanLlama(model, compile=compile_enabled()) if use_lean and supports(model) else None
+        self.lean = None
+        if runner is None and use_lean and supports(model):
+            self.lean = LeanLlama(model, compile=compile_enabled())
         self.device = device
         self.costs = costs
         self.flops = 0.0  # accumulated over forwards; the decode loop reads and resets them per step
         self.bytes = 0.0
-        self.cache = DynamicCache(config=model.config)
+        self.cache = DynamicCache(config=(runner or model).config)
         self.lengths = torch.zeros(0, dtype=torch.long, device=device)  # (B,) valid tokens per row
         self.width = 0  # physical columns W
         self.valid = torch.zeros(0, 0, dtype=torch.bool, device=device)  # (B, W): real (unmasked) columns
@@ -57,27 +63,37 @@ class RaggedCache:
     def batch(self) -> int:
         return int(self.lengths.shape[0])
 
-    def prefill(self, token_lists: list[list[int]], pad_id: int, logits_to_keep: int = 1) -> torch.Tensor:
-        """Run the model on left-padded prompts. Returns logits (B, logits_to_keep, vocab)."""
+    def prefill(self, token_lists: list[list[int]], pad_id: int, logits_to_keep: int = 1, return_hidden: bool = False,
+                features: torch.Tensor | None = None):
+        """Run the model on left-padded prompts. Returns logits (B, logits_to_keep, vocab) (see `forward`)."""
         width = max(len(t) for t in token_lists)
         ids = torch.full((len(token_lists), width), pad_id, dtype=torch.long)
         for i, toks in enumerate(token_lists):
             ids[i, width - len(toks) :] = torch.tensor(toks, dtype=torch.long)
         self.lengths = torch.tensor([len(t) for t in token_lists], dtype=torch.long, device=self.device)
         self.width = 0
-        return self.forward(ids.to(self.device), logits_to_keep=logits_to_keep)
+        return self.forward(ids.to(self.device), logits_to_keep=logits_to_keep, return_hidden=return_hidden,
+                            features=features)
 
-    def attention_mask(self, n_new: int) -> torch.Tensor:
+    def attention_mask(self, n_new: int, new_valid: torch.Tensor | None = None) -> torch.Tensor:
         """(B, W + n_new) bool: each row's valid columns and the new tokens."""
         if self.width == 0:  # prefill: the new tokens themselves are left-padded
             cols = torch.arange(n_new, device=self.device)
             return cols[None, :] >= (n_new - self.lengths)[:, None]
-        return torch.cat([self.valid, torch.ones(self.batch, n_new, dtype=torch.bool, device=self.device)], dim=1)
+        if new_valid is None:
+            new_valid = torch.ones(self.batch, n_new, dtype=torch.bool, device=self.device)
+        return torch.cat([self.valid, new_valid], dim=1)
 
-    def forward(self, input_ids: torch.Tensor, logits_to_keep: int = 0) -> torch.Tensor:
-        """Feed (B, n) tokens, all real, at each row's next positions. Returns logits (B, n or keep, vocab)."""
+    def forward(self, input_ids: torch.Tensor, logits_to_keep: int = 0, return_hidden: bool = False,
+                new_valid: torch.Tensor | None = None, features: torch.Tensor | None = None):
+        """Feed (B, n) tokens at each row's next positions. Returns logits (B, n or keep, vocab); with
+        `return_hidden` (lean forward only) also the final hidden states (B, n, hidden).
+
+        new_valid (B, n) bool: which fed columns are real (default: all). The others are holes from the
+        start: masked for every query, not counted in `lengths`, as if already rolled back. Real columns
+        must be in time order. features: the runner's extra input (EAGLE: the target features)."""
         n_new = input_ids.shape[1]
-        mask = self.attention_mask(n_new)
+        mask = self.attention_mask(n_new, new_valid)
         if self.width == 0:
             positions = (mask.long().cumsum(-1) - 1).clamp_min(0)  # (B, n): left padding gets position 0
             self.width = n_new
@@ -88,14 +104,23 @@ class RaggedCache:
             past = float(self.lengths.float().mean())
             self.flops += self.costs.forward_flops(self.batch, n_new, past, logits_to_keep or n_new)
             self.bytes += self.costs.forward_bytes(self.batch, n_new, past)
-            positions = self.lengths[:, None] + torch.arange(n_new, device=self.device)  # (B, n)
+            if new_valid is None:
+                positions = self.lengths[:, None] + torch.arange(n_new, device=self.device)  # (B, n)
+                self.lengths = self.lengths + n_new
+            else:  # holes take no position; real columns count on from each row's length
+                positions = self.lengths[:, None] + (new_valid.long().cumsum(1) - 1).clamp_min(0)
+                self.lengths = self.lengths + new_valid.long().sum(1)
             self.width += n_new
-            self.lengths = self.lengths + n_new
         self.valid = mask
         # No padding anywhere (always so at batch 1): let attention take its plain causal path, no mask to build.
         no_padding = bool(mask.all())
+        if self.runner is not None:
+            return self.runner.forward(input_ids, positions, None if no_padding else mask, self.cache, features=features)
         if self.lean is not None:
-            return self.lean.forward(input_ids, positions, None if no_padding else mask, self.cache, logits_to_keep)
+            return self.lean.forward(input_ids, positions, None if no_padding else mask, self.cache, logits_to_keep,
+                                     return_hidden=return_hidden)
+        if return_hidden:
+            raise ValueError("final hidden states need the lean forward (engine/fastllama.py)")
         out = self.model(
             input_ids=input_ids,
             attention_mask=None if no_padding else mask.long(),

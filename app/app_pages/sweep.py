@@ -131,15 +131,17 @@ with st.form("grid_form"):
     g1, g2, g3, g4 = st.columns(4)
     grid_batches = g1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 4, 16], key="grid_batches")
     grid_depths = g2.multiselect("Depths k", list(range(0, 13)), default=[2, 4, 8], key="grid_depths")
-    drafter = g3.radio("Drafter", ["draft model", "n-gram"], horizontal=True, key="grid_drafter")
+    drafter = g3.radio("Drafter", ["draft model", "EAGLE head", "n-gram"], horizontal=True, key="grid_drafter")
     tokens = g4.slider("New tokens per sequence", 8, 64, 24, step=8, key="grid_tokens")
     go_grid = st.form_submit_button("Measure the grid", type="primary")
 if go_grid:
-    kind = "model" if drafter == "draft model" else "ngram"
+    kind = {"draft model": "model", "EAGLE head": "eagle"}.get(drafter, "ngram")
     if not grid_batches or not grid_depths:
         st.error("Pick at least one batch size and one depth.", icon=":material/error:")
     elif kind == "model" and pair.draft is None:
         st.error("This pair has no draft model. Fix: choose the n-gram drafter.", icon=":material/error:")
+    elif kind == "eagle" and pair.eagle is None:
+        st.error("This pair has no EAGLE head. Fix: choose the draft model or the n-gram drafter.", icon=":material/error:")
     elif len(grid_batches) * (len(grid_depths) + 1) * max(grid_batches) * tokens > 20_000:
         st.error("That grid would take many minutes on this machine. Fix: fewer or smaller batch sizes, fewer "
                  "depths, or fewer tokens.", icon=":material/error:")  # fmt: skip

@@ -1,0 +1,210 @@
+"""The EAGLE head (engine/eagle.py) and its drafter: the training unroll sees exactly what drafting sees,
+speculation with it is lossless (float32 greedy == plain decoding, ragged batches included), its cache
+stays in step with the target's, bad head folders are refused clearly, the pipeline runs end to end."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+import torch
+from conftest import tiny_pair
+
+from engine import ConfigError, DecodeConfig, ModelLoadError, generate, generate_steps, load_pair
+from engine import eagle
+from engine.models import ModelPair, SHIPPED_EAGLE
+
+PROMPTS = ["Tell me about the sea.", "Why is the sky blue? Explain briefly please.", "Count: one two three"]
+# Greedy alpha of the shipped head at depth 4 on these prompts, float32, 48 tokens: see the floor's comment below.
+FIXED_PROMPTS = [
+    "Explain how a rainbow forms in simple terms.",
+    "Write a short story about a robot who learns to paint.",
+    "List three tips for staying focused while studying.",
+]
+
+
+def with_head(pair: ModelPair, folder) -> ModelPair:
+    config, state, vocab = eagle.load_head(folder, pair.target)
+    runner = eagle.EagleRunner(config, state, vocab, pair.target)
+    return ModelPair(target=pair.target, draft=pair.draft, tokenizer=pair.tokenizer, device=pair.device,
+                     dtype=pair.dtype, target_name=pair.target_name, draft_name=pair.draft_name, eos_ids=pair.eos_ids,
+                     eagle=runner, eagle_name="tiny eagle")
+
+
+@pytest.fixture(scope="module")
+def tiny_eagle(tokenizer, tmp_path_factory):
+    pair = tiny_pair(tokenizer)
+    folder = tmp_path_factory.mktemp("eagle")
+    head = eagle.EagleHead.from_target(pair.target, seed=0)
+    vocab = list(range(0, len(tokenizer), 3))  # a reduced head: every third token
+    eagle.save_head(head, folder, vocab, {"note": "test"}, dtype=torch.float32)
+    return with_head(pair, folder), folder
+
+
+def test_training_unroll_equals_step_by_step_drafting(tokenizer):
+    """Depth s of `unrolled` at entry p == feeding the head's own outputs as entries p-s+1..p after true ones."""
+    pair = tiny_pair(tokenizer)
+    head = eagle.EagleHead.from_target(pair.target, seed=1).eval()
+    torch.manual_seed(0)
+    t, h = 20, pair.target.config.hidden_size
+    embeds, feats = torch.randn(1, t, h), torch.randn(1, t, h)
+    pos = torch.arange(t)[None]
+    with torch.no_grad():
+        outs = head.unrolled(embeds, feats, pos, 3)
+        m = 9  # last true entry
+        f = feats[:, : m + 3].clone()
+        f[:, m + 1] = outs[0][:, m]
+        step1 = head.unrolled(embeds[:, : m + 3], f, pos[:, : m + 3], 1)[0]
+        f[:, m + 2] = step1[:, m + 1]
+        step2 = head.unrolled(embeds[:, : m + 3], f, pos[:, : m + 3], 1)[0]
+    assert torch.allclose(step1[:, m + 1], outs[1][:, m + 1], atol=1e-5)
+    assert torch.allclose(step2[:, m + 2], outs[2][:, m + 2], atol=1e-5)
+    assert not torch.allclose(outs[1][:, m + 1], outs[0][:, m + 1], atol=1e-3)  # depth changes what it sees
+
+
+def test_engine_runner_matches_the_training_forward(tiny_eagle):
+    """EagleRunner (lean layer over a RaggedCache) computes the same g as EagleHead at depth 0."""
+    from engine.kvcache import RaggedCache
+
+    pair, folder = tiny_eagle
+    config, state, _ = eagle.load_head(folder, pair.target)
+    head = eagle.EagleHead(config)
+    head.load_state_dict(state)
+    torch.manual_seed(0)
+    ids = torch.randint(0, 1000, (1, 12))
+    feats = torch.randn(1, 12, config["hidden_size"])
+    want = head.unrolled(pair.target.get_input_embeddings().weight[ids].detach(), feats, torch.arange(12)[None], 1)[0]
+    cache = RaggedCache(None, torch.device("cpu"), pair.eagle_costs, runner=pair.eagle)
+    got = cache.prefill([ids[0, :8].tolist()], 0, features=feats[:, :8])
+    got = torch.cat([got, cache.forward(ids[:, 8:], features=feats[:, 8:])], dim=1)  # prefill, then 4 more
+    assert torch.allclose(got, want.detach(), atol=1e-4)
+
+
+@pytest.mark.parametrize("prompts", [PROMPTS[:1], PROMPTS], ids=["batch1", "ragged3"])
+@pytest.mark.parametrize("depth", [1, 3])
+def test_eagle_greedy_speculative_equals_plain(tiny_eagle, prompts, depth):
+    pair, _ = tiny_eagle
+    ar = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24))
+    spec = generate(pair, prompts, DecodeConfig(depth=depth, drafter="eagle", max_new_tokens=24))
+    assert spec.output_ids == ar.output_ids
+    assert spec.meta["draft_name"] == "tiny eagle" and spec.meta["draft_params"] == pair.eagle.params
+    assert spec.summary["flops"] > ar.summary["flops"]  # the head's work and the rejected drafts cost FLOPs
+
+
+def test_eagle_cache_and_pending_features_follow_the_target(tiny_eagle):
+    """Entries in the head's cache + features waiting to be fed == tokens in the target's cache, every row."""
+    pair, _ = tiny_eagle
+    stream = generate_steps(pair, PROMPTS, DecodeConfig(depth=3, drafter="eagle", policy="heuristic", max_new_tokens=20))
+    checked = 0
+    for _ in stream:
+        if not stream.active:
+            continue
+        drafter, target = stream.drafter, stream.target_cache
+        pending = drafter.pending_valid.long().sum(1)
+        assert torch.equal(drafter.cache.lengths + pending, target.lengths)
+        assert torch.equal(target.lengths + 1, torch.tensor([len(s.tokens) for s in stream.active]))
+        checked += 1
+    assert checked > 3
+
+
+def test_eagle_sampling_drafts_from_its_vocabulary_with_a_full_q(tiny_eagle):
+    pair, folder = tiny_eagle
+    vocab = set(json.loads((folder / "draft_vocab.json").read_text())["ids"])
+    stream = generate_steps(pair, PROMPTS[:2], DecodeConfig(depth=3, drafter="eagle", temperature=1.0, max_new_tokens=12))
+    drafted = []
+    for step in stream:
+        for s in step.seqs:
+            drafted += [t.id for t in s.drafted]
+            assert all(0 < t.draft_prob <= 1 for t in s.drafted)
+    assert drafted and set(drafted) <= vocab
+    again = generate(pair, PROMPTS[:2], DecodeConfig(depth=3, drafter="eagle", temperature=1.0, max_new_tokens=12))
+    assert again.output_ids == stream.trace.output_ids  # seeded
+
+
+def test_eagle_drafter_without_a_head_is_a_config_error(tiny):
+    with pytest.raises(ConfigError, match="drafter='eagle' needs an EAGLE head"):
+        generate(tiny, ["Hello"], DecodeConfig(drafter="eagle", max_new_tokens=4))
+
+
+@pytest.mark.parametrize("breakage, message", [
+    ("missing", "config.json is missing"),
+    ("corrupt", "cannot be read"),
+    ("format", "config format"),
+    ("hidden", "hidden_size"),
+    ("vocab", "must list token ids"),
+])
+def test_bad_head_folders_are_refused(tiny_eagle, tmp_path, breakage, message):
+    pair, folder = tiny_eagle
+    bad = tmp_path / "head"
+    bad.mkdir()
+    for f in folder.iterdir():
+        (bad / f.name).write_bytes(f.read_bytes())
+    config = json.loads((bad / "config.json").read_text())
+    if breakage == "missing":
+        (bad / "config.json").unlink()
+    elif breakage == "corrupt":
+        (bad / "model.safetensors").write_bytes(b"not safetensors")
+    elif breakage == "format":
+        (bad / "config.json").write_text(json.dumps({**config, "format": "other"}))
+    elif breakage == "hidden":
+        (bad / "config.json").write_text(json.dumps({**config, "hidden_size": 999}))
+    else:
+        (bad / "draft_vocab.json").write_text(json.dumps({"ids": [-1, 5]}))
+    with pytest.raises(eagle.EagleLoadError, match=message):
+        eagle.load_head(bad, pair.target)
+
+
+def test_explicit_bad_head_raises_and_broken_default_warns(tmp_path, monkeypatch):
+    from engine import models
+
+    with pytest.raises(ModelLoadError, match="is missing"):
+        load_pair(draft=None, eagle=str(tmp_path / "nowhere"))
+    broken = tmp_path / "eagle"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    monkeypatch.setattr(models, "SHIPPED_EAGLE", broken)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pair = load_pair(draft=None)
+    assert pair.eagle is None and any("EAGLE head could not be used" in str(w.message) for w in caught)
+    assert any("drafter='eagle' is unavailable" in n for n in pair.warnings)
+
+
+def test_help_documents_the_options(capsys):
+    with pytest.raises(SystemExit):
+        eagle.parse_args(["--help"])
+    text = capsys.readouterr().out
+    for flag in ("--work-dir", "--out", "--epochs", "--depths", "--batch-tokens", "--seed", "--stage"):
+        assert flag in text
+
+
+def test_missing_distillation_data_is_one_clear_error(tmp_path, capsys):
+    assert eagle.main(["--work-dir", str(tmp_path / "empty"), "--out", str(tmp_path / "out")]) == 2
+    assert "run `python -m engine.distill" in capsys.readouterr().out
+
+
+def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
+    """distillation responses -> target features -> training -> saved head -> engine evaluation."""
+    from test_distill import _tiny_target
+
+    from engine import distill
+
+    target, work, out = _tiny_target(tmp_path), tmp_path / "work", tmp_path / "eagle"
+    argv = ["--work-dir", str(work), "--out", str(out), "--target", str(target), "--max-prompts", "6",
+            "--heldout-prompts", "2", "--gen-batch", "4", "--max-new-tokens", "8", "--gen-dtype", "float32",
+            "--stage", "generate", "--threads", "1"]
+    assert distill.main(argv) == 0
+    argv = ["--work-dir", str(work), "--out", str(out), "--target", str(target), "--epochs", "2",
+            "--batch-tokens", "128", "--eval-prompts", "2", "--eval-max-new-tokens", "6", "--eval-batch", "2",
+            "--threads", "1"]
+    assert eagle.main(argv) == 0
+    for name in ("config.json", "model.safetensors", "draft_vocab.json"):
+        assert (out / name).exists(), name
+    stats = json.loads((work / "eagle" / "stats.json").read_text())
+    assert stats["train"]["steps"] >= 2 and 0.0 <= stats["engine_eval"]["alpha"] <= 1.0
+    pair = load_pair(target=str(target), draft=None, eagle=str(out), dtype="float32")
+    assert pair.eagle is not None and pair.eagle.params == json.loads((out / "config.json").read_text())["params"]
+    plain = generate(pair, ["Hello there"], DecodeConfig(mode="autoregressive", max_new_tokens=6))
+    spec = generate(pair, ["Hello there"], DecodeConfig(depth=2, drafter="eagle", max_new_tokens=6))
+    assert spec.output_ids == plain.output_ids
