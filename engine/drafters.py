@@ -159,7 +159,7 @@ class EagleDrafter:
         fed = width
         ids, q_x, probs = [], [], []
         for i in range(depth):
-            logits = feature @ self.runner.head.T  # (B, C): over the reduced vocabulary
+            logits = torch.nn.functional.linear(feature, self.runner.head)  # (B, C): over the reduced vocabulary
             if temperature == 0:
                 local = logits.argmax(dim=-1)
                 logits = logits.float()

@@ -9,6 +9,8 @@
 - Hub ids and local directories go through `from_pretrained`. The Hugging Face Hub may be unreachable
   (it is on the build machines); that is reported as one clear error.
 - A draft must share the target's vocabulary: speculative verification compares token ids.
+- The EAGLE head shipped in assets/eagle/ (engine/eagle.py) is loaded for the embedded target as
+  `pair.eagle` (drafter="eagle"); it reads the target's hidden states, so it fits only that target.
 """
 
 from __future__ import annotations

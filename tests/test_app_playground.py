@@ -84,6 +84,15 @@ def test_run_produces_both_lanes_and_summary():
     assert at.toggle(key="fp32").value is True
 
 
+def test_eagle_drafter_runs_from_the_url():
+    at = _app(tokens=8, depth=3, drafter="EAGLE head")
+    at.button(key="run").click().run()
+    assert not at.exception and not at.error, _texts(at.error)
+    spec = at.session_state["result"]["spec"]
+    assert spec.config["drafter"] == "eagle" and "EAGLE head" in spec.meta["draft_name"]
+    assert any(s.drafted for step in spec.steps for s in step.seqs)
+
+
 def test_batch_of_two_uses_different_prompts():
     at = _app(tokens=8, batch=2, depth=2)
     at.button(key="run").click().run()
