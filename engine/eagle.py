@@ -33,6 +33,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from .costs import ModelCosts
+from .fastllama import LeanLlama, _layer, rms_norm, rotate_half
+
 # --------------------------------------------------------------------------------------------------
 # 1. features: one teacher-forcing pass of the target over every prompt + response
 # --------------------------------------------------------------------------------------------------
@@ -153,8 +156,6 @@ class EagleHead(torch.nn.Module):
         return emb.cos().to(dtype)[:, None], emb.sin().to(dtype)[:, None]  # (B, 1, T, hd)
 
     def _qkv(self, x, cos, sin):
-        from .fastllama import rms_norm, rotate_half
-
         c = self.config
         b, t, _ = x.shape
         h = rms_norm(x, self.input_layernorm, c["rms_norm_eps"])
@@ -164,8 +165,6 @@ class EagleHead(torch.nn.Module):
         return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
 
     def _rest(self, x, a):
-        from .fastllama import rms_norm
-
         eps = self.config["rms_norm_eps"]
         b, t, _ = x.shape
         x = x + self.o_proj(a.transpose(1, 2).reshape(b, t, -1))
@@ -432,8 +431,6 @@ class EagleRunner:
     def __init__(self, config: dict, state: dict, vocab: torch.Tensor, target):
         from transformers import LlamaConfig
 
-        from .fastllama import LeanLlama
-
         ref = target.get_input_embeddings().weight
         dtype, device = ref.dtype, ref.device
         w = {k: v.to(device=device, dtype=dtype) for k, v in state.items()}
@@ -445,8 +442,6 @@ class EagleRunner:
         )
         self.lean = LeanLlama.__new__(LeanLlama)  # its `body` runs our single layer
         lean = self.lean
-        from .fastllama import _layer
-
         lean.layer_fn = _layer
         lean.n_heads, lean.n_kv, lean.head_dim = config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]
         lean.eps, lean.scale = config["rms_norm_eps"], config["head_dim"] ** -0.5
@@ -466,8 +461,6 @@ class EagleRunner:
                 features: torch.Tensor) -> torch.Tensor:
         """Entries (B, n): tokens t_{p+1} and features (B, n, H) f_p. Returns g (B, n, H), the guessed next
         features; `self.head` @ g scores the next token over the reduced vocabulary."""
-        from .fastllama import rms_norm
-
         x = F.linear(torch.cat([F.embedding(input_ids, self.embed), features.to(self.embed.dtype)], dim=-1),
                      self.fc_weight, self.fc_bias)
         x = self.lean.body(x, positions, valid, cache)
@@ -475,8 +468,6 @@ class EagleRunner:
 
     def costs(self):
         """FLOP/byte accounting (engine/costs.py) of one head step: fc + one layer + the reduced head."""
-        from .costs import ModelCosts
-
         c = self.head_config
         layer = sum(t.numel() for t in self.lean.layers[0][1:5] + self.lean.layers[0][6:])
         head = self.head.numel()
