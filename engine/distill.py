@@ -290,10 +290,16 @@ def make_examples(rows: list[dict], max_len: int) -> list[dict]:
 
 def make_batches(examples: list[dict], batch_tokens: int, rng: random.Random) -> list[list[int]]:
     """Length-bucketed batches of about `batch_tokens` padded tokens, in a seeded random order."""
-    order = sorted(range(len(examples)), key=lambda i: (len(examples[i]["ids"]), rng.random()))
+    return length_batches({i: len(e["ids"]) for i, e in enumerate(examples)}, batch_tokens, rng)
+
+
+def length_batches(lengths: dict[int, int], batch_tokens: int, rng: random.Random) -> list[list[int]]:
+    """Batches of the keys of `lengths` (index -> length), similar lengths together, about `batch_tokens`
+    padded tokens each, shuffled with `rng`."""
+    order = sorted(lengths, key=lambda i: (lengths[i], rng.random()))
     batches, cur, cur_max = [], [], 0
     for i in order:
-        n = len(examples[i]["ids"])
+        n = lengths[i]
         if cur and max(cur_max, n) * (len(cur) + 1) > batch_tokens:
             batches.append(cur)
             cur, cur_max = [], 0

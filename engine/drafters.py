@@ -37,6 +37,29 @@ class Draft:
         return int(self.ids.shape[1])
 
 
+def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float, generator,
+                  vocab: torch.Tensor | None, vocab_size: int):
+    """One draft token per row from the drafter's logits (B, C), which score `vocab` (None: the whole vocabulary).
+
+    Returns (token ids (B,), q of each chosen token (B,), q over the whole vocabulary (B, vocab_size) when
+    sampling, else None). Greedy: q of the argmax at T = 1 (shown in the trace) without a full softmax.
+    With a reduced vocabulary q is 0 outside it, which Algorithm 1 needs to stay exact."""
+    if temperature == 0:
+        local = logits.argmax(dim=-1)  # (B,)
+        logits = logits.float()
+        q_x = torch.exp(logits.gather(1, local[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1))
+        q_full = None
+    else:
+        q_full = probs_from_logits(logits, temperature, top_p)
+        local = sample(q_full, generator)
+        q_x = q_full.gather(1, local[:, None]).squeeze(1)
+        if vocab is not None:
+            q_all = torch.zeros(q_full.shape[0], vocab_size, device=q_full.device)
+            q_all[:, vocab] = q_full
+            q_full = q_all
+    return (vocab[local] if vocab is not None else local), q_x, q_full
+
+
 class ModelDrafter:
     name = "model"
 
@@ -68,22 +91,10 @@ class ModelDrafter:
         ids, q_x, probs = [], [], []
         for i in range(depth):
             logits = self.cache.forward(feed, logits_to_keep=1)[:, -1]  # (B, vocab)
-            # With a reduced vocabulary, logits (and `local`) index self.vocab; q is 0 outside it.
-            if temperature == 0:
-                local = logits.argmax(dim=-1)  # (B,)
-                # q of the chosen token (shown in the trace), at T = 1, without a full softmax
-                logits = logits.float()
-                q_x.append(torch.exp(logits.gather(1, local[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)))
-            else:
-                q_local = probs_from_logits(logits, temperature, top_p)
-                local = sample(q_local, generator)
-                q_x.append(q_local.gather(1, local[:, None]).squeeze(1))
-                if self.vocab is not None:  # Algorithm 1 needs q over the whole vocabulary
-                    q_all = torch.zeros(q_local.shape[0], self.vocab_size, device=q_local.device)
-                    q_all[:, self.vocab] = q_local
-                    q_local = q_all
-                probs.append(q_local)
-            token = self.vocab[local] if self.vocab is not None else local
+            token, q, q_full = choose_tokens(logits, temperature, top_p, generator, self.vocab, self.vocab_size)
+            q_x.append(q)
+            if q_full is not None:
+                probs.append(q_full)
             ids.append(token)
             feed = token[:, None]
             if i < depth - 1:
@@ -160,18 +171,10 @@ class EagleDrafter:
         ids, q_x, probs = [], [], []
         for i in range(depth):
             logits = torch.nn.functional.linear(feature, self.runner.head)  # (B, C): over the reduced vocabulary
-            if temperature == 0:
-                local = logits.argmax(dim=-1)
-                logits = logits.float()
-                q_x.append(torch.exp(logits.gather(1, local[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)))
-            else:
-                q_local = probs_from_logits(logits, temperature, top_p)
-                local = sample(q_local, generator)
-                q_x.append(q_local.gather(1, local[:, None]).squeeze(1))
-                q_all = torch.zeros(batch, self.vocab_size, device=device)  # Algorithm 1 needs the full q
-                q_all[:, self.vocab] = q_local
-                probs.append(q_all)
-            token = self.vocab[local]
+            token, q, q_full = choose_tokens(logits, temperature, top_p, generator, self.vocab, self.vocab_size)
+            q_x.append(q)
+            if q_full is not None:
+                probs.append(q_full)
             ids.append(token)
             if i < depth - 1:
                 feature = self.cache.forward(token[:, None], logits_to_keep=1, features=feature[:, None])[:, -1]

@@ -239,20 +239,10 @@ class FeatureData:
         return self.offsets[i + 1] - self.offsets[i]
 
     def batches(self, batch_tokens: int, rng: random.Random) -> list[list[int]]:
-        order = sorted((i for i in range(len(self)) if self.length(i) - self.starts[i] >= 1),
-                       key=lambda i: (self.length(i), rng.random()))
-        out, cur, cur_max = [], [], 0
-        for i in order:
-            n = self.length(i)
-            if cur and max(cur_max, n) * (len(cur) + 1) > batch_tokens:
-                out.append(cur)
-                cur, cur_max = [], 0
-            cur.append(i)
-            cur_max = max(cur_max, n)
-        if cur:
-            out.append(cur)
-        rng.shuffle(out)
-        return out
+        from .distill import length_batches
+
+        rows = {i: self.length(i) for i in range(len(self)) if self.length(i) - self.starts[i] >= 1}
+        return length_batches(rows, batch_tokens, rng)
 
     def batch(self, idx: list[int], embed: torch.Tensor) -> dict:
         """Entries p = 0..n-2 of each row: inputs (f_p, t_{p+1}); labels t_{p+2} and f_{p+1} where t_{p+2}
