@@ -630,12 +630,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     t.add_argument("--eval-every", type=int, default=0,
                    help="teacher-forced held-out eval every N steps; the best weights are kept (0 = end only)")
     t.add_argument("--no-autocast", action="store_true", help="train in float32 instead of bfloat16 autocast")
+    add_eval_options(p)
+    return p.parse_args(argv)
+
+
+def add_eval_options(p: argparse.ArgumentParser) -> None:
+    """The engine evaluation on held-out prompts (shared with `python -m engine.eagle`)."""
     e = p.add_argument_group("evaluation")
     e.add_argument("--eval-prompts", type=int, default=24, help="held-out prompts decoded by the engine")
     e.add_argument("--eval-depth", type=int, default=4)
     e.add_argument("--eval-max-new-tokens", type=int, default=96)
     e.add_argument("--eval-batch", type=int, default=8)
-    return p.parse_args(argv)
 
 
 def _heldout_eval_prompts(heldout: list[dict], n: int) -> list[str]:

@@ -559,11 +559,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     t.add_argument("--eval-every", type=int, default=0, help="teacher-forced held-out eval every N steps (0 = end)")
     t.add_argument("--max-minutes", type=float, default=0.0, help="stop training after this many minutes (0 = no cap)")
     t.add_argument("--no-autocast", action="store_true", help="train in float32 instead of bfloat16 autocast")
-    e = p.add_argument_group("evaluation")
-    e.add_argument("--eval-prompts", type=int, default=24, help="held-out prompts decoded by the engine")
-    e.add_argument("--eval-depth", type=int, default=4)
-    e.add_argument("--eval-max-new-tokens", type=int, default=96)
-    e.add_argument("--eval-batch", type=int, default=8)
+    from .distill import add_eval_options
+
+    add_eval_options(p)
     return p.parse_args(argv)
 
 
