@@ -669,6 +669,21 @@ def command_line(args: argparse.Namespace) -> str:
     return " ".join(parts)
 
 
+class TeeLog:
+    """Print a line and append it to a log file (the training CLIs' progress log)."""
+
+    def __init__(self, path: Path):
+        self.file = open(path, "a")
+
+    def __call__(self, msg: str) -> None:
+        print(msg, flush=True)
+        self.file.write(msg + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -676,13 +691,7 @@ def main(argv=None) -> int:
     torch.manual_seed(args.seed)
     work, out = Path(args.work_dir), Path(args.out)
     work.mkdir(parents=True, exist_ok=True)
-    log_file = open(work / "distill.log", "a")
-
-    def log(msg: str) -> None:
-        print(msg, flush=True)
-        log_file.write(msg + "\n")
-        log_file.flush()
-
+    log = TeeLog(work / "distill.log")
     stats_path = work / "stats.json"
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
 
@@ -774,7 +783,7 @@ def main(argv=None) -> int:
         }
         write_card(out, info)
         log(f"eval: wrote {out / 'README.md'}")
-    log_file.close()
+    log.close()
     return 0
 
 

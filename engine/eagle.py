@@ -568,26 +568,21 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     from safetensors.torch import load_file, save_file
 
-    from .distill import _heldout_eval_prompts, engine_eval, read_shards
+    from .distill import TeeLog, _heldout_eval_prompts, engine_eval, read_shards
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     work = Path(args.work_dir)
     feat_dir, out = work / "eagle", Path(args.out)
     feat_dir.mkdir(parents=True, exist_ok=True)
-    log_file = open(feat_dir / "eagle.log", "a")
-
-    def log(msg: str) -> None:
-        print(msg, flush=True)
-        log_file.write(msg + "\n")
-        log_file.flush()
-
+    log = TeeLog(feat_dir / "eagle.log")
     run = lambda stage: args.stage in (stage, "all")  # noqa: E731
     stats_path = feat_dir / "stats.json"
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
     if not (work / "shards").exists():
         log(f"error: {work / 'shards'} not found: run `python -m engine.distill --work-dir {work}` first (its "
             "prompts and generate stages write the target's responses)")
+        log.close()
         return 2
     train_rows, heldout_rows = read_shards(work / "shards"), read_shards(work / "heldout")
 
@@ -649,7 +644,7 @@ def main(argv=None) -> int:
         log(f"eval: alpha {ev['alpha']:.3f}  per-position {[round(x, 3) for x in ev['per_position_acceptance']]}")
         config = json.loads((out / CONFIG_FILE).read_text())
         write_card(out, config, stats, "python -m engine.eagle " + " ".join(argv if argv is not None else sys.argv[1:]))
-    log_file.close()
+    log.close()
     return 0
 
 
