@@ -1,9 +1,9 @@
 """Command line: python -m engine run | bench | passes | probe   (DESIGN.md §3, plus `passes`).
 
     python -m engine run   --prompt TEXT [--prompt TEXT ...] --mode {autoregressive,speculative} [--depth K]
-                           [--drafter {model,ngram}] [--temperature T] [--top-p P] [--max-new-tokens N] [--seed S]
+                           [--drafter {model,ngram,eagle}] [--confidence C] [--temperature T] [--top-p P] [--max-new-tokens N] [--seed S]
                            [--dtype {auto,float32,bfloat16}] [--json PATH]
-    python -m engine bench --batch 1,4,16 --depth 0,2,4,8 [--drafter ...] [--dtype ...] [--json PATH]
+    python -m engine bench --batch 1,4,16 --depth 0,2,4,8 [--confidence 0,0.3] [--drafter ...] [--dtype ...] [--json PATH]
     python -m engine passes [--batch 1,8] [--tokens 1,2,4,...] [--context 150]   # one forward's time vs tokens per pass
     python -m engine probe
 Errors in the input are printed as one line and exit with status 2; no traceback.
@@ -27,6 +27,16 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def _float_list(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one number")
+    return values
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help="model dtype (auto: bf16 where native)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best available)")
@@ -47,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="model: the distilled draft; ngram: prompt lookup; eagle: the EAGLE head over the target's features")
     run.add_argument("--policy", default="fixed", choices=["fixed", "off_above_batch", "heuristic"])
     run.add_argument("--disable-by-batch-size", type=int, default=8, help="off_above_batch: speculate only while batch <= N")
+    run.add_argument("--confidence", type=float, default=0.0,
+                     help="model drafters stop a row's draft once the product of their probabilities falls below this "
+                          "(0..1; 0 = always draft --depth tokens)")
     run.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     run.add_argument("--top-p", type=float, default=1.0)
     run.add_argument("--max-new-tokens", type=int, default=64)
@@ -59,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--depth", type=_int_list, default=[0, 2, 4, 8], help="comma-separated depths")
     bench.add_argument("--drafter", default="model", choices=["model", "ngram", "eagle"])
     bench.add_argument("--policy", default="fixed", choices=["fixed", "off_above_batch", "heuristic"])
+    bench.add_argument("--confidence", type=_float_list, default=[0.0],
+                       help="comma-separated confidence thresholds (0..1), each run at every depth (0 = off)")
     bench.add_argument("--disable-by-batch-size", type=int, default=8)
     bench.add_argument("--prompts", default="chat", choices=["chat", "extractive", "heldout"],
                        help="built-in prompt set (heldout: topics the distilled draft never saw)")
@@ -119,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                 mode=args.mode, depth=args.depth, drafter=args.drafter, policy=args.policy,
                 disable_by_batch_size=args.disable_by_batch_size, temperature=args.temperature,
                 top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
+                confidence_threshold=args.confidence,
             )  # fmt: skip
             pair = load_pair(target=args.target, draft=_draft_arg(args, cfg), device=args.device, dtype=args.dtype,
                              eagle=args.eagle)
@@ -142,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
             bad = [d for d in args.depth if not 0 <= d <= 16] + [b for b in args.batch if b < 1]
             if bad:
                 raise ConfigError(f"batch sizes must be >= 1 and depths 0..16; got {bad}")
+            bad = [c for c in args.confidence if not 0 <= c <= 1]
+            if bad:
+                raise ConfigError(f"confidence thresholds must be between 0 and 1; got {bad}")
             if args.sequential < 1 or args.baseline_prompts < 1:
                 raise ConfigError("--sequential and --baseline-prompts must be >= 1")
             draft = "none" if args.drafter == "ngram" and args.draft == "default" else args.draft
@@ -152,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                 policy=args.policy, disable_by_batch_size=args.disable_by_batch_size,
                 max_new_tokens=args.max_new_tokens, repeats=args.repeats, baseline=args.baseline,
                 baseline_prompts=args.baseline_prompts, sequential=args.sequential,
-                log=lambda s: print(s, file=sys.stderr),
+                confidences=args.confidence, log=lambda s: print(s, file=sys.stderr),
             )  # fmt: skip
             print(format_table(result))
             if args.json:

@@ -112,6 +112,7 @@ def run_cell(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, repeats: in
         "acceptance_rate": s["acceptance_rate"],
         "alpha": s["alpha"],
         "tokens_per_step": s["tokens_per_step"],
+        "drafted_per_step": s["drafted_tokens"] / _seq_steps(mid.steps) if _seq_steps(mid.steps) else None,
         "per_position_acceptance": s["per_position_acceptance"],
         "target_forwards": s["target_forwards"],
         "flops": s["flops"],
@@ -120,6 +121,11 @@ def run_cell(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, repeats: in
         "verify_ms": _median([st.verify_ms for st in decode_steps]),
         "outputs": mid.output_ids,
     }
+
+
+def _seq_steps(steps) -> int:
+    """Sequence-steps that drafted something."""
+    return sum(1 for st in steps if st.kind == "decode" for q in st.seqs if q.drafted)
 
 
 def _draft_forward_ms(steps) -> float | None:
@@ -166,6 +172,38 @@ def _ours(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, repeats: int) 
             "rates": rates, "alpha": statistics.mean(alphas) if alphas else None}
 
 
+def _row(batch: int, depth: int, confidence: float, drafter: str, ar: dict, spec: dict) -> dict:
+    row = {
+        "batch": batch,
+        "depth": depth,
+        "confidence_threshold": confidence,
+        "drafted_per_step": spec["drafted_per_step"],
+        "tokens_per_pass": batch * (depth + 1),
+        "ar_tokens_per_s": ar["tokens_per_s"],
+        "spec_tokens_per_s": spec["tokens_per_s"],
+        "speedup": spec["tokens_per_s"] / ar["tokens_per_s"],
+        "acceptance_rate": spec["acceptance_rate"],
+        "alpha": spec["alpha"],
+        "tokens_per_step": spec["tokens_per_step"],
+        "per_position_acceptance": spec["per_position_acceptance"],
+        "flops_ratio": spec["flops"] / ar["flops"] if ar["flops"] else None,
+        "ar_overhead_pct": ar["overhead_pct"],
+        "spec_overhead_pct": spec["overhead_pct"],
+        "ar_verify_ms": ar["verify_ms"],
+        "spec_verify_ms": spec["verify_ms"],
+        "draft_ms_per_forward": spec["draft_ms_per_forward"],
+        "same_output": spec["outputs"] == ar["outputs"],
+    }
+    if drafter in ("model", "eagle") and spec["alpha"] is not None and spec["draft_ms_per_forward"] and ar["verify_ms"]:
+        c = spec["draft_ms_per_forward"] / ar["verify_ms"]
+        row["c"] = c
+        # Leviathan's formula assumes k i.i.d. drafts per step; with a confidence threshold k is the mean
+        # drafted per step, so the prediction is only indicative there.
+        k = depth if not confidence else spec["drafted_per_step"]
+        row["predicted_speedup"] = expected_speedup(spec["alpha"], k, c)
+    return row
+
+
 def bench(
     pair: ModelPair,
     batches: list[int],
@@ -180,11 +218,15 @@ def bench(
     disable_by_batch_size: int = 8,
     baseline_prompts: int = 4,
     sequential: int = 1,
+    confidences: list[float] = (0.0,),
 ) -> dict:
-    """The grid: for each batch, AR once, then speculative at each depth; medians of `repeats`.
+    """The grid: for each batch, AR once, then speculative at each depth (x each confidence threshold);
+    medians of `repeats`.
 
     sequential: at batch 1, each cell decodes this many prompts one after another (more prompts, less
-    noise in alpha) and reports total tokens / total time."""
+    noise in alpha) and reports total tokens / total time.
+    confidences: `DecodeConfig.confidence_threshold` values; with one > 0, `depth` is the most a step
+    drafts, and "drafted/step" the mean it actually drafted."""
     rows = []
     for batch in batches:
         seq = batch == 1 and sequential > 1
@@ -192,39 +234,20 @@ def bench(
         ar = run_cell(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens), repeats, seq)
         log(f"  batch {batch:>3}  AR            {ar['tokens_per_s']:8.1f} tok/s")
         for depth in depths:
-            cfg = DecodeConfig(
-                mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens,
-                policy=policy, disable_by_batch_size=disable_by_batch_size,
-            )  # fmt: skip
-            spec = run_cell(pair, prompts, cfg, repeats, seq)
-            row = {
-                "batch": batch,
-                "depth": depth,
-                "tokens_per_pass": batch * (depth + 1),
-                "ar_tokens_per_s": ar["tokens_per_s"],
-                "spec_tokens_per_s": spec["tokens_per_s"],
-                "speedup": spec["tokens_per_s"] / ar["tokens_per_s"],
-                "acceptance_rate": spec["acceptance_rate"],
-                "alpha": spec["alpha"],
-                "tokens_per_step": spec["tokens_per_step"],
-                "per_position_acceptance": spec["per_position_acceptance"],
-                "flops_ratio": spec["flops"] / ar["flops"] if ar["flops"] else None,
-                "ar_overhead_pct": ar["overhead_pct"],
-                "spec_overhead_pct": spec["overhead_pct"],
-                "ar_verify_ms": ar["verify_ms"],
-                "spec_verify_ms": spec["verify_ms"],
-                "draft_ms_per_forward": spec["draft_ms_per_forward"],
-                "same_output": spec["outputs"] == ar["outputs"],
-            }
-            if drafter in ("model", "eagle") and spec["alpha"] is not None and spec["draft_ms_per_forward"] and ar["verify_ms"]:
-                c = spec["draft_ms_per_forward"] / ar["verify_ms"]
-                row["c"] = c
-                row["predicted_speedup"] = expected_speedup(spec["alpha"], depth, c)
-            rows.append(row)
-            log(
-                f"  batch {batch:>3}  depth {depth:>2}      {spec['tokens_per_s']:8.1f} tok/s  x{row['speedup']:.2f}"
-                + (f"  alpha {spec['alpha']:.2f}" if spec["alpha"] is not None else "")
-            )
+            for confidence in confidences:
+                cfg = DecodeConfig(
+                    mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens,
+                    policy=policy, disable_by_batch_size=disable_by_batch_size, confidence_threshold=confidence,
+                )  # fmt: skip
+                spec = run_cell(pair, prompts, cfg, repeats, seq)
+                rows.append(_row(batch, depth, confidence, drafter, ar, spec))
+                r = rows[-1]
+                log(
+                    f"  batch {batch:>3}  depth {depth:>2}"
+                    + (f" conf {confidence:.2f}" if confidence else "")
+                    + f"      {spec['tokens_per_s']:8.1f} tok/s  x{r['speedup']:.2f}"
+                    + (f"  alpha {spec['alpha']:.2f}" if spec["alpha"] is not None else "")
+                )
     result = {
         "device": pair.device.type,
         "dtype": pair.dtype_name,
@@ -293,13 +316,17 @@ def format_table(result: dict) -> str:
         "batch depth tok/pass   AR tok/s  spec tok/s  speedup  accept  alpha  tok/step  FLOPs x  ovh%  same"
         + ("      c  predicted" if any("c" in r for r in result["rows"]) else ""),
     ]
+    gated = any(r.get("confidence_threshold") for r in result["rows"])
+    if gated:
+        lines[-1] = lines[-1].replace("batch depth", "batch depth  conf drafted")
     for r in result["rows"]:
 
         def f(v, fmt):
             return format(v, fmt) if v is not None else "-"
 
+        gate = f" {r.get('confidence_threshold', 0):>5.2f} {f(r.get('drafted_per_step'), '>7.2f')}" if gated else ""
         lines.append(
-            f"{r['batch']:>5} {r['depth']:>5} {r['tokens_per_pass']:>8} {r['ar_tokens_per_s']:>10.1f} "
+            f"{r['batch']:>5} {r['depth']:>5}{gate} {r['tokens_per_pass']:>8} {r['ar_tokens_per_s']:>10.1f} "
             f"{r['spec_tokens_per_s']:>11.1f} {r['speedup']:>7.2f}x {f(r['acceptance_rate'], '>6.2f')} "
             f"{f(r['alpha'], '>6.2f')} {f(r['tokens_per_step'], '>9.2f')} {f(r['flops_ratio'], '>8.2f')} "
             f"{f(r['spec_overhead_pct'], '>5.1f')}  {'yes' if r['same_output'] else 'no ':<4}"

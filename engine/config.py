@@ -55,6 +55,10 @@ class DecodeConfig:
     max_new_tokens: int = 64
     seed: int = 0
     ngram_size: int = 3  # longest n-gram the n-gram drafter tries to match
+    # Model drafters (model, eagle) stop a row's draft early once the product of their own probabilities
+    # over its drafts falls below this (EAGLE-2's joint confidence); `depth` is then the most they draft.
+    # 0 = always draft `depth` tokens.
+    confidence_threshold: float = 0.0
     stop_at_eos: bool = True
 
     def __post_init__(self):
@@ -71,6 +75,10 @@ class DecodeConfig:
             raise ConfigError(f"temperature must be >= 0 (0 = greedy); got {self.temperature!r}")
         if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
             raise ConfigError(f"top_p must be in (0, 1]; got {self.top_p!r}")
+        if isinstance(self.confidence_threshold, bool) or not isinstance(self.confidence_threshold, (int, float)) \
+                or not 0 <= self.confidence_threshold <= 1:
+            raise ConfigError(f"confidence_threshold must be between 0 and 1 (0 = always draft depth tokens); "
+                              f"got {self.confidence_threshold!r}")
         if self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1; got {self.max_new_tokens}")
         if not 1 <= self.ngram_size <= 8:

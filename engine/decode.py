@@ -229,7 +229,8 @@ def _decode(stream: StepStream):
             draft: Draft | None = None
             with StepTimer(device) as draft_timer:
                 if depth > 0:
-                    draft = drafter.propose([s.tokens for s in active], depth, cfg.temperature, cfg.top_p, generator)
+                    draft = drafter.propose([s.tokens for s in active], depth, cfg.temperature, cfg.top_p, generator,
+                                           cfg.confidence_threshold)
                     if draft.depth == 0:  # the n-gram drafter found nothing for any row
                         draft = None
             depth = draft.depth if draft is not None else 0

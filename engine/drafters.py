@@ -60,6 +60,51 @@ def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float, genera
     return (vocab[local] if vocab is not None else local), q_x, q_full
 
 
+class ConfidenceGate:
+    """Collects a model drafter's tokens step by step and stops a row once it is unlikely to be accepted.
+
+    A row keeps drafting while its running confidence, the product of q over its drafts so far (EAGLE-2's
+    joint confidence, an estimate of the chance that the whole prefix is accepted), stays >= `threshold`.
+    The token that takes it below is still proposed; later positions of that row are padding (valid =
+    False, q = 0, so sampling verification draws the row's next token from p, as after a full
+    acceptance). Drafting ends when every row has stopped. threshold 0 drafts the full depth."""
+
+    def __init__(self, batch: int, threshold: float, device: torch.device):
+        self.threshold = threshold
+        self.confidence = torch.ones(batch, device=device)
+        self.alive = torch.ones(batch, dtype=torch.bool, device=device)
+        self.ids, self.q_x, self.probs, self.valid = [], [], [], []
+        self.done = False
+
+    @property
+    def width(self) -> int:
+        return len(self.ids)
+
+    def add(self, token: torch.Tensor, q: torch.Tensor, q_full: torch.Tensor | None) -> torch.Tensor:
+        """Record one draft position (token, q (B,), q over the vocabulary or None); returns token."""
+        valid = self.alive
+        self.ids.append(token)
+        self.q_x.append(torch.where(valid, q, 0.0))
+        if q_full is not None:
+            self.probs.append(q_full * valid[:, None])
+        self.valid.append(valid)
+        if self.threshold > 0:
+            self.confidence = self.confidence * q
+            self.alive = valid & (self.confidence >= self.threshold)
+            self.done = not bool(self.alive.any())
+        return token
+
+    def draft(self, forwards: int, fed_tokens: int) -> Draft:
+        return Draft(
+            ids=torch.stack(self.ids, dim=1),
+            q_x=torch.stack(self.q_x, dim=1),
+            probs=torch.stack(self.probs, dim=1) if self.probs else None,
+            valid=torch.stack(self.valid, dim=1),
+            forwards=forwards,
+            fed_tokens=fed_tokens,
+        )
+
+
 class ModelDrafter:
     name = "model"
 
@@ -85,28 +130,19 @@ class ModelDrafter:
         """Sequences grew without drafting (a plain step): the cache falls one more token behind."""
         self.lag += tokens_added
 
-    def propose(self, sequences: list[list[int]], depth: int, temperature: float, top_p: float, generator) -> Draft:
+    def propose(self, sequences: list[list[int]], depth: int, temperature: float, top_p: float, generator,
+                threshold: float = 0.0) -> Draft:
         feed = torch.tensor([s[-self.lag :] for s in sequences], dtype=torch.long, device=self.cache.device)  # (B, lag)
         fed = self.lag
-        ids, q_x, probs = [], [], []
+        gate = ConfidenceGate(len(sequences), threshold, self.cache.device)
         for i in range(depth):
             logits = self.cache.forward(feed, logits_to_keep=1)[:, -1]  # (B, vocab)
-            token, q, q_full = choose_tokens(logits, temperature, top_p, generator, self.vocab, self.vocab_size)
-            q_x.append(q)
-            if q_full is not None:
-                probs.append(q_full)
-            ids.append(token)
+            token = gate.add(*choose_tokens(logits, temperature, top_p, generator, self.vocab, self.vocab_size))
+            if gate.done or i == depth - 1:
+                break
             feed = token[:, None]
-            if i < depth - 1:
-                fed += 1
-        return Draft(
-            ids=torch.stack(ids, dim=1),
-            q_x=torch.stack(q_x, dim=1),
-            probs=torch.stack(probs, dim=1) if probs else None,
-            valid=torch.ones(len(sequences), depth, dtype=torch.bool, device=self.cache.device),
-            forwards=depth,
-            fed_tokens=fed,
-        )
+            fed += 1
+        return gate.draft(forwards=gate.width, fed_tokens=fed)
 
     def commit(self, new_seq_lengths: torch.Tensor) -> None:
         """After verification: keep all but the last 2 tokens of each (grown) sequence in the draft cache.
@@ -153,7 +189,8 @@ class EagleDrafter:
         self.pending = torch.cat([self.pending, hidden], dim=1)
         self.pending_valid = torch.cat([self.pending_valid, torch.ones_like(self.pending_valid[:, :1])], dim=1)
 
-    def propose(self, sequences: list[list[int]], depth: int, temperature: float, top_p: float, generator) -> Draft:
+    def propose(self, sequences: list[list[int]], depth: int, temperature: float, top_p: float, generator,
+                threshold: float = 0.0) -> Draft:
         device = self.cache.device
         batch, width = self.pending_valid.shape
         counts = self.pending_valid.sum(1).tolist()
@@ -168,27 +205,17 @@ class EagleDrafter:
         last = width - 1 - self.pending_valid.flip(1).long().argmax(1)  # (B,) each row's last real column
         feature = g[torch.arange(batch, device=device), last]  # (B, H)
         fed = width
-        ids, q_x, probs = [], [], []
+        gate = ConfidenceGate(batch, threshold, device)
         for i in range(depth):
             logits = torch.nn.functional.linear(feature, self.runner.head)  # (B, C): over the reduced vocabulary
-            token, q, q_full = choose_tokens(logits, temperature, top_p, generator, self.vocab, self.vocab_size)
-            q_x.append(q)
-            if q_full is not None:
-                probs.append(q_full)
-            ids.append(token)
-            if i < depth - 1:
-                feature = self.cache.forward(token[:, None], logits_to_keep=1, features=feature[:, None])[:, -1]
-                fed += 1
+            token = gate.add(*choose_tokens(logits, temperature, top_p, generator, self.vocab, self.vocab_size))
+            if gate.done or i == depth - 1:
+                break
+            feature = self.cache.forward(token[:, None], logits_to_keep=1, features=feature[:, None])[:, -1]
+            fed += 1
         self.pending = self.pending_valid = None
-        self.drafted = depth - 1  # draft entries now in the cache, dropped again in `commit`
-        return Draft(
-            ids=torch.stack(ids, dim=1),
-            q_x=torch.stack(q_x, dim=1),
-            probs=torch.stack(probs, dim=1) if probs else None,
-            valid=torch.ones(batch, depth, dtype=torch.bool, device=device),
-            forwards=depth,
-            fed_tokens=fed,
-        )
+        self.drafted = gate.width - 1  # draft entries now in the cache, dropped again in `commit`
+        return gate.draft(forwards=gate.width, fed_tokens=fed)
 
     def commit(self, num_accepted: torch.Tensor, hidden: torch.Tensor) -> None:
         """hidden (B, k+1, H): the verify pass's features. Drop the draft entries; row r's first a_r + 1
@@ -235,7 +262,9 @@ class NgramDrafter:
                         return continuation
         return []
 
-    def propose(self, sequences: list[list[int]], depth: int, temperature: float, top_p: float, generator) -> Draft:
+    def propose(self, sequences: list[list[int]], depth: int, temperature: float, top_p: float, generator,
+                threshold: float = 0.0) -> Draft:
+        """`threshold` is ignored: a lookup proposal has q = 1."""
         found = [self.lookup(s, depth, self.ngram_size, self.stop_ids) for s in sequences]
         width = max((len(f) for f in found), default=0)
         batch = len(sequences)

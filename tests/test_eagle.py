@@ -94,10 +94,22 @@ def test_eagle_greedy_speculative_equals_plain(tiny_eagle, prompts, depth):
     assert spec.summary["flops"] > ar.summary["flops"]  # the head's work and the rejected drafts cost FLOPs
 
 
-def test_eagle_cache_and_pending_features_follow_the_target(tiny_eagle):
+@pytest.mark.parametrize("prompts", [PROMPTS[:1], PROMPTS], ids=["batch1", "ragged3"])
+def test_eagle_confidence_gated_equals_plain(tiny_eagle, prompts):
+    pair, _ = tiny_eagle
+    ar = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24))
+    spec = generate(pair, prompts, DecodeConfig(depth=6, drafter="eagle", confidence_threshold=0.002, max_new_tokens=24))
+    assert spec.output_ids == ar.output_ids
+    widths = [st.depth for st in spec.steps if st.kind == "decode"]
+    assert min(widths) < 6  # the gate cut drafts short (an untrained head is unsure)
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.002])
+def test_eagle_cache_and_pending_features_follow_the_target(tiny_eagle, threshold):
     """Entries in the head's cache + features waiting to be fed == tokens in the target's cache, every row."""
     pair, _ = tiny_eagle
-    stream = generate_steps(pair, PROMPTS, DecodeConfig(depth=3, drafter="eagle", policy="heuristic", max_new_tokens=20))
+    cfg = DecodeConfig(depth=3, drafter="eagle", policy="heuristic", max_new_tokens=20, confidence_threshold=threshold)
+    stream = generate_steps(pair, PROMPTS, cfg)
     checked = 0
     for _ in stream:
         if not stream.active:

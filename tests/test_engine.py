@@ -455,6 +455,9 @@ def test_summary_fields(tiny):
         ({"max_new_tokens": 0}, "max_new_tokens must be >= 1"),
         ({"mode": "fast"}, "mode must be one of"),
         ({"drafter": "oracle"}, "drafter must be one of"),
+        ({"confidence_threshold": -0.1}, "confidence_threshold must be between 0 and 1"),
+        ({"confidence_threshold": 1.5}, "confidence_threshold must be between 0 and 1"),
+        ({"confidence_threshold": "high"}, "confidence_threshold must be between 0 and 1"),
     ],
 )
 def test_bad_config(kwargs, message):
@@ -511,6 +514,10 @@ def test_cli_bad_input_is_one_line(capsys):
     assert err.startswith("error: depth must be between 0 and 16") and "Traceback" not in err
     assert main(["bench", "--batch", "1", "--depth", "2", "--sequential", "0"]) == 2
     assert capsys.readouterr().err.startswith("error: --sequential and --baseline-prompts must be >= 1")
+    assert main(["run", "--prompt", "hi", "--confidence", "2"]) == 2
+    assert capsys.readouterr().err.startswith("error: confidence_threshold must be between 0 and 1")
+    assert main(["bench", "--batch", "1", "--depth", "2", "--confidence", "0,-1"]) == 2
+    assert capsys.readouterr().err.startswith("error: confidence thresholds must be between 0 and 1; got [-1.0]")
 
 
 # --- bench -------------------------------------------------------------------------------------
@@ -531,6 +538,20 @@ def test_bench_grid_and_baselines_run_end_to_end(tiny):
     assert b["hf_drafting"]["outputs"] == b["hf_generate"]["outputs"]  # assisted generation is lossless too
     table = format_table(result)
     assert "assistant_model=draft" in table and "predicted" in table and "3 prompts one after another" in table
+
+
+def test_bench_confidence_grid(tiny):
+    """Each depth runs at each confidence threshold; the gated rows report how much they actually drafted."""
+    from engine.bench import bench, format_table
+
+    result = bench(tiny, [1], [3], drafter="model", max_new_tokens=8, repeats=1, sequential=2,
+                   confidences=[0.0, 0.9], log=lambda s: None)
+    fixed, gated = result["rows"]
+    assert (fixed["confidence_threshold"], gated["confidence_threshold"]) == (0.0, 0.9)
+    # (fixed drafts 3 a step, less near the end of the 8 tokens; gated stops on low confidence as well)
+    assert 2 < fixed["drafted_per_step"] <= 3 and 1 <= gated["drafted_per_step"] < fixed["drafted_per_step"]
+    assert fixed["same_output"] and gated["same_output"]
+    assert "conf drafted" in format_table(result)
 
 
 def test_heldout_prompt_set_is_disjoint_from_training_topics():
