@@ -13,7 +13,7 @@ MAIN = str(Path(__file__).resolve().parents[1] / "app" / "main.py")
 TIMEOUT = 240  # the first run loads and warms the model pair (cached for the rest of the module)
 CUSTOM = "✏️ Custom text…"
 CONTROLS = {
-    "slider": {"batch", "depth", "tokens", "temp", "top_p"},
+    "slider": {"batch", "depth", "tokens", "temp", "top_p", "conf"},
     "selectbox": {"prompt", "pair"},
     "radio": {"drafter", "policy"},
     "toggle": {"fp32", "auto"},
@@ -85,11 +85,12 @@ def test_run_produces_both_lanes_and_summary():
 
 
 def test_eagle_drafter_runs_from_the_url():
-    at = _app(tokens=8, depth=3, drafter="EAGLE head")
+    at = _app(tokens=8, depth=3, drafter="EAGLE head", conf=0.3)
     at.button(key="run").click().run()
     assert not at.exception and not at.error, _texts(at.error)
     spec = at.session_state["result"]["spec"]
     assert spec.config["drafter"] == "eagle" and "EAGLE head" in spec.meta["draft_name"]
+    assert spec.config["confidence_threshold"] == 0.3  # the URL's confidence slider reaches the engine
     assert any(s.drafted for step in spec.steps for s in step.seqs)
 
 

@@ -57,6 +57,7 @@ class Settings:
     policy: str
     policy_n: int
     float32: bool
+    confidence: float = 0.0
 
     @property
     def dtype(self) -> str:
@@ -73,6 +74,7 @@ class Settings:
             mode=mode, depth=self.depth, drafter=self.drafter, policy=self.policy,
             disable_by_batch_size=self.policy_n, temperature=self.temperature, top_p=self.top_p,
             max_new_tokens=self.max_new_tokens, seed=0,
+            confidence_threshold=self.confidence if self.drafter != "ngram" else 0.0,
         )  # fmt: skip
 
 
@@ -116,20 +118,26 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
         top_p = s5.slider("Top-p", 0.05, 1.0, 1.0, step=0.05, key="top_p", bind="query-params",
                           disabled=temperature == 0, help="Only used when sampling (temperature > 0).")  # fmt: skip
 
-        p1, p2, p3, p4 = st.columns([2, 1, 1, 1], vertical_alignment="bottom")
+        p1, p2, p5, p3, p4 = st.columns([2, 1, 1.4, 1, 1], vertical_alignment="bottom")
         policy = p1.radio("Depth policy", list(POLICIES), key="policy", bind="query-params", horizontal=True,
                           help="off above batch N: vLLM's disable_by_batch_size, no speculation while more than N "
                                "sequences decode. adaptive k: start at k, +2 after a step whose drafts were all "
                                "accepted, -1 after a rejection (transformers' 'heuristic' schedule), also off above N.")  # fmt: skip
         policy_n = p2.number_input("N", 1, max_batch, 8, key="policy_n", bind="query-params",
                                    disabled=POLICIES[policy] == "fixed")  # fmt: skip
+        confidence = p5.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, key="conf",
+                               bind="query-params", disabled=DRAFTERS[drafter] == "ngram",
+                               help="Model drafters stop a sequence's draft once the product of their own "
+                                    "probabilities over it falls below this (EAGLE-2's joint confidence): k becomes "
+                                    "the most a step drafts, and unlikely tokens are not sent to the target. "
+                                    "0 = always draft k tokens.")  # fmt: skip
         auto = p3.toggle("Rerun on change", key="auto", bind="query-params",
                          help="Decode again whenever a setting changes (a change mid-run cancels that run).")  # fmt: skip
         clicked = p4.button("▶ Run", type="primary", width="stretch", key="run")
     settings = Settings(
         preset=preset, prompt_id=prompt_id, custom_text=custom, batch=int(batch), depth=int(depth),
         temperature=float(temperature), top_p=float(top_p), max_new_tokens=int(max_new), drafter=DRAFTERS[drafter],
-        policy=POLICIES[policy], policy_n=int(policy_n), float32=bool(float32),
+        policy=POLICIES[policy], policy_n=int(policy_n), float32=bool(float32), confidence=float(confidence),
     )  # fmt: skip
     return settings, clicked, auto
 
