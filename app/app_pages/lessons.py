@@ -1,4 +1,4 @@
-"""Lessons: the thesis in four steps, each with a live experiment on this machine.
+"""Lessons: the thesis in five steps, each with a live experiment on this machine.
 
 Page shape (DESIGN §5): title, short prose, then per lesson its text (lessons/*.md), a button that
 runs the experiment through the engine, and a conclusion computed from what was just measured.
@@ -56,6 +56,24 @@ def turn_it_off(pair) -> dict:
     off = generate(pair, prompts, DecodeConfig(depth=4, drafter="model", max_new_tokens=32,
                                                policy="off_above_batch", disable_by_batch_size=8))  # fmt: skip
     return {"ar": on["ar"], "on": on["spec"], "off": off}
+
+
+GATE_DEPTH, GATE_THRESHOLD = 6, 0.3
+
+
+def adaptive(pair) -> dict:
+    """Depth 6 drafting every token vs stopping below joint confidence 0.3, at batch 1 and 8."""
+    drafter = "eagle" if pair.eagle is not None else "model"
+    out = {"drafter": drafter}
+    for batch, tokens in ((1, 48), (8, 32)):
+        prompts = batch_prompts("heldout", batch)
+        ar = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=tokens))
+        runs = {}
+        for name, threshold in (("fixed", 0.0), ("gated", GATE_THRESHOLD)):
+            runs[name] = generate(pair, prompts, DecodeConfig(depth=GATE_DEPTH, drafter=drafter, max_new_tokens=tokens,
+                                                              confidence_threshold=threshold))  # fmt: skip
+        out[batch] = {"ar": ar, **runs}
+    return out
 
 
 # --- conclusions (computed from the measurement) -----------------------------------------------
@@ -118,17 +136,46 @@ def show_turn_it_off(result: dict) -> None:
     st.success(f"At batch 16 the load-aware policy {better} always-on speculation on this machine.")
 
 
+def _gate_line(name: str, trace, base: float) -> str:
+    s = trace.summary
+    rejected = s["drafted_tokens"] - s["accepted_tokens"]
+    return (f"{name}: {s['tokens_per_s']:.1f} tokens/s ({s['tokens_per_s'] / base:.2f}× plain), "
+            f"{s['drafted_tokens']} drafted, {rejected} rejected, α = {s['alpha'] or 0:.2f}, "
+            f"{metrics.fmt_flops(s['flops_wasted'])} on rejected drafts")
+
+
+def show_adaptive(result: dict) -> None:
+    lines = []
+    for batch in (1, 8):
+        r = result[batch]
+        base = r["ar"].summary["tokens_per_s"]
+        lines.append(f"- **batch {batch}**, plain {base:.1f} tokens/s")
+        lines.append("  - " + _gate_line(f"all {GATE_DEPTH} drafts", r["fixed"], base))
+        lines.append("  - " + _gate_line(f"stop below {GATE_THRESHOLD}", r["gated"], base))
+    st.markdown(f"Drafter: {'EAGLE head' if result['drafter'] == 'eagle' else 'draft model'}.\n" + "\n".join(lines))
+    parts = []
+    for batch in (1, 8):
+        fixed, gated = result[batch]["fixed"].summary, result[batch]["gated"].summary
+        cut = 1 - gated["drafted_tokens"] / fixed["drafted_tokens"] if fixed["drafted_tokens"] else 0.0
+        faster = gated["tokens_per_s"] / fixed["tokens_per_s"] if fixed["tokens_per_s"] else 0.0
+        parts.append(f"at batch {batch} it drafted {cut:.0%} fewer tokens and ran {faster:.2f}× as fast as drafting "
+                     f"all {GATE_DEPTH}")
+    st.success("Stopping where the drafter was unsure: " + "; ".join(parts) + ". The tokens it skipped were mostly "
+               "ones the target would have rejected.")
+
+
 EXPERIMENTS = [
     (memory_bound, show_memory_bound),
     (more_flops, show_more_flops),
     (past_the_ridge, show_past_the_ridge),
     (turn_it_off, show_turn_it_off),
+    (adaptive, show_adaptive),
 ]
 
 # --- page --------------------------------------------------------------------------------------
 st.title("🎓 Lessons")
 st.markdown(
-    "Why is speculative decoding fast, and when is it not? Four short steps, each checked by an experiment that "
+    "Why is speculative decoding fast, and when is it not? Five short steps, each checked by an experiment that "
     "runs on this machine when you press its button. After J. Barrow, "
     "[“Why is speculative decoding fast?”](https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast), 2026."
 )
@@ -147,7 +194,7 @@ for i, (tab, path, (run, show)) in enumerate(zip(tabs, LESSONS, EXPERIMENTS)):
     with tab:
         text = path.read_text(encoding="utf-8").split("\n", 1)[1]
         st.markdown(text)
-        if run is turn_it_off and pair.draft is None:
+        if (run is turn_it_off and pair.draft is None) or (run is adaptive and pair.draft is None and pair.eagle is None):
             st.warning("This experiment needs the draft model, and this pair has none.")
             continue
         if st.button("▶ Run the experiment", key=f"lesson{i + 1}_run", type="primary"):
