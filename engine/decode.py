@@ -161,6 +161,8 @@ def _decode(stream: StepStream):
     drafter = make_drafter(pair, cfg, pad_id)
     target = RaggedCache(pair.target, device, pair.target_costs)
     eagle = isinstance(drafter, EagleDrafter)  # the target hands its final hidden states to the drafter
+    # ... and, for a head with EAGLE-3 fusion, those of some earlier layers too
+    features = (pair.eagle.feature_layers or True) if eagle else False
     if eagle and target.lean is None:
         raise ConfigError("drafter='eagle' needs the lean forward (a plain Llama target, SPECLAB_LEAN not 0)")
     stream.target_cache, stream.drafter = target, drafter
@@ -176,7 +178,7 @@ def _decode(stream: StepStream):
         # Prefill: the target reads every prompt and picks each sequence's first token.
         with StepTimer(device) as verify_timer:
             if eagle:
-                logits, hidden = target.prefill([s.prompt_ids for s in active], pad_id, return_hidden=True)
+                logits, hidden = target.prefill([s.prompt_ids for s in active], pad_id, return_hidden=features)
                 logits = logits[:, -1]  # (B, vocab); hidden (B, W, H)
             else:
                 logits = target.prefill([s.prompt_ids for s in active], pad_id)[:, -1]  # (B, vocab)
@@ -240,7 +242,7 @@ def _decode(stream: StepStream):
             verify_ids = torch.cat([last, draft.ids], dim=1) if draft is not None else last  # (B, k+1)
             with StepTimer(device) as verify_timer:
                 if eagle:
-                    logits, hidden = target.forward(verify_ids, return_hidden=True)  # (B, k+1, vocab), (B, k+1, H)
+                    logits, hidden = target.forward(verify_ids, return_hidden=features)  # (B, k+1, vocab), (B, k+1, F)
                 else:
                     logits = target.forward(verify_ids)  # (B, k+1, vocab)
 

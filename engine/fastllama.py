@@ -139,25 +139,31 @@ class LeanLlama:
 
     @torch.no_grad()
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor | None,
-                cache, logits_to_keep: int = 0, return_hidden: bool = False):
+                cache, logits_to_keep: int = 0, return_hidden: bool | tuple[int, ...] = False):
         """Feed (B, n) tokens at `positions` (B, n); `valid` (B, W+n) marks real cache columns (None: no padding).
 
         Appends each layer's keys/values to `cache.layers[i]` (a transformers DynamicCache built with the
         model's config, as RaggedCache builds it) and returns
         logits (B, n or logits_to_keep, vocab); with `return_hidden`, also the final (post-norm) hidden
-        states of all n positions (B, n, hidden): the features an EAGLE head drafts from.
+        states of all n positions (B, n, hidden): the features an EAGLE head drafts from. `return_hidden`
+        as a tuple of layer indices (EAGLE-3 fusion) puts those layers' outputs first: (B, n, H * (len + 1)).
         """
-        x = self.body(F.embedding(input_ids, self.embed), positions, valid, cache)
+        layers = return_hidden if isinstance(return_hidden, tuple) else ()
+        collected: dict[int, torch.Tensor] = {}
+        x = self.body(F.embedding(input_ids, self.embed), positions, valid, cache, collect=layers, into=collected)
         if return_hidden:
-            hidden = rms_norm(x, self.final_norm, self.eps)  # (B, n, H)
-            kept = hidden[:, -logits_to_keep:] if logits_to_keep else hidden
+            final = rms_norm(x, self.final_norm, self.eps)  # (B, n, H)
+            kept = final[:, -logits_to_keep:] if logits_to_keep else final
+            hidden = torch.cat([collected[i] for i in layers] + [final], dim=-1) if layers else final
             return F.linear(kept, self.head), hidden
         if logits_to_keep:
             x = x[:, -logits_to_keep:]
         return F.linear(rms_norm(x, self.final_norm, self.eps), self.head)
 
-    def body(self, x: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor | None, cache) -> torch.Tensor:
-        """The decoder layers over input embeddings x (B, n, H); returns the last layer's output (pre-norm)."""
+    def body(self, x: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor | None, cache,
+             collect: tuple[int, ...] = (), into: dict | None = None) -> torch.Tensor:
+        """The decoder layers over input embeddings x (B, n, H); returns the last layer's output (pre-norm).
+        The outputs of the layers in `collect` go into `into` (layer index -> (B, n, H))."""
         bsz, n, _ = x.shape
         dtype = x.dtype
         freqs = positions[..., None].float() * self.inv_freq.to(x.device)  # (B, n, dim/2)
@@ -182,4 +188,6 @@ class LeanLlama:
             if not layer.is_initialized:
                 layer.lazy_initialization(k, v)
             layer.keys, layer.values = k, v
+            if i in collect:
+                into[i] = x
         return x

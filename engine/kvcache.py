@@ -63,7 +63,8 @@ class RaggedCache:
     def batch(self) -> int:
         return int(self.lengths.shape[0])
 
-    def prefill(self, token_lists: list[list[int]], pad_id: int, logits_to_keep: int = 1, return_hidden: bool = False,
+    def prefill(self, token_lists: list[list[int]], pad_id: int, logits_to_keep: int = 1,
+                return_hidden: bool | tuple[int, ...] = False,
                 features: torch.Tensor | None = None):
         """Run the model on left-padded prompts. Returns logits (B, logits_to_keep, vocab) (see `forward`)."""
         width = max(len(t) for t in token_lists)
@@ -84,10 +85,11 @@ class RaggedCache:
             new_valid = torch.ones(self.batch, n_new, dtype=torch.bool, device=self.device)
         return torch.cat([self.valid, new_valid], dim=1)
 
-    def forward(self, input_ids: torch.Tensor, logits_to_keep: int = 0, return_hidden: bool = False,
+    def forward(self, input_ids: torch.Tensor, logits_to_keep: int = 0, return_hidden: bool | tuple[int, ...] = False,
                 new_valid: torch.Tensor | None = None, features: torch.Tensor | None = None):
         """Feed (B, n) tokens at each row's next positions. Returns logits (B, n or keep, vocab); with
-        `return_hidden` (lean forward only) also the final hidden states (B, n, hidden).
+        `return_hidden` (lean forward only) also the final hidden states (B, n, hidden); as a tuple of layer
+        indices, those layers' outputs come first (EAGLE-3 fusion, engine/fastllama.py).
 
         new_valid (B, n) bool: which fed columns are real (default: all). The others are holes from the
         start: masked for every query, not counted in `lengths`, as if already rolled back. Real columns

@@ -57,6 +57,14 @@ def test_sweep_measures_passes_and_grid():
     assert not at.exception
     grid = at.session_state["grid"]
     assert len(grid["rows"]) == 1 and grid["rows"][0]["speedup"] > 0
+    # the draft model with drafts stopped below joint confidence 0.5: the threshold reaches the engine
+    at.radio(key="grid_drafter").set_value("draft model")
+    at.slider(key="grid_conf").set_value(0.5)
+    at.button[1].click().run()
+    assert not at.exception and not at.error
+    row = at.session_state["grid"]["rows"][0]
+    assert row["confidence_threshold"] == 0.5 and 1 <= row["drafted_per_step"] <= 2
+    assert "joint confidence 0.50" in "\n".join(c.value for c in at.caption)
 
 
 def test_sweep_guards_bad_input():

@@ -44,6 +44,18 @@ def tiny_eagle(tokenizer, tmp_path_factory):
     return with_head(pair, folder), folder
 
 
+@pytest.fixture(scope="module")
+def tiny_fused(tokenizer, tmp_path_factory):
+    """A head fusing the tiny target's layer 0 output with its final feature; fuse perturbed off the pass-through."""
+    pair = tiny_pair(tokenizer)
+    folder = tmp_path_factory.mktemp("eagle-fused")
+    head = eagle.EagleHead.from_target(pair.target, seed=0, fuse_layers=(0,))
+    with torch.no_grad():
+        head.fuse.weight.add_(torch.randn(head.fuse.weight.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
+    eagle.save_head(head, folder, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
+    return with_head(pair, folder), folder
+
+
 def test_training_unroll_equals_step_by_step_drafting(tokenizer):
     """Depth s of `unrolled` at entry p == feeding the head's own outputs as entries p-s+1..p after true ones."""
     pair = tiny_pair(tokenizer)
@@ -102,6 +114,58 @@ def test_eagle_confidence_gated_equals_plain(tiny_eagle, prompts):
     assert spec.output_ids == ar.output_ids
     widths = [st.depth for st in spec.steps if st.kind == "decode"]
     assert min(widths) < 6  # the gate cut drafts short (an untrained head is unsure)
+
+
+@pytest.mark.parametrize("prompts", [PROMPTS[:1], PROMPTS], ids=["batch1", "ragged3"])
+def test_fused_head_greedy_speculative_equals_plain(tiny_fused, prompts):
+    pair, _ = tiny_fused
+    ar = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24))
+    spec = generate(pair, prompts, DecodeConfig(depth=3, drafter="eagle", max_new_tokens=24))
+    assert spec.output_ids == ar.output_ids
+
+
+def test_fused_features_are_the_same_in_extraction_engine_and_runner(tiny_fused):
+    """extract_features (hooks on transformers' layers) == the lean verify pass's collected layers, and the
+    runner fuses them exactly as the training forward does."""
+    from engine.kvcache import RaggedCache
+
+    pair, folder = tiny_fused
+    h = pair.target.config.hidden_size
+    ids = [5, 17, 300, 42, 9, 1000, 77, 8]
+    blob = eagle.extract_features(pair.target, [{"prompt_ids": ids[:4], "output_ids": ids[4:]}], 64,
+                                  log=lambda s: None, fuse_layers=(0,))
+    assert blob["features"].shape == (len(ids), 2 * h)
+    cache = RaggedCache(pair.target, torch.device("cpu"), pair.target_costs)
+    _, hidden = cache.prefill([ids], 0, logits_to_keep=1, return_hidden=(0,))
+    assert torch.allclose(hidden[0], blob["features"].float(), atol=1e-4)
+    _, final_only = RaggedCache(pair.target, torch.device("cpu"), pair.target_costs).prefill(
+        [ids], 0, logits_to_keep=1, return_hidden=True)
+    assert torch.allclose(hidden[..., h:], final_only, atol=1e-6)  # the final feature is the last H columns
+    config, state, _ = eagle.load_head(folder, pair.target)
+    head = eagle.EagleHead(config)
+    head.load_state_dict(state)
+    t = torch.tensor([ids[1:]])
+    want = head.unrolled(pair.target.get_input_embeddings().weight[t].detach(), hidden[:, :-1], torch.arange(7)[None], 1)[0]
+    got = RaggedCache(None, torch.device("cpu"), pair.eagle_costs, runner=pair.eagle).prefill(
+        [ids[1:]], 0, features=hidden[:, :-1])
+    assert torch.allclose(got, want.detach(), atol=1e-4)
+
+
+def test_fused_head_starts_as_the_unfused_head_it_continues(tiny_eagle):
+    pair, folder = tiny_eagle
+    config, state, _ = eagle.load_head(folder, pair.target)
+    plain = eagle.EagleHead(config)
+    plain.load_state_dict(state)
+    fused = eagle.EagleHead.from_target(pair.target, fuse_layers=(0,))
+    fused.load_state_dict(state, strict=False)  # everything but fuse, which starts as a pass-through
+    h = config["hidden_size"]
+    torch.manual_seed(0)
+    embeds, low, final = torch.randn(1, 9, h), torch.randn(1, 9, h), torch.randn(1, 9, h)
+    pos = torch.arange(9)[None]
+    with torch.no_grad():
+        a = plain.unrolled(embeds, final, pos, 2)
+        b = fused.unrolled(embeds, torch.cat([low, final], -1), pos, 2)
+    assert all(torch.allclose(x, y, atol=1e-5) for x, y in zip(a, b))
 
 
 @pytest.mark.parametrize("threshold", [0.0, 0.002])
@@ -222,6 +286,16 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     plain = generate(pair, ["Hello there"], DecodeConfig(mode="autoregressive", max_new_tokens=6))
     spec = generate(pair, ["Hello there"], DecodeConfig(depth=2, drafter="eagle", max_new_tokens=6))
     assert spec.output_ids == plain.output_ids
+    # EAGLE-3 fusion: fused features of layer 0 + final, a fused head continuing from the unfused one
+    fused = tmp_path / "eagle-fused"
+    argv += ["--fuse-layers", "0", "--init", str(out), "--out", str(fused)]
+    assert eagle.main(argv) == 0
+    assert eagle.features_file(work / "eagle", "train", (0,)).exists()
+    pair = load_pair(target=str(target), draft=None, eagle=str(fused), dtype="float32")
+    assert pair.eagle.feature_layers == (0,) and pair.eagle.fuse_weight is not None
+    spec = generate(pair, ["Hello there"], DecodeConfig(depth=2, drafter="eagle", max_new_tokens=6))
+    assert spec.output_ids == plain.output_ids
+    assert eagle.main(argv[:-6] + ["--fuse-layers", "7", "--stage", "features"]) == 2  # the tiny target has 2 layers
 
 
 def test_shipped_head_loads_by_default_and_is_accepted():

@@ -128,11 +128,14 @@ st.markdown(
     "tokens/s. Green: speculation wins; red: it slows decoding down."
 )
 with st.form("grid_form"):
-    g1, g2, g3, g4 = st.columns(4)
+    g1, g2, g3, g4, g5 = st.columns(5)
     grid_batches = g1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 4, 16], key="grid_batches")
     grid_depths = g2.multiselect("Depths k", list(range(0, 13)), default=[2, 4, 8], key="grid_depths")
     drafter = g3.radio("Drafter", ["draft model", "EAGLE head", "n-gram"], horizontal=True, key="grid_drafter")
     tokens = g4.slider("New tokens per sequence", 8, 64, 24, step=8, key="grid_tokens")
+    confidence = g5.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, key="grid_conf",
+                           help="Model drafters only: stop a sequence's draft once the product of the drafter's "
+                                "probabilities falls below this; k is then the most a step drafts. 0 = off.")  # fmt: skip
     go_grid = st.form_submit_button("Measure the grid", type="primary")
 if go_grid:
     kind = {"draft model": "model", "EAGLE head": "eagle"}.get(drafter, "ngram")
@@ -151,6 +154,7 @@ if go_grid:
             try:
                 st.session_state["grid"] = bench(
                     pair, sorted(grid_batches), sorted(grid_depths), drafter=kind, max_new_tokens=tokens, repeats=1,
+                    confidences=[float(confidence) if kind != "ngram" else 0.0],
                     log=lambda line: progress.caption("measured:" + line),
                 )  # fmt: skip
             except Exception as exc:  # never a traceback on the page
@@ -165,8 +169,11 @@ if grid:
         [{"batch": r["batch"], "depth": r["depth"], "tokens/pass": r["tokens_per_pass"],
           "AR tok/s": round(r["ar_tokens_per_s"], 1), "spec tok/s": round(r["spec_tokens_per_s"], 1),
           "speedup": round(r["speedup"], 2), "α": None if r["alpha"] is None else round(r["alpha"], 2),
+          "drafted/step": None if r.get("drafted_per_step") is None else round(r["drafted_per_step"], 2),
           "FLOPs × AR": None if r["flops_ratio"] is None else round(r["flops_ratio"], 2)} for r in grid["rows"]],
         hide_index=True,
     )  # fmt: skip
-    st.caption(f"{grid['drafter']}, {grid['max_new_tokens']} new tokens per sequence, one run per cell on "
+    conf = grid["rows"][0].get("confidence_threshold", 0.0) if grid["rows"] else 0.0
+    st.caption(f"{grid['drafter']}, {grid['max_new_tokens']} new tokens per sequence, "
+               + (f"drafts stopped below joint confidence {conf:.2f}, " if conf else "") + "one run per cell on "
                f"{grid['device']} {grid['dtype']}: single runs are noisy, so read trends, not the second decimal.")  # fmt: skip
