@@ -8,7 +8,10 @@
   find the most recent earlier occurrence of the sequence's last n tokens (n = ngram_size down to 1) and
   propose the tokens that followed it. No model, no FLOPs; q is a point mass on the proposal.
 
-Both return a `Draft`: ids (B, k), q_x (B, k) the drafter's probability of each proposed token,
+The two model drafters can stop early (`ConfidenceGate`, DecodeConfig.confidence_threshold): a row stops
+once the product of its drafts' q falls below the threshold, so `depth` is then the most it drafts.
+
+All return a `Draft`: ids (B, k), q_x (B, k) the drafter's probability of each proposed token,
 probs (B, k, vocab) the full q when sampling needs it, and valid (B, k) — n-gram rows may find fewer
 than k tokens; the rest is padding that verification never accepts.
 """

@@ -132,6 +132,12 @@ class EagleHead(torch.nn.Module):
         self.fuse_layers = tuple(config.get("fuse_layers", ()))
         if self.fuse_layers:  # EAGLE-3: [low; mid; ...; final] target features -> one H-wide feature
             self.fuse = torch.nn.Linear(h * (len(self.fuse_layers) + 1), h, bias=False)
+            # Inner layers' outputs are the raw residual stream: SmolLM2's layer 15 has RMS 80 with single
+            # dimensions near 25,000 ("massive activations"). Each dimension is standardised with fixed
+            # statistics of the training features (set by `set_fuse_stats`) before the linear map.
+            n = h * len(self.fuse_layers)
+            self.register_buffer("fuse_mean", torch.zeros(n))
+            self.register_buffer("fuse_std", torch.ones(n))
         self.fc = torch.nn.Linear(2 * h, h, bias=True)
         self.input_layernorm = torch.nn.Parameter(torch.ones(h))
         self.q_proj = torch.nn.Linear(h, nh * hd, bias=False)
@@ -157,10 +163,26 @@ class EagleHead(torch.nn.Module):
                 self.fuse.weight.zero_()
                 self.fuse.weight[:, -h:] = torch.eye(h)
 
+    @torch.no_grad()
+    def set_fuse_stats(self, features: torch.Tensor, chunk: int = 65536) -> None:
+        """Per-dimension mean and std of the inner layers' columns of (N, F) training features."""
+        n = self.fuse_mean.numel()
+        total, sq, count = torch.zeros(n, dtype=torch.float64), torch.zeros(n, dtype=torch.float64), 0
+        for i in range(0, features.shape[0], chunk):
+            x = features[i : i + chunk, :n].double()
+            total += x.sum(0)
+            sq += x.pow(2).sum(0)
+            count += x.shape[0]
+        mean = total / count
+        self.fuse_mean.copy_(mean.float())
+        self.fuse_std.copy_((sq / count - mean.pow(2)).clamp_min(1e-6).sqrt().float())
+
     def fused(self, features: torch.Tensor) -> torch.Tensor:
         """Target features (…, F) -> (…, H); H-wide features (the head's own guesses) pass unchanged."""
-        if self.fuse_layers and features.shape[-1] != self.config["hidden_size"]:
-            return self.fuse(features)
+        h = self.config["hidden_size"]
+        if self.fuse_layers and features.shape[-1] != h:
+            inner = (features[..., :-h] - self.fuse_mean) / self.fuse_std
+            return self.fuse(torch.cat([inner, features[..., -h:]], dim=-1))
         return features
 
     @classmethod
@@ -484,6 +506,8 @@ class EagleRunner:
         # EAGLE-3 fusion: the verify pass hands over these target layers' outputs plus the final feature
         self.feature_layers = tuple(config.get("fuse_layers", ()))
         self.fuse_weight = w.get("fuse.weight")
+        if self.fuse_weight is not None:
+            self.fuse_mean, self.fuse_std = w["fuse_mean"], w["fuse_std"]
         self.embed = ref
         self.vocab = vocab.to(device)
         self.head = target.get_output_embeddings().weight[self.vocab].contiguous()  # (C, H): reduced output head
@@ -495,8 +519,10 @@ class EagleRunner:
         """Entries (B, n): tokens t_{p+1} and features (B, n, H) f_p. Returns g (B, n, H), the guessed next
         features; `self.head` @ g scores the next token over the reduced vocabulary."""
         features = features.to(self.embed.dtype)
-        if self.fuse_weight is not None and features.shape[-1] != self.fc_weight.shape[0]:
-            features = F.linear(features, self.fuse_weight)  # target features (B, n, F) -> (B, n, H)
+        h = self.fc_weight.shape[0]
+        if self.fuse_weight is not None and features.shape[-1] != h:  # target features (B, n, F) -> (B, n, H)
+            inner = (features[..., :-h] - self.fuse_mean) / self.fuse_std
+            features = F.linear(torch.cat([inner, features[..., -h:]], dim=-1), self.fuse_weight)
         x = F.linear(torch.cat([F.embedding(input_ids, self.embed), features], dim=-1), self.fc_weight, self.fc_bias)
         x = self.lean.body(x, positions, valid, cache)
         return rms_norm(x, self.norm, self.lean.eps)
@@ -700,6 +726,10 @@ def main(argv=None) -> int:
             log.close()
             return 2
         data, heldout = (FeatureData(load_file(str(p))) for p in paths)
+        if args.fuse_layers and not (args.init and "fuse.weight" in state):
+            head.set_fuse_stats(data.features)
+            log(f"train: standardising the fused layers' {head.fuse_mean.numel()} columns "
+                f"(std from {float(head.fuse_std.min()):.3g} to {float(head.fuse_std.max()):.3g})")
         log(f"train: {sum(p.numel() for p in head.parameters())} parameters, {len(data)} rows, "
             f"{len(vocab_ids)}-token head")
         result = train(head, data, heldout, embed, out_head, to_local, epochs=args.epochs, lr=args.lr,

@@ -16,9 +16,10 @@ from engine import eagle
 from engine.models import ModelPair, SHIPPED_EAGLE
 
 PROMPTS = ["Tell me about the sea.", "Why is the sky blue? Explain briefly please.", "Count: one two three"]
-# Greedy alpha of the shipped head at depth 4 on FIXED_PROMPTS, float32, 48 tokens: measured 0.340 when it was
-# shipped (held-out alpha in its card: 0.49, bfloat16, 24 prompts). An untrained head scores ~0; the floor is half.
-SHIPPED_ALPHA_FLOOR = 0.17
+# Greedy alpha of the shipped head at depth 4 on FIXED_PROMPTS, float32, 48 tokens: measured 0.397 when it was
+# shipped (the fused head; 0.340 for the head before it; held-out alpha in its card: 0.52, bfloat16, 24 prompts).
+# An untrained head scores ~0; the floor is half.
+SHIPPED_ALPHA_FLOOR = 0.2
 FIXED_PROMPTS = [
     "Explain how a rainbow forms in simple terms.",
     "Write a short story about a robot who learns to paint.",
