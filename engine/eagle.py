@@ -9,7 +9,9 @@ next one:
     g_i ~ f_{i+1}, and lm_head(g_i) ~ the target's distribution of t_{i+2}
 
 The head reuses the target's embedding and output head (not shipped: only fc, the layer and a norm,
-~4.2 M parameters). Drafting k tokens: the first step reads true target features; later steps feed the
+~4.2 M parameters). With EAGLE-3's feature fusion (`--fuse-layers`), f_i is the outputs of some inner
+target layers (standardised per dimension) plus the final feature, mapped back to H by one more linear
+layer (`fuse`, +1 M parameters for two layers); the head's own guesses g feed back unfused. Drafting k tokens: the first step reads true target features; later steps feed the
 head's own g back in (feature-level autoregression). Training unrolls that loop (EAGLE-3's
 "training-time test"): at depth s a query attends to true-feature keys up to s entries back and to the
 keys its own earlier draft steps produced, exactly what it sees when drafting.
