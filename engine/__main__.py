@@ -17,24 +17,22 @@ import os
 import sys
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one integer")
-    return values
+def _list_of(convert, what: str):
+    """An argparse type: comma-separated values, each read by `convert` (int: integers, float: numbers)."""
+
+    def parse(text: str) -> list:
+        try:
+            values = [convert(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}s, got {text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected at least one {what}")
+        return values
+
+    return parse
 
 
-def _float_list(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one number")
-    return values
+_int_list, _float_list = _list_of(int, "integer"), _list_of(float, "number")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
