@@ -87,14 +87,18 @@ class ConfidenceGate:
         """Record one draft position (token, q (B,), q over the vocabulary or None); returns token."""
         valid = self.alive
         self.ids.append(token)
+        self.valid.append(valid)
+        if self.threshold == 0:  # no gate: every row drafts every position, nothing to mask
+            self.q_x.append(q)
+            if q_full is not None:
+                self.probs.append(q_full)
+            return token
         self.q_x.append(torch.where(valid, q, 0.0))
         if q_full is not None:
             self.probs.append(q_full * valid[:, None])
-        self.valid.append(valid)
-        if self.threshold > 0:
-            self.confidence = self.confidence * q
-            self.alive = valid & (self.confidence >= self.threshold)
-            self.done = not bool(self.alive.any())
+        self.confidence = self.confidence * q
+        self.alive = valid & (self.confidence >= self.threshold)
+        self.done = not bool(self.alive.any())
         return token
 
     def draft(self, forwards: int, fed_tokens: int) -> Draft:
