@@ -123,6 +123,17 @@ def head_config(target_config, fuse_layers: tuple[int, ...] = ()) -> dict:
     }
 
 
+def fuse_features(features: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """EAGLE-3 fusion, shared by training and inference: (…, F) target features = [inner layers; final]
+    -> standardise the inner layers' columns -> one linear map to (…, H). H-wide features (the head's
+    own guesses, fed back while drafting) pass unchanged."""
+    h = weight.shape[0]
+    if features.shape[-1] == h:
+        return features
+    inner = (features[..., :-h] - mean) / std
+    return F.linear(torch.cat([inner, features[..., -h:]], dim=-1), weight)
+
+
 class EagleHead(torch.nn.Module):
     """fc([embed(t); f]) -> one Llama decoder layer -> RMSNorm. Embedding and output head are the target's."""
 
@@ -181,10 +192,8 @@ class EagleHead(torch.nn.Module):
 
     def fused(self, features: torch.Tensor) -> torch.Tensor:
         """Target features (…, F) -> (…, H); H-wide features (the head's own guesses) pass unchanged."""
-        h = self.config["hidden_size"]
-        if self.fuse_layers and features.shape[-1] != h:
-            inner = (features[..., :-h] - self.fuse_mean) / self.fuse_std
-            return self.fuse(torch.cat([inner, features[..., -h:]], dim=-1))
+        if self.fuse_layers:
+            return fuse_features(features, self.fuse_mean, self.fuse_std, self.fuse.weight)
         return features
 
     @classmethod
@@ -521,10 +530,8 @@ class EagleRunner:
         """Entries (B, n): tokens t_{p+1} and features (B, n, H) f_p. Returns g (B, n, H), the guessed next
         features; `self.head` @ g scores the next token over the reduced vocabulary."""
         features = features.to(self.embed.dtype)
-        h = self.fc_weight.shape[0]
-        if self.fuse_weight is not None and features.shape[-1] != h:  # target features (B, n, F) -> (B, n, H)
-            inner = (features[..., :-h] - self.fuse_mean) / self.fuse_std
-            features = F.linear(torch.cat([inner, features[..., -h:]], dim=-1), self.fuse_weight)
+        if self.fuse_weight is not None:  # target features (B, n, F) -> (B, n, H)
+            features = fuse_features(features, self.fuse_mean, self.fuse_std, self.fuse_weight)
         x = F.linear(torch.cat([F.embedding(input_ids, self.embed), features], dim=-1), self.fc_weight, self.fc_bias)
         x = self.lean.body(x, positions, valid, cache)
         return rms_norm(x, self.norm, self.lean.eps)
