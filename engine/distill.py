@@ -104,6 +104,45 @@ TASKS = [
     ("title", "Suggest five titles for an article about {topic}."),
 ]
 
+# A second round of prompts (`--extended-prompts`): new subjects and new kinds of request, for more and more
+# varied distillation data. They come after the first round in the training list, so the first round's
+# shards stay valid, and every 10th new topic is held out as before.
+MORE_TOPICS = [
+    "glaciers", "hurricanes", "the northern lights", "fossils", "octopuses", "ants", "wolves", "elephants",
+    "penguins", "butterflies", "seeds", "soil", "rivers", "caves", "the speed of light", "telescopes",
+    "microscopes", "germs", "the brain", "muscles", "bones", "vitamins", "allergies", "the seasons",
+    "weather forecasts", "compost", "bicycles", "submarines", "rockets", "satellites", "the Mars rovers",
+    "keyboards", "computer memory", "operating systems", "programming bugs", "version control", "chatbots",
+    "online shopping", "podcasts", "streaming music", "digital cameras", "printers", "Wi-Fi", "QR codes",
+    "knitting", "woodworking", "painting a room", "fixing a flat tyre", "planning a wedding", "first aid",
+    "fire safety", "meditation", "journaling", "reading habits", "board games", "card tricks", "origami",
+    "learning to draw", "playing the guitar", "singing in a choir", "making pizza", "making soup",
+    "chocolate", "cheese", "spices", "street food", "picnics", "vegetable gardens", "beekeeping",
+    "the Vikings", "ancient Greece", "the Renaissance", "the Great Wall of China", "medieval knights",
+    "the telephone", "the steam engine", "newspapers", "the postal service", "banks", "insurance",
+    "voting", "human rights", "city parks", "public transport", "traffic lights", "recycling centres",
+    "a lighthouse keeper", "a haunted house", "a talking tree", "a clockmaker's shop", "a snowy mountain cabin",
+    "a desert oasis", "a floating city", "a secret garden", "an underwater kingdom", "a lost puppy",
+    "a school science fair", "a first day at a new job", "a long train journey", "a summer festival",
+]
+
+MORE_TASKS = [
+    ("steps", "What are the steps involved in {topic}?"),
+    ("beginner_guide", "Write a beginner's guide to {topic} in a few short paragraphs."),
+    ("faq", "Write a short FAQ about {topic} with three questions and answers."),
+    ("myths", "What are two common myths about {topic}, and what is the truth?"),
+    ("letter", "Write a short letter to a teacher about {topic}."),
+    ("advice", "My friend is curious about {topic}. What advice would you give them?"),
+    ("story_child", "Tell a bedtime story for a child about {topic}."),
+    ("definition", "Define {topic} in one sentence, then give an example."),
+    ("importance", "Explain why {topic} is important for everyday life."),
+    ("similar", "What is the difference between {topic} and {other}?"),
+    ("plan", "Make a simple one-week plan for learning about {topic}."),
+    ("haiku", "Write a haiku about {topic}."),
+    ("news", "Write a short news report about {topic}."),
+    ("keywords", "List the key terms someone should know about {topic}, with a short definition of each."),
+]
+
 PARAGRAPH_TEMPLATES = [
     "Many people find {topic} fascinating. Researchers and hobbyists have studied it for years, and new "
     "ideas keep appearing. Some say the basics are easy to learn, while others argue that real "
@@ -116,27 +155,44 @@ PARAGRAPH_TEMPLATES = [
 ]
 
 
-def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=None) -> dict:
+def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=None, extended: bool = False) -> dict:
     """Every topic x task combination, seeded and shuffled; every `heldout_every`-th topic is held out.
 
     Returns {"train": [{prompt, topic, task}], "heldout": [...]}. Held-out topics never appear in training,
     so the held-out acceptance measures generalisation to new subjects, not memorised answers.
+
+    `extended` appends a second round after the first (so a first round already generated stays valid):
+    MORE_TOPICS with every task, and the first round's training topics with MORE_TASKS.
     """
     topics = list(TOPICS if topics is None else topics)
     tasks = list(TASKS if tasks is None else tasks)
     rng = random.Random(seed)
-    heldout_topics = set(topics[heldout_every - 1 :: heldout_every]) if heldout_every > 0 else set()
-    train, heldout = [], []
-    for ti, topic in enumerate(topics):
-        for task, template in tasks:
-            other = topics[(ti + 1 + rng.randrange(len(topics) - 1)) % len(topics)]
+    out = {"train": [], "heldout": [], "heldout_topics": []}
+
+    def add_round(round_topics, pairs):
+        every = heldout_every if heldout_every > 0 else len(round_topics) + 1
+        held = set(round_topics[every - 1 :: every])
+        train, heldout = [], []
+        for topic, (task, template) in pairs:
+            pool = round_topics if topic in round_topics else topics
+            ti = pool.index(topic)
+            other = pool[(ti + 1 + rng.randrange(len(pool) - 1)) % len(pool)]
             paragraph = rng.choice(PARAGRAPH_TEMPLATES).format(topic=topic, topic_cap=topic[:1].upper() + topic[1:])
-            prompt = template.format(topic=topic, other=other, paragraph=paragraph)
-            row = {"prompt": prompt, "topic": topic, "task": task}
-            (heldout if topic in heldout_topics else train).append(row)
-    rng.shuffle(train)
-    rng.shuffle(heldout)
-    return {"train": train, "heldout": heldout, "heldout_topics": sorted(heldout_topics)}
+            row = {"prompt": template.format(topic=topic, other=other, paragraph=paragraph), "topic": topic, "task": task}
+            (heldout if topic in held else train).append(row)
+        rng.shuffle(train)
+        rng.shuffle(heldout)
+        out["train"] += train
+        out["heldout"] += heldout
+        out["heldout_topics"] = sorted(set(out["heldout_topics"]) | held)
+
+    add_round(topics, [(t, k) for t in topics for k in tasks])
+    if extended:
+        first_train = [t for t in topics if t not in out["heldout_topics"]]
+        more_topics = [t for t in MORE_TOPICS if t not in topics]
+        add_round(more_topics, [(t, k) for t in more_topics for k in tasks + MORE_TASKS]
+                  + [(t, k) for t in first_train for k in MORE_TASKS])
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -159,15 +215,18 @@ def generate_data(pair, rows: list[dict], shard_dir: Path, batch_size: int, max_
     tokens = 0
     for b in range(n_batches):
         path = shard_dir / f"shard-{b:05d}.jsonl"
-        if path.exists():
+        batch = rows[b * batch_size : (b + 1) * batch_size]
+        done = path.read_text().splitlines(keepends=True) if path.exists() else []
+        if len(done) >= len(batch):
             continue
+        batch = batch[len(done) :]  # the prompt list grew (--extended-prompts): finish the last shard
         elapsed = time.perf_counter() - t0
         if time_cap_s is not None and elapsed > time_cap_s:
             log(f"generate: time cap reached after {b} batches ({elapsed:.0f} s)")
             break
-        batch = rows[b * batch_size : (b + 1) * batch_size]
         trace = generate(pair, [r["prompt"] for r in batch], cfg)
         with open(path.with_suffix(".tmp"), "w") as f:
+            f.writelines(done)
             for r, out in zip(batch, trace.output_ids):
                 ids = pair.encode_prompt(r["prompt"])
                 f.write(json.dumps({**r, "prompt_ids": ids, "output_ids": list(out)}) + "\n")
@@ -603,6 +662,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     g = p.add_argument_group("data")
     g.add_argument("--max-prompts", type=int, default=0, help="use only the first N (shuffled) training prompts; 0 = all")
+    g.add_argument("--extended-prompts", action="store_true",
+                   help="add the second round of prompts (MORE_TOPICS x all tasks, first-round topics x MORE_TASKS) "
+                        "after the first; rerun `--stage prompts` then `--stage generate` to extend existing shards")
     g.add_argument("--heldout-every", type=int, default=10, help="every N-th topic is held out")
     g.add_argument("--heldout-prompts", type=int, default=32, help="held-out prompts given target responses")
     g.add_argument("--gen-batch", type=int, default=64, help="generation batch size (ragged)")
@@ -701,7 +763,7 @@ def main(argv=None) -> int:
     run = lambda stage: args.stage in (stage, "all")  # noqa: E731
     prompts_path = work / "prompts.json"
     if run("prompts") or not prompts_path.exists():
-        prompts = build_prompts(seed=args.seed, heldout_every=args.heldout_every)
+        prompts = build_prompts(seed=args.seed, heldout_every=args.heldout_every, extended=args.extended_prompts)
         prompts_path.write_text(json.dumps(prompts, indent=1))
         log(f"prompts: {len(prompts['train'])} train, {len(prompts['heldout'])} held-out "
             f"({len(prompts['heldout_topics'])} held-out topics)")

@@ -97,6 +97,28 @@ def extract_features(target, rows: list[dict], max_len: int, batch_size: int = 1
     }
 
 
+def covers_prefix(blob: dict, rows: list[dict], max_len: int) -> bool:
+    """Whether `blob` (extract_features' output) holds exactly the features of rows[:len(blob rows)]:
+    same row count or fewer, and the same tokens."""
+    from .distill import sequence_of
+
+    n = len(blob["starts"])
+    if n > len(rows):
+        return False
+    tokens = [t for r in rows[:n] for t in sequence_of(r, max_len)[0]]
+    return len(tokens) == len(blob["tokens"]) and torch.equal(torch.tensor(tokens, dtype=torch.int32), blob["tokens"])
+
+
+def concat_features(a: dict, b: dict) -> dict:
+    """Rows of `a` then rows of `b`, as one extract_features blob."""
+    return {
+        "features": torch.cat([a["features"], b["features"]]),
+        "tokens": torch.cat([a["tokens"], b["tokens"]]),
+        "offsets": torch.cat([a["offsets"], b["offsets"][1:] + a["offsets"][-1]]),
+        "starts": torch.cat([a["starts"], b["starts"]]),
+    }
+
+
 # --------------------------------------------------------------------------------------------------
 # 2. the head
 # --------------------------------------------------------------------------------------------------
@@ -699,10 +721,24 @@ def main(argv=None) -> int:
             log.close()
             return 2
         for name, rows in (("heldout", heldout_rows), ("train", train_rows)):
-            blob = extract_features(pair.target, rows, args.max_len, log=log, fuse_layers=args.fuse_layers)
-            stats[f"features_{name}_seconds"] = blob.pop("seconds")
-            save_file(blob, str(features_file(feat_dir, name, args.fuse_layers)))
+            path = features_file(feat_dir, name, args.fuse_layers)
+            old = load_file(str(path)) if path.exists() else None
+            if old is not None and covers_prefix(old, rows, args.max_len):  # the data grew: extract the new rows only
+                done = len(old["starts"])
+                if done == len(rows):
+                    log(f"features: {name}: {done} rows already extracted")
+                    continue
+                log(f"features: {name}: {done} rows already extracted, adding {len(rows) - done}")
+                new = extract_features(pair.target, rows[done:], args.max_len, log=log, fuse_layers=args.fuse_layers)
+                stats[f"features_{name}_seconds"] = stats.get(f"features_{name}_seconds", 0.0) + new.pop("seconds")
+                blob = concat_features(old, new)
+                del old, new
+            else:
+                blob = extract_features(pair.target, rows, args.max_len, log=log, fuse_layers=args.fuse_layers)
+                stats[f"features_{name}_seconds"] = blob.pop("seconds")
+            save_file(blob, str(path))
             log(f"features: {name}: {len(rows)} rows, {blob['features'].shape[0]} positions")
+            del blob
         stats["features_dtype"] = pair.dtype_name
         stats_path.write_text(json.dumps(stats, indent=1))
         del pair

@@ -56,6 +56,14 @@ def test_prompts_are_varied_seeded_and_hold_out_whole_topics():
     assert not train_topics & set(a["heldout_topics"])
     assert len({r["task"] for r in a["train"]}) == len(distill.TASKS)
     assert distill.build_prompts(seed=1)["train"] != a["train"]
+    # the second round (--extended-prompts) comes after the first, which stays exactly as it was
+    ext = distill.build_prompts(seed=0, extended=True)
+    assert ext["train"][: len(a["train"])] == a["train"] and ext["heldout"][: len(a["heldout"])] == a["heldout"]
+    assert len(ext["train"]) > 2 * len(a["train"])
+    assert set(a["heldout_topics"]) < set(ext["heldout_topics"])
+    assert not {r["topic"] for r in ext["train"]} & set(ext["heldout_topics"])
+    assert {r["task"] for r in ext["train"]} == {t for t, _ in distill.TASKS + distill.MORE_TASKS}
+    assert len({r["prompt"] for r in ext["train"]}) == len(ext["train"])
 
 
 def test_help_documents_the_options(capsys):

@@ -282,6 +282,28 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
         assert (out / name).exists(), name
     stats = json.loads((work / "eagle" / "stats.json").read_text())
     assert stats["train"]["steps"] >= 2 and 0.0 <= stats["engine_eval"]["alpha"] <= 1.0
+    # the data grows (more prompts): generation finishes the last, short shard, and the features stage
+    # extracts only the new rows
+    from safetensors.torch import load_file
+
+    feats = eagle.features_file(work / "eagle", "train", ())
+    first = load_file(str(feats))
+    gen_argv = ["--work-dir", str(work), "--target", str(target), "--heldout-prompts", "2", "--gen-batch", "4",
+                "--max-new-tokens", "8", "--gen-dtype", "float32", "--stage", "generate", "--threads", "1"]
+    assert distill.main(gen_argv + ["--max-prompts", "8"]) == 0
+    rows = distill.read_shards(work / "shards")
+    assert len(rows) == 8 and len(list((work / "shards").glob("shard-*.jsonl"))) == 2
+    assert eagle.main(["--work-dir", str(work), "--target", str(target), "--stage", "features", "--threads", "1"]) == 0
+    assert "6 rows already extracted, adding 2" in (work / "eagle" / "eagle.log").read_text()
+    grown = load_file(str(feats))
+    n = len(first["features"])
+    assert torch.equal(grown["features"][:n], first["features"]) and len(grown["starts"]) == 8
+    assert eagle.covers_prefix(grown, rows, 256) and not eagle.covers_prefix(grown, rows[1:] + rows[:1], 256)
+    fresh = eagle.extract_features(load_pair(target=str(target), draft=None, eagle=None).target, rows[6:], 256,
+                                   log=lambda s: None)
+    assert torch.equal(grown["features"][n:], fresh["features"])
+    assert grown["offsets"].tolist() == first["offsets"].tolist() + (fresh["offsets"][1:] + n).tolist()
+    assert eagle.main(argv + ["--epochs", "1"]) == 0  # trains on the grown data
     pair = load_pair(target=str(target), draft=None, eagle=str(out), dtype="float32")
     assert pair.eagle is not None and pair.eagle.params == json.loads((out / "config.json").read_text())["params"]
     plain = generate(pair, ["Hello there"], DecodeConfig(mode="autoregressive", max_new_tokens=6))
