@@ -201,10 +201,12 @@ def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=Non
 
 
 def generate_data(pair, rows: list[dict], shard_dir: Path, batch_size: int, max_new_tokens: int,
-                  time_cap_s: float | None = None, log=print) -> dict:
+                  time_cap_s: float | None = None, log=print, worker: tuple[int, int] = (0, 1)) -> dict:
     """Run the target greedily over `rows` in batches; append one JSON line per sequence to shards.
 
     Resumable: shards already written are skipped. Stops before starting a batch once `time_cap_s` is spent.
+    `worker` (k, n): this process writes shards b with b % n == k, so n processes can share the work (on this
+    2-core CPU two 1-thread processes made 170 tokens/s against 140 for one 2-thread process, batch 64).
     """
     from . import DecodeConfig, generate
 
@@ -214,6 +216,8 @@ def generate_data(pair, rows: list[dict], shard_dir: Path, batch_size: int, max_
     n_batches = math.ceil(len(rows) / batch_size)
     tokens = 0
     for b in range(n_batches):
+        if b % worker[1] != worker[0]:
+            continue
         path = shard_dir / f"shard-{b:05d}.jsonl"
         batch = rows[b * batch_size : (b + 1) * batch_size]
         done = path.read_text().splitlines(keepends=True) if path.exists() else []
@@ -647,6 +651,16 @@ def write_card(out: Path, info: dict) -> None:
 STAGES = ("prompts", "generate", "soft", "train", "eval", "all")
 
 
+def _worker(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected K/N, e.g. 0/2; got {text!r}") from None
+    if not 0 <= k < n:
+        raise argparse.ArgumentTypeError(f"need 0 <= K < N; got {text!r}")
+    return k, n
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m engine.distill",
@@ -668,6 +682,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--heldout-every", type=int, default=10, help="every N-th topic is held out")
     g.add_argument("--heldout-prompts", type=int, default=32, help="held-out prompts given target responses")
     g.add_argument("--gen-batch", type=int, default=64, help="generation batch size (ragged)")
+    g.add_argument("--gen-worker", type=_worker, default=(0, 1), metavar="K/N",
+                   help="generate only shards b with b %% N == K (run N processes, e.g. 0/2 and 1/2 with --threads 1; "
+                        "worker 0 also writes the held-out responses)")
     g.add_argument("--max-new-tokens", type=int, default=160, help="target response length cap")
     g.add_argument("--gen-minutes", type=float, default=38.0,
                    help="stop starting new generation batches after this many minutes (0 = no cap)")
@@ -777,8 +794,10 @@ def main(argv=None) -> int:
     if run("generate"):
         pair = load_pair(target=args.target, draft=None, dtype=args.gen_dtype)
         cap = args.gen_minutes * 60 if args.gen_minutes > 0 else None
-        g = generate_data(pair, train_prompts, work / "shards", args.gen_batch, args.max_new_tokens, cap, log)
-        h = generate_data(pair, heldout_prompts, work / "heldout", args.gen_batch, args.max_new_tokens, None, log)
+        g = generate_data(pair, train_prompts, work / "shards", args.gen_batch, args.max_new_tokens, cap, log,
+                          worker=args.gen_worker)
+        h = generate_data(pair, heldout_prompts if args.gen_worker[0] == 0 else [], work / "heldout", args.gen_batch,
+                          args.max_new_tokens, None, log)
         stats["gen_seconds"] = stats.get("gen_seconds", 0.0) + g["seconds"] + h["seconds"]
         stats["gen_dtype"] = pair.dtype_name
         save_stats()

@@ -101,6 +101,29 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     assert len(trace.output_ids[0]) == 5
 
 
+def test_generation_splits_over_worker_processes(tmp_path):
+    """--gen-worker K/N: each process writes its own shards; together they write what one process would."""
+    target, work = _tiny_target(tmp_path), tmp_path / "work"
+    argv = ["--work-dir", str(work), "--target", str(target), "--max-prompts", "10", "--heldout-prompts", "2",
+            "--gen-batch", "4", "--max-new-tokens", "4", "--gen-dtype", "float32", "--stage", "generate",
+            "--threads", "1"]
+    assert distill.main(argv + ["--gen-worker", "1/2"]) == 0
+    assert sorted(p.name for p in (work / "shards").glob("*.jsonl")) == ["shard-00001.jsonl"]
+    assert not (work / "heldout").exists() or not list((work / "heldout").glob("*.jsonl"))  # worker 0's job
+    assert distill.main(argv + ["--gen-worker", "0/2"]) == 0
+    assert len(list((work / "shards").glob("*.jsonl"))) == 3 and len(distill.read_shards(work / "heldout")) == 2
+    rows = distill.read_shards(work / "shards")
+    prompts = json.loads((work / "prompts.json").read_text())["train"][:10]
+    assert [r["prompt"] for r in rows] == [p["prompt"] for p in prompts]
+
+
+@pytest.mark.parametrize("bad", ["2/2", "1", "a/b", "-1/2"])
+def test_bad_gen_worker_is_refused(bad, capsys):
+    with pytest.raises(SystemExit):
+        distill.parse_args(["--gen-worker", bad])
+    assert "--gen-worker" in capsys.readouterr().err
+
+
 def test_training_is_reproducible(tmp_path):
     from transformers import AutoModelForCausalLM
 
