@@ -169,7 +169,7 @@ def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=Non
     rng = random.Random(seed)
     out = {"train": [], "heldout": [], "heldout_topics": []}
 
-    def add_round(round_topics, pairs):
+    def add_round(round_topics, pairs, tag=None):
         every = heldout_every if heldout_every > 0 else len(round_topics) + 1
         held = set(round_topics[every - 1 :: every])
         train, heldout = [], []
@@ -179,6 +179,8 @@ def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=Non
             other = pool[(ti + 1 + rng.randrange(len(pool) - 1)) % len(pool)]
             paragraph = rng.choice(PARAGRAPH_TEMPLATES).format(topic=topic, topic_cap=topic[:1].upper() + topic[1:])
             row = {"prompt": template.format(topic=topic, other=other, paragraph=paragraph), "topic": topic, "task": task}
+            if tag:
+                row.update(tag)
             (heldout if topic in held else train).append(row)
         rng.shuffle(train)
         rng.shuffle(heldout)
@@ -191,7 +193,7 @@ def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=Non
         first_train = [t for t in topics if t not in out["heldout_topics"]]
         more_topics = [t for t in MORE_TOPICS if t not in topics]
         add_round(more_topics, [(t, k) for t in more_topics for k in tasks + MORE_TASKS]
-                  + [(t, k) for t in first_train for k in MORE_TASKS])
+                  + [(t, k) for t in first_train for k in MORE_TASKS], tag={"round": 2})
     return out
 
 
@@ -723,9 +725,12 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
 
 
 def _heldout_eval_prompts(heldout: list[dict], n: int) -> list[str]:
-    """n held-out prompts, round-robin over the held-out topics so every topic is represented."""
+    """n held-out prompts, round-robin over the held-out topics so every topic is represented. Only the
+    first round's (no "round": 2 key), so the evaluation stays the same when `--extended-prompts` adds more."""
     by_topic: dict[str, list[str]] = {}
     for row in heldout:
+        if row.get("round", 1) != 1:
+            continue
         by_topic.setdefault(row["topic"], []).append(row["prompt"])
     out, i = [], 0
     topics = sorted(by_topic)

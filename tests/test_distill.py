@@ -64,6 +64,9 @@ def test_prompts_are_varied_seeded_and_hold_out_whole_topics():
     assert not {r["topic"] for r in ext["train"]} & set(ext["heldout_topics"])
     assert {r["task"] for r in ext["train"]} == {t for t, _ in distill.TASKS + distill.MORE_TASKS}
     assert len({r["prompt"] for r in ext["train"]}) == len(ext["train"])
+    assert all(r["round"] == 2 for r in ext["train"][len(a["train"]) :])
+    # the held-out evaluation keeps to the first round's prompts
+    assert distill._heldout_eval_prompts(ext["heldout"], 24) == distill._heldout_eval_prompts(a["heldout"], 24)
 
 
 def test_help_documents_the_options(capsys):
