@@ -691,6 +691,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
+    from safetensors import safe_open
     from safetensors.torch import load_file, save_file
 
     from .distill import TeeLog, _heldout_eval_prompts, engine_eval, read_shards
@@ -720,9 +721,15 @@ def main(argv=None) -> int:
             log(f"error: --fuse-layers {bad}: the target has layers 0..{pair.target.config.num_hidden_layers - 1}")
             log.close()
             return 2
+        # which target computed a features file: only its own files are extended instead of rebuilt
+        made_by = {"target": str(args.target or "embedded"), "dtype": pair.dtype_name}
         for name, rows in (("heldout", heldout_rows), ("train", train_rows)):
             path = features_file(feat_dir, name, args.fuse_layers)
-            old = load_file(str(path)) if path.exists() else None
+            old = None
+            if path.exists():
+                with safe_open(str(path), "pt") as f:
+                    same_target = (f.metadata() or {}) == made_by
+                old = load_file(str(path)) if same_target else None
             if old is not None and covers_prefix(old, rows, args.max_len):  # the data grew: extract the new rows only
                 done = len(old["starts"])
                 if done == len(rows):
@@ -736,7 +743,7 @@ def main(argv=None) -> int:
             else:
                 blob = extract_features(pair.target, rows, args.max_len, log=log, fuse_layers=args.fuse_layers)
                 stats[f"features_{name}_seconds"] = blob.pop("seconds")
-            save_file(blob, str(path))
+            save_file(blob, str(path), metadata=made_by)
             log(f"features: {name}: {len(rows)} rows, {blob['features'].shape[0]} positions")
             del blob
         stats["features_dtype"] = pair.dtype_name

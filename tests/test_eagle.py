@@ -5,6 +5,7 @@ stays in step with the target's, bad head folders are refused clearly, the pipel
 from __future__ import annotations
 
 import json
+import shutil
 import warnings
 
 import pytest
@@ -304,6 +305,12 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     assert torch.equal(grown["features"][n:], fresh["features"])
     assert grown["offsets"].tolist() == first["offsets"].tolist() + (fresh["offsets"][1:] + n).tolist()
     assert eagle.main(argv + ["--epochs", "1"]) == 0  # trains on the grown data
+    # features another target computed (here: the same weights under another path) are rebuilt, not extended
+    other = tmp_path / "other-target"
+    shutil.copytree(target, other)
+    log_before = (work / "eagle" / "eagle.log").read_text()
+    assert eagle.main(["--work-dir", str(work), "--target", str(other), "--stage", "features", "--threads", "1"]) == 0
+    assert "already extracted" not in (work / "eagle" / "eagle.log").read_text()[len(log_before):]
     pair = load_pair(target=str(target), draft=None, eagle=str(out), dtype="float32")
     assert pair.eagle is not None and pair.eagle.params == json.loads((out / "config.json").read_text())["params"]
     plain = generate(pair, ["Hello there"], DecodeConfig(mode="autoregressive", max_new_tokens=6))
