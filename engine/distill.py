@@ -803,6 +803,8 @@ def main(argv=None) -> int:
                           worker=args.gen_worker)
         h = generate_data(pair, heldout_prompts if args.gen_worker[0] == 0 else [], work / "heldout", args.gen_batch,
                           args.max_new_tokens, None, log)
+        if stats_path.exists():  # re-read: other --gen-worker processes may have added their time meanwhile
+            stats.update(json.loads(stats_path.read_text()))
         stats["gen_seconds"] = stats.get("gen_seconds", 0.0) + g["seconds"] + h["seconds"]
         stats["gen_dtype"] = pair.dtype_name
         save_stats()
