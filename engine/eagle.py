@@ -262,10 +262,14 @@ class EagleHead(torch.nn.Module):
         x = x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
         return rms_norm(x, self.norm, eps)
 
-    def unrolled(self, token_embeds: torch.Tensor, features: torch.Tensor, positions: torch.Tensor, depths: int):
+    def unrolled(self, token_embeds: torch.Tensor, features: torch.Tensor, positions: torch.Tensor, depths: int,
+                 noise: float = 0.0):
         """Training-time test. token_embeds (B, T, H) = embed(t_{p+1}), features (B, T, H) = f_p for entries p.
 
-        With fuse_layers, features are (B, T, F) and are fused to H first.
+        With fuse_layers, features are (B, T, F) and are fused to H first. noise (EAGLE-1's augmentation,
+        training mode only): uniform noise of up to `noise` x each feature's RMS is added to the fused
+        target features, so the head learns not to lean on their exact values (its own guesses, fed back
+        while drafting, are never exact).
         Returns [g^0, ..., g^{depths-1}], each (B, T, H): g^s[p] is the head's guess of f_{p+1} when entry p
         is its (s+1)-th draft step, i.e. its input feature is g^{s-1}[p-1] and it attends to the true
         entries up to p - s plus its own draft entries p-s+1..p (right padding needs no mask: causal)."""
@@ -277,6 +281,9 @@ class EagleHead(torch.nn.Module):
         rows = torch.arange(t, device=features.device)
         outs, keys, values = [], [], []
         feat = self.fused(features)
+        if noise and self.training:
+            rms = feat.float().pow(2).mean(-1, keepdim=True).sqrt().to(feat.dtype)
+            feat = feat + noise * rms * (2 * torch.rand_like(feat) - 1)
         for s in range(depths):
             x = self.fc(torch.cat([token_embeds, feat], dim=-1))
             q, k, v = self._qkv(x, cos, sin)
@@ -362,12 +369,14 @@ class FeatureData:
 
 
 def batch_loss(head, batch: dict, out_head: torch.Tensor, to_local: torch.Tensor, depths: int,
-               hard_weight: float = 0.5, decay: float = 0.8, reg_weight: float = 0.0) -> tuple[torch.Tensor, list[int], int]:
+               hard_weight: float = 0.5, decay: float = 0.8, reg_weight: float = 0.0,
+               noise: float = 0.0) -> tuple[torch.Tensor, list[int], int]:
     """Sum over draft depths s of decay^s * [(1-w) soft CE against the target's distribution (its head over
     the true next feature) + w CE against its greedy token + reg_weight * smooth-L1(g, true next feature)]
     (EAGLE's feature regression: 576 numbers of supervision per position instead of one token), on the
-    reduced vocabulary `out_head`. Returns (loss, top-1 agreements per depth, positions)."""
-    outs = head.unrolled(batch["embeds"], batch["features"], batch["positions"], depths)
+    reduced vocabulary `out_head`; `noise`: see `EagleHead.unrolled`. Returns (loss, top-1 agreements per
+    depth, positions)."""
+    outs = head.unrolled(batch["embeds"], batch["features"], batch["positions"], depths, noise=noise)
     rows, cols = batch["rows"], batch["cols"]
     labels = to_local[batch["labels"]]
     known = labels >= 0
@@ -401,7 +410,8 @@ def evaluate(head, data: FeatureData, embed, out_head, to_local, depths: int, ba
 
 def train(head, data: FeatureData, heldout: FeatureData, embed, out_head, to_local, *, epochs: float, lr: float,
           batch_tokens: int, depths: int, seed: int, warmup: int = 30, eval_every: int = 0, autocast: bool = True,
-          max_minutes: float = 0.0, hard_weight: float = 0.5, reg_weight: float = 0.0, log=print) -> dict:
+          max_minutes: float = 0.0, hard_weight: float = 0.5, reg_weight: float = 0.0, noise: float = 0.0,
+          log=print) -> dict:
     """AdamW with warm-up and cosine decay; keeps the weights with the best held-out depth-0 agreement."""
     import math
 
@@ -423,7 +433,7 @@ def train(head, data: FeatureData, heldout: FeatureData, embed, out_head, to_loc
             batch = data.batch(idx, embed)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
                 loss, agree, n = batch_loss(head, batch, out_head, to_local, depths, hard_weight=hard_weight,
-                                            reg_weight=reg_weight)
+                                            reg_weight=reg_weight, noise=noise)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
@@ -646,6 +656,16 @@ def _layer_list(text: str) -> tuple[int, ...]:
     return layers
 
 
+def _noise_level(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (a fraction of each feature's RMS); got {text!r}")
+    return value
+
+
 def features_file(feat_dir: Path, name: str, fuse_layers: tuple[int, ...]) -> Path:
     """features-{train,heldout}.safetensors, or features-…-fuse2-15.safetensors for fused features."""
     suffix = "-fuse" + "-".join(str(i) for i in fuse_layers) if fuse_layers else ""
@@ -673,6 +693,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     t.add_argument("--depths", type=int, default=3, help="draft steps unrolled in training (training-time test)")
     t.add_argument("--hard-weight", type=float, default=0.5, help="weight of CE on the greedy token vs soft CE")
     t.add_argument("--reg-weight", type=float, default=0.0, help="weight of the feature regression (smooth L1)")
+    t.add_argument("--feature-noise", type=_noise_level, default=0.0,
+                   help="EAGLE-1's augmentation: add uniform noise of up to this fraction of each target feature's "
+                        "RMS to the (fused) target features while training (0 = off)")
     t.add_argument("--init", default=None, help="continue from a saved head folder instead of the pass-through start "
                                                 "(an unfused head can start a fused one: fuse starts as a pass-through)")
     p.add_argument("--fuse-layers", type=_layer_list, default=(),
@@ -787,12 +810,13 @@ def main(argv=None) -> int:
         result = train(head, data, heldout, embed, out_head, to_local, epochs=args.epochs, lr=args.lr,
                        batch_tokens=args.batch_tokens, depths=args.depths, seed=args.seed, eval_every=args.eval_every,
                        autocast=not args.no_autocast, max_minutes=args.max_minutes, hard_weight=args.hard_weight,
-                       reg_weight=args.reg_weight, log=log)
+                       reg_weight=args.reg_weight, noise=args.feature_noise, log=log)
         stats["train"] = result
         info = {"params": sum(p.numel() for p in head.parameters()), "train_rows": len(data),
                 "train_minutes": result["seconds"] / 60, "heldout_top1_by_depth": result["heldout"]["top1"],
                 "seed": args.seed, "epochs": args.epochs, "lr": args.lr, "depths": args.depths,
-                "reg_weight": args.reg_weight, "init": args.init, "head_vocab": args.head_vocab}
+                "reg_weight": args.reg_weight, "feature_noise": args.feature_noise, "init": args.init,
+                "head_vocab": args.head_vocab}
         stats["bytes"] = save_head(head, out, frequent_tokens(train_rows, args.head_vocab), info)
         stats_path.write_text(json.dumps(stats, indent=1))
         log(f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top-1 by depth "

@@ -251,6 +251,36 @@ def test_explicit_bad_head_raises_and_broken_default_warns(tmp_path, monkeypatch
     assert any("drafter='eagle' is unavailable" in n for n in pair.warnings)
 
 
+def test_feature_noise_only_perturbs_training(tiny_eagle, tokenizer):
+    """EAGLE-1's augmentation: the training forward sees noisy target features, evaluation sees them exact."""
+    _, folder = tiny_eagle
+    pair = tiny_pair(tokenizer)
+    config, state, _ = eagle.load_head(folder, pair.target)
+    head = eagle.EagleHead(config)
+    head.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    with torch.no_grad():  # a head whose output depends on its input feature beyond the pass-through
+        head.o_proj.weight.normal_(0, 0.05)
+        head.down_proj.weight.normal_(0, 0.05)
+    g = torch.Generator().manual_seed(0)
+    embeds, feats = torch.randn(2, 5, config["hidden_size"], generator=g), torch.randn(2, 5, config["hidden_size"], generator=g)
+    positions = torch.arange(5)[None].expand(2, 5)
+    head.eval()
+    exact = head.unrolled(embeds, feats, positions, 2)
+    assert torch.equal(head.unrolled(embeds, feats, positions, 2, noise=0.2)[1], exact[1])
+    head.train()
+    noisy = head.unrolled(embeds, feats, positions, 2, noise=0.2)
+    assert torch.equal(head.unrolled(embeds, feats, positions, 2)[0], exact[0])
+    change = (noisy[0] - exact[0]).abs().max()
+    assert 0 < change < 10 * 0.2 * float(feats.pow(2).mean(-1).sqrt().max())
+
+
+@pytest.mark.parametrize("value", ["-0.1", "2", "lots"])
+def test_bad_feature_noise_is_a_clear_error(value, capsys):
+    with pytest.raises(SystemExit):
+        eagle.parse_args(["--feature-noise", value])
+    assert "--feature-noise" in capsys.readouterr().err
+
+
 def test_help_documents_the_options(capsys):
     with pytest.raises(SystemExit):
         eagle.parse_args(["--help"])
@@ -304,7 +334,8 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
                                    log=lambda s: None)
     assert torch.equal(grown["features"][n:], fresh["features"])
     assert grown["offsets"].tolist() == first["offsets"].tolist() + (fresh["offsets"][1:] + n).tolist()
-    assert eagle.main(argv + ["--epochs", "1"]) == 0  # trains on the grown data
+    assert eagle.main(argv + ["--epochs", "1", "--feature-noise", "0.1"]) == 0  # trains on the grown data
+    assert json.loads((out / "config.json").read_text())["feature_noise"] == 0.1
     # features another target computed (here: the same weights under another path) are rebuilt, not extended
     other = tmp_path / "other-target"
     shutil.copytree(target, other)
