@@ -143,6 +143,27 @@ MORE_TASKS = [
     ("keywords", "List the key terms someone should know about {topic}, with a short definition of each."),
 ]
 
+# A third round (`--prompt-rounds 3`): 100 more subjects with every task of the first two rounds, appended
+# after the second so its shards stay valid too.
+THIRD_TOPICS = [
+    "sharks", "jellyfish", "owls", "frogs", "spiders", "dolphins", "tigers", "horses", "camels", "pandas",
+    "earthworms", "tornadoes", "lightning", "snowflakes", "tsunamis", "the Milky Way", "comets", "eclipses",
+    "the human eye", "digestion", "the lungs", "blood", "fever", "exercise", "nutrition labels", "sugar",
+    "salt", "bread yeast", "fermentation", "rust", "magnets in everyday life", "glass", "paper", "cotton",
+    "calculators", "spreadsheets for beginners", "websites", "smart watches",
+    "electric scooters", "solar cookers", "water filters", "refrigerators", "microwave ovens",
+    "sewing", "pottery", "candle making", "photographing birds", "bird watching", "fishing", "kayaking",
+    "rock climbing", "ice skating", "skiing", "tennis", "table tennis", "marathons", "stretching",
+    "making pancakes", "making salad", "rice", "noodles", "tea ceremonies", "family dinners", "potluck parties",
+    "sharing a flat", "neighbours", "volunteering", "charity", "recycling at home", "saving energy at home",
+    "ancient Rome's roads", "the Aztecs", "the Incas", "the Egyptian pyramids", "the Wright brothers",
+    "the light bulb", "radio", "television", "cinema", "comic books", "libraries of the future", "schools",
+    "homework", "exams", "teachers", "friendship", "kindness", "patience", "curiosity", "courage",
+    "a mysterious letter", "a magic paintbrush", "a robot gardener", "a sleepy bear", "a brave little mouse",
+    "a kite on a windy day", "a bakery at dawn", "a city without cars", "a map to hidden treasure",
+    "a visit to grandma",
+]
+
 PARAGRAPH_TEMPLATES = [
     "Many people find {topic} fascinating. Researchers and hobbyists have studied it for years, and new "
     "ideas keep appearing. Some say the basics are easy to learn, while others argue that real "
@@ -155,15 +176,20 @@ PARAGRAPH_TEMPLATES = [
 ]
 
 
-def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=None, extended: bool = False) -> dict:
+def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=None, extended: bool = False,
+                  rounds: int = 1) -> dict:
     """Every topic x task combination, seeded and shuffled; every `heldout_every`-th topic is held out.
 
     Returns {"train": [{prompt, topic, task}], "heldout": [...]}. Held-out topics never appear in training,
     so the held-out acceptance measures generalisation to new subjects, not memorised answers.
 
-    `extended` appends a second round after the first (so a first round already generated stays valid):
-    MORE_TOPICS with every task, and the first round's training topics with MORE_TASKS.
+    `rounds` 2 (or `extended`) appends a second round after the first (so a first round already generated
+    stays valid): MORE_TOPICS with every task, and the first round's training topics with MORE_TASKS.
+    `rounds` 3 appends a third after that: THIRD_TOPICS with every task of both rounds.
     """
+    rounds = max(rounds, 2 if extended else 1)
+    if not 1 <= rounds <= 3:
+        raise ValueError(f"rounds must be 1, 2 or 3; got {rounds}")
     topics = list(TOPICS if topics is None else topics)
     tasks = list(TASKS if tasks is None else tasks)
     rng = random.Random(seed)
@@ -189,11 +215,14 @@ def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=Non
         out["heldout_topics"] = sorted(set(out["heldout_topics"]) | held)
 
     add_round(topics, [(t, k) for t in topics for k in tasks])
-    if extended:
+    if rounds >= 2:
         first_train = [t for t in topics if t not in out["heldout_topics"]]
         more_topics = [t for t in MORE_TOPICS if t not in topics]
         add_round(more_topics, [(t, k) for t in more_topics for k in tasks + MORE_TASKS]
                   + [(t, k) for t in first_train for k in MORE_TASKS], tag={"round": 2})
+    if rounds >= 3:
+        third = [t for t in THIRD_TOPICS if t not in topics and t not in MORE_TOPICS]
+        add_round(third, [(t, k) for t in third for k in tasks + MORE_TASKS], tag={"round": 3})
     return out
 
 
@@ -681,6 +710,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--extended-prompts", action="store_true",
                    help="add the second round of prompts (MORE_TOPICS x all tasks, first-round topics x MORE_TASKS) "
                         "after the first; rerun `--stage prompts` then `--stage generate` to extend existing shards")
+    g.add_argument("--prompt-rounds", type=int, choices=(1, 2, 3), default=1,
+                   help="rounds of prompts: 2 = --extended-prompts; 3 adds THIRD_TOPICS x every task after the "
+                        "second round (rerun `--stage prompts`, then `--stage generate` extends existing shards)")
     g.add_argument("--heldout-every", type=int, default=10, help="every N-th topic is held out")
     g.add_argument("--heldout-prompts", type=int, default=32, help="held-out prompts given target responses")
     g.add_argument("--gen-batch", type=int, default=64, help="generation batch size (ragged)")
@@ -785,7 +817,8 @@ def main(argv=None) -> int:
     run = lambda stage: args.stage in (stage, "all")  # noqa: E731
     prompts_path = work / "prompts.json"
     if run("prompts") or not prompts_path.exists():
-        prompts = build_prompts(seed=args.seed, heldout_every=args.heldout_every, extended=args.extended_prompts)
+        prompts = build_prompts(seed=args.seed, heldout_every=args.heldout_every, extended=args.extended_prompts,
+                                rounds=args.prompt_rounds)
         prompts_path.write_text(json.dumps(prompts, indent=1))
         log(f"prompts: {len(prompts['train'])} train, {len(prompts['heldout'])} held-out "
             f"({len(prompts['heldout_topics'])} held-out topics)")

@@ -67,6 +67,18 @@ def test_prompts_are_varied_seeded_and_hold_out_whole_topics():
     assert all(r["round"] == 2 for r in ext["train"][len(a["train"]) :])
     # the held-out evaluation keeps to the first round's prompts
     assert distill._heldout_eval_prompts(ext["heldout"], 24) == distill._heldout_eval_prompts(a["heldout"], 24)
+    assert distill.build_prompts(seed=0, rounds=2) == ext
+    # the third round comes after the second, which stays exactly as it was
+    third = distill.build_prompts(seed=0, rounds=3)
+    assert third["train"][: len(ext["train"])] == ext["train"] and third["heldout"][: len(ext["heldout"])] == ext["heldout"]
+    new = third["train"][len(ext["train"]) :]
+    assert len(new) > 3000 and all(r["round"] == 3 for r in new)
+    assert not {r["topic"] for r in new} & ({r["topic"] for r in ext["train"]} | set(ext["heldout_topics"]))
+    assert not {r["topic"] for r in third["train"]} & set(third["heldout_topics"])
+    assert len({r["prompt"] for r in third["train"]}) == len(third["train"])
+    assert distill._heldout_eval_prompts(third["heldout"], 24) == distill._heldout_eval_prompts(a["heldout"], 24)
+    with pytest.raises(ValueError, match="rounds must be 1, 2 or 3"):
+        distill.build_prompts(rounds=4)
 
 
 def test_help_documents_the_options(capsys):
