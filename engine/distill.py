@@ -187,9 +187,9 @@ def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=Non
     stays valid): MORE_TOPICS with every task, and the first round's training topics with MORE_TASKS.
     `rounds` 3 appends a third after that: THIRD_TOPICS with every task of both rounds.
     """
-    rounds = max(rounds, 2 if extended else 1)
     if not 1 <= rounds <= 3:
         raise ValueError(f"rounds must be 1, 2 or 3; got {rounds}")
+    rounds = max(rounds, 2 if extended else 1)
     topics = list(TOPICS if topics is None else topics)
     tasks = list(TASKS if tasks is None else tasks)
     rng = random.Random(seed)

@@ -79,6 +79,8 @@ def test_prompts_are_varied_seeded_and_hold_out_whole_topics():
     assert distill._heldout_eval_prompts(third["heldout"], 24) == distill._heldout_eval_prompts(a["heldout"], 24)
     with pytest.raises(ValueError, match="rounds must be 1, 2 or 3"):
         distill.build_prompts(rounds=4)
+    with pytest.raises(ValueError, match="rounds must be 1, 2 or 3"):
+        distill.build_prompts(rounds=0, extended=True)
 
 
 def test_help_documents_the_options(capsys):
