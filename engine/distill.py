@@ -164,6 +164,25 @@ THIRD_TOPICS = [
     "a visit to grandma",
 ]
 
+# A fourth round (`--prompt-rounds 4`): 100 more subjects again, every task, appended after the third.
+FOURTH_TOPICS = [
+    "bats", "bees in winter", "snails", "crows", "koalas", "fog", "deserts at night", "wetlands",
+    "the Moon's phases", "Saturn's rings", "shooting stars", "teeth", "hearing", "hand washing", "breakfast",
+    "drinking water", "soup", "baking cookies", "houseplants", "composting", "ferries", "hot air balloons",
+    "elevators", "tunnels", "email etiquette", "video calls", "puzzles", "magic tricks", "juggling", "drawing",
+    "choirs", "drums", "the violin", "zoos", "aquariums", "theme parks", "hiking boots", "packing a suitcase",
+    "moving house", "first jobs", "birthdays", "weddings", "holidays abroad", "learning a language",
+    "the first computers", "a lost umbrella", "a talking cat", "a dragon who loves books", "a train to the stars",
+    "an old lighthouse keeper", "a snowman in spring", "a garden on the roof", "a clock that runs backwards",
+    "seahorses", "hedgehogs", "parrots", "giraffes", "beavers", "butterflies in spring", "ladybirds", "squirrels",
+    "polar bears", "mushrooms in the forest", "sand dunes", "waterfalls", "hail", "the tides", "mountain lakes",
+    "Mars rovers", "black holes for children", "the Sun's energy", "the skin", "sneezing", "walking to school",
+    "packed lunches", "olive oil", "honey", "popcorn", "dumplings", "smoothies", "pizza at home", "scarecrows",
+    "greenhouses", "wind chimes", "door locks", "zippers", "umbrellas", "bus timetables", "road signs",
+    "postcards", "stamps", "the post office", "fire stations", "hospitals at night", "pharmacies", "dentists",
+    "hairdressers", "markets", "lemonade stands", "school trips",
+]
+
 PARAGRAPH_TEMPLATES = [
     "Many people find {topic} fascinating. Researchers and hobbyists have studied it for years, and new "
     "ideas keep appearing. Some say the basics are easy to learn, while others argue that real "
@@ -185,10 +204,11 @@ def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=Non
 
     `rounds` 2 (or `extended`) appends a second round after the first (so a first round already generated
     stays valid): MORE_TOPICS with every task, and the first round's training topics with MORE_TASKS.
-    `rounds` 3 appends a third after that: THIRD_TOPICS with every task of both rounds.
+    `rounds` 3 appends a third after that: THIRD_TOPICS with every task of both rounds; `rounds` 4 a fourth:
+    FOURTH_TOPICS with every task.
     """
-    if not 1 <= rounds <= 3:
-        raise ValueError(f"rounds must be 1, 2 or 3; got {rounds}")
+    if not 1 <= rounds <= 4:
+        raise ValueError(f"rounds must be 1, 2, 3 or 4; got {rounds}")
     rounds = max(rounds, 2 if extended else 1)
     topics = list(TOPICS if topics is None else topics)
     tasks = list(TASKS if tasks is None else tasks)
@@ -223,6 +243,9 @@ def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=Non
     if rounds >= 3:
         third = [t for t in THIRD_TOPICS if t not in topics and t not in MORE_TOPICS]
         add_round(third, [(t, k) for t in third for k in tasks + MORE_TASKS], tag={"round": 3})
+    if rounds >= 4:
+        fourth = [t for t in FOURTH_TOPICS if t not in topics and t not in MORE_TOPICS and t not in THIRD_TOPICS]
+        add_round(fourth, [(t, k) for t in fourth for k in tasks + MORE_TASKS], tag={"round": 4})
     return out
 
 
@@ -710,9 +733,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--extended-prompts", action="store_true",
                    help="add the second round of prompts (MORE_TOPICS x all tasks, first-round topics x MORE_TASKS) "
                         "after the first; rerun `--stage prompts` then `--stage generate` to extend existing shards")
-    g.add_argument("--prompt-rounds", type=int, choices=(1, 2, 3), default=1,
+    g.add_argument("--prompt-rounds", type=int, choices=(1, 2, 3, 4), default=1,
                    help="rounds of prompts: 2 = --extended-prompts; 3 adds THIRD_TOPICS x every task after the "
-                        "second round (rerun `--stage prompts`, then `--stage generate` extends existing shards)")
+                        "second round, 4 adds FOURTH_TOPICS x every task after the third (rerun `--stage prompts`, "
+                        "then `--stage generate` extends existing shards)")
     g.add_argument("--heldout-every", type=int, default=10, help="every N-th topic is held out")
     g.add_argument("--heldout-prompts", type=int, default=32, help="held-out prompts given target responses")
     g.add_argument("--gen-batch", type=int, default=64, help="generation batch size (ragged)")

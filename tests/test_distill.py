@@ -77,9 +77,22 @@ def test_prompts_are_varied_seeded_and_hold_out_whole_topics():
     assert not {r["topic"] for r in third["train"]} & set(third["heldout_topics"])
     assert len({r["prompt"] for r in third["train"]}) == len(third["train"])
     assert distill._heldout_eval_prompts(third["heldout"], 24) == distill._heldout_eval_prompts(a["heldout"], 24)
-    with pytest.raises(ValueError, match="rounds must be 1, 2 or 3"):
-        distill.build_prompts(rounds=4)
-    with pytest.raises(ValueError, match="rounds must be 1, 2 or 3"):
+    # the fourth comes after the third in the same way, with its own new topics
+    fourth = distill.build_prompts(seed=0, rounds=4)
+    assert fourth["train"][: len(third["train"])] == third["train"]
+    assert fourth["heldout"][: len(third["heldout"])] == third["heldout"]
+    new4 = fourth["train"][len(third["train"]) :]
+    assert len(new4) > 3000 and all(r["round"] == 4 for r in new4)
+    assert len(set(distill.FOURTH_TOPICS)) == len(distill.FOURTH_TOPICS) == 100
+    earlier = {t.lower() for t in distill.TOPICS + distill.MORE_TOPICS + distill.THIRD_TOPICS}
+    assert not {t.lower() for t in distill.FOURTH_TOPICS} & earlier  # every fourth-round topic is new
+    assert not {r["topic"] for r in new4} & ({r["topic"] for r in third["train"]} | set(third["heldout_topics"]))
+    assert not {r["topic"] for r in fourth["train"]} & set(fourth["heldout_topics"])
+    assert len({r["prompt"] for r in fourth["train"]}) == len(fourth["train"])
+    assert distill._heldout_eval_prompts(fourth["heldout"], 24) == distill._heldout_eval_prompts(a["heldout"], 24)
+    with pytest.raises(ValueError, match="rounds must be 1, 2, 3 or 4"):
+        distill.build_prompts(rounds=5)
+    with pytest.raises(ValueError, match="rounds must be 1, 2, 3 or 4"):
         distill.build_prompts(rounds=0, extended=True)
 
 
