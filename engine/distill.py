@@ -240,12 +240,11 @@ def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=Non
         more_topics = [t for t in MORE_TOPICS if t not in topics]
         add_round(more_topics, [(t, k) for t in more_topics for k in tasks + MORE_TASKS]
                   + [(t, k) for t in first_train for k in MORE_TASKS], tag={"round": 2})
-    if rounds >= 3:
-        third = [t for t in THIRD_TOPICS if t not in topics and t not in MORE_TOPICS]
-        add_round(third, [(t, k) for t in third for k in tasks + MORE_TASKS], tag={"round": 3})
-    if rounds >= 4:
-        fourth = [t for t in FOURTH_TOPICS if t not in topics and t not in MORE_TOPICS and t not in THIRD_TOPICS]
-        add_round(fourth, [(t, k) for t in fourth for k in tasks + MORE_TASKS], tag={"round": 4})
+    seen = set(topics) | set(MORE_TOPICS)
+    for number, round_topics in enumerate((THIRD_TOPICS, FOURTH_TOPICS)[: max(rounds - 2, 0)], start=3):
+        new = [t for t in round_topics if t not in seen]  # rounds 3 and 4: new topics x every task
+        add_round(new, [(t, k) for t in new for k in tasks + MORE_TASKS], tag={"round": number})
+        seen.update(new)
     return out
 
 
