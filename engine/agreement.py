@@ -165,7 +165,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--depth", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--dtype", default="auto", help="auto (bfloat16 on CPU), float32, bfloat16, float16")
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                   help="auto: the engine's default (bfloat16 on this CPU)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
     p.add_argument("--json", default=None, help="also write the numbers to this file")
     args = p.parse_args(argv)
