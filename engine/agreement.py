@@ -15,9 +15,10 @@ the engine produced, and prints top-1 agreement
 
 A draft starts right after the target's own token, and after a rejection that token is one the drafter
 got wrong. Hard tokens come in runs (a name, a number, the first words of a new sentence), so the
-positions where drafting restarts are harder than average. On the shipped EAGLE head (run 9, bfloat16,
-24 held-out prompts, depth 4) top-1 was 0.642 over all positions but 0.587 at draft starts, where the
-engine accepted 0.586; its drafts matched the teacher-forced argmax at 98% of them.
+positions where drafting restarts are harder than average. On the shipped EAGLE head (run 10,
+bfloat16, 24 held-out prompts, depth 4) top-1 was 0.632 over all positions but 0.554 at draft starts
+(0.534 one position after a miss, 0.689 after a hit), where the engine accepted 0.557; its first
+drafted token was the teacher-forced argmax at 98% of them.
 
 The match between the engine and teacher forcing is itself a check on the engine: the drafter's cache,
 the features (EAGLE) and the rollback after each verify must give it the same inputs a full forward

@@ -17,9 +17,9 @@ from engine import eagle
 from engine.models import ModelPair, SHIPPED_EAGLE
 
 PROMPTS = ["Tell me about the sea.", "Why is the sky blue? Explain briefly please.", "Count: one two three"]
-# Greedy alpha of the shipped head at depth 4 on FIXED_PROMPTS, float32, 48 tokens: measured 0.429 when it was
-# shipped (run 9; 0.421 for run 8, 0.393 for run 5, 0.397 for run 4, 0.340 for run 2; held-out alpha in its card:
-# 0.61, bfloat16, 24 prompts).
+# Greedy alpha of the shipped head at depth 4 on FIXED_PROMPTS, float32, 48 tokens: measured 0.414 when it was
+# shipped (run 10; 0.429 for run 9, 0.421 for run 8, 0.393 for run 5, 0.397 for run 4, 0.340 for run 2; held-out
+# alpha in its card: 0.615, bfloat16, 390 prompts).
 # An untrained head scores ~0; the floor is half.
 SHIPPED_ALPHA_FLOOR = 0.2
 FIXED_PROMPTS = [
