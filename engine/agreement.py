@@ -71,7 +71,9 @@ def decode_and_record(pair, prompts: list[str], cfg: DecodeConfig, batch: int) -
 @torch.no_grad()
 def teacher_forced_argmax(pair, rows: list[dict], drafter: str, eagle_dir: Path | None = None) -> list[torch.Tensor]:
     """Per row, the drafter's greedy guess for each generated token given all true tokens before it, over
-    the vocabulary it drafts from (EAGLE: its first draft step from the target's features)."""
+    the vocabulary it drafts from (EAGLE: its first draft step from the target's features). A draft model
+    with a reduced vocabulary is scored over it, as the engine's lean forward drafts (ModelDrafter keeps
+    the full vocabulary only for models the lean forward cannot run)."""
     if drafter == "eagle":
         from .eagle import EagleHead, FeatureData, extract_features, load_head
 
