@@ -7,7 +7,11 @@ vs tokens per pass, i.e. the roofline, measured with CUDA events). The AR vs spe
 uses the n-gram drafter (no draft model, c ~ 0) with whatever acceptance the random model gives;
 read its speedups together with the acceptance column.
 
-    python scripts/gpu_bench.py [--shape smollm2-1.7b|qwen2.5-7b] [--batch 1,8,32,64] [--depth 0,2,4,8]
+    python scripts/gpu_bench.py [--shape smollm2-135m,smollm2-1.7b,qwen2.5-7b] [--batch 1,8,32,64]
+                                [--depth 0,2,4,8] [--grid-shapes smollm2-1.7b] [--json out.json]
+
+Each shape runs in turn; one that fails prints its traceback and the next still runs (a lent GPU's
+minutes are scarce). `--json` writes every measured row, with the probe's peaks, for the README.
 
 Uses the tokenizer shipped in assets/draft (or the cached embedded model) so the engine's chat
 template path is exercised; no network access is needed.
@@ -16,8 +20,10 @@ template path is exercised; no network access is needed.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -30,6 +36,7 @@ from engine.hardware import pick_device, pick_dtype, probe  # noqa: E402
 from engine.models import ModelPair  # noqa: E402
 
 SHAPES = {  # hidden, intermediate, layers, heads, kv heads, vocab, tied
+    "smollm2-135m": (576, 1536, 30, 9, 3, 49152, True),  # the embedded target's own shape
     "smollm2-1.7b": (2048, 8192, 24, 32, 32, 49152, True),
     "qwen2.5-7b": (3584, 18944, 28, 28, 4, 152064, False),
 }
@@ -58,35 +65,69 @@ def tokenizer():
     raise SystemExit("no tokenizer found: carry assets/draft (it ships one)")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shape", default="smollm2-1.7b", choices=sorted(SHAPES))
-    ap.add_argument("--batch", default="1,8,32,64")
-    ap.add_argument("--depth", default="0,2,4,8")
-    ap.add_argument("--max-new-tokens", type=int, default=48)
-    ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
-    batches = [int(b) for b in args.batch.split(",")]
-    depths = [int(d) for d in args.depth.split(",")]
-
+def run_shape(shape, args, batches, depths, tokens, grid: bool) -> dict:
     device = pick_device()
     dtype = pick_dtype("auto", device)
     t = time.perf_counter()
-    target = random_llama(args.shape, dtype, device)
+    target = random_llama(shape, dtype, device)
     tok = tokenizer()
     if target.config.vocab_size != len(tok):  # keep ids valid for a larger-vocab shape
         target.resize_token_embeddings(max(len(tok), target.config.vocab_size))
     pair = ModelPair(
         target=target, draft=None, tokenizer=tok, device=device, dtype=dtype,
-        target_name=f"random-weight {args.shape}", draft_name=None, eos_ids=frozenset(),
+        target_name=f"random-weight {shape}", draft_name=None, eos_ids=frozenset(),
     )  # fmt: skip
-    peaks = probe(device, dtype)
+    params = sum(p.numel() for p in target.parameters())
+    print(f"\n== {shape}: {params / 1e9:.2f} B parameters, {dtype}, built in {time.perf_counter() - t:.0f} s", flush=True)
+    rows = pass_costs(pair, batches, tokens, context=args.context, repeats=5)
+    print(format_passes(rows, args.peaks.peak_flops, args.peaks.peak_bandwidth), flush=True)
+    out = {"shape": shape, "parameters": params, "dtype": str(dtype), "context": args.context, "passes": rows}
+    if grid:
+        result = bench(pair, batches, depths, drafter="ngram", max_new_tokens=args.max_new_tokens, repeats=args.repeats)
+        print(format_table(result), flush=True)
+        out["grid"] = result
+    del pair, target
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="smollm2-135m,smollm2-1.7b,qwen2.5-7b", help="comma-separated: " + ", ".join(SHAPES))
+    ap.add_argument("--grid-shapes", default="smollm2-1.7b", help="shapes that also run the AR vs speculative grid")
+    ap.add_argument("--batch", default="1,8,32,64")
+    ap.add_argument("--depth", default="0,2,4,8")
+    ap.add_argument("--tokens", default="1,2,4,8,16,32,64", help="new tokens per row in the pass-cost curve")
+    ap.add_argument("--context", type=int, default=256)
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", default=None, help="write every measured row here")
+    args = ap.parse_args()
+    shapes = [s for s in args.shape.split(",") if s]
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        ap.error(f"unknown shape(s) {', '.join(unknown)}; choose from {', '.join(SHAPES)}")
+    batches = [int(b) for b in args.batch.split(",")]
+    depths = [int(d) for d in args.depth.split(",")]
+    tokens = [int(n) for n in args.tokens.split(",")]
+
+    device = pick_device()
+    dtype = pick_dtype("auto", device)
+    args.peaks = peaks = probe(device, dtype)
     print(f"{peaks.device_name}: {peaks.peak_bandwidth / 1e9:.0f} GB/s, {peaks.peak_flops / 1e12:.0f} TFLOP/s "
-          f"({peaks.dtype}), ridge {peaks.ridge_point:.0f} FLOP/byte; models built in {time.perf_counter() - t:.0f} s")
-    rows = pass_costs(pair, batches, [1, 2, 4, 8, 16, 32, 64], context=256, repeats=5)
-    print(format_passes(rows, peaks.peak_flops, peaks.peak_bandwidth))
-    result = bench(pair, batches, depths, drafter="ngram", max_new_tokens=args.max_new_tokens, repeats=args.repeats)
-    print(format_table(result))
+          f"({peaks.dtype}), ridge {peaks.ridge_point:.0f} FLOP/byte; torch {torch.__version__}", flush=True)  # fmt: skip
+    report = {"device": peaks.device_name, "dtype": peaks.dtype, "peak_bandwidth": peaks.peak_bandwidth,
+              "peak_flops": peaks.peak_flops, "ridge_point": peaks.ridge_point, "torch": torch.__version__,
+              "date": time.strftime("%Y-%m-%d"), "shapes": []}  # fmt: skip
+    for shape in shapes:
+        try:
+            report["shapes"].append(run_shape(shape, args, batches, depths, tokens, shape in args.grid_shapes.split(",")))
+        except Exception:  # keep going: the next shape may still run
+            traceback.print_exc()
+            report["shapes"].append({"shape": shape, "error": traceback.format_exc(limit=3)})
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1, default=str))
 
 
 if __name__ == "__main__":
