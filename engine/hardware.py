@@ -38,6 +38,23 @@ def configure_threads() -> None:
         torch.set_num_threads(threads)
 
 
+def configure_attention(device: torch.device | str) -> None:
+    """On CUDA, keep scaled_dot_product_attention off its cuDNN backend (process-wide), unless
+    SPECLAB_CUDNN_ATTENTION=1.
+
+    Measured on an H200 with torch 2.11 (`scripts/gpu_attention.py`, README "GPU"): PyTorch picks cuDNN's
+    fused attention for a decode step, and cuDNN builds an execution plan for every new shape. Decoding
+    brings a new cache length at every step, so a cold step paid for a new plan: batch-1 decode steps took
+    55-88 ms (median) with cuDNN and 15-26 ms without it, for SmolLM2-135M, SmolLM2-1.7B and
+    Qwen2.5-7B shapes. Once every length has been seen, cuDNN is faster (the engine's plain decoding of a
+    1.7B shape: 87.6 tok/s on repeated lengths against 61.7 without cuDNN, but 31.3 against 53.9 on new
+    ones). The app measures per-step latency, and plan building would show up as spikes that have
+    nothing to do with the model's work, so cuDNN is off by default. A long-running server that sees the
+    same lengths again and again can opt back in. Nothing changes on a CPU."""
+    if torch.device(device).type == "cuda" and os.environ.get("SPECLAB_CUDNN_ATTENTION") != "1":
+        torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def pick_device(device: str | None = None) -> torch.device:
     if device:
         dev = torch.device(device)

@@ -20,6 +20,7 @@ from transformers import DynamicCache
 
 from .costs import ModelCosts
 from .fastllama import LeanLlama, supports
+from .hardware import configure_attention
 
 
 # Hole columns (beyond the longest row) tolerated before a compaction: attention over a few masked
@@ -50,6 +51,7 @@ class RaggedCache:
         if runner is None and use_lean and supports(model):
             self.lean = LeanLlama(model, compile=compile_enabled())
         self.device = device
+        configure_attention(device)  # no cuDNN attention plans per cache length on a GPU (engine/hardware.py)
         self.costs = costs
         self.flops = 0.0  # accumulated over forwards; the decode loop reads and resets them per step
         self.bytes = 0.0

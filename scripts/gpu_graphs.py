@@ -1,0 +1,174 @@
+"""Where a GPU decode step's time goes: the engine's eager forward vs the same forward replayed as a CUDA graph.
+
+`scripts/gpu_bench.py` measured on an H200 (README, "GPU") that the engine's eager pass of a 1.7B model
+takes ~13 ms at batch 1 whether it carries 1 token or 128: flat, as the thesis says, but at ~6% of the
+card's bandwidth. This script separates the two causes of a flat curve:
+
+1. eager: `LeanLlama.forward` (the engine's own forward, engine/fastllama.py) called from Python, timed
+   with CUDA events. Every op is one kernel launch issued by Python; at small batch the GPU waits for them.
+2. graph: the same forward captured once per shape as a CUDA graph and replayed (what gpt-fast's
+   `torch.compile(mode="reduce-overhead")` and vLLM's CUDA graphs do). No Python per op: what is left is
+   the GPU's own time, which at small tokens-per-pass is streaming the weights (memory-bound) and past
+   the ridge point grows with tokens (compute-bound).
+
+Each pass is a prefill of `n` new tokens per row with no earlier context (static shapes, so one graph per
+shape), logits for the last position only. Weights are random (timing does not depend on their values).
+Then a profile of one eager batch-1 decode pass over a 256-token cache counts the kernel launches and the
+host time per pass.
+
+    python scripts/gpu_graphs.py [--shape smollm2-1.7b,qwen2.5-7b] [--batch 1,8,64] [--tokens 1,4,16,64,128]
+
+On a CPU the graph column is skipped (CUDA graphs need CUDA); the eager column and the profile still run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from gpu_bench import SHAPES, random_llama  # noqa: E402
+from transformers import DynamicCache  # noqa: E402
+
+from engine.fastllama import LeanLlama  # noqa: E402
+from engine.hardware import pick_device, pick_dtype, probe  # noqa: E402
+
+
+def timed(fn, device, repeats: int) -> float:
+    """Median milliseconds of fn() (CUDA events on a GPU, perf_counter elsewhere); one warm-up call first."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t = time.perf_counter()
+            fn()
+            times.append(1000 * (time.perf_counter() - t))
+    return statistics.median(times)
+
+
+def graphed(fn, device):
+    """Capture fn() as a CUDA graph (after warm-ups on a side stream, as PyTorch's docs prescribe)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def pass_rows(model, lean, device, batches, tokens, repeats) -> list[dict]:
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    params = sum(p.numel() for p in model.parameters())
+    rows = []
+    print("batch  new/row  tok/pass   eager ms   graph ms   graph GB/s  graph TFLOP/s", flush=True)
+    for batch in batches:
+        for n in tokens:
+            ids = torch.randint(100, 40000, (batch, n), device=device)
+            positions = torch.arange(n, device=device).expand(batch, n)
+
+            def step():
+                return lean.forward(ids, positions, None, DynamicCache(config=model.config), logits_to_keep=1)
+
+            with torch.inference_mode():
+                eager = timed(step, device, repeats)
+                graph = timed(graphed(step, device), device, 2 * repeats) if device.type == "cuda" else None
+            flops = 2 * params * batch * n  # weight FLOPs (the head counted once per token: an upper bound)
+            row = {"batch": batch, "new_tokens": n, "tokens_per_pass": batch * n, "eager_ms": eager,
+                   "graph_ms": graph, "weight_bytes": weight_bytes, "weight_flops": flops}  # fmt: skip
+            rows.append(row)
+            g = f"{graph:>10.2f} {weight_bytes / graph / 1e6:>12.0f} {flops / graph / 1e9:>14.1f}" if graph else "         -"
+            print(f"{batch:>5} {n:>8} {batch * n:>9} {eager:>10.2f} {g}", flush=True)
+    return rows
+
+
+def profile_decode(model, lean, device) -> dict:
+    """Kernel launches and host time of one eager batch-1 decode pass over a 256-token cache."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cache = DynamicCache(config=model.config)
+    with torch.inference_mode():
+        lean.forward(torch.randint(100, 40000, (1, 256), device=device), torch.arange(256, device=device)[None], None, cache)
+        ids = torch.randint(100, 40000, (1, 1), device=device)
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        passes = 5
+        with profile(activities=acts) as prof:
+            for i in range(passes):
+                lean.forward(ids, torch.tensor([[256 + i]], device=device), None, cache)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+    events = prof.key_averages()
+    launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx"))
+    top = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:10]
+    print(f"eager decode pass (batch 1, 256 cached tokens), mean of {passes}: {launches / passes:.0f} kernel launches")
+    print(f"{'op':<40} {'calls/pass':>10} {'self CPU us/pass':>17}")
+    for e in top:
+        print(f"{e.key[:40]:<40} {e.count / passes:>10.0f} {e.self_cpu_time_total / passes:>17.0f}")
+    return {"launches_per_pass": launches / passes,
+            "top_self_cpu_us_per_pass": {e.key: e.self_cpu_time_total / passes for e in top}}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="smollm2-1.7b,qwen2.5-7b", help="comma-separated: " + ", ".join(SHAPES))
+    ap.add_argument("--batch", default="1,8,64")
+    ap.add_argument("--tokens", default="1,4,16,64,128", help="new tokens per row")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--json", default=None, help="write every measured row here")
+    args = ap.parse_args()
+    shapes = [s for s in args.shape.split(",") if s]
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        ap.error(f"unknown shape(s) {', '.join(unknown)}; choose from {', '.join(SHAPES)}")
+    batches = [int(b) for b in args.batch.split(",")]
+    tokens = [int(n) for n in args.tokens.split(",")]
+
+    device = pick_device()
+    dtype = pick_dtype("auto", device)
+    peaks = probe(device, dtype)
+    print(f"{peaks.device_name}: {peaks.peak_bandwidth / 1e9:.0f} GB/s, {peaks.peak_flops / 1e12:.1f} TFLOP/s "
+          f"({peaks.dtype}), ridge {peaks.ridge_point:.0f} FLOP/byte; torch {torch.__version__}", flush=True)  # fmt: skip
+    report = {"device": peaks.device_name, "dtype": peaks.dtype, "peak_bandwidth": peaks.peak_bandwidth,
+              "peak_flops": peaks.peak_flops, "ridge_point": peaks.ridge_point, "torch": torch.__version__,
+              "date": time.strftime("%Y-%m-%d"), "shapes": []}  # fmt: skip
+    for shape in shapes:
+        try:
+            model = random_llama(shape, dtype, device)
+            lean = LeanLlama(model)
+            lean.inv_freq = lean.inv_freq.to(device)  # no host-to-device copy inside a graph capture
+            print(f"\n== {shape} ({sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters)", flush=True)
+            out = {"shape": shape, "passes": pass_rows(model, lean, device, batches, tokens, args.repeats)}
+            out["profile"] = profile_decode(model, lean, device)
+            report["shapes"].append(out)
+            del model, lean
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        except Exception:  # keep going: the next shape may still run
+            traceback.print_exc()
+            report["shapes"].append({"shape": shape, "error": traceback.format_exc(limit=3)})
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
