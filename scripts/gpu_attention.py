@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from gpu_bench import SHAPES, random_llama  # noqa: E402
+from gpu_bench import SHAPES, random_llama, random_pair  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
 
@@ -40,7 +40,6 @@ from engine import DecodeConfig, generate  # noqa: E402
 from engine.bench import prompt_set_list  # noqa: E402
 from engine.fastllama import LeanLlama  # noqa: E402
 from engine.hardware import configure_attention, pick_device, pick_dtype  # noqa: E402
-from engine.models import ModelPair  # noqa: E402
 
 NO_CUDNN = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
@@ -70,14 +69,7 @@ def decode_steps(model, lean, device, context: int, steps: int, seed: int) -> li
 def engine_check(shape: str, device, dtype, n_prompts: int, new_tokens: int, rounds: int = 2) -> None:
     """Tokens/s of engine.generate over the chat prompts (batch 1, one after another), cuDNN attention off
     (the engine's setting) vs forced on, alternating rounds."""
-    from gpu_bench import tokenizer
-
-    model = random_llama(shape, dtype, device)
-    tok = tokenizer()
-    if model.config.vocab_size != len(tok):
-        model.resize_token_embeddings(max(len(tok), model.config.vocab_size))
-    pair = ModelPair(target=model, draft=None, tokenizer=tok, device=device, dtype=dtype,
-                     target_name=f"random-weight {shape}", draft_name=None, eos_ids=frozenset())  # fmt: skip
+    pair = random_pair(shape, dtype, device)
     prompts = prompt_set_list("chat")[:n_prompts]
     modes = (("AR", DecodeConfig(mode="autoregressive", max_new_tokens=new_tokens)),
              ("ngram depth 4", DecodeConfig(mode="speculative", drafter="ngram", depth=4, max_new_tokens=new_tokens)))  # fmt: skip

@@ -65,18 +65,24 @@ def tokenizer():
     raise SystemExit("no tokenizer found: carry assets/draft (it ships one)")
 
 
-def run_shape(shape, args, batches, depths, tokens, grid: bool) -> dict:
-    device = pick_device()
-    dtype = pick_dtype("auto", device)
-    t = time.perf_counter()
+def random_pair(shape: str, dtype, device) -> ModelPair:
+    """A ModelPair around a random-weight target of this shape, no draft model (the n-gram drafter works)."""
     target = random_llama(shape, dtype, device)
     tok = tokenizer()
     if target.config.vocab_size != len(tok):  # keep ids valid for a larger-vocab shape
         target.resize_token_embeddings(max(len(tok), target.config.vocab_size))
-    pair = ModelPair(
+    return ModelPair(
         target=target, draft=None, tokenizer=tok, device=device, dtype=dtype,
         target_name=f"random-weight {shape}", draft_name=None, eos_ids=frozenset(),
     )  # fmt: skip
+
+
+def run_shape(shape, args, batches, depths, tokens, grid: bool) -> dict:
+    device = pick_device()
+    dtype = pick_dtype("auto", device)
+    t = time.perf_counter()
+    pair = random_pair(shape, dtype, device)
+    target = pair.target
     params = sum(p.numel() for p in target.parameters())
     print(f"\n== {shape}: {params / 1e9:.2f} B parameters, {dtype}, built in {time.perf_counter() - t:.0f} s", flush=True)
     rows = pass_costs(pair, batches, tokens, context=args.context, repeats=5)
@@ -92,6 +98,39 @@ def run_shape(shape, args, batches, depths, tokens, grid: bool) -> dict:
     return out
 
 
+def parse_shapes(ap: argparse.ArgumentParser, value: str) -> list[str]:
+    """Comma-separated shape names; an unknown one is a usage error naming the choices."""
+    shapes = [s for s in value.split(",") if s]
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        ap.error(f"unknown shape(s) {', '.join(unknown)}; choose from {', '.join(SHAPES)}")
+    return shapes
+
+
+def probe_report(device, dtype):
+    """Probe the device's peaks, print them, and start the JSON report every GPU script writes."""
+    peaks = probe(device, dtype)
+    print(f"{peaks.device_name}: {peaks.peak_bandwidth / 1e9:.0f} GB/s, {peaks.peak_flops / 1e12:.1f} TFLOP/s "
+          f"({peaks.dtype}), ridge {peaks.ridge_point:.0f} FLOP/byte; torch {torch.__version__}", flush=True)  # fmt: skip
+    report = {"device": peaks.device_name, "dtype": peaks.dtype, "peak_bandwidth": peaks.peak_bandwidth,
+              "peak_flops": peaks.peak_flops, "ridge_point": peaks.ridge_point, "torch": torch.__version__,
+              "date": time.strftime("%Y-%m-%d"), "shapes": []}  # fmt: skip
+    return peaks, report
+
+
+def run_shapes(shapes: list[str], report: dict, json_path: str | None, measure) -> None:
+    """measure(shape) -> dict for each shape; a failing shape records its traceback and the next still runs
+    (a lent GPU's minutes are scarce). The report is rewritten after every shape."""
+    for shape in shapes:
+        try:
+            report["shapes"].append(measure(shape))
+        except Exception:
+            traceback.print_exc()
+            report["shapes"].append({"shape": shape, "error": traceback.format_exc(limit=3)})
+        if json_path:
+            Path(json_path).write_text(json.dumps(report, indent=1, default=str))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", default="smollm2-135m,smollm2-1.7b,qwen2.5-7b", help="comma-separated: " + ", ".join(SHAPES))
@@ -104,30 +143,17 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None, help="write every measured row here")
     args = ap.parse_args()
-    shapes = [s for s in args.shape.split(",") if s]
-    unknown = [s for s in shapes if s not in SHAPES]
-    if unknown:
-        ap.error(f"unknown shape(s) {', '.join(unknown)}; choose from {', '.join(SHAPES)}")
+    shapes = parse_shapes(ap, args.shape)
     batches = [int(b) for b in args.batch.split(",")]
     depths = [int(d) for d in args.depth.split(",")]
     tokens = [int(n) for n in args.tokens.split(",")]
 
     device = pick_device()
     dtype = pick_dtype("auto", device)
-    args.peaks = peaks = probe(device, dtype)
-    print(f"{peaks.device_name}: {peaks.peak_bandwidth / 1e9:.0f} GB/s, {peaks.peak_flops / 1e12:.0f} TFLOP/s "
-          f"({peaks.dtype}), ridge {peaks.ridge_point:.0f} FLOP/byte; torch {torch.__version__}", flush=True)  # fmt: skip
-    report = {"device": peaks.device_name, "dtype": peaks.dtype, "peak_bandwidth": peaks.peak_bandwidth,
-              "peak_flops": peaks.peak_flops, "ridge_point": peaks.ridge_point, "torch": torch.__version__,
-              "date": time.strftime("%Y-%m-%d"), "shapes": []}  # fmt: skip
-    for shape in shapes:
-        try:
-            report["shapes"].append(run_shape(shape, args, batches, depths, tokens, shape in args.grid_shapes.split(",")))
-        except Exception:  # keep going: the next shape may still run
-            traceback.print_exc()
-            report["shapes"].append({"shape": shape, "error": traceback.format_exc(limit=3)})
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+    args.peaks, report = probe_report(device, dtype)
+    grid = args.grid_shapes.split(",")
+    run_shapes(shapes, report, args.json,
+               lambda shape: run_shape(shape, args, batches, depths, tokens, shape in grid))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -24,11 +24,9 @@ On a CPU the graph column is skipped (CUDA graphs need CUDA); the eager column a
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import torch
@@ -37,11 +35,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from gpu_bench import SHAPES, random_llama  # noqa: E402
+from gpu_bench import SHAPES, parse_shapes, probe_report, random_llama, run_shapes  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
 
 from engine.fastllama import LeanLlama  # noqa: E402
-from engine.hardware import pick_device, pick_dtype, probe  # noqa: E402
+from engine.hardware import pick_device, pick_dtype  # noqa: E402
 
 
 def timed(fn, device, repeats: int) -> float:
@@ -136,38 +134,27 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--json", default=None, help="write every measured row here")
     args = ap.parse_args()
-    shapes = [s for s in args.shape.split(",") if s]
-    unknown = [s for s in shapes if s not in SHAPES]
-    if unknown:
-        ap.error(f"unknown shape(s) {', '.join(unknown)}; choose from {', '.join(SHAPES)}")
+    shapes = parse_shapes(ap, args.shape)
     batches = [int(b) for b in args.batch.split(",")]
     tokens = [int(n) for n in args.tokens.split(",")]
 
     device = pick_device()
     dtype = pick_dtype("auto", device)
-    peaks = probe(device, dtype)
-    print(f"{peaks.device_name}: {peaks.peak_bandwidth / 1e9:.0f} GB/s, {peaks.peak_flops / 1e12:.1f} TFLOP/s "
-          f"({peaks.dtype}), ridge {peaks.ridge_point:.0f} FLOP/byte; torch {torch.__version__}", flush=True)  # fmt: skip
-    report = {"device": peaks.device_name, "dtype": peaks.dtype, "peak_bandwidth": peaks.peak_bandwidth,
-              "peak_flops": peaks.peak_flops, "ridge_point": peaks.ridge_point, "torch": torch.__version__,
-              "date": time.strftime("%Y-%m-%d"), "shapes": []}  # fmt: skip
-    for shape in shapes:
-        try:
-            model = random_llama(shape, dtype, device)
-            lean = LeanLlama(model)
-            lean.inv_freq = lean.inv_freq.to(device)  # no host-to-device copy inside a graph capture
-            print(f"\n== {shape} ({sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters)", flush=True)
-            out = {"shape": shape, "passes": pass_rows(model, lean, device, batches, tokens, args.repeats)}
-            out["profile"] = profile_decode(model, lean, device)
-            report["shapes"].append(out)
-            del model, lean
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-        except Exception:  # keep going: the next shape may still run
-            traceback.print_exc()
-            report["shapes"].append({"shape": shape, "error": traceback.format_exc(limit=3)})
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+    _, report = probe_report(device, dtype)
+
+    def measure(shape: str) -> dict:
+        model = random_llama(shape, dtype, device)
+        lean = LeanLlama(model)
+        lean.inv_freq = lean.inv_freq.to(device)  # no host-to-device copy inside a graph capture
+        print(f"\n== {shape} ({sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters)", flush=True)
+        out = {"shape": shape, "passes": pass_rows(model, lean, device, batches, tokens, args.repeats)}
+        out["profile"] = profile_decode(model, lean, device)
+        del model, lean
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        return out
+
+    run_shapes(shapes, report, args.json, measure)
 
 
 if __name__ == "__main__":
