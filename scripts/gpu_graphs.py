@@ -61,7 +61,7 @@ def timed(fn, device, repeats: int) -> float:
     return statistics.median(times)
 
 
-def graphed(fn, device):
+def graphed(fn):
     """Capture fn() as a CUDA graph (after warm-ups on a side stream, as PyTorch's docs prescribe)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -90,7 +90,7 @@ def pass_rows(model, lean, device, batches, tokens, repeats) -> list[dict]:
 
             with torch.inference_mode():
                 eager = timed(step, device, repeats)
-                graph = timed(graphed(step, device), device, 2 * repeats) if device.type == "cuda" else None
+                graph = timed(graphed(step), device, 2 * repeats) if device.type == "cuda" else None
             flops = 2 * params * batch * n  # weight FLOPs (the head counted once per token: an upper bound)
             row = {"batch": batch, "new_tokens": n, "tokens_per_pass": batch * n, "eager_ms": eager,
                    "graph_ms": graph, "weight_bytes": weight_bytes, "weight_flops": flops}  # fmt: skip
