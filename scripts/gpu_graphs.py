@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -39,25 +38,18 @@ from gpu_bench import SHAPES, parse_shapes, probe_report, random_llama, run_shap
 from transformers import DynamicCache  # noqa: E402
 
 from engine.fastllama import LeanLlama  # noqa: E402
-from engine.hardware import pick_device, pick_dtype  # noqa: E402
+from engine.hardware import StepTimer, pick_device, pick_dtype  # noqa: E402
 
 
 def timed(fn, device, repeats: int) -> float:
-    """Median milliseconds of fn() (CUDA events on a GPU, perf_counter elsewhere); one warm-up call first."""
+    """Median milliseconds of fn() over `repeats` calls, timed by the engine's StepTimer (CUDA events on a
+    GPU); one warm-up call first."""
     fn()
     times = []
     for _ in range(repeats):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+        with StepTimer(device) as timer:
             fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        else:
-            t = time.perf_counter()
-            fn()
-            times.append(1000 * (time.perf_counter() - t))
+        times.append(timer.ms)
     return statistics.median(times)
 
 
