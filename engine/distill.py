@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 # --------------------------------------------------------------------------------------------------
 # 1. prompts
@@ -342,6 +343,46 @@ def soft_targets(target, rows: list[dict], topk: int, max_len: int, batch_size: 
         if (b // batch_size) % 20 == 0:
             log(f"soft: {b + len(idx)}/{len(rows)} rows, {time.perf_counter() - t0:.0f} s")
     return rows
+
+
+@torch.no_grad()
+def soft_targets_from_features(path: Path, rows: list[dict], topk: int, lm_head: torch.Tensor, max_len: int,
+                               log=print, chunk_rows: int = 16) -> list[dict]:
+    """`soft_targets` without a new target pass: an EAGLE features file (`python -m engine.eagle --stage
+    features`, same rows and --max-len) already holds the target's final hidden states at every position,
+    and lm_head of them is its next-token distribution. On the 2.2 M-token data the features pass took
+    ~40 min; this takes the head's matmul only. Raises ValueError when the file holds other rows."""
+    from safetensors import safe_open
+
+    t0 = time.perf_counter()
+    with safe_open(str(path), "pt") as f:
+        offsets, starts, tokens = f.get_tensor("offsets").tolist(), f.get_tensor("starts").tolist(), f.get_tensor("tokens")
+        if len(starts) != len(rows):
+            raise ValueError(f"{path} holds features of {len(starts)} rows, the data has {len(rows)}")
+        expected = torch.tensor([t for r in rows for t in sequence_of(r, max_len)[0]], dtype=torch.int32)
+        if not torch.equal(expected, tokens):
+            raise ValueError(f"{path} was extracted from other tokens (or another --max-len) than these rows")
+        features = f.get_slice("features")
+        hidden = lm_head.shape[1]  # the final feature is the last H columns (EAGLE-3 fusion puts inner layers first)
+        for b in range(0, len(rows), chunk_rows):
+            end = min(b + chunk_rows, len(rows))
+            block = features[offsets[b] : offsets[end]][:, -hidden:].to(lm_head.dtype)
+            for i in range(b, end):
+                a, n = offsets[i] - offsets[b], offsets[i + 1] - offsets[i]
+                pos = torch.arange(a + starts[i] - 1, a + n - 1)  # positions whose next token is a response token
+                logp = torch.log_softmax(F.linear(block[pos], lm_head).float(), dim=-1)
+                top = logp.topk(topk, dim=-1)
+                rows[i]["soft_ids"] = top.indices.tolist()
+                rows[i]["soft_logp"] = [[round(v, 4) for v in line] for line in top.values.tolist()]
+            if (b // chunk_rows) % 100 == 0:
+                log(f"soft: {end}/{len(rows)} rows from {path.name}, {time.perf_counter() - t0:.0f} s")
+    return rows
+
+
+def soft_matches(soft_rows: list[dict], rows: list[dict]) -> bool:
+    """Whether a soft-targets file (rows with soft_ids) was made for exactly these rows."""
+    return len(soft_rows) == len(rows) and all(
+        a["prompt_ids"] == b["prompt_ids"] and a["output_ids"] == b["output_ids"] for a, b in zip(soft_rows, rows))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -747,6 +788,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="stop starting new generation batches after this many minutes (0 = no cap)")
     g.add_argument("--gen-dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     g.add_argument("--soft-topk", type=int, default=0, help="keep the target's top-k distribution (0 = hard labels only)")
+    g.add_argument("--soft-features", default=None, metavar="PATH",
+                   help="take the soft targets from EAGLE features files of these rows (`python -m engine.eagle "
+                        "--stage features`) instead of a new target pass; {split} in PATH stands for train / heldout, "
+                        "e.g. distill_work/eagle/features-{split}-fuse2-15.safetensors")
     m = p.add_argument_group("draft architecture")
     m.add_argument("--hidden", type=int, default=256)
     m.add_argument("--layers", type=int, default=4)
@@ -766,6 +811,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     t.add_argument("--eval-every", type=int, default=0,
                    help="teacher-forced held-out eval every N steps; the best weights are kept (0 = end only)")
     t.add_argument("--no-autocast", action="store_true", help="train in float32 instead of bfloat16 autocast")
+    t.add_argument("--init", default=None, metavar="DIR",
+                   help="continue from a saved draft folder (its architecture replaces the options above) instead "
+                        "of a fresh PCA-initialised draft")
     add_eval_options(p)
     return p.parse_args(argv)
 
@@ -871,25 +919,61 @@ def main(argv=None) -> int:
 
     soft_path = work / f"soft-top{args.soft_topk}.jsonl"
     if args.soft_topk > 0:
-        if run("soft") or not soft_path.exists():
+        soft_rows = None
+        if soft_path.exists() and not run("soft"):
+            with open(soft_path) as f:
+                soft_rows = [json.loads(line) for line in f]
+            if not soft_matches(soft_rows, train_rows + heldout_rows):
+                log(f"soft: {soft_path} was made for other data ({len(soft_rows)} rows); recomputing")
+                soft_rows = None
+        if soft_rows is None:
             pair = load_pair(target=args.target, draft=None, dtype=args.gen_dtype)
             t0 = time.perf_counter()
-            soft_targets(pair.target, train_rows + heldout_rows, args.soft_topk, args.max_len, log=log)
+            if args.soft_features:
+                from safetensors import SafetensorError
+
+                lm_head = pair.target.get_output_embeddings().weight.detach()
+                for rows, name in ((train_rows, "train"), (heldout_rows, "heldout")):
+                    path = Path(args.soft_features.replace("{split}", name))
+                    try:
+                        soft_targets_from_features(path, rows, args.soft_topk, lm_head, args.max_len, log=log)
+                    except (OSError, ValueError, SafetensorError) as exc:
+                        log(f"error: --soft-features {path}: {exc}")
+                        log.close()
+                        return 2
+            else:
+                soft_targets(pair.target, train_rows + heldout_rows, args.soft_topk, args.max_len, log=log)
             stats["soft_seconds"] = time.perf_counter() - t0
             save_stats()
             with open(soft_path, "w") as f:
                 for r in train_rows + heldout_rows:
                     f.write(json.dumps(r) + "\n")
             del pair
-        with open(soft_path) as f:
-            soft_rows = [json.loads(line) for line in f]
+            soft_rows = train_rows + heldout_rows
         train_rows, heldout_rows = soft_rows[: len(train_rows)], soft_rows[len(train_rows) :]
 
     if run("train"):
         from transformers import AutoModelForCausalLM
 
         target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32)
-        draft = make_draft(target, args.hidden, args.layers, args.heads, args.kv_heads, args.intermediate, args.seed)
+        if args.init:
+            try:
+                draft = AutoModelForCausalLM.from_pretrained(args.init, dtype=torch.float32)
+            except (OSError, ValueError) as exc:
+                log(f"error: --init {args.init}: not a draft model folder ({exc})")
+                log.close()
+                return 2
+            if draft.config.vocab_size != target.config.vocab_size:
+                log(f"error: --init {args.init} has vocab_size {draft.config.vocab_size}, the target "
+                    f"{target.config.vocab_size}")
+                log.close()
+                return 2
+            c = draft.config
+            args.hidden, args.layers, args.heads = c.hidden_size, c.num_hidden_layers, c.num_attention_heads
+            args.kv_heads, args.intermediate = c.num_key_value_heads, c.intermediate_size
+            log(f"train: continuing from {args.init}")
+        else:
+            draft = make_draft(target, args.hidden, args.layers, args.heads, args.kv_heads, args.intermediate, args.seed)
         del target
         result = train(draft, train_rows, heldout_rows, epochs=args.epochs, lr=args.lr, batch_tokens=args.batch_tokens,
                        soft_weight=args.soft_weight if args.soft_topk else 0.0, max_len=args.max_len, seed=args.seed,

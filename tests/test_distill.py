@@ -182,3 +182,75 @@ def test_shipped_draft_loads_shares_vocab_and_is_accepted():
     assert trace.summary["alpha"] >= SHIPPED_ALPHA_FLOOR, trace.summary["per_position_acceptance"]
     plain = generate(pair, FIXED_PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=48))
     assert trace.output_ids == plain.output_ids  # float32 greedy: speculation changes nothing
+
+
+def test_soft_targets_from_eagle_features_equal_a_new_target_pass(tmp_path):
+    """--soft-features: the soft stage reads the target's final hidden states from an EAGLE features file
+    (fused, so the final feature is the last H columns) instead of running the target again; the result is
+    the target pass's top-k. --init continues training from a saved draft; bad paths are clear errors."""
+    from engine import eagle
+
+    target, work, out = _tiny_target(tmp_path), tmp_path / "work", tmp_path / "draft"
+    common = ["--work-dir", str(work), "--target", str(target), "--max-prompts", "6", "--heldout-prompts", "2",
+              "--gen-batch", "4", "--max-new-tokens", "8", "--gen-dtype", "float32", "--threads", "1"]
+    assert distill.main(common + ["--stage", "generate"]) == 0
+    # what `python -m engine.eagle --stage features --fuse-layers 0` writes, from a float32 target (it runs
+    # in the default dtype, bfloat16 here, and exact comparisons need float32)
+    from safetensors.torch import save_file
+
+    pair = load_pair(target=str(target), draft=None, eagle=None, dtype="float32")
+    pattern = str(tmp_path / "features-{split}-fuse0.safetensors")
+    for split in ("train", "heldout"):
+        blob = eagle.extract_features(pair.target, distill.read_shards(work / ("shards" if split == "train" else split)),
+                                      256, log=lambda s: None, fuse_layers=(0,))
+        blob.pop("seconds")
+        save_file(blob, pattern.replace("{split}", split))
+    train_args = ["--soft-topk", "4", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "2",
+                  "--intermediate", "64", "--epochs", "1", "--warmup", "1", "--batch-tokens", "256", "--out", str(out)]
+    assert distill.main(common + train_args + ["--stage", "train", "--soft-features", pattern]) == 0
+    with open(work / "soft-top4.jsonl") as f:
+        from_features = [json.loads(line) for line in f]
+    rows = distill.read_shards(work / "shards") + distill.read_shards(work / "heldout")
+    assert len(from_features) == len(rows) == 8
+    for a, row in zip(from_features, rows):
+        ids, first = distill.sequence_of(row, 256)
+        with torch.no_grad():  # the target's own next-token distribution at every response position, one row alone
+            logp = torch.log_softmax(pair.target(torch.tensor([ids])).logits[0, first - 1 : len(ids) - 1].float(), -1)
+        got_ids, got_logp = torch.tensor(a["soft_ids"]), torch.tensor(a["soft_logp"])
+        assert got_ids.shape == (len(row["output_ids"]), 4)
+        # the kept entries are the target's log-probabilities of those tokens, and they are its top 4
+        # (compared by value: a random tiny model has near-ties, whose order two pass shapes may swap)
+        assert torch.allclose(logp.gather(1, got_ids), got_logp, atol=2e-4)
+        assert torch.allclose(logp.topk(4, dim=-1).values, got_logp, atol=2e-4)
+
+    # a soft file made for other rows is recomputed, not silently misaligned; features of other rows are refused
+    soft_file = work / "soft-top4.jsonl"
+    soft_file.write_text("".join(soft_file.read_text().splitlines(keepends=True)[:7]))
+    other = str(tmp_path / "other-{split}.safetensors")
+    blob = eagle.extract_features(pair.target, distill.read_shards(work / "shards")[:5], 256, log=lambda s: None)
+    blob.pop("seconds")
+    save_file(blob, other.replace("{split}", "train"))
+    assert distill.main(common + train_args + ["--stage", "train", "--soft-features", other]) == 2
+    log = (work / "distill.log").read_text()
+    assert "was made for other data (7 rows); recomputing" in log and "holds features of 5 rows, the data has 6" in log
+    # --stage soft recomputes even a matching file; a missing or corrupt features file is one clear error
+    assert distill.main(common + train_args + ["--stage", "soft", "--soft-features", str(tmp_path / "no-{split}")]) == 2
+    assert "error: --soft-features" in (work / "distill.log").read_text().splitlines()[-1]
+    corrupt = tmp_path / "corrupt-train.safetensors"
+    corrupt.write_text("not a safetensors file")
+    assert distill.main(common + train_args + ["--stage", "soft", "--soft-features", str(tmp_path / "corrupt-{split}.safetensors")]) == 2
+    assert "corrupt-train.safetensors" in (work / "distill.log").read_text().splitlines()[-1]
+    assert distill.main(common + train_args + ["--stage", "soft", "--soft-features", pattern]) == 0
+    assert (work / "soft-top4.jsonl").read_text().count("\n") == 8
+
+    # --init continues from the saved draft, whose architecture wins over the options
+    second = tmp_path / "draft2"
+    argv = common + ["--soft-topk", "4", "--epochs", "1", "--warmup", "1", "--batch-tokens", "256", "--stage", "train",
+                     "--init", str(out), "--out", str(second), "--lr", "0"]
+    assert distill.main(argv) == 0
+    assert "continuing from" in (work / "distill.log").read_text()
+    a, b = (load_pair(target=str(target), draft=str(d), eagle=None, dtype="float32").draft for d in (out, second))
+    assert b.config.hidden_size == 32 and b.config.num_hidden_layers == 1
+    assert torch.equal(a.get_input_embeddings().weight, b.get_input_embeddings().weight)  # lr 0: unchanged
+    assert distill.main(argv[:-6] + ["--init", str(tmp_path / "missing"), "--out", str(second)]) == 2
+    assert "not a draft model folder" in (work / "distill.log").read_text()
