@@ -701,7 +701,8 @@ def write_card(out: Path, info: dict) -> None:
         "embedding); stored in bfloat16 safetensors "
         f"({info['bytes'] / 1e6:.1f} MB with tokenizer files).",
         "- Initialisation: the embedding is the target's tied embedding projected onto its top principal "
-        "directions (PCA), so the draft's output head starts close to the target's.",
+        "directions (PCA), so the draft's output head starts close to the target's."
+        + (f" This run continued from the draft in `{info['init']}` (`--init`)." if info.get("init") else ""),
         "",
         "## Data and training",
         f"- Prompts: {info['prompts_train']} training prompts (topics x task templates: explain, story, poem, list, "
@@ -710,8 +711,12 @@ def write_card(out: Path, info: dict) -> None:
         f"- Target responses: greedy, up to {info['max_new_tokens']} new tokens, batch {info['gen_batch']} with "
         f"SpecLab's engine in {info['gen_dtype']}: {info['train_tokens']} response tokens, generated in "
         f"{info['gen_minutes']:.0f} min on this machine"
-        + (f"; the target's top-{info['soft_topk']} distributions at every response position took one "
-           f"teacher-forcing pass of {info.get('soft_minutes', 0.0):.0f} min." if info["soft_topk"] else "."),
+        + ("." if not info["soft_topk"] else
+           f"; the target's top-{info['soft_topk']} distributions at every response position took one "
+           f"teacher-forcing pass of {info.get('soft_minutes', 0.0):.0f} min." if not info.get("soft_features") else
+           f"; the target's top-{info['soft_topk']} distributions at every response position came from the "
+           f"EAGLE head's features files (the target's final hidden states, `--soft-features`): its output head "
+           f"over them took {info.get('soft_minutes', 0.0):.0f} min."),
         f"- Loss on response tokens: {1 - info['soft_weight']:.2f} x CE(target's greedy token)"
         + (f" + {info['soft_weight']:.2f} x soft CE(target's top-{info['soft_topk']} distribution)"
            if info["soft_topk"] else "") + ".",
@@ -995,9 +1000,11 @@ def main(argv=None) -> int:
         save_stats()
         log(f"eval: alpha {ev['alpha']:.3f}  per-position {[round(x, 3) for x in ev['per_position_acceptance']]}")
         tr = stats.get("train", {})
+        saved = json.loads((out / "config.json").read_text())
         info = {
-            "architecture": {"hidden": args.hidden, "layers": args.layers, "heads": args.heads,
-                             "kv_heads": args.kv_heads, "intermediate": args.intermediate},
+            "architecture": {"hidden": saved["hidden_size"], "layers": saved["num_hidden_layers"],
+                             "heads": saved["num_attention_heads"], "kv_heads": saved["num_key_value_heads"],
+                             "intermediate": saved["intermediate_size"]},  # the saved draft's (--init may differ)
             "params": stats.get("params", 0), "embedding_params": stats.get("embedding_params", 0),
             "bytes": sum(p.stat().st_size for p in out.iterdir() if p.is_file()),
             "prompts_train": len(train_rows), "heldout_topics": len(prompts["heldout_topics"]),
@@ -1007,6 +1014,7 @@ def main(argv=None) -> int:
             "soft_topk": args.soft_topk, "soft_minutes": stats.get("soft_seconds", 0.0) / 60, "lr": args.lr, "batch_tokens": args.batch_tokens, "epochs": args.epochs,
             "steps": tr.get("steps", 0), "train_minutes": tr.get("seconds", 0.0) / 60, "seed": args.seed,
             "engine_eval": ev, "heldout_top1": tr.get("heldout", {}).get("top1", float("nan")),
+            "init": args.init, "soft_features": args.soft_features,
             "command": command_line(args),
         }
         write_card(out, info)
