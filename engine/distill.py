@@ -683,6 +683,16 @@ def write_card(out: Path, info: dict) -> None:
     ev = info.get("engine_eval") or {}
     pos = ", ".join(f"{p:.2f}" for p in ev.get("per_position_acceptance", []))
     arch = info["architecture"]
+    soft_minutes = info.get("soft_minutes", 0.0)
+    if not info["soft_topk"]:
+        soft = "."
+    elif info.get("soft_features"):
+        soft = (f"; the target's top-{info['soft_topk']} distributions at every response position came from the "
+                f"EAGLE head's features files (the target's final hidden states, `--soft-features`): its output "
+                f"head over them took {soft_minutes:.0f} min.")
+    else:
+        soft = (f"; the target's top-{info['soft_topk']} distributions at every response position took one "
+                f"teacher-forcing pass of {soft_minutes:.0f} min.")
     lines = [
         "---",
         "license: apache-2.0",
@@ -711,12 +721,7 @@ def write_card(out: Path, info: dict) -> None:
         f"- Target responses: greedy, up to {info['max_new_tokens']} new tokens, batch {info['gen_batch']} with "
         f"SpecLab's engine in {info['gen_dtype']}: {info['train_tokens']} response tokens, generated in "
         f"{info['gen_minutes']:.0f} min on this machine"
-        + ("." if not info["soft_topk"] else
-           f"; the target's top-{info['soft_topk']} distributions at every response position took one "
-           f"teacher-forcing pass of {info.get('soft_minutes', 0.0):.0f} min." if not info.get("soft_features") else
-           f"; the target's top-{info['soft_topk']} distributions at every response position came from the "
-           f"EAGLE head's features files (the target's final hidden states, `--soft-features`): its output head "
-           f"over them took {info.get('soft_minutes', 0.0):.0f} min."),
+        + soft,
         f"- Loss on response tokens: {1 - info['soft_weight']:.2f} x CE(target's greedy token)"
         + (f" + {info['soft_weight']:.2f} x soft CE(target's top-{info['soft_topk']} distribution)"
            if info["soft_topk"] else "") + ".",
