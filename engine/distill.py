@@ -314,6 +314,13 @@ def sequence_of(row: dict, max_len: int) -> tuple[list[int], int]:
     return ids, len(row["prompt_ids"])
 
 
+def keep_topk(row: dict, logits: torch.Tensor, topk: int) -> None:
+    """row["soft_ids"] / row["soft_logp"]: the top-k of the target's (n_resp, vocab) next-token logits."""
+    top = torch.log_softmax(logits.float(), dim=-1).topk(topk, dim=-1)
+    row["soft_ids"] = top.indices.tolist()
+    row["soft_logp"] = [[round(v, 4) for v in line] for line in top.values.tolist()]
+
+
 @torch.no_grad()
 def soft_targets(target, rows: list[dict], topk: int, max_len: int, batch_size: int = 16, log=print) -> list[dict]:
     """Teacher forcing: the target's top-k log-probabilities at every position that predicts a response token.
@@ -335,11 +342,7 @@ def soft_targets(target, rows: list[dict], topk: int, max_len: int, batch_size: 
         hidden = target.model(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, T, H)
         for r, (s, start) in enumerate(seqs):
             pos = torch.arange(start - 1, len(s) - 1)  # positions whose next token is a response token
-            logits = target.lm_head(hidden[r, pos]).float()  # (n_resp, vocab)
-            logp = torch.log_softmax(logits, dim=-1)
-            top = logp.topk(topk, dim=-1)
-            rows[idx[r]]["soft_ids"] = top.indices.tolist()
-            rows[idx[r]]["soft_logp"] = [[round(v, 4) for v in line] for line in top.values.tolist()]
+            keep_topk(rows[idx[r]], target.lm_head(hidden[r, pos]), topk)
         if (b // batch_size) % 20 == 0:
             log(f"soft: {b + len(idx)}/{len(rows)} rows, {time.perf_counter() - t0:.0f} s")
     return rows
@@ -354,13 +357,14 @@ def soft_targets_from_features(path: Path, rows: list[dict], topk: int, lm_head:
     ~40 min; this takes the head's matmul only. Raises ValueError when the file holds other rows."""
     from safetensors import safe_open
 
+    from .eagle import covers_prefix
+
     t0 = time.perf_counter()
     with safe_open(str(path), "pt") as f:
         offsets, starts, tokens = f.get_tensor("offsets").tolist(), f.get_tensor("starts").tolist(), f.get_tensor("tokens")
         if len(starts) != len(rows):
             raise ValueError(f"{path} holds features of {len(starts)} rows, the data has {len(rows)}")
-        expected = torch.tensor([t for r in rows for t in sequence_of(r, max_len)[0]], dtype=torch.int32)
-        if not torch.equal(expected, tokens):
+        if not covers_prefix({"starts": starts, "tokens": tokens}, rows, max_len):
             raise ValueError(f"{path} was extracted from other tokens (or another --max-len) than these rows")
         features = f.get_slice("features")
         hidden = lm_head.shape[1]  # the final feature is the last H columns (EAGLE-3 fusion puts inner layers first)
@@ -370,10 +374,7 @@ def soft_targets_from_features(path: Path, rows: list[dict], topk: int, lm_head:
             for i in range(b, end):
                 a, n = offsets[i] - offsets[b], offsets[i + 1] - offsets[i]
                 pos = torch.arange(a + starts[i] - 1, a + n - 1)  # positions whose next token is a response token
-                logp = torch.log_softmax(F.linear(block[pos], lm_head).float(), dim=-1)
-                top = logp.topk(topk, dim=-1)
-                rows[i]["soft_ids"] = top.indices.tolist()
-                rows[i]["soft_logp"] = [[round(v, 4) for v in line] for line in top.values.tolist()]
+                keep_topk(rows[i], F.linear(block[pos], lm_head), topk)
             if (b // chunk_rows) % 100 == 0:
                 log(f"soft: {end}/{len(rows)} rows from {path.name}, {time.perf_counter() - t0:.0f} s")
     return rows
