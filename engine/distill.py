@@ -184,6 +184,47 @@ FOURTH_TOPICS = [
     "hairdressers", "markets", "lemonade stands", "school trips",
 ]
 
+# A fifth round (`--prompt-rounds 5`): 98 more subjects, every task, appended after the fourth. Generated on
+# its own (`--gen-from-round 5`) to continue the shipped drafters on new data without regenerating rounds 1-4.
+FIFTH_TOPICS = [
+    "otters", "flamingos", "woodpeckers", "sea turtles", "hummingbirds", "moles", "foxes in the city",
+    "goldfish", "tadpoles", "moths", "icebergs", "quicksand", "geysers", "coral atolls", "mangroves",
+    "the ozone layer", "meteorites", "the International Space Station", "astronaut food", "Jupiter's moons",
+    "fingerprints", "yawning", "hiccups", "goosebumps", "memory and sleep", "eyeglasses", "crutches",
+    "sunscreen", "bicycle helmets", "seat belts", "vending machines", "escalators", "barcodes",
+    "credit cards", "pocket money", "piggy banks", "shopping lists", "receipts", "price tags", "auctions",
+    "origami cranes", "paper planes", "sandcastles", "treehouses", "snow forts", "kites", "marbles",
+    "hide and seek", "spelling bees", "science museums", "planetariums", "botanical gardens", "night markets",
+    "farmers' markets", "food trucks", "bakeries", "ice cream", "jam making", "pickles", "porridge",
+    "sandwiches", "lentils", "chopsticks", "table manners", "thank-you notes", "apologising", "sharing toys",
+    "sibling rivalry", "grandparents' stories", "family photo albums", "pen pals", "homework clubs",
+    "school uniforms", "recess", "the school library", "class pets", "lost and found", "the first snow",
+    "a power cut", "a windy beach", "a spring flood", "a quiet forest path", "a rooftop at sunset",
+    "a ship in a bottle", "a broken compass", "a wishing well", "a forgotten key", "a tiny dragon",
+    "a robot that learns to paint", "a cloud that cannot rain", "a library that never closes",
+    "a postman on Mars", "a penguin who wants to fly", "a bridge made of light", "a shy ghost",
+    "a village of inventors", "an island of clocks", "a market on the moon",
+]
+
+# A sixth round (`--prompt-rounds 6`): 100 more subjects, every task, after the fifth (`--gen-from-round 6`).
+SIXTH_TOPICS = [
+    "swans", "lizards", "hamsters", "ravens", "walruses", "starfish", "crabs", "peacocks", "llamas", "zebras",
+    "river otters", "monsoons", "avalanches", "sunsets", "dew", "frost", "sandstorms", "the equator",
+    "the North Pole", "time zones", "leap years", "the calendar of the Maya", "sundials", "hourglasses",
+    "compasses", "anchors", "sailboats", "canals", "windmills", "water wheels", "dams", "aqueducts",
+    "bricks", "concrete", "nails and screws", "glue", "rope", "buttons", "socks", "raincoats", "wool",
+    "silk", "denim", "shoe laces", "backpacks", "notebooks", "pencils", "erasers", "crayons", "chalkboards",
+    "rulers", "typewriters", "fax machines", "pagers", "radios in cars", "headphones", "loudspeakers",
+    "microphones", "remote controls", "light switches", "smoke alarms", "thermometers", "barometers",
+    "weather vanes", "rain gauges", "bird feeders", "nest boxes", "pond life", "rock pools", "seashells",
+    "pebbles", "crystals", "volcanic glass", "gold mining", "salt mines", "coal", "oil lamps", "candles",
+    "street lamps", "night buses", "taxis", "ambulances", "tow trucks", "garbage trucks", "tractors",
+    "combine harvesters", "orchards", "vineyards", "olive groves", "rice paddies", "tea plantations",
+    "a lighthouse in a storm", "a kitten in a shoebox", "a giant who tends gardens", "a snail's long journey",
+    "a music box that sings at night", "a boat made of leaves", "a city under the snow",
+    "a message in a bottle", "a picnic in the rain",
+]
+
 PARAGRAPH_TEMPLATES = [
     "Many people find {topic} fascinating. Researchers and hobbyists have studied it for years, and new "
     "ideas keep appearing. Some say the basics are easy to learn, while others argue that real "
@@ -206,10 +247,10 @@ def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=Non
     `rounds` 2 (or `extended`) appends a second round after the first (so a first round already generated
     stays valid): MORE_TOPICS with every task, and the first round's training topics with MORE_TASKS.
     `rounds` 3 appends a third after that: THIRD_TOPICS with every task of both rounds; `rounds` 4 a fourth:
-    FOURTH_TOPICS with every task.
+    FOURTH_TOPICS with every task; `rounds` 5 a fifth: FIFTH_TOPICS with every task; `rounds` 6 a sixth.
     """
-    if not 1 <= rounds <= 4:
-        raise ValueError(f"rounds must be 1, 2, 3 or 4; got {rounds}")
+    if not 1 <= rounds <= 6:
+        raise ValueError(f"rounds must be 1 to 6; got {rounds}")
     rounds = max(rounds, 2 if extended else 1)
     topics = list(TOPICS if topics is None else topics)
     tasks = list(TASKS if tasks is None else tasks)
@@ -242,8 +283,8 @@ def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=Non
         add_round(more_topics, [(t, k) for t in more_topics for k in tasks + MORE_TASKS]
                   + [(t, k) for t in first_train for k in MORE_TASKS], tag={"round": 2})
     seen = set(topics) | set(MORE_TOPICS)
-    for number, round_topics in enumerate((THIRD_TOPICS, FOURTH_TOPICS)[: max(rounds - 2, 0)], start=3):
-        new = [t for t in round_topics if t not in seen]  # rounds 3 and 4: new topics x every task
+    for number, round_topics in enumerate((THIRD_TOPICS, FOURTH_TOPICS, FIFTH_TOPICS, SIXTH_TOPICS)[: max(rounds - 2, 0)], start=3):
+        new = [t for t in round_topics if t not in seen]  # rounds 3-6: new topics x every task
         add_round(new, [(t, k) for t in new for k in tasks + MORE_TASKS], tag={"round": number})
         seen.update(new)
     return out
@@ -255,12 +296,15 @@ def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=Non
 
 
 def generate_data(pair, rows: list[dict], shard_dir: Path, batch_size: int, max_new_tokens: int,
-                  time_cap_s: float | None = None, log=print, worker: tuple[int, int] = (0, 1)) -> dict:
+                  time_cap_s: float | None = None, log=print, worker: tuple[int, int] = (0, 1),
+                  from_round: int = 1) -> dict:
     """Run the target greedily over `rows` in batches; append one JSON line per sequence to shards.
 
     Resumable: shards already written are skipped. Stops before starting a batch once `time_cap_s` is spent.
     `worker` (k, n): this process writes shards b with b % n == k, so n processes can share the work (on this
     2-core CPU two 1-thread processes made 170 tokens/s against 140 for one 2-thread process, batch 64).
+    `from_round` N: skip the batches whose prompts all come from rounds before N (the shard numbers stay the
+    same, so those rounds can still be generated later into the same folder).
     """
     from . import DecodeConfig, generate
 
@@ -274,6 +318,8 @@ def generate_data(pair, rows: list[dict], shard_dir: Path, batch_size: int, max_
             continue
         path = shard_dir / f"shard-{b:05d}.jsonl"
         batch = rows[b * batch_size : (b + 1) * batch_size]
+        if all(r.get("round", 1) < from_round for r in batch):
+            continue
         done = path.read_text().splitlines(keepends=True) if path.exists() else []
         if len(done) >= len(batch):
             continue
@@ -623,13 +669,15 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "generation_config.json")
 
 
-def write_draft_vocab(out: Path, rows: list[dict]) -> int:
+def write_draft_vocab(out: Path, rows: list[dict], also: list[int] = ()) -> int:
     """draft_vocab.json: every token the target emitted in the training responses (FR-Spec-style reduced
     draft vocabulary). The draft was trained to score only these (plus random negatives), so slicing its
-    head to them at decode time costs almost no acceptance and most of the head's time. Returns the count."""
+    head to them at decode time costs almost no acceptance and most of the head's time. `also`: ids to keep
+    as well (with --init, the vocabulary of the draft it continues from, which saw the earlier data).
+    Returns the count."""
     from .models import DRAFT_VOCAB_FILE, DRAFT_VOCAB_FORMAT
 
-    ids = sorted({t for r in rows for t in r["output_ids"]})
+    ids = sorted({t for r in rows for t in r["output_ids"]} | set(also))
     data = {"format": DRAFT_VOCAB_FORMAT, "ids": ids,
             "note": "token ids the target emitted in the distillation data; SpecLab's drafter scores only these"}
     (out / DRAFT_VOCAB_FILE).write_text(json.dumps(data))
@@ -784,10 +832,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--extended-prompts", action="store_true",
                    help="add the second round of prompts (MORE_TOPICS x all tasks, first-round topics x MORE_TASKS) "
                         "after the first; rerun `--stage prompts` then `--stage generate` to extend existing shards")
-    g.add_argument("--prompt-rounds", type=int, choices=(1, 2, 3, 4), default=1,
+    g.add_argument("--prompt-rounds", type=int, choices=(1, 2, 3, 4, 5, 6), default=1,
                    help="rounds of prompts: 2 = --extended-prompts; 3 adds THIRD_TOPICS x every task after the "
-                        "second round, 4 adds FOURTH_TOPICS x every task after the third (rerun `--stage prompts`, "
-                        "then `--stage generate` extends existing shards)")
+                        "second round, 4 adds FOURTH_TOPICS x every task after the third, 5 FIFTH_TOPICS after the "
+                        "fourth, 6 SIXTH_TOPICS after the fifth (rerun `--stage prompts`, then `--stage generate` extends existing shards)")
+    g.add_argument("--gen-from-round", type=int, default=1, metavar="N",
+                   help="generate only the training prompts of round N and later (e.g. 5 with --prompt-rounds 5: "
+                        "new data to continue a shipped drafter on, without regenerating rounds 1-4)")
     g.add_argument("--heldout-every", type=int, default=10, help="every N-th topic is held out")
     g.add_argument("--heldout-prompts", type=int, default=32, help="held-out prompts given target responses")
     g.add_argument("--gen-batch", type=int, default=64, help="generation batch size (ragged)")
@@ -823,8 +874,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="teacher-forced held-out eval every N steps; the best weights are kept (0 = end only)")
     t.add_argument("--no-autocast", action="store_true", help="train in float32 instead of bfloat16 autocast")
     t.add_argument("--init", default=None, metavar="DIR",
-                   help="continue from a saved draft folder (its architecture replaces the options above) instead "
-                        "of a fresh PCA-initialised draft")
+                   help="continue from a saved draft folder (its architecture replaces the options above, and its "
+                        "draft_vocab.json joins the new one) instead of a fresh PCA-initialised draft")
     add_eval_options(p)
     return p.parse_args(argv)
 
@@ -915,7 +966,7 @@ def main(argv=None) -> int:
         pair = load_pair(target=args.target, draft=None, dtype=args.gen_dtype)
         cap = args.gen_minutes * 60 if args.gen_minutes > 0 else None
         g = generate_data(pair, train_prompts, work / "shards", args.gen_batch, args.max_new_tokens, cap, log,
-                          worker=args.gen_worker)
+                          worker=args.gen_worker, from_round=args.gen_from_round)
         h = generate_data(pair, heldout_prompts if args.gen_worker[0] == 0 else [], work / "heldout", args.gen_batch,
                           args.max_new_tokens, None, log)
         if stats_path.exists():  # re-read: other --gen-worker processes may have added their time meanwhile
@@ -994,7 +1045,10 @@ def main(argv=None) -> int:
         stats["params"] = sum(p.numel() for p in draft.parameters())
         stats["embedding_params"] = draft.get_input_embeddings().weight.numel()
         stats["bytes"] = save_draft(draft, target_dir, out)
-        stats["draft_vocab"] = write_draft_vocab(out, train_rows)
+        init_vocab = []
+        if args.init and (Path(args.init) / "draft_vocab.json").exists():
+            init_vocab = json.loads((Path(args.init) / "draft_vocab.json").read_text())["ids"]
+        stats["draft_vocab"] = write_draft_vocab(out, train_rows, init_vocab)
         save_stats()
         log(f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top1 "
             f"{result.get('heldout', {}).get('top1', float('nan')):.3f}; wrote {out} ({stats['bytes'] / 1e6:.1f} MB)")

@@ -706,6 +706,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     t.add_argument("--head-vocab", type=int, default=4096,
                    help="the saved draft_vocab.json keeps the N most frequent emitted tokens (0 = all of them; "
                         "training always uses all): a smaller output head makes every draft step cheaper")
+    t.add_argument("--keep-init-vocab", action="store_true",
+                   help="with --init: save the --init head's draft_vocab.json instead of ranking the tokens of this "
+                        "run's data (when continuing on new data only, the earlier, larger data ranked them better)")
     t.add_argument("--eval-every", type=int, default=0, help="teacher-forced held-out eval every N steps (0 = end)")
     t.add_argument("--max-minutes", type=float, default=0.0, help="stop training after this many minutes (0 = no cap)")
     t.add_argument("--no-autocast", action="store_true", help="train in float32 instead of bfloat16 autocast")
@@ -778,6 +781,11 @@ def main(argv=None) -> int:
     if run("train"):
         from transformers import AutoModelForCausalLM
 
+        if args.keep_init_vocab and not args.init:
+            log("error: --keep-init-vocab needs --init (the head whose vocabulary to keep)")
+            log.close()
+            return 2
+
         from .models import embedded_model_dir
 
         target = AutoModelForCausalLM.from_pretrained(args.target or embedded_model_dir(), dtype=torch.float32)
@@ -819,7 +827,13 @@ def main(argv=None) -> int:
                 "seed": args.seed, "epochs": args.epochs, "lr": args.lr, "depths": args.depths,
                 "reg_weight": args.reg_weight, "feature_noise": args.feature_noise, "init": args.init,
                 "head_vocab": args.head_vocab}
-        stats["bytes"] = save_head(head, out, frequent_tokens(train_rows, args.head_vocab), info)
+        if args.keep_init_vocab and args.init:
+            keep = json.loads((Path(args.init) / VOCAB_FILE).read_text())["ids"]
+            info["head_vocab"] = len(keep)
+            info["vocab_from"] = args.init
+        else:
+            keep = frequent_tokens(train_rows, args.head_vocab)
+        stats["bytes"] = save_head(head, out, keep, info)
         stats_path.write_text(json.dumps(stats, indent=1))
         log(f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top-1 by depth "
             f"{[round(x, 3) for x in result['heldout']['top1']]}; wrote {out} ({stats['bytes'] / 1e6:.1f} MB)")

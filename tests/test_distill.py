@@ -91,9 +91,32 @@ def test_prompts_are_varied_seeded_and_hold_out_whole_topics():
     assert not {r["topic"] for r in fourth["train"]} & set(fourth["heldout_topics"])
     assert len({r["prompt"] for r in fourth["train"]}) == len(fourth["train"])
     assert distill._heldout_eval_prompts(fourth["heldout"], 24) == distill._heldout_eval_prompts(a["heldout"], 24)
-    with pytest.raises(ValueError, match="rounds must be 1, 2, 3 or 4"):
-        distill.build_prompts(rounds=5)
-    with pytest.raises(ValueError, match="rounds must be 1, 2, 3 or 4"):
+    # and the fifth after the fourth
+    fifth = distill.build_prompts(seed=0, rounds=5)
+    assert fifth["train"][: len(fourth["train"])] == fourth["train"]
+    assert fifth["heldout"][: len(fourth["heldout"])] == fourth["heldout"]
+    new5 = fifth["train"][len(fourth["train"]) :]
+    assert len(new5) > 3000 and all(r["round"] == 5 for r in new5)
+    assert len(set(distill.FIFTH_TOPICS)) == len(distill.FIFTH_TOPICS) == 98
+    earlier = {t.lower() for t in distill.TOPICS + distill.MORE_TOPICS + distill.THIRD_TOPICS + distill.FOURTH_TOPICS}
+    assert not {t.lower() for t in distill.FIFTH_TOPICS} & earlier  # every fifth-round topic is new
+    assert not {r["topic"] for r in new5} & ({r["topic"] for r in fourth["train"]} | set(fourth["heldout_topics"]))
+    assert not {r["topic"] for r in fifth["train"]} & set(fifth["heldout_topics"])
+    assert len({r["prompt"] for r in fifth["train"]}) == len(fifth["train"])
+    assert distill._heldout_eval_prompts(fifth["heldout"], 24) == distill._heldout_eval_prompts(a["heldout"], 24)
+    # and the sixth after the fifth
+    sixth = distill.build_prompts(seed=0, rounds=6)
+    assert sixth["train"][: len(fifth["train"])] == fifth["train"]
+    assert sixth["heldout"][: len(fifth["heldout"])] == fifth["heldout"]
+    new6 = sixth["train"][len(fifth["train"]) :]
+    assert len(new6) > 3000 and all(r["round"] == 6 for r in new6)
+    assert len(set(distill.SIXTH_TOPICS)) == len(distill.SIXTH_TOPICS) == 100
+    assert not {t.lower() for t in distill.SIXTH_TOPICS} & (earlier | {t.lower() for t in distill.FIFTH_TOPICS})
+    assert not {r["topic"] for r in sixth["train"]} & set(sixth["heldout_topics"])
+    assert len({r["prompt"] for r in sixth["train"]}) == len(sixth["train"])
+    with pytest.raises(ValueError, match="rounds must be 1 to 6"):
+        distill.build_prompts(rounds=7)
+    with pytest.raises(ValueError, match="rounds must be 1 to 6"):
         distill.build_prompts(rounds=0, extended=True)
 
 
@@ -146,6 +169,19 @@ def test_generation_splits_over_worker_processes(tmp_path):
     rows = distill.read_shards(work / "shards")
     prompts = json.loads((work / "prompts.json").read_text())["train"][:10]
     assert [r["prompt"] for r in rows] == [p["prompt"] for p in prompts]
+
+
+def test_generation_from_a_later_round_skips_the_earlier_batches(tmp_path):
+    """--gen-from-round N: batches whose prompts all come from earlier rounds are skipped, and the shard numbers
+    stay those of the whole list, so the skipped rounds could still be generated into the same folder."""
+    pair = load_pair(target=str(_tiny_target(tmp_path)), draft=None, dtype="float32")
+    rows = ([{"prompt": f"old {i}"} for i in range(6)]  # round 1 (no tag)
+            + [{"prompt": f"new {i}", "round": 5} for i in range(5)])
+    g = distill.generate_data(pair, rows, tmp_path / "shards", 4, 3, log=lambda m: None, from_round=5)
+    assert sorted(p.name for p in (tmp_path / "shards").glob("*.jsonl")) == ["shard-00001.jsonl", "shard-00002.jsonl"]
+    got = distill.read_shards(tmp_path / "shards")
+    assert [r["prompt"] for r in got] == [r["prompt"] for r in rows[4:]]  # batch 1 mixes rounds 1 and 5: kept whole
+    assert g["tokens"] == sum(len(r["output_ids"]) for r in got) > 0
 
 
 @pytest.mark.parametrize("bad", ["2/2", "1", "a/b", "-1/2"])
@@ -246,6 +282,9 @@ def test_soft_targets_from_eagle_features_equal_a_new_target_pass(tmp_path):
 
     # --init continues from the saved draft, whose architecture wins over the options
     second = tmp_path / "draft2"
+    vocab_file = out / "draft_vocab.json"
+    earlier = json.loads(vocab_file.read_text())
+    vocab_file.write_text(json.dumps({**earlier, "ids": earlier["ids"] + [49000]}))  # a token only the init saw
     argv = common + ["--soft-topk", "4", "--epochs", "1", "--warmup", "1", "--batch-tokens", "256", "--stage", "train",
                      "--init", str(out), "--out", str(second), "--lr", "0"]
     assert distill.main(argv) == 0
@@ -253,5 +292,7 @@ def test_soft_targets_from_eagle_features_equal_a_new_target_pass(tmp_path):
     a, b = (load_pair(target=str(target), draft=str(d), eagle=None, dtype="float32").draft for d in (out, second))
     assert b.config.hidden_size == 32 and b.config.num_hidden_layers == 1
     assert torch.equal(a.get_input_embeddings().weight, b.get_input_embeddings().weight)  # lr 0: unchanged
+    kept = json.loads((second / "draft_vocab.json").read_text())["ids"]  # the init's vocabulary joins the new one
+    assert set(earlier["ids"]) | {49000} <= set(kept) and kept == sorted(kept)
     assert distill.main(argv[:-6] + ["--init", str(tmp_path / "missing"), "--out", str(second)]) == 2
     assert "not a draft model folder" in (work / "distill.log").read_text()

@@ -358,6 +358,16 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     spec = generate(pair, ["Hello there"], DecodeConfig(depth=2, drafter="eagle", max_new_tokens=6))
     assert spec.output_ids == plain.output_ids
     assert eagle.main(argv[:-6] + ["--fuse-layers", "7", "--stage", "features"]) == 2  # the tiny target has 2 layers
+    # --keep-init-vocab: continuing on new data keeps the vocabulary the earlier head ranked on more data
+    (fused / "draft_vocab.json").write_text(json.dumps({"format": "speclab.draft_vocab/1", "ids": [5, 7, 11]}))
+    kept = tmp_path / "eagle-kept"
+    k_argv = argv[:-4] + ["--init", str(fused), "--out", str(kept), "--stage", "train", "--keep-init-vocab"]
+    assert eagle.main(k_argv) == 0
+    assert json.loads((kept / "draft_vocab.json").read_text())["ids"] == [5, 7, 11]
+    assert json.loads((kept / "config.json").read_text())["head_vocab"] == 3
+    assert load_pair(target=str(target), draft=None, eagle=str(kept), dtype="float32").eagle is not None
+    assert eagle.main(argv[:-6] + ["--stage", "train", "--keep-init-vocab"]) == 2
+    assert "--keep-init-vocab needs --init" in (work / "eagle" / "eagle.log").read_text().splitlines()[-1]
 
 
 def test_shipped_head_loads_by_default_and_is_accepted():
