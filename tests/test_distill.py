@@ -78,42 +78,22 @@ def test_prompts_are_varied_seeded_and_hold_out_whole_topics():
     assert not {r["topic"] for r in third["train"]} & set(third["heldout_topics"])
     assert len({r["prompt"] for r in third["train"]}) == len(third["train"])
     assert distill._heldout_eval_prompts(third["heldout"], 24) == distill._heldout_eval_prompts(a["heldout"], 24)
-    # the fourth comes after the third in the same way, with its own new topics
-    fourth = distill.build_prompts(seed=0, rounds=4)
-    assert fourth["train"][: len(third["train"])] == third["train"]
-    assert fourth["heldout"][: len(third["heldout"])] == third["heldout"]
-    new4 = fourth["train"][len(third["train"]) :]
-    assert len(new4) > 3000 and all(r["round"] == 4 for r in new4)
-    assert len(set(distill.FOURTH_TOPICS)) == len(distill.FOURTH_TOPICS) == 100
-    earlier = {t.lower() for t in distill.TOPICS + distill.MORE_TOPICS + distill.THIRD_TOPICS}
-    assert not {t.lower() for t in distill.FOURTH_TOPICS} & earlier  # every fourth-round topic is new
-    assert not {r["topic"] for r in new4} & ({r["topic"] for r in third["train"]} | set(third["heldout_topics"]))
-    assert not {r["topic"] for r in fourth["train"]} & set(fourth["heldout_topics"])
-    assert len({r["prompt"] for r in fourth["train"]}) == len(fourth["train"])
-    assert distill._heldout_eval_prompts(fourth["heldout"], 24) == distill._heldout_eval_prompts(a["heldout"], 24)
-    # and the fifth after the fourth
-    fifth = distill.build_prompts(seed=0, rounds=5)
-    assert fifth["train"][: len(fourth["train"])] == fourth["train"]
-    assert fifth["heldout"][: len(fourth["heldout"])] == fourth["heldout"]
-    new5 = fifth["train"][len(fourth["train"]) :]
-    assert len(new5) > 3000 and all(r["round"] == 5 for r in new5)
-    assert len(set(distill.FIFTH_TOPICS)) == len(distill.FIFTH_TOPICS) == 98
-    earlier = {t.lower() for t in distill.TOPICS + distill.MORE_TOPICS + distill.THIRD_TOPICS + distill.FOURTH_TOPICS}
-    assert not {t.lower() for t in distill.FIFTH_TOPICS} & earlier  # every fifth-round topic is new
-    assert not {r["topic"] for r in new5} & ({r["topic"] for r in fourth["train"]} | set(fourth["heldout_topics"]))
-    assert not {r["topic"] for r in fifth["train"]} & set(fifth["heldout_topics"])
-    assert len({r["prompt"] for r in fifth["train"]}) == len(fifth["train"])
-    assert distill._heldout_eval_prompts(fifth["heldout"], 24) == distill._heldout_eval_prompts(a["heldout"], 24)
-    # and the sixth after the fifth
-    sixth = distill.build_prompts(seed=0, rounds=6)
-    assert sixth["train"][: len(fifth["train"])] == fifth["train"]
-    assert sixth["heldout"][: len(fifth["heldout"])] == fifth["heldout"]
-    new6 = sixth["train"][len(fifth["train"]) :]
-    assert len(new6) > 3000 and all(r["round"] == 6 for r in new6)
-    assert len(set(distill.SIXTH_TOPICS)) == len(distill.SIXTH_TOPICS) == 100
-    assert not {t.lower() for t in distill.SIXTH_TOPICS} & (earlier | {t.lower() for t in distill.FIFTH_TOPICS})
-    assert not {r["topic"] for r in sixth["train"]} & set(sixth["heldout_topics"])
-    assert len({r["prompt"] for r in sixth["train"]}) == len(sixth["train"])
+    # rounds 4, 5 and 6 each come after the one before in the same way, each with its own new topics
+    before, earlier = third, {t.lower() for t in distill.TOPICS + distill.MORE_TOPICS + distill.THIRD_TOPICS}
+    for number, topics, count in ((4, distill.FOURTH_TOPICS, 100), (5, distill.FIFTH_TOPICS, 98),
+                                  (6, distill.SIXTH_TOPICS, 100)):
+        now = distill.build_prompts(seed=0, rounds=number)
+        assert now["train"][: len(before["train"])] == before["train"]
+        assert now["heldout"][: len(before["heldout"])] == before["heldout"]
+        new = now["train"][len(before["train"]) :]
+        assert len(new) > 3000 and all(r["round"] == number for r in new)
+        assert len(set(topics)) == len(topics) == count
+        assert not {t.lower() for t in topics} & earlier  # every topic of the round is new
+        assert not {r["topic"] for r in new} & ({r["topic"] for r in before["train"]} | set(before["heldout_topics"]))
+        assert not {r["topic"] for r in now["train"]} & set(now["heldout_topics"])
+        assert len({r["prompt"] for r in now["train"]}) == len(now["train"])
+        assert distill._heldout_eval_prompts(now["heldout"], 24) == distill._heldout_eval_prompts(a["heldout"], 24)
+        before, earlier = now, earlier | {t.lower() for t in topics}
     with pytest.raises(ValueError, match="rounds must be 1 to 6"):
         distill.build_prompts(rounds=7)
     with pytest.raises(ValueError, match="rounds must be 1 to 6"):
