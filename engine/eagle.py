@@ -70,6 +70,7 @@ def extract_features(target, rows: list[dict], max_len: int, batch_size: int = 1
         return keep
 
     hooks = [target.model.layers[i].register_forward_hook(hook(i)) for i in fuse_layers]
+    device = next(target.parameters()).device  # the pass runs where the target is; features stay on the CPU
     for b in range(0, len(order), batch_size):
         idx = order[b : b + batch_size]
         width = max(len(seqs[i][0]) for i in idx)
@@ -78,9 +79,10 @@ def extract_features(target, rows: list[dict], max_len: int, batch_size: int = 1
         for r, i in enumerate(idx):
             ids[r, : len(seqs[i][0])] = torch.tensor(seqs[i][0])
             mask[r, : len(seqs[i][0])] = 1
-        hidden = target.model(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, T, H), post-norm
+        hidden = target.model(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state  # (B, T, H)
         if fuse_layers:
             hidden = torch.cat([captured[i] for i in fuse_layers] + [hidden], dim=-1)  # (B, T, F)
+        hidden = hidden.cpu()  # one copy per batch (a no-op on the CPU)
         for r, i in enumerate(idx):
             features[offsets[i] : offsets[i + 1]] = hidden[r, : len(seqs[i][0])]
         if (b // batch_size) % 25 == 0:
@@ -370,18 +372,20 @@ class FeatureData:
 
 def batch_loss(head, batch: dict, out_head: torch.Tensor, to_local: torch.Tensor, depths: int,
                hard_weight: float = 0.5, decay: float = 0.8, reg_weight: float = 0.0,
-               noise: float = 0.0) -> tuple[torch.Tensor, list[int], int]:
+               noise: float = 0.0, hard_labels: str = "data") -> tuple[torch.Tensor, list[int], int]:
     """Sum over draft depths s of decay^s * [(1-w) soft CE against the target's distribution (its head over
     the true next feature) + w CE against its greedy token + reg_weight * smooth-L1(g, true next feature)]
     (EAGLE's feature regression: 576 numbers of supervision per position instead of one token), on the
-    reduced vocabulary `out_head`; `noise`: see `EagleHead.unrolled`. Returns (loss, top-1 agreements per
-    depth, positions)."""
+    reduced vocabulary `out_head`; `noise`: see `EagleHead.unrolled`. `hard_labels` "data": the greedy token
+    is the next token of the row (the data are the target's greedy responses); "argmax": the target's own
+    argmax over `out_head` at that position (for sampled responses, whose next token is not the greedy
+    one). Returns (loss, top-1 agreements per depth, positions)."""
     outs = head.unrolled(batch["embeds"], batch["features"], batch["positions"], depths, noise=noise)
     rows, cols = batch["rows"], batch["cols"]
-    labels = to_local[batch["labels"]]
-    known = labels >= 0
     with torch.no_grad():
         target_p = torch.softmax((batch["next_features"] @ out_head.T).float(), dim=-1)  # (N, C)
+    labels = target_p.argmax(-1) if hard_labels == "argmax" else to_local[batch["labels"]]
+    known = labels >= 0
     loss, agree = 0.0, []
     for s, g in enumerate(outs):
         logp = torch.log_softmax((g[rows, cols] @ out_head.T).float(), dim=-1)  # (N, C)
@@ -395,13 +399,19 @@ def batch_loss(head, batch: dict, out_head: torch.Tensor, to_local: torch.Tensor
     return loss, agree, int(labels.numel())
 
 
+def _to(batch: dict, device: torch.device) -> dict:
+    """A batch (built on the CPU from CPU-held features) moved to the device the head trains on."""
+    return batch if device.type == "cpu" else {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
 @torch.no_grad()
 def evaluate(head, data: FeatureData, embed, out_head, to_local, depths: int, batch_tokens: int) -> dict:
-    """Teacher-forced top-1 agreement with the target's greedy token at each draft depth."""
+    """Teacher-forced top-1 agreement with the target's greedy token (the row's next token) at each draft
+    depth. Runs on `out_head`'s device; `embed` stays on the CPU, where batches are built."""
     head.eval()
     agree, total = [0] * depths, 0
     for idx in data.batches(batch_tokens, random.Random(0)):
-        _, a, n = batch_loss(head, data.batch(idx, embed), out_head, to_local, depths)
+        _, a, n = batch_loss(head, _to(data.batch(idx, embed), out_head.device), out_head, to_local, depths)
         agree = [x + y for x, y in zip(agree, a)]
         total += n
     head.train()
@@ -411,8 +421,12 @@ def evaluate(head, data: FeatureData, embed, out_head, to_local, depths: int, ba
 def train(head, data: FeatureData, heldout: FeatureData, embed, out_head, to_local, *, epochs: float, lr: float,
           batch_tokens: int, depths: int, seed: int, warmup: int = 30, eval_every: int = 0, autocast: bool = True,
           max_minutes: float = 0.0, hard_weight: float = 0.5, reg_weight: float = 0.0, noise: float = 0.0,
-          log=print) -> dict:
-    """AdamW with warm-up and cosine decay; keeps the weights with the best held-out depth-0 agreement."""
+          hard_labels: str = "data", log=print) -> dict:
+    """AdamW with warm-up and cosine decay; keeps the weights with the best held-out depth-0 agreement.
+
+    The head, `out_head` and `to_local` may sit on a GPU: batches are built on the CPU (where `embed` and the
+    features stay) and moved there. `max_minutes`: after 20 steps the schedule is shortened so that it ends
+    (decayed) within that time, estimated from those steps' pace; a hard stop at the time is kept too."""
     import math
 
     rng = random.Random(seed)
@@ -430,16 +444,23 @@ def train(head, data: FeatureData, heldout: FeatureData, embed, out_head, to_loc
                 break
             for group in opt.param_groups:
                 group["lr"] = lr_at(step)
-            batch = data.batch(idx, embed)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            batch = _to(data.batch(idx, embed), out_head.device)
+            with torch.autocast(out_head.device.type, dtype=torch.bfloat16, enabled=autocast):
                 loss, agree, n = batch_loss(head, batch, out_head, to_local, depths, hard_weight=hard_weight,
-                                            reg_weight=reg_weight, noise=noise)
+                                            reg_weight=reg_weight, noise=noise, hard_labels=hard_labels)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
             opt.step()
             step += 1
             seen += n
+            if max_minutes and step == 20:  # fit the cosine schedule into the time left, at this pace
+                pace = (time.perf_counter() - t0) / step
+                fit = 20 + int((max_minutes * 60 - (time.perf_counter() - t0)) / pace * 0.95)
+                if fit < total_steps:
+                    log(f"train: {pace:.2f} s/step: the schedule shrinks from {total_steps} to {fit} steps "
+                        f"to end within {max_minutes:g} min")
+                    total_steps = max(fit, step + 1)
             if step % 20 == 0:
                 log(f"train: step {step}/{total_steps} loss {float(loss.detach()):.3f} top1 "
                     f"{[round(a / max(n, 1), 3) for a in agree]} {time.perf_counter() - t0:.0f} s")
@@ -687,6 +708,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--target", default=None, help="target model folder (default: embedded SmolLM2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--device", default="cpu",
+                   help="where the features pass and the training run: cpu, cuda, mps or auto (features and batches "
+                        "are kept on the CPU either way)")
     p.add_argument("--max-len", type=int, default=256, help="truncate prompt+response to this many tokens")
     t = p.add_argument_group("training")
     t.add_argument("--epochs", type=float, default=2.0)
@@ -695,6 +719,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     t.add_argument("--depths", type=int, default=3, help="draft steps unrolled in training (training-time test)")
     t.add_argument("--hard-weight", type=float, default=0.5, help="weight of CE on the greedy token vs soft CE")
     t.add_argument("--reg-weight", type=float, default=0.0, help="weight of the feature regression (smooth L1)")
+    t.add_argument("--hard-labels", choices=("data", "argmax"), default="data",
+                   help="the greedy token the hard CE aims at: the row's next token (data: greedy responses) or the "
+                        "target's own argmax there (argmax: for sampled responses)")
     t.add_argument("--feature-noise", type=_noise_level, default=0.0,
                    help="EAGLE-1's augmentation: add uniform noise of up to this fraction of each target feature's "
                         "RMS to the (fused) target features while training (0 = off)")
@@ -733,6 +760,14 @@ def main(argv=None) -> int:
     run = lambda stage: args.stage in (stage, "all")  # noqa: E731
     stats_path = feat_dir / "stats.json"
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
+    from .hardware import pick_device
+
+    try:
+        pick_device(None if args.device == "auto" else args.device)
+    except (ValueError, RuntimeError) as exc:
+        log(f"error: --device {args.device}: {exc}")
+        log.close()
+        return 2
     if not (work / "shards").exists():
         log(f"error: {work / 'shards'} not found: run `python -m engine.distill --work-dir {work}` first (its "
             "prompts and generate stages write the target's responses)")
@@ -743,7 +778,7 @@ def main(argv=None) -> int:
     if run("features"):
         from .models import load_pair
 
-        pair = load_pair(target=args.target, draft=None, eagle=None)
+        pair = load_pair(target=args.target, draft=None, eagle=None, device=None if args.device == "auto" else args.device)
         bad = [i for i in args.fuse_layers if i >= pair.target.config.num_hidden_layers]
         if bad:
             log(f"error: --fuse-layers {bad}: the target has layers 0..{pair.target.config.num_hidden_layers - 1}")
@@ -817,10 +852,13 @@ def main(argv=None) -> int:
                 f"(std from {float(head.fuse_std.min()):.3g} to {float(head.fuse_std.max()):.3g})")
         log(f"train: {sum(p.numel() for p in head.parameters())} parameters, {len(data)} rows, "
             f"{len(vocab_ids)}-token head")
+        device = pick_device(None if args.device == "auto" else args.device)
+        head, out_head, to_local = head.to(device), out_head.to(device), to_local.to(device)
         result = train(head, data, heldout, embed, out_head, to_local, epochs=args.epochs, lr=args.lr,
                        batch_tokens=args.batch_tokens, depths=args.depths, seed=args.seed, eval_every=args.eval_every,
                        autocast=not args.no_autocast, max_minutes=args.max_minutes, hard_weight=args.hard_weight,
-                       reg_weight=args.reg_weight, noise=args.feature_noise, log=log)
+                       reg_weight=args.reg_weight, noise=args.feature_noise, hard_labels=args.hard_labels, log=log)
+        head = head.cpu()
         stats["train"] = result
         info = {"params": sum(p.numel() for p in head.parameters()), "train_rows": len(data),
                 "train_minutes": result["seconds"] / 60, "heldout_top1_by_depth": result["heldout"]["top1"],

@@ -383,3 +383,98 @@ def test_shipped_head_loads_by_default_and_is_accepted():
     plain = generate(pair, FIXED_PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=48))
     assert trace.output_ids == plain.output_ids  # float32 greedy: speculation changes nothing
     assert trace.summary["target_forwards"] < plain.summary["target_forwards"]
+
+
+def test_argmax_hard_labels_are_the_targets_own_greedy_tokens(tiny_eagle, tokenizer):
+    """--hard-labels argmax (for sampled responses): the hard CE aims at the target's argmax at each position
+    (its head over the true next feature), whatever token the row holds there."""
+    _, folder = tiny_eagle
+    pair = tiny_pair(tokenizer)
+    config, state, _ = eagle.load_head(folder, pair.target)
+    head = eagle.EagleHead(config)
+    head.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    h, n_vocab = config["hidden_size"], len(tokenizer)
+    g = torch.Generator().manual_seed(0)
+    vocab = torch.arange(0, n_vocab, 2)  # a training vocabulary of every second token
+    out_head = pair.target.get_output_embeddings().weight.detach()[vocab].float()
+    to_local = torch.full((n_vocab,), -1, dtype=torch.long)
+    to_local[vocab] = torch.arange(len(vocab))
+    rows, cols = torch.tensor([0, 0, 1, 1]), torch.tensor([0, 2, 1, 3])
+    batch = {"embeds": torch.randn(2, 4, h, generator=g), "features": torch.randn(2, 4, h, generator=g),
+             "positions": torch.arange(4)[None].expand(2, 4), "rows": rows, "cols": cols,
+             "labels": vocab[torch.randint(len(vocab), (4,), generator=g)],
+             "next_features": torch.randn(4, h, generator=g)}
+    greedy = vocab[(batch["next_features"] @ out_head.T).argmax(-1)]
+    assert not torch.equal(greedy, batch["labels"])  # the rows' tokens are not the greedy ones
+    by_argmax = eagle.batch_loss(head, batch, out_head, to_local, 2, hard_labels="argmax")
+    by_data = eagle.batch_loss(head, batch, out_head, to_local, 2)
+    as_if_greedy = eagle.batch_loss(head, {**batch, "labels": greedy}, out_head, to_local, 2)
+    assert torch.allclose(by_argmax[0], as_if_greedy[0]) and by_argmax[1:] == as_if_greedy[1:]
+    assert not torch.allclose(by_argmax[0], by_data[0])
+
+
+def test_max_minutes_fits_the_cosine_schedule_into_the_time(tiny_eagle, tokenizer, monkeypatch):
+    """After 20 steps, training shortens its schedule to end (decayed) within --max-minutes at the pace so far
+    (a fake clock: every perf_counter call is 0.5 s later), instead of being cut off mid-schedule."""
+    _, folder = tiny_eagle
+    pair = tiny_pair(tokenizer)
+    rows = [{"prompt_ids": [1, 2, 3], "output_ids": [5 + (i * 7 + j) % 40 for j in range(12)]} for i in range(40)]
+    blob = eagle.extract_features(pair.target, rows, 64, log=lambda s: None)
+    data = eagle.FeatureData(blob)
+    config, state, _ = eagle.load_head(folder, pair.target)
+    head = eagle.EagleHead(config)
+    head.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    embed = pair.target.get_input_embeddings().weight.detach().float()
+    vocab = torch.arange(len(tokenizer))
+    clock = iter(range(10**6))
+    monkeypatch.setattr(eagle.time, "perf_counter", lambda: 0.5 * next(clock))
+    lines = []
+    result = eagle.train(head, data, data, embed, embed[vocab], vocab, epochs=100, lr=1e-3, batch_tokens=64,
+                         depths=2, seed=0, autocast=False, max_minutes=1.0, log=lines.append)
+    shrink = [s for s in lines if "schedule shrinks" in s]
+    assert len(shrink) == 1
+    fitted = int(shrink[0].split(" to ")[1].split()[0])
+    assert 20 < fitted < len(data.batches(64, __import__("random").Random(0))) * 100
+    assert result["steps"] == fitted  # it ran the fitted schedule to its end
+
+
+def test_bad_device_is_one_clear_error(tmp_path, capsys):
+    assert eagle.main(["--work-dir", str(tmp_path), "--device", "warp-drive"]) == 2
+    assert "error: --device warp-drive" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        eagle.parse_args(["--hard-labels", "sometimes"])
+    assert eagle.parse_args(["--hard-labels", "argmax", "--device", "auto"]).hard_labels == "argmax"
+
+
+def test_gpu_script_runs_every_stage_on_the_cpu(tmp_path, tokenizer):
+    """scripts/gpu_eagle.py (made for a lent GPU) on the CPU with the embedded target and a few prompts:
+    greedy and sampled generation, features, training from the shipped head, the saved head loads; then a
+    second run that starts from the first run's tokens and head."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("gpu_eagle", Path(__file__).parents[1] / "scripts" / "gpu_eagle.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    held = tmp_path / "heldout"
+    held.mkdir()
+    ids = tokenizer("The sea is large and blue, and it covers most of the planet.")["input_ids"]
+    (held / "shard-00000.jsonl").write_text(json.dumps({"prompt_ids": ids[:4], "output_ids": ids[4:]}) + "\n")
+    out = tmp_path / "run"
+    common = ["--device", "cpu", "--max-prompts", "4", "--gen-batch", "2", "--max-new-tokens", "6",
+              "--heldout-dir", str(held), "--budget-s", "600", "--batch-tokens", "64", "--epochs", "1"]
+    assert script.main(common + ["--out", str(out), "--sample-passes", "1"]) == 0
+    log = (out / "gpu_eagle.log").read_text()
+    assert "pass 0 (temperature 0.0): 4 rows" in log and "pass 1 (temperature 0.8): 4 rows" in log
+    saved = json.loads((out / "head" / "config.json").read_text())
+    assert [p["rows"] for p in saved["gpu_run"]["passes"]] == [4, 4] and saved["hard_labels"] == "argmax"
+    assert saved["head_vocab"] == len(json.loads((SHIPPED_EAGLE / "draft_vocab.json").read_text())["ids"])
+    pair = load_pair(draft=None, eagle=str(out / "head"), dtype="float32")
+    assert pair.eagle is not None
+    again = tmp_path / "again"
+    argv = common + ["--out", str(again), "--sample-passes", "1", "--first-seed", "5", "--prompt-start", "2",
+                     "--tokens", f"{out / 'tokens-pass0.npz'},{out / 'tokens-pass1.npz'}", "--init", str(out / "head")]
+    assert script.main(argv) == 0
+    log = (again / "gpu_eagle.log").read_text()
+    assert "tokens-pass0.npz: 4 rows" in log and "pass 5 (temperature 0.8): 4 rows" in log and "pass 0 (" not in log
+    assert (again / "tokens-pass5.npz").exists() and not (again / "tokens-pass0.npz").exists()
