@@ -13,7 +13,8 @@ same pipeline as `python -m engine.distill` + `python -m engine.eagle`, in memor
 3. train: continue the --init head (the shipped one) over everything, the cosine schedule fitted into the
    time left; hard labels are the target's own argmax (`--hard-labels argmax`), since sampled rows' next
    tokens are not greedy ones;
-4. save the head to <out>/head (with the --init head's 4096-token vocabulary) and the generated tokens to
+4. save the head to <out>/head (with the --init head's vocabulary, or with --head-vocab N the N tokens the
+   greedy pass emits most often) and the generated tokens to
    <out>/tokens-pass<N>.npz, and print teacher-forced held-out top-1 for the --init head and the new one
    on the same held-out responses (--heldout-dir: the distillation's heldout/ shards).
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -45,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from engine import DecodeConfig, generate  # noqa: E402
 from engine.distill import TeeLog, build_prompts, read_shards  # noqa: E402
 from engine.eagle import (  # noqa: E402
-    VOCAB_FILE, EagleHead, FeatureData, evaluate, extract_features, load_head, save_head, train,
+    VOCAB_FILE, EagleHead, FeatureData, evaluate, extract_features, frequent_tokens, load_head, save_head, train,
 )
 from engine.models import embedded_model_dir, load_pair  # noqa: E402
 
@@ -72,6 +74,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--heldout-dir", default="distill_work/heldout", help="held-out responses for teacher-forced top-1")
     p.add_argument("--heldout-rows", type=int, default=0, help="use only the first N held-out rows (0 = all)")
     p.add_argument("--init", default=str(ROOT / "assets" / "eagle"))
+    p.add_argument("--head-vocab", type=int, default=0,
+                   help="the saved draft_vocab.json: 0 keeps the --init head's; N > 0 takes the N tokens the target "
+                        "emits most often in the greedy pass (pass 0, generated or from --tokens)")
     p.add_argument("--fuse-layers", default="2,15")
     p.add_argument("--feat-batch", type=int, default=128, help="rows per features pass")
     p.add_argument("--lr", type=float, default=5e-4)
@@ -91,13 +96,18 @@ def save_tokens(path: Path, rows: list[dict]) -> None:
 
 def load_tokens(path: Path, train_prompts: list[dict], encode, encoded: dict[int, list[int]]) -> list[dict]:
     """Rows of an earlier run's tokens-pass<N>.npz, with their prompts re-encoded."""
+    match = re.fullmatch(r"tokens-pass(\d+)\.npz", path.name)
+    if not match:
+        raise ValueError(f"{path}: expected a tokens-pass<N>.npz file of an earlier run (pass 0 is the greedy one)")
+    pass_number = int(match.group(1))
     blob = np.load(path)
     ids, lengths, index = blob["output_ids"].astype(np.int64), blob["lengths"], blob["prompt_index"]
     rows, at = [], 0
     for n, i in zip(lengths.tolist(), index.tolist()):
         if i not in encoded:
             encoded[i] = encode(train_prompts[i]["prompt"])
-        rows.append({"prompt_index": i, "prompt_ids": encoded[i], "output_ids": ids[at : at + n].tolist()})
+        rows.append({"prompt_index": i, "prompt_ids": encoded[i], "output_ids": ids[at : at + n].tolist(),
+                     "pass": pass_number})
         at += n
     return rows
 
@@ -125,7 +135,11 @@ def main(argv=None) -> int:
     gen_deadline = args.budget_s * args.gen_share
     stats = {"passes": []}
     for path in [Path(x) for x in args.tokens.split(",") if x]:
-        earlier = load_tokens(path, train_prompts, pair.encode_prompt, encoded)
+        try:
+            earlier = load_tokens(path, train_prompts, pair.encode_prompt, encoded)
+        except (OSError, ValueError, KeyError, IndexError) as exc:
+            log(f"error: --tokens {path}: {exc}")
+            return 2
         stats["passes"].append({"from": path.name, "rows": len(earlier),
                                 "tokens": sum(len(r["output_ids"]) for r in earlier)})
         log(f"tokens: {path}: {len(earlier)} rows, {stats['passes'][-1]['tokens']} tokens ({elapsed():.0f} s)")
@@ -150,7 +164,7 @@ def main(argv=None) -> int:
             for i, ids in zip(batch, trace.output_ids):
                 if i not in encoded:
                     encoded[i] = pair.encode_prompt(train_prompts[i]["prompt"])
-                made.append({"prompt_index": i, "prompt_ids": encoded[i], "output_ids": list(ids)})
+                made.append({"prompt_index": i, "prompt_ids": encoded[i], "output_ids": list(ids), "pass": p})
             log(f"generate: pass {p} rows {b + len(batch)}/{len(order)}  "
                 f"{trace.summary['tokens_per_s']:.0f} tok/s  {elapsed():.0f} s")
         n_tok = sum(len(r["output_ids"]) for r in made)
@@ -205,12 +219,16 @@ def main(argv=None) -> int:
                    batch_tokens=args.batch_tokens, depths=3, seed=0, eval_every=args.eval_every, autocast=True,
                    max_minutes=minutes, hard_weight=0.5, reg_weight=1.0, hard_labels="argmax", log=log)
     head = head.cpu()
-    keep = json.loads((Path(args.init) / VOCAB_FILE).read_text())["ids"]
+    if args.head_vocab > 0:
+        keep = frequent_tokens([r for r in rows if r["pass"] == 0], args.head_vocab)
+        log(f"head vocabulary: the {len(keep)} tokens the greedy pass emits most often")
+    else:
+        keep = json.loads((Path(args.init) / VOCAB_FILE).read_text())["ids"]
     init_name = str(Path(args.init).resolve().relative_to(ROOT)) if Path(args.init).resolve().is_relative_to(ROOT) else args.init
     info = {"params": sum(p.numel() for p in head.parameters()), "train_rows": len(data),
             "train_minutes": result["seconds"] / 60, "heldout_top1_by_depth": result["heldout"]["top1"],
             "seed": 0, "lr": args.lr, "depths": 3, "reg_weight": 1.0, "init": init_name,
-            "head_vocab": len(keep), "vocab_from": init_name, "hard_labels": "argmax",
+            "head_vocab": len(keep), "vocab_from": "greedy pass" if args.head_vocab > 0 else init_name, "hard_labels": "argmax",
             "batch_tokens": args.batch_tokens, "steps": result["steps"], "gpu_run": stats}
     save_head(head, out / "head", keep, info)
     log(f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top-1 by depth "
