@@ -7,16 +7,16 @@ same pipeline as `python -m engine.distill` + `python -m engine.eagle`, in memor
 
 1. generate: the target's greedy responses to the training prompts of all six rounds (the same prompts
    and the same held-out split as `engine.distill --prompt-rounds 6`), then, while the generation budget
-   lasts (it can stop any pass early), more passes that *sample* at --temperature (new contexts from the same prompts: greedy data
-   stop growing once every prompt has its one greedy response);
+   lasts (it can stop any pass early), more passes that *sample* at --temperature: new contexts from the
+   same prompts, since greedy data stop growing once every prompt has its one greedy response;
 2. features: one teacher-forcing pass of the target over all of it (EAGLE-3 fusion of --fuse-layers);
 3. train: continue the --init head (the shipped one) over everything, the cosine schedule fitted into the
    time left; hard labels are the target's own argmax (`--hard-labels argmax`), since sampled rows' next
    tokens are not greedy ones;
 4. save the head to <out>/head (with the --init head's vocabulary, or with --head-vocab N the N tokens the
-   greedy pass emits most often) and the generated tokens to
-   <out>/tokens-pass<N>.npz, and print teacher-forced held-out top-1 for the --init head and the new one
-   on the same held-out responses (--heldout-dir: the distillation's heldout/ shards).
+   greedy pass emits most often) and the generated tokens to <out>/tokens-pass<N>.npz, and print
+   teacher-forced held-out top-1 for the --init head and the new one on the same held-out responses
+   (--heldout-dir: the distillation's heldout/ shards).
 
 The engine's acceptance of the new head is then measured on the CPU, where the product runs:
 `python -m engine.eagle --stage eval --out <out>/head`.
@@ -122,6 +122,10 @@ def main(argv=None) -> int:
     fuse = tuple(int(x) for x in args.fuse_layers.split(",") if x)
     if torch.cuda.is_available():
         log(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
+    heldout_rows = read_shards(Path(args.heldout_dir))[: args.heldout_rows or None]  # checked before any GPU work
+    if not heldout_rows:
+        log(f"error: no held-out responses in {args.heldout_dir} (the distillation's heldout/ shards)")
+        return 2
 
     # 1. generate ----------------------------------------------------------------------------------
     pair = load_pair(draft=None, eagle=None, device=args.device)
@@ -178,10 +182,6 @@ def main(argv=None) -> int:
     log(f"generate: {len(rows)} rows, {sum(len(r['output_ids']) for r in rows)} tokens, {elapsed():.0f} s")
 
     # 2. features ------------------------------------------------------------------------------------
-    heldout_rows = read_shards(Path(args.heldout_dir))[: args.heldout_rows or None]
-    if not heldout_rows:
-        log(f"error: no held-out responses in {args.heldout_dir}")
-        return 2
     target = pair.target
     blob_h = extract_features(target, heldout_rows, 256, batch_size=args.feat_batch, log=log, fuse_layers=fuse)
     blob = extract_features(target, rows, 256, batch_size=args.feat_batch, log=log, fuse_layers=fuse)

@@ -487,3 +487,7 @@ def test_gpu_script_runs_every_stage_on_the_cpu(tmp_path, tokenizer):
     bad = common + ["--out", str(tmp_path / "bad"), "--tokens", str(held / "shard-00000.jsonl")]
     assert script.main(bad) == 2
     assert "expected a tokens-pass<N>.npz" in (tmp_path / "bad" / "gpu_eagle.log").read_text()
+    no_heldout = common + ["--heldout-dir", str(tmp_path / "nothing"), "--out", str(tmp_path / "nh")]
+    assert script.main(no_heldout) == 2
+    assert "error: no held-out responses" in (tmp_path / "nh" / "gpu_eagle.log").read_text()
+    assert not list((tmp_path / "nh").glob("tokens-*"))  # refused before generating anything
