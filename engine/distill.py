@@ -1042,6 +1042,11 @@ def main(argv=None) -> int:
                        warmup=args.warmup, log=log, eval_every=args.eval_every, autocast=not args.no_autocast,
                        negatives=args.negatives)
         stats["train"] = result
+        # how this draft was trained, for the card an `--stage eval` run writes later with its own arguments
+        stats["train_args"] = {"lr": args.lr, "epochs": args.epochs, "batch_tokens": args.batch_tokens,
+                               "soft_weight": args.soft_weight if args.soft_topk else 0.0, "soft_topk": args.soft_topk,
+                               "seed": args.seed, "init": args.init, "soft_features": args.soft_features,
+                               "command": command_line(args)}
         stats["params"] = sum(p.numel() for p in draft.parameters())
         stats["embedding_params"] = draft.get_input_embeddings().weight.numel()
         stats["bytes"] = save_draft(draft, target_dir, out)
@@ -1070,12 +1075,15 @@ def main(argv=None) -> int:
             "prompts_train": len(train_rows), "heldout_topics": len(prompts["heldout_topics"]),
             "max_new_tokens": args.max_new_tokens, "gen_batch": args.gen_batch,
             "gen_dtype": stats.get("gen_dtype", "?"), "train_tokens": tr.get("train_tokens", 0),
-            "gen_minutes": stats.get("gen_seconds", 0.0) / 60, "soft_weight": args.soft_weight if args.soft_topk else 0.0,
-            "soft_topk": args.soft_topk, "soft_minutes": stats.get("soft_seconds", 0.0) / 60, "lr": args.lr, "batch_tokens": args.batch_tokens, "epochs": args.epochs,
-            "steps": tr.get("steps", 0), "train_minutes": tr.get("seconds", 0.0) / 60, "seed": args.seed,
+            "gen_minutes": stats.get("gen_seconds", 0.0) / 60, "soft_minutes": stats.get("soft_seconds", 0.0) / 60,
+            "steps": tr.get("steps", 0), "train_minutes": tr.get("seconds", 0.0) / 60,
             "engine_eval": ev, "heldout_top1": tr.get("heldout", {}).get("top1", float("nan")),
-            "init": args.init, "soft_features": args.soft_features,
-            "command": command_line(args),
+        }
+        # the training run's own settings (an eval-only call's arguments are not how the draft was trained)
+        info |= stats.get("train_args") or {
+            "lr": args.lr, "epochs": args.epochs, "batch_tokens": args.batch_tokens,
+            "soft_weight": args.soft_weight if args.soft_topk else 0.0, "soft_topk": args.soft_topk, "seed": args.seed,
+            "init": args.init, "soft_features": args.soft_features, "command": command_line(args),
         }
         write_card(out, info)
         log(f"eval: wrote {out / 'README.md'}")

@@ -124,6 +124,12 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     stats = json.loads((work / "stats.json").read_text())
     assert stats["train"]["steps"] >= 1 and 0.0 <= stats["engine_eval"]["alpha"] <= 1.0
     assert "python -m engine.distill" in (out / "README.md").read_text()
+    assert "AdamW, lr 0.002, ~256 tokens per batch, 2.0 epochs" in (out / "README.md").read_text()
+    # a separate eval-only call with other training options still writes the training run's settings
+    assert distill.main(argv[:-10] + ["--stage", "eval", "--lr", "0.123", "--epochs", "7", "--eval-prompts", "2",
+                                      "--eval-max-new-tokens", "6", "--eval-batch", "2", "--threads", "1"]) == 0
+    card = (out / "README.md").read_text()
+    assert "AdamW, lr 0.002, ~256 tokens per batch, 2.0 epochs" in card and "0.123" not in card
 
     pair = load_pair(target=str(target), draft=str(out), dtype="float32")
     assert pair.draft.get_output_embeddings().weight.shape[0] == pair.target.get_output_embeddings().weight.shape[0]
