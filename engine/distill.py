@@ -907,6 +907,13 @@ def _heldout_eval_prompts(heldout: list[dict], n: int) -> list[str]:
     return out
 
 
+def train_settings(args: argparse.Namespace) -> dict:
+    """How a draft is trained, as its model card reports it (the train stage keeps these in stats.json)."""
+    return {"lr": args.lr, "epochs": args.epochs, "batch_tokens": args.batch_tokens,
+            "soft_weight": args.soft_weight if args.soft_topk else 0.0, "soft_topk": args.soft_topk,
+            "seed": args.seed, "init": args.init, "soft_features": args.soft_features, "command": command_line(args)}
+
+
 def command_line(args: argparse.Namespace) -> str:
     defaults = vars(parse_args([]))
     parts = ["python -m engine.distill"]
@@ -1043,10 +1050,7 @@ def main(argv=None) -> int:
                        negatives=args.negatives)
         stats["train"] = result
         # how this draft was trained, for the card an `--stage eval` run writes later with its own arguments
-        stats["train_args"] = {"lr": args.lr, "epochs": args.epochs, "batch_tokens": args.batch_tokens,
-                               "soft_weight": args.soft_weight if args.soft_topk else 0.0, "soft_topk": args.soft_topk,
-                               "seed": args.seed, "init": args.init, "soft_features": args.soft_features,
-                               "command": command_line(args)}
+        stats["train_args"] = train_settings(args)
         stats["params"] = sum(p.numel() for p in draft.parameters())
         stats["embedding_params"] = draft.get_input_embeddings().weight.numel()
         stats["bytes"] = save_draft(draft, target_dir, out)
@@ -1080,11 +1084,7 @@ def main(argv=None) -> int:
             "engine_eval": ev, "heldout_top1": tr.get("heldout", {}).get("top1", float("nan")),
         }
         # the training run's own settings (an eval-only call's arguments are not how the draft was trained)
-        info |= stats.get("train_args") or {
-            "lr": args.lr, "epochs": args.epochs, "batch_tokens": args.batch_tokens,
-            "soft_weight": args.soft_weight if args.soft_topk else 0.0, "soft_topk": args.soft_topk, "seed": args.seed,
-            "init": args.init, "soft_features": args.soft_features, "command": command_line(args),
-        }
+        info |= stats.get("train_args") or train_settings(args)
         write_card(out, info)
         log(f"eval: wrote {out / 'README.md'}")
     log.close()
