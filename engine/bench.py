@@ -8,12 +8,15 @@ drafter), so our speedups are against an honest reference, not a handicapped loo
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
 from .config import DecodeConfig
+from .drafters import DRAFTERS
 from .costs import expected_speedup
 from .decode import generate
 from .models import ModelPair
@@ -51,12 +54,17 @@ EXTRACTIVE_PROMPTS = [
 PROMPT_SETS = {"chat": CHAT_PROMPTS, "extractive": EXTRACTIVE_PROMPTS}
 
 
-def heldout_prompts(n: int = 16) -> list[str]:
-    """Prompts on the topics the distilled draft never saw in training (engine/distill.py holds every 10th
-    topic out), round-robin over those topics: the honest set for measuring the shipped draft."""
-    from .distill import _heldout_eval_prompts, build_prompts
+HELDOUT_FILE = Path(__file__).resolve().parent.parent / "assets" / "heldout_prompts.json"
 
-    return _heldout_eval_prompts(build_prompts(seed=0)["heldout"], n)
+
+def heldout_prompts(n: int = 16) -> list[str]:
+    """Prompts on the topics the shipped drafters never saw in training (training/prompts.py holds every
+    10th topic out), round-robin over those topics: the honest set for measuring them. Read from
+    assets/heldout_prompts.json (`python -m training.prompts --write`; a test keeps the two equal)."""
+    prompts = json.loads(HELDOUT_FILE.read_text())["prompts"]
+    if not 1 <= n <= len(prompts):
+        raise ValueError(f"there are {len(prompts)} held-out prompts; asked for {n}")
+    return prompts[:n]
 
 
 def prompt_set_list(prompt_set: str) -> list[str]:
@@ -252,7 +260,7 @@ def bench(
         "device": pair.device.type,
         "dtype": pair.dtype_name,
         "target": pair.target_name,
-        "drafter": {"ngram": "ngram", "eagle": pair.eagle_name}.get(drafter, pair.draft_name),
+        "drafter": "ngram" if drafter == "ngram" else DRAFTERS[drafter].label(pair),
         "policy": policy,
         "prompt_set": prompt_set,
         "max_new_tokens": max_new_tokens,

@@ -19,15 +19,15 @@ class Mode(str, Enum):
     SPECULATIVE = "speculative"
 
 
-class DrafterKind(str, Enum):
+class DrafterKind(str, Enum):  # the keys of engine.drafters.DRAFTERS (a test keeps them equal)
     MODEL = "model"  # a small causal LM sharing the target's tokenizer
     NGRAM = "ngram"  # prompt-lookup decoding: no model at all
-    EAGLE = "eagle"  # an EAGLE head: one layer over the target's own hidden states (engine/eagle.py)
+    EAGLE = "eagle"  # an EAGLE head: one layer over the target's own hidden states (engine/drafters/eagle.py)
 
 
 class PolicyKind(str, Enum):
     FIXED = "fixed"  # always `depth`
-    OFF_ABOVE_BATCH = "off_above_batch"  # vLLM's disable_by_batch_size
+    OFF_ABOVE_BATCH = "off_above_batch"  # the classic rule (vLLM V0's disable_by_batch_size, removed in 2026)
     HEURISTIC = "heuristic"  # adaptive: deeper after a full acceptance, shallower after a rejection
 
 

@@ -1,123 +1,36 @@
 """The decode loop: plain autoregressive and speculative decoding through one code path.
 
-One iteration = one target forward pass for the whole ragged batch (gpt-fast's speculative_decode,
-Leviathan et al. 2023 Algorithm 1, batched):
+One iteration = one target forward pass for the whole ragged batch (gpt-fast's speculative_decode;
+Leviathan et al. 2023, Algorithm 1, batched):
     # 1. draft   the drafter proposes k tokens per sequence (k from the depth policy; k = 0 is plain decoding)
     # 2. verify  the target scores [last token, d_1..d_k] for every sequence in ONE forward pass
     # 3. accept  greedy longest matching prefix, or accept/resample; plus the target's own next token
     # 4. roll back each sequence keeps its own accepted count in both KV caches; finished rows leave the batch
-Each iteration is yielded as a `Step` (what was drafted/accepted, measured times, FLOPs, bytes) so the
-app can animate the run live; `generate` collects them into a `Trace`.
+`Decoder.step` is that iteration, on one screen; the bookkeeping (timing, records, wasted FLOPs) lives in
+named helpers below it. Each iteration is yielded as a `Step` (what was drafted/accepted, measured times,
+FLOPs, bytes) so the app can animate the run live; `generate` collects them into a `Trace`.
 
+The loop never asks which drafter it holds: it talks to the `Drafter` interface (engine/drafters/).
 All mutable state (caches, positions, RNG) lives inside one call: the model pair stays stateless and
 can be shared by every session of the app.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from dataclasses import dataclass, field
 
 import torch
 
-from .config import ConfigError, DecodeConfig, DrafterKind
-from .drafters import Draft, EagleDrafter, ModelDrafter, NgramDrafter
-from .hardware import StepTimer, UtilizationSampler, synchronize
+from .config import ConfigError, DecodeConfig
+from .drafters import Draft, Verified, drafter_label, drafter_params, make_drafter
+from .hardware import StepTimer, UtilizationSampler, device_name, synchronize
 from .kvcache import RaggedCache
 from .models import ModelPair
 from .policies import PolicyContext, make_policy
-from .sampling import accept_greedy, accept_or_resample, probs_from_logits, sample
+from .sampling import probs_from_logits, sample, verify
+from .sequence import Sequence, prepare_sequences
 from .trace import DraftToken, SeqStep, Step, Trace, summarize
-
-
-@dataclass
-class Sequence:
-    """Per-sequence state (nano-vllm style): the prompt, its tokens so far and whether it is done."""
-
-    index: int
-    prompt: str
-    prompt_ids: list[int]
-    max_new_tokens: int
-    tokens: list[int] = field(default_factory=list)  # prompt + generated
-    finished: bool = False
-
-    def __post_init__(self):
-        self.tokens = list(self.prompt_ids)
-
-    @property
-    def generated(self) -> list[int]:
-        return self.tokens[len(self.prompt_ids) :]
-
-    @property
-    def remaining(self) -> int:
-        return self.max_new_tokens - len(self.generated)
-
-    def append(self, new: list[int], eos_ids: frozenset[int]) -> list[int]:
-        """Append tokens, stopping at EOS or max_new_tokens; returns what was actually appended."""
-        taken = []
-        for token in new[: self.remaining]:
-            taken.append(token)
-            if token in eos_ids:
-                self.finished = True
-                break
-        self.tokens.extend(taken)
-        if self.remaining <= 0:
-            self.finished = True
-        return taken
-
-
-def prepare_sequences(pair: ModelPair, prompts: list[str], cfg: DecodeConfig) -> list[Sequence]:
-    """Validate the prompts against the model and encode them (chat template applied)."""
-    if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
-        raise ConfigError("prompts must be a list of strings (one user message per sequence)")
-    if not prompts:
-        raise ConfigError("prompts is empty: give at least one prompt")
-    seqs = []
-    for i, prompt in enumerate(prompts):
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise ConfigError(f"prompt {i + 1} is empty: every prompt needs some text")
-        ids = pair.encode_prompt(prompt)
-        if len(ids) < 2:
-            raise ConfigError(f"prompt {i + 1} encodes to {len(ids)} token(s); at least 2 are needed")
-        room = pair.max_context - len(ids) - cfg.depth - 1
-        if room < 1:
-            raise ConfigError(
-                f"prompt {i + 1} is {len(ids)} tokens long; the model's context window is {pair.max_context} tokens"
-            )
-        if cfg.max_new_tokens > room:
-            raise ConfigError(
-                f"max_new_tokens={cfg.max_new_tokens} is beyond the context window: prompt {i + 1} has {len(ids)} "
-                f"tokens of {pair.max_context}, so at most {room} new tokens fit (1..{room})"
-            )
-        seqs.append(Sequence(index=i, prompt=prompt, prompt_ids=ids, max_new_tokens=cfg.max_new_tokens))
-    return seqs
-
-
-def make_drafter(pair: ModelPair, cfg: DecodeConfig, pad_id: int):
-    if not cfg.speculative:
-        return None
-    if cfg.drafter == DrafterKind.NGRAM.value:
-        vocab = pair.target.get_output_embeddings().weight.shape[0]
-        special = frozenset(getattr(pair.tokenizer, "all_special_ids", []) or [])
-        return NgramDrafter(cfg.ngram_size, vocab, pair.device, special - pair.eos_ids)
-    if cfg.drafter == DrafterKind.EAGLE.value:
-        if pair.eagle is None:
-            raise ConfigError("drafter='eagle' needs an EAGLE head for this target, but none is loaded: "
-                              "use drafter='model' or 'ngram'")
-        return EagleDrafter(pair.eagle, pair.device, pair.eagle_costs, pad_id)
-    if pair.draft is None:
-        raise ConfigError("drafter='model' needs a draft model, but this pair has none: use drafter='ngram'")
-    return ModelDrafter(pair.draft, pair.device, pair.draft_costs, pad_id, vocab=pair.draft_vocab)
-
-
-def drafter_name(pair: ModelPair, cfg: DecodeConfig) -> str | None:
-    if not cfg.speculative:
-        return None
-    if cfg.drafter == DrafterKind.NGRAM.value:
-        return f"n-gram prompt lookup (n <= {cfg.ngram_size})"
-    if cfg.drafter == DrafterKind.EAGLE.value:
-        return pair.eagle_name
-    return pair.draft_name
 
 
 class StepStream:
@@ -126,15 +39,28 @@ class StepStream:
     def __init__(self, pair: ModelPair, prompts: list[str], cfg: DecodeConfig):
         self.pair, self.cfg = pair, cfg
         self.seqs = prepare_sequences(pair, prompts, cfg)  # validate before any model work
-        self.drafter_name = drafter_name(pair, cfg)
+        self.drafter_name = drafter_label(pair, cfg)
         self.trace: Trace | None = None
-        # Live decoding state, exposed read-only for tests and introspection (set while iterating).
-        self.target_cache: RaggedCache | None = None
-        self.drafter = None
-        self.active: list[Sequence] = []
+        self.decoder: Decoder | None = None  # the live run, for tests and introspection (set while iterating)
+
+    # Live decoding state, read-only views for tests and introspection.
+    @property
+    def target_cache(self) -> RaggedCache | None:
+        return self.decoder.target if self.decoder else None
+
+    @property
+    def drafter(self):
+        return self.decoder.drafter if self.decoder else None
+
+    @property
+    def active(self) -> list[Sequence]:
+        return self.decoder.active if self.decoder else []
 
     def __iter__(self):
-        return _decode(self)
+        self.decoder = Decoder(self.pair, self.seqs, self.cfg)
+        for step in self.decoder.run():
+            yield step
+        self.trace = self.decoder.trace(self.drafter_name)
 
 
 def generate_steps(pair: ModelPair, prompts: list[str], cfg: DecodeConfig) -> StepStream:
@@ -150,271 +76,231 @@ def generate(pair: ModelPair, prompts: list[str], cfg: DecodeConfig) -> Trace:
     return stream.trace
 
 
-def _decode(stream: StepStream):
-    pair, cfg, seqs = stream.pair, stream.cfg, stream.seqs
-    device = pair.device
-    tok = pair.tokenizer
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else (min(pair.eos_ids) if pair.eos_ids else 0)
-    eos_ids = pair.eos_ids if cfg.stop_at_eos else frozenset()
-    generator = torch.Generator(device=device).manual_seed(cfg.seed)
-    policy = make_policy(cfg)
-    drafter = make_drafter(pair, cfg, pad_id)
-    target = RaggedCache(pair.target, device, pair.target_costs)
-    eagle = isinstance(drafter, EagleDrafter)  # the target hands its final hidden states to the drafter
-    # ... and, for a head with EAGLE-3 fusion, those of some earlier layers too
-    features = (pair.eagle.feature_layers or True) if eagle else False
-    if eagle and target.lean is None:
-        raise ConfigError("drafter='eagle' needs the lean forward (a plain Llama target, SPECLAB_LEAN not 0)")
-    stream.target_cache, stream.drafter = target, drafter
-    steps: list[Step] = []
-    accepted_total = seq_steps = 0
+class Decoder:
+    """One run: the target's cache, the drafter, the policy, the sequences still decoding, the clock."""
 
-    with torch.inference_mode(), UtilizationSampler(device) as util:
-        synchronize(device)
-        t0 = time.perf_counter()
-        paused = 0.0  # time the consumer spent between steps (e.g. drawing): not decoding, so off the clock
-        active = list(seqs)
+    def __init__(self, pair: ModelPair, seqs: list[Sequence], cfg: DecodeConfig):
+        self.pair, self.cfg, self.seqs = pair, cfg, seqs
+        self.device = pair.device
+        tok = pair.tokenizer
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (min(pair.eos_ids) if pair.eos_ids else 0)
+        self.eos_ids = pair.eos_ids if cfg.stop_at_eos else frozenset()
+        self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        self.policy = make_policy(cfg)
+        self.drafter = make_drafter(pair, cfg, self.pad_id)  # None for plain decoding
+        self.features = self.drafter.target_features if self.drafter is not None else False
+        self.target = RaggedCache(pair.target, self.device, pair.target_costs)
+        if self.features and self.target.lean is None:
+            raise ConfigError(f"drafter={cfg.drafter!r} needs the target's hidden states, which only the lean "
+                              "forward gives (a plain Llama target, SPECLAB_LEAN not 0)")
+        self.active: list[Sequence] = list(seqs)
+        self.steps: list[Step] = []
+        self.accepted_total = self.seq_steps = 0  # acceptance so far, for the policy
+        self.t0 = 0.0
+        self.paused = 0.0  # time the consumer spent between steps (e.g. drawing): not decoding, so off the clock
+        self.util: UtilizationSampler | None = None
 
-        # Prefill: the target reads every prompt and picks each sequence's first token.
-        with StepTimer(device) as verify_timer:
-            if eagle:
-                logits, hidden = target.prefill([s.prompt_ids for s in active], pad_id, return_hidden=features)
-                logits = logits[:, -1]  # (B, vocab); hidden (B, W, H)
-            else:
-                logits = target.prefill([s.prompt_ids for s in active], pad_id)[:, -1]  # (B, vocab)
-        with StepTimer(device) as draft_timer:
-            if isinstance(drafter, ModelDrafter):
-                drafter.prefill([s.prompt_ids for s in active])
-            elif eagle:
-                drafter.prefill([s.prompt_ids for s in active], hidden)
+    def run(self):
+        """Prefill, then one `step` per target pass until every sequence is finished; yields each Step."""
+        with torch.inference_mode(), UtilizationSampler(self.device) as self.util:
+            synchronize(self.device)
+            self.t0 = time.perf_counter()
+            self.steps.append(self.prefill())
+            while True:
+                self.active = self.drop_finished()
+                with self.off_the_clock():
+                    yield self.steps[-1]
+                if not self.active:
+                    break
+                self.steps.append(self.step())
+
+    def prefill(self) -> Step:
+        """The target reads every prompt and picks each sequence's first token; the drafter reads them too."""
+        t_start = time.perf_counter()
+        prompts = [s.prompt_ids for s in self.active]
+        with StepTimer(self.device) as verify_timer:
+            logits, hidden = self.target_pass(prompts)
+        with StepTimer(self.device) as draft_timer:
+            if self.drafter is not None:
+                self.drafter.prefill(prompts, hidden)
+        logits = logits[:, -1]  # (B, vocab)
+        cfg = self.cfg
         target_probs = probs_from_logits(logits, cfg.temperature or 1.0, cfg.top_p if cfg.temperature else 1.0)
-        next_ids = logits.argmax(-1) if cfg.greedy else sample(target_probs, generator)
-        seq_records = []
-        next_list, p_next = next_ids.tolist(), target_probs.gather(1, next_ids[:, None]).squeeze(1).tolist()
-        for seq, token, prob in zip(active, next_list, p_next):
-            emitted = seq.append([token], eos_ids)
-            seq_records.append(_plain_record(pair, seq, token, prob, emitted))
-        t_end = time.perf_counter()
-        target_flops, target_bytes = target.take_counts()
-        draft_flops, draft_bytes = drafter.cache.take_counts() if _has_model(drafter) else (0.0, 0.0)
-        steps.append(
-            Step(
-                index=0, kind="prefill", depth=0, batch=len(active),
-                tokens_per_pass=sum(len(s.prompt_ids) for s in active),
-                t_start_s=0.0, t_end_s=t_end - t0 - paused,
-                draft_ms=draft_timer.ms, verify_ms=verify_timer.ms,
-                overhead_ms=max(0.0, (t_end - t0) * 1000 - draft_timer.ms - verify_timer.ms),
-                target_flops=target_flops, draft_flops=draft_flops,
-                target_bytes=target_bytes, draft_bytes=draft_bytes, flops_wasted=0.0,
-                util_pct=util.mean_between(t0, t_end), seqs=seq_records,
-            )
+        next_ids = logits.argmax(-1) if cfg.greedy else sample(target_probs, self.generator)
+        p_next = target_probs.gather(1, next_ids[:, None]).squeeze(1)
+        records = [self.plain_record(seq, token, p) for seq, token, p in zip(self.active, next_ids.tolist(), p_next.tolist())]
+        return self.make_step("prefill", 0, sum(len(p) for p in prompts), t_start, draft_timer, verify_timer, 0.0, records)
+
+    def step(self) -> Step:
+        """One speculative step for the whole ragged batch (Leviathan et al. 2023, Algorithm 1)."""
+        cfg, active, device = self.cfg, self.active, self.device
+        t_start = time.perf_counter()
+        depth = self.choose_depth()
+        past_lengths = torch.tensor([len(s.tokens) for s in active], device=device)  # (B,)
+
+        # 1. draft: up to `depth` tokens per row (None: a plain step, or the drafter found nothing)
+        draft: Draft | None = None
+        with StepTimer(device) as draft_timer:
+            if depth > 0:
+                draft = self.drafter.propose([s.tokens for s in active], depth, cfg, self.generator)
+        depth = draft.depth if draft is not None else 0
+
+        # 2. verify: [last token, d_1..d_k] for every row in ONE target forward
+        last = torch.tensor([[s.tokens[-1]] for s in active], dtype=torch.long, device=device)  # (B, 1)
+        verify_ids = torch.cat([last, draft.ids], dim=1) if draft is not None else last  # (B, k+1)
+        with StepTimer(device) as verify_timer:
+            logits, hidden = self.target_pass(verify_ids)  # (B, k+1, vocab), features (B, k+1, F) or None
+
+        # 3. accept: the longest matching prefix (greedy) or accept/resample, then the target's own token
+        num_accepted, next_ids, p_chosen = verify(logits, draft, cfg.greedy, cfg.temperature, cfg.top_p, self.generator)
+        records = self.append(draft, num_accepted, next_ids, p_chosen)
+        wasted = self.wasted_flops(draft, num_accepted, past_lengths)
+
+        # 4. roll back: each row keeps its own accepted length in both caches
+        new_lengths = past_lengths + num_accepted + 1  # (B,)
+        if draft is not None:
+            self.target.keep(new_lengths - 1)  # the target caches all but the pending last token
+        if self.drafter is not None:
+            self.drafter.commit(Verified(draft, num_accepted, new_lengths, hidden))
+        return self.make_step("decode", depth, len(active) * (depth + 1), t_start, draft_timer, verify_timer,
+                              wasted, records)
+
+    # --- helpers: the target pass, the policy, records, waste, timing --------------------------------
+
+    def target_pass(self, ids):
+        """The target's forward: over prompts (list of token lists: the prefill) or (B, n) verify ids.
+        Returns (logits, hidden) — hidden only when the drafter asked for the target's features."""
+        if isinstance(ids, list):
+            out = self.target.prefill(ids, self.pad_id, return_hidden=self.features)
+        else:
+            out = self.target.forward(ids, return_hidden=self.features)
+        return out if self.features else (out, None)
+
+    def choose_depth(self) -> int:
+        """The policy's depth for this step, never more than the longest remaining sequence can use."""
+        if self.drafter is None:
+            return 0
+        prev = self.steps[-1]
+        ctx = PolicyContext(
+            step=len(self.steps), batch=len(self.active), base_depth=self.cfg.depth,
+            mean_accepted=self.accepted_total / self.seq_steps if self.seq_steps else None,
+            last_depth=prev.depth,
+            last_all_accepted=all(s.num_accepted == len(s.drafted) for s in prev.seqs if s.drafted),
         )  # fmt: skip
-        active = stream.active = _drop_finished(active, target, drafter)
-        t_yield = time.perf_counter()
-        yield steps[-1]
-        paused += time.perf_counter() - t_yield
+        return min(self.policy.depth(ctx), max(s.remaining for s in self.active) - 1)
 
-        while active:
-            t_start = time.perf_counter()
-            batch = len(active)
-            prev = steps[-1]
-            ctx = PolicyContext(
-                step=len(steps), batch=batch, base_depth=cfg.depth if drafter else 0,
-                mean_accepted=accepted_total / seq_steps if seq_steps else None,
-                last_depth=prev.depth,
-                last_all_accepted=all(s.num_accepted == len(s.drafted) for s in prev.seqs if s.drafted),
-            )  # fmt: skip
-            depth = min(policy.depth(ctx), max(s.remaining for s in active) - 1)
-            past_lengths = [len(s.tokens) for s in active]
+    def append(self, draft: Draft | None, num_accepted, next_ids, p_chosen) -> list[SeqStep]:
+        """Append each row's accepted drafts and the target's token to its sequence; one record per row."""
+        accepted, next_list, p_next = num_accepted.tolist(), next_ids.tolist(), p_chosen[:, -1].tolist()
+        if draft is None:
+            return [self.plain_record(seq, t, p) for seq, t, p in zip(self.active, next_list, p_next)]
+        ids, q_x, p_x = draft.ids.tolist(), draft.q_x.tolist(), p_chosen[:, :-1].tolist()
+        n_valid = draft.valid.sum(1).tolist()
+        records = []
+        for r, seq in enumerate(self.active):
+            a, n = accepted[r], n_valid[r]
+            drafted = [
+                DraftToken(id=t, text=self.pair.token_text(t), draft_prob=q, target_prob=p, accepted=j < a)
+                for j, (t, q, p) in enumerate(zip(ids[r][:n], q_x[r][:n], p_x[r][:n]))
+            ]
+            emitted = seq.append(ids[r][:a] + [next_list[r]], self.eos_ids)
+            records.append(SeqStep(
+                seq=seq.index, drafted=drafted, num_accepted=a, next_id=next_list[r],
+                next_text=self.pair.token_text(next_list[r]), next_prob=p_next[r],
+                next_kind=next_kind(a, n), emitted=emitted, finished=seq.finished,
+            ))  # fmt: skip
+            if n:
+                self.seq_steps += 1
+                self.accepted_total += a
+        return records
 
-            # 1. draft
-            draft: Draft | None = None
-            with StepTimer(device) as draft_timer:
-                if depth > 0:
-                    draft = drafter.propose([s.tokens for s in active], depth, cfg.temperature, cfg.top_p, generator,
-                                           cfg.confidence_threshold)
-                    if draft.depth == 0:  # the n-gram drafter found nothing for any row
-                        draft = None
-            depth = draft.depth if draft is not None else 0
+    def plain_record(self, seq: Sequence, token: int, prob: float) -> SeqStep:
+        emitted = seq.append([token], self.eos_ids)
+        return SeqStep(
+            seq=seq.index, drafted=[], num_accepted=0, next_id=token, next_text=self.pair.token_text(token),
+            next_prob=prob, next_kind="plain", emitted=emitted, finished=seq.finished,
+        )  # fmt: skip
 
-            # 2. verify: [last token, d_1..d_k] for every row in one target forward
-            last = torch.tensor([[s.tokens[-1]] for s in active], dtype=torch.long, device=device)  # (B, 1)
-            verify_ids = torch.cat([last, draft.ids], dim=1) if draft is not None else last  # (B, k+1)
-            with StepTimer(device) as verify_timer:
-                if eagle:
-                    logits, hidden = target.forward(verify_ids, return_hidden=features)  # (B, k+1, vocab), (B, k+1, F)
-                else:
-                    logits = target.forward(verify_ids)  # (B, k+1, vocab)
+    def wasted_flops(self, draft: Draft | None, num_accepted, past_lengths) -> float:
+        """FLOPs spent on rejected drafts: every verified position past the accepted prefix (n-gram padding
+        included) cost the target a token, and every rejected real draft cost the drafter one."""
+        if draft is None:
+            return 0.0
+        wasted = 0.0
+        n_valid = draft.valid.sum(1).tolist()
+        for past, a, n in zip(past_lengths.tolist(), num_accepted.tolist(), n_valid):
+            context = past + a
+            wasted += (draft.depth - a) * self.pair.target_costs.token_flops(context)
+            wasted += (n - a) * self.drafter.token_flops(context)
+        return wasted
 
-            # 3. accept / resample
-            if cfg.greedy:
-                # p for the trace, at T = 1: only the chosen tokens' probabilities are needed, so normalise
-                # with logsumexp instead of materialising a full (B, k+1, vocab) softmax.
-                target_logz = torch.logsumexp(logits.float(), dim=-1, keepdim=True)  # (B, k+1, 1)
-                target_probs = None
-                if draft is not None:
-                    num_accepted, next_ids = accept_greedy(draft.ids, logits, draft.valid)
-                else:
-                    num_accepted, next_ids = torch.zeros(batch, dtype=torch.long, device=device), logits[:, -1].argmax(-1)
-            else:
-                target_probs = probs_from_logits(logits, cfg.temperature, cfg.top_p)  # (B, k+1, vocab)
-                if draft is not None:
-                    num_accepted, next_ids = accept_or_resample(
-                        draft.ids, draft.probs, target_probs, draft.valid, generator
-                    )
-                else:
-                    num_accepted, next_ids = torch.zeros(batch, dtype=torch.long, device=device), sample(
-                        target_probs[:, -1], generator
-                    )
-            rows = torch.arange(batch, device=device)
-            # p of each drafted token at its position, and of the next token at position num_accepted: (B, k+1)
-            tokens = torch.cat([draft.ids, next_ids[:, None]], 1) if draft is not None else next_ids[:, None]
-            where = torch.cat([torch.arange(depth, device=device).expand(batch, depth), num_accepted[:, None]], 1)
-            if target_probs is None:
-                picked = logits[rows[:, None], where, tokens].float()  # (B, k+1) single elements, no copy of vocab
-                p_chosen = torch.exp(picked - target_logz[rows[:, None], where, 0])
-            else:
-                p_chosen = target_probs[rows[:, None], where, tokens]
-            p_next = p_chosen[:, -1]  # (B,)
-            accepted_list, next_list, p_next_list = num_accepted.tolist(), next_ids.tolist(), p_next.tolist()
-            if draft is not None:
-                p_draft = p_chosen[:, :depth]  # (B, k)
-                draft_ids, q_x, p_x, valid = (draft.ids.tolist(), draft.q_x.tolist(), p_draft.tolist(), draft.valid.tolist())
+    def drop_finished(self) -> list[Sequence]:
+        """Finished sequences leave the batch and both caches: they stop costing work."""
+        keep = [i for i, s in enumerate(self.active) if not s.finished]
+        if len(keep) == len(self.active) or not keep:
+            return [self.active[i] for i in keep]
+        rows = torch.tensor(keep, dtype=torch.long, device=self.device)
+        self.target.select(rows)
+        if self.drafter is not None:
+            self.drafter.select(rows)
+        return [self.active[i] for i in keep]
 
-            # 4. append, then roll back both caches to each row's own accepted length
-            seq_records, wasted = [], 0.0
-            for r, seq in enumerate(active):
-                a = accepted_list[r]
-                if draft is None:
-                    emitted = seq.append([next_list[r]], eos_ids)
-                    seq_records.append(_plain_record(pair, seq, next_list[r], p_next_list[r], emitted))
-                    continue
-                n_valid = sum(valid[r])
-                drafted = [
-                    DraftToken(id=t, text=pair.token_text(t), draft_prob=q, target_prob=p, accepted=j < a)
-                    for j, (t, q, p) in enumerate(zip(draft_ids[r][:n_valid], q_x[r][:n_valid], p_x[r][:n_valid]))
-                ]
-                emitted = seq.append(draft_ids[r][:a] + [next_list[r]], eos_ids)
-                seq_records.append(
-                    SeqStep(
-                        seq=seq.index, drafted=drafted, num_accepted=a, next_id=next_list[r],
-                        next_text=pair.token_text(next_list[r]), next_prob=p_next_list[r],
-                        next_kind=_next_kind(a, n_valid), emitted=emitted, finished=seq.finished,
-                    )
-                )  # fmt: skip
-                if n_valid:
-                    seq_steps += 1
-                    accepted_total += a
-                # Rejected drafts (and n-gram padding) were verified for nothing; model drafts also cost a draft token.
-                rejected_ctx = past_lengths[r] + a
-                wasted += (depth - a) * pair.target_costs.token_flops(rejected_ctx)
-                if _has_model(drafter):
-                    wasted += (n_valid - a) * drafter.cache.costs.token_flops(rejected_ctx)
-            if draft is not None:
-                new_lengths = torch.tensor([p + a + 1 for p, a in zip(past_lengths, accepted_list)], device=device)
-                target.keep(new_lengths - 1)  # the target caches all but the pending last token
-                if isinstance(drafter, ModelDrafter):
-                    drafter.commit(new_lengths)
-                elif eagle:
-                    drafter.commit(num_accepted, hidden)
-            elif isinstance(drafter, ModelDrafter):
-                drafter.advance(1)
-            elif eagle:
-                drafter.advance(hidden)
+    @contextlib.contextmanager
+    def off_the_clock(self):
+        t = time.perf_counter()
+        yield
+        self.paused += time.perf_counter() - t
 
-            t_end = time.perf_counter()
-            target_flops, target_bytes = target.take_counts()
-            draft_flops, draft_bytes = drafter.cache.take_counts() if _has_model(drafter) else (0.0, 0.0)
-            steps.append(
-                Step(
-                    index=len(steps), kind="decode", depth=depth, batch=batch,
-                    tokens_per_pass=batch * (depth + 1),
-                    t_start_s=t_start - t0 - paused, t_end_s=t_end - t0 - paused,
-                    draft_ms=draft_timer.ms, verify_ms=verify_timer.ms,
-                    overhead_ms=max(0.0, (t_end - t_start) * 1000 - draft_timer.ms - verify_timer.ms),
-                    target_flops=target_flops, draft_flops=draft_flops,
-                    target_bytes=target_bytes, draft_bytes=draft_bytes, flops_wasted=wasted,
-                    util_pct=util.mean_between(t_start, t_end), seqs=seq_records,
-                )
-            )  # fmt: skip
-            active = stream.active = _drop_finished(active, target, drafter)
-            t_yield = time.perf_counter()
-            yield steps[-1]
-            paused += time.perf_counter() - t_yield
+    def make_step(self, kind: str, depth: int, tokens_per_pass: int, t_start: float, draft_timer: StepTimer,
+                  verify_timer: StepTimer, wasted: float, records: list[SeqStep]) -> Step:
+        """The one place a Step is built: times relative to the run's clock, and the passes' counts."""
+        t_end = time.perf_counter()
+        target_flops, target_bytes = self.target.take_counts()
+        draft_flops, draft_bytes = self.drafter.take_counts() if self.drafter is not None else (0.0, 0.0)
+        return Step(
+            index=len(self.steps), kind=kind, depth=depth, batch=len(records), tokens_per_pass=tokens_per_pass,
+            t_start_s=0.0 if kind == "prefill" else t_start - self.t0 - self.paused, t_end_s=t_end - self.t0 - self.paused,
+            draft_ms=draft_timer.ms, verify_ms=verify_timer.ms,
+            overhead_ms=max(0.0, (t_end - t_start) * 1000 - draft_timer.ms - verify_timer.ms),
+            target_flops=target_flops, draft_flops=draft_flops, target_bytes=target_bytes, draft_bytes=draft_bytes,
+            flops_wasted=wasted, util_pct=self.util.mean_between(t_start, t_end), seqs=records,
+        )  # fmt: skip
 
-        wall_s = steps[-1].t_end_s
+    def trace(self, drafter_name: str | None) -> Trace:
+        pair, cfg, tok = self.pair, self.cfg, self.pair.tokenizer
+        sequences = [
+            {"prompt": s.prompt, "prompt_tokens": len(s.prompt_ids), "output_ids": s.generated,
+             "text": tok.decode(s.generated, skip_special_tokens=True)}
+            for s in self.seqs
+        ]  # fmt: skip
+        new_tokens = sum(len(s.generated) for s in self.seqs)
+        wall_s = self.steps[-1].t_end_s
+        summary = summarize(self.steps, new_tokens, wall_s, self.device.type, pair.dtype_name, cfg.speculative)
+        return Trace(config=cfg.to_dict(), sequences=sequences, steps=self.steps, summary=summary,
+                     meta=self.meta(drafter_name))
 
-    sequences = [
-        {
-            "prompt": s.prompt,
-            "prompt_tokens": len(s.prompt_ids),
-            "output_ids": s.generated,
-            "text": tok.decode(s.generated, skip_special_tokens=True),
+    def meta(self, drafter_name: str | None) -> dict:
+        import transformers
+
+        pair = self.pair
+        return {
+            "device": pair.device.type,
+            "device_name": device_name(pair.device),
+            "dtype": pair.dtype_name,
+            "target_name": pair.target_name,
+            "draft_name": drafter_name,
+            "target_params": sum(p.numel() for p in pair.target.parameters()),
+            "draft_params": drafter_params(pair, self.cfg),
+            "util_source": self.util.source,
+            "forward": "speclab lean Llama (engine/fastllama.py)" if self.target.lean is not None else "transformers",
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
         }
-        for s in seqs
-    ]
-    new_tokens = sum(len(s.generated) for s in seqs)
-    summary = summarize(steps, new_tokens, wall_s, device.type, pair.dtype_name, cfg.speculative)
-    stream.trace = Trace(config=cfg.to_dict(), sequences=sequences, steps=steps, summary=summary, meta=_meta(pair, cfg, stream, util))
 
 
-def _has_model(drafter) -> bool:
-    """Drafters that run a network with its own KV cache (and so cost FLOPs and bytes)."""
-    return isinstance(drafter, (ModelDrafter, EagleDrafter))
-
-
-def _next_kind(num_accepted: int, num_drafted: int) -> str:
-    """The target's own token is a bonus after a full acceptance, a correction after a rejection."""
+def next_kind(num_accepted: int, num_drafted: int) -> str:
+    """The target's own token is a bonus after a full acceptance, a correction after a rejection, and plain
+    when the row drafted nothing (an n-gram row without a match beside rows that found one)."""
     if num_drafted == 0:
         return "plain"
     return "bonus" if num_accepted == num_drafted else "correction"
-
-
-def _plain_record(pair: ModelPair, seq: Sequence, token: int, prob: float, emitted: list[int]) -> SeqStep:
-    return SeqStep(
-        seq=seq.index, drafted=[], num_accepted=0, next_id=token, next_text=pair.token_text(token),
-        next_prob=prob, next_kind="plain", emitted=emitted, finished=seq.finished,
-    )  # fmt: skip
-
-
-def _drop_finished(active: list[Sequence], target: RaggedCache, drafter) -> list[Sequence]:
-    """Finished sequences leave the batch and both caches: they stop costing work."""
-    keep = [i for i, s in enumerate(active) if not s.finished]
-    if len(keep) == len(active):
-        return active
-    if keep:
-        rows = torch.tensor(keep, dtype=torch.long, device=target.device)
-        target.select(rows)
-        if _has_model(drafter):
-            drafter.select(rows)
-    return [active[i] for i in keep]
-
-
-def _meta(pair: ModelPair, cfg: DecodeConfig, stream: StepStream, util: UtilizationSampler) -> dict:
-    import transformers
-
-    from .hardware import device_name
-
-    return {
-        "device": pair.device.type,
-        "device_name": device_name(pair.device),
-        "dtype": pair.dtype_name,
-        "target_name": pair.target_name,
-        "draft_name": stream.drafter_name,
-        "target_params": sum(p.numel() for p in pair.target.parameters()),
-        "draft_params": _draft_params(pair, cfg),
-        "util_source": util.source,
-        "forward": "speclab lean Llama (engine/fastllama.py)" if stream.target_cache.lean is not None else "transformers",
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-    }
-
-
-def _draft_params(pair: ModelPair, cfg: DecodeConfig) -> int:
-    if not cfg.speculative:
-        return 0
-    if cfg.drafter == "model" and pair.draft is not None:
-        return sum(p.numel() for p in pair.draft.parameters())
-    if cfg.drafter == "eagle" and pair.eagle is not None:
-        return pair.eagle.params  # the head's own weights (it borrows the target's embedding and head)
-    return 0

@@ -101,22 +101,8 @@ class LeanLlama:
         if not supports(model):
             raise ValueError("LeanLlama needs a plain LlamaForCausalLM (default RoPE, SiLU, no biases)")
         cfg = model.config
-        self.model = model
-        self.layer_fn = compiled_layer() if compile else _layer
-        self.n_heads = cfg.num_attention_heads
-        self.n_kv = cfg.num_key_value_heads
-        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        self.eps = cfg.rms_norm_eps
-        self.scale = self.head_dim**-0.5
-        base = cfg.rope_parameters["rope_theta"]
-        dim = self.head_dim
-        # Exactly transformers' default RoPE inverse frequencies (float32).
-        self.inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
         m = model.model
-        self.embed = m.embed_tokens.weight
-        self.final_norm = m.norm.weight
-        self.head = model.lm_head.weight
-        self.layers = [
+        layers = [
             (
                 layer.input_layernorm.weight,
                 layer.self_attn.q_proj.weight,
@@ -130,6 +116,37 @@ class LeanLlama:
             )
             for layer in m.layers
         ]
+        self._init_body(
+            layers, n_heads=cfg.num_attention_heads, n_kv=cfg.num_key_value_heads,
+            head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
+            eps=cfg.rms_norm_eps, rope_theta=cfg.rope_parameters["rope_theta"], compile=compile,
+        )  # fmt: skip
+        self.model = model
+        self.embed = m.embed_tokens.weight
+        self.final_norm = m.norm.weight
+        self.head = model.lm_head.weight
+
+    @classmethod
+    def from_layers(cls, layers: list[tuple[torch.Tensor, ...]], *, n_heads: int, n_kv: int, head_dim: int,
+                    eps: float, rope_theta: float, compile: bool = False) -> LeanLlama:
+        """Decoder layers only, no embedding, final norm or head: `body` runs them over input embeddings.
+        Each layer is the tuple of 9 weights `_layer` takes (ln1, q, k, v, o, ln2, gate, up, down). The EAGLE
+        head's runner (engine/drafters/eagle.py) is one such layer."""
+        lean = cls.__new__(cls)
+        lean._init_body(layers, n_heads=n_heads, n_kv=n_kv, head_dim=head_dim, eps=eps, rope_theta=rope_theta,
+                        compile=compile)
+        lean.model = lean.embed = lean.final_norm = lean.head = None
+        return lean
+
+    def _init_body(self, layers, *, n_heads: int, n_kv: int, head_dim: int, eps: float, rope_theta: float,
+                   compile: bool) -> None:
+        self.layer_fn = compiled_layer() if compile else _layer
+        self.n_heads, self.n_kv, self.head_dim = n_heads, n_kv, head_dim
+        self.eps = eps
+        self.scale = head_dim**-0.5
+        # Exactly transformers' default RoPE inverse frequencies (float32).
+        self.inv_freq = 1.0 / (rope_theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
+        self.layers = [tuple(weights) for weights in layers]
 
     def restrict_head(self, rows: torch.Tensor) -> None:
         """Score only these vocabulary rows (FR-Spec's frequency-ranked draft vocabulary): logits come back

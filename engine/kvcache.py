@@ -13,53 +13,36 @@ are per row (`lengths`), so RoPE sees the true positions whatever the padding.
 
 from __future__ import annotations
 
-import os
-
 import torch
 from transformers import DynamicCache
 
 from .costs import ModelCosts
-from .fastllama import LeanLlama, supports
-from .hardware import configure_attention
-
+from .forward import CostCounter, make_forward
 
 # Hole columns (beyond the longest row) tolerated before a compaction: attention over a few masked
 # columns is cheaper than copying every layer's keys and values after every step.
 COMPACT_SLACK = 32
 
 
-def lean_enabled() -> bool:
-    """The lean Llama forward is on unless SPECLAB_LEAN=0 (to compare against transformers' own forward)."""
-    return os.environ.get("SPECLAB_LEAN", "1") != "0"
-
-
-def compile_enabled() -> bool:
-    """SPECLAB_COMPILE=1 runs the lean forward's decoder layer under torch.compile (opt-in: see README)."""
-    return os.environ.get("SPECLAB_COMPILE", "0") == "1"
-
-
 class RaggedCache:
     def __init__(self, model: torch.nn.Module | None, device: torch.device, costs: ModelCosts, lean: bool | None = None,
                  runner=None):
+        """model: a transformers causal LM; or `runner`, a forward of SpecLab's own (the EAGLE head). Which
+        forward runs them (lean Llama / transformers / runner) is engine/forward.py's choice."""
         self.model = model
-        # `runner`: a forward of our own instead of a transformers model (the EAGLE head, engine/eagle.py):
-        # forward(input_ids, positions, valid, cache, features=...) -> (B, n, hidden).
-        self.runner = runner
-        # gpt-fast-style forward over the same weights when the model is a plain Llama (engine/fastllama.py).
-        use_lean = lean_enabled() if lean is None else lean
-        self.lean = None
-        if runner is None and use_lean and supports(model):
-            self.lean = LeanLlama(model, compile=compile_enabled())
+        self.run = make_forward(model, device, runner=runner, lean=lean)
+        self.lean = self.run.lean  # the LeanLlama when the lean forward runs this model, else None
         self.device = device
-        configure_attention(device)  # no cuDNN attention plans per cache length on a GPU (engine/hardware.py)
-        self.costs = costs
-        self.flops = 0.0  # accumulated over forwards; the decode loop reads and resets them per step
-        self.bytes = 0.0
-        self.cache = DynamicCache(config=(runner or model).config)
+        self.counter = CostCounter(costs)  # FLOPs and bytes of the passes; the decode loop takes them per step
+        self.cache = DynamicCache(config=self.run.config)
         self.lengths = torch.zeros(0, dtype=torch.long, device=device)  # (B,) valid tokens per row
         self.width = 0  # physical columns W
         self.valid = torch.zeros(0, 0, dtype=torch.bool, device=device)  # (B, W): real (unmasked) columns
         self.compactions = 0  # per-row gathers done so far (see COMPACT_SLACK)
+
+    @property
+    def costs(self) -> ModelCosts:
+        return self.counter.costs
 
     @property
     def batch(self) -> int:
@@ -101,13 +84,9 @@ class RaggedCache:
         if self.width == 0:
             positions = (mask.long().cumsum(-1) - 1).clamp_min(0)  # (B, n): left padding gets position 0
             self.width = n_new
-            for length in self.lengths.tolist():  # count real prompt tokens, not padding
-                self.flops += self.costs.forward_flops(1, length, 0, min(logits_to_keep or length, length))
-            self.bytes += self.costs.forward_bytes(self.batch, float(self.lengths.float().mean()), 0)
+            self.counter.prefill(self.lengths.tolist(), logits_to_keep)
         else:
-            past = float(self.lengths.float().mean())
-            self.flops += self.costs.forward_flops(self.batch, n_new, past, logits_to_keep or n_new)
-            self.bytes += self.costs.forward_bytes(self.batch, n_new, past)
+            self.counter.step(self.batch, n_new, float(self.lengths.float().mean()), logits_to_keep)
             if new_valid is None:
                 positions = self.lengths[:, None] + torch.arange(n_new, device=self.device)  # (B, n)
                 self.lengths = self.lengths + n_new
@@ -118,28 +97,12 @@ class RaggedCache:
         self.valid = mask
         # No padding anywhere (always so at batch 1): let attention take its plain causal path, no mask to build.
         no_padding = bool(mask.all())
-        if self.runner is not None:
-            return self.runner.forward(input_ids, positions, None if no_padding else mask, self.cache, features=features)
-        if self.lean is not None:
-            return self.lean.forward(input_ids, positions, None if no_padding else mask, self.cache, logits_to_keep,
-                                     return_hidden=return_hidden)
-        if return_hidden:
-            raise ValueError("final hidden states need the lean forward (engine/fastllama.py)")
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=None if no_padding else mask.long(),
-            position_ids=positions,
-            past_key_values=self.cache,
-            use_cache=True,
-            logits_to_keep=logits_to_keep,
-        )
-        return out.logits
+        return self.run(input_ids, positions, None if no_padding else mask, self.cache, logits_to_keep,
+                        return_hidden=return_hidden, features=features)
 
     def take_counts(self) -> tuple[float, float]:
         """FLOPs and bytes of the forwards since the last call."""
-        counts = (self.flops, self.bytes)
-        self.flops = self.bytes = 0.0
-        return counts
+        return self.counter.take()
 
     def keep(self, new_lengths: torch.Tensor) -> None:
         """Roll back: row i keeps its first new_lengths[i] tokens (<= lengths[i]); the rest become holes."""

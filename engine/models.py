@@ -9,7 +9,7 @@
 - Hub ids and local directories go through `from_pretrained`. The Hugging Face Hub may be unreachable
   (it is on the build machines); that is reported as one clear error.
 - A draft must share the target's vocabulary: speculative verification compares token ids.
-- The EAGLE head shipped in assets/eagle/ (engine/eagle.py) is loaded for the embedded target as
+- The EAGLE head shipped in assets/eagle/ (engine/drafters/eagle.py; trained by training/eagle.py) is loaded for the embedded target as
   `pair.eagle` (drafter="eagle"); it reads the target's hidden states, so it fits only that target.
 """
 
@@ -31,6 +31,7 @@ import torch
 from safetensors.torch import save_model
 
 from .costs import ModelCosts
+from .formats import DRAFT_VOCAB_FILE, read_draft_vocab
 from .hardware import configure_threads, pick_device, pick_dtype
 
 EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded GGUF, dequantised)"
@@ -58,7 +59,7 @@ class ModelPair:
     eos_ids: frozenset[int] = field(default_factory=frozenset)
     warnings: list[str] = field(default_factory=list)
     draft_vocab: torch.Tensor | None = None  # reduced draft head (FR-Spec): the token ids it scores
-    eagle: object | None = None  # engine.eagle.EagleRunner: a head over the target's hidden states
+    eagle: object | None = None  # engine.drafters.eagle.EagleRunner: a head over the target's hidden states
     eagle_name: str | None = None
 
     def __post_init__(self):
@@ -69,6 +70,16 @@ class ModelPair:
         self.eagle_costs = self.eagle.costs() if self.eagle is not None else None
         self.max_context = int(getattr(self.target.config, "max_position_embeddings", 2048) or 2048)
         self._text_cache: dict[int, str] = {}
+
+    def drafter_name(self, kind: str) -> str | None:
+        """Display name of drafter `kind` ("model", "eagle", "ngram") for this pair; None if the pair cannot run it."""
+        return self.available_drafters().get(kind)
+
+    def available_drafters(self) -> dict[str, str]:
+        """The drafters this pair can run: kind -> display name (the n-gram lookup needs no model)."""
+        from .drafters import available_drafters
+
+        return available_drafters(self)
 
     @property
     def dtype_name(self) -> str:
@@ -239,7 +250,7 @@ def load_pair(
     draft:  "default" (the shipped distilled draft for the embedded target, else a truncated target),
             "truncated:N", None / "none" (no draft model: only the n-gram drafter), a hub id or a folder.
     eagle:  "default" (the shipped EAGLE head, for the embedded target only), None / "none", or a folder
-            written by `python -m engine.eagle`; it is the `drafter="eagle"` option.
+            written by `python -m training.eagle`; it is the `drafter="eagle"` option.
     """
     configure_threads()
     dev = pick_device(device)
@@ -314,7 +325,7 @@ def load_pair(
 def _load_eagle(eagle: str | None, target: str | None, target_model, notes: list[str]):
     """The EAGLE head: the shipped one fits only the embedded target; a failure is a warning for the
     default and an error when a folder was asked for explicitly."""
-    from .eagle import EagleLoadError, EagleRunner, load_head
+    from .drafters.eagle import EagleLoadError, EagleRunner, load_head
 
     explicit = eagle not in ("default", None, "none", "")
     if eagle == "default":
@@ -337,17 +348,13 @@ def _load_eagle(eagle: str | None, target: str | None, target_model, notes: list
     return runner, name
 
 
-DRAFT_VOCAB_FILE = "draft_vocab.json"
-DRAFT_VOCAB_FORMAT = "speclab.draft_vocab/1"
-
-
 def load_draft_vocab(draft_dir: str, draft_model) -> tuple[torch.Tensor | None, str | None]:
     """The reduced draft vocabulary (FR-Spec) shipped next to a draft, if any: (ids, warning).
 
-    `draft_vocab.json` = {"format": "speclab.draft_vocab/1", "ids": [...]}: the token ids the draft's head
-    scores during speculative decoding (engine/distill.py writes every token the target emitted in the
-    training data). Only plain Llama drafts use it (the lean forward slices the head). A missing file means
-    the full head; a malformed one is ignored with a warning: the draft still works, just slower."""
+    `draft_vocab.json` (engine/formats.py): the token ids the draft's head scores during speculative
+    decoding (training/distill.py writes every token the target emitted in the training data). Only plain
+    Llama drafts use it (the lean forward slices the head). A missing file means the full head; a malformed
+    one is ignored with a warning: the draft still works, just slower."""
     from .fastllama import supports
 
     path = Path(draft_dir) / DRAFT_VOCAB_FILE
@@ -355,14 +362,7 @@ def load_draft_vocab(draft_dir: str, draft_model) -> tuple[torch.Tensor | None, 
         return None, None
     vocab = draft_model.get_output_embeddings().weight.shape[0]
     try:
-        data = json.loads(path.read_text())
-        if not isinstance(data, dict) or data.get("format") != DRAFT_VOCAB_FORMAT:
-            raise ValueError(f"expected format {DRAFT_VOCAB_FORMAT!r}")
-        ids = data.get("ids")
-        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and 0 <= i < vocab for i in ids):
-            raise ValueError(f"'ids' must be a non-empty list of token ids in 0..{vocab - 1}")
-        if len(set(ids)) != len(ids):
-            raise ValueError("'ids' has duplicates")
+        ids = read_draft_vocab(path, vocab)
     except (OSError, ValueError) as exc:
         return None, f"{path} is unusable ({exc}); the draft scores its full vocabulary instead"
     return torch.tensor(sorted(ids), dtype=torch.long), None

@@ -1,9 +1,12 @@
 """Depth policies: how many tokens to speculate this step.
 
 A policy sees the live load (active batch size) and the run so far, and returns k for the next step.
-`fixed` always speculates `depth`; `off_above_batch` is vLLM's `disable_by_batch_size`: speculation
-switches off while more than N sequences are in flight, because then the target's pass is already
-full of real tokens and draft tokens only push it past the ridge point into compute-bound territory.
+`fixed` always speculates `depth`; `off_above_batch` is the classic load rule: speculation switches off
+while more than N sequences are in flight, because then the target's pass is already full of real
+tokens and draft tokens only push it past the ridge point into compute-bound territory. It is what
+vLLM's V0 engine offered as `--speculative-disable-by-batch-size` (a no-op since v0.10, removed in
+February 2026, vllm-project/vllm PR #35060); today's engines set draft length per batch-size range
+instead (vLLM `num_speculative_tokens_per_batch_size`, TensorRT-LLM `draft_len_schedule`).
 `heuristic` adapts depth to acceptance, as transformers' assisted generation does ("heuristic"
 schedule): +2 after a step whose drafts were all accepted, -1 (not below 1) after a rejection, so a
 weak draft is asked for fewer tokens and a good one for more. It keeps `off_above_batch`'s point in
@@ -45,7 +48,7 @@ class FixedDepth:
 
 @dataclass(frozen=True)
 class OffAboveBatch:
-    """vLLM `--speculative-disable-by-batch-size N`: no speculation while batch > N."""
+    """The classic rule (vLLM V0's `--speculative-disable-by-batch-size N`): no speculation while batch > N."""
 
     threshold: int
     name = "off_above_batch"

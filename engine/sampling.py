@@ -90,3 +90,38 @@ def accept_or_resample(
     residual[empty] = p_next[empty]
     next_ids = sample(residual / residual.sum(dim=-1, keepdim=True), generator)
     return num_accepted, next_ids
+
+
+def verify(logits: torch.Tensor, draft, greedy: bool, temperature: float, top_p: float, generator):
+    """Step 3 of a speculative step: decide each row's accepted count and the target's own next token.
+
+    logits (B, k+1, vocab) of the verify pass over [last, d_1..d_k]; draft: the drafter's `Draft`, or None
+    for a plain step. Returns num_accepted (B,), next_ids (B,) (a correction after a rejection, a bonus
+    after a full acceptance) and p_chosen (B, k+1): the target's p of each drafted token at its position
+    and, last, of the next token at position num_accepted (for the trace; at T = 1 when greedy)."""
+    batch, device = logits.shape[0], logits.device
+    depth = draft.depth if draft is not None else 0
+    if greedy:
+        # Only the chosen tokens' p are needed: normalise with logsumexp, no (B, k+1, vocab) softmax.
+        target_logz = torch.logsumexp(logits.float(), dim=-1, keepdim=True)  # (B, k+1, 1)
+        target_probs = None
+        if draft is not None:
+            num_accepted, next_ids = accept_greedy(draft.ids, logits, draft.valid)
+        else:
+            num_accepted, next_ids = torch.zeros(batch, dtype=torch.long, device=device), logits[:, -1].argmax(-1)
+    else:
+        target_probs = probs_from_logits(logits, temperature, top_p)  # (B, k+1, vocab)
+        if draft is not None:
+            num_accepted, next_ids = accept_or_resample(draft.ids, draft.probs, target_probs, draft.valid, generator)
+        else:
+            num_accepted = torch.zeros(batch, dtype=torch.long, device=device)
+            next_ids = sample(target_probs[:, -1], generator)
+    rows = torch.arange(batch, device=device)
+    tokens = torch.cat([draft.ids, next_ids[:, None]], 1) if draft is not None else next_ids[:, None]  # (B, k+1)
+    where = torch.cat([torch.arange(depth, device=device).expand(batch, depth), num_accepted[:, None]], 1)
+    if target_probs is None:
+        picked = logits[rows[:, None], where, tokens].float()  # (B, k+1) single elements, no copy of vocab
+        p_chosen = torch.exp(picked - target_logz[rows[:, None], where, 0])
+    else:
+        p_chosen = target_probs[rows[:, None], where, tokens]
+    return num_accepted, next_ids, p_chosen

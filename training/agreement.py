@@ -4,7 +4,7 @@ Training reports teacher-forced top-1 agreement: at every response position, doe
 match the target's greedy token? The engine reports per-position acceptance: of the drafts it started,
 how often was the first token kept? On the same tokens these differ, and not because of a bug:
 
-    python -m engine.agreement --drafter eagle --prompts 24 --depth 4
+    python -m training.agreement --drafter eagle --prompts 24 --depth 4
 
 decodes held-out prompts speculatively (greedy), then teacher-forces the drafter over the very tokens
 the engine produced, and prints top-1 agreement
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from .config import DecodeConfig
+from engine.config import DecodeConfig
 
 
 @dataclass
@@ -49,7 +49,7 @@ class StepStart:
 
 def decode_and_record(pair, prompts: list[str], cfg: DecodeConfig, batch: int) -> tuple[list[dict], list[StepStart]]:
     """Decode `prompts` in batches; return their rows ({"prompt_ids", "output_ids"}) and every draft start."""
-    from .decode import generate
+    from engine.decode import generate
 
     rows, starts = [], []
     for b in range(0, len(prompts), batch):
@@ -159,7 +159,7 @@ def format_report(res: dict) -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m engine.agreement", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m training.agreement", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--drafter", choices=["eagle", "model"], default="eagle")
     p.add_argument("--eagle", default="default", help="EAGLE head folder (default: the shipped one)")
@@ -179,8 +179,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-    from .bench import heldout_prompts
-    from .models import SHIPPED_EAGLE, ModelLoadError, load_pair
+    from engine.bench import heldout_prompts
+    from engine.models import SHIPPED_EAGLE, ModelLoadError, load_pair
 
     args = parse_args(argv)
     if args.threads:

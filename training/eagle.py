@@ -16,10 +16,10 @@ head's own g back in (feature-level autoregression). Training unrolls that loop 
 "training-time test"): at depth s a query attends to true-feature keys up to s entries back and to the
 keys its own earlier draft steps produced, exactly what it sees when drafting.
 
-    python -m engine.eagle --help
-    python -m engine.eagle --work-dir distill_work --out assets/eagle   # features, train, save, eval
+    python -m training.eagle --help
+    python -m training.eagle --work-dir distill_work --out assets/eagle   # features, train, save, eval
 
-The training data are the distillation's target-generated responses (`python -m engine.distill`
+The training data are the distillation's target-generated responses (`python -m training.distill`
 stages prompts + generate, in the same --work-dir); the features come from one batched target pass.
 `--device cuda` runs that pass and the training on a GPU (features and batches stay in CPU memory);
 `scripts/gpu_eagle.py` runs generation, features and training there in one time-boxed process, which is
@@ -38,128 +38,23 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .costs import ModelCosts
-from .fastllama import LeanLlama, _layer, rms_norm, rotate_half
+from engine.drafters.eagle import EagleLoadError, fuse_features, load_head  # noqa: F401  (re-exported)
+from engine.fastllama import rms_norm, rotate_half
+from engine.formats import EAGLE_CONFIG_FILE as CONFIG_FILE
+from engine.formats import EAGLE_FORMAT as CONFIG_FORMAT
+from engine.formats import EAGLE_WEIGHTS_FILE as WEIGHTS_FILE
+from engine.formats import head_config
+from engine.formats import DRAFT_VOCAB_FILE as VOCAB_FILE
+from engine.formats import write_draft_vocab
 
-# --------------------------------------------------------------------------------------------------
-# 1. features: one teacher-forcing pass of the target over every prompt + response
-# --------------------------------------------------------------------------------------------------
+from .data import TeeLog, length_batches, read_shards
+from .features import concat_features, covers_prefix, extract_features  # noqa: F401  (re-exported)
+from .prompts import heldout_eval_prompts
 
-
-@torch.no_grad()
-def extract_features(target, rows: list[dict], max_len: int, batch_size: int = 16, log=print,
-                     fuse_layers: tuple[int, ...] = ()) -> dict:
-    """The target's final hidden states (post-norm) at every position of every row; with `fuse_layers`
-    (EAGLE-3), the outputs of those decoder layers come first: [layer a; layer b; ...; final], (N, F).
-
-    Returns {"features": (N, F) in the target's dtype (F = H * (len(fuse_layers) + 1)), "tokens": (N,) int32, "offsets": (R + 1,) int64,
-    "starts": (R,) int64 (index of the first response token in each row)}."""
-    from .distill import sequence_of
-
-    t0 = time.perf_counter()
-    seqs = [sequence_of(r, max_len) for r in rows]
-    offsets = [0]
-    for s, _ in seqs:
-        offsets.append(offsets[-1] + len(s))
-    hidden_size = target.config.hidden_size * (len(fuse_layers) + 1)
-    dtype = next(target.parameters()).dtype
-    features = torch.empty(offsets[-1], hidden_size, dtype=dtype)
-    order = sorted(range(len(rows)), key=lambda i: len(seqs[i][0]))
-    captured: dict[int, torch.Tensor] = {}
-
-    def hook(index):
-        def keep(module, args, output):
-            captured[index] = output[0] if isinstance(output, tuple) else output
-        return keep
-
-    hooks = [target.model.layers[i].register_forward_hook(hook(i)) for i in fuse_layers]
-    device = next(target.parameters()).device  # the pass runs where the target is; features stay on the CPU
-    for b in range(0, len(order), batch_size):
-        idx = order[b : b + batch_size]
-        width = max(len(seqs[i][0]) for i in idx)
-        ids = torch.zeros(len(idx), width, dtype=torch.long)
-        mask = torch.zeros(len(idx), width, dtype=torch.long)
-        for r, i in enumerate(idx):
-            ids[r, : len(seqs[i][0])] = torch.tensor(seqs[i][0])
-            mask[r, : len(seqs[i][0])] = 1
-        hidden = target.model(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state  # (B, T, H)
-        if fuse_layers:
-            hidden = torch.cat([captured[i] for i in fuse_layers] + [hidden], dim=-1)  # (B, T, F)
-        hidden = hidden.cpu()  # one copy per batch (a no-op on the CPU)
-        for r, i in enumerate(idx):
-            features[offsets[i] : offsets[i + 1]] = hidden[r, : len(seqs[i][0])]
-        if (b // batch_size) % 25 == 0:
-            log(f"features: {b + len(idx)}/{len(rows)} rows, {time.perf_counter() - t0:.0f} s")
-    for h in hooks:
-        h.remove()
-    tokens = torch.tensor([t for s, _ in seqs for t in s], dtype=torch.int32)
-    return {
-        "features": features,
-        "tokens": tokens,
-        "offsets": torch.tensor(offsets, dtype=torch.int64),
-        "starts": torch.tensor([st for _, st in seqs], dtype=torch.int64),
-        "seconds": time.perf_counter() - t0,
-    }
-
-
-def covers_prefix(blob: dict, rows: list[dict], max_len: int) -> bool:
-    """Whether `blob` (extract_features' output) holds exactly the features of rows[:len(blob rows)]:
-    same row count or fewer, and the same tokens."""
-    from .distill import sequence_of
-
-    n = len(blob["starts"])
-    if n > len(rows):
-        return False
-    tokens = [t for r in rows[:n] for t in sequence_of(r, max_len)[0]]
-    return len(tokens) == len(blob["tokens"]) and torch.equal(torch.tensor(tokens, dtype=torch.int32), blob["tokens"])
-
-
-def concat_features(a: dict, b: dict) -> dict:
-    """Rows of `a` then rows of `b`, as one extract_features blob."""
-    return {
-        "features": torch.cat([a["features"], b["features"]]),
-        "tokens": torch.cat([a["tokens"], b["tokens"]]),
-        "offsets": torch.cat([a["offsets"], b["offsets"][1:] + a["offsets"][-1]]),
-        "starts": torch.cat([a["starts"], b["starts"]]),
-    }
-
-
+# 1. features: training/features.py (one teacher-forcing pass of the target over every prompt + response)
 # --------------------------------------------------------------------------------------------------
 # 2. the head
 # --------------------------------------------------------------------------------------------------
-
-CONFIG_FORMAT = "speclab.eagle/1"
-
-
-def head_config(target_config, fuse_layers: tuple[int, ...] = ()) -> dict:
-    """The head's shape: one decoder layer of the target's own width (so the target's embedding and
-    output head fit it, and its last layer can initialise it). fuse_layers (EAGLE-3): target decoder
-    layers whose outputs join its final feature, fused by one linear map before the head's fc."""
-    c = target_config
-    extra = {"fuse_layers": list(fuse_layers)} if fuse_layers else {}
-    return extra | {
-        "format": CONFIG_FORMAT,
-        "hidden_size": c.hidden_size,
-        "num_attention_heads": c.num_attention_heads,
-        "num_key_value_heads": c.num_key_value_heads,
-        "head_dim": getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
-        "intermediate_size": c.intermediate_size,
-        "rms_norm_eps": c.rms_norm_eps,
-        "rope_theta": c.rope_parameters["rope_theta"],
-        "vocab_size": c.vocab_size,
-    }
-
-
-def fuse_features(features: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """EAGLE-3 fusion, shared by training and inference: (…, F) target features = [inner layers; final]
-    -> standardise the inner layers' columns -> one linear map to (…, H). H-wide features (the head's
-    own guesses, fed back while drafting) pass unchanged."""
-    h = weight.shape[0]
-    if features.shape[-1] == h:
-        return features
-    inner = (features[..., :-h] - mean) / std
-    return F.linear(torch.cat([inner, features[..., -h:]], dim=-1), weight)
-
 
 class EagleHead(torch.nn.Module):
     """fc([embed(t); f]) -> one Llama decoder layer -> RMSNorm. Embedding and output head are the target's."""
@@ -342,8 +237,6 @@ class FeatureData:
         return self.offsets[i + 1] - self.offsets[i]
 
     def batches(self, batch_tokens: int, rng: random.Random) -> list[list[int]]:
-        from .distill import length_batches
-
         rows = {i: self.length(i) for i in range(len(self)) if self.length(i) - self.starts[i] >= 1}
         return length_batches(rows, batch_tokens, rng)
 
@@ -482,12 +375,9 @@ def train(head, data: FeatureData, heldout: FeatureData, embed, out_head, to_loc
 
 
 # --------------------------------------------------------------------------------------------------
-# 4. save / load, and the inference forward the engine drafts with
+# 4. save (the runtime loads and runs a head: engine/drafters/eagle.py)
 # --------------------------------------------------------------------------------------------------
 
-WEIGHTS_FILE = "model.safetensors"
-CONFIG_FILE = "config.json"
-VOCAB_FILE = "draft_vocab.json"
 
 
 def save_head(head: EagleHead, out: Path, vocab_ids: list[int], info: dict, dtype=torch.bfloat16) -> int:
@@ -499,110 +389,8 @@ def save_head(head: EagleHead, out: Path, vocab_ids: list[int], info: dict, dtyp
     state = {k: v.detach().to(dtype).contiguous() for k, v in head.state_dict().items()}
     save_file(state, str(out / WEIGHTS_FILE), metadata={"format": CONFIG_FORMAT})
     (out / CONFIG_FILE).write_text(json.dumps({**head.config, **info}, indent=1))
-    (out / VOCAB_FILE).write_text(json.dumps({"format": "speclab.draft_vocab/1", "ids": vocab_ids}))
+    write_draft_vocab(out, vocab_ids)
     return sum(p.stat().st_size for p in out.iterdir() if p.is_file())
-
-
-class EagleLoadError(RuntimeError):
-    """An EAGLE head folder that is missing, corrupt or made for another target."""
-
-
-def load_head(folder: Path, target) -> tuple[dict, dict, torch.Tensor]:
-    """(config, state dict, vocabulary ids) of a saved head, checked against `target`."""
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    try:
-        config = json.loads((folder / CONFIG_FILE).read_text())
-        state = load_file(str(folder / WEIGHTS_FILE))
-        vocab = json.loads((folder / VOCAB_FILE).read_text())["ids"]
-    except FileNotFoundError as exc:
-        raise EagleLoadError(f"EAGLE head {folder}: {Path(exc.filename).name} is missing") from None
-    except Exception as exc:  # corrupt json / safetensors
-        raise EagleLoadError(f"EAGLE head {folder}: cannot be read ({type(exc).__name__}: {exc})") from None
-    if config.get("format") != CONFIG_FORMAT:
-        raise EagleLoadError(f"EAGLE head {folder}: config format {config.get('format')!r}, expected {CONFIG_FORMAT!r}")
-    expected = head_config(target.config)
-    for key in ("hidden_size", "vocab_size"):
-        if config.get(key) != expected[key]:
-            raise EagleLoadError(
-                f"EAGLE head {folder} was trained for {key}={config.get(key)}, this target has {expected[key]}"
-            )
-    fuse = config.get("fuse_layers", [])
-    layers = target.config.num_hidden_layers
-    if not isinstance(fuse, list) or not all(isinstance(i, int) and 0 <= i < layers for i in fuse):
-        raise EagleLoadError(f"EAGLE head {folder}: fuse_layers must list target layers in 0..{layers - 1}; got {fuse!r}")
-    try:
-        EagleHead(config).load_state_dict(state)
-    except Exception as exc:
-        raise EagleLoadError(f"EAGLE head {folder}: weights do not match its config ({exc})") from None
-    vocab_size = expected["vocab_size"]
-    if not vocab or not all(isinstance(i, int) and 0 <= i < vocab_size for i in vocab):
-        raise EagleLoadError(f"EAGLE head {folder}: {VOCAB_FILE} must list token ids in 0..{vocab_size - 1}")
-    return config, state, torch.tensor(sorted(set(vocab)), dtype=torch.long)
-
-
-class EagleRunner:
-    """The head at inference: the lean forward's decoder layer (engine/fastllama.py) over
-    fc([embed(t); f]). Holds the head's weights in the target's dtype and references to the target's
-    embedding and (reduced) output head. `RaggedCache(runner=...)` drives it like any other model."""
-
-    def __init__(self, config: dict, state: dict, vocab: torch.Tensor, target):
-        from transformers import LlamaConfig
-
-        ref = target.get_input_embeddings().weight
-        dtype, device = ref.dtype, ref.device
-        w = {k: v.to(device=device, dtype=dtype) for k, v in state.items()}
-        self.head_config = config
-        self.config = LlamaConfig(  # one layer: what DynamicCache needs to hold this head's keys/values
-            hidden_size=config["hidden_size"], num_hidden_layers=1, num_attention_heads=config["num_attention_heads"],
-            num_key_value_heads=config["num_key_value_heads"], head_dim=config["head_dim"],
-            intermediate_size=config["intermediate_size"], vocab_size=config["vocab_size"],
-        )
-        self.lean = LeanLlama.__new__(LeanLlama)  # its `body` runs our single layer
-        lean = self.lean
-        lean.layer_fn = _layer
-        lean.n_heads, lean.n_kv, lean.head_dim = config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]
-        lean.eps, lean.scale = config["rms_norm_eps"], config["head_dim"] ** -0.5
-        dim = config["head_dim"]
-        lean.inv_freq = 1.0 / (config["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
-        lean.layers = [tuple(w[name] for name in (
-            "input_layernorm", "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
-            "post_attention_layernorm", "gate_proj.weight", "up_proj.weight", "down_proj.weight"))]
-        self.fc_weight, self.fc_bias, self.norm = w["fc.weight"], w["fc.bias"], w["norm"]
-        # EAGLE-3 fusion: the verify pass hands over these target layers' outputs plus the final feature
-        self.feature_layers = tuple(config.get("fuse_layers", ()))
-        self.fuse_weight = w.get("fuse.weight")
-        if self.fuse_weight is not None:
-            self.fuse_mean, self.fuse_std = w["fuse_mean"], w["fuse_std"]
-        self.embed = ref
-        self.vocab = vocab.to(device)
-        self.head = target.get_output_embeddings().weight[self.vocab].contiguous()  # (C, H): reduced output head
-        self.params = sum(v.numel() for v in state.values())
-
-    @torch.no_grad()
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor | None, cache,
-                features: torch.Tensor) -> torch.Tensor:
-        """Entries (B, n): tokens t_{p+1} and features (B, n, H) f_p. Returns g (B, n, H), the guessed next
-        features; `self.head` @ g scores the next token over the reduced vocabulary."""
-        features = features.to(self.embed.dtype)
-        if self.fuse_weight is not None:  # target features (B, n, F) -> (B, n, H)
-            features = fuse_features(features, self.fuse_mean, self.fuse_std, self.fuse_weight)
-        x = F.linear(torch.cat([F.embedding(input_ids, self.embed), features], dim=-1), self.fc_weight, self.fc_bias)
-        x = self.lean.body(x, positions, valid, cache)
-        return rms_norm(x, self.norm, self.lean.eps)
-
-    def costs(self):
-        """FLOP/byte accounting (engine/costs.py) of one head step: fc + one layer + the reduced head."""
-        c = self.head_config
-        layer = sum(t.numel() for t in self.lean.layers[0][1:5] + self.lean.layers[0][6:])
-        head = self.head.numel()
-        linear = self.fc_weight.numel() + layer + head + (self.fuse_weight.numel() if self.fuse_weight is not None else 0)
-        return ModelCosts(
-            linear_params=linear, head_params=head, weight_bytes=(self.params + head) * self.embed.element_size(),
-            n_layers=1, n_heads=c["num_attention_heads"], n_kv_heads=c["num_key_value_heads"], head_dim=c["head_dim"],
-            elem_bytes=self.embed.element_size(), vocab_rows=int(self.vocab.numel()),
-        )
 
 
 def frequent_tokens(rows: list[dict], n: int) -> list[int]:
@@ -645,7 +433,7 @@ def write_card(out: Path, config: dict, stats: dict, command: str) -> None:
         "  often in the training responses).",
         "",
         "## Training",
-        f"- Data: the distillation's target-generated responses (`python -m engine.distill`, {config.get('train_rows', '?')}",
+        f"- Data: the distillation's target-generated responses (`python -m training.distill`, {config.get('train_rows', '?')}",
         "  prompts) and one teacher-forcing pass of the target for their features"
         + (f" ({stats['features_train_seconds'] / 60:.0f} min)." if "features_train_seconds" in stats else "."),
         f"- Training-time test over {config.get('depths', '?')} draft depths (each depth sees its own earlier outputs,",
@@ -703,8 +491,8 @@ def features_file(feat_dir: Path, name: str, fuse_layers: tuple[int, ...]) -> Pa
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m engine.eagle",
-        description="Train an EAGLE head for the embedded target on the distillation data (python -m engine.distill).",
+        prog="python -m training.eagle",
+        description="Train an EAGLE head for the embedded target on the distillation data (python -m training.distill).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--stage", choices=STAGES, default="all", help="run one stage, or all of them")
@@ -755,7 +543,7 @@ def main(argv=None) -> int:
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file
 
-    from .distill import TeeLog, _heldout_eval_prompts, engine_eval, read_shards
+    from .distill import engine_eval
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -766,7 +554,7 @@ def main(argv=None) -> int:
     run = lambda stage: args.stage in (stage, "all")  # noqa: E731
     stats_path = feat_dir / "stats.json"
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
-    from .hardware import pick_device
+    from engine.hardware import pick_device
 
     try:
         pick_device(None if args.device == "auto" else args.device)
@@ -775,14 +563,14 @@ def main(argv=None) -> int:
         log.close()
         return 2
     if not (work / "shards").exists():
-        log(f"error: {work / 'shards'} not found: run `python -m engine.distill --work-dir {work}` first (its "
+        log(f"error: {work / 'shards'} not found: run `python -m training.distill --work-dir {work}` first (its "
             "prompts and generate stages write the target's responses)")
         log.close()
         return 2
     train_rows, heldout_rows = read_shards(work / "shards"), read_shards(work / "heldout")
 
     if run("features"):
-        from .models import load_pair
+        from engine.models import load_pair
 
         pair = load_pair(target=args.target, draft=None, eagle=None, device=None if args.device == "auto" else args.device)
         bad = [i for i in args.fuse_layers if i >= pair.target.config.num_hidden_layers]
@@ -827,7 +615,7 @@ def main(argv=None) -> int:
             log.close()
             return 2
 
-        from .models import embedded_model_dir
+        from engine.models import embedded_model_dir
 
         target = AutoModelForCausalLM.from_pretrained(args.target or embedded_model_dir(), dtype=torch.float32)
         embed = target.get_input_embeddings().weight.detach()
@@ -884,14 +672,14 @@ def main(argv=None) -> int:
 
     if run("eval"):
         prompts = json.loads((work / "prompts.json").read_text())
-        eval_prompts = _heldout_eval_prompts(prompts["heldout"], args.eval_prompts)
+        eval_prompts = heldout_eval_prompts(prompts["heldout"], args.eval_prompts)
         ev = engine_eval(out, args.target, eval_prompts, args.eval_depth, args.eval_max_new_tokens, args.eval_batch,
                          drafter="eagle")
         stats["engine_eval"] = ev
         stats_path.write_text(json.dumps(stats, indent=1))
         log(f"eval: alpha {ev['alpha']:.3f}  per-position {[round(x, 3) for x in ev['per_position_acceptance']]}")
         config = json.loads((out / CONFIG_FILE).read_text())
-        write_card(out, config, stats, "python -m engine.eagle " + " ".join(argv if argv is not None else sys.argv[1:]))
+        write_card(out, config, stats, "python -m training.eagle " + " ".join(argv if argv is not None else sys.argv[1:]))
     log.close()
     return 0
 

@@ -1,0 +1,113 @@
+"""Which forward pass runs a model, and what each pass costs.
+
+`RaggedCache` (engine/kvcache.py) owns the cache state and hands every pass to one of these:
+- `LeanForward`: SpecLab's gpt-fast-style Llama forward (engine/fastllama.py) over the model's own weights,
+  for plain Llama models (the default; SPECLAB_LEAN=0 switches it off to compare against transformers);
+- `TransformersForward`: the model's own `forward` (any architecture transformers supports);
+- `RunnerForward`: a forward of SpecLab's own that is not a transformers model (the EAGLE head's runner,
+  engine/drafters/eagle.py).
+All three take the same arguments: tokens (B, n), their positions (B, n), the boolean attention mask over
+cache + new columns (None when nothing is padded) and the transformers `DynamicCache` to append to.
+
+`CostCounter` adds up the modelled FLOPs and bytes of the passes (engine/costs.py) until the decode loop
+takes them for its `Step`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from .costs import ModelCosts
+from .fastllama import LeanLlama, supports
+from .hardware import configure_attention
+
+
+def lean_enabled() -> bool:
+    """The lean Llama forward is on unless SPECLAB_LEAN=0 (to compare against transformers' own forward)."""
+    return os.environ.get("SPECLAB_LEAN", "1") != "0"
+
+
+def compile_enabled() -> bool:
+    """SPECLAB_COMPILE=1 runs the lean forward's decoder layer under torch.compile (opt-in: see docs)."""
+    return os.environ.get("SPECLAB_COMPILE", "0") == "1"
+
+
+class LeanForward:
+    def __init__(self, model: torch.nn.Module):
+        self.lean = LeanLlama(model, compile=compile_enabled())
+        self.config = model.config
+
+    def __call__(self, input_ids, positions, mask, cache, logits_to_keep=0, return_hidden=False, features=None):
+        return self.lean.forward(input_ids, positions, mask, cache, logits_to_keep, return_hidden=return_hidden)
+
+
+class TransformersForward:
+    lean = None
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.config = model.config
+
+    def __call__(self, input_ids, positions, mask, cache, logits_to_keep=0, return_hidden=False, features=None):
+        if return_hidden:
+            raise ValueError("final hidden states need the lean forward (engine/fastllama.py)")
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=None if mask is None else mask.long(),
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=logits_to_keep,
+        )
+        return out.logits
+
+
+class RunnerForward:
+    """runner.forward(input_ids, positions, mask, cache, features=...) -> (B, n, hidden)."""
+
+    lean = None
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.config = runner.config
+
+    def __call__(self, input_ids, positions, mask, cache, logits_to_keep=0, return_hidden=False, features=None):
+        return self.runner.forward(input_ids, positions, mask, cache, features=features)
+
+
+def make_forward(model: torch.nn.Module | None, device: torch.device, runner=None, lean: bool | None = None):
+    """The forward for a model (or runner) on `device`: lean where it applies, else transformers'."""
+    configure_attention(device)  # no cuDNN attention plans per cache length on a GPU (engine/hardware.py)
+    if runner is not None:
+        return RunnerForward(runner)
+    if (lean_enabled() if lean is None else lean) and supports(model):
+        return LeanForward(model)
+    return TransformersForward(model)
+
+
+class CostCounter:
+    """Modelled FLOPs and bytes of a model's passes since the last `take` (engine/costs.py)."""
+
+    def __init__(self, costs: ModelCosts):
+        self.costs = costs
+        self.flops = 0.0
+        self.bytes = 0.0
+
+    def prefill(self, lengths: list[int], logits_to_keep: int) -> None:
+        """A left-padded prefill: count each row's real prompt tokens, not the padding."""
+        for length in lengths:
+            self.flops += self.costs.forward_flops(1, length, 0, min(logits_to_keep or length, length))
+        mean = float(torch.tensor(lengths, dtype=torch.float32).mean())  # as the step counts use it (float32)
+        self.bytes += self.costs.forward_bytes(len(lengths), mean, 0)
+
+    def step(self, batch: int, n_new: int, past: float, logits_to_keep: int) -> None:
+        """`batch` rows of `n_new` tokens each over a cache of `past` tokens (the mean row length)."""
+        self.flops += self.costs.forward_flops(batch, n_new, past, logits_to_keep or n_new)
+        self.bytes += self.costs.forward_bytes(batch, n_new, past)
+
+    def take(self) -> tuple[float, float]:
+        counts = (self.flops, self.bytes)
+        self.flops = self.bytes = 0.0
+        return counts
