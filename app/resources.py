@@ -63,10 +63,11 @@ def get_pair(preset_key: str, dtype: str):
 
 def warm_up(pair) -> None:
     """Run both lanes once on a tiny prompt, so one-time kernel set-up is not billed to the first AR lane."""
-    drafter = "model" if pair.draft is not None else "ngram"
+    drafters = pair.available_drafters()
+    drafter = "model" if "model" in drafters else "ngram"
     for mode in ("autoregressive", "speculative"):
         generate(pair, ["Hi"], DecodeConfig(mode=mode, depth=2, drafter=drafter, max_new_tokens=3))
-    if pair.eagle is not None:
+    if "eagle" in drafters:
         generate(pair, ["Hi"], DecodeConfig(depth=2, drafter="eagle", max_new_tokens=3))
 
 

@@ -31,12 +31,12 @@ class Peaks:
     device_name: str
 
     @classmethod
-    def from_probe(cls, probe) -> "Peaks":
+    def from_probe(cls, probe) -> Peaks:
         """From a live engine.hardware.HardwareProbe."""
         return cls(probe.peak_bandwidth, probe.peak_flops, probe.dtype, probe.device_name)
 
     @classmethod
-    def from_meta(cls, trace: Trace) -> "Peaks | None":
+    def from_meta(cls, trace: Trace) -> Peaks | None:
         """From trace.meta["probe"] (HardwareProbe.to_dict), or None when the trace did not record them."""
         raw = trace.meta.get("probe")
         if not isinstance(raw, dict):
@@ -97,14 +97,17 @@ def show_results(
     st.subheader("Summary")
     speedup = m["speedup"]
     c1, c2, c3, c4, c5, c6 = st.columns(6)
-    c1.metric("AR tokens/s", metrics.fmt(m["ar_tokens_per_s"], ".1f"), help=f"{ar.summary['new_tokens']} tokens in {ar.summary['wall_s']:.2f} s")
+    c1.metric("AR tokens/s", metrics.fmt(m["ar_tokens_per_s"], ".1f"),
+              help=f"{ar.summary['new_tokens']} tokens in {ar.summary['wall_s']:.2f} s")  # fmt: skip
     c2.metric("Speculative tokens/s", metrics.fmt(m["spec_tokens_per_s"], ".1f"),
               delta=None if speedup is None else f"{(speedup - 1) * 100:+.0f}% vs AR ({speedup:.2f}×)",
               help=f"{spec.summary['new_tokens']} tokens in {spec.summary['wall_s']:.2f} s")  # fmt: skip
     c3.metric("Acceptance rate", metrics.fmt(m["acceptance_rate"], ".0%"), help="accepted draft tokens / drafted tokens")
-    c4.metric("α (per-token acceptance)", metrics.fmt(m["alpha"], ".2f"), help="accepted / (accepted + rejections), Leviathan's α")
+    c4.metric("α (per-token acceptance)", metrics.fmt(m["alpha"], ".2f"),
+              help="accepted / (accepted + rejections), Leviathan's α")  # fmt: skip
     c5.metric("Tokens per target pass", metrics.fmt(m["tokens_per_step"], ".2f"), help="mean accepted + 1 (AR: 1.00)")
-    c6.metric("Target forwards", f"{m['spec_target_forwards']} vs {m['ar_target_forwards']}", help="speculative vs AR, prefill included")
+    c6.metric("Target forwards", f"{m['spec_target_forwards']} vs {m['ar_target_forwards']}",
+              help="speculative vs AR, prefill included")  # fmt: skip
     d1, d2, d3, d4, d5, d6 = st.columns(6)
     d1.metric("AR FLOPs", metrics.fmt_flops(m["ar_flops"]))
     d2.metric("Speculative FLOPs", metrics.fmt_flops(m["spec_flops"]),
@@ -112,7 +115,8 @@ def show_results(
     d3.metric("FLOPs wasted on rejections", metrics.fmt_flops(m["flops_wasted"]))
     d4.metric("Measured speedup", metrics.fmt(speedup, ".2f", "×"))
     d5.metric("Leviathan predicted", metrics.fmt(m["predicted_speedup"], ".2f", "×"),
-              help="(1-α^(k+1)) / ((1-α)(k·c+1)) with the measured α and c; assumes a verify pass costs one AR step")  # fmt: skip
+              help="(1-α^(k+1)) / ((1-α)(k·c+1)) with the measured α and c; "
+                   "assumes a verify pass costs one AR step")  # fmt: skip
     d6.metric("c (draft / target cost)", metrics.fmt(m["c"], ".3f"),
               help="mean draft time per drafted token / mean AR step time")  # fmt: skip
     if m["verify_cost_ratio"] is not None:

@@ -33,6 +33,29 @@ def _list_of(convert, what: str):
 
 
 _int_list, _float_list = _list_of(int, "integer"), _list_of(float, "number")
+POLICIES = ["fixed", "off_above_batch", "heuristic", "batch_table", "goodput"]
+
+
+def _batch_table(text: str) -> tuple[tuple[int, int, int], ...]:
+    """--batch-table '1-4:4,5-16:2,17-1024:0' -> ((1, 4, 4), (5, 16, 2), (17, 1024, 0)); 'N:k' is N-N:k."""
+    rows = []
+    for part in text.split(","):
+        try:
+            span, k = part.strip().split(":")
+            low, _, high = span.partition("-")
+            rows.append((int(low), int(high or low), int(k)))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected MIN-MAX:K rows separated by commas (e.g. 1-4:4,5-16:2,17-1024:0); got {part.strip()!r}"
+            ) from None
+    return tuple(rows)
+
+
+POLICY_HELP = ("fixed: always --depth; off_above_batch: the classic rule (vLLM V0's disable_by_batch_size), no "
+               "speculation above --disable-by-batch-size; heuristic: transformers' +2/-1 schedule; batch_table: k per "
+               "batch range (vLLM num_speculative_tokens_per_batch_size; --batch-table, else derived from this "
+               "machine's measured pass cost); goodput: k maximising expected tokens/s from the measured pass cost and "
+               "the run's acceptance (never above --depth)")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -53,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--depth", type=int, default=4, help="draft tokens per step, 0..16")
     run.add_argument("--drafter", default="model", choices=["model", "ngram", "eagle"],
                      help="model: the distilled draft; ngram: prompt lookup; eagle: the EAGLE head over the target's features")
-    run.add_argument("--policy", default="fixed", choices=["fixed", "off_above_batch", "heuristic"])
+    run.add_argument("--policy", default="fixed", choices=POLICIES, help=POLICY_HELP)
+    run.add_argument("--batch-table", type=_batch_table, default=None,
+                     help="batch_table policy: MIN-MAX:K rows, e.g. 1-4:4,5-16:2,17-1024:0 (K = 0: no speculation)")
     run.add_argument("--disable-by-batch-size", type=int, default=8, help="off_above_batch: speculate only while batch <= N")
     run.add_argument("--confidence", type=float, default=0.0,
                      help="model drafters stop a row's draft once the product of their probabilities falls below this "
@@ -69,7 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--batch", type=_int_list, default=[1, 4, 16], help="comma-separated batch sizes")
     bench.add_argument("--depth", type=_int_list, default=[0, 2, 4, 8], help="comma-separated depths")
     bench.add_argument("--drafter", default="model", choices=["model", "ngram", "eagle"])
-    bench.add_argument("--policy", default="fixed", choices=["fixed", "off_above_batch", "heuristic"])
+    bench.add_argument("--policy", type=_list_of(str, "policy name"), default=["fixed"],
+                       help="comma-separated policies, each measured at every batch and depth (" + ", ".join(POLICIES) + ")")
+    bench.add_argument("--batch-table", type=_batch_table, default=None, help="batch_table policy: MIN-MAX:K rows")
     bench.add_argument("--confidence", type=_float_list, default=[0.0],
                        help="comma-separated confidence thresholds (0..1), each run at every depth (0 = off)")
     bench.add_argument("--disable-by-batch-size", type=int, default=8)
@@ -132,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                 mode=args.mode, depth=args.depth, drafter=args.drafter, policy=args.policy,
                 disable_by_batch_size=args.disable_by_batch_size, temperature=args.temperature,
                 top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
-                confidence_threshold=args.confidence,
+                confidence_threshold=args.confidence, batch_table=args.batch_table,
             )  # fmt: skip
             pair = load_pair(target=args.target, draft=_draft_arg(args, cfg), device=args.device, dtype=args.dtype,
                              eagle=args.eagle)

@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 
 from .config import DecodeConfig
-from .drafters import DRAFTERS
 from .costs import expected_speedup
 from .decode import generate
+from .drafters import DRAFTERS
 from .models import ModelPair
 from .trace import summarize
 
@@ -107,9 +107,24 @@ def run_cell(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, repeats: in
     """Median tokens/s (and the stats of the median run) of `repeats` runs after one warm-up.
 
     sequential: decode the prompts one at a time (batch 1) and sum tokens and time, instead of as one batch."""
-    generate(pair, prompts[:1], DecodeConfig(**(cfg.to_dict() | {"max_new_tokens": 4})))  # warm-up
-    runs = [_one_run(pair, prompts, cfg, sequential) for _ in range(repeats)]
-    runs.sort(key=lambda t: t.summary["tokens_per_s"])
+    return run_cells(pair, prompts, [cfg], repeats, sequential)[0]
+
+
+def run_cells(pair: ModelPair, prompts: list[str], cfgs: list[DecodeConfig], repeats: int,
+              sequential: bool = False) -> list[dict]:
+    """`run_cell` for several contenders, interleaved: each repeat runs every contender once, in turn, so a
+    shared machine's drift hits them alike (after one warm-up each). One dict per cfg, in order."""
+    for cfg in cfgs:
+        generate(pair, prompts[:1], DecodeConfig.from_dict(cfg.to_dict() | {"max_new_tokens": 4}))  # warm-up
+    runs: list[list[_Run]] = [[] for _ in cfgs]
+    for _ in range(repeats):
+        for i, cfg in enumerate(cfgs):
+            runs[i].append(_one_run(pair, prompts, cfg, sequential))
+    return [_cell_stats(r) for r in runs]
+
+
+def _cell_stats(runs: list[_Run]) -> dict:
+    runs = sorted(runs, key=lambda t: t.summary["tokens_per_s"])
     mid = runs[len(runs) // 2]
     s = mid.summary
     decode_steps = [st for st in mid.steps if st.kind == "decode"]
@@ -127,6 +142,7 @@ def run_cell(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, repeats: in
         "overhead_pct": 100.0 * sum(st.overhead_ms for st in decode_steps) / step_ms if step_ms else None,
         "draft_ms_per_forward": _draft_forward_ms(decode_steps),
         "verify_ms": _median([st.verify_ms for st in decode_steps]),
+        "mean_depth": statistics.mean(st.depth for st in decode_steps) if decode_steps else 0.0,
         "outputs": mid.output_ids,
     }
 
@@ -180,10 +196,12 @@ def _ours(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, repeats: int) 
             "rates": rates, "alpha": statistics.mean(alphas) if alphas else None}
 
 
-def _row(batch: int, depth: int, confidence: float, drafter: str, ar: dict, spec: dict) -> dict:
+def _row(batch: int, depth: int, confidence: float, drafter: str, ar: dict, spec: dict, policy: str = "fixed") -> dict:
     row = {
         "batch": batch,
         "depth": depth,
+        "policy": policy,
+        "mean_depth": spec["mean_depth"],
         "confidence_threshold": confidence,
         "drafted_per_step": spec["drafted_per_step"],
         "tokens_per_pass": batch * (depth + 1),
@@ -222,11 +240,12 @@ def bench(
     repeats: int = 3,
     baseline: bool = False,
     log=print,
-    policy: str = "fixed",
+    policy: str | list[str] = "fixed",
     disable_by_batch_size: int = 8,
     baseline_prompts: int = 4,
     sequential: int = 1,
     confidences: list[float] = (0.0,),
+    batch_table: tuple[tuple[int, int, int], ...] | None = None,
 ) -> dict:
     """The grid: for each batch, AR once, then speculative at each depth (x each confidence threshold);
     medians of `repeats`.
@@ -235,33 +254,39 @@ def bench(
     noise in alpha) and reports total tokens / total time.
     confidences: `DecodeConfig.confidence_threshold` values; with one > 0, `depth` is the most a step
     drafts, and "drafted/step" the mean it actually drafted."""
+    policies = [policy] if isinstance(policy, str) else list(policy)
     rows = []
     for batch in batches:
         seq = batch == 1 and sequential > 1
         prompts = batch_prompts(prompt_set, sequential) if seq else batch_prompts(prompt_set, batch)
-        ar = run_cell(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens), repeats, seq)
+        cells = [(p, depth, confidence) for depth in depths for p in policies for confidence in confidences]
+        cfgs = [DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens)] + [
+            DecodeConfig(
+                mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens, policy=p,
+                disable_by_batch_size=disable_by_batch_size, confidence_threshold=confidence,
+                batch_table=batch_table if p == "batch_table" else None,
+            )  # fmt: skip
+            for p, depth, confidence in cells
+        ]
+        ar, *specs = run_cells(pair, prompts, cfgs, repeats, seq)
         log(f"  batch {batch:>3}  AR            {ar['tokens_per_s']:8.1f} tok/s")
-        for depth in depths:
-            for confidence in confidences:
-                cfg = DecodeConfig(
-                    mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens,
-                    policy=policy, disable_by_batch_size=disable_by_batch_size, confidence_threshold=confidence,
-                )  # fmt: skip
-                spec = run_cell(pair, prompts, cfg, repeats, seq)
-                rows.append(_row(batch, depth, confidence, drafter, ar, spec))
-                r = rows[-1]
-                log(
-                    f"  batch {batch:>3}  depth {depth:>2}"
-                    + (f" conf {confidence:.2f}" if confidence else "")
-                    + f"      {spec['tokens_per_s']:8.1f} tok/s  x{r['speedup']:.2f}"
-                    + (f"  alpha {spec['alpha']:.2f}" if spec["alpha"] is not None else "")
-                )
+        for (p, depth, confidence), spec in zip(cells, specs):
+            rows.append(_row(batch, depth, confidence, drafter, ar, spec, p))
+            r = rows[-1]
+            log(
+                f"  batch {batch:>3}  depth {depth:>2}"
+                + (f" {p}" if len(policies) > 1 or p != "fixed" else "")
+                + (f" conf {confidence:.2f}" if confidence else "")
+                + f"      {spec['tokens_per_s']:8.1f} tok/s  x{r['speedup']:.2f}"
+                + (f"  alpha {spec['alpha']:.2f}" if spec["alpha"] is not None else "")
+                + (f"  mean k {spec['mean_depth']:.2f}" if p != "fixed" else "")
+            )
     result = {
         "device": pair.device.type,
         "dtype": pair.dtype_name,
         "target": pair.target_name,
         "drafter": "ngram" if drafter == "ngram" else DRAFTERS[drafter].label(pair),
-        "policy": policy,
+        "policy": policy if isinstance(policy, str) else ",".join(policies),
         "prompt_set": prompt_set,
         "max_new_tokens": max_new_tokens,
         "repeats": repeats,
@@ -269,7 +294,7 @@ def bench(
         "rows": rows,
     }
     if baseline:
-        result["baselines"] = baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, policy,
+        result["baselines"] = baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, policies[0],
                                         baseline_prompts)
     return result
 
@@ -317,7 +342,8 @@ def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, p
 def format_table(result: dict) -> str:
     lines = [
         f"device {result['device']}  dtype {result['dtype']}  target {result['target']}",
-        f"drafter {result['drafter']}  policy {result.get('policy', 'fixed')}  prompts {result['prompt_set']}  max_new_tokens {result['max_new_tokens']}  "
+        f"drafter {result['drafter']}  policy {result.get('policy', 'fixed')}  prompts {result['prompt_set']}  "
+        f"max_new_tokens {result['max_new_tokens']}  "
         f"median of {result['repeats']}"
         + (f"  (batch 1: {result['sequential']} prompts one after another)" if result.get("sequential", 1) > 1 else ""),
         "",
@@ -327,12 +353,17 @@ def format_table(result: dict) -> str:
     gated = any(r.get("confidence_threshold") for r in result["rows"])
     if gated:
         lines[-1] = lines[-1].replace("batch depth", "batch depth  conf drafted")
+    policies = len({r.get("policy", "fixed") for r in result["rows"]}) > 1 or result.get("policy", "fixed") != "fixed"
+    if policies:
+        lines[-1] = lines[-1].replace("batch depth", "batch depth policy          mean k")
     for r in result["rows"]:
 
         def f(v, fmt):
             return format(v, fmt) if v is not None else "-"
 
         gate = f" {r.get('confidence_threshold', 0):>5.2f} {f(r.get('drafted_per_step'), '>7.2f')}" if gated else ""
+        if policies:
+            gate = f" {r.get('policy', 'fixed'):<15} {f(r.get('mean_depth'), '>6.2f')}" + gate
         lines.append(
             f"{r['batch']:>5} {r['depth']:>5}{gate} {r['tokens_per_pass']:>8} {r['ar_tokens_per_s']:>10.1f} "
             f"{r['spec_tokens_per_s']:>11.1f} {r['speedup']:>7.2f}x {f(r['acceptance_rate'], '>6.2f')} "
@@ -348,7 +379,8 @@ def format_table(result: dict) -> str:
         entries = [("transformers generate()", b["hf_generate"])]
         if "hf_drafting" in b:
             entries.append((f"transformers {b['hf_drafting_name']}", b["hf_drafting"]))
-        entries += [("speclab autoregressive", b["ours_ar"]), (f"speclab speculative depth {b['depth']} ({result.get('policy', 'fixed')})", b["ours_spec"])]
+        spec_name = f"speclab speculative depth {b['depth']} ({result.get('policy', 'fixed')})"
+        entries += [("speclab autoregressive", b["ours_ar"]), (spec_name, b["ours_spec"])]
         for name, cell in entries:
             lines.append(f"  {name:<62} {cell['tokens_per_s']:8.1f} tok/s  x{cell['tokens_per_s'] / hf:.2f} vs generate()")
     return "\n".join(lines)
@@ -361,10 +393,9 @@ def pass_costs(
 
     This is the curve behind the whole story: while a pass is memory-bound its time hardly grows with
     tokens per pass (batch x (depth+1)); past the ridge point it grows linearly (compute-bound)."""
+    from .costs import ModelCosts
     from .hardware import StepTimer
     from .kvcache import RaggedCache
-
-    from .costs import ModelCosts
 
     model = pair.target if which == "target" else pair.draft
     if model is None:

@@ -29,6 +29,8 @@ class PolicyKind(str, Enum):
     FIXED = "fixed"  # always `depth`
     OFF_ABOVE_BATCH = "off_above_batch"  # the classic rule (vLLM V0's disable_by_batch_size, removed in 2026)
     HEURISTIC = "heuristic"  # adaptive: deeper after a full acceptance, shallower after a rejection
+    BATCH_TABLE = "batch_table"  # k per batch-size range (vLLM num_speculative_tokens_per_batch_size)
+    GOODPUT = "goodput"  # k maximising expected tokens/s from the measured pass cost and the run's acceptance
 
 
 class ConfigError(ValueError):
@@ -60,6 +62,10 @@ class DecodeConfig:
     # 0 = always draft `depth` tokens.
     confidence_threshold: float = 0.0
     stop_at_eos: bool = True
+    # policy "batch_table": ((min_batch, max_batch, k), ...), vLLM's num_speculative_tokens_per_batch_size;
+    # k = 0 switches speculation off; a batch no row covers drafts `depth`. None: derived from this
+    # machine's measured pass-cost curve (engine/policies.py).
+    batch_table: tuple[tuple[int, int, int], ...] | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "mode", _enum(Mode, self.mode, "mode").value)
@@ -85,6 +91,30 @@ class DecodeConfig:
             raise ConfigError(f"ngram_size must be between 1 and 8; got {self.ngram_size}")
         if self.disable_by_batch_size < 1:
             raise ConfigError(f"disable_by_batch_size must be >= 1; got {self.disable_by_batch_size}")
+        self._check_batch_table()
+
+    def _check_batch_table(self) -> None:
+        table = self.batch_table
+        if table is None:
+            return
+        if isinstance(table, (str, bytes)) or not isinstance(table, (list, tuple)) or not table:
+            raise ConfigError(f"batch_table must be a non-empty list of [min_batch, max_batch, k] rows; got {table!r}")
+        rows = []
+        for row in table:
+            if (not isinstance(row, (list, tuple)) or len(row) != 3
+                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in row)):
+                raise ConfigError(f"batch_table rows must be [min_batch, max_batch, k] integers; got {row!r}")
+            low, high, k = row
+            if not 1 <= low <= high:
+                raise ConfigError(f"batch_table row {list(row)}: need 1 <= min_batch <= max_batch")
+            if not 0 <= k <= MAX_DEPTH:
+                raise ConfigError(f"batch_table row {list(row)}: k must be between 0 and {MAX_DEPTH}")
+            rows.append((low, high, k))
+        rows.sort()
+        for (_, high, _), (low, _, _) in zip(rows, rows[1:]):
+            if low <= high:
+                raise ConfigError(f"batch_table ranges overlap at batch {low}: each batch size may appear in one row only")
+        object.__setattr__(self, "batch_table", tuple(rows))
 
     @property
     def speculative(self) -> bool:
@@ -98,7 +128,7 @@ class DecodeConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "DecodeConfig":
+    def from_dict(cls, data: dict) -> DecodeConfig:
         known = set(cls.__dataclass_fields__)
         unknown = set(data) - known
         if unknown:

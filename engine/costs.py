@@ -35,7 +35,7 @@ class ModelCosts:
     vocab_rows: int = 0  # rows of the output head (vocabulary entries it scores)
 
     @classmethod
-    def from_model(cls, model: torch.nn.Module) -> "ModelCosts":
+    def from_model(cls, model: torch.nn.Module) -> ModelCosts:
         cfg = model.config
         linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
         seen, weight_bytes = set(), 0
@@ -63,7 +63,7 @@ class ModelCosts:
             vocab_rows=output_emb.shape[0],
         )
 
-    def with_head_rows(self, rows: int) -> "ModelCosts":
+    def with_head_rows(self, rows: int) -> ModelCosts:
         """The same model with its output head cut to `rows` vocabulary entries (a reduced draft head)."""
         from dataclasses import replace
 

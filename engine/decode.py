@@ -58,8 +58,7 @@ class StepStream:
 
     def __iter__(self):
         self.decoder = Decoder(self.pair, self.seqs, self.cfg)
-        for step in self.decoder.run():
-            yield step
+        yield from self.decoder.run()
         self.trace = self.decoder.trace(self.drafter_name)
 
 
@@ -86,8 +85,8 @@ class Decoder:
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (min(pair.eos_ids) if pair.eos_ids else 0)
         self.eos_ids = pair.eos_ids if cfg.stop_at_eos else frozenset()
         self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
-        self.policy = make_policy(cfg)
         self.drafter = make_drafter(pair, cfg, self.pad_id)  # None for plain decoding
+        self.policy = make_policy(cfg, pair, self.drafter)  # load-aware ones read the measured pass-cost curve
         self.features = self.drafter.target_features if self.drafter is not None else False
         self.target = RaggedCache(pair.target, self.device, pair.target_costs)
         if self.features and self.target.lean is None:
@@ -113,6 +112,7 @@ class Decoder:
                 if not self.active:
                     break
                 self.steps.append(self.step())
+                self.policy.observe(self.steps[-1])
 
     def prefill(self) -> Step:
         """The target reads every prompt and picks each sequence's first token; the drafter reads them too."""

@@ -216,7 +216,7 @@ def probe(device: torch.device | str | None = None, dtype: torch.dtype | str = "
     n_bytes = (1 << 30) if big else (64 << 20 if quick else 256 << 20)
     src = torch.empty(n_bytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)
-    t = _median_time(lambda: dst.copy_(src), device, 5 if quick else 9)
+    t = _median_time(lambda: dst.copy_(src), device, 5 if quick else 9)  # noqa: F821 (ruff misreads the del below)
     bandwidth = 2 * n_bytes / t
     del src, dst
     # FLOP/s: a square matmul large enough to be compute-bound.

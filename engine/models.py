@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import functools
 import importlib.util
-import json
 import os
 import shutil
 import socket

@@ -11,7 +11,22 @@ instead (vLLM `num_speculative_tokens_per_batch_size`, TensorRT-LLM `draft_len_s
 schedule): +2 after a step whose drafts were all accepted, -1 (not below 1) after a rejection, so a
 weak draft is asked for fewer tokens and a good one for more. It keeps `off_above_batch`'s point in
 mind too: it never speculates while the batch is above `disable_by_batch_size`.
-Later policies (batch schedules, confidence, goodput) implement the same small interface.
+
+The load-aware policies price the next step before choosing k:
+`batch_table` is vLLM's `num_speculative_tokens_per_batch_size` (and TensorRT-LLM's `draft_len_schedule`):
+a table of batch ranges -> k, k = 0 switching speculation off. Given explicitly, or derived from this
+machine's measured pass-cost curve (engine/passcurve.py) with a prior acceptance.
+`goodput` chooses, at every step, the k that maximises expected emitted tokens per second for the batch
+in flight: B * E[tokens per row](k) / (T_verify(B * (k + 1)) + k * T_draft(B)), where T_verify comes from
+the measured pass-cost curve, corrected online by the ratio of each step's measured verify time to the
+curve's, T_draft is the drafter's measured time per draft position (an estimate from its FLOPs until
+the first draft is timed), and E[tokens](k) = 1 + sum_i prod_{j<=i} a_j from a running (EMA) estimate of
+the acceptance a_j at each draft position j given the ones before it (Leviathan et al. 2023's expected
+tokens per step, with per-position rates instead of one alpha). It only changes how many tokens are
+proposed, so it stays lossless, and it never drafts more than `depth`, the user's maximum.
+
+Every policy sees a `PolicyContext` before each step (`depth`) and the finished `Step` after it
+(`observe`: a no-op for the static ones).
 """
 
 from __future__ import annotations
@@ -37,9 +52,18 @@ class DepthPolicy(Protocol):
 
     def depth(self, ctx: PolicyContext) -> int: ...
 
+    def observe(self, step) -> None: ...  # the Step just taken (engine/trace.py)
+
+
+class _Static:
+    """Policies that learn nothing from the steps they see."""
+
+    def observe(self, step) -> None:
+        pass
+
 
 @dataclass(frozen=True)
-class FixedDepth:
+class FixedDepth(_Static):
     name = "fixed"
 
     def depth(self, ctx: PolicyContext) -> int:
@@ -47,7 +71,7 @@ class FixedDepth:
 
 
 @dataclass(frozen=True)
-class OffAboveBatch:
+class OffAboveBatch(_Static):
     """The classic rule (vLLM V0's `--speculative-disable-by-batch-size N`): no speculation while batch > N."""
 
     threshold: int
@@ -58,7 +82,7 @@ class OffAboveBatch:
 
 
 @dataclass
-class HeuristicDepth:
+class HeuristicDepth(_Static):
     """Acceptance-driven depth (transformers' `num_assistant_tokens_schedule="heuristic"`), batch-aware.
 
     State lives in the object, and `make_policy` builds a fresh one for every run."""
@@ -77,7 +101,157 @@ class HeuristicDepth:
         return self.current
 
 
-def make_policy(cfg: DecodeConfig) -> DepthPolicy:
+# --- load-aware policies ----------------------------------------------------------------------
+
+# The acceptance a policy assumes before a run has verified anything: a starting guess, replaced by the
+# run's own measured per-position acceptance after its first speculative steps (EMA_WEIGHT per step).
+PRIOR_ACCEPTANCE = 0.6
+EMA_WEIGHT = 0.2
+
+
+def expected_tokens(accept: list[float], k: int) -> float:
+    """Expected tokens a row emits in a step of depth k: 1 (the target's own) + sum over i <= k of the
+    chance that drafts 1..i are all accepted, with accept[j] the acceptance of position j+1 given the ones
+    before it (with a constant alpha this is Leviathan et al.'s (1 - alpha^(k+1)) / (1 - alpha))."""
+    total, run = 1.0, 1.0
+    for j in range(k):
+        run *= accept[j]
+        total += run
+    return total
+
+
+def best_depth(batch: int, max_depth: int, accept: list[float], verify_ms, draft_ms_per_position: float) -> tuple[int, float]:
+    """(k, expected tokens per ms) maximising batch * E[tokens](k) / (verify_ms(batch * (k + 1)) + k * draft)."""
+    best_k, best_rate = 0, batch / verify_ms(batch)
+    for k in range(1, max_depth + 1):
+        rate = batch * expected_tokens(accept, k) / (verify_ms(batch * (k + 1)) + k * draft_ms_per_position)
+        if rate > best_rate:
+            best_k, best_rate = k, rate
+    return best_k, best_rate
+
+
+@dataclass(frozen=True)
+class BatchTable(_Static):
+    """vLLM's `num_speculative_tokens_per_batch_size`: rows (min_batch, max_batch, k); a batch no row
+    covers speculates the user's `depth`. k is capped at `depth` (the user's maximum)."""
+
+    table: tuple[tuple[int, int, int], ...]
+    name = "batch_table"
+
+    def depth(self, ctx: PolicyContext) -> int:
+        for low, high, k in self.table:
+            if low <= ctx.batch <= high:
+                return min(k, ctx.base_depth)
+        return ctx.base_depth
+
+
+# Batch ranges of a derived table: each gets the k that is best at its geometric middle.
+TABLE_RANGES = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 64), (65, 128), (129, 256), (257, 1 << 20))
+
+
+def derived_batch_table(curve, max_depth: int, draft_cost_ratio: float,
+                        accept: float = PRIOR_ACCEPTANCE) -> tuple[tuple[int, int, int], ...]:
+    """A batch table from this machine's measured pass-cost curve: for each range of TABLE_RANGES the k that
+    maximises expected tokens per second with a constant acceptance `accept` and a drafter costing
+    `draft_cost_ratio` x a batch-B target pass per draft position (c in Leviathan et al.)."""
+    rows = []
+    for low, high in TABLE_RANGES:
+        batch = max(1, round((low * min(high, 4 * low)) ** 0.5))
+        k, _ = best_depth(batch, max_depth, [accept] * max_depth, curve.time_ms, draft_cost_ratio * curve.time_ms(batch))
+        rows.append((low, high, k))
+    return tuple(rows)
+
+
+@dataclass
+class GoodputDepth:
+    """k per step from the measured cost of a pass and the run's own acceptance (see the module docstring).
+
+    State (the acceptance estimates, the cost corrections) lives in the object: `make_policy` builds a
+    fresh one for every run."""
+
+    curve: object  # engine.passcurve.PassCurve
+    max_depth: int
+    draft_cost_ratio: float  # drafter FLOPs per draft position / target FLOPs per token: the prior for T_draft
+    accept: list[float] | None = None
+    verify_ratio: dict[int, float] | None = None  # log2 bucket of tokens per pass -> measured / curve (EMA)
+    draft_ms: dict[int, float] | None = None  # log2 bucket of batch -> measured draft ms per position (EMA)
+    last_choice: tuple[int, float] | None = None  # (k, expected tokens per ms) of the latest step, for the trace
+    name = "goodput"
+
+    def __post_init__(self):
+        self.accept = self.accept or [PRIOR_ACCEPTANCE] * max(self.max_depth, 1)
+        self.verify_ratio = self.verify_ratio or {}
+        self.draft_ms = self.draft_ms or {}
+
+    @staticmethod
+    def _bucket(n: int) -> int:
+        return max(int(n), 1).bit_length()
+
+    def verify_ms(self, tokens: int) -> float:
+        """The curve's time, times the measured/curve ratio of the nearest size this run has timed."""
+        base = self.curve.time_ms(tokens)
+        if not self.verify_ratio:
+            return base
+        b = self._bucket(tokens)
+        nearest = min(self.verify_ratio, key=lambda x: (abs(x - b), x))
+        return base * self.verify_ratio[nearest]
+
+    def draft_ms_per_position(self, batch: int) -> float:
+        if self.draft_ms:
+            b = self._bucket(batch)
+            return self.draft_ms[min(self.draft_ms, key=lambda x: (abs(x - b), x))]
+        return self.draft_cost_ratio * self.verify_ms(batch)
+
+    def depth(self, ctx: PolicyContext) -> int:
+        if ctx.base_depth == 0:
+            return 0
+        k, rate = best_depth(ctx.batch, min(ctx.base_depth, self.max_depth), self.accept, self.verify_ms,
+                             self.draft_ms_per_position(ctx.batch))
+        self.last_choice = (k, rate)
+        return k
+
+    def observe(self, step) -> None:
+        """Learn from a decode step: its verify time against the curve, its draft time per position, and
+        each row's acceptance at every position it reached (position j counts only if 1..j-1 were accepted)."""
+        if step.kind != "decode" or step.verify_ms <= 0:
+            return
+        ema = lambda old, new: (1 - EMA_WEIGHT) * old + EMA_WEIGHT * new  # noqa: E731
+        b = self._bucket(step.tokens_per_pass)
+        ratio = step.verify_ms / self.curve.time_ms(step.tokens_per_pass)
+        self.verify_ratio[b] = ema(self.verify_ratio[b], ratio) if b in self.verify_ratio else ratio
+        if step.depth > 0 and step.draft_ms > 0:
+            per_position = step.draft_ms / step.depth
+            bb = self._bucket(step.batch)
+            self.draft_ms[bb] = ema(self.draft_ms[bb], per_position) if bb in self.draft_ms else per_position
+        reached = [0] * len(self.accept)
+        kept = [0] * len(self.accept)
+        for row in step.seqs:
+            for j in range(min(len(row.drafted), len(self.accept))):
+                reached[j] += 1
+                if j < row.num_accepted:
+                    kept[j] += 1
+                else:
+                    break
+        for j, n in enumerate(reached):
+            if n:
+                self.accept[j] = ema(self.accept[j], kept[j] / n)
+
+
+def make_policy(cfg: DecodeConfig, pair=None, drafter=None) -> DepthPolicy:
+    """The policy `cfg` names. The load-aware ones need the pair (for its measured pass-cost curve) and the
+    drafter (for the prior of its cost per draft position)."""
+    if cfg.policy in (PolicyKind.BATCH_TABLE.value, PolicyKind.GOODPUT.value):
+        if cfg.policy == PolicyKind.BATCH_TABLE.value and cfg.batch_table is not None:
+            return BatchTable(cfg.batch_table)
+        if pair is None or drafter is None or not cfg.speculative:
+            return FixedDepth()  # plain decoding: nothing to choose
+        from .passcurve import pass_curve
+
+        curve = pass_curve(pair)
+        ratio = drafter.token_flops(curve.context) / pair.target_costs.token_flops(curve.context)
+        if cfg.policy == PolicyKind.BATCH_TABLE.value:
+            return BatchTable(derived_batch_table(curve, cfg.depth, ratio))
+        return GoodputDepth(curve=curve, max_depth=cfg.depth, draft_cost_ratio=ratio)
     if cfg.policy == PolicyKind.OFF_ABOVE_BATCH.value:
         return OffAboveBatch(cfg.disable_by_batch_size)
     if cfg.policy == PolicyKind.HEURISTIC.value:

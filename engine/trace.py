@@ -129,7 +129,7 @@ class Trace:
             raise
 
     @classmethod
-    def from_dict(cls, data) -> "Trace":
+    def from_dict(cls, data) -> Trace:
         if not isinstance(data, dict):
             raise TraceError("not a SpecLab trace: the JSON top level must be an object")
         schema = data.get("schema")
@@ -163,7 +163,7 @@ class Trace:
         )
 
     @classmethod
-    def from_json(cls, path: str | os.PathLike) -> "Trace":
+    def from_json(cls, path: str | os.PathLike) -> Trace:
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
@@ -174,7 +174,7 @@ class Trace:
         return cls.from_dict(data)
 
     @classmethod
-    def from_json_bytes(cls, raw: bytes) -> "Trace":
+    def from_json_bytes(cls, raw: bytes) -> Trace:
         try:
             data = json.loads(raw.decode("utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -15,10 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from engine import load_pair  # noqa: E402
-from engine.bench import bench, format_table  # noqa: E402
+from engine import load_pair
+from engine.bench import bench, format_table
 
 
 def main() -> int:

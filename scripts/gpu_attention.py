@@ -21,25 +21,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
+from gpu_bench import SHAPES, random_llama, random_pair
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from transformers import DynamicCache
+
+import engine.forward
+from engine import DecodeConfig, generate
+from engine.bench import prompt_set_list
+from engine.fastllama import LeanLlama
+from engine.hardware import configure_attention, pick_device, pick_dtype
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from gpu_bench import SHAPES, random_llama, random_pair  # noqa: E402
-from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
-from transformers import DynamicCache  # noqa: E402
-
-import engine.kvcache  # noqa: E402
-from engine import DecodeConfig, generate  # noqa: E402
-from engine.bench import prompt_set_list  # noqa: E402
-from engine.fastllama import LeanLlama  # noqa: E402
-from engine.hardware import configure_attention, pick_device, pick_dtype  # noqa: E402
 
 NO_CUDNN = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
@@ -81,7 +77,7 @@ def engine_check(shape: str, device, dtype, n_prompts: int, new_tokens: int, rou
     print(f"{'decode':<14} {'attention':<16} {'round':>5} {'tok/s':>8}")
     for rnd in range(rounds):
         for name, setting in (("engine default", configure_attention), ("cuDNN forced on", force_cudnn)):
-            engine.kvcache.configure_attention = setting  # what RaggedCache calls for every new cache
+            engine.forward.configure_attention = setting  # what make_forward calls for every new cache
             for label, cfg in modes:
                 tokens, seconds = 0, 0.0
                 for i, prompt in enumerate(prompts):  # a different prompt prefix per round: new lengths
@@ -89,7 +85,7 @@ def engine_check(shape: str, device, dtype, n_prompts: int, new_tokens: int, rou
                     tokens += trace.summary["new_tokens"]
                     seconds += trace.summary["wall_s"]
                 print(f"{label:<14} {name:<16} {rnd:>5} {tokens / seconds:>8.1f}", flush=True)
-    engine.kvcache.configure_attention = configure_attention
+    engine.forward.configure_attention = configure_attention
 
 
 def main() -> None:

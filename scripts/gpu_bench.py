@@ -21,19 +21,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import traceback
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from engine.bench import bench, format_passes, format_table, pass_costs
+from engine.hardware import pick_device, pick_dtype, probe
+from engine.models import ModelPair
 
-from engine.bench import bench, format_passes, format_table, pass_costs  # noqa: E402
-from engine.hardware import pick_device, pick_dtype, probe  # noqa: E402
-from engine.models import ModelPair  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SHAPES = {  # hidden, intermediate, layers, heads, kv heads, vocab, tied
     "smollm2-135m": (576, 1536, 30, 9, 3, 49152, True),  # the embedded target's own shape

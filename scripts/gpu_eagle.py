@@ -3,10 +3,10 @@
 On the 2-core CPU the data are the limit: the target writes ~340 tokens/s, so each round of prompts
 (~480k response tokens) costs ~40 minutes, and the features pass and one epoch of training cost ~1.5 h
 more for all six rounds. On a GPU the engine decodes thousands of prompts per pass. This script runs the
-same pipeline as `python -m engine.distill` + `python -m engine.eagle`, in memory, within a time budget:
+same pipeline as `python -m training.distill` + `python -m training.eagle`, in memory, within a time budget:
 
 1. generate: the target's greedy responses to the training prompts of all six rounds (the same prompts
-   and the same held-out split as `engine.distill --prompt-rounds 6`), then, while the generation budget
+   and the same held-out split as `training.distill --prompt-rounds 6`), then, while the generation budget
    lasts (it can stop any pass early), more passes that *sample* at --temperature: new contexts from the
    same prompts, since greedy data stop growing once every prompt has its one greedy response;
 2. features: one teacher-forcing pass of the target over all of it (EAGLE-3 fusion of --fuse-layers);
@@ -19,7 +19,7 @@ same pipeline as `python -m engine.distill` + `python -m engine.eagle`, in memor
    (--heldout-dir: the distillation's heldout/ shards).
 
 The engine's acceptance of the new head is then measured on the CPU, where the product runs:
-`python -m engine.eagle --stage eval --out <out>/head`.
+`python -m training.eagle --stage eval --out <out>/head`.
 
     python scripts/gpu_eagle.py --out OUT --budget-s 480 [--device cuda] [--gen-batch 2048]
 
@@ -41,15 +41,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from engine import DecodeConfig, generate  # noqa: E402
-from engine.distill import TeeLog, build_prompts, read_shards  # noqa: E402
-from engine.eagle import (  # noqa: E402
-    VOCAB_FILE, EagleHead, FeatureData, evaluate, extract_features, frequent_tokens, load_head, save_head, train,
+from engine import DecodeConfig, generate
+from engine.models import embedded_model_dir, load_pair
+from training.distill import TeeLog, build_prompts, read_shards
+from training.eagle import (
+    VOCAB_FILE,
+    EagleHead,
+    FeatureData,
+    evaluate,
+    extract_features,
+    frequent_tokens,
+    load_head,
+    save_head,
+    train,
 )
-from engine.models import embedded_model_dir, load_pair  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -60,7 +67,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--budget-s", type=float, default=480.0, help="the whole run's time budget")
     p.add_argument("--gen-share", type=float, default=0.45, help="share of the budget generation may use")
     p.add_argument("--gen-batch", type=int, default=2048)
-    p.add_argument("--max-new-tokens", type=int, default=160, help="as engine.distill's default")
+    p.add_argument("--max-new-tokens", type=int, default=160, help="as training.distill's default")
     p.add_argument("--sample-passes", type=int, default=2, help="sampled passes after the greedy one (budget allowing)")
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--tokens", default="",
@@ -197,7 +204,7 @@ def main(argv=None) -> int:
     from transformers import AutoModelForCausalLM
 
     device = torch.device(args.device)
-    target = AutoModelForCausalLM.from_pretrained(embedded_model_dir(), dtype=torch.float32)  # as engine.eagle
+    target = AutoModelForCausalLM.from_pretrained(embedded_model_dir(), dtype=torch.float32)  # as training.eagle
     embed = target.get_input_embeddings().weight.detach()
     vocab_ids = sorted({t for r in rows for t in r["output_ids"]})
     vocab = torch.tensor(vocab_ids)

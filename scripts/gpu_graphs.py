@@ -25,20 +25,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from pathlib import Path
 
 import torch
+from gpu_bench import SHAPES, parse_shapes, probe_report, random_llama, run_shapes
+from transformers import DynamicCache
+
+from engine.fastllama import LeanLlama
+from engine.hardware import StepTimer, pick_device, pick_dtype
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from gpu_bench import SHAPES, parse_shapes, probe_report, random_llama, run_shapes  # noqa: E402
-from transformers import DynamicCache  # noqa: E402
-
-from engine.fastllama import LeanLlama  # noqa: E402
-from engine.hardware import StepTimer, pick_device, pick_dtype  # noqa: E402
 
 
 def timed(fn, device, repeats: int) -> float:
@@ -77,7 +73,7 @@ def pass_rows(model, lean, device, batches, tokens, repeats) -> list[dict]:
             ids = torch.randint(100, 40000, (batch, n), device=device)
             positions = torch.arange(n, device=device).expand(batch, n)
 
-            def step():
+            def step(ids=ids, positions=positions):
                 return lean.forward(ids, positions, None, DynamicCache(config=model.config), logits_to_keep=1)
 
             with torch.inference_mode():

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from engine import DecodeConfig, generate, load_pair
+from engine.hardware import probe
 
-from engine import DecodeConfig, generate, load_pair  # noqa: E402
-from engine.hardware import probe  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 OUT = ROOT / "assets" / "traces"
 PROMPTS = {p["id"]: p for p in json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))["prompts"]}

@@ -3,22 +3,37 @@ embedded target in float32 (exactness is tested in float32: bf16 rounds differen
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
+import numpy as np
 import pytest
 import torch
+from scipy.stats import chisquare
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from engine.models import ModelPair, embedded_model_dir, load_pair
 
-from engine.models import ModelPair, embedded_model_dir, load_pair  # noqa: E402
+PROMPTS = [
+    "What is the capital of France?",
+    "Write a haiku about the sea, the wind and the salt on the rocks.",
+    "Hi",
+]
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped on CPU)")
-    config.addinivalue_line("markers", "slow: loads the real embedded model")
+def chi2_pvalue(samples: torch.Tensor, p: torch.Tensor) -> float:
+    """Chi-square goodness of fit of integer samples to the distribution p."""
+    observed = np.bincount(samples.numpy(), minlength=p.numel())
+    expected = p.double().numpy() / p.double().sum().item() * observed.sum()
+    return chisquare(observed, expected).pvalue
+
+
+def hf_greedy(pair, prompt: str, max_new_tokens: int) -> list[int]:
+    """Reference: transformers' own greedy generate() on the same chat-templated prompt."""
+    ids = torch.tensor([pair.encode_prompt(prompt)])
+    eos = sorted(pair.eos_ids) or None
+    with torch.inference_mode():
+        out = pair.target.generate(
+            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
+            eos_token_id=eos, pad_token_id=eos[0] if eos else 0,
+        )  # fmt: skip
+    return out[0, ids.shape[1] :].tolist()
 
 
 @pytest.fixture(scope="session")

@@ -141,7 +141,7 @@ def soft_targets(target, rows: list[dict], topk: int, max_len: int, batch_size: 
 @torch.no_grad()
 def soft_targets_from_features(path: Path, rows: list[dict], topk: int, lm_head: torch.Tensor, max_len: int,
                                log=print, chunk_rows: int = 16) -> list[dict]:
-    """`soft_targets` without a new target pass: an EAGLE features file (`python -m engine.eagle --stage
+    """`soft_targets` without a new target pass: an EAGLE features file (`python -m training.eagle --stage
     features`, same rows and --max-len) already holds the target's final hidden states at every position,
     and lm_head of them is its next-token distribution. On the 2.2 M-token data the features pass took
     ~40 min; this takes the head's matmul only. Raises ValueError when the file holds other rows."""
@@ -476,7 +476,7 @@ def write_card(out: Path, info: dict) -> None:
         "",
         "A small causal LM that proposes tokens for the embedded target (SmolLM2-135M-Instruct) in SpecLab's",
         "speculative decoding. It shares the target's tokenizer and vocabulary (49152 tokens) and was distilled",
-        "from the target's own greedy responses on a 2-core CPU, by `engine/distill.py`.",
+        "from the target's own greedy responses on a 2-core CPU, by `training/distill.py`.",
         "",
         "## Architecture",
         f"- LlamaForCausalLM: hidden {arch['hidden']}, {arch['layers']} layers, {arch['heads']} heads "
@@ -576,7 +576,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--gen-dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     g.add_argument("--soft-topk", type=int, default=0, help="keep the target's top-k distribution (0 = hard labels only)")
     g.add_argument("--soft-features", default=None, metavar="PATH",
-                   help="take the soft targets from EAGLE features files of these rows (`python -m engine.eagle "
+                   help="take the soft targets from EAGLE features files of these rows (`python -m training.eagle "
                         "--stage features`) instead of a new target pass; {split} in PATH stands for train / heldout, "
                         "e.g. distill_work/eagle/features-{split}-fuse2-15.safetensors")
     m = p.add_argument_group("draft architecture")
@@ -606,7 +606,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def add_eval_options(p: argparse.ArgumentParser) -> None:
-    """The engine evaluation on held-out prompts (shared with `python -m engine.eagle`)."""
+    """The engine evaluation on held-out prompts (shared with `python -m training.eagle`)."""
     e = p.add_argument_group("evaluation")
     e.add_argument("--eval-prompts", type=int, default=24, help="held-out prompts decoded by the engine")
     e.add_argument("--eval-depth", type=int, default=4)

@@ -11,10 +11,11 @@ next one:
 The head reuses the target's embedding and output head (not shipped: only fc, the layer and a norm,
 ~4.2 M parameters). With EAGLE-3's feature fusion (`--fuse-layers`), f_i is the outputs of some inner
 target layers (standardised per dimension) plus the final feature, mapped back to H by one more linear
-layer (`fuse`, +1 M parameters for two layers); the head's own guesses g feed back unfused. Drafting k tokens: the first step reads true target features; later steps feed the
-head's own g back in (feature-level autoregression). Training unrolls that loop (EAGLE-3's
-"training-time test"): at depth s a query attends to true-feature keys up to s entries back and to the
-keys its own earlier draft steps produced, exactly what it sees when drafting.
+layer (`fuse`, +1 M parameters for two layers); the head's own guesses g feed back unfused. Drafting k
+tokens: the first step reads true target features; later steps feed the head's own g back in
+(feature-level autoregression). Training unrolls that loop (EAGLE-3's "training-time test"): at depth s
+a query attends to true-feature keys up to s entries back and to the keys its own earlier draft steps
+produced, exactly what it sees when drafting.
 
     python -m training.eagle --help
     python -m training.eagle --work-dir distill_work --out assets/eagle   # features, train, save, eval
@@ -40,12 +41,11 @@ import torch.nn.functional as F
 
 from engine.drafters.eagle import EagleLoadError, fuse_features, load_head  # noqa: F401  (re-exported)
 from engine.fastllama import rms_norm, rotate_half
+from engine.formats import DRAFT_VOCAB_FILE as VOCAB_FILE
 from engine.formats import EAGLE_CONFIG_FILE as CONFIG_FILE
 from engine.formats import EAGLE_FORMAT as CONFIG_FORMAT
 from engine.formats import EAGLE_WEIGHTS_FILE as WEIGHTS_FILE
-from engine.formats import head_config
-from engine.formats import DRAFT_VOCAB_FILE as VOCAB_FILE
-from engine.formats import write_draft_vocab
+from engine.formats import head_config, write_draft_vocab
 
 from .data import TeeLog, length_batches, read_shards
 from .features import concat_features, covers_prefix, extract_features  # noqa: F401  (re-exported)
@@ -119,7 +119,7 @@ class EagleHead(torch.nn.Module):
         return features
 
     @classmethod
-    def from_target(cls, target, seed: int = 0, fuse_layers: tuple[int, ...] = ()) -> "EagleHead":
+    def from_target(cls, target, seed: int = 0, fuse_layers: tuple[int, ...] = ()) -> EagleHead:
         """Start as a pass-through: fc copies the feature f_p (plus a small random projection of the token
         embedding) and the layer's two residual branches start at zero (random q/k/v/gate/up, zero o/down),
         so at step 0 the head guesses lm_head(f_p / rms): the target's own previous prediction.

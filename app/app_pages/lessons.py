@@ -2,29 +2,28 @@
 
 Page shape (DESIGN §5): title, short prose, then per lesson its text (lessons/*.md), a button that
 runs the experiment through the engine, and a conclusion computed from what was just measured.
-Nothing on this page is a canned number.
+Nothing on this page is a canned number. Each lesson names its experiment in its front matter
+(app/lesson_files.py); EXPERIMENTS below maps those names to a measurement and its conclusion.
 """
 
 from __future__ import annotations
 
-import logging
-import statistics
-import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import streamlit as st
 
-import streamlit as st  # noqa: E402
+from app import resources
+from app.lesson_files import load_lessons
+from app.page_helpers import load_pair_or_error, show_failure
+from app.views import metrics, roofline
+from engine import ConfigError, DecodeConfig, generate
+from engine.bench import batch_prompts, pass_costs
 
-from app import resources  # noqa: E402
-from app.views import metrics, roofline  # noqa: E402
-from engine import DecodeConfig, generate  # noqa: E402
-from engine.bench import batch_prompts, pass_costs  # noqa: E402
-
-log = logging.getLogger("speclab.lessons")
-LESSONS = sorted((ROOT / "lessons").glob("[0-9][0-9]-*.md"))
+LESSONS_DIR = Path(__file__).resolve().parents[2] / "lessons"
+# What an experiment can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
+EXPERIMENT_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 
 
 # --- experiments (each returns plain data; drawing happens below) ------------------------------
@@ -63,7 +62,7 @@ GATE_DEPTH, GATE_THRESHOLD = 6, 0.3
 
 def adaptive(pair) -> dict:
     """Depth 6 drafting every token vs stopping below joint confidence 0.3, at batch 1 and 8."""
-    drafter = "eagle" if pair.eagle is not None else "model"
+    drafter = "eagle" if pair.drafter_name("eagle") else "model"
     out = {"drafter": drafter}
     for batch, tokens in ((1, 48), (8, 32)):
         prompts = batch_prompts("heldout", batch)
@@ -164,13 +163,20 @@ def show_adaptive(result: dict) -> None:
                "ones the target would have rejected.")
 
 
-EXPERIMENTS = [
-    (memory_bound, show_memory_bound),
-    (more_flops, show_more_flops),
-    (past_the_ridge, show_past_the_ridge),
-    (turn_it_off, show_turn_it_off),
-    (adaptive, show_adaptive),
-]
+@dataclass(frozen=True)
+class Experiment:
+    run: Callable[[object], dict]  # pair -> measured result (plain data)
+    show: Callable[[dict], None]  # result -> the conclusion on the page
+    needs: tuple[str, ...] = ()  # drafter kinds, any one of which the pair must offer (pair.available_drafters())
+
+
+EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment: memory_bound")
+    "memory_bound": Experiment(memory_bound, show_memory_bound),
+    "more_flops": Experiment(more_flops, show_more_flops),
+    "past_the_ridge": Experiment(past_the_ridge, show_past_the_ridge),
+    "turn_it_off": Experiment(turn_it_off, show_turn_it_off, needs=("model",)),
+    "adaptive": Experiment(adaptive, show_adaptive, needs=("eagle", "model")),
+}
 
 # --- page --------------------------------------------------------------------------------------
 st.title("🎓 Lessons")
@@ -179,32 +185,33 @@ st.markdown(
     "runs on this machine when you press its button. After J. Barrow, "
     "[“Why is speculative decoding fast?”](https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast), 2026."
 )
-try:
-    with st.status("Loading the model pair…", expanded=False) as status:
-        pair = resources.get_pair("embedded", "auto")
-        status.update(label=f"Ready: {pair.target_name} · draft: {pair.draft_name or 'none'} · "
-                            f"{pair.device.type} {pair.dtype_name}", state="complete")  # fmt: skip
-except Exception as exc:  # never a traceback on the page
-    log.exception("model loading failed")
-    st.error(f"Could not load the embedded model pair ({type(exc).__name__}: {exc}).", icon=":material/error:")
+lessons = load_lessons(LESSONS_DIR, EXPERIMENTS)
+loaded = load_pair_or_error("embedded", "auto")
+if loaded is None:
+    st.stop()
+pair, _ = loaded
+if not lessons:
+    st.error(f"No lesson files (NN-name.md) were found in {LESSONS_DIR}.", icon=":material/error:")
     st.stop()
 
-tabs = st.tabs([path.read_text(encoding="utf-8").splitlines()[0].lstrip("# ") for path in LESSONS])
-for i, (tab, path, (run, show)) in enumerate(zip(tabs, LESSONS, EXPERIMENTS)):
+tabs = st.tabs([lesson.title for lesson in lessons])
+for i, (tab, lesson) in enumerate(zip(tabs, lessons), start=1):
     with tab:
-        text = path.read_text(encoding="utf-8").split("\n", 1)[1]
-        st.markdown(text)
-        if (run is turn_it_off and pair.draft is None) or (run is adaptive and pair.draft is None and pair.eagle is None):
+        st.markdown(lesson.body)
+        if lesson.problem:
+            st.error(lesson.problem, icon=":material/error:")
+            continue
+        experiment = EXPERIMENTS[lesson.experiment]
+        if experiment.needs and not set(experiment.needs) & set(pair.available_drafters()):
             st.warning("This experiment needs the draft model, and this pair has none.")
             continue
-        if st.button("▶ Run the experiment", key=f"lesson{i + 1}_run", type="primary"):
+        if st.button("▶ Run the experiment", key=f"lesson{i}_run", type="primary"):
             with resources.model_turn(st.empty()):
                 try:
                     with st.spinner("Measuring…"):
-                        st.session_state[f"lesson{i + 1}"] = run(pair)
-                except Exception as exc:  # never a traceback on the page
-                    log.exception("lesson experiment failed")
-                    st.error(f"The experiment failed ({type(exc).__name__}: {exc}).", icon=":material/error:")
-        result = st.session_state.get(f"lesson{i + 1}")
+                        st.session_state[f"lesson{i}"] = experiment.run(pair)
+                except EXPERIMENT_ERRORS as exc:
+                    show_failure("The experiment failed", exc)
+        result = st.session_state.get(f"lesson{i}")
         if result is not None:
-            show(result)
+            experiment.show(result)

@@ -9,24 +9,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import logging
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import streamlit as st
+
+from app import resources
+from app.page_helpers import last_resort, load_pair_or_error, show_failure
+from app.results import Peaks, gauge_name, show_results
+from app.views import tokens
+from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate_steps
+from engine.hardware import pick_device
+
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import streamlit as st  # noqa: E402
-
-from app import resources  # noqa: E402
-from app.results import Peaks, gauge_name, show_results  # noqa: E402
-from app.views import tokens  # noqa: E402
-from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate_steps  # noqa: E402
-
-log = logging.getLogger("speclab.playground")
 PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))["prompts"]
 PROMPT_BY_ID = {p["id"]: p for p in PROMPTS}
 CUSTOM = "✏️ Custom text…"
@@ -36,6 +32,11 @@ PROMPT_TITLES = list(PROMPT_BY_TITLE)
 PAIR_BY_LABEL = {p.label: key for key, p in resources.PRESETS.items()}
 PAIR_LABELS = list(PAIR_BY_LABEL)
 DRAFTERS = {"n-gram": "ngram", "draft model": "model", "EAGLE head": "eagle"}
+NO_DRAFTER = {  # drafter kind -> why it cannot run on this pair (pair.available_drafters() lacks it)
+    "model": "This model pair has no draft model. Fix: choose the n-gram drafter, or another pair.",
+    "eagle": "This model pair has no EAGLE head (one ships for the embedded target only). Fix: choose the draft "
+             "model or the n-gram drafter, or the embedded pair.",
+}  # fmt: skip
 POLICIES = {"fixed k": "fixed", "off above batch N": "off_above_batch", "adaptive k": "heuristic"}
 CPU_WORK_GUARD = 16_384  # batch × (depth + 1) × max_new_tokens allowed on a CPU server
 GPU_WORK_GUARD = 262_144
@@ -105,8 +106,9 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
                                     "one layer that drafts from the target's own last hidden states (EAGLE, Li et "
                                     "al. 2024).")  # fmt: skip
             float32 = st.toggle("float32 (lanes match exactly; slower on this CPU)", key="fp32", bind="query-params",
-                                help="auto = bfloat16 where the hardware computes it natively. In bfloat16 a k-token "
-                                     "verify pass and single-token passes round differently, so greedy lanes may part.")  # fmt: skip
+                                help="auto = bfloat16 where the hardware computes it natively. In bfloat16 a "
+                                     "k-token verify pass and single-token passes round differently, so greedy lanes "
+                                     "may part.")  # fmt: skip
 
         s1, s2, s3, s4, s5 = st.columns(5)
         batch = s1.slider("Batch size", 1, max_batch, 1, key="batch", bind="query-params")
@@ -122,7 +124,8 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
         policy = p1.radio("Depth policy", list(POLICIES), key="policy", bind="query-params", horizontal=True,
                           help="off above batch N: vLLM's disable_by_batch_size, no speculation while more than N "
                                "sequences decode. adaptive k: start at k, +2 after a step whose drafts were all "
-                               "accepted, -1 after a rejection (transformers' 'heuristic' schedule), also off above N.")  # fmt: skip
+                               "accepted, -1 after a rejection (transformers' 'heuristic' schedule), also off above "
+                               "N.")  # fmt: skip
         policy_n = p2.number_input("N", 1, max_batch, 8, key="policy_n", bind="query-params",
                                    disabled=POLICIES[policy] == "fixed")  # fmt: skip
         confidence = p5.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, key="conf",
@@ -223,8 +226,6 @@ st.markdown(
 )
 
 hub_ok = resources.hub_available()
-from engine.hardware import pick_device  # noqa: E402  (after the page text, so the title shows while torch loads)
-
 on_gpu = pick_device().type == "cuda"
 settings, clicked, auto = controls(hub_ok, on_gpu)
 problems = input_problems(settings, hub_ok, on_gpu)
@@ -233,34 +234,16 @@ for problem in problems:
 
 pair = probe = None
 if not problems or not resources.PRESETS[settings.preset].hub:
-    try:
-        with st.status("Loading the model pair and probing this machine…", expanded=False) as status:
-            pair = resources.get_pair(settings.preset, settings.dtype)
-            probe = resources.get_probe(pair.device.type, pair.dtype_name)
-            status.update(
-                label=f"Ready: {pair.target_name} · draft: {pair.draft_name or 'none'} · "
-                f"EAGLE head: {'yes' if pair.eagle is not None else 'none'} · {pair.device.type} {pair.dtype_name}",
-                state="complete",
-            )
-            st.write(f"Device: {probe.device_name}; measured peaks {probe.peak_bandwidth / 1e9:.0f} GB/s, "
-                     f"{probe.peak_flops / 1e9:.0f} GFLOP/s; ridge point {probe.ridge_point:.0f} FLOP/byte.")  # fmt: skip
-            for warning in pair.warnings:
-                st.write(f"⚠️ {warning}")
-    except ModelLoadError as exc:
-        problems.append(str(exc))
-        st.error(f"Could not load the model pair: {exc}. Fix: choose the embedded pair.", icon=":material/error:")
-    except Exception as exc:  # never a traceback on the page
-        log.exception("model loading failed")
-        problems.append(str(exc))
-        st.error(f"Could not load the model pair ({type(exc).__name__}: {exc}).", icon=":material/error:")
+    loaded = load_pair_or_error(settings.preset, settings.dtype, with_probe=True)
+    if loaded is None:
+        problems.append("the model pair did not load")
+    else:
+        pair, probe = loaded
 
-if pair is not None and settings.drafter == "model" and pair.draft is None:
-    problems.append("no draft model")
-    st.error("This model pair has no draft model. Fix: choose the n-gram drafter, or another pair.", icon=":material/error:")
-if pair is not None and settings.drafter == "eagle" and pair.eagle is None:
-    problems.append("no EAGLE head")
-    st.error("This model pair has no EAGLE head (one ships for the embedded target only). Fix: choose the draft "
-             "model or the n-gram drafter, or the embedded pair.", icon=":material/error:")
+if pair is not None and pair.drafter_name(settings.drafter) is None:
+    problems.append(f"no {settings.drafter} drafter")
+    st.error(NO_DRAFTER.get(settings.drafter, f"This model pair cannot run the {settings.drafter} drafter."),
+             icon=":material/error:")  # fmt: skip
 
 if st.session_state.pop("running", False):  # the previous script run stopped mid-decode
     st.info("The previous run was interrupted (a setting changed or Run was pressed again); nothing was kept from it.",
@@ -291,19 +274,15 @@ elif want_run and pair is not None:
         st.session_state["running"] = False
         live.empty()
         st.error(str(exc), icon=":material/error:")
-    except Exception as exc:  # never a traceback on the page
-        log.exception("run failed")
+    except (ValueError, OSError, RuntimeError) as exc:  # e.g. torch out of memory (a RuntimeError)
         st.session_state["running"] = False
         live.empty()
-        st.error(f"The run failed ({type(exc).__name__}: {exc}). Try smaller settings.", icon=":material/error:")
+        show_failure("The run failed", exc, "Try smaller settings.")
 
 result = st.session_state.get("result")
 if result is not None and probe is not None:
-    try:
+    with last_resort("Could not draw the results"):
         show_results(result["ar"], result["spec"], Peaks.from_probe(probe), gauge_name(result["spec"]),
                      stale=result["settings"] != settings, offer_float32=not result["settings"].float32)  # fmt: skip
-    except Exception as exc:  # never a traceback on the page
-        log.exception("drawing the results failed")
-        st.error(f"Could not draw the results ({type(exc).__name__}: {exc}).", icon=":material/error:")
 elif not want_run:
     st.info("Pick a prompt and press **▶ Run**: the AR lane decodes first, then the speculative lane, then both race.")

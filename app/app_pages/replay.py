@@ -9,20 +9,15 @@ malformed or unknown files with a TraceError; drawing is app/results.py, shared 
 from __future__ import annotations
 
 import json
-import logging
-import sys
 from pathlib import Path
 
+import streamlit as st
+
+from app.page_helpers import last_resort
+from app.results import Peaks, gauge_name, show_results
+from engine import Trace, TraceError
+
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import streamlit as st  # noqa: E402
-
-from app.results import Peaks, gauge_name, show_results  # noqa: E402
-from engine import Trace, TraceError  # noqa: E402
-
-log = logging.getLogger("speclab.replay")
 TRACES = ROOT / "assets" / "traces"
 SAMPLE, UPLOAD = "A shipped sample", "Upload your own traces"
 
@@ -128,9 +123,5 @@ if pair is not None:
     st.info(f"These are recorded measurements, not a live run: {recorded_on(spec)}.", icon=":material/history:")
     peaks = Peaks.from_meta(spec) or Peaks.from_meta(ar)
     where = f"on the recording machine ({peaks.device_name})" if peaks and peaks.device_name else "on the recording machine"
-    try:
+    with last_resort("Could not draw these traces", "Are they complete SpecLab traces?"):
         show_results(ar, spec, peaks, gauge_name(spec), peaks_where=where)
-    except Exception as exc:  # never a traceback on the page
-        log.exception("drawing the replay failed")
-        st.error(f"Could not draw these traces ({type(exc).__name__}: {exc}). Are they complete SpecLab traces?",
-                 icon=":material/error:")  # fmt: skip

@@ -9,44 +9,26 @@ Page shape (DESIGN §5): title, short prose, controls, result. Two live measurem
 
 from __future__ import annotations
 
-import logging
-import sys
-from pathlib import Path
+import streamlit as st
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from app import resources
+from app.page_helpers import load_pair_or_error, show_failure
+from app.views import roofline
+from app.views.sweep import grid_table, pass_table, speedup_figure
+from engine import ConfigError
+from engine.bench import bench, pass_costs
+from engine.costs import ridge_tokens
 
-import plotly.graph_objects as go  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from app import resources  # noqa: E402
-from app.views import roofline  # noqa: E402
-from engine.bench import bench, pass_costs  # noqa: E402
-from engine.costs import ridge_tokens  # noqa: E402
-
-log = logging.getLogger("speclab.sweep")
 BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
 PASS_GUARD = 2048  # tokens in one measured pass (a CPU takes seconds per pass beyond this)
 TOKENS = [1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128]
-
-
-def speedup_figure(rows: list[dict]) -> go.Figure:
-    """Heatmap of measured speedup (speculative / AR tokens/s) over batch x depth."""
-    batches = sorted({r["batch"] for r in rows})
-    depths = sorted({r["depth"] for r in rows})
-    cell = {(r["batch"], r["depth"]): r for r in rows}
-    z = [[cell[(b, d)]["speedup"] if (b, d) in cell else None for d in depths] for b in batches]
-    text = [[f"{v:.2f}×" if v is not None else "" for v in row] for row in z]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=[str(d) for d in depths], y=[str(b) for b in batches], text=text, texttemplate="%{text}",
-        colorscale=[[0, "#b00020"], [0.5, "#f4f4f4"], [1, "#0a7d32"]], zmid=1.0,
-        colorbar={"title": "speedup"}, hovertemplate="batch %{y}, depth %{x}: %{text}<extra></extra>",
-    ))  # fmt: skip
-    fig.update_xaxes(title_text="speculation depth k", type="category")
-    fig.update_yaxes(title_text="batch size", type="category")
-    fig.update_layout(height=320, margin={"l": 50, "r": 20, "t": 30, "b": 40})
-    return fig
+GRID_DRAFTERS = {"draft model": "model", "EAGLE head": "eagle", "n-gram": "ngram"}
+NO_DRAFTER = {  # drafter kind -> why this pair cannot run it (pair.available_drafters() lacks it)
+    "model": "This pair has no draft model. Fix: choose the n-gram drafter.",
+    "eagle": "This pair has no EAGLE head. Fix: choose the draft model or the n-gram drafter.",
+}
+# What a measurement can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
+MEASURE_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 
 
 st.title("📈 Sweep")
@@ -59,15 +41,10 @@ st.markdown(
     f"[“Why is speculative decoding fast?”]({BARROW}), 2026. Everything below is measured when you press the button."
 )
 
-try:
-    with st.status("Loading the model pair and probing this machine…", expanded=False) as status:
-        pair = resources.get_pair("embedded", "auto")
-        probe = resources.get_probe(pair.device.type, pair.dtype_name)
-        status.update(label=f"Ready: {pair.target_name} · {pair.device.type} {pair.dtype_name}", state="complete")
-except Exception as exc:  # never a traceback on the page
-    log.exception("model loading failed")
-    st.error(f"Could not load the embedded model pair ({type(exc).__name__}: {exc}).", icon=":material/error:")
+loaded = load_pair_or_error("embedded", "auto", with_probe=True)
+if loaded is None:
     st.stop()
+pair, probe = loaded
 
 n_star = ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth)
 st.caption(
@@ -98,9 +75,8 @@ if go_passes:
                 with st.spinner("Timing forward passes (median of 5 each)…"):
                     tokens_list = [t for t in TOKENS if t <= max_tokens]
                     st.session_state["pass_rows"] = pass_costs(pair, sorted(batches), tokens_list, context, repeats=5)
-            except Exception as exc:  # never a traceback on the page
-                log.exception("pass timing failed")
-                st.error(f"The measurement failed ({type(exc).__name__}: {exc}).", icon=":material/error:")
+            except MEASURE_ERRORS as exc:
+                show_failure("The measurement failed", exc)
 rows = st.session_state.get("pass_rows")
 if rows:
     st.plotly_chart(roofline.pass_cost_figure(rows, n_star), width="stretch", key="pass_fig")
@@ -108,18 +84,12 @@ if rows:
     one = min(rows, key=lambda r: (r["batch"], r["tokens_per_pass"]))
     if free:
         st.markdown(
-            f"At batch {one['batch']}, a pass of **{free} token{'s' if free > 1 else ''}** costs at most 1.25× a single-token pass "
-            f"({one['ms']:.1f} ms): up to there, verifying draft tokens (or decoding more sequences) is almost free. "
+            f"At batch {one['batch']}, a pass of **{free} token{'s' if free > 1 else ''}** costs at most 1.25× a "
+            f"single-token pass ({one['ms']:.1f} ms): up to there, verifying draft tokens (or decoding more sequences) "
+            "is almost free. "
             "Past the ridge, the per-token time stops falling: the pass is compute-bound."
         )
-    st.dataframe(
-        [{"batch": r["batch"], "tokens/row": r["new_tokens"], "tokens/pass": r["tokens_per_pass"],
-          "ms": round(r["ms"], 2), "ms/token": round(r["ms_per_token"], 3),
-          "GB/s": round(r["achieved_bandwidth"] / 1e9, 1), "GFLOP/s": round(r["achieved_flops"] / 1e9, 1),
-          "% peak BW": round(100 * r["achieved_bandwidth"] / probe.peak_bandwidth),
-          "% peak FLOP/s": round(100 * r["achieved_flops"] / probe.peak_flops)} for r in rows],
-        hide_index=True,
-    )  # fmt: skip
+    st.dataframe(pass_table(rows, probe.peak_bandwidth, probe.peak_flops), hide_index=True)
 
 # --- 2. AR vs speculative over batch x depth ----------------------------------------------------
 st.subheader("2 · AR vs speculative, batch × depth")
@@ -131,20 +101,18 @@ with st.form("grid_form"):
     g1, g2, g3, g4, g5 = st.columns(5)
     grid_batches = g1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 4, 16], key="grid_batches")
     grid_depths = g2.multiselect("Depths k", list(range(0, 13)), default=[2, 4, 8], key="grid_depths")
-    drafter = g3.radio("Drafter", ["draft model", "EAGLE head", "n-gram"], horizontal=True, key="grid_drafter")
+    drafter = g3.radio("Drafter", list(GRID_DRAFTERS), horizontal=True, key="grid_drafter")
     tokens = g4.slider("New tokens per sequence", 8, 64, 24, step=8, key="grid_tokens")
     confidence = g5.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, key="grid_conf",
                            help="Model drafters only: stop a sequence's draft once the product of the drafter's "
                                 "probabilities falls below this; k is then the most a step drafts. 0 = off.")  # fmt: skip
     go_grid = st.form_submit_button("Measure the grid", type="primary")
 if go_grid:
-    kind = {"draft model": "model", "EAGLE head": "eagle"}.get(drafter, "ngram")
+    kind = GRID_DRAFTERS[drafter]
     if not grid_batches or not grid_depths:
         st.error("Pick at least one batch size and one depth.", icon=":material/error:")
-    elif kind == "model" and pair.draft is None:
-        st.error("This pair has no draft model. Fix: choose the n-gram drafter.", icon=":material/error:")
-    elif kind == "eagle" and pair.eagle is None:
-        st.error("This pair has no EAGLE head. Fix: choose the draft model or the n-gram drafter.", icon=":material/error:")
+    elif pair.drafter_name(kind) is None:
+        st.error(NO_DRAFTER.get(kind, f"This pair cannot run the {kind} drafter."), icon=":material/error:")
     elif len(grid_batches) * (len(grid_depths) + 1) * max(grid_batches) * tokens > 20_000:
         st.error("That grid would take many minutes on this machine. Fix: fewer or smaller batch sizes, fewer "
                  "depths, or fewer tokens.", icon=":material/error:")  # fmt: skip
@@ -157,22 +125,14 @@ if go_grid:
                     confidences=[float(confidence) if kind != "ngram" else 0.0],
                     log=lambda line: progress.caption("measured:" + line),
                 )  # fmt: skip
-            except Exception as exc:  # never a traceback on the page
-                log.exception("grid failed")
-                st.error(f"The measurement failed ({type(exc).__name__}: {exc}).", icon=":material/error:")
+            except MEASURE_ERRORS as exc:
+                show_failure("The measurement failed", exc)
             finally:
                 progress.empty()
 grid = st.session_state.get("grid")
 if grid:
     st.plotly_chart(speedup_figure(grid["rows"]), width="stretch", key="grid_fig")
-    st.dataframe(
-        [{"batch": r["batch"], "depth": r["depth"], "tokens/pass": r["tokens_per_pass"],
-          "AR tok/s": round(r["ar_tokens_per_s"], 1), "spec tok/s": round(r["spec_tokens_per_s"], 1),
-          "speedup": round(r["speedup"], 2), "α": None if r["alpha"] is None else round(r["alpha"], 2),
-          "drafted/step": None if r.get("drafted_per_step") is None else round(r["drafted_per_step"], 2),
-          "FLOPs × AR": None if r["flops_ratio"] is None else round(r["flops_ratio"], 2)} for r in grid["rows"]],
-        hide_index=True,
-    )  # fmt: skip
+    st.dataframe(grid_table(grid["rows"]), hide_index=True)
     conf = grid["rows"][0].get("confidence_threshold", 0.0) if grid["rows"] else 0.0
     st.caption(f"{grid['drafter']}, {grid['max_new_tokens']} new tokens per sequence, "
                + (f"drafts stopped below joint confidence {conf:.2f}, " if conf else "") + "one run per cell on "

@@ -1,4 +1,4 @@
 """Pure views: Trace / Step lists -> plotly Figures, HTML strings and metric dicts.
 
-Nothing here calls streamlit, so every view is unit-testable on a fixture trace (tests/test_views.py).
+Nothing here calls streamlit, so every view is unit-testable on a fixture trace (tests/app/test_views.py).
 """

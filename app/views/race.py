@@ -62,7 +62,8 @@ _TEMPLATE = r"""<!doctype html>
 body{margin:0;font-family:"Source Sans Pro",system-ui,sans-serif;color:#262730;background:transparent}
 #race{padding:4px 2px}
 .bar{display:flex;gap:6px;align-items:center;flex-wrap:wrap;margin-bottom:6px}
-button,select{font:inherit;font-size:13px;padding:3px 10px;border:1px solid #c9cbd3;border-radius:6px;background:#fff;cursor:pointer}
+button,select{font:inherit;font-size:13px;padding:3px 10px;border:1px solid #c9cbd3;border-radius:6px;
+ background:#fff;cursor:pointer}
 button:hover{border-color:#ff4b4b;color:#ff4b4b}
 #clock{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;margin-left:8px}
 .lane{margin:6px 0 8px 0}
@@ -111,7 +112,9 @@ const lanes = DATA.lanes.map((lane, li) => {
   const track = document.createElement('div'); track.className = 'track';
   const fill = document.createElement('div'); fill.className = 'fill'; track.append(fill); div.append(track);
   const boxes = [];
-  for (let s = 0; s < lane.n_seqs; s++) { const b = document.createElement('div'); b.className = 'seq'; div.append(b); boxes.push(b); }
+  for (let s = 0; s < lane.n_seqs; s++) {
+    const b = document.createElement('div'); b.className = 'seq'; div.append(b); boxes.push(b);
+  }
   if (lane.hidden_seqs > 0) { const m = document.createElement('div'); m.className = 'more';
     m.textContent = '… and ' + lane.hidden_seqs + ' more sequences (same clock)'; div.append(m); }
   const spans = lane.tokens.map(([seq, t, text, kind, tip]) => {
@@ -131,21 +134,29 @@ function render() {
     if (n !== L.shown) { L.shown = n; for (const b of L.boxes) b.scrollTop = b.scrollHeight; }
     const done = now >= L.lane.total_s - 1e-9;
     L.fill.style.width = (100 * Math.min(now, L.lane.total_s) / maxT) + '%';
-    L.st.textContent = (done ? '✓ finished in ' + L.lane.total_s.toFixed(2) + ' s' : 'decoding…') + '  ·  ' + out + ' tokens shown';
+    L.st.textContent = (done ? '✓ finished in ' + L.lane.total_s.toFixed(2) + ' s' : 'decoding…')
+      + '  ·  ' + out + ' tokens shown';
   }
   root.dataset.state = now >= maxT - 1e-9 ? 'done' : (playing ? 'playing' : 'paused');
 }
-function setPlaying(p) { playing = p; document.getElementById('play').textContent = p ? 'Pause' : 'Play'; last = null; render(); }
+function setPlaying(p) {
+  playing = p; document.getElementById('play').textContent = p ? 'Pause' : 'Play'; last = null; render();
+}
 function tick(ts) {
   if (playing) { if (last !== null) { now = Math.min(maxT, now + speed * (ts - last) / 1000); }
     last = ts; if (now >= maxT) { setPlaying(false); } render(); }
   requestAnimationFrame(tick);
 }
 const sel = document.getElementById('speed');
-for (const s of DATA.speeds) { const o = document.createElement('option'); o.value = s; o.textContent = s + '×'; if (s === 1) o.selected = true; sel.append(o); }
+for (const s of DATA.speeds) {
+  const o = document.createElement('option'); o.value = s; o.textContent = s + '×'; if (s === 1) o.selected = true;
+  sel.append(o);
+}
 sel.onchange = () => { speed = parseFloat(sel.value); render(); };
 document.getElementById('play').onclick = () => { if (!playing && now >= maxT) now = 0; setPlaying(!playing); };
-document.getElementById('step').onclick = () => { setPlaying(false); const nxt = times.find(t => t > now + 1e-9); now = nxt === undefined ? maxT : nxt; render(); };
+document.getElementById('step').onclick = () => {
+  setPlaying(false); const nxt = times.find(t => t > now + 1e-9); now = nxt === undefined ? maxT : nxt; render();
+};
 document.getElementById('restart').onclick = () => { now = 0; setPlaying(true); };
 render(); requestAnimationFrame(tick);
 </script></body></html>"""

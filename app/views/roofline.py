@@ -35,8 +35,9 @@ def pass_cost_figure(rows: list[dict], ridge_tokens: float | None = None) -> go.
         for col in (1, 2):
             fig.add_vline(x=ridge_tokens, line_dash="dash", line_color="#b00020", row=1, col=col)
         # Annotations on a log axis take log10 of the data value (shapes such as add_vline do not).
-        fig.add_annotation(x=math.log10(ridge_tokens), y=0.97, yref="paper", xref="x", text=f"ridge ≈ {ridge_tokens:.0f} tokens/pass",
-                           showarrow=False, font={"color": "#b00020"}, xanchor="left", yanchor="top")  # fmt: skip
+        fig.add_annotation(x=math.log10(ridge_tokens), y=0.97, yref="paper", xref="x",
+                           text=f"ridge ≈ {ridge_tokens:.0f} tokens/pass", showarrow=False, font={"color": "#b00020"},
+                           xanchor="left", yanchor="top")  # fmt: skip
     fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)")
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="ms / token", type="log", row=1, col=2)

@@ -1,4 +1,4 @@
-"""The EAGLE head (engine/eagle.py) and its drafter: the training unroll sees exactly what drafting sees,
+"""The EAGLE head (training/eagle.py and engine/drafters/eagle.py) and its drafter: the training unroll sees exactly what drafting sees,
 speculation with it is lossless (float32 greedy == plain decoding, ragged batches included), its cache
 stays in step with the target's, bad head folders are refused clearly, the pipeline runs end to end."""
 
@@ -13,8 +13,9 @@ import torch
 from conftest import tiny_pair
 
 from engine import ConfigError, DecodeConfig, ModelLoadError, generate, generate_steps, load_pair
-from engine import eagle
-from engine.models import ModelPair, SHIPPED_EAGLE
+from engine.drafters.eagle import EagleLoadError, EagleRunner, load_head
+from engine.models import SHIPPED_EAGLE, ModelPair
+from training import eagle
 
 PROMPTS = ["Tell me about the sea.", "Why is the sky blue? Explain briefly please.", "Count: one two three"]
 # Greedy alpha of the shipped head at depth 4 on FIXED_PROMPTS, float32, 48 tokens: measured 0.440 when it was
@@ -30,8 +31,8 @@ FIXED_PROMPTS = [
 
 
 def with_head(pair: ModelPair, folder) -> ModelPair:
-    config, state, vocab = eagle.load_head(folder, pair.target)
-    runner = eagle.EagleRunner(config, state, vocab, pair.target)
+    config, state, vocab = load_head(folder, pair.target)
+    runner = EagleRunner(config, state, vocab, pair.target)
     return ModelPair(target=pair.target, draft=pair.draft, tokenizer=pair.tokenizer, device=pair.device,
                      dtype=pair.dtype, target_name=pair.target_name, draft_name=pair.draft_name, eos_ids=pair.eos_ids,
                      eagle=runner, eagle_name="tiny eagle")
@@ -85,7 +86,7 @@ def test_engine_runner_matches_the_training_forward(tiny_eagle):
     from engine.kvcache import RaggedCache
 
     pair, folder = tiny_eagle
-    config, state, _ = eagle.load_head(folder, pair.target)
+    config, state, _ = load_head(folder, pair.target)
     head = eagle.EagleHead(config)
     head.load_state_dict(state)
     torch.manual_seed(0)
@@ -144,7 +145,7 @@ def test_fused_features_are_the_same_in_extraction_engine_and_runner(tiny_fused)
     _, final_only = RaggedCache(pair.target, torch.device("cpu"), pair.target_costs).prefill(
         [ids], 0, logits_to_keep=1, return_hidden=True)
     assert torch.allclose(hidden[..., h:], final_only, atol=1e-6)  # the final feature is the last H columns
-    config, state, _ = eagle.load_head(folder, pair.target)
+    config, state, _ = load_head(folder, pair.target)
     head = eagle.EagleHead(config)
     head.load_state_dict(state)
     t = torch.tensor([ids[1:]])
@@ -156,7 +157,7 @@ def test_fused_features_are_the_same_in_extraction_engine_and_runner(tiny_fused)
 
 def test_fused_head_starts_as_the_unfused_head_it_continues(tiny_eagle):
     pair, folder = tiny_eagle
-    config, state, _ = eagle.load_head(folder, pair.target)
+    config, state, _ = load_head(folder, pair.target)
     plain = eagle.EagleHead(config)
     plain.load_state_dict(state)
     fused = eagle.EagleHead.from_target(pair.target, fuse_layers=(0,))
@@ -232,8 +233,8 @@ def test_bad_head_folders_are_refused(tiny_eagle, tmp_path, breakage, message):
         (bad / "config.json").write_text(json.dumps({**config, "hidden_size": 999}))
     else:
         (bad / "draft_vocab.json").write_text(json.dumps({"ids": [-1, 5]}))
-    with pytest.raises(eagle.EagleLoadError, match=message):
-        eagle.load_head(bad, pair.target)
+    with pytest.raises(EagleLoadError, match=message):
+        load_head(bad, pair.target)
 
 
 def test_explicit_bad_head_raises_and_broken_default_warns(tmp_path, monkeypatch):
@@ -256,7 +257,7 @@ def test_feature_noise_only_perturbs_training(tiny_eagle, tokenizer):
     """EAGLE-1's augmentation: the training forward sees noisy target features, evaluation sees them exact."""
     _, folder = tiny_eagle
     pair = tiny_pair(tokenizer)
-    config, state, _ = eagle.load_head(folder, pair.target)
+    config, state, _ = load_head(folder, pair.target)
     head = eagle.EagleHead(config)
     head.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
     with torch.no_grad():  # a head whose output depends on its input feature beyond the pass-through
@@ -292,14 +293,14 @@ def test_help_documents_the_options(capsys):
 
 def test_missing_distillation_data_is_one_clear_error(tmp_path, capsys):
     assert eagle.main(["--work-dir", str(tmp_path / "empty"), "--out", str(tmp_path / "out")]) == 2
-    assert "run `python -m engine.distill" in capsys.readouterr().out
+    assert "run `python -m training.distill" in capsys.readouterr().out
 
 
 def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     """distillation responses -> target features -> training -> saved head -> engine evaluation."""
     from test_distill import _tiny_target
 
-    from engine import distill
+    from training import distill
 
     target, work, out = _tiny_target(tmp_path), tmp_path / "work", tmp_path / "eagle"
     argv = ["--work-dir", str(work), "--out", str(out), "--target", str(target), "--max-prompts", "6",
@@ -390,7 +391,7 @@ def test_argmax_hard_labels_are_the_targets_own_greedy_tokens(tiny_eagle, tokeni
     (its head over the true next feature), whatever token the row holds there."""
     _, folder = tiny_eagle
     pair = tiny_pair(tokenizer)
-    config, state, _ = eagle.load_head(folder, pair.target)
+    config, state, _ = load_head(folder, pair.target)
     head = eagle.EagleHead(config)
     head.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
     h, n_vocab = config["hidden_size"], len(tokenizer)
@@ -421,7 +422,7 @@ def test_max_minutes_fits_the_cosine_schedule_into_the_time(tiny_eagle, tokenize
     rows = [{"prompt_ids": [1, 2, 3], "output_ids": [5 + (i * 7 + j) % 40 for j in range(12)]} for i in range(40)]
     blob = eagle.extract_features(pair.target, rows, 64, log=lambda s: None)
     data = eagle.FeatureData(blob)
-    config, state, _ = eagle.load_head(folder, pair.target)
+    config, state, _ = load_head(folder, pair.target)
     head = eagle.EagleHead(config)
     head.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
     embed = pair.target.get_input_embeddings().weight.detach().float()
@@ -453,7 +454,7 @@ def test_gpu_script_runs_every_stage_on_the_cpu(tmp_path, tokenizer):
     import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("gpu_eagle", Path(__file__).parents[1] / "scripts" / "gpu_eagle.py")
+    spec = importlib.util.spec_from_file_location("gpu_eagle", Path(__file__).parents[2] / "scripts" / "gpu_eagle.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     held = tmp_path / "heldout"

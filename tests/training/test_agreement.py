@@ -1,4 +1,4 @@
-"""engine/agreement.py: teacher-forced top-1 at draft starts against the engine's first-position acceptance.
+"""training/agreement.py: teacher-forced top-1 at draft starts against the engine's first-position acceptance.
 
 In float32 the engine's drafter must see exactly what a full teacher-forced forward sees, so its first
 drafted token is the teacher-forced argmax and it is accepted exactly when that argmax is right."""
@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import tiny_pair
-from engine import agreement, eagle
-from engine.agreement import StepStart, compare
+
+from engine.drafters.eagle import EagleRunner, load_head
 from engine.models import ModelPair
+from training import agreement, eagle
+from training.agreement import StepStart, compare
 
 PROMPTS = ["Tell me about the sea.", "Why is the sky blue? Explain briefly please.", "Count: one two three",
            "Write a haiku about rain."]
@@ -52,10 +53,10 @@ def test_eagle_engine_matches_teacher_forcing(tokenizer, tmp_path):
     pair = tiny_pair(tokenizer)
     head = eagle.EagleHead.from_target(pair.target, seed=0, fuse_layers=(0,))
     eagle.save_head(head, tmp_path, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
-    config, state, vocab = eagle.load_head(tmp_path, pair.target)
+    config, state, vocab = load_head(tmp_path, pair.target)
     pair = ModelPair(target=pair.target, draft=None, tokenizer=pair.tokenizer, device=pair.device, dtype=pair.dtype,
                      target_name=pair.target_name, draft_name=None, eos_ids=pair.eos_ids,
-                     eagle=eagle.EagleRunner(config, state, vocab, pair.target), eagle_name="tiny eagle")
+                     eagle=EagleRunner(config, state, vocab, pair.target), eagle_name="tiny eagle")
     res = agreement.measure(pair, PROMPTS, depth=3, max_new_tokens=24, batch=3, drafter="eagle", eagle_dir=tmp_path)
     _check_engine_matches_teacher_forcing(res)
 

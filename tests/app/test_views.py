@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from app.views import charts, metrics, race, tokens
+from app.views import charts, metrics, race, sweep, tokens
 from engine.trace import DraftToken, SeqStep, Step, Trace, summarize
 
 
@@ -159,3 +155,43 @@ def test_divergence_note():
     note = metrics.divergence_note(True, "bfloat16", {0: 12})
     assert "token 13" in note and "float32" in note and "round" in note
     assert "random" in metrics.divergence_note(False, "bfloat16", {0: 1})
+
+
+GRID = [  # two batch sizes x two depths, one cell missing, as engine.bench.bench returns them
+    {"batch": 1, "depth": 2, "tokens_per_pass": 3, "ar_tokens_per_s": 20.04, "spec_tokens_per_s": 30.06, "speedup": 1.5,
+     "alpha": 0.712, "drafted_per_step": 1.984, "flops_ratio": 1.333},
+    {"batch": 1, "depth": 4, "tokens_per_pass": 5, "ar_tokens_per_s": 20.0, "spec_tokens_per_s": 36.0, "speedup": 1.8,
+     "alpha": 0.7, "flops_ratio": 1.6},
+    {"batch": 16, "depth": 2, "tokens_per_pass": 48, "ar_tokens_per_s": 200.0, "spec_tokens_per_s": 150.0, "speedup": 0.75,
+     "alpha": None, "drafted_per_step": None, "flops_ratio": None},
+]  # fmt: skip
+
+
+def test_speedup_figure_is_a_batch_by_depth_heatmap():
+    fig = sweep.speedup_figure(GRID)
+    assert isinstance(fig, go.Figure) and len(fig.data) == 1
+    heat = fig.data[0]
+    assert heat.type == "heatmap"
+    assert list(heat.x) == ["2", "4"] and list(heat.y) == ["1", "16"]  # depths across, batch sizes down
+    assert [list(row) for row in heat.z] == [[1.5, 1.8], [0.75, None]]  # the missing cell stays empty
+    assert [list(row) for row in heat.text] == [["1.50×", "1.80×"], ["0.75×", ""]]
+    assert heat.zmid == 1.0  # speedup 1 (no gain) is the neutral colour
+    assert fig.layout.xaxis.title.text == "speculation depth k" and fig.layout.yaxis.title.text == "batch size"
+    assert len(sweep.speedup_figure([]).data) == 1  # nothing measured yet: an empty heatmap, no error
+
+
+def test_grid_table_rounds_and_keeps_missing_values():
+    table = sweep.grid_table(GRID)
+    assert [(r["batch"], r["depth"]) for r in table] == [(1, 2), (1, 4), (16, 2)]
+    assert table[0] == {"batch": 1, "depth": 2, "tokens/pass": 3, "AR tok/s": 20.0, "spec tok/s": 30.1, "speedup": 1.5,
+                        "α": 0.71, "drafted/step": 1.98, "FLOPs × AR": 1.33}  # fmt: skip
+    assert table[1]["drafted/step"] is None  # older rows without the field
+    assert table[2]["α"] is None and table[2]["FLOPs × AR"] is None
+
+
+def test_pass_table_shows_percent_of_measured_peaks():
+    rows = [{"batch": 1, "new_tokens": 4, "tokens_per_pass": 4, "ms": 12.346, "ms_per_token": 3.0864,
+             "achieved_bandwidth": 17e9, "achieved_flops": 2e10}]  # fmt: skip
+    (row,) = sweep.pass_table(rows, peak_bandwidth=34e9, peak_flops=4e11)
+    assert row == {"batch": 1, "tokens/row": 4, "tokens/pass": 4, "ms": 12.35, "ms/token": 3.086, "GB/s": 17.0,
+                   "GFLOP/s": 20.0, "% peak BW": 50, "% peak FLOP/s": 5}  # fmt: skip

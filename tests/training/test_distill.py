@@ -1,4 +1,4 @@
-"""The distillation pipeline (engine/distill.py) end to end on a tiny model, and the shipped draft."""
+"""The distillation pipeline (training/distill.py) end to end on a tiny model, and the shipped draft."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from engine import DecodeConfig, ModelLoadError, generate, load_pair
-from engine import distill
 from engine.models import SHIPPED_DRAFT, embedded_model_dir
+from training import distill
+from training import prompts as prompt_set
 
 # Greedy per-token acceptance (alpha) of the shipped draft at depth 4 on FIXED_PROMPTS, float32, 48 tokens:
 # measured 0.355 for the current draft (retrained on 2.2 M tokens; 0.348 for the first-run draft, 0.236 for the
@@ -50,39 +51,39 @@ def _tiny_target(tmp_path: Path) -> Path:
 
 
 def test_prompts_are_varied_seeded_and_hold_out_whole_topics():
-    a, b = distill.build_prompts(seed=0), distill.build_prompts(seed=0)
+    a, b = prompt_set.build_prompts(seed=0), prompt_set.build_prompts(seed=0)
     assert a == b
     assert len(a["train"]) > 3000 and len(a["heldout"]) > 200
     train_topics = {r["topic"] for r in a["train"]}
     assert not train_topics & set(a["heldout_topics"])
-    assert len({r["task"] for r in a["train"]}) == len(distill.TASKS)
-    assert distill.build_prompts(seed=1)["train"] != a["train"]
+    assert len({r["task"] for r in a["train"]}) == len(prompt_set.TASKS)
+    assert prompt_set.build_prompts(seed=1)["train"] != a["train"]
     # the second round (--extended-prompts) comes after the first, which stays exactly as it was
-    ext = distill.build_prompts(seed=0, extended=True)
+    ext = prompt_set.build_prompts(seed=0, extended=True)
     assert ext["train"][: len(a["train"])] == a["train"] and ext["heldout"][: len(a["heldout"])] == a["heldout"]
     assert len(ext["train"]) > 2 * len(a["train"])
     assert set(a["heldout_topics"]) < set(ext["heldout_topics"])
     assert not {r["topic"] for r in ext["train"]} & set(ext["heldout_topics"])
-    assert {r["task"] for r in ext["train"]} == {t for t, _ in distill.TASKS + distill.MORE_TASKS}
+    assert {r["task"] for r in ext["train"]} == {t for t, _ in prompt_set.TASKS + prompt_set.MORE_TASKS}
     assert len({r["prompt"] for r in ext["train"]}) == len(ext["train"])
     assert all(r["round"] == 2 for r in ext["train"][len(a["train"]) :])
     # the held-out evaluation keeps to the first round's prompts
-    assert distill._heldout_eval_prompts(ext["heldout"], 24) == distill._heldout_eval_prompts(a["heldout"], 24)
-    assert distill.build_prompts(seed=0, rounds=2) == ext
+    assert prompt_set.heldout_eval_prompts(ext["heldout"], 24) == prompt_set.heldout_eval_prompts(a["heldout"], 24)
+    assert prompt_set.build_prompts(seed=0, rounds=2) == ext
     # the third round comes after the second, which stays exactly as it was
-    third = distill.build_prompts(seed=0, rounds=3)
+    third = prompt_set.build_prompts(seed=0, rounds=3)
     assert third["train"][: len(ext["train"])] == ext["train"] and third["heldout"][: len(ext["heldout"])] == ext["heldout"]
     new = third["train"][len(ext["train"]) :]
     assert len(new) > 3000 and all(r["round"] == 3 for r in new)
     assert not {r["topic"] for r in new} & ({r["topic"] for r in ext["train"]} | set(ext["heldout_topics"]))
     assert not {r["topic"] for r in third["train"]} & set(third["heldout_topics"])
     assert len({r["prompt"] for r in third["train"]}) == len(third["train"])
-    assert distill._heldout_eval_prompts(third["heldout"], 24) == distill._heldout_eval_prompts(a["heldout"], 24)
+    assert prompt_set.heldout_eval_prompts(third["heldout"], 24) == prompt_set.heldout_eval_prompts(a["heldout"], 24)
     # rounds 4, 5 and 6 each come after the one before in the same way, each with its own new topics
-    before, earlier = third, {t.lower() for t in distill.TOPICS + distill.MORE_TOPICS + distill.THIRD_TOPICS}
-    for number, topics, count in ((4, distill.FOURTH_TOPICS, 100), (5, distill.FIFTH_TOPICS, 98),
-                                  (6, distill.SIXTH_TOPICS, 100)):
-        now = distill.build_prompts(seed=0, rounds=number)
+    before, earlier = third, {t.lower() for t in prompt_set.TOPICS + prompt_set.MORE_TOPICS + prompt_set.THIRD_TOPICS}
+    for number, topics, count in ((4, prompt_set.FOURTH_TOPICS, 100), (5, prompt_set.FIFTH_TOPICS, 98),
+                                  (6, prompt_set.SIXTH_TOPICS, 100)):
+        now = prompt_set.build_prompts(seed=0, rounds=number)
         assert now["train"][: len(before["train"])] == before["train"]
         assert now["heldout"][: len(before["heldout"])] == before["heldout"]
         new = now["train"][len(before["train"]) :]
@@ -92,12 +93,12 @@ def test_prompts_are_varied_seeded_and_hold_out_whole_topics():
         assert not {r["topic"] for r in new} & ({r["topic"] for r in before["train"]} | set(before["heldout_topics"]))
         assert not {r["topic"] for r in now["train"]} & set(now["heldout_topics"])
         assert len({r["prompt"] for r in now["train"]}) == len(now["train"])
-        assert distill._heldout_eval_prompts(now["heldout"], 24) == distill._heldout_eval_prompts(a["heldout"], 24)
+        assert prompt_set.heldout_eval_prompts(now["heldout"], 24) == prompt_set.heldout_eval_prompts(a["heldout"], 24)
         before, earlier = now, earlier | {t.lower() for t in topics}
     with pytest.raises(ValueError, match="rounds must be 1 to 6"):
-        distill.build_prompts(rounds=7)
+        prompt_set.build_prompts(rounds=7)
     with pytest.raises(ValueError, match="rounds must be 1 to 6"):
-        distill.build_prompts(rounds=0, extended=True)
+        prompt_set.build_prompts(rounds=0, extended=True)
 
 
 def test_help_documents_the_options(capsys):
@@ -123,7 +124,7 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     assert len(list((work / "shards").glob("shard-*.jsonl"))) == 2  # 6 prompts in batches of 4
     stats = json.loads((work / "stats.json").read_text())
     assert stats["train"]["steps"] >= 1 and 0.0 <= stats["engine_eval"]["alpha"] <= 1.0
-    assert "python -m engine.distill" in (out / "README.md").read_text()
+    assert "python -m training.distill" in (out / "README.md").read_text()
     assert "AdamW, lr 0.002, ~256 tokens per batch, 2.0 epochs" in (out / "README.md").read_text()
     # a separate eval-only call with other training options still writes the training run's settings
     assert distill.main(argv[:-10] + ["--stage", "eval", "--lr", "0.123", "--epochs", "7", "--eval-prompts", "2",
@@ -211,13 +212,13 @@ def test_soft_targets_from_eagle_features_equal_a_new_target_pass(tmp_path):
     """--soft-features: the soft stage reads the target's final hidden states from an EAGLE features file
     (fused, so the final feature is the last H columns) instead of running the target again; the result is
     the target pass's top-k. --init continues training from a saved draft; bad paths are clear errors."""
-    from engine import eagle
+    from training import eagle
 
     target, work, out = _tiny_target(tmp_path), tmp_path / "work", tmp_path / "draft"
     common = ["--work-dir", str(work), "--target", str(target), "--max-prompts", "6", "--heldout-prompts", "2",
               "--gen-batch", "4", "--max-new-tokens", "8", "--gen-dtype", "float32", "--threads", "1"]
     assert distill.main(common + ["--stage", "generate"]) == 0
-    # what `python -m engine.eagle --stage features --fuse-layers 0` writes, from a float32 target (it runs
+    # what `python -m training.eagle --stage features --fuse-layers 0` writes, from a float32 target (it runs
     # in the default dtype, bfloat16 here, and exact comparisons need float32)
     from safetensors.torch import save_file
 

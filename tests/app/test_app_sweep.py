@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,11 +9,9 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
 from app.views import roofline  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ROWS = [
     {"batch": 1, "new_tokens": n, "tokens_per_pass": n, "ms": ms, "ms_per_token": ms / n}

@@ -7,7 +7,6 @@ user reaches it from the navigation.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,13 +14,11 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+from engine import Trace, TraceError
+
+ROOT = Path(__file__).resolve().parents[2]
 MAIN = str(ROOT / "app" / "main.py")
 TRACES = ROOT / "assets" / "traces"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from engine import Trace, TraceError  # noqa: E402
 
 INDEX = json.loads((TRACES / "index.json").read_text(encoding="utf-8"))
 FIRST = INDEX["pairs"][0]

@@ -1,0 +1,81 @@
+"""What every page shares: load the model pair or say in one sentence why not, and report a failure.
+
+No page shows a traceback (DESIGN §5: one clear line, the traceback goes to the server log). Pages
+catch the errors the engine documents (ConfigError, ModelLoadError, TraceError, ValueError, OSError,
+RuntimeError) and hand them to `show_failure`; `last_resort` is the one guard that catches anything,
+around drawing results (a replayed trace comes from an untrusted file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import streamlit as st
+
+from app import resources
+from engine import ConfigError, ModelLoadError
+
+log = logging.getLogger("speclab.app")
+
+# What loading a pair can raise: the engine's own refusals, missing or unreadable files, and torch's
+# errors (out of memory, unsupported dtype on this device) which are RuntimeErrors.
+LOAD_ERRORS = (ModelLoadError, ConfigError, OSError, RuntimeError)
+ERROR_ICON = ":material/error:"
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """The exception's message as one short line (torch errors can span many lines)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def show_failure(what: str, exc: BaseException, fix: str = "") -> None:
+    """Log the traceback and show one line: '<what> (<Type>: <message>). <fix>'."""
+    log.error("%s", what, exc_info=exc)
+    st.error(f"{what} ({type(exc).__name__}: {one_line(exc)})." + (f" {fix}" if fix else ""), icon=ERROR_ICON)
+
+
+@contextlib.contextmanager
+def last_resort(what: str, fix: str = ""):
+    """`with last_resort("Could not draw these traces"):` any exception in the body becomes one line on
+    the page and a traceback in the log. The app's only catch-all: use it around drawing results (which
+    may come from an uploaded file), never around engine calls: those raise documented errors."""
+    try:
+        yield
+    except Exception as exc:  # the one catch-all (see the docstring)
+        show_failure(what, exc, fix)
+
+
+def ready_label(pair) -> str:
+    """'Ready: <target> · draft: <name> · EAGLE head: yes · cpu bfloat16', from the pair's own drafter list."""
+    eagle = "yes" if pair.drafter_name("eagle") else "none"
+    return (f"Ready: {pair.target_name} · draft: {pair.drafter_name('model') or 'none'} · EAGLE head: {eagle} · "
+            f"{pair.device.type} {pair.dtype_name}")  # fmt: skip
+
+
+def load_pair_or_error(preset_key: str = "embedded", dtype: str = "auto", *, with_probe: bool = False):
+    """Load the server-wide cached pair (and, with_probe, this machine's measured peaks) under a status line.
+
+    Returns (pair, probe) - probe None unless with_probe - or None after showing one sentence that says
+    what failed and how to fix it; the page then stops or skips its runs.
+    """
+    preset = resources.PRESETS[preset_key]
+    label = "Loading the model pair and probing this machine…" if with_probe else "Loading the model pair…"
+    try:
+        with st.status(label, expanded=False) as status:
+            pair = resources.get_pair(preset_key, dtype)
+            probe = resources.get_probe(pair.device.type, pair.dtype_name) if with_probe else None
+            status.update(label=ready_label(pair), state="complete")
+            if probe is not None:
+                st.write(f"Device: {probe.device_name}; measured peaks {probe.peak_bandwidth / 1e9:.0f} GB/s, "
+                         f"{probe.peak_flops / 1e9:.0f} GFLOP/s; ridge point {probe.ridge_point:.0f} FLOP/byte.")  # fmt: skip
+            for warning in pair.warnings:
+                st.write(f"⚠️ {warning}")
+    except LOAD_ERRORS as exc:
+        # The engine's own messages name their fix (e.g. how to install the embedded model).
+        fix = "Fix: choose the embedded pair." if preset.hub else ""
+        show_failure(f"Could not load the model pair '{preset.label}'", exc, fix)
+        return None
+    return pair, probe

@@ -1,0 +1,89 @@
+"""Architecture contracts of app/ (DESIGN §2), checked on the source with `ast`: nothing is imported or run.
+
+- the UI never imports torch (it talks to the engine's public API only);
+- views are pure (no streamlit), pages build no figures (no plotly: figures come from app/views);
+- no sys.path edits (the project is installed), and one catch-all handler in the whole app;
+- every page file app/main.py names exists, and every page file is in the navigation.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = ROOT / "app"
+PAGES = APP / "app_pages"
+CATCH_ALL_HOME = APP / "page_helpers.py"  # `last_resort`, the app's one catch-all
+
+
+def _modules(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _imported(path: Path) -> set[str]:
+    """Top-level package names `path` imports (import x.y -> x; from x.y import z -> x; relative imports skipped)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_app_modules_exist():
+    assert len(_modules(APP)) >= 10 and len(_modules(PAGES)) == 4
+
+
+def test_no_app_module_imports_torch():
+    offenders = [str(p.relative_to(ROOT)) for p in _modules(APP) if "torch" in _imported(p)]
+    assert not offenders, f"app/ must reach torch only through the engine: {offenders}"
+
+
+def test_views_are_pure_and_pages_build_no_figures():
+    impure = [str(p.relative_to(ROOT)) for p in _modules(APP / "views") if "streamlit" in _imported(p)]
+    assert not impure, f"views must not call streamlit: {impure}"
+    plotting = [str(p.relative_to(ROOT)) for p in _modules(PAGES) if "plotly" in _imported(p)]
+    assert not plotting, f"pages must take their figures from app/views: {plotting}"
+
+
+def test_no_sys_path_edits_in_app_or_its_tests():
+    files = _modules(APP) + _modules(Path(__file__).parent)
+    offenders = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", None) == "sys":
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, f"the project is installed (pip install -e .): no sys.path edits {offenders}"
+
+
+def test_one_catch_all_handler():
+    """Pages catch the errors the engine raises; only page_helpers.last_resort catches everything."""
+    found = []
+    for path in _modules(APP):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ExceptHandler):
+                names = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+                if node.type is None or any(getattr(n, "id", None) in ("Exception", "BaseException") for n in names):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert len(found) == 1 and found[0].startswith(str(CATCH_ALL_HOME.relative_to(ROOT))), found
+
+
+def _page_files_in_main() -> list[str]:
+    """The page file names app/main.py passes to st.Page (string literals ending in .py)."""
+    tree = ast.parse((APP / "main.py").read_text(encoding="utf-8"))
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".py")
+    ]
+
+
+def test_every_page_in_main_exists():
+    named = _page_files_in_main()
+    assert named == ["playground.py", "lessons.py", "sweep.py", "replay.py"]
+    missing = [name for name in named if not (PAGES / name).is_file()]
+    assert not missing, f"app/main.py names page files that do not exist in app/app_pages/: {missing}"
+    orphans = sorted({p.name for p in _modules(PAGES)} - set(named) - {"__init__.py"})
+    assert not orphans, f"page files no navigation entry reaches: {orphans}"

@@ -1,0 +1,75 @@
+"""Lesson files name their experiment in front matter; the parser is a pure function (no streamlit, no model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.lesson_files import LessonError, load_lessons, parse_lesson, split_front_matter
+
+ROOT = Path(__file__).resolve().parents[2]
+KNOWN = {"memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive"}  # the Lessons page's EXPERIMENTS
+
+
+def test_front_matter_is_split_from_the_text():
+    meta, rest = split_front_matter("---\nexperiment: memory_bound\ntitle: 'quoted'  \n---\n# Title\nBody\n")
+    assert meta == {"experiment": "memory_bound", "title": "quoted"}
+    assert rest == "# Title\nBody\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("# Title\nno front matter\n", "has no front matter"),
+        ("---\nexperiment: memory_bound\n# Title\n", "not closed"),
+        ("---\nexperiment memory_bound\n---\n# Title\n", "expected 'key: value'"),
+        ("---\ntitle: x\n---\n# Title\n", "does not name an experiment"),
+        ("---\nexperiment: memory_bound\n---\nno title line\n", "'# Title' line"),
+    ],
+)
+def test_malformed_lessons_are_refused_with_a_reason(text, message):
+    with pytest.raises(LessonError, match=message):
+        parse_lesson(text, "06-bad.md", KNOWN)
+
+
+def test_lesson_title_body_and_experiment():
+    lesson = parse_lesson("---\nexperiment: more_flops\n---\n# 2 · More work\n\nText **here**.\n", "02-x.md", KNOWN)
+    assert lesson.title == "2 · More work" and lesson.experiment == "more_flops" and lesson.problem is None
+    assert lesson.body == "\nText **here**.\n"
+    assert "---" not in lesson.body and "experiment:" not in lesson.body  # the front matter is not shown
+
+
+def test_unknown_experiment_is_named_clearly(tmp_path):
+    (tmp_path / "01-good.md").write_text("---\nexperiment: memory_bound\n---\n# One\nText\n", encoding="utf-8")
+    (tmp_path / "02-typo.md").write_text("---\nexperiment: memory_bond\n---\n# Two\nText\n", encoding="utf-8")
+    (tmp_path / "03-bare.md").write_text("# Three\nNo front matter\n", encoding="utf-8")
+    (tmp_path / "notes.md").write_text("not a lesson (no NN- prefix)", encoding="utf-8")
+    good, typo, bare = load_lessons(tmp_path, KNOWN)
+    assert good.problem is None and good.experiment == "memory_bound"
+    assert typo.title == "Two" and typo.experiment == "memory_bond"
+    assert "02-typo.md" in typo.problem and "'memory_bond'" in typo.problem and "does not define" in typo.problem
+    assert "memory_bound" in typo.problem and "Fix:" in typo.problem  # says what would work
+    assert bare.title == "03-bare" and "no front matter" in bare.problem
+
+
+def test_shipped_lessons_name_known_experiments():
+    lessons = load_lessons(ROOT / "lessons", KNOWN)
+    assert len(lessons) == 5
+    assert [lesson.problem for lesson in lessons] == [None] * 5
+    assert [lesson.experiment for lesson in lessons] == [
+        "memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive"]  # fmt: skip
+    assert lessons[0].title == "1 · Decoding one token is memory-bound"
+
+
+def test_page_experiments_match_the_shipped_lessons():
+    """KNOWN above is the page's EXPERIMENTS dict: read its keys from the page source (importing it runs the page)."""
+    import ast
+
+    tree = ast.parse((ROOT / "app" / "app_pages" / "lessons.py").read_text(encoding="utf-8"))
+    keys = next(
+        {k.value for k in node.value.keys}
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "EXPERIMENTS" for t in node.targets)
+    )
+    assert keys == KNOWN

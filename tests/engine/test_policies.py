@@ -1,0 +1,154 @@
+"""Load-aware depth policies: goodput (measured pass cost x the run's acceptance) and vLLM's batch table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import PROMPTS
+
+from engine import ConfigError, DecodeConfig, generate
+from engine.passcurve import PassCurve
+from engine.policies import BatchTable, GoodputDepth, PolicyContext, derived_batch_table, expected_tokens
+from engine.trace import DraftToken, SeqStep, Step
+
+TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def curve(ms_of) -> PassCurve:
+    return PassCurve(tokens=TOKENS, ms=tuple(float(ms_of(n)) for n in TOKENS), context=128, key="test", measured_at="-")
+
+
+FLAT = curve(lambda n: 10.0)  # every pass costs the same: memory/overhead-bound throughout
+COMPUTE_BOUND = curve(lambda n: 1.0 * n)  # time proportional to tokens: no idle compute at all
+KNEE_32 = curve(lambda n: 10.0 if n <= 32 else 10.0 * n / 32)  # flat to 32 tokens per pass, then linear
+
+
+def ctx(batch: int, depth: int) -> PolicyContext:
+    return PolicyContext(step=1, batch=batch, base_depth=depth, mean_accepted=None)
+
+
+def test_expected_tokens_is_leviathans_formula_for_a_constant_alpha():
+    alpha, k = 0.7, 4
+    assert expected_tokens([alpha] * k, k) == pytest.approx((1 - alpha ** (k + 1)) / (1 - alpha))
+    assert expected_tokens([0.5, 0.0, 1.0], 3) == pytest.approx(1.5)
+
+
+def test_goodput_drafts_deep_while_passes_are_free_and_never_beyond_depth():
+    policy = GoodputDepth(curve=FLAT, max_depth=8, draft_cost_ratio=0.02, accept=[0.8] * 8)
+    assert policy.depth(ctx(1, 8)) == 8
+    assert policy.depth(ctx(1, 3)) == 3  # the user's depth is the most it ever drafts
+    assert policy.depth(ctx(4, 0)) == 0
+
+
+def test_goodput_switches_speculation_off_when_the_pass_is_compute_bound():
+    policy = GoodputDepth(curve=COMPUTE_BOUND, max_depth=8, draft_cost_ratio=0.02, accept=[0.9] * 8)
+    for batch in (1, 4, 32):
+        assert policy.depth(ctx(batch, 8)) == 0
+    knee = GoodputDepth(curve=KNEE_32, max_depth=6, draft_cost_ratio=0.02, accept=[0.7] * 6)
+    depths = [knee.depth(ctx(b, 6)) for b in (1, 4, 8, 16, 32, 64)]
+    assert depths[0] >= 4 and depths[-2:] == [0, 0]
+    assert depths == sorted(depths, reverse=True)  # more load, less speculation
+
+
+def _step(depth: int, rows: list[int], verify_ms: float, draft_ms: float) -> Step:
+    """A decode step where row r accepted rows[r] of `depth` drafts."""
+    seqs = [SeqStep(seq=i, drafted=[DraftToken(id=1, text="a", draft_prob=0.5, target_prob=0.5, accepted=j < a)
+                                    for j in range(depth)],
+                    num_accepted=a, next_id=2, next_text="b", next_prob=0.5, next_kind="correction",
+                    emitted=[1] * a + [2], finished=False) for i, a in enumerate(rows)]
+    return Step(index=1, kind="decode", depth=depth, batch=len(rows), tokens_per_pass=len(rows) * (depth + 1),
+                t_start_s=0, t_end_s=0.01, draft_ms=draft_ms, verify_ms=verify_ms, overhead_ms=0, target_flops=0,
+                draft_flops=0, target_bytes=0, draft_bytes=0, flops_wasted=0, seqs=seqs)
+
+
+def test_goodput_learns_acceptance_and_cost_from_the_steps_it_sees():
+    policy = GoodputDepth(curve=KNEE_32, max_depth=4, draft_cost_ratio=0.02)
+    assert policy.depth(ctx(1, 4)) == 4  # the prior acceptance makes free passes worth filling
+    for _ in range(30):  # every first draft rejected: position 1 acceptance falls towards 0
+        policy.observe(_step(4, [0, 0], verify_ms=10.0, draft_ms=4.0))
+    assert policy.accept[0] < 0.01 and policy.accept[1] == pytest.approx(0.6)  # position 2 was never reached
+    assert policy.depth(ctx(2, 4)) == 0
+    assert policy.draft_ms[policy._bucket(2)] == pytest.approx(1.0)  # 4 ms for 4 positions
+    slow = GoodputDepth(curve=FLAT, max_depth=4, draft_cost_ratio=0.0)
+    slow.observe(_step(2, [2], verify_ms=30.0, draft_ms=0.0))  # this machine runs 3x the curve at 3 tokens
+    assert slow.verify_ms(3) == pytest.approx(30.0)
+    assert slow.verify_ms(1) == pytest.approx(30.0)  # the nearest measured size's correction applies
+
+
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+@pytest.mark.parametrize("prompts", [PROMPTS[:1], PROMPTS], ids=["batch1", "ragged3"])
+@pytest.mark.parametrize("policy", ["goodput", "batch_table"])
+def test_load_aware_policies_are_lossless(tiny, drafter, prompts, policy):
+    """They only change how many tokens are proposed: float32 greedy output equals plain decoding."""
+    ar = generate(tiny, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=16))
+    spec = generate(tiny, prompts, DecodeConfig(depth=4, drafter=drafter, policy=policy, max_new_tokens=16))
+    assert spec.output_ids == ar.output_ids
+    decode = [s for s in spec.steps if s.kind == "decode"]
+    assert all(s.depth <= 4 for s in decode)
+    assert all(len(q.drafted) <= s.depth for s in decode for q in s.seqs)  # each row's own k is in the trace
+
+
+def test_batch_table_follows_its_rows_and_caps_at_depth(tiny):
+    table = BatchTable(((1, 1, 6), (2, 4, 2), (5, 64, 0)))
+    assert [table.depth(ctx(b, 4)) for b in (1, 2, 4, 5, 64, 65)] == [4, 2, 2, 0, 0, 4]
+    cfg = DecodeConfig(depth=3, policy="batch_table", batch_table=[[1, 2, 3], [3, 8, 0]], max_new_tokens=8)
+    assert cfg.batch_table == ((1, 2, 3), (3, 8, 0))
+    trace = generate(tiny, PROMPTS, cfg)
+    assert all(s.depth == 0 for s in trace.steps if s.kind == "decode" and s.batch == 3)
+    assert any(s.depth == 3 for s in generate(tiny, PROMPTS[:1], cfg).steps)
+    assert DecodeConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg  # survives a trace file
+
+
+def test_derived_batch_table_turns_speculation_off_past_the_knee():
+    table = derived_batch_table(KNEE_32, max_depth=6, draft_cost_ratio=0.02, accept=0.7)
+    ks = {low: k for low, _, k in table}
+    assert ks[1] >= 4 and ks[33] == 0 and ks[257] == 0
+    assert table[0][0] == 1 and all(a[1] + 1 == b[0] for a, b in zip(table, table[1:]))  # covers every batch
+
+
+@pytest.mark.parametrize("table, message", [
+    ("1-4:2", "non-empty list"),
+    ([[1, 4]], r"\[min_batch, max_batch, k\]"),
+    ([[0, 4, 2]], "1 <= min_batch <= max_batch"),
+    ([[5, 4, 2]], "1 <= min_batch <= max_batch"),
+    ([[1, 4, 17]], "k must be between 0 and 16"),
+    ([[1, 4, 2], [4, 8, 1]], "overlap at batch 4"),
+    ([[1, 4, True]], "integers"),
+])  # fmt: skip
+def test_bad_batch_tables_are_refused(table, message):
+    with pytest.raises(ConfigError, match=message):
+        DecodeConfig(policy="batch_table", batch_table=table)
+
+
+def test_cli_batch_table_errors_are_one_line(capsys):
+    from engine.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--prompt", "hi", "--policy", "batch_table", "--batch-table", "1-4:x"])
+    assert exc.value.code == 2
+    assert "expected MIN-MAX:K rows" in capsys.readouterr().err
+    assert main(["run", "--prompt", "hi", "--policy", "batch_table", "--batch-table", "1-4:2,3-8:0"]) == 2
+    assert capsys.readouterr().err.startswith("error: batch_table ranges overlap at batch 3")
+
+
+def test_pass_curve_is_measured_once_then_read_from_the_cache(tiny, tmp_path, monkeypatch):
+    from engine import passcurve
+
+    monkeypatch.setenv("SPECLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(passcurve, "_memory", {})
+    first = passcurve.pass_curve(tiny)
+    assert first.tokens[0] == 1 and list(first.ms) == sorted(first.ms)  # measured, and non-decreasing
+    files = list((tmp_path / "pass_curves").glob("*.json"))
+    assert len(files) == 1 and json.loads(files[0].read_text())["key"] == passcurve.curve_key(tiny)
+
+    def no_measuring(*args, **kwargs):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr(passcurve, "measure_curve", no_measuring)
+    monkeypatch.setattr(passcurve, "_memory", {})
+    assert passcurve.pass_curve(tiny) == first  # from the cache folder
+    files[0].write_text("{not json")
+    monkeypatch.setattr(passcurve, "_memory", {})
+    with pytest.raises(AssertionError, match="measured again"):  # a corrupt cache file is measured afresh
+        passcurve.pass_curve(tiny)
