@@ -186,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
             bad = [c for c in args.confidence if not 0 <= c <= 1]
             if bad:
                 raise ConfigError(f"confidence thresholds must be between 0 and 1; got {bad}")
+            unknown = [p for p in args.policy if p not in POLICIES]
+            if unknown:
+                raise ConfigError(f"unknown policy {unknown[0]!r}: choose from {', '.join(POLICIES)}")
             if args.sequential < 1 or args.baseline_prompts < 1:
                 raise ConfigError("--sequential and --baseline-prompts must be >= 1")
             draft = "none" if args.drafter == "ngram" and args.draft == "default" else args.draft
@@ -193,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"benchmarking on {pair.device.type}, {pair.dtype_name} ...", file=sys.stderr)
             result = bench(
                 pair, args.batch, args.depth, drafter=args.drafter, prompt_set=args.prompts,
-                policy=args.policy, disable_by_batch_size=args.disable_by_batch_size,
+                policy=args.policy, disable_by_batch_size=args.disable_by_batch_size, batch_table=args.batch_table,
                 max_new_tokens=args.max_new_tokens, repeats=args.repeats, baseline=args.baseline,
                 baseline_prompts=args.baseline_prompts, sequential=args.sequential,
                 confidences=args.confidence, log=lambda s: print(s, file=sys.stderr),

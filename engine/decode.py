@@ -97,6 +97,7 @@ class Decoder:
         self.accepted_total = self.seq_steps = 0  # acceptance so far, for the policy
         self.t0 = 0.0
         self.paused = 0.0  # time the consumer spent between steps (e.g. drawing): not decoding, so off the clock
+        self.policy_s = 0.0  # time in the policy since the last Step was built (its overhead, in the trace)
         self.util: UtilizationSampler | None = None
 
     def run(self):
@@ -112,7 +113,9 @@ class Decoder:
                 if not self.active:
                     break
                 self.steps.append(self.step())
-                self.policy.observe(self.steps[-1])
+                t = time.perf_counter()
+                self.policy.observe(self.steps[-1])  # load-aware policies learn cost and acceptance
+                self.policy_s += time.perf_counter() - t
 
     def prefill(self) -> Step:
         """The target reads every prompt and picks each sequence's first token; the drafter reads them too."""
@@ -187,7 +190,10 @@ class Decoder:
             last_depth=prev.depth,
             last_all_accepted=all(s.num_accepted == len(s.drafted) for s in prev.seqs if s.drafted),
         )  # fmt: skip
-        return min(self.policy.depth(ctx), max(s.remaining for s in self.active) - 1)
+        t = time.perf_counter()
+        depth = self.policy.depth(ctx)
+        self.policy_s += time.perf_counter() - t
+        return min(depth, max(s.remaining for s in self.active) - 1)
 
     def append(self, draft: Draft | None, num_accepted, next_ids, p_chosen) -> list[SeqStep]:
         """Append each row's accepted drafts and the target's token to its sequence; one record per row."""
@@ -263,8 +269,13 @@ class Decoder:
             draft_ms=draft_timer.ms, verify_ms=verify_timer.ms,
             overhead_ms=max(0.0, (t_end - t_start) * 1000 - draft_timer.ms - verify_timer.ms),
             target_flops=target_flops, draft_flops=draft_flops, target_bytes=target_bytes, draft_bytes=draft_bytes,
-            flops_wasted=wasted, util_pct=self.util.mean_between(t_start, t_end), seqs=records,
+            flops_wasted=wasted, util_pct=self.util.mean_between(t_start, t_end), policy_ms=self._take_policy_ms(),
+            seqs=records,
         )  # fmt: skip
+
+    def _take_policy_ms(self) -> float:
+        ms, self.policy_s = self.policy_s * 1000, 0.0
+        return ms
 
     def trace(self, drafter_name: str | None) -> Trace:
         pair, cfg, tok = self.pair, self.cfg, self.pair.tokenizer

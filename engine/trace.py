@@ -71,6 +71,7 @@ class Step:
     draft_bytes: float
     flops_wasted: float  # spent on rejected draft tokens, in both models
     util_pct: float | None = None  # coarse gauge: NVML GPU utilisation or psutil CPU utilisation
+    policy_ms: float = 0.0  # time the depth policy took to choose k (and to learn from the previous step)
     seqs: list[SeqStep] = field(default_factory=list)
 
     @property

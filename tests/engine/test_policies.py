@@ -152,3 +152,22 @@ def test_pass_curve_is_measured_once_then_read_from_the_cache(tiny, tmp_path, mo
     monkeypatch.setattr(passcurve, "_memory", {})
     with pytest.raises(AssertionError, match="measured again"):  # a corrupt cache file is measured afresh
         passcurve.pass_curve(tiny)
+
+
+def test_bench_compares_policies_interleaved_and_runs_adaptive_ones_at_the_largest_depth(tiny):
+    from engine.bench import bench, format_table
+
+    result = bench(tiny, [1, 3], [1, 3], drafter="ngram", prompt_set="extractive", max_new_tokens=6, repeats=1,
+                   policy=["fixed", "goodput", "batch_table"], log=lambda s: None)
+    cells = [(r["batch"], r["depth"], r["policy"]) for r in result["rows"]]
+    assert cells == [(b, d, p) for b in (1, 3) for d, p in ((1, "fixed"), (3, "fixed"), (3, "goodput"), (3, "batch_table"))]
+    assert all(r["same_output"] and 0 <= r["mean_depth"] <= r["depth"] for r in result["rows"])
+    table = format_table(result)
+    assert "goodput" in table and "mean k" in table and result["policy"] == "fixed,goodput,batch_table"
+
+
+def test_cli_bench_refuses_an_unknown_policy(capsys):
+    from engine.__main__ import main
+
+    assert main(["bench", "--batch", "1", "--depth", "2", "--policy", "fixed,fastest"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown policy 'fastest'")
