@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
+from collections.abc import Mapping
 
 import streamlit as st
 
@@ -46,6 +48,41 @@ def last_resort(what: str, fix: str = ""):
         yield
     except Exception as exc:  # the one catch-all (see the docstring)
         show_failure(what, exc, fix)
+
+
+def _same(text: str, value) -> bool:
+    """Does the URL text `text` say the widget value `value` (as Streamlit writes it into the URL)?"""
+    if isinstance(value, bool):
+        return text.strip().lower() == str(value).lower()
+    if isinstance(value, (int, float)):
+        try:
+            return math.isclose(float(text), float(value), rel_tol=1e-9, abs_tol=1e-9)
+        except ValueError:
+            return False
+    return text == str(value)
+
+
+def _shown(value, limit: int = 40) -> str:
+    """A value as inline code that no URL text can break out of (no backticks, no newlines, short)."""
+    text = " ".join(str(value).replace("`", "'").split())
+    return "`" + (text if len(text) <= limit else text[: limit - 1] + "…") + "`"
+
+
+def url_fallbacks(raw: Mapping[str, str], values: Mapping[str, object], labels: Mapping[str, str]) -> list[str]:
+    """One notice per link parameter the page could not use.
+
+    raw: the query string as the page received it (st.query_params.to_dict(), read before any bound widget
+    is drawn); values: what each bound widget holds now, by key. Streamlit ignores a value that is not a
+    valid option or is out of range (and rounds one that is off the widget's step), so a widget whose value
+    does not say the URL's text is one where the link was not followed: say so, and what is used instead.
+    """
+    notices = []
+    for key, value in values.items():
+        if key in raw and not _same(raw[key], value):
+            shown = ("on" if value else "off") if isinstance(value, bool) else value
+            notices.append(f"The link set **{labels.get(key, key)}** to {_shown(raw[key])}, which this page cannot use; "
+                           f"it uses {_shown(shown)} instead.")  # fmt: skip
+    return notices
 
 
 def ready_label(pair) -> str:

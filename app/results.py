@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app.views import charts, metrics, race, tokens
+from app.views import charts, depth_policy, metrics, race, tokens
 from engine import Trace, sampling
 
 BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
@@ -171,6 +171,12 @@ def show_results(
         g4.plotly_chart(charts.acceptance_figure(spec), width="stretch", key="chart_accept")
     else:
         g4.info("No draft tokens were proposed in this run (depth 0, policy off, or no n-gram matches).")
+
+    st.markdown(f"**Depth policy.** {depth_policy.depth_summary(spec)}")
+    st.plotly_chart(depth_policy.depth_figure(spec), width="stretch", key="chart_depth")
+    st.caption("k is what each decode step drafted: the policy's choice, never more than the longest row can still "
+               "use; the n-gram drafter drafts nothing where it finds no match, and a confidence threshold can stop a "
+               "row early (hover a step for the rows' mean). The batch shrinks as sequences finish.")  # fmt: skip
 
     with st.expander("Show the source: how the target accepts or rejects draft tokens"):
         st.caption("The real engine functions this run used (engine/sampling.py), after Leviathan et al. 2023, Alg. 1.")

@@ -396,12 +396,15 @@ def format_table(result: dict) -> str:
 
 
 def pass_costs(
-    pair: ModelPair, batches: list[int], tokens: list[int], context: int = 150, repeats: int = 5, which: str = "target"
+    pair: ModelPair, batches: list[int], tokens: list[int], context: int = 150, repeats: int = 5, which: str = "target",
+    stat=statistics.median,
 ) -> list[dict]:
     """Measured time of ONE forward pass with `batch` rows x `tokens` new tokens over a `context`-token KV cache.
 
     This is the curve behind the whole story: while a pass is memory-bound its time hardly grows with
-    tokens per pass (batch x (depth+1)); past the ridge point it grows linearly (compute-bound)."""
+    tokens per pass (batch x (depth+1)); past the ridge point it grows linearly (compute-bound).
+    stat: how the repeats are summarised (the median; the load-aware policies' cached curve takes the
+    fastest, which a busy machine disturbs least)."""
     from .costs import ModelCosts
     from .hardware import StepTimer
     from .kvcache import RaggedCache
@@ -427,7 +430,7 @@ def pass_costs(
                     if i:  # the first is a warm-up
                         times.append(timer.ms)
                 cache.take_counts()
-                ms = statistics.median(times)
+                ms = stat(times)
                 flops = costs.forward_flops(batch, n, context)
                 nbytes = costs.forward_bytes(batch, n, context)
                 rows.append({

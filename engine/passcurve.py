@@ -5,7 +5,8 @@ pass is memory- or overhead-bound, then rising once it is compute-bound. The loa
 (engine/policies.py) read it to price a verify pass of batch x (k + 1) tokens before they choose k.
 
 It is measured, never assumed: the first time a policy needs it for a (machine, model, dtype, threads)
-it is timed (a few seconds on a CPU: 1..256 tokens, batch 1, a 128-token context, median of 3) and
+it is timed (10-20 s on a 2-core CPU: 1..17 tokens one by one, then up to 256; batch 1, a 128-token
+context, fastest of 3) and
 cached as JSON in the cache folder ($SPECLAB_CACHE/pass_curves/), so later runs start at once.
 Between two measured points the time is interpolated linearly; past the last one it is extrapolated
 along the last segment's slope (compute-bound: linear in tokens).
@@ -22,7 +23,9 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-CURVE_TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+# Every count up to 17 (a batch-1 verify of depth 0..16), then coarser: CPU GEMM kernels change at small
+# row counts (measured on a 2-core Xeon in float32: 3 tokens 38 ms, 4 tokens 67 ms), so no interpolation there.
+CURVE_TOKENS = tuple(range(1, 18)) + (20, 24, 32, 48, 64, 96, 128, 192, 256)
 CURVE_CONTEXT = 128
 CURVE_FORMAT = "speclab.pass_curve/1"
 _memory: dict[str, PassCurve] = {}
@@ -69,18 +72,21 @@ def curve_key(pair) -> str:
     return f"{device_name(pair.device)} | {pair.target_name} | {pair.dtype_name} | torch {torch.__version__}"
 
 
+def _grid(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT) -> tuple[int, ...]:
+    return tuple(t for t in tokens if t <= pair.max_context - context)
+
+
 def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repeats: int = 3) -> PassCurve:
-    """Time the target's passes now (engine.bench.pass_costs at batch 1)."""
+    """Time the target's passes now (engine.bench.pass_costs at batch 1, the fastest of `repeats`)."""
     from .bench import pass_costs
 
-    limit = pair.max_context - context
-    tokens = tuple(t for t in tokens if t <= limit)
-    rows = pass_costs(pair, [1], list(tokens), context=context, repeats=repeats)
-    # a noisy machine can time a larger pass faster: keep the curve non-decreasing, as the policy assumes
-    ms, floor = [], 0.0
-    for row in rows:
-        floor = max(floor, row["ms"])
-        ms.append(floor)
+    tokens = _grid(pair, tokens, context)
+    rows = pass_costs(pair, [1], list(tokens), context=context, repeats=repeats, stat=min)
+    # A larger pass can time faster (noise, or a kernel that suits it better): keep the curve non-decreasing,
+    # as the policy assumes, by capping each point at the fastest larger pass (a spike cannot lift the rest).
+    ms = [row["ms"] for row in rows]
+    for i in range(len(ms) - 2, -1, -1):
+        ms[i] = min(ms[i], ms[i + 1])
     return PassCurve(tokens=tokens, ms=tuple(ms), context=context, key=curve_key(pair),
                      measured_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
 
@@ -100,8 +106,8 @@ def pass_curve(pair, refresh: bool = False) -> PassCurve:
                 curve = PassCurve.from_dict(json.loads(path.read_text()))
             except (OSError, ValueError, KeyError, TypeError):
                 curve = None  # unreadable or stale: measure again
-            if curve is not None and curve.key != key:
-                curve = None
+            if curve is not None and (curve.key != key or curve.tokens != _grid(pair)):
+                curve = None  # another machine or model, or an older grid of pass sizes
         if curve is None:
             curve = measure_curve(pair)
             try:

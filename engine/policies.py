@@ -173,7 +173,7 @@ class GoodputDepth:
     max_depth: int
     draft_cost_ratio: float  # drafter FLOPs per draft position / target FLOPs per token: the prior for T_draft
     accept: list[float] | None = None
-    verify_ratio: dict[int, float] | None = None  # log2 bucket of tokens per pass -> measured / curve (EMA)
+    verify_ratio: dict[int, float] | None = None  # tokens per pass -> measured / curve time (EMA); key 0: all sizes
     draft_ms: dict[int, float] | None = None  # log2 bucket of batch -> measured draft ms per position (EMA)
     last_choice: tuple[int, float] | None = None  # (k, expected tokens per ms) of the latest step, for the trace
     name = "goodput"
@@ -188,13 +188,11 @@ class GoodputDepth:
         return max(int(n), 1).bit_length()
 
     def verify_ms(self, tokens: int) -> float:
-        """The curve's time, times the measured/curve ratio of the nearest size this run has timed."""
+        """The curve's time, times the measured/curve ratio this run has seen at that pass size (or, for a
+        size it has not run yet, over all sizes)."""
         base = self.curve.time_ms(tokens)
-        if not self.verify_ratio:
-            return base
-        b = self._bucket(tokens)
-        nearest = min(self.verify_ratio, key=lambda x: (abs(x - b), x))
-        return base * self.verify_ratio[nearest]
+        ratio = self.verify_ratio.get(tokens, self.verify_ratio.get(0))
+        return base if ratio is None else base * ratio
 
     def draft_ms_per_position(self, batch: int) -> float:
         if self.draft_ms:
@@ -216,9 +214,9 @@ class GoodputDepth:
         if step.kind != "decode" or step.verify_ms <= 0:
             return
         ema = lambda old, new: (1 - EMA_WEIGHT) * old + EMA_WEIGHT * new  # noqa: E731
-        b = self._bucket(step.tokens_per_pass)
         ratio = step.verify_ms / self.curve.time_ms(step.tokens_per_pass)
-        self.verify_ratio[b] = ema(self.verify_ratio[b], ratio) if b in self.verify_ratio else ratio
+        for key in (step.tokens_per_pass, 0):
+            self.verify_ratio[key] = ema(self.verify_ratio[key], ratio) if key in self.verify_ratio else ratio
         if step.depth > 0 and step.draft_ms > 0:
             per_position = step.draft_ms / step.depth
             bb = self._bucket(step.batch)
@@ -237,6 +235,20 @@ class GoodputDepth:
                 self.accept[j] = ema(self.accept[j], kept[j] / n)
 
 
+def draft_cost_ratio(pair, drafter_kind: str, context: int) -> float:
+    """FLOPs of one draft position / FLOPs of one target token at `context` (c's prior; 0 for a lookup)."""
+    costs = {"model": pair.draft_costs, "eagle": pair.eagle_costs}.get(drafter_kind)
+    return costs.token_flops(context) / pair.target_costs.token_flops(context) if costs is not None else 0.0
+
+
+def derived_table_for(pair, cfg: DecodeConfig) -> tuple[tuple[int, int, int], ...]:
+    """The batch table policy "batch_table" derives for `pair` and `cfg` when none is given."""
+    from .passcurve import pass_curve
+
+    curve = pass_curve(pair)
+    return derived_batch_table(curve, cfg.depth, draft_cost_ratio(pair, cfg.drafter, curve.context))
+
+
 def make_policy(cfg: DecodeConfig, pair=None, drafter=None) -> DepthPolicy:
     """The policy `cfg` names. The load-aware ones need the pair (for its measured pass-cost curve) and the
     drafter (for the prior of its cost per draft position)."""
@@ -247,11 +259,10 @@ def make_policy(cfg: DecodeConfig, pair=None, drafter=None) -> DepthPolicy:
             return FixedDepth()  # plain decoding: nothing to choose
         from .passcurve import pass_curve
 
-        curve = pass_curve(pair)
-        ratio = drafter.token_flops(curve.context) / pair.target_costs.token_flops(curve.context)
         if cfg.policy == PolicyKind.BATCH_TABLE.value:
-            return BatchTable(derived_batch_table(curve, cfg.depth, ratio))
-        return GoodputDepth(curve=curve, max_depth=cfg.depth, draft_cost_ratio=ratio)
+            return BatchTable(derived_table_for(pair, cfg))
+        curve = pass_curve(pair)
+        return GoodputDepth(curve=curve, max_depth=cfg.depth, draft_cost_ratio=draft_cost_ratio(pair, cfg.drafter, curve.context))
     if cfg.policy == PolicyKind.OFF_ABOVE_BATCH.value:
         return OffAboveBatch(cfg.disable_by_batch_size)
     if cfg.policy == PolicyKind.HEURISTIC.value:

@@ -1,9 +1,10 @@
-"""Lessons: the thesis in five steps, each with a live experiment on this machine.
+"""Lessons: the thesis step by step, each with a live experiment on this machine.
 
 Page shape (DESIGN §5): title, short prose, then per lesson its text (lessons/*.md), a button that
 runs the experiment through the engine, and a conclusion computed from what was just measured.
 Nothing on this page is a canned number. Each lesson names its experiment in its front matter
-(app/lesson_files.py); EXPERIMENTS below maps those names to a measurement and its conclusion.
+(app/lesson_files.py); EXPERIMENTS below maps those names to a measurement and its conclusion. An
+experiment may ask the student for a prediction first: its Run button stays disabled until one is entered.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import streamlit as st
 from app import resources
 from app.lesson_files import load_lessons
 from app.page_helpers import load_pair_or_error, show_failure
-from app.views import metrics, roofline
+from app.views import load, metrics, roofline
 from engine import ConfigError, DecodeConfig, generate
-from engine.bench import batch_prompts, pass_costs
+from engine.bench import batch_prompts, pass_costs, run_cells
 
 LESSONS_DIR = Path(__file__).resolve().parents[2] / "lessons"
 # What an experiment can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
@@ -163,11 +164,66 @@ def show_adaptive(result: dict) -> None:
                "ones the target would have rejected.")
 
 
+LOAD_BATCHES, LOAD_TOKENS, LOAD_N = (1, 4, 16), 24, 8
+LOAD_FIXED, LOAD_MAX = 4, 6  # fixed depth; the most the load-aware policies may draft
+PLAIN, FIXED = "plain decoding", f"fixed k = {LOAD_FIXED}"
+PREDICT_BATCH = 16
+
+
+def load_contenders(drafter: str) -> dict[str, DecodeConfig]:
+    spec = {"drafter": drafter, "max_new_tokens": LOAD_TOKENS}
+    return {
+        PLAIN: DecodeConfig(mode="autoregressive", max_new_tokens=LOAD_TOKENS),
+        FIXED: DecodeConfig(depth=LOAD_FIXED, **spec),
+        f"off above batch {LOAD_N}": DecodeConfig(depth=LOAD_FIXED, policy="off_above_batch",
+                                                  disable_by_batch_size=LOAD_N, **spec),  # fmt: skip
+        f"batch table, derived (k ≤ {LOAD_MAX})": DecodeConfig(depth=LOAD_MAX, policy="batch_table", **spec),
+        f"goodput (k ≤ {LOAD_MAX})": DecodeConfig(depth=LOAD_MAX, policy="goodput", **spec),
+    }
+
+
+def by_load(pair) -> dict:
+    """Tokens/s of plain decoding and four depth policies at batch 1, 4 and 16 (held-out prompts), interleaved
+    at each batch size (engine.bench.run_cells: one warm-up each, then one run of every contender in turn)."""
+    drafter = "eagle" if pair.drafter_name("eagle") else "model"
+    contenders = load_contenders(drafter)
+    rows = []
+    for batch in LOAD_BATCHES:
+        cells = run_cells(pair, batch_prompts("heldout", batch), list(contenders.values()), repeats=1)
+        for name, cell in zip(contenders, cells):
+            rows.append({"batch": batch, "contender": name, "tokens_per_s": cell["tokens_per_s"],
+                         "mean_depth": cell["mean_depth"] if name != PLAIN else 0.0, "alpha": cell["alpha"]})  # fmt: skip
+    return {"drafter": drafter, "rows": rows}
+
+
+def ask_by_load(key: str) -> float | None:
+    return st.number_input(
+        f"Your prediction: the speedup of fixed depth {LOAD_FIXED} over plain decoding at batch {PREDICT_BATCH} "
+        "(1.0 = the same speed, below 1 = slower)", min_value=0.0, max_value=10.0, value=None, step=0.05,
+        format="%.2f", placeholder="e.g. 1.3", key=key,
+    )  # fmt: skip
+
+
+def show_by_load(result: dict) -> None:
+    rows = result["rows"]
+    st.markdown(f"Drafter: {'EAGLE head' if result['drafter'] == 'eagle' else 'draft model'}, {LOAD_TOKENS} new "
+                "tokens per sequence, one run per cell (single runs are noisy: read trends, not the second decimal).")  # fmt: skip
+    st.plotly_chart(load.load_figure(rows), width="stretch", key="lesson_load_fig")
+    st.dataframe(load.load_table(rows, PLAIN), hide_index=True)
+    lines = load.conclusion(rows)
+    if result.get("prediction") is not None:
+        said = load.prediction_line(rows, result["prediction"], plain=PLAIN, contender=FIXED, batch=PREDICT_BATCH)
+        if said:
+            lines.insert(0, said)
+    st.success("\n\n".join(lines))
+
+
 @dataclass(frozen=True)
 class Experiment:
     run: Callable[[object], dict]  # pair -> measured result (plain data)
     show: Callable[[dict], None]  # result -> the conclusion on the page
     needs: tuple[str, ...] = ()  # drafter kinds, any one of which the pair must offer (pair.available_drafters())
+    ask: Callable[[str], float | None] | None = None  # widget key -> the student's prediction (None: not entered)
 
 
 EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment: memory_bound")
@@ -176,12 +232,13 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
     "past_the_ridge": Experiment(past_the_ridge, show_past_the_ridge),
     "turn_it_off": Experiment(turn_it_off, show_turn_it_off, needs=("model",)),
     "adaptive": Experiment(adaptive, show_adaptive, needs=("eagle", "model")),
+    "by_load": Experiment(by_load, show_by_load, needs=("eagle", "model"), ask=ask_by_load),
 }
 
 # --- page --------------------------------------------------------------------------------------
 st.title("🎓 Lessons")
 st.markdown(
-    "Why is speculative decoding fast, and when is it not? Five short steps, each checked by an experiment that "
+    "Why is speculative decoding fast, and when is it not? Six short steps, each checked by an experiment that "
     "runs on this machine when you press its button. After J. Barrow, "
     "[“Why is speculative decoding fast?”](https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast), 2026."
 )
@@ -205,11 +262,18 @@ for i, (tab, lesson) in enumerate(zip(tabs, lessons), start=1):
         if experiment.needs and not set(experiment.needs) & set(pair.available_drafters()):
             st.warning("This experiment needs the draft model, and this pair has none.")
             continue
-        if st.button("▶ Run the experiment", key=f"lesson{i}_run", type="primary"):
+        prediction = experiment.ask(f"lesson{i}_predict") if experiment.ask else None
+        waiting = experiment.ask is not None and prediction is None
+        if waiting:
+            st.caption("Enter your prediction first: the experiment unlocks once you have committed to a number.")
+        if st.button("▶ Run the experiment", key=f"lesson{i}_run", type="primary", disabled=waiting):
             with resources.model_turn(st.empty()):
                 try:
                     with st.spinner("Measuring…"):
-                        st.session_state[f"lesson{i}"] = experiment.run(pair)
+                        result = experiment.run(pair)
+                    if experiment.ask:
+                        result["prediction"] = prediction
+                    st.session_state[f"lesson{i}"] = result
                 except EXPERIMENT_ERRORS as exc:
                     show_failure("The experiment failed", exc)
         result = st.session_state.get(f"lesson{i}")

@@ -16,11 +16,23 @@ from pathlib import Path
 import streamlit as st
 
 from app import resources
-from app.page_helpers import last_resort, load_pair_or_error, show_failure
+from app.page_helpers import last_resort, load_pair_or_error, show_failure, url_fallbacks
+from app.policy_options import (
+    POLICIES,
+    POLICY_HELP,
+    TABLE_EXAMPLE,
+    TABLE_MAX_CHARS,
+    USES_N,
+    BatchTableError,
+    format_batch_table,
+    parse_batch_table,
+)
 from app.results import Peaks, gauge_name, show_results
-from app.views import tokens
+from app.views import depth_policy, tokens
 from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate_steps
 from engine.hardware import pick_device
+from engine.passcurve import pass_curve
+from engine.policies import derived_table_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))["prompts"]
@@ -37,7 +49,12 @@ NO_DRAFTER = {  # drafter kind -> why it cannot run on this pair (pair.available
     "eagle": "This model pair has no EAGLE head (one ships for the embedded target only). Fix: choose the draft "
              "model or the n-gram drafter, or the embedded pair.",
 }  # fmt: skip
-POLICIES = {"fixed k": "fixed", "off above batch N": "off_above_batch", "adaptive k": "heuristic"}
+LABELS = {  # bound widget key -> its label, for the notice when a link's value cannot be used
+    "prompt": "Prompt", "text": "Your prompt", "pair": "Model pair", "drafter": "Drafter", "fp32": "float32",
+    "batch": "Batch size", "depth": "Speculation depth k", "tokens": "Max new tokens", "temp": "Temperature",
+    "top_p": "Top-p", "policy": "Depth policy", "policy_n": "N", "table": "Batch table",
+    "conf": "Stop drafting below confidence", "auto": "Rerun on change",
+}  # fmt: skip
 CPU_WORK_GUARD = 16_384  # batch × (depth + 1) × max_new_tokens allowed on a CPU server
 GPU_WORK_GUARD = 262_144
 LIVE_REFRESH_S = 0.25  # redraw the live lanes at most this often, so drawing barely touches the timings
@@ -59,10 +76,16 @@ class Settings:
     policy_n: int
     float32: bool
     confidence: float = 0.0
+    table: str = ""  # policy batch_table: rows MIN-MAX:K (empty: derived from this machine's measured pass cost)
 
     @property
     def dtype(self) -> str:
         return "float32" if self.float32 else "auto"
+
+    @property
+    def batch_table(self) -> tuple[tuple[int, int, int], ...] | None:
+        """The explicit table of the batch_table policy (None: derived, or another policy); BatchTableError if bad."""
+        return parse_batch_table(self.table) if self.policy == "batch_table" else None
 
     def prompts(self) -> list[str]:
         """The batch: the chosen prompt first, then different curated prompts, so sequences really differ."""
@@ -75,14 +98,22 @@ class Settings:
             mode=mode, depth=self.depth, drafter=self.drafter, policy=self.policy,
             disable_by_batch_size=self.policy_n, temperature=self.temperature, top_p=self.top_p,
             max_new_tokens=self.max_new_tokens, seed=0,
-            confidence_threshold=self.confidence if self.drafter != "ngram" else 0.0,
+            confidence_threshold=self.confidence if self.drafter != "ngram" else 0.0, batch_table=self.batch_table,
         )  # fmt: skip
 
 
 # --- controls ---------------------------------------------------------------------------------
 def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
-    """Draw the controls; return (settings, run clicked, auto-run on)."""
+    """Draw the controls; return (settings, run clicked, auto-run on).
+
+    A link's value that a control cannot take (not an option, out of range, malformed) is ignored by
+    Streamlit, which keeps the default; a notice above the controls says which and what is used instead,
+    until the next Run. Only a session's first run is checked: that is when the link seeds the controls
+    (later, the server's copy of the query string can lag behind the controls the user moved)."""
     max_batch = 128 if on_gpu else 32
+    first_run = "url_notices" not in st.session_state
+    raw = st.query_params.to_dict() if first_run else {}  # read before any bound widget is drawn
+    notices = st.container()
     with st.container(border=True):
         c1, c2 = st.columns([3, 2])
         with c1:
@@ -120,28 +151,45 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
         top_p = s5.slider("Top-p", 0.05, 1.0, 1.0, step=0.05, key="top_p", bind="query-params",
                           disabled=temperature == 0, help="Only used when sampling (temperature > 0).")  # fmt: skip
 
-        p1, p2, p5, p3, p4 = st.columns([2, 1, 1.4, 1, 1], vertical_alignment="bottom")
+        p1, p2 = st.columns([5, 1], vertical_alignment="bottom")
         policy = p1.radio("Depth policy", list(POLICIES), key="policy", bind="query-params", horizontal=True,
-                          help="off above batch N: vLLM's disable_by_batch_size, no speculation while more than N "
-                               "sequences decode. adaptive k: start at k, +2 after a step whose drafts were all "
-                               "accepted, -1 after a rejection (transformers' 'heuristic' schedule), also off above "
-                               "N.")  # fmt: skip
+                          help=POLICY_HELP)  # fmt: skip
         policy_n = p2.number_input("N", 1, max_batch, 8, key="policy_n", bind="query-params",
-                                   disabled=POLICIES[policy] == "fixed")  # fmt: skip
-        confidence = p5.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, key="conf",
+                                   disabled=POLICIES[policy] not in USES_N,
+                                   help="off above batch N and heuristic k: no speculation while more than N "
+                                        "sequences decode.")  # fmt: skip
+        q1, q2, q3, q4 = st.columns([2.2, 2.2, 1, 1], vertical_alignment="bottom")
+        table = q1.text_input("Batch table (empty = derived from this machine's measured cost)", key="table",
+                              bind="query-params", placeholder=TABLE_EXAMPLE, max_chars=TABLE_MAX_CHARS,
+                              disabled=POLICIES[policy] != "batch_table",
+                              help="Rows MIN-MAX:K separated by commas (N:K for one batch size): while the batch "
+                                   "is in a row's range, draft K tokens (at most k); K = 0 switches speculation "
+                                   "off; a batch no row covers drafts k. vLLM's num_speculative_tokens_per_batch_size "
+                                   "has these semantics.")  # fmt: skip
+        confidence = q2.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, key="conf",
                                bind="query-params", disabled=DRAFTERS[drafter] == "ngram",
                                help="Model drafters stop a sequence's draft once the product of their own "
                                     "probabilities over it falls below this (EAGLE-2's joint confidence): k becomes "
                                     "the most a step drafts, and unlikely tokens are not sent to the target. "
                                     "0 = always draft k tokens.")  # fmt: skip
-        auto = p3.toggle("Rerun on change", key="auto", bind="query-params",
+        auto = q3.toggle("Rerun on change", key="auto", bind="query-params",
                          help="Decode again whenever a setting changes (a change mid-run cancels that run).")  # fmt: skip
-        clicked = p4.button("▶ Run", type="primary", width="stretch", key="run")
+        clicked = q4.button("▶ Run", type="primary", width="stretch", key="run")
     settings = Settings(
         preset=preset, prompt_id=prompt_id, custom_text=custom, batch=int(batch), depth=int(depth),
         temperature=float(temperature), top_p=float(top_p), max_new_tokens=int(max_new), drafter=DRAFTERS[drafter],
         policy=POLICIES[policy], policy_n=int(policy_n), float32=bool(float32), confidence=float(confidence),
+        table=str(table or ""),
     )  # fmt: skip
+    values = {"prompt": title, "pair": label, "drafter": drafter, "fp32": float32, "batch": batch,
+              "depth": depth, "tokens": max_new, "temp": temperature, "top_p": top_p, "policy": policy,
+              "policy_n": policy_n, "table": table, "conf": confidence, "auto": auto}  # fmt: skip
+    if prompt_id == "custom":
+        values["text"] = custom
+    if first_run or clicked:
+        st.session_state["url_notices"] = url_fallbacks(raw, values, LABELS) if first_run else []
+    for notice in st.session_state["url_notices"]:
+        notices.warning(notice, icon=":material/link_off:")
     return settings, clicked, auto
 
 
@@ -159,6 +207,10 @@ def input_problems(settings: Settings, hub_ok: bool, on_gpu: bool) -> list[str]:
             f"The model pair '{preset.label}' needs a GPU: its 7B target does not fit this CPU server's memory. "
             "Fix: choose the embedded or the SmolLM2 pair."
         )
+    try:
+        parse_batch_table(settings.table if settings.policy == "batch_table" else "")
+    except BatchTableError as exc:
+        problems.append(str(exc))
     if settings.prompt_id == "custom" and not settings.custom_text.strip():
         problems.append("The custom prompt is empty. Fix: type a prompt, or pick one of the curated prompts.")
     guard = GPU_WORK_GUARD if on_gpu else CPU_WORK_GUARD
@@ -215,6 +267,32 @@ def run_both(pair, settings: Settings, live) -> dict:
     return {"settings": settings, "ar": ar, "spec": spec}
 
 
+def policy_basis(pair, settings: Settings) -> dict | None:
+    """What a load-aware policy priced k with: this machine's measured pass-cost curve (the run just made
+    measured or loaded it, so this reads the cached curve) and, for a derived batch table, the table itself,
+    computed by the engine's own engine.policies.derived_table_for."""
+    if settings.policy not in ("batch_table", "goodput") or settings.batch_table is not None or settings.depth == 0:
+        return None
+    curve = pass_curve(pair)
+    basis = {"tokens": list(curve.tokens), "ms": list(curve.ms), "measured_at": curve.measured_at, "table": None}
+    if settings.policy == "batch_table":
+        basis["table"] = derived_table_for(pair, DecodeConfig(depth=settings.depth, drafter=settings.drafter))
+    return basis
+
+
+def show_policy_basis(basis: dict) -> None:
+    with st.expander("What the load-aware policy priced k with: this machine's measured pass cost"):
+        if basis["table"] is not None:
+            st.markdown(f"Derived batch table (batch range: k): `{format_batch_table(basis['table'])}`. Each range "
+                        "gets the k with the most expected tokens per second at its middle batch size, from the curve "
+                        "below and a prior acceptance; the run's own k per step is in the chart above.")  # fmt: skip
+        else:
+            st.markdown("goodput prices every step with this curve (corrected by the steps' own measured verify and "
+                        "draft times) and the run's acceptance at each draft position so far.")  # fmt: skip
+        st.plotly_chart(depth_policy.curve_figure(basis["tokens"], basis["ms"], basis["measured_at"][:10]),
+                        width="stretch", key="chart_curve")  # fmt: skip
+
+
 # --- page -------------------------------------------------------------------------------------
 st.title("⚡ Playground")
 st.markdown(
@@ -259,6 +337,7 @@ elif want_run and pair is not None:
         with resources.model_turn(notice):
             st.session_state["running"] = True
             result = run_both(pair, settings, live)
+            result["basis"] = policy_basis(pair, settings)
             recorded_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             for trace in (result["ar"], result["spec"]):  # a downloaded trace replays with this machine's peaks
                 trace.meta["probe"] = probe.to_dict()
@@ -284,5 +363,7 @@ if result is not None and probe is not None:
     with last_resort("Could not draw the results"):
         show_results(result["ar"], result["spec"], Peaks.from_probe(probe), gauge_name(result["spec"]),
                      stale=result["settings"] != settings, offer_float32=not result["settings"].float32)  # fmt: skip
+        if result.get("basis"):
+            show_policy_basis(result["basis"])
 elif not want_run:
     st.info("Pick a prompt and press **▶ Run**: the AR lane decodes first, then the speculative lane, then both race.")

@@ -4,7 +4,9 @@ Page shape (DESIGN §5): title, short prose, controls, result. Two live measurem
 1. one target pass vs tokens per pass (`engine.bench.pass_costs`): the memory-bound plateau and the
    compute-bound slope, with the ridge point from the probed peaks;
 2. AR vs speculative tokens/s over a batch x depth grid (`engine.bench.bench`): the same plateau seen
-   as speedup, and the batch size where a fixed depth turns into a slowdown.
+   as speedup, and the batch size where a fixed depth turns into a slowdown; optionally with the load-aware
+   policies (batch_table, goodput) beside the fixed depths, and their tokens/s against the upper envelope
+   max(AR, best fixed k) per batch size.
 """
 
 from __future__ import annotations
@@ -14,12 +16,22 @@ import streamlit as st
 from app import resources
 from app.page_helpers import load_pair_or_error, show_failure
 from app.views import roofline
-from app.views.sweep import grid_table, pass_table, speedup_figure
+from app.views.sweep import (
+    envelope,
+    envelope_figure,
+    envelope_summary,
+    envelope_table,
+    grid_table,
+    pass_table,
+    speedup_figure,
+)
 from engine import ConfigError
 from engine.bench import bench, pass_costs
 from engine.costs import ridge_tokens
 
 BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
+VLLM_PR = "https://github.com/vllm-project/vllm/pull/35060"
+ADAPTIVE = ["batch_table", "goodput"]  # measured beside "fixed" when the user ticks "adaptive policies"
 PASS_GUARD = 2048  # tokens in one measured pass (a CPU takes seconds per pass beyond this)
 TOKENS = [1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128]
 GRID_DRAFTERS = {"draft model": "model", "EAGLE head": "eagle", "n-gram": "ngram"}
@@ -36,8 +48,11 @@ st.markdown(
     "Where does speculation stop paying on **this** machine? A decode pass streams every weight once, so while "
     "the pass is memory-bound, extra tokens in it (more sequences, or more draft tokens to verify) cost almost "
     "nothing. Once tokens per pass = batch × (k + 1) cross the hardware's ridge point, the pass turns "
-    "compute-bound, and extra draft tokens cost real time, rejected ones most of all. That is why servers turn "
-    "speculation off at large batch (vLLM's `disable_by_batch_size`). Background: J. Barrow, "
+    "compute-bound, and extra draft tokens cost real time, rejected ones most of all. That is why servers make "
+    "speculation load-aware: the classic rule switched it off above a batch size (vLLM V0's "
+    f"`--speculative-disable-by-batch-size`, removed in February 2026, [PR #35060]({VLLM_PR})); today vLLM sets the "
+    "draft length per batch-size range (`num_speculative_tokens_per_batch_size`) and TensorRT-LLM has "
+    "`draft_len_schedule`. Background: J. Barrow, "
     f"[“Why is speculative decoding fast?”]({BARROW}), 2026. Everything below is measured when you press the button."
 )
 
@@ -106,14 +121,19 @@ with st.form("grid_form"):
     confidence = g5.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, key="grid_conf",
                            help="Model drafters only: stop a sequence's draft once the product of the drafter's "
                                 "probabilities falls below this; k is then the most a step drafts. 0 = off.")  # fmt: skip
+    adaptive = st.checkbox("Adaptive policies: also measure batch table (derived from this machine's pass cost) and "
+                           "goodput, each with the largest depth picked as its maximum", key="grid_adaptive")  # fmt: skip
     go_grid = st.form_submit_button("Measure the grid", type="primary")
 if go_grid:
     kind = GRID_DRAFTERS[drafter]
     if not grid_batches or not grid_depths:
         st.error("Pick at least one batch size and one depth.", icon=":material/error:")
+    elif adaptive and max(grid_depths) == 0:
+        st.error("The adaptive policies run with the largest depth as their maximum, and it is 0. Fix: add a depth "
+                 "above 0, or untick adaptive policies.", icon=":material/error:")  # fmt: skip
     elif pair.drafter_name(kind) is None:
         st.error(NO_DRAFTER.get(kind, f"This pair cannot run the {kind} drafter."), icon=":material/error:")
-    elif len(grid_batches) * (len(grid_depths) + 1) * max(grid_batches) * tokens > 20_000:
+    elif len(grid_batches) * (len(grid_depths) + 1 + 2 * adaptive) * max(grid_batches) * tokens > 20_000:
         st.error("That grid would take many minutes on this machine. Fix: fewer or smaller batch sizes, fewer "
                  "depths, or fewer tokens.", icon=":material/error:")  # fmt: skip
     else:
@@ -123,6 +143,7 @@ if go_grid:
                 st.session_state["grid"] = bench(
                     pair, sorted(grid_batches), sorted(grid_depths), drafter=kind, max_new_tokens=tokens, repeats=1,
                     confidences=[float(confidence) if kind != "ngram" else 0.0],
+                    policy=["fixed", *ADAPTIVE] if adaptive else "fixed",
                     log=lambda line: progress.caption("measured:" + line),
                 )  # fmt: skip
             except MEASURE_ERRORS as exc:
@@ -131,9 +152,21 @@ if go_grid:
                 progress.empty()
 grid = st.session_state.get("grid")
 if grid:
+    has_adaptive = any(r.get("policy", "fixed") != "fixed" for r in grid["rows"])
     st.plotly_chart(speedup_figure(grid["rows"]), width="stretch", key="grid_fig")
     st.dataframe(grid_table(grid["rows"]), hide_index=True)
+    if has_adaptive:
+        st.markdown("**Adaptive policies against the best static choice.** At each batch size the shaded line is "
+                    "the best a fixed setting did in this grid: plain decoding or the best fixed depth, whichever was "
+                    "faster. Does a load-aware policy ride along it, without being told each batch size's answer?")  # fmt: skip
+        env = envelope(grid["rows"])
+        st.plotly_chart(envelope_figure(env), width="stretch", key="envelope_fig")
+        for line in envelope_summary(env):
+            st.markdown(f"- {line}")
+        st.dataframe(envelope_table(env), hide_index=True)
     conf = grid["rows"][0].get("confidence_threshold", 0.0) if grid["rows"] else 0.0
     st.caption(f"{grid['drafter']}, {grid['max_new_tokens']} new tokens per sequence, "
+               + ("adaptive policies ran once per batch size at the largest depth (their maximum; mean k = what they "
+                  "used), interleaved with the fixed depths, " if has_adaptive else "")
                + (f"drafts stopped below joint confidence {conf:.2f}, " if conf else "") + "one run per cell on "
                f"{grid['device']} {grid['dtype']}: single runs are noisy, so read trends, not the second decimal.")  # fmt: skip

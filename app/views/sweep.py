@@ -1,8 +1,10 @@
 """The Sweep page's grid view and tables: measured rows (plain dicts) -> a plotly heatmap / table rows.
 
-Rows come from `engine.bench.bench` (AR vs speculative per batch x depth cell) and
+Rows come from `engine.bench.bench` (AR vs speculative per batch x depth cell; with several policies a
+row's "policy" names it and an adaptive policy's "depth" is its maximum, "mean_depth" what it used) and
 `engine.bench.pass_costs` (one target pass per tokens-per-pass); the curve of the latter is
-roofline.pass_cost_figure. Nothing here calls streamlit.
+roofline.pass_cost_figure. The envelope view sets each adaptive policy against the best a static choice
+could do at each batch size: max(plain decoding, the best fixed depth). Nothing here calls streamlit.
 """
 
 from __future__ import annotations
@@ -10,19 +12,37 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 
+def _policy(row: dict) -> str:
+    return row.get("policy") or "fixed"
+
+
+def column(row: dict) -> str:
+    """The grid column of a row: its depth for fixed k ('4'), else the policy and its maximum ('goodput ≤8')."""
+    return str(row["depth"]) if _policy(row) == "fixed" else f"{_policy(row)} ≤{row['depth']}"
+
+
+def _columns(rows: list[dict]) -> list[str]:
+    """Fixed depths in increasing order, then the adaptive policies in the order they were measured."""
+    fixed = sorted({r["depth"] for r in rows if _policy(r) == "fixed"})
+    adaptive = list(dict.fromkeys(column(r) for r in rows if _policy(r) != "fixed"))
+    return [str(d) for d in fixed] + adaptive
+
+
 def speedup_figure(rows: list[dict]) -> go.Figure:
-    """Heatmap of measured speedup (speculative / AR tokens/s) over batch x depth; missing cells stay empty."""
+    """Heatmap of measured speedup (speculative / AR tokens/s) over batch x depth, with a column per adaptive
+    policy (at its maximum depth) after the fixed depths; missing cells stay empty."""
     batches = sorted({r["batch"] for r in rows})
-    depths = sorted({r["depth"] for r in rows})
-    cell = {(r["batch"], r["depth"]): r for r in rows}
+    depths = _columns(rows)
+    cell = {(r["batch"], column(r)): r for r in rows}
     z = [[cell[(b, d)]["speedup"] if (b, d) in cell else None for d in depths] for b in batches]
     text = [[f"{v:.2f}×" if v is not None else "" for v in row] for row in z]
     fig = go.Figure(go.Heatmap(
-        z=z, x=[str(d) for d in depths], y=[str(b) for b in batches], text=text, texttemplate="%{text}",
+        z=z, x=depths, y=[str(b) for b in batches], text=text, texttemplate="%{text}",
         colorscale=[[0, "#b00020"], [0.5, "#f4f4f4"], [1, "#0a7d32"]], zmid=1.0,
         colorbar={"title": "speedup"}, hovertemplate="batch %{y}, depth %{x}: %{text}<extra></extra>",
     ))  # fmt: skip
-    fig.update_xaxes(title_text="speculation depth k", type="category")
+    fig.update_xaxes(title_text="speculation depth k" + (" (adaptive: at most)" if any("≤" in d for d in depths) else ""),
+                     type="category")  # fmt: skip
     fig.update_yaxes(title_text="batch size", type="category")
     fig.update_layout(height=320, margin={"l": 50, "r": 20, "t": 30, "b": 40})
     return fig
@@ -47,9 +67,108 @@ def pass_table(rows: list[dict], peak_bandwidth: float, peak_flops: float) -> li
 def grid_table(rows: list[dict]) -> list[dict]:
     """One table row per grid cell: both lanes' tokens/s, the speedup, α, drafts per step, FLOPs vs AR."""
     return [
-        {"batch": r["batch"], "depth": r["depth"], "tokens/pass": r["tokens_per_pass"],
+        {"batch": r["batch"], "policy": _policy(r), "depth": r["depth"], "mean k": _round(r.get("mean_depth"), 2),
+         "tokens/pass": r["tokens_per_pass"],
          "AR tok/s": round(r["ar_tokens_per_s"], 1), "spec tok/s": round(r["spec_tokens_per_s"], 1),
          "speedup": round(r["speedup"], 2), "α": _round(r["alpha"], 2),
          "drafted/step": _round(r.get("drafted_per_step"), 2), "FLOPs × AR": _round(r["flops_ratio"], 2)}
         for r in rows
     ]  # fmt: skip
+
+
+# --- adaptive policies against the static envelope ---------------------------------------------
+def envelope(rows: list[dict]) -> list[dict]:
+    """Per batch size: AR tokens/s, the best fixed depth and its tokens/s, the envelope max(AR, best fixed), and
+    each adaptive policy's tokens/s, mean k and ratio to the envelope. Batch sizes in increasing order."""
+    out = []
+    for batch in sorted({r["batch"] for r in rows}):
+        here = [r for r in rows if r["batch"] == batch]
+        ar = here[0]["ar_tokens_per_s"]
+        fixed = [r for r in here if _policy(r) == "fixed"]
+        best = max(fixed, key=lambda r: r["spec_tokens_per_s"]) if fixed else None
+        top = max(ar, best["spec_tokens_per_s"]) if best else ar
+        adaptive = {
+            _policy(r): {"tokens_per_s": r["spec_tokens_per_s"], "mean_depth": r.get("mean_depth"), "max_depth": r["depth"],
+                         "vs_envelope": r["spec_tokens_per_s"] / top if top else None}
+            for r in here if _policy(r) != "fixed"
+        }  # fmt: skip
+        out.append({
+            "batch": batch, "ar": ar, "best_fixed_depth": best["depth"] if best else None,
+            "best_fixed": best["spec_tokens_per_s"] if best else None, "envelope": top,
+            "envelope_is": "AR" if not best or ar >= best["spec_tokens_per_s"] else f"k = {best['depth']}",
+            "adaptive": adaptive,
+        })  # fmt: skip
+    return out
+
+
+def adaptive_policies(env: list[dict]) -> list[str]:
+    return list(dict.fromkeys(p for e in env for p in e["adaptive"]))
+
+
+ADAPTIVE_COLORS = ["#0a7d32", "#b8006b", "#f2a93b"]
+
+
+def envelope_figure(env: list[dict]) -> go.Figure:
+    """Tokens/s against batch size: AR, the best fixed depth, their upper envelope (shaded) and each adaptive policy."""
+    x = [str(e["batch"]) for e in env]
+    fig = go.Figure()
+    fig.add_scatter(x=x, y=[e["envelope"] for e in env], mode="lines", name="max(AR, best fixed k)",
+                    line={"color": "rgba(31,79,209,0.25)", "width": 14},
+                    customdata=[e["envelope_is"] for e in env],
+                    hovertemplate="batch %{x}: envelope %{y:.1f} tok/s (%{customdata})<extra></extra>")  # fmt: skip
+    fig.add_scatter(x=x, y=[e["ar"] for e in env], mode="lines+markers", name="AR (plain decoding)",
+                    line={"color": "#8a8d99", "dash": "dot"},
+                    hovertemplate="batch %{x}: AR %{y:.1f} tok/s<extra></extra>")  # fmt: skip
+    fig.add_scatter(x=x, y=[e["best_fixed"] for e in env], mode="lines+markers+text", name="best fixed k",
+                    text=[f"k={e['best_fixed_depth']}" if e["best_fixed_depth"] is not None else "" for e in env],
+                    textposition="bottom center", line={"color": "#1f4fd1"},
+                    hovertemplate="batch %{x}: best fixed %{text}, %{y:.1f} tok/s<extra></extra>")  # fmt: skip
+    for i, policy in enumerate(adaptive_policies(env)):
+        pts = [e["adaptive"].get(policy) for e in env]
+        fig.add_scatter(
+            x=x, y=[p["tokens_per_s"] if p else None for p in pts], mode="lines+markers", name=policy,
+            line={"color": ADAPTIVE_COLORS[i % len(ADAPTIVE_COLORS)], "width": 3},
+            customdata=[[p["mean_depth"] if p and p["mean_depth"] is not None else float("nan"),
+                         p["vs_envelope"] if p and p["vs_envelope"] is not None else float("nan")] for p in pts],
+            hovertemplate=f"batch %{{x}}: {policy} %{{y:.1f}} tok/s, mean k %{{customdata[0]:.2f}}, "
+                          "%{customdata[1]:.2f}× the envelope<extra></extra>",
+        )  # fmt: skip
+    return tokens_per_s_axes(fig, top=40)
+
+
+def tokens_per_s_axes(fig: go.Figure, top: int = 30) -> go.Figure:
+    """The shared frame of the tokens/s-against-batch-size charts (Sweep's envelope, lesson 6)."""
+    fig.update_xaxes(title_text="batch size", type="category")
+    fig.update_yaxes(title_text="tokens/s (all sequences)", rangemode="tozero")
+    fig.update_layout(height=360, margin={"l": 50, "r": 20, "t": top, "b": 40}, hovermode="x unified",
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0})  # fmt: skip
+    return fig
+
+
+def envelope_table(env: list[dict]) -> list[dict]:
+    """One table row per batch size: AR, best fixed k, the envelope, and per adaptive policy tok/s, mean k, × envelope."""
+    table = []
+    for e in env:
+        row = {"batch": e["batch"], "AR tok/s": round(e["ar"], 1), "best fixed k": e["best_fixed_depth"],
+               "best fixed tok/s": _round(e["best_fixed"], 1), "envelope tok/s": round(e["envelope"], 1)}  # fmt: skip
+        for policy in adaptive_policies(env):
+            p = e["adaptive"].get(policy)
+            row[f"{policy} tok/s"] = _round(p["tokens_per_s"], 1) if p else None
+            row[f"{policy} mean k"] = _round(p["mean_depth"], 2) if p else None
+            row[f"{policy} × envelope"] = _round(p["vs_envelope"], 2) if p else None
+        table.append(row)
+    return table
+
+
+def envelope_summary(env: list[dict]) -> list[str]:
+    """One line per adaptive policy, from the measurement: its ratio to max(AR, best fixed k) at each batch size."""
+    lines = []
+    for policy in adaptive_policies(env):
+        cells = [(e, e["adaptive"][policy]) for e in env if policy in e["adaptive"]]
+        parts = [f"{p['vs_envelope']:.2f}× at batch {e['batch']} (mean k {p['mean_depth']:.1f}; envelope: "
+                 f"{e['envelope_is']})" if p["mean_depth"] is not None else
+                 f"{p['vs_envelope']:.2f}× at batch {e['batch']} (envelope: {e['envelope_is']})"
+                 for e, p in cells if p["vs_envelope"] is not None]  # fmt: skip
+        if parts:
+            lines.append(f"{policy} ran at " + ", ".join(parts) + " of max(AR, best fixed k).")
+    return lines

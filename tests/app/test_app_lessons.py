@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
+from streamlit.testing.v1.errors import AppTestError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +18,7 @@ def test_lessons_show_text_and_run_experiments():
     at.switch_page("app_pages/lessons.py")
     at.run()
     assert not at.exception
-    assert len(at.tabs) == 5
+    assert len(at.tabs) == 6
     text = "\n".join(m.value for m in at.markdown)
     assert "memory-bound" in text and "disable-by-batch-size" in text
     for i in (1, 2, 3, 4, 5):
@@ -36,3 +37,38 @@ def test_lessons_show_text_and_run_experiments():
         assert gate["gated"].summary["drafted_tokens"] < gate["fixed"].summary["drafted_tokens"]
     # Lesson 2's numbers come from the run just made: speculation does more FLOPs than plain decoding.
     assert at.session_state["lesson2"]["m"]["flops_ratio"] > 1.0
+
+
+def test_speculate_by_load_waits_for_a_prediction_then_measures(monkeypatch):
+    """Lesson 6: Run stays disabled until the student enters a prediction; then the experiment runs and the
+    conclusion sets the prediction against the measurement. The cells are shrunk (batch <= 2, 4 tokens) through
+    engine.bench.run_cells, which the page calls, so the whole path runs in seconds."""
+    import dataclasses
+
+    from engine import bench
+
+    real = bench.run_cells
+
+    def tiny(pair, prompts, cfgs, repeats, sequential=False):
+        return real(pair, prompts[:2], [dataclasses.replace(c, max_new_tokens=4) for c in cfgs], 1, sequential)
+
+    monkeypatch.setattr(bench, "run_cells", tiny)
+    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=300)
+    at.switch_page("app_pages/lessons.py")
+    at.run()
+    assert not at.exception
+    assert at.button(key="lesson6_run").disabled
+    assert "Enter your prediction first" in "\n".join(c.value for c in at.caption)
+    with pytest.raises(AppTestError, match="disabled"):  # AppTest, like a browser, cannot click it
+        at.button(key="lesson6_run").click()
+    assert "lesson6" not in at.session_state
+    at.number_input(key="lesson6_predict").set_value(1.2).run()
+    assert not at.button(key="lesson6_run").disabled
+    at.button(key="lesson6_run").click().run()
+    assert not at.exception and not at.error
+    result = at.session_state["lesson6"]
+    assert result["prediction"] == 1.2
+    assert {r["batch"] for r in result["rows"]} == {1, 4, 16} and len(result["rows"]) == 15
+    conclusion = "\n".join(s.value for s in at.success)
+    assert "You predicted 1.20× for fixed k = 4 at batch 16" in conclusion
+    assert "Batch 16: **" in conclusion and "Worst case over the batch sizes" in conclusion

@@ -18,6 +18,7 @@ CONTROLS = {
     "radio": {"drafter", "policy"},
     "toggle": {"fp32", "auto"},
     "number_input": {"policy_n"},
+    "text_input": {"table"},
 }
 
 
@@ -30,6 +31,11 @@ def _app(**params) -> AppTest:
 
 def _texts(elements) -> str:
     return "\n".join(str(e.value) for e in elements)
+
+
+def _figures(at) -> list[str]:
+    """The plotly figures on the page, as the JSON the browser receives."""
+    return [str(e.proto.spec) for e in at.get("plotly_chart")]
 
 
 def _html(at) -> str:
@@ -144,3 +150,75 @@ def test_unavailable_model_pair_is_named(monkeypatch):
     errors = _texts(at.error)
     assert "Hugging Face Hub" in errors and "embedded pair" in errors
     assert "unavailable offline" in _texts(at.caption)
+
+
+def test_every_policy_is_offered_and_bound_to_the_url():
+    at = _app(policy="goodput", depth=5)
+    assert not at.exception and not at.warning
+    assert at.radio(key="policy").options == ["fixed k", "off above batch N", "heuristic k", "batch table", "goodput"]
+    assert at.radio(key="policy").value == "goodput"
+    assert at.number_input(key="policy_n").disabled and at.text_input(key="table").disabled  # goodput reads neither
+    at = _app(policy="batch table", table="1-4:4,5-16:0")
+    assert at.radio(key="policy").value == "batch table" and at.text_input(key="table").value == "1-4:4,5-16:0"
+    assert not at.text_input(key="table").disabled and not at.error
+
+
+def test_a_hostile_link_falls_back_to_the_defaults_with_a_notice():
+    at = _app(policy="<script>alert(1)</script>", depth="99", batch="-4", fp32="maybe", tokens=16)
+    assert not at.exception
+    assert at.radio(key="policy").value == "fixed k" and at.slider(key="depth").value == 4
+    assert at.slider(key="batch").value == 1 and at.toggle(key="fp32").value is False
+    notices = _texts(at.warning)
+    for label in ("Depth policy", "Speculation depth k", "Batch size", "float32"):
+        assert f"**{label}**" in notices, label
+    assert "Max new tokens" not in notices  # tokens=16 is a value the slider takes
+    assert "<script>" not in _html(at)  # the value is shown as text in the notice, never as markup
+    at.slider(key="tokens").set_value(8).run()
+    assert "**Depth policy**" in _texts(at.warning)  # the notices stay until the next Run ...
+    at.button(key="run").click().run()
+    assert not at.exception and not at.error and "**Depth policy**" not in _texts(at.warning)  # ... which clears them
+
+
+def test_moving_a_control_after_following_a_link_raises_no_notice():
+    at = _app(depth=2, policy="goodput")
+    at.slider(key="depth").set_value(5).run()  # the server's copy of the query string may still say depth=2
+    at.radio(key="policy").set_value("fixed k").run()
+    assert not at.exception and "link set" not in _texts(at.warning)
+
+
+def test_a_bad_batch_table_is_named_and_blocks_the_run():
+    at = _app(policy="batch table", table="1-4:4,oops", tokens=8)
+    assert not at.exception
+    errors = _texts(at.error)
+    assert "Batch table: cannot read the row 'oops'" in errors and "Fix:" in errors
+    at.button(key="run").click().run()
+    assert "Run skipped" in _texts(at.warning) and "result" not in at.session_state
+    at.text_input(key="table").input("1-4:4,3-8:2").run()
+    assert "ranges overlap at batch 3" in _texts(at.error)
+
+
+def test_batch_table_run_shows_the_depth_per_step_and_its_summary():
+    at = _app(policy="batch table", table="1:3,2-8:1", batch=2, tokens=8, depth=3, drafter="draft model")
+    at.button(key="run").click().run()
+    assert not at.exception and not at.error, _texts(at.error)
+    spec = at.session_state["result"]["spec"]
+    assert [list(r) for r in spec.config["batch_table"]] == [[1, 1, 3], [2, 8, 1]]
+    decode = [s for s in spec.steps if s.kind == "decode"]
+    assert all(s.depth <= (1 if s.batch == 2 else 3) for s in decode)  # the table reached the engine
+    summary = next(m.value for m in at.markdown if m.value.startswith("**Depth policy.**"))
+    assert "batch table [1:3, 2-8:1] (k ≤ 3): k = 1 at" in summary and "batch 2" in summary
+    assert any("Depth per step: batch table [1:3, 2-8:1]" in spec for spec in _figures(at))
+
+
+def test_goodput_run_shows_the_pass_cost_it_priced_k_with():
+    at = _app(policy="goodput", batch=2, tokens=8, depth=3, drafter="draft model")
+    at.button(key="run").click().run()
+    assert not at.exception and not at.error, _texts(at.error)
+    spec = at.session_state["result"]["spec"]
+    assert spec.config["policy"] == "goodput"
+    assert all(0 <= s.depth <= 3 for s in spec.steps)
+    summary = next(m.value for m in at.markdown if m.value.startswith("**Depth policy.**"))
+    assert "goodput (k ≤ 3): k = " in summary
+    basis = at.session_state["result"]["basis"]
+    assert basis["table"] is None and len(basis["tokens"]) == len(basis["ms"]) >= 2
+    assert any("priced k with" in e.label for e in at.expander)

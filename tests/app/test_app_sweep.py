@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,26 @@ def test_sweep_guards_bad_input():
     at.button[0].click().run()
     assert "above this page's guard" in "\n".join(e.value for e in at.error)
     assert "pass_rows" not in at.session_state
+
+
+def test_sweep_measures_adaptive_policies_beside_the_fixed_depths():
+    at = _sweep()
+    at.multiselect(key="grid_batches").set_value([1, 2])
+    at.multiselect(key="grid_depths").set_value([0])
+    at.radio(key="grid_drafter").set_value("n-gram")
+    at.slider(key="grid_tokens").set_value(8)
+    at.checkbox(key="grid_adaptive").check()
+    at.button[1].click().run()
+    assert "largest depth as their maximum, and it is 0" in "\n".join(e.value for e in at.error)
+    at.multiselect(key="grid_depths").set_value([2])
+    at.button[1].click().run()
+    assert not at.exception and not at.error
+    rows = at.session_state["grid"]["rows"]
+    assert [(r["batch"], r["policy"], r["depth"]) for r in rows] == [
+        (1, "fixed", 2), (1, "batch_table", 2), (1, "goodput", 2),
+        (2, "fixed", 2), (2, "batch_table", 2), (2, "goodput", 2)]  # fmt: skip
+    figures = [json.dumps(json.loads(e.proto.spec), ensure_ascii=False) for e in at.get("plotly_chart")]
+    assert any("goodput ≤2" in spec for spec in figures)  # the grid's adaptive column
+    assert any("max(AR, best fixed k)" in spec for spec in figures)  # the envelope view
+    lines = "\n".join(m.value for m in at.markdown)
+    assert "goodput ran at" in lines and "batch_table ran at" in lines and "of max(AR, best fixed k)" in lines

@@ -9,7 +9,7 @@ import pytest
 from app.lesson_files import LessonError, load_lessons, parse_lesson, split_front_matter
 
 ROOT = Path(__file__).resolve().parents[2]
-KNOWN = {"memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive"}  # the Lessons page's EXPERIMENTS
+KNOWN = {"memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load"}  # the Lessons page's EXPERIMENTS
 
 
 def test_front_matter_is_split_from_the_text():
@@ -55,10 +55,10 @@ def test_unknown_experiment_is_named_clearly(tmp_path):
 
 def test_shipped_lessons_name_known_experiments():
     lessons = load_lessons(ROOT / "lessons", KNOWN)
-    assert len(lessons) == 5
-    assert [lesson.problem for lesson in lessons] == [None] * 5
+    assert len(lessons) == 6
+    assert [lesson.problem for lesson in lessons] == [None] * 6
     assert [lesson.experiment for lesson in lessons] == [
-        "memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive"]  # fmt: skip
+        "memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load"]  # fmt: skip
     assert lessons[0].title == "1 · Decoding one token is memory-bound"
 
 
@@ -73,3 +73,14 @@ def test_page_experiments_match_the_shipped_lessons():
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "EXPERIMENTS" for t in node.targets)
     )
     assert keys == KNOWN
+
+
+def test_lessons_describe_the_load_rules_accurately():
+    """Lesson 4 names the old switch as what it was (V0 only, removed in February 2026); lesson 6 cites its sources."""
+    four, six = (ROOT / "lessons" / "04-turn-it-off.md").read_text(encoding="utf-8"), \
+        (ROOT / "lessons" / "06-speculate-by-load.md").read_text(encoding="utf-8")  # fmt: skip
+    assert "disable-by-batch-size" in four and "V0" in four and "February" in four and "2026" in four
+    assert "vllm-project/vllm/pull/35060" in four
+    for source in ("Leviathan", "pull/35060", "num_speculative_tokens_per_batch_size", "draft_len_schedule",
+                   "docs.vllm.ai"):  # fmt: skip
+        assert source in six, source

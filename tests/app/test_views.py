@@ -8,7 +8,7 @@ import re
 import plotly.graph_objects as go
 import pytest
 
-from app.views import charts, metrics, race, sweep, tokens
+from app.views import charts, depth_policy, load, metrics, race, sweep, tokens
 from engine.trace import DraftToken, SeqStep, Step, Trace, summarize
 
 
@@ -183,8 +183,9 @@ def test_speedup_figure_is_a_batch_by_depth_heatmap():
 def test_grid_table_rounds_and_keeps_missing_values():
     table = sweep.grid_table(GRID)
     assert [(r["batch"], r["depth"]) for r in table] == [(1, 2), (1, 4), (16, 2)]
-    assert table[0] == {"batch": 1, "depth": 2, "tokens/pass": 3, "AR tok/s": 20.0, "spec tok/s": 30.1, "speedup": 1.5,
-                        "α": 0.71, "drafted/step": 1.98, "FLOPs × AR": 1.33}  # fmt: skip
+    assert table[0] == {"batch": 1, "policy": "fixed", "depth": 2, "mean k": None, "tokens/pass": 3, "AR tok/s": 20.0,
+                        "spec tok/s": 30.1, "speedup": 1.5, "α": 0.71, "drafted/step": 1.98,
+                        "FLOPs × AR": 1.33}  # fmt: skip  (rows from before the policy fields: fixed, no mean k)
     assert table[1]["drafted/step"] is None  # older rows without the field
     assert table[2]["α"] is None and table[2]["FLOPs × AR"] is None
 
@@ -195,3 +196,171 @@ def test_pass_table_shows_percent_of_measured_peaks():
     (row,) = sweep.pass_table(rows, peak_bandwidth=34e9, peak_flops=4e11)
     assert row == {"batch": 1, "tokens/row": 4, "tokens/pass": 4, "ms": 12.35, "ms/token": 3.086, "GB/s": 17.0,
                    "GFLOP/s": 20.0, "% peak BW": 50, "% peak FLOP/s": 5}  # fmt: skip
+
+
+# --- depth per step and its summary (app/views/depth_policy.py) ---------------------------------
+def _row(seq, k, accepted, emitted, finished=False):
+    """A row's step record: k drafts, the first `accepted` of them kept, `emitted` tokens appended."""
+    drafted = [DraftToken(100 + i, "x", 0.9, 0.9 if i < accepted else 0.1, i < accepted) for i in range(k)]
+    kind = "bonus" if accepted == k else "correction"
+    return SeqStep(seq, drafted, accepted, 7, "y", 0.9, kind, list(range(emitted)), finished)
+
+
+def _load_trace(config: dict) -> Trace:
+    """Three sequences, max 8 new tokens: k 4 at batch 3 for two steps, sequence 0 finishes, then k 2 at batch 2,
+    then k 1 where the longest row has only 2 tokens left (the engine's cap: tokens left - 1)."""
+    rows = [
+        [_row(0, 4, 4, 5), _row(1, 4, 0, 1), _row(2, 4, 0, 1)],
+        [_row(0, 4, 1, 2, True), _row(1, 4, 0, 1), _row(2, 4, 0, 1)],
+        [_row(1, 2, 2, 3), _row(2, 2, 2, 3)],
+        [_row(1, 1, 1, 2, True), _row(2, 1, 1, 2, True)],
+    ]
+    steps = [_step(0, "prefill", 0, [_plain(i, 1, "A") for i in range(3)], 0.0, 0.05)]
+    for i, seqs in enumerate(rows, start=1):
+        steps.append(_step(i, "decode", len(seqs[0].drafted), seqs, 0.05 * i, 0.05 * (i + 1), draft_ms=2.0))
+    outputs = [[1] * 8, [1] * 8, [1] * 8]
+    trace = _trace(steps, outputs, speculative=True, depth=4)
+    trace.config |= {"max_new_tokens": 8, "drafter": "model", **config}
+    return trace
+
+
+def test_depth_points_track_k_batch_and_tokens_left():
+    points = depth_policy.depth_points(_load_trace({"policy": "goodput"}))
+    assert [(p.step, p.depth, p.batch) for p in points] == [(1, 4, 3), (2, 4, 3), (3, 2, 2), (4, 1, 2)]
+    assert [p.tokens_left for p in points] == [7, 6, 5, 2]  # 8 - the fewest tokens any row in the pass had written
+    assert [p.capped for p in points] == [False, False, False, True]
+    changes = depth_policy.depth_changes(points)
+    assert [(c.before.depth, c.at.depth, c.at.batch, c.at.step) for c in changes] == [(4, 2, 2, 3), (2, 1, 2, 4)]
+
+
+def test_depth_summary_names_each_change_with_its_batch():
+    line = depth_policy.depth_summary(_load_trace({"policy": "goodput"}))
+    assert line == ("goodput (k ≤ 4): k = 4 at batch 3 → 2 at batch 2 (step 3) → 1 at batch 2 (step 4: the longest "
+                    "row had 2 tokens left to write).")  # fmt: skip
+    table = depth_policy.depth_summary(_load_trace({"policy": "batch_table", "batch_table": [[1, 2, 2], [3, 8, 4]]}))
+    assert table.startswith("batch table [1-2:2, 3-8:4] (k ≤ 4): k = 4 at batch 3 → 2 at batch 2 (step 3)")
+    derived = depth_policy.depth_summary(_load_trace({"policy": "batch_table", "batch_table": None}))
+    assert derived.startswith("batch table derived from this machine's pass cost (k ≤ 4): k = 4 at batch 3")
+
+
+def test_depth_summary_without_changes_and_for_shortening_drafters(spec_trace):
+    assert depth_policy.depth_summary(spec_trace) == "fixed k = 2: k = 2 at all 2 decode steps, while the batch went from 2 to 1."
+    ngram = depth_policy.depth_summary(_load_trace({"policy": "fixed", "drafter": "ngram"}))
+    # the n-gram drafter may draft less than the policy asked: the line gives the most drafted per batch size
+    assert ngram == ("fixed k = 4: up to k = 4 at batch 3 (mean 4.0 over 2 steps) → up to k = 2 at batch 2 (mean 1.5 "
+                     "over 2 steps); the n-gram drafter drafts less, or nothing, where it finds a short or no match.")  # fmt: skip
+    gated = depth_policy.depth_summary(_load_trace({"policy": "off_above_batch", "confidence_threshold": 0.3,
+                                                    "disable_by_batch_size": 8}))  # fmt: skip
+    assert gated.startswith("off above batch 8 (k = 4): up to k = 4 at batch 3") and "confidence falls below 0.30" in gated
+
+
+def test_depth_summary_counts_changes_beyond_the_first_few():
+    depths = [3, 1, 3, 1, 3, 1, 3]
+    steps = [_step(0, "prefill", 0, [_plain(0, 1, "A")], 0.0, 0.01)]
+    for i, k in enumerate(depths, start=1):
+        steps.append(_step(i, "decode", k, [_row(0, k, k, k + 1)], 0.01 * i, 0.01 * (i + 1)))
+    trace = _trace(steps, [[1] * (1 + sum(depths) + len(depths))], speculative=True, depth=3)
+    trace.config |= {"policy": "heuristic", "disable_by_batch_size": 8, "max_new_tokens": 256, "drafter": "model"}
+    line = depth_policy.depth_summary(trace)
+    assert line.startswith("heuristic (start k = 3, off above batch 8): k = 3 at batch 1 → 1 at batch 1 (step 2)")
+    assert line.endswith("… and 2 more changes (k between 1 and 3, mean 2.14 per decode step).")
+
+
+def test_depth_summary_of_untrusted_configs_and_empty_runs(spec_trace):
+    spec_trace.config = {"policy": "<img src=x onerror=alert(1)>", "depth": "4; rm"}
+    assert depth_policy.depth_summary(spec_trace).startswith("an unknown policy: ")
+    spec_trace.config = {"policy": "fixed", "depth": "<b>"}
+    assert depth_policy.depth_summary(spec_trace).startswith("fixed k = ?: ")
+    spec_trace.steps = spec_trace.steps[:1]  # prefill only
+    assert depth_policy.depth_summary(spec_trace) == "fixed k = ?: no decode steps (every sequence finished at the prefill)."
+
+
+def test_depth_figure_has_k_and_the_batch_on_a_second_axis():
+    fig = depth_policy.depth_figure(_load_trace({"policy": "goodput"}))
+    k, batch = fig.data
+    assert list(k.x) == [1, 2, 3, 4] and list(k.y) == [4, 4, 2, 1] and k.line.shape == "hv"
+    assert list(batch.y) == [3, 3, 2, 2] and batch.yaxis == "y2"
+    assert [c[0] for c in k.customdata] == [3, 3, 2, 2]  # hover shows the batch beside k
+    assert "goodput" in fig.layout.title.text
+    curve = depth_policy.curve_figure((1, 2, 4), (10.0, 10.5, 12.0), "2026-12-01")
+    assert list(curve.data[0].y) == [10.0, 10.5, 12.0] and curve.layout.xaxis.type == "log"
+
+
+# --- Sweep: adaptive policies beside the fixed depths -------------------------------------------
+ADAPTIVE_GRID = [  # as engine.bench.bench(policy=["fixed", "batch_table", "goodput"]) returns them
+    {"batch": 1, "depth": 2, "policy": "fixed", "mean_depth": 2.0, "ar_tokens_per_s": 20.0, "spec_tokens_per_s": 30.0},
+    {"batch": 1, "depth": 4, "policy": "fixed", "mean_depth": 4.0, "ar_tokens_per_s": 20.0, "spec_tokens_per_s": 36.0},
+    {"batch": 1, "depth": 4, "policy": "batch_table", "mean_depth": 4.0, "ar_tokens_per_s": 20.0, "spec_tokens_per_s": 35.0},
+    {"batch": 1, "depth": 4, "policy": "goodput", "mean_depth": 3.5, "ar_tokens_per_s": 20.0, "spec_tokens_per_s": 37.8},
+    {"batch": 16, "depth": 2, "policy": "fixed", "mean_depth": 2.0, "ar_tokens_per_s": 200.0, "spec_tokens_per_s": 150.0},
+    {"batch": 16, "depth": 4, "policy": "fixed", "mean_depth": 4.0, "ar_tokens_per_s": 200.0, "spec_tokens_per_s": 120.0},
+    {"batch": 16, "depth": 4, "policy": "batch_table", "mean_depth": 0.0, "ar_tokens_per_s": 200.0, "spec_tokens_per_s": 196.0},
+    {"batch": 16, "depth": 4, "policy": "goodput", "mean_depth": 0.25, "ar_tokens_per_s": 200.0, "spec_tokens_per_s": 190.0},
+]  # fmt: skip
+for _r in ADAPTIVE_GRID:
+    _r |= {"speedup": _r["spec_tokens_per_s"] / _r["ar_tokens_per_s"], "tokens_per_pass": _r["batch"] * (_r["depth"] + 1),
+           "alpha": 0.6, "flops_ratio": 1.5}  # fmt: skip
+
+
+def test_speedup_figure_gives_adaptive_policies_their_own_columns():
+    heat = sweep.speedup_figure(ADAPTIVE_GRID).data[0]
+    assert list(heat.x) == ["2", "4", "batch_table ≤4", "goodput ≤4"]
+    assert [round(v, 2) for v in heat.z[1]] == [0.75, 0.6, 0.98, 0.95]  # batch 16
+    table = sweep.grid_table(ADAPTIVE_GRID)
+    assert [(r["policy"], r["depth"], r["mean k"]) for r in table[4:]] == [
+        ("fixed", 2, 2.0), ("fixed", 4, 4.0), ("batch_table", 4, 0.0), ("goodput", 4, 0.25)]  # fmt: skip
+
+
+def test_envelope_sets_adaptive_policies_against_the_best_static_choice():
+    env = sweep.envelope(ADAPTIVE_GRID)
+    one, sixteen = env
+    assert (one["batch"], one["best_fixed_depth"], one["best_fixed"], one["envelope"], one["envelope_is"]) == (
+        1, 4, 36.0, 36.0, "k = 4")  # fmt: skip
+    assert (sixteen["best_fixed_depth"], sixteen["envelope"], sixteen["envelope_is"]) == (2, 200.0, "AR")
+    assert one["adaptive"]["goodput"]["vs_envelope"] == pytest.approx(1.05)
+    assert sixteen["adaptive"]["batch_table"]["vs_envelope"] == pytest.approx(0.98)
+    fig = sweep.envelope_figure(env)
+    assert [t.name for t in fig.data] == ["max(AR, best fixed k)", "AR (plain decoding)", "best fixed k", "batch_table",
+                                          "goodput"]  # fmt: skip
+    assert list(fig.data[0].y) == [36.0, 200.0] and list(fig.data[2].text) == ["k=4", "k=2"]
+    assert list(fig.data[4].y) == [37.8, 190.0]
+    table = sweep.envelope_table(env)
+    assert table[1] == {"batch": 16, "AR tok/s": 200.0, "best fixed k": 2, "best fixed tok/s": 150.0,
+                        "envelope tok/s": 200.0, "batch_table tok/s": 196.0, "batch_table mean k": 0.0,
+                        "batch_table × envelope": 0.98, "goodput tok/s": 190.0, "goodput mean k": 0.25,
+                        "goodput × envelope": 0.95}  # fmt: skip
+    lines = sweep.envelope_summary(env)
+    assert lines[1] == ("goodput ran at 1.05× at batch 1 (mean k 3.5; envelope: k = 4), 0.95× at batch 16 (mean k "
+                        "0.2; envelope: AR) of max(AR, best fixed k).")  # fmt: skip
+    assert sweep.envelope([]) == [] and sweep.envelope_summary([]) == []
+
+
+# --- Lesson 6: tokens/s against batch size per policy (app/views/load.py) ------------------------
+LOAD_ROWS = [
+    {"batch": b, "contender": name, "tokens_per_s": tps, "mean_depth": k, "alpha": None if name == "plain" else 0.6}
+    for b, name, tps, k in [
+        (1, "plain", 20.0, 0.0), (1, "fixed k = 4", 30.0, 4.0), (1, "goodput", 31.5, 3.6),
+        (16, "plain", 100.0, 0.0), (16, "fixed k = 4", 70.0, 4.0), (16, "goodput", 98.0, 0.3),
+    ]
+]  # fmt: skip
+
+
+def test_load_views_compute_winners_and_the_prediction():
+    assert [(w["batch"], w["winner"], w["runner_up"]) for w in load.winners(LOAD_ROWS)] == [
+        (1, "goodput", "fixed k = 4"), (16, "plain", "goodput")]  # fmt: skip
+    assert load.winners(LOAD_ROWS)[0]["margin"] == pytest.approx(0.05)
+    worst = load.worst_cases(LOAD_ROWS)
+    assert [name for name, _, _ in worst] == ["goodput", "fixed k = 4", "plain"]
+    assert worst[1] == ("fixed k = 4", pytest.approx(0.7), 16)
+    lines = load.conclusion(LOAD_ROWS)
+    assert lines[0] == "Batch 1: **goodput** was fastest (31.5 tokens/s, 5% ahead of fixed k = 4)."
+    assert lines[2].startswith("Worst case over the batch sizes (tokens/s ÷ the winner's): goodput 0.98× (batch 16)")
+    said = load.prediction_line(LOAD_ROWS, 1.3, plain="plain", contender="fixed k = 4", batch=16)
+    assert said == ("You predicted 1.30× for fixed k = 4 at batch 16; it measured 0.70× plain decoding (70.0 vs 100.0 "
+                    "tokens/s): it lost, you expected it to win, and your number was off by 0.60.")  # fmt: skip
+    assert "as you predicted" in load.prediction_line(LOAD_ROWS, 0.8, plain="plain", contender="fixed k = 4", batch=16)
+    assert load.prediction_line(LOAD_ROWS, 1.0, plain="plain", contender="fixed k = 4", batch=4) is None
+    table = load.load_table(LOAD_ROWS, "plain")
+    assert table[4] == {"batch": 16, "policy": "fixed k = 4", "tokens/s": 70.0, "× plain": 0.7, "mean k": 4.0, "α": 0.6}
+    fig = load.load_figure(LOAD_ROWS)
+    assert [t.name for t in fig.data] == ["plain", "fixed k = 4", "goodput"] and list(fig.data[2].y) == [31.5, 98.0]

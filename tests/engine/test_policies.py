@@ -73,7 +73,9 @@ def test_goodput_learns_acceptance_and_cost_from_the_steps_it_sees():
     slow = GoodputDepth(curve=FLAT, max_depth=4, draft_cost_ratio=0.0)
     slow.observe(_step(2, [2], verify_ms=30.0, draft_ms=0.0))  # this machine runs 3x the curve at 3 tokens
     assert slow.verify_ms(3) == pytest.approx(30.0)
-    assert slow.verify_ms(1) == pytest.approx(30.0)  # the nearest measured size's correction applies
+    assert slow.verify_ms(1) == pytest.approx(30.0)  # a size not yet run: the correction over all sizes
+    slow.observe(_step(0, [0], verify_ms=10.0, draft_ms=0.0))  # 1 token runs as the curve says
+    assert slow.verify_ms(1) == pytest.approx(10.0) and slow.verify_ms(3) == pytest.approx(30.0)
 
 
 @pytest.mark.parametrize("drafter", ["model", "ngram"])
