@@ -12,6 +12,7 @@ Errors in the input are printed as one line and exit with status 2; no traceback
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -131,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     from . import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate, load_pair
 
     try:
+        _check_json_path(getattr(args, "json", None))  # before any decoding: a bad path must not lose a run
+        if getattr(args, "device", None):
+            from .hardware import pick_device
+
+            pick_device(args.device)
         if args.command == "probe":
             from .hardware import probe
 
@@ -174,7 +180,10 @@ def main(argv: list[str] | None = None) -> int:
                     value = "[" + ", ".join(f"{v:.2f}" for v in value) + "]"
                 print(f"{key:<24} {value}")
             if args.json:
-                trace.to_json(args.json)
+                try:
+                    trace.to_json(args.json)
+                except OSError as exc:  # the summary above is already printed
+                    raise ConfigError(f"could not write the trace to {args.json}: {exc.strerror or exc}") from None
                 print(f"trace written to {args.json}")
             return 0
         if args.command == "bench":
@@ -211,11 +220,33 @@ def main(argv: list[str] | None = None) -> int:
     return 1
 
 
+def _check_json_path(path: str | None) -> None:
+    """--json must name a file in an existing, writable folder: checked before the run, not after it."""
+    if not path:
+        return
+    from . import ConfigError
+
+    if os.path.isdir(path):
+        raise ConfigError(f"--json {path}: is a folder; give a file name, e.g. {os.path.join(path, 'trace.json')}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ConfigError(f"--json {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise ConfigError(f"--json {path}: not writable")
+
+
 def _write_json(path: str, data) -> None:
+    from . import ConfigError
+
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1)
+        os.replace(tmp, path)
+    except OSError as exc:  # the table is already printed
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise ConfigError(f"could not write the results to {path}: {exc.strerror or exc}") from None
     print(f"results written to {path}")
 
 

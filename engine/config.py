@@ -8,10 +8,13 @@ dataclasses are the model).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from enum import Enum
 
 MAX_DEPTH = 16
+MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a signed 64-bit seed
+MAX_TEMPERATURE = 100.0  # beyond this the distribution is uniform to float precision anyway
 
 
 class Mode(str, Enum):
@@ -31,6 +34,11 @@ class PolicyKind(str, Enum):
     HEURISTIC = "heuristic"  # adaptive: deeper after a full acceptance, shallower after a rejection
     BATCH_TABLE = "batch_table"  # k per batch-size range (vLLM num_speculative_tokens_per_batch_size)
     GOODPUT = "goodput"  # k maximising expected tokens/s from the measured pass cost and the run's acceptance
+
+
+def _number(value) -> bool:
+    """A real number (not a bool, not NaN or infinite): what every float option must be."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class ConfigError(ValueError):
@@ -77,12 +85,13 @@ class DecodeConfig:
                 raise ConfigError(f"{name} must be an integer; got {value!r}")
         if not 0 <= self.depth <= MAX_DEPTH:
             raise ConfigError(f"depth must be between 0 and {MAX_DEPTH}; got {self.depth}")
-        if not isinstance(self.temperature, (int, float)) or not self.temperature >= 0:
-            raise ConfigError(f"temperature must be >= 0 (0 = greedy); got {self.temperature!r}")
-        if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"seed must be between 0 and 2**63 - 1; got {self.seed}")
+        if not _number(self.temperature) or not 0 <= self.temperature <= MAX_TEMPERATURE:
+            raise ConfigError(f"temperature must be >= 0 (0 = greedy) and at most {MAX_TEMPERATURE:g}; got {self.temperature!r}")
+        if not _number(self.top_p) or not 0 < self.top_p <= 1:
             raise ConfigError(f"top_p must be in (0, 1]; got {self.top_p!r}")
-        if isinstance(self.confidence_threshold, bool) or not isinstance(self.confidence_threshold, (int, float)) \
-                or not 0 <= self.confidence_threshold <= 1:
+        if not _number(self.confidence_threshold) or not 0 <= self.confidence_threshold <= 1:
             raise ConfigError(f"confidence_threshold must be between 0 and 1 (0 = always draft depth tokens); "
                               f"got {self.confidence_threshold!r}")
         if self.max_new_tokens < 1:

@@ -57,7 +57,14 @@ def configure_attention(device: torch.device | str) -> None:
 
 def pick_device(device: str | None = None) -> torch.device:
     if device:
-        dev = torch.device(device)
+        try:
+            dev = torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps") from None
+        if dev.type not in ("cpu", "cuda", "mps"):
+            raise ValueError(f"device {device!r} is not supported: use cpu, cuda, cuda:N or mps")
+        if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise ValueError(f"device {device!r} requested but MPS is not available on this machine")
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"device {device!r} requested but CUDA is not available on this machine")
         return dev
@@ -102,10 +109,34 @@ def cpu_has_native_bf16() -> bool:
 def cpu_bf16_is_fast() -> bool:
     """Is bf16 the fast dtype on this CPU? Native bf16 instructions say yes; otherwise measure.
 
-    Without native bf16 (AVX512-BF16 / AMX) PyTorch emulates it and it is several times slower. The
-    flags come first because a timing taken while the machine is busy can come out either way."""
+    Without native bf16 (AVX512-BF16 / AMX) PyTorch emulates it and it is usually slower. The flags come
+    first because a timing taken while the machine is busy can come out either way; for the same reason
+    the measured answer is kept per machine (CPU model, threads, torch) in the cache folder, so that
+    `dtype="auto"` does not change from one process to the next with the machine's load."""
     if cpu_has_native_bf16():
         return True
+    import json
+
+    from .models import cache_dir
+
+    key = f"{device_name(torch.device('cpu'))} | torch {torch.__version__}"
+    path = cache_dir() / "cpu_bf16.json"
+    try:
+        known = json.loads(path.read_text())
+        if isinstance(known, dict) and isinstance(known.get(key), bool):
+            return known[key]
+    except (OSError, ValueError):
+        known = {}
+    fast = _time_bf16_against_fp32()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps((known if isinstance(known, dict) else {}) | {key: fast}, indent=1))
+    except OSError:
+        pass
+    return fast
+
+
+def _time_bf16_against_fp32() -> bool:
     x32 = torch.randn(4, 2048)
     w32 = torch.randn(2048, 4096)
     x16, w16 = x32.bfloat16(), w32.bfloat16()

@@ -49,8 +49,15 @@ def prepare_sequences(pair, prompts: list[str], cfg: DecodeConfig) -> list[Seque
         raise ConfigError("prompts is empty: give at least one prompt")
     seqs = []
     for i, prompt in enumerate(prompts):
-        if not isinstance(prompt, str) or not prompt.strip():
+        if not isinstance(prompt, str):
+            raise ConfigError(f"prompt {i + 1} must be a string (a user message); got {type(prompt).__name__}")
+        if not prompt.strip():
             raise ConfigError(f"prompt {i + 1} is empty: every prompt needs some text")
+        try:
+            prompt.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"prompt {i + 1} is not valid Unicode text (it holds a lone surrogate): "
+                              "it cannot be tokenized") from None
         ids = pair.encode_prompt(prompt)
         if len(ids) < 2:
             raise ConfigError(f"prompt {i + 1} encodes to {len(ids)} token(s); at least 2 are needed")
