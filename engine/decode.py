@@ -18,6 +18,7 @@ can be shared by every session of the app.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 
 import torch
@@ -145,7 +146,7 @@ class Decoder:
         draft: Draft | None = None
         with StepTimer(device) as draft_timer:
             if depth > 0:
-                draft = self.drafter.propose([s.tokens for s in active], depth, cfg, self.generator)
+                draft = self.drafter.propose([s.tokens for s in active], depth, self.draft_options(), self.generator)
         depth = draft.depth if draft is not None else 0
 
         # 2. verify: [last token, d_1..d_k] for every row in ONE target forward
@@ -194,6 +195,13 @@ class Decoder:
         depth = self.policy.depth(ctx)
         self.policy_s += time.perf_counter() - t
         return min(depth, max(s.remaining for s in self.active) - 1)
+
+    def draft_options(self) -> DecodeConfig:
+        """The options the drafter drafts with: the run's, with the policy's confidence stop if it set one."""
+        stop = self.policy.stop_below
+        if stop <= self.cfg.confidence_threshold:
+            return self.cfg
+        return dataclasses.replace(self.cfg, confidence_threshold=stop)
 
     def append(self, draft: Draft | None, num_accepted, next_ids, p_chosen) -> list[SeqStep]:
         """Append each row's accepted drafts and the target's token to its sequence; one record per row."""

@@ -49,6 +49,7 @@ class PolicyContext:
 
 class DepthPolicy(Protocol):
     name: str
+    stop_below: float  # a joint draft confidence below which rows stop drafting this step (0: none)
 
     def depth(self, ctx: PolicyContext) -> int: ...
 
@@ -57,6 +58,8 @@ class DepthPolicy(Protocol):
 
 class _Static:
     """Policies that learn nothing from the steps they see."""
+
+    stop_below = 0.0
 
     def observe(self, step) -> None:
         pass
@@ -176,6 +179,7 @@ class GoodputDepth:
     verify_ratio: dict[int, float] | None = None  # tokens per pass -> measured / curve time (EMA); key 0: all sizes
     draft_ms: dict[int, float] | None = None  # log2 bucket of batch -> measured draft ms per position (EMA)
     last_choice: tuple[int, float] | None = None  # (k, expected tokens per ms) of the latest step, for the trace
+    stop_below: float = 0.0  # this step's break-even joint draft confidence (see `depth`)
     name = "goodput"
 
     def __post_init__(self):
@@ -203,9 +207,18 @@ class GoodputDepth:
     def depth(self, ctx: PolicyContext) -> int:
         if ctx.base_depth == 0:
             return 0
-        k, rate = best_depth(ctx.batch, min(ctx.base_depth, self.max_depth), self.accept, self.verify_ms,
-                             self.draft_ms_per_position(ctx.batch))
+        batch = ctx.batch
+        draft_ms = self.draft_ms_per_position(batch)
+        k, rate = best_depth(batch, min(ctx.base_depth, self.max_depth), self.accept, self.verify_ms, draft_ms)
         self.last_choice = (k, rate)
+        # The drafter's own confidence (EAGLE-2's joint q of the draft prefix) then ends rows early: one more
+        # position costs a draft step plus one more token per row in the verify pass; in that time the batch
+        # emits rate * cost tokens, rate * cost / batch per row. A row whose joint q (its chance of having
+        # every draft so far accepted) is below that stops; drafting ends when every row has stopped.
+        self.stop_below = 0.0
+        if k > 0:
+            cost = draft_ms + self.verify_ms(batch * (k + 1)) - self.verify_ms(batch * k)
+            self.stop_below = min(1.0, rate * max(cost, 0.0) / batch)
         return k
 
     def observe(self, step) -> None:

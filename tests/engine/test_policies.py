@@ -173,3 +173,19 @@ def test_cli_bench_refuses_an_unknown_policy(capsys):
 
     assert main(["bench", "--batch", "1", "--depth", "2", "--policy", "fixed,fastest"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown policy 'fastest'")
+
+
+def test_goodput_stops_unlikely_rows_at_the_break_even_confidence(tiny):
+    """The drafter's own confidence ends rows early: the threshold is what one more position costs, in
+    tokens per row at the chosen rate; free positions (flat curve, free drafter) stop no row."""
+    free = GoodputDepth(curve=FLAT, max_depth=4, draft_cost_ratio=0.0, accept=[0.8] * 4)
+    assert free.depth(ctx(1, 4)) == 4 and free.stop_below == 0.0
+    priced = GoodputDepth(curve=KNEE_32, max_depth=4, draft_cost_ratio=0.1, accept=[0.8] * 4)
+    k = priced.depth(ctx(1, 4))
+    rate = priced.last_choice[1]
+    cost = 0.1 * KNEE_32.time_ms(1) + KNEE_32.time_ms(k + 1) - KNEE_32.time_ms(k)
+    assert k > 0 and priced.stop_below == pytest.approx(rate * cost)
+    # in a run, rows really do stop at different depths, and the output stays exact
+    trace = generate(tiny, PROMPTS, DecodeConfig(depth=6, drafter="model", policy="goodput", max_new_tokens=16))
+    ar = generate(tiny, PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=16))
+    assert trace.output_ids == ar.output_ids
