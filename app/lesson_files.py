@@ -3,7 +3,7 @@
     ---
     experiment: memory_bound
     ---
-    # 1 · Decoding one token is memory-bound
+    # 1 · One token per pass leaves the arithmetic idle
     ...Markdown...
 
 The front matter is a few `key: value` lines between two `---` lines (a small subset of YAML: no

@@ -51,8 +51,17 @@ class Peaks:
 
 
 def gauge_name(trace: Trace) -> str:
-    """The coarse busy gauge the engine sampled during the run."""
-    return "NVML GPU util" if trace.meta.get("util_source") == "nvml" else "CPU util"
+    """The coarse busy gauge the engine sampled during the run, named for what it measures."""
+    return "NVML GPU util (time a kernel ran)" if trace.meta.get("util_source") == "nvml" else "psutil CPU % (system-wide)"
+
+
+def gauge_note(gauge: str) -> str:
+    """One sentence on what the coarse gauge does and does not say."""
+    if gauge.startswith("NVML"):
+        return ("NVML's GPU utilisation is the share of each sample period in which some kernel was running, not how "
+                "much of the GPU it used: one small kernel at a time reads as 100%.")  # fmt: skip
+    return ("psutil's cpu_percent is system-wide (every process on the machine, all cores) and sampled coarsely, so "
+            "it also counts other work and says nothing about which units were busy.")  # fmt: skip
 
 
 def trace_dtype(trace: Trace) -> str:
@@ -89,44 +98,59 @@ def show_results(
     st.subheader("Race replay")
     st.caption("Both lanes on one clock at their measured speed: the replay only plays back the recorded steps, "
                "the model is not rerun. Hover a token for its draft and target probabilities.")  # fmt: skip
-    ar_recs, spec_recs = tokens.token_records(ar.steps, n), tokens.token_records(spec.steps, n)
+    ar_recs, spec_recs = tokens.token_records(ar.steps, n), tokens.token_records(spec.steps, n, greedy=greedy)
     spec_label = f"Speculative (k={depth}, {spec.meta.get('draft_name') or 'no drafter'})"
     st.iframe(race.race_html(ar_recs, spec_recs, ar.summary["wall_s"], spec.summary["wall_s"], spec_label=spec_label),
               height=race.race_height(n))  # fmt: skip
 
     st.subheader("Summary")
     speedup = m["speedup"]
-    c1, c2, c3, c4, c5, c6 = st.columns(6)
+    k_used = m["drafted_depth"]
+    c1, c2, c3, c4 = st.columns(4)
     c1.metric("AR tokens/s", metrics.fmt(m["ar_tokens_per_s"], ".1f"),
               help=f"{ar.summary['new_tokens']} tokens in {ar.summary['wall_s']:.2f} s")  # fmt: skip
     c2.metric("Speculative tokens/s", metrics.fmt(m["spec_tokens_per_s"], ".1f"),
-              delta=None if speedup is None else f"{(speedup - 1) * 100:+.0f}% vs AR ({speedup:.2f}×)",
+              delta=None if speedup is None else f"{(speedup - 1) * 100:+.0f}% vs AR",
               help=f"{spec.summary['new_tokens']} tokens in {spec.summary['wall_s']:.2f} s")  # fmt: skip
-    c3.metric("Acceptance rate", metrics.fmt(m["acceptance_rate"], ".0%"), help="accepted draft tokens / drafted tokens")
-    c4.metric("α (per-token acceptance)", metrics.fmt(m["alpha"], ".2f"),
-              help="accepted / (accepted + rejections), Leviathan's α")  # fmt: skip
-    c5.metric("Tokens per target pass", metrics.fmt(m["tokens_per_step"], ".2f"), help="mean accepted + 1 (AR: 1.00)")
-    c6.metric("Target forwards", f"{m['spec_target_forwards']} vs {m['ar_target_forwards']}",
+    c3.metric("Measured speedup", metrics.fmt(speedup, ".2f", "×"), help="speculative tokens/s ÷ AR tokens/s")
+    c4.metric("Target forwards", f"{m['spec_target_forwards']} vs {m['ar_target_forwards']}",
               help="speculative vs AR, prefill included")  # fmt: skip
-    d1, d2, d3, d4, d5, d6 = st.columns(6)
-    d1.metric("AR FLOPs", metrics.fmt_flops(m["ar_flops"]))
-    d2.metric("Speculative FLOPs", metrics.fmt_flops(m["spec_flops"]),
-              delta=None if m["flops_ratio"] is None else f"{m['flops_ratio']:.2f}× AR", delta_color="off")  # fmt: skip
-    d3.metric("FLOPs wasted on rejections", metrics.fmt_flops(m["flops_wasted"]))
-    d4.metric("Measured speedup", metrics.fmt(speedup, ".2f", "×"))
-    d5.metric("Leviathan predicted", metrics.fmt(m["predicted_speedup"], ".2f", "×"),
-              help="(1-α^(k+1)) / ((1-α)(k·c+1)) with the measured α and c; "
-                   "assumes a verify pass costs one AR step")  # fmt: skip
-    d6.metric("c (draft / target cost)", metrics.fmt(m["c"], ".3f"),
-              help="mean draft time per drafted token / mean AR step time")  # fmt: skip
-    if m["verify_cost_ratio"] is not None:
-        st.caption(
-            f"Speculation always does more arithmetic ({metrics.fmt(m['flops_ratio'], '.2f')}× the FLOPs here); it can "
-            f"still finish sooner because decoding is memory-bound: a verify pass of k+1 tokens cost "
-            f"{m['verify_cost_ratio']:.2f}× an AR step here (Leviathan's prediction assumes 1.00×), so every accepted "
-            f"draft token is nearly free. See J. Barrow, "
-            f"[“Why is speculative decoding fast?”]({BARROW}) (2026)."
-        )
+    a1, a2, a3, a4 = st.columns(4)
+    a1.metric("Acceptance rate", metrics.fmt(m["acceptance_rate"], ".0%"), help="accepted draft tokens / drafted tokens")
+    a2.metric("α", metrics.fmt(m["alpha"], ".2f"),
+              help="Per-token acceptance, Leviathan's α: accepted / (accepted + rejections)")  # fmt: skip
+    a3.metric("Tokens per target pass", metrics.fmt(m["tokens_per_step"], ".2f"),
+              help="mean accepted + 1, over the steps that drafted (AR: 1.00)")  # fmt: skip
+    a4.metric("k drafted", metrics.fmt(k_used, ".2f"),
+              help=f"The depth actually drafted: mean draft tokens per sequence per decode step (configured k = "
+                   f"{depth}; a confidence gate, short n-gram matches, a depth policy or the end of a sequence make "
+                   "it smaller). The predictions below use this k.")  # fmt: skip
+    p1, p2, p3, p4 = st.columns([1, 1.5, 0.75, 0.75])  # room for the long label, not cut off
+    p1.metric("Leviathan predicted", metrics.fmt(m["predicted_speedup"], ".2f", "×"),
+              help="Leviathan et al. 2023, Theorem 3.8: (1-α^(k+1)) / ((1-α)(k·c+1)) with the measured α, the k "
+                   "drafted and c. Assumes a verify pass costs one AR step.")  # fmt: skip
+    p2.metric("Leviathan with the measured verify cost", metrics.fmt(m["predicted_measured_verify"], ".2f", "×"),
+              help="E[tokens per step](α, k) / (k·c + T_verify / T_AR), with T_verify the speculative run's median "
+                   "verify time and T_AR the AR run's median step time"
+                   + (f" (here {m['median_verify_ratio']:.2f}×)." if m["median_verify_ratio"] is not None else "."))  # fmt: skip
+    p3.metric("c (draft / AR step)", metrics.fmt(m["c"], ".3f"),
+              help="draft time per drafted token / mean AR step time")  # fmt: skip
+    p4.metric("Verify / AR step", metrics.fmt(m["median_verify_ratio"], ".2f", "×"),
+              help="median verify pass time of the speculative run / median AR step time: 1.00× means verifying "
+                   "k+1 tokens cost no more than one plain token")  # fmt: skip
+    f1, f2, f3, f4 = st.columns(4)
+    f1.metric("AR FLOPs", metrics.fmt_flops(m["ar_flops"]), help="counted (engine/costs.py), prefill included")
+    f2.metric("Speculative FLOPs", metrics.fmt_flops(m["spec_flops"]),
+              delta=None if m["flops_ratio"] is None else f"{m['flops_ratio']:.2f}× AR", delta_color="off",
+              help="counted, prefill included; the delta is the measured FLOPs ratio")  # fmt: skip
+    f3.metric("FLOPs wasted on rejections", metrics.fmt_flops(m["flops_wasted"]),
+              help="target and drafter FLOPs spent on draft tokens the target rejected")  # fmt: skip
+    f4.metric("Leviathan operations factor", metrics.fmt(m["operations_factor"], ".2f", "×"),
+              help="Theorem 3.11: (k·ĉ + k + 1) / E[tokens per step](α, k), the predicted FLOPs ratio over the "
+                   "decode steps, with ĉ = draft FLOPs per drafted token / target FLOPs per token"
+                   + (f" (here {m['c_hat']:.3f})." if m["c_hat"] is not None else "."))  # fmt: skip
+    st.caption(metrics.arithmetic_line(m) + f" See J. Barrow, [“Why is speculative decoding fast?”]({BARROW}) (2026) "
+               "and Leviathan et al., “Fast Inference from Transformers via Speculative Decoding” (2023).")  # fmt: skip
 
     note = metrics.divergence_note(greedy, dtype, m["first_differences"])
     if note:
@@ -158,8 +182,8 @@ def show_results(
                         width="stretch", key="chart_util")  # fmt: skip
         g3.caption(
             f"Peaks measured {peaks_where}: {peaks.peak_bandwidth / 1e9:.0f} GB/s, {peaks.peak_flops / 1e9:.0f} GFLOP/s "
-            f"({peaks.dtype}). The {gauge} gauge only says the chip was busy, not how much of it was used: a memory-bound "
-            "decode reads ~100% busy while its FLOP/s sit at a few % of peak."
+            f"({peaks.dtype}). The bandwidth and FLOP/s lines are modelled: SpecLab's counted bytes and FLOPs "
+            "(engine/costs.py) divided by each step's measured time, not hardware counters. " + gauge_note(gauge)
         )
     else:
         g3.info(

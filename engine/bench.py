@@ -225,9 +225,9 @@ def _row(batch: int, depth: int, confidence: float, drafter: str, ar: dict, spec
     if drafter in ("model", "eagle") and spec["alpha"] is not None and spec["draft_ms_per_forward"] and ar["verify_ms"]:
         c = spec["draft_ms_per_forward"] / ar["verify_ms"]
         row["c"] = c
-        # Leviathan's formula assumes k i.i.d. drafts per step; with a confidence threshold k is the mean
-        # drafted per step, so the prediction is only indicative there.
-        k = depth if not confidence else spec["drafted_per_step"]
+        # Leviathan's formula assumes k i.i.d. drafts per step; k is the depth actually drafted (a gate, a
+        # policy or the end of a sequence can draft less than `depth`), so the prediction is indicative there.
+        k = spec["drafted_per_step"] if spec["drafted_per_step"] is not None else depth
         row["predicted_speedup"] = expected_speedup(spec["alpha"], k, c)
     return row
 

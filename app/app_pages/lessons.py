@@ -18,9 +18,10 @@ import streamlit as st
 from app import resources
 from app.lesson_files import load_lessons
 from app.page_helpers import load_pair_or_error, show_failure
-from app.views import load, metrics, roofline
+from app.views import conclusions, load, metrics, roofline
 from engine import ConfigError, DecodeConfig, generate
 from engine.bench import batch_prompts, pass_costs, run_cells
+from engine.costs import ridge_tokens
 
 LESSONS_DIR = Path(__file__).resolve().parents[2] / "lessons"
 # What an experiment can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
@@ -28,9 +29,15 @@ EXPERIMENT_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 
 
 # --- experiments (each returns plain data; drawing happens below) ------------------------------
-def memory_bound(pair) -> dict:
-    rows = pass_costs(pair, [1], [1, 2, 4, 8, 16], context=150, repeats=5)
-    return {"rows": rows}
+PASS_TOKENS = [1, 2, 4, 8, 16, 32, 64]  # lesson 1: tokens in one target pass, at batch 1
+
+
+def memory_bound(pair, probe) -> dict:
+    """One target pass at batch 1 with 1..64 new tokens, and this machine's probed peaks to read it against."""
+    rows = pass_costs(pair, [1], PASS_TOKENS, context=150, repeats=5)
+    return {"rows": rows, "peak_bandwidth": probe.peak_bandwidth, "peak_flops": probe.peak_flops,
+            "ridge_point": probe.ridge_point, "dtype": probe.dtype,
+            "ridge_tokens": ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth)}  # fmt: skip
 
 
 def lanes(pair, prompts: list[str], depth: int, drafter: str, tokens: int, **spec) -> dict:
@@ -39,18 +46,30 @@ def lanes(pair, prompts: list[str], depth: int, drafter: str, tokens: int, **spe
     return {"ar": ar, "spec": sp, "m": metrics.compare(ar, sp)}
 
 
-def more_flops(pair) -> dict:
+def more_flops(pair, probe) -> dict:
     return lanes(pair, batch_prompts("extractive", 1), 4, "ngram", 64)
 
 
-def past_the_ridge(pair) -> dict:
-    return {
-        batch: lanes(pair, batch_prompts("extractive", batch), 4, "ngram", 32 if batch > 1 else 64)
-        for batch in (1, 16)
-    }
+RIDGE_DEPTH, RIDGE_BATCHES = 4, (1, 16)
 
 
-def turn_it_off(pair) -> dict:
+def model_drafter(pair) -> str:
+    """The EAGLE head where the pair has one, else the draft model."""
+    return "eagle" if pair.drafter_name("eagle") else "model"
+
+
+def past_the_ridge(pair, probe) -> dict:
+    """A model drafter at depth 4 on held-out prompts at batch 1 and 16, and the n-gram lookup at batch 16 on
+    extractive prompts (its best case) for contrast; each beside plain decoding of the same prompts."""
+    drafter = model_drafter(pair)
+    runs = {batch: lanes(pair, batch_prompts("heldout", batch), RIDGE_DEPTH, drafter, 48 if batch == 1 else 24)
+            for batch in RIDGE_BATCHES}  # fmt: skip
+    ngram = lanes(pair, batch_prompts("extractive", RIDGE_BATCHES[-1]), RIDGE_DEPTH, "ngram", 24)
+    return {"drafter": drafter, "runs": runs, "ngram": ngram,
+            "ridge_tokens": ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth)}  # fmt: skip
+
+
+def turn_it_off(pair, probe) -> dict:
     prompts = batch_prompts("chat", 16)
     on = lanes(pair, prompts, 4, "model", 32)
     off = generate(pair, prompts, DecodeConfig(depth=4, drafter="model", max_new_tokens=32,
@@ -61,9 +80,9 @@ def turn_it_off(pair) -> dict:
 GATE_DEPTH, GATE_THRESHOLD = 6, 0.3
 
 
-def adaptive(pair) -> dict:
+def adaptive(pair, probe) -> dict:
     """Depth 6 drafting every token vs stopping below joint confidence 0.3, at batch 1 and 8."""
-    drafter = "eagle" if pair.drafter_name("eagle") else "model"
+    drafter = model_drafter(pair)
     out = {"drafter": drafter}
     for batch, tokens in ((1, 48), (8, 32)):
         prompts = batch_prompts("heldout", batch)
@@ -79,13 +98,13 @@ def adaptive(pair) -> dict:
 # --- conclusions (computed from the measurement) -----------------------------------------------
 def show_memory_bound(result: dict) -> None:
     rows = result["rows"]
-    st.plotly_chart(roofline.pass_cost_figure(rows), width="stretch", key="lesson1_fig")
-    one, sixteen = rows[0]["ms"], rows[-1]["ms"]
-    st.success(
-        f"One token: {one:.1f} ms. Sixteen tokens in one pass: {sixteen:.1f} ms, or {sixteen / one:.2f}× the time "
-        f"for 16× the tokens. Per token that is {one / rows[-1]['ms_per_token']:.1f}× cheaper: the extra tokens "
-        "used compute that was idle."
-    )
+    st.plotly_chart(roofline.pass_cost_figure(rows, result.get("ridge_tokens")), width="stretch", key="lesson1_fig")
+    st.plotly_chart(roofline.peak_share_figure(rows, result["peak_bandwidth"], result["peak_flops"],
+                                               result.get("ridge_tokens")), width="stretch", key="lesson1_peaks")  # fmt: skip
+    st.caption(f"The regime is read from the numbers: {roofline.REGIME_RULE}. The bandwidth and FLOP/s are SpecLab's "
+               "counted bytes and FLOPs over the measured time, not hardware counters; a share above 100% means the "
+               "quick probe's copy and matmul underestimate what this pass reaches (caches, a different kernel).")  # fmt: skip
+    st.success("\n\n".join(conclusions.memory_bound_conclusion(result)))
 
 
 def _lane_line(name: str, trace) -> str:
@@ -94,30 +113,17 @@ def _lane_line(name: str, trace) -> str:
 
 
 def show_more_flops(result: dict) -> None:
-    m = result["m"]
     st.markdown("- " + _lane_line("plain", result["ar"]) + "\n- " + _lane_line("speculative", result["spec"]))
-    st.success(
-        f"Speculation did {m['flops_ratio']:.2f}× the FLOPs of plain decoding, and {metrics.fmt_flops(m['flops_wasted'])} "
-        f"of them went on rejected draft tokens. It still ran {m['speedup']:.2f}× as fast, because a verify pass "
-        f"cost only {m['verify_cost_ratio']:.2f}× a plain step while it kept {m['tokens_per_step']:.2f} tokens per pass."
-    )
+    st.success(conclusions.more_flops_conclusion(result["m"]))
 
 
 def show_past_the_ridge(result: dict) -> None:
-    lines = []
-    for batch, r in result.items():
-        m = r["m"]
-        lines.append(
-            f"- batch {batch}: {batch * 5} tokens per verify pass; one verify pass cost {m['verify_cost_ratio']:.2f}× "
-            f"a plain step; {m['tokens_per_step']:.2f} tokens kept per pass; speedup {m['speedup']:.2f}×"
-        )
+    name = conclusions.drafter_label(result["drafter"])
+    bn = max(result["runs"])
+    lines = [conclusions.ridge_run_line(name, batch, run, RIDGE_DEPTH) for batch, run in sorted(result["runs"].items())]
+    lines.append(conclusions.ridge_run_line("n-gram lookup, extractive prompts", bn, result["ngram"], RIDGE_DEPTH))
     st.markdown("\n".join(lines))
-    one, many = result[1]["m"], result[16]["m"]
-    st.success(
-        f"At batch 1 verifying 4 draft tokens cost {one['verify_cost_ratio']:.2f}× a plain step; at batch 16 it cost "
-        f"{many['verify_cost_ratio']:.2f}×, because 80 tokens per pass is past the ridge point. The speedup went "
-        f"from {one['speedup']:.2f}× to {many['speedup']:.2f}×."
-    )
+    st.success("\n\n".join(conclusions.past_the_ridge_conclusion(result, RIDGE_DEPTH)))
 
 
 def show_turn_it_off(result: dict) -> None:
@@ -152,16 +158,8 @@ def show_adaptive(result: dict) -> None:
         lines.append(f"- **batch {batch}**, plain {base:.1f} tokens/s")
         lines.append("  - " + _gate_line(f"all {GATE_DEPTH} drafts", r["fixed"], base))
         lines.append("  - " + _gate_line(f"stop below {GATE_THRESHOLD}", r["gated"], base))
-    st.markdown(f"Drafter: {'EAGLE head' if result['drafter'] == 'eagle' else 'draft model'}.\n" + "\n".join(lines))
-    parts = []
-    for batch in (1, 8):
-        fixed, gated = result[batch]["fixed"].summary, result[batch]["gated"].summary
-        cut = 1 - gated["drafted_tokens"] / fixed["drafted_tokens"] if fixed["drafted_tokens"] else 0.0
-        faster = gated["tokens_per_s"] / fixed["tokens_per_s"] if fixed["tokens_per_s"] else 0.0
-        parts.append(f"at batch {batch} it drafted {cut:.0%} fewer tokens and ran {faster:.2f}× as fast as drafting "
-                     f"all {GATE_DEPTH}")
-    st.success("Stopping where the drafter was unsure: " + "; ".join(parts) + ". The tokens it skipped were mostly "
-               "ones the target would have rejected.")
+    st.markdown(f"Drafter: {conclusions.drafter_label(result['drafter'])}.\n" + "\n".join(lines))
+    st.success(conclusions.adaptive_conclusion(result, GATE_DEPTH))
 
 
 LOAD_BATCHES, LOAD_TOKENS, LOAD_N = (1, 4, 16), 24, 8
@@ -182,10 +180,10 @@ def load_contenders(drafter: str) -> dict[str, DecodeConfig]:
     }
 
 
-def by_load(pair) -> dict:
+def by_load(pair, probe) -> dict:
     """Tokens/s of plain decoding and four depth policies at batch 1, 4 and 16 (held-out prompts), interleaved
     at each batch size (engine.bench.run_cells: one warm-up each, then one run of every contender in turn)."""
-    drafter = "eagle" if pair.drafter_name("eagle") else "model"
+    drafter = model_drafter(pair)
     contenders = load_contenders(drafter)
     rows = []
     for batch in LOAD_BATCHES:
@@ -220,7 +218,7 @@ def show_by_load(result: dict) -> None:
 
 @dataclass(frozen=True)
 class Experiment:
-    run: Callable[[object], dict]  # pair -> measured result (plain data)
+    run: Callable[[object, object], dict]  # (pair, probe) -> measured result (plain data)
     show: Callable[[dict], None]  # result -> the conclusion on the page
     needs: tuple[str, ...] = ()  # drafter kinds, any one of which the pair must offer (pair.available_drafters())
     ask: Callable[[str], float | None] | None = None  # widget key -> the student's prediction (None: not entered)
@@ -229,7 +227,7 @@ class Experiment:
 EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment: memory_bound")
     "memory_bound": Experiment(memory_bound, show_memory_bound),
     "more_flops": Experiment(more_flops, show_more_flops),
-    "past_the_ridge": Experiment(past_the_ridge, show_past_the_ridge),
+    "past_the_ridge": Experiment(past_the_ridge, show_past_the_ridge, needs=("eagle", "model")),
     "turn_it_off": Experiment(turn_it_off, show_turn_it_off, needs=("model",)),
     "adaptive": Experiment(adaptive, show_adaptive, needs=("eagle", "model")),
     "by_load": Experiment(by_load, show_by_load, needs=("eagle", "model"), ask=ask_by_load),
@@ -243,10 +241,10 @@ st.markdown(
     "[“Why is speculative decoding fast?”](https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast), 2026."
 )
 lessons = load_lessons(LESSONS_DIR, EXPERIMENTS)
-loaded = load_pair_or_error("embedded", "auto")
+loaded = load_pair_or_error("embedded", "auto", with_probe=True)
 if loaded is None:
     st.stop()
-pair, _ = loaded
+pair, probe = loaded
 if not lessons:
     st.error(f"No lesson files (NN-name.md) were found in {LESSONS_DIR}.", icon=":material/error:")
     st.stop()
@@ -270,7 +268,7 @@ for i, (tab, lesson) in enumerate(zip(tabs, lessons), start=1):
             with resources.model_turn(st.empty()):
                 try:
                     with st.spinner("Measuring…"):
-                        result = experiment.run(pair)
+                        result = experiment.run(pair, probe)
                     if experiment.ask:
                         result["prediction"] = prediction
                     st.session_state[f"lesson{i}"] = result

@@ -169,9 +169,11 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
         confidence = q2.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, key="conf",
                                bind="query-params", disabled=DRAFTERS[drafter] == "ngram",
                                help="Model drafters stop a sequence's draft once the product of their own "
-                                    "probabilities over it falls below this (EAGLE-2's joint confidence): k becomes "
-                                    "the most a step drafts, and unlikely tokens are not sent to the target. "
-                                    "0 = always draft k tokens.")  # fmt: skip
+                                    "probabilities over it falls below this (the joint confidence EAGLE-2 uses; the "
+                                    "token that crosses the threshold is still proposed): k becomes the most a step "
+                                    "drafts. In a batch, drafting continues while any row is still drafting, and the "
+                                    "stopped rows' slots are padding the target still verifies. 0 = always draft k "
+                                    "tokens.")  # fmt: skip
         auto = q3.toggle("Rerun on change", key="auto", bind="query-params",
                          help="Decode again whenever a setting changes (a change mid-run cancels that run).")  # fmt: skip
         clicked = q4.button("▶ Run", type="primary", width="stretch", key="run")
@@ -236,7 +238,7 @@ def run_lane(pair, prompts: list[str], cfg: DecodeConfig, placeholder, title: st
             steps.append(step)
             now = time.perf_counter()
             if now - last_draw >= LIVE_REFRESH_S:
-                recs = tokens.token_records(steps, len(prompts))
+                recs = tokens.token_records(steps, len(prompts), greedy=cfg.greedy)
                 n = sum(len(s.emitted) for st_ in steps for s in st_.seqs)
                 placeholder.html(tokens.lane_html(recs, max_seqs=4, speculative=cfg.speculative,
                                                   status=f"{title}: decoding… step {step.index}, {n} tokens"))  # fmt: skip
@@ -244,7 +246,7 @@ def run_lane(pair, prompts: list[str], cfg: DecodeConfig, placeholder, title: st
     finally:
         it.close()
     trace = stream.trace
-    recs = tokens.token_records(trace.steps, len(prompts))
+    recs = tokens.token_records(trace.steps, len(prompts), greedy=cfg.greedy)
     placeholder.html(tokens.lane_html(recs, max_seqs=4, speculative=cfg.speculative,
                                       status=f"{title}: done in {trace.summary['wall_s']:.2f} s"))  # fmt: skip
     return trace
@@ -298,8 +300,10 @@ st.title("⚡ Playground")
 st.markdown(
     "The same prompts, decoded twice on this machine: **plain autoregressive** (one target forward per token) "
     "and **speculative** (a cheap drafter guesses *k* tokens, the target checks them all in *one* forward). "
-    "Decoding a small batch is memory-bound: reading the weights costs the same for 1 token or 5, so verified "
-    "guesses are nearly free, until batch × (k+1) tokens per pass turn the pass compute-bound. "
+    "A pass over a small batch leaves the arithmetic units mostly idle: its time goes to streaming the weights and "
+    "to per-operation overhead, and neither depends much on whether the pass carries 1 token or 5. Where that holds, "
+    "verified guesses ride along almost free; once batch × (k+1) tokens per pass fill the arithmetic, every draft "
+    "token costs real time. The charts below measure which case this run was in. "
     f"Background: J. Barrow, [“Why is speculative decoding fast?”]({BARROW}), 2026."
 )
 

@@ -1,8 +1,8 @@
 """Sweep: measure where speculation stops paying on this machine.
 
 Page shape (DESIGN §5): title, short prose, controls, result. Two live measurements through the engine:
-1. one target pass vs tokens per pass (`engine.bench.pass_costs`): the memory-bound plateau and the
-   compute-bound slope, with the ridge point from the probed peaks;
+1. one target pass vs tokens per pass (`engine.bench.pass_costs`): where its time hardly grows and where
+   it grows with every token, with the ridge point from the probed peaks and the regime each pass shows;
 2. AR vs speculative tokens/s over a batch x depth grid (`engine.bench.bench`): the same plateau seen
    as speedup, and the batch size where a fixed depth turns into a slowdown; optionally with the load-aware
    policies (batch_table, goodput) beside the fixed depths, and their tokens/s against the upper envelope
@@ -31,6 +31,7 @@ from engine.costs import ridge_tokens
 
 BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
 VLLM_PR = "https://github.com/vllm-project/vllm/pull/35060"
+VLLM_ADAPTIVE = "https://docs.vllm.ai/en/stable/features/speculative_decoding/adaptive_verification/"
 ADAPTIVE = ["batch_table", "goodput"]  # measured beside "fixed" when the user ticks "adaptive policies"
 PASS_GUARD = 2048  # tokens in one measured pass (a CPU takes seconds per pass beyond this)
 TOKENS = [1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128]
@@ -45,14 +46,16 @@ MEASURE_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 
 st.title("📈 Sweep")
 st.markdown(
-    "Where does speculation stop paying on **this** machine? A decode pass streams every weight once, so while "
-    "the pass is memory-bound, extra tokens in it (more sequences, or more draft tokens to verify) cost almost "
-    "nothing. Once tokens per pass = batch × (k + 1) cross the hardware's ridge point, the pass turns "
-    "compute-bound, and extra draft tokens cost real time, rejected ones most of all. That is why servers make "
-    "speculation load-aware: the classic rule switched it off above a batch size (vLLM V0's "
-    f"`--speculative-disable-by-batch-size`, removed in February 2026, [PR #35060]({VLLM_PR})); today vLLM sets the "
-    "draft length per batch-size range (`num_speculative_tokens_per_batch_size`) and TensorRT-LLM has "
-    "`draft_len_schedule`. Background: J. Barrow, "
+    "Where does speculation stop paying on **this** machine? Each decode pass streams every weight once and pays a "
+    "fixed overhead per operation; while neither the memory bus nor the arithmetic units are full, extra tokens in "
+    "the pass (more sequences, or more draft tokens to verify) cost little. From the roofline's ridge point on, "
+    "tokens per pass = batch × (k + 1) fill the arithmetic, and extra draft tokens cost real time, rejected ones most "
+    "of all. That is why servers make speculation load-aware. The classic rule switched it off above a batch size "
+    "(vLLM V0's `--speculative-disable-by-batch-size`, a no-op from v0.10 on and removed in February 2026, "
+    f"[PR #35060]({VLLM_PR})). Today vLLM sets the draft length per batch-size range "
+    "(`num_speculative_tokens_per_batch_size`) and offers DSpark-style adaptive verification, which decides each step "
+    f"how many draft tokens to verify from a cost model profiled at start-up ([vLLM docs]({VLLM_ADAPTIVE})); "
+    "TensorRT-LLM has `draft_len_schedule`. Background: J. Barrow, "
     f"[“Why is speculative decoding fast?”]({BARROW}), 2026. Everything below is measured when you press the button."
 )
 
@@ -101,9 +104,9 @@ if rows:
         st.markdown(
             f"At batch {one['batch']}, a pass of **{free} token{'s' if free > 1 else ''}** costs at most 1.25× a "
             f"single-token pass ({one['ms']:.1f} ms): up to there, verifying draft tokens (or decoding more sequences) "
-            "is almost free. "
-            "Past the ridge, the per-token time stops falling: the pass is compute-bound."
+            "is almost free."
         )
+    st.markdown(roofline.regime_summary(rows, probe.peak_bandwidth, probe.peak_flops, n_star))
     st.dataframe(pass_table(rows, probe.peak_bandwidth, probe.peak_flops), hide_index=True)
 
 # --- 2. AR vs speculative over batch x depth ----------------------------------------------------
@@ -112,15 +115,22 @@ st.markdown(
     "The same effect end to end: each cell decodes the same prompts plainly and speculatively and divides the "
     "tokens/s. Green: speculation wins; red: it slows decoding down."
 )
+st.markdown("**The question this grid answers:** at which batch size does speculating k tokens stop paying on this "
+            "machine, and does a deeper k stop paying at a smaller batch?")  # fmt: skip
+KINDS = list(GRID_DRAFTERS.values())
+PREFERRED = [kind for kind in ("eagle", "model", "ngram") if pair.drafter_name(kind)]  # the EAGLE head first
+default_drafter = KINDS.index(PREFERRED[0]) if PREFERRED else 0
 with st.form("grid_form"):
     g1, g2, g3, g4, g5 = st.columns(5)
     grid_batches = g1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 4, 16], key="grid_batches")
     grid_depths = g2.multiselect("Depths k", list(range(0, 13)), default=[2, 4, 8], key="grid_depths")
-    drafter = g3.radio("Drafter", list(GRID_DRAFTERS), horizontal=True, key="grid_drafter")
+    drafter = g3.radio("Drafter", list(GRID_DRAFTERS), index=default_drafter, horizontal=True, key="grid_drafter",
+                       help="Default: the EAGLE head where this pair has one.")  # fmt: skip
     tokens = g4.slider("New tokens per sequence", 8, 64, 24, step=8, key="grid_tokens")
     confidence = g5.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, key="grid_conf",
                            help="Model drafters only: stop a sequence's draft once the product of the drafter's "
-                                "probabilities falls below this; k is then the most a step drafts. 0 = off.")  # fmt: skip
+                                "probabilities falls below this (the token that crosses it is still proposed); k is "
+                                "then the most a step drafts. 0 = off.")  # fmt: skip
     adaptive = st.checkbox("Adaptive policies: also measure batch table (derived from this machine's pass cost) and "
                            "goodput, each with the largest depth picked as its maximum", key="grid_adaptive")  # fmt: skip
     go_grid = st.form_submit_button("Measure the grid", type="primary")

@@ -21,12 +21,13 @@ def _decode_steps(trace):
     return [s for s in trace.steps if s.kind == "decode"]
 
 
-def _layout(fig: go.Figure, title: str, height: int = 330) -> go.Figure:
+def _layout(fig: go.Figure, title: str, height: int = 360) -> go.Figure:
+    """Title on top, legend under the x axis (a legend above the plot collides with a long title)."""
     fig.update_layout(
         title={"text": title, "font": {"size": 15}},
         height=height,
-        margin={"l": 50, "r": 20, "t": 50, "b": 40},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
+        margin={"l": 50, "r": 20, "t": 50, "b": 100},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.25, "xanchor": "left", "x": 0.0},
         hovermode="x unified",
     )
     return fig
@@ -88,8 +89,16 @@ def achieved(step, peak_bandwidth: float, peak_flops: float) -> tuple[float, flo
     return 100.0 * step.bytes / seconds / peak_bandwidth, 100.0 * step.flops / seconds / peak_flops
 
 
-def utilization_figure(ar, spec, peak_bandwidth: float, peak_flops: float, gauge_name: str = "CPU util") -> go.Figure:
-    """Per step, achieved bandwidth and FLOP/s as % of the probed peaks, beside the coarse busy gauge."""
+BANDWIDTH_LABEL = "bandwidth % of peak (counted bytes / measured time)"
+FLOPS_LABEL = "FLOP/s % of peak (counted FLOPs / measured time)"
+
+
+def utilization_figure(ar, spec, peak_bandwidth: float, peak_flops: float,
+                       gauge_name: str = "psutil CPU % (system-wide)") -> go.Figure:
+    """Per step, achieved bandwidth and FLOP/s as % of the probed peaks, beside the coarse busy gauge.
+
+    The first two are modelled: SpecLab's own byte and FLOP counts (engine/costs.py) divided by the step's
+    measured time, not hardware counters. The gauge is whatever the engine sampled (psutil or NVML)."""
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, subplot_titles=("Autoregressive", "Speculative"),
                         horizontal_spacing=0.04)  # fmt: skip
     for col, trace in ((1, ar), (2, spec)):
@@ -97,10 +106,10 @@ def utilization_figure(ar, spec, peak_bandwidth: float, peak_flops: float, gauge
         x = [s.index for s in steps]
         pairs = [achieved(s, peak_bandwidth, peak_flops) for s in steps]
         first = col == 1
-        fig.add_scatter(x=x, y=[p[0] for p in pairs], name="memory bandwidth % of peak", mode="lines",
+        fig.add_scatter(x=x, y=[p[0] for p in pairs], name=BANDWIDTH_LABEL, mode="lines",
                         line={"color": "#1f4fd1", "width": 2}, legendgroup="bw", showlegend=first, row=1, col=col,
                         hovertemplate="bandwidth %{y:.0f}%<extra></extra>")  # fmt: skip
-        fig.add_scatter(x=x, y=[p[1] for p in pairs], name="FLOP/s % of peak", mode="lines",
+        fig.add_scatter(x=x, y=[p[1] for p in pairs], name=FLOPS_LABEL, mode="lines",
                         line={"color": "#f2a93b", "width": 2}, legendgroup="fl", showlegend=first, row=1, col=col,
                         hovertemplate="FLOP/s %{y:.1f}%<extra></extra>")  # fmt: skip
         fig.add_scatter(x=x, y=[s.util_pct for s in steps], name=f"{gauge_name} (coarse gauge)", mode="lines",
@@ -108,9 +117,9 @@ def utilization_figure(ar, spec, peak_bandwidth: float, peak_flops: float, gauge
                         connectgaps=True, hovertemplate=f"{gauge_name} %{{y:.0f}}%<extra></extra>")  # fmt: skip
         fig.update_xaxes(title_text="decode step", row=1, col=col)
     fig.update_yaxes(title_text="% of this machine's peak", rangemode="tozero", row=1, col=1)
-    _layout(fig, "Hardware utilisation per step", height=360)
-    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0.0},
-                      margin={"b": 70})  # fmt: skip
+    _layout(fig, "Hardware utilisation per step", height=410)
+    fig.update_layout(legend={"orientation": "v", "yanchor": "top", "y": -0.3, "xanchor": "left", "x": 0.0},
+                      margin={"b": 140})  # fmt: skip
     return fig
 
 

@@ -1,48 +1,127 @@
 """Summary numbers for an AR trace beside a speculative trace of the same prompts.
 
-Leviathan, Kalman, Matias 2023 (Theorem 3.8): expected speedup = (1 - α^(k+1)) / ((1 - α)(k·c + 1)),
-with α the measured per-token acceptance, k the depth and c the measured cost ratio
-c = (mean draft forward time per drafted token) / (mean plain target step time),
-the plain target step time taken from the AR trace's decode steps (each is one plain target pass).
-The formula assumes a k-token verify costs one plain target step (the memory-bound regime); the
-measured verify / AR step ratio is reported beside it to show when that assumption breaks.
+Leviathan, Kalman, Matias 2023: with α the per-token acceptance, k the draft length and c the cost of a
+draft step relative to a target step,
+- Theorem 3.8, expected speedup = E(α, k) / (k·c + 1), where E(α, k) = (1 - α^(k+1)) / (1 - α) is the
+  expected number of tokens a step yields. It assumes a verify pass of k+1 tokens costs one plain step.
+- Theorem 3.11, operations factor = (k·ĉ + k + 1) / E(α, k): the arithmetic of speculation relative to
+  plain decoding, with ĉ = FLOPs of a draft token / FLOPs of a target token. It is >= 1.
+Everything here is taken from the two traces:
+- k is the depth actually drafted: the mean over decode steps of the drafts per row (a confidence gate,
+  the n-gram drafter's short matches, a depth policy or the end of a sequence all make it smaller than
+  the configured depth);
+- c = draft time per drafted token (per row) / the mean AR decode step, so k·c is the mean draft time of
+  a decode step in AR steps;
+- "Leviathan with the measured verify cost" replaces Theorem 3.8's 1 (verify = one plain step) by the
+  measured T_verify(B·(k+1)) / T_AR(B): the speculative run's median verify time over the AR run's median
+  step time. Where a pass is not free, this is the model that still holds.
 """
 
 from __future__ import annotations
 
-from engine.costs import expected_speedup
+import statistics
+
+from engine.costs import expected_speedup, expected_tokens_per_step, operations_factor
 
 from .tokens import first_differences
 
 
+def _decode(trace) -> list:
+    return [s for s in trace.steps if s.kind == "decode"]
+
+
+def _mean_ar_step_ms(ar) -> float | None:
+    steps = _decode(ar)
+    ms = sum(s.verify_ms for s in steps) / len(steps) if steps else 0.0
+    return ms if ms > 0 else None
+
+
+def _row_drafts(step) -> float:
+    """Draft tokens per row in one step (the mean over the rows in the pass)."""
+    return sum(len(q.drafted) for q in step.seqs) / len(step.seqs) if step.seqs else 0.0
+
+
+def drafted_depth(spec) -> float | None:
+    """The depth actually drafted: mean over decode steps of the draft tokens per row (None: no decode step)."""
+    steps = _decode(spec)
+    return sum(_row_drafts(s) for s in steps) / len(steps) if steps else None
+
+
 def measured_c(ar, spec) -> float | None:
-    """Mean draft time per drafted position / mean AR decode step time (None when either is unknown)."""
-    ar_steps = [s for s in ar.steps if s.kind == "decode"]
-    drafting = [s for s in spec.steps if s.kind == "decode" and s.depth > 0]
-    if not ar_steps or not drafting:
+    """Draft time per drafted token (per row) / mean AR decode step time (None when either is unknown)."""
+    ar_ms = _mean_ar_step_ms(ar)
+    drafting = [s for s in _decode(spec) if s.depth > 0]
+    drafted = sum(_row_drafts(s) for s in drafting)
+    if ar_ms is None or not drafted:
         return None
-    ar_step_ms = sum(s.verify_ms for s in ar_steps) / len(ar_steps)
-    draft_ms_per_token = sum(s.draft_ms for s in drafting) / sum(s.depth for s in drafting)
-    return draft_ms_per_token / ar_step_ms if ar_step_ms > 0 else None
+    return sum(s.draft_ms for s in drafting) / drafted / ar_ms
 
 
 def verify_cost_ratio(ar, spec) -> float | None:
     """Mean speculative verify pass time / mean AR step time: 1.0 means verifying k+1 tokens is free."""
-    ar_steps = [s for s in ar.steps if s.kind == "decode"]
-    verify = [s for s in spec.steps if s.kind == "decode" and s.depth > 0]
-    if not ar_steps or not verify:
+    ar_ms = _mean_ar_step_ms(ar)
+    verify = [s for s in _decode(spec) if s.depth > 0]
+    if ar_ms is None or not verify:
         return None
-    ar_ms = sum(s.verify_ms for s in ar_steps) / len(ar_steps)
-    return (sum(s.verify_ms for s in verify) / len(verify)) / ar_ms if ar_ms > 0 else None
+    return (sum(s.verify_ms for s in verify) / len(verify)) / ar_ms
+
+
+def median_verify_ratio(ar, spec) -> float | None:
+    """T_verify / T_AR: the speculative run's median verify time over the AR run's median step time."""
+    ar_steps, spec_steps = _decode(ar), _decode(spec)
+    if not ar_steps or not spec_steps:
+        return None
+    ar_ms = statistics.median(s.verify_ms for s in ar_steps)
+    return statistics.median(s.verify_ms for s in spec_steps) / ar_ms if ar_ms > 0 else None
+
+
+def kept_per_step(trace) -> float | None:
+    """Tokens a sequence gained per decode step, over every decode step and row (drafting or not)."""
+    rows = [len(q.emitted) for s in _decode(trace) for q in s.seqs]
+    return sum(rows) / len(rows) if rows else None
+
+
+def step_cost_ratio(ar, spec) -> float | None:
+    """Mean speculative decode step (draft + verify + overhead) / mean AR decode step, both wall time."""
+    ar_steps, spec_steps = _decode(ar), _decode(spec)
+    if not ar_steps or not spec_steps:
+        return None
+    ar_ms = sum(s.step_ms for s in ar_steps) / len(ar_steps)
+    return (sum(s.step_ms for s in spec_steps) / len(spec_steps)) / ar_ms if ar_ms > 0 else None
+
+
+def draft_flops_ratio(ar, spec) -> float | None:
+    """ĉ: FLOPs per drafted token / FLOPs per token of a plain target pass (0 for a lookup drafter)."""
+    drafted = sum(len(q.drafted) for s in _decode(spec) for q in s.seqs)
+    ar_steps = _decode(ar)
+    ar_tokens = sum(s.tokens_per_pass for s in ar_steps)
+    if not drafted or not ar_tokens:
+        return None
+    target_per_token = sum(s.target_flops for s in ar_steps) / ar_tokens
+    if target_per_token <= 0:
+        return None
+    return sum(s.draft_flops for s in _decode(spec)) / drafted / target_per_token
+
+
+def leviathan_measured_verify(alpha: float, depth: float, c: float, verify_ratio: float) -> float:
+    """Speedup = E(α, k) / (k·c + T_verify(B·(k+1)) / T_AR(B)): Theorem 3.8 with the verify pass priced as
+    measured instead of as one plain step. verify_ratio 1 gives Leviathan's formula back."""
+    return expected_tokens_per_step(alpha, depth) / (depth * c + verify_ratio)
 
 
 def compare(ar, spec) -> dict:
     """Every number the summary panel shows. Missing quantities are None, never NaN."""
     a, s = ar.summary, spec.summary
     depth = int(spec.config.get("depth", 0))
+    k = drafted_depth(spec)
     c = measured_c(ar, spec)
     alpha = s.get("alpha")
-    predicted = expected_speedup(alpha, depth, c) if alpha is not None and c is not None and depth > 0 else None
+    ratio = median_verify_ratio(ar, spec)
+    c_hat = draft_flops_ratio(ar, spec)
+    ready = alpha is not None and k is not None and k > 0
+    predicted = expected_speedup(alpha, k, c) if ready and c is not None else None
+    measured_model = leviathan_measured_verify(alpha, k, c, ratio) if ready and c is not None and ratio else None
+    ops = operations_factor(alpha, k, c_hat) if ready and c_hat is not None else None
     speedup = s["tokens_per_s"] / a["tokens_per_s"] if a.get("tokens_per_s") else None
     flops_ratio = s["flops"] / a["flops"] if a.get("flops") else None
     return {
@@ -61,9 +140,18 @@ def compare(ar, spec) -> dict:
         "flops_ratio": flops_ratio,
         "flops_wasted": s.get("flops_wasted"),
         "depth": depth,
+        "drafted_depth": k,
         "c": c,
+        "c_hat": c_hat,
         "verify_cost_ratio": verify_cost_ratio(ar, spec),
+        "median_verify_ratio": ratio,
+        "step_cost_ratio": step_cost_ratio(ar, spec),
+        "kept_per_step": kept_per_step(spec),
+        "ar_decode_steps": len(_decode(ar)),
+        "spec_decode_steps": len(_decode(spec)),
         "predicted_speedup": predicted,
+        "predicted_measured_verify": measured_model,
+        "operations_factor": ops,
         "first_differences": first_differences(ar.output_ids, spec.output_ids),
     }
 
@@ -79,6 +167,50 @@ def fmt_flops(x: float | None) -> str:
 
 def fmt(x, spec: str = ".2f", suffix: str = "") -> str:
     return "—" if x is None else f"{x:{spec}}{suffix}"
+
+
+def arithmetic_line(m: dict) -> str:
+    """What the run says about arithmetic and time, every claim decided by its numbers (the Playground's caption)."""
+    parts = [
+        "Speculation does at least as much arithmetic as plain decoding for the same output; the two are equal only "
+        "when every draft is accepted and the drafter is free."
+    ]
+    if m.get("flops_ratio") is not None:
+        ops = m.get("operations_factor")
+        parts.append(
+            f"Here it did {m['flops_ratio']:.2f}× the FLOPs (prefill included)"
+            + (f"; Leviathan's operations factor for this run's α, k and ĉ is {ops:.2f}× over the decode steps." if ops
+               else ".")
+        )  # fmt: skip
+    verify, speedup = m.get("median_verify_ratio"), m.get("speedup")
+    if speedup is not None:
+        if verify is not None:
+            parts.append(f"A verify pass cost {verify:.2f}× a plain step (median; Leviathan's formula assumes 1.00×).")
+        parts.append(f"Speculation ran {speedup:.2f}× as fast as plain decoding" + speedup_reason(m, "here"))
+    return " ".join(parts)
+
+
+def speedup_reason(m: dict, where: str) -> str:
+    """': <steps saved and what a step cost>, which is why <won or lost>' from `compare` numbers.
+
+    Decode time is (decode steps) x (mean step time), so the speedup over the decode steps is the factor by which
+    speculation cut the steps divided by what a speculative step cost in plain steps. The verdict is the measured
+    speedup; the step comparison is called its reason only when the two agree (the prefill can tip a close run)."""
+    step, speedup = m.get("step_cost_ratio"), m["speedup"]
+    n_ar, n_spec, kept = m.get("ar_decode_steps"), m.get("spec_decode_steps"), m.get("kept_per_step")
+    verdict = "speculation paid" if speedup > 1 else "speculation slowed decoding down"
+    if step is None or not n_ar or not n_spec:
+        return f": {verdict}."
+    fewer = n_ar / n_spec
+    gains = fewer > step
+    said = (f": {where} it took {n_spec} decode steps against {n_ar} ({fewer:.2f}× fewer), and a speculative step "
+            f"cost {step:.2f} plain steps")  # fmt: skip
+    if kept is not None and fewer < 0.9 * kept:
+        said += (f" (a sequence kept {kept:.2f} tokens per step on average, but a batch runs until its slowest "
+                 "sequence is done)")  # fmt: skip
+    if gains == (speedup > 1):
+        return said + f", which is why {verdict}."
+    return said + f"; over the whole run (prefill included) {verdict}."
 
 
 def divergence_note(greedy: bool, dtype: str, diffs: dict[int, int]) -> str | None:

@@ -1,9 +1,14 @@
-"""The pass-cost curve: measured time of ONE target forward vs tokens per pass, with the ridge point.
+"""The pass-cost curve: measured time of ONE target forward vs tokens per pass, with the ridge point,
+and what share of this machine's probed peaks each pass reached.
 
-Input rows come from `engine.bench.pass_costs` (each a measured median). While a pass is memory-bound
-its time hardly grows with tokens per pass: every token rides along with the same weight traffic.
-Past the ridge point (peak FLOP/s / peak bandwidth, converted to tokens per pass for this model) it
-grows linearly: the pass is compute-bound and extra draft tokens cost real time.
+Input rows come from `engine.bench.pass_costs` (each a measured median). The roofline says a pass
+whose arithmetic intensity is below the ridge point (peak FLOP/s / peak bandwidth, converted to tokens
+per pass for this model) is limited by memory traffic, and above it by arithmetic. A small pass can be
+limited by neither: on a CPU, or on a GPU stack that launches one kernel per operation, per-operation
+latency and overhead (dispatch, kernel launches, thread synchronisation) can take most of its time,
+so it streams well under the peak bandwidth. `regime` names which of the three a measured pass shows,
+from its achieved bandwidth and FLOP/s: SpecLab's counted bytes and FLOPs (engine/costs.py) over the
+measured time, not hardware counters.
 """
 
 from __future__ import annotations
@@ -46,6 +51,62 @@ def pass_cost_figure(rows: list[dict], ridge_tokens: float | None = None) -> go.
     return fig
 
 
+BUSY = 0.5  # a unit sets the pace once a pass reaches this share of its probed peak
+REGIME_RULE = (
+    f"compute-bound when the pass reaches {BUSY:.0%} of the probed peak FLOP/s, memory-bound when it reaches "
+    f"{BUSY:.0%} of the probed peak bandwidth (whichever share is higher, if both), and overhead/latency-bound when "
+    "it reaches neither: then per-operation latency and overhead, not bytes or arithmetic, take most of the time"
+)
+
+
+def regime(bandwidth_share: float, flops_share: float, busy: float = BUSY) -> str:
+    """Name the regime a pass shows from its achieved shares (0..1+) of peak bandwidth and peak FLOP/s."""
+    if max(bandwidth_share, flops_share) < busy:
+        return "overhead/latency-bound"
+    return "compute-bound" if flops_share >= bandwidth_share else "memory-bound"
+
+
+def peak_shares(rows: list[dict], peak_bandwidth: float, peak_flops: float) -> list[dict]:
+    """Per measured pass: tokens per pass, achieved bandwidth and FLOP/s as fractions of the peaks, the regime."""
+    out = []
+    for r in sorted(rows, key=lambda r: (r["batch"], r["tokens_per_pass"])):
+        bw, fl = r["achieved_bandwidth"] / peak_bandwidth, r["achieved_flops"] / peak_flops
+        out.append({"batch": r["batch"], "tokens_per_pass": r["tokens_per_pass"], "ms": r["ms"],
+                    "bandwidth_share": bw, "flops_share": fl, "intensity": r["flops"] / r["bytes"],
+                    "regime": regime(bw, fl)})  # fmt: skip
+    return out
+
+
+def peak_share_figure(rows: list[dict], peak_bandwidth: float, peak_flops: float,
+                      ridge_tokens: float | None = None) -> go.Figure:
+    """Achieved bandwidth and FLOP/s in % of the probed peaks against tokens per pass (smallest batch), with the
+    BUSY threshold the regime rule uses and the ridge."""
+    shares = peak_shares(rows, peak_bandwidth, peak_flops)
+    batch = min((s["batch"] for s in shares), default=1)
+    pts = [s for s in shares if s["batch"] == batch]
+    x = [s["tokens_per_pass"] for s in pts]
+    fig = go.Figure()
+    fig.add_scatter(x=x, y=[100 * s["bandwidth_share"] for s in pts], mode="lines+markers",
+                    name="bandwidth: counted bytes / measured time", line={"color": "#1f4fd1"},
+                    customdata=[s["regime"] for s in pts],
+                    hovertemplate="%{x} tokens/pass: %{y:.0f}% of peak bandwidth (%{customdata})<extra></extra>")  # fmt: skip
+    fig.add_scatter(x=x, y=[100 * s["flops_share"] for s in pts], mode="lines+markers",
+                    name="FLOP/s: counted FLOPs / measured time", line={"color": "#f2a93b"},
+                    hovertemplate="%{x} tokens/pass: %{y:.1f}% of peak FLOP/s<extra></extra>")  # fmt: skip
+    fig.add_hline(y=100 * BUSY, line_dash="dot", line_color="#8a8d99",
+                  annotation_text=f"{BUSY:.0%}: the regime threshold", annotation_position="top left")  # fmt: skip
+    if ridge_tokens:
+        fig.add_vline(x=ridge_tokens, line_dash="dash", line_color="#b00020")
+        fig.add_annotation(x=math.log10(ridge_tokens), y=0.97, yref="paper", text=f"ridge ≈ {ridge_tokens:.0f}",
+                           showarrow=False, font={"color": "#b00020"}, xanchor="left", yanchor="top")  # fmt: skip
+    fig.update_xaxes(type="log", title_text=f"tokens per pass (batch {batch})")
+    fig.update_yaxes(title_text="% of this machine's probed peak", rangemode="tozero")
+    fig.update_layout(height=340, margin={"l": 50, "r": 20, "t": 30, "b": 40},
+                      title={"text": "Share of the probed peaks", "font": {"size": 15}},
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0})  # fmt: skip
+    return fig
+
+
 def memory_bound_span(rows: list[dict], tolerance: float = 1.25) -> int | None:
     """The largest tokens-per-pass (at batch 1 if measured, else the smallest batch) whose pass costs at
     most `tolerance` x the single-token pass: how many tokens verification gets almost for free."""
@@ -56,3 +117,31 @@ def memory_bound_span(rows: list[dict], tolerance: float = 1.25) -> int | None:
     base = pts[0]["ms"]
     free = [r["tokens_per_pass"] for r in pts if r["ms"] <= tolerance * base]
     return max(free) if free else None
+
+
+def _pass_line(share: dict) -> str:
+    return (f"{share['tokens_per_pass']} token{'s' if share['tokens_per_pass'] != 1 else ''} per pass: "
+            f"{share['bandwidth_share']:.0%} of peak bandwidth, {share['flops_share']:.0%} of peak FLOP/s, "
+            f"**{share['regime']}**")  # fmt: skip
+
+
+def regime_summary(rows: list[dict], peak_bandwidth: float, peak_flops: float, ridge_tokens: float | None) -> str:
+    """The smallest and largest measured pass (smallest batch): their shares of the peaks, the regime each shows by
+    REGIME_RULE, and where the largest sits against the ridge estimate. Every claim is decided by the rows."""
+    shares = peak_shares(rows, peak_bandwidth, peak_flops)
+    if not shares:
+        return ""
+    batch = shares[0]["batch"]
+    pts = [s for s in shares if s["batch"] == batch]
+    first, last = pts[0], pts[-1]
+    text = f"Batch {batch}, measured against this machine's probed peaks: {_pass_line(first)}"
+    if last is not first:
+        text += f"; {_pass_line(last)}"
+    text += f". (The rule: {REGIME_RULE}.)"
+    if ridge_tokens:
+        side = "below" if last["tokens_per_pass"] < ridge_tokens else "at or above"
+        n = last["tokens_per_pass"]
+        text += (f" The largest pass measured, {n} token{'s' if n != 1 else ''}, is {side} the ridge estimated from "
+                 f"the peaks (≈ {ridge_tokens:.0f} tokens per pass).")  # fmt: skip
+    return text
+

@@ -5,8 +5,9 @@
   through: computed, then thrown away), and the target's own token of each step: a correction after
   a rejection or a bonus after full acceptance (blue, boxed, with a ↺ / + marker). Colour is never
   the only signal, so the view stays readable for colour-blind users.
-- Hovering a draft token shows its draft probability q, target probability p and min(1, p/q), the
-  chance that sampling-mode verification keeps it (Leviathan et al. 2023, Alg. 1).
+- Hovering a draft token shows its draft probability q and target probability p, and what decided it:
+  in a sampling run min(1, p/q), the chance that verification keeps it (Leviathan et al. 2023, Alg. 1);
+  in a greedy run (temperature 0) only whether it was the target's argmax at that position.
 
 `token_records` works on a plain list of Steps, so the page can redraw a lane live while it decodes.
 """
@@ -54,6 +55,7 @@ class TokenRecord:
     out_index: int | None  # position in the sequence's output (None for a rejected draft token)
     draft_prob: float | None = None
     target_prob: float | None = None
+    greedy: bool = False  # temperature 0: a draft is kept iff it is the target's argmax (no p/q test)
 
     @property
     def accept_prob(self) -> float | None:
@@ -64,11 +66,13 @@ class TokenRecord:
     def tooltip(self) -> str:
         if self.kind in ("accepted", "rejected"):
             verdict = "accepted" if self.kind == "accepted" else "rejected"
-            return (
-                f"draft token, {verdict} (step {self.step})\n"
-                f"draft q = {self.draft_prob:.3f}   target p = {self.target_prob:.3f}\n"
-                f"min(1, p/q) = {self.accept_prob:.3f}"
-            )
+            head = (f"draft token, {verdict} (step {self.step})\n"
+                    f"draft q = {self.draft_prob:.3f}   target p = {self.target_prob:.3f}\n")  # fmt: skip
+            if self.greedy:
+                why = ("it is the target's argmax here" if self.kind == "accepted"
+                       else "the target's argmax here is another token")  # fmt: skip
+                return head + f"greedy: kept only if it is the target's argmax; {why}"
+            return head + f"min(1, p/q) = {self.accept_prob:.3f}"
         if self.kind == "correction":
             return f"target's correction after a rejection (step {self.step})\ntarget p = {self.target_prob:.3f}"
         if self.kind == "bonus":
@@ -77,8 +81,10 @@ class TokenRecord:
         return f"target token (step {self.step}){prob}"
 
 
-def token_records(steps, n_seqs: int) -> list[list[TokenRecord]]:
-    """Per sequence, every token in the order it appeared (rejected draft tokens included)."""
+def token_records(steps, n_seqs: int, greedy: bool = False) -> list[list[TokenRecord]]:
+    """Per sequence, every token in the order it appeared (rejected draft tokens included).
+
+    greedy: the run used temperature 0, so draft tooltips say the argmax decided, not min(1, p/q)."""
     out: list[list[TokenRecord]] = [[] for _ in range(n_seqs)]
     for step in steps:
         for s in step.seqs:
@@ -93,7 +99,7 @@ def token_records(steps, n_seqs: int) -> list[list[TokenRecord]]:
                         seq=s.seq, text=d.text, kind="accepted" if d.accepted else "rejected",
                         step=step.index, t_s=step.t_end_s,
                         out_index=n_out + j if d.accepted else None,
-                        draft_prob=d.draft_prob, target_prob=d.target_prob,
+                        draft_prob=d.draft_prob, target_prob=d.target_prob, greedy=greedy,
                     )
                 )  # fmt: skip
             if n_emitted > s.num_accepted:  # the target's own token made it into the output

@@ -69,7 +69,13 @@ def test_run_produces_both_lanes_and_summary():
     for label in ("AR tokens/s", "Speculative tokens/s", "Acceptance rate", "Measured speedup", "Leviathan predicted",
                   "AR FLOPs", "Speculative FLOPs", "FLOPs wasted on rejections", "Target forwards"):  # fmt: skip
         assert label in labels
+    # issue 19: the corrected Leviathan model and the operations factor sit beside the measured numbers
+    assert {"Leviathan with the measured verify cost", "Leviathan operations factor", "k drafted"} <= labels
+    captions = _texts(at.caption)
+    assert "at least as much arithmetic" in captions and "always does more" not in captions
+    assert "not hardware counters" in captions and "system-wide" in captions  # the gauges say what they are
     html = _html(at)
+    assert "min(1, p/q)" not in html and "argmax" in html  # greedy: the argmax decided, not p/q
     assert "Autoregressive" in _texts(at.markdown) and "Speculative" in _texts(at.markdown)
     assert "tok tok-plain" in html  # the AR lane
     assert "tok-acc" in html or "tok-rej" in html  # the speculative lane drafted something

@@ -39,6 +39,8 @@ def _sweep() -> AppTest:
 def test_sweep_measures_passes_and_grid():
     at = _sweep()
     assert not at.exception
+    assert at.radio(key="grid_drafter").value == "EAGLE head"  # the embedded pair has one: it is the default
+    assert "The question this grid answers" in "\n".join(m.value for m in at.markdown)
     at.multiselect(key="pass_batches").set_value([1])
     at.select_slider(key="pass_tokens").set_value(4)
     at.slider(key="pass_context").set_value(32)
@@ -47,6 +49,9 @@ def test_sweep_measures_passes_and_grid():
     rows = at.session_state["pass_rows"]
     assert [r["tokens_per_pass"] for r in rows] == [1, 2, 3, 4] and all(r["ms"] > 0 for r in rows)
     assert len(at.get("plotly_chart")) >= 1
+    regime = "\n".join(m.value for m in at.markdown)
+    assert "of peak bandwidth" in regime and "The rule:" in regime  # the regime each pass shows, read from its shares
+    assert any(f"**{name}**" in regime for name in ("memory-bound", "compute-bound", "overhead/latency-bound"))
     at.multiselect(key="grid_batches").set_value([1])
     at.multiselect(key="grid_depths").set_value([2])
     at.radio(key="grid_drafter").set_value("n-gram")

@@ -59,7 +59,7 @@ def test_shipped_lessons_name_known_experiments():
     assert [lesson.problem for lesson in lessons] == [None] * 6
     assert [lesson.experiment for lesson in lessons] == [
         "memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load"]  # fmt: skip
-    assert lessons[0].title == "1 · Decoding one token is memory-bound"
+    assert lessons[0].title == "1 · One token per pass leaves the arithmetic idle"
 
 
 def test_page_experiments_match_the_shipped_lessons():
@@ -84,3 +84,35 @@ def test_lessons_describe_the_load_rules_accurately():
     for source in ("Leviathan", "pull/35060", "num_speculative_tokens_per_batch_size", "draft_len_schedule",
                    "docs.vllm.ai"):  # fmt: skip
         assert source in six, source
+
+
+def test_lessons_state_the_corrected_facts_and_cite_sources():
+    """Issue 19: the factual corrections stay made, the removed claims stay removed, and every lesson cites."""
+    text = {p.name[:2]: p.read_text(encoding="utf-8") for p in sorted((ROOT / "lessons").glob("[0-9][0-9]-*.md"))}
+    one, two, three, four, five, six = (text[k] for k in ("01", "02", "03", "04", "05", "06"))
+    # 1: one multiply-add (2 FLOPs) per weight, ~1 FLOP/byte in bf16, 0.5 in fp32, plus KV reads; not per weight byte
+    assert "2 FLOPs" in one and "1 FLOP per byte" in one and "0.5 FLOP per byte" in one and "KV cache" in one
+    assert "per weight byte" not in one
+    assert "overhead/latency-bound" in one and "50%" in one  # the regime rule, with its threshold
+    # 2: at least as much arithmetic, equal only when every draft is accepted and the drafter is free
+    assert "at least as much" in two and "every draft is accepted" in two and "drafter" in two
+    assert "operations factor" in two
+    # 3: the EAGLE head runs; no outcome is asserted
+    assert "EAGLE head" in three and "n-gram" in three
+    assert "because 80 tokens per pass is past the ridge point" not in three
+    # 4: the old switch is history; today's rules are in production
+    assert "disable-by-batch-size" in four and "adaptive verification" in four and "docs.vllm.ai" in four
+    # 5: the gate's real behaviour, and transformers' one-token check against the joint product
+    assert "mostly ones the target would have rejected" not in five and "sends nothing it expects to lose" not in five
+    flat = " ".join(five.split())  # line breaks fall anywhere in Markdown
+    assert "it is still proposed" in flat and "until every row has stopped" in flat and "padding" in flat
+    assert "assistant_confidence_threshold" in flat and "**one** token's" in flat and "joint confidence" in flat
+    for name, body in text.items():
+        assert "Barrow" in body, name
+        assert "always does more" not in body, name
+    assert "Leviathan" in two and "Leviathan" in three and "Leviathan" in six
+
+
+def test_app_never_says_speculation_always_does_more_arithmetic():
+    for path in (ROOT / "app").rglob("*.py"):
+        assert "always does more" not in path.read_text(encoding="utf-8"), path

@@ -364,3 +364,107 @@ def test_load_views_compute_winners_and_the_prediction():
     assert table[4] == {"batch": 16, "policy": "fixed k = 4", "tokens/s": 70.0, "× plain": 0.7, "mean k": 4.0, "α": 0.6}
     fig = load.load_figure(LOAD_ROWS)
     assert [t.name for t in fig.data] == ["plain", "fixed k = 4", "goodput"] and list(fig.data[2].y) == [31.5, 98.0]
+
+
+# --- issue 19: the regime is read from the numbers; Leviathan with the k drafted and the measured verify cost ----
+def _pass_row(n, ms, flops, nbytes):
+    return {"batch": 1, "new_tokens": n, "tokens_per_pass": n, "ms": ms, "ms_per_token": ms / n, "flops": flops,
+            "bytes": nbytes, "achieved_flops": flops / (ms / 1000), "achieved_bandwidth": nbytes / (ms / 1000)}  # fmt: skip
+
+
+def test_regime_is_decided_by_the_shares_of_the_peaks():
+    from app.views import roofline
+
+    assert roofline.regime(0.2, 0.03) == "overhead/latency-bound"  # neither unit near its peak
+    assert roofline.regime(0.83, 0.04) == "memory-bound"
+    assert roofline.regime(0.3, 0.7) == "compute-bound"
+    assert roofline.regime(0.9, 0.6) == "memory-bound" and roofline.regime(0.6, 0.9) == "compute-bound"  # higher wins
+    assert roofline.regime(0.49, 0.49) == "overhead/latency-bound" and roofline.regime(0.5, 0.0) == "memory-bound"
+    assert roofline.regime(1.3, 0.05) == "memory-bound"  # above 100%: the quick probe underestimated the peak
+    assert "50%" in roofline.REGIME_RULE and "overhead/latency-bound" in roofline.REGIME_RULE
+
+
+def test_peak_shares_and_the_regime_summary_come_from_the_rows():
+    from app.views import roofline
+
+    # peaks 10 GB/s and 100 GFLOP/s; 1 token: 540 MB in 100 ms = 5.4 GB/s (54%); 64 tokens: 17 GFLOP in 200 ms (85%)
+    rows = [_pass_row(1, 100.0, 2.7e8, 5.4e8), _pass_row(64, 200.0, 1.7e10, 5.5e8)]
+    shares = roofline.peak_shares(rows, 10e9, 100e9)
+    assert [s["regime"] for s in shares] == ["memory-bound", "compute-bound"]
+    assert shares[0]["bandwidth_share"] == pytest.approx(0.54) and shares[0]["intensity"] == pytest.approx(0.5)
+    text = roofline.regime_summary(rows, 10e9, 100e9, ridge_tokens=20.0)
+    assert "1 token per pass: 54% of peak bandwidth, 3% of peak FLOP/s, **memory-bound**" in text
+    assert "64 tokens per pass: 28% of peak bandwidth, 85% of peak FLOP/s, **compute-bound**" in text
+    assert "64 tokens, is at or above the ridge" in text
+    # the same passes on a machine with twice the bandwidth: the one-token pass reaches neither peak
+    slow = roofline.regime_summary(rows[:1], 20e9, 100e9, ridge_tokens=20.0)
+    assert "**overhead/latency-bound**" in slow and "1 token, is below the ridge" in slow
+    fig = roofline.peak_share_figure(rows, 10e9, 100e9, ridge_tokens=20.0)
+    assert [round(y) for y in fig.data[0].y] == [54, 28] and [round(y) for y in fig.data[1].y] == [3, 85]
+    assert "counted bytes / measured time" in fig.data[0].name and "counted FLOPs" in fig.data[1].name
+    assert roofline.regime_summary([], 10e9, 100e9, None) == ""
+
+
+def test_leviathan_uses_the_k_drafted_and_the_measured_verify_cost(ar_trace, spec_trace):
+    from engine.costs import expected_speedup, expected_tokens_per_step, operations_factor
+
+    m = metrics.compare(ar_trace, spec_trace)
+    alpha = 5 / 6  # 5 accepted, 1 rejection
+    assert m["alpha"] == pytest.approx(alpha) and m["drafted_depth"] == pytest.approx(2.0)
+    assert m["predicted_speedup"] == pytest.approx(expected_speedup(alpha, 2, 0.2))
+    # T_verify / T_AR: median(42, 36) ms over median(10, 10, 10) ms
+    assert m["median_verify_ratio"] == pytest.approx(3.9)
+    assert m["predicted_measured_verify"] == pytest.approx(expected_tokens_per_step(alpha, 2) / (2 * 0.2 + 3.9))
+    # ĉ: 4e8 draft FLOPs over 6 drafted tokens / (3e9 AR FLOPs over 6 tokens); the ops factor is Theorem 3.11's
+    assert m["c_hat"] == pytest.approx((4e8 / 6) / (3e9 / 6))
+    assert m["operations_factor"] == pytest.approx(operations_factor(alpha, 2, m["c_hat"])) and m["operations_factor"] > 1
+    # the corrected model on plain numbers: a free verify (ratio 1) gives Leviathan's formula back
+    assert metrics.leviathan_measured_verify(0.7, 4, 0.1, 1.0) == pytest.approx(expected_speedup(0.7, 4, 0.1))
+    assert metrics.leviathan_measured_verify(0.7, 4, 0.1, 2.0) == pytest.approx(
+        expected_tokens_per_step(0.7, 4) / (0.4 + 2.0))  # fmt: skip
+
+
+def test_leviathan_uses_the_depth_drafted_not_the_configured_one(ar_trace):
+    trace = _load_trace({"policy": "goodput"})  # configured depth 4; rows drafted 4, 4, 2, 1 per step
+    m = metrics.compare(ar_trace, trace)
+    assert m["depth"] == 4 and m["drafted_depth"] == pytest.approx((4 + 4 + 2 + 1) / 4)
+    from engine.costs import expected_speedup
+
+    assert m["predicted_speedup"] == pytest.approx(expected_speedup(m["alpha"], 2.75, m["c"]))
+    assert m["predicted_speedup"] != pytest.approx(expected_speedup(m["alpha"], 4, m["c"]))
+
+
+def test_arithmetic_line_says_at_least_as_much_and_decides_from_the_numbers(ar_trace, spec_trace):
+    m = metrics.compare(ar_trace, spec_trace)
+    line = metrics.arithmetic_line(m)
+    assert "at least as much arithmetic" in line and "equal only when every draft is accepted and the drafter is free" in line
+    assert "always does more" not in line
+    assert m["ar_decode_steps"] == 3 and m["spec_decode_steps"] == 2
+    won = dict(m, speedup=1.4, step_cost_ratio=1.5, ar_decode_steps=30, spec_decode_steps=12, kept_per_step=2.5)
+    assert "it took 12 decode steps against 30 (2.50× fewer), and a speculative step cost 1.50 plain steps, which is " \
+           "why speculation paid" in metrics.arithmetic_line(won)  # fmt: skip
+    lost = dict(m, speedup=0.7, step_cost_ratio=3.0, ar_decode_steps=30, spec_decode_steps=15, kept_per_step=2.0)
+    assert "which is why speculation slowed decoding down" in metrics.arithmetic_line(lost)
+    # a batch: rows kept 2.4 tokens per step, but the slowest row set the count
+    tail = dict(m, speedup=0.87, step_cost_ratio=1.95, ar_decode_steps=24, spec_decode_steps=14, kept_per_step=2.4)
+    assert "a batch runs until its slowest sequence is done), which is why speculation slowed" in metrics.arithmetic_line(tail)
+    mixed = dict(m, speedup=0.98, step_cost_ratio=1.5, ar_decode_steps=16, spec_decode_steps=10, kept_per_step=1.6)
+    assert "; over the whole run (prefill included) speculation slowed decoding down" in metrics.arithmetic_line(mixed)
+
+
+def test_greedy_tooltips_say_the_argmax_decided(spec_trace):
+    recs = tokens.token_records(spec_trace.steps, 2, greedy=True)
+    rejected = [r for r in recs[1] if r.kind == "rejected"][0].tooltip()
+    accepted = [r for r in recs[0] if r.kind == "accepted"][0].tooltip()
+    assert "min(1, p/q)" not in rejected + accepted
+    assert "argmax here is another token" in rejected and "it is the target's argmax here" in accepted
+    assert "min(1, p/q)" not in tokens.lane_html(recs)
+
+
+def test_chart_legends_sit_under_the_plot_and_utilisation_is_labelled(ar_trace, spec_trace):
+    lat = charts.latency_figure(ar_trace, spec_trace)
+    assert lat.layout.legend.y < 0 and lat.layout.legend.yanchor == "top"  # not over the title
+    util = charts.utilization_figure(ar_trace, spec_trace, 34e9, 4e11, "psutil CPU % (system-wide)")
+    names = [t.name for t in util.data if t.showlegend is not False]
+    assert names == [charts.BANDWIDTH_LABEL, charts.FLOPS_LABEL, "psutil CPU % (system-wide) (coarse gauge)"]
+    assert "counted bytes / measured time" in names[0] and "counted FLOPs / measured time" in names[1]

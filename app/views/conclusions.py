@@ -1,0 +1,160 @@
+"""The Lessons page's conclusions, as text computed from what an experiment just measured (no streamlit).
+
+Each function takes the plain data an experiment in app/app_pages/lessons.py returns (pass-cost rows and
+probed peaks, or Traces and their `metrics.compare` numbers) and returns Markdown. Every claim is decided
+by comparing the run's own numbers: a measured cost against the ridge or a 1.25× tolerance, tokens kept
+against what a step cost, one run's α or draft time against another's. No outcome is written in advance.
+"""
+
+from __future__ import annotations
+
+from . import metrics, roofline
+
+NEARLY_FREE = 1.25  # a pass within this factor of the one-token (or plain) pass counts as nearly free
+
+
+def _row_at(rows: list[dict], tokens: int) -> dict:
+    return min(rows, key=lambda r: abs(r["tokens_per_pass"] - tokens))
+
+
+def memory_bound_conclusion(result: dict) -> list[str]:
+    """Lesson 1's conclusion, every claim decided by the measured rows and the probed peaks."""
+    rows = sorted(result["rows"], key=lambda r: r["tokens_per_pass"])
+    first, sixteen = rows[0], _row_at(rows, 16)
+    one, many, n = first["ms"], sixteen["ms"], sixteen["tokens_per_pass"]
+    extra = (many - one) / (n - 1) if n > 1 else 0.0
+    cheap = extra < one / 2
+    lines = [
+        f"One token: {one:.1f} ms. {'Sixteen' if n == 16 else n} tokens in one pass: {many:.1f} ms, or {many / one:.2f}× "
+        f"the time for {n}× the tokens ({one / sixteen['ms_per_token']:.1f}× cheaper per token). Each extra token "
+        f"added {extra:.1f} ms on average, against {one:.1f} ms for the first: "
+        + ("less than half, so most of a pass's time did not depend on how many tokens it carried." if cheap else
+           "at least half, so on this machine the extra tokens were not nearly free.")
+    ]  # fmt: skip
+    shares = roofline.peak_shares(rows, result["peak_bandwidth"], result["peak_flops"])
+    low, high = shares[0], shares[-1]
+    lines.append(
+        f"Against the probed peaks ({result['peak_bandwidth'] / 1e9:.0f} GB/s, {result['peak_flops'] / 1e9:.0f} GFLOP/s, "
+        f"{result['dtype']}): the one-token pass did {low['intensity']:.2f} FLOP per byte it read and reached "
+        f"{low['bandwidth_share']:.0%} of peak bandwidth and {low['flops_share']:.0%} of peak FLOP/s, so it was "
+        f"**{low['regime']}**; the {high['tokens_per_pass']}-token pass reached {high['bandwidth_share']:.0%} and "
+        f"{high['flops_share']:.0%}: **{high['regime']}**."
+    )  # fmt: skip
+    free = roofline.memory_bound_span(rows, NEARLY_FREE)
+    ridge = result.get("ridge_tokens")
+    if ridge:
+        side = "below" if high["tokens_per_pass"] < ridge else "at or above"
+        lines.append(
+            f"The ridge point is {result['ridge_point']:.1f} FLOP/byte, about {ridge:.0f} tokens per pass for this model; "
+            f"the largest pass measured ({high['tokens_per_pass']} tokens) is {side} it."
+            + (f" Up to {free} tokens a pass cost at most {NEARLY_FREE}× the one-token pass." if free and free > 1 else
+               f" Already the {rows[1]['tokens_per_pass']}-token pass cost more than {NEARLY_FREE}× the one-token pass."
+               if len(rows) > 1 else "")
+        )  # fmt: skip
+    return lines
+
+
+def more_flops_conclusion(m: dict) -> str:
+    ops = m.get("operations_factor")
+    text = (f"Speculation did {m['flops_ratio']:.2f}× the FLOPs of plain decoding"
+            + (f" (Leviathan's operations factor for this run's α and k: {ops:.2f}× over the decode steps)" if ops else "")
+            + f", and {metrics.fmt_flops(m['flops_wasted'])} of them went on rejected draft tokens. ")  # fmt: skip
+    text += f"It ran {m['speedup']:.2f}× as fast as plain decoding" + metrics.speedup_reason(m, "here")
+    verify = m.get("median_verify_ratio")
+    if verify is not None:
+        text += f" A verify pass alone cost {verify:.2f}× a plain step (median)."
+    return text
+
+
+def drafter_label(kind: str) -> str:
+    return {"eagle": "EAGLE head", "model": "draft model", "ngram": "n-gram lookup"}.get(kind, kind)
+
+
+def draft_share(trace) -> float:
+    """Fraction of the decode steps' time spent drafting."""
+    steps = [s for s in trace.steps if s.kind == "decode"]
+    total = sum(s.step_ms for s in steps)
+    return sum(s.draft_ms for s in steps) / total if total > 0 else 0.0
+
+
+def ridge_run_line(label: str, batch: int, run: dict, depth: int) -> str:
+    m = run["m"]
+    steps = (f"; {m['spec_decode_steps']} decode steps against {m['ar_decode_steps']} plain"
+             if m.get("spec_decode_steps") and m.get("ar_decode_steps") else "")  # fmt: skip
+    return (f"- {label}, batch {batch}: {batch * (depth + 1)} tokens per pass (batch × (k + 1)); a verify pass "
+            f"cost {metrics.fmt(m['median_verify_ratio'])}× a plain step of the same batch, a whole step "
+            f"{metrics.fmt(m['step_cost_ratio'])}× ({draft_share(run['spec']):.0%} of it drafting); α "
+            f"{metrics.fmt(m['alpha'])}, {metrics.fmt(m.get('kept_per_step'))} tokens kept per sequence per step"
+            f"{steps}; speedup {m['speedup']:.2f}×")  # fmt: skip
+
+
+def past_the_ridge_conclusion(result: dict, depth: int) -> list[str]:
+    """Lesson 3's conclusion: the measured verify cost against the ridge, and why the n-gram run differs."""
+    name = drafter_label(result["drafter"])
+    (b1, one), (bn, many) = sorted(result["runs"].items())
+    t1, tn = b1 * (depth + 1), bn * (depth + 1)
+    m1, mn, ng = one["m"], many["m"], result["ngram"]["m"]
+    lines = []
+    ridge = result.get("ridge_tokens")
+    if ridge:
+        def side(tokens):
+            return "below" if tokens < ridge else "at or above"
+
+        lines.append(f"From the probed peaks the ridge is ≈ {ridge:.0f} tokens per pass: batch {b1}'s verify pass "
+                     f"({t1} tokens) is {side(t1)} it, batch {bn}'s ({tn} tokens) {side(tn)} it.")  # fmt: skip
+    v1, vn = m1["median_verify_ratio"], mn["median_verify_ratio"]
+    if v1 is not None and vn is not None:
+        def free(ratio):
+            return f"within {NEARLY_FREE}×: nearly free" if ratio <= NEARLY_FREE else f"above {NEARLY_FREE}×: not free"
+
+        lines.append(f"Verifying {depth} draft tokens per sequence cost {v1:.2f}× a plain step of the same batch at "
+                     f"batch {b1} ({free(v1)}) and {vn:.2f}× at batch {bn} ({free(vn)}).")  # fmt: skip
+    line = f"With the {name}, the speedup went from {m1['speedup']:.2f}× at batch {b1} to {mn['speedup']:.2f}× at batch {bn}"
+    lines.append(line + metrics.speedup_reason(mn, f"at batch {bn}"))
+    if ng["alpha"] is not None and mn["alpha"] is not None:
+        dn, dm = draft_share(result["ngram"]["spec"]), draft_share(many["spec"])
+        reasons = []
+        if dn < dm:
+            reasons.append(f"its drafts took {dn:.0%} of a step against {dm:.0%} for the {name}")
+        if ng["alpha"] > mn["alpha"]:
+            reasons.append(f"its acceptance on text it can copy was α {ng['alpha']:.2f} against {mn['alpha']:.2f}")
+        better = ng["speedup"] > mn["speedup"]
+        text = (f"The n-gram lookup at batch {bn} on extractive prompts ran {ng['speedup']:.2f}× plain decoding "
+                f"({'better' if better else 'no better'} than the {name}'s {mn['speedup']:.2f}×)")  # fmt: skip
+        if better and reasons:
+            text += ": " + " and ".join(reasons) + "."
+        else:
+            text += (f". Its drafts took {dn:.0%} of a step (the {name}'s {dm:.0%}) and its α was {ng['alpha']:.2f} "
+                     f"(the {name}'s {mn['alpha']:.2f}).")  # fmt: skip
+        lines.append(text)
+    return lines
+
+
+def verified_slots(trace) -> tuple[int, int]:
+    """(draft positions the target verified, real draft tokens among them): the rest is padding, the slots of rows
+    that had stopped drafting while another row in the batch went on."""
+    steps = [s for s in trace.steps if s.kind == "decode" and s.depth > 0]
+    return (sum(s.tokens_per_pass - s.batch for s in steps),
+            sum(len(q.drafted) for s in steps for q in s.seqs))  # fmt: skip
+
+
+def adaptive_conclusion(result: dict, gate_depth: int) -> str:
+    """Lesson 5's conclusion: what the gate changed, measured; nothing about the tokens it never sent."""
+    parts = []
+    for batch in (1, 8):
+        fixed, gated = result[batch]["fixed"].summary, result[batch]["gated"].summary
+        cut = 1 - gated["drafted_tokens"] / fixed["drafted_tokens"] if fixed["drafted_tokens"] else 0.0
+        faster = gated["tokens_per_s"] / fixed["tokens_per_s"] if fixed["tokens_per_s"] else 0.0
+        part = (f"at batch {batch} it drafted {cut:.0%} fewer tokens and ran {faster:.2f}× as fast as drafting all "
+                f"{gate_depth}")  # fmt: skip
+        if gated["alpha"] is not None and fixed["alpha"] is not None:
+            higher = "higher than" if gated["alpha"] > fixed["alpha"] else "not higher than"
+            part += (f", and the drafts it did send were accepted at α {gated['alpha']:.2f}, {higher} the "
+                     f"{fixed['alpha']:.2f} of drafting all {gate_depth}")  # fmt: skip
+        slots, real = verified_slots(result[batch]["gated"])
+        if batch > 1 and slots:
+            part += (f"; its verify passes still carried {slots - real} padded positions of {slots} draft slots "
+                     f"({(slots - real) / slots:.0%}), rows that had stopped while another row drafted on")  # fmt: skip
+        parts.append(part)
+    return ("Stopping where the drafter was unsure: " + "; ".join(parts) + ". The tokens it skipped were never "
+            "verified, so whether the target would have taken them is not measured here.")  # fmt: skip
