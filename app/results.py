@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app.views import charts, depth_policy, metrics, race, tokens
+from app.views.safe import md_escape
 from engine import Trace, sampling
 
 BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
@@ -168,7 +169,7 @@ def show_results(
         with st.container(height=box_height, border=False):
             st.html(tokens.lane_html(ar_recs, diffs, speculative=False))
     with right:
-        st.markdown(f"**Speculative** — k = {depth}, drafter: {spec.meta.get('draft_name') or 'none'}")
+        st.markdown(f"**Speculative** — k = {depth}, drafter: {md_escape(spec.meta.get('draft_name') or 'none')}")
         with st.container(height=box_height, border=False):
             st.html(tokens.lane_html(spec_recs, diffs, speculative=True))
 
@@ -182,7 +183,7 @@ def show_results(
                         width="stretch", key="chart_util")  # fmt: skip
         g3.caption(
             f"Peaks measured {peaks_where}: {peaks.peak_bandwidth / 1e9:.0f} GB/s, {peaks.peak_flops / 1e9:.0f} GFLOP/s "
-            f"({peaks.dtype}). The bandwidth and FLOP/s lines are modelled: SpecLab's counted bytes and FLOPs "
+            f"({md_escape(peaks.dtype)}). The bandwidth and FLOP/s lines are modelled: SpecLab's counted bytes and FLOPs "
             "(engine/costs.py) divided by each step's measured time, not hardware counters. " + gauge_note(gauge)
         )
     else:

@@ -12,8 +12,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from dataclasses import asdict, dataclass, field
+from typing import NoReturn
+
+import numpy as np
+
+from .config import MAX_DEPTH, ConfigError, DecodeConfig
 
 SCHEMA = "speclab.trace/1"
 
@@ -131,56 +137,26 @@ class Trace:
 
     @classmethod
     def from_dict(cls, data) -> Trace:
-        if not isinstance(data, dict):
-            raise TraceError("not a SpecLab trace: the JSON top level must be an object")
-        schema = data.get("schema")
-        if schema != SCHEMA:
-            raise TraceError(f"unsupported trace schema {schema!r}: this SpecLab reads {SCHEMA!r}")
-        missing = [k for k in ("config", "sequences", "steps", "summary") if k not in data]
-        if missing:
-            raise TraceError(f"malformed trace: missing {', '.join(missing)}")
-        try:
-            steps = []
-            for raw in data["steps"]:
-                raw = dict(raw)
-                seqs = []
-                for s in raw.pop("seqs", []):
-                    s = dict(s)
-                    s["drafted"] = [DraftToken(**d) for d in s.get("drafted", [])]
-                    seqs.append(SeqStep(**s))
-                steps.append(Step(**raw, seqs=seqs))
-            sequences = [dict(s) for s in data["sequences"]]
-            for s in sequences:
-                if not isinstance(s.get("output_ids"), list):
-                    raise TraceError("malformed trace: a sequence has no output_ids list")
-            if not isinstance(data["summary"], dict) or not isinstance(data["config"], dict):
-                raise TraceError("malformed trace: config and summary must be objects")
-        except TraceError:
-            raise
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            raise TraceError(f"malformed trace: {exc}") from None
-        return cls(
-            config=data["config"], sequences=sequences, steps=steps, summary=data["summary"], meta=data.get("meta", {})
-        )
+        """Validate a parsed trace (engine/trace.py `_trace`) and build it; TraceError names the bad field."""
+        return _trace(data)
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> Trace:
         try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
+            size = os.path.getsize(path)
+            if size > MAX_FILE_BYTES:
+                raise TraceError(_too_big(size))
+            with open(path, "rb") as f:
+                raw = f.read(MAX_FILE_BYTES + 1)
         except FileNotFoundError:
             raise TraceError(f"trace file not found: {path}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise TraceError(f"not a SpecLab trace: {path} is not valid JSON ({exc})") from None
-        return cls.from_dict(data)
+        except OSError as exc:
+            raise TraceError(f"trace file could not be read: {path} ({exc.strerror or exc})") from None
+        return cls.from_dict(parse_json(raw, name=os.fspath(path)))
 
     @classmethod
     def from_json_bytes(cls, raw: bytes) -> Trace:
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise TraceError(f"not a SpecLab trace: not valid JSON ({exc})") from None
-        return cls.from_dict(data)
+        return cls.from_dict(parse_json(raw))
 
 
 def _json_default(obj):
@@ -253,3 +229,331 @@ def summarize(steps: list[Step], new_tokens: int, wall_s: float, device: str, dt
         if isinstance(value, float) and not math.isfinite(value):
             summary[key] = None
     return summary
+
+
+# --- strict loading -------------------------------------------------------------------------------
+# A trace file is untrusted input (Replay accepts uploads on a public Space). It is parsed with size,
+# depth and number limits, then every field the app reads is checked for type, finiteness and range,
+# one small function per object kind. Every refusal is one TraceError sentence naming the field, e.g.
+# "malformed trace: steps[12].seqs[3].num_accepted must be between 0 and 4; got 9".
+MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_NESTING = 64  # the schema nests 6 deep (steps[i].seqs[j].drafted[k]); meta.probe 3
+MAX_INT_DIGITS = 30
+MAX_STEPS = 100_000
+MAX_SEQUENCES = 4096
+MAX_OUTPUT_TOKENS = 1_000_000  # output ids of one sequence
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # a JSON string, escapes included
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_STEP = np.zeros(256, np.int8)
+_BRACKET_STEP[list(b"[{")] = 1
+_BRACKET_STEP[list(b"]}")] = -1
+
+
+def _too_big(size: int) -> str:
+    return f"trace file too large: {size:,} bytes (at most {MAX_FILE_BYTES:,})"
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise TraceError(f"malformed trace: an integer has {len(text.lstrip('-'))} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise TraceError(f"malformed trace: the number {text[:20]} is out of range")
+    return value
+
+
+def _parse_constant(text: str):
+    raise TraceError(f"malformed trace: {text} is not a number a trace may hold (JSON has no NaN or Infinity)")
+
+
+def _check_nesting(raw: bytes) -> None:
+    """Refuse bracket nesting deeper than MAX_NESTING before json.loads recurses into it.
+
+    Works on the UTF-8 bytes: strings are cut out (their brackets are text), every other byte but the
+    brackets is dropped, and the running depth is a cumulative sum (numpy: 64 MB in well under a second).
+    """
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    if brackets and int(np.cumsum(_BRACKET_STEP[np.frombuffer(brackets, np.uint8)], dtype=np.int64).max()) > MAX_NESTING:
+        raise TraceError(f"malformed trace: JSON nested more than {MAX_NESTING} levels deep")
+
+
+def parse_json(raw: bytes | str, name: str | None = None):
+    """Parse trace JSON with limits: size, nesting depth, integer digits; NaN and Infinity refused."""
+    where = f"{name} is" if name else "the file is"
+    size = len(raw)
+    if size > MAX_FILE_BYTES:
+        raise TraceError(_too_big(size))
+    raw = raw.encode("utf-8") if isinstance(raw, str) else bytes(raw)
+    _check_nesting(raw)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TraceError(f"not a SpecLab trace: {where} not UTF-8 text") from None
+    try:
+        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"not a SpecLab trace: {where} not valid JSON ({exc})") from None
+    except RecursionError:
+        raise TraceError("malformed trace: JSON nested too deep") from None
+
+
+def _show(value) -> str:
+    """A short, one-line rendering of an offending value for an error message."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _fail(where: str, what: str, value) -> NoReturn:
+    raise TraceError(f"malformed trace: {where} {what}; got {_show(value)}")
+
+
+def _obj(value, where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+    """An object with exactly the known keys: all of `required`, any of `optional`."""
+    if not isinstance(value, dict):
+        _fail(where, "must be an object", value)
+    missing = [k for k in required if k not in value]
+    if missing:
+        raise TraceError(f"malformed trace: {where} is missing {', '.join(missing)}")
+    unknown = sorted(k for k in value if k not in required and k not in optional)
+    if unknown:
+        raise TraceError(f"malformed trace: {where} has unknown field {_show(unknown[0])}")
+    return value
+
+
+def _list(value, where: str, max_len: int) -> list:
+    if not isinstance(value, list):
+        _fail(where, "must be a list", value)
+    if len(value) > max_len:
+        raise TraceError(f"malformed trace: {where} has {len(value):,} entries (at most {max_len:,})")
+    return value
+
+
+def _int(value, where: str, low: int = 0, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        _fail(where, "must be an integer", value)
+    if value < low or (high is not None and value > high):
+        _fail(where, f"must be between {low} and {high}" if high is not None else f"must be >= {low}", value)
+    return value
+
+
+def _num(value, where: str, low: float = 0.0, high: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        _fail(where, "must be a finite number", value)
+    if value < low or (high is not None and value > high):
+        _fail(where, f"must be between {low:g} and {high:g}" if high is not None else f"must be >= {low:g}", value)
+    return float(value)
+
+
+def _opt_num(value, where: str, low: float = 0.0, high: float | None = None) -> float | None:
+    return None if value is None else _num(value, where, low, high)
+
+
+def _str(value, where: str) -> str:
+    if not isinstance(value, str):
+        _fail(where, "must be a string", value)
+    return value
+
+
+def _opt_str(value, where: str) -> str | None:
+    return None if value is None else _str(value, where)
+
+
+def _bool(value, where: str) -> bool:
+    if not isinstance(value, bool):
+        _fail(where, "must be true or false", value)
+    return value
+
+
+def _choice(value, where: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed or not isinstance(value, str):
+        _fail(where, f"must be one of {', '.join(allowed)}", value)
+    return value
+
+
+def _ids(value, where: str, max_len: int) -> list[int]:
+    return [_int(v, f"{where}[{i}]") for i, v in enumerate(_list(value, where, max_len))]
+
+
+def _scalar(value, where: str):
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, (int, float)):
+        return _num(value, where, low=-math.inf) if isinstance(value, float) else value
+    _fail(where, "must be a string, number, true/false or null", value)
+
+
+_DRAFT_KEYS = ("id", "text", "draft_prob", "target_prob", "accepted")
+
+
+def _draft_token(raw, where: str, position: int, num_accepted: int) -> DraftToken:
+    d = _obj(raw, where, _DRAFT_KEYS)
+    accepted = _bool(d["accepted"], f"{where}.accepted")
+    if accepted != (position < num_accepted):
+        _fail(f"{where}.accepted", f"must be {str(position < num_accepted).lower()} (num_accepted is {num_accepted})",
+              accepted)  # fmt: skip
+    return DraftToken(
+        id=_int(d["id"], f"{where}.id"), text=_str(d["text"], f"{where}.text"),
+        draft_prob=_num(d["draft_prob"], f"{where}.draft_prob", 0.0, 1.0),
+        target_prob=_num(d["target_prob"], f"{where}.target_prob", 0.0, 1.0), accepted=accepted,
+    )  # fmt: skip
+
+
+_SEQ_STEP_KEYS = ("seq", "drafted", "num_accepted", "next_id", "next_text", "next_prob", "next_kind", "emitted", "finished")
+
+
+def _seq_step(raw, where: str, n_sequences: int) -> SeqStep:
+    d = _obj(raw, where, _SEQ_STEP_KEYS)
+    seq = _int(d["seq"], f"{where}.seq")
+    if seq >= n_sequences:
+        _fail(f"{where}.seq", f"must index one of the trace's {n_sequences} sequences", seq)
+    drafted = _list(d["drafted"], f"{where}.drafted", MAX_DEPTH)
+    num_accepted = _int(d["num_accepted"], f"{where}.num_accepted", 0, len(drafted))
+    tokens = [_draft_token(t, f"{where}.drafted[{i}]", i, num_accepted) for i, t in enumerate(drafted)]
+    kind = "plain" if not drafted else "bonus" if num_accepted == len(drafted) else "correction"
+    if d["next_kind"] != kind:
+        _fail(f"{where}.next_kind", f"must be {kind!r} ({num_accepted} of {len(drafted)} drafts accepted)", d["next_kind"])
+    return SeqStep(
+        seq=seq, drafted=tokens, num_accepted=num_accepted, next_id=_int(d["next_id"], f"{where}.next_id"),
+        next_text=_str(d["next_text"], f"{where}.next_text"),
+        next_prob=_num(d["next_prob"], f"{where}.next_prob", 0.0, 1.0), next_kind=kind,
+        emitted=_ids(d["emitted"], f"{where}.emitted", MAX_DEPTH + 1), finished=_bool(d["finished"], f"{where}.finished"),
+    )  # fmt: skip
+
+
+_STEP_NUMBERS = ("draft_ms", "verify_ms", "overhead_ms", "target_flops", "draft_flops", "target_bytes", "draft_bytes",
+                 "flops_wasted")  # fmt: skip
+_STEP_KEYS = ("index", "kind", "depth", "batch", "tokens_per_pass", "t_start_s", "t_end_s", *_STEP_NUMBERS)
+
+
+def _step(raw, where: str, n_sequences: int) -> Step:
+    d = _obj(raw, where, _STEP_KEYS, optional=("util_pct", "policy_ms", "seqs"))
+    t_start = _num(d["t_start_s"], f"{where}.t_start_s")
+    t_end = _num(d["t_end_s"], f"{where}.t_end_s")
+    if t_end < t_start:
+        _fail(f"{where}.t_end_s", f"must be >= t_start_s ({t_start:g})", t_end)
+    seqs = _list(d.get("seqs", []), f"{where}.seqs", MAX_SEQUENCES)
+    return Step(
+        index=_int(d["index"], f"{where}.index"), kind=_choice(d["kind"], f"{where}.kind", ("prefill", "decode")),
+        depth=_int(d["depth"], f"{where}.depth", 0, MAX_DEPTH), batch=_int(d["batch"], f"{where}.batch", 1, MAX_SEQUENCES),
+        tokens_per_pass=_int(d["tokens_per_pass"], f"{where}.tokens_per_pass", 1), t_start_s=t_start, t_end_s=t_end,
+        **{k: _num(d[k], f"{where}.{k}") for k in _STEP_NUMBERS},
+        util_pct=_opt_num(d.get("util_pct"), f"{where}.util_pct", 0.0, 100.0),
+        policy_ms=_num(d.get("policy_ms", 0.0), f"{where}.policy_ms"),
+        seqs=[_seq_step(s, f"{where}.seqs[{i}]", n_sequences) for i, s in enumerate(seqs)],
+    )  # fmt: skip
+
+
+def _sequence(raw, where: str) -> dict:
+    d = _obj(raw, where, ("prompt", "prompt_tokens", "output_ids", "text"))
+    return {
+        "prompt": _str(d["prompt"], f"{where}.prompt"), "prompt_tokens": _int(d["prompt_tokens"], f"{where}.prompt_tokens"),
+        "output_ids": _ids(d["output_ids"], f"{where}.output_ids", MAX_OUTPUT_TOKENS), "text": _str(d["text"], f"{where}.text"),
+    }  # fmt: skip
+
+
+def _config(raw) -> dict:
+    """The run's DecodeConfig, checked by DecodeConfig itself (one place for the option ranges)."""
+    if not isinstance(raw, dict):
+        _fail("config", "must be an object", raw)
+    if "stop_at_eos" in raw:
+        _bool(raw["stop_at_eos"], "config.stop_at_eos")
+    try:
+        DecodeConfig.from_dict(raw)
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise TraceError(f"malformed trace: config: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    return dict(raw)
+
+
+_SUMMARY_INTS = ("new_tokens", "target_forwards", "drafted_tokens", "accepted_tokens")
+_SUMMARY_RATES = ("acceptance_rate", "alpha")
+_SUMMARY_NUMBERS = ("tokens_per_s", "mean_accepted", "tokens_per_step", "flops", "flops_wasted", "bytes", "draft_ms",
+                    "verify_ms", "overhead_ms")  # fmt: skip
+
+
+def _summary(raw) -> dict:
+    if not isinstance(raw, dict):
+        _fail("summary", "must be an object", raw)
+    for key in ("new_tokens", "wall_s"):
+        if key not in raw:
+            raise TraceError(f"malformed trace: summary is missing {key}")
+    out = {}
+    for key, value in raw.items():
+        where = f"summary.{key}"
+        if key == "wall_s":
+            out[key] = _num(value, where)
+            if out[key] <= 0:
+                _fail(where, "must be > 0", value)
+        elif key in _SUMMARY_INTS:
+            out[key] = _int(value, where)
+        elif key in _SUMMARY_RATES:
+            out[key] = _opt_num(value, where, 0.0, 1.0)
+        elif key in _SUMMARY_NUMBERS:
+            out[key] = _opt_num(value, where)
+        elif key in ("device", "dtype"):
+            out[key] = _str(value, where)
+        elif key == "per_position_acceptance":
+            rates = None if value is None else _list(value, where, MAX_DEPTH)
+            out[key] = None if rates is None else [_num(r, f"{where}[{i}]", 0.0, 1.0) for i, r in enumerate(rates)]
+        else:
+            out[key] = _scalar(value, where)
+    return out
+
+
+_META_STRINGS = ("device", "device_name", "dtype", "target_name", "draft_name", "util_source", "recorded_at")
+
+
+def _meta(raw) -> dict:
+    """Run facts: strings, numbers, true/false or null; `probe` (HardwareProbe.to_dict) one flat object."""
+    if not isinstance(raw, dict):
+        _fail("meta", "must be an object", raw)
+    out = {}
+    for key, value in raw.items():
+        where = f"meta.{key}"
+        if key in _META_STRINGS:
+            out[key] = _opt_str(value, where)
+        elif key == "probe":
+            out[key] = _probe(value, where)
+        else:
+            out[key] = _scalar(value, where)
+    return out
+
+
+def _probe(raw, where: str) -> dict:
+    if not isinstance(raw, dict):
+        _fail(where, "must be an object", raw)
+    out = {}
+    for key, value in raw.items():
+        if key in ("device", "device_name", "dtype"):
+            out[key] = _str(value, f"{where}.{key}")
+        elif key in ("peak_bandwidth", "peak_flops", "ridge_point"):
+            out[key] = _num(value, f"{where}.{key}")
+        else:
+            out[key] = _scalar(value, f"{where}.{key}")
+    return out
+
+
+def _trace(data) -> Trace:
+    if not isinstance(data, dict):
+        raise TraceError("not a SpecLab trace: the JSON top level must be an object")
+    schema = data.get("schema")
+    if schema != SCHEMA:
+        raise TraceError(f"unsupported trace schema {_show(schema)}: this SpecLab reads {SCHEMA!r}")
+    missing = [k for k in ("config", "sequences", "steps", "summary") if k not in data]
+    if missing:
+        raise TraceError(f"malformed trace: missing {', '.join(missing)}")
+    raw_sequences = _list(data["sequences"], "sequences", MAX_SEQUENCES)
+    sequences = [_sequence(s, f"sequences[{i}]") for i, s in enumerate(raw_sequences)]
+    raw_steps = _list(data["steps"], "steps", MAX_STEPS)
+    steps = [_step(s, f"steps[{i}]", len(sequences)) for i, s in enumerate(raw_steps)]
+    return Trace(
+        config=_config(data["config"]), sequences=sequences, steps=steps, summary=_summary(data["summary"]),
+        meta=_meta(data.get("meta", {})),
+    )  # fmt: skip

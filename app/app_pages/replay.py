@@ -9,12 +9,15 @@ malformed or unknown files with a TraceError; drawing is app/results.py, shared 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import streamlit as st
 
 from app.page_helpers import last_resort
 from app.results import Peaks, gauge_name, show_results
+from app.views.safe import md_escape, md_text
 from engine import Trace, TraceError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,12 +70,19 @@ def load_sample(entry: dict) -> tuple[Trace, Trace]:
 
 
 def recorded_on(trace: Trace) -> str:
-    """'recorded on <machine> (<device>, <dtype>), <date>' from the trace's own meta."""
+    """'recorded on <machine> (<device>, <dtype>), <date>' from the trace's own meta, its strings shown as text."""
     meta = trace.meta
-    machine = meta.get("device_name") or (meta.get("probe") or {}).get("device_name") or "an unknown machine"
+    machine = meta.get("device_name") or (meta.get("probe") or {}).get("device_name")
     detail = ", ".join(x for x in (meta.get("device"), trace.summary.get("dtype") or meta.get("dtype")) if x)
     date = str(meta.get("recorded_at") or "")[:10]
-    return f"recorded on **{machine}**" + (f" ({detail})" if detail else "") + (f", {date}" if date else "")
+    date = date if re.fullmatch(r"\d{4}-\d{2}-\d{2}", date) else ""
+    return (f"recorded on **{md_text(machine) if machine else 'an unknown machine'}**"
+            + (f" ({md_text(detail)})" if detail else "") + (f", {date}" if date else ""))  # fmt: skip
+
+
+def error_text(exc: Exception) -> str:
+    """A refusal as one line of Markdown-escaped text: trace values inside it are never rendered."""
+    return md_escape(exc, max_chars=600)
 
 
 def sample_label(entry: dict) -> str:
@@ -92,7 +102,7 @@ def controls(samples: list[dict]) -> tuple[Trace, Trace] | None:
             try:
                 return load_sample(entry)
             except TraceError as exc:
-                st.error(f"The shipped sample could not be read: {exc}", icon=":material/error:")
+                st.error("The shipped sample could not be read: " + error_text(exc), icon=":material/error:")
                 return None
         c1, c2 = st.columns(2)
         ar_file = c1.file_uploader("AR trace (JSON)", type="json", key="ar_file")
@@ -104,7 +114,7 @@ def controls(samples: list[dict]) -> tuple[Trace, Trace] | None:
     try:
         return parse_pair(ar_file.getvalue(), spec_file.getvalue())
     except TraceError as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(error_text(exc), icon=":material/error:")
         return None
 
 
@@ -122,6 +132,8 @@ if pair is not None:
     ar, spec = pair
     st.info(f"These are recorded measurements, not a live run: {recorded_on(spec)}.", icon=":material/history:")
     peaks = Peaks.from_meta(spec) or Peaks.from_meta(ar)
+    if peaks is not None:  # the recording machine's names are trace text: shown literally
+        peaks = replace(peaks, device_name=md_text(peaks.device_name))
     where = f"on the recording machine ({peaks.device_name})" if peaks and peaks.device_name else "on the recording machine"
     with last_resort("Could not draw these traces", "Are they complete SpecLab traces?"):
         show_results(ar, spec, peaks, gauge_name(spec), peaks_where=where)
