@@ -6,6 +6,7 @@ rejected draft tokens and the latency chart are on the page, and saves a screens
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -65,94 +66,82 @@ def server():
             log.close()
 
 
-def test_playground_run_and_race_replay(server):
+@contextlib.contextmanager
+def browser_page(height: int):
+    """A fresh headless Chromium page, 1400 px wide; the browser is closed whatever the test does."""
     sync_api = pytest.importorskip("playwright.sync_api")
-    (ROOT / "artifacts").mkdir(exist_ok=True)
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 4200})
-            # an extractive prompt with the n-gram drafter: some drafts are accepted, some rejected
-            t0 = time.monotonic()
-            page.goto(f"{server}/?tokens=16&depth=4", timeout=60_000)
-            page.get_by_text("Ready:").first.wait_for(timeout=180_000)
-            print("ready", time.monotonic() - t0)
-            page.get_by_role("button", name="▶ Run").click()
-            page.get_by_text("Race replay").wait_for(timeout=240_000)
-            replay = page.frame_locator("iframe").first
-            replay.locator("#race").wait_for(timeout=30_000)
-            print("replay shown", time.monotonic() - t0)
-            replay.locator('#race[data-state="done"]').wait_for(timeout=180_000)
-            print("replay done", time.monotonic() - t0)
-            page.wait_for_timeout(1000)  # let the charts finish drawing
-            assert replay.locator(".t.accepted.on").count() > 0
-            assert page.locator('[data-kind="accepted"]').count() > 0
-            assert page.locator('[data-kind="rejected"]').count() > 0
-            tooltip = page.locator('[data-kind="rejected"]').first.get_attribute("title") or ""
-            assert "draft q =" in tooltip and "target p =" in tooltip
-            # a greedy run: the target's argmax decided, so the tooltip does not offer min(1, p/q)
-            assert "argmax" in tooltip and "min(1, p/q)" not in tooltip
-            assert page.locator('[data-kind="plain"]').count() > 0  # the AR lane
-            assert page.get_by_text("Per-step latency").count() > 0
-            assert page.locator(".js-plotly-plot").count() >= 4
-            assert page.get_by_text("Traceback").count() == 0
-            page.screenshot(path=str(ROOT / "artifacts" / "playground.png"))
+            yield browser.new_page(viewport={"width": 1400, "height": height})
         finally:
             browser.close()
+
+
+def test_playground_run_and_race_replay(server):
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    with browser_page(height=4200) as page:
+        # an extractive prompt with the n-gram drafter: some drafts are accepted, some rejected
+        t0 = time.monotonic()
+        page.goto(f"{server}/?tokens=16&depth=4", timeout=60_000)
+        page.get_by_text("Ready:").first.wait_for(timeout=180_000)
+        print("ready", time.monotonic() - t0)
+        page.get_by_role("button", name="▶ Run").click()
+        page.get_by_text("Race replay").wait_for(timeout=240_000)
+        replay = page.frame_locator("iframe").first
+        replay.locator("#race").wait_for(timeout=30_000)
+        print("replay shown", time.monotonic() - t0)
+        replay.locator('#race[data-state="done"]').wait_for(timeout=180_000)
+        print("replay done", time.monotonic() - t0)
+        page.wait_for_timeout(1000)  # let the charts finish drawing
+        assert replay.locator(".t.accepted.on").count() > 0
+        assert page.locator('[data-kind="accepted"]').count() > 0
+        assert page.locator('[data-kind="rejected"]').count() > 0
+        tooltip = page.locator('[data-kind="rejected"]').first.get_attribute("title") or ""
+        assert "draft q =" in tooltip and "target p =" in tooltip
+        # a greedy run: the target's argmax decided, so the tooltip does not offer min(1, p/q)
+        assert "argmax" in tooltip and "min(1, p/q)" not in tooltip
+        assert page.locator('[data-kind="plain"]').count() > 0  # the AR lane
+        assert page.get_by_text("Per-step latency").count() > 0
+        assert page.locator(".js-plotly-plot").count() >= 4
+        assert page.get_by_text("Traceback").count() == 0
+        page.screenshot(path=str(ROOT / "artifacts" / "playground.png"))
 
 
 def test_replay_plays_a_shipped_sample(server):
     """Replay runs no model: the shipped sample pair races and its charts draw."""
-    sync_api = pytest.importorskip("playwright.sync_api")
     (ROOT / "artifacts").mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 3600})
-            page.goto(f"{server}/replay", timeout=60_000)
-            page.get_by_text("recorded measurements, not a live run").wait_for(timeout=120_000)
-            replay = page.frame_locator("iframe").first
-            replay.locator('#race[data-state="done"]').wait_for(timeout=180_000)
-            assert page.locator('[data-kind="accepted"]').count() > 0
-            assert page.locator(".js-plotly-plot").count() >= 3
-            assert page.get_by_text("Traceback").count() == 0
-            page.screenshot(path=str(ROOT / "artifacts" / "replay.png"))
-        finally:
-            browser.close()
+    with browser_page(height=3600) as page:
+        page.goto(f"{server}/replay", timeout=60_000)
+        page.get_by_text("recorded measurements, not a live run").wait_for(timeout=120_000)
+        replay = page.frame_locator("iframe").first
+        replay.locator('#race[data-state="done"]').wait_for(timeout=180_000)
+        assert page.locator('[data-kind="accepted"]').count() > 0
+        assert page.locator(".js-plotly-plot").count() >= 3
+        assert page.get_by_text("Traceback").count() == 0
+        page.screenshot(path=str(ROOT / "artifacts" / "replay.png"))
 
 
 def test_sweep_measures_the_pass_cost_curve(server):
     """Sweep: measure one-pass costs live at small settings; the curve and its table appear."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 2400})
-            page.goto(f"{server}/sweep", timeout=60_000)
-            page.get_by_text("Ready:").first.wait_for(timeout=180_000)
-            page.get_by_role("button", name="Measure passes").click()
-            page.get_by_text("time of one target pass").wait_for(timeout=240_000)
-            assert page.get_by_text("ridge ≈").count() > 0
-            assert page.get_by_text("Traceback").count() == 0
-            page.screenshot(path=str(ROOT / "artifacts" / "sweep.png"), full_page=True)
-        finally:
-            browser.close()
+    with browser_page(height=2400) as page:
+        page.goto(f"{server}/sweep", timeout=60_000)
+        page.get_by_text("Ready:").first.wait_for(timeout=180_000)
+        page.get_by_role("button", name="Measure passes").click()
+        page.get_by_text("time of one target pass").wait_for(timeout=240_000)
+        assert page.get_by_text("ridge ≈").count() > 0
+        assert page.get_by_text("Traceback").count() == 0
+        page.screenshot(path=str(ROOT / "artifacts" / "sweep.png"), full_page=True)
 
 
 def test_lessons_run_the_first_experiment(server):
     """Lessons: the first lesson's experiment runs live and its measured conclusion appears."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 2000})
-            page.goto(f"{server}/lessons", timeout=60_000)
-            page.get_by_text("Ready:").first.wait_for(timeout=180_000)
-            page.get_by_role("button", name="▶ Run the experiment").first.click()
-            page.get_by_text("Sixteen tokens in one pass").wait_for(timeout=180_000)
-            page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)  # the measured pass-cost curve
-            page.wait_for_timeout(1000)  # let it finish drawing before the screenshot
-            assert page.get_by_text("Traceback").count() == 0
-            page.screenshot(path=str(ROOT / "artifacts" / "lessons.png"), full_page=True)
-        finally:
-            browser.close()
+    with browser_page(height=2000) as page:
+        page.goto(f"{server}/lessons", timeout=60_000)
+        page.get_by_text("Ready:").first.wait_for(timeout=180_000)
+        page.get_by_role("button", name="▶ Run the experiment").first.click()
+        page.get_by_text("Sixteen tokens in one pass").wait_for(timeout=180_000)
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)  # the measured pass-cost curve
+        page.wait_for_timeout(1000)  # let it finish drawing before the screenshot
+        assert page.get_by_text("Traceback").count() == 0
+        page.screenshot(path=str(ROOT / "artifacts" / "lessons.png"), full_page=True)

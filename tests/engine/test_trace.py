@@ -19,6 +19,7 @@ def test_trace_round_trip(tiny, tmp_path):
     assert loaded.to_dict() == json.loads(path.read_text())
     assert loaded.output_ids == trace.output_ids and loaded.summary == trace.summary
     assert loaded.steps[1].seqs[0].drafted == trace.steps[1].seqs[0].drafted
+    assert [s.policy_ms for s in loaded.steps] == [s.policy_ms for s in trace.steps]  # the strict loader keeps it
     assert list(tmp_path.iterdir()) == [path]  # atomic write leaves no temp file
 
 
