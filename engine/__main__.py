@@ -1,4 +1,4 @@
-"""Command line: python -m engine run | bench | passes | probe   (DESIGN.md §3, plus `passes`).
+"""Command line: python -m engine run | bench | passes | probe | predict   (DESIGN.md §3, plus `passes`, `predict`).
 
     python -m engine run   --prompt TEXT [--prompt TEXT ...] --mode {autoregressive,speculative} [--depth K]
                            [--drafter {model,ngram,eagle}] [--confidence C] [--temperature T] [--top-p P] [--max-new-tokens N] [--seed S]
@@ -6,6 +6,8 @@
     python -m engine bench --batch 1,4,16 --depth 0,2,4,8 [--confidence 0,0.3] [--drafter ...] [--dtype ...] [--json PATH]
     python -m engine passes [--batch 1,8] [--tokens 1,2,4,...] [--context 150]   # one forward's time vs tokens per pass
     python -m engine probe
+    python -m engine predict --gpu H200 --model 8B [--context 1024] [--alpha 0.7] [--c 0.05] [--dtype bfloat16]
+                             [--floor graph|eager|none]   # the roofline predictor's table: a model, not a measurement
 Errors in the input are printed as one line and exit with status 2; no traceback.
 """
 
@@ -124,11 +126,29 @@ def build_parser() -> argparse.ArgumentParser:
     probe = sub.add_parser("probe", help="measure this machine's peak memory bandwidth and matmul FLOP/s")
     probe.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     probe.add_argument("--device", default=None)
+
+    predict = sub.add_parser("predict", help="the roofline predictor for a named GPU (a model, not a measurement)")
+    predict.add_argument("--gpu", default="H200", help="T4, L4, A10G, A100-40GB, A100-80GB, H100-SXM, H200, B200, RTX4090")
+    predict.add_argument("--model", default="8B", help="135M, 1.7B, 7B, 8B, 27B, 70B")
+    predict.add_argument("--context", type=int, default=1024, help="KV cache length per row")
+    predict.add_argument("--alpha", type=float, default=0.7, help="per-token acceptance")
+    predict.add_argument("--c", type=float, default=0.05, help="draft step cost / target step cost")
+    predict.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    predict.add_argument("--floor", default="graph", choices=["graph", "eager", "none"])
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "predict":
+        from .predictor import prediction_table
+
+        try:
+            print(prediction_table(args.gpu, args.model, args.context, args.alpha, args.c, args.dtype, args.floor))
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
     from . import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate, load_pair
 
     try:
