@@ -16,6 +16,7 @@ pages = [
     st.Page(str(PAGES / "playground.py"), title="Playground", icon="🏁", default=True),
     st.Page(str(PAGES / "lessons.py"), title="Lessons", icon="🎓"),
     st.Page(str(PAGES / "sweep.py"), title="Sweep", icon="📈"),
+    st.Page(str(PAGES / "predictor.py"), title="Predictor", icon="🧮"),
     st.Page(str(PAGES / "replay.py"), title="Replay", icon="📼"),
 ]
 st.navigation(pages).run()

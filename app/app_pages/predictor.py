@@ -1,0 +1,215 @@
+"""Predictor: a roofline model of pass time and speculative speedup on named GPUs, checked against measurements.
+
+Page shape (DESIGN §5): title, short prose, controls, result. The lines and the heat map are a MODEL
+(engine/predictor.py: data-sheet peaks, SpecLab's measured overhead floors, Leviathan's formula), labelled
+so everywhere; the points over them are measurements: SpecLab's recorded GPU runs (engine/recordings.py) and,
+on request, this machine's own pass-cost curve (engine/passcurve.py) under the app's run lock. Every control
+is bound to the URL; a link value a control cannot take falls back to the default with a notice.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import resources
+from app.page_helpers import load_pair_or_error, show_failure, url_fallbacks
+from app.views.predictor import (
+    MeasuredSeries,
+    crossover_lines,
+    error_table,
+    pass_time_figure,
+    series_summary,
+    speedup_heatmap,
+)
+from engine import ConfigError
+from engine.architectures import ARCHITECTURES, architecture
+from engine.gpus import GPUS, gpu_for_device
+from engine.passcurve import pass_curve
+from engine.predictor import FLOOR_LABELS, FLOOR_SOURCE, GRID_BATCHES, Roof, floor_ms, pass_ms, speedup_grid
+from engine.recordings import check, load_recordings
+
+MODAL = "https://modal.com/llm-almanac/spec-dec-roofline"
+LEVIATHAN = "https://arxiv.org/abs/2211.17192"
+GPU_BY_LABEL = {g.name: key for key, g in GPUS.items()}
+MODEL_BY_LABEL = {f"{a.key} · {a.name}": key for key, a in ARCHITECTURES.items()}
+DTYPES = ["bfloat16", "float16", "float32"]
+CONTEXTS = [0, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+FLOOR_BY_LABEL = {"CUDA graph": "graph", "eager": "eager", "none": "none"}
+MODE_LABELS = {"graph": "CUDA graph", "eager": "eager"}
+DEPTHS = list(range(1, 9))
+LABELS = {"gpu": "GPU", "model": "Model size", "dtype": "dtype", "ctx": "Context length", "alpha": "α",
+          "c": "c", "floor": "Overhead floor"}  # fmt: skip
+MEASURE_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
+
+
+def controls() -> dict:
+    """Draw the URL-bound controls; return their values by key (labels, as the widgets hold them)."""
+    first_run = "predictor_notices" not in st.session_state
+    raw = st.query_params.to_dict() if first_run else {}  # read before any bound widget is drawn
+    notices = st.container()
+    with st.container(border=True):
+        c1, c2, c3, c4 = st.columns([3, 3, 2, 2])
+        values = {
+            "gpu": c1.selectbox("GPU", list(GPU_BY_LABEL), index=list(GPUS).index("H200"), key="gpu",
+                                bind="query-params"),
+            "model": c2.selectbox("Model size", list(MODEL_BY_LABEL), index=list(ARCHITECTURES).index("8B"),
+                                  key="model", bind="query-params"),
+            "dtype": c3.radio("dtype", DTYPES, key="dtype", bind="query-params", horizontal=True,
+                              help="Weights and KV cache in this dtype; FLOP/s from the GPU's figure for it."),
+            "floor": c4.radio("Overhead floor", list(FLOOR_BY_LABEL), key="floor", bind="query-params", horizontal=True,
+                              help="The least a pass costs, measured by SpecLab on an H200: eager = one kernel "
+                                   "launch per op from Python; CUDA graph = the same forward replayed."),
+        }  # fmt: skip
+        s1, s2, s3 = st.columns(3)
+        values["ctx"] = s1.select_slider("Context length (KV cache tokens per sequence)", CONTEXTS, value=1024,
+                                         key="ctx", bind="query-params")  # fmt: skip
+        values["alpha"] = s2.slider("α (per-token acceptance)", 0.0, 1.0, 0.7, step=0.01, key="alpha",
+                                    bind="query-params")  # fmt: skip
+        values["c"] = s3.slider("c (draft step cost ÷ target step cost)", 0.0, 1.0, 0.05, step=0.01, key="c",
+                                bind="query-params")  # fmt: skip
+    st.session_state["predictor_notices"] = url_fallbacks(raw, values, LABELS) if first_run else []
+    for notice in st.session_state["predictor_notices"]:
+        notices.warning(notice, icon=":material/link_off:")
+    return values
+
+
+def recorded_series(records, chip, arch, dtype: str, costs, roof: Roof) -> list[MeasuredSeries]:
+    """The recorded passes of this GPU, model shape and dtype, one series per (file, mode), with the model's times."""
+    groups: dict[tuple, list] = {}
+    for r in records:
+        if r.dtype == dtype and gpu_for_device(r.device) is chip and architecture_or_none(r.shape) is arch:
+            groups.setdefault((r.source, r.mode, r.device, r.date), []).append(r)
+    series = []
+    for (source, mode, device, date), group in groups.items():
+        group.sort(key=lambda r: r.tokens_per_pass)
+        series.append(MeasuredSeries(
+            label=f"measured on {device}, {MODE_LABELS[mode]} ({date}, {source.split('/')[-1]})",
+            tokens=tuple(r.tokens_per_pass for r in group), ms=tuple(r.ms for r in group),
+            predicted=tuple(pass_ms(costs, roof, r.batch, r.new_tokens, r.context, r.mode, r.logits_tokens) for r in group),
+            detail=tuple(f"batch {r.batch} × {r.new_tokens}, context {r.context}" for r in group),
+        ))  # fmt: skip
+    return series
+
+
+def architecture_or_none(shape: str):
+    try:
+        return architecture(shape)
+    except ValueError:
+        return None
+
+
+st.title("🧮 Predictor")
+st.markdown(
+    "**A model, not a measurement.** What would one forward pass, and speculative decoding, cost on a GPU this "
+    "server does not have? The roofline says a pass takes at least as long as streaming its bytes (every weight, "
+    "plus each sequence's KV cache) at the memory bandwidth, and at least as long as its FLOPs at the peak FLOP/s; "
+    "a real pass also pays a fixed overhead for launching its kernels. Speculation's speedup then follows "
+    f"Leviathan et al.'s formula ([2023]({LEVIATHAN})) with the verify pass priced by the same model: "
+    "E[tokens](α, k) · T(B, 1) / (k · c · T(B, 1) + T(B, k + 1)). "
+    f"(The idea of Modal's [Spec Dec Roofline]({MODAL}), here checked against SpecLab's own recorded passes.)"
+)
+values = controls()
+chip, arch = GPUS[GPU_BY_LABEL[values["gpu"]]], ARCHITECTURES[MODEL_BY_LABEL[values["model"]]]
+dtype, floor, context = values["dtype"], FLOOR_BY_LABEL[values["floor"]], int(values["ctx"])
+alpha, c = float(values["alpha"]), float(values["c"])
+costs = arch.costs(dtype)
+records, refused = load_recordings()
+
+try:
+    roof = Roof.from_gpu(chip, dtype)
+except ValueError as exc:
+    st.error(f"{exc} (the {chip.name}'s data sheet has no figure for it). Fix: choose float16 or float32.",
+             icon=":material/error:")  # fmt: skip
+    roof = None
+
+if roof is not None:
+    memory = chip.memory_gb * 1e9
+    st.caption(
+        f"**{chip.name}**: {chip.bandwidth / 1e9:,.0f} GB/s, {roof.flops / 1e12:,.1f} TFLOP/s dense {dtype} "
+        f"(source: {chip.source}); ridge point {roof.ridge_point:.0f} FLOP/byte. **{arch.name}** "
+        f"([config]({arch.source})): {costs.weight_bytes / 1e9:.2f} GB of weights streamed per pass, "
+        f"{costs.kv_bytes_per_token / 1e3:.1f} kB of KV cache per token ({costs.kv_bytes_per_token * context / 1e6:,.1f} "
+        f"MB per sequence at {context:,} tokens). Floors: eager {floor_ms(costs, 'eager'):.2f} ms, CUDA graph "
+        f"{floor_ms(costs, 'graph'):.2f} ms for {arch.layers} layers, scaled from {FLOOR_SOURCE}."
+    )
+    for note in (chip.note, arch.note):
+        if note:
+            st.caption(f"Note: {note}")
+    if costs.weight_bytes > memory:
+        st.warning(f"{arch.name}'s weights ({costs.weight_bytes / 1e9:.0f} GB in {dtype}) do not fit in the "
+                   f"{chip.name}'s {chip.memory_gb:.0f} GB: it would need several GPUs (tensor parallelism, which this "
+                   "model does not price). The pass-time curve is shown as if it fitted; the heat map is empty.",
+                   icon=":material/memory:")  # fmt: skip
+
+    # --- 1. pass time vs tokens per pass ---------------------------------------------------------
+    st.subheader("1 · What one pass costs")
+    series = recorded_series(records, chip, arch, dtype, costs, roof)
+    floors = {"eager": floor_ms(costs, "eager"), "graph": floor_ms(costs, "graph")}
+    title = f"{arch.name} on the {chip.name}, {dtype}, context {context:,}, {FLOOR_LABELS[floor]}"
+    st.plotly_chart(pass_time_figure(costs, roof, context, floor, title, series, floors), width="stretch",
+                    key="pass_fig")  # fmt: skip
+    if series:
+        st.markdown("**The model against SpecLab's recorded passes** (each point's model time uses that pass's own "
+                    "batch, tokens, context and the floor of its mode):")  # fmt: skip
+        for s in series:
+            st.markdown(f"- {series_summary(s)}")
+    else:
+        have = sorted({(r.device, getattr(architecture_or_none(r.shape), "name", r.shape), r.dtype) for r in records})
+        st.caption("No recorded pass for this GPU, model and dtype, so there is nothing to check this curve "
+                   "against here. SpecLab has recorded passes for: "
+                   + "; ".join(f"{d} × {s} ({t})" for d, s, t in have) + ".")  # fmt: skip
+
+    # --- 2. speedup over batch x depth -----------------------------------------------------------
+    st.subheader("2 · Predicted speedup over batch × depth")
+    grid = speedup_grid(costs, roof, alpha, c, GRID_BATCHES, DEPTHS, context, floor, memory)
+    st.plotly_chart(speedup_heatmap(grid, f"α {alpha:.2f}, c {c:.2f}, {title}"), width="stretch", key="grid_fig")
+    for line in crossover_lines(grid):
+        st.markdown(f"- {line}")
+    st.caption("✕ marks each depth's crossover: the first batch where speculation is predicted to fall below plain "
+               "decoding. Empty cells: the weights plus batch × (context + k + 1) tokens of KV cache exceed the GPU's "
+               "memory. c prices a draft step at c target steps at the same batch; α is per token (Leviathan's).")  # fmt: skip
+
+# --- 3. the model against every recording --------------------------------------------------------
+st.subheader("3 · How far off is the model?")
+st.markdown("Every recorded GPU pass SpecLab ships, predicted with its GPU's data-sheet peaks and again with the "
+            "peaks that run probed itself (a copy and a matmul), with the floor of its mode:")  # fmt: skip
+rows = check(records)
+if rows:
+    st.dataframe(error_table(rows), hide_index=True)
+else:
+    st.caption("No recorded GPU passes were found (docs/measurements/, assets/recordings/).")
+for line in refused:
+    st.warning(f"A recording could not be used: {line}", icon=":material/error:")
+
+# --- 4. this machine -----------------------------------------------------------------------------
+st.subheader("4 · This machine, measured now")
+st.markdown("The same model for the embedded target (SmolLM2-135M) on this server, with the peaks probed here "
+            "(a copy and a matmul, engine/hardware.py) and no overhead floor (the floors above were measured on "
+            "a GPU), against the target's pass-cost curve timed on this machine (batch 1, fastest of 3; cached "
+            "after the first time, about 15 s on a 2-core CPU).")  # fmt: skip
+if st.button("Measure this machine's pass-cost curve", key="measure_cpu"):
+    loaded = load_pair_or_error("embedded", "auto", with_probe=True)
+    if loaded is not None:
+        pair, probe = loaded
+        with resources.model_turn(st.empty()):
+            try:
+                with st.spinner("Timing the target's passes (or reading this machine's cached curve)…"):
+                    curve = pass_curve(pair)
+                st.session_state["cpu_check"] = {"curve": curve, "costs": pair.target_costs, "probe": probe}
+            except MEASURE_ERRORS as exc:
+                show_failure("The measurement failed", exc)
+measured = st.session_state.get("cpu_check")
+if measured:
+    curve, cpu_costs, probe = measured["curve"], measured["costs"], measured["probe"]
+    cpu_roof = Roof(f"{probe.device_name}, probed", probe.peak_bandwidth, probe.peak_flops)
+    cpu = MeasuredSeries(
+        label=f"measured on {probe.device_name} ({curve.measured_at[:10]})", tokens=curve.tokens, ms=curve.ms,
+        predicted=tuple(pass_ms(cpu_costs, cpu_roof, 1, n, curve.context, "none") for n in curve.tokens),
+        detail=tuple(f"batch 1 × {n}, context {curve.context}" for n in curve.tokens),
+    )  # fmt: skip
+    st.plotly_chart(pass_time_figure(cpu_costs, cpu_roof, curve.context, "none",
+                                     f"SmolLM2-135M on {probe.device_name}, {probe.dtype}, probed peaks", [cpu],
+                                     top=max(curve.tokens)), width="stretch", key="cpu_fig")  # fmt: skip
+    st.markdown(f"- {series_summary(cpu)}")
+    st.caption(f"Probed here: {probe.peak_bandwidth / 1e9:.1f} GB/s, {probe.peak_flops / 1e9:.0f} GFLOP/s "
+               f"({probe.dtype}); curve measured {curve.measured_at} ({curve.key}).")  # fmt: skip

@@ -1,0 +1,156 @@
+"""The Predictor page's figures and tables: the roofline MODEL of engine/predictor.py drawn, and measurements over it.
+
+Pure functions (no streamlit): numbers in, plotly figures / table rows / text out. Every figure says in its
+title that the lines are a model; measured points are drawn as markers and named with their machine.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from engine.costs import ModelCosts
+from engine.predictor import FLOOR_LABELS, Roof, SpeedupGrid, model_error, pass_ms, ridge_tokens_per_pass
+
+MODEL_LABEL = "model, not a measurement"
+LAYOUT_COLORS = {"rows": "#1f4fd1", "tokens": "#f2a93b"}
+FLOOR_COLORS = {"graph": "#0a7d32", "eager": "#b8006b"}
+POINT_COLORS = ["#111111", "#8a5a00", "#5b2a86", "#00707a"]
+
+
+@dataclass(frozen=True)
+class MeasuredSeries:
+    """Measured passes and the model's time for each of them (same batch, tokens, context, head positions)."""
+
+    label: str  # e.g. "measured on NVIDIA H200, CUDA graph (2026-11-30)"
+    tokens: tuple[int, ...]  # tokens per pass
+    ms: tuple[float, ...]
+    predicted: tuple[float, ...]
+    detail: tuple[str, ...] = ()  # per point, e.g. "batch 8 × 4 tokens, context 0"
+
+    @property
+    def error(self) -> float:
+        """Median |predicted / measured - 1|."""
+        return model_error(list(self.predicted), list(self.ms))
+
+    @property
+    def ratio(self) -> float:
+        """Median predicted / measured (below 1: the model is faster than the machine)."""
+        return statistics.median(p / m for p, m in zip(self.predicted, self.ms, strict=True))
+
+
+def token_grid(top: int = 8192, per_octave: int = 4) -> list[int]:
+    """Integer tokens-per-pass values from 1 to `top`, about evenly spaced on a log axis."""
+    steps = int(math.log2(top) * per_octave)
+    return sorted({round(2 ** (i / per_octave)) for i in range(steps + 1)})
+
+
+def pass_time_figure(costs: ModelCosts, roof: Roof, context: int, floor: str, title: str,
+                     measured: list[MeasuredSeries] = (), floors: dict[str, float] | None = None,
+                     top: int = 8192) -> go.Figure:  # fmt: skip
+    """Predicted time of one pass vs tokens per pass (log-log): one row of n tokens (a verify pass) and n rows
+    of one token (a decode batch), each under `floor`; the overhead floors as horizontal lines; the ridge as a
+    vertical line; measured passes as markers, with the model's time for the same passes as open markers."""
+    xs = token_grid(top)
+    fig = go.Figure()
+    layouts = {"rows": ("1 row × n tokens (verify pass)", lambda n: (1, n)),
+               "tokens": ("n rows × 1 token (decode batch)", lambda n: (n, 1))}  # fmt: skip
+    for key, (name, shape) in layouts.items():
+        ys = [pass_ms(costs, roof, *shape(n), context, floor) for n in xs]
+        fig.add_scatter(x=xs, y=ys, mode="lines", name=f"model: {name}", line={"color": LAYOUT_COLORS[key], "width": 3},
+                        hovertemplate="%{x} tokens/pass: %{y:.3g} ms (model)<extra></extra>")  # fmt: skip
+    bare = [pass_ms(costs, roof, 1, n, context, "none") for n in xs]
+    fig.add_scatter(x=xs, y=bare, mode="lines", name="model: roofline alone (no floor), 1 row",
+                    line={"color": LAYOUT_COLORS["rows"], "dash": "dot", "width": 1},
+                    hovertemplate="%{x} tokens/pass: %{y:.3g} ms (roofline)<extra></extra>")  # fmt: skip
+    for kind, ms in (floors or {}).items():
+        if ms > 0:
+            fig.add_hline(y=ms, line_dash="dash", line_color=FLOOR_COLORS.get(kind, "#8a8d99"),
+                          annotation_text=f"{FLOOR_LABELS.get(kind, kind)} {ms:.2f} ms", annotation_position="top left")  # fmt: skip
+    n_star = ridge_tokens_per_pass(costs, roof)
+    if 1 <= n_star <= 10 * top:
+        fig.add_vline(x=n_star, line_dash="dash", line_color="#b00020")
+        fig.add_annotation(x=math.log10(n_star), y=0.02, yref="paper", text=f"ridge ≈ {n_star:.0f} tokens/pass",
+                           showarrow=False, font={"color": "#b00020"}, xanchor="left", yanchor="bottom")  # fmt: skip
+    for i, series in enumerate(measured):
+        color = POINT_COLORS[i % len(POINT_COLORS)]
+        detail = list(series.detail) or [""] * len(series.ms)
+        fig.add_scatter(x=list(series.tokens), y=list(series.ms), mode="markers", name=series.label,
+                        marker={"color": color, "size": 9}, customdata=list(zip(series.predicted, detail, strict=True)),
+                        hovertemplate="%{x} tokens/pass, %{customdata[1]}: measured %{y:.3g} ms, "
+                                      "model %{customdata[0]:.3g} ms<extra></extra>")  # fmt: skip
+        fig.add_scatter(x=list(series.tokens), y=list(series.predicted), mode="markers",
+                        name=f"model at the passes {series.label.removeprefix('measured ')}",
+                        marker={"color": color, "size": 9, "symbol": "circle-open"}, hoverinfo="skip")  # fmt: skip
+    fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)")
+    fig.update_yaxes(type="log", title_text="ms per pass")
+    fig.update_layout(title={"text": f"{title} ({MODEL_LABEL})", "font": {"size": 15}}, height=460,
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40},
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0})  # fmt: skip
+    return fig
+
+
+def speedup_heatmap(grid: SpeedupGrid, title: str) -> go.Figure:
+    """Predicted speedup over batch (columns) × depth (rows); green wins, red loses; ✕ marks each depth's crossover,
+    the first batch where speculation falls below plain decoding; empty cells do not fit the GPU's memory."""
+    x = [str(b) for b in grid.batches]
+    y = [str(d) for d in grid.depths]
+    z = [list(row) for row in grid.values]
+    text = [["" if v is None else f"{v:.2f}×" for v in row] for row in z]
+    finite = [v for row in z for v in row if v is not None]
+    top = max([2.0, *finite])
+    fig = go.Figure(go.Heatmap(
+        z=z, x=x, y=y, text=text, texttemplate="%{text}", zmin=0.0, zmax=top, zmid=1.0,
+        colorscale=[[0, "#b00020"], [1 / top, "#f4f4f4"], [1, "#0a7d32"]], colorbar={"title": "speedup"},
+        hovertemplate="batch %{x}, depth %{y}: %{text} (model)<extra></extra>",
+    ))  # fmt: skip
+    cross = [(str(b), str(d)) for d, b in grid.crossover.items() if b is not None]
+    if cross:
+        fig.add_scatter(x=[c[0] for c in cross], y=[c[1] for c in cross], mode="markers", name="crossover",
+                        marker={"symbol": "x-thin", "size": 22, "line": {"width": 3, "color": "#111"}},
+                        hovertemplate="depth %{y}: below plain decoding from batch %{x}<extra></extra>")  # fmt: skip
+    fig.update_xaxes(title_text="batch size", type="category")
+    fig.update_yaxes(title_text="speculation depth k", type="category")
+    fig.update_layout(title={"text": f"{title} ({MODEL_LABEL})", "font": {"size": 15}}, height=380,
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40}, showlegend=False)  # fmt: skip
+    return fig
+
+
+def crossover_lines(grid: SpeedupGrid) -> list[str]:
+    """One sentence per depth, computed from the grid: where it falls below plain decoding, or that it does not."""
+    lines = []
+    for depth, row in zip(grid.depths, grid.values, strict=True):
+        batch = grid.crossover[depth]
+        fitting = [(b, v) for b, v in zip(grid.batches, row, strict=True) if v is not None]
+        if not fitting:
+            lines.append(f"depth {depth}: no batch in the grid fits the GPU's memory")
+        elif batch is None:
+            best = max(fitting, key=lambda bv: bv[1])
+            lines.append(f"depth {depth}: stays above plain decoding up to batch {fitting[-1][0]} "
+                         f"(best {best[1]:.2f}× at batch {best[0]})")  # fmt: skip
+        else:
+            value = row[grid.batches.index(batch)]
+            lines.append(f"depth {depth}: falls below plain decoding at batch {batch} ({value:.2f}×)")
+    return lines
+
+
+def series_summary(series: MeasuredSeries) -> str:
+    """'<label>: N passes, model error (median |model/measured − 1|) 24%; the model is 0.76× the measured time'."""
+    side = "faster than the machine" if series.ratio < 1 else "slower than the machine"
+    return (f"{series.label}: {len(series.ms)} passes; model error (median |model / measured − 1|) "
+            f"**{series.error:.0%}**; median model / measured = {series.ratio:.2f} (the model is {side})")  # fmt: skip
+
+
+def error_table(rows) -> list[dict]:
+    """The recorded-run check (engine.recordings.check rows) as table rows for the page."""
+
+    def pct(v):
+        return None if v is None else f"{v:.0%}"
+
+    return [{"device": r.device, "model shape": r.shape, "mode": r.mode, "passes": r.points,
+             "error, data-sheet peaks": pct(r.error_sheet), "error, the run's probed peaks": pct(r.error_probed),
+             "model / measured (median)": None if r.ratio_sheet is None else round(r.ratio_sheet, 2),
+             "recorded": r.date, "file": r.source} for r in rows]  # fmt: skip
