@@ -66,10 +66,11 @@ def pass_time_figure(costs: ModelCosts, roof: Roof, context: int, floor: str, ti
     fig.add_scatter(x=xs, y=bare, mode="lines", name="model: roofline alone (no floor), 1 row",
                     line={"color": LAYOUT_COLORS["rows"], "dash": "dot", "width": 1},
                     hovertemplate="%{x} tokens/pass: %{y:.3g} ms (roofline)<extra></extra>")  # fmt: skip
-    for kind, ms in (floors or {}).items():
+    for kind, ms in (floors or {}).items():  # lines, not add_hline: its annotations misplace on a log axis
         if ms > 0:
-            fig.add_hline(y=ms, line_dash="dash", line_color=FLOOR_COLORS.get(kind, "#8a8d99"),
-                          annotation_text=f"{FLOOR_LABELS.get(kind, kind)} {ms:.2f} ms", annotation_position="top left")  # fmt: skip
+            fig.add_scatter(x=[xs[0], xs[-1]], y=[ms, ms], mode="lines", name=f"{FLOOR_LABELS.get(kind, kind)} {ms:.2f} ms",
+                            line={"color": FLOOR_COLORS.get(kind, "#8a8d99"), "dash": "dash", "width": 1.5},
+                            hovertemplate=f"{FLOOR_LABELS.get(kind, kind)}: {ms:.2f} ms<extra></extra>")  # fmt: skip
     n_star = ridge_tokens_per_pass(costs, roof)
     if 1 <= n_star <= 10 * top:
         fig.add_vline(x=n_star, line_dash="dash", line_color="#b00020")
@@ -110,7 +111,7 @@ def speedup_heatmap(grid: SpeedupGrid, title: str) -> go.Figure:
     cross = [(str(b), str(d)) for d, b in grid.crossover.items() if b is not None]
     if cross:
         fig.add_scatter(x=[c[0] for c in cross], y=[c[1] for c in cross], mode="markers", name="crossover",
-                        marker={"symbol": "x-thin", "size": 22, "line": {"width": 3, "color": "#111"}},
+                        marker={"symbol": "x-thin", "size": 14, "line": {"width": 2, "color": "#111"}},
                         hovertemplate="depth %{y}: below plain decoding from batch %{x}<extra></extra>")  # fmt: skip
     fig.update_xaxes(title_text="batch size", type="category")
     fig.update_yaxes(title_text="speculation depth k", type="category")

@@ -145,3 +145,17 @@ def test_lessons_run_the_first_experiment(server):
         page.wait_for_timeout(1000)  # let it finish drawing before the screenshot
         assert page.get_by_text("Traceback").count() == 0
         page.screenshot(path=str(ROOT / "artifacts" / "lessons.png"), full_page=True)
+
+
+def test_predictor_draws_the_model_and_the_recorded_passes(server):
+    """Predictor: no model runs; the model's curve, the recorded H200 passes over it and the heat map draw."""
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    with browser_page(height=3000) as page:
+        page.goto(f"{server}/predictor?model=1.7B%20%C2%B7%20SmolLM2-1.7B&ctx=0", timeout=60_000)
+        page.get_by_text("How far off is the model?").wait_for(timeout=120_000)
+        page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
+        page.wait_for_timeout(1000)  # let the charts finish drawing
+        assert page.get_by_text("model, not a measurement").count() >= 2  # both figures' titles say so
+        assert page.get_by_text("measured on NVIDIA H200, CUDA graph").count() > 0
+        assert page.get_by_text("Traceback").count() == 0
+        page.screenshot(path=str(ROOT / "artifacts" / "predictor.png"), full_page=True)

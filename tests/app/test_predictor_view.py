@@ -38,9 +38,11 @@ def test_pass_time_figure_draws_model_floors_ridge_and_measurements():
     first = fig.data[0]
     assert list(first.x)[-1] == 4096 and list(first.y)[0] == pytest.approx(floors["graph"])  # the floor binds 1 token
     assert all(a <= b for a, b in zip(first.y, list(first.y)[1:]))
-    text = " | ".join(a.text for a in fig.layout.annotations)
-    assert "CUDA-graph floor" in text and "eager-overhead floor" in text and "ridge ≈ 206 tokens/pass" in text
-    measured = fig.data[3]
+    assert "ridge ≈ 206 tokens/pass" in " | ".join(a.text for a in fig.layout.annotations)
+    floor_lines = {t.name: list(t.y) for t in fig.data[3:5]}
+    assert floor_lines == {f"CUDA-graph floor {floors['graph']:.2f} ms": [floors["graph"]] * 2,
+                           f"eager-overhead floor {floors['eager']:.2f} ms": [floors["eager"]] * 2}  # fmt: skip
+    measured = fig.data[5]
     assert measured.mode == "markers" and list(measured.x) == [1, 8, 64]
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
 
