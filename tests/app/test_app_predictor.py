@@ -52,6 +52,7 @@ def test_defaults_draw_the_model_with_its_label_and_bind_every_control():
 def test_a_recorded_shape_is_overlaid_with_the_models_error():
     at = _page(gpu="NVIDIA H200 SXM 141 GB", model="1.7B · SmolLM2-1.7B", ctx=0, floor="CUDA graph")
     assert not at.exception and not at.error
+    assert at.select_slider(key="ctx").value == 0 and at.selectbox(key="model").value == "1.7B · SmolLM2-1.7B"
     summary = _texts(at.markdown)
     assert "measured on NVIDIA H200, CUDA graph (2026-11-30, h200-gpu_graphs.json): 15 passes" in summary
     assert "model error (median |model / measured − 1|)" in summary
