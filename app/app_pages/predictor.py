@@ -1,7 +1,7 @@
 """Predictor: a roofline model of pass time and speculative speedup on named GPUs, checked against measurements.
 
 Page shape (DESIGN §5): title, short prose, controls, result. The lines and the heat map are a MODEL
-(engine/predictor.py: data-sheet peaks, SpecLab's measured overhead floors, Leviathan's formula), labelled
+(engine/predictor.py: data-sheet peaks, SpecLab's measured launch overheads, Leviathan's formula), labelled
 so everywhere; the points over them are measurements: SpecLab's recorded GPU runs (engine/recordings.py) and,
 on request, this machine's own pass-cost curve (engine/passcurve.py) under the app's run lock. Every control
 is bound to the URL; a link value a control cannot take falls back to the default with a notice.
@@ -38,7 +38,7 @@ FLOOR_BY_LABEL = {"CUDA graph": "graph", "eager": "eager", "none": "none"}
 MODE_LABELS = {"graph": "CUDA graph", "eager": "eager"}
 DEPTHS = list(range(1, 9))
 LABELS = {"gpu": "GPU", "model": "Model size", "dtype": "dtype", "ctx": "Context length", "alpha": "α",
-          "c": "c", "floor": "Overhead floor"}  # fmt: skip
+          "c": "c", "floor": "Launch overhead"}  # fmt: skip
 MEASURE_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 
 
@@ -56,8 +56,8 @@ def controls() -> dict:
                                   key="model", bind="query-params"),
             "dtype": c3.radio("dtype", DTYPES, key="dtype", bind="query-params", horizontal=True,
                               help="Weights and KV cache in this dtype; FLOP/s from the GPU's figure for it."),
-            "floor": c4.radio("Overhead floor", list(FLOOR_BY_LABEL), key="floor", bind="query-params", horizontal=True,
-                              help="The least a pass costs, measured by SpecLab on an H200: eager = one kernel "
+            "floor": c4.radio("Launch overhead", list(FLOOR_BY_LABEL), key="floor", bind="query-params", horizontal=True,
+                              help="Added to every pass, measured by SpecLab on an H200: eager = one kernel "
                                    "launch per op from Python; CUDA graph = the same forward replayed."),
         }  # fmt: skip
         s1, s2, s3 = st.columns(3)
@@ -103,7 +103,7 @@ st.markdown(
     "**A model, not a measurement.** What would one forward pass, and speculative decoding, cost on a GPU this "
     "server does not have? The roofline says a pass takes at least as long as streaming its bytes (every weight, "
     "plus each sequence's KV cache) at the memory bandwidth, and at least as long as its FLOPs at the peak FLOP/s; "
-    "a real pass also pays a fixed overhead for launching its kernels. Speculation's speedup then follows "
+    "a real pass also pays an overhead for launching its kernels, which the model adds. Speculation's speedup then follows "
     f"Leviathan et al.'s formula ([2023]({LEVIATHAN})) with the verify pass priced by the same model: "
     "E[tokens](α, k) · T(B, 1) / (k · c · T(B, 1) + T(B, k + 1)). "
     f"(The idea of Modal's [Spec Dec Roofline]({MODAL}), here checked against SpecLab's own recorded passes.)"
@@ -129,8 +129,9 @@ if roof is not None:
         f"(source: {chip.source}); ridge point {roof.ridge_point:.0f} FLOP/byte. **{arch.name}** "
         f"([config]({arch.source})): {costs.weight_bytes / 1e9:.2f} GB of weights streamed per pass, "
         f"{costs.kv_bytes_per_token / 1e3:.1f} kB of KV cache per token ({costs.kv_bytes_per_token * context / 1e6:,.1f} "
-        f"MB per sequence at {context:,} tokens). Floors: eager {floor_ms(costs, 'eager'):.2f} ms, CUDA graph "
-        f"{floor_ms(costs, 'graph'):.2f} ms for {arch.layers} layers, scaled from {FLOOR_SOURCE}."
+        f"MB per sequence at {context:,} tokens). Overhead added to every pass: eager {floor_ms(costs, 'eager'):.2f} ms, "
+        f"CUDA graph {floor_ms(costs, 'graph'):.2f} ms for {arch.layers} layers (a measured pass minus its roofline "
+        f"time, scaled by layers from {FLOOR_SOURCE})."
     )
     for note in (chip.note, arch.note):
         if note:
@@ -150,7 +151,7 @@ if roof is not None:
                     key="pass_fig")  # fmt: skip
     if series:
         st.markdown("**The model against SpecLab's recorded passes** (each point's model time uses that pass's own "
-                    "batch, tokens, context and the floor of its mode):")  # fmt: skip
+                    "batch, tokens, context and the overhead of its mode):")  # fmt: skip
         for s in series:
             st.markdown(f"- {series_summary(s)}")
     else:
@@ -172,7 +173,7 @@ if roof is not None:
 # --- 3. the model against every recording --------------------------------------------------------
 st.subheader("3 · How far off is the model?")
 st.markdown("Every recorded GPU pass SpecLab ships, predicted with its GPU's data-sheet peaks and again with the "
-            "peaks that run probed itself (a copy and a matmul), with the floor of its mode:")  # fmt: skip
+            "peaks that run probed itself (a copy and a matmul), with the overhead of its mode:")  # fmt: skip
 rows = check(records)
 if rows:
     st.dataframe(error_table(rows), hide_index=True)
@@ -184,8 +185,8 @@ for line in refused:
 # --- 4. this machine -----------------------------------------------------------------------------
 st.subheader("4 · This machine, measured now")
 st.markdown("The same model for the embedded target (SmolLM2-135M) on this server, with the peaks probed here "
-            "(a copy and a matmul, engine/hardware.py) and no overhead floor (the floors above were measured on "
-            "a GPU), against the target's pass-cost curve timed on this machine (batch 1, fastest of 3; cached "
+            "(a copy and a matmul, engine/hardware.py) and no launch overhead (the overheads above were measured "
+            "on a GPU), against the target's pass-cost curve timed on this machine (batch 1, fastest of 3; cached "
             "after the first time, about 15 s on a 2-core CPU).")  # fmt: skip
 if st.button("Measure this machine's pass-cost curve", key="measure_cpu"):
     loaded = load_pair_or_error("embedded", "auto", with_probe=True)

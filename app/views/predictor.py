@@ -52,7 +52,8 @@ def pass_time_figure(costs: ModelCosts, roof: Roof, context: int, floor: str, ti
                      measured: list[MeasuredSeries] = (), floors: dict[str, float] | None = None,
                      top: int = 8192) -> go.Figure:  # fmt: skip
     """Predicted time of one pass vs tokens per pass (log-log): one row of n tokens (a verify pass) and n rows
-    of one token (a decode batch), each under `floor`; the overhead floors as horizontal lines; the ridge as a
+    of one token (a decode batch), each with the `floor` overhead added; the overheads alone as horizontal
+    lines (no pass costs less: the floors); the ridge as a
     vertical line; measured passes as markers, with the model's time for the same passes as open markers."""
     xs = token_grid(top)
     fig = go.Figure()
@@ -63,7 +64,7 @@ def pass_time_figure(costs: ModelCosts, roof: Roof, context: int, floor: str, ti
         fig.add_scatter(x=xs, y=ys, mode="lines", name=f"model: {name}", line={"color": LAYOUT_COLORS[key], "width": 3},
                         hovertemplate="%{x} tokens/pass: %{y:.3g} ms (model)<extra></extra>")  # fmt: skip
     bare = [pass_ms(costs, roof, 1, n, context, "none") for n in xs]
-    fig.add_scatter(x=xs, y=bare, mode="lines", name="model: roofline alone (no floor), 1 row",
+    fig.add_scatter(x=xs, y=bare, mode="lines", name="model: roofline alone (no overhead), 1 row",
                     line={"color": LAYOUT_COLORS["rows"], "dash": "dot", "width": 1},
                     hovertemplate="%{x} tokens/pass: %{y:.3g} ms (roofline)<extra></extra>")  # fmt: skip
     for kind, ms in (floors or {}).items():  # lines, not add_hline: its annotations misplace on a log axis

@@ -33,15 +33,16 @@ def test_pass_time_figure_draws_model_floors_ridge_and_measurements():
     fig = view.pass_time_figure(COSTS, ROOF, 1024, "graph", "Llama-3.1-8B on H200", [_series()], floors, top=4096)
     names = [t.name for t in fig.data]
     assert names[:3] == ["model: 1 row × n tokens (verify pass)", "model: n rows × 1 token (decode batch)",
-                         "model: roofline alone (no floor), 1 row"]  # fmt: skip
+                         "model: roofline alone (no overhead), 1 row"]  # fmt: skip
     assert "model, not a measurement" in fig.layout.title.text
     first = fig.data[0]
-    assert list(first.x)[-1] == 4096 and list(first.y)[0] == pytest.approx(floors["graph"])  # the floor binds 1 token
+    one_token = pass_ms(COSTS, ROOF, 1, 1, 1024, "none") + floors["graph"]  # the roofline plus the overhead
+    assert list(first.x)[-1] == 4096 and list(first.y)[0] == pytest.approx(one_token)
     assert all(a <= b for a, b in zip(first.y, list(first.y)[1:]))
     assert "ridge ≈ 206 tokens/pass" in " | ".join(a.text for a in fig.layout.annotations)
     floor_lines = {t.name: list(t.y) for t in fig.data[3:5]}
-    assert floor_lines == {f"CUDA-graph floor {floors['graph']:.2f} ms": [floors["graph"]] * 2,
-                           f"eager-overhead floor {floors['eager']:.2f} ms": [floors["eager"]] * 2}  # fmt: skip
+    assert floor_lines == {f"CUDA-graph overhead {floors['graph']:.2f} ms": [floors["graph"]] * 2,
+                           f"eager overhead {floors['eager']:.2f} ms": [floors["eager"]] * 2}  # fmt: skip
     measured = fig.data[5]
     assert measured.mode == "markers" and list(measured.x) == [1, 8, 64]
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
