@@ -166,7 +166,7 @@ if roof is not None:
     st.plotly_chart(speedup_heatmap(grid, f"α {alpha:.2f}, c {c:.2f}, {title}"), width="stretch", key="grid_fig")
     for line in crossover_lines(grid):
         st.markdown(f"- {line}")
-    st.caption("✕ marks each depth's crossover: the first batch where speculation is predicted to fall below plain "
+    st.caption("A black outline marks each depth's crossover: the first batch where speculation is predicted to fall below plain "
                "decoding. Empty cells: the weights plus batch × (context + k + 1) tokens of KV cache exceed the GPU's "
                "memory. c prices a draft step at c target steps at the same batch; α is per token (Leviathan's).")  # fmt: skip
 

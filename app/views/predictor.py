@@ -96,8 +96,9 @@ def pass_time_figure(costs: ModelCosts, roof: Roof, context: int, floor: str, ti
 
 
 def speedup_heatmap(grid: SpeedupGrid, title: str) -> go.Figure:
-    """Predicted speedup over batch (columns) × depth (rows); green wins, red loses; ✕ marks each depth's crossover,
-    the first batch where speculation falls below plain decoding; empty cells do not fit the GPU's memory."""
+    """Predicted speedup over batch (columns) × depth (rows); green wins, red loses; a black outline marks each
+    depth's crossover, the first batch where speculation falls below plain decoding; empty cells do not fit the
+    GPU's memory."""
     x = [str(b) for b in grid.batches]
     y = [str(d) for d in grid.depths]
     z = [list(row) for row in grid.values]
@@ -109,11 +110,12 @@ def speedup_heatmap(grid: SpeedupGrid, title: str) -> go.Figure:
         colorscale=[[0, "#b00020"], [1 / top, "#f4f4f4"], [1, "#0a7d32"]], colorbar={"title": "speedup"},
         hovertemplate="batch %{x}, depth %{y}: %{text} (model)<extra></extra>",
     ))  # fmt: skip
-    cross = [(str(b), str(d)) for d, b in grid.crossover.items() if b is not None]
-    if cross:
-        fig.add_scatter(x=[c[0] for c in cross], y=[c[1] for c in cross], mode="markers", name="crossover",
-                        marker={"symbol": "x-thin", "size": 14, "line": {"width": 2, "color": "#111"}},
-                        hovertemplate="depth %{y}: below plain decoding from batch %{x}<extra></extra>")  # fmt: skip
+    for i, depth in enumerate(grid.depths):  # category axes: cell centres sit at integer positions
+        batch = grid.crossover[depth]
+        if batch is not None:
+            j = grid.batches.index(batch)
+            fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5, xref="x", yref="y",
+                          line={"color": "#111", "width": 3}, name=f"crossover, depth {depth}")  # fmt: skip
     fig.update_xaxes(title_text="batch size", type="category")
     fig.update_yaxes(title_text="speculation depth k", type="category")
     fig.update_layout(title={"text": f"{title} ({MODEL_LABEL})", "font": {"size": 15}}, height=380,

@@ -52,10 +52,12 @@ def test_speedup_heatmap_marks_the_crossover_and_empty_cells():
     grid = speedup_grid(COSTS, ROOF, 0.7, 0.05, (1, 64, 256, 512, 1024), (2, 8), 1024, "graph",
                         GPUS["H200"].memory_gb * 1e9)  # fmt: skip
     fig = view.speedup_heatmap(grid, "test")
-    heat, cross = fig.data
+    (heat,) = fig.data
     assert list(heat.x) == ["1", "64", "256", "512", "1024"] and list(heat.y) == ["2", "8"]
     assert heat.z[1][4] is None and heat.text[1][4] == ""  # batch 1024 x 1024 tokens of KV does not fit 141 GB
-    assert (list(cross.x), list(cross.y)) == ([str(grid.crossover[8])], ["8"])
+    (outline,) = fig.layout.shapes  # depth 2 never falls below plain here; depth 8 does, at one cell
+    j = grid.batches.index(grid.crossover[8])
+    assert (outline.x0, outline.x1, outline.y0, outline.y1) == (j - 0.5, j + 0.5, 0.5, 1.5)
     assert "model, not a measurement" in fig.layout.title.text
     lines = view.crossover_lines(grid)
     assert lines[0].startswith("depth 2: stays above plain decoding up to batch 512")
