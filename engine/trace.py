@@ -484,7 +484,7 @@ def _tree(raw, where: str, drafted: list[DraftToken], num_accepted: int) -> Tree
     if tree.depth > MAX_DEPTH:
         _fail(f"{where}.parents", f"must make a tree at most {MAX_DEPTH} deep", tree.depth)
     path = tree.path()
-    expected = [-1] + path[:-1]
+    expected = [-1] + path[:-1] if path else []
     if [tree.parents[i] for i in path] != expected:
         _fail(f"{where}.accepted", "must mark one path from the root (each accepted node's parent accepted)", path)
     if len(path) != num_accepted:
