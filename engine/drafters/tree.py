@@ -65,8 +65,9 @@ class TreeBuilder:
         the k best children, their parent's slot in `frontier` (B, k) and their tokens."""
         ids, scores = self._children(logits, frontier.ids, frontier.scores)  # (B, k*k)
         best = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, : self.topk]  # (B, k)
-        return Frontier(ids=ids.gather(1, best), scores=scores.gather(1, best), slots=best // self.topk,
-                        tokens=self.tokens[-1].gather(1, best))
+        return Frontier(
+            ids=ids.gather(1, best), scores=scores.gather(1, best), slots=best // self.topk, tokens=self.tokens[-1].gather(1, best)
+        )
 
     def tree(self) -> DraftTree:
         """The `budget` best candidates (ties: the earlier, so a parent beats a child that equals it),
@@ -83,8 +84,9 @@ class TreeBuilder:
         node_parents = torch.where(parent_cand >= 0, node_of.gather(1, parent_cand.clamp_min(0)), -1)
         if bool(((parent_cand >= 0) & (node_parents < 0)).any()):
             raise AssertionError("draft tree lost a parent: the reranking must keep every kept node's ancestors")
-        return DraftTree(tokens=tokens.gather(1, keep), parents=node_parents, depths=depths.gather(1, keep),
-                         q=logq.gather(1, keep).exp(), topk=self.topk)
+        return DraftTree(
+            tokens=tokens.gather(1, keep), parents=node_parents, depths=depths.gather(1, keep), q=logq.gather(1, keep).exp(), topk=self.topk
+        )
 
 
 class Frontier:

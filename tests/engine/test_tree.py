@@ -177,19 +177,20 @@ def test_tree_trace_round_trips_as_schema_2(embedded_f32, tmp_path):
     chain = generate(pair, PROMPTS[:1], DecodeConfig(depth=2, drafter="eagle", max_new_tokens=4))
     assert chain.to_dict()["schema"] == "speclab.trace/1"
     assert all("tree" not in q for s in chain.to_dict()["steps"] for q in s["seqs"])
-    # refusals: a tree in a /1 trace, an accepted set that is not one path, a parent after its child
-    row = next(q for s in raw["steps"] for q in s["seqs"] if q.get("tree"))
-    for mutate, message in [
-        (lambda d: d.update(schema="speclab.trace/1"), "unknown field 'tree'"),
-        (lambda d: row["tree"]["accepted"].__setitem__(slice(None), [True] * len(row["tree"]["accepted"])), "accepted"),
-        (lambda d: row["tree"]["parents"].__setitem__(0, 3), "parents[0]"),
-        (lambda d: row["tree"]["q"].__setitem__(0, 2.0), "q[0]"),
-    ]:
+
+    # refusals: a tree in a /1 trace, an accepted set that is not one path, a parent after its child, a bad q
+    def refused(mutate) -> str:
         data = json.loads(json.dumps(raw))
         row = next(q for s in data["steps"] for q in s["seqs"] if q.get("tree"))
-        mutate(data)
-        with pytest.raises(TraceError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        mutate(data, row["tree"])
+        with pytest.raises(TraceError) as info:
             Trace.from_dict(data)
+        return str(info.value)
+
+    assert "unknown field 'tree'" in refused(lambda data, tree: data.update(schema="speclab.trace/1"))
+    assert ".tree.accepted" in refused(lambda data, tree: tree.update(accepted=[True] * len(tree["accepted"])))
+    assert ".tree.parents[0]" in refused(lambda data, tree: tree["parents"].__setitem__(0, 3))
+    assert ".tree.q[0]" in refused(lambda data, tree: tree["q"].__setitem__(0, 2.0))
 
 
 # --- options ------------------------------------------------------------------------------------
