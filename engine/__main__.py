@@ -85,8 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="model drafters stop a row's draft once the product of their probabilities falls below this "
                           "(0..1; 0 = always draft --depth tokens)")
     run.add_argument("--tree-nodes", type=int, default=0,
-                     help="EAGLE tree drafting: verify this many draft-tree nodes per row (0 = a chain of --depth)")
-    run.add_argument("--tree-topk", type=int, default=0, help="EAGLE tree drafting: children expanded per node")
+                     help="tree drafting (eagle, model): verify this many draft-tree nodes per row (0 = a chain of --depth)")
+    run.add_argument("--tree-topk", type=int, default=0, help="tree drafting: children expanded per node")
     run.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     run.add_argument("--top-p", type=float, default=1.0)
     run.add_argument("--max-new-tokens", type=int, default=64)
@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--confidence", type=_float_list, default=[0.0],
                        help="comma-separated confidence thresholds (0..1), each run at every depth (0 = off)")
     bench.add_argument("--tree-nodes", type=_int_list, default=[0],
-                       help="comma-separated tree sizes (EAGLE tree drafting; 0 = the chain), each with every --tree-topk")
+                       help="comma-separated tree sizes (tree drafting; 0 = the chain), each with every --tree-topk")
     bench.add_argument("--tree-topk", type=_int_list, default=[0], help="comma-separated children per tree node")
     bench.add_argument("--disable-by-batch-size", type=int, default=8)
     bench.add_argument("--prompts", default="chat", choices=["chat", "extractive", "heldout"],

@@ -76,7 +76,7 @@ class DecodeConfig:
     # k = 0 switches speculation off; a batch no row covers drafts `depth`. None: derived from this
     # machine's measured pass-cost curve (engine/policies.py).
     batch_table: tuple[tuple[int, int, int], ...] | None = None
-    # Tree drafting (EAGLE-2, engine/drafters/tree.py): each draft step expands the `tree_topk` most likely
+    # Tree drafting (EAGLE-2, engine/drafters/tree.py; drafters "eagle" and "model"): each draft step expands the `tree_topk` most likely
     # children of the `tree_topk` best nodes so far, and the `tree_nodes` nodes of highest joint draft
     # confidence, at most `depth` deep, are verified in one target pass with a tree attention mask.
     # 0 and 0 = today's chain of `depth` tokens.
@@ -122,8 +122,9 @@ class DecodeConfig:
                               f"tree_topk={topk}")
         if nodes == 0:
             return
-        if self.drafter != DrafterKind.EAGLE.value:
-            raise ConfigError(f"tree drafting (tree_nodes > 0) runs with drafter='eagle' only; got drafter={self.drafter!r}")
+        if self.drafter == DrafterKind.NGRAM.value:
+            raise ConfigError("tree drafting (tree_nodes > 0) needs a drafter with a distribution to branch on: "
+                              "drafter='eagle' or 'model', not 'ngram'")
         if self.depth < 1:
             raise ConfigError("tree drafting needs depth >= 1 (the tree's deepest level)")
         most = topk + (self.depth - 1) * topk * topk

@@ -94,6 +94,9 @@ class Decoder:
         if self.features and self.target.lean is None:
             raise ConfigError(f"drafter={cfg.drafter!r} needs the target's hidden states, which only the lean "
                               "forward gives (a plain Llama target, SPECLAB_LEAN not 0)")
+        if cfg.tree and self.target.lean is None:
+            raise ConfigError("tree drafting verifies with a tree attention mask, which only the lean forward takes "
+                              "(a plain Llama target, SPECLAB_LEAN not 0)")
         self.active: list[Sequence] = list(seqs)
         self.steps: list[Step] = []
         self.accepted_total = self.seq_steps = 0  # acceptance so far, for the policy

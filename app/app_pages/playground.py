@@ -83,8 +83,9 @@ class Settings:
 
     @property
     def tree(self) -> tuple[int, int]:
-        """(tree_nodes, tree_topk) the run uses: a tree only for the EAGLE head with k >= 1, else the chain."""
-        if self.tree_nodes and self.drafter == "eagle" and self.depth > 0:
+        """(tree_nodes, tree_topk) the run uses: a tree only for a model drafter (EAGLE head, draft model) with
+        k >= 1, else the chain."""
+        if self.tree_nodes and self.drafter in ("eagle", "model") and self.depth > 0:
             return self.tree_nodes, self.tree_topk
         return 0, 0
 
@@ -191,14 +192,14 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
                                     "stopped rows' slots are padding the target still verifies. 0 = always draft k "
                                     "tokens.")  # fmt: skip
         t1, t2 = st.columns(2)
-        tree_nodes = t1.slider("Tree nodes (EAGLE head; 0 = a chain of k)", 0, 64, 0, key="tree", bind="query-params",
-                               disabled=DRAFTERS[drafter] != "eagle",
+        tree_nodes = t1.slider("Tree nodes (EAGLE head or draft model; 0 = a chain of k)", 0, 64, 0, key="tree",
+                               bind="query-params", disabled=DRAFTERS[drafter] == "ngram",
                                help="Tree drafting (EAGLE-2): each draft step expands the top-k children of the k "
                                     "best nodes so far; the nodes with the highest joint draft confidence, at most "
                                     "k deep, are verified in ONE target pass with a tree attention mask. Width is "
                                     "a third way to fill an idle pass, beside batch and depth.")  # fmt: skip
         tree_topk = t2.slider("Tree top-k", 1, 8, 4, key="tree_k", bind="query-params",
-                              disabled=DRAFTERS[drafter] != "eagle" or tree_nodes == 0,
+                              disabled=DRAFTERS[drafter] == "ngram" or tree_nodes == 0,
                               help="Children expanded per node (and nodes expanded per level).")  # fmt: skip
         auto = q3.toggle("Rerun on change", key="auto", bind="query-params",
                          help="Decode again whenever a setting changes (a change mid-run cancels that run).")  # fmt: skip

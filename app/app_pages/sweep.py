@@ -133,10 +133,10 @@ with st.form("grid_form"):
                                 "probabilities falls below this (the token that crosses it is still proposed); k is "
                                 "then the most a step drafts. 0 = off.")  # fmt: skip
     t1, t2 = st.columns([3, 1])
-    grid_trees = t1.multiselect("EAGLE tree sizes (nodes; each at every depth it fits, beside the chains)",
+    grid_trees = t1.multiselect("Draft-tree sizes (nodes; each at every depth it fits, beside the chains)",
                                 [8, 16, 24, 32, 48, 64], default=[], key="grid_trees",
                                 help="Tree drafting (EAGLE-2): width as a third way to fill a pass, beside batch "
-                                     "and depth. EAGLE head only.")  # fmt: skip
+                                     "and depth. EAGLE head or draft model.")  # fmt: skip
     grid_topk = t2.slider("Tree top-k", 1, 8, 4, key="grid_topk")
     adaptive = st.checkbox("Adaptive policies: also measure batch table (derived from this machine's pass cost) and "
                            "goodput, each with the largest depth picked as its maximum", key="grid_adaptive")  # fmt: skip
@@ -148,9 +148,9 @@ if go_grid:
     elif adaptive and max(grid_depths) == 0:
         st.error("The adaptive policies run with the largest depth as their maximum, and it is 0. Fix: add a depth "
                  "above 0, or untick adaptive policies.", icon=":material/error:")  # fmt: skip
-    elif grid_trees and kind != "eagle":
-        st.error("Tree drafting runs with the EAGLE head only. Fix: choose the EAGLE head, or clear the tree sizes.",
-                 icon=":material/error:")  # fmt: skip
+    elif grid_trees and kind == "ngram":
+        st.error("Tree drafting needs a drafter with a distribution to branch on. Fix: choose the EAGLE head or the "
+                 "draft model, or clear the tree sizes.", icon=":material/error:")  # fmt: skip
     elif grid_trees and not any(tree_fits((n, grid_topk), d) for n in grid_trees for d in grid_depths):
         st.error(f"No picked depth can hold those tree sizes with top-{grid_topk} (a tree of k levels holds at most "
                  "top-k + (k-1)·top-k² candidates). Fix: a larger depth or top-k, or smaller trees.",

@@ -27,7 +27,7 @@ from ..fastllama import LeanLlama, rms_norm
 from ..formats import DRAFT_VOCAB_FILE, EAGLE_CONFIG_FILE, EAGLE_FORMAT, EAGLE_WEIGHTS_FILE, head_config, head_weight_shapes
 from ..kvcache import RaggedCache
 from .base import ConfidenceGate, Draft, Verified, choose_tokens
-from .tree import TreeBuilder
+from .tree import grow_tree
 
 
 def fuse_features(features: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -225,33 +225,21 @@ class EagleDrafter:
         return gate.draft(forwards=gate.width, fed_tokens=fed)
 
     def propose_tree(self, feature: torch.Tensor, depth: int, cfg, fed: int) -> Draft:
-        """EAGLE-2's dynamic tree (engine/drafters/tree.py) from the root's guessed feature (B, H).
+        """EAGLE-2's dynamic tree (engine/drafters/tree.py) from the root's guessed feature (B, H): each
+        frontier node is a head entry (its token, its parent's guessed feature g); its children are scored
+        from its own g. The tree entries are dropped again in `commit`, like a chain's."""
+        k = cfg.tree_topk
 
-        Level l feeds the k frontier nodes of depth l-1 as head entries (token, its parent's g) at
-        position start + l - 2, each attending to the row's cache, its ancestors' entries and itself;
-        those entries are dropped again in `commit`, like a chain's."""
-        batch, device, k = feature.shape[0], feature.device, cfg.tree_topk
-        builder = TreeBuilder(k, cfg.tree_nodes, cfg.temperature, self.vocab)
-        frontier = builder.root(F.linear(feature, self.runner.head))  # (B, C) -> k candidates
-        context = self.cache.valid  # (B, W0): what every tree entry sees of the row's cache
-        start = self.cache.lengths  # (B,): depth-d entries go at position start + d - 1
-        g = feature[:, None].expand(batch, k, feature.shape[-1])  # (B, k, H): the frontier's parents' g
-        ancestors = torch.zeros(batch, k, 0, dtype=torch.bool, device=device)  # (B, k, T): over tree entries fed
-        eye = torch.eye(k, dtype=torch.bool, device=device).expand(batch, k, k)
-        for level in range(2, depth + 1):
-            attend = torch.cat([context[:, None].expand(batch, k, context.shape[1]), ancestors, eye], dim=2)
-            positions = (start + level - 2)[:, None].expand(batch, k)  # (B, k)
-            g = self.cache.forward_tree(frontier.tokens, positions, attend, features=g)  # (B, k, H)
-            fed += k
-            frontier = builder.grow(frontier, F.linear(g, self.runner.head))  # logits (B, k, C)
-            seen = torch.cat([ancestors, eye], dim=2)  # (B, k, T + k): each fed entry's ancestors and itself
-            ancestors = seen.gather(1, frontier.slots[..., None].expand(batch, k, seen.shape[2]))
-            g = g.gather(1, frontier.slots[..., None].expand(batch, k, g.shape[2]))
-        tree = builder.tree()
+        def feed(tokens, positions, attend, parent_g):
+            g = self.cache.forward_tree(tokens, positions, attend, features=parent_g)  # (B, k, H)
+            return F.linear(g, self.runner.head), g  # logits (B, k, C) over the reduced vocabulary
+
+        root_g = feature[:, None].expand(feature.shape[0], k, feature.shape[-1])  # (B, k, H)
+        tree = grow_tree(self.cache, F.linear(feature, self.runner.head), depth, cfg, self.vocab, feed, root_g)
         self.pending = self.pending_valid = None
         self.drafted = k * (depth - 1)  # tree entries now in the cache, dropped again in `commit`
         return Draft(ids=tree.tokens, q_x=tree.q, probs=None, valid=torch.ones_like(tree.tokens, dtype=torch.bool),
-                     forwards=depth, fed_tokens=fed, tree=tree)
+                     forwards=depth, fed_tokens=fed + self.drafted, tree=tree)
 
     def commit(self, verified: Verified) -> None:
         """verified.hidden (B, k+1, H): the target pass's features. After a plain step its one feature joins

@@ -9,8 +9,9 @@ Follows Li et al. 2024, "EAGLE-2: Faster Inference of Language Models with Dynam
               its top-k children, k^2 candidates, whose best k become the next frontier
     rerank:   of all k + (depth-1) k^2 candidates keep the N with the highest score. A child never
               scores above its parent (q <= 1), so the kept set is a tree: every kept node's parent is kept.
-The drafter only supplies one function, `expand(frontier) -> logits` (engine/drafters/eagle.py);
-`TreeBuilder` keeps the candidates and returns the `DraftTree` (engine/tree.py) the target verifies.
+`grow_tree` runs those levels over a drafter's RaggedCache; the drafter only supplies `feed`, one forward
+of the frontier (engine/drafters/eagle.py, model.py). `TreeBuilder` keeps the candidates and returns the
+`DraftTree` (engine/tree.py) the target verifies.
 The tree is a deterministic function of the drafter's q (top-k, no sampling), which is what makes the
 one-hot recursive rejection sampling of engine/tree.py lossless.
 """
@@ -95,3 +96,32 @@ class Frontier:
 
     def __init__(self, ids: torch.Tensor, scores: torch.Tensor, slots: torch.Tensor | None, tokens: torch.Tensor):
         self.ids, self.scores, self.slots, self.tokens = ids, scores, slots, tokens
+
+
+def grow_tree(
+    cache, root_logits: torch.Tensor, depth: int, cfg, vocab: torch.Tensor | None, feed, carry: torch.Tensor | None = None
+) -> DraftTree:
+    """Levels 2..depth of EAGLE-2's tree over a drafter's `cache` (a RaggedCache whose last entry is the
+    root's). root_logits (B, C): the drafter's scores after the root.
+
+    feed(tokens (B, k), positions (B, k), attend (B, k, W+k), carry) -> (logits (B, k, C), out) runs the
+    drafter over the frontier: depth-d nodes go at position start + d - 1, each attending to the row's cache
+    as it was before the tree, its ancestors' entries and itself. `out` (B, k, ...) or None is what each
+    node hands its children (the EAGLE head's guessed features); `carry` is the root's, per frontier slot.
+    The k * (depth - 1) tree entries stay in the cache for the drafter to drop after verification."""
+    k = cfg.tree_topk
+    builder = TreeBuilder(k, cfg.tree_nodes, cfg.temperature, vocab)
+    frontier = builder.root(root_logits)
+    batch, device = root_logits.shape[0], root_logits.device
+    context, start = cache.valid, cache.lengths  # (B, W0), (B,): the cache before the tree
+    ancestors = torch.zeros(batch, k, 0, dtype=torch.bool, device=device)  # (B, k, T): over tree entries fed
+    eye = torch.eye(k, dtype=torch.bool, device=device).expand(batch, k, k)
+    for level in range(2, depth + 1):
+        attend = torch.cat([context[:, None].expand(batch, k, context.shape[1]), ancestors, eye], dim=2)
+        positions = (start + level - 2)[:, None].expand(batch, k)  # (B, k): the frontier is depth level - 1
+        logits, out = feed(frontier.tokens, positions, attend, carry)  # (B, k, C)
+        frontier = builder.grow(frontier, logits)
+        seen = torch.cat([ancestors, eye], dim=2)  # (B, k, T + k): each fed entry's ancestors and itself
+        ancestors = seen.gather(1, frontier.slots[..., None].expand(batch, k, seen.shape[2]))
+        carry = None if out is None else out.gather(1, frontier.slots[..., None].expand(batch, k, out.shape[2]))
+    return builder.tree()
