@@ -233,7 +233,9 @@ def _row(batch: int, depth: int, confidence: float, drafter: str, ar: dict, spec
         "draft_ms_per_forward": spec["draft_ms_per_forward"],
         "same_output": spec["outputs"] == ar["outputs"],
     }
-    if drafter in ("model", "eagle") and spec["alpha"] is not None and spec["draft_ms_per_forward"] and ar["verify_ms"]:
+    # (Leviathan's formula models a chain of k i.i.d. drafts; a tree row gets no prediction)
+    if (drafter in ("model", "eagle") and not tree[0] and spec["alpha"] is not None and spec["draft_ms_per_forward"]
+            and ar["verify_ms"]):
         c = spec["draft_ms_per_forward"] / ar["verify_ms"]
         row["c"] = c
         # Leviathan's formula assumes k i.i.d. drafts per step; k is the depth actually drafted (a gate, a
@@ -392,6 +394,7 @@ def format_table(result: dict) -> str:
     if trees:
         lines[-1] = lines[-1].replace("batch depth", "batch depth  tree")
     per_prompt = any(r.get("prompt_median_speedup") for r in result["rows"])
+    no_prediction = "      -          -" if any("c" in r for r in result["rows"]) else ""  # tree rows beside chains
     if per_prompt:
         lines[-1] = lines[-1].replace("speedup", "speedup  med/prompt")
     for r in result["rows"]:
@@ -411,7 +414,7 @@ def format_table(result: dict) -> str:
             f"{r['spec_tokens_per_s']:>11.1f} {r['speedup']:>7.2f}x{median} {f(r['acceptance_rate'], '>6.2f')} "
             f"{f(r['alpha'], '>6.2f')} {f(r['tokens_per_step'], '>9.2f')} {f(r['flops_ratio'], '>8.2f')} "
             f"{f(r['spec_overhead_pct'], '>5.1f')}  {'yes' if r['same_output'] else 'no ':<4}"
-            + (f" {r['c']:>6.3f} {r['predicted_speedup']:>9.2f}x" if "c" in r else "")
+            + (f" {r['c']:>6.3f} {r['predicted_speedup']:>9.2f}x" if "c" in r else no_prediction)
         )
     b = result.get("baselines")
     if b:
