@@ -281,8 +281,8 @@ class Decoder:
             return 0.0
         wasted = 0.0
         n_valid = draft.valid.sum(1).tolist()
-        # A tree: every node off the accepted path cost the target a token, and the drafter fed
-        # (fed_tokens - the pending ones) tree entries of which at most num_accepted were on the path.
+        # A tree: every node off the accepted path cost the target a token, and the drafter fed k entries per
+        # level after the first ((forwards - 1) * k), of which at most num_accepted lay on the accepted path.
         tree_entries = (draft.forwards - 1) * draft.tree.topk if draft.tree is not None else 0
         for past, a, n in zip(past_lengths.tolist(), num_accepted.tolist(), n_valid):
             context = past + a
