@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--confidence", type=float, default=0.0,
                      help="model drafters stop a row's draft once the product of their probabilities falls below this "
                           "(0..1; 0 = always draft --depth tokens)")
+    run.add_argument("--tree-nodes", type=int, default=0,
+                     help="tree drafting (eagle, model): verify this many draft-tree nodes per row (0 = a chain of --depth)")
+    run.add_argument("--tree-topk", type=int, default=0, help="tree drafting: children expanded per node")
     run.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     run.add_argument("--top-p", type=float, default=1.0)
     run.add_argument("--max-new-tokens", type=int, default=64)
@@ -102,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--batch-table", type=_batch_table, default=None, help="batch_table policy: MIN-MAX:K rows")
     bench.add_argument("--confidence", type=_float_list, default=[0.0],
                        help="comma-separated confidence thresholds (0..1), each run at every depth (0 = off)")
+    bench.add_argument("--tree-nodes", type=_int_list, default=[0],
+                       help="comma-separated tree sizes (tree drafting; 0 = the chain), each with every --tree-topk")
+    bench.add_argument("--tree-topk", type=_int_list, default=[0], help="comma-separated children per tree node")
     bench.add_argument("--disable-by-batch-size", type=int, default=8)
     bench.add_argument("--prompts", default="chat", choices=["chat", "extractive", "heldout"],
                        help="built-in prompt set (heldout: topics the distilled draft never saw)")
@@ -186,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                 disable_by_batch_size=args.disable_by_batch_size, temperature=args.temperature,
                 top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
                 confidence_threshold=args.confidence, batch_table=args.batch_table,
+                tree_nodes=args.tree_nodes, tree_topk=args.tree_topk,
             )  # fmt: skip
             pair = load_pair(target=args.target, draft=_draft_arg(args, cfg), device=args.device, dtype=args.dtype,
                              eagle=args.eagle)
@@ -220,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"unknown policy {unknown[0]!r}: choose from {', '.join(POLICIES)}")
             if args.sequential < 1 or args.baseline_prompts < 1:
                 raise ConfigError("--sequential and --baseline-prompts must be >= 1")
+            trees = _tree_settings(args.tree_nodes, args.tree_topk, args.drafter, args.depth, DecodeConfig)
             draft = "none" if args.drafter == "ngram" and args.draft == "default" else args.draft
             pair = load_pair(target=args.target, draft=draft, device=args.device, dtype=args.dtype, eagle=args.eagle)
             print(f"benchmarking on {pair.device.type}, {pair.dtype_name} ...", file=sys.stderr)
@@ -228,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                 policy=args.policy, disable_by_batch_size=args.disable_by_batch_size, batch_table=args.batch_table,
                 max_new_tokens=args.max_new_tokens, repeats=args.repeats, baseline=args.baseline,
                 baseline_prompts=args.baseline_prompts, sequential=args.sequential,
-                confidences=args.confidence, log=lambda s: print(s, file=sys.stderr),
+                confidences=args.confidence, trees=trees, log=lambda s: print(s, file=sys.stderr),
             )  # fmt: skip
             print(format_table(result))
             if args.json:
@@ -238,6 +246,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 1
+
+
+def _tree_settings(nodes: list[int], topks: list[int], drafter: str, depths: list[int], config) -> list[tuple[int, int]]:
+    """bench --tree-nodes/--tree-topk -> (nodes, topk) settings: the chain (node 0) and every tree size with
+    every top-k that fits some --depth; each checked by DecodeConfig before any model loads."""
+    from . import ConfigError
+    from .bench import tree_fits
+
+    trees = [(0, 0)] if 0 in nodes else []
+    for n in (n for n in nodes if n):
+        fitting = [(n, k) for k in topks if k and any(tree_fits((n, k), d) for d in depths)]
+        if not fitting:
+            raise ConfigError(f"--tree-nodes {n}: no --tree-topk (>0) and --depth can hold it (k + (depth-1) k^2 >= nodes)")
+        for tree in fitting:
+            depth = max(d for d in depths if tree_fits(tree, d))
+            config(drafter=drafter, depth=depth, tree_nodes=tree[0], tree_topk=tree[1])  # one-line ConfigError
+            trees.append(tree)
+    if not trees:
+        raise ConfigError("--tree-nodes: give at least one size (0 = the chain)")
+    return trees
 
 
 def _check_json_path(path: str | None) -> None:

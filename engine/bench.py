@@ -95,6 +95,7 @@ class _Run:
         wall = sum(t.summary["wall_s"] for t in traces)
         self.summary = summarize(self.steps, new_tokens, wall, first["device"], first["dtype"],
                                  traces[0].config["mode"] == "speculative")
+        self.prompt_rates = [t.summary["tokens_per_s"] for t in traces]  # per prompt when decoded one at a time
 
 
 def _one_run(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, sequential: bool) -> _Run:
@@ -124,6 +125,8 @@ def run_cells(pair: ModelPair, prompts: list[str], cfgs: list[DecodeConfig], rep
 
 
 def _cell_stats(runs: list[_Run]) -> dict:
+    # each prompt's median rate over the repeats (one entry for a batched run)
+    prompt_rates = [_median(list(rates)) for rates in zip(*(r.prompt_rates for r in runs))]
     runs = sorted(runs, key=lambda t: t.summary["tokens_per_s"])
     mid = runs[len(runs) // 2]
     s = mid.summary
@@ -145,6 +148,7 @@ def _cell_stats(runs: list[_Run]) -> dict:
         "mean_depth": statistics.mean(st.depth for st in decode_steps) if decode_steps else 0.0,
         "policy_pct": 100.0 * sum(st.policy_ms for st in decode_steps) / step_ms if step_ms else None,
         "outputs": mid.output_ids,
+        "prompt_rates": prompt_rates,
     }
 
 
@@ -197,19 +201,26 @@ def _ours(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, repeats: int) 
             "rates": rates, "alpha": statistics.mean(alphas) if alphas else None}
 
 
-def _row(batch: int, depth: int, confidence: float, drafter: str, ar: dict, spec: dict, policy: str = "fixed") -> dict:
+def _row(batch: int, depth: int, confidence: float, drafter: str, ar: dict, spec: dict, policy: str = "fixed",
+         tree: tuple[int, int] = (0, 0)) -> dict:
+    nodes = tree[0] or depth  # draft tokens verified per row: a chain's depth, a tree's nodes
     row = {
         "batch": batch,
         "depth": depth,
+        "tree_nodes": tree[0],
+        "tree_topk": tree[1],
         "policy": policy,
         "mean_depth": spec["mean_depth"],
         "policy_pct": spec["policy_pct"],
         "confidence_threshold": confidence,
         "drafted_per_step": spec["drafted_per_step"],
-        "tokens_per_pass": batch * (depth + 1),
+        "tokens_per_pass": batch * (nodes + 1),
         "ar_tokens_per_s": ar["tokens_per_s"],
         "spec_tokens_per_s": spec["tokens_per_s"],
         "speedup": spec["tokens_per_s"] / ar["tokens_per_s"],
+        # prompts decoded one at a time (--sequential): the median over prompts of each prompt's speedup
+        "prompt_median_speedup": _median([s / a for s, a in zip(spec["prompt_rates"], ar["prompt_rates"])])
+        if len(spec["prompt_rates"]) > 1 else None,
         "acceptance_rate": spec["acceptance_rate"],
         "alpha": spec["alpha"],
         "tokens_per_step": spec["tokens_per_step"],
@@ -222,7 +233,9 @@ def _row(batch: int, depth: int, confidence: float, drafter: str, ar: dict, spec
         "draft_ms_per_forward": spec["draft_ms_per_forward"],
         "same_output": spec["outputs"] == ar["outputs"],
     }
-    if drafter in ("model", "eagle") and spec["alpha"] is not None and spec["draft_ms_per_forward"] and ar["verify_ms"]:
+    # (Leviathan's formula models a chain of k i.i.d. drafts; a tree row gets no prediction)
+    if (drafter in ("model", "eagle") and not tree[0] and spec["alpha"] is not None and spec["draft_ms_per_forward"]
+            and ar["verify_ms"]):
         c = spec["draft_ms_per_forward"] / ar["verify_ms"]
         row["c"] = c
         # Leviathan's formula assumes k i.i.d. drafts per step; k is the depth actually drafted (a gate, a
@@ -248,6 +261,7 @@ def bench(
     sequential: int = 1,
     confidences: list[float] = (0.0,),
     batch_table: tuple[tuple[int, int, int], ...] | None = None,
+    trees: list[tuple[int, int]] = ((0, 0),),
 ) -> dict:
     """The grid: for each batch, AR once, then speculative at each depth (x each confidence threshold);
     medians of `repeats`.
@@ -259,7 +273,9 @@ def bench(
     policy: one depth policy or several. Alone, a policy runs at every depth; beside "fixed" the others run
     at the largest depth only (for the adaptive ones `depth` is the most they may draft). Within a batch
     size every contender (AR included) is measured interleaved.
-    batch_table: the explicit table for the "batch_table" policy (None: derived from the measured cost)."""
+    batch_table: the explicit table for the "batch_table" policy (None: derived from the measured cost).
+    trees: (tree_nodes, tree_topk) settings, each run at every depth it fits ((0, 0): the chain); tree drafting
+    runs with the fixed policy and no confidence stop (DecodeConfig)."""
     policies = [policy] if isinstance(policy, str) else list(policy)
     rows = []
     for batch in batches:
@@ -267,23 +283,26 @@ def bench(
         prompts = batch_prompts(prompt_set, sequential) if seq else batch_prompts(prompt_set, batch)
         # Beside "fixed", the other policies run once, at the largest depth (their maximum): the grid then
         # shows each adaptive policy against every fixed depth without re-running it at every cap.
-        cells = [(p, depth, confidence) for depth in depths for p in policies for confidence in confidences
-                 if p == "fixed" or len(policies) == 1 or depth == max(depths)]
+        cells = [(p, depth, confidence, tree) for depth in depths for p in policies for confidence in confidences
+                 for tree in trees
+                 if (p == "fixed" or len(policies) == 1 or depth == max(depths))
+                 and (tree[0] == 0 or (depth > 0 and confidence == 0 and tree_fits(tree, depth)))]  # fmt: skip
         cfgs = [DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens)] + [
             DecodeConfig(
                 mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens, policy=p,
                 disable_by_batch_size=disable_by_batch_size, confidence_threshold=confidence,
-                batch_table=batch_table if p == "batch_table" else None,
+                batch_table=batch_table if p == "batch_table" else None, tree_nodes=tree[0], tree_topk=tree[1],
             )  # fmt: skip
-            for p, depth, confidence in cells
+            for p, depth, confidence, tree in cells
         ]
         ar, *specs = run_cells(pair, prompts, cfgs, repeats, seq)
         log(f"  batch {batch:>3}  AR            {ar['tokens_per_s']:8.1f} tok/s")
-        for (p, depth, confidence), spec in zip(cells, specs):
-            rows.append(_row(batch, depth, confidence, drafter, ar, spec, p))
+        for (p, depth, confidence, tree), spec in zip(cells, specs):
+            rows.append(_row(batch, depth, confidence, drafter, ar, spec, p, tree))
             r = rows[-1]
             log(
                 f"  batch {batch:>3}  depth {depth:>2}"
+                + (f" tree {tree[0]}/{tree[1]}" if tree[0] else "")
                 + (f" {p}" if len(policies) > 1 or p != "fixed" else "")
                 + (f" conf {confidence:.2f}" if confidence else "")
                 + f"      {spec['tokens_per_s']:8.1f} tok/s  x{r['speedup']:.2f}"
@@ -306,6 +325,12 @@ def bench(
         result["baselines"] = baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, policies[0],
                                         baseline_prompts)
     return result
+
+
+def tree_fits(tree: tuple[int, int], depth: int) -> bool:
+    """Can `depth` levels of top-k hold tree_nodes candidates (DecodeConfig's rule)?"""
+    nodes, topk = tree
+    return topk > 0 and nodes <= topk + (depth - 1) * topk * topk
 
 
 def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, policy: str = "fixed",
@@ -365,6 +390,13 @@ def format_table(result: dict) -> str:
     policies = len({r.get("policy", "fixed") for r in result["rows"]}) > 1 or result.get("policy", "fixed") != "fixed"
     if policies:
         lines[-1] = lines[-1].replace("batch depth", "batch depth policy          mean k  pol%")
+    trees = any(r.get("tree_nodes") for r in result["rows"])
+    if trees:
+        lines[-1] = lines[-1].replace("batch depth", "batch depth  tree")
+    per_prompt = any(r.get("prompt_median_speedup") for r in result["rows"])
+    no_prediction = "      -          -" if any("c" in r for r in result["rows"]) else ""  # tree rows beside chains
+    if per_prompt:
+        lines[-1] = lines[-1].replace("speedup", "speedup  med/prompt")
     for r in result["rows"]:
 
         def f(v, fmt):
@@ -373,12 +405,16 @@ def format_table(result: dict) -> str:
         gate = f" {r.get('confidence_threshold', 0):>5.2f} {f(r.get('drafted_per_step'), '>7.2f')}" if gated else ""
         if policies:
             gate = f" {r.get('policy', 'fixed'):<15} {f(r.get('mean_depth'), '>6.2f')} {f(r.get('policy_pct'), '>5.2f')}" + gate
+        if trees:
+            tree = f"{r['tree_nodes']}/{r['tree_topk']}" if r.get("tree_nodes") else "chain"
+            gate = f" {tree:>5}" + gate
+        median = f" {f(r.get('prompt_median_speedup'), '>10.2f')}x" if per_prompt else ""
         lines.append(
             f"{r['batch']:>5} {r['depth']:>5}{gate} {r['tokens_per_pass']:>8} {r['ar_tokens_per_s']:>10.1f} "
-            f"{r['spec_tokens_per_s']:>11.1f} {r['speedup']:>7.2f}x {f(r['acceptance_rate'], '>6.2f')} "
+            f"{r['spec_tokens_per_s']:>11.1f} {r['speedup']:>7.2f}x{median} {f(r['acceptance_rate'], '>6.2f')} "
             f"{f(r['alpha'], '>6.2f')} {f(r['tokens_per_step'], '>9.2f')} {f(r['flops_ratio'], '>8.2f')} "
             f"{f(r['spec_overhead_pct'], '>5.1f')}  {'yes' if r['same_output'] else 'no ':<4}"
-            + (f" {r['c']:>6.3f} {r['predicted_speedup']:>9.2f}x" if "c" in r else "")
+            + (f" {r['c']:>6.3f} {r['predicted_speedup']:>9.2f}x" if "c" in r else no_prediction)
         )
     b = result.get("baselines")
     if b:

@@ -15,6 +15,8 @@ from enum import Enum
 MAX_DEPTH = 16
 MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a signed 64-bit seed
 MAX_TEMPERATURE = 100.0  # beyond this the distribution is uniform to float precision anyway
+MAX_TREE_NODES = 64  # draft-tree nodes per row (one verify pass holds batch x (nodes + 1) tokens)
+MAX_TREE_TOPK = 8  # children expanded per tree node
 
 
 class Mode(str, Enum):
@@ -74,12 +76,18 @@ class DecodeConfig:
     # k = 0 switches speculation off; a batch no row covers drafts `depth`. None: derived from this
     # machine's measured pass-cost curve (engine/policies.py).
     batch_table: tuple[tuple[int, int, int], ...] | None = None
+    # Tree drafting (EAGLE-2, engine/drafters/tree.py; drafters "eagle" and "model"): each draft step expands the `tree_topk` most likely
+    # children of the `tree_topk` best nodes so far, and the `tree_nodes` nodes of highest joint draft
+    # confidence, at most `depth` deep, are verified in one target pass with a tree attention mask.
+    # 0 and 0 = today's chain of `depth` tokens.
+    tree_nodes: int = 0
+    tree_topk: int = 0
 
     def __post_init__(self):
         object.__setattr__(self, "mode", _enum(Mode, self.mode, "mode").value)
         object.__setattr__(self, "drafter", _enum(DrafterKind, self.drafter, "drafter").value)
         object.__setattr__(self, "policy", _enum(PolicyKind, self.policy, "policy").value)
-        for name in ("depth", "max_new_tokens", "seed", "ngram_size", "disable_by_batch_size"):
+        for name in ("depth", "max_new_tokens", "seed", "ngram_size", "disable_by_batch_size", "tree_nodes", "tree_topk"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{name} must be an integer; got {value!r}")
@@ -101,6 +109,36 @@ class DecodeConfig:
         if self.disable_by_batch_size < 1:
             raise ConfigError(f"disable_by_batch_size must be >= 1; got {self.disable_by_batch_size}")
         self._check_batch_table()
+        self._check_tree()
+
+    def _check_tree(self) -> None:
+        nodes, topk = self.tree_nodes, self.tree_topk
+        if not 0 <= nodes <= MAX_TREE_NODES:
+            raise ConfigError(f"tree_nodes must be between 0 (a chain) and {MAX_TREE_NODES}; got {nodes}")
+        if not 0 <= topk <= MAX_TREE_TOPK:
+            raise ConfigError(f"tree_topk must be between 0 (a chain) and {MAX_TREE_TOPK}; got {topk}")
+        if (nodes == 0) != (topk == 0):
+            raise ConfigError(f"tree_nodes and tree_topk go together (both 0 = a chain); got tree_nodes={nodes}, "
+                              f"tree_topk={topk}")
+        if nodes == 0:
+            return
+        if self.drafter == DrafterKind.NGRAM.value:
+            raise ConfigError("tree drafting (tree_nodes > 0) needs a drafter with a distribution to branch on: "
+                              "drafter='eagle' or 'model', not 'ngram'")
+        if self.depth < 1:
+            raise ConfigError("tree drafting needs depth >= 1 (the tree's deepest level)")
+        most = topk + (self.depth - 1) * topk * topk
+        if nodes > most:
+            raise ConfigError(f"tree_nodes={nodes} is more than depth {self.depth} with top-{topk} can draft "
+                              f"({topk} + ({self.depth} - 1) x {topk}^2 = {most} candidates)")
+        if self.policy == PolicyKind.GOODPUT.value or self.confidence_threshold > 0:
+            raise ConfigError("tree drafting prices its own width (tree_nodes): use policy='fixed', 'heuristic', "
+                              "'off_above_batch' or 'batch_table' and confidence_threshold 0")
+
+    @property
+    def tree(self) -> bool:
+        """Tree drafting (tree_nodes > 0) rather than a chain."""
+        return self.tree_nodes > 0
 
     def _check_batch_table(self) -> None:
         table = self.batch_table

@@ -31,7 +31,8 @@ from .models import ModelPair
 from .policies import PolicyContext, make_policy
 from .sampling import probs_from_logits, sample, verify
 from .sequence import Sequence, prepare_sequences
-from .trace import DraftToken, SeqStep, Step, Trace, summarize
+from .trace import DraftToken, SeqStep, Step, Trace, TreeRecord, summarize
+from .tree import verify_tree
 
 
 class StepStream:
@@ -93,6 +94,9 @@ class Decoder:
         if self.features and self.target.lean is None:
             raise ConfigError(f"drafter={cfg.drafter!r} needs the target's hidden states, which only the lean "
                               "forward gives (a plain Llama target, SPECLAB_LEAN not 0)")
+        if cfg.tree and self.target.lean is None:
+            raise ConfigError("tree drafting verifies with a tree attention mask, which only the lean forward takes "
+                              "(a plain Llama target, SPECLAB_LEAN not 0)")
         self.active: list[Sequence] = list(seqs)
         self.steps: list[Step] = []
         self.accepted_total = self.seq_steps = 0  # acceptance so far, for the policy
@@ -149,36 +153,63 @@ class Decoder:
                 draft = self.drafter.propose([s.tokens for s in active], depth, self.draft_options(), self.generator)
         depth = draft.depth if draft is not None else 0
 
-        # 2. verify: [last token, d_1..d_k] for every row in ONE target forward
+        # 2. verify: [last token, d_1..d_k] (or the tree's N nodes) for every row in ONE target forward
         last = torch.tensor([[s.tokens[-1]] for s in active], dtype=torch.long, device=device)  # (B, 1)
-        verify_ids = torch.cat([last, draft.ids], dim=1) if draft is not None else last  # (B, k+1)
+        verify_ids = torch.cat([last, draft.ids], dim=1) if draft is not None else last  # (B, k+1) or (B, N+1)
         with StepTimer(device) as verify_timer:
-            logits, hidden = self.target_pass(verify_ids)  # (B, k+1, vocab), features (B, k+1, F) or None
+            logits, hidden = self.target_pass(verify_ids, draft)  # (B, k+1, vocab), features (B, k+1, F) or None
 
-        # 3. accept: the longest matching prefix (greedy) or accept/resample, then the target's own token
-        num_accepted, next_ids, p_chosen = verify(logits, draft, cfg.greedy, cfg.temperature, cfg.top_p, self.generator)
-        records = self.append(draft, num_accepted, next_ids, p_chosen)
+        # 3. accept: the longest matching prefix/path (greedy) or accept/resample, then the target's own token
+        path = None  # a tree's accepted path, as verify columns (B, D+1)
+        if draft is not None and draft.tree is not None:
+            num_accepted, next_ids, p_chosen, path = verify_tree(logits, draft.tree, cfg.greedy, cfg.temperature,
+                                                                 cfg.top_p, self.generator)
+        else:
+            num_accepted, next_ids, p_chosen = verify(logits, draft, cfg.greedy, cfg.temperature, cfg.top_p,
+                                                      self.generator)
+        records = self.append(draft, num_accepted, next_ids, p_chosen, path)
         wasted = self.wasted_flops(draft, num_accepted, past_lengths)
 
-        # 4. roll back: each row keeps its own accepted length in both caches
+        # 4. roll back: each row keeps its own accepted length (a tree: its accepted path) in both caches
         new_lengths = past_lengths + num_accepted + 1  # (B,)
         if draft is not None:
-            self.target.keep(new_lengths - 1)  # the target caches all but the pending last token
+            hidden = self.roll_back(draft, num_accepted, new_lengths, path, hidden)
         if self.drafter is not None:
             self.drafter.commit(Verified(draft, num_accepted, new_lengths, hidden))
-        return self.make_step("decode", depth, len(active) * (depth + 1), t_start, draft_timer, verify_timer,
+        n_verified = draft.nodes if draft is not None else 0
+        return self.make_step("decode", depth, len(active) * (n_verified + 1), t_start, draft_timer, verify_timer,
                               wasted, records)
 
     # --- helpers: the target pass, the policy, records, waste, timing --------------------------------
 
-    def target_pass(self, ids):
-        """The target's forward: over prompts (list of token lists: the prefill) or (B, n) verify ids.
+    def target_pass(self, ids, draft: Draft | None = None):
+        """The target's forward: over prompts (list of token lists: the prefill) or (B, n) verify ids; a tree
+        draft's nodes attend to their ancestors only, at positions by depth (engine/tree.py).
         Returns (logits, hidden) — hidden only when the drafter asked for the target's features."""
         if isinstance(ids, list):
             out = self.target.prefill(ids, self.pad_id, return_hidden=self.features)
+        elif draft is not None and draft.tree is not None:
+            tree, cache = draft.tree, self.target
+            positions = cache.lengths[:, None] + tree.offsets  # (B, N+1)
+            context = cache.valid[:, None].expand(-1, ids.shape[1], -1)  # (B, N+1, W)
+            attend = torch.cat([context, tree.attention()], dim=2)  # (B, N+1, W+N+1)
+            out = cache.forward_tree(ids, positions, attend, return_hidden=self.features)
         else:
             out = self.target.forward(ids, return_hidden=self.features)
         return out if self.features else (out, None)
+
+    def roll_back(self, draft: Draft, num_accepted, new_lengths, path, hidden):
+        """Step 4 in the target's cache; returns the verified features the drafter keeps, in sequence order.
+        A chain keeps each row's first num_accepted + 1 columns; a tree its root and accepted path, packed."""
+        if path is None:
+            self.target.keep(new_lengths - 1)  # the target caches all but the pending last token
+            return hidden
+        path = path[:, : int(num_accepted.max()) + 1]  # (B, P): verify columns of root + accepted nodes
+        keep = torch.arange(path.shape[1], device=path.device)[None, :] <= num_accepted[:, None]  # (B, P)
+        self.target.keep_path(path, keep, draft.nodes + 1)
+        if hidden is None:
+            return None
+        return hidden.gather(1, path[..., None].expand(-1, -1, hidden.shape[2]))  # (B, P, F)
 
     def choose_depth(self) -> int:
         """The policy's depth for this step, never more than the longest remaining sequence can use."""
@@ -203,25 +234,33 @@ class Decoder:
             return self.cfg
         return dataclasses.replace(self.cfg, confidence_threshold=stop)
 
-    def append(self, draft: Draft | None, num_accepted, next_ids, p_chosen) -> list[SeqStep]:
+    def append(self, draft: Draft | None, num_accepted, next_ids, p_chosen, path=None) -> list[SeqStep]:
         """Append each row's accepted drafts and the target's token to its sequence; one record per row."""
         accepted, next_list, p_next = num_accepted.tolist(), next_ids.tolist(), p_chosen[:, -1].tolist()
         if draft is None:
             return [self.plain_record(seq, t, p) for seq, t, p in zip(self.active, next_list, p_next)]
         ids, q_x, p_x = draft.ids.tolist(), draft.q_x.tolist(), p_chosen[:, :-1].tolist()
         n_valid = draft.valid.sum(1).tolist()
+        trees = tree_records(draft.tree, path, num_accepted, self.pair.token_text, q_x, p_x) if path is not None else None
         records = []
         for r, seq in enumerate(self.active):
             a, n = accepted[r], n_valid[r]
+            if trees is not None:  # the accepted path, then the best rejected child of its end (if any)
+                shown = trees[r].shown()
+                n = len(shown)
+            else:
+                shown = list(range(n))
             drafted = [
-                DraftToken(id=t, text=self.pair.token_text(t), draft_prob=q, target_prob=p, accepted=j < a)
-                for j, (t, q, p) in enumerate(zip(ids[r][:n], q_x[r][:n], p_x[r][:n]))
-            ]
-            emitted = seq.append(ids[r][:a] + [next_list[r]], self.eos_ids)
+                DraftToken(id=ids[r][j], text=self.pair.token_text(ids[r][j]), draft_prob=q_x[r][j],
+                           target_prob=p_x[r][j], accepted=i < a)
+                for i, j in enumerate(shown)
+            ]  # fmt: skip
+            emitted = seq.append([ids[r][j] for j in shown[:a]] + [next_list[r]], self.eos_ids)
             records.append(SeqStep(
                 seq=seq.index, drafted=drafted, num_accepted=a, next_id=next_list[r],
                 next_text=self.pair.token_text(next_list[r]), next_prob=p_next[r],
                 next_kind=next_kind(a, n), emitted=emitted, finished=seq.finished,
+                tree=trees[r] if trees is not None else None,
             ))  # fmt: skip
             if n:
                 self.seq_steps += 1
@@ -242,10 +281,14 @@ class Decoder:
             return 0.0
         wasted = 0.0
         n_valid = draft.valid.sum(1).tolist()
+        # A tree: every node off the accepted path cost the target a token, and the drafter fed k entries per
+        # level after the first ((forwards - 1) * k), of which at most num_accepted lay on the accepted path.
+        tree_entries = (draft.forwards - 1) * draft.tree.topk if draft.tree is not None else 0
         for past, a, n in zip(past_lengths.tolist(), num_accepted.tolist(), n_valid):
             context = past + a
-            wasted += (draft.depth - a) * self.pair.target_costs.token_flops(context)
-            wasted += (n - a) * self.drafter.token_flops(context)
+            wasted += (draft.nodes - a) * self.pair.target_costs.token_flops(context)
+            rejected = max(0, tree_entries - a) if draft.tree is not None else n - a
+            wasted += rejected * self.drafter.token_flops(context)
         return wasted
 
     def drop_finished(self) -> list[Sequence]:
@@ -315,6 +358,19 @@ class Decoder:
             "torch": torch.__version__,
             "transformers": transformers.__version__,
         }
+
+
+def tree_records(tree, path, num_accepted, token_text, q_x, p_x) -> list[TreeRecord]:
+    """Each row's drafted tree for the trace: parents, tokens, q, p and which nodes the accepted path holds."""
+    parents, ids = tree.parents.tolist(), tree.tokens.tolist()
+    records = []
+    for r, (cols, a) in enumerate(zip(path.tolist(), num_accepted.tolist())):
+        on_path = {c - 1 for c in cols[1 : a + 1]}
+        records.append(TreeRecord(
+            parents=parents[r], ids=ids[r], texts=[token_text(t) for t in ids[r]], q=q_x[r], p=p_x[r],
+            accepted=[i in on_path for i in range(len(ids[r]))],
+        ))  # fmt: skip
+    return records
 
 
 def next_kind(num_accepted: int, num_drafted: int) -> str:

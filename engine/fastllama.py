@@ -157,7 +157,8 @@ class LeanLlama:
     @torch.no_grad()
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor | None,
                 cache, logits_to_keep: int = 0, return_hidden: bool | tuple[int, ...] = False):
-        """Feed (B, n) tokens at `positions` (B, n); `valid` (B, W+n) marks real cache columns (None: no padding).
+        """Feed (B, n) tokens at `positions` (B, n); `valid` (B, W+n) marks real cache columns (None: no padding),
+        or (B, n, W+n) says which columns each new token attends to (a draft tree's verify pass, engine/tree.py).
 
         Appends each layer's keys/values to `cache.layers[i]` (a transformers DynamicCache built with the
         model's config, as RaggedCache builds it) and returns
@@ -191,7 +192,9 @@ class LeanLlama:
         past = first.keys.shape[2] if first.is_initialized and first.keys.dim() == 4 else 0
         total = past + n
         mask = None
-        if valid is not None or (n > 1 and past > 0):
+        if valid is not None and valid.dim() == 3:  # (B, n, W+n): each query's own columns (tree attention)
+            mask = valid[:, None].bool()
+        elif valid is not None or (n > 1 and past > 0):
             # Boolean (B, 1, n, W+n): a real column, and not in the future of query i (at column past + i).
             cols = torch.arange(total, device=x.device)
             causal = cols[None, :] <= (past + torch.arange(n, device=x.device))[:, None]  # (n, W+n)

@@ -53,6 +53,8 @@ class TransformersForward:
     def __call__(self, input_ids, positions, mask, cache, logits_to_keep=0, return_hidden=False, features=None):
         if return_hidden:
             raise ValueError("final hidden states need the lean forward (engine/fastllama.py)")
+        if mask is not None and mask.dim() == 3:
+            raise ValueError("tree attention (a per-token mask) needs the lean forward (engine/fastllama.py)")
         out = self.model(
             input_ids=input_ids,
             attention_mask=None if mask is None else mask.long(),

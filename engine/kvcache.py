@@ -100,6 +100,39 @@ class RaggedCache:
         return self.run(input_ids, positions, None if no_padding else mask, self.cache, logits_to_keep,
                         return_hidden=return_hidden, features=features)
 
+    def forward_tree(self, input_ids: torch.Tensor, positions: torch.Tensor, attend: torch.Tensor,
+                     logits_to_keep: int = 0, return_hidden: bool | tuple[int, ...] = False,
+                     features: torch.Tensor | None = None):
+        """Feed (B, n) draft-tree tokens at explicit `positions` (B, n); `attend` (B, n, W+n) bool says which
+        cache and new columns each of them sees (its context and its ancestors: engine/tree.py). All n count
+        as real until `keep_path` (or `keep`) rolls back. Returns what `forward` returns."""
+        n_new = input_ids.shape[1]
+        if self.width == 0:
+            raise ValueError("RaggedCache.forward_tree needs a prefilled cache")
+        self.counter.step(self.batch, n_new, float(self.lengths.float().mean()), logits_to_keep)
+        self.lengths = self.lengths + n_new
+        self.width += n_new
+        self.valid = torch.cat([self.valid, torch.ones(self.batch, n_new, dtype=torch.bool, device=self.device)], 1)
+        return self.run(input_ids, positions, attend, self.cache, logits_to_keep, return_hidden=return_hidden,
+                        features=features)
+
+    def keep_path(self, path: torch.Tensor, keep: torch.Tensor, n_new: int) -> None:
+        """Roll back a tree verify pass of `n_new` columns: row b keeps the columns path[b, j] (offsets into
+        those n_new, in time order) where keep[b, j], packed right after its cache; the rest become holes.
+        path, keep: (B, P). Only the P kept slots are copied, per layer, in place."""
+        base, width = self.width - n_new, path.shape[1]
+        for layer in self.cache.layers:
+            b, h, _, d = layer.keys.shape
+            index = path[:, None, :, None].expand(b, h, width, d)
+            keys, values = layer.keys[:, :, base:].gather(2, index), layer.values[:, :, base:].gather(2, index)
+            layer.keys[:, :, base : base + width] = keys
+            layer.values[:, :, base : base + width] = values
+            layer.keys, layer.values = layer.keys[:, :, : base + width], layer.values[:, :, : base + width]
+        self.lengths = self.lengths - n_new + keep.long().sum(1)
+        self.valid = torch.cat([self.valid[:, :base], keep], dim=1)
+        self.width = base + width
+        self._tidy()
+
     def take_counts(self) -> tuple[float, float]:
         """FLOPs and bytes of the forwards since the last call."""
         return self.counter.take()

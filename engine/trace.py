@@ -3,7 +3,8 @@
 A `Step` is one iteration of the decode loop for the whole (ragged) batch: one target forward pass,
 the draft forwards that fed it, and per sequence what was drafted, accepted, rejected and emitted.
 A `Trace` is the run: its config, the sequences, the steps and `summary` (field names fixed by
-DESIGN.md §3). Traces are saved as versioned JSON ("speclab.trace/1"); anything else is refused
+DESIGN.md §3). Traces are saved as versioned JSON ("speclab.trace/1"; "speclab.trace/2" adds each row's draft tree, written only by
+tree-drafting runs, so chain traces stay readable by older SpecLabs); anything else is refused
 with a clear `TraceError` — traces are data, never executed or unpickled.
 """
 
@@ -19,9 +20,11 @@ from typing import NoReturn
 
 import numpy as np
 
-from .config import MAX_DEPTH, ConfigError, DecodeConfig
+from .config import MAX_DEPTH, MAX_TREE_NODES, ConfigError, DecodeConfig
 
-SCHEMA = "speclab.trace/1"
+SCHEMA = "speclab.trace/1"  # chain runs: what every SpecLab reads
+SCHEMA_TREE = "speclab.trace/2"  # /1 plus an optional `tree` per sequence-step (tree drafting)
+SCHEMAS = (SCHEMA, SCHEMA_TREE)
 
 
 class TraceError(ValueError):
@@ -43,6 +46,44 @@ class DraftToken:
 
 
 @dataclass
+class TreeRecord:
+    """One row's draft tree in one step (engine/tree.py): nodes in depth order, a parent before its children."""
+
+    parents: list[int]  # each node's parent node index; -1: the root (the row's last token)
+    ids: list[int]  # each node's token
+    texts: list[str]
+    q: list[float]  # the drafter's probability of the node's token after its parent
+    p: list[float]  # the target's probability of the same token after the same path
+    accepted: list[bool]  # on the accepted path
+
+    @property
+    def depths(self) -> list[int]:
+        depths: list[int] = []
+        for parent in self.parents:
+            depths.append(1 if parent < 0 else depths[parent] + 1)
+        return depths
+
+    @property
+    def depth(self) -> int:
+        return max(self.depths, default=0)
+
+    def path(self) -> list[int]:
+        """Node indices of the accepted path, root first."""
+        return [i for i, a in enumerate(self.accepted) if a]
+
+    def children(self, node: int) -> list[int]:
+        """Node indices whose parent is `node` (-1: the root), best first."""
+        return [i for i, parent in enumerate(self.parents) if parent == node]
+
+    def shown(self) -> list[int]:
+        """The chain the step's `drafted` list shows: the accepted path, then the best rejected child of its
+        end (none when the path ends at a leaf: the target's token is then a bonus)."""
+        path = self.path()
+        rejected = self.children(path[-1] if path else -1)
+        return path + rejected[:1]
+
+
+@dataclass
 class SeqStep:
     seq: int  # index of the sequence in the prompt list
     drafted: list[DraftToken]
@@ -53,6 +94,7 @@ class SeqStep:
     next_kind: str  # "correction" | "bonus" | "plain" (no draft this step)
     emitted: list[int]  # ids appended to the sequence this step (truncated at EOS / max_new_tokens)
     finished: bool
+    tree: TreeRecord | None = None  # tree drafting: the whole tree (`drafted` then shows its path, see TreeRecord)
 
     @property
     def num_rejected(self) -> int:
@@ -65,7 +107,7 @@ class Step:
     kind: str  # "prefill" | "decode"
     depth: int  # k used this step (0 for plain steps)
     batch: int  # sequences in the pass
-    tokens_per_pass: int  # tokens the target processed in its one forward: batch * (depth + 1)
+    tokens_per_pass: int  # tokens the target processed in its one forward: batch * (depth + 1), a tree: batch * (nodes + 1)
     t_start_s: float  # seconds since the run started
     t_end_s: float
     draft_ms: float
@@ -111,12 +153,18 @@ class Trace:
 
     # --- JSON -------------------------------------------------------------------------------
     def to_dict(self) -> dict:
+        steps = [asdict(s) for s in self.steps]
+        has_tree = any(q.get("tree") is not None for s in steps for q in s["seqs"])
+        for step in steps:
+            for seq in step["seqs"]:
+                if seq.get("tree") is None:
+                    seq.pop("tree", None)
         return {
-            "schema": SCHEMA,
+            "schema": SCHEMA_TREE if has_tree else SCHEMA,
             "config": self.config,
             "meta": self.meta,
             "sequences": self.sequences,
-            "steps": [asdict(s) for s in self.steps],
+            "steps": steps,
             "summary": self.summary,
         }
 
@@ -186,15 +234,20 @@ def acceptance_counts(steps: list[Step]) -> AcceptanceCounts:
             if not seq.drafted:
                 continue
             c.seq_steps += 1
-            c.drafted += len(seq.drafted)
             c.accepted += seq.num_accepted
             c.rejections += 1 if seq.num_accepted < len(seq.drafted) else 0
-            for i, tok in enumerate(seq.drafted):
+            if seq.tree is not None:  # every node was drafted; position i counts the path reaching depth i + 1
+                c.drafted += len(seq.tree.ids)
+                hits = [i < seq.num_accepted for i in range(seq.tree.depth)]
+            else:
+                c.drafted += len(seq.drafted)
+                hits = [tok.accepted for tok in seq.drafted]
+            for i, hit in enumerate(hits):
                 while len(c.pos_tries) <= i:
                     c.pos_tries.append(0)
                     c.pos_hits.append(0)
                 c.pos_tries[i] += 1
-                c.pos_hits[i] += 1 if tok.accepted else 0
+                c.pos_hits[i] += 1 if hit else 0
     return c
 
 
@@ -406,11 +459,46 @@ def _draft_token(raw, where: str, position: int, num_accepted: int) -> DraftToke
     )  # fmt: skip
 
 
+_TREE_KEYS = ("parents", "ids", "texts", "q", "p", "accepted")
+
+
+def _tree(raw, where: str, drafted: list[DraftToken], num_accepted: int) -> TreeRecord:
+    """A row's draft tree: equal-length lists, parents before children, the accepted nodes one path from
+    the root holding num_accepted nodes, and `drafted` showing that path (TreeRecord.shown)."""
+    d = _obj(raw, where, _TREE_KEYS)
+    parents = _list(d["parents"], f"{where}.parents", MAX_TREE_NODES)
+    n = len(parents)
+    if n == 0:
+        _fail(f"{where}.parents", "must list at least one node", parents)
+    for key in _TREE_KEYS[1:]:
+        if len(_list(d[key], f"{where}.{key}", MAX_TREE_NODES)) != n:
+            _fail(f"{where}.{key}", f"must have one entry per node ({n})", d[key])
+    tree = TreeRecord(
+        parents=[_int(v, f"{where}.parents[{i}]", -1, i - 1) for i, v in enumerate(parents)],
+        ids=_ids(d["ids"], f"{where}.ids", MAX_TREE_NODES),
+        texts=[_str(v, f"{where}.texts[{i}]") for i, v in enumerate(d["texts"])],
+        q=[_num(v, f"{where}.q[{i}]", 0.0, 1.0) for i, v in enumerate(d["q"])],
+        p=[_num(v, f"{where}.p[{i}]", 0.0, 1.0) for i, v in enumerate(d["p"])],
+        accepted=[_bool(v, f"{where}.accepted[{i}]") for i, v in enumerate(d["accepted"])],
+    )  # fmt: skip
+    if tree.depth > MAX_DEPTH:
+        _fail(f"{where}.parents", f"must make a tree at most {MAX_DEPTH} deep", tree.depth)
+    path = tree.path()
+    expected = [-1] + path[:-1] if path else []
+    if [tree.parents[i] for i in path] != expected:
+        _fail(f"{where}.accepted", "must mark one path from the root (each accepted node's parent accepted)", path)
+    if len(path) != num_accepted:
+        _fail(f"{where}.accepted", f"must mark num_accepted ({num_accepted}) nodes", len(path))
+    if [t.id for t in drafted] != [tree.ids[i] for i in tree.shown()]:
+        _fail(f"{where}", "must be the tree whose path (and best rejected child) `drafted` shows", [t.id for t in drafted])
+    return tree
+
+
 _SEQ_STEP_KEYS = ("seq", "drafted", "num_accepted", "next_id", "next_text", "next_prob", "next_kind", "emitted", "finished")
 
 
-def _seq_step(raw, where: str, n_sequences: int) -> SeqStep:
-    d = _obj(raw, where, _SEQ_STEP_KEYS)
+def _seq_step(raw, where: str, n_sequences: int, trees: bool = False) -> SeqStep:
+    d = _obj(raw, where, _SEQ_STEP_KEYS, optional=("tree",) if trees else ())
     seq = _int(d["seq"], f"{where}.seq")
     if seq >= n_sequences:
         _fail(f"{where}.seq", f"must index one of the trace's {n_sequences} sequences", seq)
@@ -420,11 +508,13 @@ def _seq_step(raw, where: str, n_sequences: int) -> SeqStep:
     kind = "plain" if not drafted else "bonus" if num_accepted == len(drafted) else "correction"
     if d["next_kind"] != kind:
         _fail(f"{where}.next_kind", f"must be {kind!r} ({num_accepted} of {len(drafted)} drafts accepted)", d["next_kind"])
+    tree = None if d.get("tree") is None else _tree(d["tree"], f"{where}.tree", tokens, num_accepted)
     return SeqStep(
         seq=seq, drafted=tokens, num_accepted=num_accepted, next_id=_int(d["next_id"], f"{where}.next_id"),
         next_text=_str(d["next_text"], f"{where}.next_text"),
         next_prob=_num(d["next_prob"], f"{where}.next_prob", 0.0, 1.0), next_kind=kind,
         emitted=_ids(d["emitted"], f"{where}.emitted", MAX_DEPTH + 1), finished=_bool(d["finished"], f"{where}.finished"),
+        tree=tree,
     )  # fmt: skip
 
 
@@ -433,7 +523,7 @@ _STEP_NUMBERS = ("draft_ms", "verify_ms", "overhead_ms", "target_flops", "draft_
 _STEP_KEYS = ("index", "kind", "depth", "batch", "tokens_per_pass", "t_start_s", "t_end_s", *_STEP_NUMBERS)
 
 
-def _step(raw, where: str, n_sequences: int) -> Step:
+def _step(raw, where: str, n_sequences: int, trees: bool = False) -> Step:
     d = _obj(raw, where, _STEP_KEYS, optional=("util_pct", "policy_ms", "seqs"))
     t_start = _num(d["t_start_s"], f"{where}.t_start_s")
     t_end = _num(d["t_end_s"], f"{where}.t_end_s")
@@ -447,7 +537,7 @@ def _step(raw, where: str, n_sequences: int) -> Step:
         **{k: _num(d[k], f"{where}.{k}") for k in _STEP_NUMBERS},
         util_pct=_opt_num(d.get("util_pct"), f"{where}.util_pct", 0.0, 100.0),
         policy_ms=_num(d.get("policy_ms", 0.0), f"{where}.policy_ms"),
-        seqs=[_seq_step(s, f"{where}.seqs[{i}]", n_sequences) for i, s in enumerate(seqs)],
+        seqs=[_seq_step(s, f"{where}.seqs[{i}]", n_sequences, trees) for i, s in enumerate(seqs)],
     )  # fmt: skip
 
 
@@ -544,15 +634,16 @@ def _trace(data) -> Trace:
     if not isinstance(data, dict):
         raise TraceError("not a SpecLab trace: the JSON top level must be an object")
     schema = data.get("schema")
-    if schema != SCHEMA:
-        raise TraceError(f"unsupported trace schema {_show(schema)}: this SpecLab reads {SCHEMA!r}")
+    if schema not in SCHEMAS:
+        raise TraceError(f"unsupported trace schema {_show(schema)}: this SpecLab reads {SCHEMA!r} and {SCHEMA_TREE!r}")
     missing = [k for k in ("config", "sequences", "steps", "summary") if k not in data]
     if missing:
         raise TraceError(f"malformed trace: missing {', '.join(missing)}")
     raw_sequences = _list(data["sequences"], "sequences", MAX_SEQUENCES)
     sequences = [_sequence(s, f"sequences[{i}]") for i, s in enumerate(raw_sequences)]
     raw_steps = _list(data["steps"], "steps", MAX_STEPS)
-    steps = [_step(s, f"steps[{i}]", len(sequences)) for i, s in enumerate(raw_steps)]
+    trees = schema == SCHEMA_TREE  # only /2 traces may hold draft trees
+    steps = [_step(s, f"steps[{i}]", len(sequences), trees) for i, s in enumerate(raw_steps)]
     return Trace(
         config=_config(data["config"]), sequences=sequences, steps=steps, summary=_summary(data["summary"]),
         meta=_meta(data.get("meta", {})),

@@ -29,6 +29,7 @@ from app.policy_options import (
 )
 from app.results import Peaks, gauge_name, show_results
 from app.views import depth_policy, tokens
+from app.views import tree as tree_view
 from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate_steps
 from engine.hardware import pick_device
 from engine.passcurve import pass_curve
@@ -53,7 +54,7 @@ LABELS = {  # bound widget key -> its label, for the notice when a link's value 
     "prompt": "Prompt", "text": "Your prompt", "pair": "Model pair", "drafter": "Drafter", "fp32": "float32",
     "batch": "Batch size", "depth": "Speculation depth k", "tokens": "Max new tokens", "temp": "Temperature",
     "top_p": "Top-p", "policy": "Depth policy", "policy_n": "N", "table": "Batch table",
-    "conf": "Stop drafting below confidence", "auto": "Rerun on change",
+    "conf": "Stop drafting below confidence", "auto": "Rerun on change", "tree": "Tree nodes", "tree_k": "Tree top-k",
 }  # fmt: skip
 CPU_WORK_GUARD = 16_384  # batch × (depth + 1) × max_new_tokens allowed on a CPU server
 GPU_WORK_GUARD = 262_144
@@ -77,6 +78,21 @@ class Settings:
     float32: bool
     confidence: float = 0.0
     table: str = ""  # policy batch_table: rows MIN-MAX:K (empty: derived from this machine's measured pass cost)
+    tree_nodes: int = 0  # EAGLE tree drafting: nodes verified per row (0 = a chain of k)
+    tree_topk: int = 4  # children expanded per tree node
+
+    @property
+    def tree(self) -> tuple[int, int]:
+        """(tree_nodes, tree_topk) the run uses: a tree only for a model drafter (EAGLE head, draft model) with
+        k >= 1, else the chain."""
+        if self.tree_nodes and self.drafter in ("eagle", "model") and self.depth > 0:
+            return self.tree_nodes, self.tree_topk
+        return 0, 0
+
+    @property
+    def verified_per_row(self) -> int:
+        """Tokens each row puts through a verify pass: k + 1, or a tree's nodes + 1."""
+        return (self.tree[0] or self.depth) + 1
 
     @property
     def dtype(self) -> str:
@@ -99,6 +115,7 @@ class Settings:
             disable_by_batch_size=self.policy_n, temperature=self.temperature, top_p=self.top_p,
             max_new_tokens=self.max_new_tokens, seed=0,
             confidence_threshold=self.confidence if self.drafter != "ngram" else 0.0, batch_table=self.batch_table,
+            tree_nodes=self.tree[0] if mode == "speculative" else 0, tree_topk=self.tree[1] if mode == "speculative" else 0,
         )  # fmt: skip
 
 
@@ -174,6 +191,16 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
                                     "drafts. In a batch, drafting continues while any row is still drafting, and the "
                                     "stopped rows' slots are padding the target still verifies. 0 = always draft k "
                                     "tokens.")  # fmt: skip
+        t1, t2 = st.columns(2)
+        tree_nodes = t1.slider("Tree nodes (EAGLE head or draft model; 0 = a chain of k)", 0, 64, 0, key="tree",
+                               bind="query-params", disabled=DRAFTERS[drafter] == "ngram",
+                               help="Tree drafting (EAGLE-2): each draft step expands the top-k children of the k "
+                                    "best nodes so far; the nodes with the highest joint draft confidence, at most "
+                                    "k deep, are verified in ONE target pass with a tree attention mask. Width is "
+                                    "a third way to fill an idle pass, beside batch and depth.")  # fmt: skip
+        tree_topk = t2.slider("Tree top-k", 1, 8, 4, key="tree_k", bind="query-params",
+                              disabled=DRAFTERS[drafter] == "ngram" or tree_nodes == 0,
+                              help="Children expanded per node (and nodes expanded per level).")  # fmt: skip
         auto = q3.toggle("Rerun on change", key="auto", bind="query-params",
                          help="Decode again whenever a setting changes (a change mid-run cancels that run).")  # fmt: skip
         clicked = q4.button("▶ Run", type="primary", width="stretch", key="run")
@@ -181,11 +208,12 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
         preset=preset, prompt_id=prompt_id, custom_text=custom, batch=int(batch), depth=int(depth),
         temperature=float(temperature), top_p=float(top_p), max_new_tokens=int(max_new), drafter=DRAFTERS[drafter],
         policy=POLICIES[policy], policy_n=int(policy_n), float32=bool(float32), confidence=float(confidence),
-        table=str(table or ""),
+        table=str(table or ""), tree_nodes=int(tree_nodes), tree_topk=int(tree_topk),
     )  # fmt: skip
     values = {"prompt": title, "pair": label, "drafter": drafter, "fp32": float32, "batch": batch,
               "depth": depth, "tokens": max_new, "temp": temperature, "top_p": top_p, "policy": policy,
-              "policy_n": policy_n, "table": table, "conf": confidence, "auto": auto}  # fmt: skip
+              "policy_n": policy_n, "table": table, "conf": confidence, "auto": auto, "tree": tree_nodes,
+              "tree_k": tree_topk}  # fmt: skip
     if prompt_id == "custom":
         values["text"] = custom
     if first_run or clicked:
@@ -215,13 +243,19 @@ def input_problems(settings: Settings, hub_ok: bool, on_gpu: bool) -> list[str]:
         problems.append(str(exc))
     if settings.prompt_id == "custom" and not settings.custom_text.strip():
         problems.append("The custom prompt is empty. Fix: type a prompt, or pick one of the curated prompts.")
+    if settings.tree[0] and not problems:
+        try:
+            settings.config("speculative")
+        except ConfigError as exc:  # e.g. more nodes than k levels of top-k hold, or a policy trees do not take
+            problems.append(f"{exc}. Fix: change the tree nodes, the tree top-k or k, or set Tree nodes to 0.")
     guard = GPU_WORK_GUARD if on_gpu else CPU_WORK_GUARD
-    work = settings.batch * (settings.depth + 1) * settings.max_new_tokens
+    work = settings.batch * settings.verified_per_row * settings.max_new_tokens
     if work > guard:
+        per_row = f"tree nodes {settings.tree[0]}" if settings.tree[0] else f"depth {settings.depth}"
         problems.append(
-            f"batch {settings.batch} × (depth {settings.depth} + 1) × {settings.max_new_tokens} new tokens = {work:,} "
+            f"batch {settings.batch} × ({per_row} + 1) × {settings.max_new_tokens} new tokens = {work:,} "
             f"token slots, above this server's memory guard of {guard:,}. Fix: lower the batch size, the depth "
-            "or max new tokens."
+            "(or tree nodes) or max new tokens."
         )
     return problems
 
@@ -293,6 +327,19 @@ def show_policy_basis(basis: dict) -> None:
                         "draft times) and the run's acceptance at each draft position so far.")  # fmt: skip
         st.plotly_chart(depth_policy.curve_figure(basis["tokens"], basis["ms"], basis["measured_at"][:10]),
                         width="stretch", key="chart_curve")  # fmt: skip
+
+
+def show_trees(spec) -> None:
+    """The speculative lane's draft trees, one (step, sequence) at a time (app/views/tree.py)."""
+    items = tree_view.tree_steps(spec.steps)
+    if not items:
+        return
+    totals = tree_view.tree_totals(spec.steps)
+    with st.expander(f"Draft trees: {totals['mean_nodes']:.1f} nodes drafted, {totals['mean_accepted']:.2f} accepted "
+                     f"per sequence-step (mean of {totals['row_steps']})"):  # fmt: skip
+        pick = st.slider("Step (sequence-step of the speculative lane)", 1, len(items), 1, key="tree_pick") if len(
+            items) > 1 else 1
+        st.html(tree_view.tree_html(items[pick - 1], greedy=spec.config.get("temperature", 0) == 0))
 
 
 # --- page -------------------------------------------------------------------------------------
@@ -369,5 +416,6 @@ if result is not None and probe is not None:
                      stale=result["settings"] != settings, offer_float32=not result["settings"].float32)  # fmt: skip
         if result.get("basis"):
             show_policy_basis(result["basis"])
+        show_trees(result["spec"])
 elif not want_run:
     st.info("Pick a prompt and press **▶ Run**: the AR lane decodes first, then the speculative lane, then both race.")

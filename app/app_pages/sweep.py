@@ -24,9 +24,10 @@ from app.views.sweep import (
     grid_table,
     pass_table,
     speedup_figure,
+    tree_vs_chain,
 )
 from engine import ConfigError
-from engine.bench import bench, pass_costs
+from engine.bench import bench, pass_costs, tree_fits
 from engine.costs import ridge_tokens
 
 BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
@@ -131,6 +132,12 @@ with st.form("grid_form"):
                            help="Model drafters only: stop a sequence's draft once the product of the drafter's "
                                 "probabilities falls below this (the token that crosses it is still proposed); k is "
                                 "then the most a step drafts. 0 = off.")  # fmt: skip
+    t1, t2 = st.columns([3, 1])
+    grid_trees = t1.multiselect("Draft-tree sizes (nodes; each at every depth it fits, beside the chains)",
+                                [8, 16, 24, 32, 48, 64], default=[], key="grid_trees",
+                                help="Tree drafting (EAGLE-2): width as a third way to fill a pass, beside batch "
+                                     "and depth. EAGLE head or draft model.")  # fmt: skip
+    grid_topk = t2.slider("Tree top-k", 1, 8, 4, key="grid_topk")
     adaptive = st.checkbox("Adaptive policies: also measure batch table (derived from this machine's pass cost) and "
                            "goodput, each with the largest depth picked as its maximum", key="grid_adaptive")  # fmt: skip
     go_grid = st.form_submit_button("Measure the grid", type="primary")
@@ -141,9 +148,16 @@ if go_grid:
     elif adaptive and max(grid_depths) == 0:
         st.error("The adaptive policies run with the largest depth as their maximum, and it is 0. Fix: add a depth "
                  "above 0, or untick adaptive policies.", icon=":material/error:")  # fmt: skip
+    elif grid_trees and kind == "ngram":
+        st.error("Tree drafting needs a drafter with a distribution to branch on. Fix: choose the EAGLE head or the "
+                 "draft model, or clear the tree sizes.", icon=":material/error:")  # fmt: skip
+    elif grid_trees and not any(tree_fits((n, grid_topk), d) for n in grid_trees for d in grid_depths):
+        st.error(f"No picked depth can hold those tree sizes with top-{grid_topk} (a tree of k levels holds at most "
+                 "top-k + (k-1)·top-k² candidates). Fix: a larger depth or top-k, or smaller trees.",
+                 icon=":material/error:")  # fmt: skip
     elif pair.drafter_name(kind) is None:
         st.error(NO_DRAFTER.get(kind, f"This pair cannot run the {kind} drafter."), icon=":material/error:")
-    elif len(grid_batches) * (len(grid_depths) + 1 + 2 * adaptive) * max(grid_batches) * tokens > 20_000:
+    elif len(grid_batches) * (len(grid_depths) * (1 + len(grid_trees)) + 1 + 2 * adaptive) * max(grid_batches) * tokens > 20_000:
         st.error("That grid would take many minutes on this machine. Fix: fewer or smaller batch sizes, fewer "
                  "depths, or fewer tokens.", icon=":material/error:")  # fmt: skip
     else:
@@ -154,6 +168,7 @@ if go_grid:
                     pair, sorted(grid_batches), sorted(grid_depths), drafter=kind, max_new_tokens=tokens, repeats=1,
                     confidences=[float(confidence) if kind != "ngram" else 0.0],
                     policy=["fixed", *ADAPTIVE] if adaptive else "fixed",
+                    trees=[(0, 0)] + [(n, grid_topk) for n in sorted(grid_trees)],
                     log=lambda line: progress.caption("measured:" + line),
                 )  # fmt: skip
             except MEASURE_ERRORS as exc:
@@ -165,6 +180,8 @@ if grid:
     has_adaptive = any(r.get("policy", "fixed") != "fixed" for r in grid["rows"])
     st.plotly_chart(speedup_figure(grid["rows"]), width="stretch", key="grid_fig")
     st.dataframe(grid_table(grid["rows"]), hide_index=True)
+    for line in tree_vs_chain(grid["rows"]):
+        st.markdown(f"- {line}")
     if has_adaptive:
         st.markdown("**Adaptive policies against the best static choice.** At each batch size the shaded line is "
                     "the best a fixed setting did in this grid: plain decoding or the best fixed depth, whichever was "

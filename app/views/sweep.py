@@ -4,7 +4,8 @@ Rows come from `engine.bench.bench` (AR vs speculative per batch x depth cell; w
 row's "policy" names it and an adaptive policy's "depth" is its maximum, "mean_depth" what it used) and
 `engine.bench.pass_costs` (one target pass per tokens-per-pass); the curve of the latter is
 roofline.pass_cost_figure. The envelope view sets each adaptive policy against the best a static choice
-could do at each batch size: max(plain decoding, the best fixed depth). Nothing here calls streamlit.
+could do at each batch size: max(plain decoding, the best fixed depth). Draft-tree rows ("tree_nodes" > 0)
+get their own columns and `tree_vs_chain`'s lines. Nothing here calls streamlit.
 """
 
 from __future__ import annotations
@@ -16,16 +17,24 @@ def _policy(row: dict) -> str:
     return row.get("policy") or "fixed"
 
 
+def _tree(row: dict) -> bool:
+    return bool(row.get("tree_nodes"))
+
+
 def column(row: dict) -> str:
-    """The grid column of a row: its depth for fixed k ('4'), else the policy and its maximum ('goodput ≤8')."""
+    """The grid column of a row: its depth for fixed k ('4'), a draft tree's depth, nodes and top-k
+    ('4 · tree 16/4'), else the policy and its maximum ('goodput ≤8')."""
+    if _tree(row):
+        return f"{row['depth']} · tree {row['tree_nodes']}/{row['tree_topk']}"
     return str(row["depth"]) if _policy(row) == "fixed" else f"{_policy(row)} ≤{row['depth']}"
 
 
 def _columns(rows: list[dict]) -> list[str]:
-    """Fixed depths in increasing order, then the adaptive policies in the order they were measured."""
-    fixed = sorted({r["depth"] for r in rows if _policy(r) == "fixed"})
-    adaptive = list(dict.fromkeys(column(r) for r in rows if _policy(r) != "fixed"))
-    return [str(d) for d in fixed] + adaptive
+    """Fixed depths in increasing order, then the trees, then the adaptive policies in the order measured."""
+    fixed = sorted({r["depth"] for r in rows if _policy(r) == "fixed" and not _tree(r)})
+    trees = list(dict.fromkeys(column(r) for r in rows if _tree(r)))
+    adaptive = list(dict.fromkeys(column(r) for r in rows if _policy(r) != "fixed" and not _tree(r)))
+    return [str(d) for d in fixed] + trees + adaptive
 
 
 def speedup_figure(rows: list[dict]) -> go.Figure:
@@ -67,13 +76,37 @@ def pass_table(rows: list[dict], peak_bandwidth: float, peak_flops: float) -> li
 def grid_table(rows: list[dict]) -> list[dict]:
     """One table row per grid cell: both lanes' tokens/s, the speedup, α, drafts per step, FLOPs vs AR."""
     return [
-        {"batch": r["batch"], "policy": _policy(r), "depth": r["depth"], "mean k": _round(r.get("mean_depth"), 2),
+        {"batch": r["batch"], "policy": _policy(r), "depth": r["depth"],
+         "tree": f"{r['tree_nodes']}/{r['tree_topk']}" if _tree(r) else "chain", "mean k": _round(r.get("mean_depth"), 2),
          "tokens/pass": r["tokens_per_pass"],
          "AR tok/s": round(r["ar_tokens_per_s"], 1), "spec tok/s": round(r["spec_tokens_per_s"], 1),
          "speedup": round(r["speedup"], 2), "α": _round(r["alpha"], 2),
-         "drafted/step": _round(r.get("drafted_per_step"), 2), "FLOPs × AR": _round(r["flops_ratio"], 2)}
+         "drafted/step": _round(r.get("drafted_per_step"), 2), "tokens/step": _round(r.get("tokens_per_step"), 2),
+         "FLOPs × AR": _round(r["flops_ratio"], 2)}
         for r in rows
     ]  # fmt: skip
+
+
+def tree_vs_chain(rows: list[dict]) -> list[str]:
+    """One line per batch size with both: the best tree's tokens/s against the best chain depth's, from the
+    measurement (width against depth as the batch fills the pass)."""
+    lines = []
+    for batch in sorted({r["batch"] for r in rows}):
+        here = [r for r in rows if r["batch"] == batch and _policy(r) == "fixed"]
+        trees, chains = [r for r in here if _tree(r)], [r for r in here if not _tree(r)]
+        if not trees or not chains:
+            continue
+        tree = max(trees, key=lambda r: r["spec_tokens_per_s"])
+        chain = max(chains, key=lambda r: r["spec_tokens_per_s"])
+        verdict = "faster" if tree["spec_tokens_per_s"] > chain["spec_tokens_per_s"] else "slower"
+        lines.append(
+            f"batch {batch}: the best tree ({column(tree)}, {tree['tokens_per_pass']} tokens per pass) ran "
+            f"{tree['spec_tokens_per_s']:.1f} tok/s, {tree['spec_tokens_per_s'] / chain['spec_tokens_per_s']:.2f}× the "
+            f"best chain (k = {chain['depth']}, {chain['spec_tokens_per_s']:.1f} tok/s): {verdict}"
+            + (f"; {tree['tokens_per_step']:.2f} vs {chain['tokens_per_step']:.2f} tokens per sequence-step"
+               if tree.get("tokens_per_step") and chain.get("tokens_per_step") else "") + "."
+        )  # fmt: skip
+    return lines
 
 
 # --- adaptive policies against the static envelope ---------------------------------------------
@@ -84,7 +117,7 @@ def envelope(rows: list[dict]) -> list[dict]:
     for batch in sorted({r["batch"] for r in rows}):
         here = [r for r in rows if r["batch"] == batch]
         ar = here[0]["ar_tokens_per_s"]
-        fixed = [r for r in here if _policy(r) == "fixed"]
+        fixed = [r for r in here if _policy(r) == "fixed" and not _tree(r)]
         best = max(fixed, key=lambda r: r["spec_tokens_per_s"]) if fixed else None
         top = max(ar, best["spec_tokens_per_s"]) if best else ar
         adaptive = {

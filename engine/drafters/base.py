@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 import torch
 
 from ..sampling import probs_from_logits, sample
+from ..tree import DraftTree
 
 if TYPE_CHECKING:
     from ..config import DecodeConfig
@@ -43,9 +44,16 @@ class Draft:
     valid: torch.Tensor  # (B, k) bool
     forwards: int  # draft model forward passes spent
     fed_tokens: int  # tokens fed through the draft model per row, summed over those passes
+    tree: DraftTree | None = None  # a draft tree (ids are its nodes, engine/tree.py); None: a chain
 
     @property
     def depth(self) -> int:
+        """k: a chain's length, a tree's deepest level."""
+        return self.tree.depth if self.tree is not None else int(self.ids.shape[1])
+
+    @property
+    def nodes(self) -> int:
+        """Draft tokens the target verifies per row (a chain's k, a tree's N)."""
         return int(self.ids.shape[1])
 
 

@@ -27,6 +27,7 @@ from ..fastllama import LeanLlama, rms_norm
 from ..formats import DRAFT_VOCAB_FILE, EAGLE_CONFIG_FILE, EAGLE_FORMAT, EAGLE_WEIGHTS_FILE, head_config, head_weight_shapes
 from ..kvcache import RaggedCache
 from .base import ConfidenceGate, Draft, Verified, choose_tokens
+from .tree import grow_tree
 
 
 def fuse_features(features: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -209,6 +210,8 @@ class EagleDrafter:
         last = width - 1 - self.pending_valid.flip(1).long().argmax(1)  # (B,) each row's last real column
         feature = g[torch.arange(batch, device=device), last]  # (B, H)
         fed = width
+        if cfg.tree:
+            return self.propose_tree(feature, depth, cfg, fed)
         gate = ConfidenceGate(batch, cfg.confidence_threshold, device)
         for i in range(depth):
             logits = torch.nn.functional.linear(feature, self.runner.head)  # (B, C): over the reduced vocabulary
@@ -220,6 +223,23 @@ class EagleDrafter:
         self.pending = self.pending_valid = None
         self.drafted = gate.width - 1  # draft entries now in the cache, dropped again in `commit`
         return gate.draft(forwards=gate.width, fed_tokens=fed)
+
+    def propose_tree(self, feature: torch.Tensor, depth: int, cfg, fed: int) -> Draft:
+        """EAGLE-2's dynamic tree (engine/drafters/tree.py) from the root's guessed feature (B, H): each
+        frontier node is a head entry (its token, its parent's guessed feature g); its children are scored
+        from its own g. The tree entries are dropped again in `commit`, like a chain's."""
+        k = cfg.tree_topk
+
+        def feed(tokens, positions, attend, parent_g):
+            g = self.cache.forward_tree(tokens, positions, attend, features=parent_g)  # (B, k, H)
+            return F.linear(g, self.runner.head), g  # logits (B, k, C) over the reduced vocabulary
+
+        root_g = feature[:, None].expand(feature.shape[0], k, feature.shape[-1])  # (B, k, H)
+        tree = grow_tree(self.cache, F.linear(feature, self.runner.head), depth, cfg, self.vocab, feed, root_g)
+        self.pending = self.pending_valid = None
+        self.drafted = k * (depth - 1)  # tree entries now in the cache, dropped again in `commit`
+        return Draft(ids=tree.tokens, q_x=tree.q, probs=None, valid=torch.ones_like(tree.tokens, dtype=torch.bool),
+                     forwards=depth, fed_tokens=fed + self.drafted, tree=tree)
 
     def commit(self, verified: Verified) -> None:
         """verified.hidden (B, k+1, H): the target pass's features. After a plain step its one feature joins

@@ -2,7 +2,8 @@
 own ragged KV cache (greedy argmax, or sampling from its own tempered / top-p distribution q).
 
 With a reduced vocabulary (FR-Spec, `draft_vocab.json` beside the draft) its head scores only those
-token ids; q is 0 outside them, which keeps Algorithm 1 exact.
+token ids; q is 0 outside them, which keeps Algorithm 1 exact. With `tree_nodes` it drafts an EAGLE-2
+tree instead (engine/drafters/tree.py), its tree entries attending through a tree mask (lean forward only).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import torch
 from ..config import ConfigError
 from ..kvcache import RaggedCache
 from .base import ConfidenceGate, Draft, Verified, choose_tokens
+from .tree import grow_tree
 
 
 class ModelDrafter:
@@ -34,13 +36,19 @@ class ModelDrafter:
     def build(cls, pair, cfg, pad_id: int) -> ModelDrafter:
         if pair.draft is None:
             raise ConfigError("drafter='model' needs a draft model, but this pair has none: use drafter='ngram'")
-        return cls(pair.draft, pair.device, pair.draft_costs, pad_id, vocab=pair.draft_vocab)
+        drafter = cls(pair.draft, pair.device, pair.draft_costs, pad_id, vocab=pair.draft_vocab)
+        if cfg.tree and drafter.cache.lean is None:
+            raise ConfigError("tree drafting with drafter='model' needs the lean forward for the draft (a plain Llama "
+                              "draft, SPECLAB_LEAN not 0)")
+        return drafter
 
     def __init__(self, model: torch.nn.Module, device: torch.device, costs, pad_id: int,
                  vocab: torch.Tensor | None = None):
         self.cache = RaggedCache(model, device, costs)
         self.pad_id = pad_id
         self.lag = 0  # tokens of every sequence not yet in the draft cache (the same for all rows)
+        self.lags: torch.Tensor | None = None  # (B,) after a tree step: each row's own count
+        self.drafted = 0  # tree entries in the cache
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
         # FR-Spec: with a reduced vocabulary the head scores only these token ids (lean forward only).
         self.vocab = None
@@ -55,8 +63,12 @@ class ModelDrafter:
         self.lag = 2
 
     def propose(self, sequences: list[list[int]], depth: int, cfg, generator) -> Draft:
+        if self.lags is not None:  # after a tree step rows lag by their own counts
+            return self.propose_after_tree(sequences, depth, cfg, generator)
         feed = torch.tensor([s[-self.lag :] for s in sequences], dtype=torch.long, device=self.cache.device)  # (B, lag)
         fed = self.lag
+        if cfg.tree:
+            return self.propose_tree(self.cache.forward(feed, logits_to_keep=1)[:, -1], depth, cfg, fed)
         gate = ConfidenceGate(len(sequences), cfg.confidence_threshold, self.cache.device)
         for i in range(depth):
             logits = self.cache.forward(feed, logits_to_keep=1)[:, -1]  # (B, vocab)
@@ -67,19 +79,55 @@ class ModelDrafter:
             fed += 1
         return gate.draft(forwards=gate.width, fed_tokens=fed)
 
+    def propose_after_tree(self, sequences: list[list[int]], depth: int, cfg, generator) -> Draft:
+        """Feed each row's own `lags[r]` missing tokens (ragged: holes before the shorter rows' tokens), then
+        draft the tree from the last position's logits."""
+        lags = self.lags.tolist()
+        width = max(lags)
+        tokens = torch.full((len(sequences), width), self.pad_id, dtype=torch.long)
+        for r, (seq, n) in enumerate(zip(sequences, lags)):
+            tokens[r, width - n :] = torch.tensor(seq[-n:], dtype=torch.long)
+        valid = torch.arange(width, device=self.cache.device)[None, :] >= (width - self.lags)[:, None]  # (B, W)
+        ragged = not bool(valid.all())
+        logits = self.cache.forward(tokens.to(self.cache.device), logits_to_keep=1, new_valid=valid if ragged else None)
+        self.lags = None
+        return self.propose_tree(logits[:, -1], depth, cfg, width)
+
+    def propose_tree(self, root_logits: torch.Tensor, depth: int, cfg, fed: int) -> Draft:
+        """EAGLE-2's dynamic tree (engine/drafters/tree.py) from the draft model's logits after the root."""
+
+        def feed(tokens, positions, attend, _):
+            return self.cache.forward_tree(tokens, positions, attend), None  # logits (B, k, C)
+
+        tree = grow_tree(self.cache, root_logits, depth, cfg, self.vocab, feed)
+        self.drafted = cfg.tree_topk * (depth - 1)  # tree entries in the cache, dropped in `commit`
+        return Draft(ids=tree.tokens, q_x=tree.q, probs=None, valid=torch.ones_like(tree.tokens, dtype=torch.bool),
+                     forwards=depth, fed_tokens=fed + self.drafted, tree=tree)
+
     def commit(self, verified: Verified) -> None:
         """After a plain step the cache falls one more token behind. After verification it keeps all but the
         last 2 tokens of each (grown) sequence: the draft never saw the target's correction/bonus token and,
         after a full acceptance, its own last draft; re-feeding the last two keeps every row's lag at exactly
-        2 (one uniform (B, 2) feed)."""
+        2 (one uniform (B, 2) feed). After a tree the tree entries go, and each row lags by the tokens the
+        step added plus one (its own count: `propose_after_tree` feeds them ragged)."""
         if verified.draft is None:
-            self.lag += 1
+            if self.lags is not None:
+                self.lags = self.lags + 1
+            else:
+                self.lag += 1
+            return
+        if verified.draft.tree is not None:
+            self.cache.keep(self.cache.lengths - self.drafted)  # the cache is each sequence before this step
+            self.lags = verified.new_lengths - self.cache.lengths  # (B,) >= 2
+            self.drafted = 0
             return
         self.cache.keep(verified.new_lengths - 2)
         self.lag = 2
 
     def select(self, rows: torch.Tensor) -> None:
         self.cache.select(rows)
+        if self.lags is not None:
+            self.lags = self.lags[rows]
 
     def take_counts(self) -> tuple[float, float]:
         return self.cache.take_counts()

@@ -13,7 +13,7 @@ MAIN = str(Path(__file__).resolve().parents[2] / "app" / "main.py")
 TIMEOUT = 240  # the first run loads and warms the model pair (cached for the rest of the module)
 CUSTOM = "✏️ Custom text…"
 CONTROLS = {
-    "slider": {"batch", "depth", "tokens", "temp", "top_p", "conf"},
+    "slider": {"batch", "depth", "tokens", "temp", "top_p", "conf", "tree", "tree_k"},
     "selectbox": {"prompt", "pair"},
     "radio": {"drafter", "policy"},
     "toggle": {"fp32", "auto"},
@@ -106,6 +106,34 @@ def test_eagle_drafter_runs_from_the_url():
     assert spec.config["drafter"] == "eagle" and "EAGLE head" in spec.meta["draft_name"]
     assert spec.config["confidence_threshold"] == 0.3  # the URL's confidence slider reaches the engine
     assert any(s.drafted for step in spec.steps for s in step.seqs)
+
+
+def test_eagle_tree_runs_from_the_url_and_shows_its_trees():
+    at = _app(tokens=8, depth=3, drafter="EAGLE head", tree=8, tree_k=2, fp32="true")
+    assert at.slider(key="tree").value == 8 and at.slider(key="tree_k").value == 2
+    at.button(key="run").click().run()
+    assert not at.exception and not at.error, _texts(at.error)
+    result = at.session_state["result"]
+    spec = result["spec"]
+    assert (spec.config["tree_nodes"], spec.config["tree_topk"]) == (8, 2)
+    assert result["ar"].config["tree_nodes"] == 0
+    assert spec.output_ids == result["ar"].output_ids  # float32 greedy: the tree changes nothing
+    assert any(s.tree is not None for step in spec.steps for s in step.seqs)
+    assert "sl-tree" in _html(at) and 'data-kind="accepted"' in _html(at)
+
+
+def test_hostile_or_impossible_tree_links_are_named_not_raised():
+    at = _app(tree="999", tree_k="-3", drafter="EAGLE head", tokens=8)
+    assert not at.exception
+    assert at.slider(key="tree").value == 0 and at.slider(key="tree_k").value == 4
+    notices = _texts(at.warning)
+    assert "**Tree nodes**" in notices and "**Tree top-k**" in notices
+    at = _app(tree=64, tree_k=1, depth=3, drafter="EAGLE head", tokens=8)  # 3 levels of top-1 hold 3 nodes
+    assert not at.exception
+    errors = _texts(at.error)
+    assert "tree_nodes=64 is more than depth 3 with top-1 can draft" in errors and "Fix:" in errors
+    at.button(key="run").click().run()
+    assert not at.exception and "Run skipped" in _texts(at.warning)
 
 
 def test_batch_of_two_uses_different_prompts():

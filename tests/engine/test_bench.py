@@ -39,6 +39,34 @@ def test_bench_confidence_grid(tiny):
     assert "conf drafted" in format_table(result)
 
 
+def test_bench_tree_cells_beside_the_chains(tiny):
+    """Each tree setting runs at every depth it fits, interleaved with the chains; rows say their tree, count
+    tree nodes per pass, and give a per-prompt median speedup when prompts run one after another."""
+    from engine.bench import bench, format_table
+
+    result = bench(tiny, [1], [1, 2], drafter="model", max_new_tokens=6, repeats=1, sequential=2,
+                   trees=[(0, 0), (5, 2)], log=lambda s: None)  # fmt: skip
+    cells = [(r["depth"], r["tree_nodes"], r["tree_topk"]) for r in result["rows"]]
+    assert cells == [(1, 0, 0), (2, 0, 0), (2, 5, 2)]  # 5 nodes do not fit depth 1 with top-2 (2 candidates)
+    tree = result["rows"][2]
+    assert tree["tokens_per_pass"] == 6 and tree["same_output"] and tree["drafted_per_step"] <= 5
+    assert "c" not in tree and "c" in result["rows"][1]  # Leviathan's chain formula predicts no tree
+    assert all(r["prompt_median_speedup"] > 0 for r in result["rows"])
+    table = format_table(result)
+    assert "tree" in table and " 5/2 " in table and "med/prompt" in table
+
+
+def test_bench_tree_flags_are_checked_before_loading(capsys):
+    from engine.__main__ import main
+
+    assert main(["bench", "--drafter", "ngram", "--tree-nodes", "8", "--tree-topk", "2", "--depth", "3"]) == 2
+    assert "not 'ngram'" in capsys.readouterr().err
+    assert main(["bench", "--drafter", "eagle", "--tree-nodes", "40", "--tree-topk", "2", "--depth", "2,3"]) == 2
+    assert "no --tree-topk" in capsys.readouterr().err
+    assert main(["run", "--prompt", "Hi", "--drafter", "eagle", "--tree-nodes", "8"]) == 2
+    assert "tree_nodes and tree_topk go together" in capsys.readouterr().err
+
+
 def test_cuda_attention_avoids_cudnn_plans_and_cpu_is_untouched(monkeypatch):
     """On CUDA the engine turns off cuDNN's attention backend (a plan per new cache length cost 55-88 ms per
     decode step on an H200) unless SPECLAB_CUDNN_ATTENTION=1; on a CPU it leaves the flag alone. Setting

@@ -49,7 +49,7 @@ def refused(data) -> str:
 
 CASES = [
     # top level
-    (["schema"], "speclab.trace/2", "unsupported trace schema"),
+    (["schema"], "speclab.trace/3", "unsupported trace schema"),
     (["steps"], {"0": 1}, "steps must be a list"),
     (["sequences"], "abc", "sequences must be a list"),
     (["summary"], DELETE, "missing summary"),

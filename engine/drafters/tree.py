@@ -1,0 +1,127 @@
+"""EAGLE-2's dynamic draft tree: expand the best nodes level by level, then keep the best N overall.
+
+Follows Li et al. 2024, "EAGLE-2: Faster Inference of Language Models with Dynamic Draft Trees"
+(SafeAILab/EAGLE, `topK_genrate`), in SpecLab's terms:
+    score(node) = log of the product of the drafter's q along the path root -> node  (joint confidence)
+    level 1:  the top-k tokens of the drafter's q after the root
+    level l:  the k best level-(l-1) nodes by score (the frontier) are fed to the drafter in one
+              forward (a tree attention mask: each sees the context and its own ancestors); each gets
+              its top-k children, k^2 candidates, whose best k become the next frontier
+    rerank:   of all k + (depth-1) k^2 candidates keep the N with the highest score. A child never
+              scores above its parent (q <= 1), so the kept set is a tree: every kept node's parent is kept.
+`grow_tree` runs those levels over a drafter's RaggedCache; the drafter only supplies `feed`, one forward
+of the frontier (engine/drafters/eagle.py, model.py). `TreeBuilder` keeps the candidates and returns the
+`DraftTree` (engine/tree.py) the target verifies.
+The tree is a deterministic function of the drafter's q (top-k, no sampling), which is what makes the
+one-hot recursive rejection sampling of engine/tree.py lossless.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..tree import DraftTree
+
+
+class TreeBuilder:
+    """Candidates of one draft step for a batch: ids are assigned in creation order (level by level)."""
+
+    def __init__(self, topk: int, budget: int, temperature: float, vocab: torch.Tensor | None):
+        self.topk, self.budget = topk, budget
+        self.temperature = temperature or 1.0  # greedy runs rank by q at T = 1
+        self.vocab = vocab  # (C,) token ids the drafter's logits score (None: the whole vocabulary)
+        self.tokens, self.parents, self.logq, self.scores, self.depths = [], [], [], [], []
+        self.count = 0  # candidates so far
+
+    def _children(self, logits: torch.Tensor, parent_ids: torch.Tensor | None, parent_scores: torch.Tensor | None):
+        """logits (B, F, C) after each of F frontier nodes -> top-k children, recorded as candidates.
+        Returns their candidate ids (B, F*k) and scores (B, F*k)."""
+        batch, width, _ = logits.shape
+        logq = torch.log_softmax(logits.float() / self.temperature, dim=-1)  # (B, F, C)
+        top, local = logq.topk(self.topk, dim=-1)  # (B, F, k), best first
+        top = top.clamp_max(0.0)  # log q <= 0 even after rounding: a child never outscores its parent
+        scores = top if parent_scores is None else parent_scores[..., None] + top  # (B, F, k)
+        if parent_ids is None:
+            parents = torch.full((batch, width, self.topk), -1, dtype=torch.long, device=logits.device)
+        else:
+            parents = parent_ids[..., None].expand(batch, width, self.topk)
+        tokens = self.vocab[local] if self.vocab is not None else local
+        n = width * self.topk
+        ids = torch.arange(self.count, self.count + n, device=logits.device).expand(batch, n)
+        self.tokens.append(tokens.reshape(batch, n))
+        self.parents.append(parents.reshape(batch, n))
+        self.logq.append(top.reshape(batch, n))
+        self.scores.append(scores.reshape(batch, n))
+        self.depths.append(len(self.depths) + 1)
+        self.count += n
+        return ids, scores.reshape(batch, n)
+
+    def root(self, logits: torch.Tensor):
+        """Level 1 from the drafter's logits after the root (B, C). Returns the frontier (see `grow`)."""
+        ids, scores = self._children(logits[:, None], None, None)  # k candidates, already best first
+        return Frontier(ids=ids, scores=scores, slots=None, tokens=self.tokens[-1])
+
+    def grow(self, frontier: Frontier, logits: torch.Tensor) -> Frontier:
+        """The frontier's children from logits (B, k, C) after each frontier node; returns the next frontier:
+        the k best children, their parent's slot in `frontier` (B, k) and their tokens."""
+        ids, scores = self._children(logits, frontier.ids, frontier.scores)  # (B, k*k)
+        best = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, : self.topk]  # (B, k)
+        return Frontier(
+            ids=ids.gather(1, best), scores=scores.gather(1, best), slots=best // self.topk, tokens=self.tokens[-1].gather(1, best)
+        )
+
+    def tree(self) -> DraftTree:
+        """The `budget` best candidates (ties: the earlier, so a parent beats a child that equals it),
+        in creation order: by depth, and siblings best first."""
+        tokens, parents = torch.cat(self.tokens, 1), torch.cat(self.parents, 1)  # (B, M)
+        logq, scores = torch.cat(self.logq, 1), torch.cat(self.scores, 1)
+        depths = torch.cat([torch.full_like(t, d) for t, d in zip(self.tokens, self.depths)], 1)
+        batch, total = tokens.shape
+        n = min(self.budget, total)
+        keep = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :n].sort(dim=1).values  # (B, N)
+        node_of = torch.full((batch, total), -1, dtype=torch.long, device=tokens.device)  # candidate -> node index
+        node_of.scatter_(1, keep, torch.arange(n, device=tokens.device).expand(batch, n))
+        parent_cand = parents.gather(1, keep)
+        node_parents = torch.where(parent_cand >= 0, node_of.gather(1, parent_cand.clamp_min(0)), -1)
+        if bool(((parent_cand >= 0) & (node_parents < 0)).any()):
+            raise AssertionError("draft tree lost a parent: the reranking must keep every kept node's ancestors")
+        return DraftTree(
+            tokens=tokens.gather(1, keep), parents=node_parents, depths=depths.gather(1, keep), q=logq.gather(1, keep).exp(), topk=self.topk
+        )
+
+
+class Frontier:
+    """The nodes a tree step feeds to the drafter next: candidate ids (B, k), scores (B, k), their
+    parents' slots in the previous frontier (B, k) (None at level 1) and their tokens (B, k)."""
+
+    def __init__(self, ids: torch.Tensor, scores: torch.Tensor, slots: torch.Tensor | None, tokens: torch.Tensor):
+        self.ids, self.scores, self.slots, self.tokens = ids, scores, slots, tokens
+
+
+def grow_tree(
+    cache, root_logits: torch.Tensor, depth: int, cfg, vocab: torch.Tensor | None, feed, carry: torch.Tensor | None = None
+) -> DraftTree:
+    """Levels 2..depth of EAGLE-2's tree over a drafter's `cache` (a RaggedCache whose last entry is the
+    root's). root_logits (B, C): the drafter's scores after the root.
+
+    feed(tokens (B, k), positions (B, k), attend (B, k, W+k), carry) -> (logits (B, k, C), out) runs the
+    drafter over the frontier: depth-d nodes go at position start + d - 1, each attending to the row's cache
+    as it was before the tree, its ancestors' entries and itself. `out` (B, k, ...) or None is what each
+    node hands its children (the EAGLE head's guessed features); `carry` is the root's, per frontier slot.
+    The k * (depth - 1) tree entries stay in the cache for the drafter to drop after verification."""
+    k = cfg.tree_topk
+    builder = TreeBuilder(k, cfg.tree_nodes, cfg.temperature, vocab)
+    frontier = builder.root(root_logits)
+    batch, device = root_logits.shape[0], root_logits.device
+    context, start = cache.valid, cache.lengths  # (B, W0), (B,): the cache before the tree
+    ancestors = torch.zeros(batch, k, 0, dtype=torch.bool, device=device)  # (B, k, T): over tree entries fed
+    eye = torch.eye(k, dtype=torch.bool, device=device).expand(batch, k, k)
+    for level in range(2, depth + 1):
+        attend = torch.cat([context[:, None].expand(batch, k, context.shape[1]), ancestors, eye], dim=2)
+        positions = (start + level - 2)[:, None].expand(batch, k)  # (B, k): the frontier is depth level - 1
+        logits, out = feed(frontier.tokens, positions, attend, carry)  # (B, k, C)
+        frontier = builder.grow(frontier, logits)
+        seen = torch.cat([ancestors, eye], dim=2)  # (B, k, T + k): each fed entry's ancestors and itself
+        ancestors = seen.gather(1, frontier.slots[..., None].expand(batch, k, seen.shape[2]))
+        carry = None if out is None else out.gather(1, frontier.slots[..., None].expand(batch, k, out.shape[2]))
+    return builder.tree()
