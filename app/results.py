@@ -82,11 +82,13 @@ def show_results(
     stale: bool = False,
     offer_float32: bool = False,
     peaks_where: str = "on this machine",
+    downloads: bool = True,
 ) -> None:
     """Draw the pair. `peaks` None: the utilisation chart is replaced by a note (the rest needs no peaks).
 
     stale: the controls changed since these traces were decoded. offer_float32: show a "Switch to
     float32" button beside a bf16 divergence note (the Playground's fp32 toggle; key "fp32").
+    downloads: offer the two traces as JSON files (the Playground; Replay's visitor has them).
     """
     n = len(ar.sequences)
     depth = int(spec.config.get("depth", 0))
@@ -208,6 +210,8 @@ def show_results(
         st.code(inspect.getsource(sampling.accept_greedy), language="python")
         st.code(inspect.getsource(sampling.accept_or_resample), language="python")
 
+    if not downloads:  # Replay: the visitor has the files already (and a 32 MB trace need not be serialised again)
+        return
     with st.expander("Download the traces (open them in Replay, or read the JSON)"):
         t1, t2 = st.columns(2)
         t1.download_button("AR trace (JSON)", json.dumps(ar.to_dict()), "speclab-ar.json", "application/json")

@@ -332,42 +332,51 @@ if st.session_state.pop("running", False):  # the previous script run stopped mi
             icon=":material/cancel:")  # fmt: skip
 last = st.session_state.get("result")
 want_run = clicked or (auto and (last is None or last["settings"] != settings))
-if want_run and problems:
-    st.warning("Run skipped: fix the problem above first.")
-elif want_run and pair is not None:
-    live = st.empty()
-    notice = st.empty()
+
+
+def decode_both(live) -> None:
+    """Run both lanes (the caller holds the run lock); the result goes to session_state["result"]."""
     try:
-        with resources.model_turn(notice):
-            st.session_state["running"] = True
-            result = run_both(pair, settings, live)
-            result["basis"] = policy_basis(pair, settings)
-            recorded_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-            for trace in (result["ar"], result["spec"]):  # a downloaded trace replays with this machine's peaks
-                trace.meta["probe"] = probe.to_dict()
-                trace.meta["recorded_at"] = recorded_at
-            st.session_state["result"] = result
-        st.session_state["running"] = False
-        live.empty()
+        st.session_state["running"] = True
+        result = run_both(pair, settings, live)
+        result["basis"] = policy_basis(pair, settings)
+        recorded_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        for trace in (result["ar"], result["spec"]):  # a downloaded trace replays with this machine's peaks
+            trace.meta["probe"] = probe.to_dict()
+            trace.meta["recorded_at"] = recorded_at
+        st.session_state["result"] = result
     except ConfigError as exc:
-        st.session_state["running"] = False
-        live.empty()
         st.error(f"{exc}. Fix: shorten the prompt or lower max new tokens / depth.", icon=":material/error:")
     except (ModelLoadError, TraceError) as exc:
-        st.session_state["running"] = False
-        live.empty()
         st.error(str(exc), icon=":material/error:")
     except (ValueError, OSError, RuntimeError) as exc:  # e.g. torch out of memory (a RuntimeError)
-        st.session_state["running"] = False
-        live.empty()
         show_failure("The run failed", exc, "Try smaller settings.")
+    # not in `finally`: a rerun that interrupts the run leaves "running" set, and the next script run says so
+    st.session_state["running"] = False
+    live.empty()
 
-result = st.session_state.get("result")
-if result is not None and probe is not None:
+
+def draw_result() -> None:
+    result = st.session_state.get("result")
+    if result is None or probe is None:
+        return
     with last_resort("Could not draw the results"):
         show_results(result["ar"], result["spec"], Peaks.from_probe(probe), gauge_name(result["spec"]),
                      stale=result["settings"] != settings, offer_float32=not result["settings"].float32)  # fmt: skip
         if result.get("basis"):
             show_policy_basis(result["basis"])
+
+
+if want_run and problems:
+    st.warning("Run skipped: fix the problem above first.")
+if (want_run and not problems and pair is not None) or (st.session_state.get("result") is not None and probe is not None):
+    # Decoding and drawing both happen inside this session's turn on the run lock: drawing a result (or this
+    # session's browser redrawing it) never overlaps another session's timed lanes, and a link that auto-runs
+    # queues like a click does.
+    live = st.empty()
+    with resources.model_turn(st.empty()):
+        if want_run and not problems and pair is not None:
+            decode_both(live)
+        draw_result()
 elif not want_run:
     st.info("Pick a prompt and press **▶ Run**: the AR lane decodes first, then the speculative lane, then both race.")
