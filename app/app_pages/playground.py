@@ -16,7 +16,7 @@ from pathlib import Path
 import streamlit as st
 
 from app import resources
-from app.page_helpers import last_resort, load_pair_or_error, show_failure, url_fallbacks
+from app.page_helpers import last_resort, link_notices, load_pair_or_error, show_failure
 from app.policy_options import (
     POLICIES,
     POLICY_HELP,
@@ -28,6 +28,7 @@ from app.policy_options import (
     parse_batch_table,
 )
 from app.results import Peaks, gauge_name, show_results
+from app.url_keys import bound
 from app.views import depth_policy, tokens
 from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate_steps
 from engine.hardware import pick_device
@@ -49,12 +50,7 @@ NO_DRAFTER = {  # drafter kind -> why it cannot run on this pair (pair.available
     "eagle": "This model pair has no EAGLE head (one ships for the embedded target only). Fix: choose the draft "
              "model or the n-gram drafter, or the embedded pair.",
 }  # fmt: skip
-LABELS = {  # bound widget key -> its label, for the notice when a link's value cannot be used
-    "prompt": "Prompt", "text": "Your prompt", "pair": "Model pair", "drafter": "Drafter", "fp32": "float32",
-    "batch": "Batch size", "depth": "Speculation depth k", "tokens": "Max new tokens", "temp": "Temperature",
-    "top_p": "Top-p", "policy": "Depth policy", "policy_n": "N", "table": "Batch table",
-    "conf": "Stop drafting below confidence", "auto": "Rerun on change",
-}  # fmt: skip
+PAGE = "playground"  # its bound widgets and their labels: app/url_keys.py
 CPU_WORK_GUARD = 16_384  # batch × (depth + 1) × max_new_tokens allowed on a CPU server
 GPU_WORK_GUARD = 262_144
 LIVE_REFRESH_S = 0.25  # redraw the live lanes at most this often, so drawing barely touches the timings
@@ -118,63 +114,63 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
         c1, c2 = st.columns([3, 2])
         with c1:
             title = st.selectbox("Prompt (the batch is filled with other curated prompts)", PROMPT_TITLES,
-                                 key="prompt", bind="query-params")  # fmt: skip
+                                 **bound(PAGE, "prompt"))  # fmt: skip
             prompt_id = PROMPT_BY_TITLE[title]
             if prompt_id == "custom":
-                custom = st.text_area("Your prompt", key="text", bind="query-params", height=110,
+                custom = st.text_area("Your prompt", **bound(PAGE, "text"), height=110,
                                       placeholder="Type a user message, e.g. 'Copy this paragraph: …'")  # fmt: skip
             else:
                 custom = ""
                 st.caption(PROMPT_BY_ID[prompt_id]["text"][:300] + ("…" if len(PROMPT_BY_ID[prompt_id]["text"]) > 300 else ""))
         with c2:
-            label = st.selectbox("Model pair (draft → target)", PAIR_LABELS, key="pair", bind="query-params")
+            label = st.selectbox("Model pair (draft → target)", PAIR_LABELS, **bound(PAGE, "pair"))
             preset = PAIR_BY_LABEL[label]
             if not hub_ok:
                 st.caption("Hub presets are unavailable offline: this server cannot reach the Hugging Face Hub.")
-            drafter = st.radio("Drafter", list(DRAFTERS), key="drafter", bind="query-params", horizontal=True,
+            drafter = st.radio("Drafter", list(DRAFTERS), **bound(PAGE, "drafter"), horizontal=True,
                                help="n-gram: propose the continuation of the latest repeated n-gram (prompt lookup, "
                                     "no model). draft model: a small LM sharing the target's tokenizer. EAGLE head: "
                                     "one layer that drafts from the target's own last hidden states (EAGLE, Li et "
                                     "al. 2024).")  # fmt: skip
-            float32 = st.toggle("float32 (lanes match exactly; slower on this CPU)", key="fp32", bind="query-params",
+            float32 = st.toggle("float32 (lanes match exactly; slower on this CPU)", **bound(PAGE, "fp32"),
                                 help="auto = bfloat16 where the hardware computes it natively. In bfloat16 a "
                                      "k-token verify pass and single-token passes round differently, so greedy lanes "
                                      "may part.")  # fmt: skip
 
         s1, s2, s3, s4, s5 = st.columns(5)
-        batch = s1.slider("Batch size", 1, max_batch, 1, key="batch", bind="query-params")
-        depth = s2.slider("Speculation depth k", 0, 12, 4, key="depth", bind="query-params",
+        batch = s1.slider("Batch size", 1, max_batch, 1, **bound(PAGE, "batch"))
+        depth = s2.slider("Speculation depth k", 0, 12, 4, **bound(PAGE, "depth"),
                           help="Draft tokens proposed per step; 0 = plain decoding through the same code path.")  # fmt: skip
-        max_new = s3.slider("Max new tokens", 8, 256, 64, step=8, key="tokens", bind="query-params")
-        temperature = s4.slider("Temperature", 0.0, 1.5, 0.0, step=0.05, key="temp", bind="query-params",
+        max_new = s3.slider("Max new tokens", 8, 256, 64, step=8, **bound(PAGE, "tokens"))
+        temperature = s4.slider("Temperature", 0.0, 1.5, 0.0, step=0.05, **bound(PAGE, "temp"),
                                 help="0 = greedy (the lanes must agree token for token).")  # fmt: skip
-        top_p = s5.slider("Top-p", 0.05, 1.0, 1.0, step=0.05, key="top_p", bind="query-params",
+        top_p = s5.slider("Top-p", 0.05, 1.0, 1.0, step=0.05, **bound(PAGE, "top_p"),
                           disabled=temperature == 0, help="Only used when sampling (temperature > 0).")  # fmt: skip
 
         p1, p2 = st.columns([5, 1], vertical_alignment="bottom")
-        policy = p1.radio("Depth policy", list(POLICIES), key="policy", bind="query-params", horizontal=True,
+        policy = p1.radio("Depth policy", list(POLICIES), **bound(PAGE, "policy"), horizontal=True,
                           help=POLICY_HELP)  # fmt: skip
-        policy_n = p2.number_input("N", 1, max_batch, 8, key="policy_n", bind="query-params",
+        policy_n = p2.slider("N", 1, max_batch, 8, **bound(PAGE, "policy_n"),  # a slider: see app/url_keys.py
                                    disabled=POLICIES[policy] not in USES_N,
                                    help="off above batch N and heuristic k: no speculation while more than N "
                                         "sequences decode.")  # fmt: skip
         q1, q2, q3, q4 = st.columns([2.2, 2.2, 1, 1], vertical_alignment="bottom")
-        table = q1.text_input("Batch table (empty = derived from this machine's measured cost)", key="table",
-                              bind="query-params", placeholder=TABLE_EXAMPLE, max_chars=TABLE_MAX_CHARS,
+        table = q1.text_input("Batch table (empty = derived from this machine's measured cost)", **bound(PAGE, "table"),
+                              placeholder=TABLE_EXAMPLE, max_chars=TABLE_MAX_CHARS,
                               disabled=POLICIES[policy] != "batch_table",
                               help="Rows MIN-MAX:K separated by commas (N:K for one batch size): while the batch "
                                    "is in a row's range, draft K tokens (at most k); K = 0 switches speculation "
                                    "off; a batch no row covers drafts k. vLLM's num_speculative_tokens_per_batch_size "
                                    "has these semantics.")  # fmt: skip
-        confidence = q2.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, key="conf",
-                               bind="query-params", disabled=DRAFTERS[drafter] == "ngram",
+        confidence = q2.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, **bound(PAGE, "conf"),
+                               disabled=DRAFTERS[drafter] == "ngram",
                                help="Model drafters stop a sequence's draft once the product of their own "
                                     "probabilities over it falls below this (the joint confidence EAGLE-2 uses; the "
                                     "token that crosses the threshold is still proposed): k becomes the most a step "
                                     "drafts. In a batch, drafting continues while any row is still drafting, and the "
                                     "stopped rows' slots are padding the target still verifies. 0 = always draft k "
                                     "tokens.")  # fmt: skip
-        auto = q3.toggle("Rerun on change", key="auto", bind="query-params",
+        auto = q3.toggle("Rerun on change", **bound(PAGE, "auto"),
                          help="Decode again whenever a setting changes (a change mid-run cancels that run).")  # fmt: skip
         clicked = q4.button("▶ Run", type="primary", width="stretch", key="run")
     settings = Settings(
@@ -183,13 +179,8 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
         policy=POLICIES[policy], policy_n=int(policy_n), float32=bool(float32), confidence=float(confidence),
         table=str(table or ""),
     )  # fmt: skip
-    values = {"prompt": title, "pair": label, "drafter": drafter, "fp32": float32, "batch": batch,
-              "depth": depth, "tokens": max_new, "temp": temperature, "top_p": top_p, "policy": policy,
-              "policy_n": policy_n, "table": table, "conf": confidence, "auto": auto}  # fmt: skip
-    if prompt_id == "custom":
-        values["text"] = custom
     if first_run or clicked:
-        st.session_state["url_notices"] = url_fallbacks(raw, values, LABELS) if first_run else []
+        st.session_state["url_notices"] = link_notices(PAGE, raw) if first_run else []
     for notice in st.session_state["url_notices"]:
         notices.warning(notice, icon=":material/link_off:")
     return settings, clicked, auto
