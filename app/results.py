@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app.views import charts, depth_policy, metrics, race, tokens
+from app.views import charts, depth_policy, fairness, metrics, race, tokens
 from app.views.safe import md_escape
 from engine import Trace, sampling
 
@@ -152,6 +152,12 @@ def show_results(
               help="Theorem 3.11: (k·ĉ + k + 1) / E[tokens per step](α, k), the predicted FLOPs ratio over the "
                    "decode steps, with ĉ = draft FLOPs per drafted token / target FLOPs per token"
                    + (f" (here {m['c_hat']:.3f})." if m["c_hat"] is not None else "."))  # fmt: skip
+    fair = fairness.contention_note(ar.summary, spec.summary)
+    if fair:
+        st.warning(fair, icon=":material/balance:")
+    load = fairness.load_line(ar.summary, spec.summary)
+    if load:
+        st.caption(load + " Measured with time.process_time, psutil.cpu_times and os.getloadavg (engine/loadmeter.py).")
     st.caption(metrics.arithmetic_line(m) + f" See J. Barrow, [“Why is speculative decoding fast?”]({BARROW}) (2026) "
                "and Leviathan et al., “Fast Inference from Transformers via Speculative Decoding” (2023).")  # fmt: skip
 

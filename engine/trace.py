@@ -582,6 +582,7 @@ def _config(raw) -> dict:
 
 _SUMMARY_INTS = ("new_tokens", "target_forwards", "drafted_tokens", "accepted_tokens")
 _SUMMARY_RATES = ("acceptance_rate", "alpha")
+_SUMMARY_LOAD = ("cpu_s", "other_cpu_s", "load_avg")  # seconds of CPU time, and the 1-minute load average
 _SUMMARY_NUMBERS = ("tokens_per_s", "mean_accepted", "tokens_per_step", "flops", "flops_wasted", "bytes", "draft_ms",
                     "verify_ms", "overhead_ms")  # fmt: skip
 
@@ -607,6 +608,10 @@ def _summary(raw) -> dict:
             out[key] = _opt_num(value, where)
         elif key in ("device", "dtype"):
             out[key] = _str(value, where)
+        elif key in _SUMMARY_LOAD:  # optional (engine/loadmeter.py); older traces lack them
+            out[key] = _opt_num(value, where)
+        elif key == "cpus":
+            out[key] = None if value is None else _int(value, where, 1, 1_000_000)
         elif key == "per_position_acceptance":
             rates = None if value is None else _list(value, where, MAX_DEPTH)
             out[key] = None if rates is None else [_num(r, f"{where}[{i}]", 0.0, 1.0) for i, r in enumerate(rates)]
