@@ -16,10 +16,11 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app.views import charts, depth_policy, fairness, metrics, race, tokens
-from app.views.safe import md_escape
+from app.views.safe import md_escape, md_text
 from engine import Trace, sampling
 
 BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,8 @@ def show_results(
     st.caption(metrics.arithmetic_line(m) + f" See J. Barrow, [“Why is speculative decoding fast?”]({BARROW}) (2026) "
                "and Leviathan et al., “Fast Inference from Transformers via Speculative Decoding” (2023).")  # fmt: skip
 
-    note = metrics.divergence_note(greedy, dtype, m["first_differences"])
+    shown_dtype = dtype if dtype in DTYPES else md_text(dtype)  # trace text: a known name, or shown literally
+    note = metrics.divergence_note(greedy, shown_dtype, m["first_differences"])
     if note:
         col_a, col_b = st.columns([5, 1], vertical_alignment="center")
         col_a.warning(note, icon=":material/flag:")
@@ -177,7 +179,7 @@ def show_results(
         with st.container(height=box_height, border=False):
             st.html(tokens.lane_html(ar_recs, diffs, speculative=False))
     with right:
-        st.markdown(f"**Speculative** — k = {depth}, drafter: {md_escape(spec.meta.get('draft_name') or 'none')}")
+        st.markdown(f"**Speculative** — k = {depth}, drafter: {md_text(spec.meta.get('draft_name') or 'none')}")
         with st.container(height=box_height, border=False):
             st.html(tokens.lane_html(spec_recs, diffs, speculative=True))
 
