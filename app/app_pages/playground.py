@@ -301,13 +301,18 @@ st.markdown(
 hub_ok = resources.hub_available()
 on_gpu = pick_device().type == "cuda"
 settings, clicked, auto = controls(hub_ok, on_gpu)
+# Everything drawn only sometimes goes into `messages`, so the live lanes and the results below always sit at
+# the same place on the page: a new run's `st.empty()` there removes the previous results from the browser
+# before the lanes decode (a page of old figures is not kept, and re-laid out, while the next run is timed).
+messages = st.container()
 problems = input_problems(settings, hub_ok, on_gpu)
 for problem in problems:
-    st.error(problem, icon=":material/error:")
+    messages.error(problem, icon=":material/error:")
 
 pair = probe = None
 if not problems or not resources.PRESETS[settings.preset].hub:
-    loaded = load_pair_or_error(settings.preset, settings.dtype, with_probe=True)
+    with messages:
+        loaded = load_pair_or_error(settings.preset, settings.dtype, with_probe=True)
     if loaded is None:
         problems.append("the model pair did not load")
     else:
@@ -315,12 +320,12 @@ if not problems or not resources.PRESETS[settings.preset].hub:
 
 if pair is not None and pair.drafter_name(settings.drafter) is None:
     problems.append(f"no {settings.drafter} drafter")
-    st.error(NO_DRAFTER.get(settings.drafter, f"This model pair cannot run the {settings.drafter} drafter."),
-             icon=":material/error:")  # fmt: skip
+    messages.error(NO_DRAFTER.get(settings.drafter, f"This model pair cannot run the {settings.drafter} drafter."),
+                   icon=":material/error:")  # fmt: skip
 
 if st.session_state.pop("running", False):  # the previous script run stopped mid-decode
-    st.info("The previous run was interrupted (a setting changed or Run was pressed again); nothing was kept from it.",
-            icon=":material/cancel:")  # fmt: skip
+    messages.info("The previous run was interrupted (a setting changed or Run was pressed again); nothing was kept "
+                  "from it.", icon=":material/cancel:")  # fmt: skip
 last = st.session_state.get("result")
 want_run = clicked or (auto and (last is None or last["settings"] != settings))
 
@@ -359,15 +364,17 @@ def draw_result() -> None:
 
 
 if want_run and problems:
-    st.warning("Run skipped: fix the problem above first.")
+    messages.warning("Run skipped: fix the problem above first.")
+queue, live, results = st.empty(), st.empty(), st.empty()  # fixed places: see `messages` above
 if (want_run and not problems and pair is not None) or (st.session_state.get("result") is not None and probe is not None):
     # Decoding and drawing both happen inside this session's turn on the run lock: drawing a result (or this
     # session's browser redrawing it) never overlaps another session's timed lanes, and a link that auto-runs
     # queues like a click does.
-    live = st.empty()
-    with resources.model_turn(st.empty()):
+    with resources.model_turn(queue):
         if want_run and not problems and pair is not None:
             decode_both(live)
-        draw_result()
+        with results.container():
+            draw_result()
 elif not want_run:
-    st.info("Pick a prompt and press **▶ Run**: the AR lane decodes first, then the speculative lane, then both race.")
+    results.info("Pick a prompt and press **▶ Run**: the AR lane decodes first, then the speculative lane, then both "
+                 "race.")  # fmt: skip
