@@ -144,3 +144,13 @@ def test_a_run_under_outside_load_is_flagged():
     note = fairness.contention_note(ar, spec)
     assert note and note in _texts(at.warning)  # and the page says the timings were disturbed
     assert "Load while decoding" in _texts(at.caption)
+
+
+def test_a_link_that_auto_runs_meets_the_same_guard():
+    from engine.hardware import pick_device
+
+    batch = 128 if pick_device().type == "cuda" else 32  # batch x 13 x 256 token slots: above the page's guard
+    at = _session(auto="true", batch=batch, depth=12, tokens=256)
+    assert not at.exception
+    assert "memory guard" in _texts(at.error) and "Run skipped" in _texts(at.warning)
+    assert "result" not in at.session_state and _lock_free()
