@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import streamlit as st
 
 from app import resources
+from app.url_keys import BOUND
 from engine import ConfigError, ModelLoadError
 
 log = logging.getLogger("speclab.app")
@@ -83,6 +84,14 @@ def url_fallbacks(raw: Mapping[str, str], values: Mapping[str, object], labels: 
             notices.append(f"The link set **{labels.get(key, key)}** to {_shown(raw[key])}, which this page cannot use; "
                            f"it uses {_shown(shown)} instead.")  # fmt: skip
     return notices
+
+
+def link_notices(page: str, raw: Mapping[str, str]) -> list[str]:
+    """The notices for the link parameters `page` could not use: every key the registry (app/url_keys.py) binds
+    for it and this script run drew, compared with the query string `raw` read before the widgets were drawn."""
+    keys = BOUND[page]
+    values = {key: st.session_state[key] for key in keys if key in st.session_state}
+    return url_fallbacks(raw, values, keys)
 
 
 def ready_label(pair) -> str:

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app.views import charts, depth_policy, metrics, race, tokens
-from app.views.safe import md_escape
+from app.views import charts, depth_policy, fairness, metrics, race, tokens
+from app.views.safe import md_escape, md_text
 from engine import Trace, sampling
 
 BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -82,11 +83,13 @@ def show_results(
     stale: bool = False,
     offer_float32: bool = False,
     peaks_where: str = "on this machine",
+    downloads: bool = True,
 ) -> None:
     """Draw the pair. `peaks` None: the utilisation chart is replaced by a note (the rest needs no peaks).
 
     stale: the controls changed since these traces were decoded. offer_float32: show a "Switch to
     float32" button beside a bf16 divergence note (the Playground's fp32 toggle; key "fp32").
+    downloads: offer the two traces as JSON files (the Playground; Replay's visitor has them).
     """
     n = len(ar.sequences)
     depth = int(spec.config.get("depth", 0))
@@ -150,10 +153,17 @@ def show_results(
               help="Theorem 3.11: (k·ĉ + k + 1) / E[tokens per step](α, k), the predicted FLOPs ratio over the "
                    "decode steps, with ĉ = draft FLOPs per drafted token / target FLOPs per token"
                    + (f" (here {m['c_hat']:.3f})." if m["c_hat"] is not None else "."))  # fmt: skip
+    fair = fairness.contention_note(ar.summary, spec.summary)
+    if fair:
+        st.warning(fair, icon=":material/balance:")
+    load = fairness.load_line(ar.summary, spec.summary)
+    if load:
+        st.caption(load + " Measured with time.process_time, psutil.cpu_times and os.getloadavg (engine/loadmeter.py).")
     st.caption(metrics.arithmetic_line(m) + f" See J. Barrow, [“Why is speculative decoding fast?”]({BARROW}) (2026) "
                "and Leviathan et al., “Fast Inference from Transformers via Speculative Decoding” (2023).")  # fmt: skip
 
-    note = metrics.divergence_note(greedy, dtype, m["first_differences"])
+    shown_dtype = dtype if dtype in DTYPES else md_text(dtype)  # trace text: a known name, or shown literally
+    note = metrics.divergence_note(greedy, shown_dtype, m["first_differences"])
     if note:
         col_a, col_b = st.columns([5, 1], vertical_alignment="center")
         col_a.warning(note, icon=":material/flag:")
@@ -169,7 +179,7 @@ def show_results(
         with st.container(height=box_height, border=False):
             st.html(tokens.lane_html(ar_recs, diffs, speculative=False))
     with right:
-        st.markdown(f"**Speculative** — k = {depth}, drafter: {md_escape(spec.meta.get('draft_name') or 'none')}")
+        st.markdown(f"**Speculative** — k = {depth}, drafter: {md_text(spec.meta.get('draft_name') or 'none')}")
         with st.container(height=box_height, border=False):
             st.html(tokens.lane_html(spec_recs, diffs, speculative=True))
 
@@ -208,6 +218,8 @@ def show_results(
         st.code(inspect.getsource(sampling.accept_greedy), language="python")
         st.code(inspect.getsource(sampling.accept_or_resample), language="python")
 
+    if not downloads:  # Replay: the visitor has the files already (and a 32 MB trace need not be serialised again)
+        return
     with st.expander("Download the traces (open them in Replay, or read the JSON)"):
         t1, t2 = st.columns(2)
         t1.download_button("AR trace (JSON)", json.dumps(ar.to_dict()), "speclab-ar.json", "application/json")

@@ -27,6 +27,7 @@ from .config import ConfigError, DecodeConfig
 from .drafters import Draft, Verified, drafter_label, drafter_params, make_drafter
 from .hardware import StepTimer, UtilizationSampler, device_name, synchronize
 from .kvcache import RaggedCache
+from .loadmeter import LoadMeter
 from .models import ModelPair
 from .policies import PolicyContext, make_policy
 from .sampling import probs_from_logits, sample, verify
@@ -104,18 +105,21 @@ class Decoder:
         self.paused = 0.0  # time the consumer spent between steps (e.g. drawing): not decoding, so off the clock
         self.policy_s = 0.0  # time in the policy since the last Step was built (its overhead, in the trace)
         self.util: UtilizationSampler | None = None
+        self.load = LoadMeter()  # process CPU time and other processes' CPU time on the same clock
 
     def run(self):
         """Prefill, then one `step` per target pass until every sequence is finished; yields each Step."""
         with torch.inference_mode(), UtilizationSampler(self.device) as self.util:
             synchronize(self.device)
             self.t0 = time.perf_counter()
+            self.load.resume()
             self.steps.append(self.prefill())
             while True:
                 self.active = self.drop_finished()
                 with self.off_the_clock():
                     yield self.steps[-1]
                 if not self.active:
+                    self.load.pause()
                     break
                 self.steps.append(self.step())
                 t = time.perf_counter()
@@ -305,7 +309,9 @@ class Decoder:
     @contextlib.contextmanager
     def off_the_clock(self):
         t = time.perf_counter()
+        self.load.pause()
         yield
+        self.load.resume()
         self.paused += time.perf_counter() - t
 
     def make_step(self, kind: str, depth: int, tokens_per_pass: int, t_start: float, draft_timer: StepTimer,
@@ -338,6 +344,7 @@ class Decoder:
         new_tokens = sum(len(s.generated) for s in self.seqs)
         wall_s = self.steps[-1].t_end_s
         summary = summarize(self.steps, new_tokens, wall_s, self.device.type, pair.dtype_name, cfg.speculative)
+        summary.update(self.load.fields())  # optional fields: cpu_s, other_cpu_s, load_avg, cpus
         return Trace(config=cfg.to_dict(), sequences=sequences, steps=self.steps, summary=summary,
                      meta=self.meta(drafter_name))
 

@@ -289,7 +289,7 @@ def summarize(steps: list[Step], new_tokens: int, wall_s: float, device: str, dt
 # depth and number limits, then every field the app reads is checked for type, finiteness and range,
 # one small function per object kind. Every refusal is one TraceError sentence naming the field, e.g.
 # "malformed trace: steps[12].seqs[3].num_accepted must be between 0 and 4; got 9".
-MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_FILE_BYTES = 32 * 1024 * 1024  # = server.maxUploadSize (.streamlit/config.toml, in MiB); scripts/bench_replay.py times the worst pair
 MAX_NESTING = 64  # the schema nests 6 deep (steps[i].seqs[j].drafted[k]); meta.probe 3
 MAX_INT_DIGITS = 30
 MAX_STEPS = 100_000
@@ -326,12 +326,23 @@ def _parse_constant(text: str):
 def _check_nesting(raw: bytes) -> None:
     """Refuse bracket nesting deeper than MAX_NESTING before json.loads recurses into it.
 
-    Works on the UTF-8 bytes: strings are cut out (their brackets are text), every other byte but the
-    brackets is dropped, and the running depth is a cumulative sum (numpy: 64 MB in well under a second).
+    Works on the UTF-8 bytes: every byte but the brackets is dropped and the running depth is a cumulative
+    sum (numpy). Only where that count passes the cap are strings cut out first (their brackets are text),
+    since the regex costs more than the parse. The fast count can also be lowered by closing brackets inside
+    strings; a file that hides real nesting that way still meets the parser's own recursion guard
+    (RecursionError, refused below) and the schema, which has no place for a nested value.
     """
-    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
-    if brackets and int(np.cumsum(_BRACKET_STEP[np.frombuffer(brackets, np.uint8)], dtype=np.int64).max()) > MAX_NESTING:
+    if _max_depth(raw.translate(None, _NOT_BRACKETS)) <= MAX_NESTING:
+        return
+    if _max_depth(_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)) > MAX_NESTING:
         raise TraceError(f"malformed trace: JSON nested more than {MAX_NESTING} levels deep")
+
+
+def _max_depth(brackets: bytes) -> int:
+    """The deepest running depth of a string of bracket bytes (0 for none)."""
+    if not brackets:
+        return 0
+    return int(np.cumsum(_BRACKET_STEP[np.frombuffer(brackets, np.uint8)], dtype=np.int64).max())
 
 
 def parse_json(raw: bytes | str, name: str | None = None):
@@ -368,10 +379,22 @@ def _fail(where: str, what: str, value) -> NoReturn:
     raise TraceError(f"malformed trace: {where} {what}; got {_show(value)}")
 
 
+_KEYSETS: dict[tuple[str, ...], frozenset[str]] = {}
+
+
+def _keyset(keys: tuple[str, ...]) -> frozenset[str]:
+    found = _KEYSETS.get(keys)
+    if found is None:
+        found = _KEYSETS[keys] = frozenset(keys)
+    return found
+
+
 def _obj(value, where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
     """An object with exactly the known keys: all of `required`, any of `optional`."""
     if not isinstance(value, dict):
         _fail(where, "must be an object", value)
+    if len(value) == len(required) and value.keys() == _keyset(required):  # the common case, checked in C
+        return value
     missing = [k for k in required if k not in value]
     if missing:
         raise TraceError(f"malformed trace: {where} is missing {', '.join(missing)}")
@@ -412,6 +435,11 @@ def _opt_num(value, where: str, low: float = 0.0, high: float | None = None) -> 
 def _str(value, where: str) -> str:
     if not isinstance(value, str):
         _fail(where, "must be a string", value)
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (JSON "\\ud800"): no page, file or socket can carry it
+            _fail(where, "must be valid Unicode text (it holds a lone surrogate)", value)
     return value
 
 
@@ -436,7 +464,9 @@ def _ids(value, where: str, max_len: int) -> list[int]:
 
 
 def _scalar(value, where: str):
-    if value is None or isinstance(value, (str, bool)):
+    if isinstance(value, str):
+        return _str(value, where)
+    if value is None or isinstance(value, bool):
         return value
     if isinstance(value, (int, float)):
         return _num(value, where, low=-math.inf) if isinstance(value, float) else value
@@ -444,9 +474,24 @@ def _scalar(value, where: str):
 
 
 _DRAFT_KEYS = ("id", "text", "draft_prob", "target_prob", "accepted")
+_DRAFT_SET = frozenset(_DRAFT_KEYS)
+
+
+def _fast_draft(d, position: int, num_accepted: int) -> bool:
+    """Is this draft token plainly valid by the rules of `_draft_token`?"""
+    if type(d) is not dict or d.keys() != _DRAFT_SET:
+        return False
+    tid = d["id"]
+    return (type(tid) is int and tid >= 0 and _text(d["text"]) and _fine(d["draft_prob"], 1.0)
+            and _fine(d["target_prob"], 1.0) and d["accepted"] is (position < num_accepted))  # fmt: skip
 
 
 def _draft_token(raw, where: str, position: int, num_accepted: int) -> DraftToken:
+    # The most numerous object in a trace: a fast path accepts a plainly valid token (the same rules as below,
+    # without building the error messages' field names); anything else takes the checked path for its message.
+    if _fast_draft(raw, position, num_accepted):
+        return DraftToken(id=raw["id"], text=raw["text"], draft_prob=float(raw["draft_prob"]),
+                          target_prob=float(raw["target_prob"]), accepted=raw["accepted"])  # fmt: skip
     d = _obj(raw, where, _DRAFT_KEYS)
     accepted = _bool(d["accepted"], f"{where}.accepted")
     if accepted != (position < num_accepted):
@@ -495,9 +540,46 @@ def _tree(raw, where: str, drafted: list[DraftToken], num_accepted: int) -> Tree
 
 
 _SEQ_STEP_KEYS = ("seq", "drafted", "num_accepted", "next_id", "next_text", "next_prob", "next_kind", "emitted", "finished")
+_SEQ_STEP_SET = frozenset(_SEQ_STEP_KEYS)
+
+
+def _fine(value, high: float = math.inf) -> bool:
+    """Fast-path number check: an int or float (not a bool), 0 <= value <= high, finite (NaN fails every test)."""
+    return (type(value) is float or type(value) is int) and 0 <= value <= high and value < math.inf
+
+
+def _fine_ids(value, max_len: int) -> bool:
+    return type(value) is list and len(value) <= max_len and all(type(v) is int and v >= 0 for v in value)
+
+
+def _text(value) -> bool:
+    return type(value) is str and value.isascii()
+
+
+def _fast_seq_step(d, n_sequences: int) -> bool:
+    """Is this row plainly valid by the rules of `_seq_step` (its draft tokens are checked on their own)?"""
+    if type(d) is not dict or d.keys() != _SEQ_STEP_SET:
+        return False
+    seq, drafted, num_accepted = d["seq"], d["drafted"], d["num_accepted"]
+    if not (type(seq) is int and 0 <= seq < n_sequences and type(drafted) is list and len(drafted) <= MAX_DEPTH
+            and type(num_accepted) is int and 0 <= num_accepted <= len(drafted)):  # fmt: skip
+        return False
+    kind = "plain" if not drafted else "bonus" if num_accepted == len(drafted) else "correction"
+    next_id = d["next_id"]
+    return (d["next_kind"] == kind and type(next_id) is int and next_id >= 0 and _text(d["next_text"])
+            and _fine(d["next_prob"], 1.0) and _fine_ids(d["emitted"], MAX_DEPTH + 1)
+            and type(d["finished"]) is bool)  # fmt: skip
 
 
 def _seq_step(raw, where: str, n_sequences: int, trees: bool = False) -> SeqStep:
+    if _fast_seq_step(raw, n_sequences):  # the common case; anything else takes the checked path for its message
+        d = raw
+        num_accepted, drafted = d["num_accepted"], d["drafted"]
+        return SeqStep(
+            seq=d["seq"], drafted=[_draft_token(t, f"{where}.drafted[{i}]", i, num_accepted) for i, t in enumerate(drafted)],
+            num_accepted=num_accepted, next_id=d["next_id"], next_text=d["next_text"], next_prob=float(d["next_prob"]),
+            next_kind=d["next_kind"], emitted=d["emitted"], finished=d["finished"],
+        )  # fmt: skip
     d = _obj(raw, where, _SEQ_STEP_KEYS, optional=("tree",) if trees else ())
     seq = _int(d["seq"], f"{where}.seq")
     if seq >= n_sequences:
@@ -523,7 +605,33 @@ _STEP_NUMBERS = ("draft_ms", "verify_ms", "overhead_ms", "target_flops", "draft_
 _STEP_KEYS = ("index", "kind", "depth", "batch", "tokens_per_pass", "t_start_s", "t_end_s", *_STEP_NUMBERS)
 
 
+_STEP_REQUIRED = frozenset(_STEP_KEYS)
+_STEP_ALLOWED = _STEP_REQUIRED | {"util_pct", "policy_ms", "seqs"}
+
+
+def _fast_step(d) -> bool:
+    """Is this step (without its rows) plainly valid by the rules of `_step`?"""
+    if type(d) is not dict or not (_STEP_REQUIRED <= d.keys() <= _STEP_ALLOWED):
+        return False
+    index, depth, batch, tpp, util = d["index"], d["depth"], d["batch"], d["tokens_per_pass"], d.get("util_pct")
+    return (type(index) is int and index >= 0 and d["kind"] in ("prefill", "decode")
+            and type(depth) is int and 0 <= depth <= MAX_DEPTH and type(batch) is int and 1 <= batch <= MAX_SEQUENCES
+            and type(tpp) is int and tpp >= 1 and _fine(d["t_start_s"]) and _fine(d["t_end_s"])
+            and d["t_end_s"] >= d["t_start_s"] and all(_fine(d[k]) for k in _STEP_NUMBERS)
+            and (util is None or _fine(util, 100.0)) and _fine(d.get("policy_ms", 0.0))
+            and type(d.get("seqs", [])) is list and len(d.get("seqs", [])) <= MAX_SEQUENCES)  # fmt: skip
+
+
 def _step(raw, where: str, n_sequences: int, trees: bool = False) -> Step:
+    if _fast_step(raw):  # the common case; anything else takes the checked path for its message
+        d = raw
+        util = d.get("util_pct")
+        return Step(
+            index=d["index"], kind=d["kind"], depth=d["depth"], batch=d["batch"], tokens_per_pass=d["tokens_per_pass"],
+            t_start_s=float(d["t_start_s"]), t_end_s=float(d["t_end_s"]), **{k: float(d[k]) for k in _STEP_NUMBERS},
+            util_pct=None if util is None else float(util), policy_ms=float(d.get("policy_ms", 0.0)),
+            seqs=[_seq_step(q, f"{where}.seqs[{i}]", n_sequences, trees) for i, q in enumerate(d.get("seqs", []))],
+        )  # fmt: skip
     d = _obj(raw, where, _STEP_KEYS, optional=("util_pct", "policy_ms", "seqs"))
     t_start = _num(d["t_start_s"], f"{where}.t_start_s")
     t_end = _num(d["t_end_s"], f"{where}.t_end_s")
@@ -564,6 +672,7 @@ def _config(raw) -> dict:
 
 _SUMMARY_INTS = ("new_tokens", "target_forwards", "drafted_tokens", "accepted_tokens")
 _SUMMARY_RATES = ("acceptance_rate", "alpha")
+_SUMMARY_LOAD = ("cpu_s", "other_cpu_s", "load_avg")  # seconds of CPU time, and the 1-minute load average
 _SUMMARY_NUMBERS = ("tokens_per_s", "mean_accepted", "tokens_per_step", "flops", "flops_wasted", "bytes", "draft_ms",
                     "verify_ms", "overhead_ms")  # fmt: skip
 
@@ -589,6 +698,10 @@ def _summary(raw) -> dict:
             out[key] = _opt_num(value, where)
         elif key in ("device", "dtype"):
             out[key] = _str(value, where)
+        elif key in _SUMMARY_LOAD:  # optional (engine/loadmeter.py); older traces lack them
+            out[key] = _opt_num(value, where)
+        elif key == "cpus":
+            out[key] = None if value is None else _int(value, where, 1, 1_000_000)
         elif key == "per_position_acceptance":
             rates = None if value is None else _list(value, where, MAX_DEPTH)
             out[key] = None if rates is None else [_num(r, f"{where}[{i}]", 0.0, 1.0) for i, r in enumerate(rates)]

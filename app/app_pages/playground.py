@@ -16,7 +16,7 @@ from pathlib import Path
 import streamlit as st
 
 from app import resources
-from app.page_helpers import last_resort, load_pair_or_error, show_failure, url_fallbacks
+from app.page_helpers import last_resort, link_notices, load_pair_or_error, show_failure
 from app.policy_options import (
     POLICIES,
     POLICY_HELP,
@@ -28,6 +28,7 @@ from app.policy_options import (
     parse_batch_table,
 )
 from app.results import Peaks, gauge_name, show_results
+from app.url_keys import bound
 from app.views import depth_policy, tokens
 from app.views import tree as tree_view
 from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate_steps
@@ -50,12 +51,7 @@ NO_DRAFTER = {  # drafter kind -> why it cannot run on this pair (pair.available
     "eagle": "This model pair has no EAGLE head (one ships for the embedded target only). Fix: choose the draft "
              "model or the n-gram drafter, or the embedded pair.",
 }  # fmt: skip
-LABELS = {  # bound widget key -> its label, for the notice when a link's value cannot be used
-    "prompt": "Prompt", "text": "Your prompt", "pair": "Model pair", "drafter": "Drafter", "fp32": "float32",
-    "batch": "Batch size", "depth": "Speculation depth k", "tokens": "Max new tokens", "temp": "Temperature",
-    "top_p": "Top-p", "policy": "Depth policy", "policy_n": "N", "table": "Batch table",
-    "conf": "Stop drafting below confidence", "auto": "Rerun on change", "tree": "Tree nodes", "tree_k": "Tree top-k",
-}  # fmt: skip
+PAGE = "playground"  # its bound widgets and their labels: app/url_keys.py
 CPU_WORK_GUARD = 16_384  # batch × (depth + 1) × max_new_tokens allowed on a CPU server
 GPU_WORK_GUARD = 262_144
 LIVE_REFRESH_S = 0.25  # redraw the live lanes at most this often, so drawing barely touches the timings
@@ -135,56 +131,56 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
         c1, c2 = st.columns([3, 2])
         with c1:
             title = st.selectbox("Prompt (the batch is filled with other curated prompts)", PROMPT_TITLES,
-                                 key="prompt", bind="query-params")  # fmt: skip
+                                 **bound(PAGE, "prompt"))  # fmt: skip
             prompt_id = PROMPT_BY_TITLE[title]
             if prompt_id == "custom":
-                custom = st.text_area("Your prompt", key="text", bind="query-params", height=110,
+                custom = st.text_area("Your prompt", **bound(PAGE, "text"), height=110,
                                       placeholder="Type a user message, e.g. 'Copy this paragraph: …'")  # fmt: skip
             else:
                 custom = ""
                 st.caption(PROMPT_BY_ID[prompt_id]["text"][:300] + ("…" if len(PROMPT_BY_ID[prompt_id]["text"]) > 300 else ""))
         with c2:
-            label = st.selectbox("Model pair (draft → target)", PAIR_LABELS, key="pair", bind="query-params")
+            label = st.selectbox("Model pair (draft → target)", PAIR_LABELS, **bound(PAGE, "pair"))
             preset = PAIR_BY_LABEL[label]
             if not hub_ok:
                 st.caption("Hub presets are unavailable offline: this server cannot reach the Hugging Face Hub.")
-            drafter = st.radio("Drafter", list(DRAFTERS), key="drafter", bind="query-params", horizontal=True,
+            drafter = st.radio("Drafter", list(DRAFTERS), **bound(PAGE, "drafter"), horizontal=True,
                                help="n-gram: propose the continuation of the latest repeated n-gram (prompt lookup, "
                                     "no model). draft model: a small LM sharing the target's tokenizer. EAGLE head: "
                                     "one layer that drafts from the target's own last hidden states (EAGLE, Li et "
                                     "al. 2024).")  # fmt: skip
-            float32 = st.toggle("float32 (lanes match exactly; slower on this CPU)", key="fp32", bind="query-params",
+            float32 = st.toggle("float32 (lanes match exactly; slower on this CPU)", **bound(PAGE, "fp32"),
                                 help="auto = bfloat16 where the hardware computes it natively. In bfloat16 a "
                                      "k-token verify pass and single-token passes round differently, so greedy lanes "
                                      "may part.")  # fmt: skip
 
         s1, s2, s3, s4, s5 = st.columns(5)
-        batch = s1.slider("Batch size", 1, max_batch, 1, key="batch", bind="query-params")
-        depth = s2.slider("Speculation depth k", 0, 12, 4, key="depth", bind="query-params",
+        batch = s1.slider("Batch size", 1, max_batch, 1, **bound(PAGE, "batch"))
+        depth = s2.slider("Speculation depth k", 0, 12, 4, **bound(PAGE, "depth"),
                           help="Draft tokens proposed per step; 0 = plain decoding through the same code path.")  # fmt: skip
-        max_new = s3.slider("Max new tokens", 8, 256, 64, step=8, key="tokens", bind="query-params")
-        temperature = s4.slider("Temperature", 0.0, 1.5, 0.0, step=0.05, key="temp", bind="query-params",
+        max_new = s3.slider("Max new tokens", 8, 256, 64, step=8, **bound(PAGE, "tokens"))
+        temperature = s4.slider("Temperature", 0.0, 1.5, 0.0, step=0.05, **bound(PAGE, "temp"),
                                 help="0 = greedy (the lanes must agree token for token).")  # fmt: skip
-        top_p = s5.slider("Top-p", 0.05, 1.0, 1.0, step=0.05, key="top_p", bind="query-params",
+        top_p = s5.slider("Top-p", 0.05, 1.0, 1.0, step=0.05, **bound(PAGE, "top_p"),
                           disabled=temperature == 0, help="Only used when sampling (temperature > 0).")  # fmt: skip
 
         p1, p2 = st.columns([5, 1], vertical_alignment="bottom")
-        policy = p1.radio("Depth policy", list(POLICIES), key="policy", bind="query-params", horizontal=True,
+        policy = p1.radio("Depth policy", list(POLICIES), **bound(PAGE, "policy"), horizontal=True,
                           help=POLICY_HELP)  # fmt: skip
-        policy_n = p2.number_input("N", 1, max_batch, 8, key="policy_n", bind="query-params",
+        policy_n = p2.slider("N", 1, max_batch, 8, **bound(PAGE, "policy_n"),  # a slider: see app/url_keys.py
                                    disabled=POLICIES[policy] not in USES_N,
                                    help="off above batch N and heuristic k: no speculation while more than N "
                                         "sequences decode.")  # fmt: skip
         q1, q2, q3, q4 = st.columns([2.2, 2.2, 1, 1], vertical_alignment="bottom")
-        table = q1.text_input("Batch table (empty = derived from this machine's measured cost)", key="table",
-                              bind="query-params", placeholder=TABLE_EXAMPLE, max_chars=TABLE_MAX_CHARS,
+        table = q1.text_input("Batch table (empty = derived from this machine's measured cost)", **bound(PAGE, "table"),
+                              placeholder=TABLE_EXAMPLE, max_chars=TABLE_MAX_CHARS,
                               disabled=POLICIES[policy] != "batch_table",
                               help="Rows MIN-MAX:K separated by commas (N:K for one batch size): while the batch "
                                    "is in a row's range, draft K tokens (at most k); K = 0 switches speculation "
                                    "off; a batch no row covers drafts k. vLLM's num_speculative_tokens_per_batch_size "
                                    "has these semantics.")  # fmt: skip
-        confidence = q2.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, key="conf",
-                               bind="query-params", disabled=DRAFTERS[drafter] == "ngram",
+        confidence = q2.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, **bound(PAGE, "conf"),
+                               disabled=DRAFTERS[drafter] == "ngram",
                                help="Model drafters stop a sequence's draft once the product of their own "
                                     "probabilities over it falls below this (the joint confidence EAGLE-2 uses; the "
                                     "token that crosses the threshold is still proposed): k becomes the most a step "
@@ -192,16 +188,16 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
                                     "stopped rows' slots are padding the target still verifies. 0 = always draft k "
                                     "tokens.")  # fmt: skip
         t1, t2 = st.columns(2)
-        tree_nodes = t1.slider("Tree nodes (EAGLE head or draft model; 0 = a chain of k)", 0, 64, 0, key="tree",
-                               bind="query-params", disabled=DRAFTERS[drafter] == "ngram",
+        tree_nodes = t1.slider("Tree nodes (EAGLE head or draft model; 0 = a chain of k)", 0, 64, 0, **bound(PAGE, "tree"),
+                                disabled=DRAFTERS[drafter] == "ngram",
                                help="Tree drafting (EAGLE-2): each draft step expands the top-k children of the k "
                                     "best nodes so far; the nodes with the highest joint draft confidence, at most "
                                     "k deep, are verified in ONE target pass with a tree attention mask. Width is "
                                     "a third way to fill an idle pass, beside batch and depth.")  # fmt: skip
-        tree_topk = t2.slider("Tree top-k", 1, 8, 4, key="tree_k", bind="query-params",
+        tree_topk = t2.slider("Tree top-k", 1, 8, 4, **bound(PAGE, "tree_k"),
                               disabled=DRAFTERS[drafter] == "ngram" or tree_nodes == 0,
                               help="Children expanded per node (and nodes expanded per level).")  # fmt: skip
-        auto = q3.toggle("Rerun on change", key="auto", bind="query-params",
+        auto = q3.toggle("Rerun on change", **bound(PAGE, "auto"),
                          help="Decode again whenever a setting changes (a change mid-run cancels that run).")  # fmt: skip
         clicked = q4.button("▶ Run", type="primary", width="stretch", key="run")
     settings = Settings(
@@ -210,14 +206,8 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
         policy=POLICIES[policy], policy_n=int(policy_n), float32=bool(float32), confidence=float(confidence),
         table=str(table or ""), tree_nodes=int(tree_nodes), tree_topk=int(tree_topk),
     )  # fmt: skip
-    values = {"prompt": title, "pair": label, "drafter": drafter, "fp32": float32, "batch": batch,
-              "depth": depth, "tokens": max_new, "temp": temperature, "top_p": top_p, "policy": policy,
-              "policy_n": policy_n, "table": table, "conf": confidence, "auto": auto, "tree": tree_nodes,
-              "tree_k": tree_topk}  # fmt: skip
-    if prompt_id == "custom":
-        values["text"] = custom
     if first_run or clicked:
-        st.session_state["url_notices"] = url_fallbacks(raw, values, LABELS) if first_run else []
+        st.session_state["url_notices"] = link_notices(PAGE, raw) if first_run else []
     for notice in st.session_state["url_notices"]:
         notices.warning(notice, icon=":material/link_off:")
     return settings, clicked, auto
@@ -357,13 +347,18 @@ st.markdown(
 hub_ok = resources.hub_available()
 on_gpu = pick_device().type == "cuda"
 settings, clicked, auto = controls(hub_ok, on_gpu)
+# Everything drawn only sometimes goes into `messages`, so the live lanes and the results below always sit at
+# the same place on the page: a new run's `st.empty()` there removes the previous results from the browser
+# before the lanes decode (a page of old figures is not kept, and re-laid out, while the next run is timed).
+messages = st.container()
 problems = input_problems(settings, hub_ok, on_gpu)
 for problem in problems:
-    st.error(problem, icon=":material/error:")
+    messages.error(problem, icon=":material/error:")
 
 pair = probe = None
 if not problems or not resources.PRESETS[settings.preset].hub:
-    loaded = load_pair_or_error(settings.preset, settings.dtype, with_probe=True)
+    with messages:
+        loaded = load_pair_or_error(settings.preset, settings.dtype, with_probe=True)
     if loaded is None:
         problems.append("the model pair did not load")
     else:
@@ -371,51 +366,62 @@ if not problems or not resources.PRESETS[settings.preset].hub:
 
 if pair is not None and pair.drafter_name(settings.drafter) is None:
     problems.append(f"no {settings.drafter} drafter")
-    st.error(NO_DRAFTER.get(settings.drafter, f"This model pair cannot run the {settings.drafter} drafter."),
-             icon=":material/error:")  # fmt: skip
+    messages.error(NO_DRAFTER.get(settings.drafter, f"This model pair cannot run the {settings.drafter} drafter."),
+                   icon=":material/error:")  # fmt: skip
 
 if st.session_state.pop("running", False):  # the previous script run stopped mid-decode
-    st.info("The previous run was interrupted (a setting changed or Run was pressed again); nothing was kept from it.",
-            icon=":material/cancel:")  # fmt: skip
+    messages.info("The previous run was interrupted (a setting changed or Run was pressed again); nothing was kept "
+                  "from it.", icon=":material/cancel:")  # fmt: skip
 last = st.session_state.get("result")
 want_run = clicked or (auto and (last is None or last["settings"] != settings))
-if want_run and problems:
-    st.warning("Run skipped: fix the problem above first.")
-elif want_run and pair is not None:
-    live = st.empty()
-    notice = st.empty()
+
+
+def decode_both(live) -> None:
+    """Run both lanes (the caller holds the run lock); the result goes to session_state["result"]."""
     try:
-        with resources.model_turn(notice):
-            st.session_state["running"] = True
-            result = run_both(pair, settings, live)
-            result["basis"] = policy_basis(pair, settings)
-            recorded_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-            for trace in (result["ar"], result["spec"]):  # a downloaded trace replays with this machine's peaks
-                trace.meta["probe"] = probe.to_dict()
-                trace.meta["recorded_at"] = recorded_at
-            st.session_state["result"] = result
-        st.session_state["running"] = False
-        live.empty()
+        st.session_state["running"] = True
+        result = run_both(pair, settings, live)
+        result["basis"] = policy_basis(pair, settings)
+        recorded_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        for trace in (result["ar"], result["spec"]):  # a downloaded trace replays with this machine's peaks
+            trace.meta["probe"] = probe.to_dict()
+            trace.meta["recorded_at"] = recorded_at
+        st.session_state["result"] = result
     except ConfigError as exc:
-        st.session_state["running"] = False
-        live.empty()
         st.error(f"{exc}. Fix: shorten the prompt or lower max new tokens / depth.", icon=":material/error:")
     except (ModelLoadError, TraceError) as exc:
-        st.session_state["running"] = False
-        live.empty()
         st.error(str(exc), icon=":material/error:")
     except (ValueError, OSError, RuntimeError) as exc:  # e.g. torch out of memory (a RuntimeError)
-        st.session_state["running"] = False
-        live.empty()
         show_failure("The run failed", exc, "Try smaller settings.")
+    # not in `finally`: a rerun that interrupts the run leaves "running" set, and the next script run says so
+    st.session_state["running"] = False
+    live.empty()
 
-result = st.session_state.get("result")
-if result is not None and probe is not None:
+
+def draw_result() -> None:
+    result = st.session_state.get("result")
+    if result is None or probe is None:
+        return
     with last_resort("Could not draw the results"):
         show_results(result["ar"], result["spec"], Peaks.from_probe(probe), gauge_name(result["spec"]),
                      stale=result["settings"] != settings, offer_float32=not result["settings"].float32)  # fmt: skip
         if result.get("basis"):
             show_policy_basis(result["basis"])
         show_trees(result["spec"])
+
+
+if want_run and problems:
+    messages.warning("Run skipped: fix the problem above first.")
+queue, live, results = st.empty(), st.empty(), st.empty()  # fixed places: see `messages` above
+if (want_run and not problems and pair is not None) or (st.session_state.get("result") is not None and probe is not None):
+    # Decoding and drawing both happen inside this session's turn on the run lock: drawing a result (or this
+    # session's browser redrawing it) never overlaps another session's timed lanes, and a link that auto-runs
+    # queues like a click does.
+    with resources.model_turn(queue):
+        if want_run and not problems and pair is not None:
+            decode_both(live)
+        with results.container():
+            draw_result()
 elif not want_run:
-    st.info("Pick a prompt and press **▶ Run**: the AR lane decodes first, then the speculative lane, then both race.")
+    results.info("Pick a prompt and press **▶ Run**: the AR lane decodes first, then the speculative lane, then both "
+                 "race.")  # fmt: skip

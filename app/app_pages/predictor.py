@@ -12,7 +12,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app import resources
-from app.page_helpers import load_pair_or_error, show_failure, url_fallbacks
+from app.page_helpers import link_notices, load_pair_or_error, show_failure
+from app.url_keys import bound
 from app.views.predictor import (
     MeasuredSeries,
     crossover_lines,
@@ -37,8 +38,7 @@ CONTEXTS = [0, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 13107
 FLOOR_BY_LABEL = {"CUDA graph": "graph", "eager": "eager", "none": "none"}
 MODE_LABELS = {"graph": "CUDA graph", "eager": "eager"}
 DEPTHS = list(range(1, 9))
-LABELS = {"gpu": "GPU", "model": "Model size", "dtype": "dtype", "ctx": "Context length", "alpha": "α",
-          "c": "c", "floor": "Launch overhead"}  # fmt: skip
+PAGE = "predictor"  # its bound widgets and their labels: app/url_keys.py
 MEASURE_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 
 
@@ -50,24 +50,21 @@ def controls() -> dict:
     with st.container(border=True):
         c1, c2, c3, c4 = st.columns([3, 3, 2, 2])
         values = {
-            "gpu": c1.selectbox("GPU", list(GPU_BY_LABEL), index=list(GPUS).index("H200"), key="gpu",
-                                bind="query-params"),
+            "gpu": c1.selectbox("GPU", list(GPU_BY_LABEL), index=list(GPUS).index("H200"), **bound(PAGE, "gpu")),
             "model": c2.selectbox("Model size", list(MODEL_BY_LABEL), index=list(ARCHITECTURES).index("8B"),
-                                  key="model", bind="query-params"),
-            "dtype": c3.radio("dtype", DTYPES, key="dtype", bind="query-params", horizontal=True,
+                                  **bound(PAGE, "model")),
+            "dtype": c3.radio("dtype", DTYPES, **bound(PAGE, "dtype"), horizontal=True,
                               help="Weights and KV cache in this dtype; FLOP/s from the GPU's figure for it."),
-            "floor": c4.radio("Launch overhead", list(FLOOR_BY_LABEL), key="floor", bind="query-params", horizontal=True,
+            "floor": c4.radio("Launch overhead", list(FLOOR_BY_LABEL), **bound(PAGE, "floor"), horizontal=True,
                               help="Added to every pass, measured by SpecLab on an H200: eager = one kernel "
                                    "launch per op from Python; CUDA graph = the same forward replayed."),
         }  # fmt: skip
         s1, s2, s3 = st.columns(3)
         values["ctx"] = s1.select_slider("Context length (KV cache tokens per sequence)", CONTEXTS, value=1024,
-                                         key="ctx", bind="query-params")  # fmt: skip
-        values["alpha"] = s2.slider("α (per-token acceptance)", 0.0, 1.0, 0.7, step=0.01, key="alpha",
-                                    bind="query-params")  # fmt: skip
-        values["c"] = s3.slider("c (draft step cost ÷ target step cost)", 0.0, 1.0, 0.05, step=0.01, key="c",
-                                bind="query-params")  # fmt: skip
-    st.session_state["predictor_notices"] = url_fallbacks(raw, values, LABELS) if first_run else []
+                                         **bound(PAGE, "ctx"))  # fmt: skip
+        values["alpha"] = s2.slider("α (per-token acceptance)", 0.0, 1.0, 0.7, step=0.01, **bound(PAGE, "alpha"))  # fmt: skip
+        values["c"] = s3.slider("c (draft step cost ÷ target step cost)", 0.0, 1.0, 0.05, step=0.01, **bound(PAGE, "c"))  # fmt: skip
+    st.session_state["predictor_notices"] = link_notices(PAGE, raw) if first_run else []
     for notice in st.session_state["predictor_notices"]:
         notices.warning(notice, icon=":material/link_off:")
     return values

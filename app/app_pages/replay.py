@@ -15,6 +15,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from app import resources
 from app.page_helpers import last_resort
 from app.results import Peaks, gauge_name, show_results
 from app.views.safe import md_escape, md_text
@@ -90,8 +91,9 @@ def sample_label(entry: dict) -> str:
 
 
 # --- controls -----------------------------------------------------------------------------------
-def controls(samples: list[dict]) -> tuple[Trace, Trace] | None:
-    """Draw the source choice; return the chosen (ar, spec) pair, or None (nothing chosen / refused)."""
+def controls(samples: list[dict]):
+    """Draw the source choice; return a function that loads the chosen (ar, spec) pair (None once it has shown
+    why it cannot), or None when nothing is chosen yet. Loading is separate so that it can wait for its turn."""
     with st.container(border=True):
         options = [SAMPLE, UPLOAD] if samples else [UPLOAD]
         source = st.radio("Traces", options, key="source", horizontal=True)
@@ -99,11 +101,7 @@ def controls(samples: list[dict]) -> tuple[Trace, Trace] | None:
             labels = [sample_label(e) for e in samples]
             label = st.selectbox("Recorded pair", labels, key="sample")
             entry = samples[labels.index(label)]
-            try:
-                return load_sample(entry)
-            except TraceError as exc:
-                st.error("The shipped sample could not be read: " + error_text(exc), icon=":material/error:")
-                return None
+            return lambda: read_sample(entry)
         c1, c2 = st.columns(2)
         ar_file = c1.file_uploader("AR trace (JSON)", type="json", key="ar_file")
         spec_file = c2.file_uploader("Speculative trace (JSON)", type="json", key="spec_file")
@@ -111,8 +109,20 @@ def controls(samples: list[dict]) -> tuple[Trace, Trace] | None:
         st.info("Upload both traces of one run: the Playground's **Download the traces** gives "
                 "`speclab-ar.json` and `speclab-spec.json`.")  # fmt: skip
         return None
+    return lambda: read_upload(ar_file.getvalue(), spec_file.getvalue())
+
+
+def read_sample(entry: dict) -> tuple[Trace, Trace] | None:
     try:
-        return parse_pair(ar_file.getvalue(), spec_file.getvalue())
+        return load_sample(entry)
+    except TraceError as exc:
+        st.error("The shipped sample could not be read: " + error_text(exc), icon=":material/error:")
+        return None
+
+
+def read_upload(ar_raw: bytes, spec_raw: bytes) -> tuple[Trace, Trace] | None:
+    try:
+        return parse_pair(ar_raw, spec_raw)
     except TraceError as exc:
         st.error(error_text(exc), icon=":material/error:")
         return None
@@ -127,13 +137,18 @@ st.markdown(
     "a sample pair recorded with the embedded model pair."
 )
 
-pair = controls(load_index())
-if pair is not None:
-    ar, spec = pair
-    st.info(f"These are recorded measurements, not a live run: {recorded_on(spec)}.", icon=":material/history:")
-    peaks = Peaks.from_meta(spec) or Peaks.from_meta(ar)
-    if peaks is not None:  # the recording machine's names are trace text: shown literally
-        peaks = replace(peaks, device_name=md_text(peaks.device_name))
-    where = f"on the recording machine ({peaks.device_name})" if peaks and peaks.device_name else "on the recording machine"
-    with last_resort("Could not draw these traces", "Are they complete SpecLab traces?"):
-        show_results(ar, spec, peaks, gauge_name(spec), peaks_where=where)
+# Parsing and drawing a trace pair is heavy work (the worst upload takes seconds: scripts/bench_replay.py), so it
+# waits for the run lock's turn: it can never overlap, and slow down, another visitor's timed decode.
+load_chosen = controls(load_index())
+if load_chosen is not None:
+    with resources.model_turn(st.empty()):
+        pair = load_chosen()
+        if pair is not None:
+            ar, spec = pair
+            st.info(f"These are recorded measurements, not a live run: {recorded_on(spec)}.", icon=":material/history:")
+            peaks = Peaks.from_meta(spec) or Peaks.from_meta(ar)
+            if peaks is not None:  # the recording machine's names are trace text: shown literally
+                peaks = replace(peaks, device_name=md_text(peaks.device_name))
+            where = f"on the recording machine ({peaks.device_name})" if peaks and peaks.device_name else "on the recording machine"
+            with last_resort("Could not draw these traces", "Are they complete SpecLab traces?"):
+                show_results(ar, spec, peaks, gauge_name(spec), peaks_where=where, downloads=False)

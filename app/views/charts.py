@@ -17,8 +17,36 @@ OVERHEAD_COLOR = "#c9cbd3"
 ACCEPT_COLOR = "#0a7d32"
 
 
-def _decode_steps(trace):
+MAX_CHART_STEPS = 1500  # per trace: a longer run is drawn every n-th step (each point still one measured step)
+
+
+def thin(steps: list, limit: int = MAX_CHART_STEPS) -> list:
+    """At most `limit` of `steps`, evenly spaced (every n-th, the last one kept): a 100,000-step upload
+    stays a figure a browser can draw. The points are measured steps, never averages."""
+    if len(steps) <= limit:
+        return steps
+    stride = -(-len(steps) // limit)  # ceil
+    picked = steps[::stride]
+    return picked if picked[-1] is steps[-1] else picked + [steps[-1]]
+
+
+def thinned_note(n_steps: int, limit: int = MAX_CHART_STEPS) -> str:
+    """' (1 step in 67 drawn, of 100,000)' when `thin` drops steps, else ''."""
+    if n_steps <= limit:
+        return ""
+    return f" (1 step in {-(-n_steps // limit)} drawn, of {n_steps:,})"
+
+
+def _all_decode_steps(trace) -> list:
     return [s for s in trace.steps if s.kind == "decode"]
+
+
+def _decode_steps(trace):
+    return thin(_all_decode_steps(trace))
+
+
+def _note(*traces) -> str:
+    return thinned_note(max(len(_all_decode_steps(t)) for t in traces))
 
 
 def _layout(fig: go.Figure, title: str, height: int = 360) -> go.Figure:
@@ -58,7 +86,7 @@ def latency_figure(ar, spec) -> go.Figure:
     fig.update_yaxes(title_text="ms")
     pre_ar = ar.steps[0].step_ms if ar.steps else 0.0
     pre_sp = spec.steps[0].step_ms if spec.steps else 0.0
-    return _layout(fig, f"Per-step latency (prefill not shown: AR {pre_ar:.0f} ms, speculative {pre_sp:.0f} ms)")
+    return _layout(fig, f"Per-step latency (prefill not shown: AR {pre_ar:.0f} ms, speculative {pre_sp:.0f} ms)" + _note(ar, spec))
 
 
 def tokens_per_pass_figure(ar, spec) -> go.Figure:
@@ -80,7 +108,7 @@ def tokens_per_pass_figure(ar, spec) -> go.Figure:
     fig.update_layout(barmode="group", bargap=0.15)
     fig.update_xaxes(title_text="target forward (decode step)")
     fig.update_yaxes(title_text="tokens", rangemode="tozero")
-    return _layout(fig, "Tokens per target pass")
+    return _layout(fig, "Tokens per target pass" + _note(ar, spec))
 
 
 def achieved(step, peak_bandwidth: float, peak_flops: float) -> tuple[float, float]:
@@ -93,8 +121,7 @@ BANDWIDTH_LABEL = "bandwidth % of peak (counted bytes / measured time)"
 FLOPS_LABEL = "FLOP/s % of peak (counted FLOPs / measured time)"
 
 
-def utilization_figure(ar, spec, peak_bandwidth: float, peak_flops: float,
-                       gauge_name: str = "psutil CPU % (system-wide)") -> go.Figure:
+def utilization_figure(ar, spec, peak_bandwidth: float, peak_flops: float, gauge_name: str = "psutil CPU % (system-wide)") -> go.Figure:
     """Per step, achieved bandwidth and FLOP/s as % of the probed peaks, beside the coarse busy gauge.
 
     The first two are modelled: SpecLab's own byte and FLOP counts (engine/costs.py) divided by the step's
@@ -117,7 +144,7 @@ def utilization_figure(ar, spec, peak_bandwidth: float, peak_flops: float,
                         connectgaps=True, hovertemplate=f"{gauge_name} %{{y:.0f}}%<extra></extra>")  # fmt: skip
         fig.update_xaxes(title_text="decode step", row=1, col=col)
     fig.update_yaxes(title_text="% of this machine's peak", rangemode="tozero", row=1, col=1)
-    _layout(fig, "Hardware utilisation per step", height=410)
+    _layout(fig, "Hardware utilisation per step" + _note(ar, spec), height=410)
     fig.update_layout(legend={"orientation": "v", "yanchor": "top", "y": -0.3, "xanchor": "left", "x": 0.0},
                       margin={"b": 140})  # fmt: skip
     return fig

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from . import charts
+
 DEPTH_COLOR = "#1f4fd1"
 BATCH_COLOR = "#8a8d99"
 SHOWN_CHANGES = 4  # the summary names this many changes of k, then counts the rest
@@ -179,7 +181,8 @@ def depth_summary(trace) -> str:
 
 def depth_figure(trace) -> go.Figure:
     """k per decode step (steps, left axis) and the batch in flight (dashed, right axis); hover shows both."""
-    points = depth_points(trace)
+    all_points = depth_points(trace)
+    points = charts.thin(all_points)
     x = [p.step for p in points]
     custom = [[p.batch, p.mean_drafted, p.tokens_left if p.tokens_left is not None else "?"] for p in points]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
@@ -202,7 +205,8 @@ def depth_figure(trace) -> go.Figure:
     fig.update_yaxes(title_text="batch in flight", range=[0, top_b * 1.1 + 0.5], dtick=max(1, math.ceil(top_b / 5)),
                      showgrid=False, secondary_y=True)  # fmt: skip
     fig.update_layout(
-        title={"text": f"Depth per step: {policy_name(trace.config)}", "font": {"size": 15}}, height=330,
+        title={"text": f"Depth per step: {policy_name(trace.config)}" + charts.thinned_note(len(all_points)),
+               "font": {"size": 15}}, height=330,
         margin={"l": 50, "r": 50, "t": 50, "b": 40}, hovermode="x unified",
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
     )  # fmt: skip

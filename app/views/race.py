@@ -3,29 +3,62 @@
 Every token carries the measured time (seconds since its lane started) of the step that produced it,
 so playing both lanes against the same clock shows exactly how much sooner the speculative lane
 finishes, and where it stalls on rejected drafts. Play / pause / step / speed / restart run entirely
-in the browser: a replay never reruns the model. Token text is passed as JSON and set with
-textContent, never as HTML.
+in the browser: a replay never reruns the model.
+
+The view runs a script inside an iframe, and its data may come from an uploaded trace, so the data is
+untrusted: it travels as JSON in which `<`, `>`, `&`, U+2028 and U+2029 are written as `\\u003c`-style
+escapes (the OWASP rule for JSON inside a <script>; nothing in it can close the script, open a comment
+or end a JavaScript line), token text is set with textContent, never as HTML, and every number is made
+finite and in range here (a lane's total is at least its last token's time) so the script cannot stall.
+At most MAX_TOKENS tokens per lane are replayed (the first ones in time), so a huge trace stays a small page.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
+import math
 
 from .tokens import TokenRecord
 
 SPEEDS = (0.1, 0.25, 0.5, 1.0, 2.0)
+MAX_TOKENS = 4000  # per lane, the first in time; the token view below the race shows more
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
-def _lane_payload(name: str, records: list[list[TokenRecord]], total_s: float, max_seqs: int) -> dict:
+def script_json(data) -> str:
+    """`data` as JSON that is safe inside an HTML <script> element (and still the same JSON value)."""
+    return json.dumps(data, ensure_ascii=True, allow_nan=False).translate(_SCRIPT_SAFE)
+
+
+def _seconds(value) -> float:
+    """A time as a finite number of seconds >= 0 (0 for anything else)."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return round(value, 5) if math.isfinite(value) and value > 0 else 0.0
+
+
+def _lane_payload(name: str, records: list[list[TokenRecord]], total_s: float, max_seqs: int,
+                  max_tokens: int = MAX_TOKENS) -> dict:  # fmt: skip
     shown = records[:max_seqs]
-    tokens = [[r.seq, round(r.t_s, 5), r.text, r.kind, r.tooltip()] for recs in shown for r in recs]
-    tokens.sort(key=lambda x: x[1])
+    # A sequence's records come in step order, so merging the sequences yields the first tokens in time without
+    # sorting them all (a huge trace costs max_tokens here); the pick is then sorted, which the script relies on
+    # even if a hostile trace's steps are out of time order.
+    timed = heapq.merge(*(((_seconds(r.t_s), i, r) for r in recs) for i, recs in enumerate(shown)), key=lambda x: x[0])
+    picked = sorted(itertools.islice(timed, max_tokens), key=lambda x: x[0])
+    cut = max(0, sum(map(len, shown)) - max_tokens)
+    tokens = [[i, t, str(r.text), str(r.kind), str(r.tooltip())] for t, i, r in picked]
     n_out = sum(1 for recs in records for r in recs if r.out_index is not None)
+    last = tokens[-1][1] if tokens else 0.0
     return {
-        "name": name,
-        "total_s": round(total_s, 5),
+        "name": str(name),
+        "total_s": max(_seconds(total_s), last) if not cut else last,
         "n_seqs": len(shown),
         "hidden_seqs": max(0, len(records) - max_seqs),
+        "cut_tokens": cut,
         "n_out": n_out,
         "tokens": tokens,
     }
@@ -44,16 +77,16 @@ def race_html(
     spec_total_s: float,
     max_seqs: int = 3,
     spec_label: str = "Speculative",
+    max_tokens: int = MAX_TOKENS,
 ) -> str:
     data = {
         "lanes": [
-            _lane_payload("Autoregressive", ar_records, ar_total_s, max_seqs),
-            _lane_payload(spec_label, spec_records, spec_total_s, max_seqs),
+            _lane_payload("Autoregressive", ar_records, ar_total_s, max_seqs, max_tokens),
+            _lane_payload(spec_label, spec_records, spec_total_s, max_seqs, max_tokens),
         ],
         "speeds": list(SPEEDS),
     }
-    payload = json.dumps(data).replace("</", "<\\/")
-    return _TEMPLATE.replace("__DATA__", payload)
+    return _TEMPLATE.replace("__DATA__", script_json(data))
 
 
 _TEMPLATE = r"""<!doctype html>
@@ -97,8 +130,11 @@ button:hover{border-color:#ff4b4b;color:#ff4b4b}
 </div>
 <script>
 const DATA = __DATA__;
-const maxT = Math.max(...DATA.lanes.map(l => l.total_s), 1e-6);
-const times = [...new Set(DATA.lanes.flatMap(l => l.tokens.map(t => t[1])))].sort((a,b)=>a-b);
+const KINDS = new Set(['plain', 'accepted', 'rejected', 'correction', 'bonus']);
+const finite = x => (Number.isFinite(x) && x > 0 ? x : 0);
+for (const l of DATA.lanes) l.total_s = finite(l.total_s);
+const maxT = Math.max(1e-6, ...DATA.lanes.map(l => l.total_s));
+const times = [...new Set(DATA.lanes.flatMap(l => l.tokens.map(t => finite(t[1]))))].sort((a,b)=>a-b);
 let now = 0, playing = true, speed = 1.0, last = null;
 const root = document.getElementById('race');
 const lanesDiv = document.getElementById('lanes');
@@ -117,21 +153,32 @@ const lanes = DATA.lanes.map((lane, li) => {
   }
   if (lane.hidden_seqs > 0) { const m = document.createElement('div'); m.className = 'more';
     m.textContent = '… and ' + lane.hidden_seqs + ' more sequences (same clock)'; div.append(m); }
-  const spans = lane.tokens.map(([seq, t, text, kind, tip]) => {
-    const sp = document.createElement('span'); sp.className = 't ' + kind; sp.title = tip;
-    sp.textContent = text.length ? text.replace(/\n/g, '↵\n') : '∅';
-    boxes[seq].append(sp); return {t, sp, seq, kind};
-  });
+  if (lane.cut_tokens > 0) { const m = document.createElement('div'); m.className = 'more';
+    m.textContent = 'The replay stops after the first ' + lane.tokens.length + ' tokens (' + lane.cut_tokens
+      + ' more are in the token view below).'; div.append(m); }
+  const spans = [];
+  for (const [seq, t, text, kind, tip] of lane.tokens) {
+    const box = boxes[seq];
+    if (box === undefined || !Number.isFinite(t)) continue;
+    const sp = document.createElement('span'); sp.className = 't ' + (KINDS.has(kind) ? kind : 'plain');
+    sp.title = String(tip); const s = String(text);
+    sp.textContent = s.length ? s.replace(/\n/g, '↵\n') : '∅';
+    box.append(sp); spans.push({t, sp, kind});
+  }
   lanesDiv.append(div);
-  return {lane, st, fill, boxes, spans, shown: 0};
+  return {lane, st, fill, boxes, spans, shown: 0, out: 0};
 });
 function render() {
   document.getElementById('clock').textContent = 't = ' + now.toFixed(2) + ' s   (×' + speed + ')';
   for (const L of lanes) {
-    let n = 0, out = 0;
-    for (const s of L.spans) { const on = s.t <= now + 1e-9; if (on) { n++; if (s.kind !== 'rejected') out++; }
-      if (on !== s.sp.classList.contains('on')) s.sp.classList.toggle('on', on); }
-    if (n !== L.shown) { L.shown = n; for (const b of L.boxes) b.scrollTop = b.scrollHeight; }
+    // the spans are in time order: move the "shown" boundary forward or back (work per frame = tokens changed)
+    const before = L.shown;
+    while (L.shown < L.spans.length && L.spans[L.shown].t <= now + 1e-9) {
+      const s = L.spans[L.shown++]; s.sp.classList.add('on'); if (s.kind !== 'rejected') L.out++; }
+    while (L.shown > 0 && L.spans[L.shown - 1].t > now + 1e-9) {
+      const s = L.spans[--L.shown]; s.sp.classList.remove('on'); if (s.kind !== 'rejected') L.out--; }
+    if (L.shown !== before) { for (const b of L.boxes) b.scrollTop = b.scrollHeight; }
+    const out = L.out;
     const done = now >= L.lane.total_s - 1e-9;
     L.fill.style.width = (100 * Math.min(now, L.lane.total_s) / maxT) + '%';
     L.st.textContent = (done ? '✓ finished in ' + L.lane.total_s.toFixed(2) + ' s' : 'decoding…')

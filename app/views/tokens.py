@@ -26,6 +26,7 @@ CSS_CLASS = {
     "bonus": "tok tok-bonus",
 }
 MARKER = {"correction": "↺", "bonus": "+"}
+MAX_LANE_TOKENS = 12_000  # tokens one lane's HTML draws (about 3 MB); the rest is counted in a closing line
 
 STYLE = """<style>
 .sl-lane{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:0.86rem;line-height:1.9;
@@ -84,12 +85,15 @@ class TokenRecord:
 def token_records(steps, n_seqs: int, greedy: bool = False) -> list[list[TokenRecord]]:
     """Per sequence, every token in the order it appeared (rejected draft tokens included).
 
-    greedy: the run used temperature 0, so draft tooltips say the argmax decided, not min(1, p/q)."""
+    greedy: the run used temperature 0, so draft tooltips say the argmax decided, not min(1, p/q).
+    One pass over the steps: each step's work is its own draft tokens (a running output count per sequence,
+    not a recount of the records so far), so a 100,000-step trace costs 100,000 steps' work."""
     out: list[list[TokenRecord]] = [[] for _ in range(n_seqs)]
+    n_outs = [0] * n_seqs  # per sequence: output tokens so far (a running count keeps this linear in the steps)
     for step in steps:
         for s in step.seqs:
             seq_tokens = out[s.seq]
-            n_out = sum(1 for r in seq_tokens if r.out_index is not None)
+            n_out = n_outs[s.seq]
             n_emitted = len(s.emitted)
             for j, d in enumerate(s.drafted):
                 if d.accepted and j >= n_emitted:  # accepted, but cut by EOS / max_new_tokens
@@ -110,6 +114,7 @@ def token_records(steps, n_seqs: int, greedy: bool = False) -> list[list[TokenRe
                         out_index=n_out + s.num_accepted, target_prob=s.next_prob,
                     )
                 )  # fmt: skip
+            n_outs[s.seq] = n_out + min(n_emitted, s.num_accepted) + (1 if n_emitted > s.num_accepted else 0)
     return out
 
 
@@ -167,17 +172,28 @@ def lane_html(
     max_seqs: int | None = None,
     status: str = "",
     speculative: bool = True,
+    max_tokens: int = MAX_LANE_TOKENS,
 ) -> str:
-    """One lane (all its sequences, or the first `max_seqs`) as a self-contained HTML snippet."""
+    """One lane (all its sequences, or the first `max_seqs`) as a self-contained HTML snippet.
+
+    At most `max_tokens` tokens are drawn in all (a huge uploaded trace stays a page a browser can
+    show); a closing line says how many were left out."""
     first_diff = first_diff or {}
     shown = records if max_seqs is None else records[:max_seqs]
     parts = [STYLE, legend_html(speculative)]
     if status:
         parts.append(f'<div class="sl-seqhead">{html.escape(status)}</div>')
+    budget = max_tokens
     for i, recs in enumerate(shown):
+        if budget <= 0:
+            break
         if len(records) > 1:
             parts.append(f'<div class="sl-seqhead">sequence {i + 1}</div>')
-        parts.append(f'<div class="sl-lane">{sequence_html(recs, first_diff.get(i))}</div>')
+        parts.append(f'<div class="sl-lane">{sequence_html(recs[:budget], first_diff.get(i))}</div>')
+        budget -= len(recs)
+    left_out = sum(len(recs) for recs in shown) - max_tokens
+    if left_out > 0:
+        parts.append(f'<div class="sl-seqhead">… {left_out:,} more tokens not drawn (at most {max_tokens:,} per lane)</div>')
     if max_seqs is not None and len(records) > max_seqs:
         parts.append(f'<div class="sl-seqhead">… and {len(records) - max_seqs} more sequences</div>')
     return "".join(parts)

@@ -13,11 +13,10 @@ MAIN = str(Path(__file__).resolve().parents[2] / "app" / "main.py")
 TIMEOUT = 240  # the first run loads and warms the model pair (cached for the rest of the module)
 CUSTOM = "✏️ Custom text…"
 CONTROLS = {
-    "slider": {"batch", "depth", "tokens", "temp", "top_p", "conf", "tree", "tree_k"},
+    "slider": {"batch", "depth", "tokens", "temp", "top_p", "conf", "policy_n", "tree", "tree_k"},
     "selectbox": {"prompt", "pair"},
     "radio": {"drafter", "policy"},
     "toggle": {"fp32", "auto"},
-    "number_input": {"policy_n"},
     "text_input": {"table"},
 }
 
@@ -191,7 +190,7 @@ def test_every_policy_is_offered_and_bound_to_the_url():
     assert not at.exception and not at.warning
     assert at.radio(key="policy").options == ["fixed k", "off above batch N", "heuristic k", "batch table", "goodput"]
     assert at.radio(key="policy").value == "goodput"
-    assert at.number_input(key="policy_n").disabled and at.text_input(key="table").disabled  # goodput reads neither
+    assert at.slider(key="policy_n").disabled and at.text_input(key="table").disabled  # goodput reads neither
     at = _app(policy="batch table", table="1-4:4,5-16:0")
     assert at.radio(key="policy").value == "batch table" and at.text_input(key="table").value == "1-4:4,5-16:0"
     assert not at.text_input(key="table").disabled and not at.error

@@ -159,3 +159,80 @@ def test_predictor_draws_the_model_and_the_recorded_passes(server):
         assert page.get_by_text("measured on NVIDIA H200, CUDA graph").count() > 0
         assert page.get_by_text("Traceback").count() == 0
         page.screenshot(path=str(ROOT / "artifacts" / "predictor.png"), full_page=True)
+
+
+EVIL = "http://127.0.0.2:9"  # an origin that is not the app's (nothing listens there)
+HOSTILE_TEXTS = [
+    "</script><script>window.__pwned=1</script>", "<!--<script>", "<img src=x onerror=window.__pwned=1>",
+    f"![b]({EVIL}/img.png)", f"[click me]({EVIL}/phish)", "\u2028\u2029", "]]>&amp;<", "`code` **bold**",
+]  # fmt: skip
+
+
+def _hostile_pair() -> tuple[bytes, bytes]:
+    """The shipped sample pair with every string field a visitor sees replaced by hostile text."""
+    import json
+
+    index = json.loads((ROOT / "assets" / "traces" / "index.json").read_text(encoding="utf-8"))["pairs"][0]
+    out = []
+    for name in (index["ar"], index["spec"]):
+        data = json.loads((ROOT / "assets" / "traces" / name).read_text(encoding="utf-8"))
+        data["meta"].update(device_name=f"![b]({EVIL}/device.png)", draft_name=f"[click me]({EVIL}/phish)",
+                            target_name="<img src=x onerror=window.__pwned=1>")  # fmt: skip
+        data["meta"].setdefault("probe", {})["device_name"] = f"<script>window.__pwned=1</script>![p]({EVIL}/p.png)"
+        data["summary"]["dtype"] = f"![d]({EVIL}/dtype.png)"
+        for i, seq in enumerate(data["sequences"]):
+            seq["prompt"] = HOSTILE_TEXTS[i % len(HOSTILE_TEXTS)]
+            seq["text"] = HOSTILE_TEXTS[(i + 1) % len(HOSTILE_TEXTS)]
+        n = 0
+        for step in data["steps"]:
+            for row in step["seqs"]:
+                row["next_text"] = HOSTILE_TEXTS[n % len(HOSTILE_TEXTS)]
+                for token in row["drafted"]:
+                    n += 1
+                    token["text"] = HOSTILE_TEXTS[n % len(HOSTILE_TEXTS)]
+                n += 1
+        if data["config"]["mode"] == "speculative":  # the lanes part, so the divergence note (with the dtype) shows
+            data["sequences"][0]["output_ids"][3] += 1
+        out.append(json.dumps(data).encode())
+    return out[0], out[1]
+
+
+def test_a_hostile_trace_loads_runs_and_shows_nothing_it_did_not_come_with(server):
+    """Replay a trace whose every string is markup, Markdown links/images or script breakers: no element is
+    injected, no script runs, no dialog opens, and the browser requests nothing outside the app's origin."""
+    from urllib.parse import urlsplit
+
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    ar_raw, spec_raw = _hostile_pair()
+    origin = urlsplit(server)
+    outside, dialogs = [], []
+    with browser_page(height=3600) as page:
+        page.on("request", lambda r: urlsplit(r.url).scheme in ("http", "https", "ws", "wss")
+                and urlsplit(r.url).netloc != origin.netloc and outside.append(r.url))  # fmt: skip
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(f"{server}/replay", timeout=60_000)
+        page.get_by_text("Upload your own traces").click()
+        page.locator('input[type="file"]').first.wait_for(state="attached", timeout=60_000)
+        files = page.locator('input[type="file"]')
+        files.nth(0).set_input_files({"name": "ar.json", "mimeType": "application/json", "buffer": ar_raw})
+        files.nth(1).set_input_files({"name": "spec.json", "mimeType": "application/json", "buffer": spec_raw})
+        page.get_by_text("recorded measurements, not a live run").wait_for(timeout=180_000)
+        replay = page.frame_locator("iframe").first
+        replay.locator('#race[data-state="done"]').wait_for(timeout=180_000)
+        page.wait_for_timeout(1500)  # let the charts and the token view finish drawing
+        assert page.get_by_text("Traceback").count() == 0
+        assert replay.locator(".t.on").count() > 0  # the race really played the hostile tokens
+        assert replay.get_by_text("<!--<script>").count() > 0  # ... and shows them as text
+        for frame in page.frames:
+            assert frame.evaluate("typeof window.__pwned") == "undefined", frame.url
+            injected = frame.evaluate(
+                """(evil) => [...document.querySelectorAll('img, a, script, iframe')]
+                     .map(e => e.src || e.href || '').filter(u => u.startsWith(evil) || u.endsWith('/x'))""",
+                EVIL,
+            )
+            assert injected == [], (frame.url, injected)
+        assert page.get_by_text(f"![b]({EVIL}/device.png)").count() > 0  # the machine's name, shown literally
+        assert page.get_by_text("The lanes part at").count() > 0  # the note that names the trace's dtype is drawn
+        page.screenshot(path=str(ROOT / "artifacts" / "replay-hostile.png"))
+    assert dialogs == []
+    assert outside == [], outside

@@ -20,7 +20,7 @@ def test_md_text_shows_markdown_literally():
 
 
 def test_md_escape_escapes_every_markdown_character():
-    assert md_escape("![b](http://x)") == r"\!\[b\]\(http\:\/\/x\)"
+    assert md_escape("![b](http://x)") == "\\!\\[b\\]\\(http\u2060\\:\\/\\/x\\)"  # U+2060: see below
     assert md_escape("**bold** _i_ <img src=x> $x$ :red[y]") == (r"\*\*bold\*\* \_i\_ \<img src\=x\> \$x\$ \:red\[y\]")
     assert md_escape("plain words") == "plain words"
     assert one_line("a\n\nb", max_chars=3) == "a b"
@@ -37,3 +37,14 @@ def test_replay_error_text_is_one_escaped_line():
     assert "![b](http://x)" in message
     shown = error_text(TraceError(message))
     assert "\n" not in shown and "](" not in shown and r"\]\(" in shown
+
+
+def test_md_escape_leaves_nothing_for_the_autolinker():
+    """GFM autolinks URLs and e-mail addresses in text even after backslash escapes (found by the real-browser
+    test): a word joiner breaks each pattern, invisibly."""
+    import re
+
+    shown = md_escape("[click](http://evil.example/x) HTTPS://e.example www.evil.example mail me@evil.example")
+    plain = shown.replace("\\", "")  # what the reader sees, escapes resolved
+    assert not re.search(r"(?i)https?://|www\.|\w@\w", plain)
+    assert plain.replace("\u2060", "") == "[click](http://evil.example/x) HTTPS://e.example www.evil.example mail me@evil.example"

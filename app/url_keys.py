@@ -1,0 +1,38 @@
+"""Every widget bound to the URL query string, in one registry: page -> key -> label.
+
+A page binds a widget with `**bound("playground", "batch")` (which gives Streamlit `key` and
+`bind="query-params"`); a key that is not registered here raises, so no page can bind one that the
+registry, the link notices (`app.page_helpers.link_notices`) and the URL fuzz test
+(tests/app/test_url_fuzz.py) do not know about. A contract test checks that no page passes `bind=`
+itself. Plain data, no streamlit.
+"""
+
+from __future__ import annotations
+
+BIND = "query-params"
+
+# page -> its script under app/ (what AppTest opens) and its bound keys -> the label the notices use
+PAGE_FILES = {"playground": "app_pages/playground.py", "predictor": "app_pages/predictor.py"}
+BOUND: dict[str, dict[str, str]] = {
+    "playground": {
+        "prompt": "Prompt", "text": "Your prompt", "pair": "Model pair", "drafter": "Drafter", "fp32": "float32",
+        "batch": "Batch size", "depth": "Speculation depth k", "tokens": "Max new tokens", "temp": "Temperature",
+        "top_p": "Top-p", "policy": "Depth policy", "policy_n": "N", "table": "Batch table",
+        "conf": "Stop drafting below confidence", "auto": "Rerun on change", "tree": "Tree nodes",
+        "tree_k": "Tree top-k",
+    },
+    "predictor": {
+        "gpu": "GPU", "model": "Model size", "dtype": "dtype", "ctx": "Context length", "alpha": "α", "c": "c",
+        "floor": "Launch overhead",
+    },
+}  # fmt: skip
+# No st.number_input here: Streamlit 1.67 seeds it from the URL with int(float(text)) before its range check, so
+# "?N=inf" raised OverflowError inside Streamlit, where no page can catch it (tests/app/test_url_fuzz.py). Sliders
+# and the other widgets reset an unusable value to their default.
+
+
+def bound(page: str, key: str) -> dict[str, str]:
+    """The keyword arguments that bind a widget of `page` to the URL parameter `key` (registered above)."""
+    if key not in BOUND.get(page, {}):
+        raise KeyError(f"{key!r} is not a registered URL key of page {page!r}: add it to app/url_keys.py BOUND")
+    return {"key": key, "bind": BIND}

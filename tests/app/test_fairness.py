@@ -1,0 +1,89 @@
+"""The contention check between two lanes (app/views/fairness.py), both ways, and the load fields the
+engine records (engine/loadmeter.py) as the trace loader accepts them."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from app.views import fairness
+from engine import Trace, TraceError
+from engine.loadmeter import LoadMeter
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = json.loads((ROOT / "assets" / "traces" / "ngram-copy-spec.json").read_text(encoding="utf-8"))
+
+
+def _summary(wall_s, other_cpu_s, cpu_s=1.0, cpus=2, load_avg=1.0):
+    return {"wall_s": wall_s, "other_cpu_s": other_cpu_s, "cpu_s": cpu_s, "cpus": cpus, "load_avg": load_avg}
+
+
+def test_different_contention_is_flagged():
+    note = fairness.contention_note(_summary(2.0, 0.1), _summary(2.0, 1.6))  # 0.05 vs 0.8 cores of other work
+    assert note and fairness.RERUN in note and "0.1 cores of 2 busy during the AR lane and 0.8" in note
+
+
+def test_same_quiet_load_is_not_flagged():
+    assert fairness.contention_note(_summary(2.0, 0.1), _summary(1.0, 0.08)) is None
+
+
+def test_both_lanes_busy_says_so_without_calling_the_ratio_unfair():
+    note = fairness.contention_note(_summary(2.0, 2.0), _summary(1.0, 1.1))
+    assert note and "Both lanes shared the machine" in note and fairness.RERUN not in note
+
+
+def test_old_traces_and_hostile_values_give_no_note():
+    assert fairness.contention_note({"wall_s": 1.0}, {"wall_s": 1.0}) is None
+    for bad in (float("nan"), -1.0, "x", None, True):
+        assert fairness.contention_note(_summary(1.0, bad), _summary(1.0, 0.9)) is None
+    assert fairness.load_line({"wall_s": 1.0}, _summary(1.0, 0.1)) is None
+
+
+def test_load_line_reports_both_lanes():
+    line = fairness.load_line(_summary(2.0, 0.2, cpu_s=3.8), _summary(1.0, 0.1, cpu_s=1.9, load_avg=2.5))
+    assert line == ("Load while decoding: AR 1.9 cores of this process, 0.1 of others (load average 1.0); "
+                    "speculative 1.9 cores of this process, 0.1 of others (load average 2.5).")  # fmt: skip
+
+
+def test_load_meter_counts_only_its_windows():
+    meter = LoadMeter()
+    meter.resume()
+    end = time.process_time() + 0.05
+    while time.process_time() < end:  # busy inside the window
+        pass
+    meter.pause()
+    inside = meter.cpu_s
+    end = time.process_time() + 0.05
+    while time.process_time() < end:  # busy outside it: not counted
+        pass
+    fields = meter.fields()
+    assert 0.04 <= inside == fields["cpu_s"] < 1.0
+    assert fields["other_cpu_s"] is None or fields["other_cpu_s"] >= 0
+    assert fields["cpus"] >= 1
+
+
+def test_loader_accepts_the_load_fields_and_old_traces_without_them():
+    data = json.loads(json.dumps(SAMPLE))
+    assert "cpu_s" not in data["summary"]  # a trace recorded before the fields existed still loads
+    Trace.from_dict(data)
+    data["summary"].update(cpu_s=1.5, other_cpu_s=0.2, load_avg=3.1, cpus=2)
+    assert Trace.from_dict(data).summary["other_cpu_s"] == 0.2
+    data["summary"].update(other_cpu_s=None, load_avg=None, cpus=None)
+    Trace.from_dict(data)
+    for key, bad in (("cpu_s", -1.0), ("other_cpu_s", "x"), ("load_avg", True), ("cpus", 0), ("cpus", 1.5)):
+        broken = json.loads(json.dumps(SAMPLE))
+        broken["summary"][key] = bad
+        with pytest.raises(TraceError, match=f"summary.{key}"):
+            Trace.from_dict(broken)
+
+
+def test_a_decoded_trace_records_the_load(tiny):
+    from engine import DecodeConfig, generate
+
+    trace = generate(tiny, ["Hi there"], DecodeConfig(mode="autoregressive", max_new_tokens=4))
+    s = trace.summary
+    assert s["cpu_s"] > 0 and s["cpus"] >= 1 and (s["other_cpu_s"] is None or s["other_cpu_s"] >= 0)
+    Trace.from_json_bytes(json.dumps(trace.to_dict()).encode())  # and it loads back

@@ -1,0 +1,107 @@
+"""Every URL-bound widget of every page survives any query string (issue 21).
+
+The keys come from the registry (app/url_keys.py), so a key a page binds later is fuzzed without
+editing this file. For each hostile value, one AppTest run sets every bound key of a page to it (and
+a second run with the custom prompt for the free-text values, so the keys drawn only then are reached): the page must render
+without an exception, show no traceback, and show a notice naming each widget whose value is not
+the link's (Streamlit resets it to the default, or clamps it). Notices show the link's text as
+inline code, so Markdown in it is never rendered.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import parse_qs, urlencode
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from app.page_helpers import _same  # noqa: E402
+from app.url_keys import BOUND, PAGE_FILES  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+MAIN = str(ROOT / "app" / "main.py")
+CUSTOM = "✏️ Custom text…"
+WIDGET_KINDS = ("slider", "select_slider", "selectbox", "radio", "toggle", "checkbox", "number_input", "text_input",
+                "text_area", "multiselect")  # fmt: skip
+HOSTILE = {
+    "inf": "inf", "-inf": "-inf", "nan": "nan", "1e309": "1e309", "30 digits": "9" * 30, "-30 digits": "-" + "9" * 30,
+    "negative": "-4", "empty": "", "unicode": "ünï ✓ 🙂 ٣", "lone surrogate %ED%A0%80": b"\xed\xa0\x80",
+    "long": "x" * 20_000, "repeated key": ["3", "5"], "markdown image": "![b](http://evil.example/x.png)",
+    "markdown link": "[click](http://evil.example)", "html": "<script>window.__pwned=1</script><img src=x>",
+    "backticks": "`a` ``b``\n**c**", "hex": "0x10", "bool text": "True", "padded": " 1 ",
+}  # fmt: skip
+TEXT_CASES = ("empty", "unicode", "lone surrogate %ED%A0%80", "long", "markdown image", "html", "backticks")  # free text
+TRIED = []  # (page, case, keys) for the closing tally
+
+
+def _texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def _link_text(value) -> str:
+    """What the page reads for this value: the server parses the query string as Streamlit does."""
+    parsed = parse_qs(urlencode({"k": value}, doseq=True), keep_blank_values=True)["k"]
+    return parsed[-1]  # st.query_params keeps the last of repeated keys
+
+
+def _widgets(at) -> dict:
+    return {w.key: w for kind in WIDGET_KINDS for w in getattr(at, kind) if w.key}
+
+
+def _outside_code(text: str) -> str:
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def _check(at, page: str, params: dict, case: str) -> None:
+    assert not at.exception, (case, [e.value for e in at.exception])
+    everything = "\n".join(_texts(getattr(at, kind)) for kind in ("markdown", "warning", "error", "info", "caption"))
+    assert "Traceback" not in everything and 'File "' not in everything, case
+    notices = _texts(at.warning)
+    widgets = _widgets(at)
+    for key, label in BOUND[page].items():
+        if key not in params or key not in widgets:
+            continue
+        if not _same(_link_text(params[key]), widgets[key].value):
+            assert f"**{label}**" in notices, (case, key, widgets[key].value)
+    for warning in at.warning:  # the link's text is inline code: no link, image or markup is rendered from it
+        assert "](" not in _outside_code(warning.value) and "<" not in _outside_code(warning.value), (case, warning.value)
+
+
+def _run(page: str, params: dict) -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=300)
+    for key, value in params.items():
+        at.query_params[key] = value
+    if PAGE_FILES[page] != "app_pages/playground.py":  # the default page opens without switching
+        at.switch_page(PAGE_FILES[page])
+    return at.run()
+
+
+@pytest.mark.parametrize("page", sorted(BOUND))
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_every_bound_key_survives_a_hostile_value(page, case):
+    value = HOSTILE[case]
+    params = {key: value for key in BOUND[page]}
+    at = _run(page, params)
+    _check(at, page, params, case)
+    TRIED.append((page, case, len(params)))
+    if page == "playground" and case in TEXT_CASES:  # keys drawn only for a custom prompt ("text"): free text
+        params = {key: value for key in BOUND[page]} | {"prompt": CUSTOM}
+        at = _run(page, params)
+        _check(at, page, params, case + " (custom prompt)")
+        assert "text" not in params or "text" in _widgets(at)
+        TRIED.append((page, case + " custom", len(params)))
+
+
+def test_the_registry_is_what_the_pages_bind():
+    """Every bound key is registered (pages bind through url_keys.bound only) and every registered key is drawn."""
+    for path in (ROOT / "app").rglob("*.py"):
+        if path.name != "url_keys.py":
+            assert "bind=" not in path.read_text(encoding="utf-8"), f"{path}: bind through app.url_keys.bound"
+    for page in BOUND:
+        at = _run(page, {"prompt": CUSTOM} if page == "playground" else {})
+        drawn = {key for key, w in _widgets(at).items() if getattr(w.proto, "query_param_key", "") == key}
+        assert drawn == set(BOUND[page]), (page, drawn ^ set(BOUND[page]))
