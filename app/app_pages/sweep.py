@@ -14,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import resources
-from app.page_helpers import load_pair_or_error, show_failure
+from app.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.views import roofline
 from app.views.sweep import (
     envelope,
@@ -42,6 +42,11 @@ NO_DRAFTER = {  # drafter kind -> why this pair cannot run it (pair.available_dr
 }
 # What a measurement can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
 MEASURE_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
+LABELS = {"pass_batches": "Batch sizes (passes)", "pass_tokens": "Tokens per row, up to",
+          "pass_context": "KV cache length per row", "grid_batches": "Batch sizes (grid)", "grid_depths": "Depths k",
+          "grid_drafter": "Drafter", "grid_tokens": "New tokens per sequence",
+          "grid_conf": "Stop drafting below confidence", "grid_adaptive": "Adaptive policies"}  # fmt: skip
+MULTI = ("pass_batches", "grid_batches", "grid_depths")  # multiselects: a repeated URL parameter each
 
 
 st.title("📈 Sweep")
@@ -59,6 +64,11 @@ st.markdown(
     f"[“Why is speculative decoding fast?”]({BARROW}), 2026. Everything below is measured when you press the button."
 )
 
+# Every control is bound to the URL (a copied link reproduces the settings); a session's first run reads the
+# link before any bound widget is drawn, and a value a control cannot take gets a notice and the default.
+first_run = "sweep_notices" not in st.session_state
+raw = {k: st.query_params.get_all(k) if k in MULTI else st.query_params[k] for k in st.query_params} if first_run else {}
+notice_box = st.container()
 loaded = load_pair_or_error("embedded", "auto", with_probe=True)
 if loaded is None:
     st.stop()
@@ -76,9 +86,9 @@ st.caption(
 st.subheader("1 · What one target pass costs")
 with st.form("passes_form"):
     c1, c2, c3 = st.columns(3)
-    batches = c1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 8], key="pass_batches")
-    max_tokens = c2.select_slider("Tokens per row, up to", TOKENS, value=64, key="pass_tokens")
-    context = c3.slider("KV cache length per row", 16, 1024, 150, step=16, key="pass_context")
+    batches = c1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 8], key="pass_batches", bind="query-params")
+    max_tokens = c2.select_slider("Tokens per row, up to", TOKENS, value=64, key="pass_tokens", bind="query-params")
+    context = c3.slider("KV cache length per row", 16, 1024, 150, step=16, key="pass_context", bind="query-params")
     go_passes = st.form_submit_button("Measure passes", type="primary")
 if go_passes:
     if not batches:
@@ -122,18 +132,26 @@ PREFERRED = [kind for kind in ("eagle", "model", "ngram") if pair.drafter_name(k
 default_drafter = KINDS.index(PREFERRED[0]) if PREFERRED else 0
 with st.form("grid_form"):
     g1, g2, g3, g4, g5 = st.columns(5)
-    grid_batches = g1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 4, 16], key="grid_batches")
-    grid_depths = g2.multiselect("Depths k", list(range(0, 13)), default=[2, 4, 8], key="grid_depths")
-    drafter = g3.radio("Drafter", list(GRID_DRAFTERS), index=default_drafter, horizontal=True, key="grid_drafter",
+    grid_batches = g1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 4, 16], key="grid_batches", bind="query-params")
+    grid_depths = g2.multiselect("Depths k", list(range(0, 13)), default=[2, 4, 8], key="grid_depths", bind="query-params")
+    drafter = g3.radio("Drafter", list(GRID_DRAFTERS), index=default_drafter, horizontal=True, key="grid_drafter", bind="query-params",
                        help="Default: the EAGLE head where this pair has one.")  # fmt: skip
-    tokens = g4.slider("New tokens per sequence", 8, 64, 24, step=8, key="grid_tokens")
-    confidence = g5.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, key="grid_conf",
+    tokens = g4.slider("New tokens per sequence", 8, 64, 24, step=8, key="grid_tokens", bind="query-params")
+    confidence = g5.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, key="grid_conf", bind="query-params",
                            help="Model drafters only: stop a sequence's draft once the product of the drafter's "
                                 "probabilities falls below this (the token that crosses it is still proposed); k is "
                                 "then the most a step drafts. 0 = off.")  # fmt: skip
     adaptive = st.checkbox("Adaptive policies: also measure batch table (derived from this machine's pass cost) and "
-                           "goodput, each with the largest depth picked as its maximum", key="grid_adaptive")  # fmt: skip
+                           "goodput, each with the largest depth picked as its maximum", key="grid_adaptive",
+                           bind="query-params")  # fmt: skip
     go_grid = st.form_submit_button("Measure the grid", type="primary")
+if first_run:
+    values = {"pass_batches": batches, "pass_tokens": max_tokens, "pass_context": context, "grid_batches": grid_batches,
+              "grid_depths": grid_depths, "grid_drafter": drafter, "grid_tokens": tokens, "grid_conf": confidence,
+              "grid_adaptive": adaptive}  # fmt: skip
+    st.session_state["sweep_notices"] = url_fallbacks(raw, values, LABELS)
+for notice in st.session_state["sweep_notices"]:
+    notice_box.warning(notice, icon=":material/link_off:")
 if go_grid:
     kind = GRID_DRAFTERS[drafter]
     if not grid_batches or not grid_depths:
