@@ -141,7 +141,7 @@ def test_step_through_one_stage_per_click():
     assert "1 · draft" in _texts(at.markdown) and "2 · verify in one pass" not in _texts(at.markdown)
     codes = _texts(at.code)
     assert "# 1. draft" in codes and "def propose" in codes
-    for stage in range(4):
+    for _ in range(4):
         at.button(key="step_next").click().run()
         _clean(at)
     text, codes = _texts(at.markdown), _texts(at.code)

@@ -126,7 +126,7 @@ def test_worksheet_escapes_every_string():
     evil = "<script>alert(1)</script>"
     page = worksheet.worksheet_html(evil, evil, worksheet.prediction_rows(1.0, 2.0, [(evil, 1.0)]), [(evil, evil)],
                                     evil, [evil])  # fmt: skip
-    assert "<script>" not in page and page.count("&lt;script&gt;") == 8  # title twice, question, a row, a number and its value, source, calc
+    assert "<script>" not in page and page.count("&lt;script&gt;") == 8  # title twice, question, row, number+value, source, calc
     assert page.startswith("<!doctype html>") and "Leviathan" in page and "Barrow" in page
 
 
