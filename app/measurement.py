@@ -224,7 +224,10 @@ def save_record(record: dict, path: str | os.PathLike) -> None:
     """Write a checked recording as compact JSON (numbers rounded to 6 significant digits to keep files small)."""
     check_record(record)
     text = json.dumps(_rounded(record), allow_nan=False, separators=(",", ":"))
-    Path(path).write_text(text + "\n", encoding="utf-8")
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text + "\n", encoding="utf-8")
+    os.replace(tmp, path)  # never a half-written recording
 
 
 def _rounded(value):

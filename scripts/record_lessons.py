@@ -4,7 +4,8 @@ Teacher mode on the Lessons page shows these recordings at once, so a class on s
 Space does not wait; "Re-measure live" beside them runs the same experiment on the machine serving
 the page. Each recording is a real run of the lesson's own experiment (app/lesson_experiments.py) at
 its default settings, with the embedded pair and dtype "auto", saved as checked measurement JSON
-(app/measurement.py) and labelled with the machine (the probe's device name), the dtype and the date.
+(app/measurement.py) and labelled with the machine (the probe's device name), the dtype, the date and
+the machine's load average while it ran (other work on a shared machine slows every timing).
 The step-through trace is a real batch-1 greedy EAGLE run, saved with Trace.to_json and read back with
 the strict loader. Rerun to refresh (several minutes on a 2-core CPU):
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import time
 from pathlib import Path
 
@@ -46,7 +48,7 @@ def record_step_through(pair, peaks: dict, date: str) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma list of experiment names (default: all)")
-    parser.add_argument("--note", default="a shared 2-core machine with other work running: timings are noisy",
+    parser.add_argument("--note", default="a shared machine with other work running: timings are noisy",
                         help="said beside the machine's name wherever the recording is shown")  # fmt: skip
     parser.add_argument("--skip-step", action="store_true", help="do not re-record the step-through trace")
     args = parser.parse_args()
@@ -62,9 +64,10 @@ def main() -> None:
     for name in names:
         experiment = EXPERIMENTS[name]
         settings = experiment.defaults()
-        t0 = time.perf_counter()
+        t0, load0 = time.perf_counter(), os.getloadavg()[0]
         result = experiment.run(pair, hw, settings)
-        record = measurement.make_record(name, result, machine=hw.device_name, dtype=hw.dtype, note=args.note,
+        note = f"{args.note}; load average {load0:.1f} to {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        record = measurement.make_record(name, result, machine=hw.device_name, dtype=hw.dtype, note=note,
                                          settings=settings, date=date)  # fmt: skip
         path = OUT / f"{name}.json"
         measurement.save_record(record, path)
