@@ -276,12 +276,15 @@ def show_step_through() -> None:
                f"depth {trace.config.get('depth')}), recorded on {probe.get('device_name', trace.meta.get('device'))}, "
                f"{trace.meta.get('dtype')}, {trace.meta.get('recorded_at', 'date not recorded')}.")  # fmt: skip
     stages = stepthrough.stages(trace, index)
-    shown = st.session_state.setdefault("step_stage", 0)
+    last = len(stages) - 1
+    shown = min(st.session_state.setdefault("step_stage", 0), last)
+
+    def move(to: int) -> None:
+        st.session_state["step_stage"] = max(0, min(to, last))
+
     b1, b2, _ = st.columns([1, 1, 4])
-    if b1.button("Next stage ▶", key="step_next", disabled=shown >= len(stages) - 1):
-        shown = st.session_state["step_stage"] = shown + 1
-    if b2.button("↺ Start over", key="step_reset"):
-        shown = st.session_state["step_stage"] = 0
+    b1.button("Next stage ▶", key="step_next", disabled=shown >= last, on_click=move, args=(shown + 1,))
+    b2.button("↺ Start over", key="step_reset", on_click=move, args=(0,))
     for n, stage in enumerate(stages[: shown + 1]):
         left, right = st.columns([1, 1])
         with left:
@@ -347,6 +350,7 @@ if lesson.problem:
 name = lesson.experiment
 experiment = EXPERIMENTS[name]
 settings = draw_settings(experiment, raw, notices)
+notices += url_fallbacks(raw, {"teacher": teacher}, {"teacher": "Teacher mode"})
 if first_run:  # a link's notices stay while its lesson is shown
     st.session_state["lesson_notices"] = (i, notices)
 shown_for, kept = st.session_state.get("lesson_notices", (0, []))

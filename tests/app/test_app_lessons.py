@@ -60,7 +60,8 @@ def test_deep_link_opens_the_lesson_with_its_settings():
     [({"lesson": "99"}, "lesson `99`, which does not exist"), ({"lesson": "-1"}, "lesson `-1`"),
      ({"lesson": "<script>alert(1)</script>"}, "which does not exist"),
      ({"lesson": "1", "l1_context": "1e309"}, "**Context already in the KV cache (tokens)** to `1e309`"),
-     ({"lesson": "2", "l2_depth": "`**x**`\n"}, "**Speculation depth k** to `'**x**'`")],
+     ({"lesson": "2", "l2_depth": "`**x**`\n"}, "**Speculation depth k** to `'**x**'`"),
+     ({"lesson": "1", "teacher": "banana"}, "**Teacher mode** to `banana`, which this page cannot use; it uses `off`")],
 )  # fmt: skip
 def test_hostile_links_fall_back_with_a_visible_notice(query, notice):
     at = _app(**query)
