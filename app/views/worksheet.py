@@ -20,16 +20,16 @@ def fmt(x: float | None, spec: str = ".2f") -> str:
 
 def prediction_rows(guess: float | None, measured: float | None, models: list[tuple[str, float | None]],
                     unit: str = "×") -> list[dict]:  # fmt: skip
-    """Rows {"": name, "value": text, "vs measured": text}: your guess, the measurement, then each model."""
+    """Rows {"what": name, "value": text, "vs measured": text}: your guess, the measurement, then each model."""
 
     def versus(x):
         return f"{x / measured:.2f}× the measured" if x is not None and measured else "—"
 
     rows = [
-        {"": "your guess", "value": fmt(guess) + unit if guess is not None else "—", "vs measured": versus(guess)},
-        {"": "measured", "value": fmt(measured) + unit if measured is not None else "—", "vs measured": "—"},
+        {"what": "your guess", "value": fmt(guess) + unit if guess is not None else "—", "vs measured": versus(guess)},
+        {"what": "measured", "value": fmt(measured) + unit if measured is not None else "—", "vs measured": "—"},
     ]
-    rows += [{"": name, "value": fmt(x) + unit if x is not None else "—", "vs measured": versus(x)} for name, x in models]
+    rows += [{"what": name, "value": fmt(x) + unit if x is not None else "—", "vs measured": versus(x)} for name, x in models]
     return rows  # fmt: skip
 
 
@@ -65,7 +65,7 @@ def worksheet_html(title: str, question: str, rows: list[dict], numbers: list[tu
                    calc: list[str]) -> str:  # fmt: skip
     """The printable page: every argument is text from the lesson, the run or the student, so all of it is escaped."""
     e = html.escape
-    table = "".join(f"<tr><th>{e(r[''])}</th><td>{e(r['value'])}</td><td>{e(r['vs measured'])}</td></tr>" for r in rows)
+    table = "".join(f"<tr><th>{e(r['what'])}</th><td>{e(r['value'])}</td><td>{e(r['vs measured'])}</td></tr>" for r in rows)
     nums = "".join(f"<tr><th>{e(name)}</th><td>{e(value)}</td></tr>" for name, value in numbers)
     steps = "".join(f"<li>{e(line)}</li>" for line in calc)
     return f"""<!doctype html>
