@@ -381,7 +381,8 @@ if result is None and rec_fits and not waiting:
               "label": recorded_label(rec)}  # fmt: skip
 if result is not None:
     icon = "📼" if result["source"] == "recorded" else "⏱"
-    rec_col.info(f"{icon} These numbers were {result['label']}."
+    box = rec_col.warning if "DISTURBED" in result["label"] else rec_col.info  # a recording marked disturbed
+    box(f"{icon} These numbers were {result['label']}."
                  + (" Press Re-measure live to measure on the machine serving this page." if result["source"] ==
                     "recorded" else ""))  # fmt: skip
     SHOW[name](result["measurement"], result["settings"])

@@ -88,8 +88,8 @@ def test_each_lesson_waits_for_a_prediction_then_shows_its_recording(lesson):
     _clean(at)
     assert not at.button(key=f"lesson{lesson}_run").disabled
     assert at.button(key=f"lesson{lesson}_run").label == "↻ Re-measure live"
-    info = _texts(at.info)
-    assert "These numbers were recorded on" in info and "2026-" in info and "noisy" in info
+    info = _texts(at.info) + _texts(at.warning)  # a recording marked DISTURBED is shown as a warning
+    assert "These numbers were recorded on" in info and "2026-" in info and ("noisy" in info or "DISTURBED" in info)
     assert at.success  # the conclusion, computed from the recorded measurement
     table = _prediction_table(at)
     assert list(table["what"])[:2] == ["your guess", "measured"] and len(table) >= 3  # at least one model
@@ -102,7 +102,7 @@ def test_teacher_mode_shows_recordings_without_a_prediction():
     at = _app(lesson="4", teacher="true")
     _clean(at)
     assert at.toggle(key="teacher").value
-    assert "recorded on" in _texts(at.info) and at.success
+    assert "recorded on" in _texts(at.warning) + _texts(at.info) and at.success
     assert not at.button(key="lesson4_run").disabled
     assert list(_prediction_table(at)["value"])[0] == "—"  # no guess entered
 
@@ -110,7 +110,7 @@ def test_teacher_mode_shows_recordings_without_a_prediction():
 def test_changed_settings_leave_the_recording_for_a_live_run():
     at = _app(lesson="3", l3_batch="8", teacher="true")
     _clean(at)
-    assert "recorded on" not in _texts(at.info) and not at.success
+    assert "recorded on" not in _texts(at.info) + _texts(at.warning) and not at.success
     assert "The shipped recording used the default settings" in _texts(at.caption)
     assert at.button(key="lesson3_run").label == "▶ Run the experiment live"
 
