@@ -8,15 +8,23 @@
 
 The front matter is a few `key: value` lines between two `---` lines (a small subset of YAML: no
 nesting, no lists; quotes around a value are dropped). The Lessons page looks the experiment up by
-name, so lessons can be reordered, added or removed without touching the page's code. Plain
-functions, no streamlit: tests/app/test_lesson_files.py checks them on temporary files.
+name, so lessons can be reordered, added or removed without touching the page's code.
+
+Each lesson also has three check questions in a sibling file, lessons/NN-name.checks.json:
+
+    [{"question": "...", "options": ["...", "..."], "answer": 1, "explain": "..."}, ...]
+
+`answer` is the index of the right option; `explain` is the feedback shown after any answer. Plain
+functions, no streamlit: tests/app/test_lesson_files.py checks them on temporary files and on the
+shipped lessons.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 LESSON_GLOB = "[0-9][0-9]-*.md"
@@ -34,6 +42,57 @@ class Lesson:
     body: str  # the Markdown after the title (front matter and title removed)
     experiment: str  # the experiment's name from the front matter
     problem: str | None = None  # why the page cannot run this lesson's experiment (None: it can)
+    checks: tuple[Check, ...] = ()  # the three check questions (empty if the checks file has a problem)
+    checks_problem: str | None = None  # why the checks file could not be used
+
+
+@dataclass(frozen=True)
+class Check:
+    question: str
+    options: tuple[str, ...]
+    answer: int  # index into options
+    explain: str  # feedback shown after an answer
+
+
+CHECKS_PER_LESSON = 3
+MAX_CHECK_TEXT = 600
+
+
+def _text(value, where: str) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_CHECK_TEXT:
+        raise LessonError(f"{where} must be a non-empty string of at most {MAX_CHECK_TEXT} characters")
+    return value.strip()
+
+
+def parse_checks(text: str, source: str = "checks") -> tuple[Check, ...]:
+    """Exactly three questions, each with 2-5 distinct options, a valid answer index and feedback."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LessonError(f"{source} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(data, list) or len(data) != CHECKS_PER_LESSON:
+        raise LessonError(f"{source} must be a list of exactly {CHECKS_PER_LESSON} questions")
+    checks = []
+    for i, item in enumerate(data, start=1):
+        where = f"{source}, question {i}"
+        if not isinstance(item, dict) or set(item) != {"question", "options", "answer", "explain"}:
+            raise LessonError(f"{where} must have exactly the fields question, options, answer, explain")
+        options = item["options"]
+        if not isinstance(options, list) or not 2 <= len(options) <= 5:
+            raise LessonError(f"{where}: options must be a list of 2 to 5 strings")
+        options = tuple(_text(o, f"{where}, option {j + 1}") for j, o in enumerate(options))
+        if len(set(options)) != len(options):
+            raise LessonError(f"{where}: two options are the same")
+        answer = item["answer"]
+        if isinstance(answer, bool) or not isinstance(answer, int) or not 0 <= answer < len(options):
+            raise LessonError(f"{where}: answer must be the index (0-{len(options) - 1}) of the right option")
+        checks.append(Check(_text(item["question"], f"{where}, question"), options, answer,
+                            _text(item["explain"], f"{where}, explain")))  # fmt: skip
+    return tuple(checks)
+
+
+def checks_path(lesson_path: Path) -> Path:
+    return lesson_path.with_name(lesson_path.stem + ".checks.json")
 
 
 def split_front_matter(text: str, source: str = "lesson") -> tuple[dict[str, str], str]:
@@ -84,7 +143,16 @@ def load_lessons(folder: Path, experiments: Collection[str] | None = None) -> li
     lessons = []
     for path in sorted(folder.glob(LESSON_GLOB)):
         try:
-            lessons.append(parse_lesson(path.read_text(encoding="utf-8"), path.name, experiments))
+            lesson = parse_lesson(path.read_text(encoding="utf-8"), path.name, experiments)
         except (OSError, UnicodeDecodeError, LessonError) as exc:
             lessons.append(Lesson(source=path.name, title=path.stem, body="", experiment="", problem=str(exc)))
+            continue
+        checks_file = checks_path(path)
+        try:
+            lesson = replace(lesson, checks=parse_checks(checks_file.read_text(encoding="utf-8"), checks_file.name))
+        except FileNotFoundError:
+            lesson = replace(lesson, checks_problem=f"{checks_file.name} is missing: this lesson has no check questions")
+        except (OSError, UnicodeDecodeError, LessonError) as exc:
+            lesson = replace(lesson, checks_problem=str(exc))
+        lessons.append(lesson)
     return lessons

@@ -1,4 +1,4 @@
-"""SpecLab's entry point: page configuration and navigation only.
+"""SpecLab's entry point: page configuration, navigation, and the glossary every page shares.
 
 Each page lives in app/app_pages/. The folder is deliberately not called "pages/": next to the entry
 script that name switches Streamlit to its older automatic multipage mode on direct links. The
@@ -10,6 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 PAGES = Path(__file__).resolve().parent / "app_pages"
+GLOSSARY = Path(__file__).resolve().parents[1] / "lessons" / "glossary.md"
 
 st.set_page_config(page_title="SpecLab", page_icon="⚡", layout="wide")
 pages = [
@@ -19,4 +20,10 @@ pages = [
     st.Page(str(PAGES / "predictor.py"), title="Predictor", icon="🧮"),
     st.Page(str(PAGES / "replay.py"), title="Replay", icon="📼"),
 ]
-st.navigation(pages).run()
+page = st.navigation(pages)
+with st.sidebar.expander("📖 Glossary: α, c, tokens per pass, ridge point, …"):
+    try:
+        st.markdown(GLOSSARY.read_text(encoding="utf-8"))
+    except OSError as exc:
+        st.error(f"The glossary could not be read ({exc.strerror or exc}).")
+page.run()

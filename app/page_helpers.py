@@ -51,8 +51,14 @@ def last_resort(what: str, fix: str = ""):
         show_failure(what, exc, fix)
 
 
-def _same(text: str, value) -> bool:
-    """Does the URL text `text` say the widget value `value` (as Streamlit writes it into the URL)?"""
+def _same(text, value) -> bool:
+    """Does the URL text `text` say the widget value `value` (as Streamlit writes it into the URL)? A multiselect's
+    value is a list and its URL text the list of its repeated parameter's values."""
+    if isinstance(value, (list, tuple)):
+        texts = text if isinstance(text, list) else [text]
+        return len(texts) == len(value) and all(_same(t, v) for t, v in zip(texts, value))
+    if isinstance(text, list):
+        text = text[-1] if text else ""
     if isinstance(value, bool):
         return text.strip().lower() == str(value).lower()
     if isinstance(value, (int, float)):
@@ -73,15 +79,18 @@ def url_fallbacks(raw: Mapping[str, str], values: Mapping[str, object], labels: 
     """One notice per link parameter the page could not use.
 
     raw: the query string as the page received it (st.query_params.to_dict(), read before any bound widget
-    is drawn); values: what each bound widget holds now, by key. Streamlit ignores a value that is not a
-    valid option or is out of range (and rounds one that is off the widget's step), so a widget whose value
-    does not say the URL's text is one where the link was not followed: say so, and what is used instead.
+    is drawn; a multiselect's key maps to st.query_params.get_all(key)); values: what each bound widget holds
+    now, by key. Streamlit ignores a value that is not a valid option or is out of range (and rounds one that
+    is off the widget's step), so a widget whose value does not say the URL's text is one where the link was
+    not followed: say so, and what is used instead.
     """
     notices = []
     for key, value in values.items():
         if key in raw and not _same(raw[key], value):
             shown = ("on" if value else "off") if isinstance(value, bool) else value
-            notices.append(f"The link set **{labels.get(key, key)}** to {_shown(raw[key])}, which this page cannot use; "
+            shown = ", ".join(map(str, shown)) if isinstance(shown, (list, tuple)) else shown
+            said = ", ".join(map(str, raw[key])) if isinstance(raw[key], list) else raw[key]
+            notices.append(f"The link set **{labels.get(key, key)}** to {_shown(said)}, which this page cannot use; "
                            f"it uses {_shown(shown)} instead.")  # fmt: skip
     return notices
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 BIND = "query-params"
 
 # page -> its script under app/ (what AppTest opens) and its bound keys -> the label the notices use
-PAGE_FILES = {"playground": "app_pages/playground.py", "predictor": "app_pages/predictor.py"}
+PAGE_FILES = {"playground": "app_pages/playground.py", "predictor": "app_pages/predictor.py",
+              "sweep": "app_pages/sweep.py", "lessons": "app_pages/lessons.py"}
 BOUND: dict[str, dict[str, str]] = {
     "playground": {
         "prompt": "Prompt", "text": "Your prompt", "pair": "Model pair", "drafter": "Drafter", "fp32": "float32",
@@ -24,6 +25,24 @@ BOUND: dict[str, dict[str, str]] = {
     "predictor": {
         "gpu": "GPU", "model": "Model size", "dtype": "dtype", "ctx": "Context length", "alpha": "α", "c": "c",
         "floor": "Launch overhead",
+    },
+    "sweep": {
+        "pass_batches": "Batch sizes (passes)", "pass_tokens": "Tokens per row, up to",
+        "pass_context": "KV cache length per row", "grid_batches": "Batch sizes (grid)", "grid_depths": "Depths k",
+        "grid_drafter": "Drafter", "grid_tokens": "New tokens per sequence",
+        "grid_conf": "Stop drafting below confidence", "grid_adaptive": "Adaptive policies",
+        "grid_trees": "Tree sizes", "grid_topk": "Tree top-k",
+    },
+    # Each lesson draws only its own knobs (app/lesson_experiments.py; a test keeps the two equal).
+    "lessons": {
+        "teacher": "Teacher mode",
+        "l1_context": "Context already in the KV cache (tokens)", "l1_largest": "Largest pass (tokens)",
+        "l2_depth": "Speculation depth k", "l2_tokens": "New tokens",
+        "l3_depth": "Speculation depth k", "l3_batch": "Large batch",
+        "l3_tokens": "New tokens per sequence (twice this at batch 1)",
+        "l4_batch": "Batch size", "l4_n": "Off above batch N", "l4_tokens": "New tokens per sequence",
+        "l5_depth": "Speculation depth k", "l5_conf": "Stop drafting below joint confidence",
+        "l6_k": "Fixed depth k",
     },
 }  # fmt: skip
 # No st.number_input here: Streamlit 1.67 seeds it from the URL with int(float(text)) before its range check, so

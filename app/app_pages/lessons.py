@@ -1,279 +1,395 @@
-"""Lessons: the thesis step by step, each with a live experiment on this machine.
+"""Lessons: the thesis step by step, each checked by an experiment, for a class to run.
 
-Page shape (DESIGN §5): title, short prose, then per lesson its text (lessons/*.md), a button that
-runs the experiment through the engine, and a conclusion computed from what was just measured.
-Nothing on this page is a canned number. Each lesson names its experiment in its front matter
-(app/lesson_files.py); EXPERIMENTS below maps those names to a measurement and its conclusion. An
-experiment may ask the student for a prediction first: its Run button stays disabled until one is entered.
+Page shape (DESIGN §5): title, short prose, then the chosen lesson (`?lesson=N` in the URL): its text
+(lessons/*.md), its settings (bound to the URL like the Playground's), a prediction the student commits
+to, then the experiment's result set against the guess and the models, three check questions, and a
+printable worksheet. Results come from a live run on this machine or, in teacher mode and once a
+prediction is entered, from the recording shipped in assets/lessons/ (scripts/record_lessons.py),
+labelled with its machine and date; "Re-measure live" is always beside it. The experiments and their
+predictions live in app/lesson_experiments.py; every conclusion is computed from the measurement
+(app/views/conclusions.py). The model is loaded only for a live run, so recordings show at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import datetime as dt
 from pathlib import Path
 
 import streamlit as st
 
-from app import resources
+from app import measurement, resources
+from app.engine_source import DRAFTER_SOURCES, STAGE_SOURCES, SourceError, numbered_block, source_of
+from app.lesson_experiments import EXPERIMENTS, PLAIN, Experiment
 from app.lesson_files import load_lessons
-from app.page_helpers import load_pair_or_error, show_failure
-from app.views import conclusions, load, metrics, roofline
-from engine import ConfigError, DecodeConfig, generate
-from engine.bench import batch_prompts, pass_costs, run_cells
-from engine.costs import ridge_tokens
+from app.page_helpers import load_pair_or_error, show_failure, url_fallbacks
+from app.url_keys import bound
+from app.views import conclusions, load, metrics, roofline, stepthrough, worksheet
+from engine import ConfigError, Trace, TraceError
 
-LESSONS_DIR = Path(__file__).resolve().parents[2] / "lessons"
+ROOT = Path(__file__).resolve().parents[2]
+LESSONS_DIR = ROOT / "lessons"
+RECORDINGS = ROOT / "assets" / "lessons"
+STEP_TRACE = RECORDINGS / "step-through.json"
 # What an experiment can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
 EXPERIMENT_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 
 
-# --- experiments (each returns plain data; drawing happens below) ------------------------------
-PASS_TOKENS = [1, 2, 4, 8, 16, 32, 64]  # lesson 1: tokens in one target pass, at batch 1
-
-
-def memory_bound(pair, probe) -> dict:
-    """One target pass at batch 1 with 1..64 new tokens, and this machine's probed peaks to read it against."""
-    rows = pass_costs(pair, [1], PASS_TOKENS, context=150, repeats=5)
-    return {"rows": rows, "peak_bandwidth": probe.peak_bandwidth, "peak_flops": probe.peak_flops,
-            "ridge_point": probe.ridge_point, "dtype": probe.dtype,
-            "ridge_tokens": ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth)}  # fmt: skip
-
-
-def lanes(pair, prompts: list[str], depth: int, drafter: str, tokens: int, **spec) -> dict:
-    ar = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=tokens))
-    sp = generate(pair, prompts, DecodeConfig(depth=depth, drafter=drafter, max_new_tokens=tokens, **spec))
-    return {"ar": ar, "spec": sp, "m": metrics.compare(ar, sp)}
-
-
-def more_flops(pair, probe) -> dict:
-    return lanes(pair, batch_prompts("extractive", 1), 4, "ngram", 64)
-
-
-RIDGE_DEPTH, RIDGE_BATCHES = 4, (1, 16)
-
-
-def model_drafter(pair) -> str:
-    """The EAGLE head where the pair has one, else the draft model."""
-    return "eagle" if pair.drafter_name("eagle") else "model"
-
-
-def past_the_ridge(pair, probe) -> dict:
-    """A model drafter at depth 4 on held-out prompts at batch 1 and 16, and the n-gram lookup at batch 16 on
-    extractive prompts (its best case) for contrast; each beside plain decoding of the same prompts."""
-    drafter = model_drafter(pair)
-    runs = {batch: lanes(pair, batch_prompts("heldout", batch), RIDGE_DEPTH, drafter, 48 if batch == 1 else 24)
-            for batch in RIDGE_BATCHES}  # fmt: skip
-    ngram = lanes(pair, batch_prompts("extractive", RIDGE_BATCHES[-1]), RIDGE_DEPTH, "ngram", 24)
-    return {"drafter": drafter, "runs": runs, "ngram": ngram,
-            "ridge_tokens": ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth)}  # fmt: skip
-
-
-def turn_it_off(pair, probe) -> dict:
-    prompts = batch_prompts("chat", 16)
-    on = lanes(pair, prompts, 4, "model", 32)
-    off = generate(pair, prompts, DecodeConfig(depth=4, drafter="model", max_new_tokens=32,
-                                               policy="off_above_batch", disable_by_batch_size=8))  # fmt: skip
-    return {"ar": on["ar"], "on": on["spec"], "off": off}
-
-
-GATE_DEPTH, GATE_THRESHOLD = 6, 0.3
-
-
-def adaptive(pair, probe) -> dict:
-    """Depth 6 drafting every token vs stopping below joint confidence 0.3, at batch 1 and 8."""
-    drafter = model_drafter(pair)
-    out = {"drafter": drafter}
-    for batch, tokens in ((1, 48), (8, 32)):
-        prompts = batch_prompts("heldout", batch)
-        ar = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=tokens))
-        runs = {}
-        for name, threshold in (("fixed", 0.0), ("gated", GATE_THRESHOLD)):
-            runs[name] = generate(pair, prompts, DecodeConfig(depth=GATE_DEPTH, drafter=drafter, max_new_tokens=tokens,
-                                                              confidence_threshold=threshold))  # fmt: skip
-        out[batch] = {"ar": ar, **runs}
-    return out
-
-
-# --- conclusions (computed from the measurement) -----------------------------------------------
-def show_memory_bound(result: dict) -> None:
-    rows = result["rows"]
-    st.plotly_chart(roofline.pass_cost_figure(rows, result.get("ridge_tokens")), width="stretch", key="lesson1_fig")
-    st.plotly_chart(roofline.peak_share_figure(rows, result["peak_bandwidth"], result["peak_flops"],
-                                               result.get("ridge_tokens")), width="stretch", key="lesson1_peaks")  # fmt: skip
+# --- drawing each experiment's measurement ------------------------------------------------------
+def show_memory_bound(m: dict, s: dict) -> None:
+    rows = m["rows"]
+    st.plotly_chart(roofline.pass_cost_figure(rows, m.get("ridge_tokens")), width="stretch", key="lesson1_fig")
+    st.plotly_chart(roofline.peak_share_figure(rows, m["peak_bandwidth"], m["peak_flops"], m.get("ridge_tokens")),
+                    width="stretch", key="lesson1_peaks")  # fmt: skip
     st.caption(f"The regime is read from the numbers: {roofline.REGIME_RULE}. The bandwidth and FLOP/s are SpecLab's "
                "counted bytes and FLOPs over the measured time, not hardware counters; a share above 100% means the "
                "quick probe's copy and matmul underestimate what this pass reaches (caches, a different kernel).")  # fmt: skip
-    st.success("\n\n".join(conclusions.memory_bound_conclusion(result)))
+    st.success("\n\n".join(conclusions.memory_bound_conclusion(m)))
 
 
-def _lane_line(name: str, trace) -> str:
-    s = trace.summary
-    return f"{name}: {s['tokens_per_s']:.1f} tokens/s, {s['target_forwards']} target passes, {s['flops'] / 1e9:.1f} GFLOP"
+def _lane_line(name: str, lane: dict) -> str:
+    s = lane["summary"]
+    return f"{name}: {s['tokens_per_s']:.1f} tokens/s, {s['target_forwards']:.0f} target passes, {s['flops'] / 1e9:.1f} GFLOP"
 
 
-def show_more_flops(result: dict) -> None:
-    st.markdown("- " + _lane_line("plain", result["ar"]) + "\n- " + _lane_line("speculative", result["spec"]))
-    st.success(conclusions.more_flops_conclusion(result["m"]))
+def show_more_flops(m: dict, s: dict) -> None:
+    st.markdown("- " + _lane_line("plain", m["ar"]) + "\n- " + _lane_line("speculative", m["spec"]))
+    st.success(conclusions.more_flops_conclusion(m["m"]))
+    seed = m["seed"]
+    st.markdown(f"**Barrow's example: {seed['passes'][0]['tokens_per_pass']} tokens per pass, made two ways** (one "
+                f"target pass each over a {seed['context']}-token context; {seed['rounds']} rounds alternating the two, "
+                "median of 5 timed passes per round; FLOPs and bytes are the engine's counts, engine/costs.py)")  # fmt: skip
+    st.dataframe([{"pass": p["label"], "ms (median)": round(p["ms"], 2),
+                   "rounds (ms)": ", ".join(f"{t:.1f}" for t in p["times_ms"]), "GFLOP": round(p["flops"] / 1e9, 3),
+                   "weight MB": round(p["weight_bytes"] / 1e6, 1), "KV MB": round(p["kv_bytes"] / 1e6, 2)}
+                  for p in seed["passes"]], hide_index=True)  # fmt: skip
+    st.info(conclusions.seed_conclusion(seed))
 
 
-def show_past_the_ridge(result: dict) -> None:
-    name = conclusions.drafter_label(result["drafter"])
-    bn = max(result["runs"])
-    lines = [conclusions.ridge_run_line(name, batch, run, RIDGE_DEPTH) for batch, run in sorted(result["runs"].items())]
-    lines.append(conclusions.ridge_run_line("n-gram lookup, extractive prompts", bn, result["ngram"], RIDGE_DEPTH))
+def show_past_the_ridge(m: dict, s: dict) -> None:
+    name, depth = conclusions.drafter_label(m["drafter"]), int(s["depth"])
+    runs = sorted(m["runs"], key=lambda r: r["batch"])
+    lines = [conclusions.ridge_run_line(name, r["batch"], r, depth) for r in runs]
+    lines.append(conclusions.ridge_run_line("n-gram lookup, extractive prompts", runs[-1]["batch"], m["ngram"], depth))
     st.markdown("\n".join(lines))
-    st.success("\n\n".join(conclusions.past_the_ridge_conclusion(result, RIDGE_DEPTH)))
+    st.success("\n\n".join(conclusions.past_the_ridge_conclusion(m, depth)))
 
 
-def show_turn_it_off(result: dict) -> None:
-    ar, on, off = result["ar"], result["on"], result["off"]
-    base = ar.summary["tokens_per_s"]
-    spec_steps = sum(1 for s in off.steps if s.depth > 0)
+def show_turn_it_off(m: dict, s: dict) -> None:
+    ar, on, off = m["ar"]["summary"], m["on"]["summary"], m["off"]
+    base, n, batch = ar["tokens_per_s"], int(s["n"]), int(s["batch"])
+    spec_steps = off["speculated_steps"]
     st.markdown(
         f"- plain: {base:.1f} tokens/s\n"
-        f"- speculation always on (α = {on.summary['alpha'] or 0:.2f}): {on.summary['tokens_per_s']:.1f} tokens/s "
-        f"({on.summary['tokens_per_s'] / base:.2f}×)\n"
-        f"- off above batch 8: {off.summary['tokens_per_s']:.1f} tokens/s ({off.summary['tokens_per_s'] / base:.2f}×); "
-        + (f"it speculated on {spec_steps} of {len(off.steps) - 1} steps, the ones after the batch had shrunk to 8 "
-           "or fewer sequences" if spec_steps else "it never speculated: more than 8 sequences decoded at every step")
+        f"- speculation always on (α = {on['alpha'] or 0:.2f}): {on['tokens_per_s']:.1f} tokens/s "
+        f"({on['tokens_per_s'] / base:.2f}×)\n"
+        f"- off above batch {n}: {off['summary']['tokens_per_s']:.1f} tokens/s "
+        f"({off['summary']['tokens_per_s'] / base:.2f}×); "
+        + (f"it speculated on {spec_steps} of {off['decode_steps']} decode steps, the ones after the batch had shrunk "
+           f"to {n} or fewer sequences" if spec_steps else
+           f"it never speculated: more than {n} sequences decoded at every step")
     )  # fmt: skip
-    better = "beat" if off.summary["tokens_per_s"] > on.summary["tokens_per_s"] else "did not beat"
-    st.success(f"At batch 16 the load-aware policy {better} always-on speculation on this machine.")
+    better = "beat" if off["summary"]["tokens_per_s"] > on["tokens_per_s"] else "did not beat"
+    st.success(f"At batch {batch} the load-aware policy {better} always-on speculation on this machine.")
 
 
-def _gate_line(name: str, trace, base: float) -> str:
-    s = trace.summary
+def _gate_line(name: str, lane: dict, base: float) -> str:
+    s = lane["summary"]
     rejected = s["drafted_tokens"] - s["accepted_tokens"]
-    return (f"{name}: {s['tokens_per_s']:.1f} tokens/s ({s['tokens_per_s'] / base:.2f}× plain), "
-            f"{s['drafted_tokens']} drafted, {rejected} rejected, α = {s['alpha'] or 0:.2f}, "
-            f"{metrics.fmt_flops(s['flops_wasted'])} on rejected drafts")
+    return (
+        f"{name}: {s['tokens_per_s']:.1f} tokens/s ({s['tokens_per_s'] / base:.2f}× plain), "
+        f"{s['drafted_tokens']:.0f} drafted, {rejected:.0f} rejected, α = {s['alpha'] or 0:.2f}, "
+        f"{metrics.fmt_flops(s['flops_wasted'])} on rejected drafts"
+    )
 
 
-def show_adaptive(result: dict) -> None:
+def show_adaptive(m: dict, s: dict) -> None:
+    depth, conf = int(s["depth"]), float(s["conf"])
     lines = []
-    for batch in (1, 8):
-        r = result[batch]
-        base = r["ar"].summary["tokens_per_s"]
-        lines.append(f"- **batch {batch}**, plain {base:.1f} tokens/s")
-        lines.append("  - " + _gate_line(f"all {GATE_DEPTH} drafts", r["fixed"], base))
-        lines.append("  - " + _gate_line(f"stop below {GATE_THRESHOLD}", r["gated"], base))
-    st.markdown(f"Drafter: {conclusions.drafter_label(result['drafter'])}.\n" + "\n".join(lines))
-    st.success(conclusions.adaptive_conclusion(result, GATE_DEPTH))
+    for r in m["batches"]:
+        base = r["ar"]["summary"]["tokens_per_s"]
+        lines.append(f"- **batch {r['batch']}**, plain {base:.1f} tokens/s")
+        lines.append("  - " + _gate_line(f"all {depth} drafts", r["fixed"], base))
+        lines.append("  - " + _gate_line(f"stop below {conf:.2f}", r["gated"], base))
+    st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}.\n" + "\n".join(lines))
+    st.success(conclusions.adaptive_conclusion(m, depth))
 
 
-LOAD_BATCHES, LOAD_TOKENS, LOAD_N = (1, 4, 16), 24, 8
-LOAD_FIXED, LOAD_MAX = 4, 6  # fixed depth; the most the load-aware policies may draft
-PLAIN, FIXED = "plain decoding", f"fixed k = {LOAD_FIXED}"
-PREDICT_BATCH = 16
-
-
-def load_contenders(drafter: str) -> dict[str, DecodeConfig]:
-    spec = {"drafter": drafter, "max_new_tokens": LOAD_TOKENS}
-    return {
-        PLAIN: DecodeConfig(mode="autoregressive", max_new_tokens=LOAD_TOKENS),
-        FIXED: DecodeConfig(depth=LOAD_FIXED, **spec),
-        f"off above batch {LOAD_N}": DecodeConfig(depth=LOAD_FIXED, policy="off_above_batch",
-                                                  disable_by_batch_size=LOAD_N, **spec),  # fmt: skip
-        f"batch table, derived (k ≤ {LOAD_MAX})": DecodeConfig(depth=LOAD_MAX, policy="batch_table", **spec),
-        f"goodput (k ≤ {LOAD_MAX})": DecodeConfig(depth=LOAD_MAX, policy="goodput", **spec),
-    }
-
-
-def by_load(pair, probe) -> dict:
-    """Tokens/s of plain decoding and four depth policies at batch 1, 4 and 16 (held-out prompts), interleaved
-    at each batch size (engine.bench.run_cells: one warm-up each, then one run of every contender in turn)."""
-    drafter = model_drafter(pair)
-    contenders = load_contenders(drafter)
-    rows = []
-    for batch in LOAD_BATCHES:
-        cells = run_cells(pair, batch_prompts("heldout", batch), list(contenders.values()), repeats=1)
-        for name, cell in zip(contenders, cells):
-            rows.append({"batch": batch, "contender": name, "tokens_per_s": cell["tokens_per_s"],
-                         "mean_depth": cell["mean_depth"] if name != PLAIN else 0.0, "alpha": cell["alpha"]})  # fmt: skip
-    return {"drafter": drafter, "rows": rows}
-
-
-def ask_by_load(key: str) -> float | None:
-    return st.number_input(
-        f"Your prediction: the speedup of fixed depth {LOAD_FIXED} over plain decoding at batch {PREDICT_BATCH} "
-        "(1.0 = the same speed, below 1 = slower)", min_value=0.0, max_value=10.0, value=None, step=0.05,
-        format="%.2f", placeholder="e.g. 1.3", key=key,
-    )  # fmt: skip
-
-
-def show_by_load(result: dict) -> None:
-    rows = result["rows"]
-    st.markdown(f"Drafter: {'EAGLE head' if result['drafter'] == 'eagle' else 'draft model'}, {LOAD_TOKENS} new "
-                "tokens per sequence, one run per cell (single runs are noisy: read trends, not the second decimal).")  # fmt: skip
+def show_by_load(m: dict, s: dict) -> None:
+    rows = m["rows"]
+    st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}, one run per cell (single runs are noisy: read "
+                "trends, not the second decimal).")  # fmt: skip
     st.plotly_chart(load.load_figure(rows), width="stretch", key="lesson_load_fig")
     st.dataframe(load.load_table(rows, PLAIN), hide_index=True)
-    lines = load.conclusion(rows)
-    if result.get("prediction") is not None:
-        said = load.prediction_line(rows, result["prediction"], plain=PLAIN, contender=FIXED, batch=PREDICT_BATCH)
-        if said:
-            lines.insert(0, said)
-    st.success("\n\n".join(lines))
+    st.success("\n\n".join(load.conclusion(rows)))
 
 
-@dataclass(frozen=True)
-class Experiment:
-    run: Callable[[object, object], dict]  # (pair, probe) -> measured result (plain data)
-    show: Callable[[dict], None]  # result -> the conclusion on the page
-    needs: tuple[str, ...] = ()  # drafter kinds, any one of which the pair must offer (pair.available_drafters())
-    ask: Callable[[str], float | None] | None = None  # widget key -> the student's prediction (None: not entered)
+SHOW = {"memory_bound": show_memory_bound, "more_flops": show_more_flops, "past_the_ridge": show_past_the_ridge,
+        "turn_it_off": show_turn_it_off, "adaptive": show_adaptive, "by_load": show_by_load}  # fmt: skip
 
 
-EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment: memory_bound")
-    "memory_bound": Experiment(memory_bound, show_memory_bound),
-    "more_flops": Experiment(more_flops, show_more_flops),
-    "past_the_ridge": Experiment(past_the_ridge, show_past_the_ridge, needs=("eagle", "model")),
-    "turn_it_off": Experiment(turn_it_off, show_turn_it_off, needs=("model",)),
-    "adaptive": Experiment(adaptive, show_adaptive, needs=("eagle", "model")),
-    "by_load": Experiment(by_load, show_by_load, needs=("eagle", "model"), ask=ask_by_load),
-}
+def key_numbers(name: str, m: dict, s: dict) -> list[tuple[str, str]]:
+    """The handful of measured numbers a worksheet lists for each experiment."""
+    f = metrics.fmt
+    if name == "memory_bound":
+        return [(f"{r['tokens_per_pass']} token(s) per pass", f"{r['ms']:.2f} ms") for r in m["rows"]] + [
+            ("ridge (probed peaks), tokens per pass", f(m.get("ridge_tokens"), ".0f"))
+        ]
+    if name == "by_load":
+        return [(f"batch {r['batch']}, {r['contender']}", f"{r['tokens_per_s']:.1f} tokens/s") for r in m["rows"]]
+    if name == "past_the_ridge":
+        pairs = [(f"batch {r['batch']}", r["m"]) for r in m["runs"]] + [("n-gram", m["ngram"]["m"])]
+    elif name == "adaptive":
+        pairs = [(f"batch {r['batch']} {w}", r[f"m_{w}"]) for r in m["batches"] for w in ("fixed", "gated")]
+    else:  # more_flops, turn_it_off: one plain and one speculative lane
+        pairs = [("speculative", m["m"])]
+    out = []
+    for label, c in pairs:
+        out += [(f"{label}: speedup", f(c.get("speedup"), ".2f", "×")), (f"{label}: α", f(c.get("alpha"))),
+                (f"{label}: depth drafted k", f(c.get("drafted_depth"))), (f"{label}: c", f(c.get("c"), ".3f")),
+                (f"{label}: FLOPs ratio", f(c.get("flops_ratio"), ".2f", "×"))]  # fmt: skip
+    if name == "more_flops":
+        out += [
+            (p["label"], f"{p['ms']:.2f} ms, {p['flops'] / 1e9:.2f} GFLOP, KV {p['kv_bytes'] / 1e6:.1f} MB") for p in m["seed"]["passes"]
+        ]
+    return out
+
+
+# --- the page's parts ---------------------------------------------------------------------------
+def pick_lesson(lessons, raw: dict, notices: list[str]) -> int:
+    """The lesson number from `?lesson=N` on a session's first run (a bad value: lesson 1 and a notice), then the
+    selectbox; the URL follows the choice."""
+    n = len(lessons)
+    if "lesson_pick" not in st.session_state:
+        text = raw.get("lesson", "1")
+        chosen = int(text) if text.strip().isdigit() and 1 <= int(text) <= n else 1
+        if "lesson" in raw and str(chosen) != text.strip():
+            notices.append(f"The link asked for lesson {url_shown(text)}, which does not exist; it shows lesson 1 "
+                           f"instead (there are {n}).")  # fmt: skip
+        st.session_state["lesson_pick"] = chosen
+    pick = st.selectbox("Lesson", list(range(1, n + 1)), key="lesson_pick", format_func=lambda i: lessons[i - 1].title)
+    st.query_params["lesson"] = str(pick)
+    return pick
+
+
+def url_shown(text: str) -> str:
+    clean = " ".join(str(text).replace("`", "'").split())
+    return "`" + (clean if len(clean) <= 20 else clean[:19] + "…") + "`"
+
+
+def draw_settings(experiment: Experiment, raw: dict, notices: list[str]) -> dict:
+    """The lesson's knobs, bound to the URL; a link value a knob cannot take gets a notice and the default."""
+    values, labels = {}, {}
+    with st.expander("Settings of this experiment (kept in the link)", expanded=False):
+        cols = st.columns(len(experiment.knobs))
+        for col, knob in zip(cols, experiment.knobs):
+            values[knob.key] = col.select_slider(knob.label, knob.options, value=knob.default, **bound(PAGE, knob.key),
+                                                 help=knob.help or None)  # fmt: skip
+            labels[knob.key] = knob.label
+    notices += url_fallbacks(raw, values, labels)
+    return {key.split("_", 1)[1]: value for key, value in values.items()}
+
+
+@st.cache_data(show_spinner=False)
+def recording(name: str, mtime: float) -> tuple[dict | None, str | None]:
+    """(the checked recording, None) or (None, why it cannot be used). mtime keys the cache to the file."""
+    try:
+        return measurement.load_record(RECORDINGS / f"{name}.json"), None
+    except measurement.MeasurementError as exc:
+        return None, str(exc)
+
+
+def load_recording(name: str) -> tuple[dict | None, str | None]:
+    path = RECORDINGS / f"{name}.json"
+    return recording(name, path.stat().st_mtime if path.exists() else 0.0)
+
+
+def recorded_label(rec: dict) -> str:
+    return f"recorded on {rec['machine']}, {rec['dtype']}, {rec['date']} ({rec['note']})"
+
+
+def run_live(i: int, name: str, experiment: Experiment, settings: dict) -> None:
+    """Load the pair (first live run only), run the experiment under the run lock, keep its checked measurement."""
+    loaded = load_pair_or_error("embedded", "auto", with_probe=True)
+    if loaded is None:
+        return
+    pair, probe = loaded
+    if experiment.needs and not set(experiment.needs) & set(pair.available_drafters()):
+        st.warning("This experiment needs a model drafter (the draft model or the EAGLE head), and this pair has none.")
+        return
+    with resources.model_turn(st.empty()):
+        try:
+            with st.spinner("Measuring…"):
+                result = measurement.check_measurement(name, experiment.run(pair, probe, settings))
+        except EXPERIMENT_ERRORS as exc:
+            show_failure("The experiment failed", exc)
+            return
+    st.session_state[f"lesson{i}"] = {"measurement": result, "settings": settings, "source": "live",
+                                      "label": f"measured live on {probe.device_name}, {probe.dtype}, "
+                                               f"{dt.date.today().isoformat()}"}  # fmt: skip
+
+
+def show_prediction(experiment: Experiment, guess, m: dict, s: dict) -> list[dict]:
+    p = experiment.predict
+    measured = p.measured(m, s)
+    rows = worksheet.prediction_rows(guess, measured, p.models(m, s), p.unit)
+    st.markdown("**Your guess, the measurement and the models**")
+    st.dataframe(rows, hide_index=True)
+    line = worksheet.guess_line(guess, measured, p.unit)
+    if line:
+        st.markdown(line)
+    return rows
+
+
+def show_checks(i: int, lesson) -> None:
+    st.subheader("Check your understanding")
+    if lesson.checks_problem:
+        st.error(lesson.checks_problem, icon=":material/error:")
+        return
+    for j, check in enumerate(lesson.checks, start=1):
+        answer = st.radio(f"{j}. {check.question}", list(range(len(check.options))), index=None, key=f"l{i}_check{j}",
+                          format_func=lambda o, c=check: c.options[o])  # fmt: skip
+        if answer is not None:
+            (st.success if answer == check.answer else st.error)(
+                ("Right. " if answer == check.answer else f"Not quite: the answer is “{check.options[check.answer]}”. ")
+                + check.explain)  # fmt: skip
+
+
+@st.cache_data(show_spinner=False)
+def step_trace(mtime: float) -> tuple[Trace | None, str | None]:
+    try:
+        return Trace.from_json(STEP_TRACE), None
+    except TraceError as exc:
+        return None, str(exc)
+
+
+def show_step_through() -> None:
+    """One recorded speculative step, one stage per click, with the engine's code for that stage beside it."""
+    trace, problem = step_trace(STEP_TRACE.stat().st_mtime if STEP_TRACE.exists() else 0.0)
+    if trace is None:
+        st.error(f"The recorded step could not be loaded ({problem}).", icon=":material/error:")
+        return
+    index = stepthrough.interesting_step(trace)
+    if index is None:
+        st.error("The recorded trace has no speculative step.", icon=":material/error:")
+        return
+    probe = trace.meta.get("probe") or {}
+    st.caption(f"A real step: step {index} of a recorded batch-1 greedy run ({trace.config.get('drafter')} drafter, "
+               f"depth {trace.config.get('depth')}), recorded on {probe.get('device_name', trace.meta.get('device'))}, "
+               f"{trace.meta.get('dtype')}, {trace.meta.get('recorded_at', 'date not recorded')}.")  # fmt: skip
+    stages = stepthrough.stages(trace, index)
+    last = len(stages) - 1
+    shown = min(st.session_state.setdefault("step_stage", 0), last)
+
+    def move(to: int) -> None:
+        st.session_state["step_stage"] = max(0, min(to, last))
+
+    b1, b2, _ = st.columns([1, 1, 4])
+    b1.button("Next stage ▶", key="step_next", disabled=shown >= last, on_click=move, args=(shown + 1,))
+    b2.button("↺ Start over", key="step_reset", on_click=move, args=(0,))
+    for n, stage in enumerate(stages[: shown + 1]):
+        left, right = st.columns([1, 1])
+        with left:
+            st.markdown(f"**{stage.title}**")
+            for line in stage.lines:
+                st.text(line)
+            if stage.table:
+                st.dataframe(stage.table, hide_index=True)
+        with right:
+            sources = list(STAGE_SOURCES[n])
+            if n == 0 and trace.config.get("drafter") in DRAFTER_SOURCES:
+                sources.append((*DRAFTER_SOURCES[trace.config["drafter"]], None))
+            for relpath, qualname, block in sources:
+                try:
+                    code = source_of(relpath, qualname)
+                    code = numbered_block(code, block) if block else code
+                except SourceError as exc:
+                    st.warning(f"The engine's source for this stage was not found ({exc}).")
+                    continue
+                st.caption(f"engine/{relpath} · {qualname}" + (f" · step {block}" if block else ""))
+                st.code(code, language="python")
+
+
+def show_worksheet(i: int, lesson, experiment: Experiment, name: str, guess, result: dict, rows: list[dict]) -> None:
+    m, s = result["measurement"], result["settings"]
+    calc_in = experiment.leviathan(m, s) or {}
+    calc = worksheet.hand_calculation(calc_in.get("alpha"), calc_in.get("k"), calc_in.get("c"))
+    page = worksheet.worksheet_html(lesson.title, experiment.predict.question.format(**s), rows,
+                                    key_numbers(name, m, s), result["label"], calc)  # fmt: skip
+    st.download_button("⬇ Worksheet (printable HTML, one page)", page, file_name=f"speclab-lesson{i}-worksheet.html",
+                       mime="text/html", key=f"l{i}_worksheet")  # fmt: skip
+
 
 # --- page --------------------------------------------------------------------------------------
 st.title("🎓 Lessons")
 st.markdown(
-    "Why is speculative decoding fast, and when is it not? Six short steps, each checked by an experiment that "
-    "runs on this machine when you press its button. After J. Barrow, "
+    "Why is speculative decoding fast, and when is it not? Six short steps, each checked by an experiment. Commit "
+    "to a number first, then see what this machine measures (live) or what was recorded (teacher mode: instant, "
+    "labelled with its machine and date). After J. Barrow, "
     "[“Why is speculative decoding fast?”](https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast), 2026."
 )
+PAGE = "lessons"  # its bound widgets and their labels: app/url_keys.py
 lessons = load_lessons(LESSONS_DIR, EXPERIMENTS)
-loaded = load_pair_or_error("embedded", "auto", with_probe=True)
-if loaded is None:
-    st.stop()
-pair, probe = loaded
 if not lessons:
     st.error(f"No lesson files (NN-name.md) were found in {LESSONS_DIR}.", icon=":material/error:")
     st.stop()
-
-tabs = st.tabs([lesson.title for lesson in lessons])
-for i, (tab, lesson) in enumerate(zip(tabs, lessons), start=1):
-    with tab:
-        st.markdown(lesson.body)
-        if lesson.problem:
-            st.error(lesson.problem, icon=":material/error:")
-            continue
-        experiment = EXPERIMENTS[lesson.experiment]
-        if experiment.needs and not set(experiment.needs) & set(pair.available_drafters()):
-            st.warning("This experiment needs the draft model, and this pair has none.")
-            continue
-        prediction = experiment.ask(f"lesson{i}_predict") if experiment.ask else None
-        waiting = experiment.ask is not None and prediction is None
-        if waiting:
-            st.caption("Enter your prediction first: the experiment unlocks once you have committed to a number.")
-        if st.button("▶ Run the experiment", key=f"lesson{i}_run", type="primary", disabled=waiting):
-            with resources.model_turn(st.empty()):
-                try:
-                    with st.spinner("Measuring…"):
-                        result = experiment.run(pair, probe)
-                    if experiment.ask:
-                        result["prediction"] = prediction
-                    st.session_state[f"lesson{i}"] = result
-                except EXPERIMENT_ERRORS as exc:
-                    show_failure("The experiment failed", exc)
-        result = st.session_state.get(f"lesson{i}")
-        if result is not None:
-            experiment.show(result)
+first_run = "lesson_seen" not in st.session_state
+raw = st.query_params.to_dict() if first_run else {}  # read before any bound widget is drawn
+st.session_state["lesson_seen"] = True
+notice_box = st.container()
+notices: list[str] = []
+c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
+with c1:
+    i = pick_lesson(lessons, raw, notices)
+with c2:
+    teacher = st.toggle("Teacher mode: recorded results at once", **bound(PAGE, "teacher"),
+                        help="Show each lesson's shipped recording without waiting for a prediction (the numbers are "
+                             "labelled with the machine and date they were measured on).")  # fmt: skip
+lesson = lessons[i - 1]
+st.markdown(lesson.body)
+if lesson.problem:
+    st.error(lesson.problem, icon=":material/error:")
+    st.stop()
+name = lesson.experiment
+experiment = EXPERIMENTS[name]
+settings = draw_settings(experiment, raw, notices)
+notices += url_fallbacks(raw, {"teacher": teacher}, {"teacher": "Teacher mode"})
+if first_run:  # a link's notices stay while its lesson is shown
+    st.session_state["lesson_notices"] = (i, notices)
+shown_for, kept = st.session_state.get("lesson_notices", (0, []))
+for notice in kept if shown_for == i else []:
+    notice_box.warning(notice, icon=":material/link_off:")
+question = experiment.predict.question.format(**settings)
+guess = st.number_input(f"Your prediction: {question}", min_value=0.0, max_value=1000.0, value=None, step=0.05,
+                        format="%.2f", placeholder=experiment.predict.placeholder, key=f"l{i}_guess")  # fmt: skip
+rec, rec_problem = load_recording(name)
+rec_fits = rec is not None and rec["settings"] == settings
+waiting = guess is None and not teacher
+if waiting:
+    st.caption("Enter your prediction first: the results unlock once you have committed to a number.")
+run_col, rec_col = st.columns([1, 3], vertical_alignment="center")
+label = "↻ Re-measure live" if rec_fits else "▶ Run the experiment live"
+if run_col.button(label, key=f"lesson{i}_run", type="primary", disabled=waiting):
+    run_live(i, name, experiment, settings)
+live = st.session_state.get(f"lesson{i}")
+if live is not None and live["settings"] != settings:
+    live = None  # measured with other settings: not this experiment
+if rec_problem and rec is None:
+    rec_col.warning(f"No usable recording for this lesson: {rec_problem}")
+elif not rec_fits:
+    rec_col.caption("The shipped recording used the default settings; run it live for these.")
+result = live
+if result is None and rec_fits and not waiting:
+    result = {"measurement": rec["measurement"], "settings": rec["settings"], "source": "recorded",
+              "label": recorded_label(rec)}  # fmt: skip
+if result is not None:
+    icon = "📼" if result["source"] == "recorded" else "⏱"
+    box = rec_col.warning if "DISTURBED" in result["label"] else rec_col.info  # a recording marked disturbed
+    box(f"{icon} These numbers were {result['label']}."
+                 + (" Press Re-measure live to measure on the machine serving this page." if result["source"] ==
+                    "recorded" else ""))  # fmt: skip
+    SHOW[name](result["measurement"], result["settings"])
+    rows = show_prediction(experiment, guess, result["measurement"], result["settings"])
+    show_worksheet(i, lesson, experiment, name, guess, result, rows)
+show_checks(i, lesson)
+with st.expander("🔍 One speculative step, stage by stage (a recorded step, with the engine's code)"):
+    show_step_through()

@@ -14,7 +14,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app import resources
-from app.page_helpers import load_pair_or_error, show_failure
+from app.page_helpers import load_pair_or_error, show_failure, url_fallbacks
+from app.url_keys import BOUND, bound
 from app.views import roofline
 from app.views.sweep import (
     envelope,
@@ -43,6 +44,8 @@ NO_DRAFTER = {  # drafter kind -> why this pair cannot run it (pair.available_dr
 }
 # What a measurement can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
 MEASURE_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
+PAGE = "sweep"  # its bound widgets and their labels: app/url_keys.py
+MULTI = ("pass_batches", "grid_batches", "grid_depths", "grid_trees")  # multiselects: a repeated URL parameter each
 
 
 st.title("📈 Sweep")
@@ -60,6 +63,11 @@ st.markdown(
     f"[“Why is speculative decoding fast?”]({BARROW}), 2026. Everything below is measured when you press the button."
 )
 
+# Every control is bound to the URL (a copied link reproduces the settings); a session's first run reads the
+# link before any bound widget is drawn, and a value a control cannot take gets a notice and the default.
+first_run = "sweep_notices" not in st.session_state
+raw = {k: st.query_params.get_all(k) if k in MULTI else st.query_params[k] for k in st.query_params} if first_run else {}
+notice_box = st.container()
 loaded = load_pair_or_error("embedded", "auto", with_probe=True)
 if loaded is None:
     st.stop()
@@ -77,9 +85,9 @@ st.caption(
 st.subheader("1 · What one target pass costs")
 with st.form("passes_form"):
     c1, c2, c3 = st.columns(3)
-    batches = c1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 8], key="pass_batches")
-    max_tokens = c2.select_slider("Tokens per row, up to", TOKENS, value=64, key="pass_tokens")
-    context = c3.slider("KV cache length per row", 16, 1024, 150, step=16, key="pass_context")
+    batches = c1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 8], **bound(PAGE, "pass_batches"))
+    max_tokens = c2.select_slider("Tokens per row, up to", TOKENS, value=64, **bound(PAGE, "pass_tokens"))
+    context = c3.slider("KV cache length per row", 16, 1024, 150, step=16, **bound(PAGE, "pass_context"))
     go_passes = st.form_submit_button("Measure passes", type="primary")
 if go_passes:
     if not batches:
@@ -123,24 +131,31 @@ PREFERRED = [kind for kind in ("eagle", "model", "ngram") if pair.drafter_name(k
 default_drafter = KINDS.index(PREFERRED[0]) if PREFERRED else 0
 with st.form("grid_form"):
     g1, g2, g3, g4, g5 = st.columns(5)
-    grid_batches = g1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 4, 16], key="grid_batches")
-    grid_depths = g2.multiselect("Depths k", list(range(0, 13)), default=[2, 4, 8], key="grid_depths")
-    drafter = g3.radio("Drafter", list(GRID_DRAFTERS), index=default_drafter, horizontal=True, key="grid_drafter",
+    grid_batches = g1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 4, 16], **bound(PAGE, "grid_batches"))
+    grid_depths = g2.multiselect("Depths k", list(range(0, 13)), default=[2, 4, 8], **bound(PAGE, "grid_depths"))
+    drafter = g3.radio("Drafter", list(GRID_DRAFTERS), index=default_drafter, horizontal=True, **bound(PAGE, "grid_drafter"),
                        help="Default: the EAGLE head where this pair has one.")  # fmt: skip
-    tokens = g4.slider("New tokens per sequence", 8, 64, 24, step=8, key="grid_tokens")
-    confidence = g5.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, key="grid_conf",
+    tokens = g4.slider("New tokens per sequence", 8, 64, 24, step=8, **bound(PAGE, "grid_tokens"))
+    confidence = g5.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, **bound(PAGE, "grid_conf"),
                            help="Model drafters only: stop a sequence's draft once the product of the drafter's "
                                 "probabilities falls below this (the token that crosses it is still proposed); k is "
                                 "then the most a step drafts. 0 = off.")  # fmt: skip
     t1, t2 = st.columns([3, 1])
     grid_trees = t1.multiselect("Draft-tree sizes (nodes; each at every depth it fits, beside the chains)",
-                                [8, 16, 24, 32, 48, 64], default=[], key="grid_trees",
+                                [8, 16, 24, 32, 48, 64], default=[], **bound(PAGE, "grid_trees"),
                                 help="Tree drafting (EAGLE-2): width as a third way to fill a pass, beside batch "
                                      "and depth. EAGLE head or draft model.")  # fmt: skip
-    grid_topk = t2.slider("Tree top-k", 1, 8, 4, key="grid_topk")
+    grid_topk = t2.slider("Tree top-k", 1, 8, 4, **bound(PAGE, "grid_topk"))
     adaptive = st.checkbox("Adaptive policies: also measure batch table (derived from this machine's pass cost) and "
-                           "goodput, each with the largest depth picked as its maximum", key="grid_adaptive")  # fmt: skip
+                           "goodput, each with the largest depth picked as its maximum", **bound(PAGE, "grid_adaptive"))  # fmt: skip
     go_grid = st.form_submit_button("Measure the grid", type="primary")
+if first_run:
+    values = {"pass_batches": batches, "pass_tokens": max_tokens, "pass_context": context, "grid_batches": grid_batches,
+              "grid_depths": grid_depths, "grid_drafter": drafter, "grid_tokens": tokens, "grid_conf": confidence,
+              "grid_adaptive": adaptive, "grid_trees": grid_trees, "grid_topk": grid_topk}  # fmt: skip
+    st.session_state["sweep_notices"] = url_fallbacks(raw, values, BOUND[PAGE])
+for notice in st.session_state["sweep_notices"]:
+    notice_box.warning(notice, icon=":material/link_off:")
 if go_grid:
     kind = GRID_DRAFTERS[drafter]
     if not grid_batches or not grid_depths:

@@ -1,7 +1,8 @@
 """The Lessons page's conclusions, as text computed from what an experiment just measured (no streamlit).
 
-Each function takes the plain data an experiment in app/app_pages/lessons.py returns (pass-cost rows and
-probed peaks, or Traces and their `metrics.compare` numbers) and returns Markdown. Every claim is decided
+Each function takes the measurement an experiment in app/lesson_experiments.py returns (pass-cost rows and
+probed peaks, or lanes (app/measurement.py) and their `metrics.compare` numbers), live or recorded, and
+returns Markdown. Every claim is decided
 by comparing the run's own numbers: a measured cost against the ridge or a 1.25× tolerance, tokens kept
 against what a step cost, one run's α or draft time against another's. No outcome is written in advance.
 """
@@ -70,11 +71,9 @@ def drafter_label(kind: str) -> str:
     return {"eagle": "EAGLE head", "model": "draft model", "ngram": "n-gram lookup"}.get(kind, kind)
 
 
-def draft_share(trace) -> float:
-    """Fraction of the decode steps' time spent drafting."""
-    steps = [s for s in trace.steps if s.kind == "decode"]
-    total = sum(s.step_ms for s in steps)
-    return sum(s.draft_ms for s in steps) / total if total > 0 else 0.0
+def draft_share(lane: dict) -> float:
+    """Fraction of the decode steps' time a lane spent drafting (app/measurement.py `lane`)."""
+    return lane["draft_share"]
 
 
 def ridge_run_line(label: str, batch: int, run: dict, depth: int) -> str:
@@ -91,7 +90,8 @@ def ridge_run_line(label: str, batch: int, run: dict, depth: int) -> str:
 def past_the_ridge_conclusion(result: dict, depth: int) -> list[str]:
     """Lesson 3's conclusion: the measured verify cost against the ridge, and why the n-gram run differs."""
     name = drafter_label(result["drafter"])
-    (b1, one), (bn, many) = sorted(result["runs"].items())
+    one, many = sorted(result["runs"], key=lambda r: r["batch"])
+    b1, bn = one["batch"], many["batch"]
     t1, tn = b1 * (depth + 1), bn * (depth + 1)
     m1, mn, ng = one["m"], many["m"], result["ngram"]["m"]
     lines = []
@@ -130,19 +130,19 @@ def past_the_ridge_conclusion(result: dict, depth: int) -> list[str]:
     return lines
 
 
-def verified_slots(trace) -> tuple[int, int]:
+def verified_slots(lane: dict) -> tuple[int, int]:
     """(draft positions the target verified, real draft tokens among them): the rest is padding, the slots of rows
-    that had stopped drafting while another row in the batch went on."""
-    steps = [s for s in trace.steps if s.kind == "decode" and s.depth > 0]
-    return (sum(s.tokens_per_pass - s.batch for s in steps),
-            sum(len(q.drafted) for s in steps for q in s.seqs))  # fmt: skip
+    that had stopped drafting while another row in the batch went on (app/measurement.py `verified_slots`)."""
+    slots, real = lane["verified_slots"]
+    return slots, real
 
 
 def adaptive_conclusion(result: dict, gate_depth: int) -> str:
     """Lesson 5's conclusion: what the gate changed, measured; nothing about the tokens it never sent."""
     parts = []
-    for batch in (1, 8):
-        fixed, gated = result[batch]["fixed"].summary, result[batch]["gated"].summary
+    for run in result["batches"]:
+        batch = run["batch"]
+        fixed, gated = run["fixed"]["summary"], run["gated"]["summary"]
         cut = 1 - gated["drafted_tokens"] / fixed["drafted_tokens"] if fixed["drafted_tokens"] else 0.0
         faster = gated["tokens_per_s"] / fixed["tokens_per_s"] if fixed["tokens_per_s"] else 0.0
         part = (f"at batch {batch} it drafted {cut:.0%} fewer tokens and ran {faster:.2f}× as fast as drafting all "
@@ -151,10 +151,38 @@ def adaptive_conclusion(result: dict, gate_depth: int) -> str:
             higher = "higher than" if gated["alpha"] > fixed["alpha"] else "not higher than"
             part += (f", and the drafts it did send were accepted at α {gated['alpha']:.2f}, {higher} the "
                      f"{fixed['alpha']:.2f} of drafting all {gate_depth}")  # fmt: skip
-        slots, real = verified_slots(result[batch]["gated"])
+        slots, real = verified_slots(run["gated"])
         if batch > 1 and slots:
             part += (f"; its verify passes still carried {slots - real} padded positions of {slots} draft slots "
                      f"({(slots - real) / slots:.0%}), rows that had stopped while another row drafted on")  # fmt: skip
         parts.append(part)
     return ("Stopping where the drafter was unsure: " + "; ".join(parts) + ". The tokens it skipped were never "
             "verified, so whether the target would have taken them is not measured here.")  # fmt: skip
+
+
+SAME_TIME = 1.10  # two passes within this factor of each other took "about the same time"
+
+
+def seed_conclusion(seed: dict) -> str:
+    """Barrow's example measured: k+1 tokens per pass as a batch of k+1 at depth 0 and as one row at depth k."""
+    wide, deep = seed["passes"]
+    ratio = wide["ms"] / deep["ms"] if deep["ms"] > 0 else None
+    n = wide["tokens_per_pass"]
+    if ratio is None:
+        timing = "One of the passes took no measurable time."
+    elif 1 / SAME_TIME <= ratio <= SAME_TIME:
+        timing = (f"They took about the same time ({wide['ms']:.1f} against {deep['ms']:.1f} ms, within "
+                  f"{SAME_TIME:.2f}×), as Barrow's example says: the pass costs what its {n} tokens cost, however they "
+                  "were gathered.")  # fmt: skip
+    else:
+        more = "longer" if ratio > 1 else "less time"
+        timing = (f"The batch-{wide['batch']} pass took {more}: {wide['ms']:.1f} against {deep['ms']:.1f} ms "
+                  f"({ratio:.2f}×), more than the {SAME_TIME:.2f}× this page calls the same time.")  # fmt: skip
+    kv = wide["kv_bytes"] / deep["kv_bytes"] if deep["kv_bytes"] else None
+    return (f"Both passes carry {n} tokens and read the {wide['weight_bytes'] / 1e6:.0f} MB of weights once. "
+            f"{timing} What differs is the KV cache: {wide['batch']} rows of context cost "
+            f"{wide['kv_bytes'] / 1e6:.1f} MB of KV reads against {deep['kv_bytes'] / 1e6:.1f} MB for one row"
+            + (f" ({kv:.1f}×)" if kv else "") + f", and {wide['flops'] / 1e9:.2f} against {deep['flops'] / 1e9:.2f} "
+            f"GFLOP (the attention term). And what the tokens buy: the batch moves {wide['batch']} sequences one token "
+            f"each; the single row moves one sequence by 1 plus however many of its {deep['new_tokens'] - 1} drafts "
+            "the target accepts.")  # fmt: skip

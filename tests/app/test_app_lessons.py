@@ -1,4 +1,7 @@
-"""Lessons page (AppTest, real embedded pair): every lesson text is shown and its experiment runs live."""
+"""Lessons page (AppTest): deep links, predict-then-run gating, teacher-mode recordings for every lesson, check
+questions, the worksheet download, the step-through, and live runs of the real embedded pair at small settings.
+
+The recorded results make most of these instant: the page loads the model only for a live run."""
 
 from __future__ import annotations
 
@@ -10,79 +13,172 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 from streamlit.testing.v1.errors import AppTestError  # noqa: E402
 
+from app.lesson_experiments import EXPERIMENTS  # noqa: E402
+from app.lesson_files import load_lessons  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
+LESSONS = load_lessons(ROOT / "lessons", EXPERIMENTS)
 
 
-def test_lessons_show_text_and_run_experiments():
-    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=600)
-    at.switch_page("app_pages/lessons.py")
-    at.run()
-    assert not at.exception
-    assert len(at.tabs) == 6
-    text = "\n".join(m.value for m in at.markdown)
-    assert "memory-bound" in text and "disable-by-batch-size" in text
-    for i in (1, 2, 3, 4, 5):
-        at.button(key=f"lesson{i}_run").click().run()
-        assert not at.exception, f"lesson {i}"
-        assert f"lesson{i}" in at.session_state
-    conclusions = "\n".join(s.value for s in at.success)
-    assert "Sixteen tokens in one pass" in conclusions
-    assert "FLOPs of plain decoding" in conclusions
-    # Lesson 3 no longer asserts a fixed "because 80 tokens per pass is past the ridge point": it sets the
-    # measured verify cost of the batch-16 pass (80 tokens) against the probed ridge and the run's own numbers.
-    assert "80 tokens per pass" in "\n".join(m.value for m in at.markdown)
-    assert "batch 16's (80 tokens)" in conclusions and "past the ridge point" not in conclusions
-    assert "The n-gram lookup at batch 16" in conclusions
-    assert "load-aware policy" in conclusions
-    assert "Stopping where the drafter was unsure" in conclusions
-    assert "mostly ones the target would have rejected" not in conclusions and "never verified" in conclusions
-    # Lesson 1 names the regime the measurement shows, read from its shares of the probed peaks.
-    assert any(f"**{name}**" in conclusions for name in ("memory-bound", "compute-bound", "overhead/latency-bound"))
-    first = at.session_state["lesson1"]
-    assert first["peak_bandwidth"] > 0 and first["ridge_tokens"] > 0
-    assert [r["tokens_per_pass"] for r in first["rows"]] == [1, 2, 4, 8, 16, 32, 64]
-    # Lesson 3 runs the EAGLE head (the embedded pair has one), with the n-gram lookup for contrast.
-    third = at.session_state["lesson3"]
-    assert third["drafter"] == "eagle" and set(third["runs"]) == {1, 16}
-    assert third["runs"][16]["spec"].config["drafter"] == "eagle" and third["ngram"]["spec"].config["drafter"] == "ngram"
-    # Lesson 5: the confidence gate drafted fewer tokens than always drafting 6, at both batch sizes.
-    for batch in (1, 8):
-        gate = at.session_state["lesson5"][batch]
-        assert gate["gated"].summary["drafted_tokens"] < gate["fixed"].summary["drafted_tokens"]
-    # Lesson 2's numbers come from the run just made: speculation does more FLOPs than plain decoding.
-    assert at.session_state["lesson2"]["m"]["flops_ratio"] > 1.0
-
-
-def test_speculate_by_load_waits_for_a_prediction_then_measures(monkeypatch):
-    """Lesson 6: Run stays disabled until the student enters a prediction; then the experiment runs and the
-    conclusion sets the prediction against the measurement. The cells are shrunk (batch <= 2, 4 tokens) through
-    engine.bench.run_cells, which the page calls, so the whole path runs in seconds."""
-    import dataclasses
-
-    from engine import bench
-
-    real = bench.run_cells
-
-    def tiny(pair, prompts, cfgs, repeats, sequential=False):
-        return real(pair, prompts[:2], [dataclasses.replace(c, max_new_tokens=4) for c in cfgs], 1, sequential)
-
-    monkeypatch.setattr(bench, "run_cells", tiny)
+def _app(**query) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=300)
+    for key, value in query.items():
+        at.query_params[key] = value
     at.switch_page("app_pages/lessons.py")
-    at.run()
-    assert not at.exception
-    assert at.button(key="lesson6_run").disabled
-    assert "Enter your prediction first" in "\n".join(c.value for c in at.caption)
-    with pytest.raises(AppTestError, match="disabled"):  # AppTest, like a browser, cannot click it
-        at.button(key="lesson6_run").click()
-    assert "lesson6" not in at.session_state
-    at.number_input(key="lesson6_predict").set_value(1.2).run()
-    assert not at.button(key="lesson6_run").disabled
-    at.button(key="lesson6_run").click().run()
-    assert not at.exception and not at.error
-    result = at.session_state["lesson6"]
-    assert result["prediction"] == 1.2
-    assert {r["batch"] for r in result["rows"]} == {1, 4, 16} and len(result["rows"]) == 15
-    conclusion = "\n".join(s.value for s in at.success)
-    assert "You predicted 1.20× for fixed k = 4 at batch 16" in conclusion
-    assert "Batch 16: **" in conclusion and "Worst case over the batch sizes" in conclusion
+    return at.run()
+
+
+def _texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def _prediction_table(at: AppTest):
+    return next(d.value for d in at.dataframe if "what" in d.value.columns)
+
+
+def _clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Traceback" not in _texts(at.markdown) + _texts(at.error)
+
+
+def test_deep_link_opens_the_lesson_with_its_settings():
+    at = _app(lesson="3", l3_batch="8", l3_depth="2")
+    _clean(at)
+    assert at.selectbox(key="lesson_pick").value == 3
+    assert at.select_slider(key="l3_batch").value == 8 and at.select_slider(key="l3_depth").value == 2
+    assert at.query_params["lesson"] == "3"
+    assert "Batching and speculating fill the same idle compute" in at.selectbox(key="lesson_pick").format_func(3)
+    assert not at.warning  # every value in the link was used
+    # changing lesson moves the link with it
+    at.selectbox(key="lesson_pick").set_value(5).run()
+    _clean(at)
+    assert at.query_params["lesson"] == "5" and at.select_slider(key="l5_conf").value == 0.3
+
+
+@pytest.mark.parametrize(
+    "query, notice",
+    [({"lesson": "99"}, "lesson `99`, which does not exist"), ({"lesson": "-1"}, "lesson `-1`"),
+     ({"lesson": "<script>alert(1)</script>"}, "which does not exist"),
+     ({"lesson": "1", "l1_context": "1e309"}, "**Context already in the KV cache (tokens)** to `1e309`"),
+     ({"lesson": "2", "l2_depth": "`**x**`\n"}, "**Speculation depth k** to `'**x**'`"),
+     ({"lesson": "1", "teacher": "banana"}, "**Teacher mode** to `banana`, which this page cannot use; it uses `off`")],
+)  # fmt: skip
+def test_hostile_links_fall_back_with_a_visible_notice(query, notice):
+    at = _app(**query)
+    _clean(at)
+    assert notice in _texts(at.warning)
+    lesson = int(query["lesson"]) if query["lesson"] in ("1", "2") else 1
+    assert at.selectbox(key="lesson_pick").value == lesson
+    knobs = EXPERIMENTS[LESSONS[lesson - 1].experiment].knobs
+    assert all(at.select_slider(key=k.key).value == k.default for k in knobs)  # the defaults are used
+
+
+@pytest.mark.parametrize("lesson", range(1, len(LESSONS) + 1))
+def test_each_lesson_waits_for_a_prediction_then_shows_its_recording(lesson):
+    """Before a guess: Run is disabled and no result is shown. After: the shipped recording (labelled with its
+    machine and date) appears at once, beside Re-measure live, with guess vs measured vs model and the worksheet."""
+    at = _app(lesson=str(lesson))
+    _clean(at)
+    run = at.button(key=f"lesson{lesson}_run")
+    assert run.disabled and "Enter your prediction first" in _texts(at.caption)
+    with pytest.raises(AppTestError, match="disabled"):
+        run.click()
+    assert not at.success and not at.get("download_button")
+    at.number_input(key=f"l{lesson}_guess").set_value(1.5).run()
+    _clean(at)
+    assert not at.button(key=f"lesson{lesson}_run").disabled
+    assert at.button(key=f"lesson{lesson}_run").label == "↻ Re-measure live"
+    info = _texts(at.info) + _texts(at.warning)  # a recording marked DISTURBED is shown as a warning
+    assert "These numbers were recorded on" in info and "2026-" in info and ("noisy" in info or "DISTURBED" in info)
+    assert at.success  # the conclusion, computed from the recorded measurement
+    table = _prediction_table(at)
+    assert list(table["what"])[:2] == ["your guess", "measured"] and len(table) >= 3  # at least one model
+    assert list(table["value"])[0] == "1.50×"
+    assert "You guessed 1.50×" in _texts(at.markdown)
+    assert at.get("download_button")  # the worksheet
+
+
+def test_teacher_mode_shows_recordings_without_a_prediction():
+    at = _app(lesson="4", teacher="true")
+    _clean(at)
+    assert at.toggle(key="teacher").value
+    assert "recorded on" in _texts(at.warning) + _texts(at.info) and at.success
+    assert not at.button(key="lesson4_run").disabled
+    assert list(_prediction_table(at)["value"])[0] == "—"  # no guess entered
+
+
+def test_changed_settings_leave_the_recording_for_a_live_run():
+    at = _app(lesson="3", l3_batch="8", teacher="true")
+    _clean(at)
+    assert "recorded on" not in _texts(at.info) + _texts(at.warning) and not at.success
+    assert "The shipped recording used the default settings" in _texts(at.caption)
+    assert at.button(key="lesson3_run").label == "▶ Run the experiment live"
+
+
+def test_check_questions_give_feedback():
+    at = _app(lesson="2")
+    _clean(at)
+    checks = LESSONS[1].checks
+    assert len(checks) == 3 and all(at.radio(key=f"l2_check{j}").value is None for j in (1, 2, 3))
+    at.radio(key="l2_check1").set_value(checks[0].answer).run()
+    assert "Right. " + checks[0].explain in _texts(at.success)
+    wrong = next(i for i in range(len(checks[1].options)) if i != checks[1].answer)
+    at.radio(key="l2_check2").set_value(wrong).run()
+    assert f"Not quite: the answer is “{checks[1].options[checks[1].answer]}”" in _texts(at.error)
+
+
+def test_glossary_is_in_the_sidebar_of_every_page():
+    at = _app(lesson="1")
+    glossary = next(e for e in at.sidebar.expander if "Glossary" in e.label)
+    text = _texts(glossary.markdown)
+    for term in ("α (per-token acceptance)", "Acceptance rate", "c (cost coefficient)", "Tokens per pass",
+                 "Arithmetic intensity", "Ridge point", "overhead-bound", "MBU / MFU"):  # fmt: skip
+        assert term in text, term
+
+
+def test_step_through_one_stage_per_click():
+    at = _app(lesson="2")
+    _clean(at)
+    assert "1 · draft" in _texts(at.markdown) and "2 · verify in one pass" not in _texts(at.markdown)
+    codes = _texts(at.code)
+    assert "# 1. draft" in codes and "def propose" in codes
+    for _ in range(4):
+        at.button(key="step_next").click().run()
+        _clean(at)
+    text, codes = _texts(at.markdown), _texts(at.code)
+    assert "5 · roll back the KV cache" in text and at.button(key="step_next").disabled
+    assert "def keep(self, new_lengths" in codes and "# 4. roll back" in codes and "def verify(" in codes
+    assert "RaggedCache.keep marks them as holes" in _texts(at.text)
+    at.button(key="step_reset").click().run()
+    assert "2 · verify in one pass" not in _texts(at.markdown)
+
+
+@pytest.mark.slow
+def test_live_runs_at_small_settings():
+    """Lesson 1 (passes of 1..16 tokens) and lesson 2 (depth 1, 16 tokens, with Barrow's two passes) run live on
+    the real embedded pair; their measurements replace the recording and are labelled live."""
+    at = _app(lesson="1", l1_context="64", l1_largest="16")
+    _clean(at)
+    at.number_input(key="l1_guess").set_value(2.0).run()
+    at.button(key="lesson1_run").click().run()
+    _clean(at)
+    assert not at.error
+    result = at.session_state["lesson1"]
+    assert result["source"] == "live" and [r["tokens_per_pass"] for r in result["measurement"]["rows"]] == [1, 2, 4, 8, 16]
+    assert "These numbers were measured live on" in _texts(at.info)
+    assert "Sixteen tokens in one pass" in _texts(at.success)
+    assert "roofline from the probed peaks" in " ".join(_prediction_table(at)["what"])
+
+    at.selectbox(key="lesson_pick").set_value(2).run()
+    at.select_slider(key="l2_depth").set_value(1).run()
+    at.select_slider(key="l2_tokens").set_value(16).run()
+    at.number_input(key="l2_guess").set_value(1.1).run()
+    at.button(key="lesson2_run").click().run()
+    _clean(at)
+    m = at.session_state["lesson2"]["measurement"]
+    passes = m["seed"]["passes"]
+    assert [(p["batch"], p["new_tokens"]) for p in passes] == [(2, 1), (1, 2)]  # Barrow's example at k = 1
+    assert all(len(p["times_ms"]) == 3 for p in passes)  # timed back to back, three rounds alternating
+    assert passes[0]["weight_bytes"] == passes[1]["weight_bytes"] and passes[0]["kv_bytes"] > passes[1]["kv_bytes"]
+    assert m["m"]["flops_ratio"] >= 1.0
+    assert "Both passes carry 2 tokens" in _texts(at.info)

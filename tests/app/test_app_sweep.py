@@ -103,3 +103,26 @@ def test_sweep_measures_adaptive_policies_beside_the_fixed_depths():
     assert any("max(AR, best fixed k)" in spec for spec in figures)  # the envelope view
     lines = "\n".join(m.value for m in at.markdown)
     assert "goodput ran at" in lines and "batch_table ran at" in lines and "of max(AR, best fixed k)" in lines
+
+
+def test_sweep_settings_come_from_the_link_and_hostile_values_fall_back():
+    """Every Sweep control is bound to the URL: a link sets them (multiselects as repeated parameters); a value a
+    control cannot take is named in a notice and the default is used; nothing is measured until a button press."""
+    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=300)
+    at.query_params["grid_batches"] = ["1", "2"]
+    at.query_params["grid_drafter"] = "n-gram"
+    at.query_params["grid_tokens"] = "16"
+    at.query_params["pass_tokens"] = "32"
+    at.query_params["grid_depths"] = ["77", "<b>x</b>"]
+    at.query_params["pass_context"] = "1e309"
+    at.switch_page("app_pages/sweep.py")
+    at.run()
+    assert not at.exception
+    assert at.multiselect(key="grid_batches").value == [1, 2] and at.radio(key="grid_drafter").value == "n-gram"
+    assert at.slider(key="grid_tokens").value == 16 and at.select_slider(key="pass_tokens").value == 32
+    assert at.multiselect(key="grid_depths").value == [2, 4, 8] and at.slider(key="pass_context").value == 150
+    notices = "\n".join(w.value for w in at.warning)
+    assert "**Depths k** to `77, <b>x</b>`, which this page cannot use; it uses `2, 4, 8` instead" in notices
+    assert "**KV cache length per row** to `1e309`" in notices
+    assert "Batch sizes (grid)" not in notices  # values it could use are not named
+    assert "pass_rows" not in at.session_state and "grid" not in at.session_state

@@ -2,6 +2,8 @@
 
 Opens the Playground, clicks Run, waits for the race replay to finish, checks that accepted and
 rejected draft tokens and the latency chart are on the page, and saves a screenshot under artifacts/.
+Also: Replay of a shipped sample, the Sweep's pass curve, and the Lessons page (a live run from a deep
+link, and the classroom kit: recording, worksheet download, step-through, glossary, a hostile link).
 """
 
 from __future__ import annotations
@@ -135,12 +137,20 @@ def test_sweep_measures_the_pass_cost_curve(server):
 
 
 def test_lessons_run_the_first_experiment(server):
-    """Lessons: the first lesson's experiment runs live and its measured conclusion appears."""
-    with browser_page(height=2000) as page:
-        page.goto(f"{server}/lessons", timeout=60_000)
-        page.get_by_text("Ready:").first.wait_for(timeout=180_000)
-        page.get_by_role("button", name="▶ Run the experiment").first.click()
-        page.get_by_text("Sixteen tokens in one pass").wait_for(timeout=180_000)
+    """Lessons: a deep link with small settings; the prediction unlocks the live run; its measured conclusion appears."""
+    with browser_page(height=2400) as page:
+        page.goto(f"{server}/lessons?lesson=1&l1_largest=16&l1_context=64", timeout=60_000)
+        run = page.get_by_role("button", name="▶ Run the experiment live")
+        run.wait_for(timeout=120_000)
+        assert run.is_disabled()  # no prediction yet
+        guess = page.get_by_label("Your prediction: A 16-token pass costs how many times the time of a 1-token pass?")
+        guess.fill("3")
+        guess.press("Enter")
+        page.wait_for_function("() => [...document.querySelectorAll('button')].some(b => b.innerText.includes("
+                               "'Run the experiment live') && !b.disabled)", timeout=30_000)  # fmt: skip
+        run.click()
+        page.get_by_text("Sixteen tokens in one pass").wait_for(timeout=240_000)
+        page.get_by_text("measured live on").first.wait_for(timeout=10_000)
         page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)  # the measured pass-cost curve
         page.wait_for_timeout(1000)  # let it finish drawing before the screenshot
         assert page.get_by_text("Traceback").count() == 0
@@ -236,3 +246,39 @@ def test_a_hostile_trace_loads_runs_and_shows_nothing_it_did_not_come_with(serve
         page.screenshot(path=str(ROOT / "artifacts" / "replay-hostile.png"))
     assert dialogs == []
     assert outside == [], outside
+
+
+def test_lessons_classroom_kit(server):
+    """Lesson 2 from a deep link: the recording appears once a prediction is entered, with guess vs measured vs
+    model; the worksheet downloads as escaped HTML; the step-through advances one stage per click with the
+    engine's code; the glossary opens from the sidebar; a hostile link gets a notice, not a traceback."""
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    with browser_page(height=3000) as page:
+        page.goto(f"{server}/lessons?lesson=2", timeout=60_000)
+        guess = page.get_by_label("Your prediction:", exact=False)
+        guess.wait_for(timeout=120_000)
+        assert page.get_by_text("Barrow's example, measured").count() > 0  # the lesson text
+        guess.fill("0.8")
+        guess.press("Enter")
+        page.get_by_text("These numbers were recorded on").wait_for(timeout=30_000)
+        page.get_by_text("You guessed 0.80×").wait_for(timeout=10_000)
+        page.get_by_text("Barrow's example: 5 tokens per pass").wait_for(timeout=10_000)
+        with page.expect_download(timeout=30_000) as download:
+            page.get_by_role("button", name="⬇ Worksheet (printable HTML, one page)").click()
+        sheet = Path(download.value.path()).read_text(encoding="utf-8")
+        assert "Leviathan's formula by hand" in sheet and "E[tokens per step]" in sheet and "recorded on" in sheet
+        page.get_by_text("One speculative step, stage by stage").click()
+        page.get_by_text("1 · draft").wait_for(timeout=30_000)
+        assert page.get_by_text("3 · accept the longest prefix").count() == 0
+        for _ in range(4):
+            page.get_by_role("button", name="Next stage ▶").click()
+            page.wait_for_timeout(700)
+        page.get_by_text("5 · roll back the KV cache").wait_for(timeout=30_000)
+        assert page.get_by_text("def keep(self, new_lengths").count() > 0  # the engine's own code beside it
+        page.get_by_text("Glossary", exact=False).first.click()
+        page.get_by_text("Ridge point").first.wait_for(timeout=10_000)
+        assert page.get_by_text("Traceback").count() == 0
+        page.screenshot(path=str(ROOT / "artifacts" / "lessons-kit.png"), full_page=True)
+        page.goto(f"{server}/lessons?lesson=%3Cb%3E9&l2_depth=abc", timeout=60_000)
+        page.get_by_text("which does not exist").wait_for(timeout=60_000)
+        assert page.get_by_text("Traceback").count() == 0

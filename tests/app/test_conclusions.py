@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from app import measurement
 from app.views import conclusions
 
 
@@ -46,17 +47,19 @@ def _steps(draft_ms, step_ms, n=3):
         SimpleNamespace(kind="decode", draft_ms=draft_ms, step_ms=step_ms) for _ in range(n)]  # fmt: skip
 
 
-def _run(speedup, alpha, verify, step, kept, draft_ms, step_ms, steps=(24, 12)):
+def _run(speedup, alpha, verify, step, kept, draft_ms, step_ms, steps=(24, 12), batch=1):
+    """One plain-vs-speculative pair as the experiment records it: compare numbers and the speculative lane
+    (its draft share computed by app/measurement.py from steps, as a live run's is)."""
     m = {"speedup": speedup, "alpha": alpha, "median_verify_ratio": verify, "step_cost_ratio": step,
          "kept_per_step": kept, "tokens_per_step": kept, "ar_decode_steps": steps[0], "spec_decode_steps": steps[1]}  # fmt: skip
-    return {"m": m, "spec": SimpleNamespace(steps=_steps(draft_ms, step_ms))}
+    return {"batch": batch, "m": m, "spec": {"draft_share": measurement.draft_share(SimpleNamespace(steps=_steps(draft_ms, step_ms)))}}
 
 
 def test_lesson3_compares_the_run_with_the_ridge_and_explains_the_ngram_run():
     result = {
         "drafter": "eagle", "ridge_tokens": 22.0,
-        "runs": {1: _run(1.5, 0.6, 1.1, 1.4, 2.2, 10.0, 40.0),
-                 16: _run(0.8, 0.55, 1.9, 2.5, 2.0, 30.0, 300.0, steps=(24, 14))},
+        "runs": [_run(1.5, 0.6, 1.1, 1.4, 2.2, 10.0, 40.0),
+                 _run(0.8, 0.55, 1.9, 2.5, 2.0, 30.0, 300.0, steps=(24, 14), batch=16)],
         "ngram": _run(2.1, 0.96, 1.8, 1.9, 4.0, 1.0, 200.0),
     }  # fmt: skip
     lines = conclusions.past_the_ridge_conclusion(result, 4)
@@ -71,13 +74,13 @@ def test_lesson3_compares_the_run_with_the_ridge_and_explains_the_ngram_run():
     assert "α 0.96 against 0.55" in text
     assert "because 80 tokens per pass is past the ridge point" not in text
     # the other way: the EAGLE run still wins at batch 16 and its verify stays nearly free
-    result["runs"][16] = _run(1.2, 0.7, 1.2, 1.5, 2.4, 30.0, 300.0)
+    result["runs"][1] = _run(1.2, 0.7, 1.2, 1.5, 2.4, 30.0, 300.0, batch=16)
     result["ngram"] = _run(1.1, 0.5, 1.8, 1.9, 1.5, 1.0, 200.0)
     text = "\n".join(conclusions.past_the_ridge_conclusion(result, 4))
     assert "1.20× at batch 16 (within 1.25×: nearly free)" in text
     assert "which is why speculation paid" in text
     assert "(no better than the EAGLE head's 1.20×). Its drafts took 0% of a step" in text
-    line = conclusions.ridge_run_line("EAGLE head", 16, result["runs"][16], 4)
+    line = conclusions.ridge_run_line("EAGLE head", 16, result["runs"][1], 4)
     assert line.startswith("- EAGLE head, batch 16: 80 tokens per pass") and "10% of it drafting" in line
     assert "12 decode steps against 24 plain; speedup 1.20×" in line
 
@@ -88,7 +91,8 @@ def _summary(drafted, accepted, tps, alpha):
 
 def test_lesson5_reports_what_a_run_can_measure():
     def trace(summary, steps=()):
-        return SimpleNamespace(summary=summary, steps=list(steps))
+        """A lane as app/measurement.py reduces a trace: its summary and its verified draft slots."""
+        return {"summary": summary, "verified_slots": list(measurement.verified_slots(SimpleNamespace(steps=list(steps))))}
 
     gated_steps = [  # batch 8 at width 6: 48 slots, 20 real drafts; then batch 8 at width 2: 16 slots, 10 real drafts
         SimpleNamespace(kind="decode", depth=6, batch=8, tokens_per_pass=56, seqs=[SimpleNamespace(drafted=[0] * 5)] * 4
@@ -98,10 +102,12 @@ def test_lesson5_reports_what_a_run_can_measure():
     ]  # fmt: skip
     result = {
         "drafter": "eagle",
-        1: {"fixed": trace(_summary(300, 150, 20.0, 0.5)), "gated": trace(_summary(150, 100, 24.0, 0.66))},
-        8: {"fixed": trace(_summary(800, 300, 60.0, 0.4)), "gated": trace(_summary(400, 150, 57.0, 0.38), gated_steps)},
+        "batches": [
+            {"batch": 1, "fixed": trace(_summary(300, 150, 20.0, 0.5)), "gated": trace(_summary(150, 100, 24.0, 0.66))},
+            {"batch": 8, "fixed": trace(_summary(800, 300, 60.0, 0.4)),
+             "gated": trace(_summary(400, 150, 57.0, 0.38), gated_steps)}],
     }  # fmt: skip
-    assert conclusions.verified_slots(result[8]["gated"]) == (64, 30)
+    assert conclusions.verified_slots(result["batches"][1]["gated"]) == (64, 30)
     text = conclusions.adaptive_conclusion(result, 6)
     assert "at batch 1 it drafted 50% fewer tokens and ran 1.20× as fast as drafting all 6" in text
     assert "accepted at α 0.66, higher than the 0.50" in text and "accepted at α 0.38, not higher than the 0.40" in text

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.lesson_files import LessonError, load_lessons, parse_lesson, split_front_matter
+from app.lesson_files import LessonError, load_lessons, parse_checks, parse_lesson, split_front_matter
 
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN = {"memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load"}  # the Lessons page's EXPERIMENTS
@@ -63,16 +63,54 @@ def test_shipped_lessons_name_known_experiments():
 
 
 def test_page_experiments_match_the_shipped_lessons():
-    """KNOWN above is the page's EXPERIMENTS dict: read its keys from the page source (importing it runs the page)."""
-    import ast
+    """KNOWN above is the page's table of experiments (app/lesson_experiments.py; importing it runs no page)."""
+    from app.lesson_experiments import EXPERIMENTS
 
-    tree = ast.parse((ROOT / "app" / "app_pages" / "lessons.py").read_text(encoding="utf-8"))
-    keys = next(
-        {k.value for k in node.value.keys}
-        for node in tree.body
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "EXPERIMENTS" for t in node.targets)
-    )
-    assert keys == KNOWN
+    assert set(EXPERIMENTS) == KNOWN
+
+
+CHECK = {"question": "Q?", "options": ["a", "b", "c"], "answer": 1, "explain": "Because."}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([CHECK, CHECK], "exactly 3 questions"),
+        ("not a list", "exactly 3 questions"),
+        ([CHECK, CHECK, CHECK | {"answer": 3}], "question 3: answer must be the index"),
+        ([CHECK, CHECK, CHECK | {"answer": True}], "answer must be the index"),
+        ([CHECK | {"options": ["a"]}, CHECK, CHECK], "question 1: options must be a list of 2 to 5"),
+        ([CHECK, CHECK | {"options": ["a", "a"]}, CHECK], "two options are the same"),
+        ([CHECK, CHECK | {"explain": ""}, CHECK], "question 2, explain must be a non-empty string"),
+        ([CHECK, CHECK, CHECK | {"hint": "x"}], "exactly the fields"),
+        ([CHECK, CHECK, CHECK | {"question": "x" * 601}], "at most 600 characters"),
+    ],
+)
+def test_malformed_checks_are_refused_with_a_reason(data, message):
+    import json
+
+    with pytest.raises(LessonError, match=message):
+        parse_checks(json.dumps(data), "01-x.checks.json")
+    with pytest.raises(LessonError, match="not valid JSON"):
+        parse_checks("[{", "01-x.checks.json")
+
+
+def test_every_shipped_lesson_has_three_valid_check_questions():
+    lessons = load_lessons(ROOT / "lessons", KNOWN)
+    for lesson in lessons:
+        assert lesson.checks_problem is None, lesson.checks_problem
+        assert len(lesson.checks) == 3, lesson.source
+        for check in lesson.checks:
+            assert 0 <= check.answer < len(check.options) and check.explain
+
+
+def test_a_missing_or_broken_checks_file_is_named(tmp_path):
+    (tmp_path / "01-a.md").write_text("---\nexperiment: memory_bound\n---\n# One\nText\n", encoding="utf-8")
+    (tmp_path / "02-b.md").write_text("---\nexperiment: more_flops\n---\n# Two\nText\n", encoding="utf-8")
+    (tmp_path / "02-b.checks.json").write_text("[]", encoding="utf-8")
+    one, two = load_lessons(tmp_path, KNOWN)
+    assert one.problem is None and not one.checks and "01-a.checks.json is missing" in one.checks_problem
+    assert "02-b.checks.json must be a list of exactly 3" in two.checks_problem
 
 
 def test_lessons_describe_the_load_rules_accurately():

@@ -43,7 +43,7 @@ def test_one_line():
     assert len(one_line(OSError("x" * 1000))) == 300
 
 
-@pytest.mark.parametrize("page", ["app_pages/lessons.py", "app_pages/sweep.py"])
+@pytest.mark.parametrize("page", ["app_pages/sweep.py"])
 def test_pages_stop_with_one_line_when_the_pair_does_not_load(broken_pair, page):
     at = AppTest.from_file(MAIN, default_timeout=60)
     at.switch_page(page)
@@ -54,6 +54,22 @@ def test_pages_stop_with_one_line_when_the_pair_does_not_load(broken_pair, page)
     assert error.startswith("Could not load the model pair 'SmolLM2-135M-Instruct, embedded")
     assert "ModelLoadError" in error and "pip install" in error and "\n" not in error
     assert not at.tabs and not at.button  # the page stopped: no lessons, no measurement forms
+
+
+def test_lessons_show_recordings_and_say_in_one_line_when_a_live_run_cannot_load(broken_pair):
+    """The Lessons page loads the pair only for a live run: its text and recording show without it, and Re-measure
+    live then says in one line why it cannot run."""
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.query_params["lesson"] = "1"
+    at.switch_page("app_pages/lessons.py")
+    at.run()
+    at.number_input(key="l1_guess").set_value(3.0).run()
+    _no_traceback(at)
+    assert "recorded on" in _texts(at.info) and not at.error
+    at.button(key="lesson1_run").click().run()
+    _no_traceback(at)
+    assert len(at.error) == 1 and at.error[0].value.startswith("Could not load the model pair")
+    assert "recorded on" in _texts(at.info)  # the recording stays
 
 
 def test_playground_skips_the_run_when_the_pair_does_not_load(broken_pair):

@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from app.lesson_experiments import EXPERIMENTS  # noqa: E402
 from app.page_helpers import _same  # noqa: E402
 from app.url_keys import BOUND, PAGE_FILES  # noqa: E402
 
@@ -35,6 +36,7 @@ HOSTILE = {
     "backticks": "`a` ``b``\n**c**", "hex": "0x10", "bool text": "True", "padded": " 1 ",
 }  # fmt: skip
 TEXT_CASES = ("empty", "unicode", "lone surrogate %ED%A0%80", "long", "markdown image", "html", "backticks")  # free text
+LESSON_KNOBS = [e.knobs for e in EXPERIMENTS.values()]  # in lesson order
 TRIED = []  # (page, case, keys) for the closing tally
 
 
@@ -85,6 +87,8 @@ def _run(page: str, params: dict) -> AppTest:
 def test_every_bound_key_survives_a_hostile_value(page, case):
     value = HOSTILE[case]
     params = {key: value for key in BOUND[page]}
+    if page == "lessons":  # each lesson draws only its own knobs: the cases take the lessons in turn
+        params["lesson"] = str(list(HOSTILE).index(case) % len(LESSON_KNOBS) + 1)
     at = _run(page, params)
     _check(at, page, params, case)
     TRIED.append((page, case, len(params)))
@@ -102,6 +106,15 @@ def test_the_registry_is_what_the_pages_bind():
         if path.name != "url_keys.py":
             assert "bind=" not in path.read_text(encoding="utf-8"), f"{path}: bind through app.url_keys.bound"
     for page in BOUND:
-        at = _run(page, {"prompt": CUSTOM} if page == "playground" else {})
-        drawn = {key for key, w in _widgets(at).items() if getattr(w.proto, "query_param_key", "") == key}
+        runs = [{"lesson": str(n)} for n in range(1, len(LESSON_KNOBS) + 1)] if page == "lessons" else [{}]
+        drawn = set()
+        for params in runs:
+            at = _run(page, params | ({"prompt": CUSTOM} if page == "playground" else {}))
+            drawn |= {key for key, w in _widgets(at).items() if getattr(w.proto, "query_param_key", "") == key}
         assert drawn == set(BOUND[page]), (page, drawn ^ set(BOUND[page]))
+
+
+def test_the_lessons_registry_is_the_experiments_knobs():
+    """The registry lists each lesson experiment's knobs under the labels the experiments give them."""
+    knobs = {k.key: k.label for knobs in LESSON_KNOBS for k in knobs}
+    assert BOUND["lessons"] == {"teacher": "Teacher mode"} | knobs

@@ -1,0 +1,240 @@
+"""Lesson measurements as plain JSON: what a lesson's experiment measured, in a small checked schema.
+
+The Lessons page draws every conclusion from a *measurement*: a dict of numbers (and a few short
+strings) that an experiment builds from its traces and pass timings. The same dict is what
+scripts/record_lessons.py saves under assets/lessons/, so a recorded run and a live run go through the
+same checks and the same drawing code. A recording is untrusted input like any file: it is parsed
+with the trace loader's limits (engine.trace.parse_json: size, nesting, number caps, no NaN), then
+checked against the schema below, and every refusal is one line naming the field. No streamlit, no
+torch: a Trace goes in through `lane()`, which reads only its public fields.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import re
+from pathlib import Path
+
+from engine.trace import TraceError, parse_json
+
+RECORD_SCHEMA = "speclab.lesson/1"
+MAX_RECORD_BYTES = 256 * 1024
+MAX_LIST = 512
+MAX_TEXT = 300
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+class MeasurementError(ValueError):
+    """A measurement or a recording that does not fit the schema; the message names the field."""
+
+
+# --- from traces to lanes ----------------------------------------------------------------------
+SUMMARY_KEYS = ("new_tokens", "wall_s", "tokens_per_s", "target_forwards", "flops", "flops_wasted", "bytes",
+                "alpha", "acceptance_rate", "tokens_per_step", "drafted_tokens", "accepted_tokens")  # fmt: skip
+
+
+def _decode_steps(trace) -> list:
+    return [s for s in trace.steps if s.kind == "decode"]
+
+
+def draft_share(trace) -> float:
+    """Fraction of the decode steps' time spent drafting."""
+    steps = _decode_steps(trace)
+    total = sum(s.step_ms for s in steps)
+    return sum(s.draft_ms for s in steps) / total if total > 0 else 0.0
+
+
+def verified_slots(trace) -> tuple[int, int]:
+    """(draft positions the target verified, real draft tokens among them): the rest is padding, the slots of rows
+    that had stopped drafting while another row in the batch went on."""
+    steps = [s for s in _decode_steps(trace) if s.depth > 0]
+    return (sum(s.tokens_per_pass - s.batch for s in steps),
+            sum(len(q.drafted) for s in steps for q in s.seqs))  # fmt: skip
+
+
+def lane(trace) -> dict:
+    """One decoding run reduced to what the lessons read: its summary numbers, drafter and depth, the share of
+    step time spent drafting, the verified draft slots and how many decode steps speculated."""
+    s = trace.summary
+    steps = _decode_steps(trace)
+    return {
+        "summary": {key: s.get(key) for key in SUMMARY_KEYS},
+        "drafter": str(trace.config.get("drafter", "")) if trace.config.get("mode") == "speculative" else "",
+        "depth": int(trace.config.get("depth", 0)) if trace.config.get("mode") == "speculative" else 0,
+        "draft_share": draft_share(trace),
+        "verified_slots": list(verified_slots(trace)),
+        "decode_steps": len(steps),
+        "speculated_steps": sum(1 for st in steps if st.depth > 0),
+    }
+
+
+def plain_numbers(m: dict) -> dict:
+    """A `metrics.compare` dict with only its number fields (the first-differences map is dropped)."""
+    return {k: v for k, v in m.items() if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))}
+
+
+# --- the schema ----------------------------------------------------------------------------------
+# A spec is "num" (finite number), "num?" (or null), "int", "str", "bool", a dict (exactly these keys;
+# a key ending in "?" may be absent), a one-item list [spec] (a list of them), or {"*": spec} (any
+# identifier keys, each a spec).
+LANE = {
+    "summary": {**{k: "num" for k in ("new_tokens", "wall_s", "tokens_per_s", "target_forwards", "flops",
+                                       "flops_wasted", "bytes", "drafted_tokens", "accepted_tokens")},
+                **{k: "num?" for k in ("alpha", "acceptance_rate", "tokens_per_step")}},
+    "drafter": "str", "depth": "int", "draft_share": "num", "verified_slots": ["int"], "decode_steps": "int",
+    "speculated_steps": "int",
+}  # fmt: skip
+NUMBERS = {"*": "num?"}  # a metrics.compare dict
+PASS_ROW = {k: "num" for k in ("batch", "new_tokens", "tokens_per_pass", "context", "ms", "ms_per_token", "flops",
+                               "bytes", "achieved_flops", "achieved_bandwidth")}  # fmt: skip
+PEAKS = {"peak_bandwidth": "num", "peak_flops": "num", "ridge_point": "num", "dtype": "str", "ridge_tokens": "num?"}
+SEED_PASS = {"label": "str", "batch": "int", "new_tokens": "int", "tokens_per_pass": "int", "ms": "num",
+             "flops": "num", "weight_bytes": "num", "kv_bytes": "num", "times_ms": ["num"]}  # fmt: skip
+PAIR_RUN = {"ar": LANE, "spec": LANE, "m": NUMBERS}
+SETTINGS = {"*": "num"}
+SPECS = {
+    "memory_bound": {"rows": [PASS_ROW], **PEAKS},
+    "more_flops": {**PAIR_RUN, "seed": {"context": "int", "rounds": "int", "passes": [SEED_PASS]}},
+    "past_the_ridge": {"drafter": "str", "runs": [{"batch": "int", **PAIR_RUN}], "ngram": PAIR_RUN,
+                       "ridge_tokens": "num?"},
+    "turn_it_off": {"ar": LANE, "on": LANE, "off": LANE, "m": NUMBERS},
+    "adaptive": {"drafter": "str", "batches": [{"batch": "int", "ar": LANE, "fixed": LANE, "gated": LANE,
+                                                "m_fixed": NUMBERS, "m_gated": NUMBERS}]},
+    "by_load": {"drafter": "str", "rows": [{"batch": "int", "contender": "str", "tokens_per_s": "num",
+                                            "mean_depth": "num", "alpha": "num?"}]},
+}  # fmt: skip
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+def _fail(where: str, what: str) -> None:
+    raise MeasurementError(f"malformed lesson measurement: {where} {what}")
+
+
+def _number(value, where: str, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        _fail(where, "must be a finite number" + (" or null" if optional else ""))
+
+
+def check(value, spec, where: str = "measurement") -> None:
+    """Raise MeasurementError (naming the field) unless `value` fits `spec`."""
+    if spec in ("num", "num?"):
+        _number(value, where, spec == "num?")
+    elif spec == "int":
+        if isinstance(value, bool) or not isinstance(value, int) or abs(value) > 10**12:
+            _fail(where, "must be an integer")
+    elif spec == "str":
+        if not isinstance(value, str) or len(value) > MAX_TEXT:
+            _fail(where, f"must be a string of at most {MAX_TEXT} characters")
+    elif spec == "bool":
+        if not isinstance(value, bool):
+            _fail(where, "must be true or false")
+    elif isinstance(spec, list):
+        if not isinstance(value, list) or len(value) > MAX_LIST:
+            _fail(where, f"must be a list of at most {MAX_LIST} items")
+        for i, item in enumerate(value):
+            check(item, spec[0], f"{where}[{i}]")
+    elif isinstance(spec, dict) and "*" in spec:
+        if not isinstance(value, dict) or len(value) > MAX_LIST:
+            _fail(where, "must be an object")
+        for key, item in value.items():
+            if not _IDENT.match(key):
+                _fail(where, f"has a key that is not a plain name ({key[:20]!r})")
+            check(item, spec["*"], f"{where}.{key}")
+    elif isinstance(spec, dict):
+        if not isinstance(value, dict):
+            _fail(where, "must be an object")
+        required = {k for k in spec if not k.endswith("?")}
+        known = {k.rstrip("?"): s for k, s in spec.items()}
+        missing = sorted(required - set(value))
+        if missing:
+            _fail(where, f"is missing {', '.join(missing)}")
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            _fail(where, f"has unknown field {unknown[0][:20]!r}")
+        for key, item in value.items():
+            check(item, known[key], f"{where}.{key}")
+    else:  # a bug in SPECS, not in the data
+        raise TypeError(f"unknown spec {spec!r}")
+
+
+def check_measurement(experiment: str, measurement) -> dict:
+    """The measurement, after checking it against its experiment's schema (MeasurementError if it does not fit)."""
+    if experiment not in SPECS:
+        raise MeasurementError(f"unknown lesson experiment {experiment[:40]!r}")
+    check(measurement, SPECS[experiment], "measurement")
+    return measurement
+
+
+# --- recordings ----------------------------------------------------------------------------------
+# The label of a recording; its "measurement" is checked against its experiment's spec.
+RECORD = {"schema": "str", "experiment": "str", "machine": "str", "date": "str", "dtype": "str", "note": "str",
+          "settings": SETTINGS}  # fmt: skip
+
+
+def make_record(
+    experiment: str, measurement: dict, *, machine: str, dtype: str, note: str, settings: dict, date: str | None = None
+) -> dict:
+    """A recording of one lesson experiment, labelled with the machine and date, after checking it."""
+    record = {"schema": RECORD_SCHEMA, "experiment": experiment, "machine": machine, "date": date or
+              dt.date.today().isoformat(), "dtype": dtype, "note": note, "settings": settings,
+              "measurement": check_measurement(experiment, measurement)}  # fmt: skip
+    return check_record(record)
+
+
+def check_record(data) -> dict:
+    """Check a parsed recording: the label fields, its settings, then its measurement against its experiment."""
+    if not isinstance(data, dict):
+        _fail("recording", "must be an object")
+    header = {k: v for k, v in data.items() if k != "measurement"}
+    check(header, RECORD, "recording")
+    if data["schema"] != RECORD_SCHEMA:
+        _fail("recording.schema", f"must be {RECORD_SCHEMA!r}")
+    if not _DATE.match(data["date"]):
+        _fail("recording.date", "must be a date YYYY-MM-DD")
+    if "measurement" not in data:
+        _fail("recording", "is missing measurement")
+    check_measurement(data["experiment"], data["measurement"])
+    return data
+
+
+def load_record(path: str | os.PathLike) -> dict:
+    """Read and check one recording; MeasurementError (one line) for a missing, oversized or malformed file."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_RECORD_BYTES:
+            raise MeasurementError(f"{path.name} is larger than {MAX_RECORD_BYTES // 1024} KB: not a lesson recording")
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise MeasurementError(f"no recording at {path.name}") from None
+    except OSError as exc:
+        raise MeasurementError(f"{path.name} could not be read ({exc.strerror or exc})") from None
+    try:
+        data = parse_json(raw, name=path.name)
+    except TraceError as exc:
+        raise MeasurementError(str(exc).replace("trace", "lesson recording")) from None
+    return check_record(data)
+
+
+def save_record(record: dict, path: str | os.PathLike) -> None:
+    """Write a checked recording as compact JSON (numbers rounded to 6 significant digits to keep files small)."""
+    check_record(record)
+    text = json.dumps(_rounded(record), allow_nan=False, separators=(",", ":"))
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text + "\n", encoding="utf-8")
+    os.replace(tmp, path)  # never a half-written recording
+
+
+def _rounded(value):
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value

@@ -1,0 +1,82 @@
+"""Record every lesson's experiment, and one speculative step for the step-through (assets/lessons/).
+
+Teacher mode on the Lessons page shows these recordings at once, so a class on slow laptops or a cold
+Space does not wait; "Re-measure live" beside them runs the same experiment on the machine serving
+the page. Each recording is a real run of the lesson's own experiment (app/lesson_experiments.py) at
+its default settings, with the embedded pair and dtype "auto", saved as checked measurement JSON
+(app/measurement.py) and labelled with the machine (the probe's device name), the dtype, the date and
+the machine's load average while it ran (other work on a shared machine slows every timing).
+The step-through trace is a real batch-1 greedy EAGLE run, saved with Trace.to_json and read back with
+the strict loader. Rerun to refresh (several minutes on a 2-core CPU):
+
+    python scripts/record_lessons.py [--only memory_bound,more_flops] [--note "shared, noisy machine"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import time
+from pathlib import Path
+
+from app import measurement
+from app.lesson_experiments import EXPERIMENTS
+from engine import DecodeConfig, Trace, generate, load_pair
+from engine.bench import batch_prompts
+from engine.hardware import probe
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "assets" / "lessons"
+STEP_TRACE = "step-through.json"
+
+
+def record_step_through(pair, peaks: dict, date: str) -> Path:
+    """A short batch-1 greedy run with the EAGLE head (or the draft model) at depth 4: every stage of a step
+    has something to show (the page picks the first step with a rejection)."""
+    drafter = "eagle" if pair.drafter_name("eagle") else "model"
+    cfg = DecodeConfig(depth=4, drafter=drafter, max_new_tokens=16, seed=0)
+    trace = generate(pair, batch_prompts("heldout", 1), cfg)
+    trace.meta["probe"] = peaks
+    trace.meta["recorded_at"] = date
+    path = OUT / STEP_TRACE
+    trace.to_json(path)
+    Trace.from_json(path)  # the page's loader must accept it
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="comma list of experiment names (default: all)")
+    parser.add_argument("--note", default="a shared machine with other work running: timings are noisy",
+                        help="said beside the machine's name wherever the recording is shown")  # fmt: skip
+    parser.add_argument("--skip-step", action="store_true", help="do not re-record the step-through trace")
+    args = parser.parse_args()
+    names = [n for n in args.only.split(",") if n] or list(EXPERIMENTS)
+    unknown = [n for n in names if n not in EXPERIMENTS]
+    if unknown:
+        parser.error(f"unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(EXPERIMENTS)}")
+    OUT.mkdir(parents=True, exist_ok=True)
+    pair = load_pair()
+    hw = probe(pair.device, pair.dtype, quick=True)
+    date = dt.date.today().isoformat()
+    print(f"{hw.device_name}, {hw.dtype}, {date}", flush=True)
+    for name in names:
+        experiment = EXPERIMENTS[name]
+        settings = experiment.defaults()
+        t0, load0 = time.perf_counter(), os.getloadavg()[0]
+        result = experiment.run(pair, hw, settings)
+        note = f"{args.note}; load average {load0:.1f} to {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        record = measurement.make_record(name, result, machine=hw.device_name, dtype=hw.dtype, note=note,
+                                         settings=settings, date=date)  # fmt: skip
+        path = OUT / f"{name}.json"
+        measurement.save_record(record, path)
+        measurement.load_record(path)  # the page's loader must accept it
+        print(f"{path.name}: {path.stat().st_size} bytes, {time.perf_counter() - t0:.0f} s", flush=True)
+    if not args.skip_step:
+        path = record_step_through(pair, hw.to_dict(), date)
+        print(f"{path.name}: {path.stat().st_size} bytes", flush=True)
+
+
+if __name__ == "__main__":
+    main()

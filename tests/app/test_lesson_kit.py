@@ -1,0 +1,164 @@
+"""The classroom kit's pure parts: the measurement schema and the shipped recordings, the worksheet, the
+step-through of a recorded step, and the engine source shown beside it (no streamlit, no model)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from app import measurement
+from app.engine_source import DRAFTER_SOURCES, STAGE_SOURCES, SourceError, numbered_block, source_of
+from app.lesson_experiments import EXPERIMENTS
+from app.views import stepthrough, worksheet
+from engine import Trace
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDINGS = ROOT / "assets" / "lessons"
+
+
+# --- recordings ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(EXPERIMENTS))
+def test_every_lesson_ships_a_labelled_recording_at_its_default_settings(name):
+    record = measurement.load_record(RECORDINGS / f"{name}.json")
+    assert record["experiment"] == name and record["settings"] == EXPERIMENTS[name].defaults()
+    assert record["machine"] and record["date"].startswith("20") and record["dtype"] in ("float32", "bfloat16")
+    assert "noisy" in record["note"] or "DISTURBED" in record["note"]  # the machine was shared: the label says so
+    experiment = EXPERIMENTS[name]
+    m, s = record["measurement"], record["settings"]
+    assert experiment.predict.measured(m, s) is not None  # the number a student predicts is in the recording
+    assert experiment.predict.models(m, s)
+
+
+def test_recordings_stay_small():
+    total = sum(p.stat().st_size for p in RECORDINGS.iterdir())
+    assert total < 300_000, total
+
+
+def _record() -> dict:
+    return json.loads((RECORDINGS / "more_flops.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda r: r.update(schema="speclab.lesson/9"), "recording.schema must be"),
+        (lambda r: r.update(date="yesterday"), "recording.date must be a date"),
+        (lambda r: r.update(experiment="rm -rf"), "unknown lesson experiment"),
+        (lambda r: r.pop("machine"), "recording is missing machine"),
+        (lambda r: r.pop("measurement"), "recording is missing measurement"),
+        (lambda r: r.update(extra=1), "recording has unknown field 'extra'"),
+        (lambda r: r["measurement"]["m"].update(speedup="fast"), "measurement.m.speedup must be a finite number"),
+        (lambda r: r["measurement"]["ar"]["summary"].update(flops=None), "measurement.ar.summary.flops must be a finite"),
+        (lambda r: r["measurement"]["seed"]["passes"][1].update(ms=True), r"passes\[1\].ms must be a finite number"),
+        (lambda r: r["measurement"]["seed"].update(passes={}), "measurement.seed.passes must be a list"),
+        (lambda r: r["measurement"]["spec"].update(drafter="x" * 400), "measurement.spec.drafter must be a string"),
+        (lambda r: r["measurement"]["m"].update({"<b>": 1}), "has a key that is not a plain name"),
+        (lambda r: r["settings"].update(depth="4"), "recording.settings.depth must be a finite number"),
+        (lambda r: r["measurement"]["spec"].update(depth=10**20), "measurement.spec.depth must be an integer"),
+    ],
+)  # fmt: skip
+def test_malformed_recordings_are_refused_naming_the_field(tmp_path, mutate, message):
+    record = _record()
+    mutate(record)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(record), encoding="utf-8")
+    with pytest.raises(measurement.MeasurementError, match=message):
+        measurement.load_record(path)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [(b'{"schema": NaN}', "NaN"), (b"[" * 100 + b"]" * 100, "nested"), (b"\xff\xfe", "UTF-8"),
+     (b"[1, 2", "not valid JSON"), (b"[]", "recording must be an object")],
+)  # fmt: skip
+def test_unparseable_recordings_are_refused_in_one_line(tmp_path, raw, message):
+    path = tmp_path / "bad.json"
+    path.write_bytes(raw)
+    with pytest.raises(measurement.MeasurementError, match=message) as exc:
+        measurement.load_record(path)
+    assert "\n" not in str(exc.value)
+
+
+def test_oversized_or_missing_recordings_are_refused(tmp_path):
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (measurement.MAX_RECORD_BYTES + 1))
+    with pytest.raises(measurement.MeasurementError, match="larger than 256 KB"):
+        measurement.load_record(big)
+    with pytest.raises(measurement.MeasurementError, match="no recording at nothing.json"):
+        measurement.load_record(tmp_path / "nothing.json")
+
+
+def test_a_record_round_trips_and_rounds_numbers(tmp_path):
+    record = _record()
+    again = measurement.make_record(record["experiment"], copy.deepcopy(record["measurement"]),
+                                    machine="<i>cpu</i>", dtype="float32", note="noisy", settings=record["settings"],
+                                    date="2026-12-01")  # fmt: skip
+    path = tmp_path / "r.json"
+    measurement.save_record(again, path)
+    loaded = measurement.load_record(path)
+    assert loaded["machine"] == "<i>cpu</i>" and loaded["measurement"]["m"]["speedup"] == pytest.approx(
+        record["measurement"]["m"]["speedup"], rel=1e-5)  # fmt: skip
+
+
+# --- the worksheet ---------------------------------------------------------------------------------
+def test_hand_calculation_follows_leviathans_formula():
+    lines = worksheet.hand_calculation(0.5, 2, 0.1)
+    assert "α^(k+1) = 0.500^3.00 = 0.1250" in lines[1]
+    assert "E[tokens per step] = (1 − 0.1250) ÷ (1 − 0.500) = 1.750" in lines[2]
+    assert "speedup = E ÷ (k·c + 1) = 1.750 ÷ (2.00 × 0.100 + 1) = 1.458" in lines[3]
+    assert "upper bound" in worksheet.hand_calculation(0.5, 2, None)[0]
+    assert all("______" in line for line in worksheet.hand_calculation(None, None, None))  # no run: blanks
+
+
+def test_prediction_rows_and_the_guess_line():
+    rows = worksheet.prediction_rows(2.0, 4.0, [("model", 3.0), ("none", None)])
+    assert [r["what"] for r in rows] == ["your guess", "measured", "model", "none"]
+    assert rows[0]["value"] == "2.00×" and rows[0]["vs measured"] == "0.50× the measured"
+    assert rows[3]["value"] == "—"
+    assert worksheet.guess_line(2.0, 4.0) == "You guessed 2.00×; this run measured 4.00× (your guess was 50% off)."
+    assert worksheet.guess_line(None, 4.0) is None
+
+
+def test_worksheet_escapes_every_string():
+    evil = "<script>alert(1)</script>"
+    page = worksheet.worksheet_html(evil, evil, worksheet.prediction_rows(1.0, 2.0, [(evil, 1.0)]), [(evil, evil)],
+                                    evil, [evil])  # fmt: skip
+    assert "<script>" not in page and page.count("&lt;script&gt;") == 8  # title twice, question, row, number+value, source, calc
+    assert page.startswith("<!doctype html>") and "Leviathan" in page and "Barrow" in page
+
+
+# --- the step-through ------------------------------------------------------------------------------
+def test_step_through_of_the_recorded_step():
+    trace = Trace.from_json(RECORDINGS / "step-through.json")  # the strict loader
+    index = stepthrough.interesting_step(trace)
+    assert index is not None
+    stages = stepthrough.stages(trace, index)
+    assert [s.title for s in stages] == list(stepthrough.STAGES)
+    q = trace.steps[index].seqs[0]
+    k, a = len(q.drafted), q.num_accepted
+    assert len(stages[0].table) == k and len(stages[1].table) == k
+    assert f"Accepted {a} of {k}" in stages[2].lines[1]
+    assert (q.next_kind == "bonus") == stages[3].lines[0].startswith("All")
+    assert f"drops the {k - a} rejected position(s)" in stages[4].lines[1]
+    assert f"{trace.steps[index].tokens_per_pass} tokens" in stages[1].lines[0]
+
+
+def test_engine_source_for_every_stage_is_found_without_importing_torch():
+    for stage in STAGE_SOURCES:
+        for relpath, qualname, block in stage:
+            code = source_of(relpath, qualname)
+            assert code.startswith(("def ", "@")), qualname
+            if block:
+                assert numbered_block(code, block).startswith(f"# {block}.")
+    for relpath, qualname in DRAFTER_SOURCES.values():
+        assert "def propose" in source_of(relpath, qualname)
+    step = source_of("decode.py", "Decoder.step")
+    assert "draft = self.drafter.propose" in numbered_block(step, 1) and "verify(" not in numbered_block(step, 1)
+    assert "self.target.keep" in numbered_block(step, 4)
+    with pytest.raises(SourceError, match="Decoder.nothing was not found"):
+        source_of("decode.py", "Decoder.nothing")
+    with pytest.raises(SourceError, match="no '# 9.' step"):
+        numbered_block(step, 9)
