@@ -28,6 +28,13 @@ class DrafterKind(str, Enum):  # the keys of engine.drafters.DRAFTERS (a test ke
     EAGLE = "eagle"  # an EAGLE head: one layer over the target's own hidden states (engine/drafters/eagle.py)
 
 
+class GraphMode(str, Enum):  # how decode passes run (engine/static_cache.py, engine/graphs.py)
+    AUTO = "auto"  # CUDA graphs over static KV buffers on CUDA (lean forward); elsewhere as "off"
+    OFF = "off"  # eager passes over the growing (dynamic) cache: the path every CPU run takes
+    STATIC = "static"  # eager passes over preallocated (static) KV buffers, each attending exactly its columns
+    PADDED = "padded"  # static buffers, each pass padded to its graph bucket and run eagerly: what a graph replays
+
+
 class PolicyKind(str, Enum):
     FIXED = "fixed"  # always `depth`
     OFF_ABOVE_BATCH = "off_above_batch"  # the classic rule (vLLM V0's disable_by_batch_size, removed in 2026)
@@ -74,11 +81,15 @@ class DecodeConfig:
     # k = 0 switches speculation off; a batch no row covers drafts `depth`. None: derived from this
     # machine's measured pass-cost curve (engine/policies.py).
     batch_table: tuple[tuple[int, int, int], ...] | None = None
+    # Decode passes: "auto" captures them as CUDA graphs on CUDA (eager where capture is impossible), "off"
+    # keeps today's eager dynamic cache; "static" / "padded" run eagerly over static buffers (engine/static_cache.py).
+    cuda_graphs: str = "auto"
 
     def __post_init__(self):
         object.__setattr__(self, "mode", _enum(Mode, self.mode, "mode").value)
         object.__setattr__(self, "drafter", _enum(DrafterKind, self.drafter, "drafter").value)
         object.__setattr__(self, "policy", _enum(PolicyKind, self.policy, "policy").value)
+        object.__setattr__(self, "cuda_graphs", _enum(GraphMode, self.cuda_graphs, "cuda_graphs").value)
         for name in ("depth", "max_new_tokens", "seed", "ngram_size", "disable_by_batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ..config import ConfigError
-from ..kvcache import RaggedCache
+from ..static_cache import make_cache
 from .base import ConfidenceGate, Draft, Verified, choose_tokens
 
 
@@ -34,11 +34,11 @@ class ModelDrafter:
     def build(cls, pair, cfg, pad_id: int) -> ModelDrafter:
         if pair.draft is None:
             raise ConfigError("drafter='model' needs a draft model, but this pair has none: use drafter='ngram'")
-        return cls(pair.draft, pair.device, pair.draft_costs, pad_id, vocab=pair.draft_vocab)
+        return cls(pair.draft, pair.device, pair.draft_costs, pad_id, vocab=pair.draft_vocab, cfg=cfg)
 
     def __init__(self, model: torch.nn.Module, device: torch.device, costs, pad_id: int,
-                 vocab: torch.Tensor | None = None):
-        self.cache = RaggedCache(model, device, costs)
+                 vocab: torch.Tensor | None = None, cfg=None):
+        self.cache = make_cache(model, device, costs, cfg)  # static buffers / CUDA graphs as cfg.cuda_graphs says
         self.pad_id = pad_id
         self.lag = 0  # tokens of every sequence not yet in the draft cache (the same for all rows)
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
