@@ -286,7 +286,7 @@ class Decoder:
             overhead_ms=max(0.0, (t_end - t_start) * 1000 - draft_timer.ms - verify_timer.ms),
             target_flops=target_flops, draft_flops=draft_flops, target_bytes=target_bytes, draft_bytes=draft_bytes,
             flops_wasted=wasted, util_pct=self.util.mean_between(t_start, t_end), policy_ms=self._take_policy_ms(),
-            seqs=records,
+            seqs=records, **dict(zip(("sm_clock_mhz", "power_w"), self.util.gpu_between(t_start, t_end))),
         )  # fmt: skip
 
     def _take_policy_ms(self) -> float:
