@@ -12,9 +12,8 @@ first W columns of the first B rows are the live cache), so the buffers never mo
 Three ways to run a pass over the buffers (`DecodeConfig.cuda_graphs`):
 - "static": eager, attending over exactly the W + n live columns: float32 output identical to the
   dynamic cache (tests check it);
-- "padded": eager, but padded to the pass's graph bucket: batch rounded up (1, 2, 4, then multiples of
-  8, as vLLM's capture sizes) and the attention window rounded up to WINDOW_BUCKET columns, extra rows
-  and columns masked. This is exactly the computation a graph replays, runnable on a CPU;
+- "padded": eager, but padded to the pass's graph bucket: batch rounded up (`batch_bucket`) and the
+  attention window rounded up to WINDOW_BUCKET columns, extra rows and columns masked. This is exactly the computation a graph replays, runnable on a CPU;
 - "auto" on CUDA: the padded pass captured once per bucket (batch, tokens per row, window, outputs) with
   torch.cuda.CUDAGraph and replayed (engine/graphs.py), eager where capture fails.
 The prefill (prompt lengths vary) always runs eagerly. The output head is applied outside the graph
@@ -38,11 +37,17 @@ CAPACITY_MARGIN = 8  # spare columns beyond the longest the bookkeeping allows
 
 
 def batch_bucket(batch: int, limit: int) -> int:
-    """The captured batch size a batch of `batch` rows runs at: 1, 2, 4, then multiples of 8 (vLLM's
-    default capture sizes), never above `limit` (the buffers' rows)."""
+    """The captured batch size a batch of `batch` rows runs at: powers of two up to 16, then multiples of
+    16 up to 128, then of 64; never above `limit` (the buffers' rows). vLLM captures multiples of 8 once
+    at start-up; SpecLab captures within each run (the model pair stays stateless), so it keeps fewer
+    buckets (fewer captures as rows finish) at the price of padding rows (< 2x at small batch)."""
     if batch < 1:
         raise ValueError(f"batch must be >= 1; got {batch}")
-    bucket = 1 << (batch - 1).bit_length() if batch <= 4 else -(-batch // 8) * 8
+    if batch <= 16:
+        bucket = 1 << (batch - 1).bit_length()
+    else:
+        step = 16 if batch <= 128 else 64
+        bucket = -(-batch // step) * step
     return min(bucket, limit)
 
 

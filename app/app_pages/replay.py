@@ -19,10 +19,11 @@ from app.page_helpers import last_resort
 from app.results import Peaks, gauge_name, show_results
 from app.views.safe import md_escape, md_text
 from engine import Trace, TraceError
+from engine.recordings import RecordingError, list_recordings, race_label, recordings_note
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "assets" / "traces"
-SAMPLE, UPLOAD = "A shipped sample", "Upload your own traces"
+SAMPLE, UPLOAD, RECORDED = "A shipped sample", "Upload your own traces", "A GPU recording"
 
 
 # --- parsing and checking (plain functions: no st.*) -------------------------------------------
@@ -90,11 +91,28 @@ def sample_label(entry: dict) -> str:
 
 
 # --- controls -----------------------------------------------------------------------------------
-def controls(samples: list[dict]) -> tuple[Trace, Trace] | None:
+def recorded_races(recordings) -> list[tuple[str, object, int]]:
+    """(label, recording, race index) for every race of the shipped device recordings."""
+    return [(race_label(rec, i), rec, i) for rec in recordings for i in range(len(rec.data["races"]))]
+
+
+def controls(samples: list[dict], recordings=()) -> tuple[Trace, Trace] | None:
     """Draw the source choice; return the chosen (ar, spec) pair, or None (nothing chosen / refused)."""
+    races = recorded_races(recordings)
     with st.container(border=True):
-        options = [SAMPLE, UPLOAD] if samples else [UPLOAD]
+        options = ([RECORDED] if races else []) + ([SAMPLE] if samples else []) + [UPLOAD]
         source = st.radio("Traces", options, key="source", horizontal=True)
+        if not races:
+            st.caption(md_escape(recordings_note([])))
+        if source == RECORDED:
+            labels = [label for label, _, _ in races]
+            label = st.selectbox("Recorded race", labels, key="recorded")
+            _, rec, index = races[labels.index(label)]
+            try:
+                return check_pair(*rec.race(index))
+            except (TraceError, RecordingError) as exc:
+                st.error("The recording could not be read: " + error_text(exc), icon=":material/error:")
+                return None
         if source == SAMPLE:
             labels = [sample_label(e) for e in samples]
             label = st.selectbox("Recorded pair", labels, key="sample")
@@ -127,7 +145,10 @@ st.markdown(
     "a sample pair recorded with the embedded model pair."
 )
 
-pair = controls(load_index())
+recordings, refused = list_recordings()
+for line in refused:
+    st.caption(md_escape(line))
+pair = controls(load_index(), recordings)
 if pair is not None:
     ar, spec = pair
     st.info(f"These are recorded measurements, not a live run: {recorded_on(spec)}.", icon=":material/history:")

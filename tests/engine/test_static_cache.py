@@ -107,7 +107,8 @@ def test_embedded_static_buffers_all_drafters(embedded_f32, mode, drafter):
 
 # --- buckets and masks ------------------------------------------------------------------------------
 def test_batch_and_window_buckets():
-    assert [batch_bucket(b, 256) for b in (1, 2, 3, 4, 5, 8, 9, 16, 17, 250)] == [1, 2, 4, 4, 8, 8, 16, 16, 24, 256]
+    sizes = (1, 2, 3, 4, 5, 8, 9, 16, 17, 100, 128, 129, 250)
+    assert [batch_bucket(b, 256) for b in sizes] == [1, 2, 4, 4, 8, 8, 16, 16, 32, 112, 128, 192, 256]
     assert batch_bucket(7, 6) == 6  # never above the buffers' rows
     assert window_bucket(1, 1000) == 128 and window_bucket(128, 1000) == 128 and window_bucket(129, 1000) == 256
     assert window_bucket(990, 1000) == 1000
