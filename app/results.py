@@ -188,8 +188,11 @@ def show_results(
             "(engine/costs.py) divided by each step's measured pass time (CUDA events on a GPU), not hardware counters. "
             + gauge_note(gauge)
             + " Median step: "
-            + md_escape(utilization_summary(spec.steps, peaks.peak_bandwidth, peaks.peak_flops,
-                                            str(spec.meta.get("device", "")), spec.meta.get("util_source")))
+            + md_escape(
+                utilization_summary(
+                    spec.steps, peaks.peak_bandwidth, peaks.peak_flops, str(spec.meta.get("device", "")), spec.meta.get("util_source")
+                )
+            )
             + "."
         )
     else:

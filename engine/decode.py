@@ -27,11 +27,11 @@ from .config import ConfigError, DecodeConfig
 from .drafters import Draft, Verified, drafter_label, drafter_params, make_drafter
 from .hardware import StepTimer, UtilizationSampler, device_name, synchronize
 from .kvcache import RaggedCache
-from .static_cache import graph_meta, make_cache
 from .models import ModelPair
 from .policies import PolicyContext, make_policy
 from .sampling import probs_from_logits, sample, verify
 from .sequence import Sequence, prepare_sequences
+from .static_cache import graph_meta, make_cache
 from .trace import DraftToken, SeqStep, Step, Trace, summarize
 
 

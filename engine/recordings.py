@@ -166,14 +166,17 @@ def race_label(rec: Recording, index: int) -> str:
     """'batch 16, k = 3, CUDA graphs — recorded on NVIDIA H200, 2026-12-02' for a picker."""
     race = rec.data["races"][index]
     how = {"auto": "CUDA graphs", "off": "eager", "padded": "padded eager", "static": "static eager"}.get(
-        race["cuda_graphs"], race["cuda_graphs"])
+        race["cuda_graphs"], race["cuda_graphs"]
+    )
     return f"batch {race['batch']}, k = {race['depth']}, {how} — {rec.label}"
 
 
 def recordings_note(recordings: list[Recording]) -> str:
     """One line for the pages: which GPU recordings ship, or that they wait on a lent GPU."""
     if not recordings:
-        return ("No GPU recording ships yet: the recordings (scripts/gpu_record.py) wait on a lent GPU. "
-                "Everything on this page is measured live on this machine.")
+        return (
+            "No GPU recording ships yet: the recordings (scripts/gpu_record.py) wait on a lent GPU. "
+            "Everything on this page is measured live on this machine."
+        )
     names = sorted({r.label for r in recordings})
     return "GPU recordings available in Replay: " + "; ".join(names) + "."

@@ -13,7 +13,8 @@ Three ways to run a pass over the buffers (`DecodeConfig.cuda_graphs`):
 - "static": eager, attending over exactly the W + n live columns: float32 output identical to the
   dynamic cache (tests check it);
 - "padded": eager, but padded to the pass's graph bucket: batch rounded up (`batch_bucket`) and the
-  attention window rounded up to WINDOW_BUCKET columns, extra rows and columns masked. This is exactly the computation a graph replays, runnable on a CPU;
+  attention window rounded up to WINDOW_BUCKET columns, extra rows and columns masked. This is exactly
+  the computation a graph replays, runnable on a CPU;
 - "auto" on CUDA: the padded pass captured once per bucket (batch, tokens per row, window, outputs) with
   torch.cuda.CUDAGraph and replayed (engine/graphs.py), eager where capture fails.
 The prefill (prompt lengths vary) always runs eagerly. The output head is applied outside the graph
@@ -92,8 +93,10 @@ class StaticKV:
         return zip(self.keys, self.values)
 
 
+# fmt: off
 def static_layer(x, cos, sin, k_buf, v_buf, cols, window: int, mask, is_causal: bool, ln1, wq, wk, wv, wo, ln2,
                  wg, wu, wd, n_heads: int, n_kv: int, head_dim: int, eps: float, scale: float):
+    # fmt: on
     """engine/fastllama.py's `_layer`, op for op, except that the new keys/values are written into the
     buffers at columns `cols` and attention reads the buffers' first `window` columns."""
     bsz, n, _ = x.shape
@@ -140,7 +143,7 @@ class StaticPass:
         sin = emb.sin().to(dtype)[:, None]
         for i, (weights, (k_buf, v_buf)) in enumerate(zip(lean.layers, self.kv.layers())):
             x = static_layer(x, cos, sin, k_buf, v_buf, cols, window, mask, is_causal, *weights,
-                             lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)
+                             lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)  # fmt: skip
             if i in collect:
                 into[i] = x
         return x

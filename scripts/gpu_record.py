@@ -234,7 +234,7 @@ def races(rec: Recorder, pair) -> None:
         for mode in rec.modes:
             ar = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=n, cuda_graphs=mode))
             spec = generate(pair, prompts, DecodeConfig(depth=depth, drafter="eagle", max_new_tokens=n, cuda_graphs=mode))
-            stem = f"b{batch}-k{depth}-{ {'auto': 'graphs', 'off': 'eager'}.get(mode, mode)}"
+            stem = f"b{batch}-k{depth}-{ {'auto': 'graphs', 'off': 'eager'}.get(mode, mode) }"
             speedup = spec.summary["tokens_per_s"] / ar.summary["tokens_per_s"]
             rec.doc["races"].append({
                 "batch": batch, "depth": depth, "cuda_graphs": mode, "drafter": "eagle", "speedup": speedup,
@@ -326,11 +326,9 @@ def main(argv=None, pair=None) -> int:
     rec.doc["pair"] = {"target": pair.target_name, "eagle": pair.eagle_name, "draft": pair.draft_name}
     exact_pair = pair if dtype == torch.float32 else load_pair(device=str(device), dtype="float32")
     rec.stage("exactness (float32, graph path vs eager)", lambda: exactness(rec, exact_pair))
-    del exact_pair
     rec.stage("pass-cost curve, embedded target", lambda: target_curves(rec, pair))
     rec.stage("batch x depth grid (EAGLE head)", lambda: grid(rec, pair))
     rec.stage("races", lambda: races(rec, pair))
-    del pair
     rec.stage("random-weight shapes", lambda: big_shapes(rec))
     rec.stage("projection", lambda: projection(rec))
     rec.save()

@@ -178,7 +178,8 @@ def test_replay_lists_device_recordings_through_the_strict_loaders(monkeypatch, 
     at = _replay()
     assert at.radio(key="source").options[0] == "A GPU recording"
     assert at.radio(key="source").value == "A GPU recording"
-    assert at.selectbox(key="recorded").options == [f"batch 2, k = {FIRST['depth']}, eager — test fixture (fixture): shipped CPU sample traces"]
+    label = f"batch 2, k = {FIRST['depth']}, eager — test fixture (fixture): shipped CPU sample traces"
+    assert at.selectbox(key="recorded").options == [label]
     _page(at)
     captions = _texts(at.caption)  # Markdown-escaped text
     assert "recording dry" in captions and "a CPU dry run" in captions and "left out" in captions
