@@ -76,12 +76,12 @@ class GraphRunner:
                 self.pool = torch.cuda.graph_pool_handle()  # one memory pool for all of this cache's graphs
             side = torch.cuda.Stream(self.device)
             side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):  # warm-up outside the capture (allocator, library handles)
-                for _ in range(2):
-                    fn(**static_in)
+            with torch.cuda.stream(side):  # one warm-up outside the capture (allocator, library handles)
+                fn(**static_in)
             torch.cuda.current_stream(self.device).wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self.pool):
+            # thread_local: CUDA calls from other threads (another app session's page) do not break this capture
+            with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
                 static_out = fn(**static_in)
             entry = (graph, static_in, static_out)
             self.captured += 1
