@@ -18,6 +18,7 @@ import streamlit as st
 from app.views import charts, depth_policy, fairness, metrics, race, tokens
 from app.views.safe import md_escape, md_text
 from engine import Trace, sampling
+from engine.achieved import utilization_summary
 
 BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
 DTYPES = ("float32", "bfloat16", "float16")
@@ -194,7 +195,15 @@ def show_results(
         g3.caption(
             f"Peaks measured {peaks_where}: {peaks.peak_bandwidth / 1e9:.0f} GB/s, {peaks.peak_flops / 1e9:.0f} GFLOP/s "
             f"({md_escape(peaks.dtype)}). The bandwidth and FLOP/s lines are modelled: SpecLab's counted bytes and FLOPs "
-            "(engine/costs.py) divided by each step's measured time, not hardware counters. " + gauge_note(gauge)
+            "(engine/costs.py) divided by each step's measured pass time (CUDA events on a GPU), not hardware counters. "
+            + gauge_note(gauge)
+            + " Median step: "
+            + md_escape(
+                utilization_summary(
+                    spec.steps, peaks.peak_bandwidth, peaks.peak_flops, str(spec.meta.get("device", "")), spec.meta.get("util_source")
+                )
+            )
+            + "."
         )
     else:
         g3.info(

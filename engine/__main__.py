@@ -2,7 +2,7 @@
 
     python -m engine run   --prompt TEXT [--prompt TEXT ...] --mode {autoregressive,speculative} [--depth K]
                            [--drafter {model,ngram,eagle}] [--confidence C] [--temperature T] [--top-p P] [--max-new-tokens N] [--seed S]
-                           [--dtype {auto,float32,bfloat16}] [--json PATH]
+                           [--dtype {auto,float32,bfloat16}] [--cuda-graphs {auto,off,static,padded}] [--json PATH]
     python -m engine bench --batch 1,4,16 --depth 0,2,4,8 [--confidence 0,0.3] [--drafter ...] [--dtype ...] [--json PATH]
     python -m engine passes [--batch 1,8] [--tokens 1,2,4,...] [--context 150]   # one forward's time vs tokens per pass
     python -m engine probe
@@ -67,6 +67,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default=None, help="target hub id or folder (default: embedded SmolLM2-135M-Instruct)")
     p.add_argument("--draft", default="default", help="draft hub id, folder, truncated:N or none (default: shipped draft)")
     p.add_argument("--eagle", default="default", help="EAGLE head folder or none (default: the shipped head, embedded target only)")
+    p.add_argument("--cuda-graphs", default="off", choices=["auto", "off", "static", "padded"],
+                   help="off (default): eager, dynamic cache; auto: decode passes captured as CUDA graphs on CUDA "
+                        "(eager elsewhere; opt-in until checked on a real GPU); "
+                        "static / padded: eager over static KV buffers (exact windows / padded to the graph buckets)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
             draft = args.draft if args.model == "draft" else "none"
             pair = load_pair(target=args.target, draft=draft, device=args.device, dtype=args.dtype)
             peaks = probe(pair.device, pair.dtype, quick=True)
-            rows = pass_costs(pair, args.batch, args.tokens, args.context, args.repeats, args.model)
+            rows = pass_costs(pair, args.batch, args.tokens, args.context, args.repeats, args.model,
+                              cuda_graphs=args.cuda_graphs)
             print(f"{args.model} forward passes on {peaks.device_name}, {pair.dtype_name}, context {args.context}; "
                   f"peak {peaks.peak_bandwidth / 1e9:.1f} GB/s, {peaks.peak_flops / 1e9:.1f} GFLOP/s (probed)")
             print(format_passes(rows, peaks.peak_flops, peaks.peak_bandwidth))
@@ -191,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                 mode=args.mode, depth=args.depth, drafter=args.drafter, policy=args.policy,
                 disable_by_batch_size=args.disable_by_batch_size, temperature=args.temperature,
                 top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
-                confidence_threshold=args.confidence, batch_table=args.batch_table,
+                confidence_threshold=args.confidence, batch_table=args.batch_table, cuda_graphs=args.cuda_graphs,
                 tree_nodes=args.tree_nodes, tree_topk=args.tree_topk,
             )  # fmt: skip
             pair = load_pair(target=args.target, draft=_draft_arg(args, cfg), device=args.device, dtype=args.dtype,
@@ -237,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_new_tokens=args.max_new_tokens, repeats=args.repeats, baseline=args.baseline,
                 baseline_prompts=args.baseline_prompts, sequential=args.sequential,
                 confidences=args.confidence, trees=trees, log=lambda s: print(s, file=sys.stderr),
+                cuda_graphs=args.cuda_graphs,
             )  # fmt: skip
             print(format_table(result))
             if args.json:

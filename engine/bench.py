@@ -262,6 +262,7 @@ def bench(
     confidences: list[float] = (0.0,),
     batch_table: tuple[tuple[int, int, int], ...] | None = None,
     trees: list[tuple[int, int]] = ((0, 0),),
+    cuda_graphs: str = "off",
 ) -> dict:
     """The grid: for each batch, AR once, then speculative at each depth (x each confidence threshold);
     medians of `repeats`.
@@ -275,7 +276,8 @@ def bench(
     size every contender (AR included) is measured interleaved.
     batch_table: the explicit table for the "batch_table" policy (None: derived from the measured cost).
     trees: (tree_nodes, tree_topk) settings, each run at every depth it fits ((0, 0): the chain); tree drafting
-    runs with the fixed policy and no confidence stop (DecodeConfig)."""
+    runs with the fixed policy and no confidence stop (DecodeConfig).
+    cuda_graphs: DecodeConfig.cuda_graphs of every cell (engine/static_cache.py); tree cells run eager."""
     policies = [policy] if isinstance(policy, str) else list(policy)
     rows = []
     for batch in batches:
@@ -287,11 +289,12 @@ def bench(
                  for tree in trees
                  if (p == "fixed" or len(policies) == 1 or depth == max(depths))
                  and (tree[0] == 0 or (depth > 0 and confidence == 0 and tree_fits(tree, depth)))]  # fmt: skip
-        cfgs = [DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens)] + [
+        cfgs = [DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens, cuda_graphs=cuda_graphs)] + [
             DecodeConfig(
                 mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens, policy=p,
                 disable_by_batch_size=disable_by_batch_size, confidence_threshold=confidence,
                 batch_table=batch_table if p == "batch_table" else None, tree_nodes=tree[0], tree_topk=tree[1],
+                cuda_graphs=cuda_graphs,
             )  # fmt: skip
             for p, depth, confidence, tree in cells
         ]
@@ -433,17 +436,20 @@ def format_table(result: dict) -> str:
 
 def pass_costs(
     pair: ModelPair, batches: list[int], tokens: list[int], context: int = 150, repeats: int = 5, which: str = "target",
-    stat=statistics.median,
+    stat=statistics.median, cuda_graphs: str = "off",
 ) -> list[dict]:
     """Measured time of ONE forward pass with `batch` rows x `tokens` new tokens over a `context`-token KV cache.
 
     This is the curve behind the whole story: while a pass is memory-bound its time hardly grows with
     tokens per pass (batch x (depth+1)); past the ridge point it grows linearly (compute-bound).
     stat: how the repeats are summarised (the median; the load-aware policies' cached curve takes the
-    fastest, which a busy machine disturbs least)."""
+    fastest, which a busy machine disturbs least).
+    cuda_graphs: "off" (eager, dynamic cache), or a DecodeConfig.cuda_graphs mode over static buffers; with
+    "auto" on CUDA each shape is captured once (in the warm-up pass) and its replays are timed."""
+    from .config import DecodeConfig
     from .costs import ModelCosts
     from .hardware import StepTimer
-    from .kvcache import RaggedCache
+    from .static_cache import make_cache
 
     model = pair.target if which == "target" else pair.draft
     if model is None:
@@ -453,7 +459,7 @@ def pass_costs(
     rows = []
     with torch.inference_mode():
         for batch in batches:
-            cache = RaggedCache(model, pair.device, costs)
+            cache = make_cache(model, pair.device, costs, DecodeConfig(max_new_tokens=max(tokens), cuda_graphs=cuda_graphs))
             prompt = torch.randint(100, 40000, (batch, context), generator=gen).tolist()
             cache.prefill(prompt, pad_id=0)
             for n in tokens:
@@ -471,6 +477,7 @@ def pass_costs(
                 nbytes = costs.forward_bytes(batch, n, context)
                 rows.append({
                     "batch": batch, "new_tokens": n, "tokens_per_pass": batch * n, "context": context, "ms": ms,
+                    "cuda_graphs": cuda_graphs, "graphs_captured": getattr(getattr(cache, "graphs", None), "captured", 0),
                     "ms_per_token": ms / (batch * n), "flops": flops, "bytes": nbytes,
                     "achieved_flops": flops / (ms / 1000), "achieved_bandwidth": nbytes / (ms / 1000),
                 })  # fmt: skip

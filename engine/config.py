@@ -30,6 +30,13 @@ class DrafterKind(str, Enum):  # the keys of engine.drafters.DRAFTERS (a test ke
     EAGLE = "eagle"  # an EAGLE head: one layer over the target's own hidden states (engine/drafters/eagle.py)
 
 
+class GraphMode(str, Enum):  # how decode passes run (engine/static_cache.py, engine/graphs.py)
+    AUTO = "auto"  # CUDA graphs over static KV buffers on CUDA (lean forward); elsewhere as "off"
+    OFF = "off"  # eager passes over the growing (dynamic) cache: the path every CPU run takes
+    STATIC = "static"  # eager passes over preallocated (static) KV buffers, each attending exactly its columns
+    PADDED = "padded"  # static buffers, each pass padded to its graph bucket and run eagerly: what a graph replays
+
+
 class PolicyKind(str, Enum):
     FIXED = "fixed"  # always `depth`
     OFF_ABOVE_BATCH = "off_above_batch"  # the classic rule (vLLM V0's disable_by_batch_size, removed in 2026)
@@ -82,12 +89,20 @@ class DecodeConfig:
     # 0 and 0 = today's chain of `depth` tokens.
     tree_nodes: int = 0
     tree_topk: int = 0
+    # Decode passes: "auto" captures them as CUDA graphs on CUDA (eager where capture is impossible), "off"
+    # keeps today's eager dynamic cache; "static" / "padded" run eagerly over static buffers (engine/static_cache.py).
+    # The default stays "off" until scripts/gpu_record.py has checked graph replay against eager on a real GPU
+    # (no GPU was lent while it was written); tree drafting always runs eager (its tree mask is not in the
+    # static-buffer path).
+    cuda_graphs: str = "off"
 
     def __post_init__(self):
         object.__setattr__(self, "mode", _enum(Mode, self.mode, "mode").value)
         object.__setattr__(self, "drafter", _enum(DrafterKind, self.drafter, "drafter").value)
         object.__setattr__(self, "policy", _enum(PolicyKind, self.policy, "policy").value)
-        for name in ("depth", "max_new_tokens", "seed", "ngram_size", "disable_by_batch_size", "tree_nodes", "tree_topk"):
+        object.__setattr__(self, "cuda_graphs", _enum(GraphMode, self.cuda_graphs, "cuda_graphs").value)
+        for name in ("depth", "max_new_tokens", "seed", "ngram_size", "disable_by_batch_size", "tree_nodes",
+                     "tree_topk"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{name} must be an integer; got {value!r}")
@@ -122,6 +137,9 @@ class DecodeConfig:
                               f"tree_topk={topk}")
         if nodes == 0:
             return
+        if self.cuda_graphs in (GraphMode.STATIC.value, GraphMode.PADDED.value):
+            raise ConfigError(f"tree drafting runs over the dynamic KV cache: use cuda_graphs='off' or 'auto', not "
+                              f"{self.cuda_graphs!r}")
         if self.drafter == DrafterKind.NGRAM.value:
             raise ConfigError("tree drafting (tree_nodes > 0) needs a drafter with a distribution to branch on: "
                               "drafter='eagle' or 'model', not 'ngram'")

@@ -32,6 +32,7 @@ from .models import ModelPair
 from .policies import PolicyContext, make_policy
 from .sampling import probs_from_logits, sample, verify
 from .sequence import Sequence, prepare_sequences
+from .static_cache import graph_meta, make_cache
 from .trace import DraftToken, SeqStep, Step, Trace, TreeRecord, summarize
 from .tree import verify_tree
 
@@ -91,7 +92,7 @@ class Decoder:
         self.drafter = make_drafter(pair, cfg, self.pad_id)  # None for plain decoding
         self.policy = make_policy(cfg, pair, self.drafter)  # load-aware ones read the measured pass-cost curve
         self.features = self.drafter.target_features if self.drafter is not None else False
-        self.target = RaggedCache(pair.target, self.device, pair.target_costs)
+        self.target = make_cache(pair.target, self.device, pair.target_costs, cfg)  # static + CUDA graphs per cfg
         if self.features and self.target.lean is None:
             raise ConfigError(f"drafter={cfg.drafter!r} needs the target's hidden states, which only the lean "
                               "forward gives (a plain Llama target, SPECLAB_LEAN not 0)")
@@ -320,14 +321,21 @@ class Decoder:
         t_end = time.perf_counter()
         target_flops, target_bytes = self.target.take_counts()
         draft_flops, draft_bytes = self.drafter.take_counts() if self.drafter is not None else (0.0, 0.0)
+        t_start_s = 0.0 if kind == "prefill" else t_start - self.t0 - self.paused
+        # CUDA-graph captures in this step are one-off costs, not the passes': off the clock (engine/graphs.py)
+        capture_verify, capture_draft = (getattr(c, "graphs", None) for c in (self.target, self.drafter_cache))
+        capture_verify = capture_verify.take_capture_ms() if capture_verify else 0.0
+        capture_draft = capture_draft.take_capture_ms() if capture_draft else 0.0
+        self.paused += (capture_verify + capture_draft) / 1000
+        draft_ms, verify_ms = max(0.0, draft_timer.ms - capture_draft), max(0.0, verify_timer.ms - capture_verify)
         return Step(
             index=len(self.steps), kind=kind, depth=depth, batch=len(records), tokens_per_pass=tokens_per_pass,
-            t_start_s=0.0 if kind == "prefill" else t_start - self.t0 - self.paused, t_end_s=t_end - self.t0 - self.paused,
-            draft_ms=draft_timer.ms, verify_ms=verify_timer.ms,
+            t_start_s=t_start_s, t_end_s=t_end - self.t0 - self.paused,
+            draft_ms=draft_ms, verify_ms=verify_ms,
             overhead_ms=max(0.0, (t_end - t_start) * 1000 - draft_timer.ms - verify_timer.ms),
             target_flops=target_flops, draft_flops=draft_flops, target_bytes=target_bytes, draft_bytes=draft_bytes,
             flops_wasted=wasted, util_pct=self.util.mean_between(t_start, t_end), policy_ms=self._take_policy_ms(),
-            seqs=records,
+            seqs=records, **dict(zip(("sm_clock_mhz", "power_w"), self.util.gpu_between(t_start, t_end))),
         )  # fmt: skip
 
     def _take_policy_ms(self) -> float:
@@ -363,8 +371,14 @@ class Decoder:
             "util_source": self.util.source,
             "forward": "speclab lean Llama (engine/fastllama.py)" if self.target.lean is not None else "transformers",
             "torch": torch.__version__,
+            "cuda": torch.version.cuda,
             "transformers": transformers.__version__,
-        }
+        } | graph_meta([c for c in (self.target, self.drafter_cache) if c is not None], self.cfg.cuda_graphs)
+
+    @property
+    def drafter_cache(self) -> RaggedCache | None:
+        """The drafter's own KV cache (model and EAGLE drafters; the n-gram lookup has none)."""
+        return getattr(self.drafter, "cache", None)
 
 
 def tree_records(tree, path, num_accepted, token_text, q_x, p_x) -> list[TreeRecord]:

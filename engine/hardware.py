@@ -236,19 +236,22 @@ class UtilizationSampler:
     def __init__(self, device: torch.device, interval_s: float = 0.02):
         self.interval_s = interval_s
         self.samples: list[tuple[float, float]] = []
+        # NVML also gives the SM clock (MHz) and board power (W): (time, clock, power), sampled alike
+        self.gpu_samples: list[tuple[float, float | None, float | None]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._read_gpu = None
         self._read = self._make_reader(device)
         self.source = "none" if self._read is None else ("nvml" if device.type == "cuda" else "psutil")
 
-    @staticmethod
-    def _make_reader(device: torch.device):
+    def _make_reader(self, device: torch.device):
         if device.type == "cuda":
             try:
                 import pynvml
 
                 pynvml.nvmlInit()
                 handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+                self._read_gpu = functools.partial(_nvml_clock_power, pynvml, handle)
                 return lambda: float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
             except Exception:  # no NVML library: the gauge is simply absent
                 return None
@@ -262,7 +265,10 @@ class UtilizationSampler:
 
     def _run(self):
         while not self._stop.wait(self.interval_s):
-            self.samples.append((time.perf_counter(), self._read()))
+            t = time.perf_counter()
+            self.samples.append((t, self._read()))
+            if self._read_gpu is not None:
+                self.gpu_samples.append((t, *self._read_gpu()))
 
     def __enter__(self):
         if self._read is not None:
@@ -280,3 +286,23 @@ class UtilizationSampler:
         # plus the first one after it.
         vals = [v for t, v in self.samples if t0 < t <= t1 + self.interval_s]
         return sum(vals) / len(vals) if vals else None
+
+    def gpu_between(self, t0: float, t1: float) -> tuple[float | None, float | None]:
+        """Mean NVML SM clock (MHz) and power (W) of the samples in the window (None: not sampled)."""
+        window = [(c, p) for t, c, p in self.gpu_samples if t0 < t <= t1 + self.interval_s]
+        clocks = [c for c, _ in window if c is not None]
+        powers = [p for _, p in window if p is not None]
+        return (sum(clocks) / len(clocks) if clocks else None, sum(powers) / len(powers) if powers else None)
+
+
+def _nvml_clock_power(pynvml, handle) -> tuple[float | None, float | None]:
+    """NVML's current SM clock (MHz) and board power draw (W); None for a reading the board does not give."""
+    try:
+        clock = float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+    except Exception:
+        clock = None
+    try:
+        power = pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0  # milliwatts
+    except Exception:
+        power = None
+    return clock, power

@@ -69,7 +69,8 @@ class PassCurve:
 def curve_key(pair) -> str:
     from .hardware import device_name
 
-    return f"{device_name(pair.device)} | {pair.target_name} | {pair.dtype_name} | torch {torch.__version__}"
+    graphs = ""  # the curve times the passes the decode loop runs by default: eager (DecodeConfig.cuda_graphs="off")
+    return f"{device_name(pair.device)} | {pair.target_name} | {pair.dtype_name} | torch {torch.__version__}{graphs}"
 
 
 def _grid(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT) -> tuple[int, ...]:
@@ -81,7 +82,7 @@ def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repea
     from .bench import pass_costs
 
     tokens = _grid(pair, tokens, context)
-    rows = pass_costs(pair, [1], list(tokens), context=context, repeats=repeats, stat=min)
+    rows = pass_costs(pair, [1], list(tokens), context=context, repeats=repeats, stat=min, cuda_graphs="off")
     # A larger pass can time faster (noise, or a kernel that suits it better): keep the curve non-decreasing,
     # as the policy assumes, by capping each point at the fastest larger pass (a spike cannot lift the rest).
     ms = [row["ms"] for row in rows]

@@ -121,6 +121,8 @@ class Step:
     util_pct: float | None = None  # coarse gauge: NVML GPU utilisation or psutil CPU utilisation
     policy_ms: float = 0.0  # time the depth policy took to choose k (and to learn from the previous step)
     seqs: list[SeqStep] = field(default_factory=list)
+    sm_clock_mhz: float | None = None  # NVML SM clock during the step (time-sampled; GPU only)
+    power_w: float | None = None  # NVML board power during the step (time-sampled; GPU only)
 
     @property
     def step_ms(self) -> float:
@@ -133,6 +135,17 @@ class Step:
     @property
     def bytes(self) -> float:
         return self.target_bytes + self.draft_bytes
+
+
+_GPU_SAMPLES = ("sm_clock_mhz", "power_w")  # written only where sampled (NVML): CPU traces stay as they were
+
+
+def _step_dict(step: Step) -> dict:
+    d = asdict(step)
+    for key in _GPU_SAMPLES:
+        if d[key] is None:
+            del d[key]
+    return d
 
 
 @dataclass
@@ -153,7 +166,7 @@ class Trace:
 
     # --- JSON -------------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        steps = [asdict(s) for s in self.steps]
+        steps = [_step_dict(s) for s in self.steps]
         has_tree = any(q.get("tree") is not None for s in steps for q in s["seqs"])
         for step in steps:
             for seq in step["seqs"]:
@@ -632,7 +645,7 @@ def _step(raw, where: str, n_sequences: int, trees: bool = False) -> Step:
             util_pct=None if util is None else float(util), policy_ms=float(d.get("policy_ms", 0.0)),
             seqs=[_seq_step(q, f"{where}.seqs[{i}]", n_sequences, trees) for i, q in enumerate(d.get("seqs", []))],
         )  # fmt: skip
-    d = _obj(raw, where, _STEP_KEYS, optional=("util_pct", "policy_ms", "seqs"))
+    d = _obj(raw, where, _STEP_KEYS, optional=("util_pct", "policy_ms", "seqs", "sm_clock_mhz", "power_w"))
     t_start = _num(d["t_start_s"], f"{where}.t_start_s")
     t_end = _num(d["t_end_s"], f"{where}.t_end_s")
     if t_end < t_start:
@@ -646,6 +659,8 @@ def _step(raw, where: str, n_sequences: int, trees: bool = False) -> Step:
         util_pct=_opt_num(d.get("util_pct"), f"{where}.util_pct", 0.0, 100.0),
         policy_ms=_num(d.get("policy_ms", 0.0), f"{where}.policy_ms"),
         seqs=[_seq_step(s, f"{where}.seqs[{i}]", n_sequences, trees) for i, s in enumerate(seqs)],
+        sm_clock_mhz=_opt_num(d.get("sm_clock_mhz"), f"{where}.sm_clock_mhz", 0.0, 1e5),
+        power_w=_opt_num(d.get("power_w"), f"{where}.power_w", 0.0, 1e5),
     )  # fmt: skip
 
 

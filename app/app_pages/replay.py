@@ -20,10 +20,11 @@ from app.page_helpers import last_resort
 from app.results import Peaks, gauge_name, show_results
 from app.views.safe import md_escape, md_text
 from engine import Trace, TraceError
+from engine.device_recordings import RecordingError, list_recordings, race_label, recordings_note
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "assets" / "traces"
-SAMPLE, UPLOAD = "A shipped sample", "Upload your own traces"
+SAMPLE, UPLOAD, RECORDED = "A shipped sample", "Upload your own traces", "A GPU recording"
 
 
 # --- parsing and checking (plain functions: no st.*) -------------------------------------------
@@ -91,12 +92,25 @@ def sample_label(entry: dict) -> str:
 
 
 # --- controls -----------------------------------------------------------------------------------
-def controls(samples: list[dict]):
+def recorded_races(recordings) -> list[tuple[str, object, int]]:
+    """(label, recording, race index) for every race of the shipped device recordings."""
+    return [(race_label(rec, i), rec, i) for rec in recordings for i in range(len(rec.data["races"]))]
+
+
+def controls(samples: list[dict], recordings=()):
     """Draw the source choice; return a function that loads the chosen (ar, spec) pair (None once it has shown
     why it cannot), or None when nothing is chosen yet. Loading is separate so that it can wait for its turn."""
+    races = recorded_races(recordings)
     with st.container(border=True):
-        options = [SAMPLE, UPLOAD] if samples else [UPLOAD]
+        options = ([RECORDED] if races else []) + ([SAMPLE] if samples else []) + [UPLOAD]
         source = st.radio("Traces", options, key="source", horizontal=True)
+        if not races:
+            st.caption(md_escape(recordings_note([])))
+        if source == RECORDED:
+            labels = [label for label, _, _ in races]
+            label = st.selectbox("Recorded race", labels, key="recorded")
+            _, rec, index = races[labels.index(label)]
+            return lambda: read_recorded(rec, index)
         if source == SAMPLE:
             labels = [sample_label(e) for e in samples]
             label = st.selectbox("Recorded pair", labels, key="sample")
@@ -110,6 +124,14 @@ def controls(samples: list[dict]):
                 "`speclab-ar.json` and `speclab-spec.json`.")  # fmt: skip
         return None
     return lambda: read_upload(ar_file.getvalue(), spec_file.getvalue())
+
+
+def read_recorded(rec, index: int) -> tuple[Trace, Trace] | None:
+    try:
+        return check_pair(*rec.race(index))
+    except (TraceError, RecordingError) as exc:
+        st.error("The recording could not be read: " + error_text(exc), icon=":material/error:")
+        return None
 
 
 def read_sample(entry: dict) -> tuple[Trace, Trace] | None:
@@ -139,7 +161,10 @@ st.markdown(
 
 # Parsing and drawing a trace pair is heavy work (the worst upload takes seconds: scripts/bench_replay.py), so it
 # waits for the run lock's turn: it can never overlap, and slow down, another visitor's timed decode.
-load_chosen = controls(load_index())
+recordings, refused = list_recordings()
+for line in refused:
+    st.caption(md_escape(line))
+load_chosen = controls(load_index(), recordings)
 if load_chosen is not None:
     with resources.model_turn(st.empty()):
         pair = load_chosen()

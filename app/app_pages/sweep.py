@@ -16,7 +16,8 @@ import streamlit as st
 from app import resources
 from app.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.url_keys import BOUND, bound
-from app.views import roofline
+from app.views import recorded, roofline
+from app.views.safe import md_escape
 from app.views.sweep import (
     envelope,
     envelope_figure,
@@ -30,6 +31,7 @@ from app.views.sweep import (
 from engine import ConfigError
 from engine.bench import bench, pass_costs, tree_fits
 from engine.costs import ridge_tokens
+from engine.device_recordings import list_recordings, recordings_note
 
 BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
 VLLM_PR = "https://github.com/vllm-project/vllm/pull/35060"
@@ -46,6 +48,19 @@ NO_DRAFTER = {  # drafter kind -> why this pair cannot run it (pair.available_dr
 MEASURE_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 PAGE = "sweep"  # its bound widgets and their labels: app/url_keys.py
 MULTI = ("pass_batches", "grid_batches", "grid_depths", "grid_trees")  # multiselects: a repeated URL parameter each
+
+
+def show_recordings() -> None:
+    """The shipped device recordings' grids, each named by its recording, or a line saying they wait on a GPU."""
+    recordings, _ = list_recordings()
+    if not recordings:
+        st.caption(md_escape(recordings_note([])))
+        return
+    for rec in recordings:
+        rows = recorded.grid_rows(rec.data)
+        with st.expander(f"Recorded elsewhere: {md_escape(rec.label)}"):
+            st.markdown(md_escape(recorded.crossover_line(rec.label, rows)))
+            st.dataframe(rows, hide_index=True)
 
 
 st.title("📈 Sweep")
@@ -80,6 +95,7 @@ st.caption(
     f"{n_star:.0f} tokens per pass for this {pair.target_costs.linear_params / 1e6:.0f}M-parameter target "
     "(an estimate from peaks; the measured curve below is what counts)."
 )
+show_recordings()  # device recordings (e.g. a lent GPU's) beside this live measurement, named as recordings
 
 # --- 1. one pass vs tokens per pass -----------------------------------------------------------
 st.subheader("1 · What one target pass costs")

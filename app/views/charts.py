@@ -10,6 +10,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from engine.achieved import pass_achieved, timer_name
+
 AR_COLOR = "#8a8d99"
 DRAFT_COLOR = "#f2a93b"
 VERIFY_COLOR = "#1f4fd1"
@@ -112,36 +114,48 @@ def tokens_per_pass_figure(ar, spec) -> go.Figure:
 
 
 def achieved(step, peak_bandwidth: float, peak_flops: float) -> tuple[float, float]:
-    """(% of peak bandwidth, % of peak FLOP/s) a step achieved, from its counted bytes/FLOPs and measured time."""
-    seconds = max(step.step_ms, 1e-6) / 1000.0
-    return 100.0 * step.bytes / seconds / peak_bandwidth, 100.0 * step.flops / seconds / peak_flops
+    """(% of peak bandwidth, % of peak FLOP/s) a step's model passes achieved: their modelled bytes/FLOPs over
+    their measured time (draft_ms + verify_ms: CUDA events on a GPU), engine/achieved.py."""
+    row = pass_achieved(step, peak_bandwidth, peak_flops)
+    return row["passes_bw_pct"] or 0.0, row["passes_flops_pct"] or 0.0
 
 
-BANDWIDTH_LABEL = "bandwidth % of peak (counted bytes / measured time)"
-FLOPS_LABEL = "FLOP/s % of peak (counted FLOPs / measured time)"
+BANDWIDTH_LABEL = "bandwidth % of peak (modelled bytes ÷ measured pass time)"
+FLOPS_LABEL = "FLOP/s % of peak (modelled FLOPs ÷ measured pass time)"
+
+
+def _sampled_hover(step) -> str:
+    """The NVML SM clock and power of a step, where they were sampled (shown as what they are)."""
+    parts = [f"SM clock {step.sm_clock_mhz:.0f} MHz" if step.sm_clock_mhz is not None else "",
+             f"power {step.power_w:.0f} W" if step.power_w is not None else ""]  # fmt: skip
+    text = ", ".join(p for p in parts if p)
+    return f"<br>{text} (time-sampled)" if text else ""
 
 
 def utilization_figure(ar, spec, peak_bandwidth: float, peak_flops: float, gauge_name: str = "psutil CPU % (system-wide)") -> go.Figure:
     """Per step, achieved bandwidth and FLOP/s as % of the probed peaks, beside the coarse busy gauge.
 
-    The first two are modelled: SpecLab's own byte and FLOP counts (engine/costs.py) divided by the step's
-    measured time, not hardware counters. The gauge is whatever the engine sampled (psutil or NVML)."""
+    The first two are modelled ÷ measured: SpecLab's own byte and FLOP counts (engine/costs.py) divided by
+    the step's measured pass time (CUDA events on a GPU, perf_counter on a CPU), not hardware counters. The
+    gauge is whatever the engine sampled (psutil or NVML), with NVML's SM clock and power in its hover."""
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, subplot_titles=("Autoregressive", "Speculative"),
                         horizontal_spacing=0.04)  # fmt: skip
     for col, trace in ((1, ar), (2, spec)):
         steps = _decode_steps(trace)
         x = [s.index for s in steps]
         pairs = [achieved(s, peak_bandwidth, peak_flops) for s in steps]
+        timer = timer_name(str(trace.meta.get("device", "")))
         first = col == 1
         fig.add_scatter(x=x, y=[p[0] for p in pairs], name=BANDWIDTH_LABEL, mode="lines",
                         line={"color": "#1f4fd1", "width": 2}, legendgroup="bw", showlegend=first, row=1, col=col,
-                        hovertemplate="bandwidth %{y:.0f}%<extra></extra>")  # fmt: skip
+                        hovertemplate=f"bandwidth %{{y:.0f}}% (modelled ÷ {timer})<extra></extra>")  # fmt: skip
         fig.add_scatter(x=x, y=[p[1] for p in pairs], name=FLOPS_LABEL, mode="lines",
                         line={"color": "#f2a93b", "width": 2}, legendgroup="fl", showlegend=first, row=1, col=col,
-                        hovertemplate="FLOP/s %{y:.1f}%<extra></extra>")  # fmt: skip
+                        hovertemplate=f"FLOP/s %{{y:.1f}}% (modelled ÷ {timer})<extra></extra>")  # fmt: skip
         fig.add_scatter(x=x, y=[s.util_pct for s in steps], name=f"{gauge_name} (coarse gauge)", mode="lines",
                         line={"color": "#8a8d99", "dash": "dot"}, legendgroup="ut", showlegend=first, row=1, col=col,
-                        connectgaps=True, hovertemplate=f"{gauge_name} %{{y:.0f}}%<extra></extra>")  # fmt: skip
+                        connectgaps=True, customdata=[_sampled_hover(s) for s in steps],
+                        hovertemplate=f"{gauge_name} %{{y:.0f}}%%{{customdata}}<extra></extra>")  # fmt: skip
         fig.update_xaxes(title_text="decode step", row=1, col=col)
     fig.update_yaxes(title_text="% of this machine's peak", rangemode="tozero", row=1, col=1)
     _layout(fig, "Hardware utilisation per step" + _note(ar, spec), height=410)

@@ -25,7 +25,7 @@ from ..config import ConfigError
 from ..costs import ModelCosts
 from ..fastllama import LeanLlama, rms_norm
 from ..formats import DRAFT_VOCAB_FILE, EAGLE_CONFIG_FILE, EAGLE_FORMAT, EAGLE_WEIGHTS_FILE, head_config, head_weight_shapes
-from ..kvcache import RaggedCache
+from ..static_cache import make_cache
 from .base import ConfidenceGate, Draft, Verified, choose_tokens
 from .tree import grow_tree
 
@@ -126,12 +126,15 @@ class EagleRunner:
                 features: torch.Tensor) -> torch.Tensor:
         """Entries (B, n): tokens t_{p+1} and features (B, n, H) f_p. Returns g (B, n, H), the guessed next
         features; `self.head` @ g scores the next token over the reduced vocabulary."""
+        x = self.lean.body(self.inputs(input_ids, features), positions, valid, cache)
+        return rms_norm(x, self.norm, self.lean.eps)
+
+    def inputs(self, input_ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        """fc([embed(t); f]) (B, n, H): the decoder layer's input (also the static-buffer pass's, engine/static_cache.py)."""
         features = features.to(self.embed.dtype)
         if self.fuse_weight is not None:  # target features (B, n, F) -> (B, n, H)
             features = fuse_features(features, self.fuse_mean, self.fuse_std, self.fuse_weight)
-        x = F.linear(torch.cat([F.embedding(input_ids, self.embed), features], dim=-1), self.fc_weight, self.fc_bias)
-        x = self.lean.body(x, positions, valid, cache)
-        return rms_norm(x, self.norm, self.lean.eps)
+        return F.linear(torch.cat([F.embedding(input_ids, self.embed), features], dim=-1), self.fc_weight, self.fc_bias)
 
     def costs(self):
         """FLOP/byte accounting (engine/costs.py) of one head step: fc + one layer + the reduced head."""
@@ -174,11 +177,11 @@ class EagleDrafter:
         if pair.eagle is None:
             raise ConfigError("drafter='eagle' needs an EAGLE head for this target, but none is loaded: "
                               "use drafter='model' or 'ngram'")
-        return cls(pair.eagle, pair.device, pair.eagle_costs, pad_id)
+        return cls(pair.eagle, pair.device, pair.eagle_costs, pad_id, cfg=cfg)
 
-    def __init__(self, runner, device: torch.device, costs, pad_id: int):
+    def __init__(self, runner, device: torch.device, costs, pad_id: int, cfg=None):
         self.runner = runner
-        self.cache = RaggedCache(None, device, costs, runner=runner)
+        self.cache = make_cache(None, device, costs, cfg, runner=runner)  # static buffers / CUDA graphs per cfg
         self.pad_id = pad_id
         self.vocab = runner.vocab  # (C,) token ids the head scores
         self.vocab_size = runner.config.vocab_size

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..config import ConfigError
-from ..kvcache import RaggedCache
+from ..static_cache import make_cache
 from .base import ConfidenceGate, Draft, Verified, choose_tokens
 from .tree import grow_tree
 
@@ -36,15 +36,15 @@ class ModelDrafter:
     def build(cls, pair, cfg, pad_id: int) -> ModelDrafter:
         if pair.draft is None:
             raise ConfigError("drafter='model' needs a draft model, but this pair has none: use drafter='ngram'")
-        drafter = cls(pair.draft, pair.device, pair.draft_costs, pad_id, vocab=pair.draft_vocab)
+        drafter = cls(pair.draft, pair.device, pair.draft_costs, pad_id, vocab=pair.draft_vocab, cfg=cfg)
         if cfg.tree and drafter.cache.lean is None:
             raise ConfigError("tree drafting with drafter='model' needs the lean forward for the draft (a plain Llama "
                               "draft, SPECLAB_LEAN not 0)")
         return drafter
 
     def __init__(self, model: torch.nn.Module, device: torch.device, costs, pad_id: int,
-                 vocab: torch.Tensor | None = None):
-        self.cache = RaggedCache(model, device, costs)
+                 vocab: torch.Tensor | None = None, cfg=None):
+        self.cache = make_cache(model, device, costs, cfg)  # static buffers / CUDA graphs as cfg.cuda_graphs says
         self.pad_id = pad_id
         self.lag = 0  # tokens of every sequence not yet in the draft cache (the same for all rows)
         self.lags: torch.Tensor | None = None  # (B,) after a tree step: each row's own count

@@ -142,3 +142,44 @@ def test_playground_traces_carry_their_peaks_and_replay():
     _page(at)
     assert result["spec"].meta["device_name"] in _texts(at.info)
     assert "recording machine" in _texts(at.caption)
+
+
+def test_replay_says_gpu_recordings_wait_on_a_gpu_when_none_ship(monkeypatch, tmp_path):
+    import engine.device_recordings as recordings
+
+    monkeypatch.setattr(recordings, "RECORDINGS", tmp_path / "none")
+    at = _replay()
+    assert "A GPU recording" not in at.radio(key="source").options
+    assert "wait on a lent GPU" in _texts(at.caption)
+
+
+def test_replay_lists_device_recordings_through_the_strict_loaders(monkeypatch, tmp_path):
+    """A recording folder (here a test fixture around the shipped CPU sample pair, labelled so) is listed,
+    schema-checked and played through the strict trace loader; a dry run beside it is left out, visibly."""
+    import shutil
+
+    import engine.device_recordings as recordings
+
+    root = tmp_path / "recordings"
+    for name, dry in (("fixture", False), ("dry", True)):
+        (root / name / "traces").mkdir(parents=True)
+        for key in ("ar", "spec"):
+            shutil.copy(TRACES / FIRST[key], root / name / "traces" / FIRST[key])
+        doc = {
+            "schema": recordings.RECORDING_SCHEMA_ID, "label": f"test fixture ({name}): shipped CPU sample traces",
+            "dry_run": dry, "device": "cpu", "device_name": FIRST["device"], "torch": "x", "cuda": None,
+            "date": FIRST["date"], "dtype": FIRST["dtype"], "probe": {"peak_bandwidth": 1e10, "peak_flops": 1e11},
+            "pass_curves": [], "grid": [], "exactness": {"dtype": "float32", "all_equal": True, "runs": []},
+            "projection": {"label": "none", "rows": []},
+            "races": [{"batch": 2, "depth": FIRST["depth"], "cuda_graphs": "off", "ar": FIRST["ar"], "spec": FIRST["spec"]}],
+        }  # fmt: skip
+        (root / name / "recording.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(recordings, "RECORDINGS", root)
+    at = _replay()
+    assert at.radio(key="source").options[0] == "A GPU recording"
+    assert at.radio(key="source").value == "A GPU recording"
+    label = f"batch 2, k = {FIRST['depth']}, eager — test fixture (fixture): shipped CPU sample traces"
+    assert at.selectbox(key="recorded").options == [label]
+    _page(at)
+    captions = _texts(at.caption)  # Markdown-escaped text
+    assert "recording dry" in captions and "a CPU dry run" in captions and "left out" in captions

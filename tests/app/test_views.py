@@ -467,4 +467,4 @@ def test_chart_legends_sit_under_the_plot_and_utilisation_is_labelled(ar_trace, 
     util = charts.utilization_figure(ar_trace, spec_trace, 34e9, 4e11, "psutil CPU % (system-wide)")
     names = [t.name for t in util.data if t.showlegend is not False]
     assert names == [charts.BANDWIDTH_LABEL, charts.FLOPS_LABEL, "psutil CPU % (system-wide) (coarse gauge)"]
-    assert "counted bytes / measured time" in names[0] and "counted FLOPs / measured time" in names[1]
+    assert "modelled bytes ÷ measured pass time" in names[0] and "modelled FLOPs ÷ measured pass time" in names[1]

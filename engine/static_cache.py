@@ -1,0 +1,363 @@
+"""Static (preallocated) KV buffers for the ragged cache, and the shape buckets that CUDA graphs replay.
+
+`RaggedCache` (engine/kvcache.py) grows a transformers `DynamicCache` by concatenation: every pass makes
+new tensors, so no pass can be captured as a CUDA graph (a graph replays fixed addresses). Here each
+layer's keys and values live in one buffer (B_max, kv_heads, capacity, head_dim) allocated at prefill,
+as gpt-fast's `KVCache` (model.py: `k_out[:, :, input_pos] = k_val` over `max_seq_length` columns) and
+vLLM's preallocated blocks do. The ragged bookkeeping is RaggedCache's own and unchanged: `valid`
+(B, W) marks real columns, rejected drafts become masked holes, all-hole columns are cropped, rows are
+compacted past COMPACT_SLACK, finished rows leave the batch. Those moves copy inside the buffers (the
+first W columns of the first B rows are the live cache), so the buffers never move.
+
+Three ways to run a pass over the buffers (`DecodeConfig.cuda_graphs`):
+- "static": eager, attending over exactly the W + n live columns: float32 output identical to the
+  dynamic cache (tests check it);
+- "padded": eager, but padded to the pass's graph bucket: batch rounded up (`batch_bucket`) and the
+  attention window rounded up to WINDOW_BUCKET columns, extra rows and columns masked. This is exactly
+  the computation a graph replays, runnable on a CPU;
+- "auto" on CUDA: the padded pass captured once per bucket (batch, tokens per row, window, outputs) with
+  torch.cuda.CUDAGraph and replayed (engine/graphs.py), eager where capture fails.
+The prefill (prompt lengths vary) always runs eagerly. The output head is applied outside the graph
+(as vLLM computes logits outside its graphs), so a graph holds hidden states, not (B, n, vocab) logits.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from . import kvcache
+from .config import MAX_DEPTH, ConfigError, GraphMode
+from .fastllama import rms_norm, rotate_half, supports
+from .forward import lean_enabled
+from .graphs import GraphRunner
+from .kvcache import RaggedCache
+
+WINDOW_BUCKET = 128  # attention-window granularity of the graph buckets (columns)
+CAPACITY_MARGIN = 8  # spare columns beyond the longest the bookkeeping allows
+
+
+def batch_bucket(batch: int, limit: int) -> int:
+    """The captured batch size a batch of `batch` rows runs at: powers of two up to 16, then multiples of
+    16 up to 128, then of 64; never above `limit` (the buffers' rows). vLLM captures multiples of 8 once
+    at start-up; SpecLab captures within each run (the model pair stays stateless), so it keeps fewer
+    buckets (fewer captures as rows finish) at the price of padding rows (< 2x at small batch)."""
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1; got {batch}")
+    if batch <= 16:
+        bucket = 1 << (batch - 1).bit_length()
+    else:
+        step = 16 if batch <= 128 else 64
+        bucket = -(-batch // step) * step
+    return min(bucket, limit)
+
+
+def window_bucket(window: int, capacity: int) -> int:
+    """The attention window (columns) a pass over `window` live columns runs at: rounded up to
+    WINDOW_BUCKET, never above the buffers' capacity."""
+    if not 1 <= window <= capacity:
+        raise ValueError(f"window {window} outside 1..{capacity}")
+    return min(-(-window // WINDOW_BUCKET) * WINDOW_BUCKET, capacity)
+
+
+def static_capacity(prompt_width: int, max_new_tokens: int) -> int:
+    """Columns a run can need: the prompts, the new tokens and a draft beyond them, plus the holes
+    RaggedCache tolerates before compacting (COMPACT_SLACK)."""
+    return prompt_width + max_new_tokens + MAX_DEPTH + 1 + kvcache.COMPACT_SLACK + CAPACITY_MARGIN
+
+
+def padded_mask(valid: torch.Tensor, past: int, n_new: int, batch: int, window: int) -> torch.Tensor:
+    """(batch, 1, n_new, window) bool for a padded pass: row r < B sees its valid columns up to each
+    query's own column (past + i); padding rows see only their own new columns (finite, discarded);
+    columns past the live ones are masked for everyone."""
+    live, width = valid.shape  # (B, past + n_new)
+    device = valid.device
+    cols = torch.arange(window, device=device)
+    causal = cols[None, :] <= (past + torch.arange(n_new, device=device))[:, None]  # (n, window)
+    cols_valid = torch.zeros(batch, window, dtype=torch.bool, device=device)
+    cols_valid[:live, :width] = valid
+    cols_valid[live:, past:width] = True
+    return (causal[None] & cols_valid[:, None, :])[:, None]
+
+
+class StaticKV:
+    """One buffer of keys and one of values per layer: (rows, kv_heads, capacity, head_dim)."""
+
+    def __init__(self, n_layers: int, rows: int, kv_heads: int, capacity: int, head_dim: int, dtype, device):
+        shape = (rows, kv_heads, capacity, head_dim)
+        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
+        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
+        self.rows, self.capacity = rows, capacity
+
+    def layers(self):
+        return zip(self.keys, self.values)
+
+
+# fmt: off
+def static_layer(x, cos, sin, k_buf, v_buf, cols, window: int, mask, is_causal: bool, ln1, wq, wk, wv, wo, ln2,
+                 wg, wu, wd, n_heads: int, n_kv: int, head_dim: int, eps: float, scale: float):
+    # fmt: on
+    """engine/fastllama.py's `_layer`, op for op, except that the new keys/values are written into the
+    buffers at columns `cols` and attention reads the buffers' first `window` columns."""
+    bsz, n, _ = x.shape
+    h = rms_norm(x, ln1, eps)
+    q = F.linear(h, wq).view(bsz, n, n_heads, head_dim).transpose(1, 2)
+    k = F.linear(h, wk).view(bsz, n, n_kv, head_dim).transpose(1, 2)
+    v = F.linear(h, wv).view(bsz, n, n_kv, head_dim).transpose(1, 2)
+    q = q * cos + rotate_half(q) * sin
+    k = k * cos + rotate_half(k) * sin
+    k_buf[:bsz].index_copy_(2, cols, k)  # (bsz, n_kv, n, d) into columns cols of the first bsz rows
+    v_buf[:bsz].index_copy_(2, cols, v)
+    k, v = k_buf[:bsz, :, :window], v_buf[:bsz, :, :window]  # (bsz, n_kv, window, d)
+    groups = n_heads // n_kv
+    if groups > 1 and mask is None:
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale, enable_gqa=True)
+    else:
+        kk, vv = k, v
+        if groups > 1:
+            kk = k[:, :, None].expand(bsz, n_kv, groups, window, head_dim).reshape(bsz, n_heads, window, head_dim)
+            vv = v[:, :, None].expand(bsz, n_kv, groups, window, head_dim).reshape(bsz, n_heads, window, head_dim)
+        a = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask, is_causal=is_causal, scale=scale)
+    x = x + F.linear(a.transpose(1, 2).reshape(bsz, n, -1), wo)
+    h = rms_norm(x, ln2, eps)
+    return x + F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)
+
+
+class StaticPass:
+    """The forward of a LeanLlama (target, model drafter) or of the EAGLE runner over static buffers.
+
+    `__call__(ids, positions, mask, cols, features)` runs the decoder layers over a `window` fixed per
+    call and returns (out, hidden): for a Llama the final-normed states of the kept positions (the head
+    is applied by the caller) and the fused features when asked; for the runner its normed output g."""
+
+    def __init__(self, lean, kv: StaticKV, runner=None):
+        self.lean, self.kv, self.runner = lean, kv, runner
+        self.inv_freq = lean.inv_freq.to(kv.keys[0].device)  # on the device: no host copy inside a capture
+
+    def body(self, x, positions, mask, is_causal, cols, window, collect=(), into=None):
+        """LeanLlama.body over the buffers. mask: (B, 1, n, window) bool or None."""
+        lean, dtype = self.lean, x.dtype
+        freqs = positions[..., None].float() * self.inv_freq  # (B, n, dim/2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = emb.cos().to(dtype)[:, None]  # (B, 1, n, dim)
+        sin = emb.sin().to(dtype)[:, None]
+        for i, (weights, (k_buf, v_buf)) in enumerate(zip(lean.layers, self.kv.layers())):
+            x = static_layer(x, cos, sin, k_buf, v_buf, cols, window, mask, is_causal, *weights,
+                             lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)  # fmt: skip
+            if i in collect:
+                into[i] = x
+        return x
+
+    def __call__(self, ids, positions, mask, cols, features=None, *, window: int, is_causal: bool = False,
+                 keep: int = 0, return_hidden: bool | tuple[int, ...] = False):
+        lean = self.lean
+        if self.runner is not None:  # EAGLE: fc([embed(t); f]) -> one layer -> norm
+            x = self.body(self.runner.inputs(ids, features), positions, mask, is_causal, cols, window)
+            return rms_norm(x, self.runner.norm, lean.eps), None
+        layers = return_hidden if isinstance(return_hidden, tuple) else ()
+        collected: dict[int, torch.Tensor] = {}
+        x = self.body(F.embedding(ids, lean.embed), positions, mask, is_causal, cols, window, layers, collected)
+        if return_hidden:  # as LeanLlama.forward: the norm over all positions, then the kept ones
+            final = rms_norm(x, lean.final_norm, lean.eps)  # (B, n, H)
+            kept = final[:, -keep:] if keep else final
+            hidden = torch.cat([collected[i] for i in layers] + [final], dim=-1) if layers else final
+            return kept, hidden
+        if keep:
+            x = x[:, -keep:]
+        return rms_norm(x, lean.final_norm, lean.eps), None
+
+
+class StaticRaggedCache(RaggedCache):
+    """RaggedCache over static buffers (see the module docstring); `mode` is a GraphMode value:
+    "static" (exact eager), "padded" (graph buckets, eager) or "graphs" (graph buckets, captured)."""
+
+    def __init__(self, model, device, costs, mode: str, max_new_tokens: int, runner=None, lean=None):
+        super().__init__(model, device, costs, lean=lean, runner=runner)
+        self.body_lean = runner.lean if runner is not None else self.lean
+        if self.body_lean is None:
+            raise ConfigError("static KV buffers need the lean Llama forward (a plain Llama, SPECLAB_LEAN not 0); "
+                              "use cuda_graphs='off'")
+        self.runner_model = runner
+        self.mode = mode
+        self.max_new_tokens = max_new_tokens
+        self.kv: StaticKV | None = None
+        self.passes: StaticPass | None = None
+        self.graphs = GraphRunner(device, capture=mode == "graphs")
+
+    # --- allocation ---------------------------------------------------------------------------------
+    def prefill(self, token_lists, pad_id, logits_to_keep=1, return_hidden=False, features=None):
+        width = max(len(t) for t in token_lists)
+        lean = self.body_lean
+        ref = lean.layers[0][2]  # a k_proj weight: the model's dtype and device
+        self.kv = StaticKV(len(lean.layers), len(token_lists), lean.n_kv, static_capacity(width, self.max_new_tokens),
+                           lean.head_dim, ref.dtype, self.device)
+        self.passes = StaticPass(lean, self.kv, runner=self.runner_model)
+        self.graphs.reset()
+        return super().prefill(token_lists, pad_id, logits_to_keep, return_hidden, features)
+
+    # --- the pass -------------------------------------------------------------------------------------
+    def forward(self, input_ids, logits_to_keep=0, return_hidden=False, new_valid=None, features=None):
+        """RaggedCache.forward's bookkeeping, then the pass over the buffers (exact, padded or a graph)."""
+        n_new = input_ids.shape[1]
+        if self.width + n_new > self.kv.capacity:
+            self._compact()
+        if self.width + n_new > self.kv.capacity:
+            raise RuntimeError(f"static KV buffers full: {self.width} + {n_new} columns > {self.kv.capacity}")
+        past = self.width
+        mask = self.attention_mask(n_new, new_valid)  # (B, past + n)
+        if past == 0:
+            positions = (mask.long().cumsum(-1) - 1).clamp_min(0)  # (B, n): left padding gets position 0
+            self.counter.prefill(self.lengths.tolist(), logits_to_keep)
+        else:
+            self.counter.step(self.batch, n_new, float(self.lengths.float().mean()), logits_to_keep)
+            if new_valid is None:
+                positions = self.lengths[:, None] + torch.arange(n_new, device=self.device)  # (B, n)
+                self.lengths = self.lengths + n_new
+            else:  # holes take no position; real columns count on from each row's length
+                positions = self.lengths[:, None] + (new_valid.long().cumsum(1) - 1).clamp_min(0)
+                self.lengths = self.lengths + new_valid.long().sum(1)
+        self.width = past + n_new
+        self.valid = mask
+        cols = torch.arange(past, past + n_new, device=self.device)  # (n,) buffer columns of the new tokens
+        if past == 0 or self.mode == GraphMode.STATIC.value:
+            out, hidden = self._exact(input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
+        else:
+            out, hidden = self._bucketed(input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
+        if self.runner_model is not None:
+            return out
+        logits = F.linear(out, self.body_lean.head)  # (B, keep or n, vocab)
+        return (logits, hidden) if return_hidden else logits
+
+    def _exact(self, ids, positions, valid, cols, past, keep, return_hidden, features):
+        """Eager over exactly the live columns, with LeanLlama.body's choice of mask."""
+        n = ids.shape[1]
+        window = past + n
+        mask = None
+        if not bool(valid.all()) or (n > 1 and past > 0):
+            c = torch.arange(window, device=self.device)
+            causal = c[None, :] <= (past + torch.arange(n, device=self.device))[:, None]  # (n, window)
+            mask = causal[None, None] if bool(valid.all()) else (causal[None] & valid[:, None, :])[:, None]
+        return self.passes(ids, positions, mask, cols, features, window=window, is_causal=mask is None and n > 1,
+                           keep=keep, return_hidden=return_hidden)
+
+    def _bucketed(self, ids, positions, valid, cols, past, keep, return_hidden, features):
+        """Padded to the graph bucket (batch, window); replayed as a CUDA graph or run eagerly."""
+        batch, n = ids.shape
+        rows = batch_bucket(batch, self.kv.rows)
+        window = window_bucket(past + n, self.kv.capacity)
+        pad = rows - batch
+        inputs = {
+            "ids": F.pad(ids, (0, 0, 0, pad)),  # (rows, n): padding rows feed token 0
+            "positions": torch.cat([positions, torch.arange(n, device=self.device).expand(pad, n)]),  # (rows, n)
+            "mask": padded_mask(valid, past, n, rows, window),  # (rows, 1, n, window)
+            "cols": cols,
+        }
+        if features is not None:
+            inputs["features"] = F.pad(features, (0, 0, 0, 0, 0, pad))  # (rows, n, F)
+        spec = return_hidden if isinstance(return_hidden, tuple) else bool(return_hidden)
+        key = (rows, n, window, keep, spec, features is not None)
+
+        def run(ids, positions, mask, cols, features=None):
+            return self.passes(ids, positions, mask, cols, features, window=window, keep=keep,
+                               return_hidden=return_hidden)
+
+        out, hidden = self.graphs.run(key, run, inputs)
+        return out[:batch], (hidden[:batch] if hidden is not None else None)
+
+    # --- roll-back moves, inside the buffers ---------------------------------------------------------------
+    def live(self):
+        """Per layer (keys, values) of the live cache: (B, kv_heads, W, head_dim) views of the buffers."""
+        b, w = self.batch, self.width
+        return [(k[:b, :, :w], v[:b, :, :w]) for k, v in self.kv.layers()]
+
+    def select(self, rows: torch.Tensor) -> None:
+        self.lengths = self.lengths[rows]
+        self.valid = self.valid[rows]
+        m, w = int(rows.numel()), self.width
+        for k, v in self.kv.layers():
+            k[:m, :, :w] = k[rows, :, :w]  # advanced indexing copies first: safe in place
+            v[:m, :, :w] = v[rows, :, :w]
+        self._tidy()
+
+    def _slice_columns(self, start: int, stop: int) -> None:
+        b = self.batch
+        if start > 0:
+            for k, v in self.kv.layers():
+                k[:b, :, : stop - start] = k[:b, :, start:stop].clone()
+                v[:b, :, : stop - start] = v[:b, :, start:stop].clone()
+        self.valid = self.valid[:, start:stop]
+        self.width = stop - start
+
+    def _compact(self) -> None:
+        """RaggedCache._compact's gather, written back into the buffers' first columns."""
+        new_width = int(self.lengths.max())
+        b, w = self.batch, self.width
+        cols = torch.arange(w, device=self.device)
+        index = torch.where(self.valid, cols, -1).sort(dim=1, stable=True).values[:, w - new_width :].clamp_min(0)
+        for k, v in self.kv.layers():
+            gather = index[:, None, :, None].expand(b, k.shape[1], new_width, k.shape[3])
+            k[:b, :, :new_width] = k[:b, :, :w].gather(2, gather)
+            v[:b, :, :new_width] = v[:b, :, :w].gather(2, gather)
+        self.valid = torch.arange(new_width, device=self.device)[None, :] >= (new_width - self.lengths)[:, None]
+        self.width = new_width
+        self.compactions += 1
+
+
+def resolve_mode(requested: str, device: torch.device, model, runner=None) -> tuple[str, str | None]:
+    """(mode, why not graphs): "graphs", "static", "padded" or "off", and the reason graphs are not used."""
+    capable = runner is not None or (model is not None and lean_enabled() and supports(model))
+    if requested == GraphMode.OFF.value:
+        return "off", "cuda_graphs='off'"
+    if requested == GraphMode.AUTO.value:
+        if device.type != "cuda":
+            return "off", f"CUDA graphs need CUDA; this run is on {device.type}"
+        if not capable:
+            return "off", "CUDA graphs need the lean Llama forward (a plain Llama, SPECLAB_LEAN not 0)"
+        return "graphs", None
+    if not capable:
+        raise ConfigError(f"cuda_graphs={requested!r} needs the lean Llama forward (a plain Llama, SPECLAB_LEAN not 0)")
+    return requested, f"cuda_graphs={requested!r} runs eagerly"
+
+
+def make_cache(model, device: torch.device, costs, cfg, runner=None) -> RaggedCache:
+    """The cache a decode run uses for one model: dynamic (eager) or static buffers (eager or graphs),
+    as `cfg.cuda_graphs` and the device allow. `cfg` None: the dynamic cache."""
+    requested = cfg.cuda_graphs if cfg is not None else GraphMode.OFF.value
+    if cfg is not None and cfg.tree:  # the tree mask lives in the dynamic cache's forward only
+        cache = RaggedCache(model, device, costs, runner=runner)
+        cache.graph_note = "tree drafting runs eager over the dynamic KV cache"
+        return cache
+    mode, why = resolve_mode(requested, torch.device(device), model, runner)
+    if mode == "off":
+        cache = RaggedCache(model, device, costs, runner=runner)
+        cache.graph_note = why
+        return cache
+    cache = StaticRaggedCache(model, device, costs, mode, cfg.max_new_tokens, runner=runner)
+    cache.graph_note = why
+    return cache
+
+
+def graph_meta(caches: list[RaggedCache], requested: str) -> dict:
+    """The trace's record of how the passes ran (flat scalars, as the trace schema wants)."""
+    static = [c for c in caches if isinstance(c, StaticRaggedCache)]
+    modes = {c.mode for c in static}
+    if not static:
+        path = "eager (dynamic KV cache)"
+    elif modes == {"graphs"}:
+        path = "CUDA graphs (static KV buffers)"
+    elif modes == {"static"}:
+        path = "eager (static KV buffers, exact windows)"
+    else:
+        path = "eager (static KV buffers, padded to graph buckets)"
+    notes = [c.graph_note for c in caches if getattr(c, "graph_note", None)]
+    notes += [c.graphs.fallback for c in static if c.graphs.fallback]
+    return {
+        "cuda_graphs": requested,
+        "kv_cache": "static" if static else "dynamic",
+        "decode_passes": path,
+        "graphs_captured": sum(c.graphs.captured for c in static),
+        "graph_replays": sum(c.graphs.replays for c in static),
+        "graph_capture_ms": round(sum(c.graphs.capture_ms_total for c in static), 3),
+        "graph_eager_passes": sum(c.graphs.eager_passes for c in static),
+        "graph_note": "; ".join(dict.fromkeys(notes)) or None,
+    }

@@ -1,0 +1,185 @@
+"""Static KV buffers and the CUDA-graph buckets (engine/static_cache.py, engine/graphs.py).
+
+On a CPU: the static-buffer path ("static": exact windows) and the graph-bucket path run eagerly
+("padded": what a graph replays) give the same float32 output as the dynamic cache, for every drafter,
+at batch 1 and ragged, with holes, compaction and rows leaving the batch; the cache invariants hold;
+the bucket and mask logic is right. On CUDA (marked gpu): captured graphs give the same tokens."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import PROMPTS
+
+from engine import DecodeConfig, generate, generate_steps
+from engine.config import ConfigError
+from engine.graphs import GraphRunner
+from engine.kvcache import RaggedCache
+from engine.static_cache import (
+    StaticRaggedCache,
+    batch_bucket,
+    make_cache,
+    padded_mask,
+    resolve_mode,
+    static_capacity,
+    window_bucket,
+)
+
+MODES = ["static", "padded"]
+
+
+def decisions(trace):
+    """What each step decided: depth, batch, and each row's drafted ids, accepted count and next token."""
+    return [(s.depth, s.batch, [([t.id for t in q.drafted], q.num_accepted, q.next_id) for q in s.seqs]) for s in trace.steps]
+
+
+# --- exactness against the dynamic cache ------------------------------------------------------------
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+@pytest.mark.parametrize("prompts", [PROMPTS[:1], PROMPTS], ids=["batch1", "ragged3"])
+def test_static_buffers_equal_dynamic_cache_tiny(tiny, mode, drafter, prompts):
+    cfg = DecodeConfig(depth=3, drafter=drafter, max_new_tokens=24)
+    ref = generate(tiny, prompts, cfg)
+    got = generate(tiny, prompts, DecodeConfig.from_dict(cfg.to_dict() | {"cuda_graphs": mode}))
+    assert got.output_ids == ref.output_ids
+    assert decisions(got) == decisions(ref)  # same drafts, same acceptance, step by step
+    assert [s.target_flops for s in got.steps] == [s.target_flops for s in ref.steps]
+    assert got.meta["kv_cache"] == "static" and ref.meta["kv_cache"] == "dynamic"
+    assert got.config["cuda_graphs"] == mode
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("slack", [0, 10_000], ids=["compact-every-step", "never-compact"])
+def test_static_buffers_with_holes_and_compaction(tiny, monkeypatch, mode, slack):
+    import engine.kvcache as kvcache
+
+    monkeypatch.setattr(kvcache, "COMPACT_SLACK", slack)
+    ar = generate(tiny, PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=32, cuda_graphs="off"))
+    stream = generate_steps(tiny, PROMPTS, DecodeConfig(depth=4, max_new_tokens=32, cuda_graphs=mode))
+    compactions = 0
+    for _ in stream:
+        if stream.active:
+            assert isinstance(stream.target_cache, StaticRaggedCache)
+            compactions = stream.target_cache.compactions
+    assert stream.trace.output_ids == ar.output_ids
+    assert (compactions > 0) == (slack == 0)
+
+
+def test_static_cache_invariants_match_the_dynamic_cache_step_by_step(tiny):
+    """Run both caches in lockstep: same lengths, masks and widths; the buffers' live columns hold exactly
+    the dynamic cache's keys and values wherever a column is valid (bit for bit in float32)."""
+    cfg = DecodeConfig(depth=3, max_new_tokens=20)
+    dyn = generate_steps(tiny, PROMPTS, cfg)
+    sta = generate_steps(tiny, PROMPTS, DecodeConfig.from_dict(cfg.to_dict() | {"cuda_graphs": "static"}))
+    checked = 0
+    for _ in zip(dyn, sta):
+        if not dyn.active:
+            continue
+        for a, b in ((dyn.target_cache, sta.target_cache), (dyn.drafter.cache, sta.drafter.cache)):
+            assert b.lengths.tolist() == a.lengths.tolist() and b.width == a.width
+            assert torch.equal(b.valid, a.valid)
+            assert b.valid.sum(1).tolist() == b.lengths.tolist()
+            assert b.width + 1 <= b.kv.capacity and b.batch <= b.kv.rows
+            for layer, (k, v) in zip(a.cache.layers, b.live()):
+                mask = a.valid[:, None, :, None].expand_as(layer.keys)
+                assert k.shape == layer.keys.shape
+                assert torch.equal(k[mask], layer.keys[mask]) and torch.equal(v[mask], layer.values[mask])
+        checked += 1
+    assert checked >= 3
+    for stream in (dyn, sta):  # zip stops at the first exhausted stream: finish both
+        for _ in stream:
+            pass
+    assert sta.trace.output_ids == dyn.trace.output_ids
+
+
+@pytest.mark.parametrize(("mode", "drafter"), [("padded", "model"), ("padded", "eagle"), ("static", "eagle")])
+def test_embedded_static_buffers_all_drafters(embedded_f32, mode, drafter):
+    """The real target in float32 with the distilled draft, the EAGLE head (the target's features feed it)
+    and n-grams; a ragged batch in which "Hi" finishes early and leaves the batch (rows move inside the buffers)."""
+    prompts = ["Hi", "Write a long story about a dragon."]
+    cfg = DecodeConfig(depth=3, drafter=drafter, max_new_tokens=20)
+    ref = generate(embedded_f32, prompts, cfg)
+    got = generate(embedded_f32, prompts, DecodeConfig.from_dict(cfg.to_dict() | {"cuda_graphs": mode}))
+    assert got.output_ids == ref.output_ids
+    assert decisions(got) == decisions(ref)
+    assert got.steps[0].batch == 2 and got.steps[-1].batch == 1  # "Hi" left the batch
+
+
+# --- buckets and masks ------------------------------------------------------------------------------
+def test_batch_and_window_buckets():
+    sizes = (1, 2, 3, 4, 5, 8, 9, 16, 17, 100, 128, 129, 250)
+    assert [batch_bucket(b, 256) for b in sizes] == [1, 2, 4, 4, 8, 8, 16, 16, 32, 112, 128, 192, 256]
+    assert batch_bucket(7, 6) == 6  # never above the buffers' rows
+    assert window_bucket(1, 1000) == 128 and window_bucket(128, 1000) == 128 and window_bucket(129, 1000) == 256
+    assert window_bucket(990, 1000) == 1000
+    with pytest.raises(ValueError):
+        window_bucket(1001, 1000)
+    with pytest.raises(ValueError):
+        batch_bucket(0, 4)
+    assert static_capacity(100, 64) > 100 + 64 + 16
+
+
+def test_padded_mask_rows_and_columns():
+    valid = torch.tensor([[False, True, True, True], [True, True, False, True]])  # (B=2, past 2 + n 2)
+    mask = padded_mask(valid, past=2, n_new=2, batch=3, window=6)  # (3, 1, 2, 6)
+    assert mask.shape == (3, 1, 2, 6)
+    # row 0: first query (column 2) sees columns 1-2, the second sees 1-3; nothing past the live columns
+    assert mask[0, 0].tolist() == [[False, True, True, False, False, False], [False, True, True, True, False, False]]
+    assert mask[1, 0].tolist() == [[True, True, False, False, False, False], [True, True, False, True, False, False]]
+    # a padding row sees only its own new columns (finite output, discarded)
+    assert mask[2, 0].tolist() == [[False, False, True, False, False, False], [False, False, True, True, False, False]]
+
+
+def test_graph_runner_runs_eagerly_without_cuda():
+    runner = GraphRunner(torch.device("cpu"), capture=True)
+    assert not runner.capture  # CUDA graphs need CUDA
+    out = runner.run(("k",), lambda x: (x * 2, None), {"x": torch.ones(2)})
+    assert torch.equal(out[0], torch.full((2,), 2.0)) and out[1] is None
+    assert runner.eager_passes == 1 and runner.captured == 0 and runner.take_capture_ms() == 0.0
+
+
+# --- the switch ---------------------------------------------------------------------------------------
+def test_mode_resolution_and_errors(tiny, monkeypatch):
+    cpu = torch.device("cpu")
+    assert resolve_mode("auto", cpu, tiny.target) == ("off", "CUDA graphs need CUDA; this run is on cpu")
+    assert resolve_mode("off", cpu, tiny.target)[0] == "off"
+    assert resolve_mode("padded", cpu, tiny.target)[0] == "padded"
+    assert type(make_cache(tiny.target, cpu, tiny.target_costs, DecodeConfig())) is RaggedCache  # auto on a CPU
+    assert isinstance(make_cache(tiny.target, cpu, tiny.target_costs, DecodeConfig(cuda_graphs="static")), StaticRaggedCache)
+    with pytest.raises(ConfigError, match="cuda_graphs must be one of"):
+        DecodeConfig(cuda_graphs="always")
+    monkeypatch.setenv("SPECLAB_LEAN", "0")  # transformers' forward: no static buffers
+    assert resolve_mode("auto", torch.device("cuda"), tiny.target)[0] == "off"
+    with pytest.raises(ConfigError, match="lean Llama forward"):
+        generate(tiny, PROMPTS[:1], DecodeConfig(max_new_tokens=4, cuda_graphs="static"))
+
+
+def test_trace_meta_says_how_passes_ran(tiny, tmp_path):
+    from engine import Trace
+
+    trace = generate(tiny, PROMPTS[:2], DecodeConfig(depth=2, max_new_tokens=8, cuda_graphs="padded"))
+    meta = trace.meta
+    assert meta["decode_passes"] == "eager (static KV buffers, padded to graph buckets)"
+    assert meta["graphs_captured"] == 0 and meta["graph_eager_passes"] > 0 and meta["cuda_graphs"] == "padded"
+    plain = generate(tiny, PROMPTS[:2], DecodeConfig(depth=2, max_new_tokens=8))
+    assert plain.meta["decode_passes"] == "eager (dynamic KV cache)"
+    assert plain.meta["graph_note"] == "CUDA graphs need CUDA; this run is on cpu"
+    path = tmp_path / "t.json"
+    trace.to_json(path)
+    assert Trace.from_json(path).meta["decode_passes"] == meta["decode_passes"]  # the strict loader takes it
+
+
+# --- on a GPU -----------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_graphs_equal_eager_float32():
+    from engine import load_pair
+
+    pair = load_pair(dtype="float32", device="cuda")
+    prompts = ["Hi", "Write a long story about a dragon.", "What is the capital of France?"]
+    for drafter in ("model", "eagle", "ngram"):
+        cfg = DecodeConfig(depth=3, drafter=drafter, max_new_tokens=32, cuda_graphs="off")
+        eager = generate(pair, prompts, cfg)
+        graphs = generate(pair, prompts, DecodeConfig.from_dict(cfg.to_dict() | {"cuda_graphs": "auto"}))
+        assert graphs.meta["graphs_captured"] > 0 and graphs.meta["graph_replays"] > 0
+        assert graphs.output_ids == eager.output_ids, drafter
