@@ -48,9 +48,9 @@ import torch
 from engine import DecodeConfig, generate
 from engine.bench import batch_prompts, bench, pass_costs
 from engine.costs import expected_tokens_per_step
+from engine.device_recordings import RECORDING_SCHEMA_ID, RECORDINGS
 from engine.hardware import device_name, pick_device, pick_dtype, probe
 from engine.models import load_pair
-from engine.device_recordings import RECORDING_SCHEMA_ID, RECORDINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 
