@@ -68,7 +68,7 @@ STAGE_SOURCES = [  # per stage: (engine file, function, numbered block of Decode
     [("decode.py", "Decoder.step", 3), ("sampling.py", "verify", None), ("sampling.py", "accept_greedy", None),
      ("sampling.py", "first_rejection", None)],
     [("sampling.py", "accept_greedy", None), ("sampling.py", "accept_or_resample", None)],
-    [("decode.py", "Decoder.step", 4), ("kvcache.py", "RaggedCache.keep", None)],
+    [("decode.py", "Decoder.step", 4), ("decode.py", "Decoder.roll_back", None), ("kvcache.py", "RaggedCache.keep", None)],
 ]  # fmt: skip
 DRAFTER_SOURCES = {"eagle": ("drafters/eagle.py", "EagleDrafter.propose"),
                    "model": ("drafters/model.py", "ModelDrafter.propose"),

@@ -86,6 +86,7 @@ PASS_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 def memory_bound(pair, probe, s: dict) -> dict:
     """One target pass at batch 1 with 1..`largest` new tokens, and this machine's probed peaks to read it against."""
     rows = pass_costs(pair, [1], [n for n in PASS_SIZES if n <= s["largest"]], context=int(s["context"]), repeats=5)
+    rows = [{key: row[key] for key in ms.PASS_ROW} for row in rows]  # the fields the lesson's schema records
     return {"rows": rows, "peak_bandwidth": probe.peak_bandwidth, "peak_flops": probe.peak_flops,
             "ridge_point": probe.ridge_point, "dtype": probe.dtype,
             "ridge_tokens": ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth)}  # fmt: skip

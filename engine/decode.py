@@ -109,20 +109,27 @@ class Decoder:
         self.load = LoadMeter()  # process CPU time and other processes' CPU time on the same clock
 
     def run(self):
-        """Prefill, then one `step` per target pass until every sequence is finished; yields each Step."""
-        with torch.inference_mode(), UtilizationSampler(self.device) as self.util:
-            synchronize(self.device)
-            self.t0 = time.perf_counter()
-            self.load.resume()
-            self.steps.append(self.prefill())
+        """Prefill, then one `step` per target pass until every sequence is finished; yields each Step.
+
+        Inference mode is entered around each piece of work, never held across a `yield`: a generator that
+        is suspended (or two streams iterated in lockstep) must not leave the consumer's thread in (or
+        restore it to) the wrong grad mode."""
+        with UtilizationSampler(self.device) as self.util:
+            with torch.inference_mode():
+                synchronize(self.device)
+                self.t0 = time.perf_counter()
+                self.load.resume()
+                self.steps.append(self.prefill())
             while True:
-                self.active = self.drop_finished()
+                with torch.inference_mode():
+                    self.active = self.drop_finished()
                 with self.off_the_clock():
                     yield self.steps[-1]
                 if not self.active:
                     self.load.pause()
                     break
-                self.steps.append(self.step())
+                with torch.inference_mode():
+                    self.steps.append(self.step())
                 t = time.perf_counter()
                 self.policy.observe(self.steps[-1])  # load-aware policies learn cost and acceptance
                 self.policy_s += time.perf_counter() - t

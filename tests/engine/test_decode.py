@@ -160,3 +160,23 @@ def test_consumer_time_is_off_the_clock(tiny):
     trace = stream.trace
     busy = sum(s.step_ms for s in trace.steps) / 1000
     assert trace.summary["wall_s"] < busy + 0.15  # the 0.2 s pauses (one per step) are not in it
+
+
+def test_streams_never_leave_the_consumers_thread_in_inference_mode(tiny):
+    """Two streams iterated in lockstep (one left suspended, then dropped) must leave grad mode as it was: the loop
+    enters inference mode around its work, never across a yield (it once leaked into later training tests)."""
+    import gc
+
+    import torch
+
+    assert torch.is_grad_enabled()
+    a = generate_steps(tiny, PROMPTS[:1], DecodeConfig(depth=2, max_new_tokens=4))
+    b = generate_steps(tiny, PROMPTS[:1], DecodeConfig(depth=2, max_new_tokens=12))
+    for _ in zip(a, b):  # a ends first; b stays suspended
+        assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+    del a, b
+    gc.collect()
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+    x = torch.ones(2, requires_grad=True)
+    (x * 3).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]

@@ -161,9 +161,11 @@ def test_trace_meta_says_how_passes_ran(tiny, tmp_path):
     meta = trace.meta
     assert meta["decode_passes"] == "eager (static KV buffers, padded to graph buckets)"
     assert meta["graphs_captured"] == 0 and meta["graph_eager_passes"] > 0 and meta["cuda_graphs"] == "padded"
-    plain = generate(tiny, PROMPTS[:2], DecodeConfig(depth=2, max_new_tokens=8))
-    assert plain.meta["decode_passes"] == "eager (dynamic KV cache)"
-    assert plain.meta["graph_note"] == "CUDA graphs need CUDA; this run is on cpu"
+    plain = generate(tiny, PROMPTS[:2], DecodeConfig(depth=2, max_new_tokens=8))  # the default: "off"
+    assert plain.meta["decode_passes"] == "eager (dynamic KV cache)" and plain.meta["graph_note"] == "cuda_graphs='off'"
+    auto = generate(tiny, PROMPTS[:2], DecodeConfig(depth=2, max_new_tokens=8, cuda_graphs="auto"))
+    assert auto.meta["decode_passes"] == "eager (dynamic KV cache)"
+    assert auto.meta["graph_note"] == "CUDA graphs need CUDA; this run is on cpu"
     path = tmp_path / "t.json"
     trace.to_json(path)
     assert Trace.from_json(path).meta["decode_passes"] == meta["decode_passes"]  # the strict loader takes it
