@@ -70,6 +70,21 @@ class RaggedCache:
             new_valid = torch.ones(self.batch, n_new, dtype=torch.bool, device=self.device)
         return torch.cat([self.valid, new_valid], dim=1)
 
+    def advance(self, n_new: int, mask: torch.Tensor, new_valid: torch.Tensor | None, logits_to_keep: int) -> torch.Tensor:
+        """Count the pass and move each row's length on by its real new columns; return their positions (B, n).
+        Shared with the static buffers (engine/static_cache.py); the caller moves `width` on."""
+        if self.width == 0:
+            self.counter.prefill(self.lengths.tolist(), logits_to_keep)
+            return (mask.long().cumsum(-1) - 1).clamp_min(0)  # (B, n): left padding gets position 0
+        self.counter.step(self.batch, n_new, float(self.lengths.float().mean()), logits_to_keep)
+        if new_valid is None:
+            positions = self.lengths[:, None] + torch.arange(n_new, device=self.device)  # (B, n)
+            self.lengths = self.lengths + n_new
+        else:  # holes take no position; real columns count on from each row's length
+            positions = self.lengths[:, None] + (new_valid.long().cumsum(1) - 1).clamp_min(0)
+            self.lengths = self.lengths + new_valid.long().sum(1)
+        return positions
+
     def forward(self, input_ids: torch.Tensor, logits_to_keep: int = 0, return_hidden: bool | tuple[int, ...] = False,
                 new_valid: torch.Tensor | None = None, features: torch.Tensor | None = None):
         """Feed (B, n) tokens at each row's next positions. Returns logits (B, n or keep, vocab); with
@@ -81,19 +96,8 @@ class RaggedCache:
         must be in time order. features: the runner's extra input (EAGLE: the target features)."""
         n_new = input_ids.shape[1]
         mask = self.attention_mask(n_new, new_valid)
-        if self.width == 0:
-            positions = (mask.long().cumsum(-1) - 1).clamp_min(0)  # (B, n): left padding gets position 0
-            self.width = n_new
-            self.counter.prefill(self.lengths.tolist(), logits_to_keep)
-        else:
-            self.counter.step(self.batch, n_new, float(self.lengths.float().mean()), logits_to_keep)
-            if new_valid is None:
-                positions = self.lengths[:, None] + torch.arange(n_new, device=self.device)  # (B, n)
-                self.lengths = self.lengths + n_new
-            else:  # holes take no position; real columns count on from each row's length
-                positions = self.lengths[:, None] + (new_valid.long().cumsum(1) - 1).clamp_min(0)
-                self.lengths = self.lengths + new_valid.long().sum(1)
-            self.width += n_new
+        positions = self.advance(n_new, mask, new_valid, logits_to_keep)
+        self.width += n_new
         self.valid = mask
         # No padding anywhere (always so at batch 1): let attention take its plain causal path, no mask to build.
         no_padding = bool(mask.all())

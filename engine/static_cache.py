@@ -205,17 +205,7 @@ class StaticRaggedCache(RaggedCache):
             raise RuntimeError(f"static KV buffers full: {self.width} + {n_new} columns > {self.kv.capacity}")
         past = self.width
         mask = self.attention_mask(n_new, new_valid)  # (B, past + n)
-        if past == 0:
-            positions = (mask.long().cumsum(-1) - 1).clamp_min(0)  # (B, n): left padding gets position 0
-            self.counter.prefill(self.lengths.tolist(), logits_to_keep)
-        else:
-            self.counter.step(self.batch, n_new, float(self.lengths.float().mean()), logits_to_keep)
-            if new_valid is None:
-                positions = self.lengths[:, None] + torch.arange(n_new, device=self.device)  # (B, n)
-                self.lengths = self.lengths + n_new
-            else:  # holes take no position; real columns count on from each row's length
-                positions = self.lengths[:, None] + (new_valid.long().cumsum(1) - 1).clamp_min(0)
-                self.lengths = self.lengths + new_valid.long().sum(1)
+        positions = self.advance(n_new, mask, new_valid, logits_to_keep)  # RaggedCache's bookkeeping
         self.width = past + n_new
         self.valid = mask
         cols = torch.arange(past, past + n_new, device=self.device)  # (n,) buffer columns of the new tokens
