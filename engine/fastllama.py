@@ -51,6 +51,21 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def attend(q, k, v, mask, is_causal: bool, scale: float):
+    """Scaled dot-product attention of q (B, H, n, d) over k, v (B, H_kv, T, d) with grouped-query heads:
+    SDPA's own GQA path without a mask, the kv heads expanded to H where a mask needs them.
+    Shared by the lean forward and the static KV buffers (engine/static_cache.py)."""
+    bsz, n_heads, _, head_dim = q.shape
+    n_kv, total = k.shape[1], k.shape[2]
+    groups = n_heads // n_kv
+    if groups > 1 and mask is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale, enable_gqa=True)
+    if groups > 1:
+        k = k[:, :, None].expand(bsz, n_kv, groups, total, head_dim).reshape(bsz, n_heads, total, head_dim)
+        v = v[:, :, None].expand(bsz, n_kv, groups, total, head_dim).reshape(bsz, n_heads, total, head_dim)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
+
+
 def _layer(x, cos, sin, past_k, past_v, mask, is_causal: bool, ln1, wq, wk, wv, wo, ln2, wg, wu, wd,
            n_heads: int, n_kv: int, head_dim: int, eps: float, scale: float):
     """One decoder layer; returns the new hidden states and this layer's keys/values including the new ones."""
@@ -64,16 +79,7 @@ def _layer(x, cos, sin, past_k, past_v, mask, is_causal: bool, ln1, wq, wk, wv, 
     if past_k is not None:
         k = torch.cat([past_k, k], dim=2)
         v = torch.cat([past_v, v], dim=2)
-    groups = n_heads // n_kv
-    total = k.shape[2]
-    if groups > 1 and mask is None:
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale, enable_gqa=True)
-    else:
-        kk, vv = k, v
-        if groups > 1:
-            kk = k[:, :, None].expand(bsz, n_kv, groups, total, head_dim).reshape(bsz, n_heads, total, head_dim)
-            vv = v[:, :, None].expand(bsz, n_kv, groups, total, head_dim).reshape(bsz, n_heads, total, head_dim)
-        a = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask, is_causal=is_causal, scale=scale)
+    a = attend(q, k, v, mask, is_causal, scale)  # (bsz, n_heads, n, head_dim)
     x = x + F.linear(a.transpose(1, 2).reshape(bsz, n, -1), wo)
     h = rms_norm(x, ln2, eps)
     x = x + F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from . import kvcache
 from .config import MAX_DEPTH, ConfigError, GraphMode
-from .fastllama import rms_norm, rotate_half, supports
+from .fastllama import attend, rms_norm, rotate_half, supports
 from .forward import lean_enabled
 from .graphs import GraphRunner
 from .kvcache import RaggedCache
@@ -109,15 +109,7 @@ def static_layer(x, cos, sin, k_buf, v_buf, cols, window: int, mask, is_causal: 
     k_buf[:bsz].index_copy_(2, cols, k)  # (bsz, n_kv, n, d) into columns cols of the first bsz rows
     v_buf[:bsz].index_copy_(2, cols, v)
     k, v = k_buf[:bsz, :, :window], v_buf[:bsz, :, :window]  # (bsz, n_kv, window, d)
-    groups = n_heads // n_kv
-    if groups > 1 and mask is None:
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale, enable_gqa=True)
-    else:
-        kk, vv = k, v
-        if groups > 1:
-            kk = k[:, :, None].expand(bsz, n_kv, groups, window, head_dim).reshape(bsz, n_heads, window, head_dim)
-            vv = v[:, :, None].expand(bsz, n_kv, groups, window, head_dim).reshape(bsz, n_heads, window, head_dim)
-        a = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask, is_causal=is_causal, scale=scale)
+    a = attend(q, k, v, mask, is_causal, scale)  # (bsz, n_heads, n, head_dim)
     x = x + F.linear(a.transpose(1, 2).reshape(bsz, n, -1), wo)
     h = rms_norm(x, ln2, eps)
     return x + F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)
