@@ -66,24 +66,34 @@ def attend(q, k, v, mask, is_causal: bool, scale: float):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
 
 
-def _layer(x, cos, sin, past_k, past_v, mask, is_causal: bool, ln1, wq, wk, wv, wo, ln2, wg, wu, wd,
-           n_heads: int, n_kv: int, head_dim: int, eps: float, scale: float):
-    """One decoder layer; returns the new hidden states and this layer's keys/values including the new ones."""
+def project_qkv(x, cos, sin, ln1, wq, wk, wv, n_heads: int, n_kv: int, head_dim: int, eps: float):
+    """The layer's normed q/k/v projections with RoPE applied: q (B, H, n, d), k and v (B, H_kv, n, d).
+    Shared by `_layer` and the static KV buffers' layer (engine/static_cache.py)."""
     bsz, n, _ = x.shape
     h = rms_norm(x, ln1, eps)
     q = F.linear(h, wq).view(bsz, n, n_heads, head_dim).transpose(1, 2)
     k = F.linear(h, wk).view(bsz, n, n_kv, head_dim).transpose(1, 2)
     v = F.linear(h, wv).view(bsz, n, n_kv, head_dim).transpose(1, 2)
-    q = q * cos + rotate_half(q) * sin
-    k = k * cos + rotate_half(k) * sin
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
+
+
+def finish_layer(x, a, wo, ln2, wg, wu, wd, eps: float):
+    """Attention output a (B, H, n, d) through wo into the residual, then the SwiGLU MLP's residual."""
+    bsz, n, _ = x.shape
+    x = x + F.linear(a.transpose(1, 2).reshape(bsz, n, -1), wo)
+    h = rms_norm(x, ln2, eps)
+    return x + F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)
+
+
+def _layer(x, cos, sin, past_k, past_v, mask, is_causal: bool, ln1, wq, wk, wv, wo, ln2, wg, wu, wd,
+           n_heads: int, n_kv: int, head_dim: int, eps: float, scale: float):
+    """One decoder layer; returns the new hidden states and this layer's keys/values including the new ones."""
+    q, k, v = project_qkv(x, cos, sin, ln1, wq, wk, wv, n_heads, n_kv, head_dim, eps)
     if past_k is not None:
         k = torch.cat([past_k, k], dim=2)
         v = torch.cat([past_v, v], dim=2)
     a = attend(q, k, v, mask, is_causal, scale)  # (bsz, n_heads, n, head_dim)
-    x = x + F.linear(a.transpose(1, 2).reshape(bsz, n, -1), wo)
-    h = rms_norm(x, ln2, eps)
-    x = x + F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)
-    return x, k, v
+    return finish_layer(x, a, wo, ln2, wg, wu, wd, eps), k, v
 
 
 _compiled_layer = None

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from . import kvcache
 from .config import MAX_DEPTH, ConfigError, GraphMode
-from .fastllama import attend, rms_norm, rotate_half, supports
+from .fastllama import attend, finish_layer, project_qkv, rms_norm, supports
 from .forward import lean_enabled
 from .graphs import GraphRunner
 from .kvcache import RaggedCache
@@ -99,20 +99,13 @@ def static_layer(x, cos, sin, k_buf, v_buf, cols, window: int, mask, is_causal: 
     # fmt: on
     """engine/fastllama.py's `_layer`, op for op, except that the new keys/values are written into the
     buffers at columns `cols` and attention reads the buffers' first `window` columns."""
-    bsz, n, _ = x.shape
-    h = rms_norm(x, ln1, eps)
-    q = F.linear(h, wq).view(bsz, n, n_heads, head_dim).transpose(1, 2)
-    k = F.linear(h, wk).view(bsz, n, n_kv, head_dim).transpose(1, 2)
-    v = F.linear(h, wv).view(bsz, n, n_kv, head_dim).transpose(1, 2)
-    q = q * cos + rotate_half(q) * sin
-    k = k * cos + rotate_half(k) * sin
+    bsz = x.shape[0]
+    q, k, v = project_qkv(x, cos, sin, ln1, wq, wk, wv, n_heads, n_kv, head_dim, eps)
     k_buf[:bsz].index_copy_(2, cols, k)  # (bsz, n_kv, n, d) into columns cols of the first bsz rows
     v_buf[:bsz].index_copy_(2, cols, v)
     k, v = k_buf[:bsz, :, :window], v_buf[:bsz, :, :window]  # (bsz, n_kv, window, d)
     a = attend(q, k, v, mask, is_causal, scale)  # (bsz, n_heads, n, head_dim)
-    x = x + F.linear(a.transpose(1, 2).reshape(bsz, n, -1), wo)
-    h = rms_norm(x, ln2, eps)
-    return x + F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)
+    return finish_layer(x, a, wo, ln2, wg, wu, wd, eps)
 
 
 class StaticPass:
