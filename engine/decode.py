@@ -30,7 +30,7 @@ from .kvcache import RaggedCache
 from .loadmeter import LoadMeter
 from .models import ModelPair
 from .policies import PolicyContext, make_policy
-from .sampling import probs_from_logits, sample, verify
+from .sampling import greedy_ids, probs_from_logits, sample, verify
 from .sequence import Sequence, prepare_sequences
 from .static_cache import graph_meta, make_cache
 from .trace import DraftToken, SeqStep, Step, Trace, TreeRecord, summarize
@@ -146,7 +146,7 @@ class Decoder:
         logits = logits[:, -1]  # (B, vocab)
         cfg = self.cfg
         target_probs = probs_from_logits(logits, cfg.temperature or 1.0, cfg.top_p if cfg.temperature else 1.0)
-        next_ids = logits.argmax(-1) if cfg.greedy else sample(target_probs, self.generator)
+        next_ids = greedy_ids(logits) if cfg.greedy else sample(target_probs, self.generator)
         p_next = target_probs.gather(1, next_ids[:, None]).squeeze(1)
         records = [self.plain_record(seq, token, p) for seq, token, p in zip(self.active, next_ids.tolist(), p_next.tolist())]
         return self.make_step("prefill", 0, sum(len(p) for p in prompts), t_start, draft_timer, verify_timer, 0.0, records)

@@ -52,14 +52,19 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def attend(q, k, v, mask, is_causal: bool, scale: float):
-    """Scaled dot-product attention of q (B, H, n, d) over k, v (B, H_kv, T, d) with grouped-query heads:
-    SDPA's own GQA path without a mask, the kv heads expanded to H where a mask needs them.
+    """Scaled dot-product attention of q (B, H, n, d) over k, v (B, H_kv, T, d) with grouped-query heads.
+    SDPA's own GQA path (`enable_gqa`) without a mask, and with a mask on the CPU, whose flash kernel
+    takes both: the same output bit for bit as expanding the kv heads (a test checks it), and the
+    expansion copies every layer's keys and values, ~0.07 ms per tensor at 250 columns, ~4 ms per
+    SmolLM2 verify pass on the 2-core build CPU (measured 2026-12-01). Elsewhere a mask gets the kv heads
+    expanded to H: CUDA's fused kernels may not take `enable_gqa` with a mask and would silently drop to
+    the math kernel (transformers checks the same, huggingface/transformers#39412).
     Shared by the lean forward and the static KV buffers (engine/static_cache.py)."""
     bsz, n_heads, _, head_dim = q.shape
     n_kv, total = k.shape[1], k.shape[2]
     groups = n_heads // n_kv
-    if groups > 1 and mask is None:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale, enable_gqa=True)
+    if groups > 1 and (mask is None or q.device.type == "cpu"):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=True)
     if groups > 1:
         k = k[:, :, None].expand(bsz, n_kv, groups, total, head_dim).reshape(bsz, n_heads, total, head_dim)
         v = v[:, :, None].expand(bsz, n_kv, groups, total, head_dim).reshape(bsz, n_heads, total, head_dim)

@@ -125,12 +125,22 @@ class RaggedCache:
         those n_new, in time order) where keep[b, j], packed right after its cache; the rest become holes.
         path, keep: (B, P). Only the P kept slots are copied, per layer, in place."""
         base, width = self.width - n_new, path.shape[1]
+        # Slots whose column is already in place (the root always; a path down first children) are not
+        # copied: only slots from the first one that moves, in any row.
+        moved = (path != torch.arange(width, device=path.device)).any(0)  # (P,)
+        start = int(moved.long().argmax()) if bool(moved.any()) else width
+        one_row = path.shape[0] == 1
         for layer in self.cache.layers:
-            b, h, _, d = layer.keys.shape
-            index = path[:, None, :, None].expand(b, h, width, d)
-            keys, values = layer.keys[:, :, base:].gather(2, index), layer.values[:, :, base:].gather(2, index)
-            layer.keys[:, :, base : base + width] = keys
-            layer.values[:, :, base : base + width] = values
+            if start < width:
+                src_k, src_v = layer.keys[:, :, base:], layer.values[:, :, base:]
+                if one_row:  # one row: a plain index_select, no expanded index
+                    keys, values = src_k.index_select(2, path[0, start:]), src_v.index_select(2, path[0, start:])
+                else:
+                    b, h, _, d = layer.keys.shape
+                    index = path[:, None, start:, None].expand(b, h, width - start, d)
+                    keys, values = src_k.gather(2, index), src_v.gather(2, index)
+                layer.keys[:, :, base + start : base + width] = keys
+                layer.values[:, :, base + start : base + width] = values
             layer.keys, layer.values = layer.keys[:, :, : base + width], layer.values[:, :, : base + width]
         self.lengths = self.lengths - n_new + keep.long().sum(1)
         self.valid = torch.cat([self.valid[:, :base], keep], dim=1)

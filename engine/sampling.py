@@ -41,6 +41,13 @@ def first_rejection(accepted: torch.Tensor) -> torch.Tensor:
     return accepted.long().cumprod(dim=-1).sum(dim=-1)
 
 
+def greedy_ids(logits: torch.Tensor) -> torch.Tensor:
+    """The argmax over the last dimension (the first maximum on ties, like `argmax`). `max(dim).indices`
+    because on this CPU bfloat16 `argmax` takes ~4.7x as long: 1.38 vs 0.30 ms over (1, 17, 49152) logits,
+    a tree verify pass's (measured 2026-12-01); a test checks the two agree, ties included."""
+    return logits.max(dim=-1).indices
+
+
 def accept_greedy(
     draft_ids: torch.Tensor, target_logits: torch.Tensor, valid: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -49,7 +56,7 @@ def accept_greedy(
     draft_ids (B, k); target_logits (B, k+1, vocab); valid (B, k) marks real drafts (False = padding).
     Returns num_accepted (B,) and next_ids (B,): the target's argmax after the accepted prefix
     (a correction if a draft was rejected, a bonus token if all k were accepted)."""
-    target_ids = target_logits.argmax(dim=-1)  # (B, k+1)
+    target_ids = greedy_ids(target_logits)  # (B, k+1)
     num_accepted = first_rejection((draft_ids == target_ids[:, :-1]) & valid)  # (B,)
     next_ids = target_ids.gather(1, num_accepted[:, None]).squeeze(1)  # (B,)
     return num_accepted, next_ids
@@ -108,7 +115,7 @@ def verify(logits: torch.Tensor, draft, greedy: bool, temperature: float, top_p:
         if draft is not None:
             num_accepted, next_ids = accept_greedy(draft.ids, logits, draft.valid)
         else:
-            num_accepted, next_ids = torch.zeros(batch, dtype=torch.long, device=device), logits[:, -1].argmax(-1)
+            num_accepted, next_ids = torch.zeros(batch, dtype=torch.long, device=device), greedy_ids(logits[:, -1])
     else:
         target_probs = probs_from_logits(logits, temperature, top_p)  # (B, k+1, vocab)
         if draft is not None:

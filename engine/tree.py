@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .sampling import probs_from_logits, sample
+from .sampling import greedy_ids, probs_from_logits, sample
 
 
 @dataclass
@@ -62,10 +62,12 @@ class DraftTree:
     def attention(self) -> torch.Tensor:
         """(B, N+1, N+1) bool: column i attends to column j iff j is i itself or one of its ancestors."""
         batch, n = self.tokens.shape
-        parent_cols = torch.cat([torch.zeros_like(self.parents[:, :1]), self.parent_columns], dim=1)  # (B, N+1)
+        up = torch.cat([torch.zeros_like(self.parents[:, :1]), self.parent_columns], dim=1)  # (B, N+1); root -> root
         seen = torch.eye(n + 1, dtype=torch.bool, device=self.tokens.device).expand(batch, n + 1, n + 1).clone()
-        for i in range(1, n + 1):  # parents come first, so their rows are complete when a child copies them
-            seen[:, i] |= seen[torch.arange(batch), parent_cols[:, i]]
+        cur = torch.arange(n + 1, device=self.tokens.device).expand(batch, n + 1)
+        for _ in range(self.depth):  # one level up per round: D rounds, not one per node
+            cur = up.gather(1, cur)  # (B, N+1): each column's ancestor one level higher (the root stays)
+            seen.scatter_(2, cur[..., None], True)
         return seen
 
     def children(self) -> torch.Tensor:
@@ -104,7 +106,7 @@ def accept_tree_greedy(tree: DraftTree, logits: torch.Tensor):
 
     Returns num_accepted (B,), next_ids (B,) and path (B, D+1): the longest path whose tokens are each the
     target's argmax after their parent (children of one parent are distinct, so at most one matches)."""
-    target_ids = logits.argmax(dim=-1)  # (B, N+1)
+    target_ids = greedy_ids(logits)  # (B, N+1)
     parent_cols = tree.parent_columns  # (B, N)
     match = tree.tokens == target_ids.gather(1, parent_cols)  # (B, N)
     accepted = match
@@ -171,9 +173,15 @@ def verify_tree(logits: torch.Tensor, tree: DraftTree, greedy: bool, temperature
     rows = torch.arange(batch, device=device)
     if greedy:
         num_accepted, next_ids, path = accept_tree_greedy(tree, logits)
-        logz = torch.logsumexp(logits.float(), dim=-1)  # (B, N+1)
         cols = torch.cat([tree.parent_columns, path.gather(1, num_accepted[:, None])], dim=1)  # (B, N+1)
         tokens = torch.cat([tree.tokens, next_ids[:, None]], dim=1)
+        # Normalise only the columns some p is read at (parents and path ends; leaves mostly are not): the
+        # float logsumexp over (B, N+1, vocab) costs more than the rest of acceptance together.
+        needed = torch.zeros(logits.shape[1], dtype=torch.bool, device=device)
+        needed[cols.flatten()] = True
+        where = needed.nonzero().squeeze(1)  # (M,) columns, ascending
+        logz = torch.zeros(batch, logits.shape[1], device=device)
+        logz[:, where] = torch.logsumexp(logits[:, where].float(), dim=-1)  # (B, M)
         p_chosen = torch.exp(logits[rows[:, None], cols, tokens].float() - logz.gather(1, cols))
     else:
         target_probs = probs_from_logits(logits, temperature, top_p)  # (B, N+1, vocab)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import torch
 
-from ..sampling import probs_from_logits, sample
+from ..sampling import greedy_ids, probs_from_logits, sample
 from ..tree import DraftTree
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float, genera
     sampling, else None). Greedy: q of the argmax at T = 1 (shown in the trace) without a full softmax.
     With a reduced vocabulary q is 0 outside it, which Algorithm 1 needs to stay exact."""
     if temperature == 0:
-        local = logits.argmax(dim=-1)  # (B,)
+        local = greedy_ids(logits)  # (B,)
         logits = logits.float()
         q_x = torch.exp(logits.gather(1, local[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1))
         q_full = None

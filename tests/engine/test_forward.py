@@ -138,3 +138,22 @@ def test_speculative_run_does_more_flops(tiny):
     spec = generate(tiny, PROMPTS, DecodeConfig(depth=4, max_new_tokens=16))
     assert spec.summary["flops"] > ar.summary["flops"]
     assert spec.summary["flops_wasted"] > 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("n", [1, 5, 25])
+def test_grouped_query_attention_with_a_mask_equals_expanded_heads(dtype, n):
+    """`attend` hands a masked grouped-query attention to SDPA's GQA path on the CPU (no kv expansion):
+    the output must equal expanding the kv heads, bit for bit."""
+    import torch.nn.functional as F
+
+    from engine.fastllama import attend
+
+    gen = torch.Generator().manual_seed(n)
+    q = torch.randn(2, 9, n, 64, generator=gen).to(dtype)
+    k, v = (torch.randn(2, 3, 40, 64, generator=gen).to(dtype) for _ in range(2))
+    mask = torch.rand(2, 1, n, 40, generator=gen) > 0.2
+    mask[..., 0] = True  # every query sees a column
+    expanded = [t[:, :, None].expand(2, 3, 3, 40, 64).reshape(2, 9, 40, 64) for t in (k, v)]
+    reference = F.scaled_dot_product_attention(q, *expanded, attn_mask=mask, scale=0.125)
+    assert torch.equal(attend(q, k, v, mask, False, 0.125), reference)

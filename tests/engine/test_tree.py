@@ -13,7 +13,8 @@ from conftest import chi2_pvalue
 
 from engine import ConfigError, DecodeConfig, Trace, TraceError, generate, generate_steps
 from engine.drafters.tree import TreeBuilder
-from engine.tree import DraftTree, accept_tree_greedy, accept_tree_sampling
+from engine.sampling import greedy_ids
+from engine.tree import DraftTree, accept_tree_greedy, accept_tree_sampling, verify_tree
 
 PROMPTS = ["Explain how a rainbow forms in simple terms.", "Write a short story about a robot who learns to paint.",
            "Hi"]  # fmt: skip
@@ -77,6 +78,28 @@ def test_greedy_tree_acceptance_takes_the_longest_matching_path():
     num_accepted, next_ids, path = accept_tree_greedy(tree, logits)
     assert num_accepted.tolist() == [3, 1] and next_ids.tolist() == [7, 6]
     assert path.tolist() == [[0, 1, 4, 7], [0, 2, 0, 0]]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_greedy_ids_is_argmax_ties_included(dtype):
+    """`greedy_ids` (max(dim).indices, faster than bf16 argmax here) picks argmax's token, the first on ties."""
+    gen = torch.Generator().manual_seed(1)
+    logits = torch.randint(0, 3, (4, 9, 257), generator=gen).to(dtype)  # many ties
+    assert torch.equal(greedy_ids(logits), logits.argmax(-1))
+    assert torch.equal(greedy_ids(logits[:, 2]), logits[:, 2].argmax(-1))
+
+
+def test_greedy_tree_p_chosen_equals_the_full_softmax():
+    """Tree verification normalises only the columns it reads; each p must still be the softmax's."""
+    gen = torch.Generator().manual_seed(2)
+    tree = toy_tree(3)
+    logits = torch.randn(3, 8, 8, generator=gen) * 3
+    num_accepted, next_ids, p_chosen, path = verify_tree(logits, tree, True, 0.0, 1.0, None)
+    probs = torch.softmax(logits, dim=-1)
+    rows = torch.arange(3)[:, None]
+    cols = torch.cat([tree.parent_columns, path.gather(1, num_accepted[:, None])], dim=1)
+    tokens = torch.cat([tree.tokens, next_ids[:, None]], dim=1)
+    assert torch.allclose(p_chosen, probs[rows, cols, tokens], atol=1e-6)
 
 
 def test_tree_sampling_reproduces_the_target_distribution():
@@ -229,3 +252,34 @@ def test_bad_tree_options_are_one_line_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message) as info:
         DecodeConfig(**({"drafter": "eagle", "depth": 4} | kwargs))
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("paths, keeps", [
+    ([[0, 1, 3]], [[1, 1, 1]]), ([[0, 1, 2]], [[1, 1, 1]]), ([[0]], [[1]]),
+    ([[0, 2, 5], [0, 1, 0]], [[1, 1, 1], [1, 1, 0]]), ([[0, 1, 2], [0, 1, 2]], [[1, 1, 1], [1, 1, 1]]),
+])  # fmt: skip
+def test_keep_path_packs_exactly_the_path(tiny, paths, keeps):
+    """RaggedCache.keep_path keeps each row's path columns, packed after its cache (it skips slots already
+    in place and takes a single-row shortcut): the result equals a gather of the kept columns."""
+    from engine.kvcache import RaggedCache
+
+    batch, n_new = len(paths), 6
+    cache = RaggedCache(tiny.target, torch.device("cpu"), tiny.target_costs)
+    cache.prefill([[5, 6, 7, 8]] * batch, 0)
+    ids = torch.arange(10, 10 + n_new).expand(batch, n_new)
+    attend = torch.ones(batch, n_new, cache.width + n_new, dtype=torch.bool)
+    cache.forward_tree(ids, cache.lengths[:, None] + torch.arange(n_new), attend)
+    before = [(layer.keys.clone(), layer.values.clone()) for layer in cache.cache.layers]
+    path = torch.tensor(paths)
+    keep = torch.tensor(keeps, dtype=torch.bool)
+    cache.keep_path(path, keep, n_new)
+    base = 4
+    for (k0, v0), layer in zip(before, cache.cache.layers):
+        assert layer.keys.shape[2] == base + path.shape[1]
+        assert torch.equal(layer.keys[:, :, :base], k0[:, :, :base])
+        for r in range(batch):
+            for j, col in enumerate(paths[r]):
+                if keep[r, j]:
+                    assert torch.equal(layer.keys[r, :, base + j], k0[r, :, base + col])
+                    assert torch.equal(layer.values[r, :, base + j], v0[r, :, base + col])
+    assert cache.lengths.tolist() == (base + keep.long().sum(1)).tolist()
