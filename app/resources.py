@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import streamlit as st
@@ -52,13 +53,49 @@ def hub_available() -> bool:
     return hub_reachable(timeout_s=2.0)
 
 
-@st.cache_resource(show_spinner=False, max_entries=2)
+RESIDENT_PAIRS = 2  # model pairs kept loaded at once (each holds its weights in memory)
+
+
+@st.cache_resource(show_spinner=False)
+def _store() -> dict:
+    """Server-wide: the loaded pairs (least recently used first), the probes, and a lock for the two dicts."""
+    return {"pairs": OrderedDict(), "probes": {}, "lock": threading.Lock()}
+
+
+def _cached_or_loaded(kind: str, key: tuple, load, notice=None, keep: int | None = None):
+    """`load()` once per key for the whole server, in a model turn: loading weights, the warm-up decode and the
+    probe keep the CPU busy for seconds and would otherwise land inside another session's timed run. A key
+    already loaded returns at once, without queueing; a session that queued behind another loading the same
+    key gets that one's result."""
+    store = _store()
+    with store["lock"]:
+        if key in store[kind]:
+            if keep:
+                store[kind].move_to_end(key)
+            return store[kind][key]
+    with model_turn(notice if notice is not None else st.empty()):
+        with store["lock"]:
+            if key in store[kind]:
+                return store[kind][key]
+        value = load()
+        with store["lock"]:
+            store[kind][key] = value
+            while keep and len(store[kind]) > keep:
+                store[kind].popitem(last=False)  # the least recently used pair leaves memory
+    return value
+
+
 def get_pair(preset_key: str, dtype: str):
-    """Load a model pair once per (preset, dtype) for the whole server; at most two stay resident."""
+    """The model pair for (preset, dtype), loaded once for the whole server (in a model turn); at most
+    RESIDENT_PAIRS stay resident."""
     preset = PRESETS[preset_key]
-    pair = load_pair(target=preset.target, draft=preset.draft, dtype=dtype)
-    warm_up(pair)
-    return pair
+
+    def load():
+        pair = load_pair(target=preset.target, draft=preset.draft, dtype=dtype)
+        warm_up(pair)
+        return pair
+
+    return _cached_or_loaded("pairs", (preset_key, dtype), load, keep=RESIDENT_PAIRS)
 
 
 def warm_up(pair) -> None:
@@ -71,10 +108,10 @@ def warm_up(pair) -> None:
         generate(pair, ["Hi"], DecodeConfig(depth=2, drafter="eagle", max_new_tokens=3))
 
 
-@st.cache_resource(show_spinner=False)
 def get_probe(device: str, dtype: str):
-    """This machine's measured peak bandwidth and FLOP/s in the model's dtype (measured once)."""
-    return probe(device, dtype, quick=True)
+    """This machine's measured peak bandwidth and FLOP/s in the model's dtype (measured once, in a model
+    turn: a probe timed beside another session's run would measure neither)."""
+    return _cached_or_loaded("probes", (device, dtype), lambda: probe(device, dtype, quick=True))
 
 
 class RunLock:

@@ -96,6 +96,12 @@ class _Run:
         self.summary = summarize(self.steps, new_tokens, wall, first["device"], first["dtype"],
                                  traces[0].config["mode"] == "speculative")
         self.prompt_rates = [t.summary["tokens_per_s"] for t in traces]  # per prompt when decoded one at a time
+        # What else the machine ran meanwhile (engine/loadmeter.py): mean cores other processes kept busy over
+        # the lane's timed windows, and the highest 1-minute load average at a trace's end (None: not recorded).
+        other = [t.summary.get("other_cpu_s") for t in traces]
+        self.other_cores = sum(other) / wall if wall and all(o is not None for o in other) else None
+        loads = [t.summary.get("load_avg") for t in traces if t.summary.get("load_avg") is not None]
+        self.load_avg = max(loads) if loads else None
 
 
 def _one_run(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, sequential: bool) -> _Run:
@@ -149,6 +155,8 @@ def _cell_stats(runs: list[_Run]) -> dict:
         "policy_pct": 100.0 * sum(st.policy_ms for st in decode_steps) / step_ms if step_ms else None,
         "outputs": mid.output_ids,
         "prompt_rates": prompt_rates,
+        "other_cores": mid.other_cores,
+        "load_avg": mid.load_avg,
     }
 
 
@@ -232,6 +240,10 @@ def _row(batch: int, depth: int, confidence: float, drafter: str, ar: dict, spec
         "spec_verify_ms": spec["verify_ms"],
         "draft_ms_per_forward": spec["draft_ms_per_forward"],
         "same_output": spec["outputs"] == ar["outputs"],
+        # the load each lane's median run saw (a cell whose lanes differ is not a fair ratio: app/views/fairness.py)
+        "ar_other_cores": ar["other_cores"],
+        "spec_other_cores": spec["other_cores"],
+        "load_avg": max((v for v in (ar["load_avg"], spec["load_avg"]) if v is not None), default=None),
     }
     # (Leviathan's formula models a chain of k i.i.d. drafts; a tree row gets no prediction)
     if (drafter in ("model", "eagle") and not tree[0] and spec["alpha"] is not None and spec["draft_ms_per_forward"]

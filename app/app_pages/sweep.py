@@ -17,6 +17,7 @@ from app import resources
 from app.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.url_keys import BOUND, bound
 from app.views import recorded, roofline
+from app.views.fairness import grid_contention_note
 from app.views.safe import md_escape
 from app.views.sweep import (
     envelope,
@@ -211,6 +212,9 @@ if grid:
     has_adaptive = any(r.get("policy", "fixed") != "fixed" for r in grid["rows"])
     st.plotly_chart(speedup_figure(grid["rows"]), width="stretch", key="grid_fig")
     st.dataframe(grid_table(grid["rows"]), hide_index=True)
+    unfair = grid_contention_note(grid["rows"])
+    if unfair:
+        st.warning(unfair, icon=":material/speed:")
     for line in tree_vs_chain(grid["rows"]):
         st.markdown(f"- {line}")
     if has_adaptive:

@@ -62,3 +62,24 @@ def load_line(ar_summary: dict, spec_summary: dict) -> str | None:
         parts.append(f"{name} {own:.1f} cores of this process, {other:.1f} of others"
                      + (f" (load average {load:.1f})" if load is not None else ""))  # fmt: skip
     return "Load while decoding: " + "; ".join(parts) + "."
+
+
+def cell_contention(row: dict) -> str | None:
+    """A Sweep cell (an engine.bench row) whose two lanes ran under different contention: a short reason,
+    e.g. 'others kept 0.1 cores busy during AR, 1.2 during speculative'; None when alike or not recorded."""
+    a, b = _num(row.get("ar_other_cores")), _num(row.get("spec_other_cores"))
+    if a is None or b is None or abs(a - b) < DIFFERENT_CORES:
+        return None
+    return f"others kept {a:.1f} cores busy during AR, {b:.1f} during speculative"
+
+
+def grid_contention_note(rows: list[dict]) -> str | None:
+    """One line for a measured grid: how many cells ran their lanes under different load (None: none, or the
+    rows predate the load fields)."""
+    flagged = [r for r in rows if cell_contention(r)]
+    if not flagged:
+        return None
+    worst = max(flagged, key=lambda r: abs(r["ar_other_cores"] - r["spec_other_cores"]))
+    n = len(flagged)
+    return (f"{n} of {len(rows)} cells were {RERUN} (their lanes saw different load, marked ⚠ in the table; the worst: "
+            f"batch {worst['batch']}, depth {worst['depth']}, {cell_contention(worst)}).")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from app.views.fairness import cell_contention
+
 
 def _policy(row: dict) -> str:
     return row.get("policy") or "fixed"
@@ -74,7 +76,8 @@ def pass_table(rows: list[dict], peak_bandwidth: float, peak_flops: float) -> li
 
 
 def grid_table(rows: list[dict]) -> list[dict]:
-    """One table row per grid cell: both lanes' tokens/s, the speedup, α, drafts per step, FLOPs vs AR."""
+    """One table row per grid cell: both lanes' tokens/s, the speedup, α, drafts per step, FLOPs vs AR, and a
+    ⚠ where the two lanes ran under different load (app/views/fairness.py)."""
     return [
         {"batch": r["batch"], "policy": _policy(r), "depth": r["depth"],
          "tree": f"{r['tree_nodes']}/{r['tree_topk']}" if _tree(r) else "chain", "mean k": _round(r.get("mean_depth"), 2),
@@ -82,7 +85,8 @@ def grid_table(rows: list[dict]) -> list[dict]:
          "AR tok/s": round(r["ar_tokens_per_s"], 1), "spec tok/s": round(r["spec_tokens_per_s"], 1),
          "speedup": round(r["speedup"], 2), "α": _round(r["alpha"], 2),
          "drafted/step": _round(r.get("drafted_per_step"), 2), "tokens/step": _round(r.get("tokens_per_step"), 2),
-         "FLOPs × AR": _round(r["flops_ratio"], 2)}
+         "FLOPs × AR": _round(r["flops_ratio"], 2),
+         "load": "⚠ " + cell_contention(r) if cell_contention(r) else ""}
         for r in rows
     ]  # fmt: skip
 

@@ -156,3 +156,35 @@ def test_a_link_that_auto_runs_meets_the_same_guard():
     assert not at.exception
     assert "memory guard" in _texts(at.error) and "Run skipped" in _texts(at.warning)
     assert "result" not in at.session_state and _lock_free()
+
+
+def test_a_first_model_load_queues_behind_a_run_and_a_loaded_pair_does_not():
+    """Loading a pair (weights and a warm-up decode) takes the run lock like a run: it must not land inside
+    another session's timed lanes. Once loaded, getting the pair returns at once even while a run holds it."""
+    import torch
+
+    key = ("embedded", "float32")
+    store = resources._store()
+    store["pairs"].pop(key, None)
+    lock = resources.run_lock()
+    assert lock.acquire(timeout=TIMEOUT)  # another session's run
+    got = {}
+    loader = threading.Thread(target=lambda: got.setdefault("pair", resources.get_pair(*key)))
+    try:
+        loader.start()
+        time.sleep(1.5)
+        assert loader.is_alive() and "pair" not in got and lock.waiting == 1  # queued, not loading
+    finally:
+        lock.release()
+    loader.join(TIMEOUT)
+    try:
+        assert got["pair"].dtype == torch.float32 and _lock_free()
+        assert lock.acquire(timeout=TIMEOUT)
+        try:
+            t0 = time.monotonic()
+            assert resources.get_pair(*key) is got["pair"]  # cached: no queue
+            assert time.monotonic() - t0 < 1.0
+        finally:
+            lock.release()
+    finally:
+        store["pairs"].pop(key, None)  # free its memory for the rest of the suite

@@ -87,3 +87,52 @@ def test_a_decoded_trace_records_the_load(tiny):
     s = trace.summary
     assert s["cpu_s"] > 0 and s["cpus"] >= 1 and (s["other_cpu_s"] is None or s["other_cpu_s"] >= 0)
     Trace.from_json_bytes(json.dumps(trace.to_dict()).encode())  # and it loads back
+
+
+# --- Sweep cells: each bench row carries its lanes' load -----------------------------------------------
+def _spinner():
+    """Another process keeping one core busy (a real competitor, as another session's decode would be)."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def test_a_sweep_cell_measured_beside_other_work_is_flagged(tiny):
+    """engine.bench rows record each lane's other-process cores; a lane decoded while another process spun
+    is marked in the Sweep table and the grid note names the cell."""
+    from app.views.sweep import grid_table
+    from engine import DecodeConfig
+    from engine.bench import _row, run_cell
+
+    prompts = ["hello there", "a b c d", "one two", "x y z"]
+    ar = run_cell(tiny, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=64), 1, sequential=True)
+    spin = _spinner()
+    try:
+        time.sleep(0.2)  # let it start spinning
+        spec = run_cell(tiny, prompts, DecodeConfig(depth=2, drafter="model", max_new_tokens=64), 1, sequential=True)
+    finally:
+        spin.kill()
+        spin.wait()
+    row = _row(1, 2, 0.0, "model", ar, spec)
+    assert row["spec_other_cores"] - row["ar_other_cores"] >= fairness.DIFFERENT_CORES, row
+    assert row["load_avg"] is not None and row["load_avg"] >= 0
+    reason = fairness.cell_contention(row)
+    assert reason and "during speculative" in reason
+    assert grid_table([row])[0]["load"].startswith("⚠ others kept")
+    note = fairness.grid_contention_note([row, dict(row, ar_other_cores=0.1, spec_other_cores=0.1)])
+    assert note.startswith("1 of 2 cells were " + fairness.RERUN) and "batch 1, depth 2" in note
+
+
+def test_sweep_cells_alike_or_unrecorded_are_not_flagged():
+    from app.views.sweep import grid_table
+
+    alike = {"batch": 1, "depth": 2, "ar_other_cores": 0.2, "spec_other_cores": 0.3}
+    old = {"batch": 1, "depth": 2}  # a grid measured before the load fields
+    hostile = {"batch": 1, "depth": 2, "ar_other_cores": float("nan"), "spec_other_cores": 5.0}
+    for row in (alike, old, hostile):
+        assert fairness.cell_contention(row) is None
+    assert fairness.grid_contention_note([alike, old, hostile]) is None
+    base = {"tree_nodes": 0, "tree_topk": 0, "tokens_per_pass": 3, "ar_tokens_per_s": 10.0, "spec_tokens_per_s": 12.0,
+            "speedup": 1.2, "alpha": 0.5, "flops_ratio": 1.3}
+    assert grid_table([alike | base])[0]["load"] == ""
