@@ -70,6 +70,14 @@ STAGE_SOURCES = [  # per stage: (engine file, function, numbered block of Decode
     [("sampling.py", "accept_greedy", None), ("sampling.py", "accept_or_resample", None)],
     [("decode.py", "Decoder.step", 4), ("decode.py", "Decoder.roll_back", None), ("kvcache.py", "RaggedCache.keep", None)],
 ]  # fmt: skip
+TREE_STAGE_SOURCES = [  # the same for a draft-tree step (engine/tree.py, engine/drafters/tree.py)
+    [("decode.py", "Decoder.step", 1), ("drafters/eagle.py", "EagleDrafter.propose_tree", None),
+     ("drafters/tree.py", "grow_tree", None)],
+    [("decode.py", "Decoder.step", 2), ("decode.py", "Decoder.target_pass", None), ("tree.py", "DraftTree.attention", None)],
+    [("decode.py", "Decoder.step", 3), ("tree.py", "verify_tree", None), ("tree.py", "accept_tree_greedy", None)],
+    [("tree.py", "accept_tree_greedy", None), ("tree.py", "accept_tree_sampling", None)],
+    [("decode.py", "Decoder.step", 4), ("decode.py", "Decoder.roll_back", None), ("kvcache.py", "RaggedCache.keep_path", None)],
+]  # fmt: skip
 DRAFTER_SOURCES = {"eagle": ("drafters/eagle.py", "EagleDrafter.propose"),
                    "model": ("drafters/model.py", "ModelDrafter.propose"),
                    "ngram": ("drafters/ngram.py", "NgramDrafter.propose")}  # fmt: skip

@@ -29,17 +29,20 @@ from engine.hardware import probe
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "assets" / "lessons"
 STEP_TRACE = "step-through.json"
+STEP_TREE_TRACE = "step-through-tree.json"
 
 
-def record_step_through(pair, peaks: dict, date: str) -> Path:
+def record_step_through(pair, peaks: dict, date: str, tree: bool = False) -> Path:
     """A short batch-1 greedy run with the EAGLE head (or the draft model) at depth 4: every stage of a step
-    has something to show (the page picks the first step with a rejection)."""
+    has something to show (the page picks the first step with a rejection). tree: drafting a tree of 24
+    nodes, top-6 (the batch-1 winner on the AMX Xeon, docs/measurements.md), into STEP_TREE_TRACE."""
     drafter = "eagle" if pair.drafter_name("eagle") else "model"
-    cfg = DecodeConfig(depth=4, drafter=drafter, max_new_tokens=16, seed=0)
+    shape = {"tree_nodes": 24, "tree_topk": 6} if tree else {}
+    cfg = DecodeConfig(depth=4, drafter=drafter, max_new_tokens=16, seed=0, **shape)
     trace = generate(pair, batch_prompts("heldout", 1), cfg)
     trace.meta["probe"] = peaks
     trace.meta["recorded_at"] = date
-    path = OUT / STEP_TRACE
+    path = OUT / (STEP_TREE_TRACE if tree else STEP_TRACE)
     trace.to_json(path)
     Trace.from_json(path)  # the page's loader must accept it
     return path
@@ -74,8 +77,9 @@ def main() -> None:
         measurement.load_record(path)  # the page's loader must accept it
         print(f"{path.name}: {path.stat().st_size} bytes, {time.perf_counter() - t0:.0f} s", flush=True)
     if not args.skip_step:
-        path = record_step_through(pair, hw.to_dict(), date)
-        print(f"{path.name}: {path.stat().st_size} bytes", flush=True)
+        for tree in (False, True):
+            path = record_step_through(pair, hw.to_dict(), date, tree=tree)
+            print(f"{path.name}: {path.stat().st_size} bytes", flush=True)
 
 
 if __name__ == "__main__":

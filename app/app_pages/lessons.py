@@ -18,18 +18,27 @@ from pathlib import Path
 import streamlit as st
 
 from app import measurement, resources
-from app.engine_source import DRAFTER_SOURCES, STAGE_SOURCES, SourceError, numbered_block, source_of
+from app.engine_source import (
+    DRAFTER_SOURCES,
+    STAGE_SOURCES,
+    TREE_STAGE_SOURCES,
+    SourceError,
+    numbered_block,
+    source_of,
+)
 from app.lesson_experiments import EXPERIMENTS, PLAIN, Experiment
 from app.lesson_files import load_lessons
 from app.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.url_keys import bound
 from app.views import conclusions, load, metrics, roofline, stepthrough, worksheet
+from app.views import tree as tree_view
 from engine import ConfigError, Trace, TraceError
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS_DIR = ROOT / "lessons"
 RECORDINGS = ROOT / "assets" / "lessons"
-STEP_TRACE = RECORDINGS / "step-through.json"
+STEP_TRACES = {"a chain step": RECORDINGS / "step-through.json",  # scripts/record_lessons.py records both
+               "a draft-tree step": RECORDINGS / "step-through-tree.json"}  # fmt: skip
 # What an experiment can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
 EXPERIMENT_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 
@@ -255,16 +264,20 @@ def show_checks(i: int, lesson) -> None:
 
 
 @st.cache_data(show_spinner=False)
-def step_trace(mtime: float) -> tuple[Trace | None, str | None]:
+def step_trace(kind: str, mtime: float) -> tuple[Trace | None, str | None]:
     try:
-        return Trace.from_json(STEP_TRACE), None
+        return Trace.from_json(STEP_TRACES[kind]), None
     except TraceError as exc:
         return None, str(exc)
 
 
 def show_step_through() -> None:
-    """One recorded speculative step, one stage per click, with the engine's code for that stage beside it."""
-    trace, problem = step_trace(STEP_TRACE.stat().st_mtime if STEP_TRACE.exists() else 0.0)
+    """One recorded speculative step, one stage per click, with the engine's code for that stage beside it: a
+    chain's step, or a draft tree's (the third way to fill a pass, beside batch and depth)."""
+    kind = st.radio("Step through", list(STEP_TRACES), horizontal=True, key="step_kind",
+                    on_change=lambda: st.session_state.update(step_stage=0))  # fmt: skip
+    path = STEP_TRACES[kind]
+    trace, problem = step_trace(kind, path.stat().st_mtime if path.exists() else 0.0)
     if trace is None:
         st.error(f"The recorded step could not be loaded ({problem}).", icon=":material/error:")
         return
@@ -273,9 +286,13 @@ def show_step_through() -> None:
         st.error("The recorded trace has no speculative step.", icon=":material/error:")
         return
     probe = trace.meta.get("probe") or {}
+    tree = trace.steps[index].seqs[0].tree
+    shape = (f", a tree of {trace.config.get('tree_nodes')} nodes, top-{trace.config.get('tree_topk')}" if tree is not None
+             else "")  # fmt: skip
     st.caption(f"A real step: step {index} of a recorded batch-1 greedy run ({trace.config.get('drafter')} drafter, "
-               f"depth {trace.config.get('depth')}), recorded on {probe.get('device_name', trace.meta.get('device'))}, "
-               f"{trace.meta.get('dtype')}, {trace.meta.get('recorded_at', 'date not recorded')}.")  # fmt: skip
+               f"depth {trace.config.get('depth')}{shape}), recorded on "
+               f"{probe.get('device_name', trace.meta.get('device'))}, {trace.meta.get('dtype')}, "
+               f"{trace.meta.get('recorded_at', 'date not recorded')}.")  # fmt: skip
     stages = stepthrough.stages(trace, index)
     last = len(stages) - 1
     shown = min(st.session_state.setdefault("step_stage", 0), last)
@@ -294,9 +311,12 @@ def show_step_through() -> None:
                 st.text(line)
             if stage.table:
                 st.dataframe(stage.table, hide_index=True)
+            if tree is not None and n == 2:  # the tree drawn with its accepted path once acceptance is shown
+                item = tree_view.tree_steps([trace.steps[index]])[0]
+                st.html(tree_view.tree_html(item, greedy=trace.config.get("temperature", 0) == 0))
         with right:
-            sources = list(STAGE_SOURCES[n])
-            if n == 0 and trace.config.get("drafter") in DRAFTER_SOURCES:
+            sources = list((TREE_STAGE_SOURCES if tree is not None else STAGE_SOURCES)[n])
+            if n == 0 and tree is None and trace.config.get("drafter") in DRAFTER_SOURCES:
                 sources.append((*DRAFTER_SOURCES[trace.config["drafter"]], None))
             for relpath, qualname, block in sources:
                 try:

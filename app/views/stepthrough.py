@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 STAGES = ("1 · draft", "2 · verify in one pass", "3 · accept the longest prefix", "4 · correction or bonus",
           "5 · roll back the KV cache")  # fmt: skip
+TREE_STAGES = ("1 · draft a tree", "2 · verify the whole tree in one pass", "3 · accept the longest matching path",
+               "4 · correction or bonus", "5 · roll back to the path")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,9 @@ def speculative_steps(trace) -> list[int]:
 def interesting_step(trace) -> int | None:
     """The first step with a rejection (so every stage has something to show), else the first speculative one."""
     steps = speculative_steps(trace)
+    for i in steps:  # a tree step: one whose accepted path is at least 2 deep as well, so the walk shows
+        if any(q.tree is not None and q.num_accepted >= 2 and q.num_rejected for q in trace.steps[i].seqs):
+            return i
     for i in steps:
         if any(q.num_rejected for q in trace.steps[i].seqs):
             return i
@@ -55,9 +60,12 @@ def _text_before(trace, index: int, seq: int, tail: int = 160) -> str:
 
 
 def stages(trace, index: int, seq_pos: int = 0) -> list[Stage]:
-    """The five stages of step `index` for the `seq_pos`-th row of that step."""
+    """The five stages of step `index` for the `seq_pos`-th row of that step (a tree step's own five when the
+    row drafted a tree)."""
     step = trace.steps[index]
     q = step.seqs[seq_pos]
+    if q.tree is not None:
+        return tree_stages(trace, index, seq_pos)
     k, a = len(q.drafted), q.num_accepted
     n = _tokens_before(trace, index, q.seq)
     greedy = float(trace.config.get("temperature", 0.0)) == 0.0
@@ -100,5 +108,70 @@ def stages(trace, index: int, seq_pos: int = 0) -> list[Stage]:
         f"It keeps {n + a} (the {n - 1} before, the last token and the {a} accepted drafts) and drops the "
         f"{held - (n + a)} rejected position(s): RaggedCache.keep marks them as holes, no copy. The correction or "
         "bonus token is not cached yet; it is the next step's 'last token'.",
+    ], []))  # fmt: skip
+    return out
+
+
+def tree_stages(trace, index: int, seq_pos: int = 0) -> list[Stage]:
+    """The five stages of a draft-tree step (EAGLE-2 drafting, tree verification; engine/tree.py), read from the
+    row's recorded tree: nodes, parents, q, p and the accepted path."""
+    step = trace.steps[index]
+    q = step.seqs[seq_pos]
+    tree = q.tree
+    nodes, a, depths, path = len(tree.ids), q.num_accepted, tree.depths, tree.path()
+    n = _tokens_before(trace, index, q.seq)
+    greedy = float(trace.config.get("temperature", 0.0)) == 0.0
+    cfg = trace.config
+    topk = cfg.get("tree_topk")
+
+    def label(i: int) -> str:
+        return "root (last token)" if i < 0 else f"node {i + 1}"
+
+    rows = [{"node": i + 1, "parent": label(tree.parents[i]), "depth": depths[i], "token": repr(tree.texts[i]),
+             "draft q": f"{tree.q[i]:.3f}"} for i in range(nodes)]  # fmt: skip
+    out = [Stage(TREE_STAGES[0], [
+        f"Sequence {q.seq + 1} has {n} tokens so far, ending {_text_before(trace, index, q.seq)!r}.",
+        f"The drafter ({cfg.get('drafter', '')}) grew a tree level by level in {step.draft_ms:.1f} ms: at each level "
+        f"the top-{topk} children of the {topk} best nodes so far, then the {nodes} nodes of highest joint confidence "
+        f"(the product of q along the path), {max(depths, default=0)} levels deep (EAGLE-2).",
+        "A chain would have proposed one continuation; the tree proposes several at once, branching where the "
+        "drafter is unsure.",
+    ], rows)]
+    out.append(Stage(TREE_STAGES[1], [
+        f"The target ran ONE forward pass over [last token, node 1..node {nodes}]: {step.tokens_per_pass} tokens, "
+        f"{step.verify_ms:.1f} ms, {step.target_flops / 1e9:.2f} GFLOP and {step.target_bytes / 1e6:.0f} MB by the "
+        "engine's counts.",
+        "A tree attention mask lets each node see the context and its own ancestors only, at the position of its "
+        "depth, so every node's p is the target's probability after its own path, as if that path had been "
+        "decoded alone.",
+    ], [r | {"target p": f"{tree.p[i]:.3f}"} for i, r in enumerate(rows)]))
+    rule = ("greedy: walk down from the root, each time to the child whose token is the target's argmax after its "
+            "parent; stop where no child matches" if greedy else
+            "sampling: recursive rejection sampling over a node's children (each tried with probability p' of its "
+            "token; a rejected sibling leaves p', the rest renormalised), which keeps the target's distribution")
+    kept = "".join(tree.texts[i] for i in path)
+    out.append(Stage(TREE_STAGES[2], [
+        f"Rule ({rule}).",
+        (f"Accepted a path of {a} of the {nodes} nodes: {kept!r}; the other {nodes - a} were verified and thrown away."
+         if a else f"Accepted 0 of {nodes}: no child of the root matched."),
+    ], [{"node": i + 1, "depth": depths[i], "token": repr(tree.texts[i]), "on the path": "yes" if tree.accepted[i] else
+         "no"} for i in range(nodes)]))  # fmt: skip
+    leaf = path[-1] if path else -1
+    has_children = any(p == leaf for p in tree.parents)
+    if q.next_kind == "bonus" or not has_children:
+        why = (f"The path ends at a leaf ({label(leaf)}), so the pass's column there gives a bonus token: "
+               f"{q.next_text!r} (target p {q.next_prob:.3f}).")  # fmt: skip
+    else:
+        how = "its argmax" if greedy else "a sample from what is left of p after the rejected children"
+        why = (f"None of {label(leaf)}'s children matched, so the target's own token there continues the text ({how}): "
+               f"{q.next_text!r} (target p {q.next_prob:.3f}).")  # fmt: skip
+    out.append(Stage(TREE_STAGES[3], [why, f"The step gained {len(q.emitted)} token(s) from one target pass."], []))
+    held = n - 1 + nodes + 1
+    out.append(Stage(TREE_STAGES[4], [
+        f"After the pass the target's KV cache held {held} positions for this row ({n - 1} before the pass, then "
+        f"the last token and all {nodes} nodes).",
+        f"It keeps {n + a}: the {n - 1} before, the last token and the {a} node(s) on the accepted path. "
+        "RaggedCache.keep_path copies the path's keys and values next to the cache (only the slots not already in "
+        f"place) and drops the other {held - (n + a)}. The correction or bonus token is the next step's 'last token'.",
     ], []))  # fmt: skip
     return out

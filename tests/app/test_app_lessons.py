@@ -153,6 +153,23 @@ def test_step_through_one_stage_per_click():
     assert "2 · verify in one pass" not in _texts(at.markdown)
 
 
+def test_step_through_a_draft_tree_step():
+    at = _app(lesson="2")
+    _clean(at)
+    at.radio(key="step_kind").set_value("a draft-tree step").run()
+    _clean(at)
+    assert "1 · draft a tree" in _texts(at.markdown) and "def grow_tree" in _texts(at.code)
+    for _ in range(4):
+        at.button(key="step_next").click().run()
+        _clean(at)
+    assert "5 · roll back to the path" in _texts(at.markdown) and at.button(key="step_next").disabled
+    codes = _texts(at.code)
+    assert "def keep_path(self" in codes and "def accept_tree_greedy(" in codes and "def attention(self)" in codes
+    assert "RaggedCache.keep_path copies" in _texts(at.text)
+    at.radio(key="step_kind").set_value("a chain step").run()  # back to the chain, from its first stage
+    assert "1 · draft" in _texts(at.markdown) and "2 · verify in one pass" not in _texts(at.markdown)
+
+
 @pytest.mark.slow
 def test_live_runs_at_small_settings():
     """Lesson 1 (passes of 1..16 tokens) and lesson 2 (depth 1, 16 tokens, with Barrow's two passes) run live on

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app import measurement
-from app.engine_source import DRAFTER_SOURCES, STAGE_SOURCES, SourceError, numbered_block, source_of
+from app.engine_source import DRAFTER_SOURCES, STAGE_SOURCES, TREE_STAGE_SOURCES, SourceError, numbered_block, source_of
 from app.lesson_experiments import EXPERIMENTS
 from app.views import stepthrough, worksheet
 from engine import Trace
@@ -147,8 +147,26 @@ def test_step_through_of_the_recorded_step():
     assert f"{trace.steps[index].tokens_per_pass} tokens" in stages[1].lines[0]
 
 
+def test_step_through_of_the_recorded_tree_step():
+    """The draft-tree recording: stages read from the row's tree (nodes, parents, q, p, the accepted path)."""
+    trace = Trace.from_json(RECORDINGS / "step-through-tree.json")
+    index = stepthrough.interesting_step(trace)
+    q = trace.steps[index].seqs[0]
+    assert q.tree is not None and q.num_accepted >= 2 and q.num_rejected  # a path that walks, and a rejection
+    stages = stepthrough.stages(trace, index)
+    assert [s.title for s in stages] == list(stepthrough.TREE_STAGES)
+    nodes, a = len(q.tree.ids), q.num_accepted
+    assert len(stages[0].table) == nodes and stages[0].table[0]["parent"] == "root (last token)"
+    assert [r["target p"] for r in stages[1].table] == [f"{p:.3f}" for p in q.tree.p]
+    assert f"Accepted a path of {a} of the {nodes} nodes" in stages[2].lines[1]
+    assert sum(r["on the path"] == "yes" for r in stages[2].table) == a
+    assert f"{trace.steps[index].tokens_per_pass} tokens" in stages[1].lines[0]
+    assert f"the {a} node(s) on the accepted path" in stages[4].lines[1]
+
+
 def test_engine_source_for_every_stage_is_found_without_importing_torch():
-    for stage in STAGE_SOURCES:
+    assert len(TREE_STAGE_SOURCES) == len(STAGE_SOURCES) == len(stepthrough.TREE_STAGES)
+    for stage in STAGE_SOURCES + TREE_STAGE_SOURCES:
         for relpath, qualname, block in stage:
             code = source_of(relpath, qualname)
             assert code.startswith(("def ", "@")), qualname
