@@ -14,16 +14,16 @@ one machine include the browser's). The medians of the two kinds are compared at
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import socket
-import statistics
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from session_drift import parse_args, print_medians  # scripts/ is on the path when this runs as a script
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -77,17 +77,13 @@ def _run(page, kind: str, index: int) -> dict:
         metrics[label] = _number(box.locator('[data-testid="stMetricValue"]').inner_text())
     load = page.get_by_text("Load while decoding:")
     line = load.first.inner_text() if load.count() else "(no load line)"
-    row = {"kind": kind, "run": index, "ar": metrics["AR tokens/s"], "spec": metrics["Speculative tokens/s"], "load": line}
-    print(f"{kind:<6} run {index}: AR {row['ar']:6.1f} tok/s, spec {row['spec']:6.1f} tok/s; {line}", flush=True)
+    row = {"kind": kind, "run": index, "ar_tps": metrics["AR tokens/s"], "spec_tps": metrics["Speculative tokens/s"]}
+    print(f"{kind:<6} run {index}: AR {row['ar_tps']:6.1f} tok/s, spec {row['spec_tps']:6.1f} tok/s; {line}", flush=True)
     return row
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--tokens", type=int, default=32)
-    ap.add_argument("--batch", type=int, default=2)
-    args = ap.parse_args()
+    args = parse_args(__doc__)
     if not os.path.exists(CHROMIUM):
         raise SystemExit(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
@@ -118,11 +114,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    for kind in ("fresh", "same"):
-        mine = [r for r in rows if r["kind"] == kind]
-        print(f"median {kind:<5}: AR {statistics.median(r['ar'] for r in mine):6.1f} tok/s, spec "
-              f"{statistics.median(r['spec'] for r in mine):6.1f} tok/s, speedup "
-              f"{statistics.median(r['spec'] / r['ar'] for r in mine):.2f}x over {len(mine)} runs")  # fmt: skip
+    print_medians(rows)
 
 
 if __name__ == "__main__":

@@ -85,12 +85,26 @@ def _run(at: AppTest, kind: str, index: int) -> dict:
     return row
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(doc: str) -> argparse.Namespace:
+    """The drift scripts' options (this one and scripts/browser_drift.py)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--batch", type=int, default=2)
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def print_medians(rows: list[dict]) -> None:
+    """Median tokens/s of each lane and the median speedup, for fresh sessions and the long-lived one."""
+    for kind in ("fresh", "same"):
+        mine = [r for r in rows if r["kind"] == kind]
+        print(f"median {kind:<5}: AR {statistics.median(r['ar_tps'] for r in mine):6.1f} tok/s, spec "
+              f"{statistics.median(r['spec_tps'] for r in mine):6.1f} tok/s, speedup "
+              f"{statistics.median(r['spec_tps'] / r['ar_tps'] for r in mine):.2f}x over {len(mine)} runs")  # fmt: skip
+
+
+def main() -> None:
+    args = parse_args(__doc__)
     gc.callbacks.append(_gc_callback)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads in the main thread; "
@@ -103,11 +117,7 @@ def main() -> None:
     for i in range(1, args.rounds + 1):
         rows.append(_run(_open(args.tokens, args.batch), "fresh", i))
         rows.append(_run(long_lived, "same", i))
-    for kind in ("fresh", "same"):
-        mine = [r for r in rows if r["kind"] == kind]
-        print(f"median {kind:<5}: AR {statistics.median(r['ar_tps'] for r in mine):6.1f} tok/s, spec "
-              f"{statistics.median(r['spec_tps'] for r in mine):6.1f} tok/s, speedup "
-              f"{statistics.median(r['spec_tps'] / r['ar_tps'] for r in mine):.2f}x over {len(mine)} runs")  # fmt: skip
+    print_medians(rows)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,12 @@ def _text_before(trace, index: int, seq: int, tail: int = 160) -> str:
     return ("…" if len(text) > tail else "") + text[-tail:]
 
 
+def _own_token(title: str, q, bonus: bool, if_bonus: str, if_correction: str) -> Stage:
+    """Stage 4: the target's own token after the accepted drafts, a bonus or a correction."""
+    why = f"{if_bonus if bonus else if_correction}: {q.next_text!r} (target p {q.next_prob:.3f})."
+    return Stage(title, [why, f"The step gained {len(q.emitted)} token(s) from one target pass."], [])
+
+
 def stages(trace, index: int, seq_pos: int = 0) -> list[Stage]:
     """The five stages of step `index` for the `seq_pos`-th row of that step (a tree step's own five when the
     row drafted a tree)."""
@@ -93,14 +99,10 @@ def stages(trace, index: int, seq_pos: int = 0) -> list[Stage]:
         f"Accepted {a} of {k}: {kept!r}." if a else f"Accepted 0 of {k}: the first draft token was already rejected.",
     ], [{"position": i + 1, "draft token": repr(d.text), "kept": "yes" if d.accepted else "no"}
         for i, d in enumerate(q.drafted)]))  # fmt: skip
-    if q.next_kind == "bonus":
-        why = (f"All {k} drafts were accepted, so the pass's last position gives a bonus token: "
-               f"{q.next_text!r} (target p {q.next_prob:.3f}).")  # fmt: skip
-    else:
-        how = "its argmax" if greedy else "a sample from norm(max(0, p − q))"
-        why = (f"Position {a + 1} was rejected, so the target's own token there replaces it ({how}): "
-               f"{q.next_text!r} (target p {q.next_prob:.3f}).")  # fmt: skip
-    out.append(Stage(STAGES[3], [why, f"The step gained {len(q.emitted)} token(s) from one target pass."], []))
+    how = "its argmax" if greedy else "a sample from norm(max(0, p − q))"
+    out.append(_own_token(STAGES[3], q, q.next_kind == "bonus",
+                          f"All {k} drafts were accepted, so the pass's last position gives a bonus token",
+                          f"Position {a + 1} was rejected, so the target's own token there replaces it ({how})"))
     held = n - 1 + k + 1
     out.append(Stage(STAGES[4], [
         f"After the pass the target's KV cache held {held} positions for this row (it caches every token but the "
@@ -158,14 +160,11 @@ def tree_stages(trace, index: int, seq_pos: int = 0) -> list[Stage]:
          "no"} for i in range(nodes)]))  # fmt: skip
     leaf = path[-1] if path else -1
     has_children = any(p == leaf for p in tree.parents)
-    if q.next_kind == "bonus" or not has_children:
-        why = (f"The path ends at a leaf ({label(leaf)}), so the pass's column there gives a bonus token: "
-               f"{q.next_text!r} (target p {q.next_prob:.3f}).")  # fmt: skip
-    else:
-        how = "its argmax" if greedy else "a sample from what is left of p after the rejected children"
-        why = (f"None of {label(leaf)}'s children matched, so the target's own token there continues the text ({how}): "
-               f"{q.next_text!r} (target p {q.next_prob:.3f}).")  # fmt: skip
-    out.append(Stage(TREE_STAGES[3], [why, f"The step gained {len(q.emitted)} token(s) from one target pass."], []))
+    how = "its argmax" if greedy else "a sample from what is left of p after the rejected children"
+    out.append(_own_token(TREE_STAGES[3], q, q.next_kind == "bonus" or not has_children,
+                          f"The path ends at a leaf ({label(leaf)}), so the pass's column there gives a bonus token",
+                          f"None of {label(leaf)}'s children matched, so the target's own token there continues the "
+                          f"text ({how})"))  # fmt: skip
     held = n - 1 + nodes + 1
     out.append(Stage(TREE_STAGES[4], [
         f"After the pass the target's KV cache held {held} positions for this row ({n - 1} before the pass, then "
