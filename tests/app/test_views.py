@@ -185,7 +185,7 @@ def test_grid_table_rounds_and_keeps_missing_values():
     assert [(r["batch"], r["depth"]) for r in table] == [(1, 2), (1, 4), (16, 2)]
     assert table[0] == {"batch": 1, "policy": "fixed", "depth": 2, "tree": "chain", "mean k": None, "tokens/pass": 3,
                         "AR tok/s": 20.0, "spec tok/s": 30.1, "speedup": 1.5, "α": 0.71, "drafted/step": 1.98,
-                        "tokens/step": None, "FLOPs × AR": 1.33, "load": ""}  # fmt: skip  (rows from before the policy, tree and load fields)
+                        "tokens/step": None, "FLOPs × AR": 1.33, "load": ""}  # fmt: skip  (rows without policy/tree/load)
     assert table[1]["drafted/step"] is None  # older rows without the field
     assert table[2]["α"] is None and table[2]["FLOPs × AR"] is None
 
