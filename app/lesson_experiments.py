@@ -262,6 +262,48 @@ def load_leviathan(m: dict, s: dict) -> dict | None:
     return {"alpha": c["alpha"], "k": c["mean_depth"], "c": None, "measured": load_speedup(m, s)}
 
 
+# --- 7. width: a draft tree ------------------------------------------------------------------------------
+WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS = 4, 4, 32  # chain and tree depth; prompts at batch 1; tokens per sequence
+WIDTH_CONTENDERS = ("plain decoding", "chain", "tree")
+
+
+def width_configs(drafter: str, nodes: int, topk: int) -> list[DecodeConfig]:
+    """Plain decoding, a chain of depth WIDTH_DEPTH, and a tree of `nodes` nodes (top-`topk`) as deep."""
+    spec = {"drafter": drafter, "depth": WIDTH_DEPTH, "max_new_tokens": WIDTH_TOKENS}
+    return [DecodeConfig(mode="autoregressive", max_new_tokens=WIDTH_TOKENS), DecodeConfig(**spec),
+            DecodeConfig(tree_nodes=nodes, tree_topk=topk, **spec)]  # fmt: skip
+
+
+def width(pair, probe, s: dict) -> dict:
+    """The three contenders at batch 1 (WIDTH_PROMPTS held-out prompts, one after another) and at `batch`,
+    interleaved at each batch size (engine.bench.run_cells: one warm-up each, then one run of each in turn)."""
+    drafter, nodes, topk, batch = model_drafter(pair), int(s["nodes"]), int(s["topk"]), int(s["batch"])
+    rows = []
+    for b in (1, batch):
+        prompts = batch_prompts("heldout", WIDTH_PROMPTS if b == 1 else b)
+        cells = run_cells(pair, prompts, width_configs(drafter, nodes, topk), repeats=1, sequential=b == 1)
+        for name, per_row, cell in zip(WIDTH_CONTENDERS, (0, WIDTH_DEPTH, nodes), cells):
+            rows.append({"batch": b, "contender": name, "tokens_per_s": cell["tokens_per_s"],
+                         "tokens_per_step": cell["tokens_per_step"], "tokens_per_pass": b * (per_row + 1),
+                         "verify_ms": cell["verify_ms"], "flops": cell["flops"]})  # fmt: skip
+    return {"drafter": drafter, "depth": WIDTH_DEPTH, "nodes": nodes, "topk": topk, "rows": rows}
+
+
+def width_cell(m: dict, batch: int, contender: str) -> dict | None:
+    return next((r for r in m["rows"] if r["batch"] == batch and r["contender"] == contender), None)
+
+
+def width_ratio(m: dict, s: dict, key: str = "tokens_per_s") -> float | None:
+    """The tree's `key` ÷ the chain's at the large batch."""
+    t, c = (width_cell(m, int(s["batch"]), name) for name in ("tree", "chain"))
+    return t[key] / c[key] if t and c and t.get(key) and c.get(key) else None
+
+
+def width_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
+    return [("if a wider pass cost nothing: the tree's tokens per pass ÷ the chain's (measured)",
+             width_ratio(m, s, "tokens_per_step"))]  # fmt: skip
+
+
 # --- the table the page reads -------------------------------------------------------------------------
 DEPTHS = tuple(range(1, 9))
 EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment: memory_bound")
@@ -313,5 +355,13 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
                    load_speedup, load_models),
         needs=("eagle", "model"),
         leviathan=load_leviathan,
+    ),
+    "width": Experiment(
+        width,
+        (Knob("l7_nodes", "Tree nodes", (8, 16, 24, 32), 24), Knob("l7_topk", "Children per node (top-k)", (4, 6, 8), 6),
+         Knob("l7_batch", "Large batch", (4, 8, 16), 16)),
+        Prediction("At batch {batch}, the tree's tokens/s ÷ the chain's (1.0 = the same speed)?", "e.g. 1.2",
+                   width_ratio, width_models),
+        needs=("eagle", "model"),
     ),
 }  # fmt: skip

@@ -105,6 +105,9 @@ SPECS = {
                                                 "m_fixed": NUMBERS, "m_gated": NUMBERS}]},
     "by_load": {"drafter": "str", "rows": [{"batch": "int", "contender": "str", "tokens_per_s": "num",
                                             "mean_depth": "num", "alpha": "num?"}]},
+    "width": {"drafter": "str", "depth": "int", "nodes": "int", "topk": "int",
+              "rows": [{"batch": "int", "contender": "str", "tokens_per_s": "num", "tokens_per_step": "num?",
+                        "tokens_per_pass": "int", "verify_ms": "num?", "flops": "num"}]},
 }  # fmt: skip
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 

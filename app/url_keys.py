@@ -43,6 +43,9 @@ BOUND: dict[str, dict[str, str]] = {
         "l4_batch": "Batch size", "l4_n": "Off above batch N", "l4_tokens": "New tokens per sequence",
         "l5_depth": "Speculation depth k", "l5_conf": "Stop drafting below joint confidence",
         "l6_k": "Fixed depth k",
+        "l7_nodes": "Tree nodes",
+        "l7_topk": "Children per node (top-k)",
+        "l7_batch": "Large batch",
     },
 }  # fmt: skip
 # No st.number_input here: Streamlit 1.67 seeds it from the URL with int(float(text)) before its range check, so

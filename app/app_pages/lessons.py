@@ -132,8 +132,16 @@ def show_by_load(m: dict, s: dict) -> None:
     st.success("\n\n".join(load.conclusion(rows)))
 
 
+def show_width(m: dict, s: dict) -> None:
+    st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}; one run per cell, the three contenders "
+                "interleaved at each batch size (single runs are noisy: read trends, not the second decimal).")  # fmt: skip
+    st.dataframe(conclusions.width_table(m), hide_index=True)
+    st.success("\n\n".join(conclusions.width_conclusion(m)))
+
+
 SHOW = {"memory_bound": show_memory_bound, "more_flops": show_more_flops, "past_the_ridge": show_past_the_ridge,
-        "turn_it_off": show_turn_it_off, "adaptive": show_adaptive, "by_load": show_by_load}  # fmt: skip
+        "turn_it_off": show_turn_it_off, "adaptive": show_adaptive, "by_load": show_by_load,
+        "width": show_width}  # fmt: skip
 
 
 def key_numbers(name: str, m: dict, s: dict) -> list[tuple[str, str]]:
@@ -145,6 +153,10 @@ def key_numbers(name: str, m: dict, s: dict) -> list[tuple[str, str]]:
         ]
     if name == "by_load":
         return [(f"batch {r['batch']}, {r['contender']}", f"{r['tokens_per_s']:.1f} tokens/s") for r in m["rows"]]
+    if name == "width":
+        return [(f"batch {r['batch']}, {r['contender']} ({r['tokens_per_pass']} tokens per pass)",
+                 f"{r['tokens_per_s']:.1f} tokens/s, {f(r.get('tokens_per_step'), '.2f')} emitted per pass")
+                for r in m["rows"]]  # fmt: skip
     if name == "past_the_ridge":
         pairs = [(f"batch {r['batch']}", r["m"]) for r in m["runs"]] + [("n-gram", m["ngram"]["m"])]
     elif name == "adaptive":
@@ -342,7 +354,7 @@ def show_worksheet(i: int, lesson, experiment: Experiment, name: str, guess, res
 # --- page --------------------------------------------------------------------------------------
 st.title("🎓 Lessons")
 st.markdown(
-    "Why is speculative decoding fast, and when is it not? Six short steps, each checked by an experiment. Commit "
+    "Why is speculative decoding fast, and when is it not? Seven short steps, each checked by an experiment. Commit "
     "to a number first, then see what this machine measures (live) or what was recorded (teacher mode: instant, "
     "labelled with its machine and date). After J. Barrow, "
     "[“Why is speculative decoding fast?”](https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast), 2026."

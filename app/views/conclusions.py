@@ -186,3 +186,61 @@ def seed_conclusion(seed: dict) -> str:
             f"GFLOP (the attention term). And what the tokens buy: the batch moves {wide['batch']} sequences one token "
             f"each; the single row moves one sequence by 1 plus however many of its {deep['new_tokens'] - 1} drafts "
             "the target accepts.")  # fmt: skip
+
+
+def width_table(result: dict) -> list[dict]:
+    """Lesson 7's rows as a table: tokens per pass (what the verify pass carries), tokens emitted per pass,
+    tokens/s, the verify pass's median time and FLOPs against plain decoding at the same batch."""
+    out = []
+    for r in result["rows"]:
+        plain = next((p for p in result["rows"] if p["batch"] == r["batch"] and p["contender"] == "plain decoding"), None)
+        out.append({"batch": r["batch"], "contender": r["contender"], "tokens per pass": r["tokens_per_pass"],
+                    "tokens emitted per pass": round(r["tokens_per_step"], 2) if r.get("tokens_per_step") else None,
+                    "tokens/s": round(r["tokens_per_s"], 1),
+                    "verify ms (median)": round(r["verify_ms"], 1) if r.get("verify_ms") is not None else None,
+                    "FLOPs × plain": round(r["flops"] / plain["flops"], 2) if plain and plain["flops"] else None})  # fmt: skip
+    return out
+
+
+def width_conclusion(result: dict) -> list[str]:
+    """Lesson 7's conclusion, from the measurement: what the tree bought at batch 1 and what it cost at the large
+    batch, against the chain of the same depth."""
+    def cell(batch, name):
+        return next((r for r in result["rows"] if r["batch"] == batch and r["contender"] == name), None)
+
+    shape = f"{result['nodes']} nodes, top-{result['topk']}, depth {result['depth']}"
+    lines, ratios = [], {}
+    for batch in sorted({r["batch"] for r in result["rows"]}):
+        tree, chain = cell(batch, "tree"), cell(batch, "chain")
+        if not tree or not chain or not chain["tokens_per_s"]:
+            continue
+        ratio = tree["tokens_per_s"] / chain["tokens_per_s"]
+        ratios[batch] = ratio
+        text = (f"Batch {batch}: the tree ({shape}) ran {tree['tokens_per_s']:.1f} tokens/s, {ratio:.2f}× the chain's "
+                f"{chain['tokens_per_s']:.1f} ({'faster' if ratio > 1 else 'slower'}).")  # fmt: skip
+        if tree.get("tokens_per_step") and chain.get("tokens_per_step"):
+            text += (f" Each pass emitted {tree['tokens_per_step']:.2f} tokens per sequence against "
+                     f"{chain['tokens_per_step']:.2f}")  # fmt: skip
+            if tree.get("verify_ms") and chain.get("verify_ms"):
+                text += (f", and its verify pass of {tree['tokens_per_pass']} tokens took {tree['verify_ms']:.1f} ms "
+                         f"against {chain['verify_ms']:.1f} ms for the chain's {chain['tokens_per_pass']} "
+                         f"({tree['verify_ms'] / chain['verify_ms']:.2f}×)")  # fmt: skip
+            text += "."
+        lines.append(text)
+    if len(ratios) == 2:
+        (small, r_small), (large, r_large) = sorted(ratios.items())
+        big = cell(large, "tree")
+        kept = (big["tokens_per_step"] - 1) / result["nodes"] if big.get("tokens_per_step") else None
+        waste = (f" ({1 - kept:.0%} of the tree's nodes were rejected at batch {large})"
+                 if kept is not None and 0 <= kept <= 1 else "")  # fmt: skip
+        if r_small > 1 >= r_large:
+            lines.append(f"Width paid at batch {small} and cost at batch {large}. At batch {small} the tree's extra "
+                         "nodes filled idle compute, the same compute a larger batch fills; at batch "
+                         f"{large} the batch had already filled it, so the nodes were extra work{waste}.")  # fmt: skip
+        elif r_small > 1 and r_large > 1:
+            lines.append(f"Width paid at both batch sizes on this machine: at batch {large} the pass still had idle "
+                         "compute to spend, by this measurement.")  # fmt: skip
+        else:
+            lines.append(f"Width did not pay at batch {small} on this machine: a pass of more tokens cost more here "
+                         "than the extra accepted tokens bought.")  # fmt: skip
+    return lines

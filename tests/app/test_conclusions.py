@@ -132,3 +132,41 @@ def test_lesson2_conclusion_decides_faster_or_not():
 @pytest.mark.parametrize("kind, label", [("eagle", "EAGLE head"), ("model", "draft model"), ("ngram", "n-gram lookup")])
 def test_drafter_labels(kind, label):
     assert conclusions.drafter_label(kind) == label
+
+
+# --- lesson 7: width ----------------------------------------------------------------------------------
+def _width(b1_tree, b1_chain, big_tree, big_chain, big=16, nodes=24):
+    rows = []
+    for batch, tree, chain in ((1, b1_tree, b1_chain), (big, big_tree, big_chain)):
+        rows += [
+            {"batch": batch, "contender": "plain decoding", "tokens_per_s": 30.0 * batch, "tokens_per_step": None,
+             "tokens_per_pass": batch, "verify_ms": 28.0, "flops": 1e9 * batch},
+            {"batch": batch, "contender": "chain", "tokens_per_s": chain, "tokens_per_step": 2.5,
+             "tokens_per_pass": batch * 5, "verify_ms": 30.0, "flops": 1.7e9 * batch},
+            {"batch": batch, "contender": "tree", "tokens_per_s": tree, "tokens_per_step": 3.4,
+             "tokens_per_pass": batch * (nodes + 1), "verify_ms": 35.0, "flops": 5e9 * batch},
+        ]  # fmt: skip
+    return {"drafter": "eagle", "depth": 4, "nodes": nodes, "topk": 6, "rows": rows}
+
+
+def test_width_conclusion_follows_the_numbers_both_ways():
+    paid_then_cost = conclusions.width_conclusion(_width(70.0, 60.0, 200.0, 340.0))
+    assert paid_then_cost[0].startswith("Batch 1: the tree (24 nodes, top-6, depth 4) ran 70.0 tokens/s, 1.17×")
+    assert "(faster)" in paid_then_cost[0] and "(slower)" in paid_then_cost[1]
+    assert "its verify pass of 25 tokens took 35.0 ms against 30.0 ms for the chain's 5 (1.17×)" in paid_then_cost[0]
+    assert paid_then_cost[2].startswith("Width paid at batch 1 and cost at batch 16")
+    assert "90% of the tree's nodes were rejected at batch 16" in paid_then_cost[2]  # 1 - (3.4 - 1) / 24
+    both = conclusions.width_conclusion(_width(70.0, 60.0, 400.0, 340.0))
+    assert both[2].startswith("Width paid at both batch sizes")
+    never = conclusions.width_conclusion(_width(55.0, 60.0, 200.0, 340.0))
+    assert never[2].startswith("Width did not pay at batch 1") and "(slower)" in never[0]
+
+
+def test_width_table_and_the_recording_fit_the_schema():
+    from pathlib import Path
+
+    table = conclusions.width_table(_width(70.0, 60.0, 200.0, 340.0))
+    assert [r["FLOPs × plain"] for r in table] == [1.0, 1.7, 5.0, 1.0, 1.7, 5.0]
+    assert table[2]["tokens per pass"] == 25 and table[5]["tokens per pass"] == 400
+    record = measurement.load_record(Path(__file__).resolve().parents[2] / "assets" / "lessons" / "width.json")
+    assert len(conclusions.width_conclusion(record["measurement"])) == 3

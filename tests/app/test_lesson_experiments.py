@@ -25,6 +25,7 @@ SMALL = {  # each experiment's settings, shrunk (the knobs' own options where on
     "turn_it_off": {"batch": 8, "n": 4, "tokens": 16},
     "adaptive": {"depth": 2, "conf": 0.5},
     "by_load": {"k": 2},
+    "width": {"nodes": 8, "topk": 4, "batch": 4},
 }
 
 
@@ -37,12 +38,14 @@ def test_small_settings_are_the_experiments_own_knobs():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["past_the_ridge", "turn_it_off", "adaptive", "by_load"])
+@pytest.mark.parametrize("name", ["past_the_ridge", "turn_it_off", "adaptive", "by_load", "width"])
 def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name):
     pair, hw = live
     monkeypatch.setattr(lx, "GATE_BATCHES", ((1, 8), (2, 8)))
     monkeypatch.setattr(lx, "LOAD_BATCHES", (1, 2))
     monkeypatch.setattr(lx, "LOAD_TOKENS", 4)
+    monkeypatch.setattr(lx, "WIDTH_TOKENS", 8)
+    monkeypatch.setattr(lx, "WIDTH_PROMPTS", 2)
     experiment = lx.EXPERIMENTS[name]
     m = measurement.check_measurement(name, experiment.run(pair, hw, SMALL[name]))
     measured = experiment.predict.measured(m, SMALL[name]) if name != "by_load" else None
@@ -52,3 +55,12 @@ def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name):
         assert measured is not None and measured > 0
     if name == "adaptive":
         assert [b["batch"] for b in m["batches"]] == [1, 2]
+    if name == "width":  # plain, chain and tree at batch 1 and 4; the tree's pass carries batch x (nodes + 1)
+        from app.views import conclusions
+
+        assert [(r["batch"], r["contender"], r["tokens_per_pass"]) for r in m["rows"]] == [
+            (1, "plain decoding", 1), (1, "chain", 5), (1, "tree", 9), (4, "plain decoding", 4), (4, "chain", 20),
+            (4, "tree", 36)]  # fmt: skip
+        lines = conclusions.width_conclusion(m)
+        assert len(lines) == 3 and lines[0].startswith("Batch 1: the tree (8 nodes, top-4, depth 4) ran")
+        assert len(conclusions.width_table(m)) == 6

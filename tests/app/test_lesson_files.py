@@ -9,7 +9,7 @@ import pytest
 from app.lesson_files import LessonError, load_lessons, parse_checks, parse_lesson, split_front_matter
 
 ROOT = Path(__file__).resolve().parents[2]
-KNOWN = {"memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load"}  # the Lessons page's EXPERIMENTS
+KNOWN = {"memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width"}  # the Lessons page's EXPERIMENTS
 
 
 def test_front_matter_is_split_from_the_text():
@@ -55,10 +55,10 @@ def test_unknown_experiment_is_named_clearly(tmp_path):
 
 def test_shipped_lessons_name_known_experiments():
     lessons = load_lessons(ROOT / "lessons", KNOWN)
-    assert len(lessons) == 6
-    assert [lesson.problem for lesson in lessons] == [None] * 6
+    assert len(lessons) == 7
+    assert [lesson.problem for lesson in lessons] == [None] * 7
     assert [lesson.experiment for lesson in lessons] == [
-        "memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load"]  # fmt: skip
+        "memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width"]  # fmt: skip
     assert lessons[0].title == "1 · One token per pass leaves the arithmetic idle"
 
 
@@ -149,6 +149,9 @@ def test_lessons_state_the_corrected_facts_and_cite_sources():
         assert "Barrow" in body, name
         assert "always does more" not in body, name
     assert "Leviathan" in two and "Leviathan" in three and "Leviathan" in six
+    seven = " ".join(text["07"].split())  # 7: width, with EAGLE-2's tree and lossless tree verification
+    assert "EAGLE-2" in seven and "tree attention mask" in seven and "recursive rejection sampling" in seven
+    assert "SpecInfer" in seven and "lossless" in seven
 
 
 def test_app_never_says_speculation_always_does_more_arithmetic():
