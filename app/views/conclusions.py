@@ -195,7 +195,8 @@ def width_table(result: dict) -> list[dict]:
     for r in result["rows"]:
         plain = next((p for p in result["rows"] if p["batch"] == r["batch"] and p["contender"] == "plain decoding"), None)
         out.append({"batch": r["batch"], "contender": r["contender"], "tokens per pass": r["tokens_per_pass"],
-                    "tokens emitted per pass": round(r["tokens_per_step"], 2) if r.get("tokens_per_step") else None,
+                    "tokens emitted per pass": round(r["tokens_per_step"], 2) if r.get("tokens_per_step") else
+                    (1.0 if r["contender"] == "plain decoding" else None),  # plain decoding: one per pass
                     "tokens/s": round(r["tokens_per_s"], 1),
                     "verify ms (median)": round(r["verify_ms"], 1) if r.get("verify_ms") is not None else None,
                     "FLOPs × plain": round(r["flops"] / plain["flops"], 2) if plain and plain["flops"] else None})  # fmt: skip

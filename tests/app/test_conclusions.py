@@ -168,5 +168,6 @@ def test_width_table_and_the_recording_fit_the_schema():
     table = conclusions.width_table(_width(70.0, 60.0, 200.0, 340.0))
     assert [r["FLOPs × plain"] for r in table] == [1.0, 1.7, 5.0, 1.0, 1.7, 5.0]
     assert table[2]["tokens per pass"] == 25 and table[5]["tokens per pass"] == 400
+    assert table[0]["tokens emitted per pass"] == 1.0 and table[2]["tokens emitted per pass"] == 3.4
     record = measurement.load_record(Path(__file__).resolve().parents[2] / "assets" / "lessons" / "width.json")
     assert len(conclusions.width_conclusion(record["measurement"])) == 3
