@@ -18,20 +18,12 @@ from pathlib import Path
 import streamlit as st
 
 from app import measurement, resources
-from app.engine_source import (
-    DRAFTER_SOURCES,
-    STAGE_SOURCES,
-    TREE_STAGE_SOURCES,
-    SourceError,
-    numbered_block,
-    source_of,
-)
 from app.lesson_experiments import EXPERIMENTS, PLAIN, Experiment
 from app.lesson_files import load_lessons
 from app.page_helpers import load_pair_or_error, show_failure, url_fallbacks
+from app.stepthrough_panel import draw_stages
 from app.url_keys import bound
 from app.views import conclusions, load, metrics, roofline, stepthrough, worksheet
-from app.views import tree as tree_view
 from engine import ConfigError, Trace, TraceError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -315,30 +307,7 @@ def show_step_through() -> None:
     b1, b2, _ = st.columns([1, 1, 4])
     b1.button("Next stage ▶", key="step_next", disabled=shown >= last, on_click=move, args=(shown + 1,))
     b2.button("↺ Start over", key="step_reset", on_click=move, args=(0,))
-    for n, stage in enumerate(stages[: shown + 1]):
-        left, right = st.columns([1, 1])
-        with left:
-            st.markdown(f"**{stage.title}**")
-            for line in stage.lines:
-                st.text(line)
-            if stage.table:
-                st.dataframe(stage.table, hide_index=True)
-            if tree is not None and n == 2:  # the tree drawn with its accepted path once acceptance is shown
-                item = tree_view.tree_steps([trace.steps[index]])[0]
-                st.html(tree_view.tree_html(item, greedy=trace.config.get("temperature", 0) == 0))
-        with right:
-            sources = list((TREE_STAGE_SOURCES if tree is not None else STAGE_SOURCES)[n])
-            if n == 0 and tree is None and trace.config.get("drafter") in DRAFTER_SOURCES:
-                sources.append((*DRAFTER_SOURCES[trace.config["drafter"]], None))
-            for relpath, qualname, block in sources:
-                try:
-                    code = source_of(relpath, qualname)
-                    code = numbered_block(code, block) if block else code
-                except SourceError as exc:
-                    st.warning(f"The engine's source for this stage was not found ({exc}).")
-                    continue
-                st.caption(f"engine/{relpath} · {qualname}" + (f" · step {block}" if block else ""))
-                st.code(code, language="python")
+    draw_stages(trace, index, 0, upto=shown)
 
 
 def show_worksheet(i: int, lesson, experiment: Experiment, name: str, guess, result: dict, rows: list[dict]) -> None:

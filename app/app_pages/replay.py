@@ -18,6 +18,8 @@ import streamlit as st
 from app import resources
 from app.page_helpers import last_resort
 from app.results import Peaks, gauge_name, show_results
+from app.stepthrough_panel import draw_stages
+from app.views import stepthrough
 from app.views.safe import md_escape, md_text
 from engine import Trace, TraceError
 from engine.device_recordings import RecordingError, list_recordings, race_label, recordings_note
@@ -150,6 +152,32 @@ def read_upload(ar_raw: bytes, spec_raw: bytes) -> tuple[Trace, Trace] | None:
         return None
 
 
+def step_through(spec: Trace) -> None:
+    """Any speculative step of the replayed run, stage by stage, beside the engine's code for each stage."""
+    steps = stepthrough.speculative_steps(spec)
+    with st.expander("🔍 Step through one step of this run (draft, verify, accept, correction or bonus, roll back)"):
+        if not steps:
+            st.caption("This run drafted nothing, so it has no speculative step to step through.")
+            return
+        first = stepthrough.interesting_step(spec)
+        c1, c2 = st.columns(2)
+        asked = int(c1.number_input(f"Step ({steps[0]} to {steps[-1]}; the ones that drafted)", min_value=steps[0],
+                                    max_value=steps[-1], value=first, step=1, key=f"replay_step_{steps[0]}_{steps[-1]}"))  # fmt: skip
+        index = asked if asked in set(steps) else min(steps, key=lambda i: (abs(i - asked), i))
+        if index != asked:
+            st.caption(f"Step {asked} drafted nothing; showing step {index}, the nearest that did.")
+        rows = spec.steps[index].seqs
+        drafted = [i for i, q in enumerate(rows) if q.drafted]  # an n-gram row may find nothing to draft
+        pos = drafted[0]
+        if len(drafted) > 1:
+            pick = int(c2.number_input(f"Row of the batch that drafted (1 to {len(drafted)})", min_value=1,
+                                       max_value=len(drafted), value=1, step=1, key=f"replay_row_{index}"))  # fmt: skip
+            pos = drafted[pick - 1]
+        st.caption(f"Step {index}, sequence {rows[pos].seq + 1}: what the trace recorded, beside the engine's code "
+                   "that did it.")  # fmt: skip
+        draw_stages(spec, index, pos)
+
+
 # --- page ---------------------------------------------------------------------------------------
 st.title("📼 Replay")
 st.markdown(
@@ -177,3 +205,5 @@ if load_chosen is not None:
             where = f"on the recording machine ({peaks.device_name})" if peaks and peaks.device_name else "on the recording machine"
             with last_resort("Could not draw these traces", "Are they complete SpecLab traces?"):
                 show_results(ar, spec, peaks, gauge_name(spec), peaks_where=where, downloads=False)
+            with last_resort("Could not step through this trace", "Is it a complete SpecLab trace?"):
+                step_through(spec)

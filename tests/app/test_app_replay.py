@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from app.views import stepthrough
 from engine import Trace, TraceError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,3 +184,44 @@ def test_replay_lists_device_recordings_through_the_strict_loaders(monkeypatch, 
     _page(at)
     captions = _texts(at.caption)  # Markdown-escaped text
     assert "recording dry" in captions and "a CPU dry run" in captions and "left out" in captions
+
+
+def test_any_step_of_a_replayed_run_steps_through_beside_the_engine_code():
+    """The step-through works on the replayed trace: the first interesting step by default, and any drafted step
+    by number (a step that drafted nothing moves to the nearest that did)."""
+    at = _replay()
+    spec = Trace.from_json(TRACES / FIRST["spec"])
+    steps = stepthrough.speculative_steps(spec)
+    key = f"replay_step_{steps[0]}_{steps[-1]}"
+    assert at.number_input(key=key).value == stepthrough.interesting_step(spec)
+    text, codes = _texts(at.markdown), _texts(at.code)
+    for title in stepthrough.STAGES:  # all five stages at once
+        assert f"**{title}**" in text
+    assert "def keep(self, new_lengths" in codes and "def propose" in codes and not at.exception
+    gaps = [i for i in range(steps[0], steps[-1]) if i not in set(steps)]
+    assert gaps, "the n-gram sample has steps where no row found a match"
+    at.number_input(key=key).set_value(gaps[0]).run()
+    assert f"Step {gaps[0]} drafted nothing" in _texts(at.caption) and not at.exception
+
+
+
+def test_a_replayed_tree_run_steps_through_its_tree(tiny, tmp_path):
+    """An uploaded pair whose speculative lane drafted trees (the tiny pair's draft model, 6 nodes, top-2): the
+    step-through shows the tree's own stages and the engine's tree code."""
+    from engine import DecodeConfig, generate
+
+    prompts = ["Explain how a rainbow forms.", "Hi"]
+    ar = generate(tiny, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=12))
+    tree = generate(tiny, prompts, DecodeConfig(depth=2, drafter="model", tree_nodes=6, tree_topk=2, max_new_tokens=12))
+    at = _replay()
+    at.radio(key="source").set_value(UPLOAD).run()
+    for key, trace in (("ar_file", ar), ("spec_file", tree)):  # as the Playground's downloads write them
+        path = tmp_path / f"{key}.json"
+        trace.to_json(path)
+        at.file_uploader(key=key).upload(path.name, path.read_bytes(), "application/json")
+    at.run()
+    assert not at.exception and not at.error, _texts(at.error)
+    text, codes = _texts(at.markdown), _texts(at.code)
+    for title in stepthrough.TREE_STAGES:
+        assert f"**{title}**" in text
+    assert "def keep_path(self" in codes and "def grow_tree" in codes and "RaggedCache.keep_path copies" in _texts(at.text)

@@ -230,6 +230,9 @@ def test_a_hostile_trace_loads_runs_and_shows_nothing_it_did_not_come_with(serve
         replay = page.frame_locator("iframe").first
         replay.locator('#race[data-state="done"]').wait_for(timeout=180_000)
         page.wait_for_timeout(1500)  # let the charts and the token view finish drawing
+        page.get_by_text("Step through one step of this run").click()  # its stages quote the hostile tokens too
+        page.get_by_text("1 · draft").first.wait_for(timeout=60_000)
+        page.wait_for_timeout(1000)
         assert page.get_by_text("Traceback").count() == 0
         assert replay.locator(".t.on").count() > 0  # the race really played the hostile tokens
         assert replay.get_by_text("<!--<script>").count() > 0  # ... and shows them as text
