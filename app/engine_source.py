@@ -13,6 +13,7 @@ import ast
 import functools
 import re
 import textwrap
+import threading
 from pathlib import Path
 
 ENGINE = Path(__file__).resolve().parents[1] / "engine"
@@ -22,8 +23,16 @@ class SourceError(LookupError):
     """The engine file or the function in it was not found (the engine was changed; a test catches this)."""
 
 
+_PARSE = threading.Lock()  # CPython 3.11 can fail building ASTs in two threads at once (python/cpython#106905)
+
+
 @functools.lru_cache(maxsize=32)
 def _tree(relpath: str) -> tuple[str, ast.Module]:
+    with _PARSE:
+        return _parse(relpath)
+
+
+def _parse(relpath: str) -> tuple[str, ast.Module]:
     path = ENGINE / relpath
     try:
         text = path.read_text(encoding="utf-8")

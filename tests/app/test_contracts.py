@@ -77,3 +77,22 @@ def test_every_page_in_main_exists():
     assert not missing, f"app/main.py names page files that do not exist in app/app_pages/: {missing}"
     orphans = sorted({p.name for p in _modules(PAGES)} - set(named) - {"__init__.py"})
     assert not orphans, f"page files no navigation entry reaches: {orphans}"
+
+
+def test_pages_need_no_streamlit_magic_and_it_is_off():
+    """Magic is off (.streamlit/config.toml: CPython 3.11 can fail building page ASTs in concurrent sessions), so
+    no app file may rely on it: no bare expression or string statement other than a docstring."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    assert config["runner"]["magicEnabled"] is False
+    for path in (ROOT / "app").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            body = getattr(node, "body", None)
+            if not isinstance(body, list):
+                continue
+            for i, stmt in enumerate(body):
+                if not isinstance(stmt, ast.Expr) or isinstance(stmt.value, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom)):
+                    continue
+                docstring = i == 0 and isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                assert docstring and isinstance(stmt.value, ast.Constant), f"{path.name}:{stmt.lineno} relies on magic"
