@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from app import measurement as ms
 from app.views import metrics
+from app.views.load import cell
 from engine import DecodeConfig, generate
 from engine.bench import batch_prompts, pass_costs, run_cells
 from engine.costs import expected_tokens_per_step, ridge_tokens
@@ -233,30 +234,26 @@ def by_load(pair, probe, s: dict) -> dict:
     rows = []
     for batch in LOAD_BATCHES:
         cells = run_cells(pair, batch_prompts("heldout", batch), list(contenders.values()), repeats=1)
-        for name, cell in zip(contenders, cells):
-            rows.append({"batch": batch, "contender": name, "tokens_per_s": cell["tokens_per_s"],
-                         "mean_depth": cell["mean_depth"] if name != PLAIN else 0.0, "alpha": cell["alpha"]})  # fmt: skip
+        for name, measured in zip(contenders, cells):
+            rows.append({"batch": batch, "contender": name, "tokens_per_s": measured["tokens_per_s"],
+                         "mean_depth": measured["mean_depth"] if name != PLAIN else 0.0, "alpha": measured["alpha"]})  # fmt: skip
     return {"drafter": drafter, "rows": rows}
-
-
-def _load_cell(m: dict, batch: int, contender: str) -> dict | None:
-    return next((r for r in m["rows"] if r["batch"] == batch and r["contender"] == contender), None)
 
 
 def load_speedup(m: dict, s: dict) -> float | None:
     batch = max(LOAD_BATCHES)
-    c, p = _load_cell(m, batch, fixed_label(int(s["k"]))), _load_cell(m, batch, PLAIN)
+    c, p = cell(m["rows"], batch, fixed_label(int(s["k"]))), cell(m["rows"], batch, PLAIN)
     return c["tokens_per_s"] / p["tokens_per_s"] if c and p and p["tokens_per_s"] else None
 
 
 def load_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
-    c = _load_cell(m, max(LOAD_BATCHES), fixed_label(int(s["k"])))
+    c = cell(m["rows"], max(LOAD_BATCHES), fixed_label(int(s["k"])))
     bound = expected_tokens_per_step(c["alpha"], c["mean_depth"]) if c and c["alpha"] is not None else None
     return [("Leviathan with a free drafter and a free verify (c = 0): E[tokens per step], an upper bound", bound)]
 
 
 def load_leviathan(m: dict, s: dict) -> dict | None:
-    c = _load_cell(m, max(LOAD_BATCHES), fixed_label(int(s["k"])))
+    c = cell(m["rows"], max(LOAD_BATCHES), fixed_label(int(s["k"])))
     if not c or c["alpha"] is None:
         return None
     return {"alpha": c["alpha"], "k": c["mean_depth"], "c": None, "measured": load_speedup(m, s)}
@@ -282,20 +279,16 @@ def width(pair, probe, s: dict) -> dict:
     for b in (1, batch):
         prompts = batch_prompts("heldout", WIDTH_PROMPTS if b == 1 else b)
         cells = run_cells(pair, prompts, width_configs(drafter, nodes, topk), repeats=1, sequential=b == 1)
-        for name, per_row, cell in zip(WIDTH_CONTENDERS, (0, WIDTH_DEPTH, nodes), cells):
-            rows.append({"batch": b, "contender": name, "tokens_per_s": cell["tokens_per_s"],
-                         "tokens_per_step": cell["tokens_per_step"], "tokens_per_pass": b * (per_row + 1),
-                         "verify_ms": cell["verify_ms"], "flops": cell["flops"]})  # fmt: skip
+        for name, per_row, measured in zip(WIDTH_CONTENDERS, (0, WIDTH_DEPTH, nodes), cells):
+            rows.append({"batch": b, "contender": name, "tokens_per_s": measured["tokens_per_s"],
+                         "tokens_per_step": measured["tokens_per_step"], "tokens_per_pass": b * (per_row + 1),
+                         "verify_ms": measured["verify_ms"], "flops": measured["flops"]})  # fmt: skip
     return {"drafter": drafter, "depth": WIDTH_DEPTH, "nodes": nodes, "topk": topk, "rows": rows}
-
-
-def width_cell(m: dict, batch: int, contender: str) -> dict | None:
-    return next((r for r in m["rows"] if r["batch"] == batch and r["contender"] == contender), None)
 
 
 def width_ratio(m: dict, s: dict, key: str = "tokens_per_s") -> float | None:
     """The tree's `key` ÷ the chain's at the large batch."""
-    t, c = (width_cell(m, int(s["batch"]), name) for name in ("tree", "chain"))
+    t, c = (cell(m["rows"], int(s["batch"]), name) for name in ("tree", "chain"))
     return t[key] / c[key] if t and c and t.get(key) and c.get(key) else None
 
 

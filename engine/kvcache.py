@@ -129,16 +129,11 @@ class RaggedCache:
         # copied: only slots from the first one that moves, in any row.
         moved = (path != torch.arange(width, device=path.device)).any(0)  # (P,)
         start = int(moved.long().argmax()) if bool(moved.any()) else width
-        one_row = path.shape[0] == 1
         for layer in self.cache.layers:
             if start < width:
-                src_k, src_v = layer.keys[:, :, base:], layer.values[:, :, base:]
-                if one_row:  # one row: a plain index_select, no expanded index
-                    keys, values = src_k.index_select(2, path[0, start:]), src_v.index_select(2, path[0, start:])
-                else:
-                    b, h, _, d = layer.keys.shape
-                    index = path[:, None, start:, None].expand(b, h, width - start, d)
-                    keys, values = src_k.gather(2, index), src_v.gather(2, index)
+                b, h, _, d = layer.keys.shape
+                index = path[:, None, start:, None].expand(b, h, width - start, d)
+                keys, values = layer.keys[:, :, base:].gather(2, index), layer.values[:, :, base:].gather(2, index)
                 layer.keys[:, :, base + start : base + width] = keys
                 layer.values[:, :, base + start : base + width] = values
             layer.keys, layer.values = layer.keys[:, :, : base + width], layer.values[:, :, : base + width]

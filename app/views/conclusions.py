@@ -10,6 +10,7 @@ against what a step cost, one run's α or draft time against another's. No outco
 from __future__ import annotations
 
 from . import metrics, roofline
+from .load import cell
 
 NEARLY_FREE = 1.25  # a pass within this factor of the one-token (or plain) pass counts as nearly free
 
@@ -193,7 +194,7 @@ def width_table(result: dict) -> list[dict]:
     tokens/s, the verify pass's median time and FLOPs against plain decoding at the same batch."""
     out = []
     for r in result["rows"]:
-        plain = next((p for p in result["rows"] if p["batch"] == r["batch"] and p["contender"] == "plain decoding"), None)
+        plain = cell(result["rows"], r["batch"], "plain decoding")
         out.append({"batch": r["batch"], "contender": r["contender"], "tokens per pass": r["tokens_per_pass"],
                     "tokens emitted per pass": round(r["tokens_per_step"], 2) if r.get("tokens_per_step") else
                     (1.0 if r["contender"] == "plain decoding" else None),  # plain decoding: one per pass
@@ -206,13 +207,10 @@ def width_table(result: dict) -> list[dict]:
 def width_conclusion(result: dict) -> list[str]:
     """Lesson 7's conclusion, from the measurement: what the tree bought at batch 1 and what it cost at the large
     batch, against the chain of the same depth."""
-    def cell(batch, name):
-        return next((r for r in result["rows"] if r["batch"] == batch and r["contender"] == name), None)
-
     shape = f"{result['nodes']} nodes, top-{result['topk']}, depth {result['depth']}"
     lines, ratios = [], {}
     for batch in sorted({r["batch"] for r in result["rows"]}):
-        tree, chain = cell(batch, "tree"), cell(batch, "chain")
+        tree, chain = cell(result["rows"], batch, "tree"), cell(result["rows"], batch, "chain")
         if not tree or not chain or not chain["tokens_per_s"]:
             continue
         ratio = tree["tokens_per_s"] / chain["tokens_per_s"]
@@ -230,7 +228,7 @@ def width_conclusion(result: dict) -> list[str]:
         lines.append(text)
     if len(ratios) == 2:
         (small, r_small), (large, r_large) = sorted(ratios.items())
-        big = cell(large, "tree")
+        big = cell(result["rows"], large, "tree")
         kept = (big["tokens_per_step"] - 1) / result["nodes"] if big.get("tokens_per_step") else None
         waste = (f" ({1 - kept:.0%} of the tree's nodes were rejected at batch {large})"
                  if kept is not None and 0 <= kept <= 1 else "")  # fmt: skip

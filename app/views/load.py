@@ -24,7 +24,8 @@ def batches(rows: list[dict]) -> list[int]:
     return sorted({r["batch"] for r in rows})
 
 
-def _cell(rows: list[dict], batch: int, contender: str) -> dict | None:
+def cell(rows: list[dict], batch: int, contender: str) -> dict | None:
+    """The row of (batch, contender) in a per-(batch, contender) table (lessons 6 and 7), None if absent."""
     return next((r for r in rows if r["batch"] == batch and r["contender"] == contender), None)
 
 
@@ -33,7 +34,7 @@ def load_figure(rows: list[dict]) -> go.Figure:
     xs = batches(rows)
     fig = go.Figure()
     for i, name in enumerate(contenders(rows)):
-        cells = [_cell(rows, b, name) for b in xs]
+        cells = [cell(rows, b, name) for b in xs]
         fig.add_scatter(
             x=[str(b) for b in xs], y=[c["tokens_per_s"] if c else None for c in cells], mode="lines+markers", name=name,
             line={"color": COLORS[i % len(COLORS)], "width": 3 if i >= 3 else 2, "dash": "dot" if i == 0 else None},
@@ -73,9 +74,9 @@ def load_table(rows: list[dict], plain: str) -> list[dict]:
     """One table row per (batch, contender): tokens/s, × plain decoding at that batch, mean k, α."""
     table = []
     for b in batches(rows):
-        base = _cell(rows, b, plain)
+        base = cell(rows, b, plain)
         for name in contenders(rows):
-            r = _cell(rows, b, name)
+            r = cell(rows, b, name)
             if r is None:
                 continue
             table.append({
@@ -89,7 +90,7 @@ def load_table(rows: list[dict], plain: str) -> list[dict]:
 
 def prediction_line(rows: list[dict], prediction: float, *, plain: str, contender: str, batch: int) -> str | None:
     """The student's predicted speedup of `contender` over `plain` at `batch` against the measured one."""
-    c, p = _cell(rows, batch, contender), _cell(rows, batch, plain)
+    c, p = cell(rows, batch, contender), cell(rows, batch, plain)
     if c is None or p is None or not p["tokens_per_s"]:
         return None
     measured = c["tokens_per_s"] / p["tokens_per_s"]

@@ -260,7 +260,7 @@ def test_bad_tree_options_are_one_line_errors(kwargs, message):
 ])  # fmt: skip
 def test_keep_path_packs_exactly_the_path(tiny, paths, keeps):
     """RaggedCache.keep_path keeps each row's path columns, packed after its cache (it skips slots already
-    in place and takes a single-row shortcut): the result equals a gather of the kept columns."""
+    in place): the result equals a gather of the kept columns."""
     from engine.kvcache import RaggedCache
 
     batch, n_new = len(paths), 6
