@@ -21,6 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
+SERVER_LOG = ROOT / "artifacts" / "streamlit-browser-test.log"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]  # fmt: skip
 
@@ -38,7 +39,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def server():
     port = _free_port()
-    log = open(ROOT / "artifacts" / "streamlit-browser-test.log", "w") if (ROOT / "artifacts").is_dir() else subprocess.DEVNULL
+    SERVER_LOG.parent.mkdir(exist_ok=True)
+    log = open(SERVER_LOG, "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
@@ -64,8 +66,7 @@ def server():
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
-        if log is not subprocess.DEVNULL:
-            log.close()
+        log.close()
 
 
 @contextlib.contextmanager
@@ -75,7 +76,18 @@ def browser_page(height: int):
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
-            yield browser.new_page(viewport={"width": 1400, "height": height})
+            page = browser.new_page(viewport={"width": 1400, "height": height})
+            page.set_default_timeout(60_000)  # clicks wait on server work too; a busy machine needs more than 30 s
+            try:
+                yield page
+            except Exception as exc:  # say what the page showed: a CI log is all there is to go on
+                with contextlib.suppress(Exception):
+                    alerts = page.locator('[role="alert"]').all_inner_texts()
+                    exc.add_note(f"the page's alerts when it failed: {alerts}")
+                    exc.add_note("the page's text when it failed (its end):\n" + page.inner_text("body")[-3000:])
+                with contextlib.suppress(Exception):
+                    exc.add_note("the server's log (its end):\n" + SERVER_LOG.read_text(errors="replace")[-3000:])
+                raise
         finally:
             browser.close()
 
@@ -229,8 +241,12 @@ def test_a_hostile_trace_loads_runs_and_shows_nothing_it_did_not_come_with(serve
         page.get_by_text("recorded measurements, not a live run").wait_for(timeout=180_000)
         replay = page.frame_locator("iframe").first
         replay.locator('#race[data-state="done"]').wait_for(timeout=180_000)
+        # the page goes on drawing below the race (summary, charts, token view, then the step-through): wait for
+        # it as long as for the race itself, not Playwright's default 30 s (a busy CI machine once took longer)
+        step_through = page.get_by_text("Step through one step of this run")
+        step_through.wait_for(timeout=180_000)
         page.wait_for_timeout(1500)  # let the charts and the token view finish drawing
-        page.get_by_text("Step through one step of this run").click()  # its stages quote the hostile tokens too
+        step_through.click()  # its stages quote the hostile tokens too
         page.get_by_text("1 · draft").first.wait_for(timeout=60_000)
         page.wait_for_timeout(1000)
         assert page.get_by_text("Traceback").count() == 0
