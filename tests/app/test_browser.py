@@ -233,12 +233,19 @@ def test_a_hostile_trace_loads_runs_and_shows_nothing_it_did_not_come_with(serve
                 and urlsplit(r.url).netloc != origin.netloc and outside.append(r.url))  # fmt: skip
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(f"{server}/replay", timeout=60_000)
+        page.get_by_text("recorded measurements, not a live run").wait_for(timeout=120_000)  # the sample pair first
         page.get_by_text("Upload your own traces").click()
+        # the uploaders' run has ended (the sample's results are gone) before a file goes in, and each file is in
+        # before the next: a file set on an input that a rerun is replacing would be lost
+        page.get_by_text("Upload both traces of one run").wait_for(timeout=120_000)
         page.locator('input[type="file"]').first.wait_for(state="attached", timeout=60_000)
+        assert page.get_by_text("recorded measurements, not a live run").count() == 0
         files = page.locator('input[type="file"]')
-        files.nth(0).set_input_files({"name": "ar.json", "mimeType": "application/json", "buffer": ar_raw})
-        files.nth(1).set_input_files({"name": "spec.json", "mimeType": "application/json", "buffer": spec_raw})
+        for n, (name, raw) in enumerate((("ar.json", ar_raw), ("spec.json", spec_raw))):
+            files.nth(n).set_input_files({"name": name, "mimeType": "application/json", "buffer": raw})
+            page.locator('[data-testid="stFileChipName"]', has_text=name).wait_for(timeout=60_000)
         page.get_by_text("recorded measurements, not a live run").wait_for(timeout=180_000)
+        page.get_by_text(f"![b]({EVIL}/device.png)").first.wait_for(timeout=60_000)  # the hostile pair's, no other
         replay = page.frame_locator("iframe").first
         replay.locator('#race[data-state="done"]').wait_for(timeout=180_000)
         # the page goes on drawing below the race (summary, charts, token view, then the step-through): wait for
