@@ -1,7 +1,7 @@
 """The engine's own source text for the step-through, read from the files without importing them.
 
 The app never imports torch (tests/app/test_contracts.py), and the engine's decode loop does, so the
-functions are found by parsing engine/*.py with `ast` and cutting out their lines (the way
+functions are found by parsing the engine's files with `ast` and cutting out their lines (the way
 `inspect.getsource` would, from the file the engine runs). `numbered_block` cuts one numbered step
 ("# 1. draft", "# 2. verify", ...) out of Decoder.step, the loop written after Leviathan et al. 2023,
 Algorithm 1. No streamlit.
@@ -72,20 +72,20 @@ def numbered_block(source: str, number: int) -> str:
 # The code beside each stage of the step-through (app/views/stepthrough.py STAGES): (engine file, function,
 # numbered step of Decoder.step or None for the whole function).
 STAGE_SOURCES = [  # per stage: (engine file, function, numbered block of Decoder.step or None)
-    [("decode.py", "Decoder.step", 1)],
-    [("decode.py", "Decoder.step", 2), ("decode.py", "Decoder.target_pass", None)],
-    [("decode.py", "Decoder.step", 3), ("sampling.py", "verify", None), ("sampling.py", "accept_greedy", None),
+    [("decoding/decode.py", "Decoder.step", 1)],
+    [("decoding/decode.py", "Decoder.step", 2), ("decoding/decode.py", "Decoder.target_pass", None)],
+    [("decoding/decode.py", "Decoder.step", 3), ("sampling.py", "verify", None), ("sampling.py", "accept_greedy", None),
      ("sampling.py", "first_rejection", None)],
     [("sampling.py", "accept_greedy", None), ("sampling.py", "accept_or_resample", None)],
-    [("decode.py", "Decoder.step", 4), ("decode.py", "Decoder.roll_back", None), ("kvcache.py", "RaggedCache.keep", None)],
+    [("decoding/decode.py", "Decoder.step", 4), ("decoding/decode.py", "Decoder.roll_back", None), ("model/kvcache.py", "RaggedCache.keep", None)],
 ]  # fmt: skip
-TREE_STAGE_SOURCES = [  # the same for a draft-tree step (engine/tree.py, engine/drafters/tree.py)
-    [("decode.py", "Decoder.step", 1), ("drafters/eagle.py", "EagleDrafter.propose_tree", None),
+TREE_STAGE_SOURCES = [  # the same for a draft-tree step (engine/decoding/verify_tree.py, engine/drafters/tree.py)
+    [("decoding/decode.py", "Decoder.step", 1), ("drafters/eagle.py", "EagleDrafter.propose_tree", None),
      ("drafters/tree.py", "grow_tree", None)],
-    [("decode.py", "Decoder.step", 2), ("decode.py", "Decoder.target_pass", None), ("tree.py", "DraftTree.attention", None)],
-    [("decode.py", "Decoder.step", 3), ("tree.py", "verify_tree", None), ("tree.py", "accept_tree_greedy", None)],
-    [("tree.py", "accept_tree_greedy", None), ("tree.py", "accept_tree_sampling", None)],
-    [("decode.py", "Decoder.step", 4), ("decode.py", "Decoder.roll_back", None), ("kvcache.py", "RaggedCache.keep_path", None)],
+    [("decoding/decode.py", "Decoder.step", 2), ("decoding/decode.py", "Decoder.target_pass", None), ("drafters/tree.py", "DraftTree.attention", None)],
+    [("decoding/decode.py", "Decoder.step", 3), ("decoding/verify_tree.py", "verify_tree", None), ("decoding/verify_tree.py", "accept_tree_greedy", None)],
+    [("decoding/verify_tree.py", "accept_tree_greedy", None), ("decoding/verify_tree.py", "accept_tree_sampling", None)],
+    [("decoding/decode.py", "Decoder.step", 4), ("decoding/decode.py", "Decoder.roll_back", None), ("model/kvcache.py", "RaggedCache.keep_path", None)],
 ]  # fmt: skip
 DRAFTER_SOURCES = {"eagle": ("drafters/eagle.py", "EagleDrafter.propose"),
                    "model": ("drafters/model.py", "ModelDrafter.propose"),

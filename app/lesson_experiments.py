@@ -18,8 +18,11 @@ from app import measurement as ms
 from app.views import metrics
 from app.views.load import cell
 from engine import DecodeConfig, generate
-from engine.bench import batch_prompts, pass_costs, run_cells
+from engine.bench.harness import run_cells
+from engine.bench.prompts import batch_prompts
 from engine.costs import expected_tokens_per_step, ridge_tokens
+from engine.decoding.passcurve import pass_costs
+from engine.drafters import drafter_name
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ class Experiment:
 
 def model_drafter(pair) -> str:
     """The EAGLE head where the pair has one, else the draft model."""
-    return "eagle" if pair.drafter_name("eagle") else "model"
+    return "eagle" if drafter_name(pair, "eagle") else "model"
 
 
 def lanes(pair, prompts: list[str], depth: int, drafter: str, tokens: int, **spec) -> dict:

@@ -18,7 +18,8 @@ import os
 import re
 from pathlib import Path
 
-from engine.trace import TraceError, parse_json
+from engine.trace.loader import parse_json
+from engine.trace.records import TraceError
 
 RECORD_SCHEMA = "speclab.lesson/1"
 MAX_RECORD_BYTES = 256 * 1024

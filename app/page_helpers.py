@@ -18,6 +18,7 @@ import streamlit as st
 from app import resources
 from app.url_keys import BOUND
 from engine import ConfigError, ModelLoadError
+from engine.drafters import drafter_name
 
 log = logging.getLogger("speclab.app")
 
@@ -105,8 +106,8 @@ def link_notices(page: str, raw: Mapping[str, str]) -> list[str]:
 
 def ready_label(pair) -> str:
     """'Ready: <target> · draft: <name> · EAGLE head: yes · cpu bfloat16', from the pair's own drafter list."""
-    eagle = "yes" if pair.drafter_name("eagle") else "none"
-    return (f"Ready: {pair.target_name} · draft: {pair.drafter_name('model') or 'none'} · EAGLE head: {eagle} · "
+    eagle = "yes" if drafter_name(pair, "eagle") else "none"
+    return (f"Ready: {pair.target_name} · draft: {drafter_name(pair, 'model') or 'none'} · EAGLE head: {eagle} · "
             f"{pair.device.type} {pair.dtype_name}")  # fmt: skip
 
 

@@ -4,7 +4,7 @@ Plain functions and constants, no streamlit (tests/app/test_policy_options.py ch
 are what a widget bound to the URL writes into the query string, so they are short, readable and
 stable. The batch table is written as the CLI writes it (`python -m engine run --batch-table`):
 `1-4:4,5-16:2,17-1024:0`, rows MIN-MAX:K (or N:K for one batch size), K = 0 switching speculation off,
-the semantics of vLLM's `num_speculative_tokens_per_batch_size` (engine/policies.py, BatchTable).
+the semantics of vLLM's `num_speculative_tokens_per_batch_size` (engine/decoding/policies.py, BatchTable).
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import streamlit as st
 
 from engine import DecodeConfig, generate, load_pair
+from engine.drafters import available_drafters
 from engine.hardware import probe
-from engine.models import hub_reachable
+from engine.model.pair import hub_reachable
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def get_pair(preset_key: str, dtype: str):
 
 def warm_up(pair) -> None:
     """Run both lanes once on a tiny prompt, so one-time kernel set-up is not billed to the first AR lane."""
-    drafters = pair.available_drafters()
+    drafters = available_drafters(pair)
     drafter = "model" if "model" in drafters else "ngram"
     for mode in ("autoregressive", "speculative"):
         generate(pair, ["Hi"], DecodeConfig(mode=mode, depth=2, drafter=drafter, max_new_tokens=3))

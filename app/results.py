@@ -18,7 +18,7 @@ import streamlit as st
 from app.views import charts, depth_policy, fairness, metrics, race, tokens
 from app.views.safe import md_escape, md_text
 from engine import Trace, sampling
-from engine.achieved import utilization_summary
+from engine.trace.achieved import utilization_summary
 
 BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
 DTYPES = ("float32", "bfloat16", "float16")

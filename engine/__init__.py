@@ -5,10 +5,11 @@
 See ../DESIGN (README "Engine") for the contract. This package never imports streamlit or plotly.
 """
 
-from .config import ConfigError, DecodeConfig
-from .decode import generate, generate_steps
-from .models import ModelLoadError, ModelPair, load_pair
-from .trace import Step, Trace, TraceError
+from engine.config import ConfigError, DecodeConfig
+from engine.decoding.decode import generate, generate_steps
+from engine.model.pair import ModelLoadError, ModelPair, load_pair
+from engine.trace.file import Trace
+from engine.trace.records import Step, TraceError
 
 __all__ = [
     "ConfigError",

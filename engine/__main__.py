@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "predict":
-        from .predictor import prediction_table
+        from engine.roofline.predictor import prediction_table
 
         try:
             print(prediction_table(args.gpu, args.model, args.context, args.alpha, args.c, args.dtype, args.floor))
@@ -159,16 +159,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         return 0
-    from . import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate, load_pair
+    from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate, load_pair
 
     try:
         _check_json_path(getattr(args, "json", None))  # before any decoding: a bad path must not lose a run
         if getattr(args, "device", None):
-            from .hardware import pick_device
+            from engine.hardware import pick_device
 
             pick_device(args.device)
         if args.command == "probe":
-            from .hardware import probe
+            from engine.hardware import probe
 
             result = probe(args.device, args.dtype)
             print(f"device        {result.device_name} ({result.device}), dtype {result.dtype}")
@@ -177,8 +177,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ridge point   {result.ridge_point:8.1f} FLOP/byte: above it a pass is compute-bound")
             return 0
         if args.command == "passes":
-            from .bench import format_passes, pass_costs
-            from .hardware import probe
+            from engine.bench.harness import format_passes
+            from engine.decoding.passcurve import pass_costs
+            from engine.hardware import probe
 
             draft = args.draft if args.model == "draft" else "none"
             pair = load_pair(target=args.target, draft=draft, device=args.device, dtype=args.dtype)
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"trace written to {args.json}")
             return 0
         if args.command == "bench":
-            from .bench import bench, format_table
+            from engine.bench.harness import bench, format_table
 
             bad = [d for d in args.depth if not 0 <= d <= 16] + [b for b in args.batch if b < 1]
             if bad:
@@ -257,8 +258,8 @@ def main(argv: list[str] | None = None) -> int:
 def _tree_settings(nodes: list[int], topks: list[int], drafter: str, depths: list[int], config) -> list[tuple[int, int]]:
     """bench --tree-nodes/--tree-topk -> (nodes, topk) settings: the chain (node 0) and every tree size with
     every top-k that fits some --depth; each checked by DecodeConfig before any model loads."""
-    from . import ConfigError
-    from .bench import tree_fits
+    from engine import ConfigError
+    from engine.bench.harness import tree_fits
 
     trees = [(0, 0)] if 0 in nodes else []
     for n in (n for n in nodes if n):
@@ -278,7 +279,7 @@ def _check_json_path(path: str | None) -> None:
     """--json must name a file in an existing, writable folder: checked before the run, not after it."""
     if not path:
         return
-    from . import ConfigError
+    from engine import ConfigError
 
     if os.path.isdir(path):
         raise ConfigError(f"--json {path}: is a folder; give a file name, e.g. {os.path.join(path, 'trace.json')}")
@@ -290,7 +291,7 @@ def _check_json_path(path: str | None) -> None:
 
 
 def _write_json(path: str, data) -> None:
-    from . import ConfigError
+    from engine import ConfigError
 
     tmp = path + ".tmp"
     try:

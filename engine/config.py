@@ -30,7 +30,7 @@ class DrafterKind(str, Enum):  # the keys of engine.drafters.DRAFTERS (a test ke
     EAGLE = "eagle"  # an EAGLE head: one layer over the target's own hidden states (engine/drafters/eagle.py)
 
 
-class GraphMode(str, Enum):  # how decode passes run (engine/static_cache.py, engine/graphs.py)
+class GraphMode(str, Enum):  # how decode passes run (engine/model/static_cache.py, engine/model/graphs.py)
     AUTO = "auto"  # CUDA graphs over static KV buffers on CUDA (lean forward); elsewhere as "off"
     OFF = "off"  # eager passes over the growing (dynamic) cache: the path every CPU run takes
     STATIC = "static"  # eager passes over preallocated (static) KV buffers, each attending exactly its columns
@@ -81,7 +81,7 @@ class DecodeConfig:
     stop_at_eos: bool = True
     # policy "batch_table": ((min_batch, max_batch, k), ...), vLLM's num_speculative_tokens_per_batch_size;
     # k = 0 switches speculation off; a batch no row covers drafts `depth`. None: derived from this
-    # machine's measured pass-cost curve (engine/policies.py).
+    # machine's measured pass-cost curve (engine/decoding/policies.py).
     batch_table: tuple[tuple[int, int, int], ...] | None = None
     # Tree drafting (EAGLE-2, engine/drafters/tree.py; drafters "eagle" and "model"): each draft step expands the `tree_topk` most likely
     # children of the `tree_topk` best nodes so far, and the `tree_nodes` nodes of highest joint draft
@@ -90,7 +90,7 @@ class DecodeConfig:
     tree_nodes: int = 0
     tree_topk: int = 0
     # Decode passes: "auto" captures them as CUDA graphs on CUDA (eager where capture is impossible), "off"
-    # keeps today's eager dynamic cache; "static" / "padded" run eagerly over static buffers (engine/static_cache.py).
+    # keeps today's eager dynamic cache; "static" / "padded" run eagerly over static buffers (engine/model/static_cache.py).
     # The default stays "off" until scripts/gpu_record.py has checked graph replay against eager on a real GPU
     # (no GPU was lent while it was written); tree drafting always runs eager (its tree mask is not in the
     # static-buffer path).

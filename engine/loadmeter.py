@@ -7,7 +7,7 @@ as the run's clock (the consumer's pauses between steps are off it), `LoadMeter`
 - `other_cpu_s`: CPU seconds every other process used meanwhile: the machine's busy time
   (psutil.cpu_times, all CPUs, idle and iowait excluded) minus `cpu_s`; None without psutil;
 and records the 1-minute load average (os.getloadavg) and the CPU count when the lane ends. The
-summary carries them as optional fields (engine/trace.py); app/views/fairness.py compares two lanes.
+summary carries them as optional fields (engine/trace/); app/views/fairness.py compares two lanes.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from engine import load_pair
-from engine.bench import bench, format_table
+from engine.bench.harness import bench, format_table
 
 
 def main() -> int:

@@ -2,7 +2,7 @@
 
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_replay.py [--mb 64] [--repeats 3] [--shapes depth,plain,wide]
 
-The loader's caps (engine/trace.py: MAX_FILE_BYTES, MAX_STEPS, MAX_SEQUENCES, MAX_DEPTH) bound what an
+The loader's caps (engine/trace/: MAX_FILE_BYTES, MAX_STEPS, MAX_SEQUENCES, MAX_DEPTH) bound what an
 upload can be. This script writes, for each shape, the largest trace the caps allow (grown until the
 next step would pass the file-size cap), in the loader's own schema, and times what Replay does with
 a pair of them (app/app_pages/replay.py -> app/results.py), with the same functions the page calls:
@@ -28,7 +28,9 @@ import time
 from app.results import Peaks
 from app.views import charts, depth_policy, metrics, race, tokens
 from engine.config import MAX_DEPTH
-from engine.trace import MAX_FILE_BYTES, MAX_SEQUENCES, MAX_STEPS, SCHEMA, Trace
+from engine.trace.file import Trace
+from engine.trace.loader import MAX_FILE_BYTES, MAX_SEQUENCES, MAX_STEPS
+from engine.trace.records import SCHEMA
 
 STEP_MS = 20.0
 

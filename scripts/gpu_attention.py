@@ -5,7 +5,7 @@ time per call in decode passes whose cache grew by one token each pass. cuDNN's 
 execution plan per shape; `engine.bench` repeats the same prompts, so its medians may never see that
 cost, while a real conversation brings a new length at every step.
 
-This decodes `--steps` tokens one at a time (the engine's own forward, engine/fastllama.py, with a growing
+This decodes `--steps` tokens one at a time (the engine's own forward, engine/model/fastllama.py, with a growing
 cache: every step a new shape) and times every step with CUDA events, twice per attention setting,
 alternating: PyTorch's default SDPA backend choice, and the same with cuDNN attention excluded.
 
@@ -29,11 +29,11 @@ from gpu_bench import SHAPES, random_llama, random_pair
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import DynamicCache
 
-import engine.forward
+import engine.model.forward
 from engine import DecodeConfig, generate
-from engine.bench import prompt_set_list
-from engine.fastllama import LeanLlama
+from engine.bench.prompts import prompt_set_list
 from engine.hardware import configure_attention, pick_device, pick_dtype
+from engine.model.fastllama import LeanLlama
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,7 +77,7 @@ def engine_check(shape: str, device, dtype, n_prompts: int, new_tokens: int, rou
     print(f"{'decode':<14} {'attention':<16} {'round':>5} {'tok/s':>8}")
     for rnd in range(rounds):
         for name, setting in (("engine default", configure_attention), ("cuDNN forced on", force_cudnn)):
-            engine.forward.configure_attention = setting  # what make_forward calls for every new cache
+            engine.model.forward.configure_attention = setting  # what make_forward calls for every new cache
             for label, cfg in modes:
                 tokens, seconds = 0, 0.0
                 for i, prompt in enumerate(prompts):  # a different prompt prefix per round: new lengths
@@ -85,7 +85,7 @@ def engine_check(shape: str, device, dtype, n_prompts: int, new_tokens: int, rou
                     tokens += trace.summary["new_tokens"]
                     seconds += trace.summary["wall_s"]
                 print(f"{label:<14} {name:<16} {rnd:>5} {tokens / seconds:>8.1f}", flush=True)
-    engine.forward.configure_attention = configure_attention
+    engine.model.forward.configure_attention = configure_attention
 
 
 def main() -> None:

@@ -27,9 +27,10 @@ from pathlib import Path
 
 import torch
 
-from engine.bench import bench, format_passes, format_table, pass_costs
+from engine.bench.harness import bench, format_passes, format_table
+from engine.decoding.passcurve import pass_costs
 from engine.hardware import pick_device, pick_dtype, probe
-from engine.models import ModelPair
+from engine.model.pair import ModelPair
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from engine import DecodeConfig, generate
-from engine.models import embedded_model_dir, load_pair
+from engine.model.pair import embedded_model_dir, load_pair
 from training.distill import TeeLog, build_prompts, read_shards
 from training.eagle import (
     VOCAB_FILE,

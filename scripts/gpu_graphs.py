@@ -4,7 +4,7 @@
 takes ~13 ms at batch 1 whether it carries 1 token or 128: flat, as the thesis says, but at ~6% of the
 card's bandwidth. This script separates the two causes of a flat curve:
 
-1. eager: `LeanLlama.forward` (the engine's own forward, engine/fastllama.py) called from Python, timed
+1. eager: `LeanLlama.forward` (the engine's own forward, engine/model/fastllama.py) called from Python, timed
    with CUDA events. Every op is one kernel launch issued by Python; at small batch the GPU waits for them.
 2. graph: the same forward captured once per shape as a CUDA graph and replayed (what gpt-fast's
    `torch.compile(mode="reduce-overhead")` and vLLM's CUDA graphs do). No Python per op: what is left is
@@ -31,8 +31,8 @@ import torch
 from gpu_bench import SHAPES, parse_shapes, probe_report, random_llama, run_shapes
 from transformers import DynamicCache
 
-from engine.fastllama import LeanLlama
 from engine.hardware import StepTimer, pick_device, pick_dtype
+from engine.model.fastllama import LeanLlama
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,7 @@
 """Record the GPU evidence SpecLab ships, in one time-boxed call of a lent GPU (issue 20, items 2 and 5).
 
 With the embedded pair (real weights: the SmolLM2-135M-Instruct target from its GGUF file, the shipped
-EAGLE head and the distilled draft), graph-captured (`cuda_graphs="auto"`, engine/graphs.py) and eager
+EAGLE head and the distilled draft), graph-captured (`cuda_graphs="auto"`, engine/model/graphs.py) and eager
 (`"off"`), interleaved stage by stage:
 
 1. exactness: float32, graph-captured vs eager decoding give the same tokens (model, EAGLE, n-gram
@@ -17,7 +17,7 @@ EAGLE head and the distilled draft), graph-captured (`cuda_graphs="auto"`, engin
    c measured in stage 3 on the 135M pair, over the shapes' measured verify cost T(B(k+1)) / T(B):
    speedup = E(alpha, k) / (k c + T(B(k+1)) / T(B)). A model fed with measurements, labelled so.
 
-Output (--out): recording.json (schema engine/device_recordings.py: device name, torch and CUDA versions, date)
+Output (--out): recording.json (schema engine/roofline/device_recordings.py: device name, torch and CUDA versions, date)
 and traces/*.json; recording.json is rewritten after every stage, so a run stopped by its budget still
 leaves what it measured. A stage that fails records its error and the next one runs.
 
@@ -46,11 +46,13 @@ from pathlib import Path
 import torch
 
 from engine import DecodeConfig, generate
-from engine.bench import batch_prompts, bench, pass_costs
+from engine.bench.harness import bench
+from engine.bench.prompts import batch_prompts
 from engine.costs import expected_tokens_per_step
-from engine.device_recordings import RECORDING_SCHEMA_ID, RECORDINGS
+from engine.decoding.passcurve import pass_costs
 from engine.hardware import device_name, pick_device, pick_dtype, probe
-from engine.models import load_pair
+from engine.model.pair import load_pair
+from engine.roofline.device_recordings import RECORDING_SCHEMA_ID, RECORDINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 

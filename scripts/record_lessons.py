@@ -23,7 +23,7 @@ from pathlib import Path
 from app import measurement
 from app.lesson_experiments import EXPERIMENTS
 from engine import DecodeConfig, Trace, generate, load_pair
-from engine.bench import batch_prompts
+from engine.bench.prompts import batch_prompts
 from engine.hardware import probe
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from engine.models import ModelPair, embedded_model_dir, load_pair
+from engine.model.pair import ModelPair, embedded_model_dir, load_pair
 
 PROMPTS = [
     "What is the capital of France?",

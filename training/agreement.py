@@ -49,7 +49,7 @@ class StepStart:
 
 def decode_and_record(pair, prompts: list[str], cfg: DecodeConfig, batch: int) -> tuple[list[dict], list[StepStart]]:
     """Decode `prompts` in batches; return their rows ({"prompt_ids", "output_ids"}) and every draft start."""
-    from engine.decode import generate
+    from engine.decoding.decode import generate
 
     rows, starts = [], []
     for b in range(0, len(prompts), batch):
@@ -179,8 +179,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-    from engine.bench import heldout_prompts
-    from engine.models import SHIPPED_EAGLE, ModelLoadError, load_pair
+    from engine.bench.prompts import heldout_prompts
+    from engine.model.pair import SHIPPED_EAGLE, ModelLoadError, load_pair
 
     args = parse_args(argv)
     if args.threads:

@@ -429,7 +429,7 @@ def engine_eval(draft_dir: Path, target: str | None, prompts: list[str], depth: 
     """Held-out greedy acceptance measured by the engine itself (speculative decoding, fixed depth).
     drafter: "model" (draft_dir is a draft model) or "eagle" (draft_dir is an EAGLE head)."""
     from engine import DecodeConfig, generate, load_pair
-    from engine.trace import acceptance_counts
+    from engine.trace.records import acceptance_counts
 
     if drafter == "eagle":
         pair = load_pair(target=target, draft=None, eagle=str(draft_dir), dtype=dtype)
@@ -660,7 +660,7 @@ def main(argv=None) -> int:
     train_prompts = prompts["train"][: args.max_prompts or None]
     heldout_prompts = prompts["heldout"][: args.heldout_prompts]
 
-    from engine.models import embedded_model_dir, load_pair
+    from engine.model.pair import embedded_model_dir, load_pair
 
     target_dir = Path(args.target) if args.target else embedded_model_dir()
     if run("generate"):

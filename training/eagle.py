@@ -39,13 +39,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from engine.drafters.eagle import EagleLoadError, fuse_features, load_head  # noqa: F401  (re-exported)
-from engine.fastllama import rms_norm, rotate_half
 from engine.formats import DRAFT_VOCAB_FILE as VOCAB_FILE
 from engine.formats import EAGLE_CONFIG_FILE as CONFIG_FILE
 from engine.formats import EAGLE_FORMAT as CONFIG_FORMAT
 from engine.formats import EAGLE_WEIGHTS_FILE as WEIGHTS_FILE
 from engine.formats import head_config, write_draft_vocab
+from engine.model.eagle_head import EagleLoadError, fuse_features, load_head  # noqa: F401  (re-exported)
+from engine.model.fastllama import rms_norm, rotate_half
 
 from .data import TeeLog, length_batches, read_shards
 from .features import concat_features, covers_prefix, extract_features  # noqa: F401  (re-exported)
@@ -139,7 +139,7 @@ class EagleHead(torch.nn.Module):
             head.fc.bias.zero_()
         return head
 
-    # The same arithmetic as engine/fastllama.py's _layer, unrolled over draft depths for training.
+    # The same arithmetic as engine/model/fastllama.py's _layer, unrolled over draft depths for training.
     def _rope(self, positions: torch.Tensor, dtype):
         freqs = positions[..., None].float() * self.inv_freq  # (B, T, hd/2)
         emb = torch.cat((freqs, freqs), dim=-1)
@@ -570,7 +570,7 @@ def main(argv=None) -> int:
     train_rows, heldout_rows = read_shards(work / "shards"), read_shards(work / "heldout")
 
     if run("features"):
-        from engine.models import load_pair
+        from engine.model.pair import load_pair
 
         pair = load_pair(target=args.target, draft=None, eagle=None, device=None if args.device == "auto" else args.device)
         bad = [i for i in args.fuse_layers if i >= pair.target.config.num_hidden_layers]
@@ -615,7 +615,7 @@ def main(argv=None) -> int:
             log.close()
             return 2
 
-        from engine.models import embedded_model_dir
+        from engine.model.pair import embedded_model_dir
 
         target = AutoModelForCausalLM.from_pretrained(args.target or embedded_model_dir(), dtype=torch.float32)
         embed = target.get_input_embeddings().weight.detach()

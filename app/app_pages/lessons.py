@@ -25,6 +25,7 @@ from app.stepthrough_panel import draw_stages
 from app.url_keys import bound
 from app.views import conclusions, load, metrics, roofline, stepthrough, worksheet
 from engine import ConfigError, Trace, TraceError
+from engine.drafters import available_drafters
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS_DIR = ROOT / "lessons"
@@ -226,7 +227,7 @@ def run_live(i: int, name: str, experiment: Experiment, settings: dict) -> None:
     if loaded is None:
         return
     pair, probe = loaded
-    if experiment.needs and not set(experiment.needs) & set(pair.available_drafters()):
+    if experiment.needs and not set(experiment.needs) & set(available_drafters(pair)):
         st.warning("This experiment needs a model drafter (the draft model or the EAGLE head), and this pair has none.")
         return
     with resources.model_turn(st.empty()):

@@ -32,9 +32,10 @@ from app.url_keys import bound
 from app.views import depth_policy, tokens
 from app.views import tree as tree_view
 from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate_steps
+from engine.decoding.passcurve import pass_curve
+from engine.decoding.policies import derived_table_for
+from engine.drafters import drafter_name
 from engine.hardware import pick_device
-from engine.passcurve import pass_curve
-from engine.policies import derived_table_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))["prompts"]
@@ -46,7 +47,7 @@ PROMPT_TITLES = list(PROMPT_BY_TITLE)
 PAIR_BY_LABEL = {p.label: key for key, p in resources.PRESETS.items()}
 PAIR_LABELS = list(PAIR_BY_LABEL)
 DRAFTERS = {"n-gram": "ngram", "draft model": "model", "EAGLE head": "eagle"}
-NO_DRAFTER = {  # drafter kind -> why it cannot run on this pair (pair.available_drafters() lacks it)
+NO_DRAFTER = {  # drafter kind -> why it cannot run on this pair (available_drafters(pair) lacks it)
     "model": "This model pair has no draft model. Fix: choose the n-gram drafter, or another pair.",
     "eagle": "This model pair has no EAGLE head (one ships for the embedded target only). Fix: choose the draft "
              "model or the n-gram drafter, or the embedded pair.",
@@ -364,7 +365,7 @@ if not problems or not resources.PRESETS[settings.preset].hub:
     else:
         pair, probe = loaded
 
-if pair is not None and pair.drafter_name(settings.drafter) is None:
+if pair is not None and drafter_name(pair, settings.drafter) is None:
     problems.append(f"no {settings.drafter} drafter")
     messages.error(NO_DRAFTER.get(settings.drafter, f"This model pair cannot run the {settings.drafter} drafter."),
                    icon=":material/error:")  # fmt: skip

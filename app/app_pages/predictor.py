@@ -1,9 +1,9 @@
 """Predictor: a roofline model of pass time and speculative speedup on named GPUs, checked against measurements.
 
 Page shape (DESIGN §5): title, short prose, controls, result. The lines and the heat map are a MODEL
-(engine/predictor.py: data-sheet peaks, SpecLab's measured launch overheads, Leviathan's formula), labelled
-so everywhere; the points over them are measurements: SpecLab's recorded GPU runs (engine/recordings.py) and,
-on request, this machine's own pass-cost curve (engine/passcurve.py) under the app's run lock. Every control
+(engine/roofline/predictor.py: data-sheet peaks, SpecLab's measured launch overheads, Leviathan's formula), labelled
+so everywhere; the points over them are measurements: SpecLab's recorded GPU runs (engine/roofline/recordings.py) and,
+on request, this machine's own pass-cost curve (engine/decoding/passcurve.py) under the app's run lock. Every control
 is bound to the URL; a link value a control cannot take falls back to the default with a notice.
 """
 
@@ -23,11 +23,11 @@ from app.views.predictor import (
     speedup_heatmap,
 )
 from engine import ConfigError
-from engine.architectures import ARCHITECTURES, architecture
-from engine.gpus import GPUS, gpu_for_device
-from engine.passcurve import pass_curve
-from engine.predictor import FLOOR_LABELS, FLOOR_SOURCE, GRID_BATCHES, Roof, floor_ms, pass_ms, speedup_grid
-from engine.recordings import check, load_recordings
+from engine.decoding.passcurve import pass_curve
+from engine.roofline.architectures import ARCHITECTURES, architecture
+from engine.roofline.gpus import GPUS, gpu_for_device
+from engine.roofline.predictor import FLOOR_LABELS, FLOOR_SOURCE, GRID_BATCHES, Roof, floor_ms, pass_ms, speedup_grid
+from engine.roofline.recordings import check, load_recordings
 
 MODAL = "https://modal.com/llm-almanac/spec-dec-roofline"
 LEVIATHAN = "https://arxiv.org/abs/2211.17192"

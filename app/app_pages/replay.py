@@ -22,7 +22,7 @@ from app.stepthrough_panel import draw_stages
 from app.views import stepthrough
 from app.views.safe import md_escape, md_text
 from engine import Trace, TraceError
-from engine.device_recordings import RecordingError, list_recordings, race_label, recordings_note
+from engine.roofline.device_recordings import RecordingError, list_recordings, race_label, recordings_note
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "assets" / "traces"

@@ -30,9 +30,11 @@ from app.views.sweep import (
     tree_vs_chain,
 )
 from engine import ConfigError
-from engine.bench import bench, pass_costs, tree_fits
+from engine.bench.harness import bench, tree_fits
 from engine.costs import ridge_tokens
-from engine.device_recordings import list_recordings, recordings_note
+from engine.decoding.passcurve import pass_costs
+from engine.drafters import drafter_name
+from engine.roofline.device_recordings import list_recordings, recordings_note
 
 BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
 VLLM_PR = "https://github.com/vllm-project/vllm/pull/35060"
@@ -41,7 +43,7 @@ ADAPTIVE = ["batch_table", "goodput"]  # measured beside "fixed" when the user t
 PASS_GUARD = 2048  # tokens in one measured pass (a CPU takes seconds per pass beyond this)
 TOKENS = [1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128]
 GRID_DRAFTERS = {"draft model": "model", "EAGLE head": "eagle", "n-gram": "ngram"}
-NO_DRAFTER = {  # drafter kind -> why this pair cannot run it (pair.available_drafters() lacks it)
+NO_DRAFTER = {  # drafter kind -> why this pair cannot run it (available_drafters(pair) lacks it)
     "model": "This pair has no draft model. Fix: choose the n-gram drafter.",
     "eagle": "This pair has no EAGLE head. Fix: choose the draft model or the n-gram drafter.",
 }
@@ -144,7 +146,7 @@ st.markdown(
 st.markdown("**The question this grid answers:** at which batch size does speculating k tokens stop paying on this "
             "machine, and does a deeper k stop paying at a smaller batch?")  # fmt: skip
 KINDS = list(GRID_DRAFTERS.values())
-PREFERRED = [kind for kind in ("eagle", "model", "ngram") if pair.drafter_name(kind)]  # the EAGLE head first
+PREFERRED = [kind for kind in ("eagle", "model", "ngram") if drafter_name(pair, kind)]  # the EAGLE head first
 default_drafter = KINDS.index(PREFERRED[0]) if PREFERRED else 0
 with st.form("grid_form"):
     g1, g2, g3, g4, g5 = st.columns(5)
@@ -187,7 +189,7 @@ if go_grid:
         st.error(f"No picked depth can hold those tree sizes with top-{grid_topk} (a tree of k levels holds at most "
                  "top-k + (k-1)·top-k² candidates). Fix: a larger depth or top-k, or smaller trees.",
                  icon=":material/error:")  # fmt: skip
-    elif pair.drafter_name(kind) is None:
+    elif drafter_name(pair, kind) is None:
         st.error(NO_DRAFTER.get(kind, f"This pair cannot run the {kind} drafter."), icon=":material/error:")
     elif len(grid_batches) * (len(grid_depths) * (1 + len(grid_trees)) + 1 + 2 * adaptive) * max(grid_batches) * tokens > 20_000:
         st.error("That grid would take many minutes on this machine. Fix: fewer or smaller batch sizes, fewer "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine.achieved import pass_achieved, timer_name
+from engine.trace.achieved import pass_achieved, timer_name
 
 AR_COLOR = "#8a8d99"
 DRAFT_COLOR = "#f2a93b"
@@ -115,7 +115,7 @@ def tokens_per_pass_figure(ar, spec) -> go.Figure:
 
 def achieved(step, peak_bandwidth: float, peak_flops: float) -> tuple[float, float]:
     """(% of peak bandwidth, % of peak FLOP/s) a step's model passes achieved: their modelled bytes/FLOPs over
-    their measured time (draft_ms + verify_ms: CUDA events on a GPU), engine/achieved.py."""
+    their measured time (draft_ms + verify_ms: CUDA events on a GPU), engine/trace/achieved.py."""
     row = pass_achieved(step, peak_bandwidth, peak_flops)
     return row["passes_bw_pct"] or 0.0, row["passes_flops_pct"] or 0.0
 

@@ -1,4 +1,4 @@
-"""The Predictor page's figures and tables: the roofline MODEL of engine/predictor.py drawn, and measurements over it.
+"""The Predictor page's figures and tables: the roofline MODEL of engine/roofline/predictor.py drawn, and measurements over it.
 
 Pure functions (no streamlit): numbers in, plotly figures / table rows / text out. Every figure says in its
 title that the lines are a model; measured points are drawn as markers and named with their machine.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from engine.costs import ModelCosts
-from engine.predictor import FLOOR_LABELS, Roof, SpeedupGrid, model_error, pass_ms, ridge_tokens_per_pass
+from engine.roofline.predictor import FLOOR_LABELS, Roof, SpeedupGrid, model_error, pass_ms, ridge_tokens_per_pass
 
 MODEL_LABEL = "model, not a measurement"
 LAYOUT_COLORS = {"rows": "#1f4fd1", "tokens": "#f2a93b"}

@@ -1,5 +1,5 @@
 """Device recordings beside the live measurement: the recorded grid as table rows, and where fixed-depth
-speculation falls below plain decoding in it (pure functions over engine/device_recordings.py's JSON).
+speculation falls below plain decoding in it (pure functions over engine/roofline/device_recordings.py's JSON).
 
 Everything here is read from a recording (scripts/gpu_record.py, labelled with its machine and date);
 nothing is computed from constants. The pages show it next to what they measure live, named as a recording.

@@ -1,8 +1,8 @@
 """One recorded speculative step, stage by stage: draft, one verify pass, accept a prefix, the target's own
-token (a correction or a bonus), KV-cache roll-back (Leviathan et al. 2023, Algorithm 1; engine/decode.py
+token (a correction or a bonus), KV-cache roll-back (Leviathan et al. 2023, Algorithm 1; engine/decoding/decode.py
 `Decoder.step`, steps 1 to 4).
 
-Input: a Trace (loaded with engine/trace.py's strict loader), a step index and a sequence index. Output:
+Input: a Trace (loaded with engine/trace/'s strict loader), a step index and a sequence index. Output:
 plain text per stage, read only from what the trace recorded; the cache lengths follow from the engine's
 rule in step 4 (the target caches every token but the pending last one). Token texts are model output,
 so the page shows them as code, never as Markdown. No streamlit.
@@ -115,7 +115,7 @@ def stages(trace, index: int, seq_pos: int = 0) -> list[Stage]:
 
 
 def tree_stages(trace, index: int, seq_pos: int = 0) -> list[Stage]:
-    """The five stages of a draft-tree step (EAGLE-2 drafting, tree verification; engine/tree.py), read from the
+    """The five stages of a draft-tree step (EAGLE-2 drafting, tree verification; engine/decoding/verify_tree.py), read from the
     row's recorded tree: nodes, parents, q, p and the accepted path."""
     step = trace.steps[index]
     q = step.seqs[seq_pos]

@@ -1,6 +1,6 @@
 """Draft-tree view: the tree a sequence drafted in one step, and the path the target accepted.
 
-Tree drafting (EAGLE-2, engine/tree.py) proposes several continuations at once; the target verifies every
+Tree drafting (EAGLE-2, engine/decoding/verify_tree.py) proposes several continuations at once; the target verifies every
 node in one pass and keeps the longest path it agrees with. This view draws one row's tree of one step as
 an indented outline, root (the sequence's last token) first, siblings best first:
 - nodes on the accepted path: green, underlined (the token view's "accepted draft");
@@ -8,7 +8,7 @@ an indented outline, root (the sequence's last token) first, siblings best first
 - the target's own token after the path: blue, boxed, ↺ for a correction, + for a bonus at a leaf.
 Hovering a node shows the drafter's q after its parent, the joint confidence (the product of q down the
 path: what EAGLE-2 ranks nodes by) and the target's p. Colour is never the only signal. Pure functions of
-the trace's `SeqStep.tree` records (engine/trace.py): no Streamlit, every token text escaped.
+the trace's `SeqStep.tree` records (engine/trace/): no Streamlit, every token text escaped.
 """
 
 from __future__ import annotations

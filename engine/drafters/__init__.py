@@ -7,10 +7,10 @@ name against `config.DrafterKind`, which a test keeps equal to this registry).
 
 from __future__ import annotations
 
-from .base import ConfidenceGate, Draft, Drafter, Verified, choose_tokens
-from .eagle import EagleDrafter, EagleLoadError, EagleRunner, load_head
-from .model import ModelDrafter
-from .ngram import NgramDrafter
+from engine.drafters.base import ConfidenceGate, Draft, Drafter, Verified, choose_tokens
+from engine.drafters.eagle import EagleDrafter
+from engine.drafters.model import ModelDrafter
+from engine.drafters.ngram import NgramDrafter
 
 DRAFTERS: dict[str, type[Drafter]] = {d.kind: d for d in (ModelDrafter, EagleDrafter, NgramDrafter)}
 
@@ -37,8 +37,13 @@ def available_drafters(pair) -> dict[str, str]:
     return {kind: d.label(pair) for kind, d in DRAFTERS.items() if d.available(pair)}
 
 
+def drafter_name(pair, kind: str) -> str | None:
+    """Display name of drafter `kind` ("model", "eagle", "ngram") for `pair`; None if the pair cannot run it."""
+    return available_drafters(pair).get(kind)
+
+
 __all__ = [
-    "DRAFTERS", "ConfidenceGate", "Draft", "Drafter", "EagleDrafter", "EagleLoadError", "EagleRunner",
+    "DRAFTERS", "ConfidenceGate", "Draft", "Drafter", "EagleDrafter",
     "ModelDrafter", "NgramDrafter", "Verified", "available_drafters", "choose_tokens", "drafter_label",
-    "drafter_params", "load_head", "make_drafter",
+    "drafter_name", "drafter_params", "make_drafter",
 ]  # fmt: skip

@@ -1,6 +1,6 @@
 """The drafter interface: who proposes the k tokens that the target verifies, and how the loop talks to it.
 
-Every drafter implements `Drafter` (below); the decode loop (engine/decode.py) only ever calls these
+Every drafter implements `Drafter` (below); the decode loop (engine/decoding/decode.py) only ever calls these
 hooks and never asks which drafter it holds (the shape of transformers' CandidateGenerator):
 
     prefill(prompts, hidden)      after the target's prefill (hidden: its features, if `target_features`)
@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import torch
 
-from ..sampling import greedy_ids, probs_from_logits, sample
-from ..tree import DraftTree
+from engine.drafters.tree import DraftTree
+from engine.sampling import greedy_ids, probs_from_logits, sample
 
 if TYPE_CHECKING:
-    from ..config import DecodeConfig
-    from ..models import ModelPair
+    from engine.config import DecodeConfig
+    from engine.model.pair import ModelPair
 
 
 @dataclass
@@ -44,7 +44,7 @@ class Draft:
     valid: torch.Tensor  # (B, k) bool
     forwards: int  # draft model forward passes spent
     fed_tokens: int  # tokens fed through the draft model per row, summed over those passes
-    tree: DraftTree | None = None  # a draft tree (ids are its nodes, engine/tree.py); None: a chain
+    tree: DraftTree | None = None  # a draft tree (ids are its nodes, engine/decoding/verify_tree.py); None: a chain
 
     @property
     def depth(self) -> int:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import torch
 
-from ..config import ConfigError
-from ..static_cache import make_cache
-from .base import ConfidenceGate, Draft, Verified, choose_tokens
-from .tree import grow_tree
+from engine.config import ConfigError
+from engine.drafters.base import ConfidenceGate, Draft, Verified, choose_tokens
+from engine.drafters.tree import grow_tree
+from engine.model.static_cache import make_cache
 
 
 class ModelDrafter:

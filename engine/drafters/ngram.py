@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Draft, Verified
+from engine.drafters.base import Draft, Verified
 
 
 class NgramDrafter:

@@ -11,16 +11,71 @@ Follows Li et al. 2024, "EAGLE-2: Faster Inference of Language Models with Dynam
               scores above its parent (q <= 1), so the kept set is a tree: every kept node's parent is kept.
 `grow_tree` runs those levels over a drafter's RaggedCache; the drafter only supplies `feed`, one forward
 of the frontier (engine/drafters/eagle.py, model.py). `TreeBuilder` keeps the candidates and returns the
-`DraftTree` (engine/tree.py) the target verifies.
+`DraftTree` (engine/decoding/verify_tree.py) the target verifies.
 The tree is a deterministic function of the drafter's q (top-k, no sampling), which is what makes the
-one-hot recursive rejection sampling of engine/tree.py lossless.
+one-hot recursive rejection sampling of engine/decoding/verify_tree.py lossless.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from ..tree import DraftTree
+
+@dataclass
+class DraftTree:
+    tokens: torch.Tensor  # (B, N) long: each node's token
+    parents: torch.Tensor  # (B, N) long: parent node index, -1 for children of the root
+    depths: torch.Tensor  # (B, N) long: 1 .. D
+    q: torch.Tensor  # (B, N) float: the drafter's probability of the node's token after its parent
+    topk: int  # most children a node has
+
+    @property
+    def nodes(self) -> int:
+        return int(self.tokens.shape[1])
+
+    @property
+    def depth(self) -> int:
+        return int(self.depths.max()) if self.tokens.numel() else 0
+
+    @property
+    def parent_columns(self) -> torch.Tensor:
+        """(B, N): each node's parent as a verify column (0 = the root)."""
+        return self.parents + 1
+
+    @property
+    def offsets(self) -> torch.Tensor:
+        """(B, N+1): each verify column's position after the row's length: the root 0, a node its depth."""
+        return torch.cat([torch.zeros_like(self.depths[:, :1]), self.depths], dim=1)
+
+    def attention(self) -> torch.Tensor:
+        """(B, N+1, N+1) bool: column i attends to column j iff j is i itself or one of its ancestors."""
+        batch, n = self.tokens.shape
+        up = torch.cat([torch.zeros_like(self.parents[:, :1]), self.parent_columns], dim=1)  # (B, N+1); root -> root
+        seen = torch.eye(n + 1, dtype=torch.bool, device=self.tokens.device).expand(batch, n + 1, n + 1).clone()
+        cur = torch.arange(n + 1, device=self.tokens.device).expand(batch, n + 1)
+        for _ in range(self.depth):  # one level up per round: D rounds, not one per node
+            cur = up.gather(1, cur)  # (B, N+1): each column's ancestor one level higher (the root stays)
+            seen.scatter_(2, cur[..., None], True)
+        return seen
+
+    def children(self) -> torch.Tensor:
+        """(B, N+1, topk) long: the verify columns of each column's children, best first; -1 = none."""
+        batch, n = self.tokens.shape
+        device = self.tokens.device
+        parent_cols = self.parent_columns  # (B, N)
+        onehot = parent_cols[..., None] == torch.arange(n + 1, device=device)  # (B, N, N+1)
+        rank = (onehot.long().cumsum(1) - 1).gather(2, parent_cols[..., None]).squeeze(2)  # (B, N): sibling rank
+        table = torch.full((batch, n + 1, self.topk), -1, dtype=torch.long, device=device)
+        cols = torch.arange(1, n + 1, device=device).expand(batch, n)
+        table[torch.arange(batch, device=device)[:, None], parent_cols, rank] = cols
+        return table
+
+    def select(self, rows: torch.Tensor) -> DraftTree:
+        return DraftTree(self.tokens[rows], self.parents[rows], self.depths[rows], self.q[rows], self.topk)
+
+
 
 
 class TreeBuilder:

@@ -146,7 +146,7 @@ def test_playground_traces_carry_their_peaks_and_replay():
 
 
 def test_replay_says_gpu_recordings_wait_on_a_gpu_when_none_ship(monkeypatch, tmp_path):
-    import engine.device_recordings as recordings
+    import engine.roofline.device_recordings as recordings
 
     monkeypatch.setattr(recordings, "RECORDINGS", tmp_path / "none")
     at = _replay()
@@ -159,7 +159,7 @@ def test_replay_lists_device_recordings_through_the_strict_loaders(monkeypatch, 
     schema-checked and played through the strict trace loader; a dry run beside it is left out, visibly."""
     import shutil
 
-    import engine.device_recordings as recordings
+    import engine.roofline.device_recordings as recordings
 
     root = tmp_path / "recordings"
     for name, dry in (("fixture", False), ("dry", True)):

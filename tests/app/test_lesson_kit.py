@@ -174,11 +174,11 @@ def test_engine_source_for_every_stage_is_found_without_importing_torch():
                 assert numbered_block(code, block).startswith(f"# {block}.")
     for relpath, qualname in DRAFTER_SOURCES.values():
         assert "def propose" in source_of(relpath, qualname)
-    step = source_of("decode.py", "Decoder.step")
+    step = source_of("decoding/decode.py", "Decoder.step")
     assert "draft = self.drafter.propose" in numbered_block(step, 1) and "verify(" not in numbered_block(step, 1)
     assert "self.roll_back" in numbered_block(step, 4)
-    assert "self.target.keep(" in source_of("decode.py", "Decoder.roll_back")
+    assert "self.target.keep(" in source_of("decoding/decode.py", "Decoder.roll_back")
     with pytest.raises(SourceError, match="Decoder.nothing was not found"):
-        source_of("decode.py", "Decoder.nothing")
+        source_of("decoding/decode.py", "Decoder.nothing")
     with pytest.raises(SourceError, match="no '# 9.' step"):
         numbered_block(step, 9)

@@ -7,9 +7,9 @@ import pytest
 pytest.importorskip("plotly")
 
 from app.views import predictor as view  # noqa: E402
-from engine.architectures import architecture  # noqa: E402
-from engine.gpus import GPUS  # noqa: E402
-from engine.predictor import Roof, floor_ms, pass_ms, speedup_grid  # noqa: E402
+from engine.roofline.architectures import architecture  # noqa: E402
+from engine.roofline.gpus import GPUS  # noqa: E402
+from engine.roofline.predictor import Roof, floor_ms, pass_ms, speedup_grid  # noqa: E402
 
 COSTS = architecture("8B").costs("bfloat16")
 ROOF = Roof.from_gpu(GPUS["H200"], "bfloat16")
@@ -78,7 +78,7 @@ def test_series_error_and_summary():
 
 
 def test_error_table_rows():
-    from engine.recordings import check, load_recordings
+    from engine.roofline.recordings import check, load_recordings
 
     rows = view.error_table(check(load_recordings()[0]))
     assert rows and {"device", "model shape", "mode", "error, data-sheet peaks", "file"} <= set(rows[0])

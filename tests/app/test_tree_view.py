@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.views import sweep
 from app.views import tree as tree_view
-from engine.trace import DraftToken, SeqStep, Step, TreeRecord
+from engine.trace.records import DraftToken, SeqStep, Step, TreeRecord
 
 
 def _tree_row(seq: int = 0) -> SeqStep:

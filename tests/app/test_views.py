@@ -9,7 +9,8 @@ import plotly.graph_objects as go
 import pytest
 
 from app.views import charts, depth_policy, load, metrics, race, sweep, tokens
-from engine.trace import DraftToken, SeqStep, Step, Trace, summarize
+from engine.trace.file import Trace
+from engine.trace.records import DraftToken, SeqStep, Step, summarize
 
 
 def _step(index, kind, depth, seqs, t0, t1, draft_ms=0.0, verify_ms=10.0):

@@ -11,8 +11,8 @@ import pytest
 import tomllib
 
 from app.views import charts, depth_policy, race, tokens
-from engine import trace as trace_module
-from engine.trace import DraftToken, SeqStep, Step
+from engine.trace import loader as trace_module
+from engine.trace.records import DraftToken, SeqStep, Step
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = ["</script><script>window.__pwned=1</script>", "<!--<script>", "]]>", "&lt;&amp;", "\u2028\u2029",

@@ -1,12 +1,12 @@
-"""Achieved utilisation (engine/achieved.py): modelled work ÷ measured time as % of the probed peaks, and
+"""Achieved utilisation (engine/trace/achieved.py): modelled work ÷ measured time as % of the probed peaks, and
 labels that say which numbers are modelled and which are time-sampled."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.achieved import achieved_pct, gauge_labels, pass_achieved, timer_name, utilization_summary
-from engine.trace import Step
+from engine.trace.achieved import achieved_pct, gauge_labels, pass_achieved, timer_name, utilization_summary
+from engine.trace.records import Step
 
 
 def step(**kw) -> Step:

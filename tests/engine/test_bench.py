@@ -8,7 +8,7 @@ import torch
 # --- bench -------------------------------------------------------------------------------------
 def test_bench_grid_and_baselines_run_end_to_end(tiny):
     """The benchmark's code path (not its speed): every cell is measured, outputs match AR, the table prints."""
-    from engine.bench import bench, format_table
+    from engine.bench.harness import bench, format_table
 
     result = bench(tiny, [1, 2], [2], drafter="model", max_new_tokens=6, repeats=1, baseline=True,
                    baseline_prompts=2, sequential=3, log=lambda s: None)
@@ -27,7 +27,7 @@ def test_bench_grid_and_baselines_run_end_to_end(tiny):
 
 def test_bench_confidence_grid(tiny):
     """Each depth runs at each confidence threshold; the gated rows report how much they actually drafted."""
-    from engine.bench import bench, format_table
+    from engine.bench.harness import bench, format_table
 
     result = bench(tiny, [1], [3], drafter="model", max_new_tokens=8, repeats=1, sequential=2,
                    confidences=[0.0, 0.9], log=lambda s: None)
@@ -42,7 +42,7 @@ def test_bench_confidence_grid(tiny):
 def test_bench_tree_cells_beside_the_chains(tiny):
     """Each tree setting runs at every depth it fits, interleaved with the chains; rows say their tree, count
     tree nodes per pass, and give a per-prompt median speedup when prompts run one after another."""
-    from engine.bench import bench, format_table
+    from engine.bench.harness import bench, format_table
 
     result = bench(tiny, [1], [1, 2], drafter="model", max_new_tokens=6, repeats=1, sequential=2,
                    trees=[(0, 0), (5, 2)], log=lambda s: None)  # fmt: skip

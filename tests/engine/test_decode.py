@@ -6,7 +6,7 @@ import pytest
 from conftest import PROMPTS, hf_greedy, tiny_pair
 
 from engine import DecodeConfig, generate, generate_steps
-from engine.kvcache import COMPACT_SLACK
+from engine.model.kvcache import COMPACT_SLACK
 
 
 # --- exactness ---------------------------------------------------------------------------------
@@ -25,7 +25,7 @@ def test_tiny_greedy_speculative_equals_ar_equals_hf(tiny, drafter, prompts):
 @pytest.mark.parametrize("slack", [0, 4, 10_000], ids=["compact-every-step", "compact-sometimes", "never-compact"])
 def test_rollback_holes_and_compaction_keep_output_exact(tiny, monkeypatch, slack):
     """Rejected tokens become masked holes; compaction packs rows again. Either way: output == plain decoding."""
-    import engine.kvcache as kvcache
+    import engine.model.kvcache as kvcache
 
     monkeypatch.setattr(kvcache, "COMPACT_SLACK", slack)
     n = 32

@@ -132,7 +132,7 @@ def test_cli_refuses_a_bad_device_or_json_path_before_decoding(tmp_path, capsys,
 
 def test_cli_prints_the_summary_when_the_trace_cannot_be_written(tiny, tmp_path, capsys, monkeypatch):
     import engine.__main__ as cli
-    from engine.trace import Trace
+    from engine.trace.file import Trace
 
     monkeypatch.setattr("engine.load_pair", lambda **kwargs: tiny)
 

@@ -12,9 +12,9 @@ from engine.costs import ModelCosts, expected_speedup, expected_tokens_per_step,
 
 # --- costs -------------------------------------------------------------------------------------
 def test_lean_forward_matches_transformers(tokenizer):
-    """engine/fastllama.py computes what LlamaForCausalLM computes: ragged prefill, multi-token verify,
+    """engine/model/fastllama.py computes what LlamaForCausalLM computes: ragged prefill, multi-token verify,
     per-row roll-back, row selection and single-token steps all give the same logits (float32)."""
-    from engine.kvcache import RaggedCache
+    from engine.model.kvcache import RaggedCache
 
     model = __import__("conftest").tiny_llama(len(tokenizer), layers=3, seed=5)
     costs = ModelCosts.from_model(model)
@@ -87,7 +87,7 @@ def test_reduced_draft_head_sampling_gives_q_over_the_whole_vocabulary(tokenizer
     ('{"format": "speclab.draft_vocab/1", "ids": [3, 3]}', "duplicates"),
 ])
 def test_bad_draft_vocab_file_falls_back_to_the_full_head(tmp_path, tokenizer, content, message):
-    from engine.models import load_draft_vocab
+    from engine.model.pair import load_draft_vocab
 
     model = __import__("conftest").tiny_llama(len(tokenizer))
     (tmp_path / "draft_vocab.json").write_text(content)
@@ -101,7 +101,7 @@ def test_bad_draft_vocab_file_falls_back_to_the_full_head(tmp_path, tokenizer, c
 def test_lean_forward_only_for_plain_llama(tokenizer):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from engine.fastllama import supports
+    from engine.model.fastllama import supports
 
     assert supports(__import__("conftest").tiny_llama(len(tokenizer)))
     biased = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
@@ -147,7 +147,7 @@ def test_grouped_query_attention_with_a_mask_equals_expanded_heads(dtype, n):
     the output must equal expanding the kv heads, bit for bit."""
     import torch.nn.functional as F
 
-    from engine.fastllama import attend
+    from engine.model.fastllama import attend
 
     gen = torch.Generator().manual_seed(n)
     q = torch.randn(2, 9, n, 64, generator=gen).to(dtype)

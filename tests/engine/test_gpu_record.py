@@ -1,4 +1,4 @@
-"""scripts/gpu_record.py's CPU dry run (CI) and the recordings it writes (engine/device_recordings.py).
+"""scripts/gpu_record.py's CPU dry run (CI) and the recordings it writes (engine/roofline/device_recordings.py).
 
 The dry run goes through every stage with tiny sizes on the embedded pair (float32): exactness of the
 graph path (padded buckets, run eagerly on a CPU) against eager, pass curves, the grid, the races, the
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.device_recordings import RECORDINGS, RecordingError, list_recordings, race_label, read_recording, recordings_note
+from engine.roofline.device_recordings import RECORDINGS, RecordingError, list_recordings, race_label, read_recording, recordings_note
 
 SCRIPT = Path(__file__).parents[2] / "scripts" / "gpu_record.py"
 

@@ -64,7 +64,7 @@ def test_every_drafter_implements_the_interface_and_the_registry_matches_the_con
 
 
 def test_decode_loop_never_asks_which_drafter_it_holds():
-    source = (ROOT / "engine" / "decode.py").read_text()
+    source = (ROOT / "engine" / "decoding" / "decode.py").read_text()
     for name in ("ModelDrafter", "EagleDrafter", "NgramDrafter", "isinstance(drafter", "isinstance(self.drafter"):
         assert name not in source
 
@@ -73,10 +73,115 @@ def test_speculative_step_fits_on_one_screen():
     """DESIGN: the draft -> verify -> accept -> roll back step reads on one screen (<= 80 lines)."""
     import inspect
 
-    from engine.decode import Decoder
+    from engine.decoding.decode import Decoder
 
     lines = inspect.getsource(Decoder.step).splitlines()
     assert len(lines) <= 80
     body = "\n".join(lines)
     for marker in ("# 1. draft", "# 2. verify", "# 3. accept", "# 4. roll back"):
         assert marker in body
+
+
+# --- the layers inside engine/ (docs/design.md, "The layers") ----------------------------------------
+ENGINE = ROOT / "engine"
+LAYER_RULES = {  # subpackage -> subpackages it must never import (at any depth of a file: function-level too)
+    "model": {"drafters", "decoding", "bench", "roofline"},
+    "drafters": {"decoding", "bench"},
+    "decoding": {"bench", "roofline"},
+    "trace": {"model", "drafters", "decoding", "bench"},
+    "roofline": {"model", "drafters", "decoding", "bench"},
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def engine_import_graph() -> dict[str, set[str]]:
+    """engine module -> the engine modules it imports anywhere in its file (relative imports resolved)."""
+    modules = {_module_name(p): p for p in ENGINE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                for alias in node.names:
+                    if f"{module}.{alias.name}" in modules:
+                        targets.add(f"{module}.{alias.name}")
+                    elif module in modules:
+                        targets.add(module)
+            elif isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names if alias.name in modules)
+        targets.discard(name)
+        graph[name] = targets
+    return graph
+
+
+def test_no_import_cycle_anywhere_in_the_engine():
+    """Tarjan's strongly connected components over the import graph: every component is one module."""
+    graph = engine_import_graph()
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert cycles == [], f"import cycles in engine/: {cycles}"
+
+
+def test_the_cycle_check_sees_a_cycle(tmp_path, monkeypatch):
+    """The checker itself on a two-module circle written to a temporary tree (so the test above can fail)."""
+    pkg = tmp_path / "engine"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from engine.b import g\n")
+    (pkg / "b.py").write_text("from .a import f\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "ENGINE", pkg)
+    graph = engine_import_graph()
+    assert graph["engine.a"] == {"engine.b"} and graph["engine.b"] == {"engine.a"}
+    with pytest.raises(AssertionError, match="import cycles"):
+        test_no_import_cycle_anywhere_in_the_engine()
+
+
+@pytest.mark.parametrize("layer", sorted(LAYER_RULES))
+def test_each_engine_layer_imports_only_what_is_below_it(layer):
+    graph = engine_import_graph()
+    bad = [
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        if module == f"engine.{layer}" or module.startswith(f"engine.{layer}.")
+        for target in targets
+        if target.split(".")[1:2] and target.split(".")[1] in LAYER_RULES[layer]
+    ]
+    assert bad == [], bad
+
+
+def test_every_engine_subpackage_has_a_layer_rule_or_is_a_top_module():
+    """A new folder in engine/ must say where it sits (add it to LAYER_RULES and docs/design.md)."""
+    folders = {p.name for p in ENGINE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders - {"bench"} == set(LAYER_RULES)

@@ -8,9 +8,9 @@ import pytest
 from conftest import PROMPTS
 
 from engine import ConfigError, DecodeConfig, generate
-from engine.passcurve import PassCurve
-from engine.policies import BatchTable, GoodputDepth, PolicyContext, derived_batch_table, expected_tokens
-from engine.trace import DraftToken, SeqStep, Step
+from engine.decoding.passcurve import PassCurve
+from engine.decoding.policies import BatchTable, GoodputDepth, PolicyContext, derived_batch_table, expected_tokens
+from engine.trace.records import DraftToken, SeqStep, Step
 
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -135,7 +135,7 @@ def test_cli_batch_table_errors_are_one_line(capsys):
 
 
 def test_pass_curve_is_measured_once_then_read_from_the_cache(tiny, tmp_path, monkeypatch):
-    from engine import passcurve
+    from engine.decoding import passcurve
 
     monkeypatch.setenv("SPECLAB_CACHE", str(tmp_path))
     monkeypatch.setattr(passcurve, "_memory", {})
@@ -157,7 +157,7 @@ def test_pass_curve_is_measured_once_then_read_from_the_cache(tiny, tmp_path, mo
 
 
 def test_bench_compares_policies_interleaved_and_runs_adaptive_ones_at_the_largest_depth(tiny):
-    from engine.bench import bench, format_table
+    from engine.bench.harness import bench, format_table
 
     result = bench(tiny, [1, 3], [1, 3], drafter="ngram", prompt_set="extractive", max_new_tokens=6, repeats=1,
                    policy=["fixed", "goodput", "batch_table"], log=lambda s: None)

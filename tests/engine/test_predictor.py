@@ -1,4 +1,4 @@
-"""The roofline predictor (engine/predictor.py), its GPU and architecture tables, and the recordings it is checked on."""
+"""The roofline predictor (engine/roofline/predictor.py), its GPU and architecture tables, and the recordings it is checked on."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from engine import __main__ as cli
-from engine.architectures import ARCHITECTURES, architecture
 from engine.costs import ModelCosts, expected_speedup
-from engine.gpus import GPUS, gpu, gpu_for_device
-from engine.predictor import (
+from engine.roofline.architectures import ARCHITECTURES, architecture
+from engine.roofline.gpus import GPUS, gpu, gpu_for_device
+from engine.roofline.predictor import (
     FLOOR_MEASURED,
     Roof,
     crossover_batch,
@@ -26,7 +26,7 @@ from engine.predictor import (
     speedup,
     speedup_grid,
 )
-from engine.recordings import RecordingError, check, load_recordings, load_report, parse_report, predict_record
+from engine.roofline.recordings import RecordingError, check, load_recordings, load_report, parse_report, predict_record
 
 ROOT = Path(__file__).resolve().parents[2]
 # A hand-sized model: 1e9 matmul weights in bf16 (2 GB), no attention and no KV cache, one layer.

@@ -1,4 +1,4 @@
-"""Static KV buffers and the CUDA-graph buckets (engine/static_cache.py, engine/graphs.py).
+"""Static KV buffers and the CUDA-graph buckets (engine/model/static_cache.py, engine/model/graphs.py).
 
 On a CPU: the static-buffer path ("static": exact windows) and the graph-bucket path run eagerly
 ("padded": what a graph replays) give the same float32 output as the dynamic cache, for every drafter,
@@ -13,17 +13,9 @@ from conftest import PROMPTS
 
 from engine import DecodeConfig, generate, generate_steps
 from engine.config import ConfigError
-from engine.graphs import GraphRunner
-from engine.kvcache import RaggedCache
-from engine.static_cache import (
-    StaticRaggedCache,
-    batch_bucket,
-    make_cache,
-    padded_mask,
-    resolve_mode,
-    static_capacity,
-    window_bucket,
-)
+from engine.model.graphs import GraphRunner
+from engine.model.kvcache import RaggedCache
+from engine.model.static_cache import StaticRaggedCache, batch_bucket, make_cache, padded_mask, resolve_mode, static_capacity, window_bucket
 
 MODES = ["static", "padded"]
 
@@ -51,7 +43,7 @@ def test_static_buffers_equal_dynamic_cache_tiny(tiny, mode, drafter, prompts):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("slack", [0, 10_000], ids=["compact-every-step", "never-compact"])
 def test_static_buffers_with_holes_and_compaction(tiny, monkeypatch, mode, slack):
-    import engine.kvcache as kvcache
+    import engine.model.kvcache as kvcache
 
     monkeypatch.setattr(kvcache, "COMPACT_SLACK", slack)
     ar = generate(tiny, PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=32, cuda_graphs="off"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine import Trace, TraceError
-from engine import trace as trace_module
+from engine.trace import loader as trace_module
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "assets" / "traces" / "ngram-copy-spec.json"

@@ -1,4 +1,4 @@
-"""Tree drafting (engine/tree.py, engine/drafters/tree.py): EAGLE-2's tree is a tree of the best candidates,
+"""Tree drafting (engine/decoding/verify_tree.py, engine/drafters/tree.py): EAGLE-2's tree is a tree of the best candidates,
 tree acceptance is lossless (float32 greedy == plain decoding at batch 1 and ragged, with the real embedded
 target and the shipped EAGLE head; tree sampling follows the target's distribution, chi-square), the
 caches hold exactly the accepted sequence after every step, the trace records each tree (schema /2)."""
@@ -12,9 +12,9 @@ import torch
 from conftest import chi2_pvalue
 
 from engine import ConfigError, DecodeConfig, Trace, TraceError, generate, generate_steps
-from engine.drafters.tree import TreeBuilder
+from engine.decoding.verify_tree import accept_tree_greedy, accept_tree_sampling, verify_tree
+from engine.drafters.tree import DraftTree, TreeBuilder
 from engine.sampling import greedy_ids
-from engine.tree import DraftTree, accept_tree_greedy, accept_tree_sampling, verify_tree
 
 PROMPTS = ["Explain how a rainbow forms in simple terms.", "Write a short story about a robot who learns to paint.",
            "Hi"]  # fmt: skip
@@ -261,7 +261,7 @@ def test_bad_tree_options_are_one_line_errors(kwargs, message):
 def test_keep_path_packs_exactly_the_path(tiny, paths, keeps):
     """RaggedCache.keep_path keeps each row's path columns, packed after its cache (it skips slots already
     in place): the result equals a gather of the kept columns."""
-    from engine.kvcache import RaggedCache
+    from engine.model.kvcache import RaggedCache
 
     batch, n_new = len(paths), 6
     cache = RaggedCache(tiny.target, torch.device("cpu"), tiny.target_costs)

@@ -9,8 +9,8 @@ import pytest
 import torch
 from conftest import tiny_pair
 
-from engine.drafters.eagle import EagleRunner, load_head
-from engine.models import ModelPair
+from engine.model.eagle_head import EagleRunner, load_head
+from engine.model.pair import ModelPair
 from training import agreement, eagle
 from training.agreement import StepStart, compare
 

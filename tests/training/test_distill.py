@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from engine import DecodeConfig, ModelLoadError, generate, load_pair
-from engine.models import SHIPPED_DRAFT, embedded_model_dir
+from engine.model.pair import SHIPPED_DRAFT, embedded_model_dir
 from training import distill
 from training import prompts as prompt_set
 

@@ -13,8 +13,8 @@ import torch
 from conftest import tiny_pair
 
 from engine import ConfigError, DecodeConfig, ModelLoadError, generate, generate_steps, load_pair
-from engine.drafters.eagle import EagleLoadError, EagleRunner, load_head
-from engine.models import SHIPPED_EAGLE, ModelPair
+from engine.model.eagle_head import EagleLoadError, EagleRunner, load_head
+from engine.model.pair import SHIPPED_EAGLE, ModelPair
 from training import eagle
 
 PROMPTS = ["Tell me about the sea.", "Why is the sky blue? Explain briefly please.", "Count: one two three"]
@@ -83,7 +83,7 @@ def test_training_unroll_equals_step_by_step_drafting(tokenizer):
 
 def test_engine_runner_matches_the_training_forward(tiny_eagle):
     """EagleRunner (lean layer over a RaggedCache) computes the same g as EagleHead at depth 0."""
-    from engine.kvcache import RaggedCache
+    from engine.model.kvcache import RaggedCache
 
     pair, folder = tiny_eagle
     config, state, _ = load_head(folder, pair.target)
@@ -131,7 +131,7 @@ def test_fused_head_greedy_speculative_equals_plain(tiny_fused, prompts):
 def test_fused_features_are_the_same_in_extraction_engine_and_runner(tiny_fused):
     """extract_features (hooks on transformers' layers) == the lean verify pass's collected layers, and the
     runner fuses them exactly as the training forward does."""
-    from engine.kvcache import RaggedCache
+    from engine.model.kvcache import RaggedCache
 
     pair, folder = tiny_fused
     h = pair.target.config.hidden_size
@@ -238,7 +238,7 @@ def test_bad_head_folders_are_refused(tiny_eagle, tmp_path, breakage, message):
 
 
 def test_explicit_bad_head_raises_and_broken_default_warns(tmp_path, monkeypatch):
-    from engine import models
+    from engine.model import pair as models
 
     with pytest.raises(ModelLoadError, match="is missing"):
         load_pair(draft=None, eagle=str(tmp_path / "nowhere"))

@@ -10,7 +10,7 @@ from training.prompts import HELDOUT_ASSET, build_prompts, heldout_asset, heldou
 
 
 def test_heldout_prompt_set_is_disjoint_from_training_topics():
-    from engine.bench import heldout_prompts, prompt_set_list
+    from engine.bench.prompts import heldout_prompts, prompt_set_list
     from training.prompts import build_prompts
 
     prompts = build_prompts(seed=0)
@@ -26,7 +26,7 @@ def test_heldout_prompt_set_is_disjoint_from_training_topics():
 def test_heldout_asset_is_what_the_prompt_module_writes():
     """assets/heldout_prompts.json (read by engine.bench, which may not import training code) is exactly the
     round-robin list of every first-round held-out prompt; its first n are heldout_eval_prompts(n)."""
-    from engine.bench import heldout_prompts
+    from engine.bench.prompts import heldout_prompts
 
     stored = json.loads(HELDOUT_ASSET.read_text())
     assert stored == heldout_asset()

@@ -23,18 +23,19 @@ import time
 
 import torch
 
-from .config import ConfigError, DecodeConfig
-from .drafters import Draft, Verified, drafter_label, drafter_params, make_drafter
-from .hardware import StepTimer, UtilizationSampler, device_name, synchronize
-from .kvcache import RaggedCache
-from .loadmeter import LoadMeter
-from .models import ModelPair
-from .policies import PolicyContext, make_policy
-from .sampling import greedy_ids, probs_from_logits, sample, verify
-from .sequence import Sequence, prepare_sequences
-from .static_cache import graph_meta, make_cache
-from .trace import DraftToken, SeqStep, Step, Trace, TreeRecord, summarize
-from .tree import verify_tree
+from engine.config import ConfigError, DecodeConfig
+from engine.decoding.policies import PolicyContext, make_policy
+from engine.decoding.sequence import Sequence, prepare_sequences
+from engine.decoding.verify_tree import verify_tree
+from engine.drafters import Draft, Verified, drafter_label, drafter_params, make_drafter
+from engine.hardware import StepTimer, UtilizationSampler, device_name, synchronize
+from engine.loadmeter import LoadMeter
+from engine.model.kvcache import RaggedCache
+from engine.model.pair import ModelPair
+from engine.model.static_cache import graph_meta, make_cache
+from engine.sampling import greedy_ids, probs_from_logits, sample, verify
+from engine.trace.file import Trace
+from engine.trace.records import DraftToken, SeqStep, Step, TreeRecord, summarize
 
 
 class StepStream:
@@ -196,7 +197,7 @@ class Decoder:
 
     def target_pass(self, ids, draft: Draft | None = None):
         """The target's forward: over prompts (list of token lists: the prefill) or (B, n) verify ids; a tree
-        draft's nodes attend to their ancestors only, at positions by depth (engine/tree.py).
+        draft's nodes attend to their ancestors only, at positions by depth (engine/decoding/verify_tree.py).
         Returns (logits, hidden) — hidden only when the drafter asked for the target's features."""
         if isinstance(ids, list):
             out = self.target.prefill(ids, self.pad_id, return_hidden=self.features)
@@ -329,7 +330,7 @@ class Decoder:
         target_flops, target_bytes = self.target.take_counts()
         draft_flops, draft_bytes = self.drafter.take_counts() if self.drafter is not None else (0.0, 0.0)
         t_start_s = 0.0 if kind == "prefill" else t_start - self.t0 - self.paused
-        # CUDA-graph captures in this step are one-off costs, not the passes': off the clock (engine/graphs.py)
+        # CUDA-graph captures in this step are one-off costs, not the passes': off the clock (engine/model/graphs.py)
         capture_verify, capture_draft = (getattr(c, "graphs", None) for c in (self.target, self.drafter_cache))
         capture_verify = capture_verify.take_capture_ms() if capture_verify else 0.0
         capture_draft = capture_draft.take_capture_ms() if capture_draft else 0.0
@@ -376,7 +377,7 @@ class Decoder:
             "target_params": sum(p.numel() for p in pair.target.parameters()),
             "draft_params": drafter_params(pair, self.cfg),
             "util_source": self.util.source,
-            "forward": "speclab lean Llama (engine/fastllama.py)" if self.target.lean is not None else "transformers",
+            "forward": "speclab lean Llama (engine/model/fastllama.py)" if self.target.lean is not None else "transformers",
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
             "transformers": transformers.__version__,

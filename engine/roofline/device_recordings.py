@@ -3,7 +3,7 @@
 A recording is one folder written by `scripts/gpu_record.py` on a lent GPU: `recording.json` (the
 machine, torch/CUDA versions and date; pass-cost curves graph-captured and eager; the batch x depth grid;
 the graph-vs-eager exactness check; random-weight pass curves of larger shapes and a labelled
-projection) and the race traces it names (engine/trace.py's format). The JSON is checked against
+projection) and the race traces it names (engine/trace/'s format). The JSON is checked against
 RECORDING_SCHEMA (JSON Schema, validated with `jsonschema`) before anything reads it, after the same
 size and NaN/Infinity caps as the trace loader; every trace goes through `Trace.from_json`, the strict
 loader. A CPU dry run of the script writes the same files with `dry_run: true` and a label saying so:
@@ -17,12 +17,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .trace import Trace, TraceError
+from engine.trace.file import Trace
+from engine.trace.records import TraceError
 
 RECORDING_SCHEMA_ID = "speclab.gpu_recording/1"
 RECORDING_FILE = "recording.json"
 MAX_RECORDING_BYTES = 16 << 20
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "assets" / "recordings"
 TRACE_NAME = r"^[a-z0-9][a-z0-9_.-]{0,80}\.json$"  # a plain file name inside the recording's traces/ folder
 

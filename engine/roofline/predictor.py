@@ -35,8 +35,8 @@ import functools
 import statistics
 from dataclasses import dataclass
 
-from .costs import ModelCosts, expected_tokens_per_step, ridge_tokens
-from .gpus import GPU
+from engine.costs import ModelCosts, expected_tokens_per_step, ridge_tokens
+from engine.roofline.gpus import GPU
 
 # --- the overheads (SpecLab's own H200 measurement) -----------------------------------------------
 FLOOR_SOURCE = "docs/measurements/h200-gpu_graphs.json (scripts/gpu_graphs.py on an NVIDIA H200, 2026-11-30)"
@@ -71,8 +71,8 @@ class Roof:
 @functools.cache
 def _overhead_per_layer(floor: str) -> float:
     """ms per decoder layer: the measured pass (FLOOR_PASS) minus its roofline time at the H200's data-sheet peaks."""
-    from .architectures import architecture
-    from .gpus import GPUS
+    from engine.roofline.architectures import architecture
+    from engine.roofline.gpus import GPUS
 
     shape = architecture(FLOOR_PASS["shape"])
     roof = Roof.from_gpu(GPUS[FLOOR_PASS["gpu"]], "bfloat16")
@@ -217,8 +217,8 @@ def check_inputs(context: int, alpha: float, c: float) -> None:
 def prediction_table(gpu_key: str, model_key: str, context: int = 1024, alpha: float = 0.7, c: float = 0.05,
                      dtype: str = "bfloat16", floor: str = "graph") -> str:  # fmt: skip
     """The predictor's pass-time table and speedup grid as text, labelled as a model."""
-    from .architectures import architecture
-    from .gpus import gpu
+    from engine.roofline.architectures import architecture
+    from engine.roofline.gpus import gpu
 
     check_inputs(context, alpha, c)
     chip, arch = gpu(gpu_key), architecture(model_key)

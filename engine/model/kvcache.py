@@ -16,8 +16,8 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from .costs import ModelCosts
-from .forward import CostCounter, make_forward
+from engine.costs import ModelCosts
+from engine.model.forward import CostCounter, make_forward
 
 # Hole columns (beyond the longest row) tolerated before a compaction: attention over a few masked
 # columns is cheaper than copying every layer's keys and values after every step.
@@ -28,7 +28,7 @@ class RaggedCache:
     def __init__(self, model: torch.nn.Module | None, device: torch.device, costs: ModelCosts, lean: bool | None = None,
                  runner=None):
         """model: a transformers causal LM; or `runner`, a forward of SpecLab's own (the EAGLE head). Which
-        forward runs them (lean Llama / transformers / runner) is engine/forward.py's choice."""
+        forward runs them (lean Llama / transformers / runner) is engine/model/forward.py's choice."""
         self.model = model
         self.run = make_forward(model, device, runner=runner, lean=lean)
         self.lean = self.run.lean  # the LeanLlama when the lean forward runs this model, else None
@@ -72,7 +72,7 @@ class RaggedCache:
 
     def advance(self, n_new: int, mask: torch.Tensor, new_valid: torch.Tensor | None, logits_to_keep: int) -> torch.Tensor:
         """Count the pass and move each row's length on by its real new columns; return their positions (B, n).
-        Shared with the static buffers (engine/static_cache.py); the caller moves `width` on."""
+        Shared with the static buffers (engine/model/static_cache.py); the caller moves `width` on."""
         if self.width == 0:
             self.counter.prefill(self.lengths.tolist(), logits_to_keep)
             return (mask.long().cumsum(-1) - 1).clamp_min(0)  # (B, n): left padding gets position 0
@@ -89,7 +89,7 @@ class RaggedCache:
                 new_valid: torch.Tensor | None = None, features: torch.Tensor | None = None):
         """Feed (B, n) tokens at each row's next positions. Returns logits (B, n or keep, vocab); with
         `return_hidden` (lean forward only) also the final hidden states (B, n, hidden); as a tuple of layer
-        indices, those layers' outputs come first (EAGLE-3 fusion, engine/fastllama.py).
+        indices, those layers' outputs come first (EAGLE-3 fusion, engine/model/fastllama.py).
 
         new_valid (B, n) bool: which fed columns are real (default: all). The others are holes from the
         start: masked for every query, not counted in `lengths`, as if already rolled back. Real columns
@@ -108,7 +108,7 @@ class RaggedCache:
                      logits_to_keep: int = 0, return_hidden: bool | tuple[int, ...] = False,
                      features: torch.Tensor | None = None):
         """Feed (B, n) draft-tree tokens at explicit `positions` (B, n); `attend` (B, n, W+n) bool says which
-        cache and new columns each of them sees (its context and its ancestors: engine/tree.py). All n count
+        cache and new columns each of them sees (its context and its ancestors: engine/decoding/verify_tree.py). All n count
         as real until `keep_path` (or `keep`) rolls back. Returns what `forward` returns."""
         n_new = input_ids.shape[1]
         if self.width == 0:

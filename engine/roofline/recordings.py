@@ -19,14 +19,14 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from .architectures import architecture
-from .gpus import DTYPE_BYTES, gpu_for_device
-from .predictor import Roof, model_error, pass_ms
+from engine.roofline.architectures import architecture
+from engine.roofline.gpus import DTYPE_BYTES, gpu_for_device
+from engine.roofline.predictor import Roof, model_error, pass_ms
 
 MAX_FILE_BYTES = 8 << 20
 MAX_ROWS = 20_000
 MODES = ("graph", "eager")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUILT_IN = ("docs/measurements/h200-gpu_graphs.json", "docs/measurements/h200-gpu_bench.json")
 
 

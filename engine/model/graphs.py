@@ -5,7 +5,7 @@ pass of a 1.7B Llama shape, measured on an H200: scripts/gpu_graphs.py), and at 
 waits for them. Captured once as a CUDA graph, the whole pass is one launch (PyTorch's
 torch.cuda.CUDAGraph; gpt-fast's `torch.compile(mode="reduce-overhead")` and vLLM's CUDA graph runner
 do the same for decode). A graph replays fixed addresses, so every input is copied into the graph's
-own static tensors before a replay, and the KV cache must be static buffers (engine/static_cache.py).
+own static tensors before a replay, and the KV cache must be static buffers (engine/model/static_cache.py).
 
 `GraphRunner.run(key, fn, inputs)`: with capture on (CUDA), the first call of a key warms fn up on a
 side stream and captures it (PyTorch's documented recipe), later calls copy the inputs in and replay.

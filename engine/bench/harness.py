@@ -8,76 +8,18 @@ drafter), so our speedups are against an honest reference, not a handicapped loo
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
-from pathlib import Path
 
 import torch
 
-from .config import DecodeConfig
-from .costs import expected_speedup
-from .decode import generate
-from .drafters import DRAFTERS
-from .models import ModelPair
-from .trace import summarize
-
-# Open-ended chat prompts (varied topics and tasks) and extractive prompts where the answer repeats
-# its input -- the case prompt-lookup (n-gram) drafting is built for.
-CHAT_PROMPTS = [
-    "Explain why the sky is blue in a short paragraph.",
-    "Write a short story about a robot who learns to paint.",
-    "List five tips for staying focused while studying.",
-    "Compare cats and dogs as pets.",
-    "How do I make a cup of green tea?",
-    "What causes the seasons on Earth?",
-    "Write a polite email asking a colleague to review my report.",
-    "Describe how a bicycle works.",
-    "Give me three ideas for a rainy weekend.",
-    "What is the difference between weather and climate?",
-    "Explain what a computer program is to a ten year old.",
-    "Write a haiku about autumn leaves.",
-    "Why do we need sleep?",
-    "Summarise the plot of Little Red Riding Hood.",
-    "How does a refrigerator keep food cold?",
-    "What are the benefits of learning a second language?",
-]
-EXTRACTIVE_PARAGRAPH = (
-    "The Great Barrier Reef is the world's largest coral reef system. It is composed of over 2,900 individual "
-    "reefs and 900 islands stretching for over 2,300 kilometres over an area of approximately 344,400 square "
-    "kilometres. The reef is located in the Coral Sea, off the coast of Queensland, Australia."
-)
-EXTRACTIVE_PROMPTS = [
-    f"Copy the following paragraph exactly, word for word:\n\n{EXTRACTIVE_PARAGRAPH}",
-    f"Repeat this text exactly as written:\n\n{EXTRACTIVE_PARAGRAPH}",
-]
-PROMPT_SETS = {"chat": CHAT_PROMPTS, "extractive": EXTRACTIVE_PROMPTS}
-
-
-HELDOUT_FILE = Path(__file__).resolve().parent.parent / "assets" / "heldout_prompts.json"
-
-
-def heldout_prompts(n: int = 16) -> list[str]:
-    """Prompts on the topics the shipped drafters never saw in training (training/prompts.py holds every
-    10th topic out), round-robin over those topics: the honest set for measuring them. Read from
-    assets/heldout_prompts.json (`python -m training.prompts --write`; a test keeps the two equal)."""
-    prompts = json.loads(HELDOUT_FILE.read_text())["prompts"]
-    if not 1 <= n <= len(prompts):
-        raise ValueError(f"there are {len(prompts)} held-out prompts; asked for {n}")
-    return prompts[:n]
-
-
-def prompt_set_list(prompt_set: str) -> list[str]:
-    if prompt_set == "heldout":
-        return heldout_prompts()
-    if prompt_set not in PROMPT_SETS:
-        raise ValueError(f"unknown prompt set {prompt_set!r}: choose chat, extractive or heldout")
-    return PROMPT_SETS[prompt_set]
-
-
-def batch_prompts(prompt_set: str, batch: int) -> list[str]:
-    prompts = prompt_set_list(prompt_set)
-    return [prompts[i % len(prompts)] for i in range(batch)]
+from engine.bench.prompts import batch_prompts, prompt_set_list
+from engine.config import DecodeConfig
+from engine.costs import expected_speedup
+from engine.decoding.decode import generate
+from engine.drafters import DRAFTERS
+from engine.model.pair import ModelPair
+from engine.trace.records import summarize
 
 
 def _median(values):
@@ -289,7 +231,7 @@ def bench(
     batch_table: the explicit table for the "batch_table" policy (None: derived from the measured cost).
     trees: (tree_nodes, tree_topk) settings, each run at every depth it fits ((0, 0): the chain); tree drafting
     runs with the fixed policy and no confidence stop (DecodeConfig).
-    cuda_graphs: DecodeConfig.cuda_graphs of every cell (engine/static_cache.py); tree cells run eager."""
+    cuda_graphs: DecodeConfig.cuda_graphs of every cell (engine/model/static_cache.py); tree cells run eager."""
     policies = [policy] if isinstance(policy, str) else list(policy)
     rows = []
     for batch in batches:
@@ -444,56 +386,6 @@ def format_table(result: dict) -> str:
         for name, cell in entries:
             lines.append(f"  {name:<62} {cell['tokens_per_s']:8.1f} tok/s  x{cell['tokens_per_s'] / hf:.2f} vs generate()")
     return "\n".join(lines)
-
-
-def pass_costs(
-    pair: ModelPair, batches: list[int], tokens: list[int], context: int = 150, repeats: int = 5, which: str = "target",
-    stat=statistics.median, cuda_graphs: str = "off",
-) -> list[dict]:
-    """Measured time of ONE forward pass with `batch` rows x `tokens` new tokens over a `context`-token KV cache.
-
-    This is the curve behind the whole story: while a pass is memory-bound its time hardly grows with
-    tokens per pass (batch x (depth+1)); past the ridge point it grows linearly (compute-bound).
-    stat: how the repeats are summarised (the median; the load-aware policies' cached curve takes the
-    fastest, which a busy machine disturbs least).
-    cuda_graphs: "off" (eager, dynamic cache), or a DecodeConfig.cuda_graphs mode over static buffers; with
-    "auto" on CUDA each shape is captured once (in the warm-up pass) and its replays are timed."""
-    from .config import DecodeConfig
-    from .costs import ModelCosts
-    from .hardware import StepTimer
-    from .static_cache import make_cache
-
-    model = pair.target if which == "target" else pair.draft
-    if model is None:
-        raise ValueError("no draft model loaded")
-    costs = pair.target_costs if which == "target" else ModelCosts.from_model(model)  # the full head here
-    gen = torch.Generator().manual_seed(0)
-    rows = []
-    with torch.inference_mode():
-        for batch in batches:
-            cache = make_cache(model, pair.device, costs, DecodeConfig(max_new_tokens=max(tokens), cuda_graphs=cuda_graphs))
-            prompt = torch.randint(100, 40000, (batch, context), generator=gen).tolist()
-            cache.prefill(prompt, pad_id=0)
-            for n in tokens:
-                ids = torch.randint(100, 40000, (batch, n), generator=gen).to(pair.device)
-                times = []
-                for i in range(repeats + 1):
-                    with StepTimer(pair.device) as timer:
-                        cache.forward(ids)
-                    cache.keep(cache.lengths - n)  # roll back: every pass sees the same context
-                    if i:  # the first is a warm-up
-                        times.append(timer.ms)
-                cache.take_counts()
-                ms = stat(times)
-                flops = costs.forward_flops(batch, n, context)
-                nbytes = costs.forward_bytes(batch, n, context)
-                rows.append({
-                    "batch": batch, "new_tokens": n, "tokens_per_pass": batch * n, "context": context, "ms": ms,
-                    "cuda_graphs": cuda_graphs, "graphs_captured": getattr(getattr(cache, "graphs", None), "captured", 0),
-                    "ms_per_token": ms / (batch * n), "flops": flops, "bytes": nbytes,
-                    "achieved_flops": flops / (ms / 1000), "achieved_bandwidth": nbytes / (ms / 1000),
-                })  # fmt: skip
-    return rows
 
 
 def format_passes(rows: list[dict], peak_flops: float | None = None, peak_bandwidth: float | None = None) -> str:

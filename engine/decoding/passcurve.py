@@ -2,7 +2,7 @@
 
 This is the curve behind the whole story (engine.bench.pass_costs draws it for the Sweep): flat while a
 pass is memory- or overhead-bound, then rising once it is compute-bound. The load-aware policies
-(engine/policies.py) read it to price a verify pass of batch x (k + 1) tokens before they choose k.
+(engine/decoding/policies.py) read it to price a verify pass of batch x (k + 1) tokens before they choose k.
 
 It is measured, never assumed: the first time a policy needs it for a (machine, model, dtype, threads)
 it is timed (10-20 s on a 2-core CPU: 1..17 tokens one by one, then up to 256; batch 1, a 128-token
@@ -17,11 +17,18 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import statistics
 import threading
 from bisect import bisect_left
 from dataclasses import asdict, dataclass
 
 import torch
+
+from engine.config import DecodeConfig
+from engine.costs import ModelCosts
+from engine.hardware import StepTimer, device_name
+from engine.model.pair import ModelPair, cache_dir
+from engine.model.static_cache import make_cache
 
 # Every count up to 17 (a batch-1 verify of depth 0..16), then coarser: CPU GEMM kernels change at small
 # row counts (measured on a 2-core Xeon in float32: 3 tokens 38 ms, 4 tokens 67 ms), so no interpolation there.
@@ -67,7 +74,6 @@ class PassCurve:
 
 
 def curve_key(pair) -> str:
-    from .hardware import device_name
 
     graphs = ""  # the curve times the passes the decode loop runs by default: eager (DecodeConfig.cuda_graphs="off")
     return f"{device_name(pair.device)} | {pair.target_name} | {pair.dtype_name} | torch {torch.__version__}{graphs}"
@@ -79,7 +85,6 @@ def _grid(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT) -> tuple[int,
 
 def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repeats: int = 3) -> PassCurve:
     """Time the target's passes now (engine.bench.pass_costs at batch 1, the fastest of `repeats`)."""
-    from .bench import pass_costs
 
     tokens = _grid(pair, tokens, context)
     rows = pass_costs(pair, [1], list(tokens), context=context, repeats=repeats, stat=min, cuda_graphs="off")
@@ -94,7 +99,6 @@ def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repea
 
 def pass_curve(pair, refresh: bool = False) -> PassCurve:
     """This machine's curve for `pair`'s target: from memory, else from the cache folder, else measured now."""
-    from .models import cache_dir
 
     key = curve_key(pair)
     path = cache_dir() / "pass_curves" / (hashlib.sha1(key.encode()).hexdigest()[:16] + ".json")
@@ -120,3 +124,49 @@ def pass_curve(pair, refresh: bool = False) -> PassCurve:
                 pass  # a read-only cache folder: keep it in memory only
         _memory[key] = curve
         return curve
+
+
+def pass_costs(
+    pair: ModelPair, batches: list[int], tokens: list[int], context: int = 150, repeats: int = 5, which: str = "target",
+    stat=statistics.median, cuda_graphs: str = "off",
+) -> list[dict]:
+    """Measured time of ONE forward pass with `batch` rows x `tokens` new tokens over a `context`-token KV cache.
+
+    This is the curve behind the whole story: while a pass is memory-bound its time hardly grows with
+    tokens per pass (batch x (depth+1)); past the ridge point it grows linearly (compute-bound).
+    stat: how the repeats are summarised (the median; the load-aware policies' cached curve takes the
+    fastest, which a busy machine disturbs least).
+    cuda_graphs: "off" (eager, dynamic cache), or a DecodeConfig.cuda_graphs mode over static buffers; with
+    "auto" on CUDA each shape is captured once (in the warm-up pass) and its replays are timed."""
+
+    model = pair.target if which == "target" else pair.draft
+    if model is None:
+        raise ValueError("no draft model loaded")
+    costs = pair.target_costs if which == "target" else ModelCosts.from_model(model)  # the full head here
+    gen = torch.Generator().manual_seed(0)
+    rows = []
+    with torch.inference_mode():
+        for batch in batches:
+            cache = make_cache(model, pair.device, costs, DecodeConfig(max_new_tokens=max(tokens), cuda_graphs=cuda_graphs))
+            prompt = torch.randint(100, 40000, (batch, context), generator=gen).tolist()
+            cache.prefill(prompt, pad_id=0)
+            for n in tokens:
+                ids = torch.randint(100, 40000, (batch, n), generator=gen).to(pair.device)
+                times = []
+                for i in range(repeats + 1):
+                    with StepTimer(pair.device) as timer:
+                        cache.forward(ids)
+                    cache.keep(cache.lengths - n)  # roll back: every pass sees the same context
+                    if i:  # the first is a warm-up
+                        times.append(timer.ms)
+                cache.take_counts()
+                ms = stat(times)
+                flops = costs.forward_flops(batch, n, context)
+                nbytes = costs.forward_bytes(batch, n, context)
+                rows.append({
+                    "batch": batch, "new_tokens": n, "tokens_per_pass": batch * n, "context": context, "ms": ms,
+                    "cuda_graphs": cuda_graphs, "graphs_captured": getattr(getattr(cache, "graphs", None), "captured", 0),
+                    "ms_per_token": ms / (batch * n), "flops": flops, "bytes": nbytes,
+                    "achieved_flops": flops / (ms / 1000), "achieved_bandwidth": nbytes / (ms / 1000),
+                })  # fmt: skip
+    return rows

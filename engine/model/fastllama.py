@@ -59,7 +59,7 @@ def attend(q, k, v, mask, is_causal: bool, scale: float):
     SmolLM2 verify pass on the 2-core build CPU (measured 2026-12-01). Elsewhere a mask gets the kv heads
     expanded to H: CUDA's fused kernels may not take `enable_gqa` with a mask and would silently drop to
     the math kernel (transformers checks the same, huggingface/transformers#39412).
-    Shared by the lean forward and the static KV buffers (engine/static_cache.py)."""
+    Shared by the lean forward and the static KV buffers (engine/model/static_cache.py)."""
     bsz, n_heads, _, head_dim = q.shape
     n_kv, total = k.shape[1], k.shape[2]
     groups = n_heads // n_kv
@@ -73,7 +73,7 @@ def attend(q, k, v, mask, is_causal: bool, scale: float):
 
 def project_qkv(x, cos, sin, ln1, wq, wk, wv, n_heads: int, n_kv: int, head_dim: int, eps: float):
     """The layer's normed q/k/v projections with RoPE applied: q (B, H, n, d), k and v (B, H_kv, n, d).
-    Shared by `_layer` and the static KV buffers' layer (engine/static_cache.py)."""
+    Shared by `_layer` and the static KV buffers' layer (engine/model/static_cache.py)."""
     bsz, n, _ = x.shape
     h = rms_norm(x, ln1, eps)
     q = F.linear(h, wq).view(bsz, n, n_heads, head_dim).transpose(1, 2)
@@ -179,7 +179,7 @@ class LeanLlama:
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor | None,
                 cache, logits_to_keep: int = 0, return_hidden: bool | tuple[int, ...] = False):
         """Feed (B, n) tokens at `positions` (B, n); `valid` (B, W+n) marks real cache columns (None: no padding),
-        or (B, n, W+n) says which columns each new token attends to (a draft tree's verify pass, engine/tree.py).
+        or (B, n, W+n) says which columns each new token attends to (a draft tree's verify pass, engine/decoding/verify_tree.py).
 
         Appends each layer's keys/values to `cache.layers[i]` (a transformers DynamicCache built with the
         model's config, as RaggedCache builds it) and returns

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .costs import ModelCosts
-from .gpus import DTYPE_BYTES
+from engine.costs import ModelCosts
+from engine.roofline.gpus import DTYPE_BYTES
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ mind too: it never speculates while the batch is above `disable_by_batch_size`.
 The load-aware policies price the next step before choosing k:
 `batch_table` is vLLM's `num_speculative_tokens_per_batch_size` (and TensorRT-LLM's `draft_len_schedule`):
 a table of batch ranges -> k, k = 0 switching speculation off. Given explicitly, or derived from this
-machine's measured pass-cost curve (engine/passcurve.py) with a prior acceptance.
+machine's measured pass-cost curve (engine/decoding/passcurve.py) with a prior acceptance.
 `goodput` chooses, at every step, the k that maximises expected emitted tokens per second for the batch
 in flight: B * E[tokens per row](k) / (T_verify(B * (k + 1)) + k * T_draft(B)), where T_verify comes from
 the measured pass-cost curve, corrected online by the ratio of each step's measured verify time to the
@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from .config import MAX_DEPTH, DecodeConfig, PolicyKind
+from engine.config import MAX_DEPTH, DecodeConfig, PolicyKind
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class DepthPolicy(Protocol):
 
     def depth(self, ctx: PolicyContext) -> int: ...
 
-    def observe(self, step) -> None: ...  # the Step just taken (engine/trace.py)
+    def observe(self, step) -> None: ...  # the Step just taken (engine/trace/)
 
 
 class _Static:
@@ -256,7 +256,7 @@ def draft_cost_ratio(pair, drafter_kind: str, context: int) -> float:
 
 def derived_table_for(pair, cfg: DecodeConfig) -> tuple[tuple[int, int, int], ...]:
     """The batch table policy "batch_table" derives for `pair` and `cfg` when none is given."""
-    from .passcurve import pass_curve
+    from engine.decoding.passcurve import pass_curve
 
     curve = pass_curve(pair)
     return derived_batch_table(curve, cfg.depth, draft_cost_ratio(pair, cfg.drafter, curve.context))
@@ -270,7 +270,7 @@ def make_policy(cfg: DecodeConfig, pair=None, drafter=None) -> DepthPolicy:
             return BatchTable(cfg.batch_table)
         if pair is None or drafter is None or not cfg.speculative:
             return FixedDepth()  # plain decoding: nothing to choose
-        from .passcurve import pass_curve
+        from engine.decoding.passcurve import pass_curve
 
         if cfg.policy == PolicyKind.BATCH_TABLE.value:
             return BatchTable(derived_table_for(pair, cfg))

@@ -1,6 +1,6 @@
 """Named GPUs and their data-sheet peaks: memory bandwidth and dense matrix FLOP/s per dtype.
 
-The roofline predictor (engine/predictor.py) prices a forward pass on these numbers. They are the vendors'
+The roofline predictor (engine/roofline/predictor.py) prices a forward pass on these numbers. They are the vendors'
 *peak* figures, which real kernels do not reach (SpecLab's H200 run reached ~80% of the bandwidth and of the
 bf16 FLOP/s the sheet gives with its own copy and matmul probes, docs/measurements/h200-gpu_graphs.json), so
 a prediction from them is a lower bound on time, and the page says so.

@@ -1,7 +1,7 @@
 """Which forward pass runs a model, and what each pass costs.
 
-`RaggedCache` (engine/kvcache.py) owns the cache state and hands every pass to one of these:
-- `LeanForward`: SpecLab's gpt-fast-style Llama forward (engine/fastllama.py) over the model's own weights,
+`RaggedCache` (engine/model/kvcache.py) owns the cache state and hands every pass to one of these:
+- `LeanForward`: SpecLab's gpt-fast-style Llama forward (engine/model/fastllama.py) over the model's own weights,
   for plain Llama models (the default; SPECLAB_LEAN=0 switches it off to compare against transformers);
 - `TransformersForward`: the model's own `forward` (any architecture transformers supports);
 - `RunnerForward`: a forward of SpecLab's own that is not a transformers model (the EAGLE head's runner,
@@ -19,9 +19,9 @@ import os
 
 import torch
 
-from .costs import ModelCosts
-from .fastllama import LeanLlama, supports
-from .hardware import configure_attention
+from engine.costs import ModelCosts
+from engine.hardware import configure_attention
+from engine.model.fastllama import LeanLlama, supports
 
 
 def lean_enabled() -> bool:
@@ -52,9 +52,9 @@ class TransformersForward:
 
     def __call__(self, input_ids, positions, mask, cache, logits_to_keep=0, return_hidden=False, features=None):
         if return_hidden:
-            raise ValueError("final hidden states need the lean forward (engine/fastllama.py)")
+            raise ValueError("final hidden states need the lean forward (engine/model/fastllama.py)")
         if mask is not None and mask.dim() == 3:
-            raise ValueError("tree attention (a per-token mask) needs the lean forward (engine/fastllama.py)")
+            raise ValueError("tree attention (a per-token mask) needs the lean forward (engine/model/fastllama.py)")
         out = self.model(
             input_ids=input_ids,
             attention_mask=None if mask is None else mask.long(),

@@ -1,0 +1,145 @@
+"""The EAGLE head at inference: loading a saved head, running it, and drafting with it.
+
+EAGLE (Li et al. 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty") drafts at
+the feature level. The target's last hidden state f_i (after its final norm) already summarises the
+context, so one decoder layer is enough to guess the next one:
+
+    entry i = (f_i, token t_{i+1})  ->  fc([embed(t_{i+1}); f_i])  ->  1 Llama decoder layer  ->  norm  ->  g_i
+    g_i ~ f_{i+1}, and lm_head(g_i) ~ the target's distribution of t_{i+2}
+
+The head reuses the target's embedding and output head. With EAGLE-3's feature fusion, f_i is the outputs
+of some inner target layers (standardised per dimension) plus the final feature, mapped back to H by one
+linear layer. Training (features, the unrolled "training-time test", saving) is offline code:
+training/eagle.py. The folder format is engine/formats.py's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from engine.costs import ModelCosts
+from engine.formats import DRAFT_VOCAB_FILE, EAGLE_CONFIG_FILE, EAGLE_FORMAT, EAGLE_WEIGHTS_FILE, head_config, head_weight_shapes
+from engine.model.fastllama import LeanLlama, rms_norm
+
+
+def fuse_features(features: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """EAGLE-3 fusion, shared by training and inference: (…, F) target features = [inner layers; final]
+    -> standardise the inner layers' columns -> one linear map to (…, H). H-wide features (the head's
+    own guesses, fed back while drafting) pass unchanged."""
+    h = weight.shape[0]
+    if features.shape[-1] == h:
+        return features
+    inner = (features[..., :-h] - mean) / std
+    return F.linear(torch.cat([inner, features[..., -h:]], dim=-1), weight)
+
+
+
+class EagleLoadError(RuntimeError):
+    """An EAGLE head folder that is missing, corrupt or made for another target."""
+
+
+def load_head(folder: Path, target) -> tuple[dict, dict, torch.Tensor]:
+    """(config, state dict, vocabulary ids) of a saved head, checked against `target`."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    try:
+        config = json.loads((folder / EAGLE_CONFIG_FILE).read_text())
+        state = load_file(str(folder / EAGLE_WEIGHTS_FILE))
+        vocab = json.loads((folder / DRAFT_VOCAB_FILE).read_text())["ids"]
+    except FileNotFoundError as exc:
+        raise EagleLoadError(f"EAGLE head {folder}: {Path(exc.filename).name} is missing") from None
+    except Exception as exc:  # corrupt json / safetensors
+        raise EagleLoadError(f"EAGLE head {folder}: cannot be read ({type(exc).__name__}: {exc})") from None
+    if config.get("format") != EAGLE_FORMAT:
+        raise EagleLoadError(f"EAGLE head {folder}: config format {config.get('format')!r}, expected {EAGLE_FORMAT!r}")
+    expected = head_config(target.config)
+    for key in ("hidden_size", "vocab_size"):
+        if config.get(key) != expected[key]:
+            raise EagleLoadError(
+                f"EAGLE head {folder} was trained for {key}={config.get(key)}, this target has {expected[key]}"
+            )
+    fuse = config.get("fuse_layers", [])
+    layers = target.config.num_hidden_layers
+    if not isinstance(fuse, list) or not all(isinstance(i, int) and 0 <= i < layers for i in fuse):
+        raise EagleLoadError(f"EAGLE head {folder}: fuse_layers must list target layers in 0..{layers - 1}; got {fuse!r}")
+    expected_shapes = head_weight_shapes(config)
+    shapes = {k: tuple(v.shape) for k, v in state.items()}
+    if shapes != expected_shapes:
+        missing = sorted(set(expected_shapes) - set(shapes))
+        extra = sorted(set(shapes) - set(expected_shapes))
+        wrong = sorted(k for k in set(shapes) & set(expected_shapes) if shapes[k] != expected_shapes[k])
+        detail = "; ".join(f"{what}: {', '.join(keys)}" for what, keys in
+                           (("missing", missing), ("unexpected", extra), ("wrong shape", wrong)) if keys)
+        raise EagleLoadError(f"EAGLE head {folder}: weights do not match its config ({detail})")
+    vocab_size = expected["vocab_size"]
+    if not vocab or not all(isinstance(i, int) and 0 <= i < vocab_size for i in vocab):
+        raise EagleLoadError(f"EAGLE head {folder}: {DRAFT_VOCAB_FILE} must list token ids in 0..{vocab_size - 1}")
+    return config, state, torch.tensor(sorted(set(vocab)), dtype=torch.long)
+
+
+class EagleRunner:
+    """The head at inference: the lean forward's decoder layer (engine/model/fastllama.py) over
+    fc([embed(t); f]). Holds the head's weights in the target's dtype and references to the target's
+    embedding and (reduced) output head. `RaggedCache(runner=...)` drives it like any other model (engine/model/forward.py)."""
+
+    def __init__(self, config: dict, state: dict, vocab: torch.Tensor, target):
+        from transformers import LlamaConfig
+
+        ref = target.get_input_embeddings().weight
+        dtype, device = ref.dtype, ref.device
+        w = {k: v.to(device=device, dtype=dtype) for k, v in state.items()}
+        self.head_config = config
+        self.config = LlamaConfig(  # one layer: what DynamicCache needs to hold this head's keys/values
+            hidden_size=config["hidden_size"], num_hidden_layers=1, num_attention_heads=config["num_attention_heads"],
+            num_key_value_heads=config["num_key_value_heads"], head_dim=config["head_dim"],
+            intermediate_size=config["intermediate_size"], vocab_size=config["vocab_size"],
+        )
+        layer = tuple(w[name] for name in (
+            "input_layernorm", "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
+            "post_attention_layernorm", "gate_proj.weight", "up_proj.weight", "down_proj.weight"))
+        self.lean = LeanLlama.from_layers(  # its `body` runs our single decoder layer
+            [layer], n_heads=config["num_attention_heads"], n_kv=config["num_key_value_heads"],
+            head_dim=config["head_dim"], eps=config["rms_norm_eps"], rope_theta=config["rope_theta"],
+        )  # fmt: skip
+        self.fc_weight, self.fc_bias, self.norm = w["fc.weight"], w["fc.bias"], w["norm"]
+        # EAGLE-3 fusion: the verify pass hands over these target layers' outputs plus the final feature
+        self.feature_layers = tuple(config.get("fuse_layers", ()))
+        self.fuse_weight = w.get("fuse.weight")
+        if self.fuse_weight is not None:
+            self.fuse_mean, self.fuse_std = w["fuse_mean"], w["fuse_std"]
+        self.embed = ref
+        self.vocab = vocab.to(device)
+        self.head = target.get_output_embeddings().weight[self.vocab].contiguous()  # (C, H): reduced output head
+        self.params = sum(v.numel() for v in state.values())
+
+    @torch.no_grad()
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor | None, cache,
+                features: torch.Tensor) -> torch.Tensor:
+        """Entries (B, n): tokens t_{p+1} and features (B, n, H) f_p. Returns g (B, n, H), the guessed next
+        features; `self.head` @ g scores the next token over the reduced vocabulary."""
+        x = self.lean.body(self.inputs(input_ids, features), positions, valid, cache)
+        return rms_norm(x, self.norm, self.lean.eps)
+
+    def inputs(self, input_ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        """fc([embed(t); f]) (B, n, H): the decoder layer's input (also the static-buffer pass's, engine/model/static_cache.py)."""
+        features = features.to(self.embed.dtype)
+        if self.fuse_weight is not None:  # target features (B, n, F) -> (B, n, H)
+            features = fuse_features(features, self.fuse_mean, self.fuse_std, self.fuse_weight)
+        return F.linear(torch.cat([F.embedding(input_ids, self.embed), features], dim=-1), self.fc_weight, self.fc_bias)
+
+    def costs(self):
+        """FLOP/byte accounting (engine/costs.py) of one head step: fc + one layer + the reduced head."""
+        c = self.head_config
+        layer = sum(t.numel() for t in self.lean.layers[0][1:5] + self.lean.layers[0][6:])
+        head = self.head.numel()
+        linear = self.fc_weight.numel() + layer + head + (self.fuse_weight.numel() if self.fuse_weight is not None else 0)
+        return ModelCosts(
+            linear_params=linear, head_params=head, weight_bytes=(self.params + head) * self.embed.element_size(),
+            n_layers=1, n_heads=c["num_attention_heads"], n_kv_heads=c["num_key_value_heads"], head_dim=c["head_dim"],
+            elem_bytes=self.embed.element_size(), vocab_rows=int(self.vocab.numel()),
+        )
