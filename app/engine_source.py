@@ -45,8 +45,14 @@ def source_of(relpath: str, qualname: str) -> str:
     """The source of `qualname` ("Decoder.step", "verify") in engine/`relpath`, dedented, decorators included."""
     text, node = _tree(relpath)
     for name in qualname.split("."):
-        found = next((n for n in ast.iter_child_nodes(node) if isinstance(n, (ast.FunctionDef, ast.ClassDef,
-                      ast.AsyncFunctionDef)) and n.name == name), None)  # fmt: skip
+        found = next(
+            (
+                n
+                for n in ast.iter_child_nodes(node)
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and n.name == name
+            ),
+            None,
+        )
         if found is None:
             raise SourceError(f"{qualname} was not found in engine/{relpath}")
         node = found
@@ -74,19 +80,44 @@ def numbered_block(source: str, number: int) -> str:
 STAGE_SOURCES = [  # per stage: (engine file, function, numbered block of Decoder.step or None)
     [("decoding/decode.py", "Decoder.step", 1)],
     [("decoding/decode.py", "Decoder.step", 2), ("decoding/decode.py", "Decoder.target_pass", None)],
-    [("decoding/decode.py", "Decoder.step", 3), ("sampling.py", "verify", None), ("sampling.py", "accept_greedy", None),
-     ("sampling.py", "first_rejection", None)],
+    [
+        ("decoding/decode.py", "Decoder.step", 3),
+        ("sampling.py", "verify", None),
+        ("sampling.py", "accept_greedy", None),
+        ("sampling.py", "first_rejection", None),
+    ],
     [("sampling.py", "accept_greedy", None), ("sampling.py", "accept_or_resample", None)],
-    [("decoding/decode.py", "Decoder.step", 4), ("decoding/decode.py", "Decoder.roll_back", None), ("model/kvcache.py", "RaggedCache.keep", None)],
-]  # fmt: skip
+    [
+        ("decoding/decode.py", "Decoder.step", 4),
+        ("decoding/decode.py", "Decoder.roll_back", None),
+        ("model/kvcache.py", "RaggedCache.keep", None),
+    ],
+]
 TREE_STAGE_SOURCES = [  # the same for a draft-tree step (engine/decoding/verify_tree.py, engine/drafters/tree.py)
-    [("decoding/decode.py", "Decoder.step", 1), ("drafters/eagle.py", "EagleDrafter.propose_tree", None),
-     ("drafters/tree.py", "grow_tree", None)],
-    [("decoding/decode.py", "Decoder.step", 2), ("decoding/decode.py", "Decoder.target_pass", None), ("drafters/tree.py", "DraftTree.attention", None)],
-    [("decoding/decode.py", "Decoder.step", 3), ("decoding/verify_tree.py", "verify_tree", None), ("decoding/verify_tree.py", "accept_tree_greedy", None)],
+    [
+        ("decoding/decode.py", "Decoder.step", 1),
+        ("drafters/eagle.py", "EagleDrafter.propose_tree", None),
+        ("drafters/tree.py", "grow_tree", None),
+    ],
+    [
+        ("decoding/decode.py", "Decoder.step", 2),
+        ("decoding/decode.py", "Decoder.target_pass", None),
+        ("drafters/tree.py", "DraftTree.attention", None),
+    ],
+    [
+        ("decoding/decode.py", "Decoder.step", 3),
+        ("decoding/verify_tree.py", "verify_tree", None),
+        ("decoding/verify_tree.py", "accept_tree_greedy", None),
+    ],
     [("decoding/verify_tree.py", "accept_tree_greedy", None), ("decoding/verify_tree.py", "accept_tree_sampling", None)],
-    [("decoding/decode.py", "Decoder.step", 4), ("decoding/decode.py", "Decoder.roll_back", None), ("model/kvcache.py", "RaggedCache.keep_path", None)],
-]  # fmt: skip
-DRAFTER_SOURCES = {"eagle": ("drafters/eagle.py", "EagleDrafter.propose"),
-                   "model": ("drafters/model.py", "ModelDrafter.propose"),
-                   "ngram": ("drafters/ngram.py", "NgramDrafter.propose")}  # fmt: skip
+    [
+        ("decoding/decode.py", "Decoder.step", 4),
+        ("decoding/decode.py", "Decoder.roll_back", None),
+        ("model/kvcache.py", "RaggedCache.keep_path", None),
+    ],
+]
+DRAFTER_SOURCES = {
+    "eagle": ("drafters/eagle.py", "EagleDrafter.propose"),
+    "model": ("drafters/model.py", "ModelDrafter.propose"),
+    "ngram": ("drafters/ngram.py", "NgramDrafter.propose"),
+}

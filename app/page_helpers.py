@@ -91,8 +91,9 @@ def url_fallbacks(raw: Mapping[str, str], values: Mapping[str, object], labels: 
             shown = ("on" if value else "off") if isinstance(value, bool) else value
             shown = ", ".join(map(str, shown)) if isinstance(shown, (list, tuple)) else shown
             said = ", ".join(map(str, raw[key])) if isinstance(raw[key], list) else raw[key]
-            notices.append(f"The link set **{labels.get(key, key)}** to {_shown(said)}, which this page cannot use; "
-                           f"it uses {_shown(shown)} instead.")  # fmt: skip
+            notices.append(
+                f"The link set **{labels.get(key, key)}** to {_shown(said)}, which this page cannot use; it uses {_shown(shown)} instead."
+            )
     return notices
 
 
@@ -107,8 +108,10 @@ def link_notices(page: str, raw: Mapping[str, str]) -> list[str]:
 def ready_label(pair) -> str:
     """'Ready: <target> · draft: <name> · EAGLE head: yes · cpu bfloat16', from the pair's own drafter list."""
     eagle = "yes" if drafter_name(pair, "eagle") else "none"
-    return (f"Ready: {pair.target_name} · draft: {drafter_name(pair, 'model') or 'none'} · EAGLE head: {eagle} · "
-            f"{pair.device.type} {pair.dtype_name}")  # fmt: skip
+    return (
+        f"Ready: {pair.target_name} · draft: {drafter_name(pair, 'model') or 'none'} · EAGLE head: {eagle} · "
+        f"{pair.device.type} {pair.dtype_name}"
+    )
 
 
 def load_pair_or_error(preset_key: str = "embedded", dtype: str = "auto", *, with_probe: bool = False):
@@ -125,8 +128,10 @@ def load_pair_or_error(preset_key: str = "embedded", dtype: str = "auto", *, wit
             probe = resources.get_probe(pair.device.type, pair.dtype_name) if with_probe else None
             status.update(label=ready_label(pair), state="complete")
             if probe is not None:
-                st.write(f"Device: {probe.device_name}; measured peaks {probe.peak_bandwidth / 1e9:.0f} GB/s, "
-                         f"{probe.peak_flops / 1e9:.0f} GFLOP/s; ridge point {probe.ridge_point:.0f} FLOP/byte.")  # fmt: skip
+                st.write(
+                    f"Device: {probe.device_name}; measured peaks {probe.peak_bandwidth / 1e9:.0f} GB/s, "
+                    f"{probe.peak_flops / 1e9:.0f} GFLOP/s; ridge point {probe.ridge_point:.0f} FLOP/byte."
+                )
             for warning in pair.warnings:
                 st.write(f"⚠️ {warning}")
     except LOAD_ERRORS as exc:

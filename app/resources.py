@@ -36,15 +36,22 @@ PRESETS = {
     for p in (
         PairPreset("embedded", "SmolLM2-135M-Instruct, embedded (default draft)", None, "default", hub=False),
         PairPreset(
-            "smollm2-1.7b", "SmolLM2-135M-Instruct → SmolLM2-1.7B-Instruct (hub)",
-            "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", hub=True,
+            "smollm2-1.7b",
+            "SmolLM2-135M-Instruct → SmolLM2-1.7B-Instruct (hub)",
+            "HuggingFaceTB/SmolLM2-1.7B-Instruct",
+            "HuggingFaceTB/SmolLM2-135M-Instruct",
+            hub=True,
         ),
         PairPreset(
-            "qwen2.5-7b", "Qwen2.5-0.5B-Instruct → Qwen2.5-7B-Instruct (hub)",
-            "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", hub=True, gpu_only=True,
+            "qwen2.5-7b",
+            "Qwen2.5-0.5B-Instruct → Qwen2.5-7B-Instruct (hub)",
+            "Qwen/Qwen2.5-7B-Instruct",
+            "Qwen/Qwen2.5-0.5B-Instruct",
+            hub=True,
+            gpu_only=True,
         ),
     )
-}  # fmt: skip
+}
 
 
 @st.cache_resource(show_spinner=False, ttl=300)

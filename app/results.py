@@ -61,10 +61,14 @@ def gauge_name(trace: Trace) -> str:
 def gauge_note(gauge: str) -> str:
     """One sentence on what the coarse gauge does and does not say."""
     if gauge.startswith("NVML"):
-        return ("NVML's GPU utilisation is the share of each sample period in which some kernel was running, not how "
-                "much of the GPU it used: one small kernel at a time reads as 100%.")  # fmt: skip
-    return ("psutil's cpu_percent is system-wide (every process on the machine, all cores) and sampled coarsely, so "
-            "it also counts other work and says nothing about which units were busy.")  # fmt: skip
+        return (
+            "NVML's GPU utilisation is the share of each sample period in which some kernel was running, not how "
+            "much of the GPU it used: one small kernel at a time reads as 100%."
+        )
+    return (
+        "psutil's cpu_percent is system-wide (every process on the machine, all cores) and sampled coarsely, so "
+        "it also counts other work and says nothing about which units were busy."
+    )
 
 
 def trace_dtype(trace: Trace) -> str:
@@ -101,67 +105,96 @@ def show_results(
         st.info("These results are from earlier settings. Press **Run** to decode with the current ones.")
 
     st.subheader("Race replay")
-    st.caption("Both lanes on one clock at their measured speed: the replay only plays back the recorded steps, "
-               "the model is not rerun. Hover a token for its draft and target probabilities.")  # fmt: skip
+    st.caption(
+        "Both lanes on one clock at their measured speed: the replay only plays back the recorded steps, "
+        "the model is not rerun. Hover a token for its draft and target probabilities."
+    )
     ar_recs, spec_recs = tokens.token_records(ar.steps, n), tokens.token_records(spec.steps, n, greedy=greedy)
     spec_label = f"Speculative (k={depth}, {spec.meta.get('draft_name') or 'no drafter'})"
-    st.iframe(race.race_html(ar_recs, spec_recs, ar.summary["wall_s"], spec.summary["wall_s"], spec_label=spec_label),
-              height=race.race_height(n))  # fmt: skip
+    st.iframe(
+        race.race_html(ar_recs, spec_recs, ar.summary["wall_s"], spec.summary["wall_s"], spec_label=spec_label), height=race.race_height(n)
+    )
 
     st.subheader("Summary")
     speedup = m["speedup"]
     k_used = m["drafted_depth"]
     c1, c2, c3, c4 = st.columns(4)
-    c1.metric("AR tokens/s", metrics.fmt(m["ar_tokens_per_s"], ".1f"),
-              help=f"{ar.summary['new_tokens']} tokens in {ar.summary['wall_s']:.2f} s")  # fmt: skip
-    c2.metric("Speculative tokens/s", metrics.fmt(m["spec_tokens_per_s"], ".1f"),
-              delta=None if speedup is None else f"{(speedup - 1) * 100:+.0f}% vs AR",
-              help=f"{spec.summary['new_tokens']} tokens in {spec.summary['wall_s']:.2f} s")  # fmt: skip
+    c1.metric(
+        "AR tokens/s", metrics.fmt(m["ar_tokens_per_s"], ".1f"), help=f"{ar.summary['new_tokens']} tokens in {ar.summary['wall_s']:.2f} s"
+    )
+    c2.metric(
+        "Speculative tokens/s",
+        metrics.fmt(m["spec_tokens_per_s"], ".1f"),
+        delta=None if speedup is None else f"{(speedup - 1) * 100:+.0f}% vs AR",
+        help=f"{spec.summary['new_tokens']} tokens in {spec.summary['wall_s']:.2f} s",
+    )
     c3.metric("Measured speedup", metrics.fmt(speedup, ".2f", "×"), help="speculative tokens/s ÷ AR tokens/s")
-    c4.metric("Target forwards", f"{m['spec_target_forwards']} vs {m['ar_target_forwards']}",
-              help="speculative vs AR, prefill included")  # fmt: skip
+    c4.metric("Target forwards", f"{m['spec_target_forwards']} vs {m['ar_target_forwards']}", help="speculative vs AR, prefill included")
     a1, a2, a3, a4 = st.columns(4)
     a1.metric("Acceptance rate", metrics.fmt(m["acceptance_rate"], ".0%"), help="accepted draft tokens / drafted tokens")
-    a2.metric("α", metrics.fmt(m["alpha"], ".2f"),
-              help="Per-token acceptance, Leviathan's α: accepted / (accepted + rejections)")  # fmt: skip
-    a3.metric("Tokens per target pass", metrics.fmt(m["tokens_per_step"], ".2f"),
-              help="mean accepted + 1, over the steps that drafted (AR: 1.00)")  # fmt: skip
-    a4.metric("k drafted", metrics.fmt(k_used, ".2f"),
-              help=f"The depth actually drafted: mean draft tokens per sequence per decode step (configured k = "
-                   f"{depth}; a confidence gate, short n-gram matches, a depth policy or the end of a sequence make "
-                   "it smaller). The predictions below use this k.")  # fmt: skip
+    a2.metric("α", metrics.fmt(m["alpha"], ".2f"), help="Per-token acceptance, Leviathan's α: accepted / (accepted + rejections)")
+    a3.metric(
+        "Tokens per target pass", metrics.fmt(m["tokens_per_step"], ".2f"), help="mean accepted + 1, over the steps that drafted (AR: 1.00)"
+    )
+    a4.metric(
+        "k drafted",
+        metrics.fmt(k_used, ".2f"),
+        help=f"The depth actually drafted: mean draft tokens per sequence per decode step (configured k = "
+        f"{depth}; a confidence gate, short n-gram matches, a depth policy or the end of a sequence make "
+        "it smaller). The predictions below use this k.",
+    )
     p1, p2, p3, p4 = st.columns([1, 1.5, 0.75, 0.75])  # room for the long label, not cut off
-    p1.metric("Leviathan predicted", metrics.fmt(m["predicted_speedup"], ".2f", "×"),
-              help="Leviathan et al. 2023, Theorem 3.8: (1-α^(k+1)) / ((1-α)(k·c+1)) with the measured α, the k "
-                   "drafted and c. Assumes a verify pass costs one AR step.")  # fmt: skip
-    p2.metric("Leviathan with the measured verify cost", metrics.fmt(m["predicted_measured_verify"], ".2f", "×"),
-              help="E[tokens per step](α, k) / (k·c + T_verify / T_AR), with T_verify the speculative run's median "
-                   "verify time and T_AR the AR run's median step time"
-                   + (f" (here {m['median_verify_ratio']:.2f}×)." if m["median_verify_ratio"] is not None else "."))  # fmt: skip
-    p3.metric("c (draft / AR step)", metrics.fmt(m["c"], ".3f"),
-              help="draft time per drafted token / mean AR step time")  # fmt: skip
-    p4.metric("Verify / AR step", metrics.fmt(m["median_verify_ratio"], ".2f", "×"),
-              help="median verify pass time of the speculative run / median AR step time: 1.00× means verifying "
-                   "k+1 tokens cost no more than one plain token")  # fmt: skip
+    p1.metric(
+        "Leviathan predicted",
+        metrics.fmt(m["predicted_speedup"], ".2f", "×"),
+        help="Leviathan et al. 2023, Theorem 3.8: (1-α^(k+1)) / ((1-α)(k·c+1)) with the measured α, the k "
+        "drafted and c. Assumes a verify pass costs one AR step.",
+    )
+    p2.metric(
+        "Leviathan with the measured verify cost",
+        metrics.fmt(m["predicted_measured_verify"], ".2f", "×"),
+        help="E[tokens per step](α, k) / (k·c + T_verify / T_AR), with T_verify the speculative run's median "
+        "verify time and T_AR the AR run's median step time"
+        + (f" (here {m['median_verify_ratio']:.2f}×)." if m["median_verify_ratio"] is not None else "."),
+    )
+    p3.metric("c (draft / AR step)", metrics.fmt(m["c"], ".3f"), help="draft time per drafted token / mean AR step time")
+    p4.metric(
+        "Verify / AR step",
+        metrics.fmt(m["median_verify_ratio"], ".2f", "×"),
+        help="median verify pass time of the speculative run / median AR step time: 1.00× means verifying "
+        "k+1 tokens cost no more than one plain token",
+    )
     f1, f2, f3, f4 = st.columns(4)
     f1.metric("AR FLOPs", metrics.fmt_flops(m["ar_flops"]), help="counted (engine/costs.py), prefill included")
-    f2.metric("Speculative FLOPs", metrics.fmt_flops(m["spec_flops"]),
-              delta=None if m["flops_ratio"] is None else f"{m['flops_ratio']:.2f}× AR", delta_color="off",
-              help="counted, prefill included; the delta is the measured FLOPs ratio")  # fmt: skip
-    f3.metric("FLOPs wasted on rejections", metrics.fmt_flops(m["flops_wasted"]),
-              help="target and drafter FLOPs spent on draft tokens the target rejected")  # fmt: skip
-    f4.metric("Leviathan operations factor", metrics.fmt(m["operations_factor"], ".2f", "×"),
-              help="Theorem 3.11: (k·ĉ + k + 1) / E[tokens per step](α, k), the predicted FLOPs ratio over the "
-                   "decode steps, with ĉ = draft FLOPs per drafted token / target FLOPs per token"
-                   + (f" (here {m['c_hat']:.3f})." if m["c_hat"] is not None else "."))  # fmt: skip
+    f2.metric(
+        "Speculative FLOPs",
+        metrics.fmt_flops(m["spec_flops"]),
+        delta=None if m["flops_ratio"] is None else f"{m['flops_ratio']:.2f}× AR",
+        delta_color="off",
+        help="counted, prefill included; the delta is the measured FLOPs ratio",
+    )
+    f3.metric(
+        "FLOPs wasted on rejections",
+        metrics.fmt_flops(m["flops_wasted"]),
+        help="target and drafter FLOPs spent on draft tokens the target rejected",
+    )
+    f4.metric(
+        "Leviathan operations factor",
+        metrics.fmt(m["operations_factor"], ".2f", "×"),
+        help="Theorem 3.11: (k·ĉ + k + 1) / E[tokens per step](α, k), the predicted FLOPs ratio over the "
+        "decode steps, with ĉ = draft FLOPs per drafted token / target FLOPs per token"
+        + (f" (here {m['c_hat']:.3f})." if m["c_hat"] is not None else "."),
+    )
     fair = fairness.contention_note(ar.summary, spec.summary)
     if fair:
         st.warning(fair, icon=":material/balance:")
     load = fairness.load_line(ar.summary, spec.summary)
     if load:
         st.caption(load + " Measured with time.process_time, psutil.cpu_times and os.getloadavg (engine/loadmeter.py).")
-    st.caption(metrics.arithmetic_line(m) + f" See J. Barrow, [“Why is speculative decoding fast?”]({BARROW}) (2026) "
-               "and Leviathan et al., “Fast Inference from Transformers via Speculative Decoding” (2023).")  # fmt: skip
+    st.caption(
+        metrics.arithmetic_line(m) + f" See J. Barrow, [“Why is speculative decoding fast?”]({BARROW}) (2026) "
+        "and Leviathan et al., “Fast Inference from Transformers via Speculative Decoding” (2023)."
+    )
 
     shown_dtype = dtype if dtype in DTYPES else md_text(dtype)  # trace text: a known name, or shown literally
     note = metrics.divergence_note(greedy, shown_dtype, m["first_differences"])
@@ -190,8 +223,9 @@ def show_results(
     g2.plotly_chart(charts.tokens_per_pass_figure(ar, spec), width="stretch", key="chart_tpp")
     g3, g4 = st.columns(2)
     if peaks is not None:
-        g3.plotly_chart(charts.utilization_figure(ar, spec, peaks.peak_bandwidth, peaks.peak_flops, gauge),
-                        width="stretch", key="chart_util")  # fmt: skip
+        g3.plotly_chart(
+            charts.utilization_figure(ar, spec, peaks.peak_bandwidth, peaks.peak_flops, gauge), width="stretch", key="chart_util"
+        )
         g3.caption(
             f"Peaks measured {peaks_where}: {peaks.peak_bandwidth / 1e9:.0f} GB/s, {peaks.peak_flops / 1e9:.0f} GFLOP/s "
             f"({md_escape(peaks.dtype)}). The bandwidth and FLOP/s lines are modelled: SpecLab's counted bytes and FLOPs "
@@ -218,9 +252,11 @@ def show_results(
 
     st.markdown(f"**Depth policy.** {depth_policy.depth_summary(spec)}")
     st.plotly_chart(depth_policy.depth_figure(spec), width="stretch", key="chart_depth")
-    st.caption("k is what each decode step drafted: the policy's choice, never more than the longest row can still "
-               "use; the n-gram drafter drafts nothing where it finds no match, and a confidence threshold can stop a "
-               "row early (hover a step for the rows' mean). The batch shrinks as sequences finish.")  # fmt: skip
+    st.caption(
+        "k is what each decode step drafted: the policy's choice, never more than the longest row can still "
+        "use; the n-gram drafter drafts nothing where it finds no match, and a confidence threshold can stop a "
+        "row early (hover a step for the rows' mean). The batch shrinks as sequences finish."
+    )
 
     with st.expander("Show the source: how the target accepts or rejects draft tokens"):
         st.caption("The real engine functions this run used (engine/sampling.py), after Leviathan et al. 2023, Alg. 1.")

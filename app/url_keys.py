@@ -12,42 +12,75 @@ from __future__ import annotations
 BIND = "query-params"
 
 # page -> its script under app/ (what AppTest opens) and its bound keys -> the label the notices use
-PAGE_FILES = {"playground": "app_pages/playground.py", "predictor": "app_pages/predictor.py",
-              "sweep": "app_pages/sweep.py", "lessons": "app_pages/lessons.py"}
+PAGE_FILES = {
+    "playground": "app_pages/playground.py",
+    "predictor": "app_pages/predictor.py",
+    "sweep": "app_pages/sweep.py",
+    "lessons": "app_pages/lessons.py",
+}
 BOUND: dict[str, dict[str, str]] = {
     "playground": {
-        "prompt": "Prompt", "text": "Your prompt", "pair": "Model pair", "drafter": "Drafter", "fp32": "float32",
-        "batch": "Batch size", "depth": "Speculation depth k", "tokens": "Max new tokens", "temp": "Temperature",
-        "top_p": "Top-p", "policy": "Depth policy", "policy_n": "N", "table": "Batch table",
-        "conf": "Stop drafting below confidence", "auto": "Rerun on change", "tree": "Tree nodes",
+        "prompt": "Prompt",
+        "text": "Your prompt",
+        "pair": "Model pair",
+        "drafter": "Drafter",
+        "fp32": "float32",
+        "batch": "Batch size",
+        "depth": "Speculation depth k",
+        "tokens": "Max new tokens",
+        "temp": "Temperature",
+        "top_p": "Top-p",
+        "policy": "Depth policy",
+        "policy_n": "N",
+        "table": "Batch table",
+        "conf": "Stop drafting below confidence",
+        "auto": "Rerun on change",
+        "tree": "Tree nodes",
         "tree_k": "Tree top-k",
     },
     "predictor": {
-        "gpu": "GPU", "model": "Model size", "dtype": "dtype", "ctx": "Context length", "alpha": "α", "c": "c",
+        "gpu": "GPU",
+        "model": "Model size",
+        "dtype": "dtype",
+        "ctx": "Context length",
+        "alpha": "α",
+        "c": "c",
         "floor": "Launch overhead",
     },
     "sweep": {
-        "pass_batches": "Batch sizes (passes)", "pass_tokens": "Tokens per row, up to",
-        "pass_context": "KV cache length per row", "grid_batches": "Batch sizes (grid)", "grid_depths": "Depths k",
-        "grid_drafter": "Drafter", "grid_tokens": "New tokens per sequence",
-        "grid_conf": "Stop drafting below confidence", "grid_adaptive": "Adaptive policies",
-        "grid_trees": "Tree sizes", "grid_topk": "Tree top-k",
+        "pass_batches": "Batch sizes (passes)",
+        "pass_tokens": "Tokens per row, up to",
+        "pass_context": "KV cache length per row",
+        "grid_batches": "Batch sizes (grid)",
+        "grid_depths": "Depths k",
+        "grid_drafter": "Drafter",
+        "grid_tokens": "New tokens per sequence",
+        "grid_conf": "Stop drafting below confidence",
+        "grid_adaptive": "Adaptive policies",
+        "grid_trees": "Tree sizes",
+        "grid_topk": "Tree top-k",
     },
     # Each lesson draws only its own knobs (app/lesson_experiments.py; a test keeps the two equal).
     "lessons": {
         "teacher": "Teacher mode",
-        "l1_context": "Context already in the KV cache (tokens)", "l1_largest": "Largest pass (tokens)",
-        "l2_depth": "Speculation depth k", "l2_tokens": "New tokens",
-        "l3_depth": "Speculation depth k", "l3_batch": "Large batch",
+        "l1_context": "Context already in the KV cache (tokens)",
+        "l1_largest": "Largest pass (tokens)",
+        "l2_depth": "Speculation depth k",
+        "l2_tokens": "New tokens",
+        "l3_depth": "Speculation depth k",
+        "l3_batch": "Large batch",
         "l3_tokens": "New tokens per sequence (twice this at batch 1)",
-        "l4_batch": "Batch size", "l4_n": "Off above batch N", "l4_tokens": "New tokens per sequence",
-        "l5_depth": "Speculation depth k", "l5_conf": "Stop drafting below joint confidence",
+        "l4_batch": "Batch size",
+        "l4_n": "Off above batch N",
+        "l4_tokens": "New tokens per sequence",
+        "l5_depth": "Speculation depth k",
+        "l5_conf": "Stop drafting below joint confidence",
         "l6_k": "Fixed depth k",
         "l7_nodes": "Tree nodes",
         "l7_topk": "Children per node (top-k)",
         "l7_batch": "Large batch",
     },
-}  # fmt: skip
+}
 # No st.number_input here: Streamlit 1.67 seeds it from the URL with int(float(text)) before its range check, so
 # "?N=inf" raised OverflowError inside Streamlit, where no page can catch it (tests/app/test_url_fuzz.py). Sliders
 # and the other widgets reset an unusable value to their default.

@@ -54,11 +54,13 @@ def _batch_table(text: str) -> tuple[tuple[int, int, int], ...]:
     return tuple(rows)
 
 
-POLICY_HELP = ("fixed: always --depth; off_above_batch: the classic rule (vLLM V0's disable_by_batch_size), no "
-               "speculation above --disable-by-batch-size; heuristic: transformers' +2/-1 schedule; batch_table: k per "
-               "batch range (vLLM num_speculative_tokens_per_batch_size; --batch-table, else derived from this "
-               "machine's measured pass cost); goodput: k maximising expected tokens/s from the measured pass cost and "
-               "the run's acceptance (never above --depth)")
+POLICY_HELP = (
+    "fixed: always --depth; off_above_batch: the classic rule (vLLM V0's disable_by_batch_size), no "
+    "speculation above --disable-by-batch-size; heuristic: transformers' +2/-1 schedule; batch_table: k per "
+    "batch range (vLLM num_speculative_tokens_per_batch_size; --batch-table, else derived from this "
+    "machine's measured pass cost); goodput: k maximising expected tokens/s from the measured pass cost and "
+    "the run's acceptance (never above --depth)"
+)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -67,10 +69,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default=None, help="target hub id or folder (default: embedded SmolLM2-135M-Instruct)")
     p.add_argument("--draft", default="default", help="draft hub id, folder, truncated:N or none (default: shipped draft)")
     p.add_argument("--eagle", default="default", help="EAGLE head folder or none (default: the shipped head, embedded target only)")
-    p.add_argument("--cuda-graphs", default="off", choices=["auto", "off", "static", "padded"],
-                   help="off (default): eager, dynamic cache; auto: decode passes captured as CUDA graphs on CUDA "
-                        "(eager elsewhere; opt-in until checked on a real GPU); "
-                        "static / padded: eager over static KV buffers (exact windows / padded to the graph buckets)")
+    p.add_argument(
+        "--cuda-graphs",
+        default="off",
+        choices=["auto", "off", "static", "padded"],
+        help="off (default): eager, dynamic cache; auto: decode passes captured as CUDA graphs on CUDA "
+        "(eager elsewhere; opt-in until checked on a real GPU); "
+        "static / padded: eager over static KV buffers (exact windows / padded to the graph buckets)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,17 +87,33 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--prompt", action="append", required=True, help="a user message; repeat for a batch")
     run.add_argument("--mode", default="speculative", choices=["autoregressive", "speculative"])
     run.add_argument("--depth", type=int, default=4, help="draft tokens per step, 0..16")
-    run.add_argument("--drafter", default="model", choices=["model", "ngram", "eagle"],
-                     help="model: the distilled draft; ngram: prompt lookup; eagle: the EAGLE head over the target's features")
+    run.add_argument(
+        "--drafter",
+        default="model",
+        choices=["model", "ngram", "eagle"],
+        help="model: the distilled draft; ngram: prompt lookup; eagle: the EAGLE head over the target's features",
+    )
     run.add_argument("--policy", default="fixed", choices=POLICIES, help=POLICY_HELP)
-    run.add_argument("--batch-table", type=_batch_table, default=None,
-                     help="batch_table policy: MIN-MAX:K rows, e.g. 1-4:4,5-16:2,17-1024:0 (K = 0: no speculation)")
+    run.add_argument(
+        "--batch-table",
+        type=_batch_table,
+        default=None,
+        help="batch_table policy: MIN-MAX:K rows, e.g. 1-4:4,5-16:2,17-1024:0 (K = 0: no speculation)",
+    )
     run.add_argument("--disable-by-batch-size", type=int, default=8, help="off_above_batch: speculate only while batch <= N")
-    run.add_argument("--confidence", type=float, default=0.0,
-                     help="model drafters stop a row's draft once the product of their probabilities falls below this "
-                          "(0..1; 0 = always draft --depth tokens)")
-    run.add_argument("--tree-nodes", type=int, default=0,
-                     help="tree drafting (eagle, model): verify this many draft-tree nodes per row (0 = a chain of --depth)")
+    run.add_argument(
+        "--confidence",
+        type=float,
+        default=0.0,
+        help="model drafters stop a row's draft once the product of their probabilities falls below this "
+        "(0..1; 0 = always draft --depth tokens)",
+    )
+    run.add_argument(
+        "--tree-nodes",
+        type=int,
+        default=0,
+        help="tree drafting (eagle, model): verify this many draft-tree nodes per row (0 = a chain of --depth)",
+    )
     run.add_argument("--tree-topk", type=int, default=0, help="tree drafting: children expanded per node")
     run.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     run.add_argument("--top-p", type=float, default=1.0)
@@ -104,20 +126,37 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--batch", type=_int_list, default=[1, 4, 16], help="comma-separated batch sizes")
     bench.add_argument("--depth", type=_int_list, default=[0, 2, 4, 8], help="comma-separated depths")
     bench.add_argument("--drafter", default="model", choices=["model", "ngram", "eagle"])
-    bench.add_argument("--policy", type=_list_of(str, "policy name"), default=["fixed"],
-                       help="comma-separated policies, each measured at every batch and depth (" + ", ".join(POLICIES) + ")")
+    bench.add_argument(
+        "--policy",
+        type=_list_of(str, "policy name"),
+        default=["fixed"],
+        help="comma-separated policies, each measured at every batch and depth (" + ", ".join(POLICIES) + ")",
+    )
     bench.add_argument("--batch-table", type=_batch_table, default=None, help="batch_table policy: MIN-MAX:K rows")
-    bench.add_argument("--confidence", type=_float_list, default=[0.0],
-                       help="comma-separated confidence thresholds (0..1), each run at every depth (0 = off)")
-    bench.add_argument("--tree-nodes", type=_int_list, default=[0],
-                       help="comma-separated tree sizes (tree drafting; 0 = the chain), each with every --tree-topk")
+    bench.add_argument(
+        "--confidence",
+        type=_float_list,
+        default=[0.0],
+        help="comma-separated confidence thresholds (0..1), each run at every depth (0 = off)",
+    )
+    bench.add_argument(
+        "--tree-nodes",
+        type=_int_list,
+        default=[0],
+        help="comma-separated tree sizes (tree drafting; 0 = the chain), each with every --tree-topk",
+    )
     bench.add_argument("--tree-topk", type=_int_list, default=[0], help="comma-separated children per tree node")
     bench.add_argument("--disable-by-batch-size", type=int, default=8)
-    bench.add_argument("--prompts", default="chat", choices=["chat", "extractive", "heldout"],
-                       help="built-in prompt set (heldout: topics the distilled draft never saw)")
+    bench.add_argument(
+        "--prompts",
+        default="chat",
+        choices=["chat", "extractive", "heldout"],
+        help="built-in prompt set (heldout: topics the distilled draft never saw)",
+    )
     bench.add_argument("--baseline-prompts", type=int, default=4, help="prompts in the --baseline comparison")
-    bench.add_argument("--sequential", type=int, default=1,
-                       help="at batch 1, decode this many prompts one after another per cell (less noisy alpha)")
+    bench.add_argument(
+        "--sequential", type=int, default=1, help="at batch 1, decode this many prompts one after another per cell (less noisy alpha)"
+    )
     bench.add_argument("--max-new-tokens", type=int, default=64)
     bench.add_argument("--repeats", type=int, default=3, help="runs per cell; the median is reported")
     bench.add_argument("--baseline", action="store_true", help="also time transformers generate() at batch 1")
@@ -184,24 +223,33 @@ def main(argv: list[str] | None = None) -> int:
             draft = args.draft if args.model == "draft" else "none"
             pair = load_pair(target=args.target, draft=draft, device=args.device, dtype=args.dtype)
             peaks = probe(pair.device, pair.dtype, quick=True)
-            rows = pass_costs(pair, args.batch, args.tokens, args.context, args.repeats, args.model,
-                              cuda_graphs=args.cuda_graphs)
-            print(f"{args.model} forward passes on {peaks.device_name}, {pair.dtype_name}, context {args.context}; "
-                  f"peak {peaks.peak_bandwidth / 1e9:.1f} GB/s, {peaks.peak_flops / 1e9:.1f} GFLOP/s (probed)")
+            rows = pass_costs(pair, args.batch, args.tokens, args.context, args.repeats, args.model, cuda_graphs=args.cuda_graphs)
+            print(
+                f"{args.model} forward passes on {peaks.device_name}, {pair.dtype_name}, context {args.context}; "
+                f"peak {peaks.peak_bandwidth / 1e9:.1f} GB/s, {peaks.peak_flops / 1e9:.1f} GFLOP/s (probed)"
+            )
             print(format_passes(rows, peaks.peak_flops, peaks.peak_bandwidth))
             if args.json:
                 _write_json(args.json, {"probe": peaks.to_dict(), "rows": rows})
             return 0
         if args.command == "run":
             cfg = DecodeConfig(
-                mode=args.mode, depth=args.depth, drafter=args.drafter, policy=args.policy,
-                disable_by_batch_size=args.disable_by_batch_size, temperature=args.temperature,
-                top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed,
-                confidence_threshold=args.confidence, batch_table=args.batch_table, cuda_graphs=args.cuda_graphs,
-                tree_nodes=args.tree_nodes, tree_topk=args.tree_topk,
-            )  # fmt: skip
-            pair = load_pair(target=args.target, draft=_draft_arg(args, cfg), device=args.device, dtype=args.dtype,
-                             eagle=args.eagle)
+                mode=args.mode,
+                depth=args.depth,
+                drafter=args.drafter,
+                policy=args.policy,
+                disable_by_batch_size=args.disable_by_batch_size,
+                temperature=args.temperature,
+                top_p=args.top_p,
+                max_new_tokens=args.max_new_tokens,
+                seed=args.seed,
+                confidence_threshold=args.confidence,
+                batch_table=args.batch_table,
+                cuda_graphs=args.cuda_graphs,
+                tree_nodes=args.tree_nodes,
+                tree_topk=args.tree_topk,
+            )
+            pair = load_pair(target=args.target, draft=_draft_arg(args, cfg), device=args.device, dtype=args.dtype, eagle=args.eagle)
             trace = generate(pair, args.prompt, cfg)
             for i, seq in enumerate(trace.sequences):
                 print(f"--- [{i + 1}] {seq['prompt'][:70]}\n{seq['text']}")
@@ -238,13 +286,24 @@ def main(argv: list[str] | None = None) -> int:
             pair = load_pair(target=args.target, draft=draft, device=args.device, dtype=args.dtype, eagle=args.eagle)
             print(f"benchmarking on {pair.device.type}, {pair.dtype_name} ...", file=sys.stderr)
             result = bench(
-                pair, args.batch, args.depth, drafter=args.drafter, prompt_set=args.prompts,
-                policy=args.policy, disable_by_batch_size=args.disable_by_batch_size, batch_table=args.batch_table,
-                max_new_tokens=args.max_new_tokens, repeats=args.repeats, baseline=args.baseline,
-                baseline_prompts=args.baseline_prompts, sequential=args.sequential,
-                confidences=args.confidence, trees=trees, log=lambda s: print(s, file=sys.stderr),
+                pair,
+                args.batch,
+                args.depth,
+                drafter=args.drafter,
+                prompt_set=args.prompts,
+                policy=args.policy,
+                disable_by_batch_size=args.disable_by_batch_size,
+                batch_table=args.batch_table,
+                max_new_tokens=args.max_new_tokens,
+                repeats=args.repeats,
+                baseline=args.baseline,
+                baseline_prompts=args.baseline_prompts,
+                sequential=args.sequential,
+                confidences=args.confidence,
+                trees=trees,
+                log=lambda s: print(s, file=sys.stderr),
                 cuda_graphs=args.cuda_graphs,
-            )  # fmt: skip
+            )
             print(format_table(result))
             if args.json:
                 _write_json(args.json, result)

@@ -91,7 +91,7 @@ class DecodeConfig:
     tree_topk: int = 0
     # Decode passes: "auto" captures them as CUDA graphs on CUDA (eager where capture is impossible), "off"
     # keeps today's eager dynamic cache; "static" / "padded" run eagerly over static buffers (engine/model/static_cache.py).
-    # The default stays "off" until scripts/gpu_record.py has checked graph replay against eager on a real GPU
+    # The default stays "off" until scripts/record/gpu_record.py has checked graph replay against eager on a real GPU
     # (no GPU was lent while it was written); tree drafting always runs eager (its tree mask is not in the
     # static-buffer path).
     cuda_graphs: str = "off"
@@ -101,8 +101,7 @@ class DecodeConfig:
         object.__setattr__(self, "drafter", _enum(DrafterKind, self.drafter, "drafter").value)
         object.__setattr__(self, "policy", _enum(PolicyKind, self.policy, "policy").value)
         object.__setattr__(self, "cuda_graphs", _enum(GraphMode, self.cuda_graphs, "cuda_graphs").value)
-        for name in ("depth", "max_new_tokens", "seed", "ngram_size", "disable_by_batch_size", "tree_nodes",
-                     "tree_topk"):
+        for name in ("depth", "max_new_tokens", "seed", "ngram_size", "disable_by_batch_size", "tree_nodes", "tree_topk"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{name} must be an integer; got {value!r}")
@@ -115,8 +114,9 @@ class DecodeConfig:
         if not _number(self.top_p) or not 0 < self.top_p <= 1:
             raise ConfigError(f"top_p must be in (0, 1]; got {self.top_p!r}")
         if not _number(self.confidence_threshold) or not 0 <= self.confidence_threshold <= 1:
-            raise ConfigError(f"confidence_threshold must be between 0 and 1 (0 = always draft depth tokens); "
-                              f"got {self.confidence_threshold!r}")
+            raise ConfigError(
+                f"confidence_threshold must be between 0 and 1 (0 = always draft depth tokens); got {self.confidence_threshold!r}"
+            )
         if self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1; got {self.max_new_tokens}")
         if not 1 <= self.ngram_size <= 8:
@@ -133,25 +133,28 @@ class DecodeConfig:
         if not 0 <= topk <= MAX_TREE_TOPK:
             raise ConfigError(f"tree_topk must be between 0 (a chain) and {MAX_TREE_TOPK}; got {topk}")
         if (nodes == 0) != (topk == 0):
-            raise ConfigError(f"tree_nodes and tree_topk go together (both 0 = a chain); got tree_nodes={nodes}, "
-                              f"tree_topk={topk}")
+            raise ConfigError(f"tree_nodes and tree_topk go together (both 0 = a chain); got tree_nodes={nodes}, tree_topk={topk}")
         if nodes == 0:
             return
         if self.cuda_graphs in (GraphMode.STATIC.value, GraphMode.PADDED.value):
-            raise ConfigError(f"tree drafting runs over the dynamic KV cache: use cuda_graphs='off' or 'auto', not "
-                              f"{self.cuda_graphs!r}")
+            raise ConfigError(f"tree drafting runs over the dynamic KV cache: use cuda_graphs='off' or 'auto', not {self.cuda_graphs!r}")
         if self.drafter == DrafterKind.NGRAM.value:
-            raise ConfigError("tree drafting (tree_nodes > 0) needs a drafter with a distribution to branch on: "
-                              "drafter='eagle' or 'model', not 'ngram'")
+            raise ConfigError(
+                "tree drafting (tree_nodes > 0) needs a drafter with a distribution to branch on: drafter='eagle' or 'model', not 'ngram'"
+            )
         if self.depth < 1:
             raise ConfigError("tree drafting needs depth >= 1 (the tree's deepest level)")
         most = topk + (self.depth - 1) * topk * topk
         if nodes > most:
-            raise ConfigError(f"tree_nodes={nodes} is more than depth {self.depth} with top-{topk} can draft "
-                              f"({topk} + ({self.depth} - 1) x {topk}^2 = {most} candidates)")
+            raise ConfigError(
+                f"tree_nodes={nodes} is more than depth {self.depth} with top-{topk} can draft "
+                f"({topk} + ({self.depth} - 1) x {topk}^2 = {most} candidates)"
+            )
         if self.policy == PolicyKind.GOODPUT.value or self.confidence_threshold > 0:
-            raise ConfigError("tree drafting prices its own width (tree_nodes): use policy='fixed', 'heuristic', "
-                              "'off_above_batch' or 'batch_table' and confidence_threshold 0")
+            raise ConfigError(
+                "tree drafting prices its own width (tree_nodes): use policy='fixed', 'heuristic', "
+                "'off_above_batch' or 'batch_table' and confidence_threshold 0"
+            )
 
     @property
     def tree(self) -> bool:
@@ -166,8 +169,7 @@ class DecodeConfig:
             raise ConfigError(f"batch_table must be a non-empty list of [min_batch, max_batch, k] rows; got {table!r}")
         rows = []
         for row in table:
-            if (not isinstance(row, (list, tuple)) or len(row) != 3
-                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in row)):
+            if not isinstance(row, (list, tuple)) or len(row) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in row):
                 raise ConfigError(f"batch_table rows must be [min_batch, max_batch, k] integers; got {row!r}")
             low, high, k = row
             if not 1 <= low <= high:

@@ -69,8 +69,13 @@ class ModelCosts:
 
         hidden = self.head_params // max(1, self.vocab_rows)
         cut = max(0, self.head_params - rows * hidden)
-        return replace(self, linear_params=self.linear_params - cut, head_params=self.head_params - cut,
-                       weight_bytes=self.weight_bytes - cut * self.elem_bytes, vocab_rows=rows)
+        return replace(
+            self,
+            linear_params=self.linear_params - cut,
+            head_params=self.head_params - cut,
+            weight_bytes=self.weight_bytes - cut * self.elem_bytes,
+            vocab_rows=rows,
+        )
 
     def forward_flops(self, batch: int, new_tokens: int, past: float, logits_tokens: int | None = None) -> float:
         """FLOPs of one forward: `batch` rows of `new_tokens` each, over a KV cache of `past` tokens per row.

@@ -42,9 +42,7 @@ def read_draft_vocab(path: Path, vocab_size: int) -> list[int]:
     if not isinstance(data, dict) or data.get("format") != DRAFT_VOCAB_FORMAT:
         raise ValueError(f"expected format {DRAFT_VOCAB_FORMAT!r}")
     ids = data.get("ids")
-    if not isinstance(ids, list) or not ids or not all(
-        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < vocab_size for i in ids
-    ):
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < vocab_size for i in ids):
         raise ValueError(f"'ids' must be a non-empty list of token ids in 0..{vocab_size - 1}")
     if len(set(ids)) != len(ids):
         raise ValueError("'ids' has duplicates")
@@ -76,11 +74,19 @@ def head_weight_shapes(config: dict) -> dict[str, tuple[int, ...]]:
     h, i = config["hidden_size"], config["intermediate_size"]
     nh, nkv, hd = config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]
     shapes = {
-        "fc.weight": (h, 2 * h), "fc.bias": (h,), "input_layernorm": (h,),
-        "q_proj.weight": (nh * hd, h), "k_proj.weight": (nkv * hd, h), "v_proj.weight": (nkv * hd, h),
-        "o_proj.weight": (h, nh * hd), "post_attention_layernorm": (h,),
-        "gate_proj.weight": (i, h), "up_proj.weight": (i, h), "down_proj.weight": (h, i), "norm": (h,),
-    }  # fmt: skip
+        "fc.weight": (h, 2 * h),
+        "fc.bias": (h,),
+        "input_layernorm": (h,),
+        "q_proj.weight": (nh * hd, h),
+        "k_proj.weight": (nkv * hd, h),
+        "v_proj.weight": (nkv * hd, h),
+        "o_proj.weight": (h, nh * hd),
+        "post_attention_layernorm": (h,),
+        "gate_proj.weight": (i, h),
+        "up_proj.weight": (i, h),
+        "down_proj.weight": (h, i),
+        "norm": (h,),
+    }
     fuse = config.get("fuse_layers") or []
     if fuse:
         shapes |= {"fuse.weight": (h, h * (len(fuse) + 1)), "fuse_mean": (h * len(fuse),), "fuse_std": (h * len(fuse),)}

@@ -42,7 +42,7 @@ def configure_attention(device: torch.device | str) -> None:
     """On CUDA, keep scaled_dot_product_attention off its cuDNN backend (process-wide), unless
     SPECLAB_CUDNN_ATTENTION=1.
 
-    Measured on an H200 with torch 2.11 (`scripts/gpu_attention.py`, README "GPU"): PyTorch picks cuDNN's
+    Measured on an H200 with torch 2.11 (`scripts/investigate/gpu_attention.py`, README "GPU"): PyTorch picks cuDNN's
     fused attention for a decode step, and cuDNN builds an execution plan for every new shape. Decoding
     brings a new cache length at every step, so a cold step paid for a new plan: batch-1 decode steps took
     55-88 ms (median) with cuDNN and 15-26 ms without it, for SmolLM2-135M, SmolLM2-1.7B and

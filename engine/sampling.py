@@ -48,9 +48,7 @@ def greedy_ids(logits: torch.Tensor) -> torch.Tensor:
     return logits.max(dim=-1).indices
 
 
-def accept_greedy(
-    draft_ids: torch.Tensor, target_logits: torch.Tensor, valid: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+def accept_greedy(draft_ids: torch.Tensor, target_logits: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Greedy verification.
 
     draft_ids (B, k); target_logits (B, k+1, vocab); valid (B, k) marks real drafts (False = padding).

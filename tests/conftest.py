@@ -30,9 +30,13 @@ def hf_greedy(pair, prompt: str, max_new_tokens: int) -> list[int]:
     eos = sorted(pair.eos_ids) or None
     with torch.inference_mode():
         out = pair.target.generate(
-            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
-            eos_token_id=eos, pad_token_id=eos[0] if eos else 0,
-        )  # fmt: skip
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=eos,
+            pad_token_id=eos[0] if eos else 0,
+        )
     return out[0, ids.shape[1] :].tolist()
 
 
@@ -48,10 +52,20 @@ def tiny_llama(vocab_size: int, layers: int = 2, hidden: int = 64, seed: int = 0
 
     torch.manual_seed(seed)
     cfg = LlamaConfig(
-        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=False, initializer_range=0.2,
-        bos_token_id=1, eos_token_id=2, pad_token_id=2, attn_implementation=attn,
-    )  # fmt: skip
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        initializer_range=0.2,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+        attn_implementation=attn,
+    )
     # Untied, wide-init weights: a random model whose greedy continuation depends on the context
     # (tied small-init models just repeat their last input token, which would make exactness tests vacuous).
     return LlamaForCausalLM(cfg).eval()
@@ -77,9 +91,15 @@ def tiny_pair(tokenizer, draft_same_as_target: bool = False, with_draft: bool = 
     elif with_draft:
         draft = target if draft_same_as_target else tiny_llama(len(tokenizer), layers=1, seed=1)
     return ModelPair(
-        target=target, draft=draft, tokenizer=tokenizer, device=torch.device("cpu"), dtype=torch.float32,
-        target_name="tiny-llama", draft_name="tiny-draft" if with_draft else None, eos_ids=frozenset(),
-    )  # fmt: skip
+        target=target,
+        draft=draft,
+        tokenizer=tokenizer,
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+        target_name="tiny-llama",
+        draft_name="tiny-draft" if with_draft else None,
+        eos_ids=frozenset(),
+    )
 
 
 @pytest.fixture(scope="session")

@@ -83,8 +83,7 @@ def teacher_forced_argmax(pair, rows: list[dict], drafter: str, eagle_dir: Path 
         head = EagleHead(config)
         head.load_state_dict({k: v.float() for k, v in state.items()})
         head.eval()
-        blob = extract_features(pair.target, rows, max_len=10**9, fuse_layers=tuple(config.get("fuse_layers", ())),
-                                log=lambda *a: None)
+        blob = extract_features(pair.target, rows, max_len=10**9, fuse_layers=tuple(config.get("fuse_layers", ())), log=lambda *a: None)
         data = FeatureData(blob)
         embed = pair.target.get_input_embeddings().weight.float()
         out_head = pair.target.get_output_embeddings().weight.float()[vocab]
@@ -119,8 +118,7 @@ def compare(rows: list[dict], starts: list[StepStart], guesses: list[torch.Tenso
     def rate(xs):
         return {"top1": sum(xs) / len(xs) if xs else None, "n": len(xs)}
 
-    by_kind = {k: rate([right[s.row][s.index] for s in starts if s.after == k])
-               for k in ("prefill", "correction", "bonus", "plain")}
+    by_kind = {k: rate([right[s.row][s.index] for s in starts if s.after == k]) for k in ("prefill", "correction", "bonus", "plain")}
     return {
         "all_positions": rate(everywhere),
         "draft_starts": rate([right[s.row][s.index] for s in starts]),
@@ -132,35 +130,52 @@ def compare(rows: list[dict], starts: list[StepStart], guesses: list[torch.Tenso
     }
 
 
-def measure(pair, prompts: list[str], depth: int = 4, max_new_tokens: int = 96, batch: int = 8,
-            drafter: str = "eagle", eagle_dir: Path | None = None) -> dict:
+def measure(
+    pair,
+    prompts: list[str],
+    depth: int = 4,
+    max_new_tokens: int = 96,
+    batch: int = 8,
+    drafter: str = "eagle",
+    eagle_dir: Path | None = None,
+) -> dict:
     cfg = DecodeConfig(mode="speculative", depth=depth, drafter=drafter, temperature=0.0, max_new_tokens=max_new_tokens)
     rows, starts = decode_and_record(pair, prompts, cfg, batch)
-    return {"depth": depth, "prompts": len(prompts), "dtype": pair.dtype_name, "drafter": drafter,
-            **compare(rows, starts, teacher_forced_argmax(pair, rows, drafter, eagle_dir))}
+    return {
+        "depth": depth,
+        "prompts": len(prompts),
+        "dtype": pair.dtype_name,
+        "drafter": drafter,
+        **compare(rows, starts, teacher_forced_argmax(pair, rows, drafter, eagle_dir)),
+    }
 
 
 def format_report(res: dict) -> str:
     def line(name, r):
         return f"  {name:<44} {r['top1']:.3f}  ({r['n']} positions)" if r["n"] else f"  {name:<44} -"
 
-    out = [f"{res['drafter']} drafter, depth {res['depth']}, {res['prompts']} prompts, {res['dtype']}, greedy",
-           "teacher-forced top-1 agreement with the target:",
-           line("at every generated position", res["all_positions"]),
-           line("at the positions where a draft started", res["draft_starts"])]
+    out = [
+        f"{res['drafter']} drafter, depth {res['depth']}, {res['prompts']} prompts, {res['dtype']}, greedy",
+        "teacher-forced top-1 agreement with the target:",
+        line("at every generated position", res["all_positions"]),
+        line("at the positions where a draft started", res["draft_starts"]),
+    ]
     for kind, r in res["draft_starts_by_previous"].items():
         out.append(line(f"  ... right after the target's {kind}" if kind != "prefill" else "  ... the first draft after the prompt", r))
-    out += [line("one position after a hit", res["after_a_hit"]),
-            line("one position after a miss", res["after_a_miss"]),
-            "the engine:",
-            line("first drafted token accepted", res["engine_first_position_acceptance"]),
-            line("first drafted token == teacher-forced argmax", res["engine_draft_equals_teacher_forced"])]
+    out += [
+        line("one position after a hit", res["after_a_hit"]),
+        line("one position after a miss", res["after_a_miss"]),
+        "the engine:",
+        line("first drafted token accepted", res["engine_first_position_acceptance"]),
+        line("first drafted token == teacher-forced argmax", res["engine_draft_equals_teacher_forced"]),
+    ]
     return "\n".join(out)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m training.agreement", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m training.agreement", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--drafter", choices=["eagle", "model"], default="eagle")
     p.add_argument("--eagle", default="default", help="EAGLE head folder (default: the shipped one)")
     p.add_argument("--draft", default="default", help="draft model folder (default: the shipped one)")
@@ -168,8 +183,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--depth", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                   help="auto: the engine's default (bfloat16 on this CPU)")
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        help="auto: the engine's default (bfloat16 on this CPU)",
+    )
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
     p.add_argument("--json", default=None, help="also write the numbers to this file")
     args = p.parse_args(argv)

@@ -51,9 +51,17 @@ from .prompts import build_prompts, heldout_eval_prompts  # noqa: F401  (re-expo
 # --------------------------------------------------------------------------------------------------
 
 
-def generate_data(pair, rows: list[dict], shard_dir: Path, batch_size: int, max_new_tokens: int,
-                  time_cap_s: float | None = None, log=print, worker: tuple[int, int] = (0, 1),
-                  from_round: int = 1) -> dict:
+def generate_data(
+    pair,
+    rows: list[dict],
+    shard_dir: Path,
+    batch_size: int,
+    max_new_tokens: int,
+    time_cap_s: float | None = None,
+    log=print,
+    worker: tuple[int, int] = (0, 1),
+    from_round: int = 1,
+) -> dict:
     """Run the target greedily over `rows` in batches; append one JSON line per sequence to shards.
 
     Resumable: shards already written are skipped. Stops before starting a batch once `time_cap_s` is spent.
@@ -92,16 +100,16 @@ def generate_data(pair, rows: list[dict], shard_dir: Path, batch_size: int, max_
                 f.write(json.dumps({**r, "prompt_ids": ids, "output_ids": list(out)}) + "\n")
                 tokens += len(out)
         os.replace(path.with_suffix(".tmp"), path)
-        log(f"generate: batch {b + 1}/{n_batches}  {trace.summary['new_tokens']} tokens  "
-            f"{trace.summary['tokens_per_s']:.1f} tok/s  total {tokens} new tokens in {time.perf_counter() - t0:.0f} s")
+        log(
+            f"generate: batch {b + 1}/{n_batches}  {trace.summary['new_tokens']} tokens  "
+            f"{trace.summary['tokens_per_s']:.1f} tok/s  total {tokens} new tokens in {time.perf_counter() - t0:.0f} s"
+        )
     return {"seconds": time.perf_counter() - t0, "tokens": tokens}
-
 
 
 # --------------------------------------------------------------------------------------------------
 # 3. soft targets (optional)
 # --------------------------------------------------------------------------------------------------
-
 
 
 def keep_topk(row: dict, logits: torch.Tensor, topk: int) -> None:
@@ -139,8 +147,9 @@ def soft_targets(target, rows: list[dict], topk: int, max_len: int, batch_size: 
 
 
 @torch.no_grad()
-def soft_targets_from_features(path: Path, rows: list[dict], topk: int, lm_head: torch.Tensor, max_len: int,
-                               log=print, chunk_rows: int = 16) -> list[dict]:
+def soft_targets_from_features(
+    path: Path, rows: list[dict], topk: int, lm_head: torch.Tensor, max_len: int, log=print, chunk_rows: int = 16
+) -> list[dict]:
     """`soft_targets` without a new target pass: an EAGLE features file (`python -m training.eagle --stage
     features`, same rows and --max-len) already holds the target's final hidden states at every position,
     and lm_head of them is its next-token distribution. On the 2.2 M-token data the features pass took
@@ -173,7 +182,8 @@ def soft_targets_from_features(path: Path, rows: list[dict], topk: int, lm_head:
 def soft_matches(soft_rows: list[dict], rows: list[dict]) -> bool:
     """Whether a soft-targets file (rows with soft_ids) was made for exactly these rows."""
     return len(soft_rows) == len(rows) and all(
-        a["prompt_ids"] == b["prompt_ids"] and a["output_ids"] == b["output_ids"] for a, b in zip(soft_rows, rows))
+        a["prompt_ids"] == b["prompt_ids"] and a["output_ids"] == b["output_ids"] for a, b in zip(soft_rows, rows)
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -241,9 +251,9 @@ def make_batches(examples: list[dict], batch_tokens: int, rng: random.Random) ->
     return length_batches({i: len(e["ids"]) for i, e in enumerate(examples)}, batch_tokens, rng)
 
 
-
-def batch_loss(draft, examples: list[dict], idx: list[int], soft_weight: float,
-               candidates: torch.Tensor | None = None) -> tuple[torch.Tensor, int, int]:
+def batch_loss(
+    draft, examples: list[dict], idx: list[int], soft_weight: float, candidates: torch.Tensor | None = None
+) -> tuple[torch.Tensor, int, int]:
     """Loss on response positions only: (1-w) * CE(greedy token) + w * soft CE(target top-k). Returns
     (loss, response tokens, top-1 agreements).
 
@@ -309,9 +319,23 @@ def evaluate_top1(draft, examples: list[dict], batch_tokens: int) -> dict:
     return {"top1": agree / max(total, 1), "ce": loss_sum / max(total, 1), "tokens": total}
 
 
-def train(draft, train_rows, heldout_rows, *, epochs: float, lr: float, batch_tokens: int, soft_weight: float,
-          max_len: int, seed: int, warmup: int = 50, log=print, eval_every: int = 0, autocast: bool = True,
-          negatives: int = 2048) -> dict:
+def train(
+    draft,
+    train_rows,
+    heldout_rows,
+    *,
+    epochs: float,
+    lr: float,
+    batch_tokens: int,
+    soft_weight: float,
+    max_len: int,
+    seed: int,
+    warmup: int = 50,
+    log=print,
+    eval_every: int = 0,
+    autocast: bool = True,
+    negatives: int = 2048,
+) -> dict:
     """AdamW, linear warmup then cosine decay to 10 %, fixed number of steps (seeded, reproducible).
 
     negatives: -1 trains with the full-vocabulary softmax; otherwise the softmax runs over every token the
@@ -335,8 +359,7 @@ def train(draft, train_rows, heldout_rows, *, epochs: float, lr: float, batch_to
     decay, no_decay = [], []
     for name, p in draft.named_parameters():
         (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=lr, betas=(0.9, 0.95))
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
 
     def lr_at(step):
         if step < warmup:
@@ -367,8 +390,10 @@ def train(draft, train_rows, heldout_rows, *, epochs: float, lr: float, batch_to
             step += 1
             tok_seen, agree_seen = tok_seen + n, agree_seen + a
             if step % 25 == 0 or step == total_steps:
-                log(f"train: step {step}/{total_steps}  loss {loss.item():.3f}  train top1 {agree_seen / tok_seen:.3f}  "
-                    f"lr {lr_at(step):.2e}  {time.perf_counter() - t0:.0f} s")
+                log(
+                    f"train: step {step}/{total_steps}  loss {loss.item():.3f}  train top1 {agree_seen / tok_seen:.3f}  "
+                    f"lr {lr_at(step):.2e}  {time.perf_counter() - t0:.0f} s"
+                )
                 tok_seen = agree_seen = 0
             if eval_every and held and (step % eval_every == 0 or step == total_steps):
                 ev = evaluate_top1(draft, held, batch_tokens)
@@ -376,9 +401,14 @@ def train(draft, train_rows, heldout_rows, *, epochs: float, lr: float, batch_to
                 log(f"eval: step {step}  held-out top1 {ev['top1']:.3f}  ce {ev['ce']:.3f}")
                 if best is None or ev["top1"] > best[0]:
                     best = (ev["top1"], step, {k: v.detach().clone() for k, v in draft.state_dict().items()})
-    result = {"steps": total_steps, "steps_per_epoch": per_epoch, "seconds": time.perf_counter() - t0,
-              "softmax_tokens": int(seen.sum()) + negatives if seen is not None else vocab,
-              "train_tokens": sum(len(e["ids"]) - e["start"] for e in examples), "history": history}
+    result = {
+        "steps": total_steps,
+        "steps_per_epoch": per_epoch,
+        "seconds": time.perf_counter() - t0,
+        "softmax_tokens": int(seen.sum()) + negatives if seen is not None else vocab,
+        "train_tokens": sum(len(e["ids"]) - e["start"] for e in examples),
+        "history": history,
+    }
     if best is not None and best[1] != total_steps:
         draft.load_state_dict(best[2])  # early stopping on held-out agreement (deterministic given the seed)
         log(f"train: keeping the step-{best[1]} weights (best held-out top1 {best[0]:.3f})")
@@ -392,8 +422,7 @@ def train(draft, train_rows, heldout_rows, *, epochs: float, lr: float, batch_to
 # 5. save, evaluate with the engine, model card
 # --------------------------------------------------------------------------------------------------
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
-                   "generation_config.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja", "generation_config.json")
 
 
 def write_draft_vocab(out: Path, rows: list[dict], also: list[int] = ()) -> int:
@@ -405,8 +434,7 @@ def write_draft_vocab(out: Path, rows: list[dict], also: list[int] = ()) -> int:
     from engine.formats import write_draft_vocab as write_vocab_file
 
     ids = {t for r in rows for t in r["output_ids"]} | set(also)
-    return write_vocab_file(out, ids, note="token ids the target emitted in the distillation data; "
-                                           "SpecLab's drafter scores only these")
+    return write_vocab_file(out, ids, note="token ids the target emitted in the distillation data; SpecLab's drafter scores only these")
 
 
 def save_draft(draft, target_dir: Path, out: Path, dtype=torch.bfloat16) -> int:
@@ -424,8 +452,16 @@ def save_draft(draft, target_dir: Path, out: Path, dtype=torch.bfloat16) -> int:
     return sum(p.stat().st_size for p in out.iterdir() if p.is_file())
 
 
-def engine_eval(draft_dir: Path, target: str | None, prompts: list[str], depth: int, max_new_tokens: int,
-                batch_size: int, dtype: str = "auto", drafter: str = "model") -> dict:
+def engine_eval(
+    draft_dir: Path,
+    target: str | None,
+    prompts: list[str],
+    depth: int,
+    max_new_tokens: int,
+    batch_size: int,
+    dtype: str = "auto",
+    drafter: str = "model",
+) -> dict:
     """Held-out greedy acceptance measured by the engine itself (speculative decoding, fixed depth).
     drafter: "model" (draft_dir is a draft model) or "eagle" (draft_dir is an EAGLE head)."""
     from engine import DecodeConfig, generate, load_pair
@@ -435,8 +471,7 @@ def engine_eval(draft_dir: Path, target: str | None, prompts: list[str], depth: 
         pair = load_pair(target=target, draft=None, eagle=str(draft_dir), dtype=dtype)
     else:
         pair = load_pair(target=target, draft=str(draft_dir), dtype=dtype, eagle=None)
-    cfg = DecodeConfig(mode="speculative", depth=depth, drafter=drafter, temperature=0.0,
-                       max_new_tokens=max_new_tokens)
+    cfg = DecodeConfig(mode="speculative", depth=depth, drafter=drafter, temperature=0.0, max_new_tokens=max_new_tokens)
     steps = []
     for b in range(0, len(prompts), batch_size):
         steps += generate(pair, prompts[b : b + batch_size], cfg).steps
@@ -461,12 +496,16 @@ def write_card(out: Path, info: dict) -> None:
     if not info["soft_topk"]:
         soft = "."
     elif info.get("soft_features"):
-        soft = (f"; the target's top-{info['soft_topk']} distributions at every response position came from the "
-                f"EAGLE head's features files (the target's final hidden states, `--soft-features`): its output "
-                f"head over them took {soft_minutes:.0f} min.")
+        soft = (
+            f"; the target's top-{info['soft_topk']} distributions at every response position came from the "
+            f"EAGLE head's features files (the target's final hidden states, `--soft-features`): its output "
+            f"head over them took {soft_minutes:.0f} min."
+        )
     else:
-        soft = (f"; the target's top-{info['soft_topk']} distributions at every response position took one "
-                f"teacher-forcing pass of {soft_minutes:.0f} min.")
+        soft = (
+            f"; the target's top-{info['soft_topk']} distributions at every response position took one "
+            f"teacher-forcing pass of {soft_minutes:.0f} min."
+        )
     lines = [
         "---",
         "license: apache-2.0",
@@ -494,11 +533,10 @@ def write_card(out: Path, info: dict) -> None:
         f"{info['heldout_topics']} whole topics held out for evaluation.",
         f"- Target responses: greedy, up to {info['max_new_tokens']} new tokens, batch {info['gen_batch']} with "
         f"SpecLab's engine in {info['gen_dtype']}: {info['train_tokens']} response tokens, generated in "
-        f"{info['gen_minutes']:.0f} min on this machine"
-        + soft,
+        f"{info['gen_minutes']:.0f} min on this machine" + soft,
         f"- Loss on response tokens: {1 - info['soft_weight']:.2f} x CE(target's greedy token)"
-        + (f" + {info['soft_weight']:.2f} x soft CE(target's top-{info['soft_topk']} distribution)"
-           if info["soft_topk"] else "") + ".",
+        + (f" + {info['soft_weight']:.2f} x soft CE(target's top-{info['soft_topk']} distribution)" if info["soft_topk"] else "")
+        + ".",
         f"- Training: AdamW, lr {info['lr']}, ~{info['batch_tokens']} tokens per batch, {info['epochs']} epochs "
         f"({info['steps']} steps), bfloat16 autocast, {info['train_minutes']:.0f} min on 2 CPU cores; seed {info['seed']}.",
         "",
@@ -545,8 +583,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         description="Distil a draft model for the embedded target from the target's own greedy responses.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--stage", choices=STAGES, default="all",
-                   help="run one stage (each reads the previous stage's files in --work-dir) or all of them")
+    p.add_argument(
+        "--stage", choices=STAGES, default="all", help="run one stage (each reads the previous stage's files in --work-dir) or all of them"
+    )
     p.add_argument("--work-dir", default="distill_work", help="generated prompts, shards, checkpoints, logs")
     p.add_argument("--out", default="assets/draft", help="where the draft (HF folder) is written")
     p.add_argument("--target", default=None, help="target model folder or hub id (default: embedded SmolLM2)")
@@ -554,31 +593,54 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     g = p.add_argument_group("data")
     g.add_argument("--max-prompts", type=int, default=0, help="use only the first N (shuffled) training prompts; 0 = all")
-    g.add_argument("--extended-prompts", action="store_true",
-                   help="add the second round of prompts (MORE_TOPICS x all tasks, first-round topics x MORE_TASKS) "
-                        "after the first; rerun `--stage prompts` then `--stage generate` to extend existing shards")
-    g.add_argument("--prompt-rounds", type=int, choices=(1, 2, 3, 4, 5, 6), default=1,
-                   help="rounds of prompts: 2 = --extended-prompts; 3 adds THIRD_TOPICS x every task after the "
-                        "second round, 4 adds FOURTH_TOPICS x every task after the third, 5 FIFTH_TOPICS after the "
-                        "fourth, 6 SIXTH_TOPICS after the fifth (rerun `--stage prompts`, then `--stage generate` extends existing shards)")
-    g.add_argument("--gen-from-round", type=int, default=1, metavar="N",
-                   help="generate only the training prompts of round N and later (e.g. 5 with --prompt-rounds 5: "
-                        "new data to continue a shipped drafter on, without regenerating rounds 1-4)")
+    g.add_argument(
+        "--extended-prompts",
+        action="store_true",
+        help="add the second round of prompts (MORE_TOPICS x all tasks, first-round topics x MORE_TASKS) "
+        "after the first; rerun `--stage prompts` then `--stage generate` to extend existing shards",
+    )
+    g.add_argument(
+        "--prompt-rounds",
+        type=int,
+        choices=(1, 2, 3, 4, 5, 6),
+        default=1,
+        help="rounds of prompts: 2 = --extended-prompts; 3 adds THIRD_TOPICS x every task after the "
+        "second round, 4 adds FOURTH_TOPICS x every task after the third, 5 FIFTH_TOPICS after the "
+        "fourth, 6 SIXTH_TOPICS after the fifth (rerun `--stage prompts`, then `--stage generate` extends existing shards)",
+    )
+    g.add_argument(
+        "--gen-from-round",
+        type=int,
+        default=1,
+        metavar="N",
+        help="generate only the training prompts of round N and later (e.g. 5 with --prompt-rounds 5: "
+        "new data to continue a shipped drafter on, without regenerating rounds 1-4)",
+    )
     g.add_argument("--heldout-every", type=int, default=10, help="every N-th topic is held out")
     g.add_argument("--heldout-prompts", type=int, default=32, help="held-out prompts given target responses")
     g.add_argument("--gen-batch", type=int, default=64, help="generation batch size (ragged)")
-    g.add_argument("--gen-worker", type=_worker, default=(0, 1), metavar="K/N",
-                   help="generate only shards b with b %% N == K (run N processes, e.g. 0/2 and 1/2 with --threads 1; "
-                        "worker 0 also writes the held-out responses)")
+    g.add_argument(
+        "--gen-worker",
+        type=_worker,
+        default=(0, 1),
+        metavar="K/N",
+        help="generate only shards b with b %% N == K (run N processes, e.g. 0/2 and 1/2 with --threads 1; "
+        "worker 0 also writes the held-out responses)",
+    )
     g.add_argument("--max-new-tokens", type=int, default=160, help="target response length cap")
-    g.add_argument("--gen-minutes", type=float, default=38.0,
-                   help="stop starting new generation batches after this many minutes (0 = no cap)")
+    g.add_argument(
+        "--gen-minutes", type=float, default=38.0, help="stop starting new generation batches after this many minutes (0 = no cap)"
+    )
     g.add_argument("--gen-dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     g.add_argument("--soft-topk", type=int, default=0, help="keep the target's top-k distribution (0 = hard labels only)")
-    g.add_argument("--soft-features", default=None, metavar="PATH",
-                   help="take the soft targets from EAGLE features files of these rows (`python -m training.eagle "
-                        "--stage features`) instead of a new target pass; {split} in PATH stands for train / heldout, "
-                        "e.g. distill_work/eagle/features-{split}-fuse2-15.safetensors")
+    g.add_argument(
+        "--soft-features",
+        default=None,
+        metavar="PATH",
+        help="take the soft targets from EAGLE features files of these rows (`python -m training.eagle "
+        "--stage features`) instead of a new target pass; {split} in PATH stands for train / heldout, "
+        "e.g. distill_work/eagle/features-{split}-fuse2-15.safetensors",
+    )
     m = p.add_argument_group("draft architecture")
     m.add_argument("--hidden", type=int, default=256)
     m.add_argument("--layers", type=int, default=4)
@@ -592,15 +654,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     t.add_argument("--max-len", type=int, default=256, help="truncate prompt+response to this many tokens")
     t.add_argument("--soft-weight", type=float, default=0.5, help="weight of the soft loss when --soft-topk > 0")
     t.add_argument("--warmup", type=int, default=50)
-    t.add_argument("--negatives", type=int, default=2048,
-                   help="training softmax over the tokens the target emitted + this many random others per step "
-                        "(-1 = full vocabulary; the saved head always has the full vocabulary)")
-    t.add_argument("--eval-every", type=int, default=0,
-                   help="teacher-forced held-out eval every N steps; the best weights are kept (0 = end only)")
+    t.add_argument(
+        "--negatives",
+        type=int,
+        default=2048,
+        help="training softmax over the tokens the target emitted + this many random others per step "
+        "(-1 = full vocabulary; the saved head always has the full vocabulary)",
+    )
+    t.add_argument(
+        "--eval-every", type=int, default=0, help="teacher-forced held-out eval every N steps; the best weights are kept (0 = end only)"
+    )
     t.add_argument("--no-autocast", action="store_true", help="train in float32 instead of bfloat16 autocast")
-    t.add_argument("--init", default=None, metavar="DIR",
-                   help="continue from a saved draft folder (its architecture replaces the options above, and its "
-                        "draft_vocab.json joins the new one) instead of a fresh PCA-initialised draft")
+    t.add_argument(
+        "--init",
+        default=None,
+        metavar="DIR",
+        help="continue from a saved draft folder (its architecture replaces the options above, and its "
+        "draft_vocab.json joins the new one) instead of a fresh PCA-initialised draft",
+    )
     add_eval_options(p)
     return p.parse_args(argv)
 
@@ -614,12 +685,19 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     e.add_argument("--eval-batch", type=int, default=8)
 
 
-
 def train_settings(args: argparse.Namespace) -> dict:
     """How a draft is trained, as its model card reports it (the train stage keeps these in stats.json)."""
-    return {"lr": args.lr, "epochs": args.epochs, "batch_tokens": args.batch_tokens,
-            "soft_weight": args.soft_weight if args.soft_topk else 0.0, "soft_topk": args.soft_topk,
-            "seed": args.seed, "init": args.init, "soft_features": args.soft_features, "command": command_line(args)}
+    return {
+        "lr": args.lr,
+        "epochs": args.epochs,
+        "batch_tokens": args.batch_tokens,
+        "soft_weight": args.soft_weight if args.soft_topk else 0.0,
+        "soft_topk": args.soft_topk,
+        "seed": args.seed,
+        "init": args.init,
+        "soft_features": args.soft_features,
+        "command": command_line(args),
+    }
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -631,7 +709,6 @@ def command_line(args: argparse.Namespace) -> str:
         flag = "--" + key.replace("_", "-")
         parts.append(flag if value is True else f"{flag} {value}")
     return " ".join(parts)
-
 
 
 def main(argv=None) -> int:
@@ -651,11 +728,11 @@ def main(argv=None) -> int:
     run = lambda stage: args.stage in (stage, "all")  # noqa: E731
     prompts_path = work / "prompts.json"
     if run("prompts") or not prompts_path.exists():
-        prompts = build_prompts(seed=args.seed, heldout_every=args.heldout_every, extended=args.extended_prompts,
-                                rounds=args.prompt_rounds)
+        prompts = build_prompts(seed=args.seed, heldout_every=args.heldout_every, extended=args.extended_prompts, rounds=args.prompt_rounds)
         prompts_path.write_text(json.dumps(prompts, indent=1))
-        log(f"prompts: {len(prompts['train'])} train, {len(prompts['heldout'])} held-out "
-            f"({len(prompts['heldout_topics'])} held-out topics)")
+        log(
+            f"prompts: {len(prompts['train'])} train, {len(prompts['heldout'])} held-out ({len(prompts['heldout_topics'])} held-out topics)"
+        )
     prompts = json.loads(prompts_path.read_text())
     train_prompts = prompts["train"][: args.max_prompts or None]
     heldout_prompts = prompts["heldout"][: args.heldout_prompts]
@@ -666,10 +743,20 @@ def main(argv=None) -> int:
     if run("generate"):
         pair = load_pair(target=args.target, draft=None, dtype=args.gen_dtype)
         cap = args.gen_minutes * 60 if args.gen_minutes > 0 else None
-        g = generate_data(pair, train_prompts, work / "shards", args.gen_batch, args.max_new_tokens, cap, log,
-                          worker=args.gen_worker, from_round=args.gen_from_round)
-        h = generate_data(pair, heldout_prompts if args.gen_worker[0] == 0 else [], work / "heldout", args.gen_batch,
-                          args.max_new_tokens, None, log)
+        g = generate_data(
+            pair,
+            train_prompts,
+            work / "shards",
+            args.gen_batch,
+            args.max_new_tokens,
+            cap,
+            log,
+            worker=args.gen_worker,
+            from_round=args.gen_from_round,
+        )
+        h = generate_data(
+            pair, heldout_prompts if args.gen_worker[0] == 0 else [], work / "heldout", args.gen_batch, args.max_new_tokens, None, log
+        )
         if stats_path.exists():  # re-read: other --gen-worker processes may have added their time meanwhile
             stats.update(json.loads(stats_path.read_text()))
         stats["gen_seconds"] = stats.get("gen_seconds", 0.0) + g["seconds"] + h["seconds"]
@@ -677,8 +764,10 @@ def main(argv=None) -> int:
         save_stats()
         del pair
     train_rows, heldout_rows = read_shards(work / "shards"), read_shards(work / "heldout")
-    log(f"data: {len(train_rows)} train sequences ({sum(len(r['output_ids']) for r in train_rows)} response tokens), "
-        f"{len(heldout_rows)} held-out")
+    log(
+        f"data: {len(train_rows)} train sequences ({sum(len(r['output_ids']) for r in train_rows)} response tokens), "
+        f"{len(heldout_rows)} held-out"
+    )
 
     soft_path = work / f"soft-top{args.soft_topk}.jsonl"
     if args.soft_topk > 0:
@@ -727,8 +816,7 @@ def main(argv=None) -> int:
                 log.close()
                 return 2
             if draft.config.vocab_size != target.config.vocab_size:
-                log(f"error: --init {args.init} has vocab_size {draft.config.vocab_size}, the target "
-                    f"{target.config.vocab_size}")
+                log(f"error: --init {args.init} has vocab_size {draft.config.vocab_size}, the target {target.config.vocab_size}")
                 log.close()
                 return 2
             c = draft.config
@@ -738,10 +826,22 @@ def main(argv=None) -> int:
         else:
             draft = make_draft(target, args.hidden, args.layers, args.heads, args.kv_heads, args.intermediate, args.seed)
         del target
-        result = train(draft, train_rows, heldout_rows, epochs=args.epochs, lr=args.lr, batch_tokens=args.batch_tokens,
-                       soft_weight=args.soft_weight if args.soft_topk else 0.0, max_len=args.max_len, seed=args.seed,
-                       warmup=args.warmup, log=log, eval_every=args.eval_every, autocast=not args.no_autocast,
-                       negatives=args.negatives)
+        result = train(
+            draft,
+            train_rows,
+            heldout_rows,
+            epochs=args.epochs,
+            lr=args.lr,
+            batch_tokens=args.batch_tokens,
+            soft_weight=args.soft_weight if args.soft_topk else 0.0,
+            max_len=args.max_len,
+            seed=args.seed,
+            warmup=args.warmup,
+            log=log,
+            eval_every=args.eval_every,
+            autocast=not args.no_autocast,
+            negatives=args.negatives,
+        )
         stats["train"] = result
         # how this draft was trained, for the card an `--stage eval` run writes later with its own arguments
         stats["train_args"] = train_settings(args)
@@ -753,8 +853,10 @@ def main(argv=None) -> int:
             init_vocab = json.loads((Path(args.init) / "draft_vocab.json").read_text())["ids"]
         stats["draft_vocab"] = write_draft_vocab(out, train_rows, init_vocab)
         save_stats()
-        log(f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top1 "
-            f"{result.get('heldout', {}).get('top1', float('nan')):.3f}; wrote {out} ({stats['bytes'] / 1e6:.1f} MB)")
+        log(
+            f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top1 "
+            f"{result.get('heldout', {}).get('top1', float('nan')):.3f}; wrote {out} ({stats['bytes'] / 1e6:.1f} MB)"
+        )
 
     if run("eval"):
         eval_prompts = heldout_eval_prompts(prompts["heldout"], args.eval_prompts)
@@ -765,17 +867,28 @@ def main(argv=None) -> int:
         tr = stats.get("train", {})
         saved = json.loads((out / "config.json").read_text())
         info = {
-            "architecture": {"hidden": saved["hidden_size"], "layers": saved["num_hidden_layers"],
-                             "heads": saved["num_attention_heads"], "kv_heads": saved["num_key_value_heads"],
-                             "intermediate": saved["intermediate_size"]},  # the saved draft's (--init may differ)
-            "params": stats.get("params", 0), "embedding_params": stats.get("embedding_params", 0),
+            "architecture": {
+                "hidden": saved["hidden_size"],
+                "layers": saved["num_hidden_layers"],
+                "heads": saved["num_attention_heads"],
+                "kv_heads": saved["num_key_value_heads"],
+                "intermediate": saved["intermediate_size"],
+            },  # the saved draft's (--init may differ)
+            "params": stats.get("params", 0),
+            "embedding_params": stats.get("embedding_params", 0),
             "bytes": sum(p.stat().st_size for p in out.iterdir() if p.is_file()),
-            "prompts_train": len(train_rows), "heldout_topics": len(prompts["heldout_topics"]),
-            "max_new_tokens": args.max_new_tokens, "gen_batch": args.gen_batch,
-            "gen_dtype": stats.get("gen_dtype", "?"), "train_tokens": tr.get("train_tokens", 0),
-            "gen_minutes": stats.get("gen_seconds", 0.0) / 60, "soft_minutes": stats.get("soft_seconds", 0.0) / 60,
-            "steps": tr.get("steps", 0), "train_minutes": tr.get("seconds", 0.0) / 60,
-            "engine_eval": ev, "heldout_top1": tr.get("heldout", {}).get("top1", float("nan")),
+            "prompts_train": len(train_rows),
+            "heldout_topics": len(prompts["heldout_topics"]),
+            "max_new_tokens": args.max_new_tokens,
+            "gen_batch": args.gen_batch,
+            "gen_dtype": stats.get("gen_dtype", "?"),
+            "train_tokens": tr.get("train_tokens", 0),
+            "gen_minutes": stats.get("gen_seconds", 0.0) / 60,
+            "soft_minutes": stats.get("soft_seconds", 0.0) / 60,
+            "steps": tr.get("steps", 0),
+            "train_minutes": tr.get("seconds", 0.0) / 60,
+            "engine_eval": ev,
+            "heldout_top1": tr.get("heldout", {}).get("top1", float("nan")),
         }
         # the training run's own settings (an eval-only call's arguments are not how the draft was trained)
         info |= stats.get("train_args") or train_settings(args)

@@ -23,7 +23,7 @@ produced, exactly what it sees when drafting.
 The training data are the distillation's target-generated responses (`python -m training.distill`
 stages prompts + generate, in the same --work-dir); the features come from one batched target pass.
 `--device cuda` runs that pass and the training on a GPU (features and batches stay in CPU memory);
-`scripts/gpu_eagle.py` runs generation, features and training there in one time-boxed process, which is
+`scripts/investigate/gpu_eagle.py` runs generation, features and training there in one time-boxed process, which is
 how the shipped head (run 14) was trained.
 """
 
@@ -55,6 +55,7 @@ from .prompts import heldout_eval_prompts
 # --------------------------------------------------------------------------------------------------
 # 2. the head
 # --------------------------------------------------------------------------------------------------
+
 
 class EagleHead(torch.nn.Module):
     """fc([embed(t); f]) -> one Llama decoder layer -> RMSNorm. Embedding and output head are the target's."""
@@ -162,8 +163,7 @@ class EagleHead(torch.nn.Module):
         x = x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
         return rms_norm(x, self.norm, eps)
 
-    def unrolled(self, token_embeds: torch.Tensor, features: torch.Tensor, positions: torch.Tensor, depths: int,
-                 noise: float = 0.0):
+    def unrolled(self, token_embeds: torch.Tensor, features: torch.Tensor, positions: torch.Tensor, depths: int, noise: float = 0.0):
         """Training-time test. token_embeds (B, T, H) = embed(t_{p+1}), features (B, T, H) = f_p for entries p.
 
         With fuse_layers, features are (B, T, F) and are fused to H first. noise (EAGLE-1's augmentation,
@@ -261,14 +261,25 @@ class FeatureData:
             "embeds": F.embedding(toks, embed),
             "features": feats,
             "positions": torch.arange(width)[None].expand(len(idx), width),
-            "rows": torch.cat(rows), "cols": torch.cat(cols),
-            "labels": torch.cat(labels), "next_features": torch.cat(next_feats),
+            "rows": torch.cat(rows),
+            "cols": torch.cat(cols),
+            "labels": torch.cat(labels),
+            "next_features": torch.cat(next_feats),
         }
 
 
-def batch_loss(head, batch: dict, out_head: torch.Tensor, to_local: torch.Tensor, depths: int,
-               hard_weight: float = 0.5, decay: float = 0.8, reg_weight: float = 0.0,
-               noise: float = 0.0, hard_labels: str = "data") -> tuple[torch.Tensor, list[int], int]:
+def batch_loss(
+    head,
+    batch: dict,
+    out_head: torch.Tensor,
+    to_local: torch.Tensor,
+    depths: int,
+    hard_weight: float = 0.5,
+    decay: float = 0.8,
+    reg_weight: float = 0.0,
+    noise: float = 0.0,
+    hard_labels: str = "data",
+) -> tuple[torch.Tensor, list[int], int]:
     """Sum over draft depths s of decay^s * [(1-w) soft CE against the target's distribution (its head over
     the true next feature) + w CE against its greedy token + reg_weight * smooth-L1(g, true next feature)]
     (EAGLE's feature regression: 576 numbers of supervision per position instead of one token), on the
@@ -314,10 +325,29 @@ def evaluate(head, data: FeatureData, embed, out_head, to_local, depths: int, ba
     return {"top1": [a / max(total, 1) for a in agree], "positions": total}
 
 
-def train(head, data: FeatureData, heldout: FeatureData, embed, out_head, to_local, *, epochs: float, lr: float,
-          batch_tokens: int, depths: int, seed: int, warmup: int = 30, eval_every: int = 0, autocast: bool = True,
-          max_minutes: float = 0.0, hard_weight: float = 0.5, reg_weight: float = 0.0, noise: float = 0.0,
-          hard_labels: str = "data", log=print) -> dict:
+def train(
+    head,
+    data: FeatureData,
+    heldout: FeatureData,
+    embed,
+    out_head,
+    to_local,
+    *,
+    epochs: float,
+    lr: float,
+    batch_tokens: int,
+    depths: int,
+    seed: int,
+    warmup: int = 30,
+    eval_every: int = 0,
+    autocast: bool = True,
+    max_minutes: float = 0.0,
+    hard_weight: float = 0.5,
+    reg_weight: float = 0.0,
+    noise: float = 0.0,
+    hard_labels: str = "data",
+    log=print,
+) -> dict:
     """AdamW with warm-up and cosine decay; keeps the weights with the best held-out depth-0 agreement.
 
     The head, `out_head` and `to_local` may sit on a GPU: batches are built on the CPU (where `embed` and the
@@ -342,8 +372,17 @@ def train(head, data: FeatureData, heldout: FeatureData, embed, out_head, to_loc
                 group["lr"] = lr_at(step)
             batch = _to(data.batch(idx, embed), out_head.device)
             with torch.autocast(out_head.device.type, dtype=torch.bfloat16, enabled=autocast):
-                loss, agree, n = batch_loss(head, batch, out_head, to_local, depths, hard_weight=hard_weight,
-                                            reg_weight=reg_weight, noise=noise, hard_labels=hard_labels)
+                loss, agree, n = batch_loss(
+                    head,
+                    batch,
+                    out_head,
+                    to_local,
+                    depths,
+                    hard_weight=hard_weight,
+                    reg_weight=reg_weight,
+                    noise=noise,
+                    hard_labels=hard_labels,
+                )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
@@ -354,12 +393,16 @@ def train(head, data: FeatureData, heldout: FeatureData, embed, out_head, to_loc
                 pace = (time.perf_counter() - t0) / step
                 fit = 20 + int((max_minutes * 60 - (time.perf_counter() - t0)) / pace * 0.95)
                 if fit < total_steps:
-                    log(f"train: {pace:.2f} s/step: the schedule shrinks from {total_steps} to {fit} steps "
-                        f"to end within {max_minutes:g} min")
+                    log(
+                        f"train: {pace:.2f} s/step: the schedule shrinks from {total_steps} to {fit} steps "
+                        f"to end within {max_minutes:g} min"
+                    )
                     total_steps = max(fit, step + 1)
             if step % 20 == 0:
-                log(f"train: step {step}/{total_steps} loss {float(loss.detach()):.3f} top1 "
-                    f"{[round(a / max(n, 1), 3) for a in agree]} {time.perf_counter() - t0:.0f} s")
+                log(
+                    f"train: step {step}/{total_steps} loss {float(loss.detach()):.3f} top1 "
+                    f"{[round(a / max(n, 1), 3) for a in agree]} {time.perf_counter() - t0:.0f} s"
+                )
             if eval_every and step % eval_every == 0:
                 ev = evaluate(head, heldout, embed, out_head, to_local, depths, batch_tokens)
                 history.append({"step": step, **ev})
@@ -370,14 +413,12 @@ def train(head, data: FeatureData, heldout: FeatureData, embed, out_head, to_loc
     if best_state is not None and best > final["top1"][0]:
         head.load_state_dict(best_state)
         final = evaluate(head, heldout, embed, out_head, to_local, depths, batch_tokens)
-    return {"steps": step, "seconds": time.perf_counter() - t0, "train_positions": seen, "heldout": final,
-            "history": history}
+    return {"steps": step, "seconds": time.perf_counter() - t0, "train_positions": seen, "heldout": final, "history": history}
 
 
 # --------------------------------------------------------------------------------------------------
 # 4. save (the runtime loads and runs a head: engine/drafters/eagle.py)
 # --------------------------------------------------------------------------------------------------
-
 
 
 def save_head(head: EagleHead, out: Path, vocab_ids: list[int], info: dict, dtype=torch.bfloat16) -> int:
@@ -420,15 +461,21 @@ def write_card(out: Path, config: dict, stats: dict, command: str) -> None:
         "",
         "A one-layer drafter that reads the target's own final hidden states (EAGLE, Li et al. 2024). It is not a",
         "standalone model: it borrows the target's embedding and output head and needs the target's features, so",
-        "it only works inside SpecLab's engine (`drafter=\"eagle\"`), never as a transformers `assistant_model`.",
+        'it only works inside SpecLab\'s engine (`drafter="eagle"`), never as a transformers `assistant_model`.',
         "",
         "## Architecture",
         f"- fc: [embed(token); feature] ({2 * config['hidden_size']}) -> {config['hidden_size']}, one Llama decoder "
         f"layer ({config['num_attention_heads']} heads, {config['num_key_value_heads']} KV heads, MLP "
         f"{config['intermediate_size']}), RMSNorm; {config.get('params', 0) / 1e6:.2f} M parameters in bfloat16.",
-        *([f"- EAGLE-3 feature fusion: the outputs of target layers {config['fuse_layers']} and the final feature "
-           f"({config['hidden_size'] * (len(config['fuse_layers']) + 1)}) -> {config['hidden_size']} by one linear map, "
-           "before fc; the head's own guesses feed back unfused."] if config.get("fuse_layers") else []),
+        *(
+            [
+                f"- EAGLE-3 feature fusion: the outputs of target layers {config['fuse_layers']} and the final feature "
+                f"({config['hidden_size'] * (len(config['fuse_layers']) + 1)}) -> {config['hidden_size']} by one linear map, "
+                "before fc; the head's own guesses feed back unfused."
+            ]
+            if config.get("fuse_layers")
+            else []
+        ),
         "- Output: the target's own head, cut to the tokens in `draft_vocab.json` (the tokens the target emits most",
         "  often in the training responses).",
         "",
@@ -496,15 +543,20 @@ def parse_args(argv=None) -> argparse.Namespace:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--stage", choices=STAGES, default="all", help="run one stage, or all of them")
-    p.add_argument("--work-dir", default="distill_work",
-                   help="the distillation work folder (its shards/ and heldout/ responses); features go to <work-dir>/eagle")
+    p.add_argument(
+        "--work-dir",
+        default="distill_work",
+        help="the distillation work folder (its shards/ and heldout/ responses); features go to <work-dir>/eagle",
+    )
     p.add_argument("--out", default="assets/eagle", help="where the head is written")
     p.add_argument("--target", default=None, help="target model folder (default: embedded SmolLM2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    p.add_argument("--device", default="cpu",
-                   help="where the features pass and the training run: cpu, cuda, mps or auto (features and batches "
-                        "are kept on the CPU either way)")
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="where the features pass and the training run: cpu, cuda, mps or auto (features and batches are kept on the CPU either way)",
+    )
     p.add_argument("--max-len", type=int, default=256, help="truncate prompt+response to this many tokens")
     t = p.add_argument_group("training")
     t.add_argument("--epochs", type=float, default=2.0)
@@ -513,23 +565,46 @@ def parse_args(argv=None) -> argparse.Namespace:
     t.add_argument("--depths", type=int, default=3, help="draft steps unrolled in training (training-time test)")
     t.add_argument("--hard-weight", type=float, default=0.5, help="weight of CE on the greedy token vs soft CE")
     t.add_argument("--reg-weight", type=float, default=0.0, help="weight of the feature regression (smooth L1)")
-    t.add_argument("--hard-labels", choices=("data", "argmax"), default="data",
-                   help="the greedy token the hard CE aims at: the row's next token (data: greedy responses) or the "
-                        "target's own argmax there (argmax: for sampled responses)")
-    t.add_argument("--feature-noise", type=_noise_level, default=0.0,
-                   help="EAGLE-1's augmentation: add uniform noise of up to this fraction of each target feature's "
-                        "RMS to the (fused) target features while training (0 = off)")
-    t.add_argument("--init", default=None, help="continue from a saved head folder instead of the pass-through start "
-                                                "(an unfused head can start a fused one: fuse starts as a pass-through)")
-    p.add_argument("--fuse-layers", type=_layer_list, default=(),
-                   help="EAGLE-3 feature fusion: comma-separated target decoder layers (0-based) whose outputs join "
-                        "the final feature, e.g. 2,15 (features and training both use it; default: final only)")
-    t.add_argument("--head-vocab", type=int, default=8192,
-                   help="the saved draft_vocab.json keeps the N most frequent emitted tokens (0 = all of them; "
-                        "training always uses all): a smaller output head makes every draft step cheaper")
-    t.add_argument("--keep-init-vocab", action="store_true",
-                   help="with --init: save the --init head's draft_vocab.json instead of ranking the tokens of this "
-                        "run's data (when continuing on new data only, the earlier, larger data ranked them better)")
+    t.add_argument(
+        "--hard-labels",
+        choices=("data", "argmax"),
+        default="data",
+        help="the greedy token the hard CE aims at: the row's next token (data: greedy responses) or the "
+        "target's own argmax there (argmax: for sampled responses)",
+    )
+    t.add_argument(
+        "--feature-noise",
+        type=_noise_level,
+        default=0.0,
+        help="EAGLE-1's augmentation: add uniform noise of up to this fraction of each target feature's "
+        "RMS to the (fused) target features while training (0 = off)",
+    )
+    t.add_argument(
+        "--init",
+        default=None,
+        help="continue from a saved head folder instead of the pass-through start "
+        "(an unfused head can start a fused one: fuse starts as a pass-through)",
+    )
+    p.add_argument(
+        "--fuse-layers",
+        type=_layer_list,
+        default=(),
+        help="EAGLE-3 feature fusion: comma-separated target decoder layers (0-based) whose outputs join "
+        "the final feature, e.g. 2,15 (features and training both use it; default: final only)",
+    )
+    t.add_argument(
+        "--head-vocab",
+        type=int,
+        default=8192,
+        help="the saved draft_vocab.json keeps the N most frequent emitted tokens (0 = all of them; "
+        "training always uses all): a smaller output head makes every draft step cheaper",
+    )
+    t.add_argument(
+        "--keep-init-vocab",
+        action="store_true",
+        help="with --init: save the --init head's draft_vocab.json instead of ranking the tokens of this "
+        "run's data (when continuing on new data only, the earlier, larger data ranked them better)",
+    )
     t.add_argument("--eval-every", type=int, default=0, help="teacher-forced held-out eval every N steps (0 = end)")
     t.add_argument("--max-minutes", type=float, default=0.0, help="stop training after this many minutes (0 = no cap)")
     t.add_argument("--no-autocast", action="store_true", help="train in float32 instead of bfloat16 autocast")
@@ -563,8 +638,10 @@ def main(argv=None) -> int:
         log.close()
         return 2
     if not (work / "shards").exists():
-        log(f"error: {work / 'shards'} not found: run `python -m training.distill --work-dir {work}` first (its "
-            "prompts and generate stages write the target's responses)")
+        log(
+            f"error: {work / 'shards'} not found: run `python -m training.distill --work-dir {work}` first (its "
+            "prompts and generate stages write the target's responses)"
+        )
         log.close()
         return 2
     train_rows, heldout_rows = read_shards(work / "shards"), read_shards(work / "heldout")
@@ -642,23 +719,50 @@ def main(argv=None) -> int:
         data, heldout = (FeatureData(load_file(str(p))) for p in paths)
         if args.fuse_layers and not (args.init and "fuse.weight" in state):
             head.set_fuse_stats(data.features)
-            log(f"train: standardising the fused layers' {head.fuse_mean.numel()} columns "
-                f"(std from {float(head.fuse_std.min()):.3g} to {float(head.fuse_std.max()):.3g})")
-        log(f"train: {sum(p.numel() for p in head.parameters())} parameters, {len(data)} rows, "
-            f"{len(vocab_ids)}-token head")
+            log(
+                f"train: standardising the fused layers' {head.fuse_mean.numel()} columns "
+                f"(std from {float(head.fuse_std.min()):.3g} to {float(head.fuse_std.max()):.3g})"
+            )
+        log(f"train: {sum(p.numel() for p in head.parameters())} parameters, {len(data)} rows, {len(vocab_ids)}-token head")
         device = pick_device(None if args.device == "auto" else args.device)
         head, out_head, to_local = head.to(device), out_head.to(device), to_local.to(device)
-        result = train(head, data, heldout, embed, out_head, to_local, epochs=args.epochs, lr=args.lr,
-                       batch_tokens=args.batch_tokens, depths=args.depths, seed=args.seed, eval_every=args.eval_every,
-                       autocast=not args.no_autocast, max_minutes=args.max_minutes, hard_weight=args.hard_weight,
-                       reg_weight=args.reg_weight, noise=args.feature_noise, hard_labels=args.hard_labels, log=log)
+        result = train(
+            head,
+            data,
+            heldout,
+            embed,
+            out_head,
+            to_local,
+            epochs=args.epochs,
+            lr=args.lr,
+            batch_tokens=args.batch_tokens,
+            depths=args.depths,
+            seed=args.seed,
+            eval_every=args.eval_every,
+            autocast=not args.no_autocast,
+            max_minutes=args.max_minutes,
+            hard_weight=args.hard_weight,
+            reg_weight=args.reg_weight,
+            noise=args.feature_noise,
+            hard_labels=args.hard_labels,
+            log=log,
+        )
         head = head.cpu()
         stats["train"] = result
-        info = {"params": sum(p.numel() for p in head.parameters()), "train_rows": len(data),
-                "train_minutes": result["seconds"] / 60, "heldout_top1_by_depth": result["heldout"]["top1"],
-                "seed": args.seed, "epochs": args.epochs, "lr": args.lr, "depths": args.depths,
-                "reg_weight": args.reg_weight, "feature_noise": args.feature_noise, "init": args.init,
-                "head_vocab": args.head_vocab}
+        info = {
+            "params": sum(p.numel() for p in head.parameters()),
+            "train_rows": len(data),
+            "train_minutes": result["seconds"] / 60,
+            "heldout_top1_by_depth": result["heldout"]["top1"],
+            "seed": args.seed,
+            "epochs": args.epochs,
+            "lr": args.lr,
+            "depths": args.depths,
+            "reg_weight": args.reg_weight,
+            "feature_noise": args.feature_noise,
+            "init": args.init,
+            "head_vocab": args.head_vocab,
+        }
         if args.keep_init_vocab and args.init:
             keep = json.loads((Path(args.init) / VOCAB_FILE).read_text())["ids"]
             info["head_vocab"] = len(keep)
@@ -667,14 +771,15 @@ def main(argv=None) -> int:
             keep = frequent_tokens(train_rows, args.head_vocab)
         stats["bytes"] = save_head(head, out, keep, info)
         stats_path.write_text(json.dumps(stats, indent=1))
-        log(f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top-1 by depth "
-            f"{[round(x, 3) for x in result['heldout']['top1']]}; wrote {out} ({stats['bytes'] / 1e6:.1f} MB)")
+        log(
+            f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top-1 by depth "
+            f"{[round(x, 3) for x in result['heldout']['top1']]}; wrote {out} ({stats['bytes'] / 1e6:.1f} MB)"
+        )
 
     if run("eval"):
         prompts = json.loads((work / "prompts.json").read_text())
         eval_prompts = heldout_eval_prompts(prompts["heldout"], args.eval_prompts)
-        ev = engine_eval(out, args.target, eval_prompts, args.eval_depth, args.eval_max_new_tokens, args.eval_batch,
-                         drafter="eagle")
+        ev = engine_eval(out, args.target, eval_prompts, args.eval_depth, args.eval_max_new_tokens, args.eval_batch, drafter="eagle")
         stats["engine_eval"] = ev
         stats_path.write_text(json.dumps(stats, indent=1))
         log(f"eval: alpha {ev['alpha']:.3f}  per-position {[round(x, 3) for x in ev['per_position_acceptance']]}")

@@ -15,8 +15,7 @@ from .data import sequence_of
 
 
 @torch.no_grad()
-def extract_features(target, rows: list[dict], max_len: int, batch_size: int = 16, log=print,
-                     fuse_layers: tuple[int, ...] = ()) -> dict:
+def extract_features(target, rows: list[dict], max_len: int, batch_size: int = 16, log=print, fuse_layers: tuple[int, ...] = ()) -> dict:
     """The target's final hidden states (post-norm) at every position of every row; with `fuse_layers`
     (EAGLE-3), the outputs of those decoder layers come first: [layer a; layer b; ...; final], (N, F).
 
@@ -36,6 +35,7 @@ def extract_features(target, rows: list[dict], max_len: int, batch_size: int = 1
     def hook(index):
         def keep(module, args, output):
             captured[index] = output[0] if isinstance(output, tuple) else output
+
         return keep
 
     hooks = [target.model.layers[i].register_forward_hook(hook(i)) for i in fuse_layers]

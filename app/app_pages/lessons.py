@@ -4,7 +4,7 @@ Page shape (DESIGN §5): title, short prose, then the chosen lesson (`?lesson=N`
 (lessons/*.md), its settings (bound to the URL like the Playground's), a prediction the student commits
 to, then the experiment's result set against the guess and the models, three check questions, and a
 printable worksheet. Results come from a live run on this machine or, in teacher mode and once a
-prediction is entered, from the recording shipped in assets/lessons/ (scripts/record_lessons.py),
+prediction is entered, from the recording shipped in assets/lessons/ (scripts/record/record_lessons.py),
 labelled with its machine and date; "Re-measure live" is always beside it. The experiments and their
 predictions live in app/lesson_experiments.py; every conclusion is computed from the measurement
 (app/views/conclusions.py). The model is loaded only for a live run, so recordings show at once.
@@ -17,21 +17,24 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import measurement, resources
-from app.lesson_experiments import EXPERIMENTS, PLAIN, Experiment
-from app.lesson_files import load_lessons
+from app import resources
+from app.lessons import conclusions, load, measurement, worksheet
+from app.lessons.experiments import EXPERIMENTS, PLAIN, Experiment
+from app.lessons.files import load_lessons
 from app.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.stepthrough_panel import draw_stages
 from app.url_keys import bound
-from app.views import conclusions, load, metrics, roofline, stepthrough, worksheet
+from app.views import metrics, roofline, stepthrough
 from engine import ConfigError, Trace, TraceError
 from engine.drafters import available_drafters
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS_DIR = ROOT / "lessons"
 RECORDINGS = ROOT / "assets" / "lessons"
-STEP_TRACES = {"a chain step": RECORDINGS / "step-through.json",  # scripts/record_lessons.py records both
-               "a draft-tree step": RECORDINGS / "step-through-tree.json"}  # fmt: skip
+STEP_TRACES = {
+    "a chain step": RECORDINGS / "step-through.json",  # scripts/record/record_lessons.py records both
+    "a draft-tree step": RECORDINGS / "step-through-tree.json",
+}
 # What an experiment can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
 EXPERIMENT_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 
@@ -40,11 +43,14 @@ EXPERIMENT_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 def show_memory_bound(m: dict, s: dict) -> None:
     rows = m["rows"]
     st.plotly_chart(roofline.pass_cost_figure(rows, m.get("ridge_tokens")), width="stretch", key="lesson1_fig")
-    st.plotly_chart(roofline.peak_share_figure(rows, m["peak_bandwidth"], m["peak_flops"], m.get("ridge_tokens")),
-                    width="stretch", key="lesson1_peaks")  # fmt: skip
-    st.caption(f"The regime is read from the numbers: {roofline.REGIME_RULE}. The bandwidth and FLOP/s are SpecLab's "
-               "counted bytes and FLOPs over the measured time, not hardware counters; a share above 100% means the "
-               "quick probe's copy and matmul underestimate what this pass reaches (caches, a different kernel).")  # fmt: skip
+    st.plotly_chart(
+        roofline.peak_share_figure(rows, m["peak_bandwidth"], m["peak_flops"], m.get("ridge_tokens")), width="stretch", key="lesson1_peaks"
+    )
+    st.caption(
+        f"The regime is read from the numbers: {roofline.REGIME_RULE}. The bandwidth and FLOP/s are SpecLab's "
+        "counted bytes and FLOPs over the measured time, not hardware counters; a share above 100% means the "
+        "quick probe's copy and matmul underestimate what this pass reaches (caches, a different kernel)."
+    )
     st.success("\n\n".join(conclusions.memory_bound_conclusion(m)))
 
 
@@ -57,13 +63,25 @@ def show_more_flops(m: dict, s: dict) -> None:
     st.markdown("- " + _lane_line("plain", m["ar"]) + "\n- " + _lane_line("speculative", m["spec"]))
     st.success(conclusions.more_flops_conclusion(m["m"]))
     seed = m["seed"]
-    st.markdown(f"**Barrow's example: {seed['passes'][0]['tokens_per_pass']} tokens per pass, made two ways** (one "
-                f"target pass each over a {seed['context']}-token context; {seed['rounds']} rounds alternating the two, "
-                "median of 5 timed passes per round; FLOPs and bytes are the engine's counts, engine/costs.py)")  # fmt: skip
-    st.dataframe([{"pass": p["label"], "ms (median)": round(p["ms"], 2),
-                   "rounds (ms)": ", ".join(f"{t:.1f}" for t in p["times_ms"]), "GFLOP": round(p["flops"] / 1e9, 3),
-                   "weight MB": round(p["weight_bytes"] / 1e6, 1), "KV MB": round(p["kv_bytes"] / 1e6, 2)}
-                  for p in seed["passes"]], hide_index=True)  # fmt: skip
+    st.markdown(
+        f"**Barrow's example: {seed['passes'][0]['tokens_per_pass']} tokens per pass, made two ways** (one "
+        f"target pass each over a {seed['context']}-token context; {seed['rounds']} rounds alternating the two, "
+        "median of 5 timed passes per round; FLOPs and bytes are the engine's counts, engine/costs.py)"
+    )
+    st.dataframe(
+        [
+            {
+                "pass": p["label"],
+                "ms (median)": round(p["ms"], 2),
+                "rounds (ms)": ", ".join(f"{t:.1f}" for t in p["times_ms"]),
+                "GFLOP": round(p["flops"] / 1e9, 3),
+                "weight MB": round(p["weight_bytes"] / 1e6, 1),
+                "KV MB": round(p["kv_bytes"] / 1e6, 2),
+            }
+            for p in seed["passes"]
+        ],
+        hide_index=True,
+    )
     st.info(conclusions.seed_conclusion(seed))
 
 
@@ -86,10 +104,13 @@ def show_turn_it_off(m: dict, s: dict) -> None:
         f"({on['tokens_per_s'] / base:.2f}×)\n"
         f"- off above batch {n}: {off['summary']['tokens_per_s']:.1f} tokens/s "
         f"({off['summary']['tokens_per_s'] / base:.2f}×); "
-        + (f"it speculated on {spec_steps} of {off['decode_steps']} decode steps, the ones after the batch had shrunk "
-           f"to {n} or fewer sequences" if spec_steps else
-           f"it never speculated: more than {n} sequences decoded at every step")
-    )  # fmt: skip
+        + (
+            f"it speculated on {spec_steps} of {off['decode_steps']} decode steps, the ones after the batch had shrunk "
+            f"to {n} or fewer sequences"
+            if spec_steps
+            else f"it never speculated: more than {n} sequences decoded at every step"
+        )
+    )
     better = "beat" if off["summary"]["tokens_per_s"] > on["tokens_per_s"] else "did not beat"
     st.success(f"At batch {batch} the load-aware policy {better} always-on speculation on this machine.")
 
@@ -118,23 +139,33 @@ def show_adaptive(m: dict, s: dict) -> None:
 
 def show_by_load(m: dict, s: dict) -> None:
     rows = m["rows"]
-    st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}, one run per cell (single runs are noisy: read "
-                "trends, not the second decimal).")  # fmt: skip
+    st.markdown(
+        f"Drafter: {conclusions.drafter_label(m['drafter'])}, one run per cell (single runs are noisy: read "
+        "trends, not the second decimal)."
+    )
     st.plotly_chart(load.load_figure(rows), width="stretch", key="lesson_load_fig")
     st.dataframe(load.load_table(rows, PLAIN), hide_index=True)
     st.success("\n\n".join(load.conclusion(rows)))
 
 
 def show_width(m: dict, s: dict) -> None:
-    st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}; one run per cell, the three contenders "
-                "interleaved at each batch size (single runs are noisy: read trends, not the second decimal).")  # fmt: skip
+    st.markdown(
+        f"Drafter: {conclusions.drafter_label(m['drafter'])}; one run per cell, the three contenders "
+        "interleaved at each batch size (single runs are noisy: read trends, not the second decimal)."
+    )
     st.dataframe(conclusions.width_table(m), hide_index=True)
     st.success("\n\n".join(conclusions.width_conclusion(m)))
 
 
-SHOW = {"memory_bound": show_memory_bound, "more_flops": show_more_flops, "past_the_ridge": show_past_the_ridge,
-        "turn_it_off": show_turn_it_off, "adaptive": show_adaptive, "by_load": show_by_load,
-        "width": show_width}  # fmt: skip
+SHOW = {
+    "memory_bound": show_memory_bound,
+    "more_flops": show_more_flops,
+    "past_the_ridge": show_past_the_ridge,
+    "turn_it_off": show_turn_it_off,
+    "adaptive": show_adaptive,
+    "by_load": show_by_load,
+    "width": show_width,
+}
 
 
 def key_numbers(name: str, m: dict, s: dict) -> list[tuple[str, str]]:
@@ -147,9 +178,13 @@ def key_numbers(name: str, m: dict, s: dict) -> list[tuple[str, str]]:
     if name == "by_load":
         return [(f"batch {r['batch']}, {r['contender']}", f"{r['tokens_per_s']:.1f} tokens/s") for r in m["rows"]]
     if name == "width":
-        return [(f"batch {r['batch']}, {r['contender']} ({r['tokens_per_pass']} tokens per pass)",
-                 f"{r['tokens_per_s']:.1f} tokens/s, {f(r.get('tokens_per_step'), '.2f')} emitted per pass")
-                for r in m["rows"]]  # fmt: skip
+        return [
+            (
+                f"batch {r['batch']}, {r['contender']} ({r['tokens_per_pass']} tokens per pass)",
+                f"{r['tokens_per_s']:.1f} tokens/s, {f(r.get('tokens_per_step'), '.2f')} emitted per pass",
+            )
+            for r in m["rows"]
+        ]
     if name == "past_the_ridge":
         pairs = [(f"batch {r['batch']}", r["m"]) for r in m["runs"]] + [("n-gram", m["ngram"]["m"])]
     elif name == "adaptive":
@@ -158,9 +193,13 @@ def key_numbers(name: str, m: dict, s: dict) -> list[tuple[str, str]]:
         pairs = [("speculative", m["m"])]
     out = []
     for label, c in pairs:
-        out += [(f"{label}: speedup", f(c.get("speedup"), ".2f", "×")), (f"{label}: α", f(c.get("alpha"))),
-                (f"{label}: depth drafted k", f(c.get("drafted_depth"))), (f"{label}: c", f(c.get("c"), ".3f")),
-                (f"{label}: FLOPs ratio", f(c.get("flops_ratio"), ".2f", "×"))]  # fmt: skip
+        out += [
+            (f"{label}: speedup", f(c.get("speedup"), ".2f", "×")),
+            (f"{label}: α", f(c.get("alpha"))),
+            (f"{label}: depth drafted k", f(c.get("drafted_depth"))),
+            (f"{label}: c", f(c.get("c"), ".3f")),
+            (f"{label}: FLOPs ratio", f(c.get("flops_ratio"), ".2f", "×")),
+        ]
     if name == "more_flops":
         out += [
             (p["label"], f"{p['ms']:.2f} ms, {p['flops'] / 1e9:.2f} GFLOP, KV {p['kv_bytes'] / 1e6:.1f} MB") for p in m["seed"]["passes"]
@@ -177,8 +216,7 @@ def pick_lesson(lessons, raw: dict, notices: list[str]) -> int:
         text = raw.get("lesson", "1")
         chosen = int(text) if text.strip().isdigit() and 1 <= int(text) <= n else 1
         if "lesson" in raw and str(chosen) != text.strip():
-            notices.append(f"The link asked for lesson {url_shown(text)}, which does not exist; it shows lesson 1 "
-                           f"instead (there are {n}).")  # fmt: skip
+            notices.append(f"The link asked for lesson {url_shown(text)}, which does not exist; it shows lesson 1 instead (there are {n}).")
         st.session_state["lesson_pick"] = chosen
     pick = st.selectbox("Lesson", list(range(1, n + 1)), key="lesson_pick", format_func=lambda i: lessons[i - 1].title)
     st.query_params["lesson"] = str(pick)
@@ -196,8 +234,9 @@ def draw_settings(experiment: Experiment, raw: dict, notices: list[str]) -> dict
     with st.expander("Settings of this experiment (kept in the link)", expanded=False):
         cols = st.columns(len(experiment.knobs))
         for col, knob in zip(cols, experiment.knobs):
-            values[knob.key] = col.select_slider(knob.label, knob.options, value=knob.default, **bound(PAGE, knob.key),
-                                                 help=knob.help or None)  # fmt: skip
+            values[knob.key] = col.select_slider(
+                knob.label, knob.options, value=knob.default, **bound(PAGE, knob.key), help=knob.help or None
+            )
             labels[knob.key] = knob.label
     notices += url_fallbacks(raw, values, labels)
     return {key.split("_", 1)[1]: value for key, value in values.items()}
@@ -237,9 +276,12 @@ def run_live(i: int, name: str, experiment: Experiment, settings: dict) -> None:
         except EXPERIMENT_ERRORS as exc:
             show_failure("The experiment failed", exc)
             return
-    st.session_state[f"lesson{i}"] = {"measurement": result, "settings": settings, "source": "live",
-                                      "label": f"measured live on {probe.device_name}, {probe.dtype}, "
-                                               f"{dt.date.today().isoformat()}"}  # fmt: skip
+    st.session_state[f"lesson{i}"] = {
+        "measurement": result,
+        "settings": settings,
+        "source": "live",
+        "label": f"measured live on {probe.device_name}, {probe.dtype}, {dt.date.today().isoformat()}",
+    }
 
 
 def show_prediction(experiment: Experiment, guess, m: dict, s: dict) -> list[dict]:
@@ -260,12 +302,17 @@ def show_checks(i: int, lesson) -> None:
         st.error(lesson.checks_problem, icon=":material/error:")
         return
     for j, check in enumerate(lesson.checks, start=1):
-        answer = st.radio(f"{j}. {check.question}", list(range(len(check.options))), index=None, key=f"l{i}_check{j}",
-                          format_func=lambda o, c=check: c.options[o])  # fmt: skip
+        answer = st.radio(
+            f"{j}. {check.question}",
+            list(range(len(check.options))),
+            index=None,
+            key=f"l{i}_check{j}",
+            format_func=lambda o, c=check: c.options[o],
+        )
         if answer is not None:
             (st.success if answer == check.answer else st.error)(
-                ("Right. " if answer == check.answer else f"Not quite: the answer is “{check.options[check.answer]}”. ")
-                + check.explain)  # fmt: skip
+                ("Right. " if answer == check.answer else f"Not quite: the answer is “{check.options[check.answer]}”. ") + check.explain
+            )
 
 
 @st.cache_data(show_spinner=False)
@@ -279,8 +326,9 @@ def step_trace(kind: str, mtime: float) -> tuple[Trace | None, str | None]:
 def show_step_through() -> None:
     """One recorded speculative step, one stage per click, with the engine's code for that stage beside it: a
     chain's step, or a draft tree's (the third way to fill a pass, beside batch and depth)."""
-    kind = st.radio("Step through", list(STEP_TRACES), horizontal=True, key="step_kind",
-                    on_change=lambda: st.session_state.update(step_stage=0))  # fmt: skip
+    kind = st.radio(
+        "Step through", list(STEP_TRACES), horizontal=True, key="step_kind", on_change=lambda: st.session_state.update(step_stage=0)
+    )
     path = STEP_TRACES[kind]
     trace, problem = step_trace(kind, path.stat().st_mtime if path.exists() else 0.0)
     if trace is None:
@@ -292,12 +340,13 @@ def show_step_through() -> None:
         return
     probe = trace.meta.get("probe") or {}
     tree = trace.steps[index].seqs[0].tree
-    shape = (f", a tree of {trace.config.get('tree_nodes')} nodes, top-{trace.config.get('tree_topk')}" if tree is not None
-             else "")  # fmt: skip
-    st.caption(f"A real step: step {index} of a recorded batch-1 greedy run ({trace.config.get('drafter')} drafter, "
-               f"depth {trace.config.get('depth')}{shape}), recorded on "
-               f"{probe.get('device_name', trace.meta.get('device'))}, {trace.meta.get('dtype')}, "
-               f"{trace.meta.get('recorded_at', 'date not recorded')}.")  # fmt: skip
+    shape = f", a tree of {trace.config.get('tree_nodes')} nodes, top-{trace.config.get('tree_topk')}" if tree is not None else ""
+    st.caption(
+        f"A real step: step {index} of a recorded batch-1 greedy run ({trace.config.get('drafter')} drafter, "
+        f"depth {trace.config.get('depth')}{shape}), recorded on "
+        f"{probe.get('device_name', trace.meta.get('device'))}, {trace.meta.get('dtype')}, "
+        f"{trace.meta.get('recorded_at', 'date not recorded')}."
+    )
     stages = stepthrough.stages(trace, index)
     last = len(stages) - 1
     shown = min(st.session_state.setdefault("step_stage", 0), last)
@@ -315,10 +364,16 @@ def show_worksheet(i: int, lesson, experiment: Experiment, name: str, guess, res
     m, s = result["measurement"], result["settings"]
     calc_in = experiment.leviathan(m, s) or {}
     calc = worksheet.hand_calculation(calc_in.get("alpha"), calc_in.get("k"), calc_in.get("c"))
-    page = worksheet.worksheet_html(lesson.title, experiment.predict.question.format(**s), rows,
-                                    key_numbers(name, m, s), result["label"], calc)  # fmt: skip
-    st.download_button("⬇ Worksheet (printable HTML, one page)", page, file_name=f"speclab-lesson{i}-worksheet.html",
-                       mime="text/html", key=f"l{i}_worksheet")  # fmt: skip
+    page = worksheet.worksheet_html(
+        lesson.title, experiment.predict.question.format(**s), rows, key_numbers(name, m, s), result["label"], calc
+    )
+    st.download_button(
+        "⬇ Worksheet (printable HTML, one page)",
+        page,
+        file_name=f"speclab-lesson{i}-worksheet.html",
+        mime="text/html",
+        key=f"l{i}_worksheet",
+    )
 
 
 # --- page --------------------------------------------------------------------------------------
@@ -343,9 +398,12 @@ c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
 with c1:
     i = pick_lesson(lessons, raw, notices)
 with c2:
-    teacher = st.toggle("Teacher mode: recorded results at once", **bound(PAGE, "teacher"),
-                        help="Show each lesson's shipped recording without waiting for a prediction (the numbers are "
-                             "labelled with the machine and date they were measured on).")  # fmt: skip
+    teacher = st.toggle(
+        "Teacher mode: recorded results at once",
+        **bound(PAGE, "teacher"),
+        help="Show each lesson's shipped recording without waiting for a prediction (the numbers are "
+        "labelled with the machine and date they were measured on).",
+    )
 lesson = lessons[i - 1]
 st.markdown(lesson.body)
 if lesson.problem:
@@ -361,8 +419,16 @@ shown_for, kept = st.session_state.get("lesson_notices", (0, []))
 for notice in kept if shown_for == i else []:
     notice_box.warning(notice, icon=":material/link_off:")
 question = experiment.predict.question.format(**settings)
-guess = st.number_input(f"Your prediction: {question}", min_value=0.0, max_value=1000.0, value=None, step=0.05,
-                        format="%.2f", placeholder=experiment.predict.placeholder, key=f"l{i}_guess")  # fmt: skip
+guess = st.number_input(
+    f"Your prediction: {question}",
+    min_value=0.0,
+    max_value=1000.0,
+    value=None,
+    step=0.05,
+    format="%.2f",
+    placeholder=experiment.predict.placeholder,
+    key=f"l{i}_guess",
+)
 rec, rec_problem = load_recording(name)
 rec_fits = rec is not None and rec["settings"] == settings
 waiting = guess is None and not teacher
@@ -381,14 +447,14 @@ elif not rec_fits:
     rec_col.caption("The shipped recording used the default settings; run it live for these.")
 result = live
 if result is None and rec_fits and not waiting:
-    result = {"measurement": rec["measurement"], "settings": rec["settings"], "source": "recorded",
-              "label": recorded_label(rec)}  # fmt: skip
+    result = {"measurement": rec["measurement"], "settings": rec["settings"], "source": "recorded", "label": recorded_label(rec)}
 if result is not None:
     icon = "📼" if result["source"] == "recorded" else "⏱"
     box = rec_col.warning if "DISTURBED" in result["label"] else rec_col.info  # a recording marked disturbed
-    box(f"{icon} These numbers were {result['label']}."
-                 + (" Press Re-measure live to measure on the machine serving this page." if result["source"] ==
-                    "recorded" else ""))  # fmt: skip
+    box(
+        f"{icon} These numbers were {result['label']}."
+        + (" Press Re-measure live to measure on the machine serving this page." if result["source"] == "recorded" else "")
+    )
     SHOW[name](result["measurement"], result["settings"])
     rows = show_prediction(experiment, guess, result["measurement"], result["settings"])
     show_worksheet(i, lesson, experiment, name, guess, result, rows)

@@ -50,8 +50,8 @@ DRAFTERS = {"n-gram": "ngram", "draft model": "model", "EAGLE head": "eagle"}
 NO_DRAFTER = {  # drafter kind -> why it cannot run on this pair (available_drafters(pair) lacks it)
     "model": "This model pair has no draft model. Fix: choose the n-gram drafter, or another pair.",
     "eagle": "This model pair has no EAGLE head (one ships for the embedded target only). Fix: choose the draft "
-             "model or the n-gram drafter, or the embedded pair.",
-}  # fmt: skip
+    "model or the n-gram drafter, or the embedded pair.",
+}
 PAGE = "playground"  # its bound widgets and their labels: app/url_keys.py
 CPU_WORK_GUARD = 16_384  # batch × (depth + 1) × max_new_tokens allowed on a CPU server
 GPU_WORK_GUARD = 262_144
@@ -108,12 +108,20 @@ class Settings:
 
     def config(self, mode: str) -> DecodeConfig:
         return DecodeConfig(
-            mode=mode, depth=self.depth, drafter=self.drafter, policy=self.policy,
-            disable_by_batch_size=self.policy_n, temperature=self.temperature, top_p=self.top_p,
-            max_new_tokens=self.max_new_tokens, seed=0,
-            confidence_threshold=self.confidence if self.drafter != "ngram" else 0.0, batch_table=self.batch_table,
-            tree_nodes=self.tree[0] if mode == "speculative" else 0, tree_topk=self.tree[1] if mode == "speculative" else 0,
-        )  # fmt: skip
+            mode=mode,
+            depth=self.depth,
+            drafter=self.drafter,
+            policy=self.policy,
+            disable_by_batch_size=self.policy_n,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_new_tokens=self.max_new_tokens,
+            seed=0,
+            confidence_threshold=self.confidence if self.drafter != "ngram" else 0.0,
+            batch_table=self.batch_table,
+            tree_nodes=self.tree[0] if mode == "speculative" else 0,
+            tree_topk=self.tree[1] if mode == "speculative" else 0,
+        )
 
 
 # --- controls ---------------------------------------------------------------------------------
@@ -131,12 +139,12 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
     with st.container(border=True):
         c1, c2 = st.columns([3, 2])
         with c1:
-            title = st.selectbox("Prompt (the batch is filled with other curated prompts)", PROMPT_TITLES,
-                                 **bound(PAGE, "prompt"))  # fmt: skip
+            title = st.selectbox("Prompt (the batch is filled with other curated prompts)", PROMPT_TITLES, **bound(PAGE, "prompt"))
             prompt_id = PROMPT_BY_TITLE[title]
             if prompt_id == "custom":
-                custom = st.text_area("Your prompt", **bound(PAGE, "text"), height=110,
-                                      placeholder="Type a user message, e.g. 'Copy this paragraph: …'")  # fmt: skip
+                custom = st.text_area(
+                    "Your prompt", **bound(PAGE, "text"), height=110, placeholder="Type a user message, e.g. 'Copy this paragraph: …'"
+                )
             else:
                 custom = ""
                 st.caption(PROMPT_BY_ID[prompt_id]["text"][:300] + ("…" if len(PROMPT_BY_ID[prompt_id]["text"]) > 300 else ""))
@@ -145,68 +153,131 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
             preset = PAIR_BY_LABEL[label]
             if not hub_ok:
                 st.caption("Hub presets are unavailable offline: this server cannot reach the Hugging Face Hub.")
-            drafter = st.radio("Drafter", list(DRAFTERS), **bound(PAGE, "drafter"), horizontal=True,
-                               help="n-gram: propose the continuation of the latest repeated n-gram (prompt lookup, "
-                                    "no model). draft model: a small LM sharing the target's tokenizer. EAGLE head: "
-                                    "one layer that drafts from the target's own last hidden states (EAGLE, Li et "
-                                    "al. 2024).")  # fmt: skip
-            float32 = st.toggle("float32 (lanes match exactly; slower on this CPU)", **bound(PAGE, "fp32"),
-                                help="auto = bfloat16 where the hardware computes it natively. In bfloat16 a "
-                                     "k-token verify pass and single-token passes round differently, so greedy lanes "
-                                     "may part.")  # fmt: skip
+            drafter = st.radio(
+                "Drafter",
+                list(DRAFTERS),
+                **bound(PAGE, "drafter"),
+                horizontal=True,
+                help="n-gram: propose the continuation of the latest repeated n-gram (prompt lookup, "
+                "no model). draft model: a small LM sharing the target's tokenizer. EAGLE head: "
+                "one layer that drafts from the target's own last hidden states (EAGLE, Li et "
+                "al. 2024).",
+            )
+            float32 = st.toggle(
+                "float32 (lanes match exactly; slower on this CPU)",
+                **bound(PAGE, "fp32"),
+                help="auto = bfloat16 where the hardware computes it natively. In bfloat16 a "
+                "k-token verify pass and single-token passes round differently, so greedy lanes "
+                "may part.",
+            )
 
         s1, s2, s3, s4, s5 = st.columns(5)
         batch = s1.slider("Batch size", 1, max_batch, 1, **bound(PAGE, "batch"))
-        depth = s2.slider("Speculation depth k", 0, 12, 4, **bound(PAGE, "depth"),
-                          help="Draft tokens proposed per step; 0 = plain decoding through the same code path.")  # fmt: skip
+        depth = s2.slider(
+            "Speculation depth k",
+            0,
+            12,
+            4,
+            **bound(PAGE, "depth"),
+            help="Draft tokens proposed per step; 0 = plain decoding through the same code path.",
+        )
         max_new = s3.slider("Max new tokens", 8, 256, 64, step=8, **bound(PAGE, "tokens"))
-        temperature = s4.slider("Temperature", 0.0, 1.5, 0.0, step=0.05, **bound(PAGE, "temp"),
-                                help="0 = greedy (the lanes must agree token for token).")  # fmt: skip
-        top_p = s5.slider("Top-p", 0.05, 1.0, 1.0, step=0.05, **bound(PAGE, "top_p"),
-                          disabled=temperature == 0, help="Only used when sampling (temperature > 0).")  # fmt: skip
+        temperature = s4.slider(
+            "Temperature", 0.0, 1.5, 0.0, step=0.05, **bound(PAGE, "temp"), help="0 = greedy (the lanes must agree token for token)."
+        )
+        top_p = s5.slider(
+            "Top-p",
+            0.05,
+            1.0,
+            1.0,
+            step=0.05,
+            **bound(PAGE, "top_p"),
+            disabled=temperature == 0,
+            help="Only used when sampling (temperature > 0).",
+        )
 
         p1, p2 = st.columns([5, 1], vertical_alignment="bottom")
-        policy = p1.radio("Depth policy", list(POLICIES), **bound(PAGE, "policy"), horizontal=True,
-                          help=POLICY_HELP)  # fmt: skip
-        policy_n = p2.slider("N", 1, max_batch, 8, **bound(PAGE, "policy_n"),  # a slider: see app/url_keys.py
-                                   disabled=POLICIES[policy] not in USES_N,
-                                   help="off above batch N and heuristic k: no speculation while more than N "
-                                        "sequences decode.")  # fmt: skip
+        policy = p1.radio("Depth policy", list(POLICIES), **bound(PAGE, "policy"), horizontal=True, help=POLICY_HELP)
+        policy_n = p2.slider(
+            "N",
+            1,
+            max_batch,
+            8,
+            **bound(PAGE, "policy_n"),  # a slider: see app/url_keys.py
+            disabled=POLICIES[policy] not in USES_N,
+            help="off above batch N and heuristic k: no speculation while more than N sequences decode.",
+        )
         q1, q2, q3, q4 = st.columns([2.2, 2.2, 1, 1], vertical_alignment="bottom")
-        table = q1.text_input("Batch table (empty = derived from this machine's measured cost)", **bound(PAGE, "table"),
-                              placeholder=TABLE_EXAMPLE, max_chars=TABLE_MAX_CHARS,
-                              disabled=POLICIES[policy] != "batch_table",
-                              help="Rows MIN-MAX:K separated by commas (N:K for one batch size): while the batch "
-                                   "is in a row's range, draft K tokens (at most k); K = 0 switches speculation "
-                                   "off; a batch no row covers drafts k. vLLM's num_speculative_tokens_per_batch_size "
-                                   "has these semantics.")  # fmt: skip
-        confidence = q2.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, **bound(PAGE, "conf"),
-                               disabled=DRAFTERS[drafter] == "ngram",
-                               help="Model drafters stop a sequence's draft once the product of their own "
-                                    "probabilities over it falls below this (the joint confidence EAGLE-2 uses; the "
-                                    "token that crosses the threshold is still proposed): k becomes the most a step "
-                                    "drafts. In a batch, drafting continues while any row is still drafting, and the "
-                                    "stopped rows' slots are padding the target still verifies. 0 = always draft k "
-                                    "tokens.")  # fmt: skip
+        table = q1.text_input(
+            "Batch table (empty = derived from this machine's measured cost)",
+            **bound(PAGE, "table"),
+            placeholder=TABLE_EXAMPLE,
+            max_chars=TABLE_MAX_CHARS,
+            disabled=POLICIES[policy] != "batch_table",
+            help="Rows MIN-MAX:K separated by commas (N:K for one batch size): while the batch "
+            "is in a row's range, draft K tokens (at most k); K = 0 switches speculation "
+            "off; a batch no row covers drafts k. vLLM's num_speculative_tokens_per_batch_size "
+            "has these semantics.",
+        )
+        confidence = q2.slider(
+            "Stop drafting below confidence",
+            0.0,
+            0.9,
+            0.0,
+            step=0.05,
+            **bound(PAGE, "conf"),
+            disabled=DRAFTERS[drafter] == "ngram",
+            help="Model drafters stop a sequence's draft once the product of their own "
+            "probabilities over it falls below this (the joint confidence EAGLE-2 uses; the "
+            "token that crosses the threshold is still proposed): k becomes the most a step "
+            "drafts. In a batch, drafting continues while any row is still drafting, and the "
+            "stopped rows' slots are padding the target still verifies. 0 = always draft k "
+            "tokens.",
+        )
         t1, t2 = st.columns(2)
-        tree_nodes = t1.slider("Tree nodes (EAGLE head or draft model; 0 = a chain of k)", 0, 64, 0, **bound(PAGE, "tree"),
-                                disabled=DRAFTERS[drafter] == "ngram",
-                               help="Tree drafting (EAGLE-2): each draft step expands the top-k children of the k "
-                                    "best nodes so far; the nodes with the highest joint draft confidence, at most "
-                                    "k deep, are verified in ONE target pass with a tree attention mask. Width is "
-                                    "a third way to fill an idle pass, beside batch and depth.")  # fmt: skip
-        tree_topk = t2.slider("Tree top-k", 1, 8, 4, **bound(PAGE, "tree_k"),
-                              disabled=DRAFTERS[drafter] == "ngram" or tree_nodes == 0,
-                              help="Children expanded per node (and nodes expanded per level).")  # fmt: skip
-        auto = q3.toggle("Rerun on change", **bound(PAGE, "auto"),
-                         help="Decode again whenever a setting changes (a change mid-run cancels that run).")  # fmt: skip
+        tree_nodes = t1.slider(
+            "Tree nodes (EAGLE head or draft model; 0 = a chain of k)",
+            0,
+            64,
+            0,
+            **bound(PAGE, "tree"),
+            disabled=DRAFTERS[drafter] == "ngram",
+            help="Tree drafting (EAGLE-2): each draft step expands the top-k children of the k "
+            "best nodes so far; the nodes with the highest joint draft confidence, at most "
+            "k deep, are verified in ONE target pass with a tree attention mask. Width is "
+            "a third way to fill an idle pass, beside batch and depth.",
+        )
+        tree_topk = t2.slider(
+            "Tree top-k",
+            1,
+            8,
+            4,
+            **bound(PAGE, "tree_k"),
+            disabled=DRAFTERS[drafter] == "ngram" or tree_nodes == 0,
+            help="Children expanded per node (and nodes expanded per level).",
+        )
+        auto = q3.toggle(
+            "Rerun on change", **bound(PAGE, "auto"), help="Decode again whenever a setting changes (a change mid-run cancels that run)."
+        )
         clicked = q4.button("▶ Run", type="primary", width="stretch", key="run")
     settings = Settings(
-        preset=preset, prompt_id=prompt_id, custom_text=custom, batch=int(batch), depth=int(depth),
-        temperature=float(temperature), top_p=float(top_p), max_new_tokens=int(max_new), drafter=DRAFTERS[drafter],
-        policy=POLICIES[policy], policy_n=int(policy_n), float32=bool(float32), confidence=float(confidence),
-        table=str(table or ""), tree_nodes=int(tree_nodes), tree_topk=int(tree_topk),
-    )  # fmt: skip
+        preset=preset,
+        prompt_id=prompt_id,
+        custom_text=custom,
+        batch=int(batch),
+        depth=int(depth),
+        temperature=float(temperature),
+        top_p=float(top_p),
+        max_new_tokens=int(max_new),
+        drafter=DRAFTERS[drafter],
+        policy=POLICIES[policy],
+        policy_n=int(policy_n),
+        float32=bool(float32),
+        confidence=float(confidence),
+        table=str(table or ""),
+        tree_nodes=int(tree_nodes),
+        tree_topk=int(tree_topk),
+    )
     if first_run or clicked:
         st.session_state["url_notices"] = link_notices(PAGE, raw) if first_run else []
     for notice in st.session_state["url_notices"]:
@@ -265,15 +336,19 @@ def run_lane(pair, prompts: list[str], cfg: DecodeConfig, placeholder, title: st
             if now - last_draw >= LIVE_REFRESH_S:
                 recs = tokens.token_records(steps, len(prompts), greedy=cfg.greedy)
                 n = sum(len(s.emitted) for st_ in steps for s in st_.seqs)
-                placeholder.html(tokens.lane_html(recs, max_seqs=4, speculative=cfg.speculative,
-                                                  status=f"{title}: decoding… step {step.index}, {n} tokens"))  # fmt: skip
+                placeholder.html(
+                    tokens.lane_html(
+                        recs, max_seqs=4, speculative=cfg.speculative, status=f"{title}: decoding… step {step.index}, {n} tokens"
+                    )
+                )
                 last_draw = time.perf_counter()
     finally:
         it.close()
     trace = stream.trace
     recs = tokens.token_records(trace.steps, len(prompts), greedy=cfg.greedy)
-    placeholder.html(tokens.lane_html(recs, max_seqs=4, speculative=cfg.speculative,
-                                      status=f"{title}: done in {trace.summary['wall_s']:.2f} s"))  # fmt: skip
+    placeholder.html(
+        tokens.lane_html(recs, max_seqs=4, speculative=cfg.speculative, status=f"{title}: done in {trace.summary['wall_s']:.2f} s")
+    )
     return trace
 
 
@@ -310,14 +385,19 @@ def policy_basis(pair, settings: Settings) -> dict | None:
 def show_policy_basis(basis: dict) -> None:
     with st.expander("What the load-aware policy priced k with: this machine's measured pass cost"):
         if basis["table"] is not None:
-            st.markdown(f"Derived batch table (batch range: k): `{format_batch_table(basis['table'])}`. Each range "
-                        "gets the k with the most expected tokens per second at its middle batch size, from the curve "
-                        "below and a prior acceptance; the run's own k per step is in the chart above.")  # fmt: skip
+            st.markdown(
+                f"Derived batch table (batch range: k): `{format_batch_table(basis['table'])}`. Each range "
+                "gets the k with the most expected tokens per second at its middle batch size, from the curve "
+                "below and a prior acceptance; the run's own k per step is in the chart above."
+            )
         else:
-            st.markdown("goodput prices every step with this curve (corrected by the steps' own measured verify and "
-                        "draft times) and the run's acceptance at each draft position so far.")  # fmt: skip
-        st.plotly_chart(depth_policy.curve_figure(basis["tokens"], basis["ms"], basis["measured_at"][:10]),
-                        width="stretch", key="chart_curve")  # fmt: skip
+            st.markdown(
+                "goodput prices every step with this curve (corrected by the steps' own measured verify and "
+                "draft times) and the run's acceptance at each draft position so far."
+            )
+        st.plotly_chart(
+            depth_policy.curve_figure(basis["tokens"], basis["ms"], basis["measured_at"][:10]), width="stretch", key="chart_curve"
+        )
 
 
 def show_trees(spec) -> None:
@@ -326,10 +406,11 @@ def show_trees(spec) -> None:
     if not items:
         return
     totals = tree_view.tree_totals(spec.steps)
-    with st.expander(f"Draft trees: {totals['mean_nodes']:.1f} nodes drafted, {totals['mean_accepted']:.2f} accepted "
-                     f"per sequence-step (mean of {totals['row_steps']})"):  # fmt: skip
-        pick = st.slider("Step (sequence-step of the speculative lane)", 1, len(items), 1, key="tree_pick") if len(
-            items) > 1 else 1
+    with st.expander(
+        f"Draft trees: {totals['mean_nodes']:.1f} nodes drafted, {totals['mean_accepted']:.2f} accepted "
+        f"per sequence-step (mean of {totals['row_steps']})"
+    ):
+        pick = st.slider("Step (sequence-step of the speculative lane)", 1, len(items), 1, key="tree_pick") if len(items) > 1 else 1
         st.html(tree_view.tree_html(items[pick - 1], greedy=spec.config.get("temperature", 0) == 0))
 
 
@@ -367,12 +448,12 @@ if not problems or not resources.PRESETS[settings.preset].hub:
 
 if pair is not None and drafter_name(pair, settings.drafter) is None:
     problems.append(f"no {settings.drafter} drafter")
-    messages.error(NO_DRAFTER.get(settings.drafter, f"This model pair cannot run the {settings.drafter} drafter."),
-                   icon=":material/error:")  # fmt: skip
+    messages.error(NO_DRAFTER.get(settings.drafter, f"This model pair cannot run the {settings.drafter} drafter."), icon=":material/error:")
 
 if st.session_state.pop("running", False):  # the previous script run stopped mid-decode
-    messages.info("The previous run was interrupted (a setting changed or Run was pressed again); nothing was kept "
-                  "from it.", icon=":material/cancel:")  # fmt: skip
+    messages.info(
+        "The previous run was interrupted (a setting changed or Run was pressed again); nothing was kept from it.", icon=":material/cancel:"
+    )
 last = st.session_state.get("result")
 want_run = clicked or (auto and (last is None or last["settings"] != settings))
 
@@ -404,8 +485,14 @@ def draw_result() -> None:
     if result is None or probe is None:
         return
     with last_resort("Could not draw the results"):
-        show_results(result["ar"], result["spec"], Peaks.from_probe(probe), gauge_name(result["spec"]),
-                     stale=result["settings"] != settings, offer_float32=not result["settings"].float32)  # fmt: skip
+        show_results(
+            result["ar"],
+            result["spec"],
+            Peaks.from_probe(probe),
+            gauge_name(result["spec"]),
+            stale=result["settings"] != settings,
+            offer_float32=not result["settings"].float32,
+        )
         if result.get("basis"):
             show_policy_basis(result["basis"])
         show_trees(result["spec"])
@@ -424,5 +511,4 @@ if (want_run and not problems and pair is not None) or (st.session_state.get("re
         with results.container():
             draw_result()
 elif not want_run:
-    results.info("Pick a prompt and press **▶ Run**: the AR lane decodes first, then the speculative lane, then both "
-                 "race.")  # fmt: skip
+    results.info("Pick a prompt and press **▶ Run**: the AR lane decodes first, then the speculative lane, then both race.")

@@ -51,19 +51,27 @@ def controls() -> dict:
         c1, c2, c3, c4 = st.columns([3, 3, 2, 2])
         values = {
             "gpu": c1.selectbox("GPU", list(GPU_BY_LABEL), index=list(GPUS).index("H200"), **bound(PAGE, "gpu")),
-            "model": c2.selectbox("Model size", list(MODEL_BY_LABEL), index=list(ARCHITECTURES).index("8B"),
-                                  **bound(PAGE, "model")),
-            "dtype": c3.radio("dtype", DTYPES, **bound(PAGE, "dtype"), horizontal=True,
-                              help="Weights and KV cache in this dtype; FLOP/s from the GPU's figure for it."),
-            "floor": c4.radio("Launch overhead", list(FLOOR_BY_LABEL), **bound(PAGE, "floor"), horizontal=True,
-                              help="Added to every pass, measured by SpecLab on an H200: eager = one kernel "
-                                   "launch per op from Python; CUDA graph = the same forward replayed."),
-        }  # fmt: skip
+            "model": c2.selectbox("Model size", list(MODEL_BY_LABEL), index=list(ARCHITECTURES).index("8B"), **bound(PAGE, "model")),
+            "dtype": c3.radio(
+                "dtype",
+                DTYPES,
+                **bound(PAGE, "dtype"),
+                horizontal=True,
+                help="Weights and KV cache in this dtype; FLOP/s from the GPU's figure for it.",
+            ),
+            "floor": c4.radio(
+                "Launch overhead",
+                list(FLOOR_BY_LABEL),
+                **bound(PAGE, "floor"),
+                horizontal=True,
+                help="Added to every pass, measured by SpecLab on an H200: eager = one kernel "
+                "launch per op from Python; CUDA graph = the same forward replayed.",
+            ),
+        }
         s1, s2, s3 = st.columns(3)
-        values["ctx"] = s1.select_slider("Context length (KV cache tokens per sequence)", CONTEXTS, value=1024,
-                                         **bound(PAGE, "ctx"))  # fmt: skip
-        values["alpha"] = s2.slider("α (per-token acceptance)", 0.0, 1.0, 0.7, step=0.01, **bound(PAGE, "alpha"))  # fmt: skip
-        values["c"] = s3.slider("c (draft step cost ÷ target step cost)", 0.0, 1.0, 0.05, step=0.01, **bound(PAGE, "c"))  # fmt: skip
+        values["ctx"] = s1.select_slider("Context length (KV cache tokens per sequence)", CONTEXTS, value=1024, **bound(PAGE, "ctx"))
+        values["alpha"] = s2.slider("α (per-token acceptance)", 0.0, 1.0, 0.7, step=0.01, **bound(PAGE, "alpha"))
+        values["c"] = s3.slider("c (draft step cost ÷ target step cost)", 0.0, 1.0, 0.05, step=0.01, **bound(PAGE, "c"))
     st.session_state["predictor_notices"] = link_notices(PAGE, raw) if first_run else []
     for notice in st.session_state["predictor_notices"]:
         notices.warning(notice, icon=":material/link_off:")
@@ -79,12 +87,15 @@ def recorded_series(records, chip, arch, dtype: str, costs, roof: Roof) -> list[
     series = []
     for (source, mode, device, date), group in groups.items():
         group.sort(key=lambda r: r.tokens_per_pass)
-        series.append(MeasuredSeries(
-            label=f"measured on {device}, {MODE_LABELS[mode]} ({date}, {source.split('/')[-1]})",
-            tokens=tuple(r.tokens_per_pass for r in group), ms=tuple(r.ms for r in group),
-            predicted=tuple(pass_ms(costs, roof, r.batch, r.new_tokens, r.context, r.mode, r.logits_tokens) for r in group),
-            detail=tuple(f"batch {r.batch} × {r.new_tokens}, context {r.context}" for r in group),
-        ))  # fmt: skip
+        series.append(
+            MeasuredSeries(
+                label=f"measured on {device}, {MODE_LABELS[mode]} ({date}, {source.split('/')[-1]})",
+                tokens=tuple(r.tokens_per_pass for r in group),
+                ms=tuple(r.ms for r in group),
+                predicted=tuple(pass_ms(costs, roof, r.batch, r.new_tokens, r.context, r.mode, r.logits_tokens) for r in group),
+                detail=tuple(f"batch {r.batch} × {r.new_tokens}, context {r.context}" for r in group),
+            )
+        )
     return series
 
 
@@ -115,8 +126,7 @@ records, refused = load_recordings()
 try:
     roof = Roof.from_gpu(chip, dtype)
 except ValueError as exc:
-    st.error(f"{exc} (the {chip.name}'s data sheet has no figure for it). Fix: choose float16 or float32.",
-             icon=":material/error:")  # fmt: skip
+    st.error(f"{exc} (the {chip.name}'s data sheet has no figure for it). Fix: choose float16 or float32.", icon=":material/error:")
     roof = None
 
 if roof is not None:
@@ -134,28 +144,32 @@ if roof is not None:
         if note:
             st.caption(f"Note: {note}")
     if costs.weight_bytes > memory:
-        st.warning(f"{arch.name}'s weights ({costs.weight_bytes / 1e9:.0f} GB in {dtype}) do not fit in the "
-                   f"{chip.name}'s {chip.memory_gb:.0f} GB: it would need several GPUs (tensor parallelism, which this "
-                   "model does not price). The pass-time curve is shown as if it fitted; the heat map is empty.",
-                   icon=":material/memory:")  # fmt: skip
+        st.warning(
+            f"{arch.name}'s weights ({costs.weight_bytes / 1e9:.0f} GB in {dtype}) do not fit in the "
+            f"{chip.name}'s {chip.memory_gb:.0f} GB: it would need several GPUs (tensor parallelism, which this "
+            "model does not price). The pass-time curve is shown as if it fitted; the heat map is empty.",
+            icon=":material/memory:",
+        )
 
     # --- 1. pass time vs tokens per pass ---------------------------------------------------------
     st.subheader("1 · What one pass costs")
     series = recorded_series(records, chip, arch, dtype, costs, roof)
     floors = {"eager": floor_ms(costs, "eager"), "graph": floor_ms(costs, "graph")}
     title = f"{arch.name} on the {chip.name}, {dtype}, context {context:,}, {FLOOR_LABELS[floor]}"
-    st.plotly_chart(pass_time_figure(costs, roof, context, floor, title, series, floors), width="stretch",
-                    key="pass_fig")  # fmt: skip
+    st.plotly_chart(pass_time_figure(costs, roof, context, floor, title, series, floors), width="stretch", key="pass_fig")
     if series:
-        st.markdown("**The model against SpecLab's recorded passes** (each point's model time uses that pass's own "
-                    "batch, tokens, context and the overhead of its mode):")  # fmt: skip
+        st.markdown(
+            "**The model against SpecLab's recorded passes** (each point's model time uses that pass's own "
+            "batch, tokens, context and the overhead of its mode):"
+        )
         for s in series:
             st.markdown(f"- {series_summary(s)}")
     else:
         have = sorted({(r.device, getattr(architecture_or_none(r.shape), "name", r.shape), r.dtype) for r in records})
-        st.caption("No recorded pass for this GPU, model and dtype, so there is nothing to check this curve "
-                   "against here. SpecLab has recorded passes for: "
-                   + "; ".join(f"{d} × {s} ({t})" for d, s, t in have) + ".")  # fmt: skip
+        st.caption(
+            "No recorded pass for this GPU, model and dtype, so there is nothing to check this curve "
+            "against here. SpecLab has recorded passes for: " + "; ".join(f"{d} × {s} ({t})" for d, s, t in have) + "."
+        )
 
     # --- 2. speedup over batch x depth -----------------------------------------------------------
     st.subheader("2 · Predicted speedup over batch × depth")
@@ -163,14 +177,18 @@ if roof is not None:
     st.plotly_chart(speedup_heatmap(grid, f"α {alpha:.2f}, c {c:.2f}, {title}"), width="stretch", key="grid_fig")
     for line in crossover_lines(grid):
         st.markdown(f"- {line}")
-    st.caption("A black outline marks each depth's crossover: the first batch where speculation is predicted to fall below plain "
-               "decoding. Empty cells: the weights plus batch × (context + k + 1) tokens of KV cache exceed the GPU's "
-               "memory. c prices a draft step at c target steps at the same batch; α is per token (Leviathan's).")  # fmt: skip
+    st.caption(
+        "A black outline marks each depth's crossover: the first batch where speculation is predicted to fall below plain "
+        "decoding. Empty cells: the weights plus batch × (context + k + 1) tokens of KV cache exceed the GPU's "
+        "memory. c prices a draft step at c target steps at the same batch; α is per token (Leviathan's)."
+    )
 
 # --- 3. the model against every recording --------------------------------------------------------
 st.subheader("3 · How far off is the model?")
-st.markdown("Every recorded GPU pass SpecLab ships, predicted with its GPU's data-sheet peaks and again with the "
-            "peaks that run probed itself (a copy and a matmul), with the overhead of its mode:")  # fmt: skip
+st.markdown(
+    "Every recorded GPU pass SpecLab ships, predicted with its GPU's data-sheet peaks and again with the "
+    "peaks that run probed itself (a copy and a matmul), with the overhead of its mode:"
+)
 rows = check(records)
 if rows:
     st.dataframe(error_table(rows), hide_index=True)
@@ -181,10 +199,12 @@ for line in refused:
 
 # --- 4. this machine -----------------------------------------------------------------------------
 st.subheader("4 · This machine, measured now")
-st.markdown("The same model for the embedded target (SmolLM2-135M) on this server, with the peaks probed here "
-            "(a copy and a matmul, engine/hardware.py) and no launch overhead (the overheads above were measured "
-            "on a GPU), against the target's pass-cost curve timed on this machine (batch 1, fastest of 3; cached "
-            "after the first time, about 15 s on a 2-core CPU).")  # fmt: skip
+st.markdown(
+    "The same model for the embedded target (SmolLM2-135M) on this server, with the peaks probed here "
+    "(a copy and a matmul, engine/hardware.py) and no launch overhead (the overheads above were measured "
+    "on a GPU), against the target's pass-cost curve timed on this machine (batch 1, fastest of 3; cached "
+    "after the first time, about 15 s on a 2-core CPU)."
+)
 if st.button("Measure this machine's pass-cost curve", key="measure_cpu"):
     loaded = load_pair_or_error("embedded", "auto", with_probe=True)
     if loaded is not None:
@@ -201,13 +221,27 @@ if measured:
     curve, cpu_costs, probe = measured["curve"], measured["costs"], measured["probe"]
     cpu_roof = Roof(f"{probe.device_name}, probed", probe.peak_bandwidth, probe.peak_flops)
     cpu = MeasuredSeries(
-        label=f"measured on {probe.device_name} ({curve.measured_at[:10]})", tokens=curve.tokens, ms=curve.ms,
+        label=f"measured on {probe.device_name} ({curve.measured_at[:10]})",
+        tokens=curve.tokens,
+        ms=curve.ms,
         predicted=tuple(pass_ms(cpu_costs, cpu_roof, 1, n, curve.context, "none") for n in curve.tokens),
         detail=tuple(f"batch 1 × {n}, context {curve.context}" for n in curve.tokens),
-    )  # fmt: skip
-    st.plotly_chart(pass_time_figure(cpu_costs, cpu_roof, curve.context, "none",
-                                     f"SmolLM2-135M on {probe.device_name}, {probe.dtype}, probed peaks", [cpu],
-                                     top=max(curve.tokens)), width="stretch", key="cpu_fig")  # fmt: skip
+    )
+    st.plotly_chart(
+        pass_time_figure(
+            cpu_costs,
+            cpu_roof,
+            curve.context,
+            "none",
+            f"SmolLM2-135M on {probe.device_name}, {probe.dtype}, probed peaks",
+            [cpu],
+            top=max(curve.tokens),
+        ),
+        width="stretch",
+        key="cpu_fig",
+    )
     st.markdown(f"- {series_summary(cpu)}")
-    st.caption(f"Probed here: {probe.peak_bandwidth / 1e9:.1f} GB/s, {probe.peak_flops / 1e9:.0f} GFLOP/s "
-               f"({probe.dtype}); curve measured {curve.measured_at} ({curve.key}).")  # fmt: skip
+    st.caption(
+        f"Probed here: {probe.peak_bandwidth / 1e9:.1f} GB/s, {probe.peak_flops / 1e9:.0f} GFLOP/s "
+        f"({probe.dtype}); curve measured {curve.measured_at} ({curve.key})."
+    )

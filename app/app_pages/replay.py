@@ -2,7 +2,7 @@
 
 Page shape (DESIGN §5): title, short prose, controls, result. The traces come from the Playground's
 "Download the traces" (or `python -m engine run --json`), or from the sample pairs shipped in
-assets/traces/ (scripts/record_sample_traces.py). Parsing goes through `engine.Trace`, which refuses
+assets/traces/ (scripts/record/record_sample_traces.py). Parsing goes through `engine.Trace`, which refuses
 malformed or unknown files with a TraceError; drawing is app/results.py, shared with the Playground.
 """
 
@@ -80,8 +80,11 @@ def recorded_on(trace: Trace) -> str:
     detail = ", ".join(x for x in (meta.get("device"), trace.summary.get("dtype") or meta.get("dtype")) if x)
     date = str(meta.get("recorded_at") or "")[:10]
     date = date if re.fullmatch(r"\d{4}-\d{2}-\d{2}", date) else ""
-    return (f"recorded on **{md_text(machine) if machine else 'an unknown machine'}**"
-            + (f" ({md_text(detail)})" if detail else "") + (f", {date}" if date else ""))  # fmt: skip
+    return (
+        f"recorded on **{md_text(machine) if machine else 'an unknown machine'}**"
+        + (f" ({md_text(detail)})" if detail else "")
+        + (f", {date}" if date else "")
+    )
 
 
 def error_text(exc: Exception) -> str:
@@ -122,8 +125,7 @@ def controls(samples: list[dict], recordings=()):
         ar_file = c1.file_uploader("AR trace (JSON)", type="json", key="ar_file")
         spec_file = c2.file_uploader("Speculative trace (JSON)", type="json", key="spec_file")
     if ar_file is None or spec_file is None:
-        st.info("Upload both traces of one run: the Playground's **Download the traces** gives "
-                "`speclab-ar.json` and `speclab-spec.json`.")  # fmt: skip
+        st.info("Upload both traces of one run: the Playground's **Download the traces** gives `speclab-ar.json` and `speclab-spec.json`.")
         return None
     return lambda: read_upload(ar_file.getvalue(), spec_file.getvalue())
 
@@ -161,8 +163,16 @@ def step_through(spec: Trace) -> None:
             return
         first = stepthrough.interesting_step(spec)
         c1, c2 = st.columns(2)
-        asked = int(c1.number_input(f"Step ({steps[0]} to {steps[-1]}; the ones that drafted)", min_value=steps[0],
-                                    max_value=steps[-1], value=first, step=1, key=f"replay_step_{steps[0]}_{steps[-1]}"))  # fmt: skip
+        asked = int(
+            c1.number_input(
+                f"Step ({steps[0]} to {steps[-1]}; the ones that drafted)",
+                min_value=steps[0],
+                max_value=steps[-1],
+                value=first,
+                step=1,
+                key=f"replay_step_{steps[0]}_{steps[-1]}",
+            )
+        )
         index = asked if asked in set(steps) else min(steps, key=lambda i: (abs(i - asked), i))
         if index != asked:
             st.caption(f"Step {asked} drafted nothing; showing step {index}, the nearest that did.")
@@ -170,11 +180,18 @@ def step_through(spec: Trace) -> None:
         drafted = [i for i, q in enumerate(rows) if q.drafted]  # an n-gram row may find nothing to draft
         pos = drafted[0]
         if len(drafted) > 1:
-            pick = int(c2.number_input(f"Row of the batch that drafted (1 to {len(drafted)})", min_value=1,
-                                       max_value=len(drafted), value=1, step=1, key=f"replay_row_{index}"))  # fmt: skip
+            pick = int(
+                c2.number_input(
+                    f"Row of the batch that drafted (1 to {len(drafted)})",
+                    min_value=1,
+                    max_value=len(drafted),
+                    value=1,
+                    step=1,
+                    key=f"replay_row_{index}",
+                )
+            )
             pos = drafted[pick - 1]
-        st.caption(f"Step {index}, sequence {rows[pos].seq + 1}: what the trace recorded, beside the engine's code "
-                   "that did it.")  # fmt: skip
+        st.caption(f"Step {index}, sequence {rows[pos].seq + 1}: what the trace recorded, beside the engine's code that did it.")
         draw_stages(spec, index, pos)
 
 
@@ -187,7 +204,7 @@ st.markdown(
     "a sample pair recorded with the embedded model pair."
 )
 
-# Parsing and drawing a trace pair is heavy work (the worst upload takes seconds: scripts/bench_replay.py), so it
+# Parsing and drawing a trace pair is heavy work (the worst upload takes seconds: scripts/investigate/bench_replay.py), so it
 # waits for the run lock's turn: it can never overlap, and slow down, another visitor's timed decode.
 recordings, refused = list_recordings()
 for line in refused:

@@ -112,9 +112,11 @@ if go_passes:
     if not batches:
         st.error("Pick at least one batch size.", icon=":material/error:")
     elif max(batches) * max_tokens > PASS_GUARD:
-        st.error(f"batch {max(batches)} × {max_tokens} tokens = {max(batches) * max_tokens} tokens in one pass is "
-                 f"above this page's guard of {PASS_GUARD:,}. Fix: lower the batch size or the tokens per row.",
-                 icon=":material/error:")  # fmt: skip
+        st.error(
+            f"batch {max(batches)} × {max_tokens} tokens = {max(batches) * max_tokens} tokens in one pass is "
+            f"above this page's guard of {PASS_GUARD:,}. Fix: lower the batch size or the tokens per row.",
+            icon=":material/error:",
+        )
     else:
         with resources.model_turn(st.empty()):
             try:
@@ -143,8 +145,10 @@ st.markdown(
     "The same effect end to end: each cell decodes the same prompts plainly and speculatively and divides the "
     "tokens/s. Green: speculation wins; red: it slows decoding down."
 )
-st.markdown("**The question this grid answers:** at which batch size does speculating k tokens stop paying on this "
-            "machine, and does a deeper k stop paying at a smaller batch?")  # fmt: skip
+st.markdown(
+    "**The question this grid answers:** at which batch size does speculating k tokens stop paying on this "
+    "machine, and does a deeper k stop paying at a smaller batch?"
+)
 KINDS = list(GRID_DRAFTERS.values())
 PREFERRED = [kind for kind in ("eagle", "model", "ngram") if drafter_name(pair, kind)]  # the EAGLE head first
 default_drafter = KINDS.index(PREFERRED[0]) if PREFERRED else 0
@@ -152,26 +156,55 @@ with st.form("grid_form"):
     g1, g2, g3, g4, g5 = st.columns(5)
     grid_batches = g1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 4, 16], **bound(PAGE, "grid_batches"))
     grid_depths = g2.multiselect("Depths k", list(range(0, 13)), default=[2, 4, 8], **bound(PAGE, "grid_depths"))
-    drafter = g3.radio("Drafter", list(GRID_DRAFTERS), index=default_drafter, horizontal=True, **bound(PAGE, "grid_drafter"),
-                       help="Default: the EAGLE head where this pair has one.")  # fmt: skip
+    drafter = g3.radio(
+        "Drafter",
+        list(GRID_DRAFTERS),
+        index=default_drafter,
+        horizontal=True,
+        **bound(PAGE, "grid_drafter"),
+        help="Default: the EAGLE head where this pair has one.",
+    )
     tokens = g4.slider("New tokens per sequence", 8, 64, 24, step=8, **bound(PAGE, "grid_tokens"))
-    confidence = g5.slider("Stop drafting below confidence", 0.0, 0.9, 0.0, step=0.05, **bound(PAGE, "grid_conf"),
-                           help="Model drafters only: stop a sequence's draft once the product of the drafter's "
-                                "probabilities falls below this (the token that crosses it is still proposed); k is "
-                                "then the most a step drafts. 0 = off.")  # fmt: skip
+    confidence = g5.slider(
+        "Stop drafting below confidence",
+        0.0,
+        0.9,
+        0.0,
+        step=0.05,
+        **bound(PAGE, "grid_conf"),
+        help="Model drafters only: stop a sequence's draft once the product of the drafter's "
+        "probabilities falls below this (the token that crosses it is still proposed); k is "
+        "then the most a step drafts. 0 = off.",
+    )
     t1, t2 = st.columns([3, 1])
-    grid_trees = t1.multiselect("Draft-tree sizes (nodes; each at every depth it fits, beside the chains)",
-                                [8, 16, 24, 32, 48, 64], default=[], **bound(PAGE, "grid_trees"),
-                                help="Tree drafting (EAGLE-2): width as a third way to fill a pass, beside batch "
-                                     "and depth. EAGLE head or draft model.")  # fmt: skip
+    grid_trees = t1.multiselect(
+        "Draft-tree sizes (nodes; each at every depth it fits, beside the chains)",
+        [8, 16, 24, 32, 48, 64],
+        default=[],
+        **bound(PAGE, "grid_trees"),
+        help="Tree drafting (EAGLE-2): width as a third way to fill a pass, beside batch and depth. EAGLE head or draft model.",
+    )
     grid_topk = t2.slider("Tree top-k", 1, 8, 4, **bound(PAGE, "grid_topk"))
-    adaptive = st.checkbox("Adaptive policies: also measure batch table (derived from this machine's pass cost) and "
-                           "goodput, each with the largest depth picked as its maximum", **bound(PAGE, "grid_adaptive"))  # fmt: skip
+    adaptive = st.checkbox(
+        "Adaptive policies: also measure batch table (derived from this machine's pass cost) and "
+        "goodput, each with the largest depth picked as its maximum",
+        **bound(PAGE, "grid_adaptive"),
+    )
     go_grid = st.form_submit_button("Measure the grid", type="primary")
 if first_run:
-    values = {"pass_batches": batches, "pass_tokens": max_tokens, "pass_context": context, "grid_batches": grid_batches,
-              "grid_depths": grid_depths, "grid_drafter": drafter, "grid_tokens": tokens, "grid_conf": confidence,
-              "grid_adaptive": adaptive, "grid_trees": grid_trees, "grid_topk": grid_topk}  # fmt: skip
+    values = {
+        "pass_batches": batches,
+        "pass_tokens": max_tokens,
+        "pass_context": context,
+        "grid_batches": grid_batches,
+        "grid_depths": grid_depths,
+        "grid_drafter": drafter,
+        "grid_tokens": tokens,
+        "grid_conf": confidence,
+        "grid_adaptive": adaptive,
+        "grid_trees": grid_trees,
+        "grid_topk": grid_topk,
+    }
     st.session_state["sweep_notices"] = url_fallbacks(raw, values, BOUND[PAGE])
 for notice in st.session_state["sweep_notices"]:
     notice_box.warning(notice, icon=":material/link_off:")
@@ -180,31 +213,46 @@ if go_grid:
     if not grid_batches or not grid_depths:
         st.error("Pick at least one batch size and one depth.", icon=":material/error:")
     elif adaptive and max(grid_depths) == 0:
-        st.error("The adaptive policies run with the largest depth as their maximum, and it is 0. Fix: add a depth "
-                 "above 0, or untick adaptive policies.", icon=":material/error:")  # fmt: skip
+        st.error(
+            "The adaptive policies run with the largest depth as their maximum, and it is 0. Fix: add a depth "
+            "above 0, or untick adaptive policies.",
+            icon=":material/error:",
+        )
     elif grid_trees and kind == "ngram":
-        st.error("Tree drafting needs a drafter with a distribution to branch on. Fix: choose the EAGLE head or the "
-                 "draft model, or clear the tree sizes.", icon=":material/error:")  # fmt: skip
+        st.error(
+            "Tree drafting needs a drafter with a distribution to branch on. Fix: choose the EAGLE head or the "
+            "draft model, or clear the tree sizes.",
+            icon=":material/error:",
+        )
     elif grid_trees and not any(tree_fits((n, grid_topk), d) for n in grid_trees for d in grid_depths):
-        st.error(f"No picked depth can hold those tree sizes with top-{grid_topk} (a tree of k levels holds at most "
-                 "top-k + (k-1)·top-k² candidates). Fix: a larger depth or top-k, or smaller trees.",
-                 icon=":material/error:")  # fmt: skip
+        st.error(
+            f"No picked depth can hold those tree sizes with top-{grid_topk} (a tree of k levels holds at most "
+            "top-k + (k-1)·top-k² candidates). Fix: a larger depth or top-k, or smaller trees.",
+            icon=":material/error:",
+        )
     elif drafter_name(pair, kind) is None:
         st.error(NO_DRAFTER.get(kind, f"This pair cannot run the {kind} drafter."), icon=":material/error:")
     elif len(grid_batches) * (len(grid_depths) * (1 + len(grid_trees)) + 1 + 2 * adaptive) * max(grid_batches) * tokens > 20_000:
-        st.error("That grid would take many minutes on this machine. Fix: fewer or smaller batch sizes, fewer "
-                 "depths, or fewer tokens.", icon=":material/error:")  # fmt: skip
+        st.error(
+            "That grid would take many minutes on this machine. Fix: fewer or smaller batch sizes, fewer depths, or fewer tokens.",
+            icon=":material/error:",
+        )
     else:
         with resources.model_turn(st.empty()):
             progress = st.empty()
             try:
                 st.session_state["grid"] = bench(
-                    pair, sorted(grid_batches), sorted(grid_depths), drafter=kind, max_new_tokens=tokens, repeats=1,
+                    pair,
+                    sorted(grid_batches),
+                    sorted(grid_depths),
+                    drafter=kind,
+                    max_new_tokens=tokens,
+                    repeats=1,
                     confidences=[float(confidence) if kind != "ngram" else 0.0],
                     policy=["fixed", *ADAPTIVE] if adaptive else "fixed",
                     trees=[(0, 0)] + [(n, grid_topk) for n in sorted(grid_trees)],
                     log=lambda line: progress.caption("measured:" + line),
-                )  # fmt: skip
+                )
             except MEASURE_ERRORS as exc:
                 show_failure("The measurement failed", exc)
             finally:
@@ -220,17 +268,26 @@ if grid:
     for line in tree_vs_chain(grid["rows"]):
         st.markdown(f"- {line}")
     if has_adaptive:
-        st.markdown("**Adaptive policies against the best static choice.** At each batch size the shaded line is "
-                    "the best a fixed setting did in this grid: plain decoding or the best fixed depth, whichever was "
-                    "faster. Does a load-aware policy ride along it, without being told each batch size's answer?")  # fmt: skip
+        st.markdown(
+            "**Adaptive policies against the best static choice.** At each batch size the shaded line is "
+            "the best a fixed setting did in this grid: plain decoding or the best fixed depth, whichever was "
+            "faster. Does a load-aware policy ride along it, without being told each batch size's answer?"
+        )
         env = envelope(grid["rows"])
         st.plotly_chart(envelope_figure(env), width="stretch", key="envelope_fig")
         for line in envelope_summary(env):
             st.markdown(f"- {line}")
         st.dataframe(envelope_table(env), hide_index=True)
     conf = grid["rows"][0].get("confidence_threshold", 0.0) if grid["rows"] else 0.0
-    st.caption(f"{grid['drafter']}, {grid['max_new_tokens']} new tokens per sequence, "
-               + ("adaptive policies ran once per batch size at the largest depth (their maximum; mean k = what they "
-                  "used), interleaved with the fixed depths, " if has_adaptive else "")
-               + (f"drafts stopped below joint confidence {conf:.2f}, " if conf else "") + "one run per cell on "
-               f"{grid['device']} {grid['dtype']}: single runs are noisy, so read trends, not the second decimal.")  # fmt: skip
+    st.caption(
+        f"{grid['drafter']}, {grid['max_new_tokens']} new tokens per sequence, "
+        + (
+            "adaptive policies ran once per batch size at the largest depth (their maximum; mean k = what they "
+            "used), interleaved with the fixed depths, "
+            if has_adaptive
+            else ""
+        )
+        + (f"drafts stopped below joint confidence {conf:.2f}, " if conf else "")
+        + "one run per cell on "
+        f"{grid['device']} {grid['dtype']}: single runs are noisy, so read trends, not the second decimal."
+    )

@@ -68,21 +68,36 @@ def latency_figure(ar, spec) -> go.Figure:
     ar_steps, sp_steps = _decode_steps(ar), _decode_steps(spec)
     fig = go.Figure()
     fig.add_bar(
-        x=[s.index for s in ar_steps], y=[s.step_ms for s in ar_steps], name="AR step",
-        marker_color=AR_COLOR, offsetgroup="ar",
+        x=[s.index for s in ar_steps],
+        y=[s.step_ms for s in ar_steps],
+        name="AR step",
+        marker_color=AR_COLOR,
+        offsetgroup="ar",
         hovertemplate="AR step %{x}: %{y:.1f} ms<extra></extra>",
-    )  # fmt: skip
+    )
     draft = [s.draft_ms for s in sp_steps]
     verify = [s.verify_ms for s in sp_steps]
     overhead = [max(0.0, s.step_ms - s.draft_ms - s.verify_ms) for s in sp_steps]
     x = [s.index for s in sp_steps]
-    fig.add_bar(x=x, y=draft, name="draft", marker_color=DRAFT_COLOR, offsetgroup="spec",
-                hovertemplate="draft %{y:.1f} ms<extra></extra>")  # fmt: skip
-    fig.add_bar(x=x, y=verify, base=draft, name="verify (target pass)", marker_color=VERIFY_COLOR,
-                offsetgroup="spec", hovertemplate="verify %{y:.1f} ms<extra></extra>")  # fmt: skip
-    fig.add_bar(x=x, y=overhead, base=[d + v for d, v in zip(draft, verify)], name="engine overhead",
-                marker_color=OVERHEAD_COLOR, offsetgroup="spec",
-                hovertemplate="overhead %{y:.1f} ms<extra></extra>")  # fmt: skip
+    fig.add_bar(x=x, y=draft, name="draft", marker_color=DRAFT_COLOR, offsetgroup="spec", hovertemplate="draft %{y:.1f} ms<extra></extra>")
+    fig.add_bar(
+        x=x,
+        y=verify,
+        base=draft,
+        name="verify (target pass)",
+        marker_color=VERIFY_COLOR,
+        offsetgroup="spec",
+        hovertemplate="verify %{y:.1f} ms<extra></extra>",
+    )
+    fig.add_bar(
+        x=x,
+        y=overhead,
+        base=[d + v for d, v in zip(draft, verify)],
+        name="engine overhead",
+        marker_color=OVERHEAD_COLOR,
+        offsetgroup="spec",
+        hovertemplate="overhead %{y:.1f} ms<extra></extra>",
+    )
     fig.update_layout(barmode="group", bargap=0.15)
     fig.update_xaxes(title_text="decode step")
     fig.update_yaxes(title_text="ms")
@@ -97,16 +112,22 @@ def tokens_per_pass_figure(ar, spec) -> go.Figure:
     for trace, name, color in ((ar, "AR", AR_COLOR), (spec, "speculative", VERIFY_COLOR)):
         steps = _decode_steps(trace)
         fig.add_bar(
-            x=[s.index for s in steps], y=[sum(len(q.emitted) for q in s.seqs) for s in steps],
-            name=f"{name}: tokens emitted", marker_color=color, offsetgroup=name,
+            x=[s.index for s in steps],
+            y=[sum(len(q.emitted) for q in s.seqs) for s in steps],
+            name=f"{name}: tokens emitted",
+            marker_color=color,
+            offsetgroup=name,
             hovertemplate=f"{name} step %{{x}}: %{{y}} tokens emitted<extra></extra>",
-        )  # fmt: skip
+        )
     steps = _decode_steps(spec)
     fig.add_scatter(
-        x=[s.index for s in steps], y=[s.tokens_per_pass for s in steps], mode="markers",
-        name="speculative: tokens processed", marker={"symbol": "line-ew-open", "size": 14, "color": "#c62828"},
+        x=[s.index for s in steps],
+        y=[s.tokens_per_pass for s in steps],
+        mode="markers",
+        name="speculative: tokens processed",
+        marker={"symbol": "line-ew-open", "size": 14, "color": "#c62828"},
         hovertemplate="processed %{y} tokens<extra></extra>",
-    )  # fmt: skip
+    )
     fig.update_layout(barmode="group", bargap=0.15)
     fig.update_xaxes(title_text="target forward (decode step)")
     fig.update_yaxes(title_text="tokens", rangemode="tozero")
@@ -126,8 +147,10 @@ FLOPS_LABEL = "FLOP/s % of peak (modelled FLOPs ÷ measured pass time)"
 
 def _sampled_hover(step) -> str:
     """The NVML SM clock and power of a step, where they were sampled (shown as what they are)."""
-    parts = [f"SM clock {step.sm_clock_mhz:.0f} MHz" if step.sm_clock_mhz is not None else "",
-             f"power {step.power_w:.0f} W" if step.power_w is not None else ""]  # fmt: skip
+    parts = [
+        f"SM clock {step.sm_clock_mhz:.0f} MHz" if step.sm_clock_mhz is not None else "",
+        f"power {step.power_w:.0f} W" if step.power_w is not None else "",
+    ]
     text = ", ".join(p for p in parts if p)
     return f"<br>{text} (time-sampled)" if text else ""
 
@@ -138,29 +161,55 @@ def utilization_figure(ar, spec, peak_bandwidth: float, peak_flops: float, gauge
     The first two are modelled ÷ measured: SpecLab's own byte and FLOP counts (engine/costs.py) divided by
     the step's measured pass time (CUDA events on a GPU, perf_counter on a CPU), not hardware counters. The
     gauge is whatever the engine sampled (psutil or NVML), with NVML's SM clock and power in its hover."""
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, subplot_titles=("Autoregressive", "Speculative"),
-                        horizontal_spacing=0.04)  # fmt: skip
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, subplot_titles=("Autoregressive", "Speculative"), horizontal_spacing=0.04)
     for col, trace in ((1, ar), (2, spec)):
         steps = _decode_steps(trace)
         x = [s.index for s in steps]
         pairs = [achieved(s, peak_bandwidth, peak_flops) for s in steps]
         timer = timer_name(str(trace.meta.get("device", "")))
         first = col == 1
-        fig.add_scatter(x=x, y=[p[0] for p in pairs], name=BANDWIDTH_LABEL, mode="lines",
-                        line={"color": "#1f4fd1", "width": 2}, legendgroup="bw", showlegend=first, row=1, col=col,
-                        hovertemplate=f"bandwidth %{{y:.0f}}% (modelled ÷ {timer})<extra></extra>")  # fmt: skip
-        fig.add_scatter(x=x, y=[p[1] for p in pairs], name=FLOPS_LABEL, mode="lines",
-                        line={"color": "#f2a93b", "width": 2}, legendgroup="fl", showlegend=first, row=1, col=col,
-                        hovertemplate=f"FLOP/s %{{y:.1f}}% (modelled ÷ {timer})<extra></extra>")  # fmt: skip
-        fig.add_scatter(x=x, y=[s.util_pct for s in steps], name=f"{gauge_name} (coarse gauge)", mode="lines",
-                        line={"color": "#8a8d99", "dash": "dot"}, legendgroup="ut", showlegend=first, row=1, col=col,
-                        connectgaps=True, customdata=[_sampled_hover(s) for s in steps],
-                        hovertemplate=f"{gauge_name} %{{y:.0f}}%%{{customdata}}<extra></extra>")  # fmt: skip
+        fig.add_scatter(
+            x=x,
+            y=[p[0] for p in pairs],
+            name=BANDWIDTH_LABEL,
+            mode="lines",
+            line={"color": "#1f4fd1", "width": 2},
+            legendgroup="bw",
+            showlegend=first,
+            row=1,
+            col=col,
+            hovertemplate=f"bandwidth %{{y:.0f}}% (modelled ÷ {timer})<extra></extra>",
+        )
+        fig.add_scatter(
+            x=x,
+            y=[p[1] for p in pairs],
+            name=FLOPS_LABEL,
+            mode="lines",
+            line={"color": "#f2a93b", "width": 2},
+            legendgroup="fl",
+            showlegend=first,
+            row=1,
+            col=col,
+            hovertemplate=f"FLOP/s %{{y:.1f}}% (modelled ÷ {timer})<extra></extra>",
+        )
+        fig.add_scatter(
+            x=x,
+            y=[s.util_pct for s in steps],
+            name=f"{gauge_name} (coarse gauge)",
+            mode="lines",
+            line={"color": "#8a8d99", "dash": "dot"},
+            legendgroup="ut",
+            showlegend=first,
+            row=1,
+            col=col,
+            connectgaps=True,
+            customdata=[_sampled_hover(s) for s in steps],
+            hovertemplate=f"{gauge_name} %{{y:.0f}}%%{{customdata}}<extra></extra>",
+        )
         fig.update_xaxes(title_text="decode step", row=1, col=col)
     fig.update_yaxes(title_text="% of this machine's peak", rangemode="tozero", row=1, col=1)
     _layout(fig, "Hardware utilisation per step" + _note(ar, spec), height=410)
-    fig.update_layout(legend={"orientation": "v", "yanchor": "top", "y": -0.3, "xanchor": "left", "x": 0.0},
-                      margin={"b": 140})  # fmt: skip
+    fig.update_layout(legend={"orientation": "v", "yanchor": "top", "y": -0.3, "xanchor": "left", "x": 0.0}, margin={"b": 140})
     return fig
 
 
@@ -170,12 +219,18 @@ def acceptance_figure(spec) -> go.Figure:
     alpha = spec.summary.get("alpha")
     positions = list(range(1, len(per_pos) + 1))
     fig = go.Figure()
-    fig.add_bar(x=positions, y=per_pos, name="measured", marker_color=ACCEPT_COLOR,
-                hovertemplate="position %{x}: %{y:.0%} accepted<extra></extra>")  # fmt: skip
+    fig.add_bar(
+        x=positions, y=per_pos, name="measured", marker_color=ACCEPT_COLOR, hovertemplate="position %{x}: %{y:.0%} accepted<extra></extra>"
+    )
     if alpha is not None and positions:
-        fig.add_scatter(x=positions, y=[alpha**i for i in positions], mode="lines+markers", name="α^i (i.i.d. model)",
-                        line={"color": "#8a8d99", "dash": "dash"},
-                        hovertemplate="α^%{x} = %{y:.2f}<extra></extra>")  # fmt: skip
+        fig.add_scatter(
+            x=positions,
+            y=[alpha**i for i in positions],
+            mode="lines+markers",
+            name="α^i (i.i.d. model)",
+            line={"color": "#8a8d99", "dash": "dash"},
+            hovertemplate="α^%{x} = %{y:.2f}<extra></extra>",
+        )
     fig.update_xaxes(title_text="draft position", dtick=1)
     fig.update_yaxes(title_text="accepted", range=[0, 1.05], tickformat=".0%")
     return _layout(fig, "Acceptance per draft position")

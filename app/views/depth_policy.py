@@ -53,8 +53,7 @@ def depth_points(trace) -> list[DepthPoint]:
             if isinstance(max_new, int) and step.seqs:
                 left = max(max_new - emitted.get(row.seq, 0) for row in step.seqs)
             drafted = [len(row.drafted) for row in step.seqs]
-            points.append(DepthPoint(step.index, step.depth, step.batch,
-                                     sum(drafted) / len(drafted) if drafted else 0.0, left))  # fmt: skip
+            points.append(DepthPoint(step.index, step.depth, step.batch, sum(drafted) / len(drafted) if drafted else 0.0, left))
         for row in step.seqs:
             emitted[row.seq] = emitted.get(row.seq, 0) + len(row.emitted)
     return points
@@ -165,8 +164,9 @@ def depth_summary(trace) -> str:
     first, last = points[0], points[-1]
     changes = depth_changes(points)
     if not changes:
-        batches = f"batch {first.batch} throughout" if first.batch == last.batch else \
-            f"while the batch went from {first.batch} to {last.batch}"  # fmt: skip
+        batches = (
+            f"batch {first.batch} throughout" if first.batch == last.batch else f"while the batch went from {first.batch} to {last.batch}"
+        )
         steps = "the one decode step" if len(points) == 1 else f"all {len(points)} decode steps"
         return f"{name}: k = {first.depth} at {steps}, {batches}."
     parts = [f"{name}: k = {first.depth} at batch {first.batch}"] + [_change_text(c) for c in changes[:SHOWN_CHANGES]]
@@ -174,8 +174,10 @@ def depth_summary(trace) -> str:
     rest = len(changes) - SHOWN_CHANGES
     if rest > 0:
         depths = [p.depth for p in points]
-        text += (f" … and {rest} more change{'s' if rest > 1 else ''} (k between {min(depths)} and {max(depths)}, "
-                 f"mean {sum(depths) / len(depths):.2f} per decode step)")  # fmt: skip
+        text += (
+            f" … and {rest} more change{'s' if rest > 1 else ''} (k between {min(depths)} and {max(depths)}, "
+            f"mean {sum(depths) / len(depths):.2f} per decode step)"
+        )
     return text + "."
 
 
@@ -187,37 +189,56 @@ def depth_figure(trace) -> go.Figure:
     custom = [[p.batch, p.mean_drafted, p.tokens_left if p.tokens_left is not None else "?"] for p in points]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_scatter(
-        x=x, y=[p.depth for p in points], name="k (depth used)", mode="lines+markers", line_shape="hv",
-        line={"color": DEPTH_COLOR, "width": 2}, marker={"size": 5}, customdata=custom,
+        x=x,
+        y=[p.depth for p in points],
+        name="k (depth used)",
+        mode="lines+markers",
+        line_shape="hv",
+        line={"color": DEPTH_COLOR, "width": 2},
+        marker={"size": 5},
+        customdata=custom,
         hovertemplate="step %{x}: k = %{y}, batch %{customdata[0]}, rows drafted %{customdata[1]:.2f} on average, "
-                      "longest row %{customdata[2]} tokens from done<extra></extra>",
+        "longest row %{customdata[2]} tokens from done<extra></extra>",
         secondary_y=False,
-    )  # fmt: skip
+    )
     fig.add_scatter(
-        x=x, y=[p.batch for p in points], name="batch in flight", mode="lines", line_shape="hv",
-        line={"color": BATCH_COLOR, "dash": "dash"}, hovertemplate="batch %{y}<extra></extra>", secondary_y=True,
-    )  # fmt: skip
+        x=x,
+        y=[p.batch for p in points],
+        name="batch in flight",
+        mode="lines",
+        line_shape="hv",
+        line={"color": BATCH_COLOR, "dash": "dash"},
+        hovertemplate="batch %{y}<extra></extra>",
+        secondary_y=True,
+    )
     top_k = max([p.depth for p in points] + [1])
     top_b = max([p.batch for p in points] + [1])
     fig.update_xaxes(title_text="decode step")
-    fig.update_yaxes(title_text="k (draft tokens)", range=[-0.3, top_k + 0.5], dtick=1 if top_k <= 8 else None,
-                     secondary_y=False)  # fmt: skip
-    fig.update_yaxes(title_text="batch in flight", range=[0, top_b * 1.1 + 0.5], dtick=max(1, math.ceil(top_b / 5)),
-                     showgrid=False, secondary_y=True)  # fmt: skip
+    fig.update_yaxes(title_text="k (draft tokens)", range=[-0.3, top_k + 0.5], dtick=1 if top_k <= 8 else None, secondary_y=False)
+    fig.update_yaxes(
+        title_text="batch in flight", range=[0, top_b * 1.1 + 0.5], dtick=max(1, math.ceil(top_b / 5)), showgrid=False, secondary_y=True
+    )
     fig.update_layout(
-        title={"text": f"Depth per step: {policy_name(trace.config)}" + charts.thinned_note(len(all_points)),
-               "font": {"size": 15}}, height=330,
-        margin={"l": 50, "r": 50, "t": 50, "b": 40}, hovermode="x unified",
+        title={"text": f"Depth per step: {policy_name(trace.config)}" + charts.thinned_note(len(all_points)), "font": {"size": 15}},
+        height=330,
+        margin={"l": 50, "r": 50, "t": 50, "b": 40},
+        hovermode="x unified",
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
-    )  # fmt: skip
+    )
     return fig
 
 
 def curve_figure(tokens, ms, measured_at: str = "") -> go.Figure:
     """The pass-cost curve a load-aware policy priced its choices with: ms of one target pass vs tokens in it."""
     fig = go.Figure()
-    fig.add_scatter(x=list(tokens), y=list(ms), mode="lines+markers", name="one target pass",
-                    line={"color": DEPTH_COLOR}, hovertemplate="%{x} tokens per pass: %{y:.1f} ms<extra></extra>")  # fmt: skip
+    fig.add_scatter(
+        x=list(tokens),
+        y=list(ms),
+        mode="lines+markers",
+        name="one target pass",
+        line={"color": DEPTH_COLOR},
+        hovertemplate="%{x} tokens per pass: %{y:.1f} ms<extra></extra>",
+    )
     fig.update_xaxes(type="log", title_text="tokens per pass (batch × (k + 1))")
     fig.update_yaxes(title_text="ms", rangemode="tozero")
     title = "Measured cost of one target pass" + (f" ({measured_at})" if measured_at else "")

@@ -46,8 +46,10 @@ def contention_note(ar_summary: dict, spec_summary: dict) -> str | None:
     if abs(a - b) >= DIFFERENT_CORES:
         return f"These timings were {RERUN}: {lanes}, so the lanes ran under different load and the speedup is not a fair one."
     if min(a, b) >= BUSY_CORES:
-        return (f"Both lanes shared the machine with other work ({lanes}): tokens/s read lower than on a quiet "
-                "machine; the load was similar, so the speedup is fairer than the rates.")  # fmt: skip
+        return (
+            f"Both lanes shared the machine with other work ({lanes}): tokens/s read lower than on a quiet "
+            "machine; the load was similar, so the speedup is fairer than the rates."
+        )
     return None
 
 
@@ -59,8 +61,9 @@ def load_line(ar_summary: dict, spec_summary: dict) -> str | None:
         if own is None or other is None:
             return None
         load = _num(summary.get("load_avg"))
-        parts.append(f"{name} {own:.1f} cores of this process, {other:.1f} of others"
-                     + (f" (load average {load:.1f})" if load is not None else ""))  # fmt: skip
+        parts.append(
+            f"{name} {own:.1f} cores of this process, {other:.1f} of others" + (f" (load average {load:.1f})" if load is not None else "")
+        )
     return "Load while decoding: " + "; ".join(parts) + "."
 
 
@@ -81,5 +84,7 @@ def grid_contention_note(rows: list[dict]) -> str | None:
         return None
     worst = max(flagged, key=lambda r: abs(r["ar_other_cores"] - r["spec_other_cores"]))
     n = len(flagged)
-    return (f"{n} of {len(rows)} cells were {RERUN} (their lanes saw different load, marked ⚠ in the table; the worst: "
-            f"batch {worst['batch']}, depth {worst['depth']}, {cell_contention(worst)}).")
+    return (
+        f"{n} of {len(rows)} cells were {RERUN} (their lanes saw different load, marked ⚠ in the table; the worst: "
+        f"batch {worst['batch']}, depth {worst['depth']}, {cell_contention(worst)})."
+    )

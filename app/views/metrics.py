@@ -179,9 +179,8 @@ def arithmetic_line(m: dict) -> str:
         ops = m.get("operations_factor")
         parts.append(
             f"Here it did {m['flops_ratio']:.2f}× the FLOPs (prefill included)"
-            + (f"; Leviathan's operations factor for this run's α, k and ĉ is {ops:.2f}× over the decode steps." if ops
-               else ".")
-        )  # fmt: skip
+            + (f"; Leviathan's operations factor for this run's α, k and ĉ is {ops:.2f}× over the decode steps." if ops else ".")
+        )
     verify, speedup = m.get("median_verify_ratio"), m.get("speedup")
     if speedup is not None:
         if verify is not None:
@@ -203,11 +202,11 @@ def speedup_reason(m: dict, where: str) -> str:
         return f": {verdict}."
     fewer = n_ar / n_spec
     gains = fewer > step
-    said = (f": {where} it took {n_spec} decode steps against {n_ar} ({fewer:.2f}× fewer), and a speculative step "
-            f"cost {step:.2f} plain steps")  # fmt: skip
+    said = (
+        f": {where} it took {n_spec} decode steps against {n_ar} ({fewer:.2f}× fewer), and a speculative step cost {step:.2f} plain steps"
+    )
     if kept is not None and fewer < 0.9 * kept:
-        said += (f" (a sequence kept {kept:.2f} tokens per step on average, but a batch runs until its slowest "
-                 "sequence is done)")  # fmt: skip
+        said += f" (a sequence kept {kept:.2f} tokens per step on average, but a batch runs until its slowest sequence is done)"
     if gains == (speedup > 1):
         return said + f", which is why {verdict}."
     return said + f"; over the whole run (prefill included) {verdict}."

@@ -48,50 +48,96 @@ def token_grid(top: int = 8192, per_octave: int = 4) -> list[int]:
     return sorted({round(2 ** (i / per_octave)) for i in range(steps + 1)})
 
 
-def pass_time_figure(costs: ModelCosts, roof: Roof, context: int, floor: str, title: str,
-                     measured: list[MeasuredSeries] = (), floors: dict[str, float] | None = None,
-                     top: int = 8192) -> go.Figure:  # fmt: skip
+def pass_time_figure(
+    costs: ModelCosts,
+    roof: Roof,
+    context: int,
+    floor: str,
+    title: str,
+    measured: list[MeasuredSeries] = (),
+    floors: dict[str, float] | None = None,
+    top: int = 8192,
+) -> go.Figure:
     """Predicted time of one pass vs tokens per pass (log-log): one row of n tokens (a verify pass) and n rows
     of one token (a decode batch), each with the `floor` overhead added; the overheads alone as horizontal
     lines (no pass costs less: the floors); the ridge as a
     vertical line; measured passes as markers, with the model's time for the same passes as open markers."""
     xs = token_grid(top)
     fig = go.Figure()
-    layouts = {"rows": ("1 row × n tokens (verify pass)", lambda n: (1, n)),
-               "tokens": ("n rows × 1 token (decode batch)", lambda n: (n, 1))}  # fmt: skip
+    layouts = {
+        "rows": ("1 row × n tokens (verify pass)", lambda n: (1, n)),
+        "tokens": ("n rows × 1 token (decode batch)", lambda n: (n, 1)),
+    }
     for key, (name, shape) in layouts.items():
         ys = [pass_ms(costs, roof, *shape(n), context, floor) for n in xs]
-        fig.add_scatter(x=xs, y=ys, mode="lines", name=f"model: {name}", line={"color": LAYOUT_COLORS[key], "width": 3},
-                        hovertemplate="%{x} tokens/pass: %{y:.3g} ms (model)<extra></extra>")  # fmt: skip
+        fig.add_scatter(
+            x=xs,
+            y=ys,
+            mode="lines",
+            name=f"model: {name}",
+            line={"color": LAYOUT_COLORS[key], "width": 3},
+            hovertemplate="%{x} tokens/pass: %{y:.3g} ms (model)<extra></extra>",
+        )
     bare = [pass_ms(costs, roof, 1, n, context, "none") for n in xs]
-    fig.add_scatter(x=xs, y=bare, mode="lines", name="model: roofline alone (no overhead), 1 row",
-                    line={"color": LAYOUT_COLORS["rows"], "dash": "dot", "width": 1},
-                    hovertemplate="%{x} tokens/pass: %{y:.3g} ms (roofline)<extra></extra>")  # fmt: skip
+    fig.add_scatter(
+        x=xs,
+        y=bare,
+        mode="lines",
+        name="model: roofline alone (no overhead), 1 row",
+        line={"color": LAYOUT_COLORS["rows"], "dash": "dot", "width": 1},
+        hovertemplate="%{x} tokens/pass: %{y:.3g} ms (roofline)<extra></extra>",
+    )
     for kind, ms in (floors or {}).items():  # lines, not add_hline: its annotations misplace on a log axis
         if ms > 0:
-            fig.add_scatter(x=[xs[0], xs[-1]], y=[ms, ms], mode="lines", name=f"{FLOOR_LABELS.get(kind, kind)} {ms:.2f} ms",
-                            line={"color": FLOOR_COLORS.get(kind, "#8a8d99"), "dash": "dash", "width": 1.5},
-                            hovertemplate=f"{FLOOR_LABELS.get(kind, kind)}: {ms:.2f} ms<extra></extra>")  # fmt: skip
+            fig.add_scatter(
+                x=[xs[0], xs[-1]],
+                y=[ms, ms],
+                mode="lines",
+                name=f"{FLOOR_LABELS.get(kind, kind)} {ms:.2f} ms",
+                line={"color": FLOOR_COLORS.get(kind, "#8a8d99"), "dash": "dash", "width": 1.5},
+                hovertemplate=f"{FLOOR_LABELS.get(kind, kind)}: {ms:.2f} ms<extra></extra>",
+            )
     n_star = ridge_tokens_per_pass(costs, roof)
     if 1 <= n_star <= 10 * top:
         fig.add_vline(x=n_star, line_dash="dash", line_color="#b00020")
-        fig.add_annotation(x=math.log10(n_star), y=0.02, yref="paper", text=f"ridge ≈ {n_star:.0f} tokens/pass",
-                           showarrow=False, font={"color": "#b00020"}, xanchor="left", yanchor="bottom")  # fmt: skip
+        fig.add_annotation(
+            x=math.log10(n_star),
+            y=0.02,
+            yref="paper",
+            text=f"ridge ≈ {n_star:.0f} tokens/pass",
+            showarrow=False,
+            font={"color": "#b00020"},
+            xanchor="left",
+            yanchor="bottom",
+        )
     for i, series in enumerate(measured):
         color = POINT_COLORS[i % len(POINT_COLORS)]
         detail = list(series.detail) or [""] * len(series.ms)
-        fig.add_scatter(x=list(series.tokens), y=list(series.ms), mode="markers", name=series.label,
-                        marker={"color": color, "size": 9}, customdata=list(zip(series.predicted, detail, strict=True)),
-                        hovertemplate="%{x} tokens/pass, %{customdata[1]}: measured %{y:.3g} ms, "
-                                      "model %{customdata[0]:.3g} ms<extra></extra>")  # fmt: skip
-        fig.add_scatter(x=list(series.tokens), y=list(series.predicted), mode="markers",
-                        name=f"model at the passes {series.label.removeprefix('measured ')}",
-                        marker={"color": color, "size": 9, "symbol": "circle-open"}, hoverinfo="skip")  # fmt: skip
+        fig.add_scatter(
+            x=list(series.tokens),
+            y=list(series.ms),
+            mode="markers",
+            name=series.label,
+            marker={"color": color, "size": 9},
+            customdata=list(zip(series.predicted, detail, strict=True)),
+            hovertemplate="%{x} tokens/pass, %{customdata[1]}: measured %{y:.3g} ms, model %{customdata[0]:.3g} ms<extra></extra>",
+        )
+        fig.add_scatter(
+            x=list(series.tokens),
+            y=list(series.predicted),
+            mode="markers",
+            name=f"model at the passes {series.label.removeprefix('measured ')}",
+            marker={"color": color, "size": 9, "symbol": "circle-open"},
+            hoverinfo="skip",
+        )
     fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)")
     fig.update_yaxes(type="log", title_text="ms per pass")
-    fig.update_layout(title={"text": f"{title} ({MODEL_LABEL})", "font": {"size": 15}}, height=460,
-                      margin={"l": 60, "r": 20, "t": 60, "b": 40},
-                      legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0})  # fmt: skip
+    fig.update_layout(
+        title={"text": f"{title} ({MODEL_LABEL})", "font": {"size": 15}},
+        height=460,
+        margin={"l": 60, "r": 20, "t": 60, "b": 40},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0},
+    )
     return fig
 
 
@@ -105,21 +151,44 @@ def speedup_heatmap(grid: SpeedupGrid, title: str) -> go.Figure:
     text = [["" if v is None else f"{v:.2f}×" for v in row] for row in z]
     finite = [v for row in z for v in row if v is not None]
     top = max([2.0, *finite])
-    fig = go.Figure(go.Heatmap(
-        z=z, x=x, y=y, text=text, texttemplate="%{text}", zmin=0.0, zmax=top, zmid=1.0,
-        colorscale=[[0, "#b00020"], [1 / top, "#f4f4f4"], [1, "#0a7d32"]], colorbar={"title": "speedup"},
-        hovertemplate="batch %{x}, depth %{y}: %{text} (model)<extra></extra>",
-    ))  # fmt: skip
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=x,
+            y=y,
+            text=text,
+            texttemplate="%{text}",
+            zmin=0.0,
+            zmax=top,
+            zmid=1.0,
+            colorscale=[[0, "#b00020"], [1 / top, "#f4f4f4"], [1, "#0a7d32"]],
+            colorbar={"title": "speedup"},
+            hovertemplate="batch %{x}, depth %{y}: %{text} (model)<extra></extra>",
+        )
+    )
     for i, depth in enumerate(grid.depths):  # category axes: cell centres sit at integer positions
         batch = grid.crossover[depth]
         if batch is not None:
             j = grid.batches.index(batch)
-            fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5, xref="x", yref="y",
-                          line={"color": "#111", "width": 3}, name=f"crossover, depth {depth}")  # fmt: skip
+            fig.add_shape(
+                type="rect",
+                x0=j - 0.5,
+                x1=j + 0.5,
+                y0=i - 0.5,
+                y1=i + 0.5,
+                xref="x",
+                yref="y",
+                line={"color": "#111", "width": 3},
+                name=f"crossover, depth {depth}",
+            )
     fig.update_xaxes(title_text="batch size", type="category")
     fig.update_yaxes(title_text="speculation depth k", type="category")
-    fig.update_layout(title={"text": f"{title} ({MODEL_LABEL})", "font": {"size": 15}}, height=380,
-                      margin={"l": 60, "r": 20, "t": 60, "b": 40}, showlegend=False)  # fmt: skip
+    fig.update_layout(
+        title={"text": f"{title} ({MODEL_LABEL})", "font": {"size": 15}},
+        height=380,
+        margin={"l": 60, "r": 20, "t": 60, "b": 40},
+        showlegend=False,
+    )
     return fig
 
 
@@ -133,8 +202,7 @@ def crossover_lines(grid: SpeedupGrid) -> list[str]:
             lines.append(f"depth {depth}: no batch in the grid fits the GPU's memory")
         elif batch is None:
             best = max(fitting, key=lambda bv: bv[1])
-            lines.append(f"depth {depth}: stays above plain decoding up to batch {fitting[-1][0]} "
-                         f"(best {best[1]:.2f}× at batch {best[0]})")  # fmt: skip
+            lines.append(f"depth {depth}: stays above plain decoding up to batch {fitting[-1][0]} (best {best[1]:.2f}× at batch {best[0]})")
         else:
             value = row[grid.batches.index(batch)]
             lines.append(f"depth {depth}: falls below plain decoding at batch {batch} ({value:.2f}×)")
@@ -144,8 +212,10 @@ def crossover_lines(grid: SpeedupGrid) -> list[str]:
 def series_summary(series: MeasuredSeries) -> str:
     """'<label>: N passes, model error (median |model/measured − 1|) 24%; the model is 0.76× the measured time'."""
     side = "faster than the machine" if series.ratio < 1 else "slower than the machine"
-    return (f"{series.label}: {len(series.ms)} passes; model error (median |model / measured − 1|) "
-            f"**{series.error:.0%}**; median model / measured = {series.ratio:.2f} (the model is {side})")  # fmt: skip
+    return (
+        f"{series.label}: {len(series.ms)} passes; model error (median |model / measured − 1|) "
+        f"**{series.error:.0%}**; median model / measured = {series.ratio:.2f} (the model is {side})"
+    )
 
 
 def error_table(rows) -> list[dict]:
@@ -154,7 +224,17 @@ def error_table(rows) -> list[dict]:
     def pct(v):
         return None if v is None else f"{v:.0%}"
 
-    return [{"device": r.device, "model shape": r.shape, "mode": r.mode, "passes": r.points,
-             "error, data-sheet peaks": pct(r.error_sheet), "error, the run's probed peaks": pct(r.error_probed),
-             "model / measured (median)": None if r.ratio_sheet is None else round(r.ratio_sheet, 2),
-             "recorded": r.date, "file": r.source} for r in rows]  # fmt: skip
+    return [
+        {
+            "device": r.device,
+            "model shape": r.shape,
+            "mode": r.mode,
+            "passes": r.points,
+            "error, data-sheet peaks": pct(r.error_sheet),
+            "error, the run's probed peaks": pct(r.error_probed),
+            "model / measured (median)": None if r.ratio_sheet is None else round(r.ratio_sheet, 2),
+            "recorded": r.date,
+            "file": r.source,
+        }
+        for r in rows
+    ]

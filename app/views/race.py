@@ -41,8 +41,7 @@ def _seconds(value) -> float:
     return round(value, 5) if math.isfinite(value) and value > 0 else 0.0
 
 
-def _lane_payload(name: str, records: list[list[TokenRecord]], total_s: float, max_seqs: int,
-                  max_tokens: int = MAX_TOKENS) -> dict:  # fmt: skip
+def _lane_payload(name: str, records: list[list[TokenRecord]], total_s: float, max_seqs: int, max_tokens: int = MAX_TOKENS) -> dict:
     shown = records[:max_seqs]
     # A sequence's records come in step order, so merging the sequences yields the first tokens in time without
     # sorting them all (a huge trace costs max_tokens here); the pick is then sorted, which the script relies on

@@ -1,7 +1,7 @@
 """Device recordings beside the live measurement: the recorded grid as table rows, and where fixed-depth
 speculation falls below plain decoding in it (pure functions over engine/roofline/device_recordings.py's JSON).
 
-Everything here is read from a recording (scripts/gpu_record.py, labelled with its machine and date);
+Everything here is read from a recording (scripts/record/gpu_record.py, labelled with its machine and date);
 nothing is computed from constants. The pages show it next to what they measure live, named as a recording.
 """
 
@@ -17,12 +17,15 @@ def grid_rows(data: dict) -> list[dict]:
     eager = by_mode.get("off", {})
     keys = sorted(set(graphs) | set(eager))
     return [
-        {"batch": b, "depth": k,
-         "speedup (CUDA graphs)": graphs[(b, k)]["speedup"] if (b, k) in graphs else None,
-         "speedup (eager)": eager[(b, k)]["speedup"] if (b, k) in eager else None,
-         "alpha": (graphs.get((b, k)) or eager.get((b, k)) or {}).get("alpha")}
+        {
+            "batch": b,
+            "depth": k,
+            "speedup (CUDA graphs)": graphs[(b, k)]["speedup"] if (b, k) in graphs else None,
+            "speedup (eager)": eager[(b, k)]["speedup"] if (b, k) in eager else None,
+            "alpha": (graphs.get((b, k)) or eager.get((b, k)) or {}).get("alpha"),
+        }
         for b, k in keys
-    ]  # fmt: skip
+    ]
 
 
 def crossover_batch(rows: list[dict], column: str = "speedup (CUDA graphs)") -> int | None:
@@ -44,7 +47,10 @@ def crossover_line(label: str, rows: list[dict]) -> str:
         batch = crossover_batch(rows, column)
         best1 = max((r[column] for r in rows if r["batch"] == min(x["batch"] for x in rows) and r[column] is not None), default=None)
         first = f"best speedup at batch {min(x['batch'] for x in rows)}: {best1:.2f}x" if best1 is not None else ""
-        tail = (f"from batch {batch} on no fixed depth beats plain decoding" if batch is not None
-                else "some depth beats plain decoding at every recorded batch")  # fmt: skip
+        tail = (
+            f"from batch {batch} on no fixed depth beats plain decoding"
+            if batch is not None
+            else "some depth beats plain decoding at every recorded batch"
+        )
         parts.append(f"{what}: {first}; {tail}")
     return f"{label} — " + "; ".join(parts) if parts else f"{label}: no grid recorded"

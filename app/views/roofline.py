@@ -30,24 +30,50 @@ def pass_cost_figure(rows: list[dict], ridge_tokens: float | None = None) -> go.
         x = [r["tokens_per_pass"] for r in pts]
         color = COLORS[i % len(COLORS)]
         name = f"batch {batch} × new tokens"
-        fig.add_scatter(x=x, y=[r["ms"] for r in pts], mode="lines+markers", name=name, line={"color": color},
-                        legendgroup=name, row=1, col=1,
-                        hovertemplate="%{x} tokens/pass: %{y:.1f} ms<extra></extra>")  # fmt: skip
-        fig.add_scatter(x=x, y=[r["ms_per_token"] for r in pts], mode="lines+markers", name=name,
-                        line={"color": color}, legendgroup=name, showlegend=False, row=1, col=2,
-                        hovertemplate="%{x} tokens/pass: %{y:.2f} ms/token<extra></extra>")  # fmt: skip
+        fig.add_scatter(
+            x=x,
+            y=[r["ms"] for r in pts],
+            mode="lines+markers",
+            name=name,
+            line={"color": color},
+            legendgroup=name,
+            row=1,
+            col=1,
+            hovertemplate="%{x} tokens/pass: %{y:.1f} ms<extra></extra>",
+        )
+        fig.add_scatter(
+            x=x,
+            y=[r["ms_per_token"] for r in pts],
+            mode="lines+markers",
+            name=name,
+            line={"color": color},
+            legendgroup=name,
+            showlegend=False,
+            row=1,
+            col=2,
+            hovertemplate="%{x} tokens/pass: %{y:.2f} ms/token<extra></extra>",
+        )
     if ridge_tokens:
         for col in (1, 2):
             fig.add_vline(x=ridge_tokens, line_dash="dash", line_color="#b00020", row=1, col=col)
         # Annotations on a log axis take log10 of the data value (shapes such as add_vline do not).
-        fig.add_annotation(x=math.log10(ridge_tokens), y=0.97, yref="paper", xref="x",
-                           text=f"ridge ≈ {ridge_tokens:.0f} tokens/pass", showarrow=False, font={"color": "#b00020"},
-                           xanchor="left", yanchor="top")  # fmt: skip
+        fig.add_annotation(
+            x=math.log10(ridge_tokens),
+            y=0.97,
+            yref="paper",
+            xref="x",
+            text=f"ridge ≈ {ridge_tokens:.0f} tokens/pass",
+            showarrow=False,
+            font={"color": "#b00020"},
+            xanchor="left",
+            yanchor="top",
+        )
     fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)")
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="ms / token", type="log", row=1, col=2)
-    fig.update_layout(height=380, margin={"l": 50, "r": 20, "t": 60, "b": 40},
-                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.08, "x": 0})  # fmt: skip
+    fig.update_layout(
+        height=380, margin={"l": 50, "r": 20, "t": 60, "b": 40}, legend={"orientation": "h", "yanchor": "bottom", "y": 1.08, "x": 0}
+    )
     return fig
 
 
@@ -71,14 +97,21 @@ def peak_shares(rows: list[dict], peak_bandwidth: float, peak_flops: float) -> l
     out = []
     for r in sorted(rows, key=lambda r: (r["batch"], r["tokens_per_pass"])):
         bw, fl = r["achieved_bandwidth"] / peak_bandwidth, r["achieved_flops"] / peak_flops
-        out.append({"batch": r["batch"], "tokens_per_pass": r["tokens_per_pass"], "ms": r["ms"],
-                    "bandwidth_share": bw, "flops_share": fl, "intensity": r["flops"] / r["bytes"],
-                    "regime": regime(bw, fl)})  # fmt: skip
+        out.append(
+            {
+                "batch": r["batch"],
+                "tokens_per_pass": r["tokens_per_pass"],
+                "ms": r["ms"],
+                "bandwidth_share": bw,
+                "flops_share": fl,
+                "intensity": r["flops"] / r["bytes"],
+                "regime": regime(bw, fl),
+            }
+        )
     return out
 
 
-def peak_share_figure(rows: list[dict], peak_bandwidth: float, peak_flops: float,
-                      ridge_tokens: float | None = None) -> go.Figure:
+def peak_share_figure(rows: list[dict], peak_bandwidth: float, peak_flops: float, ridge_tokens: float | None = None) -> go.Figure:
     """Achieved bandwidth and FLOP/s in % of the probed peaks against tokens per pass (smallest batch), with the
     BUSY threshold the regime rule uses and the ridge."""
     shares = peak_shares(rows, peak_bandwidth, peak_flops)
@@ -86,24 +119,50 @@ def peak_share_figure(rows: list[dict], peak_bandwidth: float, peak_flops: float
     pts = [s for s in shares if s["batch"] == batch]
     x = [s["tokens_per_pass"] for s in pts]
     fig = go.Figure()
-    fig.add_scatter(x=x, y=[100 * s["bandwidth_share"] for s in pts], mode="lines+markers",
-                    name="bandwidth: counted bytes / measured time", line={"color": "#1f4fd1"},
-                    customdata=[s["regime"] for s in pts],
-                    hovertemplate="%{x} tokens/pass: %{y:.0f}% of peak bandwidth (%{customdata})<extra></extra>")  # fmt: skip
-    fig.add_scatter(x=x, y=[100 * s["flops_share"] for s in pts], mode="lines+markers",
-                    name="FLOP/s: counted FLOPs / measured time", line={"color": "#f2a93b"},
-                    hovertemplate="%{x} tokens/pass: %{y:.1f}% of peak FLOP/s<extra></extra>")  # fmt: skip
-    fig.add_hline(y=100 * BUSY, line_dash="dot", line_color="#8a8d99",
-                  annotation_text=f"{BUSY:.0%}: the regime threshold", annotation_position="top left")  # fmt: skip
+    fig.add_scatter(
+        x=x,
+        y=[100 * s["bandwidth_share"] for s in pts],
+        mode="lines+markers",
+        name="bandwidth: counted bytes / measured time",
+        line={"color": "#1f4fd1"},
+        customdata=[s["regime"] for s in pts],
+        hovertemplate="%{x} tokens/pass: %{y:.0f}% of peak bandwidth (%{customdata})<extra></extra>",
+    )
+    fig.add_scatter(
+        x=x,
+        y=[100 * s["flops_share"] for s in pts],
+        mode="lines+markers",
+        name="FLOP/s: counted FLOPs / measured time",
+        line={"color": "#f2a93b"},
+        hovertemplate="%{x} tokens/pass: %{y:.1f}% of peak FLOP/s<extra></extra>",
+    )
+    fig.add_hline(
+        y=100 * BUSY,
+        line_dash="dot",
+        line_color="#8a8d99",
+        annotation_text=f"{BUSY:.0%}: the regime threshold",
+        annotation_position="top left",
+    )
     if ridge_tokens:
         fig.add_vline(x=ridge_tokens, line_dash="dash", line_color="#b00020")
-        fig.add_annotation(x=math.log10(ridge_tokens), y=0.97, yref="paper", text=f"ridge ≈ {ridge_tokens:.0f}",
-                           showarrow=False, font={"color": "#b00020"}, xanchor="left", yanchor="top")  # fmt: skip
+        fig.add_annotation(
+            x=math.log10(ridge_tokens),
+            y=0.97,
+            yref="paper",
+            text=f"ridge ≈ {ridge_tokens:.0f}",
+            showarrow=False,
+            font={"color": "#b00020"},
+            xanchor="left",
+            yanchor="top",
+        )
     fig.update_xaxes(type="log", title_text=f"tokens per pass (batch {batch})")
     fig.update_yaxes(title_text="% of this machine's probed peak", rangemode="tozero")
-    fig.update_layout(height=340, margin={"l": 50, "r": 20, "t": 30, "b": 40},
-                      title={"text": "Share of the probed peaks", "font": {"size": 15}},
-                      legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0})  # fmt: skip
+    fig.update_layout(
+        height=340,
+        margin={"l": 50, "r": 20, "t": 30, "b": 40},
+        title={"text": "Share of the probed peaks", "font": {"size": 15}},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0},
+    )
     return fig
 
 
@@ -120,9 +179,11 @@ def memory_bound_span(rows: list[dict], tolerance: float = 1.25) -> int | None:
 
 
 def _pass_line(share: dict) -> str:
-    return (f"{share['tokens_per_pass']} token{'s' if share['tokens_per_pass'] != 1 else ''} per pass: "
-            f"{share['bandwidth_share']:.0%} of peak bandwidth, {share['flops_share']:.0%} of peak FLOP/s, "
-            f"**{share['regime']}**")  # fmt: skip
+    return (
+        f"{share['tokens_per_pass']} token{'s' if share['tokens_per_pass'] != 1 else ''} per pass: "
+        f"{share['bandwidth_share']:.0%} of peak bandwidth, {share['flops_share']:.0%} of peak FLOP/s, "
+        f"**{share['regime']}**"
+    )
 
 
 def regime_summary(rows: list[dict], peak_bandwidth: float, peak_flops: float, ridge_tokens: float | None) -> str:
@@ -141,7 +202,8 @@ def regime_summary(rows: list[dict], peak_bandwidth: float, peak_flops: float, r
     if ridge_tokens:
         side = "below" if last["tokens_per_pass"] < ridge_tokens else "at or above"
         n = last["tokens_per_pass"]
-        text += (f" The largest pass measured, {n} token{'s' if n != 1 else ''}, is {side} the ridge estimated from "
-                 f"the peaks (≈ {ridge_tokens:.0f} tokens per pass).")  # fmt: skip
+        text += (
+            f" The largest pass measured, {n} token{'s' if n != 1 else ''}, is {side} the ridge estimated from "
+            f"the peaks (≈ {ridge_tokens:.0f} tokens per pass)."
+        )
     return text
-

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STAGES = ("1 · draft", "2 · verify in one pass", "3 · accept the longest prefix", "4 · correction or bonus",
-          "5 · roll back the KV cache")  # fmt: skip
-TREE_STAGES = ("1 · draft a tree", "2 · verify the whole tree in one pass", "3 · accept the longest matching path",
-               "4 · correction or bonus", "5 · roll back to the path")  # fmt: skip
+STAGES = ("1 · draft", "2 · verify in one pass", "3 · accept the longest prefix", "4 · correction or bonus", "5 · roll back the KV cache")
+TREE_STAGES = (
+    "1 · draft a tree",
+    "2 · verify the whole tree in one pass",
+    "3 · accept the longest matching path",
+    "4 · correction or bonus",
+    "5 · roll back to the path",
+)
 
 
 @dataclass(frozen=True)
@@ -76,41 +80,72 @@ def stages(trace, index: int, seq_pos: int = 0) -> list[Stage]:
     n = _tokens_before(trace, index, q.seq)
     greedy = float(trace.config.get("temperature", 0.0)) == 0.0
     drafter = trace.config.get("drafter", "")
-    out = [Stage(STAGES[0], [
-        f"Sequence {q.seq + 1} has {n} tokens so far, ending {_text_before(trace, index, q.seq)!r}.",
-        f"The drafter ({drafter}) proposed k = {k} tokens in {step.draft_ms:.1f} ms for the {step.batch} row(s) of "
-        f"the batch, each with its own probability q.",
-    ], [{"position": i + 1, "draft token": repr(d.text), "draft q": f"{d.draft_prob:.3f}"} for i, d in enumerate(q.drafted)])]  # fmt: skip
-    out.append(Stage(STAGES[1], [
-        f"The target ran ONE forward pass over [last token, d1..d{k}] for every row: {step.tokens_per_pass} tokens "
-        f"({step.batch} rows × (k + 1)), {step.verify_ms:.1f} ms, {step.target_flops / 1e9:.2f} GFLOP and "
-        f"{step.target_bytes / 1e6:.0f} MB by the engine's counts.",
-        "At each position it gives its own probability p of the drafted token, and of its own next token.",
-    ], [{"position": i + 1, "draft token": repr(d.text), "draft q": f"{d.draft_prob:.3f}",
-         "target p": f"{d.target_prob:.3f}"} for i, d in enumerate(q.drafted)]))  # fmt: skip
+    out = [
+        Stage(
+            STAGES[0],
+            [
+                f"Sequence {q.seq + 1} has {n} tokens so far, ending {_text_before(trace, index, q.seq)!r}.",
+                f"The drafter ({drafter}) proposed k = {k} tokens in {step.draft_ms:.1f} ms for the {step.batch} row(s) of "
+                f"the batch, each with its own probability q.",
+            ],
+            [{"position": i + 1, "draft token": repr(d.text), "draft q": f"{d.draft_prob:.3f}"} for i, d in enumerate(q.drafted)],
+        )
+    ]
+    out.append(
+        Stage(
+            STAGES[1],
+            [
+                f"The target ran ONE forward pass over [last token, d1..d{k}] for every row: {step.tokens_per_pass} tokens "
+                f"({step.batch} rows × (k + 1)), {step.verify_ms:.1f} ms, {step.target_flops / 1e9:.2f} GFLOP and "
+                f"{step.target_bytes / 1e6:.0f} MB by the engine's counts.",
+                "At each position it gives its own probability p of the drafted token, and of its own next token.",
+            ],
+            [
+                {"position": i + 1, "draft token": repr(d.text), "draft q": f"{d.draft_prob:.3f}", "target p": f"{d.target_prob:.3f}"}
+                for i, d in enumerate(q.drafted)
+            ],
+        )
+    )
     rule = (
         "greedy: a draft token is kept while it equals the target's argmax at its position"
         if greedy
         else "sampling: token x is kept with probability min(1, p(x)/q(x)); the first rejection ends the prefix"
     )
     kept = "".join(d.text for d in q.drafted[:a])
-    out.append(Stage(STAGES[2], [
-        f"Rule ({rule}).",
-        f"Accepted {a} of {k}: {kept!r}." if a else f"Accepted 0 of {k}: the first draft token was already rejected.",
-    ], [{"position": i + 1, "draft token": repr(d.text), "kept": "yes" if d.accepted else "no"}
-        for i, d in enumerate(q.drafted)]))  # fmt: skip
+    out.append(
+        Stage(
+            STAGES[2],
+            [
+                f"Rule ({rule}).",
+                f"Accepted {a} of {k}: {kept!r}." if a else f"Accepted 0 of {k}: the first draft token was already rejected.",
+            ],
+            [{"position": i + 1, "draft token": repr(d.text), "kept": "yes" if d.accepted else "no"} for i, d in enumerate(q.drafted)],
+        )
+    )
     how = "its argmax" if greedy else "a sample from norm(max(0, p − q))"
-    out.append(_own_token(STAGES[3], q, q.next_kind == "bonus",
-                          f"All {k} drafts were accepted, so the pass's last position gives a bonus token",
-                          f"Position {a + 1} was rejected, so the target's own token there replaces it ({how})"))
+    out.append(
+        _own_token(
+            STAGES[3],
+            q,
+            q.next_kind == "bonus",
+            f"All {k} drafts were accepted, so the pass's last position gives a bonus token",
+            f"Position {a + 1} was rejected, so the target's own token there replaces it ({how})",
+        )
+    )
     held = n - 1 + k + 1
-    out.append(Stage(STAGES[4], [
-        f"After the pass the target's KV cache held {held} positions for this row (it caches every token but the "
-        f"pending last one: {n - 1} before the pass, then k + 1 = {k + 1} new).",
-        f"It keeps {n + a} (the {n - 1} before, the last token and the {a} accepted drafts) and drops the "
-        f"{held - (n + a)} rejected position(s): RaggedCache.keep marks them as holes, no copy. The correction or "
-        "bonus token is not cached yet; it is the next step's 'last token'.",
-    ], []))  # fmt: skip
+    out.append(
+        Stage(
+            STAGES[4],
+            [
+                f"After the pass the target's KV cache held {held} positions for this row (it caches every token but the "
+                f"pending last one: {n - 1} before the pass, then k + 1 = {k + 1} new).",
+                f"It keeps {n + a} (the {n - 1} before, the last token and the {a} accepted drafts) and drops the "
+                f"{held - (n + a)} rejected position(s): RaggedCache.keep marks them as holes, no copy. The correction or "
+                "bonus token is not cached yet; it is the next step's 'last token'.",
+            ],
+            [],
+        )
+    )
     return out
 
 
@@ -129,48 +164,86 @@ def tree_stages(trace, index: int, seq_pos: int = 0) -> list[Stage]:
     def label(i: int) -> str:
         return "root (last token)" if i < 0 else f"node {i + 1}"
 
-    rows = [{"node": i + 1, "parent": label(tree.parents[i]), "depth": depths[i], "token": repr(tree.texts[i]),
-             "draft q": f"{tree.q[i]:.3f}"} for i in range(nodes)]  # fmt: skip
-    out = [Stage(TREE_STAGES[0], [
-        f"Sequence {q.seq + 1} has {n} tokens so far, ending {_text_before(trace, index, q.seq)!r}.",
-        f"The drafter ({cfg.get('drafter', '')}) grew a tree level by level in {step.draft_ms:.1f} ms: at each level "
-        f"the top-{topk} children of the {topk} best nodes so far, then the {nodes} nodes of highest joint confidence "
-        f"(the product of q along the path), {max(depths, default=0)} levels deep (EAGLE-2).",
-        "A chain would have proposed one continuation; the tree proposes several at once, branching where the "
-        "drafter is unsure.",
-    ], rows)]
-    out.append(Stage(TREE_STAGES[1], [
-        f"The target ran ONE forward pass over [last token, node 1..node {nodes}]: {step.tokens_per_pass} tokens, "
-        f"{step.verify_ms:.1f} ms, {step.target_flops / 1e9:.2f} GFLOP and {step.target_bytes / 1e6:.0f} MB by the "
-        "engine's counts.",
-        "A tree attention mask lets each node see the context and its own ancestors only, at the position of its "
-        "depth, so every node's p is the target's probability after its own path, as if that path had been "
-        "decoded alone.",
-    ], [r | {"target p": f"{tree.p[i]:.3f}"} for i, r in enumerate(rows)]))
-    rule = ("greedy: walk down from the root, each time to the child whose token is the target's argmax after its "
-            "parent; stop where no child matches" if greedy else
-            "sampling: recursive rejection sampling over a node's children (each tried with probability p' of its "
-            "token; a rejected sibling leaves p', the rest renormalised), which keeps the target's distribution")
+    rows = [
+        {"node": i + 1, "parent": label(tree.parents[i]), "depth": depths[i], "token": repr(tree.texts[i]), "draft q": f"{tree.q[i]:.3f}"}
+        for i in range(nodes)
+    ]
+    out = [
+        Stage(
+            TREE_STAGES[0],
+            [
+                f"Sequence {q.seq + 1} has {n} tokens so far, ending {_text_before(trace, index, q.seq)!r}.",
+                f"The drafter ({cfg.get('drafter', '')}) grew a tree level by level in {step.draft_ms:.1f} ms: at each level "
+                f"the top-{topk} children of the {topk} best nodes so far, then the {nodes} nodes of highest joint confidence "
+                f"(the product of q along the path), {max(depths, default=0)} levels deep (EAGLE-2).",
+                "A chain would have proposed one continuation; the tree proposes several at once, branching where the drafter is unsure.",
+            ],
+            rows,
+        )
+    ]
+    out.append(
+        Stage(
+            TREE_STAGES[1],
+            [
+                f"The target ran ONE forward pass over [last token, node 1..node {nodes}]: {step.tokens_per_pass} tokens, "
+                f"{step.verify_ms:.1f} ms, {step.target_flops / 1e9:.2f} GFLOP and {step.target_bytes / 1e6:.0f} MB by the "
+                "engine's counts.",
+                "A tree attention mask lets each node see the context and its own ancestors only, at the position of its "
+                "depth, so every node's p is the target's probability after its own path, as if that path had been "
+                "decoded alone.",
+            ],
+            [r | {"target p": f"{tree.p[i]:.3f}"} for i, r in enumerate(rows)],
+        )
+    )
+    rule = (
+        "greedy: walk down from the root, each time to the child whose token is the target's argmax after its "
+        "parent; stop where no child matches"
+        if greedy
+        else "sampling: recursive rejection sampling over a node's children (each tried with probability p' of its "
+        "token; a rejected sibling leaves p', the rest renormalised), which keeps the target's distribution"
+    )
     kept = "".join(tree.texts[i] for i in path)
-    out.append(Stage(TREE_STAGES[2], [
-        f"Rule ({rule}).",
-        (f"Accepted a path of {a} of the {nodes} nodes: {kept!r}; the other {nodes - a} were verified and thrown away."
-         if a else f"Accepted 0 of {nodes}: no child of the root matched."),
-    ], [{"node": i + 1, "depth": depths[i], "token": repr(tree.texts[i]), "on the path": "yes" if tree.accepted[i] else
-         "no"} for i in range(nodes)]))  # fmt: skip
+    out.append(
+        Stage(
+            TREE_STAGES[2],
+            [
+                f"Rule ({rule}).",
+                (
+                    f"Accepted a path of {a} of the {nodes} nodes: {kept!r}; the other {nodes - a} were verified and thrown away."
+                    if a
+                    else f"Accepted 0 of {nodes}: no child of the root matched."
+                ),
+            ],
+            [
+                {"node": i + 1, "depth": depths[i], "token": repr(tree.texts[i]), "on the path": "yes" if tree.accepted[i] else "no"}
+                for i in range(nodes)
+            ],
+        )
+    )
     leaf = path[-1] if path else -1
     has_children = any(p == leaf for p in tree.parents)
     how = "its argmax" if greedy else "a sample from what is left of p after the rejected children"
-    out.append(_own_token(TREE_STAGES[3], q, q.next_kind == "bonus" or not has_children,
-                          f"The path ends at a leaf ({label(leaf)}), so the pass's column there gives a bonus token",
-                          f"None of {label(leaf)}'s children matched, so the target's own token there continues the "
-                          f"text ({how})"))  # fmt: skip
+    out.append(
+        _own_token(
+            TREE_STAGES[3],
+            q,
+            q.next_kind == "bonus" or not has_children,
+            f"The path ends at a leaf ({label(leaf)}), so the pass's column there gives a bonus token",
+            f"None of {label(leaf)}'s children matched, so the target's own token there continues the text ({how})",
+        )
+    )
     held = n - 1 + nodes + 1
-    out.append(Stage(TREE_STAGES[4], [
-        f"After the pass the target's KV cache held {held} positions for this row ({n - 1} before the pass, then "
-        f"the last token and all {nodes} nodes).",
-        f"It keeps {n + a}: the {n - 1} before, the last token and the {a} node(s) on the accepted path. "
-        "RaggedCache.keep_path copies the path's keys and values next to the cache (only the slots not already in "
-        f"place) and drops the other {held - (n + a)}. The correction or bonus token is the next step's 'last token'.",
-    ], []))  # fmt: skip
+    out.append(
+        Stage(
+            TREE_STAGES[4],
+            [
+                f"After the pass the target's KV cache held {held} positions for this row ({n - 1} before the pass, then "
+                f"the last token and all {nodes} nodes).",
+                f"It keeps {n + a}: the {n - 1} before, the last token and the {a} node(s) on the accepted path. "
+                "RaggedCache.keep_path copies the path's keys and values next to the cache (only the slots not already in "
+                f"place) and drops the other {held - (n + a)}. The correction or bonus token is the next step's 'last token'.",
+            ],
+            [],
+        )
+    )
     return out

@@ -47,13 +47,20 @@ def speedup_figure(rows: list[dict]) -> go.Figure:
     cell = {(r["batch"], column(r)): r for r in rows}
     z = [[cell[(b, d)]["speedup"] if (b, d) in cell else None for d in depths] for b in batches]
     text = [[f"{v:.2f}×" if v is not None else "" for v in row] for row in z]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=depths, y=[str(b) for b in batches], text=text, texttemplate="%{text}",
-        colorscale=[[0, "#b00020"], [0.5, "#f4f4f4"], [1, "#0a7d32"]], zmid=1.0,
-        colorbar={"title": "speedup"}, hovertemplate="batch %{y}, depth %{x}: %{text}<extra></extra>",
-    ))  # fmt: skip
-    fig.update_xaxes(title_text="speculation depth k" + (" (adaptive: at most)" if any("≤" in d for d in depths) else ""),
-                     type="category")  # fmt: skip
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=depths,
+            y=[str(b) for b in batches],
+            text=text,
+            texttemplate="%{text}",
+            colorscale=[[0, "#b00020"], [0.5, "#f4f4f4"], [1, "#0a7d32"]],
+            zmid=1.0,
+            colorbar={"title": "speedup"},
+            hovertemplate="batch %{y}, depth %{x}: %{text}<extra></extra>",
+        )
+    )
+    fig.update_xaxes(title_text="speculation depth k" + (" (adaptive: at most)" if any("≤" in d for d in depths) else ""), type="category")
     fig.update_yaxes(title_text="batch size", type="category")
     fig.update_layout(height=320, margin={"l": 50, "r": 20, "t": 30, "b": 40})
     return fig
@@ -66,29 +73,43 @@ def _round(value: float | None, digits: int) -> float | None:
 def pass_table(rows: list[dict], peak_bandwidth: float, peak_flops: float) -> list[dict]:
     """One table row per measured pass, with achieved bandwidth and FLOP/s as % of the measured peaks."""
     return [
-        {"batch": r["batch"], "tokens/row": r["new_tokens"], "tokens/pass": r["tokens_per_pass"],
-         "ms": round(r["ms"], 2), "ms/token": round(r["ms_per_token"], 3),
-         "GB/s": round(r["achieved_bandwidth"] / 1e9, 1), "GFLOP/s": round(r["achieved_flops"] / 1e9, 1),
-         "% peak BW": round(100 * r["achieved_bandwidth"] / peak_bandwidth),
-         "% peak FLOP/s": round(100 * r["achieved_flops"] / peak_flops)}
+        {
+            "batch": r["batch"],
+            "tokens/row": r["new_tokens"],
+            "tokens/pass": r["tokens_per_pass"],
+            "ms": round(r["ms"], 2),
+            "ms/token": round(r["ms_per_token"], 3),
+            "GB/s": round(r["achieved_bandwidth"] / 1e9, 1),
+            "GFLOP/s": round(r["achieved_flops"] / 1e9, 1),
+            "% peak BW": round(100 * r["achieved_bandwidth"] / peak_bandwidth),
+            "% peak FLOP/s": round(100 * r["achieved_flops"] / peak_flops),
+        }
         for r in rows
-    ]  # fmt: skip
+    ]
 
 
 def grid_table(rows: list[dict]) -> list[dict]:
     """One table row per grid cell: both lanes' tokens/s, the speedup, α, drafts per step, FLOPs vs AR, and a
     ⚠ where the two lanes ran under different load (app/views/fairness.py)."""
     return [
-        {"batch": r["batch"], "policy": _policy(r), "depth": r["depth"],
-         "tree": f"{r['tree_nodes']}/{r['tree_topk']}" if _tree(r) else "chain", "mean k": _round(r.get("mean_depth"), 2),
-         "tokens/pass": r["tokens_per_pass"],
-         "AR tok/s": round(r["ar_tokens_per_s"], 1), "spec tok/s": round(r["spec_tokens_per_s"], 1),
-         "speedup": round(r["speedup"], 2), "α": _round(r["alpha"], 2),
-         "drafted/step": _round(r.get("drafted_per_step"), 2), "tokens/step": _round(r.get("tokens_per_step"), 2),
-         "FLOPs × AR": _round(r["flops_ratio"], 2),
-         "load": "⚠ " + cell_contention(r) if cell_contention(r) else ""}
+        {
+            "batch": r["batch"],
+            "policy": _policy(r),
+            "depth": r["depth"],
+            "tree": f"{r['tree_nodes']}/{r['tree_topk']}" if _tree(r) else "chain",
+            "mean k": _round(r.get("mean_depth"), 2),
+            "tokens/pass": r["tokens_per_pass"],
+            "AR tok/s": round(r["ar_tokens_per_s"], 1),
+            "spec tok/s": round(r["spec_tokens_per_s"], 1),
+            "speedup": round(r["speedup"], 2),
+            "α": _round(r["alpha"], 2),
+            "drafted/step": _round(r.get("drafted_per_step"), 2),
+            "tokens/step": _round(r.get("tokens_per_step"), 2),
+            "FLOPs × AR": _round(r["flops_ratio"], 2),
+            "load": "⚠ " + cell_contention(r) if cell_contention(r) else "",
+        }
         for r in rows
-    ]  # fmt: skip
+    ]
 
 
 def tree_vs_chain(rows: list[dict]) -> list[str]:
@@ -107,9 +128,13 @@ def tree_vs_chain(rows: list[dict]) -> list[str]:
             f"batch {batch}: the best tree ({column(tree)}, {tree['tokens_per_pass']} tokens per pass) ran "
             f"{tree['spec_tokens_per_s']:.1f} tok/s, {tree['spec_tokens_per_s'] / chain['spec_tokens_per_s']:.2f}× the "
             f"best chain (k = {chain['depth']}, {chain['spec_tokens_per_s']:.1f} tok/s): {verdict}"
-            + (f"; {tree['tokens_per_step']:.2f} vs {chain['tokens_per_step']:.2f} tokens per sequence-step"
-               if tree.get("tokens_per_step") and chain.get("tokens_per_step") else "") + "."
-        )  # fmt: skip
+            + (
+                f"; {tree['tokens_per_step']:.2f} vs {chain['tokens_per_step']:.2f} tokens per sequence-step"
+                if tree.get("tokens_per_step") and chain.get("tokens_per_step")
+                else ""
+            )
+            + "."
+        )
     return lines
 
 
@@ -125,16 +150,26 @@ def envelope(rows: list[dict]) -> list[dict]:
         best = max(fixed, key=lambda r: r["spec_tokens_per_s"]) if fixed else None
         top = max(ar, best["spec_tokens_per_s"]) if best else ar
         adaptive = {
-            _policy(r): {"tokens_per_s": r["spec_tokens_per_s"], "mean_depth": r.get("mean_depth"), "max_depth": r["depth"],
-                         "vs_envelope": r["spec_tokens_per_s"] / top if top else None}
-            for r in here if _policy(r) != "fixed"
-        }  # fmt: skip
-        out.append({
-            "batch": batch, "ar": ar, "best_fixed_depth": best["depth"] if best else None,
-            "best_fixed": best["spec_tokens_per_s"] if best else None, "envelope": top,
-            "envelope_is": "AR" if not best or ar >= best["spec_tokens_per_s"] else f"k = {best['depth']}",
-            "adaptive": adaptive,
-        })  # fmt: skip
+            _policy(r): {
+                "tokens_per_s": r["spec_tokens_per_s"],
+                "mean_depth": r.get("mean_depth"),
+                "max_depth": r["depth"],
+                "vs_envelope": r["spec_tokens_per_s"] / top if top else None,
+            }
+            for r in here
+            if _policy(r) != "fixed"
+        }
+        out.append(
+            {
+                "batch": batch,
+                "ar": ar,
+                "best_fixed_depth": best["depth"] if best else None,
+                "best_fixed": best["spec_tokens_per_s"] if best else None,
+                "envelope": top,
+                "envelope_is": "AR" if not best or ar >= best["spec_tokens_per_s"] else f"k = {best['depth']}",
+                "adaptive": adaptive,
+            }
+        )
     return out
 
 
@@ -149,27 +184,51 @@ def envelope_figure(env: list[dict]) -> go.Figure:
     """Tokens/s against batch size: AR, the best fixed depth, their upper envelope (shaded) and each adaptive policy."""
     x = [str(e["batch"]) for e in env]
     fig = go.Figure()
-    fig.add_scatter(x=x, y=[e["envelope"] for e in env], mode="lines", name="max(AR, best fixed k)",
-                    line={"color": "rgba(31,79,209,0.25)", "width": 14},
-                    customdata=[e["envelope_is"] for e in env],
-                    hovertemplate="batch %{x}: envelope %{y:.1f} tok/s (%{customdata})<extra></extra>")  # fmt: skip
-    fig.add_scatter(x=x, y=[e["ar"] for e in env], mode="lines+markers", name="AR (plain decoding)",
-                    line={"color": "#8a8d99", "dash": "dot"},
-                    hovertemplate="batch %{x}: AR %{y:.1f} tok/s<extra></extra>")  # fmt: skip
-    fig.add_scatter(x=x, y=[e["best_fixed"] for e in env], mode="lines+markers+text", name="best fixed k",
-                    text=[f"k={e['best_fixed_depth']}" if e["best_fixed_depth"] is not None else "" for e in env],
-                    textposition="bottom center", line={"color": "#1f4fd1"},
-                    hovertemplate="batch %{x}: best fixed %{text}, %{y:.1f} tok/s<extra></extra>")  # fmt: skip
+    fig.add_scatter(
+        x=x,
+        y=[e["envelope"] for e in env],
+        mode="lines",
+        name="max(AR, best fixed k)",
+        line={"color": "rgba(31,79,209,0.25)", "width": 14},
+        customdata=[e["envelope_is"] for e in env],
+        hovertemplate="batch %{x}: envelope %{y:.1f} tok/s (%{customdata})<extra></extra>",
+    )
+    fig.add_scatter(
+        x=x,
+        y=[e["ar"] for e in env],
+        mode="lines+markers",
+        name="AR (plain decoding)",
+        line={"color": "#8a8d99", "dash": "dot"},
+        hovertemplate="batch %{x}: AR %{y:.1f} tok/s<extra></extra>",
+    )
+    fig.add_scatter(
+        x=x,
+        y=[e["best_fixed"] for e in env],
+        mode="lines+markers+text",
+        name="best fixed k",
+        text=[f"k={e['best_fixed_depth']}" if e["best_fixed_depth"] is not None else "" for e in env],
+        textposition="bottom center",
+        line={"color": "#1f4fd1"},
+        hovertemplate="batch %{x}: best fixed %{text}, %{y:.1f} tok/s<extra></extra>",
+    )
     for i, policy in enumerate(adaptive_policies(env)):
         pts = [e["adaptive"].get(policy) for e in env]
         fig.add_scatter(
-            x=x, y=[p["tokens_per_s"] if p else None for p in pts], mode="lines+markers", name=policy,
+            x=x,
+            y=[p["tokens_per_s"] if p else None for p in pts],
+            mode="lines+markers",
+            name=policy,
             line={"color": ADAPTIVE_COLORS[i % len(ADAPTIVE_COLORS)], "width": 3},
-            customdata=[[p["mean_depth"] if p and p["mean_depth"] is not None else float("nan"),
-                         p["vs_envelope"] if p and p["vs_envelope"] is not None else float("nan")] for p in pts],
+            customdata=[
+                [
+                    p["mean_depth"] if p and p["mean_depth"] is not None else float("nan"),
+                    p["vs_envelope"] if p and p["vs_envelope"] is not None else float("nan"),
+                ]
+                for p in pts
+            ],
             hovertemplate=f"batch %{{x}}: {policy} %{{y:.1f}} tok/s, mean k %{{customdata[0]:.2f}}, "
-                          "%{customdata[1]:.2f}× the envelope<extra></extra>",
-        )  # fmt: skip
+            "%{customdata[1]:.2f}× the envelope<extra></extra>",
+        )
     return tokens_per_s_axes(fig, top=40)
 
 
@@ -177,8 +236,12 @@ def tokens_per_s_axes(fig: go.Figure, top: int = 30) -> go.Figure:
     """The shared frame of the tokens/s-against-batch-size charts (Sweep's envelope, lesson 6)."""
     fig.update_xaxes(title_text="batch size", type="category")
     fig.update_yaxes(title_text="tokens/s (all sequences)", rangemode="tozero")
-    fig.update_layout(height=360, margin={"l": 50, "r": 20, "t": top, "b": 40}, hovermode="x unified",
-                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0})  # fmt: skip
+    fig.update_layout(
+        height=360,
+        margin={"l": 50, "r": 20, "t": top, "b": 40},
+        hovermode="x unified",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
+    )
     return fig
 
 
@@ -186,8 +249,13 @@ def envelope_table(env: list[dict]) -> list[dict]:
     """One table row per batch size: AR, best fixed k, the envelope, and per adaptive policy tok/s, mean k, × envelope."""
     table = []
     for e in env:
-        row = {"batch": e["batch"], "AR tok/s": round(e["ar"], 1), "best fixed k": e["best_fixed_depth"],
-               "best fixed tok/s": _round(e["best_fixed"], 1), "envelope tok/s": round(e["envelope"], 1)}  # fmt: skip
+        row = {
+            "batch": e["batch"],
+            "AR tok/s": round(e["ar"], 1),
+            "best fixed k": e["best_fixed_depth"],
+            "best fixed tok/s": _round(e["best_fixed"], 1),
+            "envelope tok/s": round(e["envelope"], 1),
+        }
         for policy in adaptive_policies(env):
             p = e["adaptive"].get(policy)
             row[f"{policy} tok/s"] = _round(p["tokens_per_s"], 1) if p else None
@@ -202,10 +270,13 @@ def envelope_summary(env: list[dict]) -> list[str]:
     lines = []
     for policy in adaptive_policies(env):
         cells = [(e, e["adaptive"][policy]) for e in env if policy in e["adaptive"]]
-        parts = [f"{p['vs_envelope']:.2f}× at batch {e['batch']} (mean k {p['mean_depth']:.1f}; envelope: "
-                 f"{e['envelope_is']})" if p["mean_depth"] is not None else
-                 f"{p['vs_envelope']:.2f}× at batch {e['batch']} (envelope: {e['envelope_is']})"
-                 for e, p in cells if p["vs_envelope"] is not None]  # fmt: skip
+        parts = [
+            f"{p['vs_envelope']:.2f}× at batch {e['batch']} (mean k {p['mean_depth']:.1f}; envelope: {e['envelope_is']})"
+            if p["mean_depth"] is not None
+            else f"{p['vs_envelope']:.2f}× at batch {e['batch']} (envelope: {e['envelope_is']})"
+            for e, p in cells
+            if p["vs_envelope"] is not None
+        ]
         if parts:
             lines.append(f"{policy} ran at " + ", ".join(parts) + " of max(AR, best fixed k).")
     return lines

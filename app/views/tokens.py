@@ -67,11 +67,9 @@ class TokenRecord:
     def tooltip(self) -> str:
         if self.kind in ("accepted", "rejected"):
             verdict = "accepted" if self.kind == "accepted" else "rejected"
-            head = (f"draft token, {verdict} (step {self.step})\n"
-                    f"draft q = {self.draft_prob:.3f}   target p = {self.target_prob:.3f}\n")  # fmt: skip
+            head = f"draft token, {verdict} (step {self.step})\ndraft q = {self.draft_prob:.3f}   target p = {self.target_prob:.3f}\n"
             if self.greedy:
-                why = ("it is the target's argmax here" if self.kind == "accepted"
-                       else "the target's argmax here is another token")  # fmt: skip
+                why = "it is the target's argmax here" if self.kind == "accepted" else "the target's argmax here is another token"
                 return head + f"greedy: kept only if it is the target's argmax; {why}"
             return head + f"min(1, p/q) = {self.accept_prob:.3f}"
         if self.kind == "correction":
@@ -100,20 +98,30 @@ def token_records(steps, n_seqs: int, greedy: bool = False) -> list[list[TokenRe
                     continue
                 seq_tokens.append(
                     TokenRecord(
-                        seq=s.seq, text=d.text, kind="accepted" if d.accepted else "rejected",
-                        step=step.index, t_s=step.t_end_s,
+                        seq=s.seq,
+                        text=d.text,
+                        kind="accepted" if d.accepted else "rejected",
+                        step=step.index,
+                        t_s=step.t_end_s,
                         out_index=n_out + j if d.accepted else None,
-                        draft_prob=d.draft_prob, target_prob=d.target_prob, greedy=greedy,
+                        draft_prob=d.draft_prob,
+                        target_prob=d.target_prob,
+                        greedy=greedy,
                     )
-                )  # fmt: skip
+                )
             if n_emitted > s.num_accepted:  # the target's own token made it into the output
                 kind = s.next_kind if s.drafted else "plain"
                 seq_tokens.append(
                     TokenRecord(
-                        seq=s.seq, text=s.next_text, kind=kind, step=step.index, t_s=step.t_end_s,
-                        out_index=n_out + s.num_accepted, target_prob=s.next_prob,
+                        seq=s.seq,
+                        text=s.next_text,
+                        kind=kind,
+                        step=step.index,
+                        t_s=step.t_end_s,
+                        out_index=n_out + s.num_accepted,
+                        target_prob=s.next_prob,
                     )
-                )  # fmt: skip
+                )
             n_outs[s.seq] = n_out + min(n_emitted, s.num_accepted) + (1 if n_emitted > s.num_accepted else 0)
     return out
 

@@ -46,9 +46,11 @@ class TreeStep:
     def summary(self) -> str:
         tree = self.tree
         what = "a bonus at a leaf" if self.next_kind == "bonus" else "a correction"
-        return (f"step {self.step}, sequence {self.seq + 1}: {len(tree.ids)} nodes, {tree.depth} deep, "
-                f"{len(tree.children(-1))} first tokens; the target accepted {self.num_accepted} "
-                f"and added {what}")  # fmt: skip
+        return (
+            f"step {self.step}, sequence {self.seq + 1}: {len(tree.ids)} nodes, {tree.depth} deep, "
+            f"{len(tree.children(-1))} first tokens; the target accepted {self.num_accepted} "
+            f"and added {what}"
+        )
 
 
 def tree_steps(steps, seq: int | None = None) -> list[TreeStep]:
@@ -71,12 +73,19 @@ def _joint(tree) -> list[float]:
 def _node_html(tree, i: int, joint: list[float], greedy: bool) -> str:
     accepted = tree.accepted[i]
     kind, cls = ("accepted", "tok tok-acc") if accepted else ("rejected", "tok tok-rej")
-    decided = ("the target's argmax after its parent" if accepted else "not the target's argmax (or its parent was "
-               "rejected)") if greedy else ("kept by rejection sampling" if accepted else "not kept")  # fmt: skip
-    tip = (f"draft node, {kind}\ndraft q = {tree.q[i]:.3f} after its parent; joint confidence {joint[i]:.3f}\n"
-           f"target p = {tree.p[i]:.3f}\n{decided}")  # fmt: skip
-    return (f'<span class="{cls}" data-kind="{kind}" title="{html.escape(tip, quote=True)}">'
-            f'{_display_text(tree.texts[i])}</span><span class="tree-q">{tree.q[i]:.2f}</span>')  # fmt: skip
+    decided = (
+        ("the target's argmax after its parent" if accepted else "not the target's argmax (or its parent was rejected)")
+        if greedy
+        else ("kept by rejection sampling" if accepted else "not kept")
+    )
+    tip = (
+        f"draft node, {kind}\ndraft q = {tree.q[i]:.3f} after its parent; joint confidence {joint[i]:.3f}\n"
+        f"target p = {tree.p[i]:.3f}\n{decided}"
+    )
+    return (
+        f'<span class="{cls}" data-kind="{kind}" title="{html.escape(tip, quote=True)}">'
+        f'{_display_text(tree.texts[i])}</span><span class="tree-q">{tree.q[i]:.2f}</span>'
+    )
 
 
 def _target_html(item: TreeStep) -> str:
@@ -84,8 +93,10 @@ def _target_html(item: TreeStep) -> str:
     marker = "↺" if kind == "correction" else "+"
     what = "correction after the rejected children" if kind == "correction" else "bonus token: the path reached a leaf"
     tip = html.escape(f"target's {what}\ntarget p = {item.next_prob:.3f}", quote=True)
-    return (f'<span class="tok tok-{"fix" if kind == "correction" else "bonus"}" data-kind="{kind}" title="{tip}">'
-            f'{_display_text(item.next_text)}<span class="tok-mark">{marker}</span></span>')  # fmt: skip
+    return (
+        f'<span class="tok tok-{"fix" if kind == "correction" else "bonus"}" data-kind="{kind}" title="{tip}">'
+        f'{_display_text(item.next_text)}<span class="tok-mark">{marker}</span></span>'
+    )
 
 
 def tree_html(item: TreeStep, greedy: bool = False) -> str:

@@ -35,8 +35,7 @@ class _Run:
         first = traces[0].summary
         new_tokens = sum(t.summary["new_tokens"] for t in traces)
         wall = sum(t.summary["wall_s"] for t in traces)
-        self.summary = summarize(self.steps, new_tokens, wall, first["device"], first["dtype"],
-                                 traces[0].config["mode"] == "speculative")
+        self.summary = summarize(self.steps, new_tokens, wall, first["device"], first["dtype"], traces[0].config["mode"] == "speculative")
         self.prompt_rates = [t.summary["tokens_per_s"] for t in traces]  # per prompt when decoded one at a time
         # What else the machine ran meanwhile (engine/loadmeter.py): mean cores other processes kept busy over
         # the lane's timed windows, and the highest 1-minute load average at a trace's end (None: not recorded).
@@ -59,8 +58,7 @@ def run_cell(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, repeats: in
     return run_cells(pair, prompts, [cfg], repeats, sequential)[0]
 
 
-def run_cells(pair: ModelPair, prompts: list[str], cfgs: list[DecodeConfig], repeats: int,
-              sequential: bool = False) -> list[dict]:
+def run_cells(pair: ModelPair, prompts: list[str], cfgs: list[DecodeConfig], repeats: int, sequential: bool = False) -> list[dict]:
     """`run_cell` for several contenders, interleaved: each repeat runs every contender once, in turn, so a
     shared machine's drift hits them alike (after one warm-up each). One dict per cfg, in order."""
     for cfg in cfgs:
@@ -147,12 +145,18 @@ def _ours(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, repeats: int) 
             if trace.summary["alpha"] is not None:
                 alphas.append(trace.summary["alpha"])
         rates.append(sum(len(o) for o in outputs) / wall)
-    return {"tokens_per_s": _median(rates), "new_tokens": sum(len(o) for o in outputs), "outputs": outputs,
-            "rates": rates, "alpha": statistics.mean(alphas) if alphas else None}
+    return {
+        "tokens_per_s": _median(rates),
+        "new_tokens": sum(len(o) for o in outputs),
+        "outputs": outputs,
+        "rates": rates,
+        "alpha": statistics.mean(alphas) if alphas else None,
+    }
 
 
-def _row(batch: int, depth: int, confidence: float, drafter: str, ar: dict, spec: dict, policy: str = "fixed",
-         tree: tuple[int, int] = (0, 0)) -> dict:
+def _row(
+    batch: int, depth: int, confidence: float, drafter: str, ar: dict, spec: dict, policy: str = "fixed", tree: tuple[int, int] = (0, 0)
+) -> dict:
     nodes = tree[0] or depth  # draft tokens verified per row: a chain's depth, a tree's nodes
     row = {
         "batch": batch,
@@ -170,7 +174,8 @@ def _row(batch: int, depth: int, confidence: float, drafter: str, ar: dict, spec
         "speedup": spec["tokens_per_s"] / ar["tokens_per_s"],
         # prompts decoded one at a time (--sequential): the median over prompts of each prompt's speedup
         "prompt_median_speedup": _median([s / a for s, a in zip(spec["prompt_rates"], ar["prompt_rates"])])
-        if len(spec["prompt_rates"]) > 1 else None,
+        if len(spec["prompt_rates"]) > 1
+        else None,
         "acceptance_rate": spec["acceptance_rate"],
         "alpha": spec["alpha"],
         "tokens_per_step": spec["tokens_per_step"],
@@ -188,8 +193,7 @@ def _row(batch: int, depth: int, confidence: float, drafter: str, ar: dict, spec
         "load_avg": max((v for v in (ar["load_avg"], spec["load_avg"]) if v is not None), default=None),
     }
     # (Leviathan's formula models a chain of k i.i.d. drafts; a tree row gets no prediction)
-    if (drafter in ("model", "eagle") and not tree[0] and spec["alpha"] is not None and spec["draft_ms_per_forward"]
-            and ar["verify_ms"]):
+    if drafter in ("model", "eagle") and not tree[0] and spec["alpha"] is not None and spec["draft_ms_per_forward"] and ar["verify_ms"]:
         c = spec["draft_ms_per_forward"] / ar["verify_ms"]
         row["c"] = c
         # Leviathan's formula assumes k i.i.d. drafts per step; k is the depth actually drafted (a gate, a
@@ -239,17 +243,29 @@ def bench(
         prompts = batch_prompts(prompt_set, sequential) if seq else batch_prompts(prompt_set, batch)
         # Beside "fixed", the other policies run once, at the largest depth (their maximum): the grid then
         # shows each adaptive policy against every fixed depth without re-running it at every cap.
-        cells = [(p, depth, confidence, tree) for depth in depths for p in policies for confidence in confidences
-                 for tree in trees
-                 if (p == "fixed" or len(policies) == 1 or depth == max(depths))
-                 and (tree[0] == 0 or (depth > 0 and confidence == 0 and tree_fits(tree, depth)))]  # fmt: skip
+        cells = [
+            (p, depth, confidence, tree)
+            for depth in depths
+            for p in policies
+            for confidence in confidences
+            for tree in trees
+            if (p == "fixed" or len(policies) == 1 or depth == max(depths))
+            and (tree[0] == 0 or (depth > 0 and confidence == 0 and tree_fits(tree, depth)))
+        ]
         cfgs = [DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens, cuda_graphs=cuda_graphs)] + [
             DecodeConfig(
-                mode="speculative", depth=depth, drafter=drafter, max_new_tokens=max_new_tokens, policy=p,
-                disable_by_batch_size=disable_by_batch_size, confidence_threshold=confidence,
-                batch_table=batch_table if p == "batch_table" else None, tree_nodes=tree[0], tree_topk=tree[1],
+                mode="speculative",
+                depth=depth,
+                drafter=drafter,
+                max_new_tokens=max_new_tokens,
+                policy=p,
+                disable_by_batch_size=disable_by_batch_size,
+                confidence_threshold=confidence,
+                batch_table=batch_table if p == "batch_table" else None,
+                tree_nodes=tree[0],
+                tree_topk=tree[1],
                 cuda_graphs=cuda_graphs,
-            )  # fmt: skip
+            )
             for p, depth, confidence, tree in cells
         ]
         ar, *specs = run_cells(pair, prompts, cfgs, repeats, seq)
@@ -279,8 +295,7 @@ def bench(
         "rows": rows,
     }
     if baseline:
-        result["baselines"] = baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, policies[0],
-                                        baseline_prompts)
+        result["baselines"] = baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, policies[0], baseline_prompts)
     return result
 
 
@@ -290,8 +305,7 @@ def tree_fits(tree: tuple[int, int], depth: int) -> bool:
     return topk > 0 and nodes <= topk + (depth - 1) * topk * topk
 
 
-def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, policy: str = "fixed",
-              n_prompts: int = 4) -> dict:
+def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, policy: str = "fixed", n_prompts: int = 4) -> dict:
     """Batch-1 comparison on the first `n_prompts` prompts of the set: HF generate (plain, and with its own
     drafting at the grid's largest depth) vs ours, all on the same prompts, model and dtype.
 
@@ -307,8 +321,14 @@ def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, p
     elif pair.draft is not None:
         name = f"generate(assistant_model=draft, num_assistant_tokens={depth}, assistant_confidence_threshold=0)"
         contenders["hf_drafting"] = lambda ps, m: hf_generate(
-            pair, ps, m, 1, assistant_model=pair.draft, num_assistant_tokens=depth, assistant_confidence_threshold=0.0,
-        )  # fmt: skip
+            pair,
+            ps,
+            m,
+            1,
+            assistant_model=pair.draft,
+            num_assistant_tokens=depth,
+            assistant_confidence_threshold=0.0,
+        )
     contenders["ours_ar"] = lambda ps, m: _ours(pair, ps, DecodeConfig(mode="autoregressive", max_new_tokens=m), 1)
     contenders["ours_spec"] = lambda ps, m: _ours(
         pair, ps, DecodeConfig(mode="speculative", depth=depth, drafter=drafter, max_new_tokens=m, policy=policy), 1

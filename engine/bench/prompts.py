@@ -62,5 +62,3 @@ def prompt_set_list(prompt_set: str) -> list[str]:
 def batch_prompts(prompt_set: str, batch: int) -> list[str]:
     prompts = prompt_set_list(prompt_set)
     return [prompts[i % len(prompts)] for i in range(batch)]
-
-

@@ -95,11 +95,15 @@ class Decoder:
         self.features = self.drafter.target_features if self.drafter is not None else False
         self.target = make_cache(pair.target, self.device, pair.target_costs, cfg)  # static + CUDA graphs per cfg
         if self.features and self.target.lean is None:
-            raise ConfigError(f"drafter={cfg.drafter!r} needs the target's hidden states, which only the lean "
-                              "forward gives (a plain Llama target, SPECLAB_LEAN not 0)")
+            raise ConfigError(
+                f"drafter={cfg.drafter!r} needs the target's hidden states, which only the lean "
+                "forward gives (a plain Llama target, SPECLAB_LEAN not 0)"
+            )
         if cfg.tree and self.target.lean is None:
-            raise ConfigError("tree drafting verifies with a tree attention mask, which only the lean forward takes "
-                              "(a plain Llama target, SPECLAB_LEAN not 0)")
+            raise ConfigError(
+                "tree drafting verifies with a tree attention mask, which only the lean forward takes "
+                "(a plain Llama target, SPECLAB_LEAN not 0)"
+            )
         self.active: list[Sequence] = list(seqs)
         self.steps: list[Step] = []
         self.accepted_total = self.seq_steps = 0  # acceptance so far, for the policy
@@ -175,11 +179,9 @@ class Decoder:
         # 3. accept: the longest matching prefix/path (greedy) or accept/resample, then the target's own token
         path = None  # a tree's accepted path, as verify columns (B, D+1)
         if draft is not None and draft.tree is not None:
-            num_accepted, next_ids, p_chosen, path = verify_tree(logits, draft.tree, cfg.greedy, cfg.temperature,
-                                                                 cfg.top_p, self.generator)
+            num_accepted, next_ids, p_chosen, path = verify_tree(logits, draft.tree, cfg.greedy, cfg.temperature, cfg.top_p, self.generator)
         else:
-            num_accepted, next_ids, p_chosen = verify(logits, draft, cfg.greedy, cfg.temperature, cfg.top_p,
-                                                      self.generator)
+            num_accepted, next_ids, p_chosen = verify(logits, draft, cfg.greedy, cfg.temperature, cfg.top_p, self.generator)
         records = self.append(draft, num_accepted, next_ids, p_chosen, path)
         wasted = self.wasted_flops(draft, num_accepted, past_lengths)
 
@@ -190,8 +192,7 @@ class Decoder:
         if self.drafter is not None:
             self.drafter.commit(Verified(draft, num_accepted, new_lengths, hidden))
         n_verified = draft.nodes if draft is not None else 0
-        return self.make_step("decode", depth, len(active) * (n_verified + 1), t_start, draft_timer, verify_timer,
-                              wasted, records)
+        return self.make_step("decode", depth, len(active) * (n_verified + 1), t_start, draft_timer, verify_timer, wasted, records)
 
     # --- helpers: the target pass, the policy, records, waste, timing --------------------------------
 
@@ -230,11 +231,13 @@ class Decoder:
             return 0
         prev = self.steps[-1]
         ctx = PolicyContext(
-            step=len(self.steps), batch=len(self.active), base_depth=self.cfg.depth,
+            step=len(self.steps),
+            batch=len(self.active),
+            base_depth=self.cfg.depth,
             mean_accepted=self.accepted_total / self.seq_steps if self.seq_steps else None,
             last_depth=prev.depth,
             last_all_accepted=all(s.num_accepted == len(s.drafted) for s in prev.seqs if s.drafted),
-        )  # fmt: skip
+        )
         t = time.perf_counter()
         depth = self.policy.depth(ctx)
         self.policy_s += time.perf_counter() - t
@@ -264,17 +267,24 @@ class Decoder:
             else:
                 shown = list(range(n))
             drafted = [
-                DraftToken(id=ids[r][j], text=self.pair.token_text(ids[r][j]), draft_prob=q_x[r][j],
-                           target_prob=p_x[r][j], accepted=i < a)
+                DraftToken(id=ids[r][j], text=self.pair.token_text(ids[r][j]), draft_prob=q_x[r][j], target_prob=p_x[r][j], accepted=i < a)
                 for i, j in enumerate(shown)
-            ]  # fmt: skip
+            ]
             emitted = seq.append([ids[r][j] for j in shown[:a]] + [next_list[r]], self.eos_ids)
-            records.append(SeqStep(
-                seq=seq.index, drafted=drafted, num_accepted=a, next_id=next_list[r],
-                next_text=self.pair.token_text(next_list[r]), next_prob=p_next[r],
-                next_kind=next_kind(a, n), emitted=emitted, finished=seq.finished,
-                tree=trees[r] if trees is not None else None,
-            ))  # fmt: skip
+            records.append(
+                SeqStep(
+                    seq=seq.index,
+                    drafted=drafted,
+                    num_accepted=a,
+                    next_id=next_list[r],
+                    next_text=self.pair.token_text(next_list[r]),
+                    next_prob=p_next[r],
+                    next_kind=next_kind(a, n),
+                    emitted=emitted,
+                    finished=seq.finished,
+                    tree=trees[r] if trees is not None else None,
+                )
+            )
             if n:
                 self.seq_steps += 1
                 self.accepted_total += a
@@ -283,9 +293,16 @@ class Decoder:
     def plain_record(self, seq: Sequence, token: int, prob: float) -> SeqStep:
         emitted = seq.append([token], self.eos_ids)
         return SeqStep(
-            seq=seq.index, drafted=[], num_accepted=0, next_id=token, next_text=self.pair.token_text(token),
-            next_prob=prob, next_kind="plain", emitted=emitted, finished=seq.finished,
-        )  # fmt: skip
+            seq=seq.index,
+            drafted=[],
+            num_accepted=0,
+            next_id=token,
+            next_text=self.pair.token_text(token),
+            next_prob=prob,
+            next_kind="plain",
+            emitted=emitted,
+            finished=seq.finished,
+        )
 
     def wasted_flops(self, draft: Draft | None, num_accepted, past_lengths) -> float:
         """FLOPs spent on rejected drafts: every verified position past the accepted prefix (n-gram padding
@@ -323,8 +340,17 @@ class Decoder:
         self.load.resume()
         self.paused += time.perf_counter() - t
 
-    def make_step(self, kind: str, depth: int, tokens_per_pass: int, t_start: float, draft_timer: StepTimer,
-                  verify_timer: StepTimer, wasted: float, records: list[SeqStep]) -> Step:
+    def make_step(
+        self,
+        kind: str,
+        depth: int,
+        tokens_per_pass: int,
+        t_start: float,
+        draft_timer: StepTimer,
+        verify_timer: StepTimer,
+        wasted: float,
+        records: list[SeqStep],
+    ) -> Step:
         """The one place a Step is built: times relative to the run's clock, and the passes' counts."""
         t_end = time.perf_counter()
         target_flops, target_bytes = self.target.take_counts()
@@ -337,14 +363,26 @@ class Decoder:
         self.paused += (capture_verify + capture_draft) / 1000
         draft_ms, verify_ms = max(0.0, draft_timer.ms - capture_draft), max(0.0, verify_timer.ms - capture_verify)
         return Step(
-            index=len(self.steps), kind=kind, depth=depth, batch=len(records), tokens_per_pass=tokens_per_pass,
-            t_start_s=t_start_s, t_end_s=t_end - self.t0 - self.paused,
-            draft_ms=draft_ms, verify_ms=verify_ms,
+            index=len(self.steps),
+            kind=kind,
+            depth=depth,
+            batch=len(records),
+            tokens_per_pass=tokens_per_pass,
+            t_start_s=t_start_s,
+            t_end_s=t_end - self.t0 - self.paused,
+            draft_ms=draft_ms,
+            verify_ms=verify_ms,
             overhead_ms=max(0.0, (t_end - t_start) * 1000 - draft_timer.ms - verify_timer.ms),
-            target_flops=target_flops, draft_flops=draft_flops, target_bytes=target_bytes, draft_bytes=draft_bytes,
-            flops_wasted=wasted, util_pct=self.util.mean_between(t_start, t_end), policy_ms=self._take_policy_ms(),
-            seqs=records, **dict(zip(("sm_clock_mhz", "power_w"), self.util.gpu_between(t_start, t_end))),
-        )  # fmt: skip
+            target_flops=target_flops,
+            draft_flops=draft_flops,
+            target_bytes=target_bytes,
+            draft_bytes=draft_bytes,
+            flops_wasted=wasted,
+            util_pct=self.util.mean_between(t_start, t_end),
+            policy_ms=self._take_policy_ms(),
+            seqs=records,
+            **dict(zip(("sm_clock_mhz", "power_w"), self.util.gpu_between(t_start, t_end))),
+        )
 
     def _take_policy_ms(self) -> float:
         ms, self.policy_s = self.policy_s * 1000, 0.0
@@ -353,16 +391,19 @@ class Decoder:
     def trace(self, drafter_name: str | None) -> Trace:
         pair, cfg, tok = self.pair, self.cfg, self.pair.tokenizer
         sequences = [
-            {"prompt": s.prompt, "prompt_tokens": len(s.prompt_ids), "output_ids": s.generated,
-             "text": tok.decode(s.generated, skip_special_tokens=True)}
+            {
+                "prompt": s.prompt,
+                "prompt_tokens": len(s.prompt_ids),
+                "output_ids": s.generated,
+                "text": tok.decode(s.generated, skip_special_tokens=True),
+            }
             for s in self.seqs
-        ]  # fmt: skip
+        ]
         new_tokens = sum(len(s.generated) for s in self.seqs)
         wall_s = self.steps[-1].t_end_s
         summary = summarize(self.steps, new_tokens, wall_s, self.device.type, pair.dtype_name, cfg.speculative)
         summary.update(self.load.fields())  # optional fields: cpu_s, other_cpu_s, load_avg, cpus
-        return Trace(config=cfg.to_dict(), sequences=sequences, steps=self.steps, summary=summary,
-                     meta=self.meta(drafter_name))
+        return Trace(config=cfg.to_dict(), sequences=sequences, steps=self.steps, summary=summary, meta=self.meta(drafter_name))
 
     def meta(self, drafter_name: str | None) -> dict:
         import transformers
@@ -395,10 +436,16 @@ def tree_records(tree, path, num_accepted, token_text, q_x, p_x) -> list[TreeRec
     records = []
     for r, (cols, a) in enumerate(zip(path.tolist(), num_accepted.tolist())):
         on_path = {c - 1 for c in cols[1 : a + 1]}
-        records.append(TreeRecord(
-            parents=parents[r], ids=ids[r], texts=[token_text(t) for t in ids[r]], q=q_x[r], p=p_x[r],
-            accepted=[i in on_path for i in range(len(ids[r]))],
-        ))  # fmt: skip
+        records.append(
+            TreeRecord(
+                parents=parents[r],
+                ids=ids[r],
+                texts=[token_text(t) for t in ids[r]],
+                q=q_x[r],
+                p=p_x[r],
+                accepted=[i in on_path for i in range(len(ids[r]))],
+            )
+        )
     return records
 
 

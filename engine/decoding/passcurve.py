@@ -69,12 +69,16 @@ class PassCurve:
     def from_dict(cls, data: dict) -> PassCurve:
         if not isinstance(data, dict) or data.get("format") != CURVE_FORMAT:
             raise ValueError(f"not a {CURVE_FORMAT} file")
-        return cls(tokens=tuple(int(t) for t in data["tokens"]), ms=tuple(float(m) for m in data["ms"]),
-                   context=int(data["context"]), key=str(data["key"]), measured_at=str(data["measured_at"]))
+        return cls(
+            tokens=tuple(int(t) for t in data["tokens"]),
+            ms=tuple(float(m) for m in data["ms"]),
+            context=int(data["context"]),
+            key=str(data["key"]),
+            measured_at=str(data["measured_at"]),
+        )
 
 
 def curve_key(pair) -> str:
-
     graphs = ""  # the curve times the passes the decode loop runs by default: eager (DecodeConfig.cuda_graphs="off")
     return f"{device_name(pair.device)} | {pair.target_name} | {pair.dtype_name} | torch {torch.__version__}{graphs}"
 
@@ -93,8 +97,13 @@ def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repea
     ms = [row["ms"] for row in rows]
     for i in range(len(ms) - 2, -1, -1):
         ms[i] = min(ms[i], ms[i + 1])
-    return PassCurve(tokens=tokens, ms=tuple(ms), context=context, key=curve_key(pair),
-                     measured_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    return PassCurve(
+        tokens=tokens,
+        ms=tuple(ms),
+        context=context,
+        key=curve_key(pair),
+        measured_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    )
 
 
 def pass_curve(pair, refresh: bool = False) -> PassCurve:
@@ -127,8 +136,14 @@ def pass_curve(pair, refresh: bool = False) -> PassCurve:
 
 
 def pass_costs(
-    pair: ModelPair, batches: list[int], tokens: list[int], context: int = 150, repeats: int = 5, which: str = "target",
-    stat=statistics.median, cuda_graphs: str = "off",
+    pair: ModelPair,
+    batches: list[int],
+    tokens: list[int],
+    context: int = 150,
+    repeats: int = 5,
+    which: str = "target",
+    stat=statistics.median,
+    cuda_graphs: str = "off",
 ) -> list[dict]:
     """Measured time of ONE forward pass with `batch` rows x `tokens` new tokens over a `context`-token KV cache.
 
@@ -163,10 +178,20 @@ def pass_costs(
                 ms = stat(times)
                 flops = costs.forward_flops(batch, n, context)
                 nbytes = costs.forward_bytes(batch, n, context)
-                rows.append({
-                    "batch": batch, "new_tokens": n, "tokens_per_pass": batch * n, "context": context, "ms": ms,
-                    "cuda_graphs": cuda_graphs, "graphs_captured": getattr(getattr(cache, "graphs", None), "captured", 0),
-                    "ms_per_token": ms / (batch * n), "flops": flops, "bytes": nbytes,
-                    "achieved_flops": flops / (ms / 1000), "achieved_bandwidth": nbytes / (ms / 1000),
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "batch": batch,
+                        "new_tokens": n,
+                        "tokens_per_pass": batch * n,
+                        "context": context,
+                        "ms": ms,
+                        "cuda_graphs": cuda_graphs,
+                        "graphs_captured": getattr(getattr(cache, "graphs", None), "captured", 0),
+                        "ms_per_token": ms / (batch * n),
+                        "flops": flops,
+                        "bytes": nbytes,
+                        "achieved_flops": flops / (ms / 1000),
+                        "achieved_bandwidth": nbytes / (ms / 1000),
+                    }
+                )
     return rows

@@ -152,8 +152,9 @@ class BatchTable(_Static):
 TABLE_RANGES = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 64), (65, 128), (129, 256), (257, 1 << 20))
 
 
-def derived_batch_table(curve, max_depth: int, draft_cost_ratio: float,
-                        accept: float = PRIOR_ACCEPTANCE) -> tuple[tuple[int, int, int], ...]:
+def derived_batch_table(
+    curve, max_depth: int, draft_cost_ratio: float, accept: float = PRIOR_ACCEPTANCE
+) -> tuple[tuple[int, int, int], ...]:
     """A batch table from this machine's measured pass-cost curve: for each range of TABLE_RANGES the k that
     maximises expected tokens per second with a constant acceptance `accept` and a drafter costing
     `draft_cost_ratio` x a batch-B target pass per draft position (c in Leviathan et al.)."""

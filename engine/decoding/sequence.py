@@ -56,16 +56,13 @@ def prepare_sequences(pair, prompts: list[str], cfg: DecodeConfig) -> list[Seque
         try:
             prompt.encode("utf-8")
         except UnicodeEncodeError:
-            raise ConfigError(f"prompt {i + 1} is not valid Unicode text (it holds a lone surrogate): "
-                              "it cannot be tokenized") from None
+            raise ConfigError(f"prompt {i + 1} is not valid Unicode text (it holds a lone surrogate): it cannot be tokenized") from None
         ids = pair.encode_prompt(prompt)
         if len(ids) < 2:
             raise ConfigError(f"prompt {i + 1} encodes to {len(ids)} token(s); at least 2 are needed")
         room = pair.max_context - len(ids) - cfg.depth - 1
         if room < 1:
-            raise ConfigError(
-                f"prompt {i + 1} is {len(ids)} tokens long; the model's context window is {pair.max_context} tokens"
-            )
+            raise ConfigError(f"prompt {i + 1} is {len(ids)} tokens long; the model's context window is {pair.max_context} tokens")
         if cfg.max_new_tokens > room:
             raise ConfigError(
                 f"max_new_tokens={cfg.max_new_tokens} is beyond the context window: prompt {i + 1} has {len(ids)} "

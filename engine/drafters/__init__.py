@@ -43,7 +43,18 @@ def drafter_name(pair, kind: str) -> str | None:
 
 
 __all__ = [
-    "DRAFTERS", "ConfidenceGate", "Draft", "Drafter", "EagleDrafter",
-    "ModelDrafter", "NgramDrafter", "Verified", "available_drafters", "choose_tokens", "drafter_label",
-    "drafter_name", "drafter_params", "make_drafter",
-]  # fmt: skip
+    "DRAFTERS",
+    "ConfidenceGate",
+    "Draft",
+    "Drafter",
+    "EagleDrafter",
+    "ModelDrafter",
+    "NgramDrafter",
+    "Verified",
+    "available_drafters",
+    "choose_tokens",
+    "drafter_label",
+    "drafter_name",
+    "drafter_params",
+    "make_drafter",
+]

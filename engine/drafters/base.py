@@ -57,8 +57,7 @@ class Draft:
         return int(self.ids.shape[1])
 
 
-def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float, generator,
-                  vocab: torch.Tensor | None, vocab_size: int):
+def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float, generator, vocab: torch.Tensor | None, vocab_size: int):
     """One draft token per row from the drafter's logits (B, C), which score `vocab` (None: the whole vocabulary).
 
     Returns (token ids (B,), q of each chosen token (B,), q over the whole vocabulary (B, vocab_size) when

@@ -50,8 +50,7 @@ class EagleDrafter:
     @classmethod
     def build(cls, pair, cfg, pad_id: int) -> EagleDrafter:
         if pair.eagle is None:
-            raise ConfigError("drafter='eagle' needs an EAGLE head for this target, but none is loaded: "
-                              "use drafter='model' or 'ngram'")
+            raise ConfigError("drafter='eagle' needs an EAGLE head for this target, but none is loaded: use drafter='model' or 'ngram'")
         return cls(pair.eagle, pair.device, pair.eagle_costs, pad_id, cfg=cfg)
 
     def __init__(self, runner, device: torch.device, costs, pad_id: int, cfg=None):
@@ -83,8 +82,9 @@ class EagleDrafter:
         for r, (seq, n) in enumerate(zip(sequences, counts)):
             tokens[r, valid_cpu[r]] = torch.tensor(seq[-n:], dtype=torch.long)
         ragged = not bool(valid_cpu.all())
-        g = self.cache.forward(tokens.to(device), logits_to_keep=1, features=self.pending,
-                               new_valid=self.pending_valid if ragged else None)  # (B, P, H)
+        g = self.cache.forward(
+            tokens.to(device), logits_to_keep=1, features=self.pending, new_valid=self.pending_valid if ragged else None
+        )  # (B, P, H)
         last = width - 1 - self.pending_valid.flip(1).long().argmax(1)  # (B,) each row's last real column
         feature = g[torch.arange(batch, device=device), last]  # (B, H)
         fed = width
@@ -116,8 +116,15 @@ class EagleDrafter:
         tree = grow_tree(self.cache, F.linear(feature, self.runner.head), depth, cfg, self.vocab, feed, root_g)
         self.pending = self.pending_valid = None
         self.drafted = k * (depth - 1)  # tree entries now in the cache, dropped again in `commit`
-        return Draft(ids=tree.tokens, q_x=tree.q, probs=None, valid=torch.ones_like(tree.tokens, dtype=torch.bool),
-                     forwards=depth, fed_tokens=fed + self.drafted, tree=tree)
+        return Draft(
+            ids=tree.tokens,
+            q_x=tree.q,
+            probs=None,
+            valid=torch.ones_like(tree.tokens, dtype=torch.bool),
+            forwards=depth,
+            fed_tokens=fed + self.drafted,
+            tree=tree,
+        )
 
     def commit(self, verified: Verified) -> None:
         """verified.hidden (B, k+1, H): the target pass's features. After a plain step its one feature joins

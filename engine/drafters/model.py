@@ -38,12 +38,12 @@ class ModelDrafter:
             raise ConfigError("drafter='model' needs a draft model, but this pair has none: use drafter='ngram'")
         drafter = cls(pair.draft, pair.device, pair.draft_costs, pad_id, vocab=pair.draft_vocab, cfg=cfg)
         if cfg.tree and drafter.cache.lean is None:
-            raise ConfigError("tree drafting with drafter='model' needs the lean forward for the draft (a plain Llama "
-                              "draft, SPECLAB_LEAN not 0)")
+            raise ConfigError(
+                "tree drafting with drafter='model' needs the lean forward for the draft (a plain Llama draft, SPECLAB_LEAN not 0)"
+            )
         return drafter
 
-    def __init__(self, model: torch.nn.Module, device: torch.device, costs, pad_id: int,
-                 vocab: torch.Tensor | None = None, cfg=None):
+    def __init__(self, model: torch.nn.Module, device: torch.device, costs, pad_id: int, vocab: torch.Tensor | None = None, cfg=None):
         self.cache = make_cache(model, device, costs, cfg)  # static buffers / CUDA graphs as cfg.cuda_graphs says
         self.pad_id = pad_id
         self.lag = 0  # tokens of every sequence not yet in the draft cache (the same for all rows)
@@ -101,8 +101,15 @@ class ModelDrafter:
 
         tree = grow_tree(self.cache, root_logits, depth, cfg, self.vocab, feed)
         self.drafted = cfg.tree_topk * (depth - 1)  # tree entries in the cache, dropped in `commit`
-        return Draft(ids=tree.tokens, q_x=tree.q, probs=None, valid=torch.ones_like(tree.tokens, dtype=torch.bool),
-                     forwards=depth, fed_tokens=fed + self.drafted, tree=tree)
+        return Draft(
+            ids=tree.tokens,
+            q_x=tree.q,
+            probs=None,
+            valid=torch.ones_like(tree.tokens, dtype=torch.bool),
+            forwards=depth,
+            fed_tokens=fed + self.drafted,
+            tree=tree,
+        )
 
     def commit(self, verified: Verified) -> None:
         """After a plain step the cache falls one more token behind. After verification it keeps all but the

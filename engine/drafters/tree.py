@@ -76,8 +76,6 @@ class DraftTree:
         return DraftTree(self.tokens[rows], self.parents[rows], self.depths[rows], self.q[rows], self.topk)
 
 
-
-
 class TreeBuilder:
     """Candidates of one draft step for a batch: ids are assigned in creation order (level by level)."""
 

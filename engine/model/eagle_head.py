@@ -37,7 +37,6 @@ def fuse_features(features: torch.Tensor, mean: torch.Tensor, std: torch.Tensor,
     return F.linear(torch.cat([inner, features[..., -h:]], dim=-1), weight)
 
 
-
 class EagleLoadError(RuntimeError):
     """An EAGLE head folder that is missing, corrupt or made for another target."""
 
@@ -60,9 +59,7 @@ def load_head(folder: Path, target) -> tuple[dict, dict, torch.Tensor]:
     expected = head_config(target.config)
     for key in ("hidden_size", "vocab_size"):
         if config.get(key) != expected[key]:
-            raise EagleLoadError(
-                f"EAGLE head {folder} was trained for {key}={config.get(key)}, this target has {expected[key]}"
-            )
+            raise EagleLoadError(f"EAGLE head {folder} was trained for {key}={config.get(key)}, this target has {expected[key]}")
     fuse = config.get("fuse_layers", [])
     layers = target.config.num_hidden_layers
     if not isinstance(fuse, list) or not all(isinstance(i, int) and 0 <= i < layers for i in fuse):
@@ -73,8 +70,9 @@ def load_head(folder: Path, target) -> tuple[dict, dict, torch.Tensor]:
         missing = sorted(set(expected_shapes) - set(shapes))
         extra = sorted(set(shapes) - set(expected_shapes))
         wrong = sorted(k for k in set(shapes) & set(expected_shapes) if shapes[k] != expected_shapes[k])
-        detail = "; ".join(f"{what}: {', '.join(keys)}" for what, keys in
-                           (("missing", missing), ("unexpected", extra), ("wrong shape", wrong)) if keys)
+        detail = "; ".join(
+            f"{what}: {', '.join(keys)}" for what, keys in (("missing", missing), ("unexpected", extra), ("wrong shape", wrong)) if keys
+        )
         raise EagleLoadError(f"EAGLE head {folder}: weights do not match its config ({detail})")
     vocab_size = expected["vocab_size"]
     if not vocab or not all(isinstance(i, int) and 0 <= i < vocab_size for i in vocab):
@@ -95,17 +93,36 @@ class EagleRunner:
         w = {k: v.to(device=device, dtype=dtype) for k, v in state.items()}
         self.head_config = config
         self.config = LlamaConfig(  # one layer: what DynamicCache needs to hold this head's keys/values
-            hidden_size=config["hidden_size"], num_hidden_layers=1, num_attention_heads=config["num_attention_heads"],
-            num_key_value_heads=config["num_key_value_heads"], head_dim=config["head_dim"],
-            intermediate_size=config["intermediate_size"], vocab_size=config["vocab_size"],
+            hidden_size=config["hidden_size"],
+            num_hidden_layers=1,
+            num_attention_heads=config["num_attention_heads"],
+            num_key_value_heads=config["num_key_value_heads"],
+            head_dim=config["head_dim"],
+            intermediate_size=config["intermediate_size"],
+            vocab_size=config["vocab_size"],
         )
-        layer = tuple(w[name] for name in (
-            "input_layernorm", "q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
-            "post_attention_layernorm", "gate_proj.weight", "up_proj.weight", "down_proj.weight"))
+        layer = tuple(
+            w[name]
+            for name in (
+                "input_layernorm",
+                "q_proj.weight",
+                "k_proj.weight",
+                "v_proj.weight",
+                "o_proj.weight",
+                "post_attention_layernorm",
+                "gate_proj.weight",
+                "up_proj.weight",
+                "down_proj.weight",
+            )
+        )
         self.lean = LeanLlama.from_layers(  # its `body` runs our single decoder layer
-            [layer], n_heads=config["num_attention_heads"], n_kv=config["num_key_value_heads"],
-            head_dim=config["head_dim"], eps=config["rms_norm_eps"], rope_theta=config["rope_theta"],
-        )  # fmt: skip
+            [layer],
+            n_heads=config["num_attention_heads"],
+            n_kv=config["num_key_value_heads"],
+            head_dim=config["head_dim"],
+            eps=config["rms_norm_eps"],
+            rope_theta=config["rope_theta"],
+        )
         self.fc_weight, self.fc_bias, self.norm = w["fc.weight"], w["fc.bias"], w["norm"]
         # EAGLE-3 fusion: the verify pass hands over these target layers' outputs plus the final feature
         self.feature_layers = tuple(config.get("fuse_layers", ()))
@@ -118,8 +135,9 @@ class EagleRunner:
         self.params = sum(v.numel() for v in state.values())
 
     @torch.no_grad()
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor | None, cache,
-                features: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor | None, cache, features: torch.Tensor
+    ) -> torch.Tensor:
         """Entries (B, n): tokens t_{p+1} and features (B, n, H) f_p. Returns g (B, n, H), the guessed next
         features; `self.head` @ g scores the next token over the reduced vocabulary."""
         x = self.lean.body(self.inputs(input_ids, features), positions, valid, cache)
@@ -139,7 +157,13 @@ class EagleRunner:
         head = self.head.numel()
         linear = self.fc_weight.numel() + layer + head + (self.fuse_weight.numel() if self.fuse_weight is not None else 0)
         return ModelCosts(
-            linear_params=linear, head_params=head, weight_bytes=(self.params + head) * self.embed.element_size(),
-            n_layers=1, n_heads=c["num_attention_heads"], n_kv_heads=c["num_key_value_heads"], head_dim=c["head_dim"],
-            elem_bytes=self.embed.element_size(), vocab_rows=int(self.vocab.numel()),
+            linear_params=linear,
+            head_params=head,
+            weight_bytes=(self.params + head) * self.embed.element_size(),
+            n_layers=1,
+            n_heads=c["num_attention_heads"],
+            n_kv_heads=c["num_key_value_heads"],
+            head_dim=c["head_dim"],
+            elem_bytes=self.embed.element_size(),
+            vocab_rows=int(self.vocab.numel()),
         )

@@ -90,8 +90,29 @@ def finish_layer(x, a, wo, ln2, wg, wu, wd, eps: float):
     return x + F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)
 
 
-def _layer(x, cos, sin, past_k, past_v, mask, is_causal: bool, ln1, wq, wk, wv, wo, ln2, wg, wu, wd,
-           n_heads: int, n_kv: int, head_dim: int, eps: float, scale: float):
+def _layer(
+    x,
+    cos,
+    sin,
+    past_k,
+    past_v,
+    mask,
+    is_causal: bool,
+    ln1,
+    wq,
+    wk,
+    wv,
+    wo,
+    ln2,
+    wg,
+    wu,
+    wd,
+    n_heads: int,
+    n_kv: int,
+    head_dim: int,
+    eps: float,
+    scale: float,
+):
     """One decoder layer; returns the new hidden states and this layer's keys/values including the new ones."""
     q, k, v = project_qkv(x, cos, sin, ln1, wq, wk, wv, n_heads, n_kv, head_dim, eps)
     if past_k is not None:
@@ -138,29 +159,40 @@ class LeanLlama:
             for layer in m.layers
         ]
         self._init_body(
-            layers, n_heads=cfg.num_attention_heads, n_kv=cfg.num_key_value_heads,
+            layers,
+            n_heads=cfg.num_attention_heads,
+            n_kv=cfg.num_key_value_heads,
             head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
-            eps=cfg.rms_norm_eps, rope_theta=cfg.rope_parameters["rope_theta"], compile=compile,
-        )  # fmt: skip
+            eps=cfg.rms_norm_eps,
+            rope_theta=cfg.rope_parameters["rope_theta"],
+            compile=compile,
+        )
         self.model = model
         self.embed = m.embed_tokens.weight
         self.final_norm = m.norm.weight
         self.head = model.lm_head.weight
 
     @classmethod
-    def from_layers(cls, layers: list[tuple[torch.Tensor, ...]], *, n_heads: int, n_kv: int, head_dim: int,
-                    eps: float, rope_theta: float, compile: bool = False) -> LeanLlama:
+    def from_layers(
+        cls,
+        layers: list[tuple[torch.Tensor, ...]],
+        *,
+        n_heads: int,
+        n_kv: int,
+        head_dim: int,
+        eps: float,
+        rope_theta: float,
+        compile: bool = False,
+    ) -> LeanLlama:
         """Decoder layers only, no embedding, final norm or head: `body` runs them over input embeddings.
         Each layer is the tuple of 9 weights `_layer` takes (ln1, q, k, v, o, ln2, gate, up, down). The EAGLE
         head's runner (engine/drafters/eagle.py) is one such layer."""
         lean = cls.__new__(cls)
-        lean._init_body(layers, n_heads=n_heads, n_kv=n_kv, head_dim=head_dim, eps=eps, rope_theta=rope_theta,
-                        compile=compile)
+        lean._init_body(layers, n_heads=n_heads, n_kv=n_kv, head_dim=head_dim, eps=eps, rope_theta=rope_theta, compile=compile)
         lean.model = lean.embed = lean.final_norm = lean.head = None
         return lean
 
-    def _init_body(self, layers, *, n_heads: int, n_kv: int, head_dim: int, eps: float, rope_theta: float,
-                   compile: bool) -> None:
+    def _init_body(self, layers, *, n_heads: int, n_kv: int, head_dim: int, eps: float, rope_theta: float, compile: bool) -> None:
         self.layer_fn = compiled_layer() if compile else _layer
         self.n_heads, self.n_kv, self.head_dim = n_heads, n_kv, head_dim
         self.eps = eps
@@ -176,8 +208,15 @@ class LeanLlama:
         self.head = self.model.lm_head.weight[rows].contiguous()
 
     @torch.no_grad()
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor | None,
-                cache, logits_to_keep: int = 0, return_hidden: bool | tuple[int, ...] = False):
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        valid: torch.Tensor | None,
+        cache,
+        logits_to_keep: int = 0,
+        return_hidden: bool | tuple[int, ...] = False,
+    ):
         """Feed (B, n) tokens at `positions` (B, n); `valid` (B, W+n) marks real cache columns (None: no padding),
         or (B, n, W+n) says which columns each new token attends to (a draft tree's verify pass, engine/decoding/verify_tree.py).
 
@@ -199,8 +238,15 @@ class LeanLlama:
             x = x[:, -logits_to_keep:]
         return F.linear(rms_norm(x, self.final_norm, self.eps), self.head)
 
-    def body(self, x: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor | None, cache,
-             collect: tuple[int, ...] = (), into: dict | None = None) -> torch.Tensor:
+    def body(
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        valid: torch.Tensor | None,
+        cache,
+        collect: tuple[int, ...] = (),
+        into: dict | None = None,
+    ) -> torch.Tensor:
         """The decoder layers over input embeddings x (B, n, H); returns the last layer's output (pre-norm).
         The outputs of the layers in `collect` go into `into` (layer index -> (B, n, H))."""
         bsz, n, _ = x.shape
@@ -224,8 +270,9 @@ class LeanLlama:
         for i, weights in enumerate(self.layers):
             layer = cache.layers[i]  # DynamicCache(config=...) holds one (lazily initialised) layer per block
             past_k, past_v = (layer.keys, layer.values) if past else (None, None)
-            x, k, v = self.layer_fn(x, cos, sin, past_k, past_v, mask, is_causal, *weights,
-                                    self.n_heads, self.n_kv, self.head_dim, self.eps, self.scale)
+            x, k, v = self.layer_fn(
+                x, cos, sin, past_k, past_v, mask, is_causal, *weights, self.n_heads, self.n_kv, self.head_dim, self.eps, self.scale
+            )
             if not layer.is_initialized:
                 layer.lazy_initialization(k, v)
             layer.keys, layer.values = k, v

@@ -1,7 +1,7 @@
 """CUDA-graph capture and replay of decode passes, one graph per shape bucket.
 
 An eager decode pass of a small model issues hundreds of kernel launches from Python (808 per batch-1
-pass of a 1.7B Llama shape, measured on an H200: scripts/gpu_graphs.py), and at small batch the GPU
+pass of a 1.7B Llama shape, measured on an H200: scripts/investigate/gpu_graphs.py), and at small batch the GPU
 waits for them. Captured once as a CUDA graph, the whole pass is one launch (PyTorch's
 torch.cuda.CUDAGraph; gpt-fast's `torch.compile(mode="reduce-overhead")` and vLLM's CUDA graph runner
 do the same for decode). A graph replays fixed addresses, so every input is copied into the graph's

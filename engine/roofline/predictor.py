@@ -13,7 +13,7 @@ SpecLab's recorded passes: see `model_error` and the Predictor page). Pure funct
    kernels (eager: ~800 launches issued from Python per pass; as a CUDA graph: replayed, but still kernels
    back to back, many too small to fill the GPU). No pass costs less than it: it is the curve's floor. Two
    are modelled, both set from SpecLab's H200 measurement (docs/measurements/h200-gpu_graphs.json,
-   scripts/gpu_graphs.py, 2026-11-30, SmolLM2-1.7B shape, batch 1, one token, no context): that pass took
+   scripts/investigate/gpu_graphs.py, 2026-11-30, SmolLM2-1.7B shape, batch 1, one token, no context): that pass took
    13.45 ms eager and 3.02 ms as a CUDA graph, of which the roofline at the H200's data-sheet peaks accounts
    for 0.71 ms; the rest is the overhead (12.74 ms and 2.31 ms for 24 layers), scaled by layer count
    (launches grow with layers). Added, not maxed: against the recorded H200 passes the sum fits better than
@@ -39,7 +39,7 @@ from engine.costs import ModelCosts, expected_tokens_per_step, ridge_tokens
 from engine.roofline.gpus import GPU
 
 # --- the overheads (SpecLab's own H200 measurement) -----------------------------------------------
-FLOOR_SOURCE = "docs/measurements/h200-gpu_graphs.json (scripts/gpu_graphs.py on an NVIDIA H200, 2026-11-30)"
+FLOOR_SOURCE = "docs/measurements/h200-gpu_graphs.json (scripts/investigate/gpu_graphs.py on an NVIDIA H200, 2026-11-30)"
 FLOOR_MEASURED = {"eager": 13.450655937194824, "graph": 3.0220320224761963}  # ms, SmolLM2-1.7B shape, batch 1, 1 token
 FLOOR_PASS = {"shape": "1.7B", "gpu": "H200", "batch": 1, "new_tokens": 1, "context": 0, "logits_tokens": 1}
 FLOORS = ("graph", "eager", "none")
@@ -76,8 +76,9 @@ def _overhead_per_layer(floor: str) -> float:
 
     shape = architecture(FLOOR_PASS["shape"])
     roof = Roof.from_gpu(GPUS[FLOOR_PASS["gpu"]], "bfloat16")
-    streaming = roof_ms(shape.costs("bfloat16"), roof, FLOOR_PASS["batch"], FLOOR_PASS["new_tokens"],
-                        FLOOR_PASS["context"], FLOOR_PASS["logits_tokens"])  # fmt: skip
+    streaming = roof_ms(
+        shape.costs("bfloat16"), roof, FLOOR_PASS["batch"], FLOOR_PASS["new_tokens"], FLOOR_PASS["context"], FLOOR_PASS["logits_tokens"]
+    )
     return (FLOOR_MEASURED[floor] - streaming) / shape.layers
 
 
@@ -90,16 +91,16 @@ def floor_ms(costs: ModelCosts, floor: str) -> float:
     return _overhead_per_layer(floor) * costs.n_layers
 
 
-def roof_ms(costs: ModelCosts, roof: Roof, batch: int, new_tokens: int, context: float,
-            logits_tokens: int | None = None) -> float:  # fmt: skip
+def roof_ms(costs: ModelCosts, roof: Roof, batch: int, new_tokens: int, context: float, logits_tokens: int | None = None) -> float:
     """The roofline bound of one pass: max(bytes / bandwidth, FLOPs / FLOP/s), in ms."""
     flops = costs.forward_flops(batch, new_tokens, context, logits_tokens)
     nbytes = costs.forward_bytes(batch, new_tokens, context)
     return 1000.0 * max(flops / roof.flops, nbytes / roof.bandwidth)
 
 
-def pass_ms(costs: ModelCosts, roof: Roof, batch: int, new_tokens: int, context: float, floor: str = "graph",
-            logits_tokens: int | None = None) -> float:  # fmt: skip
+def pass_ms(
+    costs: ModelCosts, roof: Roof, batch: int, new_tokens: int, context: float, floor: str = "graph", logits_tokens: int | None = None
+) -> float:
     """Predicted time of one pass: the roofline bound plus the overhead."""
     if batch < 1 or new_tokens < 1 or context < 0:
         raise ValueError("a pass needs batch >= 1, new_tokens >= 1 and context >= 0")
@@ -130,8 +131,7 @@ def _check_spec(alpha: float, depth: int, c: float) -> None:
         raise ValueError(f"c must be >= 0; got {c}")
 
 
-def speedup(costs: ModelCosts, roof: Roof, alpha: float, depth: int, c: float, batch: int, context: float,
-            floor: str = "graph") -> float:  # fmt: skip
+def speedup(costs: ModelCosts, roof: Roof, alpha: float, depth: int, c: float, batch: int, context: float, floor: str = "graph") -> float:
     """Predicted speculative tokens/s ÷ plain tokens/s at this batch and depth (module docstring, item 2)."""
     _check_spec(alpha, depth, c)
     t_ar = pass_ms(costs, roof, batch, 1, context, floor)
@@ -171,8 +171,17 @@ def crossover_batch(batches: list[int] | tuple[int, ...], values: list[float | N
     return None
 
 
-def speedup_grid(costs: ModelCosts, roof: Roof, alpha: float, c: float, batches, depths, context: float,
-                 floor: str = "graph", memory_bytes: float | None = None) -> SpeedupGrid:  # fmt: skip
+def speedup_grid(
+    costs: ModelCosts,
+    roof: Roof,
+    alpha: float,
+    c: float,
+    batches,
+    depths,
+    context: float,
+    floor: str = "graph",
+    memory_bytes: float | None = None,
+) -> SpeedupGrid:
     """Predicted speedup over batch x depth; cells whose KV caches do not fit `memory_bytes` are None."""
     batches, depths = tuple(int(b) for b in batches), tuple(int(d) for d in depths)
     if not batches or not depths or min(batches) < 1 or list(batches) != sorted(set(batches)):
@@ -214,8 +223,9 @@ def check_inputs(context: int, alpha: float, c: float) -> None:
     _check_spec(alpha, 1, c)
 
 
-def prediction_table(gpu_key: str, model_key: str, context: int = 1024, alpha: float = 0.7, c: float = 0.05,
-                     dtype: str = "bfloat16", floor: str = "graph") -> str:  # fmt: skip
+def prediction_table(
+    gpu_key: str, model_key: str, context: int = 1024, alpha: float = 0.7, c: float = 0.05, dtype: str = "bfloat16", floor: str = "graph"
+) -> str:
     """The predictor's pass-time table and speedup grid as text, labelled as a model."""
     from engine.roofline.architectures import architecture
     from engine.roofline.gpus import gpu
@@ -236,16 +246,22 @@ def prediction_table(gpu_key: str, model_key: str, context: int = 1024, alpha: f
         lines.append(f"note: {chip.note}")
     lines.append(f"{'tokens/pass':>11} {'1 row x n ms':>13} {'bound':>8} {'n rows x 1 ms':>14} {'bound':>8}")
     for n in TABLE_TOKENS:
-        lines.append(f"{n:>11} {pass_ms(costs, roof, 1, n, context, floor):>13.3f} "
-                     f"{regime(costs, roof, 1, n, context, floor):>8} {pass_ms(costs, roof, n, 1, context, floor):>14.3f} "
-                     f"{regime(costs, roof, n, 1, context, floor):>8}")  # fmt: skip
+        lines.append(
+            f"{n:>11} {pass_ms(costs, roof, 1, n, context, floor):>13.3f} "
+            f"{regime(costs, roof, 1, n, context, floor):>8} {pass_ms(costs, roof, n, 1, context, floor):>14.3f} "
+            f"{regime(costs, roof, n, 1, context, floor):>8}"
+        )
     grid = speedup_grid(costs, roof, alpha, c, GRID_BATCHES, GRID_DEPTHS, context, floor, chip.memory_gb * 1e9)
-    lines.append(f"predicted speedup over plain decoding (alpha {alpha}, c {c}); rows: depth k, columns: batch; "
-                 "'-' = weights + KV caches exceed the GPU's memory")  # fmt: skip
+    lines.append(
+        f"predicted speedup over plain decoding (alpha {alpha}, c {c}); rows: depth k, columns: batch; "
+        "'-' = weights + KV caches exceed the GPU's memory"
+    )
     lines.append("k \\ batch " + "".join(f"{b:>7}" for b in grid.batches))
     for depth, row in zip(grid.depths, grid.values, strict=True):
         lines.append(f"{depth:>10} " + "".join(f"{'-':>7}" if v is None else f"{v:>7.2f}" for v in row))
     for depth, batch in grid.crossover.items():
-        lines.append(f"depth {depth}: " + (f"falls below plain decoding at batch {batch}" if batch
-                                           else "stays above plain decoding at every batch in the grid"))  # fmt: skip
+        lines.append(
+            f"depth {depth}: "
+            + (f"falls below plain decoding at batch {batch}" if batch else "stays above plain decoding at every batch in the grid")
+        )
     return "\n".join(lines)

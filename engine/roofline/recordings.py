@@ -1,9 +1,9 @@
 """Recorded pass times from GPU runs, read through a strict loader, and the predictor checked against them.
 
 The files are the JSON reports SpecLab's GPU scripts write (labelled with device, dtype, torch and date):
-- scripts/gpu_graphs.py: per shape, passes with `eager_ms` and `graph_ms`; prefill passes with no earlier
+- scripts/investigate/gpu_graphs.py: per shape, passes with `eager_ms` and `graph_ms`; prefill passes with no earlier
   context and the output head on the last position only (`logits_to_keep=1`);
-- scripts/gpu_bench.py: per shape, passes with `ms`, the engine's eager forward (`engine.bench.pass_costs`)
+- scripts/record/gpu_bench.py: per shape, passes with `ms`, the engine's eager forward (`engine.bench.pass_costs`)
   over a `context`-token cache, logits for every position;
 - any later report in assets/recordings/*.json of either shape; a pass row may also say `mode` ("graph" or
   "eager"), `context` and `logits_tokens` explicitly, which then win over the defaults above.
@@ -123,15 +123,31 @@ def _rows(row, shape: dict, where: str, name, device, dtype, date, torch_version
         timed[mode] = (_field(row, "ms", float, where), None)  # engine.bench.pass_costs: logits for every position
     for mode in MODES:
         if row.get(f"{mode}_ms") is not None:
-            timed[mode] = (_field(row, f"{mode}_ms", float, where), 1)  # scripts/gpu_graphs.py: logits_to_keep=1
+            timed[mode] = (_field(row, f"{mode}_ms", float, where), 1)  # scripts/investigate/gpu_graphs.py: logits_to_keep=1
     if not timed:
         raise RecordingError(f"{where}: no time (ms, graph_ms or eager_ms)")
     context = _field(row, "context", int, where, default=shape.get("context", 0))
     out = []
     for mode, (ms, logits_default) in timed.items():
         logits = _field(row, "logits_tokens", int, where, default=logits_default, required=False)
-        out.append(PassRecord(source, device, dtype, date, torch_version, name, mode, batch, new_tokens, context,
-                              logits, ms, peaks["peak_bandwidth"], peaks["peak_flops"]))  # fmt: skip
+        out.append(
+            PassRecord(
+                source,
+                device,
+                dtype,
+                date,
+                torch_version,
+                name,
+                mode,
+                batch,
+                new_tokens,
+                context,
+                logits,
+                ms,
+                peaks["peak_bandwidth"],
+                peaks["peak_flops"],
+            )
+        )
     return out
 
 
@@ -224,10 +240,17 @@ def check(records: list[PassRecord]) -> list[ErrorRow]:
         sheet = [predict_record(r, "sheet") for r in group]
         probed = [predict_record(r, "probed") for r in group]
         ok_sheet = None not in sheet
-        rows.append(ErrorRow(
-            device, shape, mode, source, group[0].date, len(group),
-            model_error(sheet, measured) if ok_sheet else None,
-            model_error(probed, measured) if None not in probed else None,
-            statistics.median(p / m for p, m in zip(sheet, measured, strict=True)) if ok_sheet else None,
-        ))  # fmt: skip
+        rows.append(
+            ErrorRow(
+                device,
+                shape,
+                mode,
+                source,
+                group[0].date,
+                len(group),
+                model_error(sheet, measured) if ok_sheet else None,
+                model_error(probed, measured) if None not in probed else None,
+                statistics.median(p / m for p, m in zip(sheet, measured, strict=True)) if ok_sheet else None,
+            )
+        )
     return rows

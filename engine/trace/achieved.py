@@ -28,8 +28,11 @@ def timer_name(device: str) -> str:
 def gauge_labels(util_source: str | None) -> dict[str, str]:
     """Names for the time-sampled gauges, saying what each one is."""
     if util_source == "nvml":
-        return {"util_pct": "NVML GPU util % (time-sampled: share of time a kernel ran)",
-                "sm_clock_mhz": "NVML SM clock, MHz (time-sampled)", "power_w": "NVML board power, W (time-sampled)"}  # fmt: skip
+        return {
+            "util_pct": "NVML GPU util % (time-sampled: share of time a kernel ran)",
+            "sm_clock_mhz": "NVML SM clock, MHz (time-sampled)",
+            "power_w": "NVML board power, W (time-sampled)",
+        }
     return {"util_pct": "psutil CPU % (time-sampled, system-wide)"}
 
 

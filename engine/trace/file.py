@@ -95,5 +95,3 @@ def _json_default(obj):
     if hasattr(obj, "item"):  # numpy / torch scalars
         return obj.item()
     raise TypeError(f"cannot serialise {type(obj).__name__} in a trace")
-
-

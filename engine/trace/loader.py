@@ -25,7 +25,9 @@ from engine.trace.records import SCHEMA, SCHEMA_TREE, SCHEMAS, DraftToken, SeqSt
 # depth and number limits, then every field the app reads is checked for type, finiteness and range,
 # one small function per object kind. Every refusal is one TraceError sentence naming the field, e.g.
 # "malformed trace: steps[12].seqs[3].num_accepted must be between 0 and 4; got 9".
-MAX_FILE_BYTES = 32 * 1024 * 1024  # = server.maxUploadSize (.streamlit/config.toml, in MiB); scripts/bench_replay.py times the worst pair
+MAX_FILE_BYTES = (
+    32 * 1024 * 1024
+)  # = server.maxUploadSize (.streamlit/config.toml, in MiB); scripts/investigate/bench_replay.py times the worst pair
 MAX_NESTING = 64  # the schema nests 6 deep (steps[i].seqs[j].drafted[k]); meta.probe 3
 MAX_INT_DIGITS = 30
 MAX_STEPS = 100_000
@@ -218,26 +220,38 @@ def _fast_draft(d, position: int, num_accepted: int) -> bool:
     if type(d) is not dict or d.keys() != _DRAFT_SET:
         return False
     tid = d["id"]
-    return (type(tid) is int and tid >= 0 and _text(d["text"]) and _fine(d["draft_prob"], 1.0)
-            and _fine(d["target_prob"], 1.0) and d["accepted"] is (position < num_accepted))  # fmt: skip
+    return (
+        type(tid) is int
+        and tid >= 0
+        and _text(d["text"])
+        and _fine(d["draft_prob"], 1.0)
+        and _fine(d["target_prob"], 1.0)
+        and d["accepted"] is (position < num_accepted)
+    )
 
 
 def _draft_token(raw, where: str, position: int, num_accepted: int) -> DraftToken:
     # The most numerous object in a trace: a fast path accepts a plainly valid token (the same rules as below,
     # without building the error messages' field names); anything else takes the checked path for its message.
     if _fast_draft(raw, position, num_accepted):
-        return DraftToken(id=raw["id"], text=raw["text"], draft_prob=float(raw["draft_prob"]),
-                          target_prob=float(raw["target_prob"]), accepted=raw["accepted"])  # fmt: skip
+        return DraftToken(
+            id=raw["id"],
+            text=raw["text"],
+            draft_prob=float(raw["draft_prob"]),
+            target_prob=float(raw["target_prob"]),
+            accepted=raw["accepted"],
+        )
     d = _obj(raw, where, _DRAFT_KEYS)
     accepted = _bool(d["accepted"], f"{where}.accepted")
     if accepted != (position < num_accepted):
-        _fail(f"{where}.accepted", f"must be {str(position < num_accepted).lower()} (num_accepted is {num_accepted})",
-              accepted)  # fmt: skip
+        _fail(f"{where}.accepted", f"must be {str(position < num_accepted).lower()} (num_accepted is {num_accepted})", accepted)
     return DraftToken(
-        id=_int(d["id"], f"{where}.id"), text=_str(d["text"], f"{where}.text"),
+        id=_int(d["id"], f"{where}.id"),
+        text=_str(d["text"], f"{where}.text"),
         draft_prob=_num(d["draft_prob"], f"{where}.draft_prob", 0.0, 1.0),
-        target_prob=_num(d["target_prob"], f"{where}.target_prob", 0.0, 1.0), accepted=accepted,
-    )  # fmt: skip
+        target_prob=_num(d["target_prob"], f"{where}.target_prob", 0.0, 1.0),
+        accepted=accepted,
+    )
 
 
 _TREE_KEYS = ("parents", "ids", "texts", "q", "p", "accepted")
@@ -261,7 +275,7 @@ def _tree(raw, where: str, drafted: list[DraftToken], num_accepted: int) -> Tree
         q=[_num(v, f"{where}.q[{i}]", 0.0, 1.0) for i, v in enumerate(d["q"])],
         p=[_num(v, f"{where}.p[{i}]", 0.0, 1.0) for i, v in enumerate(d["p"])],
         accepted=[_bool(v, f"{where}.accepted[{i}]") for i, v in enumerate(d["accepted"])],
-    )  # fmt: skip
+    )
     if tree.depth > MAX_DEPTH:
         _fail(f"{where}.parents", f"must make a tree at most {MAX_DEPTH} deep", tree.depth)
     path = tree.path()
@@ -297,14 +311,26 @@ def _fast_seq_step(d, n_sequences: int) -> bool:
     if type(d) is not dict or d.keys() != _SEQ_STEP_SET:
         return False
     seq, drafted, num_accepted = d["seq"], d["drafted"], d["num_accepted"]
-    if not (type(seq) is int and 0 <= seq < n_sequences and type(drafted) is list and len(drafted) <= MAX_DEPTH
-            and type(num_accepted) is int and 0 <= num_accepted <= len(drafted)):  # fmt: skip
+    if not (
+        type(seq) is int
+        and 0 <= seq < n_sequences
+        and type(drafted) is list
+        and len(drafted) <= MAX_DEPTH
+        and type(num_accepted) is int
+        and 0 <= num_accepted <= len(drafted)
+    ):
         return False
     kind = "plain" if not drafted else "bonus" if num_accepted == len(drafted) else "correction"
     next_id = d["next_id"]
-    return (d["next_kind"] == kind and type(next_id) is int and next_id >= 0 and _text(d["next_text"])
-            and _fine(d["next_prob"], 1.0) and _fine_ids(d["emitted"], MAX_DEPTH + 1)
-            and type(d["finished"]) is bool)  # fmt: skip
+    return (
+        d["next_kind"] == kind
+        and type(next_id) is int
+        and next_id >= 0
+        and _text(d["next_text"])
+        and _fine(d["next_prob"], 1.0)
+        and _fine_ids(d["emitted"], MAX_DEPTH + 1)
+        and type(d["finished"]) is bool
+    )
 
 
 def _seq_step(raw, where: str, n_sequences: int, trees: bool = False) -> SeqStep:
@@ -312,10 +338,16 @@ def _seq_step(raw, where: str, n_sequences: int, trees: bool = False) -> SeqStep
         d = raw
         num_accepted, drafted = d["num_accepted"], d["drafted"]
         return SeqStep(
-            seq=d["seq"], drafted=[_draft_token(t, f"{where}.drafted[{i}]", i, num_accepted) for i, t in enumerate(drafted)],
-            num_accepted=num_accepted, next_id=d["next_id"], next_text=d["next_text"], next_prob=float(d["next_prob"]),
-            next_kind=d["next_kind"], emitted=d["emitted"], finished=d["finished"],
-        )  # fmt: skip
+            seq=d["seq"],
+            drafted=[_draft_token(t, f"{where}.drafted[{i}]", i, num_accepted) for i, t in enumerate(drafted)],
+            num_accepted=num_accepted,
+            next_id=d["next_id"],
+            next_text=d["next_text"],
+            next_prob=float(d["next_prob"]),
+            next_kind=d["next_kind"],
+            emitted=d["emitted"],
+            finished=d["finished"],
+        )
     d = _obj(raw, where, _SEQ_STEP_KEYS, optional=("tree",) if trees else ())
     seq = _int(d["seq"], f"{where}.seq")
     if seq >= n_sequences:
@@ -328,16 +360,20 @@ def _seq_step(raw, where: str, n_sequences: int, trees: bool = False) -> SeqStep
         _fail(f"{where}.next_kind", f"must be {kind!r} ({num_accepted} of {len(drafted)} drafts accepted)", d["next_kind"])
     tree = None if d.get("tree") is None else _tree(d["tree"], f"{where}.tree", tokens, num_accepted)
     return SeqStep(
-        seq=seq, drafted=tokens, num_accepted=num_accepted, next_id=_int(d["next_id"], f"{where}.next_id"),
+        seq=seq,
+        drafted=tokens,
+        num_accepted=num_accepted,
+        next_id=_int(d["next_id"], f"{where}.next_id"),
         next_text=_str(d["next_text"], f"{where}.next_text"),
-        next_prob=_num(d["next_prob"], f"{where}.next_prob", 0.0, 1.0), next_kind=kind,
-        emitted=_ids(d["emitted"], f"{where}.emitted", MAX_DEPTH + 1), finished=_bool(d["finished"], f"{where}.finished"),
+        next_prob=_num(d["next_prob"], f"{where}.next_prob", 0.0, 1.0),
+        next_kind=kind,
+        emitted=_ids(d["emitted"], f"{where}.emitted", MAX_DEPTH + 1),
+        finished=_bool(d["finished"], f"{where}.finished"),
         tree=tree,
-    )  # fmt: skip
+    )
 
 
-_STEP_NUMBERS = ("draft_ms", "verify_ms", "overhead_ms", "target_flops", "draft_flops", "target_bytes", "draft_bytes",
-                 "flops_wasted")  # fmt: skip
+_STEP_NUMBERS = ("draft_ms", "verify_ms", "overhead_ms", "target_flops", "draft_flops", "target_bytes", "draft_bytes", "flops_wasted")
 _STEP_KEYS = ("index", "kind", "depth", "batch", "tokens_per_pass", "t_start_s", "t_end_s", *_STEP_NUMBERS)
 
 
@@ -350,12 +386,25 @@ def _fast_step(d) -> bool:
     if type(d) is not dict or not (_STEP_REQUIRED <= d.keys() <= _STEP_ALLOWED):
         return False
     index, depth, batch, tpp, util = d["index"], d["depth"], d["batch"], d["tokens_per_pass"], d.get("util_pct")
-    return (type(index) is int and index >= 0 and d["kind"] in ("prefill", "decode")
-            and type(depth) is int and 0 <= depth <= MAX_DEPTH and type(batch) is int and 1 <= batch <= MAX_SEQUENCES
-            and type(tpp) is int and tpp >= 1 and _fine(d["t_start_s"]) and _fine(d["t_end_s"])
-            and d["t_end_s"] >= d["t_start_s"] and all(_fine(d[k]) for k in _STEP_NUMBERS)
-            and (util is None or _fine(util, 100.0)) and _fine(d.get("policy_ms", 0.0))
-            and type(d.get("seqs", [])) is list and len(d.get("seqs", [])) <= MAX_SEQUENCES)  # fmt: skip
+    return (
+        type(index) is int
+        and index >= 0
+        and d["kind"] in ("prefill", "decode")
+        and type(depth) is int
+        and 0 <= depth <= MAX_DEPTH
+        and type(batch) is int
+        and 1 <= batch <= MAX_SEQUENCES
+        and type(tpp) is int
+        and tpp >= 1
+        and _fine(d["t_start_s"])
+        and _fine(d["t_end_s"])
+        and d["t_end_s"] >= d["t_start_s"]
+        and all(_fine(d[k]) for k in _STEP_NUMBERS)
+        and (util is None or _fine(util, 100.0))
+        and _fine(d.get("policy_ms", 0.0))
+        and type(d.get("seqs", [])) is list
+        and len(d.get("seqs", [])) <= MAX_SEQUENCES
+    )
 
 
 def _step(raw, where: str, n_sequences: int, trees: bool = False) -> Step:
@@ -363,11 +412,18 @@ def _step(raw, where: str, n_sequences: int, trees: bool = False) -> Step:
         d = raw
         util = d.get("util_pct")
         return Step(
-            index=d["index"], kind=d["kind"], depth=d["depth"], batch=d["batch"], tokens_per_pass=d["tokens_per_pass"],
-            t_start_s=float(d["t_start_s"]), t_end_s=float(d["t_end_s"]), **{k: float(d[k]) for k in _STEP_NUMBERS},
-            util_pct=None if util is None else float(util), policy_ms=float(d.get("policy_ms", 0.0)),
+            index=d["index"],
+            kind=d["kind"],
+            depth=d["depth"],
+            batch=d["batch"],
+            tokens_per_pass=d["tokens_per_pass"],
+            t_start_s=float(d["t_start_s"]),
+            t_end_s=float(d["t_end_s"]),
+            **{k: float(d[k]) for k in _STEP_NUMBERS},
+            util_pct=None if util is None else float(util),
+            policy_ms=float(d.get("policy_ms", 0.0)),
             seqs=[_seq_step(q, f"{where}.seqs[{i}]", n_sequences, trees) for i, q in enumerate(d.get("seqs", []))],
-        )  # fmt: skip
+        )
     d = _obj(raw, where, _STEP_KEYS, optional=("util_pct", "policy_ms", "seqs", "sm_clock_mhz", "power_w"))
     t_start = _num(d["t_start_s"], f"{where}.t_start_s")
     t_end = _num(d["t_end_s"], f"{where}.t_end_s")
@@ -375,24 +431,30 @@ def _step(raw, where: str, n_sequences: int, trees: bool = False) -> Step:
         _fail(f"{where}.t_end_s", f"must be >= t_start_s ({t_start:g})", t_end)
     seqs = _list(d.get("seqs", []), f"{where}.seqs", MAX_SEQUENCES)
     return Step(
-        index=_int(d["index"], f"{where}.index"), kind=_choice(d["kind"], f"{where}.kind", ("prefill", "decode")),
-        depth=_int(d["depth"], f"{where}.depth", 0, MAX_DEPTH), batch=_int(d["batch"], f"{where}.batch", 1, MAX_SEQUENCES),
-        tokens_per_pass=_int(d["tokens_per_pass"], f"{where}.tokens_per_pass", 1), t_start_s=t_start, t_end_s=t_end,
+        index=_int(d["index"], f"{where}.index"),
+        kind=_choice(d["kind"], f"{where}.kind", ("prefill", "decode")),
+        depth=_int(d["depth"], f"{where}.depth", 0, MAX_DEPTH),
+        batch=_int(d["batch"], f"{where}.batch", 1, MAX_SEQUENCES),
+        tokens_per_pass=_int(d["tokens_per_pass"], f"{where}.tokens_per_pass", 1),
+        t_start_s=t_start,
+        t_end_s=t_end,
         **{k: _num(d[k], f"{where}.{k}") for k in _STEP_NUMBERS},
         util_pct=_opt_num(d.get("util_pct"), f"{where}.util_pct", 0.0, 100.0),
         policy_ms=_num(d.get("policy_ms", 0.0), f"{where}.policy_ms"),
         seqs=[_seq_step(s, f"{where}.seqs[{i}]", n_sequences, trees) for i, s in enumerate(seqs)],
         sm_clock_mhz=_opt_num(d.get("sm_clock_mhz"), f"{where}.sm_clock_mhz", 0.0, 1e5),
         power_w=_opt_num(d.get("power_w"), f"{where}.power_w", 0.0, 1e5),
-    )  # fmt: skip
+    )
 
 
 def _sequence(raw, where: str) -> dict:
     d = _obj(raw, where, ("prompt", "prompt_tokens", "output_ids", "text"))
     return {
-        "prompt": _str(d["prompt"], f"{where}.prompt"), "prompt_tokens": _int(d["prompt_tokens"], f"{where}.prompt_tokens"),
-        "output_ids": _ids(d["output_ids"], f"{where}.output_ids", MAX_OUTPUT_TOKENS), "text": _str(d["text"], f"{where}.text"),
-    }  # fmt: skip
+        "prompt": _str(d["prompt"], f"{where}.prompt"),
+        "prompt_tokens": _int(d["prompt_tokens"], f"{where}.prompt_tokens"),
+        "output_ids": _ids(d["output_ids"], f"{where}.output_ids", MAX_OUTPUT_TOKENS),
+        "text": _str(d["text"], f"{where}.text"),
+    }
 
 
 def _config(raw) -> dict:
@@ -411,8 +473,17 @@ def _config(raw) -> dict:
 _SUMMARY_INTS = ("new_tokens", "target_forwards", "drafted_tokens", "accepted_tokens")
 _SUMMARY_RATES = ("acceptance_rate", "alpha")
 _SUMMARY_LOAD = ("cpu_s", "other_cpu_s", "load_avg")  # seconds of CPU time, and the 1-minute load average
-_SUMMARY_NUMBERS = ("tokens_per_s", "mean_accepted", "tokens_per_step", "flops", "flops_wasted", "bytes", "draft_ms",
-                    "verify_ms", "overhead_ms")  # fmt: skip
+_SUMMARY_NUMBERS = (
+    "tokens_per_s",
+    "mean_accepted",
+    "tokens_per_step",
+    "flops",
+    "flops_wasted",
+    "bytes",
+    "draft_ms",
+    "verify_ms",
+    "overhead_ms",
+)
 
 
 def _summary(raw) -> dict:
@@ -497,6 +568,9 @@ def trace_parts(data) -> dict:
     trees = schema == SCHEMA_TREE  # only /2 traces may hold draft trees
     steps = [_step(s, f"steps[{i}]", len(sequences), trees) for i, s in enumerate(raw_steps)]
     return {
-        "config": _config(data["config"]), "sequences": sequences, "steps": steps, "summary": _summary(data["summary"]),
+        "config": _config(data["config"]),
+        "sequences": sequences,
+        "steps": steps,
+        "summary": _summary(data["summary"]),
         "meta": _meta(data.get("meta", {})),
-    }  # fmt: skip
+    }

@@ -208,5 +208,3 @@ def summarize(steps: list[Step], new_tokens: int, wall_s: float, device: str, dt
         if isinstance(value, float) and not math.isfinite(value):
             summary[key] = None
     return summary
-
-

@@ -13,8 +13,8 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 from streamlit.testing.v1.errors import AppTestError  # noqa: E402
 
-from app.lesson_experiments import EXPERIMENTS  # noqa: E402
-from app.lesson_files import load_lessons  # noqa: E402
+from app.lessons.experiments import EXPERIMENTS  # noqa: E402
+from app.lessons.files import load_lessons  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = load_lessons(ROOT / "lessons", EXPERIMENTS)
@@ -57,12 +57,15 @@ def test_deep_link_opens_the_lesson_with_its_settings():
 
 @pytest.mark.parametrize(
     "query, notice",
-    [({"lesson": "99"}, "lesson `99`, which does not exist"), ({"lesson": "-1"}, "lesson `-1`"),
-     ({"lesson": "<script>alert(1)</script>"}, "which does not exist"),
-     ({"lesson": "1", "l1_context": "1e309"}, "**Context already in the KV cache (tokens)** to `1e309`"),
-     ({"lesson": "2", "l2_depth": "`**x**`\n"}, "**Speculation depth k** to `'**x**'`"),
-     ({"lesson": "1", "teacher": "banana"}, "**Teacher mode** to `banana`, which this page cannot use; it uses `off`")],
-)  # fmt: skip
+    [
+        ({"lesson": "99"}, "lesson `99`, which does not exist"),
+        ({"lesson": "-1"}, "lesson `-1`"),
+        ({"lesson": "<script>alert(1)</script>"}, "which does not exist"),
+        ({"lesson": "1", "l1_context": "1e309"}, "**Context already in the KV cache (tokens)** to `1e309`"),
+        ({"lesson": "2", "l2_depth": "`**x**`\n"}, "**Speculation depth k** to `'**x**'`"),
+        ({"lesson": "1", "teacher": "banana"}, "**Teacher mode** to `banana`, which this page cannot use; it uses `off`"),
+    ],
+)
 def test_hostile_links_fall_back_with_a_visible_notice(query, notice):
     at = _app(**query)
     _clean(at)
@@ -131,8 +134,16 @@ def test_glossary_is_in_the_sidebar_of_every_page():
     at = _app(lesson="1")
     glossary = next(e for e in at.sidebar.expander if "Glossary" in e.label)
     text = _texts(glossary.markdown)
-    for term in ("α (per-token acceptance)", "Acceptance rate", "c (cost coefficient)", "Tokens per pass",
-                 "Arithmetic intensity", "Ridge point", "overhead-bound", "MBU / MFU"):  # fmt: skip
+    for term in (
+        "α (per-token acceptance)",
+        "Acceptance rate",
+        "c (cost coefficient)",
+        "Tokens per pass",
+        "Arithmetic intensity",
+        "Ridge point",
+        "overhead-bound",
+        "MBU / MFU",
+    ):
         assert term in text, term
 
 

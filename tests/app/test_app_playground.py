@@ -65,8 +65,17 @@ def test_run_produces_both_lanes_and_summary():
     assert not at.exception
     assert not at.error, _texts(at.error)
     labels = {m.label for m in at.metric}
-    for label in ("AR tokens/s", "Speculative tokens/s", "Acceptance rate", "Measured speedup", "Leviathan predicted",
-                  "AR FLOPs", "Speculative FLOPs", "FLOPs wasted on rejections", "Target forwards"):  # fmt: skip
+    for label in (
+        "AR tokens/s",
+        "Speculative tokens/s",
+        "Acceptance rate",
+        "Measured speedup",
+        "Leviathan predicted",
+        "AR FLOPs",
+        "Speculative FLOPs",
+        "FLOPs wasted on rejections",
+        "Target forwards",
+    ):
         assert label in labels
     # issue 19: the corrected Leviathan model and the operations factor sit beside the measured numbers
     assert {"Leviathan with the measured verify cost", "Leviathan operations factor", "k drafted"} <= labels

@@ -11,8 +11,7 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 MAIN = str(Path(__file__).resolve().parents[2] / "app" / "main.py")
-CONTROLS = {"selectbox": {"gpu", "model"}, "radio": {"dtype", "floor"}, "select_slider": {"ctx"},
-            "slider": {"alpha", "c"}}  # fmt: skip
+CONTROLS = {"selectbox": {"gpu", "model"}, "radio": {"dtype", "floor"}, "select_slider": {"ctx"}, "slider": {"alpha", "c"}}
 
 
 def _page(**params) -> AppTest:

@@ -167,13 +167,22 @@ def test_replay_lists_device_recordings_through_the_strict_loaders(monkeypatch, 
         for key in ("ar", "spec"):
             shutil.copy(TRACES / FIRST[key], root / name / "traces" / FIRST[key])
         doc = {
-            "schema": recordings.RECORDING_SCHEMA_ID, "label": f"test fixture ({name}): shipped CPU sample traces",
-            "dry_run": dry, "device": "cpu", "device_name": FIRST["device"], "torch": "x", "cuda": None,
-            "date": FIRST["date"], "dtype": FIRST["dtype"], "probe": {"peak_bandwidth": 1e10, "peak_flops": 1e11},
-            "pass_curves": [], "grid": [], "exactness": {"dtype": "float32", "all_equal": True, "runs": []},
+            "schema": recordings.RECORDING_SCHEMA_ID,
+            "label": f"test fixture ({name}): shipped CPU sample traces",
+            "dry_run": dry,
+            "device": "cpu",
+            "device_name": FIRST["device"],
+            "torch": "x",
+            "cuda": None,
+            "date": FIRST["date"],
+            "dtype": FIRST["dtype"],
+            "probe": {"peak_bandwidth": 1e10, "peak_flops": 1e11},
+            "pass_curves": [],
+            "grid": [],
+            "exactness": {"dtype": "float32", "all_equal": True, "runs": []},
             "projection": {"label": "none", "rows": []},
             "races": [{"batch": 2, "depth": FIRST["depth"], "cuda_graphs": "off", "ar": FIRST["ar"], "spec": FIRST["spec"]}],
-        }  # fmt: skip
+        }
         (root / name / "recording.json").write_text(json.dumps(doc))
     monkeypatch.setattr(recordings, "RECORDINGS", root)
     at = _replay()
@@ -202,7 +211,6 @@ def test_any_step_of_a_replayed_run_steps_through_beside_the_engine_code():
     assert gaps, "the n-gram sample has steps where no row found a match"
     at.number_input(key=key).set_value(gaps[0]).run()
     assert f"Step {gaps[0]} drafted nothing" in _texts(at.caption) and not at.exception
-
 
 
 def test_a_replayed_tree_run_steps_through_its_tree(tiny, tmp_path):

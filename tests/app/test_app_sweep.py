@@ -96,8 +96,13 @@ def test_sweep_measures_adaptive_policies_beside_the_fixed_depths():
     assert not at.exception and not at.error
     rows = at.session_state["grid"]["rows"]
     assert [(r["batch"], r["policy"], r["depth"]) for r in rows] == [
-        (1, "fixed", 2), (1, "batch_table", 2), (1, "goodput", 2),
-        (2, "fixed", 2), (2, "batch_table", 2), (2, "goodput", 2)]  # fmt: skip
+        (1, "fixed", 2),
+        (1, "batch_table", 2),
+        (1, "goodput", 2),
+        (2, "fixed", 2),
+        (2, "batch_table", 2),
+        (2, "goodput", 2),
+    ]
     figures = [json.dumps(json.loads(e.proto.spec), ensure_ascii=False) for e in at.get("plotly_chart")]
     assert any("goodput ≤2" in spec for spec in figures)  # the grid's adaptive column
     assert any("max(AR, best fixed k)" in spec for spec in figures)  # the envelope view

@@ -22,8 +22,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 SERVER_LOG = ROOT / "artifacts" / "streamlit-browser-test.log"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]  # fmt: skip
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason=f"Chromium not found at {CHROMIUM} (apt-get install chromium to run this test)"
@@ -42,10 +48,25 @@ def server():
     SERVER_LOG.parent.mkdir(exist_ok=True)
     log = open(SERVER_LOG, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app" / "main.py"),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -158,8 +179,10 @@ def test_lessons_run_the_first_experiment(server):
         guess = page.get_by_label("Your prediction: A 16-token pass costs how many times the time of a 1-token pass?")
         guess.fill("3")
         guess.press("Enter")
-        page.wait_for_function("() => [...document.querySelectorAll('button')].some(b => b.innerText.includes("
-                               "'Run the experiment live') && !b.disabled)", timeout=30_000)  # fmt: skip
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('button')].some(b => b.innerText.includes('Run the experiment live') && !b.disabled)",
+            timeout=30_000,
+        )
         run.click()
         page.get_by_text("Sixteen tokens in one pass").wait_for(timeout=240_000)
         page.get_by_text("measured live on").first.wait_for(timeout=10_000)
@@ -185,9 +208,15 @@ def test_predictor_draws_the_model_and_the_recorded_passes(server):
 
 EVIL = "http://127.0.0.2:9"  # an origin that is not the app's (nothing listens there)
 HOSTILE_TEXTS = [
-    "</script><script>window.__pwned=1</script>", "<!--<script>", "<img src=x onerror=window.__pwned=1>",
-    f"![b]({EVIL}/img.png)", f"[click me]({EVIL}/phish)", "\u2028\u2029", "]]>&amp;<", "`code` **bold**",
-]  # fmt: skip
+    "</script><script>window.__pwned=1</script>",
+    "<!--<script>",
+    "<img src=x onerror=window.__pwned=1>",
+    f"![b]({EVIL}/img.png)",
+    f"[click me]({EVIL}/phish)",
+    "\u2028\u2029",
+    "]]>&amp;<",
+    "`code` **bold**",
+]
 
 
 def _hostile_pair() -> tuple[bytes, bytes]:
@@ -198,8 +227,11 @@ def _hostile_pair() -> tuple[bytes, bytes]:
     out = []
     for name in (index["ar"], index["spec"]):
         data = json.loads((ROOT / "assets" / "traces" / name).read_text(encoding="utf-8"))
-        data["meta"].update(device_name=f"![b]({EVIL}/device.png)", draft_name=f"[click me]({EVIL}/phish)",
-                            target_name="<img src=x onerror=window.__pwned=1>")  # fmt: skip
+        data["meta"].update(
+            device_name=f"![b]({EVIL}/device.png)",
+            draft_name=f"[click me]({EVIL}/phish)",
+            target_name="<img src=x onerror=window.__pwned=1>",
+        )
         data["meta"].setdefault("probe", {})["device_name"] = f"<script>window.__pwned=1</script>![p]({EVIL}/p.png)"
         data["summary"]["dtype"] = f"![d]({EVIL}/dtype.png)"
         for i, seq in enumerate(data["sequences"]):
@@ -229,8 +261,12 @@ def test_a_hostile_trace_loads_runs_and_shows_nothing_it_did_not_come_with(serve
     origin = urlsplit(server)
     outside, dialogs = [], []
     with browser_page(height=3600) as page:
-        page.on("request", lambda r: urlsplit(r.url).scheme in ("http", "https", "ws", "wss")
-                and urlsplit(r.url).netloc != origin.netloc and outside.append(r.url))  # fmt: skip
+        page.on(
+            "request",
+            lambda r: urlsplit(r.url).scheme in ("http", "https", "ws", "wss")
+            and urlsplit(r.url).netloc != origin.netloc
+            and outside.append(r.url),
+        )
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(f"{server}/replay", timeout=60_000)
         page.get_by_text("recorded measurements, not a live run").wait_for(timeout=120_000)  # the sample pair first

@@ -44,8 +44,10 @@ def test_old_traces_and_hostile_values_give_no_note():
 
 def test_load_line_reports_both_lanes():
     line = fairness.load_line(_summary(2.0, 0.2, cpu_s=3.8), _summary(1.0, 0.1, cpu_s=1.9, load_avg=2.5))
-    assert line == ("Load while decoding: AR 1.9 cores of this process, 0.1 of others (load average 1.0); "
-                    "speculative 1.9 cores of this process, 0.1 of others (load average 2.5).")  # fmt: skip
+    assert line == (
+        "Load while decoding: AR 1.9 cores of this process, 0.1 of others (load average 1.0); "
+        "speculative 1.9 cores of this process, 0.1 of others (load average 2.5)."
+    )
 
 
 def test_load_meter_counts_only_its_windows():
@@ -133,6 +135,14 @@ def test_sweep_cells_alike_or_unrecorded_are_not_flagged():
     for row in (alike, old, hostile):
         assert fairness.cell_contention(row) is None
     assert fairness.grid_contention_note([alike, old, hostile]) is None
-    base = {"tree_nodes": 0, "tree_topk": 0, "tokens_per_pass": 3, "ar_tokens_per_s": 10.0, "spec_tokens_per_s": 12.0,
-            "speedup": 1.2, "alpha": 0.5, "flops_ratio": 1.3}
+    base = {
+        "tree_nodes": 0,
+        "tree_topk": 0,
+        "tokens_per_pass": 3,
+        "ar_tokens_per_s": 10.0,
+        "spec_tokens_per_s": 12.0,
+        "speedup": 1.2,
+        "alpha": 0.5,
+        "flops_ratio": 1.3,
+    }
     assert grid_table([alike | base])[0]["load"] == ""

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from app import lesson_experiments as lx
-from app import measurement
+from app.lessons import experiments as lx
+from app.lessons import measurement
 from engine import load_pair
 from engine.hardware import probe
 
@@ -56,11 +56,16 @@ def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name):
     if name == "adaptive":
         assert [b["batch"] for b in m["batches"]] == [1, 2]
     if name == "width":  # plain, chain and tree at batch 1 and 4; the tree's pass carries batch x (nodes + 1)
-        from app.views import conclusions
+        from app.lessons import conclusions
 
         assert [(r["batch"], r["contender"], r["tokens_per_pass"]) for r in m["rows"]] == [
-            (1, "plain decoding", 1), (1, "chain", 5), (1, "tree", 9), (4, "plain decoding", 4), (4, "chain", 20),
-            (4, "tree", 36)]  # fmt: skip
+            (1, "plain decoding", 1),
+            (1, "chain", 5),
+            (1, "tree", 9),
+            (4, "plain decoding", 4),
+            (4, "chain", 20),
+            (4, "tree", 36),
+        ]
         lines = conclusions.width_conclusion(m)
         assert len(lines) == 3 and lines[0].startswith("Batch 1: the tree (8 nodes, top-4, depth 4) ran")
         assert len(conclusions.width_table(m)) == 6

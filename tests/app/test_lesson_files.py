@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.lesson_files import LessonError, load_lessons, parse_checks, parse_lesson, split_front_matter
+from app.lessons.files import LessonError, load_lessons, parse_checks, parse_lesson, split_front_matter
 
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN = {"memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width"}  # the Lessons page's EXPERIMENTS
@@ -58,13 +58,20 @@ def test_shipped_lessons_name_known_experiments():
     assert len(lessons) == 7
     assert [lesson.problem for lesson in lessons] == [None] * 7
     assert [lesson.experiment for lesson in lessons] == [
-        "memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width"]  # fmt: skip
+        "memory_bound",
+        "more_flops",
+        "past_the_ridge",
+        "turn_it_off",
+        "adaptive",
+        "by_load",
+        "width",
+    ]
     assert lessons[0].title == "1 · One token per pass leaves the arithmetic idle"
 
 
 def test_page_experiments_match_the_shipped_lessons():
     """KNOWN above is the page's table of experiments (app/lesson_experiments.py; importing it runs no page)."""
-    from app.lesson_experiments import EXPERIMENTS
+    from app.lessons.experiments import EXPERIMENTS
 
     assert set(EXPERIMENTS) == KNOWN
 
@@ -115,12 +122,13 @@ def test_a_missing_or_broken_checks_file_is_named(tmp_path):
 
 def test_lessons_describe_the_load_rules_accurately():
     """Lesson 4 names the old switch as what it was (V0 only, removed in February 2026); lesson 6 cites its sources."""
-    four, six = (ROOT / "lessons" / "04-turn-it-off.md").read_text(encoding="utf-8"), \
-        (ROOT / "lessons" / "06-speculate-by-load.md").read_text(encoding="utf-8")  # fmt: skip
+    four, six = (
+        (ROOT / "lessons" / "04-turn-it-off.md").read_text(encoding="utf-8"),
+        (ROOT / "lessons" / "06-speculate-by-load.md").read_text(encoding="utf-8"),
+    )
     assert "disable-by-batch-size" in four and "V0" in four and "February" in four and "2026" in four
     assert "vllm-project/vllm/pull/35060" in four
-    for source in ("Leviathan", "pull/35060", "num_speculative_tokens_per_batch_size", "draft_len_schedule",
-                   "docs.vllm.ai"):  # fmt: skip
+    for source in ("Leviathan", "pull/35060", "num_speculative_tokens_per_batch_size", "draft_len_schedule", "docs.vllm.ai"):
         assert source in six, source
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from app import measurement
 from app.engine_source import DRAFTER_SOURCES, STAGE_SOURCES, TREE_STAGE_SOURCES, SourceError, numbered_block, source_of
-from app.lesson_experiments import EXPERIMENTS
-from app.views import stepthrough, worksheet
+from app.lessons import measurement, worksheet
+from app.lessons.experiments import EXPERIMENTS
+from app.views import stepthrough
 from engine import Trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +60,7 @@ def _record() -> dict:
         (lambda r: r["settings"].update(depth="4"), "recording.settings.depth must be a finite number"),
         (lambda r: r["measurement"]["spec"].update(depth=10**20), "measurement.spec.depth must be an integer"),
     ],
-)  # fmt: skip
+)
 def test_malformed_recordings_are_refused_naming_the_field(tmp_path, mutate, message):
     record = _record()
     mutate(record)
@@ -72,9 +72,14 @@ def test_malformed_recordings_are_refused_naming_the_field(tmp_path, mutate, mes
 
 @pytest.mark.parametrize(
     ("raw", "message"),
-    [(b'{"schema": NaN}', "NaN"), (b"[" * 100 + b"]" * 100, "nested"), (b"\xff\xfe", "UTF-8"),
-     (b"[1, 2", "not valid JSON"), (b"[]", "recording must be an object")],
-)  # fmt: skip
+    [
+        (b'{"schema": NaN}', "NaN"),
+        (b"[" * 100 + b"]" * 100, "nested"),
+        (b"\xff\xfe", "UTF-8"),
+        (b"[1, 2", "not valid JSON"),
+        (b"[]", "recording must be an object"),
+    ],
+)
 def test_unparseable_recordings_are_refused_in_one_line(tmp_path, raw, message):
     path = tmp_path / "bad.json"
     path.write_bytes(raw)
@@ -94,14 +99,21 @@ def test_oversized_or_missing_recordings_are_refused(tmp_path):
 
 def test_a_record_round_trips_and_rounds_numbers(tmp_path):
     record = _record()
-    again = measurement.make_record(record["experiment"], copy.deepcopy(record["measurement"]),
-                                    machine="<i>cpu</i>", dtype="float32", note="noisy", settings=record["settings"],
-                                    date="2026-12-01")  # fmt: skip
+    again = measurement.make_record(
+        record["experiment"],
+        copy.deepcopy(record["measurement"]),
+        machine="<i>cpu</i>",
+        dtype="float32",
+        note="noisy",
+        settings=record["settings"],
+        date="2026-12-01",
+    )
     path = tmp_path / "r.json"
     measurement.save_record(again, path)
     loaded = measurement.load_record(path)
     assert loaded["machine"] == "<i>cpu</i>" and loaded["measurement"]["m"]["speedup"] == pytest.approx(
-        record["measurement"]["m"]["speedup"], rel=1e-5)  # fmt: skip
+        record["measurement"]["m"]["speedup"], rel=1e-5
+    )
 
 
 # --- the worksheet ---------------------------------------------------------------------------------
@@ -125,8 +137,7 @@ def test_prediction_rows_and_the_guess_line():
 
 def test_worksheet_escapes_every_string():
     evil = "<script>alert(1)</script>"
-    page = worksheet.worksheet_html(evil, evil, worksheet.prediction_rows(1.0, 2.0, [(evil, 1.0)]), [(evil, evil)],
-                                    evil, [evil])  # fmt: skip
+    page = worksheet.worksheet_html(evil, evil, worksheet.prediction_rows(1.0, 2.0, [(evil, 1.0)]), [(evil, evil)], evil, [evil])
     assert "<script>" not in page and page.count("&lt;script&gt;") == 8  # title twice, question, row, number+value, source, calc
     assert page.startswith("<!doctype html>") and "Leviathan" in page and "Barrow" in page
 

@@ -12,8 +12,16 @@ from engine.config import PolicyKind
 
 def test_every_engine_policy_is_offered_and_described():
     assert sorted(POLICIES.values()) == sorted(p.value for p in PolicyKind)
-    for fact in ("--speculative-disable-by-batch-size", "v0.10", "February 2026", "vllm-project/vllm/pull/35060",
-                 "num_speculative_tokens_per_batch_size", "draft_len_schedule", "+2 after", "measured pass cost"):  # fmt: skip
+    for fact in (
+        "--speculative-disable-by-batch-size",
+        "v0.10",
+        "February 2026",
+        "vllm-project/vllm/pull/35060",
+        "num_speculative_tokens_per_batch_size",
+        "draft_len_schedule",
+        "+2 after",
+        "measured pass cost",
+    ):
         assert fact in POLICY_HELP, fact
     assert all(f"**{label}**" in POLICY_HELP for label in POLICIES)
 
@@ -55,10 +63,12 @@ def test_url_fallbacks_name_the_link_values_that_were_not_used():
     raw = {"policy": "<script>`x`</script>", "depth": "99", "temp": "0.30", "fp32": "false", "table": "1-4:4", "other": "1"}
     notices = url_fallbacks(raw, values, labels)
     assert len(notices) == 2  # temp, fp32 and table say what the widgets hold; "other" is no widget of this page
-    assert notices[0] == ("The link set **Depth policy** to `<script>'x'</script>`, which this page cannot use; it uses "
-                          "`fixed k` instead.")  # fmt: skip  (no backtick can close the code span)
+    assert notices[0] == (
+        "The link set **Depth policy** to `<script>'x'</script>`, which this page cannot use; it uses `fixed k` instead."
+    )  # no backtick can close the code span
     assert "**Speculation depth k** to `99`" in notices[1] and "`4` instead" in notices[1]
     assert url_fallbacks({"fp32": "maybe"}, {"fp32": False}, labels) == [
-        "The link set **float32** to `maybe`, which this page cannot use; it uses `off` instead."]  # fmt: skip
+        "The link set **float32** to `maybe`, which this page cannot use; it uses `off` instead."
+    ]
     assert "…" in url_fallbacks({"depth": "9" * 100}, {"depth": 4}, labels)[0]  # long values are cut short
     assert url_fallbacks({}, values, labels) == []

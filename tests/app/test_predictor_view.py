@@ -18,8 +18,9 @@ ROOF = Roof.from_gpu(GPUS["H200"], "bfloat16")
 def _series() -> view.MeasuredSeries:
     tokens = (1, 8, 64)
     predicted = tuple(pass_ms(COSTS, ROOF, 1, n, 0, "graph") for n in tokens)
-    return view.MeasuredSeries("measured on NVIDIA H200, CUDA graph (2026-11-30, x.json)", tokens,
-                               tuple(2 * p for p in predicted), predicted, ("a", "b", "c"))  # fmt: skip
+    return view.MeasuredSeries(
+        "measured on NVIDIA H200, CUDA graph (2026-11-30, x.json)", tokens, tuple(2 * p for p in predicted), predicted, ("a", "b", "c")
+    )
 
 
 def test_token_grid_is_log_spaced_integers():
@@ -32,8 +33,11 @@ def test_pass_time_figure_draws_model_floors_ridge_and_measurements():
     floors = {"graph": floor_ms(COSTS, "graph"), "eager": floor_ms(COSTS, "eager")}
     fig = view.pass_time_figure(COSTS, ROOF, 1024, "graph", "Llama-3.1-8B on H200", [_series()], floors, top=4096)
     names = [t.name for t in fig.data]
-    assert names[:3] == ["model: 1 row × n tokens (verify pass)", "model: n rows × 1 token (decode batch)",
-                         "model: roofline alone (no overhead), 1 row"]  # fmt: skip
+    assert names[:3] == [
+        "model: 1 row × n tokens (verify pass)",
+        "model: n rows × 1 token (decode batch)",
+        "model: roofline alone (no overhead), 1 row",
+    ]
     assert "model, not a measurement" in fig.layout.title.text
     first = fig.data[0]
     one_token = pass_ms(COSTS, ROOF, 1, 1, 1024, "none") + floors["graph"]  # the roofline plus the overhead
@@ -41,16 +45,17 @@ def test_pass_time_figure_draws_model_floors_ridge_and_measurements():
     assert all(a <= b for a, b in zip(first.y, list(first.y)[1:]))
     assert "ridge ≈ 206 tokens/pass" in " | ".join(a.text for a in fig.layout.annotations)
     floor_lines = {t.name: list(t.y) for t in fig.data[3:5]}
-    assert floor_lines == {f"CUDA-graph overhead {floors['graph']:.2f} ms": [floors["graph"]] * 2,
-                           f"eager overhead {floors['eager']:.2f} ms": [floors["eager"]] * 2}  # fmt: skip
+    assert floor_lines == {
+        f"CUDA-graph overhead {floors['graph']:.2f} ms": [floors["graph"]] * 2,
+        f"eager overhead {floors['eager']:.2f} ms": [floors["eager"]] * 2,
+    }
     measured = fig.data[5]
     assert measured.mode == "markers" and list(measured.x) == [1, 8, 64]
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
 
 
 def test_speedup_heatmap_marks_the_crossover_and_empty_cells():
-    grid = speedup_grid(COSTS, ROOF, 0.7, 0.05, (1, 64, 256, 512, 1024), (2, 8), 1024, "graph",
-                        GPUS["H200"].memory_gb * 1e9)  # fmt: skip
+    grid = speedup_grid(COSTS, ROOF, 0.7, 0.05, (1, 64, 256, 512, 1024), (2, 8), 1024, "graph", GPUS["H200"].memory_gb * 1e9)
     fig = view.speedup_heatmap(grid, "test")
     (heat,) = fig.data
     assert list(heat.x) == ["1", "64", "256", "512", "1024"] and list(heat.y) == ["2", "8"]

@@ -11,19 +11,50 @@ def _tree_row(seq: int = 0) -> SeqStep:
     """root -> "The"(0, accepted) " A"(1); "The" -> " cat"(2, accepted) " <b>dog</b>"(3); " cat" -> " sat"(4).
     The target rejected " sat" and corrected to " ran"."""
     tree = TreeRecord(
-        parents=[-1, -1, 0, 0, 2], ids=[10, 11, 12, 13, 14], texts=["The", " A", " cat", " <b>dog</b>", " sat"],
-        q=[0.6, 0.3, 0.5, 0.4, 0.9], p=[0.7, 0.2, 0.6, 0.1, 0.05], accepted=[True, False, True, False, False],
-    )  # fmt: skip
-    drafted = [DraftToken(id=tree.ids[i], text=tree.texts[i], draft_prob=tree.q[i], target_prob=tree.p[i],
-                          accepted=tree.accepted[i]) for i in tree.shown()]  # fmt: skip
-    return SeqStep(seq=seq, drafted=drafted, num_accepted=2, next_id=15, next_text=" ran", next_prob=0.4,
-                   next_kind="correction", emitted=[10, 12, 15], finished=False, tree=tree)  # fmt: skip
+        parents=[-1, -1, 0, 0, 2],
+        ids=[10, 11, 12, 13, 14],
+        texts=["The", " A", " cat", " <b>dog</b>", " sat"],
+        q=[0.6, 0.3, 0.5, 0.4, 0.9],
+        p=[0.7, 0.2, 0.6, 0.1, 0.05],
+        accepted=[True, False, True, False, False],
+    )
+    drafted = [
+        DraftToken(id=tree.ids[i], text=tree.texts[i], draft_prob=tree.q[i], target_prob=tree.p[i], accepted=tree.accepted[i])
+        for i in tree.shown()
+    ]
+    return SeqStep(
+        seq=seq,
+        drafted=drafted,
+        num_accepted=2,
+        next_id=15,
+        next_text=" ran",
+        next_prob=0.4,
+        next_kind="correction",
+        emitted=[10, 12, 15],
+        finished=False,
+        tree=tree,
+    )
 
 
 def _step(seqs) -> Step:
-    return Step(index=1, kind="decode", depth=3, batch=len(seqs), tokens_per_pass=len(seqs) * 6, t_start_s=0.1,
-                t_end_s=0.2, draft_ms=5.0, verify_ms=20.0, overhead_ms=1.0, target_flops=1e9, draft_flops=1e8,
-                target_bytes=1e8, draft_bytes=1e7, flops_wasted=5e8, seqs=seqs)  # fmt: skip
+    return Step(
+        index=1,
+        kind="decode",
+        depth=3,
+        batch=len(seqs),
+        tokens_per_pass=len(seqs) * 6,
+        t_start_s=0.1,
+        t_end_s=0.2,
+        draft_ms=5.0,
+        verify_ms=20.0,
+        overhead_ms=1.0,
+        target_flops=1e9,
+        draft_flops=1e8,
+        target_bytes=1e8,
+        draft_bytes=1e7,
+        flops_wasted=5e8,
+        seqs=seqs,
+    )
 
 
 def test_tree_record_shows_its_path_and_best_rejected_child():
@@ -49,14 +80,24 @@ def test_tree_html_marks_the_accepted_path_and_the_target_token():
 
 
 def _row(batch, depth, tps, nodes=0, topk=0, tokens_per_step=2.0):
-    return {"batch": batch, "depth": depth, "policy": "fixed", "tree_nodes": nodes, "tree_topk": topk,
-            "tokens_per_pass": batch * ((nodes or depth) + 1), "ar_tokens_per_s": 30.0, "spec_tokens_per_s": tps,
-            "speedup": tps / 30.0, "alpha": 0.6, "flops_ratio": 1.5, "tokens_per_step": tokens_per_step}  # fmt: skip
+    return {
+        "batch": batch,
+        "depth": depth,
+        "policy": "fixed",
+        "tree_nodes": nodes,
+        "tree_topk": topk,
+        "tokens_per_pass": batch * ((nodes or depth) + 1),
+        "ar_tokens_per_s": 30.0,
+        "spec_tokens_per_s": tps,
+        "speedup": tps / 30.0,
+        "alpha": 0.6,
+        "flops_ratio": 1.5,
+        "tokens_per_step": tokens_per_step,
+    }
 
 
 def test_sweep_puts_trees_in_their_own_columns_and_compares_them_with_the_chains():
-    rows = [_row(1, 3, 40.0), _row(1, 4, 42.0), _row(1, 4, 50.0, 16, 4, 3.1), _row(16, 3, 120.0),
-            _row(16, 4, 90.0, 16, 4, 2.9)]  # fmt: skip
+    rows = [_row(1, 3, 40.0), _row(1, 4, 42.0), _row(1, 4, 50.0, 16, 4, 3.1), _row(16, 3, 120.0), _row(16, 4, 90.0, 16, 4, 2.9)]
     assert sweep._columns(rows) == ["3", "4", "4 · tree 16/4"]
     assert [r["tree"] for r in sweep.grid_table(rows)] == ["chain", "chain", "16/4", "chain", "16/4"]
     lines = sweep.tree_vs_chain(rows)

@@ -19,22 +19,46 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from app.lesson_experiments import EXPERIMENTS  # noqa: E402
+from app.lessons.experiments import EXPERIMENTS  # noqa: E402
 from app.page_helpers import _same  # noqa: E402
 from app.url_keys import BOUND, PAGE_FILES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = str(ROOT / "app" / "main.py")
 CUSTOM = "✏️ Custom text…"
-WIDGET_KINDS = ("slider", "select_slider", "selectbox", "radio", "toggle", "checkbox", "number_input", "text_input",
-                "text_area", "multiselect")  # fmt: skip
+WIDGET_KINDS = (
+    "slider",
+    "select_slider",
+    "selectbox",
+    "radio",
+    "toggle",
+    "checkbox",
+    "number_input",
+    "text_input",
+    "text_area",
+    "multiselect",
+)
 HOSTILE = {
-    "inf": "inf", "-inf": "-inf", "nan": "nan", "1e309": "1e309", "30 digits": "9" * 30, "-30 digits": "-" + "9" * 30,
-    "negative": "-4", "empty": "", "unicode": "ünï ✓ 🙂 ٣", "lone surrogate %ED%A0%80": b"\xed\xa0\x80",
-    "long": "x" * 20_000, "repeated key": ["3", "5"], "markdown image": "![b](http://evil.example/x.png)",
-    "markdown link": "[click](http://evil.example)", "html": "<script>window.__pwned=1</script><img src=x>",
-    "backticks": "`a` ``b``\n**c**", "hex": "0x10", "bool text": "True", "padded": " 1 ",
-}  # fmt: skip
+    "inf": "inf",
+    "-inf": "-inf",
+    "nan": "nan",
+    "1e309": "1e309",
+    "30 digits": "9" * 30,
+    "-30 digits": "-" + "9" * 30,
+    "negative": "-4",
+    "empty": "",
+    "unicode": "ünï ✓ 🙂 ٣",
+    "lone surrogate %ED%A0%80": b"\xed\xa0\x80",
+    "long": "x" * 20_000,
+    "repeated key": ["3", "5"],
+    "markdown image": "![b](http://evil.example/x.png)",
+    "markdown link": "[click](http://evil.example)",
+    "html": "<script>window.__pwned=1</script><img src=x>",
+    "backticks": "`a` ``b``\n**c**",
+    "hex": "0x10",
+    "bool text": "True",
+    "padded": " 1 ",
+}
 TEXT_CASES = ("empty", "unicode", "lone surrogate %ED%A0%80", "long", "markdown image", "html", "backticks")  # free text
 LESSON_KNOBS = [e.knobs for e in EXPERIMENTS.values()]  # in lesson order
 TRIED = []  # (page, case, keys) for the closing tally

@@ -8,23 +8,38 @@ import re
 import plotly.graph_objects as go
 import pytest
 
-from app.views import charts, depth_policy, load, metrics, race, sweep, tokens
+from app.lessons import load
+from app.views import charts, depth_policy, metrics, race, sweep, tokens
 from engine.trace.file import Trace
 from engine.trace.records import DraftToken, SeqStep, Step, summarize
 
 
 def _step(index, kind, depth, seqs, t0, t1, draft_ms=0.0, verify_ms=10.0):
     return Step(
-        index=index, kind=kind, depth=depth, batch=len(seqs), tokens_per_pass=len(seqs) * (depth + 1),
-        t_start_s=t0, t_end_s=t1, draft_ms=draft_ms, verify_ms=verify_ms, overhead_ms=0.5,
-        target_flops=1e9 * (depth + 1), draft_flops=1e8 * depth, target_bytes=2.7e8, draft_bytes=1e8 if depth else 0.0,
-        flops_wasted=0.0, util_pct=90.0, seqs=seqs,
-    )  # fmt: skip
+        index=index,
+        kind=kind,
+        depth=depth,
+        batch=len(seqs),
+        tokens_per_pass=len(seqs) * (depth + 1),
+        t_start_s=t0,
+        t_end_s=t1,
+        draft_ms=draft_ms,
+        verify_ms=verify_ms,
+        overhead_ms=0.5,
+        target_flops=1e9 * (depth + 1),
+        draft_flops=1e8 * depth,
+        target_bytes=2.7e8,
+        draft_bytes=1e8 if depth else 0.0,
+        flops_wasted=0.0,
+        util_pct=90.0,
+        seqs=seqs,
+    )
 
 
 def _plain(seq, tid, text, p=0.9, finished=False):
-    return SeqStep(seq=seq, drafted=[], num_accepted=0, next_id=tid, next_text=text, next_prob=p,
-                   next_kind="plain", emitted=[tid], finished=finished)  # fmt: skip
+    return SeqStep(
+        seq=seq, drafted=[], num_accepted=0, next_id=tid, next_text=text, next_prob=p, next_kind="plain", emitted=[tid], finished=finished
+    )
 
 
 def _trace(steps, outputs, speculative, depth=0):
@@ -44,8 +59,9 @@ def ar_trace():
     # two sequences, outputs: seq0 = [1,2,3,4], seq1 = [5,6,7,8]
     steps = [_step(0, "prefill", 0, [_plain(0, 1, "A"), _plain(1, 5, "E")], 0.0, 0.05)]
     for i in range(1, 4):
-        steps.append(_step(i, "decode", 0, [_plain(0, 1 + i, "ABCD"[i]), _plain(1, 5 + i, "EFGH"[i])],
-                           0.05 + 0.04 * (i - 1), 0.05 + 0.04 * i))  # fmt: skip
+        steps.append(
+            _step(i, "decode", 0, [_plain(0, 1 + i, "ABCD"[i]), _plain(1, 5 + i, "EFGH"[i])], 0.05 + 0.04 * (i - 1), 0.05 + 0.04 * i)
+        )
     return _trace(steps, [[1, 2, 3, 4], [5, 6, 7, 8]], speculative=False)
 
 
@@ -54,15 +70,14 @@ def spec_trace():
     # seq0: drafts [2,3] both accepted + bonus 4 -> [1,2,3,4] in one decode step.
     # seq1: drafts [6,99]: 6 accepted, 99 rejected, correction 7; then drafts [8,9] -> 8 accepted (cut at max tokens).
     s1 = [
-        SeqStep(0, [DraftToken(2, "B", 0.8, 0.9, True), DraftToken(3, "C", 0.7, 0.6, True)], 2, 4, "D", 0.95, "bonus",
-                [2, 3, 4], True),
-        SeqStep(1, [DraftToken(6, "F", 0.9, 0.8, True), DraftToken(99, "<x>", 0.6, 0.1, False)], 1, 7, "G", 0.7,
-                "correction", [6, 7], False),
-    ]  # fmt: skip
+        SeqStep(0, [DraftToken(2, "B", 0.8, 0.9, True), DraftToken(3, "C", 0.7, 0.6, True)], 2, 4, "D", 0.95, "bonus", [2, 3, 4], True),
+        SeqStep(
+            1, [DraftToken(6, "F", 0.9, 0.8, True), DraftToken(99, "<x>", 0.6, 0.1, False)], 1, 7, "G", 0.7, "correction", [6, 7], False
+        ),
+    ]
     s2 = [
-        SeqStep(1, [DraftToken(8, "H", 0.5, 0.5, True), DraftToken(9, "I", 0.5, 0.5, True)], 2, 10, "J", 0.5, "bonus",
-                [8], True),
-    ]  # fmt: skip
+        SeqStep(1, [DraftToken(8, "H", 0.5, 0.5, True), DraftToken(9, "I", 0.5, 0.5, True)], 2, 10, "J", 0.5, "bonus", [8], True),
+    ]
     steps = [
         _step(0, "prefill", 0, [_plain(0, 1, "A"), _plain(1, 5, "E")], 0.0, 0.05),
         _step(1, "decode", 2, s1, 0.05, 0.10, draft_ms=4.0, verify_ms=42.0),
@@ -74,10 +89,18 @@ def spec_trace():
 def test_token_records_kinds_and_positions(spec_trace):
     recs = tokens.token_records(spec_trace.steps, 2)
     assert [(r.text, r.kind, r.out_index) for r in recs[0]] == [
-        ("A", "plain", 0), ("B", "accepted", 1), ("C", "accepted", 2), ("D", "bonus", 3)]  # fmt: skip
+        ("A", "plain", 0),
+        ("B", "accepted", 1),
+        ("C", "accepted", 2),
+        ("D", "bonus", 3),
+    ]
     assert [(r.text, r.kind, r.out_index) for r in recs[1]] == [
-        ("E", "plain", 0), ("F", "accepted", 1), ("<x>", "rejected", None), ("G", "correction", 2),
-        ("H", "accepted", 3)]  # fmt: skip  (the second accepted draft was cut by max_new_tokens)
+        ("E", "plain", 0),
+        ("F", "accepted", 1),
+        ("<x>", "rejected", None),
+        ("G", "correction", 2),
+        ("H", "accepted", 3),
+    ]  # the second accepted draft was cut by max_new_tokens
     # the output positions rebuild the output ids exactly
     for seq, out in enumerate(spec_trace.output_ids):
         assert len([r for r in recs[seq] if r.out_index is not None]) == len(out)
@@ -159,13 +182,39 @@ def test_divergence_note():
 
 
 GRID = [  # two batch sizes x two depths, one cell missing, as engine.bench.bench returns them
-    {"batch": 1, "depth": 2, "tokens_per_pass": 3, "ar_tokens_per_s": 20.04, "spec_tokens_per_s": 30.06, "speedup": 1.5,
-     "alpha": 0.712, "drafted_per_step": 1.984, "flops_ratio": 1.333},
-    {"batch": 1, "depth": 4, "tokens_per_pass": 5, "ar_tokens_per_s": 20.0, "spec_tokens_per_s": 36.0, "speedup": 1.8,
-     "alpha": 0.7, "flops_ratio": 1.6},
-    {"batch": 16, "depth": 2, "tokens_per_pass": 48, "ar_tokens_per_s": 200.0, "spec_tokens_per_s": 150.0, "speedup": 0.75,
-     "alpha": None, "drafted_per_step": None, "flops_ratio": None},
-]  # fmt: skip
+    {
+        "batch": 1,
+        "depth": 2,
+        "tokens_per_pass": 3,
+        "ar_tokens_per_s": 20.04,
+        "spec_tokens_per_s": 30.06,
+        "speedup": 1.5,
+        "alpha": 0.712,
+        "drafted_per_step": 1.984,
+        "flops_ratio": 1.333,
+    },
+    {
+        "batch": 1,
+        "depth": 4,
+        "tokens_per_pass": 5,
+        "ar_tokens_per_s": 20.0,
+        "spec_tokens_per_s": 36.0,
+        "speedup": 1.8,
+        "alpha": 0.7,
+        "flops_ratio": 1.6,
+    },
+    {
+        "batch": 16,
+        "depth": 2,
+        "tokens_per_pass": 48,
+        "ar_tokens_per_s": 200.0,
+        "spec_tokens_per_s": 150.0,
+        "speedup": 0.75,
+        "alpha": None,
+        "drafted_per_step": None,
+        "flops_ratio": None,
+    },
+]
 
 
 def test_speedup_figure_is_a_batch_by_depth_heatmap():
@@ -184,19 +233,50 @@ def test_speedup_figure_is_a_batch_by_depth_heatmap():
 def test_grid_table_rounds_and_keeps_missing_values():
     table = sweep.grid_table(GRID)
     assert [(r["batch"], r["depth"]) for r in table] == [(1, 2), (1, 4), (16, 2)]
-    assert table[0] == {"batch": 1, "policy": "fixed", "depth": 2, "tree": "chain", "mean k": None, "tokens/pass": 3,
-                        "AR tok/s": 20.0, "spec tok/s": 30.1, "speedup": 1.5, "α": 0.71, "drafted/step": 1.98,
-                        "tokens/step": None, "FLOPs × AR": 1.33, "load": ""}  # fmt: skip  (rows without policy/tree/load)
+    assert table[0] == {
+        "batch": 1,
+        "policy": "fixed",
+        "depth": 2,
+        "tree": "chain",
+        "mean k": None,
+        "tokens/pass": 3,
+        "AR tok/s": 20.0,
+        "spec tok/s": 30.1,
+        "speedup": 1.5,
+        "α": 0.71,
+        "drafted/step": 1.98,
+        "tokens/step": None,
+        "FLOPs × AR": 1.33,
+        "load": "",
+    }  # rows without policy/tree/load
     assert table[1]["drafted/step"] is None  # older rows without the field
     assert table[2]["α"] is None and table[2]["FLOPs × AR"] is None
 
 
 def test_pass_table_shows_percent_of_measured_peaks():
-    rows = [{"batch": 1, "new_tokens": 4, "tokens_per_pass": 4, "ms": 12.346, "ms_per_token": 3.0864,
-             "achieved_bandwidth": 17e9, "achieved_flops": 2e10}]  # fmt: skip
+    rows = [
+        {
+            "batch": 1,
+            "new_tokens": 4,
+            "tokens_per_pass": 4,
+            "ms": 12.346,
+            "ms_per_token": 3.0864,
+            "achieved_bandwidth": 17e9,
+            "achieved_flops": 2e10,
+        }
+    ]
     (row,) = sweep.pass_table(rows, peak_bandwidth=34e9, peak_flops=4e11)
-    assert row == {"batch": 1, "tokens/row": 4, "tokens/pass": 4, "ms": 12.35, "ms/token": 3.086, "GB/s": 17.0,
-                   "GFLOP/s": 20.0, "% peak BW": 50, "% peak FLOP/s": 5}  # fmt: skip
+    assert row == {
+        "batch": 1,
+        "tokens/row": 4,
+        "tokens/pass": 4,
+        "ms": 12.35,
+        "ms/token": 3.086,
+        "GB/s": 17.0,
+        "GFLOP/s": 20.0,
+        "% peak BW": 50,
+        "% peak FLOP/s": 5,
+    }
 
 
 # --- depth per step and its summary (app/views/depth_policy.py) ---------------------------------
@@ -236,8 +316,9 @@ def test_depth_points_track_k_batch_and_tokens_left():
 
 def test_depth_summary_names_each_change_with_its_batch():
     line = depth_policy.depth_summary(_load_trace({"policy": "goodput"}))
-    assert line == ("goodput (k ≤ 4): k = 4 at batch 3 → 2 at batch 2 (step 3) → 1 at batch 2 (step 4: the longest "
-                    "row had 2 tokens left to write).")  # fmt: skip
+    assert line == (
+        "goodput (k ≤ 4): k = 4 at batch 3 → 2 at batch 2 (step 3) → 1 at batch 2 (step 4: the longest row had 2 tokens left to write)."
+    )
     table = depth_policy.depth_summary(_load_trace({"policy": "batch_table", "batch_table": [[1, 2, 2], [3, 8, 4]]}))
     assert table.startswith("batch table [1-2:2, 3-8:4] (k ≤ 4): k = 4 at batch 3 → 2 at batch 2 (step 3)")
     derived = depth_policy.depth_summary(_load_trace({"policy": "batch_table", "batch_table": None}))
@@ -248,10 +329,11 @@ def test_depth_summary_without_changes_and_for_shortening_drafters(spec_trace):
     assert depth_policy.depth_summary(spec_trace) == "fixed k = 2: k = 2 at all 2 decode steps, while the batch went from 2 to 1."
     ngram = depth_policy.depth_summary(_load_trace({"policy": "fixed", "drafter": "ngram"}))
     # the n-gram drafter may draft less than the policy asked: the line gives the most drafted per batch size
-    assert ngram == ("fixed k = 4: up to k = 4 at batch 3 (mean 4.0 over 2 steps) → up to k = 2 at batch 2 (mean 1.5 "
-                     "over 2 steps); the n-gram drafter drafts less, or nothing, where it finds a short or no match.")  # fmt: skip
-    gated = depth_policy.depth_summary(_load_trace({"policy": "off_above_batch", "confidence_threshold": 0.3,
-                                                    "disable_by_batch_size": 8}))  # fmt: skip
+    assert ngram == (
+        "fixed k = 4: up to k = 4 at batch 3 (mean 4.0 over 2 steps) → up to k = 2 at batch 2 (mean 1.5 "
+        "over 2 steps); the n-gram drafter drafts less, or nothing, where it finds a short or no match."
+    )
+    gated = depth_policy.depth_summary(_load_trace({"policy": "off_above_batch", "confidence_threshold": 0.3, "disable_by_batch_size": 8}))
     assert gated.startswith("off above batch 8 (k = 4): up to k = 4 at batch 3") and "confidence falls below 0.30" in gated
 
 
@@ -297,10 +379,14 @@ ADAPTIVE_GRID = [  # as engine.bench.bench(policy=["fixed", "batch_table", "good
     {"batch": 16, "depth": 4, "policy": "fixed", "mean_depth": 4.0, "ar_tokens_per_s": 200.0, "spec_tokens_per_s": 120.0},
     {"batch": 16, "depth": 4, "policy": "batch_table", "mean_depth": 0.0, "ar_tokens_per_s": 200.0, "spec_tokens_per_s": 196.0},
     {"batch": 16, "depth": 4, "policy": "goodput", "mean_depth": 0.25, "ar_tokens_per_s": 200.0, "spec_tokens_per_s": 190.0},
-]  # fmt: skip
+]
 for _r in ADAPTIVE_GRID:
-    _r |= {"speedup": _r["spec_tokens_per_s"] / _r["ar_tokens_per_s"], "tokens_per_pass": _r["batch"] * (_r["depth"] + 1),
-           "alpha": 0.6, "flops_ratio": 1.5}  # fmt: skip
+    _r |= {
+        "speedup": _r["spec_tokens_per_s"] / _r["ar_tokens_per_s"],
+        "tokens_per_pass": _r["batch"] * (_r["depth"] + 1),
+        "alpha": 0.6,
+        "flops_ratio": 1.5,
+    }
 
 
 def test_speedup_figure_gives_adaptive_policies_their_own_columns():
@@ -309,30 +395,43 @@ def test_speedup_figure_gives_adaptive_policies_their_own_columns():
     assert [round(v, 2) for v in heat.z[1]] == [0.75, 0.6, 0.98, 0.95]  # batch 16
     table = sweep.grid_table(ADAPTIVE_GRID)
     assert [(r["policy"], r["depth"], r["mean k"]) for r in table[4:]] == [
-        ("fixed", 2, 2.0), ("fixed", 4, 4.0), ("batch_table", 4, 0.0), ("goodput", 4, 0.25)]  # fmt: skip
+        ("fixed", 2, 2.0),
+        ("fixed", 4, 4.0),
+        ("batch_table", 4, 0.0),
+        ("goodput", 4, 0.25),
+    ]
 
 
 def test_envelope_sets_adaptive_policies_against_the_best_static_choice():
     env = sweep.envelope(ADAPTIVE_GRID)
     one, sixteen = env
-    assert (one["batch"], one["best_fixed_depth"], one["best_fixed"], one["envelope"], one["envelope_is"]) == (
-        1, 4, 36.0, 36.0, "k = 4")  # fmt: skip
+    assert (one["batch"], one["best_fixed_depth"], one["best_fixed"], one["envelope"], one["envelope_is"]) == (1, 4, 36.0, 36.0, "k = 4")
     assert (sixteen["best_fixed_depth"], sixteen["envelope"], sixteen["envelope_is"]) == (2, 200.0, "AR")
     assert one["adaptive"]["goodput"]["vs_envelope"] == pytest.approx(1.05)
     assert sixteen["adaptive"]["batch_table"]["vs_envelope"] == pytest.approx(0.98)
     fig = sweep.envelope_figure(env)
-    assert [t.name for t in fig.data] == ["max(AR, best fixed k)", "AR (plain decoding)", "best fixed k", "batch_table",
-                                          "goodput"]  # fmt: skip
+    assert [t.name for t in fig.data] == ["max(AR, best fixed k)", "AR (plain decoding)", "best fixed k", "batch_table", "goodput"]
     assert list(fig.data[0].y) == [36.0, 200.0] and list(fig.data[2].text) == ["k=4", "k=2"]
     assert list(fig.data[4].y) == [37.8, 190.0]
     table = sweep.envelope_table(env)
-    assert table[1] == {"batch": 16, "AR tok/s": 200.0, "best fixed k": 2, "best fixed tok/s": 150.0,
-                        "envelope tok/s": 200.0, "batch_table tok/s": 196.0, "batch_table mean k": 0.0,
-                        "batch_table × envelope": 0.98, "goodput tok/s": 190.0, "goodput mean k": 0.25,
-                        "goodput × envelope": 0.95}  # fmt: skip
+    assert table[1] == {
+        "batch": 16,
+        "AR tok/s": 200.0,
+        "best fixed k": 2,
+        "best fixed tok/s": 150.0,
+        "envelope tok/s": 200.0,
+        "batch_table tok/s": 196.0,
+        "batch_table mean k": 0.0,
+        "batch_table × envelope": 0.98,
+        "goodput tok/s": 190.0,
+        "goodput mean k": 0.25,
+        "goodput × envelope": 0.95,
+    }
     lines = sweep.envelope_summary(env)
-    assert lines[1] == ("goodput ran at 1.05× at batch 1 (mean k 3.5; envelope: k = 4), 0.95× at batch 16 (mean k "
-                        "0.2; envelope: AR) of max(AR, best fixed k).")  # fmt: skip
+    assert lines[1] == (
+        "goodput ran at 1.05× at batch 1 (mean k 3.5; envelope: k = 4), 0.95× at batch 16 (mean k "
+        "0.2; envelope: AR) of max(AR, best fixed k)."
+    )
     assert sweep.envelope([]) == [] and sweep.envelope_summary([]) == []
 
 
@@ -340,15 +439,21 @@ def test_envelope_sets_adaptive_policies_against_the_best_static_choice():
 LOAD_ROWS = [
     {"batch": b, "contender": name, "tokens_per_s": tps, "mean_depth": k, "alpha": None if name == "plain" else 0.6}
     for b, name, tps, k in [
-        (1, "plain", 20.0, 0.0), (1, "fixed k = 4", 30.0, 4.0), (1, "goodput", 31.5, 3.6),
-        (16, "plain", 100.0, 0.0), (16, "fixed k = 4", 70.0, 4.0), (16, "goodput", 98.0, 0.3),
+        (1, "plain", 20.0, 0.0),
+        (1, "fixed k = 4", 30.0, 4.0),
+        (1, "goodput", 31.5, 3.6),
+        (16, "plain", 100.0, 0.0),
+        (16, "fixed k = 4", 70.0, 4.0),
+        (16, "goodput", 98.0, 0.3),
     ]
-]  # fmt: skip
+]
 
 
 def test_load_views_compute_winners_and_the_prediction():
     assert [(w["batch"], w["winner"], w["runner_up"]) for w in load.winners(LOAD_ROWS)] == [
-        (1, "goodput", "fixed k = 4"), (16, "plain", "goodput")]  # fmt: skip
+        (1, "goodput", "fixed k = 4"),
+        (16, "plain", "goodput"),
+    ]
     assert load.winners(LOAD_ROWS)[0]["margin"] == pytest.approx(0.05)
     worst = load.worst_cases(LOAD_ROWS)
     assert [name for name, _, _ in worst] == ["goodput", "fixed k = 4", "plain"]
@@ -357,8 +462,10 @@ def test_load_views_compute_winners_and_the_prediction():
     assert lines[0] == "Batch 1: **goodput** was fastest (31.5 tokens/s, 5% ahead of fixed k = 4)."
     assert lines[2].startswith("Worst case over the batch sizes (tokens/s ÷ the winner's): goodput 0.98× (batch 16)")
     said = load.prediction_line(LOAD_ROWS, 1.3, plain="plain", contender="fixed k = 4", batch=16)
-    assert said == ("You predicted 1.30× for fixed k = 4 at batch 16; it measured 0.70× plain decoding (70.0 vs 100.0 "
-                    "tokens/s): it lost, you expected it to win, and your number was off by 0.60.")  # fmt: skip
+    assert said == (
+        "You predicted 1.30× for fixed k = 4 at batch 16; it measured 0.70× plain decoding (70.0 vs 100.0 "
+        "tokens/s): it lost, you expected it to win, and your number was off by 0.60."
+    )
     assert "as you predicted" in load.prediction_line(LOAD_ROWS, 0.8, plain="plain", contender="fixed k = 4", batch=16)
     assert load.prediction_line(LOAD_ROWS, 1.0, plain="plain", contender="fixed k = 4", batch=4) is None
     table = load.load_table(LOAD_ROWS, "plain")
@@ -369,8 +476,17 @@ def test_load_views_compute_winners_and_the_prediction():
 
 # --- issue 19: the regime is read from the numbers; Leviathan with the k drafted and the measured verify cost ----
 def _pass_row(n, ms, flops, nbytes):
-    return {"batch": 1, "new_tokens": n, "tokens_per_pass": n, "ms": ms, "ms_per_token": ms / n, "flops": flops,
-            "bytes": nbytes, "achieved_flops": flops / (ms / 1000), "achieved_bandwidth": nbytes / (ms / 1000)}  # fmt: skip
+    return {
+        "batch": 1,
+        "new_tokens": n,
+        "tokens_per_pass": n,
+        "ms": ms,
+        "ms_per_token": ms / n,
+        "flops": flops,
+        "bytes": nbytes,
+        "achieved_flops": flops / (ms / 1000),
+        "achieved_bandwidth": nbytes / (ms / 1000),
+    }
 
 
 def test_regime_is_decided_by_the_shares_of_the_peaks():
@@ -421,8 +537,7 @@ def test_leviathan_uses_the_k_drafted_and_the_measured_verify_cost(ar_trace, spe
     assert m["operations_factor"] == pytest.approx(operations_factor(alpha, 2, m["c_hat"])) and m["operations_factor"] > 1
     # the corrected model on plain numbers: a free verify (ratio 1) gives Leviathan's formula back
     assert metrics.leviathan_measured_verify(0.7, 4, 0.1, 1.0) == pytest.approx(expected_speedup(0.7, 4, 0.1))
-    assert metrics.leviathan_measured_verify(0.7, 4, 0.1, 2.0) == pytest.approx(
-        expected_tokens_per_step(0.7, 4) / (0.4 + 2.0))  # fmt: skip
+    assert metrics.leviathan_measured_verify(0.7, 4, 0.1, 2.0) == pytest.approx(expected_tokens_per_step(0.7, 4) / (0.4 + 2.0))
 
 
 def test_leviathan_uses_the_depth_drafted_not_the_configured_one(ar_trace):
@@ -442,8 +557,10 @@ def test_arithmetic_line_says_at_least_as_much_and_decides_from_the_numbers(ar_t
     assert "always does more" not in line
     assert m["ar_decode_steps"] == 3 and m["spec_decode_steps"] == 2
     won = dict(m, speedup=1.4, step_cost_ratio=1.5, ar_decode_steps=30, spec_decode_steps=12, kept_per_step=2.5)
-    assert "it took 12 decode steps against 30 (2.50× fewer), and a speculative step cost 1.50 plain steps, which is " \
-           "why speculation paid" in metrics.arithmetic_line(won)  # fmt: skip
+    assert (
+        "it took 12 decode steps against 30 (2.50× fewer), and a speculative step cost 1.50 plain steps, which is "
+        "why speculation paid" in metrics.arithmetic_line(won)
+    )
     lost = dict(m, speedup=0.7, step_cost_ratio=3.0, ar_decode_steps=30, spec_decode_steps=15, kept_per_step=2.0)
     assert "which is why speculation slowed decoding down" in metrics.arithmetic_line(lost)
     # a batch: rows kept 2.4 tokens per step, but the slowest row set the count

@@ -15,8 +15,16 @@ from engine.trace import loader as trace_module
 from engine.trace.records import DraftToken, SeqStep, Step
 
 ROOT = Path(__file__).resolve().parents[2]
-HOSTILE = ["</script><script>window.__pwned=1</script>", "<!--<script>", "]]>", "&lt;&amp;", "\u2028\u2029",
-           "![x](http://evil.example/x.png)", "<img src=x onerror=alert(1)>", "'\"`${1}"]  # fmt: skip
+HOSTILE = [
+    "</script><script>window.__pwned=1</script>",
+    "<!--<script>",
+    "]]>",
+    "&lt;&amp;",
+    "\u2028\u2029",
+    "![x](http://evil.example/x.png)",
+    "<img src=x onerror=alert(1)>",
+    "'\"`${1}",
+]
 
 
 def _spec_steps(n_steps: int, depth: int = 3, n_seqs: int = 1) -> list[Step]:
@@ -29,10 +37,26 @@ def _spec_steps(n_steps: int, depth: int = 3, n_seqs: int = 1) -> list[Step]:
             accepted = 1 if i else 0
             kind = "correction" if i else "plain"
             rows.append(SeqStep(seq, drafted, accepted, 7, "x", 0.9, kind, [100] * accepted + [7], False))
-        steps.append(Step(index=i, kind="decode" if i else "prefill", depth=depth if i else 0, batch=n_seqs,
-                          tokens_per_pass=n_seqs * (depth + 1), t_start_s=i * 0.01, t_end_s=(i + 1) * 0.01,
-                          draft_ms=1.0, verify_ms=5.0, overhead_ms=0.1, target_flops=1e9, draft_flops=1e8,
-                          target_bytes=1e8, draft_bytes=1e7, flops_wasted=0.0, seqs=rows))  # fmt: skip
+        steps.append(
+            Step(
+                index=i,
+                kind="decode" if i else "prefill",
+                depth=depth if i else 0,
+                batch=n_seqs,
+                tokens_per_pass=n_seqs * (depth + 1),
+                t_start_s=i * 0.01,
+                t_end_s=(i + 1) * 0.01,
+                draft_ms=1.0,
+                verify_ms=5.0,
+                overhead_ms=0.1,
+                target_flops=1e9,
+                draft_flops=1e8,
+                target_bytes=1e8,
+                draft_bytes=1e7,
+                flops_wasted=0.0,
+                seqs=rows,
+            )
+        )
     return steps
 
 

@@ -10,9 +10,23 @@ from engine.trace.records import Step
 
 
 def step(**kw) -> Step:
-    base = dict(index=1, kind="decode", depth=3, batch=1, tokens_per_pass=4, t_start_s=0.0, t_end_s=0.012, draft_ms=2.0,
-                verify_ms=8.0, overhead_ms=2.0, target_flops=1e9, draft_flops=1e8, target_bytes=3e8, draft_bytes=5e7,
-                flops_wasted=0.0)  # fmt: skip
+    base = dict(
+        index=1,
+        kind="decode",
+        depth=3,
+        batch=1,
+        tokens_per_pass=4,
+        t_start_s=0.0,
+        t_end_s=0.012,
+        draft_ms=2.0,
+        verify_ms=8.0,
+        overhead_ms=2.0,
+        target_flops=1e9,
+        draft_flops=1e8,
+        target_bytes=3e8,
+        draft_bytes=5e7,
+        flops_wasted=0.0,
+    )
     return Step(**(base | kw))
 
 
@@ -44,8 +58,7 @@ def test_labels_say_what_is_modelled_and_what_is_sampled():
 def test_summary_reads_busy_beside_flops():
     """A memory-bound decode on a GPU: NVML busy ~100% while FLOP/s are a few % of peak; the line says both,
     each labelled, from the steps' own numbers."""
-    steps = [step(index=0, kind="prefill")] + [step(index=i, util_pct=100.0, sm_clock_mhz=1980.0, power_w=310.0)
-                                               for i in range(1, 4)]  # fmt: skip
+    steps = [step(index=0, kind="prefill")] + [step(index=i, util_pct=100.0, sm_clock_mhz=1980.0, power_w=310.0) for i in range(1, 4)]
     line = utilization_summary(steps, peak_bandwidth=4e11, peak_flops=5e12, device="cuda", util_source="nvml")
     assert line.startswith("NVML busy 100% (time-sampled)")
     assert "bandwidth 9%, FLOP/s 2.2% of the probed peaks (modelled ÷ CUDA-event time, median step)" in line

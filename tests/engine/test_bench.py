@@ -10,8 +10,9 @@ def test_bench_grid_and_baselines_run_end_to_end(tiny):
     """The benchmark's code path (not its speed): every cell is measured, outputs match AR, the table prints."""
     from engine.bench.harness import bench, format_table
 
-    result = bench(tiny, [1, 2], [2], drafter="model", max_new_tokens=6, repeats=1, baseline=True,
-                   baseline_prompts=2, sequential=3, log=lambda s: None)
+    result = bench(
+        tiny, [1, 2], [2], drafter="model", max_new_tokens=6, repeats=1, baseline=True, baseline_prompts=2, sequential=3, log=lambda s: None
+    )
     assert [(r["batch"], r["depth"]) for r in result["rows"]] == [(1, 2), (2, 2)]
     for r in result["rows"]:
         assert r["ar_tokens_per_s"] > 0 and r["spec_tokens_per_s"] > 0
@@ -29,8 +30,7 @@ def test_bench_confidence_grid(tiny):
     """Each depth runs at each confidence threshold; the gated rows report how much they actually drafted."""
     from engine.bench.harness import bench, format_table
 
-    result = bench(tiny, [1], [3], drafter="model", max_new_tokens=8, repeats=1, sequential=2,
-                   confidences=[0.0, 0.9], log=lambda s: None)
+    result = bench(tiny, [1], [3], drafter="model", max_new_tokens=8, repeats=1, sequential=2, confidences=[0.0, 0.9], log=lambda s: None)
     fixed, gated = result["rows"]
     assert (fixed["confidence_threshold"], gated["confidence_threshold"]) == (0.0, 0.9)
     # (fixed drafts 3 a step, less near the end of the 8 tokens; gated stops on low confidence as well)
@@ -44,8 +44,9 @@ def test_bench_tree_cells_beside_the_chains(tiny):
     tree nodes per pass, and give a per-prompt median speedup when prompts run one after another."""
     from engine.bench.harness import bench, format_table
 
-    result = bench(tiny, [1], [1, 2], drafter="model", max_new_tokens=6, repeats=1, sequential=2,
-                   trees=[(0, 0), (5, 2)], log=lambda s: None)  # fmt: skip
+    result = bench(
+        tiny, [1], [1, 2], drafter="model", max_new_tokens=6, repeats=1, sequential=2, trees=[(0, 0), (5, 2)], log=lambda s: None
+    )
     cells = [(r["depth"], r["tree_nodes"], r["tree_topk"]) for r in result["rows"]]
     assert cells == [(1, 0, 0), (2, 0, 0), (2, 5, 2)]  # 5 nodes do not fit depth 1 with top-2 (2 candidates)
     tree = result["rows"][2]

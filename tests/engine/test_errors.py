@@ -93,12 +93,15 @@ def test_cli_bad_input_is_one_line(capsys):
     assert capsys.readouterr().err.startswith("error: confidence thresholds must be between 0 and 1; got [-1.0]")
 
 
-@pytest.mark.parametrize("prompt, message", [
-    (5, "prompt 1 must be a string .* got int"),
-    (b"hello", "prompt 1 must be a string .* got bytes"),
-    (None, "prompt 1 must be a string .* got NoneType"),
-    ("abc \ud800 def", "prompt 1 is not valid Unicode text"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "prompt, message",
+    [
+        (5, "prompt 1 must be a string .* got int"),
+        (b"hello", "prompt 1 must be a string .* got bytes"),
+        (None, "prompt 1 must be a string .* got NoneType"),
+        ("abc \ud800 def", "prompt 1 is not valid Unicode text"),
+    ],
+)
 def test_prompts_that_are_not_text_are_named_as_such(tiny, prompt, message):
     with pytest.raises(ConfigError, match=message):
         generate(tiny, [prompt], DecodeConfig(max_new_tokens=2))
@@ -140,8 +143,7 @@ def test_cli_prints_the_summary_when_the_trace_cannot_be_written(tiny, tmp_path,
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(Trace, "to_json", disk_full)
-    assert cli.main(["run", "--prompt", "hi", "--mode", "autoregressive", "--max-new-tokens", "2",
-                     "--json", str(tmp_path / "t.json")]) == 2
+    assert cli.main(["run", "--prompt", "hi", "--mode", "autoregressive", "--max-new-tokens", "2", "--json", str(tmp_path / "t.json")]) == 2
     out = capsys.readouterr()
     assert "--- summary" in out.out and "tokens_per_s" in out.out
     assert out.err == f"error: could not write the trace to {tmp_path / 't.json'}: No space left on device\n"

@@ -80,12 +80,15 @@ def test_reduced_draft_head_sampling_gives_q_over_the_whole_vocabulary(tokenizer
     assert torch.equal(draft.q_x, draft.probs.gather(2, draft.ids[..., None]).squeeze(-1))
 
 
-@pytest.mark.parametrize("content, message", [
-    ("{not json", "unusable"),
-    ('{"format": "other", "ids": [1]}', "expected format"),
-    ('{"format": "speclab.draft_vocab/1", "ids": [1, 999999]}', "non-empty list of token ids"),
-    ('{"format": "speclab.draft_vocab/1", "ids": [3, 3]}', "duplicates"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{not json", "unusable"),
+        ('{"format": "other", "ids": [1]}', "expected format"),
+        ('{"format": "speclab.draft_vocab/1", "ids": [1, 999999]}', "non-empty list of token ids"),
+        ('{"format": "speclab.draft_vocab/1", "ids": [3, 3]}', "duplicates"),
+    ],
+)
 def test_bad_draft_vocab_file_falls_back_to_the_full_head(tmp_path, tokenizer, content, message):
     from engine.model.pair import load_draft_vocab
 
@@ -104,8 +107,9 @@ def test_lean_forward_only_for_plain_llama(tokenizer):
     from engine.model.fastllama import supports
 
     assert supports(__import__("conftest").tiny_llama(len(tokenizer)))
-    biased = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                          num_attention_heads=2, attention_bias=True))
+    biased = LlamaForCausalLM(
+        LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, attention_bias=True)
+    )
     assert not supports(biased)  # falls back to transformers' forward
 
 

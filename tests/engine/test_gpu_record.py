@@ -1,4 +1,4 @@
-"""scripts/gpu_record.py's CPU dry run (CI) and the recordings it writes (engine/roofline/device_recordings.py).
+"""scripts/record/gpu_record.py's CPU dry run (CI) and the recordings it writes (engine/roofline/device_recordings.py).
 
 The dry run goes through every stage with tiny sizes on the embedded pair (float32): exactness of the
 graph path (padded buckets, run eagerly on a CPU) against eager, pass curves, the grid, the races, the
@@ -15,7 +15,7 @@ import pytest
 
 from engine.roofline.device_recordings import RECORDINGS, RecordingError, list_recordings, race_label, read_recording, recordings_note
 
-SCRIPT = Path(__file__).parents[2] / "scripts" / "gpu_record.py"
+SCRIPT = Path(__file__).parents[2] / "scripts" / "record" / "gpu_record.py"
 
 
 def load_script():
@@ -58,7 +58,7 @@ def test_dry_runs_are_never_listed_as_recordings(dry_run):
     assert found == [] and refused == ["recording dry: a CPU dry run, not a GPU recording (left out)"]
     found, _ = list_recordings(dry_run.parent, include_dry_runs=True)
     assert [r.folder for r in found] == [dry_run]
-    assert recordings_note([]).startswith("No GPU recording ships yet: the recordings (scripts/gpu_record.py) wait on a lent GPU")
+    assert recordings_note([]).startswith("No GPU recording ships yet: the recordings (scripts/record/gpu_record.py) wait on a lent GPU")
 
 
 def test_dry_run_may_not_write_into_the_shipped_recordings():
@@ -66,13 +66,16 @@ def test_dry_run_may_not_write_into_the_shipped_recordings():
         load_script().parse_args(["--dry-run", "--out", str(RECORDINGS / "x")])
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda d: d.update(schema="speclab.gpu_recording/0"), "schema"),
-    (lambda d: d.update(dry_run="no"), "dry_run"),
-    (lambda d: d["races"][0].update(ar="../../etc/passwd.json"), "races/0/ar"),
-    (lambda d: d["races"][0].update(spec="missing.json"), "trace missing.json is missing"),
-    (lambda d: d.pop("probe"), "'probe' is a required property"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(schema="speclab.gpu_recording/0"), "schema"),
+        (lambda d: d.update(dry_run="no"), "dry_run"),
+        (lambda d: d["races"][0].update(ar="../../etc/passwd.json"), "races/0/ar"),
+        (lambda d: d["races"][0].update(spec="missing.json"), "trace missing.json is missing"),
+        (lambda d: d.pop("probe"), "'probe' is a required property"),
+    ],
+)
 def test_malformed_recordings_are_refused_in_one_line(dry_run, tmp_path, edit, message):
     import shutil
 

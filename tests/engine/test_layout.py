@@ -33,8 +33,10 @@ def test_engine_never_imports_training_streamlit_or_plotly(path):
 
 def test_importing_engine_loads_no_training_or_ui_module():
     """The same contract at run time, in a fresh interpreter: import the runtime and its CLI."""
-    code = ("import sys, engine, engine.__main__, engine.bench, engine.drafters; "
-            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {FORBIDDEN_IN_ENGINE!r}))")
+    code = (
+        "import sys, engine, engine.__main__, engine.bench, engine.drafters; "
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {FORBIDDEN_IN_ENGINE!r}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
 

@@ -53,13 +53,38 @@ def test_goodput_switches_speculation_off_when_the_pass_is_compute_bound():
 
 def _step(depth: int, rows: list[int], verify_ms: float, draft_ms: float) -> Step:
     """A decode step where row r accepted rows[r] of `depth` drafts."""
-    seqs = [SeqStep(seq=i, drafted=[DraftToken(id=1, text="a", draft_prob=0.5, target_prob=0.5, accepted=j < a)
-                                    for j in range(depth)],
-                    num_accepted=a, next_id=2, next_text="b", next_prob=0.5, next_kind="correction",
-                    emitted=[1] * a + [2], finished=False) for i, a in enumerate(rows)]
-    return Step(index=1, kind="decode", depth=depth, batch=len(rows), tokens_per_pass=len(rows) * (depth + 1),
-                t_start_s=0, t_end_s=0.01, draft_ms=draft_ms, verify_ms=verify_ms, overhead_ms=0, target_flops=0,
-                draft_flops=0, target_bytes=0, draft_bytes=0, flops_wasted=0, seqs=seqs)
+    seqs = [
+        SeqStep(
+            seq=i,
+            drafted=[DraftToken(id=1, text="a", draft_prob=0.5, target_prob=0.5, accepted=j < a) for j in range(depth)],
+            num_accepted=a,
+            next_id=2,
+            next_text="b",
+            next_prob=0.5,
+            next_kind="correction",
+            emitted=[1] * a + [2],
+            finished=False,
+        )
+        for i, a in enumerate(rows)
+    ]
+    return Step(
+        index=1,
+        kind="decode",
+        depth=depth,
+        batch=len(rows),
+        tokens_per_pass=len(rows) * (depth + 1),
+        t_start_s=0,
+        t_end_s=0.01,
+        draft_ms=draft_ms,
+        verify_ms=verify_ms,
+        overhead_ms=0,
+        target_flops=0,
+        draft_flops=0,
+        target_bytes=0,
+        draft_bytes=0,
+        flops_wasted=0,
+        seqs=seqs,
+    )
 
 
 def test_goodput_learns_acceptance_and_cost_from_the_steps_it_sees():
@@ -109,15 +134,18 @@ def test_derived_batch_table_turns_speculation_off_past_the_knee():
     assert table[0][0] == 1 and all(a[1] + 1 == b[0] for a, b in zip(table, table[1:]))  # covers every batch
 
 
-@pytest.mark.parametrize("table, message", [
-    ("1-4:2", "non-empty list"),
-    ([[1, 4]], r"\[min_batch, max_batch, k\]"),
-    ([[0, 4, 2]], "1 <= min_batch <= max_batch"),
-    ([[5, 4, 2]], "1 <= min_batch <= max_batch"),
-    ([[1, 4, 17]], "k must be between 0 and 16"),
-    ([[1, 4, 2], [4, 8, 1]], "overlap at batch 4"),
-    ([[1, 4, True]], "integers"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        ("1-4:2", "non-empty list"),
+        ([[1, 4]], r"\[min_batch, max_batch, k\]"),
+        ([[0, 4, 2]], "1 <= min_batch <= max_batch"),
+        ([[5, 4, 2]], "1 <= min_batch <= max_batch"),
+        ([[1, 4, 17]], "k must be between 0 and 16"),
+        ([[1, 4, 2], [4, 8, 1]], "overlap at batch 4"),
+        ([[1, 4, True]], "integers"),
+    ],
+)
 def test_bad_batch_tables_are_refused(table, message):
     with pytest.raises(ConfigError, match=message):
         DecodeConfig(policy="batch_table", batch_table=table)
@@ -159,8 +187,17 @@ def test_pass_curve_is_measured_once_then_read_from_the_cache(tiny, tmp_path, mo
 def test_bench_compares_policies_interleaved_and_runs_adaptive_ones_at_the_largest_depth(tiny):
     from engine.bench.harness import bench, format_table
 
-    result = bench(tiny, [1, 3], [1, 3], drafter="ngram", prompt_set="extractive", max_new_tokens=6, repeats=1,
-                   policy=["fixed", "goodput", "batch_table"], log=lambda s: None)
+    result = bench(
+        tiny,
+        [1, 3],
+        [1, 3],
+        drafter="ngram",
+        prompt_set="extractive",
+        max_new_tokens=6,
+        repeats=1,
+        policy=["fixed", "goodput", "batch_table"],
+        log=lambda s: None,
+    )
     cells = [(r["batch"], r["depth"], r["policy"]) for r in result["rows"]]
     assert cells == [(b, d, p) for b in (1, 3) for d, p in ((1, "fixed"), (3, "fixed"), (3, "goodput"), (3, "batch_table"))]
     assert all(r["same_output"] and 0 <= r["mean_depth"] <= r["depth"] for r in result["rows"])

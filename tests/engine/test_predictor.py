@@ -30,8 +30,7 @@ from engine.roofline.recordings import RecordingError, check, load_recordings, l
 
 ROOT = Path(__file__).resolve().parents[2]
 # A hand-sized model: 1e9 matmul weights in bf16 (2 GB), no attention and no KV cache, one layer.
-TOY = ModelCosts(linear_params=10**9, head_params=0, weight_bytes=2 * 10**9, n_layers=1, n_heads=1, n_kv_heads=1,
-                 head_dim=0, elem_bytes=2)  # fmt: skip
+TOY = ModelCosts(linear_params=10**9, head_params=0, weight_bytes=2 * 10**9, n_layers=1, n_heads=1, n_kv_heads=1, head_dim=0, elem_bytes=2)
 TOY_ROOF = Roof("toy", bandwidth=1e12, flops=100e12)  # ridge 100 FLOP/byte
 
 
@@ -82,10 +81,15 @@ def test_embedded_shape_costs_equal_the_engines_count_of_the_real_architecture()
     transformers = pytest.importorskip("transformers")
     arch = replace(architecture("135M"), layers=2)  # per-layer counts are what is checked; 2 layers keep it fast
     cfg = transformers.LlamaConfig(
-        vocab_size=arch.vocab, hidden_size=arch.hidden, intermediate_size=arch.intermediate,
-        num_hidden_layers=arch.layers, num_attention_heads=arch.heads, num_key_value_heads=arch.kv_heads,
-        head_dim=arch.head_dim, tie_word_embeddings=True,
-    )  # fmt: skip
+        vocab_size=arch.vocab,
+        hidden_size=arch.hidden,
+        intermediate_size=arch.intermediate,
+        num_hidden_layers=arch.layers,
+        num_attention_heads=arch.heads,
+        num_key_value_heads=arch.kv_heads,
+        head_dim=arch.head_dim,
+        tie_word_embeddings=True,
+    )
     model = transformers.LlamaForCausalLM(cfg)
     assert arch.costs("float32") == ModelCosts.from_model(model)
 
@@ -222,9 +226,13 @@ def test_shipped_recordings_load_and_the_model_is_checked_on_them():
 
 
 def _report(**changes) -> dict:
-    report = {"device": "NVIDIA H200", "dtype": "bfloat16", "date": "2026-12-01", "torch": "2.11",
-              "shapes": [{"shape": "smollm2-1.7b", "passes": [{"batch": 1, "new_tokens": 4, "graph_ms": 3.2,
-                                                               "eager_ms": 13.0}]}]}  # fmt: skip
+    report = {
+        "device": "NVIDIA H200",
+        "dtype": "bfloat16",
+        "date": "2026-12-01",
+        "torch": "2.11",
+        "shapes": [{"shape": "smollm2-1.7b", "passes": [{"batch": 1, "new_tokens": 4, "graph_ms": 3.2, "eager_ms": 13.0}]}],
+    }
     report.update(changes)
     return report
 
@@ -258,9 +266,9 @@ def test_report_parsing_and_refusals(tmp_path):
 
 
 def test_prediction_for_unknown_devices_or_shapes_is_none():
-    (record,) = parse_report(_report(device="NVIDIA H300",
-                                     shapes=[{"shape": "smollm2-1.7b", "passes": [{"batch": 1, "new_tokens": 1,
-                                                                                  "ms": 1.0}]}]), "x")  # fmt: skip
+    (record,) = parse_report(
+        _report(device="NVIDIA H300", shapes=[{"shape": "smollm2-1.7b", "passes": [{"batch": 1, "new_tokens": 1, "ms": 1.0}]}]), "x"
+    )
     assert predict_record(record) is None and predict_record(record, "probed") is None
     (record,) = parse_report(_report(shapes=[{"shape": "gpt-9", "passes": [{"batch": 1, "new_tokens": 1, "ms": 1}]}]), "x")
     assert predict_record(record) is None

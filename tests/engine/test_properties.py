@@ -34,10 +34,17 @@ FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 
 # JSON values, including the awkward ones: huge and negative integers, floats of every size, lone
 # surrogates and markup in strings, and nesting.
-SCALARS = (st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False)
-           | st.text(max_size=30) | st.sampled_from(["</script>", "![x](http://e.example/a.png)", "\ud800", "NaN"]))  # fmt: skip
-JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                    max_leaves=12)  # fmt: skip
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=30)
+    | st.sampled_from(["</script>", "![x](http://e.example/a.png)", "\ud800", "NaN"])
+)
+JSON = st.recursive(
+    SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12
+)
 
 
 def _paths(data, path=()):

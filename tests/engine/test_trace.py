@@ -43,9 +43,21 @@ def test_corrupt_trace_is_refused(tmp_path, content, message):
 def test_summary_fields(tiny):
     trace = generate(tiny, PROMPTS, DecodeConfig(depth=2, max_new_tokens=8))
     for key in [
-        "new_tokens", "wall_s", "tokens_per_s", "target_forwards", "device", "dtype", "acceptance_rate", "alpha",
-        "mean_accepted", "tokens_per_step", "per_position_acceptance", "flops", "flops_wasted", "bytes",
-    ]:  # fmt: skip
+        "new_tokens",
+        "wall_s",
+        "tokens_per_s",
+        "target_forwards",
+        "device",
+        "dtype",
+        "acceptance_rate",
+        "alpha",
+        "mean_accepted",
+        "tokens_per_step",
+        "per_position_acceptance",
+        "flops",
+        "flops_wasted",
+        "bytes",
+    ]:
         assert key in trace.summary
     assert trace.summary["new_tokens"] == 24
     assert abs(trace.summary["tokens_per_step"] - trace.summary["mean_accepted"] - 1) < 1e-12

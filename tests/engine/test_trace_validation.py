@@ -210,8 +210,7 @@ def test_invalid_utf8_is_refused():
 
 
 # --- fuzz: any outcome is a Trace or a TraceError ----------------------------------------------
-_HOSTILE = [None, True, False, -1, 0, 1, 17, 10**29, -(10**29), 0.5, -0.5, 1e308, "", "x", "![b](http://x)", [], [1],
-            {}, {"a": 1}, [[[]]]]  # fmt: skip
+_HOSTILE = [None, True, False, -1, 0, 1, 17, 10**29, -(10**29), 0.5, -0.5, 1e308, "", "x", "![b](http://x)", [], [1], {}, {"a": 1}, [[[]]]]
 
 
 def _nodes(data, path=()):

@@ -16,8 +16,7 @@ from engine.decoding.verify_tree import accept_tree_greedy, accept_tree_sampling
 from engine.drafters.tree import DraftTree, TreeBuilder
 from engine.sampling import greedy_ids
 
-PROMPTS = ["Explain how a rainbow forms in simple terms.", "Write a short story about a robot who learns to paint.",
-           "Hi"]  # fmt: skip
+PROMPTS = ["Explain how a rainbow forms in simple terms.", "Write a short story about a robot who learns to paint.", "Hi"]
 
 
 def toy_tree(batch: int = 1) -> DraftTree:
@@ -154,10 +153,13 @@ def _checked_run(pair, prompts, cfg):
     return stream.trace
 
 
-@pytest.mark.parametrize("prompts, depth, nodes, topk", [
-    (PROMPTS[:1], 4, 16, 4),  # batch 1
-    (PROMPTS, 5, 24, 4),  # ragged batch: rows accept different path lengths
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "prompts, depth, nodes, topk",
+    [
+        (PROMPTS[:1], 4, 16, 4),  # batch 1
+        (PROMPTS, 5, 24, 4),  # ragged batch: rows accept different path lengths
+    ],
+)
 def test_greedy_tree_equals_plain_decoding(embedded_f32, prompts, depth, nodes, topk):
     pair = _eagle_pair(embedded_f32)
     plain = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=20))
@@ -178,8 +180,7 @@ def test_greedy_tree_equals_plain_decoding(embedded_f32, prompts, depth, nodes, 
 
 def test_tree_sampling_run_is_seeded_and_keeps_the_caches(embedded_f32):
     pair = _eagle_pair(embedded_f32)
-    cfg = DecodeConfig(depth=3, drafter="eagle", max_new_tokens=16, tree_nodes=8, tree_topk=3, temperature=0.8,
-                       top_p=0.95, seed=5)  # fmt: skip
+    cfg = DecodeConfig(depth=3, drafter="eagle", max_new_tokens=16, tree_nodes=8, tree_topk=3, temperature=0.8, top_p=0.95, seed=5)
     first = _checked_run(pair, PROMPTS[:2], cfg)
     again = generate(pair, PROMPTS[:2], cfg)
     assert first.output_ids == again.output_ids
@@ -188,8 +189,7 @@ def test_tree_sampling_run_is_seeded_and_keeps_the_caches(embedded_f32):
 
 def test_tree_trace_round_trips_as_schema_2(embedded_f32, tmp_path):
     pair = _eagle_pair(embedded_f32)
-    trace = generate(pair, PROMPTS[:2], DecodeConfig(depth=3, drafter="eagle", max_new_tokens=8, tree_nodes=6,
-                                                     tree_topk=2))  # fmt: skip
+    trace = generate(pair, PROMPTS[:2], DecodeConfig(depth=3, drafter="eagle", max_new_tokens=8, tree_nodes=6, tree_topk=2))
     trace.to_json(tmp_path / "t.json")
     raw = json.loads((tmp_path / "t.json").read_text())
     assert raw["schema"] == "speclab.trace/2"
@@ -239,25 +239,34 @@ def test_draft_model_trees_are_lossless_and_keep_the_caches(tiny, temperature):
 
 
 # --- options ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs, message", [
-    ({"tree_nodes": 8}, "tree_nodes and tree_topk go together"),
-    ({"tree_nodes": 65, "tree_topk": 4}, "tree_nodes must be between 0"),
-    ({"tree_nodes": 8, "tree_topk": 9}, "tree_topk must be between 0"),
-    ({"tree_nodes": 8, "tree_topk": 2, "drafter": "ngram"}, "not 'ngram'"),
-    ({"tree_nodes": 30, "tree_topk": 2, "depth": 3}, "more than depth 3 with top-2 can draft"),
-    ({"tree_nodes": 8, "tree_topk": 2, "policy": "goodput"}, "policy='fixed'"),
-    ({"tree_nodes": True, "tree_topk": 2}, "tree_nodes must be an integer"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"tree_nodes": 8}, "tree_nodes and tree_topk go together"),
+        ({"tree_nodes": 65, "tree_topk": 4}, "tree_nodes must be between 0"),
+        ({"tree_nodes": 8, "tree_topk": 9}, "tree_topk must be between 0"),
+        ({"tree_nodes": 8, "tree_topk": 2, "drafter": "ngram"}, "not 'ngram'"),
+        ({"tree_nodes": 30, "tree_topk": 2, "depth": 3}, "more than depth 3 with top-2 can draft"),
+        ({"tree_nodes": 8, "tree_topk": 2, "policy": "goodput"}, "policy='fixed'"),
+        ({"tree_nodes": True, "tree_topk": 2}, "tree_nodes must be an integer"),
+    ],
+)
 def test_bad_tree_options_are_one_line_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message) as info:
         DecodeConfig(**({"drafter": "eagle", "depth": 4} | kwargs))
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("paths, keeps", [
-    ([[0, 1, 3]], [[1, 1, 1]]), ([[0, 1, 2]], [[1, 1, 1]]), ([[0]], [[1]]),
-    ([[0, 2, 5], [0, 1, 0]], [[1, 1, 1], [1, 1, 0]]), ([[0, 1, 2], [0, 1, 2]], [[1, 1, 1], [1, 1, 1]]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "paths, keeps",
+    [
+        ([[0, 1, 3]], [[1, 1, 1]]),
+        ([[0, 1, 2]], [[1, 1, 1]]),
+        ([[0]], [[1]]),
+        ([[0, 2, 5], [0, 1, 0]], [[1, 1, 1], [1, 1, 0]]),
+        ([[0, 1, 2], [0, 1, 2]], [[1, 1, 1], [1, 1, 1]]),
+    ],
+)
 def test_keep_path_packs_exactly_the_path(tiny, paths, keeps):
     """RaggedCache.keep_path keeps each row's path columns, packed after its cache (it skips slots already
     in place): the result equals a gather of the kept columns."""

@@ -14,15 +14,13 @@ from engine.model.pair import ModelPair
 from training import agreement, eagle
 from training.agreement import StepStart, compare
 
-PROMPTS = ["Tell me about the sea.", "Why is the sky blue? Explain briefly please.", "Count: one two three",
-           "Write a haiku about rain."]
+PROMPTS = ["Tell me about the sea.", "Why is the sky blue? Explain briefly please.", "Count: one two three", "Write a haiku about rain."]
 
 
 def test_compare_counts_each_kind_of_position():
     rows = [{"prompt_ids": [1, 2], "output_ids": [5, 6, 7, 8, 9]}]
     guesses = [torch.tensor([5, 6, 0, 0, 9])]  # right, right, wrong, wrong, right
-    starts = [StepStart(0, 1, "prefill", True, 6), StepStart(0, 3, "correction", False, 1),
-              StepStart(0, 4, "correction", True, 9)]
+    starts = [StepStart(0, 1, "prefill", True, 6), StepStart(0, 3, "correction", False, 1), StepStart(0, 4, "correction", True, 9)]
     res = compare(rows, starts, guesses)
     assert res["all_positions"] == {"top1": 2 / 4, "n": 4}  # output 0 comes from the prefill: not counted
     assert res["draft_starts"] == {"top1": 2 / 3, "n": 3}
@@ -54,9 +52,18 @@ def test_eagle_engine_matches_teacher_forcing(tokenizer, tmp_path):
     head = eagle.EagleHead.from_target(pair.target, seed=0, fuse_layers=(0,))
     eagle.save_head(head, tmp_path, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
     config, state, vocab = load_head(tmp_path, pair.target)
-    pair = ModelPair(target=pair.target, draft=None, tokenizer=pair.tokenizer, device=pair.device, dtype=pair.dtype,
-                     target_name=pair.target_name, draft_name=None, eos_ids=pair.eos_ids,
-                     eagle=EagleRunner(config, state, vocab, pair.target), eagle_name="tiny eagle")
+    pair = ModelPair(
+        target=pair.target,
+        draft=None,
+        tokenizer=pair.tokenizer,
+        device=pair.device,
+        dtype=pair.dtype,
+        target_name=pair.target_name,
+        draft_name=None,
+        eos_ids=pair.eos_ids,
+        eagle=EagleRunner(config, state, vocab, pair.target),
+        eagle_name="tiny eagle",
+    )
     res = agreement.measure(pair, PROMPTS, depth=3, max_new_tokens=24, batch=3, drafter="eagle", eagle_dir=tmp_path)
     _check_engine_matches_teacher_forcing(res)
 

@@ -37,9 +37,20 @@ def _tiny_target(tmp_path: Path) -> Path:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     src = _tokenizer_dir()
-    cfg = LlamaConfig(vocab_size=49152, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=512,
-                      tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    cfg = LlamaConfig(
+        vocab_size=49152,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
     torch.manual_seed(0)
     model = LlamaForCausalLM(cfg)
     out = tmp_path / "target"
@@ -81,8 +92,7 @@ def test_prompts_are_varied_seeded_and_hold_out_whole_topics():
     assert prompt_set.heldout_eval_prompts(third["heldout"], 24) == prompt_set.heldout_eval_prompts(a["heldout"], 24)
     # rounds 4, 5 and 6 each come after the one before in the same way, each with its own new topics
     before, earlier = third, {t.lower() for t in prompt_set.TOPICS + prompt_set.MORE_TOPICS + prompt_set.THIRD_TOPICS}
-    for number, topics, count in ((4, prompt_set.FOURTH_TOPICS, 100), (5, prompt_set.FIFTH_TOPICS, 98),
-                                  (6, prompt_set.SIXTH_TOPICS, 100)):
+    for number, topics, count in ((4, prompt_set.FOURTH_TOPICS, 100), (5, prompt_set.FIFTH_TOPICS, 98), (6, prompt_set.SIXTH_TOPICS, 100)):
         now = prompt_set.build_prompts(seed=0, rounds=number)
         assert now["train"][: len(before["train"])] == before["train"]
         assert now["heldout"][: len(before["heldout"])] == before["heldout"]
@@ -105,19 +115,68 @@ def test_help_documents_the_options(capsys):
     with pytest.raises(SystemExit):
         distill.parse_args(["--help"])
     text = capsys.readouterr().out
-    for flag in ("--work-dir", "--out", "--gen-batch", "--max-new-tokens", "--soft-topk", "--hidden", "--layers",
-                 "--epochs", "--seed", "--stage"):
+    for flag in (
+        "--work-dir",
+        "--out",
+        "--gen-batch",
+        "--max-new-tokens",
+        "--soft-topk",
+        "--hidden",
+        "--layers",
+        "--epochs",
+        "--seed",
+        "--stage",
+    ):
         assert flag in text
 
 
 def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     target = _tiny_target(tmp_path)
     out, work = tmp_path / "draft", tmp_path / "work"
-    argv = ["--work-dir", str(work), "--out", str(out), "--target", str(target), "--max-prompts", "6",
-            "--heldout-prompts", "2", "--gen-batch", "4", "--max-new-tokens", "8", "--gen-dtype", "float32",
-            "--soft-topk", "4", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "2",
-            "--intermediate", "64", "--epochs", "2", "--warmup", "1", "--batch-tokens", "256",
-            "--eval-prompts", "2", "--eval-max-new-tokens", "6", "--eval-batch", "2", "--threads", "1"]
+    argv = [
+        "--work-dir",
+        str(work),
+        "--out",
+        str(out),
+        "--target",
+        str(target),
+        "--max-prompts",
+        "6",
+        "--heldout-prompts",
+        "2",
+        "--gen-batch",
+        "4",
+        "--max-new-tokens",
+        "8",
+        "--gen-dtype",
+        "float32",
+        "--soft-topk",
+        "4",
+        "--hidden",
+        "32",
+        "--layers",
+        "1",
+        "--heads",
+        "2",
+        "--kv-heads",
+        "2",
+        "--intermediate",
+        "64",
+        "--epochs",
+        "2",
+        "--warmup",
+        "1",
+        "--batch-tokens",
+        "256",
+        "--eval-prompts",
+        "2",
+        "--eval-max-new-tokens",
+        "6",
+        "--eval-batch",
+        "2",
+        "--threads",
+        "1",
+    ]
     assert distill.main(argv) == 0
     for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md"):
         assert (out / name).exists(), name
@@ -127,8 +186,28 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     assert "python -m training.distill" in (out / "README.md").read_text()
     assert "AdamW, lr 0.002, ~256 tokens per batch, 2.0 epochs" in (out / "README.md").read_text()
     # a separate eval-only call with other training options still writes the training run's settings
-    assert distill.main(argv[:-10] + ["--stage", "eval", "--lr", "0.123", "--epochs", "7", "--eval-prompts", "2",
-                                      "--eval-max-new-tokens", "6", "--eval-batch", "2", "--threads", "1"]) == 0
+    assert (
+        distill.main(
+            argv[:-10]
+            + [
+                "--stage",
+                "eval",
+                "--lr",
+                "0.123",
+                "--epochs",
+                "7",
+                "--eval-prompts",
+                "2",
+                "--eval-max-new-tokens",
+                "6",
+                "--eval-batch",
+                "2",
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     card = (out / "README.md").read_text()
     assert "AdamW, lr 0.002, ~256 tokens per batch, 2.0 epochs" in card and "0.123" not in card
 
@@ -145,9 +224,26 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
 def test_generation_splits_over_worker_processes(tmp_path):
     """--gen-worker K/N: each process writes its own shards; together they write what one process would."""
     target, work = _tiny_target(tmp_path), tmp_path / "work"
-    argv = ["--work-dir", str(work), "--target", str(target), "--max-prompts", "10", "--heldout-prompts", "2",
-            "--gen-batch", "4", "--max-new-tokens", "4", "--gen-dtype", "float32", "--stage", "generate",
-            "--threads", "1"]
+    argv = [
+        "--work-dir",
+        str(work),
+        "--target",
+        str(target),
+        "--max-prompts",
+        "10",
+        "--heldout-prompts",
+        "2",
+        "--gen-batch",
+        "4",
+        "--max-new-tokens",
+        "4",
+        "--gen-dtype",
+        "float32",
+        "--stage",
+        "generate",
+        "--threads",
+        "1",
+    ]
     assert distill.main(argv + ["--gen-worker", "1/2"]) == 0
     assert sorted(p.name for p in (work / "shards").glob("*.jsonl")) == ["shard-00001.jsonl"]
     assert not (work / "heldout").exists() or not list((work / "heldout").glob("*.jsonl"))  # worker 0's job
@@ -162,8 +258,10 @@ def test_generation_from_a_later_round_skips_the_earlier_batches(tmp_path):
     """--gen-from-round N: batches whose prompts all come from earlier rounds are skipped, and the shard numbers
     stay those of the whole list, so the skipped rounds could still be generated into the same folder."""
     pair = load_pair(target=str(_tiny_target(tmp_path)), draft=None, dtype="float32")
-    rows = ([{"prompt": f"old {i}"} for i in range(6)]  # round 1 (no tag)
-            + [{"prompt": f"new {i}", "round": 5} for i in range(5)])
+    rows = (
+        [{"prompt": f"old {i}"} for i in range(6)]  # round 1 (no tag)
+        + [{"prompt": f"new {i}", "round": 5} for i in range(5)]
+    )
     g = distill.generate_data(pair, rows, tmp_path / "shards", 4, 3, log=lambda m: None, from_round=5)
     assert sorted(p.name for p in (tmp_path / "shards").glob("*.jsonl")) == ["shard-00001.jsonl", "shard-00002.jsonl"]
     got = distill.read_shards(tmp_path / "shards")
@@ -186,8 +284,9 @@ def test_training_is_reproducible(tmp_path):
     weights = []
     for _ in range(2):
         draft = distill.make_draft(target, 16, 1, 2, 2, 32, seed=3)
-        distill.train(draft, rows, rows[:2], epochs=2, lr=1e-2, batch_tokens=16, soft_weight=0.0, max_len=32,
-                      seed=3, warmup=1, log=lambda s: None)
+        distill.train(
+            draft, rows, rows[:2], epochs=2, lr=1e-2, batch_tokens=16, soft_weight=0.0, max_len=32, seed=3, warmup=1, log=lambda s: None
+        )
         weights.append(draft.get_input_embeddings().weight.detach().clone())
     assert torch.equal(weights[0], weights[1])
 
@@ -215,8 +314,24 @@ def test_soft_targets_from_eagle_features_equal_a_new_target_pass(tmp_path):
     from training import eagle
 
     target, work, out = _tiny_target(tmp_path), tmp_path / "work", tmp_path / "draft"
-    common = ["--work-dir", str(work), "--target", str(target), "--max-prompts", "6", "--heldout-prompts", "2",
-              "--gen-batch", "4", "--max-new-tokens", "8", "--gen-dtype", "float32", "--threads", "1"]
+    common = [
+        "--work-dir",
+        str(work),
+        "--target",
+        str(target),
+        "--max-prompts",
+        "6",
+        "--heldout-prompts",
+        "2",
+        "--gen-batch",
+        "4",
+        "--max-new-tokens",
+        "8",
+        "--gen-dtype",
+        "float32",
+        "--threads",
+        "1",
+    ]
     assert distill.main(common + ["--stage", "generate"]) == 0
     # what `python -m training.eagle --stage features --fuse-layers 0` writes, from a float32 target (it runs
     # in the default dtype, bfloat16 here, and exact comparisons need float32)
@@ -225,12 +340,33 @@ def test_soft_targets_from_eagle_features_equal_a_new_target_pass(tmp_path):
     pair = load_pair(target=str(target), draft=None, eagle=None, dtype="float32")
     pattern = str(tmp_path / "features-{split}-fuse0.safetensors")
     for split in ("train", "heldout"):
-        blob = eagle.extract_features(pair.target, distill.read_shards(work / ("shards" if split == "train" else split)),
-                                      256, log=lambda s: None, fuse_layers=(0,))
+        blob = eagle.extract_features(
+            pair.target, distill.read_shards(work / ("shards" if split == "train" else split)), 256, log=lambda s: None, fuse_layers=(0,)
+        )
         blob.pop("seconds")
         save_file(blob, pattern.replace("{split}", split))
-    train_args = ["--soft-topk", "4", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "2",
-                  "--intermediate", "64", "--epochs", "1", "--warmup", "1", "--batch-tokens", "256", "--out", str(out)]
+    train_args = [
+        "--soft-topk",
+        "4",
+        "--hidden",
+        "32",
+        "--layers",
+        "1",
+        "--heads",
+        "2",
+        "--kv-heads",
+        "2",
+        "--intermediate",
+        "64",
+        "--epochs",
+        "1",
+        "--warmup",
+        "1",
+        "--batch-tokens",
+        "256",
+        "--out",
+        str(out),
+    ]
     assert distill.main(common + train_args + ["--stage", "train", "--soft-features", pattern]) == 0
     with open(work / "soft-top4.jsonl") as f:
         from_features = [json.loads(line) for line in f]
@@ -272,8 +408,24 @@ def test_soft_targets_from_eagle_features_equal_a_new_target_pass(tmp_path):
     vocab_file = out / "draft_vocab.json"
     earlier = json.loads(vocab_file.read_text())
     vocab_file.write_text(json.dumps({**earlier, "ids": earlier["ids"] + [49000]}))  # a token only the init saw
-    argv = common + ["--soft-topk", "4", "--epochs", "1", "--warmup", "1", "--batch-tokens", "256", "--stage", "train",
-                     "--init", str(out), "--out", str(second), "--lr", "0"]
+    argv = common + [
+        "--soft-topk",
+        "4",
+        "--epochs",
+        "1",
+        "--warmup",
+        "1",
+        "--batch-tokens",
+        "256",
+        "--stage",
+        "train",
+        "--init",
+        str(out),
+        "--out",
+        str(second),
+        "--lr",
+        "0",
+    ]
     assert distill.main(argv) == 0
     assert "continuing from" in (work / "distill.log").read_text()
     a, b = (load_pair(target=str(target), draft=str(d), eagle=None, dtype="float32").draft for d in (out, second))

@@ -33,9 +33,18 @@ FIXED_PROMPTS = [
 def with_head(pair: ModelPair, folder) -> ModelPair:
     config, state, vocab = load_head(folder, pair.target)
     runner = EagleRunner(config, state, vocab, pair.target)
-    return ModelPair(target=pair.target, draft=pair.draft, tokenizer=pair.tokenizer, device=pair.device,
-                     dtype=pair.dtype, target_name=pair.target_name, draft_name=pair.draft_name, eos_ids=pair.eos_ids,
-                     eagle=runner, eagle_name="tiny eagle")
+    return ModelPair(
+        target=pair.target,
+        draft=pair.draft,
+        tokenizer=pair.tokenizer,
+        device=pair.device,
+        dtype=pair.dtype,
+        target_name=pair.target_name,
+        draft_name=pair.draft_name,
+        eos_ids=pair.eos_ids,
+        eagle=runner,
+        eagle_name="tiny eagle",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -136,22 +145,19 @@ def test_fused_features_are_the_same_in_extraction_engine_and_runner(tiny_fused)
     pair, folder = tiny_fused
     h = pair.target.config.hidden_size
     ids = [5, 17, 300, 42, 9, 1000, 77, 8]
-    blob = eagle.extract_features(pair.target, [{"prompt_ids": ids[:4], "output_ids": ids[4:]}], 64,
-                                  log=lambda s: None, fuse_layers=(0,))
+    blob = eagle.extract_features(pair.target, [{"prompt_ids": ids[:4], "output_ids": ids[4:]}], 64, log=lambda s: None, fuse_layers=(0,))
     assert blob["features"].shape == (len(ids), 2 * h)
     cache = RaggedCache(pair.target, torch.device("cpu"), pair.target_costs)
     _, hidden = cache.prefill([ids], 0, logits_to_keep=1, return_hidden=(0,))
     assert torch.allclose(hidden[0], blob["features"].float(), atol=1e-4)
-    _, final_only = RaggedCache(pair.target, torch.device("cpu"), pair.target_costs).prefill(
-        [ids], 0, logits_to_keep=1, return_hidden=True)
+    _, final_only = RaggedCache(pair.target, torch.device("cpu"), pair.target_costs).prefill([ids], 0, logits_to_keep=1, return_hidden=True)
     assert torch.allclose(hidden[..., h:], final_only, atol=1e-6)  # the final feature is the last H columns
     config, state, _ = load_head(folder, pair.target)
     head = eagle.EagleHead(config)
     head.load_state_dict(state)
     t = torch.tensor([ids[1:]])
     want = head.unrolled(pair.target.get_input_embeddings().weight[t].detach(), hidden[:, :-1], torch.arange(7)[None], 1)[0]
-    got = RaggedCache(None, torch.device("cpu"), pair.eagle_costs, runner=pair.eagle).prefill(
-        [ids[1:]], 0, features=hidden[:, :-1])
+    got = RaggedCache(None, torch.device("cpu"), pair.eagle_costs, runner=pair.eagle).prefill([ids[1:]], 0, features=hidden[:, :-1])
     assert torch.allclose(got, want.detach(), atol=1e-4)
 
 
@@ -209,13 +215,16 @@ def test_eagle_drafter_without_a_head_is_a_config_error(tiny):
         generate(tiny, ["Hello"], DecodeConfig(drafter="eagle", max_new_tokens=4))
 
 
-@pytest.mark.parametrize("breakage, message", [
-    ("missing", "config.json is missing"),
-    ("corrupt", "cannot be read"),
-    ("format", "config format"),
-    ("hidden", "hidden_size"),
-    ("vocab", "must list token ids"),
-])
+@pytest.mark.parametrize(
+    "breakage, message",
+    [
+        ("missing", "config.json is missing"),
+        ("corrupt", "cannot be read"),
+        ("format", "config format"),
+        ("hidden", "hidden_size"),
+        ("vocab", "must list token ids"),
+    ],
+)
 def test_bad_head_folders_are_refused(tiny_eagle, tmp_path, breakage, message):
     pair, folder = tiny_eagle
     bad = tmp_path / "head"
@@ -303,13 +312,49 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     from training import distill
 
     target, work, out = _tiny_target(tmp_path), tmp_path / "work", tmp_path / "eagle"
-    argv = ["--work-dir", str(work), "--out", str(out), "--target", str(target), "--max-prompts", "6",
-            "--heldout-prompts", "2", "--gen-batch", "4", "--max-new-tokens", "8", "--gen-dtype", "float32",
-            "--stage", "generate", "--threads", "1"]
+    argv = [
+        "--work-dir",
+        str(work),
+        "--out",
+        str(out),
+        "--target",
+        str(target),
+        "--max-prompts",
+        "6",
+        "--heldout-prompts",
+        "2",
+        "--gen-batch",
+        "4",
+        "--max-new-tokens",
+        "8",
+        "--gen-dtype",
+        "float32",
+        "--stage",
+        "generate",
+        "--threads",
+        "1",
+    ]
     assert distill.main(argv) == 0
-    argv = ["--work-dir", str(work), "--out", str(out), "--target", str(target), "--epochs", "2",
-            "--batch-tokens", "128", "--eval-prompts", "2", "--eval-max-new-tokens", "6", "--eval-batch", "2",
-            "--threads", "1"]
+    argv = [
+        "--work-dir",
+        str(work),
+        "--out",
+        str(out),
+        "--target",
+        str(target),
+        "--epochs",
+        "2",
+        "--batch-tokens",
+        "128",
+        "--eval-prompts",
+        "2",
+        "--eval-max-new-tokens",
+        "6",
+        "--eval-batch",
+        "2",
+        "--threads",
+        "1",
+    ]
     assert eagle.main(argv) == 0
     for name in ("config.json", "model.safetensors", "draft_vocab.json"):
         assert (out / name).exists(), name
@@ -321,8 +366,24 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
 
     feats = eagle.features_file(work / "eagle", "train", ())
     first = load_file(str(feats))
-    gen_argv = ["--work-dir", str(work), "--target", str(target), "--heldout-prompts", "2", "--gen-batch", "4",
-                "--max-new-tokens", "8", "--gen-dtype", "float32", "--stage", "generate", "--threads", "1"]
+    gen_argv = [
+        "--work-dir",
+        str(work),
+        "--target",
+        str(target),
+        "--heldout-prompts",
+        "2",
+        "--gen-batch",
+        "4",
+        "--max-new-tokens",
+        "8",
+        "--gen-dtype",
+        "float32",
+        "--stage",
+        "generate",
+        "--threads",
+        "1",
+    ]
     assert distill.main(gen_argv + ["--max-prompts", "8"]) == 0
     rows = distill.read_shards(work / "shards")
     assert len(rows) == 8 and len(list((work / "shards").glob("shard-*.jsonl"))) == 2
@@ -332,8 +393,7 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     n = len(first["features"])
     assert torch.equal(grown["features"][:n], first["features"]) and len(grown["starts"]) == 8
     assert eagle.covers_prefix(grown, rows, 256) and not eagle.covers_prefix(grown, rows[1:] + rows[:1], 256)
-    fresh = eagle.extract_features(load_pair(target=str(target), draft=None, eagle=None).target, rows[6:], 256,
-                                   log=lambda s: None)
+    fresh = eagle.extract_features(load_pair(target=str(target), draft=None, eagle=None).target, rows[6:], 256, log=lambda s: None)
     assert torch.equal(grown["features"][n:], fresh["features"])
     assert grown["offsets"].tolist() == first["offsets"].tolist() + (fresh["offsets"][1:] + n).tolist()
     assert eagle.main(argv + ["--epochs", "1", "--feature-noise", "0.1"]) == 0  # trains on the grown data
@@ -343,7 +403,7 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     shutil.copytree(target, other)
     log_before = (work / "eagle" / "eagle.log").read_text()
     assert eagle.main(["--work-dir", str(work), "--target", str(other), "--stage", "features", "--threads", "1"]) == 0
-    assert "already extracted" not in (work / "eagle" / "eagle.log").read_text()[len(log_before):]
+    assert "already extracted" not in (work / "eagle" / "eagle.log").read_text()[len(log_before) :]
     pair = load_pair(target=str(target), draft=None, eagle=str(out), dtype="float32")
     assert pair.eagle is not None and pair.eagle.params == json.loads((out / "config.json").read_text())["params"]
     plain = generate(pair, ["Hello there"], DecodeConfig(mode="autoregressive", max_new_tokens=6))
@@ -401,10 +461,15 @@ def test_argmax_hard_labels_are_the_targets_own_greedy_tokens(tiny_eagle, tokeni
     to_local = torch.full((n_vocab,), -1, dtype=torch.long)
     to_local[vocab] = torch.arange(len(vocab))
     rows, cols = torch.tensor([0, 0, 1, 1]), torch.tensor([0, 2, 1, 3])
-    batch = {"embeds": torch.randn(2, 4, h, generator=g), "features": torch.randn(2, 4, h, generator=g),
-             "positions": torch.arange(4)[None].expand(2, 4), "rows": rows, "cols": cols,
-             "labels": vocab[torch.randint(len(vocab), (4,), generator=g)],
-             "next_features": torch.randn(4, h, generator=g)}
+    batch = {
+        "embeds": torch.randn(2, 4, h, generator=g),
+        "features": torch.randn(2, 4, h, generator=g),
+        "positions": torch.arange(4)[None].expand(2, 4),
+        "rows": rows,
+        "cols": cols,
+        "labels": vocab[torch.randint(len(vocab), (4,), generator=g)],
+        "next_features": torch.randn(4, h, generator=g),
+    }
     greedy = vocab[(batch["next_features"] @ out_head.T).argmax(-1)]
     assert not torch.equal(greedy, batch["labels"])  # the rows' tokens are not the greedy ones
     by_argmax = eagle.batch_loss(head, batch, out_head, to_local, 2, hard_labels="argmax")
@@ -430,8 +495,22 @@ def test_max_minutes_fits_the_cosine_schedule_into_the_time(tiny_eagle, tokenize
     clock = iter(range(10**6))
     monkeypatch.setattr(eagle.time, "perf_counter", lambda: 0.5 * next(clock))
     lines = []
-    result = eagle.train(head, data, data, embed, embed[vocab], vocab, epochs=100, lr=1e-3, batch_tokens=64,
-                         depths=2, seed=0, autocast=False, max_minutes=1.0, log=lines.append)
+    result = eagle.train(
+        head,
+        data,
+        data,
+        embed,
+        embed[vocab],
+        vocab,
+        epochs=100,
+        lr=1e-3,
+        batch_tokens=64,
+        depths=2,
+        seed=0,
+        autocast=False,
+        max_minutes=1.0,
+        log=lines.append,
+    )
     shrink = [s for s in lines if "schedule shrinks" in s]
     assert len(shrink) == 1
     fitted = int(shrink[0].split(" to ")[1].split()[0])
@@ -448,13 +527,13 @@ def test_bad_device_is_one_clear_error(tmp_path, capsys):
 
 
 def test_gpu_script_runs_every_stage_on_the_cpu(tmp_path, tokenizer):
-    """scripts/gpu_eagle.py (made for a lent GPU) on the CPU with the embedded target and a few prompts:
+    """scripts/investigate/gpu_eagle.py (made for a lent GPU) on the CPU with the embedded target and a few prompts:
     greedy and sampled generation, features, training from the shipped head, the saved head loads; then a
     second run that starts from the first run's tokens and head."""
     import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("gpu_eagle", Path(__file__).parents[2] / "scripts" / "gpu_eagle.py")
+    spec = importlib.util.spec_from_file_location("gpu_eagle", Path(__file__).parents[2] / "scripts" / "investigate" / "gpu_eagle.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     held = tmp_path / "heldout"
@@ -462,8 +541,24 @@ def test_gpu_script_runs_every_stage_on_the_cpu(tmp_path, tokenizer):
     ids = tokenizer("The sea is large and blue, and it covers most of the planet.")["input_ids"]
     (held / "shard-00000.jsonl").write_text(json.dumps({"prompt_ids": ids[:4], "output_ids": ids[4:]}) + "\n")
     out = tmp_path / "run"
-    common = ["--device", "cpu", "--max-prompts", "4", "--gen-batch", "2", "--max-new-tokens", "6",
-              "--heldout-dir", str(held), "--budget-s", "600", "--batch-tokens", "64", "--epochs", "1"]
+    common = [
+        "--device",
+        "cpu",
+        "--max-prompts",
+        "4",
+        "--gen-batch",
+        "2",
+        "--max-new-tokens",
+        "6",
+        "--heldout-dir",
+        str(held),
+        "--budget-s",
+        "600",
+        "--batch-tokens",
+        "64",
+        "--epochs",
+        "1",
+    ]
     assert script.main(common + ["--out", str(out), "--sample-passes", "1"]) == 0
     log = (out / "gpu_eagle.log").read_text()
     assert "pass 0 (temperature 0.0): 4 rows" in log and "pass 1 (temperature 0.8): 4 rows" in log
@@ -473,9 +568,22 @@ def test_gpu_script_runs_every_stage_on_the_cpu(tmp_path, tokenizer):
     pair = load_pair(draft=None, eagle=str(out / "head"), dtype="float32")
     assert pair.eagle is not None
     again = tmp_path / "again"
-    argv = common + ["--out", str(again), "--sample-passes", "1", "--first-seed", "5", "--prompt-start", "2",
-                     "--tokens", f"{out / 'tokens-pass0.npz'},{out / 'tokens-pass1.npz'}", "--init", str(out / "head"),
-                     "--head-vocab", "5"]
+    argv = common + [
+        "--out",
+        str(again),
+        "--sample-passes",
+        "1",
+        "--first-seed",
+        "5",
+        "--prompt-start",
+        "2",
+        "--tokens",
+        f"{out / 'tokens-pass0.npz'},{out / 'tokens-pass1.npz'}",
+        "--init",
+        str(out / "head"),
+        "--head-vocab",
+        "5",
+    ]
     assert script.main(argv) == 0
     log = (again / "gpu_eagle.log").read_text()
     assert "tokens-pass0.npz: 4 rows" in log and "pass 5 (temperature 0.8): 4 rows" in log and "pass 0 (" not in log

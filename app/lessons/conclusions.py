@@ -9,8 +9,8 @@ against what a step cost, one run's α or draft time against another's. No outco
 
 from __future__ import annotations
 
-from . import metrics, roofline
-from .load import cell
+from app.lessons.load import cell
+from app.views import metrics, roofline
 
 NEARLY_FREE = 1.25  # a pass within this factor of the one-token (or plain) pass counts as nearly free
 
@@ -30,9 +30,12 @@ def memory_bound_conclusion(result: dict) -> list[str]:
         f"One token: {one:.1f} ms. {'Sixteen' if n == 16 else n} tokens in one pass: {many:.1f} ms, or {many / one:.2f}× "
         f"the time for {n}× the tokens ({one / sixteen['ms_per_token']:.1f}× cheaper per token). Each extra token "
         f"added {extra:.1f} ms on average, against {one:.1f} ms for the first: "
-        + ("less than half, so most of a pass's time did not depend on how many tokens it carried." if cheap else
-           "at least half, so on this machine the extra tokens were not nearly free.")
-    ]  # fmt: skip
+        + (
+            "less than half, so most of a pass's time did not depend on how many tokens it carried."
+            if cheap
+            else "at least half, so on this machine the extra tokens were not nearly free."
+        )
+    ]
     shares = roofline.peak_shares(rows, result["peak_bandwidth"], result["peak_flops"])
     low, high = shares[0], shares[-1]
     lines.append(
@@ -41,7 +44,7 @@ def memory_bound_conclusion(result: dict) -> list[str]:
         f"{low['bandwidth_share']:.0%} of peak bandwidth and {low['flops_share']:.0%} of peak FLOP/s, so it was "
         f"**{low['regime']}**; the {high['tokens_per_pass']}-token pass reached {high['bandwidth_share']:.0%} and "
         f"{high['flops_share']:.0%}: **{high['regime']}**."
-    )  # fmt: skip
+    )
     free = roofline.memory_bound_span(rows, NEARLY_FREE)
     ridge = result.get("ridge_tokens")
     if ridge:
@@ -49,18 +52,24 @@ def memory_bound_conclusion(result: dict) -> list[str]:
         lines.append(
             f"The ridge point is {result['ridge_point']:.1f} FLOP/byte, about {ridge:.0f} tokens per pass for this model; "
             f"the largest pass measured ({high['tokens_per_pass']} tokens) is {side} it."
-            + (f" Up to {free} tokens a pass cost at most {NEARLY_FREE}× the one-token pass." if free and free > 1 else
-               f" Already the {rows[1]['tokens_per_pass']}-token pass cost more than {NEARLY_FREE}× the one-token pass."
-               if len(rows) > 1 else "")
-        )  # fmt: skip
+            + (
+                f" Up to {free} tokens a pass cost at most {NEARLY_FREE}× the one-token pass."
+                if free and free > 1
+                else f" Already the {rows[1]['tokens_per_pass']}-token pass cost more than {NEARLY_FREE}× the one-token pass."
+                if len(rows) > 1
+                else ""
+            )
+        )
     return lines
 
 
 def more_flops_conclusion(m: dict) -> str:
     ops = m.get("operations_factor")
-    text = (f"Speculation did {m['flops_ratio']:.2f}× the FLOPs of plain decoding"
-            + (f" (Leviathan's operations factor for this run's α and k: {ops:.2f}× over the decode steps)" if ops else "")
-            + f", and {metrics.fmt_flops(m['flops_wasted'])} of them went on rejected draft tokens. ")  # fmt: skip
+    text = (
+        f"Speculation did {m['flops_ratio']:.2f}× the FLOPs of plain decoding"
+        + (f" (Leviathan's operations factor for this run's α and k: {ops:.2f}× over the decode steps)" if ops else "")
+        + f", and {metrics.fmt_flops(m['flops_wasted'])} of them went on rejected draft tokens. "
+    )
     text += f"It ran {m['speedup']:.2f}× as fast as plain decoding" + metrics.speedup_reason(m, "here")
     verify = m.get("median_verify_ratio")
     if verify is not None:
@@ -79,13 +88,18 @@ def draft_share(lane: dict) -> float:
 
 def ridge_run_line(label: str, batch: int, run: dict, depth: int) -> str:
     m = run["m"]
-    steps = (f"; {m['spec_decode_steps']} decode steps against {m['ar_decode_steps']} plain"
-             if m.get("spec_decode_steps") and m.get("ar_decode_steps") else "")  # fmt: skip
-    return (f"- {label}, batch {batch}: {batch * (depth + 1)} tokens per pass (batch × (k + 1)); a verify pass "
-            f"cost {metrics.fmt(m['median_verify_ratio'])}× a plain step of the same batch, a whole step "
-            f"{metrics.fmt(m['step_cost_ratio'])}× ({draft_share(run['spec']):.0%} of it drafting); α "
-            f"{metrics.fmt(m['alpha'])}, {metrics.fmt(m.get('kept_per_step'))} tokens kept per sequence per step"
-            f"{steps}; speedup {m['speedup']:.2f}×")  # fmt: skip
+    steps = (
+        f"; {m['spec_decode_steps']} decode steps against {m['ar_decode_steps']} plain"
+        if m.get("spec_decode_steps") and m.get("ar_decode_steps")
+        else ""
+    )
+    return (
+        f"- {label}, batch {batch}: {batch * (depth + 1)} tokens per pass (batch × (k + 1)); a verify pass "
+        f"cost {metrics.fmt(m['median_verify_ratio'])}× a plain step of the same batch, a whole step "
+        f"{metrics.fmt(m['step_cost_ratio'])}× ({draft_share(run['spec']):.0%} of it drafting); α "
+        f"{metrics.fmt(m['alpha'])}, {metrics.fmt(m.get('kept_per_step'))} tokens kept per sequence per step"
+        f"{steps}; speedup {m['speedup']:.2f}×"
+    )
 
 
 def past_the_ridge_conclusion(result: dict, depth: int) -> list[str]:
@@ -98,18 +112,24 @@ def past_the_ridge_conclusion(result: dict, depth: int) -> list[str]:
     lines = []
     ridge = result.get("ridge_tokens")
     if ridge:
+
         def side(tokens):
             return "below" if tokens < ridge else "at or above"
 
-        lines.append(f"From the probed peaks the ridge is ≈ {ridge:.0f} tokens per pass: batch {b1}'s verify pass "
-                     f"({t1} tokens) is {side(t1)} it, batch {bn}'s ({tn} tokens) {side(tn)} it.")  # fmt: skip
+        lines.append(
+            f"From the probed peaks the ridge is ≈ {ridge:.0f} tokens per pass: batch {b1}'s verify pass "
+            f"({t1} tokens) is {side(t1)} it, batch {bn}'s ({tn} tokens) {side(tn)} it."
+        )
     v1, vn = m1["median_verify_ratio"], mn["median_verify_ratio"]
     if v1 is not None and vn is not None:
+
         def free(ratio):
             return f"within {NEARLY_FREE}×: nearly free" if ratio <= NEARLY_FREE else f"above {NEARLY_FREE}×: not free"
 
-        lines.append(f"Verifying {depth} draft tokens per sequence cost {v1:.2f}× a plain step of the same batch at "
-                     f"batch {b1} ({free(v1)}) and {vn:.2f}× at batch {bn} ({free(vn)}).")  # fmt: skip
+        lines.append(
+            f"Verifying {depth} draft tokens per sequence cost {v1:.2f}× a plain step of the same batch at "
+            f"batch {b1} ({free(v1)}) and {vn:.2f}× at batch {bn} ({free(vn)})."
+        )
     line = f"With the {name}, the speedup went from {m1['speedup']:.2f}× at batch {b1} to {mn['speedup']:.2f}× at batch {bn}"
     lines.append(line + metrics.speedup_reason(mn, f"at batch {bn}"))
     if ng["alpha"] is not None and mn["alpha"] is not None:
@@ -120,13 +140,17 @@ def past_the_ridge_conclusion(result: dict, depth: int) -> list[str]:
         if ng["alpha"] > mn["alpha"]:
             reasons.append(f"its acceptance on text it can copy was α {ng['alpha']:.2f} against {mn['alpha']:.2f}")
         better = ng["speedup"] > mn["speedup"]
-        text = (f"The n-gram lookup at batch {bn} on extractive prompts ran {ng['speedup']:.2f}× plain decoding "
-                f"({'better' if better else 'no better'} than the {name}'s {mn['speedup']:.2f}×)")  # fmt: skip
+        text = (
+            f"The n-gram lookup at batch {bn} on extractive prompts ran {ng['speedup']:.2f}× plain decoding "
+            f"({'better' if better else 'no better'} than the {name}'s {mn['speedup']:.2f}×)"
+        )
         if better and reasons:
             text += ": " + " and ".join(reasons) + "."
         else:
-            text += (f". Its drafts took {dn:.0%} of a step (the {name}'s {dm:.0%}) and its α was {ng['alpha']:.2f} "
-                     f"(the {name}'s {mn['alpha']:.2f}).")  # fmt: skip
+            text += (
+                f". Its drafts took {dn:.0%} of a step (the {name}'s {dm:.0%}) and its α was {ng['alpha']:.2f} "
+                f"(the {name}'s {mn['alpha']:.2f})."
+            )
         lines.append(text)
     return lines
 
@@ -146,19 +170,24 @@ def adaptive_conclusion(result: dict, gate_depth: int) -> str:
         fixed, gated = run["fixed"]["summary"], run["gated"]["summary"]
         cut = 1 - gated["drafted_tokens"] / fixed["drafted_tokens"] if fixed["drafted_tokens"] else 0.0
         faster = gated["tokens_per_s"] / fixed["tokens_per_s"] if fixed["tokens_per_s"] else 0.0
-        part = (f"at batch {batch} it drafted {cut:.0%} fewer tokens and ran {faster:.2f}× as fast as drafting all "
-                f"{gate_depth}")  # fmt: skip
+        part = f"at batch {batch} it drafted {cut:.0%} fewer tokens and ran {faster:.2f}× as fast as drafting all {gate_depth}"
         if gated["alpha"] is not None and fixed["alpha"] is not None:
             higher = "higher than" if gated["alpha"] > fixed["alpha"] else "not higher than"
-            part += (f", and the drafts it did send were accepted at α {gated['alpha']:.2f}, {higher} the "
-                     f"{fixed['alpha']:.2f} of drafting all {gate_depth}")  # fmt: skip
+            part += (
+                f", and the drafts it did send were accepted at α {gated['alpha']:.2f}, {higher} the "
+                f"{fixed['alpha']:.2f} of drafting all {gate_depth}"
+            )
         slots, real = verified_slots(run["gated"])
         if batch > 1 and slots:
-            part += (f"; its verify passes still carried {slots - real} padded positions of {slots} draft slots "
-                     f"({(slots - real) / slots:.0%}), rows that had stopped while another row drafted on")  # fmt: skip
+            part += (
+                f"; its verify passes still carried {slots - real} padded positions of {slots} draft slots "
+                f"({(slots - real) / slots:.0%}), rows that had stopped while another row drafted on"
+            )
         parts.append(part)
-    return ("Stopping where the drafter was unsure: " + "; ".join(parts) + ". The tokens it skipped were never "
-            "verified, so whether the target would have taken them is not measured here.")  # fmt: skip
+    return (
+        "Stopping where the drafter was unsure: " + "; ".join(parts) + ". The tokens it skipped were never "
+        "verified, so whether the target would have taken them is not measured here."
+    )
 
 
 SAME_TIME = 1.10  # two passes within this factor of each other took "about the same time"
@@ -172,21 +201,28 @@ def seed_conclusion(seed: dict) -> str:
     if ratio is None:
         timing = "One of the passes took no measurable time."
     elif 1 / SAME_TIME <= ratio <= SAME_TIME:
-        timing = (f"They took about the same time ({wide['ms']:.1f} against {deep['ms']:.1f} ms, within "
-                  f"{SAME_TIME:.2f}×), as Barrow's example says: the pass costs what its {n} tokens cost, however they "
-                  "were gathered.")  # fmt: skip
+        timing = (
+            f"They took about the same time ({wide['ms']:.1f} against {deep['ms']:.1f} ms, within "
+            f"{SAME_TIME:.2f}×), as Barrow's example says: the pass costs what its {n} tokens cost, however they "
+            "were gathered."
+        )
     else:
         more = "longer" if ratio > 1 else "less time"
-        timing = (f"The batch-{wide['batch']} pass took {more}: {wide['ms']:.1f} against {deep['ms']:.1f} ms "
-                  f"({ratio:.2f}×), more than the {SAME_TIME:.2f}× this page calls the same time.")  # fmt: skip
+        timing = (
+            f"The batch-{wide['batch']} pass took {more}: {wide['ms']:.1f} against {deep['ms']:.1f} ms "
+            f"({ratio:.2f}×), more than the {SAME_TIME:.2f}× this page calls the same time."
+        )
     kv = wide["kv_bytes"] / deep["kv_bytes"] if deep["kv_bytes"] else None
-    return (f"Both passes carry {n} tokens and read the {wide['weight_bytes'] / 1e6:.0f} MB of weights once. "
-            f"{timing} What differs is the KV cache: {wide['batch']} rows of context cost "
-            f"{wide['kv_bytes'] / 1e6:.1f} MB of KV reads against {deep['kv_bytes'] / 1e6:.1f} MB for one row"
-            + (f" ({kv:.1f}×)" if kv else "") + f", and {wide['flops'] / 1e9:.2f} against {deep['flops'] / 1e9:.2f} "
-            f"GFLOP (the attention term). And what the tokens buy: the batch moves {wide['batch']} sequences one token "
-            f"each; the single row moves one sequence by 1 plus however many of its {deep['new_tokens'] - 1} drafts "
-            "the target accepts.")  # fmt: skip
+    return (
+        f"Both passes carry {n} tokens and read the {wide['weight_bytes'] / 1e6:.0f} MB of weights once. "
+        f"{timing} What differs is the KV cache: {wide['batch']} rows of context cost "
+        f"{wide['kv_bytes'] / 1e6:.1f} MB of KV reads against {deep['kv_bytes'] / 1e6:.1f} MB for one row"
+        + (f" ({kv:.1f}×)" if kv else "")
+        + f", and {wide['flops'] / 1e9:.2f} against {deep['flops'] / 1e9:.2f} "
+        f"GFLOP (the attention term). And what the tokens buy: the batch moves {wide['batch']} sequences one token "
+        f"each; the single row moves one sequence by 1 plus however many of its {deep['new_tokens'] - 1} drafts "
+        "the target accepts."
+    )
 
 
 def width_table(result: dict) -> list[dict]:
@@ -195,12 +231,19 @@ def width_table(result: dict) -> list[dict]:
     out = []
     for r in result["rows"]:
         plain = cell(result["rows"], r["batch"], "plain decoding")
-        out.append({"batch": r["batch"], "contender": r["contender"], "tokens per pass": r["tokens_per_pass"],
-                    "tokens emitted per pass": round(r["tokens_per_step"], 2) if r.get("tokens_per_step") else
-                    (1.0 if r["contender"] == "plain decoding" else None),  # plain decoding: one per pass
-                    "tokens/s": round(r["tokens_per_s"], 1),
-                    "verify ms (median)": round(r["verify_ms"], 1) if r.get("verify_ms") is not None else None,
-                    "FLOPs × plain": round(r["flops"] / plain["flops"], 2) if plain and plain["flops"] else None})  # fmt: skip
+        out.append(
+            {
+                "batch": r["batch"],
+                "contender": r["contender"],
+                "tokens per pass": r["tokens_per_pass"],
+                "tokens emitted per pass": round(r["tokens_per_step"], 2)
+                if r.get("tokens_per_step")
+                else (1.0 if r["contender"] == "plain decoding" else None),  # plain decoding: one per pass
+                "tokens/s": round(r["tokens_per_s"], 1),
+                "verify ms (median)": round(r["verify_ms"], 1) if r.get("verify_ms") is not None else None,
+                "FLOPs × plain": round(r["flops"] / plain["flops"], 2) if plain and plain["flops"] else None,
+            }
+        )
     return out
 
 
@@ -215,31 +258,39 @@ def width_conclusion(result: dict) -> list[str]:
             continue
         ratio = tree["tokens_per_s"] / chain["tokens_per_s"]
         ratios[batch] = ratio
-        text = (f"Batch {batch}: the tree ({shape}) ran {tree['tokens_per_s']:.1f} tokens/s, {ratio:.2f}× the chain's "
-                f"{chain['tokens_per_s']:.1f} ({'faster' if ratio > 1 else 'slower'}).")  # fmt: skip
+        text = (
+            f"Batch {batch}: the tree ({shape}) ran {tree['tokens_per_s']:.1f} tokens/s, {ratio:.2f}× the chain's "
+            f"{chain['tokens_per_s']:.1f} ({'faster' if ratio > 1 else 'slower'})."
+        )
         if tree.get("tokens_per_step") and chain.get("tokens_per_step"):
-            text += (f" Each pass emitted {tree['tokens_per_step']:.2f} tokens per sequence against "
-                     f"{chain['tokens_per_step']:.2f}")  # fmt: skip
+            text += f" Each pass emitted {tree['tokens_per_step']:.2f} tokens per sequence against {chain['tokens_per_step']:.2f}"
             if tree.get("verify_ms") and chain.get("verify_ms"):
-                text += (f", and its verify pass of {tree['tokens_per_pass']} tokens took {tree['verify_ms']:.1f} ms "
-                         f"against {chain['verify_ms']:.1f} ms for the chain's {chain['tokens_per_pass']} "
-                         f"({tree['verify_ms'] / chain['verify_ms']:.2f}×)")  # fmt: skip
+                text += (
+                    f", and its verify pass of {tree['tokens_per_pass']} tokens took {tree['verify_ms']:.1f} ms "
+                    f"against {chain['verify_ms']:.1f} ms for the chain's {chain['tokens_per_pass']} "
+                    f"({tree['verify_ms'] / chain['verify_ms']:.2f}×)"
+                )
             text += "."
         lines.append(text)
     if len(ratios) == 2:
         (small, r_small), (large, r_large) = sorted(ratios.items())
         big = cell(result["rows"], large, "tree")
         kept = (big["tokens_per_step"] - 1) / result["nodes"] if big.get("tokens_per_step") else None
-        waste = (f" ({1 - kept:.0%} of the tree's nodes were rejected at batch {large})"
-                 if kept is not None and 0 <= kept <= 1 else "")  # fmt: skip
+        waste = f" ({1 - kept:.0%} of the tree's nodes were rejected at batch {large})" if kept is not None and 0 <= kept <= 1 else ""
         if r_small > 1 >= r_large:
-            lines.append(f"Width paid at batch {small} and cost at batch {large}. At batch {small} the tree's extra "
-                         "nodes filled idle compute, the same compute a larger batch fills; at batch "
-                         f"{large} the batch had already filled it, so the nodes were extra work{waste}.")  # fmt: skip
+            lines.append(
+                f"Width paid at batch {small} and cost at batch {large}. At batch {small} the tree's extra "
+                "nodes filled idle compute, the same compute a larger batch fills; at batch "
+                f"{large} the batch had already filled it, so the nodes were extra work{waste}."
+            )
         elif r_small > 1 and r_large > 1:
-            lines.append(f"Width paid at both batch sizes on this machine: at batch {large} the pass still had idle "
-                         "compute to spend, by this measurement.")  # fmt: skip
+            lines.append(
+                f"Width paid at both batch sizes on this machine: at batch {large} the pass still had idle "
+                "compute to spend, by this measurement."
+            )
         else:
-            lines.append(f"Width did not pay at batch {small} on this machine: a pass of more tokens cost more here "
-                         "than the extra accepted tokens bought.")  # fmt: skip
+            lines.append(
+                f"Width did not pay at batch {small} on this machine: a pass of more tokens cost more here "
+                "than the extra accepted tokens bought."
+            )
     return lines

@@ -86,8 +86,7 @@ def parse_checks(text: str, source: str = "checks") -> tuple[Check, ...]:
         answer = item["answer"]
         if isinstance(answer, bool) or not isinstance(answer, int) or not 0 <= answer < len(options):
             raise LessonError(f"{where}: answer must be the index (0-{len(options) - 1}) of the right option")
-        checks.append(Check(_text(item["question"], f"{where}, question"), options, answer,
-                            _text(item["explain"], f"{where}, explain")))  # fmt: skip
+        checks.append(Check(_text(item["question"], f"{where}, question"), options, answer, _text(item["explain"], f"{where}, explain")))
     return tuple(checks)
 
 

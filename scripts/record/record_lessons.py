@@ -9,7 +9,7 @@ the machine's load average while it ran (other work on a shared machine slows ev
 The step-through trace is a real batch-1 greedy EAGLE run, saved with Trace.to_json and read back with
 the strict loader. Rerun to refresh (several minutes on a 2-core CPU):
 
-    python scripts/record_lessons.py [--only memory_bound,more_flops] [--note "shared, noisy machine"]
+    python scripts/record/record_lessons.py [--only memory_bound,more_flops] [--note "shared, noisy machine"]
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import os
 import time
 from pathlib import Path
 
-from app import measurement
-from app.lesson_experiments import EXPERIMENTS
+from app.lessons import measurement
+from app.lessons.experiments import EXPERIMENTS
 from engine import DecodeConfig, Trace, generate, load_pair
 from engine.bench.prompts import batch_prompts
 from engine.hardware import probe
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "assets" / "lessons"
 STEP_TRACE = "step-through.json"
 STEP_TREE_TRACE = "step-through-tree.json"
@@ -51,8 +51,11 @@ def record_step_through(pair, peaks: dict, date: str, tree: bool = False) -> Pat
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma list of experiment names (default: all)")
-    parser.add_argument("--note", default="a shared machine with other work running: timings are noisy",
-                        help="said beside the machine's name wherever the recording is shown")  # fmt: skip
+    parser.add_argument(
+        "--note",
+        default="a shared machine with other work running: timings are noisy",
+        help="said beside the machine's name wherever the recording is shown",
+    )
     parser.add_argument("--skip-step", action="store_true", help="do not re-record the step-through trace")
     args = parser.parse_args()
     names = [n for n in args.only.split(",") if n] or list(EXPERIMENTS)
@@ -70,8 +73,7 @@ def main() -> None:
         t0, load0 = time.perf_counter(), os.getloadavg()[0]
         result = experiment.run(pair, hw, settings)
         note = f"{args.note}; load average {load0:.1f} to {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
-        record = measurement.make_record(name, result, machine=hw.device_name, dtype=hw.dtype, note=note,
-                                         settings=settings, date=date)  # fmt: skip
+        record = measurement.make_record(name, result, machine=hw.device_name, dtype=hw.dtype, note=note, settings=settings, date=date)
         path = OUT / f"{name}.json"
         measurement.save_record(record, path)
         measurement.load_record(path)  # the page's loader must accept it

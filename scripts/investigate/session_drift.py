@@ -1,6 +1,6 @@
 """Do later runs in one Playground session read slower than a fresh session's first run? And why?
 
-    PYTHONPATH=$PWD .venv/bin/python scripts/session_drift.py [--rounds 4] [--tokens 32] [--batch 2]
+    PYTHONPATH=$PWD .venv/bin/python scripts/investigate/session_drift.py [--rounds 4] [--tokens 32] [--batch 2]
 
 Drives the real Playground page headless (Streamlit's AppTest: the same script, session state and
 script-runner threads as a server; no browser) with the embedded pair. Each round does, interleaved,
@@ -28,7 +28,7 @@ import psutil
 import torch
 from streamlit.testing.v1 import AppTest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MAIN = str(ROOT / "app" / "main.py")
 GC = {"collections": 0, "seconds": 0.0, "_t": 0.0}
 
@@ -72,21 +72,32 @@ def _run(at: AppTest, kind: str, index: int) -> dict:
     ar, spec = result["ar"].summary, result["spec"].summary
     torch_threads, grad = _script_thread_view()
     row = {
-        "kind": kind, "run": index, "ar_tps": ar["tokens_per_s"], "spec_tps": spec["tokens_per_s"],
-        "ar_other": ar["other_cpu_s"] / ar["wall_s"], "spec_other": spec["other_cpu_s"] / spec["wall_s"],
-        "threads": proc.num_threads(), "torch_threads": torch_threads, "grad": grad,
-        "rss_mb": proc.memory_info().rss / 2**20, "gc_objects": len(gc.get_objects()),
-        "gc2": GC["collections"], "gc2_ms": GC["seconds"] * 1000,
-    }  # fmt: skip
-    print(f"{kind:<6} run {index}: AR {row['ar_tps']:6.1f} tok/s (others {row['ar_other']:.2f} cores), "
-          f"spec {row['spec_tps']:6.1f} tok/s (others {row['spec_other']:.2f}); threads {row['threads']}, "
-          f"torch threads {torch_threads}, grad {grad}, RSS {row['rss_mb']:.0f} MB, gc objects {row['gc_objects']:,}, "
-          f"gen-2 collections {row['gc2']} ({row['gc2_ms']:.0f} ms)", flush=True)  # fmt: skip
+        "kind": kind,
+        "run": index,
+        "ar_tps": ar["tokens_per_s"],
+        "spec_tps": spec["tokens_per_s"],
+        "ar_other": ar["other_cpu_s"] / ar["wall_s"],
+        "spec_other": spec["other_cpu_s"] / spec["wall_s"],
+        "threads": proc.num_threads(),
+        "torch_threads": torch_threads,
+        "grad": grad,
+        "rss_mb": proc.memory_info().rss / 2**20,
+        "gc_objects": len(gc.get_objects()),
+        "gc2": GC["collections"],
+        "gc2_ms": GC["seconds"] * 1000,
+    }
+    print(
+        f"{kind:<6} run {index}: AR {row['ar_tps']:6.1f} tok/s (others {row['ar_other']:.2f} cores), "
+        f"spec {row['spec_tps']:6.1f} tok/s (others {row['spec_other']:.2f}); threads {row['threads']}, "
+        f"torch threads {torch_threads}, grad {grad}, RSS {row['rss_mb']:.0f} MB, gc objects {row['gc_objects']:,}, "
+        f"gen-2 collections {row['gc2']} ({row['gc2_ms']:.0f} ms)",
+        flush=True,
+    )
     return row
 
 
 def parse_args(doc: str) -> argparse.Namespace:
-    """The drift scripts' options (this one and scripts/browser_drift.py)."""
+    """The drift scripts' options (this one and scripts/investigate/browser_drift.py)."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=32)
@@ -98,9 +109,11 @@ def print_medians(rows: list[dict]) -> None:
     """Median tokens/s of each lane and the median speedup, for fresh sessions and the long-lived one."""
     for kind in ("fresh", "same"):
         mine = [r for r in rows if r["kind"] == kind]
-        print(f"median {kind:<5}: AR {statistics.median(r['ar_tps'] for r in mine):6.1f} tok/s, spec "
-              f"{statistics.median(r['spec_tps'] for r in mine):6.1f} tok/s, speedup "
-              f"{statistics.median(r['spec_tps'] / r['ar_tps'] for r in mine):.2f}x over {len(mine)} runs")  # fmt: skip
+        print(
+            f"median {kind:<5}: AR {statistics.median(r['ar_tps'] for r in mine):6.1f} tok/s, spec "
+            f"{statistics.median(r['spec_tps'] for r in mine):6.1f} tok/s, speedup "
+            f"{statistics.median(r['spec_tps'] / r['ar_tps'] for r in mine):.2f}x over {len(mine)} runs"
+        )
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 The Lessons page draws every conclusion from a *measurement*: a dict of numbers (and a few short
 strings) that an experiment builds from its traces and pass timings. The same dict is what
-scripts/record_lessons.py saves under assets/lessons/, so a recorded run and a live run go through the
+scripts/record/record_lessons.py saves under assets/lessons/, so a recorded run and a live run go through the
 same checks and the same drawing code. A recording is untrusted input like any file: it is parsed
 with the trace loader's limits (engine.trace.parse_json: size, nesting, number caps, no NaN), then
 checked against the schema below, and every refusal is one line naming the field. No streamlit, no
@@ -33,8 +33,20 @@ class MeasurementError(ValueError):
 
 
 # --- from traces to lanes ----------------------------------------------------------------------
-SUMMARY_KEYS = ("new_tokens", "wall_s", "tokens_per_s", "target_forwards", "flops", "flops_wasted", "bytes",
-                "alpha", "acceptance_rate", "tokens_per_step", "drafted_tokens", "accepted_tokens")  # fmt: skip
+SUMMARY_KEYS = (
+    "new_tokens",
+    "wall_s",
+    "tokens_per_s",
+    "target_forwards",
+    "flops",
+    "flops_wasted",
+    "bytes",
+    "alpha",
+    "acceptance_rate",
+    "tokens_per_step",
+    "drafted_tokens",
+    "accepted_tokens",
+)
 
 
 def _decode_steps(trace) -> list:
@@ -52,8 +64,7 @@ def verified_slots(trace) -> tuple[int, int]:
     """(draft positions the target verified, real draft tokens among them): the rest is padding, the slots of rows
     that had stopped drafting while another row in the batch went on."""
     steps = [s for s in _decode_steps(trace) if s.depth > 0]
-    return (sum(s.tokens_per_pass - s.batch for s in steps),
-            sum(len(q.drafted) for s in steps for q in s.seqs))  # fmt: skip
+    return (sum(s.tokens_per_pass - s.batch for s in steps), sum(len(q.drafted) for s in steps for q in s.seqs))
 
 
 def lane(trace) -> dict:
@@ -82,34 +93,91 @@ def plain_numbers(m: dict) -> dict:
 # a key ending in "?" may be absent), a one-item list [spec] (a list of them), or {"*": spec} (any
 # identifier keys, each a spec).
 LANE = {
-    "summary": {**{k: "num" for k in ("new_tokens", "wall_s", "tokens_per_s", "target_forwards", "flops",
-                                       "flops_wasted", "bytes", "drafted_tokens", "accepted_tokens")},
-                **{k: "num?" for k in ("alpha", "acceptance_rate", "tokens_per_step")}},
-    "drafter": "str", "depth": "int", "draft_share": "num", "verified_slots": ["int"], "decode_steps": "int",
+    "summary": {
+        **{
+            k: "num"
+            for k in (
+                "new_tokens",
+                "wall_s",
+                "tokens_per_s",
+                "target_forwards",
+                "flops",
+                "flops_wasted",
+                "bytes",
+                "drafted_tokens",
+                "accepted_tokens",
+            )
+        },
+        **{k: "num?" for k in ("alpha", "acceptance_rate", "tokens_per_step")},
+    },
+    "drafter": "str",
+    "depth": "int",
+    "draft_share": "num",
+    "verified_slots": ["int"],
+    "decode_steps": "int",
     "speculated_steps": "int",
-}  # fmt: skip
+}
 NUMBERS = {"*": "num?"}  # a metrics.compare dict
-PASS_ROW = {k: "num" for k in ("batch", "new_tokens", "tokens_per_pass", "context", "ms", "ms_per_token", "flops",
-                               "bytes", "achieved_flops", "achieved_bandwidth")}  # fmt: skip
+PASS_ROW = {
+    k: "num"
+    for k in (
+        "batch",
+        "new_tokens",
+        "tokens_per_pass",
+        "context",
+        "ms",
+        "ms_per_token",
+        "flops",
+        "bytes",
+        "achieved_flops",
+        "achieved_bandwidth",
+    )
+}
 PEAKS = {"peak_bandwidth": "num", "peak_flops": "num", "ridge_point": "num", "dtype": "str", "ridge_tokens": "num?"}
-SEED_PASS = {"label": "str", "batch": "int", "new_tokens": "int", "tokens_per_pass": "int", "ms": "num",
-             "flops": "num", "weight_bytes": "num", "kv_bytes": "num", "times_ms": ["num"]}  # fmt: skip
+SEED_PASS = {
+    "label": "str",
+    "batch": "int",
+    "new_tokens": "int",
+    "tokens_per_pass": "int",
+    "ms": "num",
+    "flops": "num",
+    "weight_bytes": "num",
+    "kv_bytes": "num",
+    "times_ms": ["num"],
+}
 PAIR_RUN = {"ar": LANE, "spec": LANE, "m": NUMBERS}
 SETTINGS = {"*": "num"}
 SPECS = {
     "memory_bound": {"rows": [PASS_ROW], **PEAKS},
     "more_flops": {**PAIR_RUN, "seed": {"context": "int", "rounds": "int", "passes": [SEED_PASS]}},
-    "past_the_ridge": {"drafter": "str", "runs": [{"batch": "int", **PAIR_RUN}], "ngram": PAIR_RUN,
-                       "ridge_tokens": "num?"},
+    "past_the_ridge": {"drafter": "str", "runs": [{"batch": "int", **PAIR_RUN}], "ngram": PAIR_RUN, "ridge_tokens": "num?"},
     "turn_it_off": {"ar": LANE, "on": LANE, "off": LANE, "m": NUMBERS},
-    "adaptive": {"drafter": "str", "batches": [{"batch": "int", "ar": LANE, "fixed": LANE, "gated": LANE,
-                                                "m_fixed": NUMBERS, "m_gated": NUMBERS}]},
-    "by_load": {"drafter": "str", "rows": [{"batch": "int", "contender": "str", "tokens_per_s": "num",
-                                            "mean_depth": "num", "alpha": "num?"}]},
-    "width": {"drafter": "str", "depth": "int", "nodes": "int", "topk": "int",
-              "rows": [{"batch": "int", "contender": "str", "tokens_per_s": "num", "tokens_per_step": "num?",
-                        "tokens_per_pass": "int", "verify_ms": "num?", "flops": "num"}]},
-}  # fmt: skip
+    "adaptive": {
+        "drafter": "str",
+        "batches": [{"batch": "int", "ar": LANE, "fixed": LANE, "gated": LANE, "m_fixed": NUMBERS, "m_gated": NUMBERS}],
+    },
+    "by_load": {
+        "drafter": "str",
+        "rows": [{"batch": "int", "contender": "str", "tokens_per_s": "num", "mean_depth": "num", "alpha": "num?"}],
+    },
+    "width": {
+        "drafter": "str",
+        "depth": "int",
+        "nodes": "int",
+        "topk": "int",
+        "rows": [
+            {
+                "batch": "int",
+                "contender": "str",
+                "tokens_per_s": "num",
+                "tokens_per_step": "num?",
+                "tokens_per_pass": "int",
+                "verify_ms": "num?",
+                "flops": "num",
+            }
+        ],
+    },
+}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
@@ -176,17 +244,23 @@ def check_measurement(experiment: str, measurement) -> dict:
 
 # --- recordings ----------------------------------------------------------------------------------
 # The label of a recording; its "measurement" is checked against its experiment's spec.
-RECORD = {"schema": "str", "experiment": "str", "machine": "str", "date": "str", "dtype": "str", "note": "str",
-          "settings": SETTINGS}  # fmt: skip
+RECORD = {"schema": "str", "experiment": "str", "machine": "str", "date": "str", "dtype": "str", "note": "str", "settings": SETTINGS}
 
 
 def make_record(
     experiment: str, measurement: dict, *, machine: str, dtype: str, note: str, settings: dict, date: str | None = None
 ) -> dict:
     """A recording of one lesson experiment, labelled with the machine and date, after checking it."""
-    record = {"schema": RECORD_SCHEMA, "experiment": experiment, "machine": machine, "date": date or
-              dt.date.today().isoformat(), "dtype": dtype, "note": note, "settings": settings,
-              "measurement": check_measurement(experiment, measurement)}  # fmt: skip
+    record = {
+        "schema": RECORD_SCHEMA,
+        "experiment": experiment,
+        "machine": machine,
+        "date": date or dt.date.today().isoformat(),
+        "dtype": dtype,
+        "note": note,
+        "settings": settings,
+        "measurement": check_measurement(experiment, measurement),
+    }
     return check_record(record)
 
 

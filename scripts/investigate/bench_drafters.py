@@ -1,8 +1,8 @@
 """Both model drafters (the distilled draft model and the EAGLE head) on the same held-out prompts, in one
 process, one after the other: batch 1, several depths, each cell decoding N prompts in sequence.
 
-    .venv/bin/python scripts/bench_drafters.py --depths 1,2,3,4,5,6 --sequential 8 --repeats 3 --json out.json
-    .venv/bin/python scripts/bench_drafters.py --depths 4,6 --confidence 0,0.2,0.3 --model-depths 2,3 --sequential 8
+    .venv/bin/python scripts/investigate/bench_drafters.py --depths 1,2,3,4,5,6 --sequential 8 --repeats 3 --json out.json
+    .venv/bin/python scripts/investigate/bench_drafters.py --depths 4,6 --confidence 0,0.2,0.3 --model-depths 2,3 --sequential 8
 
 Each drafter's grid has its own AR cells (medians of `--repeats`), so each speedup divides by an AR
 measured minutes before it: on a machine that drifts, compare speedups, not raw tokens/s across grids.
@@ -39,9 +39,18 @@ def main() -> int:
         depths = args.model_depths if drafter == "model" and args.model_depths else args.depths
         conf = args.model_confidence if drafter == "model" and args.model_confidence else args.confidence
         log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-        res = bench(pair, [1], [int(d) for d in depths.split(",")], drafter=drafter, prompt_set=args.prompts,
-                    max_new_tokens=args.max_new_tokens, repeats=args.repeats, sequential=args.sequential, log=log,
-                    confidences=[float(c) for c in conf.split(",")])
+        res = bench(
+            pair,
+            [1],
+            [int(d) for d in depths.split(",")],
+            drafter=drafter,
+            prompt_set=args.prompts,
+            max_new_tokens=args.max_new_tokens,
+            repeats=args.repeats,
+            sequential=args.sequential,
+            log=log,
+            confidences=[float(c) for c in conf.split(",")],
+        )
         results[drafter] = res
         print(format_table(res), flush=True)
         print(flush=True)

@@ -18,8 +18,7 @@ def fmt(x: float | None, spec: str = ".2f") -> str:
     return "—" if x is None else f"{x:{spec}}"
 
 
-def prediction_rows(guess: float | None, measured: float | None, models: list[tuple[str, float | None]],
-                    unit: str = "×") -> list[dict]:  # fmt: skip
+def prediction_rows(guess: float | None, measured: float | None, models: list[tuple[str, float | None]], unit: str = "×") -> list[dict]:
     """Rows {"what": name, "value": text, "vs measured": text}: your guess, the measurement, then each model."""
 
     def versus(x):
@@ -30,7 +29,7 @@ def prediction_rows(guess: float | None, measured: float | None, models: list[tu
         {"what": "measured", "value": fmt(measured) + unit if measured is not None else "—", "vs measured": "—"},
     ]
     rows += [{"what": name, "value": fmt(x) + unit if x is not None else "—", "vs measured": versus(x)} for name, x in models]
-    return rows  # fmt: skip
+    return rows
 
 
 def guess_line(guess: float | None, measured: float | None, unit: str = "×") -> str | None:
@@ -38,31 +37,39 @@ def guess_line(guess: float | None, measured: float | None, unit: str = "×") ->
     if guess is None or measured is None:
         return None
     off = abs(guess - measured) / measured if measured else None
-    return (f"You guessed {guess:.2f}{unit}; this run measured {measured:.2f}{unit}"
-            + (f" (your guess was {off:.0%} off)." if off is not None else "."))  # fmt: skip
+    return f"You guessed {guess:.2f}{unit}; this run measured {measured:.2f}{unit}" + (
+        f" (your guess was {off:.0%} off)." if off is not None else "."
+    )
 
 
 def hand_calculation(alpha: float | None, k: float | None, c: float | None) -> list[str]:
     """Leviathan's formulas worked step by step with the run's numbers; with blanks where a number is missing."""
     if alpha is None or k is None:
-        return ["α = ______   k = ______   c = ______ (this experiment measures no speculative run: take α, k and "
-                "c from lesson 2 or 3, or from the Playground)",
-                "E[tokens per step] = (1 − α^(k+1)) ÷ (1 − α) = ______",
-                "speedup = E ÷ (k·c + 1) = ______"]  # fmt: skip
+        return [
+            "α = ______   k = ______   c = ______ (this experiment measures no speculative run: take α, k and "
+            "c from lesson 2 or 3, or from the Playground)",
+            "E[tokens per step] = (1 − α^(k+1)) ÷ (1 − α) = ______",
+            "speedup = E ÷ (k·c + 1) = ______",
+        ]
     e = expected_tokens_per_step(alpha, k)
-    lines = [f"α = {alpha:.3f}, k = {k:.2f} (the depth actually drafted), "
-             + (f"c = {c:.3f} (draft time per token ÷ a plain step)" if c is not None else
-                "c not measured per token here: take c = 0, which gives an upper bound"),
-             f"α^(k+1) = {alpha:.3f}^{k + 1:.2f} = {alpha ** (k + 1):.4f}",
-             f"E[tokens per step] = (1 − {alpha ** (k + 1):.4f}) ÷ (1 − {alpha:.3f}) = {e:.3f}"
-             if alpha < 1 else f"E[tokens per step] = k + 1 = {e:.3f} (α = 1)"]  # fmt: skip
+    lines = [
+        f"α = {alpha:.3f}, k = {k:.2f} (the depth actually drafted), "
+        + (
+            f"c = {c:.3f} (draft time per token ÷ a plain step)"
+            if c is not None
+            else "c not measured per token here: take c = 0, which gives an upper bound"
+        ),
+        f"α^(k+1) = {alpha:.3f}^{k + 1:.2f} = {alpha ** (k + 1):.4f}",
+        f"E[tokens per step] = (1 − {alpha ** (k + 1):.4f}) ÷ (1 − {alpha:.3f}) = {e:.3f}"
+        if alpha < 1
+        else f"E[tokens per step] = k + 1 = {e:.3f} (α = 1)",
+    ]
     cc = c if c is not None else 0.0
     lines.append(f"speedup = E ÷ (k·c + 1) = {e:.3f} ÷ ({k:.2f} × {cc:.3f} + 1) = {e / (k * cc + 1):.3f}")
     return lines
 
 
-def worksheet_html(title: str, question: str, rows: list[dict], numbers: list[tuple[str, str]], source: str,
-                   calc: list[str]) -> str:  # fmt: skip
+def worksheet_html(title: str, question: str, rows: list[dict], numbers: list[tuple[str, str]], source: str, calc: list[str]) -> str:
     """The printable page: every argument is text from the lesson, the run or the student, so all of it is escaped."""
     e = html.escape
     table = "".join(f"<tr><th>{e(r['what'])}</th><td>{e(r['value'])}</td><td>{e(r['vs measured'])}</td></tr>" for r in rows)

@@ -1,6 +1,6 @@
 """How long the worst trace pair Replay accepts holds the server: parse, validate and draw, stage by stage.
 
-    PYTHONPATH=$PWD .venv/bin/python scripts/bench_replay.py [--mb 64] [--repeats 3] [--shapes depth,plain,wide]
+    PYTHONPATH=$PWD .venv/bin/python scripts/investigate/bench_replay.py [--mb 64] [--repeats 3] [--shapes depth,plain,wide]
 
 The loader's caps (engine/trace/: MAX_FILE_BYTES, MAX_STEPS, MAX_SEQUENCES, MAX_DEPTH) bound what an
 upload can be. This script writes, for each shape, the largest trace the caps allow (grown until the
@@ -42,17 +42,41 @@ def _draft(i: int, accepted: bool) -> dict:
 def _seq_step(seq: int, depth: int, accepted: int, first_id: int) -> dict:
     drafted = [_draft(first_id + j, j < accepted) for j in range(depth)]
     kind = "plain" if not depth else "bonus" if accepted == depth else "correction"
-    return {"seq": seq, "drafted": drafted, "num_accepted": accepted, "next_id": 7, "next_text": " x", "next_prob": 0.9,
-            "next_kind": kind, "emitted": [1000 + first_id + j for j in range(accepted)] + [7], "finished": False}  # fmt: skip
+    return {
+        "seq": seq,
+        "drafted": drafted,
+        "num_accepted": accepted,
+        "next_id": 7,
+        "next_text": " x",
+        "next_prob": 0.9,
+        "next_kind": kind,
+        "emitted": [1000 + first_id + j for j in range(accepted)] + [7],
+        "finished": False,
+    }
 
 
 def _step(index: int, depth: int, seqs: list[dict]) -> dict:
     t0 = index * STEP_MS / 1000
-    return {"index": index, "kind": "prefill" if index == 0 else "decode", "depth": depth, "batch": len(seqs),
-            "tokens_per_pass": len(seqs) * (depth + 1), "t_start_s": t0, "t_end_s": t0 + STEP_MS / 1000,
-            "draft_ms": 5.0 if depth else 0.0, "verify_ms": 14.0, "overhead_ms": 1.0, "target_flops": 1e9,
-            "draft_flops": 1e8 if depth else 0.0, "target_bytes": 2.7e8, "draft_bytes": 1e8 if depth else 0.0,
-            "flops_wasted": 0.0, "util_pct": 50.0, "policy_ms": 0.0, "seqs": seqs}  # fmt: skip
+    return {
+        "index": index,
+        "kind": "prefill" if index == 0 else "decode",
+        "depth": depth,
+        "batch": len(seqs),
+        "tokens_per_pass": len(seqs) * (depth + 1),
+        "t_start_s": t0,
+        "t_end_s": t0 + STEP_MS / 1000,
+        "draft_ms": 5.0 if depth else 0.0,
+        "verify_ms": 14.0,
+        "overhead_ms": 1.0,
+        "target_flops": 1e9,
+        "draft_flops": 1e8 if depth else 0.0,
+        "target_bytes": 2.7e8,
+        "draft_bytes": 1e8 if depth else 0.0,
+        "flops_wasted": 0.0,
+        "util_pct": 50.0,
+        "policy_ms": 0.0,
+        "seqs": seqs,
+    }
 
 
 def worst_trace(shape: str, speculative: bool, max_bytes: int) -> bytes:
@@ -76,7 +100,7 @@ def worst_trace(shape: str, speculative: bool, max_bytes: int) -> bytes:
             "depth": depth,
             "drafter": "model",
             "max_new_tokens": 1_000_000,
-        },  # fmt: skip
+        },
         "meta": {
             "device": "cpu",
             "device_name": "bench",
@@ -84,10 +108,10 @@ def worst_trace(shape: str, speculative: bool, max_bytes: int) -> bytes:
             "draft_name": "bench draft",
             "util_source": "psutil",
             "probe": {"peak_bandwidth": 2e10, "peak_flops": 1e12, "dtype": "float32", "device_name": "bench"},
-        },  # fmt: skip
+        },
         "sequences": [{"prompt": "p", "prompt_tokens": 3, "output_ids": o, "text": ""} for o in outputs],
         "steps": steps,
-        "summary": {"new_tokens": sum(map(len, outputs)), "wall_s": steps[-1]["t_end_s"], "device": "cpu", "dtype": "float32"},  # fmt: skip
+        "summary": {"new_tokens": sum(map(len, outputs)), "wall_s": steps[-1]["t_end_s"], "device": "cpu", "dtype": "float32"},
     }
     raw = json.dumps(trace).encode()
     while len(raw) > max_bytes:  # trim to the cap
@@ -132,9 +156,13 @@ def draw(ar_raw: bytes, spec_raw: bytes) -> dict[str, tuple[float, float, int]]:
     lanes = tokens.lane_html(ar_recs, m["first_differences"], speculative=False) + tokens.lane_html(spec_recs, m["first_differences"])
     out["metrics + token view"] = (*clock.lap(), len(lanes))
     peaks = Peaks.from_meta(spec)
-    figures = [charts.latency_figure(ar, spec), charts.tokens_per_pass_figure(ar, spec),
-               charts.utilization_figure(ar, spec, peaks.peak_bandwidth, peaks.peak_flops, "psutil"),
-               charts.acceptance_figure(spec), depth_policy.depth_figure(spec)]  # fmt: skip
+    figures = [
+        charts.latency_figure(ar, spec),
+        charts.tokens_per_pass_figure(ar, spec),
+        charts.utilization_figure(ar, spec, peaks.peak_bandwidth, peaks.peak_flops, "psutil"),
+        charts.acceptance_figure(spec),
+        depth_policy.depth_figure(spec),
+    ]
     sent = sum(len(f.to_json()) for f in figures) + len(depth_policy.depth_summary(spec))
     out["figures"] = (*clock.lap(), sent)
     return out
@@ -151,8 +179,10 @@ def main() -> None:
         ar_raw, spec_raw = worst_trace(shape, False, max_bytes), worst_trace(shape, True, max_bytes)
         probe = Trace.from_json_bytes(spec_raw)
         records = sum(len(s.drafted) + 1 for st in probe.steps for s in st.seqs)
-        print(f"\n== shape {shape}: AR {len(ar_raw) / 2**20:.1f} MiB, spec {len(spec_raw) / 2**20:.1f} MiB, "
-              f"{len(probe.steps):,} spec steps, {len(probe.sequences):,} sequences, ~{records:,} spec token records")  # fmt: skip
+        print(
+            f"\n== shape {shape}: AR {len(ar_raw) / 2**20:.1f} MiB, spec {len(spec_raw) / 2**20:.1f} MiB, "
+            f"{len(probe.steps):,} spec steps, {len(probe.sequences):,} sequences, ~{records:,} spec token records"
+        )
         del probe
         runs = [draw(ar_raw, spec_raw) for _ in range(args.repeats)]
         for stage in runs[0]:

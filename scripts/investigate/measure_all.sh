@@ -11,4 +11,4 @@ run passes_bf16  $py -m engine passes --batch 1,8 --tokens 1,2,4,8,16,32,64 --js
 run passes_fp32  $py -m engine passes --dtype float32 --batch 1 --tokens 1,2,3,4,8,16,64
 run grid_model   $py -m engine bench --batch 1,4,8,16 --depth 0,2,3,4 --drafter model --baseline --json "$out/grid_model.json"
 run ngram_copy   $py -m engine bench --batch 1 --depth 2,4,6 --drafter ngram --prompts extractive --baseline --json "$out/ngram_copy.json"
-run app          $py scripts/measure_app.py --tokens 64 --depth 4
+run app          $py scripts/investigate/measure_app.py --tokens 64 --depth 4

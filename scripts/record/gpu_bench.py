@@ -7,7 +7,7 @@ vs tokens per pass, i.e. the roofline, measured with CUDA events). The AR vs spe
 uses the n-gram drafter (no draft model, c ~ 0) with whatever acceptance the random model gives;
 read its speedups together with the acceptance column.
 
-    python scripts/gpu_bench.py [--shape smollm2-135m,smollm2-1.7b,qwen2.5-7b] [--batch 1,8,32,64]
+    python scripts/record/gpu_bench.py [--shape smollm2-135m,smollm2-1.7b,qwen2.5-7b] [--batch 1,8,32,64]
                                 [--depth 0,2,4,8] [--grid-shapes smollm2-1.7b] [--json out.json]
 
 Each shape runs in turn; one that fails prints its traceback and the next still runs (a lent GPU's
@@ -32,7 +32,7 @@ from engine.decoding.passcurve import pass_costs
 from engine.hardware import pick_device, pick_dtype, probe
 from engine.model.pair import ModelPair
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SHAPES = {  # hidden, intermediate, layers, heads, kv heads, vocab, tied
     "smollm2-135m": (576, 1536, 30, 9, 3, 49152, True),  # the embedded target's own shape
@@ -46,10 +46,17 @@ def random_llama(shape: str, dtype, device):
 
     hidden, inter, layers, heads, kv, vocab, tied = SHAPES[shape]
     cfg = LlamaConfig(
-        vocab_size=vocab, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
-        num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=4096,
-        tie_word_embeddings=tied, eos_token_id=2, pad_token_id=2,
-    )  # fmt: skip
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        max_position_embeddings=4096,
+        tie_word_embeddings=tied,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
     with torch.device(device):
         model = LlamaForCausalLM(cfg).to(dtype)
     return model.eval()
@@ -71,9 +78,15 @@ def random_pair(shape: str, dtype, device) -> ModelPair:
     if target.config.vocab_size != len(tok):  # keep ids valid for a larger-vocab shape
         target.resize_token_embeddings(max(len(tok), target.config.vocab_size))
     return ModelPair(
-        target=target, draft=None, tokenizer=tok, device=device, dtype=dtype,
-        target_name=f"random-weight {shape}", draft_name=None, eos_ids=frozenset(),
-    )  # fmt: skip
+        target=target,
+        draft=None,
+        tokenizer=tok,
+        device=device,
+        dtype=dtype,
+        target_name=f"random-weight {shape}",
+        draft_name=None,
+        eos_ids=frozenset(),
+    )
 
 
 def run_shape(shape, args, batches, depths, tokens, grid: bool) -> dict:
@@ -109,11 +122,21 @@ def parse_shapes(ap: argparse.ArgumentParser, value: str) -> list[str]:
 def probe_report(device, dtype):
     """Probe the device's peaks, print them, and start the JSON report every GPU script writes."""
     peaks = probe(device, dtype)
-    print(f"{peaks.device_name}: {peaks.peak_bandwidth / 1e9:.0f} GB/s, {peaks.peak_flops / 1e12:.1f} TFLOP/s "
-          f"({peaks.dtype}), ridge {peaks.ridge_point:.0f} FLOP/byte; torch {torch.__version__}", flush=True)  # fmt: skip
-    report = {"device": peaks.device_name, "dtype": peaks.dtype, "peak_bandwidth": peaks.peak_bandwidth,
-              "peak_flops": peaks.peak_flops, "ridge_point": peaks.ridge_point, "torch": torch.__version__,
-              "date": time.strftime("%Y-%m-%d"), "shapes": []}  # fmt: skip
+    print(
+        f"{peaks.device_name}: {peaks.peak_bandwidth / 1e9:.0f} GB/s, {peaks.peak_flops / 1e12:.1f} TFLOP/s "
+        f"({peaks.dtype}), ridge {peaks.ridge_point:.0f} FLOP/byte; torch {torch.__version__}",
+        flush=True,
+    )
+    report = {
+        "device": peaks.device_name,
+        "dtype": peaks.dtype,
+        "peak_bandwidth": peaks.peak_bandwidth,
+        "peak_flops": peaks.peak_flops,
+        "ridge_point": peaks.ridge_point,
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+        "shapes": [],
+    }
     return peaks, report
 
 
@@ -151,8 +174,7 @@ def main() -> None:
     dtype = pick_dtype("auto", device)
     args.peaks, report = probe_report(device, dtype)
     grid = args.grid_shapes.split(",")
-    run_shapes(shapes, report, args.json,
-               lambda shape: run_shape(shape, args, batches, depths, tokens, shape in grid))  # fmt: skip
+    run_shapes(shapes, report, args.json, lambda shape: run_shape(shape, args, batches, depths, tokens, shape in grid))
 
 
 if __name__ == "__main__":

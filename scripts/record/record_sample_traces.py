@@ -5,7 +5,7 @@ depth 4, decoded with the embedded model pair. The hardware peaks measured here 
 trace's meta["probe"], so Replay draws utilisation against the recording machine's own peaks, and
 assets/traces/index.json labels each pair with its device and date. Rerun to refresh:
 
-    .venv/bin/python scripts/record_sample_traces.py
+    .venv/bin/python scripts/record/record_sample_traces.py
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from engine import DecodeConfig, generate, load_pair
 from engine.hardware import probe
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 OUT = ROOT / "assets" / "traces"
 PROMPTS = {p["id"]: p for p in json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))["prompts"]}
@@ -57,13 +57,17 @@ def main() -> None:
     pair = load_pair()
     peaks = probe(pair.device, pair.dtype, quick=True).to_dict()
     date = dt.date.today().isoformat()
-    pairs = [record(pair, peaks, "ngram-copy", "n-gram drafter on copy and extract prompts",
-                    ["copy-photosynthesis", "extract-dates"], "ngram", date)]  # fmt: skip
+    pairs = [
+        record(
+            pair, peaks, "ngram-copy", "n-gram drafter on copy and extract prompts", ["copy-photosynthesis", "extract-dates"], "ngram", date
+        )
+    ]
     if pair.draft_name and "distilled" in pair.draft_name.lower():
-        pairs.append(record(pair, peaks, "model-open", "distilled draft model on open prompts",
-                            ["explain-gravity", "capital-cities"], "model", date))  # fmt: skip
+        pairs.append(
+            record(pair, peaks, "model-open", "distilled draft model on open prompts", ["explain-gravity", "capital-cities"], "model", date)
+        )
     index = {
-        "about": "Real recorded runs of the embedded pair (scripts/record_sample_traces.py), "
+        "about": "Real recorded runs of the embedded pair (scripts/record/record_sample_traces.py), "
         "labelled with the machine and date they were recorded on. Replay plays them back; it never reruns a model.",
         "pairs": pairs,
     }

@@ -1,6 +1,6 @@
 """Where a GPU decode step's time goes: the engine's eager forward vs the same forward replayed as a CUDA graph.
 
-`scripts/gpu_bench.py` measured on an H200 (README, "GPU") that the engine's eager pass of a 1.7B model
+`scripts/record/gpu_bench.py` measured on an H200 (README, "GPU") that the engine's eager pass of a 1.7B model
 takes ~13 ms at batch 1 whether it carries 1 token or 128: flat, as the thesis says, but at ~6% of the
 card's bandwidth. This script separates the two causes of a flat curve:
 
@@ -16,7 +16,7 @@ shape), logits for the last position only. Weights are random (timing does not d
 Then a profile of one eager batch-1 decode pass over a 256-token cache counts the kernel launches and the
 host time per pass.
 
-    python scripts/gpu_graphs.py [--shape smollm2-1.7b,qwen2.5-7b] [--batch 1,8,64] [--tokens 1,4,16,64,128]
+    python scripts/investigate/gpu_graphs.py [--shape smollm2-1.7b,qwen2.5-7b] [--batch 1,8,64] [--tokens 1,4,16,64,128]
 
 On a CPU the graph column is skipped (CUDA graphs need CUDA); the eager column and the profile still run.
 """
@@ -34,7 +34,7 @@ from transformers import DynamicCache
 from engine.hardware import StepTimer, pick_device, pick_dtype
 from engine.model.fastllama import LeanLlama
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def timed(fn, device, repeats: int) -> float:
@@ -80,8 +80,15 @@ def pass_rows(model, lean, device, batches, tokens, repeats) -> list[dict]:
                 eager = timed(step, device, repeats)
                 graph = timed(graphed(step), device, 2 * repeats) if device.type == "cuda" else None
             flops = 2 * params * batch * n  # weight FLOPs (the head counted once per token: an upper bound)
-            row = {"batch": batch, "new_tokens": n, "tokens_per_pass": batch * n, "eager_ms": eager,
-                   "graph_ms": graph, "weight_bytes": weight_bytes, "weight_flops": flops}  # fmt: skip
+            row = {
+                "batch": batch,
+                "new_tokens": n,
+                "tokens_per_pass": batch * n,
+                "eager_ms": eager,
+                "graph_ms": graph,
+                "weight_bytes": weight_bytes,
+                "weight_flops": flops,
+            }
             rows.append(row)
             g = f"{graph:>10.2f} {weight_bytes / graph / 1e6:>12.0f} {flops / graph / 1e9:>14.1f}" if graph else "         -"
             print(f"{batch:>5} {n:>8} {batch * n:>9} {eager:>10.2f} {g}", flush=True)
@@ -110,8 +117,7 @@ def profile_decode(model, lean, device) -> dict:
     print(f"{'op':<40} {'calls/pass':>10} {'self CPU us/pass':>17}")
     for e in top:
         print(f"{e.key[:40]:<40} {e.count / passes:>10.0f} {e.self_cpu_time_total / passes:>17.0f}")
-    return {"launches_per_pass": launches / passes,
-            "top_self_cpu_us_per_pass": {e.key: e.self_cpu_time_total / passes for e in top}}  # fmt: skip
+    return {"launches_per_pass": launches / passes, "top_self_cpu_us_per_pass": {e.key: e.self_cpu_time_total / passes for e in top}}
 
 
 def main() -> None:

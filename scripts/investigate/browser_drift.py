@@ -1,8 +1,8 @@
 """Do later runs in one browser tab read slower than a fresh tab's first run? (issue 21, in a real browser)
 
-    PYTHONPATH=$PWD .venv/bin/python scripts/browser_drift.py [--rounds 4] [--tokens 32] [--batch 2]
+    PYTHONPATH=$PWD .venv/bin/python scripts/investigate/browser_drift.py [--rounds 4] [--tokens 32] [--batch 2]
 
-scripts/session_drift.py asks the same question headless (AppTest, no browser). This one starts
+scripts/investigate/session_drift.py asks the same question headless (AppTest, no browser). This one starts
 `streamlit run app/main.py` and drives Debian's Chromium with Playwright, so the browser's own work (laying
 out the race, the token views and the charts of the previous run) shares the machine with the timed lanes,
 as it does for a student whose browser runs on the same laptop. Each round, interleaved: one run in a FRESH
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from session_drift import parse_args, print_medians  # scripts/ is on the path when this runs as a script
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 
@@ -39,10 +39,25 @@ def _free_port() -> int:
 def _start_server() -> tuple[subprocess.Popen, str]:
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app" / "main.py"),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -88,8 +103,7 @@ def main() -> None:
         raise SystemExit(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
-    print(f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-          flush=True)  # fmt: skip
+    print(f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", flush=True)
     server, url = _start_server()
     link = f"{url}/?tokens={args.tokens}&batch={args.batch}&depth=3"
     rows = []

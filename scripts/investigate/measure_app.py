@@ -1,6 +1,6 @@
 """Measure the Playground as a user meets it: cold start, one run of both lanes, resident memory.
 
-    .venv/bin/python scripts/measure_app.py [--tokens 64] [--depth 4] [--drafter draft+model]
+    .venv/bin/python scripts/investigate/measure_app.py [--tokens 64] [--depth 4] [--drafter draft+model]
 
 Starts `streamlit run app/main.py` on a free localhost port (weights already cached), drives Debian's
 Chromium with Playwright, and prints:
@@ -21,10 +21,16 @@ from pathlib import Path
 import psutil
 from playwright.sync_api import sync_playwright
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]  # fmt: skip
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def free_port() -> int:
@@ -43,10 +49,23 @@ def main() -> None:
     port = free_port()
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app" / "main.py"),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         query = f"tokens={args.tokens}&depth={args.depth}&drafter={args.drafter}"
         if args.prompt:

@@ -36,11 +36,14 @@ def load_figure(rows: list[dict]) -> go.Figure:
     for i, name in enumerate(contenders(rows)):
         cells = [cell(rows, b, name) for b in xs]
         fig.add_scatter(
-            x=[str(b) for b in xs], y=[c["tokens_per_s"] if c else None for c in cells], mode="lines+markers", name=name,
+            x=[str(b) for b in xs],
+            y=[c["tokens_per_s"] if c else None for c in cells],
+            mode="lines+markers",
+            name=name,
             line={"color": COLORS[i % len(COLORS)], "width": 3 if i >= 3 else 2, "dash": "dot" if i == 0 else None},
             customdata=[c["mean_depth"] if c and c.get("mean_depth") is not None else 0.0 for c in cells],
             hovertemplate=f"{name}, batch %{{x}}: %{{y:.1f}} tokens/s, mean k %{{customdata:.2f}}<extra></extra>",
-        )  # fmt: skip
+        )
     return tokens_per_s_axes(fig)
 
 
@@ -52,8 +55,15 @@ def winners(rows: list[dict]) -> list[dict]:
         first = ranked[0]
         second = ranked[1] if len(ranked) > 1 else None
         margin = first["tokens_per_s"] / second["tokens_per_s"] - 1 if second and second["tokens_per_s"] > 0 else None
-        out.append({"batch": b, "winner": first["contender"], "tokens_per_s": first["tokens_per_s"],
-                    "runner_up": second["contender"] if second else None, "margin": margin})  # fmt: skip
+        out.append(
+            {
+                "batch": b,
+                "winner": first["contender"],
+                "tokens_per_s": first["tokens_per_s"],
+                "runner_up": second["contender"] if second else None,
+                "margin": margin,
+            }
+        )
     return out
 
 
@@ -62,8 +72,7 @@ def worst_cases(rows: list[dict]) -> list[tuple[str, float, int]]:
     best = {w["batch"]: w["tokens_per_s"] for w in winners(rows)}
     out = []
     for name in contenders(rows):
-        ratios = [(r["tokens_per_s"] / best[r["batch"]], r["batch"]) for r in rows
-                  if r["contender"] == name and best[r["batch"]] > 0]  # fmt: skip
+        ratios = [(r["tokens_per_s"] / best[r["batch"]], r["batch"]) for r in rows if r["contender"] == name and best[r["batch"]] > 0]
         if ratios:
             ratio, batch = min(ratios)
             out.append((name, ratio, batch))
@@ -79,12 +88,16 @@ def load_table(rows: list[dict], plain: str) -> list[dict]:
             r = cell(rows, b, name)
             if r is None:
                 continue
-            table.append({
-                "batch": b, "policy": name, "tokens/s": round(r["tokens_per_s"], 1),
-                "× plain": round(r["tokens_per_s"] / base["tokens_per_s"], 2) if base and base["tokens_per_s"] else None,
-                "mean k": None if r.get("mean_depth") is None else round(r["mean_depth"], 2),
-                "α": None if r.get("alpha") is None else round(r["alpha"], 2),
-            })  # fmt: skip
+            table.append(
+                {
+                    "batch": b,
+                    "policy": name,
+                    "tokens/s": round(r["tokens_per_s"], 1),
+                    "× plain": round(r["tokens_per_s"] / base["tokens_per_s"], 2) if base and base["tokens_per_s"] else None,
+                    "mean k": None if r.get("mean_depth") is None else round(r["mean_depth"], 2),
+                    "α": None if r.get("alpha") is None else round(r["alpha"], 2),
+                }
+            )
     return table
 
 
@@ -96,11 +109,12 @@ def prediction_line(rows: list[dict], prediction: float, *, plain: str, contende
     measured = c["tokens_per_s"] / p["tokens_per_s"]
     said = "win" if prediction > 1 else "lose" if prediction < 1 else "tie"
     did = "won" if measured > 1 else "lost" if measured < 1 else "tied"
-    verdict = "as you predicted" if (said, did) in (("win", "won"), ("lose", "lost"), ("tie", "tied")) else \
-        f"you expected it to {said}"  # fmt: skip
-    return (f"You predicted {prediction:.2f}× for {contender} at batch {batch}; it measured {measured:.2f}× "
-            f"plain decoding ({c['tokens_per_s']:.1f} vs {p['tokens_per_s']:.1f} tokens/s): it {did}, {verdict}, and "
-            f"your number was off by {abs(measured - prediction):.2f}.")  # fmt: skip
+    verdict = "as you predicted" if (said, did) in (("win", "won"), ("lose", "lost"), ("tie", "tied")) else f"you expected it to {said}"
+    return (
+        f"You predicted {prediction:.2f}× for {contender} at batch {batch}; it measured {measured:.2f}× "
+        f"plain decoding ({c['tokens_per_s']:.1f} vs {p['tokens_per_s']:.1f} tokens/s): it {did}, {verdict}, and "
+        f"your number was off by {abs(measured - prediction):.2f}."
+    )
 
 
 def conclusion(rows: list[dict]) -> list[str]:
@@ -111,6 +125,9 @@ def conclusion(rows: list[dict]) -> list[str]:
         lines.append(f"Batch {w['batch']}: **{w['winner']}** was fastest ({w['tokens_per_s']:.1f} tokens/s{ahead}).")
     worst = worst_cases(rows)
     if worst:
-        lines.append("Worst case over the batch sizes (tokens/s ÷ the winner's): "
-                     + "; ".join(f"{name} {ratio:.2f}× (batch {batch})" for name, ratio, batch in worst) + ".")  # fmt: skip
+        lines.append(
+            "Worst case over the batch sizes (tokens/s ÷ the winner's): "
+            + "; ".join(f"{name} {ratio:.2f}× (batch {batch})" for name, ratio, batch in worst)
+            + "."
+        )
     return lines

@@ -21,11 +21,11 @@ same pipeline as `python -m training.distill` + `python -m training.eagle`, in m
 The engine's acceptance of the new head is then measured on the CPU, where the product runs:
 `python -m training.eagle --stage eval --out <out>/head`.
 
-    python scripts/gpu_eagle.py --out OUT --budget-s 480 [--device cuda] [--gen-batch 2048]
+    python scripts/investigate/gpu_eagle.py --out OUT --budget-s 480 [--device cuda] [--gen-batch 2048]
 
 A CPU dry run of every stage, in about a minute:
 
-    python scripts/gpu_eagle.py --device cpu --out /tmp/dry --max-prompts 12 --gen-batch 6 \\
+    python scripts/investigate/gpu_eagle.py --device cpu --out /tmp/dry --max-prompts 12 --gen-batch 6 \\
         --max-new-tokens 12 --sample-passes 1 --heldout-rows 4 --budget-s 240
 """
 
@@ -56,12 +56,11 @@ from training.eagle import (
     train,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", required=True, help="folder for the log, the tokens and head/")
     p.add_argument("--device", default="cuda")
     p.add_argument("--budget-s", type=float, default=480.0, help="the whole run's time budget")
@@ -70,20 +69,31 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-new-tokens", type=int, default=160, help="as training.distill's default")
     p.add_argument("--sample-passes", type=int, default=2, help="sampled passes after the greedy one (budget allowing)")
     p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--tokens", default="",
-                   help="comma-separated tokens-pass<N>.npz of an earlier run: their rows join the training data "
-                        "(the generation budget then goes to new sampled passes)")
+    p.add_argument(
+        "--tokens",
+        default="",
+        help="comma-separated tokens-pass<N>.npz of an earlier run: their rows join the training data "
+        "(the generation budget then goes to new sampled passes)",
+    )
     p.add_argument("--first-seed", type=int, default=1, help="sampling seed of the first new sampled pass (+1 per pass)")
-    p.add_argument("--prompt-start", type=int, default=0,
-                   help="sampled passes start at this training prompt and wrap around (to cover the prompts an "
-                        "earlier, budget-stopped pass did not reach first)")
+    p.add_argument(
+        "--prompt-start",
+        type=int,
+        default=0,
+        help="sampled passes start at this training prompt and wrap around (to cover the prompts an "
+        "earlier, budget-stopped pass did not reach first)",
+    )
     p.add_argument("--max-prompts", type=int, default=0, help="use only the first N training prompts (0 = all)")
     p.add_argument("--heldout-dir", default="distill_work/heldout", help="held-out responses for teacher-forced top-1")
     p.add_argument("--heldout-rows", type=int, default=0, help="use only the first N held-out rows (0 = all)")
     p.add_argument("--init", default=str(ROOT / "assets" / "eagle"))
-    p.add_argument("--head-vocab", type=int, default=0,
-                   help="the saved draft_vocab.json: 0 keeps the --init head's; N > 0 takes the N tokens the target "
-                        "emits most often in the greedy pass (pass 0, generated or from --tokens)")
+    p.add_argument(
+        "--head-vocab",
+        type=int,
+        default=0,
+        help="the saved draft_vocab.json: 0 keeps the --init head's; N > 0 takes the N tokens the target "
+        "emits most often in the greedy pass (pass 0, generated or from --tokens)",
+    )
     p.add_argument("--fuse-layers", default="2,15")
     p.add_argument("--feat-batch", type=int, default=128, help="rows per features pass")
     p.add_argument("--lr", type=float, default=5e-4)
@@ -97,8 +107,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 def save_tokens(path: Path, rows: list[dict]) -> None:
     """One pass's responses: token ids (uint16: the vocabulary is 49,152) with row lengths and prompt index."""
     ids = np.fromiter((t for r in rows for t in r["output_ids"]), dtype=np.uint16)
-    np.savez_compressed(path, output_ids=ids, lengths=np.array([len(r["output_ids"]) for r in rows], dtype=np.int32),
-                        prompt_index=np.array([r["prompt_index"] for r in rows], dtype=np.int32))
+    np.savez_compressed(
+        path,
+        output_ids=ids,
+        lengths=np.array([len(r["output_ids"]) for r in rows], dtype=np.int32),
+        prompt_index=np.array([r["prompt_index"] for r in rows], dtype=np.int32),
+    )
 
 
 def load_tokens(path: Path, train_prompts: list[dict], encode, encoded: dict[int, list[int]]) -> list[dict]:
@@ -113,8 +127,7 @@ def load_tokens(path: Path, train_prompts: list[dict], encode, encoded: dict[int
     for n, i in zip(lengths.tolist(), index.tolist()):
         if i not in encoded:
             encoded[i] = encode(train_prompts[i]["prompt"])
-        rows.append({"prompt_index": i, "prompt_ids": encoded[i], "output_ids": ids[at : at + n].tolist(),
-                     "pass": pass_number})
+        rows.append({"prompt_index": i, "prompt_ids": encoded[i], "output_ids": ids[at : at + n].tolist(), "pass": pass_number})
         at += n
     return rows
 
@@ -151,8 +164,7 @@ def main(argv=None) -> int:
         except (OSError, ValueError, KeyError, IndexError) as exc:
             log(f"error: --tokens {path}: {exc}")
             return 2
-        stats["passes"].append({"from": path.name, "rows": len(earlier),
-                                "tokens": sum(len(r["output_ids"]) for r in earlier)})
+        stats["passes"].append({"from": path.name, "rows": len(earlier), "tokens": sum(len(r["output_ids"]) for r in earlier)})
         log(f"tokens: {path}: {len(earlier)} rows, {stats['passes'][-1]['tokens']} tokens ({elapsed():.0f} s)")
         rows += earlier
     passes = [0] if not rows else []  # the greedy pass, unless earlier tokens are given
@@ -161,8 +173,9 @@ def main(argv=None) -> int:
     for p in passes:
         if p and elapsed() > gen_deadline:
             break
-        cfg = DecodeConfig(mode="autoregressive", max_new_tokens=args.max_new_tokens,
-                           temperature=0.0 if p == 0 else args.temperature, seed=p)
+        cfg = DecodeConfig(
+            mode="autoregressive", max_new_tokens=args.max_new_tokens, temperature=0.0 if p == 0 else args.temperature, seed=p
+        )
         order = list(range(len(train_prompts)))
         order = order if p == 0 else order[start:] + order[:start]
         tp, made = time.perf_counter(), []
@@ -176,13 +189,12 @@ def main(argv=None) -> int:
                 if i not in encoded:
                     encoded[i] = pair.encode_prompt(train_prompts[i]["prompt"])
                 made.append({"prompt_index": i, "prompt_ids": encoded[i], "output_ids": list(ids), "pass": p})
-            log(f"generate: pass {p} rows {b + len(batch)}/{len(order)}  "
-                f"{trace.summary['tokens_per_s']:.0f} tok/s  {elapsed():.0f} s")
+            log(f"generate: pass {p} rows {b + len(batch)}/{len(order)}  {trace.summary['tokens_per_s']:.0f} tok/s  {elapsed():.0f} s")
         n_tok = sum(len(r["output_ids"]) for r in made)
-        stats["passes"].append({"pass": p, "temperature": cfg.temperature, "rows": len(made), "tokens": n_tok,
-                                "seconds": time.perf_counter() - tp})
-        log(f"generate: pass {p} (temperature {cfg.temperature}): {len(made)} rows, {n_tok} tokens in "
-            f"{time.perf_counter() - tp:.0f} s")
+        stats["passes"].append(
+            {"pass": p, "temperature": cfg.temperature, "rows": len(made), "tokens": n_tok, "seconds": time.perf_counter() - tp}
+        )
+        log(f"generate: pass {p} (temperature {cfg.temperature}): {len(made)} rows, {n_tok} tokens in {time.perf_counter() - tp:.0f} s")
         if made:
             save_tokens(out / f"tokens-pass{p}.npz", made)
         rows += made
@@ -194,8 +206,10 @@ def main(argv=None) -> int:
     blob = extract_features(target, rows, 256, batch_size=args.feat_batch, log=log, fuse_layers=fuse)
     stats["features_seconds"] = blob.pop("seconds")
     blob_h.pop("seconds")
-    log(f"features: {blob['features'].shape[0]} positions ({blob['features'].dtype}) in "
-        f"{stats['features_seconds']:.0f} s, {elapsed():.0f} s")
+    log(
+        f"features: {blob['features'].shape[0]} positions ({blob['features'].dtype}) in "
+        f"{stats['features_seconds']:.0f} s, {elapsed():.0f} s"
+    )
     del pair, target
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -218,13 +232,32 @@ def main(argv=None) -> int:
     head = head.to(device)
     data, heldout = FeatureData(blob), FeatureData(blob_h)
     before = evaluate(head, heldout, embed, out_head, to_local, 3, args.batch_tokens)
-    log(f"held-out top-1 of --init ({args.init}) by depth: {[round(x, 4) for x in before['top1']]} "
-        f"({before['positions']} positions; {len(vocab_ids)}-token training vocabulary)")
+    log(
+        f"held-out top-1 of --init ({args.init}) by depth: {[round(x, 4) for x in before['top1']]} "
+        f"({before['positions']} positions; {len(vocab_ids)}-token training vocabulary)"
+    )
     minutes = max(0.5, (args.budget_s - args.reserve_s - elapsed()) / 60)
     log(f"train: {len(data)} rows, up to {minutes:.1f} min")
-    result = train(head, data, heldout, embed, out_head, to_local, epochs=args.epochs, lr=args.lr,
-                   batch_tokens=args.batch_tokens, depths=3, seed=0, eval_every=args.eval_every, autocast=True,
-                   max_minutes=minutes, hard_weight=0.5, reg_weight=1.0, hard_labels="argmax", log=log)
+    result = train(
+        head,
+        data,
+        heldout,
+        embed,
+        out_head,
+        to_local,
+        epochs=args.epochs,
+        lr=args.lr,
+        batch_tokens=args.batch_tokens,
+        depths=3,
+        seed=0,
+        eval_every=args.eval_every,
+        autocast=True,
+        max_minutes=minutes,
+        hard_weight=0.5,
+        reg_weight=1.0,
+        hard_labels="argmax",
+        log=log,
+    )
     head = head.cpu()
     if args.head_vocab > 0:
         keep = frequent_tokens([r for r in rows if r["pass"] == 0], args.head_vocab)
@@ -232,15 +265,29 @@ def main(argv=None) -> int:
     else:
         keep = json.loads((Path(args.init) / VOCAB_FILE).read_text())["ids"]
     init_name = str(Path(args.init).resolve().relative_to(ROOT)) if Path(args.init).resolve().is_relative_to(ROOT) else args.init
-    info = {"params": sum(p.numel() for p in head.parameters()), "train_rows": len(data),
-            "train_minutes": result["seconds"] / 60, "heldout_top1_by_depth": result["heldout"]["top1"],
-            "seed": 0, "lr": args.lr, "depths": 3, "reg_weight": 1.0, "init": init_name,
-            "head_vocab": len(keep), "vocab_from": "greedy pass" if args.head_vocab > 0 else init_name, "hard_labels": "argmax",
-            "batch_tokens": args.batch_tokens, "steps": result["steps"], "gpu_run": stats}
+    info = {
+        "params": sum(p.numel() for p in head.parameters()),
+        "train_rows": len(data),
+        "train_minutes": result["seconds"] / 60,
+        "heldout_top1_by_depth": result["heldout"]["top1"],
+        "seed": 0,
+        "lr": args.lr,
+        "depths": 3,
+        "reg_weight": 1.0,
+        "init": init_name,
+        "head_vocab": len(keep),
+        "vocab_from": "greedy pass" if args.head_vocab > 0 else init_name,
+        "hard_labels": "argmax",
+        "batch_tokens": args.batch_tokens,
+        "steps": result["steps"],
+        "gpu_run": stats,
+    }
     save_head(head, out / "head", keep, info)
-    log(f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top-1 by depth "
+    log(
+        f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top-1 by depth "
         f"{[round(x, 4) for x in result['heldout']['top1']]} (--init: {[round(x, 4) for x in before['top1']]}); "
-        f"history {[(h['step'], round(h['top1'][0], 4)) for h in result['history']]}")
+        f"history {[(h['step'], round(h['top1'][0], 4)) for h in result['history']]}"
+    )
     log(f"done in {elapsed():.0f} s; wrote {out / 'head'}")
     return 0
 

@@ -11,7 +11,7 @@ EAGLE head and the distilled draft), graph-captured (`cuda_graphs="auto"`, engin
 4. the Playground's races at each --race-batch: the AR trace (depth 0) and the speculative trace at the
    grid's best depth for that batch, graphs and eager, as trace files Replay plays back;
 5. pass-cost curves of larger real architectures (SmolLM2-1.7B, Qwen2.5-7B shapes) with RANDOM weights
-   (timing does not depend on weight values), graphs and eager, compared with scripts/gpu_graphs.py's
+   (timing does not depend on weight values), graphs and eager, compared with scripts/investigate/gpu_graphs.py's
    recorded graph figures (docs/measurements/h200-gpu_graphs.json) where the shapes match;
 6. a PROJECTION of speedup vs batch for those shapes: Leviathan's E(alpha, k) with the alpha and draft cost
    c measured in stage 3 on the 135M pair, over the shapes' measured verify cost T(B(k+1)) / T(B):
@@ -24,12 +24,12 @@ leaves what it measured. A stage that fails records its error and the next one r
 On the lent machine (the weights travel as the embedded GGUF in two parts; nothing is downloaded there):
     bash scripts/gpu_record.sh prepare            # here: .gg1/p1, .gg2/p2, the gguf wheel, sha256
     run 1 (carry .gg1 .whl):  bash scripts/gpu_record.sh stash
-    run 2 (carry .gg2 .whl):  bash scripts/gpu_record.sh record   # python scripts/gpu_record.py --out $OUT/rec
+    run 2 (carry .gg2 .whl):  bash scripts/gpu_record.sh record   # python scripts/record/gpu_record.py --out $OUT/rec
 Then copy the folder to assets/recordings/<device>-<date>/ (Replay lists it).
 
 A CPU dry run of every stage with tiny sizes (CI runs it; its output is labelled as a dry run and
 engine.device_recordings never lists it as a recording):
-    python scripts/gpu_record.py --dry-run --out /tmp/rec-dry
+    python scripts/record/gpu_record.py --dry-run --out /tmp/rec-dry
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from engine.hardware import device_name, pick_device, pick_dtype, probe
 from engine.model.pair import load_pair
 from engine.roofline.device_recordings import RECORDING_SCHEMA_ID, RECORDINGS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _sibling(name: str):
@@ -124,17 +124,31 @@ class Recorder:
         self.out = Path(args.out)
         (self.out / "traces").mkdir(parents=True, exist_ok=True)
         name, date = device_name(device), dt.date.today().isoformat()
-        label = (f"CPU dry run on {name}, {date}: NOT a GPU recording (tiny sizes, for CI)" if args.dry_run
-                 else f"recorded on {name}, {date}")  # fmt: skip
+        label = (
+            f"CPU dry run on {name}, {date}: NOT a GPU recording (tiny sizes, for CI)" if args.dry_run else f"recorded on {name}, {date}"
+        )
         self.doc = {
-            "schema": RECORDING_SCHEMA_ID, "label": label, "dry_run": bool(args.dry_run), "device": device.type,
-            "device_name": name, "torch": torch.__version__, "cuda": torch.version.cuda, "date": date,
-            "dtype": str(dtype).replace("torch.", ""), "elapsed_s": 0.0,
+            "schema": RECORDING_SCHEMA_ID,
+            "label": label,
+            "dry_run": bool(args.dry_run),
+            "device": device.type,
+            "device_name": name,
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "date": date,
+            "dtype": str(dtype).replace("torch.", ""),
+            "elapsed_s": 0.0,
             "probe": {k: peaks.to_dict()[k] for k in ("peak_bandwidth", "peak_flops", "ridge_point")},
-            "pair": {}, "pass_curves": [], "grid": [], "races": [], "comparisons": [],
+            "pair": {},
+            "pass_curves": [],
+            "grid": [],
+            "races": [],
+            "comparisons": [],
             "exactness": {"dtype": "float32", "all_equal": False, "runs": []},
-            "projection": {"label": "", "alpha": None, "rows": []}, "notes": [], "errors": [],
-        }  # fmt: skip
+            "projection": {"label": "", "alpha": None, "rows": []},
+            "notes": [],
+            "errors": [],
+        }
         self.peaks = peaks
 
     def elapsed(self) -> float:
@@ -181,12 +195,20 @@ def exactness(rec: Recorder, pair) -> None:
         eager = generate(pair, prompts, cfg)
         graphs = generate(pair, prompts, DecodeConfig.from_dict(cfg.to_dict() | {"cuda_graphs": graph_mode}))
         equal = graphs.output_ids == eager.output_ids
-        runs.append({"drafter": drafter, "equal": equal, "tokens": sum(len(o) for o in eager.output_ids),
-                     "graph_path": graphs.meta["decode_passes"], "graphs_captured": graphs.meta["graphs_captured"]})  # fmt: skip
-        print(f"   {drafter}: graph path == eager: {equal} ({graphs.meta['decode_passes']}, "
-              f"{graphs.meta['graphs_captured']} graphs)", flush=True)  # fmt: skip
-    rec.doc["exactness"] = {"dtype": "float32", "graph_mode": graph_mode, "all_equal": all(r["equal"] for r in runs),
-                            "runs": runs}  # fmt: skip
+        runs.append(
+            {
+                "drafter": drafter,
+                "equal": equal,
+                "tokens": sum(len(o) for o in eager.output_ids),
+                "graph_path": graphs.meta["decode_passes"],
+                "graphs_captured": graphs.meta["graphs_captured"],
+            }
+        )
+        print(
+            f"   {drafter}: graph path == eager: {equal} ({graphs.meta['decode_passes']}, {graphs.meta['graphs_captured']} graphs)",
+            flush=True,
+        )
+    rec.doc["exactness"] = {"dtype": "float32", "graph_mode": graph_mode, "all_equal": all(r["equal"] for r in runs), "runs": runs}
 
 
 CONTEXT = 150  # the pass curves' KV length per row (engine.bench.pass_costs' default); 32 in a dry run
@@ -203,13 +225,33 @@ def curve(pair, batches, tokens, context, mode, repeats=5, dry_run=False) -> tup
 def target_curves(rec: Recorder, pair) -> None:
     for mode in rec.modes:  # graphs, then eager
         rows, used = curve(pair, rec.args.curve_batch, rec.args.tokens, CONTEXT, mode, dry_run=rec.args.dry_run)
-        rec.doc["pass_curves"].append({"model": f"{pair.target_name} (real weights)", "weights": "real",
-                                       "cuda_graphs": mode, "graphs_used": used, "context": rows[0]["context"], "rows": rows})  # fmt: skip
+        rec.doc["pass_curves"].append(
+            {
+                "model": f"{pair.target_name} (real weights)",
+                "weights": "real",
+                "cuda_graphs": mode,
+                "graphs_used": used,
+                "context": rows[0]["context"],
+                "rows": rows,
+            }
+        )
         print(f"   {mode}: " + ", ".join(f"B{r['batch']}x{r['new_tokens']} {r['ms']:.2f} ms" for r in rows[:6]), flush=True)
 
 
-GRID_KEYS = ("batch", "depth", "ar_tokens_per_s", "spec_tokens_per_s", "speedup", "alpha", "c", "tokens_per_step",
-             "ar_verify_ms", "spec_verify_ms", "draft_ms_per_forward", "same_output")  # fmt: skip
+GRID_KEYS = (
+    "batch",
+    "depth",
+    "ar_tokens_per_s",
+    "spec_tokens_per_s",
+    "speedup",
+    "alpha",
+    "c",
+    "tokens_per_step",
+    "ar_verify_ms",
+    "spec_verify_ms",
+    "draft_ms_per_forward",
+    "same_output",
+)
 
 
 def grid(rec: Recorder, pair) -> None:
@@ -217,12 +259,21 @@ def grid(rec: Recorder, pair) -> None:
         if mode == "off" and rec.elapsed() > 0.55 * rec.args.budget_s:  # keep time for the races
             rec.doc["errors"].append("grid, eager: skipped to leave the races their share of the budget")
             continue
-        result = bench(pair, rec.args.batch, rec.args.depth, drafter="eagle", prompt_set="heldout",
-                       max_new_tokens=rec.args.max_new_tokens, repeats=rec.args.repeats, cuda_graphs=mode,
-                       log=lambda s: print(s, flush=True))  # fmt: skip
+        result = bench(
+            pair,
+            rec.args.batch,
+            rec.args.depth,
+            drafter="eagle",
+            prompt_set="heldout",
+            max_new_tokens=rec.args.max_new_tokens,
+            repeats=rec.args.repeats,
+            cuda_graphs=mode,
+            log=lambda s: print(s, flush=True),
+        )
         rows = [{k: r.get(k) for k in GRID_KEYS} for r in result["rows"]]
-        rec.doc["grid"].append({"cuda_graphs": mode, "drafter": "eagle", "prompt_set": "heldout",
-                                "max_new_tokens": rec.args.max_new_tokens, "rows": rows})  # fmt: skip
+        rec.doc["grid"].append(
+            {"cuda_graphs": mode, "drafter": "eagle", "prompt_set": "heldout", "max_new_tokens": rec.args.max_new_tokens, "rows": rows}
+        )
         rec.save()
 
 
@@ -248,23 +299,38 @@ def races(rec: Recorder, pair) -> None:
             spec = generate(pair, prompts, DecodeConfig(depth=depth, drafter="eagle", max_new_tokens=n, cuda_graphs=mode))
             stem = f"b{batch}-k{depth}-{ {'auto': 'graphs', 'off': 'eager'}.get(mode, mode) }"
             speedup = spec.summary["tokens_per_s"] / ar.summary["tokens_per_s"]
-            rec.doc["races"].append({
-                "batch": batch, "depth": depth, "cuda_graphs": mode, "drafter": "eagle", "speedup": speedup,
-                "ar": rec.save_trace(ar, f"{stem}-ar.json"), "spec": rec.save_trace(spec, f"{stem}-spec.json"),
-                "decode_passes": spec.meta["decode_passes"], "alpha": spec.summary.get("alpha"),
-            })  # fmt: skip
-            print(f"   batch {batch} k={depth} {mode}: AR {ar.summary['tokens_per_s']:.0f} tok/s, "
-                  f"spec {spec.summary['tokens_per_s']:.0f} tok/s, x{speedup:.2f}", flush=True)  # fmt: skip
+            rec.doc["races"].append(
+                {
+                    "batch": batch,
+                    "depth": depth,
+                    "cuda_graphs": mode,
+                    "drafter": "eagle",
+                    "speedup": speedup,
+                    "ar": rec.save_trace(ar, f"{stem}-ar.json"),
+                    "spec": rec.save_trace(spec, f"{stem}-spec.json"),
+                    "decode_passes": spec.meta["decode_passes"],
+                    "alpha": spec.summary.get("alpha"),
+                }
+            )
+            print(
+                f"   batch {batch} k={depth} {mode}: AR {ar.summary['tokens_per_s']:.0f} tok/s, "
+                f"spec {spec.summary['tokens_per_s']:.0f} tok/s, x{speedup:.2f}",
+                flush=True,
+            )
 
 
 def gpu_graphs_reference() -> dict:
-    """(shape, batch, new tokens) -> graph ms from scripts/gpu_graphs.py's recorded H200 run."""
+    """(shape, batch, new tokens) -> graph ms from scripts/investigate/gpu_graphs.py's recorded H200 run."""
     try:
         data = json.loads(GPU_GRAPHS_JSON.read_text())
     except (OSError, ValueError):
         return {}
-    return {(s["shape"], r["batch"], r["new_tokens"]): r["graph_ms"]
-            for s in data.get("shapes", []) for r in s.get("passes", []) if r.get("graph_ms")}  # fmt: skip
+    return {
+        (s["shape"], r["batch"], r["new_tokens"]): r["graph_ms"]
+        for s in data.get("shapes", [])
+        for r in s.get("passes", [])
+        if r.get("graph_ms")
+    }
 
 
 def big_shapes(rec: Recorder) -> None:
@@ -278,17 +344,43 @@ def big_shapes(rec: Recorder) -> None:
         name = f"{shape} shape, RANDOM weights"
         for mode in rec.modes:
             rows, used = curve(pair, rec.args.race_batch, ks, CONTEXT, mode, repeats=3, dry_run=rec.args.dry_run)
-            rec.doc["pass_curves"].append({"model": name, "weights": "random", "cuda_graphs": mode, "graphs_used": used,
-                                           "context": rows[0]["context"], "rows": rows, "role": "projection"})  # fmt: skip
+            rec.doc["pass_curves"].append(
+                {
+                    "model": name,
+                    "weights": "random",
+                    "cuda_graphs": mode,
+                    "graphs_used": used,
+                    "context": rows[0]["context"],
+                    "rows": rows,
+                    "role": "projection",
+                }
+            )
         cmp_batches, cmp_tokens = ([1, 8, 64], [1, 4, 16, 64, 128]) if not rec.args.dry_run else ([1], [1, 4])
         rows, used = curve(pair, cmp_batches, cmp_tokens, 1, rec.graph_mode, repeats=5, dry_run=rec.args.dry_run)
-        rec.doc["pass_curves"].append({"model": name, "weights": "random", "cuda_graphs": rec.graph_mode, "graphs_used": used,
-                                       "context": 1, "rows": rows, "role": "gpu_graphs comparison"})  # fmt: skip
+        rec.doc["pass_curves"].append(
+            {
+                "model": name,
+                "weights": "random",
+                "cuda_graphs": rec.graph_mode,
+                "graphs_used": used,
+                "context": 1,
+                "rows": rows,
+                "role": "gpu_graphs comparison",
+            }
+        )
         for r in rows:
             ref = reference.get((shape, r["batch"], r["new_tokens"]))
             if ref:
-                rec.doc["comparisons"].append({"shape": shape, "batch": r["batch"], "new_tokens": r["new_tokens"],
-                                               "engine_graph_ms": r["ms"], "gpu_graphs_ms": ref, "ratio": r["ms"] / ref})  # fmt: skip
+                rec.doc["comparisons"].append(
+                    {
+                        "shape": shape,
+                        "batch": r["batch"],
+                        "new_tokens": r["new_tokens"],
+                        "engine_graph_ms": r["ms"],
+                        "gpu_graphs_ms": ref,
+                        "ratio": r["ms"] / ref,
+                    }
+                )
         del pair
         if rec.device.type == "cuda":
             torch.cuda.empty_cache()
@@ -310,15 +402,19 @@ def projection(rec: Recorder) -> None:
                 continue
             verify_ratio = t[(batch, k + 1)] / t[(batch, 1)]
             speedup = expected_tokens_per_step(m["alpha"], k) / (k * m["c"] + verify_ratio)
-            rows.append({"shape": shape, "batch": batch, "k": k, "speedup": speedup, "alpha": m["alpha"], "c": m["c"],
-                         "verify_ratio": verify_ratio})  # fmt: skip
+            rows.append(
+                {"shape": shape, "batch": batch, "k": k, "speedup": speedup, "alpha": m["alpha"], "c": m["c"], "verify_ratio": verify_ratio}
+            )
     rec.doc["projection"] = {
-        "label": ("PROJECTION, not a measurement: Leviathan's E(alpha, k) with alpha and the draft cost c measured on "
-                  "the 135M pair with its EAGLE head (this run's grid), over each random-weight shape's measured "
-                  f"verify cost T(B(k+1))/T(B) ({'graph-captured' if rec.graph_mode == 'auto' else 'CPU dry run: padded eager'}); "
-                  "a larger target's own head would have its own alpha and c"),
-        "alpha": None, "rows": rows,
-    }  # fmt: skip
+        "label": (
+            "PROJECTION, not a measurement: Leviathan's E(alpha, k) with alpha and the draft cost c measured on "
+            "the 135M pair with its EAGLE head (this run's grid), over each random-weight shape's measured "
+            f"verify cost T(B(k+1))/T(B) ({'graph-captured' if rec.graph_mode == 'auto' else 'CPU dry run: padded eager'}); "
+            "a larger target's own head would have its own alpha and c"
+        ),
+        "alpha": None,
+        "rows": rows,
+    }
 
 
 def main(argv=None, pair=None) -> int:
@@ -331,8 +427,11 @@ def main(argv=None, pair=None) -> int:
     dtype = torch.float32 if args.dry_run else pick_dtype("auto", device)
     peaks = probe(device, dtype, quick=args.dry_run)
     rec = Recorder(args, device, dtype, peaks)
-    print(f"{rec.doc['label']}: torch {torch.__version__}, CUDA {torch.version.cuda}, {rec.doc['dtype']}, "
-          f"{peaks.peak_bandwidth / 1e9:.0f} GB/s, {peaks.peak_flops / 1e12:.2f} TFLOP/s (probed)", flush=True)  # fmt: skip
+    print(
+        f"{rec.doc['label']}: torch {torch.__version__}, CUDA {torch.version.cuda}, {rec.doc['dtype']}, "
+        f"{peaks.peak_bandwidth / 1e9:.0f} GB/s, {peaks.peak_flops / 1e12:.2f} TFLOP/s (probed)",
+        flush=True,
+    )
     rec.save()
     pair = pair if pair is not None and pair.dtype == dtype else load_pair(device=str(device), dtype=dtype)
     rec.doc["pair"] = {"target": pair.target_name, "eagle": pair.eagle_name, "draft": pair.draft_name}

@@ -1,6 +1,6 @@
 """Does a decode step on a GPU pay for a new attention plan at every new cache length?
 
-`scripts/gpu_graphs.py`'s profile on an H200 showed `aten::_cudnn_attention_forward` taking ~3.8 ms of host
+`scripts/investigate/gpu_graphs.py`'s profile on an H200 showed `aten::_cudnn_attention_forward` taking ~3.8 ms of host
 time per call in decode passes whose cache grew by one token each pass. cuDNN's fused attention builds an
 execution plan per shape; `engine.bench` repeats the same prompts, so its medians may never see that
 cost, while a real conversation brings a new length at every step.
@@ -9,7 +9,7 @@ This decodes `--steps` tokens one at a time (the engine's own forward, engine/mo
 cache: every step a new shape) and times every step with CUDA events, twice per attention setting,
 alternating: PyTorch's default SDPA backend choice, and the same with cuDNN attention excluded.
 
-    python scripts/gpu_attention.py [--shape smollm2-135m,smollm2-1.7b] [--steps 64] [--engine smollm2-1.7b]
+    python scripts/investigate/gpu_attention.py [--shape smollm2-135m,smollm2-1.7b] [--steps 64] [--engine smollm2-1.7b]
 
 `--engine SHAPE` then runs the engine end to end (`engine.generate`, plain and n-gram speculative decoding,
 batch 1, each classroom prompt once, so every length is new) with the engine's own setting
@@ -35,7 +35,7 @@ from engine.bench.prompts import prompt_set_list
 from engine.hardware import configure_attention, pick_device, pick_dtype
 from engine.model.fastllama import LeanLlama
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 NO_CUDNN = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
@@ -67,8 +67,10 @@ def engine_check(shape: str, device, dtype, n_prompts: int, new_tokens: int, rou
     (the engine's setting) vs forced on, alternating rounds."""
     pair = random_pair(shape, dtype, device)
     prompts = prompt_set_list("chat")[:n_prompts]
-    modes = (("AR", DecodeConfig(mode="autoregressive", max_new_tokens=new_tokens)),
-             ("ngram depth 4", DecodeConfig(mode="speculative", drafter="ngram", depth=4, max_new_tokens=new_tokens)))  # fmt: skip
+    modes = (
+        ("AR", DecodeConfig(mode="autoregressive", max_new_tokens=new_tokens)),
+        ("ngram depth 4", DecodeConfig(mode="speculative", drafter="ngram", depth=4, max_new_tokens=new_tokens)),
+    )
 
     def force_cudnn(dev):
         torch.backends.cuda.enable_cudnn_sdp(True)
@@ -107,10 +109,10 @@ def main() -> None:
         for rnd in range(2):
             for name, ctx in (("default", contextlib.nullcontext), ("cuDNN excluded", lambda: sdpa_kernel(NO_CUDNN))):
                 with ctx():  # a fresh context length per run, so no shape is ever seen twice
-                    t = decode_steps(model, lean, device, args.context + (args.steps + 1) * (2 * rnd + (name != "default")),
-                                     args.steps, seed=rnd)  # fmt: skip
-                print(f"{shape:<14} {name:<16} {rnd:>5} {t[0]:>10.2f} {statistics.median(t):>8.2f} "
-                      f"{statistics.mean(t):>8.2f}", flush=True)  # fmt: skip
+                    t = decode_steps(
+                        model, lean, device, args.context + (args.steps + 1) * (2 * rnd + (name != "default")), args.steps, seed=rnd
+                    )
+                print(f"{shape:<14} {name:<16} {rnd:>5} {t[0]:>10.2f} {statistics.median(t):>8.2f} {statistics.mean(t):>8.2f}", flush=True)
         del model, lean
         if device.type == "cuda":
             torch.cuda.empty_cache()
