@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from app.lessons import measurement as ms
 from app.lessons.load import cell
+from app.lessons.step_lesson import STEP_DEPTH, one_step, one_step_models
 from app.views import metrics
 from engine import DecodeConfig, generate
 from engine.bench.harness import run_cells
@@ -430,6 +431,18 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             Knob("l7_batch", "Large batch", (4, 8, 16), 16),
         ),
         Prediction("At batch {batch}, the tree's tokens/s ÷ the chain's (1.0 = the same speed)?", "e.g. 1.2", width_ratio, width_models),
+        needs=("eagle", "model"),
+    ),
+    "one_step": Experiment(  # lesson 0: no knobs; its recording is the step-through trace (app/lessons/step_page.py)
+        one_step,
+        (),
+        Prediction(
+            f"Out of k = {STEP_DEPTH} drafts, how many will the target accept in this step?",
+            "e.g. 2",
+            lambda m, s: float(m["accepted"]),
+            one_step_models,
+            unit=" drafts",
+        ),
         needs=("eagle", "model"),
     ),
 }

@@ -14,7 +14,12 @@ Each lesson also has three check questions in a sibling file, lessons/NN-name.ch
 
     [{"question": "...", "options": ["...", "..."], "answer": 1, "explain": "..."}, ...]
 
-`answer` is the index of the right option; `explain` is the feedback shown after any answer. Plain
+`answer` is the index of the right option; `explain` is the feedback shown after any answer.
+
+A lesson's number is its file's NN prefix (`?lesson=N` links to it), and its body splits into sections
+(lessons/README.md): the lead (title to the first `## ` line, shown open above the experiment), `## On a GPU`
+(the GPU panel's text), `## Sources` (shown small at the end) and any other `## Heading` (a collapsed
+expander, in file order). Plain
 functions, no streamlit: tests/app/test_lesson_files.py checks them on temporary files and on the
 shipped lessons.
 """
@@ -36,6 +41,41 @@ class LessonError(ValueError):
 
 
 @dataclass(frozen=True)
+class Sections:
+    """A lesson body cut at its `## ` headings (lessons/README.md)."""
+
+    lead: str  # title to the first "## " line
+    gpu: str = ""  # the "## On a GPU" section's text
+    sources: str = ""  # the "## Sources" section's text
+    details: tuple[tuple[str, str], ...] = ()  # (heading, text) of every other "## " section, in file order
+
+
+GPU_HEADING, SOURCES_HEADING = "On a GPU", "Sources"
+
+
+def split_sections(body: str) -> Sections:
+    """Cut a lesson body at its `## ` lines (not inside ``` fences): the lead, the GPU text, the sources, the rest."""
+    parts: list[tuple[str | None, list[str]]] = [(None, [])]
+    fenced = False
+    for line in body.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if not fenced and line.startswith("## "):
+            parts.append((line[3:].strip(), []))
+        else:
+            parts[-1][1].append(line)
+    texts = [(heading, "\n".join(lines).strip()) for heading, lines in parts]
+    named = {heading: text for heading, text in texts[1:]}
+    details = tuple((h, t) for h, t in texts[1:] if h not in (GPU_HEADING, SOURCES_HEADING))
+    return Sections(texts[0][1], named.get(GPU_HEADING, ""), named.get(SOURCES_HEADING, ""), details)
+
+
+def lesson_number(source: str) -> int:
+    """The NN prefix of a lesson file name ("03-x.md" -> 3); -1 when it has none."""
+    return int(source[:2]) if source[:2].isdigit() else -1
+
+
+@dataclass(frozen=True)
 class Lesson:
     source: str  # file name, for messages
     title: str  # the first "# " heading, without the "#"
@@ -44,6 +84,15 @@ class Lesson:
     problem: str | None = None  # why the page cannot run this lesson's experiment (None: it can)
     checks: tuple[Check, ...] = ()  # the three check questions (empty if the checks file has a problem)
     checks_problem: str | None = None  # why the checks file could not be used
+
+    @property
+    def number(self) -> int:
+        """The file's NN prefix: `?lesson=N` and the lessons' own links name it."""
+        return lesson_number(self.source)
+
+    @property
+    def sections(self) -> Sections:
+        return split_sections(self.body)
 
 
 @dataclass(frozen=True)

@@ -160,6 +160,14 @@ SPECS = {
         "drafter": "str",
         "rows": [{"batch": "int", "contender": "str", "tokens_per_s": "num", "mean_depth": "num", "alpha": "num?"}],
     },
+    "one_step": {  # lesson 0: one speculative step (app/views/stepthrough.py step_measurement)
+        **{k: "int" for k in ("step", "k", "accepted", "gained", "tokens_per_pass")},
+        **{k: "num" for k in ("draft_ms", "verify_ms", "step_ms")},
+        **{k: "num?" for k in ("alpha", "plain_step_ms")},
+        "next_kind": "str",
+        "plain_source": "str",
+        "same_text?": "bool",
+    },
     "width": {
         "drafter": "str",
         "depth": "int",

@@ -35,15 +35,52 @@ def speculative_steps(trace) -> list[int]:
 
 
 def interesting_step(trace) -> int | None:
-    """The first step with a rejection (so every stage has something to show), else the first speculative one."""
+    """The first step that accepts some drafts and rejects one (so every stage has something to show), else the
+    first with a rejection, else the first speculative one."""
     steps = speculative_steps(trace)
     for i in steps:  # a tree step: one whose accepted path is at least 2 deep as well, so the walk shows
         if any(q.tree is not None and q.num_accepted >= 2 and q.num_rejected for q in trace.steps[i].seqs):
             return i
     for i in steps:
+        if any(q.tree is None and q.num_accepted and q.num_rejected for q in trace.steps[i].seqs):
+            return i
+    for i in steps:
         if any(q.num_rejected for q in trace.steps[i].seqs):
             return i
     return steps[0] if steps else None
+
+
+def step_measurement(trace, index: int, plain=None) -> dict:
+    """Lesson 0's measurement (app/lessons/measurement.py "one_step") of step `index`, row 0: k, how many drafts
+    were kept, the tokens gained and the step's timings, with the cost of one plain step to set it against: the
+    median step of `plain` (plain decoding of the same prompt) when given, else of the run's own steps that
+    drafted nothing (None when there are none)."""
+    step = trace.steps[index]
+    q = step.seqs[0]
+    if plain is not None:
+        plain_ms = [s.step_ms for s in plain.steps if s.kind == "decode"]
+        source = f"plain decoding of the same prompt, median of {len(plain_ms)} steps"
+    else:
+        plain_ms = [s.step_ms for s in trace.steps if s.kind == "decode" and s.depth == 0]
+        source = f"the same run's steps that drafted nothing (median of {len(plain_ms)})"
+    plain_ms.sort()
+    out = {
+        "step": index,
+        "k": len(q.drafted),
+        "accepted": q.num_accepted,
+        "gained": len(q.emitted),
+        "next_kind": q.next_kind,
+        "draft_ms": step.draft_ms,
+        "verify_ms": step.verify_ms,
+        "step_ms": max(step.step_ms, step.draft_ms + step.verify_ms),  # a step never costs less than its own parts
+        "tokens_per_pass": step.tokens_per_pass,
+        "alpha": trace.summary.get("alpha"),
+        "plain_step_ms": plain_ms[len(plain_ms) // 2] if plain_ms else None,
+        "plain_source": source if plain_ms else "no plain step was measured",
+    }
+    if plain is not None:
+        out["same_text"] = [s["text"] for s in plain.sequences] == [s["text"] for s in trace.sequences]
+    return out
 
 
 def _tokens_before(trace, index: int, seq: int) -> int:
@@ -158,8 +195,6 @@ def tree_stages(trace, index: int, seq_pos: int = 0) -> list[Stage]:
     nodes, a, depths, path = len(tree.ids), q.num_accepted, tree.depths, tree.path()
     n = _tokens_before(trace, index, q.seq)
     greedy = float(trace.config.get("temperature", 0.0)) == 0.0
-    cfg = trace.config
-    topk = cfg.get("tree_topk")
 
     def label(i: int) -> str:
         return "root (last token)" if i < 0 else f"node {i + 1}"
@@ -168,33 +203,7 @@ def tree_stages(trace, index: int, seq_pos: int = 0) -> list[Stage]:
         {"node": i + 1, "parent": label(tree.parents[i]), "depth": depths[i], "token": repr(tree.texts[i]), "draft q": f"{tree.q[i]:.3f}"}
         for i in range(nodes)
     ]
-    out = [
-        Stage(
-            TREE_STAGES[0],
-            [
-                f"Sequence {q.seq + 1} has {n} tokens so far, ending {_text_before(trace, index, q.seq)!r}.",
-                f"The drafter ({cfg.get('drafter', '')}) grew a tree level by level in {step.draft_ms:.1f} ms: at each level "
-                f"the top-{topk} children of the {topk} best nodes so far, then the {nodes} nodes of highest joint confidence "
-                f"(the product of q along the path), {max(depths, default=0)} levels deep (EAGLE-2).",
-                "A chain would have proposed one continuation; the tree proposes several at once, branching where the drafter is unsure.",
-            ],
-            rows,
-        )
-    ]
-    out.append(
-        Stage(
-            TREE_STAGES[1],
-            [
-                f"The target ran ONE forward pass over [last token, node 1..node {nodes}]: {step.tokens_per_pass} tokens, "
-                f"{step.verify_ms:.1f} ms, {step.target_flops / 1e9:.2f} GFLOP and {step.target_bytes / 1e6:.0f} MB by the "
-                "engine's counts.",
-                "A tree attention mask lets each node see the context and its own ancestors only, at the position of its "
-                "depth, so every node's p is the target's probability after its own path, as if that path had been "
-                "decoded alone.",
-            ],
-            [r | {"target p": f"{tree.p[i]:.3f}"} for i, r in enumerate(rows)],
-        )
-    )
+    out = _tree_draft_and_verify(trace, index, q, n, rows)
     rule = (
         "greedy: walk down from the root, each time to the child whose token is the target's argmax after its "
         "parent; stop where no child matches"
@@ -244,6 +253,40 @@ def tree_stages(trace, index: int, seq_pos: int = 0) -> list[Stage]:
                 f"place) and drops the other {held - (n + a)}. The correction or bonus token is the next step's 'last token'.",
             ],
             [],
+        )
+    )
+    return out
+
+
+def _tree_draft_and_verify(trace, index: int, q, n: int, rows: list[dict]) -> list[Stage]:
+    """Stages 1 and 2 of a draft-tree step: the tree grown by the drafter, then the one pass over all its nodes."""
+    step, tree, cfg = trace.steps[index], q.tree, trace.config
+    nodes, depths, topk = len(tree.ids), tree.depths, cfg.get("tree_topk")
+    out = [
+        Stage(
+            TREE_STAGES[0],
+            [
+                f"Sequence {q.seq + 1} has {n} tokens so far, ending {_text_before(trace, index, q.seq)!r}.",
+                f"The drafter ({cfg.get('drafter', '')}) grew a tree level by level in {step.draft_ms:.1f} ms: at each level "
+                f"the top-{topk} children of the {topk} best nodes so far, then the {nodes} nodes of highest joint confidence "
+                f"(the product of q along the path), {max(depths, default=0)} levels deep (EAGLE-2).",
+                "A chain would have proposed one continuation; the tree proposes several at once, branching where the drafter is unsure.",
+            ],
+            rows,
+        )
+    ]
+    out.append(
+        Stage(
+            TREE_STAGES[1],
+            [
+                f"The target ran ONE forward pass over [last token, node 1..node {nodes}]: {step.tokens_per_pass} tokens, "
+                f"{step.verify_ms:.1f} ms, {step.target_flops / 1e9:.2f} GFLOP and {step.target_bytes / 1e6:.0f} MB by the "
+                "engine's counts.",
+                "A tree attention mask lets each node see the context and its own ancestors only, at the position of its "
+                "depth, so every node's p is the target's probability after its own path, as if that path had been "
+                "decoded alone.",
+            ],
+            [r | {"target p": f"{tree.p[i]:.3f}"} for i, r in enumerate(rows)],
         )
     )
     return out

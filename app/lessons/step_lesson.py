@@ -1,0 +1,46 @@
+"""Lesson 0, "One speculative step": its experiment (one real step, beside plain decoding of the same prompt)
+and the model its prediction is set against. No streamlit; the page part is app/lessons/step_page.py.
+
+The recorded version is assets/lessons/step-through.json (scripts/record/record_lessons.py), a Trace whose
+step is chosen by app/views/stepthrough.py `interesting_step`: one that keeps some drafts and rejects one.
+"""
+
+from __future__ import annotations
+
+from app.views import metrics, stepthrough
+from engine import DecodeConfig, generate
+from engine.bench.prompts import batch_prompts
+from engine.costs import expected_tokens_per_step
+from engine.drafters import drafter_name
+
+STEP_DEPTH, STEP_TOKENS = 4, 16  # the step-through's run: batch 1, greedy, depth 4, 16 new tokens
+
+
+def one_step_traces(pair) -> tuple:
+    """(speculative, plain) traces of one held-out prompt at batch 1, greedy: the run the recorded step-through
+    makes (the EAGLE head where the pair has one, else the draft model), and plain decoding of the same prompt."""
+    drafter = "eagle" if drafter_name(pair, "eagle") else "model"
+    prompts = batch_prompts("heldout", 1)
+    spec = generate(pair, prompts, DecodeConfig(depth=STEP_DEPTH, drafter=drafter, max_new_tokens=STEP_TOKENS, seed=0))
+    plain = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=STEP_TOKENS))
+    return spec, plain
+
+
+def measure(spec, plain=None) -> dict:
+    """The lesson's measurement of a speculative trace's chosen step (ValueError when it drafted nothing)."""
+    index = stepthrough.interesting_step(spec)
+    if index is None or spec.steps[index].seqs[0].tree is not None:
+        raise ValueError("the run has no chain step that drafted: nothing to step through")
+    return stepthrough.step_measurement(spec, index, plain)
+
+
+def one_step(pair, probe, s: dict) -> dict:
+    spec, plain = one_step_traces(pair)
+    return measure(spec, plain)
+
+
+def one_step_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
+    """Leviathan's expected kept drafts with the run's α: E[tokens per step] − 1 = α(1 − α^k) ÷ (1 − α)."""
+    alpha = m.get("alpha")
+    expected = expected_tokens_per_step(alpha, m["k"]) - 1 if alpha is not None else None
+    return [(f"Leviathan: expected kept drafts, E[tokens per step] − 1, with the run's α = {metrics.fmt(alpha)}", expected)]
