@@ -44,3 +44,33 @@ def one_step_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
     alpha = m.get("alpha")
     expected = expected_tokens_per_step(alpha, m["k"]) - 1 if alpha is not None else None
     return [(f"Leviathan: expected kept drafts, E[tokens per step] − 1, with the run's α = {metrics.fmt(alpha)}", expected)]
+
+
+def verdict(m: dict) -> str:
+    """What the step shows, computed from its measurement: the tokens one pass gained, and whether the step took
+    less time than the plain steps it replaced (one step, timed once: a first look, not a benchmark)."""
+    gained, step = m["gained"], m["step_ms"]
+    own = "bonus" if m["next_kind"] == "bonus" else "correction"
+    out = (
+        f"The target kept {m['accepted']} of {m['k']} drafts and added its own token (a {own}): {gained} token(s) "
+        f"from one pass over {m['tokens_per_pass']} tokens."
+    )
+    if m.get("same_text") is True:
+        out += " Plain decoding of the same prompt wrote the same text: lossless."
+    elif m.get("same_text") is False:
+        out += " Plain decoding wrote a different text here: a near-tie rounded differently (see 'Greedy and sampling')."
+    plain = m.get("plain_step_ms")
+    if plain is None:
+        return out + " No plain step was measured beside it, so this run cannot say whether the step saved time."
+    total = gained * plain
+    if step < total:
+        return out + (
+            f" Plain decoding needs {gained} step(s) for them, {total:.1f} ms at {plain:.1f} ms each; this step took "
+            f"{step:.1f} ms ({total / step:.2f}× less), because its one pass over k + 1 tokens cost "
+            f"{m['verify_ms'] / plain:.2f}× a whole plain step. One step timed once: lessons 1 to 3 measure it properly."
+        )
+    return out + (
+        f" Plain decoding needs {gained} step(s) for them, {total:.1f} ms at {plain:.1f} ms each; this step took "
+        f"{step:.1f} ms, no less: drafting and verifying cost more than the plain steps they replaced. One step "
+        "timed once: lessons 1 to 3 measure it properly."
+    )

@@ -1,0 +1,286 @@
+"""The Lessons page's parts (app/app_pages/lessons.py calls them in order): the lesson picker and the teacher's
+plan, the lead, the settings, the prediction, the experiment's result (live or recorded), the GPU panel, the
+detail expanders, the check questions, the worksheet and the sources.
+
+A lesson's sections come from its file (app/lessons/files.py Sections, lessons/README.md). Results come from a
+live run on this machine or, in teacher mode and once a prediction is entered, from the recording shipped in
+assets/lessons/, labelled with its machine and date; "Re-measure live" is always beside it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+from pathlib import Path
+
+import streamlit as st
+
+from app import resources
+from app.lessons import measurement, show, step_page, worksheet
+from app.lessons.experiments import Experiment
+from app.lessons.show import SHOW, key_numbers
+from app.lessons.step_lesson import measure, one_step_traces
+from app.page_helpers import load_pair_or_error, show_failure, url_fallbacks
+from app.url_keys import bound
+from app.views.step_pictures import plain_vs_step_rows
+from engine import ConfigError
+from engine.drafters import available_drafters
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSONS_DIR = ROOT / "lessons"
+TEACHER_FILE = LESSONS_DIR / "teacher.md"
+RECORDINGS = ROOT / "assets" / "lessons"
+PAGE = "lessons"  # its bound widgets and their labels: app/url_keys.py
+STEP_LESSON = "one_step"  # lesson 0's experiment: its body is the step-through (app/lessons/step_page.py)
+# What an experiment can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
+EXPERIMENT_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
+
+
+# --- picking a lesson -------------------------------------------------------------------------------
+def url_shown(text: str) -> str:
+    clean = " ".join(str(text).replace("`", "'").split())
+    return "`" + (clean if len(clean) <= 20 else clean[:19] + "…") + "`"
+
+
+def pick_lesson(by_number: dict, raw: dict, notices: list[str]) -> int:
+    """The lesson number (the file's NN prefix) from `?lesson=N` on a session's first run (a bad value: the first
+    lesson and a notice), then the selectbox; the URL follows the choice."""
+    numbers = sorted(by_number)
+    if "lesson_pick" not in st.session_state:
+        text = raw.get("lesson", str(numbers[0])).strip()
+        chosen = int(text) if text.isdigit() and int(text) in by_number else numbers[0]
+        if "lesson" in raw and str(chosen) != text:
+            notices.append(
+                f"The link asked for lesson {url_shown(text)}, which does not exist; it shows lesson {numbers[0]} instead "
+                f"(lessons {numbers[0]} to {numbers[-1]})."
+            )
+        st.session_state["lesson_pick"] = chosen
+    pick = st.selectbox("Lesson", numbers, key="lesson_pick", format_func=lambda n: by_number[n].title)
+    st.query_params["lesson"] = str(pick)
+    return pick
+
+
+def teacher_plan(teacher: bool) -> None:
+    """lessons/teacher.md, the 50-minute class plan: open at the top in teacher mode, collapsed otherwise."""
+    try:
+        text = TEACHER_FILE.read_text(encoding="utf-8")
+    except OSError as exc:
+        st.warning(f"The teacher's plan ({TEACHER_FILE.name}) could not be read: {exc.strerror or exc}.")
+        return
+    with st.expander("🧑‍🏫 For the teacher: a 50-minute class plan", expanded=teacher):
+        st.markdown(text)
+
+
+# --- the lesson's text ------------------------------------------------------------------------------
+def show_lead(lesson) -> None:
+    st.header(lesson.title)
+    st.markdown(lesson.sections.lead)
+    if lesson.number != 0 and lesson.experiment != STEP_LESSON:
+        st.caption("New to the mechanism? [Lesson 0, one speculative step](?lesson=0) walks through it stage by stage.")
+
+
+def show_gpu(lesson, settings: dict) -> None:
+    """The GPU panel: app/lessons/show.py `show_gpu_panel` (its figures, named GPU and sources) with the lesson's
+    '## On a GPU' text; where that is not there yet, the text alone in a bordered panel."""
+    text = lesson.sections.gpu
+    panel = getattr(show, "show_gpu_panel", None)
+    if panel is not None:
+        panel(lesson.experiment, settings, text)
+    elif text:
+        with st.container(border=True):
+            st.subheader("🖥 On a GPU")
+            st.markdown(text)
+
+
+def show_details(lesson) -> None:
+    for heading, text in lesson.sections.details:
+        with st.expander(heading):
+            st.markdown(text)
+
+
+def show_sources(lesson) -> None:
+    if lesson.sections.sources:
+        st.caption("**Sources.** " + lesson.sections.sources)
+
+
+# --- settings, prediction, result -------------------------------------------------------------------
+def draw_settings(experiment: Experiment, raw: dict, notices: list[str]) -> dict:
+    """The lesson's knobs, bound to the URL; a link value a knob cannot take gets a notice and the default."""
+    if not experiment.knobs:
+        return {}
+    values, labels = {}, {}
+    with st.expander("Settings of this experiment (kept in the link)", expanded=False):
+        cols = st.columns(len(experiment.knobs))
+        for col, knob in zip(cols, experiment.knobs):
+            values[knob.key] = col.select_slider(
+                knob.label, knob.options, value=knob.default, **bound(PAGE, knob.key), help=knob.help or None
+            )
+            labels[knob.key] = knob.label
+    notices += url_fallbacks(raw, values, labels)
+    return {key.split("_", 1)[1]: value for key, value in values.items()}
+
+
+def prediction(i: int, experiment: Experiment, settings: dict):
+    return st.number_input(
+        f"Your prediction: {experiment.predict.question.format(**settings)}",
+        min_value=0.0,
+        max_value=1000.0,
+        value=None,
+        step=0.05,
+        format="%.2f",
+        placeholder=experiment.predict.placeholder,
+        key=f"l{i}_guess",
+    )
+
+
+@st.cache_data(show_spinner=False)
+def _recording(name: str, mtime: float) -> tuple[dict | None, str | None]:
+    """(the checked recording, None) or (None, why it cannot be used). mtime keys the cache to the file."""
+    try:
+        return measurement.load_record(RECORDINGS / f"{name}.json"), None
+    except measurement.MeasurementError as exc:
+        return None, str(exc)
+
+
+def load_recording(name: str) -> tuple[dict | None, str | None, object]:
+    """(record, problem, the recorded trace for lesson 0 else None)."""
+    if name == STEP_LESSON:
+        return step_page.recorded_one_step()
+    path = RECORDINGS / f"{name}.json"
+    return (*_recording(name, path.stat().st_mtime if path.exists() else 0.0), None)
+
+
+def recorded_label(rec: dict) -> str:
+    return f"recorded on {rec['machine']}, {rec['dtype']}, {rec['date']} ({rec['note']})"
+
+
+def _measure_live(name: str, experiment: Experiment, pair, probe, settings: dict) -> tuple[dict, object]:
+    """(the checked measurement, lesson 0's trace to step through, else None)."""
+    if name == STEP_LESSON:
+        spec, plain = one_step_traces(pair)
+        return measurement.check_measurement(name, measure(spec, plain)), spec
+    return measurement.check_measurement(name, experiment.run(pair, probe, settings)), None
+
+
+def run_live(i: int, name: str, experiment: Experiment, settings: dict) -> None:
+    """Load the pair (first live run only), run the experiment under the run lock, keep its checked measurement."""
+    loaded = load_pair_or_error("embedded", "auto", with_probe=True)
+    if loaded is None:
+        return
+    pair, probe = loaded
+    if experiment.needs and not set(experiment.needs) & set(available_drafters(pair)):
+        st.warning("This experiment needs a model drafter (the draft model or the EAGLE head), and this pair has none.")
+        return
+    with resources.model_turn(st.empty()):
+        try:
+            with st.spinner("Measuring…"):
+                result, trace = _measure_live(name, experiment, pair, probe, settings)
+        except EXPERIMENT_ERRORS as exc:
+            show_failure("The experiment failed", exc)
+            return
+    st.session_state[f"lesson{i}"] = {
+        "measurement": result,
+        "settings": settings,
+        "source": "live",
+        "label": f"measured live on {probe.device_name}, {probe.dtype}, {dt.date.today().isoformat()}",
+        "trace": trace,
+    }
+
+
+def _draw_show(name: str, result: dict) -> None:
+    """SHOW[name] with the result's label where it takes one (the figures' machine-and-date subtitle)."""
+    draw = SHOW[name]
+    if "label" in inspect.signature(draw).parameters:
+        draw(result["measurement"], result["settings"], label=result["label"])
+    else:
+        draw(result["measurement"], result["settings"])
+
+
+def show_prediction(experiment: Experiment, guess, m: dict, s: dict) -> list[dict]:
+    p = experiment.predict
+    measured = p.measured(m, s)
+    rows = worksheet.prediction_rows(guess, measured, p.models(m, s), p.unit)
+    st.markdown("**Your guess, the measurement and the models**")
+    st.dataframe(rows, hide_index=True)
+    line = worksheet.guess_line(guess, measured, p.unit)
+    if line:
+        st.markdown(line)
+    return rows
+
+
+def experiment_block(i: int, name: str, experiment: Experiment, settings: dict, guess, teacher: bool) -> tuple[dict | None, list]:
+    """The run button, the recording, and the result (its figure first, then guess vs measured vs model).
+    Returns (the result shown or None, the prediction rows)."""
+    rec, rec_problem, rec_trace = load_recording(name)
+    rec_fits = rec is not None and rec["settings"] == settings
+    waiting = guess is None and not teacher
+    if waiting:
+        st.caption("Enter your prediction first: the results unlock once you have committed to a number.")
+    run_col, rec_col = st.columns([1, 3], vertical_alignment="center")
+    label = "↻ Re-measure live" if rec_fits else "▶ Run the experiment live"
+    if run_col.button(label, key=f"lesson{i}_run", type="primary", disabled=waiting):
+        run_live(i, name, experiment, settings)
+    result = st.session_state.get(f"lesson{i}")
+    if result is not None and result["settings"] != settings:
+        result = None  # measured with other settings: not this experiment
+    if rec_problem and rec is None:
+        rec_col.warning(f"No usable recording for this lesson: {rec_problem}")
+    elif not rec_fits:
+        rec_col.caption("The shipped recording used the default settings; run it live for these.")
+    if result is None and rec_fits and not waiting:
+        result = {"measurement": rec["measurement"], "settings": rec["settings"], "source": "recorded", "label": recorded_label(rec)}
+        result["trace"] = rec_trace
+    if result is not None:
+        icon = "📼" if result["source"] == "recorded" else "⏱"
+        box = rec_col.warning if "DISTURBED" in result["label"] else rec_col.info  # a recording marked disturbed
+        box(
+            f"{icon} These numbers were {result['label']}."
+            + (" Press Re-measure live to measure on the machine serving this page." if result["source"] == "recorded" else "")
+        )
+    if name == STEP_LESSON:  # the step is shown before a prediction too, up to the stages that give it away
+        trace = result["trace"] if result is not None else rec_trace
+        if trace is not None:
+            step_page.show_one_step(result, trace, locked=waiting)
+    elif result is not None:
+        _draw_show(name, result)
+    rows = show_prediction(experiment, guess, result["measurement"], result["settings"]) if result is not None else []
+    return result, rows
+
+
+# --- after the result ----------------------------------------------------------------------------------
+def show_checks(i: int, lesson) -> None:
+    st.subheader("Check your understanding")
+    if lesson.checks_problem:
+        st.error(lesson.checks_problem, icon=":material/error:")
+        return
+    for j, check in enumerate(lesson.checks, start=1):
+        answer = st.radio(
+            f"{j}. {check.question}",
+            list(range(len(check.options))),
+            index=None,
+            key=f"l{i}_check{j}",
+            format_func=lambda o, c=check: c.options[o],
+        )
+        if answer is not None:
+            (st.success if answer == check.answer else st.error)(
+                ("Right. " if answer == check.answer else f"Not quite: the answer is “{check.options[check.answer]}”. ") + check.explain
+            )
+
+
+def show_worksheet(i: int, lesson, experiment: Experiment, name: str, result: dict, rows: list[dict]) -> None:
+    m, s = result["measurement"], result["settings"]
+    calc_in = experiment.leviathan(m, s) or {}
+    calc = worksheet.hand_calculation(calc_in.get("alpha"), calc_in.get("k"), calc_in.get("c"))
+    numbers = (
+        key_numbers(name, m, s)
+        if name != STEP_LESSON
+        else [(r["how"], f"{r['time (ms)']} ms, {r['tokens']} tokens") for r in plain_vs_step_rows(m)]
+    )
+    page = worksheet.worksheet_html(lesson.title, experiment.predict.question.format(**s), rows, numbers, result["label"], calc)
+    st.download_button(
+        "⬇ Worksheet (printable HTML, one page)",
+        page,
+        file_name=f"speclab-lesson{i}-worksheet.html",
+        mime="text/html",
+        key=f"l{i}_worksheet",
+    )
