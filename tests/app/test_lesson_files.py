@@ -6,10 +6,19 @@ from pathlib import Path
 
 import pytest
 
-from app.lessons.files import LessonError, load_lessons, parse_checks, parse_lesson, split_front_matter
+from app.lessons.files import LessonError, lesson_number, load_lessons, parse_checks, parse_lesson, split_front_matter, split_sections
 
 ROOT = Path(__file__).resolve().parents[2]
-KNOWN = {"memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width"}  # the Lessons page's EXPERIMENTS
+KNOWN = {
+    "one_step",
+    "memory_bound",
+    "more_flops",
+    "past_the_ridge",
+    "turn_it_off",
+    "adaptive",
+    "by_load",
+    "width",
+}  # the page's EXPERIMENTS
 
 
 def test_front_matter_is_split_from_the_text():
@@ -55,9 +64,11 @@ def test_unknown_experiment_is_named_clearly(tmp_path):
 
 def test_shipped_lessons_name_known_experiments():
     lessons = load_lessons(ROOT / "lessons", KNOWN)
-    assert len(lessons) == 7
-    assert [lesson.problem for lesson in lessons] == [None] * 7
+    assert len(lessons) == 8
+    assert [lesson.problem for lesson in lessons] == [None] * 8
+    assert [lesson.number for lesson in lessons] == list(range(8))  # ?lesson=N is the file's NN prefix
     assert [lesson.experiment for lesson in lessons] == [
+        "one_step",
         "memory_bound",
         "more_flops",
         "past_the_ridge",
@@ -66,7 +77,8 @@ def test_shipped_lessons_name_known_experiments():
         "by_load",
         "width",
     ]
-    assert lessons[0].title == "1 · One token per pass leaves the arithmetic idle"
+    assert lessons[0].title == "0 · One speculative step"
+    assert lessons[1].title == "1 · One token per pass leaves the arithmetic idle"  # old links ?lesson=1..7 keep their lessons
 
 
 def test_page_experiments_match_the_shipped_lessons():
@@ -74,6 +86,32 @@ def test_page_experiments_match_the_shipped_lessons():
     from app.lessons.experiments import EXPERIMENTS
 
     assert set(EXPERIMENTS) == KNOWN
+
+
+def test_a_lesson_body_splits_into_lead_gpu_sources_and_details():
+    body = (
+        "\nLead **text**.\n\n## Why\nDetail one.\n```\n## not a heading (in a fence)\n```\n"
+        "## On a GPU\nH200 text.\n## Sources\nA paper.\n## In a batch\nDetail two.\n"
+    )
+    sections = split_sections(body)
+    assert sections.lead == "Lead **text**."
+    assert sections.gpu == "H200 text." and sections.sources == "A paper."
+    assert [h for h, _ in sections.details] == ["Why", "In a batch"]  # file order, GPU and sources left out
+    assert "## not a heading (in a fence)" in sections.details[0][1]
+    bare = split_sections("Only a lead.\n")
+    assert bare.lead == "Only a lead." and bare.gpu == "" and bare.sources == "" and bare.details == ()
+
+
+def test_lesson_numbers_come_from_the_file_prefix():
+    assert lesson_number("00-one-step.md") == 0 and lesson_number("07-width.md") == 7 and lesson_number("notes.md") == -1
+
+
+def test_shipped_lessons_have_a_short_lead_a_gpu_panel_and_sources():
+    for lesson in load_lessons(ROOT / "lessons", KNOWN):
+        sections = lesson.sections
+        assert len(sections.lead.split()) <= 300, (lesson.source, len(sections.lead.split()))
+        assert sections.gpu and sections.sources, lesson.source
+        assert all(h and t for h, t in sections.details), lesson.source
 
 
 CHECK = {"question": "Q?", "options": ["a", "b", "c"], "answer": 1, "explain": "Because."}
