@@ -7,6 +7,7 @@ step is chosen by app/views/stepthrough.py `interesting_step`: one that keeps so
 
 from __future__ import annotations
 
+from app.lessons import measurement
 from app.views import metrics, stepthrough
 from engine import DecodeConfig, generate
 from engine.bench.prompts import batch_prompts
@@ -32,6 +33,26 @@ def measure(spec, plain=None) -> dict:
     if index is None or spec.steps[index].seqs[0].tree is not None:
         raise ValueError("the run has no chain step that drafted: nothing to step through")
     return stepthrough.step_measurement(spec, index, plain)
+
+
+def trace_label(trace) -> tuple[str, str, str]:
+    """(machine, dtype, date) a recorded trace names."""
+    probe = trace.meta.get("probe") or {}
+    return (
+        str(probe.get("device_name") or trace.meta.get("device_name") or trace.meta.get("device") or "machine not recorded"),
+        str(trace.meta.get("dtype", "dtype not recorded")),
+        str(trace.meta.get("recorded_at", "")),
+    )
+
+
+def record_of(trace) -> dict:
+    """A recorded step-through trace as lesson 0's checked recording (MeasurementError / ValueError if unusable)."""
+    machine, dtype, date = trace_label(trace)
+    note = (
+        f"a batch-1 greedy run, {trace.config.get('drafter')} drafter at depth {trace.config.get('depth')}; one step timed "
+        "once on a shared machine whose load was not recorded: timings noisy"
+    )
+    return measurement.make_record("one_step", measure(trace), machine=machine, dtype=dtype, note=note, settings={}, date=date or None)
 
 
 def one_step(pair, probe, s: dict) -> dict:

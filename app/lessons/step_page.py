@@ -10,7 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 from app.lessons import measurement
-from app.lessons.step_lesson import measure, verdict
+from app.lessons.step_lesson import record_of, trace_label, verdict
 from app.stepthrough_panel import draw_stages
 from app.views import step_pictures, stepthrough
 from engine import Trace, TraceError
@@ -37,36 +37,16 @@ def step_trace(kind: str) -> tuple[Trace | None, str | None]:
     return _step_trace(kind, path.stat().st_mtime if path.exists() else 0.0)
 
 
-def trace_label(trace) -> tuple[str, str, str]:
-    """(machine, dtype, date) a recorded trace names."""
-    probe = trace.meta.get("probe") or {}
-    return (
-        str(probe.get("device_name") or trace.meta.get("device_name") or trace.meta.get("device") or "machine not recorded"),
-        str(trace.meta.get("dtype", "dtype not recorded")),
-        str(trace.meta.get("recorded_at", "")),
-    )
-
-
 def recorded_one_step() -> tuple[dict | None, str | None, Trace | None]:
     """Lesson 0's recording: the chain step-through trace, its chosen step measured and checked like any lesson's
     recording. (record, None, trace) or (None, why not, None)."""
     trace, problem = step_trace("a chain step")
     if trace is None:
         return None, f"the recorded step could not be loaded ({problem})", None
-    machine, dtype, date = trace_label(trace)
     try:
-        record = measurement.make_record(
-            "one_step",
-            measure(trace),
-            machine=machine,
-            dtype=dtype,
-            note=f"a batch-1 greedy run, {trace.config.get('drafter')} drafter at depth {trace.config.get('depth')}",
-            settings={},
-            date=date or None,
-        )
+        return record_of(trace), None, trace
     except (ValueError, measurement.MeasurementError) as exc:
         return None, str(exc), None
-    return record, None, trace
 
 
 def _stage_buttons(last: int, locked: bool) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from app.lessons import measurement
 from app.lessons.experiments import EXPERIMENTS
-from app.lessons.step_lesson import measure, one_step_models, verdict
+from app.lessons.step_lesson import measure, one_step_models, record_of, verdict
 from app.views import step_pictures, stepthrough
 from engine import Trace
 
@@ -128,3 +128,11 @@ def test_plain_beside_the_step_figure_and_rows(trace):
     none = step_pictures.plain_vs_step_figure(m | {"plain_step_ms": None})
     assert all(b.y[0] == "one speculative step" for b in none.data)
     assert step_pictures.plain_vs_step_rows(m | {"plain_step_ms": None})[0]["time (ms)"] is None
+
+
+def test_lesson_0_recording_is_the_step_through_trace_labelled(trace):
+    record = record_of(trace)
+    assert record["experiment"] == "one_step" and record["settings"] == EXPERIMENTS["one_step"].defaults() == {}
+    assert record["machine"] == trace.meta["probe"]["device_name"] and record["date"] == trace.meta["recorded_at"]
+    assert record["dtype"] in ("float32", "bfloat16") and "noisy" in record["note"]
+    assert record["measurement"] == measure(trace)
