@@ -70,13 +70,23 @@ def test_hostile_links_fall_back_with_a_visible_notice(query, notice):
     at = _app(**query)
     _clean(at)
     assert notice in _texts(at.warning)
-    lesson = int(query["lesson"]) if query["lesson"] in ("1", "2") else 1
+    lesson = int(query["lesson"]) if query["lesson"] in ("1", "2") else 0  # a bad link: the first lesson, 0
     assert at.selectbox(key="lesson_pick").value == lesson
-    knobs = EXPERIMENTS[LESSONS[lesson - 1].experiment].knobs
+    knobs = EXPERIMENTS[LESSONS[lesson].experiment].knobs
     assert all(at.select_slider(key=k.key).value == k.default for k in knobs)  # the defaults are used
 
 
-@pytest.mark.parametrize("lesson", range(1, len(LESSONS) + 1))
+def test_lessons_are_numbered_by_their_files_and_old_links_keep_their_lessons():
+    assert [lesson.number for lesson in LESSONS] == list(range(len(LESSONS)))  # LESSONS[n] is lesson n
+    at = _app(lesson="1")
+    _clean(at)
+    assert at.selectbox(key="lesson_pick").value == 1
+    assert at.selectbox(key="lesson_pick").options == [lesson.title for lesson in LESSONS]
+    assert at.selectbox(key="lesson_pick").options[0] == "0 · One speculative step"
+    assert "One token per pass leaves the arithmetic idle" in at.header[0].value
+
+
+@pytest.mark.parametrize("lesson", range(len(LESSONS)))
 def test_each_lesson_waits_for_a_prediction_then_shows_its_recording(lesson):
     """Before a guess: Run is disabled and no result is shown. After: the shipped recording (labelled with its
     machine and date) appears at once, beside Re-measure live, with guess vs measured vs model and the worksheet."""
@@ -96,8 +106,9 @@ def test_each_lesson_waits_for_a_prediction_then_shows_its_recording(lesson):
     assert at.success  # the conclusion, computed from the recorded measurement
     table = _prediction_table(at)
     assert list(table["what"])[:2] == ["your guess", "measured"] and len(table) >= 3  # at least one model
-    assert list(table["value"])[0] == "1.50×"
-    assert "You guessed 1.50×" in _texts(at.markdown)
+    unit = EXPERIMENTS[LESSONS[lesson].experiment].predict.unit
+    assert list(table["value"])[0] == f"1.50{unit}"
+    assert f"You guessed 1.50{unit}" in _texts(at.markdown)
     assert at.get("download_button")  # the worksheet
 
 
@@ -121,7 +132,7 @@ def test_changed_settings_leave_the_recording_for_a_live_run():
 def test_check_questions_give_feedback():
     at = _app(lesson="2")
     _clean(at)
-    checks = LESSONS[1].checks
+    checks = LESSONS[2].checks  # LESSONS[n] is lesson n
     assert len(checks) == 3 and all(at.radio(key=f"l2_check{j}").value is None for j in (1, 2, 3))
     at.radio(key="l2_check1").set_value(checks[0].answer).run()
     assert "Right. " + checks[0].explain in _texts(at.success)
@@ -147,38 +158,71 @@ def test_glossary_is_in_the_sidebar_of_every_page():
         assert term in text, term
 
 
-def test_step_through_one_stage_per_click():
-    at = _app(lesson="2")
+def test_lesson_0_steps_through_one_step_and_waits_for_a_prediction_before_the_acceptance():
+    """Lesson 0: the recorded step, one stage at a time (picture, text, the engine's code); draft and verify are
+    open before a prediction, what the target kept (stages 3-5) and the figure only after one."""
+    at = _app(lesson="0")
     _clean(at)
-    assert "1 · draft" in _texts(at.markdown) and "2 · verify in one pass" not in _texts(at.markdown)
-    codes = _texts(at.code)
-    assert "# 1. draft" in codes and "def propose" in codes
-    for _ in range(4):
-        at.button(key="step_next").click().run()
+    assert "**1 · draft**" in _texts(at.markdown) and "**2 · verify in one pass**" not in _texts(at.markdown)
+    assert "# 1. draft" in _texts(at.code) and "def propose" in _texts(at.code)
+    assert at.button(key="step0_prev").disabled
+    at.button(key="step0_next").click().run()
+    _clean(at)
+    assert "**2 · verify in one pass**" in _texts(at.markdown) and "**1 · draft**" not in _texts(at.markdown)
+    assert at.button(key="step0_next").disabled and "Enter your prediction above" in _texts(at.caption)
+    assert not at.get("plotly_chart") and not at.success
+    at.number_input(key="l0_guess").set_value(2.0).run()
+    _clean(at)
+    for title in ("3 · accept the longest prefix", "4 · correction or bonus", "5 · roll back the KV cache"):
+        at.button(key="step0_next").click().run()
         _clean(at)
+        assert f"**{title}**" in _texts(at.markdown)
+    assert at.button(key="step0_next").disabled and not at.button(key="step0_prev").disabled
+    assert "def keep(self, new_lengths" in _texts(at.code) and "RaggedCache.keep marks them as holes" in _texts(at.text)
+    assert at.get("plotly_chart")  # plain decoding beside the step
+    assert "The target kept 3 of 4 drafts" in _texts(at.success)
+    table = _prediction_table(at)
+    assert list(table["value"])[:2] == ["2.00 drafts", "3.00 drafts"]
+    at.button(key="step0_prev").click().run()
+    assert "**4 · correction or bonus**" in _texts(at.markdown)
+
+
+def test_every_lesson_reads_in_order_with_its_gpu_panel_details_and_sources():
+    """Teacher mode, every lesson: lead, result, the GPU panel's text, the other sections as collapsed expanders,
+    the checks and the sources; lessons 1-7 link back to lesson 0 and keep no step-through (but lesson 7's tree)."""
+    for lesson in LESSONS:
+        at = _app(lesson=str(lesson.number), teacher="true")
+        _clean(at)
+        sections = lesson.sections
+        text = _texts(at.markdown)
+        assert sections.lead.splitlines()[0] in text and sections.gpu.splitlines()[0] in text
+        assert "On a GPU" in _texts(at.subheader)
+        labels = [e.label for e in at.main.expander]
+        assert [h for h, _ in sections.details] == [x for x in labels if x in dict(sections.details)]
+        assert "Sources." in _texts(at.caption)
+        linked = "[Lesson 0, one speculative step](?lesson=0)" in _texts(at.caption)
+        assert linked == (lesson.number != 0)
+        tree = [x for x in labels if "draft-tree step" in x]
+        assert bool(tree) == (lesson.experiment == "width")
+
+
+def test_the_teacher_plan_opens_at_the_top_in_teacher_mode():
+    at = _app(lesson="2")
+    plan = next(e for e in at.main.expander if "For the teacher" in e.label)
+    assert not plan.proto.expanded
+    at = _app(lesson="2", teacher="true")
+    plan = next(e for e in at.main.expander if "For the teacher" in e.label)
+    assert plan.proto.expanded and "50" in _texts(plan.markdown)
+
+
+def test_step_through_a_draft_tree_step_in_lesson_7():
+    at = _app(lesson="7")
+    _clean(at)
     text, codes = _texts(at.markdown), _texts(at.code)
-    assert "5 · roll back the KV cache" in text and at.button(key="step_next").disabled
-    assert "def keep(self, new_lengths" in codes and "# 4. roll back" in codes and "def verify(" in codes
-    assert "RaggedCache.keep marks them as holes" in _texts(at.text)
-    at.button(key="step_reset").click().run()
-    assert "2 · verify in one pass" not in _texts(at.markdown)
-
-
-def test_step_through_a_draft_tree_step():
-    at = _app(lesson="2")
-    _clean(at)
-    at.radio(key="step_kind").set_value("a draft-tree step").run()
-    _clean(at)
-    assert "1 · draft a tree" in _texts(at.markdown) and "def grow_tree" in _texts(at.code)
-    for _ in range(4):
-        at.button(key="step_next").click().run()
-        _clean(at)
-    assert "5 · roll back to the path" in _texts(at.markdown) and at.button(key="step_next").disabled
-    codes = _texts(at.code)
-    assert "def keep_path(self" in codes and "def accept_tree_greedy(" in codes and "def attention(self)" in codes
+    for title in ("1 · draft a tree", "3 · accept the longest matching path", "5 · roll back to the path"):
+        assert f"**{title}**" in text
+    assert "def keep_path(self" in codes and "def accept_tree_greedy(" in codes and "def grow_tree" in codes
     assert "RaggedCache.keep_path copies" in _texts(at.text)
-    at.radio(key="step_kind").set_value("a chain step").run()  # back to the chain, from its first stage
-    assert "1 · draft" in _texts(at.markdown) and "2 · verify in one pass" not in _texts(at.markdown)
 
 
 @pytest.mark.slow
