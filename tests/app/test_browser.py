@@ -313,8 +313,8 @@ def test_a_hostile_trace_loads_runs_and_shows_nothing_it_did_not_come_with(serve
 
 def test_lessons_classroom_kit(server):
     """Lesson 2 from a deep link: the recording appears once a prediction is entered, with guess vs measured vs
-    model; the worksheet downloads as escaped HTML; the step-through advances one stage per click with the
-    engine's code; the glossary opens from the sidebar; a hostile link gets a notice, not a traceback."""
+    model; the worksheet downloads as escaped HTML; the page links back to lesson 0 (the step-through); the
+    glossary opens from the sidebar; a hostile link gets a notice, not a traceback."""
     (ROOT / "artifacts").mkdir(exist_ok=True)
     with browser_page(height=3000) as page:
         page.goto(f"{server}/lessons?lesson=2", timeout=60_000)
@@ -330,14 +330,7 @@ def test_lessons_classroom_kit(server):
             page.get_by_role("button", name="⬇ Worksheet (printable HTML, one page)").click()
         sheet = Path(download.value.path()).read_text(encoding="utf-8")
         assert "Leviathan's formula by hand" in sheet and "E[tokens per step]" in sheet and "recorded on" in sheet
-        page.get_by_text("One speculative step, stage by stage").click()
-        page.get_by_text("1 · draft").wait_for(timeout=30_000)
-        assert page.get_by_text("3 · accept the longest prefix").count() == 0
-        for _ in range(4):
-            page.get_by_role("button", name="Next stage ▶").click()
-            page.wait_for_timeout(700)
-        page.get_by_text("5 · roll back the KV cache").wait_for(timeout=30_000)
-        assert page.get_by_text("def keep(self, new_lengths").count() > 0  # the engine's own code beside it
+        page.get_by_text("Lesson 0, one speculative step").first.wait_for(timeout=10_000)  # the mechanism is lesson 0
         page.get_by_text("Glossary", exact=False).first.click()
         page.get_by_text("Ridge point").first.wait_for(timeout=10_000)
         assert page.get_by_text("Traceback").count() == 0
@@ -345,3 +338,39 @@ def test_lessons_classroom_kit(server):
         page.goto(f"{server}/lessons?lesson=%3Cb%3E9&l2_depth=abc", timeout=60_000)
         page.get_by_text("which does not exist").wait_for(timeout=60_000)
         assert page.get_by_text("Traceback").count() == 0
+
+
+def test_a_new_student_opens_lesson_0_from_a_link_and_works_through_it(server):
+    """A new student: lesson 0 from a deep link; draft and verify stage by stage (each a drawn picture beside the
+    engine's code), a prediction, stages 3 to 5, the chart of plain decoding beside the step, a check question
+    and its feedback."""
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    with browser_page(height=3000) as page:
+        page.goto(f"{server}/lessons?lesson=0", timeout=60_000)
+        page.get_by_role("heading", name="0 · One speculative step").wait_for(timeout=120_000)
+        page.get_by_text("1 · draft", exact=True).wait_for(timeout=30_000)
+        assert page.locator(".sp-draft").count() >= 4  # the drafted tokens, drawn
+        page.get_by_role("button", name="Next stage ▶").click()
+        page.get_by_text("2 · verify in one pass", exact=True).wait_for(timeout=30_000)
+        page.locator('table[aria-label="causal mask"]').wait_for(timeout=10_000)  # the causal mask's triangle
+        assert page.get_by_role("button", name="Next stage ▶").is_disabled()  # the rest waits for a prediction
+        guess = page.get_by_label("Your prediction: Out of k = 4 drafts, how many will the target accept in this step?")
+        guess.fill("2")
+        guess.press("Enter")
+        page.get_by_text("You guessed 2.00 drafts").wait_for(timeout=30_000)
+        for title in ("3 · accept the longest prefix", "4 · correction or bonus", "5 · roll back the KV cache"):
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('button')].some(b => b.innerText.includes('Next stage') && !b.disabled)",
+                timeout=30_000,
+            )
+            page.get_by_role("button", name="Next stage ▶").click()
+            page.get_by_text(title, exact=True).wait_for(timeout=30_000)
+        assert page.get_by_text("def keep(self, new_lengths").count() > 0  # the engine's own code beside it
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)  # plain decoding beside the step
+        page.get_by_text("The target kept 3 of 4 drafts").wait_for(timeout=10_000)
+        page.get_by_text("Plain decoding needs 4 step(s)", exact=False).first.wait_for(timeout=10_000)
+        question = page.locator('[data-testid="stRadio"]').filter(has_text="How many tokens does the step add").first
+        question.get_by_text("3", exact=True).click()
+        page.get_by_text("Right. Two accepted guesses", exact=False).wait_for(timeout=30_000)
+        assert page.get_by_text("Traceback").count() == 0
+        page.screenshot(path=str(ROOT / "artifacts" / "lesson-0.png"), full_page=True)
