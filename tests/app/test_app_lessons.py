@@ -254,3 +254,20 @@ def test_live_runs_at_small_settings():
     assert passes[0]["weight_bytes"] == passes[1]["weight_bytes"] and passes[0]["kv_bytes"] > passes[1]["kv_bytes"]
     assert m["m"]["flops_ratio"] >= 1.0
     assert "Both passes carry 2 tokens" in _texts(at.info)
+
+
+@pytest.mark.slow
+def test_lesson_0_re_measures_one_step_live():
+    """Re-measure live: one real speculative step (and plain decoding of the same prompt) on the embedded pair,
+    under the run lock; the step-through then steps through the live trace, labelled live."""
+    at = _app(lesson="0")
+    at.number_input(key="l0_guess").set_value(2.0).run()
+    at.button(key="lesson0_run").click().run()
+    _clean(at)
+    result = at.session_state["lesson0"]
+    assert result["source"] == "live" and result["trace"] is not None
+    m = result["measurement"]
+    assert m["plain_step_ms"] is not None and "plain decoding of the same prompt" in m["plain_source"]
+    assert m["step"] == result["trace"].steps[m["step"]].index and m["k"] == 4
+    assert "These numbers were measured live on" in _texts(at.info) and "measured live on" in _texts(at.caption)
+    assert f"The target kept {m['accepted']} of 4 drafts" in _texts(at.success)

@@ -349,7 +349,8 @@ def test_a_new_student_opens_lesson_0_from_a_link_and_works_through_it(server):
         page.goto(f"{server}/lessons?lesson=0", timeout=60_000)
         page.get_by_role("heading", name="0 · One speculative step").wait_for(timeout=120_000)
         page.get_by_text("1 · draft", exact=True).wait_for(timeout=30_000)
-        assert page.locator(".sp-draft").count() >= 4  # the drafted tokens, drawn
+        page.locator(".sp-draft").first.wait_for(timeout=30_000)  # the drafted tokens, drawn
+        assert page.locator(".sp-draft").count() >= 4
         page.get_by_role("button", name="Next stage ▶").click()
         page.get_by_text("2 · verify in one pass", exact=True).wait_for(timeout=30_000)
         page.locator('table[aria-label="causal mask"]').wait_for(timeout=10_000)  # the causal mask's triangle
