@@ -117,8 +117,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
     (  # 1: classes, students, predictions, revealed results, and the rate-limit logs
         "CREATE TABLE classes (code TEXT PRIMARY KEY, token_sha256 TEXT NOT NULL, created_at REAL NOT NULL, "
         "expires_at REAL NOT NULL, lesson TEXT, version INTEGER NOT NULL DEFAULT 0, row_count INTEGER NOT NULL DEFAULT 0)",
-        "CREATE TABLE students (student_id TEXT PRIMARY KEY, code TEXT NOT NULL, nickname TEXT NOT NULL, "
-        "joined_at REAL NOT NULL)",
+        "CREATE TABLE students (student_id TEXT PRIMARY KEY, code TEXT NOT NULL, nickname TEXT NOT NULL, joined_at REAL NOT NULL)",
         "CREATE INDEX students_by_code ON students (code)",
         "CREATE TABLE predictions (code TEXT NOT NULL, lesson TEXT NOT NULL, student_id TEXT NOT NULL, "
         "value REAL NOT NULL, at REAL NOT NULL, PRIMARY KEY (code, lesson, student_id))",
