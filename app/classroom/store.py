@@ -11,11 +11,11 @@ bring a file from any older version to the newest, each applied in one transacti
 SpecLab is refused, not guessed at).
 
 Security (a public Space, anyone can call any of these with any text):
-- class codes: 10 symbols of Crockford base32 = 50 bits from `secrets`. At most CLASSES_PER_HOUR x 12 h = 360
-  classes live at once and at most FAILED_JOINS_PER_MINUTE x 60 x 12 = 86,400 wrong-code attempts fit in a
+- class codes: 10 symbols of Crockford base32 = 50 bits from `secrets`. At most Limits.classes_per_hour (30) x 12 h = 360
+  classes live at once and at most Limits.failed_joins_per_minute (120) x 60 x 12 = 86,400 wrong-code attempts fit in a
   class's life, so a guesser finds *some* live class with probability <= 86,400 x 360 / 2**50 ~ 3e-8; even
   unthrottled at 1,000 guesses a second for 12 h it stays <= 4e7 x 360 / 2**50 ~ 1.4e-5.
-- joins are rate-limited per client (JOINS_PER_CLIENT_PER_MINUTE; the client key is what the caller knows,
+- joins are rate-limited per client (Limits.joins_per_client_per_minute, 20; the client key is what the caller knows,
   e.g. the IP address) and wrong codes globally; state() and every write need a student id or the teacher
   token, so no call is a cheaper oracle for codes than join().
 - the teacher token: 256 bits (secrets.token_urlsafe(32)); only its SHA-256 is stored, compared with
