@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from app.classroom.store import ClassroomError, ClassroomStore, normalize_code
+from app.classroom.inputs import ClassroomError, normalize_code
+from app.classroom.store import ClassroomStore
 from app.views import classroom as views
 from app.views.safe import md_escape, md_text
 

@@ -6,7 +6,7 @@ Space with persistent storage, else ~/.cache/speclab), in WAL mode: readers (30 
 one writer, and a class survives a server restart because every call opens its own short connection and
 commits before it returns (no state lives in the process).
 
-The schema is versioned: `schema_version` holds one number and MIGRATIONS is the ordered list of steps that
+The schema is versioned (app/classroom/schema.py): `schema_version` holds one number and MIGRATIONS is the ordered list of steps that
 bring a file from any older version to the newest, each applied in one transaction (a file from a newer
 SpecLab is refused, not guessed at).
 
@@ -36,63 +36,34 @@ PRAGMAs, applied only for the sqlite dialect.)
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
-import math
-import numbers
 import os
-import re
 import secrets
 import sqlite3
 import time
-import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-DB_NAME = "classes.sqlite3"
-CODE_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32: no I, L, O, U
-CODE_LENGTH = 10  # 10 x 5 = 50 bits
-CODE_BITS = CODE_LENGTH * 5
-TOKEN_BYTES = 32  # 256 bits
-STUDENT_ID_BYTES = 12  # 96 bits
-_LESSON = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_SECRET = re.compile(r"[A-Za-z0-9_-]{1,128}")
-
-
-class ClassroomError(ValueError):
-    """Any bad input or refused request; str(exc) is one line a page can show as it is."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The caps (see the module docstring for why these numbers)."""
-
-    class_life_s: float = 12 * 3600.0
-    classes_per_hour: int = 30
-    students_per_class: int = 300
-    rows_per_class: int = 20_000
-    nickname_chars: int = 24
-    result_bytes: int = 1_000_000
-    prediction_abs_max: float = 1e6
-    joins_per_client_per_minute: int = 20
-    failed_joins_per_minute: int = 120
-    max_question: int = 50
-    max_option: int = 25
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """What differs between database servers: how a write transaction begins, and the parameter marker."""
-
-    name: str
-    begin_write: str
-    marker: str = "?"
-
-
-SQLITE = Dialect("sqlite", "BEGIN IMMEDIATE")
+from app.classroom.inputs import (
+    DB_NAME,
+    STUDENT_ID_BYTES,
+    TOKEN_BYTES,
+    ClassroomError,
+    Limits,
+    _secret,
+    _sha256,
+    _small_int,
+    clean_nickname,
+    default_data_dir,
+    lesson_key,
+    new_code,
+    normalize_code,
+    prediction_value,
+)
+from app.classroom.schema import CLASS_TABLES, SQLITE, Dialect, _Cursor, migrate
 
 
 @dataclass(frozen=True)
@@ -112,113 +83,6 @@ class ClassState:
     nickname: str | None = None  # a student's own
 
 
-# Ordered: MIGRATIONS[i] brings a file from version i to version i + 1.
-MIGRATIONS: list[tuple[str, ...]] = [
-    (  # 1: classes, students, predictions, revealed results, and the rate-limit logs
-        "CREATE TABLE classes (code TEXT PRIMARY KEY, token_sha256 TEXT NOT NULL, created_at REAL NOT NULL, "
-        "expires_at REAL NOT NULL, lesson TEXT, version INTEGER NOT NULL DEFAULT 0, row_count INTEGER NOT NULL DEFAULT 0)",
-        "CREATE TABLE students (student_id TEXT PRIMARY KEY, code TEXT NOT NULL, nickname TEXT NOT NULL, joined_at REAL NOT NULL)",
-        "CREATE INDEX students_by_code ON students (code)",
-        "CREATE TABLE predictions (code TEXT NOT NULL, lesson TEXT NOT NULL, student_id TEXT NOT NULL, "
-        "value REAL NOT NULL, at REAL NOT NULL, PRIMARY KEY (code, lesson, student_id))",
-        "CREATE TABLE results (code TEXT NOT NULL, lesson TEXT NOT NULL, result_json TEXT NOT NULL, at REAL NOT NULL, "
-        "PRIMARY KEY (code, lesson))",
-        "CREATE TABLE creations (at REAL NOT NULL)",
-        "CREATE TABLE join_attempts (at REAL NOT NULL, client TEXT NOT NULL, ok INTEGER NOT NULL)",
-    ),
-    (  # 2: the check questions' answers, and which lessons' answers the teacher revealed
-        "CREATE TABLE answers (code TEXT NOT NULL, lesson TEXT NOT NULL, question INTEGER NOT NULL, "
-        "student_id TEXT NOT NULL, choice INTEGER NOT NULL, at REAL NOT NULL, "
-        "PRIMARY KEY (code, lesson, question, student_id))",
-        "CREATE TABLE answer_reveals (code TEXT NOT NULL, lesson TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (code, lesson))",
-    ),
-]
-SCHEMA_VERSION = len(MIGRATIONS)
-CLASS_TABLES = ("students", "predictions", "results", "answers", "answer_reveals")  # every row names its class
-
-
-def default_data_dir() -> Path:
-    """$SPECLAB_DATA, else /data/speclab where /data is a writable directory (a Space's persistent storage),
-    else ~/.cache/speclab."""
-    if os.environ.get("SPECLAB_DATA"):
-        return Path(os.environ["SPECLAB_DATA"]).expanduser()
-    space = Path("/data/speclab")
-    if os.access(space, os.W_OK) or (not space.exists() and os.access(space.parent, os.W_OK)):
-        return space
-    return Path.home() / ".cache" / "speclab"
-
-
-# --- input checks: each returns the clean value or raises ClassroomError --------------------------------------
-def normalize_code(text: object) -> str:
-    """A class code as typed or linked: case, spaces and dashes ignored; O read as 0, I and L as 1."""
-    if not isinstance(text, str) or len(text) > 40:
-        raise ClassroomError("That is not a class code (codes are 10 letters and digits).")
-    flat = re.sub(r"[\s-]", "", text).upper().translate(str.maketrans("OIL", "011"))
-    if len(flat) != CODE_LENGTH or any(ch not in CODE_ALPHABET for ch in flat):
-        raise ClassroomError("That is not a class code (codes are 10 letters and digits).")
-    return flat
-
-
-def lesson_key(lesson: object) -> str:
-    """A lesson as the store keys it: a number (1, 2, …) or a short name of letters, digits, '_', '.', '-'."""
-    if isinstance(lesson, numbers.Integral) and not isinstance(lesson, bool) and 0 <= lesson <= 10_000:
-        return str(int(lesson))
-    if isinstance(lesson, str) and _LESSON.fullmatch(lesson):
-        return lesson
-    raise ClassroomError("That is not a lesson this class knows.")
-
-
-def clean_nickname(text: object, max_chars: int) -> str:
-    """An optional nickname as plain text: whitespace collapsed, no control or format characters, at most
-    `max_chars` characters ('' when none is given)."""
-    if text is None:
-        return ""
-    if not isinstance(text, str):
-        raise ClassroomError("A nickname must be text.")
-    flat = " ".join(text.split())
-    if any(unicodedata.category(ch).startswith("C") for ch in flat):
-        raise ClassroomError("A nickname cannot hold control characters.")
-    if len(flat) > max_chars:
-        raise ClassroomError(f"Nicknames are at most {max_chars} characters; this one has {len(flat)}.")
-    return flat
-
-
-def prediction_value(value: object, abs_max: float) -> float:
-    """A prediction as a finite float with |x| <= abs_max (numbers, or text that is one number)."""
-    if isinstance(value, bool):
-        raise ClassroomError("A prediction must be a number.")
-    if isinstance(value, str) and len(value) <= 40:
-        try:
-            value = float(value.strip())
-        except ValueError:
-            raise ClassroomError("A prediction must be a number.") from None
-    if not isinstance(value, numbers.Real):
-        raise ClassroomError("A prediction must be a number.")
-    number = float(value)
-    if not math.isfinite(number):
-        raise ClassroomError("A prediction must be a finite number (not NaN or infinity).")
-    if abs(number) > abs_max:
-        raise ClassroomError(f"A prediction must lie between -{abs_max:g} and {abs_max:g}.")
-    return number
-
-
-def _small_int(value: object, low: int, high: int, what: str) -> int:
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and low <= value <= high:
-        return int(value)
-    raise ClassroomError(f"That is not a {what} of this lesson.")
-
-
-def _secret(value: object, what: str) -> str:
-    if isinstance(value, str) and _SECRET.fullmatch(value):
-        return value
-    raise ClassroomError(f"That {what} is not valid for this class.")
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-# --- the store ---------------------------------------------------------------------------------------------
 class ClassroomStore:
     """Classes in one database; every method is one short transaction, safe from many threads at once."""
 
@@ -534,59 +398,3 @@ class ClassroomStore:
         """Rows per table (for tests and the load script)."""
         with self._tx(write=False) as c:
             return {t: c.one(f"SELECT COUNT(*) FROM {t}")[0] for t in ("classes", *CLASS_TABLES, "creations", "join_attempts")}
-
-
-class _Cursor:
-    """The few statements the store needs, written with '?' and sent with the dialect's marker."""
-
-    def __init__(self, conn, marker: str) -> None:
-        self.conn, self.marker = conn, marker
-
-    def _exec(self, sql: str, args: tuple):
-        cur = self.conn.cursor()
-        cur.execute(sql if self.marker == "?" else sql.replace("?", self.marker), args)
-        return cur
-
-    def run(self, sql: str, *args) -> int:
-        return self._exec(sql, args).rowcount
-
-    def one(self, sql: str, *args):
-        return self._exec(sql, args).fetchone()
-
-    def all(self, sql: str, *args) -> list:
-        return self._exec(sql, args).fetchall()
-
-
-def new_code() -> str:
-    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
-
-
-def schema_version(store: ClassroomStore) -> int:
-    with store._tx(write=False) as c:
-        return _version(c)
-
-
-def _version(c: _Cursor) -> int:
-    c.run("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-    row = c.one("SELECT version FROM schema_version")
-    return row[0] if row else 0
-
-
-def migrate(store: ClassroomStore, upto: int = SCHEMA_VERSION) -> int:
-    """Apply MIGRATIONS[version:upto] in one transaction; returns the version the file is at now. A file written
-    by a newer SpecLab (a version this code does not know) is refused."""
-    with store._tx(write=True) as c:
-        version = _version(c)
-        if version > SCHEMA_VERSION:
-            raise ClassroomError(
-                f"The class database is schema version {version}, newer than this SpecLab knows "
-                f"({SCHEMA_VERSION}); update SpecLab or point SPECLAB_DATA elsewhere."
-            )
-        for step in MIGRATIONS[version:upto]:
-            for statement in step:
-                c.run(statement)
-        if upto > version:
-            c.run("DELETE FROM schema_version")
-            c.run("INSERT INTO schema_version (version) VALUES (?)", upto)
-            version = upto
-    return version

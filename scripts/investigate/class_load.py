@@ -25,8 +25,9 @@ from pathlib import Path
 
 import psutil
 
+from app.classroom.inputs import Limits
 from app.classroom.panel import POLL_S
-from app.classroom.store import ClassroomStore, Limits
+from app.classroom.store import ClassroomStore
 
 
 def student(store: ClassroomStore, code: str, k: int, stop: threading.Event, seen: dict, polls: list) -> None:

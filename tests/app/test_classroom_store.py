@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from app.classroom import store as store_module
-from app.classroom.store import CODE_BITS, MIGRATIONS, SCHEMA_VERSION, ClassroomError, ClassroomStore, Limits
+from app.classroom import inputs, schema
+from app.classroom.inputs import CODE_BITS, ClassroomError, Limits
+from app.classroom.schema import MIGRATIONS, SCHEMA_VERSION
+from app.classroom.store import ClassroomStore
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_800_000_000.0  # a fixed "now": every call below passes its own time
@@ -29,7 +31,7 @@ def _rows(path: Path) -> dict[str, int]:
     """Row counts read with a plain sqlite3 connection (not through the store)."""
     conn = sqlite3.connect(path)
     try:
-        return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("classes", *store_module.CLASS_TABLES)}
+        return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("classes", *schema.CLASS_TABLES)}
     finally:
         conn.close()
 
@@ -198,7 +200,7 @@ def test_classes_expire_after_12_hours_and_are_deleted(db):
         with pytest.raises(ClassroomError, match="No class with that code is running"):
             call()
     assert s.purge(now=end) == 0  # join's purge already deleted it ...
-    assert _rows(db) == dict.fromkeys(("classes", *store_module.CLASS_TABLES), 0)  # ... with every row it had
+    assert _rows(db) == dict.fromkeys(("classes", *schema.CLASS_TABLES), 0)  # ... with every row it had
 
 
 def test_purge_deletes_only_expired_classes(db):
@@ -392,19 +394,19 @@ def test_migration_from_schema_version_1(db):
     conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
     conn.execute("INSERT INTO schema_version VALUES (1)")
     code, token, sid = "ABCDE12345", "t" * 43, "s" * 16  # a class as the version-1 build wrote it
-    conn.execute("INSERT INTO classes VALUES (?, ?, ?, ?, '1', 3, 1)", (code, store_module._sha256(token), T0, T0 + 43200))
+    conn.execute("INSERT INTO classes VALUES (?, ?, ?, ?, '1', 3, 1)", (code, inputs._sha256(token), T0, T0 + 43200))
     conn.execute("INSERT INTO students VALUES (?, ?, 'Ann', ?)", (sid, code, T0))
     conn.execute("INSERT INTO predictions VALUES (?, '1', ?, 2.0, ?)", (code, sid, T0))
     assert "answers" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     conn.close()
 
     s = ClassroomStore(db)  # the new build opens the old file
-    assert store_module.schema_version(s) == SCHEMA_VERSION == 2
+    assert schema.schema_version(s) == SCHEMA_VERSION == 2
     assert s.state(code, student_id=sid, now=T0).my_prediction == 2.0
     s.answer(code, sid, 1, 1, 0, now=T0)
     s.reveal_answers(code, token, 1, now=T0)
     assert s.answer_counts(code, 1, student_id=sid, now=T0) == {1: {0: 1}}
-    assert store_module.schema_version(ClassroomStore(db)) == 2  # opening again changes nothing
+    assert schema.schema_version(ClassroomStore(db)) == 2  # opening again changes nothing
 
 
 def test_a_file_from_a_newer_speclab_is_refused(db):
@@ -421,7 +423,7 @@ def test_wal_mode_and_where_the_file_goes(tmp_path, monkeypatch):
     s = ClassroomStore()
     assert s.path == tmp_path / "data" / "classes.sqlite3" and s.path.exists() and s.journal_mode == "wal"
     monkeypatch.delenv("SPECLAB_DATA")
-    assert store_module.default_data_dir() in (Path("/data/speclab"), Path.home() / ".cache" / "speclab")
+    assert inputs.default_data_dir() in (Path("/data/speclab"), Path.home() / ".cache" / "speclab")
 
 
 def test_the_store_imports_neither_streamlit_nor_torch():
