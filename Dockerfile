@@ -31,7 +31,7 @@ RUN pip install --no-deps -e .
 USER user
 
 # Dequantise the embedded SmolLM2-135M-Instruct GGUF once at build time (~25 s), so the Space starts in seconds.
-RUN python -c "from engine.models import embedded_model_dir; print(embedded_model_dir())"
+RUN python -c "from engine.model.pair import embedded_model_dir; print(embedded_model_dir())"
 
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \

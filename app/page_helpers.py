@@ -1,6 +1,6 @@
 """What every page shares: load the model pair or say in one sentence why not, and report a failure.
 
-No page shows a traceback (DESIGN §5: one clear line, the traceback goes to the server log). Pages
+No page shows a traceback (docs/design.md §5: one clear line, the traceback goes to the server log). Pages
 catch the errors the engine documents (ConfigError, ModelLoadError, TraceError, ValueError, OSError,
 RuntimeError) and hand them to `show_failure`; `last_resort` is the one guard that catches anything,
 around drawing results (a replayed trace comes from an untrusted file).

@@ -1,7 +1,7 @@
 """The app's only shared state (st.cache_resource): model pairs, the hardware probe and the run lock.
 
 Everything here is shared by every session of the server. The model pair is stateless (all decoding
-state lives inside one engine call, DESIGN §2), the probe is a measurement, and the lock makes sure
+state lives inside one engine call, docs/design.md §1), the probe is a measurement, and the lock makes sure
 one run at a time touches the model, because timings of two overlapping runs would be meaningless.
 """
 

@@ -2,7 +2,7 @@
 
     from engine import load_pair, generate, generate_steps, DecodeConfig, Trace
 
-See ../DESIGN (README "Engine") for the contract. This package never imports streamlit or plotly.
+The contract: docs/design.md §4 (and the README's "Engine API"). This package never imports streamlit or plotly.
 """
 
 from engine.config import ConfigError, DecodeConfig

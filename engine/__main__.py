@@ -1,4 +1,4 @@
-"""Command line: python -m engine run | bench | passes | probe | predict   (DESIGN.md §3, plus `passes`, `predict`).
+"""Command line: python -m engine run | bench | passes | probe | predict   (docs/design.md §4).
 
     python -m engine run   --prompt TEXT [--prompt TEXT ...] --mode {autoregressive,speculative} [--depth K]
                            [--drafter {model,ngram,eagle}] [--confidence C] [--temperature T] [--top-p P] [--max-new-tokens N] [--seed S]

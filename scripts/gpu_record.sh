@@ -19,7 +19,7 @@ STASH=/root/gg
 case "${1:-}" in
   prepare)
     py=${PYTHON:-.venv/bin/python}
-    gguf=$("$py" -c "from engine.models import embedded_gguf_path; print(embedded_gguf_path())")
+    gguf=$("$py" -c "from engine.model.pair import embedded_gguf_path; print(embedded_gguf_path())")
     mkdir -p .gg1 .gg2 .whl
     head -c "$PART" "$gguf" > .gg1/p1
     tail -c +"$((PART + 1))" "$gguf" > .gg2/p2

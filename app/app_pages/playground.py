@@ -1,6 +1,6 @@
 """Playground: the same prompts decoded plainly and speculatively, live, then raced on one clock.
 
-Page shape (DESIGN §5): title, short prose, controls, results. Controls return values and are all
+Page shape (docs/design.md §7, Streamlit's demos): title, short prose, controls, results. Controls return values and are all
 bound to the URL query string, so a copied link reproduces the run; compute goes through the engine;
 drawing goes through the pure views in app/views.
 """

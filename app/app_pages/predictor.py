@@ -1,6 +1,6 @@
 """Predictor: a roofline model of pass time and speculative speedup on named GPUs, checked against measurements.
 
-Page shape (DESIGN §5): title, short prose, controls, result. The lines and the heat map are a MODEL
+Page shape (docs/design.md §7, Streamlit's demos): title, short prose, controls, result. The lines and the heat map are a MODEL
 (engine/roofline/predictor.py: data-sheet peaks, SpecLab's measured launch overheads, Leviathan's formula), labelled
 so everywhere; the points over them are measurements: SpecLab's recorded GPU runs (engine/roofline/recordings.py) and,
 on request, this machine's own pass-cost curve (engine/decoding/passcurve.py) under the app's run lock. Every control

@@ -1,6 +1,6 @@
 """Replay: play back a recorded AR + speculative trace pair, anywhere, without running a model.
 
-Page shape (DESIGN §5): title, short prose, controls, result. The traces come from the Playground's
+Page shape (docs/design.md §7, Streamlit's demos): title, short prose, controls, result. The traces come from the Playground's
 "Download the traces" (or `python -m engine run --json`), or from the sample pairs shipped in
 assets/traces/ (scripts/record/record_sample_traces.py). Parsing goes through `engine.Trace`, which refuses
 malformed or unknown files with a TraceError; drawing is app/results.py, shared with the Playground.

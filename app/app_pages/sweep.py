@@ -1,6 +1,6 @@
 """Sweep: measure where speculation stops paying on this machine.
 
-Page shape (DESIGN §5): title, short prose, controls, result. Two live measurements through the engine:
+Page shape (docs/design.md §7, Streamlit's demos): title, short prose, controls, result. Two live measurements through the engine:
 1. one target pass vs tokens per pass (`engine.bench.pass_costs`): where its time hardly grows and where
    it grows with every token, with the ridge point from the probed peaks and the regime each pass shows;
 2. AR vs speculative tokens/s over a batch x depth grid (`engine.bench.bench`): the same plateau seen

@@ -8,32 +8,53 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.lessons import conclusions, load
+from app.lessons import conclusions, figures, gpu, load
 from app.lessons.experiments import PLAIN
 from app.views import metrics, roofline
 
 
-def show_memory_bound(m: dict, s: dict) -> None:
+def _chart(fig, key: str) -> None:
+    st.plotly_chart(fig, width="stretch", key=key)
+
+
+def _table(rows: list[dict]) -> None:
+    st.dataframe(rows, hide_index=True, height=figures.table_height(rows))
+
+
+def _noise_note(rows: list[dict]) -> None:
+    if not any(figures.spread_of(r) for r in rows):
+        st.caption("One run per cell: single runs are noisy, so read trends, not the second decimal.")
+
+
+def show_memory_bound(m: dict, s: dict, label: str = "") -> None:
     rows = m["rows"]
-    st.plotly_chart(roofline.pass_cost_figure(rows, m.get("ridge_tokens")), width="stretch", key="lesson1_fig")
-    st.plotly_chart(
-        roofline.peak_share_figure(rows, m["peak_bandwidth"], m["peak_flops"], m.get("ridge_tokens")), width="stretch", key="lesson1_peaks"
-    )
+    fig = roofline.pass_cost_figure(rows, m.get("ridge_tokens"))
+    _chart(figures.frame(fig, "One pass costs about the same for 1 token as for many, up to the ridge", label, height=400), "lesson1_fig")
+    peaks = roofline.peak_share_figure(rows, m["peak_bandwidth"], m["peak_flops"], m.get("ridge_tokens"))
+    _chart(peaks, "lesson1_peaks")
     st.caption(
         f"The regime is read from the numbers: {roofline.REGIME_RULE}. The bandwidth and FLOP/s are SpecLab's "
         "counted bytes and FLOPs over the measured time, not hardware counters; a share above 100% means the "
         "quick probe's copy and matmul underestimate what this pass reaches (caches, a different kernel)."
     )
+    _table(
+        [
+            {
+                "tokens per pass": r["tokens_per_pass"],
+                "ms": round(r["ms"], 2),
+                "ms per token": round(r["ms_per_token"], 2),
+                "GFLOP": round(r["flops"] / 1e9, 2),
+                "FLOP/byte": round(r["flops"] / r["bytes"], 2) if r["bytes"] else None,
+            }
+            for r in rows
+        ]
+    )
     st.success("\n\n".join(conclusions.memory_bound_conclusion(m)))
 
 
-def _lane_line(name: str, lane: dict) -> str:
-    s = lane["summary"]
-    return f"{name}: {s['tokens_per_s']:.1f} tokens/s, {s['target_forwards']:.0f} target passes, {s['flops'] / 1e9:.1f} GFLOP"
-
-
-def show_more_flops(m: dict, s: dict) -> None:
-    st.markdown("- " + _lane_line("plain", m["ar"]) + "\n- " + _lane_line("speculative", m["spec"]))
+def show_more_flops(m: dict, s: dict, label: str = "") -> None:
+    _chart(figures.more_flops_figure(m, s, label), "lesson2_fig")
+    _table(figures.more_flops_table(m, s))
     st.success(conclusions.more_flops_conclusion(m["m"]))
     seed = m["seed"]
     st.markdown(
@@ -41,7 +62,7 @@ def show_more_flops(m: dict, s: dict) -> None:
         f"target pass each over a {seed['context']}-token context; {seed['rounds']} rounds alternating the two, "
         "median of 5 timed passes per round; FLOPs and bytes are the engine's counts, engine/costs.py)"
     )
-    st.dataframe(
+    _table(
         [
             {
                 "pass": p["label"],
@@ -52,81 +73,70 @@ def show_more_flops(m: dict, s: dict) -> None:
                 "KV MB": round(p["kv_bytes"] / 1e6, 2),
             }
             for p in seed["passes"]
-        ],
-        hide_index=True,
+        ]
     )
     st.info(conclusions.seed_conclusion(seed))
 
 
-def show_past_the_ridge(m: dict, s: dict) -> None:
-    name, depth = conclusions.drafter_label(m["drafter"]), int(s["depth"])
-    runs = sorted(m["runs"], key=lambda r: r["batch"])
-    lines = [conclusions.ridge_run_line(name, r["batch"], r, depth) for r in runs]
-    lines.append(conclusions.ridge_run_line("n-gram lookup, extractive prompts", runs[-1]["batch"], m["ngram"], depth))
-    st.markdown("\n".join(lines))
-    st.success("\n\n".join(conclusions.past_the_ridge_conclusion(m, depth)))
+def show_past_the_ridge(m: dict, s: dict, label: str = "") -> None:
+    _chart(figures.past_the_ridge_figure(m, s, label), "lesson3_fig")
+    _table(figures.past_the_ridge_table(m, s))
+    with st.expander("Each run in words (verify cost, draft share)"):
+        name, depth = conclusions.drafter_label(m["drafter"]), int(s["depth"])
+        runs = sorted(m["runs"], key=lambda r: r["batch"])
+        lines = [conclusions.ridge_run_line(name, r["batch"], r, depth) for r in runs]
+        lines.append(conclusions.ridge_run_line("n-gram lookup, extractive prompts", runs[-1]["batch"], m["ngram"], depth))
+        st.markdown("\n".join(lines))
+    st.success("\n\n".join(conclusions.past_the_ridge_conclusion(m, int(s["depth"]))))
 
 
-def show_turn_it_off(m: dict, s: dict) -> None:
-    ar, on, off = m["ar"]["summary"], m["on"]["summary"], m["off"]
-    base, n, batch = ar["tokens_per_s"], int(s["n"]), int(s["batch"])
+def show_turn_it_off(m: dict, s: dict, label: str = "") -> None:
+    _chart(figures.turn_it_off_figure(m, s, label), "lesson4_fig")
+    _table(figures.turn_it_off_table(m, s))
+    off, n = m["off"], int(s["n"])
     spec_steps = off["speculated_steps"]
-    st.markdown(
-        f"- plain: {base:.1f} tokens/s\n"
-        f"- speculation always on (α = {on['alpha'] or 0:.2f}): {on['tokens_per_s']:.1f} tokens/s "
-        f"({on['tokens_per_s'] / base:.2f}×)\n"
-        f"- off above batch {n}: {off['summary']['tokens_per_s']:.1f} tokens/s "
-        f"({off['summary']['tokens_per_s'] / base:.2f}×); "
+    st.caption(
+        f"Off above batch {n} "
         + (
-            f"it speculated on {spec_steps} of {off['decode_steps']} decode steps, the ones after the batch had shrunk "
-            f"to {n} or fewer sequences"
+            f"speculated on {spec_steps} of {off['decode_steps']} decode steps, the ones after the batch had shrunk "
+            f"to {n} or fewer sequences."
             if spec_steps
-            else f"it never speculated: more than {n} sequences decoded at every step"
+            else f"never speculated: more than {n} sequences decoded at every step."
         )
+        + " Time per output token is what one request waits per token: this engine runs a batch until its slowest "
+        "row ends (rows are not refilled), so every request waits for the whole batch; a server with continuous "
+        "batching refills finished rows."
     )
-    better = "beat" if off["summary"]["tokens_per_s"] > on["tokens_per_s"] else "did not beat"
-    st.success(f"At batch {batch} the load-aware policy {better} always-on speculation on this machine.")
+    on_rate, off_rate = figures.lane_rate(m["on"]), figures.lane_rate(off)
+    better = "beat" if off_rate[0] > on_rate[0] else "did not beat"
+    st.success(f"At batch {int(s['batch'])} the load-aware policy {better} always-on speculation on this machine.")
 
 
-def _gate_line(name: str, lane: dict, base: float) -> str:
-    s = lane["summary"]
-    rejected = s["drafted_tokens"] - s["accepted_tokens"]
-    return (
-        f"{name}: {s['tokens_per_s']:.1f} tokens/s ({s['tokens_per_s'] / base:.2f}× plain), "
-        f"{s['drafted_tokens']:.0f} drafted, {rejected:.0f} rejected, α = {s['alpha'] or 0:.2f}, "
-        f"{metrics.fmt_flops(s['flops_wasted'])} on rejected drafts"
-    )
+def show_adaptive(m: dict, s: dict, label: str = "") -> None:
+    st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}.")
+    _chart(figures.adaptive_figure(m, s, label), "lesson5_fig")
+    _table(figures.adaptive_table(m, s))
+    st.success(conclusions.adaptive_conclusion(m, int(s["depth"])))
 
 
-def show_adaptive(m: dict, s: dict) -> None:
-    depth, conf = int(s["depth"]), float(s["conf"])
-    lines = []
-    for r in m["batches"]:
-        base = r["ar"]["summary"]["tokens_per_s"]
-        lines.append(f"- **batch {r['batch']}**, plain {base:.1f} tokens/s")
-        lines.append("  - " + _gate_line(f"all {depth} drafts", r["fixed"], base))
-        lines.append("  - " + _gate_line(f"stop below {conf:.2f}", r["gated"], base))
-    st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}.\n" + "\n".join(lines))
-    st.success(conclusions.adaptive_conclusion(m, depth))
-
-
-def show_by_load(m: dict, s: dict) -> None:
+def show_by_load(m: dict, s: dict, label: str = "") -> None:
     rows = m["rows"]
-    st.markdown(
-        f"Drafter: {conclusions.drafter_label(m['drafter'])}, one run per cell (single runs are noisy: read "
-        "trends, not the second decimal)."
+    st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}.")
+    _chart(figures.by_load_figure(m, s, label), "lesson_load_fig")
+    st.caption(
+        "Time per output token: measured where the run has it, else batch ÷ tokens/s (every request in a batch "
+        "waits until its slowest row ends; this engine does not refill rows, continuous batching does)."
     )
-    st.plotly_chart(load.load_figure(rows), width="stretch", key="lesson_load_fig")
-    st.dataframe(load.load_table(rows, PLAIN), hide_index=True)
+    _noise_note(rows)
+    _table(load.load_table(rows, PLAIN))
     st.success("\n\n".join(load.conclusion(rows)))
 
 
-def show_width(m: dict, s: dict) -> None:
-    st.markdown(
-        f"Drafter: {conclusions.drafter_label(m['drafter'])}; one run per cell, the three contenders "
-        "interleaved at each batch size (single runs are noisy: read trends, not the second decimal)."
-    )
-    st.dataframe(conclusions.width_table(m), hide_index=True)
+def show_width(m: dict, s: dict, label: str = "") -> None:
+    st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}; the three contenders interleaved at each batch size.")
+    _chart(figures.width_figure(m, s, label), "lesson7_fig")
+    _noise_note(m["rows"])
+    _table(conclusions.width_table(m))
     st.success("\n\n".join(conclusions.width_conclusion(m)))
 
 
@@ -178,3 +188,41 @@ def key_numbers(name: str, m: dict, s: dict) -> list[tuple[str, str]]:
             (p["label"], f"{p['ms']:.2f} ms, {p['flops'] / 1e9:.2f} GFLOP, KV {p['kv_bytes'] / 1e6:.1f} MB") for p in m["seed"]["passes"]
         ]
     return out
+
+
+# --- the GPU panel --------------------------------------------------------------------------------
+@st.cache_data(show_spinner=False)
+def _gpu_curves() -> tuple[list, list[str]]:
+    return gpu.recorded_curves()
+
+
+def show_gpu_panel(lesson_name: str, settings: dict, text: str = "") -> None:
+    """The lesson on a GPU, beside this machine's CPU: the lesson's own text, SpecLab's recorded H200 pass curves
+    (measured), the Predictor at the lesson's settings (model) and published results (cited). No model is loaded."""
+    key = f"gpu_{lesson_name}_"
+    with st.container(border=True):
+        st.subheader("🖥 On a GPU")
+        if text:
+            st.markdown(text)
+        st.markdown(gpu.seed_sentence())
+        st.markdown("**Measured** (SpecLab's own runs on an NVIDIA H200)")
+        curves, problems = _gpu_curves()
+        for problem in problems:
+            st.warning(f"A GPU recording could not be used: {problem}", icon=":material/warning:")
+        if curves:
+            marks = sorted({b * n for _, b, n in gpu.lesson_passes(lesson_name, settings)})
+            _chart(gpu.curves_figure(curves, marks), key + "curves")
+            st.caption(gpu.CAN_SHOW + " Dotted lines: the tokens per pass of this lesson's passes.")
+        st.markdown("**Model, not a measurement** (the roofline Predictor at this lesson's settings)")
+        _chart(gpu.model_figure(lesson_name, settings), key + "model")
+        rows = gpu.model_rows(lesson_name, settings)
+        _table(rows)
+        st.caption(
+            gpu.model_label() + ". The line is one row carrying more tokens; the diamonds are this lesson's passes "
+            "(more rows also read more KV cache). Data-sheet peaks are not reached by real kernels, so real passes "
+            "take longer."
+        )
+        cited = gpu.cited_rows(lesson_name)
+        if cited:
+            st.markdown("**Published** (acceptance depends on a trained drafter and real text, which random weights cannot show)")
+            _table(cited)

@@ -34,7 +34,7 @@ class TreeStep:
 
     step: int
     seq: int
-    tree: object  # engine.trace.TreeRecord
+    tree: object  # engine.trace.records.TreeRecord
     next_text: str
     next_kind: str  # "correction" | "bonus"
     next_prob: float

@@ -3,7 +3,7 @@
 A `Step` is one iteration of the decode loop for the whole (ragged) batch: one target forward pass,
 the draft forwards that fed it, and per sequence what was drafted, accepted, rejected and emitted.
 A `Trace` is the run: its config, the sequences, the steps and `summary` (field names fixed by
-DESIGN.md §3). Traces are saved as versioned JSON ("speclab.trace/1"; "speclab.trace/2" adds each row's draft tree, written only by
+docs/design.md §4). Traces are saved as versioned JSON ("speclab.trace/1"; "speclab.trace/2" adds each row's draft tree, written only by
 tree-drafting runs, so chain traces stay readable by older SpecLabs); anything else is refused
 with a clear `TraceError` — traces are data, never executed or unpickled.
 """

@@ -3,7 +3,7 @@
 A `Step` is one iteration of the decode loop for the whole (ragged) batch: one target forward pass,
 the draft forwards that fed it, and per sequence what was drafted, accepted, rejected and emitted.
 A `Trace` is the run: its config, the sequences, the steps and `summary` (field names fixed by
-DESIGN.md §3). Traces are saved as versioned JSON ("speclab.trace/1"; "speclab.trace/2" adds each row's draft tree, written only by
+docs/design.md §4). Traces are saved as versioned JSON ("speclab.trace/1"; "speclab.trace/2" adds each row's draft tree, written only by
 tree-drafting runs, so chain traces stay readable by older SpecLabs); anything else is refused
 with a clear `TraceError` — traces are data, never executed or unpickled.
 """
@@ -178,7 +178,7 @@ def acceptance_counts(steps: list[Step]) -> AcceptanceCounts:
 
 
 def summarize(steps: list[Step], new_tokens: int, wall_s: float, device: str, dtype: str, speculative: bool) -> dict:
-    """The run summary; field names are the contract of DESIGN.md §3."""
+    """The run summary; field names are the contract of docs/design.md §4."""
     c = acceptance_counts(steps)
     drafted, accepted, rejections, seq_steps = c.drafted, c.accepted, c.rejections, c.seq_steps
     pos_hits, pos_tries = c.pos_hits, c.pos_tries

@@ -7,7 +7,7 @@ EAGLE head and the distilled draft), graph-captured (`cuda_graphs="auto"`, engin
 1. exactness: float32, graph-captured vs eager decoding give the same tokens (model, EAGLE, n-gram
    drafters, a ragged batch in which a row finishes early);
 2. the pass-cost curve of the target (one forward vs tokens per pass, CUDA events), graphs and eager;
-3. the batch x depth grid with the EAGLE head (engine.bench.bench: AR and each depth interleaved, medians);
+3. the batch x depth grid with the EAGLE head (engine.bench.harness.bench: AR and each depth interleaved, medians);
 4. the Playground's races at each --race-batch: the AR trace (depth 0) and the speculative trace at the
    grid's best depth for that batch, graphs and eager, as trace files Replay plays back;
 5. pass-cost curves of larger real architectures (SmolLM2-1.7B, Qwen2.5-7B shapes) with RANDOM weights
@@ -28,7 +28,7 @@ On the lent machine (the weights travel as the embedded GGUF in two parts; nothi
 Then copy the folder to assets/recordings/<device>-<date>/ (Replay lists it).
 
 A CPU dry run of every stage with tiny sizes (CI runs it; its output is labelled as a dry run and
-engine.device_recordings never lists it as a recording):
+engine.roofline.device_recordings never lists it as a recording):
     python scripts/record/gpu_record.py --dry-run --out /tmp/rec-dry
 """
 
@@ -211,7 +211,7 @@ def exactness(rec: Recorder, pair) -> None:
     rec.doc["exactness"] = {"dtype": "float32", "graph_mode": graph_mode, "all_equal": all(r["equal"] for r in runs), "runs": runs}
 
 
-CONTEXT = 150  # the pass curves' KV length per row (engine.bench.pass_costs' default); 32 in a dry run
+CONTEXT = 150  # the pass curves' KV length per row (engine.decoding.passcurve.pass_costs' default); 32 in a dry run
 
 
 def curve(pair, batches, tokens, context, mode, repeats=5, dry_run=False) -> tuple[list[dict], bool]:

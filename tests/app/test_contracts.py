@@ -1,4 +1,4 @@
-"""Architecture contracts of app/ (DESIGN §2), checked on the source with `ast`: nothing is imported or run.
+"""Architecture contracts of app/ (docs/design.md §2), checked on the source with `ast`: nothing is imported or run.
 
 - the UI never imports torch (it talks to the engine's public API only);
 - views are pure (no streamlit), pages build no figures (no plotly: figures come from app/views);

@@ -72,7 +72,7 @@ def test_decode_loop_never_asks_which_drafter_it_holds():
 
 
 def test_speculative_step_fits_on_one_screen():
-    """DESIGN: the draft -> verify -> accept -> roll back step reads on one screen (<= 80 lines)."""
+    """docs/design.md §3: the draft -> verify -> accept -> roll back step reads on one screen (<= 80 lines)."""
     import inspect
 
     from engine.decoding.decode import Decoder
@@ -84,7 +84,7 @@ def test_speculative_step_fits_on_one_screen():
         assert marker in body
 
 
-# --- the layers inside engine/ (docs/design.md, "The layers") ----------------------------------------
+# --- the layers inside engine/ (docs/design.md §2, "The layers in a page") ----------------------------------------
 ENGINE = ROOT / "engine"
 LAYER_RULES = {  # subpackage -> subpackages it must never import (at any depth of a file: function-level too)
     "model": {"drafters", "decoding", "bench", "roofline"},

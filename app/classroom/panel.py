@@ -1,0 +1,315 @@
+"""A class session on the Lessons page (issue 29): the teacher's control desk and the student's follow view.
+
+Streamlit functions that a page calls with the store (app/classroom/store.py) and what only the page knows (the
+lesson open, how to run its experiment, how to draw a result), so none of them imports the page. Polling is an
+`st.fragment(run_every=POLL_S)`: each tick reads one ClassState (a few indexed SELECTs) and draws a line of text;
+a student's page reruns as a whole only when something it shows changed (the teacher moved on, revealed a result
+or the answers), so 30 idle students cost 15 small reads a second. Figures and escaped text: app/views/classroom.py.
+
+Secrets: the teacher token is read from the link once, kept in the session, and removed from the address bar at
+once (a teacher projects the screen); it is shown only inside a collapsed "private link" expander. Student ids
+never appear on a page. Every ClassroomError becomes one notice and the page carries on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+from app.classroom.inputs import ClassroomError, normalize_code
+from app.classroom.store import ClassroomStore
+from app.views import classroom as views
+from app.views.safe import md_escape, md_text
+
+POLL_S = 2.0  # the issue asks for <= 2 s
+SEAT = "classroom_seat"  # session_state: this session's Seat
+PENDING = "classroom_pending"  # session_state: a code from a student link, not joined yet
+SEEN = "classroom_seen"  # session_state: what a student's page last drew (a poll compares with it)
+SENT = "classroom_sent"  # session_state: what this session already wrote (lesson, predictions, answers)
+FOLLOW = "classroom_follow_to"  # session_state: the teacher's lesson, for the page to select on its next run
+
+
+@dataclass(frozen=True)
+class Seat:
+    """This session's place in a class: the code, 'teacher' or 'student', and its secret (token or student id)."""
+
+    code: str
+    role: str
+    secret: str = field(repr=False)
+
+    def credentials(self) -> dict:
+        return {"token": self.secret} if self.role == "teacher" else {"student_id": self.secret}
+
+
+def seat() -> Seat | None:
+    return st.session_state.get(SEAT)
+
+
+def notice(exc: ClassroomError) -> None:
+    st.warning(md_escape(exc), icon=":material/groups:")
+
+
+def client_key() -> str:
+    """Who is joining, for the join rate limit: the caller's IP address where Streamlit knows it."""
+    return str(getattr(st.context, "ip_address", None) or "")
+
+
+def read_link(store: ClassroomStore, raw: dict) -> None:
+    """On a session's first run, with the query string `raw`: `?class=CODE` is a student link (its code waits
+    for Join), `?class=CODE&teacher=TOKEN` the teacher's (checked, then this session is the teacher's). The token
+    leaves the address bar at once. A bad code or token gets a notice."""
+    token = raw.get("teacher")
+    if "teacher" in st.query_params:
+        del st.query_params["teacher"]
+    if "class" not in raw or SEAT in st.session_state:
+        return
+    try:
+        code = normalize_code(raw["class"])
+        if token is None:
+            st.session_state[PENDING] = code
+            return
+        store.state(code, token=token)  # checks the code and the token
+        st.session_state[SEAT] = Seat(code, "teacher", token)
+    except ClassroomError as exc:
+        notice(exc)
+
+
+def start_button(store: ClassroomStore) -> None:
+    """'Start a class': creates one and makes this session its teacher."""
+    if st.button("Start a class", key="class_start", icon=":material/groups:"):
+        try:
+            code, token = store.create_class()
+        except ClassroomError as exc:
+            notice(exc)
+            return
+        st.session_state[SEAT] = Seat(code, "teacher", token)
+        st.session_state.pop(PENDING, None)
+        st.rerun()
+
+
+def forget() -> None:
+    """This session leaves its class (the class goes on)."""
+    for key in (SEAT, PENDING, SEEN, SENT, FOLLOW):
+        st.session_state.pop(key, None)
+    st.query_params.pop("class", None)
+
+
+def leave_button(label: str = "Leave the class") -> None:
+    if st.button(label, key="class_leave"):
+        forget()
+        st.rerun()
+
+
+def take_follow() -> str | None:
+    """The lesson a student's page should move to (the teacher's), once: the page calls this BEFORE drawing its
+    lesson picker and selects that lesson (a widget's value cannot change after it is drawn in a run)."""
+    return st.session_state.pop(FOLLOW, None)
+
+
+# --- teacher -----------------------------------------------------------------------------------------------
+def teacher_desk(
+    store: ClassroomStore,
+    me: Seat,
+    page_url: str,
+    lesson: str,
+    *,
+    unit: str,
+    questions: list[tuple[str, list[str]]],
+    run_result: Callable[[], str | None],
+) -> None:
+    """The control desk: the student link (text and QR code), the private link, then the live part (counts,
+    the predictions' distribution, Reveal, answer counts). `lesson` is the lesson the teacher's page shows (the
+    class follows it); `run_result()` runs the experiment once (live, or the recording in teacher mode) and returns
+    the result as JSON text, or None when it could not (it has said why)."""
+    sent = st.session_state.setdefault(SENT, {})
+    if sent.get("lesson") != lesson:
+        try:
+            store.set_lesson(me.code, me.secret, lesson)
+            sent["lesson"] = lesson
+        except ClassroomError as exc:
+            notice(exc)
+            leave_button()
+            return
+    link = views.lessons_url(page_url, me.code)
+    with st.container(border=True):
+        st.markdown(f"**Class {md_text(me.code)}**: students open this link or scan the code.")
+        qr_col, text_col = st.columns([1, 3])
+        qr_col.image(views.qr_svg(link), width=165)
+        text_col.code(link, language=None)
+        with text_col.expander("Teacher's private link (keep it secret: it opens this desk on another device)"):
+            st.code(views.lessons_url(page_url, me.code, me.secret), language=None)
+        desk_live(store, me, lesson, unit, questions, run_result)
+        if st.button("End the class", key="class_end", help="Deletes the class and everything in it now."):
+            try:
+                store.end_class(me.code, me.secret)
+            except ClassroomError as exc:
+                notice(exc)
+            forget()
+            st.rerun()
+
+
+@st.fragment(run_every=POLL_S)
+def desk_live(
+    store: ClassroomStore, me: Seat, lesson: str, unit: str, questions: list[tuple[str, list[str]]], run_result: Callable[[], str | None]
+) -> None:
+    """The live part of the desk, redrawn every POLL_S seconds on its own."""
+    try:
+        state = store.state(me.code, token=me.secret)
+        values = store.predictions(me.code, lesson, token=me.secret)
+        counts = store.answer_counts(me.code, lesson, token=me.secret)
+    except ClassroomError as exc:
+        notice(exc)
+        return
+    st.markdown(f"**{views.count_label(len(values))}** · {views.count_label(state.students, 'student')} joined")
+    st.plotly_chart(views.predictions_figure(values, unit), key="class_predictions", config={"displayModeBar": False})
+    revealed = state.lesson == lesson and state.result_json is not None
+    label = "Reveal again (run once more)" if revealed else "Reveal"
+    if st.button(label, key="class_reveal", type="primary", icon=":material/visibility:"):
+        result = run_result()
+        if result is not None:
+            try:
+                store.reveal(me.code, me.secret, lesson, result)
+                revealed = True
+            except ClassroomError as exc:
+                notice(exc)
+    if revealed:
+        st.caption("Revealed: every student's page shows this result and the class's predictions.")
+    if questions:
+        st.markdown("**Check questions: the class's answers**")
+        st.dataframe(views.answer_rows(counts, questions), hide_index=True, key="class_answers")
+        if st.button("Reveal the answers", key="class_reveal_answers", disabled=state.answers_revealed):
+            try:
+                store.reveal_answers(me.code, me.secret, lesson)
+            except ClassroomError as exc:
+                notice(exc)
+    with st.expander(f"Who joined ({state.students})"):
+        try:
+            st.markdown(views.roster_markdown(store.roster(me.code, me.secret)))
+        except ClassroomError as exc:
+            notice(exc)
+
+
+# --- student -----------------------------------------------------------------------------------------------
+def join_form(store: ClassroomStore) -> None:
+    """A student link's Join form: an optional nickname (shown to the teacher as plain text)."""
+    code = st.session_state.get(PENDING)
+    if code is None or SEAT in st.session_state:
+        return
+    with st.form("class_join", border=True):
+        st.markdown(f"**Join class {md_text(code)}** to follow the teacher: the lesson they open, and the result they reveal.")
+        nickname = st.text_input("Nickname (optional, shown to your teacher)", key="class_nickname")
+        joined = st.form_submit_button("Join", type="primary")
+    if joined:
+        try:
+            student_id = store.join(code, nickname or None, client=client_key())
+        except ClassroomError as exc:
+            notice(exc)
+            return
+        st.session_state[SEAT] = Seat(code, "student", student_id)
+        st.session_state.pop(PENDING, None)
+        st.rerun()
+
+
+def commit_prediction(store: ClassroomStore, me: Seat | None, lesson: str, value: float | None) -> None:
+    """Send a student's prediction to the class (again only when it changed)."""
+    if me is None or me.role != "student" or value is None:
+        return
+    sent = st.session_state.setdefault(SENT, {})
+    if sent.get(("prediction", lesson)) == value:
+        st.caption("Your prediction is in the class's count.")
+        return
+    try:
+        store.predict(me.code, me.secret, lesson, value)
+        sent[("prediction", lesson)] = value
+        st.caption("Your prediction is in the class's count.")
+    except ClassroomError as exc:
+        notice(exc)
+
+
+def commit_answer(store: ClassroomStore, me: Seat | None, lesson: str, question: int, option: int | None) -> None:
+    """Send a student's answer to check question `question` (1, 2, …) to the class."""
+    if me is None or me.role != "student" or option is None:
+        return
+    sent = st.session_state.setdefault(SENT, {})
+    if sent.get(("answer", lesson, question)) == option:
+        return
+    try:
+        store.answer(me.code, me.secret, lesson, question, option)
+        sent[("answer", lesson, question)] = option
+    except ClassroomError as exc:
+        notice(exc)
+
+
+def _seen(state) -> tuple:
+    """What a student's page draws from the class state: a change reruns the page."""
+    return state.lesson, hash(state.result_json), state.answers_revealed
+
+
+def student_view(
+    store: ClassroomStore,
+    me: Seat,
+    lesson: str,
+    *,
+    draw_result: Callable[[str], float | None],
+    unit: str,
+    questions: list[tuple[str, list[str]]],
+) -> None:
+    """A student's class bar: follow the teacher (the page moves to the teacher's lesson: see take_follow), and on the teacher's
+    lesson, once revealed, THE class result (`draw_result(result_json)` draws it and returns the measured value),
+    the class's predictions with the student's own guess marked, and the answer counts once revealed."""
+    try:
+        state = store.state(me.code, student_id=me.secret)
+    except ClassroomError as exc:
+        notice(exc)
+        leave_button()
+        return
+    st.session_state[SEEN] = _seen(state)
+    follow = st.toggle("Follow the teacher", value=True, key="class_follow")
+    if state.lesson is not None and state.lesson != lesson:
+        if follow:
+            st.session_state[FOLLOW] = state.lesson
+            st.rerun()
+        st.button(
+            f"Follow the teacher (lesson {md_text(state.lesson)})",
+            key="class_follow_now",
+            on_click=lambda: st.session_state.update({"class_follow": True, FOLLOW: state.lesson}),
+        )
+    student_poll(store, me)
+    if state.lesson != lesson or state.result_json is None:
+        return
+    st.markdown("**The class's result** (one run, for everyone)")
+    measured = draw_result(state.result_json)
+    try:
+        values = store.predictions(me.code, lesson, student_id=me.secret)
+        st.plotly_chart(
+            views.predictions_figure(values, unit, mine=state.my_prediction, result=measured),
+            key="class_predictions",
+            config={"displayModeBar": False},
+        )
+        st.markdown(f"**{views.count_label(len(values))}** in the class")
+        if state.answers_revealed and questions:
+            counts = store.answer_counts(me.code, lesson, student_id=me.secret)
+            st.markdown("**The class's answers**")
+            st.dataframe(views.answer_rows(counts, questions), hide_index=True, key="class_answers")
+    except ClassroomError as exc:
+        notice(exc)
+
+
+@st.fragment(run_every=POLL_S)
+def student_poll(store: ClassroomStore, me: Seat) -> None:
+    """One line, redrawn every POLL_S seconds; the whole page reruns only when what it draws changed."""
+    try:
+        state = store.state(me.code, student_id=me.secret)
+    except ClassroomError as exc:
+        notice(exc)
+        return
+    if _seen(state) != st.session_state.get(SEEN):
+        st.rerun(scope="app")
+    who = f" as {md_escape(state.nickname, 24)}" if state.nickname else ""
+    where = f"the teacher is on lesson {md_text(state.lesson)}" if state.lesson else "the teacher has not opened a lesson yet"
+    waiting = (
+        "" if state.result_json else f" · {views.count_label(state.predictions)} so far; the result appears when the teacher reveals it"
+    )
+    st.caption(f"In class {md_text(me.code)}{who}: {where}{waiting}.")

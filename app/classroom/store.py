@@ -1,0 +1,400 @@
+"""The class-session store (issue 29): classes, students, predictions, revealed results and check answers.
+
+Standard library only (sqlite3; no streamlit, no torch), so the app, the tests and scripts/investigate/class_load.py share it.
+One SQLite file, `classes.sqlite3` under $SPECLAB_DATA (default: /data/speclab where /data is writable, as on a
+Space with persistent storage, else ~/.cache/speclab), in WAL mode: readers (30 students polling) never block the
+one writer, and a class survives a server restart because every call opens its own short connection and
+commits before it returns (no state lives in the process).
+
+The schema is versioned (app/classroom/schema.py): `schema_version` holds one number and MIGRATIONS is the ordered list of steps that
+bring a file from any older version to the newest, each applied in one transaction (a file from a newer
+SpecLab is refused, not guessed at).
+
+Security (a public Space, anyone can call any of these with any text):
+- class codes: 10 symbols of Crockford base32 = 50 bits from `secrets`. At most Limits.classes_per_hour (30) x 12 h = 360
+  classes live at once and at most Limits.failed_joins_per_minute (120) x 60 x 12 = 86,400 wrong-code attempts fit in a
+  class's life, so a guesser finds *some* live class with probability <= 86,400 x 360 / 2**50 ~ 3e-8; even
+  unthrottled at 1,000 guesses a second for 12 h it stays <= 4e7 x 360 / 2**50 ~ 1.4e-5.
+- joins are rate-limited per client (Limits.joins_per_client_per_minute, 20; the client key is what the caller knows,
+  e.g. the IP address) and wrong codes globally; state() and every write need a student id or the teacher
+  token, so no call is a cheaper oracle for codes than join().
+- the teacher token: 256 bits (secrets.token_urlsafe(32)); only its SHA-256 is stored, compared with
+  hmac.compare_digest; no message, log line or repr holds a token. Student ids: 96 random bits.
+- caps: classes created per hour, students per class, rows per class (predictions + answers + results),
+  nickname length, result size; prediction values must be finite and |x| <= 1e6. Classes expire 12 h
+  after they start and are deleted by purge() (run by create_class and join, or by anyone).
+- every bad input raises ClassroomError with a one-line message meant for the page.
+
+Several replicas: SQLite is one file on one machine. The store talks to its database only through
+`connect` (a zero-argument callable returning a DB-API connection in autocommit mode) and a Dialect (how a
+write transaction begins, the parameter marker). The SQL is the common subset (no SQLite functions; times and
+ids come from Python; upserts are UPDATE-then-INSERT), so a shared server database (e.g. PostgreSQL through
+psycopg) is `ClassroomStore(connect=lambda: psycopg.connect(DSN, autocommit=True), dialect=Dialect("postgres",
+"BEGIN ISOLATION LEVEL SERIALIZABLE", "%s"))`: a connection change. (SQLite-only: the WAL and busy-timeout
+PRAGMAs, applied only for the sqlite dialect.)
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.classroom.inputs import (
+    DB_NAME,
+    STUDENT_ID_BYTES,
+    TOKEN_BYTES,
+    ClassroomError,
+    Limits,
+    _secret,
+    _sha256,
+    _small_int,
+    clean_nickname,
+    default_data_dir,
+    lesson_key,
+    new_code,
+    normalize_code,
+    prediction_value,
+)
+from app.classroom.schema import CLASS_TABLES, SQLITE, Dialect, _Cursor, migrate
+
+
+@dataclass(frozen=True)
+class ClassState:
+    """What one poll returns: the class as its teacher (role "teacher") or one student sees it now."""
+
+    code: str
+    role: str  # "teacher" | "student"
+    lesson: str | None  # the lesson the teacher has open (None before the first one)
+    version: int  # grows with every change: a poller redraws only when it moved
+    students: int
+    expires_at: float
+    predictions: int  # for the current lesson
+    result_json: str | None  # the current lesson's revealed result, None before Reveal
+    answers_revealed: bool  # for the current lesson
+    my_prediction: float | None = None  # a student's own, for the current lesson
+    nickname: str | None = None  # a student's own
+
+
+class ClassroomStore:
+    """Classes in one database; every method is one short transaction, safe from many threads at once."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike | None = None,
+        *,
+        connect: Callable[[], object] | None = None,
+        dialect: Dialect = SQLITE,
+        limits: Limits = Limits(),
+    ) -> None:
+        self.limits = limits
+        self.dialect = dialect
+        if connect is None:
+            self.path = Path(path) if path is not None else default_data_dir() / DB_NAME
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            connect = lambda: sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        else:
+            self.path = None
+        self._connect = connect
+        self.journal_mode = self._setup()
+
+    def __repr__(self) -> str:
+        return f"ClassroomStore({str(self.path) if self.path else self.dialect.name!r})"
+
+    # -- connections and transactions
+    @contextmanager
+    def _conn(self) -> Iterator[object]:
+        conn = self._connect()
+        try:
+            if self.dialect.name == "sqlite":
+                conn.execute("PRAGMA busy_timeout = 30000")
+                conn.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, never corrupt
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _tx(self, write: bool) -> Iterator[_Cursor]:
+        """One transaction: committed when the body returns, rolled back when it raises."""
+        with self._conn() as conn:
+            conn.execute(self.dialect.begin_write if write else "BEGIN")
+            done = False
+            try:
+                yield _Cursor(conn, self.dialect.marker)
+                conn.execute("COMMIT")
+                done = True
+            finally:
+                if not done and getattr(conn, "in_transaction", True):  # SQLite may have rolled back itself
+                    conn.execute("ROLLBACK")
+
+    def _setup(self) -> str:
+        """WAL mode (SQLite), then the migrations this file lacks, in one transaction."""
+        mode = "n/a"
+        if self.dialect.name == "sqlite":
+            with self._conn() as conn:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        migrate(self)
+        return mode
+
+    # -- checks shared by the calls
+    def _live_class(self, c: _Cursor, code: str, now: float, lock: bool = False) -> tuple:
+        """The class row (code, token_sha256, expires_at, lesson, version, row_count) or ClassroomError. With
+        lock=True it first touches the row (bumps its version), which serialises writers to one class on any
+        database server."""
+        if lock:
+            c.run("UPDATE classes SET version = version + 1 WHERE code = ? AND expires_at > ?", code, now)
+        row = c.one(
+            "SELECT code, token_sha256, expires_at, lesson, version, row_count FROM classes WHERE code = ? AND expires_at > ?", code, now
+        )
+        if row is None:
+            raise ClassroomError(
+                "No class with that code is running (a wrong code, or the class has ended: "
+                f"classes last {self.limits.class_life_s / 3600:g} hours)."
+            )
+        return row
+
+    def _teacher(self, c: _Cursor, code: object, token: object, now: float, lock: bool = False) -> tuple:
+        row = self._live_class(c, normalize_code(code), now, lock)
+        given = _sha256(token) if isinstance(token, str) and len(token) <= 128 else ""
+        if not hmac.compare_digest(given, row[1]):
+            raise ClassroomError("That teacher link is not valid for this class (only its teacher's link is).")
+        return row
+
+    def _student(self, c: _Cursor, code: object, student_id: object, now: float, lock: bool = False) -> tuple:
+        row = self._live_class(c, normalize_code(code), now, lock)
+        sid = _secret(student_id, "student id")
+        if c.one("SELECT 1 FROM students WHERE student_id = ? AND code = ?", sid, row[0]) is None:
+            raise ClassroomError("You are not in this class: join it again with its link.")
+        return row
+
+    def _viewer(self, c: _Cursor, code, token, student_id, now: float) -> tuple[tuple, str]:
+        if token is not None:
+            return self._teacher(c, code, token, now), "teacher"
+        if student_id is not None:
+            return self._student(c, code, student_id, now), "student"
+        raise ClassroomError("Join the class first (with its link).")
+
+    def _add_row(self, c: _Cursor, row: tuple, table: str, keys: dict, values: dict) -> None:
+        """Replace the row of `table` with these keys, or insert it within the class's row cap."""
+        sets = ", ".join(f"{k} = ?" for k in values)
+        where = " AND ".join(f"{k} = ?" for k in keys)
+        if c.run(f"UPDATE {table} SET {sets} WHERE {where}", *values.values(), *keys.values()) == 0:
+            if row[5] >= self.limits.rows_per_class:
+                raise ClassroomError(f"This class has reached its cap of {self.limits.rows_per_class} saved answers.")
+            cols = {**keys, **values}
+            c.run(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", *cols.values())
+            c.run("UPDATE classes SET row_count = row_count + 1 WHERE code = ?", row[0])
+
+    # -- teacher
+    def create_class(self, now: float | None = None) -> tuple[str, str]:
+        """Start a class: (code, teacher_token). The token is shown once, to the teacher; keep it secret."""
+        now = time.time() if now is None else now
+        with self._tx(write=True) as c:
+            self._purge(c, now)
+            started = c.one("SELECT COUNT(*) FROM creations WHERE at > ?", now - 3600)[0]
+            if started >= self.limits.classes_per_hour:
+                raise ClassroomError(f"{started} classes were started on this server in the last hour (the cap); try again later.")
+            code = new_code()
+            while c.one("SELECT 1 FROM classes WHERE code = ?", code) is not None:
+                code = new_code()  # 50 bits: practically never
+            token = secrets.token_urlsafe(TOKEN_BYTES)
+            c.run(
+                "INSERT INTO classes (code, token_sha256, created_at, expires_at, lesson, version, row_count) "
+                "VALUES (?, ?, ?, ?, NULL, 0, 0)",
+                code,
+                _sha256(token),
+                now,
+                now + self.limits.class_life_s,
+            )
+            c.run("INSERT INTO creations (at) VALUES (?)", now)
+        return code, token
+
+    def set_lesson(self, code: object, token: object, lesson: object, now: float | None = None) -> None:
+        """The teacher opens `lesson`: every following student's page moves there."""
+        now = time.time() if now is None else now
+        key = lesson_key(lesson)
+        with self._tx(write=True) as c:
+            row = self._teacher(c, code, token, now, lock=True)
+            c.run("UPDATE classes SET lesson = ? WHERE code = ?", key, row[0])
+
+    def reveal(self, code: object, token: object, lesson: object, result_json: object, now: float | None = None) -> None:
+        """Store THE result of `lesson` (one JSON text; a second reveal replaces it) that every student reads."""
+        now = time.time() if now is None else now
+        key = lesson_key(lesson)
+        if not isinstance(result_json, str) or len(result_json.encode()) > self.limits.result_bytes:
+            raise ClassroomError(f"A result must be JSON text of at most {self.limits.result_bytes:,} bytes.")
+        try:
+            json.loads(result_json)
+        except ValueError:
+            raise ClassroomError("A result must be JSON text.") from None
+        with self._tx(write=True) as c:
+            row = self._teacher(c, code, token, now, lock=True)
+            self._add_row(c, row, "results", {"code": row[0], "lesson": key}, {"result_json": result_json, "at": now})
+
+    def reveal_answers(self, code: object, token: object, lesson: object, now: float | None = None) -> None:
+        """Show every student the class's answer counts for `lesson`'s check questions."""
+        now = time.time() if now is None else now
+        key = lesson_key(lesson)
+        with self._tx(write=True) as c:
+            row = self._teacher(c, code, token, now, lock=True)
+            self._add_row(c, row, "answer_reveals", {"code": row[0], "lesson": key}, {"at": now})
+
+    def roster(self, code: object, token: object, now: float | None = None) -> list[str]:
+        """The students' nicknames in joining order ('' for those who gave none): the teacher's to see."""
+        now = time.time() if now is None else now
+        with self._tx(write=False) as c:
+            row = self._teacher(c, code, token, now)
+            return [r[0] for r in c.all("SELECT nickname FROM students WHERE code = ? ORDER BY joined_at", row[0])]
+
+    def end_class(self, code: object, token: object, now: float | None = None) -> None:
+        """Delete the class and everything in it now (before its 12 hours are up)."""
+        now = time.time() if now is None else now
+        with self._tx(write=True) as c:
+            row = self._teacher(c, code, token, now, lock=True)
+            self._delete(c, "code = ?", row[0])
+
+    # -- students
+    def join(self, code: object, nickname: object = None, client: str = "", now: float | None = None) -> str:
+        """Join a class: a new student id (the caller keeps it, e.g. in the session). `client` names the caller
+        for the join rate limit (an IP address, say; '' puts every caller in one bucket)."""
+        now = time.time() if now is None else now
+        name = clean_nickname(nickname, self.limits.nickname_chars)
+        client = str(client)[:64]
+        refused: ClassroomError | None = None
+        with self._tx(write=True) as c:
+            self._purge(c, now)
+            recent = c.one("SELECT COUNT(*) FROM join_attempts WHERE client = ? AND at > ?", client, now - 60)[0]
+            if recent >= self.limits.joins_per_client_per_minute:
+                raise ClassroomError("Too many attempts to join from here; wait a minute and try again.")
+            failed = c.one("SELECT COUNT(*) FROM join_attempts WHERE ok = 0 AND at > ?", now - 60)[0]
+            if failed >= self.limits.failed_joins_per_minute:
+                raise ClassroomError("Too many attempts to join with wrong codes right now; wait a minute and try again.")
+            try:
+                row = self._live_class(c, normalize_code(code), now, lock=True)
+                count = c.one("SELECT COUNT(*) FROM students WHERE code = ?", row[0])[0]
+                if count >= self.limits.students_per_class:
+                    raise ClassroomError(f"This class is full ({self.limits.students_per_class} students).")
+            except ClassroomError as exc:
+                refused = exc  # recorded below (the attempt counts), raised after the commit
+            c.run("INSERT INTO join_attempts (at, client, ok) VALUES (?, ?, ?)", now, client, int(refused is None))
+            if refused is None:
+                student_id = secrets.token_urlsafe(STUDENT_ID_BYTES)
+                c.run("INSERT INTO students (student_id, code, nickname, joined_at) VALUES (?, ?, ?, ?)", student_id, row[0], name, now)
+        if refused is not None:
+            raise refused
+        return student_id
+
+    def predict(self, code: object, student_id: object, lesson: object, value: object, now: float | None = None) -> float:
+        """Commit a student's prediction for `lesson` (a new one replaces the old); returns the stored value."""
+        now = time.time() if now is None else now
+        key, number = lesson_key(lesson), prediction_value(value, self.limits.prediction_abs_max)
+        with self._tx(write=True) as c:
+            row = self._student(c, code, student_id, now, lock=True)
+            self._add_row(c, row, "predictions", {"code": row[0], "lesson": key, "student_id": student_id}, {"value": number, "at": now})
+        return number
+
+    def answer(self, code: object, student_id: object, lesson: object, question: object, option: object, now: float | None = None) -> None:
+        """A student's answer to check question `question` (1, 2, …) of `lesson`: option index 0, 1, …"""
+        now = time.time() if now is None else now
+        key = lesson_key(lesson)
+        q = _small_int(question, 1, self.limits.max_question, "question")
+        o = _small_int(option, 0, self.limits.max_option, "choice")
+        with self._tx(write=True) as c:
+            row = self._student(c, code, student_id, now, lock=True)
+            self._add_row(
+                c, row, "answers", {"code": row[0], "lesson": key, "question": q, "student_id": student_id}, {"choice": o, "at": now}
+            )
+
+    # -- reads (teacher always; a student only after the matching reveal)
+    def predictions(
+        self, code: object, lesson: object, *, token: object = None, student_id: object = None, now: float | None = None
+    ) -> list[float]:
+        """The class's predictions for `lesson`, sorted. Students see them only once the result is revealed."""
+        now = time.time() if now is None else now
+        key = lesson_key(lesson)
+        with self._tx(write=False) as c:
+            row, role = self._viewer(c, code, token, student_id, now)
+            if role == "student" and c.one("SELECT 1 FROM results WHERE code = ? AND lesson = ?", row[0], key) is None:
+                raise ClassroomError("The class's predictions are shown once the teacher reveals the result.")
+            return [r[0] for r in c.all("SELECT value FROM predictions WHERE code = ? AND lesson = ? ORDER BY value", row[0], key)]
+
+    def answer_counts(
+        self, code: object, lesson: object, *, token: object = None, student_id: object = None, now: float | None = None
+    ) -> dict[int, dict[int, int]]:
+        """question -> {option: how many chose it} for `lesson`. Students see them once the teacher reveals them."""
+        now = time.time() if now is None else now
+        key = lesson_key(lesson)
+        with self._tx(write=False) as c:
+            row, role = self._viewer(c, code, token, student_id, now)
+            shown = c.one("SELECT 1 FROM answer_reveals WHERE code = ? AND lesson = ?", row[0], key) is not None
+            if role == "student" and not shown:
+                raise ClassroomError("The class's answers are shown once the teacher reveals them.")
+            counts: dict[int, dict[int, int]] = {}
+            for q, o, n in c.all(
+                "SELECT question, choice, COUNT(*) FROM answers WHERE code = ? AND lesson = ? "
+                "GROUP BY question, choice ORDER BY question, choice",
+                row[0],
+                key,
+            ):
+                counts.setdefault(q, {})[o] = n
+            return counts
+
+    def state(self, code: object, *, token: object = None, student_id: object = None, now: float | None = None) -> ClassState:
+        """One poll: the class now, for its teacher (token) or one of its students (student_id)."""
+        now = time.time() if now is None else now
+        with self._tx(write=False) as c:
+            row, role = self._viewer(c, code, token, student_id, now)
+            code, lesson = row[0], row[3]
+            students = c.one("SELECT COUNT(*) FROM students WHERE code = ?", code)[0]
+            count = c.one("SELECT COUNT(*) FROM predictions WHERE code = ? AND lesson = ?", code, lesson)[0]
+            result = c.one("SELECT result_json FROM results WHERE code = ? AND lesson = ?", code, lesson)
+            shown = c.one("SELECT 1 FROM answer_reveals WHERE code = ? AND lesson = ?", code, lesson) is not None
+            mine = nickname = None
+            if role == "student":
+                got = c.one("SELECT value FROM predictions WHERE code = ? AND lesson = ? AND student_id = ?", code, lesson, student_id)
+                mine = got[0] if got else None
+                nickname = c.one("SELECT nickname FROM students WHERE student_id = ?", student_id)[0]
+        return ClassState(
+            code=code,
+            role=role,
+            lesson=lesson,
+            version=row[4],
+            students=students,
+            expires_at=row[2],
+            predictions=count,
+            result_json=result[0] if result else None,
+            answers_revealed=shown,
+            my_prediction=mine,
+            nickname=nickname,
+        )
+
+    # -- upkeep
+    def purge(self, now: float | None = None) -> int:
+        """Delete every expired class with all its rows, and rate-limit records older than an hour; returns how
+        many classes went."""
+        now = time.time() if now is None else now
+        with self._tx(write=True) as c:
+            return self._purge(c, now)
+
+    def _purge(self, c: _Cursor, now: float) -> int:
+        gone = self._delete(c, "expires_at <= ?", now)
+        c.run("DELETE FROM creations WHERE at <= ?", now - 3600)
+        c.run("DELETE FROM join_attempts WHERE at <= ?", now - 3600)
+        return gone
+
+    def _delete(self, c: _Cursor, where: str, arg: object) -> int:
+        for table in CLASS_TABLES:
+            c.run(f"DELETE FROM {table} WHERE code IN (SELECT code FROM classes WHERE {where})", arg)
+        return c.run(f"DELETE FROM classes WHERE {where}", arg)
+
+    def counts(self) -> dict[str, int]:
+        """Rows per table (for tests and the load script)."""
+        with self._tx(write=False) as c:
+            return {t: c.one(f"SELECT COUNT(*) FROM {t}")[0] for t in ("classes", *CLASS_TABLES, "creations", "join_attempts")}

@@ -1,0 +1,422 @@
+"""The charts and compact tables of the Lessons page's results: measurement dict in, plotly Figure or table rows out.
+
+One `<experiment>_figure(m, s, label)` per lesson whose claim needs a picture (lesson 1 draws app/views/roofline.py's
+pass-cost curves; lesson 6 adds time per output token here), and `<experiment>_table(m, s)` for the numbers under
+it. Pure functions: no streamlit. Every text that reaches a figure (drafter and contender names, the run's label) is
+HTML-escaped, because plotly renders tags in titles, legends and hover text. Colours are the Okabe-Ito colour-blind
+safe set (no red/green pair), and every colour also has a name in the legend or on the bar.
+
+Spread (app/lessons/measurement.py, L-C): where a lane or a row carries `tokens_per_s_runs` ({values, median, min,
+max} over interleaved repeats) the bar shows the median and a whisker from min to max; without it, the single run.
+Time per output token (TPOT, the latency one request sees per token) is the lane's `tpot_ms` where measured, else
+batch ÷ tokens/s: this engine runs a batch until its slowest row ends, so every request waits for the whole batch.
+"""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from app.lessons import conclusions
+
+# Okabe-Ito: blue, orange, sky blue, reddish purple, grey, vermillion (never paired with a green).
+PLAIN_COLOR = "#8a8d99"
+COLORS = ["#0072B2", "#E69F00", "#56B4E9", "#CC79A7", "#D55E00"]
+WASTE_COLOR = "#CC79A7"
+RIDGE_COLOR = "#D55E00"
+ROW_PX, HEADER_PX = 35, 38
+MAX_LABEL = 160
+
+
+def esc(text) -> str:
+    """Plain text safe for a plotly string: tags escaped, length capped."""
+    s = " ".join(str(text).split())
+    return html.escape(s if len(s) <= MAX_LABEL else s[: MAX_LABEL - 1] + "…")
+
+
+def table_height(rows: list) -> int:
+    """A st.dataframe height that shows every row (no inner scroll) up to ~20 rows."""
+    return HEADER_PX + ROW_PX * max(1, min(len(rows), 20))
+
+
+def frame(fig: go.Figure, title: str, label: str, height: int = 380) -> go.Figure:
+    """Title (the claim) and, under it, where and when it was measured."""
+    text = f"<b>{esc(title)}</b>" + (f"<br><sup>{esc(label)}</sup>" if label else "")
+    fig.update_layout(
+        title={"text": text, "x": 0, "xanchor": "left"},
+        height=height,
+        margin={"l": 55, "r": 20, "t": 80 if label else 50, "b": 45},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0},
+        barmode="group",
+    )
+    return fig
+
+
+# --- spread -------------------------------------------------------------------------------------
+def spread_of(obj: dict, key: str = "tokens_per_s_runs") -> tuple[float, float, float] | None:
+    """(median, min, max) of a repeated measurement, None where the run was measured once."""
+    sp = obj.get(key) if isinstance(obj, dict) else None
+    if not isinstance(sp, dict) or not all(isinstance(sp.get(k), (int, float)) for k in ("median", "min", "max")):
+        return None
+    return float(sp["median"]), float(sp["min"]), float(sp["max"])
+
+
+def lane_rate(lane: dict) -> tuple[float, float | None, float | None]:
+    """A lane's tokens/s: (value, min, max); min/max None for a single run."""
+    sp = spread_of(lane)
+    return sp if sp else (float(lane["summary"]["tokens_per_s"]), None, None)
+
+
+def _whiskers(values: list[tuple[float, float | None, float | None]]) -> dict | None:
+    if all(lo is None for _, lo, _ in values):
+        return None
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": [(hi - v) if hi is not None else 0.0 for v, _, hi in values],
+        "arrayminus": [(v - lo) if lo is not None else 0.0 for v, lo, _ in values],
+        "color": "#333",
+        "thickness": 1.5,
+    }
+
+
+def ratio_range(spec: dict, ar: dict) -> tuple[float, float | None, float | None]:
+    """Speedup spec/ar, and its range from the two lanes' spreads (worst: spec min / ar max)."""
+    s, s_lo, s_hi = lane_rate(spec)
+    a, a_lo, a_hi = lane_rate(ar)
+    if not a:
+        return 0.0, None, None
+    if s_lo is None or a_lo is None:
+        return s / a, None, None
+    return s / a, s_lo / a_hi if a_hi else None, s_hi / a_lo if a_lo else None
+
+
+def tpot_ms(lane: dict, batch: int) -> float | None:
+    """Time per output token one request sees, ms: measured where the lane has it, else batch ÷ tokens/s."""
+    if isinstance(lane.get("tpot_ms"), (int, float)):
+        return float(lane["tpot_ms"])
+    rate = lane_rate(lane)[0] if "summary" in lane else lane.get("tokens_per_s")
+    return 1000.0 * batch / rate if rate else None
+
+
+# --- lesson 2: more FLOPs, less time ------------------------------------------------------------
+def more_flops_figure(m: dict, s: dict, label: str = "") -> go.Figure:
+    """FLOPs (useful + wasted on rejected drafts) and wall time, plain against speculative."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("FLOPs done (GFLOP)", "time for the same tokens (s)"))
+    names = ["plain", "speculative"]
+    lanes = [m["ar"], m["spec"]]
+    useful = [(ln["summary"]["flops"] - ln["summary"]["flops_wasted"]) / 1e9 for ln in lanes]
+    wasted = [ln["summary"]["flops_wasted"] / 1e9 for ln in lanes]
+    fig.add_bar(x=names, y=useful, name="FLOPs on kept tokens", marker_color=COLORS[0], row=1, col=1)
+    fig.add_bar(
+        x=names,
+        y=wasted,
+        name="FLOPs on rejected drafts (wasted)",
+        marker={"color": WASTE_COLOR, "pattern": {"shape": "/"}},
+        row=1,
+        col=1,
+    )
+    times = [ln["summary"]["wall_s"] for ln in lanes]
+    fig.add_bar(
+        x=names,
+        y=times,
+        name="wall time",
+        marker_color=COLORS[1],
+        text=[f"{t:.2f} s" for t in times],
+        textposition="outside",
+        row=1,
+        col=2,
+    )
+    frame(fig, "More FLOPs, less time: speculation does more arithmetic and finishes sooner", label)
+    fig.update_layout(barmode="stack")
+    return fig
+
+
+def more_flops_table(m: dict, s: dict) -> list[dict]:
+    out = []
+    for name, ln in (("plain", m["ar"]), ("speculative", m["spec"])):
+        sm = ln["summary"]
+        out.append(
+            {
+                "decoding": name,
+                "tokens/s": round(lane_rate(ln)[0], 1),
+                "time (s)": round(sm["wall_s"], 2),
+                "target passes": int(sm["target_forwards"]),
+                "GFLOP": round(sm["flops"] / 1e9, 1),
+                "wasted GFLOP": round(sm["flops_wasted"] / 1e9, 1),
+            }
+        )
+    return out
+
+
+# --- lesson 3: past the ridge -------------------------------------------------------------------
+def ridge_points(m: dict, s: dict) -> list[dict]:
+    """One point per (drafter, batch): speedup (with range), tokens per pass plain and speculative, α."""
+    model = conclusions.drafter_label(m["drafter"])
+    runs = sorted(m["runs"], key=lambda r: r["batch"])
+    pairs = [(model, r["batch"], r) for r in runs] + [("n-gram lookup, extractive prompts", runs[-1]["batch"], m["ngram"])]
+    out = []
+    for name, batch, run in pairs:
+        depth = int(run["spec"].get("depth") or s.get("depth") or 0)
+        speed, lo, hi = ratio_range(run["spec"], run["ar"])
+        out.append(
+            {
+                "drafter": name,
+                "batch": batch,
+                "speedup": speed,
+                "lo": lo,
+                "hi": hi,
+                "plain_tokens": batch,
+                "spec_tokens": batch * (depth + 1),
+                "alpha": run["spec"]["summary"].get("alpha"),
+            }
+        )
+    return out
+
+
+def past_the_ridge_figure(m: dict, s: dict, label: str = "") -> go.Figure:
+    points = ridge_points(m, s)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("speedup over plain decoding", "tokens per pass against the ridge"))
+    batches = sorted({p["batch"] for p in points})
+    for i, name in enumerate(dict.fromkeys(p["drafter"] for p in points)):
+        mine = [p for p in points if p["drafter"] == name]
+        vals = [(p["speedup"], p["lo"], p["hi"]) for p in mine]
+        fig.add_bar(
+            x=[f"batch {p['batch']}" for p in mine],
+            y=[v for v, _, _ in vals],
+            name=esc(name),
+            marker_color=COLORS[i % len(COLORS)],
+            error_y=_whiskers(vals),
+            text=[f"{v:.2f}×" for v, _, _ in vals],
+            textposition="outside",
+            row=1,
+            col=1,
+        )
+    fig.add_hline(y=1.0, line_dash="dot", line_color="#333", annotation_text="1× = no gain", row=1, col=1)
+    first = next(p for p in points if p["drafter"] == points[0]["drafter"])
+    depth_tokens = {p["batch"]: p["spec_tokens"] for p in points if p["drafter"] == first["drafter"]}
+    xs = [f"batch {b}" for b in batches]
+    fig.add_bar(x=xs, y=batches, name="plain: tokens per pass", marker_color=PLAIN_COLOR, row=1, col=2)
+    fig.add_bar(
+        x=xs,
+        y=[depth_tokens.get(b) for b in batches],
+        name="speculative verify: tokens per pass",
+        marker={"color": COLORS[0], "pattern": {"shape": "x"}},
+        row=1,
+        col=2,
+    )
+    ridge = m.get("ridge_tokens")
+    if ridge:
+        fig.add_hline(y=ridge, line_dash="dash", line_color=RIDGE_COLOR, annotation_text=f"ridge ≈ {ridge:.0f} tokens", row=1, col=2)
+    curve = m.get("curve")
+    if isinstance(curve, dict) and isinstance(curve.get("knee_tokens"), (int, float)):
+        fig.add_hline(
+            y=curve["knee_tokens"],
+            line_dash="dot",
+            line_color="#333",
+            annotation_text=f"knee of this machine's curve ≈ {curve['knee_tokens']:.0f}",
+            row=1,
+            col=2,
+        )
+    return frame(fig, "Speculation pays below the ridge and less (or not) past it", label, height=400)
+
+
+def past_the_ridge_table(m: dict, s: dict) -> list[dict]:
+    return [
+        {
+            "drafter": p["drafter"],
+            "batch": p["batch"],
+            "tokens per pass (plain → verify)": f"{p['plain_tokens']} → {p['spec_tokens']}",
+            "speedup": round(p["speedup"], 2),
+            "range (repeats)": f"{p['lo']:.2f}–{p['hi']:.2f}" if p["lo"] is not None else "one run",
+            "α": round(p["alpha"], 2) if p["alpha"] is not None else None,
+        }
+        for p in ridge_points(m, s)
+    ]
+
+
+# --- lessons 4 and 6: policies against load, throughput beside latency --------------------------
+def _policy_lanes(m: dict, s: dict) -> list[tuple[str, dict]]:
+    n = int(s.get("n", 0))
+    return [("plain", m["ar"]), ("always on", m["on"]), (f"off above batch {n}", m["off"])]
+
+
+def turn_it_off_figure(m: dict, s: dict, label: str = "") -> go.Figure:
+    """Tokens/s of each policy at the lesson's batch, and beside it the time per output token a request sees."""
+    batch = int(s.get("batch", 1))
+    lanes = _policy_lanes(m, s)
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("tokens/s, all sequences (higher is better)", "time per output token, ms (lower is better)")
+    )
+    vals = [lane_rate(ln) for _, ln in lanes]
+    colors = [PLAIN_COLOR, COLORS[0], COLORS[1]]
+    names = [name for name, _ in lanes]
+    fig.add_bar(
+        x=names,
+        y=[v for v, _, _ in vals],
+        marker_color=colors,
+        error_y=_whiskers(vals),
+        text=[f"{v:.0f}" for v, _, _ in vals],
+        textposition="outside",
+        name="tokens/s",
+        showlegend=False,
+        row=1,
+        col=1,
+    )
+    tp = [tpot_ms(ln, batch) for _, ln in lanes]
+    fig.add_bar(
+        x=names,
+        y=tp,
+        marker={"color": colors, "pattern": {"shape": "."}},
+        text=[f"{t:.0f} ms" if t else "" for t in tp],
+        textposition="outside",
+        name="TPOT",
+        showlegend=False,
+        row=1,
+        col=2,
+    )
+    return frame(fig, f"Three policies at batch {batch}: throughput and the wait per token", label)
+
+
+def turn_it_off_table(m: dict, s: dict) -> list[dict]:
+    batch = int(s.get("batch", 1))
+    base = lane_rate(m["ar"])[0]
+    out = []
+    for name, ln in _policy_lanes(m, s):
+        v, lo, hi = lane_rate(ln)
+        t = tpot_ms(ln, batch)
+        out.append(
+            {
+                "policy": name,
+                "tokens/s": round(v, 1),
+                "range (repeats)": f"{lo:.0f}–{hi:.0f}" if lo is not None else "one run",
+                "× plain": round(v / base, 2) if base else None,
+                "time per output token (ms)": round(t, 1) if t else None,
+                "speculated steps": f"{ln.get('speculated_steps', 0)} of {ln.get('decode_steps', 0)}",
+            }
+        )
+    return out
+
+
+def by_load_figure(m: dict, s: dict, label: str = "") -> go.Figure:
+    """Tokens/s of each policy against batch size, and time per output token against batch size."""
+    rows = m["rows"]
+    xs = sorted({r["batch"] for r in rows})
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("tokens/s, all sequences (higher is better)", "time per output token, ms (lower is better)")
+    )
+    dashes = [None, "dash", "dot", "dashdot", "longdash"]
+    for i, name in enumerate(dict.fromkeys(r["contender"] for r in rows)):
+        cells = [next((r for r in rows if r["batch"] == b and r["contender"] == name), None) for b in xs]
+        vals = [(spread_of(c) or (c["tokens_per_s"], None, None)) if c else (None, None, None) for c in cells]
+        color = PLAIN_COLOR if i == 0 else COLORS[(i - 1) % len(COLORS)]
+        style = {"color": color, "dash": dashes[i % len(dashes)], "width": 2.5}
+        ok = [v for v in vals if v[0] is not None]
+        fig.add_scatter(
+            x=[str(b) for b in xs],
+            y=[v for v, _, _ in vals],
+            mode="lines+markers",
+            name=esc(name),
+            line=style,
+            error_y=_whiskers(ok) if len(ok) == len(vals) else None,
+            legendgroup=str(i),
+            row=1,
+            col=1,
+        )
+        fig.add_scatter(
+            x=[str(b) for b in xs],
+            y=[tpot_ms(c, b) if c else None for c, b in zip(cells, xs, strict=True)],
+            mode="lines+markers",
+            name=esc(name),
+            line=style,
+            legendgroup=str(i),
+            showlegend=False,
+            row=1,
+            col=2,
+        )
+    fig.update_xaxes(title_text="batch size", type="category")
+    fig.update_yaxes(rangemode="tozero")
+    return frame(fig, "Each policy against load: throughput and per-request latency", label, height=420)
+
+
+# --- lesson 5: adaptive depth -------------------------------------------------------------------
+def adaptive_figure(m: dict, s: dict, label: str = "") -> go.Figure:
+    """Per batch: drafts per step and tokens kept per step, all drafts against the confidence gate."""
+    conf = float(s.get("conf", 0))
+    fig = make_subplots(
+        rows=1, cols=3, subplot_titles=("drafted per step (depth)", "tokens kept per step (accepted length)", "speedup over plain")
+    )
+    xs = [f"batch {b['batch']}" for b in m["batches"]]
+    for i, (key, name) in enumerate((("fixed", f"all {int(s.get('depth', 0))} drafts"), ("gated", f"stop below {conf:.2f}"))):
+        style = {"color": COLORS[i], "pattern": {"shape": "" if i == 0 else "/"}}
+        depth = [b[f"m_{key}"].get("drafted_depth") for b in m["batches"]]
+        kept = [b[key]["summary"].get("tokens_per_step") for b in m["batches"]]
+        speed = [ratio_range(b[key], b["ar"]) for b in m["batches"]]
+        common = {"name": esc(name), "marker": style, "legendgroup": key}
+        fig.add_bar(x=xs, y=depth, text=[f"{d:.1f}" if d is not None else "" for d in depth], row=1, col=1, **common)
+        fig.add_bar(x=xs, y=kept, text=[f"{k:.2f}" if k is not None else "" for k in kept], showlegend=False, row=1, col=2, **common)
+        fig.add_bar(
+            x=xs,
+            y=[v for v, _, _ in speed],
+            error_y=_whiskers(speed),
+            text=[f"{v:.2f}×" for v, _, _ in speed],
+            showlegend=False,
+            row=1,
+            col=3,
+            **common,
+        )
+    fig.add_hline(y=1.0, line_dash="dot", line_color="#333", row=1, col=3)
+    return frame(fig, "The gate drafts less where the drafter is unsure; does it keep as many tokens?", label, height=400)
+
+
+def adaptive_table(m: dict, s: dict) -> list[dict]:
+    out = []
+    for b in m["batches"]:
+        for key in ("fixed", "gated"):
+            sm, c = b[key]["summary"], b[f"m_{key}"]
+            speed, lo, hi = ratio_range(b[key], b["ar"])
+            out.append(
+                {
+                    "batch": b["batch"],
+                    "drafts": "all" if key == "fixed" else f"stop below {float(s.get('conf', 0)):.2f}",
+                    "drafted per step": round(c["drafted_depth"], 2) if c.get("drafted_depth") is not None else None,
+                    "kept per step": round(sm["tokens_per_step"], 2) if sm.get("tokens_per_step") is not None else None,
+                    "α": round(sm["alpha"], 2) if sm.get("alpha") is not None else None,
+                    "speedup": round(speed, 2),
+                    "range (repeats)": f"{lo:.2f}–{hi:.2f}" if lo is not None else "one run",
+                    "wasted GFLOP": round(sm["flops_wasted"] / 1e9, 1),
+                }
+            )
+    return out
+
+
+# --- lesson 7: width ----------------------------------------------------------------------------
+def width_figure(m: dict, s: dict, label: str = "") -> go.Figure:
+    """Tokens/s of plain, chain and tree at both batches (tokens per pass on each bar), and tokens emitted per pass."""
+    rows = m["rows"]
+    xs = sorted({r["batch"] for r in rows})
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens/s, all sequences", "tokens emitted per pass (per row)"))
+    for i, name in enumerate(dict.fromkeys(r["contender"] for r in rows)):
+        cells = [next((r for r in rows if r["batch"] == b and r["contender"] == name), None) for b in xs]
+        vals = [(spread_of(c) or (c["tokens_per_s"], None, None)) if c else (0.0, None, None) for c in cells]
+        color = PLAIN_COLOR if name == "plain decoding" else COLORS[i % len(COLORS)]
+        marker = {"color": color, "pattern": {"shape": ["", "", "/", "x"][i % 4]}}
+        fig.add_bar(
+            x=[f"batch {b}" for b in xs],
+            y=[v for v, _, _ in vals],
+            name=esc(name),
+            marker=marker,
+            error_y=_whiskers(vals),
+            text=[f"{c['tokens_per_pass']} tok/pass" if c else "" for c in cells],
+            textposition="outside",
+            legendgroup=str(i),
+            row=1,
+            col=1,
+        )
+        emitted = [(c.get("tokens_per_step") or (1.0 if name == "plain decoding" else None)) if c else None for c in cells]
+        fig.add_bar(
+            x=[f"batch {b}" for b in xs], y=emitted, name=esc(name), marker=marker, legendgroup=str(i), showlegend=False, row=1, col=2
+        )
+    return frame(fig, "Tree against chain: more tokens per pass buys more accepted tokens, until the pass gets dear", label, height=400)

@@ -1,0 +1,280 @@
+"""The data of the Lessons page's GPU panel: what each lesson's claim looks like on a GPU, from three labelled sources.
+
+1. MEASURED: SpecLab's recorded H200 pass curves (docs/measurements/h200-gpu_graphs.json and h200-gpu_bench.json),
+   read with the engine's own strict reader (engine/roofline/recordings.py: a file that is not such a report is
+   refused with one line). Random weights in real shapes: they show what a pass costs, never how often a drafter's
+   guess is accepted.
+2. MODEL: the roofline Predictor (engine/roofline/predictor.py) for a named GPU's data-sheet peaks and a real
+   model shape, at the lesson's own settings (batch × (depth + 1) tokens per verify pass). A model, not a
+   measurement, and labelled so on every number.
+3. CITED: published results where the claim depends on acceptance, each with its source (checked with the
+   project's search tool, 2026-12-02).
+
+Pure: no streamlit, no torch, no model loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+from app.lessons.figures import COLORS, esc, frame
+from engine.roofline import predictor
+from engine.roofline.architectures import architecture
+from engine.roofline.gpus import gpu
+from engine.roofline.recordings import BUILT_IN, ROOT, PassRecord, RecordingError, load_report
+
+MODEL_GPU, MODEL_SHAPE, MODEL_CONTEXT = "H100-SXM", "8B", 1024
+SEED_SHAPE = "27B"  # the seed's framing: a 27B model in bf16 streams its weights every decode pass
+SERVING_BATCH = 64  # a serving engine's batch, beside the lesson's own
+CAN_SHOW = (
+    "Can show: what one forward pass costs on that GPU as it carries more tokens (the flat part, the knee, launch "
+    "overhead eager against CUDA graphs). Cannot show: acceptance, so no speedup of a real drafter: the weights are "
+    "random, so drafts are (almost) never accepted."
+)
+
+
+# --- 1. recorded GPU pass curves ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Curve:
+    source: str
+    device: str
+    date: str
+    dtype: str
+    shape: str
+    mode: str  # "graph" or "eager"
+    context: int
+    tokens: tuple[int, ...]  # tokens per pass, sorted
+    ms: tuple[float, ...]  # median ms over the (batch, new_tokens) pairs with that many tokens
+    batches: tuple[str, ...]  # the pairs behind each point, for hover ("8×16")
+
+    @property
+    def label(self) -> str:
+        return f"{self.device}, {self.dtype}, {self.date}, random weights in real shapes ({self.source})"
+
+    @property
+    def name(self) -> str:
+        how = "CUDA graph" if self.mode == "graph" else "eager"
+        return f"{self.shape} shape, {how}" + (f", context {self.context}" if self.context else "")
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def curves_of(records: list[PassRecord]) -> list[Curve]:
+    """One curve per (file, shape, mode, context): the median time at each tokens-per-pass count."""
+    groups: dict[tuple, list[PassRecord]] = {}
+    for r in records:
+        groups.setdefault((r.source, r.shape, r.mode, r.context), []).append(r)
+    out = []
+    for (source, shape, mode, context), group in groups.items():
+        by_tokens: dict[int, list[PassRecord]] = {}
+        for r in group:
+            by_tokens.setdefault(r.tokens_per_pass, []).append(r)
+        tokens = tuple(sorted(by_tokens))
+        first = group[0]
+        out.append(
+            Curve(
+                source,
+                first.device,
+                first.date,
+                first.dtype,
+                shape,
+                mode,
+                context,
+                tokens,
+                tuple(_median([r.ms for r in by_tokens[t]]) for t in tokens),
+                tuple(", ".join(f"{r.batch}×{r.new_tokens}" for r in by_tokens[t]) for t in tokens),
+            )
+        )
+    return out
+
+
+def recorded_curves(paths: list[Path] | None = None) -> tuple[list[Curve], list[str]]:
+    """The shipped H200 curves, and one line per file that could not be used (missing or malformed)."""
+    curves, problems = [], []
+    for path in paths if paths is not None else [ROOT / p for p in BUILT_IN]:
+        try:
+            curves += curves_of(load_report(Path(path)))
+        except RecordingError as exc:
+            problems.append(str(exc))
+    return curves, problems
+
+
+def knee_ratio(curve: Curve, tokens: int) -> float | None:
+    """ms at `tokens` ÷ ms at the curve's smallest pass, None where the curve has no such point."""
+    if tokens not in curve.tokens:
+        return None
+    return curve.ms[curve.tokens.index(tokens)] / curve.ms[0]
+
+
+# --- 2. the Predictor at the lesson's settings ---------------------------------------------------
+def lesson_passes(lesson: str, settings: dict) -> list[tuple[str, int, int]]:
+    """(what, batch, new tokens per row) of the passes the lesson's settings make, plus a serving batch."""
+    s = settings or {}
+    depth = int(s.get("depth", s.get("k", 4)) or 4)
+    batch = int(s.get("batch", 1) or 1)
+    if lesson == "memory_bound":
+        largest = int(s.get("largest", 64) or 64)
+        return [("one token", 1, 1), (f"{largest} tokens in one pass", 1, largest)]
+    if lesson == "width":
+        nodes = int(s.get("nodes", 24) or 24)
+        out = []
+        for b in sorted({1, batch}):
+            out += [(f"plain, batch {b}", b, 1), (f"chain k = 4, batch {b}", b, 5), (f"tree of {nodes}, batch {b}", b, nodes + 1)]
+        return out
+    if lesson == "adaptive":
+        batches = [1, 8]
+    elif lesson == "by_load":
+        batches = [1, 4, 16]
+    elif lesson in ("turn_it_off",):
+        batches = [batch]
+    else:  # one_step, more_flops, past_the_ridge, and any lesson not named here
+        batches = sorted({1, batch})
+    out = []
+    for b in [*batches, SERVING_BATCH] if SERVING_BATCH not in batches else batches:
+        tag = " (a serving batch)" if b == SERVING_BATCH and b not in batches else ""
+        out += [(f"plain, batch {b}{tag}", b, 1), (f"verify k = {depth}, batch {b}{tag}", b, depth + 1)]
+    return out
+
+
+def model_rows(lesson: str, settings: dict, gpu_key: str = MODEL_GPU, shape: str = MODEL_SHAPE) -> list[dict]:
+    """Predicted pass times for the lesson's passes on a named GPU and real shape: a MODEL, labelled per row."""
+    arch = architecture(shape)
+    costs, roof = arch.costs("bfloat16"), predictor.Roof.from_gpu(gpu(gpu_key), "bfloat16")
+    out = []
+    for what, b, n in lesson_passes(lesson, settings):
+        one = predictor.pass_ms(costs, roof, b, 1, MODEL_CONTEXT)
+        ms = predictor.pass_ms(costs, roof, b, n, MODEL_CONTEXT)
+        out.append(
+            {
+                "pass (model, not a measurement)": what,
+                "tokens per pass": b * n,
+                "predicted ms": round(ms, 2),
+                "× a plain pass at that batch": round(ms / one, 2),
+                "regime (model)": predictor.regime(costs, roof, b, n, MODEL_CONTEXT),
+            }
+        )
+    return out
+
+
+def model_label(gpu_key: str = MODEL_GPU, shape: str = MODEL_SHAPE) -> str:
+    g, arch = gpu(gpu_key), architecture(shape)
+    return (
+        f"model, not a measurement: roofline at the {g.name} data-sheet peaks (bf16) plus the CUDA-graph overhead "
+        f"measured on an H200, {arch.name} shape, context {MODEL_CONTEXT} (engine/roofline/predictor.py)"
+    )
+
+
+def model_ridge(gpu_key: str = MODEL_GPU, shape: str = MODEL_SHAPE) -> float:
+    """Tokens per pass where the model's pass turns compute-bound on that GPU (the Predictor's ridge)."""
+    return predictor.ridge_tokens_per_pass(architecture(shape).costs("bfloat16"), predictor.Roof.from_gpu(gpu(gpu_key), "bfloat16"))
+
+
+def seed_framing(gpu_key: str = MODEL_GPU, shape: str = SEED_SHAPE) -> dict:
+    """The seed's numbers, computed: weight bytes of a real shape in bf16, and the least time to stream them once."""
+    g, arch = gpu(gpu_key), architecture(shape)
+    costs = arch.costs("bfloat16")
+    flops_one = costs.forward_flops(1, 1, 0)
+    return {
+        "model": arch.name,
+        "gpu": g.name,
+        "weight_gb": costs.weight_bytes / 1e9,
+        "bandwidth_tb_s": g.bandwidth / 1e12,
+        "stream_ms": 1000.0 * costs.weight_bytes / g.bandwidth,
+        "one_token_flops_ms": 1000.0 * flops_one / g.peak_flops("bfloat16"),
+        "ridge_tokens": model_ridge(gpu_key, shape),
+    }
+
+
+def seed_sentence(gpu_key: str = MODEL_GPU, shape: str = SEED_SHAPE) -> str:
+    f = seed_framing(gpu_key, shape)
+    return (
+        f"A GPU keeps the weights in its large global memory (HBM) and streams them into small on-chip memory on "
+        f"every pass. {f['model']} in bf16 is {f['weight_gb']:.0f} GB of weights: at the {f['gpu']}'s "
+        f"{f['bandwidth_tb_s']:.2f} TB/s one decode pass takes at least {f['stream_ms']:.0f} ms however few tokens it "
+        f"carries, while one token's arithmetic takes {f['one_token_flops_ms']:.2f} ms at its peak; the pass stays "
+        f"memory-bound up to about {f['ridge_tokens']:.0f} tokens (model, data-sheet peaks). A sparse (MoE) model "
+        "streams only the experts its tokens are routed to (its active parameters)."
+    )
+
+
+# --- 3. published results where the claim needs acceptance ----------------------------------------
+SGLANG = "SGLang docs, Speculative Decoding (https://docs.sglang.io/advanced_features/speculative_decoding.html), from the EAGLE-3 paper"
+EAGLE3 = "Li et al., EAGLE-3, arXiv 2503.01840 (abstract), https://arxiv.org/abs/2503.01840"
+CITED = (
+    {"result": "plain decoding", "value": "158.34 tokens/s", "setup": "Llama-3.1-8B-Instruct, MT-Bench, 1× H100, SGLang", "source": SGLANG},
+    {"result": "EAGLE-2", "value": "244.10 tokens/s", "setup": "Llama-3.1-8B-Instruct, MT-Bench, 1× H100, SGLang", "source": SGLANG},
+    {"result": "EAGLE-3", "value": "373.25 tokens/s", "setup": "Llama-3.1-8B-Instruct, MT-Bench, 1× H100, SGLang", "source": SGLANG},
+    {"result": "EAGLE-3 throughput gain at batch 64", "value": "1.38×", "setup": "SGLang", "source": EAGLE3},
+    {"result": "EAGLE-3 speedup, best case", "value": "up to 6.5×", "setup": "chat and reasoning models, five tasks", "source": EAGLE3},
+)
+NEEDS_ACCEPTANCE = {"more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width", "one_step"}
+
+
+def cited_rows(lesson: str) -> list[dict]:
+    """Published results for a lesson whose claim depends on acceptance; none for lesson 1 (pass cost only)."""
+    return [dict(r) for r in CITED] if lesson in NEEDS_ACCEPTANCE else []
+
+
+# --- the panel's figures --------------------------------------------------------------------------
+def curves_figure(curves: list[Curve], marks: list[int] | None = None) -> go.Figure:
+    """ms per pass against tokens per pass for each recorded curve (log-log), the lesson's pass sizes marked."""
+    fig = go.Figure()
+    dashes = {"graph": None, "eager": "dash"}
+    shapes = list(dict.fromkeys(c.shape for c in curves))
+    for c in curves:
+        color = COLORS[shapes.index(c.shape) % len(COLORS)]
+        fig.add_scatter(
+            x=list(c.tokens),
+            y=list(c.ms),
+            mode="lines+markers",
+            name=esc(c.name + (" (gpu_bench)" if "bench" in c.source else "")),
+            line={"color": color, "dash": dashes.get(c.mode)},
+            marker={"symbol": "circle" if c.mode == "graph" else "square"},
+            customdata=list(c.batches),
+            hovertemplate="%{x} tokens per pass (batch×tokens: %{customdata}): %{y:.2f} ms<extra></extra>",
+        )
+    for t in sorted(set(marks or [])):
+        fig.add_vline(x=t, line_dash="dot", line_color="#555", annotation_text=f"{t}", annotation_position="top")
+    fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)")
+    fig.update_yaxes(type="log", title_text="ms per pass")
+    label = "; ".join(dict.fromkeys(c.label for c in curves))
+    return frame(fig, "Measured on a GPU: what one pass costs as it carries more tokens", label, height=420)
+
+
+def model_figure(lesson: str, settings: dict, gpu_keys: tuple[str, ...] = ("H100-SXM", "H200"), shape: str = MODEL_SHAPE) -> go.Figure:
+    """The Predictor's pass time against tokens per pass (batch 1 growing), per GPU, with the lesson's passes marked."""
+    arch = architecture(shape)
+    costs = arch.costs("bfloat16")
+    xs = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+    fig = go.Figure()
+    for i, key in enumerate(gpu_keys):
+        roof = predictor.Roof.from_gpu(gpu(key), "bfloat16")
+        fig.add_scatter(
+            x=xs,
+            y=[predictor.pass_ms(costs, roof, 1, n, MODEL_CONTEXT) for n in xs],
+            mode="lines",
+            name=esc(f"{gpu(key).name} (model)"),
+            line={"color": COLORS[i % len(COLORS)], "dash": "dot"},
+        )
+        ridge = model_ridge(key, shape)
+        fig.add_vline(x=ridge, line_dash="dash", line_color=COLORS[i % len(COLORS)], annotation_text=esc(f"{key} ridge ≈ {ridge:.0f}"))
+    for row in model_rows(lesson, settings, gpu_keys[0], shape):
+        fig.add_scatter(
+            x=[row["tokens per pass"]],
+            y=[row["predicted ms"]],
+            mode="markers",
+            marker={"size": 10, "color": "#333", "symbol": "diamond"},
+            name=esc(row["pass (model, not a measurement)"]),
+            showlegend=False,
+            hovertemplate=esc(row["pass (model, not a measurement)"]) + ": %{x} tokens, %{y:.2f} ms (model)<extra></extra>",
+        )
+    fig.update_xaxes(type="log", title_text="tokens per pass")
+    fig.update_yaxes(rangemode="tozero", title_text="predicted ms per pass (model)")
+    return frame(fig, f"Model, not a measurement: the {arch.name} shape's pass on named GPUs", model_label(gpu_keys[0], shape), height=400)

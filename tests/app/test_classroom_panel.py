@@ -1,0 +1,238 @@
+"""The class-session views (app/views/classroom.py, pure) and panel (app/classroom/panel.py, AppTest on a small
+page that wires it the way the Lessons page will): a teacher and students in separate sessions, one store file."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+import segno
+from streamlit.testing.v1 import AppTest
+
+from app.classroom.store import ClassroomStore
+from app.views import classroom as views
+
+HOSTILE = "<img src=x onerror=1>"
+
+
+# --- pure views ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "page_url,expected",
+    [
+        ("http://h:8501/lessons?lesson=2&teacher=1", "http://h:8501/lessons?class=ABCDE12345"),
+        ("http://h:8501/", "http://h:8501/lessons?class=ABCDE12345"),
+        ("http://h:8501", "http://h:8501/lessons?class=ABCDE12345"),
+        ("https://x.hf.space/app/playground#top", "https://x.hf.space/app/lessons?class=ABCDE12345"),
+        ("https://x.hf.space/app/", "https://x.hf.space/app/lessons?class=ABCDE12345"),
+    ],
+)
+def test_the_student_link_is_the_lessons_page_with_the_code_only(page_url, expected):
+    assert views.lessons_url(page_url, "ABCDE12345") == expected
+
+
+def test_the_teacher_link_carries_the_token_url_encoded():
+    url = views.lessons_url("http://h/lessons", "ABCDE12345", "a-b_c+/=")
+    assert url == "http://h/lessons?class=ABCDE12345&teacher=a-b_c%2B%2F%3D"
+
+
+def test_the_qr_code_is_one_svg_of_the_link():
+    url = "http://h:8501/lessons?class=ABCDE12345"
+    svg = views.qr_svg(url, scale=5)
+    root = ET.fromstring(svg)
+    assert root.tag.endswith("svg") and not root.findall(".//{*}script") and "class=" not in (root.text or "")
+    side = len(segno.make(url, error="m", micro=False).matrix) + 4  # modules + 2-module border on each side
+    assert int(root.get("width")) == side * 5  # the same symbol segno makes for this URL, at scale 5
+    assert int(ET.fromstring(views.qr_svg(url + "X" * 60)).get("width")) > side * 5  # a longer link, a bigger code
+
+
+def test_count_labels():
+    assert [views.count_label(n) for n in (0, 1, 3)] == ["0 predictions", "1 prediction", "3 predictions"]
+    assert views.count_label(2, "student") == "2 students"
+
+
+def test_the_predictions_figure_stacks_equal_guesses_and_marks_guess_and_result():
+    fig = views.predictions_figure([1.0, 2.0, 2.0, 2.0, 3.5], "×", mine=2.0, result=1.7)
+    assert fig.layout.title.text == "5 predictions"
+    strip = [t for t in fig.data if t.type == "scatter"][0]
+    assert list(strip.y) == [1, 1, 2, 3, 1]  # equal guesses stack instead of hiding each other
+    assert sorted(s.x0 for s in fig.layout.shapes) == [1.7, 2.0]
+    assert {a.text for a in fig.layout.annotations} == {"your guess", "measured"}
+    empty = views.predictions_figure([], "×")
+    assert empty.layout.title.text == "0 predictions" and not empty.data
+
+
+def test_answer_rows_give_counts_and_shares_per_option():
+    questions = [("Which is faster?", ["AR", "speculative", "same"]), ("Why?", ["memory", "compute"])]
+    rows = views.answer_rows({1: {0: 1, 1: 3}}, questions)
+    assert [(r["answer"], r["students"], r["share"]) for r in rows] == [
+        ("AR", 1, "25%"),
+        ("speculative", 3, "75%"),
+        ("same", 0, "0%"),
+        ("memory", 0, "–"),
+        ("compute", 0, "–"),
+    ]
+    assert rows[0]["question"] == "1. Which is faster?" and rows[3]["question"] == "2. Why?"
+
+
+def test_the_roster_shows_hostile_nicknames_as_text():
+    text = views.roster_markdown([HOSTILE, "", "[x](http://evil.example)", "Ann"])
+    assert text.startswith("Joined (4): ") and "1 without a nickname" in text and "Ann" in text
+    assert not re.search(r"(?<!\\)[<>\[\]()]", text.split(": ", 1)[1].replace("(4)", ""))  # every one escaped
+    assert "\\<img" in text and "http://" not in text  # shown as text, and no URL left for the autolinker
+    assert views.roster_markdown([]) == "No students have joined yet."
+    many = views.roster_markdown([f"s{i}" for i in range(50)], shown=40)
+    assert "10 more" in many and "s41" not in many
+
+
+# --- the panel in AppTest ------------------------------------------------------------------------------------
+def _page():
+    """A small page wired like the Lessons page will be (see the module docstring of app/classroom/panel.py)."""
+    import json
+    import os
+
+    import streamlit as st
+
+    from app.classroom import panel
+    from app.classroom.store import ClassroomStore
+
+    store = ClassroomStore(os.environ["SPECLAB_CLASS_DB"])
+    raw = st.query_params.to_dict() if "seen" not in st.session_state else {}
+    st.session_state["seen"] = True
+    panel.read_link(store, raw)
+    follow = panel.take_follow()
+    if follow is not None:
+        st.session_state["pick"] = follow
+    lesson = st.selectbox("Lesson", ["1", "2", "3"], key="pick")
+    me = panel.seat()
+    questions = [("Which is faster?", ["AR", "speculative"])]
+
+    def draw_result(result_json: str) -> float:
+        speedup = json.loads(result_json)["speedup"]
+        st.markdown(f"Shared result: speedup {speedup}")
+        return speedup
+
+    if me is None:
+        panel.start_button(store)
+        panel.join_form(store)
+    elif me.role == "teacher":
+        panel.teacher_desk(
+            store,
+            me,
+            "http://localhost:8501/lessons",
+            lesson,
+            unit="×",
+            questions=questions,
+            run_result=lambda: json.dumps({"speedup": 1.5}),
+        )
+    else:
+        guess = st.number_input("Your prediction", value=None, key=f"guess{lesson}")
+        panel.commit_prediction(store, me, lesson, guess)
+        choice = st.radio("1. Which is faster?", [0, 1], index=None, key=f"check{lesson}")
+        panel.commit_answer(store, me, lesson, 1, choice)
+        panel.student_view(store, me, lesson, draw_result=draw_result, unit="×", questions=questions)
+
+
+def _text(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [w.value for w in at.warning]
+    return "\n".join(map(str, parts))
+
+
+def _button(at: AppTest, key: str):
+    return next(b for b in at.button if b.key == key)
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "classes.sqlite3"
+    monkeypatch.setenv("SPECLAB_CLASS_DB", str(path))
+    return path
+
+
+def _teacher(db) -> tuple[AppTest, str, str]:
+    at = AppTest.from_function(_page, default_timeout=30).run()
+    _button(at, "class_start").click().run()
+    me = at.session_state["classroom_seat"]
+    assert me.role == "teacher" and not at.exception
+    return at, me.code, me.secret
+
+
+def _student(code: str, nickname: str = "") -> AppTest:
+    at = AppTest.from_function(_page, default_timeout=30)
+    at.query_params["class"] = code
+    at.run()
+    at.text_input(key="class_nickname").set_value(nickname)
+    next(b for b in at.button if b.label == "Join").click().run()
+    return at
+
+
+def test_teacher_starts_students_join_predict_and_see_one_result(db):
+    teacher, code, token = _teacher(db)
+    assert "0 predictions" in _text(teacher) and f"lessons?class={code}" in [c.value for c in teacher.code][0]
+    assert token not in _text(teacher)  # only inside the private-link expander's code block
+    students = [_student(code, name) for name in ("Ann", HOSTILE, "")]
+    for k, at in enumerate(students):
+        assert at.session_state["classroom_seat"].role == "student" and not at.exception
+        at.number_input(key="guess1").set_value(1.0 + k).run()
+        assert "Your prediction is in the class's count." in _text(at)
+    teacher.run()
+    assert "3 predictions" in _text(teacher) and "3 students joined" in _text(teacher)
+    assert ClassroomStore(db).predictions(code, "1", token=token) == [1.0, 2.0, 3.0]
+    _button(teacher, "class_reveal").click().run()
+    assert "Revealed" in _text(teacher)
+    for at in students:
+        at.run()
+        text = _text(at)
+        assert "Shared result: speedup 1.5" in text and "**3 predictions** in the class" in text
+        assert at.get("plotly_chart")  # the class's predictions with this student's guess marked
+    for at in students[:2]:
+        at.radio(key="check1").set_value(1).run()
+    teacher.run()
+    rows = teacher.dataframe[0].value
+    assert list(rows["students"]) == [0, 2]
+    _button(teacher, "class_reveal_answers").click().run()
+    students[2].run()
+    assert list(students[2].dataframe[0].value["students"]) == [0, 2]
+
+
+def test_students_follow_the_teacher(db):
+    teacher, code, _ = _teacher(db)
+    student = _student(code)
+    assert student.selectbox(key="pick").value == "1"
+    teacher.selectbox(key="pick").set_value("3").run()
+    student.run()  # the poll sees the teacher's lesson: the page moves there
+    assert student.selectbox(key="pick").value == "3" and not student.exception
+    student.toggle(key="class_follow").set_value(False).run()
+    teacher.selectbox(key="pick").set_value("2").run()
+    student.run()
+    assert student.selectbox(key="pick").value == "3"
+    assert any(b.key == "class_follow_now" for b in student.button)
+
+
+def test_bad_links_and_hostile_nicknames_get_one_notice(db):
+    _, code, _ = _teacher(db)
+    wrong = AppTest.from_function(_page, default_timeout=30)
+    wrong.query_params.update({"class": code, "teacher": "x" * 43})
+    wrong.run()
+    assert "teacher link is not valid" in _text(wrong) and "classroom_seat" not in wrong.session_state
+    assert not wrong.exception
+    unknown = _student("ZZZZZZZZZZ" if code != "ZZZZZZZZZZ" else "YYYYYYYYYY")
+    assert "No class with that code is running" in _text(unknown) and not unknown.exception
+    malformed = AppTest.from_function(_page, default_timeout=30)
+    malformed.query_params["class"] = "<script>"
+    malformed.run()
+    assert "not a class code" in _text(malformed) and not malformed.exception
+    long_name = _student(code, HOSTILE * 3)
+    assert "Nicknames are at most 24 characters" in _text(long_name) and "classroom_seat" not in long_name.session_state
+    assert not long_name.exception
+
+
+def test_the_teacher_token_leaves_the_address_bar(db):
+    _, code, token = _teacher(db)
+    again = AppTest.from_function(_page, default_timeout=30)
+    again.query_params.update({"class": code, "teacher": token})
+    again.run()
+    assert again.session_state["classroom_seat"].role == "teacher" and "teacher" not in again.query_params
+    assert "0 predictions" in _text(again)
+    assert json.dumps(str(again.session_state["classroom_seat"])).find(token) == -1  # repr hides the secret

@@ -1,0 +1,160 @@
+"""The Lessons page's result charts and tables (app/lessons/figures.py): every shipped recording draws, the figures
+carry the measurement's numbers and its label, hostile text is escaped, spread shows as whiskers only where the
+run was repeated, and thin measurements (one row, missing optional fields) still draw."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from app.lessons import figures as F
+from app.lessons import measurement
+
+ROOT = Path(__file__).resolve().parents[2]
+DRAWN = ("more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width")
+TABLED = ("more_flops", "past_the_ridge", "turn_it_off", "adaptive")
+HOSTILE = '<img src=x onerror="alert(1)"><b>evil</b>'
+
+
+def _rec(name: str) -> dict:
+    return measurement.load_record(ROOT / "assets" / "lessons" / f"{name}.json")
+
+
+def _texts(fig) -> str:
+    parts = [str(fig.layout.title.text)] + [str(a.text) for a in fig.layout.annotations]
+    for tr in fig.data:
+        parts += [str(tr.name), str(getattr(tr, "hovertemplate", "")), str(getattr(tr, "text", ""))]
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("name", DRAWN)
+def test_every_recording_draws_with_its_label(name):
+    rec = _rec(name)
+    label = f"recorded on {rec['machine']}, {rec['date']}"
+    fig = getattr(F, f"{name}_figure")(rec["measurement"], rec["settings"], label)
+    assert fig.data, "a figure with no trace"
+    assert rec["date"] in fig.layout.title.text and "Xeon" in fig.layout.title.text
+    fig.to_json()  # serialisable, as st.plotly_chart needs
+    if name in TABLED:
+        rows = getattr(F, f"{name}_table")(rec["measurement"], rec["settings"])
+        assert rows and F.table_height(rows) >= F.HEADER_PX + F.ROW_PX * len(rows)
+
+
+def test_more_flops_bars_are_the_measured_flops_and_times():
+    m, s = _rec("more_flops")["measurement"], _rec("more_flops")["settings"]
+    fig = F.more_flops_figure(m, s)
+    useful, wasted, times = fig.data
+    for i, lane in enumerate((m["ar"], m["spec"])):
+        assert useful.y[i] + wasted.y[i] == pytest.approx(lane["summary"]["flops"] / 1e9)
+        assert times.y[i] == lane["summary"]["wall_s"]
+    # the claim the chart makes visible, on this recording: FLOPs up, time down
+    assert sum(x[1] for x in (useful.y, wasted.y)) > sum(x[0] for x in (useful.y, wasted.y)) and times.y[1] < times.y[0]
+
+
+def test_past_the_ridge_shows_speedups_per_drafter_and_tokens_against_the_ridge():
+    rec = _rec("past_the_ridge")
+    m, s = rec["measurement"], rec["settings"]
+    points = F.ridge_points(m, s)
+    big = max(r["batch"] for r in m["runs"])
+    assert {(p["drafter"], p["batch"]) for p in points} == {
+        ("EAGLE head", 1),
+        ("EAGLE head", big),
+        ("n-gram lookup, extractive prompts", big),
+    }
+    run = next(r for r in m["runs"] if r["batch"] == big)
+    eagle_big = next(p for p in points if p["drafter"] == "EAGLE head" and p["batch"] == big)
+    assert eagle_big["speedup"] == pytest.approx(run["spec"]["summary"]["tokens_per_s"] / run["ar"]["summary"]["tokens_per_s"])
+    assert eagle_big["spec_tokens"] == big * (s["depth"] + 1)
+    fig = F.past_the_ridge_figure(m, s)
+    assert f"ridge ≈ {m['ridge_tokens']:.0f}" in _texts(fig)
+    no_ridge = {**m, "ridge_tokens": None}
+    assert "ridge ≈" not in _texts(F.past_the_ridge_figure(no_ridge, s))
+
+
+def test_hostile_names_and_label_are_escaped():
+    rec = _rec("by_load")
+    m = copy.deepcopy(rec["measurement"])
+    for r in m["rows"]:
+        r["contender"] = HOSTILE + r["contender"]
+    text = _texts(F.by_load_figure(m, rec["settings"], HOSTILE))
+    assert "<img" not in text and "<b>evil" not in text and "&lt;img" in text
+    w = copy.deepcopy(_rec("width"))
+    for r in w["measurement"]["rows"]:
+        r["contender"] = HOSTILE
+    assert "<img" not in _texts(F.width_figure(w["measurement"], w["settings"], HOSTILE))
+    assert len(F.esc("x" * 1000)) <= F.MAX_LABEL
+
+
+def test_spread_draws_whiskers_only_when_repeated():
+    rec = _rec("turn_it_off")
+    m, s = copy.deepcopy(rec["measurement"]), rec["settings"]
+    assert F.turn_it_off_figure(m, s).data[0].error_y.array is None  # today's single runs: no whisker
+    for key, (lo, med, hi) in {"ar": (300, 330, 340), "on": (200, 210, 230), "off": (320, 335, 350)}.items():
+        m[key]["tokens_per_s_runs"] = {"values": [lo, med, hi], "median": med, "min": lo, "max": hi}
+    bars = F.turn_it_off_figure(m, s).data[0]
+    assert list(bars.y) == [330, 210, 335]
+    assert list(bars.error_y.array) == [10, 20, 15] and list(bars.error_y.arrayminus) == [30, 10, 15]
+    rows = F.turn_it_off_table(m, s)
+    assert rows[0]["range (repeats)"] == "300–340" and rows[2]["× plain"] == round(335 / 330, 2)
+    speed, lo, hi = F.ratio_range(m["on"], m["ar"])
+    assert (speed, lo, hi) == pytest.approx((210 / 330, 200 / 340, 230 / 300))
+
+
+def test_time_per_output_token_measured_wins_else_batch_over_rate():
+    lane = {"summary": {"tokens_per_s": 200.0}}
+    assert F.tpot_ms(lane, 16) == pytest.approx(80.0)
+    assert F.tpot_ms({**lane, "tpot_ms": 55.0}, 16) == 55.0
+    assert F.tpot_ms({"tokens_per_s": 50.0}, 1) == pytest.approx(20.0)
+    assert F.tpot_ms({"tokens_per_s": 0.0}, 1) is None
+    rec = _rec("by_load")
+    tpot = F.by_load_figure(rec["measurement"], rec["settings"]).data[1]
+    row = next(
+        r
+        for r in rec["measurement"]["rows"]
+        if r["batch"] == int(tpot.x[-1]) and r["contender"] == rec["measurement"]["rows"][0]["contender"]
+    )
+    assert tpot.y[-1] == pytest.approx(1000 * row["batch"] / row["tokens_per_s"])
+
+
+def test_thin_measurements_still_draw():
+    one = {
+        "drafter": "ngram",
+        "rows": [{"batch": 1, "contender": "plain decoding", "tokens_per_s": 30.0, "mean_depth": 0.0, "alpha": None}],
+    }
+    assert len(F.by_load_figure(one, {}).data) == 2
+    width = {
+        "drafter": "eagle",
+        "depth": 4,
+        "nodes": 8,
+        "topk": 4,
+        "rows": [
+            {
+                "batch": 1,
+                "contender": "tree",
+                "tokens_per_s": 40.0,
+                "tokens_per_step": None,
+                "tokens_per_pass": 9,
+                "verify_ms": None,
+                "flops": 1.0,
+            }
+        ],
+    }
+    fig = F.width_figure(width, {})
+    assert fig.data[0].text == ("9 tok/pass",) and fig.data[1].y == (None,)
+    rec = _rec("adaptive")
+    m = copy.deepcopy(rec["measurement"])
+    m["batches"] = m["batches"][:1]
+    for key in ("m_fixed", "m_gated"):
+        m["batches"][0][key].pop("drafted_depth")
+    fig = F.adaptive_figure(m, rec["settings"])
+    assert fig.data[0].y == (None,)
+    assert F.adaptive_table(m, rec["settings"])[0]["drafted per step"] is None
+
+
+def test_table_height_shows_batch_16_rows_without_scrolling():
+    rec = _rec("by_load")
+    rows = rec["measurement"]["rows"]
+    assert F.table_height(rows) >= F.HEADER_PX + F.ROW_PX * len(rows)
+    assert F.table_height([]) == F.HEADER_PX + F.ROW_PX
