@@ -17,6 +17,7 @@ from app.lessons import page_parts as parts
 from app.lessons import step_page
 from app.lessons.experiments import EXPERIMENTS
 from app.lessons.files import load_lessons
+from app.lessons.show import show_gpu_panel
 from app.page_helpers import url_fallbacks
 from app.url_keys import bound
 
@@ -67,7 +68,7 @@ for notice in kept if shown_for == i else []:
     notice_box.warning(notice, icon=":material/link_off:")
 guess = parts.prediction(i, experiment, settings)
 result, rows = parts.experiment_block(i, lesson.experiment, experiment, settings, guess, teacher)
-parts.show_gpu(lesson, settings)
+show_gpu_panel(lesson.experiment, settings, lesson.sections.gpu)  # measured H200, model, cited
 parts.show_details(lesson)
 if lesson.experiment == "width":  # the third way to fill a pass: one recorded draft-tree step
     with st.expander("🔍 One draft-tree step, stage by stage (a recorded step, with the engine's code)"):

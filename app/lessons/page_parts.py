@@ -10,13 +10,12 @@ assets/lessons/, labelled with its machine and date; "Re-measure live" is always
 from __future__ import annotations
 
 import datetime as dt
-import inspect
 from pathlib import Path
 
 import streamlit as st
 
 from app import resources
-from app.lessons import measurement, show, step_page, worksheet
+from app.lessons import measurement, step_page, worksheet
 from app.lessons.experiments import Experiment
 from app.lessons.show import SHOW, key_numbers
 from app.lessons.step_lesson import measure, one_step_traces
@@ -77,19 +76,6 @@ def show_lead(lesson) -> None:
     st.markdown(lesson.sections.lead)
     if lesson.number != 0 and lesson.experiment != STEP_LESSON:
         st.caption("New to the mechanism? [Lesson 0, one speculative step](?lesson=0) walks through it stage by stage.")
-
-
-def show_gpu(lesson, settings: dict) -> None:
-    """The GPU panel: app/lessons/show.py `show_gpu_panel` (its figures, named GPU and sources) with the lesson's
-    '## On a GPU' text; where that is not there yet, the text alone in a bordered panel."""
-    text = lesson.sections.gpu
-    panel = getattr(show, "show_gpu_panel", None)
-    if panel is not None:
-        panel(lesson.experiment, settings, text)
-    elif text:
-        with st.container(border=True):
-            st.subheader("🖥 On a GPU")
-            st.markdown(text)
 
 
 def show_details(lesson) -> None:
@@ -187,15 +173,6 @@ def run_live(i: int, name: str, experiment: Experiment, settings: dict) -> None:
     }
 
 
-def _draw_show(name: str, result: dict) -> None:
-    """SHOW[name] with the result's label where it takes one (the figures' machine-and-date subtitle)."""
-    draw = SHOW[name]
-    if "label" in inspect.signature(draw).parameters:
-        draw(result["measurement"], result["settings"], label=result["label"])
-    else:
-        draw(result["measurement"], result["settings"])
-
-
 def show_prediction(experiment: Experiment, guess, m: dict, s: dict) -> list[dict]:
     p = experiment.predict
     measured = p.measured(m, s)
@@ -242,7 +219,7 @@ def experiment_block(i: int, name: str, experiment: Experiment, settings: dict, 
         if trace is not None:
             step_page.show_one_step(result, trace, locked=waiting)
     elif result is not None:
-        _draw_show(name, result)
+        SHOW[name](result["measurement"], result["settings"], label=result["label"])  # its figures carry the label
     rows = show_prediction(experiment, guess, result["measurement"], result["settings"]) if result is not None else []
     return result, rows
 

@@ -367,7 +367,8 @@ def test_a_new_student_opens_lesson_0_from_a_link_and_works_through_it(server):
             page.get_by_role("button", name="Next stage ▶").click()
             page.get_by_text(title, exact=True).wait_for(timeout=30_000)
         assert page.get_by_text("def keep(self, new_lengths").count() > 0  # the engine's own code beside it
-        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)  # plain decoding beside the step
+        page.get_by_role("heading", name="Plain decoding beside the step").wait_for(timeout=30_000)
+        page.get_by_text("The same 4 token(s): plain decoding vs one speculative step").wait_for(timeout=60_000)  # its plotly title
         page.get_by_text("The target kept 3 of 4 drafts").wait_for(timeout=10_000)
         page.get_by_text("Plain decoding needs 4 step(s)", exact=False).first.wait_for(timeout=10_000)
         question = page.locator('[data-testid="stRadio"]').filter(has_text="How many tokens does the step add").first
