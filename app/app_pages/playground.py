@@ -35,7 +35,7 @@ from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, genera
 from engine.decoding.passcurve import pass_curve
 from engine.decoding.policies import derived_table_for
 from engine.drafters import drafter_name
-from engine.hardware import pick_device
+from engine.hardware import pick_device, thread_line
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))["prompts"]
@@ -492,6 +492,7 @@ def draw_result() -> None:
             gauge_name(result["spec"]),
             stale=result["settings"] != settings,
             offer_float32=not result["settings"].float32,
+            threads=thread_line(),
         )
         if result.get("basis"):
             show_policy_basis(result["basis"])
