@@ -3,9 +3,8 @@
 - `configure_threads()`: torch's intra-op threads from SPECLAB_THREADS, else the container's CPU quota
   (cgroup v2 `cpu.max`, v1 CFS quota) capped by the CPU affinity; PyTorch alone sizes from the host.
 - `pick_device()`: CUDA if available, else Apple MPS, else CPU.
-- `pick_dtype("auto", device)`: bfloat16 where the device computes it natively and fast (CUDA with bf16;
-  a CPU with AVX512-BF16 / AMX flags, or, without them, where a measured bf16 matmul beats float32),
-  else float32.
+- `pick_dtype("auto", device)`: bfloat16 where the device computes it natively and fast (a GPU of compute
+  capability >= 8.0, older GPUs float16; a CPU with AVX512-BF16 / AMX flags), else float32.
 - `probe(device, dtype)`: measures this machine's peak memory bandwidth (a large tensor copy) and peak
   matmul FLOP/s in the model's dtype. Utilisation in the app is "% of these measured peaks".
 - `StepTimer`: CUDA events on GPU, perf_counter on CPU.
@@ -192,10 +191,21 @@ def pick_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
             raise ValueError(f"dtype must be one of auto, {', '.join(DTYPES)}; got {dtype!r}")
         return DTYPES[dtype]
     if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.bfloat16 if cuda_bf16_is_native(device) else torch.float16
     if device.type == "cpu" and cpu_bf16_is_fast():
         return torch.bfloat16
     return torch.float32
+
+
+def cuda_bf16_is_native(device: torch.device) -> bool:
+    """Does this GPU compute bf16 natively? NVIDIA: compute capability 8.0 or later (Ampere on: A10G, A100, L4,
+    L40S, H100, H200). `torch.cuda.is_bf16_supported()` also says yes where bf16 is only emulated (a T4, 7.5,
+    runs it through float32 paths, slower than float16), so "auto" would pick an emulated dtype there; such
+    GPUs get float16. ROCm GPUs that PyTorch supports compute bf16."""
+    if getattr(torch.version, "hip", None):
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    major, _minor = torch.cuda.get_device_capability(device)
+    return major >= 8
 
 
 def cpu_has_native_bf16() -> bool:
