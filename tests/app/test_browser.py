@@ -345,3 +345,81 @@ def test_lessons_classroom_kit(server):
         page.goto(f"{server}/lessons?lesson=%3Cb%3E9&l2_depth=abc", timeout=60_000)
         page.get_by_text("which does not exist").wait_for(timeout=60_000)
         assert page.get_by_text("Traceback").count() == 0
+
+
+@contextlib.contextmanager
+def embedding_site(app_url: str):
+    """Another site that embeds the app, as the Hub does: a page served from 127.0.0.1 on its own port with the
+    app (at `app_url`, on localhost: a different site, so the browser treats the frame as cross-site) in an
+    iframe. Yields the embedding page's URL."""
+    import http.server
+    import threading
+
+    html = (f'<!doctype html><html lang="en"><head><title>Embedding site</title></head><body>'
+            f'<iframe id="app" title="SpecLab" src="{app_url}" style="width:1380px;height:3400px;border:0"></iframe>'
+            "</body></html>").encode()  # fmt: skip
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(html)))
+            self.end_headers()
+            self.wfile.write(html)
+
+        def log_message(self, *args):
+            pass
+
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=site.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{site.server_address[1]}/"
+    finally:
+        site.shutdown()
+        site.server_close()
+
+
+def test_replay_uploads_work_inside_a_cross_site_iframe(server):
+    """Issue 30: a Space is shown inside an iframe on huggingface.co. Streamlit's XSRF cookie is SameSite=Lax,
+    so a cross-site frame never sends it and every upload failed with 403. The shipped config turns the XSRF
+    check off (.streamlit/config.toml says why that is safe here); this embeds the app from `localhost` in a
+    page served from `127.0.0.1` and uploads the shipped sample pair on Replay."""
+    import json
+    from urllib.parse import urlsplit
+
+    app_url = server.replace("127.0.0.1", "localhost") + "/replay"
+    index = json.loads((ROOT / "assets" / "traces" / "index.json").read_text(encoding="utf-8"))["pairs"][0]
+    uploads, refused = [], []
+    with embedding_site(app_url) as site, browser_page(height=3600) as page:
+        def on_response(response):
+            if "/_stcore/upload_file/" in response.url:
+                uploads.append(response.status)
+            if response.status in (401, 403):
+                refused.append((response.status, response.url))
+
+        page.on("response", on_response)
+        page.goto(site, timeout=60_000)
+        assert urlsplit(page.url).hostname == "127.0.0.1"
+        app = page.frame_locator("iframe#app")
+        app.get_by_text("recorded measurements, not a live run").first.wait_for(timeout=120_000)
+        app.get_by_text("Upload your own traces").click()
+        app.get_by_text("Upload both traces of one run").wait_for(timeout=120_000)
+        app.locator('input[type="file"]').first.wait_for(state="attached", timeout=60_000)
+        app.get_by_text("recorded measurements, not a live run").first.wait_for(state="detached", timeout=60_000)
+        files = app.locator('input[type="file"]')
+        for n, name in enumerate((index["ar"], index["spec"])):
+            files.nth(n).set_input_files(str(ROOT / "assets" / "traces" / name))
+            app.locator('[data-testid="stFileChipName"]', has_text=name).wait_for(timeout=60_000)
+            for _ in range(600):  # the chip shows as the request starts: wait for the server's answer
+                if len(uploads) > n:
+                    break
+                page.wait_for_timeout(100)
+            assert uploads[n:] and uploads[n] < 300, f"upload of {name} answered {uploads[n:]}; refused: {refused}"
+        app.get_by_text("recorded measurements, not a live run").first.wait_for(timeout=180_000)
+        app.frame_locator("iframe").first.locator('#race[data-state="done"]').wait_for(timeout=180_000)
+        assert app.get_by_text("AxiosError").count() == 0 and app.get_by_text("403").count() == 0
+        assert app.get_by_text("Traceback").count() == 0
+        page.screenshot(path=str(ROOT / "artifacts" / "replay-embedded.png"))
+    assert refused == [], refused
+    assert uploads and all(status < 300 for status in uploads), uploads
