@@ -160,7 +160,7 @@ def test_replay_plays_a_shipped_sample(server):
 def test_sweep_measures_the_pass_cost_curve(server):
     """Sweep: measure one-pass costs live at small settings; the curve and its table appear."""
     with browser_page(height=2400) as page:
-        page.goto(f"{server}/sweep", timeout=60_000)
+        page.goto(f"{server}/sweep?pass_batches=1&pass_tokens=8&pass_context=32", timeout=60_000)
         page.get_by_text("Ready:").first.wait_for(timeout=180_000)
         page.get_by_role("button", name="Measure passes").click()
         page.get_by_text("time of one target pass").wait_for(timeout=240_000)
@@ -423,3 +423,71 @@ def test_replay_uploads_work_inside_a_cross_site_iframe(server):
         page.screenshot(path=str(ROOT / "artifacts" / "replay-embedded.png"))
     assert refused == [], refused
     assert uploads and all(status < 300 for status in uploads), uploads
+
+
+SERIOUS = ("serious", "critical")
+
+
+def axe_serious(page) -> list[str]:
+    """axe-core's serious and critical violations on the page and in every frame in it (the race is an iframe;
+    axe runs in each frame's own document), one line per node: rule, impact, element, axe's summary."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    axe, found = Axe(), []
+    for frame in page.frames:
+        if frame.is_detached():
+            continue
+        results = axe.run(frame).response
+        for rule in results["violations"]:
+            if rule["impact"] in SERIOUS:
+                for node in rule["nodes"]:
+                    summary = " ".join((node.get("failureSummary") or "").split())[:300]
+                    found.append(f"{rule['id']} ({rule['impact']}) {node['target']} {node['html'][:160]} :: {summary}")
+    return found
+
+
+def test_every_page_has_no_serious_accessibility_violations(server):
+    """Issue 30: axe-core (axe-playwright-python) over every page as a visitor meets it (Playground after a
+    run, a lesson, Sweep after a measurement, Predictor, Replay): 0 serious or critical violations, in every
+    frame. The race is paused (reduced motion) so that axe reads settled colours."""
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    report = {}
+    with browser_page(height=3000) as page:
+        page.emulate_media(reduced_motion="reduce")
+        page.goto(f"{server}/?tokens=12&depth=3", timeout=60_000)
+        page.get_by_text("Ready:").first.wait_for(timeout=180_000)
+        page.get_by_role("button", name="▶ Run").click()
+        page.get_by_text("Race replay").wait_for(timeout=240_000)
+        page.frame_locator("iframe").first.locator("#race").wait_for(timeout=60_000)
+        page.get_by_text("Show the source").first.wait_for(timeout=120_000)
+        page.wait_for_timeout(1500)
+        report["playground"] = axe_serious(page)
+
+        page.goto(f"{server}/lessons?lesson=2", timeout=60_000)
+        page.get_by_label("Your prediction:", exact=False).wait_for(timeout=120_000)
+        page.wait_for_timeout(1000)
+        report["lesson"] = axe_serious(page)
+
+        page.goto(f"{server}/sweep?pass_batches=1&pass_tokens=8&pass_context=32", timeout=60_000)
+        page.get_by_text("Ready:").first.wait_for(timeout=180_000)
+        page.get_by_role("button", name="Measure passes").click()
+        page.get_by_text("time of one target pass").wait_for(timeout=240_000)
+        page.wait_for_timeout(1000)
+        report["sweep"] = axe_serious(page)
+
+        page.goto(f"{server}/predictor", timeout=60_000)
+        page.get_by_text("How far off is the model?").wait_for(timeout=120_000)
+        page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
+        page.wait_for_timeout(1000)
+        report["predictor"] = axe_serious(page)
+
+        page.goto(f"{server}/replay", timeout=60_000)
+        page.get_by_text("recorded measurements, not a live run").wait_for(timeout=120_000)
+        page.frame_locator("iframe").first.locator("#race").wait_for(timeout=60_000)
+        page.get_by_text("Show the source").first.wait_for(timeout=120_000)
+        page.wait_for_timeout(1500)
+        report["replay"] = axe_serious(page)
+    (ROOT / "artifacts" / "axe.txt").write_text(
+        "\n".join(f"{name}: {line}" for name, lines in report.items() for line in lines) + "\n", encoding="utf-8"
+    )
+    assert {name: lines for name, lines in report.items() if lines} == {}
