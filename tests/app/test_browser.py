@@ -483,10 +483,28 @@ def test_every_page_has_no_serious_accessibility_violations(server):
 
         page.goto(f"{server}/replay", timeout=60_000)
         page.get_by_text("recorded measurements, not a live run").wait_for(timeout=120_000)
-        page.frame_locator("iframe").first.locator("#race").wait_for(timeout=60_000)
+        race = page.frame_locator("iframe").first
+        race.locator("#race").wait_for(timeout=60_000)
         page.get_by_text("Show the source").first.wait_for(timeout=120_000)
         page.wait_for_timeout(1500)
         report["replay"] = axe_serious(page)
+        # reduced motion: nothing moved by itself (shown finished, with a note); the keyboard drives it
+        assert race.locator("#race").get_attribute("data-state") == "done"
+        assert race.get_by_text("Reduced motion is on").is_visible()
+        assert race.locator("del.t.rejected.on").count() > 0 and race.locator("ins.t.accepted.on").count() > 0
+        box = race.locator(".seq").first
+        box.focus()  # a scrolling box takes focus (and scrolls with the arrow keys)
+        box.press("r")
+        race.locator('#race[data-state="playing"]').wait_for(timeout=10_000)  # played because asked
+        box.press(" ")
+        race.locator('#race[data-state="paused"]').wait_for(timeout=10_000)
+        shown = race.locator(".t.on").count()
+        box.press("ArrowRight")
+        race.locator("#race").wait_for(timeout=10_000)
+        assert race.locator(".t.on").count() >= shown
+        race.locator("#step").focus()
+        race.locator("#step").press("Enter")  # the buttons work from the keyboard
+        assert race.locator('#race[data-state="paused"], #race[data-state="done"]').count() == 1
     (ROOT / "artifacts" / "axe.txt").write_text(
         "\n".join(f"{name}: {line}" for name, lines in report.items() for line in lines) + "\n", encoding="utf-8"
     )
