@@ -186,11 +186,13 @@ def acquire_lock(lock: RunLock, notice) -> None:
             )
     finally:
         lock.leave_queue()
+    cleared = False
     try:
         notice.empty()
-    except BaseException:  # StopException / RerunException included: the caller's `try` is not entered yet
-        lock.release()
-        raise
+        cleared = True
+    finally:
+        if not cleared:  # it raised (StopException / RerunException included): the caller's `try` is not entered yet
+            lock.release()
 
 
 @contextlib.contextmanager
