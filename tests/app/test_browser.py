@@ -392,6 +392,7 @@ def test_replay_uploads_work_inside_a_cross_site_iframe(server):
     index = json.loads((ROOT / "assets" / "traces" / "index.json").read_text(encoding="utf-8"))["pairs"][0]
     uploads, refused = [], []
     with embedding_site(app_url) as site, browser_page(height=3600) as page:
+
         def on_response(response):
             if "/_stcore/upload_file/" in response.url:
                 uploads.append(response.status)
