@@ -101,7 +101,7 @@ def _hue(hex_colour: str) -> float:
 def test_speedup_heatmaps_diverge_without_red_against_green():
     from app.views.predictor import speedup_heatmap
     from app.views.sweep import speedup_figure
-    from engine.predictor import SpeedupGrid
+    from engine.roofline.predictor import SpeedupGrid
 
     red_or_green = lambda h: h < 15 or h > 345 or 75 < h < 165
     grid = SpeedupGrid(batches=(1, 8), depths=(2, 4), values=((1.4, 0.8), (1.6, 0.6)), crossover={2: 8, 4: 8})
