@@ -166,7 +166,11 @@ def run_lock() -> RunLock:
 
 
 def acquire_lock(lock: RunLock, notice) -> None:
-    """Take the run lock; while another session holds it, show that this one is queued."""
+    """Take the run lock; while another session holds it, show that this one is queued.
+
+    Returns holding the lock, or raises without holding it: never both. Page calls (`notice.warning`,
+    `notice.empty`) raise Streamlit's rerun/stop exceptions when the visitor changes a widget or closes the
+    tab, so the one page call made after the lock is taken releases it again if it raises (issue 30)."""
     if lock.try_acquire():
         return
     lock.enter_queue()
@@ -174,7 +178,7 @@ def acquire_lock(lock: RunLock, notice) -> None:
         t0 = time.monotonic()
         while not lock.acquire(timeout=0.5):
             ahead = max(lock.waiting - 1, 0)
-            notice.warning(
+            notice.warning(  # raises (a rerun, a closed tab) only while the lock is not ours
                 f"Queued: another run is using the model (busy for {lock.busy_for():.0f} s"
                 + (f", {ahead} more waiting" if ahead else "")
                 + f"). Yours starts as soon as it finishes; you have waited {time.monotonic() - t0:.0f} s.",
@@ -182,7 +186,13 @@ def acquire_lock(lock: RunLock, notice) -> None:
             )
     finally:
         lock.leave_queue()
-    notice.empty()
+    cleared = False
+    try:
+        notice.empty()
+        cleared = True
+    finally:
+        if not cleared:  # it raised (StopException / RerunException included): the caller's `try` is not entered yet
+            lock.release()
 
 
 @contextlib.contextmanager
@@ -190,7 +200,7 @@ def model_turn(notice):
     """`with model_turn(notice):` the body runs holding the run lock (queued, and told so, while another
     session's run is on the model); the lock is released however the body ends, reruns included."""
     lock = run_lock()
-    acquire_lock(lock, notice)
+    acquire_lock(lock, notice)  # held on return; not held if it raised
     try:
         yield
     finally:
