@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from app import hub_fetch
 from engine import DecodeConfig, generate, load_pair
 from engine.drafters import available_drafters
 from engine.hardware import probe
@@ -93,10 +94,23 @@ def _cached_or_loaded(kind: str, key: tuple, load, notice=None, keep: int | None
     return value
 
 
-def get_pair(preset_key: str, dtype: str):
+def is_loaded(preset_key: str, dtype: str) -> bool:
+    store = _store()
+    with store["lock"]:
+        return (preset_key, dtype) in store["pairs"]
+
+
+def get_pair(preset_key: str, dtype: str, on_progress=None):
     """The model pair for (preset, dtype), loaded once for the whole server (in a model turn); at most
-    RESIDENT_PAIRS stay resident."""
+    RESIDENT_PAIRS stay resident. A hub preset not loaded yet is first checked against the GPU's free
+    memory (VramRefusal, one line) and downloaded OUTSIDE the run lock (`on_progress(repo, done, total)`,
+    app/hub_fetch.py): a long download never queues the other visitors' runs."""
     preset = PRESETS[preset_key]
+    if preset.hub and not is_loaded(preset_key, dtype):
+        refusal = hub_fetch.vram_refusal(preset, dtype)
+        if refusal:
+            raise hub_fetch.VramRefusal(refusal)
+        hub_fetch.fetch(preset, on_progress)
 
     def load():
         pair = load_pair(target=preset.target, draft=preset.draft, dtype=dtype)

@@ -32,7 +32,7 @@ from engine.config import DecodeConfig
 from engine.costs import ModelCosts
 from engine.hardware import StepTimer, device_name
 from engine.model.pair import ModelPair, cache_dir
-from engine.model.static_cache import make_cache
+from engine.model.static_cache import StaticRaggedCache, make_cache
 
 # Every count up to 17 (a batch-1 verify of depth 0..16), then coarser: CPU GEMM kernels change at small
 # row counts (measured on a 2-core Xeon in float32: 3 tokens 38 ms, 4 tokens 67 ms), so no interpolation there.
@@ -189,6 +189,8 @@ def pass_costs(
                     with StepTimer(pair.device) as timer:
                         cache.forward(ids)
                     cache.keep(cache.lengths - n)  # roll back: every pass sees the same context
+                    if i == 0 and isinstance(cache, StaticRaggedCache):
+                        cache.graphs.capture_pending()  # the warm-up pass met this shape: capture it before timing
                     if i:  # the first is a warm-up
                         times.append(timer.ms)
                 cache.take_counts()
