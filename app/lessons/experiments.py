@@ -323,7 +323,8 @@ def width(pair, probe, s: dict) -> dict:
             c = cell_of_runs(runs[name])
             keys = ("tokens_per_s", "tokens_per_step", "verify_ms", "flops", "tokens_per_s_runs", "other_cores")
             rows.append({"batch": b, "contender": name, "tokens_per_pass": b * (per_row + 1)} | {k: c[k] for k in keys})
-    return {"drafter": drafter, "depth": WIDTH_DEPTH, "nodes": nodes, "topk": topk, "rows": rows}
+    ridge = ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth)
+    return {"drafter": drafter, "ridge_tokens": ridge, "depth": WIDTH_DEPTH, "nodes": nodes, "topk": topk, "rows": rows}
 
 
 def width_ratio(m: dict, s: dict, key: str = "tokens_per_s") -> float | None:

@@ -234,6 +234,7 @@ SPECS = {
     },
     "width": {
         "drafter": "str",
+        "ridge_tokens?": "num?",
         "depth": "int",
         "nodes": "int",
         "topk": "int",
