@@ -350,3 +350,25 @@ def seed_conclusion(seed: dict) -> str:
         f"each; the single row moves one sequence by 1 plus however many of its {deep['new_tokens'] - 1} drafts "
         "the target accepts."
     )
+
+
+def turn_it_off_conclusion(m: dict, s: dict) -> list[str]:
+    """Lesson 4's conclusion: always-on speculation and the off-above-batch-N switch against plain decoding at one
+    batch, each verdict only beyond the spread of the interleaved runs, with per-request latency."""
+    batch, n = int(s["batch"]), int(s["n"])
+    on, off = m["on"], m["off"]
+    lines = [f"Always-on speculation against plain decoding at batch {batch}: {speed_verdict(m['ar'], on)}."]
+    verdict = clear_winner(off.get("tokens_per_s_runs"), on.get("tokens_per_s_runs"))
+    word = {1: "beat", -1: "lost to", 0: "made no clear difference against"}[verdict]
+    spec_steps = off["speculated_steps"]
+    lines.append(
+        f"The switch (off above batch {n}) {word} always-on speculation at batch {batch}"
+        + (" (their runs overlap, or ran once)" if not verdict else " (every run)")
+        + (
+            f"; it speculated on {spec_steps} of {off['decode_steps']} decode steps, once the batch had shrunk to {n} or fewer."
+            if spec_steps
+            else f"; it never speculated: more than {n} sequences were decoding at every step."
+        )
+    )
+    lines.append(serving_note(m["ar"], on, batch))
+    return lines

@@ -142,21 +142,21 @@ def prediction_line(rows: list[dict], prediction: float, *, plain: str, contende
 
 
 def _batch_line(w: dict) -> str:
-    same = (
-        f" {' and '.join(w['same_work'])} did the same work here (same mean k and α): identical settings at this batch."
-        if w["same_work"]
-        else ""
-    )
+    """One batch size's verdict; contenders that did the winner's work are named with it, as identical."""
+    names = " and ".join(f"**{n}**" for n in [w["winner"], *w["same_work"]])
+    if w["same_work"]:
+        names += " (identical settings at this batch: the same mean k and α, so the same steps; their gap is noise)"
+    verb = "were" if w["same_work"] else "was"
     if w["runner_up"] is None:
-        return f"Batch {w['batch']}: **{w['winner']}** ran {w['tokens_per_s']:.1f} tokens/s.{same}"
+        return f"Batch {w['batch']}: {names} ran {w['tokens_per_s']:.1f} tokens/s."
     if w["clear"]:
         return (
-            f"Batch {w['batch']}: **{w['winner']}** was fastest ({w['tokens_per_s']:.1f} tokens/s, {w['margin']:.0%} "
-            f"ahead of {w['runner_up']}, every run above every run of it).{same}"
+            f"Batch {w['batch']}: {names} {verb} fastest ({w['tokens_per_s']:.1f} tokens/s, {w['margin']:.0%} "
+            f"ahead of {w['runner_up']}, every run above every run of it)."
         )
     return (
-        f"Batch {w['batch']}: no clear winner: {w['winner']} had the highest median ({w['tokens_per_s']:.1f} tokens/s, "
-        f"{w['margin']:.0%} ahead of {w['runner_up']}), but their runs overlap or ran once.{same}"
+        f"Batch {w['batch']}: no clear winner: {names} had the highest median ({w['tokens_per_s']:.1f} tokens/s, "
+        f"{w['margin']:.0%} ahead of {w['runner_up']}), but their runs overlap or ran once."
     )
 
 

@@ -325,3 +325,92 @@ def test_width_table_and_the_recording_fit_the_schema():
     assert table[0]["tokens emitted per pass"] == 1.0 and table[2]["tokens emitted per pass"] == 3.4
     record = measurement.load_record(Path(__file__).resolve().parents[2] / "assets" / "lessons" / "width.json")
     assert len(conclusions.width_conclusion(record["measurement"])) == 3
+
+
+def test_lesson4_verdicts_only_beyond_the_spread_and_latency():
+    def lane(rates, tpot, steps=(0, 20)):
+        return {"tokens_per_s_runs": measurement.spread(rates), "tpot_ms": tpot, "speculated_steps": steps[0], "decode_steps": steps[1]}
+
+    m = {"ar": lane([100.0, 101.0, 99.0], 50.0), "on": lane([80.0, 82.0, 79.0], 60.0), "off": lane([98.0, 100.0, 99.5], 51.0, (3, 20))}
+    lines = conclusions.turn_it_off_conclusion(m, {"batch": 16, "n": 8})
+    assert lines[0].startswith("Always-on speculation against plain decoding at batch 16: slower in every run")
+    assert lines[1].startswith(
+        "The switch (off above batch 8) beat always-on speculation at batch 16 (every run); it speculated on 3 of 20"
+    )
+    assert "60.0 ms per output token speculating against 50.0 ms plain (longer waits" in lines[2]
+    m["off"] = lane([79.0, 83.0, 81.0], 60.0)
+    lines = conclusions.turn_it_off_conclusion(m, {"batch": 16, "n": 8})
+    assert "made no clear difference against always-on speculation at batch 16 (their runs overlap, or ran once)" in lines[1]
+    assert "it never speculated" in lines[1]
+
+
+def test_lesson2_seed_names_the_flops_difference():
+    def seed(flops_wide, flops_deep):
+        p = {"label": "x", "new_tokens": 1, "tokens_per_pass": 5, "ms": 40.0, "weight_bytes": 5e8, "times_ms": [40.0]}
+        return {
+            "passes": [
+                p | {"batch": 5, "flops": flops_wide, "kv_bytes": 5e6},
+                p | {"batch": 1, "new_tokens": 5, "flops": flops_deep, "kv_bytes": 1e6},
+            ]
+        }
+
+    same = conclusions.seed_conclusion(seed(1.4012e9, 1.4e9))
+    assert "1.40 against 1.40 GFLOP" not in same
+    assert "the same FLOPs to within 0.09% (1.40 GFLOP each: only the attention term differs, by +1.2 MFLOP for the batch)" in same
+    apart = conclusions.seed_conclusion(seed(1.5e9, 1.4e9))
+    assert "1.50 against 1.40 GFLOP (+7.1%, the attention term" in apart
+
+
+def test_lesson5_explains_its_wasted_flops():
+    lane = {
+        "summary": {"drafted_tokens": 275, "accepted_tokens": 139, "tokens_per_s": 50.0, "alpha": 0.5, "flops_wasted": 91.6e9},
+        "verified_slots": [465, 275],
+    }
+    text = conclusions.wasted_text(lane, "the gated run")
+    assert text == (
+        "; the gated run's 91.6 GFLOP on rejected drafts paid for 326 verified positions past the accepted prefix "
+        "(190 of them padding) and 136 rejected draft tokens"
+    )
+    assert conclusions.wasted_text({"summary": {"flops_wasted": 0.0}, "verified_slots": [0, 0]}, "x") == ""
+
+
+def _policy_rows(spread):
+    def row(batch, name, rate, depth, alpha, tpot=None):
+        runs = measurement.spread([rate * (1 - spread), rate, rate * (1 + spread)])
+        return {
+            "batch": batch,
+            "contender": name,
+            "tokens_per_s": rate,
+            "mean_depth": depth,
+            "alpha": alpha,
+            "tokens_per_s_runs": runs,
+            "tpot_ms": tpot,
+        }
+
+    return [
+        row(1, "plain decoding", 20.0, 0.0, None),
+        row(1, "fixed k = 4", 30.0, 4.0, 0.6),
+        row(1, "off above batch 8", 30.6, 4.0, 0.6),
+        row(16, "plain decoding", 200.0, 0.0, None, 80.0),
+        row(16, "fixed k = 4", 120.0, 4.0, 0.6, 120.0),
+        row(16, "off above batch 8", 198.0, 0.4, 0.6, 81.0),  # it speculated once the batch had shrunk
+    ]
+
+
+def test_policy_view_names_no_winner_without_a_margin_and_says_identical():
+    from app.lessons import load
+
+    lines = load.conclusion(_policy_rows(0.05))
+    assert lines[0].startswith("Batch 1: **off above batch 8** and **fixed k = 4** (identical settings at this batch")
+    assert "were fastest (30.6 tokens/s, 53% ahead of plain decoding" in lines[0]
+    assert "2% ahead of" not in lines[0] and "was fastest" not in lines[0]
+    assert lines[1].startswith("Batch 16: no clear winner: **plain decoding** had the highest median")  # 200 vs 198, overlapping
+    assert "fixed k = 4 0.60× (batch 16)" in lines[2] and "against plain decoding at the same batch" in lines[2]
+    assert "plain decoding 80.0 ms; fixed k = 4 120.0 ms" in lines[3] and "continuous batching" in lines[3]
+    tight = load.conclusion(_policy_rows(0.001))
+    assert tight[1].startswith("Batch 16: **plain decoding** was fastest (200.0 tokens/s, 1% ahead of off above batch 8, every run above")
+    rows = _policy_rows(0.05)
+    rows[-1] |= {"mean_depth": 0.0, "alpha": None}  # the switch never acted at batch 16: plain decoding's own work
+    assert "**plain decoding** and **off above batch 8** (identical settings at this batch" in load.conclusion(rows)[1]
+    table = load.load_table(_policy_rows(0.05), "plain decoding")
+    assert table[0]["TPOT ms"] is None and table[3]["TPOT ms"] == 80.0 and table[1]["runs (tokens/s)"] == "28.5, 30.0, 31.5"
