@@ -319,6 +319,7 @@ def check_measurement(experiment: str, measurement) -> dict:
 
 # --- how disturbed a run was -------------------------------------------------------------------------
 _LOAD = re.compile(r"load average (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?) on (\d+) cores")
+DISTURBED = "DISTURBED: recorded beside other work, timings noisy"
 BUSY_CORES = 0.5  # other processes kept more than half a core busy on average: timings are disturbed
 
 
@@ -356,7 +357,7 @@ def disturbed(record: dict) -> bool:
 def recorded_label(record: dict) -> str:
     """The label a recording is shown with; a disturbed one says so first, in capitals the page looks for."""
     text = f"recorded on {record['machine']}, {record['dtype']}, {record['date']} ({record['note']})"
-    return ("DISTURBED: recorded beside other work, timings noisy; " + text) if disturbed(record) else text
+    return f"{DISTURBED}; {text}" if disturbed(record) and DISTURBED not in record["note"] else text
 
 
 # --- recordings ----------------------------------------------------------------------------------
