@@ -105,7 +105,7 @@ def more_flops_conclusion(run: dict) -> str:
     if verify is not None:
         text += f" A verify pass alone cost {verify:.2f}× a plain step" + (" (mean over the decode steps)." if "m" in run else " (median).")
     if "m" in run:
-        text += f" Against plain decoding it was {speed_verdict(run['ar'], run['spec'])}."
+        text += f" Speculation against plain decoding: {speed_verdict(run['ar'], run['spec'])}."
     return text
 
 
@@ -196,7 +196,7 @@ def past_the_ridge_conclusion(result: dict, depth: int) -> list[str]:
         lines.append(text + ".")
     line = f"With the {name}, the speedup went from {one['m']['speedup']:.2f}× at batch {b1} to {mn['speedup']:.2f}× at batch {bn}"
     lines.append(line + metrics.speedup_reason(mn, f"at batch {bn}"))
-    lines.append(f"At batch {bn} speculation was {speed_verdict(many['ar'], many['spec'])}.")
+    lines.append(f"At batch {bn}, speculation against plain decoding: {speed_verdict(many['ar'], many['spec'])}.")
     if ng["alpha"] is not None and mn["alpha"] is not None:
         dn, dm = draft_share(result["ngram"]["spec"]), draft_share(many["spec"])
         better = clear_winner(speedup_spread(result["ngram"]), speedup_spread(many))
@@ -298,7 +298,8 @@ def adaptive_conclusion(result: dict, gate_depth: int) -> str:
                 f"; its verify passes still carried {slots - real} padded positions of {slots} draft slots "
                 f"({(slots - real) / slots:.0%}), rows that had stopped while another row drafted on"
             )
-        part += wasted_text(run["fixed"], f"drafting all {gate_depth}") + wasted_text(run["gated"], "the gated run")
+        if batch > 1:  # where rows stop at different points, padding joins the wasted positions
+            part += wasted_text(run["fixed"], f"drafting all {gate_depth}") + wasted_text(run["gated"], "the gated run")
         parts.append(part)
     return (
         "Stopping where the drafter was unsure: " + "; ".join(parts) + ". The tokens it skipped were never "

@@ -30,14 +30,14 @@ def speed_verdict(ar: dict, spec: dict) -> str:
     """Whether the speculative lane beat plain decoding beyond the spread of their interleaved runs."""
     a, b = ar.get("tokens_per_s_runs"), spec.get("tokens_per_s_runs")
     if not a or not b:
-        return "one run each, so no spread to judge by: read it as a trend"
+        return "one run each, no spread to judge by: read it as a trend"
     verdict = clear_winner(b, a)
     ranges = f"speculative {runs_text(b)}; plain {runs_text(a)}"
     if verdict > 0:
         return f"faster in every run ({ranges})"
     if verdict < 0:
         return f"slower in every run ({ranges})"
-    return f"no clear winner: the runs overlap ({ranges})"
+    return f"no clear winner, the runs overlap ({ranges})"
 
 
 def speedup_spread(run: dict) -> dict | None:

@@ -136,7 +136,7 @@ def test_lesson3_compares_the_run_with_the_ridge_and_explains_the_ngram_run():
     assert "With the EAGLE head, the speedup went from 1.50× at batch 1 to 0.80× at batch 16" in text
     assert "at batch 16 it took 14 decode steps against 24 (1.71× fewer), and a speculative step cost 2.50" in text
     assert "which is why speculation slowed decoding down" in text
-    assert "At batch 16 speculation was slower in every run" in text
+    assert "At batch 16, speculation against plain decoding: slower in every run" in text
     assert "the lookup kept 4.00 tokens per sequence per step for a step of 1.90 plain steps (drafting 0% of it, α 0.96)" in text
     assert "the EAGLE head kept 2.00 for 2.50 (drafting 10%, α 0.55)" in text
     assert "Its speedup in every round was above the EAGLE head's in every round." in text
@@ -149,7 +149,7 @@ def test_lesson3_compares_the_run_with_the_ridge_and_explains_the_ngram_run():
     text = "\n".join(conclusions.past_the_ridge_conclusion(result, 4))
     assert "1.20× at batch 16 (within 1.25×: nearly free)" in text
     assert "which is why speculation paid" in text
-    assert "At batch 16 speculation was no clear winner: the runs overlap" in text
+    assert "At batch 16, speculation against plain decoding: no clear winner, the runs overlap" in text
     assert "Its speedup in every round was below the EAGLE head's in every round." in text  # 1.1× each round against 1.2×
     line = conclusions.ridge_run_line("EAGLE head", 16, result["runs"][1], 4)
     assert line.startswith("- EAGLE head, batch 16: 80 tokens per pass") and "10% of it drafting" in line
