@@ -51,7 +51,7 @@ def run_stats(traces: list) -> dict:
     rows = [len(q.emitted) for s in steps for q in s.seqs]
     drafted = sum(len(q.drafted) for s in steps for q in s.seqs)
     accepted = sum(t.summary.get("accepted_tokens") or 0 for t in traces)
-    rejections = sum(1 for s in steps for q in s.seqs if q.drafted and len(q.accepted) < len(q.drafted))
+    rejections = sum(1 for s in steps for q in s.seqs if q.drafted and q.num_accepted < len(q.drafted))
     tpots = [ms.tpot_ms(t) for t in traces]
     other = [t.summary.get("other_cpu_s") for t in traces]
     return {
