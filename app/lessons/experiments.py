@@ -154,10 +154,13 @@ def operations_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
 
 
 # --- 3. past the ridge ------------------------------------------------------------------------------
+RIDGE_ROUNDS = 2  # six contenders at two batch sizes: two interleaved rounds keep a live run near 20 s on 2 cores
+
+
 def past_the_ridge(pair, probe, s: dict) -> dict:
     """A model drafter at depth k on held-out prompts at batch 1 and a large batch, and the n-gram lookup at the
     large batch on extractive prompts (its best case) for contrast; each beside plain decoding of the same
-    prompts, all six interleaved ROUNDS times. batch 0 picks the large batch from this machine's pass curve
+    prompts, all six interleaved RIDGE_ROUNDS times. batch 0 picks the large batch from this machine's pass curve
     (engine/decoding/passcurve.py, measured once per machine) so its verify pass sits well past the knee."""
     drafter, depth, tokens = model_drafter(pair), int(s["depth"]), int(s["tokens"])
     curve = pass_curve(pair)
@@ -169,7 +172,7 @@ def past_the_ridge(pair, probe, s: dict) -> dict:
             jobs[(b, key)] = job
     for key, job in lane_jobs(batch_prompts("extractive", batch), depth, "ngram", tokens).items():
         jobs[("ngram", key)] = job
-    runs = interleaved(pair, jobs, ROUNDS)
+    runs = interleaved(pair, jobs, RIDGE_ROUNDS)
     shape = {"tokens": list(curve.tokens), "ms": list(curve.ms), "knee_tokens": knee}
     return {
         "drafter": drafter,
@@ -367,10 +370,10 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
                 "l3_batch",
                 "Large batch (0: chosen from this machine's pass curve)",
                 (0, *LARGE_BATCHES),
-                0,
+                16,
                 "0 picks the smallest batch whose verify pass carries at least twice this machine's knee",
             ),
-            Knob("l3_tokens", "New tokens per sequence (twice this at batch 1)", (8, 16, 24, 32), 16),
+            Knob("l3_tokens", "New tokens per sequence (twice this at batch 1)", (8, 16, 24, 32), 24),
         ),
         Prediction(
             "The speedup of speculation over plain decoding at the large batch (its verify pass well past the knee)?",
@@ -386,7 +389,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         (
             Knob("l4_batch", "Batch size", (8, 16, 32), 16),
             Knob("l4_n", "Off above batch N", (1, 2, 4, 8, 16), 8),
-            Knob("l4_tokens", "New tokens per sequence", (16, 32), 16),
+            Knob("l4_tokens", "New tokens per sequence", (16, 32), 32),
         ),
         Prediction(
             "The speedup of always-on speculation (draft model, k = 4) at batch {batch}?",
