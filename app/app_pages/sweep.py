@@ -75,15 +75,17 @@ def show_recorded_sweep() -> None:
     load = note_load(rec["note"])
     busy = [r[k] for r in rec["grid_rows"] for k in ("ar_other_cores", "spec_other_cores") if r.get(k) is not None]
     disturbed = bool(load and load[0] > load[1]) or any(b > BUSY_CORES for b in busy)
-    st.subheader("Recorded: what one pass costs, and the grid")
+    st.subheader("Recorded: AR vs speculative over batch × depth" + (", and what one pass costs" if rec["pass_rows"] else ""))
     (st.warning if disturbed else st.info)(
         ("DISTURBED: recorded beside other work, timings noisy. " if disturbed else "") + recorded_caption(rec)
     )
-    st.plotly_chart(roofline.pass_cost_figure(rec["pass_rows"], rec.get("ridge_tokens")), width="stretch", key="rec_pass_fig")
+    if rec["pass_rows"]:
+        st.plotly_chart(roofline.pass_cost_figure(rec["pass_rows"], rec.get("ridge_tokens")), width="stretch", key="rec_pass_fig")
     st.plotly_chart(speedup_figure(rec["grid_rows"]), width="stretch", key="rec_grid_fig")
     with st.expander("The recorded numbers"):
         st.dataframe(grid_table(rec["grid_rows"]), hide_index=True)
-        st.dataframe(pass_table(rec["pass_rows"], rec["peak_bandwidth"], rec["peak_flops"]), hide_index=True)
+        if rec["pass_rows"] and rec["peak_bandwidth"] and rec["peak_flops"]:
+            st.dataframe(pass_table(rec["pass_rows"], rec["peak_bandwidth"], rec["peak_flops"]), hide_index=True)
 
 
 def show_recordings() -> None:

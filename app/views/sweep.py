@@ -316,8 +316,9 @@ SWEEP_RECORD = {
     "drafter": "str",
     "max_new_tokens": "int",
     "repeats": "int",
-    "peak_bandwidth": "num",
-    "peak_flops": "num",
+    "source": "str",
+    "peak_bandwidth": "num?",
+    "peak_flops": "num?",
     "ridge_tokens": "num?",
     "pass_rows": [dict.fromkeys(PASS_KEYS, "num")],
     "grid_rows": [GRID_ROW],
@@ -354,6 +355,6 @@ def recorded_caption(rec: dict) -> str:
     """Where and when a recorded sweep was measured, and how (one line for the page)."""
     return (
         f"📼 Recorded on {rec['machine']}, {rec['dtype']}, {rec['date']}: {rec['drafter']}, {rec['max_new_tokens']} new "
-        f"tokens per sequence, {rec['repeats']} interleaved run(s) per cell (median) ({rec['note']}). Press a "
-        "Measure button below to measure on the machine serving this page."
+        f"tokens per sequence, {rec['repeats']} interleaved run(s) per cell (median) ({rec['note']}; {rec['source']}). "
+        "Press a Measure button below to measure on the machine serving this page."
     )

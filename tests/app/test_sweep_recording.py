@@ -14,11 +14,11 @@ SHIPPED = Path(__file__).resolve().parents[2] / "assets" / "sweep" / "grid.json"
 def test_the_shipped_recording_loads_labelled_and_draws():
     rec, problem = sweep.load_grid_recording(SHIPPED)
     assert problem is None and rec["schema"] == sweep.SWEEP_SCHEMA
-    assert rec["machine"] and rec["date"] and "load average" in rec["note"]
+    assert rec["machine"] and rec["date"] and rec["note"] and rec["source"]
     caption = sweep.recorded_caption(rec)
     assert caption.startswith(f"📼 Recorded on {rec['machine']}, {rec['dtype']}, {rec['date']}")
     fig = sweep.speedup_figure(rec["grid_rows"])
-    assert {r["batch"] for r in rec["grid_rows"]} == {1, 4, 16} and len(fig.data[0].z) == 3
+    assert len(fig.data[0].z) == len({r["batch"] for r in rec["grid_rows"]}) >= 3
     assert len(sweep.grid_table(rec["grid_rows"])) == len(rec["grid_rows"])
 
 
