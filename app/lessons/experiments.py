@@ -376,7 +376,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             Knob("l3_tokens", "New tokens per sequence (twice this at batch 1)", (8, 16, 24, 32), 24),
         ),
         Prediction(
-            "The speedup of speculation over plain decoding at the large batch (its verify pass well past the knee)?",
+            "The speedup of speculation over plain decoding at the large batch (batch {batch}; 0: chosen from the pass curve)?",
             "e.g. 1.5",
             lambda m, s: m["runs"][-1]["m"].get("speedup"),
             lambda m, s: _leviathan_models(m["runs"][-1]["m"]),
