@@ -1,10 +1,12 @@
 """The Lessons page's conclusions, as text computed from what an experiment just measured (no streamlit).
 
-Each function takes the measurement an experiment in app/lesson_experiments.py returns (pass-cost rows and
-probed peaks, or lanes (app/measurement.py) and their `metrics.compare` numbers), live or recorded, and
-returns Markdown. Every claim is decided
-by comparing the run's own numbers: a measured cost against the ridge or a 1.25× tolerance, tokens kept
-against what a step cost, one run's α or draft time against another's. No outcome is written in advance.
+Each function takes the measurement an experiment in app/lessons/experiments.py returns (pass-cost rows and
+probed peaks, or lanes (app/lessons/measurement.py) and their `metrics.compare` numbers), live or recorded, and
+returns Markdown. Every claim is decided by comparing the run's own numbers: a measured cost against the ridge,
+the machine's knee or a 1.25× tolerance, tokens kept against what a step cost, one run's α or draft time
+against another's; a winner only beyond the spread of the interleaved runs (app/lessons/noise.py); step costs
+from one statistic, so a step never reads cheaper than its own verify pass. No outcome is written in advance.
+Lesson 6's text is app/lessons/load.py, lesson 7's app/lessons/width.py.
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ def drafter_label(kind: str) -> str:
 
 
 def draft_share(lane: dict) -> float:
-    """Fraction of the decode steps' time a lane spent drafting (app/measurement.py `lane`)."""
+    """Fraction of the decode steps' time a lane spent drafting (app/lessons/measurement.py `lane`)."""
     return lane["draft_share"]
 
 
@@ -255,7 +257,7 @@ def live_against_recording(live: dict, recorded: dict, depth: int, live_machine:
 
 def verified_slots(lane: dict) -> tuple[int, int]:
     """(draft positions the target verified, real draft tokens among them): the rest is padding, the slots of rows
-    that had stopped drafting while another row in the batch went on (app/measurement.py `verified_slots`)."""
+    that had stopped drafting while another row in the batch went on (app/lessons/measurement.py `verified_slots`)."""
     slots, real = lane["verified_slots"]
     return slots, real
 

@@ -2,7 +2,7 @@
 
 Teacher mode on the Lessons page shows these recordings at once, so a class on slow laptops or a cold
 Space does not wait; "Re-measure live" beside them runs the same experiment on the machine serving
-the page. Each recording is a real run of the lesson's own experiment (app/lesson_experiments.py) at
+the page. Each recording is a real run of the lesson's own experiment (app/lessons/experiments.py) at
 its default settings, with the embedded pair and dtype "auto", saved as checked measurement JSON
 (app/lessons/measurement.py) and labelled with the machine (the probe's device name), the dtype, the date and
 the machine's load average while it ran (other work on a shared machine slows every timing). A recording made
