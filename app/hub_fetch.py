@@ -11,9 +11,9 @@ A hub preset's weights (15 GB for the 7B pair) used to download inside the run l
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
 import json
-import threading
 
 from tqdm.std import tqdm
 
@@ -41,7 +41,7 @@ def repo_config(repo: str) -> dict:
     try:
         with open(hf_hub_download(repo, "config.json"), encoding="utf-8") as f:
             return json.load(f)
-    except Exception as exc:  # network, missing file, bad JSON: one clear error
+    except (OSError, ValueError, RuntimeError) as exc:  # network (OSError), missing file, bad JSON: one clear error
         raise ModelLoadError(
             f"could not read {repo}'s config.json from the Hugging Face Hub: {type(exc).__name__}: {str(exc)[:200]}"
         ) from exc
@@ -85,20 +85,14 @@ def fetch(preset, on_progress=None, downloader=None, poll_s: float = 0.5) -> Non
         from huggingface_hub import snapshot_download as downloader
     for repo in hub_repos(preset):
         bars: list = []
-        failure: list[BaseException] = []
-
-        def work(repo=repo, bars=bars, failure=failure):
-            try:
-                downloader(repo, allow_patterns=ALLOW, tqdm_class=_bar_class(bars))
-            except Exception as error:  # reported below, in the page's thread
-                failure.append(error)
-
-        worker = threading.Thread(target=work, name=f"download {repo}", daemon=True)
-        worker.start()
-        while worker.is_alive():
-            worker.join(poll_s)
-            if on_progress is not None:
-                on_progress(repo, *bytes_so_far(bars))
+        # A future holds whatever the download raised, reported below in the page's thread.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="download") as pool:
+            future = pool.submit(downloader, repo, allow_patterns=ALLOW, tqdm_class=_bar_class(bars))
+            while not future.done():
+                concurrent.futures.wait([future], timeout=poll_s)
+                if on_progress is not None:
+                    on_progress(repo, *bytes_so_far(bars))
+        failure = [future.exception()] if future.exception() is not None else []
         if failure:
             exc = failure[0]
             raise ModelLoadError(f"could not download {repo!r} from the Hugging Face Hub: {type(exc).__name__}: {str(exc)[:200]}") from exc

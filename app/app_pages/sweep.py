@@ -1,9 +1,11 @@
 """Sweep: measure where speculation stops paying on this machine.
 
-Page shape (docs/design.md §7, Streamlit's demos): title, short prose, controls, result. Two live measurements through the engine:
-1. one target pass vs tokens per pass (`engine.bench.pass_costs`): where its time hardly grows and where
+Page shape (docs/design.md §7, Streamlit's demos): title, short prose, controls, result. First, at once, a recorded sweep (assets/sweep/,
+scripts/record/record_sweep.py), labelled with its machine and date, so the page is never empty; then two live
+measurements through the engine:
+1. one target pass vs tokens per pass (`engine.decoding.passcurve.pass_costs`): where its time hardly grows and where
    it grows with every token, with the ridge point from the probed peaks and the regime each pass shows;
-2. AR vs speculative tokens/s over a batch x depth grid (`engine.bench.bench`): the same plateau seen
+2. AR vs speculative tokens/s over a batch x depth grid (`engine.bench.harness.bench`): the same plateau seen
    as speedup, and the batch size where a fixed depth turns into a slowdown; optionally with the load-aware
    policies (batch_table, goodput) beside the fixed depths, and their tokens/s against the upper envelope
    max(AR, best fixed k) per batch size.
@@ -11,9 +13,12 @@ Page shape (docs/design.md §7, Streamlit's demos): title, short prose, controls
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from app import resources
+from app.lessons.measurement import BUSY_CORES, note_load
 from app.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.url_keys import BOUND, bound
 from app.views import recorded, roofline
@@ -25,7 +30,9 @@ from app.views.sweep import (
     envelope_summary,
     envelope_table,
     grid_table,
+    load_grid_recording,
     pass_table,
+    recorded_caption,
     speedup_figure,
     tree_vs_chain,
 )
@@ -51,6 +58,34 @@ NO_DRAFTER = {  # drafter kind -> why this pair cannot run it (available_drafter
 MEASURE_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 PAGE = "sweep"  # its bound widgets and their labels: app/url_keys.py
 MULTI = ("pass_batches", "grid_batches", "grid_depths", "grid_trees")  # multiselects: a repeated URL parameter each
+RECORDED = Path(__file__).resolve().parents[2] / "assets" / "sweep" / "grid.json"
+
+
+@st.cache_data(show_spinner=False)
+def recorded_sweep(mtime: float) -> tuple[dict | None, str | None]:
+    return load_grid_recording(RECORDED)
+
+
+def show_recorded_sweep() -> None:
+    """The shipped recording: its pass curve and its grid, labelled; marked disturbed when recorded beside other work."""
+    rec, problem = recorded_sweep(RECORDED.stat().st_mtime if RECORDED.exists() else 0.0)
+    if rec is None:
+        st.caption(f"No recorded sweep to show ({problem}); press a Measure button below.")
+        return
+    load = note_load(rec["note"])
+    busy = [r[k] for r in rec["grid_rows"] for k in ("ar_other_cores", "spec_other_cores") if r.get(k) is not None]
+    disturbed = bool(load and load[0] > load[1]) or any(b > BUSY_CORES for b in busy)
+    st.subheader("Recorded: AR vs speculative over batch × depth" + (", and what one pass costs" if rec["pass_rows"] else ""))
+    (st.warning if disturbed else st.info)(
+        ("DISTURBED: recorded beside other work, timings noisy. " if disturbed else "") + recorded_caption(rec)
+    )
+    if rec["pass_rows"]:
+        st.plotly_chart(roofline.pass_cost_figure(rec["pass_rows"], rec.get("ridge_tokens")), width="stretch", key="rec_pass_fig")
+    st.plotly_chart(speedup_figure(rec["grid_rows"]), width="stretch", key="rec_grid_fig")
+    with st.expander("The recorded numbers"):
+        st.dataframe(grid_table(rec["grid_rows"]), hide_index=True)
+        if rec["pass_rows"] and rec["peak_bandwidth"] and rec["peak_flops"]:
+            st.dataframe(pass_table(rec["pass_rows"], rec["peak_bandwidth"], rec["peak_flops"]), hide_index=True)
 
 
 def show_recordings() -> None:
@@ -78,8 +113,11 @@ st.markdown(
     "(`num_speculative_tokens_per_batch_size`) and offers DSpark-style adaptive verification, which decides each step "
     f"how many draft tokens to verify from a cost model profiled at start-up ([vLLM docs]({VLLM_ADAPTIVE})); "
     "TensorRT-LLM has `draft_len_schedule`. Background: J. Barrow, "
-    f"[“Why is speculative decoding fast?”]({BARROW}), 2026. Everything below is measured when you press the button."
+    f"[“Why is speculative decoding fast?”]({BARROW}), 2026. The recorded sweep shows at once; everything under "
+    "“Measure live” is measured on this machine when you press its button."
 )
+show_recorded_sweep()
+st.header("Measure live")
 
 # Every control is bound to the URL (a copied link reproduces the settings); a session's first run reads the
 # link before any bound widget is drawn, and a value a control cannot take gets a notice and the default.

@@ -1,18 +1,22 @@
 """The Lessons page's conclusions, as text computed from what an experiment just measured (no streamlit).
 
-Each function takes the measurement an experiment in app/lesson_experiments.py returns (pass-cost rows and
-probed peaks, or lanes (app/measurement.py) and their `metrics.compare` numbers), live or recorded, and
-returns Markdown. Every claim is decided
-by comparing the run's own numbers: a measured cost against the ridge or a 1.25× tolerance, tokens kept
-against what a step cost, one run's α or draft time against another's. No outcome is written in advance.
+Each function takes the measurement an experiment in app/lessons/experiments.py returns (pass-cost rows and
+probed peaks, or lanes (app/lessons/measurement.py) and their `metrics.compare` numbers), live or recorded, and
+returns Markdown. Every claim is decided by comparing the run's own numbers: a measured cost against the ridge,
+the machine's knee or a 1.25× tolerance, tokens kept against what a step cost, one run's α or draft time
+against another's; a winner only beyond the spread of the interleaved runs (app/lessons/noise.py); step costs
+from one statistic, so a step never reads cheaper than its own verify pass. No outcome is written in advance.
+Lesson 6's text is app/lessons/load.py, lesson 7's app/lessons/width.py.
 """
 
 from __future__ import annotations
 
-from app.lessons.load import cell
+from app.lessons.noise import clear_winner, serving_note, speed_verdict, speedup_spread, step_costs
+from app.lessons.width import width_conclusion, width_table  # noqa: F401  (the page reads them here)
 from app.views import metrics, roofline
 
 NEARLY_FREE = 1.25  # a pass within this factor of the one-token (or plain) pass counts as nearly free
+IN_STEP = 0.75  # a pass whose time grew by at least this share of its FLOPs' growth grew with its arithmetic
 
 
 def _row_at(rows: list[dict], tokens: int) -> dict:
@@ -25,26 +29,45 @@ def memory_bound_conclusion(result: dict) -> list[str]:
     first, sixteen = rows[0], _row_at(rows, 16)
     one, many, n = first["ms"], sixteen["ms"], sixteen["tokens_per_pass"]
     extra = (many - one) / (n - 1) if n > 1 else 0.0
-    cheap = extra < one / 2
+    fixed = max(0.0, one - extra)  # the part of a pass that does not grow with its tokens (a straight line's intercept)
+    share = fixed / many if many > 0 else 0.0
     lines = [
         f"One token: {one:.1f} ms. {'Sixteen' if n == 16 else n} tokens in one pass: {many:.1f} ms, or {many / one:.2f}× "
         f"the time for {n}× the tokens ({one / sixteen['ms_per_token']:.1f}× cheaper per token). Each extra token "
-        f"added {extra:.1f} ms on average, against {one:.1f} ms for the first: "
+        f"added {extra:.1f} ms on average, so about {fixed:.1f} ms of a pass did not depend on its tokens: "
         + (
-            "less than half, so most of a pass's time did not depend on how many tokens it carried."
-            if cheap
-            else "at least half, so on this machine the extra tokens were not nearly free."
+            f"{share:.0%} of the {n}-token pass, so most of a pass's time did not depend on how many tokens it carried."
+            if share > 0.5
+            else f"only {share:.0%} of the {n}-token pass, so most of its time went on the tokens it carried: on this "
+            "machine the extra tokens were not nearly free."
         )
     ]
     shares = roofline.peak_shares(rows, result["peak_bandwidth"], result["peak_flops"])
     low, high = shares[0], shares[-1]
-    lines.append(
+    text = (
         f"Against the probed peaks ({result['peak_bandwidth'] / 1e9:.0f} GB/s, {result['peak_flops'] / 1e9:.0f} GFLOP/s, "
         f"{result['dtype']}): the one-token pass did {low['intensity']:.2f} FLOP per byte it read and reached "
         f"{low['bandwidth_share']:.0%} of peak bandwidth and {low['flops_share']:.0%} of peak FLOP/s, so it was "
         f"**{low['regime']}**; the {high['tokens_per_pass']}-token pass reached {high['bandwidth_share']:.0%} and "
-        f"{high['flops_share']:.0%}: **{high['regime']}**."
+        f"{high['flops_share']:.0%}: **{high['regime']}** by that rule."
     )
+    if len(rows) > 1:
+        prev, last = rows[-2], rows[-1]
+        grew, more = last["ms"] / prev["ms"], last["flops"] / prev["flops"]
+        in_step = grew - 1 >= IN_STEP * (more - 1) and more > 1
+        text += (
+            f" From {prev['tokens_per_pass']} to {last['tokens_per_pass']} tokens its time grew {grew:.2f}× for "
+            f"{more:.2f}× the FLOPs: "
+            + (
+                "in step with the arithmetic, so the arithmetic was setting its time (the quick probe's peak is "
+                "not what these kernels reach)."
+                if in_step and high["regime"] != "compute-bound"
+                else "in step with the arithmetic."
+                if in_step
+                else "far less than the arithmetic grew, so a fixed cost still set much of its time."
+            )
+        )
+    lines.append(text)
     free = roofline.memory_bound_span(rows, NEARLY_FREE)
     ridge = result.get("ridge_tokens")
     if ridge:
@@ -63,7 +86,16 @@ def memory_bound_conclusion(result: dict) -> list[str]:
     return lines
 
 
-def more_flops_conclusion(m: dict) -> str:
+def _consistent(run: dict) -> dict:
+    """A run's compare numbers with its step cost taken from the lanes' means (step_costs), so the speedup's
+    reason and the verify figure use one statistic."""
+    verify, step = step_costs(run)
+    return run["m"] | {"median_verify_ratio": verify, "step_cost_ratio": step}
+
+
+def more_flops_conclusion(run: dict) -> str:
+    """Lesson 2's conclusion from its measurement ({ar, spec, m, …}); a bare compare dict is read as before."""
+    m = _consistent(run) if "m" in run else run
     ops = m.get("operations_factor")
     text = (
         f"Speculation did {m['flops_ratio']:.2f}× the FLOPs of plain decoding"
@@ -73,7 +105,9 @@ def more_flops_conclusion(m: dict) -> str:
     text += f"It ran {m['speedup']:.2f}× as fast as plain decoding" + metrics.speedup_reason(m, "here")
     verify = m.get("median_verify_ratio")
     if verify is not None:
-        text += f" A verify pass alone cost {verify:.2f}× a plain step (median)."
+        text += f" A verify pass alone cost {verify:.2f}× a plain step" + (" (mean over the decode steps)." if "m" in run else " (median).")
+    if "m" in run:
+        text += f" Speculation against plain decoding: {speed_verdict(run['ar'], run['spec'])}."
     return text
 
 
@@ -82,12 +116,12 @@ def drafter_label(kind: str) -> str:
 
 
 def draft_share(lane: dict) -> float:
-    """Fraction of the decode steps' time a lane spent drafting (app/measurement.py `lane`)."""
+    """Fraction of the decode steps' time a lane spent drafting (app/lessons/measurement.py `lane`)."""
     return lane["draft_share"]
 
 
 def ridge_run_line(label: str, batch: int, run: dict, depth: int) -> str:
-    m = run["m"]
+    m = _consistent(run)
     steps = (
         f"; {m['spec_decode_steps']} decode steps against {m['ar_decode_steps']} plain"
         if m.get("spec_decode_steps") and m.get("ar_decode_steps")
@@ -96,19 +130,45 @@ def ridge_run_line(label: str, batch: int, run: dict, depth: int) -> str:
     return (
         f"- {label}, batch {batch}: {batch * (depth + 1)} tokens per pass (batch × (k + 1)); a verify pass "
         f"cost {metrics.fmt(m['median_verify_ratio'])}× a plain step of the same batch, a whole step "
-        f"{metrics.fmt(m['step_cost_ratio'])}× ({draft_share(run['spec']):.0%} of it drafting); α "
+        f"{metrics.fmt(m['step_cost_ratio'])}× ({draft_share(run['spec']):.0%} of it drafting; means over the decode steps); α "
         f"{metrics.fmt(m['alpha'])}, {metrics.fmt(m.get('kept_per_step'))} tokens kept per sequence per step"
         f"{steps}; speedup {m['speedup']:.2f}×"
+        + (f"; {metrics.fmt(run['spec'].get('tpot_ms'), '.1f')} ms per output token of a request" if run["spec"].get("tpot_ms") else "")
+    )
+
+
+def curve_line(result: dict, batch: int, depth: int) -> str | None:
+    """Where the large batch's verify pass sits on this machine's measured pass curve (None without a curve)."""
+    curve = result.get("curve")
+    if not curve:
+        return None
+    tokens, ms_ = curve["tokens"], curve["ms"]
+
+    def at(n):  # the curve's time at n tokens, linear between points, held past the last
+        pts = list(zip(tokens, ms_))
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+            if x0 <= n <= x1:
+                return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
+        return ms_[-1] if n > tokens[-1] else ms_[0]
+
+    n, knee = batch * (depth + 1), curve["knee_tokens"]
+    priced = at(n) / at(batch) if at(batch) > 0 else None
+    return (
+        f"This machine's pass curve (measured {curve['measured_at'][:10]}): from {knee:.0f} tokens a pass costs "
+        f"1.5× a one-token pass or more (its knee). Batch {batch}'s verify pass carries {n} tokens, "
+        f"{n / knee:.1f}× the knee"
+        + (f"; the curve prices it at {priced:.2f}× a plain pass of the same batch ({batch} tokens)." if priced else ".")
     )
 
 
 def past_the_ridge_conclusion(result: dict, depth: int) -> list[str]:
-    """Lesson 3's conclusion: the measured verify cost against the ridge, and why the n-gram run differs."""
+    """Lesson 3's conclusion: the measured verify cost against the ridge and the machine's knee, the speedup
+    against the spread of its runs, per-request latency, and what decides the n-gram run."""
     name = drafter_label(result["drafter"])
     one, many = sorted(result["runs"], key=lambda r: r["batch"])
     b1, bn = one["batch"], many["batch"]
     t1, tn = b1 * (depth + 1), bn * (depth + 1)
-    m1, mn, ng = one["m"], many["m"], result["ngram"]["m"]
+    mn, ng = _consistent(many), _consistent(result["ngram"])
     lines = []
     ridge = result.get("ridge_tokens")
     if ridge:
@@ -120,46 +180,103 @@ def past_the_ridge_conclusion(result: dict, depth: int) -> list[str]:
             f"From the probed peaks the ridge is ≈ {ridge:.0f} tokens per pass: batch {b1}'s verify pass "
             f"({t1} tokens) is {side(t1)} it, batch {bn}'s ({tn} tokens) {side(tn)} it."
         )
-    v1, vn = m1["median_verify_ratio"], mn["median_verify_ratio"]
+    knee = curve_line(result, bn, depth)
+    if knee:
+        lines.append(knee)
+    (v1, s1), (vn, sn) = step_costs(one), step_costs(many)
     if v1 is not None and vn is not None:
 
         def free(ratio):
             return f"within {NEARLY_FREE}×: nearly free" if ratio <= NEARLY_FREE else f"above {NEARLY_FREE}×: not free"
 
-        lines.append(
+        text = (
             f"Verifying {depth} draft tokens per sequence cost {v1:.2f}× a plain step of the same batch at "
-            f"batch {b1} ({free(v1)}) and {vn:.2f}× at batch {bn} ({free(vn)})."
+            f"batch {b1} ({free(v1)}) and {vn:.2f}× at batch {bn} ({free(vn)})"
         )
-    line = f"With the {name}, the speedup went from {m1['speedup']:.2f}× at batch {b1} to {mn['speedup']:.2f}× at batch {bn}"
+        if s1 is not None and sn is not None:
+            text += f"; with drafting, a whole step cost {s1:.2f}× and {sn:.2f}×"
+        lines.append(text + ".")
+    line = f"With the {name}, the speedup went from {one['m']['speedup']:.2f}× at batch {b1} to {mn['speedup']:.2f}× at batch {bn}"
     lines.append(line + metrics.speedup_reason(mn, f"at batch {bn}"))
+    lines.append(f"At batch {bn}, speculation against plain decoding: {speed_verdict(many['ar'], many['spec'])}.")
     if ng["alpha"] is not None and mn["alpha"] is not None:
         dn, dm = draft_share(result["ngram"]["spec"]), draft_share(many["spec"])
-        reasons = []
-        if dn < dm:
-            reasons.append(f"its drafts took {dn:.0%} of a step against {dm:.0%} for the {name}")
-        if ng["alpha"] > mn["alpha"]:
-            reasons.append(f"its acceptance on text it can copy was α {ng['alpha']:.2f} against {mn['alpha']:.2f}")
-        better = ng["speedup"] > mn["speedup"]
+        better = clear_winner(speedup_spread(result["ngram"]), speedup_spread(many))
         text = (
             f"The n-gram lookup at batch {bn} on extractive prompts ran {ng['speedup']:.2f}× plain decoding "
-            f"({'better' if better else 'no better'} than the {name}'s {mn['speedup']:.2f}×)"
+            f"(the {name}: {mn['speedup']:.2f}×)"
         )
-        if better and reasons:
-            text += ": " + " and ".join(reasons) + "."
-        else:
+        kept_n, kept_m = ng.get("kept_per_step"), mn.get("kept_per_step")
+        step_n, step_m = ng.get("step_cost_ratio"), mn.get("step_cost_ratio")
+        if None not in (kept_n, kept_m, step_n, step_m):
             text += (
-                f". Its drafts took {dn:.0%} of a step (the {name}'s {dm:.0%}) and its α was {ng['alpha']:.2f} "
-                f"(the {name}'s {mn['alpha']:.2f})."
+                f". What decides it is tokens kept per step against what a step costs: the lookup kept "
+                f"{kept_n:.2f} tokens per sequence per step for a step of {step_n:.2f} plain steps (drafting "
+                f"{dn:.0%} of it, α {ng['alpha']:.2f}); the {name} kept {kept_m:.2f} for {step_m:.2f} (drafting "
+                f"{dm:.0%}, α {mn['alpha']:.2f}). Past the knee a step costs more, and speculation still pays "
+                "where cheap drafts are accepted often enough to cover it"
             )
+        else:
+            text += f". Its drafts took {dn:.0%} of a step (the {name}'s {dm:.0%}) and its α was {ng['alpha']:.2f}"
+            text += f" (the {name}'s {mn['alpha']:.2f})"
+        text += (
+            f". Its speedup in every round was {'above' if better > 0 else 'below'} the {name}'s in every round."
+            if better
+            else ". The two drafters' runs overlap (or ran once each): no clear winner between them."
+        )
         lines.append(text)
+    lines.append(serving_note(many["ar"], many["spec"], bn))
     return lines
+
+
+def live_against_recording(live: dict, recorded: dict, depth: int, live_machine: str, recorded_machine: str) -> str | None:
+    """Lesson 3, live against the shipped recording: None when they agree (both speculation clearly paid, or
+    both did not, at the large batch); else what differs and the measured reason (another machine, another knee,
+    another large batch)."""
+    a, b = sorted(live["runs"], key=lambda r: r["batch"])[-1], sorted(recorded["runs"], key=lambda r: r["batch"])[-1]
+    sa, sb = a["m"]["speedup"], b["m"]["speedup"]
+    if (sa > 1) == (sb > 1):
+        return None
+    text = (
+        f"Live on {live_machine} speculation ran {sa:.2f}× plain decoding at batch {a['batch']}; the recording from "
+        f"{recorded_machine} measured {sb:.2f}× at batch {b['batch']}. "
+    )
+    (va, _), (vb, _) = step_costs(a), step_costs(b)
+    if va is not None and vb is not None:
+        text += f"A verify pass cost {va:.2f}× a plain step here against {vb:.2f}× there. "
+    ka, kb = (m.get("curve", {}).get("knee_tokens") for m in (live, recorded))
+    if ka and kb:
+        text += f"This machine's knee is at {ka:.0f} tokens per pass, the recording machine's at {kb:.0f}: "
+        text += f"{a['batch'] * (depth + 1)} tokens per pass is {a['batch'] * (depth + 1) / ka:.1f}× the knee here, "
+        text += f"{b['batch'] * (depth + 1) / kb:.1f}× there. Another machine, another knee: "
+        text += "where the verify pass stops being nearly free moves with it."
+    else:
+        text += "Another machine has another knee (the recording has no pass curve to compare)."
+    return text
 
 
 def verified_slots(lane: dict) -> tuple[int, int]:
     """(draft positions the target verified, real draft tokens among them): the rest is padding, the slots of rows
-    that had stopped drafting while another row in the batch went on (app/measurement.py `verified_slots`)."""
+    that had stopped drafting while another row in the batch went on (app/lessons/measurement.py `verified_slots`)."""
     slots, real = lane["verified_slots"]
     return slots, real
+
+
+def wasted_text(lane: dict, name: str) -> str:
+    """'; the gated run's 91.6 GFLOP on rejected drafts paid for 326 verified positions past the accepted
+    prefix (190 of them padding) and 136 rejected draft tokens', from the lane's counts: SpecLab counts, as wasted,
+    the target's work on every verified position past a row's accepted prefix (padding included) and the
+    drafter's on every rejected real draft (engine/decoding/decode.py `wasted_flops`)."""
+    s = lane["summary"]
+    if not s.get("flops_wasted") or "verified_slots" not in lane:
+        return ""
+    slots, real = lane["verified_slots"]
+    rejected = s["drafted_tokens"] - s["accepted_tokens"]
+    past = slots - s["accepted_tokens"]
+    return (
+        f"; {name}'s {metrics.fmt_flops(s['flops_wasted'])} on rejected drafts paid for {past:.0f} verified positions "
+        f"past the accepted prefix ({slots - real:.0f} of them padding) and {rejected:.0f} rejected draft tokens"
+    )
 
 
 def adaptive_conclusion(result: dict, gate_depth: int) -> str:
@@ -183,6 +300,8 @@ def adaptive_conclusion(result: dict, gate_depth: int) -> str:
                 f"; its verify passes still carried {slots - real} padded positions of {slots} draft slots "
                 f"({(slots - real) / slots:.0%}), rows that had stopped while another row drafted on"
             )
+        if batch > 1:  # where rows stop at different points, padding joins the wasted positions
+            part += wasted_text(run["fixed"], f"drafting all {gate_depth}") + wasted_text(run["gated"], "the gated run")
         parts.append(part)
     return (
         "Stopping where the drafter was unsure: " + "; ".join(parts) + ". The tokens it skipped were never "
@@ -213,84 +332,46 @@ def seed_conclusion(seed: dict) -> str:
             f"({ratio:.2f}×), more than the {SAME_TIME:.2f}× this page calls the same time."
         )
     kv = wide["kv_bytes"] / deep["kv_bytes"] if deep["kv_bytes"] else None
+    diff = wide["flops"] - deep["flops"]
+    rel = diff / deep["flops"] if deep["flops"] else 0.0
+    if abs(rel) < 0.005:  # the same to the shown digits: say so, and name the difference that exists
+        flops = (
+            f"the same FLOPs to within {abs(rel):.2%} ({wide['flops'] / 1e9:.2f} GFLOP each: only the attention term "
+            f"differs, by {diff / 1e6:+.1f} MFLOP for the batch)"
+        )
+    else:
+        flops = (
+            f"{wide['flops'] / 1e9:.2f} against {deep['flops'] / 1e9:.2f} GFLOP ({rel:+.1%}, the attention term: "
+            f"{wide['batch']} rows each attend over their own context)"
+        )
     return (
         f"Both passes carry {n} tokens and read the {wide['weight_bytes'] / 1e6:.0f} MB of weights once. "
         f"{timing} What differs is the KV cache: {wide['batch']} rows of context cost "
         f"{wide['kv_bytes'] / 1e6:.1f} MB of KV reads against {deep['kv_bytes'] / 1e6:.1f} MB for one row"
         + (f" ({kv:.1f}×)" if kv else "")
-        + f", and {wide['flops'] / 1e9:.2f} against {deep['flops'] / 1e9:.2f} "
-        f"GFLOP (the attention term). And what the tokens buy: the batch moves {wide['batch']} sequences one token "
+        + f", and {flops}. And what the tokens buy: the batch moves {wide['batch']} sequences one token "
         f"each; the single row moves one sequence by 1 plus however many of its {deep['new_tokens'] - 1} drafts "
         "the target accepts."
     )
 
 
-def width_table(result: dict) -> list[dict]:
-    """Lesson 7's rows as a table: tokens per pass (what the verify pass carries), tokens emitted per pass,
-    tokens/s, the verify pass's median time and FLOPs against plain decoding at the same batch."""
-    out = []
-    for r in result["rows"]:
-        plain = cell(result["rows"], r["batch"], "plain decoding")
-        out.append(
-            {
-                "batch": r["batch"],
-                "contender": r["contender"],
-                "tokens per pass": r["tokens_per_pass"],
-                "tokens emitted per pass": round(r["tokens_per_step"], 2)
-                if r.get("tokens_per_step")
-                else (1.0 if r["contender"] == "plain decoding" else None),  # plain decoding: one per pass
-                "tokens/s": round(r["tokens_per_s"], 1),
-                "verify ms (median)": round(r["verify_ms"], 1) if r.get("verify_ms") is not None else None,
-                "FLOPs × plain": round(r["flops"] / plain["flops"], 2) if plain and plain["flops"] else None,
-            }
+def turn_it_off_conclusion(m: dict, s: dict) -> list[str]:
+    """Lesson 4's conclusion: always-on speculation and the off-above-batch-N switch against plain decoding at one
+    batch, each verdict only beyond the spread of the interleaved runs, with per-request latency."""
+    batch, n = int(s["batch"]), int(s["n"])
+    on, off = m["on"], m["off"]
+    lines = [f"Always-on speculation against plain decoding at batch {batch}: {speed_verdict(m['ar'], on)}."]
+    verdict = clear_winner(off.get("tokens_per_s_runs"), on.get("tokens_per_s_runs"))
+    word = {1: "beat", -1: "lost to", 0: "made no clear difference against"}[verdict]
+    spec_steps = off["speculated_steps"]
+    lines.append(
+        f"The switch (off above batch {n}) {word} always-on speculation at batch {batch}"
+        + (" (their runs overlap, or ran once)" if not verdict else " (every run)")
+        + (
+            f"; it speculated on {spec_steps} of {off['decode_steps']} decode steps, once the batch had shrunk to {n} or fewer."
+            if spec_steps
+            else f"; it never speculated: more than {n} sequences were decoding at every step."
         )
-    return out
-
-
-def width_conclusion(result: dict) -> list[str]:
-    """Lesson 7's conclusion, from the measurement: what the tree bought at batch 1 and what it cost at the large
-    batch, against the chain of the same depth."""
-    shape = f"{result['nodes']} nodes, top-{result['topk']}, depth {result['depth']}"
-    lines, ratios = [], {}
-    for batch in sorted({r["batch"] for r in result["rows"]}):
-        tree, chain = cell(result["rows"], batch, "tree"), cell(result["rows"], batch, "chain")
-        if not tree or not chain or not chain["tokens_per_s"]:
-            continue
-        ratio = tree["tokens_per_s"] / chain["tokens_per_s"]
-        ratios[batch] = ratio
-        text = (
-            f"Batch {batch}: the tree ({shape}) ran {tree['tokens_per_s']:.1f} tokens/s, {ratio:.2f}× the chain's "
-            f"{chain['tokens_per_s']:.1f} ({'faster' if ratio > 1 else 'slower'})."
-        )
-        if tree.get("tokens_per_step") and chain.get("tokens_per_step"):
-            text += f" Each pass emitted {tree['tokens_per_step']:.2f} tokens per sequence against {chain['tokens_per_step']:.2f}"
-            if tree.get("verify_ms") and chain.get("verify_ms"):
-                text += (
-                    f", and its verify pass of {tree['tokens_per_pass']} tokens took {tree['verify_ms']:.1f} ms "
-                    f"against {chain['verify_ms']:.1f} ms for the chain's {chain['tokens_per_pass']} "
-                    f"({tree['verify_ms'] / chain['verify_ms']:.2f}×)"
-                )
-            text += "."
-        lines.append(text)
-    if len(ratios) == 2:
-        (small, r_small), (large, r_large) = sorted(ratios.items())
-        big = cell(result["rows"], large, "tree")
-        kept = (big["tokens_per_step"] - 1) / result["nodes"] if big.get("tokens_per_step") else None
-        waste = f" ({1 - kept:.0%} of the tree's nodes were rejected at batch {large})" if kept is not None and 0 <= kept <= 1 else ""
-        if r_small > 1 >= r_large:
-            lines.append(
-                f"Width paid at batch {small} and cost at batch {large}. At batch {small} the tree's extra "
-                "nodes filled idle compute, the same compute a larger batch fills; at batch "
-                f"{large} the batch had already filled it, so the nodes were extra work{waste}."
-            )
-        elif r_small > 1 and r_large > 1:
-            lines.append(
-                f"Width paid at both batch sizes on this machine: at batch {large} the pass still had idle "
-                "compute to spend, by this measurement."
-            )
-        else:
-            lines.append(
-                f"Width did not pay at batch {small} on this machine: a pass of more tokens cost more here "
-                "than the extra accepted tokens bought."
-            )
+    )
+    lines.append(serving_note(m["ar"], on, batch))
     return lines

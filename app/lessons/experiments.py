@@ -1,7 +1,7 @@
 """The Lessons' experiments: what each one measures, its settings, and the prediction a student makes first.
 
 Each experiment takes (pair, probe, settings) and returns a *measurement*: plain numbers checked by
-app/measurement.py, the same dict scripts/record/record_lessons.py records under assets/lessons/. Its settings
+app/lessons/measurement.py, the same dict scripts/record/record_lessons.py records under assets/lessons/. Its settings
 are Knobs the page binds to the URL; its Prediction names the number a student guesses before the run,
 how that number is read from the measurement, and the models (Leviathan et al. 2023, Theorem 3.8, or the
 roofline) it is set against. No streamlit here: the page (app/app_pages/lessons.py) draws, the recording
@@ -10,19 +10,17 @@ script runs these same functions.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.lessons import measurement as ms
 from app.lessons.load import cell
+from app.lessons.runs import LARGE_BATCHES, Job, cell_of_runs, interleaved, knee_tokens, lane_pair, large_batch, seed_passes
 from app.lessons.step_lesson import STEP_DEPTH, one_step, one_step_models
-from app.views import metrics
-from engine import DecodeConfig, generate
-from engine.bench.harness import run_cells
+from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
 from engine.costs import expected_tokens_per_step, ridge_tokens
-from engine.decoding.passcurve import pass_costs
+from engine.decoding.passcurve import pass_costs, pass_curve
 from engine.drafters import drafter_name
 
 
@@ -65,11 +63,21 @@ def model_drafter(pair) -> str:
     return "eagle" if drafter_name(pair, "eagle") else "model"
 
 
-def lanes(pair, prompts: list[str], depth: int, drafter: str, tokens: int, **spec) -> dict:
-    """Plain then speculative decoding of the same prompts, reduced to lanes and the compare numbers."""
-    ar = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=tokens))
-    sp = generate(pair, prompts, DecodeConfig(depth=depth, drafter=drafter, max_new_tokens=tokens, **spec))
-    return {"ar": ms.lane(ar), "spec": ms.lane(sp), "m": ms.plain_numbers(metrics.compare(ar, sp))}
+ROUNDS = 3  # every contender runs this many times, interleaved (app/lessons/runs.py); a lesson may run fewer
+
+
+def lane_jobs(prompts: list[str], depth: int, drafter: str, tokens: int, **spec) -> dict[str, Job]:
+    return {
+        "ar": Job(prompts, DecodeConfig(mode="autoregressive", max_new_tokens=tokens)),
+        "spec": Job(prompts, DecodeConfig(depth=depth, drafter=drafter, max_new_tokens=tokens, **spec)),
+    }
+
+
+def lanes(pair, prompts: list[str], depth: int, drafter: str, tokens: int, rounds: int = ROUNDS, **spec) -> dict:
+    """Plain and speculative decoding of the same prompts, interleaved `rounds` times, as lanes (the median run
+    of each, with every run's tokens/s) and the compare numbers of the two median runs."""
+    runs = interleaved(pair, lane_jobs(prompts, depth, drafter, tokens, **spec), rounds)
+    return lane_pair(runs["ar"], runs["spec"])
 
 
 def _leviathan_of(m: dict) -> dict | None:
@@ -90,10 +98,20 @@ def _leviathan_models(m: dict) -> list[tuple[str, float | None]]:
 PASS_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
+PASS_ROUNDS = 3
+
+
 def memory_bound(pair, probe, s: dict) -> dict:
-    """One target pass at batch 1 with 1..`largest` new tokens, and this machine's probed peaks to read it against."""
-    rows = pass_costs(pair, [1], [n for n in PASS_SIZES if n <= s["largest"]], context=int(s["context"]), repeats=5)
-    rows = [{key: row[key] for key in ms.PASS_ROW} for row in rows]  # the fields the lesson's schema records
+    """One target pass at batch 1 with 1..`largest` new tokens (PASS_ROUNDS rounds over every size, the median of
+    3 timed passes per size and round; a row's ms is the median over the rounds, its spread the rounds'), and
+    this machine's probed peaks to read it against."""
+    sizes = [n for n in PASS_SIZES if n <= s["largest"]]
+    rounds = [pass_costs(pair, [1], sizes, context=int(s["context"]), repeats=3) for _ in range(PASS_ROUNDS)]
+    rows = []
+    for per_size in zip(*rounds):
+        times = [row["ms"] for row in per_size]
+        row = {key: per_size[ms.median_index(times)][key] for key in ms.PASS_ROW}  # the fields the schema records
+        rows.append(row | {"ms_runs": ms.spread(times)})
     return {
         "rows": rows,
         "peak_bandwidth": probe.peak_bandwidth,
@@ -126,41 +144,8 @@ def roofline_ratio(m: dict, s: dict) -> list[tuple[str, float | None]]:
 
 
 # --- 2. speculation does more work, and the seed's five tokens per pass -----------------------------
-SEED_CONTEXT, SEED_ROUNDS = 150, 3
-
-
-def seed_passes(pair, depth: int) -> dict:
-    """Barrow's example: k+1 tokens per pass made two ways, batch k+1 at depth 0 and batch 1 at depth k, timed
-    back to back (SEED_ROUNDS rounds alternating the two, 5 timed passes each), with the engine's counted FLOPs
-    and bytes split into weights and KV cache (engine/costs.py forward_flops / forward_bytes)."""
-    n = depth + 1
-    shapes = {f"batch {n} at depth 0 (one new token per row)": (n, 1), f"batch 1 at depth {depth} (last token + {depth} drafts)": (1, n)}
-    times = {label: [] for label in shapes}
-    rows = {}
-    for _ in range(SEED_ROUNDS):
-        for label, (batch, new) in shapes.items():
-            row = pass_costs(pair, [batch], [new], context=SEED_CONTEXT, repeats=5)[0]
-            times[label].append(row["ms"])
-            rows[label] = row
-    weights = float(pair.target_costs.weight_bytes)
-    passes = [
-        {
-            "label": label,
-            "batch": batch,
-            "new_tokens": new,
-            "tokens_per_pass": batch * new,
-            "ms": statistics.median(times[label]),
-            "flops": rows[label]["flops"],
-            "weight_bytes": weights,
-            "kv_bytes": rows[label]["bytes"] - weights,
-            "times_ms": times[label],
-        }
-        for label, (batch, new) in shapes.items()
-    ]
-    return {"context": SEED_CONTEXT, "rounds": SEED_ROUNDS, "passes": passes}
-
-
 def more_flops(pair, probe, s: dict) -> dict:
+    """The n-gram lookup against plain decoding on an extractive prompt (batch 1), and Barrow's seed passes."""
     out = lanes(pair, batch_prompts("extractive", 1), int(s["depth"]), "ngram", int(s["tokens"]))
     return out | {"seed": seed_passes(pair, int(s["depth"]))}
 
@@ -170,55 +155,70 @@ def operations_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
 
 
 # --- 3. past the ridge ------------------------------------------------------------------------------
+RIDGE_ROUNDS = 2  # six contenders at two batch sizes: two interleaved rounds keep a live run near 20 s on 2 cores
+
+
 def past_the_ridge(pair, probe, s: dict) -> dict:
-    """A model drafter at depth k on held-out prompts at batch 1 and `batch`, and the n-gram lookup at `batch` on
-    extractive prompts (its best case) for contrast; each beside plain decoding of the same prompts."""
-    drafter, depth, batch, tokens = model_drafter(pair), int(s["depth"]), int(s["batch"]), int(s["tokens"])
-    runs = [{"batch": b, **lanes(pair, batch_prompts("heldout", b), depth, drafter, 2 * tokens if b == 1 else tokens)} for b in (1, batch)]
-    ngram = lanes(pair, batch_prompts("extractive", batch), depth, "ngram", tokens)
+    """A model drafter at depth k on held-out prompts at batch 1 and a large batch, and the n-gram lookup at the
+    large batch on extractive prompts (its best case) for contrast; each beside plain decoding of the same
+    prompts, all six interleaved RIDGE_ROUNDS times. batch 0 picks the large batch from this machine's pass curve
+    (engine/decoding/passcurve.py, measured once per machine) so its verify pass sits well past the knee."""
+    drafter, depth, tokens = model_drafter(pair), int(s["depth"]), int(s["tokens"])
+    curve = pass_curve(pair)
+    knee = knee_tokens(curve.tokens, curve.ms)
+    batch = int(s["batch"]) or large_batch(knee, depth)
+    jobs = {}
+    for b in (1, batch):
+        for key, job in lane_jobs(batch_prompts("heldout", b), depth, drafter, 2 * tokens if b == 1 else tokens).items():
+            jobs[(b, key)] = job
+    for key, job in lane_jobs(batch_prompts("extractive", batch), depth, "ngram", tokens).items():
+        jobs[("ngram", key)] = job
+    runs = interleaved(pair, jobs, RIDGE_ROUNDS)
+    shape = {"tokens": list(curve.tokens), "ms": list(curve.ms), "knee_tokens": knee}
     return {
         "drafter": drafter,
-        "runs": runs,
-        "ngram": ngram,
+        "runs": [{"batch": b, **lane_pair(runs[(b, "ar")], runs[(b, "spec")])} for b in (1, batch)],
+        "ngram": lane_pair(runs[("ngram", "ar")], runs[("ngram", "spec")]),
         "ridge_tokens": ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth),
+        "curve": shape | {"key": curve.key[:300], "measured_at": curve.measured_at},
     }
 
 
 # --- 4. turn it off ---------------------------------------------------------------------------------
 def turn_it_off(pair, probe, s: dict) -> dict:
+    """Plain, always-on (draft model, k = 4) and off-above-batch-N decoding of one batch, interleaved ROUNDS times."""
     prompts, tokens = batch_prompts("chat", int(s["batch"])), int(s["tokens"])
-    on = lanes(pair, prompts, 4, "model", tokens)
-    off = generate(
-        pair,
-        prompts,
-        DecodeConfig(depth=4, drafter="model", max_new_tokens=tokens, policy="off_above_batch", disable_by_batch_size=int(s["n"])),
-    )
-    return {"ar": on["ar"], "on": on["spec"], "off": ms.lane(off), "m": on["m"]}
+    jobs = lane_jobs(prompts, 4, "model", tokens)
+    off = DecodeConfig(depth=4, drafter="model", max_new_tokens=tokens, policy="off_above_batch", disable_by_batch_size=int(s["n"]))
+    runs = interleaved(pair, jobs | {"off": Job(prompts, off)}, ROUNDS)
+    on = lane_pair(runs["ar"], runs["spec"])
+    return {"ar": on["ar"], "on": on["spec"], "off": ms.lane_of_runs([r[0] for r in runs["off"]]), "m": on["m"]}
 
 
 # --- 5. adaptive per sequence -----------------------------------------------------------------------
-GATE_BATCHES = ((1, 48), (8, 32))  # (batch, new tokens per sequence)
+GATE_BATCHES = ((1, 32), (8, 16))  # (batch, new tokens per sequence)
 
 
 def adaptive(pair, probe, s: dict) -> dict:
-    """Depth k drafting every token vs stopping below a joint confidence, at batch 1 and 8."""
+    """Depth k drafting every token vs stopping below a joint confidence, at batch 1 and 8, with plain decoding;
+    the three interleaved ROUNDS times at each batch."""
     drafter, depth, threshold = model_drafter(pair), int(s["depth"]), float(s["conf"])
     out = []
     for batch, tokens in GATE_BATCHES:
         prompts = batch_prompts("heldout", batch)
-        ar = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=tokens))
-        runs = {
-            name: generate(pair, prompts, DecodeConfig(depth=depth, drafter=drafter, max_new_tokens=tokens, confidence_threshold=t))
-            for name, t in (("fixed", 0.0), ("gated", threshold))
-        }
+        jobs = {"ar": Job(prompts, DecodeConfig(mode="autoregressive", max_new_tokens=tokens))}
+        for name, t in (("fixed", 0.0), ("gated", threshold)):
+            jobs[name] = Job(prompts, DecodeConfig(depth=depth, drafter=drafter, max_new_tokens=tokens, confidence_threshold=t))
+        runs = interleaved(pair, jobs, ROUNDS)
+        fixed, gated = lane_pair(runs["ar"], runs["fixed"]), lane_pair(runs["ar"], runs["gated"])
         out.append(
             {
                 "batch": batch,
-                "ar": ms.lane(ar),
-                "fixed": ms.lane(runs["fixed"]),
-                "gated": ms.lane(runs["gated"]),
-                "m_fixed": ms.plain_numbers(metrics.compare(ar, runs["fixed"])),
-                "m_gated": ms.plain_numbers(metrics.compare(ar, runs["gated"])),
+                "ar": fixed["ar"],
+                "fixed": fixed["spec"],
+                "gated": gated["spec"],
+                "m_fixed": fixed["m"],
+                "m_gated": gated["m"],
             }
         )
     return {"drafter": drafter, "batches": out}
@@ -243,7 +243,7 @@ def gate_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
 
 
 # --- 6. speculate by load ---------------------------------------------------------------------------
-LOAD_BATCHES, LOAD_TOKENS, LOAD_N, LOAD_MAX = (1, 4, 16), 24, 8, 6
+LOAD_BATCHES, LOAD_TOKENS, LOAD_N, LOAD_MAX, LOAD_ROUNDS = (1, 4, 16), 16, 8, 6, 2
 PLAIN = "plain decoding"
 
 
@@ -263,22 +263,19 @@ def load_contenders(drafter: str, k: int) -> dict[str, DecodeConfig]:
 
 
 def by_load(pair, probe, s: dict) -> dict:
-    """Tokens/s of plain decoding and four depth policies at batch 1, 4 and 16 (held-out prompts), interleaved
-    at each batch size (engine.bench.run_cells: one warm-up each, then one run of every contender in turn)."""
+    """Tokens/s and time per output token of plain decoding and four depth policies at batch 1, 4 and 16
+    (held-out prompts), every contender run LOAD_ROUNDS times, interleaved at each batch size."""
     drafter = model_drafter(pair)
     contenders = load_contenders(drafter, int(s["k"]))
     rows = []
     for batch in LOAD_BATCHES:
-        cells = run_cells(pair, batch_prompts("heldout", batch), list(contenders.values()), repeats=1)
-        for name, measured in zip(contenders, cells):
+        prompts = batch_prompts("heldout", batch)
+        runs = interleaved(pair, {name: Job(prompts, cfg) for name, cfg in contenders.items()}, LOAD_ROUNDS)
+        for name in contenders:
+            c = cell_of_runs(runs[name])
+            keys = ("tokens_per_s", "alpha", "tokens_per_s_runs", "tpot_ms", "other_cores")
             rows.append(
-                {
-                    "batch": batch,
-                    "contender": name,
-                    "tokens_per_s": measured["tokens_per_s"],
-                    "mean_depth": measured["mean_depth"] if name != PLAIN else 0.0,
-                    "alpha": measured["alpha"],
-                }
+                {"batch": batch, "contender": name, "mean_depth": c["mean_depth"] if name != PLAIN else 0.0} | {k: c[k] for k in keys}
             )
     return {"drafter": drafter, "rows": rows}
 
@@ -303,7 +300,7 @@ def load_leviathan(m: dict, s: dict) -> dict | None:
 
 
 # --- 7. width: a draft tree ------------------------------------------------------------------------------
-WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS = 4, 4, 32  # chain and tree depth; prompts at batch 1; tokens per sequence
+WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS, WIDTH_ROUNDS = 4, 2, 16, 2  # depth; prompts at batch 1; tokens per sequence; rounds
 WIDTH_CONTENDERS = ("plain decoding", "chain", "tree")
 
 
@@ -318,26 +315,20 @@ def width_configs(drafter: str, nodes: int, topk: int) -> list[DecodeConfig]:
 
 
 def width(pair, probe, s: dict) -> dict:
-    """The three contenders at batch 1 (WIDTH_PROMPTS held-out prompts, one after another) and at `batch`,
-    interleaved at each batch size (engine.bench.run_cells: one warm-up each, then one run of each in turn)."""
+    """The three contenders at batch 1 (WIDTH_PROMPTS held-out prompts, one after another) and at `batch`, each run
+    WIDTH_ROUNDS times, interleaved at each batch size."""
     drafter, nodes, topk, batch = model_drafter(pair), int(s["nodes"]), int(s["topk"]), int(s["batch"])
     rows = []
     for b in (1, batch):
         prompts = batch_prompts("heldout", WIDTH_PROMPTS if b == 1 else b)
-        cells = run_cells(pair, prompts, width_configs(drafter, nodes, topk), repeats=1, sequential=b == 1)
-        for name, per_row, measured in zip(WIDTH_CONTENDERS, (0, WIDTH_DEPTH, nodes), cells):
-            rows.append(
-                {
-                    "batch": b,
-                    "contender": name,
-                    "tokens_per_s": measured["tokens_per_s"],
-                    "tokens_per_step": measured["tokens_per_step"],
-                    "tokens_per_pass": b * (per_row + 1),
-                    "verify_ms": measured["verify_ms"],
-                    "flops": measured["flops"],
-                }
-            )
-    return {"drafter": drafter, "depth": WIDTH_DEPTH, "nodes": nodes, "topk": topk, "rows": rows}
+        jobs = {name: Job(prompts, cfg, sequential=b == 1) for name, cfg in zip(WIDTH_CONTENDERS, width_configs(drafter, nodes, topk))}
+        runs = interleaved(pair, jobs, WIDTH_ROUNDS)
+        for name, per_row in zip(WIDTH_CONTENDERS, (0, WIDTH_DEPTH, nodes)):
+            c = cell_of_runs(runs[name])
+            keys = ("tokens_per_s", "tokens_per_step", "verify_ms", "flops", "tokens_per_s_runs", "other_cores")
+            rows.append({"batch": b, "contender": name, "tokens_per_pass": b * (per_row + 1)} | {k: c[k] for k in keys})
+    ridge = ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth)
+    return {"drafter": drafter, "ridge_tokens": ridge, "depth": WIDTH_DEPTH, "nodes": nodes, "topk": topk, "rows": rows}
 
 
 def width_ratio(m: dict, s: dict, key: str = "tokens_per_s") -> float | None:
@@ -363,7 +354,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
     ),
     "more_flops": Experiment(
         more_flops,
-        (Knob("l2_depth", "Speculation depth k", DEPTHS, 4), Knob("l2_tokens", "New tokens", (16, 32, 64), 64)),
+        (Knob("l2_depth", "Speculation depth k", DEPTHS, 4), Knob("l2_tokens", "New tokens", (16, 32, 64), 32)),
         Prediction(
             "Speculative decoding's total FLOPs are how many times plain decoding's, for the same output?",
             "e.g. 0.8",
@@ -376,11 +367,17 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         past_the_ridge,
         (
             Knob("l3_depth", "Speculation depth k", DEPTHS, 4),
-            Knob("l3_batch", "Large batch", (4, 8, 16, 32), 16),
+            Knob(
+                "l3_batch",
+                "Large batch (0: chosen from this machine's pass curve)",
+                (0, *LARGE_BATCHES),
+                16,
+                "0 picks the smallest batch whose verify pass carries at least twice this machine's knee",
+            ),
             Knob("l3_tokens", "New tokens per sequence (twice this at batch 1)", (8, 16, 24, 32), 24),
         ),
         Prediction(
-            "The speedup of speculation over plain decoding at batch {batch}?",
+            "The speedup of speculation over plain decoding at the large batch (batch {batch}; 0: chosen from the pass curve)?",
             "e.g. 1.5",
             lambda m, s: m["runs"][-1]["m"].get("speedup"),
             lambda m, s: _leviathan_models(m["runs"][-1]["m"]),

@@ -1,15 +1,18 @@
 """Lesson 6 ("Speculate by load"): tokens/s against batch size for several depth policies, and what the run says.
 
 Input rows are plain dicts, one per (batch, contender): {"batch", "contender", "tokens_per_s", "mean_depth",
-"alpha"}, measured by the Lessons page. Every sentence here is computed from those rows (and the student's
-prediction): who won at each batch size and by how much, each contender's worst case against the winner,
-and the prediction against the measurement. Nothing here calls streamlit.
+"alpha"} and, in newer measurements, "tokens_per_s_runs" (every interleaved run) and "tpot_ms" (time per output
+token of a request). Every sentence here is computed from those rows (and the student's prediction): who won
+at each batch size, and only beyond the spread of the runs; contenders that did the same work (same mean k
+and α) called identical; each contender's worst case against plain decoding; and the prediction against the
+measurement. Nothing here calls streamlit.
 """
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from app.lessons.noise import clear_winner, serving_note
 from app.views.sweep import tokens_per_s_axes
 
 COLORS = ["#8a8d99", "#1f4fd1", "#f2a93b", "#b8006b", "#0a7d32"]
@@ -47,14 +50,25 @@ def load_figure(rows: list[dict]) -> go.Figure:
     return tokens_per_s_axes(fig)
 
 
+def same_work(a: dict, b: dict) -> bool:
+    """Did two contenders do the same work at one batch size: the same mean k and α (e.g. "off above batch 8" and
+    "fixed k = 4" at batch 1, where the switch never acts)? Then they ran the same steps and differ only by noise."""
+    return a["mean_depth"] == b["mean_depth"] and a.get("alpha") == b.get("alpha")
+
+
 def winners(rows: list[dict]) -> list[dict]:
-    """Per batch size: the fastest contender, the runner-up, and how far ahead the winner was (ratio - 1)."""
+    """Per batch size: the fastest contender (by median tokens/s), the runner-up, how far ahead the winner was
+    (ratio - 1), whether that is beyond the spread (every run of the winner above every run of the runner-up,
+    noise.clear_winner), and the contenders that did the same work as the winner."""
     out = []
     for b in batches(rows):
         ranked = sorted((r for r in rows if r["batch"] == b), key=lambda r: r["tokens_per_s"], reverse=True)
         first = ranked[0]
-        second = ranked[1] if len(ranked) > 1 else None
+        twins = [r["contender"] for r in ranked[1:] if same_work(first, r)]
+        others = [r for r in ranked[1:] if r["contender"] not in twins]
+        second = others[0] if others else None
         margin = first["tokens_per_s"] / second["tokens_per_s"] - 1 if second and second["tokens_per_s"] > 0 else None
+        clear = bool(second) and clear_winner(first.get("tokens_per_s_runs"), second.get("tokens_per_s_runs")) > 0
         out.append(
             {
                 "batch": b,
@@ -62,17 +76,22 @@ def winners(rows: list[dict]) -> list[dict]:
                 "tokens_per_s": first["tokens_per_s"],
                 "runner_up": second["contender"] if second else None,
                 "margin": margin,
+                "clear": clear,
+                "same_work": twins,
             }
         )
     return out
 
 
-def worst_cases(rows: list[dict]) -> list[tuple[str, float, int]]:
-    """(contender, its lowest tokens/s ÷ the winner's over the batch sizes, the batch where that was), best first."""
-    best = {w["batch"]: w["tokens_per_s"] for w in winners(rows)}
+def worst_cases(rows: list[dict], plain: str = "plain decoding") -> list[tuple[str, float, int]]:
+    """(contender, its lowest tokens/s ÷ plain decoding's at the same batch size, the batch where that was), best
+    first: the same yardstick as lesson 4's always-on against plain."""
+    base = {r["batch"]: r["tokens_per_s"] for r in rows if r["contender"] == plain}
     out = []
     for name in contenders(rows):
-        ratios = [(r["tokens_per_s"] / best[r["batch"]], r["batch"]) for r in rows if r["contender"] == name and best[r["batch"]] > 0]
+        if name == plain:
+            continue
+        ratios = [(r["tokens_per_s"] / base[r["batch"]], r["batch"]) for r in rows if r["contender"] == name and base.get(r["batch"])]
         if ratios:
             ratio, batch = min(ratios)
             out.append((name, ratio, batch))
@@ -80,7 +99,8 @@ def worst_cases(rows: list[dict]) -> list[tuple[str, float, int]]:
 
 
 def load_table(rows: list[dict], plain: str) -> list[dict]:
-    """One table row per (batch, contender): tokens/s, × plain decoding at that batch, mean k, α."""
+    """One table row per (batch, contender): tokens/s (median, and every run), × plain decoding at that batch, time
+    per output token of a request (TPOT), mean k, α."""
     table = []
     for b in batches(rows):
         base = cell(rows, b, plain)
@@ -94,6 +114,10 @@ def load_table(rows: list[dict], plain: str) -> list[dict]:
                     "policy": name,
                     "tokens/s": round(r["tokens_per_s"], 1),
                     "× plain": round(r["tokens_per_s"] / base["tokens_per_s"], 2) if base and base["tokens_per_s"] else None,
+                    "runs (tokens/s)": ", ".join(f"{v:.1f}" for v in r["tokens_per_s_runs"]["values"])
+                    if r.get("tokens_per_s_runs")
+                    else "one run",
+                    "TPOT ms": None if r.get("tpot_ms") is None else round(r["tpot_ms"], 1),
                     "mean k": None if r.get("mean_depth") is None else round(r["mean_depth"], 2),
                     "α": None if r.get("alpha") is None else round(r["alpha"], 2),
                 }
@@ -117,17 +141,43 @@ def prediction_line(rows: list[dict], prediction: float, *, plain: str, contende
     )
 
 
-def conclusion(rows: list[dict]) -> list[str]:
-    """Who won at each batch size and by how much, then every contender's worst case against the winner."""
-    lines = []
-    for w in winners(rows):
-        ahead = f", {w['margin']:.0%} ahead of {w['runner_up']}" if w["margin"] is not None else ""
-        lines.append(f"Batch {w['batch']}: **{w['winner']}** was fastest ({w['tokens_per_s']:.1f} tokens/s{ahead}).")
-    worst = worst_cases(rows)
+def _batch_line(w: dict) -> str:
+    """One batch size's verdict; contenders that did the winner's work are named with it, as identical."""
+    names = " and ".join(f"**{n}**" for n in [w["winner"], *w["same_work"]])
+    if w["same_work"]:
+        names += " (identical settings at this batch: the same mean k and α, so the same steps; their gap is noise)"
+    verb = "were" if w["same_work"] else "was"
+    if w["runner_up"] is None:
+        return f"Batch {w['batch']}: {names} ran {w['tokens_per_s']:.1f} tokens/s."
+    if w["clear"]:
+        return (
+            f"Batch {w['batch']}: {names} {verb} fastest ({w['tokens_per_s']:.1f} tokens/s, {w['margin']:.0%} "
+            f"ahead of {w['runner_up']}, every run above every run of it)."
+        )
+    return (
+        f"Batch {w['batch']}: no clear winner: {names} had the highest median ({w['tokens_per_s']:.1f} tokens/s, "
+        f"{w['margin']:.0%} ahead of {w['runner_up']}), but their runs overlap or ran once."
+    )
+
+
+def conclusion(rows: list[dict], plain: str = "plain decoding") -> list[str]:
+    """Who won at each batch size (only beyond the spread), every policy's worst case against plain decoding, and
+    what a request waited per token at the largest batch."""
+    lines = [_batch_line(w) for w in winners(rows)]
+    worst = worst_cases(rows, plain)
     if worst:
         lines.append(
-            "Worst case over the batch sizes (tokens/s ÷ the winner's): "
+            "Worst case over the batch sizes, against plain decoding at the same batch (as in lesson 4): "
             + "; ".join(f"{name} {ratio:.2f}× (batch {batch})" for name, ratio, batch in worst)
             + "."
+        )
+    top = max(batches(rows)) if rows else None
+    timed = [r for r in rows if r["batch"] == top and r.get("tpot_ms") is not None]
+    if timed:
+        lines.append(
+            f"Per request at batch {top}, time per output token: "
+            + "; ".join(f"{r['contender']} {r['tpot_ms']:.1f} ms" for r in timed)
+            + ". "
+            + serving_note({}, {}, top)
         )
     return lines

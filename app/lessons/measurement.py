@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import statistics
 from pathlib import Path
 
 from engine.trace.loader import parse_json
@@ -67,11 +68,33 @@ def verified_slots(trace) -> tuple[int, int]:
     return (sum(s.tokens_per_pass - s.batch for s in steps), sum(len(q.drafted) for s in steps for q in s.seqs))
 
 
+def tpot_ms(trace) -> float | None:
+    """Time per output token of a request, averaged over the batch's rows: the decode time until a row wrote its
+    last token, over the tokens it wrote in decode steps. A row that ends early stops its clock there; the
+    batch itself runs until its slowest row ends (this engine does not refill a finished row's slot)."""
+    clock, done, tokens = 0.0, {}, {}
+    for step in _decode_steps(trace):
+        clock += step.step_ms
+        for row in step.seqs:
+            if row.emitted:
+                done[row.seq] = clock
+                tokens[row.seq] = tokens.get(row.seq, 0) + len(row.emitted)
+    rates = [done[q] / tokens[q] for q in done if tokens[q]]
+    return sum(rates) / len(rates) if rates else None
+
+
+def _mean_ms(steps: list, field: str) -> float | None:
+    return sum(getattr(s, field) for s in steps) / len(steps) if steps else None
+
+
 def lane(trace) -> dict:
     """One decoding run reduced to what the lessons read: its summary numbers, drafter and depth, the share of
-    step time spent drafting, the verified draft slots and how many decode steps speculated."""
+    step time spent drafting, the verified draft slots, how many decode steps speculated, the MEAN decode step,
+    verify pass and draft time (one statistic for all three, so a step never reads cheaper than its own verify
+    pass), the time per output token of a request, and the cores other processes kept busy meanwhile."""
     s = trace.summary
     steps = _decode_steps(trace)
+    other, wall = s.get("other_cpu_s"), s.get("wall_s")
     return {
         "summary": {key: s.get(key) for key in SUMMARY_KEYS},
         "drafter": str(trace.config.get("drafter", "")) if trace.config.get("mode") == "speculative" else "",
@@ -80,7 +103,32 @@ def lane(trace) -> dict:
         "verified_slots": list(verified_slots(trace)),
         "decode_steps": len(steps),
         "speculated_steps": sum(1 for st in steps if st.depth > 0),
+        "step_ms": _mean_ms(steps, "step_ms"),
+        "verify_ms": _mean_ms(steps, "verify_ms"),
+        "draft_ms": _mean_ms(steps, "draft_ms"),
+        "tpot_ms": tpot_ms(trace),
+        "other_cores": other / wall if isinstance(other, (int, float)) and wall else None,
     }
+
+
+def spread(values: list[float]) -> dict:
+    """Repeated measurements of one contender: the values in the order measured, their median, min and max."""
+    if not values:
+        raise ValueError("a spread needs at least one value")
+    ordered = sorted(values)
+    return {"values": list(values), "median": statistics.median(ordered), "min": ordered[0], "max": ordered[-1]}
+
+
+def median_index(values: list[float]) -> int:
+    """Index of the run whose value is the median (the lower middle one for an even count)."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    return order[(len(values) - 1) // 2]
+
+
+def lane_of_runs(traces: list) -> dict:
+    """Repeats of one contender as one lane: the median run's lane (by tokens/s) and every run's tokens/s."""
+    rates = [t.summary["tokens_per_s"] for t in traces]
+    return lane(traces[median_index(rates)]) | {"tokens_per_s_runs": spread(rates)}
 
 
 def plain_numbers(m: dict) -> dict:
@@ -92,6 +140,7 @@ def plain_numbers(m: dict) -> dict:
 # A spec is "num" (finite number), "num?" (or null), "int", "str", "bool", a dict (exactly these keys;
 # a key ending in "?" may be absent), a one-item list [spec] (a list of them), or {"*": spec} (any
 # identifier keys, each a spec).
+SPREAD = {"values": ["num"], "median": "num", "min": "num", "max": "num"}
 LANE = {
     "summary": {
         **{
@@ -116,6 +165,10 @@ LANE = {
     "verified_slots": ["int"],
     "decode_steps": "int",
     "speculated_steps": "int",
+    # optional (added with the repeats; older recordings lack them): mean ms of a decode step, its verify pass
+    # and its drafting; time per output token of a request; cores other processes kept busy; every run's tokens/s
+    **{f"{k}?": "num?" for k in ("step_ms", "verify_ms", "draft_ms", "tpot_ms", "other_cores")},
+    "tokens_per_s_runs?": SPREAD,
 }
 NUMBERS = {"*": "num?"}  # a metrics.compare dict
 PASS_ROW = {
@@ -133,6 +186,8 @@ PASS_ROW = {
         "achieved_bandwidth",
     )
 }
+PASS_ROW_SPEC = PASS_ROW | {"ms_runs?": SPREAD}  # ms of each interleaved round (optional: added with the repeats)
+CURVE = {"tokens": ["num"], "ms": ["num"], "knee_tokens": "num", "key": "str", "measured_at": "str"}
 PEAKS = {"peak_bandwidth": "num", "peak_flops": "num", "ridge_point": "num", "dtype": "str", "ridge_tokens": "num?"}
 SEED_PASS = {
     "label": "str",
@@ -148,9 +203,15 @@ SEED_PASS = {
 PAIR_RUN = {"ar": LANE, "spec": LANE, "m": NUMBERS}
 SETTINGS = {"*": "num"}
 SPECS = {
-    "memory_bound": {"rows": [PASS_ROW], **PEAKS},
+    "memory_bound": {"rows": [PASS_ROW_SPEC], **PEAKS},
     "more_flops": {**PAIR_RUN, "seed": {"context": "int", "rounds": "int", "passes": [SEED_PASS]}},
-    "past_the_ridge": {"drafter": "str", "runs": [{"batch": "int", **PAIR_RUN}], "ngram": PAIR_RUN, "ridge_tokens": "num?"},
+    "past_the_ridge": {
+        "drafter": "str",
+        "runs": [{"batch": "int", **PAIR_RUN}],
+        "ngram": PAIR_RUN,
+        "ridge_tokens": "num?",
+        "curve?": CURVE,  # this machine's pass curve, which chose the large batch (settings batch 0)
+    },
     "turn_it_off": {"ar": LANE, "on": LANE, "off": LANE, "m": NUMBERS},
     "adaptive": {
         "drafter": "str",
@@ -158,7 +219,18 @@ SPECS = {
     },
     "by_load": {
         "drafter": "str",
-        "rows": [{"batch": "int", "contender": "str", "tokens_per_s": "num", "mean_depth": "num", "alpha": "num?"}],
+        "rows": [
+            {
+                "batch": "int",
+                "contender": "str",
+                "tokens_per_s": "num",
+                "mean_depth": "num",
+                "alpha": "num?",
+                "tokens_per_s_runs?": SPREAD,
+                "tpot_ms?": "num?",
+                "other_cores?": "num?",
+            }
+        ],
     },
     "one_step": {  # lesson 0: one speculative step (app/views/stepthrough.py step_measurement)
         **{k: "int" for k in ("step", "k", "accepted", "gained", "tokens_per_pass")},
@@ -170,6 +242,7 @@ SPECS = {
     },
     "width": {
         "drafter": "str",
+        "ridge_tokens?": "num?",
         "depth": "int",
         "nodes": "int",
         "topk": "int",
@@ -182,6 +255,8 @@ SPECS = {
                 "tokens_per_pass": "int",
                 "verify_ms": "num?",
                 "flops": "num",
+                "tokens_per_s_runs?": SPREAD,
+                "other_cores?": "num?",
             }
         ],
     },
@@ -248,6 +323,49 @@ def check_measurement(experiment: str, measurement) -> dict:
         raise MeasurementError(f"unknown lesson experiment {experiment[:40]!r}")
     check(measurement, SPECS[experiment], "measurement")
     return measurement
+
+
+# --- how disturbed a run was -------------------------------------------------------------------------
+_LOAD = re.compile(r"load average (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?) on (\d+) cores")
+DISTURBED = "DISTURBED: recorded beside other work, timings noisy"
+BUSY_CORES = 0.5  # other processes kept more than half a core busy on average: timings are disturbed
+
+
+def _lanes_in(value) -> list[dict]:
+    """Every lane-like dict (one with other_cores) anywhere in a measurement."""
+    if isinstance(value, dict):
+        own = [value] if "other_cores" in value else []
+        return own + [lane for v in value.values() for lane in _lanes_in(v)]
+    if isinstance(value, list):
+        return [lane for v in value for lane in _lanes_in(v)]
+    return []
+
+
+def other_cores(measurement: dict) -> float | None:
+    """The most cores other processes kept busy during any one run of a measurement (None: not recorded)."""
+    busy = [lane["other_cores"] for lane in _lanes_in(measurement) if lane.get("other_cores") is not None]
+    return max(busy) if busy else None
+
+
+def note_load(note: str) -> tuple[float, int] | None:
+    """(highest load average, cores) from a recording's note ("load average 1.2 to 3.4 on 2 cores"), or None."""
+    found = _LOAD.search(note)
+    return (max(float(found[1]), float(found[2])), int(found[3])) if found else None
+
+
+def disturbed(record: dict) -> bool:
+    """Was the recording made beside other work? Its load average above its core count (more runnable work
+    than cores), or other processes keeping more than BUSY_CORES cores busy during a run; an old note that
+    says so in words ("other work running") counts too."""
+    load = note_load(record.get("note", ""))
+    busy = other_cores(record.get("measurement", {}))
+    return bool((load and load[0] > load[1]) or (busy is not None and busy > BUSY_CORES) or "other work running" in record.get("note", ""))
+
+
+def recorded_label(record: dict) -> str:
+    """The label a recording is shown with; a disturbed one says so first, in capitals the page looks for."""
+    text = f"recorded on {record['machine']}, {record['dtype']}, {record['date']} ({record['note']})"
+    return f"{DISTURBED}; {text}" if disturbed(record) and DISTURBED not in record["note"] else text
 
 
 # --- recordings ----------------------------------------------------------------------------------

@@ -281,3 +281,81 @@ def envelope_summary(env: list[dict]) -> list[str]:
         if parts:
             lines.append(f"{policy} ran at " + ", ".join(parts) + " of max(AR, best fixed k).")
     return lines
+
+
+# --- the recorded grid the page shows before anything is measured ---------------------------------------
+SWEEP_SCHEMA = "speclab.sweep/1"
+_NUM = ("num", "num?")
+GRID_ROW = {
+    **dict.fromkeys(("batch", "depth", "tree_nodes", "tree_topk", "tokens_per_pass"), "int"),
+    "policy": "str",
+    **dict.fromkeys(("ar_tokens_per_s", "spec_tokens_per_s", "speedup"), _NUM[0]),
+    **dict.fromkeys(
+        ("mean_depth", "alpha", "drafted_per_step", "tokens_per_step", "flops_ratio", "ar_other_cores", "spec_other_cores", "load_avg"),
+        _NUM[1],
+    ),
+}
+GRID_KEYS = tuple(GRID_ROW)
+PASS_KEYS = (
+    "batch",
+    "new_tokens",
+    "tokens_per_pass",
+    "context",
+    "ms",
+    "ms_per_token",
+    "flops",
+    "bytes",
+    "achieved_flops",
+    "achieved_bandwidth",
+)
+SWEEP_RECORD = {
+    "schema": "str",
+    "machine": "str",
+    "dtype": "str",
+    "date": "str",
+    "note": "str",
+    "drafter": "str",
+    "max_new_tokens": "int",
+    "repeats": "int",
+    "source": "str",
+    "peak_bandwidth": "num?",
+    "peak_flops": "num?",
+    "ridge_tokens": "num?",
+    "pass_rows": [dict.fromkeys(PASS_KEYS, "num")],
+    "grid_rows": [GRID_ROW],
+}
+
+
+def load_grid_recording(path) -> tuple[dict | None, str | None]:
+    """(the checked recorded sweep, None) or (None, a one-line reason): parsed with the trace loader's limits and
+    checked field by field (scripts/record/record_sweep.py writes it)."""
+    from pathlib import Path
+
+    from app.lessons.measurement import MAX_RECORD_BYTES, MeasurementError, check
+    from engine.trace.loader import parse_json
+    from engine.trace.records import TraceError
+
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_RECORD_BYTES:
+            return None, f"{path.name} is larger than {MAX_RECORD_BYTES // 1024} KB: not a sweep recording"
+        data = parse_json(path.read_bytes(), name=path.name)
+        check(data, SWEEP_RECORD, "sweep recording")
+        if data["schema"] != SWEEP_SCHEMA:
+            return None, f"{path.name}: schema must be {SWEEP_SCHEMA!r}"
+    except FileNotFoundError:
+        return None, f"no recording at {path.name}"
+    except OSError as exc:
+        return None, f"{path.name} could not be read ({exc.strerror or exc})"
+    except (TraceError, MeasurementError) as exc:
+        return None, str(exc)
+    return data, None
+
+
+def recorded_caption(rec: dict) -> str:
+    """Where and when a recorded sweep was measured, and how (one line for the page)."""
+    return (
+        f"📼 Recorded on {rec['machine']}, {rec['dtype']}, {rec['date']}: {rec['drafter']}, {rec['max_new_tokens']} new "
+        f"tokens per sequence, {rec['repeats']} interleaved run(s) per cell (median) ({rec['note']}; {rec['source']}). "
+        "Press a Measure button below to measure on the machine serving this page."
+    )

@@ -2,10 +2,13 @@
 
 Teacher mode on the Lessons page shows these recordings at once, so a class on slow laptops or a cold
 Space does not wait; "Re-measure live" beside them runs the same experiment on the machine serving
-the page. Each recording is a real run of the lesson's own experiment (app/lesson_experiments.py) at
+the page. Each recording is a real run of the lesson's own experiment (app/lessons/experiments.py) at
 its default settings, with the embedded pair and dtype "auto", saved as checked measurement JSON
-(app/measurement.py) and labelled with the machine (the probe's device name), the dtype, the date and
-the machine's load average while it ran (other work on a shared machine slows every timing).
+(app/lessons/measurement.py) and labelled with the machine (the probe's device name), the dtype, the date and
+the machine's load average while it ran (other work on a shared machine slows every timing). A recording made
+beside other work (load average above the core count, or other processes keeping more than half a core busy
+during a run: measurement.disturbed) gets a note that starts "DISTURBED", which the page shows as a warning.
+Every contender runs several times, interleaved, and the recording keeps each run (the spread).
 The step-through trace is a real batch-1 greedy EAGLE run, saved with Trace.to_json and read back with
 the strict loader. Rerun to refresh (several minutes on a 2-core CPU):
 
@@ -51,11 +54,7 @@ def record_step_through(pair, peaks: dict, date: str, tree: bool = False) -> Pat
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma list of experiment names (default: all)")
-    parser.add_argument(
-        "--note",
-        default="a shared machine with other work running: timings are noisy",
-        help="said beside the machine's name wherever the recording is shown",
-    )
+    parser.add_argument("--note", default="a shared 2-core machine", help="said beside the machine's name wherever the recording is shown")
     parser.add_argument("--skip-step", action="store_true", help="do not re-record the step-through trace")
     args = parser.parse_args()
     names = [n for n in args.only.split(",") if n] or list(EXPERIMENTS)
@@ -72,8 +71,11 @@ def main() -> None:
         settings = experiment.defaults()
         t0, load0 = time.perf_counter(), os.getloadavg()[0]
         result = experiment.run(pair, hw, settings)
-        note = f"{args.note}; load average {load0:.1f} to {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        seconds = time.perf_counter() - t0
+        note = f"{args.note}; load average {load0:.1f} to {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {seconds:.0f} s"
         record = measurement.make_record(name, result, machine=hw.device_name, dtype=hw.dtype, note=note, settings=settings, date=date)
+        if measurement.disturbed(record):
+            record["note"] = f"{measurement.DISTURBED}; {note}"
         path = OUT / f"{name}.json"
         measurement.save_record(record, path)
         measurement.load_record(path)  # the page's loader must accept it

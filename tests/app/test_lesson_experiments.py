@@ -4,10 +4,13 @@ and 2 run live through the page in tests/app/test_app_lessons.py; lessons 3-6 ru
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 
 from app.lessons import experiments as lx
-from app.lessons import measurement
+from app.lessons import measurement, runs
 from engine import load_pair
 from engine.hardware import probe
 
@@ -21,7 +24,7 @@ def live():
 SMALL = {  # each experiment's settings, shrunk (the knobs' own options where one fits)
     "memory_bound": {"context": 64, "largest": 16},
     "more_flops": {"depth": 2, "tokens": 16},
-    "past_the_ridge": {"depth": 1, "batch": 4, "tokens": 8},
+    "past_the_ridge": {"depth": 1, "batch": 4, "tokens": 8},  # batch 0 would pick it from the pass curve
     "turn_it_off": {"batch": 8, "n": 4, "tokens": 16},
     "adaptive": {"depth": 2, "conf": 0.5},
     "by_load": {"k": 2},
@@ -69,3 +72,66 @@ def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name):
         lines = conclusions.width_conclusion(m)
         assert len(lines) == 3 and lines[0].startswith("Batch 1: the tree (8 nodes, top-4, depth 4) ran")
         assert len(conclusions.width_table(m)) == 6
+
+
+def test_the_large_batch_is_chosen_past_this_machines_knee():
+    tokens, ms = (1, 8, 16, 32, 64, 128), (40.0, 45.0, 54.0, 62.0, 100.0, 160.0)
+    assert runs.knee_tokens(tokens, ms) == 32  # the first pass at 1.5× a one-token pass (62 >= 60)
+    assert runs.large_batch(32, 4) == 16  # 16 × 5 = 80 tokens >= 2 × 32
+    assert runs.large_batch(8, 4) == 4 and runs.large_batch(500, 4) == 32  # a low knee; a knee past every option
+    assert runs.knee_tokens((1, 2, 4), (40.0, 41.0, 42.0)) == 4  # never bent: the last point measured
+    knob = next(k for k in lx.EXPERIMENTS["past_the_ridge"].knobs if k.key == "l3_batch")
+    assert 0 in knob.options and set(runs.LARGE_BATCHES) < set(knob.options)  # 0: chosen from the pass curve
+
+
+def _step(seqs, step_ms, kind="decode"):
+    return SimpleNamespace(kind=kind, step_ms=step_ms, seqs=[SimpleNamespace(seq=i, emitted=[0] * n) for i, n in enumerate(seqs)])
+
+
+def test_time_per_output_token_stops_a_rows_clock_when_it_ends():
+    # row 0 writes 1 token per step for 4 steps of 10 ms; row 1 writes 2 in the first step, then leaves the batch
+    trace = SimpleNamespace(
+        steps=[_step([1, 1], 5.0, "prefill"), _step([1, 2], 10.0), _step([1], 10.0), _step([1], 10.0), _step([1], 10.0)]
+    )
+    assert measurement.tpot_ms(trace) == pytest.approx((40.0 / 4 + 10.0 / 2) / 2)
+    assert measurement.tpot_ms(SimpleNamespace(steps=[])) is None
+
+
+def test_spread_and_median_run():
+    assert measurement.spread([3.0, 1.0, 2.0]) == {"values": [3.0, 1.0, 2.0], "median": 2.0, "min": 1.0, "max": 3.0}
+    assert measurement.median_index([3.0, 1.0, 2.0]) == 2 and measurement.median_index([4.0, 1.0]) == 1
+    with pytest.raises(ValueError):
+        measurement.spread([])
+
+
+def test_a_recording_beside_other_work_is_labelled_disturbed_both_ways():
+    quiet = {"machine": "m", "dtype": "float32", "date": "2026-12-01", "note": "load average 0.9 to 1.4 on 2 cores"}
+    quiet["measurement"] = {"ar": {"other_cores": 0.1}}
+    assert not measurement.disturbed(quiet) and measurement.recorded_label(quiet).startswith("recorded on m")
+    busy = quiet | {"note": "load average 3.1 to 6.9 on 2 cores"}
+    assert measurement.disturbed(busy) and measurement.recorded_label(busy).startswith(
+        "DISTURBED: recorded beside other work, timings noisy;"
+    )
+    others = quiet | {"measurement": {"runs": [{"spec": {"other_cores": 0.9}}]}}  # the load average was low, a run was not
+    assert measurement.disturbed(others) and measurement.other_cores(others["measurement"]) == 0.9
+    assert measurement.disturbed(quiet | {"note": "a shared 2-core machine with other work running: timings are noisy"})
+    assert measurement.note_load("load average 1.2 to 3.4 on 2 cores") == (3.4, 2) and measurement.note_load("quiet") is None
+
+
+def test_every_shipped_recording_loads_and_old_lanes_without_the_new_keys_still_fit():
+    folder = Path(__file__).resolve().parents[2] / "assets" / "lessons"
+    for name in lx.EXPERIMENTS:
+        record = measurement.load_record(folder / f"{name}.json")
+        assert record["experiment"] == name
+    lane = {
+        "summary": dict.fromkeys(measurement.SUMMARY_KEYS, 1.0),
+        "drafter": "",
+        "depth": 0,
+        "draft_share": 0.0,
+        "verified_slots": [0, 0],
+        "decode_steps": 3,
+        "speculated_steps": 0,
+    }
+    measurement.check(lane, measurement.LANE)  # an older recording's lane: no spread, no means, no TPOT
+    with pytest.raises(measurement.MeasurementError, match="tokens_per_s_runs.median"):
+        measurement.check(lane | {"tokens_per_s_runs": {"values": [1.0], "median": None, "min": 1.0, "max": 1.0}}, measurement.LANE)

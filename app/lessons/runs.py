@@ -1,0 +1,138 @@
+"""Repeated, interleaved runs for the Lessons' experiments: every contender more than once, in turn.
+
+A shared machine drifts: another user's job starts, a core's clock changes. Running contender A three times and
+then B three times would hand the drift to one of them; running A B A B A B hands it to both alike (the way
+engine.bench.run_cells does, which returns only medians). Here every run is kept, so a lesson can show the
+spread (app/lessons/measurement.py `spread`) and name a winner only beyond it (app/lessons/conclusions.py
+`clear_winner`). Also here: Barrow's seed passes (two shapes of one pass, alternated) and the knee of this machine's measured
+pass curve, from which lesson 3 picks its large batch. No streamlit.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from app.lessons import measurement as ms
+from app.views import metrics
+from engine import DecodeConfig, generate
+from engine.decoding.passcurve import pass_costs
+
+
+@dataclass(frozen=True)
+class Job:
+    """One contender: its prompts and config; sequential decodes the prompts one at a time (batch 1)."""
+
+    prompts: list[str]
+    cfg: DecodeConfig
+    sequential: bool = False
+
+
+def interleaved(pair, jobs: dict[str, Job], rounds: int) -> dict[str, list[list]]:
+    """Run every job once per round, in turn (A B C A B C …); per job, one list of traces per round (one trace
+    for a batch, one per prompt when sequential)."""
+    out: dict[str, list[list]] = {name: [] for name in jobs}
+    for _ in range(rounds):
+        for name, job in jobs.items():
+            prompts = [[p] for p in job.prompts] if job.sequential else [job.prompts]
+            out[name].append([generate(pair, group, job.cfg) for group in prompts])
+    return out
+
+
+def _decode(traces: list) -> list:
+    return [s for t in traces for s in t.steps if s.kind == "decode"]
+
+
+def run_stats(traces: list) -> dict:
+    """One run (one trace, or batch-1 traces decoded one after another) as the numbers a table row reads."""
+    steps = _decode(traces)
+    new = sum(t.summary["new_tokens"] for t in traces)
+    wall = sum(t.summary["wall_s"] for t in traces)
+    rows = [len(q.emitted) for s in steps for q in s.seqs]
+    drafted = sum(len(q.drafted) for s in steps for q in s.seqs)
+    accepted = sum(t.summary.get("accepted_tokens") or 0 for t in traces)
+    rejections = sum(1 for s in steps for q in s.seqs if q.drafted and q.num_accepted < len(q.drafted))
+    tpots = [ms.tpot_ms(t) for t in traces]
+    other = [t.summary.get("other_cpu_s") for t in traces]
+    return {
+        "tokens_per_s": new / wall if wall else 0.0,
+        "tokens_per_step": sum(rows) / len(rows) if rows and drafted else None,
+        "verify_ms": statistics.median(s.verify_ms for s in steps) if steps else None,
+        "flops": sum(t.summary["flops"] for t in traces),
+        "mean_depth": statistics.mean(s.depth for s in steps) if steps else 0.0,
+        "alpha": traces[0].summary.get("alpha")
+        if len(traces) == 1
+        else (accepted / (accepted + rejections) if drafted and accepted + rejections else None),
+        "tpot_ms": statistics.mean(x for x in tpots if x is not None) if any(x is not None for x in tpots) else None,
+        "other_cores": sum(other) / wall if wall and all(isinstance(o, (int, float)) for o in other) else None,
+    }
+
+
+def cell_of_runs(runs: list[list]) -> dict:
+    """A contender's repeats as one table row: the median run's numbers and every run's tokens/s."""
+    stats = [run_stats(traces) for traces in runs]
+    rates = [s["tokens_per_s"] for s in stats]
+    return stats[ms.median_index(rates)] | {"tokens_per_s": statistics.median(rates), "tokens_per_s_runs": ms.spread(rates)}
+
+
+def lane_pair(ar_runs: list[list], spec_runs: list[list]) -> dict:
+    """Plain and speculative repeats as lanes (each the median run, with every run's tokens/s) and the compare
+    numbers of the two median runs, so the speedup is the ratio of the median rates."""
+    ar_traces = [r[0] for r in ar_runs]
+    spec_traces = [r[0] for r in spec_runs]
+    ar = ar_traces[ms.median_index([t.summary["tokens_per_s"] for t in ar_traces])]
+    sp = spec_traces[ms.median_index([t.summary["tokens_per_s"] for t in spec_traces])]
+    return {
+        "ar": ms.lane_of_runs(ar_traces),
+        "spec": ms.lane_of_runs(spec_traces),
+        "m": ms.plain_numbers(metrics.compare(ar, sp)),
+    }
+
+
+LARGE_BATCHES = (4, 8, 16, 32)  # the large batch's options; 0 = "from this machine's pass curve"
+KNEE_FACTOR = 1.5  # the knee: the fewest tokens per pass whose pass costs this many times a one-token pass
+
+
+def knee_tokens(tokens, ms_) -> float:
+    """The knee of a measured pass curve: the fewest tokens per pass that cost KNEE_FACTOR× the one-token pass
+    (the last point measured when none did)."""
+    return float(next((t for t, m in zip(tokens, ms_) if m >= KNEE_FACTOR * ms_[0]), tokens[-1]))
+
+
+def large_batch(knee: float, depth: int) -> int:
+    """The smallest large batch whose verify pass, batch × (k + 1) tokens, carries at least twice the knee."""
+    return next((b for b in LARGE_BATCHES if b * (depth + 1) >= 2 * knee), LARGE_BATCHES[-1])
+
+
+SEED_CONTEXT, SEED_ROUNDS = 150, 3
+
+
+def seed_passes(pair, depth: int) -> dict:
+    """Barrow's example: k+1 tokens per pass made two ways, batch k+1 at depth 0 and batch 1 at depth k, timed
+    back to back (SEED_ROUNDS rounds alternating the two, 5 timed passes each), with the engine's counted FLOPs
+    and bytes split into weights and KV cache (engine/costs.py forward_flops / forward_bytes)."""
+    n = depth + 1
+    shapes = {f"batch {n} at depth 0 (one new token per row)": (n, 1), f"batch 1 at depth {depth} (last token + {depth} drafts)": (1, n)}
+    times = {label: [] for label in shapes}
+    rows = {}
+    for _ in range(SEED_ROUNDS):
+        for label, (batch, new) in shapes.items():
+            row = pass_costs(pair, [batch], [new], context=SEED_CONTEXT, repeats=5)[0]
+            times[label].append(row["ms"])
+            rows[label] = row
+    weights = float(pair.target_costs.weight_bytes)
+    passes = [
+        {
+            "label": label,
+            "batch": batch,
+            "new_tokens": new,
+            "tokens_per_pass": batch * new,
+            "ms": statistics.median(times[label]),
+            "flops": rows[label]["flops"],
+            "weight_bytes": weights,
+            "kv_bytes": rows[label]["bytes"] - weights,
+            "times_ms": times[label],
+        }
+        for label, (batch, new) in shapes.items()
+    ]
+    return {"context": SEED_CONTEXT, "rounds": SEED_ROUNDS, "passes": passes}
