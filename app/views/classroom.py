@@ -21,12 +21,13 @@ PAGES = ("playground", "lessons", "sweep", "predictor", "replay")  # the URL pat
 
 def lessons_url(page_url: str, code: str, token: str | None = None) -> str:
     """The Lessons page's link for class `code` (`…/lessons?class=CODE`), from the URL of the page the teacher
-    has open; with `token`, the teacher's private link (`…&teacher=TOKEN`)."""
+    has open; with `token`, the teacher's private link (`…&desk=TOKEN`: never `teacher`, the Lessons page's
+    teacher-mode toggle, whose link notice would repeat the token)."""
     parts = urlsplit(page_url)
     head, _, last = parts.path.rstrip("/").rpartition("/")
     base = head if last in PAGES else f"{head}/{last}" if last else head
     path = f"{base}/lessons"
-    query = {"class": code} if token is None else {"class": code, "teacher": token}
+    query = {"class": code} if token is None else {"class": code, "desk": token}
     return urlunsplit((parts.scheme, parts.netloc, path, urlencode(query), ""))
 
 
