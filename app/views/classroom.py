@@ -91,15 +91,17 @@ def predictions_figure(values: list[float], unit: str = "", mine: float | None =
 
 
 def answer_rows(counts: dict[int, dict[int, int]], questions: list[tuple[str, list[str]]]) -> list[dict]:
-    """One row per (question, option): the option's text, how many chose it, and the share of that question's
-    answers. `questions` = [(question text, [option texts])], question 1 first; counts from the store."""
+    """One row per (question, option): the option's text, how many chose it, the share of that question's
+    answers, and the question (last: its long text would push the counts out of a narrow table).
+    `questions` = [(question text, [option texts])], question 1 first; counts from the store."""
     rows = []
     for q, (question, options) in enumerate(questions, start=1):
         got = counts.get(q, {})
         total = sum(got.values())
         for o, option in enumerate(options):
             n = got.get(o, 0)
-            rows.append({"question": f"{q}. {question}", "answer": option, "students": n, "share": f"{n / total:.0%}" if total else "–"})
+            share = f"{n / total:.0%}" if total else "–"
+            rows.append({"answer": option, "students": n, "share": share, "question": f"{q}. {question}"})
     return rows
 
 
