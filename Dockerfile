@@ -13,6 +13,10 @@ ENV PYTHONUNBUFFERED=1 \
     PATH=/home/user/.local/bin:$PATH \
     SPECLAB_CACHE=/home/user/.cache/speclab \
     STREAMLIT_BROWSER_GATHER_USAGE_STATS=false
+# Threads: deliberately no OMP_NUM_THREADS / MKL_NUM_THREADS here. The engine sizes torch's pool from the
+# container's CPU quota (cgroup cpu.max) and affinity when it loads a model (engine/hardware.py
+# configure_threads), so one image fits a 2-vCPU free Space and a larger tier alike; a fixed count here would
+# override that on every tier. To pin it, set SPECLAB_THREADS as a Space variable.
 
 # Spaces run the container as uid 1000.
 RUN useradd --create-home --uid 1000 user

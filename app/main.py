@@ -9,19 +9,22 @@ from pathlib import Path
 
 import streamlit as st
 
+from app import a11y
+
 PAGES = Path(__file__).resolve().parent / "app_pages"
 GLOSSARY = Path(__file__).resolve().parents[1] / "lessons" / "glossary.md"
 
 st.set_page_config(page_title="SpecLab", page_icon="⚡", layout="wide")
+st.html(a11y.CSS)  # captions at AA contrast (a style-only st.html takes no room on the page)
 pages = [
-    st.Page(str(PAGES / "playground.py"), title="Playground", icon="🏁", default=True),
-    st.Page(str(PAGES / "lessons.py"), title="Lessons", icon="🎓"),
-    st.Page(str(PAGES / "sweep.py"), title="Sweep", icon="📈"),
-    st.Page(str(PAGES / "predictor.py"), title="Predictor", icon="🧮"),
-    st.Page(str(PAGES / "replay.py"), title="Replay", icon="📼"),
+    st.Page(str(PAGES / "playground.py"), title="Playground", icon=":material/sports_score:", default=True),
+    st.Page(str(PAGES / "lessons.py"), title="Lessons", icon=":material/school:"),
+    st.Page(str(PAGES / "sweep.py"), title="Sweep", icon=":material/grid_on:"),
+    st.Page(str(PAGES / "predictor.py"), title="Predictor", icon=":material/calculate:"),
+    st.Page(str(PAGES / "replay.py"), title="Replay", icon=":material/replay:"),
 ]
 page = st.navigation(pages)
-with st.sidebar.expander("📖 Glossary: α, c, tokens per pass, ridge point, …"):
+with st.sidebar.expander("Glossary: α, c, tokens per pass, ridge point, …", icon=":material/menu_book:"):
     try:
         st.markdown(GLOSSARY.read_text(encoding="utf-8"))
     except OSError as exc:

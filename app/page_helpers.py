@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import streamlit as st
 
 from app import resources
+from app.hub_fetch import VramRefusal
 from app.url_keys import BOUND
 from engine import ConfigError, ModelLoadError
 from engine.drafters import drafter_name
@@ -114,6 +115,21 @@ def ready_label(pair) -> str:
     )
 
 
+def download_progress(status):
+    """on_progress for a hub download (app/hub_fetch.py): a progress bar in the loading status, made at the
+    first report (a pair already downloaded shows none)."""
+    bar = []
+
+    def report(repo: str, done: int, total: int) -> None:
+        if not bar:
+            status.update(label=f"Downloading {repo} from the Hugging Face Hub (other visitors' runs go on meanwhile)…", expanded=True)
+            bar.append(status.progress(0.0))
+        text = f"{repo}: {done / 1e9:.2f} of {total / 1e9:.2f} GB" if total else f"{repo}: finding the files…"
+        bar[0].progress(min(done / total, 1.0) if total else 0.0, text=text)
+
+    return report
+
+
 def load_pair_or_error(preset_key: str = "embedded", dtype: str = "auto", *, with_probe: bool = False):
     """Load the server-wide cached pair (and, with_probe, this machine's measured peaks) under a status line.
 
@@ -124,7 +140,7 @@ def load_pair_or_error(preset_key: str = "embedded", dtype: str = "auto", *, wit
     label = "Loading the model pair and probing this machine…" if with_probe else "Loading the model pair…"
     try:
         with st.status(label, expanded=False) as status:
-            pair = resources.get_pair(preset_key, dtype)
+            pair = resources.get_pair(preset_key, dtype, on_progress=download_progress(status))
             probe = resources.get_probe(pair.device.type, pair.dtype_name) if with_probe else None
             status.update(label=ready_label(pair), state="complete")
             if probe is not None:
@@ -134,6 +150,9 @@ def load_pair_or_error(preset_key: str = "embedded", dtype: str = "auto", *, wit
                 )
             for warning in pair.warnings:
                 st.write(f"⚠️ {warning}")
+    except VramRefusal as exc:  # one line: the pair, its need and the free GPU memory
+        st.error(str(exc), icon=":material/memory:")
+        return None
     except LOAD_ERRORS as exc:
         # The engine's own messages name their fix (e.g. how to install the embedded model).
         fix = "Fix: choose the embedded pair." if preset.hub else ""

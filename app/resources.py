@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from app import hub_fetch
 from engine import DecodeConfig, generate, load_pair
 from engine.drafters import available_drafters
 from engine.hardware import probe
@@ -93,10 +94,23 @@ def _cached_or_loaded(kind: str, key: tuple, load, notice=None, keep: int | None
     return value
 
 
-def get_pair(preset_key: str, dtype: str):
+def is_loaded(preset_key: str, dtype: str) -> bool:
+    store = _store()
+    with store["lock"]:
+        return (preset_key, dtype) in store["pairs"]
+
+
+def get_pair(preset_key: str, dtype: str, on_progress=None):
     """The model pair for (preset, dtype), loaded once for the whole server (in a model turn); at most
-    RESIDENT_PAIRS stay resident."""
+    RESIDENT_PAIRS stay resident. A hub preset not loaded yet is first checked against the GPU's free
+    memory (VramRefusal, one line) and downloaded OUTSIDE the run lock (`on_progress(repo, done, total)`,
+    app/hub_fetch.py): a long download never queues the other visitors' runs."""
     preset = PRESETS[preset_key]
+    if preset.hub and not is_loaded(preset_key, dtype):
+        refusal = hub_fetch.vram_refusal(preset, dtype)
+        if refusal:
+            raise hub_fetch.VramRefusal(refusal)
+        hub_fetch.fetch(preset, on_progress)
 
     def load():
         pair = load_pair(target=preset.target, draft=preset.draft, dtype=dtype)
@@ -166,7 +180,11 @@ def run_lock() -> RunLock:
 
 
 def acquire_lock(lock: RunLock, notice) -> None:
-    """Take the run lock; while another session holds it, show that this one is queued."""
+    """Take the run lock; while another session holds it, show that this one is queued.
+
+    Returns holding the lock, or raises without holding it: never both. Page calls (`notice.warning`,
+    `notice.empty`) raise Streamlit's rerun/stop exceptions when the visitor changes a widget or closes the
+    tab, so the one page call made after the lock is taken releases it again if it raises (issue 30)."""
     if lock.try_acquire():
         return
     lock.enter_queue()
@@ -174,7 +192,7 @@ def acquire_lock(lock: RunLock, notice) -> None:
         t0 = time.monotonic()
         while not lock.acquire(timeout=0.5):
             ahead = max(lock.waiting - 1, 0)
-            notice.warning(
+            notice.warning(  # raises (a rerun, a closed tab) only while the lock is not ours
                 f"Queued: another run is using the model (busy for {lock.busy_for():.0f} s"
                 + (f", {ahead} more waiting" if ahead else "")
                 + f"). Yours starts as soon as it finishes; you have waited {time.monotonic() - t0:.0f} s.",
@@ -182,7 +200,13 @@ def acquire_lock(lock: RunLock, notice) -> None:
             )
     finally:
         lock.leave_queue()
-    notice.empty()
+    cleared = False
+    try:
+        notice.empty()
+        cleared = True
+    finally:
+        if not cleared:  # it raised (StopException / RerunException included): the caller's `try` is not entered yet
+            lock.release()
 
 
 @contextlib.contextmanager
@@ -190,7 +214,7 @@ def model_turn(notice):
     """`with model_turn(notice):` the body runs holding the run lock (queued, and told so, while another
     session's run is on the model); the lock is released however the body ends, reruns included."""
     lock = run_lock()
-    acquire_lock(lock, notice)
+    acquire_lock(lock, notice)  # held on return; not held if it raised
     try:
         yield
     finally:

@@ -89,12 +89,14 @@ def show_results(
     offer_float32: bool = False,
     peaks_where: str = "on this machine",
     downloads: bool = True,
+    threads: str | None = None,
 ) -> None:
     """Draw the pair. `peaks` None: the utilisation chart is replaced by a note (the rest needs no peaks).
 
     stale: the controls changed since these traces were decoded. offer_float32: show a "Switch to
     float32" button beside a bf16 divergence note (the Playground's fp32 toggle; key "fp32").
     downloads: offer the two traces as JSON files (the Playground; Replay's visitor has them).
+    threads: this server's torch threads and why, for a live run's machine line (engine.hardware.thread_line).
     """
     n = len(ar.sequences)
     depth = int(spec.config.get("depth", 0))
@@ -116,6 +118,7 @@ def show_results(
     )
 
     st.subheader("Summary")
+    st.caption(metrics.machine_line(spec, threads))
     speedup = m["speedup"]
     k_used = m["drafted_depth"]
     c1, c2, c3, c4 = st.columns(4)

@@ -34,7 +34,7 @@ BOUND: dict[str, dict[str, str]] = {
         "policy_n": "N",
         "table": "Batch table",
         "conf": "Stop drafting below confidence",
-        "auto": "Rerun on change",
+        "auto": "Auto-rerun",
         "tree": "Tree nodes",
         "tree_k": "Tree top-k",
     },

@@ -1,9 +1,10 @@
 """The machine: device pick, dtype choice, a peak bandwidth / peak FLOP/s probe, timing and a utilisation sampler.
 
+- `configure_threads()`: torch's intra-op threads from SPECLAB_THREADS, else the container's CPU quota
+  (cgroup v2 `cpu.max`, v1 CFS quota) capped by the CPU affinity; PyTorch alone sizes from the host.
 - `pick_device()`: CUDA if available, else Apple MPS, else CPU.
-- `pick_dtype("auto", device)`: bfloat16 where the device computes it natively and fast (CUDA with bf16;
-  a CPU with AVX512-BF16 / AMX flags, or, without them, where a measured bf16 matmul beats float32),
-  else float32.
+- `pick_dtype("auto", device)`: bfloat16 where the device computes it natively and fast (a GPU of compute
+  capability >= 8.0, older GPUs float16; a CPU with AVX512-BF16 / AMX flags), else float32.
 - `probe(device, dtype)`: measures this machine's peak memory bandwidth (a large tensor copy) and peak
   matmul FLOP/s in the model's dtype. Utilisation in the app is "% of these measured peaks".
 - `StepTimer`: CUDA events on GPU, perf_counter on CPU.
@@ -20,14 +21,93 @@ import os
 import threading
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
 
-def configure_threads() -> None:
-    """Honour SPECLAB_THREADS (torch intra-op threads): on a shared CPU, fewer threads than cores avoids
-    the spin-wait contention that makes two busy processes each run many times slower."""
-    value = os.environ.get("SPECLAB_THREADS")
+@dataclass(frozen=True)
+class ThreadBudget:
+    threads: int  # torch intra-op threads
+    source: str  # why that many: "SPECLAB_THREADS", "CPU quota 2.0", "CPU affinity", ...
+
+
+def _cgroup_quota_v2(text: str) -> float | None:
+    """cgroup v2 `cpu.max`: "<quota> <period>" in µs, or "max <period>" for no limit."""
+    parts = text.split()
+    if len(parts) != 2 or parts[0] == "max":
+        return None
+    quota, period = int(parts[0]), int(parts[1])
+    return quota / period if quota > 0 and period > 0 else None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except (OSError, ValueError):
+        return None
+
+
+def _ancestors(mount: Path, rel: str) -> list[Path]:
+    """The cgroup directory of this process under `mount` and every parent up to `mount` (a limit on any of
+    them applies). Inside a container's cgroup namespace `rel` is "/" and this is just `mount`."""
+    here = mount / rel.strip("/")
+    dirs = [here, *here.parents]
+    return [d for d in dirs if d == mount or mount in d.parents]
+
+
+def cpu_quota(root: str | os.PathLike = "/sys/fs/cgroup", proc_cgroup: str | os.PathLike = "/proc/self/cgroup") -> float | None:
+    """This process's CPU limit in CPUs from its cgroup (None: no limit found). cgroup v2 reads `cpu.max`,
+    v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`; the smallest limit along the cgroup's path wins. This is what
+    `docker run --cpus` and a Space's hardware tier set; PyTorch ignores it and sizes its pool from the host."""
+    root = Path(root)
+    lines = (_read(Path(proc_cgroup)) or "0::/").splitlines()
+    quotas: list[float] = []
+    for line in lines:
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        _, controllers, rel = fields
+        if controllers == "":  # v2 unified hierarchy (on a hybrid host it may sit under root/unified)
+            for mount in (root, root / "unified"):
+                for d in _ancestors(mount, rel):
+                    text = _read(d / "cpu.max")
+                    quota = _cgroup_quota_v2(text) if text else None
+                    if quota:
+                        quotas.append(quota)
+        elif "cpu" in controllers.split(","):  # v1: the cpu controller's own mount
+            for name in (controllers, "cpu", "cpu,cpuacct", "cpuacct,cpu"):
+                mount = root / name
+                if not mount.is_dir():
+                    continue
+                for d in _ancestors(mount, rel):
+                    q, p = _read(d / "cpu.cfs_quota_us"), _read(d / "cpu.cfs_period_us")
+                    try:
+                        q_us, p_us = int(q), int(p)
+                    except (TypeError, ValueError):
+                        continue
+                    if q_us > 0 and p_us > 0:
+                        quotas.append(q_us / p_us)
+                break
+    return min(quotas) if quotas else None
+
+
+def cpu_affinity() -> int:
+    """CPUs this process may run on (cpuset / taskset); os.cpu_count() where the OS cannot say."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def thread_budget(env: dict | None = None, quota: float | None | str = "read", affinity: int | None = None) -> ThreadBudget:
+    """How many torch threads to use: SPECLAB_THREADS if set, else the container's CPU quota (rounded down, at
+    least 1) capped by the CPUs this process may run on, else those CPUs. (The arguments are for tests.)
+
+    A 2-vCPU Space on a 16-core host otherwise gets 16 threads that spin-wait against each other inside a
+    2-CPU quota and are throttled: the timings, which are what SpecLab shows, turn noisy and slow."""
+    env = os.environ if env is None else env
+    value = env.get("SPECLAB_THREADS")
     if value:
         try:
             threads = int(value)
@@ -35,7 +115,32 @@ def configure_threads() -> None:
             raise ValueError(f"SPECLAB_THREADS must be a positive integer; got {value!r}") from None
         if threads < 1:
             raise ValueError(f"SPECLAB_THREADS must be a positive integer; got {value!r}")
-        torch.set_num_threads(threads)
+        return ThreadBudget(threads, "SPECLAB_THREADS")
+    cpus = cpu_affinity() if affinity is None else affinity
+    limit = cpu_quota() if quota == "read" else quota
+    if limit is not None and int(limit) < cpus:
+        return ThreadBudget(max(1, int(limit)), f"CPU quota {limit:g}")
+    return ThreadBudget(max(1, cpus), "CPU affinity")
+
+
+def configure_threads() -> ThreadBudget:
+    """Size torch's intra-op pool from `thread_budget()` (SPECLAB_THREADS, else the container's CPU quota and
+    affinity): on a shared or quota-limited CPU, more threads than CPUs spin-wait against each other and make
+    the measured timings many times slower and noisier."""
+    budget = thread_budget()
+    if torch.get_num_threads() != budget.threads:
+        torch.set_num_threads(budget.threads)
+    return budget
+
+
+def thread_line() -> str:
+    """'2 (CPU quota 2)': torch's intra-op threads now and why (for the run's machine line)."""
+    threads = torch.get_num_threads()
+    try:
+        budget = thread_budget()
+    except ValueError:  # a bad SPECLAB_THREADS: load_pair has said so already
+        return str(threads)
+    return f"{threads} ({budget.source})" if budget.threads == threads else f"{threads} (set by the caller)"
 
 
 def configure_attention(device: torch.device | str) -> None:
@@ -86,10 +191,21 @@ def pick_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
             raise ValueError(f"dtype must be one of auto, {', '.join(DTYPES)}; got {dtype!r}")
         return DTYPES[dtype]
     if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.bfloat16 if cuda_bf16_is_native(device) else torch.float16
     if device.type == "cpu" and cpu_bf16_is_fast():
         return torch.bfloat16
     return torch.float32
+
+
+def cuda_bf16_is_native(device: torch.device) -> bool:
+    """Does this GPU compute bf16 natively? NVIDIA: compute capability 8.0 or later (Ampere on: A10G, A100, L4,
+    L40S, H100, H200). `torch.cuda.is_bf16_supported()` also says yes where bf16 is only emulated (a T4, 7.5,
+    runs it through float32 paths, slower than float16), so "auto" would pick an emulated dtype there; such
+    GPUs get float16. ROCm GPUs that PyTorch supports compute bf16."""
+    if getattr(torch.version, "hip", None):
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    major, _minor = torch.cuda.get_device_capability(device)
+    return major >= 8
 
 
 def cpu_has_native_bf16() -> bool:

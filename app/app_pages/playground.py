@@ -35,7 +35,7 @@ from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, genera
 from engine.decoding.passcurve import pass_curve
 from engine.decoding.policies import derived_table_for
 from engine.drafters import drafter_name
-from engine.hardware import pick_device
+from engine.hardware import pick_device, thread_line
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))["prompts"]
@@ -164,9 +164,10 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
                 "al. 2024).",
             )
             float32 = st.toggle(
-                "float32 (lanes match exactly; slower on this CPU)",
+                "float32",  # a short label: "float32 (lanes match exactly; slower on …" was cut off
                 **bound(PAGE, "fp32"),
-                help="auto = bfloat16 where the hardware computes it natively. In bfloat16 a "
+                help="float32: the lanes match exactly, but it is slower on this CPU. Off: auto = "
+                "bfloat16 where the hardware computes it natively. In bfloat16 a "
                 "k-token verify pass and single-token passes round differently, so greedy lanes "
                 "may part.",
             )
@@ -207,7 +208,7 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
             disabled=POLICIES[policy] not in USES_N,
             help="off above batch N and heuristic k: no speculation while more than N sequences decode.",
         )
-        q1, q2, q3, q4 = st.columns([2.2, 2.2, 1, 1], vertical_alignment="bottom")
+        q1, q2, q3, q4 = st.columns([2.1, 2.1, 1.2, 1], vertical_alignment="bottom")
         table = q1.text_input(
             "Batch table (empty = derived from this machine's measured cost)",
             **bound(PAGE, "table"),
@@ -257,7 +258,9 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
             help="Children expanded per node (and nodes expanded per level).",
         )
         auto = q3.toggle(
-            "Rerun on change", **bound(PAGE, "auto"), help="Decode again whenever a setting changes (a change mid-run cancels that run)."
+            "Auto-rerun",  # "Rerun on change" was cut to "Rerun…"
+            **bound(PAGE, "auto"),
+            help="Rerun on change: decode again whenever a setting changes (a change mid-run cancels that run).",
         )
         clicked = q4.button("▶ Run", type="primary", width="stretch", key="run")
     settings = Settings(
@@ -492,6 +495,7 @@ def draw_result() -> None:
             gauge_name(result["spec"]),
             stale=result["settings"] != settings,
             offer_float32=not result["settings"].float32,
+            threads=thread_line(),
         )
         if result.get("basis"):
             show_policy_basis(result["basis"])

@@ -143,7 +143,7 @@ if rows:
 st.subheader("2 · AR vs speculative, batch × depth")
 st.markdown(
     "The same effect end to end: each cell decodes the same prompts plainly and speculatively and divides the "
-    "tokens/s. Green: speculation wins; red: it slows decoding down."
+    "tokens/s. Blue: speculation wins; orange: it slows decoding down (each cell prints its speedup)."
 )
 st.markdown(
     "**The question this grid answers:** at which batch size does speculating k tokens stop paying on this "

@@ -51,12 +51,16 @@ def _note(*traces) -> str:
     return thinned_note(max(len(_all_decode_steps(t)) for t in traces))
 
 
-def _layout(fig: go.Figure, title: str, height: int = 360) -> go.Figure:
-    """Title on top, legend under the x axis (a legend above the plot collides with a long title)."""
+def _layout(fig: go.Figure, title: str, height: int = 360, subtitle: str = "") -> go.Figure:
+    """A short title on top with its details in a subtitle line (an SVG title does not wrap: a long one was cut
+    off at the chart's edge in a half-width column), the legend under the x axis."""
+    head = {"text": title, "font": {"size": 15}}
+    if subtitle.strip(" ()"):
+        head["subtitle"] = {"text": subtitle.strip(" ()"), "font": {"size": 12}}
     fig.update_layout(
-        title={"text": title, "font": {"size": 15}},
+        title=head,
         height=height,
-        margin={"l": 50, "r": 20, "t": 50, "b": 100},
+        margin={"l": 50, "r": 20, "t": 70 if "subtitle" in head else 50, "b": 100},
         legend={"orientation": "h", "yanchor": "top", "y": -0.25, "xanchor": "left", "x": 0.0},
         hovermode="x unified",
     )
@@ -103,7 +107,9 @@ def latency_figure(ar, spec) -> go.Figure:
     fig.update_yaxes(title_text="ms")
     pre_ar = ar.steps[0].step_ms if ar.steps else 0.0
     pre_sp = spec.steps[0].step_ms if spec.steps else 0.0
-    return _layout(fig, f"Per-step latency (prefill not shown: AR {pre_ar:.0f} ms, speculative {pre_sp:.0f} ms)" + _note(ar, spec))
+    note = _note(ar, spec).strip(" ()")
+    prefill = f"prefill not shown: AR {pre_ar:.0f} ms, speculative {pre_sp:.0f} ms"
+    return _layout(fig, "Per-step latency", subtitle=prefill + (f"; {note}" if note else ""))
 
 
 def tokens_per_pass_figure(ar, spec) -> go.Figure:
@@ -131,7 +137,7 @@ def tokens_per_pass_figure(ar, spec) -> go.Figure:
     fig.update_layout(barmode="group", bargap=0.15)
     fig.update_xaxes(title_text="target forward (decode step)")
     fig.update_yaxes(title_text="tokens", rangemode="tozero")
-    return _layout(fig, "Tokens per target pass" + _note(ar, spec))
+    return _layout(fig, "Tokens per target pass", subtitle=_note(ar, spec))
 
 
 def achieved(step, peak_bandwidth: float, peak_flops: float) -> tuple[float, float]:
@@ -208,7 +214,7 @@ def utilization_figure(ar, spec, peak_bandwidth: float, peak_flops: float, gauge
         )
         fig.update_xaxes(title_text="decode step", row=1, col=col)
     fig.update_yaxes(title_text="% of this machine's peak", rangemode="tozero", row=1, col=1)
-    _layout(fig, "Hardware utilisation per step" + _note(ar, spec), height=410)
+    _layout(fig, "Hardware utilisation per step", height=410, subtitle=_note(ar, spec))
     fig.update_layout(legend={"orientation": "v", "yanchor": "top", "y": -0.3, "xanchor": "left", "x": 0.0}, margin={"b": 140})
     return fig
 

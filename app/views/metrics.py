@@ -23,6 +23,7 @@ import statistics
 
 from engine.costs import expected_speedup, expected_tokens_per_step, operations_factor
 
+from .safe import md_text
 from .tokens import first_differences
 
 
@@ -228,3 +229,17 @@ def divergence_note(greedy: bool, dtype: str, diffs: dict[int, int]) -> str | No
             "differently, so a near-tie in the target's argmax can flip; switch to float32 and the lanes match exactly."
         )
     return f"The lanes differ ({where}) even in float32: that would be a bug, please report it."
+
+
+def machine_line(trace, threads_source: str | None = None) -> str:
+    """'Measured on <machine> · cpu float32 · 2 torch threads (CPU quota 2)': the run's machine line (Markdown;
+    the trace's strings, which may come from an uploaded file, are shown literally). threads_source: why this
+    server uses that many threads (live runs only; a recorded trace's machine name carries its thread count)."""
+    meta, summary = trace.meta, trace.summary
+    name = meta.get("device_name") or (meta.get("probe") or {}).get("device_name") or "an unknown machine"
+    device = str(meta.get("device") or summary.get("device") or "")
+    dtype = str(summary.get("dtype") or meta.get("dtype") or "")
+    line = f"Measured on {md_text(name)} · {md_text(f'{device} {dtype}'.strip()) or 'unknown device'}"
+    if threads_source and device == "cpu":
+        line += f" · torch threads: {md_text(threads_source)}"
+    return line

@@ -15,6 +15,8 @@ import plotly.graph_objects as go
 from engine.costs import ModelCosts
 from engine.roofline.predictor import FLOOR_LABELS, Roof, SpeedupGrid, model_error, pass_ms, ridge_tokens_per_pass
 
+from .palette import speedup_scale
+
 MODEL_LABEL = "model, not a measurement"
 LAYOUT_COLORS = {"rows": "#1f4fd1", "tokens": "#f2a93b"}
 FLOOR_COLORS = {"graph": "#0a7d32", "eager": "#b8006b"}
@@ -142,9 +144,9 @@ def pass_time_figure(
 
 
 def speedup_heatmap(grid: SpeedupGrid, title: str) -> go.Figure:
-    """Predicted speedup over batch (columns) × depth (rows); green wins, red loses; a black outline marks each
-    depth's crossover, the first batch where speculation falls below plain decoding; empty cells do not fit the
-    GPU's memory."""
+    """Predicted speedup over batch (columns) × depth (rows); blue wins, orange loses (colour-blind safe, and each
+    cell prints its number); a black outline marks each depth's crossover, the first batch where speculation
+    falls below plain decoding; empty cells do not fit the GPU's memory."""
     x = [str(b) for b in grid.batches]
     y = [str(d) for d in grid.depths]
     z = [list(row) for row in grid.values]
@@ -161,7 +163,7 @@ def speedup_heatmap(grid: SpeedupGrid, title: str) -> go.Figure:
             zmin=0.0,
             zmax=top,
             zmid=1.0,
-            colorscale=[[0, "#b00020"], [1 / top, "#f4f4f4"], [1, "#0a7d32"]],
+            colorscale=speedup_scale(1 / top),
             colorbar={"title": "speedup"},
             hovertemplate="batch %{x}, depth %{y}: %{text} (model)<extra></extra>",
         )

@@ -3,7 +3,10 @@
 Every token carries the measured time (seconds since its lane started) of the step that produced it,
 so playing both lanes against the same clock shows exactly how much sooner the speculative lane
 finishes, and where it stalls on rejected drafts. Play / pause / step / speed / restart run entirely
-in the browser: a replay never reruns the model.
+in the browser: a replay never reruns the model. Accessible: the controls are buttons (Tab, Enter; space,
+right arrow and R as shortcuts), the scrolling token boxes take focus, every token's state is a hidden word
+for screen readers (as in the token view), play state changes are announced, and with prefers-reduced-motion
+the race does not move by itself: it is shown finished until the visitor presses Play.
 
 The view runs a script inside an iframe, and its data may come from an uploaded trace, so the data is
 untrusted: it travels as JSON in which `<`, `>`, `&`, U+2028 and U+2029 are written as `\\u003c`-style
@@ -20,7 +23,7 @@ import itertools
 import json
 import math
 
-from .tokens import TokenRecord
+from .tokens import SR_LABEL, SR_ONLY_CSS, TOKEN_COLORS, TokenRecord
 
 SPEEDS = (0.1, 0.25, 0.5, 1.0, 2.0)
 MAX_TOKENS = 4000  # per lane, the first in time; the token view below the race shows more
@@ -85,18 +88,28 @@ def race_html(
         ],
         "speeds": list(SPEEDS),
     }
-    return _TEMPLATE.replace("__DATA__", script_json(data))
+    return _page().replace("__DATA__", script_json(data))
+
+
+def _page() -> str:
+    """The template with the token view's colours and screen-reader words (one palette for both views)."""
+    out = _TEMPLATE.replace("__SR_ONLY__", SR_ONLY_CSS).replace("__SR_LABELS__", script_json(SR_LABEL))
+    for kind, (fg, bg) in TOKEN_COLORS.items():
+        out = out.replace(f"__{kind.upper()}_FG__", fg).replace(f"__{kind.upper()}_BG__", f"rgba({bg[0]},{bg[1]},{bg[2]},{bg[3]})")
+    return out
 
 
 _TEMPLATE = r"""<!doctype html>
-<html><head><meta charset="utf-8">
+<html lang="en"><head><meta charset="utf-8"><title>Race replay</title>
 <style>
 body{margin:0;font-family:"Source Sans Pro",system-ui,sans-serif;color:#262730;background:transparent}
 #race{padding:4px 2px}
 .bar{display:flex;gap:6px;align-items:center;flex-wrap:wrap;margin-bottom:6px}
 button,select{font:inherit;font-size:13px;padding:3px 10px;border:1px solid #c9cbd3;border-radius:6px;
  background:#fff;cursor:pointer}
-button:hover{border-color:#ff4b4b;color:#ff4b4b}
+button:hover{border-color:#1f4fd1;color:#1f4fd1}
+button:focus-visible,select:focus-visible,.seq:focus-visible{outline:2px solid #1f4fd1;outline-offset:2px}
+.sr{__SR_ONLY__}
 #clock{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;margin-left:8px}
 .lane{margin:6px 0 8px 0}
 .lanehead{display:flex;justify-content:space-between;font-size:13px;font-weight:600;margin-bottom:2px}
@@ -108,9 +121,9 @@ button:hover{border-color:#ff4b4b;color:#ff4b4b}
  word-break:break-word;border:1px solid #dcdde3;border-radius:6px;padding:3px 6px;height:70px;overflow-y:auto;margin-bottom:6px}
 .t{border-radius:2px;display:none}
 .t.on{display:inline}
-.accepted{color:#0a7d32;background:rgba(16,160,70,.13);text-decoration:underline;text-decoration-thickness:2px;text-underline-offset:3px}
-.rejected{color:#c62828;background:rgba(220,40,40,.10);text-decoration:line-through;text-decoration-thickness:2px}
-.correction,.bonus{color:#1f4fd1;background:rgba(40,90,230,.12);outline:1.5px solid rgba(40,90,230,.6);font-weight:600}
+.accepted{color:__ACCEPTED_FG__;background:__ACCEPTED_BG__;text-decoration:underline;text-decoration-thickness:2px;text-underline-offset:3px}
+.rejected{color:__REJECTED_FG__;background:__REJECTED_BG__;text-decoration:line-through;text-decoration-thickness:2px}
+.correction,.bonus{color:__CORRECTION_FG__;background:__CORRECTION_BG__;outline:1.5px solid rgba(40,90,230,.6);font-weight:600}
 .correction::after{content:"↺";font-size:.65em;vertical-align:super}
 .bonus::after{content:"+";font-size:.65em;vertical-align:super}
 .more{font-size:12px;opacity:.7}
@@ -118,18 +131,24 @@ button:hover{border-color:#ff4b4b;color:#ff4b4b}
  .seq{border-color:#444}.track{background:#333}}
 </style></head>
 <body><div id="race" data-state="ready">
-<div class="bar">
- <button id="play" title="play / pause">Pause</button>
- <button id="step" title="advance to the next step of either lane">Step ›</button>
- <button id="restart" title="replay from the start">Restart</button>
+<div class="bar" role="toolbar" aria-label="Race replay controls (keys: space play or pause, right arrow step, R restart)">
+ <button type="button" id="play" title="play / pause (space)" aria-keyshortcuts="Space">Pause</button>
+ <button type="button" id="step" title="next step of either lane (right arrow)" aria-keyshortcuts="ArrowRight">Step ›</button>
+ <button type="button" id="restart" title="replay from the start (R)" aria-keyshortcuts="R">Restart</button>
  <label style="font-size:13px">speed <select id="speed"></select></label>
- <span id="clock">t = 0.00 s</span>
+ <span id="clock" aria-hidden="true">t = 0.00 s</span>
+ <span id="announce" class="sr" role="status"></span>
 </div>
+<div id="motion" class="more" hidden>Reduced motion is on: the race is shown finished. Press Play to replay it.</div>
 <div id="lanes"></div>
 </div>
 <script>
 const DATA = __DATA__;
 const KINDS = new Set(['plain', 'accepted', 'rejected', 'correction', 'bonus']);
+const SR = __SR_LABELS__;  // what a screen reader hears after a token of each state
+const TAG = {accepted: 'ins', rejected: 'del'};
+// prefers-reduced-motion: nothing moves by itself; the race is shown finished and plays only when asked
+const REDUCED = !!(window.matchMedia && window.matchMedia('(prefers-reduced-motion: reduce)').matches);
 const finite = x => (Number.isFinite(x) && x > 0 ? x : 0);
 for (const l of DATA.lanes) l.total_s = finite(l.total_s);
 const maxT = Math.max(1e-6, ...DATA.lanes.map(l => l.total_s));
@@ -148,7 +167,10 @@ const lanes = DATA.lanes.map((lane, li) => {
   const fill = document.createElement('div'); fill.className = 'fill'; track.append(fill); div.append(track);
   const boxes = [];
   for (let s = 0; s < lane.n_seqs; s++) {
-    const b = document.createElement('div'); b.className = 'seq'; div.append(b); boxes.push(b);
+    const b = document.createElement('div'); b.className = 'seq';
+    b.tabIndex = 0; b.setAttribute('role', 'region');  // a scrolling box a keyboard can reach
+    b.setAttribute('aria-label', lane.name + (lane.n_seqs > 1 ? ', sequence ' + (s + 1) : ''));
+    div.append(b); boxes.push(b);
   }
   if (lane.hidden_seqs > 0) { const m = document.createElement('div'); m.className = 'more';
     m.textContent = '… and ' + lane.hidden_seqs + ' more sequences (same clock)'; div.append(m); }
@@ -159,9 +181,11 @@ const lanes = DATA.lanes.map((lane, li) => {
   for (const [seq, t, text, kind, tip] of lane.tokens) {
     const box = boxes[seq];
     if (box === undefined || !Number.isFinite(t)) continue;
-    const sp = document.createElement('span'); sp.className = 't ' + (KINDS.has(kind) ? kind : 'plain');
+    const k = KINDS.has(kind) ? kind : 'plain';
+    const sp = document.createElement(TAG[k] || 'span'); sp.className = 't ' + k;
     sp.title = String(tip); const s = String(text);
     sp.textContent = s.length ? s.replace(/\n/g, '↵\n') : '∅';
+    if (SR[k]) { const w = document.createElement('span'); w.className = 'sr'; w.textContent = ' (' + SR[k] + ')'; sp.append(w); }
     box.append(sp); spans.push({t, sp, kind});
   }
   lanesDiv.append(div);
@@ -183,7 +207,13 @@ function render() {
     L.st.textContent = (done ? '✓ finished in ' + L.lane.total_s.toFixed(2) + ' s' : 'decoding…')
       + '  ·  ' + out + ' tokens shown';
   }
-  root.dataset.state = now >= maxT - 1e-9 ? 'done' : (playing ? 'playing' : 'paused');
+  const state = now >= maxT - 1e-9 ? 'done' : (playing ? 'playing' : 'paused');
+  if (state !== root.dataset.state) {  // announced once per change, not every frame
+    document.getElementById('announce').textContent = state === 'done'
+      ? 'Replay finished. ' + lanes.map(L => L.lane.name + ': ' + L.lane.total_s.toFixed(2) + ' s').join('; ') + '.'
+      : (state === 'paused' ? 'Replay paused at ' + now.toFixed(2) + ' s.' : 'Replay playing.');
+  }
+  root.dataset.state = state;
 }
 function setPlaying(p) {
   playing = p; document.getElementById('play').textContent = p ? 'Pause' : 'Play'; last = null; render();
@@ -204,5 +234,13 @@ document.getElementById('step').onclick = () => {
   setPlaying(false); const nxt = times.find(t => t > now + 1e-9); now = nxt === undefined ? maxT : nxt; render();
 };
 document.getElementById('restart').onclick = () => { now = 0; setPlaying(true); };
+root.addEventListener('keydown', e => {  // keyboard: the buttons work with Tab + Enter too; these are shortcuts
+  if (e.target.tagName === 'SELECT' || e.altKey || e.ctrlKey || e.metaKey) return;
+  const id = e.key === ' ' ? 'play' : e.key === 'ArrowRight' ? 'step' : (e.key === 'r' || e.key === 'R') ? 'restart' : null;
+  if (id === null || (e.key === ' ' && e.target.tagName === 'BUTTON')) return;  // space on a button clicks it already
+  e.preventDefault(); document.getElementById(id).click();
+});
+if (REDUCED) { now = maxT; playing = false; document.getElementById('play').textContent = 'Play';
+  document.getElementById('motion').hidden = false; }
 render(); requestAnimationFrame(tick);
 </script></body></html>"""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from app.views.fairness import cell_contention
+from app.views.palette import speedup_scale
 
 
 def _policy(row: dict) -> str:
@@ -54,7 +55,7 @@ def speedup_figure(rows: list[dict]) -> go.Figure:
             y=[str(b) for b in batches],
             text=text,
             texttemplate="%{text}",
-            colorscale=[[0, "#b00020"], [0.5, "#f4f4f4"], [1, "#0a7d32"]],
+            colorscale=speedup_scale(),
             zmid=1.0,
             colorbar={"title": "speedup"},
             hovertemplate="batch %{y}, depth %{x}: %{text}<extra></extra>",

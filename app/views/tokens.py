@@ -4,7 +4,9 @@
 - Speculative lane: accepted draft tokens (green, underlined), rejected draft tokens (red, struck
   through: computed, then thrown away), and the target's own token of each step: a correction after
   a rejection or a bonus after full acceptance (blue, boxed, with a ↺ / + marker). Colour is never
-  the only signal, so the view stays readable for colour-blind users.
+  the only signal, so the view stays readable for colour-blind users; accepted and rejected drafts are
+  <ins> / <del> and every state is also a visually hidden word, so a screen reader says it too; every
+  state's colours keep WCAG AA contrast (4.5:1).
 - Hovering a draft token shows its draft probability q and target probability p, and what decided it:
   in a sampling run min(1, p/q), the chance that verification keeps it (Leviathan et al. 2023, Alg. 1);
   in a greedy run (temperature 0) only whether it was the target's argmax at that position.
@@ -28,21 +30,54 @@ CSS_CLASS = {
 MARKER = {"correction": "↺", "bonus": "+"}
 MAX_LANE_TOKENS = 12_000  # tokens one lane's HTML draws (about 3 MB); the rest is counted in a closing line
 
-STYLE = """<style>
-.sl-lane{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:0.86rem;line-height:1.9;
+# Token colours: (text, background) per state. Every text colour keeps at least 4.5:1 (WCAG AA) against its
+# background composited on white and on Streamlit's light grey (tests/app/test_accessibility_views.py checks it),
+# and no state is told by colour alone: accepted is underlined (<ins>), rejected struck through (<del>), the
+# target's own tokens boxed and marked, and a visually hidden word names each state for screen readers.
+TOKEN_COLORS = {
+    "accepted": ("#08692a", (16, 160, 70, 0.13)),
+    "rejected": ("#a51d1d", (220, 40, 40, 0.10)),
+    "correction": ("#1f4fd1", (40, 90, 230, 0.12)),
+    "bonus": ("#1f4fd1", (40, 90, 230, 0.12)),
+}
+FLAG_COLOR = "#8a5200"  # the first-difference flag: 6.4:1 on white
+SR_LABEL = {  # what a screen reader hears after a token (visually hidden)
+    "accepted": "accepted draft",
+    "rejected": "rejected draft",
+    "correction": "target's correction",
+    "bonus": "target's bonus token",
+}
+# Inside a screen reader's reading of a lane: "Paris (accepted draft) London (rejected draft) …"
+TAG = {"accepted": "ins", "rejected": "del"}
+
+
+def _rgba(bg: tuple) -> str:
+    return f"rgba({bg[0]},{bg[1]},{bg[2]},{bg[3]})"
+
+
+SR_ONLY_CSS = (
+    "position:absolute!important;width:1px;height:1px;padding:0;margin:-1px;overflow:hidden;clip:rect(0,0,0,0);white-space:nowrap;border:0"
+)
+
+STYLE = f"""<style>
+.sl-lane{{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:0.86rem;line-height:1.9;
  white-space:pre-wrap;word-break:break-word;border:1px solid rgba(128,128,128,.35);border-radius:6px;
- padding:6px 8px;margin:0 0 6px 0;max-height:24rem;overflow-y:auto}
-.sl-seqhead{font-size:0.75rem;opacity:.7;margin:2px 0 0 0;font-family:sans-serif}
-.tok{border-radius:2px}
-.tok-plain{}
-.tok-acc{color:#0a7d32;background:rgba(16,160,70,.13);text-decoration:underline;text-decoration-thickness:2px;text-underline-offset:3px}
-.tok-rej{color:#c62828;background:rgba(220,40,40,.10);text-decoration:line-through;text-decoration-thickness:2px;opacity:.85}
-.tok-fix,.tok-bonus{color:#1f4fd1;background:rgba(40,90,230,.12);outline:1.5px solid rgba(40,90,230,.6);font-weight:600}
-.tok-mark{font-size:.65em;vertical-align:super;margin-left:1px}
-.tok-diff{box-shadow:0 0 0 2px #e69f00;border-radius:3px}
-.tok-flag{color:#b36b00;font-weight:700;font-size:.8em}
-.sl-legend{font-family:sans-serif;font-size:0.8rem;margin:2px 0 8px 0}
-.sl-legend span.tok{margin-right:12px;padding:0 3px}
+ padding:6px 8px;margin:0 0 6px 0;max-height:24rem;overflow-y:auto}}
+.sl-lane:focus-visible{{outline:2px solid #1f4fd1;outline-offset:2px}}
+.sl-seqhead{{font-size:0.75rem;opacity:.7;margin:2px 0 0 0;font-family:sans-serif}}
+.sl-sr{{{SR_ONLY_CSS}}}
+.tok{{border-radius:2px}}
+ins.tok,del.tok{{text-decoration-thickness:2px}}
+.tok-plain{{}}
+.tok-acc{{color:{TOKEN_COLORS["accepted"][0]};background:{_rgba(TOKEN_COLORS["accepted"][1])};text-decoration:underline;text-decoration-thickness:2px;text-underline-offset:3px}}
+.tok-rej{{color:{TOKEN_COLORS["rejected"][0]};background:{_rgba(TOKEN_COLORS["rejected"][1])};text-decoration:line-through;text-decoration-thickness:2px}}
+.tok-fix,.tok-bonus{{color:{TOKEN_COLORS["correction"][0]};background:{_rgba(TOKEN_COLORS["correction"][1])};
+ outline:1.5px solid rgba(40,90,230,.6);font-weight:600}}
+.tok-mark{{font-size:.65em;vertical-align:super;margin-left:1px}}
+.tok-diff{{box-shadow:0 0 0 2px #e69f00;border-radius:3px}}
+.tok-flag{{color:{FLAG_COLOR};font-weight:700;font-size:.8em}}
+.sl-legend{{font-family:sans-serif;font-size:0.8rem;margin:2px 0 8px 0}}
+.sl-legend .tok{{margin-right:12px;padding:0 3px}}
 </style>"""
 
 
@@ -148,11 +183,23 @@ def _display_text(text: str) -> str:
 
 
 def token_span(rec: TokenRecord, diff: bool = False) -> str:
+    """One token: <ins> (accepted draft), <del> (rejected draft) or <span>, its state also in a visually hidden
+    word for screen readers (the ↺ / + / ⚑ glyphs are decoration, hidden from them)."""
     cls = CSS_CLASS[rec.kind] + (" tok-diff" if diff else "")
-    marker = f'<span class="tok-mark">{MARKER[rec.kind]}</span>' if rec.kind in MARKER else ""
-    flag = '<span class="tok-flag" title="first token where the lanes differ">⚑</span>' if diff else ""
+    tag = TAG.get(rec.kind, "span")
+    marker = f'<span class="tok-mark" aria-hidden="true">{MARKER[rec.kind]}</span>' if rec.kind in MARKER else ""
+    said = SR_LABEL.get(rec.kind)
+    sr = f'<span class="sl-sr"> ({said})</span>' if said else ""
+    flag = (
+        (
+            '<span class="tok-flag" title="first token where the lanes differ"><span aria-hidden="true">⚑</span>'
+            '<span class="sl-sr">first difference: </span></span>'
+        )
+        if diff
+        else ""
+    )
     tip = html.escape(rec.tooltip() + ("\nfirst token where the two lanes differ" if diff else ""), quote=True)
-    return f'{flag}<span class="{cls}" data-kind="{rec.kind}" title="{tip}">{_display_text(rec.text)}{marker}</span>'
+    return f'{flag}<{tag} class="{cls}" data-kind="{rec.kind}" title="{tip}">{_display_text(rec.text)}{marker}{sr}</{tag}>'
 
 
 def sequence_html(records: list[TokenRecord], first_diff: int | None = None) -> str:
@@ -164,12 +211,12 @@ def legend_html(speculative: bool = True) -> str:
         return '<div class="sl-legend"><span class="tok tok-plain">plain</span> every token is one target pass</div>'
     return (
         '<div class="sl-legend">'
-        '<span class="tok tok-acc">accepted draft</span>'
-        '<span class="tok tok-rej">rejected draft</span>'
-        '<span class="tok tok-fix">correction<span class="tok-mark">↺</span></span>'
-        '<span class="tok tok-bonus">bonus<span class="tok-mark">+</span></span>'
+        '<ins class="tok tok-acc">accepted draft</ins>'
+        '<del class="tok tok-rej">rejected draft</del>'
+        '<span class="tok tok-fix">correction<span class="tok-mark" aria-hidden="true">↺</span></span>'
+        '<span class="tok tok-bonus">bonus<span class="tok-mark" aria-hidden="true">+</span></span>'
         '<span class="tok tok-plain">target only (no draft)</span>'
-        '<span><span class="tok-flag">⚑</span><span class="tok tok-diff">first difference</span></span>'
+        '<span><span class="tok-flag" aria-hidden="true">⚑</span><span class="tok tok-diff">first difference</span></span>'
         "</div>"
     )
 
@@ -197,7 +244,11 @@ def lane_html(
             break
         if len(records) > 1:
             parts.append(f'<div class="sl-seqhead">sequence {i + 1}</div>')
-        parts.append(f'<div class="sl-lane">{sequence_html(recs[:budget], first_diff.get(i))}</div>')
+        name = f"{'speculative' if speculative else 'autoregressive'} lane" + (f", sequence {i + 1}" if len(records) > 1 else "")
+        # a scrolling box: focusable, so a keyboard can scroll it (WCAG 2.1.1), and named for screen readers
+        parts.append(
+            f'<div class="sl-lane" tabindex="0" role="region" aria-label="{name}">{sequence_html(recs[:budget], first_diff.get(i))}</div>'
+        )
         budget -= len(recs)
     left_out = sum(len(recs) for recs in shown) - max_tokens
     if left_out > 0:

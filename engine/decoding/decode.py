@@ -356,12 +356,8 @@ class Decoder:
         target_flops, target_bytes = self.target.take_counts()
         draft_flops, draft_bytes = self.drafter.take_counts() if self.drafter is not None else (0.0, 0.0)
         t_start_s = 0.0 if kind == "prefill" else t_start - self.t0 - self.paused
-        # CUDA-graph captures in this step are one-off costs, not the passes': off the clock (engine/model/graphs.py)
-        capture_verify, capture_draft = (getattr(c, "graphs", None) for c in (self.target, self.drafter_cache))
-        capture_verify = capture_verify.take_capture_ms() if capture_verify else 0.0
-        capture_draft = capture_draft.take_capture_ms() if capture_draft else 0.0
-        self.paused += (capture_verify + capture_draft) / 1000
-        draft_ms, verify_ms = max(0.0, draft_timer.ms - capture_draft), max(0.0, verify_timer.ms - capture_verify)
+        # no CUDA-graph capture happens inside a run: captures are warm-up at set-up (engine/model/graph_pool.py)
+        draft_ms, verify_ms = draft_timer.ms, verify_timer.ms
         return Step(
             index=len(self.steps),
             kind=kind,

@@ -7,7 +7,9 @@ pass is memory- or overhead-bound, then rising once it is compute-bound. The loa
 It is measured, never assumed: the first time a policy needs it for a (machine, model, dtype, threads)
 it is timed (10-20 s on a 2-core CPU: 1..17 tokens one by one, then up to 256; batch 1, a 128-token
 context, fastest of 3) and
-cached as JSON in the cache folder ($SPECLAB_CACHE/pass_curves/), so later runs start at once.
+cached as JSON (`curves_dir()`: $SPECLAB_DATA/pass_curves/, else a Space's persistent storage
+/data/speclab/pass_curves/ where /data is writable, else $SPECLAB_CACHE/pass_curves/), so later runs, and a
+restarted Space with persistent storage, start at once.
 Between two measured points the time is interpolated linearly; past the last one it is extrapolated
 along the last segment's slope (compute-bound: linear in tokens).
 """
@@ -17,10 +19,12 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import statistics
 import threading
 from bisect import bisect_left
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
@@ -28,13 +32,14 @@ from engine.config import DecodeConfig
 from engine.costs import ModelCosts
 from engine.hardware import StepTimer, device_name
 from engine.model.pair import ModelPair, cache_dir
-from engine.model.static_cache import make_cache
+from engine.model.static_cache import StaticRaggedCache, make_cache
 
 # Every count up to 17 (a batch-1 verify of depth 0..16), then coarser: CPU GEMM kernels change at small
 # row counts (measured on a 2-core Xeon in float32: 3 tokens 38 ms, 4 tokens 67 ms), so no interpolation there.
 CURVE_TOKENS = tuple(range(1, 18)) + (20, 24, 32, 48, 64, 96, 128, 192, 256)
 CURVE_CONTEXT = 128
 CURVE_FORMAT = "speclab.pass_curve/1"
+SPACE_DATA = Path("/data")  # a Hugging Face Space's persistent storage, where the Space has it
 _memory: dict[str, PassCurve] = {}
 _lock = threading.Lock()
 
@@ -106,11 +111,23 @@ def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repea
     )
 
 
-def pass_curve(pair, refresh: bool = False) -> PassCurve:
-    """This machine's curve for `pair`'s target: from memory, else from the cache folder, else measured now."""
+def curves_dir() -> Path:
+    """Where measured curves are kept: $SPECLAB_DATA/pass_curves, else /data/speclab/pass_curves where /data is
+    writable (a Space's persistent storage: it survives restarts, the container's own disk does not, and a
+    curve costs 10-20 s to measure), else $SPECLAB_CACHE/pass_curves. (The class store uses the same
+    $SPECLAB_DATA and /data/speclab.)"""
+    if os.environ.get("SPECLAB_DATA"):
+        return Path(os.environ["SPECLAB_DATA"]).expanduser() / "pass_curves"
+    space = SPACE_DATA / "speclab"
+    if os.access(space, os.W_OK) or (not space.exists() and SPACE_DATA.is_dir() and os.access(SPACE_DATA, os.W_OK)):
+        return space / "pass_curves"
+    return cache_dir() / "pass_curves"
 
+
+def pass_curve(pair, refresh: bool = False) -> PassCurve:
+    """This machine's curve for `pair`'s target: from memory, else from `curves_dir()`, else measured now."""
     key = curve_key(pair)
-    path = cache_dir() / "pass_curves" / (hashlib.sha1(key.encode()).hexdigest()[:16] + ".json")
+    path = curves_dir() / (hashlib.sha1(key.encode()).hexdigest()[:16] + ".json")
     with _lock:
         if not refresh and key in _memory:
             return _memory[key]
@@ -172,6 +189,8 @@ def pass_costs(
                     with StepTimer(pair.device) as timer:
                         cache.forward(ids)
                     cache.keep(cache.lengths - n)  # roll back: every pass sees the same context
+                    if i == 0 and isinstance(cache, StaticRaggedCache):
+                        cache.graphs.capture_pending()  # the warm-up pass met this shape: capture it before timing
                     if i:  # the first is a warm-up
                         times.append(timer.ms)
                 cache.take_counts()

@@ -7,12 +7,16 @@ torch.cuda.CUDAGraph; gpt-fast's `torch.compile(mode="reduce-overhead")` and vLL
 do the same for decode). A graph replays fixed addresses, so every input is copied into the graph's
 own static tensors before a replay, and the KV cache must be static buffers (engine/model/static_cache.py).
 
-`GraphRunner.run(key, fn, inputs)`: with capture on (CUDA), the first call of a key warms fn up on a
-side stream and captures it (PyTorch's documented recipe), later calls copy the inputs in and replay.
-With capture off (a CPU, or the "padded" mode) it runs fn eagerly on the same padded inputs: the
-computation a graph would replay, so its logic is tested on a CPU. A capture that fails leaves that key
-eager for the rest of the run and says why (`fallback`). Capture time is kept apart (`take_capture_ms`)
-so the decode loop can keep it off the run's clock: it is a one-off cost, not the pass's.
+`GraphRunner.run(key, fn, inputs)`: with capture on (CUDA), a key with a graph copies the inputs in and
+replays it. A key met for the first time inside a decode run (`defer`) runs eagerly and is queued:
+`capture_pending()` captures the queue later, outside any run's clock (engine/model/graph_pool.py keeps
+the runner, its buffers and its graphs across runs and captures at a run's set-up; largest bucket first
+so smaller graphs reuse the memory pool, as vLLM captures; two warm-ups each on a side stream, then the
+capture: PyTorch's documented recipe). Without `defer` (the pass-cost curve's warm-up pass) a miss is
+captured at once. With capture off (a CPU, or the "padded" mode) it runs fn eagerly on the same padded
+inputs: the computation a graph would replay, so its logic is tested on a CPU. A capture that fails leaves
+that key eager and says why (`fallback`). Capture time is timed on the host clock only and reported as
+warm-up (`capture_ms_total`), never subtracted from a pass timed by CUDA events.
 """
 
 from __future__ import annotations
@@ -21,27 +25,43 @@ import time
 
 import torch
 
-MAX_GRAPHS = 128  # per cache and run; shapes beyond this run eagerly (a run that keeps meeting new buckets)
+MAX_GRAPHS = 128  # per runner (kept across runs); shapes beyond this run eagerly (a run that keeps meeting new buckets)
+
+
+WARM_UPS = 2  # eager runs of a bucket on the side stream before its capture
 
 
 class GraphRunner:
-    def __init__(self, device: torch.device, capture: bool):
+    def __init__(self, device: torch.device, capture: bool, defer: bool = False):
         self.device = torch.device(device)
         self.capture = capture and self.device.type == "cuda"
+        self.defer = defer
         self.reset()
 
     def reset(self) -> None:
         """Forget every graph (the buffers they replay were reallocated)."""
         self.graphs: dict = {}  # key -> (graph, static inputs, static outputs) or None (capture failed)
+        self.pending: dict = {}  # key -> (fn, inputs' (shape, dtype)): met in a run, captured by capture_pending
         self.pool = None
+        self.fallback: str | None = None
+        self.start_run()
+
+    def start_run(self) -> None:
+        """Zero the per-run counts (the graphs stay)."""
         self.captured = self.replays = self.eager_passes = 0
         self.capture_ms_total = 0.0
-        self._capture_ms = 0.0  # since the last take_capture_ms
-        self.fallback: str | None = None
 
-    def take_capture_ms(self) -> float:
-        ms, self._capture_ms = self._capture_ms, 0.0
-        return ms
+    def capture_pending(self) -> int:
+        """Capture the queued buckets, largest first (smaller graphs then fit in the pool the largest made)."""
+        if not self.capture:
+            self.pending.clear()
+            return 0
+        before = self.captured
+        for key in sorted(self.pending, key=bucket_size, reverse=True):
+            fn, specs = self.pending.pop(key)
+            inputs = {name: torch.zeros(shape, dtype=dtype, device=self.device) for name, (shape, dtype) in specs.items()}
+            self.graphs[key] = self._capture(key, fn, inputs)
+        return self.captured - before
 
     def run(self, key, fn, inputs: dict):
         """fn(**inputs) -> (tensor, tensor or None); replayed from a graph where one is (or can be) captured."""
@@ -49,7 +69,11 @@ class GraphRunner:
             self.eager_passes += 1
             return fn(**inputs)
         if key not in self.graphs:
-            if len(self.graphs) >= MAX_GRAPHS:
+            if self.defer and len(self.graphs) + len(self.pending) < MAX_GRAPHS:
+                self.pending.setdefault(key, (fn, {name: (tuple(t.shape), t.dtype) for name, t in inputs.items()}))
+                self.eager_passes += 1  # this run: eager; captured outside any run's clock (capture_pending)
+                return fn(**inputs)
+            if len(self.graphs) + len(self.pending) >= MAX_GRAPHS:
                 self.eager_passes += 1
                 self.fallback = self.fallback or f"more than {MAX_GRAPHS} shape buckets: later ones eager"
                 return fn(**inputs)
@@ -76,8 +100,9 @@ class GraphRunner:
                 self.pool = torch.cuda.graph_pool_handle()  # one memory pool for all of this cache's graphs
             side = torch.cuda.Stream(self.device)
             side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):  # one warm-up outside the capture (allocator, library handles)
-                fn(**static_in)
+            with torch.cuda.stream(side):  # warm-ups outside the capture (allocator, library handles)
+                for _ in range(WARM_UPS):
+                    fn(**static_in)
             torch.cuda.current_stream(self.device).wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             # thread_local: CUDA calls from other threads (another app session's page) do not break this capture
@@ -91,5 +116,14 @@ class GraphRunner:
         torch.cuda.synchronize(self.device)
         ms = (time.perf_counter() - t) * 1000
         self.capture_ms_total += ms
-        self._capture_ms += ms
         return entry
+
+
+def bucket_size(key) -> int:
+    """A bucket key's size for ordering captures: the product of its leading integers (rows, tokens, window)."""
+    size = 1
+    for part in key:
+        if isinstance(part, bool) or not isinstance(part, int):
+            break
+        size *= max(part, 1)
+    return size

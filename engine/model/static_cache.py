@@ -23,14 +23,15 @@ The prefill (prompt lengths vary) always runs eagerly. The output head is applie
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 import torch.nn.functional as F
 
 from engine.config import MAX_DEPTH, ConfigError, GraphMode
-from engine.model import kvcache
+from engine.model import graph_pool, kvcache
 from engine.model.fastllama import attend, finish_layer, project_qkv, rms_norm, supports
 from engine.model.forward import lean_enabled
-from engine.model.graphs import GraphRunner
 from engine.model.kvcache import RaggedCache
 
 WINDOW_BUCKET = 128  # attention-window granularity of the graph buckets (columns)
@@ -213,24 +214,24 @@ class StaticRaggedCache(RaggedCache):
         self.max_new_tokens = max_new_tokens
         self.kv: StaticKV | None = None
         self.passes: StaticPass | None = None
-        self.graphs = GraphRunner(device, capture=mode == "graphs")
+        # buffers and graphs kept per model across runs (engine/model/graph_pool.py); queued captures happen here
+        self.pooled = graph_pool.acquire(runner if runner is not None else model, mode, torch.device(device))
+        self.graphs = self.pooled.graphs
+        weakref.finalize(self, graph_pool.release, self.pooled)
 
     # --- allocation ---------------------------------------------------------------------------------
     def prefill(self, token_lists, pad_id, logits_to_keep=1, return_hidden=False, features=None):
         width = max(len(t) for t in token_lists)
         lean = self.body_lean
         ref = lean.layers[0][2]  # a k_proj weight: the model's dtype and device
-        self.kv = StaticKV(
-            len(lean.layers),
-            len(token_lists),
-            lean.n_kv,
-            static_capacity(width, self.max_new_tokens),
-            lean.head_dim,
-            ref.dtype,
-            self.device,
-        )
-        self.passes = StaticPass(lean, self.kv, runner=self.runner_model)
-        self.graphs.reset()
+
+        def make(rows: int, capacity: int):
+            kv = StaticKV(len(lean.layers), rows, lean.n_kv, capacity, lean.head_dim, ref.dtype, self.device)
+            return kv, StaticPass(lean, kv, runner=self.runner_model)
+
+        capacity = -(-static_capacity(width, self.max_new_tokens) // WINDOW_BUCKET) * WINDOW_BUCKET  # reusable
+        self.pooled.ensure(len(token_lists), capacity, make)
+        self.kv, self.passes = self.pooled.kv, self.pooled.passes
         return super().prefill(token_lists, pad_id, logits_to_keep, return_hidden, features)
 
     # --- the pass -------------------------------------------------------------------------------------
@@ -286,8 +287,10 @@ class StaticRaggedCache(RaggedCache):
         spec = return_hidden if isinstance(return_hidden, tuple) else bool(return_hidden)
         key = (rows, n, window, keep, spec, features is not None)
 
+        passes = self.passes  # not the cache: a queued capture may outlive this run
+
         def run(ids, positions, mask, cols, features=None):
-            return self.passes(ids, positions, mask, cols, features, window=window, keep=keep, return_hidden=return_hidden)
+            return passes(ids, positions, mask, cols, features, window=window, keep=keep, return_hidden=return_hidden)
 
         out, hidden = self.graphs.run(key, run, inputs)
         return out[:batch], (hidden[:batch] if hidden is not None else None)
@@ -379,13 +382,18 @@ def graph_meta(caches: list[RaggedCache], requested: str) -> dict:
         path = "eager (static KV buffers, padded to graph buckets)"
     notes = [c.graph_note for c in caches if getattr(c, "graph_note", None)]
     notes += [c.graphs.fallback for c in static if c.graphs.fallback]
+    queued = sum(len(c.graphs.pending) for c in static if c.mode == "graphs")
+    if queued:
+        notes.append(f"{queued} shape buckets new to this run ran eagerly; captured at the next run's set-up")
     return {
         "cuda_graphs": requested,
         "kv_cache": "static" if static else "dynamic",
         "decode_passes": path,
         "graphs_captured": sum(c.graphs.captured for c in static),
         "graph_replays": sum(c.graphs.replays for c in static),
+        # captured at this run's set-up, before its clock (warm-up on the host clock; engine/model/graph_pool.py)
         "graph_capture_ms": round(sum(c.graphs.capture_ms_total for c in static), 3),
+        "graphs_ready": sum(sum(g is not None for g in c.graphs.graphs.values()) for c in static),
         "graph_eager_passes": sum(c.graphs.eager_passes for c in static),
         "graph_note": "; ".join(dict.fromkeys(notes)) or None,
     }

@@ -59,6 +59,10 @@ def test_page_loads_with_controls_bound_to_query_params():
     assert not at.error
 
 
+def result_device(at) -> str:
+    return str(at.session_state["result"]["spec"].meta.get("device"))
+
+
 def test_run_produces_both_lanes_and_summary():
     at = _app(tokens=8, depth=3)
     at.button(key="run").click().run()
@@ -82,6 +86,8 @@ def test_run_produces_both_lanes_and_summary():
     captions = _texts(at.caption)
     assert "at least as much arithmetic" in captions and "always does more" not in captions
     assert "not hardware counters" in captions and "system-wide" in captions  # the gauges say what they are
+    if result_device(at) == "cpu":  # issue 30: the machine line names the torch threads and why
+        assert "torch threads:" in captions and "Measured on" in captions
     html = _html(at)
     assert "min(1, p/q)" not in html and "argmax" in html  # greedy: the argmax decided, not p/q
     assert "Autoregressive" in _texts(at.markdown) and "Speculative" in _texts(at.markdown)

@@ -160,7 +160,7 @@ def test_replay_plays_a_shipped_sample(server):
 def test_sweep_measures_the_pass_cost_curve(server):
     """Sweep: measure one-pass costs live at small settings; the curve and its table appear."""
     with browser_page(height=2400) as page:
-        page.goto(f"{server}/sweep", timeout=60_000)
+        page.goto(f"{server}/sweep?pass_batches=1&pass_tokens=8&pass_context=32", timeout=60_000)
         page.get_by_text("Ready:").first.wait_for(timeout=180_000)
         page.get_by_role("button", name="Measure passes").click()
         page.get_by_text("time of one target pass").wait_for(timeout=240_000)
@@ -376,3 +376,170 @@ def test_a_new_student_opens_lesson_0_from_a_link_and_works_through_it(server):
         page.get_by_text("Right. Two accepted guesses", exact=False).wait_for(timeout=30_000)
         assert page.get_by_text("Traceback").count() == 0
         page.screenshot(path=str(ROOT / "artifacts" / "lesson-0.png"), full_page=True)
+
+
+@contextlib.contextmanager
+def embedding_site(app_url: str):
+    """Another site that embeds the app, as the Hub does: a page served from 127.0.0.1 on its own port with the
+    app (at `app_url`, on localhost: a different site, so the browser treats the frame as cross-site) in an
+    iframe. Yields the embedding page's URL."""
+    import http.server
+    import threading
+
+    html = (
+        f'<!doctype html><html lang="en"><head><title>Embedding site</title></head><body>'
+        f'<iframe id="app" title="SpecLab" src="{app_url}" style="width:1380px;height:3400px;border:0"></iframe>'
+        "</body></html>"
+    ).encode()
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(html)))
+            self.end_headers()
+            self.wfile.write(html)
+
+        def log_message(self, *args):
+            pass
+
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=site.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{site.server_address[1]}/"
+    finally:
+        site.shutdown()
+        site.server_close()
+
+
+def test_replay_uploads_work_inside_a_cross_site_iframe(server):
+    """Issue 30: a Space is shown inside an iframe on huggingface.co. Streamlit's XSRF cookie is SameSite=Lax,
+    so a cross-site frame never sends it and every upload failed with 403. The shipped config turns the XSRF
+    check off (.streamlit/config.toml says why that is safe here); this embeds the app from `localhost` in a
+    page served from `127.0.0.1` and uploads the shipped sample pair on Replay."""
+    import json
+    from urllib.parse import urlsplit
+
+    app_url = server.replace("127.0.0.1", "localhost") + "/replay"
+    index = json.loads((ROOT / "assets" / "traces" / "index.json").read_text(encoding="utf-8"))["pairs"][0]
+    uploads, refused = [], []
+    with embedding_site(app_url) as site, browser_page(height=3600) as page:
+
+        def on_response(response):
+            if "/_stcore/upload_file/" in response.url:
+                uploads.append(response.status)
+            if response.status in (401, 403):
+                refused.append((response.status, response.url))
+
+        page.on("response", on_response)
+        page.goto(site, timeout=60_000)
+        assert urlsplit(page.url).hostname == "127.0.0.1"
+        app = page.frame_locator("iframe#app")
+        app.get_by_text("recorded measurements, not a live run").first.wait_for(timeout=120_000)
+        app.get_by_text("Upload your own traces").click()
+        app.get_by_text("Upload both traces of one run").wait_for(timeout=120_000)
+        app.locator('input[type="file"]').first.wait_for(state="attached", timeout=60_000)
+        app.get_by_text("recorded measurements, not a live run").first.wait_for(state="detached", timeout=60_000)
+        files = app.locator('input[type="file"]')
+        for n, name in enumerate((index["ar"], index["spec"])):
+            files.nth(n).set_input_files(str(ROOT / "assets" / "traces" / name))
+            app.locator('[data-testid="stFileChipName"]', has_text=name).wait_for(timeout=60_000)
+            for _ in range(600):  # the chip shows as the request starts: wait for the server's answer
+                if len(uploads) > n:
+                    break
+                page.wait_for_timeout(100)
+            assert uploads[n:] and uploads[n] < 300, f"upload of {name} answered {uploads[n:]}; refused: {refused}"
+        app.get_by_text("recorded measurements, not a live run").first.wait_for(timeout=180_000)
+        app.frame_locator("iframe").first.locator('#race[data-state="done"]').wait_for(timeout=180_000)
+        assert app.get_by_text("AxiosError").count() == 0 and app.get_by_text("403").count() == 0
+        assert app.get_by_text("Traceback").count() == 0
+        page.screenshot(path=str(ROOT / "artifacts" / "replay-embedded.png"))
+    assert refused == [], refused
+    assert uploads and all(status < 300 for status in uploads), uploads
+
+
+SERIOUS = ("serious", "critical")
+
+
+def axe_serious(page) -> list[str]:
+    """axe-core's serious and critical violations on the page and in every frame in it (the race is an iframe;
+    axe runs in each frame's own document), one line per node: rule, impact, element, axe's summary."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    axe, found = Axe(), []
+    for frame in page.frames:
+        if frame.is_detached():
+            continue
+        results = axe.run(frame).response
+        for rule in results["violations"]:
+            if rule["impact"] in SERIOUS:
+                for node in rule["nodes"]:
+                    summary = " ".join((node.get("failureSummary") or "").split())[:300]
+                    found.append(f"{rule['id']} ({rule['impact']}) {node['target']} {node['html'][:160]} :: {summary}")
+    return found
+
+
+def test_every_page_has_no_serious_accessibility_violations(server):
+    """Issue 30: axe-core (axe-playwright-python) over every page as a visitor meets it (Playground after a
+    run, a lesson, Sweep after a measurement, Predictor, Replay): 0 serious or critical violations, in every
+    frame. The race is paused (reduced motion) so that axe reads settled colours."""
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    report = {}
+    with browser_page(height=3000) as page:
+        page.emulate_media(reduced_motion="reduce")
+        page.goto(f"{server}/?tokens=12&depth=3", timeout=60_000)
+        page.get_by_text("Ready:").first.wait_for(timeout=180_000)
+        page.get_by_role("button", name="▶ Run").click()
+        page.get_by_text("Race replay").wait_for(timeout=240_000)
+        page.frame_locator("iframe").first.locator("#race").wait_for(timeout=60_000)
+        page.get_by_text("Show the source").first.wait_for(timeout=120_000)
+        page.wait_for_timeout(1500)
+        report["playground"] = axe_serious(page)
+
+        page.goto(f"{server}/lessons?lesson=2", timeout=60_000)
+        page.get_by_label("Your prediction:", exact=False).wait_for(timeout=120_000)
+        page.wait_for_timeout(1000)
+        report["lesson"] = axe_serious(page)
+
+        page.goto(f"{server}/sweep?pass_batches=1&pass_tokens=8&pass_context=32", timeout=60_000)
+        page.get_by_text("Ready:").first.wait_for(timeout=180_000)
+        page.get_by_role("button", name="Measure passes").click()
+        page.get_by_text("time of one target pass").wait_for(timeout=240_000)
+        page.wait_for_timeout(1000)
+        report["sweep"] = axe_serious(page)
+
+        page.goto(f"{server}/predictor", timeout=60_000)
+        page.get_by_text("How far off is the model?").wait_for(timeout=120_000)
+        page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
+        page.wait_for_timeout(1000)
+        report["predictor"] = axe_serious(page)
+
+        page.goto(f"{server}/replay", timeout=60_000)
+        page.get_by_text("recorded measurements, not a live run").wait_for(timeout=120_000)
+        race = page.frame_locator("iframe").first
+        race.locator("#race").wait_for(timeout=60_000)
+        page.get_by_text("Show the source").first.wait_for(timeout=120_000)
+        page.wait_for_timeout(1500)
+        report["replay"] = axe_serious(page)
+        # reduced motion: nothing moved by itself (shown finished, with a note); the keyboard drives it
+        assert race.locator("#race").get_attribute("data-state") == "done"
+        assert race.get_by_text("Reduced motion is on").is_visible()
+        assert race.locator("del.t.rejected.on").count() > 0 and race.locator("ins.t.accepted.on").count() > 0
+        box = race.locator(".seq").first
+        box.focus()  # a scrolling box takes focus (and scrolls with the arrow keys)
+        box.press("r")
+        race.locator('#race[data-state="playing"]').wait_for(timeout=10_000)  # played because asked
+        box.press(" ")
+        race.locator('#race[data-state="paused"]').wait_for(timeout=10_000)
+        shown = race.locator(".t.on").count()
+        box.press("ArrowRight")
+        race.locator("#race").wait_for(timeout=10_000)
+        assert race.locator(".t.on").count() >= shown
+        race.locator("#step").focus()
+        race.locator("#step").press("Enter")  # the buttons work from the keyboard
+        assert race.locator('#race[data-state="paused"], #race[data-state="done"]').count() == 1
+    (ROOT / "artifacts" / "axe.txt").write_text(
+        "\n".join(f"{name}: {line}" for name, lines in report.items() for line in lines) + "\n", encoding="utf-8"
+    )
+    assert {name: lines for name, lines in report.items() if lines} == {}

@@ -4,6 +4,7 @@ pair and one run lock, as visitors of one server do. Tiny runs (8 tokens) keep i
 - Every session's run finishes and the lock is free afterwards.
 - A session that goes away mid-run (AppTest's timeout stops its script runner, as a closed tab does)
   releases the lock, and the next session runs.
+- A session queued behind a run that goes away leaves the queue and never holds the lock.
 - A link that auto-runs queues like a click.
 - A run measured while other processes load the machine carries a contention note on the page.
 """
@@ -125,6 +126,27 @@ def test_a_link_that_auto_runs_waits_for_its_turn():
     at = box["at"]
     assert not at.exception and not at.error and "result" in at.session_state  # ran once it had its turn
     assert _lock_free()
+
+
+def test_a_tab_closed_while_queued_leaves_the_queue_and_the_lock_stays_usable():
+    """A session queued behind another run goes away (AppTest's timeout stops its script runner, as the server
+    does for a closed tab): its queue notice raises StopException, it leaves the queue without ever holding
+    the lock, and the next session runs once the holder finishes (issue 30)."""
+    _session()  # the pair is loaded
+    lock = resources.run_lock()
+    assert lock.acquire(timeout=TIMEOUT)  # another session's run holds the model
+    try:
+        at = _session()
+        at.default_timeout = 2.0
+        with pytest.raises(RuntimeError, match="timed out"):
+            at.button(key="run").click().run()  # queued the whole time, then the tab closes
+        assert lock.waiting == 0 and not _lock_free()  # gone from the queue; the lock is still the holder's
+    finally:
+        lock.release()
+    assert _lock_free()
+    other = _session()
+    other.button(key="run").click().run()
+    assert not other.exception and not other.error and "result" in other.session_state
 
 
 def test_a_run_under_outside_load_is_flagged():

@@ -167,6 +167,14 @@ def test_the_upload_limit_is_the_loaders_cap():
     assert config["server"]["maxUploadSize"] * 2**20 == trace_module.MAX_FILE_BYTES
 
 
+def test_uploads_work_in_a_cross_site_frame_and_cors_stays_on():
+    """Issue 30: the XSRF check is off so uploads work in the Hub's iframe (the browser test proves it); CORS
+    protection is not turned off with it."""
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    assert config["server"]["enableXsrfProtection"] is False
+    assert config["server"].get("enableCORS", True) is True
+
+
 def test_depth_figure_of_a_long_run_is_thinned():
     from tests.app.test_views import _trace
 

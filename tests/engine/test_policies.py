@@ -166,6 +166,8 @@ def test_pass_curve_is_measured_once_then_read_from_the_cache(tiny, tmp_path, mo
     from engine.decoding import passcurve
 
     monkeypatch.setenv("SPECLAB_CACHE", str(tmp_path))
+    monkeypatch.delenv("SPECLAB_DATA", raising=False)
+    monkeypatch.setattr(passcurve, "SPACE_DATA", tmp_path / "no-persistent-storage")
     monkeypatch.setattr(passcurve, "_memory", {})
     first = passcurve.pass_curve(tiny)
     assert first.tokens[0] == 1 and list(first.ms) == sorted(first.ms)  # measured, and non-decreasing

@@ -1,0 +1,126 @@
+"""The run lock is released on every path once taken (issue 30, item 1).
+
+Streamlit raises its control exceptions (StopException for a closed tab, RerunException for a widget change)
+from page calls. `acquire_lock` makes page calls while queued (`notice.warning`) and one after it has the
+lock (`notice.empty`): a raise at that moment, before `model_turn`'s `try`, used to leave the lock held for
+every visitor. These tests drive `model_turn` with a fresh lock and notices that raise the real exceptions.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException  # noqa: E402
+
+from app import resources  # noqa: E402
+
+
+class Notice:
+    """A stand-in for st.empty(): counts calls, and raises `exc` from the chosen call."""
+
+    def __init__(self, raise_on: str | None = None, exc: BaseException | None = None):
+        self.raise_on, self.exc = raise_on, exc
+        self.calls: list[str] = []
+
+    def warning(self, *args, **kwargs):
+        self.calls.append("warning")
+        if self.raise_on == "warning":
+            raise self.exc
+
+    def empty(self):
+        self.calls.append("empty")
+        if self.raise_on == "empty":
+            raise self.exc
+
+
+@pytest.fixture
+def lock(monkeypatch) -> resources.RunLock:
+    fresh = resources.RunLock()
+    monkeypatch.setattr(resources, "run_lock", lambda: fresh)
+    return fresh
+
+
+def _free(lock: resources.RunLock) -> bool:
+    if lock.try_acquire():
+        lock.release()
+        return True
+    return False
+
+
+def _turn_in_thread(notice: Notice) -> tuple[threading.Thread, dict]:
+    """Enter model_turn(notice) in a thread (as a second session's script thread would); record how it ended."""
+    box: dict = {}
+
+    def body():
+        try:
+            with resources.model_turn(notice):
+                box["ran"] = True
+        except BaseException as exc:  # noqa: BLE001 - the test inspects what escaped
+            box["raised"] = exc
+
+    return threading.Thread(target=body, daemon=True), box
+
+
+def _wait_queued(lock: resources.RunLock, thread: threading.Thread) -> None:
+    deadline = time.monotonic() + 10
+    while lock.waiting == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert thread.is_alive() and lock.waiting == 1
+
+
+@pytest.mark.parametrize("exc", [StopException(), RerunException(None)], ids=["stop", "rerun"])
+def test_a_page_call_that_raises_just_after_the_lock_is_taken_releases_it(lock, exc):
+    """Hold the lock; a second session queues; the holder finishes; the queued session takes the lock and its
+    `notice.empty()` raises (the visitor changed a widget or closed the tab at that moment)."""
+    assert lock.acquire(timeout=1)
+    notice = Notice(raise_on="empty", exc=exc)
+    thread, box = _turn_in_thread(notice)
+    thread.start()
+    _wait_queued(lock, thread)
+    lock.release()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert box.get("raised") is exc and "ran" not in box  # the page's exception still propagates
+    assert notice.calls[-1] == "empty"
+    assert _free(lock), "the lock leaked: every later run would queue forever"
+    assert lock.waiting == 0 and lock.holder_since is None
+
+
+def test_a_tab_closed_while_queued_leaves_the_queue_and_never_holds_the_lock(lock):
+    """While queued, the session's next page call (the queue notice) raises StopException, as Streamlit does
+    once a tab is closed; the session leaves the queue, and the holder's release frees the lock for everyone."""
+    assert lock.acquire(timeout=1)
+    notice = Notice(raise_on="warning", exc=StopException())
+    thread, box = _turn_in_thread(notice)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive() and isinstance(box.get("raised"), StopException) and "ran" not in box
+    assert lock.waiting == 0 and not _free(lock)  # still the holder's
+    lock.release()
+    assert _free(lock)
+
+
+def test_a_body_that_raises_releases_the_lock_and_an_uncontended_turn_makes_no_page_call(lock):
+    notice = Notice()
+    with pytest.raises(StopException):
+        with resources.model_turn(notice):
+            raise StopException()
+    assert _free(lock) and notice.calls == []  # nothing to clear: it never queued
+
+
+def test_a_queued_turn_clears_its_notice_and_runs(lock):
+    assert lock.acquire(timeout=1)
+    notice = Notice()
+    thread, box = _turn_in_thread(notice)
+    thread.start()
+    _wait_queued(lock, thread)
+    time.sleep(0.6)  # at least one queue notice
+    lock.release()
+    thread.join(10)
+    assert box.get("ran") and "raised" not in box
+    assert "warning" in notice.calls and notice.calls[-1] == "empty"
+    assert _free(lock) and lock.waiting == 0
