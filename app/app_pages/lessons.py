@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.lessons import class_page, step_page
 from app.lessons import page_parts as parts
-from app.lessons import step_page
 from app.lessons.experiments import EXPERIMENTS
 from app.lessons.files import load_lessons
 from app.lessons.show import show_gpu_panel
@@ -27,7 +27,8 @@ st.markdown(
     "each check one idea with an experiment. Commit to a number first, then see what this machine measures (live) "
     "or what was recorded (teacher mode: instant, labelled with its machine and date). After J. Barrow, "
     "[“Why is speculative decoding fast?”](https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast), 2026. "
-    "Teachers: the class plan opens at the top in [teacher mode](?teacher=true&lesson=0)."
+    "Teachers: the class plan opens at the top in [teacher mode](?teacher=true&lesson=0), and **Start a class** "
+    "lets a whole class follow your page, predict, and see one shared run."
 )
 lessons = {lesson.number: lesson for lesson in load_lessons(parts.LESSONS_DIR, EXPERIMENTS) if lesson.number >= 0}
 if not lessons:
@@ -38,6 +39,9 @@ if not lessons:
 first_run = "lesson_seen" not in st.session_state
 raw = st.query_params.to_dict() if first_run else {}  # read before any bound widget is drawn
 st.session_state["lesson_seen"] = True
+store = class_page.open_store(raw)  # a class session (issue 29): None where the store cannot be opened
+class_page.read_link(store, raw, lessons)  # `?class=CODE` (and the teacher's `&desk=TOKEN`), before the picker
+me = class_page.start_or_join(store)
 notice_box = st.container()
 notices: list[str] = []
 c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
@@ -66,14 +70,21 @@ if first_run:  # a link's notices stay while its lesson is shown
 shown_for, kept = st.session_state.get("lesson_notices", (-1, []))
 for notice in kept if shown_for == i else []:
     notice_box.warning(notice, icon=":material/link_off:")
+if me is not None and me.role == "teacher":
+    class_page.desk(store, me, i, lesson, experiment, settings, teacher)
 guess = parts.prediction(i, experiment, settings)
-result, rows = parts.experiment_block(i, lesson.experiment, experiment, settings, guess, teacher)
+class_page.commit_prediction(store, me, i, guess)
+on_class_lesson = False
+if me is not None and me.role == "student":  # on the teacher's lesson: the class's one result, no run of one's own
+    on_class_lesson, result, rows = class_page.student(store, me, i, lesson, experiment, guess)
+if not on_class_lesson:
+    result, rows = parts.experiment_block(i, lesson.experiment, experiment, settings, guess, teacher)
 show_gpu_panel(lesson.experiment, settings, lesson.sections.gpu)  # measured H200, model, cited
 parts.show_details(lesson)
 if lesson.experiment == "width":  # the third way to fill a pass: one recorded draft-tree step
     with st.expander("🔍 One draft-tree step, stage by stage (a recorded step, with the engine's code)"):
         step_page.show_tree_step()
-parts.show_checks(i, lesson)
+parts.show_checks(i, lesson, class_page.answer_sender(store, me, i))
 if result is not None:
     parts.show_worksheet(i, lesson, experiment, lesson.experiment, result, rows)
 parts.show_sources(lesson)

@@ -24,6 +24,7 @@ from app.views import classroom as views
 from app.views.safe import md_escape, md_text
 
 POLL_S = 2.0  # the issue asks for <= 2 s
+TOKEN_PARAM = "desk"  # the teacher's private link: ?class=CODE&desk=TOKEN (never `teacher`: the Lessons page's toggle)
 SEAT = "classroom_seat"  # session_state: this session's Seat
 PENDING = "classroom_pending"  # session_state: a code from a student link, not joined yet
 SEEN = "classroom_seen"  # session_state: what a student's page last drew (a poll compares with it)
@@ -58,11 +59,11 @@ def client_key() -> str:
 
 def read_link(store: ClassroomStore, raw: dict) -> None:
     """On a session's first run, with the query string `raw`: `?class=CODE` is a student link (its code waits
-    for Join), `?class=CODE&teacher=TOKEN` the teacher's (checked, then this session is the teacher's). The token
-    leaves the address bar at once. A bad code or token gets a notice."""
-    token = raw.get("teacher")
-    if "teacher" in st.query_params:
-        del st.query_params["teacher"]
+    for Join), `?class=CODE&desk=TOKEN` the teacher's (checked, then this session is the teacher's). The token
+    leaves the address bar at once. A bad code or token gets a notice (which never repeats the token)."""
+    token = raw.get(TOKEN_PARAM)
+    if TOKEN_PARAM in st.query_params:
+        del st.query_params[TOKEN_PARAM]
     if "class" not in raw or SEAT in st.session_state:
         return
     try:
@@ -171,9 +172,10 @@ def desk_live(
         if result is not None:
             try:
                 store.reveal(me.code, me.secret, lesson, result)
-                revealed = True
             except ClassroomError as exc:
                 notice(exc)
+            else:
+                st.rerun(scope="app")  # the teacher's own page shows the result too
     if revealed:
         st.caption("Revealed: every student's page shows this result and the class's predictions.")
     if questions:
@@ -255,16 +257,17 @@ def student_view(
     draw_result: Callable[[str], float | None],
     unit: str,
     questions: list[tuple[str, list[str]]],
-) -> None:
+) -> bool:
     """A student's class bar: follow the teacher (the page moves to the teacher's lesson: see take_follow), and on the teacher's
     lesson, once revealed, THE class result (`draw_result(result_json)` draws it and returns the measured value),
-    the class's predictions with the student's own guess marked, and the answer counts once revealed."""
+    the class's predictions with the student's own guess marked, and the answer counts once revealed. Returns True
+    when this is the teacher's lesson (the page then shows the class's result, not a run of its own)."""
     try:
         state = store.state(me.code, student_id=me.secret)
     except ClassroomError as exc:
         notice(exc)
         leave_button()
-        return
+        return False
     st.session_state[SEEN] = _seen(state)
     follow = st.toggle("Follow the teacher", value=True, key="class_follow")
     if state.lesson is not None and state.lesson != lesson:
@@ -278,7 +281,7 @@ def student_view(
         )
     student_poll(store, me)
     if state.lesson != lesson or state.result_json is None:
-        return
+        return state.lesson == lesson
     st.markdown("**The class's result** (one run, for everyone)")
     measured = draw_result(state.result_json)
     try:
@@ -295,6 +298,7 @@ def student_view(
             st.dataframe(views.answer_rows(counts, questions), hide_index=True, key="class_answers")
     except ClassroomError as exc:
         notice(exc)
+    return True
 
 
 @st.fragment(run_every=POLL_S)

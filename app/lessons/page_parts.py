@@ -225,7 +225,8 @@ def experiment_block(i: int, name: str, experiment: Experiment, settings: dict, 
 
 
 # --- after the result ----------------------------------------------------------------------------------
-def show_checks(i: int, lesson) -> None:
+def show_checks(i: int, lesson, send=None) -> None:
+    """The check questions; `send(question, option)`, when given, passes each answer on (to a class)."""
     st.subheader("Check your understanding")
     if lesson.checks_problem:
         st.error(lesson.checks_problem, icon=":material/error:")
@@ -238,6 +239,8 @@ def show_checks(i: int, lesson) -> None:
             key=f"l{i}_check{j}",
             format_func=lambda o, c=check: c.options[o],
         )
+        if send is not None:
+            send(j, answer)
         if answer is not None:
             (st.success if answer == check.answer else st.error)(
                 ("Right. " if answer == check.answer else f"Not quite: the answer is “{check.options[check.answer]}”. ") + check.explain

@@ -21,12 +21,13 @@ PAGES = ("playground", "lessons", "sweep", "predictor", "replay")  # the URL pat
 
 def lessons_url(page_url: str, code: str, token: str | None = None) -> str:
     """The Lessons page's link for class `code` (`…/lessons?class=CODE`), from the URL of the page the teacher
-    has open; with `token`, the teacher's private link (`…&teacher=TOKEN`)."""
+    has open; with `token`, the teacher's private link (`…&desk=TOKEN`: never `teacher`, the Lessons page's
+    teacher-mode toggle, whose link notice would repeat the token)."""
     parts = urlsplit(page_url)
     head, _, last = parts.path.rstrip("/").rpartition("/")
     base = head if last in PAGES else f"{head}/{last}" if last else head
     path = f"{base}/lessons"
-    query = {"class": code} if token is None else {"class": code, "teacher": token}
+    query = {"class": code} if token is None else {"class": code, "desk": token}
     return urlunsplit((parts.scheme, parts.netloc, path, urlencode(query), ""))
 
 
@@ -90,15 +91,17 @@ def predictions_figure(values: list[float], unit: str = "", mine: float | None =
 
 
 def answer_rows(counts: dict[int, dict[int, int]], questions: list[tuple[str, list[str]]]) -> list[dict]:
-    """One row per (question, option): the option's text, how many chose it, and the share of that question's
-    answers. `questions` = [(question text, [option texts])], question 1 first; counts from the store."""
+    """One row per (question, option): the option's text, how many chose it, the share of that question's
+    answers, and the question (last: its long text would push the counts out of a narrow table).
+    `questions` = [(question text, [option texts])], question 1 first; counts from the store."""
     rows = []
     for q, (question, options) in enumerate(questions, start=1):
         got = counts.get(q, {})
         total = sum(got.values())
         for o, option in enumerate(options):
             n = got.get(o, 0)
-            rows.append({"question": f"{q}. {question}", "answer": option, "students": n, "share": f"{n / total:.0%}" if total else "–"})
+            share = f"{n / total:.0%}" if total else "–"
+            rows.append({"answer": option, "students": n, "share": share, "question": f"{q}. {question}"})
     return rows
 
 

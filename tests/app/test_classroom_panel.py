@@ -34,7 +34,7 @@ def test_the_student_link_is_the_lessons_page_with_the_code_only(page_url, expec
 
 def test_the_teacher_link_carries_the_token_url_encoded():
     url = views.lessons_url("http://h/lessons", "ABCDE12345", "a-b_c+/=")
-    assert url == "http://h/lessons?class=ABCDE12345&teacher=a-b_c%2B%2F%3D"
+    assert url == "http://h/lessons?class=ABCDE12345&desk=a-b_c%2B%2F%3D"
 
 
 def test_the_qr_code_is_one_svg_of_the_link():
@@ -213,7 +213,7 @@ def test_students_follow_the_teacher(db):
 def test_bad_links_and_hostile_nicknames_get_one_notice(db):
     _, code, _ = _teacher(db)
     wrong = AppTest.from_function(_page, default_timeout=30)
-    wrong.query_params.update({"class": code, "teacher": "x" * 43})
+    wrong.query_params.update({"class": code, "desk": "x" * 43})
     wrong.run()
     assert "teacher link is not valid" in _text(wrong) and "classroom_seat" not in wrong.session_state
     assert not wrong.exception
@@ -231,8 +231,8 @@ def test_bad_links_and_hostile_nicknames_get_one_notice(db):
 def test_the_teacher_token_leaves_the_address_bar(db):
     _, code, token = _teacher(db)
     again = AppTest.from_function(_page, default_timeout=30)
-    again.query_params.update({"class": code, "teacher": token})
+    again.query_params.update({"class": code, "desk": token})
     again.run()
-    assert again.session_state["classroom_seat"].role == "teacher" and "teacher" not in again.query_params
+    assert again.session_state["classroom_seat"].role == "teacher" and "desk" not in again.query_params
     assert "0 predictions" in _text(again)
     assert json.dumps(str(again.session_state["classroom_seat"])).find(token) == -1  # repr hides the secret

@@ -21,7 +21,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from app.lessons.experiments import EXPERIMENTS  # noqa: E402
 from app.page_helpers import _same  # noqa: E402
-from app.url_keys import BOUND, PAGE_FILES  # noqa: E402
+from app.url_keys import BOUND, LINK_ONLY, PAGE_FILES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = str(ROOT / "app" / "main.py")
@@ -143,3 +143,34 @@ def test_the_lessons_registry_is_the_experiments_knobs():
     """The registry lists each lesson experiment's knobs under the labels the experiments give them."""
     knobs = {k.key: k.label for knobs in LESSON_KNOBS for k in knobs}
     assert BOUND["lessons"] == {"teacher": "Teacher mode"} | knobs
+
+
+@pytest.fixture
+def class_store(tmp_path, monkeypatch):
+    """A fresh class-session store file (the Lessons page opens it for `?class=`)."""
+    from app import resources
+
+    monkeypatch.setenv("SPECLAB_DATA", str(tmp_path))
+    resources.classroom_store.clear()
+    yield
+    resources.classroom_store.clear()
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_the_class_link_parameters_survive_a_hostile_value(case, class_store):
+    """`class` and the teacher's `desk` token are read without a widget: any value is one notice, never echoed
+    outside inline code, never a traceback; the token leaves the address bar and no notice repeats it."""
+    value = HOSTILE[case]
+    params = {key: value for key in LINK_ONLY["lessons"] if key != "lesson"} | {"lesson": "1"}
+    at = _run("lessons", params)
+    _check(at, "lessons", params, case)
+    assert "desk" not in at.query_params and "classroom_seat" not in at.session_state
+    said = _link_text(value)
+    if len(said) > 3:
+        assert said not in _outside_code(_texts(at.warning) + _texts(at.markdown)), case
+    assert not any("Teacher mode" in w.value for w in at.warning), case  # the token is not the teacher-mode toggle
+
+
+def test_link_only_parameters_are_no_widgets_keys():
+    for page, keys in LINK_ONLY.items():
+        assert not set(keys) & set(BOUND[page]), page

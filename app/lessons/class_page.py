@@ -1,0 +1,191 @@
+"""The Lessons page in a class session (issue 29): the store, the class link, the teacher's desk, the student's
+shared result, and the predictions and answers sent to the class. app/app_pages/lessons.py calls these in order;
+the desk and the student's follow view themselves are app/classroom/panel.py.
+
+One run for the class: the teacher's Reveal runs the lesson's experiment once (live, or the shipped recording in
+teacher mode) and stores it as JSON; every student's page draws that JSON with the lesson's own figure, the
+class's predictions and their own guess. Lesson 0's live result carries a whole trace to step through, so in a
+class lesson 0 always shares the recorded step (the page says so). The teacher's token lives in the link as
+`desk` (never `teacher`, the teacher-mode toggle) and leaves the address bar on the first run.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import streamlit as st
+
+from app import resources
+from app.classroom import panel
+from app.classroom.inputs import ClassroomError
+from app.classroom.panel import Seat
+from app.classroom.store import ClassroomStore
+from app.lessons import measurement, step_page
+from app.lessons import page_parts as parts
+from app.lessons.experiments import Experiment
+from app.lessons.show import SHOW
+from app.page_helpers import last_resort, one_line
+
+# What opening the store can raise: a refused file (a newer schema), an unwritable data folder, SQLite's errors.
+STORE_ERRORS = (ClassroomError, OSError, sqlite3.Error)
+SHARED_KEYS = ("measurement", "settings", "label", "source")
+STEP_NOTE = (
+    "In a class, lesson 0 shares the recorded step: a live step's trace stays on the page that measured it, so "
+    "everyone steps through the same recorded one."
+)
+
+
+def open_store(raw: dict) -> ClassroomStore | None:
+    """The server's class store, or None after one notice (only when the link asks for a class: the rest of
+    the page needs no store)."""
+    try:
+        return resources.classroom_store()
+    except STORE_ERRORS as exc:
+        if "class" in raw or panel.seat() is not None:
+            st.warning(f"Class sessions are not available on this server ({one_line(exc)}).", icon=":material/groups:")
+        return None
+
+
+def read_link(store: ClassroomStore | None, raw: dict, lessons: dict) -> None:
+    """Before the lesson picker: a class link (`?class=CODE`, the teacher's with `&desk=TOKEN`) on the first run,
+    then, for a student following the teacher, the teacher's lesson (a widget's value is set before it is drawn)."""
+    if store is None:
+        return
+    panel.read_link(store, raw)
+    to = panel.take_follow()
+    if to is not None and to.isdigit() and int(to) in lessons:
+        st.session_state["lesson_pick"] = int(to)
+
+
+def start_or_join(store: ClassroomStore | None) -> Seat | None:
+    """This session's seat; with none, a student link's Join form or the teacher's 'Start a class' button."""
+    me = panel.seat()
+    if store is None or me is not None:
+        return me
+    if st.session_state.get(panel.PENDING):
+        panel.join_form(store)
+        return None
+    col, text = st.columns([1, 4], vertical_alignment="center")
+    with col:
+        panel.start_button(store)
+    text.caption(
+        "Teachers: start a class, and your students open its link (or QR code) to follow your page, commit their "
+        "predictions, and see one shared run when you press Reveal."
+    )
+    return None
+
+
+# --- the teacher ---------------------------------------------------------------------------------------------
+def shared_json(result: dict) -> str | None:
+    """A shown result as the class's JSON (what every student draws), or None after a notice."""
+    try:
+        return json.dumps({key: result[key] for key in SHARED_KEYS}, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        st.warning(f"This result cannot be shared with the class ({one_line(exc)}).")
+        return None
+
+
+def run_for_class(i: int, name: str, experiment: Experiment, settings: dict, teacher: bool) -> str | None:
+    """The class's one run: the recording in teacher mode (and always for lesson 0), else the experiment live on
+    this server, under the run lock. The result is the teacher's own result too. None after saying why not."""
+    if teacher or name == parts.STEP_LESSON:
+        rec, problem, _ = parts.load_recording(name)
+        if rec is None:
+            st.warning(f"No usable recording for this lesson: {problem}")
+            return None
+        if rec["settings"] != settings:
+            st.warning("The shipped recording used the default settings: turn teacher mode off to reveal a live run with these.")
+            return None
+        return shared_json(
+            {"measurement": rec["measurement"], "settings": rec["settings"], "source": "recorded", "label": parts.recorded_label(rec)}
+        )
+    st.session_state.pop(f"lesson{i}", None)  # a failed run must not reveal an older one
+    parts.run_live(i, name, experiment, settings)
+    result = st.session_state.get(f"lesson{i}")
+    return None if result is None else shared_json(result)
+
+
+def desk(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment, settings: dict, teacher: bool) -> None:
+    """The teacher's control desk for lesson `i` (panel.teacher_desk)."""
+    if lesson.experiment == parts.STEP_LESSON:
+        st.caption(STEP_NOTE)
+    panel.teacher_desk(
+        store,
+        me,
+        st.context.url or "",
+        str(i),
+        unit=experiment.predict.unit.strip(),
+        questions=[(c.question, list(c.options)) for c in lesson.checks],
+        run_result=lambda: run_for_class(i, lesson.experiment, experiment, settings, teacher),
+    )
+
+
+# --- the students --------------------------------------------------------------------------------------------
+def parse_shared(name: str, text: str) -> dict | None:
+    """The class's result from its JSON, checked like a recording's measurement; None after a notice."""
+    try:
+        data = json.loads(text)
+        result = {key: data[key] for key in SHARED_KEYS}
+        result["measurement"] = measurement.check_measurement(name, result["measurement"])
+        if not isinstance(result["settings"], dict) or result["source"] not in ("live", "recorded"):
+            raise ValueError("its settings or source are not what a lesson result holds")
+        result["label"] = " ".join(str(result["label"]).split())[:200]
+    except (ValueError, KeyError, TypeError) as exc:  # json's and measurement's errors are ValueErrors
+        st.warning(f"The class's result could not be read ({one_line(exc)}).")
+        return None
+    return result
+
+
+def draw_shared(i: int, name: str, experiment: Experiment, guess, shown: dict):
+    """`draw_result` for panel.student_view: the class's result drawn like the student's own (the lesson's figure,
+    then guess vs measured vs model); keeps it in `shown` for the worksheet; returns the measured number."""
+
+    def draw(text: str) -> float | None:
+        result = parse_shared(name, text)
+        if result is None:
+            return None
+        box = st.warning if "DISTURBED" in result["label"] else st.info
+        box(f"{'📼' if result['source'] == 'recorded' else '⏱'} These numbers were {result['label']}.")
+        m, s = result["measurement"], result["settings"]
+        with last_resort("Could not draw the class's result"):
+            if name == parts.STEP_LESSON:
+                st.caption(STEP_NOTE)
+                _, _, trace = parts.load_recording(name)
+                if trace is not None:
+                    step_page.show_one_step(result | {"trace": trace}, trace, locked=False)
+            else:
+                SHOW[name](m, s, label=result["label"])
+            shown["rows"] = parts.show_prediction(experiment, guess, m, s)
+            shown["result"] = result
+            return experiment.predict.measured(m, s)
+        return None
+
+    return draw
+
+
+def student(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment, guess) -> tuple[bool, dict | None, list]:
+    """A student's class view for lesson `i` (panel.student_view). Returns (is this the teacher's lesson, the
+    class's result drawn or None, its prediction rows): on the teacher's lesson the page runs nothing itself."""
+    shown: dict = {}
+    on_lesson = panel.student_view(
+        store,
+        me,
+        str(i),
+        draw_result=draw_shared(i, lesson.experiment, experiment, guess, shown),
+        unit=experiment.predict.unit.strip(),
+        questions=[(c.question, list(c.options)) for c in lesson.checks],
+    )
+    return on_lesson, shown.get("result"), shown.get("rows", [])
+
+
+def commit_prediction(store: ClassroomStore | None, me: Seat | None, i: int, guess) -> None:
+    if store is not None:
+        panel.commit_prediction(store, me, str(i), guess)
+
+
+def answer_sender(store: ClassroomStore | None, me: Seat | None, i: int):
+    """What show_checks calls after each radio: the student's answer goes to the class (a no-op outside one)."""
+    if store is None or me is None or me.role != "student":
+        return None
+    return lambda question, option: panel.commit_answer(store, me, str(i), question, option)

@@ -1,0 +1,182 @@
+"""Real-browser test of a class session (issue 29): Debian's Chromium, driven by Playwright, against
+`streamlit run app/main.py` with a fresh class store ($SPECLAB_DATA), one browser context per person.
+
+A teacher starts a class on lesson 2 (teacher mode: Reveal shares the recording, no model is loaded); three
+students join by the student link the desk shows and commit predictions; the desk counts "3 predictions"; after
+Reveal every student's page shows the result and "3 predictions"; the students' check answers reach the desk.
+A wrong teacher token, an unknown class code and a hostile nickname each get a notice, and no page shows a
+traceback or the teacher's token. Reveal -> each student's page is printed (an upper bound for all but the first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from app.lessons.experiments import EXPERIMENTS
+from app.lessons.files import load_lessons
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+SERVER_LOG = ROOT / "artifacts" / "streamlit-class-browser-test.log"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+LESSON = 2
+CHECK = load_lessons(ROOT / "lessons", EXPERIMENTS)[LESSON].checks[0]
+EXPERIMENT = EXPERIMENTS[load_lessons(ROOT / "lessons", EXPERIMENTS)[LESSON].experiment]
+GUESS_LABEL = "Your prediction: " + EXPERIMENT.predict.question.split("{")[0][:30]  # this lesson's, not lesson 0's
+HOSTILE = "<img src=x onerror=alert(1)>[x](http://evil.example)"
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM), reason=f"Chromium not found at {CHROMIUM} (apt-get install chromium to run this test)"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    port = _free_port()
+    SERVER_LOG.parent.mkdir(exist_ok=True)
+    env = os.environ | {"SPECLAB_DATA": str(tmp_path_factory.mktemp("class-store"))}
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.headless", "true"]
+    cmd += ["--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    with open(SERVER_LOG, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 90
+            while True:
+                with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"streamlit did not start (see {SERVER_LOG})")
+                time.sleep(0.5)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _page(browser, url: str):
+    """A new person: a fresh browser context (own cookies, own Streamlit session) on `url`."""
+    page = browser.new_context(viewport={"width": 1300, "height": 2400}).new_page()
+    page.set_default_timeout(90_000)  # a loaded 2-core machine: every click waits on the server
+    page.goto(url, timeout=90_000)
+    return page
+
+
+def _no_traceback(*pages) -> None:
+    for page in pages:
+        assert page.get_by_text("Traceback").count() == 0
+
+
+def _join(browser, link: str, nickname: str):
+    page = _page(browser, link)
+    page.get_by_label("Nickname (optional, shown to your teacher)").fill(nickname)
+    page.get_by_role("button", name="Join", exact=True).click()
+    return page
+
+
+def test_a_class_predicts_sees_one_result_and_answers(server, browser):
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    teacher = _page(browser, f"{server}/lessons?lesson={LESSON}&teacher=true")
+    try:
+        teacher.get_by_role("button", name="Start a class").click()
+        link = teacher.locator("code").filter(has_text="/lessons?class=").first.inner_text(timeout=90_000).strip()
+        code = re.search(r"class=([0-9A-Z]{10})$", link).group(1)
+        teacher.get_by_text("Teacher's private link").click()
+        private = teacher.locator("code").filter(has_text="desk=").first.inner_text().strip()
+        token = re.search(r"desk=([A-Za-z0-9_-]{43})", private).group(1)
+        assert "desk" not in teacher.url and token not in teacher.url
+
+        students = []
+        for k, name in enumerate(("Ann", "Bob", "")):
+            page = _join(browser, link, name)
+            guess = page.get_by_label(GUESS_LABEL, exact=False)
+            guess.wait_for()
+            page.get_by_text(f"In class {code}").first.wait_for()  # joined, and following lesson 2
+            guess.fill(f"{1.1 + k / 10:.2f}")
+            guess.press("Enter")
+            page.get_by_text("Your prediction is in the class's count.").wait_for()
+            students.append(page)
+        teacher.get_by_text("3 predictions").first.wait_for(timeout=30_000)  # the desk polls every 2 s
+        teacher.get_by_text("3 students joined", exact=False).wait_for(timeout=30_000)
+
+        t0 = time.monotonic()
+        teacher.get_by_role("button", name="Reveal", exact=True).click()
+        seen = []
+        for page in students:
+            page.get_by_text("The class's result").wait_for(timeout=60_000)
+            page.get_by_text("3 predictions in the class").wait_for(timeout=30_000)
+            seen.append(time.monotonic() - t0)
+        print("Reveal -> student pages (s):", [round(s, 2) for s in seen])
+        for page in students:
+            assert page.get_by_text("These numbers were recorded on").count() > 0  # the shared recording, labelled
+            assert page.get_by_role("button", name="↻ Re-measure live").count() == 0  # no run of their own
+
+        for page, option in zip(students, (1, 1, 0)):
+            page.get_by_role("radiogroup").first.get_by_text(CHECK.options[option], exact=True).click()
+            page.get_by_text(re.compile(r"^Right\. " if option == CHECK.answer else r"^Not quite: the answer is")).first.wait_for()
+        teacher.get_by_role("button", name="Reveal the answers").wait_for()
+        want = {(CHECK.options[1], "2"), (CHECK.options[0], "1")}  # option, students: two chose 1, one chose 0
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the answers table (a canvas grid) has an accessible copy in the DOM
+            cells = teacher.locator('[role="gridcell"]').all_inner_texts()
+            if want <= set(zip(cells, cells[1:])):
+                break
+            teacher.wait_for_timeout(1000)
+        assert want <= set(zip(cells, cells[1:])), cells
+        teacher.screenshot(path=str(ROOT / "artifacts" / "class-teacher.png"), full_page=True)
+        students[0].screenshot(path=str(ROOT / "artifacts" / "class-student.png"), full_page=True)
+
+        wrong = _page(browser, f"{server}/lessons?class={code}&desk={'x' * 43}")
+        wrong.get_by_text("That teacher link is not valid").wait_for()
+        unknown = _join(browser, f"{server}/lessons?class={'Z' * 10 if code != 'Z' * 10 else 'Y' * 10}", "Cy")
+        unknown.get_by_text("No class with that code is running").wait_for()
+        hostile = _join(browser, link, HOSTILE)
+        hostile.get_by_text("Nicknames are at most 24 characters").wait_for()
+        everyone = [teacher, *students, wrong, unknown, hostile]
+        _no_traceback(*everyone)
+        for page in everyone[1:]:
+            assert token not in page.inner_text("body") and token not in page.url
+        assert token not in SERVER_LOG.read_text(errors="replace")
+    except Exception as exc:  # say what the teacher's page showed: a CI log is all there is to go on
+        with contextlib.suppress(Exception):
+            exc.add_note("the teacher's page (its end):\n" + teacher.inner_text("body")[-3000:])
+            exc.add_note("the server's log (its end):\n" + SERVER_LOG.read_text(errors="replace")[-3000:])
+        raise
