@@ -27,6 +27,7 @@ import torch
 from engine.config import DecodeConfig
 from engine.costs import ModelCosts
 from engine.hardware import StepTimer, device_name
+from engine.model.fastpass import fast_mode
 from engine.model.pair import ModelPair, cache_dir
 from engine.model.static_cache import make_cache
 
@@ -144,6 +145,7 @@ def pass_costs(
     which: str = "target",
     stat=statistics.median,
     cuda_graphs: str = "off",
+    fast: str | None = None,
 ) -> list[dict]:
     """Measured time of ONE forward pass with `batch` rows x `tokens` new tokens over a `context`-token KV cache.
 
@@ -152,7 +154,9 @@ def pass_costs(
     stat: how the repeats are summarised (the median; the load-aware policies' cached curve takes the
     fastest, which a busy machine disturbs least).
     cuda_graphs: "off" (eager, dynamic cache), or a DecodeConfig.cuda_graphs mode over static buffers; with
-    "auto" on CUDA each shape is captured once (in the warm-up pass) and its replays are timed."""
+    "auto" on CUDA each shape is captured once (in the warm-up pass) and its replays are timed.
+    fast: "off", "eager" or "compiled" (engine/model/fastpass.py); None: as SPECLAB_FAST says. A compiled
+    shape is compiled in the warm-up pass, off the clock."""
 
     model = pair.target if which == "target" else pair.draft
     if model is None:
@@ -162,7 +166,8 @@ def pass_costs(
     rows = []
     with torch.inference_mode():
         for batch in batches:
-            cache = make_cache(model, pair.device, costs, DecodeConfig(max_new_tokens=max(tokens), cuda_graphs=cuda_graphs))
+            cfg = DecodeConfig(max_new_tokens=max(tokens), cuda_graphs=cuda_graphs)
+            cache = make_cache(model, pair.device, costs, cfg, fast=fast)
             prompt = torch.randint(100, 40000, (batch, context), generator=gen).tolist()
             cache.prefill(prompt, pad_id=0)
             for n in tokens:
@@ -186,6 +191,7 @@ def pass_costs(
                         "context": context,
                         "ms": ms,
                         "cuda_graphs": cuda_graphs,
+                        "fast": fast_mode() if fast is None else fast,
                         "graphs_captured": getattr(getattr(cache, "graphs", None), "captured", 0),
                         "ms_per_token": ms / (batch * n),
                         "flops": flops,

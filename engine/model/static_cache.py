@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from engine.config import MAX_DEPTH, ConfigError, GraphMode
 from engine.model import kvcache
 from engine.model.fastllama import attend, finish_layer, project_qkv, rms_norm, supports
+from engine.model.fastpass import FastRunner, fast_hidden_pass, fast_llama_pass, fast_mode, fuse
 from engine.model.forward import lean_enabled
 from engine.model.graphs import GraphRunner
 from engine.model.kvcache import RaggedCache
@@ -213,22 +214,24 @@ class StaticRaggedCache(RaggedCache):
         self.max_new_tokens = max_new_tokens
         self.kv: StaticKV | None = None
         self.passes: StaticPass | None = None
-        self.graphs = GraphRunner(device, capture=mode == "graphs")
+        if mode in FAST_PATHS:  # fused projections, compiled per bucket ("fast") or eager ("fused"): engine/model/fastpass.py
+            fuse(self.body_lean)
+            self.graphs = FastRunner(device, compiled=mode == "fast")
+        else:
+            self.graphs = GraphRunner(device, capture=mode == "graphs")
 
     # --- allocation ---------------------------------------------------------------------------------
     def prefill(self, token_lists, pad_id, logits_to_keep=1, return_hidden=False, features=None):
         width = max(len(t) for t in token_lists)
         lean = self.body_lean
         ref = lean.layers[0][2]  # a k_proj weight: the model's dtype and device
-        self.kv = StaticKV(
-            len(lean.layers),
-            len(token_lists),
-            lean.n_kv,
-            static_capacity(width, self.max_new_tokens),
-            lean.head_dim,
-            ref.dtype,
-            self.device,
-        )
+        capacity = static_capacity(width, self.max_new_tokens)
+        if self.mode in FAST_PATHS:  # whole window buckets: the same buffer shapes (compiled programs) run after run
+            capacity = -(-capacity // WINDOW_BUCKET) * WINDOW_BUCKET
+        self.kv = StaticKV(len(lean.layers), len(token_lists), lean.n_kv, capacity, lean.head_dim, ref.dtype, self.device)
+        if self.mode in FAST_PATHS and self.device.type == "cuda":  # buffers a CUDA graph may write into
+            for buf in self.kv.keys + self.kv.values:
+                torch._dynamo.mark_static_address(buf)
         self.passes = StaticPass(lean, self.kv, runner=self.runner_model)
         self.graphs.reset()
         return super().prefill(token_lists, pad_id, logits_to_keep, return_hidden, features)
@@ -249,6 +252,8 @@ class StaticRaggedCache(RaggedCache):
         cols = torch.arange(past, past + n_new, device=self.device)  # (n,) buffer columns of the new tokens
         if past == 0 or self.mode == GraphMode.STATIC.value:
             out, hidden = self._exact(input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
+        elif self.mode in FAST_PATHS and not isinstance(return_hidden, tuple):
+            out, hidden = self._fast(input_ids, positions, mask, cols, past, logits_to_keep, bool(return_hidden), features)
         else:
             out, hidden = self._bucketed(input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
         if self.runner_model is not None:
@@ -292,6 +297,28 @@ class StaticRaggedCache(RaggedCache):
         out, hidden = self.graphs.run(key, run, inputs)
         return out[:batch], (hidden[:batch] if hidden is not None else None)
 
+    def _fast(self, ids, positions, valid, cols, past, keep, return_hidden, features):
+        """The padded pass, fused and (mode "fast") compiled once per bucket: engine/model/fastpass.py."""
+        batch, n = ids.shape
+        rows = batch_bucket(batch, self.kv.rows)
+        window = window_bucket(past + n, self.kv.capacity)
+        pad = rows - batch
+        ids = F.pad(ids, (0, 0, 0, pad))  # (rows, n): padding rows feed token 0
+        positions = torch.cat([positions, torch.arange(n, device=self.device).expand(pad, n)])
+        mask = padded_mask(valid, past, n, rows, window)  # (rows, 1, n, window)
+        lean, runner = self.body_lean, self.runner_model
+        if runner is not None:  # EAGLE: fc([embed(t); f]) outside, then one layer and the runner's norm
+            x, final_norm, keep, return_hidden = runner.inputs(ids, F.pad(features, (0, 0, 0, 0, 0, pad))), runner.norm, 0, False
+        else:
+            x, final_norm = F.embedding(ids, lean.embed), lean.final_norm
+        fn = fast_hidden_pass if return_hidden else fast_llama_pass
+        dims = (lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)
+        args = (x, positions, mask, cols, self.passes.inv_freq, self.kv.keys, self.kv.values, fuse(lean), final_norm, window, keep, dims)
+        key = (fn.__name__, rows, n, window, keep)
+        out = self.graphs.run(key, fn, args, {})
+        out, hidden = out if return_hidden else (out, None)
+        return out[:batch], (hidden[:batch] if hidden is not None else None)
+
     # --- roll-back moves, inside the buffers ---------------------------------------------------------------
     def live(self):
         """Per layer (keys, values) of the live cache: (B, kv_heads, W, head_dim) views of the buffers."""
@@ -331,9 +358,16 @@ class StaticRaggedCache(RaggedCache):
         self.compactions += 1
 
 
+FAST_PATHS = ("fused", "fast")  # StaticRaggedCache modes of the fast pass: fused eager, fused compiled
+
+
+def _capable(model, runner) -> bool:
+    return runner is not None or (model is not None and lean_enabled() and supports(model))
+
+
 def resolve_mode(requested: str, device: torch.device, model, runner=None) -> tuple[str, str | None]:
     """(mode, why not graphs): "graphs", "static", "padded" or "off", and the reason graphs are not used."""
-    capable = runner is not None or (model is not None and lean_enabled() and supports(model))
+    capable = _capable(model, runner)
     if requested == GraphMode.OFF.value:
         return "off", "cuda_graphs='off'"
     if requested == GraphMode.AUTO.value:
@@ -347,15 +381,20 @@ def resolve_mode(requested: str, device: torch.device, model, runner=None) -> tu
     return requested, f"cuda_graphs={requested!r} runs eagerly"
 
 
-def make_cache(model, device: torch.device, costs, cfg, runner=None) -> RaggedCache:
+def make_cache(model, device: torch.device, costs, cfg, runner=None, fast: str | None = None) -> RaggedCache:
     """The cache a decode run uses for one model: dynamic (eager) or static buffers (eager or graphs),
-    as `cfg.cuda_graphs` and the device allow. `cfg` None: the dynamic cache."""
+    as `cfg.cuda_graphs` and the device allow. `cfg` None: the dynamic cache.
+    fast ("off", "eager", "compiled"; None: SPECLAB_FAST, engine/model/fastpass.py): with cuda_graphs "off"
+    or "auto", the fused pass over static buffers, compiled or not; trees stay on the dynamic cache."""
     requested = cfg.cuda_graphs if cfg is not None else GraphMode.OFF.value
     if cfg is not None and cfg.tree:  # the tree mask lives in the dynamic cache's forward only
         cache = RaggedCache(model, device, costs, runner=runner)
         cache.graph_note = "tree drafting runs eager over the dynamic KV cache"
         return cache
     mode, why = resolve_mode(requested, torch.device(device), model, runner)
+    fast = fast_mode() if fast is None else fast
+    if cfg is not None and fast != "off" and requested in (GraphMode.OFF.value, GraphMode.AUTO.value) and _capable(model, runner):
+        mode, why = FAST_PATHS[fast == "compiled"], None
     if mode == "off":
         cache = RaggedCache(model, device, costs, runner=runner)
         cache.graph_note = why
@@ -375,6 +414,10 @@ def graph_meta(caches: list[RaggedCache], requested: str) -> dict:
         path = "CUDA graphs (static KV buffers)"
     elif modes == {"static"}:
         path = "eager (static KV buffers, exact windows)"
+    elif modes == {"fast"}:
+        path = "fast pass (fused projections, torch.compile, static KV buffers)"
+    elif modes == {"fused"}:
+        path = "fused projections, eager (static KV buffers)"
     else:
         path = "eager (static KV buffers, padded to graph buckets)"
     notes = [c.graph_note for c in caches if getattr(c, "graph_note", None)]
