@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from engine.config import MAX_DEPTH, ConfigError, GraphMode
 from engine.model import kvcache
 from engine.model.fastllama import attend, finish_layer, project_qkv, rms_norm, supports
-from engine.model.fastpass import FastRunner, fast_hidden_pass, fast_llama_pass, fast_mode, fuse
+from engine.model.fastpass import FastRunner, fast_hidden_pass, fast_llama_pass, fast_mode, fuse, linear, packed, packed_head
 from engine.model.forward import lean_enabled
 from engine.model.graphs import GraphRunner
 from engine.model.kvcache import RaggedCache
@@ -258,7 +258,10 @@ class StaticRaggedCache(RaggedCache):
             out, hidden = self._bucketed(input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
         if self.runner_model is not None:
             return out
-        logits = F.linear(out, self.body_lean.head)  # (B, keep or n, vocab)
+        if self.mode in FAST_PATHS:
+            logits = linear(out, packed_head(self.body_lean, self.body_lean.head))  # (B, keep or n, vocab)
+        else:
+            logits = F.linear(out, self.body_lean.head)  # (B, keep or n, vocab)
         return (logits, hidden) if return_hidden else logits
 
     def _exact(self, ids, positions, valid, cols, past, keep, return_hidden, features):
@@ -313,7 +316,8 @@ class StaticRaggedCache(RaggedCache):
             x, final_norm = F.embedding(ids, lean.embed), lean.final_norm
         fn = fast_hidden_pass if return_hidden else fast_llama_pass
         dims = (lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)
-        args = (x, positions, mask, cols, self.passes.inv_freq, self.kv.keys, self.kv.values, fuse(lean), final_norm, window, keep, dims)
+        layers = fuse(lean) if self.mode == "fast" else packed(lean)  # compiled: plain tensors; eager: prepacked
+        args = (x, positions, mask, cols, self.passes.inv_freq, self.kv.keys, self.kv.values, layers, final_norm, window, keep, dims)
         key = (fn.__name__, rows, n, window, keep)
         out = self.graphs.run(key, fn, args, {})
         out, hidden = out if return_hidden else (out, None)
