@@ -183,17 +183,20 @@ def fast_layer(
     return x + linear(F.silu(gate) * up, wd)
 
 
-def fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window: int, dims: tuple, layer=None):
+def fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window: int, dims: tuple, layer=None, collect=(), into=None):
     """All decoder layers over the buffers; returns the last layer's output. One graph when the whole pass
-    is compiled; `layer`: the compiled decoder layer, called once per layer (SPECLAB_FAST_SCOPE=layer)."""
+    is compiled; `layer`: the compiled decoder layer, called once per layer (SPECLAB_FAST_SCOPE=layer).
+    The outputs of the layers in `collect` are appended to the list `into` (EAGLE-3 fusion)."""
     layer = layer or fast_layer
     dtype = x.dtype
     freqs = positions[..., None].float() * inv_freq  # (B, n, dim/2)
     emb = torch.cat((freqs, freqs), dim=-1)
     cos = emb.cos().to(dtype)[:, None]
     sin = emb.sin().to(dtype)[:, None]
-    for weights, k_buf, v_buf in zip(layers, k_bufs, v_bufs):
+    for i, (weights, k_buf, v_buf) in enumerate(zip(layers, k_bufs, v_bufs)):
         x = layer(x, cos, sin, k_buf, v_buf, cols, mask, window, weights, *dims)
+        if i in collect:
+            into.append(x)
     return x
 
 
@@ -209,13 +212,16 @@ def fast_llama_pass(
 
 
 def fast_hidden_pass(
-    x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, final_norm, window: int, keep: int, dims: tuple, layer=None
+    x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, final_norm, window: int, keep: int, dims: tuple, collect=(), layer=None
 ):
-    """As `fast_llama_pass` with the final hidden states of all positions too (EAGLE's features)."""
+    """As `fast_llama_pass` with the final hidden states of all positions too (EAGLE's features); with
+    `collect` (layer indices, EAGLE-3) those layers' outputs come first: (B, n, H * (len(collect) + 1))."""
     eps = dims[3]
-    x = fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window, dims, layer)
+    collected: list[torch.Tensor] = []
+    x = fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window, dims, layer, collect, collected)
     final = rms_norm(x, final_norm, eps)
-    return (final[:, -keep:] if keep else final), final
+    hidden = torch.cat(collected + [final], dim=-1) if collect else final
+    return (final[:, -keep:] if keep else final), hidden
 
 
 class FastRunner:

@@ -252,8 +252,8 @@ class StaticRaggedCache(RaggedCache):
         cols = torch.arange(past, past + n_new, device=self.device)  # (n,) buffer columns of the new tokens
         if past == 0 or self.mode == GraphMode.STATIC.value:
             out, hidden = self._exact(input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
-        elif self.mode in FAST_PATHS and not isinstance(return_hidden, tuple):
-            out, hidden = self._fast(input_ids, positions, mask, cols, past, logits_to_keep, bool(return_hidden), features)
+        elif self.mode in FAST_PATHS:
+            out, hidden = self._fast(input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
         else:
             out, hidden = self._bucketed(input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
         if self.runner_model is not None:
@@ -316,10 +316,11 @@ class StaticRaggedCache(RaggedCache):
             x, final_norm = F.embedding(ids, lean.embed), lean.final_norm
         fn = fast_hidden_pass if return_hidden else fast_llama_pass
         dims = (lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)
+        collect = return_hidden if isinstance(return_hidden, tuple) else ()  # EAGLE-3: these layers' outputs too
         layers = fuse(lean) if self.mode == "fast" else packed(lean)  # compiled: plain tensors; eager: prepacked
         args = (x, positions, mask, cols, self.passes.inv_freq, self.kv.keys, self.kv.values, layers, final_norm, window, keep, dims)
-        key = (fn.__name__, rows, n, window, keep)
-        out = self.graphs.run(key, fn, args, {})
+        key = (fn.__name__, rows, n, window, keep, collect)
+        out = self.graphs.run(key, fn, args, {"collect": collect} if collect else {})
         out, hidden = out if return_hidden else (out, None)
         return out[:batch], (hidden[:batch] if hidden is not None else None)
 

@@ -22,14 +22,18 @@ def _tokens(pair, prompts, cfg, monkeypatch, fast: str):
     return generate(pair, prompts, cfg)
 
 
-@pytest.fixture(scope="module")
-def eagle_pair(tokenizer, tmp_path_factory):
-    """A tiny target with an untrained (seeded) EAGLE head over every third token."""
+@pytest.fixture(scope="module", params=[(), (0,)], ids=["eagle", "eagle3-fused"])
+def eagle_pair(tokenizer, tmp_path_factory, request):
+    """A tiny target with an untrained (seeded) EAGLE head over every third token; the second one also fuses
+    the target's layer-0 output (EAGLE-3: the fast pass collects that layer)."""
     from training import eagle
 
     pair = tiny_pair(tokenizer, draft_noise=0.01)
     folder = tmp_path_factory.mktemp("eagle-fast")
-    head = eagle.EagleHead.from_target(pair.target, seed=0)
+    head = eagle.EagleHead.from_target(pair.target, seed=0, fuse_layers=request.param)
+    if request.param:
+        with torch.no_grad():
+            head.fuse.weight.add_(torch.randn(head.fuse.weight.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
     eagle.save_head(head, folder, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
     config, state, vocab = load_head(folder, pair.target)
     fields = {f: getattr(pair, f) for f in ("target", "draft", "tokenizer", "device", "dtype", "target_name", "draft_name", "eos_ids")}
