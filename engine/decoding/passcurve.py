@@ -80,7 +80,9 @@ class PassCurve:
 
 
 def curve_key(pair) -> str:
-    graphs = ""  # the curve times the passes the decode loop runs by default: eager (DecodeConfig.cuda_graphs="off")
+    # the curve times the passes the decode loop runs by default: eager (DecodeConfig.cuda_graphs="off"), or
+    # the fast pass when SPECLAB_FAST asks for it (engine/model/fastpass.py)
+    graphs = "" if fast_mode() == "off" else f" | fast {fast_mode()}"
     return f"{device_name(pair.device)} | {pair.target_name} | {pair.dtype_name} | torch {torch.__version__}{graphs}"
 
 
@@ -92,7 +94,7 @@ def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repea
     """Time the target's passes now (engine.bench.pass_costs at batch 1, the fastest of `repeats`)."""
 
     tokens = _grid(pair, tokens, context)
-    rows = pass_costs(pair, [1], list(tokens), context=context, repeats=repeats, stat=min, cuda_graphs="off")
+    rows = pass_costs(pair, [1], list(tokens), context=context, repeats=repeats, stat=min, cuda_graphs="off", fast=None)
     # A larger pass can time faster (noise, or a kernel that suits it better): keep the curve non-decreasing,
     # as the policy assumes, by capping each point at the fastest larger pass (a spike cannot lift the rest).
     ms = [row["ms"] for row in rows]
