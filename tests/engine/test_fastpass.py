@@ -116,3 +116,17 @@ def test_compiled_pass_equals_plain_decoding(tiny, monkeypatch, tmp_path):
     assert fast.meta["graphs_captured"] >= 1 and fast.meta["graph_replays"] >= 1
     assert fast.meta["graph_capture_ms"] > 0
     assert any((tmp_path / "inductor").iterdir())  # the on-disk cache a restarted process reads
+
+
+def test_cli_fast_flag_sets_the_switch(monkeypatch, capsys):
+    from engine.__main__ import build_parser, main
+
+    for command in (["run", "--prompt", "x"], ["bench"], ["passes"]):
+        assert build_parser().parse_args(command + ["--fast", "eager"]).fast == "eager"
+        assert build_parser().parse_args(command).fast is None
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["passes", "--fast", "sometimes"])
+    assert "--fast" in capsys.readouterr().err
+    monkeypatch.setenv("SPECLAB_FAST", "0")
+    assert main(["passes", "--fast", "compiled", "--json", "/nonexistent-dir/x.json"]) == 2  # fails before loading
+    assert fast_mode() == "compiled"
