@@ -77,6 +77,13 @@ def _common(p: argparse.ArgumentParser) -> None:
         "(eager elsewhere; opt-in until checked on a real GPU); "
         "static / padded: eager over static KV buffers (exact windows / padded to the graph buckets)",
     )
+    p.add_argument(
+        "--fast",
+        default=None,
+        choices=["off", "eager", "compiled"],
+        help="the fast decode pass (engine/model/fastpass.py): off (the lean eager pass), eager (fused, prepacked "
+        "projections over static KV buffers), compiled (also torch.compile per bucket); default: $SPECLAB_FAST, else off",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -189,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "fast", None):  # read by engine/model/static_cache.make_cache for every cache of this process
+        os.environ["SPECLAB_FAST"] = {"off": "0", "eager": "eager", "compiled": "1"}[args.fast]
     if args.command == "predict":
         from engine.roofline.predictor import prediction_table
 

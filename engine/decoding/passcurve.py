@@ -31,6 +31,7 @@ import torch
 from engine.config import DecodeConfig
 from engine.costs import ModelCosts
 from engine.hardware import StepTimer, device_name
+from engine.model.fastpass import fast_mode
 from engine.model.pair import ModelPair, cache_dir
 from engine.model.static_cache import StaticRaggedCache, make_cache
 
@@ -84,7 +85,9 @@ class PassCurve:
 
 
 def curve_key(pair) -> str:
-    graphs = ""  # the curve times the passes the decode loop runs by default: eager (DecodeConfig.cuda_graphs="off")
+    # the curve times the passes the decode loop runs by default: eager (DecodeConfig.cuda_graphs="off"), or
+    # the fast pass when SPECLAB_FAST asks for it (engine/model/fastpass.py)
+    graphs = "" if fast_mode() == "off" else f" | fast {fast_mode()}"
     return f"{device_name(pair.device)} | {pair.target_name} | {pair.dtype_name} | torch {torch.__version__}{graphs}"
 
 
@@ -96,7 +99,7 @@ def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repea
     """Time the target's passes now (engine.bench.pass_costs at batch 1, the fastest of `repeats`)."""
 
     tokens = _grid(pair, tokens, context)
-    rows = pass_costs(pair, [1], list(tokens), context=context, repeats=repeats, stat=min, cuda_graphs="off")
+    rows = pass_costs(pair, [1], list(tokens), context=context, repeats=repeats, stat=min, cuda_graphs="off", fast=None)
     # A larger pass can time faster (noise, or a kernel that suits it better): keep the curve non-decreasing,
     # as the policy assumes, by capping each point at the fastest larger pass (a spike cannot lift the rest).
     ms = [row["ms"] for row in rows]
@@ -161,6 +164,7 @@ def pass_costs(
     which: str = "target",
     stat=statistics.median,
     cuda_graphs: str = "off",
+    fast: str | None = None,
 ) -> list[dict]:
     """Measured time of ONE forward pass with `batch` rows x `tokens` new tokens over a `context`-token KV cache.
 
@@ -169,7 +173,9 @@ def pass_costs(
     stat: how the repeats are summarised (the median; the load-aware policies' cached curve takes the
     fastest, which a busy machine disturbs least).
     cuda_graphs: "off" (eager, dynamic cache), or a DecodeConfig.cuda_graphs mode over static buffers; with
-    "auto" on CUDA each shape is captured once (in the warm-up pass) and its replays are timed."""
+    "auto" on CUDA each shape is captured once (in the warm-up pass) and its replays are timed.
+    fast: "off", "eager" or "compiled" (engine/model/fastpass.py); None: as SPECLAB_FAST says. A compiled
+    shape is compiled in the warm-up pass, off the clock."""
 
     model = pair.target if which == "target" else pair.draft
     if model is None:
@@ -179,7 +185,8 @@ def pass_costs(
     rows = []
     with torch.inference_mode():
         for batch in batches:
-            cache = make_cache(model, pair.device, costs, DecodeConfig(max_new_tokens=max(tokens), cuda_graphs=cuda_graphs))
+            cfg = DecodeConfig(max_new_tokens=max(tokens), cuda_graphs=cuda_graphs)
+            cache = make_cache(model, pair.device, costs, cfg, fast=fast)
             prompt = torch.randint(100, 40000, (batch, context), generator=gen).tolist()
             cache.prefill(prompt, pad_id=0)
             for n in tokens:
@@ -205,6 +212,7 @@ def pass_costs(
                         "context": context,
                         "ms": ms,
                         "cuda_graphs": cuda_graphs,
+                        "fast": fast_mode() if fast is None else fast,
                         "graphs_captured": getattr(getattr(cache, "graphs", None), "captured", 0),
                         "ms_per_token": ms / (batch * n),
                         "flops": flops,

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from engine.config import MAX_DEPTH, ConfigError, GraphMode
 from engine.model import graph_pool, kvcache
 from engine.model.fastllama import attend, finish_layer, project_qkv, rms_norm, supports
+from engine.model.fastpass import FastRunner, fast_hidden_pass, fast_llama_pass, fast_mode, fuse, linear, packed, packed_head
 from engine.model.forward import lean_enabled
 from engine.model.kvcache import RaggedCache
 
@@ -214,10 +215,14 @@ class StaticRaggedCache(RaggedCache):
         self.max_new_tokens = max_new_tokens
         self.kv: StaticKV | None = None
         self.passes: StaticPass | None = None
-        # buffers and graphs kept per model across runs (engine/model/graph_pool.py); queued captures happen here
-        self.pooled = graph_pool.acquire(runner if runner is not None else model, mode, torch.device(device))
-        self.graphs = self.pooled.graphs
-        weakref.finalize(self, graph_pool.release, self.pooled)
+        if mode in FAST_PATHS:  # fused projections, compiled per bucket ("fast") or eager ("fused"): engine/model/fastpass.py
+            fuse(self.body_lean)
+            self.pooled = None  # its own runner and buffers per run (compiled programs are cached by shape)
+            self.graphs = FastRunner(device, compiled=mode == "fast")
+        else:  # buffers and graphs kept per model across runs (engine/model/graph_pool.py); queued captures happen here
+            self.pooled = graph_pool.acquire(runner if runner is not None else model, mode, torch.device(device))
+            self.graphs = self.pooled.graphs
+            weakref.finalize(self, graph_pool.release, self.pooled)
 
     # --- allocation ---------------------------------------------------------------------------------
     def prefill(self, token_lists, pad_id, logits_to_keep=1, return_hidden=False, features=None):
@@ -230,8 +235,15 @@ class StaticRaggedCache(RaggedCache):
             return kv, StaticPass(lean, kv, runner=self.runner_model)
 
         capacity = -(-static_capacity(width, self.max_new_tokens) // WINDOW_BUCKET) * WINDOW_BUCKET  # reusable
-        self.pooled.ensure(len(token_lists), capacity, make)
-        self.kv, self.passes = self.pooled.kv, self.pooled.passes
+        if self.pooled is None:  # the fast path: whole window buckets, so compiled shapes repeat run after run
+            self.kv, self.passes = make(len(token_lists), capacity)
+            if self.device.type == "cuda":  # buffers a CUDA graph may write into
+                for buf in self.kv.keys + self.kv.values:
+                    torch._dynamo.mark_static_address(buf)
+            self.graphs.reset()
+        else:
+            self.pooled.ensure(len(token_lists), capacity, make)
+            self.kv, self.passes = self.pooled.kv, self.pooled.passes
         return super().prefill(token_lists, pad_id, logits_to_keep, return_hidden, features)
 
     # --- the pass -------------------------------------------------------------------------------------
@@ -250,11 +262,16 @@ class StaticRaggedCache(RaggedCache):
         cols = torch.arange(past, past + n_new, device=self.device)  # (n,) buffer columns of the new tokens
         if past == 0 or self.mode == GraphMode.STATIC.value:
             out, hidden = self._exact(input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
+        elif self.mode in FAST_PATHS:
+            out, hidden = self._fast(input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
         else:
             out, hidden = self._bucketed(input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
         if self.runner_model is not None:
             return out
-        logits = F.linear(out, self.body_lean.head)  # (B, keep or n, vocab)
+        if self.mode in FAST_PATHS:
+            logits = linear(out, packed_head(self.body_lean, self.body_lean.head))  # (B, keep or n, vocab)
+        else:
+            logits = F.linear(out, self.body_lean.head)  # (B, keep or n, vocab)
         return (logits, hidden) if return_hidden else logits
 
     def _exact(self, ids, positions, valid, cols, past, keep, return_hidden, features):
@@ -293,6 +310,30 @@ class StaticRaggedCache(RaggedCache):
             return passes(ids, positions, mask, cols, features, window=window, keep=keep, return_hidden=return_hidden)
 
         out, hidden = self.graphs.run(key, run, inputs)
+        return out[:batch], (hidden[:batch] if hidden is not None else None)
+
+    def _fast(self, ids, positions, valid, cols, past, keep, return_hidden, features):
+        """The padded pass, fused and (mode "fast") compiled once per bucket: engine/model/fastpass.py."""
+        batch, n = ids.shape
+        rows = batch_bucket(batch, self.kv.rows)
+        window = window_bucket(past + n, self.kv.capacity)
+        pad = rows - batch
+        ids = F.pad(ids, (0, 0, 0, pad))  # (rows, n): padding rows feed token 0
+        positions = torch.cat([positions, torch.arange(n, device=self.device).expand(pad, n)])
+        mask = padded_mask(valid, past, n, rows, window)  # (rows, 1, n, window)
+        lean, runner = self.body_lean, self.runner_model
+        if runner is not None:  # EAGLE: fc([embed(t); f]) outside, then one layer and the runner's norm
+            x, final_norm, keep, return_hidden = runner.inputs(ids, F.pad(features, (0, 0, 0, 0, 0, pad))), runner.norm, 0, False
+        else:
+            x, final_norm = F.embedding(ids, lean.embed), lean.final_norm
+        fn = fast_hidden_pass if return_hidden else fast_llama_pass
+        dims = (lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)
+        collect = return_hidden if isinstance(return_hidden, tuple) else ()  # EAGLE-3: these layers' outputs too
+        layers = fuse(lean) if self.mode == "fast" else packed(lean)  # compiled: plain tensors; eager: prepacked
+        args = (x, positions, mask, cols, self.passes.inv_freq, self.kv.keys, self.kv.values, layers, final_norm, window, keep, dims)
+        key = (fn.__name__, rows, n, window, keep, collect)
+        out = self.graphs.run(key, fn, args, {"collect": collect} if collect else {})
+        out, hidden = out if return_hidden else (out, None)
         return out[:batch], (hidden[:batch] if hidden is not None else None)
 
     # --- roll-back moves, inside the buffers ---------------------------------------------------------------
@@ -334,9 +375,16 @@ class StaticRaggedCache(RaggedCache):
         self.compactions += 1
 
 
+FAST_PATHS = ("fused", "fast")  # StaticRaggedCache modes of the fast pass: fused eager, fused compiled
+
+
+def _capable(model, runner) -> bool:
+    return runner is not None or (model is not None and lean_enabled() and supports(model))
+
+
 def resolve_mode(requested: str, device: torch.device, model, runner=None) -> tuple[str, str | None]:
     """(mode, why not graphs): "graphs", "static", "padded" or "off", and the reason graphs are not used."""
-    capable = runner is not None or (model is not None and lean_enabled() and supports(model))
+    capable = _capable(model, runner)
     if requested == GraphMode.OFF.value:
         return "off", "cuda_graphs='off'"
     if requested == GraphMode.AUTO.value:
@@ -350,15 +398,20 @@ def resolve_mode(requested: str, device: torch.device, model, runner=None) -> tu
     return requested, f"cuda_graphs={requested!r} runs eagerly"
 
 
-def make_cache(model, device: torch.device, costs, cfg, runner=None) -> RaggedCache:
+def make_cache(model, device: torch.device, costs, cfg, runner=None, fast: str | None = None) -> RaggedCache:
     """The cache a decode run uses for one model: dynamic (eager) or static buffers (eager or graphs),
-    as `cfg.cuda_graphs` and the device allow. `cfg` None: the dynamic cache."""
+    as `cfg.cuda_graphs` and the device allow. `cfg` None: the dynamic cache.
+    fast ("off", "eager", "compiled"; None: SPECLAB_FAST, engine/model/fastpass.py): with cuda_graphs "off"
+    or "auto", the fused pass over static buffers, compiled or not; trees stay on the dynamic cache."""
     requested = cfg.cuda_graphs if cfg is not None else GraphMode.OFF.value
     if cfg is not None and cfg.tree:  # the tree mask lives in the dynamic cache's forward only
         cache = RaggedCache(model, device, costs, runner=runner)
         cache.graph_note = "tree drafting runs eager over the dynamic KV cache"
         return cache
     mode, why = resolve_mode(requested, torch.device(device), model, runner)
+    fast = fast_mode() if fast is None else fast
+    if cfg is not None and fast != "off" and requested in (GraphMode.OFF.value, GraphMode.AUTO.value) and _capable(model, runner):
+        mode, why = FAST_PATHS[fast == "compiled"], None
     if mode == "off":
         cache = RaggedCache(model, device, costs, runner=runner)
         cache.graph_note = why
@@ -378,6 +431,10 @@ def graph_meta(caches: list[RaggedCache], requested: str) -> dict:
         path = "CUDA graphs (static KV buffers)"
     elif modes == {"static"}:
         path = "eager (static KV buffers, exact windows)"
+    elif modes == {"fast"}:
+        path = "fast pass (fused projections, torch.compile, static KV buffers)"
+    elif modes == {"fused"}:
+        path = "fused projections, eager (static KV buffers)"
     else:
         path = "eager (static KV buffers, padded to graph buckets)"
     notes = [c.graph_note for c in caches if getattr(c, "graph_note", None)]

@@ -1,0 +1,90 @@
+"""Batch-1 tokens/s, interleaved in one run: transformers' generate() against SpecLab's plain decoding and
+its EAGLE speculation, each eager (SPECLAB_FAST=0) and with the fast pass (SPECLAB_FAST=eager or 1).
+
+Each round runs every contender once over the same held-out prompts (one after another, batch 1), so a
+shared machine's drift hits them alike; each has a warm-up (and any compilation) first. Prints medians,
+min and max over rounds, ratios of medians, whether the fast path's tokens equal the eager path's, and
+the load average after every round.
+
+  SPECLAB_THREADS=1 python scripts/investigate/fast_bench.py --rounds 5 --prompts 3 --max-new-tokens 48
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+
+import torch
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--prompts", type=int, default=3)
+    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--depth", type=int, default=3)
+    p.add_argument("--fast", default="eager", help="the fast mode compared with eager: eager (fused) or 1 (compiled)")
+    p.add_argument("--json", default=None)
+    args = p.parse_args()
+    from engine import DecodeConfig, load_pair
+    from engine.bench.harness import _ours, hf_generate
+    from engine.bench.prompts import prompt_set_list
+
+    pair = load_pair()
+    prompts = prompt_set_list("heldout")[: args.prompts]
+    m = args.max_new_tokens
+    ar = DecodeConfig(mode="autoregressive", max_new_tokens=m)
+    spec = DecodeConfig(depth=args.depth, drafter="eagle", max_new_tokens=m)
+
+    def ours(cfg, fast):
+        def run(ps, n):
+            os.environ["SPECLAB_FAST"] = fast
+            return _ours(pair, ps, DecodeConfig.from_dict(cfg.to_dict() | {"max_new_tokens": n}), 1)
+
+        return run
+
+    contenders = {
+        "hf_generate": lambda ps, n: hf_generate(pair, ps, n, 1),
+        "ar_eager": ours(ar, "0"),
+        "ar_fast": ours(ar, args.fast),
+        "eagle_eager": ours(spec, "0"),
+        "eagle_fast": ours(spec, args.fast),
+    }
+    print(f"{pair.target_name}, {pair.dtype_name}, threads {torch.get_num_threads()}, load {os.getloadavg()}", flush=True)
+    for run in contenders.values():
+        run(prompts[:1], 8)
+    rates = {k: [] for k in contenders}
+    last = {}
+    for r in range(args.rounds):
+        for key, run in contenders.items():
+            last[key] = run(prompts, m)
+            rates[key].append(last[key]["tokens_per_s"])
+        print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rates.items()) + f"; load {os.getloadavg()}", flush=True)
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    print(f"{'contender':<12} {'median tok/s':>12} {'min':>7} {'max':>7}")
+    for k, v in rates.items():
+        print(f"{k:<12} {med[k]:>12.2f} {min(v):>7.2f} {max(v):>7.2f}")
+    ratios = {
+        "ar_fast / hf_generate": med["ar_fast"] / med["hf_generate"],
+        "ar_eager / hf_generate": med["ar_eager"] / med["hf_generate"],
+        "ar_fast / ar_eager": med["ar_fast"] / med["ar_eager"],
+        "eagle_fast / ar_fast": med["eagle_fast"] / med["ar_fast"],
+        "eagle_eager / ar_eager": med["eagle_eager"] / med["ar_eager"],
+    }
+    for k, v in ratios.items():
+        print(f"{k:<24} {v:.2f}x")
+    same = {
+        "ar_fast == ar_eager": last["ar_fast"]["outputs"] == last["ar_eager"]["outputs"],
+        "ar_eager == hf_generate": last["ar_eager"]["outputs"] == last["hf_generate"]["outputs"],
+        "eagle_fast == ar_fast": last["eagle_fast"]["outputs"] == last["ar_fast"]["outputs"],
+    }
+    print("same tokens:", same, f"(dtype {pair.dtype_name}); load after {os.getloadavg()}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rates": rates, "ratios": ratios, "same": same, "load_after": os.getloadavg()}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""The fast decode pass (engine/model/fastpass.py): fused QKV and gate-up projections over the static KV
+buffers, eager ("fused") and compiled with torch.compile ("fast"). Greedy float32 output equals plain
+decoding over the dynamic cache and transformers' generate(), token for token, on a tiny random Llama
+(CI never compiles the 135M model)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import PROMPTS, tiny_pair
+
+from engine import DecodeConfig, generate
+from engine.model.eagle_head import EagleRunner, load_head
+from engine.model.fastpass import FastRunner, fast_mode, fuse
+from engine.model.kvcache import RaggedCache
+from engine.model.pair import ModelPair
+from engine.model.static_cache import StaticRaggedCache, make_cache
+
+
+def _tokens(pair, prompts, cfg, monkeypatch, fast: str):
+    monkeypatch.setenv("SPECLAB_FAST", fast)
+    return generate(pair, prompts, cfg)
+
+
+@pytest.fixture(scope="module", params=[(), (0,)], ids=["eagle", "eagle3-fused"])
+def eagle_pair(tokenizer, tmp_path_factory, request):
+    """A tiny target with an untrained (seeded) EAGLE head over every third token; the second one also fuses
+    the target's layer-0 output (EAGLE-3: the fast pass collects that layer)."""
+    from training import eagle
+
+    pair = tiny_pair(tokenizer, draft_noise=0.01)
+    folder = tmp_path_factory.mktemp("eagle-fast")
+    head = eagle.EagleHead.from_target(pair.target, seed=0, fuse_layers=request.param)
+    if request.param:
+        with torch.no_grad():
+            head.fuse.weight.add_(torch.randn(head.fuse.weight.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
+    eagle.save_head(head, folder, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
+    config, state, vocab = load_head(folder, pair.target)
+    fields = {f: getattr(pair, f) for f in ("target", "draft", "tokenizer", "device", "dtype", "target_name", "draft_name", "eos_ids")}
+    return ModelPair(**fields, eagle=EagleRunner(config, state, vocab, pair.target), eagle_name="tiny eagle")
+
+
+@pytest.mark.parametrize("drafter", ["model", "ngram", "eagle"])
+@pytest.mark.parametrize("prompts", [PROMPTS[:1], PROMPTS], ids=["batch1", "ragged3"])
+def test_fused_pass_equals_plain_decoding(eagle_pair, monkeypatch, drafter, prompts):
+    """Fused eager passes: the same tokens as the eager dynamic cache, for plain and speculative decoding."""
+    plain = _tokens(eagle_pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24), monkeypatch, "0")
+    fused_plain = _tokens(eagle_pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24), monkeypatch, "eager")
+    spec = _tokens(eagle_pair, prompts, DecodeConfig(depth=3, drafter=drafter, max_new_tokens=24), monkeypatch, "eager")
+    assert fused_plain.output_ids == plain.output_ids
+    assert spec.output_ids == plain.output_ids
+    assert spec.meta["decode_passes"] == fused_plain.meta["decode_passes"] == "fused projections, eager (static KV buffers)"
+    assert plain.meta["kv_cache"] == "dynamic" and spec.meta["kv_cache"] == "static"
+
+
+def test_fused_pass_equals_transformers_generate(tiny, monkeypatch):
+    """Batch 1, float32 greedy: the fused pass gives transformers' own generate() tokens."""
+    ids = tiny.encode_prompt(PROMPTS[1])
+    with torch.inference_mode():
+        ref = tiny.target.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False, min_new_tokens=20)[0, len(ids) :].tolist()
+    got = _tokens(tiny, [PROMPTS[1]], DecodeConfig(mode="autoregressive", max_new_tokens=20), monkeypatch, "eager")
+    n = len(got.output_ids[0])  # stops early only at an end-of-sequence token
+    assert n > 0 and got.output_ids[0] == ref[:n]
+
+
+def test_fuse_rebinds_the_weights_without_a_copy(tokenizer):
+    """After fusing, the model's q/k/v and gate/up weights are views of the fused ones: same values, no
+    second copy, and transformers' forward gives the same logits."""
+    pair = tiny_pair(tokenizer, with_draft=False)
+    model = pair.target
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.inference_mode():
+        before = model(ids).logits
+    cache = make_cache(model, pair.device, pair.target_costs, DecodeConfig(max_new_tokens=8), fast="eager")
+    assert isinstance(cache, StaticRaggedCache) and cache.mode == "fused"
+    ln1, wqkv, wo, ln2, wgu, wd = fuse(cache.lean)[0]
+    attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
+    assert attn.q_proj.weight.data_ptr() == wqkv.data_ptr()
+    assert mlp.up_proj.weight.data_ptr() == wgu[mlp.gate_proj.weight.shape[0] :].data_ptr()
+    assert fuse(cache.lean) is fuse(cache.lean)  # built once
+    with torch.inference_mode():
+        assert torch.equal(model(ids).logits, before)
+
+
+def test_fast_mode_switch(monkeypatch, tiny):
+    for value, mode in [("", "off"), ("0", "off"), ("eager", "eager"), ("1", "compiled"), ("on", "compiled")]:
+        monkeypatch.setenv("SPECLAB_FAST", value)
+        assert fast_mode() == mode
+    monkeypatch.setenv("SPECLAB_FAST", "maybe")
+    with pytest.raises(ValueError, match="SPECLAB_FAST"):
+        fast_mode()
+    # explicit modes win over SPECLAB_FAST; trees and the explicit static/padded modes keep their caches
+    costs = tiny.target_costs
+    assert type(make_cache(tiny.target, tiny.device, costs, DecodeConfig(), fast="off")) is RaggedCache
+    assert make_cache(tiny.target, tiny.device, costs, DecodeConfig(cuda_graphs="static"), fast="compiled").mode == "static"
+    tree = DecodeConfig(depth=3, drafter="model", tree_nodes=6, tree_topk=2)
+    assert type(make_cache(tiny.target, tiny.device, costs, tree, fast="compiled")) is RaggedCache
+
+
+def test_eager_runner_counts_passes_and_no_compile_time():
+    runner = FastRunner(torch.device("cpu"), compiled=False)
+    assert runner.run("k", lambda a, b: a + b, (1, 2), {}) == 3
+    assert runner.eager_passes == 1 and runner.captured == 0 and runner.take_capture_ms() == 0.0
+
+
+def test_compiled_pass_equals_plain_decoding(tiny, monkeypatch, tmp_path):
+    """torch.compile of the fused pass (Inductor, a cache folder of its own): the same greedy tokens as the
+    eager dynamic cache, batch 1, plain and speculative; compile time is counted apart, off the clock."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    cfg = DecodeConfig(mode="autoregressive", max_new_tokens=12)
+    plain = _tokens(tiny, PROMPTS[:1], cfg, monkeypatch, "0")
+    fast = _tokens(tiny, PROMPTS[:1], cfg, monkeypatch, "1")
+    spec = _tokens(tiny, PROMPTS[:1], DecodeConfig(depth=3, drafter="ngram", max_new_tokens=12), monkeypatch, "1")
+    assert fast.output_ids == plain.output_ids == spec.output_ids
+    assert fast.meta["decode_passes"].startswith("fast pass")
+    assert fast.meta["graphs_captured"] >= 1 and fast.meta["graph_replays"] >= 1
+    assert fast.meta["graph_capture_ms"] > 0
+    assert any((tmp_path / "inductor").iterdir())  # the on-disk cache a restarted process reads
+
+
+def test_cli_fast_flag_sets_the_switch(monkeypatch, capsys):
+    from engine.__main__ import build_parser, main
+
+    for command in (["run", "--prompt", "x"], ["bench"], ["passes"]):
+        assert build_parser().parse_args(command + ["--fast", "eager"]).fast == "eager"
+        assert build_parser().parse_args(command).fast is None
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["passes", "--fast", "sometimes"])
+    assert "--fast" in capsys.readouterr().err
+    monkeypatch.setenv("SPECLAB_FAST", "0")
+    assert main(["passes", "--fast", "compiled", "--json", "/nonexistent-dir/x.json"]) == 2  # fails before loading
+    assert fast_mode() == "compiled"
