@@ -207,7 +207,11 @@ class Checker:
         return value
 
     def ids(self, value, where: str, max_len: int) -> list[int]:
-        return [self.int(v, f"{where}[{i}]") for i, v in enumerate(self.list(value, where, max_len))]
+        """A list of token ids (integers >= 0); a plainly valid one is checked in one pass without naming each entry."""
+        ids = self.list(value, where, max_len)
+        if all(type(v) is int and v >= 0 for v in ids):
+            return ids
+        return [self.int(v, f"{where}[{i}]") for i, v in enumerate(ids)]
 
     def scalar(self, value, where: str):
         """A string, number, true/false or null (a free-form fact, never a container)."""
