@@ -1,11 +1,10 @@
-"""Step and Trace: what one decoding run did, step by step, and the summary the app and benches read.
+"""The strict reader of trace files ("speclab.trace/1"; "/2" adds each row's draft tree): JSON in, a Trace's parts out.
 
-A `Step` is one iteration of the decode loop for the whole (ragged) batch: one target forward pass,
-the draft forwards that fed it, and per sequence what was drafted, accepted, rejected and emitted.
-A `Trace` is the run: its config, the sequences, the steps and `summary` (field names fixed by
-DESIGN.md §3). Traces are saved as versioned JSON ("speclab.trace/1"; "speclab.trace/2" adds each row's draft tree, written only by
-tree-drafting runs, so chain traces stay readable by older SpecLabs); anything else is refused
-with a clear `TraceError` — traces are data, never executed or unpickled.
+Traces are data, never executed or unpickled: anything that is not a trace of a known schema is refused
+with one `TraceError` line naming the field. The rules are the small functions below, one per object
+kind, written with the shared checkers of engine/checks.py; the most numerous objects (steps, rows, draft
+tokens) also have a fast path that applies the same rules without building field names, and whatever it
+does not accept takes the checked path for its message.
 """
 
 from __future__ import annotations
