@@ -117,6 +117,22 @@ def show_results(
         race.race_html(ar_recs, spec_recs, ar.summary["wall_s"], spec.summary["wall_s"], spec_label=spec_label), height=race.race_height(n)
     )
 
+    _summary(ar, spec, m, depth, threads)
+    _divergence_note(m, greedy, dtype, offer_float32)
+    _token_lanes(ar_recs, spec_recs, m["first_differences"], depth, spec, n)
+    _under_the_hood(ar, spec, peaks, gauge, peaks_where)
+    _depth_policy_and_source(spec)
+
+    if not downloads:  # Replay: the visitor has the files already (and a 32 MB trace need not be serialised again)
+        return
+    with st.expander("Download the traces (open them in Replay, or read the JSON)"):
+        t1, t2 = st.columns(2)
+        t1.download_button("AR trace (JSON)", json.dumps(ar.to_dict()), "speclab-ar.json", "application/json")
+        t2.download_button("Speculative trace (JSON)", json.dumps(spec.to_dict()), "speclab-spec.json", "application/json")
+
+
+def _summary(ar: Trace, spec: Trace, m: dict, depth: int, threads: str | None = None) -> None:
+    """The run's numbers: speed, acceptance, the predictions beside them, FLOPs, and the fairness notes."""
     st.subheader("Summary")
     st.caption(metrics.machine_line(spec, threads))
     speedup = m["speedup"]
@@ -167,6 +183,20 @@ def show_results(
         help="median verify pass time of the speculative run / median AR step time: 1.00× means verifying "
         "k+1 tokens cost no more than one plain token",
     )
+    _flops_metrics(m)
+    fair = fairness.contention_note(ar.summary, spec.summary)
+    if fair:
+        st.warning(fair, icon=":material/balance:")
+    load = fairness.load_line(ar.summary, spec.summary)
+    if load:
+        st.caption(load + " Measured with time.process_time, psutil.cpu_times and os.getloadavg (engine/loadmeter.py).")
+    st.caption(
+        metrics.arithmetic_line(m) + f" See J. Barrow, [“Why is speculative decoding fast?”]({BARROW}) (2026) "
+        "and Leviathan et al., “Fast Inference from Transformers via Speculative Decoding” (2023)."
+    )
+
+
+def _flops_metrics(m: dict) -> None:
     f1, f2, f3, f4 = st.columns(4)
     f1.metric("AR FLOPs", metrics.fmt_flops(m["ar_flops"]), help="counted (engine/costs.py), prefill included")
     f2.metric(
@@ -188,17 +218,9 @@ def show_results(
         "decode steps, with ĉ = draft FLOPs per drafted token / target FLOPs per token"
         + (f" (here {m['c_hat']:.3f})." if m["c_hat"] is not None else "."),
     )
-    fair = fairness.contention_note(ar.summary, spec.summary)
-    if fair:
-        st.warning(fair, icon=":material/balance:")
-    load = fairness.load_line(ar.summary, spec.summary)
-    if load:
-        st.caption(load + " Measured with time.process_time, psutil.cpu_times and os.getloadavg (engine/loadmeter.py).")
-    st.caption(
-        metrics.arithmetic_line(m) + f" See J. Barrow, [“Why is speculative decoding fast?”]({BARROW}) (2026) "
-        "and Leviathan et al., “Fast Inference from Transformers via Speculative Decoding” (2023)."
-    )
 
+
+def _divergence_note(m: dict, greedy: bool, dtype: str, offer_float32: bool) -> None:
     shown_dtype = dtype if dtype in DTYPES else md_text(dtype)  # trace text: a known name, or shown literally
     note = metrics.divergence_note(greedy, shown_dtype, m["first_differences"])
     if note:
@@ -207,9 +229,10 @@ def show_results(
         if offer_float32 and greedy and dtype != "float32":
             col_b.button("Switch to float32", on_click=set_float32, key="to_fp32")
 
+
+def _token_lanes(ar_recs, spec_recs, diffs, depth: int, spec: Trace, n: int) -> None:
     st.subheader("Tokens")
     left, right = st.columns(2)
-    diffs = m["first_differences"]
     box_height = 560 if n > 4 else "content"
     with left:
         st.markdown("**Autoregressive** — one target pass per token")
@@ -220,6 +243,8 @@ def show_results(
         with st.container(height=box_height, border=False):
             st.html(tokens.lane_html(spec_recs, diffs, speculative=True))
 
+
+def _under_the_hood(ar: Trace, spec: Trace, peaks: Peaks | None, gauge: str, peaks_where: str) -> None:
     st.subheader("Under the hood")
     g1, g2 = st.columns(2)
     g1.plotly_chart(charts.latency_figure(ar, spec), width="stretch", key="chart_latency")
@@ -253,6 +278,8 @@ def show_results(
     else:
         g4.info("No draft tokens were proposed in this run (depth 0, policy off, or no n-gram matches).")
 
+
+def _depth_policy_and_source(spec: Trace) -> None:
     st.markdown(f"**Depth policy.** {depth_policy.depth_summary(spec)}")
     st.plotly_chart(depth_policy.depth_figure(spec), width="stretch", key="chart_depth")
     st.caption(
@@ -265,10 +292,3 @@ def show_results(
         st.caption("The real engine functions this run used (engine/sampling.py), after Leviathan et al. 2023, Alg. 1.")
         st.code(inspect.getsource(sampling.accept_greedy), language="python")
         st.code(inspect.getsource(sampling.accept_or_resample), language="python")
-
-    if not downloads:  # Replay: the visitor has the files already (and a 32 MB trace need not be serialised again)
-        return
-    with st.expander("Download the traces (open them in Replay, or read the JSON)"):
-        t1, t2 = st.columns(2)
-        t1.download_button("AR trace (JSON)", json.dumps(ar.to_dict()), "speclab-ar.json", "application/json")
-        t2.download_button("Speculative trace (JSON)", json.dumps(spec.to_dict()), "speclab-spec.json", "application/json")

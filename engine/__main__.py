@@ -89,7 +89,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m engine", description="SpecLab decoding engine")
     sub = parser.add_subparsers(dest="command", required=True)
+    _run_parser(sub)
+    _bench_parser(sub)
+    _other_parsers(sub)
+    return parser
 
+
+def _run_parser(sub) -> None:
     run = sub.add_parser("run", help="decode prompts once and print the text and summary")
     run.add_argument("--prompt", action="append", required=True, help="a user message; repeat for a batch")
     run.add_argument("--mode", default="speculative", choices=["autoregressive", "speculative"])
@@ -129,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", default=None, help="write the full trace here (speclab.trace/1)")
     _common(run)
 
+
+def _bench_parser(sub) -> None:
     bench = sub.add_parser("bench", help="AR vs speculative tokens/s over a batch x depth grid (medians)")
     bench.add_argument("--batch", type=_int_list, default=[1, 4, 16], help="comma-separated batch sizes")
     bench.add_argument("--depth", type=_int_list, default=[0, 2, 4, 8], help="comma-separated depths")
@@ -170,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", default=None, help="write the results here")
     _common(bench)
 
+
+def _other_parsers(sub) -> None:
     passes = sub.add_parser("passes", help="time ONE target forward vs tokens per pass: the roofline curve, measured")
     passes.add_argument("--batch", type=_int_list, default=[1], help="comma-separated batch sizes")
     passes.add_argument("--tokens", type=_int_list, default=[1, 2, 4, 8, 16, 32, 64], help="new tokens per row")
@@ -191,7 +201,6 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--c", type=float, default=0.05, help="draft step cost / target step cost")
     predict.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     predict.add_argument("--floor", default="graph", choices=["graph", "eager", "none"])
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         return 0
-    from engine import ConfigError, DecodeConfig, ModelLoadError, TraceError, generate, load_pair
+    from engine import ConfigError, ModelLoadError, TraceError
 
     try:
         _check_json_path(getattr(args, "json", None))  # before any decoding: a bad path must not lose a run
@@ -215,112 +224,124 @@ def main(argv: list[str] | None = None) -> int:
             from engine.hardware import pick_device
 
             pick_device(args.device)
-        if args.command == "probe":
-            from engine.hardware import probe
-
-            result = probe(args.device, args.dtype)
-            print(f"device        {result.device_name} ({result.device}), dtype {result.dtype}")
-            print(f"bandwidth     {result.peak_bandwidth / 1e9:8.1f} GB/s (copy, measured)")
-            print(f"matmul        {result.peak_flops / 1e9:8.1f} GFLOP/s (measured)")
-            print(f"ridge point   {result.ridge_point:8.1f} FLOP/byte: above it a pass is compute-bound")
-            return 0
-        if args.command == "passes":
-            from engine.bench.harness import format_passes
-            from engine.decoding.passcurve import pass_costs
-            from engine.hardware import probe
-
-            draft = args.draft if args.model == "draft" else "none"
-            pair = load_pair(target=args.target, draft=draft, device=args.device, dtype=args.dtype)
-            peaks = probe(pair.device, pair.dtype, quick=True)
-            rows = pass_costs(pair, args.batch, args.tokens, args.context, args.repeats, args.model, cuda_graphs=args.cuda_graphs)
-            print(
-                f"{args.model} forward passes on {peaks.device_name}, {pair.dtype_name}, context {args.context}; "
-                f"peak {peaks.peak_bandwidth / 1e9:.1f} GB/s, {peaks.peak_flops / 1e9:.1f} GFLOP/s (probed)"
-            )
-            print(format_passes(rows, peaks.peak_flops, peaks.peak_bandwidth))
-            if args.json:
-                _write_json(args.json, {"probe": peaks.to_dict(), "rows": rows})
-            return 0
-        if args.command == "run":
-            cfg = DecodeConfig(
-                mode=args.mode,
-                depth=args.depth,
-                drafter=args.drafter,
-                policy=args.policy,
-                disable_by_batch_size=args.disable_by_batch_size,
-                temperature=args.temperature,
-                top_p=args.top_p,
-                max_new_tokens=args.max_new_tokens,
-                seed=args.seed,
-                confidence_threshold=args.confidence,
-                batch_table=args.batch_table,
-                cuda_graphs=args.cuda_graphs,
-                tree_nodes=args.tree_nodes,
-                tree_topk=args.tree_topk,
-            )
-            pair = load_pair(target=args.target, draft=_draft_arg(args, cfg), device=args.device, dtype=args.dtype, eagle=args.eagle)
-            trace = generate(pair, args.prompt, cfg)
-            for i, seq in enumerate(trace.sequences):
-                print(f"--- [{i + 1}] {seq['prompt'][:70]}\n{seq['text']}")
-            print("--- summary")
-            for key, value in trace.summary.items():
-                if isinstance(value, float):
-                    value = f"{value:.4g}"
-                elif isinstance(value, list):
-                    value = "[" + ", ".join(f"{v:.2f}" for v in value) + "]"
-                print(f"{key:<24} {value}")
-            if args.json:
-                try:
-                    trace.to_json(args.json)
-                except OSError as exc:  # the summary above is already printed
-                    raise ConfigError(f"could not write the trace to {args.json}: {exc.strerror or exc}") from None
-                print(f"trace written to {args.json}")
-            return 0
-        if args.command == "bench":
-            from engine.bench.harness import bench, format_table
-
-            bad = [d for d in args.depth if not 0 <= d <= 16] + [b for b in args.batch if b < 1]
-            if bad:
-                raise ConfigError(f"batch sizes must be >= 1 and depths 0..16; got {bad}")
-            bad = [c for c in args.confidence if not 0 <= c <= 1]
-            if bad:
-                raise ConfigError(f"confidence thresholds must be between 0 and 1; got {bad}")
-            unknown = [p for p in args.policy if p not in POLICIES]
-            if unknown:
-                raise ConfigError(f"unknown policy {unknown[0]!r}: choose from {', '.join(POLICIES)}")
-            if args.sequential < 1 or args.baseline_prompts < 1:
-                raise ConfigError("--sequential and --baseline-prompts must be >= 1")
-            trees = _tree_settings(args.tree_nodes, args.tree_topk, args.drafter, args.depth, DecodeConfig)
-            draft = "none" if args.drafter == "ngram" and args.draft == "default" else args.draft
-            pair = load_pair(target=args.target, draft=draft, device=args.device, dtype=args.dtype, eagle=args.eagle)
-            print(f"benchmarking on {pair.device.type}, {pair.dtype_name} ...", file=sys.stderr)
-            result = bench(
-                pair,
-                args.batch,
-                args.depth,
-                drafter=args.drafter,
-                prompt_set=args.prompts,
-                policy=args.policy,
-                disable_by_batch_size=args.disable_by_batch_size,
-                batch_table=args.batch_table,
-                max_new_tokens=args.max_new_tokens,
-                repeats=args.repeats,
-                baseline=args.baseline,
-                baseline_prompts=args.baseline_prompts,
-                sequential=args.sequential,
-                confidences=args.confidence,
-                trees=trees,
-                log=lambda s: print(s, file=sys.stderr),
-                cuda_graphs=args.cuda_graphs,
-            )
-            print(format_table(result))
-            if args.json:
-                _write_json(args.json, result)
-            return 0
+        command = {"probe": _probe, "passes": _passes, "run": _run, "bench": _bench}.get(args.command)
+        if command is None:
+            return 1
+        command(args)
+        return 0
     except (ConfigError, ModelLoadError, TraceError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return 1
+
+
+def _probe(args) -> None:
+    from engine.hardware import probe
+
+    result = probe(args.device, args.dtype)
+    print(f"device        {result.device_name} ({result.device}), dtype {result.dtype}")
+    print(f"bandwidth     {result.peak_bandwidth / 1e9:8.1f} GB/s (copy, measured)")
+    print(f"matmul        {result.peak_flops / 1e9:8.1f} GFLOP/s (measured)")
+    print(f"ridge point   {result.ridge_point:8.1f} FLOP/byte: above it a pass is compute-bound")
+
+
+def _passes(args) -> None:
+    from engine import load_pair
+    from engine.bench.harness import format_passes
+    from engine.decoding.passcurve import pass_costs
+    from engine.hardware import probe
+
+    draft = args.draft if args.model == "draft" else "none"
+    pair = load_pair(target=args.target, draft=draft, device=args.device, dtype=args.dtype)
+    peaks = probe(pair.device, pair.dtype, quick=True)
+    rows = pass_costs(pair, args.batch, args.tokens, args.context, args.repeats, args.model, cuda_graphs=args.cuda_graphs)
+    print(
+        f"{args.model} forward passes on {peaks.device_name}, {pair.dtype_name}, context {args.context}; "
+        f"peak {peaks.peak_bandwidth / 1e9:.1f} GB/s, {peaks.peak_flops / 1e9:.1f} GFLOP/s (probed)"
+    )
+    print(format_passes(rows, peaks.peak_flops, peaks.peak_bandwidth))
+    if args.json:
+        _write_json(args.json, {"probe": peaks.to_dict(), "rows": rows})
+
+
+def _run(args) -> None:
+    from engine import ConfigError, DecodeConfig, generate, load_pair
+
+    cfg = DecodeConfig(
+        mode=args.mode,
+        depth=args.depth,
+        drafter=args.drafter,
+        policy=args.policy,
+        disable_by_batch_size=args.disable_by_batch_size,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+        confidence_threshold=args.confidence,
+        batch_table=args.batch_table,
+        cuda_graphs=args.cuda_graphs,
+        tree_nodes=args.tree_nodes,
+        tree_topk=args.tree_topk,
+    )
+    pair = load_pair(target=args.target, draft=_draft_arg(args, cfg), device=args.device, dtype=args.dtype, eagle=args.eagle)
+    trace = generate(pair, args.prompt, cfg)
+    for i, seq in enumerate(trace.sequences):
+        print(f"--- [{i + 1}] {seq['prompt'][:70]}\n{seq['text']}")
+    print("--- summary")
+    for key, value in trace.summary.items():
+        if isinstance(value, float):
+            value = f"{value:.4g}"
+        elif isinstance(value, list):
+            value = "[" + ", ".join(f"{v:.2f}" for v in value) + "]"
+        print(f"{key:<24} {value}")
+    if args.json:
+        try:
+            trace.to_json(args.json)
+        except OSError as exc:  # the summary above is already printed
+            raise ConfigError(f"could not write the trace to {args.json}: {exc.strerror or exc}") from None
+        print(f"trace written to {args.json}")
+
+
+def _bench(args) -> None:
+    from engine import ConfigError, DecodeConfig, load_pair
+    from engine.bench.harness import bench, format_table
+
+    bad = [d for d in args.depth if not 0 <= d <= 16] + [b for b in args.batch if b < 1]
+    if bad:
+        raise ConfigError(f"batch sizes must be >= 1 and depths 0..16; got {bad}")
+    bad = [c for c in args.confidence if not 0 <= c <= 1]
+    if bad:
+        raise ConfigError(f"confidence thresholds must be between 0 and 1; got {bad}")
+    unknown = [p for p in args.policy if p not in POLICIES]
+    if unknown:
+        raise ConfigError(f"unknown policy {unknown[0]!r}: choose from {', '.join(POLICIES)}")
+    if args.sequential < 1 or args.baseline_prompts < 1:
+        raise ConfigError("--sequential and --baseline-prompts must be >= 1")
+    trees = _tree_settings(args.tree_nodes, args.tree_topk, args.drafter, args.depth, DecodeConfig)
+    draft = "none" if args.drafter == "ngram" and args.draft == "default" else args.draft
+    pair = load_pair(target=args.target, draft=draft, device=args.device, dtype=args.dtype, eagle=args.eagle)
+    print(f"benchmarking on {pair.device.type}, {pair.dtype_name} ...", file=sys.stderr)
+    result = bench(
+        pair,
+        args.batch,
+        args.depth,
+        drafter=args.drafter,
+        prompt_set=args.prompts,
+        policy=args.policy,
+        disable_by_batch_size=args.disable_by_batch_size,
+        batch_table=args.batch_table,
+        max_new_tokens=args.max_new_tokens,
+        repeats=args.repeats,
+        baseline=args.baseline,
+        baseline_prompts=args.baseline_prompts,
+        sequential=args.sequential,
+        confidences=args.confidence,
+        trees=trees,
+        log=lambda s: print(s, file=sys.stderr),
+        cuda_graphs=args.cuda_graphs,
+    )
+    print(format_table(result))
+    if args.json:
+        _write_json(args.json, result)
 
 
 def _tree_settings(nodes: list[int], topks: list[int], drafter: str, depths: list[int], config) -> list[tuple[int, int]]:

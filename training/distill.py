@@ -711,6 +711,17 @@ def command_line(args: argparse.Namespace) -> str:
     return " ".join(parts)
 
 
+class _Stats(dict):
+    """The run's stats.json: what each stage measured, kept across separate --stage calls."""
+
+    def __init__(self, path: Path):
+        super().__init__(json.loads(path.read_text()) if path.exists() else {})
+        self.path = path
+
+    def save(self) -> None:
+        self.path.write_text(json.dumps(self, indent=1))
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -719,13 +730,38 @@ def main(argv=None) -> int:
     work, out = Path(args.work_dir), Path(args.out)
     work.mkdir(parents=True, exist_ok=True)
     log = TeeLog(work / "distill.log")
-    stats_path = work / "stats.json"
-    stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
-
-    def save_stats():
-        stats_path.write_text(json.dumps(stats, indent=1))
-
+    stats = _Stats(work / "stats.json")
     run = lambda stage: args.stage in (stage, "all")  # noqa: E731
+    prompts = _prompts_stage(args, work, run, log)
+    train_prompts = prompts["train"][: args.max_prompts or None]
+    heldout_prompts = prompts["heldout"][: args.heldout_prompts]
+
+    from engine.model.pair import embedded_model_dir
+
+    target_dir = Path(args.target) if args.target else embedded_model_dir()
+    if run("generate"):
+        _generate_stage(args, train_prompts, heldout_prompts, work, stats, log)
+    train_rows, heldout_rows = read_shards(work / "shards"), read_shards(work / "heldout")
+    log(
+        f"data: {len(train_rows)} train sequences ({sum(len(r['output_ids']) for r in train_rows)} response tokens), "
+        f"{len(heldout_rows)} held-out"
+    )
+    if args.soft_topk > 0:
+        rows = _soft_stage(args, train_rows, heldout_rows, work, run, stats, log)
+        if rows is None:
+            log.close()
+            return 2
+        train_rows, heldout_rows = rows
+    if run("train") and not _train_stage(args, train_rows, heldout_rows, target_dir, out, stats, log):
+        log.close()
+        return 2
+    if run("eval"):
+        _eval_stage(args, prompts, train_rows, out, stats, log)
+    log.close()
+    return 0
+
+
+def _prompts_stage(args, work: Path, run, log) -> dict:
     prompts_path = work / "prompts.json"
     if run("prompts") or not prompts_path.exists():
         prompts = build_prompts(seed=args.seed, heldout_every=args.heldout_every, extended=args.extended_prompts, rounds=args.prompt_rounds)
@@ -733,169 +769,164 @@ def main(argv=None) -> int:
         log(
             f"prompts: {len(prompts['train'])} train, {len(prompts['heldout'])} held-out ({len(prompts['heldout_topics'])} held-out topics)"
         )
-    prompts = json.loads(prompts_path.read_text())
-    train_prompts = prompts["train"][: args.max_prompts or None]
-    heldout_prompts = prompts["heldout"][: args.heldout_prompts]
+    return json.loads(prompts_path.read_text())
 
-    from engine.model.pair import embedded_model_dir, load_pair
 
-    target_dir = Path(args.target) if args.target else embedded_model_dir()
-    if run("generate"):
-        pair = load_pair(target=args.target, draft=None, dtype=args.gen_dtype)
-        cap = args.gen_minutes * 60 if args.gen_minutes > 0 else None
-        g = generate_data(
-            pair,
-            train_prompts,
-            work / "shards",
-            args.gen_batch,
-            args.max_new_tokens,
-            cap,
-            log,
-            worker=args.gen_worker,
-            from_round=args.gen_from_round,
-        )
-        h = generate_data(
-            pair, heldout_prompts if args.gen_worker[0] == 0 else [], work / "heldout", args.gen_batch, args.max_new_tokens, None, log
-        )
-        if stats_path.exists():  # re-read: other --gen-worker processes may have added their time meanwhile
-            stats.update(json.loads(stats_path.read_text()))
-        stats["gen_seconds"] = stats.get("gen_seconds", 0.0) + g["seconds"] + h["seconds"]
-        stats["gen_dtype"] = pair.dtype_name
-        save_stats()
-        del pair
-    train_rows, heldout_rows = read_shards(work / "shards"), read_shards(work / "heldout")
-    log(
-        f"data: {len(train_rows)} train sequences ({sum(len(r['output_ids']) for r in train_rows)} response tokens), "
-        f"{len(heldout_rows)} held-out"
+def _generate_stage(args, train_prompts: list, heldout_prompts: list, work: Path, stats: _Stats, log) -> None:
+    from engine.model.pair import load_pair
+
+    pair = load_pair(target=args.target, draft=None, dtype=args.gen_dtype)
+    cap = args.gen_minutes * 60 if args.gen_minutes > 0 else None
+    g = generate_data(
+        pair,
+        train_prompts,
+        work / "shards",
+        args.gen_batch,
+        args.max_new_tokens,
+        cap,
+        log,
+        worker=args.gen_worker,
+        from_round=args.gen_from_round,
     )
+    h = generate_data(
+        pair, heldout_prompts if args.gen_worker[0] == 0 else [], work / "heldout", args.gen_batch, args.max_new_tokens, None, log
+    )
+    if stats.path.exists():  # re-read: other --gen-worker processes may have added their time meanwhile
+        stats.update(json.loads(stats.path.read_text()))
+    stats["gen_seconds"] = stats.get("gen_seconds", 0.0) + g["seconds"] + h["seconds"]
+    stats["gen_dtype"] = pair.dtype_name
+    stats.save()
 
+
+def _soft_stage(args, train_rows: list, heldout_rows: list, work: Path, run, stats: _Stats, log) -> tuple[list, list] | None:
+    """The rows with the target's top-k soft targets (cached in the work folder); None after a logged error."""
     soft_path = work / f"soft-top{args.soft_topk}.jsonl"
-    if args.soft_topk > 0:
-        soft_rows = None
-        if soft_path.exists() and not run("soft"):
-            with open(soft_path) as f:
-                soft_rows = [json.loads(line) for line in f]
-            if not soft_matches(soft_rows, train_rows + heldout_rows):
-                log(f"soft: {soft_path} was made for other data ({len(soft_rows)} rows); recomputing")
-                soft_rows = None
-        if soft_rows is None:
-            pair = load_pair(target=args.target, draft=None, dtype=args.gen_dtype)
-            t0 = time.perf_counter()
-            if args.soft_features:
-                from safetensors import SafetensorError
+    soft_rows = None
+    if soft_path.exists() and not run("soft"):
+        with open(soft_path) as f:
+            soft_rows = [json.loads(line) for line in f]
+        if not soft_matches(soft_rows, train_rows + heldout_rows):
+            log(f"soft: {soft_path} was made for other data ({len(soft_rows)} rows); recomputing")
+            soft_rows = None
+    if soft_rows is None:
+        from engine.model.pair import load_pair
 
-                lm_head = pair.target.get_output_embeddings().weight.detach()
-                for rows, name in ((train_rows, "train"), (heldout_rows, "heldout")):
-                    path = Path(args.soft_features.replace("{split}", name))
-                    try:
-                        soft_targets_from_features(path, rows, args.soft_topk, lm_head, args.max_len, log=log)
-                    except (OSError, ValueError, SafetensorError) as exc:
-                        log(f"error: --soft-features {path}: {exc}")
-                        log.close()
-                        return 2
-            else:
-                soft_targets(pair.target, train_rows + heldout_rows, args.soft_topk, args.max_len, log=log)
-            stats["soft_seconds"] = time.perf_counter() - t0
-            save_stats()
-            with open(soft_path, "w") as f:
-                for r in train_rows + heldout_rows:
-                    f.write(json.dumps(r) + "\n")
-            del pair
-            soft_rows = train_rows + heldout_rows
-        train_rows, heldout_rows = soft_rows[: len(train_rows)], soft_rows[len(train_rows) :]
+        pair = load_pair(target=args.target, draft=None, dtype=args.gen_dtype)
+        t0 = time.perf_counter()
+        if args.soft_features:
+            from safetensors import SafetensorError
 
-    if run("train"):
-        from transformers import AutoModelForCausalLM
-
-        target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32)
-        if args.init:
-            try:
-                draft = AutoModelForCausalLM.from_pretrained(args.init, dtype=torch.float32)
-            except (OSError, ValueError) as exc:
-                log(f"error: --init {args.init}: not a draft model folder ({exc})")
-                log.close()
-                return 2
-            if draft.config.vocab_size != target.config.vocab_size:
-                log(f"error: --init {args.init} has vocab_size {draft.config.vocab_size}, the target {target.config.vocab_size}")
-                log.close()
-                return 2
-            c = draft.config
-            args.hidden, args.layers, args.heads = c.hidden_size, c.num_hidden_layers, c.num_attention_heads
-            args.kv_heads, args.intermediate = c.num_key_value_heads, c.intermediate_size
-            log(f"train: continuing from {args.init}")
+            lm_head = pair.target.get_output_embeddings().weight.detach()
+            for rows, name in ((train_rows, "train"), (heldout_rows, "heldout")):
+                path = Path(args.soft_features.replace("{split}", name))
+                try:
+                    soft_targets_from_features(path, rows, args.soft_topk, lm_head, args.max_len, log=log)
+                except (OSError, ValueError, SafetensorError) as exc:
+                    log(f"error: --soft-features {path}: {exc}")
+                    return None
         else:
-            draft = make_draft(target, args.hidden, args.layers, args.heads, args.kv_heads, args.intermediate, args.seed)
-        del target
-        result = train(
-            draft,
-            train_rows,
-            heldout_rows,
-            epochs=args.epochs,
-            lr=args.lr,
-            batch_tokens=args.batch_tokens,
-            soft_weight=args.soft_weight if args.soft_topk else 0.0,
-            max_len=args.max_len,
-            seed=args.seed,
-            warmup=args.warmup,
-            log=log,
-            eval_every=args.eval_every,
-            autocast=not args.no_autocast,
-            negatives=args.negatives,
-        )
-        stats["train"] = result
-        # how this draft was trained, for the card an `--stage eval` run writes later with its own arguments
-        stats["train_args"] = train_settings(args)
-        stats["params"] = sum(p.numel() for p in draft.parameters())
-        stats["embedding_params"] = draft.get_input_embeddings().weight.numel()
-        stats["bytes"] = save_draft(draft, target_dir, out)
-        init_vocab = []
-        if args.init and (Path(args.init) / "draft_vocab.json").exists():
-            init_vocab = json.loads((Path(args.init) / "draft_vocab.json").read_text())["ids"]
-        stats["draft_vocab"] = write_draft_vocab(out, train_rows, init_vocab)
-        save_stats()
-        log(
-            f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top1 "
-            f"{result.get('heldout', {}).get('top1', float('nan')):.3f}; wrote {out} ({stats['bytes'] / 1e6:.1f} MB)"
-        )
+            soft_targets(pair.target, train_rows + heldout_rows, args.soft_topk, args.max_len, log=log)
+        stats["soft_seconds"] = time.perf_counter() - t0
+        stats.save()
+        with open(soft_path, "w") as f:
+            for r in train_rows + heldout_rows:
+                f.write(json.dumps(r) + "\n")
+        soft_rows = train_rows + heldout_rows
+    return soft_rows[: len(train_rows)], soft_rows[len(train_rows) :]
 
-    if run("eval"):
-        eval_prompts = heldout_eval_prompts(prompts["heldout"], args.eval_prompts)
-        ev = engine_eval(out, args.target, eval_prompts, args.eval_depth, args.eval_max_new_tokens, args.eval_batch)
-        stats["engine_eval"] = ev
-        save_stats()
-        log(f"eval: alpha {ev['alpha']:.3f}  per-position {[round(x, 3) for x in ev['per_position_acceptance']]}")
-        tr = stats.get("train", {})
-        saved = json.loads((out / "config.json").read_text())
-        info = {
-            "architecture": {
-                "hidden": saved["hidden_size"],
-                "layers": saved["num_hidden_layers"],
-                "heads": saved["num_attention_heads"],
-                "kv_heads": saved["num_key_value_heads"],
-                "intermediate": saved["intermediate_size"],
-            },  # the saved draft's (--init may differ)
-            "params": stats.get("params", 0),
-            "embedding_params": stats.get("embedding_params", 0),
-            "bytes": sum(p.stat().st_size for p in out.iterdir() if p.is_file()),
-            "prompts_train": len(train_rows),
-            "heldout_topics": len(prompts["heldout_topics"]),
-            "max_new_tokens": args.max_new_tokens,
-            "gen_batch": args.gen_batch,
-            "gen_dtype": stats.get("gen_dtype", "?"),
-            "train_tokens": tr.get("train_tokens", 0),
-            "gen_minutes": stats.get("gen_seconds", 0.0) / 60,
-            "soft_minutes": stats.get("soft_seconds", 0.0) / 60,
-            "steps": tr.get("steps", 0),
-            "train_minutes": tr.get("seconds", 0.0) / 60,
-            "engine_eval": ev,
-            "heldout_top1": tr.get("heldout", {}).get("top1", float("nan")),
-        }
-        # the training run's own settings (an eval-only call's arguments are not how the draft was trained)
-        info |= stats.get("train_args") or train_settings(args)
-        write_card(out, info)
-        log(f"eval: wrote {out / 'README.md'}")
-    log.close()
-    return 0
+
+def _train_stage(args, train_rows: list, heldout_rows: list, target_dir: Path, out: Path, stats: _Stats, log) -> bool:
+    """Train (or continue, --init) the draft and save it; False after a logged error."""
+    from transformers import AutoModelForCausalLM
+
+    target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32)
+    if args.init:
+        try:
+            draft = AutoModelForCausalLM.from_pretrained(args.init, dtype=torch.float32)
+        except (OSError, ValueError) as exc:
+            log(f"error: --init {args.init}: not a draft model folder ({exc})")
+            return False
+        if draft.config.vocab_size != target.config.vocab_size:
+            log(f"error: --init {args.init} has vocab_size {draft.config.vocab_size}, the target {target.config.vocab_size}")
+            return False
+        c = draft.config
+        args.hidden, args.layers, args.heads = c.hidden_size, c.num_hidden_layers, c.num_attention_heads
+        args.kv_heads, args.intermediate = c.num_key_value_heads, c.intermediate_size
+        log(f"train: continuing from {args.init}")
+    else:
+        draft = make_draft(target, args.hidden, args.layers, args.heads, args.kv_heads, args.intermediate, args.seed)
+    del target
+    result = train(
+        draft,
+        train_rows,
+        heldout_rows,
+        epochs=args.epochs,
+        lr=args.lr,
+        batch_tokens=args.batch_tokens,
+        soft_weight=args.soft_weight if args.soft_topk else 0.0,
+        max_len=args.max_len,
+        seed=args.seed,
+        warmup=args.warmup,
+        log=log,
+        eval_every=args.eval_every,
+        autocast=not args.no_autocast,
+        negatives=args.negatives,
+    )
+    stats["train"] = result
+    # how this draft was trained, for the card an `--stage eval` run writes later with its own arguments
+    stats["train_args"] = train_settings(args)
+    stats["params"] = sum(p.numel() for p in draft.parameters())
+    stats["embedding_params"] = draft.get_input_embeddings().weight.numel()
+    stats["bytes"] = save_draft(draft, target_dir, out)
+    init_vocab = []
+    if args.init and (Path(args.init) / "draft_vocab.json").exists():
+        init_vocab = json.loads((Path(args.init) / "draft_vocab.json").read_text())["ids"]
+    stats["draft_vocab"] = write_draft_vocab(out, train_rows, init_vocab)
+    stats.save()
+    log(
+        f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top1 "
+        f"{result.get('heldout', {}).get('top1', float('nan')):.3f}; wrote {out} ({stats['bytes'] / 1e6:.1f} MB)"
+    )
+    return True
+
+
+def _eval_stage(args, prompts: dict, train_rows: list, out: Path, stats: _Stats, log) -> None:
+    """Measure the saved draft in the engine and write its card."""
+    eval_prompts = heldout_eval_prompts(prompts["heldout"], args.eval_prompts)
+    ev = engine_eval(out, args.target, eval_prompts, args.eval_depth, args.eval_max_new_tokens, args.eval_batch)
+    stats["engine_eval"] = ev
+    stats.save()
+    log(f"eval: alpha {ev['alpha']:.3f}  per-position {[round(x, 3) for x in ev['per_position_acceptance']]}")
+    tr = stats.get("train", {})
+    saved = json.loads((out / "config.json").read_text())
+    info = {
+        "architecture": {
+            "hidden": saved["hidden_size"],
+            "layers": saved["num_hidden_layers"],
+            "heads": saved["num_attention_heads"],
+            "kv_heads": saved["num_key_value_heads"],
+            "intermediate": saved["intermediate_size"],
+        },  # the saved draft's (--init may differ)
+        "params": stats.get("params", 0),
+        "embedding_params": stats.get("embedding_params", 0),
+        "bytes": sum(p.stat().st_size for p in out.iterdir() if p.is_file()),
+        "prompts_train": len(train_rows),
+        "heldout_topics": len(prompts["heldout_topics"]),
+        "max_new_tokens": args.max_new_tokens,
+        "gen_batch": args.gen_batch,
+        "gen_dtype": stats.get("gen_dtype", "?"),
+        "train_tokens": tr.get("train_tokens", 0),
+        "gen_minutes": stats.get("gen_seconds", 0.0) / 60,
+        "soft_minutes": stats.get("soft_seconds", 0.0) / 60,
+        "steps": tr.get("steps", 0),
+        "train_minutes": tr.get("seconds", 0.0) / 60,
+        "engine_eval": ev,
+        "heldout_top1": tr.get("heldout", {}).get("top1", float("nan")),
+    }
+    # the training run's own settings (an eval-only call's arguments are not how the draft was trained)
+    info |= stats.get("train_args") or train_settings(args)
+    write_card(out, info)
+    log(f"eval: wrote {out / 'README.md'}")
 
 
 if __name__ == "__main__":

@@ -615,10 +615,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-    from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
-
-    from .distill import engine_eval
+    from .distill import _Stats
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -627,8 +624,7 @@ def main(argv=None) -> int:
     feat_dir.mkdir(parents=True, exist_ok=True)
     log = TeeLog(feat_dir / "eagle.log")
     run = lambda stage: args.stage in (stage, "all")  # noqa: E731
-    stats_path = feat_dir / "stats.json"
-    stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
+    stats = _Stats(feat_dir / "stats.json")
     from engine.hardware import pick_device
 
     try:
@@ -645,148 +641,164 @@ def main(argv=None) -> int:
         log.close()
         return 2
     train_rows, heldout_rows = read_shards(work / "shards"), read_shards(work / "heldout")
-
-    if run("features"):
-        from engine.model.pair import load_pair
-
-        pair = load_pair(target=args.target, draft=None, eagle=None, device=None if args.device == "auto" else args.device)
-        bad = [i for i in args.fuse_layers if i >= pair.target.config.num_hidden_layers]
-        if bad:
-            log(f"error: --fuse-layers {bad}: the target has layers 0..{pair.target.config.num_hidden_layers - 1}")
-            log.close()
-            return 2
-        # which target computed a features file: only its own files are extended instead of rebuilt
-        made_by = {"target": str(args.target or "embedded"), "dtype": pair.dtype_name}
-        for name, rows in (("heldout", heldout_rows), ("train", train_rows)):
-            path = features_file(feat_dir, name, args.fuse_layers)
-            old = None
-            if path.exists():
-                with safe_open(str(path), "pt") as f:
-                    same_target = (f.metadata() or {}) == made_by
-                old = load_file(str(path)) if same_target else None
-            if old is not None and covers_prefix(old, rows, args.max_len):  # the data grew: extract the new rows only
-                done = len(old["starts"])
-                if done == len(rows):
-                    log(f"features: {name}: {done} rows already extracted")
-                    continue
-                log(f"features: {name}: {done} rows already extracted, adding {len(rows) - done}")
-                new = extract_features(pair.target, rows[done:], args.max_len, log=log, fuse_layers=args.fuse_layers)
-                stats[f"features_{name}_seconds"] = stats.get(f"features_{name}_seconds", 0.0) + new.pop("seconds")
-                blob = concat_features(old, new)
-                del old, new
-            else:
-                blob = extract_features(pair.target, rows, args.max_len, log=log, fuse_layers=args.fuse_layers)
-                stats[f"features_{name}_seconds"] = blob.pop("seconds")
-            save_file(blob, str(path), metadata=made_by)
-            log(f"features: {name}: {len(rows)} rows, {blob['features'].shape[0]} positions")
-            del blob
-        stats["features_dtype"] = pair.dtype_name
-        stats_path.write_text(json.dumps(stats, indent=1))
-        del pair
-
-    if run("train"):
-        from transformers import AutoModelForCausalLM
-
-        if args.keep_init_vocab and not args.init:
-            log("error: --keep-init-vocab needs --init (the head whose vocabulary to keep)")
-            log.close()
-            return 2
-
-        from engine.model.pair import embedded_model_dir
-
-        target = AutoModelForCausalLM.from_pretrained(args.target or embedded_model_dir(), dtype=torch.float32)
-        embed = target.get_input_embeddings().weight.detach()
-        vocab_ids = sorted({t for r in train_rows for t in r["output_ids"]})
-        vocab = torch.tensor(vocab_ids)
-        out_head = target.get_output_embeddings().weight.detach()[vocab].contiguous()
-        to_local = torch.full((embed.shape[0],), -1, dtype=torch.long)
-        to_local[vocab] = torch.arange(len(vocab))
-        head = EagleHead.from_target(target, seed=args.seed, fuse_layers=args.fuse_layers)
-        if args.init:
-            init_config, state, _ = load_head(Path(args.init), target)
-            if tuple(init_config.get("fuse_layers", ())) not in ((), tuple(args.fuse_layers)):
-                log(f"error: --init {args.init} fuses layers {init_config['fuse_layers']}, not {list(args.fuse_layers)}")
-                log.close()
-                return 2
-            head.load_state_dict({k: v.float() for k, v in state.items()}, strict=not (args.fuse_layers and "fuse.weight" not in state))
-            log(f"train: continuing from {args.init}")
-        paths = [features_file(feat_dir, name, args.fuse_layers) for name in ("train", "heldout")]
-        missing = [str(p) for p in paths if not p.exists()]
-        if missing:
-            log(f"error: {missing[0]} not found: run `--stage features` with the same --fuse-layers first")
-            log.close()
-            return 2
-        data, heldout = (FeatureData(load_file(str(p))) for p in paths)
-        if args.fuse_layers and not (args.init and "fuse.weight" in state):
-            head.set_fuse_stats(data.features)
-            log(
-                f"train: standardising the fused layers' {head.fuse_mean.numel()} columns "
-                f"(std from {float(head.fuse_std.min()):.3g} to {float(head.fuse_std.max()):.3g})"
-            )
-        log(f"train: {sum(p.numel() for p in head.parameters())} parameters, {len(data)} rows, {len(vocab_ids)}-token head")
-        device = pick_device(None if args.device == "auto" else args.device)
-        head, out_head, to_local = head.to(device), out_head.to(device), to_local.to(device)
-        result = train(
-            head,
-            data,
-            heldout,
-            embed,
-            out_head,
-            to_local,
-            epochs=args.epochs,
-            lr=args.lr,
-            batch_tokens=args.batch_tokens,
-            depths=args.depths,
-            seed=args.seed,
-            eval_every=args.eval_every,
-            autocast=not args.no_autocast,
-            max_minutes=args.max_minutes,
-            hard_weight=args.hard_weight,
-            reg_weight=args.reg_weight,
-            noise=args.feature_noise,
-            hard_labels=args.hard_labels,
-            log=log,
-        )
-        head = head.cpu()
-        stats["train"] = result
-        info = {
-            "params": sum(p.numel() for p in head.parameters()),
-            "train_rows": len(data),
-            "train_minutes": result["seconds"] / 60,
-            "heldout_top1_by_depth": result["heldout"]["top1"],
-            "seed": args.seed,
-            "epochs": args.epochs,
-            "lr": args.lr,
-            "depths": args.depths,
-            "reg_weight": args.reg_weight,
-            "feature_noise": args.feature_noise,
-            "init": args.init,
-            "head_vocab": args.head_vocab,
-        }
-        if args.keep_init_vocab and args.init:
-            keep = json.loads((Path(args.init) / VOCAB_FILE).read_text())["ids"]
-            info["head_vocab"] = len(keep)
-            info["vocab_from"] = args.init
-        else:
-            keep = frequent_tokens(train_rows, args.head_vocab)
-        stats["bytes"] = save_head(head, out, keep, info)
-        stats_path.write_text(json.dumps(stats, indent=1))
-        log(
-            f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top-1 by depth "
-            f"{[round(x, 3) for x in result['heldout']['top1']]}; wrote {out} ({stats['bytes'] / 1e6:.1f} MB)"
-        )
-
+    ok = (not run("features") or _features_stage(args, feat_dir, train_rows, heldout_rows, stats, log)) and (
+        not run("train") or _train_stage(args, feat_dir, train_rows, out, stats, log)
+    )
+    if not ok:
+        log.close()
+        return 2
     if run("eval"):
+        from .distill import engine_eval
+
         prompts = json.loads((work / "prompts.json").read_text())
         eval_prompts = heldout_eval_prompts(prompts["heldout"], args.eval_prompts)
         ev = engine_eval(out, args.target, eval_prompts, args.eval_depth, args.eval_max_new_tokens, args.eval_batch, drafter="eagle")
         stats["engine_eval"] = ev
-        stats_path.write_text(json.dumps(stats, indent=1))
+        stats.save()
         log(f"eval: alpha {ev['alpha']:.3f}  per-position {[round(x, 3) for x in ev['per_position_acceptance']]}")
         config = json.loads((out / CONFIG_FILE).read_text())
         write_card(out, config, stats, "python -m training.eagle " + " ".join(argv if argv is not None else sys.argv[1:]))
     log.close()
     return 0
+
+
+def _features_stage(args, feat_dir: Path, train_rows: list, heldout_rows: list, stats, log) -> bool:
+    """The target's hidden states for every row, extended where the data grew; False after a logged error."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    from engine.model.pair import load_pair
+
+    pair = load_pair(target=args.target, draft=None, eagle=None, device=None if args.device == "auto" else args.device)
+    bad = [i for i in args.fuse_layers if i >= pair.target.config.num_hidden_layers]
+    if bad:
+        log(f"error: --fuse-layers {bad}: the target has layers 0..{pair.target.config.num_hidden_layers - 1}")
+        return False
+    # which target computed a features file: only its own files are extended instead of rebuilt
+    made_by = {"target": str(args.target or "embedded"), "dtype": pair.dtype_name}
+    for name, rows in (("heldout", heldout_rows), ("train", train_rows)):
+        path = features_file(feat_dir, name, args.fuse_layers)
+        old = None
+        if path.exists():
+            with safe_open(str(path), "pt") as f:
+                same_target = (f.metadata() or {}) == made_by
+            old = load_file(str(path)) if same_target else None
+        if old is not None and covers_prefix(old, rows, args.max_len):  # the data grew: extract the new rows only
+            done = len(old["starts"])
+            if done == len(rows):
+                log(f"features: {name}: {done} rows already extracted")
+                continue
+            log(f"features: {name}: {done} rows already extracted, adding {len(rows) - done}")
+            new = extract_features(pair.target, rows[done:], args.max_len, log=log, fuse_layers=args.fuse_layers)
+            stats[f"features_{name}_seconds"] = stats.get(f"features_{name}_seconds", 0.0) + new.pop("seconds")
+            blob = concat_features(old, new)
+            del old, new
+        else:
+            blob = extract_features(pair.target, rows, args.max_len, log=log, fuse_layers=args.fuse_layers)
+            stats[f"features_{name}_seconds"] = blob.pop("seconds")
+        save_file(blob, str(path), metadata=made_by)
+        log(f"features: {name}: {len(rows)} rows, {blob['features'].shape[0]} positions")
+        del blob
+    stats["features_dtype"] = pair.dtype_name
+    stats.save()
+    return True
+
+
+def _train_stage(args, feat_dir: Path, train_rows: list, out: Path, stats, log) -> bool:
+    """Train (or continue, --init) the head on the saved features and save it; False after a logged error."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from engine.hardware import pick_device
+    from engine.model.pair import embedded_model_dir
+
+    if args.keep_init_vocab and not args.init:
+        log("error: --keep-init-vocab needs --init (the head whose vocabulary to keep)")
+        return False
+    target = AutoModelForCausalLM.from_pretrained(args.target or embedded_model_dir(), dtype=torch.float32)
+    embed = target.get_input_embeddings().weight.detach()
+    vocab_ids = sorted({t for r in train_rows for t in r["output_ids"]})
+    vocab = torch.tensor(vocab_ids)
+    out_head = target.get_output_embeddings().weight.detach()[vocab].contiguous()
+    to_local = torch.full((embed.shape[0],), -1, dtype=torch.long)
+    to_local[vocab] = torch.arange(len(vocab))
+    head = EagleHead.from_target(target, seed=args.seed, fuse_layers=args.fuse_layers)
+    state = {}
+    if args.init:
+        init_config, state, _ = load_head(Path(args.init), target)
+        if tuple(init_config.get("fuse_layers", ())) not in ((), tuple(args.fuse_layers)):
+            log(f"error: --init {args.init} fuses layers {init_config['fuse_layers']}, not {list(args.fuse_layers)}")
+            return False
+        head.load_state_dict({k: v.float() for k, v in state.items()}, strict=not (args.fuse_layers and "fuse.weight" not in state))
+        log(f"train: continuing from {args.init}")
+    paths = [features_file(feat_dir, name, args.fuse_layers) for name in ("train", "heldout")]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        log(f"error: {missing[0]} not found: run `--stage features` with the same --fuse-layers first")
+        return False
+    data, heldout = (FeatureData(load_file(str(p))) for p in paths)
+    if args.fuse_layers and not (args.init and "fuse.weight" in state):
+        head.set_fuse_stats(data.features)
+        log(
+            f"train: standardising the fused layers' {head.fuse_mean.numel()} columns "
+            f"(std from {float(head.fuse_std.min()):.3g} to {float(head.fuse_std.max()):.3g})"
+        )
+    log(f"train: {sum(p.numel() for p in head.parameters())} parameters, {len(data)} rows, {len(vocab_ids)}-token head")
+    device = pick_device(None if args.device == "auto" else args.device)
+    head, out_head, to_local = head.to(device), out_head.to(device), to_local.to(device)
+    result = train(
+        head,
+        data,
+        heldout,
+        embed,
+        out_head,
+        to_local,
+        epochs=args.epochs,
+        lr=args.lr,
+        batch_tokens=args.batch_tokens,
+        depths=args.depths,
+        seed=args.seed,
+        eval_every=args.eval_every,
+        autocast=not args.no_autocast,
+        max_minutes=args.max_minutes,
+        hard_weight=args.hard_weight,
+        reg_weight=args.reg_weight,
+        noise=args.feature_noise,
+        hard_labels=args.hard_labels,
+        log=log,
+    )
+    _save_trained(args, head.cpu(), result, len(data), train_rows, out, stats, log)
+    return True
+
+
+def _save_trained(args, head, result: dict, n_rows: int, train_rows: list, out: Path, stats, log) -> None:
+    stats["train"] = result
+    info = {
+        "params": sum(p.numel() for p in head.parameters()),
+        "train_rows": n_rows,
+        "train_minutes": result["seconds"] / 60,
+        "heldout_top1_by_depth": result["heldout"]["top1"],
+        "seed": args.seed,
+        "epochs": args.epochs,
+        "lr": args.lr,
+        "depths": args.depths,
+        "reg_weight": args.reg_weight,
+        "feature_noise": args.feature_noise,
+        "init": args.init,
+        "head_vocab": args.head_vocab,
+    }
+    if args.keep_init_vocab and args.init:
+        keep = json.loads((Path(args.init) / VOCAB_FILE).read_text())["ids"]
+        info["head_vocab"] = len(keep)
+        info["vocab_from"] = args.init
+    else:
+        keep = frequent_tokens(train_rows, args.head_vocab)
+    stats["bytes"] = save_head(head, out, keep, info)
+    stats.save()
+    log(
+        f"train: {result['steps']} steps in {result['seconds']:.0f} s; held-out top-1 by depth "
+        f"{[round(x, 3) for x in result['heldout']['top1']]}; wrote {out} ({stats['bytes'] / 1e6:.1f} MB)"
+    )
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ The Lessons page draws every conclusion from a *measurement*: a dict of numbers 
 strings) that an experiment builds from its traces and pass timings. The same dict is what
 scripts/record/record_lessons.py saves under assets/lessons/, so a recorded run and a live run go through the
 same checks and the same drawing code. A recording is untrusted input like any file: it is parsed
-with the trace loader's limits (engine.trace.parse_json: size, nesting, number caps, no NaN), then
-checked against the schema below, and every refusal is one line naming the field. No streamlit, no
+with the caps every file format shares (engine/checks.py: size, nesting, number caps, no NaN), then
+checked against the schema below with the same field checkers, and every refusal is one line naming the field. No streamlit, no
 torch: a Trace goes in through `lane()`, which reads only its public fields.
 """
 
@@ -13,24 +13,24 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import os
 import re
 import statistics
 from pathlib import Path
 
-from engine.trace.loader import parse_json
-from engine.trace.records import TraceError
+from engine.checks import Checker
 
 RECORD_SCHEMA = "speclab.lesson/1"
 MAX_RECORD_BYTES = 256 * 1024
-MAX_LIST = 512
 MAX_TEXT = 300
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 class MeasurementError(ValueError):
     """A measurement or a recording that does not fit the schema; the message names the field."""
+
+
+_CHECK = Checker(MeasurementError, "malformed lesson measurement", max_text=MAX_TEXT)
+_FILE = Checker(MeasurementError, "malformed lesson recording", foreign="not a SpecLab lesson recording", noun="lesson recording")
 
 
 # --- from traces to lanes ----------------------------------------------------------------------
@@ -137,9 +137,9 @@ def plain_numbers(m: dict) -> dict:
 
 
 # --- the schema ----------------------------------------------------------------------------------
-# A spec is "num" (finite number), "num?" (or null), "int", "str", "bool", a dict (exactly these keys;
-# a key ending in "?" may be absent), a one-item list [spec] (a list of them), or {"*": spec} (any
-# identifier keys, each a spec).
+# Specs as engine/checks.py's Checker.spec reads them: "num" (finite number), "num?" (or null), "int",
+# "str", "bool", "date", a tuple (one of its strings), a dict (exactly these keys; a key ending in "?" may be
+# absent), a one-item list [spec] (a list of them), or {"*": spec} (any identifier keys, each a spec).
 SPREAD = {"values": ["num"], "median": "num", "min": "num", "max": "num"}
 LANE = {
     "summary": {
@@ -261,60 +261,11 @@ SPECS = {
         ],
     },
 }
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-
-
-def _fail(where: str, what: str) -> None:
-    raise MeasurementError(f"malformed lesson measurement: {where} {what}")
-
-
-def _number(value, where: str, optional: bool) -> None:
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        _fail(where, "must be a finite number" + (" or null" if optional else ""))
 
 
 def check(value, spec, where: str = "measurement") -> None:
-    """Raise MeasurementError (naming the field) unless `value` fits `spec`."""
-    if spec in ("num", "num?"):
-        _number(value, where, spec == "num?")
-    elif spec == "int":
-        if isinstance(value, bool) or not isinstance(value, int) or abs(value) > 10**12:
-            _fail(where, "must be an integer")
-    elif spec == "str":
-        if not isinstance(value, str) or len(value) > MAX_TEXT:
-            _fail(where, f"must be a string of at most {MAX_TEXT} characters")
-    elif spec == "bool":
-        if not isinstance(value, bool):
-            _fail(where, "must be true or false")
-    elif isinstance(spec, list):
-        if not isinstance(value, list) or len(value) > MAX_LIST:
-            _fail(where, f"must be a list of at most {MAX_LIST} items")
-        for i, item in enumerate(value):
-            check(item, spec[0], f"{where}[{i}]")
-    elif isinstance(spec, dict) and "*" in spec:
-        if not isinstance(value, dict) or len(value) > MAX_LIST:
-            _fail(where, "must be an object")
-        for key, item in value.items():
-            if not _IDENT.match(key):
-                _fail(where, f"has a key that is not a plain name ({key[:20]!r})")
-            check(item, spec["*"], f"{where}.{key}")
-    elif isinstance(spec, dict):
-        if not isinstance(value, dict):
-            _fail(where, "must be an object")
-        required = {k for k in spec if not k.endswith("?")}
-        known = {k.rstrip("?"): s for k, s in spec.items()}
-        missing = sorted(required - set(value))
-        if missing:
-            _fail(where, f"is missing {', '.join(missing)}")
-        unknown = sorted(set(value) - set(known))
-        if unknown:
-            _fail(where, f"has unknown field {unknown[0][:20]!r}")
-        for key, item in value.items():
-            check(item, known[key], f"{where}.{key}")
-    else:  # a bug in SPECS, not in the data
-        raise TypeError(f"unknown spec {spec!r}")
+    """Raise MeasurementError (naming the field) unless `value` fits `spec` (engine/checks.py: Checker.spec)."""
+    _CHECK.spec(value, spec, where)
 
 
 def check_measurement(experiment: str, measurement) -> dict:
@@ -370,7 +321,15 @@ def recorded_label(record: dict) -> str:
 
 # --- recordings ----------------------------------------------------------------------------------
 # The label of a recording; its "measurement" is checked against its experiment's spec.
-RECORD = {"schema": "str", "experiment": "str", "machine": "str", "date": "str", "dtype": "str", "note": "str", "settings": SETTINGS}
+RECORD = {
+    "schema": (RECORD_SCHEMA,),
+    "experiment": "str",
+    "machine": "str",
+    "date": "date",
+    "dtype": "str",
+    "note": "str",
+    "settings": SETTINGS,
+}
 
 
 def make_record(
@@ -393,15 +352,11 @@ def make_record(
 def check_record(data) -> dict:
     """Check a parsed recording: the label fields, its settings, then its measurement against its experiment."""
     if not isinstance(data, dict):
-        _fail("recording", "must be an object")
+        _CHECK.fail("recording", "must be an object", data)
     header = {k: v for k, v in data.items() if k != "measurement"}
     check(header, RECORD, "recording")
-    if data["schema"] != RECORD_SCHEMA:
-        _fail("recording.schema", f"must be {RECORD_SCHEMA!r}")
-    if not _DATE.match(data["date"]):
-        _fail("recording.date", "must be a date YYYY-MM-DD")
     if "measurement" not in data:
-        _fail("recording", "is missing measurement")
+        _CHECK.fail("recording", "is missing measurement")
     check_measurement(data["experiment"], data["measurement"])
     return data
 
@@ -417,11 +372,7 @@ def load_record(path: str | os.PathLike) -> dict:
         raise MeasurementError(f"no recording at {path.name}") from None
     except OSError as exc:
         raise MeasurementError(f"{path.name} could not be read ({exc.strerror or exc})") from None
-    try:
-        data = parse_json(raw, name=path.name)
-    except TraceError as exc:
-        raise MeasurementError(str(exc).replace("trace", "lesson recording")) from None
-    return check_record(data)
+    return check_record(_FILE.parse(raw, MAX_RECORD_BYTES, name=path.name))
 
 
 def save_record(record: dict, path: str | os.PathLike) -> None:

@@ -99,7 +99,21 @@ def pass_time_figure(
                 line={"color": FLOOR_COLORS.get(kind, "#8a8d99"), "dash": "dash", "width": 1.5},
                 hovertemplate=f"{FLOOR_LABELS.get(kind, kind)}: {ms:.2f} ms<extra></extra>",
             )
-    n_star = ridge_tokens_per_pass(costs, roof)
+    _add_ridge(fig, ridge_tokens_per_pass(costs, roof), top)
+    _add_measured(fig, measured)
+    fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)")
+    fig.update_yaxes(type="log", title_text="ms per pass")
+    fig.update_layout(
+        title={"text": f"{title} ({MODEL_LABEL})", "font": {"size": 15}},
+        height=460,
+        margin={"l": 60, "r": 20, "t": 60, "b": 40},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0},
+    )
+    return fig
+
+
+def _add_ridge(fig: go.Figure, n_star: float, top: int) -> None:
+    """The ridge as a labelled vertical line, where it falls on the plot."""
     if 1 <= n_star <= 10 * top:
         fig.add_vline(x=n_star, line_dash="dash", line_color="#b00020")
         fig.add_annotation(
@@ -112,6 +126,10 @@ def pass_time_figure(
             xanchor="left",
             yanchor="bottom",
         )
+
+
+def _add_measured(fig: go.Figure, measured: list[MeasuredSeries]) -> None:
+    """Measured passes as markers, with the model's time for the same passes as open markers."""
     for i, series in enumerate(measured):
         color = POINT_COLORS[i % len(POINT_COLORS)]
         detail = list(series.detail) or [""] * len(series.ms)
@@ -132,15 +150,6 @@ def pass_time_figure(
             marker={"color": color, "size": 9, "symbol": "circle-open"},
             hoverinfo="skip",
         )
-    fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)")
-    fig.update_yaxes(type="log", title_text="ms per pass")
-    fig.update_layout(
-        title={"text": f"{title} ({MODEL_LABEL})", "font": {"size": 15}},
-        height=460,
-        margin={"l": 60, "r": 20, "t": 60, "b": 40},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0},
-    )
-    return fig
 
 
 def speedup_heatmap(grid: SpeedupGrid, title: str) -> go.Figure:

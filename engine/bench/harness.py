@@ -241,47 +241,17 @@ def bench(
     for batch in batches:
         seq = batch == 1 and sequential > 1
         prompts = batch_prompts(prompt_set, sequential) if seq else batch_prompts(prompt_set, batch)
-        # Beside "fixed", the other policies run once, at the largest depth (their maximum): the grid then
-        # shows each adaptive policy against every fixed depth without re-running it at every cap.
-        cells = [
-            (p, depth, confidence, tree)
-            for depth in depths
-            for p in policies
-            for confidence in confidences
-            for tree in trees
-            if (p == "fixed" or len(policies) == 1 or depth == max(depths))
-            and (tree[0] == 0 or (depth > 0 and confidence == 0 and tree_fits(tree, depth)))
-        ]
+        cells = _grid_cells(depths, policies, confidences, trees)
+        speculative = dict(drafter=drafter, disable_by_batch_size=disable_by_batch_size, batch_table=batch_table)
         cfgs = [DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens, cuda_graphs=cuda_graphs)] + [
-            DecodeConfig(
-                mode="speculative",
-                depth=depth,
-                drafter=drafter,
-                max_new_tokens=max_new_tokens,
-                policy=p,
-                disable_by_batch_size=disable_by_batch_size,
-                confidence_threshold=confidence,
-                batch_table=batch_table if p == "batch_table" else None,
-                tree_nodes=tree[0],
-                tree_topk=tree[1],
-                cuda_graphs=cuda_graphs,
-            )
-            for p, depth, confidence, tree in cells
+            _cell_config(cell, max_new_tokens=max_new_tokens, cuda_graphs=cuda_graphs, **speculative) for cell in cells
         ]
         ar, *specs = run_cells(pair, prompts, cfgs, repeats, seq)
         log(f"  batch {batch:>3}  AR            {ar['tokens_per_s']:8.1f} tok/s")
-        for (p, depth, confidence, tree), spec in zip(cells, specs):
+        for cell, spec in zip(cells, specs):
+            p, depth, confidence, tree = cell
             rows.append(_row(batch, depth, confidence, drafter, ar, spec, p, tree))
-            r = rows[-1]
-            log(
-                f"  batch {batch:>3}  depth {depth:>2}"
-                + (f" tree {tree[0]}/{tree[1]}" if tree[0] else "")
-                + (f" {p}" if len(policies) > 1 or p != "fixed" else "")
-                + (f" conf {confidence:.2f}" if confidence else "")
-                + f"      {spec['tokens_per_s']:8.1f} tok/s  x{r['speedup']:.2f}"
-                + (f"  alpha {spec['alpha']:.2f}" if spec["alpha"] is not None else "")
-                + (f"  mean k {spec['mean_depth']:.2f}" if p != "fixed" else "")
-            )
+            log(_cell_line(batch, cell, spec, rows[-1]["speedup"], show_policy=len(policies) > 1 or p != "fixed"))
     result = {
         "device": pair.device.type,
         "dtype": pair.dtype_name,
@@ -297,6 +267,52 @@ def bench(
     if baseline:
         result["baselines"] = baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, policies[0], baseline_prompts)
     return result
+
+
+def _grid_cells(depths: list[int], policies: list[str], confidences, trees) -> list[tuple]:
+    """(policy, depth, confidence, tree) cells of one batch size. Beside "fixed", the other policies run once,
+    at the largest depth (their maximum): the grid then shows each adaptive policy against every fixed depth
+    without re-running it at every cap. Trees run at the depths they fit, without a confidence stop."""
+    return [
+        (p, depth, confidence, tree)
+        for depth in depths
+        for p in policies
+        for confidence in confidences
+        for tree in trees
+        if (p == "fixed" or len(policies) == 1 or depth == max(depths))
+        and (tree[0] == 0 or (depth > 0 and confidence == 0 and tree_fits(tree, depth)))
+    ]
+
+
+def _cell_config(cell: tuple, drafter: str, max_new_tokens: int, disable_by_batch_size: int, batch_table, cuda_graphs: str):
+    p, depth, confidence, tree = cell
+    return DecodeConfig(
+        mode="speculative",
+        depth=depth,
+        drafter=drafter,
+        max_new_tokens=max_new_tokens,
+        policy=p,
+        disable_by_batch_size=disable_by_batch_size,
+        confidence_threshold=confidence,
+        batch_table=batch_table if p == "batch_table" else None,
+        tree_nodes=tree[0],
+        tree_topk=tree[1],
+        cuda_graphs=cuda_graphs,
+    )
+
+
+def _cell_line(batch: int, cell: tuple, spec: dict, speedup: float, show_policy: bool) -> str:
+    """One progress line of the grid."""
+    p, depth, confidence, tree = cell
+    return (
+        f"  batch {batch:>3}  depth {depth:>2}"
+        + (f" tree {tree[0]}/{tree[1]}" if tree[0] else "")
+        + (f" {p}" if show_policy else "")
+        + (f" conf {confidence:.2f}" if confidence else "")
+        + f"      {spec['tokens_per_s']:8.1f} tok/s  x{speedup:.2f}"
+        + (f"  alpha {spec['alpha']:.2f}" if spec["alpha"] is not None else "")
+        + (f"  mean k {spec['mean_depth']:.2f}" if p != "fixed" else "")
+    )
 
 
 def tree_fits(tree: tuple[int, int], depth: int) -> bool:

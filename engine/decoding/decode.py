@@ -7,7 +7,7 @@ Leviathan et al. 2023, Algorithm 1, batched):
     # 3. accept  greedy longest matching prefix, or accept/resample; plus the target's own next token
     # 4. roll back each sequence keeps its own accepted count in both KV caches; finished rows leave the batch
 `Decoder.step` is that iteration, on one screen; the bookkeeping (timing, records, wasted FLOPs) lives in
-named helpers below it. Each iteration is yielded as a `Step` (what was drafted/accepted, measured times,
+named helpers below it and in bookkeeping.py. Each iteration is yielded as a `Step` (what was drafted/accepted, measured times,
 FLOPs, bytes) so the app can animate the run live; `generate` collects them into a `Trace`.
 
 The loop never asks which drafter it holds: it talks to the `Drafter` interface (engine/drafters/).
@@ -24,18 +24,19 @@ import time
 import torch
 
 from engine.config import ConfigError, DecodeConfig
+from engine.decoding.bookkeeping import next_kind, run_meta, tree_records
 from engine.decoding.policies import PolicyContext, make_policy
 from engine.decoding.sequence import Sequence, prepare_sequences
 from engine.decoding.verify_tree import verify_tree
-from engine.drafters import Draft, Verified, drafter_label, drafter_params, make_drafter
-from engine.hardware import StepTimer, UtilizationSampler, device_name, synchronize
+from engine.drafters import Draft, Verified, drafter_label, make_drafter
+from engine.hardware import StepTimer, UtilizationSampler, synchronize
 from engine.loadmeter import LoadMeter
 from engine.model.kvcache import RaggedCache
 from engine.model.pair import ModelPair
-from engine.model.static_cache import graph_meta, make_cache
+from engine.model.static_cache import make_cache
 from engine.sampling import greedy_ids, probs_from_logits, sample, verify
 from engine.trace.file import Trace
-from engine.trace.records import DraftToken, SeqStep, Step, TreeRecord, summarize
+from engine.trace.records import DraftToken, SeqStep, Step, summarize
 
 
 class StepStream:
@@ -402,52 +403,10 @@ class Decoder:
         return Trace(config=cfg.to_dict(), sequences=sequences, steps=self.steps, summary=summary, meta=self.meta(drafter_name))
 
     def meta(self, drafter_name: str | None) -> dict:
-        import transformers
-
-        pair = self.pair
-        return {
-            "device": pair.device.type,
-            "device_name": device_name(pair.device),
-            "dtype": pair.dtype_name,
-            "target_name": pair.target_name,
-            "draft_name": drafter_name,
-            "target_params": sum(p.numel() for p in pair.target.parameters()),
-            "draft_params": drafter_params(pair, self.cfg),
-            "util_source": self.util.source,
-            "forward": "speclab lean Llama (engine/model/fastllama.py)" if self.target.lean is not None else "transformers",
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
-            "transformers": transformers.__version__,
-        } | graph_meta([c for c in (self.target, self.drafter_cache) if c is not None], self.cfg.cuda_graphs)
+        caches = [c for c in (self.target, self.drafter_cache) if c is not None]
+        return run_meta(self.pair, self.cfg, drafter_name, self.util.source, self.target.lean is not None, caches)
 
     @property
     def drafter_cache(self) -> RaggedCache | None:
         """The drafter's own KV cache (model and EAGLE drafters; the n-gram lookup has none)."""
         return getattr(self.drafter, "cache", None)
-
-
-def tree_records(tree, path, num_accepted, token_text, q_x, p_x) -> list[TreeRecord]:
-    """Each row's drafted tree for the trace: parents, tokens, q, p and which nodes the accepted path holds."""
-    parents, ids = tree.parents.tolist(), tree.tokens.tolist()
-    records = []
-    for r, (cols, a) in enumerate(zip(path.tolist(), num_accepted.tolist())):
-        on_path = {c - 1 for c in cols[1 : a + 1]}
-        records.append(
-            TreeRecord(
-                parents=parents[r],
-                ids=ids[r],
-                texts=[token_text(t) for t in ids[r]],
-                q=q_x[r],
-                p=p_x[r],
-                accepted=[i in on_path for i in range(len(ids[r]))],
-            )
-        )
-    return records
-
-
-def next_kind(num_accepted: int, num_drafted: int) -> str:
-    """The target's own token is a bonus after a full acceptance, a correction after a rejection, and plain
-    when the row drafted nothing (an n-gram row without a match beside rows that found one)."""
-    if num_drafted == 0:
-        return "plain"
-    return "bonus" if num_accepted == num_drafted else "correction"

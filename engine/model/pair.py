@@ -244,51 +244,8 @@ def load_pair(
     tokenizer = _load_tokenizer(target_dir)
     target_model = _load_causal_lm(target_dir, dt, dev)
 
-    draft_model, draft_name, draft_tokenizer, draft_vocab = None, None, None, None
-    explicit = draft not in ("default",)
-    if draft == "default":
-        if target is None and (SHIPPED_DRAFT / "config.json").exists():
-            draft = str(SHIPPED_DRAFT)
-        else:
-            draft = f"truncated:{DEFAULT_TRUNCATED_LAYERS}"
-    if draft in (None, "none", ""):
-        pass
-    elif draft.startswith("truncated:"):
-        try:
-            n = int(draft.split(":", 1)[1])
-        except ValueError:
-            raise ModelLoadError(f"draft {draft!r}: expected truncated:N with N a number of layers") from None
-        draft_model = truncated_draft(target_model, n)
-        draft_name = f"truncated target (first {n} of {target_model.config.num_hidden_layers} layers + head)"
-    else:
-        try:
-            draft_model = _load_causal_lm(draft, dt, dev)
-            if os.path.exists(os.path.join(draft, "tokenizer.json")) or _is_hub_id(draft):
-                draft_tokenizer = _load_tokenizer(draft)
-            check_vocab(tokenizer, draft_tokenizer, target_model, draft_model, draft)
-            draft_name = _draft_display_name(draft)
-            draft_vocab, note = load_draft_vocab(draft, draft_model)
-            if note:
-                notes.append(note)
-                warnings.warn(note, stacklevel=2)
-            if draft_vocab is not None:
-                draft_name += f" + reduced head ({len(draft_vocab)} of {draft_model.config.vocab_size} tokens)"
-        except ModelLoadError as exc:
-            if explicit:
-                raise
-            notes.append(f"the shipped draft could not be used ({exc}); only the n-gram drafter is available")
-            warnings.warn(notes[-1], stacklevel=2)
-            draft_model, draft_name, draft_vocab = None, None, None
-
+    draft_model, draft_name, draft_vocab = _load_draft(draft, target, target_model, tokenizer, dt, dev, notes)
     eagle_runner, eagle_name = _load_eagle(eagle, target, target_model, notes)
-
-    eos = set()
-    for source in (getattr(target_model, "generation_config", None), tokenizer):
-        value = getattr(source, "eos_token_id", None)
-        if isinstance(value, int):
-            eos.add(value)
-        elif isinstance(value, (list, tuple)):
-            eos.update(int(v) for v in value)
     return ModelPair(
         target=target_model,
         draft=draft_model,
@@ -297,12 +254,63 @@ def load_pair(
         dtype=dt,
         target_name=target_name,
         draft_name=draft_name,
-        eos_ids=frozenset(eos),
+        eos_ids=_eos_ids(target_model, tokenizer),
         warnings=notes,
         draft_vocab=draft_vocab,
         eagle=eagle_runner,
         eagle_name=eagle_name,
     )
+
+
+def _load_draft(draft: str | None, target: str | None, target_model, tokenizer, dt, dev, notes: list[str]):
+    """(draft model, its display name, its reduced vocabulary) for load_pair's `draft` argument; the default
+    draft falls back to none (a warning in `notes`), an explicit one that fails is an error."""
+    explicit = draft not in ("default",)
+    if draft == "default":
+        if target is None and (SHIPPED_DRAFT / "config.json").exists():
+            draft = str(SHIPPED_DRAFT)
+        else:
+            draft = f"truncated:{DEFAULT_TRUNCATED_LAYERS}"
+    if draft in (None, "none", ""):
+        return None, None, None
+    if draft.startswith("truncated:"):
+        try:
+            n = int(draft.split(":", 1)[1])
+        except ValueError:
+            raise ModelLoadError(f"draft {draft!r}: expected truncated:N with N a number of layers") from None
+        name = f"truncated target (first {n} of {target_model.config.num_hidden_layers} layers + head)"
+        return truncated_draft(target_model, n), name, None
+    try:
+        draft_model = _load_causal_lm(draft, dt, dev)
+        draft_tokenizer = None
+        if os.path.exists(os.path.join(draft, "tokenizer.json")) or _is_hub_id(draft):
+            draft_tokenizer = _load_tokenizer(draft)
+        check_vocab(tokenizer, draft_tokenizer, target_model, draft_model, draft)
+        draft_name = _draft_display_name(draft)
+        draft_vocab, note = load_draft_vocab(draft, draft_model)
+        if note:
+            notes.append(note)
+            warnings.warn(note, stacklevel=3)
+        if draft_vocab is not None:
+            draft_name += f" + reduced head ({len(draft_vocab)} of {draft_model.config.vocab_size} tokens)"
+        return draft_model, draft_name, draft_vocab
+    except ModelLoadError as exc:
+        if explicit:
+            raise
+        notes.append(f"the shipped draft could not be used ({exc}); only the n-gram drafter is available")
+        warnings.warn(notes[-1], stacklevel=3)
+        return None, None, None
+
+
+def _eos_ids(target_model, tokenizer) -> frozenset[int]:
+    eos = set()
+    for source in (getattr(target_model, "generation_config", None), tokenizer):
+        value = getattr(source, "eos_token_id", None)
+        if isinstance(value, int):
+            eos.add(value)
+        elif isinstance(value, (list, tuple)):
+            eos.update(int(v) for v in value)
+    return frozenset(eos)
 
 
 def _load_eagle(eagle: str | None, target: str | None, target_model, notes: list[str]):

@@ -4,19 +4,21 @@ A recording is one folder written by `scripts/record/gpu_record.py` on a lent GP
 machine, torch/CUDA versions and date; pass-cost curves graph-captured and eager; the batch x depth grid;
 the graph-vs-eager exactness check; random-weight pass curves of larger shapes and a labelled
 projection) and the race traces it names (engine/trace/'s format). The JSON is checked against
-RECORDING_SCHEMA (JSON Schema, validated with `jsonschema`) before anything reads it, after the same
-size and NaN/Infinity caps as the trace loader; every trace goes through `Trace.from_json`, the strict
-loader. A CPU dry run of the script writes the same files with `dry_run: true` and a label saying so:
-`list_recordings` leaves those out unless asked (tests), so a dry run is never shown as a recording.
+RECORDING_SPEC (engine/checks.py's spec walker, the checkers every file format uses) before anything
+reads it, after the same parse caps as the trace loader (size, nesting, no NaN/Infinity); every trace
+goes through `Trace.from_json`, the strict loader. A CPU dry run of the script writes the same files
+with `dry_run: true` and a label saying so: `list_recordings` leaves those out unless asked (tests), so a
+dry run is never shown as a recording.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.checks import Checker
+from engine.roofline.recordings import RecordingError
 from engine.trace.file import Trace
 from engine.trace.records import TraceError
 
@@ -25,169 +27,76 @@ RECORDING_FILE = "recording.json"
 MAX_RECORDING_BYTES = 16 << 20
 ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "assets" / "recordings"
-TRACE_NAME = r"^[a-z0-9][a-z0-9_.-]{0,80}\.json$"  # a plain file name inside the recording's traces/ folder
+TRACE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,80}\.json$")  # a plain file name inside the recording's traces/ folder
 
-_NUM = {"type": "number"}
-_OPT_NUM = {"type": ["number", "null"]}
-_STR = {"type": "string", "maxLength": 400}
-_OPT_STR = {"type": ["string", "null"], "maxLength": 400}
-_INT = {"type": "integer", "minimum": 0}
 _PASS_ROW = {
-    "type": "object",
-    "required": ["batch", "new_tokens", "tokens_per_pass", "ms"],
-    "properties": {
-        "batch": _INT,
-        "new_tokens": _INT,
-        "tokens_per_pass": _INT,
-        "context": _INT,
-        "ms": _NUM,
-        "flops": _NUM,
-        "bytes": _NUM,
-        "achieved_flops": _NUM,
-        "achieved_bandwidth": _NUM,
-    },
+    "batch": "nat",
+    "new_tokens": "nat",
+    "tokens_per_pass": "nat",
+    "context?": "nat",
+    "ms": "num",
+    **{f"{k}?": "num" for k in ("flops", "bytes", "achieved_flops", "achieved_bandwidth")},
+    "...": None,
 }
-RECORDING_SCHEMA = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "type": "object",
-    "required": [
-        "schema",
-        "label",
-        "dry_run",
-        "device",
-        "device_name",
-        "torch",
-        "cuda",
-        "date",
-        "dtype",
-        "probe",
-        "pass_curves",
-        "grid",
-        "races",
-        "exactness",
-        "projection",
+_GRID_ROW = {"batch": "nat", "depth": "nat", "ar_tokens_per_s": "num", "spec_tokens_per_s": "num", "speedup": "num", "alpha?": "num?"}
+# Every object lets keys it does not name through unread ("..."): the script adds facts as it grows.
+RECORDING_SPEC = {
+    "schema": (RECORDING_SCHEMA_ID,),
+    "label": "str",
+    "dry_run": "bool",
+    "device": ("cuda", "cpu", "mps"),
+    "device_name": "str",
+    "torch": "str",
+    "cuda": "str?",
+    "date": "date",
+    "dtype": "str",
+    "elapsed_s?": "num",
+    "probe": {"peak_bandwidth": "num", "peak_flops": "num", "ridge_point?": "num", "...": None},
+    "pair?": {"*": "str?"},
+    "pass_curves": [
+        {
+            "model": "str",
+            "weights": ("real", "random"),
+            "cuda_graphs": ("auto", "off", "static", "padded"),
+            "graphs_used?": "bool",
+            "context?": "nat",
+            "role?": "str",
+            "rows": [_PASS_ROW, 512],
+            "...": None,
+        },
+        64,
     ],
-    "properties": {
-        "schema": {"const": RECORDING_SCHEMA_ID},
-        "label": _STR,
-        "dry_run": {"type": "boolean"},
-        "device": {"enum": ["cuda", "cpu", "mps"]},
-        "device_name": _STR,
-        "torch": _STR,
-        "cuda": _OPT_STR,
-        "date": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
-        "dtype": _STR,
-        "elapsed_s": _NUM,
-        "probe": {
-            "type": "object",
-            "required": ["peak_bandwidth", "peak_flops"],
-            "properties": {"peak_bandwidth": _NUM, "peak_flops": _NUM, "ridge_point": _NUM},
+    "grid": [{"cuda_graphs": "str", "drafter": "str", "rows": [{**_GRID_ROW, "...": None}, 512], "...": None}, 16],
+    "races": [
+        {
+            "batch": "nat",
+            "depth": "nat",
+            "cuda_graphs": "str",
+            "drafter?": "str",
+            "ar": TRACE_NAME,
+            "spec": TRACE_NAME,
+            "speedup?": "num?",
+            "...": None,
         },
-        "pair": {"type": "object", "additionalProperties": _OPT_STR},
-        "pass_curves": {
-            "type": "array",
-            "maxItems": 64,
-            "items": {
-                "type": "object",
-                "required": ["model", "weights", "cuda_graphs", "rows"],
-                "properties": {
-                    "model": _STR,
-                    "weights": {"enum": ["real", "random"]},
-                    "cuda_graphs": {"enum": ["auto", "off", "static", "padded"]},
-                    "graphs_used": {"type": "boolean"},
-                    "context": _INT,
-                    "role": _STR,
-                    "rows": {"type": "array", "maxItems": 512, "items": _PASS_ROW},
-                },
-            },
-        },
-        "grid": {
-            "type": "array",
-            "maxItems": 16,
-            "items": {
-                "type": "object",
-                "required": ["cuda_graphs", "drafter", "rows"],
-                "properties": {
-                    "cuda_graphs": _STR,
-                    "drafter": _STR,
-                    "rows": {
-                        "type": "array",
-                        "maxItems": 512,
-                        "items": {
-                            "type": "object",
-                            "required": ["batch", "depth", "ar_tokens_per_s", "spec_tokens_per_s", "speedup"],
-                            "properties": {
-                                "batch": _INT,
-                                "depth": _INT,
-                                "ar_tokens_per_s": _NUM,
-                                "spec_tokens_per_s": _NUM,
-                                "speedup": _NUM,
-                                "alpha": _OPT_NUM,
-                            },
-                        },
-                    },
-                },
-            },
-        },
-        "races": {
-            "type": "array",
-            "maxItems": 64,
-            "items": {
-                "type": "object",
-                "required": ["batch", "depth", "cuda_graphs", "ar", "spec"],
-                "properties": {
-                    "batch": _INT,
-                    "depth": _INT,
-                    "cuda_graphs": _STR,
-                    "drafter": _STR,
-                    "ar": {"type": "string", "pattern": TRACE_NAME},
-                    "spec": {"type": "string", "pattern": TRACE_NAME},
-                    "speedup": _OPT_NUM,
-                },
-            },
-        },
-        "exactness": {
-            "type": "object",
-            "required": ["dtype", "all_equal", "runs"],
-            "properties": {
-                "dtype": _STR,
-                "all_equal": {"type": "boolean"},
-                "runs": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "required": ["drafter", "equal"],
-                        "properties": {"drafter": _STR, "equal": {"type": "boolean"}, "tokens": _INT},
-                    },
-                },
-            },
-        },
-        "projection": {
-            "type": "object",
-            "required": ["label", "rows"],
-            "properties": {
-                "label": _STR,
-                "alpha": _OPT_NUM,
-                "rows": {
-                    "type": "array",
-                    "maxItems": 2048,
-                    "items": {
-                        "type": "object",
-                        "required": ["shape", "batch", "k", "speedup"],
-                        "properties": {"shape": _STR, "batch": _INT, "k": _INT, "speedup": _NUM},
-                    },
-                },
-            },
-        },
-        "comparisons": {"type": "array"},
-        "notes": {"type": "array", "items": _STR},
-        "errors": {"type": "array", "items": _STR},
+        64,
+    ],
+    "exactness": {
+        "dtype": "str",
+        "all_equal": "bool",
+        "runs": [{"drafter": "str", "equal": "bool", "tokens?": "nat", "...": None}],
+        "...": None,
     },
+    "projection": {
+        "label": "str",
+        "alpha?": "num?",
+        "rows": [{"shape": "str", "batch": "nat", "k": "nat", "speedup": "num", "...": None}, 2048],
+        "...": None,
+    },
+    "comparisons?": [{"...": None}],
+    "notes?": ["str"],
+    "errors?": ["str"],
+    "...": None,
 }
-
-
-class RecordingError(ValueError):
-    """A recording folder that is missing, malformed or refers to files it does not hold; one line."""
 
 
 @dataclass(frozen=True)
@@ -205,7 +114,7 @@ class Recording:
 
     def trace(self, name: str) -> Trace:
         """One of the recording's traces, through the strict trace loader."""
-        if not re.match(TRACE_NAME, name):
+        if not TRACE_NAME.match(name):
             raise RecordingError(f"recording {self.folder.name}: {name!r} is not a trace file name")
         return Trace.from_json(self.folder / "traces" / name)
 
@@ -214,31 +123,16 @@ class Recording:
         return self.trace(entry["ar"]), self.trace(entry["spec"])
 
 
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not allowed")
-
-
 def read_recording(folder: Path) -> Recording:
-    """Parse and check one recording folder (the JSON against the schema; every race trace file present)."""
-    import jsonschema
-
+    """Parse and check one recording folder (the JSON against RECORDING_SPEC; every race trace file present)."""
     folder = Path(folder)
-    path = folder / RECORDING_FILE
+    check = Checker(RecordingError, f"recording {folder.name}", noun=f"recording {folder.name}: {RECORDING_FILE}", max_text=400)
     try:
-        raw = path.read_bytes()
+        raw = (folder / RECORDING_FILE).read_bytes()
     except OSError as exc:
         raise RecordingError(f"recording {folder.name}: {RECORDING_FILE} cannot be read ({exc.strerror or exc})") from None
-    if len(raw) > MAX_RECORDING_BYTES:
-        raise RecordingError(f"recording {folder.name}: {RECORDING_FILE} is over {MAX_RECORDING_BYTES >> 20} MB")
-    try:
-        data = json.loads(raw, parse_constant=_refuse_constant)
-    except ValueError as exc:
-        raise RecordingError(f"recording {folder.name}: not valid JSON ({str(exc).splitlines()[0]})") from None
-    try:
-        jsonschema.validate(data, RECORDING_SCHEMA)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "top level"
-        raise RecordingError(f"recording {folder.name}: {where}: {exc.message[:200]}") from None
+    data = check.parse(raw, MAX_RECORDING_BYTES, RECORDING_FILE)
+    check.spec(data, RECORDING_SPEC, "recording")
     for race in data["races"]:
         for key in ("ar", "spec"):
             if not (folder / "traces" / race[key]).is_file():

@@ -13,12 +13,12 @@ Nothing in a file is executed; sizes, counts and numbers are capped and checked 
 
 from __future__ import annotations
 
-import json
-import math
+import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.checks import Checker
 from engine.roofline.architectures import architecture
 from engine.roofline.gpus import DTYPE_BYTES, gpu_for_device
 from engine.roofline.predictor import Roof, model_error, pass_ms
@@ -56,103 +56,67 @@ class PassRecord:
         return self.batch * self.new_tokens
 
 
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not a number JSON allows")
+_NAME = re.compile(r"(?s).")  # any non-empty string (the checker caps its length)
 
 
-def _field(obj: dict, key: str, kind, where: str, default=None, required: bool = True):
-    value = obj.get(key, default)
-    if value is None and not required:
-        return None
-    if kind is int:
-        ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 10_000_000
-    elif kind is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    else:
-        ok = isinstance(value, str) and 0 < len(value) <= 200
-    if not ok:
-        raise RecordingError(f"{where}: field '{key}' is missing or not a valid {kind.__name__}")
-    return float(value) if kind is float else value
+def _text(check: Checker, obj: dict, key: str, default=None) -> str:
+    return check.str(obj.get(key, default), key, _NAME, "a non-empty string")
+
+
+def _count(check: Checker, obj: dict, key: str, where: str, default=None) -> int:
+    return check.int(obj.get(key, default), f"{where}.{key}", 0, 10_000_000)
 
 
 def parse_report(data, source: str) -> list[PassRecord]:
     """The pass records of one report (see the module docstring); RecordingError if it is not one."""
-    if not isinstance(data, dict):
-        raise RecordingError(f"{source}: not a JSON object")
-    device = _field(data, "device", str, source)
-    dtype = _field(data, "dtype", str, source)
-    if dtype not in DTYPE_BYTES:
-        raise RecordingError(f"{source}: field 'dtype' must be one of {', '.join(DTYPE_BYTES)}; got {dtype[:40]!r}")
-    date = _field(data, "date", str, source)
-    torch_version = _field(data, "torch", str, source, default="unknown")
-    peaks = {k: _field(data, k, float, source, required=False) for k in ("peak_bandwidth", "peak_flops")}
-    shapes = data.get("shapes")
-    if not isinstance(shapes, list) or not shapes:
-        raise RecordingError(f"{source}: field 'shapes' must be a non-empty list")
+    check = Checker(RecordingError, source, max_text=200)
+    check.obj(data, "the report", ("device", "dtype", "date", "shapes"), open=True)
+    device, date = _text(check, data, "device"), _text(check, data, "date")
+    dtype = check.choice(data["dtype"], "dtype", tuple(DTYPE_BYTES))
+    torch_version = _text(check, data, "torch", default="unknown")
+    peaks = {k: None if data.get(k) is None else check.positive(data[k], k) for k in ("peak_bandwidth", "peak_flops")}
+    shapes = check.list(data["shapes"], "shapes", MAX_ROWS, min_len=1)
     records = []
     for i, shape in enumerate(shapes):
-        where = f"{source}: shapes[{i}]"
-        if not isinstance(shape, dict):
-            raise RecordingError(f"{where} is not an object")
+        where = f"shapes[{i}]"
+        check.obj(shape, where, open=True)
         if "error" in shape and "passes" not in shape:
             continue  # the script recorded that this shape failed; nothing measured
-        name = _field(shape, "shape", str, where)
-        passes = shape.get("passes")
-        if not isinstance(passes, list):
-            raise RecordingError(f"{where}: field 'passes' must be a list")
-        for j, row in enumerate(passes):
-            records.extend(_rows(row, shape, f"{where}.passes[{j}]", name, device, dtype, date, torch_version, peaks, source))
+        check.obj(shape, where, ("shape", "passes"), open=True)
+        name = check.str(shape["shape"], f"{where}.shape", _NAME, "a non-empty string")
+        for j, row in enumerate(check.list(shape["passes"], f"{where}.passes", MAX_ROWS)):
+            label = (source, device, dtype, date, torch_version, name)
+            records.extend(_rows(check, row, shape, f"{where}.passes[{j}]", label, peaks))
             if len(records) > MAX_ROWS:
                 raise RecordingError(f"{source}: more than {MAX_ROWS} passes")
     return records
 
 
-def _rows(row, shape: dict, where: str, name, device, dtype, date, torch_version, peaks, source) -> list[PassRecord]:
+def _rows(check: Checker, row, shape: dict, where: str, label: tuple, peaks: dict) -> list[PassRecord]:
     """One pass row -> one record per timed mode it holds."""
-    if not isinstance(row, dict):
-        raise RecordingError(f"{where} is not an object")
-    batch = _field(row, "batch", int, where)
-    new_tokens = _field(row, "new_tokens", int, where)
+    check.obj(row, where, ("batch", "new_tokens"), open=True)
+    batch, new_tokens = _count(check, row, "batch", where), _count(check, row, "new_tokens", where)
     if batch < 1 or new_tokens < 1:
-        raise RecordingError(f"{where}: batch and new_tokens must be at least 1")
+        check.fail(where, "must have batch and new_tokens of at least 1", (batch, new_tokens))
     timed = {}
     if "ms" in row:
-        mode = row.get("mode", shape.get("mode", "eager"))
-        if mode not in MODES:
-            raise RecordingError(f"{where}: field 'mode' must be one of {', '.join(MODES)}")
-        timed[mode] = (_field(row, "ms", float, where), None)  # engine.bench.pass_costs: logits for every position
+        mode = check.choice(row.get("mode", shape.get("mode", "eager")), f"{where}.mode", MODES)
+        timed[mode] = (check.positive(row["ms"], f"{where}.ms"), None)  # engine.bench.pass_costs: every position's logits
     for mode in MODES:
         if row.get(f"{mode}_ms") is not None:
-            timed[mode] = (_field(row, f"{mode}_ms", float, where), 1)  # scripts/investigate/gpu_graphs.py: logits_to_keep=1
+            timed[mode] = (check.positive(row[f"{mode}_ms"], f"{where}.{mode}_ms"), 1)  # gpu_graphs.py: logits_to_keep=1
     if not timed:
-        raise RecordingError(f"{where}: no time (ms, graph_ms or eager_ms)")
-    context = _field(row, "context", int, where, default=shape.get("context", 0))
+        check.fail(where, "has no time (ms, graph_ms or eager_ms)")
+    context = _count(check, row, "context", where, default=shape.get("context", 0))
     out = []
     for mode, (ms, logits_default) in timed.items():
-        logits = _field(row, "logits_tokens", int, where, default=logits_default, required=False)
-        out.append(
-            PassRecord(
-                source,
-                device,
-                dtype,
-                date,
-                torch_version,
-                name,
-                mode,
-                batch,
-                new_tokens,
-                context,
-                logits,
-                ms,
-                peaks["peak_bandwidth"],
-                peaks["peak_flops"],
-            )
-        )
+        logits = None if row.get("logits_tokens", logits_default) is None else _count(check, row, "logits_tokens", where, logits_default)
+        out.append(PassRecord(*label, mode, batch, new_tokens, context, logits, ms, peaks["peak_bandwidth"], peaks["peak_flops"]))
     return out
 
 
 def load_report(path: Path) -> list[PassRecord]:
-    """Read one report file (size-capped, no NaN/Infinity) and parse it."""
+    """Read one report file (size-capped, parsed with the caps of engine/checks.py) and parse it."""
     path = Path(path)
     try:
         source = str(path.resolve().relative_to(ROOT))
@@ -161,16 +125,10 @@ def load_report(path: Path) -> list[PassRecord]:
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise RecordingError(f"{source}: larger than {MAX_FILE_BYTES >> 20} MB")
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
-    except (OSError, UnicodeDecodeError) as exc:
+        raw = path.read_bytes()
+    except OSError as exc:
         raise RecordingError(f"{source}: cannot be read ({type(exc).__name__})") from None
-    except (json.JSONDecodeError, ValueError) as exc:
-        if isinstance(exc, RecordingError):
-            raise
-        raise RecordingError(f"{source}: not valid JSON ({str(exc).splitlines()[0][:120]})") from None
-    except RecursionError:
-        raise RecordingError(f"{source}: nested too deeply") from None
-    return parse_report(data, source)
+    return parse_report(Checker(RecordingError, source, noun=source).parse(raw, MAX_FILE_BYTES), source)
 
 
 def recording_paths(root: Path = ROOT) -> list[Path]:

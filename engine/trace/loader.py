@@ -1,214 +1,44 @@
-"""Step and Trace: what one decoding run did, step by step, and the summary the app and benches read.
+"""The strict reader of trace files ("speclab.trace/1"; "/2" adds each row's draft tree): JSON in, a Trace's parts out.
 
-A `Step` is one iteration of the decode loop for the whole (ragged) batch: one target forward pass,
-the draft forwards that fed it, and per sequence what was drafted, accepted, rejected and emitted.
-A `Trace` is the run: its config, the sequences, the steps and `summary` (field names fixed by
-docs/design.md §4). Traces are saved as versioned JSON ("speclab.trace/1"; "speclab.trace/2" adds each row's draft tree, written only by
-tree-drafting runs, so chain traces stay readable by older SpecLabs); anything else is refused
-with a clear `TraceError` — traces are data, never executed or unpickled.
+Traces are data, never executed or unpickled: anything that is not a trace of a known schema is refused
+with one `TraceError` line naming the field. The rules are the small functions below, one per object
+kind, written with the shared checkers of engine/checks.py; the most numerous objects (steps, rows, draft
+tokens) also have a fast path that applies the same rules without building field names, and whatever it
+does not accept takes the checked path for its message.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
-from typing import NoReturn
 
-import numpy as np
-
+from engine.checks import Checker, show
 from engine.config import MAX_DEPTH, MAX_TREE_NODES, ConfigError, DecodeConfig
 from engine.trace.records import SCHEMA, SCHEMA_TREE, SCHEMAS, DraftToken, SeqStep, Step, TraceError, TreeRecord
 
 # --- strict loading -------------------------------------------------------------------------------
 # A trace file is untrusted input (Replay accepts uploads on a public Space). It is parsed with size,
 # depth and number limits, then every field the app reads is checked for type, finiteness and range,
-# one small function per object kind. Every refusal is one TraceError sentence naming the field, e.g.
+# one small function per object kind, with the shared checkers of engine/checks.py. Every refusal is one
+# TraceError sentence naming the field, e.g.
 # "malformed trace: steps[12].seqs[3].num_accepted must be between 0 and 4; got 9".
 MAX_FILE_BYTES = (
     32 * 1024 * 1024
 )  # = server.maxUploadSize (.streamlit/config.toml, in MiB); scripts/investigate/bench_replay.py times the worst pair
-MAX_NESTING = 64  # the schema nests 6 deep (steps[i].seqs[j].drafted[k]); meta.probe 3
-MAX_INT_DIGITS = 30
 MAX_STEPS = 100_000
 MAX_SEQUENCES = 4096
 MAX_OUTPUT_TOKENS = 1_000_000  # output ids of one sequence
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # a JSON string, escapes included
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_BRACKET_STEP = np.zeros(256, np.int8)
-_BRACKET_STEP[list(b"[{")] = 1
-_BRACKET_STEP[list(b"]}")] = -1
+TRACE = Checker(TraceError, "malformed trace", foreign="not a SpecLab trace", noun="trace file")
+_fail, _obj, _list, _int, _num, _opt_num = TRACE.fail, TRACE.obj, TRACE.list, TRACE.int, TRACE.num, TRACE.opt_num
+_str, _opt_str, _bool, _choice, _ids, _scalar = TRACE.str, TRACE.opt_str, TRACE.bool, TRACE.choice, TRACE.ids, TRACE.scalar
 
 
 def _too_big(size: int) -> str:
-    return f"trace file too large: {size:,} bytes (at most {MAX_FILE_BYTES:,})"
-
-
-def _parse_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise TraceError(f"malformed trace: an integer has {len(text.lstrip('-'))} digits (at most {MAX_INT_DIGITS})")
-    return int(text)
-
-
-def _parse_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise TraceError(f"malformed trace: the number {text[:20]} is out of range")
-    return value
-
-
-def _parse_constant(text: str):
-    raise TraceError(f"malformed trace: {text} is not a number a trace may hold (JSON has no NaN or Infinity)")
-
-
-def _check_nesting(raw: bytes) -> None:
-    """Refuse bracket nesting deeper than MAX_NESTING before json.loads recurses into it.
-
-    Works on the UTF-8 bytes: every byte but the brackets is dropped and the running depth is a cumulative
-    sum (numpy). Only where that count passes the cap are strings cut out first (their brackets are text),
-    since the regex costs more than the parse. The fast count can also be lowered by closing brackets inside
-    strings; a file that hides real nesting that way still meets the parser's own recursion guard
-    (RecursionError, refused below) and the schema, which has no place for a nested value.
-    """
-    if _max_depth(raw.translate(None, _NOT_BRACKETS)) <= MAX_NESTING:
-        return
-    if _max_depth(_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)) > MAX_NESTING:
-        raise TraceError(f"malformed trace: JSON nested more than {MAX_NESTING} levels deep")
-
-
-def _max_depth(brackets: bytes) -> int:
-    """The deepest running depth of a string of bracket bytes (0 for none)."""
-    if not brackets:
-        return 0
-    return int(np.cumsum(_BRACKET_STEP[np.frombuffer(brackets, np.uint8)], dtype=np.int64).max())
+    return str(TRACE.too_big(size, MAX_FILE_BYTES))
 
 
 def parse_json(raw: bytes | str, name: str | None = None):
-    """Parse trace JSON with limits: size, nesting depth, integer digits; NaN and Infinity refused."""
-    where = f"{name} is" if name else "the file is"
-    size = len(raw)
-    if size > MAX_FILE_BYTES:
-        raise TraceError(_too_big(size))
-    raw = raw.encode("utf-8") if isinstance(raw, str) else bytes(raw)
-    _check_nesting(raw)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise TraceError(f"not a SpecLab trace: {where} not UTF-8 text") from None
-    try:
-        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
-    except json.JSONDecodeError as exc:
-        raise TraceError(f"not a SpecLab trace: {where} not valid JSON ({exc})") from None
-    except RecursionError:
-        raise TraceError("malformed trace: JSON nested too deep") from None
-
-
-def _show(value) -> str:
-    """A short, one-line rendering of an offending value for an error message."""
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return f"a list of {len(value)}"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _fail(where: str, what: str, value) -> NoReturn:
-    raise TraceError(f"malformed trace: {where} {what}; got {_show(value)}")
-
-
-_KEYSETS: dict[tuple[str, ...], frozenset[str]] = {}
-
-
-def _keyset(keys: tuple[str, ...]) -> frozenset[str]:
-    found = _KEYSETS.get(keys)
-    if found is None:
-        found = _KEYSETS[keys] = frozenset(keys)
-    return found
-
-
-def _obj(value, where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
-    """An object with exactly the known keys: all of `required`, any of `optional`."""
-    if not isinstance(value, dict):
-        _fail(where, "must be an object", value)
-    if len(value) == len(required) and value.keys() == _keyset(required):  # the common case, checked in C
-        return value
-    missing = [k for k in required if k not in value]
-    if missing:
-        raise TraceError(f"malformed trace: {where} is missing {', '.join(missing)}")
-    unknown = sorted(k for k in value if k not in required and k not in optional)
-    if unknown:
-        raise TraceError(f"malformed trace: {where} has unknown field {_show(unknown[0])}")
-    return value
-
-
-def _list(value, where: str, max_len: int) -> list:
-    if not isinstance(value, list):
-        _fail(where, "must be a list", value)
-    if len(value) > max_len:
-        raise TraceError(f"malformed trace: {where} has {len(value):,} entries (at most {max_len:,})")
-    return value
-
-
-def _int(value, where: str, low: int = 0, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        _fail(where, "must be an integer", value)
-    if value < low or (high is not None and value > high):
-        _fail(where, f"must be between {low} and {high}" if high is not None else f"must be >= {low}", value)
-    return value
-
-
-def _num(value, where: str, low: float = 0.0, high: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        _fail(where, "must be a finite number", value)
-    if value < low or (high is not None and value > high):
-        _fail(where, f"must be between {low:g} and {high:g}" if high is not None else f"must be >= {low:g}", value)
-    return float(value)
-
-
-def _opt_num(value, where: str, low: float = 0.0, high: float | None = None) -> float | None:
-    return None if value is None else _num(value, where, low, high)
-
-
-def _str(value, where: str) -> str:
-    if not isinstance(value, str):
-        _fail(where, "must be a string", value)
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate (JSON "\\ud800"): no page, file or socket can carry it
-            _fail(where, "must be valid Unicode text (it holds a lone surrogate)", value)
-    return value
-
-
-def _opt_str(value, where: str) -> str | None:
-    return None if value is None else _str(value, where)
-
-
-def _bool(value, where: str) -> bool:
-    if not isinstance(value, bool):
-        _fail(where, "must be true or false", value)
-    return value
-
-
-def _choice(value, where: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed or not isinstance(value, str):
-        _fail(where, f"must be one of {', '.join(allowed)}", value)
-    return value
-
-
-def _ids(value, where: str, max_len: int) -> list[int]:
-    return [_int(v, f"{where}[{i}]") for i, v in enumerate(_list(value, where, max_len))]
-
-
-def _scalar(value, where: str):
-    if isinstance(value, str):
-        return _str(value, where)
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return _num(value, where, low=-math.inf) if isinstance(value, float) else value
-    _fail(where, "must be a string, number, true/false or null", value)
+    """Parse trace JSON with the caps of engine/checks.py and MAX_FILE_BYTES (read at call time)."""
+    return TRACE.parse(raw, MAX_FILE_BYTES, name)
 
 
 _DRAFT_KEYS = ("id", "text", "draft_prob", "target_prob", "accepted")
@@ -496,9 +326,7 @@ def _summary(raw) -> dict:
     for key, value in raw.items():
         where = f"summary.{key}"
         if key == "wall_s":
-            out[key] = _num(value, where)
-            if out[key] <= 0:
-                _fail(where, "must be > 0", value)
+            out[key] = TRACE.positive(value, where)
         elif key in _SUMMARY_INTS:
             out[key] = _int(value, where)
         elif key in _SUMMARY_RATES:
@@ -558,7 +386,7 @@ def trace_parts(data) -> dict:
         raise TraceError("not a SpecLab trace: the JSON top level must be an object")
     schema = data.get("schema")
     if schema not in SCHEMAS:
-        raise TraceError(f"unsupported trace schema {_show(schema)}: this SpecLab reads {SCHEMA!r} and {SCHEMA_TREE!r}")
+        raise TraceError(f"unsupported trace schema {show(schema)}: this SpecLab reads {SCHEMA!r} and {SCHEMA_TREE!r}")
     missing = [k for k in ("config", "sequences", "steps", "summary") if k not in data]
     if missing:
         raise TraceError(f"malformed trace: missing {', '.join(missing)}")

@@ -69,11 +69,11 @@ def test_dry_run_may_not_write_into_the_shipped_recordings():
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda d: d.update(schema="speclab.gpu_recording/0"), "schema"),
-        (lambda d: d.update(dry_run="no"), "dry_run"),
-        (lambda d: d["races"][0].update(ar="../../etc/passwd.json"), "races/0/ar"),
+        (lambda d: d.update(schema="speclab.gpu_recording/0"), "recording bad: recording.schema must be one of speclab.gpu_recording/1"),
+        (lambda d: d.update(dry_run="no"), "recording bad: recording.dry_run must be true or false"),
+        (lambda d: d["races"][0].update(ar="../../etc/passwd.json"), r"recording bad: recording.races\[0\].ar must be a string matching"),
         (lambda d: d["races"][0].update(spec="missing.json"), "trace missing.json is missing"),
-        (lambda d: d.pop("probe"), "'probe' is a required property"),
+        (lambda d: d.pop("probe"), "recording bad: recording is missing probe"),
     ],
 )
 def test_malformed_recordings_are_refused_in_one_line(dry_run, tmp_path, edit, message):
@@ -88,5 +88,8 @@ def test_malformed_recordings_are_refused_in_one_line(dry_run, tmp_path, edit, m
         read_recording(bad)
     assert "\n" not in str(exc.value)
     (bad / "recording.json").write_text('{"schema": NaN}')
-    with pytest.raises(RecordingError, match="not valid JSON"):
+    with pytest.raises(RecordingError, match=r"recording bad: NaN is not a number this file may hold \(JSON has no NaN"):
+        read_recording(bad)
+    (bad / "recording.json").write_text('{"schema": ')
+    with pytest.raises(RecordingError, match="recording bad: recording.json is not valid JSON"):
         read_recording(bad)

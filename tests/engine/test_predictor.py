@@ -244,14 +244,20 @@ def test_report_parsing_and_refusals(tmp_path):
     assert (record.mode, record.context, record.logits_tokens, record.ms) == ("graph", 64, 3, 5.0)
     assert parse_report(_report(shapes=[{"shape": "a", "error": "boom"}]), "x.json") == []
     bad = {
-        "not a JSON object": [1, 2],
-        "field 'device'": _report(device=""),
-        "field 'dtype'": _report(dtype="int8"),
-        "field 'shapes'": _report(shapes=[]),
-        "field 'batch'": _report(shapes=[{"shape": "s", "passes": [{"batch": True, "new_tokens": 1, "ms": 1.0}]}]),
-        "field 'ms'": _report(shapes=[{"shape": "s", "passes": [{"batch": 1, "new_tokens": 1, "ms": -1.0}]}]),
-        "field 'mode'": _report(shapes=[{"shape": "s", "passes": [{"batch": 1, "new_tokens": 1, "ms": 1, "mode": "x"}]}]),
-        "no time": _report(shapes=[{"shape": "s", "passes": [{"batch": 1, "new_tokens": 1}]}]),
+        "x.json: the report must be an object": [1, 2],
+        "x.json: device must be a non-empty string": _report(device=""),
+        "x.json: dtype must be one of": _report(dtype="int8"),
+        "x.json: shapes must list at least 1": _report(shapes=[]),
+        r"x.json: shapes\[0\].passes\[0\].batch must be an integer": _report(
+            shapes=[{"shape": "s", "passes": [{"batch": True, "new_tokens": 1, "ms": 1.0}]}]
+        ),
+        r"x.json: shapes\[0\].passes\[0\].ms must be >= 0": _report(
+            shapes=[{"shape": "s", "passes": [{"batch": 1, "new_tokens": 1, "ms": -1.0}]}]
+        ),
+        r"x.json: shapes\[0\].passes\[0\].mode must be one of graph, eager": _report(
+            shapes=[{"shape": "s", "passes": [{"batch": 1, "new_tokens": 1, "ms": 1, "mode": "x"}]}]
+        ),
+        r"x.json: shapes\[0\].passes\[0\] has no time": _report(shapes=[{"shape": "s", "passes": [{"batch": 1, "new_tokens": 1}]}]),
     }
     for message, data in bad.items():
         with pytest.raises(RecordingError, match=message):
@@ -259,7 +265,7 @@ def test_report_parsing_and_refusals(tmp_path):
     (tmp_path / "nan.json").write_text('{"device": "d", "dtype": "bfloat16", "date": "x", "shapes": NaN}')
     (tmp_path / "junk.json").write_text("not json")
     (tmp_path / "good.json").write_text(json.dumps(_report()))
-    with pytest.raises(RecordingError, match="nan.json: not valid JSON"):
+    with pytest.raises(RecordingError, match=r"nan.json: NaN is not a number this file may hold \(JSON has no NaN or Infinity\)"):
         load_report(tmp_path / "nan.json")
     records, refused = load_recordings(sorted(tmp_path.glob("*.json")))
     assert len(records) == 2 and len(refused) == 2 and all("\n" not in line for line in refused)

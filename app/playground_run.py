@@ -1,0 +1,109 @@
+"""The Playground's runs: both lanes decoded live one after the other, what a load-aware policy priced k
+with, and the draft-tree viewer (app/app_pages/playground.py calls them)."""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from app.playground_controls import Settings
+from app.policy_options import format_batch_table
+from app.views import depth_policy, tokens
+from app.views import tree as tree_view
+from engine import DecodeConfig, generate_steps
+from engine.decoding.passcurve import pass_curve
+from engine.decoding.policies import derived_table_for
+
+LIVE_REFRESH_S = 0.25  # redraw the live lanes at most this often, so drawing barely touches the timings
+
+
+def run_lane(pair, prompts: list[str], cfg: DecodeConfig, placeholder, title: str):
+    """Decode one lane, redrawing its tokens live; returns the Trace."""
+    stream = generate_steps(pair, prompts, cfg)  # validates prompts (ConfigError) before any model work
+    steps = []
+    last_draw = 0.0
+    it = iter(stream)
+    try:
+        for step in it:
+            steps.append(step)
+            now = time.perf_counter()
+            if now - last_draw >= LIVE_REFRESH_S:
+                recs = tokens.token_records(steps, len(prompts), greedy=cfg.greedy)
+                n = sum(len(s.emitted) for st_ in steps for s in st_.seqs)
+                placeholder.html(
+                    tokens.lane_html(
+                        recs, max_seqs=4, speculative=cfg.speculative, status=f"{title}: decoding… step {step.index}, {n} tokens"
+                    )
+                )
+                last_draw = time.perf_counter()
+    finally:
+        it.close()
+    trace = stream.trace
+    recs = tokens.token_records(trace.steps, len(prompts), greedy=cfg.greedy)
+    placeholder.html(
+        tokens.lane_html(recs, max_seqs=4, speculative=cfg.speculative, status=f"{title}: done in {trace.summary['wall_s']:.2f} s")
+    )
+    return trace
+
+
+def run_both(pair, settings: Settings, live) -> dict:
+    """AR first, then speculative: never overlapping, so neither disturbs the other's timings."""
+    prompts = settings.prompts()
+    ar_cfg, spec_cfg = settings.config("autoregressive"), settings.config("speculative")
+    with live.container():
+        st.subheader("Decoding live")
+        left, right = st.columns(2)
+        left.markdown("**Autoregressive**")
+        right.markdown("**Speculative**")
+        ar_box, spec_box = left.empty(), right.empty()
+        ar_box.caption("Prefill: the target reads the prompts…")
+        spec_box.caption("Waits for the AR lane: the lanes never run at the same time, so their timings stay honest.")
+    ar = run_lane(pair, prompts, ar_cfg, ar_box, "AR")
+    spec = run_lane(pair, prompts, spec_cfg, spec_box, "Speculative")
+    return {"settings": settings, "ar": ar, "spec": spec}
+
+
+def policy_basis(pair, settings: Settings) -> dict | None:
+    """What a load-aware policy priced k with: this machine's measured pass-cost curve (the run just made
+    measured or loaded it, so this reads the cached curve) and, for a derived batch table, the table itself,
+    computed by the engine's own engine.policies.derived_table_for."""
+    if settings.policy not in ("batch_table", "goodput") or settings.batch_table is not None or settings.depth == 0:
+        return None
+    curve = pass_curve(pair)
+    basis = {"tokens": list(curve.tokens), "ms": list(curve.ms), "measured_at": curve.measured_at, "table": None}
+    if settings.policy == "batch_table":
+        basis["table"] = derived_table_for(pair, DecodeConfig(depth=settings.depth, drafter=settings.drafter))
+    return basis
+
+
+def show_policy_basis(basis: dict) -> None:
+    with st.expander("What the load-aware policy priced k with: this machine's measured pass cost"):
+        if basis["table"] is not None:
+            st.markdown(
+                f"Derived batch table (batch range: k): `{format_batch_table(basis['table'])}`. Each range "
+                "gets the k with the most expected tokens per second at its middle batch size, from the curve "
+                "below and a prior acceptance; the run's own k per step is in the chart above."
+            )
+        else:
+            st.markdown(
+                "goodput prices every step with this curve (corrected by the steps' own measured verify and "
+                "draft times) and the run's acceptance at each draft position so far."
+            )
+        st.plotly_chart(
+            depth_policy.curve_figure(basis["tokens"], basis["ms"], basis["measured_at"][:10]), width="stretch", key="chart_curve"
+        )
+
+
+def show_trees(spec) -> None:
+    """The speculative lane's draft trees, one (step, sequence) at a time (app/views/tree.py)."""
+    items = tree_view.tree_steps(spec.steps)
+    if not items:
+        return
+    totals = tree_view.tree_totals(spec.steps)
+    with st.expander(
+        f"Draft trees: {totals['mean_nodes']:.1f} nodes drafted, {totals['mean_accepted']:.2f} accepted "
+        f"per sequence-step (mean of {totals['row_steps']})"
+    ):
+        pick = st.slider("Step (sequence-step of the speculative lane)", 1, len(items), 1, key="tree_pick") if len(items) > 1 else 1
+        st.html(tree_view.tree_html(items[pick - 1], greedy=spec.config.get("temperature", 0) == 0))
