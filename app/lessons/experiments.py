@@ -369,10 +369,10 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             Knob("l3_depth", "Speculation depth k", DEPTHS, 4),
             Knob(
                 "l3_batch",
-                "Large batch (0: chosen from this machine's pass curve)",
+                "Large batch",
                 (0, *LARGE_BATCHES),
                 16,
-                "0 picks the smallest batch whose verify pass carries at least twice this machine's knee",
+                "0: chosen from this machine's pass curve, the smallest batch whose verify pass carries at least twice its knee",
             ),
             Knob("l3_tokens", "New tokens per sequence (twice this at batch 1)", (8, 16, 24, 32), 24),
         ),

@@ -121,6 +121,8 @@ def test_a_recording_beside_other_work_is_labelled_disturbed_both_ways():
 def test_every_shipped_recording_loads_and_old_lanes_without_the_new_keys_still_fit():
     folder = Path(__file__).resolve().parents[2] / "assets" / "lessons"
     for name in lx.EXPERIMENTS:
+        if name == "one_step":  # lesson 0's recording is the step-through trace (app/lessons/step_lesson.py)
+            continue
         record = measurement.load_record(folder / f"{name}.json")
         assert record["experiment"] == name
     lane = {

@@ -48,8 +48,8 @@ def test_curve_numbers_are_the_files_numbers():
     "content, why",
     [
         ("{not json", "not valid JSON"),
-        (json.dumps({"device": "x", "dtype": "int8", "shapes": []}), "dtype"),
-        (json.dumps([1]), "not a JSON object"),
+        (json.dumps({"device": "x", "dtype": "int8", "date": "2026-11-30", "shapes": []}), "dtype"),
+        (json.dumps([1]), "must be an object"),
     ],
 )
 def test_a_bad_recording_is_one_line_and_the_others_still_load(tmp_path, content, why):

