@@ -67,7 +67,7 @@ def run_both(pair, settings: Settings, live) -> dict:
 def policy_basis(pair, settings: Settings) -> dict | None:
     """What a load-aware policy priced k with: this machine's measured pass-cost curve (the run just made
     measured or loaded it, so this reads the cached curve) and, for a derived batch table, the table itself,
-    computed by the engine's own engine.policies.derived_table_for."""
+    computed by the engine's own engine.decoding.policies.derived_table_for."""
     if settings.policy not in ("batch_table", "goodput") or settings.batch_table is not None or settings.depth == 0:
         return None
     curve = pass_curve(pair)

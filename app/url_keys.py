@@ -60,7 +60,7 @@ BOUND: dict[str, dict[str, str]] = {
         "grid_trees": "Tree sizes",
         "grid_topk": "Tree top-k",
     },
-    # Each lesson draws only its own knobs (app/lesson_experiments.py; a test keeps the two equal).
+    # Each lesson draws only its own knobs (app/lessons/experiments.py; a test keeps the two equal).
     "lessons": {
         "teacher": "Teacher mode",
         "l1_context": "Context already in the KV cache (tokens)",

@@ -1,6 +1,6 @@
 """Lessons: the thesis step by step, each checked by an experiment, for a class to run.
 
-Page shape (DESIGN §5): parse the link, draw the controls, then the chosen lesson (`?lesson=N`, N its file's
+Page shape (docs/design.md §7): parse the link, draw the controls, then the chosen lesson (`?lesson=N`, N its file's
 NN prefix) in the order a student meets it: title and lead, a prediction the student commits to, the
 experiment's result (its figure first, then guess vs measured vs model), the GPU panel, the details as
 expanders, three check questions, a printable worksheet and the sources. Lesson 0 is the mechanism: one

@@ -230,7 +230,7 @@ def series_summary(series: MeasuredSeries) -> str:
 
 
 def error_table(rows) -> list[dict]:
-    """The recorded-run check (engine.recordings.check rows) as table rows for the page."""
+    """The recorded-run check (engine.roofline.recordings.check rows) as table rows for the page."""
 
     def pct(v):
         return None if v is None else f"{v:.0%}"

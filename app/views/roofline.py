@@ -1,7 +1,7 @@
 """The pass-cost curve: measured time of ONE target forward vs tokens per pass, with the ridge point,
 and what share of this machine's probed peaks each pass reached.
 
-Input rows come from `engine.bench.pass_costs` (each a measured median). The roofline says a pass
+Input rows come from `engine.decoding.passcurve.pass_costs` (each a measured median). The roofline says a pass
 whose arithmetic intensity is below the ridge point (peak FLOP/s / peak bandwidth, converted to tokens
 per pass for this model) is limited by memory traffic, and above it by arithmetic. A small pass can be
 limited by neither: on a CPU, or on a GPU stack that launches one kernel per operation, per-operation

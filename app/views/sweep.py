@@ -1,8 +1,8 @@
 """The Sweep page's grid view and tables: measured rows (plain dicts) -> a plotly heatmap / table rows.
 
-Rows come from `engine.bench.bench` (AR vs speculative per batch x depth cell; with several policies a
+Rows come from `engine.bench.harness.bench` (AR vs speculative per batch x depth cell; with several policies a
 row's "policy" names it and an adaptive policy's "depth" is its maximum, "mean_depth" what it used) and
-`engine.bench.pass_costs` (one target pass per tokens-per-pass); the curve of the latter is
+`engine.decoding.passcurve.pass_costs` (one target pass per tokens-per-pass); the curve of the latter is
 roofline.pass_cost_figure. The envelope view sets each adaptive policy against the best a static choice
 could do at each batch size: max(plain decoding, the best fixed depth). Draft-tree rows ("tree_nodes" > 0)
 get their own columns and `tree_vs_chain`'s lines. Nothing here calls streamlit.

@@ -1,6 +1,6 @@
 """The target's measured pass-cost curve: time of ONE forward pass against tokens per pass, on this machine.
 
-This is the curve behind the whole story (engine.bench.pass_costs draws it for the Sweep): flat while a
+This is the curve behind the whole story (engine.decoding.passcurve.pass_costs draws it for the Sweep): flat while a
 pass is memory- or overhead-bound, then rising once it is compute-bound. The load-aware policies
 (engine/decoding/policies.py) read it to price a verify pass of batch x (k + 1) tokens before they choose k.
 
@@ -96,7 +96,7 @@ def _grid(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT) -> tuple[int,
 
 
 def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repeats: int = 3) -> PassCurve:
-    """Time the target's passes now (engine.bench.pass_costs at batch 1, the fastest of `repeats`)."""
+    """Time the target's passes now (engine.decoding.passcurve.pass_costs at batch 1, the fastest of `repeats`)."""
 
     tokens = _grid(pair, tokens, context)
     rows = pass_costs(pair, [1], list(tokens), context=context, repeats=repeats, stat=min, cuda_graphs="off", fast=None)

@@ -173,7 +173,7 @@ class GoodputDepth:
     State (the acceptance estimates, the cost corrections) lives in the object: `make_policy` builds a
     fresh one for every run."""
 
-    curve: object  # engine.passcurve.PassCurve
+    curve: object  # engine.decoding.passcurve.PassCurve
     max_depth: int
     draft_cost_ratio: float  # drafter FLOPs per draft position / target FLOPs per token: the prior for T_draft
     accept: list[float] | None = None

@@ -3,7 +3,7 @@
 The files are the JSON reports SpecLab's GPU scripts write (labelled with device, dtype, torch and date):
 - scripts/investigate/gpu_graphs.py: per shape, passes with `eager_ms` and `graph_ms`; prefill passes with no earlier
   context and the output head on the last position only (`logits_to_keep=1`);
-- scripts/record/gpu_bench.py: per shape, passes with `ms`, the engine's eager forward (`engine.bench.pass_costs`)
+- scripts/record/gpu_bench.py: per shape, passes with `ms`, the engine's eager forward (`engine.decoding.passcurve.pass_costs`)
   over a `context`-token cache, logits for every position;
 - any later report in assets/recordings/*.json of either shape; a pass row may also say `mode` ("graph" or
   "eager"), `context` and `logits_tokens` explicitly, which then win over the defaults above.
@@ -101,7 +101,7 @@ def _rows(check: Checker, row, shape: dict, where: str, label: tuple, peaks: dic
     timed = {}
     if "ms" in row:
         mode = check.choice(row.get("mode", shape.get("mode", "eager")), f"{where}.mode", MODES)
-        timed[mode] = (check.positive(row["ms"], f"{where}.ms"), None)  # engine.bench.pass_costs: every position's logits
+        timed[mode] = (check.positive(row["ms"], f"{where}.ms"), None)  # engine.decoding.passcurve.pass_costs: every position's logits
     for mode in MODES:
         if row.get(f"{mode}_ms") is not None:
             timed[mode] = (check.positive(row[f"{mode}_ms"], f"{where}.{mode}_ms"), 1)  # gpu_graphs.py: logits_to_keep=1

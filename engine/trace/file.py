@@ -1,12 +1,7 @@
-"""Step and Trace: what one decoding run did, step by step, and the summary the app and benches read.
-
-A `Step` is one iteration of the decode loop for the whole (ragged) batch: one target forward pass,
-the draft forwards that fed it, and per sequence what was drafted, accepted, rejected and emitted.
-A `Trace` is the run: its config, the sequences, the steps and `summary` (field names fixed by
-docs/design.md §4). Traces are saved as versioned JSON ("speclab.trace/1"; "speclab.trace/2" adds each row's draft tree, written only by
-tree-drafting runs, so chain traces stay readable by older SpecLabs); anything else is refused
-with a clear `TraceError` — traces are data, never executed or unpickled.
-"""
+"""`Trace`: one run (its config, the sequences, the steps and `summary`, field names fixed by docs/design.md §4)
+and its JSON file. Written atomically as "speclab.trace/1" ("/2" when any step holds a draft tree, so chain
+traces stay readable by older SpecLabs); read back only through the strict reader (engine/trace/loader.py).
+The record types and the summary live in engine/trace/records.py."""
 
 from __future__ import annotations
 

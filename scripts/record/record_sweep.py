@@ -3,7 +3,7 @@
 The Sweep page shows this recording at once (labelled with its machine and date), so the page is never empty;
 its Measure buttons run the same measurements live on the machine serving it. The grid is the page's default
 (batch 1, 4, 16 × depth 2, 4, 8; the EAGLE head where the pair has one; 24 new tokens), measured with
-engine.bench.bench, every cell's two lanes interleaved, `--repeats` runs each (median). The note records the
+engine.bench.harness.bench, every cell's two lanes interleaved, `--repeats` runs each (median). The note records the
 machine's load average while it ran (other work on a shared machine slows every timing). Several minutes on a
 2-core CPU:
 

@@ -1,4 +1,4 @@
-"""The Lessons page's conclusions (app/views/conclusions.py) on plain data: every claim follows the numbers,
+"""The Lessons page's conclusions (app/lessons/conclusions.py) on plain data: every claim follows the numbers,
 both ways, and the removed claims stay removed."""
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _steps(draft_ms, step_ms, n=3):
 
 def _run(speedup, alpha, verify, step, kept, draft_ms, step_ms, steps=(24, 12), batch=1, spread=0.02, tpot=(50.0, 40.0)):
     """One plain-vs-speculative pair as the experiment records it: compare numbers and both lanes (the draft share
-    computed by app/measurement.py from steps, as a live run's is; mean step and verify ms, a plain step being
+    computed by app/lessons/measurement.py from steps, as a live run's is; mean step and verify ms, a plain step being
     100 ms; three interleaved runs each, spread ±`spread` around the median)."""
     m = {
         "speedup": speedup,
@@ -202,7 +202,7 @@ def _summary(drafted, accepted, tps, alpha):
 
 def test_lesson5_reports_what_a_run_can_measure():
     def trace(summary, steps=()):
-        """A lane as app/measurement.py reduces a trace: its summary and its verified draft slots."""
+        """A lane as app/lessons/measurement.py reduces a trace: its summary and its verified draft slots."""
         return {"summary": summary, "verified_slots": list(measurement.verified_slots(SimpleNamespace(steps=list(steps))))}
 
     gated_steps = [  # batch 8 at width 6: 48 slots, 20 real drafts; then batch 8 at width 2: 16 slots, 10 real drafts

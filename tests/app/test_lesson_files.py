@@ -82,7 +82,7 @@ def test_shipped_lessons_name_known_experiments():
 
 
 def test_page_experiments_match_the_shipped_lessons():
-    """KNOWN above is the page's table of experiments (app/lesson_experiments.py; importing it runs no page)."""
+    """KNOWN above is the page's table of experiments (app/lessons/experiments.py; importing it runs no page)."""
     from app.lessons.experiments import EXPERIMENTS
 
     assert set(EXPERIMENTS) == KNOWN

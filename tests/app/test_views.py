@@ -181,7 +181,7 @@ def test_divergence_note():
     assert "random" in metrics.divergence_note(False, "bfloat16", {0: 1})
 
 
-GRID = [  # two batch sizes x two depths, one cell missing, as engine.bench.bench returns them
+GRID = [  # two batch sizes x two depths, one cell missing, as engine.bench.harness.bench returns them
     {
         "batch": 1,
         "depth": 2,
@@ -370,7 +370,7 @@ def test_depth_figure_has_k_and_the_batch_on_a_second_axis():
 
 
 # --- Sweep: adaptive policies beside the fixed depths -------------------------------------------
-ADAPTIVE_GRID = [  # as engine.bench.bench(policy=["fixed", "batch_table", "goodput"]) returns them
+ADAPTIVE_GRID = [  # as engine.bench.harness.bench(policy=["fixed", "batch_table", "goodput"]) returns them
     {"batch": 1, "depth": 2, "policy": "fixed", "mean_depth": 2.0, "ar_tokens_per_s": 20.0, "spec_tokens_per_s": 30.0},
     {"batch": 1, "depth": 4, "policy": "fixed", "mean_depth": 4.0, "ar_tokens_per_s": 20.0, "spec_tokens_per_s": 36.0},
     {"batch": 1, "depth": 4, "policy": "batch_table", "mean_depth": 4.0, "ar_tokens_per_s": 20.0, "spec_tokens_per_s": 35.0},
