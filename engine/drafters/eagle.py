@@ -1,17 +1,6 @@
-"""The EAGLE head at inference: loading a saved head, running it, and drafting with it.
-
-EAGLE (Li et al. 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty") drafts at
-the feature level. The target's last hidden state f_i (after its final norm) already summarises the
-context, so one decoder layer is enough to guess the next one:
-
-    entry i = (f_i, token t_{i+1})  ->  fc([embed(t_{i+1}); f_i])  ->  1 Llama decoder layer  ->  norm  ->  g_i
-    g_i ~ f_{i+1}, and lm_head(g_i) ~ the target's distribution of t_{i+2}
-
-The head reuses the target's embedding and output head. With EAGLE-3's feature fusion, f_i is the outputs
-of some inner target layers (standardised per dimension) plus the final feature, mapped back to H by one
-linear layer. Training (features, the unrolled "training-time test", saving) is offline code:
-training/eagle.py. The folder format is engine/formats.py's.
-"""
+"""Drafting with the EAGLE head (Li et al. 2024): the drafter that feeds the target's verified features to the
+head and proposes a chain or a draft tree from its outputs. The head itself (what it computes, loading a saved
+one, running it over a KV cache) is model code: engine/model/eagle_head.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The EAGLE head at inference: loading a saved head, running it, and drafting with it.
+"""The EAGLE head at inference: loading a saved head and running it (the drafter is engine/drafters/eagle.py).
 
 EAGLE (Li et al. 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty") drafts at
 the feature level. The target's last hidden state f_i (after its final norm) already summarises the

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -24,18 +23,11 @@ import pytest
 
 from app.lessons.experiments import EXPERIMENTS
 from app.lessons.files import load_lessons
+from tests.app.test_browser import ARGS, _free_port  # the same Chromium flags and port picking
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 SERVER_LOG = ROOT / "artifacts" / "streamlit-class-browser-test.log"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 LESSON = 2
 CHECK = load_lessons(ROOT / "lessons", EXPERIMENTS)[LESSON].checks[0]
 EXPERIMENT = EXPERIMENTS[load_lessons(ROOT / "lessons", EXPERIMENTS)[LESSON].experiment]
@@ -45,12 +37,6 @@ HOSTILE = "<img src=x onerror=alert(1)>[x](http://evil.example)"
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason=f"Chromium not found at {CHROMIUM} (apt-get install chromium to run this test)"
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
