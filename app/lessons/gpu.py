@@ -15,6 +15,7 @@ Pure: no streamlit, no torch, no model loaded.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +59,24 @@ class Curve:
     def name(self) -> str:
         how = "CUDA graph" if self.mode == "graph" else "eager"
         return f"{self.shape} shape, {how}" + (f", context {self.context}" if self.context else "")
+
+
+def _log_x_marker(fig: go.Figure, x: float, color: str, dash: str, text: str) -> None:
+    """A vertical line at data value x on a log x axis, labelled. The line is a shape (data coordinates); the
+    label is an annotation, which on a log axis takes log10 of the value (as app/views/roofline.py does):
+    plotly's add_vline(annotation_text=...) would place it at 10**x and break the axis ("NaN×10^Infinity")."""
+    fig.add_vline(x=x, line_dash=dash, line_color=color)
+    fig.add_annotation(
+        x=math.log10(x),
+        y=1.0,
+        xref="x",
+        yref="paper",
+        text=text,
+        showarrow=False,
+        font={"color": color},
+        xanchor="left",
+        yanchor="bottom",
+    )
 
 
 def _median(xs: list[float]) -> float:
@@ -241,7 +260,7 @@ def curves_figure(curves: list[Curve], marks: list[int] | None = None) -> go.Fig
             hovertemplate="%{x} tokens per pass (batch×tokens: %{customdata}): %{y:.2f} ms<extra></extra>",
         )
     for t in sorted(set(marks or [])):
-        fig.add_vline(x=t, line_dash="dot", line_color="#555", annotation_text=f"{t}", annotation_position="top")
+        _log_x_marker(fig, t, "#555", "dot", f"{t}")
     fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)")
     fig.update_yaxes(type="log", title_text="ms per pass")
     label = "; ".join(dict.fromkeys(c.label for c in curves))
@@ -264,7 +283,7 @@ def model_figure(lesson: str, settings: dict, gpu_keys: tuple[str, ...] = ("H100
             line={"color": COLORS[i % len(COLORS)], "dash": "dot"},
         )
         ridge = model_ridge(key, shape)
-        fig.add_vline(x=ridge, line_dash="dash", line_color=COLORS[i % len(COLORS)], annotation_text=esc(f"{key} ridge ≈ {ridge:.0f}"))
+        _log_x_marker(fig, ridge, COLORS[i % len(COLORS)], "dash", esc(f"{key} ridge ≈ {ridge:.0f}"))
     for row in model_rows(lesson, settings, gpu_keys[0], shape):
         fig.add_scatter(
             x=[row["tokens per pass"]],

@@ -6,6 +6,7 @@ recording is one warning, not a crash; and every lesson draws a chart and a pane
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,13 @@ def test_every_lesson_draws_a_chart_and_a_gpu_panel_naming_the_gpu():
         texts = " ".join(str(e.value) for e in panel.markdown) + " ".join(str(e.value) for e in panel.caption)
         assert panel.get("plotly_chart") and "H200" in texts and "H100" in texts and "model, not a measurement" in texts.lower()
         assert not panel.warning
+
+
+def test_labels_on_the_log_axes_sit_at_their_values():
+    """On a log x axis a shape takes the data value but an annotation takes its log10: every marker's label sits
+    at log10 of its line's x (plotly's add_vline(annotation_text=...) put it at 10**295 and broke the axis)."""
+    curves, _ = G.recorded_curves()
+    for fig in (G.model_figure("past_the_ridge", {"batch": 16, "depth": 4}), G.curves_figure(curves, marks=[5, 80])):
+        lines = sorted(float(shape.x0) for shape in fig.layout.shapes)
+        labels = sorted(float(a.x) for a in fig.layout.annotations if a.xref == "x")
+        assert lines and labels == pytest.approx([math.log10(x) for x in lines])
