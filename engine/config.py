@@ -42,7 +42,7 @@ class PolicyKind(str, Enum):
     OFF_ABOVE_BATCH = "off_above_batch"  # the classic rule (vLLM V0's disable_by_batch_size, removed in 2026)
     HEURISTIC = "heuristic"  # adaptive: deeper after a full acceptance, shallower after a rejection
     BATCH_TABLE = "batch_table"  # k per batch-size range (vLLM num_speculative_tokens_per_batch_size)
-    GOODPUT = "goodput"  # k maximising expected tokens/s from the measured pass cost and the run's acceptance
+    GOODPUT = "goodput"  # k (or a tree's size) maximising expected tokens/s from the measured pass cost and the run's acceptance
 
 
 def _number(value) -> bool:
@@ -86,7 +86,8 @@ class DecodeConfig:
     # Tree drafting (EAGLE-2, engine/drafters/tree.py; drafters "eagle" and "model"): each draft step expands the `tree_topk` most likely
     # children of the `tree_topk` best nodes so far, and the `tree_nodes` nodes of highest joint draft
     # confidence, at most `depth` deep, are verified in one target pass with a tree attention mask.
-    # 0 and 0 = today's chain of `depth` tokens.
+    # 0 and 0 = today's chain of `depth` tokens. With policy "goodput", `tree_nodes` is the most a step
+    # verifies: it chooses per step between plain, a chain and the tree cut to its best n nodes.
     tree_nodes: int = 0
     tree_topk: int = 0
     # Decode passes: "auto" captures them as CUDA graphs on CUDA (eager where capture is impossible), "off"
@@ -150,10 +151,10 @@ class DecodeConfig:
                 f"tree_nodes={nodes} is more than depth {self.depth} with top-{topk} can draft "
                 f"({topk} + ({self.depth} - 1) x {topk}^2 = {most} candidates)"
             )
-        if self.policy == PolicyKind.GOODPUT.value or self.confidence_threshold > 0:
+        if self.confidence_threshold > 0:
             raise ConfigError(
-                "tree drafting prices its own width (tree_nodes): use policy='fixed', 'heuristic', "
-                "'off_above_batch' or 'batch_table' and confidence_threshold 0"
+                "tree drafting ranks its nodes by joint confidence itself (tree_nodes): use confidence_threshold 0 "
+                "(policy='goodput' chooses the tree's size per step)"
             )
 
     @property

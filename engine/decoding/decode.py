@@ -169,6 +169,7 @@ class Decoder:
         with StepTimer(device) as draft_timer:
             if depth > 0:
                 draft = self.drafter.propose([s.tokens for s in active], depth, self.draft_options(), self.generator)
+        draft = self.cut_tree(draft)  # the policy may verify only a tree's best nodes
         depth = draft.depth if draft is not None else 0
 
         # 2. verify: [last token, d_1..d_k] (or the tree's N nodes) for every row in ONE target forward
@@ -193,7 +194,10 @@ class Decoder:
         if self.drafter is not None:
             self.drafter.commit(Verified(draft, num_accepted, new_lengths, hidden))
         n_verified = draft.nodes if draft is not None else 0
-        return self.make_step("decode", depth, len(active) * (n_verified + 1), t_start, draft_timer, verify_timer, wasted, records)
+        tree_nodes = n_verified if path is not None else None  # the shape verified: plain, a chain of k, a tree of n
+        return self.make_step(
+            "decode", depth, len(active) * (n_verified + 1), t_start, draft_timer, verify_timer, wasted, records, tree_nodes
+        )
 
     # --- helpers: the target pass, the policy, records, waste, timing --------------------------------
 
@@ -245,11 +249,24 @@ class Decoder:
         return min(depth, max(s.remaining for s in self.active) - 1)
 
     def draft_options(self) -> DecodeConfig:
-        """The options the drafter drafts with: the run's, with the policy's confidence stop if it set one."""
+        """The options the drafter drafts with: the run's; a chain where the policy chose one in a tree-drafting
+        run; with the policy's confidence stop for a chain if it set one."""
+        cfg = self.cfg
+        if cfg.tree and not self.policy.tree_now:
+            cfg = dataclasses.replace(cfg, tree_nodes=0, tree_topk=0)
         stop = self.policy.stop_below
-        if stop <= self.cfg.confidence_threshold:
-            return self.cfg
-        return dataclasses.replace(self.cfg, confidence_threshold=stop)
+        if cfg.tree or stop <= cfg.confidence_threshold:
+            return cfg
+        return dataclasses.replace(cfg, confidence_threshold=stop)
+
+    def cut_tree(self, draft: Draft | None) -> Draft | None:
+        """A drafted tree cut to the nodes the policy verifies (goodput's best n; the others keep it whole)."""
+        if draft is None or draft.tree is None:
+            return draft
+        t = time.perf_counter()
+        draft = draft.cut(self.policy.tree_size(draft.tree))
+        self.policy_s += time.perf_counter() - t
+        return draft
 
     def append(self, draft: Draft | None, num_accepted, next_ids, p_chosen, path=None) -> list[SeqStep]:
         """Append each row's accepted drafts and the target's token to its sequence; one record per row."""
@@ -351,6 +368,7 @@ class Decoder:
         verify_timer: StepTimer,
         wasted: float,
         records: list[SeqStep],
+        tree_nodes: int | None = None,
     ) -> Step:
         """The one place a Step is built: times relative to the run's clock, and the passes' counts."""
         t_end = time.perf_counter()
@@ -378,6 +396,7 @@ class Decoder:
             util_pct=self.util.mean_between(t_start, t_end),
             policy_ms=self._take_policy_ms(),
             seqs=records,
+            tree_nodes=tree_nodes,
             **dict(zip(("sm_clock_mhz", "power_w"), self.util.gpu_between(t_start, t_end))),
         )
 

@@ -31,10 +31,11 @@ Every policy sees a `PolicyContext` before each step (`depth`) and the finished 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from engine.config import MAX_DEPTH, DecodeConfig, PolicyKind
+from engine.decoding.tree_value import Calibration, chain_nodes, tree_gain, tree_nodes
 
 
 @dataclass(frozen=True)
@@ -50,16 +51,23 @@ class PolicyContext:
 class DepthPolicy(Protocol):
     name: str
     stop_below: float  # a joint draft confidence below which rows stop drafting this step (0: none)
+    tree_now: bool  # in a tree-drafting run: this step drafts a tree (False: a chain of `depth`)
 
     def depth(self, ctx: PolicyContext) -> int: ...
+
+    def tree_size(self, tree) -> int: ...  # how many of a drafted tree's nodes to verify (DraftTree.best)
 
     def observe(self, step) -> None: ...  # the Step just taken (engine/trace/)
 
 
 class _Static:
-    """Policies that learn nothing from the steps they see."""
+    """Policies that learn nothing from the steps they see (and verify a drafted tree whole)."""
 
     stop_below = 0.0
+    tree_now = True
+
+    def tree_size(self, tree) -> int:
+        return tree.nodes
 
     def observe(self, step) -> None:
         pass
@@ -110,6 +118,9 @@ class HeuristicDepth(_Static):
 # run's own measured per-position acceptance after its first speculative steps (EMA_WEIGHT per step).
 PRIOR_ACCEPTANCE = 0.6
 EMA_WEIGHT = 0.2
+# A tree-drafting goodput run draws the shape it has not chosen (chain or tree) once after this many decode
+# steps without it, so its estimate follows the text: at most one step in REFRESH_STEPS priced on a guess.
+REFRESH_STEPS = 32
 
 
 def expected_tokens(accept: list[float], k: int) -> float:
@@ -168,7 +179,8 @@ def derived_batch_table(
 
 @dataclass
 class GoodputDepth:
-    """k per step from the measured cost of a pass and the run's own acceptance (see the module docstring).
+    """k per step from the measured cost of a pass and the run's own acceptance (see the module docstring);
+    with `tree_nodes`, the shape too: plain, a chain of k, or a tree cut to n nodes.
 
     State (the acceptance estimates, the cost corrections) lives in the object: `make_policy` builds a
     fresh one for every run."""
@@ -179,8 +191,15 @@ class GoodputDepth:
     accept: list[float] | None = None
     verify_ratio: dict[int, float] | None = None  # tokens per pass -> measured / curve time (EMA); key 0: all sizes
     draft_ms: dict[int, float] | None = None  # log2 bucket of batch -> measured draft ms per position (EMA)
-    last_choice: tuple[int, float] | None = None  # (k, expected tokens per ms) of the latest step, for the trace
+    last_choice: tuple[int, float] | None = None  # (k, or a tree's n; expected tokens per ms) of the latest choice
     stop_below: float = 0.0  # this step's break-even joint draft confidence (see `depth`)
+    tree_nodes: int = 0  # the run's largest tree (DecodeConfig.tree_nodes; 0: chains only)
+    tree_topk: int = 0
+    tree_now: bool = False  # this step drafts a tree (else a chain, or nothing)
+    calibration: Calibration = field(default_factory=Calibration)  # joint confidence -> acceptance
+    tree_gain: list[float] | None = None  # EMA of a tree's expected accepted nodes per row, n = 1..tree_nodes
+    tree_draft_ms: dict[int, float] = field(default_factory=dict)  # log2 bucket of batch -> measured ms to grow a tree
+    since: dict[str, int] = field(default_factory=lambda: {"chain": 0, "tree": 0})  # decode steps since each shape ran
     name = "goodput"
 
     def __post_init__(self):
@@ -192,6 +211,11 @@ class GoodputDepth:
     def _bucket(n: int) -> int:
         return max(int(n), 1).bit_length()
 
+    @staticmethod
+    def _nearest(table: dict[int, float], batch: int) -> float:
+        b = GoodputDepth._bucket(batch)
+        return table[min(table, key=lambda x: (abs(x - b), x))]
+
     def verify_ms(self, tokens: int) -> float:
         """The curve's time, times the measured/curve ratio this run has seen at that pass size (or, for a
         size it has not run yet, over all sizes)."""
@@ -201,9 +225,20 @@ class GoodputDepth:
 
     def draft_ms_per_position(self, batch: int) -> float:
         if self.draft_ms:
-            b = self._bucket(batch)
-            return self.draft_ms[min(self.draft_ms, key=lambda x: (abs(x - b), x))]
+            return self._nearest(self.draft_ms, batch)
         return self.draft_cost_ratio * self.verify_ms(batch)
+
+    def tree_draft(self, batch: int, depth: int) -> float:
+        """ms to grow a full tree: measured, else `depth` drafter passes over batch x top-k tokens."""
+        if self.tree_draft_ms:
+            return self._nearest(self.tree_draft_ms, batch)
+        return depth * self.draft_ms_per_position(batch * self.tree_topk)
+
+    def best_cut(self, batch: int, gain, draft_ms: float) -> tuple[int, float]:
+        """(n, expected tokens per ms) maximising (batch + gain[n - 1]) / (verify_ms(batch * (n + 1)) + draft_ms)."""
+        rates = [(batch + float(g)) / (self.verify_ms(batch * (n + 1)) + draft_ms) for n, g in enumerate(gain, start=1)]
+        n = max(range(len(rates)), key=rates.__getitem__)
+        return n + 1, rates[n]
 
     def depth(self, ctx: PolicyContext) -> int:
         if ctx.base_depth == 0:
@@ -211,6 +246,10 @@ class GoodputDepth:
         batch = ctx.batch
         draft_ms = self.draft_ms_per_position(batch)
         k, rate = best_depth(batch, min(ctx.base_depth, self.max_depth), self.accept, self.verify_ms, draft_ms)
+        self.tree_now = self.choose_tree(batch, ctx.base_depth, k, rate)
+        if self.tree_now:
+            self.stop_below = 0.0
+            return ctx.base_depth
         self.last_choice = (k, rate)
         # The drafter's own confidence (EAGLE-2's joint q of the draft prefix) then ends rows early: one more
         # position costs a draft step plus one more token per row in the verify pass; in that time the batch
@@ -222,19 +261,56 @@ class GoodputDepth:
             self.stop_below = min(1.0, rate * max(cost, 0.0) / batch)
         return k
 
+    def choose_tree(self, batch: int, depth: int, k: int, chain_rate: float) -> bool:
+        """A tree this step? When its expected rate (from the recent trees' calibrated curve) beats the best of
+        plain and chains. While speculating, the shape not chosen is drawn once after REFRESH_STEPS decode
+        steps without it (a tree at once if none was drawn yet), so its estimate follows the text."""
+        if not self.tree_nodes:
+            return False
+        if self.tree_gain is None:
+            return k > 0  # never drawn: try one as soon as speculating looks worth it
+        n, tree_rate = self.best_cut(batch, [batch * g for g in self.tree_gain], self.tree_draft(batch, depth))
+        if tree_rate > chain_rate:
+            self.last_choice = (n, tree_rate)
+            return not (k > 0 and self.since["chain"] >= REFRESH_STEPS)
+        return k > 0 and self.since["tree"] >= REFRESH_STEPS
+
+    def tree_size(self, tree) -> int:
+        """How many of a drafted tree's nodes to verify: the cut n maximising expected tokens per ms with this
+        tree's own calibrated confidences (engine/decoding/tree_value.py); it also updates the curve that
+        prices the next step's shape."""
+        batch = int(tree.tokens.shape[0])
+        gain = tree_gain(tree, self.calibration)  # (N,) summed over rows
+        per_row = (gain / batch).tolist() + [float(gain[-1]) / batch] * (self.tree_nodes - tree.nodes)
+        old = self.tree_gain
+        self.tree_gain = per_row if old is None else [(1 - EMA_WEIGHT) * a + EMA_WEIGHT * b for a, b in zip(old, per_row)]
+        n, rate = self.best_cut(batch, gain.tolist(), self.tree_draft(batch, tree.depth))
+        self.last_choice = (n, rate)
+        return n
+
     def observe(self, step) -> None:
-        """Learn from a decode step: its verify time against the curve, its draft time per position, and
-        each row's acceptance at every position it reached (position j counts only if 1..j-1 were accepted)."""
+        """Learn from a decode step: its verify time against the curve, its draft time (per position for a
+        chain, per tree), each row's acceptance at every chain position it reached (position j counts only
+        if 1..j-1 were accepted), and every verified node for the confidence calibration."""
         if step.kind != "decode" or step.verify_ms <= 0:
             return
-        ema = lambda old, new: (1 - EMA_WEIGHT) * old + EMA_WEIGHT * new  # noqa: E731
         ratio = step.verify_ms / self.curve.time_ms(step.tokens_per_pass)
         for key in (step.tokens_per_pass, 0):
-            self.verify_ratio[key] = ema(self.verify_ratio[key], ratio) if key in self.verify_ratio else ratio
-        if step.depth > 0 and step.draft_ms > 0:
-            per_position = step.draft_ms / step.depth
-            bb = self._bucket(step.batch)
-            self.draft_ms[bb] = ema(self.draft_ms[bb], per_position) if bb in self.draft_ms else per_position
+            self.verify_ratio[key] = _ema(self.verify_ratio.get(key), ratio)
+        for shape in self.since:
+            self.since[shape] += 1
+        bb = self._bucket(step.batch)
+        if step.tree_nodes is not None:
+            self.since["tree"] = 0
+            if step.draft_ms > 0:
+                self.tree_draft_ms[bb] = _ema(self.tree_draft_ms.get(bb), step.draft_ms)
+            self.calibration.observe([node for row in step.seqs if row.tree is not None for node in tree_nodes(row.tree)])
+            return
+        if step.depth > 0:
+            self.since["chain"] = 0
+            if step.draft_ms > 0:
+                self.draft_ms[bb] = _ema(self.draft_ms.get(bb), step.draft_ms / step.depth)
+            self.calibration.observe([node for row in step.seqs for node in chain_nodes(row.drafted)])
         reached = [0] * len(self.accept)
         kept = [0] * len(self.accept)
         for row in step.seqs:
@@ -246,7 +322,11 @@ class GoodputDepth:
                     break
         for j, n in enumerate(reached):
             if n:
-                self.accept[j] = ema(self.accept[j], kept[j] / n)
+                self.accept[j] = _ema(self.accept[j], kept[j] / n)
+
+
+def _ema(old: float | None, new: float) -> float:
+    return new if old is None else (1 - EMA_WEIGHT) * old + EMA_WEIGHT * new
 
 
 def draft_cost_ratio(pair, drafter_kind: str, context: int) -> float:
@@ -276,7 +356,8 @@ def make_policy(cfg: DecodeConfig, pair=None, drafter=None) -> DepthPolicy:
         if cfg.policy == PolicyKind.BATCH_TABLE.value:
             return BatchTable(derived_table_for(pair, cfg))
         curve = pass_curve(pair)
-        return GoodputDepth(curve=curve, max_depth=cfg.depth, draft_cost_ratio=draft_cost_ratio(pair, cfg.drafter, curve.context))
+        ratio = draft_cost_ratio(pair, cfg.drafter, curve.context)
+        return GoodputDepth(curve=curve, max_depth=cfg.depth, draft_cost_ratio=ratio, tree_nodes=cfg.tree_nodes, tree_topk=cfg.tree_topk)
     if cfg.policy == PolicyKind.OFF_ABOVE_BATCH.value:
         return OffAboveBatch(cfg.disable_by_batch_size)
     if cfg.policy == PolicyKind.HEURISTIC.value:

@@ -23,7 +23,7 @@ than k tokens; the rest is padding that verification never accepts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import torch
@@ -55,6 +55,13 @@ class Draft:
     def nodes(self) -> int:
         """Draft tokens the target verifies per row (a chain's k, a tree's N)."""
         return int(self.ids.shape[1])
+
+    def cut(self, n: int) -> Draft:
+        """A tree draft cut to each row's n best nodes (DraftTree.best); what the drafter spent is unchanged."""
+        if self.tree is None or n >= self.nodes:
+            return self
+        tree = self.tree.best(n)
+        return replace(self, ids=tree.tokens, q_x=tree.q, valid=self.valid[:, :n], tree=tree)
 
 
 def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float, generator, vocab: torch.Tensor | None, vocab_size: int):

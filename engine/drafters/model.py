@@ -63,25 +63,25 @@ class ModelDrafter:
         self.lag = 2
 
     def propose(self, sequences: list[list[int]], depth: int, cfg, generator) -> Draft:
-        if self.lags is not None:  # after a tree step rows lag by their own counts
-            return self.propose_after_tree(sequences, depth, cfg, generator)
-        feed = torch.tensor([s[-self.lag :] for s in sequences], dtype=torch.long, device=self.cache.device)  # (B, lag)
-        fed = self.lag
+        logits, fed = self.catch_up(sequences)  # (B, C): after each row's last token
         if cfg.tree:
-            return self.propose_tree(self.cache.forward(feed, logits_to_keep=1)[:, -1], depth, cfg, fed)
+            return self.propose_tree(logits, depth, cfg, fed)
         gate = ConfidenceGate(len(sequences), cfg.confidence_threshold, self.cache.device)
         for i in range(depth):
-            logits = self.cache.forward(feed, logits_to_keep=1)[:, -1]  # (B, vocab)
             token = gate.add(*choose_tokens(logits, cfg.temperature, cfg.top_p, generator, self.vocab, self.vocab_size))
             if gate.done or i == depth - 1:
                 break
-            feed = token[:, None]
+            logits = self.cache.forward(token[:, None], logits_to_keep=1)[:, -1]  # (B, C)
             fed += 1
         return gate.draft(forwards=gate.width, fed_tokens=fed)
 
-    def propose_after_tree(self, sequences: list[list[int]], depth: int, cfg, generator) -> Draft:
-        """Feed each row's own `lags[r]` missing tokens (ragged: holes before the shorter rows' tokens), then
-        draft the tree from the last position's logits."""
+    def catch_up(self, sequences: list[list[int]]) -> tuple[torch.Tensor, int]:
+        """Feed the tokens the cache has not seen yet: every row's last `lag` (one uniform feed), or after a
+        tree step each row's own `lags[r]` (ragged: holes before the shorter rows' tokens). Returns the logits
+        after each row's last token (B, C) and the tokens fed per row."""
+        if self.lags is None:
+            feed = torch.tensor([s[-self.lag :] for s in sequences], dtype=torch.long, device=self.cache.device)  # (B, lag)
+            return self.cache.forward(feed, logits_to_keep=1)[:, -1], self.lag
         lags = self.lags.tolist()
         width = max(lags)
         tokens = torch.full((len(sequences), width), self.pad_id, dtype=torch.long)
@@ -91,7 +91,7 @@ class ModelDrafter:
         ragged = not bool(valid.all())
         logits = self.cache.forward(tokens.to(self.cache.device), logits_to_keep=1, new_valid=valid if ragged else None)
         self.lags = None
-        return self.propose_tree(logits[:, -1], depth, cfg, width)
+        return logits[:, -1], width
 
     def propose_tree(self, root_logits: torch.Tensor, depth: int, cfg, fed: int) -> Draft:
         """EAGLE-2's dynamic tree (engine/drafters/tree.py) from the draft model's logits after the root."""
@@ -112,8 +112,8 @@ class ModelDrafter:
         )
 
     def commit(self, verified: Verified) -> None:
-        """After a plain step the cache falls one more token behind. After verification it keeps all but the
-        last 2 tokens of each (grown) sequence: the draft never saw the target's correction/bonus token and,
+        """After a plain step the cache falls one more token behind. After a chain's verification it keeps all
+        but the last 2 tokens of each (grown) sequence: the draft never saw the target's correction/bonus token and,
         after a full acceptance, its own last draft; re-feeding the last two keeps every row's lag at exactly
         2 (one uniform (B, 2) feed). After a tree the tree entries go, and each row lags by the tokens the
         step added plus one (its own count: `propose_after_tree` feeds them ragged)."""

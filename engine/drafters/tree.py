@@ -75,6 +75,43 @@ class DraftTree:
     def select(self, rows: torch.Tensor) -> DraftTree:
         return DraftTree(self.tokens[rows], self.parents[rows], self.depths[rows], self.q[rows], self.topk)
 
+    def joint(self) -> torch.Tensor:
+        """(B, N) float: each node's joint draft confidence, log of the product of q along root -> node (the
+        score EAGLE-2 reranks by). A child never scores above its parent (log q <= 0)."""
+        logq = self.q.clamp_min(1e-30).log().clamp_max(0.0)  # (B, N)
+        score = logq
+        for level in range(2, self.depth + 1):  # parents come before children: one level per round
+            score = torch.where(self.depths == level, logq + score.gather(1, self.parents.clamp_min(0)), score)
+        return score
+
+    def best(self, n: int) -> DraftTree:
+        """The tree cut to each row's `n` nodes of highest joint confidence (ties: the earlier node), in creation
+        order: still a tree, since a node's ancestors score at least as high and come earlier."""
+        if n >= self.nodes:
+            return self
+        keep = torch.sort(self.joint(), dim=1, descending=True, stable=True).indices[:, :n].sort(dim=1).values  # (B, n)
+        return DraftTree(
+            tokens=self.tokens.gather(1, keep),
+            parents=kept_parents(self.parents, keep),
+            depths=self.depths.gather(1, keep),
+            q=self.q.gather(1, keep),
+            topk=self.topk,
+        )
+
+
+def kept_parents(parents: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """parents (B, M) of M candidates (-1: the root), keep (B, N) ascending candidate indices -> (B, N) each
+    kept node's parent as an index into the kept ones. Raises if a kept node's parent was not kept."""
+    batch, total = parents.shape
+    n = keep.shape[1]
+    node_of = torch.full((batch, total), -1, dtype=torch.long, device=parents.device)  # candidate -> node index
+    node_of.scatter_(1, keep, torch.arange(n, device=parents.device).expand(batch, n))
+    parent_cand = parents.gather(1, keep)
+    node_parents = torch.where(parent_cand >= 0, node_of.gather(1, parent_cand.clamp_min(0)), -1)
+    if bool(((parent_cand >= 0) & (node_parents < 0)).any()):
+        raise AssertionError("draft tree lost a parent: the reranking must keep every kept node's ancestors")
+    return node_parents
+
 
 class TreeBuilder:
     """Candidates of one draft step for a batch: ids are assigned in creation order (level by level)."""
@@ -129,17 +166,14 @@ class TreeBuilder:
         tokens, parents = torch.cat(self.tokens, 1), torch.cat(self.parents, 1)  # (B, M)
         logq, scores = torch.cat(self.logq, 1), torch.cat(self.scores, 1)
         depths = torch.cat([torch.full_like(t, d) for t, d in zip(self.tokens, self.depths)], 1)
-        batch, total = tokens.shape
-        n = min(self.budget, total)
+        n = min(self.budget, tokens.shape[1])
         keep = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :n].sort(dim=1).values  # (B, N)
-        node_of = torch.full((batch, total), -1, dtype=torch.long, device=tokens.device)  # candidate -> node index
-        node_of.scatter_(1, keep, torch.arange(n, device=tokens.device).expand(batch, n))
-        parent_cand = parents.gather(1, keep)
-        node_parents = torch.where(parent_cand >= 0, node_of.gather(1, parent_cand.clamp_min(0)), -1)
-        if bool(((parent_cand >= 0) & (node_parents < 0)).any()):
-            raise AssertionError("draft tree lost a parent: the reranking must keep every kept node's ancestors")
         return DraftTree(
-            tokens=tokens.gather(1, keep), parents=node_parents, depths=depths.gather(1, keep), q=logq.gather(1, keep).exp(), topk=self.topk
+            tokens=tokens.gather(1, keep),
+            parents=kept_parents(parents, keep),
+            depths=depths.gather(1, keep),
+            q=logq.gather(1, keep).exp(),
+            topk=self.topk,
         )
 
 

@@ -209,15 +209,18 @@ _STEP_KEYS = ("index", "kind", "depth", "batch", "tokens_per_pass", "t_start_s",
 
 _STEP_REQUIRED = frozenset(_STEP_KEYS)
 _STEP_ALLOWED = _STEP_REQUIRED | {"util_pct", "policy_ms", "seqs"}
+_STEP_ALLOWED_TREE = _STEP_ALLOWED | {"tree_nodes"}  # a /2 trace's tree steps say how many nodes each row verified
 
 
-def _fast_step(d) -> bool:
+def _fast_step(d, trees: bool) -> bool:
     """Is this step (without its rows) plainly valid by the rules of `_step`?"""
-    if type(d) is not dict or not (_STEP_REQUIRED <= d.keys() <= _STEP_ALLOWED):
+    if type(d) is not dict or not (_STEP_REQUIRED <= d.keys() <= (_STEP_ALLOWED_TREE if trees else _STEP_ALLOWED)):
         return False
     index, depth, batch, tpp, util = d["index"], d["depth"], d["batch"], d["tokens_per_pass"], d.get("util_pct")
+    nodes = d.get("tree_nodes")
     return (
-        type(index) is int
+        (nodes is None or (type(nodes) is int and 1 <= nodes <= MAX_TREE_NODES and tpp == batch * (nodes + 1)))
+        and type(index) is int
         and index >= 0
         and d["kind"] in ("prefill", "decode")
         and type(depth) is int
@@ -238,7 +241,16 @@ def _fast_step(d) -> bool:
 
 
 def _step(raw, where: str, n_sequences: int, trees: bool = False) -> Step:
-    if _fast_step(raw):  # the common case; anything else takes the checked path for its message
+    step = _step_fields(raw, where, n_sequences, trees)
+    if step.tree_nodes is not None:
+        for i, row in enumerate(step.seqs):
+            if row.tree is not None and len(row.tree.ids) != step.tree_nodes:
+                _fail(f"{where}.seqs[{i}].tree.ids", f"must hold the step's tree_nodes ({step.tree_nodes}) nodes", len(row.tree.ids))
+    return step
+
+
+def _step_fields(raw, where: str, n_sequences: int, trees: bool) -> Step:
+    if _fast_step(raw, trees):  # the common case; anything else takes the checked path for its message
         d = raw
         util = d.get("util_pct")
         return Step(
@@ -253,8 +265,10 @@ def _step(raw, where: str, n_sequences: int, trees: bool = False) -> Step:
             util_pct=None if util is None else float(util),
             policy_ms=float(d.get("policy_ms", 0.0)),
             seqs=[_seq_step(q, f"{where}.seqs[{i}]", n_sequences, trees) for i, q in enumerate(d.get("seqs", []))],
+            tree_nodes=d.get("tree_nodes"),
         )
-    d = _obj(raw, where, _STEP_KEYS, optional=("util_pct", "policy_ms", "seqs", "sm_clock_mhz", "power_w"))
+    optional = ("util_pct", "policy_ms", "seqs", "sm_clock_mhz", "power_w") + (("tree_nodes",) if trees else ())
+    d = _obj(raw, where, _STEP_KEYS, optional=optional)
     t_start = _num(d["t_start_s"], f"{where}.t_start_s")
     t_end = _num(d["t_end_s"], f"{where}.t_end_s")
     if t_end < t_start:
@@ -274,7 +288,19 @@ def _step(raw, where: str, n_sequences: int, trees: bool = False) -> Step:
         seqs=[_seq_step(s, f"{where}.seqs[{i}]", n_sequences, trees) for i, s in enumerate(seqs)],
         sm_clock_mhz=_opt_num(d.get("sm_clock_mhz"), f"{where}.sm_clock_mhz", 0.0, 1e5),
         power_w=_opt_num(d.get("power_w"), f"{where}.power_w", 0.0, 1e5),
+        tree_nodes=_tree_nodes(d, where),
     )
+
+
+def _tree_nodes(d: dict, where: str) -> int | None:
+    """A tree step's nodes per row (optional): 1..MAX_TREE_NODES, and its pass held batch x (nodes + 1) tokens."""
+    if d.get("tree_nodes") is None:
+        return None
+    nodes = _int(d["tree_nodes"], f"{where}.tree_nodes", 1, MAX_TREE_NODES)
+    expected = d["batch"] * (nodes + 1)
+    if d["tokens_per_pass"] != expected:
+        _fail(f"{where}.tokens_per_pass", f"must be batch x (tree_nodes + 1) = {expected} in a tree step", d["tokens_per_pass"])
+    return nodes
 
 
 def _sequence(raw, where: str) -> dict:

@@ -114,6 +114,9 @@ class Step:
     seqs: list[SeqStep] = field(default_factory=list)
     sm_clock_mhz: float | None = None  # NVML SM clock during the step (time-sampled; GPU only)
     power_w: float | None = None  # NVML board power during the step (time-sampled; GPU only)
+    # Tree drafting: the nodes each row verified this step (the whole tree, or the goodput policy's cut of it,
+    # engine/decoding/policies.py); None for a chain or a plain step. Written only when set ("speclab.trace/2").
+    tree_nodes: int | None = None
 
     @property
     def step_ms(self) -> float:
@@ -128,12 +131,14 @@ class Step:
         return self.target_bytes + self.draft_bytes
 
 
-_GPU_SAMPLES = ("sm_clock_mhz", "power_w")  # written only where sampled (NVML): CPU traces stay as they were
+# Optional fields written only where they have a value: the GPU samples (NVML; CPU traces stay as they were)
+# and a tree step's node count (chain traces stay "speclab.trace/1" as they were).
+_ONLY_WHEN_SET = ("sm_clock_mhz", "power_w", "tree_nodes")
 
 
 def _step_dict(step: Step) -> dict:
     d = asdict(step)
-    for key in _GPU_SAMPLES:
+    for key in _ONLY_WHEN_SET:
         if d[key] is None:
             del d[key]
     return d

@@ -247,7 +247,7 @@ def test_draft_model_trees_are_lossless_and_keep_the_caches(tiny, temperature):
         ({"tree_nodes": 8, "tree_topk": 9}, "tree_topk must be between 0"),
         ({"tree_nodes": 8, "tree_topk": 2, "drafter": "ngram"}, "not 'ngram'"),
         ({"tree_nodes": 30, "tree_topk": 2, "depth": 3}, "more than depth 3 with top-2 can draft"),
-        ({"tree_nodes": 8, "tree_topk": 2, "policy": "goodput"}, "policy='fixed'"),
+        ({"tree_nodes": 8, "tree_topk": 2, "confidence_threshold": 0.3}, "use confidence_threshold 0"),
         ({"tree_nodes": True, "tree_topk": 2}, "tree_nodes must be an integer"),
     ],
 )
