@@ -59,7 +59,7 @@ POLICY_HELP = (
     "speculation above --disable-by-batch-size; heuristic: transformers' +2/-1 schedule; batch_table: k per "
     "batch range (vLLM num_speculative_tokens_per_batch_size; --batch-table, else derived from this "
     "machine's measured pass cost); goodput: k maximising expected tokens/s from the measured pass cost and "
-    "the run's acceptance (never above --depth)"
+    "the run's acceptance (never above --depth; with --tree-nodes it also chooses plain, a chain or the tree cut to n nodes)"
 )
 
 
@@ -125,7 +125,8 @@ def _run_parser(sub) -> None:
         "--tree-nodes",
         type=int,
         default=0,
-        help="tree drafting (eagle, model): verify this many draft-tree nodes per row (0 = a chain of --depth)",
+        help="tree drafting (eagle, model): verify this many draft-tree nodes per row (0 = a chain of --depth; "
+        "with --policy goodput, the most a step verifies)",
     )
     run.add_argument("--tree-topk", type=int, default=0, help="tree drafting: children expanded per node")
     run.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")

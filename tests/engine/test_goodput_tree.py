@@ -1,0 +1,240 @@
+"""Goodput with draft trees (engine/decoding/policies.py, engine/decoding/tree_value.py): the cut of an EAGLE-2
+tree to its best n nodes is a tree of the highest joint confidences; the calibration and the expected tokens of
+a tree are the sums the docstring states; the policy chooses plain, a chain or a tree from the measured cost;
+and runs that switch shapes from step to step stay lossless (float32 greedy == plain decoding, batch 1 and
+ragged, with the real embedded target and the shipped EAGLE head, and with the draft model on the tiny pair;
+sampling through a cut tree follows the target's distribution); the trace records each tree step's size."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from conftest import chi2_pvalue
+from test_policies import COMPUTE_BOUND, FLAT, KNEE_32, _step, ctx, curve
+from test_tree import PROMPTS, _checked_run, _eagle_pair, toy_tree
+
+from engine import DecodeConfig, Trace, TraceError, generate, generate_steps
+from engine.decoding import passcurve, policies
+from engine.decoding.policies import REFRESH_STEPS, GoodputDepth
+from engine.decoding.tree_value import Calibration, bucket, tree_gain
+from engine.decoding.verify_tree import accept_tree_sampling
+from engine.drafters.tree import DraftTree, TreeBuilder
+
+KNEE_8 = curve(lambda n: 10.0 if n <= 8 else 10.0 * n / 8)  # flat to 8 tokens per pass, then linear
+
+
+def grown_tree(batch: int = 3, budget: int = 20, seed: int = 0) -> DraftTree:
+    gen = torch.Generator().manual_seed(seed)
+    builder = TreeBuilder(3, budget, 0.0, None)
+    frontier = builder.root(torch.randn(batch, 12, generator=gen) * 3)
+    for _ in range(3):
+        frontier = builder.grow(frontier, torch.randn(batch, 3, 12, generator=gen) * 3)
+    return builder.tree()
+
+
+def paths(tree: DraftTree, row: int) -> list[tuple[list[int], float]]:
+    """Each node's (tokens root -> node, joint confidence), by walking its parents."""
+    parents, tokens, q = tree.parents[row].tolist(), tree.tokens[row].tolist(), tree.q[row].tolist()
+    out = []
+    for i in range(len(parents)):
+        toks, conf, j = [], 1.0, i
+        while j >= 0:
+            toks.insert(0, tokens[j])
+            conf *= q[j]
+            j = parents[j]
+        out.append((toks, conf))
+    return out
+
+
+# --- the cut and what it is worth ----------------------------------------------------------------
+def test_cut_keeps_each_rows_best_joint_confidences_and_stays_a_tree():
+    tree = grown_tree()
+    assert torch.allclose(tree.joint().exp()[1], torch.tensor([c for _, c in paths(tree, 1)]), rtol=1e-4)
+    for n in (1, 4, 11, 19):
+        cut = tree.best(n)
+        assert cut.nodes == n and cut.topk == tree.topk
+        for r in range(3):
+            parents, depths = cut.parents[r].tolist(), cut.depths[r].tolist()
+            assert all(p < i and depths[i] == (1 if p < 0 else depths[p] + 1) for i, p in enumerate(parents))
+            full = paths(tree, r)
+            kept = paths(cut, r)
+            assert all(path in [p for p, _ in full] for path, _ in kept)  # every kept node is one of the tree's
+            best = sorted((c for _, c in full), reverse=True)[:n]
+            assert sorted((c for _, c in kept), reverse=True) == pytest.approx(best, rel=1e-4)
+    assert tree.best(20) is tree and tree.best(64) is tree
+
+
+def test_calibration_maps_confidence_to_measured_acceptance():
+    cal = Calibration()
+    log_c = torch.tensor([0.0, -0.5, -3.0, -30.0])
+    assert torch.allclose(cal.probability(log_c), log_c.exp())  # nothing verified yet: the drafter's own c
+    assert [bucket(c) for c in (1.0, 0.6, 0.3, 0.01, 0.0)] == [0, 0, 1, 6, 7]
+    for _ in range(40):  # confidence 0.8, accepted half the time; confidence 0.3, always accepted
+        cal.observe([(0.8, True), (0.8, False), (0.3, True)])
+    p = cal.probability(torch.tensor([0.8, 0.6, 0.3, 0.1]).log())
+    assert p.tolist() == pytest.approx([0.5, 0.375, 0.3 / 0.3, 0.1], rel=1e-4)  # bucket 3 (0.1) saw nothing: c
+
+
+def test_tree_gain_is_the_sum_of_the_best_nodes_path_probabilities():
+    tree = toy_tree(2)  # q = 0.5 everywhere: joint 0.5 at depth 1, 0.25 at depth 2, 0.125 at depth 3
+    gain = tree_gain(tree, Calibration())
+    assert gain.tolist() == pytest.approx([2 * sum([0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.125][:n]) for n in range(1, 8)])
+
+
+# --- the policy's choices ------------------------------------------------------------------------
+def goodput(curve_, **kwargs) -> GoodputDepth:
+    return GoodputDepth(curve=curve_, max_depth=4, draft_cost_ratio=0.02, tree_nodes=16, tree_topk=4, **kwargs)
+
+
+def test_goodput_tries_a_tree_then_prices_it_against_chains_and_plain():
+    policy = goodput(FLAT)
+    assert policy.depth(ctx(1, 4)) == 4 and policy.tree_now  # no tree seen yet: the first speculative step draws one
+    policy.tree_gain = [0.5 + 0.1 * n for n in range(16)]  # a confident tree: free nodes are worth verifying
+    assert policy.depth(ctx(1, 4)) == 4 and policy.tree_now and policy.last_choice[0] == 16
+    policy.tree_gain = [0.2] * 16  # a tree worth less than the chain of 4 the prior acceptance promises
+    assert policy.depth(ctx(1, 4)) == 4 and not policy.tree_now and policy.last_choice[0] == 4
+    compute = goodput(COMPUTE_BOUND, tree_gain=[0.5 + 0.1 * n for n in range(16)])
+    assert compute.depth(ctx(4, 4)) == 0 and not compute.tree_now  # every token costs: plain wins
+
+
+def test_goodput_cuts_a_tree_where_the_pass_stops_being_free():
+    policy = goodput(KNEE_32)
+    tree = grown_tree(batch=1, budget=16)
+    gain = tree_gain(tree, Calibration()).tolist()
+    draft = policy.tree_draft(1, tree.depth)
+    rates = [(1 + g) / (KNEE_32.time_ms(n + 1) + draft) for n, g in enumerate(gain, start=1)]
+    assert policy.tree_size(tree) == 1 + max(range(16), key=rates.__getitem__) == 16  # flat to 32 tokens: keep all
+    busy = goodput(KNEE_32)
+    n = busy.tree_size(grown_tree(batch=8, budget=16))  # 8 rows x 17 tokens is past the knee
+    assert 1 <= n < 16 and busy.tree_gain is not None and len(busy.tree_gain) == 16
+
+
+def test_goodput_refreshes_the_shape_it_has_not_drawn():
+    policy = goodput(FLAT, accept=[0.9] * 4, tree_gain=[0.05] * 16)  # chains win clearly
+    for _ in range(REFRESH_STEPS - 1):
+        assert policy.depth(ctx(1, 4)) == 4 and not policy.tree_now
+        policy.observe(_step(4, [4], verify_ms=10.0, draft_ms=1.0))
+    policy.observe(_step(4, [4], verify_ms=10.0, draft_ms=1.0))
+    assert policy.depth(ctx(1, 4)) == 4 and policy.tree_now  # REFRESH_STEPS chain steps: one tree to re-measure
+
+
+# --- whole runs: lossless while the shape changes -------------------------------------------------
+@pytest.mark.parametrize("prompts", [PROMPTS[:1], PROMPTS], ids=["batch1", "ragged3"])
+def test_goodput_tree_equals_plain_decoding(embedded_f32, prompts):
+    """The machine's own measured curve prices the shapes: whatever it picks, greedy output equals plain."""
+    pair = _eagle_pair(embedded_f32)
+    plain = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=20))
+    cfg = DecodeConfig(depth=4, drafter="eagle", policy="goodput", max_new_tokens=20, tree_nodes=32, tree_topk=4)
+    trace = _checked_run(pair, prompts, cfg)
+    assert trace.output_ids == plain.output_ids
+    decode = [s for s in trace.steps if s.kind == "decode"]
+    trees = [s for s in decode if s.tree_nodes is not None]
+    assert trees and all(1 <= s.tree_nodes <= 32 and s.tokens_per_pass == s.batch * (s.tree_nodes + 1) for s in trees)
+    assert all(len(q.tree.ids) == s.tree_nodes for s in trees for q in s.seqs)
+
+
+def shape_switching(monkeypatch):
+    """Make every run's goodput switch shape every other step: a pass-cost curve flat to 8 tokens (rather than
+    this machine's), and the refresh after 2 steps. The decoding itself is the real one."""
+    monkeypatch.setattr(passcurve, "pass_curve", lambda pair: KNEE_8)
+    monkeypatch.setattr(policies, "REFRESH_STEPS", 2)
+
+
+def shapes(trace) -> set[str]:
+    return {"plain" if s.depth == 0 else "chain" if s.tree_nodes is None else "tree" for s in trace.steps if s.kind == "decode"}
+
+
+@pytest.mark.parametrize("prompts", [PROMPTS[:1], PROMPTS], ids=["batch1", "ragged3"])
+def test_eagle_switching_between_chains_and_cut_trees_is_lossless(embedded_f32, monkeypatch, prompts):
+    pair = _eagle_pair(embedded_f32)
+    shape_switching(monkeypatch)
+    plain = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=20))
+    cfg = DecodeConfig(depth=4, drafter="eagle", policy="goodput", max_new_tokens=20, tree_nodes=32, tree_topk=4)
+    trace = _checked_run(pair, prompts, cfg)
+    assert trace.output_ids == plain.output_ids
+    assert {"chain", "tree"} <= shapes(trace)
+    assert any(s.tree_nodes < 32 for s in trace.steps if s.tree_nodes)  # 8 tokens per pass are free: trees are cut
+
+
+def test_draft_model_switching_shapes_keeps_its_cache(embedded_f32, monkeypatch):
+    """The distilled draft re-feeds each row's own ragged count after a tree, then drafts a chain or a tree."""
+    if embedded_f32.draft is None:
+        pytest.skip("no draft model in this pair")
+    shape_switching(monkeypatch)
+    cfg = DecodeConfig(depth=3, drafter="model", policy="goodput", max_new_tokens=16, tree_nodes=10, tree_topk=3)
+    stream = generate_steps(embedded_f32, PROMPTS, cfg)
+    for _ in stream:
+        if stream.active:
+            draft = stream.drafter
+            lengths = torch.tensor([len(s.tokens) for s in stream.active])
+            behind = draft.lags if draft.lags is not None else draft.lag
+            assert torch.equal(draft.cache.lengths + behind, lengths)
+            assert torch.equal(stream.target_cache.lengths + 1, lengths)
+    assert {"chain", "tree"} <= shapes(stream.trace)
+    plain = generate(embedded_f32, PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=16))
+    assert stream.trace.output_ids == plain.output_ids
+
+
+def test_eagle_goodput_tree_sampling_keeps_the_caches(embedded_f32, monkeypatch):
+    """Sampling while the shape changes keeps both caches exact. (Not seed-reproducible: the shapes follow
+    measured times, and each shape draws its own random numbers; the distribution test below holds the maths.)"""
+    pair = _eagle_pair(embedded_f32)
+    shape_switching(monkeypatch)
+    cfg = DecodeConfig(depth=3, drafter="eagle", policy="goodput", max_new_tokens=16, tree_nodes=12, tree_topk=3, temperature=0.8, seed=5)
+    first = _checked_run(pair, PROMPTS[:2], cfg)
+    assert first.summary["accepted_tokens"] > 0 and {"chain", "tree"} <= shapes(first)
+
+
+def test_sampling_through_a_cut_tree_follows_the_target():
+    """Recursive rejection sampling over the cut tree (root -> a, b, c; a -> d): the first two emitted tokens
+    follow p(x1) p(x2 | x1) (chi-square over all 36 pairs, 60k trials)."""
+    trials, vocab = 60000, 6
+    gen = torch.Generator().manual_seed(11)
+    tree = toy_tree(trials).best(4)
+    assert tree.parents[0].tolist() == [-1, -1, -1, 0] and tree.tokens[0].tolist() == [0, 1, 2, 3]
+    p_root = torch.tensor([0.30, 0.10, 0.25, 0.05, 0.20, 0.10])
+    p_next = torch.softmax(torch.randn(vocab, vocab, generator=gen) * 1.5, dim=-1)
+    columns = [p_root, p_next[0], p_next[1], p_next[2], p_next[3]]  # p after root, a, b, c, d
+    num_accepted, next_ids, path = accept_tree_sampling(tree, torch.stack(columns).expand(trials, 5, vocab), gen)
+    token_at = torch.cat([torch.zeros(trials, 1, dtype=torch.long), tree.tokens], 1)
+    first = torch.where(num_accepted >= 1, token_at.gather(1, path[:, 1:2]).squeeze(1), next_ids)
+    second_tree = torch.where(num_accepted >= 2, token_at.gather(1, path[:, 2:3]).squeeze(1), next_ids)
+    second_plain = torch.multinomial(p_next[first], 1, generator=gen).squeeze(1)
+    second = torch.where(num_accepted >= 1, second_tree, second_plain)
+    assert chi2_pvalue(first * vocab + second, (p_root[:, None] * p_next).flatten()) > 1e-3
+    assert 0 < (num_accepted >= 2).float().mean() < 1
+
+
+# --- the trace and the CLI ------------------------------------------------------------------------
+def test_cli_goodput_tree_run_writes_each_steps_shape(embedded_f32, monkeypatch, tmp_path, capsys):
+    """`python -m engine run --policy goodput --tree-nodes 32 --tree-topk 4` is accepted; its trace holds each tree
+    step's size (chain steps hold none) and reads back; the strict loader refuses a size that does not fit."""
+    from engine.__main__ import main
+
+    _eagle_pair(embedded_f32)
+    shape_switching(monkeypatch)
+    out = tmp_path / "t.json"
+    args = ["run", "--prompt", PROMPTS[0], "--prompt", "Hi", "--drafter", "eagle", "--policy", "goodput", "--tree-nodes", "32"]
+    assert main(args + ["--tree-topk", "4", "--max-new-tokens", "12", "--dtype", "float32", "--json", str(out)]) == 0
+    assert "summary" in capsys.readouterr().out
+    raw = json.loads(out.read_text())
+    assert raw["schema"] == "speclab.trace/2"
+    decode = [s for s in raw["steps"] if s["kind"] == "decode"]
+    assert any("tree_nodes" in s for s in decode) and any("tree_nodes" not in s and s["depth"] > 0 for s in decode)
+    back = Trace.from_json(out)
+    assert [s.tree_nodes for s in back.steps] == [s.get("tree_nodes") for s in raw["steps"]]
+
+    def refused(mutate) -> str:
+        data = json.loads(json.dumps(raw))
+        mutate(next(s for s in data["steps"] if "tree_nodes" in s), data)
+        with pytest.raises(TraceError) as info:
+            Trace.from_dict(data)
+        return str(info.value)
+
+    assert ".tokens_per_pass must be batch x (tree_nodes + 1)" in refused(lambda s, d: s.update(tokens_per_pass=s["tokens_per_pass"] + 1))
+    assert ".tree_nodes must be between 1 and 64" in refused(lambda s, d: s.update(tree_nodes=0, tokens_per_pass=s["batch"]))
+    assert "unknown field 'tree_nodes'" in refused(lambda s, d: d.update(schema="speclab.trace/1"))
+    bigger = lambda s, d: s.update(tree_nodes=s["tree_nodes"] + 1, tokens_per_pass=s["batch"] * (s["tree_nodes"] + 2))  # noqa: E731
+    assert ".tree.ids must hold the step's tree_nodes" in refused(bigger)
