@@ -267,7 +267,8 @@ def _policy_controls(max_batch: int, drafter: str) -> tuple:
         help="Tree drafting (EAGLE-2): each draft step expands the top-k children of the k "
         "best nodes so far; the nodes with the highest joint draft confidence, at most "
         "k deep, are verified in ONE target pass with a tree attention mask. Width is "
-        "a third way to fill an idle pass, beside batch and depth.",
+        "a third way to fill an idle pass, beside batch and depth. With the goodput policy this is "
+        "the most a step verifies: it cuts the tree to the size its measured cost pays for.",
     )
     tree_topk = t2.slider(
         "Tree top-k",
@@ -308,7 +309,7 @@ def input_problems(settings: Settings, hub_ok: bool, on_gpu: bool) -> list[str]:
     if settings.tree[0] and not problems:
         try:
             settings.config("speculative")
-        except ConfigError as exc:  # e.g. more nodes than k levels of top-k hold, or a policy trees do not take
+        except ConfigError as exc:  # e.g. more nodes than k levels of top-k hold, or a confidence stop beside a tree
             problems.append(f"{exc}. Fix: change the tree nodes, the tree top-k or k, or set Tree nodes to 0.")
     guard = GPU_WORK_GUARD if on_gpu else CPU_WORK_GUARD
     work = settings.batch * settings.verified_per_row * settings.max_new_tokens

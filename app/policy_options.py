@@ -38,7 +38,8 @@ POLICY_HELP = (
     "table empty to derive it from this machine's measured pass cost.  \n"
     "**goodput**: at every step, the depth from 0 to k that maximises expected tokens per second for the batch in "
     "flight, priced with this machine's measured pass cost and this run's own acceptance at each draft position. "
-    "It only changes how many tokens are proposed, so the output is unchanged; k is its maximum."
+    "It only changes how many tokens are proposed, so the output is unchanged; k is its maximum. With tree nodes "
+    "set it also chooses the shape each step: plain, a chain, or the tree cut to its most confident nodes."
 )
 
 _ROW = re.compile(r"^(\d{1,7})(?:\s*-\s*(\d{1,7}))?\s*:\s*(\d{1,3})$")

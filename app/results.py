@@ -285,7 +285,8 @@ def _depth_policy_and_source(spec: Trace) -> None:
     st.caption(
         "k is what each decode step drafted: the policy's choice, never more than the longest row can still "
         "use; the n-gram drafter drafts nothing where it finds no match, and a confidence threshold can stop a "
-        "row early (hover a step for the rows' mean). The batch shrinks as sequences finish."
+        "row early (hover a step for the rows' mean). Diamonds: a tree step's nodes per row (k is then the tree's "
+        "depth). The batch shrinks as sequences finish."
     )
 
     with st.expander("Show the source: how the target accepts or rejects draft tokens"):

@@ -3,7 +3,9 @@
 Everything comes from the trace: `Step.depth` is the k a decode step drafted (the policy's choice, capped
 by the engine at one less than the tokens the longest row still needs; a drafter may also propose fewer,
 e.g. n-gram lookup finding no match), `Step.batch` the sequences in that pass, and `SeqStep.drafted` each
-row's own draft (a confidence threshold can stop a row early). The policy and its settings come from
+row's own draft (a confidence threshold can stop a row early). In tree-drafting runs `Step.tree_nodes` is the
+tree size each row verified (goodput cuts the tree per step, and may draft a chain or nothing instead;
+traces from before that field say it through their tokens per pass). The policy and its settings come from
 `trace.config`. Nothing here calls streamlit.
 """
 
@@ -19,6 +21,7 @@ from . import charts
 
 DEPTH_COLOR = "#1f4fd1"
 BATCH_COLOR = "#8a8d99"
+TREE_COLOR = "#1b8a5a"
 SHOWN_CHANGES = 4  # the summary names this many changes of k, then counts the rest
 
 
@@ -29,6 +32,7 @@ class DepthPoint:
     batch: int  # sequences in the pass
     mean_drafted: float  # draft tokens per row (below depth when rows stopped early)
     tokens_left: int | None  # the most new tokens any row in the pass still needed (None: max_new_tokens unknown)
+    tree_nodes: int | None = None  # a tree step: the nodes each row verified (None: a chain or a plain step)
 
     @property
     def capped(self) -> bool:
@@ -53,10 +57,31 @@ def depth_points(trace) -> list[DepthPoint]:
             if isinstance(max_new, int) and step.seqs:
                 left = max(max_new - emitted.get(row.seq, 0) for row in step.seqs)
             drafted = [len(row.drafted) for row in step.seqs]
-            points.append(DepthPoint(step.index, step.depth, step.batch, sum(drafted) / len(drafted) if drafted else 0.0, left))
+            mean = sum(drafted) / len(drafted) if drafted else 0.0
+            points.append(DepthPoint(step.index, step.depth, step.batch, mean, left, _tree_nodes(step)))
         for row in step.seqs:
             emitted[row.seq] = emitted.get(row.seq, 0) + len(row.emitted)
     return points
+
+
+def _tree_nodes(step) -> int | None:
+    """A step's tree size: its own field, or (older traces) its tokens per pass where its rows hold trees."""
+    if step.tree_nodes is not None:
+        return step.tree_nodes
+    if any(row.tree is not None for row in step.seqs) and step.batch:
+        return step.tokens_per_pass // step.batch - 1
+    return None
+
+
+def tree_text(points: list[DepthPoint]) -> str | None:
+    """'Trees at 12 of 20 decode steps: 4 to 32 nodes per row (mean 18.5).' (None: no tree step)."""
+    sizes = [p.tree_nodes for p in points if p.tree_nodes is not None]
+    if not sizes:
+        return None
+    where = f"all {len(points)} decode steps" if len(sizes) == len(points) else f"{len(sizes)} of {len(points)} decode steps"
+    if min(sizes) == max(sizes):
+        return f"Trees at {where}: {sizes[0]} node{'s' if sizes[0] != 1 else ''} per row."
+    return f"Trees at {where}: {min(sizes)} to {max(sizes)} nodes per row (mean {sum(sizes) / len(sizes):.1f})."
 
 
 def depth_changes(points: list[DepthPoint]) -> list[DepthChange]:
@@ -98,7 +123,8 @@ def policy_name(config: dict) -> str:
             return f"batch table [{table}] (k ≤ {depth})"
         return f"batch table derived from this machine's pass cost (k ≤ {depth})"
     if policy == "goodput":
-        return f"goodput (k ≤ {depth})"
+        nodes = _int(config.get("tree_nodes"))
+        return f"goodput (k ≤ {depth}, trees ≤ {nodes} nodes)" if nodes not in (0, "?") else f"goodput (k ≤ {depth})"
     return "an unknown policy"
 
 
@@ -153,12 +179,20 @@ def depth_summary(trace) -> str:
     Where the drafter drafts exactly what the policy asks, the line gives k and the batch at the start and
     then every change of k with the batch in flight and its step. Where it may draft less (n-gram lookup, a
     confidence threshold), a step's k is only a lower bound of the policy's choice, so the line gives the
-    most drafted per batch size instead, and says why."""
+    most drafted per batch size instead, and says why. A tree-drafting run adds how often it drafted a tree
+    and of how many nodes (`tree_text`); for a tree step, k is the tree's depth."""
     name = policy_name(trace.config)
     points = depth_points(trace)
     if not points:
         return f"{name}: no decode steps (every sequence finished at the prefill)."
-    note = shortening_note(trace.config)
+    line = _k_line(name, points, trace.config)
+    trees = tree_text(points)
+    return f"{line} {trees}" if trees else line
+
+
+def _k_line(name: str, points: list[DepthPoint], config: dict) -> str:
+    """depth_summary's account of k: its changes with the batch, or the most drafted per batch size."""
+    note = shortening_note(config)
     if note:
         return f"{name}: {_per_batch_text(points)}; {note}."
     first, last = points[0], points[-1]
@@ -182,7 +216,8 @@ def depth_summary(trace) -> str:
 
 
 def depth_figure(trace) -> go.Figure:
-    """k per decode step (steps, left axis) and the batch in flight (dashed, right axis); hover shows both."""
+    """k per decode step (steps, left axis), a tree step's nodes per row (diamonds, left axis) and the batch in
+    flight (dashed, right axis); hover shows them."""
     all_points = depth_points(trace)
     points = charts.thin(all_points)
     x = [p.step for p in points]
@@ -201,6 +236,18 @@ def depth_figure(trace) -> go.Figure:
         "longest row %{customdata[2]} tokens from done<extra></extra>",
         secondary_y=False,
     )
+    trees = [p for p in points if p.tree_nodes is not None]
+    if trees:  # a tree step's size beside its depth, on the same axis (tokens per row)
+        fig.add_scatter(
+            x=[p.step for p in trees],
+            y=[p.tree_nodes for p in trees],
+            name="tree nodes per row",
+            mode="markers",
+            marker={"color": TREE_COLOR, "size": 7, "symbol": "diamond"},
+            customdata=[[p.depth, p.batch] for p in trees],
+            hovertemplate="step %{x}: a tree of %{y} nodes per row, %{customdata[0]} deep, batch %{customdata[1]}<extra></extra>",
+            secondary_y=False,
+        )
     fig.add_scatter(
         x=x,
         y=[p.batch for p in points],
@@ -211,10 +258,11 @@ def depth_figure(trace) -> go.Figure:
         hovertemplate="batch %{y}<extra></extra>",
         secondary_y=True,
     )
-    top_k = max([p.depth for p in points] + [1])
+    top_k = max([p.depth for p in points] + [p.tree_nodes for p in trees] + [1])
     top_b = max([p.batch for p in points] + [1])
     fig.update_xaxes(title_text="decode step")
-    fig.update_yaxes(title_text="k (draft tokens)", range=[-0.3, top_k + 0.5], dtick=1 if top_k <= 8 else None, secondary_y=False)
+    axis = "k (draft tokens) · tree nodes" if trees else "k (draft tokens)"
+    fig.update_yaxes(title_text=axis, range=[-0.3, top_k + 0.5], dtick=1 if top_k <= 8 else None, secondary_y=False)
     fig.update_yaxes(
         title_text="batch in flight", range=[0, top_b * 1.1 + 0.5], dtick=max(1, math.ceil(top_b / 5)), showgrid=False, secondary_y=True
     )

@@ -25,8 +25,22 @@ the acceptance a_j at each draft position j given the ones before it (Leviathan 
 tokens per step, with per-position rates instead of one alpha). It only changes how many tokens are
 proposed, so it stays lossless, and it never drafts more than `depth`, the user's maximum.
 
-Every policy sees a `PolicyContext` before each step (`depth`) and the finished `Step` after it
-(`observe`: a no-op for the static ones).
+Width by measured cost: with tree drafting (`tree_nodes` > 0) `goodput` also chooses the shape. Before a
+step it compares plain, the best chain and a tree (`choose_tree`): a tree of n nodes is worth
+B * E[tokens](n) / (T_verify(B * (n + 1)) + T_tree(B)), T_tree the measured time to grow the full tree
+(EAGLE-2: `depth` levels of top-k; before the first, `depth` draft passes over B * top-k tokens), and
+E[tokens](n) = 1 + the sum, over the n nodes of highest joint confidence, of the chance that the node's
+whole path is accepted, from the drafter's joint confidence calibrated by the run's measured acceptance
+(engine/decoding/tree_value.py, which states what that assumes). Before drafting, the recent trees'
+calibrated curve stands in for the next tree's; once a tree is drafted, `tree_size` cuts it to the n
+that maximises the same rate with its own confidences (`DraftTree.best` keeps each row's n best nodes,
+still a tree). While it speculates, the shape it has not chosen is drawn once every REFRESH_STEPS decode
+steps (a tree at once, if none was drawn yet), so its estimate follows the text. A cut tree is a
+deterministic function of the drafter's q, so tree verification stays lossless.
+
+Every policy sees a `PolicyContext` before each step (`depth`, and `tree_now`: a tree or a chain in a
+tree-drafting run), a drafted tree (`tree_size`: the static ones verify it whole) and the finished `Step`
+after it (`observe`: a no-op for the static ones).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 from app.lessons import load
 from app.views import charts, depth_policy, metrics, race, sweep, tokens
 from engine.trace.file import Trace
-from engine.trace.records import DraftToken, SeqStep, Step, summarize
+from engine.trace.records import DraftToken, SeqStep, Step, TreeRecord, summarize
 
 
 def _step(index, kind, depth, seqs, t0, t1, draft_ms=0.0, verify_ms=10.0):
@@ -367,6 +367,27 @@ def test_depth_figure_has_k_and_the_batch_on_a_second_axis():
     assert "goodput" in fig.layout.title.text
     curve = depth_policy.curve_figure((1, 2, 4), (10.0, 10.5, 12.0), "2026-12-01")
     assert list(curve.data[0].y) == [10.0, 10.5, 12.0] and curve.layout.xaxis.type == "log"
+
+
+def test_tree_steps_show_their_size_in_the_summary_and_the_figure():
+    """Goodput over trees: each tree step's nodes per row (Step.tree_nodes) in the points, the line and the figure;
+    a trace written before that field gives the size through its tokens per pass where the rows hold trees."""
+    trace = _load_trace({"policy": "goodput", "tree_nodes": 32, "tree_topk": 4, "drafter": "eagle"})
+    for step, nodes in zip(trace.steps[1:3], (32, 9)):
+        step.tree_nodes, step.tokens_per_pass = nodes, step.batch * (nodes + 1)
+    points = depth_policy.depth_points(trace)
+    assert [p.tree_nodes for p in points] == [32, 9, None, None]
+    assert depth_policy.depth_summary(trace) == (
+        "goodput (k ≤ 4, trees ≤ 32 nodes): k = 4 at batch 3 → 2 at batch 2 (step 3) → 1 at batch 2 (step 4: the longest "
+        "row had 2 tokens left to write). Trees at 2 of 4 decode steps: 9 to 32 nodes per row (mean 20.5)."
+    )
+    k, tree, batch = depth_policy.depth_figure(trace).data
+    assert list(tree.x) == [1, 2] and list(tree.y) == [32, 9] and tree.yaxis == "y" and batch.yaxis == "y2"
+    older = trace.steps[2]
+    older.tree_nodes = None
+    older.seqs[0].tree = TreeRecord(parents=[-1] * 9, ids=[1] * 9, texts=["x"] * 9, q=[0.1] * 9, p=[0.1] * 9, accepted=[False] * 9)
+    assert depth_policy.depth_points(trace)[1].tree_nodes == 9
+    assert depth_policy.tree_text(depth_policy.depth_points(_load_trace({"policy": "goodput"}))) is None
 
 
 # --- Sweep: adaptive policies beside the fixed depths -------------------------------------------
