@@ -264,7 +264,7 @@ class Decoder:
         if draft is None or draft.tree is None:
             return draft
         t = time.perf_counter()
-        draft = draft.cut(self.policy.tree_size(draft.tree))
+        draft = draft.cut(*self.policy.tree_size(draft.tree))
         self.policy_s += time.perf_counter() - t
         return draft
 

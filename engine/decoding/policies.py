@@ -29,14 +29,15 @@ Width by measured cost: with tree drafting (`tree_nodes` > 0) `goodput` also cho
 step it compares plain, the best chain and a tree (`choose_tree`): a tree of n nodes is worth
 B * E[tokens](n) / (T_verify(B * (n + 1)) + T_tree(B)), T_tree the measured time to grow the full tree
 (EAGLE-2: `depth` levels of top-k; before the first, `depth` draft passes over B * top-k tokens), and
-E[tokens](n) = 1 + the sum, over the n nodes of highest joint confidence, of the chance that the node's
-whole path is accepted, from the drafter's joint confidence calibrated by the run's measured acceptance
+E[tokens](n) = 1 + the sum, over the n most likely nodes, of the chance that the node's whole path is
+accepted: the product along the path of the drafter's q, each calibrated by the run's measured acceptance
 (engine/decoding/tree_value.py, which states what that assumes). Before drafting, the recent trees'
 calibrated curve stands in for the next tree's; once a tree is drafted, `tree_size` cuts it to the n
-that maximises the same rate with its own confidences (`DraftTree.best` keeps each row's n best nodes,
+that maximises the same rate with its own probabilities (`DraftTree.best` keeps each row's n best nodes,
 still a tree). While it speculates, the shape it has not chosen is drawn once every REFRESH_STEPS decode
 steps (a tree at once, if none was drawn yet), so its estimate follows the text. A cut tree is a
-deterministic function of the drafter's q, so tree verification stays lossless.
+deterministic function of the drafter's q and of past steps, fixed before the target's pass, so tree
+verification stays lossless.
 
 Every policy sees a `PolicyContext` before each step (`depth`, and `tree_now`: a tree or a chain in a
 tree-drafting run), a drafted tree (`tree_size`: the static ones verify it whole) and the finished `Step`
@@ -49,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from engine.config import MAX_DEPTH, DecodeConfig, PolicyKind
-from engine.decoding.tree_value import Calibration, chain_nodes, tree_gain, tree_nodes
+from engine.decoding.tree_value import Calibration, chain_drafts, tree_drafts, tree_value
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class DepthPolicy(Protocol):
 
     def depth(self, ctx: PolicyContext) -> int: ...
 
-    def tree_size(self, tree) -> int: ...  # how many of a drafted tree's nodes to verify (DraftTree.best)
+    def tree_size(self, tree) -> tuple: ...  # (n, score): verify a drafted tree's n best nodes by score (DraftTree.best)
 
     def observe(self, step) -> None: ...  # the Step just taken (engine/trace/)
 
@@ -80,8 +81,8 @@ class _Static:
     stop_below = 0.0
     tree_now = True
 
-    def tree_size(self, tree) -> int:
-        return tree.nodes
+    def tree_size(self, tree) -> tuple:
+        return tree.nodes, None
 
     def observe(self, step) -> None:
         pass
@@ -289,18 +290,18 @@ class GoodputDepth:
             return not (k > 0 and self.since["chain"] >= REFRESH_STEPS)
         return k > 0 and self.since["tree"] >= REFRESH_STEPS
 
-    def tree_size(self, tree) -> int:
-        """How many of a drafted tree's nodes to verify: the cut n maximising expected tokens per ms with this
-        tree's own calibrated confidences (engine/decoding/tree_value.py); it also updates the curve that
-        prices the next step's shape."""
+    def tree_size(self, tree):
+        """(n, score): verify each row's n nodes of highest score (`DraftTree.best`), n maximising expected tokens
+        per ms with this tree's own calibrated probabilities (engine/decoding/tree_value.py). It also updates
+        the curve that prices the next step's shape."""
         batch = int(tree.tokens.shape[0])
-        gain = tree_gain(tree, self.calibration)  # (N,) summed over rows
+        log_p, gain = tree_value(tree, self.calibration)  # (B, N), (N,) summed over rows
         per_row = (gain / batch).tolist() + [float(gain[-1]) / batch] * (self.tree_nodes - tree.nodes)
         old = self.tree_gain
         self.tree_gain = per_row if old is None else [(1 - EMA_WEIGHT) * a + EMA_WEIGHT * b for a, b in zip(old, per_row)]
         n, rate = self.best_cut(batch, gain.tolist(), self.tree_draft(batch, tree.depth))
         self.last_choice = (n, rate)
-        return n
+        return n, log_p
 
     def observe(self, step) -> None:
         """Learn from a decode step: its verify time against the curve, its draft time (per position for a
@@ -318,13 +319,13 @@ class GoodputDepth:
             self.since["tree"] = 0
             if step.draft_ms > 0:
                 self.tree_draft_ms[bb] = _ema(self.tree_draft_ms.get(bb), step.draft_ms)
-            self.calibration.observe([node for row in step.seqs if row.tree is not None for node in tree_nodes(row.tree)])
+            self.calibration.observe([d for row in step.seqs if row.tree is not None for d in tree_drafts(row.tree)])
             return
         if step.depth > 0:
             self.since["chain"] = 0
             if step.draft_ms > 0:
                 self.draft_ms[bb] = _ema(self.draft_ms.get(bb), step.draft_ms / step.depth)
-            self.calibration.observe([node for row in step.seqs for node in chain_nodes(row.drafted)])
+            self.calibration.observe([d for row in step.seqs for d in chain_drafts(row.drafted)])
         reached = [0] * len(self.accept)
         kept = [0] * len(self.accept)
         for row in step.seqs:

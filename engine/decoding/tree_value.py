@@ -1,24 +1,29 @@
-"""What a draft is worth before the target sees it: expected tokens from the drafter's joint confidence,
-calibrated by this run's measured acceptance. The goodput policy (engine/decoding/policies.py) prices draft
-trees with it.
+"""What a draft is worth before the target sees it: expected tokens from the drafter's own probabilities,
+calibrated by this run's measured acceptance. The goodput policy (engine/decoding/policies.py) prices and cuts
+draft trees with it.
 
-A node's joint confidence c is the product of the drafter's q along the path root -> node (EAGLE-2's
-reranking score, `DraftTree.joint`). In one step a row emits 1 + (accepted path length) tokens, and the
-accepted path length is the number of nodes whose whole path is accepted, so
+In one step a row emits 1 + (accepted path length) tokens, and the accepted path length is the number of
+nodes whose whole path is accepted, so
 
     E[tokens](tree) = 1 + sum over the tree's nodes of P(the node's whole path is accepted).
 
-P is estimated from c with a calibration learned from every verified draft of the run, chains and trees
-alike: joint confidences are cut into buckets by powers of two ((1/2, 1], (1/4, 1/2], ... , the last
-bucket everything below), and each bucket keeps an exponential moving average, over steps, of the nodes
-accepted and of the confidence they had; P(c) = min(1, c x accepted / confidence) of c's bucket, which
-is the identity (the drafter's own c) until the bucket has seen a verified node.
+A path is accepted when each of its draft tokens is, given the one before it was, so
+P(path) = product over its tokens of a(q), where q is the drafter's probability of the token after its parent
+and a(q) the chance that such a token is accepted once verification reaches it. EAGLE-2 ranks nodes by the
+product of q itself (`DraftTree.joint`); here q is replaced by a(q), learned from every verified draft of the run,
+chains and trees alike: q is cut into buckets by powers of two ((1/2, 1], (1/4, 1/2], ..., the last bucket
+everything below), and each bucket counts the drafts verification reached, how many it accepted and their
+summed q, counts decaying by CALIBRATION_DECAY per decode step; a(q) = min(1, q x (accepted + m) / (sum of q + m)),
+m = PRIOR_NODES x the bucket's middle q, so a bucket that has seen little stays near the drafter's own q
+(an EAGLE head is often underconfident: its top tokens are accepted more often than q says).
 
-What it assumes: that a node's chance of acceptance depends on its context only through c (the same map
-for a chain's drafts and a tree's, for a top-1 child and a runner-up sibling, at any depth); that the map
-moves slowly (one EMA step per decode step); and, before a step is drafted, that the next tree will look
-like the recent ones (the policy keeps an EMA of the calibrated tree curve to choose between shapes; once
-the tree is drafted it is cut with that tree's own confidences).
+What it assumes: that a draft token's acceptance depends on its context only through its own q (the same
+map for a chain's drafts and a tree's, for a top-1 child and a runner-up sibling, at any depth); that
+acceptances along a path are independent given their q's (the product rule EAGLE-2's joint confidence
+assumes too; siblings' chances are not renormalised, so with a factor above 1 a wide level can be
+overvalued); that the map drifts slowly; and, before a step is drafted, that the next tree will look like
+the recent ones (the policy keeps a moving average of the calibrated tree curve to choose between shapes;
+once a tree is drafted it is cut with that tree's own probabilities).
 """
 
 from __future__ import annotations
@@ -28,76 +33,71 @@ from dataclasses import dataclass, field
 
 import torch
 
-CONFIDENCE_BUCKETS = 8  # (1/2, 1], (1/4, 1/2], ..., (0, 1/128]
-CALIBRATION_WEIGHT = 0.2  # EMA weight of one decode step's verified drafts
+CONFIDENCE_BUCKETS = 8  # a draft token's own q: (1/2, 1], (1/4, 1/2], ..., (0, 1/128]
+CALIBRATION_DECAY = 0.9  # per decode step: the counts remember about the last ten steps
+PRIOR_NODES = 4.0  # each bucket starts as if this many drafts at its middle q had been accepted at exactly q
 
 
-def bucket(confidence: float) -> int:
-    """The calibration bucket of a joint confidence c in [0, 1]: floor(-log2 c), the last one for anything smaller."""
-    if confidence <= 0:
+def bucket(q: float) -> int:
+    """The calibration bucket of a probability q in [0, 1]: floor(-log2 q), the last one for anything smaller."""
+    if q <= 0:
         return CONFIDENCE_BUCKETS - 1
-    return min(CONFIDENCE_BUCKETS - 1, max(0, math.floor(-math.log2(confidence))))
+    return min(CONFIDENCE_BUCKETS - 1, max(0, math.floor(-math.log2(q))))
+
+
+def _middle(b: int) -> float:
+    return 2.0 ** -(b + 0.5)
 
 
 @dataclass
 class Calibration:
-    """P(path accepted) as a function of the joint draft confidence c: per bucket, EMAs of the accepted
-    nodes and of their confidences per step (None: not seen yet, so P = c)."""
+    """a(q): the chance that a draft token of probability q is accepted once verification reaches it. Per
+    bucket, decayed counts of the reached drafts accepted and of their summed q."""
 
-    accepted: list[float | None] = field(default_factory=lambda: [None] * CONFIDENCE_BUCKETS)
-    confidence: list[float | None] = field(default_factory=lambda: [None] * CONFIDENCE_BUCKETS)
+    accepted: list[float] = field(default_factory=lambda: [0.0] * CONFIDENCE_BUCKETS)
+    confidence: list[float] = field(default_factory=lambda: [0.0] * CONFIDENCE_BUCKETS)
 
     def factors(self) -> list[float]:
-        """accepted / confidence per bucket (1.0 where nothing was verified yet)."""
-        return [a / c if a is not None and c else 1.0 for a, c in zip(self.accepted, self.confidence)]
+        """a(q) / q per bucket, shrunk towards 1 by PRIOR_NODES drafts."""
+        prior = [PRIOR_NODES * _middle(b) for b in range(CONFIDENCE_BUCKETS)]
+        return [(a + m) / (c + m) for a, c, m in zip(self.accepted, self.confidence, prior)]
 
-    def probability(self, log_joint: torch.Tensor) -> torch.Tensor:
-        """log c (any shape) -> the calibrated chance that each node's whole path is accepted."""
-        conf = log_joint.exp()
-        index = torch.floor(-log_joint / math.log(2.0)).clamp(0, CONFIDENCE_BUCKETS - 1).long()
-        factor = torch.tensor(self.factors(), dtype=conf.dtype, device=conf.device)[index]
-        return (conf * factor).clamp_max(1.0)
+    def acceptance(self, q: torch.Tensor) -> torch.Tensor:
+        """q (any shape) -> a(q), each draft token's calibrated chance of acceptance given its parent's."""
+        index = torch.floor(-torch.log2(q.clamp_min(1e-30))).clamp(0, CONFIDENCE_BUCKETS - 1).long()
+        factor = torch.tensor(self.factors(), dtype=q.dtype, device=q.device)[index]
+        return (q * factor).clamp_max(1.0)
 
-    def observe(self, nodes: list[tuple[float, bool]]) -> None:
-        """Learn from one step's verified nodes: (joint confidence, whole path accepted) for each."""
-        hits = [0.0] * CONFIDENCE_BUCKETS
-        mass = [0.0] * CONFIDENCE_BUCKETS
-        seen = [False] * CONFIDENCE_BUCKETS
-        for conf, hit in nodes:
-            b = bucket(conf)
-            hits[b] += 1.0 if hit else 0.0
-            mass[b] += conf
-            seen[b] = True
-        w = CALIBRATION_WEIGHT
-        for b in range(CONFIDENCE_BUCKETS):
-            if not seen[b]:
-                continue
-            old_a, old_c = self.accepted[b], self.confidence[b]
-            self.accepted[b] = hits[b] if old_a is None else (1 - w) * old_a + w * hits[b]
-            self.confidence[b] = mass[b] if old_c is None else (1 - w) * old_c + w * mass[b]
+    def observe(self, drafts: list[tuple[float, bool]]) -> None:
+        """Learn from one step's reached drafts: (q, accepted) for each."""
+        self.accepted = [CALIBRATION_DECAY * a for a in self.accepted]
+        self.confidence = [CALIBRATION_DECAY * c for c in self.confidence]
+        for q, hit in drafts:
+            b = bucket(q)
+            self.accepted[b] += 1.0 if hit else 0.0
+            self.confidence[b] += q
 
 
-def tree_gain(tree, calibration: Calibration) -> torch.Tensor:
-    """(N,) float: for n = 1..N, the expected accepted nodes summed over the batch when each row keeps its n
-    nodes of highest joint confidence (`DraftTree.best`), so E[tokens](n) = batch + gain[n - 1]."""
-    log_joint = tree.joint()  # (B, N)
-    order = torch.sort(log_joint, dim=1, descending=True, stable=True).indices  # the order DraftTree.best keeps them in
-    prob = calibration.probability(log_joint.gather(1, order))  # (B, N)
-    return prob.cumsum(dim=1).sum(dim=0)
+def tree_value(tree, calibration: Calibration) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log P (B, N): each node's calibrated chance that its whole path is accepted, gain (N,)): for n = 1..N
+    the expected accepted nodes summed over the batch when each row keeps its n nodes of highest P
+    (`DraftTree.best(n, log P)`), so E[tokens](n) = batch + gain[n - 1]."""
+    log_p = tree.path_sum(calibration.acceptance(tree.q.float()).clamp_min(1e-30).log())  # (B, N), never rises down a path
+    ranked = torch.sort(log_p, dim=1, descending=True, stable=True).values  # the order DraftTree.best keeps them in
+    return log_p, ranked.exp().cumsum(dim=1).sum(dim=0)
 
 
-def chain_nodes(drafted) -> list[tuple[float, bool]]:
-    """A chain row's drafts (engine.trace.records.DraftToken) as calibration nodes: prefix joint confidence, accepted."""
-    nodes, conf = [], 1.0
+def chain_drafts(drafted) -> list[tuple[float, bool]]:
+    """A chain row's drafts (engine.trace.records.DraftToken) verification reached: (q, accepted), up to the first rejection."""
+    reached = []
     for token in drafted:
-        conf *= token.draft_prob
-        nodes.append((conf, token.accepted))
-    return nodes
+        reached.append((token.draft_prob, token.accepted))
+        if not token.accepted:
+            break
+    return reached
 
 
-def tree_nodes(record) -> list[tuple[float, bool]]:
-    """A tree row (engine.trace.records.TreeRecord) as calibration nodes: joint confidence, on the accepted path."""
-    joint: list[float] = []
-    for parent, q in zip(record.parents, record.q):
-        joint.append(q * (joint[parent] if parent >= 0 else 1.0))
-    return list(zip(joint, record.accepted))
+def tree_drafts(record) -> list[tuple[float, bool]]:
+    """A tree row's (engine.trace.records.TreeRecord) nodes verification reached (the root's children, and the
+    children of accepted nodes): (q, accepted)."""
+    return [(q, hit) for parent, q, hit in zip(record.parents, record.q, record.accepted) if parent < 0 or record.accepted[parent]]

@@ -56,11 +56,11 @@ class Draft:
         """Draft tokens the target verifies per row (a chain's k, a tree's N)."""
         return int(self.ids.shape[1])
 
-    def cut(self, n: int) -> Draft:
-        """A tree draft cut to each row's n best nodes (DraftTree.best); what the drafter spent is unchanged."""
+    def cut(self, n: int, score: torch.Tensor | None = None) -> Draft:
+        """A tree draft cut to each row's n best nodes by score (DraftTree.best); what the drafter spent is unchanged."""
         if self.tree is None or n >= self.nodes:
             return self
-        tree = self.tree.best(n)
+        tree = self.tree.best(n, score)
         return replace(self, ids=tree.tokens, q_x=tree.q, valid=self.valid[:, :n], tree=tree)
 
 

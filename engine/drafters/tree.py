@@ -75,21 +75,26 @@ class DraftTree:
     def select(self, rows: torch.Tensor) -> DraftTree:
         return DraftTree(self.tokens[rows], self.parents[rows], self.depths[rows], self.q[rows], self.topk)
 
+    def path_sum(self, values: torch.Tensor) -> torch.Tensor:
+        """(B, N): each node's sum of `values` (B, N) along root -> node (of log probabilities: a path's log product)."""
+        total = values
+        for level in range(2, self.depth + 1):  # parents come before children: one level per round
+            total = torch.where(self.depths == level, values + total.gather(1, self.parents.clamp_min(0)), total)
+        return total
+
     def joint(self) -> torch.Tensor:
         """(B, N) float: each node's joint draft confidence, log of the product of q along root -> node (the
         score EAGLE-2 reranks by). A child never scores above its parent (log q <= 0)."""
-        logq = self.q.clamp_min(1e-30).log().clamp_max(0.0)  # (B, N)
-        score = logq
-        for level in range(2, self.depth + 1):  # parents come before children: one level per round
-            score = torch.where(self.depths == level, logq + score.gather(1, self.parents.clamp_min(0)), score)
-        return score
+        return self.path_sum(self.q.clamp_min(1e-30).log().clamp_max(0.0))
 
-    def best(self, n: int) -> DraftTree:
-        """The tree cut to each row's `n` nodes of highest joint confidence (ties: the earlier node), in creation
-        order: still a tree, since a node's ancestors score at least as high and come earlier."""
+    def best(self, n: int, score: torch.Tensor | None = None) -> DraftTree:
+        """The tree cut to each row's `n` nodes of highest score (B, N) (default: the joint confidence; ties: the
+        earlier node), in creation order. Still a tree for any score that never rises from a parent to its child
+        (a path's log product of probabilities): a node's ancestors score at least as high and come earlier."""
         if n >= self.nodes:
             return self
-        keep = torch.sort(self.joint(), dim=1, descending=True, stable=True).indices[:, :n].sort(dim=1).values  # (B, n)
+        score = self.joint() if score is None else score
+        keep = torch.sort(score, dim=1, descending=True, stable=True).indices[:, :n].sort(dim=1).values  # (B, n)
         return DraftTree(
             tokens=self.tokens.gather(1, keep),
             parents=kept_parents(self.parents, keep),

@@ -18,7 +18,7 @@ from test_tree import PROMPTS, _checked_run, _eagle_pair, toy_tree
 from engine import DecodeConfig, Trace, TraceError, generate, generate_steps
 from engine.decoding import passcurve, policies
 from engine.decoding.policies import REFRESH_STEPS, GoodputDepth
-from engine.decoding.tree_value import Calibration, bucket, tree_gain
+from engine.decoding.tree_value import CALIBRATION_DECAY, PRIOR_NODES, Calibration, bucket, tree_value
 from engine.decoding.verify_tree import accept_tree_sampling
 from engine.drafters.tree import DraftTree, TreeBuilder
 
@@ -66,21 +66,30 @@ def test_cut_keeps_each_rows_best_joint_confidences_and_stays_a_tree():
     assert tree.best(20) is tree and tree.best(64) is tree
 
 
-def test_calibration_maps_confidence_to_measured_acceptance():
+def test_calibration_maps_q_to_measured_acceptance():
+    """a(q) starts as q; with evidence it moves to accepted / summed q of its bucket, shrunk by PRIOR_NODES drafts."""
     cal = Calibration()
-    log_c = torch.tensor([0.0, -0.5, -3.0, -30.0])
-    assert torch.allclose(cal.probability(log_c), log_c.exp())  # nothing verified yet: the drafter's own c
-    assert [bucket(c) for c in (1.0, 0.6, 0.3, 0.01, 0.0)] == [0, 0, 1, 6, 7]
-    for _ in range(40):  # confidence 0.8, accepted half the time; confidence 0.3, always accepted
-        cal.observe([(0.8, True), (0.8, False), (0.3, True)])
-    p = cal.probability(torch.tensor([0.8, 0.6, 0.3, 0.1]).log())
-    assert p.tolist() == pytest.approx([0.5, 0.375, 0.3 / 0.3, 0.1], rel=1e-4)  # bucket 3 (0.1) saw nothing: c
+    q = torch.tensor([1.0, 0.6, 0.3, 0.01])
+    assert torch.allclose(cal.acceptance(q), q)  # nothing verified yet: the drafter's own q
+    assert [bucket(c) for c in (1.0, 0.6, 0.5, 0.3, 0.01, 0.0)] == [0, 0, 1, 1, 6, 7]
+    for _ in range(60):  # q 0.6 accepted 5 times in 6; q 0.3 never
+        cal.observe([(0.6, True)] * 5 + [(0.6, False)] + [(0.3, False)] * 4)
+    a0 = (5 / (1 - CALIBRATION_DECAY) + PRIOR_NODES * 2**-0.5) / (3.6 / (1 - CALIBRATION_DECAY) + PRIOR_NODES * 2**-0.5)
+    a = cal.acceptance(torch.tensor([0.6, 0.8, 0.3, 0.1]))
+    assert a[0] == pytest.approx(min(1.0, 0.6 * a0), rel=1e-3) and a[1] == 1.0  # underconfident: up, capped at 1
+    assert 0 < a[2] < 0.3 * 0.2  # bucket 1 saw only rejections: far below q, not 0 (the prior)
+    assert a[3] == pytest.approx(0.1)  # bucket 3 saw nothing: still q
 
 
-def test_tree_gain_is_the_sum_of_the_best_nodes_path_probabilities():
-    tree = toy_tree(2)  # q = 0.5 everywhere: joint 0.5 at depth 1, 0.25 at depth 2, 0.125 at depth 3
-    gain = tree_gain(tree, Calibration())
+def test_tree_value_is_the_sum_of_the_best_nodes_path_probabilities():
+    tree = toy_tree(2)  # q = 0.5 everywhere: path probability 0.5 at depth 1, 0.25 at depth 2, 0.125 at depth 3
+    log_p, gain = tree_value(tree, Calibration())
+    assert torch.allclose(log_p, tree.joint())
     assert gain.tolist() == pytest.approx([2 * sum([0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.125][:n]) for n in range(1, 8)])
+    deep = toy_tree(1)
+    deep.q = torch.tensor([[0.9, 0.05, 0.05, 0.9, 0.05, 0.9, 0.9]])  # a confident chain a -> d -> g beside weak siblings
+    log_p, _ = tree_value(deep, Calibration())
+    assert deep.best(3, log_p).tokens[0].tolist() == [0, 3, 5]  # a, d, g: the path, before the weak depth-1 siblings
 
 
 # --- the policy's choices ------------------------------------------------------------------------
@@ -102,12 +111,13 @@ def test_goodput_tries_a_tree_then_prices_it_against_chains_and_plain():
 def test_goodput_cuts_a_tree_where_the_pass_stops_being_free():
     policy = goodput(KNEE_32)
     tree = grown_tree(batch=1, budget=16)
-    gain = tree_gain(tree, Calibration()).tolist()
+    gain = tree_value(tree, Calibration())[1].tolist()
     draft = policy.tree_draft(1, tree.depth)
     rates = [(1 + g) / (KNEE_32.time_ms(n + 1) + draft) for n, g in enumerate(gain, start=1)]
-    assert policy.tree_size(tree) == 1 + max(range(16), key=rates.__getitem__) == 16  # flat to 32 tokens: keep all
+    assert policy.tree_size(tree)[0] == 1 + max(range(16), key=rates.__getitem__) == 16  # flat to 32 tokens: keep all
     busy = goodput(KNEE_32)
-    n = busy.tree_size(grown_tree(batch=8, budget=16))  # 8 rows x 17 tokens is past the knee
+    n, score = busy.tree_size(grown_tree(batch=8, budget=16))  # 8 rows x 17 tokens is past the knee
+    assert score.shape == (8, 16)
     assert 1 <= n < 16 and busy.tree_gain is not None and len(busy.tree_gain) == 16
 
 
