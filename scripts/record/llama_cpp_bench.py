@@ -15,6 +15,7 @@ the 64 decoding passes (from an empty cache), its pp rate the prefill of L token
 prints llama.cpp's rate with the prefill counted the way SpecLab's is, 64 / (L / pp + 64 / tg).
 With --q4-gguf llama-bench also runs the Q4_1 file SpecLab dequantises (llama.cpp's own format for it):
 a reference row, not the same-weights comparison.
+Ratios are printed of the medians and, paired round by round, as the median and range of per-round ratios.
 """
 
 from __future__ import annotations
@@ -149,8 +150,11 @@ def main() -> None:
     }
     if args.q4_gguf:
         ratios["speclab_fused / llama_cpp_q4_1_e2e"] = med["speclab_fused"] / med["llama_cpp_q4_1_e2e"]
+    log(f"{'ratio':<34} {'of medians':>10} {'per round: median':>18} {'min':>6} {'max':>6}")
     for k, v in ratios.items():
-        log(f"{k:<30} {v:.2f}x")
+        num, den = k.split(" / ")
+        paired = [a / b for a, b in zip(rates[num], rates[den])]  # the same round's two rates
+        log(f"{k:<34} {v:>9.2f}x {statistics.median(paired):>17.2f}x {min(paired):>5.2f}x {max(paired):>5.2f}x")
     log(f"load after {os.getloadavg()}")
     if sink:
         sink.close()

@@ -17,6 +17,7 @@
 #
 #   bash scripts/record/llama_cpp_bench.sh [--rounds 5] [--threads 2] [--out log.txt]
 #   bash scripts/record/llama_cpp_bench.sh build|convert    # one step only
+#   PYTHON=/path/to/venv/bin/python bash ...                # the project's interpreter (default .venv/bin/python)
 #
 # Not part of CI or the tests. Timed runs take the machine's benchmark lock when flock is there
 # (LLAMA_BENCH_LOCK, default /work/bench.lock; set it empty to run without).
