@@ -5,6 +5,7 @@
                            [--dtype {auto,float32,bfloat16}] [--cuda-graphs {auto,off,static,padded}] [--json PATH]
     python -m engine bench --batch 1,4,16 --depth 0,2,4,8 [--confidence 0,0.3] [--drafter ...] [--dtype ...] [--json PATH]
     python -m engine passes [--batch 1,8] [--tokens 1,2,4,...] [--context 150]   # one forward's time vs tokens per pass
+                            [--compare-fast off,eager,compiled [--rounds 3]]   # the fast pass against the lean one
     python -m engine probe
     python -m engine predict --gpu H200 --model 8B [--context 1024] [--alpha 0.7] [--c 0.05] [--dtype bfloat16]
                              [--floor graph|eager|none]   # the roofline predictor's table: a model, not a measurement
@@ -82,7 +83,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         default=None,
         choices=["off", "eager", "compiled"],
         help="the fast decode pass (engine/model/fastpass.py): off (the lean eager pass), eager (fused, prepacked "
-        "projections over static KV buffers), compiled (also torch.compile per bucket); default: $SPECLAB_FAST, else off",
+        "projections over static KV buffers), compiled (also torch.compile per bucket); default: $SPECLAB_FAST, else "
+        "eager on the CPU and off elsewhere",
     )
 
 
@@ -187,6 +189,13 @@ def _other_parsers(sub) -> None:
     passes.add_argument("--context", type=int, default=150, help="KV cache length per row")
     passes.add_argument("--repeats", type=int, default=5)
     passes.add_argument("--model", default="target", choices=["target", "draft"])
+    passes.add_argument(
+        "--compare-fast",
+        type=_list_of(str, "fast mode"),
+        default=None,
+        help="comma-separated fast modes (off,eager,compiled) timed against each other, interleaved over --rounds",
+    )
+    passes.add_argument("--rounds", type=int, default=3, help="--compare-fast: interleaved rounds (median, min-max over them)")
     passes.add_argument("--json", default=None)
     _common(passes)
 
@@ -247,21 +256,32 @@ def _probe(args) -> None:
 
 def _passes(args) -> None:
     from engine import load_pair
+    from engine.bench.fastcompare import check_modes, compare_fast, format_fast_comparison
     from engine.bench.harness import format_passes
     from engine.decoding.passcurve import pass_costs
     from engine.hardware import probe
 
+    modes = check_modes(args.compare_fast) if args.compare_fast else None
+    if args.rounds < 1 or args.repeats < 1:
+        raise ValueError("--rounds and --repeats must be >= 1")
     draft = args.draft if args.model == "draft" else "none"
     pair = load_pair(target=args.target, draft=draft, device=args.device, dtype=args.dtype)
     peaks = probe(pair.device, pair.dtype, quick=True)
-    rows = pass_costs(pair, args.batch, args.tokens, args.context, args.repeats, args.model, cuda_graphs=args.cuda_graphs)
     print(
         f"{args.model} forward passes on {peaks.device_name}, {pair.dtype_name}, context {args.context}; "
         f"peak {peaks.peak_bandwidth / 1e9:.1f} GB/s, {peaks.peak_flops / 1e9:.1f} GFLOP/s (probed)"
     )
-    print(format_passes(rows, peaks.peak_flops, peaks.peak_bandwidth))
+    if modes:
+        if args.model != "target":
+            raise ValueError("--compare-fast times the target's passes (use --model target)")
+        rows = compare_fast(pair, modes, args.batch, args.tokens, args.context, args.repeats, args.rounds)
+        print(f"fast modes interleaved, {args.rounds} rounds x {args.repeats} passes; median over rounds [min-max]")
+        print(format_fast_comparison(rows, modes, peaks.peak_bandwidth))
+    else:
+        rows = pass_costs(pair, args.batch, args.tokens, args.context, args.repeats, args.model, cuda_graphs=args.cuda_graphs)
+        print(format_passes(rows, peaks.peak_flops, peaks.peak_bandwidth))
     if args.json:
-        _write_json(args.json, {"probe": peaks.to_dict(), "rows": rows})
+        _write_json(args.json, {"probe": peaks.to_dict(), "rows": rows, "compare_fast": modes})
 
 
 def _run(args) -> None:

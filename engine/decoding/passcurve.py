@@ -86,8 +86,9 @@ class PassCurve:
 
 def curve_key(pair) -> str:
     # the curve times the passes the decode loop runs by default: eager (DecodeConfig.cuda_graphs="off"), or
-    # the fast pass when SPECLAB_FAST asks for it (engine/model/fastpass.py)
-    graphs = "" if fast_mode() == "off" else f" | fast {fast_mode()}"
+    # the fast pass where it runs (engine/model/fastpass.py: by default on the CPU)
+    mode = fast_mode(pair.device)
+    graphs = "" if mode == "off" else f" | fast {mode}"
     return f"{device_name(pair.device)} | {pair.target_name} | {pair.dtype_name} | torch {torch.__version__}{graphs}"
 
 
@@ -174,7 +175,7 @@ def pass_costs(
     fastest, which a busy machine disturbs least).
     cuda_graphs: "off" (eager, dynamic cache), or a DecodeConfig.cuda_graphs mode over static buffers; with
     "auto" on CUDA each shape is captured once (in the warm-up pass) and its replays are timed.
-    fast: "off", "eager" or "compiled" (engine/model/fastpass.py); None: as SPECLAB_FAST says. A compiled
+    fast: "off", "eager" or "compiled" (engine/model/fastpass.py); None: `fast_mode` (eager on the CPU). A compiled
     shape is compiled in the warm-up pass, off the clock."""
 
     model = pair.target if which == "target" else pair.draft
@@ -212,7 +213,7 @@ def pass_costs(
                         "context": context,
                         "ms": ms,
                         "cuda_graphs": cuda_graphs,
-                        "fast": fast_mode() if fast is None else fast,
+                        "fast": fast_mode(pair.device) if fast is None else fast,
                         "graphs_captured": getattr(getattr(cache, "graphs", None), "captured", 0),
                         "ms_per_token": ms / (batch * n),
                         "flops": flops,

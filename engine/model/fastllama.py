@@ -122,24 +122,10 @@ def _layer(
     return finish_layer(x, a, wo, ln2, wg, wu, wd, eps), k, v
 
 
-_compiled_layer = None
-
-
-def compiled_layer():
-    """`_layer` under torch.compile (dynamic shapes), built once per process. Opt-in: SPECLAB_COMPILE=1.
-
-    Measured on the 2-core build CPU it did not pay (README): 94 s of compilation, then dynamo's
-    recompile limit (draft and target layers differ in shape) and 17.0 vs 23.0 tok/s eager."""
-    global _compiled_layer
-    if _compiled_layer is None:
-        _compiled_layer = torch.compile(_layer, dynamic=True)
-    return _compiled_layer
-
-
 class LeanLlama:
     """Holds references to a Llama model's parameters; `forward` is one decode/verify/prefill pass."""
 
-    def __init__(self, model: torch.nn.Module, compile: bool = False):
+    def __init__(self, model: torch.nn.Module):
         if not supports(model):
             raise ValueError("LeanLlama needs a plain LlamaForCausalLM (default RoPE, SiLU, no biases)")
         cfg = model.config
@@ -165,7 +151,6 @@ class LeanLlama:
             head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
             eps=cfg.rms_norm_eps,
             rope_theta=cfg.rope_parameters["rope_theta"],
-            compile=compile,
         )
         self.model = model
         self.embed = m.embed_tokens.weight
@@ -182,18 +167,17 @@ class LeanLlama:
         head_dim: int,
         eps: float,
         rope_theta: float,
-        compile: bool = False,
     ) -> LeanLlama:
         """Decoder layers only, no embedding, final norm or head: `body` runs them over input embeddings.
         Each layer is the tuple of 9 weights `_layer` takes (ln1, q, k, v, o, ln2, gate, up, down). The EAGLE
         head's runner (engine/drafters/eagle.py) is one such layer."""
         lean = cls.__new__(cls)
-        lean._init_body(layers, n_heads=n_heads, n_kv=n_kv, head_dim=head_dim, eps=eps, rope_theta=rope_theta, compile=compile)
+        lean._init_body(layers, n_heads=n_heads, n_kv=n_kv, head_dim=head_dim, eps=eps, rope_theta=rope_theta)
         lean.model = lean.embed = lean.final_norm = lean.head = None
         return lean
 
-    def _init_body(self, layers, *, n_heads: int, n_kv: int, head_dim: int, eps: float, rope_theta: float, compile: bool) -> None:
-        self.layer_fn = compiled_layer() if compile else _layer
+    def _init_body(self, layers, *, n_heads: int, n_kv: int, head_dim: int, eps: float, rope_theta: float) -> None:
+        self.layer_fn = _layer
         self.n_heads, self.n_kv, self.head_dim = n_heads, n_kv, head_dim
         self.eps = eps
         self.scale = head_dim**-0.5

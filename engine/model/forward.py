@@ -29,14 +29,9 @@ def lean_enabled() -> bool:
     return os.environ.get("SPECLAB_LEAN", "1") != "0"
 
 
-def compile_enabled() -> bool:
-    """SPECLAB_COMPILE=1 runs the lean forward's decoder layer under torch.compile (opt-in: see docs)."""
-    return os.environ.get("SPECLAB_COMPILE", "0") == "1"
-
-
 class LeanForward:
     def __init__(self, model: torch.nn.Module):
-        self.lean = LeanLlama(model, compile=compile_enabled())
+        self.lean = LeanLlama(model)
         self.config = model.config
 
     def __call__(self, input_ids, positions, mask, cache, logits_to_keep=0, return_hidden=False, features=None):

@@ -401,7 +401,7 @@ def resolve_mode(requested: str, device: torch.device, model, runner=None) -> tu
 def make_cache(model, device: torch.device, costs, cfg, runner=None, fast: str | None = None) -> RaggedCache:
     """The cache a decode run uses for one model: dynamic (eager) or static buffers (eager or graphs),
     as `cfg.cuda_graphs` and the device allow. `cfg` None: the dynamic cache.
-    fast ("off", "eager", "compiled"; None: SPECLAB_FAST, engine/model/fastpass.py): with cuda_graphs "off"
+    fast ("off", "eager", "compiled"; None: `fast_mode`, engine/model/fastpass.py: eager on the CPU): with cuda_graphs "off"
     or "auto", the fused pass over static buffers, compiled or not; trees stay on the dynamic cache."""
     requested = cfg.cuda_graphs if cfg is not None else GraphMode.OFF.value
     if cfg is not None and cfg.tree:  # the tree mask lives in the dynamic cache's forward only
@@ -409,7 +409,7 @@ def make_cache(model, device: torch.device, costs, cfg, runner=None, fast: str |
         cache.graph_note = "tree drafting runs eager over the dynamic KV cache"
         return cache
     mode, why = resolve_mode(requested, torch.device(device), model, runner)
-    fast = fast_mode() if fast is None else fast
+    fast = fast_mode(device) if fast is None else fast
     if cfg is not None and fast != "off" and requested in (GraphMode.OFF.value, GraphMode.AUTO.value) and _capable(model, runner):
         mode, why = FAST_PATHS[fast == "compiled"], None
     if mode == "off":

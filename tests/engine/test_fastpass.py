@@ -83,9 +83,16 @@ def test_fuse_rebinds_the_weights_without_a_copy(tokenizer):
 
 
 def test_fast_mode_switch(monkeypatch, tiny):
-    for value, mode in [("", "off"), ("0", "off"), ("eager", "eager"), ("1", "compiled"), ("on", "compiled")]:
+    for value, mode in [("0", "off"), ("off", "off"), ("eager", "eager"), ("1", "compiled"), ("on", "compiled")]:
         monkeypatch.setenv("SPECLAB_FAST", value)
-        assert fast_mode() == mode
+        assert fast_mode() == mode == fast_mode("cuda")  # an explicit switch holds on every device
+    # unset: the fused eager pass on the CPU, off on devices it was never run on
+    for unset in (lambda: monkeypatch.delenv("SPECLAB_FAST"), lambda: monkeypatch.setenv("SPECLAB_FAST", "")):
+        unset()
+        assert fast_mode() == fast_mode("cpu") == fast_mode(torch.device("cpu")) == "eager"
+        assert fast_mode("cuda") == fast_mode("mps") == "off"
+    default = make_cache(tiny.target, tiny.device, tiny.target_costs, DecodeConfig(max_new_tokens=8))
+    assert isinstance(default, StaticRaggedCache) and default.mode == "fused"
     monkeypatch.setenv("SPECLAB_FAST", "maybe")
     with pytest.raises(ValueError, match="SPECLAB_FAST"):
         fast_mode()
@@ -130,3 +137,27 @@ def test_cli_fast_flag_sets_the_switch(monkeypatch, capsys):
     monkeypatch.setenv("SPECLAB_FAST", "0")
     assert main(["passes", "--fast", "compiled", "--json", "/nonexistent-dir/x.json"]) == 2  # fails before loading
     assert fast_mode() == "compiled"
+
+
+def test_compare_fast_interleaves_the_modes(tiny):
+    """`passes --compare-fast`: every mode timed at every size in every round, with medians inside the spread."""
+    from engine.bench.fastcompare import compare_fast, format_fast_comparison
+
+    rows = compare_fast(tiny, ["off", "eager"], [1, 2], [1, 3], context=8, repeats=1, rounds=2)
+    assert {(r["batch"], r["new_tokens"], r["mode"]) for r in rows} == {(b, n, m) for b in (1, 2) for n in (1, 3) for m in ("off", "eager")}
+    for r in rows:
+        assert len(r["ms_rounds"]) == 2 and r["ms_min"] <= r["ms"] <= r["ms_max"] and r["ms"] > 0
+        assert r["tokens_per_pass"] == r["batch"] * r["new_tokens"]
+    table = format_fast_comparison(rows, ["off", "eager"], peak_bandwidth=1e10).splitlines()
+    assert len(table) == 5 and "off/eager" in table[0] and "%BW" in table[0]
+    off, eager = (next(r for r in rows if (r["batch"], r["new_tokens"], r["mode"]) == (1, 1, m)) for m in ("off", "eager"))
+    assert f"{off['ms'] / eager['ms']:.2f}x" in table[1]
+
+
+def test_compare_fast_refuses_bad_modes(capsys):
+    from engine.__main__ import main
+
+    for modes in ("off,turbo", "eager", "off,off"):
+        assert main(["passes", "--compare-fast", modes]) == 2  # refused before any model loads
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error:") and ("fast mode" in err[0] or "two or more" in err[0])

@@ -20,6 +20,13 @@ from engine.model.static_cache import StaticRaggedCache, batch_bucket, make_cach
 MODES = ["static", "padded"]
 
 
+@pytest.fixture(autouse=True)
+def dynamic_by_default(monkeypatch):
+    """These tests hold the static modes against the dynamic cache, which a run without cuda_graphs gets only
+    with the fast pass off (SPECLAB_FAST=0; on the CPU the fast pass is the default: tests/engine/test_fastpass.py)."""
+    monkeypatch.setenv("SPECLAB_FAST", "0")
+
+
 def decisions(trace):
     """What each step decided: depth, batch, and each row's drafted ids, accepted count and next token."""
     return [(s.depth, s.batch, [([t.id for t in q.drafted], q.num_accepted, q.next_id) for q in s.seqs]) for s in trace.steps]

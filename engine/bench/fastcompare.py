@@ -1,0 +1,75 @@
+"""The fast pass against the lean eager pass (and compiled), interleaved: `python -m engine passes --compare-fast`.
+
+One forward pass per size and mode, timed by `engine.decoding.passcurve.pass_costs`; every round measures
+every mode once (off, then eager, then compiled, then the next round), so a shared machine's drift hits
+them alike. Each mode's time per size is the median over rounds of that round's median of `repeats`
+passes, with the min and max over rounds beside it (the spread a reader needs before calling a winner).
+A compiled mode compiles each shape in its first (warm-up) pass, off the clock: the compile time is not
+in these numbers; the first run of a new shape in a decode pays it (docs/measurements.md).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from engine.decoding.passcurve import pass_costs
+from engine.model.fastpass import FAST_MODES
+
+
+def check_modes(modes: list[str]) -> list[str]:
+    """The modes to compare, in order, each once; a clear error for an unknown one."""
+    bad = [m for m in modes if m not in FAST_MODES]
+    if bad:
+        raise ValueError(f"unknown fast mode {bad[0]!r}: choose from {', '.join(FAST_MODES)}")
+    if len(set(modes)) != len(modes) or len(modes) < 2:
+        raise ValueError(f"--compare-fast needs two or more different modes (e.g. off,eager); got {','.join(modes)}")
+    return modes
+
+
+def compare_fast(pair, modes: list[str], batches: list[int], tokens: list[int], context: int, repeats: int, rounds: int) -> list[dict]:
+    """Rows (batch, new_tokens, mode, ms median over rounds, ms_min, ms_max, ms_rounds), interleaved by round."""
+    times: dict[tuple, list[float]] = {}
+    first: dict[tuple, dict] = {}
+    for _ in range(rounds):
+        for mode in modes:
+            for row in pass_costs(pair, batches, tokens, context, repeats, fast=mode):
+                key = (row["batch"], row["new_tokens"], mode)
+                times.setdefault(key, []).append(row["ms"])
+                first.setdefault(key, row)
+    out = []
+    for key, ms in times.items():
+        row = first[key]
+        out.append(
+            {
+                "batch": key[0],
+                "new_tokens": key[1],
+                "tokens_per_pass": row["tokens_per_pass"],
+                "mode": key[2],
+                "ms": statistics.median(ms),
+                "ms_min": min(ms),
+                "ms_max": max(ms),
+                "ms_rounds": ms,
+                "bytes": row["bytes"],
+                "flops": row["flops"],
+            }
+        )
+    return out
+
+
+def format_fast_comparison(rows: list[dict], modes: list[str], peak_bandwidth: float | None = None) -> str:
+    """One line per pass size: each mode's median ms [min-max], the first mode's time over each other's,
+    and (given the probed bandwidth) the share of it the fastest mode reached."""
+    by = {(r["batch"], r["new_tokens"], r["mode"]): r for r in rows}
+    sizes = sorted({(r["batch"], r["new_tokens"]) for r in rows})
+    head = "batch  new/row " + " ".join(f"{m + ' ms [min-max]':>26}" for m in modes)
+    head += " " + " ".join(f"{modes[0] + '/' + m:>12}" for m in modes[1:]) + ("  %BW best" if peak_bandwidth else "")
+    lines = [head]
+    for batch, n in sizes:
+        cells = [by[(batch, n, m)] for m in modes]
+        line = f"{batch:>5} {n:>8} " + " ".join(f"{c['ms']:>9.2f} [{c['ms_min']:>6.2f}-{c['ms_max']:>6.2f}]" for c in cells)
+        line += " " + " ".join(f"{cells[0]['ms'] / c['ms']:>11.2f}x" for c in cells[1:])
+        if peak_bandwidth:
+            best = min(c["ms"] for c in cells)
+            line += f" {100 * cells[0]['bytes'] / (best / 1000) / peak_bandwidth:>9.0f}"
+        lines.append(line)
+    return "\n".join(lines)
