@@ -17,6 +17,7 @@ import streamlit as st
 
 from app import hub_fetch
 from engine import DecodeConfig, generate, load_pair
+from engine.decoding.passcurve import pass_curve
 from engine.drafters import available_drafters
 from engine.hardware import probe
 from engine.model.pair import hub_reachable
@@ -121,7 +122,10 @@ def get_pair(preset_key: str, dtype: str, on_progress=None):
 
 
 def warm_up(pair) -> None:
-    """Run both lanes once on a tiny prompt, so one-time kernel set-up is not billed to the first AR lane."""
+    """Run both lanes once on a tiny prompt, so one-time kernel set-up is not billed to the first AR lane, and
+    have this machine's pass-cost curve ready (read from disk, or measured once per machine: 10-20 s on a
+    2-core CPU) for goodput, lesson 3, the Playground and the Predictor, so no timed run pays for it."""
+    pass_curve(pair)
     drafters = available_drafters(pair)
     drafter = "model" if "model" in drafters else "ngram"
     for mode in ("autoregressive", "speculative"):

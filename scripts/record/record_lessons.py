@@ -27,6 +27,7 @@ from app.lessons import measurement
 from app.lessons.experiments import EXPERIMENTS
 from engine import DecodeConfig, Trace, generate, load_pair
 from engine.bench.prompts import batch_prompts
+from engine.decoding.passcurve import pass_curve
 from engine.hardware import probe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +65,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     pair = load_pair()
     hw = probe(pair.device, pair.dtype, quick=True)
+    pass_curve(pair)  # as the app's warm-up has it (app/resources.py): measured once per machine, not in a lesson's time
     date = dt.date.today().isoformat()
     print(f"{hw.device_name}, {hw.dtype}, {date}", flush=True)
     for name in names:
