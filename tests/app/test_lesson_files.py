@@ -203,3 +203,13 @@ def test_lessons_state_the_corrected_facts_and_cite_sources():
 def test_app_never_says_speculation_always_does_more_arithmetic():
     for path in (ROOT / "app").rglob("*.py"):
         assert "always does more" not in path.read_text(encoding="utf-8"), path
+
+
+def test_lesson_texts_quote_no_cpu_recording():
+    """The page draws each recording with its machine and date and computes its conclusions from it, so the texts
+    point at the chart and table instead of quoting a CPU recording's numbers, which go stale when it is re-made."""
+    paths = sorted((ROOT / "lessons").glob("*.md")) + sorted((ROOT / "lessons").glob("*.checks.json"))
+    for path in paths:
+        flat = " ".join(path.read_text(encoding="utf-8").split())
+        for stale in ("Xeon", "EPYC", "Recorded on", "shipped recording (", "in the recording", "recorded run", "≈ 35", "≈ 37"):
+            assert stale not in flat, (path.name, stale)
