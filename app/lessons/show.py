@@ -29,7 +29,15 @@ def _noise_note(rows: list[dict]) -> None:
 def show_memory_bound(m: dict, s: dict, label: str = "") -> None:
     rows = m["rows"]
     fig = roofline.pass_cost_figure(rows, m.get("ridge_tokens"))
-    _chart(figures.frame(fig, "One pass costs about the same for 1 token as for many, up to the ridge", label, height=400), "lesson1_fig")
+    _chart(
+        figures.frame(
+            fig,
+            "Time of one pass against the tokens it carries (flat: idle arithmetic; climbing in step: arithmetic sets the pace)",
+            label,
+            height=400,
+        ),
+        "lesson1_fig",
+    )
     peaks = roofline.peak_share_figure(rows, m["peak_bandwidth"], m["peak_flops"], m.get("ridge_tokens"))
     _chart(peaks, "lesson1_peaks")
     st.caption(
