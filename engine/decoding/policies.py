@@ -19,7 +19,8 @@ machine's measured pass-cost curve (engine/decoding/passcurve.py) with a prior a
 `goodput` chooses, at every step, the k that maximises expected emitted tokens per second for the batch
 in flight: B * E[tokens per row](k) / (T_verify(B * (k + 1)) + k * T_draft(B)), where T_verify comes from
 the measured pass-cost curve, corrected online by the ratio of each step's measured verify time to the
-curve's, T_draft is the drafter's measured time per draft position (an estimate from its FLOPs until
+curve's (one ratio shared by all pass sizes, following the machine's load, times a slower-learnt factor per
+size for the curve's shape errors), T_draft is the drafter's measured time per draft position (an estimate from its FLOPs until
 the first draft is timed), and E[tokens](k) = 1 + sum_i prod_{j<=i} a_j from a running (EMA) estimate of
 the acceptance a_j at each draft position j given the ones before it (Leviathan et al. 2023's expected
 tokens per step, with per-position rates instead of one alpha). It only changes how many tokens are
@@ -38,6 +39,19 @@ still a tree). While it speculates, the shape it has not chosen is drawn once ev
 steps (a tree at once, if none was drawn yet), so its estimate follows the text. A cut tree is a
 deterministic function of the drafter's q and of past steps, fixed before the target's pass, so tree
 verification stays lossless.
+
+Warm start: what goodput learns (per-position acceptance, the calibration a(q), the trees' value curve, the
+verify-time ratios, the drafter's measured cost) is kept across runs in the same process, keyed by target,
+drafter, dtype, device, pass-cost curve and shape settings (engine/decoding/warmstart.py): a policy starts from the
+last such run's state and writes its own back after every step. A fresh process starts from the priors.
+
+Exploration: a policy that only ever chose plain would never measure acceptance at that batch, and would stay
+at its prior. So after EXPLORE_STEPS plain steps in a row goodput drafts one chain (the best k >= 1 by the same
+rate); each exploration that leaves plain the choice doubles the wait (up to EXPLORE_MAX), a speculative choice
+resets it. Likewise every EXPLORE_STEPS-th tree step verifies twice the nodes its cut keeps, so the deep nodes a
+cut leaves out keep being measured. Cost bound: at most one step in EXPLORE_STEPS (one in 16) is priced on
+anything but the policy's own best guess, and an exploring step costs at most one chain (or twice the cut).
+Both rules are deterministic given the steps seen, and like the warm start they only change what is proposed.
 
 Every policy sees a `PolicyContext` before each step (`depth`, and `tree_now`: a tree or a chain in a
 tree-drafting run), a drafted tree (`tree_size`: the static ones verify it whole) and the finished `Step`
@@ -208,8 +222,8 @@ class GoodputDepth:
     """k per step from the measured cost of a pass and the run's own acceptance (see the module docstring);
     with `tree_nodes`, the shape too: plain, a chain of k, or a tree cut to n nodes.
 
-    State (the acceptance estimates, the cost corrections) lives in the object: `make_policy` builds a
-    fresh one for every run."""
+    State (the acceptance estimates, the cost corrections) lives in the object: `make_policy` builds one for every
+    run, starting from what the last run with the same `memory_key` learnt (engine/decoding/warmstart.py)."""
 
     curve: object  # engine.decoding.passcurve.PassCurve
     max_depth: int

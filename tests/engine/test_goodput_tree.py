@@ -74,7 +74,7 @@ def test_calibration_maps_q_to_measured_acceptance():
     q = torch.tensor([1.0, 0.6, 0.3, 0.01])
     assert torch.allclose(cal.acceptance(q), q)  # nothing verified yet: the drafter's own q
     assert [bucket(c) for c in (1.0, 0.6, 0.5, 0.3, 0.01, 0.0)] == [0, 0, 1, 1, 6, 7]
-    for _ in range(60):  # q 0.6 accepted 5 times in 6; q 0.3 never
+    for _ in range(300):  # q 0.6 accepted 5 times in 6; q 0.3 never
         cal.observe([(0.6, True)] * 5 + [(0.6, False)] + [(0.3, False)] * 4)
     a0 = (5 / (1 - CALIBRATION_DECAY) + PRIOR_NODES * 2**-0.5) / (3.6 / (1 - CALIBRATION_DECAY) + PRIOR_NODES * 2**-0.5)
     a = cal.acceptance(torch.tensor([0.6, 0.8, 0.3, 0.1]))
