@@ -129,8 +129,9 @@ def pricing_check(steps, sizes=(1, 2, 4, 8, 16, 32)) -> dict[int, tuple[float, f
     it; the prediction for n is the sum of the best n nodes' calibrated path probabilities (tree_value), the
     measurement the accepted path's nodes among those n (greedy: a cut keeps ancestors, so the path verified
     in the cut is the full path's prefix inside it). Needs steps whose trees were verified whole for n up to
-    their size (a fixed tree); rows with fewer nodes than n are left out of n."""
-    calibration, out = Calibration(), {n: [0.0, 0.0, 0] for n in sizes}
+    their size (a fixed tree); rows with fewer nodes than n are left out of n. sizes=None: each row at the size
+    it was verified at (a goodput run's own cuts), keyed by that size."""
+    calibration, out = Calibration(), {}
     for step in steps:
         if step.kind != "decode":
             continue
@@ -139,7 +140,7 @@ def pricing_check(steps, sizes=(1, 2, 4, 8, 16, 32)) -> dict[int, tuple[float, f
             log_p, _ = tree_value(record_tree(record), calibration)
             order = torch.sort(log_p[0], descending=True, stable=True).indices.tolist()
             on_path = set(record.path())
-            for n in sizes:
+            for n in sizes or (len(record.ids),):
                 if n > len(record.ids):
                     continue
                 kept = set(order[:n])
@@ -149,11 +150,12 @@ def pricing_check(steps, sizes=(1, 2, 4, 8, 16, 32)) -> dict[int, tuple[float, f
                     if child is None or child not in kept:
                         break
                     depth, node = depth + 1, child
-                out[n][0] += float(log_p[0, order[:n]].exp().sum())
-                out[n][1] += depth
-                out[n][2] += 1
+                total = out.setdefault(n, [0.0, 0.0, 0])
+                total[0] += float(log_p[0, order[:n]].exp().sum())
+                total[1] += depth
+                total[2] += 1
         if step.tree_nodes is not None:
             calibration.observe([d for record in rows for d in tree_drafts(record)])
         elif step.depth > 0:
             calibration.observe([d for row in step.seqs for d in chain_drafts(row.drafted)])
-    return {n: (p / rows, m / rows, rows) for n, (p, m, rows) in out.items() if rows}
+    return {n: (p / rows, m / rows, rows) for n, (p, m, rows) in sorted(out.items())}

@@ -229,6 +229,8 @@ def test_pricing_check_sets_predicted_against_measured_accepted_nodes(embedded_f
     predicted, measured = [v[0] for v in checked.values()], [v[1] for v in checked.values()]
     assert predicted == sorted(predicted) and measured == sorted(measured) and measured[-1] > 0.5
     assert 0.5 < predicted[-1] / measured[-1] < 2.0
+    own = pricing_check(trace.steps, sizes=None)  # each row at the size it was verified: the full 16 here
+    assert own[16] == pytest.approx(checked[16]) and sum(v[2] for v in own.values()) == len(trees)
 
 
 # --- whole runs: lossless while the shape changes -------------------------------------------------
