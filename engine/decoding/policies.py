@@ -20,11 +20,11 @@ machine's measured pass-cost curve (engine/decoding/passcurve.py) with a prior a
 in flight: B * E[tokens per row](k) / (T_verify(B * (k + 1)) + k * T_draft(B)), where T_verify comes from
 the measured pass-cost curve, corrected online by the ratio of each step's measured verify time to the
 curve's (one ratio shared by all pass sizes, following the machine's load, times a slower-learnt factor per
-size for the curve's shape errors), T_draft is the drafter's measured time per draft position (an estimate from its FLOPs until
-the first draft is timed), and E[tokens](k) = 1 + sum_i prod_{j<=i} a_j from a running (EMA) estimate of
-the acceptance a_j at each draft position j given the ones before it (Leviathan et al. 2023's expected
-tokens per step, with per-position rates instead of one alpha). It only changes how many tokens are
-proposed, so it stays lossless, and it never drafts more than `depth`, the user's maximum.
+size for the curve's shape errors), T_draft is the drafter's measured time per draft position (an estimate
+from its FLOPs until the first draft is timed), and E[tokens](k) = 1 + sum_i prod_{j<=i} a_j from a running
+(EMA) estimate of the acceptance a_j at each draft position j given the ones before it (Leviathan et al.
+2023's expected tokens per step, with per-position rates instead of one alpha). It only changes how many
+tokens are proposed, so it stays lossless, and it never drafts more than `depth`, the user's maximum.
 
 Width by measured cost: with tree drafting (`tree_nodes` > 0) `goodput` also chooses the shape. Before a
 step it compares plain, the best chain and a tree (`choose_tree`): a tree of n nodes is worth
@@ -365,7 +365,8 @@ class GoodputDepth:
         if step.kind != "decode" or step.verify_ms <= 0:
             return
         tokens = step.tokens_per_pass
-        ratio, overall, own = step.verify_ms / self.curve.time_ms(tokens), self.verify_ratio.get(0), self.verify_ratio.get(tokens, 0.0)
+        ratio = step.verify_ms / self.curve.time_ms(tokens)
+        overall, own = self.verify_ratio.get(0), self.verify_ratio.get(tokens, 0.0)
         if overall is not None:  # this size against the shared ratio, in logs (see `verify_ms`)
             own = self.verify_ratio[tokens] = (1 - SHAPE_WEIGHT) * own + SHAPE_WEIGHT * math.log(ratio / overall)
         self.verify_ratio[0] = _ema(overall, ratio / math.exp(own))
