@@ -250,9 +250,9 @@ def plain_ids(pair, prompts, tokens: int = TOKENS) -> list:
 def test_goodput_tree_equals_plain_decoding(embedded_f32):
     """The machine's own measured curve prices the shapes: whatever it picks, greedy output equals plain."""
     pair = _eagle_pair(embedded_f32)
-    cfg = DecodeConfig(depth=4, drafter="eagle", policy="goodput", max_new_tokens=TOKENS, tree_nodes=16, tree_topk=4)
+    cfg = DecodeConfig(depth=4, drafter="eagle", policy="goodput", max_new_tokens=8, tree_nodes=16, tree_topk=4)
     trace = _checked_run(pair, PROMPTS[:1], cfg)
-    assert trace.output_ids == plain_ids(pair, PROMPTS[:1])
+    assert trace.output_ids == plain_ids(pair, PROMPTS[:1], 8)
     decode = [s for s in trace.steps if s.kind == "decode"]
     trees = [s for s in decode if s.tree_nodes is not None]
     assert trees and all(1 <= s.tree_nodes <= 16 and s.tokens_per_pass == s.batch * (s.tree_nodes + 1) for s in trees)
@@ -270,15 +270,17 @@ def shapes(trace) -> set[str]:
     return {"plain" if s.depth == 0 else "chain" if s.tree_nodes is None else "tree" for s in trace.steps if s.kind == "decode"}
 
 
-@pytest.mark.parametrize("prompts", [PROMPTS[:1], PROMPTS], ids=["batch1", "ragged3"])
+@pytest.mark.parametrize("prompts", [PROMPTS[:1], PROMPTS[1:]], ids=["batch1", "ragged2"])  # ragged: a long prompt and "Hi"
 def test_eagle_switching_between_chains_and_cut_trees_is_lossless(embedded_f32, monkeypatch, prompts):
     pair = _eagle_pair(embedded_f32)
     shape_switching(monkeypatch)
-    cfg = DecodeConfig(depth=4, drafter="eagle", policy="goodput", max_new_tokens=TOKENS, tree_nodes=16, tree_topk=4)
+    cfg = DecodeConfig(depth=4, drafter="eagle", policy="goodput", max_new_tokens=TOKENS, tree_nodes=12, tree_topk=4)
     trace = _checked_run(pair, prompts, cfg)
     assert trace.output_ids == plain_ids(pair, prompts)
     assert {"chain", "tree"} <= shapes(trace)
-    assert any(s.tree_nodes < 16 for s in trace.steps if s.tree_nodes)  # 8 tokens per pass are free: trees are cut
+    assert any(s.tree_nodes < 12 for s in trace.steps if s.tree_nodes)  # 8 tokens per pass are free: trees are cut
+    if len(prompts) > 1:  # rows accepted different counts in one step: the batch really was ragged
+        assert any(len({q.num_accepted for q in s.seqs}) > 1 for s in trace.steps if s.kind == "decode" and s.batch > 1)
 
 
 def test_draft_model_switching_shapes_keeps_its_cache(embedded_f32, monkeypatch):
