@@ -1,5 +1,7 @@
 """Shared fixtures: tiny random Llama-style models (built from a config, no downloads) and the real
-embedded target in float32 (exactness is tested in float32: bf16 rounds differently across pass shapes)."""
+embedded target in float32 (exactness is tested in float32: bf16 rounds differently across pass shapes).
+Every test starts with goodput's warm-start store empty (engine/decoding/warmstart.py), so no test's choices
+depend on which tests ran before it."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from engine.decoding import warmstart
 from engine.model.pair import ModelPair, embedded_model_dir, load_pair
 
 PROMPTS = [
@@ -15,6 +18,14 @@ PROMPTS = [
     "Write a haiku about the sea, the wind and the salt on the rocks.",
     "Hi",
 ]
+
+
+@pytest.fixture(autouse=True)
+def cold_goodput():
+    """Each test's goodput runs start from the priors, as in a fresh process."""
+    warmstart.forget()
+    yield
+    warmstart.forget()
 
 
 def chi2_pvalue(samples: torch.Tensor, p: torch.Tensor) -> float:

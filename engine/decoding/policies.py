@@ -19,11 +19,12 @@ machine's measured pass-cost curve (engine/decoding/passcurve.py) with a prior a
 `goodput` chooses, at every step, the k that maximises expected emitted tokens per second for the batch
 in flight: B * E[tokens per row](k) / (T_verify(B * (k + 1)) + k * T_draft(B)), where T_verify comes from
 the measured pass-cost curve, corrected online by the ratio of each step's measured verify time to the
-curve's, T_draft is the drafter's measured time per draft position (an estimate from its FLOPs until
-the first draft is timed), and E[tokens](k) = 1 + sum_i prod_{j<=i} a_j from a running (EMA) estimate of
-the acceptance a_j at each draft position j given the ones before it (Leviathan et al. 2023's expected
-tokens per step, with per-position rates instead of one alpha). It only changes how many tokens are
-proposed, so it stays lossless, and it never drafts more than `depth`, the user's maximum.
+curve's (one ratio shared by all pass sizes, following the machine's load, times a slower-learnt factor per
+size for the curve's shape errors), T_draft is the drafter's measured time per draft position (an estimate
+from its FLOPs until the first draft is timed), and E[tokens](k) = 1 + sum_i prod_{j<=i} a_j from a running
+(EMA) estimate of the acceptance a_j at each draft position j given the ones before it (Leviathan et al.
+2023's expected tokens per step, with per-position rates instead of one alpha). It only changes how many
+tokens are proposed, so it stays lossless, and it never drafts more than `depth`, the user's maximum.
 
 Width by measured cost: with tree drafting (`tree_nodes` > 0) `goodput` also chooses the shape. Before a
 step it compares plain, the best chain and a tree (`choose_tree`): a tree of n nodes is worth
@@ -39,6 +40,19 @@ steps (a tree at once, if none was drawn yet), so its estimate follows the text.
 deterministic function of the drafter's q and of past steps, fixed before the target's pass, so tree
 verification stays lossless.
 
+Warm start: what goodput learns (per-position acceptance, the calibration a(q), the trees' value curve, the
+verify-time ratios, the drafter's measured cost) is kept across runs in the same process, keyed by target,
+drafter, dtype, device, pass-cost curve and shape settings (engine/decoding/warmstart.py): a policy starts from the
+last such run's state and writes its own back after every step. A fresh process starts from the priors.
+
+Exploration: a policy that only ever chose plain would never measure acceptance at that batch, and would stay
+at its prior. So after EXPLORE_STEPS plain steps in a row goodput drafts one chain (the best k >= 1 by the same
+rate); each exploration that leaves plain the choice doubles the wait (up to EXPLORE_MAX), a speculative choice
+resets it. Likewise every EXPLORE_STEPS-th tree step verifies twice the nodes its cut keeps, so the deep nodes a
+cut leaves out keep being measured. Cost bound: at most one step in EXPLORE_STEPS (one in 16) is priced on
+anything but the policy's own best guess, and an exploring step costs at most one chain (or twice the cut).
+Both rules are deterministic given the steps seen, and like the warm start they only change what is proposed.
+
 Every policy sees a `PolicyContext` before each step (`depth`, and `tree_now`: a tree or a chain in a
 tree-drafting run), a drafted tree (`tree_size`: the static ones verify it whole) and the finished `Step`
 after it (`observe`: a no-op for the static ones).
@@ -46,10 +60,12 @@ after it (`observe`: a no-op for the static ones).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from engine.config import MAX_DEPTH, DecodeConfig, PolicyKind
+from engine.decoding import warmstart
 from engine.decoding.tree_value import Calibration, chain_drafts, tree_drafts, tree_value
 
 
@@ -133,9 +149,16 @@ class HeuristicDepth(_Static):
 # run's own measured per-position acceptance after its first speculative steps (EMA_WEIGHT per step).
 PRIOR_ACCEPTANCE = 0.6
 EMA_WEIGHT = 0.2
+SHAPE_WEIGHT = 0.05  # a pass size's own verify-time factor (GoodputDepth.verify_ms): slower than the load's EMA_WEIGHT
 # A tree-drafting goodput run draws the shape it has not chosen (chain or tree) once after this many decode
 # steps without it, so its estimate follows the text: at most one step in REFRESH_STEPS priced on a guess.
 REFRESH_STEPS = 32
+# Exploration (goodput): after EXPLORE_STEPS plain steps in a row, one step drafts the best chain instead, so the
+# acceptance is measured at this batch rather than frozen at a guess; each exploration that leaves plain still the
+# choice doubles the wait (to EXPLORE_MAX), a speculative choice resets it. Likewise every EXPLORE_STEPS-th tree step
+# verifies twice the nodes its cut keeps. Cost bound: at most one step in EXPLORE_STEPS priced on something else.
+EXPLORE_STEPS = 16
+EXPLORE_MAX = 256
 
 
 def expected_tokens(accept: list[float], k: int) -> float:
@@ -149,10 +172,12 @@ def expected_tokens(accept: list[float], k: int) -> float:
     return total
 
 
-def best_depth(batch: int, max_depth: int, accept: list[float], verify_ms, draft_ms_per_position: float) -> tuple[int, float]:
-    """(k, expected tokens per ms) maximising batch * E[tokens](k) / (verify_ms(batch * (k + 1)) + k * draft)."""
-    best_k, best_rate = 0, batch / verify_ms(batch)
-    for k in range(1, max_depth + 1):
+def best_depth(
+    batch: int, max_depth: int, accept: list[float], verify_ms, draft_ms_per_position: float, min_depth: int = 0
+) -> tuple[int, float]:
+    """(k, expected tokens per ms) maximising batch * E[tokens](k) / (verify_ms(batch * (k + 1)) + k * draft), k >= min_depth."""
+    best_k, best_rate = (0, batch / verify_ms(batch)) if min_depth == 0 else (0, float("-inf"))
+    for k in range(max(1, min_depth), max_depth + 1):
         rate = batch * expected_tokens(accept, k) / (verify_ms(batch * (k + 1)) + k * draft_ms_per_position)
         if rate > best_rate:
             best_k, best_rate = k, rate
@@ -197,14 +222,14 @@ class GoodputDepth:
     """k per step from the measured cost of a pass and the run's own acceptance (see the module docstring);
     with `tree_nodes`, the shape too: plain, a chain of k, or a tree cut to n nodes.
 
-    State (the acceptance estimates, the cost corrections) lives in the object: `make_policy` builds a
-    fresh one for every run."""
+    State (the acceptance estimates, the cost corrections) lives in the object: `make_policy` builds one for every
+    run, starting from what the last run with the same `memory_key` learnt (engine/decoding/warmstart.py)."""
 
     curve: object  # engine.decoding.passcurve.PassCurve
     max_depth: int
     draft_cost_ratio: float  # drafter FLOPs per draft position / target FLOPs per token: the prior for T_draft
     accept: list[float] | None = None
-    verify_ratio: dict[int, float] | None = None  # tokens per pass -> measured / curve time (EMA); key 0: all sizes
+    verify_ratio: dict[int, float] | None = None  # key 0: measured / curve time (EMA, the load); key t: log of size t's own factor
     draft_ms: dict[int, float] | None = None  # log2 bucket of batch -> measured draft ms per position (EMA)
     last_choice: tuple[int, float] | None = None  # (k, or a tree's n; expected tokens per ms) of the latest choice
     stop_below: float = 0.0  # this step's break-even joint draft confidence (see `depth`)
@@ -215,12 +240,31 @@ class GoodputDepth:
     tree_gain: list[float] | None = None  # EMA of a tree's expected accepted nodes per row, n = 1..tree_nodes
     tree_draft_ms: dict[int, float] = field(default_factory=dict)  # log2 bucket of batch -> measured ms to grow a tree
     since: dict[str, int] = field(default_factory=lambda: {"chain": 0, "tree": 0})  # decode steps since each shape ran
+    plain_run: int = 0  # plain decode steps in a row (exploration)
+    explore_every: int = EXPLORE_STEPS  # plain steps in a row before the next exploring chain
+    tree_steps: int = 0  # tree steps so far (every EXPLORE_STEPS-th verifies a wider cut)
+    memory_key: tuple | None = None  # engine/decoding/warmstart.py: where this policy's learnt state is kept (None: nowhere)
     name = "goodput"
 
     def __post_init__(self):
         self.accept = self.accept or [PRIOR_ACCEPTANCE] * max(self.max_depth, 1)
         self.verify_ratio = self.verify_ratio or {}
         self.draft_ms = self.draft_ms or {}
+        learnt = warmstart.recall(self.memory_key) if self.memory_key is not None else None
+        if learnt is not None:
+            self.restore(learnt)
+
+    LEARNT = ("accept", "verify_ratio", "draft_ms", "tree_gain", "tree_draft_ms", "explore_every")
+
+    def learnt(self) -> dict:
+        """What a later run with the same key starts from (engine/decoding/warmstart.py)."""
+        cal = self.calibration
+        return {name: getattr(self, name) for name in self.LEARNT} | {"calibration": (cal.accepted, cal.confidence)}
+
+    def restore(self, learnt: dict) -> None:
+        for name in self.LEARNT:
+            setattr(self, name, learnt[name])
+        self.calibration = Calibration(*map(list, learnt["calibration"]))
 
     @staticmethod
     def _bucket(n: int) -> int:
@@ -232,11 +276,12 @@ class GoodputDepth:
         return table[min(table, key=lambda x: (abs(x - b), x))]
 
     def verify_ms(self, tokens: int) -> float:
-        """The curve's time, times the measured/curve ratio this run has seen at that pass size (or, for a
-        size it has not run yet, over all sizes)."""
-        base = self.curve.time_ms(tokens)
-        ratio = self.verify_ratio.get(tokens, self.verify_ratio.get(0))
-        return base if ratio is None else base * ratio
+        """The curve's time x the measured/curve ratio over all sizes (it follows the machine's load) x this
+        pass size's own factor (the curve's shape error there; 1 for a size not run yet). A size measured once
+        during a load spike is not priced on that spike for ever: the spike moves the shared ratio (EMA_WEIGHT per
+        step), and a size's own factor, a lasting property of the curve, moves slower (SHAPE_WEIGHT of its log per
+        step it runs)."""
+        return self.curve.time_ms(tokens) * self.verify_ratio.get(0, 1.0) * math.exp(self.verify_ratio.get(tokens, 0.0))
 
     def draft_ms_per_position(self, batch: int) -> float:
         if self.draft_ms:
@@ -260,8 +305,15 @@ class GoodputDepth:
             return 0
         batch = ctx.batch
         draft_ms = self.draft_ms_per_position(batch)
-        k, rate = best_depth(batch, min(ctx.base_depth, self.max_depth), self.accept, self.verify_ms, draft_ms)
-        self.tree_now = self.choose_tree(batch, ctx.base_depth, k, rate)
+        max_depth = min(ctx.base_depth, self.max_depth)
+        k, rate = best_depth(batch, max_depth, self.accept, self.verify_ms, draft_ms)
+        explore = k == 0 and self.plain_run >= self.explore_every
+        if explore:  # plain for a while: measure this batch's acceptance with the best chain (EXPLORE_STEPS)
+            k, rate = best_depth(batch, max_depth, self.accept, self.verify_ms, draft_ms, min_depth=1)
+            self.explore_every = min(2 * self.explore_every, EXPLORE_MAX)
+        elif k > 0:
+            self.explore_every = EXPLORE_STEPS
+        self.tree_now = not explore and self.choose_tree(batch, ctx.base_depth, k, rate)
         if self.tree_now:
             self.stop_below = 0.0
             return ctx.base_depth
@@ -301,6 +353,9 @@ class GoodputDepth:
         self.tree_gain = per_row if old is None else [(1 - EMA_WEIGHT) * a + EMA_WEIGHT * b for a, b in zip(old, per_row)]
         n, rate = self.best_cut(batch, gain.tolist(), self.tree_draft(batch, tree.depth))
         self.last_choice = (n, rate)
+        self.tree_steps += 1
+        if self.tree_steps % EXPLORE_STEPS == 0:  # re-check the nodes the cut leaves out (EXPLORE_STEPS)
+            n = min(tree.nodes, 2 * n)
         return n, log_p
 
     def observe(self, step) -> None:
@@ -309,11 +364,20 @@ class GoodputDepth:
         if 1..j-1 were accepted), and every verified node for the confidence calibration."""
         if step.kind != "decode" or step.verify_ms <= 0:
             return
-        ratio = step.verify_ms / self.curve.time_ms(step.tokens_per_pass)
-        for key in (step.tokens_per_pass, 0):
-            self.verify_ratio[key] = _ema(self.verify_ratio.get(key), ratio)
+        tokens = step.tokens_per_pass
+        ratio = step.verify_ms / self.curve.time_ms(tokens)
+        overall, own = self.verify_ratio.get(0), self.verify_ratio.get(tokens, 0.0)
+        if overall is not None:  # this size against the shared ratio, in logs (see `verify_ms`)
+            own = self.verify_ratio[tokens] = (1 - SHAPE_WEIGHT) * own + SHAPE_WEIGHT * math.log(ratio / overall)
+        self.verify_ratio[0] = _ema(overall, ratio / math.exp(own))
         for shape in self.since:
             self.since[shape] += 1
+        self.plain_run = self.plain_run + 1 if step.depth == 0 else 0
+        self._learn(step)
+        if self.memory_key is not None:
+            warmstart.remember(self.memory_key, self.learnt())
+
+    def _learn(self, step) -> None:
         bb = self._bucket(step.batch)
         if step.tree_nodes is not None:
             self.since["tree"] = 0
@@ -372,7 +436,8 @@ def make_policy(cfg: DecodeConfig, pair=None, drafter=None) -> DepthPolicy:
             return BatchTable(derived_table_for(pair, cfg))
         curve = pass_curve(pair)
         ratio = draft_cost_ratio(pair, cfg.drafter, curve.context)
-        return GoodputDepth(curve=curve, max_depth=cfg.depth, draft_cost_ratio=ratio, tree_nodes=cfg.tree_nodes, tree_topk=cfg.tree_topk)
+        key = warmstart.policy_key(pair, cfg, curve)  # starts from what the last such run learnt
+        return GoodputDepth(curve, cfg.depth, ratio, tree_nodes=cfg.tree_nodes, tree_topk=cfg.tree_topk, memory_key=key)
     if cfg.policy == PolicyKind.OFF_ABOVE_BATCH.value:
         return OffAboveBatch(cfg.disable_by_batch_size)
     if cfg.policy == PolicyKind.HEURISTIC.value:

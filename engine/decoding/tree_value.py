@@ -23,7 +23,9 @@ acceptances along a path are independent given their q's (the product rule EAGLE
 assumes too; siblings' chances are not renormalised, so with a factor above 1 a wide level can be
 overvalued); that the map drifts slowly; and, before a step is drafted, that the next tree will look like
 the recent ones (the policy keeps a moving average of the calibrated tree curve to choose between shapes;
-once a tree is drafted it is cut with that tree's own probabilities).
+once a tree is drafted it is cut with that tree's own probabilities). `pricing_check` tests those assumptions on a
+recorded run: it replays the calibration over the run's steps and sets, for each cut size, the expected accepted
+nodes against the measured ones (scripts/investigate/width_goodput.py prints it).
 """
 
 from __future__ import annotations
@@ -33,8 +35,13 @@ from dataclasses import dataclass, field
 
 import torch
 
+from engine.drafters.tree import DraftTree
+
 CONFIDENCE_BUCKETS = 8  # a draft token's own q: (1/2, 1], (1/4, 1/2], ..., (0, 1/128]
-CALIBRATION_DECAY = 0.9  # per decode step: the counts remember about the last ten steps
+# Per decode step: the counts remember about the last twenty steps. (0.9, ten steps, left the sparse low-q buckets
+# that deep and runner-up nodes fall in mostly at their prior: on a recorded EAGLE batch-1 run a 16 -> 32 node cut
+# was priced 0.16 more accepted nodes and measured 0.20; `pricing_check` sets the two side by side.)
+CALIBRATION_DECAY = 0.95
 PRIOR_NODES = 4.0  # each bucket starts as if this many drafts at its middle q had been accepted at exactly q
 
 
@@ -101,3 +108,54 @@ def tree_drafts(record) -> list[tuple[float, bool]]:
     """A tree row's (engine.trace.records.TreeRecord) nodes verification reached (the root's children, and the
     children of accepted nodes): (q, accepted)."""
     return [(q, hit) for parent, q, hit in zip(record.parents, record.q, record.accepted) if parent < 0 or record.accepted[parent]]
+
+
+def record_tree(record, topk: int = 0):
+    """A TreeRecord (one row of one step, engine/trace/records.py) as a batch-1 DraftTree."""
+
+    def row(values, dtype):
+        return torch.tensor([values], dtype=dtype)
+
+    topk = topk or max((len(record.children(i)) for i in range(-1, len(record.ids))), default=1)
+    return DraftTree(
+        row(record.ids, torch.long), row(record.parents, torch.long), row(record.depths, torch.long), row(record.q, torch.float), topk
+    )
+
+
+def pricing_check(steps, sizes=(1, 2, 4, 8, 16, 32)) -> dict[int, tuple[float, float, int]]:
+    """Replay a greedy run's tree steps (engine.trace.records.Step) as the goodput policy learns from them, and,
+    for each cut size n, set what the model expected against what verification measured: {n: (mean predicted
+    accepted nodes, mean accepted nodes, rows)}. Before each step the calibration holds only the steps before
+    it; the prediction for n is the sum of the best n nodes' calibrated path probabilities (tree_value), the
+    measurement the accepted path's nodes among those n (greedy: a cut keeps ancestors, so the path verified
+    in the cut is the full path's prefix inside it). Needs steps whose trees were verified whole for n up to
+    their size (a fixed tree); rows with fewer nodes than n are left out of n. sizes=None: each row at the size
+    it was verified at (a goodput run's own cuts), keyed by that size."""
+    calibration, out = Calibration(), {}
+    for step in steps:
+        if step.kind != "decode":
+            continue
+        rows = [row.tree for row in step.seqs if row.tree is not None] if step.tree_nodes is not None else []
+        for record in rows:
+            log_p, _ = tree_value(record_tree(record), calibration)
+            order = torch.sort(log_p[0], descending=True, stable=True).indices.tolist()
+            on_path = set(record.path())
+            for n in sizes or (len(record.ids),):
+                if n > len(record.ids):
+                    continue
+                kept = set(order[:n])
+                depth, node = 0, -1
+                while True:  # walk the accepted path while it stays inside the cut
+                    child = next((i for i in record.children(node) if i in on_path), None)
+                    if child is None or child not in kept:
+                        break
+                    depth, node = depth + 1, child
+                total = out.setdefault(n, [0.0, 0.0, 0])
+                total[0] += float(log_p[0, order[:n]].exp().sum())
+                total[1] += depth
+                total[2] += 1
+        if step.tree_nodes is not None:
+            calibration.observe([d for record in rows for d in tree_drafts(record)])
+        elif step.depth > 0:
+            calibration.observe([d for row in step.seqs for d in chain_drafts(row.drafted)])
+    return {n: (p / rows, m / rows, rows) for n, (p, m, rows) in sorted(out.items())}

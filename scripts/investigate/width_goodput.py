@@ -13,7 +13,12 @@ another (their tokens over their decode time); batch 16 decodes 16 held-out prom
 contender: the median tokens/s over rounds, min-max, the speedup over plain, and whether its output equals
 plain decoding's (greedy; in bfloat16 lanes may part after a near-tie). Each round prints the 1-minute load
 average. The goal stated by the issue: goodput >= 0.97 x the best of the others at batch 1 and 16, and
->= 2.0 x plain at batch 1 with EAGLE.
+>= 2.0 x plain at batch 1 with EAGLE. Goodput warm-starts from the previous run of the same settings in this
+process (engine/decoding/warmstart.py), as it does in the app: only its first warm-up run starts from the priors.
+
+Pricing check (batch 1): the fixed 32-node tree's steps replayed through goodput's calibration
+(engine.decoding.tree_value.pricing_check): for cut sizes 1..32 the expected accepted nodes against the measured
+ones; and goodput's own tree steps, each at the size it verified.
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ from pathlib import Path
 
 from engine import DecodeConfig, generate, load_pair
 from engine.bench.prompts import batch_prompts, prompt_set_list
+from engine.decoding.tree_value import pricing_check
 
 GOODPUT = "goodput tree 32/4"
+PRICED = ("tree 32/4", GOODPUT)  # batch-1 contenders whose trees the pricing check replays
 
 
 def contenders(max_new_tokens: int) -> dict[str, DecodeConfig]:
@@ -70,6 +77,7 @@ def measure(pair, batches: list[int], cfgs: dict[str, DecodeConfig], rounds: int
             generate(pair, prompts[b][:1], DecodeConfig.from_dict(cfg.to_dict() | {"max_new_tokens": 4}))
     rates = {b: {name: [] for name in cfgs} for b in batches}
     outputs, mixes, loads = {b: {} for b in batches}, {b: {} for b in batches}, []
+    steps = {name: [] for name in PRICED}
     names = list(cfgs)
     for r in range(rounds):
         loads.append(os.getloadavg()[0])
@@ -79,10 +87,13 @@ def measure(pair, batches: list[int], cfgs: dict[str, DecodeConfig], rounds: int
                 rates[b][name].append(rate)
                 outputs[b][name] = out
                 mixes[b][name] = shape_mix(traces)
+                if b == 1 and name in PRICED:
+                    steps[name] += [s for t in traces for s in t.steps]
         line = "  ".join(f"b{b} {name} {rates[b][name][-1]:.1f}" for b in batches for name in names)
         print(f"round {r + 1}/{rounds}  load(1m) {loads[-1]:.2f} at start  {line}", file=sys.stderr, flush=True)
     loads.append(os.getloadavg()[0])
-    return {"rates": rates, "outputs": outputs, "mixes": mixes, "load_avg": loads}
+    pricing = {name: pricing_check(s, sizes=(1, 2, 4, 8, 12, 16, 24, 32) if name == PRICED[0] else None) for name, s in steps.items()}
+    return {"rates": rates, "outputs": outputs, "mixes": mixes, "load_avg": loads, "pricing": pricing}
 
 
 def report(result: dict, batches: list[int]) -> list[str]:
@@ -104,6 +115,10 @@ def report(result: dict, batches: list[int]) -> list[str]:
             f"  goodput / max(others) = {med[GOODPUT] / others[best]:.3f} (best other: {best})   "
             f"goodput / plain = {med[GOODPUT] / med['plain']:.2f}"
         )
+    for name, table in result.get("pricing", {}).items():
+        what = "cut to n" if name == PRICED[0] else "as verified"
+        lines.append(f"pricing, batch 1, {name} ({what}): n: expected / measured accepted nodes per tree step (rows)")
+        lines.append("  " + "  ".join(f"{n}: {p:.2f}/{m:.2f} ({rows})" for n, (p, m, rows) in table.items()))
     lines.append("load average (1m) at each round's start, then at the end: " + ", ".join(f"{x:.2f}" for x in result["load_avg"]))
     return lines
 

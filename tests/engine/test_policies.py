@@ -99,8 +99,14 @@ def test_goodput_learns_acceptance_and_cost_from_the_steps_it_sees():
     slow.observe(_step(2, [2], verify_ms=30.0, draft_ms=0.0))  # this machine runs 3x the curve at 3 tokens
     assert slow.verify_ms(3) == pytest.approx(30.0)
     assert slow.verify_ms(1) == pytest.approx(30.0)  # a size not yet run: the correction over all sizes
-    slow.observe(_step(0, [0], verify_ms=10.0, draft_ms=0.0))  # 1 token runs as the curve says
-    assert slow.verify_ms(1) == pytest.approx(10.0) and slow.verify_ms(3) == pytest.approx(30.0)
+    for _ in range(60):  # 1 token runs as the curve says, 3 tokens at 3x: each size learns its own factor
+        slow.observe(_step(0, [0], verify_ms=10.0, draft_ms=0.0))
+        slow.observe(_step(2, [2], verify_ms=30.0, draft_ms=0.0))
+    assert slow.verify_ms(1) == pytest.approx(10.0, rel=0.05) and slow.verify_ms(3) == pytest.approx(30.0, rel=0.05)
+    for _ in range(20):  # then the machine gets twice as slow, seen at 1 token only: 3 tokens is priced slower too
+        slow.observe(_step(0, [0], verify_ms=20.0, draft_ms=0.0))
+    assert slow.verify_ms(1) == pytest.approx(20.0, rel=0.05)
+    assert slow.verify_ms(3) > 1.6 * 30.0  # mostly the shared (load) ratio moved; a ratio per size would have kept 30
 
 
 @pytest.mark.parametrize("drafter", ["model", "ngram"])
