@@ -86,13 +86,19 @@ def configure_compile_cache() -> str:
 
 
 def fuse(lean) -> list[tuple]:
-    """Per layer (ln1, wqkv, wo, ln2, wgu, wd), built once per LeanLlama and kept on it.
+    """Per layer (ln1, wqkv, wo, ln2, wgu, wd), built once per model and kept on it (`_shared`).
 
     For a LeanLlama over a transformers model the model's q/k/v and gate/up weights become row views of the
-    concatenations (no second copy); a body-only LeanLlama (the EAGLE head) keeps its own, one layer."""
+    concatenations (no second copy); a body-only LeanLlama (the EAGLE head) keeps its own, one layer.
+    A later LeanLlama over the same model (one per decode run) reuses them, and `packed`'s copies."""
     fused = getattr(lean, "_fused", None)
     if fused is not None:
         return fused
+    shared = _shared(lean)
+    if shared is not None:
+        lean.layers, lean._fused = shared["views"], shared["fused"]
+        lean._packed, lean._packed_head = shared.get("packed"), shared.get("packed_head", (None, None))
+        return lean._fused
     fused, views = [], []
     for ln1, wq, wk, wv, wo, ln2, wg, wu, wd in lean.layers:
         wqkv = torch.cat([wq, wk, wv]).contiguous()
@@ -108,8 +114,28 @@ def fuse(lean) -> list[tuple]:
                 attn.q_proj.weight.data, attn.k_proj.weight.data, attn.v_proj.weight.data = q, k, v
                 mlp.gate_proj.weight.data, mlp.up_proj.weight.data = g, u
         lean.layers = views  # the lean forward reads the same storage
+        model._speclab_fused = {"fused": fused, "views": views}
     lean._fused = fused
     return fused
+
+
+def _shared(lean) -> dict | None:
+    """The model's fused weights from an earlier LeanLlama, if its q and gate weights still are views of them."""
+    shared = getattr(getattr(lean, "model", None), "_speclab_fused", None)
+    if shared is None or len(shared["fused"]) != len(lean.layers):
+        return None
+    for (_, wqkv, _, _, wgu, _), layer in zip(shared["fused"], lean.layers):
+        if layer[1].data_ptr() != wqkv.data_ptr() or layer[6].data_ptr() != wgu.data_ptr():  # wq, wg
+            return None
+    return shared
+
+
+def _keep(lean, name: str, value) -> None:
+    """Store `value` on the lean model and, over a transformers model, for later LeanLlamas (`fuse`)."""
+    setattr(lean, "_" + name, value)
+    shared = getattr(getattr(lean, "model", None), "_speclab_fused", None)
+    if shared is not None and shared["fused"] is getattr(lean, "_fused", None):
+        shared[name] = value
 
 
 def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -125,15 +151,15 @@ def packed(lean) -> list[tuple]:
     gate-up weight took 83 us prepacked against 195 us with F.linear, the output head 4.4 ms against 7.8 ms;
     the output is bit-identical. It costs a second copy of the matrices (the plain ones stay for the prefill
     and transformers' forward). Not for the compiled pass (Inductor takes plain tensors)."""
+    layers = fuse(lean)
     cached = getattr(lean, "_packed", None)
     if cached is not None:
         return cached
-    layers = fuse(lean)
     w = layers[0][1]
     if w.device.type == "cpu" and w.dtype == torch.bfloat16 and torch.backends.mkldnn.is_available():
         pack = functools.partial(torch.ops.mkldnn._reorder_linear_weight, batch_size=1)
         layers = [(ln1, pack(wqkv), pack(wo), ln2, pack(wgu), pack(wd)) for ln1, wqkv, wo, ln2, wgu, wd in layers]
-    lean._packed = layers
+    _keep(lean, "packed", layers)
     return layers
 
 
@@ -145,7 +171,7 @@ def packed_head(lean, head: torch.Tensor) -> torch.Tensor:
     value = head
     if head.device.type == "cpu" and head.dtype == torch.bfloat16 and torch.backends.mkldnn.is_available():
         value = torch.ops.mkldnn._reorder_linear_weight(head, batch_size=1)
-    lean._packed_head = (head, value)
+    _keep(lean, "packed_head", (head, value))
     return value
 
 
