@@ -1,23 +1,30 @@
-"""The fast decode pass: fused projections over the static KV buffers, compiled once per shape bucket.
+"""The fast decode pass: fused projections over the static KV buffers, eager (the CPU default) or compiled.
 
 Why: at batch 1 a decode pass of SmolLM2-135M is ~1,200 small operations (30 layers x about 40),
 each dispatched from Python; measured on the 2-core build CPU the eager lean pass reached 16-19% of
-the probed copy bandwidth (issue 31). Three steps remove most of that:
-- one QKV projection and one gate-up projection per layer: the weights concatenated once at load (`fuse`),
-  the model's own q/k/v and gate/up parameters rebound to row views of them, so nothing is stored twice
-  and transformers' forward still reads the same values;
-- static shapes: keys/values written into the preallocated buffers (engine/model/static_cache.py) and
-  attention over a bucketed window with a boolean mask, so one compiled program serves every pass of a
-  bucket;
-- `torch.compile` (Inductor) of the whole pass (all layers in one graph; RMSNorm, residual adds, RoPE and
-  SiLU x up fused into a few C++/Triton loops). On CUDA with mode="reduce-overhead" it replays as a CUDA
-  graph. Compiled programs live in Inductor's on-disk cache (TORCHINDUCTOR_CACHE_DIR, set under the
+the probed copy bandwidth (issue 31). What removes most of that:
+- one QKV projection and one gate-up projection per layer: the weights concatenated once per model (`fuse`,
+  kept on the model for every later run), the model's own q/k/v and gate/up parameters rebound to row views
+  of them, so nothing is stored twice and transformers' forward still reads the same values; in bfloat16 on
+  the CPU the matrices are also prepacked in oneDNN's layout (`packed`);
+- per layer only what differs per layer: the RoPE tables (`rope_tables`) and the attention bias
+  (`attention_bias`) are made once per pass, RoPE runs over the q and k heads together, the norm is
+  F.rms_norm (`norm`);
+- on the CPU the eager pass's buffers are float32 even for a bfloat16 model (StaticRaggedCache.prefill), so
+  `small_attend` reads keys and values in float32 without converting the window in every layer, and it
+  attends over exactly the live columns (the bucketed window is kept for the compiled pass's shapes);
+- optionally `torch.compile` (Inductor) of the whole pass (all layers in one graph; RMSNorm, residual adds,
+  RoPE and SiLU x up fused into a few C++/Triton loops). On CUDA with mode="reduce-overhead" it replays as a
+  CUDA graph. Compiled programs live in Inductor's on-disk cache (TORCHINDUCTOR_CACHE_DIR, set under the
   SpecLab cache folder by `configure_compile_cache`), so a restarted process loads them instead of
-  compiling again.
+  compiling again. Measured on the CPU it did not beat the eager pass (docs/measurements.md).
 
-Numerics: the same ops in the same order and dtype as engine/model/fastllama.py; a fused projection
-computes the same dot products as the three separate ones. Compiled float32 output agrees with the eager
-pass to ~1e-5 and greedy decoding gives the same tokens (tests/engine/test_fastpass.py on a tiny Llama).
+Numerics: the same ops in the same order and dtype as engine/model/fastllama.py, except attention's float32
+score arithmetic (a bias added instead of a masked fill, the scale applied inside the product): a fused
+projection computes the same dot products as the three separate ones, keys and values are rounded to the
+model's dtype before they are stored. Float32 greedy decoding gives the same tokens as plain decoding and
+transformers' generate() (tests/engine/test_fastpass.py on a tiny Llama); in bfloat16 the last bits of
+the scores may round differently, so greedy tokens can differ from the eager path's.
 
 `SPECLAB_FAST`: "0" off, "eager" (fused, not compiled; the default on the CPU), "1" (fused and compiled).
 See `fast_mode`.
