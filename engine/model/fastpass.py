@@ -1,23 +1,30 @@
-"""The fast decode pass: fused projections over the static KV buffers, compiled once per shape bucket.
+"""The fast decode pass: fused projections over the static KV buffers, eager (the CPU default) or compiled.
 
 Why: at batch 1 a decode pass of SmolLM2-135M is ~1,200 small operations (30 layers x about 40),
 each dispatched from Python; measured on the 2-core build CPU the eager lean pass reached 16-19% of
-the probed copy bandwidth (issue 31). Three steps remove most of that:
-- one QKV projection and one gate-up projection per layer: the weights concatenated once at load (`fuse`),
-  the model's own q/k/v and gate/up parameters rebound to row views of them, so nothing is stored twice
-  and transformers' forward still reads the same values;
-- static shapes: keys/values written into the preallocated buffers (engine/model/static_cache.py) and
-  attention over a bucketed window with a boolean mask, so one compiled program serves every pass of a
-  bucket;
-- `torch.compile` (Inductor) of the whole pass (all layers in one graph; RMSNorm, residual adds, RoPE and
-  SiLU x up fused into a few C++/Triton loops). On CUDA with mode="reduce-overhead" it replays as a CUDA
-  graph. Compiled programs live in Inductor's on-disk cache (TORCHINDUCTOR_CACHE_DIR, set under the
+the probed copy bandwidth (issue 31). What removes most of that:
+- one QKV projection and one gate-up projection per layer: the weights concatenated once per model (`fuse`,
+  kept on the model for every later run), the model's own q/k/v and gate/up parameters rebound to row views
+  of them, so nothing is stored twice and transformers' forward still reads the same values; in bfloat16 on
+  the CPU the matrices are also prepacked in oneDNN's layout (`packed`);
+- per layer only what differs per layer: the RoPE tables (`rope_tables`) and the attention bias
+  (`attention_bias`) are made once per pass, RoPE runs over the q and k heads together, the norm is
+  F.rms_norm (`norm`);
+- on the CPU the eager pass's buffers are float32 even for a bfloat16 model (StaticRaggedCache.prefill), so
+  `small_attend` reads keys and values in float32 without converting the window in every layer, and it
+  attends over exactly the live columns (the bucketed window is kept for the compiled pass's shapes);
+- optionally `torch.compile` (Inductor) of the whole pass (all layers in one graph; RMSNorm, residual adds,
+  RoPE and SiLU x up fused into a few C++/Triton loops). On CUDA with mode="reduce-overhead" it replays as a
+  CUDA graph. Compiled programs live in Inductor's on-disk cache (TORCHINDUCTOR_CACHE_DIR, set under the
   SpecLab cache folder by `configure_compile_cache`), so a restarted process loads them instead of
-  compiling again.
+  compiling again. Measured on the CPU it did not beat the eager pass (docs/measurements.md).
 
-Numerics: the same ops in the same order and dtype as engine/model/fastllama.py; a fused projection
-computes the same dot products as the three separate ones. Compiled float32 output agrees with the eager
-pass to ~1e-5 and greedy decoding gives the same tokens (tests/engine/test_fastpass.py on a tiny Llama).
+Numerics: the same ops in the same order and dtype as engine/model/fastllama.py, except attention's float32
+score arithmetic (a bias added instead of a masked fill, the scale applied inside the product): a fused
+projection computes the same dot products as the three separate ones, keys and values are rounded to the
+model's dtype before they are stored. Float32 greedy decoding gives the same tokens as plain decoding and
+transformers' generate() (tests/engine/test_fastpass.py on a tiny Llama); in bfloat16 the last bits of
+the scores may round differently, so greedy tokens can differ from the eager path's.
 
 `SPECLAB_FAST`: "0" off, "eager" (fused, not compiled; the default on the CPU), "1" (fused and compiled).
 See `fast_mode`.
@@ -32,7 +39,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from engine.model.fastllama import attend, rms_norm, rotate_half
+from engine.model.fastllama import attend
 
 FAST_MODES = ("off", "eager", "compiled")
 
@@ -86,13 +93,19 @@ def configure_compile_cache() -> str:
 
 
 def fuse(lean) -> list[tuple]:
-    """Per layer (ln1, wqkv, wo, ln2, wgu, wd), built once per LeanLlama and kept on it.
+    """Per layer (ln1, wqkv, wo, ln2, wgu, wd), built once per model and kept on it (`_shared`).
 
     For a LeanLlama over a transformers model the model's q/k/v and gate/up weights become row views of the
-    concatenations (no second copy); a body-only LeanLlama (the EAGLE head) keeps its own, one layer."""
+    concatenations (no second copy); a body-only LeanLlama (the EAGLE head) keeps its own, one layer.
+    A later LeanLlama over the same model (one per decode run) reuses them, and `packed`'s copies."""
     fused = getattr(lean, "_fused", None)
     if fused is not None:
         return fused
+    shared = _shared(lean)
+    if shared is not None:
+        lean.layers, lean._fused = shared["views"], shared["fused"]
+        lean._packed, lean._packed_head = shared.get("packed"), shared.get("packed_head", (None, None))
+        return lean._fused
     fused, views = [], []
     for ln1, wq, wk, wv, wo, ln2, wg, wu, wd in lean.layers:
         wqkv = torch.cat([wq, wk, wv]).contiguous()
@@ -108,8 +121,28 @@ def fuse(lean) -> list[tuple]:
                 attn.q_proj.weight.data, attn.k_proj.weight.data, attn.v_proj.weight.data = q, k, v
                 mlp.gate_proj.weight.data, mlp.up_proj.weight.data = g, u
         lean.layers = views  # the lean forward reads the same storage
+        model._speclab_fused = {"fused": fused, "views": views}
     lean._fused = fused
     return fused
+
+
+def _shared(lean) -> dict | None:
+    """The model's fused weights from an earlier LeanLlama, if its q and gate weights still are views of them."""
+    shared = getattr(getattr(lean, "model", None), "_speclab_fused", None)
+    if shared is None or len(shared["fused"]) != len(lean.layers):
+        return None
+    for (_, wqkv, _, _, wgu, _), layer in zip(shared["fused"], lean.layers):
+        if layer[1].data_ptr() != wqkv.data_ptr() or layer[6].data_ptr() != wgu.data_ptr():  # wq, wg
+            return None
+    return shared
+
+
+def _keep(lean, name: str, value) -> None:
+    """Store `value` on the lean model and, over a transformers model, for later LeanLlamas (`fuse`)."""
+    setattr(lean, "_" + name, value)
+    shared = getattr(getattr(lean, "model", None), "_speclab_fused", None)
+    if shared is not None and shared["fused"] is getattr(lean, "_fused", None):
+        shared[name] = value
 
 
 def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -125,15 +158,15 @@ def packed(lean) -> list[tuple]:
     gate-up weight took 83 us prepacked against 195 us with F.linear, the output head 4.4 ms against 7.8 ms;
     the output is bit-identical. It costs a second copy of the matrices (the plain ones stay for the prefill
     and transformers' forward). Not for the compiled pass (Inductor takes plain tensors)."""
+    layers = fuse(lean)
     cached = getattr(lean, "_packed", None)
     if cached is not None:
         return cached
-    layers = fuse(lean)
     w = layers[0][1]
     if w.device.type == "cpu" and w.dtype == torch.bfloat16 and torch.backends.mkldnn.is_available():
         pack = functools.partial(torch.ops.mkldnn._reorder_linear_weight, batch_size=1)
         layers = [(ln1, pack(wqkv), pack(wo), ln2, pack(wgu), pack(wd)) for ln1, wqkv, wo, ln2, wgu, wd in layers]
-    lean._packed = layers
+    _keep(lean, "packed", layers)
     return layers
 
 
@@ -145,24 +178,57 @@ def packed_head(lean, head: torch.Tensor) -> torch.Tensor:
     value = head
     if head.device.type == "cpu" and head.dtype == torch.bfloat16 and torch.backends.mkldnn.is_available():
         value = torch.ops.mkldnn._reorder_linear_weight(head, batch_size=1)
-    lean._packed_head = (head, value)
+    _keep(lean, "packed_head", (head, value))
     return value
 
 
-def small_attend(q, k, v, mask, scale: float):
-    """Attention of a few queries (a decode or verify pass) over a bucketed window, by hand: each kv head's
-    query group as one (groups x n, window) score matrix, in float32, masked, softmax, times v. On the CPU
-    SDPA's flash kernel costs ~3x this for one query over 256 columns (97 against 308 us, one thread)."""
-    bsz, n_heads, n, d = q.shape
+def norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """fastllama.rms_norm in four ops: F.rms_norm over the float32 copy is the same arithmetic (bit for bit:
+    tests/engine/test_fastpass.py), then the scale in the model's dtype."""
+    return weight * F.rms_norm(x.float(), weight.shape, eps=eps).to(x.dtype)
+
+
+def rope_tables(positions, inv_freq, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and a sign-folded sin, (B, n, 1, d) in the model's dtype, once per pass: `rope`'s tables."""
+    freqs = positions[..., None].float() * inv_freq  # (B, n, d/2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().to(dtype), emb.sin().to(dtype)
+    half = sin.shape[-1] // 2
+    return cos[:, :, None], torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)[:, :, None]
+
+
+def rope(x, cos, signed_sin):
+    """x * cos + rotate_half(x) * sin over (B, n, heads, d) in three ops and a flip: swapping the halves
+    and folding rotate_half's sign into the sin table gives the same products (IEEE negation is exact)."""
+    d = x.shape[-1]
+    swapped = x.unflatten(-1, (2, d // 2)).flip(-2).flatten(-2)
+    return x * cos + swapped * signed_sin
+
+
+def attention_bias(mask, n_kv: int, groups: int):
+    """The pass's boolean mask (B, 1, n, W) as `small_attend`'s additive float32 bias, built once per pass:
+    (B * n_kv, groups * n, W), 0 where allowed and -inf elsewhere, its rows laid out as small_attend's
+    scores (query head j * groups + g, query i: row g * n + i of kv head j's matrix)."""
+    bsz, _, n, window = mask.shape
+    bias = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device).masked_fill_(~mask, float("-inf"))
+    return bias[:, :, None].expand(bsz, n_kv, groups, n, window).reshape(bsz * n_kv, groups * n, window)
+
+
+def small_attend(q, k, v, bias, scale: float):
+    """Attention of a few queries (a decode or verify pass) by hand, in float32: each kv head's query group
+    as one (groups x n, window) score matrix, plus the pass's bias (`attention_bias`), softmax, times v.
+    q: (B, n, H, d) in the model's dtype; k, v: (B, kv, window, d) views of the float32 buffers (no
+    conversion per layer); returns (B, n, H * d) in q's dtype. On the CPU SDPA's flash kernel costs ~3x
+    this for one query over 256 columns (97 against 308 us, one thread)."""
+    bsz, n, n_heads, d = q.shape
     n_kv, window = k.shape[1], k.shape[2]
     groups = n_heads // n_kv
-    qg = q.reshape(bsz, n_kv, groups * n, d).float()  # heads j*groups..(j+1)*groups-1 share kv head j
-    scores = (qg @ k.float().transpose(-1, -2)) * scale  # (B, kv, groups*n, window)
-    if mask is not None:
-        allowed = mask[:, :, None].expand(bsz, 1, groups, n, window).reshape(bsz, 1, groups * n, window)
-        scores = scores.masked_fill(~allowed, float("-inf"))
-    out = scores.softmax(-1) @ v.float()  # (B, kv, groups*n, d)
-    return out.to(q.dtype).reshape(bsz, n_heads, n, d)
+    qg = torch.empty(bsz, n_kv, groups, n, d, dtype=torch.float32, device=q.device)
+    qg.copy_(q.unflatten(2, (n_kv, groups)).permute(0, 2, 3, 1, 4))  # heads j*groups.. share kv head j
+    scores = torch.baddbmm(bias, qg.view(bsz * n_kv, groups * n, d), k.reshape(bsz * n_kv, window, d).transpose(1, 2), alpha=scale)
+    out = torch.bmm(scores.softmax(-1), v.reshape(bsz * n_kv, window, d))  # (B * kv, groups * n, d)
+    a = torch.empty(bsz, n, n_kv, groups, d, dtype=q.dtype, device=q.device)
+    return a.copy_(out.view(bsz, n_kv, groups, n, d).permute(0, 3, 1, 2, 4)).view(bsz, n, n_heads * d)
 
 
 SMALL_ATTEND_QUERIES = 16  # at most this many new tokens per row: `small_attend` (CPU), else SDPA
@@ -171,37 +237,41 @@ SMALL_ATTEND_QUERIES = 16  # at most this many new tokens per row: `small_attend
 def fast_layer(
     x, cos, sin, k_buf, v_buf, cols, mask, window: int, weights, n_heads: int, n_kv: int, head_dim: int, eps: float, scale: float
 ):
-    """static_cache.static_layer with one QKV and one gate-up projection: the same arithmetic."""
+    """static_cache.static_layer with one QKV and one gate-up projection: the same arithmetic. cos, sin:
+    `rope_tables`; mask: `small_attend`'s bias where `small_pass`, else the boolean mask (SDPA). The
+    buffers may be float32 under a bfloat16 model (StaticRaggedCache: the fused eager pass on the CPU):
+    the new keys and values are rounded to the model's dtype first, so they hold the same values."""
     ln1, wqkv, wo, ln2, wgu, wd = weights
     bsz, n, _ = x.shape
-    h = rms_norm(x, ln1, eps)
-    q, k, v = linear(h, wqkv).split([n_heads * head_dim, n_kv * head_dim, n_kv * head_dim], dim=-1)
-    q = q.reshape(bsz, n, n_heads, head_dim).transpose(1, 2)
-    k = k.reshape(bsz, n, n_kv, head_dim).transpose(1, 2)
-    v = v.reshape(bsz, n, n_kv, head_dim).transpose(1, 2)
-    q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-    k_buf[:bsz].index_copy_(2, cols, k)
-    v_buf[:bsz].index_copy_(2, cols, v)
+    qkv = linear(norm(x, ln1, eps), wqkv).view(bsz, n, n_heads + 2 * n_kv, head_dim)
+    qk = rope(qkv[:, :, : n_heads + n_kv], cos, sin)  # (B, n, H + kv, d): q and k heads together
+    k_buf[:bsz].index_copy_(2, cols, qk[:, :, n_heads:].transpose(1, 2).to(k_buf.dtype))
+    v_buf[:bsz].index_copy_(2, cols, qkv[:, :, n_heads + n_kv :].transpose(1, 2).to(v_buf.dtype))
     k, v = k_buf[:bsz, :, :window], v_buf[:bsz, :, :window]
-    if x.device.type == "cpu" and n <= SMALL_ATTEND_QUERIES:
-        a = small_attend(q, k, v, mask, scale)
+    if small_pass(x):
+        a = small_attend(qk[:, :, :n_heads], k, v, mask, scale)
     else:
-        a = attend(q, k, v, mask, False, scale)  # (bsz, H, n, d)
-    x = x + linear(a.transpose(1, 2).reshape(bsz, n, -1), wo)
-    gate, up = linear(rms_norm(x, ln2, eps), wgu).chunk(2, dim=-1)
+        q = qk[:, :, :n_heads].transpose(1, 2)
+        a = attend(q, k.to(x.dtype), v.to(x.dtype), mask, False, scale).transpose(1, 2).reshape(bsz, n, -1)
+    x = x + linear(a, wo)
+    gate, up = linear(norm(x, ln2, eps), wgu).chunk(2, dim=-1)
     return x + linear(F.silu(gate) * up, wd)
+
+
+def small_pass(x) -> bool:
+    return x.device.type == "cpu" and x.shape[1] <= SMALL_ATTEND_QUERIES
 
 
 def fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window: int, dims: tuple, layer=None, collect=(), into=None):
     """All decoder layers over the buffers; returns the last layer's output. One graph when the whole pass
     is compiled; `layer`: the compiled decoder layer, called once per layer (SPECLAB_FAST_SCOPE=layer).
-    The outputs of the layers in `collect` are appended to the list `into` (EAGLE-3 fusion)."""
+    The outputs of the layers in `collect` are appended to the list `into` (EAGLE-3 fusion). What every
+    layer shares is made here once: the RoPE tables and the attention bias."""
     layer = layer or fast_layer
-    dtype = x.dtype
-    freqs = positions[..., None].float() * inv_freq  # (B, n, dim/2)
-    emb = torch.cat((freqs, freqs), dim=-1)
-    cos = emb.cos().to(dtype)[:, None]
-    sin = emb.sin().to(dtype)[:, None]
+    n_heads, n_kv = dims[0], dims[1]
+    cos, sin = rope_tables(positions, inv_freq, x.dtype)
+    if small_pass(x):
+        mask = attention_bias(mask, n_kv, n_heads // n_kv)
     for i, (weights, k_buf, v_buf) in enumerate(zip(layers, k_bufs, v_bufs)):
         x = layer(x, cos, sin, k_buf, v_buf, cols, mask, window, weights, *dims)
         if i in collect:
@@ -217,7 +287,7 @@ def fast_llama_pass(
     x = fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window, dims, layer)
     if keep:
         x = x[:, -keep:]
-    return rms_norm(x, final_norm, eps)
+    return norm(x, final_norm, eps)
 
 
 def fast_hidden_pass(
@@ -228,7 +298,7 @@ def fast_hidden_pass(
     eps = dims[3]
     collected: list[torch.Tensor] = []
     x = fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window, dims, layer, collect, collected)
-    final = rms_norm(x, final_norm, eps)
+    final = norm(x, final_norm, eps)
     hidden = torch.cat(collected + [final], dim=-1) if collect else final
     return (final[:, -keep:] if keep else final), hidden
 

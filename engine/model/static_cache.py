@@ -124,9 +124,9 @@ def static_layer(
     buffers at columns `cols` and attention reads the buffers' first `window` columns."""
     bsz = x.shape[0]
     q, k, v = project_qkv(x, cos, sin, ln1, wq, wk, wv, n_heads, n_kv, head_dim, eps)
-    k_buf[:bsz].index_copy_(2, cols, k)  # (bsz, n_kv, n, d) into columns cols of the first bsz rows
-    v_buf[:bsz].index_copy_(2, cols, v)
-    k, v = k_buf[:bsz, :, :window], v_buf[:bsz, :, :window]  # (bsz, n_kv, window, d)
+    k_buf[:bsz].index_copy_(2, cols, k.to(k_buf.dtype))  # (bsz, n_kv, n, d) into columns cols of the first bsz rows
+    v_buf[:bsz].index_copy_(2, cols, v.to(v_buf.dtype))
+    k, v = k_buf[:bsz, :, :window].to(q.dtype), v_buf[:bsz, :, :window].to(q.dtype)  # (bsz, n_kv, window, d)
     a = attend(q, k, v, mask, is_causal, scale)  # (bsz, n_heads, n, head_dim)
     return finish_layer(x, a, wo, ln2, wg, wu, wd, eps)
 
@@ -230,8 +230,12 @@ class StaticRaggedCache(RaggedCache):
         lean = self.body_lean
         ref = lean.layers[0][2]  # a k_proj weight: the model's dtype and device
 
+        dtype = ref.dtype
+        if self.mode == "fused" and torch.device(self.device).type == "cpu":  # small_attend reads float32: no conversion per layer
+            dtype = torch.promote_types(dtype, torch.float32)
+
         def make(rows: int, capacity: int):
-            kv = StaticKV(len(lean.layers), rows, lean.n_kv, capacity, lean.head_dim, ref.dtype, self.device)
+            kv = StaticKV(len(lean.layers), rows, lean.n_kv, capacity, lean.head_dim, dtype, self.device)
             return kv, StaticPass(lean, kv, runner=self.runner_model)
 
         capacity = -(-static_capacity(width, self.max_new_tokens) // WINDOW_BUCKET) * WINDOW_BUCKET  # reusable
@@ -313,10 +317,11 @@ class StaticRaggedCache(RaggedCache):
         return out[:batch], (hidden[:batch] if hidden is not None else None)
 
     def _fast(self, ids, positions, valid, cols, past, keep, return_hidden, features):
-        """The padded pass, fused and (mode "fast") compiled once per bucket: engine/model/fastpass.py."""
+        """The padded pass, fused and (mode "fast") compiled once per bucket: engine/model/fastpass.py.
+        Eager ("fused") it attends over exactly the live columns: buckets only spare compiled shapes."""
         batch, n = ids.shape
         rows = batch_bucket(batch, self.kv.rows)
-        window = window_bucket(past + n, self.kv.capacity)
+        window = window_bucket(past + n, self.kv.capacity) if self.mode == "fast" else past + n
         pad = rows - batch
         ids = F.pad(ids, (0, 0, 0, pad))  # (rows, n): padding rows feed token 0
         positions = torch.cat([positions, torch.arange(n, device=self.device).expand(pad, n)])

@@ -11,7 +11,8 @@ from conftest import PROMPTS, tiny_pair
 
 from engine import DecodeConfig, generate
 from engine.model.eagle_head import EagleRunner, load_head
-from engine.model.fastpass import FastRunner, fast_mode, fuse
+from engine.model.fastllama import rms_norm, rotate_half
+from engine.model.fastpass import FastRunner, attention_bias, fast_mode, fuse, norm, rope, rope_tables, small_attend
 from engine.model.kvcache import RaggedCache
 from engine.model.pair import ModelPair
 from engine.model.static_cache import StaticRaggedCache, make_cache
@@ -161,3 +162,27 @@ def test_compare_fast_refuses_bad_modes(capsys):
         assert main(["passes", "--compare-fast", modes]) == 2  # refused before any model loads
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error:") and ("fast mode" in err[0] or "two or more" in err[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_pass_pieces_match_the_lean_forward(dtype):
+    """The fused pass's norm and RoPE are fastllama's arithmetic bit for bit; small_attend over float32
+    keys/values with the additive bias equals the float32 attention with the boolean mask."""
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 3, 64).to(dtype) * 5, torch.rand(64).to(dtype)
+    assert torch.equal(norm(x, w, 1e-5), rms_norm(x, w, 1e-5))
+    positions, inv_freq = torch.arange(6).view(2, 3) + 7, 1.0 / (10000 ** (torch.arange(0, 16, 2).float() / 16))
+    cos, sin = rope_tables(positions, inv_freq, dtype)  # (B, n, 1, d)
+    emb = torch.cat([positions[..., None].float() * inv_freq] * 2, dim=-1)
+    q = torch.randn(2, 3, 4, 16).to(dtype)  # (B, n, heads, d)
+    old_cos, old_sin = emb.cos().to(dtype)[:, :, None], emb.sin().to(dtype)[:, :, None]
+    assert torch.equal(rope(q, cos, sin), q * old_cos + rotate_half(q) * old_sin)
+    k, v = torch.randn(2, 2, 9, 16), torch.randn(2, 2, 9, 16)  # (B, kv, window, d), float32 buffers
+    mask = torch.rand(2, 1, 3, 9) > 0.3
+    mask[..., 0] = True
+    out = small_attend(q, k, v, attention_bias(mask, 2, 2), 0.25)  # (B, n, H * d)
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    expect = torch.nn.functional.scaled_dot_product_attention(
+        q.float().transpose(1, 2), k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), attn_mask=mask, scale=0.25
+    )
+    torch.testing.assert_close(out.float(), expect.to(dtype).float().transpose(1, 2).reshape(2, 3, -1), rtol=tol, atol=tol)
