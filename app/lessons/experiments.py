@@ -245,7 +245,7 @@ def gate_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
 
 
 # --- 6. speculate by load ---------------------------------------------------------------------------
-LOAD_BATCHES, LOAD_TOKENS, LOAD_N, LOAD_MAX, LOAD_ROUNDS = (1, 4, 16), 12, 8, 6, 2
+LOAD_BATCHES, LOAD_TOKENS, LOAD_N, LOAD_MAX, LOAD_ROUNDS = (1, 4, 16), 10, 8, 6, 2
 PLAIN = "plain decoding"
 
 
@@ -376,7 +376,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
                 16,
                 "0: chosen from this machine's pass curve, the smallest batch whose verify pass carries at least twice its knee",
             ),
-            Knob("l3_tokens", "New tokens per sequence (twice this at batch 1)", (8, 16, 24, 32), 16),
+            Knob("l3_tokens", "New tokens per sequence (twice this at batch 1)", (8, 12, 16, 24, 32), 12),
         ),
         Prediction(
             "The speedup of speculation over plain decoding at the large batch (batch {batch}; 0: chosen from the pass curve)?",

@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--note", default="a shared 2-core machine", help="said beside the machine's name wherever the recording is shown")
     parser.add_argument("--skip-step", action="store_true", help="do not re-record the step-through trace")
     args = parser.parse_args()
-    names = [n for n in args.only.split(",") if n] or list(EXPERIMENTS)
+    names = [n for n in args.only.split(",") if n] or [n for n in EXPERIMENTS if n != "one_step"]  # lesson 0 ships the step trace
     unknown = [n for n in names if n not in EXPERIMENTS]
     if unknown:
         parser.error(f"unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(EXPERIMENTS)}")
