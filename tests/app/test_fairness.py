@@ -107,12 +107,12 @@ def test_a_sweep_cell_measured_beside_other_work_is_flagged(tiny):
     from engine import DecodeConfig
     from engine.bench.harness import _row, run_cell
 
-    prompts = ["hello there", "a b c d"]  # long enough for /proc's clock ticks to see the spinner, short beside it
-    ar = run_cell(tiny, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=32), 1, sequential=True)
+    prompts = ["hello there", "a b c d", "one two", "x y z"]
+    ar = run_cell(tiny, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=64), 1, sequential=True)
     spin = _spinner()
     try:
         time.sleep(0.2)  # let it start spinning
-        spec = run_cell(tiny, prompts, DecodeConfig(depth=2, drafter="model", max_new_tokens=32), 1, sequential=True)
+        spec = run_cell(tiny, prompts, DecodeConfig(depth=2, drafter="model", max_new_tokens=64), 1, sequential=True)
     finally:
         spin.kill()
         spin.wait()
