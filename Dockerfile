@@ -18,6 +18,10 @@ ENV PYTHONUNBUFFERED=1 \
 # configure_threads), so one image fits a 2-vCPU free Space and a larger tier alike; a fixed count here would
 # override that on every tier. To pin it, set SPECLAB_THREADS as a Space variable.
 
+# A C compiler for SpecLab's native CPU kernels (engine/model/cpukernels.py): built on first use for the CPU the
+# Space runs on (-march=native, cached under SPECLAB_CACHE), ~1 s; without gcc the fast pass runs without them.
+RUN apt-get update -q && apt-get install -y -q --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
+
 # Spaces run the container as uid 1000.
 RUN useradd --create-home --uid 1000 user
 WORKDIR /home/user/app

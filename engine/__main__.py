@@ -81,10 +81,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--fast",
         default=None,
-        choices=["off", "eager", "compiled"],
+        choices=["off", "eager", "native", "compiled"],
         help="the fast decode pass (engine/model/fastpass.py): off (the lean eager pass), eager (fused, prepacked "
-        "projections over static KV buffers), compiled (also torch.compile per bucket); default: $SPECLAB_FAST, else "
-        "eager on the CPU and off elsewhere",
+        "projections over static KV buffers), native (eager with SpecLab's native CPU kernels, engine/model/cpukernels.py), "
+        "compiled (also torch.compile per bucket); default: $SPECLAB_FAST, else native on the CPU (eager where the "
+        "kernels do not build) and off elsewhere",
     )
 
 
@@ -216,7 +217,7 @@ def _other_parsers(sub) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "fast", None):  # read by engine/model/static_cache.make_cache for every cache of this process
-        os.environ["SPECLAB_FAST"] = {"off": "0", "eager": "eager", "compiled": "1"}[args.fast]
+        os.environ["SPECLAB_FAST"] = {"off": "0", "eager": "eager", "native": "native", "compiled": "1"}[args.fast]
     if args.command == "predict":
         from engine.roofline.predictor import prediction_table
 

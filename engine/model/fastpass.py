@@ -39,9 +39,10 @@ import time
 import torch
 import torch.nn.functional as F
 
+from engine.model import cpukernels
 from engine.model.fastllama import attend
 
-FAST_MODES = ("off", "eager", "compiled")
+FAST_MODES = ("off", "eager", "native", "compiled")
 
 
 def _torch_default_dir() -> str | None:
@@ -56,23 +57,24 @@ _TORCH_DEFAULT_DIR = _torch_default_dir()
 
 
 def fast_mode(device=None) -> str:
-    """SPECLAB_FAST: "0"/"off" -> off; "eager" -> fused eager; "1"/"on"/"compiled" -> fused and compiled.
+    """SPECLAB_FAST: "0"/"off" -> off; "eager" -> fused eager; "native" -> fused eager with the native CPU
+    kernels (engine/model/cpukernels.py); "1"/"on"/"compiled" -> fused and compiled.
 
-    Unset: "eager" on the CPU (the default since it was measured faster there and is exact in float32:
-    docs/measurements.md, "the fast decode pass"), "off" on other devices (`device`: where the pass runs;
-    None counts as the CPU). The fused eager pass was never run on a GPU: there CUDA graphs
-    (cuda_graphs="auto") are the measured way to remove the per-op overhead."""
+    Unset: on the CPU "native" where the kernels build (else "eager"): both were measured faster than the lean
+    pass and are exact in float32 (docs/measurements.md, "the fast decode pass"); "off" on other devices
+    (`device`: where the pass runs; None counts as the CPU). The fused eager pass was never run on a GPU:
+    there CUDA graphs (cuda_graphs="auto") are the measured way to remove the per-op overhead."""
     value = os.environ.get("SPECLAB_FAST", "").strip().lower()
     if value == "":
         on_cpu = device is None or torch.device(device).type == "cpu"
-        return "eager" if on_cpu else "off"
+        return ("native" if cpukernels.available() else "eager") if on_cpu else "off"
     if value in ("0", "off"):
         return "off"
-    if value == "eager":
-        return "eager"
+    if value in ("eager", "native"):
+        return value
     if value in ("1", "on", "compiled"):
         return "compiled"
-    raise ValueError(f"SPECLAB_FAST must be 0, eager or 1; got {value!r}")
+    raise ValueError(f"SPECLAB_FAST must be 0, eager, native or 1; got {value!r}")
 
 
 def configure_compile_cache() -> str:
@@ -105,6 +107,7 @@ def fuse(lean) -> list[tuple]:
     if shared is not None:
         lean.layers, lean._fused = shared["views"], shared["fused"]
         lean._packed, lean._packed_head = shared.get("packed"), shared.get("packed_head", (None, None))
+        lean._native, lean._native_head = shared.get("native"), shared.get("native_head", (None, None))
         return lean._fused
     fused, views = [], []
     for ln1, wq, wk, wv, wo, ln2, wg, wu, wd in lean.layers:
@@ -145,40 +148,67 @@ def _keep(lean, name: str, value) -> None:
         shared[name] = value
 
 
-def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """F.linear, or oneDNN's linear where `w` was prepacked (`packed`): the same bfloat16 output, bit for bit."""
+def linear(x: torch.Tensor, w) -> torch.Tensor:
+    """F.linear; oneDNN's linear where `w` was prepacked (`packed`): the same bfloat16 output, bit for bit; or
+    the native kernel where `w` is a cpukernels.Packed (`packed(native=True)`)."""
+    if isinstance(w, cpukernels.Packed):
+        return w(x)
     if w.is_mkldnn:
         return torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
     return F.linear(x, w)
 
 
-def packed(lean) -> list[tuple]:
+def _onednn(w: torch.Tensor) -> bool:
+    return w.device.type == "cpu" and w.dtype == torch.bfloat16 and torch.backends.mkldnn.is_available()
+
+
+def packed(lean, native: bool = False) -> list[tuple]:
     """`fuse`'s layers with their four matrices prepacked in oneDNN's blocked layout (a CPU in bfloat16), else
     `fuse`'s own. Measured on the 2-core build CPU (one thread, 2026-12-01): a one-token GEMV over the fused
     gate-up weight took 83 us prepacked against 195 us with F.linear, the output head 4.4 ms against 7.8 ms;
     the output is bit-identical. It costs a second copy of the matrices (the plain ones stay for the prefill
-    and transformers' forward). Not for the compiled pass (Inductor takes plain tensors)."""
-    layers = fuse(lean)
-    cached = getattr(lean, "_packed", None)
+    and transformers' forward). Not for the compiled pass (Inductor takes plain tensors).
+    `native`: each matrix also in the native kernels' layout (cpukernels.Packed, a third copy), used for
+    passes of up to cpukernels.LAYER_TOKENS tokens, the oneDNN copy beyond; as `packed` where the kernels
+    are unavailable."""
+    if native and not cpukernels.available():
+        native = False
+    name = "native" if native else "packed"
+    cached = getattr(lean, "_" + name, None)
     if cached is not None:
         return cached
-    w = layers[0][1]
-    if w.device.type == "cpu" and w.dtype == torch.bfloat16 and torch.backends.mkldnn.is_available():
-        pack = functools.partial(torch.ops.mkldnn._reorder_linear_weight, batch_size=1)
-        layers = [(ln1, pack(wqkv), pack(wo), ln2, pack(wgu), pack(wd)) for ln1, wqkv, wo, ln2, wgu, wd in layers]
-    _keep(lean, "packed", layers)
+    layers = fuse(lean)
+    if _onednn(layers[0][1]):
+        layers = packed(lean) if native else [(ln1, _pack(a), _pack(b), ln2, _pack(c), _pack(d)) for ln1, a, b, ln2, c, d in layers]
+    if native:  # plain matrices packed natively, the oneDNN (or plain) ones kept for larger passes
+        layers = [
+            (p[0], _native(p[1], q[1]), _native(p[2], q[2]), p[3], _native(p[4], q[4]), _native(p[5], q[5]))
+            for p, q in zip(fuse(lean), layers)
+        ]
+    _keep(lean, name, layers)
     return layers
 
 
-def packed_head(lean, head: torch.Tensor) -> torch.Tensor:
-    """The output head prepacked as `packed` does (kept per head tensor: a draft may restrict its head)."""
-    key, value = getattr(lean, "_packed_head", (None, None))
+def _pack(w: torch.Tensor) -> torch.Tensor:
+    return torch.ops.mkldnn._reorder_linear_weight(w, batch_size=1)
+
+
+def _native(w: torch.Tensor, fallback: torch.Tensor, max_tokens: int = cpukernels.LAYER_TOKENS):
+    return cpukernels.Packed(w, fallback, max_tokens) if cpukernels.supports(w) else fallback
+
+
+def packed_head(lean, head: torch.Tensor, native: bool = False):
+    """The output head prepacked as `packed` does (kept per head tensor: a draft may restrict its head);
+    `native`: in the native layout too, natively for up to cpukernels.HEAD_TOKENS tokens."""
+    native = native and cpukernels.available()
+    name = "native_head" if native else "packed_head"
+    key, value = getattr(lean, "_" + name, (None, None))
     if key is head:
         return value
-    value = head
-    if head.device.type == "cpu" and head.dtype == torch.bfloat16 and torch.backends.mkldnn.is_available():
-        value = torch.ops.mkldnn._reorder_linear_weight(head, batch_size=1)
-    _keep(lean, "packed_head", (head, value))
+    value = packed_head(lean, head) if native else (_pack(head) if _onednn(head) else head)
+    if native:
+        value = _native(head, value, cpukernels.HEAD_TOKENS)
+    _keep(lean, name, (head, value))
     return value
 
 
@@ -267,15 +297,21 @@ def fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window
     is compiled; `layer`: the compiled decoder layer, called once per layer (SPECLAB_FAST_SCOPE=layer).
     The outputs of the layers in `collect` are appended to the list `into` (EAGLE-3 fusion). What every
     layer shares is made here once: the RoPE tables and the attention bias."""
+    native = layer is None and small_pass(x) and cpukernels.layer_ready(x, layers[0], k_bufs[0], dims[2])
     layer = layer or fast_layer
     n_heads, n_kv = dims[0], dims[1]
     cos, sin = rope_tables(positions, inv_freq, x.dtype)
     if small_pass(x):
         mask = attention_bias(mask, n_kv, n_heads // n_kv)
+    if native:  # one native call per layer, x updated in place (engine/model/cpukernels.py)
+        x, col0 = x.contiguous().clone(), int(cols[0])
     for i, (weights, k_buf, v_buf) in enumerate(zip(layers, k_bufs, v_bufs)):
-        x = layer(x, cos, sin, k_buf, v_buf, cols, mask, window, weights, *dims)
+        if native:
+            cpukernels.layer(x, cos, sin, k_buf, v_buf, col0, window, mask, weights, *dims)
+        else:
+            x = layer(x, cos, sin, k_buf, v_buf, cols, mask, window, weights, *dims)
         if i in collect:
-            into.append(x)
+            into.append(x.clone() if native else x)
     return x
 
 

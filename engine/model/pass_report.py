@@ -21,6 +21,8 @@ def graph_meta(caches: list[RaggedCache], requested: str) -> dict:
         path = "fast pass (fused projections, torch.compile, static KV buffers)"
     elif modes == {"fused"}:
         path = "fused projections, eager (static KV buffers)"
+    elif modes == {"native"}:
+        path = "fused projections, native CPU kernels (static KV buffers)"
     else:
         path = "eager (static KV buffers, padded to graph buckets)"
     notes = [c.graph_note for c in caches if getattr(c, "graph_note", None)]

@@ -231,7 +231,9 @@ class StaticRaggedCache(RaggedCache):
         ref = lean.layers[0][2]  # a k_proj weight: the model's dtype and device
 
         dtype = ref.dtype
-        if self.mode == "fused" and torch.device(self.device).type == "cpu":  # small_attend reads float32: no conversion per layer
+        if (
+            self.mode in ("fused", "native") and torch.device(self.device).type == "cpu"
+        ):  # small_attend reads float32: no conversion per layer
             dtype = torch.promote_types(dtype, torch.float32)
 
         def make(rows: int, capacity: int):
@@ -273,7 +275,7 @@ class StaticRaggedCache(RaggedCache):
         if self.runner_model is not None:
             return out
         if self.mode in FAST_PATHS:
-            logits = linear(out, packed_head(self.body_lean, self.body_lean.head))  # (B, keep or n, vocab)
+            logits = linear(out, packed_head(self.body_lean, self.body_lean.head, native=self.mode == "native"))  # (B, keep or n, vocab)
         else:
             logits = F.linear(out, self.body_lean.head)  # (B, keep or n, vocab)
         return (logits, hidden) if return_hidden else logits
@@ -334,7 +336,7 @@ class StaticRaggedCache(RaggedCache):
         fn = fast_hidden_pass if return_hidden else fast_llama_pass
         dims = (lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)
         collect = return_hidden if isinstance(return_hidden, tuple) else ()  # EAGLE-3: these layers' outputs too
-        layers = fuse(lean) if self.mode == "fast" else packed(lean)  # compiled: plain tensors; eager: prepacked
+        layers = fuse(lean) if self.mode == "fast" else packed(lean, native=self.mode == "native")  # compiled: plain tensors
         args = (x, positions, mask, cols, self.passes.inv_freq, self.kv.keys, self.kv.values, layers, final_norm, window, keep, dims)
         key = (fn.__name__, rows, n, window, keep, collect)
         out = self.graphs.run(key, fn, args, {"collect": collect} if collect else {})
@@ -380,7 +382,8 @@ class StaticRaggedCache(RaggedCache):
         self.compactions += 1
 
 
-FAST_PATHS = ("fused", "fast")  # StaticRaggedCache modes of the fast pass: fused eager, fused compiled
+FAST_PATHS = ("fused", "fast", "native")  # StaticRaggedCache modes of the fast pass: fused eager, compiled, native kernels
+FAST_PATH_OF = {"eager": "fused", "compiled": "fast", "native": "native"}  # fast mode -> cache mode
 
 
 def _capable(model, runner) -> bool:
@@ -406,7 +409,7 @@ def resolve_mode(requested: str, device: torch.device, model, runner=None) -> tu
 def make_cache(model, device: torch.device, costs, cfg, runner=None, fast: str | None = None) -> RaggedCache:
     """The cache a decode run uses for one model: dynamic (eager) or static buffers (eager or graphs),
     as `cfg.cuda_graphs` and the device allow. `cfg` None: the dynamic cache.
-    fast ("off", "eager", "compiled"; None: `fast_mode`, engine/model/fastpass.py: eager on the CPU): with cuda_graphs "off"
+    fast ("off", "eager", "native", "compiled"; None: `fast_mode`, engine/model/fastpass.py: native on the CPU): with cuda_graphs "off"
     or "auto", the fused pass over static buffers, compiled or not; trees stay on the dynamic cache."""
     requested = cfg.cuda_graphs if cfg is not None else GraphMode.OFF.value
     if cfg is not None and cfg.tree:  # the tree mask lives in the dynamic cache's forward only
@@ -416,7 +419,7 @@ def make_cache(model, device: torch.device, costs, cfg, runner=None, fast: str |
     mode, why = resolve_mode(requested, torch.device(device), model, runner)
     fast = fast_mode(device) if fast is None else fast
     if cfg is not None and fast != "off" and requested in (GraphMode.OFF.value, GraphMode.AUTO.value) and _capable(model, runner):
-        mode, why = FAST_PATHS[fast == "compiled"], None
+        mode, why = FAST_PATH_OF[fast], None
     if mode == "off":
         cache = RaggedCache(model, device, costs, runner=runner)
         cache.graph_note = why

@@ -25,12 +25,15 @@ def main() -> None:
     p.add_argument("--prompts", type=int, default=3)
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--depth", type=int, default=3)
-    p.add_argument("--fast", default="eager", help="the fast mode compared with eager: eager (fused) or 1 (compiled)")
+    p.add_argument(
+        "--fast", default="native", help="the fast mode compared with eager: native (fused, native kernels), eager (fused) or 1 (compiled)"
+    )
     p.add_argument("--json", default=None)
     args = p.parse_args()
     from engine import DecodeConfig, load_pair
     from engine.bench.harness import _ours, hf_generate
     from engine.bench.prompts import prompt_set_list
+    from engine.bench.rates import rate_lines, ratio_lines
 
     pair = load_pair()
     prompts = prompt_set_list("heldout")[: args.prompts]
@@ -62,19 +65,18 @@ def main() -> None:
             last[key] = run(prompts, m)
             rates[key].append(last[key]["tokens_per_s"])
         print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rates.items()) + f"; load {os.getloadavg()}", flush=True)
-    med = {k: statistics.median(v) for k, v in rates.items()}
-    print(f"{'contender':<12} {'median tok/s':>12} {'min':>7} {'max':>7}")
-    for k, v in rates.items():
-        print(f"{k:<12} {med[k]:>12.2f} {min(v):>7.2f} {max(v):>7.2f}")
-    ratios = {
-        "ar_fast / hf_generate": med["ar_fast"] / med["hf_generate"],
-        "ar_eager / hf_generate": med["ar_eager"] / med["hf_generate"],
-        "ar_fast / ar_eager": med["ar_fast"] / med["ar_eager"],
-        "eagle_fast / ar_fast": med["eagle_fast"] / med["ar_fast"],
-        "eagle_eager / ar_eager": med["eagle_eager"] / med["ar_eager"],
-    }
-    for k, v in ratios.items():
-        print(f"{k:<24} {v:.2f}x")
+    for line in rate_lines(rates):
+        print(line)
+    pairs = [
+        ("ar_fast", "hf_generate"),
+        ("ar_eager", "hf_generate"),
+        ("ar_fast", "ar_eager"),
+        ("eagle_fast", "ar_fast"),
+        ("eagle_eager", "ar_eager"),
+    ]
+    for line in ratio_lines(rates, pairs):
+        print(line)
+    ratios = {f"{a} / {b}": statistics.median(rates[a]) / statistics.median(rates[b]) for a, b in pairs}
     same = {
         "ar_fast == ar_eager": last["ar_fast"]["outputs"] == last["ar_eager"]["outputs"],
         "ar_eager == hf_generate": last["ar_eager"]["outputs"] == last["hf_generate"]["outputs"],

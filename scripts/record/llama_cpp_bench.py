@@ -1,5 +1,6 @@
 """Batch-1 tokens/s of plain decoding, interleaved in one run: llama.cpp's llama-bench against SpecLab's
-autoregressive decoding (eager, SPECLAB_FAST=0; fused, SPECLAB_FAST=eager) and transformers' generate(),
+autoregressive decoding (eager, SPECLAB_FAST=0; fused, SPECLAB_FAST=eager; fused with the native kernels,
+SPECLAB_FAST=native) and transformers' generate(),
 on the same weights (the embedded SmolLM2-135M-Instruct, bfloat16 here and a bf16 GGUF there).
 
 scripts/record/llama_cpp_bench.sh builds llama-bench, converts the weights and calls this; run alone:
@@ -73,6 +74,7 @@ def main() -> None:
     from engine import DecodeConfig, load_pair
     from engine.bench.harness import _ours, hf_generate
     from engine.bench.prompts import prompt_set_list
+    from engine.bench.rates import rate_lines, ratio_lines
 
     pair = load_pair(dtype="bfloat16", draft="none", eagle="none")
     prompts = prompt_set_list("heldout")[: args.prompts]
@@ -108,13 +110,14 @@ def main() -> None:
         "hf_generate": lambda ps, n: hf_generate(pair, ps, n, 1),
         "speclab_eager": ours("0"),
         "speclab_fused": ours("eager"),
+        "speclab_native": ours("native"),
         "llama_cpp": lambda ps, n: llama_bench(args.llama_bench, args.gguf, plen, n, args.threads),
     }
     if args.q4_gguf:
         contenders["llama_cpp_q4_1"] = lambda ps, n: llama_bench(args.llama_bench, args.q4_gguf, plen, n, args.threads)
     for run in contenders.values():  # warm-up: first calls, allocations, page cache
         run(prompts[:1], 8)
-    keys = ["hf_generate", "speclab_eager", "speclab_fused", "llama_cpp_tg", "llama_cpp_pp", "llama_cpp_e2e"]
+    keys = ["hf_generate", "speclab_eager", "speclab_fused", "speclab_native", "llama_cpp_tg", "llama_cpp_pp", "llama_cpp_e2e"]
     keys += ["llama_cpp_q4_1_tg", "llama_cpp_q4_1_pp", "llama_cpp_q4_1_e2e"] if args.q4_gguf else []
     rates: dict[str, list[float]] = {k: [] for k in keys}
     last = {}
@@ -129,32 +132,22 @@ def main() -> None:
             else:
                 rates[key].append(got["tokens_per_s"])
         log(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rates.items()) + f"; load {os.getloadavg()}")
-    new = {k: last[k]["new_tokens"] for k in ("hf_generate", "speclab_eager", "speclab_fused")}
+    new = {k: last[k]["new_tokens"] for k in ("hf_generate", "speclab_eager", "speclab_fused", "speclab_native")}
     same = {
         "speclab_eager == hf_generate": last["speclab_eager"]["outputs"] == last["hf_generate"]["outputs"],
         "speclab_fused == speclab_eager": last["speclab_fused"]["outputs"] == last["speclab_eager"]["outputs"],
+        "speclab_native == speclab_eager": last["speclab_native"]["outputs"] == last["speclab_eager"]["outputs"],
     }
     log(f"new tokens per round (SpecLab, of {m * len(prompts)} asked; llama-bench always decodes {m}): {new}; same tokens: {same}")
-    med = {k: statistics.median(v) for k, v in rates.items()}
     log()
-    log(f"{'contender':<16} {'median tok/s':>12} {'min':>8} {'max':>8}")
-    for k, v in rates.items():
-        log(f"{k:<16} {med[k]:>12.1f} {min(v):>8.1f} {max(v):>8.1f}")
-    ratios = {
-        "speclab_fused / llama_cpp_e2e": med["speclab_fused"] / med["llama_cpp_e2e"],
-        "speclab_fused / llama_cpp_tg": med["speclab_fused"] / med["llama_cpp_tg"],
-        "speclab_fused / hf_generate": med["speclab_fused"] / med["hf_generate"],
-        "speclab_eager / hf_generate": med["speclab_eager"] / med["hf_generate"],
-        "speclab_fused / speclab_eager": med["speclab_fused"] / med["speclab_eager"],
-        "hf_generate / llama_cpp_e2e": med["hf_generate"] / med["llama_cpp_e2e"],
-    }
-    if args.q4_gguf:
-        ratios["speclab_fused / llama_cpp_q4_1_e2e"] = med["speclab_fused"] / med["llama_cpp_q4_1_e2e"]
-    log(f"{'ratio':<34} {'of medians':>10} {'per round: median':>18} {'min':>6} {'max':>6}")
-    for k, v in ratios.items():
-        num, den = k.split(" / ")
-        paired = [a / b for a, b in zip(rates[num], rates[den])]  # the same round's two rates
-        log(f"{k:<34} {v:>9.2f}x {statistics.median(paired):>17.2f}x {min(paired):>5.2f}x {max(paired):>5.2f}x")
+    for line in rate_lines(rates):
+        log(line)
+    pairs = [("speclab_native", "llama_cpp_e2e"), ("speclab_native", "llama_cpp_tg"), ("speclab_fused", "llama_cpp_e2e")]
+    pairs += [("speclab_native", "hf_generate"), ("speclab_fused", "hf_generate"), ("speclab_eager", "hf_generate")]
+    pairs += [("speclab_native", "speclab_fused"), ("speclab_fused", "speclab_eager"), ("hf_generate", "llama_cpp_e2e")]
+    pairs += [("speclab_native", "llama_cpp_q4_1_e2e")]
+    for line in ratio_lines(rates, pairs):
+        log(line)
     log(f"load after {os.getloadavg()}")
     if sink:
         sink.close()

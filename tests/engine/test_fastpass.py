@@ -10,6 +10,7 @@ import torch
 from conftest import PROMPTS, tiny_pair
 
 from engine import DecodeConfig, generate
+from engine.model import cpukernels
 from engine.model.eagle_head import EagleRunner, load_head
 from engine.model.fastllama import rms_norm, rotate_half
 from engine.model.fastpass import FastRunner, attention_bias, fast_mode, fuse, norm, rope, rope_tables, small_attend
@@ -41,16 +42,26 @@ def eagle_pair(tokenizer, tmp_path_factory, request):
     return ModelPair(**fields, eagle=EagleRunner(config, state, vocab, pair.target), eagle_name="tiny eagle")
 
 
+PASS_NAMES = {
+    "eager": "fused projections, eager (static KV buffers)",
+    "native": "fused projections, native CPU kernels (static KV buffers)",
+}
+
+
+@pytest.mark.parametrize("fast", ["eager", "native"])
 @pytest.mark.parametrize("drafter", ["model", "ngram", "eagle"])
 @pytest.mark.parametrize("prompts", [PROMPTS[:1], PROMPTS], ids=["batch1", "ragged3"])
-def test_fused_pass_equals_plain_decoding(eagle_pair, monkeypatch, drafter, prompts):
-    """Fused eager passes: the same tokens as the eager dynamic cache, for plain and speculative decoding."""
+def test_fused_pass_equals_plain_decoding(eagle_pair, monkeypatch, drafter, prompts, fast):
+    """Fused eager passes (with or without the native kernels): the same tokens as the eager dynamic cache,
+    for plain and speculative decoding."""
+    if fast == "native" and not cpukernels.available():
+        pytest.skip(f"native kernels unavailable: {cpukernels.why_not()}")
     plain = _tokens(eagle_pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24), monkeypatch, "0")
-    fused_plain = _tokens(eagle_pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24), monkeypatch, "eager")
-    spec = _tokens(eagle_pair, prompts, DecodeConfig(depth=3, drafter=drafter, max_new_tokens=24), monkeypatch, "eager")
+    fused_plain = _tokens(eagle_pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24), monkeypatch, fast)
+    spec = _tokens(eagle_pair, prompts, DecodeConfig(depth=3, drafter=drafter, max_new_tokens=24), monkeypatch, fast)
     assert fused_plain.output_ids == plain.output_ids
     assert spec.output_ids == plain.output_ids
-    assert spec.meta["decode_passes"] == fused_plain.meta["decode_passes"] == "fused projections, eager (static KV buffers)"
+    assert spec.meta["decode_passes"] == fused_plain.meta["decode_passes"] == PASS_NAMES[fast]
     assert plain.meta["kv_cache"] == "dynamic" and spec.meta["kv_cache"] == "static"
 
 
@@ -59,9 +70,10 @@ def test_fused_pass_equals_transformers_generate(tiny, monkeypatch):
     ids = tiny.encode_prompt(PROMPTS[1])
     with torch.inference_mode():
         ref = tiny.target.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False, min_new_tokens=20)[0, len(ids) :].tolist()
-    got = _tokens(tiny, [PROMPTS[1]], DecodeConfig(mode="autoregressive", max_new_tokens=20), monkeypatch, "eager")
-    n = len(got.output_ids[0])  # stops early only at an end-of-sequence token
-    assert n > 0 and got.output_ids[0] == ref[:n]
+    for fast in ("eager", "native") if cpukernels.available() else ("eager",):
+        got = _tokens(tiny, [PROMPTS[1]], DecodeConfig(mode="autoregressive", max_new_tokens=20), monkeypatch, fast)
+        n = len(got.output_ids[0])  # stops early only at an end-of-sequence token
+        assert n > 0 and got.output_ids[0] == ref[:n], fast
 
 
 def test_fuse_rebinds_the_weights_without_a_copy(tokenizer):
@@ -84,16 +96,20 @@ def test_fuse_rebinds_the_weights_without_a_copy(tokenizer):
 
 
 def test_fast_mode_switch(monkeypatch, tiny):
-    for value, mode in [("0", "off"), ("off", "off"), ("eager", "eager"), ("1", "compiled"), ("on", "compiled")]:
+    for value, mode in [("0", "off"), ("off", "off"), ("eager", "eager"), ("native", "native"), ("1", "compiled"), ("on", "compiled")]:
         monkeypatch.setenv("SPECLAB_FAST", value)
         assert fast_mode() == mode == fast_mode("cuda")  # an explicit switch holds on every device
-    # unset: the fused eager pass on the CPU, off on devices it was never run on
+    # unset: the fused eager pass on the CPU (with the native kernels where they build), off on devices it was never run on
+    cpu_default = "native" if cpukernels.available() else "eager"
     for unset in (lambda: monkeypatch.delenv("SPECLAB_FAST"), lambda: monkeypatch.setenv("SPECLAB_FAST", "")):
         unset()
-        assert fast_mode() == fast_mode("cpu") == fast_mode(torch.device("cpu")) == "eager"
+        assert fast_mode() == fast_mode("cpu") == fast_mode(torch.device("cpu")) == cpu_default
         assert fast_mode("cuda") == fast_mode("mps") == "off"
     default = make_cache(tiny.target, tiny.device, tiny.target_costs, DecodeConfig(max_new_tokens=8))
-    assert isinstance(default, StaticRaggedCache) and default.mode == "fused"
+    assert isinstance(default, StaticRaggedCache) and default.mode == {"native": "native", "eager": "fused"}[cpu_default]
+    monkeypatch.setenv("SPECLAB_NATIVE", "0")  # the kernels switched off: the fused eager pass
+    assert fast_mode() == "eager" and cpukernels.why_not() == "SPECLAB_NATIVE=0"
+    monkeypatch.delenv("SPECLAB_NATIVE")
     monkeypatch.setenv("SPECLAB_FAST", "maybe")
     with pytest.raises(ValueError, match="SPECLAB_FAST"):
         fast_mode()

@@ -1,0 +1,218 @@
+"""SpecLab's native CPU kernels (engine/model/cpu_kernels.c): built once per machine, loaded with ctypes.
+
+The small matrix products of a decode or verify pass (a few tokens times every weight matrix) are where a
+CPU decode pass spends most of its time; oneDNN's linear reads the weights at well under the machine's copy
+bandwidth for one token (docs/measurements.md, "native kernels"). `Packed` holds one weight matrix in the
+kernels' layout and multiplies it with up to `max_tokens` token vectors natively, more through its fallback
+(the oneDNN-prepacked or plain matrix, whichever the pass had before).
+
+Building: `gcc -O3 -march=native -fopenmp -shared` into $SPECLAB_CACHE/kernels/, keyed by the source, the
+compiler and this CPU's flags, so a restarted app loads the library in milliseconds. No compiler, no
+AVX-512, or SPECLAB_NATIVE=0: `why_not()` says why, and the fast pass runs without them (fast mode "eager").
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+SOURCE = Path(__file__).with_name("cpu_kernels.c")
+FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
+LAYER_TOKENS = 16  # a layer matrix: natively up to this many tokens (measured faster than oneDNN up to 16)
+HEAD_TOKENS = 2  # the output head (49152 rows): natively up to 2 tokens, oneDNN's blocked GEMM beyond
+
+_lock = threading.Lock()
+_state: dict = {}
+
+
+def _cpu_key() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    lines = [line for line in text.splitlines() if line.startswith(("flags", "model name"))]
+    return "\n".join(sorted(set(lines)))
+
+
+def _build(compiler: str) -> Path:
+    from engine.model.pair import cache_dir  # the one cache folder (pair.py imports nothing from here)
+
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+    key = hashlib.sha256("\0".join([SOURCE.read_text(), " ".join(FLAGS), version, _cpu_key()]).encode()).hexdigest()[:16]
+    folder = cache_dir() / "kernels"
+    target = folder / f"speclab-cpu-{key}.so"
+    if target.exists():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:  # built aside, then renamed: two apps may start at once
+        out = Path(tmp) / target.name
+        done = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(out)], capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            first = (done.stderr.strip().splitlines() or ["no message"])[0]
+            raise OSError(f"the compiler failed: {first}")
+        os.replace(out, target)
+    return target
+
+
+def _load():
+    if os.environ.get("SPECLAB_NATIVE", "").strip().lower() in ("0", "off"):
+        return None, "SPECLAB_NATIVE=0"
+    compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        return None, "no C compiler (gcc) on this machine"
+    try:
+        lib = ctypes.CDLL(str(_build(compiler)))
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"the native kernels did not build: {exc}"
+    p, i = ctypes.c_void_p, ctypes.c_int
+    for name in ("gemm_bf16", "gemm_f32"):
+        getattr(lib, name).argtypes = [p, p, p, i, i, i, i]
+        getattr(lib, name).restype = None
+    for name in ("pack_bf16", "pack_f32"):
+        getattr(lib, name).argtypes = [p, p, i, i]
+        getattr(lib, name).restype = None
+    lib.layer_forward.argtypes = [p, i, i, i, i, p, p, p, p, i, i, i, p, p, p, p, p, p, p, i, i, i, i, ctypes.c_float, ctypes.c_float, i]
+    lib.layer_forward.restype = None
+    return lib, None
+
+
+def library():
+    """The loaded library, or None (`why_not` says why); built or loaded once per process."""
+    env = os.environ.get("SPECLAB_NATIVE", "")
+    with _lock:
+        if _state.get("env") != env:
+            _state["lib"], _state["why"] = _load()
+            _state["env"] = env
+        return _state["lib"]
+
+
+def why_not() -> str | None:
+    """None when the kernels are loaded, else one line saying why not."""
+    return None if library() is not None else _state["why"]
+
+
+def available() -> bool:
+    return library() is not None
+
+
+def supports(w: torch.Tensor) -> bool:
+    """Whether `w` (N x K) can be packed: a CPU matrix in bfloat16 (K even) or float32."""
+    if w.device.type != "cpu" or w.dim() != 2:
+        return False
+    return w.dtype == torch.float32 or (w.dtype == torch.bfloat16 and w.shape[1] % 2 == 0)
+
+
+class Packed:
+    """One weight matrix W (N x K) in the kernels' layout; `packed(x)` is F.linear(x, W) for x (..., K).
+
+    Up to `max_tokens` rows of x natively; more through `fallback` (a oneDNN-prepacked matrix, called as
+    engine/model/fastpass.linear calls it, or the plain W). The packed copy is N rounded up to 16 rows."""
+
+    def __init__(self, w: torch.Tensor, fallback: torch.Tensor | None = None, max_tokens: int = LAYER_TOKENS):
+        lib = library()
+        if lib is None or not supports(w):
+            raise ValueError(f"cannot pack a {tuple(w.shape)} {w.dtype} matrix on {w.device}: {why_not() or 'unsupported'}")
+        self.n, self.k = w.shape
+        self.dtype = w.dtype
+        self.max_tokens = max_tokens
+        self.fallback = w if fallback is None else fallback
+        w = w.contiguous()
+        self.data = torch.empty(-(-self.n // 16) * 16 * self.k, dtype=w.dtype)
+        pack = lib.pack_bf16 if w.dtype == torch.bfloat16 else lib.pack_f32
+        pack(w.data_ptr(), self.data.data_ptr(), self.k, self.n)
+        self._gemm = lib.gemm_bf16 if w.dtype == torch.bfloat16 else lib.gemm_f32
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        m = x.numel() // self.k if self.k else 0
+        if m == 0 or m > self.max_tokens or x.dtype != self.dtype or x.device.type != "cpu":
+            return self._fallback(x)
+        x = x.contiguous()
+        y = torch.empty(*x.shape[:-1], self.n, dtype=self.dtype)
+        self._gemm(x.data_ptr(), self.data.data_ptr(), y.data_ptr(), m, self.k, self.n, torch.get_num_threads())
+        return y
+
+    def _fallback(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fallback.is_mkldnn:
+            return torch.ops.mkldnn._linear_pointwise(x, self.fallback, None, "none", [], "")
+        return F.linear(x, self.fallback)
+
+
+MAX_HEAD_DIM = 1024  # the layer kernel keeps one head's vectors on the stack
+
+
+def layer_ready(x: torch.Tensor, weights: tuple, k_buf: torch.Tensor, head_dim: int) -> bool:
+    """Whether `layer` can run this pass: the native matrices, at most LAYER_TOKENS tokens in x's dtype and
+    float32 buffers (the fused eager pass's on the CPU)."""
+    _, wqkv, wo, _, wgu, wd = weights
+    packed = all(isinstance(w, Packed) for w in (wqkv, wo, wgu, wd))
+    return (
+        packed
+        and x.shape[0] * x.shape[1] <= min(w.max_tokens for w in (wqkv, wo, wgu, wd))
+        and x.dtype == wqkv.dtype
+        and k_buf.dtype == torch.float32
+        and k_buf.is_contiguous()
+        and head_dim <= MAX_HEAD_DIM
+    )
+
+
+def layer(
+    x,
+    cos,
+    sin,
+    k_buf,
+    v_buf,
+    col0: int,
+    window: int,
+    bias,
+    weights: tuple,
+    n_heads: int,
+    n_kv: int,
+    head_dim: int,
+    eps: float,
+    scale: float,
+):
+    """One decoder layer of a small pass in one native call, x (B, n, H) updated in place (cpu_kernels.c,
+    layer_forward): fastpass.fast_layer's arithmetic with small_attend's float32 attention. cos, sin:
+    fastpass.rope_tables; bias: fastpass.attention_bias; the new keys and values go to buffer columns
+    col0 .. col0 + n - 1; attention reads columns 0 .. window - 1. `layer_ready` must hold."""
+    ln1, wqkv, wo, ln2, wgu, wd = weights
+    bsz, n, hidden = x.shape
+    cos, sin, bias = cos.contiguous(), sin.contiguous(), bias.contiguous()
+    library().layer_forward(
+        x.data_ptr(),
+        bsz,
+        n,
+        hidden,
+        int(x.dtype == torch.bfloat16),
+        cos.data_ptr(),
+        sin.data_ptr(),
+        k_buf.data_ptr(),
+        v_buf.data_ptr(),
+        k_buf.shape[2],
+        col0,
+        window,
+        bias.data_ptr(),
+        ln1.data_ptr(),
+        wqkv.data.data_ptr(),
+        wo.data.data_ptr(),
+        ln2.data_ptr(),
+        wgu.data.data_ptr(),
+        wd.data.data_ptr(),
+        n_heads,
+        n_kv,
+        head_dim,
+        wd.k,
+        eps,
+        scale,
+        torch.get_num_threads(),
+    )
+    return x

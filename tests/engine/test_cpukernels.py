@@ -1,0 +1,138 @@
+"""SpecLab's native CPU kernels (engine/model/cpukernels.py, cpu_kernels.c): the packed matrix products equal
+F.linear (float32 to rounding, bfloat16 to the last bit of its rounding), hand larger passes to their
+fallback, refuse what they cannot pack, and say in one line why they are unavailable."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from engine.model import cpukernels
+
+needs_kernels = pytest.mark.skipif(not cpukernels.available(), reason=f"native kernels unavailable: {cpukernels.why_not()}")
+
+
+def _matrix(n: int, k: int, dtype, seed: int = 0) -> torch.Tensor:
+    return torch.randn(n, k, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+@needs_kernels
+@pytest.mark.parametrize("n,k", [(37, 33), (64, 576), (130, 48), (16, 1)])
+@pytest.mark.parametrize("m", [1, 2, 5, 8, 9, 16])
+def test_float32_product_equals_linear(n, k, m):
+    w = _matrix(n, k, torch.float32)
+    x = _matrix(m, k, torch.float32, seed=1)
+    packed = cpukernels.Packed(w)
+    got = packed(x)
+    assert got.shape == (m, n) and got.dtype == torch.float32
+    torch.testing.assert_close(got, F.linear(x, w), rtol=1e-5, atol=1e-5 * k)
+
+
+@needs_kernels
+@pytest.mark.parametrize("n,k", [(37, 34), (96, 576), (200, 64)])
+@pytest.mark.parametrize("m", [1, 3, 8, 12])
+def test_bfloat16_product_is_the_rounded_float32_sum(n, k, m):
+    """bf16 x bf16 products are exact in float32; the sum is float32 then rounded once: within half a
+    bfloat16 step (plus float32 reordering) of the float32 product of the same values."""
+    w = _matrix(n, k, torch.bfloat16)
+    x = _matrix(m, k, torch.bfloat16, seed=2)
+    got = cpukernels.Packed(w)(x)
+    assert got.dtype == torch.bfloat16
+    exact = F.linear(x.float(), w.float())
+    step = exact.abs().clamp(min=1e-3) * 2.0**-8  # one bfloat16 ulp at most (8 significant bits)
+    assert bool(((got.float() - exact).abs() <= step + 1e-4 * k).all())
+    differ = float((got != exact.to(torch.bfloat16)).float().mean())
+    assert differ < 0.05  # nearly all equal the correctly rounded sum; the rest are one step off
+
+
+@needs_kernels
+def test_leading_dimensions_and_fallback_beyond_max_tokens():
+    w = _matrix(48, 32, torch.float32)
+    packed = cpukernels.Packed(w, max_tokens=4)
+    x = _matrix(6, 32, torch.float32, seed=3).view(2, 3, 32)  # 6 tokens > 4: F.linear on the plain matrix
+    assert torch.equal(packed(x), F.linear(x, w))
+    small = x[:1, :3]  # 3 tokens: natively, shape kept
+    assert packed(small).shape == (1, 3, 48)
+    torch.testing.assert_close(packed(small), F.linear(small, w))
+    strided = x.transpose(0, 1)[:1]  # a non-contiguous input is copied, not misread
+    torch.testing.assert_close(packed(strided), F.linear(strided, w))
+
+
+@needs_kernels
+def test_what_cannot_be_packed_is_refused():
+    assert not cpukernels.supports(_matrix(8, 7, torch.bfloat16))  # bfloat16 pairs need an even K
+    assert not cpukernels.supports(_matrix(8, 8, torch.float16))
+    assert not cpukernels.supports(torch.zeros(4))
+    with pytest.raises(ValueError, match="cannot pack a \\(8, 7\\) torch.bfloat16 matrix"):
+        cpukernels.Packed(_matrix(8, 7, torch.bfloat16))
+
+
+def test_switched_off_and_broken_compiler_say_why(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECLAB_NATIVE", "0")
+    assert cpukernels.library() is None and not cpukernels.available()
+    assert cpukernels.why_not() == "SPECLAB_NATIVE=0"
+    monkeypatch.setenv("SPECLAB_NATIVE", "1")
+    monkeypatch.setenv("SPECLAB_CACHE", str(tmp_path))  # a fresh cache: the library is built again
+    monkeypatch.setenv("CC", "/bin/false")
+    assert cpukernels.library() is None
+    why = cpukernels.why_not()
+    assert why.startswith("the native kernels did not build: the compiler failed") and "\n" not in why
+    monkeypatch.delenv("CC")
+    monkeypatch.delenv("SPECLAB_NATIVE")
+    monkeypatch.undo()
+    cpukernels._state.clear()  # the next caller loads the real library again
+
+
+@needs_kernels
+def test_library_is_cached_per_machine(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECLAB_CACHE", str(tmp_path))
+    cpukernels._state.clear()
+    assert cpukernels.available()
+    built = list((tmp_path / "kernels").glob("speclab-cpu-*.so"))
+    assert len(built) == 1
+    cpukernels._state.clear()
+    stamp = built[0].stat().st_mtime_ns
+    assert cpukernels.available() and built[0].stat().st_mtime_ns == stamp  # loaded, not built again
+    monkeypatch.undo()
+    cpukernels._state.clear()
+
+
+@needs_kernels
+def test_native_pass_runs_each_layer_in_one_call(tiny, monkeypatch):
+    """SPECLAB_FAST=native: every decoder layer of a small pass is one native call (and the greedy tokens are
+    the lean pass's); a pass of more tokens than LAYER_TOKENS falls back to the fused eager layer."""
+    from conftest import PROMPTS
+
+    from engine import DecodeConfig, generate
+
+    calls = []
+    real = cpukernels.layer
+    monkeypatch.setattr(cpukernels, "layer", lambda *a, **k: calls.append(a[0].shape) or real(*a, **k))
+    cfg = DecodeConfig(mode="autoregressive", max_new_tokens=6)
+    monkeypatch.setenv("SPECLAB_FAST", "0")
+    lean = generate(tiny, PROMPTS[:1], cfg)
+    assert calls == []
+    monkeypatch.setenv("SPECLAB_FAST", "native")
+    native = generate(tiny, PROMPTS[:1], cfg)
+    layers = len(tiny.target.model.layers)
+    assert native.output_ids == lean.output_ids
+    passes = len(calls) // layers
+    assert passes >= 1 and len(calls) == passes * layers and all(shape[:2] == (1, 1) for shape in calls)
+    calls.clear()
+    spec = generate(tiny, PROMPTS, DecodeConfig(depth=7, drafter="ngram", max_new_tokens=12))  # 3 rows x 8 > 16 tokens
+    assert spec.output_ids == generate(tiny, PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=12)).output_ids
+    assert calls and all(shape[0] * shape[1] <= cpukernels.LAYER_TOKENS for shape in calls)  # only the small passes
+
+
+@needs_kernels
+def test_layer_ready_needs_packed_matrices_and_float32_buffers():
+    w = cpukernels.Packed(_matrix(32, 16, torch.float32), max_tokens=4)
+    weights = (None, w, w, None, w, w)
+    buf = torch.zeros(1, 1, 8, 4)
+    x = torch.zeros(1, 4, 16)
+    assert cpukernels.layer_ready(x, weights, buf, 4)
+    assert not cpukernels.layer_ready(torch.zeros(1, 5, 16), weights, buf, 4)  # more tokens than the matrices take
+    assert not cpukernels.layer_ready(x, weights, buf.to(torch.bfloat16), 4)
+    assert not cpukernels.layer_ready(x.to(torch.bfloat16), weights, buf, 4)
+    assert not cpukernels.layer_ready(x, (None, _matrix(32, 16, torch.float32), w, None, w, w), buf, 4)
