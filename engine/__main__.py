@@ -194,7 +194,7 @@ def _other_parsers(sub) -> None:
         "--compare-fast",
         type=_list_of(str, "fast mode"),
         default=None,
-        help="comma-separated fast modes (off,eager,compiled) timed against each other, interleaved over --rounds",
+        help="comma-separated fast modes (off,eager,native,compiled) timed against each other, interleaved over --rounds",
     )
     passes.add_argument("--rounds", type=int, default=3, help="--compare-fast: interleaved rounds (median, min-max over them)")
     passes.add_argument("--json", default=None)

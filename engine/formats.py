@@ -12,7 +12,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """Where SpecLab keeps what it makes once per machine: the dequantised model, pass curves, native kernels."""
+    return Path(os.environ.get("SPECLAB_CACHE") or Path.home() / ".cache" / "speclab")
+
 
 DRAFT_VOCAB_FILE = "draft_vocab.json"
 DRAFT_VOCAB_FORMAT = "speclab.draft_vocab/1"

@@ -30,9 +30,10 @@ import torch
 
 from engine.config import DecodeConfig
 from engine.costs import ModelCosts
+from engine.formats import cache_dir
 from engine.hardware import StepTimer, device_name
 from engine.model.fastpass import fast_mode
-from engine.model.pair import ModelPair, cache_dir
+from engine.model.pair import ModelPair
 from engine.model.static_cache import StaticRaggedCache, make_cache
 
 # Every count up to 17 (a batch-1 verify of depth 0..16), then coarser: CPU GEMM kernels change at small

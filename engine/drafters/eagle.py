@@ -5,7 +5,6 @@ one, running it over a KV cache) is model code: engine/model/eagle_head.py."""
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from engine.config import ConfigError
 from engine.drafters.base import ConfidenceGate, Draft, Verified, choose_tokens
@@ -81,7 +80,7 @@ class EagleDrafter:
             return self.propose_tree(feature, depth, cfg, fed)
         gate = ConfidenceGate(batch, cfg.confidence_threshold, device)
         for i in range(depth):
-            logits = torch.nn.functional.linear(feature, self.runner.head)  # (B, C): over the reduced vocabulary
+            logits = self.runner.project(feature)  # (B, C): over the reduced vocabulary
             token = gate.add(*choose_tokens(logits, cfg.temperature, cfg.top_p, generator, self.vocab, self.vocab_size))
             if gate.done or i == depth - 1:
                 break
@@ -99,10 +98,10 @@ class EagleDrafter:
 
         def feed(tokens, positions, attend, parent_g):
             g = self.cache.forward_tree(tokens, positions, attend, features=parent_g)  # (B, k, H)
-            return F.linear(g, self.runner.head), g  # logits (B, k, C) over the reduced vocabulary
+            return self.runner.project(g), g  # logits (B, k, C) over the reduced vocabulary
 
         root_g = feature[:, None].expand(feature.shape[0], k, feature.shape[-1])  # (B, k, H)
-        tree = grow_tree(self.cache, F.linear(feature, self.runner.head), depth, cfg, self.vocab, feed, root_g)
+        tree = grow_tree(self.cache, self.runner.project(feature), depth, cfg, self.vocab, feed, root_g)
         self.pending = self.pending_valid = None
         self.drafted = k * (depth - 1)  # tree entries now in the cache, dropped again in `commit`
         return Draft(

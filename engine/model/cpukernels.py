@@ -25,10 +25,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from engine.formats import cache_dir
+
 SOURCE = Path(__file__).with_name("cpu_kernels.c")
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
 LAYER_TOKENS = 16  # a layer matrix: natively up to this many tokens (measured faster than oneDNN up to 16)
-HEAD_TOKENS = 2  # the output head (49152 rows): natively up to 2 tokens, oneDNN's blocked GEMM beyond
+HEAD_TOKENS = 5  # the output head (49152 rows): natively up to 5 tokens (a depth-4 verify), oneDNN's blocked GEMM beyond (measured)
 
 _lock = threading.Lock()
 _state: dict = {}
@@ -44,8 +46,6 @@ def _cpu_key() -> str:
 
 
 def _build(compiler: str) -> Path:
-    from engine.model.pair import cache_dir  # the one cache folder (pair.py imports nothing from here)
-
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
     key = hashlib.sha256("\0".join([SOURCE.read_text(), " ".join(FLAGS), version, _cpu_key()]).encode()).hexdigest()[:16]
     folder = cache_dir() / "kernels"
@@ -146,7 +146,7 @@ class Packed:
         return F.linear(x, self.fallback)
 
 
-MAX_HEAD_DIM = 1024  # the layer kernel keeps one head's vectors on the stack
+MAX_HEAD_DIM = 256  # the layer kernel keeps one head's vectors on the stack (cpu_kernels.c)
 
 
 def layer_ready(x: torch.Tensor, weights: tuple, k_buf: torch.Tensor, head_dim: int) -> bool:

@@ -23,18 +23,20 @@ import torch.nn.functional as F
 
 from engine.costs import ModelCosts
 from engine.formats import DRAFT_VOCAB_FILE, EAGLE_CONFIG_FILE, EAGLE_FORMAT, EAGLE_WEIGHTS_FILE, head_config, head_weight_shapes
+from engine.model import cpukernels
 from engine.model.fastllama import LeanLlama, rms_norm
+from engine.model.fastpass import fast_mode
 
 
-def fuse_features(features: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+def fuse_features(features: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, weight: torch.Tensor, linear=F.linear) -> torch.Tensor:
     """EAGLE-3 fusion, shared by training and inference: (…, F) target features = [inner layers; final]
     -> standardise the inner layers' columns -> one linear map to (…, H). H-wide features (the head's
-    own guesses, fed back while drafting) pass unchanged."""
+    own guesses, fed back while drafting) pass unchanged. `linear(x, weight)`: F.linear, or the runner's."""
     h = weight.shape[0]
     if features.shape[-1] == h:
         return features
     inner = (features[..., :-h] - mean) / std
-    return F.linear(torch.cat([inner, features[..., -h:]], dim=-1), weight)
+    return linear(torch.cat([inner, features[..., -h:]], dim=-1), weight)
 
 
 class EagleLoadError(RuntimeError):
@@ -133,6 +135,7 @@ class EagleRunner:
         self.vocab = vocab.to(device)
         self.head = target.get_output_embeddings().weight[self.vocab].contiguous()  # (C, H): reduced output head
         self.params = sum(v.numel() for v in state.values())
+        self._packed: dict = {}  # id(matrix) -> (matrix, cpukernels.Packed): `linear`'s native copies
 
     @torch.no_grad()
     def forward(
@@ -147,8 +150,23 @@ class EagleRunner:
         """fc([embed(t); f]) (B, n, H): the decoder layer's input (also the static-buffer pass's, engine/model/static_cache.py)."""
         features = features.to(self.embed.dtype)
         if self.fuse_weight is not None:  # target features (B, n, F) -> (B, n, H)
-            features = fuse_features(features, self.fuse_mean, self.fuse_std, self.fuse_weight)
-        return F.linear(torch.cat([F.embedding(input_ids, self.embed), features], dim=-1), self.fc_weight, self.fc_bias)
+            features = fuse_features(features, self.fuse_mean, self.fuse_std, self.fuse_weight, self.linear)
+        return self.linear(torch.cat([F.embedding(input_ids, self.embed), features], dim=-1), self.fc_weight, self.fc_bias)
+
+    def project(self, g: torch.Tensor) -> torch.Tensor:
+        """Logits (…, C) over the reduced vocabulary from guessed features g (…, H)."""
+        return self.linear(g, self.head)
+
+    def linear(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """F.linear(x, w, bias) for the head's own matrices; natively (engine/model/cpukernels.py, the bias
+        added after the product) where this process decodes with the native kernels, as the target does."""
+        if x.device.type != "cpu" or fast_mode(x.device) != "native" or not cpukernels.supports(w):
+            return F.linear(x, w, bias)
+        hit = self._packed.get(id(w))
+        if hit is None or hit[0] is not w:
+            hit = self._packed[id(w)] = (w, cpukernels.Packed(w))
+        y = hit[1](x)
+        return y if bias is None else y + bias
 
     def costs(self):
         """FLOP/byte accounting (engine/costs.py) of one head step: fc + one layer + the reduced head."""

@@ -79,7 +79,7 @@ def fast_mode(device=None) -> str:
 
 def configure_compile_cache() -> str:
     """Point Inductor's on-disk cache at $SPECLAB_CACHE/inductor (unless TORCHINDUCTOR_CACHE_DIR is set)."""
-    from engine.model.pair import cache_dir
+    from engine.formats import cache_dir
 
     path = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if not path or path == _TORCH_DEFAULT_DIR:  # unset, or set to its default by torch itself
@@ -193,7 +193,8 @@ def _pack(w: torch.Tensor) -> torch.Tensor:
     return torch.ops.mkldnn._reorder_linear_weight(w, batch_size=1)
 
 
-def _native(w: torch.Tensor, fallback: torch.Tensor, max_tokens: int = cpukernels.LAYER_TOKENS):
+def _native(w: torch.Tensor, fallback: torch.Tensor, max_tokens: int | None = None):
+    max_tokens = cpukernels.LAYER_TOKENS if max_tokens is None else max_tokens
     return cpukernels.Packed(w, fallback, max_tokens) if cpukernels.supports(w) else fallback
 
 

@@ -30,7 +30,7 @@ import torch
 from safetensors.torch import save_model
 
 from engine.costs import ModelCosts
-from engine.formats import DRAFT_VOCAB_FILE, read_draft_vocab
+from engine.formats import DRAFT_VOCAB_FILE, cache_dir, read_draft_vocab  # cache_dir: re-exported (its old home)
 from engine.hardware import configure_threads, pick_device, pick_dtype
 from engine.model.eagle_head import EagleLoadError, EagleRunner, load_head
 from engine.model.fastllama import supports
@@ -91,10 +91,6 @@ class ModelPair:
                 ids = ids["input_ids"]
             return list(ids)
         return list(self.tokenizer(prompt)["input_ids"])
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("SPECLAB_CACHE") or Path.home() / ".cache" / "speclab")
 
 
 def embedded_gguf_path() -> Path:
