@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.config import MAX_DEPTH, ConfigError, GraphMode
-from engine.model import graph_pool, kvcache
+from engine.model import graph_pool, kvcache, static_tree
 from engine.model.fastllama import attend, finish_layer, project_qkv, rms_norm, supports
 from engine.model.fastpass import FastRunner, fast_hidden_pass, fast_llama_pass, fast_mode, fuse, linear, packed, packed_head
 from engine.model.forward import lean_enabled
@@ -272,6 +272,10 @@ class StaticRaggedCache(RaggedCache):
             out, hidden = self._fast(input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
         else:
             out, hidden = self._bucketed(input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
+        return self._outputs(out, hidden, return_hidden)
+
+    def _outputs(self, out, hidden, return_hidden):
+        """The pass's result as `forward` returns it: a runner's states, else logits (and hidden states)."""
         if self.runner_model is not None:
             return out
         if self.mode in FAST_PATHS:
@@ -279,6 +283,13 @@ class StaticRaggedCache(RaggedCache):
         else:
             logits = F.linear(out, self.body_lean.head)  # (B, keep or n, vocab)
         return (logits, hidden) if return_hidden else logits
+
+    def forward_tree(self, input_ids, positions, attend, logits_to_keep=0, return_hidden=False, features=None):
+        """RaggedCache.forward_tree on the fast pass (engine/model/static_tree.py)."""
+        return static_tree.forward_tree(self, input_ids, positions, attend, logits_to_keep, return_hidden, features)
+
+    def keep_path(self, path: torch.Tensor, keep: torch.Tensor, n_new: int) -> None:
+        static_tree.keep_path(self, path, keep, n_new)
 
     def _exact(self, ids, positions, valid, cols, past, keep, return_hidden, features):
         """Eager over exactly the live columns, with LeanLlama.body's choice of mask."""
@@ -318,7 +329,7 @@ class StaticRaggedCache(RaggedCache):
         out, hidden = self.graphs.run(key, run, inputs)
         return out[:batch], (hidden[:batch] if hidden is not None else None)
 
-    def _fast(self, ids, positions, valid, cols, past, keep, return_hidden, features):
+    def _fast(self, ids, positions, valid, cols, past, keep, return_hidden, features, attend=None):
         """The padded pass, fused and (mode "fast") compiled once per bucket: engine/model/fastpass.py.
         Eager ("fused") it attends over exactly the live columns: buckets only spare compiled shapes."""
         batch, n = ids.shape
@@ -328,6 +339,8 @@ class StaticRaggedCache(RaggedCache):
         ids = F.pad(ids, (0, 0, 0, pad))  # (rows, n): padding rows feed token 0
         positions = torch.cat([positions, torch.arange(n, device=self.device).expand(pad, n)])
         mask = padded_mask(valid, past, n, rows, window)  # (rows, 1, n, window)
+        if attend is not None:  # a draft tree (forward_tree): each node sees its context and its ancestors
+            mask[:batch, 0, :, : attend.shape[2]] = attend
         lean, runner = self.body_lean, self.runner_model
         if runner is not None:  # EAGLE: fc([embed(t); f]) outside, then one layer and the runner's norm
             x, final_norm, keep, return_hidden = runner.inputs(ids, F.pad(features, (0, 0, 0, 0, 0, pad))), runner.norm, 0, False
@@ -367,8 +380,9 @@ class StaticRaggedCache(RaggedCache):
         self.valid = self.valid[:, start:stop]
         self.width = stop - start
 
-    def _compact(self) -> None:
-        """RaggedCache._compact's gather, written back into the buffers' first columns."""
+    def _compact(self) -> torch.Tensor:
+        """RaggedCache._compact's gather, written back into the buffers' first columns; returns the gather
+        index (B, W'): new column c holds old column index[b, c]."""
         new_width = int(self.lengths.max())
         b, w = self.batch, self.width
         cols = torch.arange(w, device=self.device)
@@ -380,6 +394,7 @@ class StaticRaggedCache(RaggedCache):
         self.valid = torch.arange(new_width, device=self.device)[None, :] >= (new_width - self.lengths)[:, None]
         self.width = new_width
         self.compactions += 1
+        return index
 
 
 FAST_PATHS = ("fused", "fast", "native")  # StaticRaggedCache modes of the fast pass: fused eager, compiled, native kernels
@@ -412,18 +427,22 @@ def make_cache(model, device: torch.device, costs, cfg, runner=None, fast: str |
     fast ("off", "eager", "native", "compiled"; None: `fast_mode`, engine/model/fastpass.py: native on the CPU): with cuda_graphs "off"
     or "auto", the fused pass over static buffers, compiled or not; trees stay on the dynamic cache."""
     requested = cfg.cuda_graphs if cfg is not None else GraphMode.OFF.value
-    if cfg is not None and cfg.tree:  # the tree mask lives in the dynamic cache's forward only
+    fast = fast_mode(device) if fast is None else fast
+    on_fast_path = (
+        cfg is not None and fast != "off" and requested in (GraphMode.OFF.value, GraphMode.AUTO.value) and _capable(model, runner)
+    )
+    if cfg is not None and cfg.tree and not on_fast_path:  # trees: the dynamic cache or the fast pass (static_tree.py)
         cache = RaggedCache(model, device, costs, runner=runner)
         cache.graph_note = "tree drafting runs eager over the dynamic KV cache"
         return cache
     mode, why = resolve_mode(requested, torch.device(device), model, runner)
-    fast = fast_mode(device) if fast is None else fast
-    if cfg is not None and fast != "off" and requested in (GraphMode.OFF.value, GraphMode.AUTO.value) and _capable(model, runner):
+    if on_fast_path:
         mode, why = FAST_PATH_OF[fast], None
     if mode == "off":
         cache = RaggedCache(model, device, costs, runner=runner)
         cache.graph_note = why
         return cache
-    cache = StaticRaggedCache(model, device, costs, mode, cfg.max_new_tokens, runner=runner)
+    tree_columns = cfg.tree_nodes + 1 + cfg.tree_topk * cfg.depth if cfg.tree else 0  # a verify tree, or a drafter's entries
+    cache = StaticRaggedCache(model, device, costs, mode, cfg.max_new_tokens + tree_columns, runner=runner)
     cache.graph_note = why
     return cache

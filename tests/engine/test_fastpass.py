@@ -118,7 +118,8 @@ def test_fast_mode_switch(monkeypatch, tiny):
     assert type(make_cache(tiny.target, tiny.device, costs, DecodeConfig(), fast="off")) is RaggedCache
     assert make_cache(tiny.target, tiny.device, costs, DecodeConfig(cuda_graphs="static"), fast="compiled").mode == "static"
     tree = DecodeConfig(depth=3, drafter="model", tree_nodes=6, tree_topk=2)
-    assert type(make_cache(tiny.target, tiny.device, costs, tree, fast="compiled")) is RaggedCache
+    assert type(make_cache(tiny.target, tiny.device, costs, tree, fast="off")) is RaggedCache  # the lean pass: dynamic
+    assert make_cache(tiny.target, tiny.device, costs, tree, fast="eager").mode == "fused"  # trees on the fast pass too
 
 
 def test_eager_runner_counts_passes_and_no_compile_time():
@@ -202,3 +203,21 @@ def test_pass_pieces_match_the_lean_forward(dtype):
         q.float().transpose(1, 2), k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), attn_mask=mask, scale=0.25
     )
     torch.testing.assert_close(out.float(), expect.to(dtype).float().transpose(1, 2).reshape(2, 3, -1), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("fast", ["eager", "native"])
+@pytest.mark.parametrize("drafter", ["model", "eagle"])
+@pytest.mark.parametrize("prompts", [PROMPTS[:1], PROMPTS], ids=["batch1", "ragged3"])
+def test_tree_on_the_fast_pass_equals_plain_decoding(eagle_pair, monkeypatch, drafter, prompts, fast):
+    """EAGLE-2 trees verified and drafted over the static buffers (engine/model/static_tree.py): the same
+    greedy float32 tokens as plain decoding on the lean pass; fixed trees and goodput's cut trees."""
+    if fast == "native" and not cpukernels.available():
+        pytest.skip(f"native kernels unavailable: {cpukernels.why_not()}")
+    plain = _tokens(eagle_pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24), monkeypatch, "0")
+    for cfg in (
+        DecodeConfig(depth=4, drafter=drafter, tree_nodes=12, tree_topk=3, max_new_tokens=24),
+        DecodeConfig(depth=4, drafter=drafter, tree_nodes=12, tree_topk=3, policy="goodput", max_new_tokens=24),
+    ):
+        tree = _tokens(eagle_pair, prompts, cfg, monkeypatch, fast)
+        assert tree.output_ids == plain.output_ids, cfg.policy
+        assert tree.meta["kv_cache"] == "static" and tree.meta["decode_passes"] == PASS_NAMES[fast]
