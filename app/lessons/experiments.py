@@ -303,7 +303,7 @@ def load_leviathan(m: dict, s: dict) -> dict | None:
 
 
 # --- 7. width: a draft tree ------------------------------------------------------------------------------
-WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS, WIDTH_ROUNDS = 4, 2, 12, 2  # depth; prompts at batch 1; tokens per sequence; rounds
+WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS, WIDTH_ROUNDS = 4, 2, 10, 2  # depth; prompts at batch 1; tokens per sequence; rounds
 WIDTH_CONTENDERS = (PLAIN, "chain", "tree", GOODPUT)
 
 
