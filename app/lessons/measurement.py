@@ -258,8 +258,8 @@ SPECS = {
                 "tokens_per_s_runs?": SPREAD,
                 "other_cores?": "num?",
                 # the goodput row (newer measurements): mean draft nodes per row, and each decode step's shape
-                "mean_nodes?": "num",
-                "shapes?": [{"shape": ("plain", "chain", "tree"), "nodes": "int", "depth": "int"}],
+                "mean_nodes?": "num+",
+                "shapes?": [{"shape": ("plain", "chain", "tree"), "nodes": "nat", "depth": "nat"}],
             }
         ],
     },

@@ -191,8 +191,11 @@ def _choice_text(good: dict, best: dict, shape: tuple[str, int], verdict: int) -
         if verdict < 0:  # the same verify passes, yet slower: the gap lies in what else a goodput run does
             text += ", so the gap lies outside its choices (a goodput run also prefills its drafter and prices every step)"
         return text + "."
-    common = max(SHAPES, key=lambda k: sum(s["shape"] == k for s in shapes))
-    return text + f"; its most frequent choice ({common}) {'is' if common == shape[0] else 'is not'} that shape's kind."
+    counts = {k: sum(s["shape"] == k for s in shapes) for k in SHAPES}
+    common = [k for k, n in counts.items() if n == max(counts.values())]
+    if len(common) > 1:  # a tie: no most frequent choice to name
+        return text + "."
+    return text + f"; its most frequent choice ({common[0]}) {'is' if common[0] == shape[0] else 'is not'} that shape's kind."
 
 
 def _goodput_line(batch: int, good: dict, best: dict, shape: tuple[str, int]) -> tuple[str, int | None]:
