@@ -175,7 +175,7 @@ def key_numbers(name: str, m: dict, s: dict) -> list[tuple[str, str]]:
     if name == "width":
         return [
             (
-                f"batch {r['batch']}, {r['contender']} ({figures.pass_text(r).replace('tok/pass', 'tokens per pass')})",
+                f"batch {r['batch']}, {r['contender']} ({'≈' * (r.get('mean_nodes') is not None)}{r['tokens_per_pass']} tokens per pass)",
                 f"{r['tokens_per_s']:.1f} tokens/s, {f(r.get('tokens_per_step'), '.2f')} emitted per pass",
             )
             for r in m["rows"]

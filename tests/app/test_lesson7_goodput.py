@@ -191,3 +191,12 @@ def test_malformed_goodput_rows_are_refused_naming_the_field(tmp_path, mutate, m
     (tmp_path / "width.json").write_text(json.dumps(record), encoding="utf-8")
     with pytest.raises(measurement.MeasurementError, match=message):
         measurement.load_record(tmp_path / "width.json")
+
+
+def test_the_worksheet_lists_goodputs_mean_pass():
+    from app.lessons.show import key_numbers
+
+    record = record_with_goodput()
+    numbers = dict(key_numbers("width", record["measurement"], record["settings"]))
+    assert numbers["batch 1, goodput (≈7 tokens per pass)"] == "61.0 tokens/s, 2.20 emitted per pass"
+    assert "batch 16, chain (80 tokens per pass)" in numbers  # the fixed shapes as before
