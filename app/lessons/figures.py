@@ -394,10 +394,10 @@ def adaptive_table(m: dict, s: dict) -> list[dict]:
 
 # --- lesson 7: width ----------------------------------------------------------------------------
 def pass_text(c: dict | None) -> str:
-    """A bar's tokens per pass: a fixed shape's, or goodput's mean over its steps (its shape varies per step)."""
+    """A bar's tokens per pass: a fixed shape's, or (≈) goodput's mean over its steps (its shape varies per step)."""
     if not c:
         return ""
-    return f"≈{c['tokens_per_pass']} tok/pass (mean)" if c.get("mean_nodes") is not None else f"{c['tokens_per_pass']} tok/pass"
+    return f"≈{c['tokens_per_pass']} tok/pass" if c.get("mean_nodes") is not None else f"{c['tokens_per_pass']} tok/pass"
 
 
 def width_figure(m: dict, s: dict, label: str = "") -> go.Figure:
