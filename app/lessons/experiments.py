@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 from app.lessons import measurement as ms
 from app.lessons.load import cell
-from app.lessons.runs import LARGE_BATCHES, Job, cell_of_runs, interleaved, knee_tokens, lane_pair, large_batch, seed_passes
+from app.lessons.runs import LARGE_BATCHES, Job, cell_of_runs, interleaved, knee_tokens, lane_pair, large_batch, median_run, seed_passes
 from app.lessons.step_lesson import STEP_DEPTH, one_step, one_step_models
+from app.lessons.width import GOODPUT, goodput_fields, width_models, width_ratio
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
 from engine.costs import expected_tokens_per_step, ridge_tokens
@@ -302,45 +303,40 @@ def load_leviathan(m: dict, s: dict) -> dict | None:
 
 
 # --- 7. width: a draft tree ------------------------------------------------------------------------------
-WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS, WIDTH_ROUNDS = 4, 2, 16, 2  # depth; prompts at batch 1; tokens per sequence; rounds
-WIDTH_CONTENDERS = ("plain decoding", "chain", "tree")
+WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS, WIDTH_ROUNDS = 4, 2, 10, 2  # depth; prompts at batch 1; tokens per sequence; rounds
+WIDTH_CONTENDERS = (PLAIN, "chain", "tree", GOODPUT)
 
 
 def width_configs(drafter: str, nodes: int, topk: int) -> list[DecodeConfig]:
-    """Plain decoding, a chain of depth WIDTH_DEPTH, and a tree of `nodes` nodes (top-`topk`) as deep."""
+    """Plain decoding, a chain of depth WIDTH_DEPTH, a tree of `nodes` nodes (top-`topk`) as deep, and the goodput
+    policy choosing per step between plain, a chain of k ≤ WIDTH_DEPTH and that tree cut to its best n ≤ `nodes`."""
     spec = {"drafter": drafter, "depth": WIDTH_DEPTH, "max_new_tokens": WIDTH_TOKENS}
+    tree = {"tree_nodes": nodes, "tree_topk": topk}
     return [
         DecodeConfig(mode="autoregressive", max_new_tokens=WIDTH_TOKENS),
         DecodeConfig(**spec),
-        DecodeConfig(tree_nodes=nodes, tree_topk=topk, **spec),
+        DecodeConfig(**tree, **spec),
+        DecodeConfig(policy="goodput", **tree, **spec),
     ]
 
 
 def width(pair, probe, s: dict) -> dict:
-    """The three contenders at batch 1 (WIDTH_PROMPTS held-out prompts, one after another) and at `batch`, each run
-    WIDTH_ROUNDS times, interleaved at each batch size."""
+    """The four contenders at batch 1 (WIDTH_PROMPTS held-out prompts, one after another) and at `batch`, each run
+    WIDTH_ROUNDS times, interleaved at each batch size. Goodput's row adds the shape its median run verified at each
+    step (app/lessons/width.py `goodput_fields`); it starts from what earlier goodput runs of this process learnt."""
     drafter, nodes, topk, batch = model_drafter(pair), int(s["nodes"]), int(s["topk"]), int(s["batch"])
     rows = []
     for b in (1, batch):
         prompts = batch_prompts("heldout", WIDTH_PROMPTS if b == 1 else b)
         jobs = {name: Job(prompts, cfg, sequential=b == 1) for name, cfg in zip(WIDTH_CONTENDERS, width_configs(drafter, nodes, topk))}
         runs = interleaved(pair, jobs, WIDTH_ROUNDS)
-        for name, per_row in zip(WIDTH_CONTENDERS, (0, WIDTH_DEPTH, nodes)):
+        for name, per_row in zip(WIDTH_CONTENDERS, (0, WIDTH_DEPTH, nodes, None)):
             c = cell_of_runs(runs[name])
             keys = ("tokens_per_s", "tokens_per_step", "verify_ms", "flops", "tokens_per_s_runs", "other_cores")
-            rows.append({"batch": b, "contender": name, "tokens_per_pass": b * (per_row + 1)} | {k: c[k] for k in keys})
+            own = goodput_fields(b, median_run(runs[name])) if per_row is None else {"tokens_per_pass": b * (per_row + 1)}
+            rows.append({"batch": b, "contender": name} | own | {k: c[k] for k in keys})
     ridge = ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth)
     return {"drafter": drafter, "ridge_tokens": ridge, "depth": WIDTH_DEPTH, "nodes": nodes, "topk": topk, "rows": rows}
-
-
-def width_ratio(m: dict, s: dict, key: str = "tokens_per_s") -> float | None:
-    """The tree's `key` ÷ the chain's at the large batch."""
-    t, c = (cell(m["rows"], int(s["batch"]), name) for name in ("tree", "chain"))
-    return t[key] / c[key] if t and c and t.get(key) and c.get(key) else None
-
-
-def width_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
-    return [("if a wider pass cost nothing: the tree's tokens per pass ÷ the chain's (measured)", width_ratio(m, s, "tokens_per_step"))]
 
 
 # --- the table the page reads -------------------------------------------------------------------------

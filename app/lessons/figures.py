@@ -393,8 +393,16 @@ def adaptive_table(m: dict, s: dict) -> list[dict]:
 
 
 # --- lesson 7: width ----------------------------------------------------------------------------
+def pass_text(c: dict | None) -> str:
+    """A bar's tokens per pass: a fixed shape's, or (≈) goodput's mean over its steps (its shape varies per step)."""
+    if not c:
+        return ""
+    return f"≈{c['tokens_per_pass']} tok/pass" if c.get("mean_nodes") is not None else f"{c['tokens_per_pass']} tok/pass"
+
+
 def width_figure(m: dict, s: dict, label: str = "") -> go.Figure:
-    """Tokens/s of plain, chain and tree at both batches (tokens per pass on each bar), and tokens emitted per pass."""
+    """Tokens/s of plain, chain, tree and (newer measurements) goodput at both batches (tokens per pass on each bar),
+    and tokens emitted per pass. What goodput chose per step is app/lessons/width_steps.py's picture."""
     rows = m["rows"]
     xs = sorted({r["batch"] for r in rows})
     fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens/s, all sequences", "tokens emitted per pass (per row)"))
@@ -409,7 +417,7 @@ def width_figure(m: dict, s: dict, label: str = "") -> go.Figure:
             name=esc(name),
             marker=marker,
             error_y=_whiskers(vals),
-            text=[f"{c['tokens_per_pass']} tok/pass" if c else "" for c in cells],
+            text=[pass_text(c) for c in cells],
             textposition="outside",
             legendgroup=str(i),
             row=1,

@@ -257,6 +257,9 @@ SPECS = {
                 "flops": "num",
                 "tokens_per_s_runs?": SPREAD,
                 "other_cores?": "num?",
+                # the goodput row (newer measurements): mean draft nodes per row, and each decode step's shape
+                "mean_nodes?": "num+",
+                "shapes?": [{"shape": ("plain", "chain", "tree"), "nodes": "nat", "depth": "nat"}],
             }
         ],
     },

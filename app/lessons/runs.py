@@ -75,6 +75,11 @@ def cell_of_runs(runs: list[list]) -> dict:
     return stats[ms.median_index(rates)] | {"tokens_per_s": statistics.median(rates), "tokens_per_s_runs": ms.spread(rates)}
 
 
+def median_run(runs: list[list]) -> list:
+    """The traces of a contender's median run by tokens/s: the run whose numbers cell_of_runs reports."""
+    return runs[ms.median_index([run_stats(traces)["tokens_per_s"] for traces in runs])]
+
+
 def lane_pair(ar_runs: list[list], spec_runs: list[list]) -> dict:
     """Plain and speculative repeats as lanes (each the median run, with every run's tokens/s) and the compare
     numbers of the two median runs, so the speedup is the ratio of the median rates."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.lessons import conclusions, figures, gpu, load
+from app.lessons import conclusions, figures, gpu, load, width_steps
 from app.lessons.experiments import PLAIN
 from app.views import metrics, roofline
 
@@ -141,8 +141,12 @@ def show_by_load(m: dict, s: dict, label: str = "") -> None:
 
 
 def show_width(m: dict, s: dict, label: str = "") -> None:
-    st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}; the three contenders interleaved at each batch size.")
+    st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}; the contenders interleaved at each batch size.")
     _chart(figures.width_figure(m, s, label), "lesson7_fig")
+    steps = width_steps.shapes_figure(m, label)  # what goodput chose per step (None: an older recording without it)
+    if steps is not None:
+        _chart(steps, "lesson7_steps")
+        st.caption(width_steps.CAPTION)
     _noise_note(m["rows"])
     _table(conclusions.width_table(m))
     st.success("\n\n".join(conclusions.width_conclusion(m)))
@@ -171,7 +175,7 @@ def key_numbers(name: str, m: dict, s: dict) -> list[tuple[str, str]]:
     if name == "width":
         return [
             (
-                f"batch {r['batch']}, {r['contender']} ({r['tokens_per_pass']} tokens per pass)",
+                f"batch {r['batch']}, {r['contender']} ({'≈' * (r.get('mean_nodes') is not None)}{r['tokens_per_pass']} tokens per pass)",
                 f"{r['tokens_per_s']:.1f} tokens/s, {f(r.get('tokens_per_step'), '.2f')} emitted per pass",
             )
             for r in m["rows"]

@@ -1,9 +1,11 @@
 """Lesson 7 ("Width: a draft tree"): its table and its conclusion, computed from the measurement (no streamlit).
 
-Rows are one per (batch, contender) for plain decoding, a chain and a tree of the same depth (app/lessons/
-experiments.py `width`). A winner between tree and chain is named only beyond the spread of their interleaved
-runs (app/lessons/noise.py); every reason given is a measured number: tokens per pass, tokens emitted per pass,
-the verify pass's time.
+Rows are one per (batch, contender) for plain decoding, a chain and a tree of the same depth, and, in newer
+measurements, the goodput policy allowed all three (app/lessons/experiments.py `width`). A goodput row also
+carries the shape its median run verified at each decode step (`step_shapes`, read from the trace) and the mean
+draft nodes per row. A winner is named only beyond the spread of the interleaved runs (app/lessons/noise.py);
+every reason given is a measured number: tokens per pass, tokens emitted per pass, the verify pass's time, the
+shapes goodput chose. Older recordings, without a goodput row, read as before.
 """
 
 from __future__ import annotations
@@ -11,22 +13,66 @@ from __future__ import annotations
 from app.lessons.load import cell
 from app.lessons.noise import clear_winner, runs_text
 
+PLAIN, GOODPUT = "plain decoding", "goodput"
+FIXED = (PLAIN, "chain", "tree")  # the fixed shapes goodput is set against
+SHAPES = ("plain", "chain", "tree")  # what one decode step verified
+MAX_SHAPES = 512  # steps kept per row (the schema's list cap, engine/checks.py SPEC_MAX_LIST)
+
+
+def step_shapes(traces: list) -> list[dict]:
+    """The shape each decode step verified, in order (batch-1 prompts one after another): {"shape": plain, chain or
+    tree, "nodes": draft nodes per row (0, k or n), "depth"}. From the trace alone: a tree step records its nodes
+    (`Step.tree_nodes`, engine/decoding/decode.py), a chain drafted `Step.depth` tokens, a plain step none."""
+    out = []
+    for step in (s for t in traces for s in t.steps if s.kind == "decode"):
+        if step.tree_nodes is not None:
+            out.append({"shape": "tree", "nodes": step.tree_nodes, "depth": step.depth})
+        else:
+            out.append({"shape": "chain" if step.depth else "plain", "nodes": step.depth, "depth": step.depth})
+    return out
+
+
+def goodput_fields(batch: int, traces: list) -> dict:
+    """A goodput row's own numbers, from its median run: the shape of each decode step, the mean draft nodes per
+    row it verified, and its tokens per pass as batch × (mean nodes + 1), rounded (the fixed shapes' formula)."""
+    shapes = step_shapes(traces)
+    mean = sum(s["nodes"] for s in shapes) / len(shapes) if shapes else 0.0
+    return {"tokens_per_pass": round(batch * (mean + 1)), "mean_nodes": mean, "shapes": shapes[:MAX_SHAPES]}
+
+
+def nodes_per_row(r: dict) -> float:
+    """Draft nodes per row a contender verified: goodput's measured mean, else its fixed shape's (0, k or n)."""
+    return r["mean_nodes"] if r.get("mean_nodes") is not None else r["tokens_per_pass"] / r["batch"] - 1
+
+
+def width_ratio(m: dict, s: dict, key: str = "tokens_per_s") -> float | None:
+    """The tree's `key` ÷ the chain's at the large batch."""
+    t, c = (cell(m["rows"], int(s["batch"]), name) for name in ("tree", "chain"))
+    return t[key] / c[key] if t and c and t.get(key) and c.get(key) else None
+
+
+def width_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
+    return [("if a wider pass cost nothing: the tree's tokens per pass ÷ the chain's (measured)", width_ratio(m, s, "tokens_per_step"))]
+
 
 def width_table(result: dict) -> list[dict]:
-    """Lesson 7's rows as a table: tokens per pass (what the verify pass carries), tokens emitted per pass,
-    tokens/s (median, and the runs' range), the verify pass's median time and FLOPs against plain decoding."""
+    """Lesson 7's rows as a table: tokens per pass (what the verify pass carries; goodput's mean), draft nodes per
+    row, tokens emitted per pass, tokens/s (median, and the runs' range), the verify pass's median time and FLOPs
+    against plain decoding."""
     out = []
     for r in result["rows"]:
-        plain = cell(result["rows"], r["batch"], "plain decoding")
+        plain = cell(result["rows"], r["batch"], PLAIN)
         runs = r.get("tokens_per_s_runs")
+        varies = r.get("mean_nodes") is not None
         out.append(
             {
                 "batch": r["batch"],
                 "contender": r["contender"],
-                "tokens per pass": r["tokens_per_pass"],
+                "tokens per pass": round(r["batch"] * (r["mean_nodes"] + 1), 1) if varies else r["tokens_per_pass"],
+                "nodes per row (mean)": round(nodes_per_row(r), 2),
                 "tokens emitted per pass": round(r["tokens_per_step"], 2)
                 if r.get("tokens_per_step")
-                else (1.0 if r["contender"] == "plain decoding" else None),  # plain decoding: one per pass
+                else (1.0 if nodes_per_row(r) == 0 else None),  # plain decoding (or goodput choosing it throughout): one per pass
                 "tokens/s": round(r["tokens_per_s"], 1),
                 "runs (tokens/s)": ", ".join(f"{v:.1f}" for v in runs["values"]) if runs else "one run",
                 "verify ms (median)": round(r["verify_ms"], 1) if r.get("verify_ms") is not None else None,
@@ -90,7 +136,7 @@ def width_conclusion(result: dict) -> list[str]:
         (small, v_small), (large, v_large) = sorted(verdicts.items())
         word = {1: "paid", -1: "cost", 0: "made no clear difference"}
         text = f"Width {word[v_small]} at batch {small} and {word[v_large]} at batch {large}."
-        plain, chain, tree = (cell(result["rows"], large, n) for n in ("plain decoding", "chain", "tree"))
+        plain, chain, tree = (cell(result["rows"], large, n) for n in FIXED)
         if plain and chain and tree:
             text += (
                 f" At batch {large} a plain pass carried {plain['tokens_per_pass']} tokens, the chain's verify pass "
@@ -108,4 +154,102 @@ def width_conclusion(result: dict) -> list[str]:
             if kept is not None and 0 <= kept <= 1:
                 text += f" {1 - kept:.0%} of the tree's nodes were rejected at batch {large}."
         lines.append(text)
+    return lines + goodput_conclusion(result)
+
+
+def shapes_text(shapes: list[dict]) -> str:
+    """'plain decoding at 3, a chain at 5 (k = 2 to 4) and a tree at 4 (6 to 18 nodes, mean 9.5) of 12 decode steps'."""
+    parts = []
+    for kind, name in zip(SHAPES, ("plain decoding", "a chain", "a tree")):
+        sizes = [s["nodes"] for s in shapes if s["shape"] == kind]
+        if not sizes:
+            continue
+        lo, hi = min(sizes), max(sizes)
+        what = "k = " if kind == "chain" else ""
+        unit = " nodes" if kind == "tree" else ""
+        size = (
+            ""
+            if kind == "plain"
+            else f" ({what}{lo}{unit})"
+            if lo == hi
+            else f" ({what}{lo} to {hi}{unit}, mean {sum(sizes) / len(sizes):.1f})"
+        )
+        parts.append(f"{name} at {len(sizes)}{size}")
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"{listed} of {len(shapes)} decode step{'s' if len(shapes) != 1 else ''}"
+
+
+NAMED = {PLAIN: "plain decoding", "chain": "the chain", "tree": "the tree"}  # a fixed contender in a sentence
+
+
+def _choice_text(good: dict, best: dict, shape: tuple[str, int], verdict: int) -> str:
+    """What goodput verified, step by step, set against the fastest fixed shape's own (`shape`: its kind and nodes)."""
+    shapes = good["shapes"]
+    text = f" It chose {shapes_text(shapes)}, {nodes_per_row(good):.1f} draft nodes per row on average"
+    if all((s["shape"], s["nodes"]) == shape for s in shapes):
+        text += f": the same shape as {NAMED[best['contender']]} at every step"
+        if verdict < 0:  # the same verify passes, yet slower: the gap lies in what else a goodput run does
+            text += ", so the gap lies outside its choices (a goodput run also prefills its drafter and prices every step)"
+        return text + "."
+    counts = {k: sum(s["shape"] == k for s in shapes) for k in SHAPES}
+    common = [k for k, n in counts.items() if n == max(counts.values())]
+    if len(common) > 1:  # a tie: no most frequent choice to name
+        return text + "."
+    return text + f"; its most frequent choice ({common[0]}) {'is' if common[0] == shape[0] else 'is not'} that shape's kind."
+
+
+def _goodput_line(batch: int, good: dict, best: dict, shape: tuple[str, int]) -> tuple[str, int | None]:
+    """Goodput against the fastest fixed shape (by median) at one batch size, a verdict only beyond the spread; and
+    (verdict, or None without a spread to judge by)."""
+    verdict = clear_winner(good.get("tokens_per_s_runs"), best.get("tokens_per_s_runs"))
+    spread = bool(good.get("tokens_per_s_runs") and best.get("tokens_per_s_runs"))
+    said = {
+        1: "goodput beat it (every run above every run of it)",
+        -1: "goodput fell short of it (every run below every run of it)",
+        0: "goodput matched it within the spread (their runs overlap)" if spread else "one run each: no spread to judge by",
+    }[verdict]
+    ratio = f", {good['tokens_per_s'] / best['tokens_per_s']:.2f}×" if best["tokens_per_s"] else ""
+    text = (
+        f"Batch {batch}: goodput ran {good['tokens_per_s']:.1f} tokens/s{ratio} the fastest fixed shape, "
+        f"{NAMED[best['contender']]} ({best['tokens_per_s']:.1f}): {said}."
+    )
+    if spread:
+        text += f" Goodput {runs_text(good['tokens_per_s_runs'])}; {best['contender']} {runs_text(best['tokens_per_s_runs'])}."
+    if good.get("shapes"):
+        text += _choice_text(good, best, shape, verdict)
+    return text, verdict if spread else None
+
+
+def goodput_conclusion(result: dict) -> list[str]:
+    """Goodput against the fastest fixed shape at each batch size, what it chose, and whether it matched the best
+    fixed shape throughout (said only where every batch size had a spread to judge by). [] without a goodput row."""
+    lines, verdicts, best_of = [], {}, {}
+    for batch in sorted({r["batch"] for r in result["rows"]}):
+        good = cell(result["rows"], batch, GOODPUT)
+        fixed = [r for r in (cell(result["rows"], batch, n) for n in FIXED) if r]
+        if not good or not fixed:
+            continue
+        best = best_of[batch] = max(fixed, key=lambda r: r["tokens_per_s"])
+        shape = {PLAIN: ("plain", 0), "chain": ("chain", result["depth"]), "tree": ("tree", result["nodes"])}[best["contender"]]
+        line, verdicts[batch] = _goodput_line(batch, good, best, shape)
+        lines.append(line)
+    if len(verdicts) < 2 or None in verdicts.values():
+        return lines
+    short = [b for b, v in verdicts.items() if v < 0]
+    if short:
+        text = f"Goodput fell short of the fastest fixed shape at batch {' and '.join(map(str, short))}, beyond the spread."
+    else:
+        how = {(0,): "matched it within the spread", (1,): "beat it beyond the spread"}.get(
+            tuple(set(verdicts.values())), "matched or beat it"
+        )
+        text = f"Goodput {how} at every batch size, against the fastest fixed shape there."
+    names = {b: r["contender"] for b, r in best_of.items()}
+    if len(set(names.values())) > 1:
+        text += (
+            " The fastest fixed shape was not the same at every batch size ("
+            + ", ".join(f"{NAMED[n]} at batch {b}" for b, n in names.items())
+            + "): no one fixed shape was best at every batch size"
+            + ("; goodput chose its shape per step." if not short else ".")
+        )
+    lines.append(text)
     return lines

@@ -1,5 +1,6 @@
 """Lessons page in teacher mode (AppTest): every lesson shows its recorded result as a chart first, and a GPU
-panel that names the GPU and the source of each GPU figure. The model is never loaded for this."""
+panel that names the GPU and the source of each GPU figure; lesson 7 adds what goodput chose per step where its
+measurement has it. The model is never loaded for this."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from app.lessons import measurement  # noqa: E402
 from app.lessons.experiments import EXPERIMENTS  # noqa: E402
 from app.lessons.files import load_lessons  # noqa: E402
+from tests.app.test_lesson7_goodput import record_with_goodput  # noqa: E402  (a measurement with goodput rows)
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = load_lessons(ROOT / "lessons", EXPERIMENTS)
@@ -54,3 +57,27 @@ def test_teacher_mode_shows_a_gpu_panel_naming_the_gpu(lesson):
 
 def _json_of_charts(at: AppTest) -> str:
     return "\n".join(str(c.proto.spec) for c in at.get("plotly_chart"))
+
+
+def _show_width(m: dict) -> None:
+    from app.lessons.show import show_width
+
+    show_width(m, {"nodes": 24, "topk": 6, "batch": 16}, "recorded on a test machine, 2026-12-01")
+
+
+def test_lesson_7_draws_what_goodput_chose_under_its_figure_and_an_older_recording_without_it():
+    """show_width on a measurement with goodput rows: the lesson's figure, then the per-step strip with its caption,
+    the table with goodput's rows and its verdict; the shipped recording without goodput rows draws as before."""
+    m = record_with_goodput()["measurement"]
+    at = AppTest.from_function(_show_width, args=(m,), default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [c.key for c in at.get("plotly_chart")] == ["lesson7_fig", "lesson7_steps"]
+    assert "it takes the shape with the most expected tokens per second" in _texts(at.caption)
+    table = at.dataframe[0].value
+    assert list(table["contender"]).count("goodput") == 2 and "nodes per row (mean)" in table.columns
+    assert "Batch 1: goodput ran 61.0 tokens/s" in _texts(at.success)
+    old = measurement.load_record(ROOT / "assets" / "lessons" / "width.json")["measurement"]
+    old["rows"] = [r for r in old["rows"] if r["contender"] != "goodput"]
+    at = AppTest.from_function(_show_width, args=(old,), default_timeout=60).run()
+    assert not at.exception and [c.key for c in at.get("plotly_chart")] == ["lesson7_fig"]
+    assert "goodput" not in _texts(at.success) and len(at.dataframe[0].value) == 6

@@ -11,7 +11,7 @@ import pytest
 
 from app.lessons import experiments as lx
 from app.lessons import measurement, runs
-from engine import load_pair
+from engine import DecodeConfig, load_pair
 from engine.hardware import probe
 
 
@@ -58,10 +58,11 @@ def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name):
         assert measured is not None and measured > 0
     if name == "adaptive":
         assert [b["batch"] for b in m["batches"]] == [1, 2]
-    if name == "width":  # plain, chain and tree at batch 1 and 4; the tree's pass carries batch x (nodes + 1)
+    if name == "width":  # plain, chain, tree and goodput at batch 1 and 4; the tree's pass carries batch x (nodes + 1)
         from app.lessons import conclusions
 
-        assert [(r["batch"], r["contender"], r["tokens_per_pass"]) for r in m["rows"]] == [
+        fixed = [(r["batch"], r["contender"], r["tokens_per_pass"]) for r in m["rows"] if r["contender"] != "goodput"]
+        assert fixed == [
             (1, "plain decoding", 1),
             (1, "chain", 5),
             (1, "tree", 9),
@@ -69,9 +70,68 @@ def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name):
             (4, "chain", 20),
             (4, "tree", 36),
         ]
+        good = [r for r in m["rows"] if r["contender"] == "goodput"]
+        assert [r["batch"] for r in good] == [1, 4] and all(r["shapes"] and r["tokens_per_s_runs"] for r in good)
         lines = conclusions.width_conclusion(m)
-        assert len(lines) == 3 and lines[0].startswith("Batch 1: the tree (8 nodes, top-4, depth 4) ran")
-        assert len(conclusions.width_table(m)) == 6
+        assert len(lines) == 6 and lines[0].startswith("Batch 1: the tree (8 nodes, top-4, depth 4) ran")
+        assert lines[3].startswith("Batch 1: goodput ran") and len(conclusions.width_table(m)) == 8
+
+
+def test_width_races_goodput_and_records_what_it_verified_at_each_step(tiny, monkeypatch):
+    """Lesson 7 on the tiny pair (its draft model): goodput runs as the fourth contender, interleaved like the
+    others, and its row carries the shape of every decode step of its median run, which its numbers follow."""
+    monkeypatch.setattr(lx, "WIDTH_TOKENS", 6)
+    m = measurement.check_measurement("width", lx.width(tiny, probe(tiny.device, tiny.dtype, quick=True), SMALL["width"]))
+    assert [r["contender"] for r in m["rows"]] == list(lx.WIDTH_CONTENDERS) * 2 and lx.WIDTH_CONTENDERS[-1] == "goodput"
+    assert all(len(r["tokens_per_s_runs"]["values"]) == lx.WIDTH_ROUNDS for r in m["rows"])  # the same rounds as the others
+    for r in (r for r in m["rows"] if r["contender"] == "goodput"):
+        shapes, rows_in_flight = r["shapes"], r["batch"]
+        prompts = lx.WIDTH_PROMPTS if r["batch"] == 1 else 1  # batch 1 decodes its prompts one after another
+        assert prompts <= len(shapes) <= prompts * lx.WIDTH_TOKENS  # each step writes at least one token per row
+        for s in shapes:
+            assert s["shape"] in ("plain", "chain", "tree") and (s["nodes"] == 0) == (s["shape"] == "plain")
+            assert s["nodes"] <= (lx.WIDTH_DEPTH if s["shape"] == "chain" else SMALL["width"]["nodes"]) and s["depth"] <= lx.WIDTH_DEPTH
+        assert r["mean_nodes"] == pytest.approx(sum(s["nodes"] for s in shapes) / len(shapes))
+        assert r["tokens_per_pass"] == round(rows_in_flight * (r["mean_nodes"] + 1))
+    from app.lessons import conclusions
+
+    assert len(conclusions.width_table(m)) == 8 and any(line.startswith("Batch 4: goodput ran") for line in conclusions.width_conclusion(m))
+
+
+def test_step_shapes_follow_each_steps_own_pass(tiny):
+    """step_shapes reads a trace alone: plain, a chain of k or a tree of n nodes per decode step, and each agrees
+    with what that step's verify pass carried (tokens per pass = batch × (nodes + 1))."""
+    from app.lessons.width import step_shapes
+    from engine import generate
+
+    prompts = ["Hello there, how are you?", "Hi"]
+    spec = {"drafter": "model", "depth": 3, "max_new_tokens": 20}
+    traces = {
+        "plain": generate(tiny, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=20)),
+        "chain": generate(tiny, prompts, DecodeConfig(**spec)),
+        "tree": generate(tiny, prompts, DecodeConfig(tree_nodes=6, tree_topk=2, **spec)),
+        "goodput": generate(tiny, prompts, DecodeConfig(policy="goodput", tree_nodes=6, tree_topk=2, **spec)),
+    }
+    for name, trace in traces.items():
+        steps = [s for s in trace.steps if s.kind == "decode"]
+        shapes = step_shapes([trace])
+        assert len(shapes) == len(steps), name
+        for s, step in zip(shapes, steps):
+            assert step.tokens_per_pass == step.batch * (s["nodes"] + 1) and s["depth"] == step.depth, name
+        if name != "goodput":
+            assert {s["shape"] for s in shapes} == {name}, name
+    assert {s["nodes"] for s in step_shapes([traces["tree"]])} == {6} and max(s["nodes"] for s in step_shapes([traces["chain"]])) == 3
+    assert step_shapes([traces["plain"], traces["chain"]])[: len(step_shapes([traces["plain"]]))] == step_shapes([traces["plain"]])
+
+
+def test_median_run_is_the_run_the_cell_reports(tiny):
+    jobs = {"a": runs.Job(["Hello there", "Hi"], DecodeConfig(depth=2, drafter="model", max_new_tokens=6))}
+    three = runs.interleaved(tiny, jobs, 3)["a"]
+    cell, median = runs.cell_of_runs(three), runs.run_stats(runs.median_run(three))
+    assert median["tokens_per_s"] == cell["tokens_per_s"] == cell["tokens_per_s_runs"]["median"]  # an odd count: one middle run
+    assert {k: median[k] for k in ("verify_ms", "flops", "tokens_per_step")} == {
+        k: cell[k] for k in ("verify_ms", "flops", "tokens_per_step")
+    }
 
 
 def test_the_large_batch_is_chosen_past_this_machines_knee():
