@@ -138,7 +138,7 @@ class DecodeConfig:
         if nodes == 0:
             return
         if self.cuda_graphs in (GraphMode.STATIC.value, GraphMode.PADDED.value):
-            raise ConfigError(f"tree drafting runs over the dynamic KV cache or the fast pass: use cuda_graphs='off' or 'auto', not {self.cuda_graphs!r}")
+            raise ConfigError(f"tree drafting needs cuda_graphs='off' or 'auto' (dynamic cache or fast pass), not {self.cuda_graphs!r}")
         if self.drafter == DrafterKind.NGRAM.value:
             raise ConfigError(
                 "tree drafting (tree_nodes > 0) needs a drafter with a distribution to branch on: drafter='eagle' or 'model', not 'ngram'"

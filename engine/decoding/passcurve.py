@@ -32,6 +32,7 @@ from engine.config import DecodeConfig
 from engine.costs import ModelCosts
 from engine.formats import cache_dir
 from engine.hardware import StepTimer, device_name
+from engine.model import cpukernels
 from engine.model.fastpass import fast_mode
 from engine.model.pair import ModelPair
 from engine.model.static_cache import StaticRaggedCache, make_cache
@@ -89,7 +90,7 @@ def curve_key(pair) -> str:
     # the curve times the passes the decode loop runs by default: eager (DecodeConfig.cuda_graphs="off"), or
     # the fast pass where it runs (engine/model/fastpass.py: by default on the CPU)
     mode = fast_mode(pair.device)
-    graphs = "" if mode == "off" else f" | fast {mode}"
+    graphs = "" if mode == "off" else f" | fast {mode}" + (f" {cpukernels.fingerprint()}" if mode == "native" else "")
     return f"{device_name(pair.device)} | {pair.target_name} | {pair.dtype_name} | torch {torch.__version__}{graphs}"
 
 

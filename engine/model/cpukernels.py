@@ -14,6 +14,7 @@ AVX-512, or SPECLAB_NATIVE=0: `why_not()` says why, and the fast pass runs witho
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -83,6 +84,12 @@ def _load():
     lib.layer_forward.argtypes = [p, i, i, i, i, p, p, p, p, i, i, i, p, p, p, p, p, p, p, i, i, i, i, ctypes.c_float, ctypes.c_float, i]
     lib.layer_forward.restype = None
     return lib, None
+
+
+@functools.lru_cache(maxsize=1)
+def fingerprint() -> str:
+    """A short hash of the kernels' source: measurements of the native pass (pass curves) are keyed by it."""
+    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:8]
 
 
 def library():
