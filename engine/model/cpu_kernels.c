@@ -30,6 +30,9 @@
 #endif
 
 #define TMAX 8 /* tokens per register tile */
+#ifndef PREFETCH
+#define PREFETCH 32 /* k pairs (64-byte lines) ahead: measured 32 best of 16/32/64 on the EPYC (8 tokens 1.03-1.14x one token, 1.44-1.50x without) */
+#endif
 #define MAX_HEAD_DIM 256 /* the layer kernel keeps one head on the stack (cpukernels.MAX_HEAD_DIM) */
 
 static inline uint16_t f2bf(float f) {
@@ -96,6 +99,8 @@ void pack_f32(const float *w, float *wp, int K, int N) {
     for (int t = 0; t < T; t++) a0[t] = a1[t] = _mm512_setzero_ps();                                               \
     int kp = 0;                                                                                                    \
     for (; kp + 2 <= kp2; kp += 2) {                                                                               \
+      _mm_prefetch((const char *)(wb + (int64_t)(kp + PREFETCH) * 32), _MM_HINT_T0);                              \
+      _mm_prefetch((const char *)(wb + (int64_t)(kp + PREFETCH + 1) * 32), _MM_HINT_T0);                          \
       __m512i w0 = _mm512_loadu_si512(wb + (int64_t)kp * 32), w1 = _mm512_loadu_si512(wb + (int64_t)(kp + 1) * 32); \
       for (int t = 0; t < T; t++) {                                                                                \
         DOT_BF16_BCAST(a0[t], w0, x + (int64_t)t * kp2 + kp);                                                      \
@@ -115,6 +120,8 @@ void pack_f32(const float *w, float *wp, int K, int N) {
     for (int t = 0; t < T; t++) a0[t] = a1[t] = _mm512_setzero_ps();                                               \
     int k = 0;                                                                                                     \
     for (; k + 2 <= K; k += 2) {                                                                                   \
+      _mm_prefetch((const char *)(wb + (int64_t)(k + PREFETCH) * 16), _MM_HINT_T0);                               \
+      _mm_prefetch((const char *)(wb + (int64_t)(k + PREFETCH + 1) * 16), _MM_HINT_T0);                           \
       __m512 w0 = _mm512_loadu_ps(wb + (int64_t)k * 16), w1 = _mm512_loadu_ps(wb + (int64_t)(k + 1) * 16);        \
       for (int t = 0; t < T; t++) {                                                                                \
         a0[t] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x[(int64_t)t * K + k]), a0[t]);                                 \
