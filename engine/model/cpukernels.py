@@ -194,7 +194,7 @@ def layer(
     ln1, wqkv, wo, ln2, wgu, wd = weights
     bsz, n, hidden = x.shape
     cos, sin, bias = cos.contiguous(), sin.contiguous(), bias.contiguous()
-    library().layer_forward(
+    (_state.get("lib") or library()).layer_forward(  # loaded already: its matrices were packed by it
         x.data_ptr(),
         bsz,
         n,

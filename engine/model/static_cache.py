@@ -266,7 +266,7 @@ class StaticRaggedCache(RaggedCache):
         self.width = past + n_new
         self.valid = mask
         cols = torch.arange(past, past + n_new, device=self.device)  # (n,) buffer columns of the new tokens
-        if past == 0 or self.mode == GraphMode.STATIC.value:
+        if self.mode == GraphMode.STATIC.value or (past == 0 and self.mode not in FAST_PATHS):  # the fast pass prefills too
             out, hidden = self._exact(input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
         elif self.mode in FAST_PATHS:
             out, hidden = self._fast(input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
