@@ -17,11 +17,13 @@ The load-aware policies price the next step before choosing k:
 a table of batch ranges -> k, k = 0 switching speculation off. Given explicitly, or derived from this
 machine's measured pass-cost curve (engine/decoding/passcurve.py) with a prior acceptance.
 `goodput` chooses, at every step, the k that maximises expected emitted tokens per second for the batch
-in flight: B * E[tokens per row](k) / (T_verify(B * (k + 1)) + k * T_draft(B)), where T_verify comes from
-the measured pass-cost curve, corrected online by the ratio of each step's measured verify time to the
-curve's (one ratio shared by all pass sizes, following the machine's load, times a slower-learnt factor per
-size for the curve's shape errors), T_draft is the drafter's measured time per draft position (an estimate
-from its FLOPs until the first draft is timed), and E[tokens](k) = 1 + sum_i prod_{j<=i} a_j from a running
+in flight: B * E[tokens per row](k) / (T_verify(B * (k + 1)) + (k + 1) * T_draft(B) + T_step), where T_verify
+comes from the measured pass-cost curve, corrected online by the ratio of each step's measured verify time to
+the curve's (one ratio shared by all pass sizes, following the machine's load, times a slower-learnt factor
+per size for the curve's shape errors), T_draft is the drafter's measured time per draft position (the
+catch-up pass that feeds the last step's tokens counted as one more; an estimate from its FLOPs until the
+first draft is timed), T_step the measured time a step spends outside passes and drafting (bookkeeping,
+acceptance; plain steps priced with their own), and E[tokens](k) = 1 + sum_i prod_{j<=i} a_j from a running
 (EMA) estimate of the acceptance a_j at each draft position j given the ones before it (Leviathan et al.
 2023's expected tokens per step, with per-position rates instead of one alpha). It only changes how many
 tokens are proposed, so it stays lossless, and it never drafts more than `depth`, the user's maximum.
@@ -45,18 +47,12 @@ verify-time ratios, the drafter's measured cost) is kept across runs in the same
 drafter, dtype, device, pass-cost curve and shape settings (engine/decoding/warmstart.py): a policy starts from the
 last such run's state and writes its own back after every step. A fresh process starts from the priors.
 
-Exploration: a policy that only ever chose plain would never measure acceptance at that batch, and would stay
-at its prior. So after EXPLORE_STEPS plain steps in a row goodput drafts one chain (the best k >= 1 by the same
-rate); each exploration that leaves plain the choice doubles the wait (up to EXPLORE_MAX), a speculative choice
-resets it. Likewise every EXPLORE_STEPS-th tree step verifies twice the nodes its cut keeps, so the deep nodes a
-cut leaves out keep being measured. Cost bound: at most one step in EXPLORE_STEPS (one in 16) is priced on
-anything but the policy's own best guess, and an exploring step costs at most one chain (or twice the cut).
-Both rules are deterministic given the steps seen, and like the warm start they only change what is proposed.
+Exploration: a policy that only ever chose plain would never measure acceptance at that batch. So after
+EXPLORE_STEPS plain steps in a row goodput drafts one chain (the best k >= 1 by the same rate): see
+EXPLORE_STEPS below. Deterministic given the steps seen; like the warm start it only changes what is proposed.
 
-Every policy sees a `PolicyContext` before each step (`depth`, and `tree_now`: a tree or a chain in a
-tree-drafting run), a drafted tree (`tree_size`: the static ones verify it whole) and the finished `Step`
-after it (`observe`: a no-op for the static ones).
-"""
+Every policy sees a `PolicyContext` before each step (`depth`; `tree_now`), a drafted tree (`tree_size`: the
+static ones verify it whole) and the finished `Step` after it (`observe`: a no-op for the static ones)."""
 
 from __future__ import annotations
 
@@ -153,10 +149,9 @@ SHAPE_WEIGHT = 0.05  # a pass size's own verify-time factor (GoodputDepth.verify
 # A tree-drafting goodput run draws the shape it has not chosen (chain or tree) once after this many decode
 # steps without it, so its estimate follows the text: at most one step in REFRESH_STEPS priced on a guess.
 REFRESH_STEPS = 32
-# Exploration (goodput): after EXPLORE_STEPS plain steps in a row, one step drafts the best chain instead, so the
-# acceptance is measured at this batch rather than frozen at a guess; each exploration that leaves plain still the
-# choice doubles the wait (to EXPLORE_MAX), a speculative choice resets it. Likewise every EXPLORE_STEPS-th tree step
-# verifies twice the nodes its cut keeps. Cost bound: at most one step in EXPLORE_STEPS priced on something else.
+# Exploration (goodput): after EXPLORE_STEPS plain steps in a row one step drafts the best chain; an exploration that
+# leaves plain the choice doubles the wait (to EXPLORE_MAX), a speculative choice resets it. Every EXPLORE_STEPS-th
+# tree step verifies twice its cut's nodes. At most one step in EXPLORE_STEPS is priced on anything but the best guess.
 EXPLORE_STEPS = 16
 EXPLORE_MAX = 256
 
@@ -172,13 +167,12 @@ def expected_tokens(accept: list[float], k: int) -> float:
     return total
 
 
-def best_depth(
-    batch: int, max_depth: int, accept: list[float], verify_ms, draft_ms_per_position: float, min_depth: int = 0
-) -> tuple[int, float]:
-    """(k, expected tokens per ms) maximising batch * E[tokens](k) / (verify_ms(batch * (k + 1)) + k * draft), k >= min_depth."""
-    best_k, best_rate = (0, batch / verify_ms(batch)) if min_depth == 0 else (0, float("-inf"))
+def best_depth(batch: int, max_depth: int, accept, verify_ms, draft_ms_per_position: float, min_depth: int = 0, fixed_ms=(0.0, 0.0)):
+    """(k, expected tokens per ms) maximising batch * E[tokens](k) / (verify_ms(batch * (k + 1)) + k * draft + fixed), k >= min_depth.
+    fixed_ms: per-step time that does not grow with k, (plain step, speculative step); goodput measures it."""
+    best_k, best_rate = (0, batch / (verify_ms(batch) + fixed_ms[0])) if min_depth == 0 else (0, float("-inf"))
     for k in range(max(1, min_depth), max_depth + 1):
-        rate = batch * expected_tokens(accept, k) / (verify_ms(batch * (k + 1)) + k * draft_ms_per_position)
+        rate = batch * expected_tokens(accept, k) / (verify_ms(batch * (k + 1)) + k * draft_ms_per_position + fixed_ms[1])
         if rate > best_rate:
             best_k, best_rate = k, rate
     return best_k, best_rate
@@ -239,6 +233,7 @@ class GoodputDepth:
     calibration: Calibration = field(default_factory=Calibration)  # joint confidence -> acceptance
     tree_gain: list[float] | None = None  # EMA of a tree's expected accepted nodes per row, n = 1..tree_nodes
     tree_draft_ms: dict[int, float] = field(default_factory=dict)  # log2 bucket of batch -> measured ms to grow a tree
+    step_ms: dict[int, float] = field(default_factory=dict)  # 0: a plain step's time outside its pass, 1: a speculative step's
     since: dict[str, int] = field(default_factory=lambda: {"chain": 0, "tree": 0})  # decode steps since each shape ran
     plain_run: int = 0  # plain decode steps in a row (exploration)
     explore_every: int = EXPLORE_STEPS  # plain steps in a row before the next exploring chain
@@ -254,7 +249,7 @@ class GoodputDepth:
         if learnt is not None:
             self.restore(learnt)
 
-    LEARNT = ("accept", "verify_ratio", "draft_ms", "tree_gain", "tree_draft_ms", "explore_every")
+    LEARNT = ("accept", "verify_ratio", "draft_ms", "tree_gain", "tree_draft_ms", "explore_every", "step_ms")
 
     def learnt(self) -> dict:
         """What a later run with the same key starts from (engine/decoding/warmstart.py)."""
@@ -263,7 +258,8 @@ class GoodputDepth:
 
     def restore(self, learnt: dict) -> None:
         for name in self.LEARNT:
-            setattr(self, name, learnt[name])
+            if name in learnt:  # a store from before a field existed keeps its default
+                setattr(self, name, learnt[name])
         self.calibration = Calibration(*map(list, learnt["calibration"]))
 
     @staticmethod
@@ -294,9 +290,14 @@ class GoodputDepth:
             return self._nearest(self.tree_draft_ms, batch)
         return depth * self.draft_ms_per_position(batch * self.tree_topk)
 
+    def fixed_ms(self) -> tuple[float, float]:
+        """Measured per-step time outside the passes and the drafting: (a plain step's, a speculative step's)."""
+        return self.step_ms.get(0, 0.0), self.step_ms.get(1, 0.0)
+
     def best_cut(self, batch: int, gain, draft_ms: float) -> tuple[int, float]:
-        """(n, expected tokens per ms) maximising (batch + gain[n - 1]) / (verify_ms(batch * (n + 1)) + draft_ms)."""
-        rates = [(batch + float(g)) / (self.verify_ms(batch * (n + 1)) + draft_ms) for n, g in enumerate(gain, start=1)]
+        """(n, expected tokens per ms) maximising (batch + gain[n - 1]) / (verify_ms(batch * (n + 1)) + draft_ms + fixed)."""
+        fixed = self.fixed_ms()[1]
+        rates = [(batch + float(g)) / (self.verify_ms(batch * (n + 1)) + draft_ms + fixed) for n, g in enumerate(gain, start=1)]
         n = max(range(len(rates)), key=rates.__getitem__)
         return n + 1, rates[n]
 
@@ -306,10 +307,12 @@ class GoodputDepth:
         batch = ctx.batch
         draft_ms = self.draft_ms_per_position(batch)
         max_depth = min(ctx.base_depth, self.max_depth)
-        k, rate = best_depth(batch, max_depth, self.accept, self.verify_ms, draft_ms)
+        plain, spec = self.fixed_ms()
+        fixed = (plain, spec + (draft_ms if self.draft_ms else 0.0))  # a measured drafter's catch-up: one position
+        k, rate = best_depth(batch, max_depth, self.accept, self.verify_ms, draft_ms, fixed_ms=fixed)
         explore = k == 0 and self.plain_run >= self.explore_every
         if explore:  # plain for a while: measure this batch's acceptance with the best chain (EXPLORE_STEPS)
-            k, rate = best_depth(batch, max_depth, self.accept, self.verify_ms, draft_ms, min_depth=1)
+            k, rate = best_depth(batch, max_depth, self.accept, self.verify_ms, draft_ms, min_depth=1, fixed_ms=fixed)
             self.explore_every = min(2 * self.explore_every, EXPLORE_MAX)
         elif k > 0:
             self.explore_every = EXPLORE_STEPS
@@ -379,6 +382,8 @@ class GoodputDepth:
 
     def _learn(self, step) -> None:
         bb = self._bucket(step.batch)
+        spec = int(step.depth > 0 or step.tree_nodes is not None)
+        self.step_ms[spec] = _ema(self.step_ms.get(spec), step.overhead_ms + step.policy_ms)
         if step.tree_nodes is not None:
             self.since["tree"] = 0
             if step.draft_ms > 0:
@@ -387,8 +392,8 @@ class GoodputDepth:
             return
         if step.depth > 0:
             self.since["chain"] = 0
-            if step.draft_ms > 0:
-                self.draft_ms[bb] = _ema(self.draft_ms.get(bb), step.draft_ms / step.depth)
+            if step.draft_ms > 0:  # per position, the catch-up pass counted as one (see `depth`)
+                self.draft_ms[bb] = _ema(self.draft_ms.get(bb), step.draft_ms / (step.depth + 1))
             self.calibration.observe([d for row in step.seqs for d in chain_drafts(row.drafted)])
         reached = [0] * len(self.accept)
         kept = [0] * len(self.accept)
