@@ -233,7 +233,7 @@ class GoodputDepth:
     calibration: Calibration = field(default_factory=Calibration)  # joint confidence -> acceptance
     tree_gain: list[float] | None = None  # EMA of a tree's expected accepted nodes per row, n = 1..tree_nodes
     tree_draft_ms: dict[int, float] = field(default_factory=dict)  # log2 bucket of batch -> measured ms to grow a tree
-    step_ms: dict[int, float] = field(default_factory=dict)  # 0: a plain step's time outside its pass, 1: a speculative step's
+    step_ms: dict[int, float] = field(default_factory=dict)  # a step's time outside passes and drafting: 0 plain, 1 chain, 2 tree
     since: dict[str, int] = field(default_factory=lambda: {"chain": 0, "tree": 0})  # decode steps since each shape ran
     plain_run: int = 0  # plain decode steps in a row (exploration)
     explore_every: int = EXPLORE_STEPS  # plain steps in a row before the next exploring chain
@@ -296,7 +296,7 @@ class GoodputDepth:
 
     def best_cut(self, batch: int, gain, draft_ms: float) -> tuple[int, float]:
         """(n, expected tokens per ms) maximising (batch + gain[n - 1]) / (verify_ms(batch * (n + 1)) + draft_ms + fixed)."""
-        fixed = self.fixed_ms()[1]
+        fixed = self.step_ms.get(2, self.fixed_ms()[1])  # a tree step's own (its acceptance walk, its roll-back)
         rates = [(batch + float(g)) / (self.verify_ms(batch * (n + 1)) + draft_ms + fixed) for n, g in enumerate(gain, start=1)]
         n = max(range(len(rates)), key=rates.__getitem__)
         return n + 1, rates[n]
@@ -382,8 +382,8 @@ class GoodputDepth:
 
     def _learn(self, step) -> None:
         bb = self._bucket(step.batch)
-        spec = int(step.depth > 0 or step.tree_nodes is not None)
-        self.step_ms[spec] = _ema(self.step_ms.get(spec), step.overhead_ms + step.policy_ms)
+        shape = 2 if step.tree_nodes is not None else int(step.depth > 0)  # plain, chain, tree
+        self.step_ms[shape] = _ema(self.step_ms.get(shape), step.overhead_ms + step.policy_ms)
         if step.tree_nodes is not None:
             self.since["tree"] = 0
             if step.draft_ms > 0:
