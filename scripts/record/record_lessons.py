@@ -28,6 +28,7 @@ from app.lessons.experiments import EXPERIMENTS
 from engine import DecodeConfig, Trace, generate, load_pair
 from engine.bench.prompts import batch_prompts
 from engine.decoding.passcurve import pass_curve
+from engine.drafters import available_drafters
 from engine.hardware import probe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +41,7 @@ def record_step_through(pair, peaks: dict, date: str, tree: bool = False) -> Pat
     """A short batch-1 greedy run with the EAGLE head (or the draft model) at depth 4: every stage of a step
     has something to show (the page picks the first step with a rejection). tree: drafting a tree of 24
     nodes, top-6 (the batch-1 winner on the AMX Xeon, docs/measurements.md), into STEP_TREE_TRACE."""
-    drafter = "eagle" if pair.drafter_name("eagle") else "model"
+    drafter = "eagle" if "eagle" in available_drafters(pair) else "model"
     shape = {"tree_nodes": 24, "tree_topk": 6} if tree else {}
     cfg = DecodeConfig(depth=4, drafter=drafter, max_new_tokens=16, seed=0, **shape)
     trace = generate(pair, batch_prompts("heldout", 1), cfg)
