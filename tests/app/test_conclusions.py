@@ -324,7 +324,10 @@ def test_width_table_and_the_recording_fit_the_schema():
     assert table[2]["tokens per pass"] == 25 and table[5]["tokens per pass"] == 400
     assert table[0]["tokens emitted per pass"] == 1.0 and table[2]["tokens emitted per pass"] == 3.4
     record = measurement.load_record(Path(__file__).resolve().parents[2] / "assets" / "lessons" / "width.json")
-    assert len(conclusions.width_conclusion(record["measurement"])) == 3
+    raced = any(r["contender"] == "goodput" for r in record["measurement"]["rows"])  # lesson 7's fourth contender
+    lines = conclusions.width_conclusion(record["measurement"])
+    assert len(lines) == (6 if raced else 3)  # per batch tree vs chain, the width line; then goodput per batch and overall
+    assert lines[0].startswith("Batch 1: the tree") and (not raced or lines[3].startswith("Batch 1: goodput"))
 
 
 def test_lesson4_verdicts_only_beyond_the_spread_and_latency():

@@ -128,11 +128,13 @@ def test_native_pass_runs_each_layer_in_one_call(tiny, monkeypatch):
 @needs_kernels
 def test_layer_ready_needs_packed_matrices_and_float32_buffers():
     w = cpukernels.Packed(_matrix(32, 16, torch.float32), max_tokens=4)
-    weights = (None, w, w, None, w, w)
+    ln = torch.ones(16)
+    weights = (ln, w, w, ln, w, w)
     buf = torch.zeros(1, 1, 8, 4)
     x = torch.zeros(1, 4, 16)
     assert cpukernels.layer_ready(x, weights, buf, 4)
     assert not cpukernels.layer_ready(torch.zeros(1, 5, 16), weights, buf, 4)  # more tokens than the matrices take
     assert not cpukernels.layer_ready(x, weights, buf.to(torch.bfloat16), 4)
     assert not cpukernels.layer_ready(x.to(torch.bfloat16), weights, buf, 4)
-    assert not cpukernels.layer_ready(x, (None, _matrix(32, 16, torch.float32), w, None, w, w), buf, 4)
+    assert not cpukernels.layer_ready(x, (ln, _matrix(32, 16, torch.float32), w, ln, w, w), buf, 4)
+    assert not cpukernels.layer_ready(x, (ln.double(), w, w, ln, w, w), buf, 4)  # norms in another dtype
