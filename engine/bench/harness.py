@@ -8,6 +8,7 @@ drafter), so our speedups are against an honest reference, not a handicapped loo
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -110,6 +111,16 @@ def _draft_forward_ms(steps) -> float | None:
     if not drafted:
         return None
     return _median([st.draft_ms / st.depth for st in drafted])
+
+
+def fast_lane(pair: ModelPair, cfg: DecodeConfig, fast: str):
+    """A benchmark contender: run(prompts, n) decodes with `cfg` (n new tokens) under SPECLAB_FAST=`fast`, as `_ours`."""
+
+    def run(prompts: list[str], n: int) -> dict:
+        os.environ["SPECLAB_FAST"] = fast
+        return _ours(pair, prompts, DecodeConfig.from_dict(cfg.to_dict() | {"max_new_tokens": n}), 1)
+
+    return run
 
 
 def hf_generate(pair: ModelPair, prompts: list[str], max_new_tokens: int, repeats: int, **kwargs) -> dict:

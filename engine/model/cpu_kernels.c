@@ -43,16 +43,6 @@ static inline uint16_t f2bf(float f) {
   return (uint16_t)(u >> 16);
 }
 
-int speclab_kernels_version(void) { return 1; }
-
-int speclab_has_bf16_dot(void) {
-#ifdef __AVX512BF16__
-  return 1;
-#else
-  return 0;
-#endif
-}
-
 /* ---- packing ------------------------------------------------------------------------------------- */
 void pack_bf16(const uint16_t *w, uint16_t *wp, int K, int N) { /* K even */
   int kp2 = K / 2, blocks = (N + 15) / 16;

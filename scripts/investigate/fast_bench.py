@@ -12,6 +12,7 @@ the load average after every round.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -31,7 +32,7 @@ def main() -> None:
     p.add_argument("--json", default=None)
     args = p.parse_args()
     from engine import DecodeConfig, load_pair
-    from engine.bench.harness import _ours, hf_generate
+    from engine.bench.harness import fast_lane, hf_generate
     from engine.bench.prompts import prompt_set_list
     from engine.bench.rates import rate_lines, ratio_lines
 
@@ -41,12 +42,7 @@ def main() -> None:
     ar = DecodeConfig(mode="autoregressive", max_new_tokens=m)
     spec = DecodeConfig(depth=args.depth, drafter="eagle", max_new_tokens=m)
 
-    def ours(cfg, fast):
-        def run(ps, n):
-            os.environ["SPECLAB_FAST"] = fast
-            return _ours(pair, ps, DecodeConfig.from_dict(cfg.to_dict() | {"max_new_tokens": n}), 1)
-
-        return run
+    ours = functools.partial(fast_lane, pair)
 
     contenders = {
         "hf_generate": lambda ps, n: hf_generate(pair, ps, n, 1),

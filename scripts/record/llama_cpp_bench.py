@@ -72,7 +72,7 @@ def main() -> None:
 
     os.environ["SPECLAB_THREADS"] = str(args.threads)  # load_pair sizes torch's pool from it
     from engine import DecodeConfig, load_pair
-    from engine.bench.harness import _ours, hf_generate
+    from engine.bench.harness import fast_lane, hf_generate
     from engine.bench.prompts import prompt_set_list
     from engine.bench.rates import rate_lines, ratio_lines
 
@@ -100,11 +100,7 @@ def main() -> None:
     ar = DecodeConfig(mode="autoregressive", max_new_tokens=m)
 
     def ours(fast):
-        def run(ps, n):
-            os.environ["SPECLAB_FAST"] = fast
-            return _ours(pair, ps, DecodeConfig.from_dict(ar.to_dict() | {"max_new_tokens": n}), 1)
-
-        return run
+        return fast_lane(pair, ar, fast)
 
     contenders = {
         "hf_generate": lambda ps, n: hf_generate(pair, ps, n, 1),

@@ -1,5 +1,7 @@
 """engine/bench/rates.py: the benchmark scripts' median [min, max] table and ratios (of medians, per round)."""
 
+import os
+
 from engine.bench.rates import rate_lines, ratio_lines
 
 
@@ -17,3 +19,17 @@ def test_ratio_lines_pair_rounds_and_skip_missing():
     assert len(lines) == 2
     # medians 20 / 10 = 2.00x; per round 2, 4, 2 -> median 2, min 2, max 4
     assert lines[1].split() == ["a", "/", "b", "2.00x", "2.00x", "2.00x", "4.00x"]
+
+
+def test_fast_lane_sets_the_pass_and_decodes(tiny, monkeypatch):
+    """engine.bench.harness.fast_lane: the benchmark scripts' contender runs under its SPECLAB_FAST, n tokens."""
+    from conftest import PROMPTS
+
+    from engine import DecodeConfig
+    from engine.bench.harness import fast_lane
+
+    monkeypatch.setenv("SPECLAB_FAST", "eager")
+    run = fast_lane(tiny, DecodeConfig(mode="autoregressive", max_new_tokens=99), "0")
+    got = run(PROMPTS[:1], 5)
+    assert os.environ["SPECLAB_FAST"] == "0"
+    assert len(got["outputs"][0]) == 5 and got["tokens_per_s"] > 0
