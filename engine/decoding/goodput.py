@@ -1,0 +1,339 @@
+"""The `goodput` depth policy: plain, a chain of k or a tree of n nodes, whichever maximises expected tokens
+per second from the measured cost of a pass and the run's own acceptance (the other policies:
+engine/decoding/policies.py, which builds this one in `make_policy`).
+
+`goodput` chooses, at every step, the k that maximises expected emitted tokens per second for the batch
+in flight: B * E[tokens per row](k) / (T_verify(B * (k + 1)) + (k + 1) * T_draft(B) + T_step), where T_verify
+comes from the measured pass-cost curve, corrected online by the ratio of each step's measured verify time to
+the curve's (one ratio shared by all pass sizes, following the machine's load, times a slower-learnt factor
+per size for the curve's shape errors), T_draft is the drafter's measured time per draft position (the
+catch-up pass that feeds the last step's tokens counted as one more; an estimate from its FLOPs until the
+first draft is timed), T_step the measured time a step spends outside passes and drafting (bookkeeping,
+acceptance; plain steps priced with their own), and E[tokens](k) = 1 + sum_i prod_{j<=i} a_j from a running
+estimate of the acceptance a_j at each draft position j given the ones before it (Leviathan et al. 2023's
+expected tokens per step, with per-position rates instead of one alpha). It only changes how many tokens are
+proposed, so it stays lossless, and it never drafts more than `depth`, the user's maximum.
+
+The acceptance estimate is a ratio of decayed counts, a_j = kept_j / reached_j: every step that measures
+position j, and every plain step, multiplies both by ACCEPT_DECAY and adds PRIOR_WEIGHT * (1 - ACCEPT_DECAY)
+prior observations at PRIOR_ACCEPTANCE, then the step's own rows (those that reached position j; those of them
+that kept it). Positions deeper than the chosen k are measured by every EXPLORE_STEPS-th chain, which drafts
+one position more (their estimates rest on those steps alone, so a chain of k does not wash them out). At batch 1
+a step is one yes/no per position, so an average over the last step or two would swing with every rejection:
+three rejections in a row (one run in fifteen at a = 0.6) pulled the old per-step EMA from 0.6 to 0.3, goodput
+then chose plain, and plain steps measure nothing, so it stayed plain for whole runs (measured on the EPYC,
+docs/measurements.md). With counts, an estimate rests on the last ~1 / (1 - ACCEPT_DECAY) observations, and
+one that stops being fed (plain steps) drifts back to the prior, so a bad stretch is re-tried, not believed
+for ever.
+
+Width by measured cost: with tree drafting (`tree_nodes` > 0) `goodput` also chooses the shape. Before a
+step it compares plain, the best chain and a tree (`choose_tree`): a tree of n nodes is worth
+B * E[tokens](n) / (T_verify(B * (n + 1)) + T_tree(B)), T_tree the measured time to grow the full tree
+(EAGLE-2: `depth` levels of top-k; before the first, `depth` draft passes over B * top-k tokens), and
+E[tokens](n) = 1 + the sum, over the n most likely nodes, of the chance that the node's whole path is
+accepted: the product along the path of the drafter's q, each calibrated by the run's measured acceptance
+(engine/decoding/tree_value.py, which states what that assumes). Before drafting, the recent trees'
+calibrated curve stands in for the next tree's; once a tree is drafted, `tree_size` cuts it to the n
+that maximises the same rate with its own probabilities (`DraftTree.best` keeps each row's n best nodes,
+still a tree). While it speculates, the shape it has not chosen is drawn once every REFRESH_STEPS decode
+steps (a tree at once, if none was drawn yet), so its estimate follows the text. A cut tree is a
+deterministic function of the drafter's q and of past steps, fixed before the target's pass, so tree
+verification stays lossless.
+
+Warm start: what goodput learns (per-position acceptance, the calibration a(q), the trees' value curve, the
+verify-time ratios, the drafter's measured cost) is kept across runs in the same process, keyed by target,
+drafter, dtype, device, pass-cost curve and shape settings (engine/decoding/warmstart.py): a policy starts from the
+last such run's state and writes its own back after every step. A fresh process starts from the priors.
+
+Exploration: a policy that only ever chose plain would never measure acceptance at that batch. So after
+EXPLORE_STEPS plain steps in a row goodput drafts one chain (the best k >= 1 by the same rate): see
+EXPLORE_STEPS below. Deterministic given the steps seen; like the warm start it only changes what is proposed.
+Every policy sees a `PolicyContext` before each step, a drafted tree (`tree_size`) and the finished `Step`
+after it (`observe`): the protocol is engine/decoding/policies.py's `DepthPolicy`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from engine.decoding import warmstart
+from engine.decoding.tree_value import Calibration, chain_drafts, tree_drafts, tree_value
+
+if TYPE_CHECKING:
+    from engine.decoding.policies import PolicyContext
+
+# The acceptance a policy assumes before a run has verified anything: a starting guess, worth PRIOR_WEIGHT
+# observations; the run's own rows outweigh it within a few steps (see the module docstring).
+PRIOR_ACCEPTANCE = 0.6
+PRIOR_WEIGHT = 2.0
+ACCEPT_DECAY = 0.96  # per decode step: an estimate rests on the last ~25 observed rows of each position
+EMA_WEIGHT = 0.2  # the costs' running averages (verify-time ratio, draft time, step time)
+SHAPE_WEIGHT = 0.05  # a pass size's own verify-time factor (GoodputDepth.verify_ms): slower than the load's EMA_WEIGHT
+# A tree-drafting goodput run draws the shape it has not chosen (chain or tree) once after this many decode
+# steps without it, so its estimate follows the text: at most one step in REFRESH_STEPS priced on a guess.
+REFRESH_STEPS = 32
+# Exploration (goodput): after EXPLORE_STEPS plain steps in a row one step drafts the best chain; an exploration that
+# leaves plain the choice doubles the wait (to EXPLORE_MAX), a speculative choice resets it. Every EXPLORE_STEPS-th
+# tree step verifies twice its cut's nodes, every EXPLORE_STEPS-th chain drafts one position deeper than chosen. At
+# most one step in EXPLORE_STEPS of each shape is priced on anything but the best guess.
+EXPLORE_STEPS = 16
+EXPLORE_MAX = 256
+
+
+def expected_tokens(accept: list[float], k: int) -> float:
+    """Expected tokens a row emits in a step of depth k: 1 (the target's own) + sum over i <= k of the
+    chance that drafts 1..i are all accepted, with accept[j] the acceptance of position j+1 given the ones
+    before it (with a constant alpha this is Leviathan et al.'s (1 - alpha^(k+1)) / (1 - alpha))."""
+    total, run = 1.0, 1.0
+    for j in range(k):
+        run *= accept[j]
+        total += run
+    return total
+
+
+def best_depth(batch: int, max_depth: int, accept, verify_ms, draft_ms_per_position: float, min_depth: int = 0, fixed_ms=(0.0, 0.0)):
+    """(k, expected tokens per ms) maximising batch * E[tokens](k) / (verify_ms(batch * (k + 1)) + k * draft + fixed), k >= min_depth.
+    fixed_ms: per-step time that does not grow with k, (plain step, speculative step); goodput measures it."""
+    best_k, best_rate = (0, batch / (verify_ms(batch) + fixed_ms[0])) if min_depth == 0 else (0, float("-inf"))
+    for k in range(max(1, min_depth), max_depth + 1):
+        rate = batch * expected_tokens(accept, k) / (verify_ms(batch * (k + 1)) + k * draft_ms_per_position + fixed_ms[1])
+        if rate > best_rate:
+            best_k, best_rate = k, rate
+    return best_k, best_rate
+
+
+@dataclass
+class GoodputDepth:
+    """k per step from the measured cost of a pass and the run's own acceptance (see the module docstring);
+    with `tree_nodes`, the shape too: plain, a chain of k, or a tree cut to n nodes.
+
+    State (the acceptance estimates, the cost corrections) lives in the object: `make_policy` builds one for every
+    run, starting from what the last run with the same `memory_key` learnt (engine/decoding/warmstart.py)."""
+
+    curve: object  # engine.decoding.passcurve.PassCurve
+    max_depth: int
+    draft_cost_ratio: float  # drafter FLOPs per draft position / target FLOPs per token: the prior for T_draft
+    accept: list[float] | None = None  # a_j, derived from `counts` (given: the starting guess, PRIOR_WEIGHT observations)
+    counts: list[list[float]] | None = None  # per position [kept, reached], decayed (see the module docstring)
+    verify_ratio: dict[int, float] | None = None  # key 0: measured / curve time (EMA, the load); key t: log of size t's own factor
+    draft_ms: dict[int, float] | None = None  # log2 bucket of batch -> measured draft ms per position (EMA)
+    last_choice: tuple[int, float] | None = None  # (k, or a tree's n; expected tokens per ms) of the latest choice
+    stop_below: float = 0.0  # this step's break-even joint draft confidence (see `depth`)
+    tree_nodes: int = 0  # the run's largest tree (DecodeConfig.tree_nodes; 0: chains only)
+    tree_topk: int = 0
+    tree_now: bool = False  # this step drafts a tree (else a chain, or nothing)
+    calibration: Calibration = field(default_factory=Calibration)  # joint confidence -> acceptance
+    tree_gain: list[float] | None = None  # EMA of a tree's expected accepted nodes per row, n = 1..tree_nodes
+    tree_draft_ms: dict[int, float] = field(default_factory=dict)  # log2 bucket of batch -> measured ms to grow a tree
+    step_ms: dict[int, float] = field(default_factory=dict)  # a step's time outside passes and drafting: 0 plain, 1 chain, 2 tree
+    since: dict[str, int] = field(default_factory=lambda: {"chain": 0, "tree": 0})  # decode steps since each shape ran
+    plain_run: int = 0  # plain decode steps in a row (exploration), across warm-started runs
+    _after_plain: bool = False  # the last decode step seen was plain (see `_learn`)
+    chain_steps: int = 0  # chain steps so far (every EXPLORE_STEPS-th drafts one position deeper)
+    explore_every: int = EXPLORE_STEPS  # plain steps in a row before the next exploring chain
+    tree_steps: int = 0  # tree steps so far (every EXPLORE_STEPS-th verifies a wider cut)
+    memory_key: tuple | None = None  # engine/decoding/warmstart.py: where this policy's learnt state is kept (None: nowhere)
+    name = "goodput"
+
+    def __post_init__(self):
+        self.accept = self.accept or [PRIOR_ACCEPTANCE] * max(self.max_depth, 1)
+        self.counts = self.counts or [[PRIOR_WEIGHT * a, PRIOR_WEIGHT] for a in self.accept]
+        self.verify_ratio = self.verify_ratio or {}
+        self.draft_ms = self.draft_ms or {}
+        learnt = warmstart.recall(self.memory_key) if self.memory_key is not None else None
+        if learnt is not None:
+            self.restore(learnt)
+
+    LEARNT = (
+        "accept",
+        "counts",
+        "verify_ratio",
+        "draft_ms",
+        "tree_gain",
+        "tree_draft_ms",
+        "explore_every",
+        "plain_run",
+        "chain_steps",
+        "step_ms",
+    )
+
+    def learnt(self) -> dict:
+        """What a later run with the same key starts from (engine/decoding/warmstart.py)."""
+        cal = self.calibration
+        return {name: getattr(self, name) for name in self.LEARNT} | {"calibration": (cal.accepted, cal.confidence)}
+
+    def restore(self, learnt: dict) -> None:
+        for name in self.LEARNT:
+            if name in learnt:  # a store from before a field existed keeps its default
+                setattr(self, name, learnt[name])
+        if "counts" not in learnt:  # a store from before the counts: its estimate, worth the prior's weight
+            self.counts = [[PRIOR_WEIGHT * a, PRIOR_WEIGHT] for a in self.accept]
+        self.calibration = Calibration(*map(list, learnt["calibration"]))
+
+    @staticmethod
+    def _bucket(n: int) -> int:
+        return max(int(n), 1).bit_length()
+
+    @staticmethod
+    def _nearest(table: dict[int, float], batch: int) -> float:
+        b = GoodputDepth._bucket(batch)
+        return table[min(table, key=lambda x: (abs(x - b), x))]
+
+    def verify_ms(self, tokens: int) -> float:
+        """The curve's time x the measured/curve ratio over all sizes (it follows the machine's load) x this
+        pass size's own factor (the curve's shape error there; 1 for a size not run yet). A size measured once
+        during a load spike is not priced on that spike for ever: the spike moves the shared ratio (EMA_WEIGHT per
+        step), and a size's own factor, a lasting property of the curve, moves slower (SHAPE_WEIGHT of its log per
+        step it runs)."""
+        return self.curve.time_ms(tokens) * self.verify_ratio.get(0, 1.0) * math.exp(self.verify_ratio.get(tokens, 0.0))
+
+    def draft_ms_per_position(self, batch: int) -> float:
+        if self.draft_ms:
+            return self._nearest(self.draft_ms, batch)
+        return self.draft_cost_ratio * self.verify_ms(batch)
+
+    def tree_draft(self, batch: int, depth: int) -> float:
+        """ms to grow a full tree: measured, else `depth` drafter passes over batch x top-k tokens."""
+        if self.tree_draft_ms:
+            return self._nearest(self.tree_draft_ms, batch)
+        return depth * self.draft_ms_per_position(batch * self.tree_topk)
+
+    def fixed_ms(self) -> tuple[float, float]:
+        """Measured per-step time outside the passes and the drafting: (a plain step's, a speculative step's)."""
+        return self.step_ms.get(0, 0.0), self.step_ms.get(1, 0.0)
+
+    def best_cut(self, batch: int, gain, draft_ms: float) -> tuple[int, float]:
+        """(n, expected tokens per ms) maximising (batch + gain[n - 1]) / (verify_ms(batch * (n + 1)) + draft_ms + fixed)."""
+        fixed = self.step_ms.get(2, self.fixed_ms()[1])  # a tree step's own (its acceptance walk, its roll-back)
+        rates = [(batch + float(g)) / (self.verify_ms(batch * (n + 1)) + draft_ms + fixed) for n, g in enumerate(gain, start=1)]
+        n = max(range(len(rates)), key=rates.__getitem__)
+        return n + 1, rates[n]
+
+    def depth(self, ctx: PolicyContext) -> int:
+        if ctx.base_depth == 0:
+            return 0
+        batch = ctx.batch
+        draft_ms = self.draft_ms_per_position(batch)
+        max_depth = min(ctx.base_depth, self.max_depth)
+        plain, spec = self.fixed_ms()
+        fixed = (plain, spec + (draft_ms if self.draft_ms else 0.0))  # a measured drafter's catch-up: one position
+        k, rate = best_depth(batch, max_depth, self.accept, self.verify_ms, draft_ms, fixed_ms=fixed)
+        explore = k == 0 and self.plain_run >= self.explore_every
+        if explore:  # plain for a while: measure this batch's acceptance with the best chain (EXPLORE_STEPS)
+            k, rate = best_depth(batch, max_depth, self.accept, self.verify_ms, draft_ms, min_depth=1, fixed_ms=fixed)
+            self.explore_every = min(2 * self.explore_every, EXPLORE_MAX)
+        elif k > 0:
+            self.explore_every = EXPLORE_STEPS
+        self.tree_now = not explore and self.choose_tree(batch, ctx.base_depth, k, rate)
+        if self.tree_now:
+            self.stop_below = 0.0
+            return ctx.base_depth
+        self.last_choice = (k, rate)
+        if 0 < k < max_depth and self.chain_steps % EXPLORE_STEPS == EXPLORE_STEPS - 1:
+            k += 1  # every EXPLORE_STEPS-th chain drafts one position deeper than chosen, so that position is measured too
+        # The drafter's own confidence (EAGLE-2's joint q of the draft prefix) then ends rows early: one more
+        # position costs a draft step plus one more token per row in the verify pass; in that time the batch
+        # emits rate * cost tokens, rate * cost / batch per row. A row whose joint q (its chance of having
+        # every draft so far accepted) is below that stops; drafting ends when every row has stopped.
+        self.stop_below = 0.0
+        if k > 0:
+            cost = draft_ms + self.verify_ms(batch * (k + 1)) - self.verify_ms(batch * k)
+            self.stop_below = min(1.0, rate * max(cost, 0.0) / batch)
+        return k
+
+    def choose_tree(self, batch: int, depth: int, k: int, chain_rate: float) -> bool:
+        """A tree this step? When its expected rate (from the recent trees' calibrated curve) beats the best of
+        plain and chains. While speculating, the shape not chosen is drawn once after REFRESH_STEPS decode
+        steps without it (a tree at once if none was drawn yet), so its estimate follows the text."""
+        if not self.tree_nodes:
+            return False
+        if self.tree_gain is None:
+            return k > 0  # never drawn: try one as soon as speculating looks worth it
+        n, tree_rate = self.best_cut(batch, [batch * g for g in self.tree_gain], self.tree_draft(batch, depth))
+        if tree_rate > chain_rate:
+            self.last_choice = (n, tree_rate)
+            return not (k > 0 and self.since["chain"] >= REFRESH_STEPS)
+        return k > 0 and self.since["tree"] >= REFRESH_STEPS
+
+    def tree_size(self, tree):
+        """(n, score): verify each row's n nodes of highest score (`DraftTree.best`), n maximising expected tokens
+        per ms with this tree's own calibrated probabilities (engine/decoding/tree_value.py). It also updates
+        the curve that prices the next step's shape."""
+        batch = int(tree.tokens.shape[0])
+        log_p, gain = tree_value(tree, self.calibration)  # (B, N), (N,) summed over rows
+        per_row = (gain / batch).tolist() + [float(gain[-1]) / batch] * (self.tree_nodes - tree.nodes)
+        old = self.tree_gain
+        self.tree_gain = per_row if old is None else [(1 - EMA_WEIGHT) * a + EMA_WEIGHT * b for a, b in zip(old, per_row)]
+        n, rate = self.best_cut(batch, gain.tolist(), self.tree_draft(batch, tree.depth))
+        self.last_choice = (n, rate)
+        self.tree_steps += 1
+        if self.tree_steps % EXPLORE_STEPS == 0:  # re-check the nodes the cut leaves out (EXPLORE_STEPS)
+            n = min(tree.nodes, 2 * n)
+        return n, log_p
+
+    def observe(self, step) -> None:
+        """Learn from a decode step: its verify time against the curve, its draft time (per position for a
+        chain, per tree), each row's acceptance at every chain position it reached (position j counts only
+        if 1..j-1 were accepted), and every verified node for the confidence calibration."""
+        if step.kind != "decode" or step.verify_ms <= 0:
+            return
+        tokens = step.tokens_per_pass
+        ratio = step.verify_ms / self.curve.time_ms(tokens)
+        overall, own = self.verify_ratio.get(0), self.verify_ratio.get(tokens, 0.0)
+        if overall is not None:  # this size against the shared ratio, in logs (see `verify_ms`)
+            own = self.verify_ratio[tokens] = (1 - SHAPE_WEIGHT) * own + SHAPE_WEIGHT * math.log(ratio / overall)
+        self.verify_ratio[0] = _ema(overall, ratio / math.exp(own))
+        for shape in self.since:
+            self.since[shape] += 1
+        self.plain_run = self.plain_run + 1 if step.depth == 0 else 0
+        self._learn(step)
+        if self.memory_key is not None:
+            warmstart.remember(self.memory_key, self.learnt())
+
+    def _learn(self, step) -> None:
+        bb = self._bucket(step.batch)
+        shape = 2 if step.tree_nodes is not None else int(step.depth > 0)  # plain, chain, tree
+        self.step_ms[shape] = _ema(self.step_ms.get(shape), step.overhead_ms + step.policy_ms)
+        # A draft right after plain steps also feeds the drafter every token those steps emitted (its catch-up
+        # pass): that backlog is a cost of the plain steps before, not of drafting, so such a step's draft time
+        # is learnt only while nothing better is known.
+        plain = step.depth == 0 and step.tree_nodes is None
+        after_plain, self._after_plain = self._after_plain, plain
+        reached, kept = self._observed(step)
+        for j, counts in enumerate(self.counts):
+            if reached[j] or plain:  # a position the step measured; every position after a plain step
+                counts[0] = ACCEPT_DECAY * counts[0] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT * PRIOR_ACCEPTANCE + kept[j]
+                counts[1] = ACCEPT_DECAY * counts[1] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT + reached[j]
+                self.accept[j] = counts[0] / counts[1]
+        if step.tree_nodes is not None:
+            self.since["tree"] = 0
+            if step.draft_ms > 0 and (not after_plain or bb not in self.tree_draft_ms):
+                self.tree_draft_ms[bb] = _ema(self.tree_draft_ms.get(bb), step.draft_ms)
+            self.calibration.observe([d for row in step.seqs if row.tree is not None for d in tree_drafts(row.tree)])
+        elif step.depth > 0:
+            self.since["chain"] = 0
+            self.chain_steps += 1
+            if step.draft_ms > 0 and (not after_plain or bb not in self.draft_ms):  # per position, the catch-up counted as one
+                self.draft_ms[bb] = _ema(self.draft_ms.get(bb), step.draft_ms / (step.depth + 1))
+            self.calibration.observe([d for row in step.seqs for d in chain_drafts(row.drafted)])
+
+    def _observed(self, step) -> tuple[list[int], list[int]]:
+        """(reached, kept) per chain position in this step: a row reaches position j if it drafted it and kept
+        1..j-1. A tree step observes no chain position."""
+        reached = [0] * len(self.accept)
+        kept = [0] * len(self.accept)
+        if step.tree_nodes is not None:
+            return reached, kept
+        for row in step.seqs:
+            for j in range(min(len(row.drafted), len(self.accept))):
+                reached[j] += 1
+                if j < row.num_accepted:
+                    kept[j] += 1
+                else:
+                    break
+        return reached, kept
+
+
+def _ema(old: float | None, new: float) -> float:
+    return new if old is None else (1 - EMA_WEIGHT) * old + EMA_WEIGHT * new
