@@ -55,13 +55,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from engine.decoding import warmstart
 from engine.decoding.tree_value import Calibration, chain_drafts, tree_drafts, tree_value
-
-if TYPE_CHECKING:
-    from engine.decoding.policies import PolicyContext
 
 # The acceptance a policy assumes before a run has verified anything: a starting guess, worth PRIOR_WEIGHT
 # observations; the run's own rows outweigh it within a few steps (see the module docstring).
@@ -210,7 +206,7 @@ class GoodputDepth:
         n = max(range(len(rates)), key=rates.__getitem__)
         return n + 1, rates[n]
 
-    def depth(self, ctx: PolicyContext) -> int:
+    def depth(self, ctx) -> int:  # ctx: engine.decoding.policies.PolicyContext
         if ctx.base_depth == 0:
             return 0
         batch = ctx.batch
