@@ -7,6 +7,7 @@ project is installed (`pip install -e .`), so pages import `app` and `engine` wi
 
 from pathlib import Path
 
+import pandas  # noqa: F401  (imported whole before any session's thread builds a figure: plotly reads a half-imported pandas from sys.modules)
 import streamlit as st
 
 from app import a11y

@@ -90,32 +90,42 @@ def server():
         log.close()
 
 
-@contextlib.contextmanager
-def browser_page(height: int):
-    """A fresh headless Chromium page, 1400 px wide; the browser is closed whatever the test does."""
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless Chromium for the module; each test gets a fresh context (own cookies and session) in it."""
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": height})
-            page.set_default_timeout(60_000)  # clicks wait on server work too; a busy machine needs more than 30 s
-            try:
-                yield page
-            except Exception as exc:  # say what the page showed: a CI log is all there is to go on
-                with contextlib.suppress(Exception):
-                    alerts = page.locator('[role="alert"]').all_inner_texts()
-                    exc.add_note(f"the page's alerts when it failed: {alerts}")
-                    exc.add_note("the page's text when it failed (its end):\n" + page.inner_text("body")[-3000:])
-                with contextlib.suppress(Exception):
-                    exc.add_note("the server's log (its end):\n" + SERVER_LOG.read_text(errors="replace")[-3000:])
-                raise
+            yield browser
         finally:
             browser.close()
 
 
-def test_playground_run_and_race_replay(server):
+@contextlib.contextmanager
+def browser_page(chromium, height: int):
+    """A fresh page in a fresh browser context, 1400 px wide; the context is closed whatever the test does."""
+    context = chromium.new_context(viewport={"width": 1400, "height": height})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(60_000)  # clicks wait on server work too; a busy machine needs more than 30 s
+        try:
+            yield page
+        except Exception as exc:  # say what the page showed: a CI log is all there is to go on
+            with contextlib.suppress(Exception):
+                alerts = page.locator('[role="alert"]').all_inner_texts()
+                exc.add_note(f"the page's alerts when it failed: {alerts}")
+                exc.add_note("the page's text when it failed (its end):\n" + page.inner_text("body")[-3000:])
+            with contextlib.suppress(Exception):
+                exc.add_note("the server's log (its end):\n" + SERVER_LOG.read_text(errors="replace")[-3000:])
+            raise
+    finally:
+        context.close()
+
+
+def test_playground_run_and_race_replay(server, chromium):
     (ROOT / "artifacts").mkdir(exist_ok=True)
-    with browser_page(height=4200) as page:
+    with browser_page(chromium, height=4200) as page:
         # an extractive prompt with the n-gram drafter: some drafts are accepted, some rejected
         t0 = time.monotonic()
         page.goto(f"{server}/?tokens=16&depth=4", timeout=60_000)
@@ -141,12 +151,16 @@ def test_playground_run_and_race_replay(server):
         assert page.locator(".js-plotly-plot").count() >= 4
         assert page.get_by_text("Traceback").count() == 0
         page.screenshot(path=str(ROOT / "artifacts" / "playground.png"))
+        # accessibility of the Playground after a run (issue 30), on this run: the race has finished (settled colours)
+        page.get_by_text("Show the source").first.wait_for(timeout=120_000)
+        page.wait_for_timeout(500)
+        assert axe_serious(page, "playground") == []
 
 
-def test_replay_plays_a_shipped_sample(server):
+def test_replay_plays_a_shipped_sample(server, chromium):
     """Replay runs no model: the shipped sample pair races and its charts draw."""
     (ROOT / "artifacts").mkdir(exist_ok=True)
-    with browser_page(height=3600) as page:
+    with browser_page(chromium, height=3600) as page:
         page.goto(f"{server}/replay", timeout=60_000)
         page.get_by_text("recorded measurements, not a live run").wait_for(timeout=120_000)
         replay = page.frame_locator("iframe").first
@@ -158,21 +172,23 @@ def test_replay_plays_a_shipped_sample(server):
         page.screenshot(path=str(ROOT / "artifacts" / "replay.png"))
 
 
-def test_sweep_measures_the_pass_cost_curve(server):
+def test_sweep_measures_the_pass_cost_curve(server, chromium):
     """Sweep: measure one-pass costs live at small settings; the curve and its table appear."""
-    with browser_page(height=2400) as page:
+    with browser_page(chromium, height=2400) as page:
         page.goto(f"{server}/sweep?pass_batches=1&pass_tokens=8&pass_context=32", timeout=60_000)
         page.get_by_text("Ready:").first.wait_for(timeout=180_000)
         page.get_by_role("button", name="Measure passes").click()
         page.get_by_text("time of one target pass").wait_for(timeout=240_000)
         assert page.get_by_text("ridge ≈").count() > 0
         assert page.get_by_text("Traceback").count() == 0
+        page.wait_for_timeout(1000)
         page.screenshot(path=str(ROOT / "artifacts" / "sweep.png"), full_page=True)
+        assert axe_serious(page, "sweep") == []  # accessibility of the Sweep after a measurement (issue 30)
 
 
-def test_lessons_run_the_first_experiment(server):
+def test_lessons_run_the_first_experiment(server, chromium):
     """Lessons: a deep link with small settings; the prediction unlocks the live run; its measured conclusion appears."""
-    with browser_page(height=2400) as page:
+    with browser_page(chromium, height=2400) as page:
         page.goto(f"{server}/lessons?lesson=1&l1_largest=16&l1_context=64", timeout=60_000)
         run = page.get_by_role("button", name="▶ Run the experiment live")
         run.wait_for(timeout=120_000)
@@ -193,10 +209,10 @@ def test_lessons_run_the_first_experiment(server):
         page.screenshot(path=str(ROOT / "artifacts" / "lessons.png"), full_page=True)
 
 
-def test_predictor_draws_the_model_and_the_recorded_passes(server):
+def test_predictor_draws_the_model_and_the_recorded_passes(server, chromium):
     """Predictor: no model runs; the model's curve, the recorded H200 passes over it and the heat map draw."""
     (ROOT / "artifacts").mkdir(exist_ok=True)
-    with browser_page(height=3000) as page:
+    with browser_page(chromium, height=3000) as page:
         page.goto(f"{server}/predictor?model=1.7B%20%C2%B7%20SmolLM2-1.7B&ctx=0", timeout=60_000)
         page.get_by_text("How far off is the model?").wait_for(timeout=120_000)
         page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
@@ -252,7 +268,7 @@ def _hostile_pair() -> tuple[bytes, bytes]:
     return out[0], out[1]
 
 
-def test_a_hostile_trace_loads_runs_and_shows_nothing_it_did_not_come_with(server):
+def test_a_hostile_trace_loads_runs_and_shows_nothing_it_did_not_come_with(server, chromium):
     """Replay a trace whose every string is markup, Markdown links/images or script breakers: no element is
     injected, no script runs, no dialog opens, and the browser requests nothing outside the app's origin."""
     from urllib.parse import urlsplit
@@ -261,7 +277,7 @@ def test_a_hostile_trace_loads_runs_and_shows_nothing_it_did_not_come_with(serve
     ar_raw, spec_raw = _hostile_pair()
     origin = urlsplit(server)
     outside, dialogs = [], []
-    with browser_page(height=3600) as page:
+    with browser_page(chromium, height=3600) as page:
         page.on(
             "request",
             lambda r: urlsplit(r.url).scheme in ("http", "https", "ws", "wss")
@@ -312,12 +328,12 @@ def test_a_hostile_trace_loads_runs_and_shows_nothing_it_did_not_come_with(serve
     assert outside == [], outside
 
 
-def test_lessons_classroom_kit(server):
+def test_lessons_classroom_kit(server, chromium):
     """Lesson 2 from a deep link: the recording appears once a prediction is entered, with guess vs measured vs
     model; the worksheet downloads as escaped HTML; the page links back to lesson 0 (the step-through); the
     glossary opens from the sidebar; a hostile link gets a notice, not a traceback."""
     (ROOT / "artifacts").mkdir(exist_ok=True)
-    with browser_page(height=3000) as page:
+    with browser_page(chromium, height=3000) as page:
         page.goto(f"{server}/lessons?lesson=2", timeout=60_000)
         guess = page.get_by_label("Your prediction:", exact=False)
         guess.wait_for(timeout=120_000)
@@ -341,12 +357,12 @@ def test_lessons_classroom_kit(server):
         assert page.get_by_text("Traceback").count() == 0
 
 
-def test_a_new_student_opens_lesson_0_from_a_link_and_works_through_it(server):
+def test_a_new_student_opens_lesson_0_from_a_link_and_works_through_it(server, chromium):
     """A new student: lesson 0 from a deep link; draft and verify stage by stage (each a drawn picture beside the
     engine's code), a prediction, stages 3 to 5, the chart of plain decoding beside the step, a check question
     and its feedback."""
     (ROOT / "artifacts").mkdir(exist_ok=True)
-    with browser_page(height=3000) as page:
+    with browser_page(chromium, height=3000) as page:
         page.goto(f"{server}/lessons?lesson=0", timeout=60_000)
         page.get_by_role("heading", name="0 · One speculative step").wait_for(timeout=120_000)
         page.get_by_text("1 · draft", exact=True).wait_for(timeout=30_000)
@@ -414,7 +430,7 @@ def embedding_site(app_url: str):
         site.server_close()
 
 
-def test_replay_uploads_work_inside_a_cross_site_iframe(server):
+def test_replay_uploads_work_inside_a_cross_site_iframe(server, chromium):
     """Issue 30: a Space is shown inside an iframe on huggingface.co. Streamlit's XSRF cookie is SameSite=Lax,
     so a cross-site frame never sends it and every upload failed with 403. The shipped config turns the XSRF
     check off (.streamlit/config.toml says why that is safe here); this embeds the app from `localhost` in a
@@ -425,7 +441,7 @@ def test_replay_uploads_work_inside_a_cross_site_iframe(server):
     app_url = server.replace("127.0.0.1", "localhost") + "/replay"
     index = json.loads((ROOT / "assets" / "traces" / "index.json").read_text(encoding="utf-8"))["pairs"][0]
     uploads, refused = [], []
-    with embedding_site(app_url) as site, browser_page(height=3600) as page:
+    with embedding_site(app_url) as site, browser_page(chromium, height=3600) as page:
 
         def on_response(response):
             if "/_stcore/upload_file/" in response.url:
@@ -463,9 +479,10 @@ def test_replay_uploads_work_inside_a_cross_site_iframe(server):
 SERIOUS = ("serious", "critical")
 
 
-def axe_serious(page) -> list[str]:
+def axe_serious(page, name: str) -> list[str]:
     """axe-core's serious and critical violations on the page and in every frame in it (the race is an iframe;
-    axe runs in each frame's own document), one line per node: rule, impact, element, axe's summary."""
+    axe runs in each frame's own document), one line per node: rule, impact, element, axe's summary; also
+    written to artifacts/axe-<name>.txt."""
     from axe_playwright_python.sync_playwright import Axe
 
     axe, found = Axe(), []
@@ -478,43 +495,30 @@ def axe_serious(page) -> list[str]:
                 for node in rule["nodes"]:
                     summary = " ".join((node.get("failureSummary") or "").split())[:300]
                     found.append(f"{rule['id']} ({rule['impact']}) {node['target']} {node['html'][:160]} :: {summary}")
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    (ROOT / "artifacts" / f"axe-{name}.txt").write_text("".join(f"{line}\n" for line in found), encoding="utf-8")
     return found
 
 
-def test_every_page_has_no_serious_accessibility_violations(server):
-    """Issue 30: axe-core (axe-playwright-python) over every page as a visitor meets it (Playground after a
-    run, a lesson, Sweep after a measurement, Predictor, Replay): 0 serious or critical violations, in every
-    frame. The race is paused (reduced motion) so that axe reads settled colours."""
+def test_every_page_has_no_serious_accessibility_violations(server, chromium):
+    """Issue 30: axe-core (axe-playwright-python) over every page as a visitor meets it: 0 serious or critical
+    violations, in every frame. Here a lesson, Predictor and Replay; the Playground after a run and the Sweep
+    after a measurement are checked at the end of their own tests above (the same runs, not a second one).
+    The race is paused (reduced motion) so that axe reads settled colours."""
     (ROOT / "artifacts").mkdir(exist_ok=True)
     report = {}
-    with browser_page(height=3000) as page:
+    with browser_page(chromium, height=3000) as page:
         page.emulate_media(reduced_motion="reduce")
-        page.goto(f"{server}/?tokens=12&depth=3", timeout=60_000)
-        page.get_by_text("Ready:").first.wait_for(timeout=180_000)
-        page.get_by_role("button", name="▶ Run").click()
-        page.get_by_text("Race replay").wait_for(timeout=240_000)
-        page.frame_locator("iframe").first.locator("#race").wait_for(timeout=60_000)
-        page.get_by_text("Show the source").first.wait_for(timeout=120_000)
-        page.wait_for_timeout(1500)
-        report["playground"] = axe_serious(page)
-
         page.goto(f"{server}/lessons?lesson=2", timeout=60_000)
         page.get_by_label("Your prediction:", exact=False).wait_for(timeout=120_000)
         page.wait_for_timeout(1000)
-        report["lesson"] = axe_serious(page)
-
-        page.goto(f"{server}/sweep?pass_batches=1&pass_tokens=8&pass_context=32", timeout=60_000)
-        page.get_by_text("Ready:").first.wait_for(timeout=180_000)
-        page.get_by_role("button", name="Measure passes").click()
-        page.get_by_text("time of one target pass").wait_for(timeout=240_000)
-        page.wait_for_timeout(1000)
-        report["sweep"] = axe_serious(page)
+        report["lesson"] = axe_serious(page, "lesson")
 
         page.goto(f"{server}/predictor", timeout=60_000)
         page.get_by_text("How far off is the model?").wait_for(timeout=120_000)
         page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
         page.wait_for_timeout(1000)
-        report["predictor"] = axe_serious(page)
+        report["predictor"] = axe_serious(page, "predictor")
 
         page.goto(f"{server}/replay", timeout=60_000)
         page.get_by_text("recorded measurements, not a live run").wait_for(timeout=120_000)
@@ -522,7 +526,7 @@ def test_every_page_has_no_serious_accessibility_violations(server):
         race.locator("#race").wait_for(timeout=60_000)
         page.get_by_text("Show the source").first.wait_for(timeout=120_000)
         page.wait_for_timeout(1500)
-        report["replay"] = axe_serious(page)
+        report["replay"] = axe_serious(page, "replay")
         # reduced motion: nothing moved by itself (shown finished, with a note); the keyboard drives it
         assert race.locator("#race").get_attribute("data-state") == "done"
         assert race.get_by_text("Reduced motion is on").is_visible()

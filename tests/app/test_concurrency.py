@@ -194,7 +194,9 @@ def test_a_first_model_load_queues_behind_a_run_and_a_loaded_pair_does_not():
     loader = threading.Thread(target=lambda: got.setdefault("pair", resources.get_pair(*key)))
     try:
         loader.start()
-        time.sleep(1.5)
+        deadline = time.monotonic() + 60
+        while lock.waiting == 0 and loader.is_alive() and time.monotonic() < deadline:  # until it queues (was a 1.5 s sleep)
+            time.sleep(0.05)
         assert loader.is_alive() and "pair" not in got and lock.waiting == 1  # queued, not loading
     finally:
         lock.release()

@@ -508,7 +508,7 @@ def test_max_minutes_fits_the_cosine_schedule_into_the_time(tiny_eagle, tokenize
         depths=2,
         seed=0,
         autocast=False,
-        max_minutes=1.0,
+        max_minutes=0.5,
         log=lines.append,
     )
     shrink = [s for s in lines if "schedule shrinks" in s]
