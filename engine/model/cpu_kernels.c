@@ -32,6 +32,10 @@
 #define TMAX 8 /* tokens per register tile */
 #ifndef PREFETCH
 #define PREFETCH 32 /* k pairs (64-byte lines) ahead: measured 32 best of 16/32/64 on the EPYC (8 tokens 1.03-1.14x one token, 1.44-1.50x without) */
+/* A tile of 3 or more tokens spends more cycles on each line, so it fetches farther ahead and into L2 (T1), not L1:
+ * on the EPYC a 5-token pass then took 1.00-1.06x a one-token pass instead of 1.07-1.17x (docs/measurements.md). */
+#define PF_DIST(T) ((T) <= 2 ? PREFETCH : 3 * PREFETCH)
+#define PF_HINT(T) ((T) <= 2 ? _MM_HINT_T0 : _MM_HINT_T1)
 #endif
 #define MAX_HEAD_DIM 256 /* the layer kernel keeps one head on the stack (cpukernels.MAX_HEAD_DIM) */
 
@@ -89,8 +93,8 @@ void pack_f32(const float *w, float *wp, int K, int N) {
     for (int t = 0; t < T; t++) a0[t] = a1[t] = _mm512_setzero_ps();                                               \
     int kp = 0;                                                                                                    \
     for (; kp + 2 <= kp2; kp += 2) {                                                                               \
-      _mm_prefetch((const char *)(wb + (int64_t)(kp + PREFETCH) * 32), _MM_HINT_T0);                              \
-      _mm_prefetch((const char *)(wb + (int64_t)(kp + PREFETCH + 1) * 32), _MM_HINT_T0);                          \
+      _mm_prefetch((const char *)(wb + (int64_t)(kp + PF_DIST(T)) * 32), PF_HINT(T));                            \
+      _mm_prefetch((const char *)(wb + (int64_t)(kp + PF_DIST(T) + 1) * 32), PF_HINT(T));                        \
       __m512i w0 = _mm512_loadu_si512(wb + (int64_t)kp * 32), w1 = _mm512_loadu_si512(wb + (int64_t)(kp + 1) * 32); \
       for (int t = 0; t < T; t++) {                                                                                \
         DOT_BF16_BCAST(a0[t], w0, x + (int64_t)t * kp2 + kp);                                                      \
@@ -110,8 +114,8 @@ void pack_f32(const float *w, float *wp, int K, int N) {
     for (int t = 0; t < T; t++) a0[t] = a1[t] = _mm512_setzero_ps();                                               \
     int k = 0;                                                                                                     \
     for (; k + 2 <= K; k += 2) {                                                                                   \
-      _mm_prefetch((const char *)(wb + (int64_t)(k + PREFETCH) * 16), _MM_HINT_T0);                               \
-      _mm_prefetch((const char *)(wb + (int64_t)(k + PREFETCH + 1) * 16), _MM_HINT_T0);                           \
+      _mm_prefetch((const char *)(wb + (int64_t)(k + PF_DIST(T)) * 16), PF_HINT(T));                             \
+      _mm_prefetch((const char *)(wb + (int64_t)(k + PF_DIST(T) + 1) * 16), PF_HINT(T));                         \
       __m512 w0 = _mm512_loadu_ps(wb + (int64_t)k * 16), w1 = _mm512_loadu_ps(wb + (int64_t)(k + 1) * 16);        \
       for (int t = 0; t < T; t++) {                                                                                \
         a0[t] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x[(int64_t)t * K + k]), a0[t]);                                 \
