@@ -184,6 +184,19 @@ class GoodputDepth:
         step it runs)."""
         return self.curve.time_ms(tokens) * self.verify_ratio.get(0, 1.0) * math.exp(self.verify_ratio.get(tokens, 0.0))
 
+    def _centre_sizes(self) -> None:
+        """Keep the sizes' own factors averaging 1 (their logs summing to 0), the shared ratio carrying the rest.
+        Shared ratio x own factor is all a size's steps pin down, so without this the split drifts: with one size
+        run almost every step (a chain of 2 at batch 1), its factor sank to 0.72 while the shared ratio rose to
+        1.5, and every size not run (plain, deeper chains) was priced 30% too slow (docs/measurements.md)."""
+        sizes = [t for t in self.verify_ratio if t != 0]
+        if not sizes or 0 not in self.verify_ratio:
+            return
+        mean = sum(self.verify_ratio[t] for t in sizes) / len(sizes)
+        for t in sizes:
+            self.verify_ratio[t] -= mean
+        self.verify_ratio[0] *= math.exp(mean)
+
     def draft_ms_per_position(self, batch: int) -> float:
         if self.draft_ms:
             return self._nearest(self.draft_ms, batch)
@@ -280,6 +293,7 @@ class GoodputDepth:
         if overall is not None:  # this size against the shared ratio, in logs (see `verify_ms`)
             own = self.verify_ratio[tokens] = (1 - SHAPE_WEIGHT) * own + SHAPE_WEIGHT * math.log(ratio / overall)
         self.verify_ratio[0] = _ema(overall, ratio / math.exp(own))
+        self._centre_sizes()
         for shape in self.since:
             self.since[shape] += 1
         self.plain_run = self.plain_run + 1 if step.depth == 0 else 0

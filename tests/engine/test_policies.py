@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from conftest import PROMPTS
@@ -302,3 +303,14 @@ def test_goodput_measures_the_position_after_its_chosen_depth_now_and_then():
     assert deeper == [(EXPLORE_STEPS - 1, 1), (2 * EXPLORE_STEPS - 1, 1)]
     assert policy.last_choice[0] == 2 and policy.accept[2] < 0.3  # position 3 was measured on those steps
     assert policy.accept[3] == pytest.approx(PRIOR_ACCEPTANCE)  # position 4 never reached
+
+
+def test_goodput_prices_the_sizes_it_does_not_run_from_the_ones_it_does():
+    """A size's steps pin down only shared ratio x its own factor. With one size run almost every step the split
+    used to drift (seen: own factor 0.72, shared ratio 1.5), pricing every other size 1.5x the curve while the one
+    run measured 1.08x. The own factors now average 1, so an unrun size gets what the runs measured."""
+    policy = GoodputDepth(curve=FLAT, max_depth=4, draft_cost_ratio=0.0, verify_ratio={0: 1.5, 3: math.log(0.72)})
+    for _ in range(5):
+        policy.observe(_step(2, [2], verify_ms=10.8, draft_ms=0.0))  # 3 tokens a pass at 1.08x the curve's 10 ms
+    for tokens in (1, 3, 5):
+        assert policy.verify_ms(tokens) == pytest.approx(10.8, rel=0.02)
