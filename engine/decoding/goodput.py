@@ -312,7 +312,7 @@ class GoodputDepth:
         after_plain, self._after_plain = self._after_plain, plain
         reached, kept = self._observed(step)
         for j, counts in enumerate(self.counts):
-            if reached[j] or plain:  # a position the step measured; every position after a plain step
+            if reached[j] or plain:  # a position this step measured; on a plain step every position (it drifts to the prior)
                 counts[0] = ACCEPT_DECAY * counts[0] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT * PRIOR_ACCEPTANCE + kept[j]
                 counts[1] = ACCEPT_DECAY * counts[1] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT + reached[j]
                 self.accept[j] = counts[0] / counts[1]
