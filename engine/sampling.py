@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from engine.model import cpukernels
+
 
 def probs_from_logits(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
     """Softmax(logits / T) restricted to the top-p nucleus and renormalised. (..., vocab) -> (..., vocab), float32."""
@@ -48,13 +50,28 @@ def greedy_ids(logits: torch.Tensor) -> torch.Tensor:
     return logits.max(dim=-1).indices
 
 
-def accept_greedy(draft_ids: torch.Tensor, target_logits: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def greedy_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(greedy_ids(logits), torch.logsumexp(logits.float(), -1)): what greedy verification and drafting read
+    of their logits, the argmax and the normaliser of p (or q) at T = 1. On the CPU natively in one call
+    (engine/model/cpukernels.py, logit_stats: the same argmax, the normaliser to within float32 rounding;
+    measured on the 2-core EPYC, 2026-12-02: 65 against 247 us over three 49152-wide bfloat16 rows);
+    elsewhere, or without the kernels, torch's two reductions."""
+    native = cpukernels.logit_stats(logits)
+    if native is not None:
+        return native
+    return greedy_ids(logits), torch.logsumexp(logits.float(), dim=-1)
+
+
+def accept_greedy(
+    draft_ids: torch.Tensor, target_logits: torch.Tensor, valid: torch.Tensor, target_ids: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Greedy verification.
 
-    draft_ids (B, k); target_logits (B, k+1, vocab); valid (B, k) marks real drafts (False = padding).
+    draft_ids (B, k); target_logits (B, k+1, vocab); valid (B, k) marks real drafts (False = padding);
+    target_ids: greedy_ids(target_logits) where the caller has them already.
     Returns num_accepted (B,) and next_ids (B,): the target's argmax after the accepted prefix
     (a correction if a draft was rejected, a bonus token if all k were accepted)."""
-    target_ids = greedy_ids(target_logits)  # (B, k+1)
+    target_ids = greedy_ids(target_logits) if target_ids is None else target_ids  # (B, k+1)
     num_accepted = first_rejection((draft_ids == target_ids[:, :-1]) & valid)  # (B,)
     next_ids = target_ids.gather(1, num_accepted[:, None]).squeeze(1)  # (B,)
     return num_accepted, next_ids
@@ -108,12 +125,13 @@ def verify(logits: torch.Tensor, draft, greedy: bool, temperature: float, top_p:
     depth = draft.depth if draft is not None else 0
     if greedy:
         # Only the chosen tokens' p are needed: normalise with logsumexp, no (B, k+1, vocab) softmax.
-        target_logz = torch.logsumexp(logits.float(), dim=-1, keepdim=True)  # (B, k+1, 1)
+        target_ids, target_logz = greedy_stats(logits)  # (B, k+1) each
+        target_logz = target_logz[..., None]  # (B, k+1, 1)
         target_probs = None
         if draft is not None:
-            num_accepted, next_ids = accept_greedy(draft.ids, logits, draft.valid)
+            num_accepted, next_ids = accept_greedy(draft.ids, logits, draft.valid, target_ids)
         else:
-            num_accepted, next_ids = torch.zeros(batch, dtype=torch.long, device=device), greedy_ids(logits[:, -1])
+            num_accepted, next_ids = torch.zeros(batch, dtype=torch.long, device=device), target_ids[:, -1]
     else:
         target_probs = probs_from_logits(logits, temperature, top_p)  # (B, k+1, vocab)
         if draft is not None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 
 from engine.drafters.tree import DraftTree
+from engine.model import cpukernels
 from engine.sampling import greedy_ids, probs_from_logits, sample
 
 
@@ -47,12 +48,13 @@ def path_from_leaf(tree: DraftTree, leaf: torch.Tensor, num_accepted: torch.Tens
     return path
 
 
-def accept_tree_greedy(tree: DraftTree, logits: torch.Tensor):
-    """Greedy tree verification. logits (B, N+1, vocab) of the verify pass.
+def accept_tree_greedy(tree: DraftTree, logits: torch.Tensor, target_ids: torch.Tensor | None = None):
+    """Greedy tree verification. logits (B, N+1, vocab) of the verify pass; target_ids: their greedy_ids,
+    where the caller has them already.
 
     Returns num_accepted (B,), next_ids (B,) and path (B, D+1): the longest path whose tokens are each the
     target's argmax after their parent (children of one parent are distinct, so at most one matches)."""
-    target_ids = greedy_ids(logits)  # (B, N+1)
+    target_ids = greedy_ids(logits) if target_ids is None else target_ids  # (B, N+1)
     parent_cols = tree.parent_columns  # (B, N)
     match = tree.tokens == target_ids.gather(1, parent_cols)  # (B, N)
     accepted = match
@@ -118,16 +120,20 @@ def verify_tree(logits: torch.Tensor, tree: DraftTree, greedy: bool, temperature
     batch, device = logits.shape[0], logits.device
     rows = torch.arange(batch, device=device)
     if greedy:
-        num_accepted, next_ids, path = accept_tree_greedy(tree, logits)
+        native = cpukernels.logit_stats(logits)  # every column's argmax and normaliser in one call
+        num_accepted, next_ids, path = accept_tree_greedy(tree, logits, native[0] if native is not None else None)
         cols = torch.cat([tree.parent_columns, path.gather(1, num_accepted[:, None])], dim=1)  # (B, N+1)
         tokens = torch.cat([tree.tokens, next_ids[:, None]], dim=1)
-        # Normalise only the columns some p is read at (parents and path ends; leaves mostly are not): the
-        # float logsumexp over (B, N+1, vocab) costs more than the rest of acceptance together.
-        needed = torch.zeros(logits.shape[1], dtype=torch.bool, device=device)
-        needed[cols.flatten()] = True
-        where = needed.nonzero().squeeze(1)  # (M,) columns, ascending
-        logz = torch.zeros(batch, logits.shape[1], device=device)
-        logz[:, where] = torch.logsumexp(logits[:, where].float(), dim=-1)  # (B, M)
+        if native is not None:
+            logz = native[1]  # (B, N+1)
+        else:
+            # Normalise only the columns some p is read at (parents and path ends; leaves mostly are not): torch's
+            # float logsumexp over (B, N+1, vocab) costs more than the rest of acceptance together.
+            needed = torch.zeros(logits.shape[1], dtype=torch.bool, device=device)
+            needed[cols.flatten()] = True
+            where = needed.nonzero().squeeze(1)  # (M,) columns, ascending
+            logz = torch.zeros(batch, logits.shape[1], device=device)
+            logz[:, where] = torch.logsumexp(logits[:, where].float(), dim=-1)  # (B, M)
         p_chosen = torch.exp(logits[rows[:, None], cols, tokens].float() - logz.gather(1, cols))
     else:
         target_probs = probs_from_logits(logits, temperature, top_p)  # (B, N+1, vocab)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 import torch
 
 from engine.drafters.tree import DraftTree
-from engine.sampling import greedy_ids, probs_from_logits, sample
+from engine.sampling import greedy_stats, probs_from_logits, sample
 
 if TYPE_CHECKING:
     from engine.config import DecodeConfig
@@ -71,9 +71,8 @@ def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float, genera
     sampling, else None). Greedy: q of the argmax at T = 1 (shown in the trace) without a full softmax.
     With a reduced vocabulary q is 0 outside it, which Algorithm 1 needs to stay exact."""
     if temperature == 0:
-        local = greedy_ids(logits)  # (B,)
-        logits = logits.float()
-        q_x = torch.exp(logits.gather(1, local[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1))
+        local, logz = greedy_stats(logits)  # (B,) each
+        q_x = torch.exp(logits.gather(1, local[:, None]).squeeze(1).float() - logz)
         q_full = None
     else:
         q_full = probs_from_logits(logits, temperature, top_p)

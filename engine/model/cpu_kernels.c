@@ -360,3 +360,60 @@ void gemm_f32(const float *x, const float *wp, float *y, int M, int K, int N, in
 #pragma omp parallel num_threads(nthreads)
   gemm_team(x, wp, y, M, K, N, 0);
 }
+
+/* ---- greedy statistics of logits rows: the argmax and log-sum-exp in two passes over each row ----------
+ * What greedy verification and greedy drafting read of a row of logits (engine/sampling.py, greedy_stats):
+ * the index of its first maximum (as torch's max(dim).indices, ties to the lowest index) and
+ * log(sum(exp(x))) in float32 (the max subtracted first, as torch.logsumexp does; sums in another order and
+ * vexp within ~1 ulp of expf, so the last bits may differ). PyTorch takes ~0.3 ms for the pair over three
+ * 49152-wide rows on the 2-core EPYC, as two reductions with a float copy between. A row holding a NaN
+ * reports its first NaN and a NaN log-sum-exp, as torch does; an all -inf row reports index 0 and -inf.
+ * x: (rows, V) bfloat16 (`bf`) or float32; ids: (rows,) int64; logz: (rows,) float32. Rows in parallel. */
+static void stats_row(const void *x, int64_t V, int bf, int64_t *id, float *lz) {
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  __m512i vidx = _mm512_setzero_si512(), lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  int nan = 0;
+  for (int64_t i = 0; i < V; i += 16) {
+    __mmask16 m = tail(V - i);
+    __m512 v = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), m, vload(x, i, bf, m));
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) != 0;
+    __mmask16 gt = _mm512_cmp_ps_mask(v, vmax, _CMP_GT_OQ); /* strictly greater: a lane keeps its first maximum */
+    vmax = _mm512_mask_mov_ps(vmax, gt, v);
+    vidx = _mm512_mask_mov_epi32(vidx, gt, _mm512_add_epi32(lane, _mm512_set1_epi32((int)i)));
+  }
+  if (nan) { /* the first NaN, scalar: rare */
+    for (int64_t i = 0; i < V; i++) {
+      float f;
+      if (bf) {
+        uint32_t u = (uint32_t)((const uint16_t *)x)[i] << 16;
+        memcpy(&f, &u, 4);
+      } else
+        f = ((const float *)x)[i];
+      if (f != f) {
+        *id = i;
+        *lz = NAN;
+        return;
+      }
+    }
+  }
+  float best = _mm512_reduce_max_ps(vmax);
+  __mmask16 at = _mm512_cmp_ps_mask(vmax, _mm512_set1_ps(best), _CMP_EQ_OQ);
+  int32_t first = _mm512_mask_reduce_min_epi32(at, vidx); /* of the lanes holding the maximum, the lowest index */
+  *id = best == -INFINITY ? 0 : first;
+  if (isinf(best)) { /* all -inf: -inf; a +inf: +inf (torch.logsumexp's values) */
+    *lz = best;
+    return;
+  }
+  __m512 sum = _mm512_setzero_ps(), shift = _mm512_set1_ps(best);
+  for (int64_t i = 0; i < V; i += 16) {
+    __mmask16 m = tail(V - i);
+    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, vexp(_mm512_sub_ps(vload(x, i, bf, m), shift))));
+  }
+  *lz = best + logf(_mm512_reduce_add_ps(sum));
+}
+
+void logit_stats(const void *x, int rows, int64_t V, int bf, int64_t *ids, float *logz, int nthreads) {
+  int team = rows < nthreads ? rows : nthreads;
+#pragma omp parallel for num_threads(team > 0 ? team : 1) schedule(static)
+  for (int r = 0; r < rows; r++) stats_row((const char *)x + (size_t)r * V * (bf ? 2 : 4), V, bf, ids + r, logz + r);
+}

@@ -83,6 +83,8 @@ def _load():
         getattr(lib, name).restype = None
     lib.layer_forward.argtypes = [p, i, i, i, i, p, p, p, p, i, i, i, p, p, p, p, p, p, p, i, i, i, i, ctypes.c_float, ctypes.c_float, i]
     lib.layer_forward.restype = None
+    lib.logit_stats.argtypes = [p, i, ctypes.c_int64, i, p, p, i]
+    lib.logit_stats.restype = None
     return lib, None
 
 
@@ -224,3 +226,23 @@ def layer(
         torch.get_num_threads(),
     )
     return x
+
+
+def logit_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(argmax (...,) long, log-sum-exp (...,) float32) over the last dimension of CPU logits in bfloat16 or
+    float32, natively in one call (cpu_kernels.c, logit_stats): the first maximum as max(dim).indices, and
+    torch.logsumexp(logits.float(), -1) to within float32 rounding. None where the kernels are unavailable
+    or the tensor is of another kind: the caller then uses torch (engine/sampling.py, greedy_stats)."""
+    if logits.device.type != "cpu" or logits.dtype not in (torch.bfloat16, torch.float32) or logits.dim() == 0 or logits.shape[-1] == 0:
+        return None
+    lib = library()
+    if lib is None:
+        return None
+    x = logits.contiguous()
+    rows = x.numel() // x.shape[-1]
+    ids = torch.empty(x.shape[:-1], dtype=torch.long)
+    logz = torch.empty(x.shape[:-1], dtype=torch.float32)
+    if rows:
+        bf = int(x.dtype == torch.bfloat16)
+        lib.logit_stats(x.data_ptr(), rows, x.shape[-1], bf, ids.data_ptr(), logz.data_ptr(), torch.get_num_threads())
+    return ids, logz

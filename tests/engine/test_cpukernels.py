@@ -138,3 +138,44 @@ def test_layer_ready_needs_packed_matrices_and_float32_buffers():
     assert not cpukernels.layer_ready(x.to(torch.bfloat16), weights, buf, 4)
     assert not cpukernels.layer_ready(x, (ln, _matrix(32, 16, torch.float32), w, ln, w, w), buf, 4)
     assert not cpukernels.layer_ready(x, (ln.double(), w, w, ln, w, w), buf, 4)  # norms in another dtype
+
+
+@needs_kernels
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("shape", [(1, 49152), (3, 8192), (2, 5, 17), (4, 1), (1, 33)])
+def test_logit_stats_are_the_argmax_and_logsumexp(dtype, shape):
+    """The first maximum exactly as max(dim).indices, the log-sum-exp to float32 rounding; ties (bfloat16
+    rounds many logits to the same value) go to the lowest index, as torch's do."""
+    x = (torch.randn(shape, generator=torch.Generator().manual_seed(4)) * 4).to(dtype)
+    x[..., -1] = x.amax(-1)  # a tie with the maximum at the end: the first one must win
+    ids, logz = cpukernels.logit_stats(x)
+    assert ids.shape == logz.shape == shape[:-1] and ids.dtype == torch.long and logz.dtype == torch.float32
+    assert torch.equal(ids, x.max(-1).indices)
+    torch.testing.assert_close(logz, torch.logsumexp(x.float(), -1), rtol=2e-6, atol=1e-5)
+
+
+@needs_kernels
+def test_logit_stats_special_rows_match_torch():
+    inf, nan = float("inf"), float("nan")
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0], [-inf] * 4, [0.0, nan, 5.0, nan], [1.0, inf, 2.0, inf], [-inf, -2.0, -inf, -2.0]])
+    for dtype in (torch.bfloat16, torch.float32):
+        ids, logz = cpukernels.logit_stats(x.to(dtype))
+        assert ids.tolist() == x.max(-1).indices.tolist() == [1, 0, 1, 1, 1]
+        torch.testing.assert_close(logz, torch.logsumexp(x, -1), equal_nan=True)
+    assert cpukernels.logit_stats(torch.zeros(3, 4, dtype=torch.float16)) is None  # another dtype: torch's way
+    assert cpukernels.logit_stats(torch.zeros(0, 4)) is not None  # no rows: empty results, no call
+
+
+def test_greedy_stats_without_the_kernels_equal_torch(monkeypatch):
+    """engine/sampling.greedy_stats falls back to torch where the kernels are off, with the same argmax."""
+    from engine import sampling
+
+    x = torch.randn(2, 3, 300, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+    monkeypatch.setenv("SPECLAB_NATIVE", "0")
+    ids, logz = sampling.greedy_stats(x)
+    assert torch.equal(ids, x.max(-1).indices) and torch.equal(logz, torch.logsumexp(x.float(), -1))
+    monkeypatch.delenv("SPECLAB_NATIVE")
+    if cpukernels.available():
+        native_ids, native_logz = sampling.greedy_stats(x)
+        assert torch.equal(native_ids, ids)
+        torch.testing.assert_close(native_logz, logz)
