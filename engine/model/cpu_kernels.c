@@ -417,3 +417,6 @@ void logit_stats(const void *x, int rows, int64_t V, int bf, int64_t *ids, float
 #pragma omp parallel for num_threads(team > 0 ? team : 1) schedule(static)
   for (int r = 0; r < rows; r++) stats_row((const char *)x + (size_t)r * V * (bf ? 2 : 4), V, bf, ids + r, logz + r);
 }
+
+/* ---- a pass's final RMSNorm: rms_norm_rows on its own, one thread (M x H is a few KB) ---------------------- */
+void rms_norm(const void *x, const void *w, void *out, int M, int H, float eps, int bf) { rms_norm_rows(x, w, out, M, H, eps, bf); }

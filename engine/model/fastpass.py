@@ -41,6 +41,7 @@ import torch.nn.functional as F
 
 from engine.model import cpukernels
 from engine.model.fastllama import attend
+from engine.model.pass_masks import SMALL_ATTEND_QUERIES, attention_bias, rope, rope_lookup, rope_tables
 
 FAST_MODES = ("off", "eager", "native", "compiled")
 
@@ -219,30 +220,12 @@ def norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * F.rms_norm(x.float(), weight.shape, eps=eps).to(x.dtype)
 
 
-def rope_tables(positions, inv_freq, dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and a sign-folded sin, (B, n, 1, d) in the model's dtype, once per pass: `rope`'s tables."""
-    freqs = positions[..., None].float() * inv_freq  # (B, n, d/2)
-    emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos().to(dtype), emb.sin().to(dtype)
-    half = sin.shape[-1] // 2
-    return cos[:, :, None], torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)[:, :, None]
-
-
-def rope(x, cos, signed_sin):
-    """x * cos + rotate_half(x) * sin over (B, n, heads, d) in three ops and a flip: swapping the halves
-    and folding rotate_half's sign into the sin table gives the same products (IEEE negation is exact)."""
-    d = x.shape[-1]
-    swapped = x.unflatten(-1, (2, d // 2)).flip(-2).flatten(-2)
-    return x * cos + swapped * signed_sin
-
-
-def attention_bias(mask, n_kv: int, groups: int):
-    """The pass's boolean mask (B, 1, n, W) as `small_attend`'s additive float32 bias, built once per pass:
-    (B * n_kv, groups * n, W), 0 where allowed and -inf elsewhere, its rows laid out as small_attend's
-    scores (query head j * groups + g, query i: row g * n + i of kv head j's matrix)."""
-    bsz, _, n, window = mask.shape
-    bias = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device).masked_fill_(~mask, float("-inf"))
-    return bias[:, :, None].expand(bsz, n_kv, groups, n, window).reshape(bsz * n_kv, groups * n, window)
+def norm_out(x: torch.Tensor, weight: torch.Tensor, eps: float, layers) -> torch.Tensor:
+    """A pass's final `norm`; in the native pass (its layers hold natively packed matrices; never a compiled one,
+    whose layers are plain tensors) one kernel call (cpukernels.rms_norm, the layer kernel's own norm
+    arithmetic), else torch's."""
+    out = cpukernels.rms_norm(x, weight, eps) if isinstance(layers[0][1], cpukernels.Packed) else None
+    return norm(x, weight, eps) if out is None else out
 
 
 def small_attend(q, k, v, bias, scale: float):
@@ -260,9 +243,6 @@ def small_attend(q, k, v, bias, scale: float):
     out = torch.bmm(scores.softmax(-1), v.reshape(bsz * n_kv, window, d))  # (B * kv, groups * n, d)
     a = torch.empty(bsz, n, n_kv, groups, d, dtype=q.dtype, device=q.device)
     return a.copy_(out.view(bsz, n_kv, groups, n, d).permute(0, 3, 1, 2, 4)).view(bsz, n, n_heads * d)
-
-
-SMALL_ATTEND_QUERIES = 16  # at most this many new tokens per row: `small_attend` (CPU), else SDPA
 
 
 def fast_layer(
@@ -301,8 +281,8 @@ def fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window
     native = layer is None and small_pass(x) and cpukernels.layer_ready(x, layers[0], k_bufs[0], dims[2])
     layer = layer or fast_layer
     n_heads, n_kv = dims[0], dims[1]
-    cos, sin = rope_tables(positions, inv_freq, x.dtype)
-    if small_pass(x):
+    cos, sin = rope_lookup(positions, inv_freq, x.dtype) if native else rope_tables(positions, inv_freq, x.dtype)
+    if small_pass(x) and mask.dtype == torch.bool:  # else `pass_bias` made the bias already
         mask = attention_bias(mask, n_kv, n_heads // n_kv)
     if native:  # one native call per layer, x updated in place (engine/model/cpukernels.py)
         x, col0 = x.contiguous().clone(), int(cols[0])
@@ -324,7 +304,7 @@ def fast_llama_pass(
     x = fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window, dims, layer)
     if keep:
         x = x[:, -keep:]
-    return norm(x, final_norm, eps)
+    return norm_out(x, final_norm, eps, layers)
 
 
 def fast_hidden_pass(
@@ -335,7 +315,7 @@ def fast_hidden_pass(
     eps = dims[3]
     collected: list[torch.Tensor] = []
     x = fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window, dims, layer, collect, collected)
-    final = norm(x, final_norm, eps)
+    final = norm_out(x, final_norm, eps, layers)
     hidden = torch.cat(collected + [final], dim=-1) if collect else final
     return (final[:, -keep:] if keep else final), hidden
 

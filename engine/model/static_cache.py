@@ -34,6 +34,7 @@ from engine.model.fastllama import attend, finish_layer, project_qkv, rms_norm, 
 from engine.model.fastpass import FastRunner, fast_hidden_pass, fast_llama_pass, fast_mode, fuse, linear, packed, packed_head
 from engine.model.forward import lean_enabled
 from engine.model.kvcache import RaggedCache
+from engine.model.pass_masks import padded_mask, pass_bias
 
 WINDOW_BUCKET = 128  # attention-window granularity of the graph buckets (columns)
 CAPACITY_MARGIN = 8  # spare columns beyond the longest the bookkeeping allows
@@ -66,20 +67,6 @@ def static_capacity(prompt_width: int, max_new_tokens: int) -> int:
     """Columns a run can need: the prompts, the new tokens and a draft beyond them, plus the holes
     RaggedCache tolerates before compacting (COMPACT_SLACK)."""
     return prompt_width + max_new_tokens + MAX_DEPTH + 1 + kvcache.COMPACT_SLACK + CAPACITY_MARGIN
-
-
-def padded_mask(valid: torch.Tensor, past: int, n_new: int, batch: int, window: int) -> torch.Tensor:
-    """(batch, 1, n_new, window) bool for a padded pass: row r < B sees its valid columns up to each
-    query's own column (past + i); padding rows see only their own new columns (finite, discarded);
-    columns past the live ones are masked for everyone."""
-    live, width = valid.shape  # (B, past + n_new)
-    device = valid.device
-    cols = torch.arange(window, device=device)
-    causal = cols[None, :] <= (past + torch.arange(n_new, device=device))[:, None]  # (n, window)
-    cols_valid = torch.zeros(batch, window, dtype=torch.bool, device=device)
-    cols_valid[:live, :width] = valid
-    cols_valid[live:, past:width] = True
-    return (causal[None] & cols_valid[:, None, :])[:, None]
 
 
 class StaticKV:
@@ -336,14 +323,20 @@ class StaticRaggedCache(RaggedCache):
         rows = batch_bucket(batch, self.kv.rows)
         window = window_bucket(past + n, self.kv.capacity) if self.mode == "fast" else past + n
         pad = rows - batch
-        ids = F.pad(ids, (0, 0, 0, pad))  # (rows, n): padding rows feed token 0
-        positions = torch.cat([positions, torch.arange(n, device=self.device).expand(pad, n)])
-        mask = padded_mask(valid, past, n, rows, window)  # (rows, 1, n, window)
+        if pad:
+            ids = F.pad(ids, (0, 0, 0, pad))  # (rows, n): padding rows feed token 0
+            positions = torch.cat([positions, torch.arange(n, device=self.device).expand(pad, n)])
+        lean, runner = self.body_lean, self.runner_model
+        mask = None
+        if self.mode == "native" and attend is None:  # the native pass's float bias, made directly
+            mask = pass_bias(valid, past, n, rows, window, lean.n_kv, lean.n_heads // lean.n_kv)
+        if mask is None:
+            mask = padded_mask(valid, past, n, rows, window)  # (rows, 1, n, window)
         if attend is not None:  # a draft tree (forward_tree): each node sees its context and its ancestors
             mask[:batch, 0, :, : attend.shape[2]] = attend
-        lean, runner = self.body_lean, self.runner_model
         if runner is not None:  # EAGLE: fc([embed(t); f]) outside, then one layer and the runner's norm
-            x, final_norm, keep, return_hidden = runner.inputs(ids, F.pad(features, (0, 0, 0, 0, 0, pad))), runner.norm, 0, False
+            features = F.pad(features, (0, 0, 0, 0, 0, pad)) if pad else features
+            x, final_norm, keep, return_hidden = runner.inputs(ids, features), runner.norm, 0, False
         else:
             x, final_norm = F.embedding(ids, lean.embed), lean.final_norm
         fn = fast_hidden_pass if return_hidden else fast_llama_pass

@@ -13,10 +13,20 @@ from engine import DecodeConfig, generate
 from engine.model import cpukernels
 from engine.model.eagle_head import EagleRunner, load_head
 from engine.model.fastllama import rms_norm, rotate_half
-from engine.model.fastpass import FastRunner, attention_bias, fast_mode, fuse, norm, rope, rope_tables, small_attend
+from engine.model.fastpass import (
+    FastRunner,
+    attention_bias,
+    fast_mode,
+    fuse,
+    norm,
+    rope,
+    rope_tables,
+    small_attend,
+)
 from engine.model.kvcache import RaggedCache
 from engine.model.pair import ModelPair
-from engine.model.static_cache import StaticRaggedCache, make_cache
+from engine.model.pass_masks import pass_bias, rope_lookup
+from engine.model.static_cache import StaticRaggedCache, make_cache, padded_mask
 
 
 def _tokens(pair, prompts, cfg, monkeypatch, fast: str):
@@ -203,6 +213,30 @@ def test_pass_pieces_match_the_lean_forward(dtype):
         q.float().transpose(1, 2), k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), attn_mask=mask, scale=0.25
     )
     torch.testing.assert_close(out.float(), expect.to(dtype).float().transpose(1, 2).reshape(2, 3, -1), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_native_pass_shortcuts_equal_the_general_pieces(dtype):
+    """What the native pass makes cheaply equals what it replaced: RoPE tables looked up (also after the
+    table grows), the bias made directly (single token, causal block; None where a row is ragged), and the
+    native final norm to float32 sum-order rounding."""
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, 16, 2).float() / 16))
+    for positions in (torch.tensor([[5]]), torch.arange(6).view(2, 3) + 40, torch.tensor([[700, 701]])):
+        got, expect = rope_lookup(positions, inv_freq, dtype), rope_tables(positions, inv_freq, dtype)
+        assert got[0].shape == expect[0].shape and torch.equal(got[0], expect[0]) and torch.equal(got[1], expect[1])
+    for bsz, past, n in ((1, 7, 1), (2, 4, 3), (1, 0, 5)):
+        valid = torch.ones(bsz, past + n, dtype=torch.bool)
+        direct = pass_bias(valid, past, n, bsz, past + n, 2, 3)
+        assert torch.equal(direct, attention_bias(padded_mask(valid, past, n, bsz, past + n), 2, 3))
+    ragged = torch.ones(2, 6, dtype=torch.bool)
+    ragged[1, 0] = False
+    assert pass_bias(ragged, 5, 1, 2, 6, 2, 3) is None and pass_bias(ragged[:1], 5, 1, 2, 6, 2, 3) is None  # a hole; a padding row
+    if cpukernels.available():
+        x, w = torch.randn(3, 2, 64).to(dtype) * 5, torch.rand(64).to(dtype)
+        native = cpukernels.rms_norm(x, w, 1e-5)
+        tol = 1e-6 if dtype == torch.float32 else 1e-2  # bfloat16: a sum-order difference may move one rounding step
+        torch.testing.assert_close(native, norm(x, w, 1e-5), rtol=tol, atol=tol)
+        assert cpukernels.rms_norm(x, w.float() if dtype == torch.bfloat16 else w.double(), 1e-5) is None
 
 
 @pytest.mark.parametrize("fast", ["eager", "native"])
