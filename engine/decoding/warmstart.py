@@ -3,8 +3,9 @@
 `make_policy` builds a fresh `GoodputDepth` for every `generate()` call, and a short run would otherwise spend
 most of its steps re-learning what the previous run already measured: the per-position acceptance, the
 confidence calibration a(q), the recent trees' value curve, the measured/curve verify-time ratio and the
-drafter's measured cost. The policy reads its state from here when it is built and writes it back after every
-decode step it observes (so a run stopped half-way still leaves what it saw).
+drafter's measured cost. The policy reads its state from here when it is built and writes it back every few
+decode steps and after its run's last (goodput.REMEMBER_STEPS: a run stopped half-way still leaves all but its
+last few steps).
 
 The key is everything that state depends on: the target, the drafter, dtype and device, the pass-cost curve it
 is measured against (its `key`: machine, model, dtype, threads, torch) and the shape settings (depth, tree

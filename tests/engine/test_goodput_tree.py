@@ -20,6 +20,7 @@ from test_tree import PROMPTS, _checked_run, _eagle_pair, toy_tree
 from engine import DecodeConfig, Trace, TraceError, generate, generate_steps
 from engine.decoding import goodput as goodput_policy
 from engine.decoding import passcurve, warmstart
+from engine.decoding.goodput import REMEMBER_STEPS
 from engine.decoding.policies import EXPLORE_STEPS, PRIOR_ACCEPTANCE, REFRESH_STEPS, GoodputDepth
 from engine.decoding.tree_value import CALIBRATION_DECAY, PRIOR_NODES, Calibration, bucket, pricing_check, tree_value
 from engine.decoding.verify_tree import accept_tree_sampling
@@ -168,8 +169,12 @@ def test_goodput_rechecks_the_nodes_its_cut_leaves_out():
 def test_warm_start_store_is_keyed_bounded_copied_and_thread_safe():
     key = ("t", 1)
     learner = goodput(FLAT, memory_key=key)
-    for _ in range(10):
+    for _ in range(REMEMBER_STEPS + 2):
         learner.observe(_step(4, [1], verify_ms=20.0, draft_ms=2.0))
+    assert warmstart.recall(key)["chain_steps"] == REMEMBER_STEPS  # written every REMEMBER_STEPS steps, not each
+    last = _step(4, [1], verify_ms=20.0, draft_ms=2.0)
+    last.seqs[0].finished = True
+    learner.observe(last)  # ... and on the run's last step
     warm = goodput(FLAT, memory_key=key)
     assert warm.learnt() == learner.learnt() and warm.accept[0] > 0.9 and warm.accept[1] < 0.2
     assert warm.verify_ms(5) == pytest.approx(20.0) and warm.calibration.accepted == learner.calibration.accepted

@@ -283,8 +283,10 @@ def test_goodput_does_not_price_the_catch_up_after_plain_steps_as_drafting():
         policy.observe(_step(0, [0], verify_ms=10.0, draft_ms=0.0))
     policy.observe(_step(3, [3], verify_ms=10.0, draft_ms=40.0))  # the catch-up of five plain steps' tokens
     assert policy.draft_ms[policy._bucket(1)] == known
-    for _ in range(3):
-        policy.observe(_step(0, [0], verify_ms=10.0, draft_ms=0.0))
+    for i in range(3):
+        plain = _step(0, [0], verify_ms=10.0, draft_ms=0.0)
+        plain.seqs[0].finished = i == 2  # the run ends: its state is stored (goodput.REMEMBER_STEPS)
+        policy.observe(plain)
     warm = GoodputDepth(curve=FLAT, max_depth=4, draft_cost_ratio=0.0, memory_key=("catch-up test",))
     assert warm.plain_run == 3 and warm.counts == policy.counts
 
