@@ -129,7 +129,7 @@ class GoodputDepth:
     step_ms: dict[int, float] = field(default_factory=dict)  # a step's time outside passes and drafting: 0 plain, 1 chain, 2 tree
     since: dict[str, int] = field(default_factory=lambda: {"chain": 0, "tree": 0})  # decode steps since each shape ran
     plain_run: int = 0  # plain decode steps in a row (exploration), across warm-started runs
-    _after_plain: bool = False  # the last decode step seen was plain (see `_learn`)
+    _after_plain: bool = True  # the last decode step seen was plain, or none was: a run's first draft also reads the prompts (`_learn`)
     chain_steps: int = 0  # chain steps so far (every EXPLORE_STEPS-th drafts one position deeper)
     explore_every: int = EXPLORE_STEPS  # plain steps in a row before the next exploring chain
     tree_steps: int = 0  # tree steps so far (every EXPLORE_STEPS-th verifies a wider cut)

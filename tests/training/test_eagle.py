@@ -4,6 +4,7 @@ stays in step with the target's, bad head folders are refused clearly, the pipel
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import warnings
@@ -189,11 +190,43 @@ def test_eagle_cache_and_pending_features_follow_the_target(tiny_eagle, threshol
         if not stream.active:
             continue
         drafter, target = stream.drafter, stream.target_cache
-        pending = drafter.pending_valid.long().sum(1)
-        assert torch.equal(drafter.cache.lengths + pending, target.lengths)
+        assert torch.equal(drafter.entries(), target.lengths)
         assert torch.equal(target.lengths + 1, torch.tensor([len(s.tokens) for s in stream.active]))
         checked += 1
     assert checked > 3
+
+
+def _plain_first(choose, ctx) -> int:
+    return 0 if ctx.step <= 4 else choose(ctx)
+
+
+def test_eagle_reads_the_prompts_and_plain_steps_only_when_it_drafts(tiny_eagle):
+    """The head's cache is filled at its first draft, not at the prefill: while the policy chooses plain steps
+    nothing is read (their features wait in `later`), the head's entries still count every target token, and
+    the run's tokens equal plain decoding's (float32). Dropping rows before the first draft keeps their prompts,
+    cropped to the longest left."""
+    pair, _ = tiny_eagle
+    cfg = DecodeConfig(depth=3, drafter="eagle", policy="heuristic", max_new_tokens=12)
+    plain = generate(pair, PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=12))
+    stream = generate_steps(pair, PROMPTS, cfg)
+    seen = []
+    for step in stream:
+        drafter = stream.drafter
+        if step.kind == "prefill":  # four plain steps first, then the policy's own choice
+            stream.decoder.policy.depth = functools.partial(_plain_first, stream.decoder.policy.depth)
+        if stream.active:
+            assert torch.equal(drafter.entries(), stream.target_cache.lengths)
+            seen.append((step.depth, drafter.unread is not None, len(drafter.later)))
+    assert seen[:5] == [(0, True, 0), (0, True, 1), (0, True, 2), (0, True, 3), (0, True, 4)]
+    assert seen[5][0] > 0 and not seen[5][1] and seen[5][2] == 0  # the first draft read them all
+    assert stream.trace.output_ids == plain.output_ids
+    stream = generate_steps(pair, PROMPTS, cfg)
+    next(iter(stream))
+    drafter = stream.drafter
+    lengths = [len(t) for t in drafter.unread[0]]
+    drafter.select(torch.tensor([2, 0]))
+    tokens, features = drafter.unread
+    assert [len(t) for t in tokens] == [lengths[2], lengths[0]] and features.shape[:2] == (2, max(lengths[2], lengths[0]))
 
 
 def test_eagle_sampling_drafts_from_its_vocabulary_with_a_full_q(tiny_eagle):
