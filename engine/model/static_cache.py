@@ -69,6 +69,15 @@ def static_capacity(prompt_width: int, max_new_tokens: int) -> int:
     return prompt_width + max_new_tokens + MAX_DEPTH + 1 + kvcache.COMPACT_SLACK + CAPACITY_MARGIN
 
 
+def buffer_dtype(mode: str, device, dtype: torch.dtype) -> torch.dtype:
+    """The KV buffers' dtype: the model's, but float32 for the fast pass on the CPU (fused, native or compiled),
+    whose small_attend reads float32 keys and values (no conversion per layer; a compiled bfloat16 pass with
+    bfloat16 buffers failed to trace, baddbmm's dtypes differing, until 2026-12-02)."""
+    if mode in FAST_PATHS and torch.device(device).type == "cpu":
+        return torch.promote_types(dtype, torch.float32)
+    return dtype
+
+
 class StaticKV:
     """One buffer of keys and one of values per layer: (rows, kv_heads, capacity, head_dim)."""
 
@@ -217,11 +226,7 @@ class StaticRaggedCache(RaggedCache):
         lean = self.body_lean
         ref = lean.layers[0][2]  # a k_proj weight: the model's dtype and device
 
-        dtype = ref.dtype
-        if (
-            self.mode in ("fused", "native") and torch.device(self.device).type == "cpu"
-        ):  # small_attend reads float32: no conversion per layer
-            dtype = torch.promote_types(dtype, torch.float32)
+        dtype = buffer_dtype(self.mode, self.device, ref.dtype)
 
         def make(rows: int, capacity: int):
             kv = StaticKV(len(lean.layers), rows, lean.n_kv, capacity, lean.head_dim, dtype, self.device)

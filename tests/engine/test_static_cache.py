@@ -15,7 +15,16 @@ from engine import DecodeConfig, generate, generate_steps
 from engine.config import ConfigError
 from engine.model.graphs import GraphRunner
 from engine.model.kvcache import RaggedCache
-from engine.model.static_cache import StaticRaggedCache, batch_bucket, make_cache, padded_mask, resolve_mode, static_capacity, window_bucket
+from engine.model.static_cache import (
+    StaticRaggedCache,
+    batch_bucket,
+    buffer_dtype,
+    make_cache,
+    padded_mask,
+    resolve_mode,
+    static_capacity,
+    window_bucket,
+)
 
 MODES = ["static", "padded"]
 
@@ -195,3 +204,14 @@ def test_cuda_graphs_equal_eager_float32():
         graphs = generate(pair, prompts, graph_cfg)
         assert graphs.meta["graph_replays"] > 0
         assert graphs.output_ids == eager.output_ids, drafter
+
+
+def test_fast_pass_buffers_are_float32_on_the_cpu_in_every_fast_mode():
+    """small_attend reads float32 keys and values: the fused, native and compiled passes all get float32 buffers
+    on the CPU (a compiled bfloat16 pass once traced bfloat16 buffers into baddbmm and failed); other modes and
+    devices keep the model's dtype."""
+    for mode in ("fused", "native", "fast"):
+        assert buffer_dtype(mode, "cpu", torch.bfloat16) == torch.float32
+        assert buffer_dtype(mode, "cpu", torch.float32) == torch.float32
+    assert buffer_dtype("fast", "cuda", torch.bfloat16) == torch.bfloat16
+    assert buffer_dtype("static", "cpu", torch.bfloat16) == torch.bfloat16
