@@ -273,16 +273,21 @@ def small_pass(x) -> bool:
     return x.device.type == "cpu" and x.shape[1] <= SMALL_ATTEND_QUERIES
 
 
+def native_pass(x) -> bool:
+    """Whether the native decoder layer may take this pass's queries (its matrices also check the whole pass's tokens)."""
+    return x.device.type == "cpu" and x.shape[1] <= cpukernels.LAYER_TOKENS
+
+
 def fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window: int, dims: tuple, layer=None, collect=(), into=None):
     """All decoder layers over the buffers; returns the last layer's output. One graph when the whole pass
     is compiled; `layer`: the compiled decoder layer, called once per layer (SPECLAB_FAST_SCOPE=layer).
     The outputs of the layers in `collect` are appended to the list `into` (EAGLE-3 fusion). What every
     layer shares is made here once: the RoPE tables and the attention bias."""
-    native = layer is None and small_pass(x) and cpukernels.layer_ready(x, layers[0], k_bufs[0], dims[2])
+    native = layer is None and native_pass(x) and cpukernels.layer_ready(x, layers[0], k_bufs[0], dims[2])
     layer = layer or fast_layer
     n_heads, n_kv = dims[0], dims[1]
     cos, sin = rope_lookup(positions, inv_freq, x.dtype) if native else rope_tables(positions, inv_freq, x.dtype)
-    if small_pass(x) and mask.dtype == torch.bool:  # else `pass_bias` made the bias already
+    if (native or small_pass(x)) and mask.dtype == torch.bool:  # else `pass_bias` made the bias already
         mask = attention_bias(mask, n_kv, n_heads // n_kv)
     if native:  # one native call per layer, x updated in place (engine/model/cpukernels.py)
         x, col0 = x.contiguous().clone(), int(cols[0])

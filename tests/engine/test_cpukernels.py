@@ -100,8 +100,9 @@ def test_library_is_cached_per_machine(monkeypatch, tmp_path):
 
 @needs_kernels
 def test_native_pass_runs_each_layer_in_one_call(tiny, monkeypatch):
-    """SPECLAB_FAST=native: every decoder layer of a small pass is one native call (and the greedy tokens are
-    the lean pass's); a pass of more tokens than LAYER_TOKENS falls back to the fused eager layer."""
+    """SPECLAB_FAST=native: every decoder layer of a pass of up to LAYER_TOKENS tokens (the short prompt's
+    prefill too) is one native call, and the greedy tokens are the lean pass's; a pass of more new tokens per
+    row than LAYER_TOKENS falls back to the fused eager layer, with the same tokens."""
     from conftest import PROMPTS
 
     from engine import DecodeConfig, generate
@@ -118,11 +119,15 @@ def test_native_pass_runs_each_layer_in_one_call(tiny, monkeypatch):
     layers = len(tiny.target.model.layers)
     assert native.output_ids == lean.output_ids
     passes = len(calls) // layers
-    assert passes >= 1 and len(calls) == passes * layers and all(shape[:2] == (1, 1) for shape in calls)
+    assert passes == 6 and len(calls) == passes * layers  # the prefill and 5 one-token passes
+    assert 1 < calls[0][1] <= cpukernels.LAYER_TOKENS and all(shape[:2] == (1, 1) for shape in calls[layers:])
     calls.clear()
-    spec = generate(tiny, PROMPTS, DecodeConfig(depth=7, drafter="ngram", max_new_tokens=12))  # 3 rows x 8 > 16 tokens
+    monkeypatch.setattr(cpukernels, "LAYER_TOKENS", 4)  # passes of 8 new tokens per row go eager
+    spec = generate(tiny, PROMPTS, DecodeConfig(depth=7, drafter="model", max_new_tokens=12))
+    wide = [step for step in spec.steps if step.kind == "decode" and step.tokens_per_pass > 4 * step.batch]
+    assert wide  # the target verified 8 tokens per row in these passes ...
+    assert calls and all(shape[1] <= 4 for shape in calls)  # ... yet only passes of up to 4 ran natively
     assert spec.output_ids == generate(tiny, PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=12)).output_ids
-    assert calls and all(shape[0] * shape[1] <= cpukernels.LAYER_TOKENS for shape in calls)  # only the small passes
 
 
 @needs_kernels
