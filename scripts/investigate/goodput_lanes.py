@@ -1,7 +1,8 @@
 """goodput against the fixed chains it chooses between, at batch 1, with many tokens per lane (issue 31).
 
-width_goodput.py compares every shape over few tokens per round; this one takes the two best fixed chains of
-this CPU (k = 2 and 3) and both goodput lanes over 8 held-out prompts x 64 tokens per round, the lanes
+width_goodput.py compares every shape over few tokens per round; this one takes the fixed chains of depth 2-4,
+the 8-node tree (top-4, depth 4: the best fixed tree on this CPU since the native pass takes 9 tokens in one
+register tile, 2026-12-02) and both goodput lanes over 8 held-out prompts x 64 tokens per round, the lanes
 interleaved, and prints per round and over all rounds each lane's tokens/s, its tokens per step, the mean
 draft, verify, overhead and policy ms of its steps, and the shapes it ran. The sum over all rounds is the
 comparison: ~2,500 tokens per lane average out much of a 2-core machine's noise.
@@ -31,6 +32,8 @@ def main() -> None:
     cfgs = {
         "chain2": DecodeConfig(depth=2, **e),
         "chain3": DecodeConfig(depth=3, **e),
+        "chain4": DecodeConfig(depth=4, **e),
+        "tree8": DecodeConfig(depth=4, tree_nodes=8, tree_topk=4, **e),
         "gp_chain": DecodeConfig(depth=4, policy="goodput", **e),
         "gp_tree": DecodeConfig(depth=4, policy="goodput", tree_nodes=32, tree_topk=4, **e),
     }
