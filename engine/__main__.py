@@ -5,7 +5,7 @@
                            [--dtype {auto,float32,bfloat16}] [--cuda-graphs {auto,off,static,padded}] [--json PATH]
     python -m engine bench --batch 1,4,16 --depth 0,2,4,8 [--confidence 0,0.3] [--drafter ...] [--dtype ...] [--json PATH]
     python -m engine passes [--batch 1,8] [--tokens 1,2,4,...] [--context 150]   # one forward's time vs tokens per pass
-                            [--compare-fast off,eager,compiled [--rounds 3]]   # the fast pass against the lean one
+                            [--compare-fast off,eager,native [--rounds 3]]   # the fast pass against the lean one
     python -m engine probe
     python -m engine predict --gpu H200 --model 8B [--context 1024] [--alpha 0.7] [--c 0.05] [--dtype bfloat16]
                              [--floor graph|eager|none]   # the roofline predictor's table: a model, not a measurement
@@ -81,11 +81,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--fast",
         default=None,
-        choices=["off", "eager", "native", "compiled"],
+        choices=["off", "eager", "native"],
         help="the fast decode pass (engine/model/fastpass.py): off (the lean eager pass), eager (fused, prepacked "
-        "projections over static KV buffers), native (eager with SpecLab's native CPU kernels, engine/model/cpukernels.py), "
-        "compiled (also torch.compile per bucket); default: $SPECLAB_FAST, else native on the CPU (eager where the "
-        "kernels do not build) and off elsewhere",
+        "projections over static KV buffers), native (eager with SpecLab's native CPU kernels, engine/model/cpukernels.py); "
+        "default: $SPECLAB_FAST, else native on the CPU (eager where the kernels do not build) and off elsewhere",
     )
 
 
@@ -194,7 +193,7 @@ def _other_parsers(sub) -> None:
         "--compare-fast",
         type=_list_of(str, "fast mode"),
         default=None,
-        help="comma-separated fast modes (off,eager,native,compiled) timed against each other, interleaved over --rounds",
+        help="comma-separated fast modes (off,eager,native) timed against each other, interleaved over --rounds",
     )
     passes.add_argument("--rounds", type=int, default=3, help="--compare-fast: interleaved rounds (median, min-max over them)")
     passes.add_argument("--json", default=None)
@@ -217,7 +216,7 @@ def _other_parsers(sub) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "fast", None):  # read by engine/model/static_cache.make_cache for every cache of this process
-        os.environ["SPECLAB_FAST"] = {"off": "0", "eager": "eager", "native": "native", "compiled": "1"}[args.fast]
+        os.environ["SPECLAB_FAST"] = {"off": "0", "eager": "eager", "native": "native"}[args.fast]
     if args.command == "predict":
         from engine.roofline.predictor import prediction_table
 

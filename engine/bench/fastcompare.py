@@ -1,11 +1,9 @@
-"""The fast pass against the lean eager pass (and compiled), interleaved: `python -m engine passes --compare-fast`.
+"""The fast pass against the lean eager pass, interleaved: `python -m engine passes --compare-fast`.
 
 One forward pass per size and mode, timed by `engine.decoding.passcurve.pass_costs`; every round measures
-every mode once (off, then eager, then compiled, then the next round), so a shared machine's drift hits
+every mode once (off, then eager, then native, then the next round), so a shared machine's drift hits
 them alike. Each mode's time per size is the median over rounds of that round's median of `repeats`
 passes, with the min and max over rounds beside it (the spread a reader needs before calling a winner).
-A compiled mode compiles each shape in its first (warm-up) pass, off the clock: the compile time is not
-in these numbers; the first run of a new shape in a decode pays it (docs/measurements.md).
 """
 
 from __future__ import annotations

@@ -177,8 +177,7 @@ def pass_costs(
     fastest, which a busy machine disturbs least).
     cuda_graphs: "off" (eager, dynamic cache), or a DecodeConfig.cuda_graphs mode over static buffers; with
     "auto" on CUDA each shape is captured once (in the warm-up pass) and its replays are timed.
-    fast: "off", "eager", "native" or "compiled" (engine/model/fastpass.py); None: `fast_mode` (native on the CPU). A compiled
-    shape is compiled in the warm-up pass, off the clock."""
+    fast: "off", "eager" or "native" (engine/model/fastpass.py); None: `fast_mode` (native on the CPU)."""
 
     model = pair.target if which == "target" else pair.draft
     if model is None:

@@ -1,4 +1,5 @@
-"""The fast decode pass: fused projections over the static KV buffers, eager (the CPU default) or compiled.
+"""The fast decode pass: fused projections over the static KV buffers, eager; on the CPU (the default there) each
+decoder layer of a small pass is one call into SpecLab's native kernels (engine/model/cpukernels.py).
 
 Why: at batch 1 a decode pass of SmolLM2-135M is ~1,200 small operations (30 layers x about 40),
 each dispatched from Python; measured on the 2-core build CPU the eager lean pass reached 16-19% of
@@ -12,12 +13,13 @@ the probed copy bandwidth (issue 31). What removes most of that:
   F.rms_norm (`norm`);
 - on the CPU the eager pass's buffers are float32 even for a bfloat16 model (StaticRaggedCache.prefill), so
   `small_attend` reads keys and values in float32 without converting the window in every layer, and it
-  attends over exactly the live columns (the bucketed window is kept for the compiled pass's shapes);
-- optionally `torch.compile` (Inductor) of the whole pass (all layers in one graph; RMSNorm, residual adds,
-  RoPE and SiLU x up fused into a few C++/Triton loops). On CUDA with mode="reduce-overhead" it replays as a
-  CUDA graph. Compiled programs live in Inductor's on-disk cache (TORCHINDUCTOR_CACHE_DIR, set under the
-  SpecLab cache folder by `configure_compile_cache`), so a restarted process loads them instead of
-  compiling again. Measured on the CPU it did not beat the eager pass (docs/measurements.md).
+  attends over exactly the live columns;
+- the native kernels: one call per layer for passes of up to cpukernels.LAYER_TOKENS tokens (98% of the probed
+  bandwidth for one token on the 2-core EPYC, docs/measurements.md, "Native kernels").
+
+`torch.compile` of this pass (SPECLAB_FAST=1) was removed in issue 31: on the CPU it ran at 0.32x the native pass
+(one token 35.0 against 11.2 ms, 2026-12-02) and it was never run on a GPU, where CUDA graphs
+(cuda_graphs="auto", engine/model/graphs.py) are the measured way to remove the per-op overhead.
 
 Numerics: the same ops in the same order and dtype as engine/model/fastllama.py, except attention's float32
 score arithmetic (a bias added instead of a masked fill, the scale applied inside the product): a fused
@@ -26,15 +28,12 @@ model's dtype before they are stored. Float32 greedy decoding gives the same tok
 transformers' generate() (tests/engine/test_fastpass.py on a tiny Llama); in bfloat16 the last bits of
 the scores may round differently, so greedy tokens can differ from the eager path's.
 
-`SPECLAB_FAST`: "0" off, "eager" (fused, not compiled; the default on the CPU), "1" (fused and compiled).
-See `fast_mode`.
+`SPECLAB_FAST`: "0" off, "eager" (fused), "native" (fused, native kernels: the default on the CPU). See `fast_mode`.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-import time
 
 import torch
 import torch.nn.functional as F
@@ -43,23 +42,12 @@ from engine.model import cpukernels
 from engine.model.fastllama import attend
 from engine.model.pass_masks import SMALL_ATTEND_QUERIES, attention_bias, rope, rope_lookup, rope_tables
 
-FAST_MODES = ("off", "eager", "native", "compiled")
-
-
-def _torch_default_dir() -> str | None:
-    try:
-        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-    except ImportError:
-        return None
-    return os.path.abspath(default_cache_dir())
-
-
-_TORCH_DEFAULT_DIR = _torch_default_dir()
+FAST_MODES = ("off", "eager", "native")
 
 
 def fast_mode(device=None) -> str:
     """SPECLAB_FAST: "0"/"off" -> off; "eager" -> fused eager; "native" -> fused eager with the native CPU
-    kernels (engine/model/cpukernels.py); "1"/"on"/"compiled" -> fused and compiled.
+    kernels (engine/model/cpukernels.py). "1"/"on"/"compiled" (the compiled pass, removed) -> a ValueError saying so.
 
     Unset: on the CPU "native" where the kernels build (else "eager"): both were measured faster than the lean
     pass and are exact in float32 (docs/measurements.md, "the fast decode pass"); "off" on other devices
@@ -74,25 +62,8 @@ def fast_mode(device=None) -> str:
     if value in ("eager", "native"):
         return value
     if value in ("1", "on", "compiled"):
-        return "compiled"
-    raise ValueError(f"SPECLAB_FAST must be 0, eager, native or 1; got {value!r}")
-
-
-def configure_compile_cache() -> str:
-    """Point Inductor's on-disk cache at $SPECLAB_CACHE/inductor (unless TORCHINDUCTOR_CACHE_DIR is set)."""
-    from engine.formats import cache_dir
-
-    path = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if not path or path == _TORCH_DEFAULT_DIR:  # unset, or set to its default by torch itself
-        path = str(cache_dir() / "inductor")
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
-    import torch._dynamo
-    import torch._inductor.config as inductor
-
-    inductor.fx_graph_cache = True
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-    torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 512)
-    return path
+        raise ValueError(f"SPECLAB_FAST={value}: the compiled pass was removed (0.32x the native pass on the CPU); use native, eager or 0")
+    raise ValueError(f"SPECLAB_FAST must be 0, eager or native; got {value!r}")
 
 
 def fuse(lean) -> list[tuple]:
@@ -168,7 +139,7 @@ def packed(lean, native: bool = False) -> list[tuple]:
     `fuse`'s own. Measured on the 2-core build CPU (one thread, 2026-12-01): a one-token GEMV over the fused
     gate-up weight took 83 us prepacked against 195 us with F.linear, the output head 4.4 ms against 7.8 ms;
     the output is bit-identical. It costs a second copy of the matrices (the plain ones stay for the prefill
-    and transformers' forward). Not for the compiled pass (Inductor takes plain tensors).
+    and transformers' forward).
     `native`: each matrix also in the native kernels' layout (cpukernels.Packed, a third copy), used for
     passes of up to cpukernels.LAYER_TOKENS tokens, the oneDNN copy beyond; as `packed` where the kernels
     are unavailable."""
@@ -221,9 +192,8 @@ def norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def norm_out(x: torch.Tensor, weight: torch.Tensor, eps: float, layers) -> torch.Tensor:
-    """A pass's final `norm`; in the native pass (its layers hold natively packed matrices; never a compiled one,
-    whose layers are plain tensors) one kernel call (cpukernels.rms_norm, the layer kernel's own norm
-    arithmetic), else torch's."""
+    """A pass's final `norm`; in the native pass (its layers hold natively packed matrices) one kernel call
+    (cpukernels.rms_norm, the layer kernel's own norm arithmetic), else torch's."""
     out = cpukernels.rms_norm(x, weight, eps) if isinstance(layers[0][1], cpukernels.Packed) else None
     return norm(x, weight, eps) if out is None else out
 
@@ -278,13 +248,11 @@ def native_pass(x) -> bool:
     return x.device.type == "cpu" and x.shape[1] <= cpukernels.LAYER_TOKENS
 
 
-def fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window: int, dims: tuple, layer=None, collect=(), into=None):
-    """All decoder layers over the buffers; returns the last layer's output. One graph when the whole pass
-    is compiled; `layer`: the compiled decoder layer, called once per layer (SPECLAB_FAST_SCOPE=layer).
-    The outputs of the layers in `collect` are appended to the list `into` (EAGLE-3 fusion). What every
-    layer shares is made here once: the RoPE tables and the attention bias."""
-    native = layer is None and native_pass(x) and cpukernels.layer_ready(x, layers[0], k_bufs[0], dims[2])
-    layer = layer or fast_layer
+def fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window: int, dims: tuple, collect=(), into=None):
+    """All decoder layers over the buffers; returns the last layer's output: one native call per layer where
+    `cpukernels.layer_ready`, else `fast_layer`. The outputs of the layers in `collect` are appended to the list
+    `into` (EAGLE-3 fusion). What every layer shares is made here once: the RoPE tables and the attention bias."""
+    native = native_pass(x) and cpukernels.layer_ready(x, layers[0], k_bufs[0], dims[2])
     n_heads, n_kv = dims[0], dims[1]
     cos, sin = rope_lookup(positions, inv_freq, x.dtype) if native else rope_tables(positions, inv_freq, x.dtype)
     if (native or small_pass(x)) and mask.dtype == torch.bool:  # else `pass_bias` made the bias already
@@ -295,108 +263,57 @@ def fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window
         if native:
             cpukernels.layer(x, cos, sin, k_buf, v_buf, col0, window, mask, weights, *dims)
         else:
-            x = layer(x, cos, sin, k_buf, v_buf, cols, mask, window, weights, *dims)
+            x = fast_layer(x, cos, sin, k_buf, v_buf, cols, mask, window, weights, *dims)
         if i in collect:
             into.append(x.clone() if native else x)
     return x
 
 
-def fast_llama_pass(
-    x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, final_norm, window: int, keep: int, dims: tuple, layer=None
-):
+def fast_llama_pass(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, final_norm, window: int, keep: int, dims: tuple):
     """A Llama's padded decode/verify pass without collected layers: the final-normed states of the kept positions."""
     eps = dims[3]
-    x = fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window, dims, layer)
+    x = fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window, dims)
     if keep:
         x = x[:, -keep:]
     return norm_out(x, final_norm, eps, layers)
 
 
 def fast_hidden_pass(
-    x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, final_norm, window: int, keep: int, dims: tuple, collect=(), layer=None
+    x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, final_norm, window: int, keep: int, dims: tuple, collect=()
 ):
     """As `fast_llama_pass` with the final hidden states of all positions too (EAGLE's features); with
     `collect` (layer indices, EAGLE-3) those layers' outputs come first: (B, n, H * (len(collect) + 1))."""
     eps = dims[3]
     collected: list[torch.Tensor] = []
-    x = fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window, dims, layer, collect, collected)
+    x = fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window, dims, collect, collected)
     final = norm_out(x, final_norm, eps, layers)
     hidden = torch.cat(collected + [final], dim=-1) if collect else final
     return (final[:, -keep:] if keep else final), hidden
 
 
 class FastRunner:
-    """Runs a StaticPass's padded passes fused, compiled per function (Inductor; reduce-overhead on CUDA).
+    """Runs a StaticPass's fused passes eagerly, in the interface of engine/model/graphs.py's GraphRunner (which
+    the static caches of the other modes use), so the decode loop and the trace treat every cache alike: no
+    graphs, no capture time, every pass counted as an eager one."""
 
-    Compile time is kept apart (`take_capture_ms`, as GraphRunner's capture time) so the decode loop keeps it
-    off the run's clock: the first pass of a new bucket pays it once per process, later processes load the
-    compiled code from Inductor's disk cache."""
-
-    _compiled: dict = {}  # (function, device type) -> compiled function, shared by every cache of the process
-
-    def __init__(self, device: torch.device, compiled: bool):
+    def __init__(self, device: torch.device):
         self.device = torch.device(device)
-        self.compiled = compiled
         self.fallback: str | None = None
         self.reset()
 
     def reset(self) -> None:
-        self.seen: set = set()
         self.captured = self.replays = self.eager_passes = 0
         self.capture_ms_total = 0.0
         self.graphs: dict = {}  # no CUDA graphs of its own (graph_meta counts GraphRunner's)
-        self._capture_ms = 0.0
 
     def take_capture_ms(self) -> float:
-        ms, self._capture_ms = self._capture_ms, 0.0
-        return ms
+        return 0.0
 
     def capture_pending(self) -> int:
-        """GraphRunner's hook after a warm-up pass; nothing is queued here (a bucket compiles in its first
-        call, timed apart by `run`), so there is nothing to capture."""
+        """GraphRunner's hook after a warm-up pass: nothing is ever queued here."""
         return 0
 
-    def function(self, fn):
-        if not self.compiled:
-            return fn
-        key = (fn, self.device.type)
-        if key not in FastRunner._compiled:
-            configure_compile_cache()
-            mode = "reduce-overhead" if self.device.type == "cuda" else None
-            FastRunner._compiled[key] = torch.compile(fn, dynamic=False, mode=mode)
-        return FastRunner._compiled[key]
-
     def run(self, key, fn, args: tuple, kwargs: dict):
-        """fn(*args, **kwargs), compiled; the first call of each bucket key is timed as compile time.
-        SPECLAB_FAST_SCOPE=layer compiles the decoder layer alone (one small graph shared by every layer:
-        a fraction of the compile time, one guarded call per layer); "pass" (default) the whole pass."""
-        if not self.compiled:
-            self.eager_passes += 1
-            return fn(*args, **kwargs)
-        if os.environ.get("SPECLAB_FAST_SCOPE", "pass") == "layer":
-            compiled = functools.partial(fn, layer=self.function(fast_layer))
-        else:
-            compiled = self.function(fn)
-        if key in self.seen:
-            self.replays += 1
-            out = compiled(*args, **kwargs)
-            return out if self.device.type != "cuda" else _clone(out)  # a CUDA graph overwrites its outputs
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        t = time.perf_counter()
-        out = compiled(*args, **kwargs)
-        if self.device.type == "cuda":
-            out = _clone(compiled(*args, **kwargs))  # reduce-overhead records its graph on a later call
-            torch.cuda.synchronize(self.device)
-        ms = (time.perf_counter() - t) * 1000
-        self.seen.add(key)
-        self.captured += 1
-        self.capture_ms_total += ms
-        self._capture_ms += ms
-        return out
-
-
-def _clone(out):
-    if isinstance(out, tuple):
-        return tuple(_clone(o) for o in out)
-    return out.clone() if isinstance(out, torch.Tensor) else out
+        """fn(*args, **kwargs); `key` (the pass's shape) is GraphRunner's and unused here."""
+        self.eager_passes += 1
+        return fn(*args, **kwargs)

@@ -29,8 +29,7 @@ _ROPE: dict = {}  # (id(inv_freq), dtype) -> (inv_freq, cos (P, 1, d), sin (P, 1
 def rope_lookup(positions, inv_freq, dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """`rope_tables` by lookup: the tables are made once per model and dtype for positions 0..P-1 (P doubles
     when a run outgrows it), so a pass indexes them instead of running seven small ops (~30 us on the 2-core
-    EPYC). The same elementwise arithmetic (tests/engine/test_fastpass.py). The native pass's; a compiled
-    pass computes the tables inside its graph."""
+    EPYC). The same elementwise arithmetic (tests/engine/test_fastpass.py). The native pass's."""
     top = int(positions.max()) + 1 if positions.numel() else 1
     key = (id(inv_freq), dtype)
     entry = _ROPE.get(key)

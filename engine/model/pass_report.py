@@ -17,8 +17,6 @@ def graph_meta(caches: list[RaggedCache], requested: str) -> dict:
         path = "CUDA graphs (static KV buffers)"
     elif modes == {"static"}:
         path = "eager (static KV buffers, exact windows)"
-    elif modes == {"fast"}:
-        path = "fast pass (fused projections, torch.compile, static KV buffers)"
     elif modes == {"fused"}:
         path = "fused projections, eager (static KV buffers)"
     elif modes == {"native"}:

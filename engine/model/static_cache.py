@@ -70,9 +70,8 @@ def static_capacity(prompt_width: int, max_new_tokens: int) -> int:
 
 
 def buffer_dtype(mode: str, device, dtype: torch.dtype) -> torch.dtype:
-    """The KV buffers' dtype: the model's, but float32 for the fast pass on the CPU (fused, native or compiled),
-    whose small_attend reads float32 keys and values (no conversion per layer; a compiled bfloat16 pass with
-    bfloat16 buffers failed to trace, baddbmm's dtypes differing, until 2026-12-02)."""
+    """The KV buffers' dtype: the model's, but float32 for the fast pass on the CPU (fused or native), whose
+    small_attend and native attention read float32 keys and values (no conversion per layer)."""
     if mode in FAST_PATHS and torch.device(device).type == "cpu":
         return torch.promote_types(dtype, torch.float32)
     return dtype
@@ -211,10 +210,10 @@ class StaticRaggedCache(RaggedCache):
         self.max_new_tokens = max_new_tokens
         self.kv: StaticKV | None = None
         self.passes: StaticPass | None = None
-        if mode in FAST_PATHS:  # fused projections, compiled per bucket ("fast") or eager ("fused"): engine/model/fastpass.py
+        if mode in FAST_PATHS:  # fused projections, eager ("fused") or native kernels: engine/model/fastpass.py
             fuse(self.body_lean)
-            self.pooled = None  # its own runner and buffers per run (compiled programs are cached by shape)
-            self.graphs = FastRunner(device, compiled=mode == "fast")
+            self.pooled = None  # its own runner and buffers per run
+            self.graphs = FastRunner(device)
         else:  # buffers and graphs kept per model across runs (engine/model/graph_pool.py); queued captures happen here
             self.pooled = graph_pool.acquire(runner if runner is not None else model, mode, torch.device(device))
             self.graphs = self.pooled.graphs
@@ -233,11 +232,8 @@ class StaticRaggedCache(RaggedCache):
             return kv, StaticPass(lean, kv, runner=self.runner_model)
 
         capacity = -(-static_capacity(width, self.max_new_tokens) // WINDOW_BUCKET) * WINDOW_BUCKET  # reusable
-        if self.pooled is None:  # the fast path: whole window buckets, so compiled shapes repeat run after run
+        if self.pooled is None:  # the fast path
             self.kv, self.passes = make(len(token_lists), capacity)
-            if self.device.type == "cuda":  # buffers a CUDA graph may write into
-                for buf in self.kv.keys + self.kv.values:
-                    torch._dynamo.mark_static_address(buf)
             self.graphs.reset()
         else:
             self.pooled.ensure(len(token_lists), capacity, make)
@@ -322,11 +318,11 @@ class StaticRaggedCache(RaggedCache):
         return out[:batch], (hidden[:batch] if hidden is not None else None)
 
     def _fast(self, ids, positions, valid, cols, past, keep, return_hidden, features, attend=None):
-        """The padded pass, fused and (mode "fast") compiled once per bucket: engine/model/fastpass.py.
-        Eager ("fused") it attends over exactly the live columns: buckets only spare compiled shapes."""
+        """The fused pass (engine/model/fastpass.py) over exactly the live columns; at a batch that is not a batch
+        bucket, padding rows feed token 0 (discarded)."""
         batch, n = ids.shape
         rows = batch_bucket(batch, self.kv.rows)
-        window = window_bucket(past + n, self.kv.capacity) if self.mode == "fast" else past + n
+        window = past + n
         pad = rows - batch
         if pad:
             ids = F.pad(ids, (0, 0, 0, pad))  # (rows, n): padding rows feed token 0
@@ -347,7 +343,7 @@ class StaticRaggedCache(RaggedCache):
         fn = fast_hidden_pass if return_hidden else fast_llama_pass
         dims = (lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)
         collect = return_hidden if isinstance(return_hidden, tuple) else ()  # EAGLE-3: these layers' outputs too
-        layers = fuse(lean) if self.mode == "fast" else packed(lean, native=self.mode == "native")  # compiled: plain tensors
+        layers = packed(lean, native=self.mode == "native")
         args = (x, positions, mask, cols, self.passes.inv_freq, self.kv.keys, self.kv.values, layers, final_norm, window, keep, dims)
         key = (fn.__name__, rows, n, window, keep, collect)
         out = self.graphs.run(key, fn, args, {"collect": collect} if collect else {})
@@ -395,8 +391,8 @@ class StaticRaggedCache(RaggedCache):
         return index
 
 
-FAST_PATHS = ("fused", "fast", "native")  # StaticRaggedCache modes of the fast pass: fused eager, compiled, native kernels
-FAST_PATH_OF = {"eager": "fused", "compiled": "fast", "native": "native"}  # fast mode -> cache mode
+FAST_PATHS = ("fused", "native")  # StaticRaggedCache modes of the fast pass: fused eager, native kernels
+FAST_PATH_OF = {"eager": "fused", "native": "native"}  # fast mode -> cache mode
 
 
 def _capable(model, runner) -> bool:
@@ -422,8 +418,8 @@ def resolve_mode(requested: str, device: torch.device, model, runner=None) -> tu
 def make_cache(model, device: torch.device, costs, cfg, runner=None, fast: str | None = None) -> RaggedCache:
     """The cache a decode run uses for one model: dynamic (eager) or static buffers (eager or graphs),
     as `cfg.cuda_graphs` and the device allow. `cfg` None: the dynamic cache.
-    fast ("off", "eager", "native", "compiled"; None: `fast_mode`, engine/model/fastpass.py: native on the CPU): with cuda_graphs "off"
-    or "auto", the fused pass over static buffers, compiled or not; trees stay on the dynamic cache."""
+    fast ("off", "eager", "native"; None: `fast_mode`, engine/model/fastpass.py: native on the CPU): with cuda_graphs "off"
+    or "auto", the fused pass over static buffers; with "off", trees stay on the dynamic cache."""
     requested = cfg.cuda_graphs if cfg is not None else GraphMode.OFF.value
     fast = fast_mode(device) if fast is None else fast
     on_fast_path = (

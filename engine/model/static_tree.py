@@ -1,5 +1,5 @@
 """Draft trees over the static KV buffers (engine/model/static_cache.py): RaggedCache's `forward_tree` and
-`keep_path` for the fused eager, native and compiled passes, so that a tree verify and a tree draft run on
+`keep_path` for the fused eager and native passes, so that a tree verify and a tree draft run on
 the same fast pass as a chain's (the pass the measured pass-cost curve prices: engine/decoding/passcurve.py).
 
 A tree pass feeds its nodes at explicit positions (their depths) and gives each its own attention row

@@ -1,5 +1,5 @@
 """Batch-1 tokens/s, interleaved in one run: transformers' generate() against SpecLab's plain decoding and
-its EAGLE speculation, each eager (SPECLAB_FAST=0) and with the fast pass (SPECLAB_FAST=eager or 1).
+its EAGLE speculation, each eager (SPECLAB_FAST=0) and with the fast pass (SPECLAB_FAST=native or eager).
 
 Each round runs every contender once over the same held-out prompts (one after another, batch 1), so a
 shared machine's drift hits them alike; each has a warm-up (and any compilation) first. Prints medians,
@@ -26,9 +26,7 @@ def main() -> None:
     p.add_argument("--prompts", type=int, default=3)
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--depth", type=int, default=3)
-    p.add_argument(
-        "--fast", default="native", help="the fast mode compared with eager: native (fused, native kernels), eager (fused) or 1 (compiled)"
-    )
+    p.add_argument("--fast", default="native", help="the fast mode compared with eager: native (fused, native kernels) or eager (fused)")
     p.add_argument("--json", default=None)
     args = p.parse_args()
     from engine import DecodeConfig, load_pair

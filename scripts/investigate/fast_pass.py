@@ -1,13 +1,13 @@
-"""Eager vs fast (fused, compiled) decode passes of the embedded target, interleaved, on this machine.
+"""Eager vs fast (fused, native) decode passes of the embedded target, interleaved, on this machine.
 
 Times ONE target pass of n tokens over a 128-token context for each mode in turn, `--rounds` times
 round-robin, as wall time and as this thread's CPU time (`time.thread_time`; with SPECLAB_THREADS=1
 all of the pass's work runs on this thread, so CPU time is what the pass costs even when other
 processes share the cores and stretch its wall time). Prints per mode and token count the median and
-spread over the rounds, with the load average. Compilation happens in each mode's first warm-up pass
-(reported separately, off the clock). Modes: off (eager lean pass, dynamic cache), eager (fused
-projections, static buffers), compiled (the whole pass under torch.compile), compiled/layer (one
-compiled decoder layer called per layer).
+spread over the rounds, with the load average. Each mode's first warm-up pass is reported separately, off
+the clock. Modes: off (eager lean pass, dynamic cache), eager (fused projections, static buffers), native
+(fused, SpecLab's native CPU kernels). The compiled pass it once also timed was removed (issue 31: 0.32x
+the native pass on the CPU, docs/measurements.md).
 
   SPECLAB_THREADS=1 python scripts/investigate/fast_pass.py --tokens 1,5 --rounds 7
 """
@@ -27,9 +27,7 @@ def _session(pair, mode: str, context: int, max_tokens: int):
     from engine.config import DecodeConfig
     from engine.model.static_cache import make_cache
 
-    fast, _, scope = mode.partition("/")
-    os.environ["SPECLAB_FAST_SCOPE"] = scope or "pass"
-    cache = make_cache(pair.target, pair.device, pair.target_costs, DecodeConfig(max_new_tokens=max_tokens), fast=fast)
+    cache = make_cache(pair.target, pair.device, pair.target_costs, DecodeConfig(max_new_tokens=max_tokens), fast=mode)
     prompt = torch.randint(100, 40000, (1, context), generator=torch.Generator().manual_seed(0)).tolist()
     cache.prefill(prompt, pad_id=0)
     return cache
@@ -52,7 +50,7 @@ def _time(cache, n: int, repeats: int) -> tuple[float, float]:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--tokens", default="1,5")
-    p.add_argument("--modes", default="off,eager,compiled")
+    p.add_argument("--modes", default="off,eager,native")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--context", type=int, default=128)
@@ -70,7 +68,7 @@ def main() -> None:
     print(f"probe: {peaks.peak_bandwidth / 1e9:.1f} GB/s, {peaks.peak_flops / 1e9:.1f} GFLOP/s, {pair.dtype_name}", flush=True)
     caches = {}
     with torch.inference_mode():
-        for mode in modes:  # warm-up (and compile) each mode once, timed
+        for mode in modes:  # warm-up each mode once, timed
             t = time.perf_counter()
             caches[mode] = _session(pair, mode, args.context, max(tokens))
             for n in tokens:
