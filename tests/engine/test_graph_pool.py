@@ -121,9 +121,9 @@ def test_decode_runs_reuse_the_same_static_buffers(tiny):
     entries = graph_pool.entries(tiny.target)
     padded = [e for e in entries if e.mode == "padded"]
     assert len(padded) == 1 and not padded[0].in_use  # given back when the run's cache was dropped
-    kv, runs = padded[0].kv, padded[0].runs
+    kv, runs, allocations = padded[0].kv, padded[0].runs, padded[0].allocations  # earlier tests may have grown it
     second = generate(tiny, PROMPTS, cfg)
-    assert padded[0].kv is kv and padded[0].runs == runs + 1 and padded[0].allocations == 1
+    assert padded[0].kv is kv and padded[0].runs == runs + 1 and padded[0].allocations == allocations  # not again
     assert second.output_ids == first.output_ids
     assert second.meta["graphs_captured"] == 0 and second.meta["graph_capture_ms"] == 0.0  # a CPU captures nothing
 
