@@ -33,8 +33,8 @@ FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
 # Tokens per pass (batch x new tokens) the native kernels take; oneDNN's prepacked GEMM beyond. Measured on the
 # 2-core EPYC (2026-12-02, weights cold, register tiles of up to 12 tokens): native against prepacked, the
 # 30 layers' gate-up matrices 11.1 / 13.5 ms at 32 tokens, 15.7 / 17.8 at 48, 20.6 / 21.8 at 64, 36.3 / 29.6 at
-# 96; the output head 8.8 / 9.5 ms at 32, 13.0 / 13.5 at 48, equal at 64. Up to 16 tokens the native product
-# takes half of oneDNN's time or less (docs/measurements.md, "the pass past 8 tokens").
+# 96; the output head 8.8 / 9.5 ms at 32, 13.0 / 13.5 at 48, equal at 64. From 6 to 16 tokens the native products
+# took 0.55-0.75x oneDNN's time (docs/measurements.md, "the pass past 8 tokens").
 LAYER_TOKENS = 48  # a layer matrix, and the native decoder layer (its attention too): up to this many tokens
 HEAD_TOKENS = 48  # the output head (49152 rows)
 
