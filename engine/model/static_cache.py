@@ -78,12 +78,15 @@ def buffer_dtype(mode: str, device, dtype: torch.dtype) -> torch.dtype:
 
 
 class StaticKV:
-    """One buffer of keys and one of values per layer: (rows, kv_heads, capacity, head_dim)."""
+    """One buffer of keys and one of values per layer: (rows, kv_heads, capacity, head_dim), views into one
+    tensor of all layers' keys and one of their values (`all_keys`, `all_values`: (layers, rows, ...)), so a move
+    of columns in every layer is one op (static_tree.keep_path)."""
 
     def __init__(self, n_layers: int, rows: int, kv_heads: int, capacity: int, head_dim: int, dtype, device):
-        shape = (rows, kv_heads, capacity, head_dim)
-        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
-        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
+        shape = (n_layers, rows, kv_heads, capacity, head_dim)
+        self.all_keys = torch.zeros(shape, dtype=dtype, device=device)
+        self.all_values = torch.zeros(shape, dtype=dtype, device=device)
+        self.keys, self.values = list(self.all_keys.unbind(0)), list(self.all_values.unbind(0))  # contiguous views
         self.rows, self.capacity = rows, capacity
 
     def layers(self):

