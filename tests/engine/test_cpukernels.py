@@ -19,7 +19,7 @@ def _matrix(n: int, k: int, dtype, seed: int = 0) -> torch.Tensor:
 
 @needs_kernels
 @pytest.mark.parametrize("n,k", [(37, 33), (64, 576), (130, 48), (16, 1)])
-@pytest.mark.parametrize("m", [1, 2, 5, 8, 9, 16])
+@pytest.mark.parametrize("m", [1, 2, 5, 8, 9, 12, 13, 16, 25, 48])
 def test_float32_product_equals_linear(n, k, m):
     w = _matrix(n, k, torch.float32)
     x = _matrix(m, k, torch.float32, seed=1)
@@ -31,7 +31,7 @@ def test_float32_product_equals_linear(n, k, m):
 
 @needs_kernels
 @pytest.mark.parametrize("n,k", [(37, 34), (96, 576), (200, 64)])
-@pytest.mark.parametrize("m", [1, 3, 8, 12])
+@pytest.mark.parametrize("m", [1, 3, 8, 12, 13, 48])
 def test_bfloat16_product_is_the_rounded_float32_sum(n, k, m):
     """bf16 x bf16 products are exact in float32; the sum is float32 then rounded once: within half a
     bfloat16 step (plus float32 reordering) of the float32 product of the same values."""
@@ -44,6 +44,20 @@ def test_bfloat16_product_is_the_rounded_float32_sum(n, k, m):
     assert bool(((got.float() - exact).abs() <= step + 1e-4 * k).all())
     differ = float((got != exact.to(torch.bfloat16)).float().mean())
     assert differ < 0.05  # nearly all equal the correctly rounded sum; the rest are one step off
+
+
+@needs_kernels
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("m", [2, 9, 13, 16, 48])
+def test_a_tokens_product_does_not_depend_on_the_pass_it_is_in(dtype, m):
+    """Register tiles of 1-12 tokens (a pass of more cut into equal tiles) sum each token's products in one order,
+    so a token's row is bit for bit the same alone or among m - 1 others, whatever tile it lands in."""
+    w = _matrix(200, 576, dtype)
+    x = _matrix(m, 576, dtype, seed=3)
+    packed = cpukernels.Packed(w)
+    together = packed(x)
+    alone = torch.cat([packed(x[i : i + 1]) for i in range(m)])
+    assert torch.equal(together, alone)
 
 
 @needs_kernels
