@@ -153,8 +153,10 @@ static inline void block_f32(const float *wb, const float *x, int K, int T, floa
  * the output product and residual, RMSNorm, gate-up, SiLU x up, down and residual. Activations are in the
  * model's dtype (bfloat16 or float32, `bf`) and rounded where PyTorch's ops round them, so a bfloat16 layer
  * differs from the eager one only in the order of float32 sums (and exp to within an ulp). One OpenMP team
- * for the whole layer: the products and attention heads are shared out, the small elementwise steps
- * (vectorised, microseconds) run on one thread between barriers. x: (M = B*n, H); cos, sin: (M, d) RoPE
+ * for the whole layer: the products, the attention heads and the small elementwise steps (norms, RoPE, SiLU,
+ * residuals: vectorised, microseconds) are all shared out, each step ending in the team's barrier. (The
+ * elementwise steps ran on one thread while the other waited until 2026-12-02: per-pass medians over seven
+ * alternating pairs were 0.94x, 0.96x and 0.95x of that at 1, 9 and 16 tokens on the EPYC, docs/measurements.md.) x: (M = B*n, H); cos, sin: (M, d) RoPE
  * tables in the model's dtype (sin sign-folded, fastpass.rope_tables); kbuf, vbuf: (B, kv, cap, d)
  * float32; bias: (B*kv, groups*n, window) float32 (fastpass.attention_bias). */
 static inline __mmask16 tail(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
@@ -213,7 +215,10 @@ static void gemm_team(const void *x, const void *wp, void *y, int M, int K, int 
   }
 }
 
+/* The small elementwise steps share their rows out over the team that calls them (orphaned `omp for`: inside
+ * layer_forward's parallel region both threads work and meet at its barrier; called outside one, a team of one). */
 static void rms_norm_rows(const void *x, const void *w, void *h, int M, int H, float eps, int bf) {
+#pragma omp for schedule(static)
   for (int m = 0; m < M; m++) {
     __m512 ss = _mm512_setzero_ps();
     for (int e = 0; e < H; e += 16) {
@@ -230,6 +235,7 @@ static void rms_norm_rows(const void *x, const void *w, void *h, int M, int H, f
 }
 
 static void add_rows(void *x, const void *o, int64_t len, int bf) { /* x += o, rounded */
+#pragma omp for schedule(static)
   for (int64_t e = 0; e < len; e += 16) {
     __mmask16 k = tail(len - e);
     vstore(x, e, _mm512_add_ps(vload(x, e, bf, k), vload(o, e, bf, k)), bf, k);
@@ -240,10 +246,12 @@ static void rope_and_store(void *qkv, const void *cos, const void *sin, float *k
                            int d, int cap, int col0, int bf) {
   /* RoPE over the q and k heads (x*cos + swapped*sin, each product rounded), new k and v into the buffers */
   int half = d / 2, nqkv = (n_heads + 2 * n_kv) * d;
-  float tmp[MAX_HEAD_DIM], sw[MAX_HEAD_DIM];
-  for (int m = 0; m < M; m++) {
-    int b = m / n, i = m % n;
-    for (int hh = 0; hh < n_heads + 2 * n_kv; hh++) {
+  int heads = n_heads + 2 * n_kv;
+#pragma omp for schedule(static)
+  for (int task = 0; task < M * heads; task++) {
+    int m = task / heads, hh = task % heads, b = m / n, i = m % n;
+    float tmp[MAX_HEAD_DIM], sw[MAX_HEAD_DIM];
+    {
       int64_t base = (int64_t)m * nqkv + (int64_t)hh * d;
       for (int e = 0; e < d; e += 16) _mm512_mask_storeu_ps(tmp + e, tail(d - e), vload(qkv, base + e, bf, tail(d - e)));
       if (hh < n_heads + n_kv) {
@@ -309,13 +317,17 @@ static void attend_one(const void *qkv, void *a, const float *kbuf, const float 
 }
 
 static void silu_mul(const void *gu, void *mid, int M, int inter, int bf) { /* silu(gate) rounded, times up */
-  for (int m = 0; m < M; m++)
-    for (int e = 0; e < inter; e += 16) {
+  int chunks = (inter + 15) / 16;
+#pragma omp for schedule(static)
+  for (int task = 0; task < M * chunks; task++) {
+    int m = task / chunks, e = (task % chunks) * 16;
+    {
       __mmask16 k = tail(inter - e);
       __m512 g = vload(gu, (int64_t)m * 2 * inter + e, bf, k), u = vload(gu, (int64_t)m * 2 * inter + inter + e, bf, k);
       __m512 s = vround(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), vexp(_mm512_sub_ps(_mm512_setzero_ps(), g)))), bf);
       vstore(mid, (int64_t)m * inter + e, _mm512_mul_ps(s, u), bf, k);
     }
+  }
 }
 
 void layer_forward(void *x, int B, int n, int H, int bf, const void *cos, const void *sin, float *kbuf, float *vbuf, int cap, int col0,
@@ -326,26 +338,19 @@ void layer_forward(void *x, int B, int n, int H, int bf, const void *cos, const 
   char *h = malloc(es * (size_t)M * H), *qkv = malloc(es * (size_t)M * nqkv), *a = malloc(es * (size_t)M * nq);
   char *gu = malloc(es * (size_t)M * 2 * inter), *mid = malloc(es * (size_t)M * inter), *o = malloc(es * (size_t)M * H);
 #pragma omp parallel num_threads(nthreads)
-  {
+  { /* every step is a worksharing loop of the team, each ending in its barrier */
     float *p = malloc(sizeof(float) * ((size_t)window + 16));
-#pragma omp single
     rms_norm_rows(x, ln1, h, M, H, eps, bf);
     gemm_team(h, wqkv, qkv, M, H, nqkv, bf);
-#pragma omp single
     rope_and_store(qkv, cos, sin, kbuf, vbuf, M, n, n_heads, n_kv, d, cap, col0, bf);
 #pragma omp for schedule(static)
     for (int task = 0; task < B * n_heads * n; task++) attend_one(qkv, a, kbuf, vbuf, bias, p, task, n, n_heads, n_kv, d, cap, window, scale, bf);
     gemm_team(a, wo, o, M, nq, H, bf);
-#pragma omp single
-    {
-      add_rows(x, o, (int64_t)M * H, bf);
-      rms_norm_rows(x, ln2, h, M, H, eps, bf);
-    }
+    add_rows(x, o, (int64_t)M * H, bf);
+    rms_norm_rows(x, ln2, h, M, H, eps, bf);
     gemm_team(h, wgu, gu, M, H, 2 * inter, bf);
-#pragma omp single
     silu_mul(gu, mid, M, inter, bf);
     gemm_team(mid, wd, o, M, inter, H, bf);
-#pragma omp single
     add_rows(x, o, (int64_t)M * H, bf);
     free(p);
   }
