@@ -274,6 +274,22 @@ static void rope_and_store(void *qkv, const void *cos, const void *sin, float *k
   }
 }
 
+static inline __m512 sum16(const __m512 *v) {
+  /* lane j: the sum of v[j]'s 16 lanes. Halving rounds pair vectors up (their 256-bit halves, then 128-bit
+   * quarters, then within quarters), which leaves lane 4c + {0, 1, 2, 3} holding v[c], v[8 + c], v[4 + c],
+   * v[12 + c]; one permutation puts them in order. Each sum adds in _mm512_reduce_add_ps's order (i + 8, i + 4,
+   * i + 2, i + 1), so a score is bit for bit what the column-at-a-time loop below gives. Measured on the EPYC
+   * (2026-12-02, context 300, four alternating pairs): a 32-token pass 0.89-0.92x, 16 tokens 0.78-1.16x. */
+  __m512 t[8], u[4], x[2];
+  for (int i = 0; i < 8; i++)
+    t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44), _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+  for (int i = 0; i < 4; i++)
+    u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0x88), _mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0xDD));
+  for (int i = 0; i < 2; i++) x[i] = _mm512_add_ps(_mm512_unpacklo_ps(u[2 * i], u[2 * i + 1]), _mm512_unpackhi_ps(u[2 * i], u[2 * i + 1]));
+  __m512 r = _mm512_add_ps(_mm512_unpacklo_ps(x[0], x[1]), _mm512_unpackhi_ps(x[0], x[1]));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15), r);
+}
+
 static void attend_one(const void *qkv, void *a, const float *kbuf, const float *vbuf, const float *bias, float *p, int task, int n,
                        int n_heads, int n_kv, int d, int cap, int window, float scale, int bf) {
   /* one (row, query head, query): float32 scores over the live columns, softmax, times v */
@@ -288,7 +304,26 @@ static void attend_one(const void *qkv, void *a, const float *kbuf, const float 
     acc[c] = _mm512_setzero_ps();
   }
   float mx = -INFINITY;
-  for (int w = 0; w < window; w++) {
+  int w = 0;
+  if (chunks > 0) { /* 16 columns at a time: 16 products, then one transposing sum instead of 16 horizontal ones */
+    __m512 vmx = _mm512_set1_ps(-INFINITY), vscale = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
+    for (; w + 16 <= window; w += 16) {
+      __m512 col[16];
+      for (int t = 0; t < 16; t++) {
+        const float *kr = kb + (int64_t)(w + t) * d;
+        __m512 s = _mm512_mul_ps(q[0], _mm512_maskz_loadu_ps(tail(d), kr));
+        for (int c = 1; c < chunks; c++) s = _mm512_fmadd_ps(q[c], _mm512_maskz_loadu_ps(tail(d - c * 16), kr + c * 16), s);
+        col[t] = s;
+      }
+      __m512 bw = _mm512_loadu_ps(brow + w);
+      __m512 sc = _mm512_add_ps(bw, _mm512_mul_ps(vscale, sum16(col)));
+      sc = _mm512_mask_mov_ps(sc, _mm512_cmp_ps_mask(bw, ninf, _CMP_EQ_OQ), ninf); /* masked columns: -inf, whatever they hold */
+      _mm512_storeu_ps(p + w, sc);
+      vmx = _mm512_max_ps(vmx, sc);
+    }
+    mx = _mm512_reduce_max_ps(vmx);
+  }
+  for (; w < window; w++) {
     if (brow[w] == -INFINITY) {
       p[w] = -INFINITY;
       continue;
