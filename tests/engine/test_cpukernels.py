@@ -198,3 +198,57 @@ def test_greedy_stats_without_the_kernels_equal_torch(monkeypatch):
         native_ids, native_logz = sampling.greedy_stats(x)
         assert torch.equal(native_ids, ids)
         torch.testing.assert_close(native_logz, logz)
+
+
+@needs_kernels
+@pytest.mark.parametrize(
+    "batch,n,past", [(1, 1, 0), (1, 1, 40), (1, 5, 150), (1, 9, 37), (1, 16, 200), (2, 3, 33), (3, 16, 17), (1, 48, 300)]
+)
+def test_native_layer_equals_the_fused_eager_layer(batch, n, past):
+    """One decoder layer (cpukernels.layer: the products, RoPE, the new keys and values, attention over 16 key
+    columns at a time and the rest one by one, the MLP) against fastpass.fast_layer in float32, random weights,
+    a ragged row when batch > 1: the outputs, and the keys and values stored, within float32 reordering."""
+    from engine.model import fastpass
+    from engine.model.pass_masks import attention_bias, rope_tables
+
+    gen = torch.Generator().manual_seed(batch * 1000 + n * 10 + past)
+    hidden, heads, kv, d, inter = 576, 9, 3, 64, 1536
+
+    def rnd(*shape, s=0.05):
+        return torch.randn(*shape, generator=gen) * s
+
+    ln1, ln2 = 1 + rnd(hidden), 1 + rnd(hidden)
+    wqkv, wo, wgu, wd = rnd((heads + 2 * kv) * d, hidden), rnd(hidden, heads * d), rnd(2 * inter, hidden), rnd(hidden, inter)
+    native_w = (ln1, cpukernels.Packed(wqkv), cpukernels.Packed(wo), ln2, cpukernels.Packed(wgu), cpukernels.Packed(wd))
+    window, cap = past + n, past + n + 8
+    x = rnd(batch, n, hidden, s=1.0)
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))
+    cos, sin = rope_tables((past + torch.arange(n))[None].expand(batch, n), inv_freq, torch.float32)
+    keys, values = rnd(batch, kv, cap, d, s=1.0), rnd(batch, kv, cap, d, s=1.0)
+    valid = torch.ones(batch, window, dtype=torch.bool)
+    if batch > 1:
+        valid[1, : min(7, past)] = False  # a ragged row: its first columns are holes
+    causal = torch.arange(window)[None, :] <= (past + torch.arange(n))[:, None]
+    mask = (causal[None] & valid[:, None, :])[:, None]
+    bias = attention_bias(mask, kv, heads // kv)
+    k1, v1, k2, v2 = keys.clone(), values.clone(), keys.clone(), values.clone()
+    ref = fastpass.fast_layer(
+        x.clone(),
+        cos,
+        sin,
+        k1,
+        v1,
+        torch.arange(past, past + n),
+        bias if n <= 16 else mask,
+        window,
+        (ln1, wqkv, wo, ln2, wgu, wd),
+        heads,
+        kv,
+        d,
+        1e-5,
+        d**-0.5,
+    )
+    got = cpukernels.layer(x.clone(), cos, sin, k2, v2, past, window, bias, native_w, heads, kv, d, 1e-5, d**-0.5)
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=5e-5)
+    torch.testing.assert_close(k2, k1, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(v2, v1, rtol=1e-5, atol=1e-5)
