@@ -29,9 +29,10 @@
 #error "SpecLab's CPU kernels need AVX-512F"
 #endif
 
-#define TMAX 12 /* tokens per register tile: 2 x 12 sums and 2 weight vectors fit AVX-512's 32 registers. A pass of more
- * tokens is cut into equal tiles (16 = 8 + 8). With tiles of 8, a 9-token pass read each weight strip twice (8 + 1): on the EPYC the
- * 30 layers' products took 13.5 ms for 9 tokens against 12.2 for 8; in one tile of 9 they take what 8 take (2026-12-02). */
+#define TMAX 12 /* tokens per register tile: 2 x 12 sums and 2 weight vectors fit AVX-512's 32 registers. A pass of
+ * more tokens is cut into equal tiles (16 = 8 + 8). With tiles of 8, a 9-token pass read each weight strip twice (8 + 1):
+ * on the EPYC the 30 layers' products took 13.5 ms for 9 tokens against 12.2 for 8; in one tile of 9 they take what 8
+ * take (2026-12-02). Every tile sums a token's products in one order, so a token's row does not depend on its pass. */
 #ifndef PREFETCH
 #define PREFETCH 32 /* k pairs (64-byte lines) ahead: measured 32 best of 16/32/64 on the EPYC (8 tokens 1.03-1.14x one token, 1.44-1.50x without) */
 /* A tile of 3 or more tokens spends more cycles on each line, so it fetches farther ahead and into L2 (T1), not L1:
@@ -156,7 +157,8 @@ static inline void block_f32(const float *wb, const float *x, int K, int T, floa
  * for the whole layer: the products, the attention heads and the small elementwise steps (norms, RoPE, SiLU,
  * residuals: vectorised, microseconds) are all shared out, each step ending in the team's barrier. (The
  * elementwise steps ran on one thread while the other waited until 2026-12-02: per-pass medians over seven
- * alternating pairs were 0.94x, 0.96x and 0.95x of that at 1, 9 and 16 tokens on the EPYC, docs/measurements.md.) x: (M = B*n, H); cos, sin: (M, d) RoPE
+ * alternating pairs were 0.94x, 0.96x and 0.95x of that at 1, 9 and 16 tokens on the EPYC, docs/measurements.md.)
+ * x: (M = B*n, H); cos, sin: (M, d) RoPE
  * tables in the model's dtype (sin sign-folded, fastpass.rope_tables); kbuf, vbuf: (B, kv, cap, d)
  * float32; bias: (B*kv, groups*n, window) float32 (fastpass.attention_bias). */
 static inline __mmask16 tail(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
