@@ -166,14 +166,14 @@ MAX_HEAD_DIM = 256  # the layer kernel keeps one head's vectors on the stack (cp
 
 
 def layer_ready(x: torch.Tensor, weights: tuple, k_buf: torch.Tensor, head_dim: int) -> bool:
-    """Whether `layer` can run this pass: the native matrices, at most LAYER_TOKENS tokens in x's dtype and
-    float32 buffers (the fused eager pass's on the CPU)."""
+    """Whether `layer` can run this pass: the native matrices, at most LAYER_TOKENS tokens (and at most what
+    each matrix was packed to take) in x's dtype and float32 buffers (the fused eager pass's on the CPU)."""
     ln1, wqkv, wo, ln2, wgu, wd = weights
     packed = all(isinstance(w, Packed) for w in (wqkv, wo, wgu, wd))
     return (
         packed
         and ln1.dtype == ln2.dtype == x.dtype  # the kernel reads the norms' weights in x's dtype
-        and x.shape[0] * x.shape[1] <= min(w.max_tokens for w in (wqkv, wo, wgu, wd))
+        and x.shape[0] * x.shape[1] <= min([LAYER_TOKENS] + [w.max_tokens for w in (wqkv, wo, wgu, wd)])
         and x.dtype == wqkv.dtype
         and k_buf.dtype == torch.float32
         and k_buf.is_contiguous()

@@ -243,16 +243,11 @@ def small_pass(x) -> bool:
     return x.device.type == "cpu" and x.shape[1] <= SMALL_ATTEND_QUERIES
 
 
-def native_pass(x) -> bool:
-    """Whether the native decoder layer may take this pass's queries (its matrices also check the whole pass's tokens)."""
-    return x.device.type == "cpu" and x.shape[1] <= cpukernels.LAYER_TOKENS
-
-
 def fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window: int, dims: tuple, collect=(), into=None):
     """All decoder layers over the buffers; returns the last layer's output: one native call per layer where
     `cpukernels.layer_ready`, else `fast_layer`. The outputs of the layers in `collect` are appended to the list
     `into` (EAGLE-3 fusion). What every layer shares is made here once: the RoPE tables and the attention bias."""
-    native = native_pass(x) and cpukernels.layer_ready(x, layers[0], k_bufs[0], dims[2])
+    native = cpukernels.layer_ready(x, layers[0], k_bufs[0], dims[2])
     n_heads, n_kv = dims[0], dims[1]
     cos, sin = rope_lookup(positions, inv_freq, x.dtype) if native else rope_tables(positions, inv_freq, x.dtype)
     if (native or small_pass(x)) and mask.dtype == torch.bool:  # else `pass_bias` made the bias already
