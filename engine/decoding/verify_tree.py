@@ -35,17 +35,14 @@ from engine.sampling import greedy_ids, probs_from_logits, sample
 
 def path_from_leaf(tree: DraftTree, leaf: torch.Tensor, num_accepted: torch.Tensor) -> torch.Tensor:
     """(B, D+1) verify columns of the path root -> leaf (leaf (B,) a column at depth num_accepted (B,));
-    column 0 is the root; entries past a row's path are 0."""
-    batch = leaf.shape[0]
-    depth = tree.depth
-    up = torch.cat([torch.zeros_like(tree.parents[:, :1]), tree.parent_columns], dim=1)  # (B, N+1) column -> parent
-    path = torch.zeros(batch, depth + 1, dtype=torch.long, device=leaf.device)
-    cur = leaf.clone()
-    for d in range(depth, 0, -1):
-        on = num_accepted >= d
-        path[:, d] = torch.where(on, cur, 0)
-        cur = torch.where(on, up.gather(1, cur[:, None]).squeeze(1), cur)
-    return path
+    column 0 is the root; entries past a row's path are 0. The path is the leaf's row of the tree attention
+    (itself and its ancestors), read in column order: a parent's column always comes before its child's."""
+    seen = tree.attention()  # (B, N+1, N+1)
+    batch, width = seen.shape[0], seen.shape[2]
+    lineage = seen.gather(1, leaf[:, None, None].expand(batch, 1, width)).squeeze(1)  # (B, N+1)
+    cols = torch.arange(width, device=leaf.device).expand(batch, width)
+    ordered = torch.where(lineage, cols, width).sort(dim=1).values[:, : tree.depth + 1]  # root, depth 1, 2, ...
+    return torch.where(ordered < width, ordered, 0)
 
 
 def accept_tree_greedy(tree: DraftTree, logits: torch.Tensor, target_ids: torch.Tensor | None = None):
@@ -55,12 +52,9 @@ def accept_tree_greedy(tree: DraftTree, logits: torch.Tensor, target_ids: torch.
     Returns num_accepted (B,), next_ids (B,) and path (B, D+1): the longest path whose tokens are each the
     target's argmax after their parent (children of one parent are distinct, so at most one matches)."""
     target_ids = greedy_ids(logits) if target_ids is None else target_ids  # (B, N+1)
-    parent_cols = tree.parent_columns  # (B, N)
-    match = tree.tokens == target_ids.gather(1, parent_cols)  # (B, N)
-    accepted = match
-    for _ in range(tree.depth - 1):  # a node is on the path if it matches and its parent is on it
-        on_path = torch.cat([torch.ones_like(match[:, :1]), accepted], dim=1)  # (B, N+1), the root always
-        accepted = match & on_path.gather(1, parent_cols)
+    match = tree.tokens == target_ids.gather(1, tree.parent_columns)  # (B, N): the target's argmax after the parent
+    lineage = tree.attention()[:, 1:, 1:]  # (B, N, N): each node's ancestors and itself, the root left out
+    accepted = ~(lineage & ~match[:, None, :]).any(2)  # on the path: the node and all its ancestors match
     reached = torch.where(accepted, tree.depths, 0)  # (B, N)
     num_accepted, deepest = reached.max(dim=1)  # (B,)
     leaf = torch.where(num_accepted > 0, deepest + 1, 0)  # (B,) verify column of the path's end

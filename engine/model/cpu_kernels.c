@@ -467,5 +467,61 @@ void logit_stats(const void *x, int rows, int64_t V, int bf, int64_t *ids, float
   for (int r = 0; r < rows; r++) stats_row((const char *)x + (size_t)r * V * (bf ? 2 : 4), V, bf, ids + r, logz + r);
 }
 
+/* ---- a draft tree's children: each row's top k and its log-probabilities, in one call ------------------------
+ * What EAGLE-2's tree builder reads of a drafter's logits row (engine/drafters/tree.py, TreeBuilder._children):
+ * the k largest entries (best first; ties to the lower index) and log_softmax(x / T) at them, i.e.
+ * x_j / T - max / T - log(sum(exp(x / T - max / T))), in float32 (sums in another order and vexp within ~1 ulp of
+ * expf, so the last bits may differ from torch's). PyTorch spends ~0.25 ms on the float copy, the division,
+ * log_softmax and topk over 4 x 8192 logits on the 2-core EPYC (2026-12-02); one pass for the top k (a sorted
+ * list, touched only by entries above its smallest) and one for the sum take a few microseconds here.
+ * x: (rows, V) bfloat16 (`bf`) or float32, no NaN; ids: (rows, k) int64; logq: (rows, k) float32; 1 <= k <= V,
+ * k <= 64. Rows in parallel. */
+static void topk_row(const void *x, int64_t V, int bf, int k, float inv_t, int64_t *ids, float *logq) {
+  float val[64];
+  int64_t idx[64];
+  int n = 0;
+  float floor = -INFINITY; /* the list's smallest once full: only larger entries get in */
+  for (int64_t i = 0; i < V; i += 16) {
+    __mmask16 m = tail(V - i);
+    __m512 v = vload(x, i, bf, m);
+    __mmask16 in = n < k ? m : (__mmask16)(_mm512_cmp_ps_mask(v, _mm512_set1_ps(floor), _CMP_GT_OQ) & m);
+    float lanes[16];
+    _mm512_storeu_ps(lanes, v);
+    while (in) {
+      int l = __builtin_ctz(in);
+      in &= in - 1;
+      float f = lanes[l];
+      if (n == k && !(f > val[k - 1])) continue; /* the floor rose within this vector */
+      int j = n < k ? n++ : k - 1; /* insert after every equal or larger entry: ties keep the lower index first */
+      while (j > 0 && val[j - 1] < f) {
+        val[j] = val[j - 1];
+        idx[j] = idx[j - 1];
+        j--;
+      }
+      val[j] = f;
+      idx[j] = i + l;
+      if (n == k) floor = val[k - 1];
+    }
+  }
+  float best = val[0] * inv_t;
+  __m512 sum = _mm512_setzero_ps(), shift = _mm512_set1_ps(best), scale = _mm512_set1_ps(inv_t);
+  for (int64_t i = 0; i < V; i += 16) {
+    __mmask16 m = tail(V - i);
+    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, vexp(_mm512_sub_ps(_mm512_mul_ps(vload(x, i, bf, m), scale), shift))));
+  }
+  float lz = isinf(best) ? best : best + logf(_mm512_reduce_add_ps(sum));
+  for (int j = 0; j < k; j++) {
+    ids[j] = idx[j];
+    logq[j] = val[j] * inv_t - lz;
+  }
+}
+
+void topk_logq(const void *x, int rows, int64_t V, int bf, int k, float inv_t, int64_t *ids, float *logq, int nthreads) {
+  int team = rows < nthreads ? rows : nthreads;
+#pragma omp parallel for num_threads(team > 0 ? team : 1) schedule(static)
+  for (int r = 0; r < rows; r++)
+    topk_row((const char *)x + (size_t)r * V * (bf ? 2 : 4), V, bf, k, inv_t, ids + (int64_t)r * k, logq + (int64_t)r * k);
+}
+
 /* ---- a pass's final RMSNorm: rms_norm_rows on its own, one thread (M x H is a few KB) ---------------------- */
 void rms_norm(const void *x, const void *w, void *out, int M, int H, float eps, int bf) { rms_norm_rows(x, w, out, M, H, eps, bf); }

@@ -90,6 +90,8 @@ def _load():
     lib.layer_forward.restype = None
     lib.logit_stats.argtypes = [p, i, ctypes.c_int64, i, p, p, i]
     lib.logit_stats.restype = None
+    lib.topk_logq.argtypes = [p, i, ctypes.c_int64, i, i, ctypes.c_float, p, p, i]
+    lib.topk_logq.restype = None
     lib.rms_norm.argtypes = [p, p, p, i, i, ctypes.c_float, i]
     lib.rms_norm.restype = None
     return lib, None
@@ -253,6 +255,35 @@ def logit_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | Non
         bf = int(x.dtype == torch.bfloat16)
         lib.logit_stats(x.data_ptr(), rows, x.shape[-1], bf, ids.data_ptr(), logz.data_ptr(), torch.get_num_threads())
     return ids, logz
+
+
+TOPK_MAX = 64  # topk_logq's list lives on the stack
+
+
+def topk_logq(logits: torch.Tensor, k: int, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(log q (..., k) float32, ids (..., k) long): `torch.log_softmax(logits.float() / temperature, -1).topk(k)`
+    natively in one call (cpu_kernels.c, topk_logq), best first, ties to the lower index; log q to within float32
+    rounding. None where the kernels are unavailable, the tensor is of another kind or k is out of 1..TOPK_MAX:
+    the caller uses torch (engine/drafters/tree.py, TreeBuilder._children). The logits must hold no NaN."""
+    if (
+        logits.device.type != "cpu"
+        or logits.dtype not in (torch.bfloat16, torch.float32)
+        or logits.dim() == 0
+        or not 1 <= k <= min(TOPK_MAX, logits.shape[-1])
+        or not temperature > 0
+    ):
+        return None
+    lib = library()
+    if lib is None:
+        return None
+    x = logits.contiguous()
+    rows = x.numel() // x.shape[-1]
+    ids = torch.empty(*x.shape[:-1], k, dtype=torch.long)
+    logq = torch.empty(*x.shape[:-1], k, dtype=torch.float32)
+    if rows:
+        bf = int(x.dtype == torch.bfloat16)
+        lib.topk_logq(x.data_ptr(), rows, x.shape[-1], bf, k, 1.0 / temperature, ids.data_ptr(), logq.data_ptr(), torch.get_num_threads())
+    return logq, ids
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor | None:

@@ -334,10 +334,12 @@ class StaticRaggedCache(RaggedCache):
         mask = None
         if self.mode == "native" and attend is None:  # the native pass's float bias, made directly
             mask = pass_bias(valid, past, n, rows, window, lean.n_kv, lean.n_heads // lean.n_kv)
+        elif attend is not None and not pad and attend.shape[2] == window:  # a draft tree's rows are the whole mask
+            mask = attend[:, None]  # (B, 1, n, window)
         if mask is None:
             mask = padded_mask(valid, past, n, rows, window)  # (rows, 1, n, window)
-        if attend is not None:  # a draft tree (forward_tree): each node sees its context and its ancestors
-            mask[:batch, 0, :, : attend.shape[2]] = attend
+            if attend is not None:  # a draft tree (forward_tree): each node sees its context and its ancestors
+                mask[:batch, 0, :, : attend.shape[2]] = attend
         if runner is not None:  # EAGLE: fc([embed(t); f]) outside, then one layer and the runner's norm
             features = F.pad(features, (0, 0, 0, 0, 0, pad)) if pad else features
             x, final_norm, keep, return_hidden = runner.inputs(ids, features), runner.norm, 0, False

@@ -4,6 +4,8 @@ fallback, refuse what they cannot pack, and say in one line why they are unavail
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -183,6 +185,36 @@ def test_logit_stats_special_rows_match_torch():
         torch.testing.assert_close(logz, torch.logsumexp(x, -1), equal_nan=True)
     assert cpukernels.logit_stats(torch.zeros(3, 4, dtype=torch.float16)) is None  # another dtype: torch's way
     assert cpukernels.logit_stats(torch.zeros(0, 4)) is not None  # no rows: empty results, no call
+
+
+@needs_kernels
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "shape,k,temperature", [((1, 4, 8192), 4, 1.0), ((3, 12), 3, 1.0), ((2, 5, 1000), 8, 0.7), ((4, 17), 17, 1.0), ((2, 33), 1, 2.0)]
+)
+def test_topk_logq_is_log_softmax_then_topk(dtype, shape, k, temperature):
+    """A tree's children (cpukernels.topk_logq): the k largest logits best first, at log_softmax(x / T) to float32
+    rounding; where bfloat16 rounds logits to the same value the values must still be the top k."""
+    x = (torch.randn(shape, generator=torch.Generator().manual_seed(6)) * 3).to(dtype)
+    logq, ids = cpukernels.topk_logq(x, k, temperature)
+    ref_logq, ref_ids = torch.log_softmax(x.float() / temperature, -1).topk(k, -1)
+    assert ids.shape == logq.shape == (*shape[:-1], k) and ids.dtype == torch.long and logq.dtype == torch.float32
+    assert torch.equal(x.gather(-1, ids), x.gather(-1, ref_ids))  # the same values, best first
+    torch.testing.assert_close(logq, ref_logq, rtol=2e-6, atol=2e-6)
+    if dtype == torch.float32:  # random float32 logits have no ties: the same tokens too
+        assert torch.equal(ids, ref_ids)
+
+
+@needs_kernels
+def test_topk_logq_ties_go_to_the_lower_index_and_bad_calls_fall_back():
+    x = torch.tensor([[1.0, 3.0, 2.0, 3.0, 3.0, 0.0], [5.0, 5.0, 5.0, 5.0, 5.0, 5.0]])
+    for dtype in (torch.float32, torch.bfloat16):
+        logq, ids = cpukernels.topk_logq(x.to(dtype), 4)
+        assert ids.tolist() == [[1, 3, 4, 2], [0, 1, 2, 3]]
+        torch.testing.assert_close(logq[1], torch.full((4,), -math.log(6.0)))
+    assert cpukernels.topk_logq(x, 7) is None and cpukernels.topk_logq(x, 0) is None  # k out of 1..V: torch's way
+    assert cpukernels.topk_logq(x.half(), 2) is None and cpukernels.topk_logq(x, 2, 0.0) is None
+    assert cpukernels.topk_logq(torch.zeros(0, 6), 2)[0].shape == (0, 2)  # no rows: empty results, no call
 
 
 def test_greedy_stats_without_the_kernels_equal_torch(monkeypatch):

@@ -79,6 +79,45 @@ def test_greedy_tree_acceptance_takes_the_longest_matching_path():
     assert path.tolist() == [[0, 1, 4, 7], [0, 2, 0, 0]]
 
 
+def _walk(parents: list[int], tokens: list[int], target: list[int]) -> tuple[int, int, list[int]]:
+    """Greedy acceptance by hand: from the root, step to the child whose token is the target's argmax."""
+    col, path = 0, [0]
+    while True:
+        child = next((i + 1 for i, p in enumerate(parents) if p + 1 == col and tokens[i] == target[col]), None)
+        if child is None:
+            return len(path) - 1, target[col], path
+        col = child
+        path.append(col)
+
+
+def test_greedy_tree_acceptance_equals_walking_the_tree_by_hand():
+    """Random EAGLE-2 trees (3 rows, 16 nodes, depth 5) and target argmaxes planted along random paths: the
+    vectorised acceptance (each node's lineage from the tree attention) takes the path a walk from the root takes."""
+    gen = torch.Generator().manual_seed(11)
+    for trial in range(40):
+        builder = TreeBuilder(3, 16, 0.0, None)
+        frontier = builder.root(torch.randn(3, 9, generator=gen) * 3)
+        for _ in range(4):
+            frontier = builder.grow(frontier, torch.randn(3, 3, 9, generator=gen) * 3)
+        tree = builder.tree()
+        target = torch.randint(0, 9, (3, tree.nodes + 1), generator=gen)
+        for r in range(3):  # plant a random path's tokens as the target's argmax after each of its nodes
+            col = 0
+            while True:
+                kids = [i for i, p in enumerate(tree.parents[r].tolist()) if p + 1 == col]
+                if not kids or torch.rand(1, generator=gen).item() < 0.2:
+                    break
+                pick = kids[int(torch.randint(len(kids), (1,), generator=gen))]
+                target[r, col] = tree.tokens[r, pick]
+                col = pick + 1
+        logits = torch.nn.functional.one_hot(target, 9).float()
+        num_accepted, next_ids, path = accept_tree_greedy(tree, logits)
+        for r in range(3):
+            a, nxt, walked = _walk(tree.parents[r].tolist(), tree.tokens[r].tolist(), target[r].tolist())
+            assert (num_accepted[r].item(), next_ids[r].item()) == (a, nxt), trial
+            assert path[r].tolist() == walked + [0] * (tree.depth + 1 - len(walked)), trial
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_greedy_ids_is_argmax_ties_included(dtype):
     """`greedy_ids` (max(dim).indices, faster than bf16 argmax here) picks argmax's token, the first on ties."""
