@@ -54,6 +54,7 @@ after it (`observe`): the protocol is engine/decoding/policies.py's `DepthPolicy
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 from engine.decoding import warmstart
@@ -135,6 +136,7 @@ class GoodputDepth:
     tree_steps: int = 0  # tree steps so far (every EXPLORE_STEPS-th verifies a wider cut)
     memory_key: tuple | None = None  # engine/decoding/warmstart.py: where this policy's learnt state is kept (None: nowhere)
     observed: int = 0  # decode steps observed in this run: every REMEMBER_STEPS-th is written to the store
+    _observe_ms: float = 0.0  # how long the last `observe` took (outside the step it learnt from: part of a step's cost)
     name = "goodput"
 
     def __post_init__(self):
@@ -292,6 +294,7 @@ class GoodputDepth:
         if 1..j-1 were accepted), and every verified node for the confidence calibration."""
         if step.kind != "decode" or step.verify_ms <= 0:
             return
+        started = time.perf_counter()
         tokens = step.tokens_per_pass
         ratio = step.verify_ms / self.curve.time_ms(tokens)
         overall, own = self.verify_ratio.get(0), self.verify_ratio.get(tokens, 0.0)
@@ -307,11 +310,16 @@ class GoodputDepth:
         last = all(row.finished for row in step.seqs)
         if self.memory_key is not None and (last or self.observed % REMEMBER_STEPS == 0):
             warmstart.remember(self.memory_key, self.learnt())
+        self._observe_ms = (time.perf_counter() - started) * 1000
 
     def _learn(self, step) -> None:
         bb = self._bucket(step.batch)
         shape = 2 if step.tree_nodes is not None else int(step.depth > 0)  # plain, chain, tree
-        self.step_ms[shape] = _ema(self.step_ms.get(shape), step.overhead_ms + step.policy_ms)
+        # A step's own time outside its passes: its overhead (which holds the policy's choice and cut, made inside the
+        # step) and the policy's learning after the last step (`observe`, outside it). Not overhead + policy_ms: policy_ms
+        # holds the choice and the cut too, and counting them twice priced a goodput tree step ~0.5 ms high on the
+        # 2-core EPYC (a 32-node tree's cut takes that long), so trees lost steps they would have won (2026-12-02).
+        self.step_ms[shape] = _ema(self.step_ms.get(shape), step.overhead_ms + self._observe_ms)
         # A draft right after plain steps also feeds the drafter every token those steps emitted (its catch-up
         # pass): that backlog is a cost of the plain steps before, not of drafting, so such a step's draft time
         # is learnt only while nothing better is known.

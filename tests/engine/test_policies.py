@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -94,6 +95,18 @@ def _step(depth: int, rows: list[int], verify_ms: float, draft_ms: float) -> Ste
         flops_wasted=0,
         seqs=seqs,
     )
+
+
+def test_goodput_counts_the_policys_own_time_in_a_step_once():
+    """A step's overhead already holds the policy's choice and its cut of a tree (both made inside the step), and the
+    step's policy_ms holds them again: what goodput learns as a step's fixed cost is the overhead plus its own
+    learning after the step, never overhead + policy_ms (that priced goodput's tree steps ~0.5 ms high)."""
+    policy = GoodputDepth(curve=FLAT, max_depth=4, draft_cost_ratio=0.02)
+    step = dataclasses.replace(_step(2, [1], verify_ms=10.0, draft_ms=3.0), overhead_ms=1.0, policy_ms=5.0)
+    for _ in range(3):
+        policy.observe(step)
+    assert 1.0 <= policy.step_ms[1] < 1.5  # the overhead and a few microseconds of learning, not 6 ms
+    assert policy.fixed_ms() == (0.0, policy.step_ms[1])
 
 
 def test_goodput_learns_acceptance_and_cost_from_the_steps_it_sees():
