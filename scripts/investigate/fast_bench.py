@@ -7,6 +7,7 @@ min and max over rounds, ratios of medians, whether the fast path's tokens equal
 the load average after every round.
 
   SPECLAB_THREADS=1 python scripts/investigate/fast_bench.py --rounds 5 --prompts 3 --max-new-tokens 48
+  python scripts/investigate/fast_bench.py --rounds 3 --tree-nodes 8     # with an EAGLE-2 tree of 8 nodes too
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def main() -> None:
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--depth", type=int, default=3)
     p.add_argument("--fast", default="native", help="the fast mode compared with eager: native (fused, native kernels) or eager (fused)")
+    p.add_argument("--tree-nodes", type=int, default=0, help="also an EAGLE-2 tree of this many nodes (depth 4, top-4), fast only")
     p.add_argument("--json", default=None)
     args = p.parse_args()
     from engine import DecodeConfig, load_pair
@@ -49,6 +51,9 @@ def main() -> None:
         "eagle_eager": ours(spec, "0"),
         "eagle_fast": ours(spec, args.fast),
     }
+    if args.tree_nodes:
+        tree = DecodeConfig(depth=4, drafter="eagle", tree_nodes=args.tree_nodes, tree_topk=4, max_new_tokens=m)
+        contenders["eagle_tree_fast"] = ours(tree, args.fast)
     print(f"{pair.target_name}, {pair.dtype_name}, threads {torch.get_num_threads()}, load {os.getloadavg()}", flush=True)
     for run in contenders.values():
         run(prompts[:1], 8)
@@ -67,7 +72,7 @@ def main() -> None:
         ("ar_fast", "ar_eager"),
         ("eagle_fast", "ar_fast"),
         ("eagle_eager", "ar_eager"),
-    ]
+    ] + ([("eagle_tree_fast", "ar_fast")] if args.tree_nodes else [])
     for line in ratio_lines(rates, pairs):
         print(line)
     ratios = {f"{a} / {b}": statistics.median(rates[a]) / statistics.median(rates[b]) for a, b in pairs}
@@ -75,7 +80,7 @@ def main() -> None:
         "ar_fast == ar_eager": last["ar_fast"]["outputs"] == last["ar_eager"]["outputs"],
         "ar_eager == hf_generate": last["ar_eager"]["outputs"] == last["hf_generate"]["outputs"],
         "eagle_fast == ar_fast": last["eagle_fast"]["outputs"] == last["ar_fast"]["outputs"],
-    }
+    } | ({"eagle_tree_fast == ar_fast": last["eagle_tree_fast"]["outputs"] == last["ar_fast"]["outputs"]} if args.tree_nodes else {})
     print("same tokens:", same, f"(dtype {pair.dtype_name}); load after {os.getloadavg()}")
     if args.json:
         with open(args.json, "w") as f:
