@@ -28,12 +28,13 @@ CALLS = collections.Counter()
 DRAFTING = [False]  # inside EagleDrafter.propose
 
 
-def timed(owner, name: str, label: str, drafting_only: bool = False) -> None:
+def timed(owner, name: str, label: str, drafting_only: bool = False, skip=None) -> None:
+    """Time owner.name under `label`; drafting_only: only inside `propose`; skip(args): calls not to time."""
     inner = getattr(owner, name)
 
     @functools.wraps(inner)
     def wrapper(*args, **kwargs):
-        if drafting_only and not DRAFTING[0]:
+        if (drafting_only and not DRAFTING[0]) or (skip is not None and skip(args)):
             return inner(*args, **kwargs)
         start = time.perf_counter()
         try:
@@ -69,7 +70,8 @@ def instrument() -> None:
     timed(tree.TreeBuilder, "_children", "draft: top-k children (TreeBuilder._children)")
     timed(tree.TreeBuilder, "tree", "draft: the kept nodes (TreeBuilder.tree)")
     step = next(v for v in vars(decode).values() if isinstance(v, type) and hasattr(v, "roll_back"))
-    timed(step, "target_pass", "verify: the target's pass (target_pass)")
+    prefill = lambda args: isinstance(args[1], list)  # noqa: E731  (the prompts' pass: not a decode step's)
+    timed(step, "target_pass", "verify: the target's pass (target_pass)", skip=prefill)
     timed(decode, "verify_tree", "overhead: tree acceptance (verify_tree)")
     timed(decode, "verify", "overhead: chain acceptance (verify)")
     for name in ("roll_back", "append", "cut_tree", "choose_depth", "wasted_flops", "make_step"):
