@@ -237,22 +237,30 @@ def layer(
     return x
 
 
-def logit_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(argmax (...,) long, log-sum-exp (...,) float32) over the last dimension of CPU logits in bfloat16 or
-    float32, natively in one call (cpu_kernels.c, logit_stats): the first maximum as max(dim).indices, and
-    torch.logsumexp(logits.float(), -1) to within float32 rounding. None where the kernels are unavailable
-    or the tensor is of another kind: the caller then uses torch (engine/sampling.py, greedy_stats)."""
+def _logit_rows(logits: torch.Tensor):
+    """(library, contiguous logits, rows, bf flag) for a native call over the last dimension of CPU logits in
+    bfloat16 or float32; None where the kernels are unavailable or the tensor is of another kind (torch's way)."""
     if logits.device.type != "cpu" or logits.dtype not in (torch.bfloat16, torch.float32) or logits.dim() == 0 or logits.shape[-1] == 0:
         return None
     lib = library()
     if lib is None:
         return None
     x = logits.contiguous()
-    rows = x.numel() // x.shape[-1]
+    return lib, x, x.numel() // x.shape[-1], int(x.dtype == torch.bfloat16)
+
+
+def logit_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(argmax (...,) long, log-sum-exp (...,) float32) over the last dimension of CPU logits in bfloat16 or
+    float32, natively in one call (cpu_kernels.c, logit_stats): the first maximum as max(dim).indices, and
+    torch.logsumexp(logits.float(), -1) to within float32 rounding. None where the kernels are unavailable
+    or the tensor is of another kind: the caller then uses torch (engine/sampling.py, greedy_stats)."""
+    native = _logit_rows(logits)
+    if native is None:
+        return None
+    lib, x, rows, bf = native
     ids = torch.empty(x.shape[:-1], dtype=torch.long)
     logz = torch.empty(x.shape[:-1], dtype=torch.float32)
     if rows:
-        bf = int(x.dtype == torch.bfloat16)
         lib.logit_stats(x.data_ptr(), rows, x.shape[-1], bf, ids.data_ptr(), logz.data_ptr(), torch.get_num_threads())
     return ids, logz
 
@@ -265,23 +273,13 @@ def topk_logq(logits: torch.Tensor, k: int, temperature: float = 1.0) -> tuple[t
     natively in one call (cpu_kernels.c, topk_logq), best first, ties to the lower index; log q to within float32
     rounding. None where the kernels are unavailable, the tensor is of another kind or k is out of 1..TOPK_MAX:
     the caller uses torch (engine/drafters/tree.py, TreeBuilder._children). The logits must hold no NaN."""
-    if (
-        logits.device.type != "cpu"
-        or logits.dtype not in (torch.bfloat16, torch.float32)
-        or logits.dim() == 0
-        or not 1 <= k <= min(TOPK_MAX, logits.shape[-1])
-        or not temperature > 0
-    ):
+    native = _logit_rows(logits) if logits.dim() and 1 <= k <= min(TOPK_MAX, logits.shape[-1]) and temperature > 0 else None
+    if native is None:
         return None
-    lib = library()
-    if lib is None:
-        return None
-    x = logits.contiguous()
-    rows = x.numel() // x.shape[-1]
+    lib, x, rows, bf = native
     ids = torch.empty(*x.shape[:-1], k, dtype=torch.long)
     logq = torch.empty(*x.shape[:-1], k, dtype=torch.float32)
     if rows:
-        bf = int(x.dtype == torch.bfloat16)
         lib.topk_logq(x.data_ptr(), rows, x.shape[-1], bf, k, 1.0 / temperature, ids.data_ptr(), logq.data_ptr(), torch.get_num_threads())
     return logq, ids
 
