@@ -33,8 +33,8 @@ from engine.model import cpukernels
 from engine.sampling import greedy_ids, probs_from_logits, sample
 
 
-def path_from_leaf(tree: DraftTree, leaf: torch.Tensor, num_accepted: torch.Tensor) -> torch.Tensor:
-    """(B, D+1) verify columns of the path root -> leaf (leaf (B,) a column at depth num_accepted (B,));
+def path_from_leaf(tree: DraftTree, leaf: torch.Tensor) -> torch.Tensor:
+    """(B, D+1) verify columns of the path root -> leaf (leaf (B,) a verify column, 0 for the root itself);
     column 0 is the root; entries past a row's path are 0. The path is the leaf's row of the tree attention
     (itself and its ancestors), read in column order: a parent's column always comes before its child's."""
     seen = tree.attention()  # (B, N+1, N+1)
@@ -59,7 +59,7 @@ def accept_tree_greedy(tree: DraftTree, logits: torch.Tensor, target_ids: torch.
     num_accepted, deepest = reached.max(dim=1)  # (B,)
     leaf = torch.where(num_accepted > 0, deepest + 1, 0)  # (B,) verify column of the path's end
     next_ids = target_ids.gather(1, leaf[:, None]).squeeze(1)
-    return num_accepted, next_ids, path_from_leaf(tree, leaf, num_accepted)
+    return num_accepted, next_ids, path_from_leaf(tree, leaf)
 
 
 def accept_tree_sampling(tree: DraftTree, target_probs: torch.Tensor, generator):
