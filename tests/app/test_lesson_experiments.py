@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from app.lessons import experiments as lx
+from app.lessons import load_lessons as ll
 from app.lessons import measurement, runs
 from engine import DecodeConfig, load_pair
 from engine.hardware import probe
@@ -44,11 +45,11 @@ def test_small_settings_are_the_experiments_own_knobs():
 @pytest.mark.parametrize("name", ["past_the_ridge", "turn_it_off", "adaptive", "by_load", "width"])
 def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name):
     pair, hw = live
-    monkeypatch.setattr(lx, "GATE_BATCHES", ((1, 8), (2, 8)))
-    monkeypatch.setattr(lx, "LOAD_BATCHES", (1, 2))
-    monkeypatch.setattr(lx, "LOAD_TOKENS", 4)
-    monkeypatch.setattr(lx, "WIDTH_TOKENS", 8)
-    monkeypatch.setattr(lx, "WIDTH_PROMPTS", 2)
+    monkeypatch.setattr(ll, "GATE_BATCHES", ((1, 8), (2, 8)))
+    monkeypatch.setattr(ll, "LOAD_BATCHES", (1, 2))
+    monkeypatch.setattr(ll, "LOAD_TOKENS", 4)
+    monkeypatch.setattr(ll, "WIDTH_TOKENS", 8)
+    monkeypatch.setattr(ll, "WIDTH_PROMPTS", 2)
     experiment = lx.EXPERIMENTS[name]
     m = measurement.check_measurement(name, experiment.run(pair, hw, SMALL[name]))
     measured = experiment.predict.measured(m, SMALL[name]) if name != "by_load" else None
@@ -80,7 +81,7 @@ def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name):
 def test_width_races_goodput_and_records_what_it_verified_at_each_step(tiny, monkeypatch):
     """Lesson 7 on the tiny pair (its draft model): goodput runs as the fourth contender, interleaved like the
     others, and its row carries the shape of every decode step of its median run, which its numbers follow."""
-    monkeypatch.setattr(lx, "WIDTH_TOKENS", 6)
+    monkeypatch.setattr(ll, "WIDTH_TOKENS", 6)
     m = measurement.check_measurement("width", lx.width(tiny, probe(tiny.device, tiny.dtype, quick=True), SMALL["width"]))
     assert [r["contender"] for r in m["rows"]] == list(lx.WIDTH_CONTENDERS) * 2 and lx.WIDTH_CONTENDERS[-1] == "goodput"
     assert all(len(r["tokens_per_s_runs"]["values"]) == lx.WIDTH_ROUNDS for r in m["rows"])  # the same rounds as the others

@@ -1,0 +1,65 @@
+"""A lesson's settings from the measured knee of the machine that runs it.
+
+The pass-cost curve (engine/decoding/passcurve.py, measured once per machine) says how many tokens one target pass
+can carry before it costs noticeably more than a one-token pass. Lessons pick their contenders from it, so the same
+lesson shows its claim on a 2-core CPU (room for ~4 tokens) and on a large GPU (room for ~200):
+
+- **the room**: the most tokens per pass whose pass stays within ROOM× a one-token pass ("inside the room");
+- **past it**: a pass carrying at least PAST× the room's tokens, where every extra token costs real time.
+
+Pure: reads only the curve's numbers. No streamlit, no torch.
+"""
+
+from __future__ import annotations
+
+ROOM = 1.25  # a pass within this factor of a one-token pass is "inside the room" (nearly free)
+PAST = 4.0  # "past the knee": a pass carrying at least this many times the room's tokens
+
+
+def room_tokens(tokens, ms) -> int:
+    """The most tokens per pass whose measured pass cost stays within ROOM× the one-token pass (at least 1).
+    Reads the curve from its smallest point on and stops at the first point over the line, so a later dip (a
+    kernel that happens to suit one size) does not widen the room."""
+    if not tokens or len(tokens) != len(ms) or ms[0] <= 0:
+        raise ValueError("a pass curve needs as many times as token counts, the first one positive")
+    room = int(tokens[0])
+    for t, m in zip(tokens, ms):
+        if m > ROOM * ms[0]:
+            break
+        room = int(t)
+    return max(room, 1)
+
+
+def cost_at(tokens, ms, n: float) -> float:
+    """The curve's cost of an n-token pass as a multiple of its one-token pass (linear between measured points,
+    the last point's slope past the end)."""
+    xs, ys = list(tokens), list(ms)
+    if n <= xs[0]:
+        return 1.0
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+        if n <= x1:
+            return (y0 + (y1 - y0) * (n - x0) / (x1 - x0)) / ys[0]
+    slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+    return (ys[-1] + slope * (n - xs[-1])) / ys[0]
+
+
+def inside_depth(room: int, batch: int = 1, most: int = 8) -> int:
+    """The deepest draft (1..most) whose verify pass, batch × (k + 1) tokens, fits inside the room; 1 where even
+    k = 1 does not fit (the page then says so)."""
+    return max(1, min(most, room // max(batch, 1) - 1))
+
+
+def past_batch(room: int, depth: int, options) -> int:
+    """The smallest batch among `options` whose verify pass, batch × (depth + 1) tokens, carries at least PAST× the
+    room; the largest option where none does."""
+    ordered = sorted(int(b) for b in options)
+    return next((b for b in ordered if b * (depth + 1) >= PAST * room), ordered[-1])
+
+
+def room_words(room: int, tokens, ms) -> str:
+    """One sentence computed from the curve: how much room this machine has and what a pass past it costs."""
+    past = int(PAST * room)
+    return (
+        f"On this machine a pass stays within {ROOM:.2f}× a one-token pass up to {room} token{'s' if room != 1 else ''} "
+        f"(the room); a {past}-token pass costs {cost_at(tokens, ms, past):.2f}×."
+    )
