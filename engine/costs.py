@@ -17,6 +17,7 @@ alpha = per-token acceptance, k = depth (their gamma), c = cost of a draft step 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -109,6 +110,22 @@ def ridge_point(peak_flops: float, peak_bandwidth: float) -> float:
 def ridge_tokens(costs: ModelCosts, peak_flops: float, peak_bandwidth: float) -> float:
     """Tokens per pass at which a forward's weight FLOPs reach the ridge: n* = ridge · weight_bytes / (2·params)."""
     return ridge_point(peak_flops, peak_bandwidth) * costs.weight_bytes / (2 * costs.linear_params)
+
+
+def ridge_tokens_with_kv(costs: ModelCosts, peak_flops: float, peak_bandwidth: float, context: float, tokens_per_row: int = 1) -> float:
+    """Tokens per pass at which a pass turns compute-bound counting the weights AND each row's KV cache: rows of
+    `tokens_per_row` new tokens, each over `context` cached tokens (`ridge_tokens` counts the weights alone).
+
+    A pass of B rows does B·f FLOPs (f = `forward_flops(1, tokens_per_row, context)`, attention included) and moves
+    W + B·b bytes (W = weight_bytes, b = one row's KV, read and written). It reaches the ridge R = peak FLOP/s ÷ peak
+    bandwidth at B* = R·W / (f − R·b) rows, i.e. B*·tokens_per_row tokens. Where f ≤ R·b every added row brings KV
+    bytes faster than arithmetic, so no batch turns the pass compute-bound: the result is infinite."""
+    ridge = ridge_point(peak_flops, peak_bandwidth)
+    row_flops = costs.forward_flops(1, tokens_per_row, context)
+    row_kv = costs.kv_bytes_per_token * (context + tokens_per_row)
+    if row_flops <= ridge * row_kv:
+        return math.inf
+    return tokens_per_row * ridge * costs.weight_bytes / (row_flops - ridge * row_kv)
 
 
 def roofline_ms(flops: float, nbytes: float, peak_flops: float, peak_bandwidth: float) -> float:
