@@ -15,10 +15,36 @@ import datetime as dt
 import json
 import os
 import re
-import statistics
 from pathlib import Path
 
+from app.lessons.lane_stats import (  # re-exported: lessons read them as measurement.*
+    SUMMARY_KEYS,
+    decode_fields,
+    decode_rate,
+    draft_share,
+    lane,
+    lane_of_runs,
+    median_index,
+    plain_numbers,
+    spread,
+    tpot_ms,
+    verified_slots,
+)
 from engine.checks import Checker
+
+__all__ = [
+    "SUMMARY_KEYS",
+    "decode_fields",
+    "decode_rate",
+    "draft_share",
+    "lane",
+    "lane_of_runs",
+    "median_index",
+    "plain_numbers",
+    "spread",
+    "tpot_ms",
+    "verified_slots",
+]
 
 RECORD_SCHEMA = "speclab.lesson/1"
 MAX_RECORD_BYTES = 256 * 1024
@@ -33,114 +59,19 @@ _CHECK = Checker(MeasurementError, "malformed lesson measurement", max_text=MAX_
 _FILE = Checker(MeasurementError, "malformed lesson recording", foreign="not a SpecLab lesson recording", noun="lesson recording")
 
 
-# --- from traces to lanes ----------------------------------------------------------------------
-SUMMARY_KEYS = (
-    "new_tokens",
-    "wall_s",
-    "tokens_per_s",
-    "target_forwards",
-    "flops",
-    "flops_wasted",
-    "bytes",
-    "alpha",
-    "acceptance_rate",
-    "tokens_per_step",
-    "drafted_tokens",
-    "accepted_tokens",
-)
-
-
-def _decode_steps(trace) -> list:
-    return [s for s in trace.steps if s.kind == "decode"]
-
-
-def draft_share(trace) -> float:
-    """Fraction of the decode steps' time spent drafting."""
-    steps = _decode_steps(trace)
-    total = sum(s.step_ms for s in steps)
-    return sum(s.draft_ms for s in steps) / total if total > 0 else 0.0
-
-
-def verified_slots(trace) -> tuple[int, int]:
-    """(draft positions the target verified, real draft tokens among them): the rest is padding, the slots of rows
-    that had stopped drafting while another row in the batch went on."""
-    steps = [s for s in _decode_steps(trace) if s.depth > 0]
-    return (sum(s.tokens_per_pass - s.batch for s in steps), sum(len(q.drafted) for s in steps for q in s.seqs))
-
-
-def tpot_ms(trace) -> float | None:
-    """Time per output token of a request, averaged over the batch's rows: the decode time until a row wrote its
-    last token, over the tokens it wrote in decode steps. A row that ends early stops its clock there; the
-    batch itself runs until its slowest row ends (this engine does not refill a finished row's slot)."""
-    clock, done, tokens = 0.0, {}, {}
-    for step in _decode_steps(trace):
-        clock += step.step_ms
-        for row in step.seqs:
-            if row.emitted:
-                done[row.seq] = clock
-                tokens[row.seq] = tokens.get(row.seq, 0) + len(row.emitted)
-    rates = [done[q] / tokens[q] for q in done if tokens[q]]
-    return sum(rates) / len(rates) if rates else None
-
-
-def _mean_ms(steps: list, field: str) -> float | None:
-    return sum(getattr(s, field) for s in steps) / len(steps) if steps else None
-
-
-def lane(trace) -> dict:
-    """One decoding run reduced to what the lessons read: its summary numbers, drafter and depth, the share of
-    step time spent drafting, the verified draft slots, how many decode steps speculated, the MEAN decode step,
-    verify pass and draft time (one statistic for all three, so a step never reads cheaper than its own verify
-    pass), the time per output token of a request, and the cores other processes kept busy meanwhile."""
-    s = trace.summary
-    steps = _decode_steps(trace)
-    other, wall = s.get("other_cpu_s"), s.get("wall_s")
-    return {
-        "summary": {key: s.get(key) for key in SUMMARY_KEYS},
-        "drafter": str(trace.config.get("drafter", "")) if trace.config.get("mode") == "speculative" else "",
-        "depth": int(trace.config.get("depth", 0)) if trace.config.get("mode") == "speculative" else 0,
-        "draft_share": draft_share(trace),
-        "verified_slots": list(verified_slots(trace)),
-        "decode_steps": len(steps),
-        "speculated_steps": sum(1 for st in steps if st.depth > 0),
-        "step_ms": _mean_ms(steps, "step_ms"),
-        "verify_ms": _mean_ms(steps, "verify_ms"),
-        "draft_ms": _mean_ms(steps, "draft_ms"),
-        "tpot_ms": tpot_ms(trace),
-        "other_cores": other / wall if isinstance(other, (int, float)) and wall else None,
-    }
-
-
-def spread(values: list[float]) -> dict:
-    """Repeated measurements of one contender: the values in the order measured, their median, min and max."""
-    if not values:
-        raise ValueError("a spread needs at least one value")
-    ordered = sorted(values)
-    return {"values": list(values), "median": statistics.median(ordered), "min": ordered[0], "max": ordered[-1]}
-
-
-def median_index(values: list[float]) -> int:
-    """Index of the run whose value is the median (the lower middle one for an even count)."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    return order[(len(values) - 1) // 2]
-
-
-def lane_of_runs(traces: list) -> dict:
-    """Repeats of one contender as one lane: the median run's lane (by tokens/s) and every run's tokens/s."""
-    rates = [t.summary["tokens_per_s"] for t in traces]
-    return lane(traces[median_index(rates)]) | {"tokens_per_s_runs": spread(rates)}
-
-
-def plain_numbers(m: dict) -> dict:
-    """A `metrics.compare` dict with only its number fields (the first-differences map is dropped)."""
-    return {k: v for k, v in m.items() if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))}
-
-
 # --- the schema ----------------------------------------------------------------------------------
 # Specs as engine/checks.py's Checker.spec reads them: "num" (finite number), "num?" (or null), "int",
 # "str", "bool", "date", a tuple (one of its strings), a dict (exactly these keys; a key ending in "?" may be
 # absent), a one-item list [spec] (a list of them), or {"*": spec} (any identifier keys, each a spec).
 SPREAD = {"values": ["num"], "median": "num", "min": "num", "max": "num"}
+DECODE = {  # decoding apart from prefill (decode_fields; optional: recordings before 2026-12-03 lack them)
+    "ttft_s?": "num",
+    "decode_s?": "num",
+    "decode_tokens?": "int",
+    "decode_tokens_per_s?": "num?",
+    "decode_tokens_per_s_runs?": SPREAD,
+    "passes?": [["int"]],
+}
 LANE = {
     "summary": {
         **{
@@ -158,6 +89,7 @@ LANE = {
             )
         },
         **{k: "num?" for k in ("alpha", "acceptance_rate", "tokens_per_step")},
+        **{f"{k}?": "num?" for k in ("ttft_s", "decode_tokens_per_s", "tpot_ms")},  # decoding alone (2026-12-03 on)
     },
     "drafter": "str",
     "depth": "int",
@@ -169,6 +101,7 @@ LANE = {
     # and its drafting; time per output token of a request; cores other processes kept busy; every run's tokens/s
     **{f"{k}?": "num?" for k in ("step_ms", "verify_ms", "draft_ms", "tpot_ms", "other_cores")},
     "tokens_per_s_runs?": SPREAD,
+    **DECODE,
 }
 NUMBERS = {"*": "num?"}  # a metrics.compare dict
 PASS_ROW = {
@@ -202,15 +135,28 @@ SEED_PASS = {
 }
 PAIR_RUN = {"ar": LANE, "spec": LANE, "m": NUMBERS}
 SETTINGS = {"*": "num"}
+# Lessons 1-3 (2026-12-03 on; optional, older recordings lack them): the settings a run resolved from this machine's
+# pass curve (app/lessons/pass_lessons.py: room, depth, batch, largest, past), the curve itself, each contender's
+# warm-up run (app/lessons/runs.py warm_up: never inside a lane), and lesson 2's decode steps' FLOPs and bytes.
+CHOSEN = {"chosen?": {"*": "int"}, "curve?": CURVE}
+WARMUP = {"warmup?": [{"contender": "str", "s": "num", "decode_tokens_per_s": "num"}]}
+DECODE_COSTS = {k: "num" for k in ("tokens", "flops", "bytes", "flops_wasted")}
 SPECS = {
-    "memory_bound": {"rows": [PASS_ROW_SPEC], **PEAKS},
-    "more_flops": {**PAIR_RUN, "seed": {"context": "int", "rounds": "int", "passes": [SEED_PASS]}},
+    "memory_bound": {"rows": [PASS_ROW_SPEC], **PEAKS, **CHOSEN},
+    "more_flops": {
+        **PAIR_RUN,
+        "seed": {"context": "int", "rounds": "int", "passes": [SEED_PASS]},
+        "decode_costs?": {"ar": DECODE_COSTS, "spec": DECODE_COSTS},
+        **CHOSEN,
+        **WARMUP,
+    },
     "past_the_ridge": {
         "drafter": "str",
         "runs": [{"batch": "int", **PAIR_RUN}],
         "ngram": PAIR_RUN,
         "ridge_tokens": "num?",
-        "curve?": CURVE,  # this machine's pass curve, which chose the large batch (settings batch 0)
+        **CHOSEN,  # this machine's pass curve, which chose the depth and the large batch (settings 0)
+        **WARMUP,
     },
     "turn_it_off": {"ar": LANE, "on": LANE, "off": LANE, "m": NUMBERS},
     "adaptive": {

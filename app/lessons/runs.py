@@ -11,6 +11,7 @@ pass curve, from which lesson 3 picks its large batch. No streamlit.
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import dataclass
 
 from app.lessons import measurement as ms
@@ -28,15 +29,39 @@ class Job:
     sequential: bool = False
 
 
-def interleaved(pair, jobs: dict[str, Job], rounds: int) -> dict[str, list[list]]:
-    """Run every job once per round, in turn (A B C A B C …); per job, one list of traces per round (one trace
-    for a batch, one per prompt when sequential)."""
-    out: dict[str, list[list]] = {name: [] for name in jobs}
+def _run(pair, job: Job) -> list:
+    prompts = [[p] for p in job.prompts] if job.sequential else [job.prompts]
+    return [generate(pair, group, job.cfg) for group in prompts]
+
+
+def warm_up(pair, jobs: dict) -> list[dict]:
+    """Every job once before any timed round, in the same order (a sequential job: its first prompt only), so no
+    contender's timed rounds carry a cold start (first calls, allocations, caches). Reported apart, never in a lane:
+    per job its name, the seconds it took and its decoding-alone tokens/s."""
+    out = []
+    for name, job in jobs.items():
+        t0 = time.perf_counter()
+        traces = _run(pair, Job(job.prompts[:1], job.cfg, True) if job.sequential else job)
+        rate = ms.decode_rate(ms.decode_fields(traces) | {"tokens_per_s": traces[0].summary["tokens_per_s"]})
+        label = " ".join(str(part) for part in name) if isinstance(name, tuple) else str(name)
+        out.append({"contender": label, "s": time.perf_counter() - t0, "decode_tokens_per_s": rate})
+    return out
+
+
+def timed_rounds(pair, jobs: dict, rounds: int) -> tuple[dict, list[dict]]:
+    """(the timed rounds as `interleaved` returns them, the warm-up that preceded them: `warm_up`)."""
+    warm = warm_up(pair, jobs)
+    out: dict = {name: [] for name in jobs}
     for _ in range(rounds):
         for name, job in jobs.items():
-            prompts = [[p] for p in job.prompts] if job.sequential else [job.prompts]
-            out[name].append([generate(pair, group, job.cfg) for group in prompts])
-    return out
+            out[name].append(_run(pair, job))
+    return out, warm
+
+
+def interleaved(pair, jobs: dict[str, Job], rounds: int) -> dict[str, list[list]]:
+    """Run every job once untimed (warm_up), then once per round, in turn (A B C A B C …); per job, one list of
+    traces per timed round (one trace for a batch, one per prompt when sequential)."""
+    return timed_rounds(pair, jobs, rounds)[0]
 
 
 def _decode(traces: list) -> list:
@@ -65,28 +90,36 @@ def run_stats(traces: list) -> dict:
         else (accepted / (accepted + rejections) if drafted and accepted + rejections else None),
         "tpot_ms": statistics.mean(x for x in tpots if x is not None) if any(x is not None for x in tpots) else None,
         "other_cores": sum(other) / wall if wall and all(isinstance(o, (int, float)) for o in other) else None,
+        **ms.decode_fields(traces),
     }
 
 
 def cell_of_runs(runs: list[list]) -> dict:
-    """A contender's repeats as one table row: the median run's numbers and every run's tokens/s."""
+    """A contender's repeats as one table row: the median run's numbers (by decoding-alone tokens/s), the median and
+    every run's decoding-alone tokens/s, and the same for the whole run (prefill included)."""
     stats = [run_stats(traces) for traces in runs]
-    rates = [s["tokens_per_s"] for s in stats]
-    return stats[ms.median_index(rates)] | {"tokens_per_s": statistics.median(rates), "tokens_per_s_runs": ms.spread(rates)}
+    rates = [ms.decode_rate(s) for s in stats]
+    whole = [s["tokens_per_s"] for s in stats]
+    return stats[ms.median_index(rates)] | {
+        "decode_tokens_per_s": statistics.median(rates),
+        "decode_tokens_per_s_runs": ms.spread(rates),
+        "tokens_per_s": statistics.median(whole),
+        "tokens_per_s_runs": ms.spread(whole),
+    }
 
 
 def median_run(runs: list[list]) -> list:
-    """The traces of a contender's median run by tokens/s: the run whose numbers cell_of_runs reports."""
-    return runs[ms.median_index([run_stats(traces)["tokens_per_s"] for traces in runs])]
+    """The traces of a contender's median run by decoding-alone tokens/s: the run whose numbers cell_of_runs reports."""
+    return runs[ms.median_index([ms.decode_rate(run_stats(traces)) for traces in runs])]
 
 
 def lane_pair(ar_runs: list[list], spec_runs: list[list]) -> dict:
-    """Plain and speculative repeats as lanes (each the median run, with every run's tokens/s) and the compare
-    numbers of the two median runs, so the speedup is the ratio of the median rates."""
+    """Plain and speculative repeats as lanes (each the median run by decoding-alone tokens/s, with every run's
+    rates) and the compare numbers of the two median runs, so the speedup is the ratio of the median decode rates."""
     ar_traces = [r[0] for r in ar_runs]
     spec_traces = [r[0] for r in spec_runs]
-    ar = ar_traces[ms.median_index([t.summary["tokens_per_s"] for t in ar_traces])]
-    sp = spec_traces[ms.median_index([t.summary["tokens_per_s"] for t in spec_traces])]
+    ar = ar_traces[ms.median_index([ms.decode_rate(t.summary) for t in ar_traces])]
+    sp = spec_traces[ms.median_index([ms.decode_rate(t.summary) for t in spec_traces])]
     return {
         "ar": ms.lane_of_runs(ar_traces),
         "spec": ms.lane_of_runs(spec_traces),

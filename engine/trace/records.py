@@ -182,6 +182,33 @@ def acceptance_counts(steps: list[Step]) -> AcceptanceCounts:
     return c
 
 
+def decode_timing(steps: list[Step], wall_s: float) -> dict:
+    """The prompt's pass apart from decoding. ttft_s: time to first token (the prefill step's end: every row's first
+    token comes from it); decode_tokens_per_s: tokens written by decode steps / the time after the prefill;
+    tpot_ms: time per output token of a request, the mean over rows of (time from the first token to the row's last
+    token) / (tokens it wrote in decode steps), so at batch 1 tpot_ms × decode_tokens_per_s = 1000. None where the
+    run has no prefill step or wrote nothing after it (a run of one token per row)."""
+    prefill = next((s for s in steps if s.kind == "prefill"), None)
+    if prefill is None:
+        return {"ttft_s": None, "decode_tokens_per_s": None, "tpot_ms": None}
+    ttft = prefill.t_end_s
+    done, written = {}, {}
+    for step in steps:
+        if step.kind != "decode":
+            continue
+        for row in step.seqs:
+            if row.emitted:
+                done[row.seq] = step.t_end_s - ttft
+                written[row.seq] = written.get(row.seq, 0) + len(row.emitted)
+    decode_s, tokens = wall_s - ttft, sum(written.values())
+    rates = [done[q] / written[q] * 1000.0 for q in done if done[q] > 0]
+    return {
+        "ttft_s": ttft,
+        "decode_tokens_per_s": tokens / decode_s if tokens and decode_s > 0 else None,
+        "tpot_ms": sum(rates) / len(rates) if rates else None,
+    }
+
+
 def summarize(steps: list[Step], new_tokens: int, wall_s: float, device: str, dtype: str, speculative: bool) -> dict:
     """The run summary; field names are the contract of docs/design.md §4."""
     c = acceptance_counts(steps)
@@ -192,6 +219,7 @@ def summarize(steps: list[Step], new_tokens: int, wall_s: float, device: str, dt
         "new_tokens": new_tokens,
         "wall_s": wall_s,
         "tokens_per_s": new_tokens / wall_s if wall_s > 0 else 0.0,
+        **decode_timing(steps, wall_s),
         "target_forwards": len(steps),
         "device": device,
         "dtype": dtype,

@@ -70,8 +70,8 @@ def test_run_produces_both_lanes_and_summary():
     assert not at.error, _texts(at.error)
     labels = {m.label for m in at.metric}
     for label in (
-        "AR tokens/s",
-        "Speculative tokens/s",
+        "AR tokens/s, decoding",
+        "Speculative tokens/s, decoding",
         "Acceptance rate",
         "Measured speedup",
         "Leviathan predicted",

@@ -50,7 +50,7 @@ def _page(at) -> None:
     assert not at.error, _texts(at.error)
     assert "Race replay" in _texts(at.subheader) and "Summary" in _texts(at.subheader)
     labels = {m.label for m in at.metric}
-    for label in ("AR tokens/s", "Speculative tokens/s", "Acceptance rate", "Measured speedup", "Target forwards"):
+    for label in ("AR tokens/s, decoding", "Speculative tokens/s, decoding", "Acceptance rate", "Measured speedup", "Target forwards"):
         assert label in labels
     assert "tok tok-plain" in _html(at)
     assert at.get("iframe"), "the race replay iframe"

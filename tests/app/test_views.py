@@ -165,12 +165,22 @@ def test_charts_are_figures(ar_trace, spec_trace):
 
 def test_compare_metrics(ar_trace, spec_trace):
     m = metrics.compare(ar_trace, spec_trace)
-    assert m["speedup"] == pytest.approx(spec_trace.summary["tokens_per_s"] / ar_trace.summary["tokens_per_s"])
+    a, s = ar_trace.summary, spec_trace.summary
+    assert m["speedup"] == pytest.approx(s["decode_tokens_per_s"] / a["decode_tokens_per_s"])  # decoding alone
+    assert m["whole_run_speedup"] == pytest.approx(s["tokens_per_s"] / a["tokens_per_s"])  # the prefill dilutes it
+    assert m["whole_run_speedup"] < m["speedup"] and m["ar_ttft_s"] == a["ttft_s"]
+    line = metrics.arithmetic_line(m)
+    said = f"{m['speedup']:.2f}× as fast as plain decoding after the first token (decoding alone; {m['whole_run_speedup']:.2f}× over"
+    assert said in line
+    old = {k: v for k, v in m.items() if not k.startswith(("ar_decode", "spec_decode"))}  # a trace without decode timing
+    assert "over the whole run (prefill included; this trace does not time decoding apart)" in metrics.arithmetic_line(old)
     assert m["flops_ratio"] > 0
     # c = (8 ms draft / 4 drafted positions) / 10 ms AR step
     assert m["c"] == pytest.approx(0.2)
     assert m["predicted_speedup"] is not None and m["predicted_speedup"] > 1
     assert m["first_differences"] == {}
+    assert "about the same as a plain step (0.93×" in metrics.verify_words(0.93)  # never cheaper than one token
+    assert metrics.verify_words(1.31).startswith("A verify pass cost 1.31× a plain step")
     assert metrics.fmt_flops(2.5e9) == "2.5 GFLOP" and metrics.fmt_flops(160.02e9) == "160 GFLOP" and metrics.fmt(None) == "—"
 
 
@@ -601,7 +611,10 @@ def test_arithmetic_line_says_at_least_as_much_and_decides_from_the_numbers(ar_t
     tail = dict(m, speedup=0.87, step_cost_ratio=1.95, ar_decode_steps=24, spec_decode_steps=14, kept_per_step=2.4)
     assert "a batch runs until its slowest sequence is done), which is why speculation slowed" in metrics.arithmetic_line(tail)
     mixed = dict(m, speedup=0.98, step_cost_ratio=1.5, ar_decode_steps=16, spec_decode_steps=10, kept_per_step=1.6)
-    assert "; over the whole run (prefill included) speculation slowed decoding down" in metrics.arithmetic_line(mixed)
+    assert (
+        "; the timed steps and the decode clock disagree within noise, and over the decode speculation slowed"
+        in metrics.arithmetic_line(mixed)
+    )
 
 
 def test_greedy_tooltips_say_the_argmax_decided(spec_trace):

@@ -62,3 +62,44 @@ def test_summary_fields(tiny):
     assert trace.summary["new_tokens"] == 24
     assert abs(trace.summary["tokens_per_step"] - trace.summary["mean_accepted"] - 1) < 1e-12
     assert len(trace.summary["per_position_acceptance"]) == 2
+
+
+def test_decoding_is_timed_apart_from_the_prompts_pass(tiny):
+    """ttft_s is the prefill step's end; decode_tokens_per_s counts only tokens written after it, over the time after
+    it; at batch 1, tpot_ms x decode_tokens_per_s = 1000. tokens_per_s keeps its whole-run meaning."""
+    one = generate(tiny, PROMPTS[:1], DecodeConfig(depth=2, max_new_tokens=8))
+    s = one.summary
+    prefill = one.steps[0]
+    assert prefill.kind == "prefill" and s["ttft_s"] == pytest.approx(prefill.t_end_s)
+    written = sum(len(q.emitted) for st in one.steps if st.kind == "decode" for q in st.seqs)
+    assert written == s["new_tokens"] - 1  # the first token comes from the prompt's pass
+    assert s["decode_tokens_per_s"] == pytest.approx(written / (s["wall_s"] - s["ttft_s"]))
+    assert s["tpot_ms"] * s["decode_tokens_per_s"] == pytest.approx(1000.0, rel=1e-6)
+    assert s["tokens_per_s"] == pytest.approx(s["new_tokens"] / s["wall_s"])
+    batch = generate(tiny, PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=6)).summary
+    assert batch["ttft_s"] > 0 and batch["decode_tokens_per_s"] > 0 and batch["tpot_ms"] > 0
+
+
+def test_a_run_with_nothing_after_the_first_token_has_no_decode_rate(tiny):
+    s = generate(tiny, PROMPTS[:1], DecodeConfig(mode="autoregressive", max_new_tokens=1)).summary
+    assert s["new_tokens"] == 1 and s["ttft_s"] > 0
+    assert s["decode_tokens_per_s"] is None and s["tpot_ms"] is None
+
+
+def test_traces_without_decode_timing_still_load():
+    """Traces recorded before the decode fields existed (the shipped sample traces) load, and gain no field."""
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).resolve().parents[2] / "assets" / "traces").glob("*-*.json")):
+        raw = json.loads(path.read_text())
+        for key in ("ttft_s", "decode_tokens_per_s", "tpot_ms"):
+            raw["summary"].pop(key, None)
+        trace = Trace.from_json_bytes(json.dumps(raw).encode())
+        assert "decode_tokens_per_s" not in trace.summary and trace.summary["tokens_per_s"] > 0
+
+
+def test_a_bad_decode_rate_is_refused_with_one_line(tiny, tmp_path):
+    raw = generate(tiny, PROMPTS[:1], DecodeConfig(depth=2, max_new_tokens=4)).to_dict()
+    raw["summary"]["decode_tokens_per_s"] = "fast"
+    with pytest.raises(TraceError, match="summary.decode_tokens_per_s"):
+        Trace.from_json_bytes(json.dumps(raw).encode())
