@@ -14,103 +14,13 @@ import time
 
 import torch
 
+from engine.bench.cells import _median, run_cell, run_cells  # noqa: F401 (run_cell, run_cells: the API)
 from engine.bench.prompts import batch_prompts, prompt_set_list
 from engine.config import DecodeConfig
 from engine.costs import expected_speedup
 from engine.decoding.decode import generate
 from engine.drafters import DRAFTERS
 from engine.model.pair import ModelPair
-from engine.trace.records import summarize
-
-
-def _median(values):
-    return statistics.median(values) if values else None
-
-
-class _Run:
-    """One measured run: a Trace, or several batch-1 Traces decoded one after another and summed."""
-
-    def __init__(self, traces):
-        self.steps = [st for t in traces for st in t.steps]
-        self.output_ids = [o for t in traces for o in t.output_ids]
-        first = traces[0].summary
-        new_tokens = sum(t.summary["new_tokens"] for t in traces)
-        wall = sum(t.summary["wall_s"] for t in traces)
-        self.summary = summarize(self.steps, new_tokens, wall, first["device"], first["dtype"], traces[0].config["mode"] == "speculative")
-        self.prompt_rates = [t.summary["tokens_per_s"] for t in traces]  # per prompt when decoded one at a time
-        # What else the machine ran meanwhile (engine/loadmeter.py): mean cores other processes kept busy over
-        # the lane's timed windows, and the highest 1-minute load average at a trace's end (None: not recorded).
-        other = [t.summary.get("other_cpu_s") for t in traces]
-        self.other_cores = sum(other) / wall if wall and all(o is not None for o in other) else None
-        loads = [t.summary.get("load_avg") for t in traces if t.summary.get("load_avg") is not None]
-        self.load_avg = max(loads) if loads else None
-
-
-def _one_run(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, sequential: bool) -> _Run:
-    if sequential:
-        return _Run([generate(pair, [p], cfg) for p in prompts])
-    return _Run([generate(pair, prompts, cfg)])
-
-
-def run_cell(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, repeats: int, sequential: bool = False) -> dict:
-    """Median tokens/s (and the stats of the median run) of `repeats` runs after one warm-up.
-
-    sequential: decode the prompts one at a time (batch 1) and sum tokens and time, instead of as one batch."""
-    return run_cells(pair, prompts, [cfg], repeats, sequential)[0]
-
-
-def run_cells(pair: ModelPair, prompts: list[str], cfgs: list[DecodeConfig], repeats: int, sequential: bool = False) -> list[dict]:
-    """`run_cell` for several contenders, interleaved: each repeat runs every contender once, in turn, so a
-    shared machine's drift hits them alike (after one warm-up each). One dict per cfg, in order."""
-    for cfg in cfgs:
-        generate(pair, prompts[:1], DecodeConfig.from_dict(cfg.to_dict() | {"max_new_tokens": 4}))  # warm-up
-    runs: list[list[_Run]] = [[] for _ in cfgs]
-    for _ in range(repeats):
-        for i, cfg in enumerate(cfgs):
-            runs[i].append(_one_run(pair, prompts, cfg, sequential))
-    return [_cell_stats(r) for r in runs]
-
-
-def _cell_stats(runs: list[_Run]) -> dict:
-    # each prompt's median rate over the repeats (one entry for a batched run)
-    prompt_rates = [_median(list(rates)) for rates in zip(*(r.prompt_rates for r in runs))]
-    runs = sorted(runs, key=lambda t: t.summary["tokens_per_s"])
-    mid = runs[len(runs) // 2]
-    s = mid.summary
-    decode_steps = [st for st in mid.steps if st.kind == "decode"]
-    step_ms = sum(st.step_ms for st in decode_steps)
-    return {
-        "tokens_per_s": _median([t.summary["tokens_per_s"] for t in runs]),
-        "new_tokens": s["new_tokens"],
-        "acceptance_rate": s["acceptance_rate"],
-        "alpha": s["alpha"],
-        "tokens_per_step": s["tokens_per_step"],
-        "drafted_per_step": s["drafted_tokens"] / _seq_steps(mid.steps) if _seq_steps(mid.steps) else None,
-        "per_position_acceptance": s["per_position_acceptance"],
-        "target_forwards": s["target_forwards"],
-        "flops": s["flops"],
-        "overhead_pct": 100.0 * sum(st.overhead_ms for st in decode_steps) / step_ms if step_ms else None,
-        "draft_ms_per_forward": _draft_forward_ms(decode_steps),
-        "verify_ms": _median([st.verify_ms for st in decode_steps]),
-        "mean_depth": statistics.mean(st.depth for st in decode_steps) if decode_steps else 0.0,
-        "policy_pct": 100.0 * sum(st.policy_ms for st in decode_steps) / step_ms if step_ms else None,
-        "outputs": mid.output_ids,
-        "prompt_rates": prompt_rates,
-        "other_cores": mid.other_cores,
-        "load_avg": mid.load_avg,
-    }
-
-
-def _seq_steps(steps) -> int:
-    """Sequence-steps that drafted something."""
-    return sum(1 for st in steps if st.kind == "decode" for q in st.seqs if q.drafted)
-
-
-def _draft_forward_ms(steps) -> float | None:
-    drafted = [st for st in steps if st.depth > 0 and st.draft_ms > 0]
-    if not drafted:
-        return None
-    return _median([st.draft_ms / st.depth for st in drafted])
 
 
 def fast_lane(pair: ModelPair, cfg: DecodeConfig, fast: str):
@@ -182,7 +92,10 @@ def _row(
         "tokens_per_pass": batch * (nodes + 1),
         "ar_tokens_per_s": ar["tokens_per_s"],
         "spec_tokens_per_s": spec["tokens_per_s"],
-        "speedup": spec["tokens_per_s"] / ar["tokens_per_s"],
+        "ar_decode_tokens_per_s": ar["decode_tokens_per_s"],
+        "spec_decode_tokens_per_s": spec["decode_tokens_per_s"],
+        "speedup": spec["decode_tokens_per_s"] / ar["decode_tokens_per_s"],  # decoding alone (the prefill apart)
+        "whole_run_speedup": spec["tokens_per_s"] / ar["tokens_per_s"],
         # prompts decoded one at a time (--sequential): the median over prompts of each prompt's speedup
         "prompt_median_speedup": _median([s / a for s, a in zip(spec["prompt_rates"], ar["prompt_rates"])])
         if len(spec["prompt_rates"]) > 1
@@ -258,7 +171,7 @@ def bench(
             _cell_config(cell, max_new_tokens=max_new_tokens, cuda_graphs=cuda_graphs, **speculative) for cell in cells
         ]
         ar, *specs = run_cells(pair, prompts, cfgs, repeats, seq)
-        log(f"  batch {batch:>3}  AR            {ar['tokens_per_s']:8.1f} tok/s")
+        log(f"  batch {batch:>3}  AR            {ar['decode_tokens_per_s']:8.1f} tok/s decoding")
         for cell, spec in zip(cells, specs):
             p, depth, confidence, tree = cell
             rows.append(_row(batch, depth, confidence, drafter, ar, spec, p, tree))
@@ -320,7 +233,7 @@ def _cell_line(batch: int, cell: tuple, spec: dict, speedup: float, show_policy:
         + (f" tree {tree[0]}/{tree[1]}" if tree[0] else "")
         + (f" {p}" if show_policy else "")
         + (f" conf {confidence:.2f}" if confidence else "")
-        + f"      {spec['tokens_per_s']:8.1f} tok/s  x{speedup:.2f}"
+        + f"      {spec['decode_tokens_per_s']:8.1f} tok/s decoding  x{speedup:.2f}"
         + (f"  alpha {spec['alpha']:.2f}" if spec["alpha"] is not None else "")
         + (f"  mean k {spec['mean_depth']:.2f}" if p != "fixed" else "")
     )

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
+from conftest import PROMPTS
+
+from engine import DecodeConfig
 
 
 # --- bench -------------------------------------------------------------------------------------
@@ -37,6 +41,22 @@ def test_bench_confidence_grid(tiny):
     assert 2 < fixed["drafted_per_step"] <= 3 and 1 <= gated["drafted_per_step"] < fixed["drafted_per_step"]
     assert fixed["same_output"] and gated["same_output"]
     assert "conf drafted" in format_table(result)
+    for row in (fixed, gated):  # the speedup is decoding alone (each prompt's prefill apart), the whole run beside it
+        assert row["speedup"] == row["spec_decode_tokens_per_s"] / row["ar_decode_tokens_per_s"]
+        assert row["whole_run_speedup"] == row["spec_tokens_per_s"] / row["ar_tokens_per_s"]
+        assert row["ar_decode_tokens_per_s"] > row["ar_tokens_per_s"]  # the prefill's time is not in the decode rate
+
+
+def test_a_sequential_cell_times_each_prompts_prefill_apart(tiny):
+    """Two prompts decoded one after another: both prefills are time to first token, not decoding."""
+    from engine.bench.cells import _decode_timing
+    from engine.decoding.decode import generate
+
+    traces = [generate(tiny, [p], DecodeConfig(mode="autoregressive", max_new_tokens=6)) for p in PROMPTS[:2]]
+    timing = _decode_timing(traces)
+    assert timing["ttft_s"] == sum(t.summary["ttft_s"] for t in traces)
+    decode_s = sum(t.summary["wall_s"] - t.summary["ttft_s"] for t in traces)
+    assert timing["decode_tokens_per_s"] == pytest.approx(sum(t.summary["new_tokens"] - 1 for t in traces) / decode_s)
 
 
 def test_bench_tree_cells_beside_the_chains(tiny):
