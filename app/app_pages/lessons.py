@@ -79,7 +79,7 @@ if me is not None and me.role == "student":  # on the teacher's lesson: the clas
     on_class_lesson, result, rows = class_page.student(store, me, i, lesson, experiment, guess)
 if not on_class_lesson:
     result, rows = parts.experiment_block(i, lesson.experiment, experiment, settings, guess, teacher)
-show_gpu_panel(lesson.experiment, settings, lesson.sections.gpu)  # measured H200, model, cited
+show_gpu_panel(lesson.experiment, settings, lesson.sections.gpu, result)  # re-timed on the H200, measured H200, model, cited
 parts.show_details(lesson)
 if lesson.experiment == "width":  # the third way to fill a pass: one recorded draft-tree step
     with st.expander("🔍 One draft-tree step, stage by stage (a recorded step, with the engine's code)"):

@@ -15,6 +15,8 @@ batch ÷ tokens/s: this engine runs a batch until its slowest row ends, so every
 from __future__ import annotations
 
 import html
+import re
+import textwrap
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -41,14 +43,46 @@ def table_height(rows: list) -> int:
     return HEADER_PX + ROW_PX * max(1, min(len(rows), 20))
 
 
+TITLE_CHARS, LABEL_CHARS, MAX_SUBTITLE = 90, 120, 400  # characters per title line and per subtitle line; subtitle cap
+LEGEND_ROW_CHARS = 110  # legend characters that fit on one row of a page-wide chart
+PHRASE_CHARS = 40  # a phrase this short stays on one line
+
+
+def _lines(text: str, width: int, cap: int) -> list[str]:
+    """Plain text cut into lines of about `width` characters, each escaped: a long subtitle wraps instead of running
+    off the chart. A short phrase (between ", " or "; ", e.g. a machine's name) is never split across lines."""
+    s = " ".join(str(text).split())
+    s = s if len(s) <= cap else s[: cap - 1] + "…"
+    phrases = re.split(r"(?<=[,;]) ", s)
+    glued = " ".join(p.replace(" ", "\0") if len(p) <= PHRASE_CHARS else p for p in phrases)
+    return [html.escape(line.replace("\0", " ")) for line in textwrap.wrap(glued, width, break_long_words=False)] or [""]
+
+
+def _legend_rows(fig: go.Figure) -> int:
+    names = [str(t.name) for t in fig.data if t.name and t.showlegend is not False]
+    return max(1, -(-sum(len(n) + 6 for n in names) // LEGEND_ROW_CHARS)) if names else 0
+
+
 def frame(fig: go.Figure, title: str, label: str, height: int = 380) -> go.Figure:
-    """Title (the claim) and, under it, where and when it was measured."""
-    text = f"<b>{esc(title)}</b>" + (f"<br><sup>{esc(label)}</sup>" if label else "")
+    """Title (the claim) and, under it, where and when it was measured, both wrapped to the chart's width; the legend
+    at the foot of the chart, under the x-axis title (room is made for its rows, so neither covers the other)."""
+    title_lines = [f"<b>{line}</b>" for line in _lines(title, TITLE_CHARS, MAX_SUBTITLE)]
+    label_lines = [f"<sup>{line}</sup>" for line in _lines(label, LABEL_CHARS, MAX_SUBTITLE)] if label else []
+    top = 40 + 24 * len(title_lines) + 20 * len(label_lines)
+    bottom = 60 + 24 * _legend_rows(fig)
     fig.update_layout(
-        title={"text": text, "x": 0, "xanchor": "left"},
-        height=height,
-        margin={"l": 55, "r": 20, "t": 80 if label else 50, "b": 45},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0},
+        title={
+            "text": "<br>".join(title_lines + label_lines),
+            "x": 0,
+            "xanchor": "left",
+            "y": 1.0,
+            "yref": "container",
+            "yanchor": "top",
+            "pad": {"t": 18},
+        },
+        height=height + top - 50 + bottom - 45,
+        margin={"l": 55, "r": 20, "t": top, "b": bottom},
+        legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0.0, "x": 0},
         barmode="group",
     )
     return fig

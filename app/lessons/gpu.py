@@ -22,6 +22,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from app.lessons.figures import COLORS, esc, frame
+from engine.costs import ridge_tokens_with_kv
 from engine.roofline import predictor
 from engine.roofline.architectures import architecture
 from engine.roofline.gpus import gpu
@@ -31,9 +32,11 @@ MODEL_GPU, MODEL_SHAPE, MODEL_CONTEXT = "H100-SXM", "8B", 1024
 SEED_SHAPE = "27B"  # the seed's framing: a 27B model in bf16 streams its weights every decode pass
 SERVING_BATCH = 64  # a serving engine's batch, beside the lesson's own
 CAN_SHOW = (
-    "Can show: what one forward pass costs on that GPU as it carries more tokens (the flat part, the knee, launch "
-    "overhead eager against CUDA graphs). Cannot show: acceptance, so no speedup of a real drafter: the weights are "
-    "random, so drafts are (almost) never accepted."
+    "Can show: what one forward pass costs on that GPU as it carries more tokens (the flat part, the knee, and the "
+    "launch overhead of running the pass *eager*, each kernel launched from Python one by one, against a *CUDA graph*, "
+    "the pass's kernels recorded once and replayed with one launch; see the glossary in the sidebar). Cannot show: "
+    "acceptance, so no speedup of a real drafter: the weights are random, so drafts are (almost) never accepted. The "
+    "gpu_graphs curves were recorded with zero context (no KV cache read); the gpu_bench curves over a 256-token cache."
 )
 
 
@@ -58,10 +61,10 @@ class Curve:
     @property
     def name(self) -> str:
         how = "CUDA graph" if self.mode == "graph" else "eager"
-        return f"{self.shape} shape, {how}" + (f", context {self.context}" if self.context else "")
+        return f"{self.shape} shape, {how}, " + (f"context {self.context}" if self.context else "zero context (no KV cache)")
 
 
-def _log_x_marker(fig: go.Figure, x: float, color: str, dash: str, text: str) -> None:
+def _log_x_marker(fig: go.Figure, x: float, color: str, dash: str, text: str, anchor: str = "left", y: float = 1.0) -> None:
     """A vertical line at data value x on a log x axis, labelled. The line is a shape (data coordinates); the
     label is an annotation, which on a log axis takes log10 of the value (as app/views/roofline.py does):
     plotly's add_vline(annotation_text=...) would place it at 10**x and break the axis ("NaN×10^Infinity")."""
@@ -74,7 +77,7 @@ def _log_x_marker(fig: go.Figure, x: float, color: str, dash: str, text: str) ->
         text=text,
         showarrow=False,
         font={"color": color},
-        xanchor="left",
+        xanchor=anchor,
         yanchor="bottom",
     )
 
@@ -123,6 +126,38 @@ def recorded_curves(paths: list[Path] | None = None) -> tuple[list[Curve], list[
         except RecordingError as exc:
             problems.append(str(exc))
     return curves, problems
+
+
+KNEE_FACTOR = 1.5  # the lessons' knee (app/lessons/runs.py KNEE_FACTOR): a pass costing 1.5× the one-token pass
+KNEE_SHAPE, KNEE_MODE = "qwen2.5-7b", "graph"  # the curve whose knee the panel and the lesson texts quote
+
+
+def knee_tokens(curve: Curve, factor: float = KNEE_FACTOR) -> float | None:
+    """Tokens per pass where the recorded curve first reaches `factor` × its one-token pass, on the straight line
+    between the two recorded sizes around it; None where it never does within the recording."""
+    base = curve.ms[0]
+    for (t0, m0), (t1, m1) in zip(zip(curve.tokens, curve.ms), zip(curve.tokens[1:], curve.ms[1:]), strict=False):
+        if m1 >= factor * base:
+            return float(t1) if m0 >= factor * base or m1 == m0 else t0 + (t1 - t0) * (factor * base - m0) / (m1 - m0)
+    return None
+
+
+def knee_curve(curves: list[Curve]) -> Curve | None:
+    """The recorded curve the panel quotes a knee for (Qwen2.5-7B shape, CUDA graph, zero context)."""
+    return next((c for c in curves if c.shape == KNEE_SHAPE and c.mode == KNEE_MODE), None)
+
+
+def knee_sentence(curves: list[Curve]) -> str:
+    """The knee of the quoted H200 curve in words, with the numbers it comes from."""
+    c = knee_curve(curves)
+    knee = knee_tokens(c) if c else None
+    if knee is None:
+        return ""
+    return (
+        f"On the H200 (Qwen2.5-7B shape, CUDA graph, zero context, {c.date}) a one-token pass took {c.ms[0]:.2f} ms; the "
+        f"curve reaches {KNEE_FACTOR:g}× that ({KNEE_FACTOR * c.ms[0]:.2f} ms) at about {knee:.0f} tokens per pass, its "
+        "knee: below it, a pass of many tokens costs little more than a pass of one."
+    )
 
 
 def knee_ratio(curve: Curve, tokens: int) -> float | None:
@@ -177,6 +212,7 @@ def model_rows(lesson: str, settings: dict, gpu_key: str = MODEL_GPU, shape: str
                 "predicted ms": round(ms, 2),
                 "× a plain pass at that batch": round(ms / one, 2),
                 "regime (model)": predictor.regime(costs, roof, b, n, MODEL_CONTEXT),
+                "KV cache read, MB (model)": round(b * costs.kv_bytes_per_token * (MODEL_CONTEXT + n) / 1e6, 1),
             }
         )
     return out
@@ -193,6 +229,49 @@ def model_label(gpu_key: str = MODEL_GPU, shape: str = MODEL_SHAPE) -> str:
 def model_ridge(gpu_key: str = MODEL_GPU, shape: str = MODEL_SHAPE) -> float:
     """Tokens per pass where the model's pass turns compute-bound on that GPU (the Predictor's ridge)."""
     return predictor.ridge_tokens_per_pass(architecture(shape).costs("bfloat16"), predictor.Roof.from_gpu(gpu(gpu_key), "bfloat16"))
+
+
+def kv_ridge(gpu_key: str = MODEL_GPU, shape: str = MODEL_SHAPE, context: int = MODEL_CONTEXT, depth: int = 4) -> dict:
+    """The ridge in tokens per pass counting the weights alone and counting each row's KV cache at `context` too
+    (engine.costs.ridge_tokens_with_kv), for rows of one token (plain decoding) and of depth + 1 (a verify pass)."""
+    costs, g = architecture(shape).costs("bfloat16"), gpu(gpu_key)
+    peak = g.peak_flops("bfloat16")
+    one_row_kv = costs.kv_bytes_per_token * context
+    attention = costs.forward_flops(1, 1, context) - costs.forward_flops(1, 1, 0)  # one token's attention FLOPs over the cache
+    return {
+        "gpu": g.name,
+        "model": architecture(shape).name,
+        "context": context,
+        "depth": depth,
+        "kv_kb_per_token": costs.kv_bytes_per_token / 1e3,
+        "kv_mb_per_row": one_row_kv / 1e6,
+        "weights_gb": costs.weight_bytes / 1e9,
+        "kv_flop_per_byte": attention / one_row_kv if one_row_kv else 0.0,
+        "ridge_point": peak / g.bandwidth,
+        "weights_only": model_ridge(gpu_key, shape),
+        "plain": ridge_tokens_with_kv(costs, peak, g.bandwidth, context, 1),
+        "verify": ridge_tokens_with_kv(costs, peak, g.bandwidth, context, depth + 1),
+    }
+
+
+def _tokens(x: float) -> str:
+    return "never, at any batch," if math.isinf(x) else f"at {x:,.0f} tokens per pass"
+
+
+def kv_sentence(gpu_key: str = MODEL_GPU, shape: str = MODEL_SHAPE, context: int = MODEL_CONTEXT, depth: int = 4) -> str:
+    """Why long contexts keep large passes memory-bound, in numbers computed from the model."""
+    k = kv_ridge(gpu_key, shape, context, depth)
+    return (
+        f"The ridge counts bytes, and a pass reads more than weights: each row also reads its own KV cache, "
+        f"{k['kv_kb_per_token']:.0f} kB per token for the {k['model']} shape, {k['kv_mb_per_row']:,.0f} MB per row at a "
+        f"{context:,}-token context (the weights are {k['weights_gb']:.1f} GB). Attention does only about "
+        f"{k['kv_flop_per_byte']:.0f} FLOPs per KV byte, far below the {k['gpu']}'s ridge of {k['ridge_point']:.0f}, so every "
+        f"row added to a batch brings more bytes than arithmetic can hide. Counting weights alone, the pass turns "
+        f"compute-bound {_tokens(k['weights_only'])}; counting each row's KV at this context, "
+        f"{_tokens(k['verify'])} for verify passes of {depth + 1} tokens per row and {_tokens(k['plain'])} for "
+        "plain rows of one token (model, data-sheet peaks). **Long contexts keep large passes memory-bound**: the KV "
+        "bytes grow with every row and every cached token, while the weights' arithmetic per byte stays put."
+    )
 
 
 def seed_framing(gpu_key: str = MODEL_GPU, shape: str = SEED_SHAPE) -> dict:
@@ -217,7 +296,7 @@ def seed_sentence(gpu_key: str = MODEL_GPU, shape: str = SEED_SHAPE) -> str:
         f"A GPU keeps the weights in its large global memory (HBM) and streams them into small on-chip memory on "
         f"every pass. {f['model']} in bf16 is {f['weight_gb']:.0f} GB of weights: at the {f['gpu']}'s "
         f"{f['bandwidth_tb_s']:.2f} TB/s one decode pass takes at least {f['stream_ms']:.0f} ms however few tokens it "
-        f"carries, while one token's arithmetic takes {f['one_token_flops_ms']:.2f} ms at its peak; the pass stays "
+        f"carries, while one token's arithmetic takes {f['one_token_flops_ms']:.2g} ms at its peak; the pass stays "
         f"memory-bound up to about {f['ridge_tokens']:.0f} tokens (model, data-sheet peaks). A sparse (MoE) model "
         "streams only the experts its tokens are routed to (its active parameters)."
     )
@@ -273,6 +352,7 @@ def model_figure(lesson: str, settings: dict, gpu_keys: tuple[str, ...] = ("H100
     costs = arch.costs("bfloat16")
     xs = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
     fig = go.Figure()
+    ridges: list[tuple[float, str, str]] = []
     for i, key in enumerate(gpu_keys):
         roof = predictor.Roof.from_gpu(gpu(key), "bfloat16")
         fig.add_scatter(
@@ -283,7 +363,17 @@ def model_figure(lesson: str, settings: dict, gpu_keys: tuple[str, ...] = ("H100
             line={"color": COLORS[i % len(COLORS)], "dash": "dot"},
         )
         ridge = model_ridge(key, shape)
-        _log_x_marker(fig, ridge, COLORS[i % len(COLORS)], "dash", esc(f"{key} ridge ≈ {ridge:.0f}"))
+        ridges.append((ridge, key, COLORS[i % len(COLORS)]))
+    for j, (ridge, key, color) in enumerate(sorted(ridges)):  # the lower ridge labelled leftwards, the next rightwards
+        _log_x_marker(
+            fig,
+            ridge,
+            color,
+            "dash",
+            esc(f"{key} ridge ≈ {ridge:.0f} (weights only)"),
+            "right" if j == 0 else "left",
+            1.0 - 0.07 * (j // 2),
+        )
     for row in model_rows(lesson, settings, gpu_keys[0], shape):
         fig.add_scatter(
             x=[row["tokens per pass"]],

@@ -40,6 +40,18 @@ NAMES |= {"ngram": "n-gram"}
 DRAFTERS = {"model": "distilled draft model", "eagle": "EAGLE head", "ngram": "n-gram lookup"}
 SKIP = {"runs", "batches", "rows", "measurement", "m", "seed"}
 CPU_COLOR, GPU_COLOR = COLORS[1], COLORS[0]
+CAPTION = (
+    "The same decode steps, the same tokens per pass and the same accepted tokens per step, each priced at the time "
+    "the H200 took for one pass of that many tokens (a straight line between the recorded sizes, never beyond them). "
+    "Acceptance is this run's; the recording's random weights only set the time. It read no KV cache, and the "
+    "recorded passes kept logits for the last position only, so a long context or a wide verify pass would cost a "
+    "little more there."
+)
+PASS_CAPTION = (
+    "Each pass size this machine timed, beside the H200's recorded pass of the same size. The H200 pass is a larger "
+    "model (the Qwen2.5-7B shape) on a far faster memory, so compare the shapes of the two curves, not their heights: "
+    "where each stays flat, and where it starts to climb."
+)
 
 
 @functools.cache
@@ -100,8 +112,8 @@ def h200_rate(lane: dict, drafter: str | None = None, shape: str = SHAPE, mode: 
         how = f"drafting {r.draft_ms / r.drafted_steps:.2f} ms per drafting step, from {draft.label}"
     else:
         how = (
-            f"drafting not included: the {DRAFTERS.get(drafter, drafter or 'drafter')} was never timed on the H200, so this counts the target's "
-            "passes alone (a ceiling on the rate)"
+            f"drafting not included: the {DRAFTERS.get(drafter, drafter or 'drafter')} was never timed on the H200, so "
+            "this counts the target's passes alone (a ceiling on the rate)"
         )
     return r.tokens_per_s, f"{r.steps} decode steps at {r.target_ms / r.steps:.2f} ms per pass on average; {how}"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.lessons import conclusions, figures, gpu, load, width_steps
+from app.lessons import conclusions, figures, gpu, load, retime, width_steps
 from app.lessons.experiments import PLAIN
 from app.views import metrics, roofline
 
@@ -208,15 +208,20 @@ def _gpu_curves() -> tuple[list, list[str]]:
     return gpu.recorded_curves()
 
 
-def show_gpu_panel(lesson_name: str, settings: dict, text: str = "") -> None:
-    """The lesson on a GPU, beside this machine's CPU: the lesson's own text, SpecLab's recorded H200 pass curves
-    (measured), the Predictor at the lesson's settings (model) and published results (cited). No model is loaded."""
+def show_gpu_panel(lesson_name: str, settings: dict, text: str = "", result: dict | None = None) -> None:
+    """The lesson on a GPU, beside this machine's CPU: the lesson's own text, the lesson's run re-timed with SpecLab's
+    recorded H200 pass costs (`result`: the result the page shows, live or recorded; app/lessons/retime.py), the recorded
+    H200 pass curves (measured), the Predictor at the lesson's settings (model) and published results (cited). No model
+    is loaded."""
     key = f"gpu_{lesson_name}_"
+    depth = int((settings or {}).get("depth", (settings or {}).get("k", 4)) or 4)
     with st.container(border=True):
         st.subheader("🖥 On a GPU")
         if text:
             st.markdown(text)
         st.markdown(gpu.seed_sentence())
+        if result is not None:
+            _retimed(lesson_name, result, key)
         st.markdown("**Measured** (SpecLab's own runs on an NVIDIA H200)")
         curves, problems = _gpu_curves()
         for problem in problems:
@@ -224,17 +229,39 @@ def show_gpu_panel(lesson_name: str, settings: dict, text: str = "") -> None:
         if curves:
             marks = sorted({b * n for _, b, n in gpu.lesson_passes(lesson_name, settings)})
             _chart(gpu.curves_figure(curves, marks), key + "curves")
-            st.caption(gpu.CAN_SHOW + " Dotted lines: the tokens per pass of this lesson's passes.")
+            st.caption(gpu.CAN_SHOW + " Dotted lines: the tokens per pass of this lesson's passes. " + gpu.knee_sentence(curves))
         st.markdown("**Model, not a measurement** (the roofline Predictor at this lesson's settings)")
         _chart(gpu.model_figure(lesson_name, settings), key + "model")
-        rows = gpu.model_rows(lesson_name, settings)
-        _table(rows)
+        _table(gpu.model_rows(lesson_name, settings))
         st.caption(
             gpu.model_label() + ". The line is one row carrying more tokens; the diamonds are this lesson's passes "
             "(more rows also read more KV cache). Data-sheet peaks are not reached by real kernels, so real passes "
             "take longer."
         )
+        st.markdown(gpu.kv_sentence(depth=depth))
         cited = gpu.cited_rows(lesson_name)
         if cited:
             st.markdown("**Published** (acceptance depends on a trained drafter and real text, which random weights cannot show)")
             _table(cited)
+
+
+def _retimed(lesson_name: str, result: dict, key: str) -> None:
+    """The lesson's own run (live or recorded) beside the same steps re-timed with the recorded H200 pass costs."""
+    m, label = result.get("measurement") or {}, str(result.get("label") or "")
+    st.markdown(f"**Your run on an H200** ({retime.LABEL})")
+    if lesson_name == "memory_bound":
+        fig = retime.pass_figure(m.get("rows") or [], label)
+        if fig is not None:
+            _chart(fig, key + "retimed")
+            st.caption(retime.machine_line() + ". " + retime.PASS_CAPTION)
+        return
+    fig = retime.figure(m, label)
+    if fig is None:
+        st.caption(
+            "This result carries no per-step pass shapes (a recording made before they were kept), so it cannot be "
+            "re-timed: run the experiment live to see your own steps priced on the H200."
+        )
+        return
+    _chart(fig, key + "retimed")
+    _table(retime.rows(m))
+    st.caption(retime.machine_line() + ". " + retime.CAPTION)
