@@ -158,10 +158,22 @@ SPECS = {
         **CHOSEN,  # this machine's pass curve, which chose the depth and the large batch (settings 0)
         **WARMUP,
     },
-    "turn_it_off": {"ar": LANE, "on": LANE, "off": LANE, "m": NUMBERS},
+    "turn_it_off": {
+        "ar": LANE,
+        "on": LANE,
+        "off": LANE,
+        "m": NUMBERS,
+        **CHOSEN,
+        **WARMUP,
+        # lesson 4 (app/lessons/switch.py): each lane's decode rate per phase over its runs, its median run's steps
+        "phases?": {"*": {"full?": SPREAD, "shrunk?": SPREAD}},
+        "steps?": {"*": [["num"]]},
+    },
     "adaptive": {
         "drafter": "str",
         "batches": [{"batch": "int", "ar": LANE, "fixed": LANE, "gated": LANE, "m_fixed": NUMBERS, "m_gated": NUMBERS}],
+        **CHOSEN,
+        **WARMUP,
     },
     "by_load": {
         "drafter": "str",
@@ -175,8 +187,14 @@ SPECS = {
                 "tokens_per_s_runs?": SPREAD,
                 "tpot_ms?": "num?",
                 "other_cores?": "num?",
+                "decode_tokens_per_s?": "num?",
+                "decode_tokens_per_s_runs?": SPREAD,
+                "steps?": [["int"]],  # [live batch, depth] of each decode step of the median run
             }
         ],
+        **CHOSEN,
+        **WARMUP,
+        "table?": [["int"]],  # the batch table the policy derived from the curve: [min batch, max batch, k]
     },
     "one_step": {  # lesson 0: one speculative step (app/views/stepthrough.py step_measurement)
         **{k: "int" for k in ("step", "k", "accepted", "gained", "tokens_per_pass")},
@@ -203,11 +221,15 @@ SPECS = {
                 "flops": "num",
                 "tokens_per_s_runs?": SPREAD,
                 "other_cores?": "num?",
+                "decode_tokens_per_s?": "num?",
+                "decode_tokens_per_s_runs?": SPREAD,
                 # the goodput row (newer measurements): mean draft nodes per row, and each decode step's shape
                 "mean_nodes?": "num+",
                 "shapes?": [{"shape": ("plain", "chain", "tree"), "nodes": "nat", "depth": "nat"}],
             }
         ],
+        **CHOSEN,
+        **WARMUP,
     },
 }
 
