@@ -16,6 +16,7 @@ import streamlit as st
 
 from app import resources
 from app.lessons import measurement, step_page, worksheet
+from app.lessons import teacher_plan as plans
 from app.lessons.experiments import Experiment
 from app.lessons.show import SHOW, key_numbers
 from app.lessons.step_lesson import measure, one_step_traces
@@ -67,7 +68,18 @@ def teacher_plan(teacher: bool) -> None:
         st.warning(f"The teacher's plan ({TEACHER_FILE.name}) could not be read: {exc.strerror or exc}.")
         return
     with st.expander("🧑‍🏫 For the teacher: a 50-minute class plan", expanded=teacher):
-        st.markdown(text)
+        st.markdown(_plan(text, _stamps()))
+
+
+def _stamps() -> tuple:
+    """The recordings' names and modification times: a re-recording redraws the plan."""
+    return tuple(sorted((p.name, p.stat().st_mtime) for p in RECORDINGS.glob("*.json")))
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _plan(text: str, stamps: tuple) -> str:
+    """The plan with its expectations computed from the shipped recordings (app/lessons/teacher_plan.py)."""
+    return plans.plan_text(text, RECORDINGS)
 
 
 # --- the lesson's text ------------------------------------------------------------------------------

@@ -1,0 +1,58 @@
+"""The teacher's plan states no measured number of its own: its expectations are computed from the shipped
+recordings (app/lessons/teacher_plan.py), so a re-recording cannot leave the plan contradicting the page."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from app.lessons import measurement as ms
+from app.lessons import teacher_plan
+from app.lessons.experiments import EXPERIMENTS
+from app.lessons.page_parts import RECORDINGS, TEACHER_FILE
+
+PLAN = TEACHER_FILE.read_text(encoding="utf-8")
+CITED = {"1.25×", "1.38×", "1×"}  # the room's definition, the EAGLE-3 paper's batch-64 gain, "toward 1×"
+
+
+def test_the_plan_writes_no_measured_ratio_of_its_own():
+    ratios = set(re.findall(r"\d+(?:\.\d+)?×", PLAN))
+    assert ratios <= CITED, f"canned ratios in lessons/teacher.md: {sorted(ratios - CITED)}"
+    assert not re.search(r"\d+(?:\.\d+)? ?ms\b", PLAN), "a canned time in lessons/teacher.md"
+
+
+def test_every_expectation_comes_from_a_shipped_recording_with_its_machine_and_date():
+    names = teacher_plan.PLACEHOLDER.findall(PLAN)
+    assert set(names) == (set(EXPERIMENTS) - {"one_step"}) | {teacher_plan.H200}
+    text = teacher_plan.plan_text(PLAN, RECORDINGS)
+    assert not teacher_plan.PLACEHOLDER.search(text) and "no readable recording" not in text
+    for name in set(names) - {teacher_plan.H200}:
+        record = ms.load_record(RECORDINGS / f"{name}.json")
+        value = EXPERIMENTS[name].predict.measured(record["measurement"], record["settings"])
+        said = teacher_plan.expectation(name, RECORDINGS, EXPERIMENTS, {}, lambda: "")
+        assert f"({record['machine']}, {record['dtype']}, {record['date']})" in said
+        assert value is None or f"{value:.2f}{EXPERIMENTS[name].predict.unit}" in said
+        assert said in text or said.split(" Its verdict:")[0] in text
+
+
+def test_the_plan_follows_a_re_recording(tmp_path):
+    """Change the shipped recording's measured number and the plan's sentence changes with it."""
+    name = "more_flops"
+    record = json.loads((RECORDINGS / f"{name}.json").read_text())
+    before = teacher_plan.expectation(name, RECORDINGS, EXPERIMENTS, {}, lambda: "")
+    record["measurement"]["m"]["flops_ratio"] = 7.25
+    (tmp_path / f"{name}.json").write_text(json.dumps(record))
+    after = teacher_plan.expectation(name, tmp_path, EXPERIMENTS, {}, lambda: "")
+    assert "7.25×" in after and "7.25×" not in before
+
+
+def test_a_missing_or_broken_recording_is_named_in_one_line(tmp_path):
+    (tmp_path / "adaptive.json").write_text("{not json")
+    broken = teacher_plan.expectation("adaptive", tmp_path, EXPERIMENTS, {}, lambda: "")
+    missing = teacher_plan.expectation("width", tmp_path, EXPERIMENTS, {}, lambda: "")
+    unknown = teacher_plan.expectation("nonsense", tmp_path, EXPERIMENTS, {}, lambda: "")
+    assert broken.startswith("(no readable recording") and "\n" not in broken
+    assert missing.startswith("(no readable recording") and "width.json" in missing
+    assert "does not have: nonsense" in unknown
+    assert Path(RECORDINGS).is_dir()
