@@ -18,7 +18,9 @@ from app.views.predictor import (
     MeasuredSeries,
     crossover_lines,
     error_table,
+    kv_ridge_text,
     pass_time_figure,
+    ridge_sentence,
     series_summary,
     speedup_heatmap,
 )
@@ -140,6 +142,7 @@ if roof is not None:
         f"CUDA graph {floor_ms(costs, 'graph'):.2f} ms for {arch.layers} layers (a measured pass minus its roofline "
         f"time, scaled by layers from {FLOOR_SOURCE})."
     )
+    st.caption(ridge_sentence(costs, roof, context))
     for note in (chip.note, arch.note):
         if note:
             st.caption(f"Note: {note}")
@@ -177,6 +180,8 @@ if roof is not None:
     st.plotly_chart(speedup_heatmap(grid, f"α {alpha:.2f}, c {c:.2f}, {title}"), width="stretch", key="grid_fig")
     for line in crossover_lines(grid):
         st.markdown(f"- {line}")
+    if 64 in grid.batches and 4 in grid.depths and grid.values[grid.depths.index(4)][grid.batches.index(64)] is not None:
+        st.markdown(kv_ridge_text(costs, roof, context, alpha, c, floor, batch=64, depth=4))
     st.caption(
         "A black outline marks each depth's crossover: the first batch where speculation is predicted to fall below plain "
         "decoding. Empty cells: the weights plus batch × (context + k + 1) tokens of KV cache exceed the GPU's "

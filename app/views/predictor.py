@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from engine.costs import ModelCosts
-from engine.roofline.predictor import FLOOR_LABELS, Roof, SpeedupGrid, model_error, pass_ms, ridge_tokens_per_pass
+from engine.costs import ModelCosts, expected_tokens_per_step, ridge_tokens_with_kv
+from engine.roofline.predictor import FLOOR_LABELS, Roof, SpeedupGrid, floor_ms, model_error, pass_ms, ridge_tokens_per_pass, speedup
 
 from .palette import speedup_scale
 
@@ -249,3 +249,65 @@ def error_table(rows) -> list[dict]:
         }
         for r in rows
     ]
+
+
+def kv_ridge_text(costs: ModelCosts, roof: Roof, context: int, alpha: float, c: float, floor: str, batch: int = 64, depth: int = 4) -> str:
+    """Why a cell past the weights-only ridge can still win (e.g. 2.31× at batch 64, k = 4, 320 tokens per pass, on an
+    H100 SXM for the 8B shape at a 1,024-token context): the ridge counting each row's KV cache, and the two passes'
+    predicted times, in words computed from the model."""
+    tokens = batch * (depth + 1)
+    weights_only = ridge_tokens_per_pass(costs, roof)
+    verify_ridge = ridge_tokens_with_kv(costs, roof.flops, roof.bandwidth, context, depth + 1)
+    plain_ridge = ridge_tokens_with_kv(costs, roof.flops, roof.bandwidth, context, 1)
+    kv_gb = batch * costs.kv_bytes_per_token * (context + depth + 1) / 1e9
+    attention = costs.forward_flops(1, 1, context) - costs.forward_flops(1, 1, 0)
+    per_kv_byte = attention / (costs.kv_bytes_per_token * context) if context else 0.0
+    t_plain, t_verify = pass_ms(costs, roof, batch, 1, context, floor), pass_ms(costs, roof, batch, depth + 1, context, floor)
+    e_tokens = expected_tokens_per_step(alpha, depth)
+    value = speedup(costs, roof, alpha, depth, c, batch, context, floor)
+
+    def at(x: float) -> str:
+        return "never, at any batch" if math.isinf(x) else f"at {x:,.0f} tokens per pass"
+
+    side = "past" if tokens > weights_only else "below"
+    flops_ms = 1000.0 * costs.forward_flops(batch, depth + 1, context) / roof.flops
+    bytes_ms = 1000.0 * costs.forward_bytes(batch, depth + 1, context) / roof.bandwidth
+    bound = (
+        f"arithmetic takes {flops_ms:.2f} ms at peak against {bytes_ms:.2f} ms to stream its bytes: "
+        + (f"only {flops_ms / bytes_ms:.2f}× past where the two balance, " if flops_ms > bytes_ms else "still memory-bound, ")
+        + f"and both passes also pay the same {floor_ms(costs, floor):.2f} ms overhead. "
+    )
+    kv = (
+        f"At a {context:,}-token context the {batch} rows' KV caches add {kv_gb:,.1f} GB to the {costs.weight_bytes / 1e9:.1f} GB "
+        f"of weights every pass, and attention does only about {per_kv_byte:.0f} FLOPs per KV byte, far below the ridge "
+        f"of {roof.ridge_point:.0f}. Counting weights and KV, a pass of {depth + 1}-token rows turns compute-bound "
+        f"{at(verify_ridge)}, and plain one-token rows {at(plain_ridge)}. "
+        if context
+        else "At context 0 no KV cache is read, so the weights-only ridge is the whole story. "
+    )
+    return (
+        f"**Why batch {batch} at depth {depth} reads {value:.2f}×** ({tokens} tokens per verify pass, {side} the weights-only "
+        f"ridge of {weights_only:.0f}): the ridge counts the bytes a pass moves, and a pass moves more than weights. "
+        + kv
+        + f"The {tokens}-token verify pass's "
+        + bound
+        + f"So the plain batch-{batch} step is predicted at {t_plain:.2f} ms and the {tokens}-token verify pass at "
+        f"{t_verify:.2f} ms ({t_verify / t_plain:.2f}× a plain step), and the {e_tokens:.2f} tokens a step keeps at α {alpha:.2f} "
+        f"carry the speedup: {e_tokens:.2f} × {t_plain:.2f} / ({depth} × {c:.2f} × {t_plain:.2f} + {t_verify:.2f}) = "
+        f"{value:.2f}×" + (". Long contexts keep large passes memory-bound" if context else "") + " (model, not a measurement)."
+    )
+
+
+def ridge_sentence(costs: ModelCosts, roof: Roof, context: int, depth: int = 4) -> str:
+    """The ridge in tokens per pass counting the weights alone and counting each row's KV cache at `context`."""
+    alone = ridge_tokens_per_pass(costs, roof)
+    if not context:
+        return f"Ridge: {alone:.0f} tokens per pass (context 0: weights only, no KV cache read)."
+    parts = []
+    for n, what in ((depth + 1, f"rows of {depth + 1} tokens (a verify pass at k = {depth})"), (1, "rows of one token (plain decoding)")):
+        ridge = ridge_tokens_with_kv(costs, roof.flops, roof.bandwidth, context, n)
+        parts.append(f"{'never' if math.isinf(ridge) else f'{ridge:,.0f} tokens per pass'} for {what}")
+    return (
+        f"Ridge: {alone:.0f} tokens per pass counting the weights alone; counting each row's KV cache at context "
+        f"{context:,} ({costs.kv_bytes_per_token * context / 1e6:,.1f} MB per row): " + " and ".join(parts) + " (model)."
+    )
