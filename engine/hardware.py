@@ -5,8 +5,8 @@
 - `pick_device()`: CUDA if available, else Apple MPS, else CPU.
 - `pick_dtype("auto", device)`: bfloat16 where the device computes it natively and fast (a GPU of compute
   capability >= 8.0, older GPUs float16; a CPU with AVX512-BF16 / AMX flags), else float32.
-- `probe(device, dtype)`: measures this machine's peak memory bandwidth (a large tensor copy) and peak
-  matmul FLOP/s in the model's dtype. Utilisation in the app is "% of these measured peaks".
+- `probe(device, dtype)`: measures this machine's peak memory bandwidth (the higher of a large tensor copy and a
+  read-only sum over it) and peak matmul FLOP/s in the model's dtype. Utilisation in the app is "% of these measured peaks".
 - `StepTimer`: CUDA events on GPU, perf_counter on CPU.
 - `UtilizationSampler`: a background thread reading NVML GPU utilisation (nvidia-ml-py) or psutil CPU
   utilisation every few ms; samples are attached to steps by timestamp. NVML's "utilisation" only says
@@ -279,6 +279,8 @@ class HardwareProbe:
     peak_bandwidth: float  # bytes/s, measured
     peak_flops: float  # FLOP/s in `dtype`, measured
     threads: int
+    copy_bandwidth: float | None = None  # bytes/s of the copy, counted as one read and one write per byte
+    read_bandwidth: float | None = None  # bytes/s of a read-only stream (a sum) over the same buffer
 
     @property
     def ridge_point(self) -> float:
@@ -317,16 +319,23 @@ def _median_time(fn, device: torch.device, repeats: int) -> float:
 
 
 def probe(device: torch.device | str | None = None, dtype: torch.dtype | str = "auto", quick: bool = False) -> HardwareProbe:
-    """Measure peak memory bandwidth (copy of a buffer far larger than cache) and peak matmul FLOP/s."""
+    """Measure peak memory bandwidth (the higher of a copy and a read of a buffer far larger than cache) and peak
+    matmul FLOP/s."""
     device = pick_device(device if isinstance(device, str) or device is None else str(device))
     dtype = pick_dtype(dtype, device)
     big = device.type != "cpu"
-    # Bandwidth: a copy reads and writes every byte once.
+    # Bandwidth, two ways over one buffer far larger than the caches: a copy (counted as one read and one write per
+    # byte, though a CPU may also read each destination line before writing it) and a read-only sum, which is what a
+    # decode pass mostly does with its weights. The peak is the higher: with the copy alone, a one-token pass read
+    # 1.18x "the peak" on a 2-core EPYC (31.9 against 27.0 GB/s, lesson 1's recording of 2026-12-01); there a read
+    # streamed up to 1.28x the copy's counted rate (docs/measurements.md, 2026-12-03). The quick probe takes ~0.1 s.
     n_bytes = (1 << 30) if big else (64 << 20 if quick else 256 << 20)
     src = torch.empty(n_bytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)
-    t = _median_time(lambda: dst.copy_(src), device, 5 if quick else 9)  # noqa: F821 (ruff misreads the del below)
-    bandwidth = 2 * n_bytes / t
+    repeats = 5 if quick else 9
+    copy_bw = 2 * n_bytes / _median_time(lambda: dst.copy_(src), device, repeats)  # noqa: F821 (ruff misreads the del below)
+    read_bw = n_bytes / _median_time(lambda: src.sum(), device, repeats)  # noqa: F821
+    bandwidth = max(copy_bw, read_bw)
     del src, dst
     # FLOP/s: a square matmul large enough to be compute-bound.
     n = 8192 if big else (768 if quick else 1536)
@@ -341,6 +350,8 @@ def probe(device: torch.device | str | None = None, dtype: torch.dtype | str = "
         peak_bandwidth=bandwidth,
         peak_flops=flops,
         threads=torch.get_num_threads(),
+        copy_bandwidth=copy_bw,
+        read_bandwidth=read_bw,
     )
 
 

@@ -274,6 +274,24 @@ def kv_sentence(gpu_key: str = MODEL_GPU, shape: str = MODEL_SHAPE, context: int
     )
 
 
+def cpu_kv_sentence(m: dict, shape: str = "135M") -> str:
+    """Lesson 1 on this machine: the embedded target's ridge from the run's probed peaks, counting its weights alone
+    and counting each row's KV cache at the run's context and at 1,024 tokens (a model on measured peaks)."""
+    rows, bw, peak = m.get("rows") or [], m.get("peak_bandwidth"), m.get("peak_flops")
+    if not rows or not bw or not peak:
+        return ""
+    costs = architecture(shape).costs(m.get("dtype") if m.get("dtype") in ("bfloat16", "float16", "float32") else "bfloat16")
+    context = int(rows[0]["context"])
+    alone, here, long = (ridge_tokens_with_kv(costs, peak, bw, c, 1) for c in (0, context, 1024))
+    return (
+        f"On this machine's probed peaks ({bw / 1e9:.1f} GB/s, {peak / 1e9:.0f} GFLOP/s) the {architecture(shape).name} "
+        f"target's pass turns compute-bound {_tokens(alone)} counting its weights alone. Each token of context adds "
+        f"{costs.kv_bytes_per_token / 1e3:.0f} kB of KV cache per row, read every pass: counting it, rows of one token "
+        f"turn compute-bound {_tokens(here)} at this {context}-token context and {_tokens(long)} at 1,024 tokens. Long "
+        "contexts keep large passes memory-bound (model on the probed peaks)."
+    )
+
+
 def seed_framing(gpu_key: str = MODEL_GPU, shape: str = SEED_SHAPE) -> dict:
     """The seed's numbers, computed: weight bytes of a real shape in bf16, and the least time to stream them once."""
     g, arch = gpu(gpu_key), architecture(shape)

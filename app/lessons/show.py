@@ -6,9 +6,11 @@ is computed from it (app/lessons/conclusions.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
-from app.lessons import conclusions, figures, gpu, load, retime, width_steps
+from app.lessons import conclusions, figures, gpu, load, measurement, probe_note, retime, width_steps
 from app.lessons.experiments import PLAIN
 from app.views import metrics, roofline
 
@@ -208,6 +210,18 @@ def _gpu_curves() -> tuple[list, list[str]]:
     return gpu.recorded_curves()
 
 
+RECORDINGS = Path(__file__).resolve().parents[2] / "assets" / "lessons"
+
+
+@st.cache_data(show_spinner=False)
+def _recording(name: str) -> dict | None:
+    """The lesson's shipped recording (for a live probe to be compared with), None where it cannot be read."""
+    try:
+        return measurement.load_record(RECORDINGS / f"{name}.json")
+    except (OSError, measurement.MeasurementError):
+        return None
+
+
 def show_gpu_panel(lesson_name: str, settings: dict, text: str = "", result: dict | None = None) -> None:
     """The lesson on a GPU, beside this machine's CPU: the lesson's own text, the lesson's run re-timed with SpecLab's
     recorded H200 pass costs (`result`: the result the page shows, live or recorded; app/lessons/retime.py), the recorded
@@ -254,6 +268,11 @@ def _retimed(lesson_name: str, result: dict, key: str) -> None:
         if fig is not None:
             _chart(fig, key + "retimed")
             st.caption(retime.machine_line() + ". " + retime.PASS_CAPTION)
+        st.markdown(gpu.cpu_kv_sentence(m))
+        st.caption(probe_note.pass_against_probe(m))
+        note = probe_note.live_probe_note(m, label, _recording(lesson_name))
+        if note:
+            st.warning(note, icon=":material/warning:")
         return
     fig = retime.figure(m, label)
     if fig is None:

@@ -1,0 +1,180 @@
+"""A lesson's own run re-timed from the H200 recordings (app/lessons/retime.py), shown in the GPU panel, and the
+panel's numbers (knee, KV ridge) computed from the recordings and the model; frame()'s layout; the Predictor's
+explanation of a win past the weights-only ridge. Lanes are built from the shipped real traces (assets/traces/)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import plotly.graph_objects as go
+import pytest
+
+from app.lessons import figures, gpu, retime
+from app.views.predictor import kv_ridge_text, ridge_sentence
+from engine import Trace
+from engine.roofline import predictor
+from engine.roofline.architectures import architecture
+from engine.roofline.gpus import gpu as chip
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def lane_of(name: str) -> dict:
+    """A lane as app/lessons/lane_stats.py writes it: the decode steps' pass shapes, tokens and time."""
+    trace = Trace.from_json(ROOT / "assets/traces" / f"{name}.json")
+    steps = [s for s in trace.steps if s.kind == "decode"]
+    shapes = Counter((s.tokens_per_pass, s.depth) for s in steps)
+    tokens = sum(len(q.emitted) for s in steps for q in s.seqs)
+    seconds = sum(s.step_ms for s in steps) / 1000
+    spec = trace.config.get("mode") == "speculative"
+    return {
+        "passes": [[n, k, c] for (n, k), c in sorted(shapes.items())],
+        "decode_tokens": tokens,
+        "decode_s": seconds,
+        "decode_tokens_per_s": tokens / seconds,
+        "drafter": str(trace.config.get("drafter", "")) if spec else "",
+    }
+
+
+def qwen_graph_ms() -> dict[int, float]:
+    """The recorded Qwen2.5-7B CUDA-graph pass times, median per tokens per pass, read straight from the file."""
+    raw = json.loads((ROOT / "docs/measurements/h200-gpu_graphs.json").read_text())
+    passes = next(s for s in raw["shapes"] if s["shape"] == "qwen2.5-7b")["passes"]
+    by: dict[int, list[float]] = {}
+    for p in passes:
+        by.setdefault(p["batch"] * p["new_tokens"], []).append(p["graph_ms"])
+    return {t: sorted(v)[len(v) // 2] if len(v) % 2 else sum(sorted(v)[len(v) // 2 - 1 : len(v) // 2 + 1]) / 2 for t, v in by.items()}
+
+
+def test_a_plain_run_is_priced_on_the_recorded_h200_passes():
+    ar = lane_of("model-open-ar")
+    ms = qwen_graph_ms()
+    one, four = ms[1], ms[4]
+    expected_ms = sum(c * (one + (four - one) * (n - 1) / 3) for n, _, c in ar["passes"])  # batch-1 or -2 passes: on the 1..4 line
+    rate, note = retime.h200_rate(ar)
+    assert rate == pytest.approx(ar["decode_tokens"] / (expected_ms / 1000))
+    assert "no drafting" in note and rate > 3 * ar["decode_tokens_per_s"]  # the H200 pass, not this CPU
+
+
+def test_drafting_is_priced_where_recorded_and_said_to_be_left_out_where_not():
+    model, ngram, base = lane_of("model-open-spec"), lane_of("ngram-copy-spec"), lane_of("ngram-copy-ar")
+    rate, note = retime.h200_rate(model)
+    assert rate and "drafting not included" in note and "distilled draft model" in note and "ceiling" in note
+    rate, note = retime.h200_rate(ngram)
+    assert rate and "h200-gpu_bench.json" in note and "2026-11-30" in note
+    unpriced, _ = retime.h200_rate(ngram, drafter="")  # the same steps without the recorded lookup time
+    assert rate < unpriced
+    speedup, _ = retime.h200_speedup(ngram, base)
+    assert speedup == pytest.approx(rate / retime.h200_rate(base)[0])
+
+
+def test_what_cannot_be_re_timed_says_why():
+    assert retime.h200_rate({"summary": {}})[0] is None and "not re-timed" in retime.h200_rate({})[1]
+    rate, note = retime.h200_rate({"passes": [[1, 0, 3], [9000, 0, 1]], "decode_tokens": 4})
+    assert rate is None and "never extrapolated" in note and "9000" in note
+    assert retime.figure({"ar": {"summary": {}}}) is None
+
+
+def test_every_lane_of_a_nested_measurement_is_found_with_its_batch_and_its_plain_lane():
+    ar, spec, ngram_ar, ngram_spec = (lane_of(n) for n in ("model-open-ar", "model-open-spec", "ngram-copy-ar", "ngram-copy-spec"))
+    m = {
+        "runs": [{"batch": 1, "ar": ar, "spec": spec}, {"batch": 16, "ar": ar, "spec": spec}],
+        "ngram": {"ar": ngram_ar, "spec": ngram_spec},
+        "rows": [{"batch": 4, "contender": "plain decoding", **ar}, {"batch": 4, "contender": "EAGLE head", **spec}],
+    }
+    entries = retime.lanes_of(m)
+    assert [(e["name"], e["batch"]) for e in entries] == [
+        ("plain", 1),
+        ("speculative", 1),
+        ("plain", 16),
+        ("speculative", 16),
+        ("n-gram · plain", None),
+        ("n-gram · speculative", None),
+        ("plain decoding", 4),
+        ("EAGLE head", 4),
+    ]
+    assert retime.base_of(entries[5], entries)["lane"] is ngram_ar and retime.base_of(entries[3], entries) is entries[2]
+    rows = retime.rows(m)
+    assert rows[1]["× plain on the H200 (re-timed)"] == round(retime.h200_speedup(spec, ar)[0], 2)
+    assert rows[1]["× plain here"] == round(spec["decode_tokens_per_s"] / ar["decode_tokens_per_s"], 2)
+
+
+def test_the_figure_labels_the_re_timed_bars_and_names_the_recording():
+    m = {"ar": lane_of("ngram-copy-ar"), "spec": lane_of("ngram-copy-spec")}
+    fig = retime.figure(m, "recorded on AMD EPYC (2 threads), 2026-12-01")
+    names = {t.name for t in fig.data if t.showlegend is not False}
+    assert retime.LABEL in names and any("AMD EPYC (2 threads)" in n for n in names)
+    title = fig.layout.title.text
+    assert "NVIDIA H200" in title and "2026-11-30" in title and "zero-context" in title
+
+
+def test_the_knee_is_computed_from_the_recorded_curve_and_the_lesson_texts_quote_it():
+    curve = gpu.knee_curve(gpu.recorded_curves()[0])
+    knee = gpu.knee_tokens(curve)
+    ms = qwen_graph_ms()
+    assert 128 < knee < 256 and ms[128] < 1.5 * ms[1] <= ms[256]
+    assert gpu.KNEE_FACTOR == 1.5 and f"about {knee:.0f} tokens per pass" in gpu.knee_sentence(gpu.recorded_curves()[0])
+    for lesson in ("01-memory-bound.md", "03-past-the-ridge.md"):
+        text = (ROOT / "lessons" / lesson).read_text()
+        gpu_section = text.split("## On a GPU", 1)[1].split("\n## ", 1)[0]
+        assert f"about {knee:.0f} tokens per pass" in " ".join(gpu_section.split()), lesson
+        assert "190" not in text and "~190" not in text, lesson
+
+
+def test_the_panel_states_the_kv_ridge_from_the_model():
+    k = gpu.kv_ridge("H100-SXM", "8B", 1024, 4)
+    costs = architecture("8B").costs("bfloat16")
+    assert k["kv_kb_per_token"] == pytest.approx(costs.kv_bytes_per_token / 1e3) and round(k["weights_only"]) == 295
+    text = gpu.kv_sentence("H100-SXM", "8B", 1024, 4)
+    assert "585 tokens per pass" in text and "never, at any batch" in text and "Long contexts keep large passes memory-bound" in text
+    assert "zero context" in gpu.CAN_SHOW and all("zero context" in c.name for c in gpu.recorded_curves()[0] if not c.context)
+    one_token = gpu.seed_framing()["one_token_flops_ms"]
+    assert f"{one_token:.2g} ms" in gpu.seed_sentence() and "0.05 ms" not in (ROOT / "lessons/01-memory-bound.md").read_text()
+
+
+def test_the_predictor_explains_its_win_past_the_weights_only_ridge():
+    costs, roof = architecture("8B").costs("bfloat16"), predictor.Roof.from_gpu(chip("H100-SXM"), "bfloat16")
+    value = predictor.speedup(costs, roof, 0.7, 4, 0.05, 64, 1024)
+    text = kv_ridge_text(costs, roof, 1024, 0.7, 0.05, "graph")
+    assert round(value, 2) == 2.31 and "2.31×" in text and "past the weights-only ridge of 295" in text
+    assert "585 tokens per pass" in text and "still memory-bound" in text and "8.6 GB" in text
+    assert "weights only" in ridge_sentence(costs, roof, 0) and "never for rows of one token" in ridge_sentence(costs, roof, 1024)
+
+
+def test_frame_wraps_the_subtitle_keeps_phrases_whole_and_puts_the_legend_under_the_axis():
+    label = "recorded on AMD EPYC (2 threads), 2026-12-01, " + ", ".join(f"note number {i} about the machine" for i in range(8))
+    fig = go.Figure([go.Bar(x=[1], y=[1], name=f"series {i}") for i in range(12)])
+    figures.frame(fig, "A claim", label)
+    lines = fig.layout.title.text.split("<br>")
+    subs = [line for line in lines if line.startswith("<sup>")]
+    assert len(subs) >= 3 and all(len(s) <= figures.LABEL_CHARS + len("<sup></sup>") for s in subs)
+    assert "recorded on AMD EPYC (2 threads)" in subs[0]
+    assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0 and fig.layout.legend.yanchor == "bottom"
+    assert fig.layout.margin.b >= 60 + 24 * 2 and fig.layout.margin.t >= 40 + 24 + 20 * len(subs)
+
+
+def test_the_two_ridge_labels_point_away_from_each_other():
+    fig = gpu.model_figure("past_the_ridge", {"batch": 16, "depth": 4})
+    labels = sorted((a.x, a.xanchor) for a in fig.layout.annotations if "ridge" in str(a.text))
+    assert [anchor for _, anchor in labels] == ["right", "left"]  # H200 (206) leftwards, H100-SXM (295) rightwards
+
+
+def test_the_gpu_panel_shows_the_run_re_timed():
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    measurement = json.dumps({"ar": lane_of("ngram-copy-ar"), "spec": lane_of("ngram-copy-spec")})
+    page = (
+        "import json\n"
+        "from app.lessons.show import show_gpu_panel\n"
+        f"m = json.loads({measurement!r})\n"
+        "show_gpu_panel('more_flops', {'depth': 4, 'batch': 1}, '', {'measurement': m, 'label': 'measured live'})\n"
+        "show_gpu_panel('turn_it_off', {'depth': 4, 'batch': 1}, '', {'measurement': {'ar': {}}, 'label': 'recorded'})\n"
+    )
+    at = AppTest.from_string(page, default_timeout=120).run()
+    assert not at.exception, [e.value for e in at.exception]
+    text = " ".join(str(e.value) for e in [*at.markdown, *at.caption])
+    assert retime.LABEL in text and "NVIDIA H200, 2026-11-30" in text and "cannot be re-timed" in text
+    assert len(at.get("plotly_chart")) == 5  # re-timed, curves and model in the first panel; curves and model in the second

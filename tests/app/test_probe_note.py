@@ -1,0 +1,49 @@
+"""Lesson 1's pass against the probe (app/lessons/probe_note.py), and the probe itself (engine.hardware.probe): a
+pass above the probed bandwidth is explained with its numbers, a live probe far below the recording's is named a
+disturbed machine, and the probe reports the higher of a copy and a read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.lessons import measurement, probe_note
+from engine.hardware import probe
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORD = measurement.load_record(ROOT / "assets/lessons/memory_bound.json")
+
+
+def test_the_share_is_the_passs_counted_bytes_over_the_probe():
+    m = RECORD["measurement"]
+    one = m["rows"][0]
+    text = probe_note.pass_against_probe(m)
+    assert f"{one['achieved_bandwidth'] / 1e9:.1f} GB/s" in text and f"{one['achieved_bandwidth'] / m['peak_bandwidth']:.0%}" in text
+
+
+def test_a_pass_above_the_probe_is_explained_from_its_numbers():
+    m = dict(RECORD["measurement"], peak_bandwidth=RECORD["measurement"]["rows"][0]["achieved_bandwidth"] / 1.18)
+    text = probe_note.pass_against_probe(m)
+    assert "118%" in text and "1.18× the probe" in text and "inside that gap" in text and "copy" in text and "read" in text
+    far = dict(m, peak_bandwidth=m["rows"][0]["achieved_bandwidth"] / 1.6)
+    assert "beyond that gap" in probe_note.pass_against_probe(far)
+    assert probe_note.pass_against_probe({"rows": []}) == ""
+
+
+def test_a_live_probe_far_below_the_recordings_is_a_disturbed_machine():
+    rec = RECORD["measurement"]
+    live_label = f"measured live on {RECORD['machine']}, bfloat16, 2026-12-03"
+    slow = dict(rec, peak_bandwidth=rec["peak_bandwidth"] * 0.63, peak_flops=rec["peak_flops"] * 0.9)
+    note = probe_note.live_probe_note(slow, live_label, RECORD)
+    assert note.startswith("DISTURBED") and f"{slow['peak_bandwidth'] / 1e9:.1f} GB/s" in note and RECORD["machine"] in note
+    assert probe_note.live_probe_note(rec, live_label, RECORD) is None  # as fast as the recording
+    assert probe_note.live_probe_note(slow, "measured live on another CPU, bfloat16, 2026-12-03", RECORD) is None
+    assert probe_note.live_probe_note(slow, "recorded on " + RECORD["machine"], RECORD) is None  # not a live run
+
+
+def test_the_probe_reports_the_higher_of_a_copy_and_a_read():
+    p = probe("cpu", "auto", quick=True)
+    assert p.copy_bandwidth > 0 and p.read_bandwidth > 0
+    assert p.peak_bandwidth == pytest.approx(max(p.copy_bandwidth, p.read_bandwidth))
+    assert {"copy_bandwidth", "read_bandwidth", "peak_bandwidth"} <= set(p.to_dict())
