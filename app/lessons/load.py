@@ -11,7 +11,9 @@ measurement. Nothing here calls streamlit.
 from __future__ import annotations
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
+from app.lessons import knee
 from app.lessons.noise import clear_winner, serving_note
 from app.views.sweep import tokens_per_s_axes
 
@@ -27,6 +29,17 @@ def batches(rows: list[dict]) -> list[int]:
     return sorted({r["batch"] for r in rows})
 
 
+def load_rate(r: dict) -> float:
+    """A row's decoding-alone tokens/s (median of its runs); an older row's whole-run rate (it has no other)."""
+    rate = r.get("decode_tokens_per_s")
+    return rate if rate is not None else r["tokens_per_s"]
+
+
+def load_runs(r: dict) -> dict | None:
+    """A row's decoding-alone rates over its runs; an older row's whole-run rates."""
+    return r.get("decode_tokens_per_s_runs") or r.get("tokens_per_s_runs")
+
+
 def cell(rows: list[dict], batch: int, contender: str) -> dict | None:
     """The row of (batch, contender) in a per-(batch, contender) table (lessons 6 and 7), None if absent."""
     return next((r for r in rows if r["batch"] == batch and r["contender"] == contender), None)
@@ -40,7 +53,7 @@ def load_figure(rows: list[dict]) -> go.Figure:
         cells = [cell(rows, b, name) for b in xs]
         fig.add_scatter(
             x=[str(b) for b in xs],
-            y=[c["tokens_per_s"] if c else None for c in cells],
+            y=[load_rate(c) if c else None for c in cells],
             mode="lines+markers",
             name=name,
             line={"color": COLORS[i % len(COLORS)], "width": 3 if i >= 3 else 2, "dash": "dot" if i == 0 else None},
@@ -62,18 +75,18 @@ def winners(rows: list[dict]) -> list[dict]:
     noise.clear_winner), and the contenders that did the same work as the winner."""
     out = []
     for b in batches(rows):
-        ranked = sorted((r for r in rows if r["batch"] == b), key=lambda r: r["tokens_per_s"], reverse=True)
+        ranked = sorted((r for r in rows if r["batch"] == b), key=load_rate, reverse=True)
         first = ranked[0]
         twins = [r["contender"] for r in ranked[1:] if same_work(first, r)]
         others = [r for r in ranked[1:] if r["contender"] not in twins]
         second = others[0] if others else None
-        margin = first["tokens_per_s"] / second["tokens_per_s"] - 1 if second and second["tokens_per_s"] > 0 else None
-        clear = bool(second) and clear_winner(first.get("tokens_per_s_runs"), second.get("tokens_per_s_runs")) > 0
+        margin = load_rate(first) / load_rate(second) - 1 if second and load_rate(second) > 0 else None
+        clear = bool(second) and clear_winner(load_runs(first), load_runs(second)) > 0
         out.append(
             {
                 "batch": b,
                 "winner": first["contender"],
-                "tokens_per_s": first["tokens_per_s"],
+                "tokens_per_s": load_rate(first),
                 "runner_up": second["contender"] if second else None,
                 "margin": margin,
                 "clear": clear,
@@ -86,12 +99,12 @@ def winners(rows: list[dict]) -> list[dict]:
 def worst_cases(rows: list[dict], plain: str = "plain decoding") -> list[tuple[str, float, int]]:
     """(contender, its lowest tokens/s ÷ plain decoding's at the same batch size, the batch where that was), best
     first: the same yardstick as lesson 4's always-on against plain."""
-    base = {r["batch"]: r["tokens_per_s"] for r in rows if r["contender"] == plain}
+    base = {r["batch"]: load_rate(r) for r in rows if r["contender"] == plain}
     out = []
     for name in contenders(rows):
         if name == plain:
             continue
-        ratios = [(r["tokens_per_s"] / base[r["batch"]], r["batch"]) for r in rows if r["contender"] == name and base.get(r["batch"])]
+        ratios = [(load_rate(r) / base[r["batch"]], r["batch"]) for r in rows if r["contender"] == name and base.get(r["batch"])]
         if ratios:
             ratio, batch = min(ratios)
             out.append((name, ratio, batch))
@@ -108,15 +121,15 @@ def load_table(rows: list[dict], plain: str) -> list[dict]:
             r = cell(rows, b, name)
             if r is None:
                 continue
+            runs = load_runs(r)
             table.append(
                 {
                     "batch": b,
                     "policy": name,
-                    "tokens/s": round(r["tokens_per_s"], 1),
-                    "× plain": round(r["tokens_per_s"] / base["tokens_per_s"], 2) if base and base["tokens_per_s"] else None,
-                    "runs (tokens/s)": ", ".join(f"{v:.1f}" for v in r["tokens_per_s_runs"]["values"])
-                    if r.get("tokens_per_s_runs")
-                    else "one run",
+                    "decoding tokens/s": round(load_rate(r), 1),
+                    "× plain": round(load_rate(r) / load_rate(base), 2) if base and load_rate(base) else None,
+                    "runs (decoding tokens/s)": ", ".join(f"{v:.1f}" for v in runs["values"]) if runs else "one run",
+                    "whole run tokens/s (prefill included)": round(r["tokens_per_s"], 1),
                     "TPOT ms": None if r.get("tpot_ms") is None else round(r["tpot_ms"], 1),
                     "mean k": None if r.get("mean_depth") is None else round(r["mean_depth"], 2),
                     "α": None if r.get("alpha") is None else round(r["alpha"], 2),
@@ -128,15 +141,15 @@ def load_table(rows: list[dict], plain: str) -> list[dict]:
 def prediction_line(rows: list[dict], prediction: float, *, plain: str, contender: str, batch: int) -> str | None:
     """The student's predicted speedup of `contender` over `plain` at `batch` against the measured one."""
     c, p = cell(rows, batch, contender), cell(rows, batch, plain)
-    if c is None or p is None or not p["tokens_per_s"]:
+    if c is None or p is None or not load_rate(p):
         return None
-    measured = c["tokens_per_s"] / p["tokens_per_s"]
+    measured = load_rate(c) / load_rate(p)
     said = "win" if prediction > 1 else "lose" if prediction < 1 else "tie"
     did = "won" if measured > 1 else "lost" if measured < 1 else "tied"
     verdict = "as you predicted" if (said, did) in (("win", "won"), ("lose", "lost"), ("tie", "tied")) else f"you expected it to {said}"
     return (
         f"You predicted {prediction:.2f}× for {contender} at batch {batch}; it measured {measured:.2f}× "
-        f"plain decoding ({c['tokens_per_s']:.1f} vs {p['tokens_per_s']:.1f} tokens/s): it {did}, {verdict}, and "
+        f"plain decoding ({load_rate(c):.1f} vs {load_rate(p):.1f} tokens/s, decoding alone): it {did}, {verdict}, and "
         f"your number was off by {abs(measured - prediction):.2f}."
     )
 
@@ -181,3 +194,129 @@ def conclusion(rows: list[dict], plain: str = "plain decoding") -> list[str]:
             + serving_note({}, {}, top)
         )
     return lines
+
+
+# --- the depth each policy chose, step by step -----------------------------------------------------------
+def policies(rows: list[dict], plain: str = "plain decoding") -> list[str]:
+    """The contenders that speculate (every one but plain decoding), in the order measured."""
+    return [n for n in contenders(rows) if n != plain]
+
+
+def depth_text(r: dict) -> str:
+    """'k = 2 at 7 steps, 3 at 2, 0 at 1 (mean 1.89)' from a row's steps, most frequent first."""
+    depths = [d for _, d in r.get("steps") or []]
+    counts = sorted({d: depths.count(d) for d in depths}.items(), key=lambda kv: (-kv[1], kv[0]))
+    listed = ", ".join(f"{d} at {n} step{'s' if n != 1 else ''}" for d, n in counts)
+    return f"k = {listed} (mean {r['mean_depth']:.2f})"
+
+
+def usual_depth(r: dict) -> int | None:
+    """The depth a row chose most often over its decode steps (the smaller one on a tie); None without steps."""
+    depths = [d for _, d in r.get("steps") or []]
+    return min(set(depths), key=lambda d: (-depths.count(d), d)) if depths else None
+
+
+def graded(r: dict, most: int) -> bool:
+    """Was the depth a row chose most often between 0 and its policy's maximum (a graded depth, neither off nor
+    all-in)? A lone exploring step does not count."""
+    d = usual_depth(r)
+    return d is not None and 0 < d < most
+
+
+def envelope_word(rows: list[dict], r: dict, fixed: str, plain: str) -> str:
+    """A row against the better of plain decoding and fixed k at its batch, beyond the spread only."""
+    pair = [x for x in (cell(rows, r["batch"], plain), cell(rows, r["batch"], fixed)) if x]
+    best = max(pair, key=load_rate)
+    word = {1: "faster than", -1: "slower than", 0: "level with"}[clear_winner(load_runs(r), load_runs(best))]
+    return f"{word} {best['contender']} ({load_rate(r):.1f} against {load_rate(best):.1f} tokens/s)"
+
+
+def fixed_line(rows: list[dict], fixed: str, plain: str) -> str:
+    """Fixed k against plain decoding at every batch size, beyond the spread only: the yardstick the policies beat."""
+    parts = []
+    for b in batches(rows):
+        f, p = cell(rows, b, fixed), cell(rows, b, plain)
+        if f and p and load_rate(p):
+            word = {1: "faster than", -1: "slower than", 0: "level with"}[clear_winner(load_runs(f), load_runs(p))]
+            parts.append(f"{load_rate(f) / load_rate(p):.2f}× at batch {b} ({word} plain)")
+    return f"**{fixed}** against plain decoding, decoding alone: " + "; ".join(parts) + "."
+
+
+def depth_lines(m: dict, plain: str = "plain decoding") -> list[str]:
+    """Per load-aware policy: the depth it chose at each batch size, whether it ever chose a graded one, and how it
+    fared against the better of plain decoding and fixed k there (the envelope of the fixed choices)."""
+    rows, c = m["rows"], m.get("chosen") or {}
+    fixed = next((n for n in policies(rows, plain) if n.startswith("fixed")), None)
+    lines = [fixed_line(rows, fixed, plain)] if fixed else []
+    for name in policies(rows, plain):
+        if name == fixed:
+            continue
+        mine = [r for r in rows if r["contender"] == name]
+        text = f"**{name}**: " + "; ".join(f"at batch {r['batch']} {depth_text(r)}, {envelope_word(rows, r, fixed, plain)}" for r in mine)
+        most = c.get("most")
+        if most and any(r.get("steps") for r in mine):
+            at = [r["batch"] for r in mine if graded(r, most)]
+            text += (
+                f". Its usual depth was graded (between 0 and {most}) at batch {', '.join(map(str, at))}."
+                if at
+                else f". Its usual depth was never between 0 and {most}: at every batch size it mostly chose "
+                + " or ".join(sorted({f"k = {usual_depth(r)}" for r in mine if r.get("steps")}))
+                + "."
+            )
+        text += "" if text.endswith(".") else "."
+        first = mine[0] if mine else None
+        if name.startswith("goodput") and first and usual_depth(first) == 0 and fixed and cell(rows, first["batch"], fixed):
+            ratio = load_rate(cell(rows, first["batch"], fixed)) / load_rate(cell(rows, first["batch"], plain))
+            text += (
+                f" At batch {first['batch']} it was off at most steps, where fixed k ran {ratio:.2f}× plain: it starts from "
+                f"a prior guess of the acceptance, and a run of {len(first['steps'])} decode steps leaves it few steps to "
+                "correct it."
+            )
+        lines.append(text)
+    return lines
+
+
+def room_line(m: dict) -> str | None:
+    """The room of this machine's curve and the settings it chose (newer measurements)."""
+    c, curve = m.get("chosen"), m.get("curve")
+    if not c or not curve:
+        return None
+    k, mid, past = c["k"], c["mid"], c["past"]
+    t, ms = curve["tokens"], curve["ms"]
+    text = knee.room_words(c["room"], t, ms) + (
+        f" So fixed k = {k} (one row's verify pass of {k + 1} tokens fits the room); batch {mid}, where a verify pass "
+        f"of one guess a row ({2 * mid} tokens) fits it and a deeper one does not; and batch {past}, where fixed k's "
+        f"verify pass carries {past * (k + 1)} tokens ({knee.cost_at(t, ms, past * (k + 1)):.2f}× a one-token pass, "
+        f"against {knee.cost_at(t, ms, past):.2f}× for plain decoding's {past})."
+    )
+    table = m.get("table")
+    if table:
+        text += " The batch table derived from this curve: " + ", ".join(f"k = {k_} for batch {lo}–{hi}" for lo, hi, k_ in table[:5]) + "."
+    return text
+
+
+def depth_figure(m: dict, label: str = "", plain: str = "plain decoding") -> go.Figure | None:
+    """One panel per speculating policy: the depth chosen at each decode step, a line per batch size. None for an
+    older recording without steps."""
+    from app.lessons.figures import COLORS as PALETTE
+    from app.lessons.figures import esc, frame
+
+    rows = m["rows"]
+    names = [n for n in policies(rows, plain) if any(r.get("steps") for r in rows if r["contender"] == n)]
+    if not names:
+        return None
+    fig = make_subplots(rows=1, cols=len(names), subplot_titles=[esc(n) for n in names], shared_yaxes=True)
+    for col, name in enumerate(names, start=1):
+        for i, b in enumerate(batches(rows)):
+            r = cell(rows, b, name)
+            if not r or not r.get("steps"):
+                continue
+            xs = list(range(1, len(r["steps"]) + 1))
+            line = {"color": PALETTE[i % len(PALETTE)], "width": 2.5, "shape": "hv"}
+            fig.add_scatter(
+                x=xs, y=[d for _, d in r["steps"]], mode="lines+markers", name=f"batch {b}", line=line,
+                legendgroup=str(b), showlegend=col == 1, row=1, col=col,
+            )  # fmt: skip
+        fig.update_xaxes(title_text="decode step", row=1, col=col)
+    fig.update_yaxes(title_text="draft depth k", rangemode="tozero", row=1, col=1)
+    return frame(fig, "The depth each policy chose at every decode step, at each batch size", label, height=380)

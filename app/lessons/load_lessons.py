@@ -5,45 +5,69 @@ against load, and width (a draft tree). Each takes (pair, probe, settings) and r
 
 from __future__ import annotations
 
+from app.lessons import knee, switch
 from app.lessons import measurement as ms
-from app.lessons.experiment_kit import ROUNDS, lane_jobs, model_drafter
-from app.lessons.load import cell
-from app.lessons.runs import Job, cell_of_runs, interleaved, lane_pair, median_run
+from app.lessons.experiment_kit import lane_jobs, model_drafter
+from app.lessons.load import cell, load_rate
+from app.lessons.pass_lessons import machine_curve
+from app.lessons.runs import Job, cell_of_runs, lane_pair, median_run, timed_rounds
 from app.lessons.width import GOODPUT, goodput_fields
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
 from engine.costs import expected_tokens_per_step, ridge_tokens
+from engine.decoding.policies import derived_table_for
 
-TURN_OFF_ROUNDS = 2  # lesson 4
+TURN_OFF_ROUNDS = 3  # lesson 4
+POWERS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # batch sizes a lesson may choose from the curve
 
 
 # --- 4. turn it off ---------------------------------------------------------------------------------
 def turn_it_off(pair, probe, s: dict) -> dict:
-    """Plain, always-on (draft model, k = 4) and off-above-batch-N decoding of one batch, interleaved TURN_OFF_ROUNDS
-    times (two: three rounds of three lanes at batch 16 took 25 s on the 2-core EPYC, over the 20 s a live run gets)."""
-    prompts, tokens = batch_prompts("chat", int(s["batch"])), int(s["tokens"])
-    jobs = lane_jobs(prompts, 4, "model", tokens)
-    off = DecodeConfig(depth=4, drafter="model", max_new_tokens=tokens, policy="off_above_batch", disable_by_batch_size=int(s["n"]))
-    runs = interleaved(pair, jobs | {"off": Job(prompts, off)}, TURN_OFF_ROUNDS)
+    """Plain, always-on (draft model, depth k) and off-above-batch-N decoding of one batch of prompts whose answers
+    end at different lengths (app/lessons/switch.py), interleaved TURN_OFF_ROUNDS times; k, the batch and N chosen
+    from this machine's room where their knobs are 0. Besides the lanes: each lane's decode rate while more than N
+    rows decoded and once N or fewer remained, per run, and its median run's steps (live batch, depth, ms)."""
+    curve, room = machine_curve(pair)
+    c = switch.choose(room, s)
+    prompts, tokens, k, drafter = switch.ragged_prompts(c["batch"]), c["tokens"], c["depth"], switch.DRAFTER
+    jobs = lane_jobs(prompts, k, drafter, tokens)
+    off = DecodeConfig(depth=k, drafter=drafter, max_new_tokens=tokens, policy="off_above_batch", disable_by_batch_size=c["n"])
+    runs, warm = timed_rounds(pair, jobs | {"off": Job(prompts, off)}, TURN_OFF_ROUNDS)
     on = lane_pair(runs["ar"], runs["spec"])
-    return {"ar": on["ar"], "on": on["spec"], "off": ms.lane_of_runs([r[0] for r in runs["off"]]), "m": on["m"]}
+    lanes = {"ar": on["ar"], "on": on["spec"], "off": ms.lane_of_runs([r[0] for r in runs["off"]])}
+    traces = {"ar": runs["ar"], "on": runs["spec"], "off": runs["off"]}
+    steps = {key: switch.step_rows(median_run(runs)[0]) for key, runs in traces.items()}
+    phases = {key: switch.phases([r[0] for r in runs], c["n"]) for key, runs in traces.items()}
+    return lanes | {"m": on["m"], "chosen": c, "curve": curve, "warmup": warm, "phases": phases, "steps": steps}
 
 
 # --- 5. adaptive per sequence -----------------------------------------------------------------------
-GATE_BATCHES = ((1, 32), (8, 16))  # (batch, new tokens per sequence)
+GATE_TOKENS = (32, 16)  # new tokens per sequence at batch 1 and at the large batch
+GATE_BATCHES = (2, 4, 8)  # the large batch's candidates
+GATE_ROUNDS = 4
+
+
+def gate_choice(room: int, s: dict) -> dict:
+    """Lesson 5's depth (knob 0: the deepest draft a one-row verify pass fits inside the room) and its two batches:
+    1, and the smallest batch whose verify pass carries PAST x the room's tokens."""
+    depth = int(s["depth"]) or knee.inside_depth(room, 1, most=8)
+    return {"room": int(room), "depth": depth, "batch": knee.past_batch(room, depth, GATE_BATCHES)}
 
 
 def adaptive(pair, probe, s: dict) -> dict:
-    """Depth k drafting every token vs stopping below a joint confidence, at batch 1 and 8, with plain decoding;
-    the three interleaved ROUNDS times at each batch."""
-    drafter, depth, threshold = model_drafter(pair), int(s["depth"]), float(s["conf"])
-    out = []
-    for batch, tokens in GATE_BATCHES:
+    """Depth k drafting every token vs stopping below a joint confidence, at batch 1 and past the knee, with plain
+    decoding; the three interleaved GATE_ROUNDS times at each batch after a warm-up run each."""
+    curve, room = machine_curve(pair)
+    c = gate_choice(room, s)
+    drafter, depth, threshold = model_drafter(pair), c["depth"], float(s["conf"])
+    out, warm = [], []
+    for batch, tokens in zip((1, c["batch"]), GATE_TOKENS):
         prompts = batch_prompts("heldout", batch)
         jobs = {"ar": Job(prompts, DecodeConfig(mode="autoregressive", max_new_tokens=tokens))}
         for name, t in (("fixed", 0.0), ("gated", threshold)):
             jobs[name] = Job(prompts, DecodeConfig(depth=depth, drafter=drafter, max_new_tokens=tokens, confidence_threshold=t))
-        runs = interleaved(pair, jobs, ROUNDS)
+        runs, w = timed_rounds(pair, jobs, GATE_ROUNDS)
+        warm += [x | {"contender": f"{x['contender']}, batch {batch}"} for x in w]
         fixed, gated = lane_pair(runs["ar"], runs["fixed"]), lane_pair(runs["ar"], runs["gated"])
         out.append(
             {
@@ -55,13 +79,14 @@ def adaptive(pair, probe, s: dict) -> dict:
                 "m_gated": gated["m"],
             }
         )
-    return {"drafter": drafter, "batches": out}
+    return {"drafter": drafter, "batches": out, "chosen": c, "curve": curve, "warmup": warm}
 
 
 def gate_ratio(m: dict, s: dict) -> float | None:
+    """At batch 1, the gated run's decoding-alone tokens/s ÷ drafting all k's (medians of the runs)."""
     b = m["batches"][0]
-    fixed = b["fixed"]["summary"]["tokens_per_s"]
-    return b["gated"]["summary"]["tokens_per_s"] / fixed if fixed else None
+    fixed = switch.rate(b["fixed"])
+    return switch.rate(b["gated"]) / fixed if fixed else None
 
 
 def gate_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
@@ -77,71 +102,108 @@ def gate_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
 
 
 # --- 6. speculate by load ---------------------------------------------------------------------------
-LOAD_BATCHES, LOAD_TOKENS, LOAD_N, LOAD_MAX, LOAD_ROUNDS = (1, 4, 16), 10, 8, 6, 2
+LOAD_TOKENS, LOAD_MAX, LOAD_ROUNDS = 16, 6, 3
 PLAIN = "plain decoding"
+RATE_KEYS = ("decode_tokens_per_s", "decode_tokens_per_s_runs", "tokens_per_s", "tokens_per_s_runs")  # decoding alone; whole run
+ROW_KEYS = (*RATE_KEYS, "alpha", "tpot_ms", "other_cores")
 
 
 def fixed_label(k: int) -> str:
     return f"fixed k = {k}"
 
 
-def load_contenders(drafter: str, k: int) -> dict[str, DecodeConfig]:
+def load_choice(room: int, s: dict) -> dict:
+    """Lesson 6's settings from the room: fixed k (knob 0: the deepest one-row draft inside the room, at most 4); the
+    load-aware policies' most guesses (the same, at most LOAD_MAX); three batch sizes: 1, the largest power of two
+    whose 1-guess verify pass (2 tokens a row) fits the room (where only a shallow draft can ride free: a graded
+    depth), and the smallest whose fixed-k verify pass carries PAST x the room."""
+    k = int(s["k"]) or knee.inside_depth(room, 1, most=4)
+    most = knee.inside_depth(room, 1, most=LOAD_MAX)
+    mid = max([b for b in POWERS[1:] if 2 * b <= room] or [2])
+    past = max(knee.past_batch(room, k, POWERS), 2 * mid)
+    return {"room": int(room), "k": k, "most": most, "mid": mid, "past": past}
+
+
+def load_contenders(drafter: str, c: dict) -> dict[str, DecodeConfig]:
     spec = {"drafter": drafter, "max_new_tokens": LOAD_TOKENS}
+    k, most = c["k"], c["most"]
     return {
         PLAIN: DecodeConfig(mode="autoregressive", max_new_tokens=LOAD_TOKENS),
         fixed_label(k): DecodeConfig(depth=k, **spec),
-        f"off above batch {LOAD_N}": DecodeConfig(depth=k, policy="off_above_batch", disable_by_batch_size=LOAD_N, **spec),
-        f"batch table, derived (k ≤ {LOAD_MAX})": DecodeConfig(depth=LOAD_MAX, policy="batch_table", **spec),
-        f"goodput (k ≤ {LOAD_MAX})": DecodeConfig(depth=LOAD_MAX, policy="goodput", **spec),
+        f"batch table, derived (k ≤ {most})": DecodeConfig(depth=most, policy="batch_table", **spec),
+        f"goodput (k ≤ {most})": DecodeConfig(depth=most, policy="goodput", **spec),
     }
 
 
 def by_load(pair, probe, s: dict) -> dict:
-    """Tokens/s and time per output token of plain decoding and four depth policies at batch 1, 4 and 16
-    (held-out prompts), every contender run LOAD_ROUNDS times, interleaved at each batch size."""
+    """Decoding-alone and whole-run tokens/s and time per output token of plain decoding and three depth policies at
+    three batch sizes chosen from this machine's room (held-out prompts), every contender run LOAD_ROUNDS times,
+    interleaved at each batch size; each row keeps its median run's depth at every decode step, and the measurement
+    the batch table the policy derived from the curve."""
+    curve, room = machine_curve(pair)
+    c = load_choice(room, s)
     drafter = model_drafter(pair)
-    contenders = load_contenders(drafter, int(s["k"]))
-    rows = []
-    for batch in LOAD_BATCHES:
+    contenders = load_contenders(drafter, c)
+    table = derived_table_for(pair, next(cfg for name, cfg in contenders.items() if name.startswith("batch table")))
+    rows, warm = [], []
+    for batch in (1, c["mid"], c["past"]):
         prompts = batch_prompts("heldout", batch)
-        runs = interleaved(pair, {name: Job(prompts, cfg) for name, cfg in contenders.items()}, LOAD_ROUNDS)
+        runs, w = timed_rounds(pair, {name: Job(prompts, cfg) for name, cfg in contenders.items()}, LOAD_ROUNDS)
+        warm += [x | {"contender": f"{x['contender']}, batch {batch}"} for x in w]
         for name in contenders:
-            c = cell_of_runs(runs[name])
-            keys = ("tokens_per_s", "alpha", "tokens_per_s_runs", "tpot_ms", "other_cores")
-            rows.append(
-                {"batch": batch, "contender": name, "mean_depth": c["mean_depth"] if name != PLAIN else 0.0} | {k: c[k] for k in keys}
-            )
-    return {"drafter": drafter, "rows": rows}
+            cl = cell_of_runs(runs[name])
+            steps = [[st.batch, st.depth] for st in switch.decode_steps(median_run(runs[name]))][: switch.MAX_STEPS]
+            depth = {"mean_depth": cl["mean_depth"] if name != PLAIN else 0.0, "steps": steps}
+            rows.append({"batch": batch, "contender": name} | depth | {key: cl.get(key) for key in ROW_KEYS})
+    return {"drafter": drafter, "rows": rows, "chosen": c, "curve": curve, "warmup": warm, "table": [list(r) for r in table]}
+
+
+def fixed_k(m: dict, s: dict) -> int:
+    return int(m["chosen"]["k"]) if m.get("chosen") else int(s["k"])
 
 
 def load_speedup(m: dict, s: dict) -> float | None:
-    batch = max(LOAD_BATCHES)
-    c, p = cell(m["rows"], batch, fixed_label(int(s["k"]))), cell(m["rows"], batch, PLAIN)
-    return c["tokens_per_s"] / p["tokens_per_s"] if c and p and p["tokens_per_s"] else None
+    """Fixed k's decoding-alone tokens/s ÷ plain decoding's at the largest batch."""
+    batch = max(r["batch"] for r in m["rows"])
+    c, p = cell(m["rows"], batch, fixed_label(fixed_k(m, s))), cell(m["rows"], batch, PLAIN)
+    return load_rate(c) / load_rate(p) if c and p and load_rate(p) else None
 
 
 def load_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
-    c = cell(m["rows"], max(LOAD_BATCHES), fixed_label(int(s["k"])))
+    c = cell(m["rows"], max(r["batch"] for r in m["rows"]), fixed_label(fixed_k(m, s)))
     bound = expected_tokens_per_step(c["alpha"], c["mean_depth"]) if c and c["alpha"] is not None else None
     return [("Leviathan with a free drafter and a free verify (c = 0): E[tokens per step], an upper bound", bound)]
 
 
 def load_leviathan(m: dict, s: dict) -> dict | None:
-    c = cell(m["rows"], max(LOAD_BATCHES), fixed_label(int(s["k"])))
+    c = cell(m["rows"], max(r["batch"] for r in m["rows"]), fixed_label(fixed_k(m, s)))
     if not c or c["alpha"] is None:
         return None
     return {"alpha": c["alpha"], "k": c["mean_depth"], "c": None, "measured": load_speedup(m, s)}
 
 
 # --- 7. width: a draft tree ------------------------------------------------------------------------------
-WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS, WIDTH_ROUNDS = 4, 2, 10, 2  # depth; prompts at batch 1; tokens per sequence; rounds
+WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS, WIDTH_ROUNDS = 4, 3, 16, 4  # most chain depth; prompts at batch 1; tokens; rounds
 WIDTH_CONTENDERS = (PLAIN, "chain", "tree", GOODPUT)
+WIDTH_BATCHES = (2, 4, 8, 16)  # the large batch's candidates
 
 
-def width_configs(drafter: str, nodes: int, topk: int) -> list[DecodeConfig]:
-    """Plain decoding, a chain of depth WIDTH_DEPTH, a tree of `nodes` nodes (top-`topk`) as deep, and the goodput
-    policy choosing per step between plain, a chain of k ≤ WIDTH_DEPTH and that tree cut to its best n ≤ `nodes`."""
-    spec = {"drafter": drafter, "depth": WIDTH_DEPTH, "max_new_tokens": WIDTH_TOKENS}
+def width_choice(room: int, s: dict) -> dict:
+    """Lesson 7's shapes from the room: the chain, the deepest one-row draft inside it (at most WIDTH_DEPTH); the
+    tree (knob 0), the widest whose one-row verify pass still fits the room (room - 1 nodes) where that is wider
+    than the chain, else twice the chain's nodes (this machine then has no room for width, and the page says so);
+    its branching (knob 0) half its nodes, 2 to 4; the large batch, the smallest whose tree verify pass carries PAST x the room."""
+    depth = knee.inside_depth(room, 1, most=WIDTH_DEPTH)
+    nodes = int(s["nodes"]) or (room - 1 if room - 1 > depth else 2 * depth)
+    batch = int(s["batch"]) or knee.past_batch(room, nodes, WIDTH_BATCHES)
+    topk = int(s["topk"]) or max(2, min(4, nodes // 2))
+    return {"room": int(room), "depth": depth, "nodes": nodes, "topk": topk, "batch": batch}
+
+
+def width_configs(drafter: str, depth: int, nodes: int, topk: int) -> list[DecodeConfig]:
+    """Plain decoding, a chain of `depth`, a tree of `nodes` nodes (top-`topk`) as deep, and the goodput policy
+    choosing per step between plain, a chain of k ≤ `depth` and that tree cut to its best n ≤ `nodes`."""
+    spec = {"drafter": drafter, "depth": depth, "max_new_tokens": WIDTH_TOKENS}
     tree = {"tree_nodes": nodes, "tree_topk": topk}
     return [
         DecodeConfig(mode="autoregressive", max_new_tokens=WIDTH_TOKENS),
@@ -152,19 +214,28 @@ def width_configs(drafter: str, nodes: int, topk: int) -> list[DecodeConfig]:
 
 
 def width(pair, probe, s: dict) -> dict:
-    """The four contenders at batch 1 (WIDTH_PROMPTS held-out prompts, one after another) and at `batch`, each run
-    WIDTH_ROUNDS times, interleaved at each batch size. Goodput's row adds the shape its median run verified at each
-    step (app/lessons/width.py `goodput_fields`); it starts from what earlier goodput runs of this process learnt."""
-    drafter, nodes, topk, batch = model_drafter(pair), int(s["nodes"]), int(s["topk"]), int(s["batch"])
-    rows = []
-    for b in (1, batch):
+    """The four contenders at batch 1 (WIDTH_PROMPTS held-out prompts, one after another) and at the large batch,
+    each run WIDTH_ROUNDS times, interleaved at each batch size; the shapes chosen from this machine's room where
+    their knobs are 0. Goodput's row adds the shape its median run verified at each step (app/lessons/width.py
+    `goodput_fields`); it starts from what earlier goodput runs of this process learnt."""
+    curve, room = machine_curve(pair)
+    c = width_choice(room, s)
+    drafter, depth, nodes, topk = model_drafter(pair), c["depth"], c["nodes"], c["topk"]
+    rows, warm = [], []
+    for b in (1, c["batch"]):
         prompts = batch_prompts("heldout", WIDTH_PROMPTS if b == 1 else b)
-        jobs = {name: Job(prompts, cfg, sequential=b == 1) for name, cfg in zip(WIDTH_CONTENDERS, width_configs(drafter, nodes, topk))}
-        runs = interleaved(pair, jobs, WIDTH_ROUNDS)
-        for name, per_row in zip(WIDTH_CONTENDERS, (0, WIDTH_DEPTH, nodes, None)):
-            c = cell_of_runs(runs[name])
-            keys = ("tokens_per_s", "tokens_per_step", "verify_ms", "flops", "tokens_per_s_runs", "other_cores")
+        configs = width_configs(drafter, depth, nodes, topk)
+        jobs = {name: Job(prompts, cfg, sequential=b == 1) for name, cfg in zip(WIDTH_CONTENDERS, configs)}
+        runs, w = timed_rounds(pair, jobs, WIDTH_ROUNDS)
+        warm += [x | {"contender": f"{x['contender']}, batch {b}"} for x in w]
+        for name, per_row in zip(WIDTH_CONTENDERS, (0, depth, nodes, None)):
+            cl = cell_of_runs(runs[name])
+            keys = ("verify_ms", "flops", "tokens_per_step", "other_cores", *RATE_KEYS)
             own = goodput_fields(b, median_run(runs[name])) if per_row is None else {"tokens_per_pass": b * (per_row + 1)}
-            rows.append({"batch": b, "contender": name} | own | {k: c[k] for k in keys})
+            rows.append({"batch": b, "contender": name} | own | {k: cl.get(k) for k in keys})
     ridge = ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth)
-    return {"drafter": drafter, "ridge_tokens": ridge, "depth": WIDTH_DEPTH, "nodes": nodes, "topk": topk, "rows": rows}
+    return {"drafter": drafter, "ridge_tokens": ridge, "depth": depth, "nodes": nodes, "topk": topk, "rows": rows} | {
+        "chosen": c,
+        "curve": curve,
+        "warmup": warm,
+    }

@@ -10,7 +10,8 @@ shapes goodput chose. Older recordings, without a goodput row, read as before.
 
 from __future__ import annotations
 
-from app.lessons.load import cell
+from app.lessons import knee
+from app.lessons.load import cell, load_rate, load_runs
 from app.lessons.noise import clear_winner, runs_text
 
 PLAIN, GOODPUT = "plain decoding", "goodput"
@@ -45,10 +46,16 @@ def nodes_per_row(r: dict) -> float:
     return r["mean_nodes"] if r.get("mean_nodes") is not None else r["tokens_per_pass"] / r["batch"] - 1
 
 
-def width_ratio(m: dict, s: dict, key: str = "tokens_per_s") -> float | None:
-    """The tree's `key` ÷ the chain's at the large batch."""
-    t, c = (cell(m["rows"], int(s["batch"]), name) for name in ("tree", "chain"))
-    return t[key] / c[key] if t and c and t.get(key) and c.get(key) else None
+def width_ratio(m: dict, s: dict, key: str = "decode") -> float | None:
+    """The tree's `key` ÷ the chain's at the large batch (the one the run chose, else the knob's); "decode": their
+    decoding-alone tokens/s."""
+    batch = max(r["batch"] for r in m["rows"])
+    t, c = (cell(m["rows"], batch, name) for name in ("tree", "chain"))
+    if not t or not c:
+        return None
+    if key == "decode":
+        return load_rate(t) / load_rate(c) if load_rate(c) else None
+    return t[key] / c[key] if t.get(key) and c.get(key) else None
 
 
 def width_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
@@ -62,7 +69,7 @@ def width_table(result: dict) -> list[dict]:
     out = []
     for r in result["rows"]:
         plain = cell(result["rows"], r["batch"], PLAIN)
-        runs = r.get("tokens_per_s_runs")
+        runs = load_runs(r)
         varies = r.get("mean_nodes") is not None
         out.append(
             {
@@ -73,8 +80,9 @@ def width_table(result: dict) -> list[dict]:
                 "tokens emitted per pass": round(r["tokens_per_step"], 2)
                 if r.get("tokens_per_step")
                 else (1.0 if nodes_per_row(r) == 0 else None),  # plain decoding (or goodput choosing it throughout): one per pass
-                "tokens/s": round(r["tokens_per_s"], 1),
-                "runs (tokens/s)": ", ".join(f"{v:.1f}" for v in runs["values"]) if runs else "one run",
+                "decoding tokens/s": round(load_rate(r), 1),
+                "runs (decoding tokens/s)": ", ".join(f"{v:.1f}" for v in runs["values"]) if runs else "one run",
+                "whole run tokens/s (prefill included)": round(r["tokens_per_s"], 1),
                 "verify ms (median)": round(r["verify_ms"], 1) if r.get("verify_ms") is not None else None,
                 "FLOPs × plain": round(r["flops"] / plain["flops"], 2) if plain and plain["flops"] else None,
             }
@@ -86,9 +94,9 @@ VERDICT = {1: "faster", -1: "slower", 0: "no clear winner"}
 
 
 def _batch_line(batch: int, tree: dict, chain: dict, shape: str) -> tuple[str, int]:
-    ratio = tree["tokens_per_s"] / chain["tokens_per_s"]
-    verdict = clear_winner(tree.get("tokens_per_s_runs"), chain.get("tokens_per_s_runs"))
-    spread = tree.get("tokens_per_s_runs") and chain.get("tokens_per_s_runs")
+    ratio = load_rate(tree) / load_rate(chain)
+    verdict = clear_winner(load_runs(tree), load_runs(chain))
+    spread = load_runs(tree) and load_runs(chain)
     why = (
         f"every run {'above' if verdict > 0 else 'below'} every run of the chain"
         if verdict
@@ -97,11 +105,11 @@ def _batch_line(batch: int, tree: dict, chain: dict, shape: str) -> tuple[str, i
         else "one run each: no spread to judge by"
     )
     text = (
-        f"Batch {batch}: the tree ({shape}) ran {tree['tokens_per_s']:.1f} tokens/s, {ratio:.2f}× the chain's "
-        f"{chain['tokens_per_s']:.1f} ({VERDICT[verdict]}: {why})."
+        f"Batch {batch}: the tree ({shape}) decoded {load_rate(tree):.1f} tokens/s, {ratio:.2f}× the chain's "
+        f"{load_rate(chain):.1f} ({VERDICT[verdict]}: {why})."
     )
     if spread:
-        text += f" Tree {runs_text(tree['tokens_per_s_runs'])}; chain {runs_text(chain['tokens_per_s_runs'])}."
+        text += f" Tree {runs_text(load_runs(tree))}; chain {runs_text(load_runs(chain))}."
     if tree.get("tokens_per_step") and chain.get("tokens_per_step"):
         emitted = tree["tokens_per_step"] / chain["tokens_per_step"]
         text += (
@@ -125,17 +133,21 @@ def width_conclusion(result: dict) -> list[str]:
     """Lesson 7's conclusion, from the measurement: the tree against the chain of the same depth at each batch
     size (a winner only beyond the spread), then what the large batch's passes carried."""
     shape = f"{result['nodes']} nodes, top-{result['topk']}, depth {result['depth']}"
-    lines, verdicts = [], {}
+    lines, verdicts = [line for line in (room_line(result),) if line], {}
     for batch in sorted({r["batch"] for r in result["rows"]}):
         tree, chain = cell(result["rows"], batch, "tree"), cell(result["rows"], batch, "chain")
-        if not tree or not chain or not chain["tokens_per_s"]:
+        if not tree or not chain or not load_rate(chain):
             continue
         line, verdicts[batch] = _batch_line(batch, tree, chain, shape)
         lines.append(line)
     if len(verdicts) == 2:
         (small, v_small), (large, v_large) = sorted(verdicts.items())
-        word = {1: "paid", -1: "cost", 0: "made no clear difference"}
-        text = f"Width {word[v_small]} at batch {small} and {word[v_large]} at batch {large}."
+        word = {1: "faster than", -1: "slower than", 0: "level with"}
+        text = f"The tree was {word[v_small]} the chain at batch {small} and {word[v_large]} it at batch {large}" + (
+            "; a verdict only beyond the spread of the runs (level: they overlap)."
+            if v_small or v_large
+            else ": their runs overlapped at both."
+        )
         plain, chain, tree = (cell(result["rows"], large, n) for n in FIXED)
         if plain and chain and tree:
             text += (
@@ -155,6 +167,37 @@ def width_conclusion(result: dict) -> list[str]:
                 text += f" {1 - kept:.0%} of the tree's nodes were rejected at batch {large}."
         lines.append(text)
     return lines + goodput_conclusion(result)
+
+
+def has_room(result: dict) -> bool | None:
+    """Does this machine's room fit a tree wider than the chain at batch 1 (None: an older recording, no curve)?"""
+    c = result.get("chosen")
+    return c["nodes"] + 1 <= c["room"] and c["nodes"] > c["depth"] if c and result.get("curve") else None
+
+
+def room_line(result: dict) -> str | None:
+    """What this machine's curve leaves for width, in words computed from it (newer measurements)."""
+    c, curve = result.get("chosen"), result.get("curve")
+    if not c or not curve:
+        return None
+    t, ms = curve["tokens"], curve["ms"]
+    k, n, b = c["depth"], c["nodes"], c["batch"]
+    text = knee.room_words(c["room"], t, ms) + (
+        f" At batch 1 the chain of {k} puts {k + 1} tokens in a verify pass ({knee.cost_at(t, ms, k + 1):.2f}× a "
+        f"one-token pass) and the tree of {n} nodes {n + 1} ({knee.cost_at(t, ms, n + 1):.2f}×); "
+    )
+    if has_room(result):
+        text += "both fit the room, so here the tree's extra nodes ride on idle compute. "
+    else:
+        text += (
+            f"this machine has no room for width: a tree wider than the chain does not fit within {knee.ROOM:.2f}× a "
+            "one-token pass even at batch 1, so every extra node costs time here. The re-timed H200 view below prices "
+            "these same passes on a GPU, whose room is far larger. "
+        )
+    return text + (
+        f"At batch {b} the tree's pass carries {b * (n + 1)} tokens ({knee.cost_at(t, ms, b * (n + 1)):.2f}×), the "
+        f"chain's {b * (k + 1)} ({knee.cost_at(t, ms, b * (k + 1)):.2f}×), plain decoding's {b} ({knee.cost_at(t, ms, b):.2f}×)."
+    )
 
 
 def shapes_text(shapes: list[dict]) -> str:
@@ -201,20 +244,20 @@ def _choice_text(good: dict, best: dict, shape: tuple[str, int], verdict: int) -
 def _goodput_line(batch: int, good: dict, best: dict, shape: tuple[str, int]) -> tuple[str, int | None]:
     """Goodput against the fastest fixed shape (by median) at one batch size, a verdict only beyond the spread; and
     (verdict, or None without a spread to judge by)."""
-    verdict = clear_winner(good.get("tokens_per_s_runs"), best.get("tokens_per_s_runs"))
-    spread = bool(good.get("tokens_per_s_runs") and best.get("tokens_per_s_runs"))
+    verdict = clear_winner(load_runs(good), load_runs(best))
+    spread = bool(load_runs(good) and load_runs(best))
     said = {
         1: "goodput beat it (every run above every run of it)",
         -1: "goodput fell short of it (every run below every run of it)",
         0: "goodput matched it within the spread (their runs overlap)" if spread else "one run each: no spread to judge by",
     }[verdict]
-    ratio = f", {good['tokens_per_s'] / best['tokens_per_s']:.2f}×" if best["tokens_per_s"] else ""
+    ratio = f", {load_rate(good) / load_rate(best):.2f}×" if load_rate(best) else ""
     text = (
-        f"Batch {batch}: goodput ran {good['tokens_per_s']:.1f} tokens/s{ratio} the fastest fixed shape, "
-        f"{NAMED[best['contender']]} ({best['tokens_per_s']:.1f}): {said}."
+        f"Batch {batch}: goodput decoded {load_rate(good):.1f} tokens/s{ratio} the fastest fixed shape, "
+        f"{NAMED[best['contender']]} ({load_rate(best):.1f}): {said}."
     )
     if spread:
-        text += f" Goodput {runs_text(good['tokens_per_s_runs'])}; {best['contender']} {runs_text(best['tokens_per_s_runs'])}."
+        text += f" Goodput {runs_text(load_runs(good))}; {best['contender']} {runs_text(load_runs(best))}."
     if good.get("shapes"):
         text += _choice_text(good, best, shape, verdict)
     return text, verdict if spread else None
@@ -229,7 +272,7 @@ def goodput_conclusion(result: dict) -> list[str]:
         fixed = [r for r in (cell(result["rows"], batch, n) for n in FIXED) if r]
         if not good or not fixed:
             continue
-        best = best_of[batch] = max(fixed, key=lambda r: r["tokens_per_s"])
+        best = best_of[batch] = max(fixed, key=load_rate)
         shape = {PLAIN: ("plain", 0), "chain": ("chain", result["depth"]), "tree": ("tree", result["nodes"])}[best["contender"]]
         line, verdicts[batch] = _goodput_line(batch, good, best, shape)
         lines.append(line)

@@ -64,9 +64,9 @@ def test_goodput_is_set_against_the_fastest_fixed_shape_only_beyond_the_spread()
     beat = conclusions.width_conclusion(_measurement((30, 480), (60, 340), (55, 200), (70, 470)))
     assert len(beat) == 3 + 3  # tree against chain (2 lines + the summary), then goodput (2 lines + its summary)
     one, sixteen, summary = beat[3:]
-    assert one.startswith("Batch 1: goodput ran 70.0 tokens/s, 1.17× the fastest fixed shape, the chain (60.0): goodput beat it")
+    assert one.startswith("Batch 1: goodput decoded 70.0 tokens/s, 1.17× the fastest fixed shape, the chain (60.0): goodput beat it")
     assert "(every run above every run of it)" in one
-    assert sixteen.startswith("Batch 16: goodput ran 470.0 tokens/s, 0.98× the fastest fixed shape, plain decoding (480.0)")
+    assert sixteen.startswith("Batch 16: goodput decoded 470.0 tokens/s, 0.98× the fastest fixed shape, plain decoding (480.0)")
     assert "goodput matched it within the spread (their runs overlap)" in sixteen
     assert summary.startswith("Goodput matched or beat it at every batch size, against the fastest fixed shape there.")
     assert "(the chain at batch 1, plain decoding at batch 16): no one fixed shape was best at every batch size" in summary
@@ -130,7 +130,7 @@ def test_goodput_row_in_the_table():
     one, sixteen = (r for r in table if r["contender"] == "goodput")
     assert one["tokens per pass"] == 7.0 and one["nodes per row (mean)"] == 6.0  # 1 × (6 + 1): the mean over its steps
     assert sixteen["tokens per pass"] == 16.0 and sixteen["nodes per row (mean)"] == 0.0
-    assert one["runs (tokens/s)"] == "59.8, 61.0, 62.2" and one["tokens/s"] == 61.0
+    assert one["runs (decoding tokens/s)"] == "59.8, 61.0, 62.2" and one["decoding tokens/s"] == 61.0
     chain = next(r for r in table if r["contender"] == "chain" and r["batch"] == 16)
     assert chain["tokens per pass"] == 80 and chain["nodes per row (mean)"] == 4.0  # the fixed shapes as before
     row = next(r for r in m["rows"] if r["contender"] == "goodput" and r["batch"] == 16) | {"tokens_per_step": None}
@@ -198,5 +198,5 @@ def test_the_worksheet_lists_goodputs_mean_pass():
 
     record = record_with_goodput()
     numbers = dict(key_numbers("width", record["measurement"], record["settings"]))
-    assert numbers["batch 1, goodput (≈7 tokens per pass)"] == "61.0 tokens/s, 2.20 emitted per pass"
+    assert numbers["batch 1, goodput (≈7 tokens per pass)"] == "61.0 tokens/s decoding, 2.20 emitted per pass"
     assert "batch 16, chain (80 tokens per pass)" in numbers  # the fixed shapes as before

@@ -26,7 +26,7 @@ SMALL = {  # each experiment's settings, shrunk (the knobs' own options where on
     "memory_bound": {"context": 64, "largest": 16},
     "more_flops": {"depth": 2, "tokens": 16},
     "past_the_ridge": {"depth": 1, "batch": 4, "tokens": 8},  # batch 0 would pick it from the pass curve
-    "turn_it_off": {"batch": 8, "n": 4, "tokens": 16},
+    "turn_it_off": {"batch": 4, "n": 1, "depth": 2, "tokens": 32},
     "adaptive": {"depth": 2, "conf": 0.5},
     "by_load": {"k": 2},
     "width": {"nodes": 8, "topk": 4, "batch": 4},
@@ -45,37 +45,49 @@ def test_small_settings_are_the_experiments_own_knobs():
 @pytest.mark.parametrize("name", ["past_the_ridge", "turn_it_off", "adaptive", "by_load", "width"])
 def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name):
     pair, hw = live
-    monkeypatch.setattr(ll, "GATE_BATCHES", ((1, 8), (2, 8)))
-    monkeypatch.setattr(ll, "LOAD_BATCHES", (1, 2))
-    monkeypatch.setattr(ll, "LOAD_TOKENS", 4)
-    monkeypatch.setattr(ll, "WIDTH_TOKENS", 8)
-    monkeypatch.setattr(ll, "WIDTH_PROMPTS", 2)
+    for name_, value in (("GATE_BATCHES", (2,)), ("GATE_TOKENS", (8, 8)), ("GATE_ROUNDS", 2), ("LOAD_TOKENS", 4), ("LOAD_ROUNDS", 2)):
+        monkeypatch.setattr(ll, name_, value)
+    for name_, value in (("WIDTH_TOKENS", 8), ("WIDTH_PROMPTS", 2), ("WIDTH_ROUNDS", 2), ("TURN_OFF_ROUNDS", 2)):
+        monkeypatch.setattr(ll, name_, value)
     experiment = lx.EXPERIMENTS[name]
     m = measurement.check_measurement(name, experiment.run(pair, hw, SMALL[name]))
-    measured = experiment.predict.measured(m, SMALL[name]) if name != "by_load" else None
-    if name == "by_load":  # the prediction reads batch 16, which the shrunk grid leaves out
-        assert {r["batch"] for r in m["rows"]} == {1, 2} and len(m["rows"]) == 10
-    else:
-        assert measured is not None and measured > 0
+    measured = experiment.predict.measured(m, SMALL[name])
+    assert measured is not None and measured > 0
+    if name == "by_load":  # three batch sizes chosen from the room, four contenders; every policy's depth per step
+        c = m["chosen"]
+        assert [r["batch"] for r in m["rows"]] == [b for b in (1, c["mid"], c["past"]) for _ in range(4)]
+        assert all(len(r["steps"]) >= 1 and all(row[0] == r["batch"] for row in r["steps"]) for r in m["rows"])
     if name == "adaptive":
-        assert [b["batch"] for b in m["batches"]] == [1, 2]
+        assert [b["batch"] for b in m["batches"]] == [1, 2] and m["chosen"]["depth"] == 2
+    if name == "turn_it_off":  # the rows end at different lengths: the live batch shrinks within the run
+        live = [b for b, _, _ in m["steps"]["ar"]]
+        assert live[0] == 4 and live[-1] < live[0] and live == sorted(live, reverse=True)
+        assert all(d == 0 for b, d, _ in m["steps"]["off"] if b > 1) and m["chosen"] == {
+            "room": m["chosen"]["room"],
+            "depth": 2,
+            "batch": 4,
+            "n": 1,
+            "tokens": 32,
+        }
     if name == "width":  # plain, chain, tree and goodput at batch 1 and 4; the tree's pass carries batch x (nodes + 1)
         from app.lessons import conclusions
 
         fixed = [(r["batch"], r["contender"], r["tokens_per_pass"]) for r in m["rows"] if r["contender"] != "goodput"]
+        k = m["depth"]  # the chain's depth, chosen from the room
         assert fixed == [
             (1, "plain decoding", 1),
-            (1, "chain", 5),
+            (1, "chain", k + 1),
             (1, "tree", 9),
             (4, "plain decoding", 4),
-            (4, "chain", 20),
+            (4, "chain", 4 * (k + 1)),
             (4, "tree", 36),
         ]
         good = [r for r in m["rows"] if r["contender"] == "goodput"]
         assert [r["batch"] for r in good] == [1, 4] and all(r["shapes"] and r["tokens_per_s_runs"] for r in good)
         lines = conclusions.width_conclusion(m)
-        assert len(lines) == 6 and lines[0].startswith("Batch 1: the tree (8 nodes, top-4, depth 4) ran")
-        assert lines[3].startswith("Batch 1: goodput ran") and len(conclusions.width_table(m)) == 8
+        assert len(lines) == 7 and lines[0].startswith("On this machine a pass stays within 1.25×")
+        assert lines[1].startswith(f"Batch 1: the tree (8 nodes, top-4, depth {k}) decoded")
+        assert lines[4].startswith("Batch 1: goodput decoded") and len(conclusions.width_table(m)) == 8
 
 
 def test_width_races_goodput_and_records_what_it_verified_at_each_step(tiny, monkeypatch):
@@ -96,7 +108,9 @@ def test_width_races_goodput_and_records_what_it_verified_at_each_step(tiny, mon
         assert r["tokens_per_pass"] == round(rows_in_flight * (r["mean_nodes"] + 1))
     from app.lessons import conclusions
 
-    assert len(conclusions.width_table(m)) == 8 and any(line.startswith("Batch 4: goodput ran") for line in conclusions.width_conclusion(m))
+    assert len(conclusions.width_table(m)) == 8 and any(
+        line.startswith("Batch 4: goodput decoded") for line in conclusions.width_conclusion(m)
+    )
 
 
 def test_step_shapes_follow_each_steps_own_pass(tiny):
