@@ -291,7 +291,11 @@ def room_line(m: dict) -> str | None:
     )
     table = m.get("table")
     if table:
-        text += " The batch table derived from this curve: " + ", ".join(f"k = {k_} for batch {lo}–{hi}" for lo, hi, k_ in table[:5]) + "."
+        text += (
+            " The batch table set from the room (the deepest draft whose verify pass fits it): "
+            + ", ".join(f"k = {k_} for batch {lo}–{hi}" for lo, hi, k_ in table[:5])
+            + "."
+        )
     return text
 
 

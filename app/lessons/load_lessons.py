@@ -15,7 +15,6 @@ from app.lessons.width import GOODPUT, goodput_fields
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
 from engine.costs import expected_tokens_per_step, ridge_tokens
-from engine.decoding.policies import derived_table_for
 
 TURN_OFF_ROUNDS = 3  # lesson 4
 POWERS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # batch sizes a lesson may choose from the curve
@@ -124,13 +123,24 @@ def load_choice(room: int, s: dict) -> dict:
     return {"room": int(room), "k": k, "most": most, "mid": mid, "past": past}
 
 
+TABLE_RANGES = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 64), (65, 128), (129, 256), (257, 1 << 20))
+
+
+def room_table(room: int, most: int) -> tuple[tuple[int, int, int], ...]:
+    """A batch table (vLLM's num_speculative_tokens_per_batch_size rows: min batch, max batch, k) from the room: for
+    each range of batch sizes, the deepest draft (at most `most`) whose verify pass at the range's largest batch still
+    fits the room; 0 (off) where not even one guess a row fits."""
+    return tuple((lo, hi, max(0, min(most, room // hi - 1))) for lo, hi in TABLE_RANGES)
+
+
 def load_contenders(drafter: str, c: dict) -> dict[str, DecodeConfig]:
     spec = {"drafter": drafter, "max_new_tokens": LOAD_TOKENS}
     k, most = c["k"], c["most"]
+    table = room_table(c["room"], most)
     return {
         PLAIN: DecodeConfig(mode="autoregressive", max_new_tokens=LOAD_TOKENS),
         fixed_label(k): DecodeConfig(depth=k, **spec),
-        f"batch table, derived (k ≤ {most})": DecodeConfig(depth=most, policy="batch_table", **spec),
+        f"batch table from the room (k ≤ {most})": DecodeConfig(depth=most, policy="batch_table", batch_table=table, **spec),
         f"goodput (k ≤ {most})": DecodeConfig(depth=most, policy="goodput", **spec),
     }
 
@@ -139,12 +149,12 @@ def by_load(pair, probe, s: dict) -> dict:
     """Decoding-alone and whole-run tokens/s and time per output token of plain decoding and three depth policies at
     three batch sizes chosen from this machine's room (held-out prompts), every contender run LOAD_ROUNDS times,
     interleaved at each batch size; each row keeps its median run's depth at every decode step, and the measurement
-    the batch table the policy derived from the curve."""
+    the batch table it set from the room (room_table)."""
     curve, room = machine_curve(pair)
     c = load_choice(room, s)
     drafter = model_drafter(pair)
     contenders = load_contenders(drafter, c)
-    table = derived_table_for(pair, next(cfg for name, cfg in contenders.items() if name.startswith("batch table")))
+    table = room_table(room, c["most"])
     rows, warm = [], []
     for batch in (1, c["mid"], c["past"]):
         prompts = batch_prompts("heldout", batch)
