@@ -11,6 +11,7 @@ Lesson 6's text is app/lessons/load.py, lesson 7's app/lessons/width.py.
 
 from __future__ import annotations
 
+from app.lessons import switch
 from app.lessons.noise import clear_winner, serving_note, speed_verdict, speedup_spread, step_costs
 from app.lessons.width import width_conclusion, width_table  # noqa: F401  (the page reads them here)
 from app.views import metrics, roofline
@@ -279,30 +280,47 @@ def wasted_text(lane: dict, name: str) -> str:
     )
 
 
+def alpha_words(gated: float, fixed: float) -> str:
+    """'higher than' / 'lower than' / 'the same as', judged at the three digits shown (so a sentence never reads
+    "0.60, higher than the 0.60")."""
+    g, f = round(gated, 3), round(fixed, 3)
+    return "higher than" if g > f else "lower than" if g < f else "the same as"
+
+
+def _gate_part(run: dict, depth: int) -> str:
+    batch, fixed, gated = run["batch"], run["fixed"]["summary"], run["gated"]["summary"]
+    cut = 1 - gated["drafted_tokens"] / fixed["drafted_tokens"] if fixed["drafted_tokens"] else 0.0
+    g, f = switch.rate(run["gated"]), switch.rate(run["fixed"])
+    verdict = switch.verdict(switch.decode_spread(run["gated"]), switch.decode_spread(run["fixed"]))
+    part = (
+        f"at batch {batch} it drafted {cut:.0%} fewer tokens and decoded {g / f:.2f}× as fast as drafting all {depth} "
+        f"({g:.1f} against {f:.1f} tokens/s, decoding alone): {verdict} drafting all {depth}"
+        + (" beyond the spread of the runs" if verdict != "level with" else " (their runs overlap)")
+    )
+    whole_f = fixed["tokens_per_s"]
+    if whole_f:
+        part += f"; {gated['tokens_per_s'] / whole_f:.2f}× over the whole run, prefill included"
+    if gated["alpha"] is not None and fixed["alpha"] is not None:
+        part += (
+            f"; the drafts it did send were accepted at α {gated['alpha']:.3f}, {alpha_words(gated['alpha'], fixed['alpha'])} "
+            f"the {fixed['alpha']:.3f} of drafting all {depth}"
+        )
+    slots, real = verified_slots(run["gated"])
+    if batch > 1 and slots:
+        part += (
+            f"; its verify passes still carried {slots - real} padded positions of {slots} draft slots "
+            f"({(slots - real) / slots:.0%}), rows that had stopped while another row drafted on"
+        )
+    if batch > 1:  # where rows stop at different points, padding joins the wasted positions
+        part += wasted_text(run["fixed"], f"drafting all {depth}") + wasted_text(run["gated"], "the gated run")
+    return part
+
+
 def adaptive_conclusion(result: dict, gate_depth: int) -> str:
-    """Lesson 5's conclusion: what the gate changed, measured; nothing about the tokens it never sent."""
-    parts = []
-    for run in result["batches"]:
-        batch = run["batch"]
-        fixed, gated = run["fixed"]["summary"], run["gated"]["summary"]
-        cut = 1 - gated["drafted_tokens"] / fixed["drafted_tokens"] if fixed["drafted_tokens"] else 0.0
-        faster = gated["tokens_per_s"] / fixed["tokens_per_s"] if fixed["tokens_per_s"] else 0.0
-        part = f"at batch {batch} it drafted {cut:.0%} fewer tokens and ran {faster:.2f}× as fast as drafting all {gate_depth}"
-        if gated["alpha"] is not None and fixed["alpha"] is not None:
-            higher = "higher than" if gated["alpha"] > fixed["alpha"] else "not higher than"
-            part += (
-                f", and the drafts it did send were accepted at α {gated['alpha']:.2f}, {higher} the "
-                f"{fixed['alpha']:.2f} of drafting all {gate_depth}"
-            )
-        slots, real = verified_slots(run["gated"])
-        if batch > 1 and slots:
-            part += (
-                f"; its verify passes still carried {slots - real} padded positions of {slots} draft slots "
-                f"({(slots - real) / slots:.0%}), rows that had stopped while another row drafted on"
-            )
-        if batch > 1:  # where rows stop at different points, padding joins the wasted positions
-            part += wasted_text(run["fixed"], f"drafting all {gate_depth}") + wasted_text(run["gated"], "the gated run")
-        parts.append(part)
+    """Lesson 5's conclusion: what the gate changed, measured (decoding alone, a verdict only beyond the spread of
+    the runs); nothing about the tokens it never sent. The depth is the one the run chose where it records it."""
+    depth = int((result.get("chosen") or {}).get("depth") or gate_depth)
+    parts = [_gate_part(run, depth) for run in result["batches"]]
     return (
         "Stopping where the drafter was unsure: " + "; ".join(parts) + ". The tokens it skipped were never "
         "verified, so whether the target would have taken them is not measured here."
@@ -356,22 +374,8 @@ def seed_conclusion(seed: dict) -> str:
 
 
 def turn_it_off_conclusion(m: dict, s: dict) -> list[str]:
-    """Lesson 4's conclusion: always-on speculation and the off-above-batch-N switch against plain decoding at one
-    batch, each verdict only beyond the spread of the interleaved runs, with per-request latency."""
-    batch, n = int(s["batch"]), int(s["n"])
-    on, off = m["on"], m["off"]
-    lines = [f"Always-on speculation against plain decoding at batch {batch}: {speed_verdict(m['ar'], on)}."]
-    verdict = clear_winner(off.get("tokens_per_s_runs"), on.get("tokens_per_s_runs"))
-    word = {1: "beat", -1: "lost to", 0: "made no clear difference against"}[verdict]
-    spec_steps = off["speculated_steps"]
-    lines.append(
-        f"The switch (off above batch {n}) {word} always-on speculation at batch {batch}"
-        + (" (their runs overlap, or ran once)" if not verdict else " (every run)")
-        + (
-            f"; it speculated on {spec_steps} of {off['decode_steps']} decode steps, once the batch had shrunk to {n} or fewer."
-            if spec_steps
-            else f"; it never speculated: more than {n} sequences were decoding at every step."
-        )
-    )
-    lines.append(serving_note(m["ar"], on, batch))
-    return lines
+    """Lesson 4's conclusion (app/lessons/switch.py): the room and the settings it chose, always-on speculation and
+    the off-above-batch-N switch against plain decoding, decoding alone, in each phase of the shrinking batch, each
+    verdict only beyond the spread of the interleaved runs; then per-request latency."""
+    batch = switch.settings_of(m, s)["batch"]
+    return switch.conclusion(m, s) + [serving_note(m["ar"], m["on"], batch)]

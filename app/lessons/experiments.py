@@ -13,6 +13,7 @@ from __future__ import annotations
 from app.lessons.experiment_kit import Experiment, Knob, Prediction, _leviathan_models, _leviathan_of
 from app.lessons.load_lessons import (
     PLAIN,
+    WIDTH_BATCHES,
     WIDTH_CONTENDERS,
     WIDTH_DEPTH,
     WIDTH_PROMPTS,
@@ -31,6 +32,7 @@ from app.lessons.load_lessons import (
 from app.lessons.pass_lessons import memory_bound, more_flops, operations_models, pass_ratio, past_the_ridge, roofline_ratio
 from app.lessons.runs import LARGE_BATCHES
 from app.lessons.step_lesson import STEP_DEPTH, one_step, one_step_models
+from app.lessons.switch import SWITCH_BATCHES
 from app.lessons.width import width_models, width_ratio
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
 
 # --- the table the page reads -------------------------------------------------------------------------
 DEPTHS = tuple(range(1, 9))
+CURVE_HELP = "0: chosen from this machine's pass curve (app/lessons/knee.py)"
 EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment: memory_bound")
     "memory_bound": Experiment(
         memory_bound,
@@ -95,12 +98,15 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
     "turn_it_off": Experiment(
         turn_it_off,
         (
-            Knob("l4_batch", "Batch size", (8, 16, 32), 16),
-            Knob("l4_n", "Off above batch N", (1, 2, 4, 8, 16), 8),
-            Knob("l4_tokens", "New tokens per sequence", (16, 32), 32),
+            Knob(
+                "l4_batch", "Batch size", (0, *SWITCH_BATCHES), 0, CURVE_HELP + ": the smallest batch whose verify pass carries 4× the room"
+            ),
+            Knob("l4_n", "Off above batch N", (0, 1, 2, 4, 8), 0, CURVE_HELP + ": the most rows whose verify pass fits the room"),
+            Knob("l4_depth", "Speculation depth k", (0, 1, 2, 3, 4), 0, CURVE_HELP + ": the deepest one-row draft inside the room"),
+            Knob("l4_tokens", "New tokens per sequence (the longest answer)", (32, 48, 64), 48),
         ),
         Prediction(
-            "The speedup of always-on speculation (draft model, k = 4) at batch {batch}?",
+            "The speedup of always-on speculation (draft model) over plain decoding, decoding alone, at batch {batch} (0: from the curve)?",
             "e.g. 1.2",
             lambda m, s: m["m"].get("speedup"),
             lambda m, s: _leviathan_models(m["m"]),
@@ -111,18 +117,23 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
     "adaptive": Experiment(
         adaptive,
         (
-            Knob("l5_depth", "Speculation depth k", tuple(range(2, 9)), 6),
+            Knob("l5_depth", "Speculation depth k", (0, *range(2, 9)), 0, CURVE_HELP + ": the deepest one-row draft inside the room"),
             Knob("l5_conf", "Stop drafting below joint confidence", (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9), 0.3),
         ),
-        Prediction("At batch 1, the gated run's tokens/s ÷ the always-draft-k run's?", "e.g. 1.1", gate_ratio, gate_models),
+        Prediction(
+            "At batch 1, the gated run's tokens/s ÷ the always-draft-k run's (decoding alone)?", "e.g. 1.1", gate_ratio, gate_models
+        ),
         needs=("eagle", "model"),
         leviathan=lambda m, s: _leviathan_of(m["batches"][0]["m_gated"]),
     ),
     "by_load": Experiment(
         by_load,
-        (Knob("l6_k", "Fixed depth k", DEPTHS, 4),),
+        (Knob("l6_k", "Fixed depth k", (0, *DEPTHS), 0, CURVE_HELP + ": the deepest one-row draft inside the room (at most 4)"),),
         Prediction(
-            "The speedup of fixed depth k over plain decoding at batch 16 (1.0 = the same speed)?", "e.g. 1.3", load_speedup, load_models
+            "The speedup of fixed depth k over plain decoding (decoding alone) at the largest batch (1.0 = the same speed)?",
+            "e.g. 1.3",
+            load_speedup,
+            load_models,
         ),
         needs=("eagle", "model"),
         leviathan=load_leviathan,
@@ -130,11 +141,18 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
     "width": Experiment(
         width,
         (
-            Knob("l7_nodes", "Tree nodes", (8, 16, 24, 32), 24),
-            Knob("l7_topk", "Children per node (top-k)", (4, 6, 8), 6),
-            Knob("l7_batch", "Large batch", (4, 8, 16), 16),
+            Knob("l7_nodes", "Tree nodes", (0, 4, 6, 8, 16, 24), 0, CURVE_HELP + ": the widest tree whose one-row pass fits the room"),
+            Knob("l7_topk", "Children per node (top-k)", (0, 2, 3, 4, 6), 0, "0: half the tree's nodes, 2 to 4"),
+            Knob(
+                "l7_batch", "Large batch", (0, *WIDTH_BATCHES), 0, CURVE_HELP + ": the smallest batch whose tree pass carries 4× the room"
+            ),
         ),
-        Prediction("At batch {batch}, the tree's tokens/s ÷ the chain's (1.0 = the same speed)?", "e.g. 1.2", width_ratio, width_models),
+        Prediction(
+            "At the large batch, the tree's tokens/s ÷ the chain's (decoding alone; 1.0 = the same speed)?",
+            "e.g. 1.2",
+            width_ratio,
+            width_models,
+        ),
         needs=("eagle", "model"),
     ),
     "one_step": Experiment(  # lesson 0: no knobs; its recording is the step-through trace (app/lessons/step_page.py)

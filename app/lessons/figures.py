@@ -272,79 +272,99 @@ def past_the_ridge_table(m: dict, s: dict) -> list[dict]:
 
 
 # --- lessons 4 and 6: policies against load, throughput beside latency --------------------------
+def decode_rate(obj: dict) -> tuple[float, float | None, float | None]:
+    """A lane's or a row's decoding-alone tokens/s (median, min, max over its runs); an older recording's whole-run
+    rate, which is all it has."""
+    sp = spread_of(obj, "decode_tokens_per_s_runs") or spread_of(obj)
+    if sp:
+        return sp
+    value = obj.get("decode_tokens_per_s") or obj.get("tokens_per_s") or obj.get("summary", {}).get("tokens_per_s")
+    return float(value), None, None
+
+
+def decode_ratio(spec: dict, ar: dict) -> tuple[float, float | None, float | None]:
+    """Decoding-alone speedup spec/ar and its range from the two spreads (worst: spec min / ar max)."""
+    (s, s_lo, s_hi), (a, a_lo, a_hi) = decode_rate(spec), decode_rate(ar)
+    if not a:
+        return 0.0, None, None
+    if s_lo is None or a_lo is None:
+        return s / a, None, None
+    return s / a, s_lo / a_hi, s_hi / a_lo
+
+
 def _policy_lanes(m: dict, s: dict) -> list[tuple[str, dict]]:
-    n = int(s.get("n", 0))
+    n = int((m.get("chosen") or s).get("n", 0))
     return [("plain", m["ar"]), ("always on", m["on"]), (f"off above batch {n}", m["off"])]
 
 
+PHASE_NAMES = {"full": "while more than N rows decoded", "shrunk": "once N or fewer remained"}
+
+
 def turn_it_off_figure(m: dict, s: dict, label: str = "") -> go.Figure:
-    """Tokens/s of each policy at the lesson's batch, and beside it the time per output token a request sees."""
-    batch = int(s.get("batch", 1))
+    """Decoding-alone tokens/s of each policy over the whole run and, where the measurement has them, in each phase
+    (more than N rows decoding, N or fewer), every bar with its runs' range."""
+    batch = int((m.get("chosen") or s).get("batch", 1))
     lanes = _policy_lanes(m, s)
-    fig = make_subplots(
-        rows=1, cols=2, subplot_titles=("tokens/s, all sequences (higher is better)", "time per output token, ms (lower is better)")
-    )
-    vals = [lane_rate(ln) for _, ln in lanes]
+    phases = m.get("phases") or {}
+    keys = ("ar", "on", "off")
+    titles = ("decoding alone, whole run (tokens/s)", "decoding alone, by phase (tokens/s)")
+    fig = make_subplots(rows=1, cols=2 if phases else 1, subplot_titles=titles[: 2 if phases else 1])
     colors = [PLAIN_COLOR, COLORS[0], COLORS[1]]
+    vals = [decode_rate(ln) for _, ln in lanes]
     names = [name for name, _ in lanes]
-    fig.add_bar(
-        x=names,
-        y=[v for v, _, _ in vals],
-        marker_color=colors,
-        error_y=_whiskers(vals),
-        text=[f"{v:.0f}" for v, _, _ in vals],
-        textposition="outside",
-        name="tokens/s",
-        showlegend=False,
-        row=1,
-        col=1,
-    )
-    tp = [tpot_ms(ln, batch) for _, ln in lanes]
-    fig.add_bar(
-        x=names,
-        y=tp,
-        marker={"color": colors, "pattern": {"shape": "."}},
-        text=[f"{t:.0f} ms" if t else "" for t in tp],
-        textposition="outside",
-        name="TPOT",
-        showlegend=False,
-        row=1,
-        col=2,
-    )
-    return frame(fig, f"Three policies at batch {batch}: throughput and the wait per token", label)
+    fig.add_bar(x=names, y=[v for v, _, _ in vals], marker_color=colors, error_y=_whiskers(vals), showlegend=False, row=1, col=1)
+    fig.data[-1].update(text=[f"{v:.0f}" for v, _, _ in vals], textposition="outside")
+    for (name, _), key, color in zip(lanes, keys, colors) if phases else ():
+        got = [spread_of(phases.get(key, {}), p) for p in PHASE_NAMES]
+        pv = [g if g else (0.0, None, None) for g in got]
+        x = list(PHASE_NAMES.values())
+        fig.add_bar(x=x, y=[v for v, _, _ in pv], name=esc(name), marker_color=color, error_y=_whiskers(pv), row=1, col=2)
+    return frame(fig, f"Batch {batch}, rows ending at different lengths: each policy's decoding speed", label, height=420)
 
 
 def turn_it_off_table(m: dict, s: dict) -> list[dict]:
-    batch = int(s.get("batch", 1))
-    base = lane_rate(m["ar"])[0]
+    """Per policy: decoding-alone tokens/s (median, runs' range, × plain), the whole run's (prefill included), each
+    phase's decoding rate, time per output token, and the decode steps that speculated."""
+    batch = int((m.get("chosen") or s).get("batch", 1))
+    base, whole_base = decode_rate(m["ar"])[0], lane_rate(m["ar"])[0]
+    phases = m.get("phases") or {}
     out = []
-    for name, ln in _policy_lanes(m, s):
-        v, lo, hi = lane_rate(ln)
+    for (name, ln), key in zip(_policy_lanes(m, s), ("ar", "on", "off")):
+        v, lo, hi = decode_rate(ln)
+        whole = lane_rate(ln)[0]
         t = tpot_ms(ln, batch)
-        out.append(
-            {
-                "policy": name,
-                "tokens/s": round(v, 1),
-                "range (repeats)": f"{lo:.0f}–{hi:.0f}" if lo is not None else "one run",
-                "× plain": round(v / base, 2) if base else None,
-                "time per output token (ms)": round(t, 1) if t else None,
-                "speculated steps": f"{ln.get('speculated_steps', 0)} of {ln.get('decode_steps', 0)}",
-            }
-        )
+        row = {
+            "policy": name,
+            "decoding tokens/s": round(v, 1),
+            "range (runs)": f"{lo:.0f}–{hi:.0f}" if lo is not None else "one run",
+            "× plain": round(v / base, 2) if base else None,
+            "whole run tokens/s (prefill included)": round(whole, 1),
+            "whole run × plain": round(whole / whole_base, 2) if whole_base else None,
+        }
+        for phase, title in PHASE_NAMES.items():
+            sp = phases.get(key, {}).get(phase)
+            if phases:
+                row[f"{title} (tokens/s)"] = round(sp["median"], 1) if sp else None
+        row["time per output token (ms)"] = round(t, 1) if t else None
+        row["speculated steps"] = f"{ln.get('speculated_steps', 0)} of {ln.get('decode_steps', 0)}"
+        out.append(row)
     return out
 
 
 def by_load_figure(m: dict, s: dict, label: str = "") -> go.Figure:
-    """Tokens/s of each policy against batch size, and time per output token against batch size."""
+    """Decoding-alone tokens/s of each policy against batch size (runs' range as whiskers), and time per output token
+    against batch size."""
     rows = m["rows"]
     xs = sorted({r["batch"] for r in rows})
     fig = make_subplots(
-        rows=1, cols=2, subplot_titles=("tokens/s, all sequences (higher is better)", "time per output token, ms (lower is better)")
+        rows=1,
+        cols=2,
+        subplot_titles=("decoding tokens/s, all sequences (higher is better)", "time per output token, ms (lower is better)"),
     )
     dashes = [None, "dash", "dot", "dashdot", "longdash"]
     for i, name in enumerate(dict.fromkeys(r["contender"] for r in rows)):
         cells = [next((r for r in rows if r["batch"] == b and r["contender"] == name), None) for b in xs]
-        vals = [(spread_of(c) or (c["tokens_per_s"], None, None)) if c else (None, None, None) for c in cells]
+        vals = [decode_rate(c) if c else (None, None, None) for c in cells]
         color = PLAIN_COLOR if i == 0 else COLORS[(i - 1) % len(COLORS)]
         style = {"color": color, "dash": dashes[i % len(dashes)], "width": 2.5}
         ok = [v for v in vals if v[0] is not None]
@@ -372,22 +392,24 @@ def by_load_figure(m: dict, s: dict, label: str = "") -> go.Figure:
         )
     fig.update_xaxes(title_text="batch size", type="category")
     fig.update_yaxes(rangemode="tozero")
-    return frame(fig, "Each policy against load: throughput and per-request latency", label, height=420)
+    return frame(fig, "Each policy against load: decoding speed and per-request latency", label, height=420)
 
 
 # --- lesson 5: adaptive depth -------------------------------------------------------------------
 def adaptive_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     """Per batch: drafts per step and tokens kept per step, all drafts against the confidence gate."""
-    conf = float(s.get("conf", 0))
+    conf, depth_k = float(s.get("conf", 0)), int((m.get("chosen") or s).get("depth", 0))
     fig = make_subplots(
-        rows=1, cols=3, subplot_titles=("drafted per step (depth)", "tokens kept per step (accepted length)", "speedup over plain")
+        rows=1,
+        cols=3,
+        subplot_titles=("drafted per step (depth)", "tokens kept per step (accepted length)", "speedup over plain, decoding alone"),
     )
     xs = [f"batch {b['batch']}" for b in m["batches"]]
-    for i, (key, name) in enumerate((("fixed", f"all {int(s.get('depth', 0))} drafts"), ("gated", f"stop below {conf:.2f}"))):
+    for i, (key, name) in enumerate((("fixed", f"all {depth_k} drafts"), ("gated", f"stop below {conf:.2f}"))):
         style = {"color": COLORS[i], "pattern": {"shape": "" if i == 0 else "/"}}
         depth = [b[f"m_{key}"].get("drafted_depth") for b in m["batches"]]
         kept = [b[key]["summary"].get("tokens_per_step") for b in m["batches"]]
-        speed = [ratio_range(b[key], b["ar"]) for b in m["batches"]]
+        speed = [decode_ratio(b[key], b["ar"]) for b in m["batches"]]
         common = {"name": esc(name), "marker": style, "legendgroup": key}
         fig.add_bar(x=xs, y=depth, text=[f"{d:.1f}" if d is not None else "" for d in depth], row=1, col=1, **common)
         fig.add_bar(x=xs, y=kept, text=[f"{k:.2f}" if k is not None else "" for k in kept], showlegend=False, row=1, col=2, **common)
@@ -410,16 +432,17 @@ def adaptive_table(m: dict, s: dict) -> list[dict]:
     for b in m["batches"]:
         for key in ("fixed", "gated"):
             sm, c = b[key]["summary"], b[f"m_{key}"]
-            speed, lo, hi = ratio_range(b[key], b["ar"])
+            speed, lo, hi = decode_ratio(b[key], b["ar"])
             out.append(
                 {
                     "batch": b["batch"],
                     "drafts": "all" if key == "fixed" else f"stop below {float(s.get('conf', 0)):.2f}",
                     "drafted per step": round(c["drafted_depth"], 2) if c.get("drafted_depth") is not None else None,
                     "kept per step": round(sm["tokens_per_step"], 2) if sm.get("tokens_per_step") is not None else None,
-                    "α": round(sm["alpha"], 2) if sm.get("alpha") is not None else None,
-                    "speedup": round(speed, 2),
-                    "range (repeats)": f"{lo:.2f}–{hi:.2f}" if lo is not None else "one run",
+                    "α": round(sm["alpha"], 3) if sm.get("alpha") is not None else None,
+                    "speedup (decoding alone)": round(speed, 2),
+                    "range (runs)": f"{lo:.2f}–{hi:.2f}" if lo is not None else "one run",
+                    "whole-run speedup (prefill included)": round(ratio_range(b[key], b["ar"])[0], 2),
                     "wasted GFLOP": round(sm["flops_wasted"] / 1e9, 1),
                 }
             )
@@ -435,14 +458,14 @@ def pass_text(c: dict | None) -> str:
 
 
 def width_figure(m: dict, s: dict, label: str = "") -> go.Figure:
-    """Tokens/s of plain, chain, tree and (newer measurements) goodput at both batches (tokens per pass on each bar),
-    and tokens emitted per pass. What goodput chose per step is app/lessons/width_steps.py's picture."""
+    """Decoding-alone tokens/s of plain, chain, tree and (newer measurements) goodput at both batches (tokens per pass
+    on each bar), and tokens emitted per pass. What goodput chose per step is app/lessons/width_steps.py's picture."""
     rows = m["rows"]
     xs = sorted({r["batch"] for r in rows})
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens/s, all sequences", "tokens emitted per pass (per row)"))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("decoding tokens/s, all sequences", "tokens emitted per pass (per row)"))
     for i, name in enumerate(dict.fromkeys(r["contender"] for r in rows)):
         cells = [next((r for r in rows if r["batch"] == b and r["contender"] == name), None) for b in xs]
-        vals = [(spread_of(c) or (c["tokens_per_s"], None, None)) if c else (0.0, None, None) for c in cells]
+        vals = [decode_rate(c) if c else (0.0, None, None) for c in cells]
         color = PLAIN_COLOR if name == "plain decoding" else COLORS[i % len(COLORS)]
         marker = {"color": color, "pattern": {"shape": ["", "", "/", "x"][i % 4]}}
         fig.add_bar(

@@ -9,15 +9,22 @@ from app.lessons import knee, switch
 from app.lessons import measurement as ms
 from app.lessons.experiment_kit import lane_jobs, model_drafter
 from app.lessons.load import cell, load_rate
-from app.lessons.pass_lessons import machine_curve
-from app.lessons.runs import Job, cell_of_runs, lane_pair, median_run, timed_rounds
+from app.lessons.runs import Job, cell_of_runs, knee_tokens, lane_pair, median_run, timed_rounds
 from app.lessons.width import GOODPUT, goodput_fields
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
 from engine.costs import expected_tokens_per_step, ridge_tokens
+from engine.decoding.passcurve import pass_curve
 
 TURN_OFF_ROUNDS = 3  # lesson 4
 POWERS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # batch sizes a lesson may choose from the curve
+
+
+def machine_curve(pair) -> tuple[dict, int]:
+    """(this machine's pass curve as a measurement records it, its room in tokens per pass: knee.room_tokens)."""
+    curve = pass_curve(pair)
+    shape = {"tokens": list(curve.tokens), "ms": list(curve.ms), "knee_tokens": knee_tokens(curve.tokens, curve.ms)}
+    return shape | {"key": curve.key[:300], "measured_at": curve.measured_at}, knee.room_tokens(curve.tokens, curve.ms)
 
 
 # --- 4. turn it off ---------------------------------------------------------------------------------

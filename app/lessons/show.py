@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.lessons import conclusions, figures, gpu, load, measurement, probe_note, retime, width_steps
+from app.lessons import conclusions, figures, gpu, load, measurement, probe_note, retime, switch, width_steps
 from app.lessons.experiments import PLAIN
 from app.views import metrics, roofline
 
@@ -100,30 +100,37 @@ def show_past_the_ridge(m: dict, s: dict, label: str = "") -> None:
     st.success("\n\n".join(conclusions.past_the_ridge_conclusion(m, int(s["depth"]))))
 
 
-def show_turn_it_off(m: dict, s: dict, label: str = "") -> None:
-    _chart(figures.turn_it_off_figure(m, s, label), "lesson4_fig")
-    _table(figures.turn_it_off_table(m, s))
-    off, n = m["off"], int(s["n"])
-    spec_steps = off["speculated_steps"]
-    st.caption(
-        f"Off above batch {n} "
-        + (
-            f"speculated on {spec_steps} of {off['decode_steps']} decode steps, the ones after the batch had shrunk "
-            f"to {n} or fewer sequences."
-            if spec_steps
-            else f"never speculated: more than {n} sequences decoded at every step."
+def _settings_note(m: dict, s: dict) -> None:
+    """The settings the run resolved to (a knob at 0 chose from this machine's pass curve), shown above the chart."""
+    c = m.get("chosen")
+    if c:
+        chosen = [f"{k} {v}" for k, v in c.items() if k != "room"]
+        from_curve = [k for k, v in s.items() if v == 0 and k in c]
+        st.caption(
+            f"Settings of this run: {', '.join(chosen)}; this machine's room: {c['room']} tokens per pass"
+            + (f" ({', '.join(from_curve)} chosen from the pass curve, knob 0)." if from_curve else ".")
         )
-        + " Time per output token is what one request waits per token: this engine runs a batch until its slowest "
-        "row ends (rows are not refilled), so every request waits for the whole batch; a server with continuous "
-        "batching refills finished rows."
+
+
+def show_turn_it_off(m: dict, s: dict, label: str = "") -> None:
+    st.markdown(f"Drafter: {conclusions.drafter_label(m['on']['drafter'] or 'model')}.")
+    _settings_note(m, s)
+    _chart(figures.turn_it_off_figure(m, s, label), "lesson4_fig")
+    steps = switch.steps_figure(m, label)  # the live batch and the depth at every step (None: an older recording)
+    if steps is not None:
+        _chart(steps, "lesson4_steps")
+    _table(figures.turn_it_off_table(m, s))
+    st.caption(
+        "Decoding alone: the decode steps' tokens over their time, the prompt's pass (prefill) left out; the whole-run "
+        "column keeps it in. Time per output token is what one request waits per token: this engine runs a batch "
+        "until its slowest row ends (rows are not refilled); a server with continuous batching refills finished rows."
     )
-    on_rate, off_rate = figures.lane_rate(m["on"]), figures.lane_rate(off)
-    better = "beat" if off_rate[0] > on_rate[0] else "did not beat"
-    st.success(f"At batch {int(s['batch'])} the load-aware policy {better} always-on speculation on this machine.")
+    st.success("\n\n".join(conclusions.turn_it_off_conclusion(m, s)))
 
 
 def show_adaptive(m: dict, s: dict, label: str = "") -> None:
     st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}.")
+    _settings_note(m, s)
     _chart(figures.adaptive_figure(m, s, label), "lesson5_fig")
     _table(figures.adaptive_table(m, s))
     st.success(conclusions.adaptive_conclusion(m, int(s["depth"])))
@@ -132,18 +139,25 @@ def show_adaptive(m: dict, s: dict, label: str = "") -> None:
 def show_by_load(m: dict, s: dict, label: str = "") -> None:
     rows = m["rows"]
     st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}.")
+    _settings_note(m, s)
     _chart(figures.by_load_figure(m, s, label), "lesson_load_fig")
+    depths = load.depth_figure(m, label)  # the depth chosen at every step (None: an older recording)
+    if depths is not None:
+        _chart(depths, "lesson_load_depths")
     st.caption(
-        "Time per output token: measured where the run has it, else batch ÷ tokens/s (every request in a batch "
-        "waits until its slowest row ends; this engine does not refill rows, continuous batching does)."
+        "Decoding alone: the prompt's pass (prefill) is left out; the table's whole-run column keeps it in. Time per "
+        "output token: measured where the run has it, else batch ÷ tokens/s (every request in a batch waits until "
+        "its slowest row ends; this engine does not refill rows, continuous batching does)."
     )
     _noise_note(rows)
     _table(load.load_table(rows, PLAIN))
-    st.success("\n\n".join(load.conclusion(rows)))
+    lines = [line for line in (load.room_line(m),) if line] + load.conclusion(rows) + load.depth_lines(m)
+    st.success("\n\n".join(lines))
 
 
 def show_width(m: dict, s: dict, label: str = "") -> None:
     st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}; the contenders interleaved at each batch size.")
+    _settings_note(m, s)
     _chart(figures.width_figure(m, s, label), "lesson7_fig")
     steps = width_steps.shapes_figure(m, label)  # what goodput chose per step (None: an older recording without it)
     if steps is not None:
@@ -173,12 +187,12 @@ def key_numbers(name: str, m: dict, s: dict) -> list[tuple[str, str]]:
             ("ridge (probed peaks), tokens per pass", f(m.get("ridge_tokens"), ".0f"))
         ]
     if name == "by_load":
-        return [(f"batch {r['batch']}, {r['contender']}", f"{r['tokens_per_s']:.1f} tokens/s") for r in m["rows"]]
+        return [(f"batch {r['batch']}, {r['contender']}", f"{load.load_rate(r):.1f} tokens/s decoding") for r in m["rows"]]
     if name == "width":
         return [
             (
                 f"batch {r['batch']}, {r['contender']} ({'≈' * (r.get('mean_nodes') is not None)}{r['tokens_per_pass']} tokens per pass)",
-                f"{r['tokens_per_s']:.1f} tokens/s, {f(r.get('tokens_per_step'), '.2f')} emitted per pass",
+                f"{load.load_rate(r):.1f} tokens/s decoding, {f(r.get('tokens_per_step'), '.2f')} emitted per pass",
             )
             for r in m["rows"]
         ]

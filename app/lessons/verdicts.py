@@ -6,4 +6,13 @@ quotes the verdict on the shipped recording. No streamlit.
 
 from __future__ import annotations
 
-VERDICTS: dict = {}
+from app.lessons import conclusions as _load
+from app.lessons import load as _by_load
+
+VERDICTS: dict = {
+    # lessons 4-7: the room and the settings it chose come first, then the verdicts beyond the spread
+    "turn_it_off": lambda m, s: _load.turn_it_off_conclusion(m, s)[:-1],  # less the latency note
+    "adaptive": lambda m, s: [_load.adaptive_conclusion(m, int(s.get("depth") or 0))],
+    "by_load": lambda m, s: [x for x in (_by_load.room_line(m),) if x] + _by_load.depth_lines(m) + _by_load.conclusion(m["rows"]),
+    "width": lambda m, s: _load.width_conclusion(m),
+}
