@@ -103,7 +103,7 @@ def test_spread_draws_whiskers_only_when_repeated():
     assert list(bars.y) == [330, 210, 335]
     assert list(bars.error_y.array) == [10, 20, 15] and list(bars.error_y.arrayminus) == [30, 10, 15]
     rows = F.turn_it_off_table(m, s)
-    assert rows[0]["range (repeats)"] == "300–340" and rows[2]["× plain"] == round(335 / 330, 2)
+    assert rows[0]["range (runs)"] == "300–340" and rows[2]["× plain"] == round(335 / 330, 2)
     speed, lo, hi = F.ratio_range(m["on"], m["ar"])
     assert (speed, lo, hi) == pytest.approx((210 / 330, 200 / 340, 230 / 300))
 

@@ -499,7 +499,7 @@ def test_load_views_compute_winners_and_the_prediction():
     said = load.prediction_line(LOAD_ROWS, 1.3, plain="plain", contender="fixed k = 4", batch=16)
     assert said == (
         "You predicted 1.30× for fixed k = 4 at batch 16; it measured 0.70× plain decoding (70.0 vs 100.0 "
-        "tokens/s): it lost, you expected it to win, and your number was off by 0.60."
+        "tokens/s, decoding alone): it lost, you expected it to win, and your number was off by 0.60."
     )
     assert "as you predicted" in load.prediction_line(LOAD_ROWS, 0.8, plain="plain", contender="fixed k = 4", batch=16)
     assert load.prediction_line(LOAD_ROWS, 1.0, plain="plain", contender="fixed k = 4", batch=4) is None
@@ -507,8 +507,9 @@ def test_load_views_compute_winners_and_the_prediction():
     assert table[4] == {
         "batch": 16,
         "policy": "fixed k = 4",
-        "tokens/s": 70.0,
-        "runs (tokens/s)": "one run",
+        "decoding tokens/s": 70.0,
+        "runs (decoding tokens/s)": "one run",
+        "whole run tokens/s (prefill included)": 70.0,
         "× plain": 0.7,
         "TPOT ms": None,
         "mean k": 4.0,
