@@ -71,7 +71,7 @@ def _log_x_marker(fig: go.Figure, x: float, color: str, dash: str, text: str, an
     fig.add_vline(x=x, line_dash=dash, line_color=color)
     fig.add_annotation(
         x=math.log10(x),
-        y=1.0,
+        y=y,
         xref="x",
         yref="paper",
         text=text,
@@ -358,6 +358,11 @@ def curves_figure(curves: list[Curve], marks: list[int] | None = None) -> go.Fig
         )
     for t in sorted(set(marks or [])):
         _log_x_marker(fig, t, "#555", "dot", f"{t}")
+    quoted = knee_curve(curves)
+    knee = knee_tokens(quoted) if quoted else None
+    if knee:  # the one knee the panel and the lesson texts quote, on the curve it is read from
+        color = COLORS[shapes.index(quoted.shape) % len(COLORS)]
+        _log_x_marker(fig, knee, color, "dashdot", esc(f"knee ≈ {knee:.0f} ({quoted.shape}, CUDA graph)"), "right", 0.9)
     fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)")
     fig.update_yaxes(type="log", title_text="ms per pass")
     label = "; ".join(dict.fromkeys(c.label for c in curves))

@@ -40,6 +40,7 @@ NAMES |= {"ngram": "n-gram"}
 DRAFTERS = {"model": "distilled draft model", "eagle": "EAGLE head", "ngram": "n-gram lookup"}
 SKIP = {"runs", "batches", "rows", "measurement", "m", "seed"}
 CPU_COLOR, GPU_COLOR = COLORS[1], COLORS[0]
+KNEE = gpu.KNEE_FACTOR
 CAPTION = (
     "The same decode steps, the same tokens per pass and the same accepted tokens per step, each priced at the time "
     "the H200 took for one pass of that many tokens (a straight line between the recorded sizes, never beyond them). "
@@ -48,9 +49,9 @@ CAPTION = (
     "little more there."
 )
 PASS_CAPTION = (
-    "Each pass size this machine timed, beside the H200's recorded pass of the same size. The H200 pass is a larger "
-    "model (the Qwen2.5-7B shape) on a far faster memory, so compare the shapes of the two curves, not their heights: "
-    "where each stays flat, and where it starts to climb."
+    "Each pass size this machine timed, beside the H200's recorded pass of the same size, each as a multiple of its "
+    "own one-token pass (hover for the ms): a larger model (the Qwen2.5-7B shape) on a far faster memory, so the "
+    "shapes compare, not the times. Where a line stays near 1× the extra tokens ride on idle arithmetic."
 )
 
 
@@ -216,19 +217,29 @@ def figure(m, label: str = "") -> go.Figure | None:
 
 
 def pass_figure(pass_rows: list[dict], label: str = "") -> go.Figure | None:
-    """Lesson 1: the passes this machine timed beside the H200's recorded passes of the same sizes, ms against tokens
-    per pass (log-log); None where no size lies in the recorded range."""
+    """Lesson 1: each pass size this machine timed, and the H200's recorded pass of the same size, both as a multiple
+    of their own one-token pass (log x); None where no size lies in the recorded range."""
     prices = h200_prices()
     pts = [(r["tokens_per_pass"], r["ms"], prices.price(r["tokens_per_pass"]) if prices else None) for r in pass_rows]
     pts = [p for p in pts if p[2] is not None]
     if not pts:
         return None
     fig = go.Figure()
-    here = esc(f"this machine ({label or 'measured'})")
-    fig.add_scatter(x=[t for t, _, _ in pts], y=[c for _, c, _ in pts], mode="lines+markers", name=here, line={"color": CPU_COLOR})
-    fig.add_scatter(
-        x=[t for t, _, _ in pts], y=[g for _, _, g in pts], mode="lines+markers", name=esc(LABEL), line={"color": GPU_COLOR, "dash": "dash"}
-    )
+    xs = [t for t, _, _ in pts]
+    for name, ms, color, dash in (
+        (f"this machine ({label or 'measured'})", [c for _, c, _ in pts], CPU_COLOR, None),
+        (LABEL, [g for _, _, g in pts], GPU_COLOR, "dash"),
+    ):
+        fig.add_scatter(
+            x=xs,
+            y=[m / ms[0] for m in ms],
+            customdata=ms,
+            mode="lines+markers",
+            name=esc(name),
+            line={"color": color, "dash": dash},
+            hovertemplate="%{x} tokens per pass: %{y:.2f}× the one-token pass (%{customdata:.2f} ms)<extra></extra>",
+        )
+    fig.add_hline(y=KNEE, line_dash="dot", line_color="#333", annotation_text=f"{KNEE:g}× (the knee)")
     fig.update_xaxes(type="log", title_text="tokens per pass")
-    fig.update_yaxes(type="log", title_text="ms per pass")
-    return frame(fig, "The same pass sizes: this machine's pass against the H200's recorded pass", machine_line(), height=400)
+    fig.update_yaxes(title_text="× the one-token pass", rangemode="tozero")
+    return frame(fig, "The same pass sizes: how fast each machine's pass grows with the tokens it carries", machine_line(), height=400)
