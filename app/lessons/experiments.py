@@ -29,7 +29,16 @@ from app.lessons.load_lessons import (
     turn_it_off,
     width,
 )
-from app.lessons.pass_lessons import memory_bound, more_flops, operations_models, pass_ratio, past_the_ridge, roofline_ratio
+from app.lessons.pass_lessons import (
+    LARGEST,
+    large_batch_speedup,
+    memory_bound,
+    more_flops,
+    operations_models,
+    pass_ratio,
+    past_the_ridge,
+    roofline_ratio,
+)
 from app.lessons.runs import LARGE_BATCHES
 from app.lessons.step_lesson import STEP_DEPTH, one_step, one_step_models
 from app.lessons.switch import SWITCH_BATCHES
@@ -58,13 +67,22 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         memory_bound,
         (
             Knob("l1_context", "Context already in the KV cache (tokens)", (64, 150, 512, 1024), 150),
-            Knob("l1_largest", "Largest pass (tokens)", (16, 32, 64, 128), 64),
+            Knob("l1_largest", "Largest pass (tokens)", LARGEST, 0, CURVE_HELP + ": twice the pass it reads past the room, at least 16"),
         ),
-        Prediction("A 16-token pass costs how many times the time of a 1-token pass?", "e.g. 4", pass_ratio, roofline_ratio),
+        Prediction(
+            "A pass carrying four times this machine's room (the most tokens a pass carries at about the cost of one) costs "
+            "how many times the time of a 1-token pass?",
+            "e.g. 4",
+            pass_ratio,
+            roofline_ratio,
+        ),
     ),
     "more_flops": Experiment(
         more_flops,
-        (Knob("l2_depth", "Speculation depth k", DEPTHS, 4), Knob("l2_tokens", "New tokens", (16, 32, 64), 32)),
+        (
+            Knob("l2_depth", "Speculation depth k", (0, *DEPTHS), 0, CURVE_HELP + ": the deepest draft whose verify pass fits in the room"),
+            Knob("l2_tokens", "New tokens", (16, 32, 64), 32),
+        ),
         Prediction(
             "Speculative decoding's total FLOPs are how many times plain decoding's, for the same output?",
             "e.g. 0.8",
@@ -76,20 +94,27 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
     "past_the_ridge": Experiment(
         past_the_ridge,
         (
-            Knob("l3_depth", "Speculation depth k", DEPTHS, 4),
+            Knob(
+                "l3_depth",
+                "Speculation depth k",
+                (0, *DEPTHS),
+                0,
+                CURVE_HELP + ": the deepest draft whose batch-1 verify fits the room",
+            ),
             Knob(
                 "l3_batch",
                 "Large batch",
                 (0, *LARGE_BATCHES),
-                16,
-                "0: chosen from this machine's pass curve, the smallest batch whose verify pass carries at least twice its knee",
+                0,
+                CURVE_HELP + ": the smallest batch whose verify pass carries at least four times the room",
             ),
             Knob("l3_tokens", "New tokens per sequence (twice this at batch 1)", (8, 12, 16, 24, 32), 12),
         ),
         Prediction(
-            "The speedup of speculation over plain decoding at the large batch (batch {batch}; 0: chosen from the pass curve)?",
+            "The speedup of speculation over plain decoding, decoding alone, at the large batch (its verify pass past this "
+            "machine's room)?",
             "e.g. 1.5",
-            lambda m, s: m["runs"][-1]["m"].get("speedup"),
+            large_batch_speedup,
             lambda m, s: _leviathan_models(m["runs"][-1]["m"]),
         ),
         needs=("eagle", "model"),

@@ -75,3 +75,88 @@ def serving_note(ar: dict, spec: dict, batch: int) -> str:
         "TensorRT-LLM) refills a finished row's slot at the next step, so its batch stays full: no thin tail of "
         "steps, but every verify pass stays as large as the full batch makes it."
     )
+
+
+# --- one statistic for chart, table and words; rounds far outside the others ------------------------------------
+FAR = 1.5  # a round whose rate is this many times above or below the median of the other rounds is "far outside"
+
+
+def far_rounds(values: list[float]) -> list[int]:
+    """Indices of the rounds far outside the others: more than FAR× above or below the median of all rounds (a cold
+    start, another process's burst; one odd round cannot move the median). Needs three rounds or more: with two,
+    neither can be called the odd one."""
+    if len(values) < 3:
+        return []
+    mid = measurement.spread(values)["median"]
+    return [i for i, v in enumerate(values) if mid > 0 and (v > FAR * mid or v * FAR < mid)]
+
+
+def rate_runs(lane: dict) -> tuple[dict | None, bool]:
+    """(a lane's spread of rates, decoding alone?): its decoding-alone tokens/s of every round where recorded, else
+    (a recording from before decoding was timed apart from the prompt's pass) its whole-run tokens/s."""
+    if lane.get("decode_tokens_per_s_runs"):
+        return lane["decode_tokens_per_s_runs"], True
+    return lane.get("tokens_per_s_runs"), False
+
+
+def _kept(spread: dict | None, drop: set[int]) -> dict | None:
+    if not spread:
+        return None
+    values = [v for i, v in enumerate(spread["values"]) if i not in drop]
+    return measurement.spread(values) if values else None
+
+
+def speedup(run: dict, whole: bool = False) -> dict | None:
+    """A plain-vs-speculative pair's speedup as the chart, the table and the words all show it: the median over the
+    interleaved rounds of (speculative rate ÷ plain rate) in that round, decoding alone by default (whole=True: the
+    whole run, prefill included), with the rounds' range. A round far outside the others in either lane (far_rounds)
+    is left out of the median and the range and named in `far`. None where a lane has no repeated rates.
+    {"value", "lo", "hi", "rounds", "far", "decode"}."""
+    ar, spec = run.get("ar") or {}, run.get("spec") or {}
+    (a, da), (b, db) = (((x.get("tokens_per_s_runs"), False) if whole else rate_runs(x)) for x in (ar, spec))
+    if not a or not b or len(a["values"]) != len(b["values"]):
+        return None
+    far = set(far_rounds(a["values"])) | set(far_rounds(b["values"]))
+    ratios = [s / p for i, (s, p) in enumerate(zip(b["values"], a["values"])) if p > 0 and i not in far]
+    if not ratios:
+        return None
+    sp = measurement.spread(ratios)
+    return {"value": sp["median"], "lo": sp["min"], "hi": sp["max"], "rounds": len(ratios), "far": sorted(far), "decode": da and db}
+
+
+def verdict(run: dict) -> int:
+    """+1: speculation beat plain decoding in every round kept (decoding alone where recorded), -1 lost in every one,
+    0: the rounds overlap (or too few). Rounds far outside the others are left out on both sides."""
+    (a, _), (b, _) = rate_runs(run.get("ar") or {}), rate_runs(run.get("spec") or {})
+    if not a or not b:
+        return 0
+    drop = set(far_rounds(a["values"])) | set(far_rounds(b["values"])) if len(a["values"]) == len(b["values"]) else set()
+    return clear_winner(_kept(b, drop), _kept(a, drop))
+
+
+def far_text(run: dict) -> str:
+    """'round 2 of 5 left out, far outside the others: a cold start or other load' or ''."""
+    s = speedup(run)
+    if not s or not s["far"]:
+        return ""
+    n = len((rate_runs(run["ar"])[0] or {"values": []})["values"])
+    rounds = ", ".join(str(i + 1) for i in s["far"])
+    plural = "s" if len(s["far"]) > 1 else ""
+    return f"round{plural} {rounds} of {n} left out, far outside the others: a cold start or other load"
+
+
+def same_within_noise(small: dict, large: dict) -> bool:
+    """Two passes' rounds (measurement.spread of ms) overlap: the larger pass's lower median is noise, not a saving."""
+    return not (small["min"] > large["max"] or large["min"] > small["max"])
+
+
+def disturbed_live(m: dict, recorded: dict | None) -> str | None:
+    """Why a live run's timings are suspect, or None: other processes kept more than measurement.BUSY_CORES cores
+    busy during a run, or (lesson 1) its probed bandwidth fell far below the recording's on the same machine type."""
+    busy = measurement.other_cores(m)
+    if busy is not None and busy > measurement.BUSY_CORES:
+        return f"other processes kept {busy:.1f} cores busy during a run"
+    live_bw, rec_bw = m.get("peak_bandwidth"), (recorded or {}).get("peak_bandwidth")
+    if live_bw and rec_bw and live_bw * FAR < rec_bw:
+        return f"its probe measured {live_bw / 1e9:.0f} GB/s against the recording's {rec_bw / 1e9:.0f} GB/s"
+    return None

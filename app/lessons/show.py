@@ -10,9 +10,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.lessons import conclusions, figures, gpu, load, measurement, probe_note, retime, switch, width_steps
+from app.lessons import conclusions, figures, gpu, load, measurement, pass_show, probe_note, retime, switch, width_steps
 from app.lessons.experiments import PLAIN
-from app.views import metrics, roofline
+from app.views import metrics
 
 
 def _chart(fig, key: str) -> None:
@@ -26,78 +26,6 @@ def _table(rows: list[dict]) -> None:
 def _noise_note(rows: list[dict]) -> None:
     if not any(figures.spread_of(r) for r in rows):
         st.caption("One run per cell: single runs are noisy, so read trends, not the second decimal.")
-
-
-def show_memory_bound(m: dict, s: dict, label: str = "") -> None:
-    rows = m["rows"]
-    fig = roofline.pass_cost_figure(rows, m.get("ridge_tokens"))
-    _chart(
-        figures.frame(
-            fig,
-            "Time of one pass against the tokens it carries (flat: idle arithmetic; climbing in step: arithmetic sets the pace)",
-            label,
-            height=400,
-        ),
-        "lesson1_fig",
-    )
-    peaks = roofline.peak_share_figure(rows, m["peak_bandwidth"], m["peak_flops"], m.get("ridge_tokens"))
-    _chart(peaks, "lesson1_peaks")
-    st.caption(
-        f"The regime is read from the numbers: {roofline.REGIME_RULE}. The bandwidth and FLOP/s are SpecLab's "
-        "counted bytes and FLOPs over the measured time, not hardware counters; a share above 100% means the "
-        "quick probe's copy and matmul underestimate what this pass reaches (caches, a different kernel)."
-    )
-    _table(
-        [
-            {
-                "tokens per pass": r["tokens_per_pass"],
-                "ms": round(r["ms"], 2),
-                "ms per token": round(r["ms_per_token"], 2),
-                "GFLOP": round(r["flops"] / 1e9, 2),
-                "FLOP/byte": round(r["flops"] / r["bytes"], 2) if r["bytes"] else None,
-            }
-            for r in rows
-        ]
-    )
-    st.success("\n\n".join(conclusions.memory_bound_conclusion(m)))
-
-
-def show_more_flops(m: dict, s: dict, label: str = "") -> None:
-    _chart(figures.more_flops_figure(m, s, label), "lesson2_fig")
-    _table(figures.more_flops_table(m, s))
-    st.success(conclusions.more_flops_conclusion(m["m"]))
-    seed = m["seed"]
-    st.markdown(
-        f"**Barrow's example: {seed['passes'][0]['tokens_per_pass']} tokens per pass, made two ways** (one "
-        f"target pass each over a {seed['context']}-token context; {seed['rounds']} rounds alternating the two, "
-        "median of 5 timed passes per round; FLOPs and bytes are the engine's counts, engine/costs.py)"
-    )
-    _table(
-        [
-            {
-                "pass": p["label"],
-                "ms (median)": round(p["ms"], 2),
-                "rounds (ms)": ", ".join(f"{t:.1f}" for t in p["times_ms"]),
-                "GFLOP": round(p["flops"] / 1e9, 3),
-                "weight MB": round(p["weight_bytes"] / 1e6, 1),
-                "KV MB": round(p["kv_bytes"] / 1e6, 2),
-            }
-            for p in seed["passes"]
-        ]
-    )
-    st.info(conclusions.seed_conclusion(seed))
-
-
-def show_past_the_ridge(m: dict, s: dict, label: str = "") -> None:
-    _chart(figures.past_the_ridge_figure(m, s, label), "lesson3_fig")
-    _table(figures.past_the_ridge_table(m, s))
-    with st.expander("Each run in words (verify cost, draft share)"):
-        name, depth = conclusions.drafter_label(m["drafter"]), int(s["depth"])
-        runs = sorted(m["runs"], key=lambda r: r["batch"])
-        lines = [conclusions.ridge_run_line(name, r["batch"], r, depth) for r in runs]
-        lines.append(conclusions.ridge_run_line("n-gram lookup, extractive prompts", runs[-1]["batch"], m["ngram"], depth))
-        st.markdown("\n".join(lines))
-    st.success("\n\n".join(conclusions.past_the_ridge_conclusion(m, int(s["depth"]))))
 
 
 def _settings_note(m: dict, s: dict) -> None:
@@ -168,10 +96,10 @@ def show_width(m: dict, s: dict, label: str = "") -> None:
     st.success("\n\n".join(conclusions.width_conclusion(m)))
 
 
-SHOW = {
-    "memory_bound": show_memory_bound,
-    "more_flops": show_more_flops,
-    "past_the_ridge": show_past_the_ridge,
+SHOW = {  # lessons 1-3: app/lessons/pass_show.py
+    "memory_bound": pass_show.show_memory_bound,
+    "more_flops": pass_show.show_more_flops,
+    "past_the_ridge": pass_show.show_past_the_ridge,
     "turn_it_off": show_turn_it_off,
     "adaptive": show_adaptive,
     "by_load": show_by_load,

@@ -83,12 +83,17 @@ def verdict(m: dict) -> str:
     plain = m.get("plain_step_ms")
     if plain is None:
         return out + " No plain step was measured beside it, so this run cannot say whether the step saved time."
-    total = gained * plain
+    total, verify = gained * plain, m["verify_ms"] / plain
+    cost = (
+        f"cost {verify:.2f}× a whole plain step"
+        if verify >= 1
+        else f"read {verify:.2f}× a whole plain step, the same as one within noise (a pass with more tokens is not cheaper)"
+    )
     if step < total:
         return out + (
             f" Plain decoding needs {gained} step(s) for them, {total:.1f} ms at {plain:.1f} ms each; this step took "
-            f"{step:.1f} ms ({total / step:.2f}× less), because its one pass over k + 1 tokens cost "
-            f"{m['verify_ms'] / plain:.2f}× a whole plain step. One step timed once: lessons 1 to 3 measure it properly."
+            f"{step:.1f} ms ({total / step:.2f}× less), because its one pass over {m['tokens_per_pass']} tokens {cost}. "
+            "One step timed once: lessons 1 to 3 measure it properly."
         )
     return out + (
         f" Plain decoding needs {gained} step(s) for them, {total:.1f} ms at {plain:.1f} ms each; this step took "

@@ -10,9 +10,10 @@ beside other work (load average above the core count, or other processes keeping
 during a run: measurement.disturbed) gets a note that starts "DISTURBED", which the page shows as a warning.
 Every contender runs several times, interleaved, and the recording keeps each run (the spread).
 The step-through trace is a real batch-1 greedy EAGLE run, saved with Trace.to_json and read back with
-the strict loader. Rerun to refresh (several minutes on a 2-core CPU):
+the strict loader. Lessons 1-3 choose their settings from this machine's pass curve (app/lessons/pass_lessons.py);
+--refresh-curve measures it again first. Rerun to refresh (several minutes on a 2-core CPU):
 
-    python scripts/record/record_lessons.py [--only memory_bound,more_flops] [--note "shared, noisy machine"]
+    python scripts/record/record_lessons.py [--only memory_bound,more_flops] [--refresh-curve] [--note "shared, noisy machine"]
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from pathlib import Path
 
 from app.lessons import measurement
 from app.lessons.experiments import EXPERIMENTS
+from app.lessons.knee import room_tokens
+from app.lessons.pass_lessons import machine_curve
 from engine import DecodeConfig, Trace, generate, load_pair
 from engine.bench.prompts import batch_prompts
 from engine.decoding.passcurve import pass_curve
@@ -53,11 +56,33 @@ def record_step_through(pair, peaks: dict, date: str, tree: bool = False) -> Pat
     return path
 
 
+CURVE_TRIES = 4
+
+
+def steady_curve(pair):
+    """This machine's pass curve measured again (it is cached for the app and the lessons that choose their settings
+    from it) until two measurements in a row agree on the room (app/lessons/knee.py), at most CURVE_TRIES times: a
+    room that moves between two measurements was set by noise, not by the machine."""
+    rooms = []
+    for _ in range(CURVE_TRIES):
+        curve = pass_curve(pair, refresh=True)
+        rooms.append(room_tokens(curve.tokens, curve.ms))
+        print(f"pass curve: 1 token {curve.ms[0]:.2f} ms, room {rooms[-1]} tokens", flush=True)
+        if len(rooms) > 1 and rooms[-1] == rooms[-2]:
+            break
+    return curve
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma list of experiment names (default: all)")
     parser.add_argument("--note", default="a shared 2-core machine", help="said beside the machine's name wherever the recording is shown")
     parser.add_argument("--skip-step", action="store_true", help="do not re-record the step-through trace")
+    parser.add_argument(
+        "--refresh-curve",
+        action="store_true",
+        help="measure this machine's pass curve again first (lessons 1-3 choose their settings from it: do it on a quiet machine)",
+    )
     args = parser.parse_args()
     names = [n for n in args.only.split(",") if n] or [n for n in EXPERIMENTS if n != "one_step"]  # lesson 0 ships the step trace
     unknown = [n for n in names if n not in EXPERIMENTS]
@@ -66,7 +91,10 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     pair = load_pair()
     hw = probe(pair.device, pair.dtype, quick=True)
-    pass_curve(pair)  # as the app's warm-up has it (app/resources.py): measured once per machine, not in a lesson's time
+    curve = steady_curve(pair) if args.refresh_curve else pass_curve(pair)  # as the app's warm-up has it (app/resources.py)
+    print(f"pass curve measured {curve.measured_at}: 1 token {curve.ms[0]:.2f} ms, room {room_tokens(curve.tokens, curve.ms)}", flush=True)
+    small, room = machine_curve(pair, refresh=True)  # lessons 1-3's room, shared by the three recordings
+    print(f"lessons 1-3: room {room} tokens ({small['key']})", flush=True)
     date = dt.date.today().isoformat()
     print(f"{hw.device_name}, {hw.dtype}, {date}", flush=True)
     for name in names:

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from app.lessons import figures as F
-from app.lessons import measurement
+from app.lessons import measurement, noise, pass_figures
 
 ROOT = Path(__file__).resolve().parents[2]
-DRAWN = ("more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width")
+DRAWN = ("memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width")
 TABLED = ("more_flops", "past_the_ridge", "turn_it_off", "adaptive")
+PASS_LESSONS = ("memory_bound", "more_flops", "past_the_ridge")  # drawn by app/lessons/pass_figures.py
 HOSTILE = '<img src=x onerror="alert(1)"><b>evil</b>'
 
 
@@ -33,30 +34,35 @@ def _texts(fig) -> str:
 def test_every_recording_draws_with_its_label(name):
     rec = _rec(name)
     label = f"recorded on {rec['machine']}, {rec['date']}"
-    fig = getattr(F, f"{name}_figure")(rec["measurement"], rec["settings"], label)
+    module = pass_figures if name in PASS_LESSONS else F
+    fig = getattr(module, f"{name}_figure")(rec["measurement"], rec["settings"], label)
     assert fig.data, "a figure with no trace"
     assert rec["date"] in fig.layout.title.text and rec["machine"] in fig.layout.title.text
     fig.to_json()  # serialisable, as st.plotly_chart needs
     if name in TABLED:
-        rows = getattr(F, f"{name}_table")(rec["measurement"], rec["settings"])
+        rows = getattr(module, f"{name}_table")(rec["measurement"], rec["settings"])
         assert rows and F.table_height(rows) >= F.HEADER_PX + F.ROW_PX * len(rows)
 
 
-def test_more_flops_bars_are_the_measured_flops_and_times():
+def test_more_flops_draws_flops_bytes_and_time_per_decoded_token():
     m, s = _rec("more_flops")["measurement"], _rec("more_flops")["settings"]
-    fig = F.more_flops_figure(m, s)
-    useful, wasted, times = fig.data
-    for i, lane in enumerate((m["ar"], m["spec"])):
-        assert useful.y[i] + wasted.y[i] == pytest.approx(lane["summary"]["flops"] / 1e9)
-        assert times.y[i] == lane["summary"]["wall_s"]
-    # the claim the chart makes visible, on this recording: FLOPs up, time down
-    assert sum(x[1] for x in (useful.y, wasted.y)) > sum(x[0] for x in (useful.y, wasted.y)) and times.y[1] < times.y[0]
+    fig = pass_figures.more_flops_figure(m, s)
+    ratios, useful, wasted = fig.data
+    costs = m["decode_costs"]
+    per = {k: (c["flops"] / c["tokens"], c["bytes"] / c["tokens"]) for k, c in costs.items()}
+    assert list(ratios.x) == ["FLOPs done", "bytes moved", "time"]
+    assert ratios.y[0] == pytest.approx(per["spec"][0] / per["ar"][0]) and ratios.y[1] == pytest.approx(per["spec"][1] / per["ar"][1])
+    assert ratios.y[2] == pytest.approx(1 / noise.speedup(m)["value"])  # time per decoded token: the speedup's inverse
+    for i, key in enumerate(("ar", "spec")):
+        assert (useful.y[i] + wasted.y[i]) * 1e6 == pytest.approx(per[key][0])
+    # the trade the lesson argues, visible on this recording: FLOPs not fewer, bytes and time far fewer
+    assert ratios.y[0] >= 1.0 and ratios.y[1] < 0.5 and ratios.y[2] < 1.0
 
 
-def test_past_the_ridge_shows_speedups_per_drafter_and_tokens_against_the_ridge():
+def test_past_the_ridge_shows_speedups_per_drafter_and_tokens_against_the_room():
     rec = _rec("past_the_ridge")
     m, s = rec["measurement"], rec["settings"]
-    points = F.ridge_points(m, s)
+    points = pass_figures.ridge_points(m, s)
     big = max(r["batch"] for r in m["runs"])
     assert {(p["drafter"], p["batch"]) for p in points} == {
         ("EAGLE head", 1),
@@ -65,16 +71,12 @@ def test_past_the_ridge_shows_speedups_per_drafter_and_tokens_against_the_ridge(
     }
     run = next(r for r in m["runs"] if r["batch"] == big)
     eagle_big = next(p for p in points if p["drafter"] == "EAGLE head" and p["batch"] == big)
-
-    def rate(lane):  # the median of the interleaved runs where the lane was repeated, else its one run
-        return lane["tokens_per_s_runs"]["median"] if lane.get("tokens_per_s_runs") else lane["summary"]["tokens_per_s"]
-
-    assert eagle_big["speedup"] == pytest.approx(rate(run["spec"]) / rate(run["ar"]))
-    assert eagle_big["spec_tokens"] == big * (s["depth"] + 1)
-    fig = F.past_the_ridge_figure(m, s)
-    assert f"ridge ≈ {m['ridge_tokens']:.0f}" in _texts(fig)
-    no_ridge = {**m, "ridge_tokens": None}
-    assert "ridge ≈" not in _texts(F.past_the_ridge_figure(no_ridge, s))
+    assert eagle_big["speedup"] == noise.speedup(run)["value"]  # the one statistic of chart, table and words
+    assert eagle_big["spec_tokens"] == big * (m["chosen"]["depth"] + 1)
+    fig = pass_figures.past_the_ridge_figure(m, s)
+    assert f"room ≈ {m['chosen']['room']} tokens" in _texts(fig)
+    bars = [tr for tr in fig.data if tr.type == "bar" and tr.name == "EAGLE head"][0]
+    assert [round(y, 6) for y in bars.y] == [round(p["speedup"], 6) for p in points if p["drafter"] == "EAGLE head"]
 
 
 def test_hostile_names_and_label_are_escaped():
@@ -96,9 +98,11 @@ def test_spread_draws_whiskers_only_when_repeated():
     m, s = copy.deepcopy(rec["measurement"]), rec["settings"]
     for key in ("ar", "on", "off"):  # an older recording's single runs ...
         m[key].pop("tokens_per_s_runs", None)
+        m[key].pop("decode_tokens_per_s_runs", None)
     assert F.turn_it_off_figure(m, s).data[0].error_y.array is None  # ... draw no whisker
     for key, (lo, med, hi) in {"ar": (300, 330, 340), "on": (200, 210, 230), "off": (320, 335, 350)}.items():
-        m[key]["tokens_per_s_runs"] = {"values": [lo, med, hi], "median": med, "min": lo, "max": hi}
+        m[key]["decode_tokens_per_s_runs"] = {"values": [lo, med, hi], "median": med, "min": lo, "max": hi}
+        m[key]["tokens_per_s_runs"] = m[key]["decode_tokens_per_s_runs"]
     bars = F.turn_it_off_figure(m, s).data[0]
     assert list(bars.y) == [330, 210, 335]
     assert list(bars.error_y.array) == [10, 20, 15] and list(bars.error_y.arrayminus) == [30, 10, 15]

@@ -114,6 +114,11 @@ def test_the_verdict_is_computed_both_ways():
     assert "lossless" in verdict(BASE | {"step_ms": 40.0, "plain_step_ms": 28.0, "same_text": True})
     assert "different text" in verdict(BASE | {"step_ms": 40.0, "plain_step_ms": 28.0, "same_text": False})
     assert "(a bonus)" in verdict(BASE | {"step_ms": 40.0, "plain_step_ms": None, "next_kind": "bonus", "accepted": 4, "gained": 5})
+    assert "one pass over 5 tokens cost 1.11× a whole plain step" in faster
+    # checking five tokens never reads cheaper than making one: a verify below a plain step is "the same within noise"
+    noisy = verdict(BASE | {"step_ms": 40.0, "plain_step_ms": 33.0})
+    assert "read 0.94× a whole plain step, the same as one within noise (a pass with more tokens is not cheaper)" in noisy
+    assert "cost 0.94×" not in noisy
 
 
 def test_plain_beside_the_step_figure_and_rows(trace):

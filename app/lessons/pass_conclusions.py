@@ -1,0 +1,395 @@
+"""Lessons 1-3's conclusions, as text computed from what the experiment measured (no streamlit).
+
+Each function takes the measurement app/lessons/pass_lessons.py returns, live or recorded, and returns Markdown.
+Every claim is decided by the run's own numbers: a pass's cost against the one-token pass and the room
+(app/lessons/knee.py: within knee.ROOM× a one-token pass), a winner only beyond the spread of the interleaved
+rounds, a round far outside the others left out and named (app/lessons/noise.py), speedups decoding alone (the
+prompt's pass apart) with the whole run beside them, and one statistic for the chart, its table and these words
+(noise.speedup). A pass carrying more tokens is never called cheaper than a smaller one: where its median is lower
+the text says "the same within noise". No outcome is written in advance. conclusions.py re-exports these.
+"""
+
+from __future__ import annotations
+
+from app.lessons import knee, noise
+from app.lessons.noise import serving_note, step_costs
+from app.views import metrics, roofline
+
+NEARLY_FREE = knee.ROOM  # a pass within this factor of the one-token (or plain) pass counts as nearly free
+IN_STEP = 0.75  # a pass whose time grew by at least this share of its FLOPs' growth grew with its arithmetic
+SAME_TIME = 1.10  # two passes within this factor of each other took "about the same time"
+
+
+def drafter_label(kind: str) -> str:
+    return {"eagle": "EAGLE head", "model": "draft model", "ngram": "n-gram lookup"}.get(kind, kind)
+
+
+def draft_share(lane: dict) -> float:
+    """Fraction of the decode steps' time a lane spent drafting (app/lessons/lane_stats.py `draft_share`)."""
+    return lane["draft_share"]
+
+
+def _row_at(rows: list[dict], tokens: int) -> dict:
+    return min(rows, key=lambda r: abs(r["tokens_per_pass"] - tokens))
+
+
+def _rounds(row: dict) -> str:
+    sp = row.get("ms_runs")
+    return f" (rounds {sp['min']:.1f}–{sp['max']:.1f})" if sp and len(sp["values"]) > 1 else ""
+
+
+def cheaper_notes(rows: list[dict]) -> list[str]:
+    """Where a pass carrying more tokens has a lower median than a smaller one: 'the same within noise' when their
+    rounds overlap, else what that is (a kernel that suits that size), never 'cheaper tokens'."""
+    out = []
+    for small, large in zip(rows, rows[1:]):
+        if large["ms"] >= small["ms"]:
+            continue
+        a, b = small.get("ms_runs"), large.get("ms_runs")
+        head = f"The {large['tokens_per_pass']}-token pass read {large['ms']:.2f} ms"
+        head += f" against {small['ms']:.2f} ms for {small['tokens_per_pass']}"
+        if a and b and not noise.same_within_noise(a, b):
+            out.append(f"{head}: lower beyond its rounds' spread, a kernel path that suits that size, not cheaper tokens.")
+        else:
+            out.append(f"{head}: the same within noise (their rounds overlap), not a cheaper pass.")
+    return out
+
+
+def _past_line(rows: list[dict], room: int, past: dict) -> str:
+    one, n = rows[0], past["tokens_per_pass"]
+    ratio = past["ms"] / one["ms"]
+    extra = (past["ms"] - one["ms"]) / (n - 1) if n > 1 else 0.0
+    fixed = max(0.0, one["ms"] - extra)  # the part of a pass that does not grow with its tokens (a straight line's intercept)
+    head = f"The {n}-token pass ({n / room:.0f}× the room) cost {past['ms']:.1f} ms{_rounds(past)}, "
+    head += f"{ratio:.2f}× the one-token pass for {n}× the tokens"
+    if ratio <= NEARLY_FREE:
+        return head + ": still nearly free, so this machine's room reaches past this pass."
+    a, b = one.get("ms_runs"), past.get("ms_runs")
+    beyond = " beyond the rounds' spread" if a and b and b["min"] > NEARLY_FREE * a["max"] else ""
+    return head + (
+        f": more than {NEARLY_FREE}×{beyond}, so past the room the extra tokens cost real time (about {extra:.2f} ms each); "
+        f"still far from {n}×, because about {fixed:.1f} ms of every pass ({fixed / past['ms']:.0%} of this one) did not "
+        "depend on its tokens."
+        if ratio < n / 2
+        else f": close to {n}×: past the room each token cost nearly a whole pass of its own."
+    )
+
+
+def memory_bound_conclusion(result: dict) -> list[str]:
+    """Lesson 1's conclusion: the room read from the measured rows, the pass past it, the regime against the probed
+    peaks, the ridge the probe predicts against the room measured, and any larger pass that read cheaper."""
+    rows = sorted(result["rows"], key=lambda r: r["tokens_per_pass"])
+    one = rows[0]
+    room = knee.room_tokens([r["tokens_per_pass"] for r in rows], [r["ms"] for r in rows])
+    past = _row_at(rows, knee.PAST * room)  # the pass past the room: pass_lessons.read_tokens reads the same row
+    inside = _row_at(rows, room)
+    lines = [
+        f"One token: {one['ms']:.1f} ms{_rounds(one)}. "
+        + (
+            f"Up to {room} tokens a pass cost at most {NEARLY_FREE}× that ({inside['ms']:.1f} ms for {room}): this machine's "
+            "room, read from these rows. Inside it the extra tokens rode on idle arithmetic."
+            if room > 1 and len(rows) > 1
+            else f"Already the {rows[1]['tokens_per_pass'] if len(rows) > 1 else 2}-token pass cost more than {NEARLY_FREE}× "
+            "the one-token pass: on this machine there is no room to fill."
+        )
+    ]
+    if past["tokens_per_pass"] > room:
+        lines.append(_past_line(rows, room, past))
+    shares = roofline.peak_shares(rows, result["peak_bandwidth"], result["peak_flops"])
+    low, high = shares[0], shares[-1]
+    text = (
+        f"Against the probed peaks ({result['peak_bandwidth'] / 1e9:.0f} GB/s, {result['peak_flops'] / 1e9:.0f} GFLOP/s, "
+        f"{result['dtype']}): the one-token pass did {low['intensity']:.2f} FLOP per byte it read and reached "
+        f"{low['bandwidth_share']:.0%} of peak bandwidth and {low['flops_share']:.0%} of peak FLOP/s, so it was "
+        f"**{low['regime']}**; the {high['tokens_per_pass']}-token pass reached {high['bandwidth_share']:.0%} and "
+        f"{high['flops_share']:.0%}: **{high['regime']}** by that rule."
+    )
+    if len(rows) > 1:
+        prev, last = rows[-2], rows[-1]
+        grew, more = last["ms"] / prev["ms"], last["flops"] / prev["flops"]
+        in_step = grew - 1 >= IN_STEP * (more - 1) and more > 1
+        text += (
+            f" From {prev['tokens_per_pass']} to {last['tokens_per_pass']} tokens its time grew {grew:.2f}× for "
+            f"{more:.2f}× the FLOPs: "
+            + (
+                "in step with the arithmetic, so the arithmetic was setting its time (the quick probe's peak is "
+                "not what these kernels reach)."
+                if in_step and high["regime"] != "compute-bound"
+                else "in step with the arithmetic."
+                if in_step
+                else "less than the arithmetic grew: part of that pass's time still did not depend on its tokens."
+            )
+        )
+    lines.append(text)
+    ridge = result.get("ridge_tokens")
+    if ridge:
+        lines.append(
+            f"The probed peaks put the ridge at {result['ridge_point']:.1f} FLOP/byte, about {ridge:.0f} tokens per pass for "
+            f"this model; the room these rows measured is {room} token{'s' if room != 1 else ''}. The probe's ridge is an "
+            "estimate from two quick kernels; the measured curve decides where extra tokens start to cost."
+        )
+    return lines + cheaper_notes(rows)
+
+
+def _consistent(run: dict) -> dict:
+    """A run's compare numbers with its step cost taken from the lanes' means (step_costs), so the speedup's
+    reason and the verify figure use one statistic, and its speedup the median over rounds (noise.speedup)."""
+    verify, step = step_costs(run)
+    sp = noise.speedup(run) if "ar" in run else None
+    return run["m"] | {"median_verify_ratio": verify, "step_cost_ratio": step} | ({"speedup": sp["value"]} if sp else {})
+
+
+def speedup_words(run: dict) -> str:
+    """'1.42× (rounds 1.30–1.55×; whole run, prefill included: 1.21×)': the speedup every chart, table and sentence of
+    lessons 2 and 3 shows, decoding alone, with the whole-run figure beside it, labelled."""
+    sp, whole = noise.speedup(run), noise.speedup(run, whole=True)
+    if sp is None:
+        return f"{run['m']['speedup']:.2f}× (one run each)"
+    parts = [f"rounds {sp['lo']:.2f}–{sp['hi']:.2f}×"] if sp["rounds"] > 1 else []
+    parts += [noise.far_text(run)] if sp["far"] else []
+    parts += [f"whole run, prefill included: {whole['value']:.2f}×"] if whole and sp["decode"] else []
+    parts += [] if sp["decode"] else ["whole run: this recording did not time decoding apart from the prompt's pass"]
+    return f"{sp['value']:.2f}×" + (f" ({'; '.join(parts)})" if parts else "")
+
+
+def verdict_words(run: dict) -> str:
+    v = noise.verdict(run)
+    return {1: "faster in every round", -1: "slower in every round", 0: "no clear winner: the rounds overlap"}[v]
+
+
+def step_cost_words(ratio: float | None, what: str = "a verify pass") -> str:
+    """'a verify pass cost 1.12× a plain step (within 1.25×: nearly free)', and a pass carrying more tokens that
+    read below one plain step is 'the same as a plain step within noise', never cheaper."""
+    if ratio is None:
+        return ""
+    if ratio < 1:
+        return f"{what} read {ratio:.2f}× a plain step: the same as a plain step within noise (a pass with more tokens is not cheaper)"
+    free = f"within {NEARLY_FREE}×: nearly free" if ratio <= NEARLY_FREE else f"above {NEARLY_FREE}×: not free"
+    return f"{what} cost {ratio:.2f}× a plain step ({free})"
+
+
+def per_token(m: dict) -> dict | None:
+    """Lesson 2's decode steps per decoded token, speculative ÷ plain: FLOPs, bytes moved, and time (decode rates)."""
+    costs = m.get("decode_costs")
+    if not costs or not costs["ar"]["tokens"] or not costs["spec"]["tokens"]:
+        return None
+    a, b = costs["ar"], costs["spec"]
+    sp = noise.speedup(m)
+    return {
+        "flops": (b["flops"] / b["tokens"]) / (a["flops"] / a["tokens"]),
+        "bytes": (b["bytes"] / b["tokens"]) / (a["bytes"] / a["tokens"]),
+        "time": 1 / sp["value"] if sp else None,
+        "wasted": b["flops_wasted"] / b["flops"] if b["flops"] else 0.0,
+    }
+
+
+def more_flops_conclusion(run: dict) -> str:
+    """Lesson 2's conclusion from its measurement ({ar, spec, m, decode_costs, …}): FLOPs and bytes per decoded
+    token, the speedup decoding alone beside the whole run, and what a verify pass cost."""
+    m = _consistent(run) if "m" in run else run
+    ratios = per_token(run) if "m" in run else None
+    ops = m.get("operations_factor")
+    if ratios:
+        text = (
+            f"Per decoded token (the prompt's pass left out), speculation did {ratios['flops']:.2f}× the FLOPs of plain "
+            f"decoding and moved {ratios['bytes']:.2f}× the bytes: "
+            + (
+                "read the bars above. "
+                if ratios["flops"] < 1 or ratios["bytes"] >= 1
+                else "more arithmetic, far fewer bytes. "
+                if ratios["flops"] >= 1.005
+                else "the same arithmetic to within half a percent (every draft was accepted and drafting was free), far fewer bytes. "
+            )
+        )
+    else:
+        text = f"Speculation did {m['flops_ratio']:.2f}× the FLOPs of plain decoding. "
+    text += (f"Leviathan's operations factor for this run's α and k: {ops:.2f}×. " if ops else "") + (
+        f"{metrics.fmt_flops(m['flops_wasted'])} went on rejected draft tokens. "
+    )
+    if "m" in run:
+        text += f"Decoding alone it ran {speedup_words(run)} as fast as plain decoding, {verdict_words(run)}"
+    else:
+        text += f"It ran {m['speedup']:.2f}× as fast as plain decoding"
+    text += metrics.speedup_reason(m, "here")
+    verify = step_cost_words(m.get("median_verify_ratio"), "A verify pass")
+    return text + (f" {verify} (means over the decode steps)." if verify else "")
+
+
+# --- lesson 3: inside the room and past it ------------------------------------------------------------
+def ridge_run_line(label: str, batch: int, run: dict, depth: int) -> str:
+    m = _consistent(run)
+    steps = (
+        f"; {m['spec_decode_steps']} decode steps against {m['ar_decode_steps']} plain"
+        if m.get("spec_decode_steps") and m.get("ar_decode_steps")
+        else ""
+    )
+    verify = step_cost_words(m["median_verify_ratio"])
+    return (
+        f"- {label}, batch {batch}: {batch * (depth + 1)} tokens per pass (batch × (k + 1)); {verify or 'verify cost not recorded'}, "
+        f"a whole step {metrics.fmt(m['step_cost_ratio'])}× ({draft_share(run['spec']):.0%} of it drafting; means over the "
+        f"decode steps); α {metrics.fmt(m['alpha'])}, {metrics.fmt(m.get('kept_per_step'))} tokens kept per sequence per step"
+        f"{steps}; speedup decoding alone {speedup_words(run)}"
+        + (f"; {metrics.fmt(run['spec'].get('tpot_ms'), '.1f')} ms per output token of a request" if run["spec"].get("tpot_ms") else "")
+    )
+
+
+def room_of(result: dict) -> int | None:
+    """The room the run chose its settings from (its `chosen`), else read from its recorded curve, else None."""
+    chosen, curve = result.get("chosen") or {}, result.get("curve")
+    if chosen.get("room"):
+        return int(chosen["room"])
+    return knee.room_tokens(curve["tokens"], curve["ms"]) if curve else None
+
+
+def curve_line(result: dict, batch: int, depth: int) -> str | None:
+    """The room of this machine's pass curve in words (knee.room_words) and where the two verify passes sit on it
+    (None without a curve)."""
+    curve, room = result.get("curve"), room_of(result)
+    if not curve or not room:
+        return None
+    tokens, ms_ = curve["tokens"], curve["ms"]
+    n1, n = depth + 1, batch * (depth + 1)
+    where = "inside the room" if n1 <= room else f"already {n1 / room:.1f}× the room: this machine has no room for depth {depth}"
+    priced = knee.cost_at(tokens, ms_, n) / knee.cost_at(tokens, ms_, batch)
+    return (
+        f"{knee.room_words(room, tokens, ms_)} (this machine's pass curve, measured {curve['measured_at'][:10]}.) Batch 1 at "
+        f"depth {depth} verifies {n1} tokens per pass, {where}; batch {batch}'s verify pass carries {n} tokens, "
+        f"{n / room:.1f}× the room, and the curve prices it at {priced:.2f}× a plain pass of the same batch ({batch} tokens)."
+    )
+
+
+def _ngram_line(result: dict, many: dict, name: str, bn: int) -> str | None:
+    ng, mn = _consistent(result["ngram"]), _consistent(many)
+    if ng["alpha"] is None or mn["alpha"] is None:
+        return None
+    s_ng, s_mn = noise.speedup(result["ngram"]), noise.speedup(many)
+    better = 0
+    if s_ng and s_mn and min(s_ng["rounds"], s_mn["rounds"]) > 1:  # every round of one above every round of the other
+        better = 1 if s_ng["lo"] > s_mn["hi"] else -1 if s_ng["hi"] < s_mn["lo"] else 0
+    text = (
+        f"The n-gram lookup at batch {bn}, the same {bn} × (k + 1) tokens per pass on extractive prompts, ran "
+        f"{speedup_words(result['ngram'])} plain decoding, {verdict_words(result['ngram'])} "
+        f"(the {name}: {s_mn['value'] if s_mn else mn['speedup']:.2f}×)"
+    )
+    kept_n, kept_m, step_n, step_m = ng.get("kept_per_step"), mn.get("kept_per_step"), ng.get("step_cost_ratio"), mn.get("step_cost_ratio")
+    if None not in (kept_n, kept_m, step_n, step_m):
+        text += (
+            f". What decides it is tokens kept per step against what a step costs: the lookup kept {kept_n:.2f} tokens per "
+            f"sequence per step for a step of {step_n:.2f} plain steps (drafting {draft_share(result['ngram']['spec']):.0%} of it, "
+            f"α {ng['alpha']:.2f}); the {name} kept {kept_m:.2f} for {step_m:.2f} (drafting {draft_share(many['spec']):.0%}, "
+            f"α {mn['alpha']:.2f})"
+        )
+    if better > 0 and noise.verdict(result["ngram"]) > 0:
+        text += ". At the same pass size the drafter decided: cheap drafts accepted often still paid past the room, every round"
+    elif better > 0:
+        text += f". Its rounds all beat the {name}'s, but it did not beat plain decoding in every round"
+    elif better < 0:
+        text += f". Its rounds were all below the {name}'s: on this run the cheaper drafter did not help"
+    else:
+        text += ". The two drafters' rounds overlap: no clear winner between them"
+    return text + "."
+
+
+def past_the_ridge_conclusion(result: dict, depth: int | None = None) -> list[str]:
+    """Lesson 3's conclusion: the room and where both passes sit on it, what a verify pass cost at each batch, the
+    speedup decoding alone at each (beyond the spread or not, the whole run beside it), per-request latency, and
+    what decides the n-gram run. depth: the settings' (a chosen depth in the measurement wins)."""
+    depth = int((result.get("chosen") or {}).get("depth") or depth or 0)
+    name = drafter_label(result["drafter"])
+    one, many = sorted(result["runs"], key=lambda r: r["batch"])
+    bn = many["batch"]
+    lines = [
+        f"With the {name}, decoding alone: {speedup_words(one)} at batch 1, {verdict_words(one)}; "
+        f"{speedup_words(many)} at batch {bn}, {verdict_words(many)}" + metrics.speedup_reason(_consistent(many), f"at batch {bn}")
+    ]
+    ngram = _ngram_line(result, many, name, bn)
+    if ngram:
+        lines.append(ngram)
+    (v1, s1), (vn, sn) = step_costs(one), step_costs(many)
+    if v1 is not None and vn is not None:
+        text = f"At batch 1 {step_cost_words(v1)}; at batch {bn} {step_cost_words(vn)}"
+        if s1 is not None and sn is not None:
+            text += f"; with drafting, a whole step cost {s1:.2f}× and {sn:.2f}× (means over the decode steps)"
+        lines.append(text + ".")
+    lines += [line for line in (curve_line(result, bn, depth),) if line]
+    ridge = result.get("ridge_tokens")
+    if ridge:
+        lines.append(
+            f"The probed peaks put the ridge at ≈ {ridge:.0f} tokens per pass for this model (an estimate from quick "
+            "kernels; the curve above is measured)."
+        )
+    lines.append(serving_note(many["ar"], many["spec"], bn))
+    return lines
+
+
+def live_against_recording(live: dict, recorded: dict, depth: int, live_machine: str, recorded_machine: str) -> str | None:
+    """Lesson 3, live against the shipped recording: None when they agree (speculation clearly paid, clearly lost or
+    neither at the large batch in both); else what differs and the measured reason (another machine, another room,
+    another large batch)."""
+    a, b = sorted(live["runs"], key=lambda r: r["batch"])[-1], sorted(recorded["runs"], key=lambda r: r["batch"])[-1]
+    if noise.verdict(a) == noise.verdict(b):
+        return None
+    text = (
+        f"Live on {live_machine} speculation ran {speedup_words(a)} plain decoding at batch {a['batch']}; the recording "
+        f"from {recorded_machine} measured {speedup_words(b)} at batch {b['batch']}. "
+    )
+    (va, _), (vb, _) = step_costs(a), step_costs(b)
+    if va is not None and vb is not None:
+        text += f"A verify pass cost {va:.2f}× a plain step here against {vb:.2f}× there. "
+    ra, rb = room_of(live), room_of(recorded)
+    da = int((live.get("chosen") or {}).get("depth") or depth)
+    db = int((recorded.get("chosen") or {}).get("depth") or depth)
+    if ra and rb:
+        na, nb = a["batch"] * (da + 1), b["batch"] * (db + 1)
+        text += (
+            f"This machine's room is {ra} tokens per pass, the recording machine's {rb}: {na} tokens per pass is "
+            f"{na / ra:.1f}× the room here, {nb} tokens {nb / rb:.1f}× there. Another machine, another room: where the "
+            "verify pass stops being nearly free moves with it."
+        )
+    else:
+        text += "Another machine has another room (the recording has no pass curve to compare)."
+    return text
+
+
+def seed_conclusion(seed: dict) -> str:
+    """Barrow's example measured: k+1 tokens per pass as a batch of k+1 at depth 0 and as one row at depth k."""
+    wide, deep = seed["passes"]
+    ratio = wide["ms"] / deep["ms"] if deep["ms"] > 0 else None
+    n = wide["tokens_per_pass"]
+    if ratio is None:
+        timing = "One of the passes took no measurable time."
+    elif 1 / SAME_TIME <= ratio <= SAME_TIME or noise.same_within_noise(
+        {"min": min(wide["times_ms"]), "max": max(wide["times_ms"])}, {"min": min(deep["times_ms"]), "max": max(deep["times_ms"])}
+    ):
+        timing = (
+            f"They took the same time within noise ({wide['ms']:.1f} against {deep['ms']:.1f} ms; within {SAME_TIME:.2f}× or "
+            f"their rounds overlap), as Barrow's example says: the pass costs what its {n} tokens cost, however they were gathered."
+        )
+    else:
+        more = "longer" if ratio > 1 else "less time"
+        timing = (
+            f"The batch-{wide['batch']} pass took {more}: {wide['ms']:.1f} against {deep['ms']:.1f} ms "
+            f"({ratio:.2f}×), beyond their rounds' spread and more than the {SAME_TIME:.2f}× this page calls the same time."
+        )
+    kv = wide["kv_bytes"] / deep["kv_bytes"] if deep["kv_bytes"] else None
+    diff = wide["flops"] - deep["flops"]
+    rel = diff / deep["flops"] if deep["flops"] else 0.0
+    if abs(rel) < 0.005:  # the same to the shown digits: say so, and name the difference that exists
+        flops = (
+            f"the same FLOPs to within {abs(rel):.2%} ({wide['flops'] / 1e9:.2f} GFLOP each: only the attention term "
+            f"differs, by {diff / 1e6:+.1f} MFLOP for the batch)"
+        )
+    else:
+        flops = (
+            f"{wide['flops'] / 1e9:.2f} against {deep['flops'] / 1e9:.2f} GFLOP ({rel:+.1%}, the attention term: "
+            f"{wide['batch']} rows each attend over their own context)"
+        )
+    return (
+        f"Both passes carry {n} tokens and read the {wide['weight_bytes'] / 1e6:.0f} MB of weights once. "
+        f"{timing} What differs is the KV cache: {wide['batch']} rows of context cost "
+        f"{wide['kv_bytes'] / 1e6:.1f} MB of KV reads against {deep['kv_bytes'] / 1e6:.1f} MB for one row"
+        + (f" ({kv:.1f}×)" if kv else "")
+        + f", and {flops}. And what the tokens buy: the batch moves {wide['batch']} sequences one token "
+        f"each; the single row moves one sequence by 1 plus however many of its {deep['new_tokens'] - 1} drafts "
+        "the target accepts."
+    )

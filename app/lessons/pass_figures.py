@@ -1,0 +1,237 @@
+"""Lessons 1-3's charts and the tables under them: measurement dict in, plotly Figure or table rows out (no streamlit).
+
+Every number a chart, its table and the words under it show comes from one statistic: a pass's median over its
+rounds (lesson 1), and for lessons 2 and 3 the speedup decoding alone as app/lessons/noise.py `speedup` computes it
+(the median over interleaved rounds of speculative ÷ plain, a round far outside the others left out), with the
+whole-run figure (prefill included) beside it, labelled. Text reaching a figure is escaped (figures.esc).
+"""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from app.lessons import knee, noise
+from app.lessons.figures import COLORS, PLAIN_COLOR, RIDGE_COLOR, WASTE_COLOR, _whiskers, esc, frame
+from app.lessons.pass_conclusions import drafter_label, per_token, room_of
+
+
+# --- lesson 1: the room, and past it ------------------------------------------------------------
+def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
+    """A pass's cost in one-token passes against the tokens it carries (log-log), with the rounds' range, the
+    room's line (knee.ROOM× a one-token pass) and the line of a cost in step with the tokens (n tokens, n×)."""
+    rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
+    base = rows[0]["ms"]
+    xs = [r["tokens_per_pass"] for r in rows]
+    vals = [
+        (r["ms"] / base, r["ms_runs"]["min"] / base, r["ms_runs"]["max"] / base) if r.get("ms_runs") else (r["ms"] / base, None, None)
+        for r in rows
+    ]
+    fig = go.Figure()
+    fig.add_scatter(x=xs, y=xs, mode="lines", name="in step with the tokens (n tokens cost n×)", line={"color": PLAIN_COLOR, "dash": "dot"})
+    fig.add_scatter(
+        x=xs,
+        y=[v for v, _, _ in vals],
+        mode="lines+markers+text",
+        name="measured: median of the rounds, whisker = their range",
+        line={"color": COLORS[0], "width": 3},
+        error_y=_whiskers(vals),
+        text=[f"{v:.2f}×" for v, _, _ in vals],
+        textposition="top left",
+        hovertemplate="%{x} tokens per pass: %{y:.2f}× a one-token pass<extra></extra>",
+    )
+    fig.add_hline(y=knee.ROOM, line_dash="dash", line_color=RIDGE_COLOR)
+    room = knee.room_tokens(xs, [r["ms"] for r in rows])
+    fig.add_annotation(
+        x=math.log10(xs[0]),
+        y=math.log10(knee.ROOM),
+        text=f"{knee.ROOM}× a one-token pass: the room reaches {room} token{'s' if room != 1 else ''} here",
+        showarrow=False,
+        xanchor="left",
+        yanchor="bottom",
+        font={"color": RIDGE_COLOR},
+    )
+    fig.update_xaxes(type="log", title_text="tokens per pass (batch 1)")
+    fig.update_yaxes(type="log", title_text="time ÷ a one-token pass")
+    return frame(fig, "Inside the room a pass costs about a one-token pass; past it, cost grows with the tokens", label, height=420)
+
+
+def memory_bound_table(m: dict) -> list[dict]:
+    rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
+    base = rows[0]["ms"]
+    out = []
+    for prev, r in zip([None, *rows], rows):
+        sp = r.get("ms_runs")
+        cheaper = prev is not None and r["ms"] < prev["ms"]
+        out.append(
+            {
+                "tokens per pass": r["tokens_per_pass"],
+                "ms (median)": round(r["ms"], 2),
+                "rounds (ms)": f"{sp['min']:.1f}–{sp['max']:.1f}" if sp else "one round",
+                "× one-token pass": round(r["ms"] / base, 2),
+                "note": "same within noise as the smaller pass" if cheaper else "",
+                "GFLOP": round(r["flops"] / 1e9, 2),
+                "FLOP/byte": round(r["flops"] / r["bytes"], 2) if r["bytes"] else None,
+            }
+        )
+    return out
+
+
+# --- lesson 2: more FLOPs, fewer bytes, less time -------------------------------------------------
+def more_flops_figure(m: dict, s: dict, label: str = "") -> go.Figure:
+    """Left: speculative ÷ plain per decoded token (decoding alone): FLOPs, bytes moved and time, against the line
+    of 1×. Right: FLOPs per decoded token, on kept tokens and on rejected drafts, plain against speculative."""
+    titles = ("speculative ÷ plain, per decoded token", "FLOPs per decoded token (MFLOP)")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, column_widths=[0.55, 0.45])
+    ratios = per_token(m)
+    if ratios:
+        names = ["FLOPs done", "bytes moved", "time"]
+        ys = [ratios["flops"], ratios["bytes"], ratios["time"]]
+        fig.add_bar(
+            x=names,
+            y=ys,
+            marker={"color": [COLORS[0], COLORS[1], COLORS[2]], "pattern": {"shape": ["", "/", "."]}},
+            text=[f"{y:.2f}×" if y is not None else "" for y in ys],
+            textposition="outside",
+            name="speculative ÷ plain",
+            showlegend=False,
+            row=1,
+            col=1,
+        )
+        fig.add_hline(y=1.0, line_dash="dot", line_color="#333", annotation_text="1× = the same as plain", row=1, col=1)
+        costs = m["decode_costs"]
+        lanes = [("plain", costs["ar"]), ("speculative", costs["spec"])]
+        useful = [(c["flops"] - c["flops_wasted"]) / c["tokens"] / 1e6 for _, c in lanes]
+        wasted = [c["flops_wasted"] / c["tokens"] / 1e6 for _, c in lanes]
+        fig.add_bar(x=[n for n, _ in lanes], y=useful, name="FLOPs on kept tokens", marker_color=COLORS[0], row=1, col=2)
+        fig.add_bar(
+            x=[n for n, _ in lanes],
+            y=wasted,
+            name="FLOPs on rejected drafts (wasted)",
+            marker={"color": WASTE_COLOR, "pattern": {"shape": "/"}},
+            row=1,
+            col=2,
+        )
+    frame(fig, "More FLOPs, far fewer bytes, less time: speculation does more arithmetic per token and reads the weights less often", label)
+    fig.update_layout(barmode="stack")
+    return fig
+
+
+def more_flops_table(m: dict, s: dict) -> list[dict]:
+    costs = m.get("decode_costs") or {}
+    out = []
+    for name, key in (("plain", "ar"), ("speculative", "spec")):
+        ln, c = m[key], costs.get(key)
+        runs, decode = noise.rate_runs(ln)
+        whole = ln.get("tokens_per_s_runs")
+        out.append(
+            {
+                "decoding": name,
+                "tokens/s, decoding alone" if decode else "tokens/s, whole run": round(runs["median"], 1) if runs else None,
+                "rounds": f"{runs['min']:.0f}–{runs['max']:.0f}" if runs else "one run",
+                "tokens/s, whole run (prefill included)": round(whole["median"], 1) if whole else None,
+                "decode passes": int(ln["decode_steps"]),
+                "MFLOP per decoded token": round(c["flops"] / c["tokens"] / 1e6) if c else None,
+                "MB moved per decoded token": round(c["bytes"] / c["tokens"] / 1e6, 1) if c else None,
+            }
+        )
+    return out
+
+
+# --- lesson 3: inside the room and past it ----------------------------------------------------------
+def ridge_points(m: dict, s: dict) -> list[dict]:
+    """One point per (drafter, batch): the speedup decoding alone as noise.speedup has it (median over rounds, their
+    range, rounds left out), the whole run's, tokens per pass plain and speculative, α."""
+    model = drafter_label(m["drafter"])
+    runs = sorted(m["runs"], key=lambda r: r["batch"])
+    pairs = [(model, r["batch"], r) for r in runs] + [("n-gram lookup, extractive prompts", runs[-1]["batch"], m["ngram"])]
+    out = []
+    for name, batch, run in pairs:
+        depth = int(run["spec"].get("depth") or s.get("depth") or 0)
+        sp, whole = noise.speedup(run), noise.speedup(run, whole=True)
+        out.append(
+            {
+                "drafter": name,
+                "batch": batch,
+                "speedup": sp["value"] if sp else run["m"]["speedup"],
+                "lo": sp["lo"] if sp and sp["rounds"] > 1 else None,
+                "hi": sp["hi"] if sp and sp["rounds"] > 1 else None,
+                "far": sp["far"] if sp else [],
+                "decode": bool(sp and sp["decode"]),
+                "whole": whole["value"] if whole else run["m"].get("whole_run_speedup"),
+                "verdict": noise.verdict(run),
+                "plain_tokens": batch,
+                "spec_tokens": batch * (depth + 1),
+                "alpha": run["spec"]["summary"].get("alpha"),
+            }
+        )
+    return out
+
+
+def past_the_ridge_figure(m: dict, s: dict, label: str = "") -> go.Figure:
+    points = ridge_points(m, s)
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("speedup over plain decoding, decoding alone", "tokens per pass against this machine's room")
+    )
+    batches = sorted({p["batch"] for p in points})
+    for i, name in enumerate(dict.fromkeys(p["drafter"] for p in points)):
+        mine = [p for p in points if p["drafter"] == name]
+        vals = [(p["speedup"], p["lo"], p["hi"]) for p in mine]
+        fig.add_bar(
+            x=[f"batch {p['batch']}" for p in mine],
+            y=[v for v, _, _ in vals],
+            name=esc(name),
+            marker_color=COLORS[i % len(COLORS)],
+            error_y=_whiskers(vals),
+            text=[f"{v:.2f}×" for v, _, _ in vals],
+            textposition="outside",
+            row=1,
+            col=1,
+        )
+        fig.add_scatter(
+            x=[f"batch {p['batch']}" for p in mine],
+            y=[p["whole"] for p in mine],
+            mode="markers",
+            marker={"symbol": "diamond-open", "size": 11, "color": "#333"},
+            name="whole run, prefill included",
+            showlegend=i == 0,
+            legendgroup="whole",
+            row=1,
+            col=1,
+        )
+    fig.add_hline(y=1.0, line_dash="dot", line_color="#333", annotation_text="1× = no gain", row=1, col=1)
+    first = points[0]["drafter"]
+    depth_tokens = {p["batch"]: p["spec_tokens"] for p in points if p["drafter"] == first}
+    xs = [f"batch {b}" for b in batches]
+    fig.add_bar(x=xs, y=batches, name="plain: tokens per pass", marker_color=PLAIN_COLOR, row=1, col=2)
+    fig.add_bar(
+        x=xs,
+        y=[depth_tokens.get(b) for b in batches],
+        name="speculative verify: tokens per pass",
+        marker={"color": COLORS[0], "pattern": {"shape": "x"}},
+        row=1,
+        col=2,
+    )
+    room = room_of(m)
+    if room:
+        fig.add_hline(y=room, line_dash="dash", line_color=RIDGE_COLOR, annotation_text=f"room ≈ {room} tokens", row=1, col=2)
+    return frame(fig, "Inside the room speculation pays; past it, each draft token costs time and the drafter decides", label, height=420)
+
+
+def past_the_ridge_table(m: dict, s: dict) -> list[dict]:
+    words = {1: "faster every round", -1: "slower every round", 0: "rounds overlap"}
+    return [
+        {
+            "drafter": p["drafter"],
+            "batch": p["batch"],
+            "tokens per pass (plain → verify)": f"{p['plain_tokens']} → {p['spec_tokens']}",
+            "speedup, decoding alone" if p["decode"] else "speedup (whole run only)": round(p["speedup"], 2),
+            "rounds": f"{p['lo']:.2f}–{p['hi']:.2f}" if p["lo"] is not None else "one run",
+            "verdict": words[p["verdict"]] + (f" (round {', '.join(str(i + 1) for i in p['far'])} left out)" if p["far"] else ""),
+            "whole run, prefill included": round(p["whole"], 2) if p["whole"] is not None else None,
+            "α": round(p["alpha"], 2) if p["alpha"] is not None else None,
+        }
+        for p in ridge_points(m, s)
+    ]
