@@ -128,6 +128,22 @@ def h200_speedup(lane: dict, base: dict, drafter: str | None = None) -> tuple[fl
     return rate / base_rate, note
 
 
+def speedup_bar(x: list[str], pairs: list[tuple[dict, dict]]) -> go.Bar:
+    """For a lesson's own speedup chart: one bar per x category, the lane of each (lane, plain lane) pair re-timed on
+    the H200 over its plain lane, named LABEL and hatched so it never reads as this machine's; a pair that cannot be
+    re-timed gets no bar. Add it to the same subplot as the measured speedups (fig.add_trace(bar, row=, col=))."""
+    values = [h200_speedup(lane, base)[0] for lane, base in pairs]
+    return go.Bar(
+        x=[esc(v) for v in x],
+        y=values,
+        name=esc(LABEL),
+        marker={"color": GPU_COLOR, "pattern": {"shape": "/"}, "opacity": 0.6},
+        text=[f"{v:.2f}× (H200)" if v else "" for v in values],
+        textposition="outside",
+        hovertemplate="%{x}: %{y:.2f}× (" + esc(LABEL) + ")<extra></extra>",
+    )
+
+
 def cpu_rate(lane: dict) -> float | None:
     """This machine's decode tokens/s for the lane (decoding alone), None where the lane lacks it."""
     rate = lane.get("decode_tokens_per_s")

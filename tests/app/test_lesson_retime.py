@@ -110,6 +110,13 @@ def test_the_figure_labels_the_re_timed_bars_and_names_the_recording():
     assert "NVIDIA H200" in title and "2026-11-30" in title and "zero-context" in title
 
 
+def test_a_lesson_chart_can_add_the_re_timed_speedups_as_its_own_labelled_bars():
+    ar, spec = lane_of("ngram-copy-ar"), lane_of("ngram-copy-spec")
+    bar = retime.speedup_bar(["batch 1", "old recording"], [(spec, ar), ({"summary": {}}, ar)])
+    assert bar.name == retime.LABEL and bar.y[0] == pytest.approx(retime.h200_speedup(spec, ar)[0]) and bar.y[1] is None
+    assert bar.text[0].endswith("× (H200)") and bar.text[1] == ""
+
+
 def test_the_knee_is_computed_from_the_recorded_curve_and_the_lesson_texts_quote_it():
     curve = gpu.knee_curve(gpu.recorded_curves()[0])
     knee = gpu.knee_tokens(curve)
