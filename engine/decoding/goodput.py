@@ -116,6 +116,8 @@ class GoodputDepth:
     max_depth: int
     draft_cost_ratio: float  # drafter FLOPs per draft position / target FLOPs per token: the prior for T_draft
     accept: list[float] | None = None  # a_j, derived from `counts` (given: the starting guess, PRIOR_WEIGHT observations)
+    prior: list[float] | None = None  # a_j before any step, and where unfed estimates drift back to: the drafter's
+    # shipped calibration (its card's held-out acceptance, engine/drafters/calibration.py), else PRIOR_ACCEPTANCE
     counts: list[list[float]] | None = None  # per position [kept, reached], decayed (see the module docstring)
     verify_ratio: dict[int, float] | None = None  # key 0: measured / curve time (EMA, the load); key t: log of size t's own factor
     draft_ms: dict[int, float] | None = None  # log2 bucket of batch -> measured draft ms per position (EMA)
@@ -140,7 +142,10 @@ class GoodputDepth:
     name = "goodput"
 
     def __post_init__(self):
-        self.accept = self.accept or [PRIOR_ACCEPTANCE] * max(self.max_depth, 1)
+        positions = max(self.max_depth, 1)
+        self.prior = list(self.prior or [PRIOR_ACCEPTANCE] * positions)
+        self.prior += [self.prior[-1]] * (positions - len(self.prior))  # a card measured fewer positions: its last
+        self.accept = self.accept or list(self.prior[:positions])
         self.counts = self.counts or [[PRIOR_WEIGHT * a, PRIOR_WEIGHT] for a in self.accept]
         self.verify_ratio = self.verify_ratio or {}
         self.draft_ms = self.draft_ms or {}
@@ -235,7 +240,7 @@ class GoodputDepth:
         plain, spec = self.fixed_ms()
         fixed = (plain, spec + (draft_ms if self.draft_ms else 0.0))  # a measured drafter's catch-up: one position
         k, rate = best_depth(batch, max_depth, self.accept, self.verify_ms, draft_ms, fixed_ms=fixed)
-        explore = k == 0 and self.plain_run >= self.explore_every
+        explore = k == 0 and self.plain_run >= self.explore_every and self._could_pay(batch, max_depth, draft_ms, fixed)
         if explore:  # plain for a while: measure this batch's acceptance with the best chain (EXPLORE_STEPS)
             k, rate = best_depth(batch, max_depth, self.accept, self.verify_ms, draft_ms, min_depth=1, fixed_ms=fixed)
             self.explore_every = min(2 * self.explore_every, EXPLORE_MAX)
@@ -257,6 +262,12 @@ class GoodputDepth:
             cost = draft_ms + self.verify_ms(batch * (k + 1)) - self.verify_ms(batch * k)
             self.stop_below = min(1.0, rate * max(cost, 0.0) / batch)
         return k
+
+    def _could_pay(self, batch: int, max_depth: int, draft_ms: float, fixed) -> bool:
+        """Would a chain beat plain here if every draft were accepted? If not, no acceptance can make speculation
+        pay at this batch (the curve's verify cost outgrows what acceptance can return): plain is chosen from the
+        first step and no exploring chain is ever paid for."""
+        return best_depth(batch, max_depth, [1.0] * max_depth, self.verify_ms, draft_ms, fixed_ms=fixed)[0] > 0
 
     def choose_tree(self, batch: int, depth: int, k: int, chain_rate: float) -> bool:
         """A tree this step? When its expected rate (from the recent trees' calibrated curve) beats the best of
@@ -321,26 +332,29 @@ class GoodputDepth:
         # 2-core EPYC (a 32-node tree's cut takes that long), so trees lost steps they would have won (2026-12-02).
         self.step_ms[shape] = _ema(self.step_ms.get(shape), step.overhead_ms + self._observe_ms)
         # A draft right after plain steps also feeds the drafter every token those steps emitted (its catch-up
-        # pass): that backlog is a cost of the plain steps before, not of drafting, so such a step's draft time
-        # is learnt only while nothing better is known.
+        # pass), and a run's first draft also reads the prompts into the drafter and meets its first passes: one-off
+        # work, not drafting. Such a time bounds the cost from above (`_bounded`): it may lower what is known, never
+        # raise it. (Learnt as the cost, the first draft's 24 ms for 3 positions priced the EAGLE head at 6 ms a
+        # position against its 0.8 ms, and plain won every later step of the run: only drafts after plain steps
+        # could have corrected it, and they were not learnt. 2-core EPYC, 2026-12-03.)
         plain = step.depth == 0 and step.tree_nodes is None
         after_plain, self._after_plain = self._after_plain, plain
         reached, kept = self._observed(step)
         for j, counts in enumerate(self.counts):
             if reached[j] or plain:  # a position this step measured; on a plain step every position (it drifts to the prior)
-                counts[0] = ACCEPT_DECAY * counts[0] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT * PRIOR_ACCEPTANCE + kept[j]
+                counts[0] = ACCEPT_DECAY * counts[0] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT * self.prior[j] + kept[j]
                 counts[1] = ACCEPT_DECAY * counts[1] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT + reached[j]
                 self.accept[j] = counts[0] / counts[1]
         if step.tree_nodes is not None:
             self.since["tree"] = 0
-            if step.draft_ms > 0 and (not after_plain or bb not in self.tree_draft_ms):
-                self.tree_draft_ms[bb] = _ema(self.tree_draft_ms.get(bb), step.draft_ms)
+            if step.draft_ms > 0:
+                _bounded(self.tree_draft_ms, bb, step.draft_ms, after_plain, self.tree_draft(step.batch, step.depth))
             self.calibration.observe([d for row in step.seqs if row.tree is not None for d in tree_drafts(row.tree)])
         elif step.depth > 0:
             self.since["chain"] = 0
             self.chain_steps += 1
-            if step.draft_ms > 0 and (not after_plain or bb not in self.draft_ms):  # per position, the catch-up counted as one
-                self.draft_ms[bb] = _ema(self.draft_ms.get(bb), step.draft_ms / (step.depth + 1))
+            if step.draft_ms > 0:  # per position, the catch-up counted as one
+                _bounded(self.draft_ms, bb, step.draft_ms / (step.depth + 1), after_plain, self.draft_ms_per_position(step.batch))
             self.calibration.observe([d for row in step.seqs for d in chain_drafts(row.drafted)])
 
     def _observed(self, step) -> tuple[list[int], list[int]]:
@@ -358,6 +372,15 @@ class GoodputDepth:
                 else:
                     break
         return reached, kept
+
+
+def _bounded(table: dict[int, float], bucket: int, measured: float, one_off: bool, known: float) -> None:
+    """Learn a measured drafting time into `table`: as a running average, or, when the time also holds one-off
+    work (`one_off`: a catch-up after plain steps, a run's first draft), as an upper bound on `known`."""
+    if not one_off:
+        table[bucket] = _ema(table.get(bucket), measured)
+    elif measured < known:
+        table[bucket] = measured
 
 
 def _ema(old: float | None, new: float) -> float:
