@@ -41,9 +41,18 @@ deterministic function of the drafter's q and of past steps, fixed before the ta
 verification stays lossless.
 
 Warm start: what goodput learns (per-position acceptance, the calibration a(q), the trees' value curve, the
-verify-time ratios, the drafter's measured cost) is kept across runs in the same process, keyed by target,
-drafter, dtype, device, pass-cost curve and shape settings (engine/decoding/warmstart.py): a policy starts from the
-last such run's state and writes its own back after every step. A fresh process starts from the priors.
+verify-time ratios, the drafter's measured cost) is kept across runs, in the process and on disk beside the pass
+curves, keyed by target, drafter, dtype, device, pass-cost curve and shape settings (engine/decoding/warmstart.py):
+a policy starts from the last such run's state and writes its own back every few steps (to disk after its run's
+last). With nothing stored it starts from the priors: this machine's measured pass-cost curve, the drafter's
+cost from its FLOPs, and the drafter's shipped held-out acceptance per position (engine/drafters/calibration.py;
+PRIOR_ACCEPTANCE for a drafter without one).
+
+Why a cold policy used to choose plain at batch 1 (2-core EPYC, 2026-12-03): a run's first draft also reads the
+prompts into the EAGLE head and meets its first passes (24 ms for 3 positions, against ~0.8 ms a position after),
+and that time was learnt as the drafter's cost, 6 ms a position: every chain then priced below plain, and the
+only drafts that could have corrected it (exploring chains after plain steps) were not learnt, so 42 of 43 steps
+ran plain at alpha 1.00. A draft after plain steps now bounds the cost from above (`_bounded`).
 
 Exploration: a policy that only ever chose plain would never measure acceptance at that batch. So after
 EXPLORE_STEPS plain steps in a row goodput drafts one chain (the best k >= 1 by the same rate): see
@@ -172,6 +181,8 @@ class GoodputDepth:
         return {name: getattr(self, name) for name in self.LEARNT} | {"calibration": (cal.accepted, cal.confidence)}
 
     def restore(self, learnt: dict) -> None:
+        if len(learnt.get("accept", self.accept)) != len(self.accept):
+            return  # another depth's estimates (the key holds the depth, so only a hand-made state): the priors
         for name in self.LEARNT:
             if name in learnt:  # a store from before a field existed keeps its default
                 setattr(self, name, learnt[name])
@@ -320,7 +331,7 @@ class GoodputDepth:
         self.observed += 1
         last = all(row.finished for row in step.seqs)
         if self.memory_key is not None and (last or self.observed % REMEMBER_STEPS == 0):
-            warmstart.remember(self.memory_key, self.learnt())
+            warmstart.remember(self.memory_key, self.learnt(), durable=last)  # the last: to disk, for the next process
         self._observe_ms = (time.perf_counter() - started) * 1000
 
     def _learn(self, step) -> None:

@@ -14,10 +14,9 @@ another format or out of range is ignored with a one-line notice on stderr, neve
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from engine.checks import Checker
+from engine.checks import Checker, notice
 
 CALIBRATION_FILE = "calibration.json"
 CALIBRATION_FORMAT = "speclab.drafter_calibration/1"
@@ -61,16 +60,6 @@ def parse(raw: bytes | str, kind: str) -> list[float]:
 def conditional(reached: list[float]) -> list[float]:
     """P(keep draft j | drafts 1..j-1 kept) from the fractions of row-steps kept through each position."""
     return [r / prev if prev > 0 else 0.0 for r, prev in zip(reached, [1.0, *reached])]
-
-
-_noticed: set[str] = set()
-
-
-def notice(text: str) -> None:
-    """One line on stderr, once per process for the same text (a file read before every run says so once)."""
-    if text not in _noticed:
-        _noticed.add(text)
-        print(f"speclab: {text}", file=sys.stderr)
 
 
 def shipped_acceptance(pair, kind: str) -> list[float] | None:
