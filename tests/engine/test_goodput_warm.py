@@ -13,14 +13,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
-from test_policies import FLAT, TOKENS, _step, ctx, curve
+from test_policies import FLAT, _step, ctx, curve
 from test_tree import _eagle_pair
 
-from engine import DecodeConfig, generate
+from engine import DecodeConfig, generate, generate_steps
 from engine.decoding import passcurve, warmstart
 from engine.decoding.goodput import EXPLORE_MAX, EXPLORE_STEPS, PRIOR_ACCEPTANCE, GoodputDepth
 from engine.drafters import calibration
@@ -148,3 +149,101 @@ def test_the_loaded_pair_knows_its_drafters_cards(embedded_f32):
     assert calibration.shipped_acceptance(embedded_f32, "eagle") == pytest.approx(EAGLE_CARD)
     assert calibration.shipped_acceptance(embedded_f32, "model") is not None
     assert calibration.shipped_acceptance(embedded_f32, "ngram") is None
+
+
+# --- what the policy learnt, across processes ------------------------------------------------------------------
+KEY = ("tiny-llama", "model", "tiny-draft", "float32", "cpu", "test curve", 4, 0, 0)
+
+
+def learnt_policy() -> GoodputDepth:
+    """A policy that has seen a few steps of every kind it learns from."""
+    policy = GoodputDepth(curve=FLAT, max_depth=4, draft_cost_ratio=0.05, memory_key=KEY)
+    for k, rows in [(3, [2, 3]), (0, [0, 0]), (2, [1, 0]), (4, [4, 1])]:
+        policy.observe(_step(k, rows, verify_ms=11.0 + k, draft_ms=0.7 * (k + 1) if k else 0.0))
+    return policy
+
+
+def test_the_last_step_writes_the_state_and_a_fresh_store_reads_it_back():
+    policy = learnt_policy()
+    assert not warmstart.state_path(KEY).exists()  # every REMEMBER_STEPS-th step: memory only
+    last = _step(1, [1], verify_ms=12.0, draft_ms=1.4)
+    last.seqs[0].finished = True
+    policy.observe(last)
+    assert warmstart.state_path(KEY).exists()
+    warmstart.forget()  # a new process: nothing in memory
+    warm = GoodputDepth(curve=FLAT, max_depth=4, draft_cost_ratio=0.05, memory_key=KEY)
+    assert warm.learnt() == policy.learnt() and warm.accept != [PRIOR_ACCEPTANCE] * 4
+
+
+def test_another_process_reads_the_stored_state(tmp_path, monkeypatch):
+    """The file alone carries the state: a fresh interpreter pointed at the same $SPECLAB_DATA reads it back."""
+    monkeypatch.setattr(warmstart, "state_dir", lambda: tmp_path / "goodput")
+    policy = learnt_policy()
+    warmstart.remember(KEY, policy.learnt(), durable=True)
+    code = (
+        "import json, sys; from engine.decoding import warmstart; "
+        "print(json.dumps(warmstart.recall(tuple(json.loads(sys.argv[1])))['accept']))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SPECLAB_DATA"} | {"SPECLAB_DATA": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(KEY)], capture_output=True, text=True, env=env, check=True)
+    assert json.loads(out.stdout) == pytest.approx(policy.accept)
+
+
+def test_the_state_round_trips_through_its_file_exactly():
+    state = learnt_policy().learnt()
+    assert warmstart.decode(warmstart.encode(KEY, state), KEY) == state
+
+
+def _stored(mutate) -> bytes:
+    data = json.loads(warmstart.encode(KEY, learnt_policy().learnt()))
+    mutate(data)
+    return json.dumps(data).encode()
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (lambda: _stored(lambda d: None)[:-40], "not valid JSON"),
+        (lambda: b"\x89PNG\r\n\x1a\n", "not UTF-8"),
+        (lambda: b"[1, 2, 3]", "format is not"),
+        (lambda: _stored(lambda d: d.update(format="speclab.goodput_state/0")), "format is not"),
+        (lambda: _stored(lambda d: d.update(key=list(KEY[:-1]) + [8])), "another policy's"),
+        (lambda: _stored(lambda d: d["state"]["accept"].__setitem__(0, 1.5)), "state.accept[0]"),
+        (lambda: _stored(lambda d: d["state"]["counts"].pop()), "state.counts"),
+        (lambda: _stored(lambda d: d["state"]["draft_ms"].append([3, -1.0])), "state.draft_ms"),
+        (lambda: _stored(lambda d: d["state"].update(verify_ratio=[[0, 0.0]])), "above 0 ms"),
+        (lambda: _stored(lambda d: d["state"].update(explore_every="16")), "state.explore_every"),
+        (lambda: _stored(lambda d: d["state"].update(stolen=1)), "unknown field"),
+        (lambda: _stored(lambda d: None).replace(b'"accept": [', b'"accept": [NaN, ', 1), "NaN"),
+        (lambda: b" " * (warmstart.MAX_STATE_BYTES + 1), "too large"),
+    ],
+)
+def test_a_corrupt_or_foreign_state_file_is_ignored_with_one_line(capsys, raw, message):
+    """Never trusted: the policy starts from its priors, and stderr says which file and why, in one line."""
+    path = warmstart.state_path(KEY)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(raw())
+    policy = GoodputDepth(curve=FLAT, max_depth=4, draft_cost_ratio=0.05, memory_key=KEY)
+    assert policy.accept == [PRIOR_ACCEPTANCE] * 4 and policy.draft_ms == {} and policy.verify_ratio == {}
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"speclab: ignored {path}") and message in err
+
+
+def test_a_goodput_run_leaves_its_state_for_the_next_process(tiny, monkeypatch):
+    """Through generate(): the run's file holds what its policy learnt; with the memory emptied (a new process) the
+    next run starts from it, and both stay lossless."""
+    knee = curve(lambda n: 10.0 if n <= 8 else 10.0 * n / 8)
+    monkeypatch.setattr(passcurve, "pass_curve", lambda pair: knee)
+    cfg = DecodeConfig(depth=3, drafter="model", policy="goodput", max_new_tokens=12)
+    first = generate(tiny, ["Hi", "What is the capital of France?"], cfg)
+    key = warmstart.policy_key(tiny, cfg, knee)
+    stored = warmstart.decode(warmstart.state_path(key).read_bytes(), key)
+    assert stored == warmstart.recall(key) and stored["verify_ratio"]
+    warmstart.forget()
+    stream = generate_steps(tiny, ["Hi", "What is the capital of France?"], cfg)
+    for step in stream:
+        if step.kind == "prefill":  # built, nothing observed yet: it holds the stored state
+            assert stream.decoder.policy.learnt() == stored
+    second = stream.trace
+    plain = generate(tiny, ["Hi", "What is the capital of France?"], DecodeConfig(mode="autoregressive", max_new_tokens=12))
+    assert first.output_ids == second.output_ids == plain.output_ids
