@@ -1,0 +1,101 @@
+"""goodput as a new user meets it (issue 42): every run its own process, `python -m engine run`, held-out prompts.
+
+Lanes per batch: plain, fixed chains of 2 and 4, goodput (chains, depth <= 8) started cold (no stored state: only
+this machine's pass-cost curve and the drafter's card) and goodput started warm (the state earlier goodput runs
+of this script left on disk, after one untimed batch-1 run on the last held-out prompt). Rounds interleave the
+lanes; round r takes held-out prompts r*B .. r*B+B-1. Each run is its own process under the shared lock. Per
+run: whole-run tokens/s (the trace summary's) and decode-alone tokens/s (the prefill step left out: the tokens
+emitted by decode steps over the time from the prefill's end to the last step's end). Prints every run, then
+medians and ratios to plain and to the best of plain, k=2, k=4.
+
+    .venv/bin/python scripts/investigate/goodput_first_run.py --rounds 5 --batches 1,16,32 --out /tmp/first_run.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LANES = {
+    "plain": ["--mode", "autoregressive"],
+    "k2": ["--drafter", "eagle", "--depth", "2"],
+    "k4": ["--drafter", "eagle", "--depth", "4"],
+    "goodput_cold": ["--drafter", "eagle", "--depth", "8", "--policy", "goodput"],
+    "goodput_warm": ["--drafter", "eagle", "--depth", "8", "--policy", "goodput"],
+}
+
+
+def rates(trace: dict) -> tuple[float, float, dict]:
+    """(whole-run tokens/s, decode-alone tokens/s, shapes chosen) of one trace."""
+    steps = trace["steps"]
+    prefill = [s for s in steps if s["kind"] == "prefill"]
+    decode = [s for s in steps if s["kind"] == "decode"]
+    tokens = sum(len(q["emitted"]) for s in decode for q in s["seqs"])
+    span = steps[-1]["t_end_s"] - prefill[-1]["t_end_s"]
+    shapes = {}
+    for s in decode:
+        shapes[s["depth"]] = shapes.get(s["depth"], 0) + 1
+    return trace["summary"]["tokens_per_s"], tokens / span, shapes
+
+
+def run_one(lane: str, prompts: list[str], tokens: int, data: Path, python: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "trace.json"
+        cmd = ["flock", "/work/bench.lock", python, "-m", "engine", "run", *LANES[lane], "--max-new-tokens", str(tokens)]
+        cmd += [a for p in prompts for a in ("--prompt", p)] + ["--json", str(out)]
+        env = os.environ | {"SPECLAB_DATA": str(data)}
+        subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True)
+        trace = json.loads(out.read_text())
+    whole, decode, shapes = rates(trace)
+    return {"whole": whole, "decode": decode, "shapes": shapes, "alpha": trace["summary"].get("alpha")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--batches", default="1,16,32")
+    ap.add_argument("--tokens", type=int, default=48)
+    ap.add_argument("--curves", default=str(Path.home() / ".cache" / "speclab" / "pass_curves"), help="this machine's measured curves")
+    ap.add_argument("--out", default="first_run.json")
+    args = ap.parse_args()
+    prompts = json.loads((ROOT / "assets" / "heldout_prompts.json").read_text())["prompts"]
+    batches = [int(b) for b in args.batches.split(",")]
+    base = Path(tempfile.mkdtemp(prefix="first_run_"))
+    dirs = {"cold": base / "cold", "warm": base / "warm"}
+    for d in dirs.values():
+        shutil.copytree(args.curves, d / "pass_curves")
+    warmup = run_one("goodput_warm", [prompts[-1]], args.tokens, dirs["warm"], sys.executable)  # untimed: leaves a state
+    print("warm-up", json.dumps(warmup), flush=True)
+    results: list[dict] = []
+    for r in range(args.rounds):
+        for batch in batches:
+            chosen = [prompts[(r * batch + i) % len(prompts)] for i in range(batch)]
+            for lane in LANES:
+                data = dirs["warm"] if lane == "goodput_warm" else dirs["cold"]
+                shutil.rmtree(dirs["cold"] / "goodput", ignore_errors=True)  # cold: nothing stored, ever
+                row = {"round": r, "batch": batch, "lane": lane} | run_one(lane, chosen, args.tokens, data, sys.executable)
+                results.append(row)
+                print(json.dumps(row), flush=True)
+    Path(args.out).write_text(json.dumps(results, indent=1))
+    for batch in batches:
+        med = {
+            lane: {m: statistics.median(x[m] for x in results if x["batch"] == batch and x["lane"] == lane) for m in ("whole", "decode")}
+            for lane in LANES
+        }
+        for m in ("decode", "whole"):
+            best = max(med[lane][m] for lane in ("plain", "k2", "k4"))
+            cells = " ".join(f"{lane} {med[lane][m]:.1f} ({med[lane][m] / med['plain'][m]:.2f}x)" for lane in LANES)
+            cold, warm = med["goodput_cold"][m] / best, med["goodput_warm"][m] / best
+            print(f"batch {batch:2d} {m:6s} tok/s: {cells} | goodput / best of plain, k2, k4: cold {cold:.2f}, warm {warm:.2f}")
+
+
+if __name__ == "__main__":
+    main()
