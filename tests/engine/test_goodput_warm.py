@@ -247,3 +247,20 @@ def test_a_goodput_run_leaves_its_state_for_the_next_process(tiny, monkeypatch):
     second = stream.trace
     plain = generate(tiny, ["Hi", "What is the capital of France?"], DecodeConfig(mode="autoregressive", max_new_tokens=12))
     assert first.output_ids == second.output_ids == plain.output_ids
+
+
+def test_the_curve_takes_each_sizes_fastest_over_interleaved_sweeps(monkeypatch):
+    """A burst of other work during one sweep lifts the sizes timed then, not the curve: each size keeps its fastest
+    pass over all sweeps (the stored curve this replaced read 10x a 64-token pass after one such burst)."""
+    sweeps = iter([{4: 50.0, 8: 60.0}, {1: 30.0}, {}])  # per sweep: the sizes a burst of other work slowed
+
+    def timed(pair, batches, tokens, **kw):
+        burst = next(sweeps)
+        return [{"ms": burst.get(n, 10.0 + n / 4)} for n in tokens]
+
+    monkeypatch.setattr(passcurve, "pass_costs", timed)
+    monkeypatch.setattr(passcurve, "_grid", lambda pair, tokens, context: (1, 2, 4, 8, 16))
+    monkeypatch.setattr(passcurve, "curve_key", lambda pair: "test")
+    measured = passcurve.measure_curve(object())
+    assert measured.ms == pytest.approx([10.25, 10.5, 11.0, 12.0, 14.0])
+    assert next(sweeps, "done") == "done"  # exactly CURVE_SWEEPS sweeps
