@@ -54,10 +54,11 @@ def rates(trace: dict) -> tuple[float, float, dict]:
     return trace["summary"]["tokens_per_s"], tokens / span, shapes
 
 
-def run_one(lane: str, prompts: list[str], tokens: int, data: Path, python: str) -> dict:
+def run_one(lane: str, prompts: list[str], tokens: int, data: Path, python: str, lock: bool = True) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "trace.json"
-        cmd = ["flock", "/work/bench.lock", python, "-m", "engine", "run", *LANES[lane], "--max-new-tokens", str(tokens)]
+        cmd = (["flock", "/work/bench.lock"] if lock else []) + [python, "-m", "engine", "run", *LANES[lane]]
+        cmd += ["--max-new-tokens", str(tokens)]
         cmd += [a for p in prompts for a in ("--prompt", p)] + ["--json", str(out)]
         env = os.environ | {"SPECLAB_DATA": str(data)}
         subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True)
@@ -74,24 +75,29 @@ def main() -> None:
     ap.add_argument("--curves", default=str(Path.home() / ".cache" / "speclab" / "pass_curves"), help="this machine's measured curves")
     ap.add_argument("--out", default="first_run.json")
     ap.add_argument("--lanes", choices=sorted(LANE_SETS), default="chains")
+    ap.add_argument("--first-round", type=int, default=0, help="with --base: go on from an earlier invocation")
+    ap.add_argument("--base", default=None, help="the cold and warm data folders (kept: later invocations go on)")
+    ap.add_argument("--no-lock", action="store_true", help="the caller holds /work/bench.lock (e.g. one flock per round)")
     args = ap.parse_args()
     prompts = json.loads((ROOT / "assets" / "heldout_prompts.json").read_text())["prompts"]
     batches = [int(b) for b in args.batches.split(",")]
-    base = Path(tempfile.mkdtemp(prefix="first_run_"))
+    base = Path(args.base or tempfile.mkdtemp(prefix="first_run_"))
     dirs = {"cold": base / "cold", "warm": base / "warm"}
-    for d in dirs.values():
-        shutil.copytree(args.curves, d / "pass_curves")
-    lanes = LANE_SETS[args.lanes]
-    for lane in (x for x in lanes if x.endswith("_warm")):  # untimed: leaves a state
-        print("warm-up", json.dumps(run_one(lane, [prompts[-1]], args.tokens, dirs["warm"], sys.executable)), flush=True)
+    lanes, lock = LANE_SETS[args.lanes], not args.no_lock
+    if not (dirs["warm"] / "pass_curves").exists():
+        for d in dirs.values():
+            shutil.copytree(args.curves, d / "pass_curves")
+        for lane in (x for x in lanes if x.endswith("_warm")):  # untimed: leaves a state
+            warm = run_one(lane, [prompts[-1]], args.tokens, dirs["warm"], sys.executable, lock)
+            print("warm-up", json.dumps(warm), flush=True)
     results: list[dict] = []
-    for r in range(args.rounds):
+    for r in range(args.first_round, args.first_round + args.rounds):
         for batch in batches:
             chosen = [prompts[(r * batch + i) % len(prompts)] for i in range(batch)]
             for lane in lanes:
                 data = dirs["warm"] if lane.endswith("_warm") else dirs["cold"]
                 shutil.rmtree(dirs["cold"] / "goodput", ignore_errors=True)  # cold: nothing stored, ever
-                row = {"round": r, "batch": batch, "lane": lane} | run_one(lane, chosen, args.tokens, data, sys.executable)
+                row = {"round": r, "batch": batch, "lane": lane} | run_one(lane, chosen, args.tokens, data, sys.executable, lock)
                 results.append(row)
                 print(json.dumps(row), flush=True)
     Path(args.out).write_text(json.dumps(results, indent=1))
