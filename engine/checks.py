@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -35,6 +36,14 @@ _MISSING = object()
 
 
 _KEYSETS: dict[tuple[str, ...], frozenset[str]] = {}
+_NOTICED: set[str] = set()
+
+
+def notice(text: str) -> None:
+    """One line on stderr for a file that was ignored (corrupt, foreign), once per process for the same text."""
+    if text not in _NOTICED:
+        _NOTICED.add(text)
+        print(f"speclab: {text}", file=sys.stderr)
 
 
 def _keyset(keys: tuple[str, ...]) -> frozenset[str]:

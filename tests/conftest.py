@@ -21,8 +21,11 @@ PROMPTS = [
 
 
 @pytest.fixture(autouse=True)
-def cold_goodput():
-    """Each test's goodput runs start from the priors, as in a fresh process."""
+def cold_goodput(tmp_path_factory, monkeypatch):
+    """Each test's goodput runs start from the priors, as in a fresh process on a fresh machine: the store is empty
+    and its files go to a folder of the test's own (never the machine's $SPECLAB_DATA)."""
+    folder = tmp_path_factory.mktemp("goodput")
+    monkeypatch.setattr(warmstart, "state_dir", lambda: folder)
     warmstart.forget()
     yield
     warmstart.forget()

@@ -41,9 +41,18 @@ deterministic function of the drafter's q and of past steps, fixed before the ta
 verification stays lossless.
 
 Warm start: what goodput learns (per-position acceptance, the calibration a(q), the trees' value curve, the
-verify-time ratios, the drafter's measured cost) is kept across runs in the same process, keyed by target,
-drafter, dtype, device, pass-cost curve and shape settings (engine/decoding/warmstart.py): a policy starts from the
-last such run's state and writes its own back after every step. A fresh process starts from the priors.
+verify-time ratios, the drafter's measured cost) is kept across runs, in the process and on disk beside the pass
+curves, keyed by target, drafter, dtype, device, pass-cost curve and shape settings (engine/decoding/warmstart.py):
+a policy starts from the last such run's state and writes its own back every few steps (to disk after its run's
+last). With nothing stored it starts from the priors: this machine's measured pass-cost curve, the drafter's
+cost from its FLOPs, and the drafter's shipped held-out acceptance per position (engine/drafters/calibration.py;
+PRIOR_ACCEPTANCE for a drafter without one).
+
+Why a cold policy used to choose plain at batch 1 (2-core EPYC, 2026-12-03): a run's first draft also reads the
+prompts into the EAGLE head and meets its first passes (24 ms for 3 positions, against ~0.8 ms a position after),
+and that time was learnt as the drafter's cost, 6 ms a position: every chain then priced below plain, and the
+only drafts that could have corrected it (exploring chains after plain steps) were not learnt, so 42 of 43 steps
+ran plain at alpha 1.00. A draft after plain steps now bounds the cost from above (`_bounded`).
 
 Exploration: a policy that only ever chose plain would never measure acceptance at that batch. So after
 EXPLORE_STEPS plain steps in a row goodput drafts one chain (the best k >= 1 by the same rate): see
@@ -116,6 +125,8 @@ class GoodputDepth:
     max_depth: int
     draft_cost_ratio: float  # drafter FLOPs per draft position / target FLOPs per token: the prior for T_draft
     accept: list[float] | None = None  # a_j, derived from `counts` (given: the starting guess, PRIOR_WEIGHT observations)
+    prior: list[float] | None = None  # a_j before any step, and where unfed estimates drift back to: the drafter's
+    # shipped calibration (its card's held-out acceptance, engine/drafters/calibration.py), else PRIOR_ACCEPTANCE
     counts: list[list[float]] | None = None  # per position [kept, reached], decayed (see the module docstring)
     verify_ratio: dict[int, float] | None = None  # key 0: measured / curve time (EMA, the load); key t: log of size t's own factor
     draft_ms: dict[int, float] | None = None  # log2 bucket of batch -> measured draft ms per position (EMA)
@@ -140,7 +151,10 @@ class GoodputDepth:
     name = "goodput"
 
     def __post_init__(self):
-        self.accept = self.accept or [PRIOR_ACCEPTANCE] * max(self.max_depth, 1)
+        positions = max(self.max_depth, 1)
+        self.prior = list(self.prior or [PRIOR_ACCEPTANCE] * positions)
+        self.prior += [self.prior[-1]] * (positions - len(self.prior))  # a card measured fewer positions: its last
+        self.accept = self.accept or list(self.prior[:positions])
         self.counts = self.counts or [[PRIOR_WEIGHT * a, PRIOR_WEIGHT] for a in self.accept]
         self.verify_ratio = self.verify_ratio or {}
         self.draft_ms = self.draft_ms or {}
@@ -167,6 +181,8 @@ class GoodputDepth:
         return {name: getattr(self, name) for name in self.LEARNT} | {"calibration": (cal.accepted, cal.confidence)}
 
     def restore(self, learnt: dict) -> None:
+        if len(learnt.get("accept", self.accept)) != len(self.accept):
+            return  # another depth's estimates (the key holds the depth, so only a hand-made state): the priors
         for name in self.LEARNT:
             if name in learnt:  # a store from before a field existed keeps its default
                 setattr(self, name, learnt[name])
@@ -235,7 +251,7 @@ class GoodputDepth:
         plain, spec = self.fixed_ms()
         fixed = (plain, spec + (draft_ms if self.draft_ms else 0.0))  # a measured drafter's catch-up: one position
         k, rate = best_depth(batch, max_depth, self.accept, self.verify_ms, draft_ms, fixed_ms=fixed)
-        explore = k == 0 and self.plain_run >= self.explore_every
+        explore = k == 0 and self.plain_run >= self.explore_every and self._could_pay(batch, max_depth, draft_ms, fixed)
         if explore:  # plain for a while: measure this batch's acceptance with the best chain (EXPLORE_STEPS)
             k, rate = best_depth(batch, max_depth, self.accept, self.verify_ms, draft_ms, min_depth=1, fixed_ms=fixed)
             self.explore_every = min(2 * self.explore_every, EXPLORE_MAX)
@@ -257,6 +273,12 @@ class GoodputDepth:
             cost = draft_ms + self.verify_ms(batch * (k + 1)) - self.verify_ms(batch * k)
             self.stop_below = min(1.0, rate * max(cost, 0.0) / batch)
         return k
+
+    def _could_pay(self, batch: int, max_depth: int, draft_ms: float, fixed) -> bool:
+        """Would a chain beat plain here if every draft were accepted? If not, no acceptance can make speculation
+        pay at this batch (the curve's verify cost outgrows what acceptance can return): plain is chosen from the
+        first step and no exploring chain is ever paid for."""
+        return best_depth(batch, max_depth, [1.0] * max_depth, self.verify_ms, draft_ms, fixed_ms=fixed)[0] > 0
 
     def choose_tree(self, batch: int, depth: int, k: int, chain_rate: float) -> bool:
         """A tree this step? When its expected rate (from the recent trees' calibrated curve) beats the best of
@@ -309,7 +331,7 @@ class GoodputDepth:
         self.observed += 1
         last = all(row.finished for row in step.seqs)
         if self.memory_key is not None and (last or self.observed % REMEMBER_STEPS == 0):
-            warmstart.remember(self.memory_key, self.learnt())
+            warmstart.remember(self.memory_key, self.learnt(), durable=last)  # the last: to disk, for the next process
         self._observe_ms = (time.perf_counter() - started) * 1000
 
     def _learn(self, step) -> None:
@@ -321,26 +343,29 @@ class GoodputDepth:
         # 2-core EPYC (a 32-node tree's cut takes that long), so trees lost steps they would have won (2026-12-02).
         self.step_ms[shape] = _ema(self.step_ms.get(shape), step.overhead_ms + self._observe_ms)
         # A draft right after plain steps also feeds the drafter every token those steps emitted (its catch-up
-        # pass): that backlog is a cost of the plain steps before, not of drafting, so such a step's draft time
-        # is learnt only while nothing better is known.
+        # pass), and a run's first draft also reads the prompts into the drafter and meets its first passes: one-off
+        # work, not drafting. Such a time bounds the cost from above (`_bounded`): it may lower what is known, never
+        # raise it. (Learnt as the cost, the first draft's 24 ms for 3 positions priced the EAGLE head at 6 ms a
+        # position against its 0.8 ms, and plain won every later step of the run: only drafts after plain steps
+        # could have corrected it, and they were not learnt. 2-core EPYC, 2026-12-03.)
         plain = step.depth == 0 and step.tree_nodes is None
         after_plain, self._after_plain = self._after_plain, plain
         reached, kept = self._observed(step)
         for j, counts in enumerate(self.counts):
             if reached[j] or plain:  # a position this step measured; on a plain step every position (it drifts to the prior)
-                counts[0] = ACCEPT_DECAY * counts[0] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT * PRIOR_ACCEPTANCE + kept[j]
+                counts[0] = ACCEPT_DECAY * counts[0] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT * self.prior[j] + kept[j]
                 counts[1] = ACCEPT_DECAY * counts[1] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT + reached[j]
                 self.accept[j] = counts[0] / counts[1]
         if step.tree_nodes is not None:
             self.since["tree"] = 0
-            if step.draft_ms > 0 and (not after_plain or bb not in self.tree_draft_ms):
-                self.tree_draft_ms[bb] = _ema(self.tree_draft_ms.get(bb), step.draft_ms)
+            if step.draft_ms > 0:
+                _bounded(self.tree_draft_ms, bb, step.draft_ms, after_plain, self.tree_draft(step.batch, step.depth))
             self.calibration.observe([d for row in step.seqs if row.tree is not None for d in tree_drafts(row.tree)])
         elif step.depth > 0:
             self.since["chain"] = 0
             self.chain_steps += 1
-            if step.draft_ms > 0 and (not after_plain or bb not in self.draft_ms):  # per position, the catch-up counted as one
-                self.draft_ms[bb] = _ema(self.draft_ms.get(bb), step.draft_ms / (step.depth + 1))
+            if step.draft_ms > 0:  # per position, the catch-up counted as one
+                _bounded(self.draft_ms, bb, step.draft_ms / (step.depth + 1), after_plain, self.draft_ms_per_position(step.batch))
             self.calibration.observe([d for row in step.seqs for d in chain_drafts(row.drafted)])
 
     def _observed(self, step) -> tuple[list[int], list[int]]:
@@ -358,6 +383,15 @@ class GoodputDepth:
                 else:
                     break
         return reached, kept
+
+
+def _bounded(table: dict[int, float], bucket: int, measured: float, one_off: bool, known: float) -> None:
+    """Learn a measured drafting time into `table`: as a running average, or, when the time also holds one-off
+    work (`one_off`: a catch-up after plain steps, a run's first draft), as an upper bound on `known`."""
+    if not one_off:
+        table[bucket] = _ema(table.get(bucket), measured)
+    elif measured < known:
+        table[bucket] = measured
 
 
 def _ema(old: float | None, new: float) -> float:

@@ -5,8 +5,8 @@ pass is memory- or overhead-bound, then rising once it is compute-bound. The loa
 (engine/decoding/policies.py) read it to price a verify pass of batch x (k + 1) tokens before they choose k.
 
 It is measured, never assumed: the first time a policy needs it for a (machine, model, dtype, threads)
-it is timed (10-20 s on a 2-core CPU: 1..17 tokens one by one, then up to 256; batch 1, a 128-token
-context, fastest of 3) and
+it is timed (5-20 s on a 2-core CPU: 1..17 tokens one by one, then up to 256; batch 1, a 128-token
+context, the fastest of 3 interleaved sweeps of 2 passes each) and
 cached as JSON (`curves_dir()`: $SPECLAB_DATA/pass_curves/, else a Space's persistent storage
 /data/speclab/pass_curves/ where /data is writable, else $SPECLAB_CACHE/pass_curves/), so later runs, and a
 restarted Space with persistent storage, start at once.
@@ -41,7 +41,8 @@ from engine.model.static_cache import StaticRaggedCache, make_cache
 # row counts (measured on a 2-core Xeon in float32: 3 tokens 38 ms, 4 tokens 67 ms), so no interpolation there.
 CURVE_TOKENS = tuple(range(1, 18)) + (20, 24, 32, 48, 64, 96, 128, 192, 256)
 CURVE_CONTEXT = 128
-CURVE_FORMAT = "speclab.pass_curve/1"
+CURVE_FORMAT = "speclab.pass_curve/2"  # /2: interleaved sweeps (`measure_curve`); a /1 curve is measured again
+CURVE_SWEEPS = 3
 SPACE_DATA = Path("/data")  # a Hugging Face Space's persistent storage, where the Space has it
 _memory: dict[str, PassCurve] = {}
 _lock = threading.Lock()
@@ -98,14 +99,21 @@ def _grid(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT) -> tuple[int,
     return tuple(t for t in tokens if t <= pair.max_context - context)
 
 
-def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repeats: int = 3) -> PassCurve:
-    """Time the target's passes now (engine.decoding.passcurve.pass_costs at batch 1, the fastest of `repeats`)."""
+def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repeats: int = 2, sweeps: int = CURVE_SWEEPS) -> PassCurve:
+    """Time the target's passes now (engine.decoding.passcurve.pass_costs at batch 1): `sweeps` sweeps over every
+    size, `repeats` timed passes of each size per sweep, each size's fastest over all of them. The sweeps interleave
+    the sizes in time, so a burst of other work lifts a few passes of one sweep, not a whole range of sizes: timed
+    in one sweep (3 repeats of a size back to back) while other sessions loaded the 2-core EPYC, a curve read 2.8x
+    the one-token pass and 10x a 64-token one (22.8 against 8.2 ms, 496 against 46 ms; 2026-12-03), and goodput,
+    which prices the sizes it never runs from the curve's shape, took speculation at batch 16 for hopeless."""
 
     tokens = _grid(pair, tokens, context)
-    rows = pass_costs(pair, [1], list(tokens), context=context, repeats=repeats, stat=min, cuda_graphs="off", fast=None)
+    ms = [float("inf")] * len(tokens)
+    for _ in range(sweeps):
+        rows = pass_costs(pair, [1], list(tokens), context=context, repeats=repeats, stat=min, cuda_graphs="off", fast=None)
+        ms = [min(old, row["ms"]) for old, row in zip(ms, rows)]
     # A larger pass can time faster (noise, or a kernel that suits it better): keep the curve non-decreasing,
     # as the policy assumes, by capping each point at the fastest larger pass (a spike cannot lift the rest).
-    ms = [row["ms"] for row in rows]
     for i in range(len(ms) - 2, -1, -1):
         ms[i] = min(ms[i], ms[i + 1])
     return PassCurve(

@@ -37,6 +37,7 @@ from engine.decoding.goodput import (  # noqa: F401  (re-exported: the policies'
     best_depth,
     expected_tokens,
 )
+from engine.drafters.calibration import shipped_acceptance
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,8 @@ def make_policy(cfg: DecodeConfig, pair=None, drafter=None) -> DepthPolicy:
         curve = pass_curve(pair)
         ratio = draft_cost_ratio(pair, cfg.drafter, curve.context)
         key = warmstart.policy_key(pair, cfg, curve)  # starts from what the last such run learnt
-        return GoodputDepth(curve, cfg.depth, ratio, tree_nodes=cfg.tree_nodes, tree_topk=cfg.tree_topk, memory_key=key)
+        prior = shipped_acceptance(pair, cfg.drafter)  # else from the drafter's card (its held-out acceptance)
+        return GoodputDepth(curve, cfg.depth, ratio, prior=prior, tree_nodes=cfg.tree_nodes, tree_topk=cfg.tree_topk, memory_key=key)
     if cfg.policy == PolicyKind.OFF_ABOVE_BATCH.value:
         return OffAboveBatch(cfg.disable_by_batch_size)
     if cfg.policy == PolicyKind.HEURISTIC.value:

@@ -62,6 +62,7 @@ class ModelPair:
     draft_vocab: torch.Tensor | None = None  # reduced draft head (FR-Spec): the token ids it scores
     eagle: EagleRunner | None = None  # a head over the target's hidden states (engine/model/eagle_head.py)
     eagle_name: str | None = None
+    drafter_dirs: dict[str, str] = field(default_factory=dict)  # "model"/"eagle" -> the folder it came from (its card)
 
     def __post_init__(self):
         self.target_costs = ModelCosts.from_model(self.target)
@@ -242,6 +243,9 @@ def load_pair(
 
     draft_model, draft_name, draft_vocab = _load_draft(draft, target, target_model, tokenizer, dt, dev, notes)
     eagle_runner, eagle_name = _load_eagle(eagle, target, target_model, notes)
+    folders = {"model": getattr(draft_model, "name_or_path", None), "eagle": SHIPPED_EAGLE if eagle == "default" else eagle}
+    folders = {k: folders[k] for k, loaded in (("model", draft_model), ("eagle", eagle_runner)) if loaded is not None}
+    drafter_dirs = {kind: str(d) for kind, d in folders.items() if d and os.path.isdir(d)}  # a drafter's card: its folder
     return ModelPair(
         target=target_model,
         draft=draft_model,
@@ -255,6 +259,7 @@ def load_pair(
         draft_vocab=draft_vocab,
         eagle=eagle_runner,
         eagle_name=eagle_name,
+        drafter_dirs=drafter_dirs,
     )
 
 

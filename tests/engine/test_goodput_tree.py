@@ -135,20 +135,26 @@ def test_goodput_refreshes_the_shape_it_has_not_drawn():
 
 
 def test_goodput_explores_a_chain_while_plain_wins_at_most_one_step_in_explore_steps():
-    """Plain everywhere (a compute-bound curve): after EXPLORE_STEPS plain steps one step drafts the best chain,
-    so acceptance is measured at this batch; each exploration that leaves plain the choice doubles the wait."""
-    policy = goodput(COMPUTE_BOUND)
+    """Plain by its acceptance estimate, on a curve where a well-accepted chain would pay: after EXPLORE_STEPS plain
+    steps one step drafts the best chain, so acceptance is measured at this batch; each exploration that leaves plain
+    the choice doubles the wait. Where no acceptance could pay (a compute-bound curve) it never explores."""
+    gentle = curve(lambda n: 10.0 + n / 4)  # at batch 16 a chain of 1 pays once a > 0.29
+    policy = goodput(gentle, prior=[0.1] * 4)
     explored = []
     for i in range(200):
         k = policy.depth(ctx(16, 4))
         assert not policy.tree_now  # an exploration drafts a chain, never a tree
         if k:
             explored.append(i)
-            policy.observe(_step(k, [k] * 16, verify_ms=16.0 * (k + 1), draft_ms=1.0))  # every draft accepted
+            policy.observe(_step(k, [0] * 16, verify_ms=gentle.time_ms(16 * (k + 1)), draft_ms=1.0))  # every draft rejected
         else:
-            policy.observe(_step(0, [0] * 16, verify_ms=16.0, draft_ms=0.0))
+            policy.observe(_step(0, [0] * 16, verify_ms=gentle.time_ms(16), draft_ms=0.0))
     assert explored == [16, 49, 114]  # after 16, 32, 64 plain steps in a row
-    assert len(explored) <= 200 / EXPLORE_STEPS and policy.accept[0] > PRIOR_ACCEPTANCE  # it learnt this batch's acceptance
+    assert len(explored) <= 200 / EXPLORE_STEPS and policy.accept[0] < 0.1  # it measured this batch's acceptance
+    hopeless = goodput(COMPUTE_BOUND)
+    for _ in range(200):
+        assert hopeless.depth(ctx(16, 4)) == 0
+        hopeless.observe(_step(0, [0] * 16, verify_ms=16.0, draft_ms=0.0))
     free = goodput(FLAT)
     for _ in range(40):
         free.observe(_step(4, [4], verify_ms=10.0, draft_ms=1.0))
@@ -198,7 +204,8 @@ def test_warm_start_store_is_keyed_bounded_copied_and_thread_safe():
     for t in threads:
         t.join()
     assert not errors
-    assert warmstart.size() == warmstart.MAX_ENTRIES and warmstart.recall(key) is None  # the least recently used went
+    assert warmstart.size() == warmstart.MAX_ENTRIES and key not in warmstart._store  # the least recently used went
+    assert warmstart.recall(key) == learner.learnt()  # ... from memory: its run's last step left it on disk
     warmstart.forget()
     assert warmstart.size() == 0 and goodput(FLAT, memory_key=("w", 0, 49)).accept == [PRIOR_ACCEPTANCE] * 4
 

@@ -282,12 +282,12 @@ def test_goodput_at_batch_one_is_not_talked_out_of_speculating_by_a_short_bad_st
 
 
 def test_goodput_does_not_price_the_catch_up_after_plain_steps_as_drafting():
-    """The first draft after plain steps also feeds the drafter every token those steps emitted; that time is
-    learnt as drafting only while nothing better is known. The plain-step counter (exploration) survives
-    into the next run with the same key (warm start)."""
-    policy = GoodputDepth(curve=FLAT, max_depth=4, draft_cost_ratio=0.0, memory_key=("catch-up test",))
+    """The first draft after plain steps also feeds the drafter every token those steps emitted; that time bounds
+    the drafting cost from above: it may lower what is known (here the FLOPs prior, 2 x 10 ms), never raise it. The
+    plain-step counter (exploration) survives into the next run with the same key (warm start)."""
+    policy = GoodputDepth(curve=FLAT, max_depth=4, draft_cost_ratio=2.0, memory_key=("catch-up test",))
     policy.observe(_step(0, [0], verify_ms=10.0, draft_ms=0.0))
-    policy.observe(_step(3, [3], verify_ms=10.0, draft_ms=40.0))  # nothing known yet: learnt (10 ms a position)
+    policy.observe(_step(3, [3], verify_ms=10.0, draft_ms=40.0))  # below the prior's 20 ms: learnt (10 ms a position)
     assert policy.draft_ms[policy._bucket(1)] == pytest.approx(10.0)
     policy.observe(_step(3, [3], verify_ms=10.0, draft_ms=4.0))  # after a speculative step: 1 ms a position
     known = policy.draft_ms[policy._bucket(1)]
