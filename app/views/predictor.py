@@ -100,6 +100,7 @@ def pass_time_figure(
                 hovertemplate=f"{FLOOR_LABELS.get(kind, kind)}: {ms:.2f} ms<extra></extra>",
             )
     _add_ridge(fig, ridge_tokens_per_pass(costs, roof), top)
+    _add_kv_ridge(fig, ridge_tokens_with_kv(costs, roof.flops, roof.bandwidth, context, 1), context, top)
     _add_measured(fig, measured)
     fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)")
     fig.update_yaxes(type="log", title_text="ms per pass")
@@ -120,12 +121,44 @@ def _add_ridge(fig: go.Figure, n_star: float, top: int) -> None:
             x=math.log10(n_star),
             y=0.02,
             yref="paper",
-            text=f"ridge ≈ {n_star:.0f} tokens/pass",
+            text=f"ridge ≈ {n_star:.0f} tokens/pass (weights only)",
             showarrow=False,
             font={"color": "#b00020"},
             xanchor="left",
             yanchor="bottom",
         )
+
+
+def _add_kv_ridge(fig: go.Figure, n_star: float, context: int, top: int) -> None:
+    """The ridge of a decode batch (rows of one token) counting each row's KV cache at `context`: a second line where
+    it falls on the plot, a note where no batch reaches it."""
+    if not context:
+        return
+    if math.isinf(n_star) or n_star > 10 * top:
+        fig.add_annotation(
+            x=1.0,
+            y=0.12,
+            xref="paper",
+            yref="paper",
+            text=f"with each row's KV at context {context:,}, a batch of one-token rows never reaches the ridge",
+            showarrow=False,
+            font={"color": "#b00020"},
+            bgcolor="rgba(255,255,255,0.85)",
+            xanchor="right",
+        )
+        return
+    fig.add_vline(x=n_star, line_dash="dot", line_color="#b00020")
+    fig.add_annotation(
+        x=math.log10(n_star),
+        y=0.12,
+        yref="paper",
+        text=f"ridge with KV at context {context:,}, one-token rows ≈ {n_star:,.0f}",
+        showarrow=False,
+        font={"color": "#b00020"},
+        bgcolor="rgba(255,255,255,0.85)",
+        xanchor="left",
+        yanchor="bottom",
+    )
 
 
 def _add_measured(fig: go.Figure, measured: list[MeasuredSeries]) -> None:

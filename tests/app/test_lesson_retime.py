@@ -150,6 +150,17 @@ def test_the_predictor_explains_its_win_past_the_weights_only_ridge():
     assert "weights only" in ridge_sentence(costs, roof, 0) and "never for rows of one token" in ridge_sentence(costs, roof, 1024)
 
 
+def test_the_predictors_pass_chart_marks_the_ridge_with_kv():
+    from app.views.predictor import pass_time_figure
+
+    costs, roof = architecture("8B").costs("bfloat16"), predictor.Roof.from_gpu(chip("H200"), "bfloat16")
+    texts = lambda fig: " | ".join(str(a.text) for a in fig.layout.annotations)  # noqa: E731
+    at_256 = pass_time_figure(costs, roof, 256, "graph", "8B on H200")
+    assert "ridge ≈ 206 tokens/pass (weights only)" in texts(at_256) and "one-token rows ≈ 377" in texts(at_256)
+    assert "never reaches the ridge" in texts(pass_time_figure(costs, roof, 1024, "graph", "8B on H200"))
+    assert "with KV" not in texts(pass_time_figure(costs, roof, 0, "graph", "8B on H200"))
+
+
 def test_frame_wraps_the_subtitle_keeps_phrases_whole_and_puts_the_legend_under_the_axis():
     label = "recorded on AMD EPYC (2 threads), 2026-12-01, " + ", ".join(f"note number {i} about the machine" for i in range(8))
     fig = go.Figure([go.Bar(x=[1], y=[1], name=f"series {i}") for i in range(12)])
