@@ -317,10 +317,9 @@ def depth_figure(m: dict, label: str = "", plain: str = "plain decoding") -> go.
                 continue
             xs = list(range(1, len(r["steps"]) + 1))
             line = {"color": PALETTE[i % len(PALETTE)], "width": 2.5, "shape": "hv"}
-            fig.add_scatter(
-                x=xs, y=[d for _, d in r["steps"]], mode="lines+markers", name=f"batch {b}", line=line,
-                legendgroup=str(b), showlegend=col == 1, row=1, col=col,
-            )  # fmt: skip
+            depth = [d for _, d in r["steps"]]
+            shown = {"legendgroup": str(b), "showlegend": col == 1, "row": 1, "col": col}
+            fig.add_scatter(x=xs, y=depth, mode="lines+markers", name=f"batch {b}", line=line, **shown)
         fig.update_xaxes(title_text="decode step", row=1, col=col)
     fig.update_yaxes(title_text="draft depth k", rangemode="tozero", row=1, col=1)
     return frame(fig, "The depth each policy chose at every decode step, at each batch size", label, height=380)

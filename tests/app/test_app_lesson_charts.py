@@ -75,7 +75,7 @@ def test_lesson_7_draws_what_goodput_chose_under_its_figure_and_an_older_recordi
     assert "it takes the shape with the most expected tokens per second" in _texts(at.caption)
     table = at.dataframe[0].value
     assert list(table["contender"]).count("goodput") == 2 and "nodes per row (mean)" in table.columns
-    assert "Batch 1: goodput ran 61.0 tokens/s" in _texts(at.success)
+    assert "Batch 1: goodput decoded 61.0 tokens/s" in _texts(at.success)
     old = measurement.load_record(ROOT / "assets" / "lessons" / "width.json")["measurement"]
     old["rows"] = [r for r in old["rows"] if r["contender"] != "goodput"]
     at = AppTest.from_function(_show_width, args=(old,), default_timeout=60).run()
