@@ -81,15 +81,26 @@ def machine_line(shape: str = SHAPE, mode: str = MODE) -> str:
     return f"{LABEL}: {prices.label}" if prices else f"{LABEL}: no recorded H200 curve for {shape} ({mode})"
 
 
+def is_lane(obj) -> bool:
+    """A lane or table cell with pass shapes: `passes` as [tokens_per_pass, depth, steps] triples and `decode_tokens`
+    (Barrow's seed passes, a list of pass dicts, are not one)."""
+    passes = obj.get("passes") if isinstance(obj, dict) else None
+    return (
+        isinstance(passes, list)
+        and isinstance(obj.get("decode_tokens"), (int, float))
+        and all(isinstance(p, (list, tuple)) and len(p) == 3 and all(isinstance(x, (int, float)) for x in p) for p in passes)
+    )
+
+
 def _speculative(passes) -> bool:
     return any(int(d) > 0 and int(n) > 0 for _, d, n in passes)
 
 
 def h200_rate(lane: dict, drafter: str | None = None, shape: str = SHAPE, mode: str = MODE) -> tuple[float | None, str]:
     """(decode tokens/s of the lane's steps re-timed on the recorded H200 passes, or None; a note saying why or how)."""
-    passes, tokens = lane.get("passes"), lane.get("decode_tokens")
-    if not isinstance(passes, list) or not isinstance(tokens, (int, float)):
+    if not is_lane(lane):
         return None, "not re-timed: this run was recorded without its pass shapes (run it live, or re-record it)"
+    passes, tokens = lane["passes"], lane["decode_tokens"]
     prices = h200_prices(shape, mode)
     if prices is None:
         return None, f"not re-timed: no recorded H200 curve for {shape} ({mode})"
@@ -169,7 +180,7 @@ def lanes_of(m) -> list[dict]:
             return
         if isinstance(obj.get("batch"), int):
             batch = obj["batch"]
-        if isinstance(obj.get("passes"), list):
+        if is_lane(obj):
             name = str(obj.get("contender") or " · ".join(names) or "run")
             plain = not _speculative(obj["passes"]) and "plain" in name
             out.append({"name": name, "batch": batch, "lane": obj, "plain": plain, "group": tuple(names[:-1])})

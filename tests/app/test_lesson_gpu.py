@@ -117,7 +117,8 @@ def test_every_lesson_draws_a_chart_and_a_gpu_panel_naming_the_gpu():
             with st.container(key=f"res_{name}"):
                 SHOW[name](rec["measurement"], rec["settings"], f"recorded on {rec['machine']}, {rec['date']}")
             with st.container(key=f"gpu_{name}"):
-                show_gpu_panel(name, rec["settings"], "")
+                label = f"recorded on {rec['machine']}, {rec['date']}"
+                show_gpu_panel(name, rec["settings"], "", {"measurement": rec["measurement"], "label": label})
 
     at = AppTest.from_function(page, default_timeout=180).run()
     assert not at.exception, [e.value for e in at.exception]
@@ -127,6 +128,8 @@ def test_every_lesson_draws_a_chart_and_a_gpu_panel_naming_the_gpu():
         assert result.get("plotly_chart"), f"{name}: no chart of the result"
         texts = " ".join(str(e.value) for e in panel.markdown) + " ".join(str(e.value) for e in panel.caption)
         assert panel.get("plotly_chart") and "H200" in texts and "H100" in texts and "model, not a measurement" in texts.lower()
+        assert "re-timed from H200 recordings, not run on a GPU" in texts and "Long contexts keep large passes memory-bound" in texts
+        assert name == "memory_bound" or "cannot be re-timed" in texts or "re-timed" in texts.split("Your run on an H200", 1)[1]
         assert not panel.warning
 
 

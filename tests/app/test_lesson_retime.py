@@ -75,6 +75,9 @@ def test_what_cannot_be_re_timed_says_why():
     rate, note = retime.h200_rate({"passes": [[1, 0, 3], [9000, 0, 1]], "decode_tokens": 4})
     assert rate is None and "never extrapolated" in note and "9000" in note
     assert retime.figure({"ar": {"summary": {}}}) is None
+    seed = {"context": 150, "passes": [{"label": "a batch", "ms": 1.0}]}  # Barrow's seed passes: not a lane
+    assert retime.lanes_of({"seed": seed, "ar": lane_of("model-open-ar")})[0]["name"] == "plain"
+    assert len(retime.lanes_of({"seed": seed})) == 0 and retime.h200_rate(seed | {"decode_tokens": 3})[0] is None
 
 
 def test_every_lane_of_a_nested_measurement_is_found_with_its_batch_and_its_plain_lane():
