@@ -145,6 +145,15 @@ def far_text(run: dict) -> str:
     return f"round{plural} {rounds} of {n} left out, far outside the others: a cold start or other load"
 
 
+def kept_runs(spread: dict | None) -> tuple[dict | None, list[int]]:
+    """(a spread without its rounds far outside the others, the indices of those rounds): the range a chart's
+    whisker, a table and a verdict use, the far rounds shown apart."""
+    if not spread:
+        return None, []
+    far = far_rounds(spread["values"])
+    return _kept(spread, set(far)), far
+
+
 def same_within_noise(small: dict, large: dict) -> bool:
     """Two passes' rounds (measurement.spread of ms) overlap: the larger pass's lower median is noise, not a saving."""
     return not (small["min"] > large["max"] or large["min"] > small["max"])

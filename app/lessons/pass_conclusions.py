@@ -34,8 +34,11 @@ def _row_at(rows: list[dict], tokens: int) -> dict:
 
 
 def _rounds(row: dict) -> str:
-    sp = row.get("ms_runs")
-    return f" (rounds {sp['min']:.1f}–{sp['max']:.1f})" if sp and len(sp["values"]) > 1 else ""
+    sp, far = noise.kept_runs(row.get("ms_runs"))
+    if not sp or len(row["ms_runs"]["values"]) < 2:
+        return ""
+    left = f"; round {', '.join(str(i + 1) for i in far)} far outside the others, left out" if far else ""
+    return f" (rounds {sp['min']:.1f}–{sp['max']:.1f}{left})"
 
 
 def cheaper_notes(rows: list[dict]) -> list[str]:
@@ -64,7 +67,7 @@ def _past_line(rows: list[dict], room: int, past: dict) -> str:
     head += f"{ratio:.2f}× the one-token pass for {n}× the tokens"
     if ratio <= NEARLY_FREE:
         return head + ": still nearly free, so this machine's room reaches past this pass."
-    a, b = one.get("ms_runs"), past.get("ms_runs")
+    (a, _), (b, _) = noise.kept_runs(one.get("ms_runs")), noise.kept_runs(past.get("ms_runs"))
     beyond = " beyond the rounds' spread" if a and b and b["min"] > NEARLY_FREE * a["max"] else ""
     return head + (
         f": more than {NEARLY_FREE}×{beyond}, so past the room the extra tokens cost real time (about {extra:.2f} ms each); "

@@ -25,10 +25,9 @@ def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
     base = rows[0]["ms"]
     xs = [r["tokens_per_pass"] for r in rows]
-    vals = [
-        (r["ms"] / base, r["ms_runs"]["min"] / base, r["ms_runs"]["max"] / base) if r.get("ms_runs") else (r["ms"] / base, None, None)
-        for r in rows
-    ]
+    kept = [noise.kept_runs(r.get("ms_runs")) for r in rows]
+    vals = [(r["ms"] / base, k["min"] / base, k["max"] / base) if k else (r["ms"] / base, None, None) for r, (k, _) in zip(rows, kept)]
+    far = [(r["tokens_per_pass"], r["ms_runs"]["values"][i] / base) for r, (_, idx) in zip(rows, kept) for i in idx]
     fig = go.Figure()
     fig.add_scatter(x=xs, y=xs, mode="lines", name="in step with the tokens (n tokens cost n×)", line={"color": PLAIN_COLOR, "dash": "dot"})
     fig.add_scatter(
@@ -42,6 +41,14 @@ def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
         textposition="top left",
         hovertemplate="%{x} tokens per pass: %{y:.2f}× a one-token pass<extra></extra>",
     )
+    if far:
+        fig.add_scatter(
+            x=[x for x, _ in far],
+            y=[y for _, y in far],
+            mode="markers",
+            marker={"symbol": "x-open", "size": 10, "color": RIDGE_COLOR},
+            name="a round far outside the others (left out of the whisker)",
+        )
     fig.add_hline(y=knee.ROOM, line_dash="dash", line_color=RIDGE_COLOR)
     room = knee.room_tokens(xs, [r["ms"] for r in rows])
     fig.add_annotation(
@@ -63,13 +70,14 @@ def memory_bound_table(m: dict) -> list[dict]:
     base = rows[0]["ms"]
     out = []
     for prev, r in zip([None, *rows], rows):
-        sp = r.get("ms_runs")
+        sp, far = noise.kept_runs(r.get("ms_runs"))
         cheaper = prev is not None and r["ms"] < prev["ms"]
         out.append(
             {
                 "tokens per pass": r["tokens_per_pass"],
                 "ms (median)": round(r["ms"], 2),
-                "rounds (ms)": f"{sp['min']:.1f}–{sp['max']:.1f}" if sp else "one round",
+                "rounds (ms)": (f"{sp['min']:.1f}–{sp['max']:.1f}" if sp else "one round")
+                + (f", round {', '.join(str(i + 1) for i in far)} left out" if far else ""),
                 "× one-token pass": round(r["ms"] / base, 2),
                 "note": "same within noise as the smaller pass" if cheaper else "",
                 "GFLOP": round(r["flops"] / 1e9, 2),

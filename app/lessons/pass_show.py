@@ -71,7 +71,7 @@ def _warmup(m: dict) -> None:
     warm = m.get("warmup")
     if warm:
         st.caption(
-            "Warm-up (untimed for the lesson, shown apart, never in a lane): each contender ran once before the timed rounds, "
+            "Warm-up (shown apart, never in a lane): each contender decoded once, a few tokens, before the timed rounds: "
             + ", ".join(f"{w['contender']} {w['s']:.2f} s" for w in warm)
             + "."
         )

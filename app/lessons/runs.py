@@ -10,6 +10,7 @@ pass curve, from which lesson 3 picks its large batch. No streamlit.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from dataclasses import dataclass
@@ -34,14 +35,18 @@ def _run(pair, job: Job) -> list:
     return [generate(pair, group, job.cfg) for group in prompts]
 
 
+WARM_TOKENS = 6  # a warm-up decodes at most this many new tokens: every pass shape of the job, at a fraction of its time
+
+
 def warm_up(pair, jobs: dict) -> list[dict]:
-    """Every job once before any timed round, in the same order (a sequential job: its first prompt only), so no
-    contender's timed rounds carry a cold start (first calls, allocations, caches). Reported apart, never in a lane:
-    per job its name, the seconds it took and its decoding-alone tokens/s."""
+    """Every job once before any timed round, in the same order (a sequential job: its first prompt only; at most
+    WARM_TOKENS new tokens), so no contender's timed rounds carry a cold start (first calls, allocations, caches).
+    Reported apart, never in a lane: per job its name, the seconds it took and its decoding-alone tokens/s."""
     out = []
     for name, job in jobs.items():
         t0 = time.perf_counter()
-        traces = _run(pair, Job(job.prompts[:1], job.cfg, True) if job.sequential else job)
+        cfg = dataclasses.replace(job.cfg, max_new_tokens=min(job.cfg.max_new_tokens, WARM_TOKENS))
+        traces = _run(pair, Job(job.prompts[:1], cfg, True) if job.sequential else Job(job.prompts, cfg))
         rate = ms.decode_rate(ms.decode_fields(traces) | {"tokens_per_s": traces[0].summary["tokens_per_s"]})
         label = " ".join(str(part) for part in name) if isinstance(name, tuple) else str(name)
         out.append({"contender": label, "s": time.perf_counter() - t0, "decode_tokens_per_s": rate})

@@ -63,7 +63,7 @@ def _lesson1_claim(m: dict) -> tuple[bool, bool]:
     return (
         room > 1 and inside["ms"] <= knee.ROOM * one["ms"],
         past["tokens_per_pass"] >= knee.PAST * room
-        and past["ms_runs"]["min"] > knee.ROOM * one["ms_runs"]["max"]
+        and noise.kept_runs(past["ms_runs"])[0]["min"] > knee.ROOM * noise.kept_runs(one["ms_runs"])[0]["max"]
         and past["ms"] < past["tokens_per_pass"] / 2 * one["ms"],
     )
 

@@ -268,3 +268,16 @@ def test_decode_costs_leave_the_prompts_pass_out():
         ]
     )
     assert pass_lessons.decode_costs([trace]) == {"tokens": 4, "flops": 2e9, "bytes": 6e8, "flops_wasted": 0.2e9}
+
+
+def test_lesson1_a_cold_round_is_shown_apart_not_carried_into_the_range():
+    rows = [_row(1, 8.2, [8.0, 8.2, 14.0, 8.1, 8.3]), _row(4, 9.0), _row(16, 15.0, [14.6, 15.0, 15.2, 14.9, 15.1])]
+    text = "\n".join(conclusions.memory_bound_conclusion(_lesson1(rows)))
+    assert "One token: 8.2 ms (rounds 8.0–8.3; round 3 far outside the others, left out)" in text
+    assert "more than 1.25× beyond the rounds' spread" in text  # 14.6 > 1.25 × 8.3; with the cold 14.0 carried, not
+    fig = pass_figures.memory_bound_figure(_lesson1(rows), {})
+    cold = [tr for tr in fig.data if tr.name and tr.name.startswith("a round far outside")]
+    assert cold and list(cold[0].y) == [14.0 / 8.2]
+    assert pass_figures.memory_bound_table(_lesson1(rows))[0]["rounds (ms)"] == "8.0–8.3, round 3 left out"
+    warm = [_row(1, 8.2, [8.0, 8.2, 8.4, 8.1, 8.3]), _row(4, 9.0), _row(16, 15.0)]
+    assert "far outside" not in "\n".join(conclusions.memory_bound_conclusion(_lesson1(warm)))
