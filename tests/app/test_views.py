@@ -253,12 +253,16 @@ def test_grid_table_rounds_and_keeps_missing_values():
         "AR tok/s": 20.0,
         "spec tok/s": 30.1,
         "speedup": 1.5,
+        "clock": "whole run (prefill included)",
+        "whole-run speedup": None,
         "α": 0.71,
         "drafted/step": 1.98,
         "tokens/step": None,
         "FLOPs × AR": 1.33,
         "load": "",
-    }  # rows without policy/tree/load
+    }  # rows without policy/tree/load, and an older row without decode timing: its speedup is the whole run's
+    decoded = sweep.grid_table([{**GRID[0], "whole_run_speedup": 1.234}])[0]
+    assert decoded["clock"] == "decoding alone" and decoded["whole-run speedup"] == 1.23
     assert table[1]["drafted/step"] is None  # older rows without the field
     assert table[2]["α"] is None and table[2]["FLOPs × AR"] is None
 
