@@ -124,7 +124,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         turn_it_off,
         (
             Knob(
-                "l4_batch", "Batch size", (0, *SWITCH_BATCHES), 0, CURVE_HELP + ": the smallest batch whose verify pass carries 4× the room"
+                "l4_batch", "Batch size", (0, *SWITCH_BATCHES), 0, CURVE_HELP + ": the smallest batch whose verify pass carries 8× the room"
             ),
             Knob("l4_n", "Off above batch N", (0, 1, 2, 4, 8), 0, CURVE_HELP + ": the most rows whose verify pass fits the room"),
             Knob("l4_depth", "Speculation depth k", (0, 1, 2, 3, 4), 0, CURVE_HELP + ": the deepest one-row draft inside the room"),

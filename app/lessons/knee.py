@@ -49,11 +49,11 @@ def inside_depth(room: int, batch: int = 1, most: int = 8) -> int:
     return max(1, min(most, room // max(batch, 1) - 1))
 
 
-def past_batch(room: int, depth: int, options) -> int:
-    """The smallest batch among `options` whose verify pass, batch × (depth + 1) tokens, carries at least PAST× the
-    room; the largest option where none does."""
+def past_batch(room: int, depth: int, options, factor: float = PAST) -> int:
+    """The smallest batch among `options` whose verify pass, batch × (depth + 1) tokens, carries at least `factor`×
+    (PAST×) the room; the largest option where none does."""
     ordered = sorted(int(b) for b in options)
-    return next((b for b in ordered if b * (depth + 1) >= PAST * room), ordered[-1])
+    return next((b for b in ordered if b * (depth + 1) >= factor * room), ordered[-1])
 
 
 def room_words(room: int, tokens, ms) -> str:

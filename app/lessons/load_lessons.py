@@ -5,26 +5,25 @@ against load, and width (a draft tree). Each takes (pair, probe, settings) and r
 
 from __future__ import annotations
 
-from app.lessons import knee, switch
+from app.lessons import knee, pass_lessons, switch
 from app.lessons import measurement as ms
 from app.lessons.experiment_kit import lane_jobs, model_drafter
 from app.lessons.load import cell, load_rate
-from app.lessons.runs import Job, cell_of_runs, knee_tokens, lane_pair, median_run, timed_rounds
+from app.lessons.runs import Job, cell_of_runs, lane_pair, median_run, timed_rounds
 from app.lessons.width import GOODPUT, goodput_fields
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
 from engine.costs import expected_tokens_per_step, ridge_tokens
-from engine.decoding.passcurve import pass_curve
 
 TURN_OFF_ROUNDS = 3  # lesson 4
 POWERS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # batch sizes a lesson may choose from the curve
 
 
 def machine_curve(pair) -> tuple[dict, int]:
-    """(this machine's pass curve as a measurement records it, its room in tokens per pass: knee.room_tokens)."""
-    curve = pass_curve(pair)
-    shape = {"tokens": list(curve.tokens), "ms": list(curve.ms), "knee_tokens": knee_tokens(curve.tokens, curve.ms)}
-    return shape | {"key": curve.key[:300], "measured_at": curve.measured_at}, knee.room_tokens(curve.tokens, curve.ms)
+    """(this machine's pass curve as a measurement records it, its room in tokens per pass): the one lessons 1 to 3
+    read (pass_lessons.machine_curve: the small end re-timed in interleaved rounds, or lesson 1's own rows), so every
+    lesson of a process speaks of the same room."""
+    return pass_lessons.machine_curve(pair)
 
 
 # --- 4. turn it off ---------------------------------------------------------------------------------

@@ -131,7 +131,34 @@ def memory_bound_conclusion(result: dict) -> list[str]:
             f"this model; the room these rows measured is {room} token{'s' if room != 1 else ''}. The probe's ridge is an "
             "estimate from two quick kernels; the measured curve decides where extra tokens start to cost."
         )
+    kv = counted_ridge(rows, result.get("ridge_point"))
+    if kv:
+        lines.append(kv)
     return lines + cheaper_notes(rows)
+
+
+def counted_ridge(rows: list[dict], ridge_point: float | None) -> str | None:
+    """Where these passes' own counted FLOPs per byte (weights AND this row's KV cache at the lesson's context, the
+    engine's counts) reach the probed ridge point, interpolated between the measured sizes, and the cache's share of a
+    one-token pass's bytes (its bytes grow by one token's KV per token added); None where the rows do not cross the
+    ridge or carry no counts."""
+    pts = [(r["tokens_per_pass"], r["flops"] / r["bytes"]) for r in rows if r.get("flops") and r.get("bytes")]
+    if not ridge_point or len(pts) < 2 or len(pts) != len(rows):
+        return None
+    cross = [(n0 + (ridge_point - i0) * (n1 - n0) / (i1 - i0)) for (n0, i0), (n1, i1) in zip(pts, pts[1:]) if i0 < ridge_point <= i1]
+    first, last = rows[0], rows[-1]
+    per_token = (last["bytes"] - first["bytes"]) / (last["tokens_per_pass"] - first["tokens_per_pass"])
+    if not cross or per_token <= 0:
+        return None
+    context = int(first.get("context", 0))
+    share = per_token * (context + first["tokens_per_pass"]) / first["bytes"]
+    return (
+        f"Counting all these passes do and read (the weights, and this row's KV cache over a {context}-token context "
+        f"with attention's arithmetic on it: the engine's counts), a pass reaches the ridge's {ridge_point:.1f} FLOP/byte "
+        f"at about {cross[0]:.0f} tokens. One "
+        f"row's cache is {share:.1%} of a one-token pass's bytes here, so it barely moves the ridge; in a batch every row "
+        "reads its own cache, which is why long contexts keep large batches memory-bound (the GPU panel below)."
+    )
 
 
 def _consistent(run: dict) -> dict:

@@ -164,13 +164,27 @@ def _recording(name: str) -> dict | None:
         return None
 
 
+def chosen_settings(settings: dict | None, result: dict | None) -> dict:
+    """The settings the run shown actually used: a knob left at 0 ("from this machine's curve") or absent takes the
+    value the run chose and recorded (`result["measurement"]["chosen"]`), so the GPU panel marks the passes the
+    student saw."""
+    settings = dict(settings or {})
+    m = result.get("measurement") if isinstance(result, dict) else None
+    chosen = m.get("chosen") if isinstance(m, dict) else None
+    for name, value in (chosen or {}).items():
+        if not settings.get(name) and isinstance(value, int) and not isinstance(value, bool):
+            settings[name] = value
+    return settings
+
+
 def show_gpu_panel(lesson_name: str, settings: dict, text: str = "", result: dict | None = None) -> None:
     """The lesson on a GPU, beside this machine's CPU: the lesson's own text, the lesson's run re-timed with SpecLab's
     recorded H200 pass costs (`result`: the result the page shows, live or recorded; app/lessons/retime.py), the recorded
     H200 pass curves (measured), the Predictor at the lesson's settings (model) and published results (cited). No model
     is loaded."""
     key = f"gpu_{lesson_name}_"
-    depth = int((settings or {}).get("depth", (settings or {}).get("k", 4)) or 4)
+    settings = chosen_settings(settings, result)
+    depth = int(settings.get("depth", settings.get("k", 4)) or 4)
     with st.container(border=True):
         st.subheader("🖥 On a GPU")
         if text:

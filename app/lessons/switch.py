@@ -42,6 +42,9 @@ RAGGED_PROMPTS = (
 )
 DRAFTER = "ngram"  # the lookup drafts from the text so far at almost no cost: the long copy is its best case
 SWITCH_BATCHES = (4, 8, 16)  # the batch knob's options (0: chosen from this machine's pass curve)
+SWITCH_PAST = 8.0  # the full batch's verify pass carries at least this many times the room: far enough past it that
+# every guess costs real time even with the n-gram lookup's free drafts (at 4x the room, 16 tokens on the 2-core EPYC,
+# a pass cost 1.75x a one-token pass and the lookup's accepted guesses still paid for it)
 LANES = (("ar", "plain"), ("on", "always on"), ("off", "switch"))  # measurement key, name in a sentence
 PHASES = ("full", "shrunk")
 MAX_STEPS = 512  # steps kept per lane (the schema's list cap, engine/checks.py SPEC_MAX_LIST)
@@ -56,10 +59,10 @@ def ragged_prompts(batch: int) -> list[str]:
 def choose(room: int, s: dict) -> dict:
     """The lesson's settings from the room (knee.py), a knob's 0 meaning "from this machine's curve": speculation's
     depth k, the deepest draft a one-row verify pass fits inside the room (at most 4); the batch, the smallest whose
-    verify pass carries PAST x the room's tokens; the switch's N, the most rows whose verify pass still fits the room
+    verify pass carries SWITCH_PAST x the room's tokens; the switch's N, the most rows whose verify pass still fits the room
     (at least 1)."""
     depth = int(s.get("depth", 0)) or knee.inside_depth(room, 1, most=4)
-    batch = int(s.get("batch", 0)) or knee.past_batch(room, depth, SWITCH_BATCHES)
+    batch = int(s.get("batch", 0)) or knee.past_batch(room, depth, SWITCH_BATCHES, SWITCH_PAST)
     n = int(s.get("n", 0)) or max(1, room // (depth + 1))
     return {"room": int(room), "depth": depth, "batch": batch, "n": n, "tokens": int(s["tokens"])}
 

@@ -141,3 +141,17 @@ def test_labels_on_the_log_axes_sit_at_their_values():
         lines = sorted(float(shape.x0) for shape in fig.layout.shapes)
         labels = sorted(float(a.x) for a in fig.layout.annotations if a.xref == "x")
         assert lines and labels == pytest.approx([math.log10(x) for x in lines])
+
+
+def test_the_panel_marks_the_passes_the_run_chose():
+    """A knob left at 0 ("from this machine's curve") takes the value the shown run recorded, so the GPU panel's
+    passes are the ones the student saw; a knob the student set is kept."""
+    from app.lessons.show import chosen_settings
+
+    result = {"measurement": {"chosen": {"room": 4, "depth": 3, "batch": 4, "nodes": 6}}, "label": "recorded"}
+    assert chosen_settings({"depth": 0, "batch": 0}, result) == {"depth": 3, "batch": 4, "room": 4, "nodes": 6}
+    assert chosen_settings({"depth": 2, "batch": 0}, result)["depth"] == 2
+    assert chosen_settings({"depth": 0}, None) == {"depth": 0}
+    assert chosen_settings({"depth": 0}, {"measurement": {"ar": {}}}) == {"depth": 0}
+    passes = G.lesson_passes("width", chosen_settings({"nodes": 0, "topk": 0, "batch": 0}, result))
+    assert ("tree of 6, batch 4", 4, 7) in passes

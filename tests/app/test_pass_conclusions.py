@@ -281,3 +281,17 @@ def test_lesson1_a_cold_round_is_shown_apart_not_carried_into_the_range():
     assert pass_figures.memory_bound_table(_lesson1(rows))[0]["rounds (ms)"] == "8.0–8.3, round 3 left out"
     warm = [_row(1, 8.2, [8.0, 8.2, 8.4, 8.1, 8.3]), _row(4, 9.0), _row(16, 15.0)]
     assert "far outside" not in "\n".join(conclusions.memory_bound_conclusion(_lesson1(warm)))
+
+
+def test_lesson_1_places_the_ridge_with_its_own_kv_counts():
+    """The ridge read from the passes' own counts (weights and the row's KV at the lesson's context): interpolated
+    where the counted FLOP/byte crosses the probed ridge point; no sentence where the rows never reach it."""
+    rows = [
+        {"tokens_per_pass": n, "context": 100, "flops": 1e6 * n, "bytes": 1e6 + 1e3 * (100 + n)} for n in (1, 2, 4, 8, 16)
+    ]
+    words = pass_conclusions.counted_ridge(rows, 6.0)
+    assert words is not None and "100-token context" in words
+    crossing = 4 + (6.0 - rows[2]["flops"] / rows[2]["bytes"]) * 4 / (rows[3]["flops"] / rows[3]["bytes"] - rows[2]["flops"] / rows[2]["bytes"])
+    assert f"at about {crossing:.0f} tokens" in words and "9.2% of a one-token pass's bytes" in words
+    assert pass_conclusions.counted_ridge(rows, 50.0) is None  # never reached by these passes
+    assert pass_conclusions.counted_ridge([{**r, "flops": None} for r in rows], 6.0) is None  # no counts, no claim
