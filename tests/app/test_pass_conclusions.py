@@ -286,12 +286,11 @@ def test_lesson1_a_cold_round_is_shown_apart_not_carried_into_the_range():
 def test_lesson_1_places_the_ridge_with_its_own_kv_counts():
     """The ridge read from the passes' own counts (weights and the row's KV at the lesson's context): interpolated
     where the counted FLOP/byte crosses the probed ridge point; no sentence where the rows never reach it."""
-    rows = [
-        {"tokens_per_pass": n, "context": 100, "flops": 1e6 * n, "bytes": 1e6 + 1e3 * (100 + n)} for n in (1, 2, 4, 8, 16)
-    ]
+    rows = [{"tokens_per_pass": n, "context": 100, "flops": 1e6 * n, "bytes": 1e6 + 1e3 * (100 + n)} for n in (1, 2, 4, 8, 16)]
     words = pass_conclusions.counted_ridge(rows, 6.0)
     assert words is not None and "100-token context" in words
-    crossing = 4 + (6.0 - rows[2]["flops"] / rows[2]["bytes"]) * 4 / (rows[3]["flops"] / rows[3]["bytes"] - rows[2]["flops"] / rows[2]["bytes"])
+    at4, at8 = (rows[i]["flops"] / rows[i]["bytes"] for i in (2, 3))
+    crossing = 4 + (6.0 - at4) * 4 / (at8 - at4)
     assert f"at about {crossing:.0f} tokens" in words and "9.2% of a one-token pass's bytes" in words
     assert pass_conclusions.counted_ridge(rows, 50.0) is None  # never reached by these passes
     assert pass_conclusions.counted_ridge([{**r, "flops": None} for r in rows], 6.0) is None  # no counts, no claim
