@@ -124,7 +124,11 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         turn_it_off,
         (
             Knob(
-                "l4_batch", "Batch size", (0, *SWITCH_BATCHES), 0, CURVE_HELP + ": the smallest batch whose verify pass carries 8× the room"
+                "l4_batch",
+                "Batch size",
+                (0, *SWITCH_BATCHES),
+                0,
+                CURVE_HELP + ": the smallest of 4 and 8 whose verify pass carries 8× the room, else 8",
             ),
             Knob("l4_n", "Off above batch N", (0, 1, 2, 4, 8), 0, CURVE_HELP + ": the most rows whose verify pass fits the room"),
             Knob("l4_depth", "Speculation depth k", (0, 1, 2, 3, 4), 0, CURVE_HELP + ": the deepest one-row draft inside the room"),
@@ -153,7 +157,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
     ),
     "by_load": Experiment(
         by_load,
-        (Knob("l6_k", "Fixed depth k", (0, *DEPTHS), 0, CURVE_HELP + ": the deepest one-row draft inside the room (at most 4)"),),
+        (Knob("l6_k", "Fixed depth k", (0, *DEPTHS), 0, CURVE_HELP + ": the deepest one-row draft inside the room (at most 3)"),),
         Prediction(
             "The speedup of fixed depth k over plain decoding (decoding alone) at the largest batch (1.0 = the same speed)?",
             "e.g. 1.3",

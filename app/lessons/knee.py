@@ -13,6 +13,9 @@ Pure: reads only the curve's numbers. No streamlit, no torch.
 from __future__ import annotations
 
 ROOM = 1.25  # a pass within this factor of a one-token pass is "inside the room" (nearly free)
+MOST_DEPTH = 3  # a chosen depth stops here: deeper drafts are accepted too rarely to pay for drafting them (with
+# α ≈ 0.5, the EAGLE head's on held-out prompts, a chain's 4th draft survives with chance α^4 ≈ 6%), and a room that
+# reads 4 tokens in one recording and 8 in the next (8 tokens cost 1.22-1.27x one on the 2-core EPYC) gives the same k
 PAST = 4.0  # "past the knee": a pass carrying at least this many times the room's tokens
 
 

@@ -118,11 +118,11 @@ def fixed_label(k: int) -> str:
 
 
 def load_choice(room: int, s: dict) -> dict:
-    """Lesson 6's settings from the room: fixed k (knob 0: the deepest one-row draft inside the room, at most 4); the
+    """Lesson 6's settings from the room: fixed k (knob 0: the deepest one-row draft inside the room, at most knee.MOST_DEPTH); the
     load-aware policies' most guesses (the same, at most LOAD_MAX); three batch sizes: 1, the largest power of two
     whose 1-guess verify pass (2 tokens a row) fits the room (where only a shallow draft can ride free: a graded
     depth), and the smallest whose fixed-k verify pass carries PAST x the room."""
-    k = int(s["k"]) or knee.inside_depth(room, 1, most=4)
+    k = int(s["k"]) or knee.inside_depth(room, 1, most=knee.MOST_DEPTH)
     most = knee.inside_depth(room, 1, most=LOAD_MAX)
     mid = max([b for b in POWERS[1:] if 2 * b <= room] or [2])
     past = max(knee.past_batch(room, k, POWERS), 2 * mid)

@@ -58,8 +58,7 @@ def remember_room(pair, curve: dict, room: int) -> None:
     _ROOMS[curve_key(pair)] = (curve, room)
 
 
-MOST_DEPTH = 4  # a chosen depth stops here: deeper drafts are accepted too rarely to pay for drafting them (with
-# α ≈ 0.5, the EAGLE head's on held-out prompts, a chain's 5th draft survives with chance α^5 ≈ 3%)
+MOST_DEPTH = knee.MOST_DEPTH  # the deepest draft a lesson chooses (knee.py says why)
 
 
 def inside_depth(room: int) -> int:

@@ -42,6 +42,8 @@ RAGGED_PROMPTS = (
 )
 DRAFTER = "ngram"  # the lookup drafts from the text so far at almost no cost: the long copy is its best case
 SWITCH_BATCHES = (4, 8, 16)  # the batch knob's options (0: chosen from this machine's pass curve)
+CHOSEN_BATCHES = (4, 8)  # the batches setting 0 chooses from: at 16 rows some short answers run to the token budget
+# beside the long copy, so the batch never shrinks to N and the switch never comes back on
 SWITCH_PAST = 8.0  # the full batch's verify pass carries at least this many times the room: far enough past it that
 # every guess costs real time even with the n-gram lookup's free drafts (at 4x the room, 16 tokens on the 2-core EPYC,
 # a pass cost 1.75x a one-token pass and the lookup's accepted guesses still paid for it)
@@ -58,11 +60,11 @@ def ragged_prompts(batch: int) -> list[str]:
 
 def choose(room: int, s: dict) -> dict:
     """The lesson's settings from the room (knee.py), a knob's 0 meaning "from this machine's curve": speculation's
-    depth k, the deepest draft a one-row verify pass fits inside the room (at most 4); the batch, the smallest whose
-    verify pass carries SWITCH_PAST x the room's tokens; the switch's N, the most rows whose verify pass still fits the room
-    (at least 1)."""
-    depth = int(s.get("depth", 0)) or knee.inside_depth(room, 1, most=4)
-    batch = int(s.get("batch", 0)) or knee.past_batch(room, depth, SWITCH_BATCHES, SWITCH_PAST)
+    depth k, the deepest draft a one-row verify pass fits inside the room (at most knee.MOST_DEPTH); the batch, the
+    smallest of CHOSEN_BATCHES whose verify pass carries SWITCH_PAST x the room's tokens (else the largest); the
+    switch's N, the most rows whose verify pass still fits the room (at least 1)."""
+    depth = int(s.get("depth", 0)) or knee.inside_depth(room, 1, most=knee.MOST_DEPTH)
+    batch = int(s.get("batch", 0)) or knee.past_batch(room, depth, CHOSEN_BATCHES, SWITCH_PAST)
     n = int(s.get("n", 0)) or max(1, room // (depth + 1))
     return {"room": int(room), "depth": depth, "batch": batch, "n": n, "tokens": int(s["tokens"])}
 

@@ -44,6 +44,14 @@ def test_each_recording_chose_its_settings_from_its_own_curve(name):
     assert measurement.DISTURBED not in rec["note"], "re-record on a quiet machine"
 
 
+def test_every_lesson_speaks_of_one_room():
+    """Lessons 1 to 7 were recorded in one process and chose their settings from one room (pass_lessons.machine_curve,
+    lesson 1's rows once it has run): a student never reads of a 4-token room in lesson 3 and a 9-token one in lesson 6."""
+    names = ["memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width"]
+    rooms = {name: _rec(name)["measurement"]["chosen"]["room"] for name in names}
+    assert len(set(rooms.values())) == 1, rooms
+
+
 # --- lesson 4 ------------------------------------------------------------------------------------------------
 def test_lesson4_always_on_loses_past_the_knee_and_the_switch_comes_back_on():
     m, s = _rec("turn_it_off")["measurement"], _rec("turn_it_off")["settings"]
