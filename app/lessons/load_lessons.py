@@ -199,7 +199,7 @@ def load_leviathan(m: dict, s: dict) -> dict | None:
 
 
 # --- 7. width: a draft tree ------------------------------------------------------------------------------
-WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS, WIDTH_ROUNDS = 4, 3, 16, 4  # most chain depth; prompts at batch 1; tokens; rounds
+WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS, WIDTH_ROUNDS = 4, 3, 16, 5  # most chain depth; prompts at batch 1; tokens; rounds
 WIDTH_CONTENDERS = (PLAIN, "chain", "tree", GOODPUT)
 WIDTH_BATCHES = (2, 4, 8, 16)  # the large batch's candidates
 

@@ -125,13 +125,16 @@ def speedup(run: dict, whole: bool = False) -> dict | None:
 
 
 def verdict(run: dict) -> int:
-    """+1: speculation beat plain decoding in every round kept (decoding alone where recorded), -1 lost in every one,
-    0: the rounds overlap (or too few). Rounds far outside the others are left out on both sides."""
+    """+1: speculation beat plain decoding in every interleaved round kept (its rate ÷ plain's in that round above 1,
+    decoding alone where recorded), -1 lost in every one, 0: the rounds disagree (or too few). Rounds far outside the
+    others are left out on both sides (speedup). Lanes without paired rounds: beyond the spread (clear_winner)."""
     (a, _), (b, _) = rate_runs(run.get("ar") or {}), rate_runs(run.get("spec") or {})
     if not a or not b:
         return 0
-    drop = set(far_rounds(a["values"])) | set(far_rounds(b["values"])) if len(a["values"]) == len(b["values"]) else set()
-    return clear_winner(_kept(b, drop), _kept(a, drop))
+    if len(a["values"]) == len(b["values"]) >= 2:  # interleaved rounds: judged round by round (a drift cancels in each ratio)
+        sp = speedup(run)
+        return 1 if sp and sp["rounds"] >= 2 and sp["lo"] > 1 else -1 if sp and sp["rounds"] >= 2 and sp["hi"] < 1 else 0
+    return clear_winner(b, a)
 
 
 def far_text(run: dict) -> str:

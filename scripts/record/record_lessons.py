@@ -27,7 +27,8 @@ from pathlib import Path
 from app.lessons import measurement
 from app.lessons.experiments import EXPERIMENTS
 from app.lessons.knee import room_tokens
-from app.lessons.pass_lessons import machine_curve
+from app.lessons.pass_lessons import machine_curve, remember_room
+from app.lessons.runs import knee_tokens
 from engine import DecodeConfig, Trace, generate, load_pair
 from engine.bench.prompts import batch_prompts
 from engine.decoding.passcurve import pass_curve
@@ -73,6 +74,23 @@ def steady_curve(pair):
     return curve
 
 
+def shipped_room(pair, machine: str) -> int | None:
+    """Where lesson 1's shipped recording was made on this machine, its rows become the curve and room the lessons
+    recorded next choose from (as they do when lesson 1 runs first in one process): the room it read, else None."""
+    try:
+        record = measurement.load_record(OUT / "memory_bound.json")
+    except (OSError, measurement.MeasurementError):
+        return None
+    if record["machine"] != machine:
+        return None
+    rows = sorted(record["measurement"]["rows"], key=lambda r: r["tokens_per_pass"])
+    tokens, times = [r["tokens_per_pass"] for r in rows], [r["ms"] for r in rows]
+    label = f"lesson 1's recorded rows ({record['date']})"
+    curve = {"tokens": tokens, "ms": times, "knee_tokens": knee_tokens(tokens, times), "key": label, "measured_at": record["date"]}
+    remember_room(pair, curve, room_tokens(tokens, times))
+    return room_tokens(tokens, times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma list of experiment names (default: all)")
@@ -95,6 +113,9 @@ def main() -> None:
     print(f"pass curve measured {curve.measured_at}: 1 token {curve.ms[0]:.2f} ms, room {room_tokens(curve.tokens, curve.ms)}", flush=True)
     small, room = machine_curve(pair, refresh=True)  # lessons 1-3's room, shared by the three recordings
     print(f"lessons 1-3: room {room} tokens ({small['key']})", flush=True)
+    if "memory_bound" not in names:  # keep every lesson on the room the shipped lesson 1 recorded on this machine
+        shipped = shipped_room(pair, hw.device_name)
+        print(f"lesson 1's recorded room: {shipped} tokens" if shipped else "no lesson 1 recording from this machine", flush=True)
     date = dt.date.today().isoformat()
     print(f"{hw.device_name}, {hw.dtype}, {date}", flush=True)
     for name in names:

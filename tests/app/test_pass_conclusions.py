@@ -247,7 +247,7 @@ def test_room_words_and_the_chosen_settings_come_from_the_curve():
     assert room == 4 and pass_lessons.largest_pass(room) == 32 and pass_lessons.largest_pass(64) == 128
     assert pass_lessons.ridge_settings(room, {"depth": 0, "batch": 0}) == {"room": 4, "depth": 3, "batch": 4}
     assert pass_lessons.ridge_settings(room, {"depth": 2, "batch": 16}) == {"room": 4, "depth": 2, "batch": 16}  # a knob wins
-    assert pass_lessons.ridge_settings(200, {"depth": 0, "batch": 0}) == {"room": 200, "depth": 4, "batch": 32}  # a GPU's room
+    assert pass_lessons.ridge_settings(200, {"depth": 0, "batch": 0}) == {"room": 200, "depth": 3, "batch": 32}  # a GPU's room
     from app.lessons.pass_show import chosen_words
 
     words = chosen_words({"curve": c, "chosen": {"room": 4, "depth": 3, "batch": 4}})
@@ -294,3 +294,19 @@ def test_lesson_1_places_the_ridge_with_its_own_kv_counts():
     assert f"at about {crossing:.0f} tokens" in words and "9.2% of a one-token pass's bytes" in words
     assert pass_conclusions.counted_ridge(rows, 50.0) is None  # never reached by these passes
     assert pass_conclusions.counted_ridge([{**r, "flops": None} for r in rows], 6.0) is None  # no counts, no claim
+
+
+def test_a_verdict_is_round_by_round_so_a_drift_between_rounds_cancels():
+    """Interleaved rounds are judged by each round's ratio: speculation faster in every round wins even where the
+    machine drifted so far that the two lanes' ranges overlap; one round the other way and there is no winner."""
+
+    def lane(values):
+        return {"decode_tokens_per_s_runs": measurement.spread(values)}
+
+    drifting = {"ar": lane([120.0, 150.0, 105.0, 115.0]), "spec": lane([150.0, 170.0, 126.0, 140.0])}
+    assert noise.clear_winner(drifting["spec"]["decode_tokens_per_s_runs"], drifting["ar"]["decode_tokens_per_s_runs"]) == 0
+    assert noise.verdict(drifting) == 1
+    assert noise.verdict({"ar": drifting["spec"], "spec": drifting["ar"]}) == -1
+    mixed = {"ar": lane([120.0, 150.0, 105.0, 115.0]), "spec": lane([150.0, 140.0, 126.0, 140.0])}
+    assert noise.verdict(mixed) == 0
+    assert noise.verdict({"ar": lane([100.0]), "spec": lane([200.0])}) == 0  # one round: no spread, no winner
