@@ -146,6 +146,11 @@ def _batch_line(batch: int, tree: dict, chain: dict, shape: str) -> tuple[str, i
                 text += ": the extra tokens outweighed the longer pass" if verdict > 0 else ": the longer pass outweighed the extra tokens"
             elif verdict:
                 text += ": the verify pass alone does not account for it (drafting the tree takes time too)"
+            elif emitted > longer:
+                text += (
+                    ": per verify pass the extra tokens outweighed the longer pass, and with the tree's drafting added "
+                    "the runs came out level"
+                )
         text += "."
     return text, verdict
 

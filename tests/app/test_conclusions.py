@@ -3,6 +3,7 @@ both ways, and the removed claims stay removed. Lessons 1-3's: tests/app/test_pa
 
 from __future__ import annotations
 
+import copy
 from types import SimpleNamespace
 
 import pytest
@@ -120,7 +121,13 @@ def test_width_conclusion_follows_the_numbers_both_ways():
     assert "(no clear winner: their runs overlap)" in noisy[0] and noisy[2].startswith(
         "The tree was level with the chain at batch 1 and level with it at batch 16: their runs overlapped at both."
     )
-    assert "outweighed" not in noisy[0]
+    # level overall: whether width paid per verify pass is said from the pass's own numbers, never as a winner
+    assert "(1.36×), and its verify pass of 25 tokens took 35.0 ms against 30.0 ms for the chain's 5 (1.17×)" in noisy[0]
+    assert "per verify pass the extra tokens outweighed the longer pass" in noisy[0]  # 1.36x the tokens for 1.17x the pass
+    heavy = copy.deepcopy(noisy_m)
+    next(r for r in heavy["rows"] if r["contender"] == "tree" and r["batch"] == 1)["verify_ms"] = 45.0  # 1.50x > 1.36x
+    assert "outweighed" not in conclusions.width_conclusion(heavy)[0]
+    assert "the extra tokens outweighed the longer pass." not in noisy[0] and "the longer pass outweighed" not in noisy[0]
     drifted = _width(62.0, 60.0, 330.0, 340.0, spread=0.1)  # overlapping runs, but the tree ahead in every round
     line = conclusions.width_conclusion(drifted)[0]
     assert "(faster: above the chain in every interleaved round, 1.03–1.03× round by round, though their runs' ranges overlap" in line

@@ -153,19 +153,28 @@ def test_lesson6_words_flip_with_a_doctored_recording():
 
 
 # --- lesson 7 ------------------------------------------------------------------------------------------------
-def test_lesson7_the_tree_beats_the_chain_where_the_room_fits_it_and_loses_past_the_knee():
+def test_lesson7_width_pays_per_pass_inside_the_room_and_costs_past_the_knee():
+    """Inside the room the tree's extra tokens per pass outweigh its longer verify pass and it is never slower than the
+    chain (on the 2-core EPYC its gain at batch 1 is small: 1.06x, ahead in 4 of 5 rounds, 2026-12-03); past the knee
+    the longer pass outweighs them and the tree is slower beyond the spread."""
     m = _rec("width")["measurement"]
     c, rows = m["chosen"], m["rows"]
     lines = conclusions.width_conclusion(m)
+    text = "\n".join(lines)
     big = c["batch"]
     assert big * (c["nodes"] + 1) >= knee.PAST * c["room"]
     cells = {(r["batch"], r["contender"]): r for r in rows}
-    assert width.tree_verdict(cells[(big, "tree")], cells[(big, "chain")])[0] == -1  # past the knee width costs
+    tree, chain = cells[(big, "tree")], cells[(big, "chain")]
+    assert width.tree_verdict(tree, chain)[0] == -1  # past the knee width costs
+    assert tree["verify_ms"] / chain["verify_ms"] > tree["tokens_per_step"] / chain["tokens_per_step"]
+    assert f"slower than it at batch {big}" in text and "the longer pass outweighed the extra tokens" in text
     if width.has_room(m):
         assert "both fit the room" in lines[0]
-        assert width.tree_verdict(cells[(1, "tree")], cells[(1, "chain")])[0] == 1
-        assert lines[1].startswith("Batch 1: the tree") and "(faster: " in lines[1]
-        assert f"The tree was faster than the chain at batch 1 and slower than it at batch {big}" in "\n".join(lines)
+        tree, chain = cells[(1, "tree")], cells[(1, "chain")]
+        assert width.tree_verdict(tree, chain)[0] >= 0  # never slower inside the room
+        assert tree["tokens_per_step"] / chain["tokens_per_step"] > tree["verify_ms"] / chain["verify_ms"]  # width paid per pass
+        assert lines[1].startswith("Batch 1: the tree")
+        assert "(faster: " in lines[1] or "per verify pass the extra tokens outweighed the longer pass" in lines[1]
     else:  # this machine has no room for width: the page says so, from the curve, and points to the H200 view
         assert "this machine has no room for width" in lines[0] and "re-timed H200 view" in lines[0]
 
@@ -179,4 +188,5 @@ def test_lesson7_words_flip_with_a_doctored_recording():
     m["chosen"] = m["chosen"] | {"nodes": m["chosen"]["room"] + 3}  # a tree wider than the room
     lines = conclusions.width_conclusion(m)
     assert "this machine has no room for width" in lines[0]
-    assert f"The tree was slower than the chain at batch 1 and faster than it at batch {m['chosen']['batch']}" in "\n".join(lines)
+    text = "\n".join(lines)
+    assert f"faster than it at batch {m['chosen']['batch']}" in text and f"slower than it at batch {m['chosen']['batch']}" not in text
