@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     _run_parser(sub)
     _bench_parser(sub)
     _other_parsers(sub)
+    from engine.serving import cli as serving_cli
+
+    serving_cli.add_parser(sub)
     return parser
 
 
@@ -217,6 +220,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "fast", None):  # read by engine/model/static_cache.make_cache for every cache of this process
         os.environ["SPECLAB_FAST"] = {"off": "0", "eager": "eager", "native": "native"}[args.fast]
+    if args.command == "serve-bench":  # no model here: a server elsewhere does the decoding
+        from engine.serving import cli as serving_cli
+
+        try:
+            return serving_cli.run(args)
+        except (ValueError, *serving_cli.ERRORS) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     if args.command == "predict":
         from engine.roofline.predictor import prediction_table
 

@@ -219,7 +219,7 @@ def doc_cli_flags(text: str) -> dict[str, set[str]]:
     flags: dict[str, set[str]] = {}
     current: list[str] = []
     for line in block.splitlines():
-        head = re.match(r"python -m engine (\w+)", line)
+        head = re.match(r"python -m engine ([\w-]+)", line)
         also = re.match(r"([\w, ]+) also:", line)
         if head:
             current = [head.group(1)]

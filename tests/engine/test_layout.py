@@ -92,6 +92,7 @@ LAYER_RULES = {  # subpackage -> subpackages it must never import (at any depth 
     "decoding": {"bench", "roofline"},
     "trace": {"model", "drafters", "decoding", "bench"},
     "roofline": {"model", "drafters", "decoding", "bench"},
+    "serving": {"model", "drafters", "decoding", "roofline", "trace"},  # a server elsewhere decodes; only the prompt sets
 }
 
 

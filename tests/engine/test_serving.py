@@ -1,0 +1,102 @@
+"""engine/serving: the bounded client's URL checks, the /metrics parser and counters (on a real llama-server's
+/metrics, recorded: tests/data/serving/), the sweep's bounds, and the CLI's one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.serving import client, metrics, sweep
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "serving"
+
+
+@pytest.mark.parametrize(
+    ("url", "base"),
+    [
+        ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+        ("http://127.0.0.1:8080/v1/", "http://127.0.0.1:8080"),
+        ("https://gpu.example.org/proxy/v1", "https://gpu.example.org/proxy"),
+    ],
+)
+def test_a_server_url_is_reduced_to_its_root(url, base):
+    assert client.base_url(url) == base
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("ftp://127.0.0.1", r"not an http\(s\) URL"),
+        ("http://", r"not an http\(s\) URL"),
+        ("javascript:alert(1)", r"not an http\(s\) URL"),
+        ("http://user:pw@127.0.0.1:8080", "no credentials"),
+        ("http://127.0.0.1:8080/?x=1", "no credentials, query or fragment"),
+        ("http://127.0.0.1/" + "a" * 600, "at most 500 characters"),
+        (None, "at most 500 characters"),
+    ],
+)
+def test_hostile_urls_are_refused_with_one_line(url, says):
+    with pytest.raises(client.ServerError, match=says) as err:
+        client.base_url(url)
+    assert "\n" not in str(err.value)
+
+
+def test_an_unreachable_server_is_one_line():
+    with pytest.raises(client.ServerError, match="could not be reached") as err:
+        client.model_id("http://127.0.0.1:9")
+    assert "\n" not in str(err.value)
+
+
+def test_the_parser_refuses_what_is_not_prometheus_text():
+    with pytest.raises(metrics.MetricsError, match="line 2 is not a Prometheus sample"):
+        metrics.parse("# HELP x\n<html><body>hello</body></html>\n")
+    with pytest.raises(metrics.MetricsError, match="is not a number"):
+        metrics.parse("llamacpp:x_total abc\n")
+    with pytest.raises(metrics.MetricsError, match="labels"):
+        metrics.parse("llamacpp:x_total{position=0} 1\n")
+    assert metrics.parse('a{b="c\\"d",e="f"} 2 1700000000\n') == {("a", (("b", 'c\\"d'), ("e", "f"))): 2.0}
+
+
+def test_engines_are_told_apart_by_their_metric_names():
+    assert metrics.engine_of(metrics.parse("vllm:spec_decode_num_drafts_total 3\nprocess_cpu_seconds_total 1\n")) == "vllm"
+    assert metrics.engine_of(metrics.parse("sglang:spec_accept_length 2.5\n")) == "sglang"
+    assert metrics.engine_of(metrics.parse("process_cpu_seconds_total 1\n")) is None
+    gauges = metrics.spec_counters(metrics.parse("sglang:spec_accept_length 2.5\nsglang:spec_accept_rate 0.6\n"), "sglang")
+    assert gauges == {"accept_length": 2.5, "accept_rate": 0.6}
+
+
+def test_a_runs_counters_are_the_difference_of_two_scrapes():
+    before = {"drafts": 10.0, "draft_tokens": 30.0, "accepted": 12.0, "generated": 100.0, "per_pos": {0: 7.0, 1: 4.0, 2: 1.0}}
+    after = {"drafts": 20.0, "draft_tokens": 60.0, "accepted": 27.0, "generated": 160.0, "per_pos": {0: 15.0, 1: 9.0, 2: 3.0}}
+    run = metrics.run_counters(before, after)
+    assert run["drafts"] == 10 and run["draft_tokens"] == 30 and run["accepted"] == 15 and run["generated"] == 60
+    assert run["per_pos_accepted"] == [8.0, 5.0, 2.0] and run["per_pos_rate"] == [0.8, 0.5, 0.2] and run["alpha"] == 0.5
+    with pytest.raises(metrics.MetricsError, match="restarted"):
+        metrics.run_counters(after, before)
+
+
+def test_a_sweep_is_bounded():
+    with pytest.raises(ValueError, match="1 to 64"):
+        sweep.check_plan([0, 2], 8, 3, 2, 64)
+    with pytest.raises(ValueError, match="at most 2000"):
+        sweep.check_plan([1, 2, 4, 8, 16, 32, 64], 64, 10, 2, 64)
+    with pytest.raises(ValueError, match="--max-new-tokens"):
+        sweep.check_plan([1], 8, 3, 2, 0)
+    sweep.check_plan([1, 2, 4, 8], 8, 3, 2, 64)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--url", "ftp://x"], "is not an http(s) URL"),
+        (["--url", "http://127.0.0.1:9"], "could not be reached"),
+        (["--url", "http://127.0.0.1:9", "--concurrency", "1,a"], "a comma list of numbers"),
+        (["--url", "http://127.0.0.1:9", "--concurrency", "128"], "1 to 64"),
+    ],
+)
+def test_the_cli_says_what_is_wrong_in_one_line(args, says):
+    out = subprocess.run([sys.executable, "-m", "engine", "serve-bench", *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and says in out.stderr and out.stderr.count("\n") == 1
