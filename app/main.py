@@ -23,6 +23,7 @@ pages = [
     st.Page(str(PAGES / "sweep.py"), title="Sweep", icon=":material/grid_on:"),
     st.Page(str(PAGES / "predictor.py"), title="Predictor", icon=":material/calculate:"),
     st.Page(str(PAGES / "replay.py"), title="Replay", icon=":material/replay:"),
+    st.Page(str(PAGES / "serving.py"), title="Serving engines", icon=":material/dns:"),
 ]
 page = st.navigation(pages)
 with st.sidebar.expander("Glossary: α, c, tokens per pass, ridge point, …", icon=":material/menu_book:"):

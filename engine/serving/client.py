@@ -8,7 +8,9 @@ token; the final event's usage (OpenAI `stream_options.include_usage`) gives the
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import socket
 import time
 import urllib.error
 import urllib.parse
@@ -36,6 +38,22 @@ def base_url(url: str) -> str:
     path = parts.path.rstrip("/")
     path = path[:-3] if path.endswith("/v1") else path
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def check_reachable_from_a_page(base: str) -> None:
+    """For a URL a visitor typed into a page: refuse hosts that resolve to private, link-local or otherwise
+    non-public addresses (the serving machine's neighbours), loopback aside (a server beside a local SpecLab)."""
+    host = urllib.parse.urlsplit(base).hostname or ""
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        raise ServerError(f"{host[:80]!r} does not resolve to an address") from None
+    for info in infos:
+        ip = ipaddress.ip_address(info[4][0].split("%")[0])
+        if ip.is_loopback:
+            continue
+        if ip.is_private or ip.is_link_local or ip.is_multicast or ip.is_reserved or ip.is_unspecified:
+            raise ServerError(f"{host[:80]!r} is a private or local network address: give a public server, or 127.0.0.1")
 
 
 def _read(resp, limit: int = MAX_BYTES) -> bytes:
@@ -94,41 +112,56 @@ def complete(base: str, model: str, prompt: str, max_tokens: int, timeout: float
         base + "/v1/chat/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
     )
     t0 = time.perf_counter()
-    first, text, events, usage, timings = None, [], 0, None, None
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            for raw in resp:
-                line = raw.decode("utf-8", errors="replace").strip()
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                events += 1
-                if events > MAX_EVENTS:
-                    raise ServerError(f"the stream sent more than {MAX_EVENTS} events for {max_tokens} tokens")
-                try:
-                    event = json.loads(data)
-                except ValueError:
-                    raise ServerError(f"the stream sent an event that is not JSON: {data[:60]!r}") from None
-                piece = _text(event)
-                if piece:
-                    first = first if first is not None else time.perf_counter()
-                    text.append(piece)
-                usage = event.get("usage") or usage if isinstance(event, dict) else usage
-                timings = event.get("timings") or timings if isinstance(event, dict) else timings
+            done = read_stream(resp, max_tokens)
     except urllib.error.HTTPError as exc:
         raise ServerError(f"{base}/v1/chat/completions answered HTTP {exc.code}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise ServerError(f"{base} could not be reached: {getattr(exc, 'reason', exc)}") from None
-    end = time.perf_counter()
-    if first is None:
+    if done["first"] is None:
         raise ServerError(f"{base}/v1/chat/completions streamed no text (is it an OpenAI-compatible server?)")
-    tokens = _int((usage or {}).get("completion_tokens")) or sum(1 for _ in text)
+    return Completion(done["first"] - t0, done["end"] - t0, done["tokens"], done["text"], done["draft_n"], done["draft_accepted"])
+
+
+def read_stream(lines, max_tokens: int, clock=time.perf_counter) -> dict:
+    """A chat completion's server-sent events (`data: {...}` lines, up to `data: [DONE]`): its text, when its first
+    text arrived and when the stream ended (by `clock`), its token count (the final usage, else the events with
+    text) and llama.cpp's own drafting counts (`timings`). A stream of non-JSON events or too many raises."""
+    first, text, events, usage, timings = None, [], 0, None, None
+    for raw in lines:
+        line = (raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw).strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            break
+        events += 1
+        if events > MAX_EVENTS:
+            raise ServerError(f"the stream sent more than {MAX_EVENTS} events for {max_tokens} tokens")
+        try:
+            event = json.loads(data)
+        except ValueError:
+            raise ServerError(f"the stream sent an event that is not JSON: {data[:60]!r}") from None
+        if not isinstance(event, dict):
+            raise ServerError(f"the stream sent an event that is not an object: {data[:60]!r}")
+        piece = _text(event)
+        if piece:
+            first = first if first is not None else clock()
+            text.append(piece)
+        usage = event.get("usage") or usage
+        timings = event.get("timings") or timings
+    end = clock()
     timings = timings if isinstance(timings, dict) else {}
-    return Completion(
-        first - t0, end - t0, tokens, "".join(text)[:100_000], _int(timings.get("draft_n")), _int(timings.get("draft_n_accepted"))
-    )
+    tokens = _int((usage or {}).get("completion_tokens") if isinstance(usage, dict) else None) or len(text)
+    return {
+        "first": first,
+        "end": end,
+        "tokens": tokens,
+        "text": "".join(text)[:100_000],
+        "draft_n": _int(timings.get("draft_n")),
+        "draft_accepted": _int(timings.get("draft_n_accepted")),
+    }
 
 
 def _text(event) -> str:

@@ -33,7 +33,7 @@ def _imported(path: Path) -> set[str]:
 
 
 def test_app_modules_exist():
-    assert len(_modules(APP)) >= 10 and len(_modules(PAGES)) == 5
+    assert len(_modules(APP)) >= 10 and len(_modules(PAGES)) == 6
 
 
 def test_no_app_module_imports_torch():
@@ -72,7 +72,7 @@ def _page_files_in_main() -> list[str]:
 
 def test_every_page_in_main_exists():
     named = _page_files_in_main()
-    assert named == ["playground.py", "lessons.py", "sweep.py", "predictor.py", "replay.py"]
+    assert named == ["playground.py", "lessons.py", "sweep.py", "predictor.py", "replay.py", "serving.py"]
     missing = [name for name in named if not (PAGES / name).is_file()]
     assert not missing, f"app/main.py names page files that do not exist in app/app_pages/: {missing}"
     orphans = sorted({p.name for p in _modules(PAGES)} - set(named) - {"__init__.py"})

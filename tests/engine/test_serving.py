@@ -100,3 +100,24 @@ def test_a_sweep_is_bounded():
 def test_the_cli_says_what_is_wrong_in_one_line(args, says):
     out = subprocess.run([sys.executable, "-m", "engine", "serve-bench", *args], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and says in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_a_real_llama_servers_metrics_page_parses():
+    """Recorded from llama-server b11434 after a speculative run (scripts/serving/record_serving.py --fixtures)."""
+    samples = metrics.parse((DATA / "llama-server-metrics.txt").read_text())
+    assert metrics.engine_of(samples) == "llamacpp"
+    now = metrics.spec_counters(samples, "llamacpp")
+    assert now["drafts"] > 0 and now["draft_tokens"] >= now["drafts"] and 0 < now["accepted"] <= now["draft_tokens"]
+    assert sorted(now["per_pos"]) == list(range(len(now["per_pos"]))) and sum(now["per_pos"].values()) == now["accepted"]
+
+
+def test_a_real_llama_server_stream_reads_back():
+    """A streamed chat completion recorded from llama-server: text, usage and its own drafting counts."""
+    ticks = iter(range(1000))
+    done = client.read_stream((DATA / "llama-server-stream.txt").read_bytes().splitlines(), 24, clock=lambda: next(ticks))
+    assert done["text"] and done["first"] == 0 and done["end"] > 0
+    assert 1 <= done["tokens"] <= 24 and done["draft_n"] is not None and 0 <= done["draft_accepted"] <= done["draft_n"]
+    with pytest.raises(client.ServerError, match="not JSON"):
+        client.read_stream([b"data: {oops", b"data: [DONE]"], 8)
+    with pytest.raises(client.ServerError, match="not an object"):
+        client.read_stream([b"data: [1, 2]"], 8)

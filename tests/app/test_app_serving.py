@@ -1,0 +1,124 @@
+"""The Serving engines page (issue 44): the shipped llama-server recording draws, with words computed from it; its
+loader refuses a doctored file in one line; the live form refuses hostile and unreachable URLs in one line and the
+page keeps serving. A real llama-server, where one is built here, is measured end to end (else skipped, one line)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from app.views import serving as views
+from engine.serving import record, sweep
+
+ROOT = Path(__file__).resolve().parents[2]
+MAIN = str(ROOT / "app" / "main.py")
+RECORDING = ROOT / "assets" / "serving" / "llama-server.json"
+SERVER = next(
+    (Path(os.environ.get("SPECLAB_CACHE", Path.home() / ".cache" / "speclab")) / "llama.cpp").glob("server-build-*/bin/llama-server"), None
+)
+
+
+def _page() -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    at.switch_page("app_pages/serving.py")
+    return at.run()
+
+
+def _texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def test_the_recording_loads_and_its_words_follow_its_numbers():
+    rec = record.load(RECORDING)
+    assert [s["k"] for s in rec["sweeps"]] == [2, 3] and "llama-server" in rec["server"]
+    lines = views.verdict_words(rec["sweeps"])
+    for s, line in zip(rec["sweeps"], lines):
+        for r in s["rows"]:
+            c, sp = r["concurrency"], r["speedup"]
+            if sp["lo"] > 1:
+                assert "faster than plain in every round" in line and str(c) in line.split("faster than plain in every round")[1]
+            if sp["hi"] < 1:
+                assert "slower in every round" in line
+    flipped = copy.deepcopy(rec["sweeps"])
+    for s in flipped:
+        for r in s["rows"]:
+            sp = r["speedup"]
+            r["speedup"] = {"median": 1 / sp["median"], "lo": 1 / sp["hi"], "hi": 1 / sp["lo"], "rounds": sp["rounds"]}
+    for before, after in zip(lines, views.verdict_words(flipped)):  # every clear verdict turns the other way
+        assert ("faster than plain in every round" in before) == ("slower in every round" in after)
+
+
+def test_the_figures_draw_every_sweep_and_speclabs_own_acceptance():
+    rec = record.load(RECORDING)
+    fig = views.speedup_figure(rec["sweeps"], "label")
+    assert [t.name for t in fig.data] == ["draft model, K = 2", "draft model, K = 3"]
+    assert list(fig.data[0].y) == [r["speedup"]["median"] for r in rec["sweeps"][0]["rows"]]
+    acc = views.acceptance_figure(rec["sweeps"], rec["speclab"], "label")
+    assert list(acc.data[-1].y) == rec["speclab"]["per_pos_rate"]
+    pooled = views.pooled_acceptance(rec["sweeps"][0])
+    assert len(pooled) == 2 and all(0 <= x <= 1 for x in pooled)
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda d: d.update(format="other/1"), "format must be"),
+        (lambda d: d["sweeps"][0]["rows"][0]["speedup"].update(lo=9.0), "lo ≤ median ≤ hi"),
+        (lambda d: d["sweeps"][0]["rows"][0]["acceptance"].update(alpha=1.5), "alpha"),
+        (lambda d: d.pop("machine"), "missing machine"),
+    ],
+)
+def test_a_doctored_recording_is_refused_in_one_line(tmp_path, change, says):
+    data = json.loads(RECORDING.read_text())
+    change(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(record.RecordingError, match=says) as err:
+        record.load(path)
+    assert "\n" not in str(err.value)
+
+
+def test_the_page_draws_the_recording_and_refuses_bad_urls():
+    at = _page()
+    assert not at.exception and not at.error, _texts(at.error)
+    assert "Recorded: llama-server on this project's CPU" in _texts(at.subheader)
+    assert any("recorded on" in str(c.value) for c in at.caption)
+    for spec, plain, says in (
+        ("ftp://example.org", "http://127.0.0.1:9", "is not an http(s) URL"),
+        ("http://10.0.0.5:8000", "http://127.0.0.1:9", "private or local network address"),
+        ("http://127.0.0.1:9", "http://127.0.0.1:9", "could not be reached"),
+    ):
+        at.text_input[0].input(spec)
+        at.text_input[1].input(plain)
+        at.button[0].click()
+        at.run()
+        assert not at.exception
+        assert says in _texts(at.error) and "\n" not in _texts(at.error)
+
+
+@pytest.mark.skipif(SERVER is None, reason="no llama-server built here (bash scripts/serving/llama_server.sh build)")
+def test_a_real_llama_server_is_measured_end_to_end():
+    script = ROOT / "scripts" / "serving" / "llama_server.sh"
+    pids = []
+    try:
+        for port, k in ((18390, 2), (18391, 0)):
+            out = subprocess.run(["bash", str(script), "start", str(port), str(k), "2"], capture_output=True, text=True, check=True)
+            pids.append(out.stdout.strip().splitlines()[-1])
+        spec, plain = sweep.Server("http://127.0.0.1:18390"), sweep.Server("http://127.0.0.1:18391")
+        assert spec.engine == "llamacpp"
+        result = sweep.sweep(plain, spec, ["Name three fruits.", "Say hello in French."], [1, 2], 1, 16, progress=lambda _: None)
+        row = result["rows"][0]
+        assert row["spec"]["tokens_per_s"] > 0 and row["plain"]["tokens_per_s"] > 0 and row["speedup"]["rounds"] == 1
+        acc = row["acceptance"]
+        assert acc["drafts"] > 0 and acc["responses_agree"], acc  # the metrics' difference = the responses' own counts
+    finally:
+        for pid in pids:
+            subprocess.run(["bash", str(script), "stop", pid], check=False)
