@@ -79,6 +79,12 @@ if me is not None and me.role == "student":  # on the teacher's lesson: the clas
     on_class_lesson, result, rows = class_page.student(store, me, i, lesson, experiment, guess)
 if not on_class_lesson:
     result, rows = parts.experiment_block(i, lesson.experiment, experiment, settings, guess, teacher)
+elif not st.toggle("Show the whole lesson", key="class_whole_lesson", help="The GPU panel, the details and the sources"):
+    # the light class page (issue 41): the question, the prediction, the class's one result, the checks, the worksheet
+    parts.show_checks(i, lesson, class_page.answer_sender(store, me, i))
+    if result is not None:
+        parts.show_worksheet(i, lesson, experiment, lesson.experiment, result, rows)
+    st.stop()
 show_gpu_panel(lesson.experiment, settings, lesson.sections.gpu, result)  # re-timed on the H200, measured H200, model, cited
 parts.show_details(lesson)
 if lesson.experiment == "width":  # the third way to fill a pass: one recorded draft-tree step

@@ -39,7 +39,8 @@ class Limits:
     nickname_chars: int = 24
     result_bytes: int = 1_000_000
     prediction_abs_max: float = 1e6
-    joins_per_client_per_minute: int = 20
+    joins_per_client_per_minute: int = 60  # a school's class often shares one public address (NAT): 30+ students
+    # joining in the same minute all come from it (issue 41); wrong codes stay capped globally (failed_joins_per_minute)
     failed_joins_per_minute: int = 120
     max_question: int = 50
     max_option: int = 25

@@ -2,9 +2,12 @@
 
 Streamlit functions that a page calls with the store (app/classroom/store.py) and what only the page knows (the
 lesson open, how to run its experiment, how to draw a result), so none of them imports the page. Polling is an
-`st.fragment(run_every=POLL_S)`: each tick reads one ClassState (a few indexed SELECTs) and draws a line of text;
-a student's page reruns as a whole only when something it shows changed (the teacher moved on, revealed a result
-or the answers), so 30 idle students cost 15 small reads a second. Figures and escaped text: app/views/classroom.py.
+`st.fragment(run_every=POLL_S)`: each tick reads the class's version number (one primary-key read) and, while it is
+unchanged, redraws the line it drew last and reads nothing else; a changed version reads one ClassState (a few
+indexed SELECTs), and a student's page reruns as a whole only when something it shows changed (the teacher moved on,
+revealed a result or the answers). On the teacher's lesson a student sees the light class page (the Lessons page
+draws no GPU panel, details or worksheet there), so that rerun is small too. Figures and escaped text:
+app/views/classroom.py.
 
 Secrets: the teacher token is read from the link once, kept in the session, and removed from the address bar at
 once (a teacher projects the screen); it is shown only inside a collapsed "private link" expander. Student ids
@@ -29,6 +32,7 @@ SEAT = "classroom_seat"  # session_state: this session's Seat
 PENDING = "classroom_pending"  # session_state: a code from a student link, not joined yet
 SEEN = "classroom_seen"  # session_state: what a student's page last drew (a poll compares with it)
 SENT = "classroom_sent"  # session_state: what this session already wrote (lesson, predictions, answers)
+POLL_LINE = "classroom_poll_line"  # session_state: (the class version read, the line drawn for it)
 FOLLOW = "classroom_follow_to"  # session_state: the teacher's lesson, for the page to select on its next run
 
 
@@ -303,17 +307,31 @@ def student_view(
 
 @st.fragment(run_every=POLL_S)
 def student_poll(store: ClassroomStore, me: Seat) -> None:
-    """One line, redrawn every POLL_S seconds; the whole page reruns only when what it draws changed."""
+    """One line, redrawn every POLL_S seconds. A tick first reads the class's version (one primary-key read): while it
+    is the one this page last read, the tick redraws the same line and reads nothing else. Otherwise it reads the
+    class state, and the whole page reruns only when what the page draws changed."""
+    try:
+        version = store.version(me.code)
+    except ClassroomError as exc:
+        notice(exc)
+        return
+    line = st.session_state.get(POLL_LINE)
+    if version is not None and line is not None and line[0] == version:
+        st.caption(line[1])
+        return
     try:
         state = store.state(me.code, student_id=me.secret)
     except ClassroomError as exc:
         notice(exc)
         return
     if _seen(state) != st.session_state.get(SEEN):
+        st.session_state.pop(POLL_LINE, None)
         st.rerun(scope="app")
     who = f" as {md_escape(state.nickname, 24)}" if state.nickname else ""
     where = f"the teacher is on lesson {md_text(state.lesson)}" if state.lesson else "the teacher has not opened a lesson yet"
     waiting = (
         "" if state.result_json else f" · {views.count_label(state.predictions)} so far; the result appears when the teacher reveals it"
     )
-    st.caption(f"In class {md_text(me.code)}{who}: {where}{waiting}.")
+    text = f"In class {md_text(me.code)}{who}: {where}{waiting}."
+    st.session_state[POLL_LINE] = (state.version, text)
+    st.caption(text)

@@ -15,7 +15,7 @@ Security (a public Space, anyone can call any of these with any text):
   classes live at once and at most Limits.failed_joins_per_minute (120) x 60 x 12 = 86,400 wrong-code attempts fit in a
   class's life, so a guesser finds *some* live class with probability <= 86,400 x 360 / 2**50 ~ 3e-8; even
   unthrottled at 1,000 guesses a second for 12 h it stays <= 4e7 x 360 / 2**50 ~ 1.4e-5.
-- joins are rate-limited per client (Limits.joins_per_client_per_minute, 20; the client key is what the caller knows,
+- joins are rate-limited per client (Limits.joins_per_client_per_minute, 60; the client key is what the caller knows,
   e.g. the IP address) and wrong codes globally; state() and every write need a student id or the teacher
   token, so no call is a cheaper oracle for codes than join().
 - the teacher token: 256 bits (secrets.token_urlsafe(32)); only its SHA-256 is stored, compared with
@@ -345,6 +345,15 @@ class ClassroomStore:
             ):
                 counts.setdefault(q, {})[o] = n
             return counts
+
+    def version(self, code: object, now: float | None = None) -> int | None:
+        """The class's change counter (bumped by every write to it), for a poll to skip everything else while it stays
+        the same: one primary-key read; None where no class with that code is running. It says only that something
+        changed, never what: a student's reads still go through state() with the student's id."""
+        now = time.time() if now is None else now
+        with self._tx(write=False) as c:
+            row = c.one("SELECT version FROM classes WHERE code = ? AND expires_at > ?", normalize_code(code), now)
+        return row[0] if row else None
 
     def state(self, code: object, *, token: object = None, student_id: object = None, now: float | None = None) -> ClassState:
         """One poll: the class now, for its teacher (token) or one of its students (student_id)."""

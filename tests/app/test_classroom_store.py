@@ -438,3 +438,37 @@ def test_the_store_imports_neither_streamlit_nor_torch():
         check=True,
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_the_version_a_poll_reads_moves_with_every_change_and_only_then(db):
+    """A poll's one read (issue 41): the class's version changes with each write to that class (a lesson opened, a
+    join, a prediction, a reveal) and with nothing else; an unknown or ended class reads None."""
+    s = ClassroomStore(db)
+    code, token = s.create_class(now=T0)
+    v0 = s.version(code, now=T0)
+    assert v0 is not None and s.version(code, now=T0 + 1) == v0  # reading changes nothing
+    s.set_lesson(code, token, 2, now=T0)
+    ann = s.join(code, "Ann", now=T0)  # a join is a write too (the teacher's count changes)
+    v1 = s.version(code, now=T0)
+    s.state(code, student_id=ann, now=T0)  # a student's read
+    s.predictions(code, 2, token=token, now=T0)  # the teacher's read
+    assert s.version(code, now=T0) == v1
+    s.predict(code, ann, 2, 1.5, now=T0)
+    v2 = s.version(code, now=T0)
+    s.reveal(code, token, 2, json.dumps({"x": 1}), now=T0)
+    v3 = s.version(code, now=T0)
+    assert v0 < v1 < v2 < v3 and s.state(code, student_id=ann, now=T0).version == v3
+    other, other_token = s.create_class(now=T0)
+    s.set_lesson(other, other_token, 1, now=T0)
+    assert s.version(code, now=T0) == v3  # another class's writes leave this one's version alone
+    assert s.version("ABCDEFGHJK", now=T0) is None and s.version(code, now=T0 + 13 * 3600) is None
+
+
+def test_a_class_behind_one_address_can_all_join_within_a_minute(db):
+    """A school's class shares one public address: 30 students from it join in the same minute; the 61st is refused."""
+    s = ClassroomStore(db)
+    code, _ = s.create_class(now=T0)
+    for n in range(60):
+        s.join(code, f"s{n}", client="203.0.113.7", now=T0 + n * 0.5)
+    with pytest.raises(ClassroomError, match="Too many attempts to join from here"):
+        s.join(code, "late", client="203.0.113.7", now=T0 + 31)

@@ -1,0 +1,163 @@
+"""A class of N in real browsers on this machine (issue 41): join times, the server's idle CPU, Reveal to every student.
+
+It starts `streamlit run app/main.py` on 127.0.0.1 with a fresh class store ($SPECLAB_DATA in a temporary folder),
+opens the teacher on lesson 2 in teacher mode (Reveal shares the shipped recording: no model is loaded) and N students
+in headless Chromium, one browser context each, joining by the class link and committing a prediction. It prints one
+JSON line:
+  - each student's join: the link opened -> the class bar shown after pressing Join (seconds);
+  - the server's CPU (its process and children, from /proc) over --idle-s seconds while every page polls, as a share
+    of one core, beside the whole machine's (the browsers share these cores);
+  - Reveal pressed -> "The class's result" on each student's page, all pages watched at once (each checked in turn
+    every few hundred ms, so a time is late by at most one sweep over the pages); one reveal a run (a page that shows
+    a result keeps it, so a second reveal cannot be timed on the same pages: run the script again for another);
+  - the load average before and after. Bounded: at most 60 students, loopback only.
+
+    python scripts/class_load.py --students 30 [--idle-s 20] [--json docs/measurements/x.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def start_server(data: str, log) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.headless", "true"]
+    cmd += ["--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"SPECLAB_DATA": data})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+            if r.status == 200:
+                return proc, url
+        time.sleep(0.5)
+    proc.kill()
+    raise SystemExit("streamlit did not start")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its waited-for children (/proc/PID/stat fields 14-17)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / TICKS
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot (/proc/stat)."""
+    parts = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = parts[3] + parts[4]
+    return (sum(parts) - idle) / TICKS, sum(parts) / TICKS
+
+
+def new_page(browser, url: str):
+    page = browser.new_context(viewport={"width": 1300, "height": 1400}).new_page()
+    page.set_default_timeout(180_000)
+    page.goto(url, timeout=180_000)
+    return page
+
+
+def join(browser, link: str, k: int) -> tuple[object, float]:
+    t0 = time.monotonic()
+    page = new_page(browser, link)
+    page.get_by_role("button", name="Join", exact=True).click()
+    code = link.split("class=", 1)[1].split("&", 1)[0]
+    page.get_by_text(f"In class {code}", exact=False).first.wait_for()
+    joined = time.monotonic() - t0
+    guess = page.get_by_label("Your prediction: Speculative", exact=False)
+    guess.fill(f"{1 + k / 10:.2f}")
+    guess.press("Enter")
+    page.get_by_text("Your prediction is in the class's count.").wait_for()
+    return page, round(joined, 2)
+
+
+def reveal_times(teacher, students) -> list[float]:
+    """Press Reveal; seconds until each student's page shows the class's result, every page watched in each sweep."""
+    t0 = time.monotonic()
+    teacher.get_by_role("button", name="Reveal", exact=True).first.click()
+    seen: dict[int, float] = {}
+    while len(seen) < len(students) and time.monotonic() - t0 < 300:
+        for n, page in enumerate(students):
+            if n not in seen and page.get_by_text("The class's result").count() > 0:
+                seen[n] = round(time.monotonic() - t0, 2)
+        time.sleep(0.05)
+    return [seen.get(n) for n in range(len(students))]  # None: not shown within 300 s
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--students", type=int, default=30)
+    ap.add_argument("--idle-s", type=float, default=20.0)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    if not 1 <= args.students <= 60 or not 1 <= args.idle_s <= 120:
+        raise SystemExit("--students 1-60, --idle-s 1-120")
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as data, open(Path(data) / "server.log", "w") as log:
+        server, url = start_server(data, log)
+        try:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+                teacher = new_page(browser, f"{url}/lessons?lesson=2&teacher=true")
+                teacher.get_by_role("button", name="Start a class").click()
+                link = teacher.locator("code").filter(has_text="/lessons?class=").first.inner_text().strip()
+                students, joins = [], []
+                for k in range(args.students):
+                    page, seconds = join(browser, link, k)
+                    students.append(page)
+                    joins.append(seconds)
+                teacher.get_by_text(f"{args.students} predictions").first.wait_for()
+                time.sleep(3)  # every page settled into its polling
+                c0, (b0, t0), w0 = cpu_seconds(server.pid), machine_busy(), time.monotonic()
+                time.sleep(args.idle_s)
+                c1, (b1, t1), w1 = cpu_seconds(server.pid), machine_busy(), time.monotonic()
+                reveals = [reveal_times(teacher, students)]
+                browser.close()
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    shown = [[x for x in t if x is not None] for t in reveals]
+    lasts = [max(t) if len(t) == args.students else None for t in shown]
+    report = {
+        "machine": f"{os.cpu_count()} CPU cores",
+        "students": args.students,
+        "join_s": joins,
+        "join_first_s": joins[0],
+        "join_last_s": joins[-1],
+        "join_max_s": max(joins),
+        "idle_s": args.idle_s,
+        "server_cpu_share_of_one_core": round((c1 - c0) / (w1 - w0), 4),
+        "machine_cpu_share_of_all_cores": round((b1 - b0) / (t1 - t0), 4),
+        "reveal_to_each_student_s": reveals,
+        "reveal_to_last_student_s": lasts,
+        "reveal_to_median_student_s": [statistics.median(t) if t else None for t in shown],
+        "students_without_the_result_after_300_s": [args.students - len(t) for t in shown],
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+    }
+    print(json.dumps(report))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
