@@ -272,7 +272,6 @@ def student_view(
         notice(exc)
         leave_button()
         return False
-    st.session_state[SEEN] = _seen(state)
     follow = st.toggle("Follow the teacher", value=True, key="class_follow")
     if state.lesson is not None and state.lesson != lesson:
         if follow:
@@ -283,8 +282,8 @@ def student_view(
             key="class_follow_now",
             on_click=lambda: st.session_state.update({"class_follow": True, FOLLOW: state.lesson}),
         )
-    student_poll(store, me)
     if state.lesson != lesson or state.result_json is None:
+        _poll(store, me, state)
         return state.lesson == lesson
     st.markdown("**The class's result** (one run, for everyone)")
     measured = draw_result(state.result_json)
@@ -302,7 +301,16 @@ def student_view(
             st.dataframe(views.answer_rows(counts, questions), hide_index=True, key="class_answers")
     except ClassroomError as exc:
         notice(exc)
+    _poll(store, me, state)
     return True
+
+
+def _poll(store: ClassroomStore, me: Seat, state) -> None:
+    """Mark what this run drew, then start the poll. Only a run that got this far marks it: a run interrupted on the
+    way (a newer rerun request stops it) leaves the old mark, so the next tick sees a change and reruns the page
+    again, rather than believing the result was drawn (issue 41: under load, pages that never showed a Reveal)."""
+    st.session_state[SEEN] = _seen(state)
+    student_poll(store, me)
 
 
 @st.fragment(run_every=POLL_S)
