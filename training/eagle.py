@@ -615,7 +615,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-    from .distill import _Stats
+    from .pipeline import Stats as _Stats
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
