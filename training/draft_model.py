@@ -148,12 +148,55 @@ def _optimizer(draft, lr: float) -> torch.optim.AdamW:
     return torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
 
 
-def _emitted(examples: list[dict], vocab: int) -> torch.Tensor:
-    """Which tokens the target emitted (its top-k alternatives are not added: see batch_loss)."""
-    seen = torch.zeros(vocab, dtype=torch.bool)
-    for e in examples:
-        seen[e["ids"][e["start"] :]] = True
-    return seen
+def _warmup_cosine(lr: float, warmup: int):
+    """lr_at(step, total): linear warm-up over `warmup` steps, then cosine decay to 10 % of lr at `total`."""
+
+    def lr_at(step, total):
+        if step < warmup:
+            return lr * (step + 1) / warmup
+        frac = (step - warmup) / max(1, total - warmup)
+        return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+
+    return lr_at
+
+
+class _Candidates:
+    """The tokens each step's training softmax runs over: every token the target emitted (its top-k
+    alternatives are not added: see batch_loss) + `negatives` others drawn at random (seeded) each step;
+    negatives -1: the whole vocabulary."""
+
+    def __init__(self, examples: list[dict], vocab: int, negatives: int, seed: int, log):
+        self.negatives, self.seen, self.size = negatives, None, vocab
+        if negatives >= 0:
+            self.gen = torch.Generator().manual_seed(seed)
+            self.seen = torch.zeros(vocab, dtype=torch.bool)
+            for e in examples:
+                self.seen[e["ids"][e["start"] :]] = True
+            self.unseen = (~self.seen).nonzero().squeeze(1)
+            self.size = int(self.seen.sum()) + negatives
+            log(f"train: softmax over {int(self.seen.sum())} emitted tokens + {negatives} random others per step")
+
+    def prepare(self, idx: list[int]) -> tuple[list[int], torch.Tensor | None]:
+        if self.seen is None:
+            return idx, None
+        extra = self.unseen[torch.randperm(len(self.unseen), generator=self.gen)[: self.negatives]]
+        return idx, torch.cat([self.seen.nonzero().squeeze(1), extra]).sort().values
+
+
+class _Progress:
+    """A progress line every 25 steps (and at the last): loss, train top-1 since the last line, lr, time."""
+
+    def __init__(self, lr_at, log):
+        self.lr_at, self.log, self.tokens, self.agree = lr_at, log, 0, 0
+
+    def __call__(self, step, total, loss, info, seconds):
+        self.tokens, self.agree = self.tokens + info[0], self.agree + info[1]
+        if step % 25 == 0 or step == total:
+            self.log(
+                f"train: step {step}/{total}  loss {loss.item():.3f}  train top1 {self.agree / self.tokens:.3f}  "
+                f"lr {self.lr_at(step, total):.2e}  {seconds:.0f} s"
+            )
+            self.tokens = self.agree = 0
 
 
 def train(
@@ -180,39 +223,14 @@ def train(
     drawn at random each step, which keeps tokens the target never emits from creeping up."""
     rng = random.Random(seed)
     torch.manual_seed(seed)
-    gen = torch.Generator().manual_seed(seed)
     examples = make_examples(train_rows, max_len)
     vocab = draft.lm_head.weight.shape[0]
-    seen = _emitted(examples, vocab) if negatives >= 0 else None
-    if seen is not None:
-        unseen = (~seen).nonzero().squeeze(1)
-        log(f"train: softmax over {int(seen.sum())} emitted tokens + {negatives} random others per step")
+    softmax = _Candidates(examples, vocab, negatives, seed, log)
     held = make_examples(heldout_rows, max_len)
     per_epoch = len(make_batches(examples, batch_tokens, random.Random(seed)))
     total_steps = max(1, int(round(epochs * per_epoch)))
-
-    def lr_at(step, total):
-        if step < warmup:
-            return lr * (step + 1) / warmup
-        frac = (step - warmup) / max(1, total - warmup)
-        return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
-
-    def prepare(idx):
-        if seen is None:
-            return idx, None
-        extra = unseen[torch.randperm(len(unseen), generator=gen)[:negatives]]
-        return idx, torch.cat([seen.nonzero().squeeze(1), extra]).sort().values
-
-    window = [0, 0]  # response tokens and top-1 agreements since the last progress line
-
-    def progress(step, total, loss, info, seconds):
-        window[0], window[1] = window[0] + info[0], window[1] + info[1]
-        if step % 25 == 0 or step == total:
-            log(
-                f"train: step {step}/{total}  loss {loss.item():.3f}  train top1 {window[1] / window[0]:.3f}  "
-                f"lr {lr_at(step, total):.2e}  {seconds:.0f} s"
-            )
-            window[:] = [0, 0]
+    lr_at = _warmup_cosine(lr, warmup)
+    progress = _Progress(lr_at, log)
 
     def step_loss(batch):
         loss, n, a = batch_loss(draft, examples, batch[0], soft_weight, batch[1])
@@ -232,7 +250,7 @@ def train(
         lr_at,
         total_steps,
         autocast=autocast,
-        prepare=prepare,
+        prepare=softmax.prepare,
         progress=progress,
         evaluate=evaluate if held else None,
         eval_every=eval_every,
@@ -243,7 +261,7 @@ def train(
         "steps": total_steps,
         "steps_per_epoch": per_epoch,
         "seconds": run["seconds"],
-        "softmax_tokens": int(seen.sum()) + negatives if seen is not None else vocab,
+        "softmax_tokens": softmax.size,
         "train_tokens": sum(len(e["ids"]) - e["start"] for e in examples),
         "history": run["history"],
     }
