@@ -6,6 +6,11 @@ package, training next to it). The runtime (`engine`) never imports this package
     python -m training.agreement   teacher-forced top-1 at draft starts vs the engine's acceptance
     python -m training.prompts     the prompt set; --write refreshes assets/heldout_prompts.json
 
-Shared helpers: prompts.py (topics x tasks, held-out split), data.py (shards, sequences, batches, logs),
-features.py (the target's hidden states for EAGLE training and soft targets).
+One job per file. Shared: prompts.py (topics x tasks from assets/training/prompts.json, held-out split),
+data.py (shards, sequences, batches, logs), features.py (the target's hidden states), pipeline.py (the
+skeleton both trainers share: a run's folder, log, stats and stages; the training loop `fit`; the engine
+evaluation). The draft: responses.py (the target's responses and soft targets), draft_model.py (the model
+and its training), draft_card.py (saved folder and model card). The EAGLE head: eagle_head.py (the
+module), eagle_train.py (its batches, loss and training), eagle_card.py (saved folder and model card).
+distill.py and eagle.py are the command lines and re-export the names other code imports from them.
 """
