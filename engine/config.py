@@ -19,6 +19,12 @@ MAX_TREE_NODES = 64  # draft-tree nodes per row (one verify pass holds batch x (
 MAX_TREE_TOPK = 8  # children expanded per tree node
 
 
+def tree_capacity(depth: int, topk: int) -> int:
+    """The most nodes a tree `depth` levels deep with top-`topk` children can draft: topk at the first level, then
+    topk² candidates per further level (EAGLE-2's expansion, engine/drafters/tree.py)."""
+    return topk + (depth - 1) * topk * topk
+
+
 class Mode(str, Enum):
     AUTOREGRESSIVE = "autoregressive"
     SPECULATIVE = "speculative"
@@ -145,7 +151,7 @@ class DecodeConfig:
             )
         if self.depth < 1:
             raise ConfigError("tree drafting needs depth >= 1 (the tree's deepest level)")
-        most = topk + (self.depth - 1) * topk * topk
+        most = tree_capacity(self.depth, topk)
         if nodes > most:
             raise ConfigError(
                 f"tree_nodes={nodes} is more than depth {self.depth} with top-{topk} can draft "

@@ -13,6 +13,7 @@ from app.lessons.runs import Job, cell_of_runs, lane_pair, median_run, timed_rou
 from app.lessons.width import GOODPUT, goodput_fields
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
+from engine.config import tree_capacity
 from engine.costs import expected_tokens_per_step, ridge_tokens
 
 TURN_OFF_ROUNDS = 3  # lesson 4
@@ -208,11 +209,14 @@ def width_choice(room: int, s: dict) -> dict:
     """Lesson 7's shapes from the room: the chain, the deepest one-row draft inside it (at most WIDTH_DEPTH); the
     tree (knob 0), the widest whose one-row verify pass still fits the room (room - 1 nodes) where that is wider
     than the chain, else twice the chain's nodes (this machine then has no room for width, and the page says so);
-    its branching (knob 0) half its nodes, 2 to 4; the large batch, the smallest whose tree verify pass carries PAST x the room."""
+    its branching (knob 0) half its nodes, 2 to 4; the nodes at most what a tree as deep as the chain can draft with
+    that branching (a small room gives a shallow chain); the large batch, the smallest whose tree verify pass carries
+    PAST x the room."""
     depth = knee.inside_depth(room, 1, most=WIDTH_DEPTH)
     nodes = int(s["nodes"]) or (room - 1 if room - 1 > depth else 2 * depth)
-    batch = int(s["batch"]) or knee.past_batch(room, nodes, WIDTH_BATCHES)
     topk = int(s["topk"]) or max(2, min(4, nodes // 2))
+    nodes = min(nodes, tree_capacity(depth, topk))
+    batch = int(s["batch"]) or knee.past_batch(room, nodes, WIDTH_BATCHES)
     return {"room": int(room), "depth": depth, "nodes": nodes, "topk": topk, "batch": batch}
 
 

@@ -145,7 +145,10 @@ def test_median_run_is_the_run_the_cell_reports(tiny):
     jobs = {"a": runs.Job(["Hello there", "Hi"], DecodeConfig(depth=2, drafter="model", max_new_tokens=6))}
     three = runs.interleaved(tiny, jobs, 3)["a"]
     cell, median = runs.cell_of_runs(three), runs.run_stats(runs.median_run(three))
-    assert median["tokens_per_s"] == cell["tokens_per_s"] == cell["tokens_per_s_runs"]["median"]  # an odd count: one middle run
+    rate = measurement.decode_rate(median)  # the median run is picked by decoding-alone rate: an odd count, one middle run
+    assert rate == cell["decode_tokens_per_s"] == cell["decode_tokens_per_s_runs"]["median"]
+    whole = sorted(runs.run_stats(r)["tokens_per_s"] for r in three)  # the whole-run rate is its own median (prefill in)
+    assert cell["tokens_per_s"] == cell["tokens_per_s_runs"]["median"] == whole[1]
     assert {k: median[k] for k in ("verify_ms", "flops", "tokens_per_step")} == {
         k: cell[k] for k in ("verify_ms", "flops", "tokens_per_step")
     }
@@ -214,3 +217,18 @@ def test_every_shipped_recording_loads_and_old_lanes_without_the_new_keys_still_
     measurement.check(lane, measurement.LANE)  # an older recording's lane: no spread, no means, no TPOT
     with pytest.raises(measurement.MeasurementError, match="tokens_per_s_runs.median"):
         measurement.check(lane | {"tokens_per_s_runs": {"values": [1.0], "median": None, "min": 1.0, "max": 1.0}}, measurement.LANE)
+
+
+@pytest.mark.parametrize("room", [1, 2, 3, 4, 8, 16, 32])
+@pytest.mark.parametrize(
+    "knobs", [{"nodes": 0, "topk": 0, "batch": 0}, {"nodes": 8, "topk": 4, "batch": 4}, {"nodes": 16, "topk": 2, "batch": 0}]
+)
+def test_width_shapes_are_valid_configs_in_any_room(room, knobs):
+    """A small room (a slow CI machine measured room 2: depth 1) must still give lesson 7 shapes the engine accepts:
+    the tree never holds more nodes than a tree as deep as the chain can draft."""
+    c = ll.width_choice(room, knobs)
+    configs = ll.width_configs("eagle", c["depth"], c["nodes"], c["topk"])
+    assert [cfg.tree_nodes for cfg in configs] == [0, 0, c["nodes"], c["nodes"]]
+    assert 1 <= c["nodes"] <= 64 and c["depth"] >= 1
+    if knobs["nodes"] == 0 and room - 1 > c["depth"]:
+        assert c["nodes"] <= room - 1  # the default tree fits the room where it can
