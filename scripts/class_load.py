@@ -90,23 +90,39 @@ def join(browser, link: str, k: int) -> tuple[object, float]:
     return page, round(joined, 2)
 
 
-def reveal_times(teacher, students) -> list[float]:
-    """Press Reveal; seconds until each student's page shows the class's result, every page watched in each sweep."""
+def page_state(page) -> str:
+    """What a page that never showed the result shows instead (its class line, a Join form, a lost connection)."""
+    try:
+        text = " ".join(page.locator("body").inner_text(timeout=10_000).split())
+    except Exception as exc:  # noqa: BLE001 - a diagnostic: any failure to read the page is itself the answer
+        return f"unreadable: {type(exc).__name__}"
+    for marker in ("In class", "Join class", "Connecting", "Please wait", "Error"):
+        at = text.find(marker)
+        if at >= 0:
+            return text[at : at + 160]
+    return text[:160]
+
+
+def reveal_times(teacher, students, timeout: float) -> tuple[list[float | None], list[str]]:
+    """Press Reveal; seconds until each student's page shows the class's result, every page watched in each sweep;
+    and what each page that never showed it shows instead."""
     t0 = time.monotonic()
     teacher.get_by_role("button", name="Reveal", exact=True).first.click()
     seen: dict[int, float] = {}
-    while len(seen) < len(students) and time.monotonic() - t0 < 300:
+    while len(seen) < len(students) and time.monotonic() - t0 < timeout:
         for n, page in enumerate(students):
             if n not in seen and page.get_by_text("The class's result").count() > 0:
                 seen[n] = round(time.monotonic() - t0, 2)
         time.sleep(0.05)
-    return [seen.get(n) for n in range(len(students))]  # None: not shown within 300 s
+    missing = [f"student {n + 1}: {page_state(page)}" for n, page in enumerate(students) if n not in seen]
+    return [seen.get(n) for n in range(len(students))], missing  # None: not shown within the timeout
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--students", type=int, default=30)
     ap.add_argument("--idle-s", type=float, default=20.0)
+    ap.add_argument("--reveal-timeout-s", type=float, default=120.0)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     if not 1 <= args.students <= 60 or not 1 <= args.idle_s <= 120:
@@ -130,11 +146,14 @@ def main() -> None:
                 c0, (b0, t0), w0 = cpu_seconds(server.pid), machine_busy(), time.monotonic()
                 time.sleep(args.idle_s)
                 c1, (b1, t1), w1 = cpu_seconds(server.pid), machine_busy(), time.monotonic()
-                reveals = [reveal_times(teacher, students)]
+                times, missing = reveal_times(teacher, students, args.reveal_timeout_s)
+                reveals = [times]
                 browser.close()
         finally:
             server.terminate()
             server.wait(timeout=30)
+            log.flush()
+            log_tail = [line for line in (Path(data) / "server.log").read_text().splitlines() if line.strip()][-8:]
     shown = [[x for x in t if x is not None] for t in reveals]
     lasts = [max(t) if len(t) == args.students else None for t in shown]
     report = {
@@ -150,7 +169,10 @@ def main() -> None:
         "reveal_to_each_student_s": reveals,
         "reveal_to_last_student_s": lasts,
         "reveal_to_median_student_s": [statistics.median(t) if t else None for t in shown],
-        "students_without_the_result_after_300_s": [args.students - len(t) for t in shown],
+        "reveal_timeout_s": args.reveal_timeout_s,
+        "students_without_the_result": [args.students - len(t) for t in shown],
+        "pages_without_the_result": missing,
+        "server_log_tail": log_tail,
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
