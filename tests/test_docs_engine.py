@@ -6,7 +6,8 @@ Checked on the source with `ast`, nothing imported from the engine:
 - every backticked short reference `module.name` (`sampling.greedy_stats`, `fastllama.LeanLlama.body`) names a
   module of engine/ and a name defined in it;
 - the `cuda_graphs` switch is described as `make_cache` decides it (on the CPU "off" runs the fast pass);
-- docs/measurements.md is the current state: at most 300 lines (the dated history is docs/journal.md);
+- docs/measurements.md is the current state: at most 300 lines (the dated history is docs/journal.md), and it and
+  docs/benchmarks.md name only files, scripts and functions that exist;
 - every relative link in docs/*.md and README.md resolves to a file or folder, and every anchor into a Markdown
   page to one of its headings.
 """
@@ -18,6 +19,8 @@ import importlib.util
 import re
 from functools import cache
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "engine.md"
@@ -117,6 +120,19 @@ def test_the_cuda_graphs_switch_is_described_as_make_cache_decides_it():
         assert stale not in text
     source = (ROOT / "engine" / "model" / "static_cache.py").read_text(encoding="utf-8")
     assert "def make_cache(" in source and "fast_mode(device)" in source  # the function the doc points to still decides
+
+
+@pytest.mark.parametrize("page", ["measurements.md", "benchmarks.md"])
+def test_the_current_state_pages_cite_only_what_exists(page):
+    """The pages that read as today name no removed file, script or function (docs/journal.md is history: it may)."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    assert len(CHECKS.cited_paths(text)) >= 10
+    assert CHECKS.missing_paths(text) == []
+    outside = {"engine.md"}  # a page name read as a dotted reference
+    # transformers' own generate(assistant_model=..., prompt_lookup_num_tokens=...) is cited beside SpecLab's generate
+    missing = [ref for ref in CHECKS.missing_references(text) if ref not in outside and not ref.startswith("generate(")]
+    assert missing == []
+    assert missing_short_references(text) == []
 
 
 def test_measurements_is_the_current_state_not_a_notebook():
