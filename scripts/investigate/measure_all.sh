@@ -2,7 +2,7 @@
 # Every measurement quoted in the README, in one sequential run (nothing else should be running).
 # Output: artifacts/measure/*.txt and *.json
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out=artifacts/measure; mkdir -p "$out"
 py=.venv/bin/python
 run() { local name=$1; shift; echo "== $name: $*"; "$@" 2>"$out/$name.log" | tee "$out/$name.txt"; }
