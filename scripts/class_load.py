@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TICKS = os.sysconf("SC_CLK_TCK")
+LESSONS = (2, 3, 4)  # one reveal each, in teacher mode (the shipped recordings)
 
 
 def start_server(data: str, log) -> tuple[subprocess.Popen, str]:
@@ -103,19 +104,44 @@ def page_state(page) -> str:
     return text[:160]
 
 
-def reveal_times(teacher, students, timeout: float) -> tuple[list[float | None], list[str]]:
-    """Press Reveal; seconds until each student's page shows the class's result, every page watched in each sweep;
-    and what each page that never showed it shows instead."""
-    t0 = time.monotonic()
-    teacher.get_by_role("button", name="Reveal", exact=True).first.click()
-    seen: dict[int, float] = {}
-    while len(seen) < len(students) and time.monotonic() - t0 < timeout:
+WATCH = """() => { window.__shown = null; const t = setInterval(() => {
+  if (document.body.textContent.includes("The class's result")) { window.__shown = Date.now(); clearInterval(t); }
+}, 50); }"""
+FOLLOWED = WATCH.replace("The class's result", "the teacher is on lesson LESSON ·")
+
+
+def watch(students, t0: float, timeout: float) -> tuple[list[float | None], list[str]]:
+    """Seconds from `t0` until each page's watch fired (None: not within `timeout`), and what the others show."""
+    shown: dict[int, float] = {}
+    while len(shown) < len(students) and time.time() - t0 < timeout:
         for n, page in enumerate(students):
-            if n not in seen and page.get_by_text("The class's result").count() > 0:
-                seen[n] = round(time.monotonic() - t0, 2)
-        time.sleep(0.05)
-    missing = [f"student {n + 1}: {page_state(page)}" for n, page in enumerate(students) if n not in seen]
-    return [seen.get(n) for n in range(len(students))], missing  # None: not shown within the timeout
+            if n not in shown and (at := page.evaluate("() => window.__shown")) is not None:
+                shown[n] = round(at / 1000 - t0, 2)
+        time.sleep(0.2)
+    missing = [f"student {n + 1}: {page_state(page)}" for n, page in enumerate(students) if n not in shown]
+    return [shown.get(n) for n in range(len(students))], missing
+
+
+def reveal_times(teacher, students, timeout: float) -> tuple[list[float | None], list[str]]:
+    """Press Reveal; seconds until each student's page shows the class's result, timed inside each browser (a 50 ms
+    watch on the page's text, on the machine's one clock), so a busy sweep over the pages never delays a time; and
+    what each page that never showed it shows instead."""
+    for page in students:
+        page.evaluate(WATCH)
+    t0 = time.time()
+    teacher.get_by_role("button", name="Reveal", exact=True).first.click()
+    return watch(students, t0, timeout)
+
+
+def move_class(teacher, desk_link: str, students, lesson: int, timeout: float) -> tuple[list[float | None], list[str]]:
+    """The teacher opens `lesson` (the desk's private link in the same tab); seconds until each student's page has
+    followed it (timed in each browser, as reveals are), and what each page that did not follow shows instead."""
+    for page in students:
+        page.evaluate(FOLLOWED.replace("LESSON", str(lesson)))
+    t0 = time.time()
+    teacher.goto(f"{desk_link}&lesson={lesson}&teacher=true")
+    teacher.get_by_role("button", name="Reveal", exact=True).first.wait_for()
+    return watch(students, t0, timeout)
 
 
 def main() -> None:
@@ -123,10 +149,11 @@ def main() -> None:
     ap.add_argument("--students", type=int, default=30)
     ap.add_argument("--idle-s", type=float, default=20.0)
     ap.add_argument("--reveal-timeout-s", type=float, default=120.0)
+    ap.add_argument("--reveals", type=int, default=3, help="one per lesson: 2, then 3, then 4 (the class follows)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
-    if not 1 <= args.students <= 60 or not 1 <= args.idle_s <= 120:
-        raise SystemExit("--students 1-60, --idle-s 1-120")
+    if not 1 <= args.students <= 60 or not 1 <= args.idle_s <= 120 or not 1 <= args.reveals <= len(LESSONS):
+        raise SystemExit(f"--students 1-60, --idle-s 1-120, --reveals 1-{len(LESSONS)}")
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as data, open(Path(data) / "server.log", "w") as log:
         server, url = start_server(data, log)
@@ -146,8 +173,16 @@ def main() -> None:
                 c0, (b0, t0), w0 = cpu_seconds(server.pid), machine_busy(), time.monotonic()
                 time.sleep(args.idle_s)
                 c1, (b1, t1), w1 = cpu_seconds(server.pid), machine_busy(), time.monotonic()
-                times, missing = reveal_times(teacher, students, args.reveal_timeout_s)
-                reveals = [times]
+                desk = teacher.locator("code").filter(has_text="&desk=").first.text_content().strip()
+                reveals, missing, follows = [], [], []
+                for lesson in LESSONS[: args.reveals]:
+                    if lesson != LESSONS[0]:
+                        times, lost = move_class(teacher, desk, students, lesson, args.reveal_timeout_s)
+                        follows.append(times)
+                        missing += [f"lesson {lesson} not followed, {x}" for x in lost]
+                    times, lost = reveal_times(teacher, students, args.reveal_timeout_s)
+                    reveals.append(times)
+                    missing += [f"lesson {lesson}, {x}" for x in lost]
                 browser.close()
         finally:
             server.terminate()
@@ -167,7 +202,9 @@ def main() -> None:
         "server_cpu_share_of_one_core": round((c1 - c0) / (w1 - w0), 4),
         "machine_cpu_share_of_all_cores": round((b1 - b0) / (t1 - t0), 4),
         "reveal_to_each_student_s": reveals,
+        "follow_to_each_student_s": follows,
         "reveal_to_last_student_s": lasts,
+        "reveal_to_last_student_median_of_reveals_s": statistics.median(lasts) if None not in lasts else None,
         "reveal_to_median_student_s": [statistics.median(t) if t else None for t in shown],
         "reveal_timeout_s": args.reveal_timeout_s,
         "students_without_the_result": [args.students - len(t) for t in shown],

@@ -74,16 +74,14 @@ if me is not None and me.role == "teacher":
     class_page.desk(store, me, i, lesson, experiment, settings, teacher)
 guess = parts.prediction(i, experiment, settings)
 class_page.commit_prediction(store, me, i, guess)
-on_class_lesson = False
+on_class_lesson, result, rows = False, None, []
 if me is not None and me.role == "student":  # on the teacher's lesson: the class's one result, no run of one's own
-    on_class_lesson, result, rows = class_page.student(store, me, i, lesson, experiment, guess)
+    on_class_lesson, result = class_page.student(store, me, i, lesson, experiment, guess)  # result, worksheet: live
 if not on_class_lesson:
     result, rows = parts.experiment_block(i, lesson.experiment, experiment, settings, guess, teacher)
 elif not st.toggle("Show the whole lesson", key="class_whole_lesson", help="The GPU panel, the details and the sources"):
-    # the light class page (issue 41): the question, the prediction, the class's one result, the checks, the worksheet
+    # the light class page (issue 41): the question, the prediction, the class's one result, the checks
     parts.show_checks(i, lesson, class_page.answer_sender(store, me, i))
-    if result is not None:
-        parts.show_worksheet(i, lesson, experiment, lesson.experiment, result, rows)
     st.stop()
 show_gpu_panel(lesson.experiment, settings, lesson.sections.gpu, result)  # re-timed on the H200, measured H200, model, cited
 parts.show_details(lesson)
@@ -91,6 +89,6 @@ if lesson.experiment == "width":  # the third way to fill a pass: one recorded d
     with st.expander("🔍 One draft-tree step, stage by stage (a recorded step, with the engine's code)"):
         step_page.show_tree_step()
 parts.show_checks(i, lesson, class_page.answer_sender(store, me, i))
-if result is not None:
+if result is not None and not on_class_lesson:  # in class the live part draws the class result's worksheet
     parts.show_worksheet(i, lesson, experiment, lesson.experiment, result, rows)
 parts.show_sources(lesson)

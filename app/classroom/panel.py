@@ -32,7 +32,8 @@ SEAT = "classroom_seat"  # session_state: this session's Seat
 PENDING = "classroom_pending"  # session_state: a code from a student link, not joined yet
 SEEN = "classroom_seen"  # session_state: what a student's page last drew (a poll compares with it)
 SENT = "classroom_sent"  # session_state: what this session already wrote (lesson, predictions, answers)
-POLL_LINE = "classroom_poll_line"  # session_state: (the class version read, the line drawn for it)
+POLL_LINE = "classroom_poll_line"  # session_state: (the class version read, the ClassState read at it)
+KEPT = "classroom_kept"  # session_state: what -> (class version, a read kept while the version stays)
 FOLLOW = "classroom_follow_to"  # session_state: the teacher's lesson, for the page to select on its next run
 
 
@@ -96,7 +97,7 @@ def start_button(store: ClassroomStore) -> None:
 
 def forget() -> None:
     """This session leaves its class (the class goes on)."""
-    for key in (SEAT, PENDING, SEEN, SENT, FOLLOW):
+    for key in (SEAT, PENDING, SEEN, SENT, FOLLOW, POLL_LINE, KEPT):
         st.session_state.pop(key, None)
     st.query_params.pop("class", None)
 
@@ -248,11 +249,6 @@ def commit_answer(store: ClassroomStore, me: Seat | None, lesson: str, question:
         notice(exc)
 
 
-def _seen(state) -> tuple:
-    """What a student's page draws from the class state: a change reruns the page."""
-    return state.lesson, hash(state.result_json), state.answers_revealed
-
-
 def student_view(
     store: ClassroomStore,
     me: Seat,
@@ -261,17 +257,18 @@ def student_view(
     draw_result: Callable[[str], float | None],
     unit: str,
     questions: list[tuple[str, list[str]]],
-) -> bool:
-    """A student's class bar: follow the teacher (the page moves to the teacher's lesson: see take_follow), and on the teacher's
-    lesson, once revealed, THE class result (`draw_result(result_json)` draws it and returns the measured value),
-    the class's predictions with the student's own guess marked, and the answer counts once revealed. Returns True
-    when this is the teacher's lesson (the page then shows the class's result, not a run of its own)."""
+) -> tuple[bool, str | None]:
+    """A student's class bar: follow the teacher (the page moves to the teacher's lesson: see take_follow), then the
+    live part (`student_live`, redrawn on its own): the class line and, on the teacher's lesson once revealed, THE
+    class result (`draw_result(result_json)` draws it and returns the measured value), the class's predictions with
+    the student's own guess marked, and the answer counts once revealed. Returns (is this the teacher's lesson (the
+    page then shows the class's result, not a run of its own), the class's result JSON as this run read it or None)."""
     try:
         state = store.state(me.code, student_id=me.secret)
     except ClassroomError as exc:
         notice(exc)
         leave_button()
-        return False
+        return False, None
     follow = st.toggle("Follow the teacher", value=True, key="class_follow")
     if state.lesson is not None and state.lesson != lesson:
         if follow:
@@ -282,64 +279,77 @@ def student_view(
             key="class_follow_now",
             on_click=lambda: st.session_state.update({"class_follow": True, FOLLOW: state.lesson}),
         )
-    if state.lesson != lesson or state.result_json is None:
-        _poll(store, me, state)
-        return state.lesson == lesson
-    st.markdown("**The class's result** (one run, for everyone)")
-    measured = draw_result(state.result_json)
-    try:
-        values = store.predictions(me.code, lesson, student_id=me.secret)
-        st.plotly_chart(
-            views.predictions_figure(values, unit, mine=state.my_prediction, result=measured),
-            key="class_predictions",
-            config={"displayModeBar": False},
-        )
-        st.markdown(f"**{views.count_label(len(values))}** in the class")
-        if state.answers_revealed and questions:
-            counts = store.answer_counts(me.code, lesson, student_id=me.secret)
-            st.markdown("**The class's answers**")
-            st.dataframe(views.answer_rows(counts, questions), hide_index=True, key="class_answers")
-    except ClassroomError as exc:
-        notice(exc)
-    _poll(store, me, state)
-    return True
-
-
-def _poll(store: ClassroomStore, me: Seat, state) -> None:
-    """Mark what this run drew, then start the poll. Only a run that got this far marks it: a run interrupted on the
-    way (a newer rerun request stops it) leaves the old mark, so the next tick sees a change and reruns the page
-    again, rather than believing the result was drawn (issue 41: under load, pages that never showed a Reveal)."""
-    st.session_state[SEEN] = _seen(state)
-    student_poll(store, me)
+    st.session_state[SEEN] = state.lesson  # the lesson this run drew for: a poll that reads another reruns the page
+    st.session_state[POLL_LINE] = (state.version, state)
+    student_live(store, me, lesson, draw_result, unit, questions)
+    on_lesson = state.lesson == lesson
+    return on_lesson, state.result_json if on_lesson else None
 
 
 @st.fragment(run_every=POLL_S)
-def student_poll(store: ClassroomStore, me: Seat) -> None:
-    """One line, redrawn every POLL_S seconds. A tick first reads the class's version (one primary-key read): while it
-    is the one this page last read, the tick redraws the same line and reads nothing else. Otherwise it reads the
-    class state, and the whole page reruns only when what the page draws changed."""
+def student_live(
+    store: ClassroomStore,
+    me: Seat,
+    lesson: str,
+    draw_result: Callable[[str], float | None],
+    unit: str,
+    questions: list[tuple[str, list[str]]],
+) -> None:
+    """The live part of a student's page, every POLL_S seconds on its own. A tick first reads the class's version (one
+    primary-key read): while it is the one this page last read, the tick draws from the state it kept and reads
+    nothing else. Otherwise it reads the class state (a few indexed SELECTs). A Reveal is drawn here, inside the
+    fragment: no page rerun per student. Only the teacher moving to another lesson reruns the page (its lesson picker
+    and question change). A fragment's tick must draw again all it shows (Streamlit clears what a tick leaves out),
+    so the result's figures are replayed from caches (app/lessons/class_page.py), not rebuilt."""
     try:
         version = store.version(me.code)
+        kept = st.session_state.get(POLL_LINE)
+        if version is not None and kept is not None and kept[0] == version:
+            state = kept[1]
+        else:
+            state = store.state(me.code, student_id=me.secret)
+            st.session_state[POLL_LINE] = (state.version, state)
     except ClassroomError as exc:
         notice(exc)
         return
-    line = st.session_state.get(POLL_LINE)
-    if version is not None and line is not None and line[0] == version:
-        st.caption(line[1])
-        return
-    try:
-        state = store.state(me.code, student_id=me.secret)
-    except ClassroomError as exc:
-        notice(exc)
-        return
-    if _seen(state) != st.session_state.get(SEEN):
+    if state.lesson != st.session_state.get(SEEN):
         st.session_state.pop(POLL_LINE, None)
-        st.rerun(scope="app")
+        st.rerun(scope="app")  # the teacher moved on: the page follows (or offers to)
     who = f" as {md_escape(state.nickname, 24)}" if state.nickname else ""
     where = f"the teacher is on lesson {md_text(state.lesson)}" if state.lesson else "the teacher has not opened a lesson yet"
     waiting = (
         "" if state.result_json else f" · {views.count_label(state.predictions)} so far; the result appears when the teacher reveals it"
     )
-    text = f"In class {md_text(me.code)}{who}: {where}{waiting}."
-    st.session_state[POLL_LINE] = (state.version, text)
-    st.caption(text)
+    st.caption(f"In class {md_text(me.code)}{who}: {where}{waiting}.")
+    if state.lesson != lesson or state.result_json is None:
+        return
+    st.markdown("**The class's result** (one run, for everyone)")
+    measured = draw_result(state.result_json)
+    try:
+        values = _kept("predictions", state.version, lambda: store.predictions(me.code, lesson, student_id=me.secret))
+        show_predictions(tuple(values), unit, state.my_prediction, measured)
+        st.markdown(f"**{views.count_label(len(values))}** in the class")
+        if state.answers_revealed and questions:
+            counts = _kept("answers", state.version, lambda: store.answer_counts(me.code, lesson, student_id=me.secret))
+            st.markdown("**The class's answers**")
+            st.dataframe(views.answer_rows(counts, questions), hide_index=True, key="class_answers")
+    except ClassroomError as exc:
+        notice(exc)
+
+
+def _kept(what: str, version: int, read: Callable):
+    """What `read()` returned for `what` at the class's `version` in this session: a tick while nothing changed
+    reads the store no further."""
+    kept = st.session_state.setdefault(KEPT, {})
+    if what not in kept or kept[what][0] != version:
+        kept[what] = (version, read())
+    return kept[what][1]
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def show_predictions(values: tuple, unit: str, mine: float | None, measured: float | None) -> None:
+    """The class's predictions figure, built once per (predictions, own guess, result) and replayed after: Streamlit
+    keeps the elements a cached function drew and sends them again on a hit (~1 ms against ~20 ms to build it)."""
+    st.plotly_chart(
+        views.predictions_figure(list(values), unit, mine=mine, result=measured), key="class_predictions", config={"displayModeBar": False}
+    )

@@ -122,61 +122,94 @@ def desk(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment
 
 
 # --- the students --------------------------------------------------------------------------------------------
-def parse_shared(name: str, text: str) -> dict | None:
-    """The class's result from its JSON, checked like a recording's measurement; None after a notice."""
-    try:
-        data = json.loads(text)
-        result = {key: data[key] for key in SHARED_KEYS}
-        result["measurement"] = measurement.check_measurement(name, result["measurement"])
-        if not isinstance(result["settings"], dict) or result["source"] not in ("live", "recorded"):
-            raise ValueError("its settings or source are not what a lesson result holds")
-        result["label"] = " ".join(str(result["label"]).split())[:200]
-    except (ValueError, KeyError, TypeError) as exc:  # json's and measurement's errors are ValueErrors
-        st.warning(f"The class's result could not be read ({one_line(exc)}).")
-        return None
+def shared_result(name: str, text: str) -> dict:
+    """The class's result from its JSON, checked like a recording's measurement (ValueError, KeyError or TypeError
+    saying why not)."""
+    data = json.loads(text)
+    result = {key: data[key] for key in SHARED_KEYS}
+    result["measurement"] = measurement.check_measurement(name, result["measurement"])
+    if not isinstance(result["settings"], dict) or result["source"] not in ("live", "recorded"):
+        raise ValueError("its settings or source are not what a lesson result holds")
+    result["label"] = " ".join(str(result["label"]).split())[:200]
     return result
 
 
-def draw_shared(i: int, name: str, experiment: Experiment, guess, shown: dict):
-    """`draw_result` for panel.student_view: the class's result drawn like the student's own (the lesson's figure,
-    then guess vs measured vs model); keeps it in `shown` for the worksheet; returns the measured number."""
+def parse_shared(name: str, text: str) -> dict | None:
+    """shared_result, or None after a notice."""
+    try:
+        return shared_result(name, text)
+    except (ValueError, KeyError, TypeError) as exc:  # json's and measurement's errors are ValueErrors
+        st.warning(f"The class's result could not be read ({one_line(exc)}).")
+        return None
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def draw_class_result(name: str, text: str) -> dict | None:
+    """The class's result drawn like a student's own (the source line, the lesson's figure): drawn once per result for
+    the whole class and replayed after (Streamlit keeps the elements a cached function drew and sends them again on a
+    hit: ~1 ms a tick against 40-160 ms to build a lesson's figure). Returns the parsed result, None after a notice."""
+    result = parse_shared(name, text)
+    if result is None:
+        return None
+    box = st.warning if "DISTURBED" in result["label"] else st.info
+    box(f"{'📼' if result['source'] == 'recorded' else '⏱'} These numbers were {result['label']}.")
+    with last_resort("Could not draw the class's result"):
+        SHOW[name](result["measurement"], result["settings"], label=result["label"])
+    return result
+
+
+def draw_shared(i: int, lesson, name: str, experiment: Experiment, guess):
+    """`draw_result` for panel.student_view, drawn inside the student's live fragment at every tick: the class's result
+    (its figure replayed from draw_class_result; lesson 0's recorded step drawn as on the page), then guess vs
+    measured vs model, then the worksheet. Returns the measured number."""
 
     def draw(text: str) -> float | None:
-        result = parse_shared(name, text)
-        if result is None:
-            return None
-        box = st.warning if "DISTURBED" in result["label"] else st.info
-        box(f"{'📼' if result['source'] == 'recorded' else '⏱'} These numbers were {result['label']}.")
+        if name == parts.STEP_LESSON:
+            result = parse_shared(name, text)
+            if result is None:
+                return None
+            st.info(f"📼 These numbers were {result['label']}.")
+            st.caption(STEP_NOTE)
+            _, _, trace = parts.load_recording(name)
+            if trace is not None:
+                with last_resort("Could not draw the class's result"):
+                    step_page.show_one_step(result | {"trace": trace}, trace, locked=False)
+        else:
+            result = draw_class_result(name, text)
+            if result is None:
+                return None
         m, s = result["measurement"], result["settings"]
         with last_resort("Could not draw the class's result"):
-            if name == parts.STEP_LESSON:
-                st.caption(STEP_NOTE)
-                _, _, trace = parts.load_recording(name)
-                if trace is not None:
-                    step_page.show_one_step(result | {"trace": trace}, trace, locked=False)
-            else:
-                SHOW[name](m, s, label=result["label"])
-            shown["rows"] = parts.show_prediction(experiment, guess, m, s)
-            shown["result"] = result
+            rows = parts.show_prediction(experiment, guess, m, s)
+            parts.show_worksheet(i, lesson, experiment, name, result, rows)
             return experiment.predict.measured(m, s)
         return None
 
     return draw
 
 
-def student(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment, guess) -> tuple[bool, dict | None, list]:
-    """A student's class view for lesson `i` (panel.student_view). Returns (is this the teacher's lesson, the
-    class's result drawn or None, its prediction rows): on the teacher's lesson the page runs nothing itself."""
-    shown: dict = {}
-    on_lesson = panel.student_view(
+def student(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment, guess) -> tuple[bool, dict | None]:
+    """A student's class view for lesson `i` (panel.student_view). Returns (is this the teacher's lesson: there the
+    page runs nothing itself, and the class's result, drawn in the live part, brings its own worksheet; that result
+    as this run read it, for the whole lesson's GPU panel, or None)."""
+    on_lesson, text = panel.student_view(
         store,
         me,
         str(i),
-        draw_result=draw_shared(i, lesson.experiment, experiment, guess, shown),
+        draw_result=draw_shared(i, lesson, lesson.experiment, experiment, guess),
         unit=experiment.predict.unit.strip(),
         questions=[(c.question, list(c.options)) for c in lesson.checks],
     )
-    return on_lesson, shown.get("result"), shown.get("rows", [])
+    return on_lesson, (read_shared(lesson.experiment, text) if text is not None else None)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def read_shared(name: str, text: str) -> dict | None:
+    """shared_result once per result, or None (the live part has already said why it could not be read)."""
+    try:
+        return shared_result(name, text)
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def commit_prediction(store: ClassroomStore | None, me: Seat | None, i: int, guess) -> None:

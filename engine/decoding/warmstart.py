@@ -9,8 +9,8 @@ last few steps); the run's last step also writes it to disk, so the next process
 starts where this one stopped.
 
 The key is everything that state depends on: the target, the drafter, dtype and device, the pass-cost curve it
-is measured against (its `key`: machine, model, dtype, threads, torch) and the shape settings (depth, tree
-nodes, tree top-k). In memory the store is bounded (the MAX_ENTRIES most recently used keys), guarded by a lock
+is measured against (its `key`: machine, model, dtype, threads, torch), the shape settings (depth, tree
+nodes, tree top-k) and the batch's log2 bucket (`batch_bucket`: what batch 32 learnt never steers batch 1). In memory the store is bounded (the MAX_ENTRIES most recently used keys), guarded by a lock
 (the app serves several sessions from one process; runs take turns at the model, but a page may read while
 another writes), and holds deep copies both ways, so no run ever shares a live object with another.
 
@@ -39,7 +39,7 @@ from pathlib import Path
 from engine.checks import Checker, notice
 
 MAX_ENTRIES = 32
-STATE_FORMAT = "speclab.goodput_state/1"
+STATE_FORMAT = "speclab.goodput_state/2"  # /2: keyed by the batch's log2 bucket too
 MAX_STATE_BYTES = 256 * 1024
 _store: OrderedDict[tuple, dict] = OrderedDict()
 _lock = threading.Lock()
@@ -52,10 +52,18 @@ class StateError(ValueError):
 CHECK = Checker(StateError, "malformed goodput state", foreign="not a goodput state", noun="goodput state file", max_text=4000)
 
 
-def policy_key(pair, cfg, curve) -> tuple:
-    """What a goodput policy's learnt state depends on (see the module docstring)."""
+def batch_bucket(batch: int) -> int:
+    """The log2 bucket of a batch size (1 -> 0, 2-3 -> 1, 4-7 -> 2, …, 32-63 -> 5): a key's batch part."""
+    return max(1, int(batch)).bit_length() - 1
+
+
+def policy_key(pair, cfg, curve, batch: int = 1) -> tuple:
+    """What a goodput policy's learnt state depends on (see the module docstring), for a run of `batch` rows: its
+    log2 bucket, because the costs learnt at one load mislead another (a state learnt at batch 32, where verify
+    passes are dear and drafting rarely pays, made a warm batch-1 run choose plain; issue 42)."""
     drafter = {"eagle": pair.eagle_name, "model": pair.draft_name}.get(cfg.drafter, cfg.drafter)
-    return (pair.target_name, cfg.drafter, drafter, pair.dtype_name, str(pair.device), curve.key, cfg.depth, cfg.tree_nodes, cfg.tree_topk)
+    shape = (cfg.depth, cfg.tree_nodes, cfg.tree_topk)
+    return (pair.target_name, cfg.drafter, drafter, pair.dtype_name, str(pair.device), curve.key, *shape, batch_bucket(batch))
 
 
 def recall(key: tuple) -> dict | None:

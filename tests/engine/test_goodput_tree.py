@@ -216,10 +216,10 @@ def test_a_second_run_starts_from_what_the_first_learnt_and_stays_lossless(tiny,
     monkeypatch.setattr(passcurve, "pass_curve", lambda pair: KNEE_8)
     cfg = DecodeConfig(depth=3, drafter="model", policy="goodput", max_new_tokens=16, tree_nodes=8, tree_topk=2)
     first = generate(tiny, PROMPTS[:2], cfg)
-    key = warmstart.policy_key(tiny, cfg, passcurve.pass_curve(tiny))
+    key = warmstart.policy_key(tiny, cfg, passcurve.pass_curve(tiny), 2)
     learnt = warmstart.recall(key)
     assert learnt is not None and learnt["verify_ratio"] and learnt != goodput(FLAT).learnt()
-    assert warmstart.policy_key(tiny, DecodeConfig.from_dict(cfg.to_dict() | {"tree_nodes": 10}), passcurve.pass_curve(tiny)) != key
+    assert warmstart.policy_key(tiny, DecodeConfig.from_dict(cfg.to_dict() | {"tree_nodes": 10}), passcurve.pass_curve(tiny), 2) != key
     stream = generate_steps(tiny, PROMPTS[:2], cfg)
     for step in stream:
         if step.kind == "prefill":  # built, nothing observed yet: it holds the first run's state

@@ -236,7 +236,7 @@ def test_a_goodput_run_leaves_its_state_for_the_next_process(tiny, monkeypatch):
     monkeypatch.setattr(passcurve, "pass_curve", lambda pair: knee)
     cfg = DecodeConfig(depth=3, drafter="model", policy="goodput", max_new_tokens=12)
     first = generate(tiny, ["Hi", "What is the capital of France?"], cfg)
-    key = warmstart.policy_key(tiny, cfg, knee)
+    key = warmstart.policy_key(tiny, cfg, knee, 2)
     stored = warmstart.decode(warmstart.state_path(key).read_bytes(), key)
     assert stored == warmstart.recall(key) and stored["verify_ratio"]
     warmstart.forget()
@@ -264,3 +264,20 @@ def test_the_curve_takes_each_sizes_fastest_over_interleaved_sweeps(monkeypatch)
     measured = passcurve.measure_curve(object())
     assert measured.ms == pytest.approx([10.25, 10.5, 11.0, 12.0, 14.0])
     assert next(sweeps, "done") == "done"  # exactly CURVE_SWEEPS sweeps
+
+
+def test_each_batch_bucket_keeps_its_own_state(tiny, monkeypatch):
+    """What a batch-4 run learnt is recalled by the next batch-4..7 run, never by a batch-1 run (issue 42: a state
+    learnt where verify passes are dear made a warm batch-1 run choose plain)."""
+    knee = curve(lambda n: 10.0 if n <= 8 else 10.0 * n / 8)
+    monkeypatch.setattr(passcurve, "pass_curve", lambda pair: knee)
+    cfg = DecodeConfig(depth=3, drafter="model", policy="goodput", max_new_tokens=6)
+    assert [warmstart.batch_bucket(b) for b in (0, 1, 2, 3, 4, 7, 8, 16, 31, 32, 64)] == [0, 0, 1, 1, 2, 2, 3, 4, 4, 5, 6]
+    generate(tiny, ["Hi", "Hello", "Tell me a story", "What is 2 + 2?"], cfg)
+    four, one, five = (warmstart.policy_key(tiny, cfg, knee, b) for b in (4, 1, 5))
+    assert four == five and four != one
+    assert warmstart.recall(four) is not None and warmstart.recall(one) is None
+    stream = generate_steps(tiny, ["Hi"], cfg)
+    for step in stream:
+        if step.kind == "prefill":  # a batch-1 run: built from the priors, not from batch 4's state
+            assert stream.decoder.policy.memory_key == one and stream.decoder.policy.learnt() != warmstart.recall(four)
