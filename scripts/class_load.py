@@ -144,11 +144,56 @@ def move_class(teacher, desk_link: str, students, lesson: int, timeout: float) -
     return watch(students, t0, timeout)
 
 
+def set_frozen(pages, frozen: bool) -> None:
+    """Freeze (or wake) pages through the DevTools protocol: a frozen page runs no timers, so it polls nothing while
+    its session and connection stay (the class without its load, for the fairness pairs)."""
+    for page in pages:
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Page.setWebLifecycleState", {"state": "frozen" if frozen else "active"})
+        cdp.detach()
+
+
+def playground_run(browser, url: str) -> float:
+    """Seconds from opening the Playground with auto-run (its default prompt and settings) to its drawn Summary."""
+    page = browser.new_context(viewport={"width": 1300, "height": 1400}).new_page()
+    page.set_default_timeout(300_000)
+    t0 = time.monotonic()
+    page.goto(f"{url}/playground?auto=true")
+    page.get_by_role("heading", name="Summary").first.wait_for()
+    seconds = time.monotonic() - t0
+    page.context.close()
+    return round(seconds, 2)
+
+
+def fairness(browser, url: str, students, pairs: int) -> dict:
+    """A visitor's Playground run with the class idling (every page polling) and without it (every page frozen),
+    interleaved `pairs` times after one warm-up run (the model's first load)."""
+    if pairs == 0:
+        return {}
+    warm = playground_run(browser, url)
+    alone, beside = [], []
+    for _ in range(pairs):
+        set_frozen(students, True)
+        time.sleep(3)
+        alone.append(playground_run(browser, url))
+        set_frozen(students, False)
+        time.sleep(5)  # every page back at its polling
+        beside.append(playground_run(browser, url))
+    ratio = statistics.median(beside) / statistics.median(alone)
+    return {
+        "playground_warmup_s": warm,
+        "playground_alone_s": alone,
+        "playground_beside_idle_class_s": beside,
+        "playground_ratio": round(ratio, 3),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--students", type=int, default=30)
     ap.add_argument("--idle-s", type=float, default=20.0)
     ap.add_argument("--reveal-timeout-s", type=float, default=120.0)
+    ap.add_argument("--fairness-pairs", type=int, default=3, help="Playground runs alone / beside the idle class")
     ap.add_argument("--reveals", type=int, default=3, help="one per lesson: 2, then 3, then 4 (the class follows)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
@@ -173,16 +218,24 @@ def main() -> None:
                 c0, (b0, t0), w0 = cpu_seconds(server.pid), machine_busy(), time.monotonic()
                 time.sleep(args.idle_s)
                 c1, (b1, t1), w1 = cpu_seconds(server.pid), machine_busy(), time.monotonic()
+                fair = fairness(browser, url, students, args.fairness_pairs)
                 desk = teacher.locator("code").filter(has_text="&desk=").first.text_content().strip()
-                reveals, missing, follows = [], [], []
+                reveals, missing, follows, reveal_cpu = [], [], [], []
                 for lesson in LESSONS[: args.reveals]:
                     if lesson != LESSONS[0]:
                         times, lost = move_class(teacher, desk, students, lesson, args.reveal_timeout_s)
                         follows.append(times)
                         missing += [f"lesson {lesson} not followed, {x}" for x in lost]
+                    time.sleep(3)  # the follow's reruns settled
+                    r0, (m0, _) = cpu_seconds(server.pid), machine_busy()
                     times, lost = reveal_times(teacher, students, args.reveal_timeout_s)
+                    reveal_cpu.append((round(cpu_seconds(server.pid) - r0, 2), round(machine_busy()[0] - m0, 2)))
                     reveals.append(times)
                     missing += [f"lesson {lesson}, {x}" for x in lost]
+                time.sleep(3)
+                c2, (b2, t2), w2 = cpu_seconds(server.pid), machine_busy(), time.monotonic()
+                time.sleep(args.idle_s)
+                c3, (b3, t3), w3 = cpu_seconds(server.pid), machine_busy(), time.monotonic()
                 browser.close()
         finally:
             server.terminate()
@@ -201,6 +254,10 @@ def main() -> None:
         "idle_s": args.idle_s,
         "server_cpu_share_of_one_core": round((c1 - c0) / (w1 - w0), 4),
         "machine_cpu_share_of_all_cores": round((b1 - b0) / (t1 - t0), 4),
+        "server_cpu_share_of_one_core_after_reveal": round((c3 - c2) / (w3 - w2), 4),
+        "machine_cpu_share_of_all_cores_after_reveal": round((b3 - b2) / (t3 - t2), 4),
+        "reveal_cpu_s_server_and_machine": reveal_cpu,
+        **fair,
         "reveal_to_each_student_s": reveals,
         "follow_to_each_student_s": follows,
         "reveal_to_last_student_s": lasts,

@@ -314,6 +314,8 @@ def student_live(
         return
     if state.lesson != st.session_state.get(SEEN):
         st.session_state.pop(POLL_LINE, None)
+        if state.lesson is not None and st.session_state.get("class_follow", True):
+            st.session_state[FOLLOW] = state.lesson  # one page run, already on the teacher's lesson
         st.rerun(scope="app")  # the teacher moved on: the page follows (or offers to)
     who = f" as {md_escape(state.nickname, 24)}" if state.nickname else ""
     where = f"the teacher is on lesson {md_text(state.lesson)}" if state.lesson else "the teacher has not opened a lesson yet"
