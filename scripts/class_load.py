@@ -193,7 +193,7 @@ def main() -> None:
     ap.add_argument("--students", type=int, default=30)
     ap.add_argument("--idle-s", type=float, default=20.0)
     ap.add_argument("--reveal-timeout-s", type=float, default=120.0)
-    ap.add_argument("--fairness-pairs", type=int, default=3, help="Playground runs alone / beside the idle class")
+    ap.add_argument("--fairness-pairs", type=int, default=0, help="Playground runs alone / beside the idle class")
     ap.add_argument("--reveals", type=int, default=3, help="one per lesson: 2, then 3, then 4 (the class follows)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()

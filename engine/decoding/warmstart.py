@@ -10,7 +10,8 @@ starts where this one stopped.
 
 The key is everything that state depends on: the target, the drafter, dtype and device, the pass-cost curve it
 is measured against (its `key`: machine, model, dtype, threads, torch), the shape settings (depth, tree
-nodes, tree top-k) and the batch's log2 bucket (`batch_bucket`: what batch 32 learnt never steers batch 1). In memory the store is bounded (the MAX_ENTRIES most recently used keys), guarded by a lock
+nodes, tree top-k) and the batch's log2 bucket (`batch_bucket`: what batch 32 learnt never steers batch 1).
+In memory the store is bounded (the MAX_ENTRIES most recently used keys), guarded by a lock
 (the app serves several sessions from one process; runs take turns at the model, but a page may read while
 another writes), and holds deep copies both ways, so no run ever shares a live object with another.
 
