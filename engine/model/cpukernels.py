@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.formats import cache_dir
+from engine.model import cpu_abi
 
 SOURCE = Path(__file__).with_name("cpu_kernels.c")
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
@@ -76,24 +77,11 @@ def _load():
     if compiler is None:
         return None, "no C compiler (gcc) on this machine"
     try:
-        lib = ctypes.CDLL(str(_build(compiler)))
+        lib = cpu_abi.bind(ctypes.CDLL(str(_build(compiler))))  # every function typed from cpu_abi.SIGNATURES
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"the native kernels did not build: {exc}"
-    p, i = ctypes.c_void_p, ctypes.c_int
-    for name in ("gemm_bf16", "gemm_f32"):
-        getattr(lib, name).argtypes = [p, p, p, i, i, i, i]
-        getattr(lib, name).restype = None
-    for name in ("pack_bf16", "pack_f32"):
-        getattr(lib, name).argtypes = [p, p, i, i]
-        getattr(lib, name).restype = None
-    lib.layer_forward.argtypes = [p, i, i, i, i, p, p, p, p, i, i, i, p, p, p, p, p, p, p, i, i, i, i, ctypes.c_float, ctypes.c_float, i]
-    lib.layer_forward.restype = None
-    lib.logit_stats.argtypes = [p, i, ctypes.c_int64, i, p, p, i]
-    lib.logit_stats.restype = None
-    lib.topk_logq.argtypes = [p, i, ctypes.c_int64, i, i, ctypes.c_float, p, p, i]
-    lib.topk_logq.restype = None
-    lib.rms_norm.argtypes = [p, p, p, i, i, ctypes.c_float, i]
-    lib.rms_norm.restype = None
+    except AttributeError as exc:  # a function of the table the library does not export
+        return None, f"the native kernels lack a function: {exc}"
     return lib, None
 
 
@@ -164,7 +152,7 @@ class Packed:
         return F.linear(x, self.fallback)
 
 
-MAX_HEAD_DIM = 256  # the layer kernel keeps one head's vectors on the stack (cpu_kernels.c)
+MAX_HEAD_DIM = cpu_abi.MAX_HEAD_DIM  # the layer kernel keeps one head's vectors on the stack (cpu_kernels.c)
 
 
 def layer_ready(x: torch.Tensor, weights: tuple, k_buf: torch.Tensor, head_dim: int) -> bool:
@@ -202,10 +190,12 @@ def layer(
     """One decoder layer of a small pass in one native call, x (B, n, H) updated in place (cpu_kernels.c,
     layer_forward): fastpass.fast_layer's arithmetic with small_attend's float32 attention. cos, sin:
     fastpass.rope_tables; bias: fastpass.attention_bias; the new keys and values go to buffer columns
-    col0 .. col0 + n - 1; attention reads columns 0 .. window - 1. `layer_ready` must hold."""
+    col0 .. col0 + n - 1; attention reads columns 0 .. window - 1. `layer_ready` must hold; what else the kernel
+    needs of its arguments is checked first (cpu_abi.check_layer: a one-line ValueError or TypeError, no crash)."""
+    cos, sin, bias = cos.contiguous(), sin.contiguous(), bias.contiguous()
+    cpu_abi.check_layer(x, cos, sin, k_buf, v_buf, col0, window, bias, weights, n_heads, n_kv, head_dim)
     ln1, wqkv, wo, ln2, wgu, wd = weights
     bsz, n, hidden = x.shape
-    cos, sin, bias = cos.contiguous(), sin.contiguous(), bias.contiguous()
     (_state.get("lib") or library()).layer_forward(  # loaded already: its matrices were packed by it
         x.data_ptr(),
         bsz,
