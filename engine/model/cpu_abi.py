@@ -95,43 +95,38 @@ def bind(cdll) -> Library:
 
 MAX_HEAD_DIM = 256  # layer_forward keeps one head's vectors on the stack (cpu_kernels.c's MAX_HEAD_DIM)
 _ACTIVATIONS = (torch.bfloat16, torch.float32)
+_last_pass: list = [None]  # the arguments every layer of a pass shares, as last checked (`_check_pass`)
 
 
 def _describe(t) -> str:
     return f"{tuple(t.shape)} {t.dtype} on {t.device}{'' if t.is_contiguous() else ', not contiguous'}"
 
 
-def check_layer(x, cos, sin, k_buf, v_buf, col0: int, window: int, bias, weights: tuple, n_heads: int, n_kv: int, d: int) -> None:
-    """What layer_forward reads and writes, checked before the call (a few microseconds; the call itself takes
-    hundreds): a one-line ValueError where it would misread a tensor or reach outside one, a TypeError where a
-    tensor argument is something else. weights: (ln1, wqkv, wo, ln2, wgu, wd), the four matrices packed
-    (engine/model/cpukernels.Packed: N x K, `n`, `k`, `dtype`); cos, sin and bias contiguous already."""
+def check_layer(
+    x, cos, sin, k_buf, v_buf, col0: int, window: int, bias, weights: tuple, n_heads: int, n_kv: int, d: int
+) -> tuple[int, int, int]:
+    """What layer_forward reads and writes, checked before the call, then x's (B, n, H): a one-line ValueError where it would misread a
+    tensor or reach outside one, a TypeError where an argument is no tensor (or no packed matrix). weights: (ln1,
+    wqkv, wo, ln2, wgu, wd), the four matrices packed (engine/model/cpukernels.Packed: N x K as `n`, `k`, `dtype`);
+    cos, sin and bias contiguous already. Cheap on the hot path (~1 us against a call of ~100s): what every layer of
+    a pass shares (x, updated in place, the RoPE tables, the bias) is checked once per pass, a layer's weights once
+    (the result kept on its packed QKV matrix), only the layer's own KV buffers at every call."""
     try:
-        dt = x.dtype
-        if dt not in _ACTIVATIONS or x.dim() != 3 or not x.is_cpu or not x.is_contiguous():
-            raise ValueError(f"layer_forward: x must be a contiguous (B, n, H) CPU tensor in bfloat16 or float32; got {_describe(x)}")
-        bsz, n, hidden = x.shape
-        ln1, wqkv, wo, ln2, wgu, wd = weights
-        nq = n_heads * d
-        if n_kv <= 0 or n_heads % n_kv or not 0 < d <= MAX_HEAD_DIM or d % 2:
-            raise ValueError(f"layer_forward: {n_heads} heads over {n_kv} kv heads of {d} (even, at most {MAX_HEAD_DIM})")
-        if not wqkv.dtype == wo.dtype == wgu.dtype == wd.dtype == dt:
-            raise ValueError(f"layer_forward: the packed matrices must be in x's dtype {dt}")
-        if (wqkv.k, wqkv.n, wo.k, wo.n, wgu.k, wgu.n, wd.n) != (hidden, nq + 2 * n_kv * d, nq, hidden, hidden, 2 * wd.k, hidden):
-            shapes = ", ".join(f"{w.n}x{w.k}" for w in (wqkv, wo, wgu, wd))
-            raise ValueError(
-                f"layer_forward: matrices (N x K) qkv, o, gate-up, down {shapes} do not fit H={hidden}, {n_heads}+{n_kv} heads of {d}"
-            )
+        last = _last_pass[0]
         if (
-            ln1.dtype != dt
-            or ln2.dtype != dt
-            or ln1.numel() != hidden
-            or ln2.numel() != hidden
-            or not (ln1.is_contiguous() and ln2.is_contiguous())
+            last is None
+            or last[0] is not x
+            or last[1] is not cos
+            or last[2] is not sin
+            or last[3] is not bias
+            or last[4] != col0
+            or last[5] != window
+            or last[6] != n_heads
+            or last[7] != n_kv
+            or last[8] != d
         ):
-            raise ValueError(
-                f"layer_forward: the norms' weights must be contiguous ({hidden},) in x's dtype; got {_describe(ln1)}, {_describe(ln2)}"
-            )
+            last = _last_pass[0] = _check_pass(x, cos, sin, bias, col0, window, n_heads, n_kv, d)
+        bsz, n, hidden, dt = last[9:]
         shape = k_buf.shape
         if (
             k_buf.dtype != torch.float32
@@ -147,21 +142,60 @@ def check_layer(x, cos, sin, k_buf, v_buf, col0: int, window: int, bias, weights
             raise ValueError(
                 f"layer_forward: k_buf and v_buf must be contiguous float32 CPU {want}; got {_describe(k_buf)}, {_describe(v_buf)}"
             )
-        cap = shape[2]
-        if col0 < 0 or col0 + n > cap or not 0 < window <= cap:
-            raise ValueError(f"layer_forward: columns {col0}..{col0 + n - 1} and a window of {window} must fit the buffers' {cap} columns")
-        if (
-            cos.dtype != dt
-            or sin.dtype != dt
-            or cos.numel() != bsz * n * d
-            or sin.numel() != bsz * n * d
-            or not (cos.is_cpu and sin.is_cpu)
-        ):
+        if col0 + n > shape[2] or window > shape[2]:
             raise ValueError(
-                f"layer_forward: cos and sin must be ({bsz * n}, {d}) CPU tables in x's dtype; got {_describe(cos)}, {_describe(sin)}"
+                f"layer_forward: columns {col0}..{col0 + n - 1} and a window of {window} must fit the buffers' {shape[2]} columns"
             )
-        if bias.dtype != torch.float32 or bias.numel() != bsz * n_heads * n * window or not bias.is_cpu:
-            want = f"({bsz * n_kv}, {n_heads // n_kv * n}, {window})"
-            raise ValueError(f"layer_forward: bias must be a float32 CPU {want} (attention_bias); got {_describe(bias)}")
-    except AttributeError as exc:  # a tensor argument that is not a tensor (or a matrix that is not packed)
-        raise TypeError(f"layer_forward: an argument is not what it must be ({exc})") from None
+        ln1, wqkv, wo, ln2, wgu, wd = weights
+        fits = wqkv.checked
+        if fits is None or fits[0] is not ln1 or fits[1] is not wo or fits[2] is not ln2 or fits[3] is not wgu or fits[4] is not wd:
+            fits = wqkv.checked = _check_weights(weights)
+        if fits[5:] != (hidden, (n_heads + 2 * n_kv) * d, n_heads * d, dt):
+            got = f"H={fits[5]}, {fits[6]} qkv rows, {fits[7]} attention columns, {fits[8]}"
+            raise ValueError(f"layer_forward: the weights ({got}) do not fit x's H={hidden} in {dt} with {n_heads}+{n_kv} heads of {d}")
+        return bsz, n, hidden
+    except AttributeError as exc:  # an argument that is not a tensor, or a matrix that is not packed
+        raise TypeError(f"layer_forward: the tensors must be torch.Tensors and the four matrices cpukernels.Packed ({exc})") from None
+
+
+def _check_pass(x, cos, sin, bias, col0: int, window: int, n_heads: int, n_kv: int, d: int) -> tuple:
+    """`check_layer`'s arguments shared by a pass's layers: (x, cos, sin, bias, col0, window, n_heads, n_kv, d, B, n, H, dtype)."""
+    dt = x.dtype
+    if dt not in _ACTIVATIONS or x.dim() != 3 or not x.is_cpu or not x.is_contiguous():
+        raise ValueError(f"layer_forward: x must be a contiguous (B, n, H) CPU tensor in bfloat16 or float32; got {_describe(x)}")
+    bsz, n, hidden = x.shape
+    if n_kv <= 0 or n_heads % n_kv or not 0 < d <= MAX_HEAD_DIM or d % 2:
+        raise ValueError(f"layer_forward: {n_heads} heads over {n_kv} kv heads of {d} (even, at most {MAX_HEAD_DIM})")
+    if col0 < 0 or window <= 0:
+        raise ValueError(f"layer_forward: col0 {col0} and window {window} must be >= 0 and > 0")
+    if cos.dtype != dt or sin.dtype != dt or cos.numel() != bsz * n * d or sin.numel() != bsz * n * d or not (cos.is_cpu and sin.is_cpu):
+        raise ValueError(
+            f"layer_forward: cos and sin must be ({bsz * n}, {d}) CPU tables in x's dtype; got {_describe(cos)}, {_describe(sin)}"
+        )
+    if bias.dtype != torch.float32 or bias.numel() != bsz * n_heads * n * window or not bias.is_cpu:
+        want = f"({bsz * n_kv}, {n_heads // n_kv * n}, {window})"
+        raise ValueError(f"layer_forward: bias must be a float32 CPU {want} (attention_bias); got {_describe(bias)}")
+    return (x, cos, sin, bias, col0, window, n_heads, n_kv, d, bsz, n, hidden, dt)
+
+
+def _check_weights(weights: tuple) -> tuple:
+    """One layer's weights, checked against each other: (ln1, wo, ln2, wgu, wd, H, QKV rows, attention columns, dtype)
+    (`check_layer` compares the last four with the call's x and heads)."""
+    ln1, wqkv, wo, ln2, wgu, wd = weights
+    dt, hidden = wqkv.dtype, wqkv.k
+    if not dt == wo.dtype == wgu.dtype == wd.dtype:
+        raise ValueError(f"layer_forward: the packed matrices are in {wqkv.dtype}, {wo.dtype}, {wgu.dtype}, {wd.dtype}: one dtype")
+    if (wo.n, wgu.k, wgu.n, wd.n) != (hidden, hidden, 2 * wd.k, hidden):
+        shapes = ", ".join(f"{w.n}x{w.k}" for w in (wqkv, wo, wgu, wd))
+        raise ValueError(f"layer_forward: matrices (N x K) qkv, o, gate-up, down {shapes} are not one layer's")
+    if (
+        ln1.dtype != dt
+        or ln2.dtype != dt
+        or ln1.numel() != hidden
+        or ln2.numel() != hidden
+        or not (ln1.is_contiguous() and ln2.is_contiguous())
+    ):
+        raise ValueError(
+            f"layer_forward: the norms' weights must be contiguous ({hidden},) in {dt}; got {_describe(ln1)}, {_describe(ln2)}"
+        )
+    return (ln1, wo, ln2, wgu, wd, hidden, wqkv.n, wo.k, dt)

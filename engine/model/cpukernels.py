@@ -136,6 +136,7 @@ class Packed:
         pack = lib.pack_bf16 if w.dtype == torch.bfloat16 else lib.pack_f32
         pack(w.data_ptr(), self.data.data_ptr(), self.k, self.n)
         self._gemm = lib.gemm_bf16 if w.dtype == torch.bfloat16 else lib.gemm_f32
+        self.checked: tuple | None = None  # cpu_abi.check_layer's verdict on the layer this matrix is the QKV of
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         m = x.numel() // self.k if self.k else 0
@@ -193,9 +194,8 @@ def layer(
     col0 .. col0 + n - 1; attention reads columns 0 .. window - 1. `layer_ready` must hold; what else the kernel
     needs of its arguments is checked first (cpu_abi.check_layer: a one-line ValueError or TypeError, no crash)."""
     cos, sin, bias = cos.contiguous(), sin.contiguous(), bias.contiguous()
-    cpu_abi.check_layer(x, cos, sin, k_buf, v_buf, col0, window, bias, weights, n_heads, n_kv, head_dim)
+    bsz, n, hidden = cpu_abi.check_layer(x, cos, sin, k_buf, v_buf, col0, window, bias, weights, n_heads, n_kv, head_dim)
     ln1, wqkv, wo, ln2, wgu, wd = weights
-    bsz, n, hidden = x.shape
     (_state.get("lib") or library()).layer_forward(  # loaded already: its matrices were packed by it
         x.data_ptr(),
         bsz,
