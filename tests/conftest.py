@@ -11,6 +11,7 @@ import torch
 from scipy.stats import chisquare
 
 from engine.decoding import warmstart
+from engine.model import cpukernels
 from engine.model.pair import ModelPair, embedded_model_dir, load_pair
 
 PROMPTS = [
@@ -18,6 +19,16 @@ PROMPTS = [
     "Write a haiku about the sea, the wind and the salt on the rocks.",
     "Hi",
 ]
+
+
+def no_kernels_reason() -> str:
+    """The skip reason of a test of the native kernels (they need gcc and AVX-512): why they are off here, and what
+    runs instead, which the fallback test checks on every machine."""
+    return (
+        f"native kernels unavailable ({cpukernels.why_not()}): this machine runs the fused eager pass (fast mode 'eager': "
+        "torch ops, oneDNN's linear; torch's argmax, log-sum-exp and top-k), which "
+        "tests/engine/test_fastpass.py::test_the_fallback_without_the_kernels_equals_transformers checks"
+    )
 
 
 @pytest.fixture(autouse=True)

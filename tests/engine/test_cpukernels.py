@@ -9,10 +9,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import no_kernels_reason
 
 from engine.model import cpukernels
 
-needs_kernels = pytest.mark.skipif(not cpukernels.available(), reason=f"native kernels unavailable: {cpukernels.why_not()}")
+needs_kernels = pytest.mark.skipif(not cpukernels.available(), reason=no_kernels_reason())
 
 
 def _matrix(n: int, k: int, dtype, seed: int = 0) -> torch.Tensor:

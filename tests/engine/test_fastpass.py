@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import PROMPTS, tiny_pair
+from conftest import PROMPTS, hf_greedy, no_kernels_reason, tiny_pair
 
 from engine import DecodeConfig, generate
 from engine.model import cpukernels
@@ -64,7 +64,7 @@ def test_fused_pass_equals_plain_decoding(eagle_pair, monkeypatch, drafter, prom
     """Fused eager passes (with or without the native kernels): the same tokens as the eager dynamic cache,
     for plain and speculative decoding."""
     if fast == "native" and not cpukernels.available():
-        pytest.skip(f"native kernels unavailable: {cpukernels.why_not()}")
+        pytest.skip(no_kernels_reason())
     plain = _tokens(eagle_pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24), monkeypatch, "0")
     fused_plain = _tokens(eagle_pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24), monkeypatch, fast)
     spec = _tokens(eagle_pair, prompts, DecodeConfig(depth=3, drafter=drafter, max_new_tokens=24), monkeypatch, fast)
@@ -83,6 +83,40 @@ def test_fused_pass_equals_transformers_generate(tiny, monkeypatch):
         got = _tokens(tiny, [PROMPTS[1]], DecodeConfig(mode="autoregressive", max_new_tokens=20), monkeypatch, fast)
         n = len(got.output_ids[0])  # stops early only at an end-of-sequence token
         assert n > 0 and got.output_ids[0] == ref[:n], fast
+
+
+def test_the_fallback_without_the_kernels_equals_transformers(tiny, monkeypatch):
+    """What a CPU without AVX-512 (an AVX2 laptop; an ARM Mac run on its CPU) or without gcc runs, forced here with
+    SPECLAB_NATIVE=0 and SPECLAB_FAST unset: the kernels say why they are off, the CPU's default fast mode is "eager"
+    (the fused pass over static KV buffers, torch ops only), greedy statistics and a tree's top-k take torch's way.
+    Float32 greedy tokens equal transformers' generate(): plain, a speculative chain and a draft tree."""
+    monkeypatch.setenv("SPECLAB_NATIVE", "0")
+    monkeypatch.delenv("SPECLAB_FAST", raising=False)
+    assert cpukernels.why_not() == "SPECLAB_NATIVE=0" and fast_mode() == fast_mode("cpu") == "eager"
+    asked, answers = [], []  # the kernels' wrappers are asked, and answer None: the caller then takes torch's way
+    for name in ("layer", "logit_stats", "topk_logq", "rms_norm"):
+        monkeypatch.setattr(cpukernels, name, _recording(getattr(cpukernels, name), name, asked, answers))
+    ref = hf_greedy(tiny, PROMPTS[1], 20)
+    plain = DecodeConfig(mode="autoregressive", max_new_tokens=20)
+    chain = DecodeConfig(depth=3, drafter="model", max_new_tokens=20)
+    tree = DecodeConfig(depth=3, drafter="model", tree_nodes=6, tree_topk=2, max_new_tokens=20)
+    for cfg in (plain, chain, tree):
+        got = generate(tiny, [PROMPTS[1]], cfg)
+        assert got.output_ids[0] == ref and len(ref) == 20, cfg
+        assert got.meta["decode_passes"] == PASS_NAMES["eager"] and got.meta["kv_cache"] == "static", cfg
+    assert "logit_stats" in asked and "topk_logq" in asked and "layer" not in asked  # verification and the tree builder asked ...
+    assert set(answers) == {None} and cpukernels.library() is None  # ... and were answered None every time
+
+
+def _recording(real, name: str, asked: list, answers: list):
+    """`real`, recording its name in `asked` and its answer in `answers` at every call."""
+
+    def call(*args, **kwargs):
+        asked.append(name)
+        answers.append(real(*args, **kwargs))
+        return answers[-1]
+
+    return call
 
 
 def test_fuse_rebinds_the_weights_without_a_copy(tokenizer):
@@ -240,7 +274,7 @@ def test_tree_on_the_fast_pass_equals_plain_decoding(eagle_pair, monkeypatch, dr
     """EAGLE-2 trees verified and drafted over the static buffers (engine/model/static_tree.py): the same
     greedy float32 tokens as plain decoding on the lean pass; fixed trees and goodput's cut trees."""
     if fast == "native" and not cpukernels.available():
-        pytest.skip(f"native kernels unavailable: {cpukernels.why_not()}")
+        pytest.skip(no_kernels_reason())
     plain = _tokens(eagle_pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24), monkeypatch, "0")
     for cfg in (
         DecodeConfig(depth=4, drafter=drafter, tree_nodes=12, tree_topk=3, max_new_tokens=24),
