@@ -193,8 +193,7 @@ def layer(
     fastpass.rope_tables; bias: fastpass.attention_bias; the new keys and values go to buffer columns
     col0 .. col0 + n - 1; attention reads columns 0 .. window - 1. `layer_ready` must hold; what else the kernel
     needs of its arguments is checked first (cpu_abi.check_layer: a one-line ValueError or TypeError, no crash)."""
-    cos, sin, bias = cos.contiguous(), sin.contiguous(), bias.contiguous()
-    bsz, n, hidden = cpu_abi.check_layer(x, cos, sin, k_buf, v_buf, col0, window, bias, weights, n_heads, n_kv, head_dim)
+    cos, sin, bias, bsz, n, hidden = cpu_abi.check_layer(x, cos, sin, k_buf, v_buf, col0, window, bias, weights, n_heads, n_kv, head_dim)
     ln1, wqkv, wo, ln2, wgu, wd = weights
     (_state.get("lib") or library()).layer_forward(  # loaded already: its matrices were packed by it
         x.data_ptr(),
