@@ -96,11 +96,15 @@ class DecodeConfig:
     # verifies: it chooses per step between plain, a chain and the tree cut to its best n nodes.
     tree_nodes: int = 0
     tree_topk: int = 0
-    # Decode passes: "auto" captures them as CUDA graphs on CUDA (eager where capture is impossible), "off"
-    # keeps today's eager dynamic cache; "static" / "padded" run eagerly over static buffers (engine/model/static_cache.py).
-    # The default stays "off" until scripts/record/gpu_record.py has checked graph replay against eager on a real GPU
-    # (no GPU was lent while it was written); tree drafting always runs eager (its tree mask is not in the
-    # static-buffer path).
+    # Decode passes, as engine/model/static_cache.py's make_cache decides: "off" uses no CUDA graphs and leaves the
+    # pass to the fast mode (engine/model/fastpass.py, fast_mode): on the CPU the fast pass over static KV buffers
+    # (native kernels where they build, else the fused eager pass), trees included (engine/model/static_tree.py); on
+    # other devices, or with SPECLAB_FAST=0, the lean forward over the dynamic cache (transformers' forward for a
+    # model the lean forward does not cover). "auto" captures decode passes as CUDA graphs over static buffers on
+    # CUDA (eager over the dynamic cache where capture is impossible, and for trees); on the CPU it runs as "off".
+    # "static" / "padded" run eagerly over static buffers (no trees). The default stays "off" until
+    # scripts/record/gpu_record.py has checked graph replay against eager on a real GPU (no GPU was lent while it
+    # was written).
     cuda_graphs: str = "off"
 
     def __post_init__(self):

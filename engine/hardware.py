@@ -327,8 +327,9 @@ def probe(device: torch.device | str | None = None, dtype: torch.dtype | str = "
     # Bandwidth, two ways over one buffer far larger than the caches: a copy (counted as one read and one write per
     # byte, though a CPU may also read each destination line before writing it) and a read-only sum, which is what a
     # decode pass mostly does with its weights. The peak is the higher: with the copy alone, a one-token pass read
-    # 1.18x "the peak" on a 2-core EPYC (31.9 against 27.0 GB/s, lesson 1's recording of 2026-12-01); there a read
-    # streamed up to 1.28x the copy's counted rate (docs/measurements.md, 2026-12-03). The quick probe takes ~0.1 s.
+    # more than "the peak" on the 2-core EPYC, where a read can stream faster than the copy's counted rate
+    # (docs/measurements.md, "Passes on the CPU"; docs/journal.md, "2026-12-03, 08:45 UTC · AMD EPYC, shared: a
+    # one-token pass above the probed peak (issue 40)"). The quick probe takes ~0.1 s.
     n_bytes = (1 << 30) if big else (64 << 20 if quick else 256 << 20)
     src = torch.empty(n_bytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)

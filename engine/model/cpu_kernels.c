@@ -2,8 +2,9 @@
  *
  * Why: a decode pass multiplies a few token vectors (M = 1..16) by every weight matrix of the model, so its
  * time is the time to stream the weights from memory. PyTorch's CPU linear (oneDNN) spends a fixed cost per
- * call and reads the weights at well under the copy bandwidth for M = 1 (measured on the 2-core AMD EPYC,
- * 2026-12-01: 50 us against 28 us here for the fused gate-up matrix, docs/measurements.md). These kernels
+ * call and reads the weights at well under the copy bandwidth for M = 1 (docs/journal.md, "2026-12-01, evening ·
+ * AMD EPYC, shared: the fused fast pass (issue 31)"; the native pass against it today: docs/measurements.md,
+ * "Passes on the CPU"). These kernels
  * read each weight once per pass, 64 bytes at a time, and keep up to 12 tokens' sums in registers.
  *
  * Layout (`pack_*`): the rows of W (N x K) in blocks of 16; within a block the weights are interleaved so
@@ -30,13 +31,15 @@
 #endif
 
 #define TMAX 12 /* tokens per register tile: 2 x 12 sums and 2 weight vectors fit AVX-512's 32 registers. A pass of
- * more tokens is cut into equal tiles (16 = 8 + 8). With tiles of 8, a 9-token pass read each weight strip twice (8 + 1):
- * on the EPYC the 30 layers' products took 13.5 ms for 9 tokens against 12.2 for 8; in one tile of 9 they take what 8
- * take (2026-12-02). Every tile sums a token's products in one order, so a token's row does not depend on its pass. */
+ * more tokens is cut into equal tiles (16 = 8 + 8). With tiles of 8, a 9-token pass read each weight strip twice (8 + 1)
+ * and cost clearly more than 8 tokens; in one tile of 9 it costs about what 8 do (docs/measurements.md, "Passes on the
+ * CPU"; before and after: docs/journal.md, "2026-12-02, 04:10-05:35 UTC · AMD EPYC: the pass past 8 tokens, trees back
+ * in the race (issue 31)"). Every tile sums a token's products in one order, so a token's row does not depend on its pass. */
 #ifndef PREFETCH
-#define PREFETCH 32 /* k pairs (64-byte lines) ahead: measured 32 best of 16/32/64 on the EPYC (8 tokens 1.03-1.14x one token, 1.44-1.50x without) */
-/* A tile of 3 or more tokens spends more cycles on each line, so it fetches farther ahead and into L2 (T1), not L1:
- * on the EPYC a 5-token pass then took 1.00-1.06x a one-token pass instead of 1.07-1.17x (docs/measurements.md). */
+#define PREFETCH 32 /* k pairs (64-byte lines) ahead: the best of 16/32/64 on the 2-core EPYC; without prefetch a small pass cost more */
+/* A tile of 3 or more tokens spends more cycles on each line, so it fetches farther ahead and into L2 (T1), not L1: a
+ * 5-token pass then cost less against a one-token pass (docs/journal.md, "2026-12-02, 00:14-00:29 UTC · AMD EPYC:
+ * goodput's acceptance estimate, prefetch per tile (issue 31)"). */
 #define PF_DIST(T) ((T) <= 2 ? PREFETCH : 3 * PREFETCH)
 #define PF_HINT(T) ((T) <= 2 ? _MM_HINT_T0 : _MM_HINT_T1)
 #endif
@@ -156,8 +159,8 @@ static inline void block_f32(const float *wb, const float *x, int K, int T, floa
  * differs from the eager one only in the order of float32 sums (and exp to within an ulp). One OpenMP team
  * for the whole layer: the products, the attention heads and the small elementwise steps (norms, RoPE, SiLU,
  * residuals: vectorised, microseconds) are all shared out, each step ending in the team's barrier. (The
- * elementwise steps ran on one thread while the other waited until 2026-12-02: per-pass medians over seven
- * alternating pairs were 0.94x, 0.96x and 0.95x of that at 1, 9 and 16 tokens on the EPYC, docs/measurements.md.)
+ * elementwise steps ran on one thread while the other waited until issue 31; sharing them out took about 5% off
+ * a pass: docs/measurements.md, "Passes on the CPU".)
  * x: (M = B*n, H); cos, sin: (M, d) RoPE
  * tables in the model's dtype (sin sign-folded, fastpass.rope_tables); kbuf, vbuf: (B, kv, cap, d)
  * float32; bias: (B*kv, groups*n, window) float32 (fastpass.attention_bias). */
@@ -280,8 +283,8 @@ static inline __m512 sum16(const __m512 *v) {
   /* lane j: the sum of v[j]'s 16 lanes. Halving rounds pair vectors up (their 256-bit halves, then 128-bit
    * quarters, then within quarters), which leaves lane 4c + {0, 1, 2, 3} holding v[c], v[8 + c], v[4 + c],
    * v[12 + c]; one permutation puts them in order. Each sum adds in _mm512_reduce_add_ps's order (i + 8, i + 4,
-   * i + 2, i + 1), so a score is bit for bit what the column-at-a-time loop below gives. Measured on the EPYC
-   * (2026-12-02, context 300, four alternating pairs): a 32-token pass 0.89-0.92x, 16 tokens 0.78-1.16x. */
+   * i + 2, i + 1), so a score is bit for bit what the column-at-a-time loop below gives, and a 32-token pass faster
+   * (docs/measurements.md, "Passes on the CPU"). */
   __m512 t[8], u[4], x[2];
   for (int i = 0; i < 8; i++)
     t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44), _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));

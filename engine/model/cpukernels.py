@@ -2,9 +2,10 @@
 
 The small matrix products of a decode or verify pass (a few tokens times every weight matrix) are where a
 CPU decode pass spends most of its time; oneDNN's linear reads the weights at well under the machine's copy
-bandwidth for one token (docs/measurements.md, "native kernels"). `Packed` holds one weight matrix in the
-kernels' layout and multiplies it with up to `max_tokens` token vectors natively, more through its fallback
-(the oneDNN-prepacked or plain matrix, whichever the pass had before).
+bandwidth for one token, these kernels at about that bandwidth (docs/measurements.md, "Passes on the CPU"; how
+they got there: docs/journal.md, "2026-12-01, 21:31-22:00 UTC · AMD EPYC, quiet: SpecLab's native kernels (issue
+31)"). `Packed` holds one weight matrix in the kernels' layout and multiplies it with up to `max_tokens` token
+vectors natively, more through its fallback (the oneDNN-prepacked or plain matrix, whichever the pass had before).
 
 Building: `gcc -O3 -march=native -fopenmp -shared` into $SPECLAB_CACHE/kernels/, keyed by the source, the
 compiler and this CPU's flags, so a restarted app loads the library in milliseconds. No compiler, no
@@ -31,11 +32,10 @@ from engine.model import cpu_abi
 
 SOURCE = Path(__file__).with_name("cpu_kernels.c")
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
-# Tokens per pass (batch x new tokens) the native kernels take; oneDNN's prepacked GEMM beyond. Measured on the
-# 2-core EPYC (2026-12-02, weights cold, register tiles of up to 12 tokens): native against prepacked, the
-# 30 layers' gate-up matrices 11.1 / 13.5 ms at 32 tokens, 15.7 / 17.8 at 48, 20.6 / 21.8 at 64, 36.3 / 29.6 at
-# 96; the output head 8.8 / 9.5 ms at 32, 13.0 / 13.5 at 48, equal at 64. From 6 to 16 tokens the native products
-# took 0.55-0.75x oneDNN's time (docs/measurements.md, "the pass past 8 tokens").
+# Tokens per pass (batch x new tokens) the native kernels take; oneDNN's prepacked GEMM beyond: with weights cold
+# the native products measured faster than oneDNN's up to 48 tokens (the layer matrices and the output head), the
+# layer matrices slower at 96 (docs/journal.md, "2026-12-02, 04:10-05:35 UTC · AMD EPYC: the pass past 8 tokens,
+# trees back in the race (issue 31)").
 LAYER_TOKENS = 48  # a layer matrix, and the native decoder layer (its attention too): up to this many tokens
 HEAD_TOKENS = 48  # the output head (49152 rows)
 

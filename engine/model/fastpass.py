@@ -14,11 +14,11 @@ the probed copy bandwidth (issue 31). What removes most of that:
 - on the CPU the eager pass's buffers are float32 even for a bfloat16 model (StaticRaggedCache.prefill), so
   `small_attend` reads keys and values in float32 without converting the window in every layer, and it
   attends over exactly the live columns;
-- the native kernels: one call per layer for passes of up to cpukernels.LAYER_TOKENS tokens (98% of the probed
-  bandwidth for one token on the 2-core EPYC, docs/measurements.md, "Native kernels").
+- the native kernels: one call per layer for passes of up to cpukernels.LAYER_TOKENS tokens (a one-token pass reads
+  the weights at about the probed bandwidth: docs/measurements.md, "Passes on the CPU").
 
-`torch.compile` of this pass (SPECLAB_FAST=1) was removed in issue 31: on the CPU it ran at 0.32x the native pass
-(one token 35.0 against 11.2 ms, 2026-12-02) and it was never run on a GPU, where CUDA graphs
+`torch.compile` of this pass (SPECLAB_FAST=1) was removed in issue 31: on the CPU it ran at about a third of the
+native pass's speed (docs/measurements.md, "Passes on the CPU") and it was never run on a GPU, where CUDA graphs
 (cuda_graphs="auto", engine/model/graphs.py) are the measured way to remove the per-op overhead.
 
 Numerics: the same ops in the same order and dtype as engine/model/fastllama.py, except attention's float32
@@ -50,7 +50,7 @@ def fast_mode(device=None) -> str:
     kernels (engine/model/cpukernels.py). "1"/"on"/"compiled" (the compiled pass, removed) -> a ValueError saying so.
 
     Unset: on the CPU "native" where the kernels build (else "eager"): both were measured faster than the lean
-    pass and are exact in float32 (docs/measurements.md, "the fast decode pass"); "off" on other devices
+    pass and are exact in float32 (docs/measurements.md, "Passes on the CPU"); "off" on other devices
     (`device`: where the pass runs; None counts as the CPU). The fused eager pass was never run on a GPU:
     there CUDA graphs (cuda_graphs="auto") are the measured way to remove the per-op overhead."""
     value = os.environ.get("SPECLAB_FAST", "").strip().lower()
@@ -136,10 +136,9 @@ def _onednn(w: torch.Tensor) -> bool:
 
 def packed(lean, native: bool = False) -> list[tuple]:
     """`fuse`'s layers with their four matrices prepacked in oneDNN's blocked layout (a CPU in bfloat16), else
-    `fuse`'s own. Measured on the 2-core build CPU (one thread, 2026-12-01): a one-token GEMV over the fused
-    gate-up weight took 83 us prepacked against 195 us with F.linear, the output head 4.4 ms against 7.8 ms;
-    the output is bit-identical. It costs a second copy of the matrices (the plain ones stay for the prefill
-    and transformers' forward).
+    `fuse`'s own: a one-token GEMV streams the weights about twice as fast prepacked as through F.linear, with the
+    same output bit for bit (docs/journal.md, "2026-12-01, evening · AMD EPYC, shared: the fused fast pass (issue
+    31)"). It costs a second copy of the matrices (the plain ones stay for the prefill and transformers' forward).
     `native`: each matrix also in the native kernels' layout (cpukernels.Packed, a third copy), used for
     passes of up to cpukernels.LAYER_TOKENS tokens, the oneDNN copy beyond; as `packed` where the kernels
     are unavailable."""
