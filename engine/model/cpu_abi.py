@@ -106,10 +106,11 @@ def check_layer(x, cos, sin, k_buf, v_buf, col0: int, window: int, bias, weights
     """What layer_forward reads and writes, checked before the call: a one-line ValueError where it would misread a
     tensor or reach outside one, a TypeError where an argument is no tensor (or no packed matrix). Returns (cos, sin,
     bias, B, n, H): the tables contiguous, x's shape. weights: (ln1, wqkv, wo, ln2, wgu, wd), the four matrices
-    packed (engine/model/cpukernels.Packed: N x K as `n`, `k`, `dtype`). Cheap on the hot path (a microsecond or two
-    against a call of hundreds, docs/engine.md, "Native kernels"): what every layer of a pass shares (x, updated in place, the RoPE
-    tables, the bias) is checked once per pass, a layer's weights once (the verdict kept on its packed QKV matrix),
-    only the layer's own KV buffers at every call."""
+    packed (engine/model/cpukernels.Packed: N x K as `n`, `k`, `dtype`).
+
+    Cheap on the hot path (a microsecond or two against a call of hundreds; docs/engine.md, "Native kernels"): what
+    every layer of a pass shares (x, updated in place, the RoPE tables, the bias) is checked once per pass, a
+    layer's weights once (the verdict kept on its packed QKV matrix), only the layer's own KV buffers at every call."""
     try:
         cos, sin, bias = cos.contiguous(), sin.contiguous(), bias.contiguous()
         last = _last_pass[0]

@@ -41,6 +41,11 @@ def test_the_table_is_the_c_sources_exported_prototypes():
     assert {name: list(args) for name, args in cpu_abi.SIGNATURES.items()} == prototypes
 
 
+def test_the_head_size_limit_is_the_c_sources():
+    assert f"#define MAX_HEAD_DIM {cpu_abi.MAX_HEAD_DIM} " in cpukernels.SOURCE.read_text()
+    assert cpukernels.MAX_HEAD_DIM == cpu_abi.MAX_HEAD_DIM
+
+
 def test_the_prototype_reader_sees_a_new_function_and_a_changed_argument():
     source = "static void hidden(int a) {\n}\nvoid f(const float *x, int64_t n,\n       float eps) { /* x */\n}\ntypedef void (*fn)(int);\n"
     assert c_prototypes(source) == {"f": [("x", ctypes.c_void_p), ("n", ctypes.c_int64), ("eps", ctypes.c_float)]}
