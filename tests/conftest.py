@@ -26,7 +26,7 @@ def no_kernels_reason() -> str:
     runs instead, which the fallback test checks on every machine."""
     return (
         f"native kernels unavailable ({cpukernels.why_not()}): this machine runs the fused eager pass (fast mode 'eager': "
-        "torch ops, oneDNN's linear; torch's argmax, log-sum-exp and top-k), which "
+        "torch ops only, torch's argmax, log-sum-exp and top-k included), which "
         "tests/engine/test_fastpass.py::test_the_fallback_without_the_kernels_equals_transformers checks"
     )
 
