@@ -130,6 +130,7 @@ class GoodputDepth:
     counts: list[list[float]] | None = None  # per position [kept, reached], decayed (see the module docstring)
     verify_ratio: dict[int, float] | None = None  # key 0: measured / curve time (EMA, the load); key t: log of size t's own factor
     draft_ms: dict[int, float] | None = None  # log2 bucket of batch -> measured draft ms per position (EMA)
+    explore_ms: dict[int, float] = field(default_factory=dict)  # log2 bucket -> ms per row of a draft right after plain steps
     last_choice: tuple[int, float] | None = None  # (k, or a tree's n; expected tokens per ms) of the latest choice
     stop_below: float = 0.0  # this step's break-even joint draft confidence (see `depth`)
     tree_nodes: int = 0  # the run's largest tree (DecodeConfig.tree_nodes; 0: chains only)
@@ -173,6 +174,7 @@ class GoodputDepth:
         "plain_run",
         "chain_steps",
         "step_ms",
+        "explore_ms",
     )
 
     def learnt(self) -> dict:
@@ -225,6 +227,13 @@ class GoodputDepth:
             return self._nearest(self.draft_ms, batch)
         return self.draft_cost_ratio * self.verify_ms(batch)
 
+    def explore_draft_ms(self, batch: int) -> float | None:
+        """What drafting costs a step that follows plain steps (an exploring chain): measured per row at the nearest
+        batch size, times this batch; None before any. It holds the catch-up (the drafter reads every token the plain
+        steps emitted, and a run's first draft the prompts too): at batch 16 on the 2-core EPYC 25-85 ms against
+        ~7 ms for the same chain of 1 drafted step after step (docs/engine.md, "goodput")."""
+        return self._nearest(self.explore_ms, batch) * batch if self.explore_ms else None
+
     def tree_draft(self, batch: int, depth: int) -> float:
         """ms to grow a full tree: measured, else `depth` drafter passes over batch x top-k tokens."""
         if self.tree_draft_ms:
@@ -275,9 +284,13 @@ class GoodputDepth:
         return k
 
     def _could_pay(self, batch: int, max_depth: int, draft_ms: float, fixed) -> bool:
-        """Would a chain beat plain here if every draft were accepted? If not, no acceptance can make speculation
+        """Would an exploring chain beat plain here if every draft were accepted? If not, no acceptance can make it
         pay at this batch (the curve's verify cost outgrows what acceptance can return): plain is chosen from the
-        first step and no exploring chain is ever paid for."""
+        first step and no exploring chain is ever paid for. Once a draft after plain steps has been timed, an
+        exploring chain is priced with what such a draft costs (`explore_draft_ms`), not with a steady chain's."""
+        explore = self.explore_draft_ms(batch)
+        if explore is not None:
+            draft_ms, fixed = 0.0, (fixed[0], self.fixed_ms()[1] + explore)
         return best_depth(batch, max_depth, [1.0] * max_depth, self.verify_ms, draft_ms, fixed_ms=fixed)[0] > 0
 
     def choose_tree(self, batch: int, depth: int, k: int, chain_rate: float) -> bool:
@@ -364,6 +377,8 @@ class GoodputDepth:
         elif step.depth > 0:
             self.since["chain"] = 0
             self.chain_steps += 1
+            if after_plain and step.draft_ms > 0:  # what an exploring chain pays (`explore_draft_ms`), per row
+                self.explore_ms[bb] = _ema(self.explore_ms.get(bb), step.draft_ms / step.batch)
             if step.draft_ms > 0:  # per position, the catch-up counted as one
                 _bounded(self.draft_ms, bb, step.draft_ms / (step.depth + 1), after_plain, self.draft_ms_per_position(step.batch))
             self.calibration.observe([d for row in step.seqs for d in chain_drafts(row.drafted)])

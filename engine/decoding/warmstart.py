@@ -40,7 +40,7 @@ from pathlib import Path
 from engine.checks import Checker, notice
 
 MAX_ENTRIES = 32
-STATE_FORMAT = "speclab.goodput_state/2"  # /2: keyed by the batch's log2 bucket too
+STATE_FORMAT = "speclab.goodput_state/3"  # /2: keyed by the batch's log2 bucket too; /3: explore_ms
 MAX_STATE_BYTES = 256 * 1024
 _store: OrderedDict[tuple, dict] = OrderedDict()
 _lock = threading.Lock()
@@ -128,7 +128,13 @@ def encode(key: tuple, state: dict) -> str:
     return json.dumps({"format": STATE_FORMAT, "key": list(key), "saved_at": saved, "state": body})
 
 
-TABLES = {"verify_ratio": (-50.0, 1e6), "draft_ms": (0.0, 1e6), "tree_draft_ms": (0.0, 1e6), "step_ms": (0.0, 1e6)}
+TABLES = {
+    "verify_ratio": (-50.0, 1e6),
+    "draft_ms": (0.0, 1e6),
+    "tree_draft_ms": (0.0, 1e6),
+    "step_ms": (0.0, 1e6),
+    "explore_ms": (0.0, 1e6),
+}
 COUNTERS = {"explore_every": (1, 1 << 20), "plain_run": (0, 1 << 40), "chain_steps": (0, 1 << 40)}
 
 

@@ -281,3 +281,29 @@ def test_each_batch_bucket_keeps_its_own_state(tiny, monkeypatch):
     for step in stream:
         if step.kind == "prefill":  # a batch-1 run: built from the priors, not from batch 4's state
             assert stream.decoder.policy.memory_key == one and stream.decoder.policy.learnt() != warmstart.recall(four)
+
+
+def test_an_exploring_chain_is_priced_with_what_a_draft_after_plain_steps_cost():
+    """At batch 16 on the 2-core EPYC a chain of 1 drafted after plain steps took 25-85 ms (the drafter reads what the
+    plain steps emitted, and at a run's first draft the prompts), against ~7 ms step after step; the steady price
+    (from FLOPs, 1.5 ms a position) let every run explore again. Once such a draft is timed, exploring is priced with
+    it: past the room the policy stays plain; at batch 1, where a chain's pass rides on idle compute, it still explores."""
+    flat_then_dear = curve(lambda n: 20.0 if n <= 16 else 20.0 * (1 + (n - 16) / 24))  # 32 tokens: 1.67x, 80: 3.67x
+    policy = GoodputDepth(curve=flat_then_dear, max_depth=4, draft_cost_ratio=0.07, prior=EAGLE_CARD)
+    chosen = []
+    for _ in range(4 * EXPLORE_STEPS):
+        k = policy.depth(ctx(16, 4))
+        chosen.append(k)
+        policy.observe(_step(k, [k] * 16, verify_ms=flat_then_dear.time_ms(16 * (k + 1)), draft_ms=40.0 if k else 0.0))
+    assert chosen[EXPLORE_STEPS] == 1  # the one exploration, priced on the prior (every draft accepted) ...
+    assert not any(chosen[EXPLORE_STEPS + 2 :])  # ... then, priced with what it cost, plain for good (2 x EXPLORE_STEPS later too)
+    assert policy.explore_draft_ms(16) == pytest.approx(40.0)
+    warm = GoodputDepth(curve=flat_then_dear, max_depth=4, draft_cost_ratio=0.07, prior=EAGLE_CARD)
+    warm.restore(policy.learnt())
+    assert warm.explore_draft_ms(1) == pytest.approx(2.5)  # per row, from the nearest batch measured
+    k1 = []
+    for _ in range(EXPLORE_STEPS + 1):
+        k = warm.depth(ctx(1, 4))
+        k1.append(k)
+        warm.observe(_step(k, [0], verify_ms=20.0, draft_ms=2.5 if k else 0.0))  # every draft rejected: plain, then explore
+    assert k1[-1] > 0
