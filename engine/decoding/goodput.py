@@ -286,11 +286,13 @@ class GoodputDepth:
     def _could_pay(self, batch: int, max_depth: int, draft_ms: float, fixed) -> bool:
         """Would an exploring chain beat plain here if every draft were accepted? If not, no acceptance can make it
         pay at this batch (the curve's verify cost outgrows what acceptance can return): plain is chosen from the
-        first step and no exploring chain is ever paid for. Once a draft after plain steps has been timed, an
-        exploring chain is priced with what such a draft costs (`explore_draft_ms`), not with a steady chain's."""
+        first step and no exploring chain is ever paid for. An exploring chain is priced with what a draft after plain
+        steps costs (`explore_draft_ms`), not with a steady chain's; before one is timed, its catch-up (a drafter pass
+        over every row's plain_run + 1 tokens) is priced on the pass curve at the drafter's FLOPs ratio."""
         explore = self.explore_draft_ms(batch)
-        if explore is not None:
-            draft_ms, fixed = 0.0, (fixed[0], self.fixed_ms()[1] + explore)
+        if explore is None:  # none timed yet: the catch-up, one drafter pass over each row's plain_run + 1 tokens, on the curve
+            explore = self.draft_cost_ratio * self.verify_ms(batch * (self.plain_run + 1)) + draft_ms
+        draft_ms, fixed = 0.0, (fixed[0], self.fixed_ms()[1] + explore)
         return best_depth(batch, max_depth, [1.0] * max_depth, self.verify_ms, draft_ms, fixed_ms=fixed)[0] > 0
 
     def choose_tree(self, batch: int, depth: int, k: int, chain_rate: float) -> bool:
