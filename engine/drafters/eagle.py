@@ -148,8 +148,12 @@ class EagleDrafter:
         if verified.draft is None:  # joined at the next draft: one concatenation, not one per plain step
             self.later.append(hidden)
             return
-        self.cache.keep(self.cache.lengths - self.drafted)
+        self.cache.drop_last(self.drafted)  # the draft entries are the last columns, all real
         self.drafted = 0
+        if hidden.shape[0] == 1:  # one row: only its verified features wait, so no hole enters the head's cache
+            n = int(verified.num_accepted[0]) + 1
+            self.pending, self.pending_valid = hidden[:, :n], torch.ones(1, n, dtype=torch.bool, device=hidden.device)
+            return
         self.pending = hidden
         self.pending_valid = torch.arange(hidden.shape[1], device=hidden.device)[None, :] <= verified.num_accepted[:, None]
 

@@ -163,6 +163,13 @@ class RaggedCache:
 
     def keep(self, new_lengths: torch.Tensor) -> None:
         """Roll back: row i keeps its first new_lengths[i] tokens (<= lengths[i]); the rest become holes."""
+        old, new = self.lengths.tolist(), new_lengths.tolist()
+        if all(length == self.width for length in old) and len(set(new)) == 1 and new[0] <= self.width:
+            # every column real and every row cut alike (always so at batch 1): a crop, nothing else to tidy
+            if new[0] < self.width:
+                self._slice_columns(0, new[0])
+            self.lengths = new_lengths.clone()
+            return
         drop = self.lengths - new_lengths  # (B,) tokens removed from each row's end
         if bool((drop < 0).any()):
             raise ValueError("RaggedCache.keep can only shorten rows")
@@ -171,6 +178,14 @@ class RaggedCache:
             right = self.valid.flip(1).long().cumsum(1).flip(1)
             self.valid = self.valid & (right > drop[:, None])
         self.lengths = new_lengths.clone()
+        self._tidy()
+
+    def drop_last(self, n: int) -> None:
+        """Roll back the last `n` columns of every row, which must all be real (a drafter's own draft entries):
+        `keep(lengths - n)` as a crop, without finding each row's last real columns."""
+        if n:
+            self._slice_columns(0, self.width - n)
+            self.lengths = self.lengths - n
         self._tidy()
 
     def select(self, rows: torch.Tensor) -> None:
