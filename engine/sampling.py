@@ -11,6 +11,9 @@ the greedy one: accept the longest prefix that matches the target's argmax.
 
 from __future__ import annotations
 
+import math
+
+import numpy
 import torch
 
 from engine.model import cpukernels
@@ -153,17 +156,19 @@ def verify(logits: torch.Tensor, draft, greedy: bool, temperature: float, top_p:
 
 
 def verify_greedy_host(logits: torch.Tensor, draft) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """`verify`'s greedy branch for CPU logits, with the acceptance decided on the host: the argmax and the
-    normaliser in one native call (greedy_stats), the longest matching prefix counted in Python over a few
-    ints, and the chosen tokens' p read with one flat index. The same results as the branch over tensors
-    (argmax, float32 arithmetic and exp unchanged); about 10 small ops instead of ~25, which run cold after a
-    pass (measured on the 2-core EPYC, 2026-12-04: 0.56 ms a step before, chain of 3; docs/measurements.md)."""
+    """`verify`'s greedy branch for contiguous CPU logits, decided on the host: the argmax and the normaliser in
+    one native call (greedy_stats), the longest matching prefix counted in Python over a few ints, and the
+    chosen tokens' logits read through a NumPy view of the logits (no copy, no torch op), p = exp(logit - logZ)
+    in double precision (the tensor branch's float32 p to within rounding; the tokens are the same). Small torch
+    ops run cold right after a pass: the tensor branch's ~25 cost 0.53-0.56 ms a step at batch 1 on the 2-core
+    EPYC (chain of 3 or 4, 2026-12-04), about twice this one (docs/measurements.md)."""
     batch, width, vocab = logits.shape
     target_ids, target_logz = greedy_stats(logits)  # (B, k+1) each
-    ids = target_ids.tolist()
+    ids, logz = target_ids.tolist(), target_logz.tolist()
     drafted = draft.ids.tolist() if draft is not None else [[] for _ in range(batch)]
     valid = draft.valid.tolist() if draft is not None else drafted
-    accepted, next_ids, flat = [], [], []
+    flat_logits = (logits.view(torch.int16) if logits.dtype == torch.bfloat16 else logits).numpy().reshape(-1)  # a view
+    accepted, next_ids, p_chosen = [], [], []
     for r in range(batch):
         row, a = ids[r], 0
         for d, ok, t in zip(drafted[r], valid[r], row):  # the leading drafts equal to the target's argmax
@@ -172,10 +177,9 @@ def verify_greedy_host(logits: torch.Tensor, draft) -> tuple[torch.Tensor, torch
             a += 1
         accepted.append(a)
         next_ids.append(row[a])
-        base = r * width
-        flat.extend((base + j) * vocab + d for j, d in enumerate(drafted[r]))
-        flat.append((base + a) * vocab + row[a])
-    cells = torch.tensor([i // vocab for i in flat])  # (B * (k+1),) the (row, column) of each chosen p
-    picked = logits.view(-1)[torch.tensor(flat)].float()
-    p_chosen = torch.exp(picked - target_logz.view(-1)[cells]).view(batch, -1)
-    return torch.tensor(accepted), torch.tensor(next_ids), p_chosen
+        cells = [(j, d) for j, d in enumerate(drafted[r])] + [(a, row[a])]  # (column, token) of each chosen p
+        picked = flat_logits[[(r * width + j) * vocab + d for j, d in cells]]
+        if logits.dtype == torch.bfloat16:  # bfloat16 bits -> float32, exactly
+            picked = (picked.astype(numpy.int32) << 16).view(numpy.float32)
+        p_chosen.append([min(1.0, math.exp(x - logz[r][j])) for x, (j, _) in zip(picked.tolist(), cells)])
+    return torch.tensor(accepted), torch.tensor(next_ids), torch.tensor(p_chosen)

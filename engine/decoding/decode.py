@@ -270,11 +270,12 @@ class Decoder:
 
     def append(self, draft: Draft | None, num_accepted, next_ids, p_chosen, path=None) -> list[SeqStep]:
         """Append each row's accepted drafts and the target's token to its sequence; one record per row."""
-        accepted, next_list, p_next = num_accepted.tolist(), next_ids.tolist(), p_chosen[:, -1].tolist()
+        accepted, next_list, p_rows = num_accepted.tolist(), next_ids.tolist(), p_chosen.tolist()  # host lists, once
+        p_next, p_x = [row[-1] for row in p_rows], [row[:-1] for row in p_rows]
         if draft is None:
             return [self.plain_record(seq, t, p) for seq, t, p in zip(self.active, next_list, p_next)]
-        ids, q_x, p_x = draft.ids.tolist(), draft.q_x.tolist(), p_chosen[:, :-1].tolist()
-        n_valid = draft.valid.sum(1).tolist()
+        ids, q_x = draft.ids.tolist(), draft.q_x.tolist()
+        n_valid = [sum(row) for row in draft.valid.tolist()]
         trees = tree_records(draft.tree, path, num_accepted, self.pair.token_text, q_x, p_x) if path is not None else None
         records = []
         for r, seq in enumerate(self.active):
@@ -328,7 +329,7 @@ class Decoder:
         if draft is None:
             return 0.0
         wasted = 0.0
-        n_valid = draft.valid.sum(1).tolist()
+        n_valid = [sum(row) for row in draft.valid.tolist()]
         # A tree: every node off the accepted path cost the target a token, and the drafter fed k entries per
         # level after the first ((forwards - 1) * k), of which at most num_accepted lay on the accepted path.
         tree_entries = (draft.forwards - 1) * draft.tree.topk if draft.tree is not None else 0
