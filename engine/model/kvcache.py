@@ -212,8 +212,8 @@ class RaggedCache:
 
     def _tidy(self) -> None:
         """Crop columns that are holes in every row; pack rows again once holes exceed COMPACT_SLACK."""
-        if not self.batch or not self.width:
-            return
+        if not self.batch or not self.width or all(length == self.width for length in self.lengths.tolist()):
+            return  # empty, or every column real in every row: no hole to crop, no slack to pack
         used = self.valid.any(0)  # (W,)
         if not bool(used.all()):
             if not bool(used.any()):
