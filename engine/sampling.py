@@ -11,6 +11,9 @@ the greedy one: accept the longest prefix that matches the target's argmax.
 
 from __future__ import annotations
 
+import math
+
+import numpy
 import torch
 
 from engine.model import cpukernels
@@ -123,6 +126,8 @@ def verify(logits: torch.Tensor, draft, greedy: bool, temperature: float, top_p:
     and, last, of the next token at position num_accepted (for the trace; at T = 1 when greedy)."""
     batch, device = logits.shape[0], logits.device
     depth = draft.depth if draft is not None else 0
+    if greedy and device.type == "cpu" and logits.is_contiguous():
+        return verify_greedy_host(logits, draft)
     if greedy:
         # Only the chosen tokens' p are needed: normalise with logsumexp, no (B, k+1, vocab) softmax.
         target_ids, target_logz = greedy_stats(logits)  # (B, k+1) each
@@ -148,3 +153,33 @@ def verify(logits: torch.Tensor, draft, greedy: bool, temperature: float, top_p:
     else:
         p_chosen = target_probs[rows[:, None], where, tokens]
     return num_accepted, next_ids, p_chosen
+
+
+def verify_greedy_host(logits: torch.Tensor, draft) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`verify`'s greedy branch for contiguous CPU logits, decided on the host: the argmax and the normaliser in
+    one native call (greedy_stats), the longest matching prefix counted in Python over a few ints, and the
+    chosen tokens' logits read through a NumPy view of the logits (no copy, no torch op), p = exp(logit - logZ)
+    in double precision (the tensor branch's float32 p to within rounding; the tokens are the same). Small torch
+    ops run cold right after a pass: the tensor branch's ~25 cost 0.53-0.56 ms a step at batch 1 on the 2-core
+    EPYC (chain of 3 or 4, 2026-12-04), about twice this one (docs/measurements.md)."""
+    batch, width, vocab = logits.shape
+    target_ids, target_logz = greedy_stats(logits)  # (B, k+1) each
+    ids, logz = target_ids.tolist(), target_logz.tolist()
+    drafted = draft.ids.tolist() if draft is not None else [[] for _ in range(batch)]
+    valid = draft.valid.tolist() if draft is not None else drafted
+    flat_logits = (logits.view(torch.int16) if logits.dtype == torch.bfloat16 else logits).numpy().reshape(-1)  # a view
+    accepted, next_ids, p_chosen = [], [], []
+    for r in range(batch):
+        row, a = ids[r], 0
+        for d, ok, t in zip(drafted[r], valid[r], row):  # the leading drafts equal to the target's argmax
+            if not (ok and d == t):
+                break
+            a += 1
+        accepted.append(a)
+        next_ids.append(row[a])
+        cells = [(j, d) for j, d in enumerate(drafted[r])] + [(a, row[a])]  # (column, token) of each chosen p
+        picked = flat_logits[[(r * width + j) * vocab + d for j, d in cells]]
+        if logits.dtype == torch.bfloat16:  # bfloat16 bits -> float32, exactly
+            picked = (picked.astype(numpy.int32) << 16).view(numpy.float32)
+        p_chosen.append([min(1.0, math.exp(x - logz[r][j])) for x, (j, _) in zip(picked.tolist(), cells)])
+    return torch.tensor(accepted), torch.tensor(next_ids), torch.tensor(p_chosen)

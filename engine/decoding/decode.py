@@ -162,7 +162,7 @@ class Decoder:
         cfg, active, device = self.cfg, self.active, self.device
         t_start = time.perf_counter()
         depth = self.choose_depth()
-        past_lengths = torch.tensor([len(s.tokens) for s in active], device=device)  # (B,)
+        past_lengths = [len(s.tokens) for s in active]  # each row's length before this step, as ints
 
         # 1. draft: up to `depth` tokens per row (None: a plain step, or the drafter found nothing)
         draft: Draft | None = None
@@ -188,7 +188,7 @@ class Decoder:
         wasted = self.wasted_flops(draft, num_accepted, past_lengths)
 
         # 4. roll back: each row keeps its own accepted length (a tree: its accepted path) in both caches
-        new_lengths = past_lengths + num_accepted + 1  # (B,)
+        new_lengths = torch.tensor([p + a + 1 for p, a in zip(past_lengths, (r.num_accepted for r in records))], device=device)
         if draft is not None:
             hidden = self.roll_back(draft, num_accepted, new_lengths, path, hidden)
         if self.drafter is not None:
@@ -270,11 +270,12 @@ class Decoder:
 
     def append(self, draft: Draft | None, num_accepted, next_ids, p_chosen, path=None) -> list[SeqStep]:
         """Append each row's accepted drafts and the target's token to its sequence; one record per row."""
-        accepted, next_list, p_next = num_accepted.tolist(), next_ids.tolist(), p_chosen[:, -1].tolist()
+        accepted, next_list, p_rows = num_accepted.tolist(), next_ids.tolist(), p_chosen.tolist()  # host lists, once
+        p_next, p_x = [row[-1] for row in p_rows], [row[:-1] for row in p_rows]
         if draft is None:
             return [self.plain_record(seq, t, p) for seq, t, p in zip(self.active, next_list, p_next)]
-        ids, q_x, p_x = draft.ids.tolist(), draft.q_x.tolist(), p_chosen[:, :-1].tolist()
-        n_valid = draft.valid.sum(1).tolist()
+        ids, q_x = draft.ids.tolist(), draft.q_x.tolist()
+        n_valid = [sum(row) for row in draft.valid.tolist()]
         trees = tree_records(draft.tree, path, num_accepted, self.pair.token_text, q_x, p_x) if path is not None else None
         records = []
         for r, seq in enumerate(self.active):
@@ -328,11 +329,11 @@ class Decoder:
         if draft is None:
             return 0.0
         wasted = 0.0
-        n_valid = draft.valid.sum(1).tolist()
+        n_valid = [sum(row) for row in draft.valid.tolist()]
         # A tree: every node off the accepted path cost the target a token, and the drafter fed k entries per
         # level after the first ((forwards - 1) * k), of which at most num_accepted lay on the accepted path.
         tree_entries = (draft.forwards - 1) * draft.tree.topk if draft.tree is not None else 0
-        for past, a, n in zip(past_lengths.tolist(), num_accepted.tolist(), n_valid):
+        for past, a, n in zip(past_lengths, num_accepted.tolist(), n_valid):
             context = past + a
             wasted += (draft.nodes - a) * self.pair.target_costs.token_flops(context)
             rejected = max(0, tree_entries - a) if draft.tree is not None else n - a

@@ -89,18 +89,23 @@ class EagleDrafter:
         self._catch_up()
         device = self.cache.device
         batch, width = self.pending_valid.shape
-        counts = self.pending_valid.sum(1).tolist()
-        # the tokens that follow each pending feature: each row's last `count` tokens, in its valid columns
-        tokens = torch.full((batch, width), self.pad_id, dtype=torch.long)
         valid_cpu = self.pending_valid.cpu()
-        for r, (seq, n) in enumerate(zip(sequences, counts)):
-            tokens[r, valid_cpu[r]] = torch.tensor(seq[-n:], dtype=torch.long)
         ragged = not bool(valid_cpu.all())
+        # the tokens that follow each pending feature: each row's last `count` tokens, in its valid columns
+        if not ragged:  # every pending feature real (always at batch 1): each row's last `width` tokens, in one op
+            tokens = torch.tensor([seq[-width:] for seq in sequences], dtype=torch.long)
+        else:
+            tokens = torch.full((batch, width), self.pad_id, dtype=torch.long)
+            for r, (seq, n) in enumerate(zip(sequences, valid_cpu.sum(1).tolist())):
+                tokens[r, valid_cpu[r]] = torch.tensor(seq[-n:], dtype=torch.long)
         g = self.cache.forward(
             tokens.to(device), logits_to_keep=1, features=self.pending, new_valid=self.pending_valid if ragged else None
         )  # (B, P, H)
-        last = width - 1 - self.pending_valid.flip(1).long().argmax(1)  # (B,) each row's last real column
-        feature = g[torch.arange(batch, device=device), last]  # (B, H)
+        if not ragged:
+            feature = g[:, -1].contiguous()  # (B, H): every row's last column is real
+        else:
+            last = width - 1 - self.pending_valid.flip(1).long().argmax(1)  # (B,) each row's last real column
+            feature = g[torch.arange(batch, device=device), last]  # (B, H)
         fed = width
         if cfg.tree:
             return self.propose_tree(feature, depth, cfg, fed)
@@ -148,8 +153,12 @@ class EagleDrafter:
         if verified.draft is None:  # joined at the next draft: one concatenation, not one per plain step
             self.later.append(hidden)
             return
-        self.cache.keep(self.cache.lengths - self.drafted)
+        self.cache.drop_last(self.drafted)  # the draft entries are the last columns, all real
         self.drafted = 0
+        if hidden.shape[0] == 1:  # one row: only its verified features wait, so no hole enters the head's cache
+            n = int(verified.num_accepted[0]) + 1
+            self.pending, self.pending_valid = hidden[:, :n], torch.ones(1, n, dtype=torch.bool, device=hidden.device)
+            return
         self.pending = hidden
         self.pending_valid = torch.arange(hidden.shape[1], device=hidden.device)[None, :] <= verified.num_accepted[:, None]
 

@@ -252,7 +252,8 @@ def fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window
     if (native or small_pass(x)) and mask.dtype == torch.bool:  # else `pass_bias` made the bias already
         mask = attention_bias(mask, n_kv, n_heads // n_kv)
     if native:  # one native call per layer, x updated in place (engine/model/cpukernels.py); the bias made contiguous once
-        x, col0, mask = x.contiguous().clone(), int(cols[0]), mask.contiguous()
+        # cols are the window's last n columns (StaticRaggedCache._fast)
+        x, col0, mask = x.contiguous().clone(), window - x.shape[1], mask.contiguous()
     for i, (weights, k_buf, v_buf) in enumerate(zip(layers, k_bufs, v_bufs)):
         if native:
             cpukernels.layer(x, cos, sin, k_buf, v_buf, col0, window, mask, weights, *dims)

@@ -13,6 +13,7 @@ are per row (`lengths`), so RoPE sees the true positions whatever the padding.
 
 from __future__ import annotations
 
+import numpy
 import torch
 from transformers import DynamicCache
 
@@ -79,6 +80,11 @@ class RaggedCache:
         if self.width == 0:
             self.counter.prefill(self.lengths.tolist(), logits_to_keep)
             return (mask.long().cumsum(-1) - 1).clamp_min(0)  # (B, n): left padding gets position 0
+        if new_valid is None and self.device.type == "cpu" and self.batch:  # from the lengths as ints: 3 small ops, not 7
+            host = self.lengths.tolist()
+            self.counter.step(len(host), n_new, float(numpy.float32(sum(host)) / numpy.float32(len(host))), logits_to_keep)
+            self.lengths = torch.tensor([length + n_new for length in host])
+            return torch.tensor([[length + i for i in range(n_new)] for length in host])  # (B, n)
         self.counter.step(self.batch, n_new, float(self.lengths.float().mean()), logits_to_keep)
         if new_valid is None:
             positions = self.lengths[:, None] + torch.arange(n_new, device=self.device)  # (B, n)
@@ -163,6 +169,13 @@ class RaggedCache:
 
     def keep(self, new_lengths: torch.Tensor) -> None:
         """Roll back: row i keeps its first new_lengths[i] tokens (<= lengths[i]); the rest become holes."""
+        old, new = self.lengths.tolist(), new_lengths.tolist()
+        if all(length == self.width for length in old) and len(set(new)) == 1 and new[0] <= self.width:
+            # every column real and every row cut alike (always so at batch 1): a crop, nothing else to tidy
+            if new[0] < self.width:
+                self._slice_columns(0, new[0])
+            self.lengths = new_lengths.clone()
+            return
         drop = self.lengths - new_lengths  # (B,) tokens removed from each row's end
         if bool((drop < 0).any()):
             raise ValueError("RaggedCache.keep can only shorten rows")
@@ -171,6 +184,14 @@ class RaggedCache:
             right = self.valid.flip(1).long().cumsum(1).flip(1)
             self.valid = self.valid & (right > drop[:, None])
         self.lengths = new_lengths.clone()
+        self._tidy()
+
+    def drop_last(self, n: int) -> None:
+        """Roll back the last `n` columns of every row, which must all be real (a drafter's own draft entries):
+        `keep(lengths - n)` as a crop, without finding each row's last real columns."""
+        if n:
+            self._slice_columns(0, self.width - n)
+            self.lengths = self.lengths - n
         self._tidy()
 
     def select(self, rows: torch.Tensor) -> None:
@@ -191,8 +212,8 @@ class RaggedCache:
 
     def _tidy(self) -> None:
         """Crop columns that are holes in every row; pack rows again once holes exceed COMPACT_SLACK."""
-        if not self.batch or not self.width:
-            return
+        if not self.batch or not self.width or all(length == self.width for length in self.lengths.tolist()):
+            return  # empty, or every column real in every row: no hole to crop, no slack to pack
         used = self.valid.any(0)  # (W,)
         if not bool(used.all()):
             if not bool(used.any()):

@@ -353,6 +353,8 @@ class StaticRaggedCache(RaggedCache):
         key = (fn.__name__, rows, n, window, keep, collect)
         out = self.graphs.run(key, fn, args, {"collect": collect} if collect else {})
         out, hidden = out if return_hidden else (out, None)
+        if not pad:
+            return out, hidden
         return out[:batch], (hidden[:batch] if hidden is not None else None)
 
     # --- roll-back moves, inside the buffers ---------------------------------------------------------------

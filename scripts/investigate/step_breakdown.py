@@ -8,6 +8,8 @@ are timed only inside `propose`, so the target's passes do not mix in. docs/meas
 
     flock /work/bench.lock .venv/bin/python scripts/investigate/step_breakdown.py            # tree of 8 nodes
     flock /work/bench.lock .venv/bin/python scripts/investigate/step_breakdown.py --chain 3  # chain of 3
+    flock /work/bench.lock .venv/bin/python scripts/investigate/step_breakdown.py --drafter ngram --chain 4 \
+        --prompt-set extractive --max-new-tokens 96                                             # copy prompts
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import time
 from engine import DecodeConfig, generate, load_pair
 from engine.bench.prompts import prompt_set_list
 from engine.decoding import decode
-from engine.drafters import eagle, tree
-from engine.model import cpukernels, eagle_head, static_cache, static_tree
+from engine.drafters import eagle, ngram, tree
+from engine.model import cpukernels, eagle_head, kvcache, static_cache, static_tree
 
 TOTAL = collections.defaultdict(float)
 CALLS = collections.Counter()
@@ -29,8 +31,11 @@ DRAFTING = [False]  # inside EagleDrafter.propose
 
 
 def timed(owner, name: str, label: str, drafting_only: bool = False, skip=None) -> None:
-    """Time owner.name under `label`; drafting_only: only inside `propose`; skip(args): calls not to time."""
-    inner = getattr(owner, name)
+    """Time owner.name under `label` (if it has one: an older engine may not); drafting_only: only inside
+    `propose`; skip(args): calls not to time."""
+    inner = getattr(owner, name, None)
+    if inner is None:
+        return
 
     @functools.wraps(inner)
     def wrapper(*args, **kwargs):
@@ -77,19 +82,24 @@ def instrument() -> None:
     for name in ("roll_back", "append", "cut_tree", "choose_depth", "wasted_flops", "make_step"):
         timed(step, name, f"overhead: {name}")
     timed(eagle.EagleDrafter, "commit", "overhead: drafter.commit")
+    timed(ngram.NgramDrafter, "propose", "draft: n-gram lookup (propose)")
+    timed(kvcache.RaggedCache, "keep", "overhead: roll-back in a cache (keep)")
+    timed(kvcache.RaggedCache, "drop_last", "overhead: roll-back in a cache (drop_last)")
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--chain", type=int, default=0, help="a chain of this depth instead of the tree")
+    p.add_argument("--drafter", default="eagle", choices=("eagle", "ngram"), help="ngram: a chain only (give --chain)")
+    p.add_argument("--prompt-set", default="heldout", help="heldout, chat or extractive (copy-this-text prompts)")
     p.add_argument("--prompts", type=int, default=6)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--max-new-tokens", type=int, default=48)
     args = p.parse_args()
     pair = load_pair()
-    prompts = prompt_set_list("heldout")[: args.prompts]
+    prompts = prompt_set_list(args.prompt_set)[: args.prompts]
     shape = dict(depth=args.chain) if args.chain else dict(depth=4, tree_nodes=8, tree_topk=4)
-    cfg = DecodeConfig(drafter="eagle", max_new_tokens=args.max_new_tokens, **shape)
+    cfg = DecodeConfig(drafter=args.drafter, max_new_tokens=args.max_new_tokens, **shape)
     for p_ in prompts[:2]:
         generate(pair, [p_], cfg)
     instrument()
