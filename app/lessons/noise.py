@@ -84,11 +84,18 @@ FAR = 1.5  # a round whose rate is this many times above or below the median of 
 def far_rounds(values: list[float]) -> list[int]:
     """Indices of the rounds far outside the others: more than FAR× above or below the median of all rounds (a cold
     start, another process's burst; one odd round cannot move the median). Needs three rounds or more: with two,
-    neither can be called the odd one."""
+    neither can be called the odd one. Only a minority can be odd: where half the rounds or more are far from the
+    median, the machine was unsteady, not a round (`unsteady`), and every round is kept."""
     if len(values) < 3:
         return []
     mid = measurement.spread(values)["median"]
-    return [i for i, v in enumerate(values) if mid > 0 and (v > FAR * mid or v * FAR < mid)]
+    far = [i for i, v in enumerate(values) if mid > 0 and (v > FAR * mid or v * FAR < mid)]
+    return [] if unsteady(far, len(values)) else far
+
+
+def unsteady(far, rounds: int) -> bool:
+    """Half the rounds or more far outside the others: a busy machine, not an odd round (nothing is left out)."""
+    return 2 * len(far) >= rounds
 
 
 def rate_runs(lane: dict) -> tuple[dict | None, bool]:
@@ -117,11 +124,21 @@ def speedup(run: dict, whole: bool = False) -> dict | None:
     if not a or not b or len(a["values"]) != len(b["values"]):
         return None
     far = set(far_rounds(a["values"])) | set(far_rounds(b["values"]))
+    shaky = unsteady(far, len(a["values"]))
+    far = set() if shaky else far  # each lane's odd round, together most rounds: the machine, not a round
     ratios = [s / p for i, (s, p) in enumerate(zip(b["values"], a["values"])) if p > 0 and i not in far]
     if not ratios:
         return None
     sp = measurement.spread(ratios)
-    return {"value": sp["median"], "lo": sp["min"], "hi": sp["max"], "rounds": len(ratios), "far": sorted(far), "decode": da and db}
+    return {
+        "value": sp["median"],
+        "lo": sp["min"],
+        "hi": sp["max"],
+        "rounds": len(ratios),
+        "far": sorted(far),
+        "decode": da and db,
+        "unsteady": shaky,
+    }
 
 
 def verdict(run: dict) -> int:
@@ -140,6 +157,8 @@ def verdict(run: dict) -> int:
 def far_text(run: dict) -> str:
     """'round 2 of 5 left out, far outside the others: a cold start or other load' or ''."""
     s = speedup(run)
+    if s and s.get("unsteady"):
+        return f"half the {s['rounds']} rounds or more were far from the others: a busy machine, so every round is kept"
     if not s or not s["far"]:
         return ""
     n = len((rate_runs(run["ar"])[0] or {"values": []})["values"])

@@ -87,6 +87,18 @@ def test_far_rounds_are_named_and_left_out_of_the_ratio():
     assert "round 3 of 3 left out, far outside the others" in conclusions.speedup_words(run)
 
 
+def test_when_most_rounds_are_far_the_machine_was_busy_and_every_round_is_kept():
+    """A live lesson 3 on a busy day left out rounds 1, 2 and 5 of 5 (each lane's odd rounds together): a majority is
+    not an odd round. Every round is kept, and the words say why."""
+    assert noise.far_rounds([100.0, 30.0, 160.0, 101.0]) == []  # two of four far: unsteady, none left out
+    run = _pair(ar=[100.0, 40.0, 100.0, 101.0, 99.0], spec=[150.0, 151.0, 149.0, 152.0, 400.0])  # one odd round a lane
+    assert noise.speedup(run)["far"] == [1, 4]  # two of five: still a minority, left out
+    run = _pair(ar=[100.0, 40.0, 100.0, 101.0, 30.0], spec=[400.0, 151.0, 149.0, 152.0, 148.0])  # 2 + 1 of 5: a majority
+    sp = noise.speedup(run)
+    assert sp["far"] == [] and sp["unsteady"] and sp["rounds"] == 5
+    assert "a busy machine, so every round is kept" in noise.far_text(run)
+
+
 def _lane(decode, whole, step_ms=100.0, verify_ms=110.0, draft_share=0.1, alpha=None):
     return {
         "decode_tokens_per_s_runs": measurement.spread(decode),
