@@ -43,8 +43,8 @@ verification stays lossless.
 Warm start: what goodput learns (per-position acceptance, the calibration a(q), the trees' value curve, the
 verify-time ratios, the drafter's measured cost) is kept across runs, in the process and on disk beside the pass
 curves, keyed by target, drafter, dtype, device, pass-cost curve and shape settings (engine/decoding/warmstart.py):
-a policy starts from the last such run's state and writes its own back every few steps (to disk after its run's
-last). With nothing stored it starts from the priors: this machine's measured pass-cost curve, the drafter's
+a policy starts from the last such run's state and writes its own back every few steps (to disk after a quiet
+run's last: BUSY_CORES). With nothing stored it starts from the priors: this machine's measured pass-cost curve, the drafter's
 cost from its FLOPs, and the drafter's shipped held-out acceptance per position (engine/drafters/calibration.py;
 PRIOR_ACCEPTANCE for a drafter without one).
 
@@ -68,6 +68,7 @@ from dataclasses import dataclass, field
 
 from engine.decoding import warmstart
 from engine.decoding.tree_value import Calibration, chain_drafts, tree_drafts, tree_value
+from engine.loadmeter import LoadMeter
 
 # The acceptance a policy assumes before a run has verified anything: a starting guess, worth PRIOR_WEIGHT
 # observations; the run's own rows outweigh it within a few steps (see the module docstring).
@@ -89,6 +90,15 @@ EXPLORE_MAX = 256
 # decode steps and on a run's last step, not every step: the copy cost ~0.1 ms, about 1% of a batch-1 step on
 # the 2-core EPYC (2026-12-02). A run stopped half-way leaves all but its last few steps.
 REMEMBER_STEPS = 8
+# A run beside other work learnt the machine's load, not its costs: when other processes kept more than BUSY_CORES
+# cores busy on average from the policy's start to its run's last step, what it learnt stays in this process's memory
+# but is not written for the next process (the last quiet run's file stays). One such run at batch 1 (other
+# processes ~1 core) stored a verify-time ratio of 1.88 and per-size factors that priced a 4-token pass at 2.6x a
+# 3-token one, and the next process, started warm from it, drafted chains of 2 on 21 of 22 steps where a cold start
+# drafted 3-5 (2-core EPYC, 2026-12-04). Runs shorter than LOAD_MIN_S are too short to judge (the kernel counts
+# CPU time in 10 ms ticks) and count as quiet.
+BUSY_CORES = 0.5
+LOAD_MIN_S = 0.25
 
 
 def expected_tokens(accept: list[float], k: int) -> float:
@@ -162,6 +172,9 @@ class GoodputDepth:
         learnt = warmstart.recall(self.memory_key) if self.memory_key is not None else None
         if learnt is not None:
             self.restore(learnt)
+        self._load, self._load_t0 = LoadMeter(), time.perf_counter()  # other processes' CPU, for `quiet`
+        self.other_cores: float | None = None  # set at the run's last step (`quiet`)
+        self._load.resume()
 
     LEARNT = (
         "accept",
@@ -346,8 +359,18 @@ class GoodputDepth:
         self.observed += 1
         last = all(row.finished for row in step.seqs)
         if self.memory_key is not None and (last or self.observed % REMEMBER_STEPS == 0):
-            warmstart.remember(self.memory_key, self.learnt(), durable=last)  # the last: to disk, for the next process
+            durable = last and self.quiet()  # the last step of a quiet run: to disk, for the next process
+            warmstart.remember(self.memory_key, self.learnt(), durable=durable)
         self._observe_ms = (time.perf_counter() - started) * 1000
+
+    def quiet(self) -> bool:
+        """Did other processes keep at most BUSY_CORES cores busy since this policy started (see BUSY_CORES)?"""
+        elapsed = time.perf_counter() - self._load_t0
+        self._load.pause()
+        other = self._load.fields()["other_cpu_s"]
+        self._load.resume()
+        self.other_cores = None if other is None or elapsed < LOAD_MIN_S else other / elapsed
+        return self.other_cores is None or self.other_cores <= BUSY_CORES
 
     def _learn(self, step) -> None:
         bb = self._bucket(step.batch)

@@ -5,8 +5,8 @@ most of its steps re-learning what the previous run already measured: the per-po
 confidence calibration a(q), the recent trees' value curve, the measured/curve verify-time ratios and the
 drafter's measured cost. The policy reads its state from here when it is built and writes it back every few
 decode steps and after its run's last (goodput.REMEMBER_STEPS: a run stopped half-way still leaves all but its
-last few steps); the run's last step also writes it to disk, so the next process (a CLI run, a restarted app)
-starts where this one stopped.
+last few steps); the last step of a run no other work disturbed (goodput.BUSY_CORES) also writes it to disk, so
+the next process (a CLI run, a restarted app) starts where the last quiet run stopped.
 
 The key is everything that state depends on: the target, the drafter, dtype and device, the pass-cost curve it
 is measured against (its `key`: machine, model, dtype, threads, torch), the shape settings (depth, tree

@@ -6,7 +6,8 @@ of this script left on disk, after one untimed batch-1 run on the last held-out 
 lanes; round r takes held-out prompts r*B .. r*B+B-1. Each run is its own process under the shared lock. Per
 run: whole-run tokens/s (the trace summary's) and decode-alone tokens/s (the prefill step left out: the tokens
 emitted by decode steps over the time from the prefill's end to the last step's end). Prints every run, then
-medians and ratios to plain and to the best of plain, k=2, k=4.
+medians and ratios to plain and to the best of plain, k=2, k=4, over the runs no other process disturbed (the
+trace's other_cpu_s over its wall time at most --max-other cores; the others are printed, and counted).
 
     .venv/bin/python scripts/investigate/goodput_first_run.py --rounds 5 --batches 1,16,32 --out /tmp/first_run.json
 """
@@ -64,7 +65,9 @@ def run_one(lane: str, prompts: list[str], tokens: int, data: Path, python: str,
         subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True)
         trace = json.loads(out.read_text())
     whole, decode, shapes = rates(trace)
-    return {"whole": whole, "decode": decode, "shapes": shapes, "alpha": trace["summary"].get("alpha")}
+    summary = trace["summary"]
+    other = summary.get("other_cpu_s", 0.0) / max(trace["steps"][-1]["t_end_s"], 1e-9)  # other processes' cores, on average
+    return {"whole": whole, "decode": decode, "shapes": shapes, "alpha": summary.get("alpha"), "other_cores": round(other, 3)}
 
 
 def main() -> None:
@@ -78,6 +81,12 @@ def main() -> None:
     ap.add_argument("--first-round", type=int, default=0, help="with --base: go on from an earlier invocation")
     ap.add_argument("--base", default=None, help="the cold and warm data folders (kept: later invocations go on)")
     ap.add_argument("--no-lock", action="store_true", help="the caller holds /work/bench.lock (e.g. one flock per round)")
+    ap.add_argument(
+        "--max-other",
+        type=float,
+        default=0.25,
+        help="a run while other processes used more cores than this is disturbed: shown, left out of the medians",
+    )
     args = ap.parse_args()
     prompts = json.loads((ROOT / "assets" / "heldout_prompts.json").read_text())["prompts"]
     batches = [int(b) for b in args.batches.split(",")]
@@ -101,11 +110,14 @@ def main() -> None:
                 results.append(row)
                 print(json.dumps(row), flush=True)
     Path(args.out).write_text(json.dumps(results, indent=1))
+    quiet = [x for x in results if x["other_cores"] <= args.max_other]
+    print(f"{len(results) - len(quiet)} of {len(results)} runs disturbed (other processes > {args.max_other} cores): left out")
     for batch in batches:
-        med = {
-            lane: {m: statistics.median(x[m] for x in results if x["batch"] == batch and x["lane"] == lane) for m in ("whole", "decode")}
-            for lane in lanes
-        }
+        kept = {lane: [x for x in quiet if x["batch"] == batch and x["lane"] == lane] for lane in lanes}
+        if not all(kept.values()):
+            print(f"batch {batch:2d}: a lane has no quiet run; no medians")
+            continue
+        med = {lane: {m: statistics.median(x[m] for x in kept[lane]) for m in ("whole", "decode")} for lane in lanes}
         fixed = [lane for lane in lanes if "goodput" not in lane and "gp_" not in lane]
         for m in ("decode", "whole"):
             best = max(med[lane][m] for lane in fixed)

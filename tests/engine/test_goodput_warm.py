@@ -22,7 +22,7 @@ from test_policies import FLAT, _step, ctx, curve
 from test_tree import _eagle_pair
 
 from engine import DecodeConfig, generate, generate_steps
-from engine.decoding import passcurve, warmstart
+from engine.decoding import goodput, passcurve, warmstart
 from engine.decoding.goodput import EXPLORE_MAX, EXPLORE_STEPS, PRIOR_ACCEPTANCE, GoodputDepth
 from engine.drafters import calibration
 from engine.model.pair import SHIPPED_DRAFT, SHIPPED_EAGLE
@@ -175,6 +175,22 @@ def test_the_last_step_writes_the_state_and_a_fresh_store_reads_it_back():
     assert warm.learnt() == policy.learnt() and warm.accept != [PRIOR_ACCEPTANCE] * 4
 
 
+def test_a_run_beside_other_work_keeps_its_state_in_memory_but_not_on_disk():
+    """What a disturbed run learnt (the machine's load, not its costs) is not written for the next process: another
+    process spins one core for the whole run. The quiet side is the test above (a run too short to judge writes)."""
+    policy = GoodputDepth(curve=FLAT, max_depth=4, draft_cost_ratio=0.05, memory_key=KEY)
+    spin = "import time\nt = time.perf_counter()\nwhile time.perf_counter() - t < 1.2: pass"
+    subprocess.run([sys.executable, "-c", spin], check=True)  # while this process waits: only the other one runs
+    for k, rows in [(3, [2, 3]), (2, [1, 0])]:
+        policy.observe(_step(k, rows, verify_ms=30.0, draft_ms=0.7 * (k + 1)))
+    last = _step(1, [1], verify_ms=30.0, draft_ms=1.4)
+    last.seqs[0].finished = True
+    policy.observe(last)
+    assert policy.other_cores is not None and policy.other_cores > goodput.BUSY_CORES
+    assert not warmstart.state_path(KEY).exists()  # not written for the next process ...
+    assert warmstart.recall(KEY) == policy.learnt()  # ... but this process keeps it
+
+
 def test_another_process_reads_the_stored_state(tmp_path, monkeypatch):
     """The file alone carries the state: a fresh interpreter pointed at the same $SPECLAB_DATA reads it back."""
     monkeypatch.setattr(warmstart, "state_dir", lambda: tmp_path / "goodput")
@@ -234,6 +250,7 @@ def test_a_goodput_run_leaves_its_state_for_the_next_process(tiny, monkeypatch):
     next run starts from it, and both stay lossless."""
     knee = curve(lambda n: 10.0 if n <= 8 else 10.0 * n / 8)
     monkeypatch.setattr(passcurve, "pass_curve", lambda pair: knee)
+    monkeypatch.setattr(goodput, "BUSY_CORES", float("inf"))  # the file round trip, even beside other tests' servers
     cfg = DecodeConfig(depth=3, drafter="model", policy="goodput", max_new_tokens=12)
     first = generate(tiny, ["Hi", "What is the capital of France?"], cfg)
     key = warmstart.policy_key(tiny, cfg, knee, 2)
