@@ -266,8 +266,8 @@ def student_view(
 ) -> tuple[bool, str | None]:
     """A student's class bar: follow the teacher (the page moves to the teacher's lesson: see take_follow), then the
     live part (`student_live`, redrawn on its own): the class line and, on the teacher's lesson once revealed, THE
-    class result (`draw_result(result_json, picture)` draws it, calling `picture(measured)` where the class's
-    predictions with the student's own guess and the result belong, and returns the measured value), and the answer
+    class result (`draw_result(result_json, picture)` draws it, calling `picture(measured)` first: the heading, the
+    class's predictions with the student's own guess and the result; it returns the measured value), and the answer
     counts once revealed. Returns (is this the teacher's lesson (the
     page then shows the class's result, not a run of its own), the class's result JSON as this run read it or None)."""
     try:
@@ -332,7 +332,6 @@ def student_live(
     st.caption(f"In class {md_text(me.code)}{who}: {where}{waiting}.")
     if state.lesson != lesson or state.result_json is None:
         return
-    st.markdown("**The class's result** (one run, for everyone)")
     try:
         values = _kept("predictions", state.version, lambda: store.predictions(me.code, lesson, student_id=me.secret))
         counts = None
@@ -342,11 +341,7 @@ def student_live(
         notice(exc)
         return
 
-    def picture(measured: float | None) -> None:
-        show_predictions(tuple(values), unit, state.my_prediction, measured)
-        st.markdown(f"**{views.count_label(len(values))}** in the class")
-
-    draw_result(state.result_json, picture)
+    draw_result(state.result_json, lambda measured: show_predictions(tuple(values), unit, state.my_prediction, measured))
     if counts is not None:
         st.markdown("**The class's answers**\n\n" + views.table_markdown(views.answer_rows(counts, questions)))
 
@@ -362,9 +357,14 @@ def _kept(what: str, version: int, read: Callable):
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def show_predictions(values: tuple, unit: str, mine: float | None, measured: float | None) -> None:
-    """The class's predictions with the student's guess and the measured result: one small SVG (no plotly for 30
-    browsers to load and draw at each Reveal), built once per (predictions, own guess, result) and replayed after
-    (Streamlit keeps the elements a cached function drew and sends them again on a hit)."""
-    # Markdown, not st.html: st.html's sanitizer keeps HTML only and would drop the SVG; the SVG is built here from
-    # numbers, with the unit escaped (app/views/classroom.py), and an HTML block (a <div> line) is never read as Markdown
-    st.markdown(f"<div>{views.predictions_svg(list(values), unit, mine=mine, result=measured)}</div>", unsafe_allow_html=True)
+    """The class's result heading, then the class's predictions with the student's guess and the measured result as
+    one small SVG, then their count: ONE Markdown element, built once per (predictions, own guess, result) and replayed
+    after (Streamlit keeps the elements a cached function drew and sends them again on a hit). A student's browser
+    draws no plotly, and few elements: at each tick a browser spends a few ms per element it is sent (issue 41).
+    Markdown, not st.html: st.html's sanitizer keeps HTML only and would drop the SVG. The SVG is built from numbers,
+    with the unit escaped (app/views/classroom.py), and an HTML block (a <div> line) is never read as Markdown."""
+    svg = views.predictions_svg(list(values), unit, mine=mine, result=measured)
+    st.markdown(
+        f"**The class's result** (one run, for everyone)\n\n<div>{svg}</div>\n\n**{views.count_label(len(values))}** in the class",
+        unsafe_allow_html=True,
+    )

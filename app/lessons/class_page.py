@@ -28,6 +28,7 @@ from app.lessons.experiments import Experiment
 from app.lessons.show import SHOW
 from app.page_helpers import last_resort, one_line
 from app.views import classroom as views
+from app.views.safe import md_escape
 
 # What opening the store can raise: a refused file (a newer schema), an unwritable data folder, SQLite's errors.
 STORE_ERRORS = (ClassroomError, OSError, sqlite3.Error)
@@ -145,12 +146,6 @@ def parse_shared(name: str, text: str) -> dict | None:
         return None
 
 
-def source_box(result: dict) -> None:
-    """Where the class's numbers come from (a recording marked disturbed in a warning box)."""
-    box = st.warning if "DISTURBED" in result["label"] else st.info
-    box(f"{'📼' if result['source'] == 'recorded' else '⏱'} These numbers were {result['label']}.")
-
-
 @st.cache_data(max_entries=32, show_spinner=False)
 def draw_class_result(name: str, text: str) -> None:
     """The lesson's own figures of the class's result, on a student's request: drawn once per result for the whole
@@ -168,48 +163,50 @@ def prediction_rows(experiment: Experiment, guess, m: dict, s: dict) -> list[dic
     return worksheet.prediction_rows(guess, p.measured(m, s), p.models(m, s), p.unit)
 
 
+def source_line(result: dict) -> str:
+    """Where the class's numbers come from, as a Markdown line (a recording marked disturbed says so first)."""
+    mark = "⚠️ " if "DISTURBED" in result["label"] else ""
+    return f"{mark}{'📼' if result['source'] == 'recorded' else '⏱'} These numbers were {md_escape(result['label'], 200)}."
+
+
 @st.cache_data(max_entries=256, show_spinner=False)
 def show_numbers(i: int, name: str, text: str, guess, _experiment: Experiment, _lesson) -> str:
-    """The numbers under the class's picture, as light Markdown tables (a student's page draws no data grid): guess vs
-    measured vs models, how far the guess was, the lesson's key numbers. Drawn once per (result, guess) and replayed at
-    every tick; returns the worksheet's HTML page for the download button."""
+    """The numbers under the class's picture, ONE Markdown element (a student's browser draws no data grid, and few
+    elements): where they come from, guess vs measured vs models, how far the guess was, the run's key numbers. Drawn
+    once per (result, guess) and replayed at every tick; returns the worksheet's HTML page for the download button."""
     result = read_shared(name, text)
     m, s = result["measurement"], result["settings"]
     rows = prediction_rows(_experiment, guess, m, s)
-    st.markdown("**Your guess, the measurement and the models**\n\n" + views.table_markdown(rows))
     line = worksheet.guess_line(guess, _experiment.predict.measured(m, s), _experiment.predict.unit)
-    if line:
-        st.markdown(line)
     numbers = [{"measured": what, "value": value} for what, value in parts.result_numbers(name, m, s)]
-    st.markdown("**The run's numbers**\n\n" + views.table_markdown(numbers))
+    blocks = [source_line(result), "**Your guess, the measurement and the models**", views.table_markdown(rows)]
+    blocks += [md_escape(line, 400)] if line else []
+    st.markdown("\n\n".join([*blocks, "**The run's numbers**", views.table_markdown(numbers)]))
     return parts.worksheet_page(_lesson, _experiment, name, result, rows)
 
 
 def draw_shared(i: int, lesson, name: str, experiment: Experiment, guess):
     """`draw_result` for panel.student_view, drawn inside the student's live fragment at every tick, light for the
-    browser (issue 41: 30 browsers drawing plotly at each Reveal were most of a class's CPU): where the numbers come
-    from, `picture(measured)` (the class's predictions, the student's guess and the result: one SVG), the numbers as
-    Markdown tables, the lesson's own figures on request, the worksheet. Lesson 0 also steps through the recorded
-    step. Returns the measured number."""
+    browser (issue 41: 30 browsers drawing plotly at each Reveal were most of a class's CPU): `picture(measured)` (the
+    class's predictions, the student's guess and the result: one SVG), the numbers as Markdown tables, the lesson's own
+    figures on request (lesson 0: its recorded step), the worksheet. Returns the measured number."""
 
     def draw(text: str, picture) -> float | None:
         result = read_shared(name, text)
         if result is None:
             parse_shared(name, text)  # its notice
             return None
-        source_box(result)
-        if name == parts.STEP_LESSON:
-            st.caption(STEP_NOTE)
-            _, _, trace = parts.load_recording(name)
-            if trace is not None:
-                with last_resort("Could not draw the class's result"):
-                    step_page.show_one_step(result | {"trace": trace}, trace, locked=False)
         m, s = result["measurement"], result["settings"]
         with last_resort("Could not draw the class's result"):
             measured = experiment.predict.measured(m, s)
             picture(measured)
             page = show_numbers(i, name, text, guess, experiment, lesson)
-            if name != parts.STEP_LESSON and st.toggle("Show the lesson's figures", key="class_figures"):
+            if name == parts.STEP_LESSON:
+                st.caption(STEP_NOTE)
+                _, _, trace = parts.load_recording(name)
+                if trace is not None:
+                    step_page.show_one_step(result | {"trace": trace}, trace, locked=False)
+            elif st.toggle("Show the lesson's figures", key="class_figures"):
                 draw_class_result(name, text)
             parts.worksheet_button(i, page)
             return measured

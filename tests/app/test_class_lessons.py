@@ -94,7 +94,7 @@ def test_a_class_predicts_sees_one_revealed_result_and_its_answers_reach_the_tea
         assert "The class's result" in text and "**3 predictions** in the class" in text and "recorded on" in text
         # the light class page (issue 41): one SVG of the class's guesses, this student's and the result; the
         # numbers as Markdown tables; no plotly, no data grid, no GPU panel or details until the student asks
-        (svg,) = [h.proto.body for h in at.get("html") if "one dot per student" in h.proto.body]
+        (svg,) = [m.value for m in at.markdown if "one dot per student" in m.value]
         assert svg.count("<circle") == 3 and f"your guess {1.1 + k / 10:.3g}×" in svg and "measured " in svg
         assert "| your guess |" in text and "| measured |" in text and "**The run's numbers**" in text
         assert not at.get("plotly_chart") and not at.dataframe
@@ -106,7 +106,7 @@ def test_a_class_predicts_sees_one_revealed_result_and_its_answers_reach_the_tea
     students[0].toggle(key="class_whole_lesson").set_value(True).run()
     _clean(students[0])
     assert any("On a GPU" in str(h.value) for h in students[0].subheader)  # the whole lesson, one click away
-    assert any("one dot per student" in h.proto.body for h in students[0].get("html"))  # the class's picture stays
+    assert any("one dot per student" in m.value for m in students[0].markdown)  # the class's picture stays
     for at in students[:2]:
         at.radio(key="l2_check1").set_value(1).run()
     students[2].radio(key="l2_check1").set_value(0).run()

@@ -210,7 +210,7 @@ def test_teacher_starts_students_join_predict_and_see_one_result(db):
         at.run()
         text = _text(at)
         assert "Shared result: speedup 1.5" in text and "**3 predictions** in the class" in text
-        (svg,) = [h.proto.body for h in at.get("html")]  # the class's predictions, light: one SVG, no plotly
+        (svg,) = [m.value for m in at.markdown if "<svg" in m.value]  # the class's predictions, light: one SVG, no plotly
         assert not at.get("plotly_chart") and svg.count("<circle") == 3
         assert f"your guess {1.0 + k:.3g}×" in svg and "measured 1.5×" in svg
     for at in students[:2]:
