@@ -169,7 +169,7 @@ def desk_live(
         notice(exc)
         return
     st.markdown(f"**{views.count_label(len(values))}** · {views.count_label(state.students, 'student')} joined")
-    st.plotly_chart(views.predictions_figure(values, unit), key="class_predictions", config={"displayModeBar": False})
+    desk_predictions(tuple(values), unit)
     revealed = state.lesson == lesson and state.result_json is not None
     label = "Reveal again (run once more)" if revealed else "Reveal"
     if st.button(label, key="class_reveal", type="primary", icon=":material/visibility:"):
@@ -368,3 +368,10 @@ def show_predictions(values: tuple, unit: str, mine: float | None, measured: flo
         f"**The class's result** (one run, for everyone)\n\n<div>{svg}</div>\n\n**{views.count_label(len(values))}** in the class",
         unsafe_allow_html=True,
     )
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def desk_predictions(values: tuple, unit: str) -> None:
+    """The desk's figure of the class's predictions (the teacher's one browser draws plotly), built once per set of
+    predictions and replayed at each tick (~1 ms against ~20 ms of server CPU to build it)."""
+    st.plotly_chart(views.predictions_figure(list(values), unit), key="class_predictions", config={"displayModeBar": False})

@@ -203,6 +203,8 @@ def test_teacher_starts_students_join_predict_and_see_one_result(db):
         assert "Your prediction is in the class's count." in _text(at)
     teacher.run()
     assert "3 predictions" in _text(teacher) and "3 students joined" in _text(teacher)
+    (desk_figure,) = [c for c in teacher.get("plotly_chart") if c.key == "class_predictions"]  # the desk's one figure
+    assert '"title":{"text":"3 predictions"}' in desk_figure.proto.spec
     assert ClassroomStore(db).predictions(code, "1", token=token) == [1.0, 2.0, 3.0]
     _button(teacher, "class_reveal").click().run()
     assert "Revealed" in _text(teacher)
