@@ -6,10 +6,11 @@ in headless Chromium, one browser context each, joining by the class link and co
 JSON line:
   - each student's join: the link opened -> the class bar shown after pressing Join (seconds);
   - the server's CPU (its process and children, from /proc) over --idle-s seconds while every page polls, as a share
-    of one core, beside the whole machine's (the browsers share these cores);
-  - Reveal pressed -> "The class's result" on each student's page, all pages watched at once (each checked in turn
-    every few hundred ms, so a time is late by at most one sweep over the pages); one reveal a run (a page that shows
-    a result keeps it, so a second reveal cannot be timed on the same pages: run the script again for another);
+    of one core, beside the browsers' (Chromium and the Playwright driver) and the whole machine's (the browsers share
+    these cores), also after the reveals; and the CPU seconds of the server, the browsers and the machine per reveal;
+  - Reveal pressed -> "The class's result" on each student's page, all pages watched at once (each page notes the
+    moment its own DOM first shows it, on the machine's one clock), three reveals (lessons 2, 3, 4: --reveals), the
+    class following the teacher between them, timed the same way;
   - the load average before and after. Bounded: at most 60 students, loopback only.
 
     python scripts/class_load.py --students 30 [--idle-s 20] [--json docs/measurements/x.json]
@@ -63,6 +64,27 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(x) for x in fields[11:15]) / TICKS
 
 
+def browsers_cpu(server_pid: int) -> float:
+    """User + system CPU of every process this script started except the server: the Playwright driver and the
+    headless Chromium (its browser, GPU and renderer processes), read from /proc (a process that has exited counts in
+    its parent's waited-for children)."""
+    parents, times = {}, {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            pid = int(stat.parent.name)
+            parents[pid] = int(fields[1])
+            times[pid] = sum(int(x) for x in fields[11:15]) / TICKS
+    mine, todo = set(), [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        for child, parent in parents.items():
+            if parent == pid and child != server_pid and child not in mine:
+                mine.add(child)
+                todo.append(child)
+    return sum(times[pid] for pid in mine)
+
+
 def machine_busy() -> tuple[float, float]:
     """(busy, total) CPU seconds of the whole machine since boot (/proc/stat)."""
     parts = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
@@ -104,9 +126,12 @@ def page_state(page) -> str:
     return text[:160]
 
 
-WATCH = """() => { window.__shown = null; const t = setInterval(() => {
-  if (document.body.textContent.includes("The class's result")) { window.__shown = Date.now(); clearInterval(t); }
-}, 50); }"""
+# Each page notes the moment its text first holds the marker: checked when the page's DOM changes (a MutationObserver:
+# a page whose DOM stands still costs nothing to watch), so the watch itself adds next to no CPU to the class it times.
+WATCH = """() => { window.__shown = null; const seen = () => document.body.textContent.includes("The class's result");
+  if (seen()) { window.__shown = Date.now(); return; }
+  const o = new MutationObserver(() => { if (seen()) { window.__shown = Date.now(); o.disconnect(); } });
+  o.observe(document.body, {childList: true, subtree: true, characterData: true}); }"""
 FOLLOWED = WATCH.replace("The class's result", "the teacher is on lesson LESSON ·")
 
 
@@ -117,14 +142,14 @@ def watch(students, t0: float, timeout: float) -> tuple[list[float | None], list
         for n, page in enumerate(students):
             if n not in shown and (at := page.evaluate("() => window.__shown")) is not None:
                 shown[n] = round(at / 1000 - t0, 2)
-        time.sleep(0.2)
+        time.sleep(0.5)  # only collects the times each page noted itself
     missing = [f"student {n + 1}: {page_state(page)}" for n, page in enumerate(students) if n not in shown]
     return [shown.get(n) for n in range(len(students))], missing
 
 
 def reveal_times(teacher, students, timeout: float) -> tuple[list[float | None], list[str]]:
-    """Press Reveal; seconds until each student's page shows the class's result, timed inside each browser (a 50 ms
-    watch on the page's text, on the machine's one clock), so a busy sweep over the pages never delays a time; and
+    """Press Reveal; seconds until each student's page shows the class's result, timed inside each browser (a watch on
+    the page's DOM changes, on the machine's one clock), so a busy sweep over the pages never delays a time; and
     what each page that never showed it shows instead."""
     for page in students:
         page.evaluate(WATCH)
@@ -215,9 +240,9 @@ def main() -> None:
                     joins.append(seconds)
                 teacher.get_by_text(f"{args.students} predictions").first.wait_for()
                 time.sleep(3)  # every page settled into its polling
-                c0, (b0, t0), w0 = cpu_seconds(server.pid), machine_busy(), time.monotonic()
+                c0, (b0, t0), w0, g0 = cpu_seconds(server.pid), machine_busy(), time.monotonic(), browsers_cpu(server.pid)
                 time.sleep(args.idle_s)
-                c1, (b1, t1), w1 = cpu_seconds(server.pid), machine_busy(), time.monotonic()
+                c1, (b1, t1), w1, g1 = cpu_seconds(server.pid), machine_busy(), time.monotonic(), browsers_cpu(server.pid)
                 fair = fairness(browser, url, students, args.fairness_pairs)
                 desk = teacher.locator("code").filter(has_text="&desk=").first.text_content().strip()
                 reveals, missing, follows, reveal_cpu = [], [], [], []
@@ -227,15 +252,16 @@ def main() -> None:
                         follows.append(times)
                         missing += [f"lesson {lesson} not followed, {x}" for x in lost]
                     time.sleep(3)  # the follow's reruns settled
-                    r0, (m0, _) = cpu_seconds(server.pid), machine_busy()
+                    r0, (m0, _), g = cpu_seconds(server.pid), machine_busy(), browsers_cpu(server.pid)
                     times, lost = reveal_times(teacher, students, args.reveal_timeout_s)
-                    reveal_cpu.append((round(cpu_seconds(server.pid) - r0, 2), round(machine_busy()[0] - m0, 2)))
+                    cpu = (cpu_seconds(server.pid) - r0, browsers_cpu(server.pid) - g, machine_busy()[0] - m0)
+                    reveal_cpu.append([round(x, 2) for x in cpu])
                     reveals.append(times)
                     missing += [f"lesson {lesson}, {x}" for x in lost]
                 time.sleep(3)
-                c2, (b2, t2), w2 = cpu_seconds(server.pid), machine_busy(), time.monotonic()
+                c2, (b2, t2), w2, g2 = cpu_seconds(server.pid), machine_busy(), time.monotonic(), browsers_cpu(server.pid)
                 time.sleep(args.idle_s)
-                c3, (b3, t3), w3 = cpu_seconds(server.pid), machine_busy(), time.monotonic()
+                c3, (b3, t3), w3, g3 = cpu_seconds(server.pid), machine_busy(), time.monotonic(), browsers_cpu(server.pid)
                 browser.close()
         finally:
             server.terminate()
@@ -254,9 +280,11 @@ def main() -> None:
         "idle_s": args.idle_s,
         "server_cpu_share_of_one_core": round((c1 - c0) / (w1 - w0), 4),
         "machine_cpu_share_of_all_cores": round((b1 - b0) / (t1 - t0), 4),
+        "browsers_cpu_share_of_one_core": round((g1 - g0) / (w1 - w0), 4),
         "server_cpu_share_of_one_core_after_reveal": round((c3 - c2) / (w3 - w2), 4),
+        "browsers_cpu_share_of_one_core_after_reveal": round((g3 - g2) / (w3 - w2), 4),
         "machine_cpu_share_of_all_cores_after_reveal": round((b3 - b2) / (t3 - t2), 4),
-        "reveal_cpu_s_server_and_machine": reveal_cpu,
+        "reveal_cpu_s_server_browsers_machine": reveal_cpu,
         **fair,
         "reveal_to_each_student_s": reveals,
         "follow_to_each_student_s": follows,

@@ -169,7 +169,7 @@ def desk_live(
         notice(exc)
         return
     st.markdown(f"**{views.count_label(len(values))}** · {views.count_label(state.students, 'student')} joined")
-    st.plotly_chart(views.predictions_figure(values, unit), key="class_predictions", config={"displayModeBar": False})
+    desk_predictions(tuple(values), unit)
     revealed = state.lesson == lesson and state.result_json is not None
     label = "Reveal again (run once more)" if revealed else "Reveal"
     if st.button(label, key="class_reveal", type="primary", icon=":material/visibility:"):
@@ -216,6 +216,12 @@ def join_form(store: ClassroomStore) -> None:
             return
         st.session_state[SEAT] = Seat(code, "student", student_id)
         st.session_state.pop(PENDING, None)
+        try:
+            lesson = store.state(code, student_id=student_id).lesson
+        except ClassroomError:
+            lesson = None  # the page's own run reads the class again and says why
+        if lesson is not None:
+            st.session_state[FOLLOW] = lesson  # the page's next run opens the teacher's lesson: one run, not two
         st.rerun()
 
 
@@ -254,14 +260,15 @@ def student_view(
     me: Seat,
     lesson: str,
     *,
-    draw_result: Callable[[str], float | None],
+    draw_result: Callable[[str, Callable[[float | None], None]], float | None],
     unit: str,
     questions: list[tuple[str, list[str]]],
 ) -> tuple[bool, str | None]:
     """A student's class bar: follow the teacher (the page moves to the teacher's lesson: see take_follow), then the
     live part (`student_live`, redrawn on its own): the class line and, on the teacher's lesson once revealed, THE
-    class result (`draw_result(result_json)` draws it and returns the measured value), the class's predictions with
-    the student's own guess marked, and the answer counts once revealed. Returns (is this the teacher's lesson (the
+    class result (`draw_result(result_json, picture)` draws it, calling `picture(measured)` first: the heading, the
+    class's predictions with the student's own guess and the result; it returns the measured value), and the answer
+    counts once revealed. Returns (is this the teacher's lesson (the
     page then shows the class's result, not a run of its own), the class's result JSON as this run read it or None)."""
     try:
         state = store.state(me.code, student_id=me.secret)
@@ -291,7 +298,7 @@ def student_live(
     store: ClassroomStore,
     me: Seat,
     lesson: str,
-    draw_result: Callable[[str], float | None],
+    draw_result: Callable[[str, Callable[[float | None], None]], float | None],
     unit: str,
     questions: list[tuple[str, list[str]]],
 ) -> None:
@@ -325,18 +332,18 @@ def student_live(
     st.caption(f"In class {md_text(me.code)}{who}: {where}{waiting}.")
     if state.lesson != lesson or state.result_json is None:
         return
-    st.markdown("**The class's result** (one run, for everyone)")
-    measured = draw_result(state.result_json)
     try:
         values = _kept("predictions", state.version, lambda: store.predictions(me.code, lesson, student_id=me.secret))
-        show_predictions(tuple(values), unit, state.my_prediction, measured)
-        st.markdown(f"**{views.count_label(len(values))}** in the class")
+        counts = None
         if state.answers_revealed and questions:
             counts = _kept("answers", state.version, lambda: store.answer_counts(me.code, lesson, student_id=me.secret))
-            st.markdown("**The class's answers**")
-            st.dataframe(views.answer_rows(counts, questions), hide_index=True, key="class_answers")
     except ClassroomError as exc:
         notice(exc)
+        return
+
+    draw_result(state.result_json, lambda measured: show_predictions(tuple(values), unit, state.my_prediction, measured))
+    if counts is not None:
+        st.markdown("**The class's answers**\n\n" + views.table_markdown(views.answer_rows(counts, questions)))
 
 
 def _kept(what: str, version: int, read: Callable):
@@ -350,8 +357,21 @@ def _kept(what: str, version: int, read: Callable):
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def show_predictions(values: tuple, unit: str, mine: float | None, measured: float | None) -> None:
-    """The class's predictions figure, built once per (predictions, own guess, result) and replayed after: Streamlit
-    keeps the elements a cached function drew and sends them again on a hit (~1 ms against ~20 ms to build it)."""
-    st.plotly_chart(
-        views.predictions_figure(list(values), unit, mine=mine, result=measured), key="class_predictions", config={"displayModeBar": False}
+    """The class's result heading, then the class's predictions with the student's guess and the measured result as
+    one small SVG, then their count: ONE Markdown element, built once per (predictions, own guess, result) and replayed
+    after (Streamlit keeps the elements a cached function drew and sends them again on a hit). A student's browser
+    draws no plotly, and few elements: at each tick a browser spends a few ms per element it is sent (issue 41).
+    Markdown, not st.html: st.html's sanitizer keeps HTML only and would drop the SVG. The SVG is built from numbers,
+    with the unit escaped (app/views/classroom.py), and an HTML block (a <div> line) is never read as Markdown."""
+    svg = views.predictions_svg(list(values), unit, mine=mine, result=measured)
+    st.markdown(
+        f"**The class's result** (one run, for everyone)\n\n<div>{svg}</div>\n\n**{views.count_label(len(values))}** in the class",
+        unsafe_allow_html=True,
     )
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def desk_predictions(values: tuple, unit: str) -> None:
+    """The desk's figure of the class's predictions (the teacher's one browser draws plotly), built once per set of
+    predictions and replayed at each tick (~1 ms against ~20 ms of server CPU to build it)."""
+    st.plotly_chart(views.predictions_figure(list(values), unit), key="class_predictions", config={"displayModeBar": False})

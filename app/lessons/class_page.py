@@ -3,8 +3,9 @@ shared result, and the predictions and answers sent to the class. app/app_pages/
 the desk and the student's follow view themselves are app/classroom/panel.py.
 
 One run for the class: the teacher's Reveal runs the lesson's experiment once (live, or the shipped recording in
-teacher mode) and stores it as JSON; every student's page draws that JSON with the lesson's own figure, the
-class's predictions and their own guess. Lesson 0's live result carries a whole trace to step through, so in a
+teacher mode) and stores it as JSON; every student's page draws that JSON light (issue 41): one SVG of the class's
+predictions with their own guess and the result, the numbers as Markdown tables, the lesson's own figures on request.
+A student link shows only the Join form until the student is in. Lesson 0's live result carries a whole trace to step through, so in a
 class lesson 0 always shares the recorded step (the page says so). The teacher's token lives in the link as
 `desk` (never `teacher`, the teacher-mode toggle) and leaves the address bar on the first run.
 """
@@ -21,11 +22,13 @@ from app.classroom import panel
 from app.classroom.inputs import ClassroomError
 from app.classroom.panel import Seat
 from app.classroom.store import ClassroomStore
-from app.lessons import measurement, step_page
+from app.lessons import measurement, step_page, worksheet
 from app.lessons import page_parts as parts
 from app.lessons.experiments import Experiment
 from app.lessons.show import SHOW
 from app.page_helpers import last_resort, one_line
+from app.views import classroom as views
+from app.views.safe import md_escape
 
 # What opening the store can raise: a refused file (a newer schema), an unwritable data folder, SQLite's errors.
 STORE_ERRORS = (ClassroomError, OSError, sqlite3.Error)
@@ -65,7 +68,7 @@ def start_or_join(store: ClassroomStore | None) -> Seat | None:
         return me
     if st.session_state.get(panel.PENDING):
         panel.join_form(store)
-        return None
+        st.stop()  # a student link before Join: the form alone (issue 41); once in, the page opens the teacher's lesson
     col, text = st.columns([1, 4], vertical_alignment="center")
     with col:
         panel.start_button(store)
@@ -144,45 +147,69 @@ def parse_shared(name: str, text: str) -> dict | None:
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def draw_class_result(name: str, text: str) -> dict | None:
-    """The class's result drawn like a student's own (the source line, the lesson's figure): drawn once per result for
-    the whole class and replayed after (Streamlit keeps the elements a cached function drew and sends them again on a
-    hit: ~1 ms a tick against 40-160 ms to build a lesson's figure). Returns the parsed result, None after a notice."""
-    result = parse_shared(name, text)
-    if result is None:
-        return None
-    box = st.warning if "DISTURBED" in result["label"] else st.info
-    box(f"{'📼' if result['source'] == 'recorded' else '⏱'} These numbers were {result['label']}.")
-    with last_resort("Could not draw the class's result"):
-        SHOW[name](result["measurement"], result["settings"], label=result["label"])
-    return result
+def draw_class_result(name: str, text: str) -> None:
+    """The lesson's own figures of the class's result, on a student's request: drawn once per result for the whole
+    class and replayed after (Streamlit keeps the elements a cached function drew and sends them again on a hit: ~1 ms
+    a tick against 40-160 ms to build a lesson's figure)."""
+    result = read_shared(name, text)
+    if result is not None:
+        with last_resort("Could not draw the class's result"):
+            SHOW[name](result["measurement"], result["settings"], label=result["label"])
+
+
+def prediction_rows(experiment: Experiment, guess, m: dict, s: dict) -> list[dict]:
+    """Guess vs measured vs models (parts.show_prediction's rows)."""
+    p = experiment.predict
+    return worksheet.prediction_rows(guess, p.measured(m, s), p.models(m, s), p.unit)
+
+
+def source_line(result: dict) -> str:
+    """Where the class's numbers come from, as a Markdown line (a recording marked disturbed says so first)."""
+    mark = "⚠️ " if "DISTURBED" in result["label"] else ""
+    return f"{mark}{'📼' if result['source'] == 'recorded' else '⏱'} These numbers were {md_escape(result['label'], 200)}."
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def show_numbers(i: int, name: str, text: str, guess, _experiment: Experiment, _lesson) -> str:
+    """The numbers under the class's picture, ONE Markdown element (a student's browser draws no data grid, and few
+    elements): where they come from, guess vs measured vs models, how far the guess was, the run's key numbers. Drawn
+    once per (result, guess) and replayed at every tick; returns the worksheet's HTML page for the download button."""
+    result = read_shared(name, text)
+    m, s = result["measurement"], result["settings"]
+    rows = prediction_rows(_experiment, guess, m, s)
+    line = worksheet.guess_line(guess, _experiment.predict.measured(m, s), _experiment.predict.unit)
+    numbers = [{"measured": what, "value": value} for what, value in parts.result_numbers(name, m, s)]
+    blocks = [source_line(result), "**Your guess, the measurement and the models**", views.table_markdown(rows)]
+    blocks += [md_escape(line, 400)] if line else []
+    st.markdown("\n\n".join([*blocks, "**The run's numbers**", views.table_markdown(numbers)]))
+    return parts.worksheet_page(_lesson, _experiment, name, result, rows)
 
 
 def draw_shared(i: int, lesson, name: str, experiment: Experiment, guess):
-    """`draw_result` for panel.student_view, drawn inside the student's live fragment at every tick: the class's result
-    (its figure replayed from draw_class_result; lesson 0's recorded step drawn as on the page), then guess vs
-    measured vs model, then the worksheet. Returns the measured number."""
+    """`draw_result` for panel.student_view, drawn inside the student's live fragment at every tick, light for the
+    browser (issue 41: 30 browsers drawing plotly at each Reveal were most of a class's CPU): `picture(measured)` (the
+    class's predictions, the student's guess and the result: one SVG), the numbers as Markdown tables, the lesson's own
+    figures on request (lesson 0: its recorded step), the worksheet. Returns the measured number."""
 
-    def draw(text: str) -> float | None:
-        if name == parts.STEP_LESSON:
-            result = parse_shared(name, text)
-            if result is None:
-                return None
-            st.info(f"📼 These numbers were {result['label']}.")
-            st.caption(STEP_NOTE)
-            _, _, trace = parts.load_recording(name)
-            if trace is not None:
-                with last_resort("Could not draw the class's result"):
-                    step_page.show_one_step(result | {"trace": trace}, trace, locked=False)
-        else:
-            result = draw_class_result(name, text)
-            if result is None:
-                return None
+    def draw(text: str, picture) -> float | None:
+        result = read_shared(name, text)
+        if result is None:
+            parse_shared(name, text)  # its notice
+            return None
         m, s = result["measurement"], result["settings"]
         with last_resort("Could not draw the class's result"):
-            rows = parts.show_prediction(experiment, guess, m, s)
-            parts.show_worksheet(i, lesson, experiment, name, result, rows)
-            return experiment.predict.measured(m, s)
+            measured = experiment.predict.measured(m, s)
+            picture(measured)
+            page = show_numbers(i, name, text, guess, experiment, lesson)
+            if name == parts.STEP_LESSON:
+                st.caption(STEP_NOTE)
+                _, _, trace = parts.load_recording(name)
+                if trace is not None:
+                    step_page.show_one_step(result | {"trace": trace}, trace, locked=False)
+            elif st.toggle("Show the lesson's figures", key="class_figures"):
+                draw_class_result(name, text)
+            parts.worksheet_button(i, page)
+            return measured
         return None
 
     return draw

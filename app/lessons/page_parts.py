@@ -260,15 +260,26 @@ def show_checks(i: int, lesson, send=None) -> None:
 
 
 def show_worksheet(i: int, lesson, experiment: Experiment, name: str, result: dict, rows: list[dict]) -> None:
+    worksheet_button(i, worksheet_page(lesson, experiment, name, result, rows))
+
+
+def worksheet_page(lesson, experiment: Experiment, name: str, result: dict, rows: list[dict]) -> str:
+    """The printable worksheet of a shown result (one HTML page)."""
     m, s = result["measurement"], result["settings"]
     calc_in = experiment.leviathan(m, s) or {}
     calc = worksheet.hand_calculation(calc_in.get("alpha"), calc_in.get("k"), calc_in.get("c"))
-    numbers = (
-        key_numbers(name, m, s)
-        if name != STEP_LESSON
-        else [(r["how"], f"{r['time (ms)']} ms, {r['tokens']} tokens") for r in plain_vs_step_rows(m)]
-    )
-    page = worksheet.worksheet_html(lesson.title, experiment.predict.question.format(**s), rows, numbers, result["label"], calc)
+    numbers = result_numbers(name, m, s)
+    return worksheet.worksheet_html(lesson.title, experiment.predict.question.format(**s), rows, numbers, result["label"], calc)
+
+
+def result_numbers(name: str, m: dict, s: dict) -> list[tuple[str, str]]:
+    """The handful of measured numbers a worksheet (and a student's class page) lists."""
+    if name == STEP_LESSON:
+        return [(r["how"], f"{r['time (ms)']} ms, {r['tokens']} tokens") for r in plain_vs_step_rows(m)]
+    return key_numbers(name, m, s)
+
+
+def worksheet_button(i: int, page: str) -> None:
     st.download_button(
         "⬇ Worksheet (printable HTML, one page)",
         page,

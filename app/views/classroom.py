@@ -1,11 +1,15 @@
 """A class session's figures and text (issue 29): links, the QR code, the class's predictions, answer counts.
 
-Pure functions (no streamlit): values in, URL / SVG / plotly figure / table rows / Markdown out. Nicknames are
-untrusted (anyone can join with any text): they leave here only as escaped Markdown (app/views/safe.py).
+Pure functions (no streamlit): values in, URL / SVG / plotly figure / table rows / Markdown out. A student's page
+draws SVG and Markdown only (predictions_svg, table_markdown): 30 browsers drawing plotly at each Reveal were most of
+a class's CPU on a 2-core server (issue 41). Nicknames are untrusted (anyone can join with any text): they leave
+here only as escaped Markdown (app/views/safe.py).
 """
 
 from __future__ import annotations
 
+import html
+import math
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import plotly.graph_objects as go
@@ -117,3 +121,115 @@ def roster_markdown(nicknames: list[str], shown: int = 40) -> str:
     if anonymous:
         parts.append(f"{anonymous} without a nickname")
     return f"Joined ({len(nicknames)}): " + ", ".join(parts)
+
+
+# --- the student's light picture (issue 41): one small SVG, no plotly in 30 browsers at each Reveal -------------
+SVG_W, SVG_H = 640, 210
+_LEFT, _RIGHT, _TOP, _BOTTOM = 24, 24, 52, 34  # the plot's margins: two label rows above, the axis below
+_DOT_R, _BUCKET_PX = 5, 11  # a dot's radius; guesses closer than a bucket stack in one column
+
+
+def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """About `count` round tick values (1, 2 or 5 times a power of ten apart) covering [lo, hi]."""
+    span = hi - lo
+    if not math.isfinite(span) or span <= 0:
+        return [lo]
+    raw = span / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.ceil(lo / step - 1e-9) * step
+    return [round(first + n * step, 12) for n in range(int((hi - first) / step + 1e-9) + 1)]
+
+
+def _x_range(points: list[float]) -> tuple[float, float]:
+    lo, hi = min(points), max(points)
+    pad = (hi - lo) * 0.08 or max(abs(lo) * 0.1, 0.5)
+    return lo - pad, hi + pad
+
+
+def _marker(x: float, label: str, row: int, color: str, dashed: bool, rightward: bool) -> str:
+    """A vertical line at pixel x from label row `row` (0: the top one) down to the axis, its label beside it."""
+    y = 16 + 16 * row
+    anchor, dx = ("start", 4) if rightward else ("end", -4)
+    dash = ' stroke-dasharray="6 4"' if dashed else ""
+    return (
+        f'<line x1="{x:.1f}" y1="{y - 12}" x2="{x:.1f}" y2="{SVG_H - _BOTTOM}" stroke="{color}" stroke-width="3"{dash}/>'
+        f'<text x="{x + dx:.1f}" y="{y}" text-anchor="{anchor}" fill="{color}" font-weight="bold">{label}</text>'
+    )
+
+
+def _markers(lines: list[tuple[float, str, str, bool]]) -> str:
+    """The guess and result lines [(pixel x, label, color, dashed)] with labels that cross no line: a label reads to
+    the right unless it would leave the picture; a label that reads across the other line goes in the top row, where
+    the other line, starting in the second row, does not reach."""
+    room = 150
+    lines = sorted(lines)
+    right = [x < SVG_W - _RIGHT - room for x, *_ in lines]
+    if len(lines) == 2 and right[0] and not right[1] and lines[0][0] > _LEFT + room:
+        right[0] = False  # both would read toward each other: the left one reads left
+    toward = len(lines) == 2 and (right[0] or not right[1])
+    rows = [0, 1] if len(lines) < 2 or (toward and right[0]) else [1, 0]
+    return "".join(_marker(x, label, row, color, dashed, r) for (x, label, color, dashed), row, r in zip(lines, rows, right))
+
+
+def predictions_svg(values: list[float], unit: str = "", mine: float | None = None, result: float | None = None) -> str:
+    """The class's predictions as one small SVG image: a dot per student, equal (or nearly equal) guesses stacked, the
+    student's own guess as a dashed line and the measured result as a solid one, each labelled with its value, over an
+    axis in `unit`. What predictions_figure shows, for a page that must stay light (no plotly to load and draw)."""
+    unit_text = html.escape(unit)
+    points = [float(v) for v in values] + [x for x in (mine, result) if x is not None]
+    if not points:
+        points = [0.0, 1.0]
+    lo, hi = _x_range(points)
+    width = SVG_W - _LEFT - _RIGHT
+    base = SVG_H - _BOTTOM
+
+    def px(v: float) -> float:
+        return _LEFT + (v - lo) / (hi - lo) * width
+
+    stacks: dict[int, int] = {}
+    for v in values:
+        bucket = round(px(v) / _BUCKET_PX)
+        stacks[bucket] = stacks.get(bucket, 0) + 1
+    tallest = max(stacks.values(), default=1)
+    step = min(2 * _DOT_R + 1, (base - _TOP - _DOT_R) / tallest)
+    dots = [
+        f'<circle cx="{bucket * _BUCKET_PX}" cy="{base - _DOT_R - 1 - n * step:.1f}" r="{_DOT_R}" fill="{CLASS_COLOR}" opacity=".75"/>'
+        for bucket, count in stacks.items()
+        for n in range(count)
+    ]
+    ticks = "".join(
+        f'<line x1="{px(t):.1f}" y1="{base}" x2="{px(t):.1f}" y2="{base + 5}" stroke="#555"/>'
+        f'<text x="{px(t):.1f}" y="{base + 18}" text-anchor="middle" fill="#333">{t:g}</text>'
+        for t in nice_ticks(lo, hi)
+    )
+    marks = _markers(
+        [
+            (px(x), f"{label} {x:.3g}{unit_text}", color, label == "your guess")
+            for x, label, color in ((result, "measured", RESULT_COLOR), (mine, "your guess", MINE_COLOR))
+            if x is not None
+        ]
+    )
+    what = count_label(len(values)) + (f" ({unit_text})" if unit_text else "")
+    title = (
+        f"{what}, one dot each"
+        + (f"; your guess {mine:.3g}" if mine is not None else "")
+        + (f"; measured {result:.3g}" if result is not None else "")
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {SVG_W} {SVG_H}" width="100%" style="max-width:{SVG_W}px" '
+        f'role="img" aria-label="{title}" font-family="sans-serif" font-size="13"><title>{title}</title>'
+        f'<line x1="{_LEFT}" y1="{base}" x2="{SVG_W - _RIGHT}" y2="{base}" stroke="#555"/>{ticks}{"".join(dots)}{marks}'
+        f'<text x="{SVG_W - _RIGHT}" y="{SVG_H - 2}" text-anchor="end" fill="#555">{what}: one dot per student</text></svg>'
+    )
+
+
+def table_markdown(rows: list[dict]) -> str:
+    """`rows` (dicts with the same keys) as one Markdown table, every cell plain text: a table the browser draws as
+    HTML, with none of a data grid's weight."""
+    if not rows:
+        return ""
+    keys = list(rows[0])
+    lines = ["| " + " | ".join(md_escape(k) for k in keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(md_escape(row.get(k, "")) for k in keys) + " |" for row in rows]
+    return "\n".join(lines)

@@ -143,6 +143,10 @@ def test_a_class_predicts_sees_one_result_and_answers(server, browser):
         for page in students:
             assert page.get_by_text("These numbers were recorded on").count() > 0  # the shared recording, labelled
             assert page.get_by_role("button", name="↻ Re-measure live").count() == 0  # no run of their own
+            # the light page (issue 41): the class's guesses, this student's and the result in one SVG; no plotly
+            picture = page.get_by_role("img", name=re.compile(r"^3 predictions .*your guess .*measured "))
+            assert picture.count() == 1 and picture.locator("circle").count() == 3
+            assert page.locator(".js-plotly-plot").count() == 0
 
         for page, option in zip(students, (1, 1, 0)):
             page.get_by_role("radiogroup").first.get_by_text(CHECK.options[option], exact=True).click()

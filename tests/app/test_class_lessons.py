@@ -64,6 +64,7 @@ def _teacher(lesson: int) -> tuple[AppTest, str, str]:
 
 def _student(code: str, nickname: str = "") -> AppTest:
     at = _app(**{"class": code})
+    assert not at.selectbox and not at.get("plotly_chart") and not at.number_input  # before Join: the form alone (issue 41)
     at.text_input(key="class_nickname").set_value(nickname)
     next(b for b in at.button if b.label == "Join").click().run()
     return at
@@ -86,21 +87,26 @@ def test_a_class_predicts_sees_one_revealed_result_and_its_answers_reach_the_tea
     assert "Revealed" in _text(teacher)
     shared = ClassroomStore(data / "classes.sqlite3").state(code, token=token).result_json
     assert '"source": "recorded"' in shared  # teacher mode reveals the recording: no model was loaded
-    for at in students:
+    for k, at in enumerate(students):
         at.run()
         _clean(at)
         text = _text(at)
         assert "The class's result" in text and "**3 predictions** in the class" in text and "recorded on" in text
-        assert any(c.key == "lesson2_fig" for c in at.get("plotly_chart"))  # the lesson's own figure
-        assert any(c.key == "class_predictions" for c in at.get("plotly_chart"))
+        # the light class page (issue 41): one SVG of the class's guesses, this student's and the result; the
+        # numbers as Markdown tables; no plotly, no data grid, no GPU panel or details until the student asks
+        (svg,) = [m.value for m in at.markdown if "one dot per student" in m.value]
+        assert svg.count("<circle") == 3 and f"your guess {1.1 + k / 10:.3g}×" in svg and "measured " in svg
+        assert "| your guess |" in text and "| measured |" in text and "**The run's numbers**" in text
+        assert not at.get("plotly_chart") and not at.dataframe
         assert any(b.key == "l2_worksheet" for b in at.get("download_button"))  # the shared result fills the worksheet
-        # the light class page (issue 41): no GPU panel or details until the student asks for the whole lesson
-        assert not any(str(c.key).startswith("gpu_") for c in at.get("plotly_chart"))
         assert not any("On a GPU" in str(h.value) for h in at.subheader)
+    students[0].toggle(key="class_figures").set_value(True).run()
+    _clean(students[0])
+    assert any(c.key == "lesson2_fig" for c in students[0].get("plotly_chart"))  # the lesson's own figure, one click away
     students[0].toggle(key="class_whole_lesson").set_value(True).run()
     _clean(students[0])
     assert any("On a GPU" in str(h.value) for h in students[0].subheader)  # the whole lesson, one click away
-    assert any(c.key == "class_predictions" for c in students[0].get("plotly_chart"))
+    assert any("one dot per student" in m.value for m in students[0].markdown)  # the class's picture stays
     for at in students[:2]:
         at.radio(key="l2_check1").set_value(1).run()
     students[2].radio(key="l2_check1").set_value(0).run()

@@ -63,6 +63,30 @@ def test_the_predictions_figure_stacks_equal_guesses_and_marks_guess_and_result(
     assert empty.layout.title.text == "0 predictions" and not empty.data
 
 
+def test_the_predictions_picture_is_one_svg_with_stacked_dots_and_labelled_lines():
+    svg = views.predictions_svg([1.0, 2.0, 2.0, 2.0, 3.5], "×", mine=2.0, result=1.7)
+    assert ET.fromstring(svg).tag.endswith("svg") and svg.count("<circle") == 5  # well-formed, one dot per student
+    heights = {}
+    for cx, cy in re.findall(r'<circle cx="([\d.]+)" cy="([\d.]+)"', svg):
+        heights.setdefault(cx, []).append(float(cy))
+    assert sorted(len(ys) for ys in heights.values()) == [1, 1, 3]  # the three 2.0s stack in one column
+    assert all(len(set(ys)) == len(ys) for ys in heights.values())  # one above the other, none hidden
+    assert "your guess 2×" in svg and "measured 1.7×" in svg and 'stroke-dasharray="6 4"' in svg  # the guess dashed
+    assert "<title>5 predictions (×), one dot each; your guess 2; measured 1.7</title>" in svg
+    bare = views.predictions_svg([], "<b>&")  # no guesses, no result: an empty axis, the unit as text
+    assert "<circle" not in bare and "your guess" not in bare and "0 predictions" in bare
+    assert "<b>" not in bare and "&lt;b&gt;&amp;" in bare and ET.fromstring(bare) is not None
+    assert views.nice_ticks(0.5, 4.2) == [1.0, 2.0, 3.0, 4.0] and views.nice_ticks(0.0, 0.06) == [0.0, 0.02, 0.04, 0.06]
+
+
+def test_a_markdown_table_shows_every_cell_as_text():
+    table = views.table_markdown([{"what": "a|b", "value": "[x](http://e.org)"}, {"what": "c", "value": 2}])
+    lines = table.splitlines()
+    assert lines[0] == "| what | value |" and lines[1] == "|---|---|" and len(lines) == 4
+    assert "a\\|b" in lines[2] and "](" not in lines[2]  # a pipe cannot split a cell, a link cannot form
+    assert views.table_markdown([]) == ""
+
+
 def test_answer_rows_give_counts_and_shares_per_option():
     questions = [("Which is faster?", ["AR", "speculative", "same"]), ("Why?", ["memory", "compute"])]
     rows = views.answer_rows({1: {0: 1, 1: 3}}, questions)
@@ -108,9 +132,10 @@ def _page():
     me = panel.seat()
     questions = [("Which is faster?", ["AR", "speculative"])]
 
-    def draw_result(result_json: str) -> float:
+    def draw_result(result_json: str, picture) -> float:
         speedup = json.loads(result_json)["speedup"]
         st.markdown(f"Shared result: speedup {speedup}")
+        picture(speedup)
         return speedup
 
     if me is None:
@@ -178,14 +203,18 @@ def test_teacher_starts_students_join_predict_and_see_one_result(db):
         assert "Your prediction is in the class's count." in _text(at)
     teacher.run()
     assert "3 predictions" in _text(teacher) and "3 students joined" in _text(teacher)
+    (desk_figure,) = [c for c in teacher.get("plotly_chart") if c.key == "class_predictions"]  # the desk's one figure
+    assert '"title":{"text":"3 predictions"}' in desk_figure.proto.spec
     assert ClassroomStore(db).predictions(code, "1", token=token) == [1.0, 2.0, 3.0]
     _button(teacher, "class_reveal").click().run()
     assert "Revealed" in _text(teacher)
-    for at in students:
+    for k, at in enumerate(students):
         at.run()
         text = _text(at)
         assert "Shared result: speedup 1.5" in text and "**3 predictions** in the class" in text
-        assert at.get("plotly_chart")  # the class's predictions with this student's guess marked
+        (svg,) = [m.value for m in at.markdown if "<svg" in m.value]  # the class's predictions, light: one SVG, no plotly
+        assert not at.get("plotly_chart") and svg.count("<circle") == 3
+        assert f"your guess {1.0 + k:.3g}×" in svg and "measured 1.5×" in svg
     for at in students[:2]:
         at.radio(key="check1").set_value(1).run()
     teacher.run()
@@ -193,7 +222,8 @@ def test_teacher_starts_students_join_predict_and_see_one_result(db):
     assert list(rows["students"]) == [0, 2]
     _button(teacher, "class_reveal_answers").click().run()
     students[2].run()
-    assert list(students[2].dataframe[0].value["students"]) == [0, 2]
+    answers = next(m.value for m in students[2].markdown if "The class's answers" in m.value)
+    assert "| AR | 0 | 0\\% |" in answers and "| speculative | 2 | 100\\% |" in answers  # a Markdown table, no data grid
 
 
 def test_students_follow_the_teacher(db):
