@@ -5,12 +5,13 @@ script that name switches Streamlit to its older automatic multipage mode on dir
 project is installed (`pip install -e .`), so pages import `app` and `engine` without path edits.
 """
 
+import os
 from pathlib import Path
 
 import pandas  # noqa: F401  (imported whole before any session's thread builds a figure: plotly reads a half-imported pandas from sys.modules)
 import streamlit as st
 
-from app import a11y
+from app import a11y, resources
 
 PAGES = Path(__file__).resolve().parent / "app_pages"
 GLOSSARY = Path(__file__).resolve().parents[1] / "lessons" / "glossary.md"
@@ -25,6 +26,8 @@ pages = [
     st.Page(str(PAGES / "replay.py"), title="Replay", icon=":material/replay:"),
     st.Page(str(PAGES / "serving.py"), title="Serving engines", icon=":material/dns:"),
 ]
+if os.environ.get(resources.PRELOAD, "1") != "0":
+    resources.preload()  # the default pair and the probe, loaded once in the background: no visitor's first run waits for them
 page = st.navigation(pages)
 with st.sidebar.expander("Glossary: α, c, tokens per pass, ridge point, …", icon=":material/menu_book:"):
     try:

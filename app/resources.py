@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app import hub_fetch
-from engine import DecodeConfig, generate, load_pair
+from engine import ConfigError, DecodeConfig, ModelLoadError, generate, load_pair
 from engine.decoding.passcurve import pass_curve
 from engine.drafters import available_drafters
 from engine.hardware import probe
@@ -101,6 +101,60 @@ def is_loaded(preset_key: str, dtype: str) -> bool:
         return (preset_key, dtype) in store["pairs"]
 
 
+def _pair_loader(preset: PairPreset, dtype: str):
+    def load():
+        pair = load_pair(target=preset.target, draft=preset.draft, dtype=dtype)
+        warm_up(pair)
+        return pair
+
+    return load
+
+
+PRELOAD_ERRORS = (ModelLoadError, ConfigError, OSError, RuntimeError)  # what a load raises; the page's own load shows it
+
+
+PRELOAD = "SPECLAB_PRELOAD"  # "0": no background load when the app starts (the tests set it: tests/conftest.py)
+
+
+@st.cache_resource(show_spinner=False)
+def preload(preset_key: str = "embedded", dtype: str = "auto") -> threading.Thread | None:
+    """Load a local preset's pair (its warm-up and pass curve included) and this machine's probe once, in the
+    background, when the app first runs, so a visitor's first live run does not wait for them (the model's first load
+    had made lesson 1's first live run the slowest, 2026-12-04). It takes the run lock like any load (a run asked for
+    meanwhile queues, and is told so); where it fails, the page's own load shows why. A hub preset is never preloaded
+    (a download on start). Returns the thread (None for a hub preset)."""
+    preset = PRESETS[preset_key]
+    if preset.hub:
+        return None
+    store, lock, load = _store(), run_lock(), _pair_loader(preset, dtype)
+
+    def work() -> None:
+        while not lock.acquire(timeout=1.0):
+            pass  # another run holds the model: wait for it
+        try:
+            with store["lock"]:
+                pair = store["pairs"].get((preset_key, dtype))
+            if pair is None:
+                pair = load()
+                with store["lock"]:
+                    store["pairs"].setdefault((preset_key, dtype), pair)
+            key = (pair.device.type, pair.dtype_name)
+            with store["lock"]:
+                known = key in store["probes"]
+            if not known:
+                measured = probe(*key, quick=True)
+                with store["lock"]:
+                    store["probes"].setdefault(key, measured)
+        except PRELOAD_ERRORS:
+            pass  # the page loads it again when asked, and shows why it failed
+        finally:
+            lock.release()
+
+    thread = threading.Thread(target=work, name="speclab-preload", daemon=True)
+    thread.start()
+    return thread
+
+
 def get_pair(preset_key: str, dtype: str, on_progress=None):
     """The model pair for (preset, dtype), loaded once for the whole server (in a model turn); at most
     RESIDENT_PAIRS stay resident. A hub preset not loaded yet is first checked against the GPU's free
@@ -112,13 +166,7 @@ def get_pair(preset_key: str, dtype: str, on_progress=None):
         if refusal:
             raise hub_fetch.VramRefusal(refusal)
         hub_fetch.fetch(preset, on_progress)
-
-    def load():
-        pair = load_pair(target=preset.target, draft=preset.draft, dtype=dtype)
-        warm_up(pair)
-        return pair
-
-    return _cached_or_loaded("pairs", (preset_key, dtype), load, keep=RESIDENT_PAIRS)
+    return _cached_or_loaded("pairs", (preset_key, dtype), _pair_loader(preset, dtype), keep=RESIDENT_PAIRS)
 
 
 def warm_up(pair) -> None:

@@ -5,6 +5,8 @@ depend on which tests ran before it."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -13,6 +15,9 @@ from scipy.stats import chisquare
 from engine.decoding import warmstart
 from engine.model import cpukernels
 from engine.model.pair import ModelPair, embedded_model_dir, load_pair
+
+os.environ.setdefault("SPECLAB_PRELOAD", "0")  # no app test (AppTest, a browser's server) loads the model in the background
+# unless it asks to: tests/app/test_run_lock.py checks the preload itself
 
 PROMPTS = [
     "What is the capital of France?",

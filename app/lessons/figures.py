@@ -101,6 +101,15 @@ def lane_rate(lane: dict) -> tuple[float, float | None, float | None]:
     return sp if sp else (float(lane["summary"]["tokens_per_s"]), None, None)
 
 
+def label_above_whiskers(fig: go.Figure, xs: list, values: list[tuple[float, float | None, float | None]], text: list[str], **cell) -> None:
+    """Each bar's label just above its whisker's top (the bar's own top where it has no whisker), as a text trace: a
+    bar's own outside text sits at the bar's top, where the whisker runs through it. One bar per x (not grouped)."""
+    tops = [hi if hi is not None else v for v, _, hi in values]
+    fig.add_scatter(x=xs, y=tops, text=text, mode="text", textposition="top center", showlegend=False, hoverinfo="skip", **cell)
+    fig.data[-1].update(cliponaxis=False)
+    fig.update_yaxes(range=[0, 1.15 * max(tops, default=1.0) or 1.0], **cell)
+
+
 def _whiskers(values: list[tuple[float, float | None, float | None]]) -> dict | None:
     if all(lo is None for _, lo, _ in values):
         return None
@@ -178,7 +187,7 @@ def turn_it_off_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     vals = [decode_rate(ln) for _, ln in lanes]
     names = [name for name, _ in lanes]
     fig.add_bar(x=names, y=[v for v, _, _ in vals], marker_color=colors, error_y=_whiskers(vals), showlegend=False, row=1, col=1)
-    fig.data[-1].update(text=[f"{v:.0f}" for v, _, _ in vals], textposition="outside")
+    label_above_whiskers(fig, names, vals, [f"{v:.0f}" for v, _, _ in vals], row=1, col=1)
     for (name, _), key, color in zip(lanes, keys, colors) if phases else ():
         got = [spread_of(phases.get(key, {}), p) for p in PHASE_NAMES]
         pv = [g if g else (0.0, None, None) for g in got]

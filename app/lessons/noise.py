@@ -181,12 +181,38 @@ def same_within_noise(small: dict, large: dict) -> bool:
     return not (small["min"] > large["max"] or large["min"] > small["max"])
 
 
+def _spreads(value) -> list[dict]:
+    """Every spread of rounds (a `*_runs` dict with its values) anywhere in a measurement."""
+    if isinstance(value, list):
+        return [s for v in value for s in _spreads(v)]
+    if not isinstance(value, dict):
+        return []
+    own = [v for k, v in value.items() if k.endswith("_runs") and isinstance(v, dict) and isinstance(v.get("values"), list)]
+    return own + [s for k, v in value.items() if not k.endswith("_runs") for s in _spreads(v)]
+
+
+def unsteady_spreads(m: dict) -> tuple[int, int]:
+    """(the spreads of a measurement whose rounds were unsteady: half or more far outside the others, the spreads of
+    three rounds or more): a contender whose rounds scatter that far ran on a busy machine (`unsteady`)."""
+    judged = [s["values"] for s in _spreads(m) if len(s["values"]) >= 3]
+    bad = 0
+    for values in judged:
+        mid = measurement.spread(values)["median"]
+        far = [v for v in values if mid > 0 and (v > FAR * mid or v * FAR < mid)]
+        bad += unsteady(far, len(values))
+    return bad, len(judged)
+
+
 def disturbed_live(m: dict, recorded: dict | None) -> str | None:
     """Why a live run's timings are suspect, or None: other processes kept more than measurement.BUSY_CORES cores
-    busy during a run, or (lesson 1) its probed bandwidth fell far below the recording's on the same machine type."""
+    busy during a run, a contender's rounds scattered far apart (unsteady_spreads), or (lesson 1) its probed
+    bandwidth fell far below the recording's on the same machine type."""
     busy = measurement.other_cores(m)
     if busy is not None and busy > measurement.BUSY_CORES:
         return f"other processes kept {busy:.1f} cores busy during a run"
+    bad, judged = unsteady_spreads(m)
+    if bad:
+        return f"in {bad} of {judged} rates measured in rounds, half the rounds or more were {FAR}× or more from the others"
     live_bw, rec_bw = m.get("peak_bandwidth"), (recorded or {}).get("peak_bandwidth")
     if live_bw and rec_bw and live_bw * FAR < rec_bw:
         return f"its probe measured {live_bw / 1e9:.0f} GB/s against the recording's {rec_bw / 1e9:.0f} GB/s"

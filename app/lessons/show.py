@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.lessons import conclusions, figures, gpu, load, measurement, pass_show, probe_note, retime, switch, width_steps
+from app.lessons import conclusions, figures, gpu, load, measurement, noise, pass_show, probe_note, retime, switch, width_steps
 from app.lessons.experiments import PLAIN
 from app.views import metrics
 
@@ -40,8 +40,16 @@ def _settings_note(m: dict, s: dict) -> None:
         )
 
 
+def _busy_note(m: dict, label: str) -> None:
+    """A live run on a busy machine says so (noise.disturbed_live), as lessons 1-3 do (app/lessons/pass_show.py)."""
+    why = noise.disturbed_live(m, None) if label.startswith("measured live") else None
+    if why:
+        st.warning(f"DISTURBED: this live run's timings are noisy ({why}). Re-measure on a quiet machine, or read the recording.")
+
+
 def show_turn_it_off(m: dict, s: dict, label: str = "") -> None:
     st.markdown(f"Drafter: {conclusions.drafter_label(m['on']['drafter'] or 'model')}.")
+    _busy_note(m, label)
     _settings_note(m, s)
     _chart(figures.turn_it_off_figure(m, s, label), "lesson4_fig")
     steps = switch.steps_figure(m, label)  # the live batch and the depth at every step (None: an older recording)
@@ -58,6 +66,7 @@ def show_turn_it_off(m: dict, s: dict, label: str = "") -> None:
 
 def show_adaptive(m: dict, s: dict, label: str = "") -> None:
     st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}.")
+    _busy_note(m, label)
     _settings_note(m, s)
     _chart(figures.adaptive_figure(m, s, label), "lesson5_fig")
     _table(figures.adaptive_table(m, s))
@@ -67,6 +76,7 @@ def show_adaptive(m: dict, s: dict, label: str = "") -> None:
 def show_by_load(m: dict, s: dict, label: str = "") -> None:
     rows = m["rows"]
     st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}.")
+    _busy_note(m, label)
     _settings_note(m, s)
     _chart(figures.by_load_figure(m, s, label), "lesson_load_fig")
     depths = load.depth_figure(m, label)  # the depth chosen at every step (None: an older recording)
@@ -85,6 +95,7 @@ def show_by_load(m: dict, s: dict, label: str = "") -> None:
 
 def show_width(m: dict, s: dict, label: str = "") -> None:
     st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}; the contenders interleaved at each batch size.")
+    _busy_note(m, label)
     _settings_note(m, s)
     _chart(figures.width_figure(m, s, label), "lesson7_fig")
     steps = width_steps.shapes_figure(m, label)  # what goodput chose per step (None: an older recording without it)

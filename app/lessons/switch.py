@@ -202,7 +202,9 @@ def steps_figure(m: dict, label: str = "") -> go.Figure | None:
         line = {"color": PLAIN_COLOR, "width": 3}
         batch = [b for b, _, _ in rows]
         fig.add_scatter(x=xs, y=batch, mode="lines", name="rows decoding (live batch)", line=line, showlegend=i == 1, row=i, col=1)
-        fig.add_hline(y=c["n"], line={"dash": "dot", "color": COLORS[0]}, annotation_text=f"switch: N = {c['n']}", row=i, col=1)
+        switch_line = {"dash": "dot", "color": COLORS[0], "width": 2}  # named in the legend: a label on the plot sat on the bars
+        edges, name = [xs[0] - 0.5, xs[-1] + 0.5], f"switch: N = {c['n']} (speculates at N rows or fewer)"
+        fig.add_scatter(x=edges, y=[c["n"]] * 2, mode="lines", name=name, line=switch_line, showlegend=i == 1, row=i, col=1)
         fig.update_yaxes(title_text="rows / k", rangemode="tozero", row=i, col=1)
     fig.update_xaxes(title_text="decode step", row=len(lanes), col=1)
     return frame(fig, "Step by step: rows still decoding, and the draft depth each step used", label, height=200 + 170 * len(lanes))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.lessons import figures as F
-from app.lessons import measurement, noise, pass_figures
+from app.lessons import measurement, noise, pass_figures, switch
 
 ROOT = Path(__file__).resolve().parents[2]
 DRAWN = ("memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width")
@@ -106,6 +106,9 @@ def test_spread_draws_whiskers_only_when_repeated():
     bars = F.turn_it_off_figure(m, s).data[0]
     assert list(bars.y) == [330, 210, 335]
     assert list(bars.error_y.array) == [10, 20, 15] and list(bars.error_y.arrayminus) == [30, 10, 15]
+    labels = F.turn_it_off_figure(m, s).data[1]  # each bar's label sits on its whisker's top, not on the whisker
+    assert labels.mode == "text" and list(labels.y) == [340, 230, 350] and list(labels.text) == ["330", "210", "335"]
+    assert labels.textposition == "top center" and labels.x == bars.x
     rows = F.turn_it_off_table(m, s)
     assert rows[0]["range (runs)"] == "300–340" and rows[2]["× plain"] == round(335 / 330, 2)
     speed, lo, hi = F.ratio_range(m["on"], m["ar"])
@@ -169,3 +172,16 @@ def test_table_height_shows_batch_16_rows_without_scrolling():
     rows = rec["measurement"]["rows"]
     assert F.table_height(rows) >= F.HEADER_PX + F.ROW_PX * len(rows)
     assert F.table_height([]) == F.HEADER_PX + F.ROW_PX
+
+
+def test_lesson4_switch_line_is_named_in_the_legend_not_written_on_the_bars():
+    """The switch's N was an annotation at the strip's right end, over the depth bars; it is a dotted trace named in
+    the legend, spanning every step, at N."""
+    rec = _rec("turn_it_off")
+    m = rec["measurement"]
+    fig = switch.steps_figure(m)
+    n = m["chosen"]["n"]
+    lines = [tr for tr in fig.data if tr.name and tr.name.startswith(f"switch: N = {n}")]
+    assert len(lines) == len(m["steps"]) - 1 and [tr.showlegend for tr in lines] == [True, False]
+    assert all(list(tr.y) == [n, n] and tr.line.dash == "dot" for tr in lines)
+    assert not any((a.text or "").startswith("switch: N") for a in fig.layout.annotations)  # only the subplot titles

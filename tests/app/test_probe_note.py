@@ -4,6 +4,7 @@ disturbed machine, and the probe reports the higher of a copy and a read."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,24 @@ def test_the_probe_reports_the_higher_of_a_copy_and_a_read():
     assert p.copy_bandwidth > 0 and p.read_bandwidth > 0
     assert p.peak_bandwidth == pytest.approx(max(p.copy_bandwidth, p.read_bandwidth))
     assert {"copy_bandwidth", "read_bandwidth", "peak_bandwidth"} <= set(p.to_dict())
+
+
+@pytest.mark.parametrize("name", ["turn_it_off", "by_load", "width", "past_the_ridge"])
+def test_a_live_run_whose_rounds_scatter_is_labelled_busy_and_a_quiet_one_is_not(name):
+    """A live lesson on a busy machine says so (issue 40, item 10): a quiet recording is not flagged; the same
+    recording with one contender's rounds scattered (a burst of other work in all its rounds but one) is."""
+    from app.lessons import noise
+
+    m = measurement.load_record(ROOT / f"assets/lessons/{name}.json")["measurement"]
+    assert noise.unsteady_spreads(m)[0] == 0 and noise.disturbed_live(m, None) is None
+    busy = copy.deepcopy(m)
+    spread = noise._spreads(busy)[0]
+    mid = spread["median"]
+    n, k = len(spread["values"]), len(spread["values"]) // 2
+    spread["values"] = [mid / 2] * k + [mid] + [mid * 2] * (n - k - 1)  # all rounds but the median one 2x from it
+    bad, judged = noise.unsteady_spreads(busy)
+    assert bad == 1 and judged == noise.unsteady_spreads(m)[1]
+    assert (
+        noise.disturbed_live(busy, None)
+        == f"in 1 of {judged} rates measured in rounds, half the rounds or more were 1.5× or more from the others"
+    )

@@ -124,3 +124,30 @@ def test_a_queued_turn_clears_its_notice_and_runs(lock):
     assert box.get("ran") and "raised" not in box
     assert "warning" in notice.calls and notice.calls[-1] == "empty"
     assert _free(lock) and lock.waiting == 0
+
+
+def test_the_app_preloads_the_default_pair_and_the_probe_in_the_background():
+    """resources.preload (app/main.py calls it unless SPECLAB_PRELOAD is 0) loads the embedded pair and probes this
+    machine once, on a thread of its own under the run lock, so a visitor's first live run does not wait for them;
+    the lock is free again once it is done, and a second call returns the same thread."""
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        import streamlit as st
+
+        from app import resources
+
+        thread = resources.preload("embedded", "auto")
+        thread.join(timeout=600)
+        lock = resources.run_lock()
+        free = lock.try_acquire()
+        if free:
+            lock.release()
+        probes = list(resources._store()["probes"])
+        st.write(f"alive {thread.is_alive()}; loaded {resources.is_loaded('embedded', 'auto')}; probes {len(probes)}; lock free {free}")
+        st.write(f"same thread {resources.preload('embedded', 'auto') is thread}; hub {resources.preload('smollm2-1.7b', 'auto')}")
+
+    at = AppTest.from_function(script, default_timeout=600).run()
+    assert not at.exception
+    assert at.markdown[0].value == "alive False; loaded True; probes 1; lock free True"
+    assert at.markdown[1].value == "same thread True; hub None"
