@@ -8,8 +8,9 @@ they got there: docs/journal.md, "2026-12-01, 21:31-22:00 UTC · AMD EPYC, quiet
 vectors natively, more through its fallback (the oneDNN-prepacked or plain matrix, whichever the pass had before).
 
 Building: `gcc -O3 -march=native -fopenmp -shared` into $SPECLAB_CACHE/kernels/, keyed by the source, the
-compiler and this CPU's flags, so a restarted app loads the library in milliseconds. No compiler, no
-AVX-512, or SPECLAB_NATIVE=0: `why_not()` says why, and the fast pass runs without them (fast mode "eager").
+compiler and this CPU's flags, so a restarted app loads the library in milliseconds. No compiler or no AVX-512:
+`why_not()` says why, and the CPU's default backend is "fused" instead of "native" (engine/model/backend.py, the
+one module that decides whether the kernels are used; nothing else calls this module's operations directly).
 """
 
 from __future__ import annotations
@@ -71,8 +72,6 @@ def _build(compiler: str) -> Path:
 
 
 def _load():
-    if os.environ.get("SPECLAB_NATIVE", "").strip().lower() in ("0", "off"):
-        return None, "SPECLAB_NATIVE=0"
     compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     if compiler is None:
         return None, "no C compiler (gcc) on this machine"
@@ -93,11 +92,9 @@ def fingerprint() -> str:
 
 def library():
     """The loaded library, or None (`why_not` says why); built or loaded once per process."""
-    env = os.environ.get("SPECLAB_NATIVE", "")
     with _lock:
-        if _state.get("env") != env:
+        if "lib" not in _state:
             _state["lib"], _state["why"] = _load()
-            _state["env"] = env
         return _state["lib"]
 
 

@@ -17,7 +17,7 @@ the probed copy bandwidth (issue 31). What removes most of that:
 - the native kernels: one call per layer for passes of up to cpukernels.LAYER_TOKENS tokens (a one-token pass reads
   the weights at about the probed bandwidth: docs/measurements.md, "Passes on the CPU").
 
-`torch.compile` of this pass (SPECLAB_FAST=1) was removed in issue 31: on the CPU it ran at about a third of the
+`torch.compile` of this pass was removed in issue 31: on the CPU it ran at about a third of the
 native pass's speed (docs/measurements.md, "Passes on the CPU") and it was never run on a GPU, where CUDA graphs
 (cuda_graphs="auto", engine/model/graphs.py) are the measured way to remove the per-op overhead.
 
@@ -28,12 +28,11 @@ model's dtype before they are stored. Float32 greedy decoding gives the same tok
 transformers' generate() (tests/engine/test_fastpass.py on a tiny Llama); in bfloat16 the last bits of
 the scores may round differently, so greedy tokens can differ from the eager path's.
 
-`SPECLAB_FAST`: "0" off, "eager" (fused), "native" (fused, native kernels: the default on the CPU). See `fast_mode`.
+Which pass runs is the backend's choice (engine/model/backend.py): "fused" runs this pass in torch ops, "native"
+(the CPU's default) with the native kernels.
 """
 
 from __future__ import annotations
-
-import os
 
 import torch
 import torch.nn.functional as F
@@ -41,29 +40,6 @@ import torch.nn.functional as F
 from engine.model import cpukernels
 from engine.model.fastllama import attend
 from engine.model.pass_masks import SMALL_ATTEND_QUERIES, attention_bias, rope, rope_lookup, rope_tables
-
-FAST_MODES = ("off", "eager", "native")
-
-
-def fast_mode(device=None) -> str:
-    """SPECLAB_FAST: "0"/"off" -> off; "eager" -> fused eager; "native" -> fused eager with the native CPU
-    kernels (engine/model/cpukernels.py). "1"/"on"/"compiled" (the compiled pass, removed) -> a ValueError saying so.
-
-    Unset: on the CPU "native" where the kernels build (else "eager"): both were measured faster than the lean
-    pass and are exact in float32 (docs/measurements.md, "Passes on the CPU"); "off" on other devices
-    (`device`: where the pass runs; None counts as the CPU). The fused eager pass was never run on a GPU:
-    there CUDA graphs (cuda_graphs="auto") are the measured way to remove the per-op overhead."""
-    value = os.environ.get("SPECLAB_FAST", "").strip().lower()
-    if value == "":
-        on_cpu = device is None or torch.device(device).type == "cpu"
-        return ("native" if cpukernels.available() else "eager") if on_cpu else "off"
-    if value in ("0", "off"):
-        return "off"
-    if value in ("eager", "native"):
-        return value
-    if value in ("1", "on", "compiled"):
-        raise ValueError(f"SPECLAB_FAST={value}: the compiled pass was removed (0.32x the native pass on the CPU); use native, eager or 0")
-    raise ValueError(f"SPECLAB_FAST must be 0, eager or native; got {value!r}")
 
 
 def fuse(lean) -> list[tuple]:
