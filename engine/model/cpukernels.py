@@ -118,7 +118,7 @@ class Packed:
     """One weight matrix W (N x K) in the kernels' layout; `packed(x)` is F.linear(x, W) for x (..., K).
 
     Up to `max_tokens` rows of x natively; more through `fallback` (a oneDNN-prepacked matrix, called as
-    engine/model/fastpass.linear calls it, or the plain W). The packed copy is N rounded up to 16 rows."""
+    engine/model/layer.linear calls it, or the plain W). The packed copy is N rounded up to 16 rows."""
 
     def __init__(self, w: torch.Tensor, fallback: torch.Tensor | None = None, max_tokens: int = LAYER_TOKENS):
         lib = library()
@@ -186,7 +186,7 @@ def layer(
     scale: float,
 ):
     """One decoder layer of a small pass in one native call, x (B, n, H) updated in place (cpu_kernels.c,
-    layer_forward): fastpass.fast_layer's arithmetic with small_attend's float32 attention. cos, sin:
+    layer_forward): layer.decoder_layer's arithmetic with small_attend's float32 attention. cos, sin:
     fastpass.rope_tables; bias: fastpass.attention_bias; the new keys and values go to buffer columns
     col0 .. col0 + n - 1; attention reads columns 0 .. window - 1. `layer_ready` must hold; what else the kernel
     needs of its arguments is checked first (cpu_abi.check_layer: a one-line ValueError or TypeError, no crash)."""
@@ -271,7 +271,7 @@ def topk_logq(logits: torch.Tensor, k: int, temperature: float = 1.0) -> tuple[t
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor | None:
-    """engine/model/fastpass.norm (weight * F.rms_norm(x.float()).to(x.dtype)) in one native call, the
+    """engine/model/layer.norm (weight * F.rms_norm(x.float()).to(x.dtype)) in one native call, the
     arithmetic the layer kernel uses for its own norms (float32 sum of squares in another order; the
     normalised value rounded to x's dtype, then the rounded product). None where the kernels are unavailable
     or the tensors are of another kind: the caller uses torch's four ops (~45 us on the 2-core EPYC for one

@@ -32,10 +32,11 @@ import torch.nn.functional as F
 from engine.config import MAX_DEPTH, ConfigError, GraphMode
 from engine.model import graph_pool, kvcache, static_tree
 from engine.model.backend import Backend, choose_backend
-from engine.model.fastllama import attend, finish_layer, project_qkv, rms_norm
-from engine.model.fastpass import FastRunner, fast_hidden_pass, fast_llama_pass, fuse, linear, packed, packed_head
+from engine.model.fastllama import rms_norm
+from engine.model.fastpass import FastRunner, fast_hidden_pass, fast_llama_pass, fuse, packed, packed_head
 from engine.model.kvcache import RaggedCache
-from engine.model.pass_masks import padded_mask, pass_bias
+from engine.model.layer import buffer_store, decoder_layer, linear
+from engine.model.pass_masks import padded_mask, pass_bias, rope_tables
 
 WINDOW_BUCKET = 128  # attention-window granularity of the graph buckets (columns)
 CAPACITY_MARGIN = 8  # spare columns beyond the longest the bookkeeping allows
@@ -94,42 +95,6 @@ class StaticKV:
         return zip(self.keys, self.values)
 
 
-def static_layer(
-    x,
-    cos,
-    sin,
-    k_buf,
-    v_buf,
-    cols,
-    window: int,
-    mask,
-    is_causal: bool,
-    ln1,
-    wq,
-    wk,
-    wv,
-    wo,
-    ln2,
-    wg,
-    wu,
-    wd,
-    n_heads: int,
-    n_kv: int,
-    head_dim: int,
-    eps: float,
-    scale: float,
-):
-    """engine/model/fastllama.py's `_layer`, op for op, except that the new keys/values are written into the
-    buffers at columns `cols` and attention reads the buffers' first `window` columns."""
-    bsz = x.shape[0]
-    q, k, v = project_qkv(x, cos, sin, ln1, wq, wk, wv, n_heads, n_kv, head_dim, eps)
-    k_buf[:bsz].index_copy_(2, cols, k.to(k_buf.dtype))  # (bsz, n_kv, n, d) into columns cols of the first bsz rows
-    v_buf[:bsz].index_copy_(2, cols, v.to(v_buf.dtype))
-    k, v = k_buf[:bsz, :, :window].to(q.dtype), v_buf[:bsz, :, :window].to(q.dtype)  # (bsz, n_kv, window, d)
-    a = attend(q, k, v, mask, is_causal, scale)  # (bsz, n_heads, n, head_dim)
-    return finish_layer(x, a, wo, ln2, wg, wu, wd, eps)
-
-
 class StaticPass:
     """The forward of a LeanLlama (target, model drafter) or of the EAGLE runner over static buffers.
 
@@ -142,30 +107,13 @@ class StaticPass:
         self.inv_freq = lean.inv_freq.to(kv.keys[0].device)  # on the device: no host copy inside a capture
 
     def body(self, x, positions, mask, is_causal, cols, window, collect=(), into=None):
-        """LeanLlama.body over the buffers. mask: (B, 1, n, window) bool or None."""
-        lean, dtype = self.lean, x.dtype
-        freqs = positions[..., None].float() * self.inv_freq  # (B, n, dim/2)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos = emb.cos().to(dtype)[:, None]  # (B, 1, n, dim)
-        sin = emb.sin().to(dtype)[:, None]
-        for i, (weights, (k_buf, v_buf)) in enumerate(zip(lean.layers, self.kv.layers())):
-            x = static_layer(
-                x,
-                cos,
-                sin,
-                k_buf,
-                v_buf,
-                cols,
-                window,
-                mask,
-                is_causal,
-                *weights,
-                lean.n_heads,
-                lean.n_kv,
-                lean.head_dim,
-                lean.eps,
-                lean.scale,
-            )
+        """LeanLlama.body over the buffers (engine/model/layer.py's `decoder_layer`, `buffer_store`). mask: (B, 1, n,
+        window) bool or None."""
+        lean = self.lean
+        cos, sin = rope_tables(positions, self.inv_freq, x.dtype)  # (B, n, 1, dim)
+        dims = (lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)
+        for i, (weights, (k_buf, v_buf)) in enumerate(zip(fuse(lean), self.kv.layers())):
+            x = decoder_layer(x, cos, sin, buffer_store(k_buf, v_buf, cols, window), mask, weights, *dims, is_causal=is_causal)
             if i in collect:
                 into[i] = x
         return x

@@ -238,9 +238,10 @@ def test_greedy_stats_without_the_kernels_equal_torch(monkeypatch):
 )
 def test_native_layer_equals_the_fused_eager_layer(batch, n, past):
     """One decoder layer (cpukernels.layer: the products, RoPE, the new keys and values, attention over 16 key
-    columns at a time and the rest one by one, the MLP) against fastpass.fast_layer in float32, random weights,
+    columns at a time and the rest one by one, the MLP) against the Python layer (layer.decoder_layer over the
+    buffers) in float32, random weights,
     a ragged row when batch > 1: the outputs, and the keys and values stored, within float32 reordering."""
-    from engine.model import fastpass
+    from engine.model.layer import buffer_store, decoder_layer
     from engine.model.pass_masks import attention_bias, rope_tables
 
     gen = torch.Generator().manual_seed(batch * 1000 + n * 10 + past)
@@ -264,22 +265,8 @@ def test_native_layer_equals_the_fused_eager_layer(batch, n, past):
     mask = (causal[None] & valid[:, None, :])[:, None]
     bias = attention_bias(mask, kv, heads // kv)
     k1, v1, k2, v2 = keys.clone(), values.clone(), keys.clone(), values.clone()
-    ref = fastpass.fast_layer(
-        x.clone(),
-        cos,
-        sin,
-        k1,
-        v1,
-        torch.arange(past, past + n),
-        bias if n <= 16 else mask,
-        window,
-        (ln1, wqkv, wo, ln2, wgu, wd),
-        heads,
-        kv,
-        d,
-        1e-5,
-        d**-0.5,
-    )
+    store = buffer_store(k1, v1, torch.arange(past, past + n), window)
+    ref = decoder_layer(x.clone(), cos, sin, store, bias if n <= 16 else mask, (ln1, wqkv, wo, ln2, wgu, wd), heads, kv, d, 1e-5, d**-0.5)
     got = cpukernels.layer(x.clone(), cos, sin, k2, v2, past, window, bias, native_w, heads, kv, d, 1e-5, d**-0.5)
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=5e-5)
     torch.testing.assert_close(k2, k1, rtol=1e-5, atol=1e-5)

@@ -14,18 +14,11 @@ from engine.model import backend, cpukernels
 from engine.model.backend import Backend, choose_backend, default_backend
 from engine.model.eagle_head import EagleRunner, load_head
 from engine.model.fastllama import rms_norm, rotate_half
-from engine.model.fastpass import (
-    FastRunner,
-    attention_bias,
-    fuse,
-    norm,
-    rope,
-    rope_tables,
-    small_attend,
-)
+from engine.model.fastpass import FastRunner, fuse
 from engine.model.kvcache import RaggedCache
+from engine.model.layer import norm, small_attend
 from engine.model.pair import ModelPair
-from engine.model.pass_masks import pass_bias, rope_lookup
+from engine.model.pass_masks import attention_bias, pass_bias, rope, rope_lookup, rope_tables
 from engine.model.static_cache import StaticRaggedCache, make_cache, padded_mask
 
 
