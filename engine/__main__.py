@@ -85,14 +85,10 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--backend",
         default="auto",
         choices=["auto", *BACKEND_NAMES],
-        help="how passes are computed (engine/model/backend.py): auto (default: $SPECLAB_BACKEND, else native on the CPU, "
-        "fused there without the native kernels, torch elsewhere), transformers (transformers' forward), torch (the lean "
-        "forward, dynamic cache), fused (fused projections over static KV buffers), native (fused with SpecLab's C kernels), "
-        "cuda_graphs (the lean passes replayed as CUDA graphs)",
+        help="how passes are computed (engine/model/backend.py): auto (default: $SPECLAB_BACKEND, else native on the CPU, fused "
+        "there without the kernels, torch elsewhere), transformers, torch (lean forward), fused, native (fused, C kernels), cuda_graphs",
     )
-    p.add_argument(  # the flag before backends had names; its values mapped, kept as an alias
-        "--fast", dest="backend", type=_fast_alias, help=argparse.SUPPRESS
-    )
+    p.add_argument("--fast", dest="backend", type=_fast_alias, help=argparse.SUPPRESS)  # --backend's old alias
 
 
 def _fast_alias(value: str) -> str:
