@@ -5,7 +5,7 @@
                            [--dtype {auto,float32,bfloat16}] [--cuda-graphs {auto,off,static,padded}] [--json PATH]
     python -m engine bench --batch 1,4,16 --depth 0,2,4,8 [--confidence 0,0.3] [--drafter ...] [--dtype ...] [--json PATH]
     python -m engine passes [--batch 1,8] [--tokens 1,2,4,...] [--context 150]   # one forward's time vs tokens per pass
-                            [--compare-fast off,eager,native [--rounds 3]]   # the fast pass against the lean one
+                            [--compare-backends torch,fused,native [--rounds 3]]   # backends' passes against each other
     python -m engine probe
     python -m engine predict --gpu H200 --model 8B [--context 1024] [--alpha 0.7] [--c 0.05] [--dtype bfloat16]
                              [--floor graph|eager|none]   # the roofline predictor's table: a model, not a measurement
@@ -19,6 +19,9 @@ import contextlib
 import json
 import os
 import sys
+
+BACKEND_NAMES = ("transformers", "torch", "fused", "native", "cuda_graphs")  # engine.model.backend.BACKENDS (a test keeps them equal)
+FAST_ALIASES = {"off": "torch", "eager": "fused", "native": "native"}  # --fast's old values
 
 
 def _list_of(convert, what: str):
@@ -79,13 +82,20 @@ def _common(p: argparse.ArgumentParser) -> None:
         "static / padded: eager over static KV buffers (exact windows / padded to the graph buckets)",
     )
     p.add_argument(
-        "--fast",
-        default=None,
-        choices=["off", "eager", "native"],
-        help="the fast decode pass (engine/model/fastpass.py): off (the lean eager pass), eager (fused, prepacked "
-        "projections over static KV buffers), native (eager with SpecLab's native CPU kernels, engine/model/cpukernels.py); "
-        "default: $SPECLAB_FAST, else native on the CPU (eager where the kernels do not build) and off elsewhere",
+        "--backend",
+        default="auto",
+        choices=["auto", *BACKEND_NAMES],
+        help="how passes are computed (engine/model/backend.py): auto (default: $SPECLAB_BACKEND, else native on the CPU, fused "
+        "there without the kernels, torch elsewhere), transformers, torch (lean forward), fused, native (fused, C kernels), cuda_graphs",
     )
+    p.add_argument("--fast", dest="backend", type=_fast_alias, help=argparse.SUPPRESS)  # --backend's old alias
+
+
+def _fast_alias(value: str) -> str:
+    """--fast's old value -> the backend it named."""
+    if value not in FAST_ALIASES:
+        raise argparse.ArgumentTypeError(f"--fast is now --backend; its old values were {', '.join(FAST_ALIASES)}, got {value!r}")
+    return FAST_ALIASES[value]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -193,12 +203,12 @@ def _other_parsers(sub) -> None:
     passes.add_argument("--repeats", type=int, default=5)
     passes.add_argument("--model", default="target", choices=["target", "draft"])
     passes.add_argument(
-        "--compare-fast",
-        type=_list_of(str, "fast mode"),
+        "--compare-backends",
+        type=_list_of(str, "backend"),
         default=None,
-        help="comma-separated fast modes (off,eager,native) timed against each other, interleaved over --rounds",
+        help="comma-separated backends (e.g. torch,fused,native) timed against each other, interleaved over --rounds",
     )
-    passes.add_argument("--rounds", type=int, default=3, help="--compare-fast: interleaved rounds (median, min-max over them)")
+    passes.add_argument("--rounds", type=int, default=3, help="--compare-backends: interleaved rounds (median, min-max over them)")
     passes.add_argument("--json", default=None)
     _common(passes)
 
@@ -218,8 +228,6 @@ def _other_parsers(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if getattr(args, "fast", None):  # read by engine/model/static_cache.make_cache for every cache of this process
-        os.environ["SPECLAB_FAST"] = {"off": "0", "eager": "eager", "native": "native"}[args.fast]
     if args.command == "serve-bench":  # no model here: a server elsewhere does the decoding
         from engine.serving import cli as serving_cli
 
@@ -272,7 +280,7 @@ def _passes(args) -> None:
     from engine.decoding.passcurve import pass_costs
     from engine.hardware import probe
 
-    modes = check_modes(args.compare_fast) if args.compare_fast else None
+    modes = check_modes(args.compare_backends) if args.compare_backends else None
     if args.rounds < 1 or args.repeats < 1:
         raise ValueError("--rounds and --repeats must be >= 1")
     draft = args.draft if args.model == "draft" else "none"
@@ -284,15 +292,15 @@ def _passes(args) -> None:
     )
     if modes:
         if args.model != "target":
-            raise ValueError("--compare-fast times the target's passes (use --model target)")
+            raise ValueError("--compare-backends times the target's passes (use --model target)")
         rows = compare_fast(pair, modes, args.batch, args.tokens, args.context, args.repeats, args.rounds)
-        print(f"fast modes interleaved, {args.rounds} rounds x {args.repeats} passes; median over rounds [min-max]")
+        print(f"backends interleaved, {args.rounds} rounds x {args.repeats} passes; median over rounds [min-max]")
         print(format_fast_comparison(rows, modes, peaks.peak_bandwidth))
     else:
-        rows = pass_costs(pair, args.batch, args.tokens, args.context, args.repeats, args.model, cuda_graphs=args.cuda_graphs)
+        rows = pass_costs(pair, args.batch, args.tokens, args.context, args.repeats, args.model, args.cuda_graphs, args.backend)
         print(format_passes(rows, peaks.peak_flops, peaks.peak_bandwidth))
     if args.json:
-        _write_json(args.json, {"probe": peaks.to_dict(), "rows": rows, "compare_fast": modes})
+        _write_json(args.json, {"probe": peaks.to_dict(), "rows": rows, "compare_backends": modes})
 
 
 def _run(args) -> None:
@@ -311,6 +319,7 @@ def _run(args) -> None:
         confidence_threshold=args.confidence,
         batch_table=args.batch_table,
         cuda_graphs=args.cuda_graphs,
+        backend=args.backend,
         tree_nodes=args.tree_nodes,
         tree_topk=args.tree_topk,
     )
@@ -370,6 +379,7 @@ def _bench(args) -> None:
         trees=trees,
         log=lambda s: print(s, file=sys.stderr),
         cuda_graphs=args.cuda_graphs,
+        backend=args.backend,
     )
     print(format_table(result))
     if args.json:

@@ -36,11 +36,20 @@ class DrafterKind(str, Enum):  # the keys of engine.drafters.DRAFTERS (a test ke
     EAGLE = "eagle"  # an EAGLE head: one layer over the target's own hidden states (engine/drafters/eagle.py)
 
 
-class GraphMode(str, Enum):  # how decode passes run (engine/model/static_cache.py, engine/model/graphs.py)
-    AUTO = "auto"  # CUDA graphs over static KV buffers on CUDA (lean forward); elsewhere as "off"
-    OFF = "off"  # eager passes over the growing (dynamic) cache: the path every CPU run takes
-    STATIC = "static"  # eager passes over preallocated (static) KV buffers, each attending exactly its columns
-    PADDED = "padded"  # static buffers, each pass padded to its graph bucket and run eagerly: what a graph replays
+class BackendKind(str, Enum):  # how a run's passes are computed (engine/model/backend.py has the table)
+    AUTO = "auto"  # the device's default: "native" on the CPU ("fused" where the kernels do not load), "torch" elsewhere
+    TRANSFORMERS = "transformers"  # transformers' own forward over the dynamic cache: the exactness oracle
+    TORCH = "torch"  # the lean Llama forward (engine/model/fastllama.py) over the dynamic cache
+    FUSED = "fused"  # fused QKV and gate-up products over static KV buffers, torch ops (engine/model/fastpass.py)
+    NATIVE = "native"  # "fused" with SpecLab's native CPU kernels (engine/model/cpukernels.py)
+    CUDA_GRAPHS = "cuda_graphs"  # the lean forward's passes captured as CUDA graphs over static buffers (CUDA only)
+
+
+class GraphMode(str, Enum):  # the cuda_graphs option (engine/model/backend.py, engine/model/graphs.py)
+    AUTO = "auto"  # the "cuda_graphs" backend on CUDA when backend is "auto"; elsewhere the device's default
+    OFF = "off"  # no graphs unless backend="cuda_graphs"
+    STATIC = "static"  # the cuda_graphs backend run eagerly, each pass attending exactly its columns
+    PADDED = "padded"  # the cuda_graphs backend run eagerly, each pass padded to its graph bucket: what a graph replays
 
 
 class PolicyKind(str, Enum):
@@ -96,15 +105,16 @@ class DecodeConfig:
     # verifies: it chooses per step between plain, a chain and the tree cut to its best n nodes.
     tree_nodes: int = 0
     tree_topk: int = 0
-    # Decode passes, as engine/model/static_cache.py's make_cache decides: "off" uses no CUDA graphs and leaves the
-    # pass to the fast mode (engine/model/fastpass.py, fast_mode): on the CPU the fast pass over static KV buffers
-    # (native kernels where they build, else the fused eager pass), trees included (engine/model/static_tree.py); on
-    # other devices, or with SPECLAB_FAST=0, the lean forward over the dynamic cache (transformers' forward for a
-    # model the lean forward does not cover). "auto" captures decode passes as CUDA graphs over static buffers on
-    # CUDA (eager over the dynamic cache where capture is impossible, and for trees); on the CPU it runs as "off".
-    # "static" / "padded" run eagerly over static buffers (no trees). The default stays "off" until
-    # scripts/record/gpu_record.py has checked graph replay against eager on a real GPU (no GPU was lent while it
-    # was written).
+    # How passes are computed, chosen once per run (engine/model/backend.py, choose_backend): "auto" is the device's
+    # default ("native" on the CPU, "fused" there without the native kernels, "torch" on CUDA and MPS; $SPECLAB_BACKEND
+    # stands in for "auto"); "transformers", "torch", "fused", "native" or "cuda_graphs" by name (a ConfigError where
+    # the device cannot run it). A model the lean forward does not cover runs "transformers".
+    backend: str = "auto"
+    # CUDA graphs, as before the backend existed: "off" (default) asks for none; "auto" asks for the "cuda_graphs"
+    # backend where the device is CUDA and backend is "auto" (elsewhere the device's default runs, the trace's graph_note
+    # says why; draft trees there run "torch" over the dynamic cache); "static" / "padded" run the "cuda_graphs"
+    # backend's passes eagerly over static buffers, on any device (no trees). The default stays "off" until
+    # scripts/record/gpu_record.py has checked graph replay against eager on a real GPU.
     cuda_graphs: str = "off"
 
     def __post_init__(self):
@@ -112,6 +122,7 @@ class DecodeConfig:
         object.__setattr__(self, "drafter", _enum(DrafterKind, self.drafter, "drafter").value)
         object.__setattr__(self, "policy", _enum(PolicyKind, self.policy, "policy").value)
         object.__setattr__(self, "cuda_graphs", _enum(GraphMode, self.cuda_graphs, "cuda_graphs").value)
+        object.__setattr__(self, "backend", _enum(BackendKind, self.backend, "backend").value)
         for name in ("depth", "max_new_tokens", "seed", "ngram_size", "disable_by_batch_size", "tree_nodes", "tree_topk"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
@@ -203,7 +214,12 @@ class DecodeConfig:
         return self.temperature == 0
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The options as a dict; `backend` only when not "auto", so a default run's trace stays readable by SpecLabs
+        from before the option (their DecodeConfig refuses unknown options)."""
+        out = asdict(self)
+        if out["backend"] == BackendKind.AUTO.value:
+            del out["backend"]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> DecodeConfig:

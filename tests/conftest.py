@@ -13,7 +13,7 @@ import torch
 from scipy.stats import chisquare
 
 from engine.decoding import warmstart
-from engine.model import cpukernels
+from engine.model import backend
 from engine.model.pair import ModelPair, embedded_model_dir, load_pair
 
 os.environ.setdefault("SPECLAB_PRELOAD", "0")  # no app test (AppTest, a browser's server) loads the model in the background
@@ -30,7 +30,7 @@ def no_kernels_reason() -> str:
     """The skip reason of a test of the native kernels (they need gcc and AVX-512): why they are off here, and what
     runs instead, which the fallback test checks on every machine."""
     return (
-        f"native kernels unavailable ({cpukernels.why_not()}): this machine runs the fused eager pass (fast mode 'eager': "
+        f"native kernels unavailable ({backend.why_not_native()}): this machine runs the fused pass (backend 'fused': "
         "torch ops only, torch's argmax, log-sum-exp and top-k included), which "
         "tests/engine/test_fastpass.py::test_the_fallback_without_the_kernels_equals_transformers checks"
     )

@@ -104,22 +104,24 @@ def test_the_short_reference_check_catches_a_stale_one():
         "pair.nothing",
         "sampling.greedy_everything",
     ]
-    fine = "`fastpass.fast_mode` `sampling.greedy_ids()` `fastllama.LeanLlama.body` `pair.eagle` `torch.compile` `draft_vocab.json`"
+    fine = "`backend.choose_backend` `sampling.greedy_ids()` `fastllama.LeanLlama.body` `pair.eagle` `torch.compile` `draft_vocab.json`"
     assert missing_short_references(fine) == []
 
 
 def test_the_cuda_graphs_switch_is_described_as_make_cache_decides_it():
-    """engine/model/static_cache.py `make_cache`: with cuda_graphs "off" (and "auto" off CUDA) the CPU runs the fast
-    pass over static buffers, trees included; the dynamic cache is the lean pass's (tests/engine/test_fastpass.py)."""
+    """engine/model/static_cache.py `make_cache` applies the run's backend (engine/model/backend.py): with cuda_graphs
+    "off" (and "auto" off CUDA) the CPU runs the fast pass over static buffers, trees included; the dynamic cache is
+    the lean pass's (tests/engine/test_fastpass.py)."""
     text = doc_text()
     switch = text.split("- **Switch.**", 1)[1].split("- **Static buffers**", 1)[0]
-    assert "make_cache" in switch and "fast_mode" in switch and "static_tree.py" in switch
+    assert "make_cache" in switch and "backend" in switch and "static_tree.py" in switch
+    assert "engine.model.backend.choose_backend" in text and "SPECLAB_BACKEND" in text
     off = switch.split('`"off"` (default)', 1)[1].split('- `"auto"`', 1)[0]
     assert "fast pass" in off and "dynamic cache" in off
     for stale in ("tree drafting always runs eager", "so CPU runs are unchanged", "eager passes over the dynamic cache, today's path"):
         assert stale not in text
     source = (ROOT / "engine" / "model" / "static_cache.py").read_text(encoding="utf-8")
-    assert "def make_cache(" in source and "fast_mode(device)" in source  # the function the doc points to still decides
+    assert "def make_cache(" in source and "choose_backend(device, cfg.backend, cfg.cuda_graphs)" in source  # it still decides
 
 
 @pytest.mark.parametrize("page", ["measurements.md", "benchmarks.md"])

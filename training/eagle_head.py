@@ -95,7 +95,7 @@ class EagleHead(torch.nn.Module):
             head.fc.bias.zero_()
         return head
 
-    # The same arithmetic as engine/model/fastllama.py's _layer, unrolled over draft depths for training.
+    # The same arithmetic as engine/model/layer.py's decoder_layer, unrolled over draft depths for training.
     def _rope(self, positions: torch.Tensor, dtype):
         freqs = positions[..., None].float() * self.inv_freq  # (B, T, hd/2)
         emb = torch.cat((freqs, freqs), dim=-1)

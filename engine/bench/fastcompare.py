@@ -1,7 +1,7 @@
-"""The fast pass against the lean eager pass, interleaved: `python -m engine passes --compare-fast`.
+"""Backends' passes against each other, interleaved: `python -m engine passes --compare-backends` (engine/model/backend.py).
 
-One forward pass per size and mode, timed by `engine.decoding.passcurve.pass_costs`; every round measures
-every mode once (off, then eager, then native, then the next round), so a shared machine's drift hits
+One forward pass per size and backend ("mode" below), timed by `engine.decoding.passcurve.pass_costs`; every round
+measures every mode once (e.g. torch, then fused, then native, then the next round), so a shared machine's drift hits
 them alike. Each mode's time per size is the median over rounds of that round's median of `repeats`
 passes, with the min and max over rounds beside it (the spread a reader needs before calling a winner).
 """
@@ -11,16 +11,16 @@ from __future__ import annotations
 import statistics
 
 from engine.decoding.passcurve import pass_costs
-from engine.model.fastpass import FAST_MODES
+from engine.model.backend import BACKENDS
 
 
 def check_modes(modes: list[str]) -> list[str]:
     """The modes to compare, in order, each once; a clear error for an unknown one."""
-    bad = [m for m in modes if m not in FAST_MODES]
+    bad = [m for m in modes if m not in BACKENDS]
     if bad:
-        raise ValueError(f"unknown fast mode {bad[0]!r}: choose from {', '.join(FAST_MODES)}")
+        raise ValueError(f"unknown backend {bad[0]!r}: choose from {', '.join(BACKENDS)}")
     if len(set(modes)) != len(modes) or len(modes) < 2:
-        raise ValueError(f"--compare-fast needs two or more different modes (e.g. off,eager); got {','.join(modes)}")
+        raise ValueError(f"--compare-backends needs two or more different backends (e.g. torch,fused); got {','.join(modes)}")
     return modes
 
 
@@ -30,7 +30,7 @@ def compare_fast(pair, modes: list[str], batches: list[int], tokens: list[int], 
     first: dict[tuple, dict] = {}
     for _ in range(rounds):
         for mode in modes:
-            for row in pass_costs(pair, batches, tokens, context, repeats, fast=mode):
+            for row in pass_costs(pair, batches, tokens, context, repeats, backend=mode):
                 key = (row["batch"], row["new_tokens"], mode)
                 times.setdefault(key, []).append(row["ms"])
                 first.setdefault(key, row)

@@ -8,7 +8,6 @@ drafter), so our speedups are against an honest reference, not a handicapped loo
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
@@ -23,12 +22,11 @@ from engine.drafters import DRAFTERS
 from engine.model.pair import ModelPair
 
 
-def fast_lane(pair: ModelPair, cfg: DecodeConfig, fast: str):
-    """A benchmark contender: run(prompts, n) decodes with `cfg` (n new tokens) under SPECLAB_FAST=`fast`, as `_ours`."""
+def backend_lane(pair: ModelPair, cfg: DecodeConfig, backend: str):
+    """A benchmark contender: run(prompts, n) decodes with `cfg` (n new tokens) on `backend` (engine/model/backend.py), as `_ours`."""
 
     def run(prompts: list[str], n: int) -> dict:
-        os.environ["SPECLAB_FAST"] = fast
-        return _ours(pair, prompts, DecodeConfig.from_dict(cfg.to_dict() | {"max_new_tokens": n}), 1)
+        return _ours(pair, prompts, DecodeConfig.from_dict(cfg.to_dict() | {"max_new_tokens": n, "backend": backend}), 1)
 
     return run
 
@@ -145,6 +143,7 @@ def bench(
     batch_table: tuple[tuple[int, int, int], ...] | None = None,
     trees: list[tuple[int, int]] = ((0, 0),),
     cuda_graphs: str = "off",
+    backend: str = "auto",
 ) -> dict:
     """The grid: for each batch, AR once, then speculative at each depth (x each confidence threshold);
     medians of `repeats`.
@@ -159,7 +158,7 @@ def bench(
     batch_table: the explicit table for the "batch_table" policy (None: derived from the measured cost).
     trees: (tree_nodes, tree_topk) settings, each run at every depth it fits ((0, 0): the chain); tree drafting
     runs with the fixed policy and no confidence stop (DecodeConfig).
-    cuda_graphs: DecodeConfig.cuda_graphs of every cell (engine/model/static_cache.py); tree cells run eager."""
+    cuda_graphs, backend: DecodeConfig's of every cell (engine/model/backend.py)."""
     policies = [policy] if isinstance(policy, str) else list(policy)
     rows = []
     for batch in batches:
@@ -167,8 +166,9 @@ def bench(
         prompts = batch_prompts(prompt_set, sequential) if seq else batch_prompts(prompt_set, batch)
         cells = _grid_cells(depths, policies, confidences, trees)
         speculative = dict(drafter=drafter, disable_by_batch_size=disable_by_batch_size, batch_table=batch_table)
-        cfgs = [DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens, cuda_graphs=cuda_graphs)] + [
-            _cell_config(cell, max_new_tokens=max_new_tokens, cuda_graphs=cuda_graphs, **speculative) for cell in cells
+        passes = dict(cuda_graphs=cuda_graphs, backend=backend)
+        cfgs = [DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens, **passes)] + [
+            _cell_config(cell, max_new_tokens=max_new_tokens, **passes, **speculative) for cell in cells
         ]
         ar, *specs = run_cells(pair, prompts, cfgs, repeats, seq)
         log(f"  batch {batch:>3}  AR            {ar['decode_tokens_per_s']:8.1f} tok/s decoding")
@@ -208,7 +208,7 @@ def _grid_cells(depths: list[int], policies: list[str], confidences, trees) -> l
     ]
 
 
-def _cell_config(cell: tuple, drafter: str, max_new_tokens: int, disable_by_batch_size: int, batch_table, cuda_graphs: str):
+def _cell_config(cell: tuple, drafter: str, max_new_tokens: int, disable_by_batch_size: int, batch_table, cuda_graphs: str, backend: str):
     p, depth, confidence, tree = cell
     return DecodeConfig(
         mode="speculative",
@@ -222,6 +222,7 @@ def _cell_config(cell: tuple, drafter: str, max_new_tokens: int, disable_by_batc
         tree_nodes=tree[0],
         tree_topk=tree[1],
         cuda_graphs=cuda_graphs,
+        backend=backend,
     )
 
 

@@ -27,6 +27,7 @@ def run_meta(pair: ModelPair, cfg: DecodeConfig, drafter_name: str | None, util_
         "draft_params": drafter_params(pair, cfg),
         "util_source": util_source,
         "forward": "speclab lean Llama (engine/model/fastllama.py)" if lean else "transformers",
+        "backend": caches[0].backend.name,  # the target's pass (engine/model/backend.py)
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "transformers": transformers.__version__,

@@ -31,6 +31,7 @@ from engine.decoding.verify_tree import verify_tree
 from engine.drafters import Draft, Verified, drafter_label, make_drafter
 from engine.hardware import StepTimer, UtilizationSampler, synchronize
 from engine.loadmeter import LoadMeter
+from engine.model.backend import choose_backend
 from engine.model.kvcache import RaggedCache
 from engine.model.pair import ModelPair
 from engine.model.static_cache import make_cache
@@ -91,19 +92,20 @@ class Decoder:
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (min(pair.eos_ids) if pair.eos_ids else 0)
         self.eos_ids = pair.eos_ids if cfg.stop_at_eos else frozenset()
         self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        self.backend = choose_backend(self.device, cfg.backend, cfg.cuda_graphs)  # how passes run (engine/model/backend.py)
         self.drafter = make_drafter(pair, cfg, self.pad_id)  # None for plain decoding
         self.policy = make_policy(cfg, pair, self.drafter, len(seqs))  # load-aware ones read the measured pass-cost curve
         self.features = self.drafter.target_features if self.drafter is not None else False
-        self.target = make_cache(pair.target, self.device, pair.target_costs, cfg)  # static + CUDA graphs per cfg
+        self.target = make_cache(pair.target, self.device, pair.target_costs, cfg, backend=self.backend)
         if self.features and self.target.lean is None:
             raise ConfigError(
                 f"drafter={cfg.drafter!r} needs the target's hidden states, which only the lean "
-                "forward gives (a plain Llama target, SPECLAB_LEAN not 0)"
+                "forward gives (a plain Llama target, a backend other than 'transformers')"
             )
         if cfg.tree and self.target.lean is None:
             raise ConfigError(
                 "tree drafting verifies with a tree attention mask, which only the lean forward takes "
-                "(a plain Llama target, SPECLAB_LEAN not 0)"
+                "(a plain Llama target, a backend other than 'transformers')"
             )
         self.active: list[Sequence] = list(seqs)
         self.steps: list[Step] = []

@@ -32,8 +32,7 @@ from engine.config import DecodeConfig
 from engine.costs import ModelCosts
 from engine.formats import cache_dir
 from engine.hardware import StepTimer, device_name
-from engine.model import cpukernels
-from engine.model.fastpass import fast_mode
+from engine.model.backend import pass_key
 from engine.model.pair import ModelPair
 from engine.model.static_cache import StaticRaggedCache, make_cache
 
@@ -88,10 +87,10 @@ class PassCurve:
 
 
 def curve_key(pair) -> str:
-    # the curve times the passes the decode loop runs by default: eager (DecodeConfig.cuda_graphs="off"), or
-    # the fast pass where it runs (engine/model/fastpass.py: by default on the CPU)
-    mode = fast_mode(pair.device)
-    graphs = "" if mode == "off" else f" | fast {mode}" + (f" {cpukernels.fingerprint()}" if mode == "native" else "")
+    # the curve times the passes the decode loop runs by default: the device's default backend (engine/model/backend.py);
+    # "torch" keeps the key it had before backends were named, the native kernels add their source's hash
+    key = pass_key(pair.device)
+    graphs = "" if key == "torch" else f" | fast {key}"
     return f"{device_name(pair.device)} | {pair.target_name} | {pair.dtype_name} | torch {torch.__version__}{graphs}"
 
 
@@ -110,7 +109,7 @@ def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repea
     tokens = _grid(pair, tokens, context)
     ms = [float("inf")] * len(tokens)
     for _ in range(sweeps):
-        rows = pass_costs(pair, [1], list(tokens), context=context, repeats=repeats, stat=min, cuda_graphs="off", fast=None)
+        rows = pass_costs(pair, [1], list(tokens), context=context, repeats=repeats, stat=min, cuda_graphs="off")
         ms = [min(old, row["ms"]) for old, row in zip(ms, rows)]
     # A larger pass can time faster (noise, or a kernel that suits it better): keep the curve non-decreasing,
     # as the policy assumes, by capping each point at the fastest larger pass (a spike cannot lift the rest).
@@ -175,7 +174,7 @@ def pass_costs(
     which: str = "target",
     stat=statistics.median,
     cuda_graphs: str = "off",
-    fast: str | None = None,
+    backend: str = "auto",
 ) -> list[dict]:
     """Measured time of ONE forward pass with `batch` rows x `tokens` new tokens over a `context`-token KV cache.
 
@@ -183,9 +182,8 @@ def pass_costs(
     tokens per pass (batch x (depth+1)); past the ridge point it grows linearly (compute-bound).
     stat: how the repeats are summarised (the median; the load-aware policies' cached curve takes the
     fastest, which a busy machine disturbs least).
-    cuda_graphs: "off" (eager, dynamic cache), or a DecodeConfig.cuda_graphs mode over static buffers; with
-    "auto" on CUDA each shape is captured once (in the warm-up pass) and its replays are timed.
-    fast: "off", "eager" or "native" (engine/model/fastpass.py); None: `fast_mode` (native on the CPU)."""
+    backend, cuda_graphs: DecodeConfig's (engine/model/backend.py; "auto" and "off": the device's default pass); with
+    the "cuda_graphs" backend on CUDA each shape is captured once (in the warm-up pass) and its replays are timed."""
 
     model = pair.target if which == "target" else pair.draft
     if model is None:
@@ -195,8 +193,8 @@ def pass_costs(
     rows = []
     with torch.inference_mode():
         for batch in batches:
-            cfg = DecodeConfig(max_new_tokens=max(tokens), cuda_graphs=cuda_graphs)
-            cache = make_cache(model, pair.device, costs, cfg, fast=fast)
+            cfg = DecodeConfig(max_new_tokens=max(tokens), cuda_graphs=cuda_graphs, backend=backend)
+            cache = make_cache(model, pair.device, costs, cfg)
             prompt = torch.randint(100, 40000, (batch, context), generator=gen).tolist()
             cache.prefill(prompt, pad_id=0)
             for n in tokens:
@@ -222,7 +220,7 @@ def pass_costs(
                         "context": context,
                         "ms": ms,
                         "cuda_graphs": cuda_graphs,
-                        "fast": fast_mode(pair.device) if fast is None else fast,
+                        "backend": cache.backend.name,
                         "graphs_captured": getattr(getattr(cache, "graphs", None), "captured", 0),
                         "ms_per_token": ms / (batch * n),
                         "flops": flops,

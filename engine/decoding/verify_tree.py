@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 
 from engine.drafters.tree import DraftTree
-from engine.model import cpukernels
+from engine.model import backend
 from engine.sampling import greedy_ids, probs_from_logits, sample
 
 
@@ -114,7 +114,7 @@ def verify_tree(logits: torch.Tensor, tree: DraftTree, greedy: bool, temperature
     batch, device = logits.shape[0], logits.device
     rows = torch.arange(batch, device=device)
     if greedy:
-        native = cpukernels.logit_stats(logits)  # every column's argmax and normaliser in one call
+        native = backend.logit_stats(logits)  # every column's argmax and normaliser in one call
         num_accepted, next_ids, path = accept_tree_greedy(tree, logits, native[0] if native is not None else None)
         cols = torch.cat([tree.parent_columns, path.gather(1, num_accepted[:, None])], dim=1)  # (B, N+1)
         tokens = torch.cat([tree.tokens, next_ids[:, None]], dim=1)

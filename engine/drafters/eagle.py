@@ -43,7 +43,8 @@ class EagleDrafter:
 
     def __init__(self, runner, device: torch.device, costs, pad_id: int, cfg=None):
         self.runner = runner
-        self.cache = make_cache(None, device, costs, cfg, runner=runner)  # static buffers / CUDA graphs per cfg
+        self.cache = make_cache(None, device, costs, cfg, runner=runner)  # the run's backend (engine/model/backend.py)
+        runner.native = self.cache.backend.native  # the head's own products natively where the target's are
         self.pad_id = pad_id
         self.vocab = runner.vocab  # (C,) token ids the head scores
         self.vocab_size = runner.config.vocab_size

@@ -39,12 +39,12 @@ class ModelDrafter:
         drafter = cls(pair.draft, pair.device, pair.draft_costs, pad_id, vocab=pair.draft_vocab, cfg=cfg)
         if cfg.tree and drafter.cache.lean is None:
             raise ConfigError(
-                "tree drafting with drafter='model' needs the lean forward for the draft (a plain Llama draft, SPECLAB_LEAN not 0)"
+                "tree drafting with drafter='model' needs the lean forward for the draft (a plain Llama draft, not 'transformers')"
             )
         return drafter
 
     def __init__(self, model: torch.nn.Module, device: torch.device, costs, pad_id: int, vocab: torch.Tensor | None = None, cfg=None):
-        self.cache = make_cache(model, device, costs, cfg)  # static buffers / CUDA graphs as cfg.cuda_graphs says
+        self.cache = make_cache(model, device, costs, cfg)  # the run's backend (engine/model/backend.py)
         self.pad_id = pad_id
         self.lag = 0  # tokens of every sequence not yet in the draft cache (the same for all rows)
         self.lags: torch.Tensor | None = None  # (B,) after a tree step: each row's own count

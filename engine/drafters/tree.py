@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.model import cpukernels
+from engine.model import backend
 
 
 @dataclass
@@ -141,7 +141,7 @@ class TreeBuilder:
         """logits (B, F, C) after each of F frontier nodes -> top-k children, recorded as candidates.
         Returns their candidate ids (B, F*k) and scores (B, F*k)."""
         batch, width, _ = logits.shape
-        native = cpukernels.topk_logq(logits, self.topk, self.temperature)  # one call; ~4x faster than torch's ops here
+        native = backend.topk_logq(logits, self.topk, self.temperature)  # one call; ~4x faster than torch's ops here
         if native is None:
             native = torch.log_softmax(logits.float() / self.temperature, dim=-1).topk(self.topk, dim=-1)
         top, local = native  # (B, F, k) log q and ids, best first

@@ -152,7 +152,7 @@ static inline void block_bf16(const uint16_t *wb, const uint32_t *x, int kp2, in
 static inline void block_f32(const float *wb, const float *x, int K, int T, float *out) { BLOCKS_F32[T](wb, x, K, out); }
 
 /* ---- one decoder layer of a small pass, in place -------------------------------------------------------
- * The fused eager layer (engine/model/fastpass.py: fast_layer with small_attend) as one call: RMSNorm, the
+ * The fused eager layer (engine/model/layer.py: decoder_layer with small_attend) as one call: RMSNorm, the
  * QKV product, RoPE, the new keys and values into the float32 buffers, attention over the live columns,
  * the output product and residual, RMSNorm, gate-up, SiLU x up, down and residual. Activations are in the
  * model's dtype (bfloat16 or float32, `bf`) and rounded where PyTorch's ops round them, so a bfloat16 layer
@@ -162,8 +162,8 @@ static inline void block_f32(const float *wb, const float *x, int K, int T, floa
  * elementwise steps ran on one thread while the other waited until issue 31; sharing them out took about 5% off
  * a pass: docs/measurements.md, "Passes on the CPU".)
  * x: (M = B*n, H); cos, sin: (M, d) RoPE
- * tables in the model's dtype (sin sign-folded, fastpass.rope_tables); kbuf, vbuf: (B, kv, cap, d)
- * float32; bias: (B*kv, groups*n, window) float32 (fastpass.attention_bias). */
+ * tables in the model's dtype (sin sign-folded, pass_masks.rope_tables); kbuf, vbuf: (B, kv, cap, d)
+ * float32; bias: (B*kv, groups*n, window) float32 (pass_masks.attention_bias). */
 static inline __mmask16 tail(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
 
 static inline __m512 vload(const void *p, int64_t i, int bf, __mmask16 m) {

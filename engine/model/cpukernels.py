@@ -8,8 +8,9 @@ they got there: docs/journal.md, "2026-12-01, 21:31-22:00 UTC · AMD EPYC, quiet
 vectors natively, more through its fallback (the oneDNN-prepacked or plain matrix, whichever the pass had before).
 
 Building: `gcc -O3 -march=native -fopenmp -shared` into $SPECLAB_CACHE/kernels/, keyed by the source, the
-compiler and this CPU's flags, so a restarted app loads the library in milliseconds. No compiler, no
-AVX-512, or SPECLAB_NATIVE=0: `why_not()` says why, and the fast pass runs without them (fast mode "eager").
+compiler and this CPU's flags, so a restarted app loads the library in milliseconds. No compiler or no AVX-512:
+`why_not()` says why, and the CPU's default backend is "fused" instead of "native" (engine/model/backend.py, the
+one module that decides whether the kernels are used; nothing else calls this module's operations directly).
 """
 
 from __future__ import annotations
@@ -71,8 +72,6 @@ def _build(compiler: str) -> Path:
 
 
 def _load():
-    if os.environ.get("SPECLAB_NATIVE", "").strip().lower() in ("0", "off"):
-        return None, "SPECLAB_NATIVE=0"
     compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     if compiler is None:
         return None, "no C compiler (gcc) on this machine"
@@ -93,11 +92,9 @@ def fingerprint() -> str:
 
 def library():
     """The loaded library, or None (`why_not` says why); built or loaded once per process."""
-    env = os.environ.get("SPECLAB_NATIVE", "")
     with _lock:
-        if _state.get("env") != env:
+        if "lib" not in _state:
             _state["lib"], _state["why"] = _load()
-            _state["env"] = env
         return _state["lib"]
 
 
@@ -121,7 +118,7 @@ class Packed:
     """One weight matrix W (N x K) in the kernels' layout; `packed(x)` is F.linear(x, W) for x (..., K).
 
     Up to `max_tokens` rows of x natively; more through `fallback` (a oneDNN-prepacked matrix, called as
-    engine/model/fastpass.linear calls it, or the plain W). The packed copy is N rounded up to 16 rows."""
+    engine/model/layer.linear calls it, or the plain W). The packed copy is N rounded up to 16 rows."""
 
     def __init__(self, w: torch.Tensor, fallback: torch.Tensor | None = None, max_tokens: int = LAYER_TOKENS):
         lib = library()
@@ -189,7 +186,7 @@ def layer(
     scale: float,
 ):
     """One decoder layer of a small pass in one native call, x (B, n, H) updated in place (cpu_kernels.c,
-    layer_forward): fastpass.fast_layer's arithmetic with small_attend's float32 attention. cos, sin:
+    layer_forward): layer.decoder_layer's arithmetic with small_attend's float32 attention. cos, sin:
     fastpass.rope_tables; bias: fastpass.attention_bias; the new keys and values go to buffer columns
     col0 .. col0 + n - 1; attention reads columns 0 .. window - 1. `layer_ready` must hold; what else the kernel
     needs of its arguments is checked first (cpu_abi.check_layer: a one-line ValueError or TypeError, no crash)."""
@@ -274,7 +271,7 @@ def topk_logq(logits: torch.Tensor, k: int, temperature: float = 1.0) -> tuple[t
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor | None:
-    """engine/model/fastpass.norm (weight * F.rms_norm(x.float()).to(x.dtype)) in one native call, the
+    """engine/model/layer.norm (weight * F.rms_norm(x.float()).to(x.dtype)) in one native call, the
     arithmetic the layer kernel uses for its own norms (float32 sum of squares in another order; the
     normalised value rounded to x's dtype, then the rounded product). None where the kernels are unavailable
     or the tensors are of another kind: the caller uses torch's four ops (~45 us on the 2-core EPYC for one

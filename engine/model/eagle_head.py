@@ -23,9 +23,8 @@ import torch.nn.functional as F
 
 from engine.costs import ModelCosts
 from engine.formats import DRAFT_VOCAB_FILE, EAGLE_CONFIG_FILE, EAGLE_FORMAT, EAGLE_WEIGHTS_FILE, head_config, head_weight_shapes
-from engine.model import cpukernels
+from engine.model import backend
 from engine.model.fastllama import LeanLlama, rms_norm
-from engine.model.fastpass import fast_mode
 
 
 def fuse_features(features: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, weight: torch.Tensor, linear=F.linear) -> torch.Tensor:
@@ -135,7 +134,8 @@ class EagleRunner:
         self.vocab = vocab.to(device)
         self.head = target.get_output_embeddings().weight[self.vocab].contiguous()  # (C, H): reduced output head
         self.params = sum(v.numel() for v in state.values())
-        self._packed: dict = {}  # id(matrix) -> (matrix, cpukernels.Packed): `linear`'s native copies
+        self._packed: dict = {}  # id(matrix) -> (matrix, its natively packed copy): `linear`'s, on the "native" backend
+        self.native = False  # whether this run's backend is "native" (set per run by engine/drafters/eagle.py)
 
     @torch.no_grad()
     def forward(
@@ -158,15 +158,9 @@ class EagleRunner:
         return self.linear(g, self.head)
 
     def linear(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        """F.linear(x, w, bias) for the head's own matrices; natively (engine/model/cpukernels.py, the bias
-        added after the product) where this process decodes with the native kernels, as the target does."""
-        if x.device.type != "cpu" or fast_mode(x.device) != "native" or not cpukernels.supports(w):
-            return F.linear(x, w, bias)
-        hit = self._packed.get(id(w))
-        if hit is None or hit[0] is not w:
-            hit = self._packed[id(w)] = (w, cpukernels.Packed(w))
-        y = hit[1](x)
-        return y if bias is None else y + bias
+        """F.linear(x, w, bias) for the head's own matrices; natively on the "native" backend, as the target's
+        (engine/model/backend.py, linear)."""
+        return backend.linear(x, w, bias, self._packed if self.native else None)
 
     def costs(self):
         """FLOP/byte accounting (engine/costs.py) of one head step: fc + one layer + the reduced head."""

@@ -7,7 +7,8 @@ speculative step (c, the draft/target cost ratio in Leviathan's speedup formula)
 same arithmetic as `LlamaForCausalLM.forward` (RMSNorm in float32, default RoPE, SDPA attention,
 SwiGLU MLP, tied or untied head) with one Python call per op and nothing else.
 
-It reads the weights of an existing transformers model (no copy) and appends to the same
+It reads the weights of an existing transformers model (the q/k/v and gate/up matrices fused once per model,
+engine/model/fastpass.py's `fuse`) and runs engine/model/layer.py's `decoder_layer` over the same
 `DynamicCache` layers `RaggedCache` manages, so roll-back, row selection and the FLOP accounting are
 unchanged. `supports(model)` says whether a model qualifies: plain Llama (SmolLM2, TinyLlama, the
 distilled draft); anything else (biases, scaled RoPE, other architectures) keeps the transformers path.
@@ -20,6 +21,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from engine.model.fastpass import fuse
+from engine.model.layer import cache_store, decoder_layer
+from engine.model.pass_masks import rope_tables
 
 
 def supports(model: torch.nn.Module) -> bool:
@@ -49,77 +54,6 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def attend(q, k, v, mask, is_causal: bool, scale: float):
-    """Scaled dot-product attention of q (B, H, n, d) over k, v (B, H_kv, T, d) with grouped-query heads.
-    SDPA's own GQA path (`enable_gqa`) without a mask, and with a mask on the CPU, whose flash kernel
-    takes both: the same output bit for bit as expanding the kv heads (a test checks it), and the
-    expansion copies every layer's keys and values, ~0.07 ms per tensor at 250 columns, ~4 ms per
-    SmolLM2 verify pass on the 2-core build CPU (measured 2026-12-01). Elsewhere a mask gets the kv heads
-    expanded to H: CUDA's fused kernels may not take `enable_gqa` with a mask and would silently drop to
-    the math kernel (transformers checks the same, huggingface/transformers#39412).
-    Shared by the lean forward and the static KV buffers (engine/model/static_cache.py)."""
-    bsz, n_heads, _, head_dim = q.shape
-    n_kv, total = k.shape[1], k.shape[2]
-    groups = n_heads // n_kv
-    if groups > 1 and (mask is None or q.device.type == "cpu"):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=True)
-    if groups > 1:
-        k = k[:, :, None].expand(bsz, n_kv, groups, total, head_dim).reshape(bsz, n_heads, total, head_dim)
-        v = v[:, :, None].expand(bsz, n_kv, groups, total, head_dim).reshape(bsz, n_heads, total, head_dim)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
-
-
-def project_qkv(x, cos, sin, ln1, wq, wk, wv, n_heads: int, n_kv: int, head_dim: int, eps: float):
-    """The layer's normed q/k/v projections with RoPE applied: q (B, H, n, d), k and v (B, H_kv, n, d).
-    Shared by `_layer` and the static KV buffers' layer (engine/model/static_cache.py)."""
-    bsz, n, _ = x.shape
-    h = rms_norm(x, ln1, eps)
-    q = F.linear(h, wq).view(bsz, n, n_heads, head_dim).transpose(1, 2)
-    k = F.linear(h, wk).view(bsz, n, n_kv, head_dim).transpose(1, 2)
-    v = F.linear(h, wv).view(bsz, n, n_kv, head_dim).transpose(1, 2)
-    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
-
-
-def finish_layer(x, a, wo, ln2, wg, wu, wd, eps: float):
-    """Attention output a (B, H, n, d) through wo into the residual, then the SwiGLU MLP's residual."""
-    bsz, n, _ = x.shape
-    x = x + F.linear(a.transpose(1, 2).reshape(bsz, n, -1), wo)
-    h = rms_norm(x, ln2, eps)
-    return x + F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)
-
-
-def _layer(
-    x,
-    cos,
-    sin,
-    past_k,
-    past_v,
-    mask,
-    is_causal: bool,
-    ln1,
-    wq,
-    wk,
-    wv,
-    wo,
-    ln2,
-    wg,
-    wu,
-    wd,
-    n_heads: int,
-    n_kv: int,
-    head_dim: int,
-    eps: float,
-    scale: float,
-):
-    """One decoder layer; returns the new hidden states and this layer's keys/values including the new ones."""
-    q, k, v = project_qkv(x, cos, sin, ln1, wq, wk, wv, n_heads, n_kv, head_dim, eps)
-    if past_k is not None:
-        k = torch.cat([past_k, k], dim=2)
-        v = torch.cat([past_v, v], dim=2)
-    a = attend(q, k, v, mask, is_causal, scale)  # (bsz, n_heads, n, head_dim)
-    return finish_layer(x, a, wo, ln2, wg, wu, wd, eps), k, v
 
 
 class LeanLlama:
@@ -169,7 +103,8 @@ class LeanLlama:
         rope_theta: float,
     ) -> LeanLlama:
         """Decoder layers only, no embedding, final norm or head: `body` runs them over input embeddings.
-        Each layer is the tuple of 9 weights `_layer` takes (ln1, q, k, v, o, ln2, gate, up, down). The EAGLE
+        Each layer is the tuple of its 9 weights (ln1, q, k, v, o, ln2, gate, up, down), fused once for the layer
+        (engine/model/fastpass.py, `fuse`; engine/model/layer.py, `decoder_layer`). The EAGLE
         head's runner (engine/drafters/eagle.py) is one such layer."""
         lean = cls.__new__(cls)
         lean._init_body(layers, n_heads=n_heads, n_kv=n_kv, head_dim=head_dim, eps=eps, rope_theta=rope_theta)
@@ -177,7 +112,6 @@ class LeanLlama:
         return lean
 
     def _init_body(self, layers, *, n_heads: int, n_kv: int, head_dim: int, eps: float, rope_theta: float) -> None:
-        self.layer_fn = _layer
         self.n_heads, self.n_kv, self.head_dim = n_heads, n_kv, head_dim
         self.eps = eps
         self.scale = head_dim**-0.5
@@ -234,11 +168,7 @@ class LeanLlama:
         """The decoder layers over input embeddings x (B, n, H); returns the last layer's output (pre-norm).
         The outputs of the layers in `collect` go into `into` (layer index -> (B, n, H))."""
         bsz, n, _ = x.shape
-        dtype = x.dtype
-        freqs = positions[..., None].float() * self.inv_freq.to(x.device)  # (B, n, dim/2)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos = emb.cos().to(dtype)[:, None]  # (B, 1, n, dim)
-        sin = emb.sin().to(dtype)[:, None]
+        cos, sin = rope_tables(positions, self.inv_freq.to(x.device), x.dtype)  # (B, n, 1, dim)
         first = cache.layers[0]
         past = first.keys.shape[2] if first.is_initialized and first.keys.dim() == 4 else 0
         total = past + n
@@ -251,15 +181,9 @@ class LeanLlama:
             causal = cols[None, :] <= (past + torch.arange(n, device=x.device))[:, None]  # (n, W+n)
             mask = causal[None, None] if valid is None else (causal[None] & valid[:, None, :].bool())[:, None]
         is_causal = mask is None and n > 1
-        for i, weights in enumerate(self.layers):
-            layer = cache.layers[i]  # DynamicCache(config=...) holds one (lazily initialised) layer per block
-            past_k, past_v = (layer.keys, layer.values) if past else (None, None)
-            x, k, v = self.layer_fn(
-                x, cos, sin, past_k, past_v, mask, is_causal, *weights, self.n_heads, self.n_kv, self.head_dim, self.eps, self.scale
-            )
-            if not layer.is_initialized:
-                layer.lazy_initialization(k, v)
-            layer.keys, layer.values = k, v
+        dims = (self.n_heads, self.n_kv, self.head_dim, self.eps, self.scale)
+        for i, weights in enumerate(fuse(self)):  # DynamicCache(config=...) holds one (lazily initialised) layer per block
+            x = decoder_layer(x, cos, sin, cache_store(cache.layers[i], past), mask, weights, *dims, is_causal=is_causal)
             if i in collect:
                 into[i] = x
         return x

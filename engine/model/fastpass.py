@@ -17,53 +17,31 @@ the probed copy bandwidth (issue 31). What removes most of that:
 - the native kernels: one call per layer for passes of up to cpukernels.LAYER_TOKENS tokens (a one-token pass reads
   the weights at about the probed bandwidth: docs/measurements.md, "Passes on the CPU").
 
-`torch.compile` of this pass (SPECLAB_FAST=1) was removed in issue 31: on the CPU it ran at about a third of the
+`torch.compile` of this pass was removed in issue 31: on the CPU it ran at about a third of the
 native pass's speed (docs/measurements.md, "Passes on the CPU") and it was never run on a GPU, where CUDA graphs
 (cuda_graphs="auto", engine/model/graphs.py) are the measured way to remove the per-op overhead.
 
+The decoder layer is engine/model/layer.py's `decoder_layer`, the lean forward's own (engine/model/fastllama.py),
+here over the static buffers (`buffer_store`); `fuse` prepares the fused weights every Python pass reads.
+
 Numerics: the same ops in the same order and dtype as engine/model/fastllama.py, except attention's float32
-score arithmetic (a bias added instead of a masked fill, the scale applied inside the product): a fused
+score arithmetic in a small CPU pass (`small_attend`) (a bias added instead of a masked fill, the scale applied inside the product): a fused
 projection computes the same dot products as the three separate ones, keys and values are rounded to the
 model's dtype before they are stored. Float32 greedy decoding gives the same tokens as plain decoding and
 transformers' generate() (tests/engine/test_fastpass.py on a tiny Llama); in bfloat16 the last bits of
 the scores may round differently, so greedy tokens can differ from the eager path's.
 
-`SPECLAB_FAST`: "0" off, "eager" (fused), "native" (fused, native kernels: the default on the CPU). See `fast_mode`.
+Which pass runs is the backend's choice (engine/model/backend.py): "fused" runs this pass in torch ops, "native"
+(the CPU's default) with the native kernels.
 """
 
 from __future__ import annotations
 
-import os
-
 import torch
-import torch.nn.functional as F
 
 from engine.model import cpukernels
-from engine.model.fastllama import attend
-from engine.model.pass_masks import SMALL_ATTEND_QUERIES, attention_bias, rope, rope_lookup, rope_tables
-
-FAST_MODES = ("off", "eager", "native")
-
-
-def fast_mode(device=None) -> str:
-    """SPECLAB_FAST: "0"/"off" -> off; "eager" -> fused eager; "native" -> fused eager with the native CPU
-    kernels (engine/model/cpukernels.py). "1"/"on"/"compiled" (the compiled pass, removed) -> a ValueError saying so.
-
-    Unset: on the CPU "native" where the kernels build (else "eager"): both were measured faster than the lean
-    pass and are exact in float32 (docs/measurements.md, "Passes on the CPU"); "off" on other devices
-    (`device`: where the pass runs; None counts as the CPU). The fused eager pass was never run on a GPU:
-    there CUDA graphs (cuda_graphs="auto") are the measured way to remove the per-op overhead."""
-    value = os.environ.get("SPECLAB_FAST", "").strip().lower()
-    if value == "":
-        on_cpu = device is None or torch.device(device).type == "cpu"
-        return ("native" if cpukernels.available() else "eager") if on_cpu else "off"
-    if value in ("0", "off"):
-        return "off"
-    if value in ("eager", "native"):
-        return value
-    if value in ("1", "on", "compiled"):
-        raise ValueError(f"SPECLAB_FAST={value}: the compiled pass was removed (0.32x the native pass on the CPU); use native, eager or 0")
-    raise ValueError(f"SPECLAB_FAST must be 0, eager or native; got {value!r}")
+from engine.model.layer import buffer_store, decoder_layer, norm, small_pass
+from engine.model.pass_masks import attention_bias, rope_lookup, rope_tables
 
 
 def fuse(lean) -> list[tuple]:
@@ -120,16 +98,6 @@ def _keep(lean, name: str, value) -> None:
         shared[name] = value
 
 
-def linear(x: torch.Tensor, w) -> torch.Tensor:
-    """F.linear; oneDNN's linear where `w` was prepacked (`packed`): the same bfloat16 output, bit for bit; or
-    the native kernel where `w` is a cpukernels.Packed (`packed(native=True)`)."""
-    if isinstance(w, cpukernels.Packed):
-        return w(x)
-    if w.is_mkldnn:
-        return torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
-    return F.linear(x, w)
-
-
 def _onednn(w: torch.Tensor) -> bool:
     return w.device.type == "cpu" and w.dtype == torch.bfloat16 and torch.backends.mkldnn.is_available()
 
@@ -184,12 +152,6 @@ def packed_head(lean, head: torch.Tensor, native: bool = False):
     return value
 
 
-def norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """fastllama.rms_norm in four ops: F.rms_norm over the float32 copy is the same arithmetic (bit for bit:
-    tests/engine/test_fastpass.py), then the scale in the model's dtype."""
-    return weight * F.rms_norm(x.float(), weight.shape, eps=eps).to(x.dtype)
-
-
 def norm_out(x: torch.Tensor, weight: torch.Tensor, eps: float, layers) -> torch.Tensor:
     """A pass's final `norm`; in the native pass (its layers hold natively packed matrices) one kernel call
     (cpukernels.rms_norm, the layer kernel's own norm arithmetic), else torch's."""
@@ -197,55 +159,11 @@ def norm_out(x: torch.Tensor, weight: torch.Tensor, eps: float, layers) -> torch
     return norm(x, weight, eps) if out is None else out
 
 
-def small_attend(q, k, v, bias, scale: float):
-    """Attention of a few queries (a decode or verify pass) by hand, in float32: each kv head's query group
-    as one (groups x n, window) score matrix, plus the pass's bias (`attention_bias`), softmax, times v.
-    q: (B, n, H, d) in the model's dtype; k, v: (B, kv, window, d) views of the float32 buffers (no
-    conversion per layer); returns (B, n, H * d) in q's dtype. On the CPU SDPA's flash kernel costs ~3x
-    this for one query over 256 columns (97 against 308 us, one thread)."""
-    bsz, n, n_heads, d = q.shape
-    n_kv, window = k.shape[1], k.shape[2]
-    groups = n_heads // n_kv
-    qg = torch.empty(bsz, n_kv, groups, n, d, dtype=torch.float32, device=q.device)
-    qg.copy_(q.unflatten(2, (n_kv, groups)).permute(0, 2, 3, 1, 4))  # heads j*groups.. share kv head j
-    scores = torch.baddbmm(bias, qg.view(bsz * n_kv, groups * n, d), k.reshape(bsz * n_kv, window, d).transpose(1, 2), alpha=scale)
-    out = torch.bmm(scores.softmax(-1), v.reshape(bsz * n_kv, window, d))  # (B * kv, groups * n, d)
-    a = torch.empty(bsz, n, n_kv, groups, d, dtype=q.dtype, device=q.device)
-    return a.copy_(out.view(bsz, n_kv, groups, n, d).permute(0, 3, 1, 2, 4)).view(bsz, n, n_heads * d)
-
-
-def fast_layer(
-    x, cos, sin, k_buf, v_buf, cols, mask, window: int, weights, n_heads: int, n_kv: int, head_dim: int, eps: float, scale: float
-):
-    """static_cache.static_layer with one QKV and one gate-up projection: the same arithmetic. cos, sin:
-    `rope_tables`; mask: `small_attend`'s bias where `small_pass`, else the boolean mask (SDPA). The
-    buffers may be float32 under a bfloat16 model (StaticRaggedCache: the fused eager pass on the CPU):
-    the new keys and values are rounded to the model's dtype first, so they hold the same values."""
-    ln1, wqkv, wo, ln2, wgu, wd = weights
-    bsz, n, _ = x.shape
-    qkv = linear(norm(x, ln1, eps), wqkv).view(bsz, n, n_heads + 2 * n_kv, head_dim)
-    qk = rope(qkv[:, :, : n_heads + n_kv], cos, sin)  # (B, n, H + kv, d): q and k heads together
-    k_buf[:bsz].index_copy_(2, cols, qk[:, :, n_heads:].transpose(1, 2).to(k_buf.dtype))
-    v_buf[:bsz].index_copy_(2, cols, qkv[:, :, n_heads + n_kv :].transpose(1, 2).to(v_buf.dtype))
-    k, v = k_buf[:bsz, :, :window], v_buf[:bsz, :, :window]
-    if small_pass(x):
-        a = small_attend(qk[:, :, :n_heads], k, v, mask, scale)
-    else:
-        q = qk[:, :, :n_heads].transpose(1, 2)
-        a = attend(q, k.to(x.dtype), v.to(x.dtype), mask, False, scale).transpose(1, 2).reshape(bsz, n, -1)
-    x = x + linear(a, wo)
-    gate, up = linear(norm(x, ln2, eps), wgu).chunk(2, dim=-1)
-    return x + linear(F.silu(gate) * up, wd)
-
-
-def small_pass(x) -> bool:
-    return x.device.type == "cpu" and x.shape[1] <= SMALL_ATTEND_QUERIES
-
-
 def fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window: int, dims: tuple, collect=(), into=None):
     """All decoder layers over the buffers; returns the last layer's output: one native call per layer where
-    `cpukernels.layer_ready`, else `fast_layer`. The outputs of the layers in `collect` are appended to the list
-    `into` (EAGLE-3 fusion). What every layer shares is made here once: the RoPE tables and the attention bias."""
+    `cpukernels.layer_ready`, else engine/model/layer.py's `decoder_layer` over the buffers. The outputs of the
+    layers in `collect` are appended to the list `into` (EAGLE-3 fusion). What every layer shares is made here
+    once: the RoPE tables and the attention bias."""
     native = cpukernels.layer_ready(x, layers[0], k_bufs[0], dims[2])
     n_heads, n_kv = dims[0], dims[1]
     cos, sin = rope_lookup(positions, inv_freq, x.dtype) if native else rope_tables(positions, inv_freq, x.dtype)
@@ -258,7 +176,7 @@ def fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window
         if native:
             cpukernels.layer(x, cos, sin, k_buf, v_buf, col0, window, mask, weights, *dims)
         else:
-            x = fast_layer(x, cos, sin, k_buf, v_buf, cols, mask, window, weights, *dims)
+            x = decoder_layer(x, cos, sin, buffer_store(k_buf, v_buf, cols, window), mask, weights, *dims)
         if i in collect:
             into.append(x.clone() if native else x)
     return x

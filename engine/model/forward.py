@@ -2,7 +2,7 @@
 
 `RaggedCache` (engine/model/kvcache.py) owns the cache state and hands every pass to one of these:
 - `LeanForward`: SpecLab's gpt-fast-style Llama forward (engine/model/fastllama.py) over the model's own weights,
-  for plain Llama models (the default; SPECLAB_LEAN=0 switches it off to compare against transformers);
+  for plain Llama models (every backend but "transformers": engine/model/backend.py);
 - `TransformersForward`: the model's own `forward` (any architecture transformers supports);
 - `RunnerForward`: a forward of SpecLab's own that is not a transformers model (the EAGLE head's runner,
   engine/drafters/eagle.py).
@@ -15,18 +15,12 @@ takes them for its `Step`.
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from engine.costs import ModelCosts
 from engine.hardware import configure_attention
+from engine.model.backend import lean_default
 from engine.model.fastllama import LeanLlama, supports
-
-
-def lean_enabled() -> bool:
-    """The lean Llama forward is on unless SPECLAB_LEAN=0 (to compare against transformers' own forward)."""
-    return os.environ.get("SPECLAB_LEAN", "1") != "0"
 
 
 class LeanForward:
@@ -75,11 +69,12 @@ class RunnerForward:
 
 
 def make_forward(model: torch.nn.Module | None, device: torch.device, runner=None, lean: bool | None = None):
-    """The forward for a model (or runner) on `device`: lean where it applies, else transformers'."""
+    """The forward for a model (or runner) on `device`: lean where it applies (and `lean` is not False; None: unless
+    the environment asks for the "transformers" backend, engine/model/backend.py), else transformers'."""
     configure_attention(device)  # no cuDNN attention plans per cache length on a GPU (engine/hardware.py)
     if runner is not None:
         return RunnerForward(runner)
-    if (lean_enabled() if lean is None else lean) and supports(model):
+    if (lean_default() if lean is None else lean) and supports(model):
         return LeanForward(model)
     return TransformersForward(model)
 

@@ -9,7 +9,8 @@ vLLM's preallocated blocks do. The ragged bookkeeping is RaggedCache's own and u
 compacted past COMPACT_SLACK, finished rows leave the batch. Those moves copy inside the buffers (the
 first W columns of the first B rows are the live cache), so the buffers never move.
 
-Three ways to run a pass over the buffers (`DecodeConfig.cuda_graphs`):
+The backends that run over the buffers (engine/model/backend.py): "fused" and "native" (StaticRaggedCache._fast,
+engine/model/fastpass.py), and "cuda_graphs" in three modes (`DecodeConfig.cuda_graphs`):
 - "static": eager, attending over exactly the W + n live columns: float32 output identical to the
   dynamic cache (tests check it);
 - "padded": eager, but padded to the pass's graph bucket: batch rounded up (`batch_bucket`) and the
@@ -30,11 +31,12 @@ import torch.nn.functional as F
 
 from engine.config import MAX_DEPTH, ConfigError, GraphMode
 from engine.model import graph_pool, kvcache, static_tree
-from engine.model.fastllama import attend, finish_layer, project_qkv, rms_norm, supports
-from engine.model.fastpass import FastRunner, fast_hidden_pass, fast_llama_pass, fast_mode, fuse, linear, packed, packed_head
-from engine.model.forward import lean_enabled
+from engine.model.backend import Backend, choose_backend
+from engine.model.fastllama import rms_norm
+from engine.model.fastpass import FastRunner, fast_hidden_pass, fast_llama_pass, fuse, packed, packed_head
 from engine.model.kvcache import RaggedCache
-from engine.model.pass_masks import padded_mask, pass_bias
+from engine.model.layer import buffer_store, decoder_layer, linear
+from engine.model.pass_masks import padded_mask, pass_bias, rope_tables
 
 WINDOW_BUCKET = 128  # attention-window granularity of the graph buckets (columns)
 CAPACITY_MARGIN = 8  # spare columns beyond the longest the bookkeeping allows
@@ -93,42 +95,6 @@ class StaticKV:
         return zip(self.keys, self.values)
 
 
-def static_layer(
-    x,
-    cos,
-    sin,
-    k_buf,
-    v_buf,
-    cols,
-    window: int,
-    mask,
-    is_causal: bool,
-    ln1,
-    wq,
-    wk,
-    wv,
-    wo,
-    ln2,
-    wg,
-    wu,
-    wd,
-    n_heads: int,
-    n_kv: int,
-    head_dim: int,
-    eps: float,
-    scale: float,
-):
-    """engine/model/fastllama.py's `_layer`, op for op, except that the new keys/values are written into the
-    buffers at columns `cols` and attention reads the buffers' first `window` columns."""
-    bsz = x.shape[0]
-    q, k, v = project_qkv(x, cos, sin, ln1, wq, wk, wv, n_heads, n_kv, head_dim, eps)
-    k_buf[:bsz].index_copy_(2, cols, k.to(k_buf.dtype))  # (bsz, n_kv, n, d) into columns cols of the first bsz rows
-    v_buf[:bsz].index_copy_(2, cols, v.to(v_buf.dtype))
-    k, v = k_buf[:bsz, :, :window].to(q.dtype), v_buf[:bsz, :, :window].to(q.dtype)  # (bsz, n_kv, window, d)
-    a = attend(q, k, v, mask, is_causal, scale)  # (bsz, n_heads, n, head_dim)
-    return finish_layer(x, a, wo, ln2, wg, wu, wd, eps)
-
-
 class StaticPass:
     """The forward of a LeanLlama (target, model drafter) or of the EAGLE runner over static buffers.
 
@@ -141,30 +107,13 @@ class StaticPass:
         self.inv_freq = lean.inv_freq.to(kv.keys[0].device)  # on the device: no host copy inside a capture
 
     def body(self, x, positions, mask, is_causal, cols, window, collect=(), into=None):
-        """LeanLlama.body over the buffers. mask: (B, 1, n, window) bool or None."""
-        lean, dtype = self.lean, x.dtype
-        freqs = positions[..., None].float() * self.inv_freq  # (B, n, dim/2)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos = emb.cos().to(dtype)[:, None]  # (B, 1, n, dim)
-        sin = emb.sin().to(dtype)[:, None]
-        for i, (weights, (k_buf, v_buf)) in enumerate(zip(lean.layers, self.kv.layers())):
-            x = static_layer(
-                x,
-                cos,
-                sin,
-                k_buf,
-                v_buf,
-                cols,
-                window,
-                mask,
-                is_causal,
-                *weights,
-                lean.n_heads,
-                lean.n_kv,
-                lean.head_dim,
-                lean.eps,
-                lean.scale,
-            )
+        """LeanLlama.body over the buffers (engine/model/layer.py's `decoder_layer`, `buffer_store`). mask: (B, 1, n,
+        window) bool or None."""
+        lean = self.lean
+        cos, sin = rope_tables(positions, self.inv_freq, x.dtype)  # (B, n, 1, dim)
+        dims = (lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)
+        for i, (weights, (k_buf, v_buf)) in enumerate(zip(fuse(lean), self.kv.layers())):
+            x = decoder_layer(x, cos, sin, buffer_store(k_buf, v_buf, cols, window), mask, weights, *dims, is_causal=is_causal)
             if i in collect:
                 into[i] = x
         return x
@@ -207,7 +156,7 @@ class StaticRaggedCache(RaggedCache):
         super().__init__(model, device, costs, lean=lean, runner=runner)
         self.body_lean = runner.lean if runner is not None else self.lean
         if self.body_lean is None:
-            raise ConfigError("static KV buffers need the lean Llama forward (a plain Llama, SPECLAB_LEAN not 0); use cuda_graphs='off'")
+            raise ConfigError("static KV buffers need the lean Llama forward (a plain Llama, a backend other than 'transformers')")
         self.runner_model = runner
         self.mode = mode
         self.max_new_tokens = max_new_tokens
@@ -398,52 +347,25 @@ class StaticRaggedCache(RaggedCache):
         return index
 
 
-FAST_PATHS = ("fused", "native")  # StaticRaggedCache modes of the fast pass: fused eager, native kernels
-FAST_PATH_OF = {"eager": "fused", "native": "native"}  # fast mode -> cache mode
+FAST_PATHS = ("fused", "native")  # StaticRaggedCache modes of the fast pass: the "fused" and "native" backends
 
 
-def _capable(model, runner) -> bool:
-    return runner is not None or (model is not None and lean_enabled() and supports(model))
-
-
-def resolve_mode(requested: str, device: torch.device, model, runner=None) -> tuple[str, str | None]:
-    """(mode, why not graphs): "graphs", "static", "padded" or "off", and the reason graphs are not used."""
-    capable = _capable(model, runner)
-    if requested == GraphMode.OFF.value:
-        return "off", "cuda_graphs='off'"
-    if requested == GraphMode.AUTO.value:
-        if device.type != "cuda":
-            return "off", f"CUDA graphs need CUDA; this run is on {device.type}"
-        if not capable:
-            return "off", "CUDA graphs need the lean Llama forward (a plain Llama, SPECLAB_LEAN not 0)"
-        return "graphs", None
-    if not capable:
-        raise ConfigError(f"cuda_graphs={requested!r} needs the lean Llama forward (a plain Llama, SPECLAB_LEAN not 0)")
-    return requested, f"cuda_graphs={requested!r} runs eagerly"
-
-
-def make_cache(model, device: torch.device, costs, cfg, runner=None, fast: str | None = None) -> RaggedCache:
-    """The cache a decode run uses for one model: dynamic (eager) or static buffers (eager or graphs),
-    as `cfg.cuda_graphs` and the device allow. `cfg` None: the dynamic cache.
-    fast ("off", "eager", "native"; None: `fast_mode`, engine/model/fastpass.py: native on the CPU): with cuda_graphs "off"
-    or "auto", the fused pass over static buffers; with "off", trees stay on the dynamic cache."""
-    requested = cfg.cuda_graphs if cfg is not None else GraphMode.OFF.value
-    fast = fast_mode(device) if fast is None else fast
-    on_fast_path = (
-        cfg is not None and fast != "off" and requested in (GraphMode.OFF.value, GraphMode.AUTO.value) and _capable(model, runner)
-    )
-    if cfg is not None and cfg.tree and not on_fast_path:  # trees: the dynamic cache or the fast pass (static_tree.py)
+def make_cache(model, device: torch.device, costs, cfg, runner=None, backend: Backend | None = None) -> RaggedCache:
+    """The cache a decode run uses for one model: the dynamic cache or static buffers, as the run's backend says
+    (`backend`; None: engine/model/backend.choose_backend from `cfg.backend` and `cfg.cuda_graphs`), narrowed to
+    this model (`Backend.for_model`) and to draft trees (`Backend.for_tree`). `cfg` None: the dynamic cache."""
+    if cfg is None:
         cache = RaggedCache(model, device, costs, runner=runner)
-        cache.graph_note = "tree drafting runs eager over the dynamic KV cache"
+        name = "torch" if cache.lean is not None or runner is not None else "transformers"
+        cache.backend, cache.graph_note = Backend(name, torch.device(device)), None
         return cache
-    mode, why = resolve_mode(requested, torch.device(device), model, runner)
-    if on_fast_path:
-        mode, why = FAST_PATH_OF[fast], None
-    if mode == "off":
-        cache = RaggedCache(model, device, costs, runner=runner)
-        cache.graph_note = why
-        return cache
-    tree_columns = cfg.tree_nodes + 1 + cfg.tree_topk * cfg.depth if cfg.tree else 0  # a verify tree, or a drafter's entries
-    cache = StaticRaggedCache(model, device, costs, mode, cfg.max_new_tokens + tree_columns, runner=runner)
-    cache.graph_note = why
+    backend = (backend or choose_backend(device, cfg.backend, cfg.cuda_graphs)).for_model(model, runner)
+    if cfg.tree:
+        backend = backend.for_tree()
+    if not backend.static:
+        cache = RaggedCache(model, device, costs, lean=backend.lean, runner=runner)
+    else:
+        tree_columns = cfg.tree_nodes + 1 + cfg.tree_topk * cfg.depth if cfg.tree else 0  # a verify tree, or a drafter's entries
+        cache = StaticRaggedCache(model, device, costs, backend.cache_mode, cfg.max_new_tokens + tree_columns, runner=runner)
+    cache.backend, cache.graph_note = backend, backend.note
     return cache

@@ -1,5 +1,5 @@
 """Batch-1 tokens/s, interleaved in one run: transformers' generate() against SpecLab's plain decoding and
-its EAGLE speculation, each eager (SPECLAB_FAST=0) and with the fast pass (SPECLAB_FAST=native or eager).
+its EAGLE speculation, each on the "torch" backend and on a fast one ("native" or "fused"; engine/model/backend.py).
 
 Each round runs every contender once over the same held-out prompts (one after another, batch 1), so a
 shared machine's drift hits them alike; each has a warm-up (and any compilation) first. Prints medians,
@@ -27,12 +27,12 @@ def main() -> None:
     p.add_argument("--prompts", type=int, default=3)
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--depth", type=int, default=3)
-    p.add_argument("--fast", default="native", help="the fast mode compared with eager: native (fused, native kernels) or eager (fused)")
+    p.add_argument("--fast", default="native", help="the backend compared with torch (engine/model/backend.py): native or fused")
     p.add_argument("--tree-nodes", type=int, default=0, help="also an EAGLE-2 tree of this many nodes (depth 4, top-4), fast only")
     p.add_argument("--json", default=None)
     args = p.parse_args()
     from engine import DecodeConfig, load_pair
-    from engine.bench.harness import fast_lane, hf_generate
+    from engine.bench.harness import backend_lane, hf_generate
     from engine.bench.prompts import prompt_set_list
     from engine.bench.rates import rate_lines, ratio_lines
 
@@ -42,13 +42,13 @@ def main() -> None:
     ar = DecodeConfig(mode="autoregressive", max_new_tokens=m)
     spec = DecodeConfig(depth=args.depth, drafter="eagle", max_new_tokens=m)
 
-    ours = functools.partial(fast_lane, pair)
+    ours = functools.partial(backend_lane, pair)
 
     contenders = {
         "hf_generate": lambda ps, n: hf_generate(pair, ps, n, 1),
-        "ar_eager": ours(ar, "0"),
+        "ar_eager": ours(ar, "torch"),
         "ar_fast": ours(ar, args.fast),
-        "eagle_eager": ours(spec, "0"),
+        "eagle_eager": ours(spec, "torch"),
         "eagle_fast": ours(spec, args.fast),
     }
     if args.tree_nodes:

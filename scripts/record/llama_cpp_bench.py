@@ -1,6 +1,6 @@
 """Batch-1 tokens/s of plain decoding, interleaved in one run: llama.cpp's llama-bench against SpecLab's
-autoregressive decoding (eager, SPECLAB_FAST=0; fused, SPECLAB_FAST=eager; fused with the native kernels,
-SPECLAB_FAST=native) and transformers' generate(),
+autoregressive decoding (the backends "torch", "fused" and "native": engine/model/backend.py) and transformers'
+generate(),
 on the same weights (the embedded SmolLM2-135M-Instruct, bfloat16 here and a bf16 GGUF there).
 
 scripts/record/llama_cpp_bench.sh builds llama-bench, converts the weights and calls this; run alone:
@@ -72,7 +72,7 @@ def main() -> None:
 
     os.environ["SPECLAB_THREADS"] = str(args.threads)  # load_pair sizes torch's pool from it
     from engine import DecodeConfig, load_pair
-    from engine.bench.harness import fast_lane, hf_generate
+    from engine.bench.harness import backend_lane, hf_generate
     from engine.bench.prompts import prompt_set_list
     from engine.bench.rates import rate_lines, ratio_lines
 
@@ -99,13 +99,13 @@ def main() -> None:
 
     ar = DecodeConfig(mode="autoregressive", max_new_tokens=m)
 
-    def ours(fast):
-        return fast_lane(pair, ar, fast)
+    def ours(backend):
+        return backend_lane(pair, ar, backend)
 
     contenders = {
         "hf_generate": lambda ps, n: hf_generate(pair, ps, n, 1),
-        "speclab_eager": ours("0"),
-        "speclab_fused": ours("eager"),
+        "speclab_eager": ours("torch"),
+        "speclab_fused": ours("fused"),
         "speclab_native": ours("native"),
         "llama_cpp": lambda ps, n: llama_bench(args.llama_bench, args.gguf, plen, n, args.threads),
     }

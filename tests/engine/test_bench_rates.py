@@ -1,7 +1,5 @@
 """engine/bench/rates.py: the benchmark scripts' median [min, max] table and ratios (of medians, per round)."""
 
-import os
-
 from engine.bench.rates import rate_lines, ratio_lines
 
 
@@ -21,15 +19,17 @@ def test_ratio_lines_pair_rounds_and_skip_missing():
     assert lines[1].split() == ["a", "/", "b", "2.00x", "2.00x", "2.00x", "4.00x"]
 
 
-def test_fast_lane_sets_the_pass_and_decodes(tiny, monkeypatch):
-    """engine.bench.harness.fast_lane: the benchmark scripts' contender runs under its SPECLAB_FAST, n tokens."""
+def test_backend_lane_sets_the_pass_and_decodes(tiny, monkeypatch):
+    """engine.bench.harness.backend_lane: the benchmark scripts' contender runs on its backend, n tokens."""
     from conftest import PROMPTS
 
     from engine import DecodeConfig
-    from engine.bench.harness import fast_lane
+    from engine.bench import harness
 
-    monkeypatch.setenv("SPECLAB_FAST", "eager")
-    run = fast_lane(tiny, DecodeConfig(mode="autoregressive", max_new_tokens=99), "0")
+    seen = []
+    real = harness._ours
+    monkeypatch.setattr(harness, "_ours", lambda pair, prompts, cfg, repeats: seen.append(cfg.backend) or real(pair, prompts, cfg, repeats))
+    run = harness.backend_lane(tiny, DecodeConfig(mode="autoregressive", max_new_tokens=99), "torch")
     got = run(PROMPTS[:1], 5)
-    assert os.environ["SPECLAB_FAST"] == "0"
+    assert seen == ["torch"]
     assert len(got["outputs"][0]) == 5 and got["tokens_per_s"] > 0

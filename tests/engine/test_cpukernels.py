@@ -86,17 +86,19 @@ def test_what_cannot_be_packed_is_refused():
 
 
 def test_switched_off_and_broken_compiler_say_why(monkeypatch, tmp_path):
-    monkeypatch.setenv("SPECLAB_NATIVE", "0")
-    assert cpukernels.library() is None and not cpukernels.available()
-    assert cpukernels.why_not() == "SPECLAB_NATIVE=0"
-    monkeypatch.setenv("SPECLAB_NATIVE", "1")
+    from engine.model import backend
+
+    monkeypatch.setenv("SPECLAB_BACKEND", "fused")  # the backend keeps them off (engine/model/backend.py)
+    assert backend.native_kernels() is None and backend.why_not_native() == "SPECLAB_BACKEND=fused"
+    monkeypatch.delenv("SPECLAB_BACKEND")
     monkeypatch.setenv("SPECLAB_CACHE", str(tmp_path))  # a fresh cache: the library is built again
     monkeypatch.setenv("CC", "/bin/false")
-    assert cpukernels.library() is None
+    cpukernels._state.clear()
+    assert cpukernels.library() is None and not cpukernels.available() and backend.native_kernels() is None
     why = cpukernels.why_not()
     assert why.startswith("the native kernels did not build: the compiler failed") and "\n" not in why
+    assert backend.why_not_native() == why
     monkeypatch.delenv("CC")
-    monkeypatch.delenv("SPECLAB_NATIVE")
     monkeypatch.undo()
     cpukernels._state.clear()  # the next caller loads the real library again
 
@@ -117,7 +119,7 @@ def test_library_is_cached_per_machine(monkeypatch, tmp_path):
 
 @needs_kernels
 def test_native_pass_runs_each_layer_in_one_call(tiny, monkeypatch):
-    """SPECLAB_FAST=native: every decoder layer of a pass of up to LAYER_TOKENS tokens (the short prompt's
+    """The "native" backend: every decoder layer of a pass of up to LAYER_TOKENS tokens (the short prompt's
     prefill too) is one native call, and the greedy tokens are the lean pass's; a pass of more tokens (batch x
     new tokens) than LAYER_TOKENS (here lowered to 4) falls back to the fused eager layer, with the same tokens."""
     from conftest import PROMPTS
@@ -127,12 +129,9 @@ def test_native_pass_runs_each_layer_in_one_call(tiny, monkeypatch):
     calls = []
     real = cpukernels.layer
     monkeypatch.setattr(cpukernels, "layer", lambda *a, **k: calls.append(a[0].shape) or real(*a, **k))
-    cfg = DecodeConfig(mode="autoregressive", max_new_tokens=6)
-    monkeypatch.setenv("SPECLAB_FAST", "0")
-    lean = generate(tiny, PROMPTS[:1], cfg)
+    lean = generate(tiny, PROMPTS[:1], DecodeConfig(mode="autoregressive", max_new_tokens=6, backend="torch"))
     assert calls == []
-    monkeypatch.setenv("SPECLAB_FAST", "native")
-    native = generate(tiny, PROMPTS[:1], cfg)
+    native = generate(tiny, PROMPTS[:1], DecodeConfig(mode="autoregressive", max_new_tokens=6, backend="native"))
     layers = len(tiny.target.model.layers)
     assert native.output_ids == lean.output_ids
     passes = len(calls) // layers
@@ -223,10 +222,10 @@ def test_greedy_stats_without_the_kernels_equal_torch(monkeypatch):
     from engine import sampling
 
     x = torch.randn(2, 3, 300, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
-    monkeypatch.setenv("SPECLAB_NATIVE", "0")
+    monkeypatch.setenv("SPECLAB_BACKEND", "fused")  # the kernels off (engine/model/backend.py)
     ids, logz = sampling.greedy_stats(x)
     assert torch.equal(ids, x.max(-1).indices) and torch.equal(logz, torch.logsumexp(x.float(), -1))
-    monkeypatch.delenv("SPECLAB_NATIVE")
+    monkeypatch.delenv("SPECLAB_BACKEND")
     if cpukernels.available():
         native_ids, native_logz = sampling.greedy_stats(x)
         assert torch.equal(native_ids, ids)
@@ -239,9 +238,10 @@ def test_greedy_stats_without_the_kernels_equal_torch(monkeypatch):
 )
 def test_native_layer_equals_the_fused_eager_layer(batch, n, past):
     """One decoder layer (cpukernels.layer: the products, RoPE, the new keys and values, attention over 16 key
-    columns at a time and the rest one by one, the MLP) against fastpass.fast_layer in float32, random weights,
+    columns at a time and the rest one by one, the MLP) against the Python layer (layer.decoder_layer over the
+    buffers) in float32, random weights,
     a ragged row when batch > 1: the outputs, and the keys and values stored, within float32 reordering."""
-    from engine.model import fastpass
+    from engine.model.layer import buffer_store, decoder_layer
     from engine.model.pass_masks import attention_bias, rope_tables
 
     gen = torch.Generator().manual_seed(batch * 1000 + n * 10 + past)
@@ -265,22 +265,8 @@ def test_native_layer_equals_the_fused_eager_layer(batch, n, past):
     mask = (causal[None] & valid[:, None, :])[:, None]
     bias = attention_bias(mask, kv, heads // kv)
     k1, v1, k2, v2 = keys.clone(), values.clone(), keys.clone(), values.clone()
-    ref = fastpass.fast_layer(
-        x.clone(),
-        cos,
-        sin,
-        k1,
-        v1,
-        torch.arange(past, past + n),
-        bias if n <= 16 else mask,
-        window,
-        (ln1, wqkv, wo, ln2, wgu, wd),
-        heads,
-        kv,
-        d,
-        1e-5,
-        d**-0.5,
-    )
+    store = buffer_store(k1, v1, torch.arange(past, past + n), window)
+    ref = decoder_layer(x.clone(), cos, sin, store, bias if n <= 16 else mask, (ln1, wqkv, wo, ln2, wgu, wd), heads, kv, d, 1e-5, d**-0.5)
     got = cpukernels.layer(x.clone(), cos, sin, k2, v2, past, window, bias, native_w, heads, kv, d, 1e-5, d**-0.5)
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=5e-5)
     torch.testing.assert_close(k2, k1, rtol=1e-5, atol=1e-5)

@@ -92,7 +92,7 @@ def test_depth_zero_is_plain_decoding(tiny):
 # --- caches ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("drafter", ["model", "ngram"])
 def test_cache_lengths_follow_sequence_lengths(tiny, drafter, monkeypatch):
-    monkeypatch.setenv("SPECLAB_FAST", "0")  # the dynamic cache, whose layers this reads (the static one: test_static_cache.py)
+    monkeypatch.setenv("SPECLAB_BACKEND", "torch")  # the dynamic cache, whose layers this reads (the static one: test_static_cache.py)
     stream = generate_steps(tiny, PROMPTS, DecodeConfig(depth=3, drafter=drafter, max_new_tokens=16))
     checked = 0
     for _ in stream:

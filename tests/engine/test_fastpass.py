@@ -9,28 +9,22 @@ import torch
 from conftest import PROMPTS, hf_greedy, no_kernels_reason, tiny_pair
 
 from engine import DecodeConfig, generate
-from engine.model import cpukernels
+from engine.config import ConfigError
+from engine.model import backend, cpukernels
+from engine.model.backend import Backend, choose_backend, default_backend
 from engine.model.eagle_head import EagleRunner, load_head
 from engine.model.fastllama import rms_norm, rotate_half
-from engine.model.fastpass import (
-    FastRunner,
-    attention_bias,
-    fast_mode,
-    fuse,
-    norm,
-    rope,
-    rope_tables,
-    small_attend,
-)
+from engine.model.fastpass import FastRunner, fuse
 from engine.model.kvcache import RaggedCache
+from engine.model.layer import norm, small_attend
 from engine.model.pair import ModelPair
-from engine.model.pass_masks import pass_bias, rope_lookup
+from engine.model.pass_masks import attention_bias, pass_bias, rope, rope_lookup, rope_tables
 from engine.model.static_cache import StaticRaggedCache, make_cache, padded_mask
 
 
-def _tokens(pair, prompts, cfg, monkeypatch, fast: str):
-    monkeypatch.setenv("SPECLAB_FAST", fast)
-    return generate(pair, prompts, cfg)
+def _tokens(pair, prompts, cfg, name: str):
+    """`cfg` decoded on the backend `name` (engine/model/backend.py)."""
+    return generate(pair, prompts, DecodeConfig.from_dict(cfg.to_dict() | {"backend": name}))
 
 
 @pytest.fixture(scope="module", params=[(), (0,)], ids=["eagle", "eagle3-fused"])
@@ -52,50 +46,54 @@ def eagle_pair(tokenizer, tmp_path_factory, request):
 
 
 PASS_NAMES = {
-    "eager": "fused projections, eager (static KV buffers)",
+    "fused": "fused projections, eager (static KV buffers)",
     "native": "fused projections, native CPU kernels (static KV buffers)",
 }
 
 
-@pytest.mark.parametrize("fast", ["eager", "native"])
+@pytest.mark.parametrize("fast", ["fused", "native"])
 @pytest.mark.parametrize("drafter", ["model", "ngram", "eagle"])
 @pytest.mark.parametrize("prompts", [PROMPTS[:1], PROMPTS], ids=["batch1", "ragged3"])
-def test_fused_pass_equals_plain_decoding(eagle_pair, monkeypatch, drafter, prompts, fast):
+def test_fused_pass_equals_plain_decoding(eagle_pair, drafter, prompts, fast):
     """Fused eager passes (with or without the native kernels): the same tokens as the eager dynamic cache,
     for plain and speculative decoding."""
     if fast == "native" and not cpukernels.available():
         pytest.skip(no_kernels_reason())
-    plain = _tokens(eagle_pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24), monkeypatch, "0")
-    fused_plain = _tokens(eagle_pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24), monkeypatch, fast)
-    spec = _tokens(eagle_pair, prompts, DecodeConfig(depth=3, drafter=drafter, max_new_tokens=24), monkeypatch, fast)
+    plain = _tokens(eagle_pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24), "torch")
+    fused_plain = _tokens(eagle_pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24), fast)
+    spec = _tokens(eagle_pair, prompts, DecodeConfig(depth=3, drafter=drafter, max_new_tokens=24), fast)
     assert fused_plain.output_ids == plain.output_ids
     assert spec.output_ids == plain.output_ids
     assert spec.meta["decode_passes"] == fused_plain.meta["decode_passes"] == PASS_NAMES[fast]
     assert plain.meta["kv_cache"] == "dynamic" and spec.meta["kv_cache"] == "static"
+    assert (plain.meta["backend"], spec.meta["backend"], spec.config["backend"]) == ("torch", fast, fast)
 
 
-def test_fused_pass_equals_transformers_generate(tiny, monkeypatch):
+def test_fused_pass_equals_transformers_generate(tiny):
     """Batch 1, float32 greedy: the fused pass gives transformers' own generate() tokens."""
     ids = tiny.encode_prompt(PROMPTS[1])
     with torch.inference_mode():
         ref = tiny.target.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False, min_new_tokens=20)[0, len(ids) :].tolist()
-    for fast in ("eager", "native") if cpukernels.available() else ("eager",):
-        got = _tokens(tiny, [PROMPTS[1]], DecodeConfig(mode="autoregressive", max_new_tokens=20), monkeypatch, fast)
+    for fast in ("fused", "native") if cpukernels.available() else ("fused",):
+        got = _tokens(tiny, [PROMPTS[1]], DecodeConfig(mode="autoregressive", max_new_tokens=20), fast)
         n = len(got.output_ids[0])  # stops early only at an end-of-sequence token
         assert n > 0 and got.output_ids[0] == ref[:n], fast
 
 
 def test_the_fallback_without_the_kernels_equals_transformers(tiny, monkeypatch):
     """What a CPU without AVX-512 (an AVX2 laptop; an ARM Mac run on its CPU) or without gcc runs, forced here with
-    SPECLAB_NATIVE=0 and SPECLAB_FAST unset: the kernels say why they are off, the CPU's default fast mode is "eager"
-    (the fused pass over static KV buffers, torch ops only), greedy statistics and a tree's top-k take torch's way.
-    Float32 greedy tokens equal transformers' generate(): plain, a speculative chain and a draft tree."""
-    monkeypatch.setenv("SPECLAB_NATIVE", "0")
-    monkeypatch.delenv("SPECLAB_FAST", raising=False)
-    assert cpukernels.why_not() == "SPECLAB_NATIVE=0" and fast_mode() == fast_mode("cpu") == "eager"
-    asked, answers = [], []  # the kernels' wrappers are asked, and answer None: the caller then takes torch's way
-    for name in ("layer", "logit_stats", "topk_logq", "rms_norm"):
-        monkeypatch.setattr(cpukernels, name, _recording(getattr(cpukernels, name), name, asked, answers))
+    SPECLAB_BACKEND=fused: the backend says why the kernels are off, the CPU's default is "fused" (the fused pass
+    over static KV buffers, torch ops only), and greedy statistics and a tree's top-k take torch's way: the
+    backend's small operations answer None and no kernel is ever called. Float32 greedy tokens equal
+    transformers' generate(): plain, a speculative chain and a draft tree."""
+    monkeypatch.setenv("SPECLAB_BACKEND", "fused")
+    assert backend.why_not_native() == "SPECLAB_BACKEND=fused" and backend.native_kernels() is None
+    assert default_backend("cpu").name == choose_backend("cpu").name == "fused"
+    asked, answers, kernel_calls = [], [], []
+    for name in ("logit_stats", "topk_logq"):  # the backend's small operations are asked, and answer None
+        monkeypatch.setattr(backend, name, _recording(getattr(backend, name), name, asked, answers))
+    for name in ("layer", "logit_stats", "topk_logq", "rms_norm"):  # the kernels themselves are never called
+        monkeypatch.setattr(cpukernels, name, _recording(getattr(cpukernels, name), name, kernel_calls, []))
     ref = hf_greedy(tiny, PROMPTS[1], 20)
     plain = DecodeConfig(mode="autoregressive", max_new_tokens=20)
     chain = DecodeConfig(depth=3, drafter="model", max_new_tokens=20)
@@ -103,9 +101,12 @@ def test_the_fallback_without_the_kernels_equals_transformers(tiny, monkeypatch)
     for cfg in (plain, chain, tree):
         got = generate(tiny, [PROMPTS[1]], cfg)
         assert got.output_ids[0] == ref and len(ref) == 20, cfg
-        assert got.meta["decode_passes"] == PASS_NAMES["eager"] and got.meta["kv_cache"] == "static", cfg
-    assert "logit_stats" in asked and "topk_logq" in asked and "layer" not in asked  # verification and the tree builder asked ...
-    assert set(answers) == {None} and cpukernels.library() is None  # ... and were answered None every time
+        assert got.meta["decode_passes"] == PASS_NAMES["fused"] and got.meta["kv_cache"] == "static", cfg
+        assert got.meta["backend"] == "fused" and "backend" not in got.config  # chosen by "auto", not written
+    assert "logit_stats" in asked and "topk_logq" in asked  # verification and the tree builder asked ...
+    assert set(answers) == {None} and kernel_calls == []  # ... were answered None every time, and no kernel ran
+    with pytest.raises(ConfigError, match="SPECLAB_BACKEND=fused"):  # and the native backend is refused, saying why
+        choose_backend("cpu", "native")
 
 
 def _recording(real, name: str, asked: list, answers: list):
@@ -127,7 +128,7 @@ def test_fuse_rebinds_the_weights_without_a_copy(tokenizer):
     ids = torch.tensor([[5, 6, 7, 8]])
     with torch.inference_mode():
         before = model(ids).logits
-    cache = make_cache(model, pair.device, pair.target_costs, DecodeConfig(max_new_tokens=8), fast="eager")
+    cache = make_cache(model, pair.device, pair.target_costs, DecodeConfig(max_new_tokens=8, backend="fused"))
     assert isinstance(cache, StaticRaggedCache) and cache.mode == "fused"
     ln1, wqkv, wo, ln2, wgu, wd = fuse(cache.lean)[0]
     attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
@@ -138,35 +139,62 @@ def test_fuse_rebinds_the_weights_without_a_copy(tokenizer):
         assert torch.equal(model(ids).logits, before)
 
 
-def test_fast_mode_switch(monkeypatch, tiny):
-    for value, mode in [("0", "off"), ("off", "off"), ("eager", "eager"), ("native", "native")]:
-        monkeypatch.setenv("SPECLAB_FAST", value)
-        assert fast_mode() == mode == fast_mode("cuda")  # an explicit switch holds on every device
+def test_the_backend_is_chosen_once_per_run_with_one_default_per_device(monkeypatch, tiny):
+    """engine/model/backend.py: the device's default (native on the CPU where the kernels load, else fused; torch on
+    CUDA and MPS), an explicit backend, SPECLAB_BACKEND standing in for "auto", cuda_graphs as it was, and the old
+    variables mapped."""
+    cpu_default = "native" if cpukernels.available() else "fused"
+    assert default_backend("cpu").name == choose_backend(torch.device("cpu")).name == cpu_default
+    assert default_backend("cuda").name == default_backend("mps").name == "torch"
+    assert choose_backend("cuda", cuda_graphs="auto") == Backend("cuda_graphs", torch.device("cuda"), "graphs")
+    auto_on_cpu = choose_backend("cpu", cuda_graphs="auto")
+    assert auto_on_cpu.name == cpu_default and auto_on_cpu.note == "CUDA graphs need CUDA; this run is on cpu"
+    assert choose_backend("cpu", cuda_graphs="padded").cache_mode == "padded"
+    assert choose_backend("cpu", "fused", cuda_graphs="auto").name == "fused"  # a named backend wins over "auto" graphs
+    for name in ("transformers", "torch", "fused"):
+        assert choose_backend("cpu", name).name == name
+    with pytest.raises(ConfigError, match="needs CUDA"):
+        choose_backend("cpu", "cuda_graphs")
+    with pytest.raises(ConfigError, match="cannot go with backend='fused'"):
+        choose_backend("cpu", "fused", cuda_graphs="static")
+    with pytest.raises(ConfigError, match="backend must be one of"):
+        DecodeConfig(backend="eager")  # one name per backend: "eager" was "fused"'s second name
+    costs, tree = tiny.target_costs, DecodeConfig(depth=3, drafter="model", tree_nodes=6, tree_topk=2)
+    default = make_cache(tiny.target, tiny.device, costs, DecodeConfig(max_new_tokens=8))
+    assert isinstance(default, StaticRaggedCache) and default.mode == cpu_default and default.backend.name == cpu_default
+    assert type(make_cache(tiny.target, tiny.device, costs, DecodeConfig(backend="torch"))) is RaggedCache
+    assert make_cache(tiny.target, tiny.device, costs, DecodeConfig(cuda_graphs="static")).mode == "static"
+    assert type(make_cache(tiny.target, tiny.device, costs, DecodeConfig.from_dict(tree.to_dict() | {"backend": "torch"}))) is RaggedCache
+    assert make_cache(tiny.target, tiny.device, costs, DecodeConfig.from_dict(tree.to_dict() | {"backend": "fused"})).mode == "fused"
+    oracle = make_cache(tiny.target, tiny.device, costs, DecodeConfig(backend="transformers"))
+    assert type(oracle) is RaggedCache and oracle.lean is None
+    for value, name in [("torch", "torch"), ("fused", "fused"), ("transformers", "transformers"), ("auto", cpu_default)]:
+        monkeypatch.setenv("SPECLAB_BACKEND", value)
+        assert choose_backend("cpu").name == name and choose_backend("cpu", "torch").name == "torch"  # code's choice wins
+    monkeypatch.setenv("SPECLAB_BACKEND", "eager")
+    with pytest.raises(ConfigError, match="SPECLAB_BACKEND must be"):
+        choose_backend("cpu")
+    monkeypatch.delenv("SPECLAB_BACKEND")
+
+
+def test_the_old_variables_are_mapped_with_a_deprecation_note(monkeypatch, capsys):
+    monkeypatch.setattr(backend, "_warned", set())
+    for variable, value, name in [
+        ("SPECLAB_FAST", "0", "torch"),
+        ("SPECLAB_FAST", "eager", "fused"),
+        ("SPECLAB_LEAN", "0", "transformers"),
+    ]:
+        monkeypatch.setenv(variable, value)
+        assert choose_backend("cpu").name == name
+        assert f"{variable}={value} is deprecated; use SPECLAB_BACKEND={name}" in capsys.readouterr().err
+        monkeypatch.delenv(variable)
+    monkeypatch.setenv("SPECLAB_NATIVE", "0")  # the kernels off: the CPU's default is the fused pass
+    assert choose_backend("cpu").name == "fused" and backend.why_not_native() == "SPECLAB_NATIVE=0"
+    monkeypatch.delenv("SPECLAB_NATIVE")
     for removed in ("1", "on", "compiled"):  # the compiled pass was removed: a clear error, not a silent fallback
         monkeypatch.setenv("SPECLAB_FAST", removed)
-        with pytest.raises(ValueError, match="compiled pass was removed"):
-            fast_mode()
-    # unset: the fused eager pass on the CPU (with the native kernels where they build), off on devices it was never run on
-    cpu_default = "native" if cpukernels.available() else "eager"
-    for unset in (lambda: monkeypatch.delenv("SPECLAB_FAST"), lambda: monkeypatch.setenv("SPECLAB_FAST", "")):
-        unset()
-        assert fast_mode() == fast_mode("cpu") == fast_mode(torch.device("cpu")) == cpu_default
-        assert fast_mode("cuda") == fast_mode("mps") == "off"
-    default = make_cache(tiny.target, tiny.device, tiny.target_costs, DecodeConfig(max_new_tokens=8))
-    assert isinstance(default, StaticRaggedCache) and default.mode == {"native": "native", "eager": "fused"}[cpu_default]
-    monkeypatch.setenv("SPECLAB_NATIVE", "0")  # the kernels switched off: the fused eager pass
-    assert fast_mode() == "eager" and cpukernels.why_not() == "SPECLAB_NATIVE=0"
-    monkeypatch.delenv("SPECLAB_NATIVE")
-    monkeypatch.setenv("SPECLAB_FAST", "maybe")
-    with pytest.raises(ValueError, match="SPECLAB_FAST"):
-        fast_mode()
-    # explicit modes win over SPECLAB_FAST; trees and the explicit static/padded modes keep their caches
-    costs = tiny.target_costs
-    assert type(make_cache(tiny.target, tiny.device, costs, DecodeConfig(), fast="off")) is RaggedCache
-    assert make_cache(tiny.target, tiny.device, costs, DecodeConfig(cuda_graphs="static"), fast="native").mode == "static"
-    tree = DecodeConfig(depth=3, drafter="model", tree_nodes=6, tree_topk=2)
-    assert type(make_cache(tiny.target, tiny.device, costs, tree, fast="off")) is RaggedCache  # the lean pass: dynamic
-    assert make_cache(tiny.target, tiny.device, costs, tree, fast="eager").mode == "fused"  # trees on the fast pass too
+        with pytest.raises(ConfigError, match="compiled pass was removed"):
+            choose_backend("cpu")
 
 
 def test_eager_runner_counts_passes_and_no_capture_time():
@@ -179,44 +207,48 @@ def test_eager_runner_counts_passes_and_no_capture_time():
     assert runner.eager_passes == 0
 
 
-def test_cli_fast_flag_sets_the_switch(monkeypatch, capsys):
-    from engine.__main__ import build_parser, main
+def test_cli_backend_flag(capsys):
+    from engine.__main__ import BACKEND_NAMES, build_parser, main
 
+    assert BACKEND_NAMES == backend.BACKENDS
     for command in (["run", "--prompt", "x"], ["bench"], ["passes"]):
-        assert build_parser().parse_args(command + ["--fast", "eager"]).fast == "eager"
-        assert build_parser().parse_args(command).fast is None
+        assert build_parser().parse_args(command + ["--backend", "fused"]).backend == "fused"
+        assert build_parser().parse_args(command).backend == "auto"
+        for old, name in (("off", "torch"), ("eager", "fused"), ("native", "native")):  # --fast: the old flag, mapped
+            assert build_parser().parse_args(command + ["--fast", old]).backend == name
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["passes", "--fast", "sometimes"])
-    assert "--fast" in capsys.readouterr().err
-    monkeypatch.setenv("SPECLAB_FAST", "0")
-    assert main(["passes", "--fast", "eager", "--json", "/nonexistent-dir/x.json"]) == 2  # fails before loading
-    assert fast_mode() == "eager"
+        build_parser().parse_args(["passes", "--backend", "sometimes"])
+    assert "--backend" in capsys.readouterr().err
+    assert main(["run", "--prompt", "x", "--mode", "autoregressive", "--backend", "cuda_graphs", "--device", "cpu", "--draft", "none"]) == 2
+    assert "needs CUDA" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         build_parser().parse_args(["passes", "--fast", "compiled"])  # removed
 
 
-def test_compare_fast_interleaves_the_modes(tiny):
-    """`passes --compare-fast`: every mode timed at every size in every round, with medians inside the spread."""
+def test_compare_backends_interleaves_them(tiny):
+    """`passes --compare-backends`: every backend timed at every size in every round, with medians inside the spread."""
     from engine.bench.fastcompare import compare_fast, format_fast_comparison
 
-    rows = compare_fast(tiny, ["off", "eager"], [1, 2], [1, 3], context=8, repeats=1, rounds=2)
-    assert {(r["batch"], r["new_tokens"], r["mode"]) for r in rows} == {(b, n, m) for b in (1, 2) for n in (1, 3) for m in ("off", "eager")}
+    rows = compare_fast(tiny, ["torch", "fused"], [1, 2], [1, 3], context=8, repeats=1, rounds=2)
+    assert {(r["batch"], r["new_tokens"], r["mode"]) for r in rows} == {
+        (b, n, m) for b in (1, 2) for n in (1, 3) for m in ("torch", "fused")
+    }
     for r in rows:
         assert len(r["ms_rounds"]) == 2 and r["ms_min"] <= r["ms"] <= r["ms_max"] and r["ms"] > 0
         assert r["tokens_per_pass"] == r["batch"] * r["new_tokens"]
-    table = format_fast_comparison(rows, ["off", "eager"], peak_bandwidth=1e10).splitlines()
-    assert len(table) == 5 and "off/eager" in table[0] and "%BW" in table[0]
-    off, eager = (next(r for r in rows if (r["batch"], r["new_tokens"], r["mode"]) == (1, 1, m)) for m in ("off", "eager"))
+    table = format_fast_comparison(rows, ["torch", "fused"], peak_bandwidth=1e10).splitlines()
+    assert len(table) == 5 and "torch/fused" in table[0] and "%BW" in table[0]
+    off, eager = (next(r for r in rows if (r["batch"], r["new_tokens"], r["mode"]) == (1, 1, m)) for m in ("torch", "fused"))
     assert f"{off['ms'] / eager['ms']:.2f}x" in table[1]
 
 
-def test_compare_fast_refuses_bad_modes(capsys):
+def test_compare_backends_refuses_bad_names(capsys):
     from engine.__main__ import main
 
-    for modes in ("off,turbo", "eager", "off,off"):
-        assert main(["passes", "--compare-fast", modes]) == 2  # refused before any model loads
+    for modes in ("torch,turbo", "off,eager", "fused", "torch,torch"):
+        assert main(["passes", "--compare-backends", modes]) == 2  # refused before any model loads
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith("error:") and ("fast mode" in err[0] or "two or more" in err[0])
+        assert len(err) == 1 and err[0].startswith("error:") and ("unknown backend" in err[0] or "two or more" in err[0])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -267,19 +299,19 @@ def test_native_pass_shortcuts_equal_the_general_pieces(dtype):
         assert cpukernels.rms_norm(x, w.float() if dtype == torch.bfloat16 else w.double(), 1e-5) is None
 
 
-@pytest.mark.parametrize("fast", ["eager", "native"])
+@pytest.mark.parametrize("fast", ["fused", "native"])
 @pytest.mark.parametrize("drafter", ["model", "eagle"])
 @pytest.mark.parametrize("prompts", [PROMPTS[:1], PROMPTS], ids=["batch1", "ragged3"])
-def test_tree_on_the_fast_pass_equals_plain_decoding(eagle_pair, monkeypatch, drafter, prompts, fast):
+def test_tree_on_the_fast_pass_equals_plain_decoding(eagle_pair, drafter, prompts, fast):
     """EAGLE-2 trees verified and drafted over the static buffers (engine/model/static_tree.py): the same
     greedy float32 tokens as plain decoding on the lean pass; fixed trees and goodput's cut trees."""
     if fast == "native" and not cpukernels.available():
         pytest.skip(no_kernels_reason())
-    plain = _tokens(eagle_pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24), monkeypatch, "0")
+    plain = _tokens(eagle_pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24), "torch")
     for cfg in (
         DecodeConfig(depth=4, drafter=drafter, tree_nodes=12, tree_topk=3, max_new_tokens=24),
         DecodeConfig(depth=4, drafter=drafter, tree_nodes=12, tree_topk=3, policy="goodput", max_new_tokens=24),
     ):
-        tree = _tokens(eagle_pair, prompts, cfg, monkeypatch, fast)
+        tree = _tokens(eagle_pair, prompts, cfg, fast)
         assert tree.output_ids == plain.output_ids, cfg.policy
         assert tree.meta["kv_cache"] == "static" and tree.meta["decode_passes"] == PASS_NAMES[fast]

@@ -151,7 +151,7 @@ def test_grouped_query_attention_with_a_mask_equals_expanded_heads(dtype, n):
     the output must equal expanding the kv heads, bit for bit."""
     import torch.nn.functional as F
 
-    from engine.model.fastllama import attend
+    from engine.model.layer import attend
 
     gen = torch.Generator().manual_seed(n)
     q = torch.randn(2, 9, n, 64, generator=gen).to(dtype)

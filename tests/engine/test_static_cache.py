@@ -13,6 +13,7 @@ from conftest import PROMPTS
 
 from engine import DecodeConfig, generate, generate_steps
 from engine.config import ConfigError
+from engine.model.backend import choose_backend
 from engine.model.graphs import GraphRunner
 from engine.model.kvcache import RaggedCache
 from engine.model.static_cache import (
@@ -21,7 +22,6 @@ from engine.model.static_cache import (
     buffer_dtype,
     make_cache,
     padded_mask,
-    resolve_mode,
     static_capacity,
     window_bucket,
 )
@@ -31,9 +31,9 @@ MODES = ["static", "padded"]
 
 @pytest.fixture(autouse=True)
 def dynamic_by_default(monkeypatch):
-    """These tests hold the static modes against the dynamic cache, which a run without cuda_graphs gets only
-    with the fast pass off (SPECLAB_FAST=0; on the CPU the fast pass is the default: tests/engine/test_fastpass.py)."""
-    monkeypatch.setenv("SPECLAB_FAST", "0")
+    """These tests hold the static modes against the dynamic cache, which a run without cuda_graphs gets on the
+    "torch" backend (SPECLAB_BACKEND=torch; on the CPU the fused pass is the default: tests/engine/test_fastpass.py)."""
+    monkeypatch.setenv("SPECLAB_BACKEND", "torch")
 
 
 def decisions(trace):
@@ -156,18 +156,25 @@ def test_graph_runner_runs_eagerly_without_cuda():
 
 # --- the switch ---------------------------------------------------------------------------------------
 def test_mode_resolution_and_errors(tiny, monkeypatch):
-    cpu = torch.device("cpu")
-    assert resolve_mode("auto", cpu, tiny.target) == ("off", "CUDA graphs need CUDA; this run is on cpu")
-    assert resolve_mode("off", cpu, tiny.target)[0] == "off"
-    assert resolve_mode("padded", cpu, tiny.target)[0] == "padded"
-    assert type(make_cache(tiny.target, cpu, tiny.target_costs, DecodeConfig())) is RaggedCache  # auto on a CPU
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    auto = choose_backend(cpu, cuda_graphs="auto")
+    assert (auto.name, auto.note) == ("torch", "CUDA graphs need CUDA; this run is on cpu")
+    assert choose_backend(cuda, cuda_graphs="auto").name == "torch"  # SPECLAB_BACKEND (this file's) stands in for "auto"
+    assert choose_backend(cpu, cuda_graphs="padded").cache_mode == "padded"
+    assert type(make_cache(tiny.target, cpu, tiny.target_costs, DecodeConfig(cuda_graphs="auto"))) is RaggedCache  # auto on a CPU
     assert isinstance(make_cache(tiny.target, cpu, tiny.target_costs, DecodeConfig(cuda_graphs="static")), StaticRaggedCache)
+    monkeypatch.delenv("SPECLAB_BACKEND")
+    assert choose_backend(cuda, cuda_graphs="auto").cache_mode == "graphs" and choose_backend(cuda).name == "torch"
     with pytest.raises(ConfigError, match="cuda_graphs must be one of"):
         DecodeConfig(cuda_graphs="always")
-    monkeypatch.setenv("SPECLAB_LEAN", "0")  # transformers' forward: no static buffers
-    assert resolve_mode("auto", torch.device("cuda"), tiny.target)[0] == "off"
+    graphs = choose_backend(cuda, cuda_graphs="auto")
+    assert graphs.for_model(tiny.target).name == "cuda_graphs" and graphs.for_tree().name == "torch"  # trees: eager, dynamic
+    gpt2 = __import__("transformers").GPT2LMHeadModel(__import__("transformers").GPT2Config(n_layer=1, n_embd=32, n_head=2))
+    assert graphs.for_model(gpt2).name == "transformers"  # a model the lean forward does not cover: transformers' forward
     with pytest.raises(ConfigError, match="lean Llama forward"):
-        generate(tiny, PROMPTS[:1], DecodeConfig(max_new_tokens=4, cuda_graphs="static"))
+        choose_backend(cpu, cuda_graphs="static").for_model(gpt2)
+    with pytest.raises(ConfigError, match="cannot go with backend='transformers'"):  # transformers' forward: no static buffers
+        generate(tiny, PROMPTS[:1], DecodeConfig(max_new_tokens=4, cuda_graphs="static", backend="transformers"))
 
 
 def test_trace_meta_says_how_passes_ran(tiny, tmp_path):
@@ -177,8 +184,9 @@ def test_trace_meta_says_how_passes_ran(tiny, tmp_path):
     meta = trace.meta
     assert meta["decode_passes"] == "eager (static KV buffers, padded to graph buckets)"
     assert meta["graphs_captured"] == 0 and meta["graph_eager_passes"] > 0 and meta["cuda_graphs"] == "padded"
-    plain = generate(tiny, PROMPTS[:2], DecodeConfig(depth=2, max_new_tokens=8))  # the default: "off"
-    assert plain.meta["decode_passes"] == "eager (dynamic KV cache)" and plain.meta["graph_note"] == "cuda_graphs='off'"
+    plain = generate(tiny, PROMPTS[:2], DecodeConfig(depth=2, max_new_tokens=8))  # cuda_graphs "off", backend torch
+    assert plain.meta["decode_passes"] == "eager (dynamic KV cache)" and plain.meta["graph_note"] is None
+    assert plain.meta["backend"] == "torch" and meta["backend"] == "cuda_graphs"
     auto = generate(tiny, PROMPTS[:2], DecodeConfig(depth=2, max_new_tokens=8, cuda_graphs="auto"))
     assert auto.meta["decode_passes"] == "eager (dynamic KV cache)"
     assert auto.meta["graph_note"] == "CUDA graphs need CUDA; this run is on cpu"

@@ -1,0 +1,219 @@
+"""The backend: the one way a run's passes are computed on its device, chosen once per run.
+
+| backend | the pass | KV cache | default on |
+|---|---|---|---|
+| "transformers" | transformers' own forward: the exactness oracle, and models the lean one does not cover | dynamic | - |
+| "torch" | the lean Llama forward (engine/model/fastllama.py), one torch call per op | dynamic | CUDA, MPS |
+| "fused" | one QKV and one gate-up product per layer, torch ops (engine/model/fastpass.py) | static | a CPU without the kernels |
+| "native" | "fused", each layer of a small pass one call into SpecLab's C kernels (cpukernels.py) | static | the CPU |
+| "cuda_graphs" | the lean forward's passes captured as CUDA graphs and replayed (engine/model/graphs.py) | static | - (opt-in) |
+
+`choose_backend(device, requested, cuda_graphs)` makes the choice from `DecodeConfig.backend` ("auto": the
+device's default above) and `DecodeConfig.cuda_graphs`, which stays as it was: "auto" asks for "cuda_graphs"
+where the device is CUDA (and leaves the default elsewhere), "static" and "padded" run the "cuda_graphs"
+backend's passes eagerly (exact windows, or padded to the graph buckets: what a graph replays, on any device).
+An explicit backend the device cannot run is a one-line ConfigError. Per model (`Backend.for_model`): a model
+the lean forward does not cover runs "transformers"; a draft tree under "cuda_graphs" runs "torch"
+(`Backend.for_tree`).
+
+This module is the only one that reads the environment about passes: SPECLAB_BACKEND (one of the names, or
+"auto") stands in for "auto". The variables it replaced (SPECLAB_FAST, SPECLAB_LEAN, SPECLAB_NATIVE) are still
+read here, mapped, with a one-line deprecation note. A backend named by SPECLAB_BACKEND other than "native" also
+keeps the kernels unloaded for the small operations outside the pass (`logit_stats`, `topk_logq`: greedy
+verification's argmax and normaliser, a draft tree's children), which otherwise use them wherever they load:
+SPECLAB_BACKEND=fused is what a CPU without the kernels runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from engine.config import BackendKind, ConfigError, GraphMode
+from engine.model import cpukernels
+from engine.model.fastllama import supports
+
+BACKENDS = tuple(kind.value for kind in BackendKind if kind is not BackendKind.AUTO)  # transformers, torch, fused, native, cuda_graphs
+OVERRIDE = "SPECLAB_BACKEND"
+_LEGACY_FAST = {"0": "torch", "off": "torch", "eager": "fused", "native": "native"}
+_warned: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A chosen backend. name: one of BACKENDS; graph_mode (name "cuda_graphs"): "graphs" (captured), "static" or
+    "padded" (run eagerly); note: why this and not what was asked or the device's default (for the trace)."""
+
+    name: str
+    device: torch.device
+    graph_mode: str | None = None
+    note: str | None = None
+
+    @property
+    def lean(self) -> bool:
+        """Whether SpecLab's own Llama forward runs (every backend but "transformers")."""
+        return self.name != "transformers"
+
+    @property
+    def static(self) -> bool:
+        """Whether the KV cache is static buffers (engine/model/static_cache.py) rather than the dynamic cache."""
+        return self.name in ("fused", "native", "cuda_graphs")
+
+    @property
+    def native(self) -> bool:
+        return self.name == "native"
+
+    @property
+    def cache_mode(self) -> str:
+        """StaticRaggedCache's mode: "fused", "native", or the graph mode."""
+        return self.graph_mode if self.name == "cuda_graphs" else self.name
+
+    def for_model(self, model, runner=None) -> Backend:
+        """This backend for one model: "transformers" where the lean forward does not cover it (a ConfigError for the
+        explicit eager graph modes, which exist to check the lean forward's buffers)."""
+        if self.name == "transformers" or runner is not None or (model is not None and supports(model)):
+            return self
+        if self.graph_mode in (GraphMode.STATIC.value, GraphMode.PADDED.value):
+            raise ConfigError(f"cuda_graphs={self.graph_mode!r} needs the lean Llama forward (a plain Llama)")
+        return Backend("transformers", self.device, note="the lean Llama forward does not cover this model: transformers' forward")
+
+    def for_tree(self) -> Backend:
+        """Draft trees run on the fast pass (engine/model/static_tree.py) or over the dynamic cache, never as graphs."""
+        if self.name != "cuda_graphs":
+            return self
+        return Backend("torch", self.device, note="tree drafting runs eager over the dynamic KV cache")
+
+
+@dataclass(frozen=True)
+class _Override:
+    name: str | None  # the backend the environment asks for, None: the device's default
+    kernels: bool  # whether the native kernels may load in this process
+    source: str  # the variable that said so, for messages
+
+
+def _deprecated(variable: str, instead: str) -> None:
+    if variable not in _warned:
+        _warned.add(variable)
+        print(f"speclab: {variable} is deprecated; use {OVERRIDE}={instead} (engine/model/backend.py)", file=sys.stderr)
+
+
+def _override() -> _Override:
+    """What the environment asks for: SPECLAB_BACKEND, else the deprecated variables, mapped."""
+    value = os.environ.get(OVERRIDE, "").strip().lower()
+    if value and value != "auto":
+        if value not in BACKENDS:
+            raise ConfigError(f"{OVERRIDE} must be auto or one of {', '.join(BACKENDS)}; got {value!r}")
+        return _Override(value, value == "native", f"{OVERRIDE}={value}")
+    if value:
+        return _Override(None, True, "")
+    lean = os.environ.get("SPECLAB_LEAN", "").strip()
+    fast = os.environ.get("SPECLAB_FAST", "").strip().lower()
+    no_native = os.environ.get("SPECLAB_NATIVE", "").strip().lower() in ("0", "off")
+    if lean == "0":
+        _deprecated("SPECLAB_LEAN=0", "transformers")
+        return _Override("transformers", False, "SPECLAB_LEAN=0")
+    if fast:
+        if fast not in _LEGACY_FAST:
+            removed = " (the compiled pass was removed: 0.32x the native pass on the CPU)" if fast in ("1", "on", "compiled") else ""
+            raise ConfigError(f"SPECLAB_FAST={fast} is not a pass{removed}; use {OVERRIDE}=native, fused or torch")
+        _deprecated(f"SPECLAB_FAST={fast}", _LEGACY_FAST[fast])
+        name = _LEGACY_FAST[fast]
+        return _Override(name, name == "native" and not no_native, f"SPECLAB_FAST={fast}")
+    if no_native:
+        _deprecated("SPECLAB_NATIVE=0", "fused")
+        return _Override(None, False, "SPECLAB_NATIVE=0")
+    return _Override(None, True, "")
+
+
+def native_kernels():
+    """The loaded native library, or None (`why_not_native` says why)."""
+    return cpukernels.library() if _override().kernels else None
+
+
+def why_not_native() -> str | None:
+    """None when the native kernels are loaded, else one line saying why not."""
+    override = _override()
+    if not override.kernels:
+        return override.source
+    return cpukernels.why_not()
+
+
+def default_backend(device) -> Backend:
+    """The device's default: "native" on the CPU where the kernels load, else "fused" there; "torch" elsewhere."""
+    device = torch.device(device)
+    if device.type != "cpu":
+        return Backend("torch", device)
+    if native_kernels() is not None:
+        return Backend("native", device)
+    return Backend("fused", device, note=f"native kernels unavailable: {why_not_native()}")
+
+
+def lean_default() -> bool:
+    """Whether a cache made without a DecodeConfig runs the lean forward (not when the environment asks for transformers)."""
+    return _override().name != "transformers"
+
+
+def choose_backend(device, requested: str = "auto", cuda_graphs: str = "off") -> Backend:
+    """The backend a run on `device` uses: `requested` (DecodeConfig.backend; "auto": SPECLAB_BACKEND, else the device's
+    default) with `cuda_graphs` (DecodeConfig.cuda_graphs) as the module docstring says."""
+    device = torch.device(device)
+    if requested not in BACKENDS + ("auto",):
+        raise ConfigError(f"backend must be auto or one of {', '.join(BACKENDS)}; got {requested!r}")
+    if cuda_graphs in (GraphMode.STATIC.value, GraphMode.PADDED.value):  # explicit: it wins over the environment's choice
+        if requested not in ("auto", "cuda_graphs"):
+            raise ConfigError(f"cuda_graphs={cuda_graphs!r} runs the cuda_graphs backend eagerly; it cannot go with backend={requested!r}")
+        return Backend("cuda_graphs", device, cuda_graphs, f"cuda_graphs={cuda_graphs!r} runs eagerly")
+    name = requested if requested != "auto" else (_override().name or "auto")
+    graphs = cuda_graphs == GraphMode.AUTO.value
+    if name == "auto" and graphs and device.type == "cuda":
+        return Backend("cuda_graphs", device, "graphs")
+    chosen = default_backend(device) if name == "auto" else _named(name, device)
+    if graphs and chosen.name != "cuda_graphs":  # cuda_graphs="auto" asked for graphs: say why there are none
+        why = f"this run is on {device.type}" if device.type != "cuda" else f"backend {name!r} was asked for"
+        return Backend(chosen.name, device, note=f"CUDA graphs need CUDA; {why}" if device.type != "cuda" else f"no CUDA graphs: {why}")
+    return chosen
+
+
+def _named(name: str, device: torch.device) -> Backend:
+    """An explicitly named backend on `device`, or a ConfigError saying why the device cannot run it."""
+    if name == "cuda_graphs" and device.type != "cuda":
+        raise ConfigError(f"backend='cuda_graphs' needs CUDA; this run is on {device.type} (cuda_graphs='padded' runs its pass eagerly)")
+    if name == "native" and (device.type != "cpu" or native_kernels() is None):
+        why = f"this run is on {device.type}" if device.type != "cpu" else why_not_native()
+        raise ConfigError(f"backend='native' needs SpecLab's CPU kernels: {why}")
+    return Backend(name, device, "graphs" if name == "cuda_graphs" else None)
+
+
+def logit_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """cpukernels.logit_stats (each row's argmax and log-sum-exp in one call) where the kernels are loaded, else None:
+    the caller then takes torch's way (engine/sampling.py, greedy_stats)."""
+    return cpukernels.logit_stats(logits) if native_kernels() is not None else None
+
+
+def topk_logq(logits: torch.Tensor, k: int, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """cpukernels.topk_logq (a draft tree's children: each row's top k and their log q in one call) where the kernels
+    are loaded, else None: the caller then takes torch's way (engine/drafters/tree.py)."""
+    return cpukernels.topk_logq(logits, k, temperature) if native_kernels() is not None else None
+
+
+def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, packs: dict | None = None) -> torch.Tensor:
+    """F.linear(x, w, bias); with `packs` (a run on the "native" backend) natively where the kernels take the matrix,
+    its packed copy made once and kept in `packs` (id(w) -> (w, cpukernels.Packed)), the bias added after the product."""
+    if packs is None or x.device.type != "cpu" or native_kernels() is None or not cpukernels.supports(w):
+        return F.linear(x, w, bias)
+    hit = packs.get(id(w))
+    if hit is None or hit[0] is not w:
+        hit = packs[id(w)] = (w, cpukernels.Packed(w))
+    y = hit[1](x)
+    return y if bias is None else y + bias
+
+
+def pass_key(device) -> str:
+    """The device's default pass as a key for measurements of it (engine/decoding/passcurve.py): its name, and for the
+    native kernels their source's hash."""
+    chosen = default_backend(device)
+    return chosen.name + (f" {cpukernels.fingerprint()}" if chosen.native else "")
