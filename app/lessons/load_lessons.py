@@ -108,7 +108,7 @@ def gate_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
 
 
 # --- 6. speculate by load ---------------------------------------------------------------------------
-LOAD_TOKENS, LOAD_MAX, LOAD_ROUNDS = 16, 6, 3
+LOAD_TOKENS, LOAD_MAX, LOAD_ROUNDS = 12, 6, 3  # 12 new tokens a run: 16 took a live run past 20 s in a browser (2026-12-04)
 PLAIN = "plain decoding"
 RATE_KEYS = ("decode_tokens_per_s", "decode_tokens_per_s_runs", "tokens_per_s", "tokens_per_s_runs")  # decoding alone; whole run
 ROW_KEYS = (*RATE_KEYS, "alpha", "tpot_ms", "other_cores")
@@ -200,7 +200,8 @@ def load_leviathan(m: dict, s: dict) -> dict | None:
 
 
 # --- 7. width: a draft tree ------------------------------------------------------------------------------
-WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS, WIDTH_ROUNDS = 4, 3, 16, 5  # most chain depth; prompts at batch 1; tokens; rounds
+WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS, WIDTH_ROUNDS = 4, 3, 16, 3  # most chain depth; prompts at batch 1; tokens; rounds
+# (three rounds: five took a live run to 27 s in a browser, 2026-12-04)
 WIDTH_CONTENDERS = (PLAIN, "chain", "tree", GOODPUT)
 WIDTH_BATCHES = (2, 4, 8, 16)  # the large batch's candidates
 

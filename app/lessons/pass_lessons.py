@@ -182,8 +182,9 @@ def operations_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
 
 
 # --- 3. inside the room and past it -------------------------------------------------------------------
-RIDGE_ROUNDS = 5  # six contenders at two batch sizes, after a warm-up: five interleaved rounds (an odd count, so
-# the median round is a real round) keep a live run within 20 s on 2 cores
+RIDGE_ROUNDS = 3  # six contenders at two batch sizes, after a warm-up: three interleaved rounds (an odd count, so
+# the median round is a real round; the fewest by which noise.far_rounds can call one round odd) keep a live run within
+# 20 s on 2 cores, where five took 26-27 s in a browser (2026-12-04)
 
 
 def ridge_settings(room: int, s: dict) -> dict:

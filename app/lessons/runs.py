@@ -35,7 +35,8 @@ def _run(pair, job: Job) -> list:
     return [generate(pair, group, job.cfg) for group in prompts]
 
 
-WARM_TOKENS = 6  # a warm-up decodes at most this many new tokens: every pass shape of the job, at a fraction of its time
+WARM_TOKENS = 4  # a warm-up decodes at most this many new tokens: every pass shape of the job (the prompt's pass, a
+# plain or drafted step), at a fraction of its time
 
 
 def warm_up(pair, jobs: dict) -> list[dict]:
