@@ -1,8 +1,9 @@
 """SpecLab's entry point: page configuration, navigation, and the glossary every page shares.
 
-Each page lives in app/app_pages/. The folder is deliberately not called "pages/": next to the entry
-script that name switches Streamlit to its older automatic multipage mode on direct links. The
-project is installed (`pip install -e .`), so pages import `app` and `engine` without path edits.
+Each page lives in its own folder, named after it (app/sweep/sweep.py: the URL stays /sweep), beside the code
+only that page uses; what pages share is below them (app/common/, app/views/, app/classroom/). No folder is
+called "pages/": next to the entry script that name switches Streamlit to its older automatic multipage mode
+on direct links. The project is installed (`pip install -e .`), so pages import `app` and `engine` without path edits.
 """
 
 import os
@@ -11,20 +12,20 @@ from pathlib import Path
 import pandas  # noqa: F401  (imported whole before any session's thread builds a figure: plotly reads a half-imported pandas from sys.modules)
 import streamlit as st
 
-from app import a11y, resources
+from app.common import a11y, resources
 
-PAGES = Path(__file__).resolve().parent / "app_pages"
+APP = Path(__file__).resolve().parent
 GLOSSARY = Path(__file__).resolve().parents[1] / "lessons" / "glossary.md"
 
 st.set_page_config(page_title="SpecLab", page_icon="⚡", layout="wide")
 st.html(a11y.CSS)  # captions at AA contrast (a style-only st.html takes no room on the page)
 pages = [
-    st.Page(str(PAGES / "playground.py"), title="Playground", icon=":material/sports_score:", default=True),
-    st.Page(str(PAGES / "lessons.py"), title="Lessons", icon=":material/school:"),
-    st.Page(str(PAGES / "sweep.py"), title="Sweep", icon=":material/grid_on:"),
-    st.Page(str(PAGES / "predictor.py"), title="Predictor", icon=":material/calculate:"),
-    st.Page(str(PAGES / "replay.py"), title="Replay", icon=":material/replay:"),
-    st.Page(str(PAGES / "serving.py"), title="Serving engines", icon=":material/dns:"),
+    st.Page(str(APP / "playground" / "playground.py"), title="Playground", icon=":material/sports_score:", default=True),
+    st.Page(str(APP / "lessons" / "lessons.py"), title="Lessons", icon=":material/school:"),
+    st.Page(str(APP / "sweep" / "sweep.py"), title="Sweep", icon=":material/grid_on:"),
+    st.Page(str(APP / "predictor" / "predictor.py"), title="Predictor", icon=":material/calculate:"),
+    st.Page(str(APP / "replay" / "replay.py"), title="Replay", icon=":material/replay:"),
+    st.Page(str(APP / "serving" / "serving.py"), title="Serving engines", icon=":material/dns:"),
 ]
 if os.environ.get(resources.PRELOAD, "1") != "0":
     resources.preload()  # the default pair and the probe, loaded once in the background: no visitor's first run waits for them

@@ -1,7 +1,7 @@
 """The checks every file SpecLab reads back goes through, stated once: a hardened JSON parse and field checkers.
 
 Traces (engine/trace/loader.py), device recordings (engine/roofline/device_recordings.py), recorded pass
-reports (engine/roofline/recordings.py) and lesson recordings (app/lessons/measurement.py) are untrusted
+reports (engine/roofline/recordings.py) and lesson recordings (app/common/measurement.py) are untrusted
 input. Each format makes one `Checker`: the error type it raises and the prefix of its messages. Then
 - `Checker.parse` parses JSON bytes with the caps checked before parsing: size, bracket nesting, integer
   digits, and no NaN or Infinity;

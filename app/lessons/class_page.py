@@ -1,5 +1,5 @@
 """The Lessons page in a class session (issue 29): the store, the class link, the teacher's desk, the student's
-shared result, and the predictions and answers sent to the class. app/app_pages/lessons.py calls these in order;
+shared result, and the predictions and answers sent to the class. app/lessons/lessons.py calls these in order;
 the desk and the student's follow view themselves are app/classroom/panel.py.
 
 One run for the class: the teacher's Reveal runs the lesson's experiment once (live, or the shipped recording in
@@ -17,16 +17,16 @@ import sqlite3
 
 import streamlit as st
 
-from app import resources
 from app.classroom import panel
 from app.classroom.inputs import ClassroomError
 from app.classroom.panel import Seat
 from app.classroom.store import ClassroomStore
-from app.lessons import measurement, step_page, worksheet
+from app.common import measurement, resources
+from app.common.page_helpers import last_resort, one_line
 from app.lessons import page_parts as parts
+from app.lessons import step_page, worksheet
 from app.lessons.experiments import Experiment
 from app.lessons.show import SHOW
-from app.page_helpers import last_resort, one_line
 from app.views import classroom as views
 from app.views.safe import md_escape
 

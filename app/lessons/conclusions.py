@@ -1,7 +1,7 @@
 """The Lessons page's conclusions, as text computed from what an experiment just measured (no streamlit).
 
 Each function takes the measurement an experiment in app/lessons/experiments.py returns (pass-cost rows and
-probed peaks, or lanes (app/lessons/measurement.py) and their `metrics.compare` numbers), live or recorded, and
+probed peaks, or lanes (app/common/measurement.py) and their `metrics.compare` numbers), live or recorded, and
 returns Markdown. Every claim is decided by comparing the run's own numbers: a measured cost against the ridge,
 the machine's knee or a 1.25× tolerance, tokens kept against what a step cost, one run's α or draft time
 against another's; a winner only beyond the spread of the interleaved runs (app/lessons/noise.py); step costs
@@ -35,7 +35,7 @@ from app.views import metrics
 
 def verified_slots(lane: dict) -> tuple[int, int]:
     """(draft positions the target verified, real draft tokens among them): the rest is padding, the slots of rows
-    that had stopped drafting while another row in the batch went on (app/lessons/measurement.py `verified_slots`)."""
+    that had stopped drafting while another row in the batch went on (app/common/measurement.py `verified_slots`)."""
     slots, real = lane["verified_slots"]
     return slots, real
 

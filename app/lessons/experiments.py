@@ -1,10 +1,10 @@
 """The Lessons' experiments: what each one measures, its settings, and the prediction a student makes first.
 
 Each experiment takes (pair, probe, settings) and returns a *measurement*: plain numbers checked by
-app/lessons/measurement.py, the same dict scripts/record/record_lessons.py records under assets/lessons/. Its settings
+app/common/measurement.py, the same dict scripts/record/record_lessons.py records under assets/lessons/. Its settings
 are Knobs the page binds to the URL; its Prediction names the number a student guesses before the run,
 how that number is read from the measurement, and the models (Leviathan et al. 2023, Theorem 3.8, or the
-roofline) it is set against. No streamlit here: the page (app/app_pages/lessons.py) draws, the recording
+roofline) it is set against. No streamlit here: the page (app/lessons/lessons.py) draws, the recording
 script runs these same functions.
 """
 

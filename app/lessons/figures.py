@@ -6,7 +6,7 @@ it. Pure functions: no streamlit. Every text that reaches a figure (drafter and 
 HTML-escaped, because plotly renders tags in titles, legends and hover text. Colours are the Okabe-Ito colour-blind
 safe set (no red/green pair), and every colour also has a name in the legend or on the bar.
 
-Spread (app/lessons/measurement.py, L-C): where a lane or a row carries `tokens_per_s_runs` ({values, median, min,
+Spread (app/common/measurement.py, L-C): where a lane or a row carries `tokens_per_s_runs` ({values, median, min,
 max} over interleaved repeats) the bar shows the median and a whisker from min to max; without it, the single run.
 Time per output token (TPOT, the latency one request sees per token) is the lane's `tpot_ms` where measured, else
 batch ÷ tokens/s: this engine runs a batch until its slowest row ends, so every request waits for the whole batch.

@@ -1,12 +1,12 @@
 """Lessons 4-7's experiments: switching speculation off by batch size, adaptive per-sequence depth, depth policies
 against load, and width (a draft tree). Each takes (pair, probe, settings) and returns a measurement
-(app/lessons/measurement.py). No streamlit.
+(app/common/measurement.py). No streamlit.
 """
 
 from __future__ import annotations
 
+from app.common import measurement as ms
 from app.lessons import knee, pass_lessons, switch
-from app.lessons import measurement as ms
 from app.lessons.experiment_kit import lane_jobs, model_drafter
 from app.lessons.load import cell, load_rate
 from app.lessons.runs import Job, cell_of_runs, lane_pair, median_run, timed_rounds

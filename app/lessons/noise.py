@@ -7,7 +7,7 @@ is a `measurement.spread`. A winner is named only when every run of one beat eve
 
 from __future__ import annotations
 
-from app.lessons import measurement
+from app.common import measurement
 
 
 def clear_winner(a: dict | None, b: dict | None) -> int:

@@ -1,4 +1,4 @@
-"""The Lessons page's parts (app/app_pages/lessons.py calls them in order): the lesson picker and the teacher's
+"""The Lessons page's parts (app/lessons/lessons.py calls them in order): the lesson picker and the teacher's
 plan, the lead, the settings, the prediction, the experiment's result (live or recorded), the GPU panel, the
 detail expanders, the check questions, the worksheet and the sources.
 
@@ -14,14 +14,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import resources
-from app.lessons import measurement, step_page, worksheet
+from app.common import measurement, resources
+from app.common.page_helpers import load_pair_or_error, show_failure, url_fallbacks
+from app.common.url_keys import bound
+from app.lessons import step_page, worksheet
 from app.lessons import teacher_plan as plans
 from app.lessons.experiments import Experiment
 from app.lessons.show import SHOW, key_numbers
 from app.lessons.step_lesson import measure, one_step_traces
-from app.page_helpers import load_pair_or_error, show_failure, url_fallbacks
-from app.url_keys import bound
 from app.views.step_pictures import plain_vs_step_rows
 from engine import ConfigError
 from engine.drafters import available_drafters
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LESSONS_DIR = ROOT / "lessons"
 TEACHER_FILE = LESSONS_DIR / "teacher.md"
 RECORDINGS = ROOT / "assets" / "lessons"
-PAGE = "lessons"  # its bound widgets and their labels: app/url_keys.py
+PAGE = "lessons"  # its bound widgets and their labels: app/common/url_keys.py
 STEP_LESSON = "one_step"  # lesson 0's experiment: its body is the step-through (app/lessons/step_page.py)
 # What an experiment can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
 EXPERIMENT_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)

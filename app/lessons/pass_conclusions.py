@@ -25,7 +25,7 @@ def drafter_label(kind: str) -> str:
 
 
 def draft_share(lane: dict) -> float:
-    """Fraction of the decode steps' time a lane spent drafting (app/lessons/lane_stats.py `draft_share`)."""
+    """Fraction of the decode steps' time a lane spent drafting (app/common/lane_stats.py `draft_share`)."""
     return lane["draft_share"]
 
 

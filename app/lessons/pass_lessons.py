@@ -1,5 +1,5 @@
 """Lessons 1-3's experiments: one pass against tokens per pass, speculation's extra FLOPs, and speculation at batch 1
-against a large batch. Each takes (pair, probe, settings) and returns a measurement (app/lessons/measurement.py).
+against a large batch. Each takes (pair, probe, settings) and returns a measurement (app/common/measurement.py).
 
 Their contenders come from the pass-cost curve of the machine that runs them (its small end timed again by the lesson,
 machine_curve; app/lessons/knee.py reads its room): a setting of 0 means "from this machine's curve", and the
@@ -11,8 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 
+from app.common import measurement as ms
 from app.lessons import knee, noise
-from app.lessons import measurement as ms
 from app.lessons.experiment_kit import lane_jobs, model_drafter
 from app.lessons.runs import LARGE_BATCHES, knee_tokens, lane_pair, median_run, seed_passes, timed_rounds
 from engine.bench.prompts import batch_prompts

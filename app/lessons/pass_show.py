@@ -9,7 +9,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.lessons import conclusions, knee, measurement, noise, pass_figures
+from app.common import measurement
+from app.lessons import conclusions, knee, noise, pass_figures
 from app.lessons.figures import table_height
 from app.views import roofline
 

@@ -46,7 +46,7 @@ def pass_against_probe(m: dict) -> str:
 def live_probe_note(m: dict, label: str, recorded: dict | None) -> str | None:
     """For a live run: its probe against the shipped recording's on the same kind of machine; a sentence starting
     with DISTURBED where it fell below DISTURBED_BELOW of it, else None. `recorded` is the lesson's recording (as
-    app/lessons/measurement.py loads it) or None."""
+    app/common/measurement.py loads it) or None."""
     if not recorded or not str(label).startswith("measured live") or str(recorded.get("machine", "")) not in str(label):
         return None
     rec = recorded.get("measurement") or {}

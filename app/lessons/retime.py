@@ -1,6 +1,6 @@
 """A lesson's own runs re-timed on the H200: the same decode steps priced with SpecLab's recorded H200 pass costs.
 
-Each lane (app/lessons/measurement.py `lane`) and table cell (app/lessons/runs.py `run_stats`) carries `passes`, a
+Each lane (app/common/measurement.py `lane`) and table cell (app/lessons/runs.py `run_stats`) carries `passes`, a
 histogram `[tokens_per_pass, depth, steps]` of its decode steps, and `decode_tokens`. `h200_rate(lane)` prices
 every step at the recorded time of one H200 pass of that many tokens (engine/roofline/retime.py: a straight line
 between the recorded sizes on either side, never beyond them) and returns the decode tokens per second with a note

@@ -3,7 +3,7 @@
 A shared machine drifts: another user's job starts, a core's clock changes. Running contender A three times and
 then B three times would hand the drift to one of them; running A B A B A B hands it to both alike (the way
 engine.bench.harness.run_cells does, which returns only medians). Here every run is kept, so a lesson can show the
-spread (app/lessons/measurement.py `spread`) and name a winner only beyond it (app/lessons/conclusions.py
+spread (app/common/measurement.py `spread`) and name a winner only beyond it (app/lessons/conclusions.py
 `clear_winner`). Also here: Barrow's seed passes (two shapes of one pass, alternated) and the knee of this machine's measured
 pass curve, from which lesson 3 picks its large batch. No streamlit.
 """
@@ -15,7 +15,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from app.lessons import measurement as ms
+from app.common import measurement as ms
 from app.views import metrics
 from engine import DecodeConfig, generate
 from engine.decoding.passcurve import pass_costs

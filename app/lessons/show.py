@@ -1,7 +1,7 @@
 """How each lesson's measurement is drawn on the Lessons page: one `show_<experiment>(measurement, settings)`
 per experiment (the `SHOW` table), and the handful of numbers a worksheet lists (`key_numbers`).
 
-The measurement is the checked dict of app/lessons/measurement.py, live or recorded; every conclusion shown
+The measurement is the checked dict of app/common/measurement.py, live or recorded; every conclusion shown
 is computed from it (app/lessons/conclusions.py)."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.lessons import conclusions, figures, gpu, load, measurement, noise, pass_show, probe_note, retime, switch, width_steps
+from app.common import measurement
+from app.lessons import conclusions, figures, gpu, load, noise, pass_show, probe_note, retime, switch, width_steps
 from app.lessons.experiments import PLAIN
 from app.views import metrics
 

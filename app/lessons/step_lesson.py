@@ -7,7 +7,7 @@ step is chosen by app/views/stepthrough.py `interesting_step`: one that keeps so
 
 from __future__ import annotations
 
-from app.lessons import measurement
+from app.common import measurement
 from app.views import metrics, stepthrough
 from engine import DecodeConfig, generate
 from engine.bench.prompts import batch_prompts

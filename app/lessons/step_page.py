@@ -9,9 +9,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.lessons import measurement
+from app.common import measurement
+from app.common.stepthrough_panel import draw_stages
 from app.lessons.step_lesson import record_of, trace_label, verdict
-from app.stepthrough_panel import draw_stages
 from app.views import step_pictures, stepthrough
 from engine import Trace, TraceError
 

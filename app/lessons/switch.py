@@ -14,8 +14,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.common.lane_stats import spread
 from app.lessons import knee
-from app.lessons.lane_stats import spread
 from app.lessons.noise import clear_winner
 from engine.bench.prompts import EXTRACTIVE_PROMPTS
 

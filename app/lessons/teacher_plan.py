@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from app.lessons import measurement as ms
+from app.common import measurement as ms
 from app.lessons.experiment_kit import Experiment
 
 PLACEHOLDER = re.compile(r"\{expect:([a-z0-9_]+)\}")

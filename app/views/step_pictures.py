@@ -5,7 +5,7 @@ Stage pictures are HTML strings of token boxes, read only from the recorded step
 the verify pass's k + 1 inputs with the causal mask as a small triangle grid, the accepted prefix, the
 correction or bonus token, the KV cache after the roll-back. Token texts are model output: every one is
 escaped here, and colour is never the only signal (each box also carries a word or a mark). The figure is a
-plotly timeline from a lesson-0 measurement (app/lessons/measurement.py "one_step"). No streamlit.
+plotly timeline from a lesson-0 measurement (app/common/measurement.py "one_step"). No streamlit.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def interesting_step(trace) -> int | None:
 
 
 def step_measurement(trace, index: int, plain=None) -> dict:
-    """Lesson 0's measurement (app/lessons/measurement.py "one_step") of step `index`, row 0: k, how many drafts
+    """Lesson 0's measurement (app/common/measurement.py "one_step") of step `index`, row 0: k, how many drafts
     were kept, the tokens gained and the step's timings, with the cost of one plain step to set it against: the
     median step of `plain` (plain decoding of the same prompt) when given, else of the run's own steps that
     drafted nothing (None when there are none)."""

@@ -335,7 +335,7 @@ def load_grid_recording(path) -> tuple[dict | None, str | None]:
     checked field by field (scripts/record/record_sweep.py writes it)."""
     from pathlib import Path
 
-    from app.lessons.measurement import MAX_RECORD_BYTES, MeasurementError, check
+    from app.common.measurement import MAX_RECORD_BYTES, MeasurementError, check
     from engine.trace.loader import parse_json
     from engine.trace.records import TraceError
 

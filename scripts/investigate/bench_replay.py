@@ -5,7 +5,7 @@
 The loader's caps (engine/trace/: MAX_FILE_BYTES, MAX_STEPS, MAX_SEQUENCES, MAX_DEPTH) bound what an
 upload can be. This script writes, for each shape, the largest trace the caps allow (grown until the
 next step would pass the file-size cap), in the loader's own schema, and times what Replay does with
-a pair of them (app/app_pages/replay.py -> app/results.py), with the same functions the page calls:
+a pair of them (app/replay/replay.py -> app/common/results.py), with the same functions the page calls:
 
 - `depth`: one sequence, every step drafting MAX_DEPTH tokens (the most token records per byte);
 - `plain`: one sequence, plain steps (the most steps, up to MAX_STEPS);
@@ -25,7 +25,7 @@ import json
 import statistics
 import time
 
-from app.results import Peaks
+from app.common.results import Peaks
 from app.views import charts, depth_policy, metrics, race, tokens
 from engine.config import MAX_DEPTH
 from engine.trace.file import Trace

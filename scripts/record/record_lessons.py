@@ -4,7 +4,7 @@ Teacher mode on the Lessons page shows these recordings at once, so a class on s
 Space does not wait; "Re-measure live" beside them runs the same experiment on the machine serving
 the page. Each recording is a real run of the lesson's own experiment (app/lessons/experiments.py) at
 its default settings, with the embedded pair and dtype "auto", saved as checked measurement JSON
-(app/lessons/measurement.py) and labelled with the machine (the probe's device name), the dtype, the date and
+(app/common/measurement.py) and labelled with the machine (the probe's device name), the dtype, the date and
 the machine's load average while it ran (other work on a shared machine slows every timing). A recording made
 beside other work (load average above the core count, or other processes keeping more than half a core busy
 during a run: measurement.disturbed) gets a note that starts "DISTURBED", which the page shows as a warning.
@@ -24,7 +24,7 @@ import os
 import time
 from pathlib import Path
 
-from app.lessons import measurement
+from app.common import measurement
 from app.lessons.experiments import EXPERIMENTS
 from app.lessons.knee import room_tokens
 from app.lessons.pass_lessons import machine_curve, remember_room
@@ -109,7 +109,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     pair = load_pair()
     hw = probe(pair.device, pair.dtype, quick=True)
-    curve = steady_curve(pair) if args.refresh_curve else pass_curve(pair)  # as the app's warm-up has it (app/resources.py)
+    curve = steady_curve(pair) if args.refresh_curve else pass_curve(pair)  # as the app's warm-up has it (app/common/resources.py)
     print(f"pass curve measured {curve.measured_at}: 1 token {curve.ms[0]:.2f} ms, room {room_tokens(curve.tokens, curve.ms)}", flush=True)
     small, room = machine_curve(pair, refresh=True)  # lessons 1-3's room, shared by the three recordings
     print(f"lessons 1-3: room {room} tokens ({small['key']})", flush=True)

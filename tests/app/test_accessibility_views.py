@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from app import a11y
+from app.common import a11y
 from app.views import race, tokens
 from app.views.tokens import TOKEN_COLORS, TokenRecord
 

@@ -11,21 +11,21 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from app.lessons import measurement  # noqa: E402
+from app.common import measurement  # noqa: E402
 from app.lessons.experiments import EXPERIMENTS  # noqa: E402
 from app.lessons.files import load_lessons  # noqa: E402
 from tests.app.test_lesson7_goodput import record_with_goodput  # noqa: E402  (a measurement with goodput rows)
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = load_lessons(ROOT / "lessons", EXPERIMENTS)
-PAGE = ROOT / "app" / "app_pages" / "lessons.py"
+PAGE = ROOT / "app" / "lessons" / "lessons.py"
 
 
 def _teacher(lesson: int) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=300)
     at.query_params["lesson"] = str(lesson)
     at.query_params["teacher"] = "true"
-    at.switch_page("app_pages/lessons.py")
+    at.switch_page("lessons/lessons.py")
     return at.run()
 
 

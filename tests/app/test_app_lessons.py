@@ -24,7 +24,7 @@ def _app(**query) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=300)
     for key, value in query.items():
         at.query_params[key] = value
-    at.switch_page("app_pages/lessons.py")
+    at.switch_page("lessons/lessons.py")
     return at.run()
 
 

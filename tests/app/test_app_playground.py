@@ -189,7 +189,7 @@ def test_memory_guard_is_named():
 
 def test_unavailable_model_pair_is_named(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # as on the build machines: the hub cannot be reached
-    from app import resources
+    from app.common import resources
 
     resources.hub_available.clear()  # forget a cached answer from a machine that can reach the hub
     at = _app(pair="Qwen2.5-0.5B-Instruct → Qwen2.5-7B-Instruct (hub)")

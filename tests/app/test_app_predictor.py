@@ -18,7 +18,7 @@ def _page(**params) -> AppTest:
     at = AppTest.from_file(MAIN, default_timeout=240)
     for key, value in params.items():
         at.query_params[key] = str(value)
-    at.switch_page("app_pages/predictor.py")
+    at.switch_page("predictor/predictor.py")
     return at.run()
 
 

@@ -28,7 +28,7 @@ UPLOAD = "Upload your own traces"
 
 def _replay() -> AppTest:
     at = AppTest.from_file(MAIN, default_timeout=60)
-    at.switch_page("app_pages/replay.py")  # opened straight from the URL: the Playground (and its model) never runs
+    at.switch_page("replay/replay.py")  # opened straight from the URL: the Playground (and its model) never runs
     return at.run()
 
 
@@ -107,7 +107,7 @@ def test_malformed_upload_shows_the_trace_error():
 
 
 def test_parse_pair_refuses_mismatched_traces():
-    from app.app_pages.replay import check_pair, parse_pair  # noqa: PLC0415  (module imports streamlit; bare mode)
+    from app.replay.replay import check_pair, parse_pair  # noqa: PLC0415  (module imports streamlit; bare mode)
 
     ar, spec = parse_pair(_raw(FIRST["ar"]), _raw(FIRST["spec"]))
     assert ar.config["mode"] == "autoregressive" and spec.config["mode"] == "speculative"

@@ -28,7 +28,7 @@ SERVER = next(
 
 def _page() -> AppTest:
     at = AppTest.from_file(MAIN, default_timeout=60)
-    at.switch_page("app_pages/serving.py")
+    at.switch_page("serving/serving.py")
     return at.run()
 
 

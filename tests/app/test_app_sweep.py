@@ -32,7 +32,7 @@ def test_pass_cost_figure_and_free_span():
 
 def _sweep() -> AppTest:
     at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=300)
-    at.switch_page("app_pages/sweep.py")
+    at.switch_page("sweep/sweep.py")
     return at.run()
 
 
@@ -120,7 +120,7 @@ def test_sweep_settings_come_from_the_link_and_hostile_values_fall_back():
     at.query_params["pass_tokens"] = "32"
     at.query_params["grid_depths"] = ["77", "<b>x</b>"]
     at.query_params["pass_context"] = "1e309"
-    at.switch_page("app_pages/sweep.py")
+    at.switch_page("sweep/sweep.py")
     at.run()
     assert not at.exception
     assert at.multiselect(key="grid_batches").value == [1, 2] and at.radio(key="grid_drafter").value == "n-gram"

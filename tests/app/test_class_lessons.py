@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from app import resources  # noqa: E402
 from app.classroom.store import ClassroomStore  # noqa: E402
+from app.common import resources  # noqa: E402
 from app.lessons.experiments import EXPERIMENTS  # noqa: E402
 from app.lessons.files import load_lessons  # noqa: E402
 
@@ -35,7 +35,7 @@ def _app(**query) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=300)
     for key, value in query.items():
         at.query_params[key] = value
-    at.switch_page("app_pages/lessons.py")
+    at.switch_page("lessons/lessons.py")
     return at.run()
 
 

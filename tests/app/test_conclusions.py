@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.lessons import conclusions, measurement
+from app.common import measurement
+from app.lessons import conclusions
 
 
 def test_noise_names_a_winner_only_beyond_the_spread():
@@ -26,7 +27,7 @@ def _summary(drafted, accepted, tps, alpha):
 
 def test_lesson5_reports_what_a_run_can_measure():
     def trace(summary, steps=()):
-        """A lane as app/lessons/measurement.py reduces a trace: its summary and its verified draft slots."""
+        """A lane as app/common/measurement.py reduces a trace: its summary and its verified draft slots."""
         return {"summary": summary, "verified_slots": list(measurement.verified_slots(SimpleNamespace(steps=list(steps))))}
 
     gated_steps = [  # batch 8 at width 6: 48 slots, 20 real drafts; then batch 8 at width 2: 16 slots, 10 real drafts

@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from app import resources  # noqa: E402
+from app.common import resources  # noqa: E402
 from app.views import fairness  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,7 +3,7 @@
 - the UI never imports torch (it talks to the engine's public API only);
 - views are pure (no streamlit), pages build no figures (no plotly: figures come from app/views);
 - one catch-all handler in the whole app (no import-path edits: tests/engine/test_layout.py checks every package);
-- every page file app/main.py names exists, and every page file is in the navigation.
+- every page file is in the navigation (tests/app/test_layout_app.py: each page in its own folder).
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app"
-PAGES = APP / "app_pages"
-CATCH_ALL_HOME = APP / "page_helpers.py"  # `last_resort`, the app's one catch-all
+PAGE_FOLDERS = ("playground", "lessons", "sweep", "predictor", "replay", "serving")  # app/<folder>/<folder>.py
+PAGES = [APP / folder / f"{folder}.py" for folder in PAGE_FOLDERS]
+CATCH_ALL_HOME = APP / "common" / "page_helpers.py"  # `last_resort`, the app's one catch-all
 
 
 def _modules(folder: Path) -> list[Path]:
@@ -33,7 +34,7 @@ def _imported(path: Path) -> set[str]:
 
 
 def test_app_modules_exist():
-    assert len(_modules(APP)) >= 10 and len(_modules(PAGES)) == 6
+    assert len(_modules(APP)) >= 10 and all(p.is_file() for p in PAGES)
 
 
 def test_no_app_module_imports_torch():
@@ -44,7 +45,7 @@ def test_no_app_module_imports_torch():
 def test_views_are_pure_and_pages_build_no_figures():
     impure = [str(p.relative_to(ROOT)) for p in _modules(APP / "views") if "streamlit" in _imported(p)]
     assert not impure, f"views must not call streamlit: {impure}"
-    plotting = [str(p.relative_to(ROOT)) for p in _modules(PAGES) if "plotly" in _imported(p)]
+    plotting = [str(p.relative_to(ROOT)) for p in PAGES if "plotly" in _imported(p)]
     assert not plotting, f"pages must take their figures from app/views: {plotting}"
 
 
@@ -60,22 +61,11 @@ def test_one_catch_all_handler():
     assert len(found) == 1 and found[0].startswith(str(CATCH_ALL_HOME.relative_to(ROOT))), found
 
 
-def _page_files_in_main() -> list[str]:
-    """The page file names app/main.py passes to st.Page (string literals ending in .py)."""
-    tree = ast.parse((APP / "main.py").read_text(encoding="utf-8"))
-    return [
-        node.value
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".py")
-    ]
-
-
-def test_every_page_in_main_exists():
-    named = _page_files_in_main()
-    assert named == ["playground.py", "lessons.py", "sweep.py", "predictor.py", "replay.py", "serving.py"]
-    missing = [name for name in named if not (PAGES / name).is_file()]
-    assert not missing, f"app/main.py names page files that do not exist in app/app_pages/: {missing}"
-    orphans = sorted({p.name for p in _modules(PAGES)} - set(named) - {"__init__.py"})
+def test_every_page_file_is_in_the_navigation():
+    """Each room's page file (app/x/x.py) is opened by app/main.py (tests/app/test_layout_app.py checks what it names)."""
+    text = (APP / "main.py").read_text(encoding="utf-8")
+    files = [p for p in sorted(APP.glob("*/*.py")) if p.stem == p.parent.name]
+    orphans = [str(p.relative_to(ROOT)) for p in files if f'"{p.stem}" / "{p.name}"' not in text]
     assert not orphans, f"page files no navigation entry reaches: {orphans}"
 
 

@@ -1,5 +1,5 @@
 """Hub presets: refused in one line when they cannot fit the GPU, downloaded outside the run lock with
-progress, then loaded inside it (app/hub_fetch.py, app/resources.get_pair; issue 30, item 4)."""
+progress, then loaded inside it (app/common/hub_fetch.py, app/resources.get_pair; issue 30, item 4)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 pytest.importorskip("streamlit")
-from app import hub_fetch, resources  # noqa: E402
+from app.common import hub_fetch, resources  # noqa: E402
 from engine.model import vram  # noqa: E402
 from tests.engine.test_vram import QWEN_7B  # noqa: E402
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.lessons import conclusions, measurement, width, width_steps
+from app.common import measurement
+from app.lessons import conclusions, width, width_steps
 from app.lessons import figures as F
 
 ROOT = Path(__file__).resolve().parents[2]

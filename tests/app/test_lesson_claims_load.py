@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from app.lessons import conclusions, knee, load, measurement, switch, width
+from app.common import measurement
+from app.lessons import conclusions, knee, load, switch, width
 from app.lessons.noise import clear_winner
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from app.lessons import conclusions, knee, measurement, noise, pass_conclusions, pass_lessons
+from app.common import measurement
+from app.lessons import conclusions, knee, noise, pass_conclusions, pass_lessons
 from app.lessons.step_lesson import verdict
 from app.lessons.step_page import recorded_one_step
 

@@ -9,9 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from app.common import measurement
 from app.lessons import experiments as lx
 from app.lessons import load_lessons as ll
-from app.lessons import measurement, runs
+from app.lessons import runs
 from engine import DecodeConfig, load_pair
 from engine.hardware import probe
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from app.common import measurement
 from app.lessons import figures as F
-from app.lessons import measurement, noise, pass_figures, switch
+from app.lessons import noise, pass_figures, switch
 
 ROOT = Path(__file__).resolve().parents[2]
 DRAWN = ("memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width")

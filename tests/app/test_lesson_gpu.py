@@ -109,7 +109,7 @@ def test_every_lesson_draws_a_chart_and_a_gpu_panel_naming_the_gpu():
     def page():
         import streamlit as st
 
-        from app.lessons import measurement
+        from app.common import measurement
         from app.lessons.show import SHOW, show_gpu_panel
 
         for name in SHOW:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app.engine_source import DRAFTER_SOURCES, STAGE_SOURCES, TREE_STAGE_SOURCES, SourceError, numbered_block, source_of
-from app.lessons import measurement, worksheet
+from app.common import measurement
+from app.common.engine_source import DRAFTER_SOURCES, STAGE_SOURCES, TREE_STAGE_SOURCES, SourceError, numbered_block, source_of
+from app.lessons import worksheet
 from app.lessons.experiments import EXPERIMENTS
 from app.views import stepthrough
 from engine import Trace

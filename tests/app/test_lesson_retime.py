@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def lane_of(name: str) -> dict:
-    """A lane as app/lessons/lane_stats.py writes it: the decode steps' pass shapes, tokens and time."""
+    """A lane as app/common/lane_stats.py writes it: the decode steps' pass shapes, tokens and time."""
     trace = Trace.from_json(ROOT / "assets/traces" / f"{name}.json")
     steps = [s for s in trace.steps if s.kind == "decode"]
     shapes = Counter((s.tokens_per_pass, s.depth) for s in steps)

@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from app import resources  # noqa: E402
-from app.page_helpers import one_line  # noqa: E402
+from app.common import resources  # noqa: E402
+from app.common.page_helpers import one_line  # noqa: E402
 from engine import ModelLoadError  # noqa: E402
 
 MAIN = str(Path(__file__).resolve().parents[2] / "app" / "main.py")
@@ -43,7 +43,7 @@ def test_one_line():
     assert len(one_line(OSError("x" * 1000))) == 300
 
 
-@pytest.mark.parametrize("page", ["app_pages/sweep.py"])
+@pytest.mark.parametrize("page", ["sweep/sweep.py"])
 def test_pages_stop_with_one_line_when_the_pair_does_not_load(broken_pair, page):
     at = AppTest.from_file(MAIN, default_timeout=60)
     at.switch_page(page)
@@ -61,7 +61,7 @@ def test_lessons_show_recordings_and_say_in_one_line_when_a_live_run_cannot_load
     live then says in one line why it cannot run."""
     at = AppTest.from_file(MAIN, default_timeout=60)
     at.query_params["lesson"] = "1"
-    at.switch_page("app_pages/lessons.py")
+    at.switch_page("lessons/lessons.py")
     at.run()
     at.number_input(key="l1_guess").set_value(3.0).run()
     _no_traceback(at)
@@ -83,7 +83,7 @@ def test_playground_skips_the_run_when_the_pair_does_not_load(broken_pair):
 
 
 def _draws_badly():
-    from app.page_helpers import last_resort
+    from app.common.page_helpers import last_resort
 
     with last_resort("Could not draw these traces", "Are they complete SpecLab traces?"):
         raise KeyError("steps")

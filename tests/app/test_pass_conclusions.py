@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from app.lessons import conclusions, knee, measurement, noise, pass_conclusions, pass_figures, pass_lessons
+from app.common import measurement
+from app.lessons import conclusions, knee, noise, pass_conclusions, pass_figures, pass_lessons
 
 
 def _row(n, ms, rounds=None, peak_bw=10e9, bw_share=0.2, fl_share=0.02, peak_fl=100e9):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.page_helpers import url_fallbacks
-from app.policy_options import POLICIES, POLICY_HELP, BatchTableError, format_batch_table, parse_batch_table
+from app.common.page_helpers import url_fallbacks
+from app.playground.policy_options import POLICIES, POLICY_HELP, BatchTableError, format_batch_table, parse_batch_table
 from engine.config import PolicyKind
 
 

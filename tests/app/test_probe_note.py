@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.lessons import measurement, probe_note
+from app.common import measurement
+from app.lessons import probe_note
 from engine.hardware import probe
 
 ROOT = Path(__file__).resolve().parents[2]

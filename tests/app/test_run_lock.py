@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException  # noqa: E402
 
-from app import resources  # noqa: E402
+from app.common import resources  # noqa: E402
 
 
 class Notice:
@@ -135,7 +135,7 @@ def test_the_app_preloads_the_default_pair_and_the_probe_in_the_background():
     def script():
         import streamlit as st
 
-        from app import resources
+        from app.common import resources
 
         thread = resources.preload("embedded", "auto")
         thread.join(timeout=600)

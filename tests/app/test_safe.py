@@ -28,7 +28,7 @@ def test_md_escape_escapes_every_markdown_character():
 
 
 def test_replay_error_text_is_one_escaped_line():
-    from app.app_pages.replay import error_text  # noqa: PLC0415  (module imports streamlit; bare mode)
+    from app.replay.replay import error_text  # noqa: PLC0415  (module imports streamlit; bare mode)
 
     raw = json.dumps({"schema": "![b](http://x)\n[text](http://x)"}).encode()
     with pytest.raises(TraceError) as info:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.lessons import measurement
+from app.common import measurement
 from app.lessons.experiments import EXPERIMENTS
 from app.lessons.step_lesson import measure, one_step_models, record_of, verdict
 from app.views import step_pictures, stepthrough

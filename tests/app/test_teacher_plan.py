@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from app.lessons import measurement as ms
+from app.common import measurement as ms
 from app.lessons import teacher_plan
 from app.lessons.experiments import EXPERIMENTS
 from app.lessons.page_parts import RECORDINGS, TEACHER_FILE

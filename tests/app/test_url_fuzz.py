@@ -1,6 +1,6 @@
 """Every URL-bound widget of every page survives any query string (issue 21).
 
-The keys come from the registry (app/url_keys.py), so a key a page binds later is fuzzed without
+The keys come from the registry (app/common/url_keys.py), so a key a page binds later is fuzzed without
 editing this file. For each hostile value, one AppTest run sets every bound key of a page to it (and
 a second run with the custom prompt for the free-text values, so the keys drawn only then are reached): the page must render
 without an exception, show no traceback, and show a notice naming each widget whose value is not
@@ -19,9 +19,9 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from app.common.page_helpers import _same  # noqa: E402
+from app.common.url_keys import BOUND, LINK_ONLY, PAGE_FILES  # noqa: E402
 from app.lessons.experiments import EXPERIMENTS  # noqa: E402
-from app.page_helpers import _same  # noqa: E402
-from app.url_keys import BOUND, LINK_ONLY, PAGE_FILES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = str(ROOT / "app" / "main.py")
@@ -102,7 +102,7 @@ def _run(page: str, params: dict) -> AppTest:
     at = AppTest.from_file(MAIN, default_timeout=300)
     for key, value in params.items():
         at.query_params[key] = value
-    if PAGE_FILES[page] != "app_pages/playground.py":  # the default page opens without switching
+    if PAGE_FILES[page] != "playground/playground.py":  # the default page opens without switching
         at.switch_page(PAGE_FILES[page])
     return at.run()
 
@@ -129,7 +129,7 @@ def test_the_registry_is_what_the_pages_bind():
     """Every bound key is registered (pages bind through url_keys.bound only) and every registered key is drawn."""
     for path in (ROOT / "app").rglob("*.py"):
         if path.name != "url_keys.py":
-            assert "bind=" not in path.read_text(encoding="utf-8"), f"{path}: bind through app.url_keys.bound"
+            assert "bind=" not in path.read_text(encoding="utf-8"), f"{path}: bind through app.common.url_keys.bound"
     for page in BOUND:
         runs = [{"lesson": str(n)} for n in range(1, len(LESSON_KNOBS) + 1)] if page == "lessons" else [{}]
         drawn = set()
@@ -148,7 +148,7 @@ def test_the_lessons_registry_is_the_experiments_knobs():
 @pytest.fixture
 def class_store(tmp_path, monkeypatch):
     """A fresh class-session store file (the Lessons page opens it for `?class=`)."""
-    from app import resources
+    from app.common import resources
 
     monkeypatch.setenv("SPECLAB_DATA", str(tmp_path))
     resources.classroom_store.clear()

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from app import resources
-from app.hub_fetch import VramRefusal
-from app.url_keys import BOUND
+from app.common import resources
+from app.common.hub_fetch import VramRefusal
+from app.common.url_keys import BOUND
 from engine import ConfigError, ModelLoadError
 from engine.drafters import drafter_name
 
@@ -99,7 +99,7 @@ def url_fallbacks(raw: Mapping[str, str], values: Mapping[str, object], labels: 
 
 
 def link_notices(page: str, raw: Mapping[str, str]) -> list[str]:
-    """The notices for the link parameters `page` could not use: every key the registry (app/url_keys.py) binds
+    """The notices for the link parameters `page` could not use: every key the registry (app/common/url_keys.py) binds
     for it and this script run drew, compared with the query string `raw` read before the widgets were drawn."""
     keys = BOUND[page]
     values = {key: st.session_state[key] for key in keys if key in st.session_state}
@@ -116,7 +116,7 @@ def ready_label(pair) -> str:
 
 
 def download_progress(status):
-    """on_progress for a hub download (app/hub_fetch.py): a progress bar in the loading status, made at the
+    """on_progress for a hub download (app/common/hub_fetch.py): a progress bar in the loading status, made at the
     first report (a pair already downloaded shows none)."""
     bar = []
 

@@ -1,5 +1,5 @@
 """The Playground's runs: both lanes decoded live one after the other, what a load-aware policy priced k
-with, and the draft-tree viewer (app/app_pages/playground.py calls them)."""
+with, and the draft-tree viewer (app/playground/playground.py calls them)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 
 import streamlit as st
 
-from app.playground_controls import Settings
-from app.policy_options import format_batch_table
+from app.playground.controls import Settings
+from app.playground.policy_options import format_batch_table
 from app.views import depth_policy, tokens
 from app.views import tree as tree_view
 from engine import DecodeConfig, generate_steps

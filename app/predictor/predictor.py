@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import resources
-from app.page_helpers import link_notices, load_pair_or_error, show_failure
-from app.url_keys import bound
+from app.common import resources
+from app.common.page_helpers import link_notices, load_pair_or_error, show_failure
+from app.common.url_keys import bound
 from app.views.predictor import (
     MeasuredSeries,
     crossover_lines,
@@ -40,7 +40,7 @@ CONTEXTS = [0, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 13107
 FLOOR_BY_LABEL = {"CUDA graph": "graph", "eager": "eager", "none": "none"}
 MODE_LABELS = {"graph": "CUDA graph", "eager": "eager"}
 DEPTHS = list(range(1, 9))
-PAGE = "predictor"  # its bound widgets and their labels: app/url_keys.py
+PAGE = "predictor"  # its bound widgets and their labels: app/common/url_keys.py
 MEASURE_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 
 

@@ -11,11 +11,11 @@ import datetime as dt
 
 import streamlit as st
 
-from app import resources
-from app.page_helpers import last_resort, load_pair_or_error, show_failure
-from app.playground_controls import NO_DRAFTER, controls, input_problems
-from app.playground_run import policy_basis, run_both, show_policy_basis, show_trees
-from app.results import Peaks, gauge_name, show_results
+from app.common import resources
+from app.common.page_helpers import last_resort, load_pair_or_error, show_failure
+from app.common.results import Peaks, gauge_name, show_results
+from app.playground.controls import NO_DRAFTER, controls, input_problems
+from app.playground.run import policy_basis, run_both, show_policy_basis, show_trees
 from engine import ConfigError, ModelLoadError, TraceError
 from engine.drafters import drafter_name
 from engine.hardware import pick_device, thread_line

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app import hub_fetch
+from app.common import hub_fetch
 from engine import ConfigError, DecodeConfig, ModelLoadError, generate, load_pair
 from engine.decoding.passcurve import pass_curve
 from engine.drafters import available_drafters
@@ -159,7 +159,7 @@ def get_pair(preset_key: str, dtype: str, on_progress=None):
     """The model pair for (preset, dtype), loaded once for the whole server (in a model turn); at most
     RESIDENT_PAIRS stay resident. A hub preset not loaded yet is first checked against the GPU's free
     memory (VramRefusal, one line) and downloaded OUTSIDE the run lock (`on_progress(repo, done, total)`,
-    app/hub_fetch.py): a long download never queues the other visitors' runs."""
+    app/common/hub_fetch.py): a long download never queues the other visitors' runs."""
     preset = PRESETS[preset_key]
     if preset.hub and not is_loaded(preset_key, dtype):
         refusal = hub_fetch.vram_refusal(preset, dtype)

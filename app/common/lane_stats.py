@@ -1,4 +1,4 @@
-"""From traces to a lesson's lanes: a decoding run reduced to the plain numbers a lesson reads (app/lessons/measurement.py
+"""From traces to a lesson's lanes: a decoding run reduced to the plain numbers a lesson reads (app/common/measurement.py
 checks them against the schema). Decoding is kept apart from the prompt's pass (decode_fields). No streamlit, no
 torch: a Trace goes in through `lane()`, which reads only its public fields.
 """

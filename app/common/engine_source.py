@@ -16,7 +16,7 @@ import textwrap
 import threading
 from pathlib import Path
 
-ENGINE = Path(__file__).resolve().parents[1] / "engine"
+ENGINE = Path(__file__).resolve().parents[2] / "engine"
 
 
 class SourceError(LookupError):

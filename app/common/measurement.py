@@ -17,7 +17,7 @@ import os
 import re
 from pathlib import Path
 
-from app.lessons.lane_stats import (  # re-exported: lessons read them as measurement.*
+from app.common.lane_stats import (  # re-exported: lessons read them as measurement.*
     SUMMARY_KEYS,
     decode_fields,
     decode_rate,

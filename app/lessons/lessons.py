@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.common.page_helpers import url_fallbacks
+from app.common.url_keys import bound
 from app.lessons import class_page, step_page
 from app.lessons import page_parts as parts
 from app.lessons.experiments import EXPERIMENTS
 from app.lessons.files import load_lessons
 from app.lessons.show import show_gpu_panel
-from app.page_helpers import url_fallbacks
-from app.url_keys import bound
 
 st.title("🎓 Lessons")
 st.markdown(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.page_helpers import show_failure
+from app.common.page_helpers import show_failure
 from app.views import serving as views
 from engine.serving import client, metrics, record, sweep
 

@@ -2,7 +2,7 @@
 
 A page binds a widget with `**bound("playground", "batch")` (which gives Streamlit `key` and
 `bind="query-params"`); a key that is not registered here raises, so no page can bind one that the
-registry, the link notices (`app.page_helpers.link_notices`) and the URL fuzz test
+registry, the link notices (`app.common.page_helpers.link_notices`) and the URL fuzz test
 (tests/app/test_url_fuzz.py) do not know about. A contract test checks that no page passes `bind=`
 itself. Plain data, no streamlit.
 """
@@ -13,10 +13,10 @@ BIND = "query-params"
 
 # page -> its script under app/ (what AppTest opens) and its bound keys -> the label the notices use
 PAGE_FILES = {
-    "playground": "app_pages/playground.py",
-    "predictor": "app_pages/predictor.py",
-    "sweep": "app_pages/sweep.py",
-    "lessons": "app_pages/lessons.py",
+    "playground": "playground/playground.py",
+    "predictor": "predictor/predictor.py",
+    "sweep": "sweep/sweep.py",
+    "lessons": "lessons/lessons.py",
 }
 BOUND: dict[str, dict[str, str]] = {
     "playground": {
@@ -94,5 +94,5 @@ LINK_ONLY: dict[str, tuple[str, ...]] = {"lessons": ("lesson", "class", "desk")}
 def bound(page: str, key: str) -> dict[str, str]:
     """The keyword arguments that bind a widget of `page` to the URL parameter `key` (registered above)."""
     if key not in BOUND.get(page, {}):
-        raise KeyError(f"{key!r} is not a registered URL key of page {page!r}: add it to app/url_keys.py BOUND")
+        raise KeyError(f"{key!r} is not a registered URL key of page {page!r}: add it to app/common/url_keys.py BOUND")
     return {"key": key, "bind": BIND}

@@ -1,5 +1,5 @@
 """Drawing one speculative step stage by stage (app/views/stepthrough.py's stages), each beside the engine's own
-code for it (app/engine_source.py). Shared by the Lessons page (lesson 0: one stage at a time with its drawn
+code for it (app/common/engine_source.py). Shared by the Lessons page (lesson 0: one stage at a time with its drawn
 picture, app/views/step_pictures.py; lesson 7: a draft-tree step) and Replay (any step of the replayed run).
 Stage text is trace text: shown with st.text and st.dataframe, never Markdown; pictures escape every token.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.engine_source import DRAFTER_SOURCES, STAGE_SOURCES, TREE_STAGE_SOURCES, SourceError, numbered_block, source_of
+from app.common.engine_source import DRAFTER_SOURCES, STAGE_SOURCES, TREE_STAGE_SOURCES, SourceError, numbered_block, source_of
 from app.views import step_pictures, stepthrough
 from app.views import tree as tree_view
 

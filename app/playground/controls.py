@@ -1,5 +1,5 @@
 """The Playground's controls and settings: the widgets (bound to the link), the `Settings` they make, and the
-problems a setting has before any model work (app/app_pages/playground.py draws them)."""
+problems a setting has before any model work (app/playground/playground.py draws them)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import resources
-from app.page_helpers import link_notices
-from app.policy_options import (
+from app.common import resources
+from app.common.page_helpers import link_notices
+from app.common.url_keys import bound
+from app.playground.policy_options import (
     POLICIES,
     POLICY_HELP,
     TABLE_EXAMPLE,
@@ -20,10 +21,9 @@ from app.policy_options import (
     BatchTableError,
     parse_batch_table,
 )
-from app.url_keys import bound
 from engine import ConfigError, DecodeConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))["prompts"]
 PROMPT_BY_ID = {p["id"]: p for p in PROMPTS}
 CUSTOM = "✏️ Custom text…"
@@ -38,7 +38,7 @@ NO_DRAFTER = {  # drafter kind -> why it cannot run on this pair (available_draf
     "eagle": "This model pair has no EAGLE head (one ships for the embedded target only). Fix: choose the draft "
     "model or the n-gram drafter, or the embedded pair.",
 }
-PAGE = "playground"  # its bound widgets and their labels: app/url_keys.py
+PAGE = "playground"  # its bound widgets and their labels: app/common/url_keys.py
 CPU_WORK_GUARD = 16_384  # batch × (depth + 1) × max_new_tokens allowed on a CPU server
 GPU_WORK_GUARD = 262_144
 
@@ -225,7 +225,7 @@ def _policy_controls(max_batch: int, drafter: str) -> tuple:
         1,
         max_batch,
         8,
-        **bound(PAGE, "policy_n"),  # a slider: see app/url_keys.py
+        **bound(PAGE, "policy_n"),  # a slider: see app/common/url_keys.py
         disabled=POLICIES[policy] not in USES_N,
         help="off above batch N and heuristic k: no speculation while more than N sequences decode.",
     )

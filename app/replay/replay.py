@@ -3,7 +3,7 @@
 Page shape (docs/design.md §7, Streamlit's demos): title, short prose, controls, result. The traces come from the Playground's
 "Download the traces" (or `python -m engine run --json`), or from the sample pairs shipped in
 assets/traces/ (scripts/record/record_sample_traces.py). Parsing goes through `engine.Trace`, which refuses
-malformed or unknown files with a TraceError; drawing is app/results.py, shared with the Playground.
+malformed or unknown files with a TraceError; drawing is app/common/results.py, shared with the Playground.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import resources
-from app.page_helpers import last_resort
-from app.results import Peaks, gauge_name, show_results
-from app.stepthrough_panel import draw_stages
+from app.common import resources
+from app.common.page_helpers import last_resort
+from app.common.results import Peaks, gauge_name, show_results
+from app.common.stepthrough_panel import draw_stages
 from app.views import stepthrough
 from app.views.safe import md_escape, md_text
 from engine import Trace, TraceError

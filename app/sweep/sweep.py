@@ -17,10 +17,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import resources
-from app.lessons.measurement import BUSY_CORES, note_load
-from app.page_helpers import load_pair_or_error, show_failure, url_fallbacks
-from app.url_keys import BOUND, bound
+from app.common import resources
+from app.common.measurement import BUSY_CORES, note_load
+from app.common.page_helpers import load_pair_or_error, show_failure, url_fallbacks
+from app.common.url_keys import BOUND, bound
 from app.views import recorded, roofline
 from app.views.fairness import grid_contention_note
 from app.views.safe import md_escape
@@ -56,7 +56,7 @@ NO_DRAFTER = {  # drafter kind -> why this pair cannot run it (available_drafter
 }
 # What a measurement can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
 MEASURE_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
-PAGE = "sweep"  # its bound widgets and their labels: app/url_keys.py
+PAGE = "sweep"  # its bound widgets and their labels: app/common/url_keys.py
 MULTI = ("pass_batches", "grid_batches", "grid_depths", "grid_trees")  # multiselects: a repeated URL parameter each
 RECORDED = Path(__file__).resolve().parents[2] / "assets" / "sweep" / "grid.json"
 

@@ -1,0 +1,1 @@
+"""The Replay page (replay.py): recorded trace pairs played back without a model."""

@@ -1,0 +1,1 @@
+"""The Serving engines page (serving.py): a real serving engine measured from outside."""
