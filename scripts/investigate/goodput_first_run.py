@@ -39,6 +39,7 @@ LANES = {
 LANE_SETS = {
     "chains": ("plain", "k2", "k4", "goodput_cold", "goodput_warm"),
     "trees": ("plain", "k2", "k4", "tree8", "gp_tree_cold", "gp_tree_warm"),
+    "plain": ("plain", "goodput_cold", "goodput_warm"),  # where plain is best by far (batch 16, 32): the policy against it
 }
 
 
