@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from app.common.measurement import PASS_ROW
 from app.views.fairness import cell_contention
 from app.views.palette import speedup_scale
 
@@ -300,18 +301,6 @@ GRID_ROW = {
     **dict.fromkeys(("whole_run_speedup?", "ar_decode_tokens_per_s?", "spec_decode_tokens_per_s?"), _NUM[1]),
 }
 GRID_KEYS = tuple(k.rstrip("?") for k in GRID_ROW)
-PASS_KEYS = (
-    "batch",
-    "new_tokens",
-    "tokens_per_pass",
-    "context",
-    "ms",
-    "ms_per_token",
-    "flops",
-    "bytes",
-    "achieved_flops",
-    "achieved_bandwidth",
-)
 SWEEP_RECORD = {
     "schema": "str",
     "machine": "str",
@@ -325,7 +314,7 @@ SWEEP_RECORD = {
     "peak_bandwidth": "num?",
     "peak_flops": "num?",
     "ridge_tokens": "num?",
-    "pass_rows": [dict.fromkeys(PASS_KEYS, "num")],
+    "pass_rows": [PASS_ROW],  # the pass rows lesson 1 records, by the same schema
     "grid_rows": [GRID_ROW],
 }
 
