@@ -19,46 +19,32 @@ position j, and every plain step, multiplies both by ACCEPT_DECAY and adds PRIOR
 prior observations at PRIOR_ACCEPTANCE, then the step's own rows (those that reached position j; those of them
 that kept it). Positions deeper than the chosen k are measured by every EXPLORE_STEPS-th chain, which drafts
 one position more (their estimates rest on those steps alone, so a chain of k does not wash them out). At batch 1
-a step is one yes/no per position, so an average over the last step or two would swing with every rejection:
-three rejections in a row (one run in fifteen at a = 0.6) pulled the old per-step EMA from 0.6 to 0.3, goodput
-then chose plain, and plain steps measure nothing, so it stayed plain for whole runs (measured on the EPYC,
-docs/measurements.md). With counts, an estimate rests on the last ~1 / (1 - ACCEPT_DECAY) observations, and
-one that stops being fed (plain steps) drifts back to the prior, so a bad stretch is re-tried, not believed
-for ever.
+a step is one yes/no per position; with counts an estimate rests on the last ~1 / (1 - ACCEPT_DECAY) observations,
+not on the last step or two, and one that stops being fed (plain steps) drifts back to the prior, so a bad stretch
+is re-tried, not believed for ever.
 
-Width by measured cost: with tree drafting (`tree_nodes` > 0) `goodput` also chooses the shape. Before a
-step it compares plain, the best chain and a tree (`choose_tree`): a tree of n nodes is worth
-B * E[tokens](n) / (T_verify(B * (n + 1)) + T_tree(B)), T_tree the measured time to grow the full tree
-(EAGLE-2: `depth` levels of top-k; before the first, `depth` draft passes over B * top-k tokens), and
-E[tokens](n) = 1 + the sum, over the n most likely nodes, of the chance that the node's whole path is
-accepted: the product along the path of the drafter's q, each calibrated by the run's measured acceptance
-(engine/decoding/tree_value.py, which states what that assumes). Before drafting, the recent trees'
-calibrated curve stands in for the next tree's; once a tree is drafted, `tree_size` cuts it to the n
-that maximises the same rate with its own probabilities (`DraftTree.best` keeps each row's n best nodes,
-still a tree). While it speculates, the shape it has not chosen is drawn once every REFRESH_STEPS decode
-steps (a tree at once, if none was drawn yet), so its estimate follows the text. A cut tree is a
-deterministic function of the drafter's q and of past steps, fixed before the target's pass, so tree
-verification stays lossless.
+Width and depth by measured cost: with tree drafting (`tree_nodes` > 0) `goodput` also chooses the shape. Before
+a step it compares plain, the best chain and the best tree (`choose_tree`): a tree of depth d cut to n nodes is
+worth B * E[tokens](d, n) / (T_verify(B * (n + 1)) + d * T_level(B)), T_level the measured time per level (EAGLE-2
+grows d levels of top-k, one drafter pass each; before the first tree, a draft pass over B * top-k tokens), and
+E[tokens](d, n) = 1 + the sum, over the n most likely nodes of depth <= d, of the chance that the node's whole
+path is accepted: the product along the path of the drafter's q, each calibrated by the run's measured acceptance
+(engine/decoding/tree_value.py, which states what that assumes), lifted where the per-position acceptance prices the
+tree's top-1 path (a chain of min(n, d)) higher (`tree_curve`). Before drafting, the recent
+trees' calibrated curves (one per depth) stand in for the next tree's; once a tree is drafted, `tree_size` cuts it
+to the n that maximises the same rate with its own probabilities (`DraftTree.best` keeps each row's n best nodes,
+still a tree). Every EXPLORE_STEPS-th tree grows one level deeper than chosen, so the deeper curves stay measured.
+While it speculates, the shape it has not chosen is drawn once every REFRESH_STEPS decode steps (a tree at once, if
+none was drawn yet), so its estimate follows the text. A cut tree is a deterministic function of the drafter's q
+and of past steps, fixed before the target's pass, so tree verification stays lossless.
 
-Warm start: what goodput learns (per-position acceptance, the calibration a(q), the trees' value curve, the
-verify-time ratios, the drafter's measured cost) is kept across runs, in the process and on disk beside the pass
-curves, keyed by target, drafter, dtype, device, pass-cost curve and shape settings (engine/decoding/warmstart.py):
-a policy starts from the last such run's state and writes its own back every few steps (to disk after a quiet
-run's last: BUSY_CORES). With nothing stored it starts from the priors: this machine's measured pass-cost curve, the drafter's
-cost from its FLOPs, and the drafter's shipped held-out acceptance per position (engine/drafters/calibration.py;
-PRIOR_ACCEPTANCE for a drafter without one).
-
-Why a cold policy used to choose plain at batch 1 (2-core EPYC, 2026-12-03): a run's first draft also reads the
-prompts into the EAGLE head and meets its first passes (24 ms for 3 positions, against ~0.8 ms a position after),
-and that time was learnt as the drafter's cost, 6 ms a position: every chain then priced below plain, and the
-only drafts that could have corrected it (exploring chains after plain steps) were not learnt, so 42 of 43 steps
-ran plain at alpha 1.00. A draft after plain steps now bounds the cost from above (`_bounded`).
-
-Exploration: a policy that only ever chose plain would never measure acceptance at that batch. So after
-EXPLORE_STEPS plain steps in a row goodput drafts one chain (the best k >= 1 by the same rate): see
-EXPLORE_STEPS below. Deterministic given the steps seen; like the warm start it only changes what is proposed.
-Every policy sees a `PolicyContext` before each step, a drafted tree (`tree_size`) and the finished `Step`
-after it (`observe`): the protocol is engine/decoding/policies.py's `DepthPolicy`."""
+Warm start: what goodput learns is kept across runs, in the process and on disk (engine/decoding/warmstart.py); with
+nothing stored it starts from this machine's pass-cost curve, the drafter's cost from its FLOPs and its shipped
+held-out acceptance per position (engine/drafters/calibration.py; PRIOR_ACCEPTANCE without one). A run's first draft
+also reads the prompts into the drafter, and a draft after plain steps catches up on their tokens: such a time only
+bounds the drafter's cost from above (`_bounded`; why: docs/engine.md, "goodput from the first run"). Exploration
+(EXPLORE_STEPS) measures acceptance where plain is chosen. Every policy sees a `PolicyContext` before each step, a
+drafted tree (`tree_size`) and the finished `Step` after it (`observe`): engine/decoding/policies.py's `DepthPolicy`."""
 
 from __future__ import annotations
 
@@ -67,36 +53,27 @@ import time
 from dataclasses import dataclass, field
 
 from engine.decoding import warmstart
-from engine.decoding.tree_value import Calibration, chain_drafts, tree_drafts, tree_value
+from engine.decoding.tree_value import Calibration, chain_drafts, depth_gains, tree_drafts, tree_value
 from engine.loadmeter import LoadMeter
 
-# The acceptance a policy assumes before a run has verified anything: a starting guess, worth PRIOR_WEIGHT
-# observations; the run's own rows outweigh it within a few steps (see the module docstring).
-PRIOR_ACCEPTANCE = 0.6
+PRIOR_ACCEPTANCE = 0.6  # a drafter without a card: a starting guess, worth PRIOR_WEIGHT observations
 PRIOR_WEIGHT = 2.0
 ACCEPT_DECAY = 0.96  # per decode step: an estimate rests on the last ~25 observed rows of each position
 EMA_WEIGHT = 0.2  # the costs' running averages (verify-time ratio, draft time, step time)
 SHAPE_WEIGHT = 0.05  # a pass size's own verify-time factor (GoodputDepth.verify_ms): slower than the load's EMA_WEIGHT
-# A tree-drafting goodput run draws the shape it has not chosen (chain or tree) once after this many decode
-# steps without it, so its estimate follows the text: at most one step in REFRESH_STEPS priced on a guess.
-REFRESH_STEPS = 32
+REFRESH_STEPS = 32  # the shape not chosen (chain or tree) is drawn once after this many decode steps without it
 # Exploration (goodput): after EXPLORE_STEPS plain steps in a row one step drafts the best chain; an exploration that
 # leaves plain the choice doubles the wait (to EXPLORE_MAX), a speculative choice resets it. Every EXPLORE_STEPS-th
-# tree step verifies twice its cut's nodes, every EXPLORE_STEPS-th chain drafts one position deeper than chosen. At
-# most one step in EXPLORE_STEPS of each shape is priced on anything but the best guess.
+# tree step verifies twice its cut's nodes, every EXPLORE_STEPS-th chain and tree one position or level deeper than chosen.
 EXPLORE_STEPS = 16
 EXPLORE_MAX = 256
 # The warm-start store (engine/decoding/warmstart.py) gets a deep copy of the learnt state every REMEMBER_STEPS
-# decode steps and on a run's last step, not every step: the copy cost ~0.1 ms, about 1% of a batch-1 step on
-# the 2-core EPYC (2026-12-02). A run stopped half-way leaves all but its last few steps.
+# decode steps and on a run's last step, not every step (a copy costs about 1% of a batch-1 step on a 2-core CPU).
 REMEMBER_STEPS = 8
 # A run beside other work learnt the machine's load, not its costs: when other processes kept more than BUSY_CORES
 # cores busy on average from the policy's start to its run's last step, what it learnt stays in this process's memory
-# but is not written for the next process (the last quiet run's file stays). One such run at batch 1 (other
-# processes ~1 core) stored a verify-time ratio of 1.88 and per-size factors that priced a 4-token pass at 2.6x a
-# 3-token one, and the next process, started warm from it, drafted chains of 2 on 21 of 22 steps where a cold start
-# drafted 3-5 (2-core EPYC, 2026-12-04). Runs shorter than LOAD_MIN_S are too short to judge (the kernel counts
-# CPU time in 10 ms ticks) and count as quiet.
+# but is not written for the next process (the last quiet run's file stays; why: docs/engine.md, "goodput from the
+# first run"). Runs shorter than LOAD_MIN_S are too short to judge (CPU time counts in 10 ms ticks): quiet.
 BUSY_CORES = 0.5
 LOAD_MIN_S = 0.25
 
@@ -147,8 +124,11 @@ class GoodputDepth:
     tree_topk: int = 0
     tree_now: bool = False  # this step drafts a tree (else a chain, or nothing)
     calibration: Calibration = field(default_factory=Calibration)  # joint confidence -> acceptance
-    tree_gain: list[float] | None = None  # EMA of a tree's expected accepted nodes per row, n = 1..tree_nodes
-    tree_draft_ms: dict[int, float] = field(default_factory=dict)  # log2 bucket of batch -> measured ms to grow a tree
+    tree_gain: list[list[float]] | None = (
+        None  # per depth d (index d - 1), EMA of a tree's expected accepted nodes per row, n = 1..tree_nodes
+    )
+    tree_draft_ms: dict[int, float] = field(default_factory=dict)  # log2 bucket of batch -> measured ms per tree level
+    tree_depth: int = 0  # the depth this step's tree grows to (`choose_tree`)
     step_ms: dict[int, float] = field(default_factory=dict)  # a step's time outside passes and drafting: 0 plain, 1 chain, 2 tree
     since: dict[str, int] = field(default_factory=lambda: {"chain": 0, "tree": 0})  # decode steps since each shape ran
     plain_run: int = 0  # plain decode steps in a row (exploration), across warm-started runs
@@ -248,10 +228,30 @@ class GoodputDepth:
         return self._nearest(self.explore_ms, batch) * batch if self.explore_ms else None
 
     def tree_draft(self, batch: int, depth: int) -> float:
-        """ms to grow a full tree: measured, else `depth` drafter passes over batch x top-k tokens."""
+        """ms to grow a tree of `depth` levels: the measured time per level, else a drafter pass over batch x top-k
+        tokens per level."""
         if self.tree_draft_ms:
-            return self._nearest(self.tree_draft_ms, batch)
+            return depth * self._nearest(self.tree_draft_ms, batch)
         return depth * self.draft_ms_per_position(batch * self.tree_topk)
+
+    def tree_curve(self, depth: int) -> list[float]:
+        """Expected accepted nodes per row of a tree of `depth` levels cut to n = 1..tree_nodes nodes: the recent trees'
+        calibrated curve g at that depth, lifted where the per-position acceptance (the drafter's card, then the run's
+        chains) prices the tree's top-1 path higher: g(n) + max(0, chain(m) - g(m)), m = min(n, depth), chain(m) the
+        chain of m drafts' worth. A calibration that has seen little prices a node at the drafter's own q, far below an
+        underconfident EAGLE head's acceptance (docs/engine.md, "goodput from the first run")."""
+        curve = self.tree_gain[min(depth, len(self.tree_gain)) - 1]
+        lift = [expected_tokens(self.accept, min(m, len(self.accept))) - 1.0 - curve[m - 1] for m in range(1, depth + 1)]
+        return [g + max(0.0, lift[min(n, depth) - 1]) for n, g in enumerate(curve, start=1)]
+
+    def best_tree(self, batch: int, depth: int) -> tuple[int, int, float]:
+        """(d, n, expected tokens per ms) of the best tree of at most `depth` levels (`tree_curve`, `best_cut`)."""
+        best = (0, 0, float("-inf"))
+        for d in range(1, depth + 1):
+            n, rate = self.best_cut(batch, [batch * g for g in self.tree_curve(d)], self.tree_draft(batch, d))
+            if rate > best[2]:
+                best = (d, n, rate)
+        return best
 
     def fixed_ms(self) -> tuple[float, float]:
         """Measured per-step time outside the passes and the drafting: (a plain step's, a speculative step's)."""
@@ -279,10 +279,10 @@ class GoodputDepth:
             self.explore_every = min(2 * self.explore_every, EXPLORE_MAX)
         elif k > 0:
             self.explore_every = EXPLORE_STEPS
-        self.tree_now = not explore and self.choose_tree(batch, ctx.base_depth, k, rate)
+        self.tree_now = not explore and self.choose_tree(batch, max_depth, k, rate)
         if self.tree_now:
             self.stop_below = 0.0
-            return ctx.base_depth
+            return self.tree_depth
         self.last_choice = (k, rate)
         if 0 < k < max_depth and self.chain_steps % EXPLORE_STEPS == EXPLORE_STEPS - 1:
             k += 1  # every EXPLORE_STEPS-th chain drafts one position deeper than chosen, so that position is measured too
@@ -314,9 +314,13 @@ class GoodputDepth:
         steps without it (a tree at once if none was drawn yet), so its estimate follows the text."""
         if not self.tree_nodes:
             return False
+        self.tree_depth = depth
         if self.tree_gain is None:
-            return k > 0  # never drawn: try one as soon as speculating looks worth it
-        n, tree_rate = self.best_cut(batch, [batch * g for g in self.tree_gain], self.tree_draft(batch, depth))
+            return k > 0  # never drawn: try one, of every level, as soon as speculating looks worth it
+        d, n, tree_rate = self.best_tree(batch, depth)
+        if self.tree_steps % EXPLORE_STEPS == EXPLORE_STEPS - 1:
+            d += 1  # every EXPLORE_STEPS-th tree one level deeper than chosen, so that level is measured too
+        self.tree_depth = min(d, depth)
         if tree_rate > chain_rate:
             self.last_choice = (n, tree_rate)
             return not (k > 0 and self.since["chain"] >= REFRESH_STEPS)
@@ -328,15 +332,24 @@ class GoodputDepth:
         the curve that prices the next step's shape."""
         batch = int(tree.tokens.shape[0])
         log_p, gain = tree_value(tree, self.calibration)  # (B, N), (N,) summed over rows
-        per_row = (gain / batch).tolist() + [float(gain[-1]) / batch] * (self.tree_nodes - tree.nodes)
-        old = self.tree_gain
-        self.tree_gain = per_row if old is None else [(1 - EMA_WEIGHT) * a + EMA_WEIGHT * b for a, b in zip(old, per_row)]
+        self._learn_curves(depth_gains(tree, log_p) / batch, tree.depth)
         n, rate = self.best_cut(batch, gain.tolist(), self.tree_draft(batch, tree.depth))
         self.last_choice = (n, rate)
         self.tree_steps += 1
         if self.tree_steps % EXPLORE_STEPS == 0:  # re-check the nodes the cut leaves out (EXPLORE_STEPS)
             n = min(tree.nodes, 2 * n)
         return n, log_p
+
+    def _learn_curves(self, per_row, drawn: int) -> None:
+        """Fold a drafted tree's per-depth curves (D, N) into `tree_gain`: depths up to the tree's own; a first tree
+        also stands for the deeper ones (its nodes are a deeper tree's first levels: a lower bound)."""
+        pad = self.tree_nodes - per_row.shape[1]
+        curves = [row + [row[-1]] * pad for row in per_row.tolist()]  # a tree with fewer nodes: flat past them
+        if self.tree_gain is None:
+            self.tree_gain = [curves[min(d, drawn) - 1] for d in range(1, max(self.max_depth, drawn) + 1)]
+            return
+        for d, new in enumerate(curves[: len(self.tree_gain)]):
+            self.tree_gain[d] = [(1 - EMA_WEIGHT) * a + EMA_WEIGHT * b for a, b in zip(self.tree_gain[d], new)]
 
     def observe(self, step) -> None:
         """Learn from a decode step: its verify time against the curve, its draft time (per position for a
@@ -376,16 +389,13 @@ class GoodputDepth:
         bb = self._bucket(step.batch)
         shape = 2 if step.tree_nodes is not None else int(step.depth > 0)  # plain, chain, tree
         # A step's own time outside its passes: its overhead (which holds the policy's choice and cut, made inside the
-        # step) and the policy's learning after the last step (`observe`, outside it). Not overhead + policy_ms: policy_ms
-        # holds the choice and the cut too, and counting them twice priced a goodput tree step ~0.5 ms high on the
-        # 2-core EPYC (a 32-node tree's cut takes that long), so trees lost steps they would have won (2026-12-02).
+        # step) and the policy's learning after the last step (`observe`, outside it); not + policy_ms, which holds the
+        # choice and the cut too (counted twice, a 32-node tree's cut priced trees out of steps they would have won).
         self.step_ms[shape] = _ema(self.step_ms.get(shape), step.overhead_ms + self._observe_ms)
         # A draft right after plain steps also feeds the drafter every token those steps emitted (its catch-up
         # pass), and a run's first draft also reads the prompts into the drafter and meets its first passes: one-off
         # work, not drafting. Such a time bounds the cost from above (`_bounded`): it may lower what is known, never
-        # raise it. (Learnt as the cost, the first draft's 24 ms for 3 positions priced the EAGLE head at 6 ms a
-        # position against its 0.8 ms, and plain won every later step of the run: only drafts after plain steps
-        # could have corrected it, and they were not learnt. 2-core EPYC, 2026-12-03.)
+        # raise it (docs/engine.md, "goodput from the first run").
         plain = step.depth == 0 and step.tree_nodes is None
         after_plain, self._after_plain = self._after_plain, plain
         reached, kept = self._observed(step)
@@ -397,7 +407,8 @@ class GoodputDepth:
         if step.tree_nodes is not None:
             self.since["tree"] = 0
             if step.draft_ms > 0:
-                _bounded(self.tree_draft_ms, bb, step.draft_ms, after_plain, self.tree_draft(step.batch, step.depth))
+                level = step.draft_ms / max(step.depth, 1)  # a tree of d levels: d drafter passes (the root's, d - 1 growing)
+                _bounded(self.tree_draft_ms, bb, level, after_plain, self.tree_draft(step.batch, 1))
             self.calibration.observe([d for row in step.seqs if row.tree is not None for d in tree_drafts(row.tree)])
         elif step.depth > 0:
             self.since["chain"] = 0

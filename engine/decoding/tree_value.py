@@ -94,6 +94,15 @@ def tree_value(tree, calibration: Calibration) -> tuple[torch.Tensor, torch.Tens
     return log_p, ranked.exp().cumsum(dim=1).sum(dim=0)
 
 
+def depth_gains(tree, log_p: torch.Tensor) -> torch.Tensor:
+    """(D, N): row d - 1 is `tree_value`'s gain for the tree stopped at depth d (its nodes deeper than d left out;
+    past the number of nodes it keeps, the curve stays flat). EAGLE-2 grows a tree level by level, so the first d
+    levels of a deeper tree stand for a tree of depth d (goodput chooses the depth with it)."""
+    levels = torch.arange(1, tree.depth + 1, device=log_p.device)[:, None, None]  # (D, 1, 1)
+    kept = torch.where(tree.depths[None] <= levels, log_p[None], torch.full_like(log_p[None], float("-inf")))  # (D, B, N)
+    return torch.sort(kept, dim=2, descending=True).values.exp().cumsum(dim=2).sum(dim=1)
+
+
 def chain_drafts(drafted) -> list[tuple[float, bool]]:
     """A chain row's drafts (engine.trace.records.DraftToken) verification reached: (q, accepted), up to the first rejection."""
     reached = []

@@ -40,7 +40,7 @@ from pathlib import Path
 from engine.checks import Checker, notice
 
 MAX_ENTRIES = 32
-STATE_FORMAT = "speclab.goodput_state/3"  # /2: keyed by the batch's log2 bucket too; /3: explore_ms
+STATE_FORMAT = "speclab.goodput_state/4"  # /2: keyed by the batch's log2 bucket too; /3: explore_ms; /4: trees per depth
 MAX_STATE_BYTES = 256 * 1024
 _store: OrderedDict[tuple, dict] = OrderedDict()
 _lock = threading.Lock()
@@ -164,7 +164,9 @@ def decode(raw: bytes | str, key: tuple) -> dict:
     for name, (low, high) in COUNTERS.items():
         state[name] = CHECK.int(body[name], f"state.{name}", low, high)
     gain = body["tree_gain"]
-    state["tree_gain"] = None if gain is None else _numbers(gain, "state.tree_gain", None, 0.0, 1e6)
+    if gain is not None:  # per depth, a curve over n = 1..tree_nodes
+        gain = [_numbers(c, f"state.tree_gain[{d}]", None, 0.0, 1e6) for d, c in enumerate(CHECK.list(gain, "state.tree_gain", 17, 1))]
+    state["tree_gain"] = gain
     cal = CHECK.list(body["calibration"], "state.calibration", 2, 2)
     state["calibration"] = tuple(_numbers(part, f"state.calibration[{i}]", 8, 0.0, 1e9) for i, part in enumerate(cal))
     return state

@@ -22,7 +22,7 @@ from engine.decoding import goodput as goodput_policy
 from engine.decoding import passcurve, warmstart
 from engine.decoding.goodput import REMEMBER_STEPS
 from engine.decoding.policies import EXPLORE_STEPS, PRIOR_ACCEPTANCE, REFRESH_STEPS, GoodputDepth
-from engine.decoding.tree_value import CALIBRATION_DECAY, PRIOR_NODES, Calibration, bucket, pricing_check, tree_value
+from engine.decoding.tree_value import CALIBRATION_DECAY, PRIOR_NODES, Calibration, bucket, depth_gains, pricing_check, tree_value
 from engine.decoding.verify_tree import accept_tree_sampling
 from engine.drafters.tree import DraftTree, TreeBuilder
 
@@ -101,15 +101,72 @@ def goodput(curve_, **kwargs) -> GoodputDepth:
     return GoodputDepth(curve=curve_, max_depth=4, draft_cost_ratio=0.02, tree_nodes=16, tree_topk=4, **kwargs)
 
 
+def per_depth(curve_: list[float], depths: int = 4) -> list[list[float]]:
+    return [list(curve_) for _ in range(depths)]
+
+
 def test_goodput_tries_a_tree_then_prices_it_against_chains_and_plain():
     policy = goodput(FLAT)
     assert policy.depth(ctx(1, 4)) == 4 and policy.tree_now  # no tree seen yet: the first speculative step draws one
-    policy.tree_gain = [0.5 + 0.1 * n for n in range(16)]  # a confident tree: free nodes are worth verifying
+    policy.tree_gain = [[0.5 * d + 0.15 * n for n in range(16)] for d in range(1, 5)]  # confident: free nodes are worth verifying
     assert policy.depth(ctx(1, 4)) == 4 and policy.tree_now and policy.last_choice[0] == 16
-    policy.tree_gain = [0.2] * 16  # a tree worth less than the chain of 4 the prior acceptance promises
+    policy.tree_gain = per_depth([0.2] * 16)  # worth no more than the chain inside it (the floor) ...
+    policy.tree_draft_ms = {1: 2.0}  # ... and a level costs more than a chain's position (0.2 ms): the chain
     assert policy.depth(ctx(1, 4)) == 4 and not policy.tree_now and policy.last_choice[0] == 4
-    compute = goodput(COMPUTE_BOUND, tree_gain=[0.5 + 0.1 * n for n in range(16)])
+    compute = goodput(COMPUTE_BOUND, tree_gain=per_depth([0.5 + 0.1 * n for n in range(16)]))
     assert compute.depth(ctx(4, 4)) == 0 and not compute.tree_now  # every token costs: plain wins
+
+
+def test_a_tree_is_priced_at_least_as_the_chain_inside_it():
+    """A cold calibration prices a node at the drafter's own q; an underconfident head's tree (q = 0.3 everywhere)
+    would then be worth far less than the chain its card promises, and lose to chains for the whole run. The tree's
+    top-1 path is that chain, so its curve is floored by the chain of min(n, d) drafts."""
+    policy = goodput(FLAT, prior=[0.8, 0.8, 0.8, 0.8])
+    tree = grown_tree(batch=1, budget=16)
+    tree.q = torch.full_like(tree.q, 0.3)
+    policy.tree_size(tree)
+    raw = depth_gains(tree, tree_value(tree, Calibration())[0])[2].tolist()  # depth 3, priced at q
+    chain = [0.8, 0.8 + 0.64, 0.8 + 0.64 + 0.512]
+    curve3 = policy.tree_curve(3)
+    assert raw[2] < chain[2] / 2  # what the cold calibration alone says
+    assert curve3[:3] == pytest.approx(chain)  # the first three nodes: the chain's worth
+    assert curve3[3:] == pytest.approx([r + chain[2] - raw[2] for r in raw[3:]])  # beyond: the other nodes' value on top
+    one = depth_gains(tree, tree_value(tree, Calibration())[0])[0].tolist()
+    assert policy.tree_curve(1) == pytest.approx([r + 0.8 - one[0] for r in one])
+    assert policy.depth(ctx(1, 4)) >= 1 and policy.tree_now  # on a flat curve the tree (the chain and more) is chosen
+    assert goodput(FLAT, prior=[0.1] * 4, tree_gain=per_depth([0.5] * 16)).tree_curve(2) == [0.5] * 16  # no lift needed
+
+
+def test_goodput_grows_a_tree_only_as_deep_as_pays():
+    """Each depth has its own curve; a level costs a drafter pass. Where deeper levels add little and a level is
+    dear, the tree stops early (the depth it returns is what the drafter grows); where levels are cheap, it grows
+    to the run's depth. Every EXPLORE_STEPS-th tree grows one level deeper than chosen."""
+    shallow = [[0.9] * 16, [1.5] * 16, [1.55] * 16, [1.57] * 16]  # levels 3 and 4 add 0.05 and 0.02 tokens
+    dear = goodput(FLAT, prior=[0.1] * 4, tree_gain=[list(c) for c in shallow], tree_draft_ms={1: 3.0})
+    assert dear.depth(ctx(1, 4)) == 2 and dear.tree_now and dear.tree_depth == 2
+    cheap = goodput(FLAT, prior=[0.1] * 4, tree_gain=[list(c) for c in shallow], tree_draft_ms={1: 0.01})
+    assert cheap.depth(ctx(1, 4)) == 4 and cheap.tree_now
+    dear.tree_steps = EXPLORE_STEPS - 1
+    assert dear.depth(ctx(1, 4)) == 3 and dear.tree_now  # the exploring tree: one level deeper
+
+
+def test_a_tree_teaches_the_curves_of_its_own_depths():
+    """The first tree stands for every depth (its first levels are a deeper tree's); a later, shallower tree moves
+    only the curves of the depths it has; a level's drafting time is the tree's time over its levels."""
+    policy = goodput(KNEE_32)
+    deep = grown_tree(batch=1, budget=16)  # 4 levels
+    policy.tree_size(deep)
+    assert len(policy.tree_gain) == 4 and all(len(c) == 16 for c in policy.tree_gain)
+    before = [list(c) for c in policy.tree_gain]
+    shallow = deep.best(3, torch.where(deep.depths == 1, 0.0, -1.0))  # the three depth-1 nodes only
+    assert shallow.depth == 1
+    policy.tree_size(shallow)
+    assert policy.tree_gain[1:] == before[1:] and policy.tree_gain[0] != before[0]
+    step = _step(3, [1], verify_ms=10.0, draft_ms=6.0)
+    step.tree_nodes = 8
+    policy._after_plain = False
+    policy.observe(step)
+    assert policy.tree_draft(1, 1) == pytest.approx(2.0) and policy.tree_draft(1, 4) == pytest.approx(8.0)
 
 
 def test_goodput_cuts_a_tree_where_the_pass_stops_being_free():
@@ -122,11 +179,11 @@ def test_goodput_cuts_a_tree_where_the_pass_stops_being_free():
     busy = goodput(KNEE_32)
     n, score = busy.tree_size(grown_tree(batch=8, budget=16))  # 8 rows x 17 tokens is past the knee
     assert score.shape == (8, 16)
-    assert 1 <= n < 16 and busy.tree_gain is not None and len(busy.tree_gain) == 16
+    assert 1 <= n < 16 and busy.tree_gain is not None and [len(c) for c in busy.tree_gain] == [16] * 4
 
 
 def test_goodput_refreshes_the_shape_it_has_not_drawn():
-    policy = goodput(FLAT, accept=[0.9] * 4, tree_gain=[0.05] * 16)  # chains win clearly
+    policy = goodput(FLAT, accept=[0.9] * 4, tree_gain=per_depth([0.05] * 16), tree_draft_ms={1: 2.0})  # chains win clearly
     for _ in range(REFRESH_STEPS - 1):
         assert policy.depth(ctx(1, 4)) == 4 and not policy.tree_now
         policy.observe(_step(4, [4], verify_ms=10.0, draft_ms=1.0))

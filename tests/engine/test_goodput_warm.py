@@ -160,6 +160,7 @@ def learnt_policy() -> GoodputDepth:
     policy = GoodputDepth(curve=FLAT, max_depth=4, draft_cost_ratio=0.05, memory_key=KEY)
     for k, rows in [(3, [2, 3]), (0, [0, 0]), (2, [1, 0]), (4, [4, 1])]:
         policy.observe(_step(k, rows, verify_ms=11.0 + k, draft_ms=0.7 * (k + 1) if k else 0.0))
+    policy.tree_gain = [[0.5 * d + 0.1 * n for n in range(8)] for d in range(1, 5)]  # the trees' curves, per depth
     return policy
 
 
@@ -229,6 +230,7 @@ def _stored(mutate) -> bytes:
         (lambda: _stored(lambda d: d["state"]["draft_ms"].append([3, -1.0])), "state.draft_ms"),
         (lambda: _stored(lambda d: d["state"].update(verify_ratio=[[0, 0.0]])), "above 0 ms"),
         (lambda: _stored(lambda d: d["state"].update(explore_every="16")), "state.explore_every"),
+        (lambda: _stored(lambda d: d["state"].update(tree_gain=[0.5, 0.9])), "state.tree_gain[0]"),  # /3's one curve
         (lambda: _stored(lambda d: d["state"].update(stolen=1)), "unknown field"),
         (lambda: _stored(lambda d: None).replace(b'"accept": [', b'"accept": [NaN, ', 1), "NaN"),
         (lambda: b" " * (warmstart.MAX_STATE_BYTES + 1), "too large"),
