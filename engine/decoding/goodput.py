@@ -53,7 +53,7 @@ import time
 from dataclasses import dataclass, field
 
 from engine.decoding import warmstart
-from engine.decoding.tree_value import Calibration, chain_drafts, depth_gains, tree_drafts, tree_value
+from engine.decoding.tree_value import Calibration, calibrated_paths, chain_drafts, depth_gains, tree_drafts
 from engine.loadmeter import LoadMeter
 
 PRIOR_ACCEPTANCE = 0.6  # a drafter without a card: a starting guess, worth PRIOR_WEIGHT observations
@@ -247,8 +247,9 @@ class GoodputDepth:
     def best_tree(self, batch: int, depth: int) -> tuple[int, int, float]:
         """(d, n, expected tokens per ms) of the best tree of at most `depth` levels (`tree_curve`, `best_cut`)."""
         best = (0, 0, float("-inf"))
+        verify = [self.verify_ms(batch * (n + 1)) for n in range(1, self.tree_nodes + 1)]
         for d in range(1, depth + 1):
-            n, rate = self.best_cut(batch, [batch * g for g in self.tree_curve(d)], self.tree_draft(batch, d))
+            n, rate = self.best_cut(batch, [batch * g for g in self.tree_curve(d)], self.tree_draft(batch, d), verify)
             if rate > best[2]:
                 best = (d, n, rate)
         return best
@@ -257,10 +258,12 @@ class GoodputDepth:
         """Measured per-step time outside the passes and the drafting: (a plain step's, a speculative step's)."""
         return self.step_ms.get(0, 0.0), self.step_ms.get(1, 0.0)
 
-    def best_cut(self, batch: int, gain, draft_ms: float) -> tuple[int, float]:
-        """(n, expected tokens per ms) maximising (batch + gain[n - 1]) / (verify_ms(batch * (n + 1)) + draft_ms + fixed)."""
+    def best_cut(self, batch: int, gain, draft_ms: float, verify: list[float] | None = None) -> tuple[int, float]:
+        """(n, expected tokens per ms) maximising (batch + gain[n - 1]) / (verify_ms(batch * (n + 1)) + draft_ms + fixed);
+        `verify`: those verify times, n = 1.., if the caller has them (`best_tree` prices every depth with the same)."""
         fixed = self.step_ms.get(2, self.fixed_ms()[1])  # a tree step's own (its acceptance walk, its roll-back)
-        rates = [(batch + float(g)) / (self.verify_ms(batch * (n + 1)) + draft_ms + fixed) for n, g in enumerate(gain, start=1)]
+        verify = verify or [self.verify_ms(batch * (n + 1)) for n in range(1, len(gain) + 1)]
+        rates = [(batch + float(g)) / (v + draft_ms + fixed) for g, v in zip(gain, verify)]
         n = max(range(len(rates)), key=rates.__getitem__)
         return n + 1, rates[n]
 
@@ -327,18 +330,18 @@ class GoodputDepth:
         return k > 0 and self.since["tree"] >= REFRESH_STEPS
 
     def tree_size(self, tree):
-        """(n, score): verify each row's n nodes of highest score (`DraftTree.best`), n maximising expected tokens
-        per ms with this tree's own calibrated probabilities (engine/decoding/tree_value.py). It also updates
-        the curve that prices the next step's shape."""
+        """(n, None): verify each row's n nodes of highest joint confidence (`DraftTree.best`, EAGLE-2's order), n
+        maximising expected tokens per ms with this tree's own calibrated probabilities (engine/decoding/tree_value.py).
+        It also updates the curves that price the next step's shape."""
         batch = int(tree.tokens.shape[0])
-        log_p, gain = tree_value(tree, self.calibration)  # (B, N), (N,) summed over rows
-        self._learn_curves(depth_gains(tree, log_p) / batch, tree.depth)
-        n, rate = self.best_cut(batch, gain.tolist(), self.tree_draft(batch, tree.depth))
+        curves = depth_gains(tree, calibrated_paths(tree, self.calibration))  # (D, N) summed over rows
+        self._learn_curves(curves / batch, tree.depth)
+        n, rate = self.best_cut(batch, curves[-1].tolist(), self.tree_draft(batch, tree.depth))
         self.last_choice = (n, rate)
         self.tree_steps += 1
         if self.tree_steps % EXPLORE_STEPS == 0:  # re-check the nodes the cut leaves out (EXPLORE_STEPS)
             n = min(tree.nodes, 2 * n)
-        return n, log_p
+        return n, None
 
     def _learn_curves(self, per_row, drawn: int) -> None:
         """Fold a drafted tree's per-depth curves (D, N) into `tree_gain`: depths up to the tree's own; a first tree

@@ -9,13 +9,16 @@ nodes whose whole path is accepted, so
 
 A path is accepted when each of its draft tokens is, given the one before it was, so
 P(path) = product over its tokens of a(q), where q is the drafter's probability of the token after its parent
-and a(q) the chance that such a token is accepted once verification reaches it. EAGLE-2 ranks nodes by the
-product of q itself (`DraftTree.joint`); here q is replaced by a(q), learned from every verified draft of the run,
-chains and trees alike: q is cut into buckets by powers of two ((1/2, 1], (1/4, 1/2], ..., the last bucket
+and a(q) the chance that such a token is accepted once verification reaches it. A cut keeps EAGLE-2's order, the
+product of q itself (`DraftTree.joint`); a(q) prices what the kept nodes are worth, learned from every verified
+draft of the run, chains and trees alike: q is cut into buckets by powers of two ((1/2, 1], (1/4, 1/2], ..., the last bucket
 everything below), and each bucket counts the drafts verification reached, how many it accepted and their
 summed q, counts decaying by CALIBRATION_DECAY per decode step; a(q) = min(1, q x (accepted + m) / (sum of q + m)),
 m = PRIOR_NODES x the bucket's middle q, so a bucket that has seen little stays near the drafter's own q
-(an EAGLE head is often underconfident: its top tokens are accepted more often than q says).
+(an EAGLE head is often underconfident: its top tokens are accepted more often than q says). The cut does not rank
+by a(q): its factor jumps at the buckets' edges (a bucket of top-1 drafts at q 0.25-0.5 measured 1.7x q beside 0.95x
+for q above 0.5), so a q = 0.45 node outranked its q = 0.55 sibling, and goodput's cut trees accepted 2.7 tokens a
+step where EAGLE-2's own 8 best nodes accepted 3.4 (2-core EPYC, 2026-12-04, docs/engine.md).
 
 What it assumes: that a draft token's acceptance depends on its context only through its own q (the same
 map for a chain's drafts and a tree's, for a top-1 child and a runner-up sibling, at any depth); that
@@ -87,11 +90,16 @@ class Calibration:
 
 def tree_value(tree, calibration: Calibration) -> tuple[torch.Tensor, torch.Tensor]:
     """(log P (B, N): each node's calibrated chance that its whole path is accepted, gain (N,)): for n = 1..N
-    the expected accepted nodes summed over the batch when each row keeps its n nodes of highest P
-    (`DraftTree.best(n, log P)`), so E[tokens](n) = batch + gain[n - 1]."""
-    log_p = tree.path_sum(calibration.acceptance(tree.q.float()).clamp_min(1e-30).log())  # (B, N), never rises down a path
-    ranked = torch.sort(log_p, dim=1, descending=True, stable=True).values  # the order DraftTree.best keeps them in
-    return log_p, ranked.exp().cumsum(dim=1).sum(dim=0)
+    the expected accepted nodes summed over the batch when each row keeps its n nodes of highest joint confidence
+    (`DraftTree.best(n)`, EAGLE-2's order), so E[tokens](n) = batch + gain[n - 1]."""
+    log_p = calibrated_paths(tree, calibration)
+    order = torch.sort(tree.joint(), dim=1, descending=True, stable=True).indices  # the order DraftTree.best keeps them in
+    return log_p, log_p.gather(1, order).exp().cumsum(dim=1).sum(dim=0)
+
+
+def calibrated_paths(tree, calibration: Calibration) -> torch.Tensor:
+    """(B, N): each node's log of the calibrated chance that its whole path is accepted; never rises down a path."""
+    return tree.path_sum(calibration.acceptance(tree.q.float()).clamp_min(1e-30).log())
 
 
 def depth_gains(tree, log_p: torch.Tensor) -> torch.Tensor:
@@ -99,8 +107,11 @@ def depth_gains(tree, log_p: torch.Tensor) -> torch.Tensor:
     past the number of nodes it keeps, the curve stays flat). EAGLE-2 grows a tree level by level, so the first d
     levels of a deeper tree stand for a tree of depth d (goodput chooses the depth with it)."""
     levels = torch.arange(1, tree.depth + 1, device=log_p.device)[:, None, None]  # (D, 1, 1)
-    kept = torch.where(tree.depths[None] <= levels, log_p[None], torch.full_like(log_p[None], float("-inf")))  # (D, B, N)
-    return torch.sort(kept, dim=2, descending=True).values.exp().cumsum(dim=2).sum(dim=1)
+    inside = tree.depths[None] <= levels  # (D, B, N)
+    joint = torch.where(inside, tree.joint()[None], torch.full_like(log_p[None], float("-inf")))
+    order = torch.sort(joint, dim=2, descending=True, stable=True).indices  # EAGLE-2's order among the first d levels
+    kept = torch.where(inside, log_p[None], torch.full_like(log_p[None], float("-inf"))).gather(2, order)
+    return kept.exp().cumsum(dim=2).sum(dim=1)
 
 
 def chain_drafts(drafted) -> list[tuple[float, bool]]:
@@ -146,8 +157,9 @@ def pricing_check(steps, sizes=(1, 2, 4, 8, 16, 32)) -> dict[int, tuple[float, f
             continue
         rows = [row.tree for row in step.seqs if row.tree is not None] if step.tree_nodes is not None else []
         for record in rows:
-            log_p, _ = tree_value(record_tree(record), calibration)
-            order = torch.sort(log_p[0], descending=True, stable=True).indices.tolist()
+            tree = record_tree(record)
+            log_p, _ = tree_value(tree, calibration)
+            order = torch.sort(tree.joint()[0], descending=True, stable=True).indices.tolist()  # the cut's order
             on_path = set(record.path())
             for n in sizes or (len(record.ids),):
                 if n > len(record.ids):

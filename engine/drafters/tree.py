@@ -93,8 +93,12 @@ class DraftTree:
 
     def joint(self) -> torch.Tensor:
         """(B, N) float: each node's joint draft confidence, log of the product of q along root -> node (the
-        score EAGLE-2 reranks by). A child never scores above its parent (log q <= 0)."""
-        return self.path_sum(self.q.clamp_min(1e-30).log().clamp_max(0.0))
+        score EAGLE-2 reranks by). A child never scores above its parent (log q <= 0). Made once per tree (the cut
+        and goodput's pricing both read it), as `attention` is."""
+        cached = self.__dict__.get("_joint")
+        if cached is None:
+            cached = self.__dict__["_joint"] = self.path_sum(self.q.clamp_min(1e-30).log().clamp_max(0.0))
+        return cached
 
     def best(self, n: int, score: torch.Tensor | None = None) -> DraftTree:
         """The tree cut to each row's `n` nodes of highest score (B, N) (default: the joint confidence; ties: the
