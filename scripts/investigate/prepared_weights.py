@@ -4,7 +4,7 @@ plain and EAGLE decoding before and after, interleaved.
     products   one decoder layer's four products of SmolLM2-135M's shapes, and its head, in bfloat16, per pass size:
                the native kernels' packed matrices (any size), oneDNN's prepacked ones, F.linear over the
                concatenation, and three products over the separate q/k/v matrices (the choice of the native
-               backend's form beyond cpukernels.LAYER_TOKENS tokens)
+               backend's form beyond cpukernels.LAYER_TOKENS tokens); --dtype float32: without oneDNN and the head
     rss        the default pair of the tree on PYTHONPATH (dtype auto) loaded, then one plain and one EAGLE run at batch 1 and at
                batch 16: the process's resident memory (VmRSS, VmHWM) after each, and the prepared copies
     compare    `python -m engine run` in each of two trees (e.g. main's commit and this branch), every run its own
@@ -41,14 +41,14 @@ def _timed(fn, x, reps: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def products() -> None:
+def products(dtype: str) -> None:
     import torch
     import torch.nn.functional as F
 
     from engine.model import cpukernels
 
     torch.manual_seed(0)
-    h, inter, vocab, bf = 576, 1536, 49152, torch.bfloat16
+    h, inter, vocab, bf = 576, 1536, 49152, getattr(torch, dtype)
     wq, wk, wv, wo = (torch.randn(n, h, dtype=bf) for n in (576, 192, 192, 576))
     wg, wu, wd, head = (
         torch.randn(inter, h, dtype=bf),
@@ -59,15 +59,16 @@ def products() -> None:
     wqkv, wgu = torch.cat([wq, wk, wv]), torch.cat([wg, wu])
     pack = lambda w: torch.ops.mkldnn._reorder_linear_weight(w, batch_size=1)  # noqa: E731
     dnn = lambda x, w: torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")  # noqa: E731
-    onednn = [pack(w) for w in (wqkv, wo, wgu, wd)]
+    onednn = [pack(w) for w in (wqkv, wo, wgu, wd)] if bf == torch.bfloat16 else None  # oneDNN's prepacking: bfloat16
     native = [cpukernels.Packed(w, None, 1 << 30) for w in (wqkv, wo, wgu, wd)]
     forms = {
         "native": lambda x, m: [native[0](x), native[1](x), native[2](x), native[3](m)],
-        "onednn": lambda x, m: [dnn(x, onednn[0]), dnn(x, onednn[1]), dnn(x, onednn[2]), dnn(m, onednn[3])],
         "concat": lambda x, m: [F.linear(x, wqkv), F.linear(x, wo), F.linear(x, wgu), F.linear(m, wd)],
         "split": lambda x, m: [torch.cat([F.linear(x, w) for w in (wq, wk, wv)], -1), F.linear(x, wo)]
         + [torch.cat([F.linear(x, wg), F.linear(x, wu)], -1), F.linear(m, wd)],
     }
+    if onednn is not None:
+        forms["onednn"] = lambda x, m: [dnn(x, onednn[0]), dnn(x, onednn[1]), dnn(x, onednn[2]), dnn(m, onednn[3])]
     for tokens in (49, 64, 80, 128, 256, 512, 1024):
         x, mid = torch.randn(tokens, h, dtype=bf), torch.randn(tokens, inter, dtype=bf)
         got = {k: [] for k in forms}
@@ -75,6 +76,8 @@ def products() -> None:
             for k, f in forms.items():
                 got[k].append(_timed(lambda _, f=f, x=x, mid=mid: f(x, mid), None, 5))
         print(f"layer, {tokens:4d} tokens: " + "  ".join(f"{k} {statistics.median(v):6.3f} ms" for k, v in got.items()), flush=True)
+    if onednn is None:
+        return
     heads = {
         "native": cpukernels.Packed(head, head, 1 << 30),
         "onednn": lambda x, w=pack(head): dnn(x, w),
@@ -177,9 +180,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--batches", default="1,16")
     ap.add_argument("--tokens", type=int, default=48)
+    ap.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16", help="products: the matrices' dtype")
     args = ap.parse_args()
     if args.what == "products":
-        products()
+        products(args.dtype)
     elif args.what == "rss":
         rss(args.tokens)
     else:
