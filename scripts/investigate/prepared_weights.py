@@ -147,11 +147,11 @@ def _run(tree: Path, lane: str, prompts: list[str], tokens: int) -> dict:
     }
 
 
-def compare(trees: list[Path], rounds: int, batches: list[int], tokens: int) -> None:
+def compare(trees: list[Path], rounds: range, batches: list[int], tokens: int) -> None:
     prompts = json.loads((ROOT / "assets" / "heldout_prompts.json").read_text())["prompts"]
     names = ["before", "after"]
     rows = []
-    for r in range(rounds):
+    for r in rounds:
         for batch in batches:
             chosen = [prompts[(r * batch + i) % len(prompts)] for i in range(batch)]
             for lane in LANES:
@@ -178,6 +178,7 @@ def main() -> None:
     ap.add_argument("what", choices=["products", "rss", "compare"])
     ap.add_argument("--trees", default="", help="compare: before,after (worktree folders)")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--first-round", type=int, default=0, help="compare: go on from an earlier invocation (other prompts)")
     ap.add_argument("--batches", default="1,16")
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16", help="products: the matrices' dtype")
@@ -188,7 +189,7 @@ def main() -> None:
         rss(args.tokens)
     else:
         trees = [Path(t).resolve() for t in args.trees.split(",")]
-        compare(trees, args.rounds, [int(b) for b in args.batches.split(",")], args.tokens)
+        compare(trees, range(args.first_round, args.first_round + args.rounds), [int(b) for b in args.batches.split(",")], args.tokens)
 
 
 if __name__ == "__main__":
