@@ -15,9 +15,9 @@ that asks for it, and kept for every later run:
 
 So each backend holds at most one extra copy of a matrix. The native copy serves every pass: up to
 cpukernels.LAYER_TOKENS tokens the whole layer is one native call, beyond (a prefill, a verify pass of 16 x 5
-tokens) the Python layer calls the same packed matrices, which on the 2-core EPYC are as fast as oneDNN's prepacked
-GEMM from 49 to 1,024 tokens and faster than F.linear (docs/journal.md, 2026-12-04, "prepared weights"); the oneDNN
-and concatenated copies the native backend used to keep for those passes are gone. A packed matrix that meets an
+tokens) the Python layer calls the same packed matrices, measured as fast as oneDNN's prepacked GEMM there and faster
+than F.linear (docs/journal.md, "prepared weights made once beside the model"); the oneDNN and concatenated copies
+the native backend used to keep for those passes are gone. A packed matrix that meets an
 input the kernels do not take (another dtype) falls back to transformers' own matrices, separate products whose
 outputs are concatenated (`cpukernels.Packed`'s fallback).
 
