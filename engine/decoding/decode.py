@@ -93,7 +93,7 @@ class Decoder:
         self.eos_ids = pair.eos_ids if cfg.stop_at_eos else frozenset()
         self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.backend = choose_backend(self.device, cfg.backend, cfg.cuda_graphs)  # how passes run (engine/model/backend.py)
-        self.drafter = make_drafter(pair, cfg, self.pad_id)  # None for plain decoding
+        self.drafter = make_drafter(pair, cfg, self.pad_id, self.backend)  # None for plain decoding; its cache on the run's backend
         self.policy = make_policy(cfg, pair, self.drafter, len(seqs))  # load-aware ones read the measured pass-cost curve
         self.features = self.drafter.target_features if self.drafter is not None else False
         self.target = make_cache(pair.target, self.device, pair.target_costs, cfg, backend=self.backend)

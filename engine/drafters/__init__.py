@@ -15,11 +15,13 @@ from engine.drafters.ngram import NgramDrafter
 DRAFTERS: dict[str, type[Drafter]] = {d.kind: d for d in (ModelDrafter, EagleDrafter, NgramDrafter)}
 
 
-def make_drafter(pair, cfg, pad_id: int) -> Drafter | None:
-    """The drafter `cfg` asks for, built for `pair` (None for plain decoding); ConfigError if the pair lacks it."""
+def make_drafter(pair, cfg, pad_id: int, backend=None) -> Drafter | None:
+    """The drafter `cfg` asks for, built for `pair` (None for plain decoding); ConfigError if the pair lacks it.
+    `backend`: the run's (engine/model/backend.py, chosen once by the decode loop), which a drafter's own cache runs
+    on; None: chosen here from `cfg`."""
     if not cfg.speculative:
         return None
-    return DRAFTERS[cfg.drafter].build(pair, cfg, pad_id)
+    return DRAFTERS[cfg.drafter].build(pair, cfg, pad_id, backend)
 
 
 def drafter_label(pair, cfg) -> str | None:

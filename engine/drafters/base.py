@@ -164,7 +164,9 @@ class Drafter(Protocol):
     def params(cls, pair: ModelPair) -> int: ...  # its own weights (0 for a lookup)
 
     @classmethod
-    def build(cls, pair: ModelPair, cfg: DecodeConfig, pad_id: int) -> Drafter: ...  # ConfigError if unavailable
+    def build(cls, pair: ModelPair, cfg: DecodeConfig, pad_id: int, backend=None) -> Drafter: ...  # ConfigError if unavailable
+
+    # backend: the run's engine.model.backend.Backend, which a drafter's own cache takes (make_cache(..., backend=))
 
     def prefill(self, prompts: list[list[int]], hidden: torch.Tensor | None) -> None: ...
 

@@ -36,14 +36,14 @@ class EagleDrafter:
         return pair.eagle.params if pair.eagle is not None else 0  # its own weights: it borrows the target's embedding and head
 
     @classmethod
-    def build(cls, pair, cfg, pad_id: int) -> EagleDrafter:
+    def build(cls, pair, cfg, pad_id: int, backend=None) -> EagleDrafter:
         if pair.eagle is None:
             raise ConfigError("drafter='eagle' needs an EAGLE head for this target, but none is loaded: use drafter='model' or 'ngram'")
-        return cls(pair.eagle, pair.device, pair.eagle_costs, pad_id, cfg=cfg)
+        return cls(pair.eagle, pair.device, pair.eagle_costs, pad_id, cfg=cfg, backend=backend)
 
-    def __init__(self, runner, device: torch.device, costs, pad_id: int, cfg=None):
+    def __init__(self, runner, device: torch.device, costs, pad_id: int, cfg=None, backend=None):
         self.runner = runner
-        self.cache = make_cache(None, device, costs, cfg, runner=runner)  # the run's backend (engine/model/backend.py)
+        self.cache = make_cache(None, device, costs, cfg, runner=runner, backend=backend)  # the run's backend (engine/model/backend.py)
         runner.native = self.cache.backend.native  # the head's own products natively where the target's are
         self.pad_id = pad_id
         self.vocab = runner.vocab  # (C,) token ids the head scores

@@ -33,18 +33,20 @@ class ModelDrafter:
         return sum(p.numel() for p in pair.draft.parameters()) if pair.draft is not None else 0
 
     @classmethod
-    def build(cls, pair, cfg, pad_id: int) -> ModelDrafter:
+    def build(cls, pair, cfg, pad_id: int, backend=None) -> ModelDrafter:
         if pair.draft is None:
             raise ConfigError("drafter='model' needs a draft model, but this pair has none: use drafter='ngram'")
-        drafter = cls(pair.draft, pair.device, pair.draft_costs, pad_id, vocab=pair.draft_vocab, cfg=cfg)
+        drafter = cls(pair.draft, pair.device, pair.draft_costs, pad_id, vocab=pair.draft_vocab, cfg=cfg, backend=backend)
         if cfg.tree and drafter.cache.lean is None:
             raise ConfigError(
                 "tree drafting with drafter='model' needs the lean forward for the draft (a plain Llama draft, not 'transformers')"
             )
         return drafter
 
-    def __init__(self, model: torch.nn.Module, device: torch.device, costs, pad_id: int, vocab: torch.Tensor | None = None, cfg=None):
-        self.cache = make_cache(model, device, costs, cfg)  # the run's backend (engine/model/backend.py)
+    def __init__(
+        self, model: torch.nn.Module, device: torch.device, costs, pad_id: int, vocab: torch.Tensor | None = None, cfg=None, backend=None
+    ):
+        self.cache = make_cache(model, device, costs, cfg, backend=backend)  # the run's backend (engine/model/backend.py)
         self.pad_id = pad_id
         self.lag = 0  # tokens of every sequence not yet in the draft cache (the same for all rows)
         self.lags: torch.Tensor | None = None  # (B,) after a tree step: each row's own count

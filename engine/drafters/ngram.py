@@ -29,7 +29,7 @@ class NgramDrafter:
         return 0
 
     @classmethod
-    def build(cls, pair, cfg, pad_id: int) -> NgramDrafter:
+    def build(cls, pair, cfg, pad_id: int, backend=None) -> NgramDrafter:
         vocab = pair.target.get_output_embeddings().weight.shape[0]
         special = frozenset(getattr(pair.tokenizer, "all_special_ids", []) or [])
         return cls(cfg.ngram_size, vocab, pair.device, special - pair.eos_ids)

@@ -117,8 +117,10 @@ def supports(w: torch.Tensor) -> bool:
 class Packed:
     """One weight matrix W (N x K) in the kernels' layout; `packed(x)` is F.linear(x, W) for x (..., K).
 
-    Up to `max_tokens` rows of x natively; more through `fallback` (a oneDNN-prepacked matrix, called as
-    engine/model/layer.linear calls it, or the plain W). The packed copy is N rounded up to 16 rows."""
+    Up to `max_tokens` rows of x natively (engine/model/prepared.py packs for any number); more, or an x the kernels
+    do not take, through `fallback`: the plain W, a oneDNN-prepacked matrix (called as engine/model/layer.linear calls
+    it), or a tuple of W's row blocks (a model's own q, k and v matrices), whose products are concatenated. The packed
+    copy is N rounded up to 16 rows."""
 
     def __init__(self, w: torch.Tensor, fallback: torch.Tensor | None = None, max_tokens: int = LAYER_TOKENS):
         lib = library()
@@ -145,6 +147,8 @@ class Packed:
         return y
 
     def _fallback(self, x: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.fallback, tuple):  # W's row blocks kept apart (a model's own q, k, v): one product each
+            return torch.cat([F.linear(x, w) for w in self.fallback], dim=-1)
         if self.fallback.is_mkldnn:
             return torch.ops.mkldnn._linear_pointwise(x, self.fallback, None, "none", [], "")
         return F.linear(x, self.fallback)

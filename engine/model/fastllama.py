@@ -7,8 +7,9 @@ speculative step (c, the draft/target cost ratio in Leviathan's speedup formula)
 same arithmetic as `LlamaForCausalLM.forward` (RMSNorm in float32, default RoPE, SDPA attention,
 SwiGLU MLP, tied or untied head) with one Python call per op and nothing else.
 
-It reads the weights of an existing transformers model (the q/k/v and gate/up matrices fused once per model,
-engine/model/fastpass.py's `fuse`) and runs engine/model/layer.py's `decoder_layer` over the same
+It reads the weights of an existing transformers model (the q/k/v and gate/up matrices concatenated once per
+model beside it, engine/model/prepared.py; transformers' own parameters stay as loaded) and runs
+engine/model/layer.py's `decoder_layer` over the same
 `DynamicCache` layers `RaggedCache` manages, so roll-back, row selection and the FLOP accounting are
 unchanged. `supports(model)` says whether a model qualifies: plain Llama (SmolLM2, TinyLlama, the
 distilled draft); anything else (biases, scaled RoPE, other architectures) keeps the transformers path.
@@ -22,9 +23,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from engine.model.fastpass import fuse
 from engine.model.layer import cache_store, decoder_layer
 from engine.model.pass_masks import rope_tables
+from engine.model.prepared import PreparedWeights, prepared
 
 
 def supports(model: torch.nn.Module) -> bool:
@@ -103,8 +104,8 @@ class LeanLlama:
         rope_theta: float,
     ) -> LeanLlama:
         """Decoder layers only, no embedding, final norm or head: `body` runs them over input embeddings.
-        Each layer is the tuple of its 9 weights (ln1, q, k, v, o, ln2, gate, up, down), fused once for the layer
-        (engine/model/fastpass.py, `fuse`; engine/model/layer.py, `decoder_layer`). The EAGLE
+        Each layer is the tuple of its 9 weights (ln1, q, k, v, o, ln2, gate, up, down), prepared once for the
+        passes (engine/model/prepared.py; engine/model/layer.py, `decoder_layer`). The EAGLE
         head's runner (engine/drafters/eagle.py) is one such layer."""
         lean = cls.__new__(cls)
         lean._init_body(layers, n_heads=n_heads, n_kv=n_kv, head_dim=head_dim, eps=eps, rope_theta=rope_theta)
@@ -117,13 +118,20 @@ class LeanLlama:
         self.scale = head_dim**-0.5
         # Exactly transformers' default RoPE inverse frequencies (float32).
         self.inv_freq = 1.0 / (rope_theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
-        self.layers = [tuple(weights) for weights in layers]
+        self.layers = [tuple(weights) for weights in layers]  # the model's own tensors, as loaded
+        self._weights: PreparedWeights | None = None
+
+    def prepared(self) -> PreparedWeights:
+        """The model's prepared weights (engine/model/prepared.py), looked up once per LeanLlama."""
+        if self._weights is None:
+            self._weights = prepared(self)
+        return self._weights
 
     def restrict_head(self, rows: torch.Tensor) -> None:
         """Score only these vocabulary rows (FR-Spec's frequency-ranked draft vocabulary): logits come back
         over `rows`, in that order. A draft's output head is most of its step on a CPU; the caller maps
         the winning local index back to a token id."""
-        self.head = self.model.lm_head.weight[rows].contiguous()
+        self.head = self.prepared().restricted_head(self.model.lm_head.weight, rows)  # made once per model and rows
 
     @torch.no_grad()
     def forward(
@@ -182,7 +190,9 @@ class LeanLlama:
             mask = causal[None, None] if valid is None else (causal[None] & valid[:, None, :].bool())[:, None]
         is_causal = mask is None and n > 1
         dims = (self.n_heads, self.n_kv, self.head_dim, self.eps, self.scale)
-        for i, weights in enumerate(fuse(self)):  # DynamicCache(config=...) holds one (lazily initialised) layer per block
+        for i, weights in enumerate(
+            self.prepared().layers("concat")
+        ):  # DynamicCache(config=...) holds one (lazily initialised) layer per block
             x = decoder_layer(x, cos, sin, cache_store(cache.layers[i], past), mask, weights, *dims, is_causal=is_causal)
             if i in collect:
                 into[i] = x

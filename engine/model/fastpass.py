@@ -4,10 +4,11 @@ decoder layer of a small pass is one call into SpecLab's native kernels (engine/
 Why: at batch 1 a decode pass of SmolLM2-135M is ~1,200 small operations (30 layers x about 40),
 each dispatched from Python; measured on the 2-core build CPU the eager lean pass reached 16-19% of
 the probed copy bandwidth (issue 31). What removes most of that:
-- one QKV projection and one gate-up projection per layer: the weights concatenated once per model (`fuse`,
-  kept on the model for every later run), the model's own q/k/v and gate/up parameters rebound to row views
-  of them, so nothing is stored twice and transformers' forward still reads the same values; in bfloat16 on
-  the CPU the matrices are also prepacked in oneDNN's layout (`packed`);
+- one QKV projection and one gate-up projection per layer, over the model's prepared weights
+  (engine/model/prepared.py: made once per model at its first run on a backend and kept beside it, never in
+  place of transformers' own parameters, which its forward, the exactness oracle, keeps reading): on "native"
+  all four matrices in the kernels' layout, for passes of every size; on "fused" in bfloat16 on the CPU all four
+  prepacked for oneDNN; at most one extra copy of a matrix per backend;
 - per layer only what differs per layer: the RoPE tables (`rope_tables`) and the attention bias
   (`attention_bias`) are made once per pass, RoPE runs over the q and k heads together, the norm is
   F.rms_norm (`norm`);
@@ -22,7 +23,7 @@ native pass's speed (docs/measurements.md, "Passes on the CPU") and it was never
 (cuda_graphs="auto", engine/model/graphs.py) are the measured way to remove the per-op overhead.
 
 The decoder layer is engine/model/layer.py's `decoder_layer`, the lean forward's own (engine/model/fastllama.py),
-here over the static buffers (`buffer_store`); `fuse` prepares the fused weights every Python pass reads.
+here over the static buffers (`buffer_store`); engine/model/prepared.py prepares the weights every pass reads.
 
 Numerics: the same ops in the same order and dtype as engine/model/fastllama.py, except attention's float32
 score arithmetic in a small CPU pass (`small_attend`) (a bias added instead of a masked fill, the scale applied inside the product): a fused
@@ -42,114 +43,6 @@ import torch
 from engine.model import cpukernels
 from engine.model.layer import buffer_store, decoder_layer, norm, small_pass
 from engine.model.pass_masks import attention_bias, rope_lookup, rope_tables
-
-
-def fuse(lean) -> list[tuple]:
-    """Per layer (ln1, wqkv, wo, ln2, wgu, wd), built once per model and kept on it (`_shared`).
-
-    For a LeanLlama over a transformers model the model's q/k/v and gate/up weights become row views of the
-    concatenations (no second copy); a body-only LeanLlama (the EAGLE head) keeps its own, one layer.
-    A later LeanLlama over the same model (one per decode run) reuses them, and `packed`'s copies."""
-    fused = getattr(lean, "_fused", None)
-    if fused is not None:
-        return fused
-    shared = _shared(lean)
-    if shared is not None:
-        lean.layers, lean._fused = shared["views"], shared["fused"]
-        lean._packed, lean._packed_head = shared.get("packed"), shared.get("packed_head", (None, None))
-        lean._native, lean._native_head = shared.get("native"), shared.get("native_head", (None, None))
-        return lean._fused
-    fused, views = [], []
-    for ln1, wq, wk, wv, wo, ln2, wg, wu, wd in lean.layers:
-        wqkv = torch.cat([wq, wk, wv]).contiguous()
-        wgu = torch.cat([wg, wu]).contiguous()
-        fused.append((ln1, wqkv, wo, ln2, wgu, wd))
-        nq, nk = wq.shape[0], wk.shape[0]
-        views.append((ln1, wqkv[:nq], wqkv[nq : nq + nk], wqkv[nq + nk :], wo, ln2, wgu[: wg.shape[0]], wgu[wg.shape[0] :], wd))
-    model = getattr(lean, "model", None)
-    if model is not None:
-        with torch.no_grad():
-            for layer, (_, q, k, v, _, _, g, u, _) in zip(model.model.layers, views):
-                attn, mlp = layer.self_attn, layer.mlp
-                attn.q_proj.weight.data, attn.k_proj.weight.data, attn.v_proj.weight.data = q, k, v
-                mlp.gate_proj.weight.data, mlp.up_proj.weight.data = g, u
-        lean.layers = views  # the lean forward reads the same storage
-        model._speclab_fused = {"fused": fused, "views": views}
-    lean._fused = fused
-    return fused
-
-
-def _shared(lean) -> dict | None:
-    """The model's fused weights from an earlier LeanLlama, if its q and gate weights still are views of them."""
-    shared = getattr(getattr(lean, "model", None), "_speclab_fused", None)
-    if shared is None or len(shared["fused"]) != len(lean.layers):
-        return None
-    for (_, wqkv, _, _, wgu, _), layer in zip(shared["fused"], lean.layers):
-        if layer[1].data_ptr() != wqkv.data_ptr() or layer[6].data_ptr() != wgu.data_ptr():  # wq, wg
-            return None
-    return shared
-
-
-def _keep(lean, name: str, value) -> None:
-    """Store `value` on the lean model and, over a transformers model, for later LeanLlamas (`fuse`)."""
-    setattr(lean, "_" + name, value)
-    shared = getattr(getattr(lean, "model", None), "_speclab_fused", None)
-    if shared is not None and shared["fused"] is getattr(lean, "_fused", None):
-        shared[name] = value
-
-
-def _onednn(w: torch.Tensor) -> bool:
-    return w.device.type == "cpu" and w.dtype == torch.bfloat16 and torch.backends.mkldnn.is_available()
-
-
-def packed(lean, native: bool = False) -> list[tuple]:
-    """`fuse`'s layers with their four matrices prepacked in oneDNN's blocked layout (a CPU in bfloat16), else
-    `fuse`'s own: a one-token GEMV streams the weights about twice as fast prepacked as through F.linear, with the
-    same output bit for bit (docs/journal.md, "2026-12-01, evening · AMD EPYC, shared: the fused fast pass (issue
-    31)"). It costs a second copy of the matrices (the plain ones stay for the prefill and transformers' forward).
-    `native`: each matrix also in the native kernels' layout (cpukernels.Packed, a third copy), used for
-    passes of up to cpukernels.LAYER_TOKENS tokens, the oneDNN copy beyond; as `packed` where the kernels
-    are unavailable."""
-    if native and not cpukernels.available():
-        native = False
-    name = "native" if native else "packed"
-    cached = getattr(lean, "_" + name, None)
-    if cached is not None:
-        return cached
-    layers = fuse(lean)
-    if _onednn(layers[0][1]):
-        layers = packed(lean) if native else [(ln1, _pack(a), _pack(b), ln2, _pack(c), _pack(d)) for ln1, a, b, ln2, c, d in layers]
-    if native:  # plain matrices packed natively, the oneDNN (or plain) ones kept for larger passes
-        layers = [
-            (p[0], _native(p[1], q[1]), _native(p[2], q[2]), p[3], _native(p[4], q[4]), _native(p[5], q[5]))
-            for p, q in zip(fuse(lean), layers)
-        ]
-    _keep(lean, name, layers)
-    return layers
-
-
-def _pack(w: torch.Tensor) -> torch.Tensor:
-    return torch.ops.mkldnn._reorder_linear_weight(w, batch_size=1)
-
-
-def _native(w: torch.Tensor, fallback: torch.Tensor, max_tokens: int | None = None):
-    max_tokens = cpukernels.LAYER_TOKENS if max_tokens is None else max_tokens
-    return cpukernels.Packed(w, fallback, max_tokens) if cpukernels.supports(w) else fallback
-
-
-def packed_head(lean, head: torch.Tensor, native: bool = False):
-    """The output head prepacked as `packed` does (kept per head tensor: a draft may restrict its head);
-    `native`: in the native layout too, natively for up to cpukernels.HEAD_TOKENS tokens."""
-    native = native and cpukernels.available()
-    name = "native_head" if native else "packed_head"
-    key, value = getattr(lean, "_" + name, (None, None))
-    if key is head:
-        return value
-    value = packed_head(lean, head) if native else (_pack(head) if _onednn(head) else head)
-    if native:
-        value = _native(head, value, cpukernels.HEAD_TOKENS)
-    _keep(lean, name, (head, value))
-    return value
 
 
 def norm_out(x: torch.Tensor, weight: torch.Tensor, eps: float, layers) -> torch.Tensor:

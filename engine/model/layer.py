@@ -2,7 +2,7 @@
 
 `decoder_layer` is a Llama decoder layer (RMSNorm, one fused QKV product, RoPE, attention, one output product
 into the residual, RMSNorm, one fused gate-up product, SwiGLU, the down product into the residual) over the
-fused weights (engine/model/fastpass.py, `fuse`: ln1, wqkv, wo, ln2, wgu, wd). What differs between the passes
+prepared weights (engine/model/prepared.py: ln1, wqkv, wo, ln2, wgu, wd). What differs between the passes
 that run it is a parameter, not another copy of the layer:
 - where the new keys and values go and what attention reads (`store`): the dynamic cache's layer, grown by
   concatenation (`cache_store`: the "torch" backend, engine/model/fastllama.py), or the static buffers, written
@@ -52,8 +52,9 @@ def norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def linear(x: torch.Tensor, w) -> torch.Tensor:
-    """F.linear; oneDNN's linear where `w` was prepacked (fastpass.packed): the same bfloat16 output, bit for bit; or
-    the native kernel where `w` is a cpukernels.Packed (fastpass.packed(native=True))."""
+    """F.linear; oneDNN's linear where `w` was prepacked (engine/model/prepared.py, the "fused" backend's form in
+    bfloat16 on a CPU): the same bfloat16 output, bit for bit; or the native kernel where `w` is a cpukernels.Packed
+    (the "native" backend's form)."""
     if isinstance(w, cpukernels.Packed):
         return w(x)
     if w.is_mkldnn:

@@ -33,10 +33,11 @@ from engine.config import MAX_DEPTH, ConfigError, GraphMode
 from engine.model import graph_pool, kvcache, static_tree
 from engine.model.backend import Backend, choose_backend
 from engine.model.fastllama import rms_norm
-from engine.model.fastpass import FastRunner, fast_hidden_pass, fast_llama_pass, fuse, packed, packed_head
+from engine.model.fastpass import FastRunner, fast_hidden_pass, fast_llama_pass
 from engine.model.kvcache import RaggedCache
 from engine.model.layer import buffer_store, decoder_layer, linear
 from engine.model.pass_masks import padded_mask, pass_bias, rope_tables
+from engine.model.prepared import form_of
 
 WINDOW_BUCKET = 128  # attention-window granularity of the graph buckets (columns)
 CAPACITY_MARGIN = 8  # spare columns beyond the longest the bookkeeping allows
@@ -112,7 +113,7 @@ class StaticPass:
         lean = self.lean
         cos, sin = rope_tables(positions, self.inv_freq, x.dtype)  # (B, n, 1, dim)
         dims = (lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)
-        for i, (weights, (k_buf, v_buf)) in enumerate(zip(fuse(lean), self.kv.layers())):
+        for i, (weights, (k_buf, v_buf)) in enumerate(zip(lean.prepared().layers("concat"), self.kv.layers())):
             x = decoder_layer(x, cos, sin, buffer_store(k_buf, v_buf, cols, window), mask, weights, *dims, is_causal=is_causal)
             if i in collect:
                 into[i] = x
@@ -163,7 +164,7 @@ class StaticRaggedCache(RaggedCache):
         self.kv: StaticKV | None = None
         self.passes: StaticPass | None = None
         if mode in FAST_PATHS:  # fused projections, eager ("fused") or native kernels: engine/model/fastpass.py
-            fuse(self.body_lean)
+            self.body_lean.prepared().layers(form_of(mode))  # made at the model's first run on this backend, then kept
             self.pooled = None  # its own runner and buffers per run
             self.graphs = FastRunner(device)
         else:  # buffers and graphs kept per model across runs (engine/model/graph_pool.py); queued captures happen here
@@ -219,7 +220,8 @@ class StaticRaggedCache(RaggedCache):
         if self.runner_model is not None:
             return out
         if self.mode in FAST_PATHS:
-            logits = linear(out, packed_head(self.body_lean, self.body_lean.head, native=self.mode == "native"))  # (B, keep or n, vocab)
+            head = self.body_lean.prepared().head(self.body_lean.head, form_of(self.mode))
+            logits = linear(out, head)  # (B, keep or n, vocab)
         else:
             logits = F.linear(out, self.body_lean.head)  # (B, keep or n, vocab)
         return (logits, hidden) if return_hidden else logits
@@ -297,7 +299,7 @@ class StaticRaggedCache(RaggedCache):
         fn = fast_hidden_pass if return_hidden else fast_llama_pass
         dims = (lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)
         collect = return_hidden if isinstance(return_hidden, tuple) else ()  # EAGLE-3: these layers' outputs too
-        layers = packed(lean, native=self.mode == "native")
+        layers = lean.prepared().layers(form_of(self.mode))
         args = (x, positions, mask, cols, self.passes.inv_freq, self.kv.keys, self.kv.values, layers, final_norm, window, keep, dims)
         key = (fn.__name__, rows, n, window, keep, collect)
         out = self.graphs.run(key, fn, args, {"collect": collect} if collect else {})

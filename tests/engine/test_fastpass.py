@@ -14,7 +14,7 @@ from engine.model import backend, cpukernels
 from engine.model.backend import Backend, choose_backend, default_backend
 from engine.model.eagle_head import EagleRunner, load_head
 from engine.model.fastllama import rms_norm, rotate_half
-from engine.model.fastpass import FastRunner, fuse
+from engine.model.fastpass import FastRunner
 from engine.model.kvcache import RaggedCache
 from engine.model.layer import norm, small_attend
 from engine.model.pair import ModelPair
@@ -118,25 +118,6 @@ def _recording(real, name: str, asked: list, answers: list):
         return answers[-1]
 
     return call
-
-
-def test_fuse_rebinds_the_weights_without_a_copy(tokenizer):
-    """After fusing, the model's q/k/v and gate/up weights are views of the fused ones: same values, no
-    second copy, and transformers' forward gives the same logits."""
-    pair = tiny_pair(tokenizer, with_draft=False)
-    model = pair.target
-    ids = torch.tensor([[5, 6, 7, 8]])
-    with torch.inference_mode():
-        before = model(ids).logits
-    cache = make_cache(model, pair.device, pair.target_costs, DecodeConfig(max_new_tokens=8, backend="fused"))
-    assert isinstance(cache, StaticRaggedCache) and cache.mode == "fused"
-    ln1, wqkv, wo, ln2, wgu, wd = fuse(cache.lean)[0]
-    attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
-    assert attn.q_proj.weight.data_ptr() == wqkv.data_ptr()
-    assert mlp.up_proj.weight.data_ptr() == wgu[mlp.gate_proj.weight.shape[0] :].data_ptr()
-    assert fuse(cache.lean) is fuse(cache.lean)  # built once
-    with torch.inference_mode():
-        assert torch.equal(model(ids).logits, before)
 
 
 def test_the_backend_is_chosen_once_per_run_with_one_default_per_device(monkeypatch, tiny):
