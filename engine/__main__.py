@@ -297,7 +297,9 @@ def _passes(args) -> None:
         print(f"backends interleaved, {args.rounds} rounds x {args.repeats} passes; median over rounds [min-max]")
         print(format_fast_comparison(rows, modes, peaks.peak_bandwidth))
     else:
-        rows = pass_costs(pair, args.batch, args.tokens, args.context, args.repeats, args.model, args.cuda_graphs, args.backend)
+        rows = pass_costs(
+            pair, args.batch, args.tokens, args.context, args.repeats, args.model, cuda_graphs=args.cuda_graphs, backend=args.backend
+        )
         print(format_passes(rows, peaks.peak_flops, peaks.peak_bandwidth))
     if args.json:
         _write_json(args.json, {"probe": peaks.to_dict(), "rows": rows, "compare_backends": modes})

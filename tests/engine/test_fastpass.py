@@ -4,6 +4,8 @@ decoding over the dynamic cache and transformers' generate(), token for token, o
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from conftest import PROMPTS, hf_greedy, no_kernels_reason, tiny_pair
@@ -230,6 +232,18 @@ def test_compare_backends_refuses_bad_names(capsys):
         assert main(["passes", "--compare-backends", modes]) == 2  # refused before any model loads
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error:") and ("unknown backend" in err[0] or "two or more" in err[0])
+
+
+def test_the_passes_command_times_the_default_pass(tmp_path, capsys):
+    """`python -m engine passes` (the contract's CLI) on the embedded target: one row per shape, with the backend chosen
+    by name (it once handed --cuda-graphs to pass_costs' `stat` by position and crashed)."""
+    from engine.__main__ import main
+
+    out = tmp_path / "passes.json"
+    assert main(["passes", "--batch", "1", "--tokens", "1,2", "--context", "8", "--repeats", "1", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["batch"], r["new_tokens"]) for r in rows] == [(1, 1), (1, 2)] and all(r["ms"] > 0 for r in rows)
+    assert "forward passes on" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
