@@ -11,7 +11,8 @@ JSON line:
   - Reveal pressed -> "The class's result" on each student's page, all pages watched at once (each page notes the
     moment its own DOM first shows it, on the machine's one clock), three reveals (lessons 2, 3, 4: --reveals), the
     class following the teacher between them, timed the same way;
-  - the load average before and after. Bounded: at most 60 students, loopback only.
+  - the load average before and after; the server settles first (its background preload done: `settle`).
+Bounded: at most 60 students, loopback only.
 
     python scripts/class_load.py --students 30 [--idle-s 20] [--json docs/measurements/x.json]
 """
@@ -90,6 +91,19 @@ def machine_busy() -> tuple[float, float]:
     parts = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     idle = parts[3] + parts[4]
     return (sum(parts) - idle) / TICKS, sum(parts) / TICKS
+
+
+def settle(pid: int, limit_s: float = 300.0) -> float:
+    """Seconds until the server's own CPU stays under 20 % of a core for 5 s (at most `limit_s`): its first page
+    starts the background preload (the model, its warm-up and the machine's probe: app/common/resources.py), which
+    a Space has long finished when a class arrives; a class measured during it measures the preload too."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit_s:
+        c0 = cpu_seconds(pid)
+        time.sleep(5)
+        if cpu_seconds(pid) - c0 < 1.0:
+            break
+    return round(time.monotonic() - t0, 1)
 
 
 def new_page(browser, url: str):
@@ -233,6 +247,7 @@ def main() -> None:
                 teacher = new_page(browser, f"{url}/lessons?lesson=2&teacher=true")
                 teacher.get_by_role("button", name="Start a class").click()
                 link = teacher.locator("code").filter(has_text="/lessons?class=").first.inner_text().strip()
+                settled = settle(server.pid)
                 students, joins = [], []
                 for k in range(args.students):
                     page, seconds = join(browser, link, k)
@@ -273,6 +288,7 @@ def main() -> None:
     report = {
         "machine": f"{os.cpu_count()} CPU cores",
         "students": args.students,
+        "server_settled_before_joins_s": settled,
         "join_s": joins,
         "join_first_s": joins[0],
         "join_last_s": joins[-1],

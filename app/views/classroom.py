@@ -224,6 +224,19 @@ def predictions_svg(values: list[float], unit: str = "", mine: float | None = No
     )
 
 
+def waiting_svg() -> str:
+    """The empty frame the class's picture (predictions_svg) fills at Reveal, the same size, drawn while the class
+    waits: the page does not jump at Reveal, and each browser loads what draws an HTML Markdown block (a separate
+    script, fetched and compiled on first use) while it waits, not all 30 browsers at once at Reveal (issue 41)."""
+    text = "The class's predictions and the result appear here when the teacher reveals them"
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {SVG_W} {SVG_H}" width="100%" style="max-width:{SVG_W}px" '
+        f'role="img" aria-label="{text}" font-family="sans-serif" font-size="13"><title>{text}</title>'
+        f'<rect x="1" y="1" width="{SVG_W - 2}" height="{SVG_H - 2}" rx="8" fill="none" stroke="#bbb" stroke-dasharray="6 4"/>'
+        f'<text x="{SVG_W / 2:g}" y="{SVG_H / 2:g}" text-anchor="middle" fill="#777">{text}</text></svg>'
+    )
+
+
 def table_markdown(rows: list[dict]) -> str:
     """`rows` (dicts with the same keys) as one Markdown table, every cell plain text: a table the browser draws as
     HTML, with none of a data grid's weight."""

@@ -79,6 +79,12 @@ def test_the_predictions_picture_is_one_svg_with_stacked_dots_and_labelled_lines
     assert views.nice_ticks(0.5, 4.2) == [1.0, 2.0, 3.0, 4.0] and views.nice_ticks(0.0, 0.06) == [0.0, 0.02, 0.04, 0.06]
 
 
+def test_the_waiting_frame_is_the_pictures_size_and_well_formed():
+    frame, picture = ET.fromstring(views.waiting_svg()), ET.fromstring(views.predictions_svg([1.0], "×"))
+    assert frame.get("viewBox") == picture.get("viewBox") and frame.get("style") == picture.get("style")  # no jump
+    assert "<circle" not in views.waiting_svg() and "reveals them" in views.waiting_svg()
+
+
 def test_a_markdown_table_shows_every_cell_as_text():
     table = views.table_markdown([{"what": "a|b", "value": "[x](http://e.org)"}, {"what": "c", "value": 2}])
     lines = table.splitlines()
@@ -201,6 +207,12 @@ def test_teacher_starts_students_join_predict_and_see_one_result(db):
         assert at.session_state["classroom_seat"].role == "student" and not at.exception
         at.number_input(key="guess1").set_value(1.0 + k).run()
         assert "Your prediction is in the class's count." in _text(at)
+        # while the class waits: the element kinds the result brings (an HTML Markdown block, a download button), so
+        # each browser loads their scripts at join, not 30 at once at the first Reveal (issue 41)
+        (frame,) = [m for m in at.markdown if "appear here when the teacher reveals" in m.value]
+        assert frame.proto.allow_html and "<svg" in frame.value
+        (waiting,) = [b for b in at.get("download_button") if b.proto.id.endswith("class_worksheet_waiting")]
+        assert waiting.proto.disabled
     teacher.run()
     assert "3 predictions" in _text(teacher) and "3 students joined" in _text(teacher)
     (desk_figure,) = [c for c in teacher.get("plotly_chart") if c.key == "class_predictions"]  # the desk's one figure
@@ -215,6 +227,7 @@ def test_teacher_starts_students_join_predict_and_see_one_result(db):
         (svg,) = [m.value for m in at.markdown if "<svg" in m.value]  # the class's predictions, light: one SVG, no plotly
         assert not at.get("plotly_chart") and svg.count("<circle") == 3
         assert f"your guess {1.0 + k:.3g}×" in svg and "measured 1.5×" in svg
+        assert not any("appear here" in m.value for m in at.markdown) and not at.get("download_button")  # the frame gone
     for at in students[:2]:
         at.radio(key="check1").set_value(1).run()
     teacher.run()
