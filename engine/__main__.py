@@ -297,9 +297,8 @@ def _passes(args) -> None:
         print(f"backends interleaved, {args.rounds} rounds x {args.repeats} passes; median over rounds [min-max]")
         print(format_fast_comparison(rows, modes, peaks.peak_bandwidth))
     else:
-        rows = pass_costs(
-            pair, args.batch, args.tokens, args.context, args.repeats, args.model, cuda_graphs=args.cuda_graphs, backend=args.backend
-        )
+        a = args
+        rows = pass_costs(pair, a.batch, a.tokens, a.context, a.repeats, a.model, cuda_graphs=a.cuda_graphs, backend=a.backend)
         print(format_passes(rows, peaks.peak_flops, peaks.peak_bandwidth))
     if args.json:
         _write_json(args.json, {"probe": peaks.to_dict(), "rows": rows, "compare_backends": modes})

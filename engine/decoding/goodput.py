@@ -67,9 +67,7 @@ REFRESH_STEPS = 32  # the shape not chosen (chain or tree) is drawn once after t
 # tree step verifies twice its cut's nodes, every EXPLORE_STEPS-th chain and tree one position or level deeper than chosen.
 EXPLORE_STEPS = 16
 EXPLORE_MAX = 256
-# The warm-start store (engine/decoding/warmstart.py) gets a deep copy of the learnt state every REMEMBER_STEPS
-# decode steps and on a run's last step, not every step (a copy costs about 1% of a batch-1 step on a 2-core CPU).
-REMEMBER_STEPS = 8
+REMEMBER_STEPS = 8  # the warm-start store gets a copy of the state every this many decode steps and at a run's last
 # A run beside other work learnt the machine's load, not its costs: when other processes kept more than BUSY_CORES
 # cores busy on average from the policy's start to its run's last step, what it learnt stays in this process's memory
 # but is not written for the next process (the last quiet run's file stays; why: docs/engine.md, "goodput from the
@@ -259,8 +257,8 @@ class GoodputDepth:
         return self.step_ms.get(0, 0.0), self.step_ms.get(1, 0.0)
 
     def best_cut(self, batch: int, gain, draft_ms: float, verify: list[float] | None = None) -> tuple[int, float]:
-        """(n, expected tokens per ms) maximising (batch + gain[n - 1]) / (verify_ms(batch * (n + 1)) + draft_ms + fixed);
-        `verify`: those verify times, n = 1.., if the caller has them (`best_tree` prices every depth with the same)."""
+        """(n, expected tokens per ms) maximising (batch + gain[n - 1]) / (verify[n - 1] + draft_ms + fixed), verify[n - 1] =
+        verify_ms(batch * (n + 1)) (given by `best_tree`, which prices every depth with the same)."""
         fixed = self.step_ms.get(2, self.fixed_ms()[1])  # a tree step's own (its acceptance walk, its roll-back)
         verify = verify or [self.verify_ms(batch * (n + 1)) for n in range(1, len(gain) + 1)]
         rates = [(batch + float(g)) / (v + draft_ms + fixed) for g, v in zip(gain, verify)]
@@ -344,8 +342,7 @@ class GoodputDepth:
         return n, None
 
     def _learn_curves(self, per_row, drawn: int) -> None:
-        """Fold a drafted tree's per-depth curves (D, N) into `tree_gain`: depths up to the tree's own; a first tree
-        also stands for the deeper ones (its nodes are a deeper tree's first levels: a lower bound)."""
+        """Fold a tree's per-depth curves (D, N) into `tree_gain` (a first tree also stands for deeper ones: a lower bound)."""
         pad = self.tree_nodes - per_row.shape[1]
         curves = [row + [row[-1]] * pad for row in per_row.tolist()]  # a tree with fewer nodes: flat past them
         if self.tree_gain is None:
