@@ -11,6 +11,9 @@ The estimate is a model of memory, not a measurement:
   check is asked about (the static KV buffers of engine/model/static_cache.py are this size);
 - activations: the widest transient of one pass over that context (the MLP's gate and up halves and the
   residual stream) plus float32 logits over the vocabulary for one position per row;
+- prepared weights: on a GPU the lean layer's backends (torch, cuda_graphs) keep q/k/v and gate/up concatenated
+  beside the model's own matrices (engine/model/prepared.py, "concat"), a second copy of ~60% of a layer's weights;
+  a model the lean layer does not cover (Qwen2's biases, scaled RoPE) runs transformers' forward and has none;
 - OVERHEAD_BYTES for the CUDA context, library workspaces and allocator slack (a rough allowance).
 """
 
@@ -43,6 +46,29 @@ def params_from_config(cfg: dict) -> int:
     return embed + head + layers * per_layer + hidden
 
 
+def lean_layer(cfg: dict) -> bool:
+    """Whether the lean decoder layer runs this config (engine/model/fastllama.py's `supports`, read from config.json)."""
+    ropes = [cfg.get(key) or {} for key in ("rope_parameters", "rope_scaling")]  # transformers 5's name, config.json's older one
+    return (
+        cfg.get("model_type") == "llama"
+        and all((rope.get("rope_type") or rope.get("type") or "default") == "default" for rope in ropes)
+        and not cfg.get("attention_bias")
+        and not cfg.get("mlp_bias")
+        and cfg.get("hidden_act", "silu") == "silu"
+    )
+
+
+def prepared_params(cfg: dict) -> int:
+    """Parameters in the prepared copy a GPU backend keeps beside the weights: per layer q/k/v and gate/up concatenated."""
+    if not lean_layer(cfg):
+        return 0
+    hidden, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    per_layer = hidden * (heads + 2 * kv_heads) * head_dim + 2 * hidden * int(cfg["intermediate_size"])
+    return int(cfg["num_hidden_layers"]) * per_layer
+
+
 def kv_cache_bytes(cfg: dict, tokens: int, batch: int, dtype_bytes: int) -> int:
     heads = int(cfg["num_attention_heads"])
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
@@ -60,10 +86,11 @@ class Need:
     weights: int
     kv_cache: int
     activations: int
+    prepared: int = 0  # the GPU backends' concatenated copy (engine/model/prepared.py)
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv_cache + self.activations + OVERHEAD_BYTES
+        return self.weights + self.prepared + self.kv_cache + self.activations + OVERHEAD_BYTES
 
 
 def estimate(configs: list[dict], dtype: torch.dtype, tokens: int, batch: int = 1) -> Need:
@@ -73,6 +100,7 @@ def estimate(configs: list[dict], dtype: torch.dtype, tokens: int, batch: int = 
     size = torch.empty((), dtype=dtype).element_size()
     return Need(
         weights=sum(params_from_config(c) for c in configs) * size,
+        prepared=sum(prepared_params(c) for c in configs) * size,
         kv_cache=sum(kv_cache_bytes(c, tokens, batch, size) for c in configs),
         activations=max(activation_bytes(c, tokens, batch, size) for c in configs),
     )
@@ -94,6 +122,7 @@ def refusal(label: str, need: Need, free: int | None, dtype: torch.dtype, tokens
     dtype_name = str(dtype).replace("torch.", "")
     return (
         f"The model pair '{label}' needs about {need.total / GIB:.1f} GiB of GPU memory "
-        f"(weights {need.weights / GIB:.1f} GiB in {dtype_name}, plus KV cache and activations for a "
+        f"(weights {(need.weights + need.prepared) / GIB:.1f} GiB in {dtype_name} with their prepared copy, plus KV cache and "
+        f"activations for a "
         f"{tokens}-token sequence); this GPU has {free / GIB:.1f} GiB free. Choose a smaller pair or a GPU with more memory."
     )

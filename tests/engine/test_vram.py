@@ -52,6 +52,27 @@ def test_qwen_7b_parameters_and_a_16_gib_gpu_refusal():
     assert vram.refusal("Qwen pair", need, None, torch.float16, 1024) is None  # no GPU: nothing to check
 
 
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_the_gpu_backends_prepared_copy_is_counted(kind):
+    """On a GPU the lean layer's backends keep q/k/v and gate/up concatenated beside the weights (engine/model/prepared.py):
+    the estimate counts exactly those matrices of the real model; a Qwen2 (biases: transformers' forward) has none."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = tiny_config(kind, False)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg))
+    copied = sum(
+        m.weight.numel()
+        for layer in model.model.layers
+        for m in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj, layer.mlp.gate_proj, layer.mlp.up_proj)
+    )
+    assert vram.prepared_params(cfg) == (copied if kind == "llama" else 0)
+    need = vram.estimate([cfg], torch.bfloat16, tokens=10)
+    assert need.prepared == vram.prepared_params(cfg) * 2
+    assert need.total == need.weights + need.prepared + need.kv_cache + need.activations + vram.OVERHEAD_BYTES
+    llama3 = {"rope_type": "llama3", "factor": 8.0}
+    assert vram.prepared_params(dict(cfg, rope_parameters=llama3)) == vram.prepared_params(dict(cfg, rope_scaling=llama3)) == 0
+
+
 def test_kv_cache_and_activations_grow_with_context_and_batch():
     small = vram.estimate([QWEN_7B], torch.bfloat16, tokens=100)
     big = vram.estimate([QWEN_7B], torch.bfloat16, tokens=1000, batch=4)
