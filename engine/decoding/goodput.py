@@ -122,9 +122,8 @@ class GoodputDepth:
     tree_topk: int = 0
     tree_now: bool = False  # this step drafts a tree (else a chain, or nothing)
     calibration: Calibration = field(default_factory=Calibration)  # joint confidence -> acceptance
-    tree_gain: list[list[float]] | None = (
-        None  # per depth d (index d - 1), EMA of a tree's expected accepted nodes per row, n = 1..tree_nodes
-    )
+    # per depth d (index d - 1), EMA of a tree's expected accepted nodes per row, n = 1..tree_nodes
+    tree_gain: list[list[float]] | None = None
     tree_draft_ms: dict[int, float] = field(default_factory=dict)  # log2 bucket of batch -> measured ms per tree level
     tree_depth: int = 0  # the depth this step's tree grows to (`choose_tree`)
     step_ms: dict[int, float] = field(default_factory=dict)  # a step's time outside passes and drafting: 0 plain, 1 chain, 2 tree

@@ -16,9 +16,8 @@ everything below), and each bucket counts the drafts verification reached, how m
 summed q, counts decaying by CALIBRATION_DECAY per decode step; a(q) = min(1, q x (accepted + m) / (sum of q + m)),
 m = PRIOR_NODES x the bucket's middle q, so a bucket that has seen little stays near the drafter's own q
 (an EAGLE head is often underconfident: its top tokens are accepted more often than q says). The cut does not rank
-by a(q): its factor jumps at the buckets' edges (a bucket of top-1 drafts at q 0.25-0.5 measured 1.7x q beside 0.95x
-for q above 0.5), so a q = 0.45 node outranked its q = 0.55 sibling, and goodput's cut trees accepted 2.7 tokens a
-step where EAGLE-2's own 8 best nodes accepted 3.4 (2-core EPYC, 2026-12-04, docs/engine.md).
+by a(q): its factor jumps at the buckets' edges, so a lower-q node could outrank its better sibling (what that cost:
+docs/engine.md, "A cut in EAGLE-2's order").
 
 What it assumes: that a draft token's acceptance depends on its context only through its own q (the same
 map for a chain's drafts and a tree's, for a top-1 child and a runner-up sibling, at any depth); that
@@ -93,8 +92,7 @@ def tree_value(tree, calibration: Calibration) -> tuple[torch.Tensor, torch.Tens
     the expected accepted nodes summed over the batch when each row keeps its n nodes of highest joint confidence
     (`DraftTree.best(n)`, EAGLE-2's order), so E[tokens](n) = batch + gain[n - 1]."""
     log_p = calibrated_paths(tree, calibration)
-    order = torch.sort(tree.joint(), dim=1, descending=True, stable=True).indices  # the order DraftTree.best keeps them in
-    return log_p, log_p.gather(1, order).exp().cumsum(dim=1).sum(dim=0)
+    return log_p, depth_gains(tree, log_p)[-1]  # every level kept
 
 
 def calibrated_paths(tree, calibration: Calibration) -> torch.Tensor:
