@@ -38,13 +38,14 @@ While it speculates, the shape it has not chosen is drawn once every REFRESH_STE
 none was drawn yet), so its estimate follows the text. A cut tree is a deterministic function of the drafter's q
 and of past steps, fixed before the target's pass, so tree verification stays lossless.
 
-Warm start: what goodput learns is kept across runs, in the process and on disk (engine/decoding/warmstart.py); with
-nothing stored it starts from this machine's pass-cost curve, the drafter's cost from its FLOPs and its shipped
-held-out acceptance per position (engine/drafters/calibration.py; PRIOR_ACCEPTANCE without one). A run's first draft
-also reads the prompts into the drafter, and a draft after plain steps catches up on their tokens: such a time only
-bounds the drafter's cost from above (`_bounded`; why: docs/engine.md, "goodput from the first run"). Exploration
-(EXPLORE_STEPS) measures acceptance where plain is chosen. Every policy sees a `PolicyContext` before each step, a
-drafted tree (`tree_size`) and the finished `Step` after it (`observe`): engine/decoding/policies.py's `DepthPolicy`."""
+Warm start: what goodput learns is kept across runs, in the process and on disk (engine/decoding/warmstart.py), the
+text's part at a prior's weight (`_new_text`); with nothing stored it starts from this machine's pass-cost curve, the
+drafter's cost from its FLOPs and its shipped held-out acceptance per position (engine/drafters/calibration.py;
+PRIOR_ACCEPTANCE without one). A run's first draft also reads the prompts into the drafter, and a draft after plain
+steps catches up on their tokens: such a time only bounds the drafter's cost from above (`_bounded`; why:
+docs/engine.md, "goodput from the first run"). Exploration (EXPLORE_STEPS) measures acceptance where plain is chosen.
+Every policy sees a `PolicyContext` before each step, a drafted tree (`tree_size`) and the finished `Step` after it
+(`observe`): engine/decoding/policies.py's `DepthPolicy`."""
 
 from __future__ import annotations
 
@@ -153,19 +154,8 @@ class GoodputDepth:
         self.other_cores: float | None = None  # set at the run's last step (`quiet`)
         self._load.resume()
 
-    LEARNT = (
-        "accept",
-        "counts",
-        "verify_ratio",
-        "draft_ms",
-        "tree_gain",
-        "tree_draft_ms",
-        "explore_every",
-        "plain_run",
-        "chain_steps",
-        "step_ms",
-        "explore_ms",
-    )
+    LEARNT = ("accept", "counts", "verify_ratio", "draft_ms", "tree_gain", "tree_draft_ms", "explore_every", "plain_run")
+    LEARNT += ("chain_steps", "step_ms", "explore_ms")
 
     def learnt(self) -> dict:
         """What a later run with the same key starts from (engine/decoding/warmstart.py)."""
@@ -181,6 +171,18 @@ class GoodputDepth:
         if "counts" not in learnt:  # a store from before the counts: its estimate, worth the prior's weight
             self.counts = [[PRIOR_WEIGHT * a, PRIOR_WEIGHT] for a in self.accept]
         self.calibration = Calibration(*map(list, learnt["calibration"]))
+        self._new_text()
+
+    def _new_text(self) -> None:
+        """A warm start meets new text: the machine's and the drafter's part (costs, the calibration of q) carries whole;
+        the last text's acceptance is one opinion beside the card's (each position starts at their mean, PRIOR_WEIGHT
+        observations each), and the trees' curves are drawn afresh from the first tree, as a cold run draws them
+        (why: docs/engine.md, "goodput from the first run")."""
+        for j, counts in enumerate(self.counts):
+            last = counts[0] / counts[1] if counts[1] > 0 else self.prior[j]
+            counts[:] = [PRIOR_WEIGHT * (self.prior[j] + last), 2 * PRIOR_WEIGHT]
+            self.accept[j] = counts[0] / counts[1]
+        self.tree_gain = None
 
     @staticmethod
     def _bucket(n: int) -> int:

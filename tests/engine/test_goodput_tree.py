@@ -15,7 +15,7 @@ import threading
 import pytest
 import torch
 from conftest import chi2_pvalue
-from test_policies import COMPUTE_BOUND, FLAT, KNEE_32, _step, ctx, curve
+from test_policies import COMPUTE_BOUND, FLAT, KNEE_32, _step, assert_warm_from, ctx, curve
 from test_tree import PROMPTS, _checked_run, _eagle_pair, toy_tree
 
 from engine import DecodeConfig, Trace, TraceError, generate, generate_steps
@@ -262,8 +262,13 @@ def test_warm_start_store_is_keyed_bounded_copied_and_thread_safe():
     last.seqs[0].finished = True
     learner.observe(last)  # ... and on the run's last step
     warm = goodput(FLAT, memory_key=key)
-    assert warm.learnt() == learner.learnt() and warm.accept[0] > 0.9 and warm.accept[1] < 0.2
+    machine = ("verify_ratio", "draft_ms", "step_ms", "chain_steps", "explore_every", "plain_run")
+    assert {n: warm.learnt()[n] for n in machine} == {n: learner.learnt()[n] for n in machine}  # the machine's: whole
     assert warm.verify_ms(5) == pytest.approx(20.0) and warm.calibration.accepted == learner.calibration.accepted
+    # the text's: the last run's acceptance (~0.93 and ~0.11) is one opinion beside the prior's, at its weight
+    assert warm.accept[0] == pytest.approx((PRIOR_ACCEPTANCE + learner.accept[0]) / 2) and warm.accept[0] > 0.75
+    assert warm.accept[1] == pytest.approx((PRIOR_ACCEPTANCE + learner.accept[1]) / 2) and warm.accept[1] < 0.4
+    assert all(reached == 2 * goodput_policy.PRIOR_WEIGHT for _, reached in warm.counts)
     warm.accept[0] = 0.0  # a copy: the store and the first policy are untouched
     assert warmstart.recall(key)["accept"][0] > 0.9 and learner.accept[0] > 0.9
     assert goodput(FLAT, memory_key=("other",)).accept == [PRIOR_ACCEPTANCE] * 4  # another key: the priors
@@ -303,7 +308,7 @@ def test_a_second_run_starts_from_what_the_first_learnt_and_stays_lossless(tiny,
     stream = generate_steps(tiny, PROMPTS[:2], cfg)
     for step in stream:
         if step.kind == "prefill":  # built, nothing observed yet: it holds the first run's state
-            assert stream.decoder.policy.learnt() == learnt
+            assert_warm_from(stream.decoder.policy, learnt)
     assert first.output_ids == stream.trace.output_ids == plain_ids(tiny, PROMPTS[:2], 16)
 
 

@@ -10,6 +10,7 @@ import pytest
 from conftest import PROMPTS
 
 from engine import ConfigError, DecodeConfig, generate
+from engine.decoding.goodput import PRIOR_WEIGHT
 from engine.decoding.passcurve import PassCurve
 from engine.decoding.policies import (
     EXPLORE_STEPS,
@@ -32,6 +33,17 @@ def curve(ms_of) -> PassCurve:
 FLAT = curve(lambda n: 10.0)  # every pass costs the same: memory/overhead-bound throughout
 COMPUTE_BOUND = curve(lambda n: 1.0 * n)  # time proportional to tokens: no idle compute at all
 KNEE_32 = curve(lambda n: 10.0 if n <= 32 else 10.0 * n / 32)  # flat to 32 tokens per pass, then linear
+
+
+def assert_warm_from(policy, learnt: dict) -> None:
+    """`policy` was built warm from `learnt` (goodput's `_new_text`): the machine's part whole, each position's acceptance
+    the mean of the prior's and the stored one at twice the prior's weight, the trees' curves to be drawn afresh."""
+    text = ("accept", "counts", "tree_gain")
+    assert {n: v for n, v in policy.learnt().items() if n not in text} == {n: v for n, v in learnt.items() if n not in text}
+    stored = [kept / reached for kept, reached in learnt["counts"]]
+    assert policy.accept == pytest.approx([(p + a) / 2 for p, a in zip(policy.prior, stored)])
+    assert [reached for _, reached in policy.counts] == [2 * PRIOR_WEIGHT] * len(stored)
+    assert policy.tree_gain is None
 
 
 def ctx(batch: int, depth: int) -> PolicyContext:
@@ -301,7 +313,8 @@ def test_goodput_does_not_price_the_catch_up_after_plain_steps_as_drafting():
         plain.seqs[0].finished = i == 2  # the run ends: its state is stored (goodput.REMEMBER_STEPS)
         policy.observe(plain)
     warm = GoodputDepth(curve=FLAT, max_depth=4, draft_cost_ratio=0.0, memory_key=("catch-up test",))
-    assert warm.plain_run == 3 and warm.counts == policy.counts
+    assert warm.plain_run == 3
+    assert_warm_from(warm, policy.learnt())
 
 
 def test_goodput_measures_the_position_after_its_chosen_depth_now_and_then():
