@@ -125,6 +125,20 @@ def main() -> None:
             cells = " ".join(f"{lane} {med[lane][m]:.1f} ({med[lane][m] / med['plain'][m]:.2f}x)" for lane in lanes)
             adaptive = ", ".join(f"{lane} {med[lane][m] / best:.2f}" for lane in lanes if lane not in fixed)
             print(f"batch {batch:2d} {m:6s} tok/s: {cells} | over the best of {', '.join(fixed)}: {adaptive}")
+            print(f"   paired by round, over the best fixed lane ({paired(quiet, batch, fixed, lanes, m)})")
+
+
+def paired(quiet: list[dict], batch: int, fixed: list[str], lanes, m: str) -> str:
+    """Each adaptive lane over the best fixed lane (by median), round by round: median (min-max) of the rounds where both
+    ran quiet. A process's own speed drifts +-15% on this machine; the same prompts in one round pair the two runs."""
+    runs = {(x["round"], x["lane"]): x[m] for x in quiet if x["batch"] == batch}
+    best = max(fixed, key=lambda lane: statistics.median(v for (r, la), v in runs.items() if la == lane))
+    cells = []
+    for lane in (la for la in lanes if la not in fixed):
+        ratios = sorted(v / runs[(r, best)] for (r, la), v in runs.items() if la == lane and (r, best) in runs)
+        if ratios:
+            cells.append(f"{lane} {statistics.median(ratios):.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f}, {len(ratios)} rounds)")
+    return f"{best}: " + ", ".join(cells)
 
 
 if __name__ == "__main__":
