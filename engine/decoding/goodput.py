@@ -39,7 +39,7 @@ none was drawn yet), so its estimate follows the text. A cut tree is a determini
 and of past steps, fixed before the target's pass, so tree verification stays lossless.
 
 Warm start: what goodput learns is kept across runs, in the process and on disk (engine/decoding/warmstart.py), the
-text's part at a prior's weight (`_new_text`); with nothing stored it starts from this machine's pass-cost curve, the
+text's part learnt afresh (`_new_text`); with nothing stored it starts from this machine's pass-cost curve, the
 drafter's cost from its FLOPs and its shipped held-out acceptance per position (engine/drafters/calibration.py;
 PRIOR_ACCEPTANCE without one). A run's first draft also reads the prompts into the drafter, and a draft after plain
 steps catches up on their tokens: such a time only bounds the drafter's cost from above (`_bounded`; why:
@@ -174,15 +174,13 @@ class GoodputDepth:
         self._new_text()
 
     def _new_text(self) -> None:
-        """A warm start meets new text: the machine's and the drafter's part (costs, the calibration of q) carries whole;
-        the last text's acceptance is one opinion beside the card's (each position starts at their mean, PRIOR_WEIGHT
-        observations each), and the trees' curves are drawn afresh from the first tree, as a cold run draws them
-        (why: docs/engine.md, "goodput from the first run")."""
-        for j, counts in enumerate(self.counts):
-            last = counts[0] / counts[1] if counts[1] > 0 else self.prior[j]
-            counts[:] = [PRIOR_WEIGHT * (self.prior[j] + last), 2 * PRIOR_WEIGHT]
-            self.accept[j] = counts[0] / counts[1]
-        self.tree_gain = None
+        """A warm start meets new text: the machine's part (verify, draft and step costs, exploration counters) carries
+        whole; what the last text showed (per-position acceptance, the calibration of q, the trees' curves) starts
+        where a cold run starts, from the drafter's card, and is learnt afresh (why: docs/engine.md, "goodput from
+        the first run")."""
+        self.counts = [[PRIOR_WEIGHT * a, PRIOR_WEIGHT] for a in self.prior[: len(self.counts)]]
+        self.accept = [kept / reached for kept, reached in self.counts]
+        self.calibration, self.tree_gain = Calibration(), None
 
     @staticmethod
     def _bucket(n: int) -> int:

@@ -262,13 +262,9 @@ def test_warm_start_store_is_keyed_bounded_copied_and_thread_safe():
     last.seqs[0].finished = True
     learner.observe(last)  # ... and on the run's last step
     warm = goodput(FLAT, memory_key=key)
-    machine = ("verify_ratio", "draft_ms", "step_ms", "chain_steps", "explore_every", "plain_run")
-    assert {n: warm.learnt()[n] for n in machine} == {n: learner.learnt()[n] for n in machine}  # the machine's: whole
-    assert warm.verify_ms(5) == pytest.approx(20.0) and warm.calibration.accepted == learner.calibration.accepted
-    # the text's: the last run's acceptance (~0.93 and ~0.11) is one opinion beside the prior's, at its weight
-    assert warm.accept[0] == pytest.approx((PRIOR_ACCEPTANCE + learner.accept[0]) / 2) and warm.accept[0] > 0.75
-    assert warm.accept[1] == pytest.approx((PRIOR_ACCEPTANCE + learner.accept[1]) / 2) and warm.accept[1] < 0.4
-    assert all(reached == 2 * goodput_policy.PRIOR_WEIGHT for _, reached in warm.counts)
+    assert_warm_from(warm, learner.learnt())  # the machine's part whole, the text's from the prior
+    assert warm.verify_ms(5) == pytest.approx(20.0) and warm.draft_ms == learner.draft_ms and learner.accept[0] > 0.9
+    assert warm.accept == [PRIOR_ACCEPTANCE] * 4 and any(learner.calibration.accepted)  # learnt, not carried to new text
     warm.accept[0] = 0.0  # a copy: the store and the first policy are untouched
     assert warmstart.recall(key)["accept"][0] > 0.9 and learner.accept[0] > 0.9
     assert goodput(FLAT, memory_key=("other",)).accept == [PRIOR_ACCEPTANCE] * 4  # another key: the priors

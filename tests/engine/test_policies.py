@@ -36,14 +36,14 @@ KNEE_32 = curve(lambda n: 10.0 if n <= 32 else 10.0 * n / 32)  # flat to 32 toke
 
 
 def assert_warm_from(policy, learnt: dict) -> None:
-    """`policy` was built warm from `learnt` (goodput's `_new_text`): the machine's part whole, each position's acceptance
-    the mean of the prior's and the stored one at twice the prior's weight, the trees' curves to be drawn afresh."""
-    text = ("accept", "counts", "tree_gain")
+    """`policy` was built warm from `learnt` (goodput's `_new_text`): the machine's part whole, the text's part (per-position
+    acceptance, the calibration of q, the trees' curves) where a cold run starts, from the drafter's card."""
+    text = ("accept", "counts", "tree_gain", "calibration")
     assert {n: v for n, v in policy.learnt().items() if n not in text} == {n: v for n, v in learnt.items() if n not in text}
-    stored = [kept / reached for kept, reached in learnt["counts"]]
-    assert policy.accept == pytest.approx([(p + a) / 2 for p, a in zip(policy.prior, stored)])
-    assert [reached for _, reached in policy.counts] == [2 * PRIOR_WEIGHT] * len(stored)
-    assert policy.tree_gain is None
+    assert policy.accept == policy.prior[: len(policy.accept)] and policy.counts == [
+        [PRIOR_WEIGHT * a, PRIOR_WEIGHT] for a in policy.accept
+    ]
+    assert policy.tree_gain is None and not any(policy.calibration.accepted) and not any(policy.calibration.confidence)
 
 
 def ctx(batch: int, depth: int) -> PolicyContext:
