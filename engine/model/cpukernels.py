@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import mmap
 import os
 import shutil
 import subprocess
@@ -114,15 +115,46 @@ def supports(w: torch.Tensor) -> bool:
     return w.dtype == torch.float32 or (w.dtype == torch.bfloat16 and w.shape[1] % 2 == 0)
 
 
+HUGE_PAGE = 2 << 20  # a transparent huge page on x86-64 Linux: a `weight_memory` block starts at a multiple of it
+
+
+def packed_bytes(n: int, k: int, dtype: torch.dtype) -> int:
+    """Bytes `Packed` takes of a block for an N x K matrix: N rounded up to 16 rows, the whole rounded up to a page."""
+    size = -(-n // 16) * 16 * k * torch.empty((), dtype=dtype).element_size()
+    return -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
+
+
+def weight_memory(nbytes: int) -> torch.Tensor:
+    """`nbytes` of fresh memory (a uint8 tensor) for packed matrices that every pass streams: an anonymous mapping of
+    its own, its start aligned to HUGE_PAGE, transparent huge pages asked for (MADV_HUGEPAGE, where the OS has it)
+    before a page of it is touched. Why not torch.empty per matrix: where each copy landed then depended on what
+    the process had freed before (holes the weights' loading left in the heap), and the layers packed there ran
+    slower, every pass; with huge pages the walk of the page tables shrinks too (docs/engine.md, "Prepared
+    weights"). At most one huge page more than asked for is ever touched; the mapping goes with the tensor."""
+    size = -(-max(nbytes, 1) // HUGE_PAGE) * HUGE_PAGE
+    mapping = mmap.mmap(-1, size + HUGE_PAGE, flags=mmap.MAP_PRIVATE)  # private: not shared memory, nor with a child
+    block = torch.frombuffer(mapping, dtype=torch.uint8)  # holds the mapping
+    start = -block.data_ptr() % HUGE_PAGE
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            mapping.madvise(mmap.MADV_HUGEPAGE, start, size)
+        except OSError:  # a kernel without transparent huge pages: the same memory in small pages
+            pass
+    return block[start : start + nbytes]
+
+
 class Packed:
     """One weight matrix W (N x K) in the kernels' layout; `packed(x)` is F.linear(x, W) for x (..., K).
 
     Up to `max_tokens` rows of x natively (engine/model/prepared.py packs for any number); more, or an x the kernels
     do not take, through `fallback`: the plain W, a oneDNN-prepacked matrix (called as engine/model/layer.linear calls
     it), or a tuple of W's row blocks (a model's own q, k and v matrices), whose products are concatenated. The packed
-    copy is N rounded up to 16 rows."""
+    copy is N rounded up to 16 rows, in its own memory or, given `memory`, in that uint8 tensor of at least
+    `packed_bytes` (a slice of a `weight_memory` block that holds a model's matrices, engine/model/prepared.py)."""
 
-    def __init__(self, w: torch.Tensor, fallback: torch.Tensor | None = None, max_tokens: int = LAYER_TOKENS):
+    def __init__(
+        self, w: torch.Tensor, fallback: torch.Tensor | None = None, max_tokens: int = LAYER_TOKENS, memory: torch.Tensor | None = None
+    ):
         lib = library()
         if lib is None or not supports(w):
             raise ValueError(f"cannot pack a {tuple(w.shape)} {w.dtype} matrix on {w.device}: {why_not() or 'unsupported'}")
@@ -131,7 +163,14 @@ class Packed:
         self.max_tokens = max_tokens
         self.fallback = w if fallback is None else fallback
         w = w.contiguous()
-        self.data = torch.empty(-(-self.n // 16) * 16 * self.k, dtype=w.dtype)
+        size = -(-self.n // 16) * 16 * self.k
+        if memory is None:
+            self.data = torch.empty(size, dtype=w.dtype)
+        elif memory.dtype != torch.uint8 or memory.numel() < packed_bytes(self.n, self.k, w.dtype) or memory.data_ptr() % 64:
+            need = packed_bytes(self.n, self.k, w.dtype)
+            raise ValueError(f"a packed {tuple(w.shape)} {w.dtype} matrix needs uint8 memory of {need} bytes at a 64-byte address")
+        else:
+            self.data = memory[: size * w.element_size()].view(w.dtype)
         pack = lib.pack_bf16 if w.dtype == torch.bfloat16 else lib.pack_f32
         pack(w.data_ptr(), self.data.data_ptr(), self.k, self.n)
         self._gemm = lib.gemm_bf16 if w.dtype == torch.bfloat16 else lib.gemm_f32

@@ -31,6 +31,7 @@ rebinding changes its storage), the next run's lookup (`prepared`) sees it and p
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 
@@ -84,7 +85,8 @@ class PreparedWeights:
             form = "onednn" if _onednn(self.source[0][1]) else "concat"
         with _lock:
             if form not in self.forms:
-                self.forms[form] = [_prepare(layer, form) for layer in self.source]
+                memory = _native_memory(self.source) if form == "native" else None
+                self.forms[form] = [_prepare(layer, form, memory) for layer in self.source]
             return self.forms[form]
 
     def head(self, head: torch.Tensor, form: str):
@@ -99,7 +101,7 @@ class PreparedWeights:
         with _lock:
             kept = self.heads.get(form)
             if kept is None or kept[0] is not head:
-                value = cpukernels.Packed(head, head, ANY_TOKENS) if form == "native" else _onednn_pack(head)
+                value = _native_head(head) if form == "native" else _onednn_pack(head)
                 kept = self.heads[form] = (head, value)
             return kept[1]
 
@@ -135,15 +137,36 @@ def _nbytes(w) -> int:
     return w.untyped_storage().nbytes()
 
 
-def _prepare(layer: tuple, form: str) -> tuple:
+def _prepare(layer: tuple, form: str, memory=None) -> tuple:
     ln1, wq, wk, wv, wo, ln2, wg, wu, wd = layer
     wqkv, wgu = torch.cat([wq, wk, wv]).contiguous(), torch.cat([wg, wu]).contiguous()
     if form == "onednn":  # the concatenations only as the source of the packed copies
         return ln1, _onednn_pack(wqkv), _onednn_pack(wo), ln2, _onednn_pack(wgu), _onednn_pack(wd)
     if form == "native":  # the fallback: the model's own matrices (cpukernels.Packed concatenates separate products)
-        packed = [cpukernels.Packed(w, fallback, ANY_TOKENS) for w, fallback in ((wqkv, (wq, wk, wv)), (wo, wo), (wgu, (wg, wu)), (wd, wd))]
+        pairs = ((wqkv, (wq, wk, wv)), (wo, wo), (wgu, (wg, wu)), (wd, wd))
+        packed = [cpukernels.Packed(w, fallback, ANY_TOKENS, memory=next(memory)) for w, fallback in pairs]
         return ln1, packed[0], packed[1], ln2, packed[2], packed[3]
     return ln1, wqkv, wo, ln2, wgu, wd
+
+
+def _native_memory(source: list[tuple]):
+    """One block of memory for every packed matrix of a model's layers (cpukernels.weight_memory), cut in the order
+    `_prepare` packs them (per layer qkv, o, gate-up, down): an iterator of its slices. One block, not a tensor per
+    matrix: the copies' placement then no longer depends on what the process freed before (docs/engine.md,
+    "Prepared weights")."""
+    sizes = []
+    for _, wq, wk, wv, wo, _, wg, wu, wd in source:
+        shapes = ((wq.shape[0] + wk.shape[0] + wv.shape[0], wq.shape[1]), wo.shape, (wg.shape[0] + wu.shape[0], wg.shape[1]), wd.shape)
+        sizes += [cpukernels.packed_bytes(n, k, wq.dtype) for n, k in shapes]
+    block = cpukernels.weight_memory(sum(sizes))
+    starts = itertools.accumulate(sizes, initial=0)
+    return iter([block[start : start + size] for start, size in zip(starts, sizes)])
+
+
+def _native_head(head: torch.Tensor) -> cpukernels.Packed:
+    """The head in the kernels' layout, in a block of its own (cpukernels.weight_memory)."""
+    memory = cpukernels.weight_memory(cpukernels.packed_bytes(*head.shape, head.dtype))
+    return cpukernels.Packed(head, head, ANY_TOKENS, memory=memory)
 
 
 def owner(lean):

@@ -5,6 +5,7 @@ fallback, refuse what they cannot pack, and say in one line why they are unavail
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -83,6 +84,50 @@ def test_what_cannot_be_packed_is_refused():
     assert not cpukernels.supports(torch.zeros(4))
     with pytest.raises(ValueError, match="cannot pack a \\(8, 7\\) torch.bfloat16 matrix"):
         cpukernels.Packed(_matrix(8, 7, torch.bfloat16))
+
+
+def _mapping_of(address: int) -> tuple[str, set[str]]:
+    """The /proc/self/smaps entry holding `address`: (its header line, its VmFlags)."""
+    header, inside = "", False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        first = line.split(" ", 1)[0]
+        if "-" in first and ":" not in first:
+            lo, hi = (int(part, 16) for part in first.split("-"))
+            header, inside = line, lo <= address < hi
+        elif inside and line.startswith("VmFlags:"):
+            return header, set(line.split()[1:])
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+@pytest.mark.skipif(not Path("/sys/kernel/mm/transparent_hugepage").exists(), reason="no transparent huge pages (not Linux)")
+def test_weight_memory_is_a_private_block_at_a_huge_page_with_huge_pages_asked_for():
+    """The packed matrices' memory (docs/engine.md, "Prepared weights"): a block of its own, starting at a 2 MiB
+    boundary, private anonymous memory (not shared memory, where THP is off by default) with MADV_HUGEPAGE set (the
+    "hg" flag) before it was touched, and as large as asked."""
+    block = cpukernels.weight_memory(3 * cpukernels.HUGE_PAGE + 4096)
+    assert block.dtype == torch.uint8 and block.numel() == 3 * cpukernels.HUGE_PAGE + 4096
+    assert block.data_ptr() % cpukernels.HUGE_PAGE == 0
+    header, flags = _mapping_of(block.data_ptr())
+    assert "hg" in flags and "sh" not in flags and "/dev/zero" not in header, (header, flags)
+    block.fill_(7)
+    assert int(block[-1]) == 7
+
+
+@needs_kernels
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_matrix_packed_into_given_memory_is_the_same_matrix(dtype):
+    """Packed into a slice of a block (prepared.py's layout) it gives the product bit for bit as packed alone, and
+    its copy lies in that slice; memory too small, of another dtype or misaligned is refused in one line."""
+    w, x = _matrix(37, 34, dtype), _matrix(3, 34, dtype, seed=4)
+    need = cpukernels.packed_bytes(37, 34, dtype)
+    assert need % 4096 == 0 and need >= 48 * 34 * x.element_size()
+    block = cpukernels.weight_memory(2 * need)
+    packed = cpukernels.Packed(w, memory=block[need:])
+    assert packed.data.data_ptr() == block.data_ptr() + need
+    assert torch.equal(packed(x), cpukernels.Packed(w)(x))
+    for bad in (block[: need - 64], block[1 : need + 1], torch.zeros(need // 4, dtype=torch.float32)):
+        with pytest.raises(ValueError, match="needs uint8 memory of"):
+            cpukernels.Packed(w, memory=bad)
 
 
 def test_switched_off_and_broken_compiler_say_why(monkeypatch, tmp_path):

@@ -95,6 +95,25 @@ def test_each_backend_prepares_at_most_one_extra_copy(tokenizer, name):
             assert sizes[head] <= -(-pair.target.lm_head.weight.shape[0] // 16) * 16 * model.config.hidden_size * 2
 
 
+@pytest.mark.skipif("native" not in BACKENDS, reason="the native kernels are unavailable")
+def test_native_matrices_lie_in_one_block_in_pass_order(tokenizer):
+    """The native form's matrices are cut from one block (cpukernels.weight_memory): layer after layer, qkv, o,
+    gate-up, down, each at the page after the one before; the head in a block of its own. Not a tensor each, whose
+    placement depended on what the process had freed before (docs/engine.md, "Prepared weights")."""
+    pair = _pair(tokenizer, torch.bfloat16)
+    _run(pair, "native")
+    for model in (pair.target, pair.draft):
+        weights = lookup(model)
+        matrices = [w for layer in weights.layers("native") for w in (layer[1], layer[2], layer[4], layer[5])]
+        start = matrices[0].data.data_ptr()
+        assert start % cpukernels.HUGE_PAGE == 0
+        for w in matrices:
+            assert isinstance(w, cpukernels.Packed) and w.data.data_ptr() == start
+            start += cpukernels.packed_bytes(w.n, w.k, w.dtype)
+        ((_, head),) = weights.heads.values()
+        assert head.data.data_ptr() % cpukernels.HUGE_PAGE == 0
+
+
 def test_weights_changed_in_place_are_prepared_again(tokenizer):
     """The registry's entry is keyed by the model and stamped with its tensors' versions: after an in-place update
     of a q_proj weight, the next run reads the new values (float32 greedy = transformers' generate() again)."""
