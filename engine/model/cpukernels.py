@@ -129,9 +129,13 @@ def weight_memory(nbytes: int) -> torch.Tensor:
     its own, its start aligned to HUGE_PAGE, transparent huge pages asked for (MADV_HUGEPAGE, where the OS has it)
     before a page of it is touched. Why not torch.empty per matrix: where each copy landed then depended on what
     the process had freed before (holes the weights' loading left in the heap), and the layers packed there ran
-    slower, every pass; with huge pages the walk of the page tables shrinks too (docs/engine.md, "Prepared
+    slower, every pass; in huge pages every layer ran as fast as the best placed (docs/engine.md, "Prepared
     weights"). At most one huge page more than asked for is ever touched; the mapping goes with the tensor."""
     size = -(-max(nbytes, 1) // HUGE_PAGE) * HUGE_PAGE
+    if not hasattr(mmap, "MAP_PRIVATE"):  # not a POSIX system: the allocator's memory, aligned all the same
+        block = torch.empty(size + HUGE_PAGE, dtype=torch.uint8)
+        start = -block.data_ptr() % HUGE_PAGE
+        return block[start : start + nbytes]
     mapping = mmap.mmap(-1, size + HUGE_PAGE, flags=mmap.MAP_PRIVATE)  # private: not shared memory, nor with a child
     block = torch.frombuffer(mapping, dtype=torch.uint8)  # holds the mapping
     start = -block.data_ptr() % HUGE_PAGE
