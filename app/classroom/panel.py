@@ -1,13 +1,13 @@
-"""A class session on the Lessons page (issue 29): the teacher's control desk and the student's follow view.
-
-Streamlit functions that a page calls with the store (app/classroom/store.py) and what only the page knows (the
-lesson open, how to run its experiment, how to draw a result), so none of them imports the page. Polling is an
-`st.fragment(run_every=POLL_S)`: each tick reads the class's version number (one primary-key read) and, while it is
-unchanged, redraws the line it drew last and reads nothing else; a changed version reads one ClassState (a few
-indexed SELECTs), and a student's page reruns as a whole only when something it shows changed (the teacher moved on,
-revealed a result or the answers). On the teacher's lesson a student sees the light class page (the Lessons page
-draws no GPU panel, details or worksheet there), so that rerun is small too. Figures and escaped text:
-app/views/classroom.py.
+"""A class session on the Lessons page (issue 29): the teacher's control desk and the student's follow view. Streamlit
+functions that a page calls with the store (app/classroom/store.py) and what only the page knows (the lesson open,
+how to run its experiment, how to draw a result), so none of them imports the page. The desk polls in an
+`st.fragment(run_every=POLL_S)`; a student's live fragment runs when its watch (app/classroom/watch.py: the page's
+own script polls the class's change number as a served file) sees the class change. Each run reads the class's
+version number (one primary-key read) and, while it is unchanged, redraws the line it drew last and reads nothing
+else; a changed version reads one ClassState (a few indexed SELECTs), and a student's page reruns as a whole only
+when something it shows changed (the teacher moved on, revealed a result or the answers). On the teacher's lesson a
+student sees the light class page (the Lessons page draws no GPU panel, details or worksheet there), so that rerun is
+small too. Figures and escaped text: app/views/classroom.py.
 
 Secrets: the teacher token is read from the link once, kept in the session, and removed from the address bar at
 once (a teacher projects the screen); it is shown only inside a collapsed "private link" expander. Student ids

@@ -24,6 +24,8 @@ Security (a public Space, anyone can call any of these with any text):
   nickname length, result size; prediction values must be finite and |x| <= 1e6. Classes expire 12 h
   after they start and are deleted by purge() (run by create_class and join, or by anyone).
 - every bad input raises ClassroomError with a one-line message meant for the page.
+- with `beacons` (app/classroom/beacon.py), a committed change that students' pages show also moves the class's
+  change-number file, which those pages poll; the file is named by an HMAC of the code and holds only a number.
 
 Several replicas: SQLite is one file on one machine. The store talks to its database only through
 `connect` (a zero-argument callable returning a DB-API connection in autocommit mode) and a Dialect (how a
