@@ -12,7 +12,8 @@ export default function (component) {
   let timer = null;
   let asked = null; // the number this call last asked a run for (asked once per number)
   let polls = 0;
-  const period = Math.max(500, Number(data.period_ms) || 2000);
+  const period = Math.max(500, Number(data.period_ms) || 2000); // between fetches of the file
+  const pollPeriod = Math.max(500, Number(data.poll_ms) || 2000); // between runs asked for without a file
   const url = data.path ? new URL(data.path, document.baseURI).href : null;
 
   async function read() {
@@ -41,7 +42,7 @@ export default function (component) {
       asked = seen;
       setTriggerValue("changed", seen);
     }
-    timer = setTimeout(tick, period);
+    timer = setTimeout(tick, seen === null ? pollPeriod : period);
   }
 
   const watch = {

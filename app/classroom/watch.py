@@ -38,13 +38,13 @@ def beacon(store: ClassroomStore, code: str) -> tuple[str, int] | None:
     return None if found is None else (beacons.url_path(code), found)
 
 
-def watch(where: tuple[str, int] | None, period_s: float) -> None:
-    """Mount the watch: it reruns the enclosing fragment when the class's number is no longer `where`'s (or, with
-    `where` None, every `period_s`)."""
+def watch(where: tuple[str, int] | None, period_s: float, poll_s: float) -> None:
+    """Mount the watch: it fetches the file every `period_s` and reruns the enclosing fragment when the class's number is
+    no longer `where`'s (or, with `where` None or while the fetch fails, every `poll_s`)."""
     path, version = where if where is not None else (None, None)
     _component(
         key=KEY,
-        data={"path": path, "version": version, "period_ms": int(period_s * 1000)},
+        data={"path": path, "version": version, "period_ms": int(period_s * 1000), "poll_ms": int(poll_s * 1000)},
         height=0,
         on_changed_change=lambda: None,
         on_poll_change=lambda: None,

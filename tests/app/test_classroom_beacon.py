@@ -139,7 +139,7 @@ def _watch_page():
     beacons = ClassBeacons(os.environ["SPECLAB_BEACONS"], secret=b"s" * 32)
     store = ClassroomStore(os.environ["SPECLAB_CLASS_DB"], beacons=beacons)
     code = os.environ["SPECLAB_CODE"]
-    watch.watch(watch.beacon(store, code), 2.0)
+    watch.watch(watch.beacon(store, code), 1.5, 2.0)
     st.session_state["beacon"] = watch.beacon(store, code)
 
 
