@@ -28,7 +28,7 @@ from app.views import classroom as views
 from app.views.safe import md_escape, md_text
 
 POLL_S = 2.0  # the issue asks for <= 2 s: the desk's poll, and a student page's without a file to watch
-WATCH_S = 1.5  # a student page's watch fetches its class's file this often (a fetch of a tiny file: Reveal -> page sooner)
+WATCH_S = 1.0  # a student page's watch fetches its class's file this often (a fetch of a tiny file: Reveal -> page sooner)
 BACKSTOP_S = 30.0  # a student's live part also runs this often on its own, should its watch not run at all
 TOKEN_PARAM = "desk"  # the teacher's private link: ?class=CODE&desk=TOKEN (never `teacher`: the Lessons page's toggle)
 SEAT = "classroom_seat"  # session_state: this session's Seat
