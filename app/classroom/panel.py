@@ -1,13 +1,13 @@
-"""A class session on the Lessons page (issue 29): the teacher's control desk and the student's follow view.
-
-Streamlit functions that a page calls with the store (app/classroom/store.py) and what only the page knows (the
-lesson open, how to run its experiment, how to draw a result), so none of them imports the page. Polling is an
-`st.fragment(run_every=POLL_S)`: each tick reads the class's version number (one primary-key read) and, while it is
-unchanged, redraws the line it drew last and reads nothing else; a changed version reads one ClassState (a few
-indexed SELECTs), and a student's page reruns as a whole only when something it shows changed (the teacher moved on,
-revealed a result or the answers). On the teacher's lesson a student sees the light class page (the Lessons page
-draws no GPU panel, details or worksheet there), so that rerun is small too. Figures and escaped text:
-app/views/classroom.py.
+"""A class session on the Lessons page (issue 29): the teacher's control desk and the student's follow view. Streamlit
+functions that a page calls with the store (app/classroom/store.py) and what only the page knows (the lesson open,
+how to run its experiment, how to draw a result), so none of them imports the page. The desk polls in an
+`st.fragment(run_every=POLL_S)`; a student's live fragment runs when its watch (app/classroom/watch.py: the page's
+own script polls the class's change number as a served file) sees the class change. Each run reads the class's
+version number (one primary-key read) and, while it is unchanged, redraws the line it drew last and reads nothing
+else; a changed version reads one ClassState (a few indexed SELECTs), and a student's page reruns as a whole only
+when something it shows changed (the teacher moved on, revealed a result or the answers). On the teacher's lesson a
+student sees the light class page (the Lessons page draws no GPU panel, details or worksheet there), so that rerun is
+small too. Figures and escaped text: app/views/classroom.py.
 
 Secrets: the teacher token is read from the link once, kept in the session, and removed from the address bar at
 once (a teacher projects the screen); it is shown only inside a collapsed "private link" expander. Student ids
@@ -21,12 +21,15 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
+from app.classroom import watch
 from app.classroom.inputs import ClassroomError, normalize_code
 from app.classroom.store import ClassroomStore
 from app.views import classroom as views
 from app.views.safe import md_escape, md_text
 
-POLL_S = 2.0  # the issue asks for <= 2 s
+POLL_S = 2.0  # the issue asks for <= 2 s: the desk's poll, and a student page's without a file to watch
+WATCH_S = 1.0  # a student page's watch fetches its class's file this often (a fetch of a tiny file: Reveal -> page sooner)
+BACKSTOP_S = 30.0  # a student's live part also runs this often on its own, should its watch not run at all
 TOKEN_PARAM = "desk"  # the teacher's private link: ?class=CODE&desk=TOKEN (never `teacher`: the Lessons page's toggle)
 SEAT = "classroom_seat"  # session_state: this session's Seat
 PENDING = "classroom_pending"  # session_state: a code from a student link, not joined yet
@@ -293,7 +296,7 @@ def student_view(
     return on_lesson, state.result_json if on_lesson else None
 
 
-@st.fragment(run_every=POLL_S)
+@st.fragment(run_every=BACKSTOP_S)
 def student_live(
     store: ClassroomStore,
     me: Seat,
@@ -302,12 +305,15 @@ def student_live(
     unit: str,
     questions: list[tuple[str, list[str]]],
 ) -> None:
-    """The live part of a student's page, every POLL_S seconds on its own. A tick first reads the class's version (one
-    primary-key read): while it is the one this page last read, the tick draws from the state it kept and reads
+    """The live part of a student's page. It runs when its watch (app/classroom/watch.py, polling the class's change
+    number as a static file every WATCH_S) sees the class change, else every BACKSTOP_S only; with no file to watch,
+    every POLL_S as before. A run first reads the class's version (one
+    primary-key read): while it is the one this page last read, the run draws from the state it kept and reads
     nothing else. Otherwise it reads the class state (a few indexed SELECTs). A Reveal is drawn here, inside the
     fragment: no page rerun per student. Only the teacher moving to another lesson reruns the page (its lesson picker
     and question change). A fragment's tick must draw again all it shows (Streamlit clears what a tick leaves out),
     so the result's figures are replayed from caches (app/lessons/class_page.py), not rebuilt."""
+    watch.watch(watch.beacon(store, me.code), WATCH_S, POLL_S)  # the file's number is read before the class is
     try:
         version = store.version(me.code)
         kept = st.session_state.get(POLL_LINE)
@@ -326,9 +332,8 @@ def student_live(
         st.rerun(scope="app")  # the teacher moved on: the page follows (or offers to)
     who = f" as {md_escape(state.nickname, 24)}" if state.nickname else ""
     where = f"the teacher is on lesson {md_text(state.lesson)}" if state.lesson else "the teacher has not opened a lesson yet"
-    waiting = (
-        "" if state.result_json else f" · {views.count_label(state.predictions)} so far; the result appears when the teacher reveals it"
-    )
+    # No live count of the predictions here: a prediction before the Reveal wakes no student's page (the desk counts them)
+    waiting = "" if state.result_json else " · the result appears when the teacher reveals it"
     st.caption(f"In class {md_text(me.code)}{who}: {where}{waiting}.")
     if state.lesson != lesson:
         return

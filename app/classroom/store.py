@@ -24,6 +24,8 @@ Security (a public Space, anyone can call any of these with any text):
   nickname length, result size; prediction values must be finite and |x| <= 1e6. Classes expire 12 h
   after they start and are deleted by purge() (run by create_class and join, or by anyone).
 - every bad input raises ClassroomError with a one-line message meant for the page.
+- with `beacons` (app/classroom/beacon.py), a committed change that students' pages show also moves the class's
+  change-number file, which those pages poll; the file is named by an HMAC of the code and holds only a number.
 
 Several replicas: SQLite is one file on one machine. The store talks to its database only through
 `connect` (a zero-argument callable returning a DB-API connection in autocommit mode) and a Dialect (how a
@@ -47,6 +49,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.classroom.beacon import ClassBeacons
 from app.classroom.inputs import (
     DB_NAME,
     STUDENT_ID_BYTES,
@@ -93,8 +96,10 @@ class ClassroomStore:
         connect: Callable[[], object] | None = None,
         dialect: Dialect = SQLITE,
         limits: Limits = Limits(),
+        beacons: ClassBeacons | None = None,
     ) -> None:
         self.limits = limits
+        self.beacons = beacons  # each class's change number as a file a student's page polls (app/classroom/beacon.py)
         self.dialect = dialect
         if connect is None:
             self.path = Path(path) if path is not None else default_data_dir() / DB_NAME
@@ -192,6 +197,12 @@ class ClassroomStore:
             c.run(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", *cols.values())
             c.run("UPDATE classes SET row_count = row_count + 1 WHERE code = ?", row[0])
 
+    def _signal(self, code: str, version: int) -> None:
+        """After a committed change that students' pages show: the class's beacon file moves to `version` (joins, and
+        predictions and answers not yet revealed, show on the desk only, which reads the store itself)."""
+        if self.beacons is not None:
+            self.beacons.publish(code, version)
+
     # -- teacher
     def create_class(self, now: float | None = None) -> tuple[str, str]:
         """Start a class: (code, teacher_token). The token is shown once, to the teacher; keep it secret."""
@@ -223,6 +234,7 @@ class ClassroomStore:
         with self._tx(write=True) as c:
             row = self._teacher(c, code, token, now, lock=True)
             c.run("UPDATE classes SET lesson = ? WHERE code = ?", key, row[0])
+        self._signal(row[0], row[4])
 
     def reveal(self, code: object, token: object, lesson: object, result_json: object, now: float | None = None) -> None:
         """Store THE result of `lesson` (one JSON text; a second reveal replaces it) that every student reads."""
@@ -237,6 +249,7 @@ class ClassroomStore:
         with self._tx(write=True) as c:
             row = self._teacher(c, code, token, now, lock=True)
             self._add_row(c, row, "results", {"code": row[0], "lesson": key}, {"result_json": result_json, "at": now})
+        self._signal(row[0], row[4])
 
     def reveal_answers(self, code: object, token: object, lesson: object, now: float | None = None) -> None:
         """Show every student the class's answer counts for `lesson`'s check questions."""
@@ -245,6 +258,7 @@ class ClassroomStore:
         with self._tx(write=True) as c:
             row = self._teacher(c, code, token, now, lock=True)
             self._add_row(c, row, "answer_reveals", {"code": row[0], "lesson": key}, {"at": now})
+        self._signal(row[0], row[4])
 
     def roster(self, code: object, token: object, now: float | None = None) -> list[str]:
         """The students' nicknames in joining order ('' for those who gave none): the teacher's to see."""
@@ -259,6 +273,8 @@ class ClassroomStore:
         with self._tx(write=True) as c:
             row = self._teacher(c, code, token, now, lock=True)
             self._delete(c, "code = ?", row[0])
+        if self.beacons is not None:
+            self.beacons.remove(row[0])
 
     # -- students
     def join(self, code: object, nickname: object = None, client: str = "", now: float | None = None) -> str:
@@ -298,6 +314,9 @@ class ClassroomStore:
         with self._tx(write=True) as c:
             row = self._student(c, code, student_id, now, lock=True)
             self._add_row(c, row, "predictions", {"code": row[0], "lesson": key, "student_id": student_id}, {"value": number, "at": now})
+            shown = c.one("SELECT 1 FROM results WHERE code = ? AND lesson = ?", row[0], key) is not None
+        if shown:  # after the Reveal every student's page shows the class's predictions; before it, nothing of them
+            self._signal(row[0], row[4])
         return number
 
     def answer(self, code: object, student_id: object, lesson: object, question: object, option: object, now: float | None = None) -> None:
@@ -311,6 +330,9 @@ class ClassroomStore:
             self._add_row(
                 c, row, "answers", {"code": row[0], "lesson": key, "question": q, "student_id": student_id}, {"choice": o, "at": now}
             )
+            shown = c.one("SELECT 1 FROM answer_reveals WHERE code = ? AND lesson = ?", row[0], key) is not None
+        if shown:  # the answer counts are on every student's page once revealed
+            self._signal(row[0], row[4])
 
     # -- reads (teacher always; a student only after the matching reveal)
     def predictions(

@@ -12,6 +12,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 
 import streamlit as st
 
@@ -278,6 +279,12 @@ def classroom_store():
     """The class-session store (app/classroom/store.py), one for the whole server: a SQLite file under
     $SPECLAB_DATA. Opening it can raise ClassroomError, OSError or sqlite3.Error (not cached: the next run
     retries); the Lessons page turns them into one notice (app/lessons/class_page.py)."""
-    from app.classroom.store import ClassroomStore  # here, so this file's other users do not load the store
+    from app.classroom.beacon import FOLDER, ClassBeacons  # here, so this file's other users do not load the store
+    from app.classroom.store import ClassroomStore
 
-    return ClassroomStore()
+    # Each class's change number as a file Streamlit serves (app/static/, server.enableStaticServing): what a student's
+    # idle page polls (issue 41). Named under a secret made now, once per server.
+    beacons = None
+    if st.get_option("server.enableStaticServing"):
+        beacons = ClassBeacons(Path(__file__).resolve().parents[1] / "static" / FOLDER)
+    return ClassroomStore(beacons=beacons)

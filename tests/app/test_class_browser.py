@@ -78,9 +78,15 @@ def browser():
             b.close()
 
 
-def _page(browser, url: str):
-    """A new person: a fresh browser context (own cookies, own Streamlit session) on `url`."""
+def _page(browser, url: str, traffic: dict | None = None):
+    """A new person: a fresh browser context (own cookies, own Streamlit session) on `url`. With `traffic`, the page's
+    traffic is noted from its first request: traffic["sent"] gets the time of each message the page sends over
+    Streamlit's websocket (every run it asks for is one), traffic["fetched"] each class file it fetches."""
     page = browser.new_context(viewport={"width": 1300, "height": 2400}).new_page()
+    if traffic is not None:
+        traffic.update(sent=[], fetched=[])
+        page.on("websocket", lambda ws: ws.on("framesent", lambda _: traffic["sent"].append(time.monotonic())))
+        page.on("request", lambda r: "/app/static/classes/" in r.url and traffic["fetched"].append(time.monotonic()))
     page.set_default_timeout(90_000)  # a loaded 2-core machine: every click waits on the server
     page.goto(url, timeout=90_000)
     return page
@@ -100,8 +106,8 @@ def _done(token: str, *pages) -> None:
         page.context.close()
 
 
-def _join(browser, link: str, nickname: str):
-    page = _page(browser, link)
+def _join(browser, link: str, nickname: str, traffic: dict | None = None):
+    page = _page(browser, link, traffic)
     page.get_by_label("Nickname (optional, shown to your teacher)").fill(nickname)
     page.get_by_role("button", name="Join", exact=True).click()
     return page
@@ -119,9 +125,9 @@ def test_a_class_predicts_sees_one_result_and_answers(server, browser):
         token = re.search(r"desk=([A-Za-z0-9_-]{43})", private).group(1)
         assert "desk" not in teacher.url and token not in teacher.url
 
-        students = []
+        students, traffic = [], {}
         for k, name in enumerate(("Ann", "Bob", "")):
-            page = _join(browser, link, name)
+            page = _join(browser, link, name, traffic if k == 0 else None)
             guess = page.get_by_label(GUESS_LABEL, exact=False)
             guess.wait_for()
             page.get_by_text(f"In class {code}").first.wait_for()  # joined, and following lesson 2
@@ -131,6 +137,13 @@ def test_a_class_predicts_sees_one_result_and_answers(server, browser):
             students.append(page)
         teacher.get_by_text("3 predictions").first.wait_for(timeout=30_000)  # the desk polls every 2 s
         teacher.get_by_text("3 students joined", exact=False).wait_for(timeout=30_000)
+        # An idle student's page asks the server for nothing (issue 41): its watch fetches the class's file every 2 s and
+        # asks for no Streamlit run while the class is unchanged (here: the other students' predictions, before Reveal).
+        students[0].wait_for_timeout(2500)  # the last prediction's page run is over
+        quiet0, fetched0 = len(traffic["sent"]), len(traffic["fetched"])
+        students[0].wait_for_timeout(8000)
+        assert len(traffic["sent"]) == quiet0, "an idle student's page asked the server for a run"
+        assert len(traffic["fetched"]) - fetched0 >= 3, "the page's watch did not poll the class's file"
 
         t0 = time.monotonic()
         teacher.get_by_role("button", name="Reveal", exact=True).click()
@@ -140,6 +153,7 @@ def test_a_class_predicts_sees_one_result_and_answers(server, browser):
             page.get_by_text("3 predictions in the class").wait_for(timeout=30_000)
             seen.append(time.monotonic() - t0)
         print("Reveal -> student pages (s):", [round(s, 2) for s in seen])
+        assert seen[-1] < 10.0, "the watch did not rerun the pages soon after the Reveal (their 30 s backstop did?)"
         for page in students:
             assert page.get_by_text("These numbers were recorded on").count() > 0  # the shared recording, labelled
             assert page.get_by_role("button", name="↻ Re-measure live").count() == 0  # no run of their own

@@ -1,0 +1,57 @@
+// A student's page watches its class's change number (issue 41; app/classroom/watch.py mounts this, app/classroom/beacon.py
+// writes the number). Every period it fetches one tiny static file and asks Streamlit for a run of the page's live part
+// (setTriggerValue: the fragment this is mounted in reruns) only when the number is not the one the page was drawn at;
+// an unchanged class costs a fetch, no Streamlit run and no redraw. Without a file to read (data.path null: static
+// serving off, or no file could be written) or while fetching fails, it asks for a run every period: the page then
+// polls the server as it did before this watch.
+export default function (component) {
+  const { data, parentElement, setTriggerValue } = component;
+  // Streamlit calls this again when `data` changes, without running the last call's cleanup: stop that call's loop.
+  if (parentElement.__classWatch) parentElement.__classWatch.stop();
+  let stopped = false;
+  let timer = null;
+  let asked = null; // the number this call last asked a run for (asked once per number)
+  let polls = 0;
+  const period = Math.max(500, Number(data.period_ms) || 2000); // between fetches of the file
+  const pollPeriod = Math.max(500, Number(data.poll_ms) || 2000); // between runs asked for without a file
+  const url = data.path ? new URL(data.path, document.baseURI).href : null;
+
+  async function read() {
+    if (url === null) return null;
+    const abort = new AbortController();
+    const limit = setTimeout(() => abort.abort(), Math.min(period, 5000));
+    try {
+      const response = await fetch(url, { cache: "no-store", signal: abort.signal, credentials: "omit" });
+      if (!response.ok) return null;
+      const text = (await response.text()).trim();
+      return /^[0-9]{1,18}$/.test(text) ? text : null;
+    } catch (error) {
+      return null;
+    } finally {
+      clearTimeout(limit);
+    }
+  }
+
+  async function tick() {
+    const seen = await read();
+    if (stopped) return;
+    if (seen === null) {
+      polls += 1;
+      setTriggerValue("poll", polls); // no number to watch: poll the server, as before
+    } else if (seen !== String(data.version) && seen !== asked) {
+      asked = seen;
+      setTriggerValue("changed", seen);
+    }
+    timer = setTimeout(tick, seen === null ? pollPeriod : period);
+  }
+
+  const watch = {
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
+  parentElement.__classWatch = watch;
+  timer = setTimeout(tick, period);
+  return () => watch.stop();
+}

@@ -1,0 +1,51 @@
+"""A student's idle page asks the server for nothing (issue 41): a small custom component (Streamlit's components v2,
+JavaScript in the page, no iframe, no build step) that polls the class's change number as a static file and reruns the
+page's live fragment only when it moved (app/classroom/watch.js; the file: app/classroom/beacon.py).
+
+Why: a fragment run every 2 s cost each page 45-60 ms of its browser's main thread (Streamlit sends ~8 messages per run
+and React redraws) and the server a run, for 30 pages ~1 core of this 2-core machine's browsers while nothing changed;
+late joins got the CPU that was left. A fetch of a ten-byte file costs next to nothing on both sides.
+
+Fallback: with no file to read (static serving off, an unwritable folder: `path` None) or while the fetch fails, the
+script asks for a run every period, as the fragment's own timer did before; and the fragment keeps a slow timer of its own
+(panel.BACKSTOP_S) in case the script cannot run at all.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import streamlit as st
+
+from app.classroom.inputs import ClassroomError
+from app.classroom.store import ClassroomStore
+
+KEY = "class_watch"
+_component = st.components.v2.component("speclab_class_watch", js=(Path(__file__).with_name("watch.js")).read_text())
+
+
+def beacon(store: ClassroomStore, code: str) -> tuple[str, int] | None:
+    """(the file's path for the page, the number in it now) for class `code`, or None (the page polls the server).
+    Read before the page reads the class: a change after it always leaves another number in the file."""
+    beacons = store.beacons
+    if beacons is None or not st.get_option("server.enableStaticServing"):
+        return None
+    try:
+        found = beacons.current(code, lambda: store.version(code))
+    except (ClassroomError, OSError, sqlite3.Error):  # no file to be had: the page polls the server, never breaks
+        return None
+    return None if found is None else (beacons.url_path(code), found)
+
+
+def watch(where: tuple[str, int] | None, period_s: float, poll_s: float) -> None:
+    """Mount the watch: it fetches the file every `period_s` and reruns the enclosing fragment when the class's number is
+    no longer `where`'s (or, with `where` None or while the fetch fails, every `poll_s`)."""
+    path, version = where if where is not None else (None, None)
+    _component(
+        key=KEY,
+        data={"path": path, "version": version, "period_ms": int(period_s * 1000), "poll_ms": int(poll_s * 1000)},
+        height=0,
+        on_changed_change=lambda: None,
+        on_poll_change=lambda: None,
+    )

@@ -1,0 +1,167 @@
+"""Each class's change number as a served file (app/classroom/beacon.py) and the store's writes that move it (issue 41):
+what a student's idle page polls instead of asking the server for a run. The browser side (no run while the number
+stays, a rerun soon after it moves) is tests/app/test_class_browser.py; the component's fallback, AppTest below."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from streamlit import config
+from streamlit.testing.v1 import AppTest
+
+from app.classroom.beacon import FOLDER, STATIC_URL, ClassBeacons
+from app.classroom.store import ClassroomStore
+
+SECRET = b"s" * 32
+
+
+@pytest.fixture
+def beacons(tmp_path) -> ClassBeacons:
+    return ClassBeacons(tmp_path / "static" / FOLDER, secret=SECRET)
+
+
+def test_a_files_name_is_an_hmac_of_the_code_and_never_the_code(beacons, tmp_path):
+    name = beacons.name("ABCDE12345")
+    assert len(name) == 36 and name.endswith(".txt") and int(name[:32], 16) >= 0
+    assert "ABCDE12345" not in name and "abcde12345" not in name.lower()
+    assert beacons.name("ABCDE12346") != name  # one file per class
+    other = ClassBeacons(tmp_path / "x", secret=b"t" * 32)
+    assert other.name("ABCDE12345") != name  # another server's secret: another name, nothing to guess from
+    assert ClassBeacons(tmp_path / "y").name("ABCDE12345") != name  # a fresh random secret by default
+    assert beacons.url_path("ABCDE12345") == f"{STATIC_URL}/{FOLDER}/{name}"
+    assert "sss" not in repr(beacons)
+    with pytest.raises(ValueError):
+        ClassBeacons(tmp_path, secret=b"short")
+
+
+def test_publish_writes_the_number_and_never_goes_backwards(beacons):
+    code = "ABCDE12345"
+    assert beacons.read(code) is None
+    beacons.publish(code, 5)
+    assert (beacons.folder / beacons.name(code)).read_text() == "5"
+    beacons.publish(code, 3)  # a writer finishing late with an older number
+    assert beacons.read(code) == 5
+    beacons.publish(code, 9)
+    assert beacons.read(code) == 9
+    assert [p.name for p in beacons.folder.iterdir()] == [beacons.name(code)]  # no temporary file left behind
+    beacons.remove(code)
+    assert beacons.read(code) is None
+    beacons.remove(code)  # removing twice is fine
+
+
+def test_racing_writers_leave_the_highest_number(beacons):
+    code = "ABCDE12345"
+    threads = [threading.Thread(target=beacons.publish, args=(code, v)) for v in range(1, 41)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert beacons.read(code) == 40
+
+
+def test_current_makes_a_missing_file_from_the_stores_number(beacons):
+    code = "ABCDE12345"
+    assert beacons.current(code, lambda: 7) == 7 and beacons.read(code) == 7
+    assert beacons.current(code, lambda: 99) == 7  # an existing file wins: the page compares with what it reads
+    assert beacons.current("ZZZZZZZZZZ", lambda: None) is None  # no such class: no file
+    assert beacons.read("ZZZZZZZZZZ") is None
+
+
+def test_a_file_that_is_not_a_number_reads_as_none(beacons):
+    beacons.folder.mkdir(parents=True)
+    for text in ("", "12a", "-1", "1" * 19, "<script>"):
+        (beacons.folder / beacons.name("ABCDE12345")).write_text(text)
+        assert beacons.read("ABCDE12345") is None
+
+
+def test_an_unwritable_folder_means_no_file_never_an_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    beacons = ClassBeacons(blocker / "classes", secret=SECRET)  # a folder under a file: every write fails
+    beacons.publish("ABCDE12345", 3)
+    assert beacons.read("ABCDE12345") is None
+    assert beacons.current("ABCDE12345", lambda: 3) is None  # the page falls back to polling the server
+
+
+def test_prune_deletes_only_files_older_than_a_class_lives(beacons):
+    beacons.publish("ABCDE12345", 1)
+    beacons.publish("ABCDE12346", 1)
+    old = beacons.folder / beacons.name("ABCDE12345")
+    os.utime(old, (1.0, 1.0))
+    assert beacons.prune() == 1
+    assert beacons.read("ABCDE12345") is None and beacons.read("ABCDE12346") == 1
+
+
+def test_the_store_moves_the_file_only_for_what_a_students_page_shows(tmp_path, beacons):
+    store = ClassroomStore(tmp_path / "classes.sqlite3", beacons=beacons)
+    code, token = store.create_class()
+    number = lambda: beacons.read(code)  # noqa: E731
+    assert number() is None  # nothing to show yet: made on a page's first read (current)
+    store.set_lesson(code, token, "2")
+    assert number() == store.version(code)
+    before = number()
+    ann = store.join(code, "Ann")
+    bob = store.join(code, "Bob")
+    store.predict(code, ann, "2", 1.5)  # before the Reveal a student's page shows no predictions
+    store.answer(code, ann, "2", 1, 0)  # nor answers before they are revealed
+    assert number() == before and store.version(code) > before  # the desk still sees them (the store's number)
+    store.reveal(code, token, "2", '{"speedup": 1.2}')
+    assert number() == store.version(code) > before
+    at = number()
+    store.predict(code, bob, "2", 2.5)  # after the Reveal, every page's picture holds the class's predictions
+    assert number() == store.version(code) > at
+    at = number()
+    store.answer(code, bob, "2", 1, 1)
+    assert number() == at  # answers still hidden
+    store.reveal_answers(code, token, "2")
+    assert number() == store.version(code) > at
+    at = number()
+    store.answer(code, ann, "2", 1, 1)  # now the counts are on every page
+    assert number() == store.version(code) > at
+    store.set_lesson(code, token, "3")
+    assert number() == store.version(code)
+    store.end_class(code, token)
+    assert number() is None and store.version(code) is None
+
+
+def _watch_page():
+    import os
+
+    import streamlit as st
+
+    from app.classroom import watch
+    from app.classroom.beacon import ClassBeacons
+    from app.classroom.store import ClassroomStore
+
+    beacons = ClassBeacons(os.environ["SPECLAB_BEACONS"], secret=b"s" * 32)
+    store = ClassroomStore(os.environ["SPECLAB_CLASS_DB"], beacons=beacons)
+    code = os.environ["SPECLAB_CODE"]
+    watch.watch(watch.beacon(store, code), 1.5, 2.0)
+    st.session_state["beacon"] = watch.beacon(store, code)
+
+
+@pytest.mark.parametrize("serving", [True, False])
+def test_the_watch_is_given_the_file_only_where_streamlit_serves_it(tmp_path, monkeypatch, serving):
+    db, folder = tmp_path / "classes.sqlite3", tmp_path / "static" / FOLDER
+    store = ClassroomStore(db, beacons=ClassBeacons(folder, secret=SECRET))
+    code, token = store.create_class()
+    store.set_lesson(code, token, "2")
+    monkeypatch.setenv("SPECLAB_CLASS_DB", str(db))
+    monkeypatch.setenv("SPECLAB_BEACONS", str(folder))
+    monkeypatch.setenv("SPECLAB_CODE", code)
+    was = config.get_option("server.enableStaticServing")
+    config.set_option("server.enableStaticServing", serving)
+    try:
+        at = AppTest.from_function(_watch_page, default_timeout=30).run()
+    finally:
+        config.set_option("server.enableStaticServing", was)
+    assert not at.exception
+    found = at.session_state["beacon"]
+    if serving:
+        assert found == (f"{STATIC_URL}/{FOLDER}/{ClassBeacons(folder, secret=SECRET).name(code)}", store.version(code))
+    else:
+        assert found is None  # static serving off: the page polls the server, as before
+    assert Path(folder).is_dir()
