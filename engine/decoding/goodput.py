@@ -39,7 +39,7 @@ none was drawn yet), so its estimate follows the text. A cut tree is a determini
 and of past steps, fixed before the target's pass, so tree verification stays lossless.
 
 Warm start: what goodput learns is kept across runs, in the process and on disk (engine/decoding/warmstart.py), the
-text's part learnt afresh (`_new_text`); with nothing stored it starts from this machine's pass-cost curve, the
+text's part learnt afresh (`restore`); with nothing stored it starts from this machine's pass-cost curve, the
 drafter's cost from its FLOPs and its shipped held-out acceptance per position (engine/drafters/calibration.py;
 PRIOR_ACCEPTANCE without one). A run's first draft also reads the prompts into the drafter, and a draft after plain
 steps catches up on their tokens: such a time only bounds the drafter's cost from above (`_bounded`; why:
@@ -162,25 +162,18 @@ class GoodputDepth:
         cal = self.calibration
         return {name: getattr(self, name) for name in self.LEARNT} | {"calibration": (cal.accepted, cal.confidence)}
 
-    def restore(self, learnt: dict) -> None:
-        if len(learnt.get("accept", self.accept)) != len(self.accept):
-            return  # another depth's estimates (the key holds the depth, so only a hand-made state): the priors
-        for name in self.LEARNT:
-            if name in learnt:  # a store from before a field existed keeps its default
-                setattr(self, name, learnt[name])
-        if "counts" not in learnt:  # a store from before the counts: its estimate, worth the prior's weight
-            self.counts = [[PRIOR_WEIGHT * a, PRIOR_WEIGHT] for a in self.accept]
-        self.calibration = Calibration(*map(list, learnt["calibration"]))
-        self._new_text()
+    TEXT = ("accept", "counts", "tree_gain")  # with the calibration: the text's part, learnt afresh by each run (`restore`)
 
-    def _new_text(self) -> None:
-        """A warm start meets new text: the machine's part (verify, draft and step costs, exploration counters) carries
-        whole; what the last text showed (per-position acceptance, the calibration of q, the trees' curves) starts
-        where a cold run starts, from the drafter's card, and is learnt afresh (why: docs/engine.md, "goodput from
-        the first run")."""
-        self.counts = [[PRIOR_WEIGHT * a, PRIOR_WEIGHT] for a in self.prior[: len(self.counts)]]
-        self.accept = [kept / reached for kept, reached in self.counts]
-        self.calibration, self.tree_gain = Calibration(), None
+    def restore(self, learnt: dict) -> None:
+        """A warm start meets new text: the machine's part of `learnt` (verify, draft and step costs, exploration
+        counters) carries whole; the text's part (per-position acceptance, the calibration of q, the trees' curves)
+        stays where a cold run starts, at the drafter's card, and is learnt afresh (why: docs/engine.md, "goodput
+        from the first run")."""
+        if len(learnt.get("accept", self.accept)) != len(self.accept):
+            return  # another depth's state (the key holds the depth, so only a hand-made state): the priors
+        for name in self.LEARNT:
+            if name in learnt and name not in self.TEXT:  # a store from before a field existed keeps its default
+                setattr(self, name, learnt[name])
 
     @staticmethod
     def _bucket(n: int) -> int:

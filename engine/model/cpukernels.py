@@ -120,7 +120,7 @@ HUGE_PAGE = 2 << 20  # a transparent huge page on x86-64 Linux: a `weight_memory
 
 def packed_bytes(n: int, k: int, dtype: torch.dtype) -> int:
     """Bytes `Packed` takes of a block for an N x K matrix: N rounded up to 16 rows, the whole rounded up to a page."""
-    size = -(-n // 16) * 16 * k * torch.empty((), dtype=dtype).element_size()
+    size = -(-n // 16) * 16 * k * dtype.itemsize
     return -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
 
 

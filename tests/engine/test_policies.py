@@ -36,7 +36,7 @@ KNEE_32 = curve(lambda n: 10.0 if n <= 32 else 10.0 * n / 32)  # flat to 32 toke
 
 
 def assert_warm_from(policy, learnt: dict) -> None:
-    """`policy` was built warm from `learnt` (goodput's `_new_text`): the machine's part whole, the text's part (per-position
+    """`policy` was built warm from `learnt` (goodput's `restore`): the machine's part whole, the text's part (per-position
     acceptance, the calibration of q, the trees' curves) where a cold run starts, from the drafter's card."""
     text = ("accept", "counts", "tree_gain", "calibration")
     assert {n: v for n, v in policy.learnt().items() if n not in text} == {n: v for n, v in learnt.items() if n not in text}
