@@ -6,12 +6,11 @@ engine/decoding/policies.py, which builds this one in `make_policy`).
 in flight: B * E[tokens per row](k) / (T_verify(B * (k + 1)) + (k + 1) * T_draft(B) + T_step), where T_verify
 comes from the measured pass-cost curve, corrected online by the ratio of each step's measured verify time to
 the curve's (one ratio shared by all pass sizes, following the machine's load, times a slower-learnt factor
-per size for the curve's shape errors), T_draft is the drafter's measured time per draft position (the
-catch-up pass that feeds the last step's tokens counted as one more; an estimate from its FLOPs until the
+per size run lately, for the curve's shape errors), T_draft is the drafter's measured time per draft position
+(the catch-up pass that feeds the last step's tokens counted as one more; an estimate from its FLOPs until the
 first draft is timed), T_step the measured time a step spends outside passes and drafting (bookkeeping,
-acceptance; plain steps priced with their own), and E[tokens](k) = 1 + sum_i prod_{j<=i} a_j from a running
-estimate of the acceptance a_j at each draft position j given the ones before it (Leviathan et al. 2023's
-expected tokens per step, with per-position rates instead of one alpha). It only changes how many tokens are
+acceptance; plain steps priced with their own), and E[tokens](k) from a running estimate of the acceptance a_j
+at each draft position j given the ones before it (engine/decoding/chain_value.py). It only changes how many tokens are
 proposed, so it stays lossless, and it never drafts more than `depth`, the user's maximum.
 
 The acceptance estimate is a ratio of decayed counts, a_j = kept_j / reached_j: every step that measures
@@ -54,6 +53,7 @@ import time
 from dataclasses import dataclass, field
 
 from engine.decoding import warmstart
+from engine.decoding.chain_value import best_depth, expected_tokens
 from engine.decoding.tree_value import Calibration, calibrated_paths, chain_drafts, depth_gains, tree_drafts
 from engine.loadmeter import LoadMeter
 
@@ -75,28 +75,6 @@ REMEMBER_STEPS = 8  # the warm-start store gets a copy of the state every this m
 # first run"). Runs shorter than LOAD_MIN_S are too short to judge (CPU time counts in 10 ms ticks): quiet.
 BUSY_CORES = 0.5
 LOAD_MIN_S = 0.25
-
-
-def expected_tokens(accept: list[float], k: int) -> float:
-    """Expected tokens a row emits in a step of depth k: 1 (the target's own) + sum over i <= k of the
-    chance that drafts 1..i are all accepted, with accept[j] the acceptance of position j+1 given the ones
-    before it (with a constant alpha this is Leviathan et al.'s (1 - alpha^(k+1)) / (1 - alpha))."""
-    total, run = 1.0, 1.0
-    for j in range(k):
-        run *= accept[j]
-        total += run
-    return total
-
-
-def best_depth(batch: int, max_depth: int, accept, verify_ms, draft_ms_per_position: float, min_depth: int = 0, fixed_ms=(0.0, 0.0)):
-    """(k, expected tokens per ms) maximising batch * E[tokens](k) / (verify_ms(batch * (k + 1)) + k * draft + fixed), k >= min_depth.
-    fixed_ms: per-step time that does not grow with k, (plain step, speculative step); goodput measures it."""
-    best_k, best_rate = (0, batch / (verify_ms(batch) + fixed_ms[0])) if min_depth == 0 else (0, float("-inf"))
-    for k in range(max(1, min_depth), max_depth + 1):
-        rate = batch * expected_tokens(accept, k) / (verify_ms(batch * (k + 1)) + k * draft_ms_per_position + fixed_ms[1])
-        if rate > best_rate:
-            best_k, best_rate = k, rate
-    return best_k, best_rate
 
 
 @dataclass
@@ -147,6 +125,9 @@ class GoodputDepth:
         self.counts = self.counts or [[PRIOR_WEIGHT * a, PRIOR_WEIGHT] for a in self.accept]
         self.verify_ratio = self.verify_ratio or {}
         self.draft_ms = self.draft_ms or {}
+        self._ran: dict[int, int] = {}  # pass size -> the `observed` count when it last ran here (`_fade_stale_sizes`)
+        self._drawn: int | None = None  # the depth of the tree this step drafted (`tree_size`)
+        self._rows: dict[int, tuple] = {}  # batch -> (curve, its times at batch x (n + 1)): `verify_row`
         learnt = warmstart.recall(self.memory_key) if self.memory_key is not None else None
         if learnt is not None:
             self.restore(learnt)
@@ -205,6 +186,16 @@ class GoodputDepth:
             self.verify_ratio[t] -= mean
         self.verify_ratio[0] *= math.exp(mean)
 
+    def _fade_stale_sizes(self, tokens: int) -> None:
+        """A size not run in this process for REFRESH_STEPS decode steps fades back to the curve's shape (its log
+        factor shrinks by SHAPE_WEIGHT a step). Otherwise a factor learnt from a few noisy passes lasts for ever: the
+        size it prices dear is never chosen, so never measured again. Seen on the 2-core EPYC: 4 tokens priced 1.16x
+        the curve and 5 tokens 0.82x, where the run's own chains measured 9.6 and 10.1 ms (docs/journal.md, 2026-12-04)."""
+        self._ran[tokens] = self.observed
+        for t in self.verify_ratio:
+            if t and self.observed - self._ran.get(t, -REFRESH_STEPS) >= REFRESH_STEPS:
+                self.verify_ratio[t] *= 1 - SHAPE_WEIGHT
+
     def draft_ms_per_position(self, batch: int) -> float:
         if self.draft_ms:
             return self._nearest(self.draft_ms, batch)
@@ -235,25 +226,41 @@ class GoodputDepth:
         return [g + max(0.0, lift[min(n, depth) - 1]) for n, g in enumerate(curve, start=1)]
 
     def best_tree(self, batch: int, depth: int) -> tuple[int, int, float]:
-        """(d, n, expected tokens per ms) of the best tree of at most `depth` levels (`tree_curve`, `best_cut`)."""
+        """(d, n, expected tokens per ms) of the best tree of at most `depth` levels (`tree_curve`, priced as
+        `best_cut` prices a cut; the first best wins: the shallowest depth, then the fewest nodes)."""
         best = (0, 0, float("-inf"))
-        verify = [self.verify_ms(batch * (n + 1)) for n in range(1, self.tree_nodes + 1)]
+        verify, fixed = self.verify_row(batch), self._tree_fixed()
         for d in range(1, depth + 1):
-            n, rate = self.best_cut(batch, [batch * g for g in self.tree_curve(d)], self.tree_draft(batch, d), verify)
-            if rate > best[2]:
-                best = (d, n, rate)
+            cost = self.tree_draft(batch, d) + fixed
+            for n, (g, v) in enumerate(zip(self.tree_curve(d), verify), start=1):
+                rate = (batch + batch * g) / (v + cost)
+                if rate > best[2]:
+                    best = (d, n, rate)
         return best
+
+    def verify_row(self, batch: int) -> list[float]:
+        """`verify_ms(batch * (n + 1))` for n = 1..tree_nodes, the curve's part kept per batch size."""
+        kept = self._rows.get(batch)
+        if kept is None or kept[0] is not self.curve:
+            kept = self._rows[batch] = (self.curve, [self.curve.time_ms(batch * (n + 1)) for n in range(1, self.tree_nodes + 1)])
+        shared = self.verify_ratio.get(0, 1.0)
+        row = [t * shared for t in kept[1]]
+        for t, factor in self.verify_ratio.items():  # the sizes run so far (key 0: the shared ratio)
+            if t and t % batch == 0 and 2 <= t // batch <= self.tree_nodes + 1:
+                row[t // batch - 2] *= math.exp(factor)
+        return row
+
+    def _tree_fixed(self) -> float:
+        return self.step_ms.get(2, self.fixed_ms()[1])  # a tree step's own (its acceptance walk, its roll-back)
 
     def fixed_ms(self) -> tuple[float, float]:
         """Measured per-step time outside the passes and the drafting: (a plain step's, a speculative step's)."""
         return self.step_ms.get(0, 0.0), self.step_ms.get(1, 0.0)
 
-    def best_cut(self, batch: int, gain, draft_ms: float, verify: list[float] | None = None) -> tuple[int, float]:
-        """(n, expected tokens per ms) maximising (batch + gain[n - 1]) / (verify[n - 1] + draft_ms + fixed), verify[n - 1] =
-        verify_ms(batch * (n + 1)) (given by `best_tree`, which prices every depth with the same)."""
-        fixed = self.step_ms.get(2, self.fixed_ms()[1])  # a tree step's own (its acceptance walk, its roll-back)
-        verify = verify or [self.verify_ms(batch * (n + 1)) for n in range(1, len(gain) + 1)]
-        rates = [(batch + float(g)) / (v + draft_ms + fixed) for g, v in zip(gain, verify)]
+    def best_cut(self, batch: int, gain, draft_ms: float) -> tuple[int, float]:
+        """(n, expected tokens per ms) maximising (batch + gain[n - 1]) / (verify_ms(batch * (n + 1)) + draft_ms + fixed)."""
+        cost = draft_ms + self._tree_fixed()
+        rates = [(batch + g) / (v + cost) for g, v in zip(gain, self.verify_row(batch))]
         n = max(range(len(rates)), key=rates.__getitem__)
         return n + 1, rates[n]
 
@@ -324,9 +331,10 @@ class GoodputDepth:
         maximising expected tokens per ms with this tree's own calibrated probabilities (engine/decoding/tree_value.py).
         It also updates the curves that price the next step's shape."""
         batch = int(tree.tokens.shape[0])
+        self._drawn = tree.depth  # the levels drafted (the cut may keep fewer): what `_learn` prices a level by
         curves = depth_gains(tree, calibrated_paths(tree, self.calibration))  # (D, N) summed over rows
-        self._learn_curves(curves / batch, tree.depth)
-        n, rate = self.best_cut(batch, curves[-1].tolist(), self.tree_draft(batch, tree.depth))
+        self._learn_curves([[g / batch for g in curve] for curve in curves], tree.depth)
+        n, rate = self.best_cut(batch, curves[-1], self.tree_draft(batch, tree.depth))
         self.last_choice = (n, rate)
         self.tree_steps += 1
         if self.tree_steps % EXPLORE_STEPS == 0:  # re-check the nodes the cut leaves out (EXPLORE_STEPS)
@@ -335,8 +343,7 @@ class GoodputDepth:
 
     def _learn_curves(self, per_row, drawn: int) -> None:
         """Fold a tree's per-depth curves (D, N) into `tree_gain` (a first tree also stands for deeper ones: a lower bound)."""
-        pad = self.tree_nodes - per_row.shape[1]
-        curves = [row + [row[-1]] * pad for row in per_row.tolist()]  # a tree with fewer nodes: flat past them
+        curves = [row + [row[-1]] * (self.tree_nodes - len(row)) for row in per_row]  # a tree with fewer nodes: flat past them
         if self.tree_gain is None:
             self.tree_gain = [curves[min(d, drawn) - 1] for d in range(1, max(self.max_depth, drawn) + 1)]
             return
@@ -356,6 +363,7 @@ class GoodputDepth:
         if overall is not None:  # this size against the shared ratio, in logs (see `verify_ms`)
             own = self.verify_ratio[tokens] = (1 - SHAPE_WEIGHT) * own + SHAPE_WEIGHT * math.log(ratio / overall)
         self.verify_ratio[0] = _ema(overall, ratio / math.exp(own))
+        self._fade_stale_sizes(tokens)
         self._centre_sizes()
         for shape in self.since:
             self.since[shape] += 1
@@ -399,7 +407,8 @@ class GoodputDepth:
         if step.tree_nodes is not None:
             self.since["tree"] = 0
             if step.draft_ms > 0:
-                level = step.draft_ms / max(step.depth, 1)  # a tree of d levels: d drafter passes (the root's, d - 1 growing)
+                drawn, self._drawn = self._drawn or step.depth, None  # the levels drafted, not the cut's depth
+                level = step.draft_ms / max(drawn, 1)  # a tree of d levels: d drafter passes (the root's, d - 1 growing)
                 _bounded(self.tree_draft_ms, bb, level, after_plain, self.tree_draft(step.batch, 1))
             self.calibration.observe([d for row in step.seqs if row.tree is not None for d in tree_drafts(row.tree)])
         elif step.depth > 0:

@@ -71,11 +71,10 @@ class Calibration:
         prior = [PRIOR_NODES * _middle(b) for b in range(CONFIDENCE_BUCKETS)]
         return [(a + m) / (c + m) for a, c, m in zip(self.accepted, self.confidence, prior)]
 
-    def acceptance(self, q: torch.Tensor) -> torch.Tensor:
-        """q (any shape) -> a(q), each draft token's calibrated chance of acceptance given its parent's."""
-        index = torch.floor(-torch.log2(q.clamp_min(1e-30))).clamp(0, CONFIDENCE_BUCKETS - 1).long()
-        factor = torch.tensor(self.factors(), dtype=q.dtype, device=q.device)[index]
-        return (q * factor).clamp_max(1.0)
+    def acceptance(self, q: list[float]) -> list[float]:
+        """Each q -> a(q), a draft token's calibrated chance of acceptance given its parent's."""
+        factors = self.factors()
+        return [min(1.0, x * factors[bucket(x)]) for x in q]
 
     def observe(self, drafts: list[tuple[float, bool]]) -> None:
         """Learn from one step's reached drafts: (q, accepted) for each."""
@@ -87,29 +86,50 @@ class Calibration:
             self.confidence[b] += q
 
 
-def tree_value(tree, calibration: Calibration) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log P (B, N): each node's calibrated chance that its whole path is accepted, gain (N,)): for n = 1..N
-    the expected accepted nodes summed over the batch when each row keeps its n nodes of highest joint confidence
+def tree_value(tree, calibration: Calibration) -> tuple[list[list[float]], list[float]]:
+    """(P (B, N): each node's calibrated chance that its whole path is accepted, gain (N,)): for n = 1..N the
+    expected accepted nodes summed over the batch when each row keeps its n nodes of highest joint confidence
     (`DraftTree.best(n)`, EAGLE-2's order), so E[tokens](n) = batch + gain[n - 1]."""
-    log_p = calibrated_paths(tree, calibration)
-    return log_p, depth_gains(tree, log_p)[-1]  # every level kept
+    p = calibrated_paths(tree, calibration)
+    return p, depth_gains(tree, p)[-1]  # every level kept
 
 
-def calibrated_paths(tree, calibration: Calibration) -> torch.Tensor:
-    """(B, N): each node's log of the calibrated chance that its whole path is accepted; never rises down a path."""
-    return tree.path_sum(calibration.acceptance(tree.q.float()).clamp_min(1e-30).log())
+# Pricing runs in plain Python on host lists: a tree is a few dozen numbers a row, priced every step, right after a
+# pass has streamed the weights through the caches. There, on the 2-core EPYC, numpy's version of these two took
+# ~500 us a 32-node tree and torch's ~800; this one ~170 (scripts/investigate/goodput_overhead.py).
+def calibrated_paths(tree, calibration: Calibration) -> list[list[float]]:
+    """(B, N): each node's calibrated chance that its whole path is accepted (a product down the path)."""
+    factors = calibration.factors()
+    paths = []
+    for q, parents in zip(tree.q.tolist(), tree.parents.tolist()):
+        row: list[float] = []
+        for x, parent in zip(q, parents):  # parents come before their children
+            a = min(1.0, x * factors[bucket(x)])
+            row.append(a if parent < 0 else a * row[parent])
+        paths.append(row)
+    return paths
 
 
-def depth_gains(tree, log_p: torch.Tensor) -> torch.Tensor:
+def depth_gains(tree, paths: list[list[float]]) -> list[list[float]]:
     """(D, N): row d - 1 is `tree_value`'s gain for the tree stopped at depth d (its nodes deeper than d left out;
     past the number of nodes it keeps, the curve stays flat). EAGLE-2 grows a tree level by level, so the first d
-    levels of a deeper tree stand for a tree of depth d (goodput chooses the depth with it)."""
-    levels = torch.arange(1, tree.depth + 1, device=log_p.device)[:, None, None]  # (D, 1, 1)
-    inside = tree.depths[None] <= levels  # (D, B, N)
-    joint = torch.where(inside, tree.joint()[None], torch.full_like(log_p[None], float("-inf")))
-    order = torch.sort(joint, dim=2, descending=True, stable=True).indices  # EAGLE-2's order among the first d levels
-    kept = torch.where(inside, log_p[None], torch.full_like(log_p[None], float("-inf"))).gather(2, order)
-    return kept.exp().cumsum(dim=2).sum(dim=1)
+    levels of a deeper tree stand for a tree of depth d (goodput chooses the depth with it). The order is the cut's
+    own (`DraftTree.joint`, sorted stably), so the gain prices exactly the nodes `DraftTree.best(n)` keeps."""
+    depths, joints = tree.depths.tolist(), tree.joint().tolist()
+    levels, nodes = max((max(row, default=1) for row in depths), default=1), len(depths[0]) if depths else 0
+    gains = [[0.0] * nodes for _ in range(levels)]
+    for p, depth, joint in zip(paths, depths, joints):
+        order = sorted(range(nodes), key=lambda i: -joint[i])  # stable: EAGLE-2's order, among the first d levels too
+        for d, gain in enumerate(gains, start=1):
+            total, k = 0.0, 0
+            for i in order:
+                if depth[i] <= d:
+                    total += p[i]
+                    gain[k] += total
+                    k += 1
+            for j in range(k, nodes):
+                gain[j] += total
+    return gains
 
 
 def chain_drafts(drafted) -> list[tuple[float, bool]]:
@@ -156,7 +176,7 @@ def pricing_check(steps, sizes=(1, 2, 4, 8, 16, 32)) -> dict[int, tuple[float, f
         rows = [row.tree for row in step.seqs if row.tree is not None] if step.tree_nodes is not None else []
         for record in rows:
             tree = record_tree(record)
-            log_p, _ = tree_value(tree, calibration)
+            p, _ = tree_value(tree, calibration)
             order = torch.sort(tree.joint()[0], descending=True, stable=True).indices.tolist()  # the cut's order
             on_path = set(record.path())
             for n in sizes or (len(record.ids),):
@@ -170,7 +190,7 @@ def pricing_check(steps, sizes=(1, 2, 4, 8, 16, 32)) -> dict[int, tuple[float, f
                         break
                     depth, node = depth + 1, child
                 total = out.setdefault(n, [0.0, 0.0, 0])
-                total[0] += float(log_p[0, order[:n]].exp().sum())
+                total[0] += sum(p[0][i] for i in order[:n])
                 total[1] += depth
                 total[2] += 1
         if step.tree_nodes is not None:

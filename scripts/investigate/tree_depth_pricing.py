@@ -28,11 +28,11 @@ def priced(log: list):
     original = goodput.GoodputDepth.best_tree
 
     def best_tree(self, batch, depth):
-        verify = [self.verify_ms(batch * (n + 1)) for n in range(1, self.tree_nodes + 1)]
+        verify = self.verify_row(batch)
         per = {}
         for d in range(1, depth + 1):
             gain = [batch * g for g in self.tree_curve(d)]
-            n, rate = self.best_cut(batch, gain, self.tree_draft(batch, d), verify)
+            n, rate = self.best_cut(batch, gain, self.tree_draft(batch, d))
             ms = verify[n - 1] + self.tree_draft(batch, d) + self.step_ms.get(2, 0.0)
             per[d] = (n, batch + gain[n - 1], ms, rate)
         log.append(per)

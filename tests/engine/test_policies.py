@@ -10,7 +10,7 @@ import pytest
 from conftest import PROMPTS
 
 from engine import ConfigError, DecodeConfig, generate
-from engine.decoding.goodput import PRIOR_WEIGHT
+from engine.decoding.goodput import PRIOR_WEIGHT, REFRESH_STEPS
 from engine.decoding.passcurve import PassCurve
 from engine.decoding.policies import (
     EXPLORE_STEPS,
@@ -342,3 +342,15 @@ def test_goodput_prices_the_sizes_it_does_not_run_from_the_ones_it_does():
         policy.observe(_step(2, [2], verify_ms=10.8, draft_ms=0.0))  # 3 tokens a pass at 1.08x the curve's 10 ms
     for tokens in (1, 3, 5):
         assert policy.verify_ms(tokens) == pytest.approx(10.8, rel=0.02)
+
+
+def test_a_size_not_run_fades_back_to_the_curve():
+    """Per-size factors a former process learnt from a few noisy passes (4 tokens 1.16x the curve, 5 tokens 0.82x:
+    seen on the 2-core EPYC) would price 4 tokens dear for ever, since a size priced dear is never run again. One
+    not run here for REFRESH_STEPS decode steps fades back to the curve's shape; the size that runs keeps its own."""
+    policy = GoodputDepth(curve=FLAT, max_depth=4, draft_cost_ratio=0.0, verify_ratio={0: 1.0, 4: math.log(1.16), 5: math.log(0.82)})
+    assert policy.verify_ms(4) > 1.35 * policy.verify_ms(5)
+    for _ in range(REFRESH_STEPS + 60):  # only chains of 4 (5 tokens a pass), at the curve's time
+        policy.observe(_step(4, [4], verify_ms=10.0, draft_ms=0.0))
+    assert policy.verify_ms(5) == pytest.approx(10.0, rel=0.02)
+    assert policy.verify_ms(4) == pytest.approx(10.0, rel=0.05)  # not run: back at the curve (kept: 1.16 x 10 / 0.82)
