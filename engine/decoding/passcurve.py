@@ -26,7 +26,6 @@ from bisect import bisect_left
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy
 import torch
 
 from engine.config import DecodeConfig
@@ -70,14 +69,6 @@ class PassCurve:
         i = min(max(bisect_left(xs, tokens), 1), len(xs) - 1)
         x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
         return max(y0 + (y1 - y0) * (tokens - x0) / (x1 - x0), ys[0])
-
-    def times_ms(self, tokens: numpy.ndarray) -> numpy.ndarray:
-        """`time_ms` of each of an array of token counts, in one go (goodput prices every tree size each step)."""
-        xs, ys = numpy.asarray(self.tokens, dtype=numpy.float64), numpy.asarray(self.ms)
-        t = numpy.asarray(tokens, dtype=numpy.float64)
-        i = numpy.clip(numpy.searchsorted(xs, t, side="left"), 1, len(xs) - 1)
-        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
-        return numpy.where(t <= xs[0], ys[0], numpy.maximum(y0 + (y1 - y0) * (t - x0) / (x1 - x0), ys[0]))
 
     def to_dict(self) -> dict:
         return {"format": CURVE_FORMAT} | asdict(self)
