@@ -316,3 +316,23 @@ def test_native_layer_equals_the_fused_eager_layer(batch, n, past):
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=5e-5)
     torch.testing.assert_close(k2, k1, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(v2, v1, rtol=1e-5, atol=1e-5)
+
+
+def test_the_pass_key_changes_with_any_source_that_makes_the_native_pass(tmp_path, monkeypatch):
+    """Pass curves are keyed by the fingerprint: a change to the kernels or to the Python that lays out and drives
+    them (the packed weights' move into one mapping changed the pass's shape, not the kernels) measures it again."""
+    for name in ("cpu_kernels.c", *cpukernels.PASS_SOURCES):
+        (tmp_path / name).write_bytes(cpukernels.SOURCE.with_name(name).read_bytes())
+    monkeypatch.setattr(cpukernels, "SOURCE", tmp_path / "cpu_kernels.c")
+    cpukernels.fingerprint.cache_clear()
+    try:
+        before = cpukernels.fingerprint()
+        for name in ("cpu_kernels.c", "prepared.py", "layer.py"):
+            with open(tmp_path / name, "a") as f:
+                f.write("\n# changed\n")
+            cpukernels.fingerprint.cache_clear()
+            after = cpukernels.fingerprint()
+            assert after != before, name
+            before = after
+    finally:
+        cpukernels.fingerprint.cache_clear()
