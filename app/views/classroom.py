@@ -273,23 +273,12 @@ def waiting_svg() -> str:
     )
 
 
-def table_markdown(rows: list[dict]) -> str:
-    """`rows` (dicts with the same keys) as one Markdown table, every cell plain text: a table the browser draws as
-    HTML, with none of a data grid's weight."""
-    if not rows:
-        return ""
-    keys = list(rows[0])
-    lines = ["| " + " | ".join(md_escape(k) for k in keys) + " |", "|" + "---|" * len(keys)]
-    lines += ["| " + " | ".join(md_escape(row.get(k, "")) for k in keys) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 CELL = "border:1px solid #d6d6d9;padding:4px 10px;text-align:left"
 
 
 def table_html(rows: list[dict]) -> str:
-    """`rows` (dicts with the same keys) as one HTML table, every cell escaped text (table_markdown's table, with no
-    Markdown for the browser to parse)."""
+    """`rows` (dicts with the same keys) as one HTML table, every cell escaped text (a table the browser draws with no
+    Markdown to parse and none of a data grid's weight)."""
     if not rows:
         return ""
     keys = list(rows[0])

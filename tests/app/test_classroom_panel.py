@@ -116,14 +116,6 @@ def test_an_html_table_shows_every_cell_as_escaped_text():
     assert "<b>" not in table and views.table_html([]) == ""
 
 
-def test_a_markdown_table_shows_every_cell_as_text():
-    table = views.table_markdown([{"what": "a|b", "value": "[x](http://e.org)"}, {"what": "c", "value": 2}])
-    lines = table.splitlines()
-    assert lines[0] == "| what | value |" and lines[1] == "|---|---|" and len(lines) == 4
-    assert "a\\|b" in lines[2] and "](" not in lines[2]  # a pipe cannot split a cell, a link cannot form
-    assert views.table_markdown([]) == ""
-
-
 def test_answer_rows_give_counts_and_shares_per_option():
     questions = [("Which is faster?", ["AR", "speculative", "same"]), ("Why?", ["memory", "compute"])]
     rows = views.answer_rows({1: {0: 1, 1: 3}}, questions)
