@@ -34,20 +34,29 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "investigate"))
+import reveal_trace  # noqa: E402 - beside this script, not a package
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TICKS = os.sysconf("SC_CLK_TCK")
 LESSONS = (2, 3, 4)  # one reveal each, in teacher mode (the shipped recordings)
+TRACE: dict = {}  # with --trace DIR: "dir" and, once the server runs, "runs" (its run trace file) and "pid"
 
 
 def start_server(data: str, log) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.headless", "true"]
+    env = os.environ | {"SPECLAB_DATA": data}
+    launch = [sys.executable, "-m", "streamlit"]
+    if TRACE:  # the same server, its script runs traced (scripts/investigate/reveal_trace.py)
+        TRACE["runs"] = env["SPECLAB_RUN_TRACE"] = str(TRACE["dir"] / "server-runs.jsonl")
+        launch = [sys.executable, str(ROOT / "scripts" / "investigate" / "reveal_trace.py")]
+    cmd = [*launch, "run", str(ROOT / "app" / "main.py"), "--server.headless", "true"]
     cmd += ["--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"SPECLAB_DATA": data})
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -107,7 +116,10 @@ def settle(pid: int, limit_s: float = 300.0) -> float:
 
 
 def new_page(browser, url: str):
-    page = browser.new_context(viewport={"width": 1300, "height": 1400}).new_page()
+    context = browser.new_context(viewport={"width": 1300, "height": 1400})
+    if TRACE:
+        context.add_init_script(reveal_trace.PAGE_INIT)
+    page = context.new_page()
     page.set_default_timeout(180_000)
     page.goto(url, timeout=180_000)
     return page
@@ -167,9 +179,45 @@ def reveal_times(teacher, students, timeout: float) -> tuple[list[float | None],
     what each page that never showed it shows instead."""
     for page in students:
         page.evaluate(WATCH)
+    if TRACE:
+        return traced_reveal(teacher, students, timeout)
     t0 = time.time()
     teacher.get_by_role("button", name="Reveal", exact=True).first.click()
     return watch(students, t0, timeout)
+
+
+def traced_reveal(teacher, students, timeout: float) -> tuple[list[float | None], list[str]]:
+    """reveal_times with --trace: each page's messages, DOM changes and main-thread time over the reveal, and the
+    server's runs, written to DIR/reveal-N.json (scripts/investigate/reveal_trace.py)."""
+    pages = [teacher, *students]
+    cdps = [reveal_trace.open_metrics(page) for page in pages]
+    for page in pages:
+        page.evaluate(reveal_trace.ARM)
+    before = [reveal_trace.metrics(cdp) for cdp in cdps]
+    procs0 = reveal_trace.process_cpu(TRACE["pid"])
+    t0 = time.time()
+    teacher.get_by_role("button", name="Reveal", exact=True).first.click()
+    times, lost = watch(students, t0, timeout)
+    time.sleep(2)  # what the pages do just after showing it counts too
+    procs1 = reveal_trace.process_cpu(TRACE["pid"])
+    after = [reveal_trace.metrics(cdp) for cdp in cdps]
+    got = [page.evaluate(reveal_trace.COLLECT) for page in pages]
+    for cdp in cdps:
+        cdp.detach()
+    detail = [reveal_trace.page_breakdown(1000 * t0, shown, g, b, a) for shown, g, b, a in zip([None, *times], got, before, after)]
+    runs = reveal_trace.server_runs(TRACE["runs"], t0, t0 + timeout)
+    report = {
+        "summary": reveal_trace.summary(detail[1:], runs, t0),
+        "file_published_s": reveal_trace.published(TRACE["runs"], t0, t0 + timeout),
+        "teacher": detail[0],
+        "cpu_s_by_process_kind": {k: round(procs1.get(k, 0.0) - v, 2) for k, v in procs0.items()},
+        "students": detail[1:],
+        "server_runs": runs,
+    }
+    TRACE["n"] = TRACE.get("n", 0) + 1
+    (TRACE["dir"] / f"reveal-{TRACE['n']}.json").write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps({"reveal": TRACE["n"], **report["summary"], "teacher": report["teacher"]}), file=sys.stderr)
+    return times, lost
 
 
 def move_class(teacher, desk_link: str, students, lesson: int, timeout: float) -> tuple[list[float | None], list[str]]:
@@ -235,12 +283,18 @@ def main() -> None:
     ap.add_argument("--fairness-pairs", type=int, default=0, help="Playground runs alone / beside the idle class")
     ap.add_argument("--reveals", type=int, default=3, help="one per lesson: 2, then 3, then 4 (the class follows)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--trace", type=Path, default=None, help="a folder: where each reveal's time goes (reveal-N.json)")
     args = ap.parse_args()
     if not 1 <= args.students <= 60 or not 1 <= args.idle_s <= 120 or not 1 <= args.reveals <= len(LESSONS):
         raise SystemExit(f"--students 1-60, --idle-s 1-120, --reveals 1-{len(LESSONS)}")
+    if args.trace:
+        args.trace.mkdir(parents=True, exist_ok=True)
+        TRACE["dir"] = args.trace
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as data, open(Path(data) / "server.log", "w") as log:
         server, url = start_server(data, log)
+        if TRACE:
+            TRACE["pid"] = server.pid
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)

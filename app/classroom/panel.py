@@ -263,14 +263,15 @@ def student_view(
     me: Seat,
     lesson: str,
     *,
-    draw_result: Callable[[str, Callable[[float | None], None]], float | None],
+    draw_result: Callable[[str, Callable[[float | None], str]], float | None],
     unit: str,
     questions: list[tuple[str, list[str]]],
 ) -> tuple[bool, str | None]:
     """A student's class bar: follow the teacher (the page moves to the teacher's lesson: see take_follow), then the
     live part (`student_live`, redrawn on its own): the class line and, on the teacher's lesson once revealed, THE
-    class result (`draw_result(result_json, picture)` draws it, calling `picture(measured)` first: the heading, the
-    class's predictions with the student's own guess and the result; it returns the measured value), and the answer
+    class result (`draw_result(result_json, picture)` draws it, beginning with `picture(measured)`: the HTML of the
+    heading, the class's predictions with the student's own guess and the result, and their count, for the page to draw
+    in ONE st.html block with its numbers; it returns the measured value), and the answer
     counts once revealed. Returns (is this the teacher's lesson (the
     page then shows the class's result, not a run of its own), the class's result JSON as this run read it or None)."""
     try:
@@ -301,7 +302,7 @@ def student_live(
     store: ClassroomStore,
     me: Seat,
     lesson: str,
-    draw_result: Callable[[str, Callable[[float | None], None]], float | None],
+    draw_result: Callable[[str, Callable[[float | None], str]], float | None],
     unit: str,
     questions: list[tuple[str, list[str]]],
 ) -> None:
@@ -349,9 +350,9 @@ def student_live(
         notice(exc)
         return
 
-    draw_result(state.result_json, lambda measured: show_predictions(tuple(values), unit, state.my_prediction, measured))
+    draw_result(state.result_json, lambda measured: predictions_html(tuple(values), unit, state.my_prediction, measured))
     if counts is not None:
-        st.markdown("**The class's answers**\n\n" + views.table_markdown(views.answer_rows(counts, questions)))
+        st.html("<p><strong>The class's answers</strong></p>" + views.table_html(views.answer_rows(counts, questions)))
 
 
 def _kept(what: str, version: int, read: Callable):
@@ -365,7 +366,7 @@ def _kept(what: str, version: int, read: Callable):
 
 def show_waiting() -> None:
     """While the class waits for Reveal: the empty frame of the class's picture and the worksheet's button, disabled.
-    They are the element kinds the result brings (an HTML Markdown block, a download button) whose scripts a browser
+    They are the element kinds the result brings (an st.html block, a download button) whose scripts a browser
     fetches and compiles the first time it draws one (~0.15 s of CPU a page): drawn at join, each page loads them then,
     not 30 pages at once at the first Reveal (issue 41: the first Reveal took 7-9 s, the next ones ~2.3 s)."""
     waiting_frame()
@@ -374,23 +375,19 @@ def show_waiting() -> None:
 
 @st.cache_data(max_entries=1, show_spinner=False)
 def waiting_frame() -> None:
-    """The frame (views.waiting_svg) as an HTML Markdown block, built once and replayed at every tick."""
-    st.markdown(f"<div>{views.waiting_svg()}</div>", unsafe_allow_html=True)
+    """The frame (views.waiting_html) as an st.html block, built once and replayed at every tick."""
+    st.html(views.waiting_html())
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
-def show_predictions(values: tuple, unit: str, mine: float | None, measured: float | None) -> None:
+def predictions_html(values: tuple, unit: str, mine: float | None, measured: float | None) -> str:
     """The class's result heading, then the class's predictions with the student's guess and the measured result as
-    one small SVG, then their count: ONE Markdown element, built once per (predictions, own guess, result) and replayed
-    after (Streamlit keeps the elements a cached function drew and sends them again on a hit). A student's browser
-    draws no plotly, and few elements: at each tick a browser spends a few ms per element it is sent (issue 41).
-    Markdown, not st.html: st.html's sanitizer keeps HTML only and would drop the SVG. The SVG is built from numbers,
-    with the unit escaped (app/views/classroom.py), and an HTML block (a <div> line) is never read as Markdown."""
-    svg = views.predictions_svg(list(values), unit, mine=mine, result=measured)
-    st.markdown(
-        f"**The class's result** (one run, for everyone)\n\n<div>{svg}</div>\n\n**{views.count_label(len(values))}** in the class",
-        unsafe_allow_html=True,
-    )
+    one small SVG, then their count (views.result_html), built once per (predictions, own guess, result). The page
+    draws it with its numbers in ONE st.html element: a student's browser draws no plotly and parses no Markdown for
+    the result (st.html sets the sanitized HTML as it is; Markdown holding the SVG cost each page tens of ms of its
+    main thread at a Reveal, issue 41; the SVG goes in as an image, which st.html's sanitizer keeps: it drops inline
+    SVG). The SVG is built from numbers, with the unit escaped."""
+    return views.result_html(list(values), unit, mine=mine, result=measured)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

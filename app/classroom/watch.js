@@ -33,8 +33,13 @@ export default function (component) {
   }
 
   async function tick() {
-    const seen = await read();
+    // A page rerun that moves or replaces this component (the class following the teacher to another lesson) can unmount
+    // it without running the cleanup below: a loop left behind would ask runs for a fragment the page no longer shows
+    // (issue 41: seen as runs that drew the old lesson's class line over a page's revealed result). It stops here.
+    if (!parentElement.isConnected) watch.stop();
     if (stopped) return;
+    const seen = await read();
+    if (stopped || !parentElement.isConnected) return watch.stop();
     if (seen === null) {
       polls += 1;
       setTriggerValue("poll", polls); // no number to watch: poll the server, as before

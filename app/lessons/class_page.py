@@ -12,6 +12,7 @@ class lesson 0 always shares the recorded step (the page says so). The teacher's
 
 from __future__ import annotations
 
+import html
 import json
 import sqlite3
 
@@ -28,7 +29,7 @@ from app.lessons import step_page, worksheet
 from app.lessons.experiments import Experiment
 from app.lessons.show import SHOW
 from app.views import classroom as views
-from app.views.safe import md_escape
+from app.views.safe import one_line as flat_text
 
 # What opening the store can raise: a refused file (a newer schema), an unwritable data folder, SQLite's errors.
 STORE_ERRORS = (ClassroomError, OSError, sqlite3.Error)
@@ -164,32 +165,34 @@ def prediction_rows(experiment: Experiment, guess, m: dict, s: dict) -> list[dic
 
 
 def source_line(result: dict) -> str:
-    """Where the class's numbers come from, as a Markdown line (a recording marked disturbed says so first)."""
+    """Where the class's numbers come from, as an HTML paragraph (a recording marked disturbed says so first)."""
     mark = "⚠️ " if "DISTURBED" in result["label"] else ""
-    return f"{mark}{'📼' if result['source'] == 'recorded' else '⏱'} These numbers were {md_escape(result['label'], 200)}."
+    label = html.escape(flat_text(result["label"], 200))
+    return f"<p>{mark}{'📼' if result['source'] == 'recorded' else '⏱'} These numbers were {label}.</p>"
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
-def show_numbers(i: int, name: str, text: str, guess, _experiment: Experiment, _lesson) -> str:
-    """The numbers under the class's picture, ONE Markdown element (a student's browser draws no data grid, and few
-    elements): where they come from, guess vs measured vs models, how far the guess was, the run's key numbers. Drawn
-    once per (result, guess) and replayed at every tick; returns the worksheet's HTML page for the download button."""
+def numbers_html(i: int, name: str, text: str, guess, _experiment: Experiment, _lesson) -> tuple[str, str]:
+    """The numbers under the class's picture as HTML (a student's browser draws no data grid and parses no Markdown:
+    issue 41): where they come from, guess vs measured vs models, how far the guess was, the run's key numbers, every
+    value escaped; and the worksheet's HTML page for the download button. Built once per (result, guess)."""
     result = read_shared(name, text)
     m, s = result["measurement"], result["settings"]
     rows = prediction_rows(_experiment, guess, m, s)
     line = worksheet.guess_line(guess, _experiment.predict.measured(m, s), _experiment.predict.unit)
     numbers = [{"measured": what, "value": value} for what, value in parts.result_numbers(name, m, s)]
-    blocks = [source_line(result), "**Your guess, the measurement and the models**", views.table_markdown(rows)]
-    blocks += [md_escape(line, 400)] if line else []
-    st.markdown("\n\n".join([*blocks, "**The run's numbers**", views.table_markdown(numbers)]))
-    return parts.worksheet_page(_lesson, _experiment, name, result, rows)
+    blocks = [source_line(result), "<p><strong>Your guess, the measurement and the models</strong></p>", views.table_html(rows)]
+    blocks += [f"<p>{html.escape(flat_text(line, 400))}</p>"] if line else []
+    body = "".join([*blocks, "<p><strong>The run's numbers</strong></p>", views.table_html(numbers)])
+    return body, parts.worksheet_page(_lesson, _experiment, name, result, rows)
 
 
 def draw_shared(i: int, lesson, name: str, experiment: Experiment, guess):
     """`draw_result` for panel.student_view, drawn inside the student's live fragment at every tick, light for the
     browser (issue 41: 30 browsers drawing plotly at each Reveal were most of a class's CPU): `picture(measured)` (the
-    class's predictions, the student's guess and the result: one SVG), the numbers as Markdown tables, the lesson's own
-    figures on request (lesson 0: its recorded step), the worksheet. Returns the measured number."""
+    class's predictions, the student's guess and the result: one SVG) and the numbers as HTML tables, in ONE st.html
+    element (no Markdown for the browser to parse), the lesson's own figures on request (lesson 0: its recorded step),
+    the worksheet. Returns the measured number."""
 
     def draw(text: str, picture) -> float | None:
         result = read_shared(name, text)
@@ -199,8 +202,8 @@ def draw_shared(i: int, lesson, name: str, experiment: Experiment, guess):
         m, s = result["measurement"], result["settings"]
         with last_resort("Could not draw the class's result"):
             measured = experiment.predict.measured(m, s)
-            picture(measured)
-            page = show_numbers(i, name, text, guess, experiment, lesson)
+            numbers, page = numbers_html(i, name, text, guess, experiment, lesson)
+            st.html(picture(measured) + numbers)  # ONE element: the class's picture and the numbers
             if name == parts.STEP_LESSON:
                 st.caption(STEP_NOTE)
                 _, _, trace = parts.load_recording(name)

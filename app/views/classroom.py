@@ -1,13 +1,15 @@
 """A class session's figures and text (issue 29): links, the QR code, the class's predictions, answer counts.
 
-Pure functions (no streamlit): values in, URL / SVG / plotly figure / table rows / Markdown out. A student's page
-draws SVG and Markdown only (predictions_svg, table_markdown): 30 browsers drawing plotly at each Reveal were most of
-a class's CPU on a 2-core server (issue 41). Nicknames are untrusted (anyone can join with any text): they leave
-here only as escaped Markdown (app/views/safe.py).
+Pure functions (no streamlit): values in, URL / SVG / plotly figure / table rows / Markdown / HTML out. A student's
+revealed result is plain HTML (result_html, table_html: the SVG as an image): 30 browsers drawing plotly at each Reveal
+were most of a class's CPU on a 2-core server, and parsing Markdown with HTML in it the largest part of what was left
+(issue 41). Nicknames are untrusted (anyone can join with any text): they leave here only as escaped Markdown
+(app/views/safe.py) or escaped HTML.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import math
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -15,7 +17,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import plotly.graph_objects as go
 import segno
 
-from app.views.safe import md_escape
+from app.views.safe import md_escape, one_line
 
 MINE_COLOR = "#b8006b"
 RESULT_COLOR = "#0a7d32"
@@ -211,11 +213,7 @@ def predictions_svg(values: list[float], unit: str = "", mine: float | None = No
         ]
     )
     what = count_label(len(values)) + (f" ({unit_text})" if unit_text else "")
-    title = (
-        f"{what}, one dot each"
-        + (f"; your guess {mine:.3g}" if mine is not None else "")
-        + (f"; measured {result:.3g}" if result is not None else "")
-    )
+    title = html.escape(predictions_title(values, unit, mine, result), quote=True)
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {SVG_W} {SVG_H}" width="100%" style="max-width:{SVG_W}px" '
         f'role="img" aria-label="{title}" font-family="sans-serif" font-size="13"><title>{title}</title>'
@@ -224,11 +222,49 @@ def predictions_svg(values: list[float], unit: str = "", mine: float | None = No
     )
 
 
+def predictions_title(values: list[float], unit: str = "", mine: float | None = None, result: float | None = None) -> str:
+    """What predictions_svg shows, in words (plain text: its title, and the image's alternative text)."""
+    what = count_label(len(values)) + (f" ({unit})" if unit else "")
+    return (
+        f"{what}, one dot each"
+        + (f"; your guess {mine:.3g}" if mine is not None else "")
+        + (f"; measured {result:.3g}" if result is not None else "")
+    )
+
+
+def svg_image(svg: str, alt: str) -> str:
+    """An SVG as an HTML image (a data: URL), `alt` escaped: what st.html keeps (its sanitizer drops inline SVG, keeps
+    images) and what a browser draws with no Markdown to parse and no element per shape in the page."""
+    data = base64.b64encode(svg.encode()).decode()
+    return (
+        f'<img src="data:image/svg+xml;base64,{data}" alt="{html.escape(one_line(alt, 400), quote=True)}" '
+        f'style="display:block;width:100%;max-width:{SVG_W}px;height:auto;aspect-ratio:{SVG_W}/{SVG_H}" />'
+    )
+
+
+def result_html(values: list[float], unit: str = "", mine: float | None = None, result: float | None = None) -> str:
+    """The class's result on a student's page (issue 41), one HTML block: the heading, the class's predictions with the
+    student's guess and the measured result (predictions_svg, as an image), and their count."""
+    picture = svg_image(predictions_svg(values, unit, mine, result), predictions_title(values, unit, mine, result))
+    return (
+        "<p><strong>The class's result</strong> (one run, for everyone)</p>"
+        f"{picture}<p><strong>{count_label(len(values))}</strong> in the class</p>"
+    )
+
+
+def waiting_html() -> str:
+    """The waiting frame (waiting_svg) as the image result_html's picture takes the place of."""
+    return svg_image(waiting_svg(), WAITING_TEXT)
+
+
+WAITING_TEXT = "The class's predictions and the result appear here when the teacher reveals them"
+
+
 def waiting_svg() -> str:
     """The empty frame the class's picture (predictions_svg) fills at Reveal, the same size, drawn while the class
     waits: the page does not jump at Reveal, and each browser loads what draws an HTML Markdown block (a separate
     script, fetched and compiled on first use) while it waits, not all 30 browsers at once at Reveal (issue 41)."""
-    text = "The class's predictions and the result appear here when the teacher reveals them"
+    text = WAITING_TEXT
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {SVG_W} {SVG_H}" width="100%" style="max-width:{SVG_W}px" '
         f'role="img" aria-label="{text}" font-family="sans-serif" font-size="13"><title>{text}</title>'
@@ -237,12 +273,20 @@ def waiting_svg() -> str:
     )
 
 
-def table_markdown(rows: list[dict]) -> str:
-    """`rows` (dicts with the same keys) as one Markdown table, every cell plain text: a table the browser draws as
-    HTML, with none of a data grid's weight."""
+CELL = "border:1px solid #d6d6d9;padding:4px 10px;text-align:left"
+
+
+def table_html(rows: list[dict]) -> str:
+    """`rows` (dicts with the same keys) as one HTML table, every cell escaped text (a table the browser draws with no
+    Markdown to parse and none of a data grid's weight)."""
     if not rows:
         return ""
     keys = list(rows[0])
-    lines = ["| " + " | ".join(md_escape(k) for k in keys) + " |", "|" + "---|" * len(keys)]
-    lines += ["| " + " | ".join(md_escape(row.get(k, "")) for k in keys) + " |" for row in rows]
-    return "\n".join(lines)
+
+    def cells(tag: str, values) -> str:
+        return "".join(f'<{tag} style="{CELL}">{html.escape(one_line(v), quote=True)}</{tag}>' for v in values)
+
+    body = "".join(f"<tr>{cells('td', (row.get(k, '') for k in keys))}</tr>" for row in rows)
+    return (
+        f'<table style="border-collapse:collapse;margin:0 0 1rem"><thead><tr>{cells("th", keys)}</tr></thead><tbody>{body}</tbody></table>'
+    )

@@ -11,6 +11,7 @@ student's page is printed (an upper bound for all but the first).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import re
@@ -157,9 +158,13 @@ def test_a_class_predicts_sees_one_result_and_answers(server, browser):
         for page in students:
             assert page.get_by_text("These numbers were recorded on").count() > 0  # the shared recording, labelled
             assert page.get_by_role("button", name="↻ Re-measure live").count() == 0  # no run of their own
-            # the light page (issue 41): the class's guesses, this student's and the result in one SVG; no plotly
+            # the light page (issue 41): the class's guesses, this student's and the result in one SVG, an image in an
+            # st.html block (no Markdown to parse); no plotly
             picture = page.get_by_role("img", name=re.compile(r"^3 predictions .*your guess .*measured "))
-            assert picture.count() == 1 and picture.locator("circle").count() == 3
+            assert picture.count() == 1 and picture.evaluate("(img) => img.complete && img.naturalWidth > 0")  # drawn
+            src = picture.get_attribute("src")
+            assert src.startswith("data:image/svg+xml;base64,") and base64.b64decode(src.split(",", 1)[1]).count(b"<circle") == 3
+            assert page.locator('svg[aria-label*="one dot each"]').count() == 0  # not inline: no Markdown held it
             assert page.locator(".js-plotly-plot").count() == 0
 
         for page, option in zip(students, (1, 1, 0)):

@@ -5,7 +5,9 @@ teacher's token is never echoed. The store is a fresh file per test ($SPECLAB_DA
 
 from __future__ import annotations
 
+import base64
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -41,7 +43,14 @@ def _app(**query) -> AppTest:
 
 def _text(at: AppTest) -> str:
     kinds = ("markdown", "caption", "warning", "info", "success", "error", "code", "subheader")
-    return "\n".join(str(e.value) for kind in kinds for e in getattr(at, kind))
+    return "\n".join([*(str(e.value) for kind in kinds for e in getattr(at, kind)), *(h.value for h in at.get("html"))])
+
+
+def _picture(at: AppTest) -> str:
+    """The SVG inside the class's result (an st.html block holding it as a data: image)."""
+    (body,) = [h.value for h in at.get("html") if "The class's result" in h.value]
+    (src,) = re.findall(r'src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', body)
+    return base64.b64decode(src).decode()
 
 
 def _clean(at: AppTest) -> None:
@@ -91,12 +100,20 @@ def test_a_class_predicts_sees_one_revealed_result_and_its_answers_reach_the_tea
         at.run()
         _clean(at)
         text = _text(at)
-        assert "The class's result" in text and "**3 predictions** in the class" in text and "recorded on" in text
+        assert "The class's result" in text and "<strong>3 predictions</strong> in the class" in text and "recorded on" in text
         # the light class page (issue 41): one SVG of the class's guesses, this student's and the result; the
-        # numbers as Markdown tables; no plotly, no data grid, no GPU panel or details until the student asks
-        (svg,) = [m.value for m in at.markdown if "one dot per student" in m.value]
+        # numbers as HTML tables (st.html: no Markdown to parse in the browser); no plotly, no data grid, no GPU panel
+        # or details until the student asks
+        svg = _picture(at)
         assert svg.count("<circle") == 3 and f"your guess {1.1 + k / 10:.3g}×" in svg and "measured " in svg
-        assert "| your guess |" in text and "| measured |" in text and "**The run's numbers**" in text
+        (numbers,) = [h.value for h in at.get("html") if "The run's numbers" in h.value]
+        cells = [
+            td.text
+            for table in numbers.split("<table")[1:]
+            for td in ET.fromstring("<table" + table.split("</table>")[0] + "</table>").iter("td")
+        ]
+        assert "your guess" in cells and "measured" in cells and len(cells) >= 6
+        assert not any("<svg" in m.value or "The run's numbers" in m.value for m in at.markdown)  # no Markdown for it
         assert not at.get("plotly_chart") and not at.dataframe
         assert any(b.key == "l2_worksheet" for b in at.get("download_button"))  # the shared result fills the worksheet
         assert not any("On a GPU" in str(h.value) for h in at.subheader)
@@ -106,7 +123,7 @@ def test_a_class_predicts_sees_one_revealed_result_and_its_answers_reach_the_tea
     students[0].toggle(key="class_whole_lesson").set_value(True).run()
     _clean(students[0])
     assert any("On a GPU" in str(h.value) for h in students[0].subheader)  # the whole lesson, one click away
-    assert any("one dot per student" in m.value for m in students[0].markdown)  # the class's picture stays
+    assert "one dot per student" in _picture(students[0])  # the class's picture stays
     for at in students[:2]:
         at.radio(key="l2_check1").set_value(1).run()
     students[2].radio(key="l2_check1").set_value(0).run()

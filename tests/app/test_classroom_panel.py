@@ -3,6 +3,8 @@ page that wires it the way the Lessons page will): a teacher and students in sep
 
 from __future__ import annotations
 
+import base64
+import html
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -85,12 +87,33 @@ def test_the_waiting_frame_is_the_pictures_size_and_well_formed():
     assert "<circle" not in views.waiting_svg() and "reveals them" in views.waiting_svg()
 
 
-def test_a_markdown_table_shows_every_cell_as_text():
-    table = views.table_markdown([{"what": "a|b", "value": "[x](http://e.org)"}, {"what": "c", "value": 2}])
-    lines = table.splitlines()
-    assert lines[0] == "| what | value |" and lines[1] == "|---|---|" and len(lines) == 4
-    assert "a\\|b" in lines[2] and "](" not in lines[2]  # a pipe cannot split a cell, a link cannot form
-    assert views.table_markdown([]) == ""
+def _image_svg(body: str) -> tuple[str, str]:
+    """(the alternative text, the SVG) of the one data: image in an HTML block."""
+    ((src, alt),) = re.findall(r'<img src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)" alt="([^"]*)"', body)
+    return html.unescape(alt), base64.b64decode(src).decode()
+
+
+def test_the_class_result_is_plain_html_with_the_picture_as_an_image():
+    body = views.result_html([1.0, 2.0, 2.0], "<b>×", mine=2.0, result=1.7)
+    alt, svg = _image_svg(body)
+    assert svg == views.predictions_svg([1.0, 2.0, 2.0], "<b>×", mine=2.0, result=1.7)  # the picture, unchanged
+    assert alt == "3 predictions (<b>×), one dot each; your guess 2; measured 1.7"  # said in words, escaped in the tag
+    assert "<b>" not in body and "&lt;b&gt;×" in body  # the unit: escaped text in the alt, never a tag
+    assert "<svg" not in body and "<strong>3 predictions</strong> in the class" in body and "The class's result" in body
+    root = ET.fromstring(f"<div>{body}</div>")  # well-formed: what the browser's sanitizer keeps as it is
+    assert [e.tag for e in root] == ["p", "img", "p"]
+    frame_alt, frame = _image_svg(views.waiting_html())
+    assert "reveals them" in frame_alt and ET.fromstring(frame).get("viewBox") == ET.fromstring(svg).get("viewBox")
+    hostile = views.svg_image("<svg/>", '" onerror="alert(1)')
+    assert 'onerror="' not in hostile and "&quot; onerror=&quot;alert(1)" in hostile
+
+
+def test_an_html_table_shows_every_cell_as_escaped_text():
+    table = views.table_html([{"what": "<b>a</b>", "value": '"x" & y'}, {"what": "c", "value": 2}])
+    root = ET.fromstring(table)
+    assert [th.text for th in root.iter("th")] == ["what", "value"]
+    assert [td.text for td in root.iter("td")] == ["<b>a</b>", '"x" & y', "c", "2"]  # text, never markup
+    assert "<b>" not in table and views.table_html([]) == ""
 
 
 def test_answer_rows_give_counts_and_shares_per_option():
@@ -140,8 +163,7 @@ def _page():
 
     def draw_result(result_json: str, picture) -> float:
         speedup = json.loads(result_json)["speedup"]
-        st.markdown(f"Shared result: speedup {speedup}")
-        picture(speedup)
+        st.html(picture(speedup) + f"<p>Shared result: speedup {speedup}</p>")
         return speedup
 
     if me is None:
@@ -167,6 +189,7 @@ def _page():
 
 def _text(at: AppTest) -> str:
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [w.value for w in at.warning]
+    parts += [h.value for h in at.get("html")]
     return "\n".join(map(str, parts))
 
 
@@ -207,10 +230,10 @@ def test_teacher_starts_students_join_predict_and_see_one_result(db):
         assert at.session_state["classroom_seat"].role == "student" and not at.exception
         at.number_input(key="guess1").set_value(1.0 + k).run()
         assert "Your prediction is in the class's count." in _text(at)
-        # while the class waits: the element kinds the result brings (an HTML Markdown block, a download button), so
+        # while the class waits: the element kinds the result brings (an st.html block, a download button), so
         # each browser loads their scripts at join, not 30 at once at the first Reveal (issue 41)
-        (frame,) = [m for m in at.markdown if "appear here when the teacher reveals" in m.value]
-        assert frame.proto.allow_html and "<svg" in frame.value
+        (frame,) = [h.value for h in at.get("html") if "appear here when the teacher reveals" in h.value]
+        assert "reveals them" in _image_svg(frame)[1] and not any("<svg" in m.value for m in at.markdown)
         (waiting,) = [b for b in at.get("download_button") if b.proto.id.endswith("class_worksheet_waiting")]
         assert waiting.proto.disabled
     teacher.run()
@@ -223,11 +246,13 @@ def test_teacher_starts_students_join_predict_and_see_one_result(db):
     for k, at in enumerate(students):
         at.run()
         text = _text(at)
-        assert "Shared result: speedup 1.5" in text and "**3 predictions** in the class" in text
-        (svg,) = [m.value for m in at.markdown if "<svg" in m.value]  # the class's predictions, light: one SVG, no plotly
-        assert not at.get("plotly_chart") and svg.count("<circle") == 3
-        assert f"your guess {1.0 + k:.3g}×" in svg and "measured 1.5×" in svg
-        assert not any("appear here" in m.value for m in at.markdown) and not at.get("download_button")  # the frame gone
+        assert "Shared result: speedup 1.5" in text and "<strong>3 predictions</strong> in the class" in text
+        # the class's predictions, light (issue 41): one st.html block, its SVG an image; no plotly, no Markdown to parse
+        (result,) = [h.value for h in at.get("html") if "The class's result" in h.value]
+        alt, svg = _image_svg(result)
+        assert not at.get("plotly_chart") and svg.count("<circle") == 3 and not any("<svg" in m.value for m in at.markdown)
+        assert f"your guess {1.0 + k:.3g}×" in svg and "measured 1.5×" in svg and f"your guess {1.0 + k:.3g}" in alt
+        assert "appear here" not in text and not at.get("download_button")  # the frame gone
     for at in students[:2]:
         at.radio(key="check1").set_value(1).run()
     teacher.run()
@@ -235,8 +260,9 @@ def test_teacher_starts_students_join_predict_and_see_one_result(db):
     assert list(rows["students"]) == [0, 2]
     _button(teacher, "class_reveal_answers").click().run()
     students[2].run()
-    answers = next(m.value for m in students[2].markdown if "The class's answers" in m.value)
-    assert "| AR | 0 | 0\\% |" in answers and "| speculative | 2 | 100\\% |" in answers  # a Markdown table, no data grid
+    answers = next(h.value for h in students[2].get("html") if "The class's answers" in h.value)
+    cells = [td.text for td in ET.fromstring(answers.split("</p>", 1)[1]).iter("td")]  # an HTML table, no data grid
+    assert cells[:3] == ["AR", "0", "0%"] and cells[4:7] == ["speculative", "2", "100%"]
 
 
 def test_students_follow_the_teacher(db):
