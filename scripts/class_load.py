@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import socket
@@ -34,8 +35,16 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "investigate"))
-import reveal_trace  # noqa: E402 - beside this script, not a package
+
+def _beside(name: str):
+    """A module of scripts/investigate/ (not a package), loaded from its file: no edit of the import path."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / "investigate" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+reveal_trace = _beside("reveal_trace")
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -54,6 +63,7 @@ def start_server(data: str, log) -> tuple[subprocess.Popen, str]:
     if TRACE:  # the same server, its script runs traced (scripts/investigate/reveal_trace.py)
         TRACE["runs"] = env["SPECLAB_RUN_TRACE"] = str(TRACE["dir"] / "server-runs.jsonl")
         launch = [sys.executable, str(ROOT / "scripts" / "investigate" / "reveal_trace.py")]
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)  # this checkout's app
     cmd = [*launch, "run", str(ROOT / "app" / "main.py"), "--server.headless", "true"]
     cmd += ["--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)

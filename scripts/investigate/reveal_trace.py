@@ -251,8 +251,7 @@ def install(trace_path: str) -> None:
 
 
 if __name__ == "__main__":
-    # This checkout's app first (as `python -m streamlit` from its root has it), not an editable install's elsewhere.
-    sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # scripts/class_load.py puts this checkout first on PYTHONPATH (as `python -m streamlit` from its root has it).
     install(os.environ["SPECLAB_RUN_TRACE"])
     from streamlit.web import cli
 
