@@ -127,11 +127,15 @@ def teacher_desk(
     unit: str,
     questions: list[tuple[str, list[str]]],
     run_result: Callable[[], str | None],
+    page_redraws: bool = True,
 ) -> None:
     """The control desk: the student link (text and QR code), the private link, then the live part (counts,
     the predictions' distribution, Reveal, answer counts). `lesson` is the lesson the teacher's page shows (the
     class follows it); `run_result()` runs the experiment once (live, or the recording in teacher mode) and returns
-    the result as JSON text, or None when it could not (it has said why)."""
+    the result as JSON text, or None when it could not (it has said why). `page_redraws`: the run is the page's own
+    result too (a live run), so after a Reveal the whole page reruns to show it; False where the page already shows
+    what the class is given (the recording, in teacher mode): then only the desk redraws (issue 41: a whole lesson page
+    rerun at every Reveal cost the server ~0.5 s of CPU and the teacher's browser 1-2 s, while 30 students drew it)."""
     sent = st.session_state.setdefault(SENT, {})
     if sent.get("lesson") != lesson:
         try:
@@ -149,7 +153,7 @@ def teacher_desk(
         text_col.code(link, language=None)
         with text_col.expander("Teacher's private link (keep it secret: it opens this desk on another device)"):
             st.code(views.lessons_url(page_url, me.code, me.secret), language=None)
-        desk_live(store, me, lesson, unit, questions, run_result)
+        desk_live(store, me, lesson, unit, questions, run_result, page_redraws)
         if st.button("End the class", key="class_end", help="Deletes the class and everything in it now."):
             try:
                 store.end_class(me.code, me.secret)
@@ -161,9 +165,18 @@ def teacher_desk(
 
 @st.fragment(run_every=POLL_S)
 def desk_live(
-    store: ClassroomStore, me: Seat, lesson: str, unit: str, questions: list[tuple[str, list[str]]], run_result: Callable[[], str | None]
+    store: ClassroomStore,
+    me: Seat,
+    lesson: str,
+    unit: str,
+    questions: list[tuple[str, list[str]]],
+    run_result: Callable[[], str | None],
+    page_redraws: bool,
 ) -> None:
-    """The live part of the desk, redrawn every POLL_S seconds on its own."""
+    """The live part of the desk, redrawn every POLL_S seconds on its own. A Reveal is handled before the desk reads the
+    class (the button's value is set before the run its click starts), so this run draws the class as revealed."""
+    if st.session_state.get("class_reveal") and reveal(store, me, lesson, run_result) and page_redraws:
+        st.rerun(scope="app")  # the teacher's own page shows the live result too (a recording it already shows)
     try:
         state = store.state(me.code, token=me.secret)
         values = store.predictions(me.code, lesson, token=me.secret)
@@ -175,15 +188,7 @@ def desk_live(
     desk_predictions(tuple(values), unit)
     revealed = state.lesson == lesson and state.result_json is not None
     label = "Reveal again (run once more)" if revealed else "Reveal"
-    if st.button(label, key="class_reveal", type="primary", icon=":material/visibility:"):
-        result = run_result()
-        if result is not None:
-            try:
-                store.reveal(me.code, me.secret, lesson, result)
-            except ClassroomError as exc:
-                notice(exc)
-            else:
-                st.rerun(scope="app")  # the teacher's own page shows the result too
+    st.button(label, key="class_reveal", type="primary", icon=":material/visibility:")
     if revealed:
         st.caption("Revealed: every student's page shows this result and the class's predictions.")
     if questions:
@@ -199,6 +204,19 @@ def desk_live(
             st.markdown(views.roster_markdown(store.roster(me.code, me.secret)))
         except ClassroomError as exc:
             notice(exc)
+
+
+def reveal(store: ClassroomStore, me: Seat, lesson: str, run_result: Callable[[], str | None]) -> bool:
+    """Run the class's one result (`run_result`) and give it to the class; False after saying why not."""
+    result = run_result()
+    if result is None:
+        return False
+    try:
+        store.reveal(me.code, me.secret, lesson, result)
+    except ClassroomError as exc:
+        notice(exc)
+        return False
+    return True
 
 
 # --- student -----------------------------------------------------------------------------------------------

@@ -122,6 +122,7 @@ def desk(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment
         unit=experiment.predict.unit.strip(),
         questions=[(c.question, list(c.options)) for c in lesson.checks],
         run_result=lambda: run_for_class(i, lesson.experiment, experiment, settings, teacher),
+        page_redraws=not (teacher or lesson.experiment == parts.STEP_LESSON),  # a recording: the page shows it already
     )
 
 

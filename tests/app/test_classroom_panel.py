@@ -151,6 +151,7 @@ def _page():
     from app.classroom.store import ClassroomStore
 
     store = ClassroomStore(os.environ["SPECLAB_CLASS_DB"])
+    st.session_state["page_runs"] = st.session_state.get("page_runs", 0) + 1  # whole-page runs (not a fragment's alone)
     raw = st.query_params.to_dict() if "seen" not in st.session_state else {}
     st.session_state["seen"] = True
     panel.read_link(store, raw)
@@ -178,6 +179,7 @@ def _page():
             unit="×",
             questions=questions,
             run_result=lambda: json.dumps({"speedup": 1.5}),
+            page_redraws=st.session_state.get("page_redraws", True),
         )
     else:
         guess = st.number_input("Your prediction", value=None, key=f"guess{lesson}")
@@ -305,3 +307,17 @@ def test_the_teacher_token_leaves_the_address_bar(db):
     assert again.session_state["classroom_seat"].role == "teacher" and "desk" not in again.query_params
     assert "0 predictions" in _text(again)
     assert json.dumps(str(again.session_state["classroom_seat"])).find(token) == -1  # repr hides the secret
+
+
+@pytest.mark.parametrize("page_redraws", [True, False])
+def test_reveal_reruns_the_whole_page_only_for_a_result_of_its_own(db, page_redraws):
+    """A live run is the teacher's own result too: the page reruns to show it. A recording the page already shows
+    (teacher mode): the desk alone redraws (issue 41: no whole lesson page redrawn while the class draws the result)."""
+    teacher, code, _ = _teacher(db)
+    teacher.session_state["page_redraws"] = page_redraws
+    teacher.run()
+    before = teacher.session_state["page_runs"]
+    _button(teacher, "class_reveal").click().run()
+    assert "Revealed" in _text(teacher) and not teacher.exception
+    assert _button(teacher, "class_reveal").label == "Reveal again (run once more)"
+    assert teacher.session_state["page_runs"] - before == (2 if page_redraws else 1)  # the click's run, then the rerun
