@@ -10,6 +10,10 @@ teacher's lesson, a Reveal, the answers revealed, and, once those are shown, a p
 prediction before the Reveal, changes nothing on a student's page, so it leaves the file alone (30 students joining one
 after another would otherwise wake every page already in at each join).
 
+A Reveal also leaves each student's revealed result as a page fragment of its own (`publish_results`: the HTML the
+student's page would draw, first line `<!--v VERSION-->`), written before the number moves: a page that sees the number
+move to a Reveal's fetches its file and shows it at once, before its Streamlit run (app/classroom/watch.js).
+
 Names: a file is named by HMAC-SHA256 of the class code under a secret made when the server starts (256 bits from
 `secrets`), so a code never appears in a URL and a name says nothing about the code; the files hold one number each.
 A server restart makes a new secret (pages reconnect and are given the new name). Files are written atomically
@@ -35,6 +39,7 @@ from pathlib import Path
 STATIC_URL = "app/static"  # where Streamlit serves app/static/ (relative to the page: a base URL path is kept)
 FOLDER = "classes"  # under app/static/
 SUFFIX = ".txt"
+PAGE_SUFFIX = SUFFIX  # a student's revealed result, CLASSNAME-STUDENTNAME.txt: served as text/plain, never as a page
 PRUNE_EVERY_S = 600.0
 
 
@@ -57,6 +62,22 @@ class ClassBeacons:
         """The file's name for class `code`: 32 hex digits of HMAC-SHA256(secret, code), then .txt."""
         return hmac.new(self._secret, code.encode(), hashlib.sha256).hexdigest()[:32] + SUFFIX
 
+    def page_name(self, code: str, student_id: str) -> str:
+        """Student `student_id`'s result file in class `code`: the class's name, then 24 hex digits of
+        HMAC-SHA256(secret, code NUL student id): from the name, nothing about the student or the code."""
+        mark = hmac.new(self._secret, f"{code}\0{student_id}".encode(), hashlib.sha256).hexdigest()[:24]
+        return f"{self.name(code)[: -len(SUFFIX)]}-{mark}{PAGE_SUFFIX}"
+
+    def page_url(self, code: str, student_id: str) -> str:
+        return f"{STATIC_URL}/{FOLDER}/{self.page_name(code, student_id)}"
+
+    def publish_results(self, code: str, version: int, pages: dict[str, str]) -> None:
+        """Before class `code`'s number moves to `version` (a Reveal): each student's result page (student id -> HTML),
+        its first line `<!--v VERSION-->` so a page shows only the one written for the number it saw. OSError on a
+        failed write (the files written stay: each is whole, and a page whose file is missing or old asks its run)."""
+        for student_id, body in pages.items():
+            self._write(self.page_name(code, student_id), f"<!--v{int(version)}-->\n{body}")
+
     def url_path(self, code: str) -> str:
         """Where a page fetches it, relative to the page (so a server's base URL path is kept)."""
         return f"{STATIC_URL}/{FOLDER}/{self.name(code)}"
@@ -78,7 +99,7 @@ class ClassBeacons:
             if current is not None and current >= version:
                 return
             try:
-                self._write(self.name(code), version)
+                self._write(self.name(code), str(version))
             except OSError:
                 self.remove(code)
             self._prune_now_and_then()
@@ -98,22 +119,27 @@ class ClassBeacons:
                 if now is None:
                     return None
                 try:
-                    self._write(self.name(code), now)
+                    self._write(self.name(code), str(now))
                 except OSError:
                     return None
                 found = now
         return found
 
     def remove(self, code: str) -> None:
+        """Class `code`'s number and its students' result pages."""
         with contextlib.suppress(OSError):
             (self.folder / self.name(code)).unlink()
+        with contextlib.suppress(OSError):
+            for path in self.folder.glob(f"{self.name(code)[: -len(SUFFIX)]}-*{PAGE_SUFFIX}"):
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
     def prune(self, now: float | None = None) -> int:
         """Delete files untouched for longer than a class lives (their classes are gone); returns how many."""
         now = time.time() if now is None else now
         gone = 0
         with contextlib.suppress(OSError):
-            for path in self.folder.glob(f"*{SUFFIX}"):
+            for path in self.folder.glob(f"*{SUFFIX}"):  # the numbers and the students' result pages
                 with contextlib.suppress(OSError):
                     if now - path.stat().st_mtime > self.max_age_s:
                         path.unlink()
@@ -125,14 +151,14 @@ class ClassBeacons:
             self._pruned_at = time.monotonic()
             self.prune()
 
-    def _write(self, name: str, version: int) -> None:
+    def _write(self, name: str, text: str) -> None:
         """Atomically: a temporary file in the same folder, then a rename over the old one (a reader sees the old
-        number or the new one, never a part)."""
+        text or the new one, never a part)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=SUFFIX)
         try:
-            with os.fdopen(fd, "w") as f:
-                f.write(str(int(version)))
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
             os.chmod(tmp, 0o644)
             os.replace(tmp, self.folder / name)
         finally:

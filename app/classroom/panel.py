@@ -38,6 +38,10 @@ SENT = "classroom_sent"  # session_state: what this session already wrote (lesso
 POLL_LINE = "classroom_poll_line"  # session_state: (the class version read, the ClassState read at it)
 KEPT = "classroom_kept"  # session_state: what -> (class version, a read kept while the version stays)
 FOLLOW = "classroom_follow_to"  # session_state: the teacher's lesson, for the page to select on its next run
+# (result JSON, the class's predictions sorted, this student's or None) -> the student's revealed result as HTML (the
+# class's picture and the numbers), or None when the result cannot be read: what the page shows, and at a Reveal what
+# each student's result file holds (the same function, so the file and the page's own run show the same).
+ResultPage = Callable[[str, tuple, float | None], str | None]
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,7 @@ def teacher_desk(
     questions: list[tuple[str, list[str]]],
     run_result: Callable[[], str | None],
     page_redraws: bool = True,
+    result_page: ResultPage | None = None,
 ) -> None:
     """The control desk: the student link (text and QR code), the private link, then the live part (counts,
     the predictions' distribution, Reveal, answer counts). `lesson` is the lesson the teacher's page shows (the
@@ -135,7 +140,8 @@ def teacher_desk(
     the result as JSON text, or None when it could not (it has said why). `page_redraws`: the run is the page's own
     result too (a live run), so after a Reveal the whole page reruns to show it; False where the page already shows
     what the class is given (the recording, in teacher mode): then only the desk redraws (issue 41: a whole lesson page
-    rerun at every Reveal cost the server ~0.5 s of CPU and the teacher's browser 1-2 s, while 30 students drew it)."""
+    rerun at every Reveal cost the server ~0.5 s of CPU and the teacher's browser 1-2 s, while 30 students drew it).
+    `result_page`: at a Reveal, each student's result is also written as a file their page fetches (publish_pages)."""
     sent = st.session_state.setdefault(SENT, {})
     if sent.get("lesson") != lesson:
         try:
@@ -153,7 +159,7 @@ def teacher_desk(
         text_col.code(link, language=None)
         with text_col.expander("Teacher's private link (keep it secret: it opens this desk on another device)"):
             st.code(views.lessons_url(page_url, me.code, me.secret), language=None)
-        desk_live(store, me, lesson, unit, questions, run_result, page_redraws)
+        desk_live(store, me, lesson, unit, questions, run_result, page_redraws, result_page)
         if st.button("End the class", key="class_end", help="Deletes the class and everything in it now."):
             try:
                 store.end_class(me.code, me.secret)
@@ -172,10 +178,11 @@ def desk_live(
     questions: list[tuple[str, list[str]]],
     run_result: Callable[[], str | None],
     page_redraws: bool,
+    result_page: ResultPage | None,
 ) -> None:
     """The live part of the desk, redrawn every POLL_S seconds on its own. A Reveal is handled before the desk reads the
     class (the button's value is set before the run its click starts), so this run draws the class as revealed."""
-    if st.session_state.get("class_reveal") and reveal(store, me, lesson, run_result) and page_redraws:
+    if st.session_state.get("class_reveal") and reveal(store, me, lesson, run_result, result_page) and page_redraws:
         st.rerun(scope="app")  # the teacher's own page shows the live result too (a recording it already shows)
     try:
         state = store.state(me.code, token=me.secret)
@@ -206,17 +213,34 @@ def desk_live(
             notice(exc)
 
 
-def reveal(store: ClassroomStore, me: Seat, lesson: str, run_result: Callable[[], str | None]) -> bool:
-    """Run the class's one result (`run_result`) and give it to the class; False after saying why not."""
+def reveal(store: ClassroomStore, me: Seat, lesson: str, run_result: Callable[[], str | None], result_page: ResultPage | None) -> bool:
+    """Run the class's one result (`run_result`) and give it to the class, each student's page as a file first
+    (publish_pages); False after saying why not."""
     result = run_result()
     if result is None:
         return False
+    pages = None
+    if result_page is not None and watch.serving(store):
+        pages = lambda version, seats: publish_pages(store, me.code, version, seats, result, result_page)  # noqa: E731
     try:
-        store.reveal(me.code, me.secret, lesson, result)
+        store.reveal(me.code, me.secret, lesson, result, prepare=pages)
     except ClassroomError as exc:
         notice(exc)
         return False
     return True
+
+
+def publish_pages(store: ClassroomStore, code: str, version: int, seats: list, result: str, result_page: ResultPage) -> None:
+    """At a Reveal, before the class's number moves: each student's revealed result (`result_page`, with the class's
+    predictions and their own) as a file (ClassBeacons.publish_results). A page that sees the number move fetches its
+    file and shows it before its Streamlit run (watch.js): 30 pages showing a Reveal wait on a fetch each, not on 30
+    runs drawn by 30 browsers (issue 41). Never fails the Reveal: a page without its file asks its run, as before."""
+    values = tuple(sorted(v for _, v in seats if v is not None))
+    try:
+        pages = {sid: page for sid, mine in seats if (page := result_page(result, values, mine)) is not None}
+        store.beacons.publish_results(code, version, pages)
+    except (OSError, ValueError, KeyError, TypeError):  # an unwritable folder, or a result no page could draw
+        return
 
 
 # --- student -----------------------------------------------------------------------------------------------
@@ -281,17 +305,18 @@ def student_view(
     me: Seat,
     lesson: str,
     *,
-    draw_result: Callable[[str, Callable[[float | None], str]], float | None],
-    unit: str,
+    result_page: ResultPage,
+    draw_result: Callable[[str, float | None], None],
     questions: list[tuple[str, list[str]]],
 ) -> tuple[bool, str | None]:
     """A student's class bar: follow the teacher (the page moves to the teacher's lesson: see take_follow), then the
     live part (`student_live`, redrawn on its own): the class line and, on the teacher's lesson once revealed, THE
-    class result (`draw_result(result_json, picture)` draws it, beginning with `picture(measured)`: the HTML of the
-    heading, the class's predictions with the student's own guess and the result, and their count, for the page to draw
-    in ONE st.html block with its numbers; it returns the measured value), and the answer
-    counts once revealed. Returns (is this the teacher's lesson (the
-    page then shows the class's result, not a run of its own), the class's result JSON as this run read it or None)."""
+    class result: `result_page(result_json, predictions, mine)`, the HTML of the class's predictions with the student's
+    own guess and the result and the numbers, shown by the page's watch (app/classroom/watch.js: no Streamlit element,
+    no Markdown; at a Reveal it shows the result file written for this student before the page's run), then
+    `draw_result(result_json, mine)` (what comes under it: widgets), and the answer counts once revealed. Returns (is
+    this the teacher's lesson (the page then shows the class's result, not a run of its own), the class's result JSON
+    as this run read it or None)."""
     try:
         state = store.state(me.code, student_id=me.secret)
     except ClassroomError as exc:
@@ -310,7 +335,7 @@ def student_view(
         )
     st.session_state[SEEN] = state.lesson  # the lesson this run drew for: a poll that reads another reruns the page
     st.session_state[POLL_LINE] = (state.version, state)
-    student_live(store, me, lesson, draw_result, unit, questions)
+    student_live(store, me, lesson, result_page, draw_result, questions)
     on_lesson = state.lesson == lesson
     return on_lesson, state.result_json if on_lesson else None
 
@@ -320,8 +345,8 @@ def student_live(
     store: ClassroomStore,
     me: Seat,
     lesson: str,
-    draw_result: Callable[[str, Callable[[float | None], str]], float | None],
-    unit: str,
+    result_page: ResultPage,
+    draw_result: Callable[[str, float | None], None],
     questions: list[tuple[str, list[str]]],
 ) -> None:
     """The live part of a student's page. It runs when its watch (app/classroom/watch.py, polling the class's change
@@ -329,10 +354,12 @@ def student_live(
     every POLL_S as before. A run first reads the class's version (one
     primary-key read): while it is the one this page last read, the run draws from the state it kept and reads
     nothing else. Otherwise it reads the class state (a few indexed SELECTs). A Reveal is drawn here, inside the
-    fragment: no page rerun per student. Only the teacher moving to another lesson reruns the page (its lesson picker
+    fragment: no page rerun per student; the watch has shown this student's result file already (publish_pages), and
+    the run gives it the same HTML. Only the teacher moving to another lesson reruns the page (its lesson picker
     and question change). A fragment's tick must draw again all it shows (Streamlit clears what a tick leaves out),
     so the result's figures are replayed from caches (app/lessons/class_page.py), not rebuilt."""
-    watch.watch(watch.beacon(store, me.code), WATCH_S, POLL_S)  # the file's number is read before the class is
+    where = watch.beacon(store, me.code)  # the file's number is read before the class is
+    page_path = watch.page_path(store, me.code, me.secret) if where is not None else None
     try:
         version = store.version(me.code)
         kept = st.session_state.get(POLL_LINE)
@@ -342,6 +369,7 @@ def student_live(
             state = store.state(me.code, student_id=me.secret)
             st.session_state[POLL_LINE] = (state.version, state)
     except ClassroomError as exc:
+        watch.watch(where, WATCH_S, POLL_S, page="", page_path=page_path)
         notice(exc)
         return
     if state.lesson != st.session_state.get(SEEN):
@@ -350,25 +378,27 @@ def student_live(
             st.session_state[FOLLOW] = state.lesson  # one page run, already on the teacher's lesson
         st.rerun(scope="app")  # the teacher moved on: the page follows (or offers to)
     who = f" as {md_escape(state.nickname, 24)}" if state.nickname else ""
-    where = f"the teacher is on lesson {md_text(state.lesson)}" if state.lesson else "the teacher has not opened a lesson yet"
+    where_is = f"the teacher is on lesson {md_text(state.lesson)}" if state.lesson else "the teacher has not opened a lesson yet"
     # No live count of the predictions here: a prediction before the Reveal wakes no student's page (the desk counts them)
     waiting = "" if state.result_json else " · the result appears when the teacher reveals it"
-    st.caption(f"In class {md_text(me.code)}{who}: {where}{waiting}.")
-    if state.lesson != lesson:
-        return
-    if state.result_json is None:
-        show_waiting()
-        return
+    st.caption(f"In class {md_text(me.code)}{who}: {where_is}{waiting}.")
+    page, counts = "", None
     try:
-        values = _kept("predictions", state.version, lambda: store.predictions(me.code, lesson, student_id=me.secret))
-        counts = None
-        if state.answers_revealed and questions:
-            counts = _kept("answers", state.version, lambda: store.answer_counts(me.code, lesson, student_id=me.secret))
+        if state.lesson == lesson and state.result_json is None:
+            page = views.waiting_html()
+        elif state.lesson == lesson:
+            values = _kept("predictions", state.version, lambda: store.predictions(me.code, lesson, student_id=me.secret))
+            page = result_page(state.result_json, tuple(values), state.my_prediction)
+            if state.answers_revealed and questions:
+                counts = _kept("answers", state.version, lambda: store.answer_counts(me.code, lesson, student_id=me.secret))
     except ClassroomError as exc:
         notice(exc)
+    watch.watch(where, WATCH_S, POLL_S, page=page or "", page_path=page_path)  # the class's picture and numbers
+    if state.lesson != lesson or not state.result_json:
+        if state.lesson == lesson:
+            show_waiting()
         return
-
-    draw_result(state.result_json, lambda measured: predictions_html(tuple(values), unit, state.my_prediction, measured))
+    draw_result(state.result_json, state.my_prediction)  # under the result (its notice, if it could not be read)
     if counts is not None:
         st.html("<p><strong>The class's answers</strong></p>" + views.table_html(views.answer_rows(counts, questions)))
 
@@ -383,28 +413,21 @@ def _kept(what: str, version: int, read: Callable):
 
 
 def show_waiting() -> None:
-    """While the class waits for Reveal: the empty frame of the class's picture and the worksheet's button, disabled.
-    They are the element kinds the result brings (an st.html block, a download button) whose scripts a browser
-    fetches and compiles the first time it draws one (~0.15 s of CPU a page): drawn at join, each page loads them then,
-    not 30 pages at once at the first Reveal (issue 41: the first Reveal took 7-9 s, the next ones ~2.3 s)."""
-    waiting_frame()
+    """While the class waits for Reveal (the watch shows the empty frame of the class's picture): the worksheet's
+    button, disabled. A download button is the element kind the result brings whose script a browser fetches and
+    compiles the first time it draws one: drawn at join, each page loads it then, not 30 pages at once at the first
+    Reveal (issue 41: the first Reveal took 7-9 s, the next ones ~2.3 s)."""
     st.download_button("⬇ Worksheet (after the Reveal)", "", disabled=True, key="class_worksheet_waiting", on_click="ignore")
-
-
-@st.cache_data(max_entries=1, show_spinner=False)
-def waiting_frame() -> None:
-    """The frame (views.waiting_html) as an st.html block, built once and replayed at every tick."""
-    st.html(views.waiting_html())
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def predictions_html(values: tuple, unit: str, mine: float | None, measured: float | None) -> str:
     """The class's result heading, then the class's predictions with the student's guess and the measured result as
     one small SVG, then their count (views.result_html), built once per (predictions, own guess, result). The page
-    draws it with its numbers in ONE st.html element: a student's browser draws no plotly and parses no Markdown for
-    the result (st.html sets the sanitized HTML as it is; Markdown holding the SVG cost each page tens of ms of its
-    main thread at a Reveal, issue 41; the SVG goes in as an image, which st.html's sanitizer keeps: it drops inline
-    SVG). The SVG is built from numbers, with the unit escaped."""
+    shows it with its numbers as plain HTML (the watch's element): a student's browser draws no plotly and parses no
+    Markdown for the result (Markdown holding the SVG cost each page tens of ms of its main thread at a Reveal,
+    issue 41); the SVG goes in as an image, so it cannot carry script. The SVG is built from numbers, with the unit
+    escaped."""
     return views.result_html(list(values), unit, mine=mine, result=measured)
 
 

@@ -4,6 +4,10 @@
 // an unchanged class costs a fetch, no Streamlit run and no redraw. Without a file to read (data.path null: static
 // serving off, or no file could be written) or while fetching fails, it asks for a run every period: the page then
 // polls the server as it did before this watch.
+// It also shows the class's result (data.page: HTML the server built from escaped text and numbers) in its own element;
+// when the number moves, it first fetches this student's result file (data.page_path, written at a Reveal before the
+// number moved, first line <!--vN-->) and shows it if it was written for the number it saw: the Reveal is on screen
+// before the page's Streamlit run, which then brings the same HTML.
 export default function (component) {
   const { data, parentElement, setTriggerValue } = component;
   // Streamlit calls this again when `data` changes, without running the last call's cleanup: stop that call's loop.
@@ -15,21 +19,40 @@ export default function (component) {
   const period = Math.max(500, Number(data.period_ms) || 2000); // between fetches of the file
   const pollPeriod = Math.max(500, Number(data.poll_ms) || 2000); // between runs asked for without a file
   const url = data.path ? new URL(data.path, document.baseURI).href : null;
+  const pageUrl = data.page_path ? new URL(data.page_path, document.baseURI).href : null;
+  show(typeof data.page === "string" ? data.page : "");
 
-  async function read() {
-    if (url === null) return null;
+  function show(html) {
+    if (parentElement.__classPage === html) return; // unchanged: the element is left alone (no redraw)
+    parentElement.__classPage = html;
+    parentElement.innerHTML = html;
+  }
+
+  async function get(address, limitMs) {
     const abort = new AbortController();
-    const limit = setTimeout(() => abort.abort(), Math.min(period, 5000));
+    const limit = setTimeout(() => abort.abort(), limitMs);
     try {
-      const response = await fetch(url, { cache: "no-store", signal: abort.signal, credentials: "omit" });
-      if (!response.ok) return null;
-      const text = (await response.text()).trim();
-      return /^[0-9]{1,18}$/.test(text) ? text : null;
+      const response = await fetch(address, { cache: "no-store", signal: abort.signal, credentials: "omit" });
+      return response.ok ? await response.text() : null;
     } catch (error) {
       return null;
     } finally {
       clearTimeout(limit);
     }
+  }
+
+  async function read() {
+    if (url === null) return null;
+    const text = await get(url, Math.min(period, 5000));
+    return text !== null && /^[0-9]{1,18}$/.test(text.trim()) ? text.trim() : null;
+  }
+
+  async function showRevealed(seen) {
+    // This student's result, if the file was written for the number just seen (a Reveal); else nothing to show early.
+    if (pageUrl === null) return;
+    const text = await get(pageUrl, 5000);
+    const mark = `<!--v${seen}-->\n`;
+    if (text !== null && text.startsWith(mark) && !stopped && parentElement.isConnected) show(text.slice(mark.length));
   }
 
   async function tick() {
@@ -45,6 +68,8 @@ export default function (component) {
       setTriggerValue("poll", polls); // no number to watch: poll the server, as before
     } else if (seen !== String(data.version) && seen !== asked) {
       asked = seen;
+      await showRevealed(seen);
+      if (stopped || !parentElement.isConnected) return watch.stop();
       setTriggerValue("changed", seen);
     }
     timer = setTimeout(tick, seen === null ? pollPeriod : period);

@@ -1,10 +1,16 @@
-"""A student's idle page asks the server for nothing (issue 41): a small custom component (Streamlit's components v2,
-JavaScript in the page, no iframe, no build step) that polls the class's change number as a static file and reruns the
-page's live fragment only when it moved (app/classroom/watch.js; the file: app/classroom/beacon.py).
+"""A student's idle page asks the server for nothing, and shows a Reveal before its Streamlit run (issue 41): a small
+custom component (Streamlit's components v2, JavaScript in the page, no iframe, no build step) that polls the class's
+change number as a static file and reruns the page's live fragment only when it moved (app/classroom/watch.js; the
+file: app/classroom/beacon.py).
 
 Why: a fragment run every 2 s cost each page 45-60 ms of its browser's main thread (Streamlit sends ~8 messages per run
 and React redraws) and the server a run, for 30 pages ~1 core of this 2-core machine's browsers while nothing changed;
 late joins got the CPU that was left. A fetch of a ten-byte file costs next to nothing on both sides.
+
+It also shows the class's result on the page (plain HTML this server built, in the component's element): at a Reveal
+each student's result is written as a file first (panel.publish_pages), and a page that sees the number move to the
+Reveal's fetches its own and shows it at once; its run then gives the same HTML. 30 pages showing a Reveal each wait
+on one fetch and one insert (milliseconds), not on a Streamlit run drawn by their browser (~0.1-0.3 s of CPU each).
 
 Fallback: with no file to read (static serving off, an unwritable folder: `path` None) or while the fetch fails, the
 script asks for a run every period, as the fragment's own timer did before; and the fragment keeps a slow timer of its own
@@ -22,14 +28,20 @@ from app.classroom.inputs import ClassroomError
 from app.classroom.store import ClassroomStore
 
 KEY = "class_watch"
-_component = st.components.v2.component("speclab_class_watch", js=(Path(__file__).with_name("watch.js")).read_text())
+# Not style-isolated: the result it shows takes the page's styles, and its text is the page's (find, copy, read aloud).
+_component = st.components.v2.component("speclab_class_watch", js=(Path(__file__).with_name("watch.js")).read_text(), isolate_styles=False)
+
+
+def serving(store: ClassroomStore) -> bool:
+    """Whether students' pages can fetch the class's files: the store keeps them and Streamlit serves app/static/."""
+    return store.beacons is not None and bool(st.get_option("server.enableStaticServing"))
 
 
 def beacon(store: ClassroomStore, code: str) -> tuple[str, int] | None:
     """(the file's path for the page, the number in it now) for class `code`, or None (the page polls the server).
     Read before the page reads the class: a change after it always leaves another number in the file."""
     beacons = store.beacons
-    if beacons is None or not st.get_option("server.enableStaticServing"):
+    if not serving(store):
         return None
     try:
         found = beacons.current(code, lambda: store.version(code))
@@ -38,14 +50,22 @@ def beacon(store: ClassroomStore, code: str) -> tuple[str, int] | None:
     return None if found is None else (beacons.url_path(code), found)
 
 
-def watch(where: tuple[str, int] | None, period_s: float, poll_s: float) -> None:
-    """Mount the watch: it fetches the file every `period_s` and reruns the enclosing fragment when the class's number is
-    no longer `where`'s (or, with `where` None or while the fetch fails, every `poll_s`)."""
+def page_path(store: ClassroomStore, code: str, student_id: str) -> str:
+    """Where this student's page fetches its revealed result (written at a Reveal: panel.publish_pages)."""
+    return store.beacons.page_url(code, student_id)
+
+
+def watch(where: tuple[str, int] | None, period_s: float, poll_s: float, *, page: str = "", page_path: str | None = None) -> None:
+    """Mount the watch: it shows `page` (HTML built by this server from escaped text and numbers: the class's result,
+    or the frame waiting for it), fetches the file every `period_s` and reruns the enclosing fragment when the class's
+    number is no longer `where`'s (or, with `where` None or while the fetch fails, every `poll_s`). When the number
+    moved to a Reveal's, it first shows the result file at `page_path` written for that number (no Streamlit run)."""
     path, version = where if where is not None else (None, None)
+    data = {"path": path, "version": version, "period_ms": int(period_s * 1000), "poll_ms": int(poll_s * 1000)}
     _component(
         key=KEY,
-        data={"path": path, "version": version, "period_ms": int(period_s * 1000), "poll_ms": int(poll_s * 1000)},
-        height=0,
+        data=data | {"page": page, "page_path": page_path},
+        height="content",
         on_changed_change=lambda: None,
         on_poll_change=lambda: None,
     )

@@ -123,6 +123,7 @@ def desk(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment
         questions=[(c.question, list(c.options)) for c in lesson.checks],
         run_result=lambda: run_for_class(i, lesson.experiment, experiment, settings, teacher),
         page_redraws=not (teacher or lesson.experiment == parts.STEP_LESSON),  # a recording: the page shows it already
+        result_page=result_page(i, lesson, lesson.experiment, experiment),  # each student's result, as a file at Reveal
     )
 
 
@@ -188,23 +189,36 @@ def numbers_html(i: int, name: str, text: str, guess, _experiment: Experiment, _
     return body, parts.worksheet_page(_lesson, _experiment, name, result, rows)
 
 
-def draw_shared(i: int, lesson, name: str, experiment: Experiment, guess):
-    """`draw_result` for panel.student_view, drawn inside the student's live fragment at every tick, light for the
-    browser (issue 41: 30 browsers drawing plotly at each Reveal were most of a class's CPU): `picture(measured)` (the
-    class's predictions, the student's guess and the result: one SVG) and the numbers as HTML tables, in ONE st.html
-    element (no Markdown for the browser to parse), the lesson's own figures on request (lesson 0: its recorded step),
-    the worksheet. Returns the measured number."""
+def result_page(i: int, lesson, name: str, experiment: Experiment):
+    """panel.ResultPage for lesson `i`: (the class's result JSON, its predictions, the student's own) -> the HTML of
+    the class's picture (panel.predictions_html: the predictions, the student's guess, the result) and the numbers
+    (numbers_html), or None when the result cannot be read. The same function builds each student's file at a Reveal
+    (on the teacher's run) and the student's page at every tick, from caches, so the two are the same text."""
+    unit = experiment.predict.unit.strip()
 
-    def draw(text: str, picture) -> float | None:
+    def page(text: str, values: tuple, mine) -> str | None:
+        result = read_shared(name, text)
+        if result is None:
+            return None
+        measured = experiment.predict.measured(result["measurement"], result["settings"])
+        numbers, _ = numbers_html(i, name, text, mine, experiment, lesson)
+        return panel.predictions_html(values, unit, mine, measured) + numbers
+
+    return page
+
+
+def draw_shared(i: int, lesson, name: str, experiment: Experiment):
+    """`draw_result` for panel.student_view: what a student's live fragment draws under the class's result (the watch
+    shows the result itself: result_page), light for the browser (issue 41): the lesson's own figures on request
+    (lesson 0: its recorded step), the worksheet."""
+
+    def draw(text: str, mine) -> None:
         result = read_shared(name, text)
         if result is None:
             parse_shared(name, text)  # its notice
-            return None
-        m, s = result["measurement"], result["settings"]
+            return
         with last_resort("Could not draw the class's result"):
-            measured = experiment.predict.measured(m, s)
-            numbers, page = numbers_html(i, name, text, guess, experiment, lesson)
-            st.html(picture(measured) + numbers)  # ONE element: the class's picture and the numbers
+            _, page = numbers_html(i, name, text, mine, experiment, lesson)
             if name == parts.STEP_LESSON:
                 st.caption(STEP_NOTE)
                 _, _, trace = parts.load_recording(name)
@@ -213,13 +227,11 @@ def draw_shared(i: int, lesson, name: str, experiment: Experiment, guess):
             elif st.toggle("Show the lesson's figures", key="class_figures"):
                 draw_class_result(name, text)
             parts.worksheet_button(i, page)
-            return measured
-        return None
 
     return draw
 
 
-def student(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment, guess) -> tuple[bool, dict | None]:
+def student(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment) -> tuple[bool, dict | None]:
     """A student's class view for lesson `i` (panel.student_view). Returns (is this the teacher's lesson: there the
     page runs nothing itself, and the class's result, drawn in the live part, brings its own worksheet; that result
     as this run read it, for the whole lesson's GPU panel, or None)."""
@@ -227,8 +239,8 @@ def student(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experim
         store,
         me,
         str(i),
-        draw_result=draw_shared(i, lesson, lesson.experiment, experiment, guess),
-        unit=experiment.predict.unit.strip(),
+        result_page=result_page(i, lesson, lesson.experiment, experiment),
+        draw_result=draw_shared(i, lesson, lesson.experiment, experiment),
         questions=[(c.question, list(c.options)) for c in lesson.checks],
     )
     return on_lesson, (read_shared(lesson.experiment, text) if text is not None else None)

@@ -76,7 +76,7 @@ guess = parts.prediction(i, experiment, settings)
 class_page.commit_prediction(store, me, i, guess)
 on_class_lesson, result, rows = False, None, []
 if me is not None and me.role == "student":  # on the teacher's lesson: the class's one result, no run of one's own
-    on_class_lesson, result = class_page.student(store, me, i, lesson, experiment, guess)  # result, worksheet: live
+    on_class_lesson, result = class_page.student(store, me, i, lesson, experiment)  # result, worksheet: live
 if not on_class_lesson:
     result, rows = parts.experiment_block(i, lesson.experiment, experiment, settings, guess, teacher)
 elif not st.toggle("Show the whole lesson", key="class_whole_lesson", help="The GPU panel, the details and the sources"):

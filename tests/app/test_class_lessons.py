@@ -6,6 +6,7 @@ teacher's token is never echoed. The store is a fresh file per test ($SPECLAB_DA
 from __future__ import annotations
 
 import base64
+import json
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -41,14 +42,20 @@ def _app(**query) -> AppTest:
     return at.run()
 
 
+def _html(at: AppTest) -> list[str]:
+    """The page's HTML blocks: st.html's, and what the class watch shows (the class's result, or the frame waiting for it)."""
+    shown = [h.value for h in at.get("html")]
+    return shown + [p for c in at.get("bidi_component") if (p := json.loads(c.proto.json or "{}").get("page"))]
+
+
 def _text(at: AppTest) -> str:
     kinds = ("markdown", "caption", "warning", "info", "success", "error", "code", "subheader")
-    return "\n".join([*(str(e.value) for kind in kinds for e in getattr(at, kind)), *(h.value for h in at.get("html"))])
+    return "\n".join([*(str(e.value) for kind in kinds for e in getattr(at, kind)), *_html(at)])
 
 
 def _picture(at: AppTest) -> str:
     """The SVG inside the class's result (an st.html block holding it as a data: image)."""
-    (body,) = [h.value for h in at.get("html") if "The class's result" in h.value]
+    (body,) = [h for h in _html(at) if "The class's result" in h]
     (src,) = re.findall(r'src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', body)
     return base64.b64decode(src).decode()
 
@@ -106,7 +113,7 @@ def test_a_class_predicts_sees_one_revealed_result_and_its_answers_reach_the_tea
         # or details until the student asks
         svg = _picture(at)
         assert svg.count("<circle") == 3 and f"your guess {1.1 + k / 10:.3g}×" in svg and "measured " in svg
-        (numbers,) = [h.value for h in at.get("html") if "The run's numbers" in h.value]
+        (numbers,) = [h for h in _html(at) if "The run's numbers" in h]
         cells = [
             td.text
             for table in numbers.split("<table")[1:]

@@ -165,3 +165,53 @@ def test_the_watch_is_given_the_file_only_where_streamlit_serves_it(tmp_path, mo
     else:
         assert found is None  # static serving off: the page polls the server, as before
     assert Path(folder).is_dir()
+
+
+def test_a_reveal_writes_each_students_page_before_the_number_moves(tmp_path, beacons):
+    """At a Reveal each student's result is a file of its own, written for the Reveal's number before the number moves
+    (a page that sees the new number finds its file), named so that it says nothing of the code or the student."""
+    store = ClassroomStore(tmp_path / "classes.sqlite3", beacons=beacons)
+    code, token = store.create_class()
+    store.set_lesson(code, token, "2")
+    ann, bob = store.join(code, "Ann"), store.join(code, "Bob")
+    store.predict(code, ann, "2", 1.5)
+    store.predict(code, bob, "3", 9.0)  # another lesson's prediction is not this Reveal's
+    before = beacons.read(code)
+    seen = []
+
+    def prepare(version: int, seats: list) -> None:
+        seen.append((version, seats, beacons.read(code)))
+        beacons.publish_results(code, version, {sid: f"<p>{value}</p>" for sid, value in seats})
+
+    store.reveal(code, token, "2", '{"speedup": 1.2}', prepare=prepare)
+    ((version, seats, number_then),) = seen
+    assert version == store.version(code) == beacons.read(code) and number_then == before < version
+    assert seats == [(ann, 1.5), (bob, None)]
+    names = {sid: beacons.page_name(code, sid) for sid in (ann, bob)}
+    assert len(set(names.values())) == 2 and not any(code in n or ann in n or bob in n for n in names.values())
+    assert all(beacons.page_url(code, sid) == f"{STATIC_URL}/{FOLDER}/{n}" for sid, n in names.items())
+    assert (beacons.folder / names[ann]).read_text() == f"<!--v{version}-->\n<p>1.5</p>"
+    assert (beacons.folder / names[bob]).read_text() == f"<!--v{version}-->\n<p>None</p>"
+    store.end_class(code, token)
+    assert not list(beacons.folder.iterdir())  # the number and every student's page are gone with the class
+
+
+def test_the_desk_writes_each_students_page_as_the_page_draws_it(tmp_path, beacons):
+    from app.classroom import panel
+
+    store = ClassroomStore(tmp_path / "classes.sqlite3", beacons=beacons)
+    code, token = store.create_class()
+    ann, bob = store.join(code, "Ann"), store.join(code, "Bob")
+
+    def page(result: str, values: tuple, mine) -> str:
+        return f"{result}|{values}|{mine}"
+
+    panel.publish_pages(store, code, 7, [(ann, 2.0), (bob, None), ("carl", 1.0)], "R", page)
+    assert (beacons.folder / beacons.page_name(code, ann)).read_text() == "<!--v7-->\nR|(1.0, 2.0)|2.0"
+    assert (beacons.folder / beacons.page_name(code, bob)).read_text() == "<!--v7-->\nR|(1.0, 2.0)|None"
+
+    def unreadable(result: str, values: tuple, mine) -> str:
+        raise ValueError("not a result")
+
+    panel.publish_pages(store, code, 8, [(ann, 2.0)], "R", unreadable)  # never fails the Reveal: the page asks its run
+    assert (beacons.folder / beacons.page_name(code, ann)).read_text().startswith("<!--v7-->")

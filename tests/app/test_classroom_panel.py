@@ -162,10 +162,12 @@ def _page():
     me = panel.seat()
     questions = [("Which is faster?", ["AR", "speculative"])]
 
-    def draw_result(result_json: str, picture) -> float:
+    def result_page(result_json: str, values: tuple, mine) -> str:
         speedup = json.loads(result_json)["speedup"]
-        st.html(picture(speedup) + f"<p>Shared result: speedup {speedup}</p>")
-        return speedup
+        return panel.predictions_html(values, "×", mine, speedup) + f"<p>Shared result: speedup {speedup}</p>"
+
+    def draw_result(result_json: str, mine) -> None:
+        st.caption(f"Under the result: your guess {mine}")
 
     if me is None:
         panel.start_button(store)
@@ -180,18 +182,25 @@ def _page():
             questions=questions,
             run_result=lambda: json.dumps({"speedup": 1.5}),
             page_redraws=st.session_state.get("page_redraws", True),
+            result_page=result_page,
         )
     else:
         guess = st.number_input("Your prediction", value=None, key=f"guess{lesson}")
         panel.commit_prediction(store, me, lesson, guess)
         choice = st.radio("1. Which is faster?", [0, 1], index=None, key=f"check{lesson}")
         panel.commit_answer(store, me, lesson, 1, choice)
-        panel.student_view(store, me, lesson, draw_result=draw_result, unit="×", questions=questions)
+        panel.student_view(store, me, lesson, result_page=result_page, draw_result=draw_result, questions=questions)
+
+
+def _html(at: AppTest) -> list[str]:
+    """The page's HTML blocks: st.html's, and what the class watch shows (the class's result, or the frame waiting for it)."""
+    shown = [h.value for h in at.get("html")]
+    return shown + [p for c in at.get("bidi_component") if (p := json.loads(c.proto.json or "{}").get("page"))]
 
 
 def _text(at: AppTest) -> str:
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [w.value for w in at.warning]
-    parts += [h.value for h in at.get("html")]
+    parts += _html(at)
     return "\n".join(map(str, parts))
 
 
@@ -234,7 +243,7 @@ def test_teacher_starts_students_join_predict_and_see_one_result(db):
         assert "Your prediction is in the class's count." in _text(at)
         # while the class waits: the element kinds the result brings (an st.html block, a download button), so
         # each browser loads their scripts at join, not 30 at once at the first Reveal (issue 41)
-        (frame,) = [h.value for h in at.get("html") if "appear here when the teacher reveals" in h.value]
+        (frame,) = [h for h in _html(at) if "appear here when the teacher reveals" in h]
         assert "reveals them" in _image_svg(frame)[1] and not any("<svg" in m.value for m in at.markdown)
         (waiting,) = [b for b in at.get("download_button") if b.proto.id.endswith("class_worksheet_waiting")]
         assert waiting.proto.disabled
@@ -250,7 +259,7 @@ def test_teacher_starts_students_join_predict_and_see_one_result(db):
         text = _text(at)
         assert "Shared result: speedup 1.5" in text and "<strong>3 predictions</strong> in the class" in text
         # the class's predictions, light (issue 41): one st.html block, its SVG an image; no plotly, no Markdown to parse
-        (result,) = [h.value for h in at.get("html") if "The class's result" in h.value]
+        (result,) = [h for h in _html(at) if "The class's result" in h]
         alt, svg = _image_svg(result)
         assert not at.get("plotly_chart") and svg.count("<circle") == 3 and not any("<svg" in m.value for m in at.markdown)
         assert f"your guess {1.0 + k:.3g}×" in svg and "measured 1.5×" in svg and f"your guess {1.0 + k:.3g}" in alt
@@ -262,7 +271,7 @@ def test_teacher_starts_students_join_predict_and_see_one_result(db):
     assert list(rows["students"]) == [0, 2]
     _button(teacher, "class_reveal_answers").click().run()
     students[2].run()
-    answers = next(h.value for h in students[2].get("html") if "The class's answers" in h.value)
+    answers = next(h for h in _html(students[2]) if "The class's answers" in h)
     cells = [td.text for td in ET.fromstring(answers.split("</p>", 1)[1]).iter("td")]  # an HTML table, no data grid
     assert cells[:3] == ["AR", "0", "0%"] and cells[4:7] == ["speculative", "2", "100%"]
 
