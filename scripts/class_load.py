@@ -296,11 +296,13 @@ def fairness(browser, url: str, students, pairs: int) -> dict:
         time.sleep(5)  # every page back at its polling
         beside.append(playground_run(browser, url))
     ratio = statistics.median(beside) / statistics.median(alone)
+    paired = statistics.median(b / a for b, a in zip(beside, alone))  # each pair's own ratio: the machine drifts
     return {
         "playground_warmup_s": warm,
         "playground_alone_s": alone,
         "playground_beside_idle_class_s": beside,
         "playground_ratio": round(ratio, 3),
+        "playground_ratio_paired_median": round(paired, 3),
     }
 
 

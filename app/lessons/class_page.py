@@ -3,8 +3,9 @@ shared result, and the predictions and answers sent to the class. app/lessons/le
 the desk and the student's follow view themselves are app/classroom/panel.py.
 
 One run for the class: the teacher's Reveal runs the lesson's experiment once (live, or the shipped recording in
-teacher mode) and stores it as JSON; every student's page draws that JSON light (issue 41): one SVG of the class's
-predictions with their own guess and the result, the numbers as Markdown tables, the lesson's own figures on request.
+teacher mode) and stores it as JSON; every student's page shows that JSON light (issue 41): one SVG of the class's
+predictions with their own guess and the result, the numbers as HTML tables (`result_page`: written to each student's
+file at the Reveal, and shown by the page's watch), the lesson's own figures on request.
 A student link shows only the Join form until the student is in. Lesson 0's live result carries a whole trace to step through, so in a
 class lesson 0 always shares the recorded step (the page says so). The teacher's token lives in the link as
 `desk` (never `teacher`, the teacher-mode toggle) and leaves the address bar on the first run.

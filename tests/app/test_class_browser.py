@@ -33,6 +33,7 @@ SERVER_LOG = ROOT / "artifacts" / "streamlit-class-browser-test.log"
 LESSON = 2
 CHECK = load_lessons(ROOT / "lessons", EXPERIMENTS)[LESSON].checks[0]
 EXPERIMENT = EXPERIMENTS[load_lessons(ROOT / "lessons", EXPERIMENTS)[LESSON].experiment]
+PAGE_FILE = r"/app/static/classes/[0-9a-f]{32}-[0-9a-f]{24}\.txt$"  # a student's result file (app/classroom/beacon.py)
 GUESS_LABEL = "Your prediction: " + EXPERIMENT.predict.question.split("{")[0][:30]  # this lesson's, not lesson 0's
 
 pytestmark = pytest.mark.skipif(
@@ -82,12 +83,14 @@ def browser():
 def _page(browser, url: str, traffic: dict | None = None):
     """A new person: a fresh browser context (own cookies, own Streamlit session) on `url`. With `traffic`, the page's
     traffic is noted from its first request: traffic["sent"] gets the time of each message the page sends over
-    Streamlit's websocket (every run it asks for is one), traffic["fetched"] each class file it fetches."""
+    Streamlit's websocket (every run it asks for is one), traffic["fetched"] each class file it fetches, and
+    traffic["pages"] each result file of its own it fetched (written at a Reveal; its text read once it has arrived)."""
     page = browser.new_context(viewport={"width": 1300, "height": 2400}).new_page()
     if traffic is not None:
-        traffic.update(sent=[], fetched=[])
+        traffic.update(sent=[], fetched=[], pages=[])
         page.on("websocket", lambda ws: ws.on("framesent", lambda _: traffic["sent"].append(time.monotonic())))
         page.on("request", lambda r: "/app/static/classes/" in r.url and traffic["fetched"].append(time.monotonic()))
+        page.on("response", lambda r: re.search(PAGE_FILE, r.url) and r.ok and traffic["pages"].append(r))
     page.set_default_timeout(90_000)  # a loaded 2-core machine: every click waits on the server
     page.goto(url, timeout=90_000)
     return page
@@ -154,6 +157,12 @@ def test_a_class_predicts_sees_one_result_and_answers(server, browser):
             page.get_by_text("3 predictions in the class").wait_for(timeout=30_000)
             seen.append(time.monotonic() - t0)
         print("Reveal -> student pages (s):", [round(s, 2) for s in seen])
+        # The first student's watch fetched its own result file, written for the Reveal's number before the number moved
+        # (app/classroom/panel.py publish_pages), and its element shows what the page's run then gave it: the same text
+        ((mark, body),) = [re.match(r"<!--v([0-9]+)-->\n(.*)", text, re.S).groups() for text in (r.text() for r in traffic["pages"])]
+        assert "The class's result" in body and "3 predictions" in body and int(mark) > 0
+        shown = students[0].evaluate("() => [...document.querySelectorAll('*')].map(e => e.__classPage).find(p => p)")
+        assert shown == body
         assert seen[-1] < 10.0, "the watch did not rerun the pages soon after the Reveal (their 30 s backstop did?)"
         for page in students:
             assert page.get_by_text("These numbers were recorded on").count() > 0  # the shared recording, labelled
