@@ -245,10 +245,9 @@ class ClassroomStore:
         now: float | None = None,
         prepare: Callable[[int, list[tuple[str, float | None]]], None] | None = None,
     ) -> None:
-        """Store THE result of `lesson` (one JSON text; a second reveal replaces it) that every student reads.
-        `prepare(version, seats)`, once it is stored and before the class's beacon moves: the class's version after
-        the Reveal and each student's (id, prediction for `lesson` or None), read in the Reveal's own transaction
-        (app/classroom/panel.py writes each student's result page with it)."""
+        """Store THE result of `lesson` (one JSON text; a second reveal replaces it) that every student reads. Then
+        `prepare(version after, [(student id, prediction for `lesson` or None)] read in the same transaction)`, before
+        the class's beacon moves (app/classroom/panel.py writes each student's result page with it)."""
         now = time.time() if now is None else now
         key = lesson_key(lesson)
         if not isinstance(result_json, str) or len(result_json.encode()) > self.limits.result_bytes:
@@ -262,13 +261,13 @@ class ClassroomStore:
             self._add_row(c, row, "results", {"code": row[0], "lesson": key}, {"result_json": result_json, "at": now})
             seats = c.all(
                 "SELECT s.student_id, p.value FROM students s LEFT JOIN predictions p ON p.code = s.code "
-                "AND p.lesson = ? AND p.student_id = s.student_id WHERE s.code = ? ORDER BY s.joined_at",
-                key,
-                row[0],
-            )
-        if prepare is not None:
-            prepare(row[4], [(r[0], r[1]) for r in seats])
-        self._signal(row[0], row[4])
+                "AND p.lesson = ? AND p.student_id = s.student_id WHERE s.code = ? ORDER BY s.joined_at", key, row[0]
+            )  # fmt: skip
+        try:
+            if prepare is not None:
+                prepare(row[4], [(r[0], r[1]) for r in seats])
+        finally:  # stored: the pages hear of it whatever `prepare` did
+            self._signal(row[0], row[4])
 
     def reveal_answers(self, code: object, token: object, lesson: object, now: float | None = None) -> None:
         """Show every student the class's answer counts for `lesson`'s check questions."""

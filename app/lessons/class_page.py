@@ -201,9 +201,11 @@ def result_page(i: int, lesson, name: str, experiment: Experiment):
         result = read_shared(name, text)
         if result is None:
             return None
-        measured = experiment.predict.measured(result["measurement"], result["settings"])
-        numbers, _ = numbers_html(i, name, text, mine, experiment, lesson)
-        return panel.predictions_html(values, unit, mine, measured) + numbers
+        with last_resort("Could not draw the class's result"):
+            measured = experiment.predict.measured(result["measurement"], result["settings"])
+            numbers, _ = numbers_html(i, name, text, mine, experiment, lesson)
+            return panel.predictions_html(values, unit, mine, measured) + numbers
+        return None  # the failure is on the page (and in the log)
 
     return page
 

@@ -215,3 +215,16 @@ def test_the_desk_writes_each_students_page_as_the_page_draws_it(tmp_path, beaco
 
     panel.publish_pages(store, code, 8, [(ann, 2.0)], "R", unreadable)  # never fails the Reveal: the page asks its run
     assert (beacons.folder / beacons.page_name(code, ann)).read_text().startswith("<!--v7-->")
+
+
+def test_the_number_moves_even_when_writing_the_pages_fails(tmp_path, beacons):
+    store = ClassroomStore(tmp_path / "classes.sqlite3", beacons=beacons)
+    code, token = store.create_class()
+    store.set_lesson(code, token, "2")
+
+    def broken(version: int, seats: list) -> None:
+        raise RuntimeError("the pages could not be built")
+
+    with pytest.raises(RuntimeError):
+        store.reveal(code, token, "2", '{"speedup": 1.2}', prepare=broken)
+    assert beacons.read(code) == store.version(code) and store.state(code, token=token).result_json is not None
