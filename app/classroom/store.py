@@ -68,6 +68,10 @@ from app.classroom.inputs import (
 )
 from app.classroom.schema import CLASS_TABLES, SQLITE, Dialect, _Cursor, migrate
 
+# Each student of a class (code: 2nd ?) with their prediction for a lesson (1st ?) or NULL, in joining order.
+SEATS_SQL = "SELECT s.student_id, p.value FROM students s LEFT JOIN predictions p ON p.code = s.code AND p.lesson = ? \
+AND p.student_id = s.student_id WHERE s.code = ? ORDER BY s.joined_at"
+
 
 @dataclass(frozen=True)
 class ClassState:
@@ -259,10 +263,7 @@ class ClassroomStore:
         with self._tx(write=True) as c:
             row = self._teacher(c, code, token, now, lock=True)
             self._add_row(c, row, "results", {"code": row[0], "lesson": key}, {"result_json": result_json, "at": now})
-            seats = c.all(
-                "SELECT s.student_id, p.value FROM students s LEFT JOIN predictions p ON p.code = s.code "
-                "AND p.lesson = ? AND p.student_id = s.student_id WHERE s.code = ? ORDER BY s.joined_at", key, row[0]
-            )  # fmt: skip
+            seats = c.all(SEATS_SQL, key, row[0])
         try:
             if prepare is not None:
                 prepare(row[4], [(r[0], r[1]) for r in seats])
