@@ -14,6 +14,7 @@ from app.lessons import experiments as lx
 from app.lessons import load_lessons as ll
 from app.lessons import runs
 from engine import DecodeConfig, load_pair
+from engine.config import tree_capacity
 from engine.hardware import probe
 
 
@@ -76,20 +77,22 @@ def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name):
         from app.lessons import conclusions
 
         fixed = [(r["batch"], r["contender"], r["tokens_per_pass"]) for r in m["rows"] if r["contender"] != "goodput"]
-        k = m["depth"]  # the chain's depth, chosen from the room
+        k = m["depth"]  # the chain's depth, chosen from the room; the tree as deep holds at most tree_capacity(k, 4)
+        n = min(8, tree_capacity(k, 4))  # 8 nodes where the room gives depth >= 2; 4 on a machine with room for depth 1
+        assert m["nodes"] == n and m["topk"] == 4
         assert fixed == [
             (1, "plain decoding", 1),
             (1, "chain", k + 1),
-            (1, "tree", 9),
+            (1, "tree", n + 1),
             (4, "plain decoding", 4),
             (4, "chain", 4 * (k + 1)),
-            (4, "tree", 36),
+            (4, "tree", 4 * (n + 1)),
         ]
         good = [r for r in m["rows"] if r["contender"] == "goodput"]
         assert [r["batch"] for r in good] == [1, 4] and all(r["shapes"] and r["tokens_per_s_runs"] for r in good)
         lines = conclusions.width_conclusion(m)
         assert len(lines) == 7 and lines[0].startswith("On this machine a pass stays within 1.25×")
-        assert lines[1].startswith(f"Batch 1: the tree (8 nodes, top-4, depth {k}) decoded")
+        assert lines[1].startswith(f"Batch 1: the tree ({n} nodes, top-4, depth {k}) decoded")
         assert lines[4].startswith("Batch 1: goodput decoded") and len(conclusions.width_table(m)) == 8
 
 
