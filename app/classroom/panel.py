@@ -38,6 +38,7 @@ SENT = "classroom_sent"  # session_state: what this session already wrote (lesso
 POLL_LINE = "classroom_poll_line"  # session_state: (the class version read, the ClassState read at it)
 KEPT = "classroom_kept"  # session_state: what -> (class version, a read kept while the version stays)
 FOLLOW = "classroom_follow_to"  # session_state: the teacher's lesson, for the page to select on its next run
+COMMITS = "classroom_commits"  # session_state: predictions this session sent (the watch lets go of the input's focus)
 # (result JSON, the class's predictions sorted, this student's or None) -> the student's revealed result as HTML (the
 # class's picture and the numbers), or None when the result cannot be read: what the page shows, and at a Reveal what
 # each student's result file holds (the same function, so the file and the page's own run show the same).
@@ -281,6 +282,7 @@ def commit_prediction(store: ClassroomStore, me: Seat | None, lesson: str, value
     try:
         store.predict(me.code, me.secret, lesson, value)
         sent[("prediction", lesson)] = value
+        st.session_state[COMMITS] = st.session_state.get(COMMITS, 0) + 1  # this run's watch blurs the input (watch.js)
         st.caption("Your prediction is in the class's count.")
     except ClassroomError as exc:
         notice(exc)
@@ -369,7 +371,7 @@ def student_live(
             state = store.state(me.code, student_id=me.secret)
             st.session_state[POLL_LINE] = (state.version, state)
     except ClassroomError as exc:
-        watch.watch(where, WATCH_S, POLL_S, page="", page_path=page_path)
+        watch.watch(where, WATCH_S, POLL_S, page="", page_path=page_path, committed=st.session_state.get(COMMITS, 0))
         notice(exc)
         return
     if state.lesson != st.session_state.get(SEEN):
@@ -393,7 +395,7 @@ def student_live(
                 counts = _kept("answers", state.version, lambda: store.answer_counts(me.code, lesson, student_id=me.secret))
     except ClassroomError as exc:
         notice(exc)
-    watch.watch(where, WATCH_S, POLL_S, page=page or "", page_path=page_path)  # the class's picture and numbers
+    watch.watch(where, WATCH_S, POLL_S, page=page or "", page_path=page_path, committed=st.session_state.get(COMMITS, 0))
     if state.lesson != lesson or not state.result_json:
         if state.lesson == lesson:
             show_waiting()

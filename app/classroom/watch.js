@@ -21,6 +21,18 @@ export default function (component) {
   const url = data.path ? new URL(data.path, document.baseURI).href : null;
   const pageUrl = data.page_path ? new URL(data.page_path, document.baseURI).href : null;
   show(typeof data.page === "string" ? data.page : "");
+  release(Number(data.committed) || 0);
+
+  function release(committed) {
+    // A prediction sent since the last call: the prediction input lets go of its focus (a phone's keyboard closes;
+    // an idle page stops redrawing the caret). The first call after the page loads only notes the count. The count is
+    // the window's, not the element's: the run that sends a prediction may remount the watch (an element above it).
+    const before = window.__speclabCommitted;
+    window.__speclabCommitted = committed;
+    if (before === undefined || committed <= before) return;
+    const focused = document.activeElement;
+    if (focused && focused.closest && focused.closest('[data-testid="stNumberInput"]')) focused.blur();
+  }
 
   function show(html) {
     if (parentElement.__classPage === html) return; // unchanged: the element is left alone (no redraw)

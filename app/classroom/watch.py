@@ -55,16 +55,22 @@ def page_path(store: ClassroomStore, code: str, student_id: str) -> str:
     return store.beacons.page_url(code, student_id)
 
 
-def watch(where: tuple[str, int] | None, period_s: float, poll_s: float, *, page: str = "", page_path: str | None = None) -> None:
+def watch(
+    where: tuple[str, int] | None, period_s: float, poll_s: float, *, page: str = "", page_path: str | None = None, committed: int = 0
+) -> None:
     """Mount the watch: it shows `page` (HTML built by this server from escaped text and numbers: the class's result,
     or the frame waiting for it), fetches the file every `period_s` and reruns the enclosing fragment when the class's
     number is no longer `where`'s (or, with `where` None or while the fetch fails, every `poll_s`). When the number
-    moved to a Reveal's, it first shows the result file at `page_path` written for that number (no Streamlit run)."""
+    moved to a Reveal's, it first shows the result file at `page_path` written for that number (no Streamlit run).
+    When `committed` (the predictions this session sent) grew since its last call, it lets go of the prediction
+    input's focus: on a phone the keyboard closes and the result the Reveal brings is not hidden under it; an idle
+    page with a focused input redraws its blinking caret twice a second (in 10 co-located headless pages, 0.24 of a
+    core against 0.14 with the inputs blurred, 2026-12-04)."""
     path, version = where if where is not None else (None, None)
     data = {"path": path, "version": version, "period_ms": int(period_s * 1000), "poll_ms": int(poll_s * 1000)}
     _component(
         key=KEY,
-        data=data | {"page": page, "page_path": page_path},
+        data=data | {"page": page, "page_path": page_path, "committed": int(committed)},
         height="content",
         on_changed_change=lambda: None,
         on_poll_change=lambda: None,

@@ -34,6 +34,7 @@ LESSON = 2
 CHECK = load_lessons(ROOT / "lessons", EXPERIMENTS)[LESSON].checks[0]
 EXPERIMENT = EXPERIMENTS[load_lessons(ROOT / "lessons", EXPERIMENTS)[LESSON].experiment]
 PAGE_FILE = r"/app/static/classes/[0-9a-f]{32}-[0-9a-f]{24}\.txt$"  # a student's result file (app/classroom/beacon.py)
+FOCUS_RELEASED = "() => !(document.activeElement && document.activeElement.closest('[data-testid=\"stNumberInput\"]'))"
 GUESS_LABEL = "Your prediction: " + EXPERIMENT.predict.question.split("{")[0][:30]  # this lesson's, not lesson 0's
 
 pytestmark = pytest.mark.skipif(
@@ -138,6 +139,8 @@ def test_a_class_predicts_sees_one_result_and_answers(server, browser):
             guess.fill(f"{1.1 + k / 10:.2f}")
             guess.press("Enter")
             page.get_by_text("Your prediction is in the class's count.").wait_for()
+            # the sent prediction lets go of the input's focus (a phone's keyboard closes; no caret redrawn while idle)
+            page.wait_for_function(FOCUS_RELEASED, timeout=10_000)
             students.append(page)
         teacher.get_by_text("3 predictions").first.wait_for(timeout=30_000)  # the desk polls every 2 s
         teacher.get_by_text("3 students joined", exact=False).wait_for(timeout=30_000)

@@ -198,6 +198,12 @@ def _html(at: AppTest) -> list[str]:
     return shown + [p for c in at.get("bidi_component") if (p := json.loads(c.proto.json or "{}").get("page"))]
 
 
+def _committed(at: AppTest) -> int:
+    """The predictions this session sent, as the class watch was last told (it blurs the input when this grows)."""
+    (watch,) = [json.loads(c.proto.json or "{}") for c in at.get("bidi_component")]
+    return watch["committed"]
+
+
 def _text(at: AppTest) -> str:
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [w.value for w in at.warning]
     parts += _html(at)
@@ -239,8 +245,11 @@ def test_teacher_starts_students_join_predict_and_see_one_result(db):
     students = [_student(code, name) for name in ("Ann", HOSTILE, "")]
     for k, at in enumerate(students):
         assert at.session_state["classroom_seat"].role == "student" and not at.exception
+        assert _committed(at) == 0
         at.number_input(key="guess1").set_value(1.0 + k).run()
         assert "Your prediction is in the class's count." in _text(at)
+        # the run that sent it tells the watch, which lets go of the input's focus once (tests/app/test_class_browser.py)
+        assert _committed(at) == 1 and _committed(at.run()) == 1
         # while the class waits: the element kinds the result brings (an st.html block, a download button), so
         # each browser loads their scripts at join, not 30 at once at the first Reveal (issue 41)
         (frame,) = [h for h in _html(at) if "appear here when the teacher reveals" in h]
