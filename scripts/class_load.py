@@ -24,6 +24,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -306,6 +307,17 @@ def fairness(browser, url: str, students, pairs: int) -> dict:
     }
 
 
+def server_errors(lines: list[str]) -> list[str]:
+    """The server log's error lines (an exception's name and message, a logged error or warning), each once: a run
+    whose pages raised says so in its JSON, not only in a log that is thrown away."""
+    found = []
+    for line in lines:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", line).strip()
+        if re.match(r"^[A-Za-z_.]*(Error|Exception|Key|Id)\b.*:|.*\b(ERROR|WARNING)\b", text) and text not in found:
+            found.append(text[:300])
+    return found
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--students", type=int, default=30)
@@ -315,6 +327,7 @@ def main() -> None:
     ap.add_argument("--reveals", type=int, default=3, help="one per lesson: 2, then 3, then 4 (the class follows)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--trace", type=Path, default=None, help="a folder: where each reveal's time goes (reveal-N.json)")
+    ap.add_argument("--server-log", type=Path, default=None, help="keep the server's whole log here")
     args = ap.parse_args()
     if not 1 <= args.students <= 60 or not 1 <= args.idle_s <= 120 or not 1 <= args.reveals <= len(LESSONS):
         raise SystemExit(f"--students 1-60, --idle-s 1-120, --reveals 1-{len(LESSONS)}")
@@ -367,7 +380,9 @@ def main() -> None:
             server.terminate()
             server.wait(timeout=30)
             log.flush()
-            log_tail = [line for line in (Path(data) / "server.log").read_text().splitlines() if line.strip()][-8:]
+            lines = [line for line in (Path(data) / "server.log").read_text().splitlines() if line.strip()]
+            if args.server_log:
+                args.server_log.write_text("\n".join(lines) + "\n")
     shown = [[x for x in t if x is not None] for t in reveals]
     lasts = [max(t) if len(t) == args.students else None for t in shown]
     report = {
@@ -395,7 +410,8 @@ def main() -> None:
         "reveal_timeout_s": args.reveal_timeout_s,
         "students_without_the_result": [args.students - len(t) for t in shown],
         "pages_without_the_result": missing,
-        "server_log_tail": log_tail,
+        "server_errors": server_errors(lines),
+        "server_log_tail": lines[-8:],
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }

@@ -360,6 +360,7 @@ def student_live(
     the run gives it the same HTML. Only the teacher moving to another lesson reruns the page (its lesson picker
     and question change). A fragment's tick must draw again all it shows (Streamlit clears what a tick leaves out),
     so the result's figures are replayed from caches (app/lessons/class_page.py), not rebuilt."""
+    watch.draw_once()  # an old place's fragment run in the same pass reruns the page (watch.once_in_pass)
     where = watch.beacon(store, me.code)  # the file's number is read before the class is
     page_path = watch.page_path(store, me.code, me.secret) if where is not None else None
     try:

@@ -20,14 +20,17 @@ script asks for a run every period, as the fragment's own timer did before; and 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import MutableMapping
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app.classroom.inputs import ClassroomError
 from app.classroom.store import ClassroomStore
 
 KEY = "class_watch"
+PASS = "class_watch_pass"  # session_state: the fragment pass (its queue, the object itself) that last drew the watch
 # Not style-isolated: the result it shows takes the page's styles, and its text is the page's (find, copy, read aloud).
 _component = st.components.v2.component("speclab_class_watch", js=(Path(__file__).with_name("watch.js")).read_text(), isolate_styles=False)
 
@@ -53,6 +56,30 @@ def beacon(store: ClassroomStore, code: str) -> tuple[str, int] | None:
 def page_path(store: ClassroomStore, code: str, student_id: str) -> str:
     """Where this student's page fetches its revealed result (written at a Reveal: panel.publish_pages)."""
     return store.beacons.page_url(code, student_id)
+
+
+def once_in_pass(state: MutableMapping, this_pass: object | None) -> bool:
+    """Whether the live part may draw in this pass: False for its second run in one fragment pass (`this_pass`, the
+    pass's queue of fragments, the same object throughout the pass; None in a page run, which draws it once).
+
+    Why: a page run that a newer request cut short leaves the live part's previous fragment (Streamlit names a
+    fragment by its place on the page, and a page whose elements above it changed puts it elsewhere) beside the new
+    one; when the old one's timer and the new one's watch ask for runs together, both run in one pass and the second
+    watch's key repeats (seen once in a class of 30, 2026-12-04 blur-a: StreamlitDuplicateElementKey)."""
+    if this_pass is None:
+        return True
+    if state.get(PASS) is this_pass:
+        return False
+    state[PASS] = this_pass
+    return True
+
+
+def draw_once() -> None:
+    """Before the live part draws: its second run in one pass reruns the page instead (a page run redraws the live
+    part once, at its one place, and forgets the old fragment)."""
+    ctx = get_script_run_ctx()
+    if not once_in_pass(st.session_state, getattr(ctx, "fragment_ids_this_run", None) or None):
+        st.rerun(scope="app")
 
 
 def watch(

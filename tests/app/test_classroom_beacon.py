@@ -167,6 +167,49 @@ def test_the_watch_is_given_the_file_only_where_streamlit_serves_it(tmp_path, mo
     assert Path(folder).is_dir()
 
 
+def test_the_live_part_draws_once_in_a_pass():
+    from app.classroom import watch
+
+    state: dict = {}
+    assert watch.once_in_pass(state, None) and watch.once_in_pass(state, None) and not state  # page runs: once each
+    one, two = ["old place", "new place"], ["new place"]
+    assert watch.once_in_pass(state, one)  # the first of the live part's fragments in this pass draws
+    assert not watch.once_in_pass(state, one)  # a second in the same pass does not (its watch's key would repeat)
+    assert watch.once_in_pass(state, two) and not watch.once_in_pass(state, two)  # the next pass: once again
+    assert watch.once_in_pass(state, ["new place"])  # an equal queue is another pass: the object, not its content
+
+
+def _raced_page():
+    import streamlit as st
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    from app.classroom import watch
+
+    ctx = get_script_run_ctx()
+    st.session_state["runs"] = st.session_state.get("runs", 0) + 1
+    st.session_state["has_pass"] = hasattr(ctx, "fragment_ids_this_run")  # what draw_once reads, in this Streamlit
+    if not st.session_state.get("raced"):
+        st.session_state["raced"] = True
+        ctx.fragment_ids_this_run = ["old place", "new place"]  # a pass that runs two of the live part's fragments
+        try:
+            watch.draw_once()
+            st.write("the first draws")
+            watch.draw_once()
+            st.write("the second never does")
+        finally:
+            ctx.fragment_ids_this_run = None
+    watch.draw_once()
+    st.write("the page, once")
+
+
+def test_a_second_live_part_in_one_pass_reruns_the_page_instead():
+    at = AppTest.from_function(_raced_page, default_timeout=30).run()
+    assert not at.exception and at.session_state["has_pass"]
+    assert at.session_state["runs"] == 2  # the second draw_once asked for a page run, and it ran
+    shown = [m.value for m in at.markdown]
+    assert shown == ["the page, once"]
+
+
 def test_a_reveal_writes_each_students_page_before_the_number_moves(tmp_path, beacons):
     """At a Reveal each student's result is a file of its own, written for the Reveal's number before the number moves
     (a page that sees the new number finds its file), named so that it says nothing of the code or the student."""
