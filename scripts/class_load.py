@@ -11,6 +11,7 @@ JSON line:
   - Reveal pressed -> "The class's result" on each student's page, all pages watched at once (each page notes the
     moment its own DOM first shows it, on the machine's one clock), three reveals (lessons 2, 3, 4: --reveals), the
     class following the teacher between them, timed the same way;
+  - the CPU seconds of the server, the browsers and the machine while the class follows the teacher to a lesson;
   - the load average before and after; the server settles first (its background preload done: `settle`).
 Bounded: at most 60 students, loopback only.
 
@@ -358,10 +359,13 @@ def main() -> None:
                 c1, (b1, t1), w1, g1 = cpu_seconds(server.pid), machine_busy(), time.monotonic(), browsers_cpu(server.pid)
                 fair = fairness(browser, url, students, args.fairness_pairs)
                 desk = teacher.locator("code").filter(has_text="&desk=").first.text_content().strip()
-                reveals, missing, follows, reveal_cpu = [], [], [], []
+                reveals, missing, follows, reveal_cpu, follow_cpu = [], [], [], [], []
                 for lesson in LESSONS[: args.reveals]:
                     if lesson != LESSONS[0]:
+                        f0, (n0, _), h = cpu_seconds(server.pid), machine_busy(), browsers_cpu(server.pid)
                         times, lost = move_class(teacher, desk, students, lesson, args.reveal_timeout_s)
+                        cpu = (cpu_seconds(server.pid) - f0, browsers_cpu(server.pid) - h, machine_busy()[0] - n0)
+                        follow_cpu.append([round(x, 2) for x in cpu])
                         follows.append(times)
                         missing += [f"lesson {lesson} not followed, {x}" for x in lost]
                     time.sleep(3)  # the follow's reruns settled
@@ -404,6 +408,7 @@ def main() -> None:
         **fair,
         "reveal_to_each_student_s": reveals,
         "follow_to_each_student_s": follows,
+        "follow_cpu_s_server_browsers_machine": follow_cpu,
         "reveal_to_last_student_s": lasts,
         "reveal_to_last_student_median_of_reveals_s": statistics.median(lasts) if None not in lasts else None,
         "reveal_to_median_student_s": [statistics.median(t) if t else None for t in shown],
