@@ -107,6 +107,16 @@ def browsers_cpu(server_pid: int) -> float:
     return sum(times[pid] for pid in mine)
 
 
+def cpu_now(server_pid: int) -> tuple[float, float, float]:
+    """CPU seconds so far of the server, the browsers and the whole machine."""
+    return cpu_seconds(server_pid), browsers_cpu(server_pid), machine_busy()[0]
+
+
+def cpu_since(server_pid: int, before: tuple[float, float, float]) -> list[float]:
+    """CPU seconds of the server, the browsers and the machine since `before` (cpu_now)."""
+    return [round(now - then, 2) for now, then in zip(cpu_now(server_pid), before, strict=True)]
+
+
 def machine_busy() -> tuple[float, float]:
     """(busy, total) CPU seconds of the whole machine since boot (/proc/stat)."""
     parts = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
@@ -362,17 +372,15 @@ def main() -> None:
                 reveals, missing, follows, reveal_cpu, follow_cpu = [], [], [], [], []
                 for lesson in LESSONS[: args.reveals]:
                     if lesson != LESSONS[0]:
-                        f0, (n0, _), h = cpu_seconds(server.pid), machine_busy(), browsers_cpu(server.pid)
+                        before = cpu_now(server.pid)
                         times, lost = move_class(teacher, desk, students, lesson, args.reveal_timeout_s)
-                        cpu = (cpu_seconds(server.pid) - f0, browsers_cpu(server.pid) - h, machine_busy()[0] - n0)
-                        follow_cpu.append([round(x, 2) for x in cpu])
+                        follow_cpu.append(cpu_since(server.pid, before))
                         follows.append(times)
                         missing += [f"lesson {lesson} not followed, {x}" for x in lost]
                     time.sleep(3)  # the follow's reruns settled
-                    r0, (m0, _), g = cpu_seconds(server.pid), machine_busy(), browsers_cpu(server.pid)
+                    before = cpu_now(server.pid)
                     times, lost = reveal_times(teacher, students, args.reveal_timeout_s)
-                    cpu = (cpu_seconds(server.pid) - r0, browsers_cpu(server.pid) - g, machine_busy()[0] - m0)
-                    reveal_cpu.append([round(x, 2) for x in cpu])
+                    reveal_cpu.append(cpu_since(server.pid, before))
                     reveals.append(times)
                     missing += [f"lesson {lesson}, {x}" for x in lost]
                 time.sleep(3)

@@ -361,6 +361,7 @@ def student_live(
     and question change). A fragment's tick must draw again all it shows (Streamlit clears what a tick leaves out),
     so the result's figures are replayed from caches (app/lessons/class_page.py), not rebuilt."""
     watch.draw_once()  # an old place's fragment run in the same pass reruns the page (watch.once_in_pass)
+    committed = st.session_state.get(COMMITS, 0)  # predictions sent: the watch blurs the input when this grew
     where = watch.beacon(store, me.code)  # the file's number is read before the class is
     page_path = watch.page_path(store, me.code, me.secret) if where is not None else None
     try:
@@ -372,7 +373,7 @@ def student_live(
             state = store.state(me.code, student_id=me.secret)
             st.session_state[POLL_LINE] = (state.version, state)
     except ClassroomError as exc:
-        watch.watch(where, WATCH_S, POLL_S, page="", page_path=page_path, committed=st.session_state.get(COMMITS, 0))
+        watch.watch(where, WATCH_S, POLL_S, page="", page_path=page_path, committed=committed)
         notice(exc)
         return
     if state.lesson != st.session_state.get(SEEN):
@@ -396,7 +397,7 @@ def student_live(
                 counts = _kept("answers", state.version, lambda: store.answer_counts(me.code, lesson, student_id=me.secret))
     except ClassroomError as exc:
         notice(exc)
-    watch.watch(where, WATCH_S, POLL_S, page=page or "", page_path=page_path, committed=st.session_state.get(COMMITS, 0))
+    watch.watch(where, WATCH_S, POLL_S, page=page or "", page_path=page_path, committed=committed)
     if state.lesson != lesson or not state.result_json:
         if state.lesson == lesson:
             show_waiting()
