@@ -2,10 +2,14 @@
 
 The pass-cost curve (engine/decoding/passcurve.py, measured once per machine) says how many tokens one target pass
 can carry before it costs noticeably more than a one-token pass. Lessons pick their contenders from it, so the same
-lesson shows its claim on a 2-core CPU (room for ~4 tokens) and on a large GPU (room for ~200):
+lesson shows its claim on a 2-core CPU and on a large GPU (room_tokens on the recorded curves: 8 tokens on the 2-core
+AMD EPYC of assets/lessons/, 2026-12-04; 128 on the NVIDIA H200, Qwen2.5-7B shape, CUDA graph, 2026-11-30,
+docs/measurements/h200-gpu_graphs.json, whose curve crosses 1.25× at about 152 tokens, between its 128 and 256 points):
 
 - **the room**: the most tokens per pass whose pass stays within ROOM× a one-token pass ("inside the room");
-- **past it**: a pass carrying at least PAST× the room's tokens, where every extra token costs real time.
+- **past it**: a pass carrying at least PAST× the room's tokens, where every extra token costs real time;
+- **the knee** is a different point, not computed here: where the curve reaches 1.5× the one-token pass
+  (app/lessons/gpu.py KNEE_FACTOR; about 234 tokens on that H200 curve).
 
 Pure: reads only the curve's numbers. No streamlit, no torch.
 """
