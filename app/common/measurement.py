@@ -72,6 +72,9 @@ DECODE = {  # decoding apart from prefill (decode_fields; optional: recordings b
     "decode_tokens_per_s_runs?": SPREAD,
     "passes?": [["int"]],
 }
+# Lessons 6 and 7's rows (2026-12-05 on; optional, older recordings lack them): the median run's decode tokens and
+# its decode passes as [tokens per pass, draft depth, steps], what app/lessons/retime.py prices on the H200.
+SHAPES = {"decode_tokens?": "int", "passes?": [["int"]]}
 LANE = {
     "summary": {
         **{
@@ -190,6 +193,7 @@ SPECS = {
                 "decode_tokens_per_s?": "num?",
                 "decode_tokens_per_s_runs?": SPREAD,
                 "steps?": [["int"]],  # [live batch, depth] of each decode step of the median run
+                **SHAPES,
             }
         ],
         **CHOSEN,
@@ -226,6 +230,7 @@ SPECS = {
                 # the goodput row (newer measurements): mean draft nodes per row, and each decode step's shape
                 "mean_nodes?": "num+",
                 "shapes?": [{"shape": ("plain", "chain", "tree"), "nodes": "nat", "depth": "nat"}],
+                **SHAPES,
             }
         ],
         **CHOSEN,

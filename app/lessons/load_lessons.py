@@ -111,7 +111,8 @@ def gate_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
 LOAD_TOKENS, LOAD_MAX, LOAD_ROUNDS = 12, 6, 3  # 12 new tokens a run: 16 took a live run past 20 s in a browser (2026-12-04)
 PLAIN = "plain decoding"
 RATE_KEYS = ("decode_tokens_per_s", "decode_tokens_per_s_runs", "tokens_per_s", "tokens_per_s_runs")  # decoding alone; whole run
-ROW_KEYS = (*RATE_KEYS, "alpha", "tpot_ms", "other_cores")
+SHAPE_KEYS = ("decode_tokens", "passes")  # the median run's decode pass shapes, for the H200 re-timing (app/lessons/retime.py)
+ROW_KEYS = (*RATE_KEYS, "alpha", "tpot_ms", "other_cores", *SHAPE_KEYS)
 
 
 def fixed_label(k: int) -> str:
@@ -251,7 +252,7 @@ def width(pair, probe, s: dict) -> dict:
         warm += [x | {"contender": f"{x['contender']}, batch {b}"} for x in w]
         for name, per_row in zip(WIDTH_CONTENDERS, (0, depth, nodes, None)):
             cl = cell_of_runs(runs[name])
-            keys = ("verify_ms", "flops", "tokens_per_step", "other_cores", *RATE_KEYS)
+            keys = ("verify_ms", "flops", "tokens_per_step", "other_cores", *RATE_KEYS, *SHAPE_KEYS)
             own = goodput_fields(b, median_run(runs[name])) if per_row is None else {"tokens_per_pass": b * (per_row + 1)}
             rows.append({"batch": b, "contender": name} | own | {k: cl.get(k) for k in keys})
     ridge = ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth)

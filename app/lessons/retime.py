@@ -1,14 +1,15 @@
 """A lesson's own runs re-timed on the H200: the same decode steps priced with SpecLab's recorded H200 pass costs.
 
-Each lane (app/common/measurement.py `lane`) and table cell (app/lessons/runs.py `run_stats`) carries `passes`, a
-histogram `[tokens_per_pass, depth, steps]` of its decode steps, and `decode_tokens`. `h200_rate(lane)` prices
-every step at the recorded time of one H200 pass of that many tokens (engine/roofline/retime.py: a straight line
-between the recorded sizes on either side, never beyond them) and returns the decode tokens per second with a note
-saying what was priced and how. Default curve: the Qwen2.5-7B shape replayed as a CUDA graph
-(docs/measurements/h200-gpu_graphs.json, NVIDIA H200, 2026-11-30): a serving-sized model, timed the way servers run
-it, recorded with no KV context. Drafting is priced only for the n-gram lookup (timed on the H200 machine,
-docs/measurements/h200-gpu_bench.json); the distilled draft model and the EAGLE head were never timed there, so a
-speculative lane's re-timed rate then counts the target's passes alone (a ceiling) and its note says so.
+Each lane (app/common/measurement.py `lane`) and table cell (app/lessons/runs.py `run_stats`; lessons 6 and 7 keep
+them in their rows) carries `passes`, a histogram `[tokens_per_pass, depth, steps]` of its decode steps, and
+`decode_tokens`. `h200_lane(lane)` prices every step at the recorded time of one H200 pass of that many tokens
+(engine/roofline/retime.py: a straight line between the recorded sizes on either side, never beyond them) plus its
+drafting (app/lessons/drafting.py: the n-gram lookup measured on the H200 machine's host; the draft model and the
+EAGLE head by the roofline predictor for their own shapes, a model), and returns the decode tokens per second with
+a note saying what was priced and how. A drafter that cannot be priced leaves its steps' drafting out: that rate is
+a ceiling, and every table row, bar and sentence drawn from it says "drafting not priced". Default curve: the
+Qwen2.5-7B shape replayed as a CUDA graph (docs/measurements/h200-gpu_graphs.json, NVIDIA H200, 2026-11-30): a
+serving-sized model, timed the way servers run it, recorded with no KV context.
 
 Every re-timed number is labelled LABEL with the recording's machine and date; a CPU number is never one of them.
 Pure: no streamlit, no torch.
@@ -17,14 +18,14 @@ Pure: no streamlit, no torch.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.lessons import gpu
+from app.lessons import drafting, gpu
 from app.lessons.figures import COLORS, esc, frame
-from engine.roofline.recordings import RecordingError
-from engine.roofline.retime import DraftPrices, PassPrices, recorded_draft_prices, retime
+from engine.roofline.retime import PassPrices, retime
 
 LABEL = "re-timed from H200 recordings, not run on a GPU"
 SHAPE, MODE = "qwen2.5-7b", "graph"
@@ -37,7 +38,6 @@ NAMES = {
     "gated": "gated",
 }
 NAMES |= {"ngram": "n-gram"}
-DRAFTERS = {"model": "distilled draft model", "eagle": "EAGLE head", "ngram": "n-gram lookup"}
 SKIP = {"runs", "batches", "rows", "measurement", "m", "seed"}
 CPU_COLOR, GPU_COLOR = COLORS[1], COLORS[0]
 KNEE = gpu.KNEE_FACTOR
@@ -67,14 +67,6 @@ def h200_prices(shape: str = SHAPE, mode: str = MODE) -> PassPrices | None:
     return PassPrices(c.tokens, c.ms, f"{c.device}, {c.date}: {c.shape} shape, random weights, {how}, {context} ({c.source})")
 
 
-@functools.cache
-def draft_prices(drafter: str) -> DraftPrices | None:
-    try:
-        return recorded_draft_prices(drafter)
-    except RecordingError:
-        return None
-
-
 def machine_line(shape: str = SHAPE, mode: str = MODE) -> str:
     """The recording behind the re-timing: machine, date, shape, mode, context, file."""
     prices = h200_prices(shape, mode)
@@ -96,38 +88,71 @@ def _speculative(passes) -> bool:
     return any(int(d) > 0 and int(n) > 0 for _, d, n in passes)
 
 
-def h200_rate(lane: dict, drafter: str | None = None, shape: str = SHAPE, mode: str = MODE) -> tuple[float | None, str]:
-    """(decode tokens/s of the lane's steps re-timed on the recorded H200 passes, or None; a note saying why or how)."""
+# How a re-timed rate priced its steps' drafting: every re-timed number carries one of these.
+PLAIN, MEASURED, MODEL, CEILING = "none to price", "measured", "model", "drafting not priced"
+DRAFTING = {
+    PLAIN: "none (plain steps)",
+    MEASURED: "measured on the H200 machine",
+    MODEL: "model (predictor, the drafter's own shape)",
+    CEILING: "drafting not priced: a ceiling",
+}
+
+
+@dataclass(frozen=True)
+class Priced:
+    """A lane's steps re-timed on the H200: the rate (None where it could not be), a note saying how or why not,
+    how its drafting was priced (PLAIN, MEASURED, MODEL or CEILING) and the time it adds up to."""
+
+    rate: float | None
+    note: str
+    drafting: str = PLAIN
+    target_ms: float = 0.0
+    draft_ms: float = 0.0
+    tokens: int = 0
+
+
+def h200_lane(lane: dict, drafter: str | None = None, shape: str = SHAPE, mode: str = MODE) -> Priced:
+    """The lane's decode steps re-timed on the recorded H200 passes, their drafting priced (app/lessons/drafting.py)."""
     if not is_lane(lane):
-        return None, "not re-timed: this run was recorded without its pass shapes (run it live, or re-record it)"
+        return Priced(None, "not re-timed: this run carries no per-step pass shapes")
     passes, tokens = lane["passes"], lane["decode_tokens"]
     prices = h200_prices(shape, mode)
     if prices is None:
-        return None, f"not re-timed: no recorded H200 curve for {shape} ({mode})"
+        return Priced(None, f"not re-timed: no recorded H200 curve for {shape} ({mode})")
     speculative = _speculative(passes)
     drafter = drafter if drafter is not None else str(lane.get("drafter") or "")
-    draft = draft_prices(drafter) if speculative and drafter else None
+    draft = drafting.prices(drafter) if speculative else None
     try:
         r = retime(passes, int(tokens), prices, draft)
     except ValueError as exc:
-        return None, f"not re-timed: {exc}"
+        return Priced(None, f"not re-timed: {exc}")
     if r.outside:
-        return None, (
+        return Priced(
+            None,
             f"not re-timed: {r.outside} of {r.steps} steps carried up to {r.largest} tokens per pass, outside the recorded "
-            f"{prices.tokens[0]}–{prices.tokens[-1]} (never extrapolated)"
+            f"{prices.tokens[0]}–{prices.tokens[-1]} (never extrapolated)",
         )
     if r.tokens_per_s is None:
-        return None, "not re-timed: no decode steps"
+        return Priced(None, "not re-timed: no decode steps")
     if not speculative:
-        how = "no drafting (plain steps)"
+        kind, how = PLAIN, "no drafting (plain steps)"
     elif draft is not None:
-        how = f"drafting {r.draft_ms / r.drafted_steps:.2f} ms per drafting step, from {draft.label}"
+        kind = MEASURED if draft.measured else MODEL
+        how = f"drafting {r.draft_ms / max(1, r.drafted_steps):.2f} ms per drafting step, {draft.label}"
     else:
+        kind = CEILING
         how = (
-            f"drafting not included: the {DRAFTERS.get(drafter, drafter or 'drafter')} was never timed on the H200, so "
-            "this counts the target's passes alone (a ceiling on the rate)"
+            f"{CEILING}: the {drafting.name(drafter)} has no H200 price (neither timed there nor a shape the predictor "
+            "can read), so this counts the target's passes alone, a ceiling on the rate"
         )
-    return r.tokens_per_s, f"{r.steps} decode steps at {r.target_ms / r.steps:.2f} ms per pass on average; {how}"
+    note = f"{r.steps} decode steps at {r.target_ms / r.steps:.2f} ms per target pass on average; {how}"
+    return Priced(r.tokens_per_s, note, kind, r.target_ms, r.draft_ms, int(tokens))
+
+
+def h200_rate(lane: dict, drafter: str | None = None, shape: str = SHAPE, mode: str = MODE) -> tuple[float | None, str]:
+    """(decode tokens/s of the lane's steps re-timed on the recorded H200 passes, or None; a note saying why or how)."""
+    p = h200_lane(lane, drafter, shape, mode)
+    return p.rate, p.note
 
 
 def h200_speedup(lane: dict, base: dict, drafter: str | None = None) -> tuple[float | None, str]:
@@ -139,19 +164,30 @@ def h200_speedup(lane: dict, base: dict, drafter: str | None = None) -> tuple[fl
     return rate / base_rate, note
 
 
+def bar_text(value: float | None, kind: str, unit: str = "×") -> str:
+    """A re-timed bar's own label: the value, and where drafting is not priced, that it is a ceiling."""
+    if not value:
+        return ""
+    number = f"{value:.2f}{unit}" if unit == "×" else f"{value:,.0f}"
+    return f"≤{number} ({CEILING}: a ceiling)" if kind == CEILING else number
+
+
 def speedup_bar(x: list[str], pairs: list[tuple[dict, dict]]) -> go.Bar:
     """For a lesson's own speedup chart: one bar per x category, the lane of each (lane, plain lane) pair re-timed on
-    the H200 over its plain lane, named LABEL and hatched so it never reads as this machine's; a pair that cannot be
-    re-timed gets no bar. Add it to the same subplot as the measured speedups (fig.add_trace(bar, row=, col=))."""
+    the H200 over its plain lane, named LABEL and hatched so it never reads as this machine's; a bar whose drafting
+    could not be priced says so on the bar (a ceiling); a pair that cannot be re-timed gets no bar. Add it to the same
+    subplot as the measured speedups (fig.add_trace(bar, row=, col=))."""
     values = [h200_speedup(lane, base)[0] for lane, base in pairs]
+    kinds = [h200_lane(lane).drafting for lane, _ in pairs]
     return go.Bar(
         x=[esc(v) for v in x],
         y=values,
         name=esc(LABEL),
         marker={"color": GPU_COLOR, "pattern": {"shape": "/"}, "opacity": 0.6},
-        text=[f"{v:.2f}× (H200)" if v else "" for v in values],
+        text=[f"{bar_text(v, k)} (H200)" if v else "" for v, k in zip(values, kinds)],
+        customdata=[DRAFTING[k] for k in kinds],
         textposition="outside",
-        hovertemplate="%{x}: %{y:.2f}× (" + esc(LABEL) + ")<extra></extra>",
+        hovertemplate="%{x}: %{y:.2f}× (" + esc(LABEL) + "; drafting: %{customdata})<extra></extra>",
     )
 
 
@@ -168,28 +204,31 @@ def cpu_rate(lane: dict) -> float | None:
 
 # --- every lane of a lesson's measurement -----------------------------------------------------------------
 def lanes_of(m) -> list[dict]:
-    """Every lane or table cell in a measurement that carries pass shapes: {name, batch, lane, plain}, in order."""
+    """Every lane or table cell in a measurement that carries pass shapes: {name, batch, lane, plain, group, drafter},
+    in order. A cell without its own `drafter` (lessons 6 and 7's rows) drafts with the measurement's."""
     out: list[dict] = []
 
-    def walk(obj, names: list[str], batch):
+    def walk(obj, names: list[str], batch, drafter: str):
         if isinstance(obj, list):
             for item in obj:
-                walk(item, names, batch)
+                walk(item, names, batch, drafter)
             return
         if not isinstance(obj, dict):
             return
         if isinstance(obj.get("batch"), int):
             batch = obj["batch"]
+        if isinstance(obj.get("drafter"), str) and (obj["drafter"] or not is_lane(obj)):
+            drafter = obj["drafter"]
         if is_lane(obj):
             name = str(obj.get("contender") or " · ".join(names) or "run")
             plain = not _speculative(obj["passes"]) and "plain" in name
-            out.append({"name": name, "batch": batch, "lane": obj, "plain": plain, "group": tuple(names[:-1])})
+            out.append({"name": name, "batch": batch, "lane": obj, "plain": plain, "group": tuple(names[:-1]), "drafter": drafter})
             return
         for key, value in obj.items():
             if isinstance(value, (dict, list)):
-                walk(value, names + ([] if key in SKIP else [NAMES.get(key, key)]), batch)
+                walk(value, names + ([] if key in SKIP else [NAMES.get(key, key)]), batch, drafter)
 
-    walk(m, [], None)
+    walk(m, [], None, "")
     return out
 
 
@@ -200,47 +239,152 @@ def base_of(entry: dict, entries: list[dict]) -> dict | None:
 
 
 def rows(m) -> list[dict]:
-    """One table row per lane: this machine's decode tokens/s and speedup, and the same steps re-timed on the H200."""
+    """One table row per lane: this machine's decode tokens/s and speedup, and the same steps re-timed on the H200
+    with how their drafting was priced."""
     entries = lanes_of(m)
     out = []
     for e in entries:
         base = base_of(e, entries)
-        cpu, h200 = cpu_rate(e["lane"]), h200_rate(e["lane"])
+        cpu, h200 = cpu_rate(e["lane"]), h200_lane(e["lane"], e["drafter"])
         cpu_base = cpu_rate(base["lane"]) if base else None
-        gpu_speed = h200_speedup(e["lane"], base["lane"])[0] if base else None
+        base_rate = h200_lane(base["lane"]).rate if base else None
+        gpu_speed = h200.rate / base_rate if h200.rate and base_rate else None
         out.append(
             {
                 "run": (f"batch {e['batch']}: " if e["batch"] is not None else "") + e["name"],
                 "this machine, decode tokens/s (measured)": round(cpu, 1) if cpu else None,
                 "× plain here": round(cpu / cpu_base, 2) if cpu and cpu_base else None,
-                f"H200, decode tokens/s ({LABEL})": round(h200[0], 0) if h200[0] else None,
+                f"H200, decode tokens/s ({LABEL})": round(h200.rate, 0) if h200.rate else None,
                 "× plain on the H200 (re-timed)": round(gpu_speed, 2) if gpu_speed else None,
-                "how it was re-timed": h200[1],
+                "drafting on the H200": DRAFTING[h200.drafting] if h200.rate else None,
+                "how it was re-timed": h200.note,
             }
         )
     return out
 
 
+def _kinds(row: dict) -> str:
+    return next((k for k, v in DRAFTING.items() if v == row["drafting on the H200"]), PLAIN)
+
+
+def priced_name(table: list[dict]) -> str:
+    """The legend of the re-timed bars whose drafting is in the time: how it was priced, for the drafters shown."""
+    kinds = [k for k in (MEASURED, MODEL) if any(_kinds(r) == k for r in table)]
+    how = {MEASURED: "n-gram lookup measured on the H200 machine", MODEL: "draft model / EAGLE head: model"}
+    return f"{LABEL}; drafting priced" + (f" ({'; '.join(how[k] for k in kinds)})" if kinds else "")
+
+
 def figure(m, label: str = "") -> go.Figure | None:
     """Speedup over plain decoding per lane: measured on this machine beside the same steps re-timed on the H200, on
-    the same axes; None where no lane carries pass shapes."""
+    the same axes; the re-timed bars whose drafting could not be priced drawn apart (cross-hatched) and labelled on
+    the bar as a ceiling. None where no lane carries pass shapes."""
     table = [r for r in rows(m) if r["× plain here"] is not None or r["× plain on the H200 (re-timed)"] is not None]
     if not table:
         return None
     xs = [esc(r["run"]) for r in table]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("speedup over plain decoding", "decode tokens/s (log scale)"))
-    series = (
-        (f"this machine (measured{', ' + label if label else ''})", "× plain here", "this machine, decode tokens/s (measured)", CPU_COLOR),
-        (LABEL, "× plain on the H200 (re-timed)", f"H200, decode tokens/s ({LABEL})", GPU_COLOR),
-    )
-    for i, (name, speed_key, rate_key, color) in enumerate(series):
-        common = {"name": esc(name), "marker": {"color": color, "pattern": {"shape": "" if i == 0 else "/"}}, "legendgroup": str(i)}
-        speeds = [r[speed_key] for r in table]
-        fig.add_bar(x=xs, y=speeds, text=[f"{v:.2f}×" if v else "" for v in speeds], textposition="outside", row=1, col=1, **common)
-        fig.add_bar(x=xs, y=[r[rate_key] for r in table], showlegend=False, row=1, col=2, **common)
+    speed_key, rate_key = "× plain on the H200 (re-timed)", f"H200, decode tokens/s ({LABEL})"
+    series = [
+        (
+            f"this machine (measured{', ' + label if label else ''})",
+            "× plain here",
+            "this machine, decode tokens/s (measured)",
+            CPU_COLOR,
+            "",
+            None,
+        ),
+        (priced_name(table), speed_key, rate_key, GPU_COLOR, "/", False),
+        (f"{LABEL}; {CEILING}: a ceiling (the target's passes alone)", speed_key, rate_key, GPU_COLOR, "x", True),
+    ]
+    for i, (name, s_key, r_key, color, hatch, ceiling) in enumerate(series):
+        mine = [ceiling is None or (_kinds(r) == CEILING) == ceiling for r in table]
+        if not any(mine[j] and table[j][s_key] is not None for j in range(len(table))):
+            continue
+        kinds = [_kinds(r) if ceiling is not None else PLAIN for r in table]
+        speeds = [r[s_key] if keep else None for r, keep in zip(table, mine)]
+        common = {"name": esc(name), "marker": {"color": color, "pattern": {"shape": hatch}}, "legendgroup": str(i)}
+        common |= {"customdata": [r["drafting on the H200"] or "" for r in table] if ceiling is not None else None}
+        fig.add_bar(x=xs, y=speeds, text=[bar_text(v, k) for v, k in zip(speeds, kinds)], textposition="outside", row=1, col=1, **common)
+        rates = [r[r_key] if keep else None for r, keep in zip(table, mine)]
+        fig.add_bar(x=xs, y=rates, text=[bar_text(v, k, "") for v, k in zip(rates, kinds)], showlegend=False, row=1, col=2, **common)
     fig.add_hline(y=1.0, line_dash="dot", line_color="#333", row=1, col=1)
     fig.update_yaxes(type="log", row=1, col=2)
     return frame(fig, "Your run on both sides of a knee: this machine, and the same steps on an H200", machine_line(), height=440)
+
+
+def drafting_lines(m) -> list[str]:
+    """How the re-timed bars priced drafting, one line per way used (the figure's caption)."""
+    lines = {}
+    for e in lanes_of(m):
+        p = h200_lane(e["lane"], e["drafter"])
+        if p.rate and p.drafting != PLAIN:
+            lines.setdefault(e["drafter"], (p.drafting, drafting.prices(e["drafter"])))
+    out = []
+    for drafter, (kind, prices) in lines.items():
+        if kind == CEILING:
+            out.append(f"The {drafting.name(drafter)}'s drafting is not priced: its bars count the target's passes alone, a ceiling.")
+        else:
+            out.append(f"Drafting with the {drafting.name(drafter)}: {prices.label}.")
+    return out
+
+
+def why_not(m, label: str = "") -> str:
+    """Why a result has no re-timed view, exactly: a recording made before its experiment kept per-step pass shapes
+    (only a recording can be that), or the reason no lane could be priced."""
+    entries = lanes_of(m)
+    if entries:
+        notes = dict.fromkeys(h200_lane(e["lane"], e["drafter"]).note for e in entries)
+        return "None of this run's steps can be re-timed on the H200: " + "; ".join(notes) + "."
+    if "recorded on" in label:
+        return (
+            "This recording carries no per-step pass shapes: it was recorded before this experiment kept them, so it "
+            "cannot be re-timed. Run the experiment live to see your own steps priced on the H200 (a live run keeps "
+            "them), or re-record it."
+        )
+    return "This run carries no per-step pass shapes, so it cannot be re-timed on the H200."
+
+
+def _per_token(p: Priced) -> tuple[float, float]:
+    return p.target_ms / p.tokens, p.draft_ms / p.tokens
+
+
+def _change(saved: float) -> str:
+    return f"{abs(saved):.2f} ms {'less' if saved >= 0 else 'more'}"
+
+
+def _how_priced(kind: str, drafter: str) -> str:
+    if kind == MEASURED:
+        return f"the {drafting.name(drafter)}'s drafting measured on the H200 machine"
+    return f"the {drafting.name(drafter)}'s drafting from the roofline predictor for its own shape, a model"
+
+
+def gate_lines(m: dict) -> list[str]:
+    """Lesson 5 on the H200: at each batch, the median gated and all-drafts runs re-timed, their time per decode token
+    split into the target's passes and drafting, and which of the two the gate changed most; where drafting is not
+    priced, that these numbers cannot say what the gate saves in drafting."""
+    out = []
+    for b in m.get("batches") or []:
+        fixed, gated = (h200_lane(b[key], m.get("drafter")) for key in ("fixed", "gated"))
+        if fixed.rate is None or gated.rate is None:
+            out.append(f"At batch {b['batch']} the runs cannot be re-timed on the H200: {(fixed if fixed.rate is None else gated).note}.")
+            continue
+        (ft, fd), (gt, gd) = _per_token(fixed), _per_token(gated)
+        if CEILING in (fixed.drafting, gated.drafting):
+            out.append(
+                f"At batch {b['batch']}, re-timed on the H200 with {CEILING} (the {drafting.name(m.get('drafter', ''))} has no "
+                f"H200 price), the gated run's target passes cost {gt:.2f} ms per token against {ft:.2f} drafting all k: "
+                "what the gate saves in drafting is not in these numbers."
+            )
+            continue
+        saved_t, saved_d = ft - gt, fd - gd
+        mostly = "drafting" if abs(saved_d) >= abs(saved_t) else "the target's passes"
+        out.append(
+            f"At batch {b['batch']}, re-timed on the H200 ({_how_priced(fixed.drafting, m.get('drafter', ''))}): drafting all k cost "
+            f"{ft + fd:.2f} ms per token ({fd:.2f} of it drafting), the gate {gt + gd:.2f} ({gd:.2f} drafting). The gate "
+            f"spent {_change(saved_d)} per token on drafting and {_change(saved_t)} on the target's passes, so what it "
+            f"changed most there was {mostly}. (The median run of each, priced once: what the gate trades, not a verdict.)"
+        )
+    return out
 
 
 def pass_figure(pass_rows: list[dict], label: str = "") -> go.Figure | None:

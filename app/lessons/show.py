@@ -244,11 +244,10 @@ def _retimed(lesson_name: str, result: dict, key: str) -> None:
         return
     fig = retime.figure(m, label)
     if fig is None:
-        st.caption(
-            "This result carries no per-step pass shapes (a recording made before they were kept), so it cannot be "
-            "re-timed: run the experiment live to see your own steps priced on the H200."
-        )
+        st.caption(retime.why_not(m, label))  # exactly why: a recording from before the shapes were kept, or what failed
         return
     _chart(fig, key + "retimed")
     _table(retime.rows(m))
-    st.caption(retime.machine_line() + ". " + retime.CAPTION)
+    st.caption(" ".join([retime.machine_line() + ".", retime.CAPTION, *retime.drafting_lines(m)]))
+    if lesson_name == "adaptive":  # what the gate trades on the H200, from the priced numbers
+        st.markdown("\n\n".join(retime.gate_lines(m)))

@@ -7,9 +7,11 @@ tokens per pass, e.g. SpecLab's H200 CUDA-graph passes, engine/roofline/recordin
 two recorded pass sizes on either side. Nothing is extrapolated: a pass smaller or larger than every recorded one is
 refused (counted in `Retimed.outside`, and the run gets no re-timed rate).
 
-Drafting is priced only where a recording of that drafter's own time exists (`draft_ms` per speculative step, per
-batch); otherwise it is left out and the result says so (`Retimed.draft_priced` False): then the re-timed time is the
-target's passes alone, a lower bound on the run's time on that GPU.
+Drafting is priced where it can be (`DraftPrices`, by batch): from a recording of that drafter's own time on that
+machine (`recorded_draft_prices`: the bench's `draft_ms_per_forward`, per drafted position), or from the roofline
+predictor for the drafter's own shape (`predicted_draft_prices`: one draft pass per drafted position, a MODEL, flagged
+`measured=False`). Where no price is given it is left out and the result says so (`Retimed.draft_priced` False): then
+the re-timed time is the target's passes alone, a lower bound on the run's time on that GPU (a ceiling on its rate).
 
 What this is and is not: the same steps (the same tokens per pass, the same accepted tokens per step) on another
 machine's measured pass costs. Not a run on that machine: its acceptance is this run's, and whatever the recording
@@ -25,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.checks import Checker
+from engine.costs import ModelCosts
+from engine.roofline.predictor import Roof, pass_ms
 from engine.roofline.recordings import MAX_FILE_BYTES, MAX_ROWS, ROOT, RecordingError
 
 BENCH = "docs/measurements/h200-gpu_bench.json"  # its grids time the n-gram drafter on the H200 machine
@@ -58,15 +62,22 @@ class PassPrices:
 
 @dataclass(frozen=True)
 class DraftPrices:
-    """A recorded drafter's time per speculative step, by batch (the nearest recorded batch is used)."""
+    """A drafter's time by batch (the nearest priced batch is used): per speculative step, or with `per_position`
+    per drafted position (a step at depth k costs k of them); `measured` False where the times are a model's."""
 
     batches: tuple[int, ...]
     ms: tuple[float, ...]
     label: str
+    per_position: bool = False
+    measured: bool = True
 
     def price(self, batch: int) -> float:
         i = min(range(len(self.batches)), key=lambda j: (abs(self.batches[j] - batch), self.batches[j]))
         return self.ms[i]
+
+    def step_ms(self, rows: int, depth: int) -> float:
+        """The drafting time of one step of `rows` rows drafting `depth` positions each."""
+        return self.price(rows) * (depth if self.per_position else 1)
 
 
 @dataclass(frozen=True)
@@ -127,7 +138,7 @@ def retime(passes, decode_tokens: int, prices: PassPrices, draft: DraftPrices | 
             continue
         target += ms * count
         if depth and draft is not None:
-            drafting += draft.price(rows_of(tokens, depth)) * count
+            drafting += draft.step_ms(rows_of(tokens, depth), depth) * count
     return Retimed(steps, int(decode_tokens), target, drafting, draft is not None, outside, largest, drafted)
 
 
@@ -160,4 +171,15 @@ def recorded_draft_prices(drafter: str, path: Path | None = None) -> DraftPrices
         return None
     batches = tuple(sorted(by_batch))
     label = f"{drafter} drafting timed on the {data['device']} machine, {data['date']} ({BENCH if path == ROOT / BENCH else source})"
-    return DraftPrices(batches, tuple(statistics.median(by_batch[b]) for b in batches), label)
+    return DraftPrices(batches, tuple(statistics.median(by_batch[b]) for b in batches), label, per_position=True)
+
+
+DRAFT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def predicted_draft_prices(costs: ModelCosts, roof: Roof, label: str, context: int = 0) -> DraftPrices:
+    """A MODEL of a drafter's time on a GPU: one draft pass of one token per row per drafted position, each priced by
+    the roofline predictor (engine/roofline/predictor.py: roofline at `roof`'s peaks plus the CUDA-graph overhead
+    measured on an H200) for the drafter's own `costs`, at `context` tokens of its KV cache."""
+    ms = tuple(pass_ms(costs, roof, b, 1, context, "graph") for b in DRAFT_BATCHES)
+    return DraftPrices(DRAFT_BATCHES, ms, label, per_position=True, measured=False)

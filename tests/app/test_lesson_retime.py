@@ -11,7 +11,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from app.lessons import figures, gpu, retime
+from app.lessons import drafting, figures, gpu, retime
 from app.views.predictor import kv_ridge_text, ridge_sentence
 from engine import Trace
 from engine.roofline import predictor
@@ -58,16 +58,37 @@ def test_a_plain_run_is_priced_on_the_recorded_h200_passes():
     assert "no drafting" in note and rate > 3 * ar["decode_tokens_per_s"]  # the H200 pass, not this CPU
 
 
-def test_drafting_is_priced_where_recorded_and_said_to_be_left_out_where_not():
+def test_drafting_is_priced_measured_for_the_ngram_lookup_modelled_for_the_drafters_and_a_ceiling_otherwise():
     model, ngram, base = lane_of("model-open-spec"), lane_of("ngram-copy-spec"), lane_of("ngram-copy-ar")
-    rate, note = retime.h200_rate(model)
-    assert rate and "drafting not included" in note and "distilled draft model" in note and "ceiling" in note
+    priced = retime.h200_lane(model)
+    assert priced.rate and priced.drafting == retime.MODEL and priced.draft_ms > 0
+    assert "model, not a measurement" in priced.note and "distilled draft model's own shape" in priced.note
+    ceiling = retime.h200_lane(model, drafter="")  # no drafter named: nothing to price its drafting with
+    assert ceiling.drafting == retime.CEILING and ceiling.draft_ms == 0 and ceiling.rate > priced.rate
+    assert "drafting not priced" in ceiling.note and "ceiling" in ceiling.note
+    assert priced.target_ms == pytest.approx(ceiling.target_ms)  # the same target passes, drafting added
     rate, note = retime.h200_rate(ngram)
-    assert rate and "h200-gpu_bench.json" in note and "2026-11-30" in note
+    assert rate and "h200-gpu_bench.json" in note and "2026-11-30" in note and "host CPU" in note
+    prices = drafting.prices("ngram")  # per drafted position: a step at depth k costs k of them
+    expected = sum(prices.price(max(1, n // (k + 1))) * k * c for n, k, c in ngram["passes"] if k)
+    assert retime.h200_lane(ngram).draft_ms == pytest.approx(expected) and retime.h200_lane(ngram).drafting == retime.MEASURED
     unpriced, _ = retime.h200_rate(ngram, drafter="")  # the same steps without the recorded lookup time
     assert rate < unpriced
     speedup, _ = retime.h200_speedup(ngram, base)
     assert speedup == pytest.approx(rate / retime.h200_rate(base)[0])
+
+
+def test_the_drafters_own_shapes_are_priced_by_the_predictor_on_the_h200():
+    eagle, shape = drafting.eagle_costs()
+    assert eagle.n_layers == 1 and eagle.vocab_rows == 8192 and "576 wide" in shape
+    draft, shape = drafting.draft_model_costs()
+    assert draft.n_layers == 5 and "256 wide" in shape
+    roof = predictor.Roof.from_gpu(chip("H200"), "bfloat16")
+    for name, costs in (("eagle", eagle), ("model", draft)):
+        p = drafting.prices(name)
+        assert not p.measured and p.per_position and "model, not a measurement" in p.label
+        assert p.price(8) == pytest.approx(predictor.pass_ms(costs, roof, 8, 1, 0, "graph"))
+    assert drafting.prices("ngram").measured and drafting.prices("something else") is None
 
 
 def test_what_cannot_be_re_timed_says_why():
@@ -108,7 +129,7 @@ def test_the_figure_labels_the_re_timed_bars_and_names_the_recording():
     m = {"ar": lane_of("ngram-copy-ar"), "spec": lane_of("ngram-copy-spec")}
     fig = retime.figure(m, "recorded on AMD EPYC (2 threads), 2026-12-01")
     names = {t.name for t in fig.data if t.showlegend is not False}
-    assert retime.LABEL in names and any("AMD EPYC (2 threads)" in n for n in names)
+    assert any(n.startswith(retime.LABEL + "; drafting priced") for n in names) and any("AMD EPYC (2 threads)" in n for n in names)
     title = fig.layout.title.text
     assert "NVIDIA H200" in title and "2026-11-30" in title and "zero-context" in title
 
@@ -117,7 +138,10 @@ def test_a_lesson_chart_can_add_the_re_timed_speedups_as_its_own_labelled_bars()
     ar, spec = lane_of("ngram-copy-ar"), lane_of("ngram-copy-spec")
     bar = retime.speedup_bar(["batch 1", "old recording"], [(spec, ar), ({"summary": {}}, ar)])
     assert bar.name == retime.LABEL and bar.y[0] == pytest.approx(retime.h200_speedup(spec, ar)[0]) and bar.y[1] is None
-    assert bar.text[0].endswith("× (H200)") and bar.text[1] == ""
+    assert bar.text[0].endswith("× (H200)") and bar.text[1] == "" and bar.customdata[0] == retime.DRAFTING[retime.MEASURED]
+    model = lane_of("model-open-spec")
+    ceiling = retime.speedup_bar(["unpriced"], [(model | {"drafter": "someone else's"}, ar)])
+    assert ceiling.text[0].startswith("≤") and "drafting not priced" in ceiling.text[0]
 
 
 def test_the_knee_is_computed_from_the_recorded_curve_and_the_lesson_texts_quote_it():
@@ -129,7 +153,8 @@ def test_the_knee_is_computed_from_the_recorded_curve_and_the_lesson_texts_quote
     for lesson in ("01-memory-bound.md", "03-past-the-ridge.md"):
         text = (ROOT / "lessons" / lesson).read_text()
         gpu_section = text.split("## On a GPU", 1)[1].split("\n## ", 1)[0]
-        assert f"about {knee:.0f} tokens per pass" in " ".join(gpu_section.split()), lesson
+        words = " ".join(gpu_section.split())
+        assert "knee" in words and f"about {knee:.0f}" in words, lesson
         assert "190" not in text and "~190" not in text, lesson
 
 
