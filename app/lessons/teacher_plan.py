@@ -27,11 +27,18 @@ def _number(value: float | None, unit: str) -> str:
     return f"{value:.2f}{unit}"
 
 
-def _question(experiment: Experiment, settings: dict) -> str:
+FROM_CURVE = re.compile(r" ?\(0: from the curve\)")  # a knob's "0 = chosen from the pass curve", said in a question
+
+
+def _question(experiment: Experiment, settings: dict, chosen: dict | None = None) -> str:
+    """The students' question with the values the run used: a setting left at 0 ("from the curve") reads the value
+    the recording chose (its measurement's `chosen`), so the plan never asks about "batch 0"."""
+    used = {**settings, **{k: v for k, v in (chosen or {}).items() if settings.get(k, 0) == 0}}
     try:
-        return experiment.predict.question.format(**settings)
+        text = experiment.predict.question.format(**used)
     except (KeyError, IndexError, ValueError):
         return experiment.predict.question
+    return FROM_CURVE.sub("", text) if chosen else text
 
 
 def recording_expectation(name: str, record: dict, experiment: Experiment, verdict: Callable[[dict, dict], list[str]] | None) -> str:
@@ -41,7 +48,7 @@ def recording_expectation(name: str, record: dict, experiment: Experiment, verdi
     pred = experiment.predict
     value = pred.measured(m, s)
     label = f"({record['machine']}, {record['dtype']}, {record['date']})"
-    said = f"The recording {label} answers “{_question(experiment, s)}” with {_number(value, pred.unit)}"
+    said = f"The recording {label} answers “{_question(experiment, s, m.get('chosen'))}” with {_number(value, pred.unit)}"
     models = [f"{label} {_number(v, pred.unit)}" for label, v in pred.models(m, s) if v is not None]
     if models:
         said += " (" + "; ".join(models) + ")"

@@ -56,3 +56,14 @@ def test_a_missing_or_broken_recording_is_named_in_one_line(tmp_path):
     assert missing.startswith("(no readable recording") and "width.json" in missing
     assert "does not have: nonsense" in unknown
     assert Path(RECORDINGS).is_dir()
+
+
+def test_a_question_reads_the_values_the_run_chose_from_its_curve():
+    """A knob left at 0 ("from the curve") is asked about with the value the recording chose, never as "batch 0"."""
+    record = ms.load_record(RECORDINGS / "turn_it_off.json")
+    said = teacher_plan.expectation("turn_it_off", RECORDINGS, EXPERIMENTS, {}, lambda: "")
+    chosen = record["measurement"]["chosen"]["batch"]
+    assert record["settings"]["batch"] == 0 and chosen > 0
+    if "{batch}" in EXPERIMENTS["turn_it_off"].predict.question:
+        assert f"at batch {chosen}" in said
+    assert "batch 0" not in said and "0: from the curve" not in said
