@@ -145,7 +145,7 @@ CHOSEN = {"chosen?": {"*": "int"}, "curve?": CURVE}
 WARMUP = {"warmup?": [{"contender": "str", "s": "num", "decode_tokens_per_s": "num"}]}
 DECODE_COSTS = {k: "num" for k in ("tokens", "flops", "bytes", "flops_wasted")}
 SPECS = {
-    "memory_bound": {"rows": [PASS_ROW_SPEC], **PEAKS, **CHOSEN},
+    "memory_bound": {"rows": [PASS_ROW_SPEC], **PEAKS, **CHOSEN, "other_cores?": "num?"},  # other load while timed
     "more_flops": {
         **PAIR_RUN,
         "seed": {"context": "int", "rounds": "int", "passes": [SEED_PASS]},

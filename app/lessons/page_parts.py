@@ -17,7 +17,7 @@ import streamlit as st
 from app.common import measurement, resources
 from app.common.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.common.url_keys import bound
-from app.lessons import step_page, worksheet
+from app.lessons import against, noise, step_page, worksheet
 from app.lessons import teacher_plan as plans
 from app.lessons.experiments import Experiment
 from app.lessons.show import SHOW, key_numbers
@@ -34,6 +34,7 @@ PAGE = "lessons"  # its bound widgets and their labels: app/common/url_keys.py
 STEP_LESSON = "one_step"  # lesson 0's experiment: its body is the step-through (app/lessons/step_page.py)
 # What an experiment can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
 EXPERIMENT_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
+LIVE_DISTURBED = "DISTURBED: measured beside other work, timings noisy"  # a busy live run, as a busy recording's note
 
 
 # --- picking a lesson -------------------------------------------------------------------------------
@@ -176,13 +177,46 @@ def run_live(i: int, name: str, experiment: Experiment, settings: dict) -> None:
         except EXPERIMENT_ERRORS as exc:
             show_failure("The experiment failed", exc)
             return
+    today = dt.date.today().isoformat()
+    label = f"measured live on {probe.device_name}, {probe.dtype}, {today}"
+    why = live_disturbed(name, result)
     st.session_state[f"lesson{i}"] = {
         "measurement": result,
         "settings": settings,
         "source": "live",
-        "label": f"measured live on {probe.device_name}, {probe.dtype}, {dt.date.today().isoformat()}",
+        "label": label + (f" ({LIVE_DISTURBED}: {why})" if why else ""),  # flagged as a busy recording is
         "trace": trace,
+        "machine": probe.device_name,
+        "date": today,
     }
+
+
+def live_disturbed(name: str, m: dict) -> str | None:
+    """Why a live run's timings are suspect (noise.disturbed_live: other processes' load during its own timing, its
+    rounds' scatter, its probe against the recording's), or None."""
+    if name == STEP_LESSON:
+        return None
+    rec = load_recording(name)[0]
+    return noise.disturbed_live(m, rec["measurement"] if rec else None)
+
+
+def show_against(name: str, experiment: Experiment, result: dict, rec: dict | None) -> None:
+    """A live result beside the shipped recording of the same settings: the key numbers side by side with the
+    machine and date of each, and what differs, named and explained from what each run measured (app/lessons/against.py)."""
+    if result["source"] != "live" or rec is None or name == STEP_LESSON or rec["settings"] != result["settings"]:
+        return
+    p, m = experiment.predict, result["measurement"]
+    live = against.side(
+        name, m, result["settings"], result.get("machine", "this machine"), result.get("date", ""), p.measured(m, result["settings"])
+    )
+    r = rec["measurement"]
+    recorded = against.side(name, r, rec["settings"], rec["machine"], rec["date"], p.measured(r, rec["settings"]))
+    rows, lines, differs = against.compare(recorded, live, p.unit)
+    with st.container(border=True):
+        st.markdown("**This live run beside the shipped recording**")
+        st.dataframe(rows, hide_index=True)
+        text = "\n".join(line if line.startswith("- ") else "\n" + line for line in lines)
+        (st.warning if differs else st.info)(text.strip(), icon=":material/compare_arrows:")
 
 
 def show_prediction(experiment: Experiment, guess, m: dict, s: dict) -> list[dict]:
@@ -232,6 +266,7 @@ def experiment_block(i: int, name: str, experiment: Experiment, settings: dict, 
             step_page.show_one_step(result, trace, locked=waiting)
     elif result is not None:
         SHOW[name](result["measurement"], result["settings"], label=result["label"])  # its figures carry the label
+        show_against(name, experiment, result, rec)
     rows = show_prediction(experiment, guess, result["measurement"], result["settings"]) if result is not None else []
     return result, rows
 

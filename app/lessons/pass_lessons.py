@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+import time
 
 from app.common import measurement as ms
 from app.lessons import knee, noise
@@ -18,6 +19,7 @@ from app.lessons.runs import LARGE_BATCHES, knee_tokens, lane_pair, median_run, 
 from engine.bench.prompts import batch_prompts
 from engine.costs import ridge_tokens
 from engine.decoding.passcurve import CURVE_CONTEXT, curve_key, pass_costs, pass_curve
+from engine.loadmeter import LoadMeter
 
 ROOM_SIZES = (1, 2, 4, 8, 16, 32)  # the small end of the curve, where a CPU's room sits, doubling like lesson 1's rows
 ROOM_ROUNDS = 5
@@ -91,7 +93,7 @@ def memory_bound(pair, probe, s: dict) -> dict:
     find the room, they become the curve lessons 2 and 3 choose from next (remember_room)."""
     largest = int(s["largest"]) or largest_pass(machine_curve(pair)[1])
     sizes = [n for n in PASS_SIZES if n <= largest]
-    rounds = [pass_costs(pair, [1], sizes, context=int(s["context"]), repeats=3) for _ in range(PASS_ROUNDS)]
+    rounds, other_cores = metered(lambda: pass_costs(pair, [1], sizes, context=int(s["context"]), repeats=3), PASS_ROUNDS)
     rows = []
     for per_size in zip(*rounds):
         times = [row["ms"] for row in per_size]
@@ -112,7 +114,23 @@ def memory_bound(pair, probe, s: dict) -> dict:
         "ridge_tokens": ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth),
         "chosen": {"room": machine_curve(pair)[1], "largest": largest},  # the room, from these rows where they found one
         "curve": machine_curve(pair)[0],
+        "other_cores": other_cores,  # what other processes kept busy while the rows were timed (noise.disturbed_live)
     }
+
+
+def metered(timed, rounds: int) -> tuple[list, float | None]:
+    """([timed() for each round], the cores other processes kept busy meanwhile: their CPU seconds over the rounds'
+    wall seconds, None without psutil). A pass is timed outside any decode loop, so no trace's LoadMeter counts
+    the other load for it: lesson 1 meters its own rounds (engine/loadmeter.py)."""
+    meter, wall, out = LoadMeter(), 0.0, []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        meter.resume()
+        out.append(timed())
+        meter.pause()
+        wall += time.perf_counter() - t0
+    other = meter.fields()["other_cpu_s"]
+    return out, (other / wall if other is not None and wall > 0 else None)
 
 
 def _row(rows: list[dict], tokens: int) -> dict:

@@ -1,0 +1,266 @@
+"""A live result beside the lesson's shipped recording: the lesson's key numbers side by side (recorded, live, each
+with its machine and date), and what differs, named and explained from what each run measured: the probe's peaks,
+the other processes' load during the timing, the one-token pass (or plain decoding's step), the room the pass curve
+gave and the settings chosen from it. Every sentence is made from the numbers it states; a winner is named only by
+the one rule (app/common/verdict.py). Pure: no streamlit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from app.common import measurement, verdict
+from app.lessons import load, noise
+from app.lessons.load_lessons import PLAIN, fixed_k, fixed_label
+from app.lessons.pass_conclusions import room_of
+from app.lessons.pass_lessons import read_tokens
+
+MOVED = 1.15  # a number that changed by more than this factor, either way, "moved" (an answer, a pass, a probe's peak)
+SETTING_NAMES = {  # the names of what a lesson chose from its room (its measurement's `chosen`), in a sentence
+    "depth": "depth k",
+    "k": "depth k",
+    "batch": "batch",
+    "largest": "largest pass",
+    "n": "off above batch",
+    "mid": "middle batch",
+    "past": "batch past the room",
+    "most": "deepest draft",
+    "nodes": "tree nodes",
+    "topk": "children per node",
+    "tokens": "new tokens",
+}
+
+
+@dataclass(frozen=True)
+class Side:
+    """One run as the comparison reads it: where and when it ran, the prediction's measured answer, and what was
+    measured about the machine during it (`conditions`)."""
+
+    machine: str
+    date: str
+    answer: float | None
+    facts: dict
+
+
+def _rate_runs(x: dict | None) -> dict | None:
+    return (noise.rate_runs(x)[0] if "summary" in x else load.load_runs(x)) if x else None
+
+
+def contest(name: str, m: dict, s: dict) -> tuple[str, str, dict | None, dict | None] | None:
+    """(contender, baseline, the contender's rates per round, the baseline's) of the pair the lesson's prediction is
+    about, None for lesson 1 (passes, not contenders)."""
+    if name == "more_flops":
+        return "the n-gram lookup", "plain decoding", _rate_runs(m["spec"]), _rate_runs(m["ar"])
+    if name == "past_the_ridge":
+        run = max(m["runs"], key=lambda r: r["batch"])
+        return f"speculation at batch {run['batch']}", "plain decoding", _rate_runs(run["spec"]), _rate_runs(run["ar"])
+    if name == "turn_it_off":
+        return "always-on speculation", "plain decoding", _rate_runs(m["on"]), _rate_runs(m["ar"])
+    if name == "adaptive":
+        b = m["batches"][0]
+        return f"the gated run at batch {b['batch']}", "drafting all k", _rate_runs(b["gated"]), _rate_runs(b["fixed"])
+    if name in ("by_load", "width"):
+        batch = max(r["batch"] for r in m["rows"])
+        a, b = (fixed_label(fixed_k(m, s)), PLAIN) if name == "by_load" else ("tree", "chain")
+        named = {"tree": "the tree", "chain": "the chain"}
+        rates = (_rate_runs(load.cell(m["rows"], batch, x)) for x in (a, b))
+        return f"{named.get(a, a)} at batch {batch}", named.get(b, b), *rates
+    return None
+
+
+def _judged(name: str, m: dict, s: dict) -> tuple[str, str, verdict.Verdict] | None:
+    pair = contest(name, m, s)
+    if pair is None or not pair[2] or not pair[3]:
+        return None
+    try:
+        return pair[0], pair[1], verdict.judge(pair[2], pair[3])
+    except ValueError:  # a rate that is not a positive number: no verdict
+        return None
+
+
+def _plain_lane(name: str, m: dict) -> tuple[int, dict] | None:
+    """(batch, the plain contender's lane or row at the smallest batch the lesson decoded)."""
+    if name in ("more_flops", "turn_it_off"):
+        return int((m.get("chosen") or {}).get("batch", 1)), m["ar"]
+    if name == "past_the_ridge":
+        run = min(m["runs"], key=lambda r: r["batch"])
+        return run["batch"], run["ar"]
+    if name == "adaptive":
+        return m["batches"][0]["batch"], m["batches"][0]["ar"]
+    if name in ("by_load", "width"):
+        batch = min(r["batch"] for r in m["rows"])
+        row = load.cell(m["rows"], batch, PLAIN)
+        return (batch, row) if row else None
+    return None
+
+
+def one_pass(name: str, m: dict) -> tuple[str, float] | None:
+    """(what, ms): lesson 1's one-token pass, else plain decoding's mean decode step at the smallest batch it ran
+    (from its decoding-alone rate where the lane kept no step time)."""
+    if name == "memory_bound":
+        rows = sorted(m.get("rows") or [], key=lambda r: r["tokens_per_pass"])
+        return (f"a {rows[0]['tokens_per_pass']}-token pass", rows[0]["ms"]) if rows else None
+    found = _plain_lane(name, m)
+    if found is None:
+        return None
+    batch, lane = found
+    rate = measurement.decode_rate(lane | lane.get("summary", {}))
+    ms = lane.get("step_ms") or (1000 * batch / rate if rate else None)
+    return (f"plain decoding's step at batch {batch}", ms) if ms else None
+
+
+def conditions(name: str, m: dict, s: dict) -> dict:
+    """What was measured about the machine during one run of lesson `name`, for the comparison."""
+    chosen = {k: v for k, v in (m.get("chosen") or {}).items() if k != "room"}
+    return {
+        "room": room_of(m),
+        "chosen": chosen,
+        "pass": one_pass(name, m),
+        "bandwidth": m.get("peak_bandwidth"),
+        "flops": m.get("peak_flops"),
+        "other_cores": measurement.other_cores(m),
+        "verdict": _judged(name, m, s),
+        "read": read_tokens(m) if name == "memory_bound" and m.get("rows") else None,  # the pass lesson 1's answer reads
+    }
+
+
+def side(name: str, m: dict, s: dict, machine: str, date: str, answer: float | None) -> Side:
+    return Side(str(machine), str(date), answer, conditions(name, m, s))
+
+
+# --- the table -----------------------------------------------------------------------------------
+def _fmt(value, spec: str = ".2f", unit: str = "") -> str:
+    return "not recorded" if value is None else f"{value:{spec}}{unit}"
+
+
+def _verdict_cell(v) -> str:
+    return "—" if v is None else v[2].words(v[0], v[1])
+
+
+def table(rec: Side, live: Side, unit: str = "×") -> list[dict]:
+    """The key numbers side by side: one row per number, the recording's and the live run's."""
+    r, lv = rec.facts, live.facts
+
+    def row(what: str, a: str, b: str) -> dict:
+        return {"number": what, "recorded": a, "live": b}
+
+    rows = [row("machine", rec.machine, live.machine), row("date", rec.date, live.date)]
+    rows.append(row("the prediction's measured answer", _fmt(rec.answer, ".2f", unit), _fmt(live.answer, ".2f", unit)))
+    if r["verdict"] or lv["verdict"]:
+        rows.append(row("verdict", _verdict_cell(r["verdict"]), _verdict_cell(lv["verdict"])))
+    rows.append(row("room (tokens per pass)", _fmt(r["room"], "d"), _fmt(lv["room"], "d")))
+    for key in sorted(set(r["chosen"]) | set(lv["chosen"])):
+        rows.append(row(f"chosen: {SETTING_NAMES.get(key, key)}", _fmt(r["chosen"].get(key), "d"), _fmt(lv["chosen"].get(key), "d")))
+    if r["read"] or lv["read"]:
+        rows.append(row("pass read as past the room (tokens)", _fmt(r["read"], "d"), _fmt(lv["read"], "d")))
+    if r["pass"] or lv["pass"]:
+        what = (lv["pass"] or r["pass"])[0]
+        rows.append(row(f"{what} (ms)", _fmt(r["pass"] and r["pass"][1]), _fmt(lv["pass"] and lv["pass"][1])))
+    if r["bandwidth"] or lv["bandwidth"]:
+        rows.append(row("probe: bandwidth (GB/s)", _fmt(_giga(r["bandwidth"]), ".1f"), _fmt(_giga(lv["bandwidth"]), ".1f")))
+        rows.append(row("probe: arithmetic (GFLOP/s)", _fmt(_giga(r["flops"]), ".0f"), _fmt(_giga(lv["flops"]), ".0f")))
+    rows.append(row("other processes' load (cores busy)", _fmt(r["other_cores"], ".2f"), _fmt(lv["other_cores"], ".2f")))
+    return rows
+
+
+def _giga(x: float | None) -> float | None:
+    return None if x is None else x / 1e9
+
+
+# --- the sentences -------------------------------------------------------------------------------
+def moved(a: float | None, b: float | None) -> bool:
+    """Did a positive number change by more than MOVED× either way?"""
+    return bool(a and b and a > 0 and b > 0 and abs(math.log(b / a)) > math.log(MOVED))
+
+
+def headline(rec: Side, live: Side, unit: str = "×") -> tuple[str, bool]:
+    """(the sentence on the prediction's answer and the verdict, whether the live result differs from the recording)."""
+    rv, lv = rec.facts["verdict"], live.facts["verdict"]
+    flipped = bool(rv and lv and rv[2].kind != lv[2].kind)
+    parts = []
+    if rec.answer is not None and live.answer is not None:
+        if moved(rec.answer, live.answer):
+            parts.append(
+                f"The prediction's answer moved from {rec.answer:.2f}{unit} recorded to {live.answer:.2f}{unit} live "
+                f"({live.answer / rec.answer:.2f}× the recording's)."
+            )
+        else:
+            parts.append(
+                f"The prediction's answer, {live.answer:.2f}{unit} live, is within {MOVED - 1:.0%} of the recording's "
+                f"{rec.answer:.2f}{unit}."
+            )
+    if flipped:
+        parts.append(f"The verdict changed: recorded, {rv[0]} was {rv[2].words(b=rv[1])}; live, {lv[2].words(b=lv[1])}.")
+    elif rv and lv:
+        parts.append(f"The verdict is the same both times: {lv[0]} was {lv[2].word} {lv[1]}.")
+    return " ".join(parts), flipped or moved(rec.answer, live.answer)
+
+
+def reasons(rec: Side, live: Side) -> list[str]:
+    """Each measured condition that differs between the two runs, in words from its numbers."""
+    r, lv = rec.facts, live.facts
+    out = []
+    if rec.machine != live.machine:
+        out.append(f"The recording was made on {rec.machine}, this run on {live.machine}: another machine, other timings.")
+    out += _load_reasons(r["other_cores"], lv["other_cores"])
+    if moved(r["bandwidth"], lv["bandwidth"]):
+        out.append(
+            f"The probe measured {lv['bandwidth'] / 1e9:.1f} GB/s now against {r['bandwidth'] / 1e9:.1f} GB/s for the "
+            "recording: the memory streamed at another speed."
+        )
+    if r["pass"] and lv["pass"] and moved(r["pass"][1], lv["pass"][1]):
+        what, now, then = lv["pass"][0], lv["pass"][1], r["pass"][1]
+        out.append(
+            f"{what[0].upper() + what[1:]} took {now:.1f} ms live against {then:.1f} ms recorded ({now / then:.2f}×): "
+            + (
+                "the answer is the pass past the room's time over this one."
+                if what.endswith("-token pass")
+                else "plain decoding, the baseline every ratio here is taken against, ran at another speed."
+            )
+        )
+    if r["room"] and lv["room"] and r["room"] != lv["room"]:
+        text = f"This run's pass curve gave a room of {lv['room']} tokens per pass, the recording's {r['room']}"
+        if r["read"] and lv["read"] and r["read"] != lv["read"]:
+            text += f", so the pass read as past the room carries {lv['read']} tokens live against {r['read']} recorded"
+        out.append(text + ".")
+    changed = [k for k in sorted(set(r["chosen"]) & set(lv["chosen"])) if r["chosen"][k] != lv["chosen"][k]]
+    if changed:
+        out.append(
+            "The settings chosen from the room differ: "
+            + "; ".join(f"{SETTING_NAMES.get(k, k)} {lv['chosen'][k]} live against {r['chosen'][k]} recorded" for k in changed)
+            + "."
+        )
+    return out
+
+
+def _load_reasons(then: float | None, now: float | None) -> list[str]:
+    busy = measurement.BUSY_CORES
+    was = "not recorded" if then is None else f"{then:.2f}"
+    if now is not None and now > busy:
+        return [
+            f"Other processes kept {now:.2f} cores busy during this run's timing (more than {busy}; the recording: {was}): "
+            "DISTURBED, its times are slowed by the machine's other work."
+        ]
+    if then is not None and then > busy:
+        return [f"The recording was made while other processes kept {then:.2f} cores busy (this run: {_fmt(now)}): its times were slowed."]
+    return []
+
+
+def compare(rec: Side, live: Side, unit: str = "×") -> tuple[list[dict], list[str], bool]:
+    """(the side-by-side table, the sentences: the headline then what differed, whether the live result differs)."""
+    head, differs = headline(rec, live, unit)
+    why = reasons(rec, live)
+    lines = [head] if head else []
+    if differs and why:
+        lines.append("What differed between the two runs, as measured:")
+    elif why:
+        lines.append("Conditions that differed, without moving the answer beyond that:")
+    lines += [f"- {w}" for w in why]
+    if differs and not why:
+        lines.append(
+            f"None of the conditions measured with both runs (the probe, the other processes' load, the one-token pass "
+            f"or plain step, the room and the settings chosen from it) differs by more than {MOVED - 1:.0%}: read the change "
+            "as this machine's run-to-run variation, and re-measure to see its spread."
+        )
+    return table(rec, live, unit), lines, differs
