@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from app.common.verdict import RULE
 from app.views import charts, depth_policy, fairness, metrics, race, tokens
 from app.views.safe import md_escape, md_text
 from engine import Trace, sampling
@@ -90,6 +91,8 @@ def show_results(
     peaks_where: str = "on this machine",
     downloads: bool = True,
     threads: str | None = None,
+    rounds: list[dict] | None = None,
+    shown_round: int = 0,
 ) -> None:
     """Draw the pair. `peaks` None: the utilisation chart is replaced by a note (the rest needs no peaks).
 
@@ -97,6 +100,8 @@ def show_results(
     float32" button beside a bf16 divergence note (the Playground's fp32 toggle; key "fp32").
     downloads: offer the two traces as JSON files (the Playground; Replay's visitor has them).
     threads: this server's torch threads and why, for a live run's machine line (engine.hardware.thread_line).
+    rounds: every interleaved round's rates (`metrics.round_rates`, in the order run), of which `ar` and `spec` are
+    round `shown_round`; None: the pair is the only round (Replay). A winner is named only by the one rule over them.
     """
     n = len(ar.sequences)
     depth = int(spec.config.get("depth", 0))
@@ -117,7 +122,7 @@ def show_results(
         race.race_html(ar_recs, spec_recs, ar.summary["wall_s"], spec.summary["wall_s"], spec_label=spec_label), height=race.race_height(n)
     )
 
-    _summary(ar, spec, m, depth, threads)
+    _summary(ar, spec, m, depth, threads, rounds or [metrics.round_rates(ar, spec)], shown_round)
     _divergence_note(m, greedy, dtype, offer_float32)
     _token_lanes(ar_recs, spec_recs, m["first_differences"], depth, spec, n)
     _under_the_hood(ar, spec, peaks, gauge, peaks_where)
@@ -142,32 +147,35 @@ def _rate_help(s: dict) -> str:
     )
 
 
-def _summary(ar: Trace, spec: Trace, m: dict, depth: int, threads: str | None = None) -> None:
-    """The run's numbers: speed, acceptance, the predictions beside them, FLOPs, and the fairness notes."""
+def _summary(ar: Trace, spec: Trace, m: dict, depth: int, threads: str | None, rounds: list[dict], shown: int) -> None:
+    """The run's numbers: speed over the rounds and the one rule's verdict, acceptance, the predictions beside them,
+    FLOPs, and the fairness notes."""
     st.subheader("Summary")
     st.caption(metrics.machine_line(spec, threads))
-    speedup = m["speedup"]
+    verdict, whole = metrics.speed_verdict(rounds), metrics.whole_run_verdict(rounds).ratio
     k_used = m["drafted_depth"]
     c1, c2, c3, c4 = st.columns(4)
-    whole = m.get("whole_run_speedup")
+    drawn = f" Round {shown + 1} of {len(rounds)}, the median round by decoding-alone speedup." if len(rounds) > 1 else ""
     c1.metric(
         "AR tokens/s, decoding",
         metrics.fmt(m.get("ar_decode_tokens_per_s") or m["ar_tokens_per_s"], ".1f"),
-        help=_rate_help(ar.summary),
+        help=_rate_help(ar.summary) + drawn,
     )
     c2.metric(
         "Speculative tokens/s, decoding",
         metrics.fmt(m.get("spec_decode_tokens_per_s") or m["spec_tokens_per_s"], ".1f"),
-        delta=None if speedup is None else f"{(speedup - 1) * 100:+.0f}% vs AR",
-        help=_rate_help(spec.summary),
+        delta=None if m["speedup"] is None else f"{(m['speedup'] - 1) * 100:+.0f}% vs AR" + (" (this round)" if drawn else ""),
+        delta_color="off",  # a colour would name a winner: only the one rule does (the line under these numbers)
+        help=_rate_help(spec.summary) + drawn,
     )
     c3.metric(
         "Measured speedup",
-        metrics.fmt(speedup, ".2f", "×"),
-        delta=None if whole is None else f"whole run {whole:.2f}×",
+        metrics.fmt(verdict.ratio, ".2f", "×"),
+        delta=f"whole run {whole:.2f}×",
         delta_color="off",
-        help="Decoding alone: speculative ÷ AR tokens/s after each lane's first token. The whole run (the prompt's "
-        "prefill included, the same in both lanes) dilutes it toward 1.",
+        help=f"Decoding alone: speculative ÷ AR tokens/s after each lane's first token, the typical ratio (geometric mean) "
+        f"over {len(rounds)} interleaved round{'s' if len(rounds) > 1 else ''}. The whole run (the prompt's prefill "
+        "included, the same in both lanes) dilutes it toward 1.",
     )
     c4.metric("Target forwards", f"{m['spec_target_forwards']} vs {m['ar_target_forwards']}", help="speculative vs AR, prefill included")
     a1, a2, a3, a4 = st.columns(4)
@@ -204,6 +212,7 @@ def _summary(ar: Trace, spec: Trace, m: dict, depth: int, threads: str | None = 
         help="median verify pass time of the speculative run / median AR step time: 1.00× means verifying "
         "k+1 tokens cost no more than one plain token",
     )
+    _verdict_lines(rounds, shown)
     _flops_metrics(m)
     fair = fairness.contention_note(ar.summary, spec.summary)
     if fair:
@@ -212,9 +221,18 @@ def _summary(ar: Trace, spec: Trace, m: dict, depth: int, threads: str | None = 
     if load:
         st.caption(load + " Measured with time.process_time, psutil.cpu_times and os.getloadavg (engine/loadmeter.py).")
     st.caption(
-        metrics.arithmetic_line(m) + f" See J. Barrow, [“Why is speculative decoding fast?”]({BARROW}) (2026) "
+        metrics.arithmetic_line(m, verdict) + f" See J. Barrow, [“Why is speculative decoding fast?”]({BARROW}) (2026) "
         "and Leviathan et al., “Fast Inference from Transformers via Speculative Decoding” (2023)."
     )
+
+
+def _verdict_lines(rounds: list[dict], shown: int) -> None:
+    """The one rule's verdict with its interval, the rule under it, every round's rates, and the whole-run check."""
+    st.markdown(f"**{metrics.verdict_sentence(metrics.speed_verdict(rounds))}**")
+    st.caption(RULE + " " + metrics.rounds_line(rounds, shown))
+    excess = metrics.whole_run_excess(rounds)
+    if excess:
+        st.warning(excess, icon=":material/schedule:")
 
 
 def _flops_metrics(m: dict) -> None:

@@ -37,6 +37,7 @@ BOUND: dict[str, dict[str, str]] = {
         "auto": "Auto-rerun",
         "tree": "Tree nodes",
         "tree_k": "Tree top-k",
+        "rounds": "Rounds",
     },
     "predictor": {
         "gpu": "GPU",

@@ -39,6 +39,8 @@ NO_DRAFTER = {  # drafter kind -> why it cannot run on this pair (available_draf
     "model or the n-gram drafter, or the embedded pair.",
 }
 PAGE = "playground"  # its bound widgets and their labels: app/common/url_keys.py
+MAX_ROUNDS = 9  # interleaved rounds (AR, speculative) per run
+DEFAULT_ROUNDS = 3  # the fewest that give the one rule (app/common/verdict.py) a range; a few seconds on a 2-core CPU
 CPU_WORK_GUARD = 16_384  # batch × (depth + 1) × max_new_tokens allowed on a CPU server
 GPU_WORK_GUARD = 262_144
 
@@ -61,6 +63,7 @@ class Settings:
     table: str = ""  # policy batch_table: rows MIN-MAX:K (empty: derived from this machine's measured pass cost)
     tree_nodes: int = 0  # EAGLE tree drafting: nodes verified per row (0 = a chain of k)
     tree_topk: int = 4  # children expanded per tree node
+    rounds: int = DEFAULT_ROUNDS  # interleaved rounds: AR, speculative, AR, speculative …
 
     @property
     def tree(self) -> tuple[int, int]:
@@ -122,7 +125,7 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
     with st.container(border=True):
         prompt_id, custom, preset, drafter, float32 = _prompt_and_pair(hub_ok)
         batch, depth, max_new, temperature, top_p = _size_sliders(max_batch)
-        policy, policy_n, table, confidence, tree_nodes, tree_topk, auto, clicked = _policy_controls(max_batch, drafter)
+        policy, policy_n, table, confidence, tree_nodes, tree_topk, rounds, auto, clicked = _policy_controls(max_batch, drafter)
     settings = Settings(
         preset=preset,
         prompt_id=prompt_id,
@@ -140,6 +143,7 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
         table=str(table or ""),
         tree_nodes=int(tree_nodes),
         tree_topk=int(tree_topk),
+        rounds=int(rounds),
     )
     if first_run or clicked:
         st.session_state["url_notices"] = link_notices(PAGE, raw) if first_run else []
@@ -256,7 +260,7 @@ def _policy_controls(max_batch: int, drafter: str) -> tuple:
         "stopped rows' slots are padding the target still verifies. 0 = always draft k "
         "tokens.",
     )
-    t1, t2 = st.columns(2)
+    t1, t2, t3 = st.columns([2, 2, 1])
     tree_nodes = t1.slider(
         "Tree nodes (EAGLE head or draft model; 0 = a chain of k)",
         0,
@@ -279,11 +283,20 @@ def _policy_controls(max_batch: int, drafter: str) -> tuple:
         disabled=DRAFTERS[drafter] == "ngram" or tree_nodes == 0,
         help="Children expanded per node (and nodes expanded per level).",
     )
+    rounds = t3.slider(
+        "Rounds",
+        1,
+        MAX_ROUNDS,
+        DEFAULT_ROUNDS,
+        **bound(PAGE, "rounds"),
+        help="Interleaved rounds, AR then speculative, each lane warmed up untimed first: a drift of the machine hits "
+        "both lanes alike, and a winner is named only when the rounds' speed ratios agree (the rule under the summary).",
+    )
     auto = q3.toggle(
         "Rerun on change", **bound(PAGE, "auto"), help="Decode again whenever a setting changes (a change mid-run cancels that run)."
     )
     clicked = q4.button("▶ Run", type="primary", width="stretch", key="run")
-    return policy, policy_n, table, confidence, tree_nodes, tree_topk, auto, clicked
+    return policy, policy_n, table, confidence, tree_nodes, tree_topk, rounds, auto, clicked
 
 
 def input_problems(settings: Settings, hub_ok: bool, on_gpu: bool) -> list[str]:
@@ -304,6 +317,8 @@ def input_problems(settings: Settings, hub_ok: bool, on_gpu: bool) -> list[str]:
         parse_batch_table(settings.table if settings.policy == "batch_table" else "")
     except BatchTableError as exc:
         problems.append(str(exc))
+    if not 1 <= settings.rounds <= MAX_ROUNDS:
+        problems.append(f"Rounds must be 1 to {MAX_ROUNDS}, not {settings.rounds}. Fix: pick a number of rounds on the slider.")
     if settings.prompt_id == "custom" and not settings.custom_text.strip():
         problems.append("The custom prompt is empty. Fix: type a prompt, or pick one of the curated prompts.")
     if settings.tree[0] and not problems:

@@ -102,6 +102,8 @@ def draw_result() -> None:
             stale=result["settings"] != settings,
             offer_float32=not result["settings"].float32,
             threads=thread_line(),
+            rounds=result["rounds"],
+            shown_round=result["shown_round"],
         )
         if result.get("basis"):
             show_policy_basis(result["basis"])
@@ -121,4 +123,7 @@ if (want_run and not problems and pair is not None) or (st.session_state.get("re
         with results.container():
             draw_result()
 elif not want_run:
-    results.info("Pick a prompt and press **▶ Run**: the AR lane decodes first, then the speculative lane, then both race.")
+    results.info(
+        "Pick a prompt and press **▶ Run**: both lanes warm up untimed, then decode in turn (AR, then speculative) for "
+        "each round, then both race."
+    )

@@ -1,21 +1,25 @@
-"""The Playground's runs: both lanes decoded live one after the other, what a load-aware policy priced k
-with, and the draft-tree viewer (app/playground/playground.py calls them)."""
+"""The Playground's runs: both lanes warmed up untimed, then decoded live in interleaved rounds (AR, speculative, AR,
+speculative …, as app/lessons/runs.py does for the lessons), what a load-aware policy priced k with, and the draft-tree
+viewer (app/playground/playground.py calls them)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import streamlit as st
 
+from app.common.lane_stats import median_index
 from app.playground.controls import Settings
 from app.playground.policy_options import format_batch_table
-from app.views import depth_policy, tokens
+from app.views import depth_policy, metrics, tokens
 from app.views import tree as tree_view
-from engine import DecodeConfig, generate_steps
+from engine import DecodeConfig, generate, generate_steps
 from engine.decoding.passcurve import pass_curve
 from engine.decoding.policies import derived_table_for
 
 LIVE_REFRESH_S = 0.25  # redraw the live lanes at most this often, so drawing barely touches the timings
+WARM_TOKENS = 4  # a warm-up decodes at most this many new tokens: every pass shape of a lane, at a fraction of its time
 
 
 def run_lane(pair, prompts: list[str], cfg: DecodeConfig, placeholder, title: str):
@@ -47,8 +51,20 @@ def run_lane(pair, prompts: list[str], cfg: DecodeConfig, placeholder, title: st
     return trace
 
 
+def warm_up(pair, prompts: list[str], cfgs) -> float:
+    """Each lane's config once, untimed, before any timed round (at most WARM_TOKENS new tokens): a process's first
+    passes after a pause pay a cold start (first calls, allocations, caches; one token's prefill once read 166 ms
+    against 30 ms warm), which must land in no lane's clock. Returns the seconds it took."""
+    t0 = time.perf_counter()
+    for cfg in cfgs:
+        generate(pair, prompts, dataclasses.replace(cfg, max_new_tokens=min(cfg.max_new_tokens, WARM_TOKENS)))
+    return time.perf_counter() - t0
+
+
 def run_both(pair, settings: Settings, live) -> dict:
-    """AR first, then speculative: never overlapping, so neither disturbs the other's timings."""
+    """Both lanes warmed up, then `settings.rounds` interleaved rounds, AR then speculative: never overlapping, so
+    neither disturbs the other's timings, and a drift of the machine hits both alike. Keeps every round's rates
+    (`metrics.round_rates`, in the order run) and the traces of the median round by decoding-alone speedup."""
     prompts = settings.prompts()
     ar_cfg, spec_cfg = settings.config("autoregressive"), settings.config("speculative")
     with live.container():
@@ -57,11 +73,19 @@ def run_both(pair, settings: Settings, live) -> dict:
         left.markdown("**Autoregressive**")
         right.markdown("**Speculative**")
         ar_box, spec_box = left.empty(), right.empty()
-        ar_box.caption("Prefill: the target reads the prompts…")
+        ar_box.caption("Warming up both lanes (a few untimed tokens each), so neither lane's clock carries a cold start…")
         spec_box.caption("Waits for the AR lane: the lanes never run at the same time, so their timings stay honest.")
-    ar = run_lane(pair, prompts, ar_cfg, ar_box, "AR")
-    spec = run_lane(pair, prompts, spec_cfg, spec_box, "Speculative")
-    return {"settings": settings, "ar": ar, "spec": spec}
+    warm_s = warm_up(pair, prompts, (ar_cfg, spec_cfg))
+    pairs, rounds = [], []
+    for i in range(settings.rounds):
+        tag = f" (round {i + 1} of {settings.rounds})" if settings.rounds > 1 else ""
+        ar = run_lane(pair, prompts, ar_cfg, ar_box, "AR" + tag)
+        spec = run_lane(pair, prompts, spec_cfg, spec_box, "Speculative" + tag)
+        pairs.append((ar, spec))
+        rounds.append(metrics.round_rates(ar, spec))
+    shown = median_index([r["spec_decode"] / r["ar_decode"] for r in rounds])
+    ar, spec = pairs[shown]
+    return {"settings": settings, "ar": ar, "spec": spec, "rounds": rounds, "shown_round": shown, "warm_s": warm_s}
 
 
 def policy_basis(pair, settings: Settings) -> dict | None:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import statistics
 
+from app.common.lane_stats import decode_rate
+from app.common.verdict import MIN_GAP, Verdict, judge
 from engine.costs import expected_speedup, expected_tokens_per_step, operations_factor
 
 from .safe import md_text
@@ -178,8 +180,10 @@ def fmt(x, spec: str = ".2f", suffix: str = "") -> str:
     return "—" if x is None else f"{x:{spec}}{suffix}"
 
 
-def arithmetic_line(m: dict) -> str:
-    """What the run says about arithmetic and time, every claim decided by its numbers (the Playground's caption)."""
+def arithmetic_line(m: dict, verdict: Verdict | None = None) -> str:
+    """What the run says about arithmetic and time, every claim decided by its numbers (the Playground's caption).
+    verdict: speculative against plain over the interleaved rounds (`speed_verdict`), the only source of a winner;
+    the speedup in `m` is then the round drawn."""
     parts = [
         "Speculation does at least as much arithmetic as plain decoding for the same output; the two are equal only "
         "when every draft is accepted and the drafter is free."
@@ -194,7 +198,8 @@ def arithmetic_line(m: dict) -> str:
     if speedup is not None:
         if verify is not None:
             parts.append(verify_words(verify))
-        parts.append(f"Speculation ran {speedup:.2f}× as fast as plain decoding" + speedup_where(m) + speedup_reason(m, "here"))
+        lead = "In the round drawn here speculation" if verdict is not None else "Speculation"
+        parts.append(f"{lead} ran {speedup:.2f}× as fast as plain decoding" + speedup_where(m) + speedup_reason(m, "here", verdict))
     return " ".join(parts)
 
 
@@ -220,15 +225,27 @@ def speedup_where(m: dict) -> str:
     return f" after the first token (decoding alone; {whole:.2f}× over the whole run, the prompt's prefill included)" if whole else ""
 
 
-def speedup_reason(m: dict, where: str) -> str:
+# what the one rule's verdict (app/common/verdict.py) says of speculation, as the end of a sentence
+VERDICT_CLAUSE = {
+    "faster": "speculation paid",
+    "slower": "speculation slowed decoding down",
+    "level": "the two were level",
+    "can't tell": "no winner can be named from these rounds",
+}
+
+
+def speedup_reason(m: dict, where: str, rule: Verdict | None = None) -> str:
     """': <steps saved and what a step cost>, which is why <won or lost>' from `compare` numbers.
 
     Decode time is (decode steps) x (mean step time), so the speedup over the decode steps is the factor by which
     speculation cut the steps divided by what a speculative step cost in plain steps. The verdict is the measured
-    speedup; the step comparison is called its reason only when the two agree (the prefill can tip a close run)."""
+    speedup; the step comparison is called its reason only when the two agree (the prefill can tip a close run).
+    With `rule` (the one rule over the interleaved rounds, app/common/verdict.py) the verdict is the rule's, and where
+    it names no winner none is named."""
     step, speedup = m.get("step_cost_ratio"), m["speedup"]
     n_ar, n_spec, kept = m.get("ar_decode_steps"), m.get("spec_decode_steps"), m.get("kept_per_step")
-    verdict = "speculation paid" if speedup > 1 else "speculation slowed decoding down"
+    won = speedup > 1 if rule is None else rule.sign > 0
+    verdict = VERDICT_CLAUSE["faster" if won else "slower"] if rule is None else VERDICT_CLAUSE[rule.kind]
     if step is None or not n_ar or not n_spec:
         return f": {verdict}."
     fewer = n_ar / n_spec
@@ -238,7 +255,9 @@ def speedup_reason(m: dict, where: str) -> str:
     )
     if kept is not None and fewer < 0.9 * kept:
         said += f" (a sequence kept {kept:.2f} tokens per step on average, but a batch runs until its slowest sequence is done)"
-    if gains == (speedup > 1):
+    if rule is not None and rule.sign == 0:
+        return said + f"; by the rule over {rule.rounds} round{'s' if rule.rounds != 1 else ''}, {verdict}."
+    if gains == won:
         return said + f", which is why {verdict}."
     return said + f"; the timed steps and the decode clock disagree within noise, and over the decode {verdict}."
 
@@ -273,3 +292,63 @@ def machine_line(trace, threads_source: str | None = None) -> str:
     if threads_source and device == "cpu":
         line += f" · torch threads: {md_text(threads_source)}"
     return line
+
+
+# --- interleaved rounds and the one verdict rule (app/common/verdict.py) ------------------------------
+def round_rates(ar, spec) -> dict:
+    """One round (a plain lane, then a speculative one) as its four rates in tokens/s: each lane decoding alone (the
+    prompt's pass apart; a trace that did not time it apart: its whole run) and over the whole run."""
+    a, s = ar.summary, spec.summary
+    return {"ar_decode": decode_rate(a), "spec_decode": decode_rate(s), "ar_whole": a["tokens_per_s"], "spec_whole": s["tokens_per_s"]}
+
+
+def speed_verdict(rounds: list[dict]) -> Verdict:
+    """Speculative against plain, decoding alone, by the one rule over the rounds (paired round by round)."""
+    return judge([r["spec_decode"] for r in rounds], [r["ar_decode"] for r in rounds])
+
+
+def whole_run_verdict(rounds: list[dict]) -> Verdict:
+    """Speculative against plain over the whole run (the prompt's pass included), by the same rule."""
+    return judge([r["spec_whole"] for r in rounds], [r["ar_whole"] for r in rounds])
+
+
+def verdict_sentence(v: Verdict) -> str:
+    """The one rule's verdict on speculation against plain decoding, decoding alone, as a sentence with its interval."""
+    if v.rounds < 2:
+        return f"One run each: can't tell; add rounds. Decoding alone, speculative ÷ plain tokens/s was {v.interval}."
+    if v.kind == "can't tell":
+        return f"Decoding alone, speculation against plain decoding: can't tell, {v.interval}; add rounds."
+    return f"Decoding alone, speculation was {v.words(b='plain decoding')}."
+
+
+def rounds_line(rounds: list[dict], shown: int | None = None) -> str:
+    """Every round's decoding-alone rates in the order run: 'Decoding alone, in the order run: round 1: plain 58.1,
+    speculative 70.2 tokens/s (1.21×); …', the round whose lanes are drawn marked."""
+    parts = [
+        f"round {i + 1}{' (drawn)' if i == shown and len(rounds) > 1 else ''}: plain {r['ar_decode']:.1f}, speculative "
+        f"{r['spec_decode']:.1f} tokens/s ({r['spec_decode'] / r['ar_decode']:.2f}×)"
+        for i, r in enumerate(rounds)
+    ]
+    return "Decoding alone, in the order run: " + "; ".join(parts) + "."
+
+
+def whole_run_excess(rounds: list[dict]) -> str | None:
+    """None when the whole run's speedup stays within max(1, the decode-only speedup), else a sentence saying it did not.
+
+    Both lanes read the same prompts in their first pass (the speculative lane its drafter's share too), so the whole
+    run's ratio is the decode-only one diluted toward 1: it may fall below the decode-only one, never rise above both it
+    and 1. Rising beyond that means the lanes were not on one clock (a cold start or other work in one lane). Beyond the
+    noise: by the one rule over the rounds (the whole run's ratio 'faster' than the bound, round by round); with one
+    round, which has no range, by more than the rule's smallest gap."""
+    whole = [r["spec_whole"] / r["ar_whole"] for r in rounds]
+    bound = [max(1.0, r["spec_decode"] / r["ar_decode"]) for r in rounds]
+    v = judge(whole, bound)
+    beyond = v.kind == "faster" if v.rounds > 1 else v.ratio >= 1 + MIN_GAP
+    if not beyond:
+        return None
+    return (
+        f"Check failed: over the whole run speculation ran {whole_run_verdict(rounds).ratio:.2f}× as fast as plain decoding, "
+        f"above the {speed_verdict(rounds).ratio:.2f}× of decoding alone (whole run ÷ max(1, decoding alone): {v.interval}). "
+        "The prompt's pass, the same in both lanes, can only pull the whole run toward 1, so the lanes were not on one "
+        "clock (a cold start, or other work during one lane): run again, or add rounds."
+    )

@@ -13,7 +13,7 @@ MAIN = str(Path(__file__).resolve().parents[2] / "app" / "main.py")
 TIMEOUT = 240  # the first run loads and warms the model pair (cached for the rest of the module)
 CUSTOM = "✏️ Custom text…"
 CONTROLS = {
-    "slider": {"batch", "depth", "tokens", "temp", "top_p", "conf", "policy_n", "tree", "tree_k"},
+    "slider": {"batch", "depth", "tokens", "temp", "top_p", "conf", "policy_n", "tree", "tree_k", "rounds"},
     "selectbox": {"prompt", "pair"},
     "radio": {"drafter", "policy"},
     "toggle": {"fp32", "auto"},
