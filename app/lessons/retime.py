@@ -364,14 +364,15 @@ def gate_lines(m: dict) -> list[str]:
     priced, that these numbers cannot say what the gate saves in drafting."""
     out = []
     for b in m.get("batches") or []:
-        fixed, gated = (h200_lane(b[key], m.get("drafter")) for key in ("fixed", "gated"))
+        drafter = str(b["fixed"].get("drafter") or m.get("drafter") or "")
+        fixed, gated = (h200_lane(b[key], drafter) for key in ("fixed", "gated"))
         if fixed.rate is None or gated.rate is None:
             out.append(f"At batch {b['batch']} the runs cannot be re-timed on the H200: {(fixed if fixed.rate is None else gated).note}.")
             continue
         (ft, fd), (gt, gd) = _per_token(fixed), _per_token(gated)
         if CEILING in (fixed.drafting, gated.drafting):
             out.append(
-                f"At batch {b['batch']}, re-timed on the H200 with {CEILING} (the {drafting.name(m.get('drafter', ''))} has no "
+                f"At batch {b['batch']}, re-timed on the H200 with {CEILING} (the {drafting.name(drafter)} has no "
                 f"H200 price), the gated run's target passes cost {gt:.2f} ms per token against {ft:.2f} drafting all k: "
                 "what the gate saves in drafting is not in these numbers."
             )
@@ -379,7 +380,7 @@ def gate_lines(m: dict) -> list[str]:
         saved_t, saved_d = ft - gt, fd - gd
         mostly = "drafting" if abs(saved_d) >= abs(saved_t) else "the target's passes"
         out.append(
-            f"At batch {b['batch']}, re-timed on the H200 ({_how_priced(fixed.drafting, m.get('drafter', ''))}): drafting all k cost "
+            f"At batch {b['batch']}, re-timed on the H200 ({_how_priced(fixed.drafting, drafter)}): drafting all k cost "
             f"{ft + fd:.2f} ms per token ({fd:.2f} of it drafting), the gate {gt + gd:.2f} ({gd:.2f} drafting). The gate "
             f"spent {_change(saved_d)} per token on drafting and {_change(saved_t)} on the target's passes, so what it "
             f"changed most there was {mostly}. (The median run of each, priced once: what the gate trades, not a verdict.)"

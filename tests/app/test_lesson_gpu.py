@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from app.common import measurement
 from app.lessons import gpu as G
+from app.lessons import retime
 from engine.roofline import predictor
 from engine.roofline.architectures import architecture
 from engine.roofline.gpus import gpu
@@ -130,6 +132,12 @@ def test_every_lesson_draws_a_chart_and_a_gpu_panel_naming_the_gpu():
         assert panel.get("plotly_chart") and "H200" in texts and "H100" in texts and "model, not a measurement" in texts.lower()
         assert "re-timed from H200 recordings, not run on a GPU" in texts and "Long contexts keep large passes memory-bound" in texts
         assert name == "memory_bound" or "cannot be re-timed" in texts or "re-timed" in texts.split("Your run on an H200", 1)[1]
+        rec = measurement.load_record(f"assets/lessons/{name}.json")  # the re-timed view is drawn, or the panel says why not
+        m, label = rec["measurement"], f"recorded on {rec['machine']}, {rec['date']}"
+        drawn = name == "memory_bound" or retime.figure(m, label) is not None
+        assert len(panel.get("plotly_chart")) == (3 if drawn else 2), name
+        assert drawn or retime.why_not(m, label) in texts, name
+        assert name != "adaptive" or not drawn or all(line in texts for line in retime.gate_lines(m))
         assert not panel.warning
 
 
