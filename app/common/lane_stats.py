@@ -46,18 +46,13 @@ def verified_slots(trace) -> tuple[int, int]:
 
 
 def tpot_ms(trace) -> float | None:
-    """Time per output token of a request, averaged over the batch's rows: the decode time until a row wrote its
-    last token, over the tokens it wrote in decode steps. A row that ends early stops its clock there; the
-    batch itself runs until its slowest row ends (this engine does not refill a finished row's slot)."""
-    clock, done, tokens = 0.0, {}, {}
-    for step in _decode_steps(trace):
-        clock += step.step_ms
-        for row in step.seqs:
-            if row.emitted:
-                done[row.seq] = clock
-                tokens[row.seq] = tokens.get(row.seq, 0) + len(row.emitted)
-    rates = [done[q] / tokens[q] for q in done if tokens[q]]
-    return sum(rates) / len(rates) if rates else None
+    """Time per output token of a request: the engine's one definition (engine/trace/records.py `decode_timing`,
+    wall clock from the first token to each row's last token, over the tokens it wrote in decode steps, averaged over
+    the rows), read from the trace's summary, so the Playground, the lessons and `python -m engine bench` quote one
+    number. A row that ends early stops its clock there; the batch itself runs until its slowest row ends (this
+    engine does not refill a finished row's slot)."""
+    value = trace.summary.get("tpot_ms")
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def decode_fields(traces: list) -> dict:

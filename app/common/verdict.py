@@ -40,11 +40,19 @@ RULE = (
 
 
 def t975(df: float) -> float:
-    """The two-sided 95% quantile of Student's t with df degrees of freedom (df ≥ 1; fractional df rounds down)."""
+    """The two-sided 95% quantile of Student's t with df degrees of freedom (df ≥ 1; a fractional df, as Welch's,
+    is interpolated in 1/df between the whole numbers around it, where the quantile is nearly straight)."""
     if df < 1:
         raise ValueError("Student's t needs at least one degree of freedom")
-    d = int(df)
-    return _T975[d - 1] if d <= len(_T975) else 1.96 + 2.4 / d  # 1.96 + 2.4/d: within 0.1% of the quantile past 30
+
+    def whole(d: int) -> float:
+        return _T975[d - 1] if d <= len(_T975) else 1.96 + 2.4 / d  # within 0.1% of the quantile past 30
+
+    lo = int(df)
+    if lo == df:
+        return whole(lo)
+    share = (1 / lo - 1 / df) / (1 / lo - 1 / (lo + 1))
+    return whole(lo) + (whole(lo + 1) - whole(lo)) * share
 
 
 @dataclass(frozen=True)
@@ -75,7 +83,7 @@ class Verdict:
             return f"slower than {b}: {self.interval}"
         if self.kind == "level":
             return f"level with {b}: {self.interval}, within {MIN_GAP:.0%}"
-        return f"can't tell against {b} with {self.rounds} round{'s' if self.rounds != 1 else ''}: {self.interval}"
+        return f"not told apart from {b} with {self.rounds} round{'s' if self.rounds != 1 else ''} (can't tell): {self.interval}"
 
     @property
     def word(self) -> str:
@@ -127,7 +135,7 @@ def judge(a, b) -> Verdict:
     sa, sb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
     se = math.sqrt(sa + sb)
     df = (sa + sb) ** 2 / ((sa**2 / (len(la) - 1)) + (sb**2 / (len(lb) - 1))) if se > 0 else len(la) + len(lb) - 2
-    half = t975(max(df, 1)) * se
+    half = t975(max(df, 1.0)) * se
     lo, hi = math.exp(mean - half), math.exp(mean + half)
     return Verdict(math.exp(mean), lo, hi, n, False, *_classify(math.exp(mean), lo, hi))
 
@@ -142,3 +150,20 @@ def sign(a, b) -> int:
 def cheaper(a_ms, b_ms) -> Verdict:
     """A against B where lower is better (ms of a pass): judged on the rates 1/ms, so 'faster' means A is cheaper."""
     return judge([1 / v for v in _values(a_ms)], [1 / v for v in _values(b_ms)])
+
+
+def rounds_needed(gap: float, noise: float, power: float = 0.8, most: int = 40) -> int | None:
+    """How many interleaved rounds the rule needs to name a real gap (e.g. 0.10 for 10%) at least `power` of the
+    time, where one round's log ratio scatters with standard deviation `noise`: the smallest n whose interval's
+    half-width, t(n-1)·noise/√n, leaves the gap's logarithm clear of 0 by a normal margin for the power (a planning
+    figure: the rounds' own scatter decides each verdict). None when even `most` rounds would not do."""
+    if gap <= MIN_GAP:
+        return None
+    z = {0.5: 0.0, 0.8: 0.842, 0.9: 1.282, 0.95: 1.645}.get(round(power, 2))
+    if z is None:
+        raise ValueError("power must be one of 0.5, 0.8, 0.9, 0.95")
+    target = math.log(1 + gap)
+    for n in range(2, most + 1):
+        if (t975(n - 1) + z) * noise / math.sqrt(n) <= target:
+            return n
+    return None

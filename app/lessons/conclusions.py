@@ -4,21 +4,20 @@ Each function takes the measurement an experiment in app/lessons/experiments.py 
 probed peaks, or lanes (app/common/measurement.py) and their `metrics.compare` numbers), live or recorded, and
 returns Markdown. Every claim is decided by comparing the run's own numbers: a measured cost against the ridge,
 the machine's knee or a 1.25× tolerance, tokens kept against what a step cost, one run's α or draft time
-against another's; a winner only beyond the spread of the interleaved runs (app/lessons/noise.py); step costs
+against another's; a winner only by the one rule over the interleaved rounds (app/common/verdict.py); step costs
 from one statistic, so a step never reads cheaper than its own verify pass. No outcome is written in advance.
 Lesson 6's text is app/lessons/load.py, lesson 7's app/lessons/width.py.
 """
 
 from __future__ import annotations
 
-from app.lessons import switch
-from app.lessons.noise import clear_winner, serving_note  # noqa: F401  (clear_winner: the tests read it here)
+from app.lessons import noise, switch
+from app.lessons.noise import serving_note
 from app.lessons.pass_conclusions import (  # noqa: F401  (lessons 1-3: the page and the tests read them here)
     IN_STEP,
     NEARLY_FREE,
     SAME_TIME,
     curve_line,
-    draft_share,
     drafter_label,
     live_against_recording,
     memory_bound_conclusion,
@@ -68,11 +67,9 @@ def _gate_part(run: dict, depth: int) -> str:
     batch, fixed, gated = run["batch"], run["fixed"]["summary"], run["gated"]["summary"]
     cut = 1 - gated["drafted_tokens"] / fixed["drafted_tokens"] if fixed["drafted_tokens"] else 0.0
     g, f = switch.rate(run["gated"]), switch.rate(run["fixed"])
-    verdict = switch.verdict(switch.decode_spread(run["gated"]), switch.decode_spread(run["fixed"]))
-    part = (
-        f"at batch {batch} it drafted {cut:.0%} fewer tokens and decoded {g / f:.2f}× as fast as drafting all {depth} "
-        f"({g:.1f} against {f:.1f} tokens/s, decoding alone): {verdict} drafting all {depth}"
-        + (" beyond the spread of the runs" if verdict != "level with" else " (their runs overlap)")
+    v = noise.judge(switch.decode_spread(run["gated"]), switch.decode_spread(run["fixed"]))
+    part = f"at batch {batch} it drafted {cut:.0%} fewer tokens (decoding alone: medians {g:.1f} against {f:.1f} tokens/s): " + (
+        v.words(b=f"drafting all {depth}") if v else f"one run each against drafting all {depth}: can't tell"
     )
     whole_f = fixed["tokens_per_s"]
     if whole_f:
@@ -94,8 +91,8 @@ def _gate_part(run: dict, depth: int) -> str:
 
 
 def adaptive_conclusion(result: dict, gate_depth: int) -> str:
-    """Lesson 5's conclusion: what the gate changed, measured (decoding alone, a verdict only beyond the spread of
-    the runs); nothing about the tokens it never sent. The depth is the one the run chose where it records it."""
+    """Lesson 5's conclusion: what the gate changed, measured (decoding alone, a verdict only by the one rule over
+    the rounds); nothing about the tokens it never sent. The depth is the one the run chose where it records it."""
     depth = int((result.get("chosen") or {}).get("depth") or gate_depth)
     parts = [_gate_part(run, depth) for run in result["batches"]]
     return (
@@ -107,6 +104,6 @@ def adaptive_conclusion(result: dict, gate_depth: int) -> str:
 def turn_it_off_conclusion(m: dict, s: dict) -> list[str]:
     """Lesson 4's conclusion (app/lessons/switch.py): the room and the settings it chose, always-on speculation and
     the off-above-batch-N switch against plain decoding, decoding alone, in each phase of the shrinking batch, each
-    verdict only beyond the spread of the interleaved runs; then per-request latency."""
+    verdict by the one rule over the interleaved rounds; then per-request latency."""
     batch = switch.settings_of(m, s)["batch"]
     return switch.conclusion(m, s) + [serving_note(m["ar"], m["on"], batch)]

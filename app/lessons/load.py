@@ -3,9 +3,9 @@
 Input rows are plain dicts, one per (batch, contender): {"batch", "contender", "tokens_per_s", "mean_depth",
 "alpha"} and, in newer measurements, "tokens_per_s_runs" (every interleaved run) and "tpot_ms" (time per output
 token of a request). Every sentence here is computed from those rows (and the student's prediction): who won
-at each batch size, and only beyond the spread of the runs; contenders that did the same work (same mean k
-and α) called identical; each contender's worst case against plain decoding; and the prediction against the
-measurement. Nothing here calls streamlit.
+at each batch size, only by the one rule over the interleaved rounds (app/common/verdict.py); contenders that
+did the same work (same mean k and α) called identical; each contender's worst case against plain decoding; and
+the prediction against the measurement. Nothing here calls streamlit.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.lessons import knee
-from app.lessons.noise import clear_winner, serving_note
+from app.lessons import knee, noise
+from app.lessons.noise import serving_note
 from app.views.sweep import tokens_per_s_axes
 
 COLORS = ["#8a8d99", "#1f4fd1", "#f2a93b", "#b8006b", "#0a7d32"]
+DASHES = ("dot", "solid", "dash", "dashdot", "longdash")  # plain decoding dotted, as before
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")
 
 
 def contenders(rows: list[dict]) -> list[str]:
@@ -56,11 +58,19 @@ def load_figure(rows: list[dict]) -> go.Figure:
             y=[load_rate(c) if c else None for c in cells],
             mode="lines+markers",
             name=name,
-            line={"color": COLORS[i % len(COLORS)], "width": 3 if i >= 3 else 2, "dash": "dot" if i == 0 else None},
+            line={"color": COLORS[i % len(COLORS)], "width": 3 if i >= 3 else 2, "dash": DASHES[i % len(DASHES)]},
+            marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8},  # told apart by more than colour
             customdata=[c["mean_depth"] if c and c.get("mean_depth") is not None else 0.0 for c in cells],
             hovertemplate=f"{name}, batch %{{x}}: %{{y:.1f}} tokens/s, mean k %{{customdata:.2f}}<extra></extra>",
         )
     return tokens_per_s_axes(fig)
+
+
+def ratio(r: dict, base: dict) -> float:
+    """r's speed over base's, the one number every table, chart and sentence shows: the one rule's ratio over
+    their interleaved rounds (noise.judge), the ratio of their rates where they carry no rounds."""
+    v = noise.judge(load_runs(r), load_runs(base))
+    return v.ratio if v else load_rate(r) / load_rate(base)
 
 
 def same_work(a: dict, b: dict) -> bool:
@@ -70,27 +80,25 @@ def same_work(a: dict, b: dict) -> bool:
 
 
 def winners(rows: list[dict]) -> list[dict]:
-    """Per batch size: the fastest contender (by median tokens/s), the runner-up, how far ahead the winner was
-    (ratio - 1), whether that is beyond the spread (every run of the winner above every run of the runner-up,
-    noise.clear_winner), and the contenders that did the same work as the winner."""
+    """Per batch size: the contender with the highest median tokens/s, the runner-up, the one rule's verdict of the
+    first against the second (noise.judge: None without rounds), whether it names the first the winner, and whether
+    the two did the same work (same mean k and α: the same steps, so any gap is noise)."""
     out = []
     for b in batches(rows):
         ranked = sorted((r for r in rows if r["batch"] == b), key=load_rate, reverse=True)
         first = ranked[0]
-        twins = [r["contender"] for r in ranked[1:] if same_work(first, r)]
-        others = [r for r in ranked[1:] if r["contender"] not in twins]
-        second = others[0] if others else None
-        margin = load_rate(first) / load_rate(second) - 1 if second and load_rate(second) > 0 else None
-        clear = bool(second) and clear_winner(load_runs(first), load_runs(second)) > 0
+        second = ranked[1] if len(ranked) > 1 else None
+        v = noise.judge(load_runs(first), load_runs(second)) if second else None
         out.append(
             {
                 "batch": b,
                 "winner": first["contender"],
                 "tokens_per_s": load_rate(first),
                 "runner_up": second["contender"] if second else None,
-                "margin": margin,
-                "clear": clear,
-                "same_work": twins,
+                "runner_up_tokens_per_s": load_rate(second) if second else None,
+                "verdict": v,
+                "clear": bool(v and v.sign > 0),
+                "same_work": bool(second and same_work(first, second)),
             }
         )
     return out
@@ -99,15 +107,15 @@ def winners(rows: list[dict]) -> list[dict]:
 def worst_cases(rows: list[dict], plain: str = "plain decoding") -> list[tuple[str, float, int]]:
     """(contender, its lowest tokens/s ÷ plain decoding's at the same batch size, the batch where that was), best
     first: the same yardstick as lesson 4's always-on against plain."""
-    base = {r["batch"]: load_rate(r) for r in rows if r["contender"] == plain}
+    base = {r["batch"]: r for r in rows if r["contender"] == plain}
     out = []
     for name in contenders(rows):
         if name == plain:
             continue
-        ratios = [(load_rate(r) / base[r["batch"]], r["batch"]) for r in rows if r["contender"] == name and base.get(r["batch"])]
+        ratios = [(ratio(r, base[r["batch"]]), r["batch"]) for r in rows if r["contender"] == name and r["batch"] in base]
         if ratios:
-            ratio, batch = min(ratios)
-            out.append((name, ratio, batch))
+            worst, batch = min(ratios)
+            out.append((name, worst, batch))
     return sorted(out, key=lambda t: -t[1])
 
 
@@ -127,7 +135,7 @@ def load_table(rows: list[dict], plain: str) -> list[dict]:
                     "batch": b,
                     "policy": name,
                     "decoding tokens/s": round(load_rate(r), 1),
-                    "× plain": round(load_rate(r) / load_rate(base), 2) if base and load_rate(base) else None,
+                    "× plain": round(ratio(r, base), 2) if base and load_rate(base) else None,
                     "runs (decoding tokens/s)": ", ".join(f"{v:.1f}" for v in runs["values"]) if runs else "one run",
                     "whole run tokens/s (prefill included)": round(r["tokens_per_s"], 1),
                     "TPOT ms": None if r.get("tpot_ms") is None else round(r["tpot_ms"], 1),
@@ -143,7 +151,7 @@ def prediction_line(rows: list[dict], prediction: float, *, plain: str, contende
     c, p = cell(rows, batch, contender), cell(rows, batch, plain)
     if c is None or p is None or not load_rate(p):
         return None
-    measured = load_rate(c) / load_rate(p)
+    measured = ratio(c, p)
     said = "win" if prediction > 1 else "lose" if prediction < 1 else "tie"
     did = "won" if measured > 1 else "lost" if measured < 1 else "tied"
     verdict = "as you predicted" if (said, did) in (("win", "won"), ("lose", "lost"), ("tie", "tied")) else f"you expected it to {said}"
@@ -155,33 +163,30 @@ def prediction_line(rows: list[dict], prediction: float, *, plain: str, contende
 
 
 def _batch_line(w: dict) -> str:
-    """One batch size's verdict; contenders that did the winner's work are named with it, as identical."""
-    names = " and ".join(f"**{n}**" for n in [w["winner"], *w["same_work"]])
-    if w["same_work"]:
-        names += " (identical settings at this batch: the same mean k and α, so the same steps; their gap is noise)"
-    verb = "were" if w["same_work"] else "was"
+    """One batch size's verdict by the one rule, every rate it names read from the table's rows."""
     if w["runner_up"] is None:
-        return f"Batch {w['batch']}: {names} ran {w['tokens_per_s']:.1f} tokens/s."
+        return f"Batch {w['batch']}: **{w['winner']}** ran {w['tokens_per_s']:.1f} tokens/s."
+    v, twin = w["verdict"], ""
+    if w["same_work"]:
+        twin = " The two ran identical settings at this batch (the same mean k and α, so the same steps): their gap is noise."
     if w["clear"]:
-        return (
-            f"Batch {w['batch']}: {names} {verb} fastest ({w['tokens_per_s']:.1f} tokens/s, {w['margin']:.0%} "
-            f"ahead of {w['runner_up']}, every run above every run of it)."
-        )
+        return f"Batch {w['batch']}: **{w['winner']}** was fastest ({w['tokens_per_s']:.1f} tokens/s): {v.words(b=w['runner_up'])}.{twin}"
+    said = v.words(b=w["runner_up"]) if v else f"one run each against {w['runner_up']}: can't tell"
     return (
-        f"Batch {w['batch']}: no clear winner: {names} had the highest median ({w['tokens_per_s']:.1f} tokens/s, "
-        f"{w['margin']:.0%} ahead of {w['runner_up']}), but their runs overlap or ran once."
+        f"Batch {w['batch']}: no winner named. **{w['winner']}** had the highest median ({w['tokens_per_s']:.1f} tokens/s), "
+        f"{w['runner_up']} the next ({w['runner_up_tokens_per_s']:.1f}): {said}.{twin}"
     )
 
 
 def conclusion(rows: list[dict], plain: str = "plain decoding") -> list[str]:
-    """Who won at each batch size (only beyond the spread), every policy's worst case against plain decoding, and
+    """Who won at each batch size (only by the one rule), every policy's worst case against plain decoding, and
     what a request waited per token at the largest batch."""
     lines = [_batch_line(w) for w in winners(rows)]
     worst = worst_cases(rows, plain)
     if worst:
         lines.append(
             "Worst case over the batch sizes, against plain decoding at the same batch (as in lesson 4): "
-            + "; ".join(f"{name} {ratio:.2f}× (batch {batch})" for name, ratio, batch in worst)
+            + "; ".join(f"{name} {r:.2f}× (batch {batch})" for name, r, batch in worst)
             + "."
         )
     top = max(batches(rows)) if rows else None
@@ -224,21 +229,22 @@ def graded(r: dict, most: int) -> bool:
 
 
 def envelope_word(rows: list[dict], r: dict, fixed: str, plain: str) -> str:
-    """A row against the better of plain decoding and fixed k at its batch, beyond the spread only."""
+    """A row against the better of plain decoding and fixed k at its batch, by the one rule."""
     pair = [x for x in (cell(rows, r["batch"], plain), cell(rows, r["batch"], fixed)) if x]
     best = max(pair, key=load_rate)
-    word = {1: "faster than", -1: "slower than", 0: "level with"}[clear_winner(load_runs(r), load_runs(best))]
+    word = noise.word(load_runs(r), load_runs(best))
     return f"{word} {best['contender']} ({load_rate(r):.1f} against {load_rate(best):.1f} tokens/s)"
 
 
 def fixed_line(rows: list[dict], fixed: str, plain: str) -> str:
-    """Fixed k against plain decoding at every batch size, beyond the spread only: the yardstick the policies beat."""
+    """Fixed k against plain decoding at every batch size, by the one rule: the yardstick the policies beat."""
     parts = []
     for b in batches(rows):
         f, p = cell(rows, b, fixed), cell(rows, b, plain)
         if f and p and load_rate(p):
-            word = {1: "faster than", -1: "slower than", 0: "level with"}[clear_winner(load_runs(f), load_runs(p))]
-            parts.append(f"{load_rate(f) / load_rate(p):.2f}× at batch {b} ({word} plain)")
+            v = noise.judge(load_runs(f), load_runs(p))
+            said = f"{v.word} plain: {v.interval}" if v else "one run each: can't tell"
+            parts.append(f"at batch {b} ({said})")
     return f"**{fixed}** against plain decoding, decoding alone: " + "; ".join(parts) + "."
 
 
@@ -266,9 +272,9 @@ def depth_lines(m: dict, plain: str = "plain decoding") -> list[str]:
         text += "" if text.endswith(".") else "."
         first = mine[0] if mine else None
         if name.startswith("goodput") and first and usual_depth(first) == 0 and fixed and cell(rows, first["batch"], fixed):
-            ratio = load_rate(cell(rows, first["batch"], fixed)) / load_rate(cell(rows, first["batch"], plain))
+            vs = ratio(cell(rows, first["batch"], fixed), cell(rows, first["batch"], plain))
             text += (
-                f" At batch {first['batch']} it was off at most steps, where fixed k ran {ratio:.2f}× plain: it starts from "
+                f" At batch {first['batch']} it was off at most steps, where fixed k ran {vs:.2f}× plain: it starts from "
                 f"a prior guess of the acceptance, and a run of {len(first['steps'])} decode steps leaves it few steps to "
                 "correct it."
             )
@@ -300,8 +306,8 @@ def room_line(m: dict) -> str | None:
 
 
 def depth_figure(m: dict, label: str = "", plain: str = "plain decoding") -> go.Figure | None:
-    """One panel per speculating policy: the depth chosen at each decode step, a line per batch size. None for an
-    older recording without steps."""
+    """The depth chosen at each decode step: a panel per (batch size, speculating policy), batch sizes in rows and
+    policies in columns, so no batch's line hides another's. None for an older recording without steps."""
     from app.lessons.figures import COLORS as PALETTE
     from app.lessons.figures import esc, frame
 
@@ -309,17 +315,20 @@ def depth_figure(m: dict, label: str = "", plain: str = "plain decoding") -> go.
     names = [n for n in policies(rows, plain) if any(r.get("steps") for r in rows if r["contender"] == n)]
     if not names:
         return None
-    fig = make_subplots(rows=1, cols=len(names), subplot_titles=[esc(n) for n in names], shared_yaxes=True)
-    for col, name in enumerate(names, start=1):
-        for i, b in enumerate(batches(rows)):
+    sizes = [b for b in batches(rows) if any((cell(rows, b, n) or {}).get("steps") for n in names)]
+    titles = [esc(n) if i == 0 else "" for i in range(len(sizes)) for n in names]
+    fig = make_subplots(rows=len(sizes), cols=len(names), subplot_titles=titles, shared_yaxes=True, vertical_spacing=0.08)
+    for row, b in enumerate(sizes, start=1):
+        style = row - 1
+        line = {"color": PALETTE[style % len(PALETTE)], "width": 2.5, "shape": "hv", "dash": DASHES[style % len(DASHES)]}
+        marker = {"symbol": SYMBOLS[style % len(SYMBOLS)], "size": 7}
+        for col, name in enumerate(names, start=1):
             r = cell(rows, b, name)
-            if not r or not r.get("steps"):
-                continue
-            xs = list(range(1, len(r["steps"]) + 1))
-            line = {"color": PALETTE[i % len(PALETTE)], "width": 2.5, "shape": "hv"}
-            depth = [d for _, d in r["steps"]]
-            shown = {"legendgroup": str(b), "showlegend": col == 1, "row": 1, "col": col}
-            fig.add_scatter(x=xs, y=depth, mode="lines+markers", name=f"batch {b}", line=line, **shown)
-        fig.update_xaxes(title_text="decode step", row=1, col=col)
-    fig.update_yaxes(title_text="draft depth k", rangemode="tozero", row=1, col=1)
-    return frame(fig, "The depth each policy chose at every decode step, at each batch size", label, height=380)
+            if r and r.get("steps"):
+                depth = [d for _, d in r["steps"]]
+                shown = {"legendgroup": str(b), "showlegend": col == 1, "row": row, "col": col}
+                xs = list(range(1, len(depth) + 1))
+                fig.add_scatter(x=xs, y=depth, mode="lines+markers", name=f"batch {b}", line=line, marker=marker, **shown)
+        fig.update_yaxes(title_text=f"batch {b}: k", rangemode="tozero", row=row, col=1)
+    fig.update_xaxes(title_text="decode step", row=len(sizes))
+    return frame(fig, "The depth each policy chose at every decode step, at each batch size", label, height=120 + 150 * len(sizes))

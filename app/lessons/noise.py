@@ -1,21 +1,33 @@
-"""Noise and cost helpers for the Lessons' conclusions: a winner only beyond the run's own spread, step costs
-from one statistic, and what this engine's batching means for a request's latency (no streamlit).
+"""Noise and cost helpers for the Lessons' conclusions: a winner only by the one rule (app/common/verdict.py), step
+costs from one statistic, and what this engine's batching means for a request's latency (no streamlit).
 
 Every contender of a live lesson runs several times, interleaved (app/lessons/runs.py); its tokens/s of each run
-is a `measurement.spread`. A winner is named only when every run of one beat every run of the other.
+is a `measurement.spread`. A winner is named only by `verdict.judge` over the interleaved rounds: the 95% interval
+of the paired ratio excludes 1 and the gap is at least verdict.MIN_GAP.
 """
 
 from __future__ import annotations
 
 from app.common import measurement
+from app.common import verdict as rule
+from app.common.verdict import Verdict
 
 
-def clear_winner(a: dict | None, b: dict | None) -> int:
-    """+1 when a beat b beyond the spread (every run of a above every run of b), -1 the other way, 0 when the runs
-    overlap or either contender ran only once (a single run has no spread to judge by). a, b: measurement.spread."""
-    if not a or not b or len(a["values"]) < 2 or len(b["values"]) < 2:
-        return 0
-    return 1 if a["min"] > b["max"] else -1 if a["max"] < b["min"] else 0
+def judge(a: dict | None, b: dict | None) -> Verdict | None:
+    """a against b by the one rule (verdict.judge), None where either has no rates. a, b: measurement.spread."""
+    return rule.judge(a, b) if a and b and a.get("values") and b.get("values") else None
+
+
+def sign(a: dict | None, b: dict | None) -> int:
+    """+1 a faster than b by the rule, -1 slower, 0 level, can't tell, or missing."""
+    v = judge(a, b)
+    return v.sign if v else 0
+
+
+def word(a: dict | None, b: dict | None) -> str:
+    """'faster than' / 'slower than' / 'level with' / 'not told apart from' (a against b, by the rule)."""
+    v = judge(a, b)
+    return v.word if v else "not told apart from"
 
 
 def runs_text(spread: dict | None, unit: str = "tokens/s") -> str:
@@ -24,29 +36,6 @@ def runs_text(spread: dict | None, unit: str = "tokens/s") -> str:
         return ""
     n = len(spread["values"])
     return f"median {spread['median']:.1f} {unit} over {n} run{'s' if n != 1 else ''}, {spread['min']:.1f}–{spread['max']:.1f}"
-
-
-def speed_verdict(ar: dict, spec: dict) -> str:
-    """Whether the speculative lane beat plain decoding beyond the spread of their interleaved runs."""
-    a, b = ar.get("tokens_per_s_runs"), spec.get("tokens_per_s_runs")
-    if not a or not b:
-        return "one run each, no spread to judge by: read it as a trend"
-    verdict = clear_winner(b, a)
-    ranges = f"speculative {runs_text(b)}; plain {runs_text(a)}"
-    if verdict > 0:
-        return f"faster in every run ({ranges})"
-    if verdict < 0:
-        return f"slower in every run ({ranges})"
-    return f"no clear winner, the runs overlap ({ranges})"
-
-
-def speedup_spread(run: dict) -> dict | None:
-    """The speedup of each interleaved round (its speculative run over its plain run), as a spread."""
-    a, b = (run.get(k, {}).get("tokens_per_s_runs") for k in ("ar", "spec"))
-    if not a or not b or len(a["values"]) != len(b["values"]):
-        return None
-    ratios = [s / p for s, p in zip(b["values"], a["values"]) if p > 0]
-    return measurement.spread(ratios) if ratios else None
 
 
 def step_costs(run: dict) -> tuple[float | None, float | None]:
@@ -61,14 +50,25 @@ def step_costs(run: dict) -> tuple[float | None, float | None]:
 
 
 def serving_note(ar: dict, spec: dict, batch: int) -> str:
-    """Time per output token of a request beside the batch's tokens/s, and what this engine's batching costs."""
+    """Time per output token of a request beside the batch's tokens/s, why the two can disagree, and what this
+    engine's batching costs."""
     a, b = ar.get("tpot_ms"), spec.get("tpot_ms")
     text = ""
     if a is not None and b is not None:
         text = (
-            f"Per request at batch {batch}: {b:.1f} ms per output token speculating against {a:.1f} ms plain "
+            f"Per request at batch {batch}: {b:.1f} ms per output token (TPOT) speculating against {a:.1f} ms plain "
             f"({'shorter' if b < a else 'longer'} waits for each user). "
         )
+        ra, rb = (rate_runs(x)[0] for x in (ar, spec))
+        faster = sign(rb, ra)
+        if (faster > 0 and b > a) or (faster < 0 and b < a):
+            text += (
+                "Tokens/s and TPOT disagree here, and both are right: tokens/s is the batch's output over its decode time "
+                "(what the machine's owner pays for), TPOT the mean over requests of each one's wait per token (what a "
+                "user feels). Rows that end while the batch is full decode at the full batch's pace, and the rows that "
+                "run on decode after the batch shrinks, so a policy can finish the batch sooner and still make most "
+                "requests wait longer per token. "
+            )
     return text + (
         "This engine runs a batch until its slowest row ends: a finished row leaves and no waiting request takes "
         "its slot, so the last steps run with fewer rows. A server with continuous batching (vLLM, SGLang, "
@@ -77,24 +77,22 @@ def serving_note(ar: dict, spec: dict, batch: int) -> str:
     )
 
 
-# --- one statistic for chart, table and words; rounds far outside the others ------------------------------------
-FAR = 1.5  # a round whose rate is this many times above or below the median of the other rounds is "far outside"
+# --- one statistic for chart, table and words ---------------------------------------------------------------------
+FAR = 1.5  # a round whose rate is this many times above or below the median of the rounds is "far outside"
 
 
 def far_rounds(values: list[float]) -> list[int]:
     """Indices of the rounds far outside the others: more than FAR× above or below the median of all rounds (a cold
-    start, another process's burst; one odd round cannot move the median). Needs three rounds or more: with two,
-    neither can be called the odd one. Only a minority can be odd: where half the rounds or more are far from the
-    median, the machine was unsteady, not a round (`unsteady`), and every round is kept."""
+    start, another process's burst). Needs three rounds or more. Such a round is never dropped from a verdict (dropping
+    rounds after seeing them would name winners inside the noise): it widens the interval, and the page names it."""
     if len(values) < 3:
         return []
     mid = measurement.spread(values)["median"]
-    far = [i for i, v in enumerate(values) if mid > 0 and (v > FAR * mid or v * FAR < mid)]
-    return [] if unsteady(far, len(values)) else far
+    return [i for i, v in enumerate(values) if mid > 0 and (v > FAR * mid or v * FAR < mid)]
 
 
 def unsteady(far, rounds: int) -> bool:
-    """Half the rounds or more far outside the others: a busy machine, not an odd round (nothing is left out)."""
+    """Half the rounds or more far outside the others: a busy machine, not an odd round."""
     return 2 * len(far) >= rounds
 
 
@@ -106,79 +104,40 @@ def rate_runs(lane: dict) -> tuple[dict | None, bool]:
     return lane.get("tokens_per_s_runs"), False
 
 
-def _kept(spread: dict | None, drop: set[int]) -> dict | None:
-    if not spread:
-        return None
-    values = [v for i, v in enumerate(spread["values"]) if i not in drop]
-    return measurement.spread(values) if values else None
-
-
 def speedup(run: dict, whole: bool = False) -> dict | None:
-    """A plain-vs-speculative pair's speedup as the chart, the table and the words all show it: the median over the
-    interleaved rounds of (speculative rate ÷ plain rate) in that round, decoding alone by default (whole=True: the
-    whole run, prefill included), with the rounds' range. A round far outside the others in either lane (far_rounds)
-    is left out of the median and the range and named in `far`. None where a lane has no repeated rates.
-    {"value", "lo", "hi", "rounds", "far", "decode"}."""
+    """A plain-vs-speculative pair's speedup as the chart, the table and the words all show it: the one rule's ratio
+    (verdict.judge: the geometric mean over the interleaved rounds of speculative rate ÷ plain rate) with its 95%
+    interval, decoding alone by default (whole=True: the whole run, prefill included). None where a lane has no
+    rates. {"value", "lo", "hi", "rounds", "decode", "verdict", "far"}; lo/hi None with one round."""
     ar, spec = run.get("ar") or {}, run.get("spec") or {}
     (a, da), (b, db) = (((x.get("tokens_per_s_runs"), False) if whole else rate_runs(x)) for x in (ar, spec))
-    if not a or not b or len(a["values"]) != len(b["values"]):
+    v = judge(b, a)
+    if v is None:
         return None
-    far = set(far_rounds(a["values"])) | set(far_rounds(b["values"]))
-    shaky = unsteady(far, len(a["values"]))
-    far = set() if shaky else far  # each lane's odd round, together most rounds: the machine, not a round
-    ratios = [s / p for i, (s, p) in enumerate(zip(b["values"], a["values"])) if p > 0 and i not in far]
-    if not ratios:
-        return None
-    sp = measurement.spread(ratios)
-    return {
-        "value": sp["median"],
-        "lo": sp["min"],
-        "hi": sp["max"],
-        "rounds": len(ratios),
-        "far": sorted(far),
-        "decode": da and db,
-        "unsteady": shaky,
-    }
+    far = sorted(set(far_rounds(a["values"])) | set(far_rounds(b["values"]))) if len(a["values"]) == len(b["values"]) else []
+    return {"value": v.ratio, "lo": v.lo, "hi": v.hi, "rounds": v.rounds, "decode": da and db, "verdict": v, "far": far}
 
 
 def verdict(run: dict) -> int:
-    """+1: speculation beat plain decoding in every interleaved round kept (its rate ÷ plain's in that round above 1,
-    decoding alone where recorded), -1 lost in every one, 0: the rounds disagree (or too few). Rounds far outside the
-    others are left out on both sides (speedup). Lanes without paired rounds: beyond the spread (clear_winner)."""
-    (a, _), (b, _) = rate_runs(run.get("ar") or {}), rate_runs(run.get("spec") or {})
-    if not a or not b:
-        return 0
-    if len(a["values"]) == len(b["values"]) >= 2:  # interleaved rounds: judged round by round (a drift cancels in each ratio)
-        sp = speedup(run)
-        return 1 if sp and sp["rounds"] >= 2 and sp["lo"] > 1 else -1 if sp and sp["rounds"] >= 2 and sp["hi"] < 1 else 0
-    return clear_winner(b, a)
+    """+1: speculation beat plain decoding by the one rule (decoding alone where recorded), -1 lost, 0 neither."""
+    sp = speedup(run)
+    return sp["verdict"].sign if sp else 0
+
+
+def with_far(spread: dict | None) -> tuple[dict | None, list[int]]:
+    """(a spread of rounds, the indices of its rounds far outside the others): the whisker spans every round, the
+    far ones are marked, never dropped."""
+    return (spread, far_rounds(spread["values"])) if spread else (None, [])
 
 
 def far_text(run: dict) -> str:
-    """'round 2 of 5 left out, far outside the others: a cold start or other load' or ''."""
+    """'round 2 of 5 far outside the others (a cold start or other load): it widens the range' or ''."""
     s = speedup(run)
-    if s and s.get("unsteady"):
-        return f"half the {s['rounds']} rounds or more were far from the others: a busy machine, so every round is kept"
     if not s or not s["far"]:
         return ""
-    n = len((rate_runs(run["ar"])[0] or {"values": []})["values"])
     rounds = ", ".join(str(i + 1) for i in s["far"])
     plural = "s" if len(s["far"]) > 1 else ""
-    return f"round{plural} {rounds} of {n} left out, far outside the others: a cold start or other load"
-
-
-def kept_runs(spread: dict | None) -> tuple[dict | None, list[int]]:
-    """(a spread without its rounds far outside the others, the indices of those rounds): the range a chart's
-    whisker, a table and a verdict use, the far rounds shown apart."""
-    if not spread:
-        return None, []
-    far = far_rounds(spread["values"])
-    return _kept(spread, set(far)), far
-
-
-def same_within_noise(small: dict, large: dict) -> bool:
-    """Two passes' rounds (measurement.spread of ms) overlap: the larger pass's lower median is noise, not a saving."""
-    return not (small["min"] > large["max"] or large["min"] > small["max"])
+    return f"round{plural} {rounds} of {s['rounds']} far outside the others (a cold start or other load): kept, it widens the range"
 
 
 def _spreads(value) -> list[dict]:

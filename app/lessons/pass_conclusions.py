@@ -2,15 +2,16 @@
 
 Each function takes the measurement app/lessons/pass_lessons.py returns, live or recorded, and returns Markdown.
 Every claim is decided by the run's own numbers: a pass's cost against the one-token pass and the room
-(app/lessons/knee.py: within knee.ROOM× a one-token pass), a winner only beyond the spread of the interleaved
-rounds, a round far outside the others left out and named (app/lessons/noise.py), speedups decoding alone (the
-prompt's pass apart) with the whole run beside them, and one statistic for the chart, its table and these words
-(noise.speedup). A pass carrying more tokens is never called cheaper than a smaller one: where its median is lower
-the text says "the same within noise". No outcome is written in advance. conclusions.py re-exports these.
+(app/lessons/knee.py: within knee.ROOM× a one-token pass), a winner only by the one rule (app/common/verdict.py:
+the 95% range of the paired rounds' ratio excludes 1 and the gap is at least 3%), a round far outside the others
+named and kept, speedups decoding alone (the prompt's pass apart) with the whole run beside them, and one statistic
+for the chart, its table and these words (noise.speedup). A pass carrying more tokens is never called cheaper than
+a smaller one unless the rule says so. No outcome is written in advance. conclusions.py re-exports these.
 """
 
 from __future__ import annotations
 
+from app.common import verdict as rule
 from app.lessons import knee, noise
 from app.lessons.noise import serving_note, step_costs
 from app.views import metrics, roofline
@@ -24,20 +25,15 @@ def drafter_label(kind: str) -> str:
     return {"eagle": "EAGLE head", "model": "draft model", "ngram": "n-gram lookup"}.get(kind, kind)
 
 
-def draft_share(lane: dict) -> float:
-    """Fraction of the decode steps' time a lane spent drafting (app/common/lane_stats.py `draft_share`)."""
-    return lane["draft_share"]
-
-
 def _row_at(rows: list[dict], tokens: int) -> dict:
     return min(rows, key=lambda r: abs(r["tokens_per_pass"] - tokens))
 
 
 def _rounds(row: dict) -> str:
-    sp, far = noise.kept_runs(row.get("ms_runs"))
+    sp, far = noise.with_far(row.get("ms_runs"))
     if not sp or len(row["ms_runs"]["values"]) < 2:
         return ""
-    left = f"; round {', '.join(str(i + 1) for i in far)} far outside the others, left out" if far else ""
+    left = f"; round {', '.join(str(i + 1) for i in far)} far outside the others, kept" if far else ""
     return f" (rounds {sp['min']:.1f}–{sp['max']:.1f}{left})"
 
 
@@ -51,10 +47,11 @@ def cheaper_notes(rows: list[dict]) -> list[str]:
         a, b = small.get("ms_runs"), large.get("ms_runs")
         head = f"The {large['tokens_per_pass']}-token pass read {large['ms']:.2f} ms"
         head += f" against {small['ms']:.2f} ms for {small['tokens_per_pass']}"
-        if a and b and not noise.same_within_noise(a, b):
-            out.append(f"{head}: lower beyond its rounds' spread, a kernel path that suits that size, not cheaper tokens.")
+        v = rule.cheaper(b["values"], a["values"]) if a and b else None
+        if v is not None and v.sign > 0:
+            out.append(f"{head}: lower by the rule ({v.interval}), a kernel path that suits that size, not cheaper tokens.")
         else:
-            out.append(f"{head}: the same within noise (their rounds overlap), not a cheaper pass.")
+            out.append(f"{head}: the same within noise ({v.kind if v else 'one round'}), not a cheaper pass.")
     return out
 
 
@@ -67,8 +64,9 @@ def _past_line(rows: list[dict], room: int, past: dict) -> str:
     head += f"{ratio:.2f}× the one-token pass for {n}× the tokens"
     if ratio <= NEARLY_FREE:
         return head + ": still nearly free, so this machine's room reaches past this pass."
-    (a, _), (b, _) = noise.kept_runs(one.get("ms_runs")), noise.kept_runs(past.get("ms_runs"))
-    beyond = " beyond the rounds' spread" if a and b and b["min"] > NEARLY_FREE * a["max"] else ""
+    a, b = one.get("ms_runs"), past.get("ms_runs")
+    v = rule.judge(b["values"], a["values"]) if a and b else None  # past ÷ one in ms, its 95% range from the rounds
+    beyond = f" (95% range {v.lo:.2f}–{v.hi:.2f}×)" if v and v.lo and v.lo > NEARLY_FREE else ""
     return head + (
         f": more than {NEARLY_FREE}×{beyond}, so past the room the extra tokens cost real time (about {extra:.2f} ms each); "
         f"still far from {n}×, because about {fixed:.1f} ms of every pass ({fixed / past['ms']:.0%} of this one) did not "
@@ -110,19 +108,8 @@ def memory_bound_conclusion(result: dict) -> list[str]:
     if len(rows) > 1:
         prev, last = rows[-2], rows[-1]
         grew, more = last["ms"] / prev["ms"], last["flops"] / prev["flops"]
-        in_step = grew - 1 >= IN_STEP * (more - 1) and more > 1
-        text += (
-            f" From {prev['tokens_per_pass']} to {last['tokens_per_pass']} tokens its time grew {grew:.2f}× for "
-            f"{more:.2f}× the FLOPs: "
-            + (
-                "in step with the arithmetic, so the arithmetic was setting its time (the quick probe's peak is "
-                "not what these kernels reach)."
-                if in_step and high["regime"] != "compute-bound"
-                else "in step with the arithmetic."
-                if in_step
-                else "less than the arithmetic grew: part of that pass's time still did not depend on its tokens."
-            )
-        )
+        text += f" From {prev['tokens_per_pass']} to {last['tokens_per_pass']} tokens its time grew {grew:.2f}× for {more:.2f}× the FLOPs: "
+        text += growth_words(grew, more, high["regime"])
     lines.append(text)
     ridge = result.get("ridge_tokens")
     if ridge:
@@ -135,6 +122,23 @@ def memory_bound_conclusion(result: dict) -> list[str]:
     if kv:
         lines.append(kv)
     return lines + cheaper_notes(rows)
+
+
+def growth_words(grew: float, more: float, regime: str) -> str:
+    """How a pass's time grew against its FLOPs: in step (within SAME_TIME of the FLOPs' growth), faster than the
+    arithmetic (the larger pass left the caches or its kernel path changed), or slower (part of the time is fixed)."""
+    if more > 1 and grew > more * SAME_TIME:
+        return (
+            "faster than the arithmetic grew: each token cost more in the larger pass (its working set outgrew the "
+            "caches, or the kernels changed path), so the FLOPs alone do not explain its time."
+        )
+    if more > 1 and grew - 1 >= IN_STEP * (more - 1):
+        return "in step with the arithmetic" + (
+            ", so the arithmetic was setting its time (the quick probe's peak is not what these kernels reach)."
+            if regime != "compute-bound"
+            else "."
+        )
+    return "less than the arithmetic grew: part of that pass's time still did not depend on its tokens."
 
 
 def counted_ridge(rows: list[dict], ridge_point: float | None) -> str | None:
@@ -175,7 +179,7 @@ def speedup_words(run: dict) -> str:
     sp, whole = noise.speedup(run), noise.speedup(run, whole=True)
     if sp is None:
         return f"{run['m']['speedup']:.2f}× (one run each)"
-    parts = [f"rounds {sp['lo']:.2f}–{sp['hi']:.2f}×"] if sp["rounds"] > 1 else []
+    parts = [f"95% range {sp['lo']:.2f}–{sp['hi']:.2f}× over {sp['rounds']} rounds"] if sp["lo"] is not None else ["one round"]
     parts += [noise.far_text(run)] if sp["far"] else []
     parts += [f"whole run, prefill included: {whole['value']:.2f}×"] if whole and sp["decode"] else []
     parts += [] if sp["decode"] else ["whole run: this recording did not time decoding apart from the prompt's pass"]
@@ -183,18 +187,26 @@ def speedup_words(run: dict) -> str:
 
 
 def verdict_words(run: dict) -> str:
-    v = noise.verdict(run)
-    return {1: "faster in every round", -1: "slower in every round", 0: "no clear winner: the rounds overlap"}[v]
+    """'faster than plain by the rule' / 'slower …' / 'level with plain (within 3%)' / "can't tell with 3 rounds"."""
+    sp = noise.speedup(run)
+    if sp is None:
+        return "one run each: can't tell"
+    v = sp["verdict"]
+    return {
+        "faster": "faster than plain by the rule",
+        "slower": "slower than plain by the rule",
+        "level": f"level with plain (within {rule.MIN_GAP:.0%})",
+    }.get(v.kind, f"can't tell with {v.rounds} round{'s' if v.rounds != 1 else ''}")
 
 
 def step_cost_words(ratio: float | None, what: str = "a verify pass") -> str:
-    """'a verify pass cost 1.12× a plain step (within 1.25×: nearly free)', and a pass carrying more tokens that
-    read below one plain step is 'the same as a plain step within noise', never cheaper."""
+    """'a verify pass cost 1.12× a plain step (within 1.25×)' (whether that is nearly free depends on where the pass
+    sits on the curve: curve_line), and a pass with more tokens that read below one plain step is never cheaper."""
     if ratio is None:
         return ""
     if ratio < 1:
         return f"{what} read {ratio:.2f}× a plain step: the same as a plain step within noise (a pass with more tokens is not cheaper)"
-    free = f"within {NEARLY_FREE}×: nearly free" if ratio <= NEARLY_FREE else f"above {NEARLY_FREE}×: not free"
+    free = f"within {NEARLY_FREE}×" if ratio <= NEARLY_FREE else f"above {NEARLY_FREE}×"
     return f"{what} cost {ratio:.2f}× a plain step ({free})"
 
 
@@ -256,7 +268,7 @@ def ridge_run_line(label: str, batch: int, run: dict, depth: int) -> str:
     verify = step_cost_words(m["median_verify_ratio"])
     return (
         f"- {label}, batch {batch}: {batch * (depth + 1)} tokens per pass (batch × (k + 1)); {verify or 'verify cost not recorded'}, "
-        f"a whole step {metrics.fmt(m['step_cost_ratio'])}× ({draft_share(run['spec']):.0%} of it drafting; means over the "
+        f"a whole step {metrics.fmt(m['step_cost_ratio'])}× ({run['spec']['draft_share']:.0%} of it drafting; means over the "
         f"decode steps); α {metrics.fmt(m['alpha'])}, {metrics.fmt(m.get('kept_per_step'))} tokens kept per sequence per step"
         f"{steps}; speedup decoding alone {speedup_words(run)}"
         + (f"; {metrics.fmt(run['spec'].get('tpot_ms'), '.1f')} ms per output token of a request" if run["spec"].get("tpot_ms") else "")
@@ -292,10 +304,8 @@ def _ngram_line(result: dict, many: dict, name: str, bn: int) -> str | None:
     ng, mn = _consistent(result["ngram"]), _consistent(many)
     if ng["alpha"] is None or mn["alpha"] is None:
         return None
-    s_ng, s_mn = noise.speedup(result["ngram"]), noise.speedup(many)
-    better = 0
-    if s_ng and s_mn and min(s_ng["rounds"], s_mn["rounds"]) > 1:  # every round of one above every round of the other
-        better = 1 if s_ng["lo"] > s_mn["hi"] else -1 if s_ng["hi"] < s_mn["lo"] else 0
+    s_mn = noise.speedup(many)
+    better = round_speedups(result["ngram"], many)
     text = (
         f"The n-gram lookup at batch {bn}, the same {bn} × (k + 1) tokens per pass on extractive prompts, ran "
         f"{speedup_words(result['ngram'])} plain decoding, {verdict_words(result['ngram'])} "
@@ -305,19 +315,33 @@ def _ngram_line(result: dict, many: dict, name: str, bn: int) -> str | None:
     if None not in (kept_n, kept_m, step_n, step_m):
         text += (
             f". What decides it is tokens kept per step against what a step costs: the lookup kept {kept_n:.2f} tokens per "
-            f"sequence per step for a step of {step_n:.2f} plain steps (drafting {draft_share(result['ngram']['spec']):.0%} of it, "
-            f"α {ng['alpha']:.2f}); the {name} kept {kept_m:.2f} for {step_m:.2f} (drafting {draft_share(many['spec']):.0%}, "
+            f"sequence per step for a step of {step_n:.2f} plain steps (drafting {result['ngram']['spec']['draft_share']:.0%} of it, "
+            f"α {ng['alpha']:.2f}); the {name} kept {kept_m:.2f} for {step_m:.2f} (drafting {many['spec']['draft_share']:.0%}, "
             f"α {mn['alpha']:.2f})"
         )
     if better > 0 and noise.verdict(result["ngram"]) > 0:
-        text += ". At the same pass size the drafter decided: cheap drafts accepted often still paid past the room, every round"
+        text += ". At the same pass size the drafter decided: cheap drafts accepted often still paid past the room, by the rule"
     elif better > 0:
-        text += f". Its rounds all beat the {name}'s, but it did not beat plain decoding in every round"
+        text += f". It beat the {name} by the rule, but not plain decoding"
     elif better < 0:
-        text += f". Its rounds were all below the {name}'s: on this run the cheaper drafter did not help"
+        text += f". It lost to the {name} by the rule: on this run the cheaper drafter did not help"
     else:
-        text += ". The two drafters' rounds overlap: no clear winner between them"
+        text += ". Between the two drafters the rule names no winner (level, or can't tell with these rounds)"
     return text + "."
+
+
+def _round_ratios(run: dict) -> list[float] | None:
+    (a, _), (b, _) = noise.rate_runs(run.get("ar") or {}), noise.rate_runs(run.get("spec") or {})
+    if not a or not b or len(a["values"]) != len(b["values"]):
+        return None
+    return [s / p for s, p in zip(b["values"], a["values"])]
+
+
+def round_speedups(x: dict, y: dict) -> int:
+    """+1 where pair x's speedup beat pair y's by the one rule (each round's speedup against the same round's), -1
+    the other way, 0 neither or too few rounds."""
+    rx, ry = _round_ratios(x), _round_ratios(y)
+    return rule.judge(rx, ry).sign if rx and ry else 0
 
 
 def past_the_ridge_conclusion(result: dict, depth: int | None = None) -> list[str]:
@@ -388,18 +412,16 @@ def seed_conclusion(seed: dict) -> str:
     n = wide["tokens_per_pass"]
     if ratio is None:
         timing = "One of the passes took no measurable time."
-    elif 1 / SAME_TIME <= ratio <= SAME_TIME or noise.same_within_noise(
-        {"min": min(wide["times_ms"]), "max": max(wide["times_ms"])}, {"min": min(deep["times_ms"]), "max": max(deep["times_ms"])}
-    ):
+    elif 1 / SAME_TIME <= ratio <= SAME_TIME or rule.cheaper(wide["times_ms"], deep["times_ms"]).sign == 0:
         timing = (
             f"They took the same time within noise ({wide['ms']:.1f} against {deep['ms']:.1f} ms; within {SAME_TIME:.2f}× or "
-            f"their rounds overlap), as Barrow's example says: the pass costs what its {n} tokens cost, however they were gathered."
+            f"the rule names no winner), as Barrow's example says: the pass costs what its {n} tokens cost, however they were gathered."
         )
     else:
         more = "longer" if ratio > 1 else "less time"
         timing = (
             f"The batch-{wide['batch']} pass took {more}: {wide['ms']:.1f} against {deep['ms']:.1f} ms "
-            f"({ratio:.2f}×), beyond their rounds' spread and more than the {SAME_TIME:.2f}× this page calls the same time."
+            f"({ratio:.2f}×), a difference the rule names and more than the {SAME_TIME:.2f}× this page calls the same time."
         )
     kv = wide["kv_bytes"] / deep["kv_bytes"] if deep["kv_bytes"] else None
     diff = wide["flops"] - deep["flops"]

@@ -2,19 +2,17 @@
 
 Every number a chart, its table and the words under it show comes from one statistic: a pass's median over its
 rounds (lesson 1), and for lessons 2 and 3 the speedup decoding alone as app/lessons/noise.py `speedup` computes it
-(the median over interleaved rounds of speculative ÷ plain, a round far outside the others left out), with the
+(the one rule's geometric mean over interleaved rounds of speculative ÷ plain, whiskers its 95% range), with the
 whole-run figure (prefill included) beside it, labelled. Text reaching a figure is escaped (figures.esc).
 """
 
 from __future__ import annotations
 
-import math
-
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.lessons import knee, noise
-from app.lessons.figures import COLORS, PLAIN_COLOR, RIDGE_COLOR, WASTE_COLOR, _whiskers, esc, frame
+from app.lessons.figures import COLORS, PLAIN_COLOR, RIDGE_COLOR, WASTE_COLOR, _whiskers, frame, grouped_bars, label_above_whiskers
 from app.lessons.pass_conclusions import drafter_label, per_token, room_of
 
 
@@ -25,7 +23,7 @@ def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
     base = rows[0]["ms"]
     xs = [r["tokens_per_pass"] for r in rows]
-    kept = [noise.kept_runs(r.get("ms_runs")) for r in rows]
+    kept = [noise.with_far(r.get("ms_runs")) for r in rows]
     vals = [(r["ms"] / base, k["min"] / base, k["max"] / base) if k else (r["ms"] / base, None, None) for r, (k, _) in zip(rows, kept)]
     far = [(r["tokens_per_pass"], r["ms_runs"]["values"][i] / base) for r, (_, idx) in zip(rows, kept) for i in idx]
     fig = go.Figure()
@@ -33,32 +31,30 @@ def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     fig.add_scatter(
         x=xs,
         y=[v for v, _, _ in vals],
-        mode="lines+markers+text",
+        mode="lines+markers",
         name="measured: median of the rounds, whisker = their range",
         line={"color": COLORS[0], "width": 3},
         error_y=_whiskers(vals),
-        text=[f"{v:.2f}×" for v, _, _ in vals],
-        textposition="top left",
         hovertemplate="%{x} tokens per pass: %{y:.2f}× a one-token pass<extra></extra>",
     )
+    label_above_whiskers(fig, xs, vals, [f"{v:.2f}×" for v, _, _ in vals])  # a label beside a point sat on its whisker
+    fig.update_yaxes(range=None)  # a log axis: plotly fits it
     if far:
         fig.add_scatter(
             x=[x for x, _ in far],
             y=[y for _, y in far],
             mode="markers",
             marker={"symbol": "x-open", "size": 10, "color": RIDGE_COLOR},
-            name="a round far outside the others (left out of the whisker)",
+            name="a round far outside the others (kept in the whisker)",
         )
-    fig.add_hline(y=knee.ROOM, line_dash="dash", line_color=RIDGE_COLOR)
     room = knee.room_tokens(xs, [r["ms"] for r in rows])
-    fig.add_annotation(
-        x=math.log10(xs[0]),
-        y=math.log10(knee.ROOM),
-        text=f"{knee.ROOM}× a one-token pass: the room reaches {room} token{'s' if room != 1 else ''} here",
-        showarrow=False,
-        xanchor="left",
-        yanchor="bottom",
-        font={"color": RIDGE_COLOR},
+    fig.add_scatter(  # the room's line, named in the legend: its label on the plot sat on the labels and whiskers
+        x=[xs[0], xs[-1]],
+        y=[knee.ROOM] * 2,
+        mode="lines",
+        line={"color": RIDGE_COLOR, "dash": "dash"},
+        name=f"{knee.ROOM}× a one-token pass: the room reaches {room} token{'s' if room != 1 else ''} here",
+        hoverinfo="skip",
     )
     fig.update_xaxes(type="log", title_text="tokens per pass (batch 1)")
     fig.update_yaxes(type="log", title_text="time ÷ a one-token pass")
@@ -70,14 +66,14 @@ def memory_bound_table(m: dict) -> list[dict]:
     base = rows[0]["ms"]
     out = []
     for prev, r in zip([None, *rows], rows):
-        sp, far = noise.kept_runs(r.get("ms_runs"))
+        sp, far = noise.with_far(r.get("ms_runs"))
         cheaper = prev is not None and r["ms"] < prev["ms"]
         out.append(
             {
                 "tokens per pass": r["tokens_per_pass"],
                 "ms (median)": round(r["ms"], 2),
                 "rounds (ms)": (f"{sp['min']:.1f}–{sp['max']:.1f}" if sp else "one round")
-                + (f", round {', '.join(str(i + 1) for i in far)} left out" if far else ""),
+                + (f", round {', '.join(str(i + 1) for i in far)} far from the others" if far else ""),
                 "× one-token pass": round(r["ms"] / base, 2),
                 "note": "same within noise as the smaller pass" if cheaper else "",
                 "GFLOP": round(r["flops"] / 1e9, 2),
@@ -129,6 +125,7 @@ def more_flops_figure(m: dict, s: dict, label: str = "") -> go.Figure:
 
 def more_flops_table(m: dict, s: dict) -> list[dict]:
     costs = m.get("decode_costs") or {}
+    sp = noise.speedup(m)
     out = []
     for name, key in (("plain", "ar"), ("speculative", "spec")):
         ln, c = m[key], costs.get(key)
@@ -139,6 +136,9 @@ def more_flops_table(m: dict, s: dict) -> list[dict]:
                 "decoding": name,
                 "tokens/s, decoding alone" if decode else "tokens/s, whole run": round(runs["median"], 1) if runs else None,
                 "rounds": f"{runs['min']:.0f}–{runs['max']:.0f}" if runs else "one run",
+                "× plain (the rule's ratio, 95% range)": "1 (the yardstick)"
+                if key == "ar"
+                else (f"{sp['value']:.2f}× ({sp['lo']:.2f}–{sp['hi']:.2f}×)" if sp and sp["lo"] else f"{sp['value']:.2f}×" if sp else None),
                 "tokens/s, whole run (prefill included)": round(whole["median"], 1) if whole else None,
                 "decode passes": int(ln["decode_steps"]),
                 "MFLOP per decoded token": round(c["flops"] / c["tokens"] / 1e6) if c else None,
@@ -150,8 +150,8 @@ def more_flops_table(m: dict, s: dict) -> list[dict]:
 
 # --- lesson 3: inside the room and past it ----------------------------------------------------------
 def ridge_points(m: dict, s: dict) -> list[dict]:
-    """One point per (drafter, batch): the speedup decoding alone as noise.speedup has it (median over rounds, their
-    range, rounds left out), the whole run's, tokens per pass plain and speculative, α."""
+    """One point per (drafter, batch): the speedup decoding alone as noise.speedup has it (the rule's ratio over the
+    rounds, its 95% range, rounds far from the others), the whole run's, tokens per pass plain and speculative, α."""
     model = drafter_label(m["drafter"])
     runs = sorted(m["runs"], key=lambda r: r["batch"])
     pairs = [(model, r["batch"], r) for r in runs] + [("n-gram lookup, extractive prompts", runs[-1]["batch"], m["ngram"])]
@@ -164,12 +164,12 @@ def ridge_points(m: dict, s: dict) -> list[dict]:
                 "drafter": name,
                 "batch": batch,
                 "speedup": sp["value"] if sp else run["m"]["speedup"],
-                "lo": sp["lo"] if sp and sp["rounds"] > 1 else None,
-                "hi": sp["hi"] if sp and sp["rounds"] > 1 else None,
+                "lo": sp["lo"] if sp else None,
+                "hi": sp["hi"] if sp else None,
                 "far": sp["far"] if sp else [],
                 "decode": bool(sp and sp["decode"]),
                 "whole": whole["value"] if whole else run["m"].get("whole_run_speedup"),
-                "verdict": noise.verdict(run),
+                "verdict": sp["verdict"] if sp else None,
                 "plain_tokens": batch,
                 "spec_tokens": batch * (depth + 1),
                 "alpha": run["spec"]["summary"].get("alpha"),
@@ -184,36 +184,29 @@ def past_the_ridge_figure(m: dict, s: dict, label: str = "") -> go.Figure:
         rows=1, cols=2, subplot_titles=("speedup over plain decoding, decoding alone", "tokens per pass against this machine's room")
     )
     batches = sorted({p["batch"] for p in points})
-    for i, name in enumerate(dict.fromkeys(p["drafter"] for p in points)):
-        mine = [p for p in points if p["drafter"] == name]
-        vals = [(p["speedup"], p["lo"], p["hi"]) for p in mine]
-        fig.add_bar(
-            x=[f"batch {p['batch']}" for p in mine],
-            y=[v for v, _, _ in vals],
-            name=esc(name),
-            marker_color=COLORS[i % len(COLORS)],
-            error_y=_whiskers(vals),
-            text=[f"{v:.2f}×" for v, _, _ in vals],
-            textposition="outside",
-            row=1,
-            col=1,
-        )
-        fig.add_scatter(
-            x=[f"batch {p['batch']}" for p in mine],
-            y=[p["whole"] for p in mine],
-            mode="markers",
-            marker={"symbol": "diamond-open", "size": 11, "color": "#333"},
-            name="whole run, prefill included",
-            showlegend=i == 0,
-            legendgroup="whole",
-            row=1,
-            col=1,
-        )
+    xs = [f"batch {b}" for b in batches]
+    names = list(dict.fromkeys(p["drafter"] for p in points))
+    at = {(p["drafter"], p["batch"]): p for p in points}
+    series = []
+    for i, name in enumerate(names):
+        mine = [at.get((name, b)) for b in batches]
+        vals = [(p["speedup"], p["lo"], p["hi"]) if p else None for p in mine]
+        series.append({"name": name, "values": vals, "color": COLORS[i % len(COLORS)], "text": [f"{v[0]:.2f}×" if v else "" for v in vals]})
+    centres = grouped_bars(fig, xs, series, row=1, col=1)
+    whole = [(x, p["whole"]) for name, cs in zip(names, centres) for x, b in zip(cs, batches) if (p := at.get((name, b)))]
+    fig.add_scatter(
+        x=[x for x, _ in whole],
+        y=[w for _, w in whole],
+        mode="markers",
+        marker={"symbol": "diamond-open", "size": 11, "color": "#333"},
+        name="whole run, prefill included",
+        row=1,
+        col=1,
+    )
     fig.add_hline(y=1.0, line_dash="dot", line_color="#333", row=1, col=1)  # named in the axis title: no label over a bar
     first = points[0]["drafter"]
     depth_tokens = {p["batch"]: p["spec_tokens"] for p in points if p["drafter"] == first}
-    xs = [f"batch {b}" for b in batches]
-    fig.add_bar(x=xs, y=batches, name="plain: tokens per pass", marker_color=PLAIN_COLOR, row=1, col=2)
+    fig.add_bar(x=xs, y=batches, name="plain: tokens per pass", marker={"color": PLAIN_COLOR, "pattern": {"shape": "."}}, row=1, col=2)
     fig.add_bar(
         x=xs,
         y=[depth_tokens.get(b) for b in batches],
@@ -239,15 +232,15 @@ def past_the_ridge_figure(m: dict, s: dict, label: str = "") -> go.Figure:
 
 
 def past_the_ridge_table(m: dict, s: dict) -> list[dict]:
-    words = {1: "faster every round", -1: "slower every round", 0: "rounds overlap"}
     return [
         {
             "drafter": p["drafter"],
             "batch": p["batch"],
             "tokens per pass (plain → verify)": f"{p['plain_tokens']} → {p['spec_tokens']}",
             "speedup, decoding alone" if p["decode"] else "speedup (whole run only)": round(p["speedup"], 2),
-            "rounds": f"{p['lo']:.2f}–{p['hi']:.2f}" if p["lo"] is not None else "one run",
-            "verdict": words[p["verdict"]] + (f" (round {', '.join(str(i + 1) for i in p['far'])} left out)" if p["far"] else ""),
+            "95% range": f"{p['lo']:.2f}–{p['hi']:.2f}" if p["lo"] is not None else "one run",
+            "verdict": (p["verdict"].kind if p["verdict"] else "one run: can't tell")
+            + (f" (round {', '.join(str(i + 1) for i in p['far'])} far from the others, kept)" if p["far"] else ""),
             "whole run, prefill included": round(p["whole"], 2) if p["whole"] is not None else None,
             "α": round(p["alpha"], 2) if p["alpha"] is not None else None,
         }

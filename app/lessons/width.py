@@ -3,16 +3,16 @@
 Rows are one per (batch, contender) for plain decoding, a chain and a tree of the same depth, and, in newer
 measurements, the goodput policy allowed all three (app/lessons/experiments.py `width`). A goodput row also
 carries the shape its median run verified at each decode step (`step_shapes`, read from the trace) and the mean
-draft nodes per row. A winner is named only beyond the spread of the interleaved runs (app/lessons/noise.py);
+draft nodes per row. A winner is named only by the one rule over the interleaved rounds (app/common/verdict.py);
 every reason given is a measured number: tokens per pass, tokens emitted per pass, the verify pass's time, the
 shapes goodput chose. Older recordings, without a goodput row, read as before.
 """
 
 from __future__ import annotations
 
-from app.lessons import knee
-from app.lessons.load import cell, load_rate, load_runs
-from app.lessons.noise import clear_winner, runs_text
+from app.lessons import knee, noise
+from app.lessons.load import cell, load_rate, load_runs, ratio
+from app.lessons.noise import runs_text
 
 PLAIN, GOODPUT = "plain decoding", "goodput"
 FIXED = (PLAIN, "chain", "tree")  # the fixed shapes goodput is set against
@@ -54,7 +54,7 @@ def width_ratio(m: dict, s: dict, key: str = "decode") -> float | None:
     if not t or not c:
         return None
     if key == "decode":
-        return load_rate(t) / load_rate(c) if load_rate(c) else None
+        return ratio(t, c) if load_rate(c) else None
     return t[key] / c[key] if t.get(key) and c.get(key) else None
 
 
@@ -90,44 +90,20 @@ def width_table(result: dict) -> list[dict]:
     return out
 
 
-VERDICT = {1: "faster", -1: "slower", 0: "no clear winner"}
-
-
-PAIRED_ROUNDS = 3  # a verdict by rounds needs at least this many interleaved rounds
-
-
-def paired_winner(a: dict | None, b: dict | None) -> tuple[int, float, float]:
-    """(+1 / -1 when a beat b / lost to b in every interleaved round, else 0; the lowest and highest per-round ratio).
-    The rounds ran A B A B …, so a drift of the machine between rounds moves both alike and cancels in each ratio."""
-    if not a or not b or len(a["values"]) != len(b["values"]) or len(a["values"]) < PAIRED_ROUNDS:
-        return 0, 0.0, 0.0
-    ratios = [x / y for x, y in zip(a["values"], b["values"]) if y > 0]
-    if len(ratios) != len(a["values"]):
-        return 0, 0.0, 0.0
-    return (1 if min(ratios) > 1 else -1 if max(ratios) < 1 else 0), min(ratios), max(ratios)
-
-
 def tree_verdict(tree: dict, chain: dict) -> tuple[int, str]:
-    """The tree against the chain: beyond the spread of their runs, else in every interleaved round; and why."""
-    verdict = clear_winner(load_runs(tree), load_runs(chain))
-    if verdict:
-        return verdict, f"every run {'above' if verdict > 0 else 'below'} every run of the chain"
-    rounds, lo, hi = paired_winner(load_runs(tree), load_runs(chain))
-    if rounds:
-        return rounds, (
-            f"{'above' if rounds > 0 else 'below'} the chain in every interleaved round, {lo:.2f}–{hi:.2f}× round by round, "
-            "though their runs' ranges overlap: the machine drifted between rounds"
-        )
-    return 0, "their runs overlap" if load_runs(tree) and load_runs(chain) else "one run each: no spread to judge by"
+    """The tree against the chain by the one rule over their interleaved rounds; and its interval in words."""
+    v = noise.judge(load_runs(tree), load_runs(chain))
+    if v is None:
+        return 0, "one run each: can't tell"
+    return v.sign, v.words("the tree", "the chain")
 
 
 def _batch_line(batch: int, tree: dict, chain: dict, shape: str) -> tuple[str, int]:
-    ratio = load_rate(tree) / load_rate(chain)
+    vs = ratio(tree, chain)
     verdict, why = tree_verdict(tree, chain)
     spread = load_runs(tree) and load_runs(chain)
     text = (
-        f"Batch {batch}: the tree ({shape}) decoded {load_rate(tree):.1f} tokens/s, {ratio:.2f}× the chain's "
-        f"{load_rate(chain):.1f} ({VERDICT[verdict]}: {why})."
+        f"Batch {batch}: the tree ({shape}) decoded {load_rate(tree):.1f} tokens/s, {vs:.2f}× the chain's {load_rate(chain):.1f} ({why})."
     )
     if spread:
         text += f" Tree {runs_text(load_runs(tree))}; chain {runs_text(load_runs(chain))}."
@@ -157,7 +133,7 @@ def _batch_line(batch: int, tree: dict, chain: dict, shape: str) -> tuple[str, i
 
 def width_conclusion(result: dict) -> list[str]:
     """Lesson 7's conclusion, from the measurement: the tree against the chain of the same depth at each batch
-    size (a winner only beyond the spread), then what the large batch's passes carried."""
+    size (a winner only by the one rule), then what the large batch's passes carried."""
     shape = f"{result['nodes']} nodes, top-{result['topk']}, depth {result['depth']}"
     lines, verdicts = [line for line in (room_line(result),) if line], {}
     for batch in sorted({r["batch"] for r in result["rows"]}):
@@ -168,11 +144,11 @@ def width_conclusion(result: dict) -> list[str]:
         lines.append(line)
     if len(verdicts) == 2:
         (small, v_small), (large, v_large) = sorted(verdicts.items())
-        word = {1: "faster than", -1: "slower than", 0: "level with"}
+        word = {1: "faster than", -1: "slower than", 0: "not named faster or slower than"}
         text = f"The tree was {word[v_small]} the chain at batch {small} and {word[v_large]} it at batch {large}" + (
-            "; a verdict only beyond the spread of the runs or in every interleaved round (level: neither)."
+            "; a verdict only by the rule (the 95% range excludes 1 and the gap is at least 3%)."
             if v_small or v_large
-            else ": their runs overlapped at both."
+            else ": the rule named no winner at either."
         )
         plain, chain, tree = (cell(result["rows"], large, n) for n in FIXED)
         if plain and chain and tree:
@@ -268,18 +244,15 @@ def _choice_text(good: dict, best: dict, shape: tuple[str, int], verdict: int) -
 
 
 def _goodput_line(batch: int, good: dict, best: dict, shape: tuple[str, int]) -> tuple[str, int | None]:
-    """Goodput against the fastest fixed shape (by median) at one batch size, a verdict only beyond the spread; and
-    (verdict, or None without a spread to judge by)."""
-    verdict = clear_winner(load_runs(good), load_runs(best))
-    spread = bool(load_runs(good) and load_runs(best))
-    said = {
-        1: "goodput beat it (every run above every run of it)",
-        -1: "goodput fell short of it (every run below every run of it)",
-        0: "goodput matched it within the spread (their runs overlap)" if spread else "one run each: no spread to judge by",
-    }[verdict]
-    ratio = f", {load_rate(good) / load_rate(best):.2f}×" if load_rate(best) else ""
+    """Goodput against the fastest fixed shape (by median) at one batch size, a verdict only by the one rule; and
+    (verdict, or None without rounds to judge by)."""
+    v = noise.judge(load_runs(good), load_runs(best))
+    spread = v is not None and v.lo is not None
+    verdict = v.sign if v else 0
+    said = f"goodput was {v.word} it ({v.interval})" if v else "one run each: can't tell"
+    vs = f", {ratio(good, best):.2f}×" if load_rate(best) else ""
     text = (
-        f"Batch {batch}: goodput decoded {load_rate(good):.1f} tokens/s{ratio} the fastest fixed shape, "
+        f"Batch {batch}: goodput decoded {load_rate(good):.1f} tokens/s{vs} the fastest fixed shape, "
         f"{NAMED[best['contender']]} ({load_rate(best):.1f}): {said}."
     )
     if spread:
@@ -306,10 +279,10 @@ def goodput_conclusion(result: dict) -> list[str]:
         return lines
     short = [b for b, v in verdicts.items() if v < 0]
     if short:
-        text = f"Goodput fell short of the fastest fixed shape at batch {' and '.join(map(str, short))}, beyond the spread."
+        text = f"Goodput fell short of the fastest fixed shape at batch {' and '.join(map(str, short))}, by the rule."
     else:
-        how = {(0,): "matched it within the spread", (1,): "beat it beyond the spread"}.get(
-            tuple(set(verdicts.values())), "matched or beat it"
+        how = {(0,): "was not told apart from it", (1,): "beat it by the rule"}.get(
+            tuple(set(verdicts.values())), "beat it or was not told apart from it"
         )
         text = f"Goodput {how} at every batch size, against the fastest fixed shape there."
     names = {b: r["contender"] for b, r in best_of.items()}

@@ -9,15 +9,15 @@ from types import SimpleNamespace
 import pytest
 
 from app.common import measurement
-from app.lessons import conclusions
+from app.lessons import conclusions, noise
 
 
-def test_noise_names_a_winner_only_beyond_the_spread():
+def test_noise_names_a_winner_only_by_the_one_rule():
     a, b = measurement.spread([10.0, 11.0, 12.0]), measurement.spread([12.5, 13.0, 14.0])
-    assert conclusions.clear_winner(b, a) == 1 and conclusions.clear_winner(a, b) == -1
-    assert conclusions.clear_winner(a, measurement.spread([11.5, 12.5, 13.0])) == 0  # overlapping runs
-    assert conclusions.clear_winner(measurement.spread([10.0]), measurement.spread([20.0])) == 0  # one run: no spread
-    assert conclusions.clear_winner(None, b) == 0
+    assert noise.sign(b, a) == 1 and noise.sign(a, b) == -1
+    assert noise.sign(a, measurement.spread([10.5, 11.0, 13.0])) == 0  # the interval reaches 1: can't tell
+    assert noise.sign(measurement.spread([10.0]), measurement.spread([20.0])) == 0  # one run: no interval
+    assert noise.sign(None, b) == 0 and noise.word(None, b) == "not told apart from"
     assert a == {"values": [10.0, 11.0, 12.0], "median": 11.0, "min": 10.0, "max": 12.0}
 
 
@@ -55,9 +55,9 @@ def test_lesson5_reports_what_a_run_can_measure():
     }
     assert conclusions.verified_slots(result["batches"][1]["gated"]) == (64, 30)
     text = conclusions.adaptive_conclusion(result, 6)
-    assert "at batch 1 it drafted 50% fewer tokens and decoded 1.20× as fast as drafting all 6" in text
+    assert "at batch 1 it drafted 50% fewer tokens (decoding alone: medians 24.0 against 20.0 tokens/s): one run each" in text
     assert "accepted at α 0.660, higher than the 0.500" in text and "accepted at α 0.380, lower than the 0.400" in text
-    assert "decoded 0.95× as fast" in text
+    assert "medians 57.0 against 60.0 tokens/s" in text and "faster than drafting" not in text
     assert conclusions.alpha_words(0.6004, 0.5996) == "the same as"  # equal at the digits shown: never "0.600, higher than 0.600"
     assert "still carried 34 padded positions of 64 draft slots (53%)" in text
     assert "never verified" in text
@@ -91,8 +91,8 @@ def _width(b1_tree, b1_chain, big_tree, big_chain, big=16, nodes=24, spread=0.02
 def test_width_conclusion_follows_the_numbers_both_ways():
     paid_then_cost = conclusions.width_conclusion(_width(70.0, 60.0, 200.0, 340.0, ridge=38.0))
     assert paid_then_cost[0].startswith("Batch 1: the tree (24 nodes, top-6, depth 4) decoded 70.0 tokens/s, 1.17×")
-    assert "(faster: every run above every run of the chain)" in paid_then_cost[0]
-    assert "(slower: every run below every run of the chain)" in paid_then_cost[1]
+    assert "(faster than the chain: 1.17× (95% range 1.17–1.17×, 3 rounds))" in paid_then_cost[0]
+    assert "(slower than the chain: 0.59× (95% range 0.59–0.59×, 3 rounds))" in paid_then_cost[1]
     assert (
         "its verify pass of 25 tokens took 35.0 ms against 30.0 ms for the chain's 5 (1.17×): the extra tokens outweighed"
         in paid_then_cost[0]
@@ -113,14 +113,15 @@ def test_width_conclusion_follows_the_numbers_both_ways():
     late = conclusions.width_conclusion(_width(55.0, 60.0, 400.0, 340.0))
     assert late[2].startswith("The tree was slower than the chain at batch 1 and faster than it at batch 16")
     assert "cost more here than the extra accepted tokens bought" not in "\n".join(late)
-    # overlapping runs: no winner named
+    # rounds that disagree: no winner named
     noisy_m = _width(62.0, 60.0, 330.0, 340.0, spread=0.1)
     for r in noisy_m["rows"]:  # the chain's rounds in the other order: no round-by-round winner either
         if r["contender"] == "chain":
             r["tokens_per_s_runs"]["values"].reverse()
     noisy = conclusions.width_conclusion(noisy_m)
-    assert "(no clear winner: their runs overlap)" in noisy[0] and noisy[2].startswith(
-        "The tree was level with the chain at batch 1 and level with it at batch 16: their runs overlapped at both."
+    assert "(not told apart from the chain with 3 rounds (can't tell): " in noisy[0] and noisy[2].startswith(
+        "The tree was not named faster or slower than the chain at batch 1 and not named faster or slower than it at "
+        "batch 16: the rule named no winner at either."
     )
     # level overall: whether width paid per verify pass is said from the pass's own numbers, never as a winner
     assert "(1.36×), and its verify pass of 25 tokens took 35.0 ms against 30.0 ms for the chain's 5 (1.17×)" in noisy[0]
@@ -129,9 +130,11 @@ def test_width_conclusion_follows_the_numbers_both_ways():
     next(r for r in heavy["rows"] if r["contender"] == "tree" and r["batch"] == 1)["verify_ms"] = 45.0  # 1.50x > 1.36x
     assert "outweighed" not in conclusions.width_conclusion(heavy)[0]
     assert "the extra tokens outweighed the longer pass." not in noisy[0] and "the longer pass outweighed" not in noisy[0]
-    drifted = _width(62.0, 60.0, 330.0, 340.0, spread=0.1)  # overlapping runs, but the tree ahead in every round
+    drifted = _width(63.0, 60.0, 330.0, 340.0, spread=0.1)  # overlapping runs, but the tree 5% ahead in every round
     line = conclusions.width_conclusion(drifted)[0]
-    assert "(faster: above the chain in every interleaved round, 1.03–1.03× round by round, though their runs' ranges overlap" in line
+    assert "(faster than the chain: 1.05× (95% range 1.05–1.05×, 3 rounds))" in line
+    close = conclusions.width_conclusion(_width(61.0, 60.0, 330.0, 340.0, spread=0.1))[0]  # 1.7% ahead: under the 3% gap
+    assert "(level with the chain: 1.02× (95% range 1.02–1.02×, 3 rounds), within 3%)" in close
 
 
 def test_width_table_and_the_recording_fit_the_schema():
@@ -161,12 +164,16 @@ def test_lesson4_verdicts_only_beyond_the_spread_and_latency():
     m = {"ar": lane([100.0, 101.0, 99.0], 50.0), "on": lane([80.0, 82.0, 79.0], 60.0), "off": lane([98.0, 100.0, 99.5], 51.0, (3, 20))}
     lines = conclusions.turn_it_off_conclusion(m, {"batch": 16, "n": 8, "tokens": 32})
     assert lines[0].startswith("Decoding alone at batch 16 over the whole run (tokens/s, median of the runs): plain 100.0")
-    assert "Always-on was slower than plain decoding, the switch level with plain and faster than always-on" in lines[0]
+    assert "Always-on was slower than plain: 0.80× (95% range" in lines[0]
+    assert (
+        "the switch not told apart from plain with 3 rounds (can't tell): 0.99× (95% range" in lines[0]
+        and "and faster than always-on: 1.23× (95% range" in lines[0]
+    )
     assert lines[1].startswith("The switch speculated on 3 of 20 decode steps, once the batch had shrunk.")
-    assert "60.0 ms per output token speculating against 50.0 ms plain (longer waits" in lines[2]
+    assert "60.0 ms per output token (TPOT) speculating against 50.0 ms plain (longer waits" in lines[2]
     m["off"] = lane([79.0, 83.0, 81.0], 60.0)
     lines = conclusions.turn_it_off_conclusion(m, {"batch": 16, "n": 8, "tokens": 32})
-    assert "the switch slower than plain and level with always-on" in lines[0]
+    assert "the switch slower than plain: 0.81×" in lines[0] and "not told apart from always-on with 3 rounds" in lines[0]
     assert "more than 8 rows decoded at every step, so it never came back on" in lines[1]
 
 
@@ -210,16 +217,18 @@ def test_policy_view_names_no_winner_without_a_margin_and_says_identical():
     from app.lessons import load
 
     lines = load.conclusion(_policy_rows(0.05))
-    assert lines[0].startswith("Batch 1: **off above batch 8** and **fixed k = 4** (identical settings at this batch")
-    assert "were fastest (30.6 tokens/s, 53% ahead of plain decoding" in lines[0]
-    assert "2% ahead of" not in lines[0] and "was fastest" not in lines[0]
-    assert lines[1].startswith("Batch 16: no clear winner: **plain decoding** had the highest median")  # 200 vs 198, overlapping
+    assert lines[0].startswith("Batch 1: no winner named. **off above batch 8** had the highest median (30.6 tokens/s), fixed k = 4")
+    assert "level with fixed k = 4: 1.02× (95% range 1.02–1.02×, 3 rounds), within 3%." in lines[0]
+    assert "The two ran identical settings at this batch" in lines[0] and "was fastest" not in lines[0]
+    assert lines[1].startswith("Batch 16: no winner named. **plain decoding** had the highest median (200.0 tokens/s)")
     assert "fixed k = 4 0.60× (batch 16)" in lines[2] and "against plain decoding at the same batch" in lines[2]
     assert "plain decoding 80.0 ms; fixed k = 4 120.0 ms" in lines[3] and "continuous batching" in lines[3]
-    tight = load.conclusion(_policy_rows(0.001))
-    assert tight[1].startswith("Batch 16: **plain decoding** was fastest (200.0 tokens/s, 1% ahead of off above batch 8, every run above")
+    apart = _policy_rows(0.05)
+    apart[1] |= {"tokens_per_s": 24.0, "tokens_per_s_runs": measurement.spread([23.0, 24.0, 25.0])}
+    won = load.conclusion(apart)[0]
+    assert won.startswith("Batch 1: **off above batch 8** was fastest (30.6 tokens/s): faster than fixed k = 4: 1.27× (95% range")
     rows = _policy_rows(0.05)
     rows[-1] |= {"mean_depth": 0.0, "alpha": None}  # the switch never acted at batch 16: plain decoding's own work
-    assert "**plain decoding** and **off above batch 8** (identical settings at this batch" in load.conclusion(rows)[1]
+    assert "The two ran identical settings at this batch" in load.conclusion(rows)[1]
     table = load.load_table(_policy_rows(0.05), "plain decoding")
     assert table[0]["TPOT ms"] is None and table[3]["TPOT ms"] == 80.0 and table[1]["runs (decoding tokens/s)"] == "28.5, 30.0, 31.5"
