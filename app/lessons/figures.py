@@ -21,11 +21,18 @@ import textwrap
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-# Okabe-Ito: blue, orange, sky blue, reddish purple, grey, vermillion (never paired with a green).
+# Okabe-Ito: blue, orange, sky blue, reddish purple, grey, vermillion (never paired with a green). These fill bars and
+# draw lines; text is never drawn in them (orange on white is 2.25:1): labels use TEXT_COLOR, or readable(colour).
 PLAIN_COLOR = "#8a8d99"
 COLORS = ["#0072B2", "#E69F00", "#56B4E9", "#CC79A7", "#D55E00"]
 WASTE_COLOR = "#CC79A7"
 RIDGE_COLOR = "#D55E00"
+TEXT_COLOR = "#2a3f5f"  # plotly's own text colour: 9.4:1 on its plot background, 11:1 on white
+# ... and each series is told apart by more than its colour: bar i gets PATTERNS[i], line i DASHES[i] and SYMBOLS[i].
+PATTERNS = ("", "/", "x", ".", "\\", "+")
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")
+LABEL_FONT = {"size": 11, "color": TEXT_COLOR}
 ROW_PX, HEADER_PX = 35, 38
 MAX_LABEL = 160
 
@@ -105,9 +112,56 @@ def label_above_whiskers(fig: go.Figure, xs: list, values: list[tuple[float, flo
     """Each bar's label just above its whisker's top (the bar's own top where it has no whisker), as a text trace: a
     bar's own outside text sits at the bar's top, where the whisker runs through it. One bar per x (not grouped)."""
     tops = [hi if hi is not None else v for v, _, hi in values]
-    fig.add_scatter(x=xs, y=tops, text=text, mode="text", textposition="top center", showlegend=False, hoverinfo="skip", **cell)
+    fig.add_scatter(
+        x=xs, y=tops, text=text, mode="text", textposition="top center", textfont=LABEL_FONT, showlegend=False, hoverinfo="skip", **cell
+    )
     fig.data[-1].update(cliponaxis=False)
     fig.update_yaxes(range=[0, 1.15 * max(tops, default=1.0) or 1.0], **cell)
+
+
+def grouped_bars(fig: go.Figure, cats: list[str], series: list[dict], **cell) -> list[list[float]]:
+    """Bars of several series side by side in each category, drawn at numeric positions (category j at x = j, its
+    ticks named) so that each bar's label can sit at the bar's own centre just above its whisker. `series`: dicts of
+    name, values [(value, min, max) or None per category], color, and optionally text (a label per bar), hovertext,
+    legendgroup, showlegend. Series i is hatched with PATTERNS[i]. Returns each series' bar centres."""
+    width = 0.8 / max(len(series), 1)
+    centres, tops, ticks = [], [0.0], list(range(len(cats)))
+    for i, sr in enumerate(series):
+        vals = [v if v is not None and v[0] is not None else (None, None, None) for v in sr["values"]]
+        xs = [j - 0.4 + width * (i + 0.5) for j in ticks]
+        centres.append(xs)
+        fig.add_bar(
+            x=xs,
+            y=[v for v, _, _ in vals],
+            width=width * 0.95,
+            offset=-width * 0.95 / 2,  # a bar with an offset is left out of plotly's own grouping: it stands at its x
+            name=esc(sr["name"]),
+            marker={"color": sr["color"], "pattern": {"shape": PATTERNS[i % len(PATTERNS)]}},
+            error_y=_whiskers([v if v[0] is not None else (0.0, None, None) for v in vals]),
+            hovertext=sr.get("hovertext"),
+            legendgroup=sr.get("legendgroup"),
+            showlegend=sr.get("showlegend", True),
+            **cell,
+        )
+        top = [(hi if hi is not None else v) for v, _, hi in vals]
+        tops += [t for t in top if t is not None]
+        if sr.get("text"):
+            keep = [k for k, t in enumerate(top) if t is not None]
+            fig.add_scatter(
+                x=[xs[k] for k in keep],
+                y=[top[k] for k in keep],
+                text=[sr["text"][k] for k in keep],
+                mode="text",
+                textposition="top center",
+                textfont=LABEL_FONT,
+                showlegend=False,
+                hoverinfo="skip",
+                cliponaxis=False,
+                **cell,
+            )
+    fig.update_xaxes(tickvals=ticks, ticktext=cats, range=[-0.5, len(cats) - 0.5], **cell)
+    fig.update_yaxes(range=[0, 1.18 * max(tops) or 1.0], **cell)
+    return centres
 
 
 def _whiskers(values: list[tuple[float, float | None, float | None]]) -> dict | None:
@@ -188,11 +242,12 @@ def turn_it_off_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     names = [name for name, _ in lanes]
     fig.add_bar(x=names, y=[v for v, _, _ in vals], marker_color=colors, error_y=_whiskers(vals), showlegend=False, row=1, col=1)
     label_above_whiskers(fig, names, vals, [f"{v:.0f}" for v, _, _ in vals], row=1, col=1)
-    for (name, _), key, color in zip(lanes, keys, colors) if phases else ():
-        got = [spread_of(phases.get(key, {}), p) for p in PHASE_NAMES]
-        pv = [g if g else (0.0, None, None) for g in got]
-        x = list(PHASE_NAMES.values())
-        fig.add_bar(x=x, y=[v for v, _, _ in pv], name=esc(name), marker_color=color, error_y=_whiskers(pv), row=1, col=2)
+    if phases:
+        series = [
+            {"name": name, "values": [spread_of(phases.get(key, {}), p) for p in PHASE_NAMES], "color": color}
+            for (name, _), key, color in zip(lanes, keys, colors)
+        ]
+        grouped_bars(fig, list(PHASE_NAMES.values()), series, row=1, col=2)
     return frame(fig, f"Batch {batch}, rows ending at different lengths: each policy's decoding speed", label, height=420)
 
 
@@ -235,12 +290,12 @@ def by_load_figure(m: dict, s: dict, label: str = "") -> go.Figure:
         cols=2,
         subplot_titles=("decoding tokens/s, all sequences (higher is better)", "time per output token, ms (lower is better)"),
     )
-    dashes = [None, "dash", "dot", "dashdot", "longdash"]
     for i, name in enumerate(dict.fromkeys(r["contender"] for r in rows)):
         cells = [next((r for r in rows if r["batch"] == b and r["contender"] == name), None) for b in xs]
         vals = [decode_rate(c) if c else (None, None, None) for c in cells]
         color = PLAIN_COLOR if i == 0 else COLORS[(i - 1) % len(COLORS)]
-        style = {"color": color, "dash": dashes[i % len(dashes)], "width": 2.5}
+        style = {"color": color, "dash": DASHES[i % len(DASHES)], "width": 2.5}
+        marker = {"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8}
         ok = [v for v in vals if v[0] is not None]
         fig.add_scatter(
             x=[str(b) for b in xs],
@@ -248,6 +303,7 @@ def by_load_figure(m: dict, s: dict, label: str = "") -> go.Figure:
             mode="lines+markers",
             name=esc(name),
             line=style,
+            marker=marker,
             error_y=_whiskers(ok) if len(ok) == len(vals) else None,
             legendgroup=str(i),
             row=1,
@@ -259,6 +315,7 @@ def by_load_figure(m: dict, s: dict, label: str = "") -> go.Figure:
             mode="lines+markers",
             name=esc(name),
             line=style,
+            marker=marker,
             legendgroup=str(i),
             showlegend=False,
             row=1,
@@ -276,27 +333,22 @@ def adaptive_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     fig = make_subplots(
         rows=1,
         cols=3,
-        subplot_titles=("drafted per step (depth)", "tokens kept per step (accepted length)", "speedup over plain, decoding alone"),
+        subplot_titles=("drafted per step (depth)", "kept per step", "× plain, decoding alone"),
     )
     xs = [f"batch {b['batch']}" for b in m["batches"]]
+    panels = {1: [], 2: [], 3: []}
     for i, (key, name) in enumerate((("fixed", f"all {depth_k} drafts"), ("gated", f"stop below {conf:.2f}"))):
-        style = {"color": COLORS[i], "pattern": {"shape": "" if i == 0 else "/"}}
         depth = [b[f"m_{key}"].get("drafted_depth") for b in m["batches"]]
         kept = [b[key]["summary"].get("tokens_per_step") for b in m["batches"]]
         speed = [decode_ratio(b[key], b["ar"]) for b in m["batches"]]
-        common = {"name": esc(name), "marker": style, "legendgroup": key}
-        fig.add_bar(x=xs, y=depth, text=[f"{d:.1f}" if d is not None else "" for d in depth], row=1, col=1, **common)
-        fig.add_bar(x=xs, y=kept, text=[f"{k:.2f}" if k is not None else "" for k in kept], showlegend=False, row=1, col=2, **common)
-        fig.add_bar(
-            x=xs,
-            y=[v for v, _, _ in speed],
-            error_y=_whiskers(speed),
-            text=[f"{v:.2f}×" for v, _, _ in speed],
-            showlegend=False,
-            row=1,
-            col=3,
-            **common,
+        common = {"name": name, "color": COLORS[i], "legendgroup": key}
+        panels[1].append(
+            {**common, "values": [(d, None, None) for d in depth], "text": [f"{d:.1f}" if d is not None else "" for d in depth]}
         )
+        panels[2].append({**common, "values": [(k, None, None) for k in kept], "text": [f"{k:.2f}" if k is not None else "" for k in kept]})
+        panels[3].append({**common, "values": speed, "text": [f"{v:.2f}×" for v, _, _ in speed]})
+    for col, series in panels.items():
+        grouped_bars(fig, xs, [{**sr, "showlegend": col == 1} for sr in series], row=1, col=col)
     fig.add_hline(y=1.0, line_dash="dot", line_color="#333", row=1, col=3)
     return frame(fig, "The gate drafts less where the drafter is unsure; does it keep as many tokens?", label, height=400)
 
@@ -332,30 +384,23 @@ def pass_text(c: dict | None) -> str:
 
 
 def width_figure(m: dict, s: dict, label: str = "") -> go.Figure:
-    """Decoding-alone tokens/s of plain, chain, tree and (newer measurements) goodput at both batches (tokens per pass
-    on each bar), and tokens emitted per pass. What goodput chose per step is app/lessons/width_steps.py's picture."""
+    """Decoding-alone tokens/s of plain, chain, tree and (newer measurements) goodput at both batches (the median on
+    each bar, above its whisker; tokens per pass in its hover and the table), and tokens emitted per pass. What goodput
+    chose per step is app/lessons/width_steps.py's picture."""
     rows = m["rows"]
     xs = sorted({r["batch"] for r in rows})
+    cats = [f"batch {b}" for b in xs]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("decoding tokens/s, all sequences", "tokens emitted per pass (per row)"))
+    rates, emitted = [], []
     for i, name in enumerate(dict.fromkeys(r["contender"] for r in rows)):
         cells = [next((r for r in rows if r["batch"] == b and r["contender"] == name), None) for b in xs]
-        vals = [decode_rate(c) if c else (0.0, None, None) for c in cells]
+        vals = [decode_rate(c) if c else None for c in cells]
         color = PLAIN_COLOR if name == "plain decoding" else COLORS[i % len(COLORS)]
-        marker = {"color": color, "pattern": {"shape": ["", "", "/", "x"][i % 4]}}
-        fig.add_bar(
-            x=[f"batch {b}" for b in xs],
-            y=[v for v, _, _ in vals],
-            name=esc(name),
-            marker=marker,
-            error_y=_whiskers(vals),
-            text=[pass_text(c) for c in cells],
-            textposition="outside",
-            legendgroup=str(i),
-            row=1,
-            col=1,
-        )
-        emitted = [(c.get("tokens_per_step") or (1.0 if name == "plain decoding" else None)) if c else None for c in cells]
-        fig.add_bar(
-            x=[f"batch {b}" for b in xs], y=emitted, name=esc(name), marker=marker, legendgroup=str(i), showlegend=False, row=1, col=2
-        )
+        common = {"name": name, "color": color, "legendgroup": str(i)}
+        text = [f"{v[0]:.0f}" if v else "" for v in vals]
+        rates.append({**common, "values": vals, "text": text, "hovertext": [pass_text(c) for c in cells]})
+        kept = [(c.get("tokens_per_step") or (1.0 if name == "plain decoding" else None)) if c else None for c in cells]
+        emitted.append({**common, "values": [(k, None, None) for k in kept], "showlegend": False})
+    grouped_bars(fig, cats, rates, row=1, col=1)
+    grouped_bars(fig, cats, emitted, row=1, col=2)
     return frame(fig, "Tree against chain: more tokens per pass buys more accepted tokens, until the pass gets dear", label, height=400)

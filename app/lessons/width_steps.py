@@ -16,6 +16,7 @@ from app.lessons.figures import COLORS, PLAIN_COLOR, esc, frame
 from app.lessons.width import SHAPES, nodes_per_row
 
 SHAPE_COLORS = {"plain": PLAIN_COLOR, "chain": COLORS[1], "tree": COLORS[2]}  # as width_figure colours plain, chain, tree
+SHAPE_PATTERNS = {"plain": "", "chain": "/", "tree": "x"}  # as width_figure hatches them (figures.PATTERNS)
 SHAPE_NAMES = {"plain": "plain step", "chain": "chain of k", "tree": "tree of n nodes"}
 HOVER = {
     "plain": "step %{x}: plain, 1 token per row<extra></extra>",
@@ -53,7 +54,7 @@ def shapes_figure(m: dict, label: str = "") -> go.Figure | None:
                 x=[x for x, _ in steps],
                 y=[s["nodes"] + 1 for _, s in steps],
                 name=SHAPE_NAMES[kind],
-                marker={"color": SHAPE_COLORS[kind]},
+                marker={"color": SHAPE_COLORS[kind], "pattern": {"shape": SHAPE_PATTERNS[kind]}},
                 customdata=[[s["nodes"], s["depth"]] for _, s in steps],
                 hovertemplate=HOVER[kind],
                 legendgroup=kind,

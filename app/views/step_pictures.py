@@ -183,17 +183,17 @@ def plain_vs_step_figure(m: dict) -> go.Figure:
                 hovertemplate=f"plain pass {i + 1}: %{{x:.1f}} ms, 1 token<extra></extra>",
             )
     t = 0.0
-    for label, ms, color in (
-        (f"draft {m['k']}", m["draft_ms"], DRAFT_COLOR),
-        (f"verify {m['k'] + 1} tokens in one pass", m["verify_ms"], VERIFY_COLOR),
-        ("overhead", m["step_ms"] - m["draft_ms"] - m["verify_ms"], OVERHEAD_COLOR),
+    for label, ms, color, hatch in (  # hatched apart too: never told apart by colour alone
+        (f"draft {m['k']}", m["draft_ms"], DRAFT_COLOR, "/"),
+        (f"verify {m['k'] + 1} tokens in one pass", m["verify_ms"], VERIFY_COLOR, "x"),
+        ("overhead", m["step_ms"] - m["draft_ms"] - m["verify_ms"], OVERHEAD_COLOR, "."),
     ):
         fig.add_bar(
             y=["one speculative step"],
             x=[max(ms, 0.0)],
             base=[t],
             orientation="h",
-            marker_color=color,
+            marker={"color": color, "pattern": {"shape": hatch}},
             name=label,
             hovertemplate=f"{label}: %{{x:.1f}} ms<extra></extra>",
         )

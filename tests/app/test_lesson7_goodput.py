@@ -153,7 +153,7 @@ def test_the_strip_draws_each_step_as_its_tokens_per_row():
     assert chain.marker.color == width_bars[2].marker.color and tree.marker.color == width_bars[4].marker.color
     assert "batch 1: 6 decode steps, 6.0 draft nodes per row on average" in fig.layout.annotations[0].text
     assert {a.text for a in fig.layout.annotations} >= {"fixed chain: 5", "fixed tree: 25"}
-    assert "≈7 tok/pass" in width_bars[6].text and "80 tok/pass" in width_bars[2].text
+    assert "≈7 tok/pass" in width_bars[6].hovertext and "80 tok/pass" in width_bars[2].hovertext  # the bar's label is its rate
     assert "<img" not in str(width_steps.shapes_figure(m, HOSTILE).layout.title.text)
     fig.to_json()
 

@@ -157,7 +157,8 @@ def test_thin_measurements_still_draw():
         ],
     }
     fig = F.width_figure(width, {})
-    assert fig.data[0].text == ("9 tok/pass",) and fig.data[1].y == (None,)
+    bars, labels, emitted = fig.data  # the rate's bar, its label above it, tokens emitted per pass
+    assert bars.hovertext == ("9 tok/pass",) and labels.text == ("40",) and emitted.y == (None,)
     rec = _rec("adaptive")
     m = copy.deepcopy(rec["measurement"])
     m["batches"] = m["batches"][:1]

@@ -1,0 +1,121 @@
+"""Every lesson's figures, built from the shipped recordings (assets/lessons/*.json read with
+app/common/measurement.py load_record), and where each label, annotation and whisker lands once plotly.js draws
+them in a real headless Chromium (Playwright): the readability tests (tests/app/test_chart_readability.py) read
+these, and `python -m tests.app.lesson_charts OUT_DIR` writes each figure as a PNG to look at by eye."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSONS = ROOT / "assets" / "lessons"
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+WIDTHS = (760, 1200)  # a narrow laptop window's chart and a wide one (the app's layout is "wide")
+
+
+def _rec(name: str) -> dict:
+    from app.common import measurement
+
+    return measurement.load_record(LESSONS / f"{name}.json")
+
+
+def lesson_figures() -> dict:
+    """{name: plotly Figure} for every lesson figure the shipped recordings draw, each with its recording's label."""
+    from app.lessons import figures, load, pass_figures, step_lesson, switch, width_steps
+    from app.views import step_pictures
+    from engine import Trace
+
+    out = {}
+    step = step_lesson.record_of(Trace.from_json(LESSONS / "step-through.json"))
+    out["lesson0"] = step_pictures.plain_vs_step_figure(step["measurement"])
+    drawn = {
+        "lesson1": (pass_figures.memory_bound_figure, "memory_bound"),
+        "lesson2": (pass_figures.more_flops_figure, "more_flops"),
+        "lesson3": (pass_figures.past_the_ridge_figure, "past_the_ridge"),
+        "lesson4": (figures.turn_it_off_figure, "turn_it_off"),
+        "lesson5": (figures.adaptive_figure, "adaptive"),
+        "lesson6": (figures.by_load_figure, "by_load"),
+        "lesson7": (figures.width_figure, "width"),
+    }
+    for key, (draw, name) in drawn.items():
+        rec = _rec(name)
+        out[key] = draw(rec["measurement"], rec["settings"], f"recorded on {rec['machine']}, {rec['date']}")
+    more = {
+        "lesson4_steps": lambda r, label: switch.steps_figure(r["measurement"], label),
+        "lesson6_depths": lambda r, label: load.depth_figure(r["measurement"], label),
+        "lesson6_load": lambda r, label: load.load_figure(r["measurement"]["rows"]),
+        "lesson7_steps": lambda r, label: width_steps.shapes_figure(r["measurement"], label),
+    }
+    sources = {"lesson4_steps": "turn_it_off", "lesson6_depths": "by_load", "lesson6_load": "by_load", "lesson7_steps": "width"}
+    for key, draw in more.items():
+        rec = _rec(sources[key])
+        fig = draw(rec, f"recorded on {rec['machine']}, {rec['date']}")
+        if fig is not None:
+            out[key] = fig
+    return out
+
+
+# Every text plotly.js draws on a chart, and every whisker (error bar), as screen boxes {x0, y0, x1, y1, text}.
+BOXES_JS = """
+async ([spec, width]) => {
+  const div = document.getElementById('chart');
+  await Plotly.newPlot(div, spec.data, Object.assign({}, spec.layout, {width: width}), {staticPlot: true});
+  const box = (el, kind) => { const r = el.getBoundingClientRect();
+    return {kind: kind, text: el.textContent, x0: r.left, y0: r.top, x1: r.right, y1: r.bottom}; };
+  const all = (sel, kind) => Array.from(div.querySelectorAll(sel)).map(el => box(el, kind))
+    .filter(b => b.x1 - b.x0 > 0.5 && b.y1 - b.y0 > 0.5 && b.text.trim() !== '' || kind === 'whisker');
+  return {
+    labels: all('g.textpoint text', 'label').concat(all('text.bartext', 'label')),
+    notes: all('g.annotation text', 'annotation').concat(all('text.gtitle', 'title')),
+    legend: all('g.legend text.legendtext', 'legend'),
+    ticks: all('g.xtick text, g.ytick text, g.x2tick text, g.y2tick text, g.x3tick text, g.y3tick text', 'tick'),
+    whiskers: Array.from(div.querySelectorAll('g.errorbar path.yerror')).map(el => box(el, 'whisker'))
+      .filter(b => b.y1 - b.y0 > 0.5),
+    fonts: Array.from(div.querySelectorAll('text')).filter(t => t.textContent.trim() !== '')
+      .map(t => ({text: t.textContent, size: parseFloat(getComputedStyle(t).fontSize),
+                  fill: getComputedStyle(t).fill, opacity: getComputedStyle(t).opacity})),
+  };
+}
+"""
+
+
+class Renderer:
+    """One headless Chromium with plotly.js loaded once; `boxes(fig, width)` draws a figure and returns its boxes,
+    `png(fig, width, path)` writes it as an image."""
+
+    def __init__(self, playwright):
+        from plotly.offline import get_plotlyjs
+
+        self.browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        self.page = self.browser.new_page(viewport={"width": max(WIDTHS) + 40, "height": 1400})
+        self.page.set_content(f"<html><body style='margin:0'><script>{get_plotlyjs()}</script><div id='chart'></div></body></html>")
+
+    def boxes(self, fig, width: int) -> dict:
+        return self.page.evaluate(BOXES_JS, [json.loads(fig.to_json()), width])
+
+    def png(self, fig, width: int, path: Path) -> None:
+        self.boxes(fig, width)
+        self.page.locator("#chart").screenshot(path=str(path))
+
+    def close(self) -> None:
+        self.browser.close()
+
+
+def main(out: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    Path(out).mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        r = Renderer(p)
+        for name, fig in lesson_figures().items():
+            for width in WIDTHS:
+                r.png(fig, width, Path(out) / f"{name}_{width}.png")
+            Path(out, f"{name}.json").write_text(json.dumps(r.boxes(fig, WIDTHS[0]), indent=1))
+        r.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "artifacts/lesson_charts")
