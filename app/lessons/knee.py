@@ -8,8 +8,9 @@ docs/measurements/h200-gpu_graphs.json, whose curve crosses 1.25× at about 152 
 
 - **the room**: the most tokens per pass whose pass stays within ROOM× a one-token pass ("inside the room");
 - **past it**: a pass carrying at least PAST× the room's tokens, where every extra token costs real time;
-- **the knee** is a different point, not computed here: where the curve reaches 1.5× the one-token pass
-  (app/lessons/gpu.py KNEE_FACTOR; about 234 tokens on that H200 curve).
+- **the knee** (`knee_tokens`): where the curve reaches KNEE× (1.5×) the one-token pass, on the straight line
+  between the measured sizes around it (about 234 tokens on that H200 curve). The one knee every lesson, the GPU
+  panel and the recordings quote; the probed ridge (peaks' FLOP/s ÷ bytes/s) is a third number, an estimate.
 
 Pure: reads only the curve's numbers. No streamlit, no torch.
 """
@@ -21,6 +22,7 @@ MOST_DEPTH = 3  # a chosen depth stops here: deeper drafts are accepted too rare
 # α ≈ 0.5, the EAGLE head's on held-out prompts, a chain's 4th draft survives with chance α^4 ≈ 6%), and a room that
 # reads 4 tokens in one recording and 8 in the next (8 tokens cost 1.22-1.27x one on the 2-core EPYC) gives the same k
 PAST = 4.0  # "past the knee": a pass carrying at least this many times the room's tokens
+KNEE = 1.5  # the knee: where a pass costs this many times a one-token pass
 
 
 def room_tokens(tokens, ms) -> int:
@@ -35,6 +37,18 @@ def room_tokens(tokens, ms) -> int:
             break
         room = int(t)
     return max(room, 1)
+
+
+def knee_tokens(tokens, ms, factor: float = KNEE) -> float | None:
+    """Tokens per pass where the measured curve first reaches `factor` × its one-token pass, on the straight line
+    between the two measured sizes around it; None where it never does within the curve (the knee lies past it)."""
+    if not tokens or len(tokens) != len(ms) or ms[0] <= 0:
+        raise ValueError("a pass curve needs as many times as token counts, the first one positive")
+    base = ms[0]
+    for (t0, m0), (t1, m1) in zip(zip(tokens, ms), zip(tokens[1:], ms[1:])):
+        if m1 >= factor * base:
+            return float(t1) if m0 >= factor * base or m1 == m0 else t0 + (t1 - t0) * (factor * base - m0) / (m1 - m0)
+    return None
 
 
 def cost_at(tokens, ms, n: float) -> float:

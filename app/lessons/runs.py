@@ -3,9 +3,9 @@
 A shared machine drifts: another user's job starts, a core's clock changes. Running contender A three times and
 then B three times would hand the drift to one of them; running A B A B A B hands it to both alike (the way
 engine.bench.harness.run_cells does, which returns only medians). Here every run is kept, so a lesson can show the
-spread (app/common/measurement.py `spread`) and name a winner only beyond it (app/lessons/conclusions.py
-`clear_winner`). Also here: Barrow's seed passes (two shapes of one pass, alternated) and the knee of this machine's measured
-pass curve, from which lesson 3 picks its large batch. No streamlit.
+spread (app/common/measurement.py `spread`) and name a winner only by the one rule over the rounds
+(app/common/verdict.py). Also here: Barrow's seed passes (two shapes of one pass, alternated) and the knee of this
+machine's measured pass curve (app/lessons/knee.py, the one definition). No streamlit.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from app.common import measurement as ms
+from app.lessons import knee
 from app.views import metrics
 from engine import DecodeConfig, generate
 from engine.decoding.passcurve import pass_costs
@@ -134,18 +135,13 @@ def lane_pair(ar_runs: list[list], spec_runs: list[list]) -> dict:
 
 
 LARGE_BATCHES = (4, 8, 16, 32)  # the large batch's options; 0 = "from this machine's pass curve"
-KNEE_FACTOR = 1.5  # the knee: the fewest tokens per pass whose pass costs this many times a one-token pass
 
 
 def knee_tokens(tokens, ms_) -> float:
-    """The knee of a measured pass curve: the fewest tokens per pass that cost KNEE_FACTOR× the one-token pass
-    (the last point measured when none did)."""
-    return float(next((t for t, m in zip(tokens, ms_) if m >= KNEE_FACTOR * ms_[0]), tokens[-1]))
-
-
-def large_batch(knee: float, depth: int) -> int:
-    """The smallest large batch whose verify pass, batch × (k + 1) tokens, carries at least twice the knee."""
-    return next((b for b in LARGE_BATCHES if b * (depth + 1) >= 2 * knee), LARGE_BATCHES[-1])
+    """The knee of a measured pass curve as a recording stores it (app/lessons/knee.py `knee_tokens`, the one
+    definition), the last point measured where the curve never reaches it (the knee lies past the curve)."""
+    found = knee.knee_tokens(tokens, ms_)
+    return float(tokens[-1]) if found is None else found
 
 
 SEED_CONTEXT, SEED_ROUNDS = 150, 3
