@@ -274,6 +274,9 @@ def priced_name(table: list[dict]) -> str:
     return f"{LABEL}; drafting priced" + (f" ({'; '.join(how[k] for k in kinds)})" if kinds else "")
 
 
+HOVER = "%{x}: %{y:.2f} (drafting: %{customdata})<extra></extra>"
+
+
 def figure(m, label: str = "") -> go.Figure | None:
     """Speedup over plain decoding per lane: measured on this machine beside the same steps re-timed on the H200, on
     the same axes; the re-timed bars whose drafting could not be priced drawn apart (cross-hatched) and labelled on
@@ -303,7 +306,9 @@ def figure(m, label: str = "") -> go.Figure | None:
         kinds = [_kinds(r) if ceiling is not None else PLAIN for r in table]
         speeds = [r[s_key] if keep else None for r, keep in zip(table, mine)]
         common = {"name": esc(name), "marker": {"color": color, "pattern": {"shape": hatch}}, "legendgroup": str(i)}
-        common |= {"customdata": [r["drafting on the H200"] or "" for r in table] if ceiling is not None else None}
+        common |= {"offsetgroup": "cpu" if ceiling is None else "h200"}  # a ceiling bar takes the re-timed bar's place
+        if ceiling is not None:  # each re-timed bar says how its drafting was priced when hovered
+            common |= {"customdata": [r["drafting on the H200"] or "" for r in table], "hovertemplate": HOVER}
         fig.add_bar(x=xs, y=speeds, text=[bar_text(v, k) for v, k in zip(speeds, kinds)], textposition="outside", row=1, col=1, **common)
         rates = [r[r_key] if keep else None for r, keep in zip(table, mine)]
         fig.add_bar(x=xs, y=rates, text=[bar_text(v, k, "") for v, k in zip(rates, kinds)], showlegend=False, row=1, col=2, **common)
