@@ -29,6 +29,7 @@ from app.lessons.load_lessons import (
     turn_it_off,
     width,
 )
+from app.lessons.pass_conclusions import per_token
 from app.lessons.pass_lessons import (
     LARGEST,
     large_batch_speedup,
@@ -41,7 +42,7 @@ from app.lessons.pass_lessons import (
 )
 from app.lessons.runs import LARGE_BATCHES
 from app.lessons.step_lesson import STEP_DEPTH, one_step, one_step_models
-from app.lessons.switch import SWITCH_BATCHES
+from app.lessons.switch import SWITCH_BATCHES, always_on_speedup
 from app.lessons.width import width_models, width_ratio
 
 __all__ = [
@@ -84,9 +85,10 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             Knob("l2_tokens", "New tokens", (16, 32, 64), 32),
         ),
         Prediction(
-            "Speculative decoding's total FLOPs are how many times plain decoding's, for the same output?",
+            "Per decoded token (decoding alone: the prompt's pass left out), speculative decoding does how many times "
+            "the FLOPs of plain decoding?",
             "e.g. 0.8",
-            lambda m, s: m["m"].get("flops_ratio"),
+            lambda m, s: (per_token(m) or {}).get("flops"),
             operations_models,
         ),
         leviathan=lambda m, s: _leviathan_of(m["m"]),
@@ -135,12 +137,12 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             Knob("l4_tokens", "New tokens per sequence (the longest answer)", (32, 48, 64), 48),
         ),
         Prediction(
-            "The speedup of always-on speculation (draft model) over plain decoding, decoding alone, at batch {batch} (0: from the curve)?",
+            "The speedup of always-on speculation (n-gram lookup) over plain decoding, decoding alone over the whole run, "
+            "at this lesson's batch (chosen from this machine's room)?",
             "e.g. 1.2",
-            lambda m, s: m["m"].get("speedup"),
+            always_on_speedup,
             lambda m, s: _leviathan_models(m["m"]),
         ),
-        needs=("model",),
         leviathan=lambda m, s: _leviathan_of(m["m"]),
     ),
     "adaptive": Experiment(

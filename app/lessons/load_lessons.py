@@ -6,9 +6,9 @@ against load, and width (a draft tree). Each takes (pair, probe, settings) and r
 from __future__ import annotations
 
 from app.common import measurement as ms
-from app.lessons import knee, pass_lessons, switch
+from app.lessons import knee, noise, pass_lessons, switch
 from app.lessons.experiment_kit import lane_jobs, model_drafter
-from app.lessons.load import cell, load_rate
+from app.lessons.load import cell, load_rate, ratio
 from app.lessons.runs import Job, cell_of_runs, lane_pair, median_run, timed_rounds
 from app.lessons.width import GOODPUT, goodput_fields
 from engine import DecodeConfig
@@ -89,10 +89,11 @@ def adaptive(pair, probe, s: dict) -> dict:
 
 
 def gate_ratio(m: dict, s: dict) -> float | None:
-    """At batch 1, the gated run's decoding-alone tokens/s ÷ drafting all k's (medians of the runs)."""
+    """At batch 1, the gated run's decoding-alone speed over drafting all k's: the one rule's ratio over the
+    interleaved rounds, the number the verdict sentence states."""
     b = m["batches"][0]
-    fixed = switch.rate(b["fixed"])
-    return switch.rate(b["gated"]) / fixed if fixed else None
+    v = noise.judge(switch.decode_spread(b["gated"]), switch.decode_spread(b["fixed"]))
+    return v.ratio if v else None
 
 
 def gate_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
@@ -181,10 +182,11 @@ def fixed_k(m: dict, s: dict) -> int:
 
 
 def load_speedup(m: dict, s: dict) -> float | None:
-    """Fixed k's decoding-alone tokens/s ÷ plain decoding's at the largest batch."""
+    """Fixed k's decoding-alone speed over plain decoding's at the largest batch (load.ratio: the one rule's ratio,
+    the number the table and the verdict show)."""
     batch = max(r["batch"] for r in m["rows"])
     c, p = cell(m["rows"], batch, fixed_label(fixed_k(m, s))), cell(m["rows"], batch, PLAIN)
-    return load_rate(c) / load_rate(p) if c and p and load_rate(p) else None
+    return ratio(c, p) if c and p and load_rate(p) else None
 
 
 def load_models(m: dict, s: dict) -> list[tuple[str, float | None]]:

@@ -118,6 +118,13 @@ def verdict(a: dict | None, b: dict | None, name: str = "plain") -> str:
     return v.words(b=name) if v else f"not told apart from {name} (no rounds)"
 
 
+def always_on_speedup(m: dict, s: dict) -> float | None:
+    """Lesson 4's measured answer: always-on's speed over plain decoding's, decoding alone over the whole run, as the
+    one rule's ratio over the interleaved rounds (the number its verdict sentence states)."""
+    v = noise.judge(decode_spread(m["on"]), decode_spread(m["ar"]))
+    return v.ratio if v else None
+
+
 def _phase_line(m: dict, c: dict) -> str | None:
     ph = m.get("phases")
     if not ph or not all(p in ph.get(k, {}) for k, _ in LANES for p in PHASES):

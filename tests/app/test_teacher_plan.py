@@ -41,7 +41,8 @@ def test_the_plan_follows_a_re_recording(tmp_path):
     name = "more_flops"
     record = json.loads((RECORDINGS / f"{name}.json").read_text())
     before = teacher_plan.expectation(name, RECORDINGS, EXPERIMENTS, {}, lambda: "")
-    record["measurement"]["m"]["flops_ratio"] = 7.25
+    costs = record["measurement"]["decode_costs"]  # the answer: FLOPs per decoded token, speculative ÷ plain
+    costs["spec"]["flops"] = 7.25 * costs["ar"]["flops"] / costs["ar"]["tokens"] * costs["spec"]["tokens"]
     (tmp_path / f"{name}.json").write_text(json.dumps(record))
     after = teacher_plan.expectation(name, tmp_path, EXPERIMENTS, {}, lambda: "")
     assert "7.25×" in after and "7.25×" not in before
