@@ -33,6 +33,7 @@ PATTERNS = ("", "/", "x", ".", "\\", "+")
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")
 LABEL_FONT = {"size": 11, "color": TEXT_COLOR}
+TICK_CHARS = 16  # a category's name wraps at this many characters
 ROW_PX, HEADER_PX = 35, 38
 MAX_LABEL = 160
 
@@ -159,7 +160,8 @@ def grouped_bars(fig: go.Figure, cats: list[str], series: list[dict], **cell) ->
                 cliponaxis=False,
                 **cell,
             )
-    fig.update_xaxes(tickvals=ticks, ticktext=cats, range=[-0.5, len(cats) - 0.5], **cell)
+    names = ["<br>".join(textwrap.wrap(esc(c), TICK_CHARS)) for c in cats]  # wrapped, never tilted
+    fig.update_xaxes(tickvals=ticks, ticktext=names, tickangle=0, range=[-0.5, len(cats) - 0.5], **cell)
     fig.update_yaxes(range=[0, 1.18 * max(tops) or 1.0], **cell)
     return centres
 

@@ -8,11 +8,13 @@ whole-run figure (prefill included) beside it, labelled. Text reaching a figure 
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.lessons import knee, noise
-from app.lessons.figures import COLORS, PLAIN_COLOR, RIDGE_COLOR, WASTE_COLOR, _whiskers, frame, grouped_bars, label_above_whiskers
+from app.lessons.figures import COLORS, LABEL_FONT, PLAIN_COLOR, RIDGE_COLOR, WASTE_COLOR, _whiskers, frame, grouped_bars
 from app.lessons.pass_conclusions import drafter_label, per_token, room_of
 
 
@@ -37,8 +39,23 @@ def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
         error_y=_whiskers(vals),
         hovertemplate="%{x} tokens per pass: %{y:.2f}× a one-token pass<extra></extra>",
     )
-    label_above_whiskers(fig, xs, vals, [f"{v:.2f}×" for v, _, _ in vals])  # a label beside a point sat on its whisker
-    fig.update_yaxes(range=None)  # a log axis: plotly fits it
+    # Each label off its whisker's end (beside the point it sat on the whisker), and off the room's line: under the
+    # whisker for a pass inside the room, above it past the room.
+    inside = [v < knee.ROOM for v, _, _ in vals]
+    fig.add_scatter(
+        x=xs,
+        y=[(lo if lo is not None else v) if low else (hi if hi is not None else v) for (v, lo, hi), low in zip(vals, inside)],
+        text=[f"{v:.2f}×" for v, _, _ in vals],
+        mode="markers+text",
+        marker={"size": 8, "opacity": 0},  # unseen: it keeps the label a marker's height off the whisker's cap
+        textposition=["bottom center" if low else "top center" for low in inside],
+        textfont=LABEL_FONT,
+        showlegend=False,
+        hoverinfo="skip",
+        cliponaxis=False,
+    )
+    ends = [e for v, lo, hi in vals for e in (lo or v, hi or v)] + [xs[-1]]
+    fig.update_yaxes(range=[math.log10(min(ends) / 1.3), math.log10(max(ends) * 1.3)])  # room for the labels
     if far:
         fig.add_scatter(
             x=[x for x, _ in far],
@@ -56,8 +73,8 @@ def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
         name=f"{knee.ROOM}× a one-token pass: the room reaches {room} token{'s' if room != 1 else ''} here",
         hoverinfo="skip",
     )
-    fig.update_xaxes(type="log", title_text="tokens per pass (batch 1)")
-    fig.update_yaxes(type="log", title_text="time ÷ a one-token pass")
+    fig.update_xaxes(type="log", title_text="tokens per pass (batch 1)", tickvals=xs)  # plotly's minor log ticks crowd
+    fig.update_yaxes(type="log", title_text="time ÷ a one-token pass", tickvals=[0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000])
     return frame(fig, "Inside the room a pass costs about a one-token pass; past it, cost grows with the tokens", label, height=420)
 
 

@@ -48,9 +48,9 @@ def drawn():
 def test_no_label_overlaps_another_label_or_a_whisker(drawn, name, width):
     b = drawn[(name, width)]
     texts = b["labels"] + b["notes"]
-    clashes = [(x["text"], y["text"]) for x, y in combinations(texts, 2) if _overlap(x, y)]
+    clashes = [(x["text"], y["text"]) for x, y in combinations(texts + b["ticks"], 2) if _overlap(x, y)]
     clashes += [(x["text"], "whisker") for x in texts for w in b["whiskers"] if _overlap(x, w)]
-    clashes += [(x["text"], y["text"]) for x in texts for y in b["legend"] + b["ticks"] if _overlap(x, y)]
+    clashes += [(x["text"], y["text"]) for x in texts for y in b["legend"] if _overlap(x, y)]
     assert not clashes, f"{name} at {width} px: {clashes}"
     small = [x["text"] for x in b["labels"] if x["y1"] - x["y0"] < MIN_TEXT_PX]
     assert not small, f"{name} at {width} px: labels shrunk below {MIN_TEXT_PX} px: {small}"
