@@ -333,14 +333,14 @@ def drafting_lines(m) -> list[str]:
     return out
 
 
-def why_not(m, label: str = "") -> str:
+def why_not(m, label: str = "", recorded: bool | None = None) -> str:
     """Why a result has no re-timed view, exactly: a recording made before its experiment kept per-step pass shapes
-    (only a recording can be that), or the reason no lane could be priced."""
+    (only a recording can be that: `recorded`, else a label saying "recorded on"), or why no lane could be priced."""
     entries = lanes_of(m)
     if entries:
         notes = dict.fromkeys(h200_lane(e["lane"], e["drafter"]).note for e in entries)
         return "None of this run's steps can be re-timed on the H200: " + "; ".join(notes) + "."
-    if "recorded on" in label:
+    if recorded if recorded is not None else "recorded on" in label:
         return (
             "This recording carries no per-step pass shapes: it was recorded before this experiment kept them, so it "
             "cannot be re-timed. Run the experiment live to see your own steps priced on the H200 (a live run keeps "

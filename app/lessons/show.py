@@ -244,7 +244,8 @@ def _retimed(lesson_name: str, result: dict, key: str) -> None:
         return
     fig = retime.figure(m, label)
     if fig is None:
-        st.caption(retime.why_not(m, label))  # exactly why: a recording from before the shapes were kept, or what failed
+        recorded = result["source"] == "recorded" if "source" in result else None  # else the label says
+        st.caption(retime.why_not(m, label, recorded))  # exactly why: a recording from before the shapes were kept, or what failed
         return
     _chart(fig, key + "retimed")
     _table(retime.rows(m))

@@ -73,6 +73,8 @@ def test_the_old_recording_message_is_said_only_of_a_recording():
     assert "recorded before" in retime.why_not(m, "recorded on AMD EPYC (2 threads), bfloat16, 2026-12-04 (quiet)")
     live = retime.why_not(m, "measured live on this machine")
     assert "recorded before" not in live and "cannot be re-timed" in live
+    assert "recorded before" in retime.why_not(m, "📼 shipped", recorded=True)  # the page's result says its source
+    assert "recorded before" not in retime.why_not(m, "recorded on X, but run live", recorded=False)
     outside = {"ar": {"passes": [[9000, 0, 2]], "decode_tokens": 2}}
     assert "outside the recorded" in retime.why_not(outside, "recorded on X") and "recorded before" not in retime.why_not(
         outside, "recorded on X"
