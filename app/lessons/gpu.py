@@ -21,7 +21,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from app.lessons.figures import COLORS, esc, frame
+from app.common.a11y import readable
+from app.lessons.figures import COLORS, SYMBOLS, esc, frame
 from engine.costs import ridge_tokens_with_kv
 from engine.roofline import predictor
 from engine.roofline.architectures import architecture
@@ -76,7 +77,7 @@ def _log_x_marker(fig: go.Figure, x: float, color: str, dash: str, text: str, an
         yref="paper",
         text=text,
         showarrow=False,
-        font={"color": color},
+        font={"color": readable(color)},  # the line's hue, dark enough to read (orange text was 2.25:1)
         xanchor=anchor,
         yanchor="bottom",
     )
@@ -351,8 +352,8 @@ def curves_figure(curves: list[Curve], marks: list[int] | None = None) -> go.Fig
             y=list(c.ms),
             mode="lines+markers",
             name=esc(c.name + (" (gpu_bench)" if "bench" in c.source else "")),
-            line={"color": color, "dash": dashes.get(c.mode)},
-            marker={"symbol": "circle" if c.mode == "graph" else "square"},
+            line={"color": color, "dash": "dot" if c.context else dashes.get(c.mode)},  # never told apart by colour alone
+            marker={"symbol": SYMBOLS[shapes.index(c.shape) % len(SYMBOLS)] + ("" if c.mode == "graph" else "-open")},
             customdata=list(c.batches),
             hovertemplate="%{x} tokens per pass (batch×tokens: %{customdata}): %{y:.2f} ms<extra></extra>",
         )
@@ -363,8 +364,8 @@ def curves_figure(curves: list[Curve], marks: list[int] | None = None) -> go.Fig
     if knee:  # the one knee the panel and the lesson texts quote, on the curve it is read from
         color = COLORS[shapes.index(quoted.shape) % len(COLORS)]
         _log_x_marker(fig, knee, color, "dashdot", esc(f"knee ≈ {knee:.0f} ({quoted.shape}, CUDA graph)"), "right", 0.9)
-    fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)")
-    fig.update_yaxes(type="log", title_text="ms per pass")
+    fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)", dtick=1)  # decades: minor labels crowd
+    fig.update_yaxes(type="log", title_text="ms per pass", dtick=1)
     label = "; ".join(dict.fromkeys(c.label for c in curves))
     return frame(fig, "Measured on a GPU: what one pass costs as it carries more tokens", label, height=420)
 
@@ -383,7 +384,7 @@ def model_figure(lesson: str, settings: dict, gpu_keys: tuple[str, ...] = ("H100
             y=[predictor.pass_ms(costs, roof, 1, n, MODEL_CONTEXT) for n in xs],
             mode="lines",
             name=esc(f"{gpu(key).name} (model)"),
-            line={"color": COLORS[i % len(COLORS)], "dash": "dot"},
+            line={"color": COLORS[i % len(COLORS)], "dash": ("dot", "dash", "solid")[i % 3]},
         )
         ridge = model_ridge(key, shape)
         ridges.append((ridge, key, COLORS[i % len(COLORS)]))

@@ -50,6 +50,13 @@ def lesson_figures() -> dict:
         "lesson7_steps": lambda r, label: width_steps.shapes_figure(r["measurement"], label),
     }
     sources = {"lesson4_steps": "turn_it_off", "lesson6_depths": "by_load", "lesson6_load": "by_load", "lesson7_steps": "width"}
+    from app.lessons import gpu  # each lesson's GPU panel: the recorded H200 curves and the Predictor (lesson 3's passes)
+
+    curves, _ = gpu.recorded_curves()
+    ridge = _rec("past_the_ridge")["settings"]
+    marks = sorted({b * n for _, b, n in gpu.lesson_passes("past_the_ridge", ridge)})
+    out["gpu_curves"] = gpu.curves_figure(curves, marks)
+    out["gpu_model"] = gpu.model_figure("past_the_ridge", ridge)
     for key, draw in more.items():
         rec = _rec(sources[key])
         fig = draw(rec, f"recorded on {rec['machine']}, {rec['date']}")
