@@ -112,3 +112,16 @@ def test_speedup_heatmaps_diverge_without_red_against_green():
         low, high = _hue(ends[0]), _hue(ends[-1])
         assert not red_or_green(low) and not red_or_green(high), ends  # orange below 1x, blue above
         assert fig.data[0].texttemplate == "%{text}"  # each cell prints its number too
+
+
+def test_chart_text_colours_have_aa_contrast_on_both_plot_backgrounds():
+    """Text on a lesson chart is drawn in figures.TEXT_COLOR or a series colour made readable (a11y.readable); the
+    browser test (test_chart_readability.py) reads every drawn text's colour back as well."""
+    from app.lessons import figures
+
+    series = [*figures.COLORS, figures.PLAIN_COLOR, figures.RIDGE_COLOR, figures.WASTE_COLOR]
+    for colour in [figures.TEXT_COLOR, *(a11y.readable(c) for c in series)]:
+        for bg in a11y.PLOT_BACKGROUNDS:
+            assert a11y.contrast(colour, bg) >= 4.5, (colour, bg)
+            assert a11y.contrast(colour, bg) == pytest.approx(contrast(_rgb(colour), _rgb(bg)))  # one formula
+    assert a11y.contrast("#E69F00") < 4.5 and a11y.readable("#E69F00") != "#E69F00"  # the orange is never text as it is
