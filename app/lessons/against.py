@@ -8,7 +8,7 @@ the one rule (app/common/verdict.py). Pure: no streamlit.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.common import measurement, verdict
 from app.lessons import load, noise
@@ -29,6 +29,8 @@ SETTING_NAMES = {  # the names of what a lesson chose from its room (its measure
     "nodes": "tree nodes",
     "topk": "children per node",
     "tokens": "new tokens",
+    "context": "context (tokens)",
+    "conf": "confidence gate",
 }
 
 
@@ -41,6 +43,7 @@ class Side:
     date: str
     answer: float | None
     facts: dict
+    settings: dict = field(default_factory=dict)  # the knobs the run was asked for (0: chosen from the room)
 
 
 def _rate_runs(x: dict | None) -> dict | None:
@@ -126,7 +129,11 @@ def conditions(name: str, m: dict, s: dict) -> dict:
 
 
 def side(name: str, m: dict, s: dict, machine: str, date: str, answer: float | None) -> Side:
-    return Side(str(machine), str(date), answer, conditions(name, m, s))
+    return Side(str(machine), str(date), answer, conditions(name, m, s), dict(s))
+
+
+def _knob(value) -> str:
+    return "0 (from the room)" if value == 0 else f"{value:g}"
 
 
 # --- the table -----------------------------------------------------------------------------------
@@ -146,6 +153,9 @@ def table(rec: Side, live: Side, unit: str = "×") -> list[dict]:
         return {"number": what, "recorded": a, "live": b}
 
     rows = [row("machine", rec.machine, live.machine), row("date", rec.date, live.date)]
+    for key in sorted(set(rec.settings) | set(live.settings)):
+        if rec.settings.get(key) != live.settings.get(key):
+            rows.append(row(f"setting: {SETTING_NAMES.get(key, key)}", *(_knob(x.settings.get(key)) for x in (rec, live))))
     rows.append(row("the prediction's measured answer", _fmt(rec.answer, ".2f", unit), _fmt(live.answer, ".2f", unit)))
     if r["verdict"] or lv["verdict"]:
         rows.append(row("verdict", _verdict_cell(r["verdict"]), _verdict_cell(lv["verdict"])))
@@ -201,6 +211,15 @@ def reasons(rec: Side, live: Side) -> list[str]:
     """Each measured condition that differs between the two runs, in words from its numbers."""
     r, lv = rec.facts, live.facts
     out = []
+    asked = [k for k in sorted(set(rec.settings) | set(live.settings)) if rec.settings.get(k) != live.settings.get(k)]
+    if asked:
+        out.append(
+            "This run was asked for other settings than the recording: "
+            + "; ".join(
+                f"{SETTING_NAMES.get(k, k)} {_knob(live.settings.get(k))} live against {_knob(rec.settings.get(k))} recorded" for k in asked
+            )
+            + "."
+        )
     if rec.machine != live.machine:
         out.append(f"The recording was made on {rec.machine}, this run on {live.machine}: another machine, other timings.")
     out += _load_reasons(r["other_cores"], lv["other_cores"])
@@ -220,7 +239,7 @@ def reasons(rec: Side, live: Side) -> list[str]:
             )
         )
     if r["room"] and lv["room"] and r["room"] != lv["room"]:
-        text = f"This run's pass curve gave a room of {lv['room']} tokens per pass, the recording's {r['room']}"
+        text = f"This run's pass curve gave a room of {_tokens(lv['room'])} per pass, the recording's {r['room']}"
         if r["read"] and lv["read"] and r["read"] != lv["read"]:
             text += f", so the pass read as past the room carries {lv['read']} tokens live against {r['read']} recorded"
         out.append(text + ".")
@@ -232,6 +251,10 @@ def reasons(rec: Side, live: Side) -> list[str]:
             + "."
         )
     return out
+
+
+def _tokens(n: int) -> str:
+    return f"{n} token{'s' if n != 1 else ''}"
 
 
 def _load_reasons(then: float | None, now: float | None) -> list[str]:
@@ -255,7 +278,7 @@ def compare(rec: Side, live: Side, unit: str = "×") -> tuple[list[dict], list[s
     if differs and why:
         lines.append("What differed between the two runs, as measured:")
     elif why:
-        lines.append("Conditions that differed, without moving the answer beyond that:")
+        lines.append(f"What differed, though the answer stayed within {MOVED - 1:.0%}:")
     lines += [f"- {w}" for w in why]
     if differs and not why:
         lines.append(

@@ -201,9 +201,9 @@ def live_disturbed(name: str, m: dict) -> str | None:
 
 
 def show_against(name: str, experiment: Experiment, result: dict, rec: dict | None) -> None:
-    """A live result beside the shipped recording of the same settings: the key numbers side by side with the
-    machine and date of each, and what differs, named and explained from what each run measured (app/lessons/against.py)."""
-    if result["source"] != "live" or rec is None or name == STEP_LESSON or rec["settings"] != result["settings"]:
+    """A live result beside the shipped recording: the key numbers side by side with the machine and date of each, and
+    what differs (other settings first), named and explained from what each run measured (app/lessons/against.py)."""
+    if result["source"] != "live" or rec is None or name == STEP_LESSON:
         return
     p, m = experiment.predict, result["measurement"]
     live = against.side(

@@ -5,6 +5,10 @@ The recorded results make most of these instant: the page loads the model only f
 
 from __future__ import annotations
 
+import datetime as dt
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +17,7 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 from streamlit.testing.v1.errors import AppTestError  # noqa: E402
 
+from app.common import measurement  # noqa: E402
 from app.lessons.experiments import EXPERIMENTS  # noqa: E402
 from app.lessons.files import load_lessons  # noqa: E402
 
@@ -237,7 +242,7 @@ def test_live_runs_at_small_settings():
     assert not at.error
     result = at.session_state["lesson1"]
     assert result["source"] == "live" and [r["tokens_per_pass"] for r in result["measurement"]["rows"]] == [1, 2, 4, 8, 16]
-    assert "These numbers were measured live on" in _texts(at.info)
+    assert "These numbers were measured live on" in _texts(at.info) + _texts(at.warning)  # warning: a busy machine
     assert "this machine's room, read from these rows" in _texts(at.success)
     assert "roofline from the probed peaks" in " ".join(_prediction_table(at)["what"])
 
@@ -271,3 +276,54 @@ def test_lesson_0_re_measures_one_step_live():
     assert m["step"] == result["trace"].steps[m["step"]].index and m["k"] == 4
     assert "These numbers were measured live on" in _texts(at.info) and "measured live on" in _texts(at.caption)
     assert f"The target kept {m['accepted']} of 4 drafts" in _texts(at.success)
+
+
+@pytest.mark.slow
+def test_a_live_run_is_drawn_beside_its_recording():
+    """Lesson 1 live at the recording's own settings: a side-by-side table of its key numbers, recorded and live, with
+    the machine and date of each, and a sentence on the prediction's answer made from the two numbers it states."""
+    at = _app(lesson="1", teacher="true")
+    at.button(key="lesson1_run").click().run()
+    _clean(at)
+    rec = measurement.load_record(ROOT / "assets" / "lessons" / "memory_bound.json")
+    result = at.session_state["lesson1"]
+    assert result["source"] == "live" and result["settings"] == rec["settings"]
+    assert "This live run beside the shipped recording" in _texts(at.markdown)
+    table = next(d.value for d in at.dataframe if "number" in d.value.columns)
+    by = {row["number"]: row for _, row in table.iterrows()}
+    assert (by["machine"]["recorded"], by["date"]["recorded"]) == (rec["machine"], rec["date"])
+    assert (by["machine"]["live"], by["date"]["live"]) == (result["machine"], dt.date.today().isoformat())
+    predict = EXPERIMENTS["memory_bound"].predict
+    was, now = (predict.measured(r["measurement"], r["settings"]) for r in (rec, result))
+    assert by["the prediction's measured answer"]["live"] == f"{now:.2f}×"
+    words = _texts(at.info) + _texts(at.warning)
+    moved = f"moved from {was:.2f}× recorded to {now:.2f}× live" in words
+    assert moved or f"The prediction's answer, {now:.2f}× live, is within 15% of the recording's {was:.2f}×" in words
+    if moved:  # a moved answer is explained from the measured conditions, or said to be unexplained by them
+        assert "What differed between the two runs, as measured:" in words or "run-to-run variation" in words
+
+
+@pytest.mark.slow
+def test_a_live_run_beside_a_busy_process_is_flagged_as_a_busy_recording_is(monkeypatch):
+    """A real busy loop in a subprocess (bounded, ended by the test) while lesson 1 runs live: the run records the
+    other processes' load during its own passes, and its label box is a DISTURBED warning, as a busy recording's is."""
+    from app.lessons import pass_lessons
+
+    monkeypatch.setattr(pass_lessons, "PASS_ROUNDS", 2)
+    at = _app(lesson="1", l1_context="64", l1_largest="16")
+    at.number_input(key="l1_guess").set_value(2.0).run()
+    loop = "import time\nend = time.time() + 90\nwhile time.time() < end:\n    pass\n"
+    busy = subprocess.Popen([sys.executable, "-c", loop])
+    try:
+        time.sleep(0.3)  # the loop is running before the first timed pass
+        at.button(key="lesson1_run").click().run()
+    finally:
+        busy.kill()
+        busy.wait()
+    _clean(at)
+    result = at.session_state["lesson1"]
+    other = result["measurement"]["other_cores"]
+    assert other > measurement.BUSY_CORES
+    assert f"DISTURBED: measured beside other work, timings noisy: other processes kept {other:.1f} cores busy" in result["label"]
+    assert "These numbers were measured live on" in _texts(at.warning) and "DISTURBED" in _texts(at.warning)
+    assert "These numbers were measured live on" not in _texts(at.info)

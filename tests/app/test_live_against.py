@@ -115,7 +115,8 @@ def test_a_changed_verdict_and_changed_settings_are_named():
 def test_a_moved_answer_with_nothing_measured_to_explain_it_says_so():
     rec = _record("turn_it_off")
     live = copy.deepcopy(rec["measurement"])
-    live["m"]["speedup"] = rec["measurement"]["m"]["speedup"] * 1.3
+    runs = live["on"]["decode_tokens_per_s_runs"]
+    live["on"]["decode_tokens_per_s_runs"] = measurement.spread([v * 1.3 for v in runs["values"]])  # speculation's rounds only
     recorded, lv = _sides("turn_it_off", live)
     _, lines, differs = against.compare(recorded, lv)
     assert differs and len(lines) == 2 and "run-to-run variation" in lines[1] and "15%" in lines[1]
@@ -157,3 +158,18 @@ def test_lesson_1_beside_a_busy_process_records_the_other_load_and_is_flagged(mo
     recorded, live = _sides("memory_bound", m, machine=hw.device_name)
     _, lines, _ = against.compare(recorded, live)
     assert any(f"Other processes kept {m['other_cores']:.2f} cores busy during this run's timing" in line for line in lines)
+
+
+def test_a_live_run_at_other_settings_names_them_first():
+    rec = _record("memory_bound")
+    m, s = rec["measurement"], rec["settings"]
+    recorded = _side("memory_bound", m, s, rec["machine"], rec["date"])
+    live = _side("memory_bound", copy.deepcopy(m), {"context": 64, "largest": 16}, rec["machine"], "2026-12-05")
+    rows, lines, _ = against.compare(recorded, live)
+    by = {r["number"]: r for r in rows}
+    assert by["setting: context (tokens)"] == {"number": "setting: context (tokens)", "recorded": "150", "live": "64"}
+    assert by["setting: largest pass"] == {"number": "setting: largest pass", "recorded": "0 (from the room)", "live": "16"}
+    assert lines[1] == f"What differed, though the answer stayed within {against.MOVED - 1:.0%}:" and lines[2] == (
+        "- This run was asked for other settings than the recording: context (tokens) 64 live against 150 recorded; "
+        "largest pass 16 live against 0 (from the room) recorded."
+    )
