@@ -162,16 +162,20 @@ def unsteady_spreads(m: dict) -> tuple[int, int]:
     return bad, len(judged)
 
 
-def disturbed_live(m: dict, recorded: dict | None) -> str | None:
+def disturbed_live(m: dict, recorded: dict | None, machine: str | None = None) -> str | None:
     """Why a live run's timings are suspect, or None: other processes kept more than measurement.BUSY_CORES cores
-    busy during a run, a contender's rounds scattered far apart (unsteady_spreads), or (lesson 1) its probed
-    bandwidth fell far below the recording's on the same machine type."""
+    busy during its own timing (every lane's, and lesson 1's metered passes), a contender's rounds scattered far apart
+    (unsteady_spreads), or (lesson 1) its probed bandwidth fell far below the recording's on the same machine type.
+    `recorded`: the recording's measurement, or the whole recording, whose probe is then read only where its machine
+    is `machine` (the live run's): a slower probe on another machine is another machine, not a disturbed one."""
     busy = measurement.other_cores(m)
     if busy is not None and busy > measurement.BUSY_CORES:
         return f"other processes kept {busy:.1f} cores busy during a run"
     bad, judged = unsteady_spreads(m)
     if bad:
         return f"in {bad} of {judged} rates measured in rounds, half the rounds or more were {FAR}× or more from the others"
+    if recorded and "measurement" in recorded:
+        recorded = recorded["measurement"] if recorded.get("machine") == machine else None
     live_bw, rec_bw = m.get("peak_bandwidth"), (recorded or {}).get("peak_bandwidth")
     if live_bw and rec_bw and live_bw * FAR < rec_bw:
         return f"its probe measured {live_bw / 1e9:.0f} GB/s against the recording's {rec_bw / 1e9:.0f} GB/s"

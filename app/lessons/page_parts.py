@@ -179,7 +179,7 @@ def run_live(i: int, name: str, experiment: Experiment, settings: dict) -> None:
             return
     today = dt.date.today().isoformat()
     label = f"measured live on {probe.device_name}, {probe.dtype}, {today}"
-    why = live_disturbed(name, result)
+    why = live_disturbed(name, result, probe.device_name)
     st.session_state[f"lesson{i}"] = {
         "measurement": result,
         "settings": settings,
@@ -191,13 +191,10 @@ def run_live(i: int, name: str, experiment: Experiment, settings: dict) -> None:
     }
 
 
-def live_disturbed(name: str, m: dict) -> str | None:
+def live_disturbed(name: str, m: dict, machine: str) -> str | None:
     """Why a live run's timings are suspect (noise.disturbed_live: other processes' load during its own timing, its
-    rounds' scatter, its probe against the recording's), or None."""
-    if name == STEP_LESSON:
-        return None
-    rec = load_recording(name)[0]
-    return noise.disturbed_live(m, rec["measurement"] if rec else None)
+    rounds' scatter, its probe against the recording's where that was made on this kind of machine), or None."""
+    return None if name == STEP_LESSON else noise.disturbed_live(m, load_recording(name)[0], machine)
 
 
 def show_against(name: str, experiment: Experiment, result: dict, rec: dict | None) -> None:

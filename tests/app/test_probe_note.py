@@ -70,3 +70,21 @@ def test_a_live_run_whose_rounds_scatter_is_labelled_busy_and_a_quiet_one_is_not
         noise.disturbed_live(busy, None)
         == f"in 1 of {judged} rates measured in rounds, half the rounds or more were 1.5× or more from the others"
     )
+
+
+def test_a_slow_probe_is_a_disturbed_machine_only_beside_a_recording_of_the_same_machine():
+    """disturbed_live given the whole recording: a live probe far below it flags the run on the recording's own kind of
+    machine, and not on another machine (a slower machine is not a disturbed one); lesson 1's metered load flags
+    it on any machine."""
+    from app.lessons import noise
+
+    rec = RECORD["measurement"]
+    slow = dict(rec, peak_bandwidth=rec["peak_bandwidth"] / 2)
+    why = noise.disturbed_live(slow, RECORD, RECORD["machine"])
+    assert (
+        why == f"its probe measured {slow['peak_bandwidth'] / 1e9:.0f} GB/s against the recording's {rec['peak_bandwidth'] / 1e9:.0f} GB/s"
+    )
+    assert noise.disturbed_live(slow, RECORD, "Intel(R) Xeon(R) Processor (2 threads)") is None
+    assert noise.disturbed_live(dict(slow, other_cores=0.4), RECORD, "another CPU") is None  # under BUSY_CORES
+    busy = dict(slow, other_cores=1.6)
+    assert noise.disturbed_live(busy, RECORD, "another CPU") == "other processes kept 1.6 cores busy during a run"
