@@ -133,7 +133,8 @@ def peak_share_figure(rows: list[dict], peak_bandwidth: float, peak_flops: float
         y=[100 * s["flops_share"] for s in pts],
         mode="lines+markers",
         name="FLOP/s: counted FLOPs / measured time",
-        line={"color": "#f2a93b"},
+        line={"color": "#f2a93b", "dash": "dash"},  # dashed, square marks: told apart from bandwidth by more than colour
+        marker={"symbol": "square"},
         hovertemplate="%{x} tokens/pass: %{y:.1f}% of peak FLOP/s<extra></extra>",
     )
     fig.add_hline(

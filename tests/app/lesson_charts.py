@@ -57,6 +57,17 @@ def lesson_figures() -> dict:
     marks = sorted({b * n for _, b, n in gpu.lesson_passes("past_the_ridge", ridge)})
     out["gpu_curves"] = gpu.curves_figure(curves, marks)
     out["gpu_model"] = gpu.model_figure("past_the_ridge", ridge)
+    from app.lessons import retime
+    from app.views import roofline
+
+    one = _rec("memory_bound")
+    m1, label1 = one["measurement"], f"recorded on {one['machine']}, {one['date']}"
+    out["lesson1_peaks"] = roofline.peak_share_figure(m1["rows"], m1["peak_bandwidth"], m1["peak_flops"], m1.get("ridge_tokens"))
+    out["lesson1_retimed"] = retime.pass_figure(m1.get("rows") or [], label1)
+    for name in ("more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width"):  # the H200 re-timing
+        rec = _rec(name)
+        out[f"{name}_retimed"] = retime.figure(rec["measurement"], f"recorded on {rec['machine']}, {rec['date']}")
+    out = {k: v for k, v in out.items() if v is not None}
     for key, draw in more.items():
         rec = _rec(sources[key])
         fig = draw(rec, f"recorded on {rec['machine']}, {rec['date']}")
