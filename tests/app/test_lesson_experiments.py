@@ -16,6 +16,7 @@ from app.lessons import load_lessons as ll
 from engine import DecodeConfig, load_pair
 from engine.config import tree_capacity
 from engine.hardware import probe
+from engine.trace.records import decode_timing
 
 
 @pytest.fixture(scope="module")
@@ -175,12 +176,24 @@ def _step(seqs, step_ms, kind="decode"):
 
 
 def test_time_per_output_token_stops_a_rows_clock_when_it_ends():
+    """One TPOT everywhere: the app reads the engine's (engine/trace/records.py decode_timing, wall clock), whose
+    clock for a row stops at its last token."""
     # row 0 writes 1 token per step for 4 steps of 10 ms; row 1 writes 2 in the first step, then leaves the batch
-    trace = SimpleNamespace(
-        steps=[_step([1, 1], 5.0, "prefill"), _step([1, 2], 10.0), _step([1], 10.0), _step([1], 10.0), _step([1], 10.0)]
-    )
-    assert measurement.tpot_ms(trace) == pytest.approx((40.0 / 4 + 10.0 / 2) / 2)
-    assert measurement.tpot_ms(SimpleNamespace(steps=[])) is None
+    steps, clock = [], 5.0
+    for seqs, ms_, kind in (
+        ([1, 1], 5.0, "prefill"),
+        ([1, 2], 10.0, "decode"),
+        ([1], 10.0, "decode"),
+        ([1], 10.0, "decode"),
+        ([1], 10.0, "decode"),
+    ):
+        clock += ms_ if kind == "decode" else 0.0
+        steps.append(_step(seqs, ms_, kind))
+        steps[-1].t_end_s = clock / 1000.0
+    timing = decode_timing(steps, wall_s=clock / 1000.0)
+    assert timing["tpot_ms"] == pytest.approx((40.0 / 4 + 10.0 / 2) / 2)
+    assert measurement.tpot_ms(SimpleNamespace(summary={"tpot_ms": timing["tpot_ms"]})) == timing["tpot_ms"]
+    assert measurement.tpot_ms(SimpleNamespace(summary={})) is None
 
 
 def test_spread_and_median_run():
