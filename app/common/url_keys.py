@@ -60,6 +60,7 @@ BOUND: dict[str, dict[str, str]] = {
         "grid_adaptive": "Adaptive policies",
         "grid_trees": "Tree sizes",
         "grid_topk": "Tree top-k",
+        "grid_rounds": "Rounds per cell",
     },
     # Each lesson draws only its own knobs (app/lessons/experiments.py; a test keeps the two equal).
     "lessons": {

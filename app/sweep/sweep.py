@@ -8,7 +8,8 @@ measurements through the engine:
 2. AR vs speculative tokens/s over a batch x depth grid (`engine.bench.harness.bench`): the same plateau seen
    as speedup, and the batch size where a fixed depth turns into a slowdown; optionally with the load-aware
    policies (batch_table, goodput) beside the fixed depths, and their tokens/s against the upper envelope
-   max(AR, best fixed k) per batch size.
+   max(AR, best fixed k) per batch size. Each cell's lanes run in interleaved rounds, and a cell's winner comes only
+   from the one rule (app/common/verdict.py) over them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from app.common import resources
 from app.common.measurement import BUSY_CORES, note_load
 from app.common.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.common.url_keys import BOUND, bound
+from app.common.verdict import RULE
 from app.views import recorded, roofline
 from app.views.fairness import grid_contention_note
 from app.views.safe import md_escape
@@ -30,6 +32,7 @@ from app.views.sweep import (
     envelope_summary,
     envelope_table,
     grid_table,
+    grid_verdicts,
     load_grid_recording,
     pass_table,
     recorded_caption,
@@ -57,6 +60,7 @@ NO_DRAFTER = {  # drafter kind -> why this pair cannot run it (available_drafter
 # What a measurement can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
 MEASURE_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 PAGE = "sweep"  # its bound widgets and their labels: app/common/url_keys.py
+MAX_GRID_ROUNDS = 5  # interleaved rounds per cell
 MULTI = ("pass_batches", "grid_batches", "grid_depths", "grid_trees")  # multiselects: a repeated URL parameter each
 RECORDED = Path(__file__).resolve().parents[2] / "assets" / "sweep" / "grid.json"
 
@@ -84,6 +88,8 @@ def show_recorded_sweep() -> None:
     st.plotly_chart(speedup_figure(rec["grid_rows"]), width="stretch", key="rec_grid_fig")
     with st.expander("The recorded numbers"):
         st.dataframe(grid_table(rec["grid_rows"]), hide_index=True)
+        st.markdown(grid_verdicts(rec["grid_rows"]))
+        st.caption(RULE)
         if rec["pass_rows"] and rec["peak_bandwidth"] and rec["peak_flops"]:
             st.dataframe(pass_table(rec["pass_rows"], rec["peak_bandwidth"], rec["peak_flops"]), hide_index=True)
 
@@ -181,7 +187,8 @@ if rows:
 st.subheader("2 · AR vs speculative, batch × depth")
 st.markdown(
     "The same effect end to end: each cell decodes the same prompts plainly and speculatively and divides the "
-    "tokens/s. Blue: speculation wins; orange: it slows decoding down (each cell prints its speedup)."
+    "tokens/s, decoding alone. Blue: speculation measured faster; orange: slower (each cell prints its ratio). A winner is "
+    "named only in the table's verdict column, by the rule under the grid, over the cell's interleaved rounds."
 )
 st.markdown(
     "**The question this grid answers:** at which batch size does speculating k tokens stop paying on this "
@@ -214,7 +221,7 @@ with st.form("grid_form"):
         "probabilities falls below this (the token that crosses it is still proposed); k is "
         "then the most a step drafts. 0 = off.",
     )
-    t1, t2 = st.columns([3, 1])
+    t1, t2, t3 = st.columns([3, 1, 1])
     grid_trees = t1.multiselect(
         "Draft-tree sizes (nodes; each at every depth it fits, beside the chains)",
         [8, 16, 24, 32, 48, 64],
@@ -223,6 +230,15 @@ with st.form("grid_form"):
         help="Tree drafting (EAGLE-2): width as a third way to fill a pass, beside batch and depth. EAGLE head or draft model.",
     )
     grid_topk = t2.slider("Tree top-k", 1, 8, 4, **bound(PAGE, "grid_topk"))
+    grid_rounds = t3.slider(
+        "Rounds per cell",
+        1,
+        MAX_GRID_ROUNDS,
+        1,
+        **bound(PAGE, "grid_rounds"),
+        help="Interleaved rounds per batch size: every contender of the batch once per round, in turn. One round "
+        "draws the grid fastest but names no winner; three or more let the rule name one.",
+    )
     adaptive = st.checkbox(
         "Adaptive policies: also measure batch table (derived from this machine's pass cost) and "
         "goodput, each with the largest depth picked as its maximum",
@@ -242,6 +258,7 @@ if first_run:
         "grid_adaptive": adaptive,
         "grid_trees": grid_trees,
         "grid_topk": grid_topk,
+        "grid_rounds": grid_rounds,
     }
     st.session_state["sweep_notices"] = url_fallbacks(raw, values, BOUND[PAGE])
 for notice in st.session_state["sweep_notices"]:
@@ -270,9 +287,13 @@ if go_grid:
         )
     elif drafter_name(pair, kind) is None:
         st.error(NO_DRAFTER.get(kind, f"This pair cannot run the {kind} drafter."), icon=":material/error:")
-    elif len(grid_batches) * (len(grid_depths) * (1 + len(grid_trees)) + 1 + 2 * adaptive) * max(grid_batches) * tokens > 20_000:
+    elif (
+        grid_rounds * len(grid_batches) * (len(grid_depths) * (1 + len(grid_trees)) + 1 + 2 * adaptive) * max(grid_batches) * tokens
+        > 20_000
+    ):
         st.error(
-            "That grid would take many minutes on this machine. Fix: fewer or smaller batch sizes, fewer depths, or fewer tokens.",
+            "That grid would take many minutes on this machine. Fix: fewer or smaller batch sizes, fewer depths, fewer "
+            "tokens, or fewer rounds.",
             icon=":material/error:",
         )
     else:
@@ -285,7 +306,7 @@ if go_grid:
                     sorted(grid_depths),
                     drafter=kind,
                     max_new_tokens=tokens,
-                    repeats=1,
+                    repeats=grid_rounds,
                     confidences=[float(confidence) if kind != "ngram" else 0.0],
                     policy=["fixed", *ADAPTIVE] if adaptive else "fixed",
                     trees=[(0, 0)] + [(n, grid_topk) for n in sorted(grid_trees)],
@@ -300,6 +321,8 @@ if grid:
     has_adaptive = any(r.get("policy", "fixed") != "fixed" for r in grid["rows"])
     st.plotly_chart(speedup_figure(grid["rows"]), width="stretch", key="grid_fig")
     st.dataframe(grid_table(grid["rows"]), hide_index=True)
+    st.markdown(grid_verdicts(grid["rows"]))
+    st.caption(RULE)
     unfair = grid_contention_note(grid["rows"])
     if unfair:
         st.warning(unfair, icon=":material/speed:")
@@ -308,7 +331,7 @@ if grid:
     if has_adaptive:
         st.markdown(
             "**Adaptive policies against the best static choice.** At each batch size the shaded line is "
-            "the best a fixed setting did in this grid: plain decoding or the best fixed depth, whichever was "
+            "the best a fixed setting did in this grid: plain decoding or the best fixed depth, whichever measured "
             "faster. Does a load-aware policy ride along it, without being told each batch size's answer?"
         )
         env = envelope(grid["rows"])
@@ -326,6 +349,6 @@ if grid:
             else ""
         )
         + (f"drafts stopped below joint confidence {conf:.2f}, " if conf else "")
-        + "one run per cell on "
-        f"{grid['device']} {grid['dtype']}: single runs are noisy, so read trends, not the second decimal."
+        + (f"{grid['repeats']} interleaved rounds per cell (the median shown) on " if grid["repeats"] > 1 else "one run per cell on ")
+        + f"{grid['device']} {grid['dtype']}: read trends, not the second decimal, and a winner only where the rule names one."
     )

@@ -5,7 +5,9 @@ row's "policy" names it and an adaptive policy's "depth" is its maximum, "mean_d
 `engine.decoding.passcurve.pass_costs` (one target pass per tokens-per-pass); the curve of the latter is
 roofline.pass_cost_figure. The envelope view sets each adaptive policy against the best a static choice
 could do at each batch size: max(plain decoding, the best fixed depth). Draft-tree rows ("tree_nodes" > 0)
-get their own columns and `tree_vs_chain`'s lines. Nothing here calls streamlit.
+get their own columns and `tree_vs_chain`'s lines. A cell's winner, and a tree's against a chain, comes only from the
+one rule (app/common/verdict.py) over the cell's interleaved rounds (rows' "ar_decode_runs" / "spec_decode_runs").
+Nothing here calls streamlit.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from app.common.measurement import PASS_ROW
+from app.common.verdict import Verdict, judge
 from app.views.fairness import cell_contention
 from app.views.palette import speedup_scale
 
@@ -41,6 +44,22 @@ def _columns(rows: list[dict]) -> list[str]:
     return [str(d) for d in fixed] + trees + adaptive
 
 
+def cell_verdict(row: dict) -> Verdict | None:
+    """Speculative against plain in one cell, decoding alone, by the one rule over its interleaved rounds (None: the
+    row kept no rounds, as recordings before them)."""
+    spec, ar = row.get("spec_decode_runs"), row.get("ar_decode_runs")
+    return judge(spec, ar) if spec and ar else None
+
+
+def verdict_text(v: Verdict | None) -> str:
+    """A cell's verdict for the table: 'faster: 1.08× (95% range 1.03–1.13×, 3 rounds)', or why none is named."""
+    if v is None:
+        return "can't tell: no rounds kept"
+    if v.rounds < 2:
+        return "one run each: can't tell; add rounds"
+    return f"{v.kind}: {v.interval}"
+
+
 def speedup_figure(rows: list[dict]) -> go.Figure:
     """Heatmap of measured speedup (speculative / AR tokens/s) over batch x depth, with a column per adaptive
     policy (at its maximum depth) after the fixed depths; missing cells stay empty."""
@@ -49,6 +68,7 @@ def speedup_figure(rows: list[dict]) -> go.Figure:
     cell = {(r["batch"], column(r)): r for r in rows}
     z = [[cell[(b, d)]["speedup"] if (b, d) in cell else None for d in depths] for b in batches]
     text = [[f"{v:.2f}×" if v is not None else "" for v in row] for row in z]
+    said = [[verdict_text(cell_verdict(cell[(b, d)])) if (b, d) in cell else "" for d in depths] for b in batches]
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -56,10 +76,11 @@ def speedup_figure(rows: list[dict]) -> go.Figure:
             y=[str(b) for b in batches],
             text=text,
             texttemplate="%{text}",
+            customdata=said,
             colorscale=speedup_scale(),
             zmid=1.0,
             colorbar={"title": "speedup"},
-            hovertemplate="batch %{y}, depth %{x}: %{text}<extra></extra>",
+            hovertemplate="batch %{y}, depth %{x}: %{text} (%{customdata})<extra></extra>",
         )
     )
     fig.update_xaxes(title_text="speculation depth k" + (" (adaptive: at most)" if any("≤" in d for d in depths) else ""), type="category")
@@ -111,9 +132,33 @@ def grid_table(rows: list[dict]) -> list[dict]:
             "tokens/step": _round(r.get("tokens_per_step"), 2),
             "FLOPs × AR": _round(r["flops_ratio"], 2),
             "load": "⚠ " + cell_contention(r) if cell_contention(r) else "",
+            "verdict (the one rule)": verdict_text(cell_verdict(r)),
         }
         for r in rows
     ]
+
+
+def _cell_name(row: dict) -> str:
+    """'batch 4, k = 2', 'batch 4, 4 · tree 16/4', 'batch 4, goodput ≤8'."""
+    return f"batch {row['batch']}, " + (f"k = {row['depth']}" if _policy(row) == "fixed" and not _tree(row) else column(row))
+
+
+def grid_verdicts(rows: list[dict]) -> str:
+    """One line: how many cells the one rule calls faster, slower, level or can't tell, naming the cells with a winner."""
+    verdicts = [(r, cell_verdict(r)) for r in rows]
+    if all(v is None for _, v in verdicts):
+        return "No cell kept its rounds, so no winner is named: can't tell."
+    if all(v is None or v.rounds < 2 for _, v in verdicts):
+        return "One run each: can't tell; add rounds (Rounds per cell) to name a winner in any cell."
+    parts = []
+    for kind in ("faster", "slower", "level", "can't tell"):
+        here = [r for r, v in verdicts if (v.kind if v is not None else "can't tell") == kind]
+        part = f"{kind} than plain" if kind in ("faster", "slower") else kind
+        part += f" in {len(here)} cell" + ("s" if len(here) != 1 else "")
+        if here and kind in ("faster", "slower"):
+            part += " (" + ", ".join(_cell_name(r) for r in here) + ")"
+        parts.append(part)
+    return "Speculation against plain decoding, decoding alone, by the one rule: " + "; ".join(parts) + "."
 
 
 def tree_vs_chain(rows: list[dict]) -> list[str]:
@@ -127,7 +172,11 @@ def tree_vs_chain(rows: list[dict]) -> list[str]:
             continue
         tree = max(trees, key=lambda r: r["spec_tokens_per_s"])
         chain = max(chains, key=lambda r: r["spec_tokens_per_s"])
-        verdict = "faster" if tree["spec_tokens_per_s"] > chain["spec_tokens_per_s"] else "slower"
+        runs = tree.get("spec_decode_runs"), chain.get("spec_decode_runs")  # the same rounds: one run_cells call per batch
+        v = judge(*runs) if all(runs) else None
+        verdict = "by the one rule, " + (
+            v.words(b="the best chain") if v is not None and v.rounds > 1 else "one run each: can't tell; add rounds"
+        )
         lines.append(
             f"batch {batch}: the best tree ({column(tree)}, {tree['tokens_per_pass']} tokens per pass) ran "
             f"{tree['spec_tokens_per_s']:.1f} tok/s, {tree['spec_tokens_per_s'] / chain['spec_tokens_per_s']:.2f}× the "
@@ -299,6 +348,8 @@ GRID_ROW = {
     ),
     # decoding apart from prefill (2026-12-03 on; older recordings lack them and their "speedup" is the whole run's)
     **dict.fromkeys(("whole_run_speedup?", "ar_decode_tokens_per_s?", "spec_decode_tokens_per_s?"), _NUM[1]),
+    # every interleaved round's decoding-alone tokens/s, in the order run (2026-12-05 on): the one rule's input
+    **dict.fromkeys(("ar_decode_runs?", "spec_decode_runs?"), ["num+", 100]),
 }
 GRID_KEYS = tuple(k.rstrip("?") for k in GRID_ROW)
 SWEEP_RECORD = {

@@ -77,6 +77,7 @@ def run_cells(pair: ModelPair, prompts: list[str], cfgs: list[DecodeConfig], rep
 def _cell_stats(runs: list[_Run]) -> dict:
     # each prompt's median rate over the repeats (one entry for a batched run)
     prompt_rates = [_median(list(rates)) for rates in zip(*(r.prompt_rates for r in runs))]
+    rounds = [_rate(t.summary) for t in runs]  # every repeat's rate, in the order run (paired round by round)
     runs = sorted(runs, key=lambda t: _rate(t.summary))
     mid = runs[len(runs) // 2]
     s = mid.summary
@@ -85,6 +86,7 @@ def _cell_stats(runs: list[_Run]) -> dict:
     return {
         "tokens_per_s": _median([t.summary["tokens_per_s"] for t in runs]),
         "decode_tokens_per_s": _median([_rate(t.summary) for t in runs]),
+        "decode_tokens_per_s_runs": rounds,
         "ttft_s": s["ttft_s"],
         "new_tokens": s["new_tokens"],
         "acceptance_rate": s["acceptance_rate"],

@@ -60,6 +60,8 @@ def test_sweep_measures_passes_and_grid():
     assert not at.exception
     grid = at.session_state["grid"]
     assert len(grid["rows"]) == 1 and grid["rows"][0]["speedup"] > 0
+    assert len(grid["rows"][0]["ar_decode_runs"]) == len(grid["rows"][0]["spec_decode_runs"]) == 1  # the default: one round
+    assert "One run each: can't tell; add rounds" in "\n".join(m.value for m in at.markdown)  # no winner from one run
     # the draft model with drafts stopped below joint confidence 0.5: the threshold reaches the engine
     at.radio(key="grid_drafter").set_value("draft model")
     at.slider(key="grid_conf").set_value(0.5)
@@ -131,3 +133,34 @@ def test_sweep_settings_come_from_the_link_and_hostile_values_fall_back():
     assert "**KV cache length per row** to `1e309`" in notices
     assert "Batch sizes (grid)" not in notices  # values it could use are not named
     assert "pass_rows" not in at.session_state and "grid" not in at.session_state
+
+
+def test_sweep_rounds_are_kept_per_cell_and_the_one_rule_names_the_winner():
+    """Rounds per cell: every contender of a batch size once per round, each round's decoding-alone rate kept, and the
+    table's verdict, the grid's summary line and the hover text all come from app/common/verdict.py over them."""
+    from app.common.verdict import RULE, judge
+    from app.views import sweep
+
+    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=300)
+    at.query_params["grid_rounds"] = "9"  # more than the slider takes: a notice, and the default
+    at.switch_page("sweep/sweep.py")
+    at.run()
+    assert not at.exception and at.slider(key="grid_rounds").value == 1
+    assert "**Rounds per cell** to `9`" in "\n".join(w.value for w in at.warning)
+    at.multiselect(key="grid_batches").set_value([1])
+    at.multiselect(key="grid_depths").set_value([2])
+    at.radio(key="grid_drafter").set_value("n-gram")
+    at.slider(key="grid_tokens").set_value(8)
+    at.slider(key="grid_rounds").set_value(3)
+    at.button[1].click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    grid = at.session_state["grid"]
+    row = grid["rows"][0]
+    assert grid["repeats"] == 3 and len(row["ar_decode_runs"]) == len(row["spec_decode_runs"]) == 3
+    assert row["spec_decode_tokens_per_s"] in row["spec_decode_runs"]  # the median shown is one of the kept rounds
+    v = judge(row["spec_decode_runs"], row["ar_decode_runs"])
+    assert v.rounds == 3 and v.lo is not None
+    assert sweep.grid_table(grid["rows"])[0]["verdict (the one rule)"] == f"{v.kind}: {v.interval}"
+    lines = "\n".join(m.value for m in at.markdown)
+    assert sweep.grid_verdicts(grid["rows"]) in lines and f"{v.kind}" in sweep.grid_verdicts(grid["rows"])
+    assert RULE in "\n".join(c.value for c in at.caption) and "3 interleaved rounds per cell" in "\n".join(c.value for c in at.caption)

@@ -93,6 +93,7 @@ def _row(batch, depth, tps, nodes=0, topk=0, tokens_per_step=2.0):
         "alpha": 0.6,
         "flops_ratio": 1.5,
         "tokens_per_step": tokens_per_step,
+        "spec_decode_runs": [tps * 0.99, tps * 1.01, tps],  # three interleaved rounds: the one rule's input
     }
 
 

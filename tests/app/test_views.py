@@ -260,11 +260,33 @@ def test_grid_table_rounds_and_keeps_missing_values():
         "tokens/step": None,
         "FLOPs × AR": 1.33,
         "load": "",
+        "verdict (the one rule)": "can't tell: no rounds kept",
     }  # rows without policy/tree/load, and an older row without decode timing: its speedup is the whole run's
     decoded = sweep.grid_table([{**GRID[0], "whole_run_speedup": 1.234}])[0]
     assert decoded["clock"] == "decoding alone" and decoded["whole-run speedup"] == 1.23
     assert table[1]["drafted/step"] is None  # older rows without the field
     assert table[2]["α"] is None and table[2]["FLOPs × AR"] is None
+
+
+def test_a_cells_winner_comes_only_from_the_one_rule_over_its_rounds():
+    faster = {**GRID[0], "ar_decode_runs": [20.0, 19.0, 21.0], "spec_decode_runs": [30.0, 29.0, 31.5]}
+    noisy = {**GRID[1], "ar_decode_runs": [20.0, 20.0, 20.0], "spec_decode_runs": [40.0, 15.0, 36.0]}  # median 1.8x
+    slower = {**GRID[2], "ar_decode_runs": [40.0, 41.0, 39.0], "spec_decode_runs": [30.0, 30.5, 29.0]}
+    table = sweep.grid_table([faster, noisy, slower])
+    assert table[0]["verdict (the one rule)"].startswith("faster: 1.5") and "95% range" in table[0]["verdict (the one rule)"]
+    assert table[1]["verdict (the one rule)"].startswith("can't tell: ")  # a 1.8x median, but the rounds disagree
+    assert table[2]["verdict (the one rule)"].startswith("slower: 0.7")
+    line = sweep.grid_verdicts([faster, noisy, slower])
+    assert line == (
+        "Speculation against plain decoding, decoding alone, by the one rule: faster than plain in 1 cell (batch 1, k = 2); "
+        "slower than plain in 1 cell (batch 16, k = 2); level in 0 cells; can't tell in 1 cell."
+    )
+    one = {**GRID[0], "ar_decode_runs": [20.0], "spec_decode_runs": [30.0]}
+    assert sweep.grid_table([one])[0]["verdict (the one rule)"] == "one run each: can't tell; add rounds"
+    assert sweep.grid_verdicts([one]).startswith("One run each: can't tell; add rounds")
+    assert sweep.grid_verdicts(GRID) == "No cell kept its rounds, so no winner is named: can't tell."
+    heat = sweep.speedup_figure([faster, noisy, slower]).data[0]
+    assert heat.customdata[0][0].startswith("faster: ") and "%{customdata}" in heat.hovertemplate
 
 
 def test_pass_table_shows_percent_of_measured_peaks():
