@@ -22,6 +22,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from app.common.a11y import readable
+from app.lessons import knee
 from app.lessons.figures import COLORS, SYMBOLS, esc, frame
 from engine.costs import ridge_tokens_with_kv
 from engine.roofline import predictor
@@ -129,18 +130,13 @@ def recorded_curves(paths: list[Path] | None = None) -> tuple[list[Curve], list[
     return curves, problems
 
 
-KNEE_FACTOR = 1.5  # the lessons' knee (app/lessons/runs.py KNEE_FACTOR): a pass costing 1.5× the one-token pass
+KNEE_FACTOR = knee.KNEE  # the lessons' one knee (app/lessons/knee.py): a pass costing 1.5× the one-token pass
 KNEE_SHAPE, KNEE_MODE = "qwen2.5-7b", "graph"  # the curve whose knee the panel and the lesson texts quote
 
 
 def knee_tokens(curve: Curve, factor: float = KNEE_FACTOR) -> float | None:
-    """Tokens per pass where the recorded curve first reaches `factor` × its one-token pass, on the straight line
-    between the two recorded sizes around it; None where it never does within the recording."""
-    base = curve.ms[0]
-    for (t0, m0), (t1, m1) in zip(zip(curve.tokens, curve.ms), zip(curve.tokens[1:], curve.ms[1:]), strict=False):
-        if m1 >= factor * base:
-            return float(t1) if m0 >= factor * base or m1 == m0 else t0 + (t1 - t0) * (factor * base - m0) / (m1 - m0)
-    return None
+    """The knee of a recorded curve by the one definition (app/lessons/knee.py `knee_tokens`); None past it."""
+    return knee.knee_tokens(curve.tokens, curve.ms, factor)
 
 
 def knee_curve(curves: list[Curve]) -> Curve | None:
