@@ -21,18 +21,23 @@ import textwrap
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.views.palette import INK, ink
+
 # Okabe-Ito: blue, orange, sky blue, reddish purple, grey, vermillion (never paired with a green). These fill bars and
 # draw lines; text is never drawn in them (orange on white is 2.25:1): labels use TEXT_COLOR, or readable(colour).
 PLAIN_COLOR = "#8a8d99"
 COLORS = ["#0072B2", "#E69F00", "#56B4E9", "#CC79A7", "#D55E00"]
 WASTE_COLOR = "#CC79A7"
 RIDGE_COLOR = "#D55E00"
-TEXT_COLOR = "#2a3f5f"  # plotly's own text colour: 9.4:1 on its plot background, 11:1 on white
+TEXT_COLOR = INK  # 12.6:1 on white, 10.6:1 on plotly's plot background
 # ... and each series is told apart by more than its colour: bar i gets PATTERNS[i], line i DASHES[i] and SYMBOLS[i].
 PATTERNS = ("", "/", "x", ".", "\\", "+")
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")
 LABEL_FONT = {"size": 11, "color": TEXT_COLOR}
+# A label is drawn beside an unseen marker: plotly keeps text a marker's height off its point, clear of a whisker's
+# cap in any font (with mode "text" alone a label's foot touched the cap under Streamlit's font).
+LABEL_MARK = {"mode": "markers+text", "marker": {"size": 8, "opacity": 0}}
 TICK_CHARS = 16  # a category's name wraps at this many characters
 ROW_PX, HEADER_PX = 35, 38
 MAX_LABEL = 160
@@ -91,7 +96,7 @@ def frame(fig: go.Figure, title: str, label: str, height: int = 380) -> go.Figur
         legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0.0, "x": 0},
         barmode="group",
     )
-    return fig
+    return ink(fig)  # under Streamlit's theme too, every text at AA contrast
 
 
 # --- spread -------------------------------------------------------------------------------------
@@ -114,7 +119,7 @@ def label_above_whiskers(fig: go.Figure, xs: list, values: list[tuple[float, flo
     bar's own outside text sits at the bar's top, where the whisker runs through it. One bar per x (not grouped)."""
     tops = [hi if hi is not None else v for v, _, hi in values]
     fig.add_scatter(
-        x=xs, y=tops, text=text, mode="text", textposition="top center", textfont=LABEL_FONT, showlegend=False, hoverinfo="skip", **cell
+        x=xs, y=tops, text=text, textposition="top center", textfont=LABEL_FONT, showlegend=False, hoverinfo="skip", **LABEL_MARK, **cell
     )
     fig.data[-1].update(cliponaxis=False)
     fig.update_yaxes(range=[0, 1.15 * max(tops, default=1.0) or 1.0], **cell)
@@ -152,7 +157,7 @@ def grouped_bars(fig: go.Figure, cats: list[str], series: list[dict], **cell) ->
                 x=[xs[k] for k in keep],
                 y=[top[k] for k in keep],
                 text=[sr["text"][k] for k in keep],
-                mode="text",
+                **LABEL_MARK,
                 textposition="top center",
                 textfont=LABEL_FONT,
                 showlegend=False,

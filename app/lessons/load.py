@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from app.lessons import knee, noise
 from app.lessons.noise import serving_note
+from app.views.palette import ink
 from app.views.sweep import tokens_per_s_axes
 
 COLORS = ["#8a8d99", "#1f4fd1", "#f2a93b", "#b8006b", "#0a7d32"]
@@ -63,7 +64,7 @@ def load_figure(rows: list[dict]) -> go.Figure:
             customdata=[c["mean_depth"] if c and c.get("mean_depth") is not None else 0.0 for c in cells],
             hovertemplate=f"{name}, batch %{{x}}: %{{y:.1f}} tokens/s, mean k %{{customdata:.2f}}<extra></extra>",
         )
-    return tokens_per_s_axes(fig)
+    return ink(tokens_per_s_axes(fig))
 
 
 def ratio(r: dict, base: dict) -> float:

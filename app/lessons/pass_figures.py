@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.lessons import knee, noise
-from app.lessons.figures import COLORS, LABEL_FONT, PLAIN_COLOR, RIDGE_COLOR, WASTE_COLOR, _whiskers, frame, grouped_bars
+from app.lessons.figures import COLORS, LABEL_FONT, LABEL_MARK, PLAIN_COLOR, RIDGE_COLOR, WASTE_COLOR, _whiskers, frame, grouped_bars
 from app.lessons.pass_conclusions import drafter_label, per_token, room_of
 
 
@@ -46,8 +46,7 @@ def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
         x=xs,
         y=[(lo if lo is not None else v) if low else (hi if hi is not None else v) for (v, lo, hi), low in zip(vals, inside)],
         text=[f"{v:.2f}×" for v, _, _ in vals],
-        mode="markers+text",
-        marker={"size": 8, "opacity": 0},  # unseen: it keeps the label a marker's height off the whisker's cap
+        **LABEL_MARK,  # an unseen marker: the label a marker's height off the whisker's cap
         textposition=["bottom center" if low else "top center" for low in inside],
         textfont=LABEL_FONT,
         showlegend=False,

@@ -18,6 +18,8 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.views.palette import ink
+
 COLORS = ["#1f4fd1", "#f2a93b", "#0a7d32", "#b8006b", "#8a8d99"]
 
 
@@ -164,7 +166,7 @@ def peak_share_figure(rows: list[dict], peak_bandwidth: float, peak_flops: float
         title={"text": "Share of the probed peaks", "font": {"size": 15}},
         legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0},
     )
-    return fig
+    return ink(fig)  # its texts dark under Streamlit's grey theme too
 
 
 def memory_bound_span(rows: list[dict], tolerance: float = 1.25) -> int | None:

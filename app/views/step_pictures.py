@@ -15,6 +15,7 @@ import html
 import plotly.graph_objects as go
 
 from app.views.charts import AR_COLOR, DRAFT_COLOR, OVERHEAD_COLOR, VERIFY_COLOR
+from app.views.palette import ink
 
 STYLE = """<style>
 .sp-row{display:flex;flex-wrap:wrap;align-items:flex-end;gap:4px;font-family:sans-serif;margin:4px 0 8px 0}
@@ -206,7 +207,7 @@ def plain_vs_step_figure(m: dict) -> go.Figure:
         xaxis_title="time (ms)",
         legend={"orientation": "h", "y": -0.45},
     )
-    return fig
+    return ink(fig)  # its texts dark under Streamlit's grey theme too
 
 
 def plain_vs_step_rows(m: dict) -> list[dict]:

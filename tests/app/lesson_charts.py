@@ -100,6 +100,20 @@ async ([spec, width]) => {
 """
 
 
+GREY = {"color": "#808495"}  # Streamlit's plotly theme's axis, legend and subplot-title grey: 3.7:1 on white
+AXIS = {"tickfont": GREY, "title": {"font": GREY}}
+GREY_THEME = {
+    "layout": {
+        "font": GREY,
+        "title": {"font": GREY},
+        "legend": {"font": GREY},
+        "xaxis": AXIS,
+        "yaxis": AXIS,
+        "annotationdefaults": {"font": GREY},
+    }
+}
+
+
 class Renderer:
     """One headless Chromium with plotly.js loaded once; `boxes(fig, width)` draws a figure and returns its boxes,
     `png(fig, width, path)` writes it as an image."""
@@ -112,7 +126,9 @@ class Renderer:
         self.page.set_content(f"<html><body style='margin:0'><script>{get_plotlyjs()}</script><div id='chart'></div></body></html>")
 
     def boxes(self, fig, width: int) -> dict:
-        return self.page.evaluate(BOXES_JS, [json.loads(fig.to_json()), width])
+        spec = json.loads(fig.to_json())
+        spec["layout"]["template"] = GREY_THEME  # as Streamlit's theme: a text with no colour of its own comes out grey
+        return self.page.evaluate(BOXES_JS, [spec, width])
 
     def png(self, fig, width: int, path: Path) -> None:
         self.boxes(fig, width)

@@ -1,8 +1,9 @@
 """Every lesson's figures are readable (issue 53, item 7), drawn from the shipped recordings by plotly.js in a real
-headless Chromium at a narrow and a wide chart width (tests/app/lesson_charts.py), and read back from the page:
-no label, annotation or title overlaps another or a whisker, every text is at least 4.5:1 against the plot's
-background and big enough to read, lesson 6's depth lines never hide one another, and (without a browser) every
-series in every lesson figure is told apart by more than its colour."""
+headless Chromium at a narrow and a wide chart width, under a grey theme like Streamlit's (tests/app/lesson_charts.py),
+and read back from the page: no label, annotation, title or tick label overlaps another or a whisker, every text is
+at least 4.5:1 against the plot's background and big enough to read, and (without a browser) every series in every
+lesson figure is told apart by more than its colour. Lesson 6's depths: a panel per batch size, so no line hides
+another."""
 
 from __future__ import annotations
 

@@ -108,7 +108,12 @@ def test_spread_draws_whiskers_only_when_repeated():
     assert list(bars.y) == [330, 210, 335]
     assert list(bars.error_y.array) == [10, 20, 15] and list(bars.error_y.arrayminus) == [30, 10, 15]
     labels = F.turn_it_off_figure(m, s).data[1]  # each bar's label sits on its whisker's top, not on the whisker
-    assert labels.mode == "text" and list(labels.y) == [340, 230, 350] and list(labels.text) == ["330", "210", "335"]
+    assert (
+        labels.mode == "markers+text"
+        and labels.marker.opacity == 0
+        and list(labels.y) == [340, 230, 350]
+        and list(labels.text) == ["330", "210", "335"]
+    )
     assert labels.textposition == "top center" and labels.x == bars.x
     rows = F.turn_it_off_table(m, s)
     assert rows[0]["range (runs)"] == "300–340" and rows[2]["× plain"] == round(335 / 330, 2)
