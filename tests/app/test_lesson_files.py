@@ -213,3 +213,35 @@ def test_lesson_texts_quote_no_cpu_recording():
         flat = " ".join(path.read_text(encoding="utf-8").split())
         for stale in ("Xeon", "EPYC", "Recorded on", "shipped recording (", "in the recording", "recorded run", "≈ 35", "≈ 37"):
             assert stale not in flat, (path.name, stale)
+
+
+def test_texts_quote_the_h200_room_and_knee_the_recording_gives():
+    """Issue 53: one room (the 1.25× point, app/lessons/knee.py) and one knee (the 1.5× point), both read off the
+    recorded H200 curve, in every text; never "a few hundred" or the probed ridge standing in for either."""
+    from app.lessons import gpu, knee
+
+    curves, problems = gpu.recorded_curves()
+    curve = gpu.knee_curve(curves)
+    assert curve is not None, problems
+    room, knee_at = knee.room_tokens(curve.tokens, curve.ms), round(gpu.knee_tokens(curve))
+    paths = [*sorted((ROOT / "lessons").glob("*.md")), *sorted((ROOT / "lessons").glob("*.checks.json")), ROOT / "README.md"]
+    for path in paths:
+        flat = " ".join(path.read_text(encoding="utf-8").split())
+        for stale in ("a few hundred", "couple of hundred", "knee near 190", "knee is near 190", "knee near ~190"):
+            assert stale not in flat, (path.name, stale)
+    glossary = " ".join((ROOT / "lessons" / "glossary.md").read_text(encoding="utf-8").split())
+    assert f"{room} on an NVIDIA H200" in glossary and f"about {knee_at} tokens per pass" in glossary
+    for name in ("01-memory-bound.md", "03-past-the-ridge.md", "07-width.md"):
+        flat = " ".join((ROOT / "lessons" / name).read_text(encoding="utf-8").split())
+        assert f"{room} tokens per pass" in flat and str(knee_at) in flat, name
+
+
+def test_texts_state_rules_of_thumb_with_their_conditions():
+    """TPOT ≈ batch ÷ tokens/s only with a full batch; a winner only by the verdict rule, never by every run."""
+    glossary = " ".join((ROOT / "lessons" / "glossary.md").read_text(encoding="utf-8").split())
+    assert "*with a full batch*" in glossary and "95% range" in glossary and "at least 3%" in glossary
+    for path in sorted((ROOT / "lessons").glob("[0-9][0-9]-*")):
+        flat = " ".join(path.read_text(encoding="utf-8").split())
+        assert "every run of one beat" not in flat and "every run of one beats" not in flat, path.name
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "slows everything down" not in readme
