@@ -4,6 +4,7 @@ measurement has it. The model is never loaded for this."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from app.common import measurement  # noqa: E402
 from app.lessons.experiments import EXPERIMENTS  # noqa: E402
 from app.lessons.files import load_lessons  # noqa: E402
+from app.views import palette  # noqa: E402
 from tests.app.test_lesson7_goodput import record_with_goodput  # noqa: E402  (a measurement with goodput rows)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +43,9 @@ def test_teacher_mode_draws_each_lessons_result_as_a_chart(lesson):
         pytest.skip("this lesson shows no recorded result")
     assert at.get("plotly_chart"), f"lesson {lesson} shows its result without a chart"
     assert not any("pytorch" in str(e.value).lower() for e in at.error)
+    for chart in at.get("plotly_chart"):  # each names its text colour: Streamlit's theme would draw it grey (3.7:1)
+        layout = json.loads(chart.proto.spec)["layout"]
+        assert layout["font"]["color"] == palette.INK, layout.get("title")
 
 
 @pytest.mark.parametrize("lesson", range(len(LESSONS)))  # LESSONS[n] is lesson n (its file's NN prefix)
