@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from app.common import verdict
 from app.lessons.runs import Job, interleaved, lane_pair
 from engine import DecodeConfig
 from engine.drafters import drafter_name
@@ -38,12 +39,69 @@ class Prediction:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """One claim of a lesson, as data: contender `a` against `b` at `where`, which way the one rule (app/common/
+    verdict.py) must find it (`expect`: +1 a faster, -1 a slower, 0 a not slower; with `costs`, rounds of times:
+    +1 a costs more, -1 less, 0 not more), and where their rounds are in a measurement (`rounds`: m -> (a's
+    rounds, b's rounds)). The page shows every claim checked on the run it shows; the claim tests apply the rule
+    to the shipped recordings, both ways."""
+
+    text: str
+    a: str
+    b: str
+    where: str
+    rounds: Callable[[dict], tuple[dict | None, dict | None]]
+    expect: int
+    lead: bool = False  # the lesson's lead claim: a shipped recording must show it
+    costs: bool = False  # the rounds are times (ms), and `expect` speaks of costing more
+    metric: str = "tokens/s, decoding alone"
+
+
+def check_claim(claim: Claim, m: dict) -> dict:
+    """A claim on one measurement: {"claim", "verdict" (None without rounds on both sides), "holds"}."""
+    try:
+        a, b = claim.rounds(m)
+    except (KeyError, IndexError, TypeError, StopIteration):  # an older measurement without these contenders
+        a = b = None
+    v = None
+    if a and b and a.get("values") and b.get("values"):
+        v = verdict.judge(a["values"], b["values"])  # a ÷ b: rates, or times where the claim is about costs
+    holds = v is not None and (v.sign == claim.expect if claim.expect else v.sign >= 0)
+    return {"claim": claim, "verdict": v, "holds": holds}
+
+
+EXPECT_WORDS = {1: "faster", -1: "slower", 0: "not slower"}
+COST_KIND = {"faster": "costs more", "slower": "costs less"}  # the rule on times: a "faster" ratio is a dearer pass
+
+
+def claim_rows(claims, m: dict) -> list[dict]:
+    """The claims checked on a measurement, one table row each, every number from the rule's verdict."""
+    rows = []
+    for c in claims:
+        r = check_claim(c, m)
+        v = r["verdict"]
+        dearer = {1: "costs more", -1: "costs less", 0: "costs no more"}
+        rows.append(
+            {
+                "claim": c.text,
+                "where": c.where,
+                "expected": f"{c.a} {dearer[c.expect]} than {c.b}" if c.costs else f"{c.a} {EXPECT_WORDS[c.expect]} than {c.b}",
+                "measured (95% range)": v.interval if v else "no rounds",
+                "the rule says": (COST_KIND.get(v.kind, v.kind) if c.costs else v.kind) if v else "can't tell",
+                "shown?": "yes" if r["holds"] else "no",
+            }
+        )
+    return rows
+
+
+@dataclass(frozen=True)
 class Experiment:
     run: Callable[[object, object, dict], dict]  # (pair, probe, settings) -> measurement (plain numbers)
     knobs: tuple[Knob, ...]
     predict: Prediction
     needs: tuple[str, ...] = ()  # drafter kinds, any one of which the pair must offer
     leviathan: Callable[[dict, dict], dict | None] = field(default=lambda m, s: None)  # -> {alpha, k, c} for worksheets
+    claims: tuple[Claim, ...] = ()  # what the lesson claims, checked on every run it shows
 
     def defaults(self) -> dict:
         return {k.key.split("_", 1)[1]: k.default for k in self.knobs}

@@ -10,7 +10,9 @@ script runs these same functions.
 
 from __future__ import annotations
 
-from app.lessons.experiment_kit import Experiment, Knob, Prediction, _leviathan_models, _leviathan_of
+from app.lessons import knee
+from app.lessons.experiment_kit import Claim, Experiment, Knob, Prediction, _leviathan_models, _leviathan_of
+from app.lessons.load import cell, load_runs
 from app.lessons.load_lessons import (
     PLAIN,
     WIDTH_BATCHES,
@@ -29,6 +31,7 @@ from app.lessons.load_lessons import (
     turn_it_off,
     width,
 )
+from app.lessons.noise import rate_runs
 from app.lessons.pass_conclusions import per_token
 from app.lessons.pass_lessons import (
     LARGEST,
@@ -38,6 +41,7 @@ from app.lessons.pass_lessons import (
     operations_models,
     pass_ratio,
     past_the_ridge,
+    read_tokens,
     roofline_ratio,
 )
 from app.lessons.runs import LARGE_BATCHES
@@ -60,6 +64,161 @@ __all__ = [
 ]
 
 
+# --- the claims, as data: where each contender's rounds are in a measurement ---------------------------
+def _lanes(a: str, b: str, key=lambda m: m):
+    """(a's rounds, b's rounds) of two lanes of one run (`key` finds the run): decoding alone where recorded."""
+    return lambda m: (rate_runs(key(m)[a])[0], rate_runs(key(m)[b])[0])
+
+
+def _by_batch(i: int):
+    return lambda m: sorted(m["runs"], key=lambda r: r["batch"])[i]
+
+
+def _cells(a, b, batch):
+    """Two rows of a per-(batch, contender) table (lessons 6 and 7): a, b, batch read from the measurement."""
+    return lambda m: tuple(load_runs(cell(m["rows"], batch(m), name(m) if callable(name) else name)) for name in (a, b))
+
+
+def _pass_past_room(m: dict) -> tuple[dict, dict]:
+    """Lesson 1: the pass at four times the room, and ROOM × the one-token pass, in ms per round."""
+    rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
+    past = next(r for r in rows if r["tokens_per_pass"] == read_tokens(m))
+    return past["ms_runs"], {"values": [knee.ROOM * v for v in rows[0]["ms_runs"]["values"]]}
+
+
+def _phase(lane: str, phase: str):
+    return lambda m: m["phases"][lane][phase]
+
+
+def _fixed(m: dict) -> str:
+    return f"fixed k = {m['chosen']['k']}"
+
+
+def _table(m: dict) -> str:
+    return next(r["contender"] for r in m["rows"] if r["contender"].startswith("batch table"))
+
+
+CLAIMS = {
+    "memory_bound": (
+        Claim(
+            "Past the room every extra token costs real time",
+            "the pass at 4× the room",
+            "1.25× a one-token pass",
+            "batch 1",
+            _pass_past_room,
+            1,
+            lead=True,
+            costs=True,
+            metric="ms per pass",
+        ),
+    ),
+    "more_flops": (Claim("More FLOPs, yet faster", "speculation", "plain decoding", "batch 1", _lanes("spec", "ar"), 1, lead=True),),
+    "past_the_ridge": (
+        Claim(
+            "Inside the room speculation pays", "speculation", "plain decoding", "batch 1", _lanes("spec", "ar", _by_batch(0)), 1, lead=True
+        ),
+        Claim(
+            "Past the room the verify pass costs real time",
+            "speculation (model drafter)",
+            "plain decoding",
+            "the large batch",
+            _lanes("spec", "ar", _by_batch(-1)),
+            -1,
+            lead=True,
+        ),
+        Claim(
+            "Cheap drafts accepted often still pay past the room",
+            "n-gram lookup",
+            "plain decoding",
+            "the large batch, extractive prompts",
+            _lanes("spec", "ar", lambda m: m["ngram"]),
+            1,
+            lead=True,
+        ),
+    ),
+    "turn_it_off": (
+        Claim(
+            "Past the knee, always-on speculation costs",
+            "always-on",
+            "plain decoding",
+            "the full batch",
+            lambda m: (_phase("on", "full")(m), _phase("ar", "full")(m)),
+            -1,
+            lead=True,
+        ),
+        Claim(
+            "As rows finish, the switch's speculation pays",
+            "the switch",
+            "plain decoding",
+            "N rows or fewer",
+            lambda m: (_phase("off", "shrunk")(m), _phase("ar", "shrunk")(m)),
+            1,
+            lead=True,
+        ),
+    ),
+    "adaptive": (
+        Claim(
+            "Stopping where unsure beats drafting all k",
+            "the gated run",
+            "drafting all k",
+            "batch 1",
+            _lanes("gated", "fixed", lambda m: m["batches"][0]),
+            1,
+            lead=True,
+        ),
+        Claim(
+            "…and at a larger batch too",
+            "the gated run",
+            "drafting all k",
+            "the larger batch",
+            _lanes("gated", "fixed", lambda m: m["batches"][-1]),
+            1,
+            lead=True,
+        ),
+    ),
+    "by_load": (
+        Claim(
+            "Past the knee, fixed depth loses",
+            "fixed k",
+            "plain decoding",
+            "the largest batch",
+            _cells(_fixed, PLAIN, lambda m: m["chosen"]["past"]),
+            -1,
+            lead=True,
+        ),
+        Claim(
+            "A batch table from the room keeps up with plain there",
+            "the batch table",
+            "plain decoding",
+            "the largest batch",
+            _cells(_table, PLAIN, lambda m: m["chosen"]["past"]),
+            0,
+            lead=True,
+        ),
+    ),
+    "width": (
+        Claim(
+            "Inside the room a tree is no slower than a chain",
+            "the tree",
+            "the chain",
+            "batch 1",
+            _cells("tree", "chain", lambda m: 1),
+            0,
+            lead=True,
+        ),
+        Claim(
+            "Past the knee width costs",
+            "the tree",
+            "the chain",
+            "the large batch",
+            _cells("tree", "chain", lambda m: m["chosen"]["batch"]),
+            -1,
+            lead=True,
+        ),
+    ),
+}
+
+
 # --- the table the page reads -------------------------------------------------------------------------
 DEPTHS = tuple(range(1, 9))
 CURVE_HELP = "0: chosen from this machine's pass curve (app/lessons/knee.py)"
@@ -77,6 +236,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             pass_ratio,
             roofline_ratio,
         ),
+        claims=CLAIMS["memory_bound"],
     ),
     "more_flops": Experiment(
         more_flops,
@@ -92,6 +252,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             operations_models,
         ),
         leviathan=lambda m, s: _leviathan_of(m["m"]),
+        claims=CLAIMS["more_flops"],
     ),
     "past_the_ridge": Experiment(
         past_the_ridge,
@@ -121,6 +282,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         ),
         needs=("eagle", "model"),
         leviathan=lambda m, s: _leviathan_of(m["runs"][-1]["m"]),
+        claims=CLAIMS["past_the_ridge"],
     ),
     "turn_it_off": Experiment(
         turn_it_off,
@@ -144,6 +306,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             lambda m, s: _leviathan_models(m["m"]),
         ),
         leviathan=lambda m, s: _leviathan_of(m["m"]),
+        claims=CLAIMS["turn_it_off"],
     ),
     "adaptive": Experiment(
         adaptive,
@@ -156,6 +319,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         ),
         needs=("eagle", "model"),
         leviathan=lambda m, s: _leviathan_of(m["batches"][0]["m_gated"]),
+        claims=CLAIMS["adaptive"],
     ),
     "by_load": Experiment(
         by_load,
@@ -168,6 +332,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         ),
         needs=("eagle", "model"),
         leviathan=load_leviathan,
+        claims=CLAIMS["by_load"],
     ),
     "width": Experiment(
         width,
@@ -185,6 +350,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             width_models,
         ),
         needs=("eagle", "model"),
+        claims=CLAIMS["width"],
     ),
     "one_step": Experiment(  # lesson 0: no knobs; its recording is the step-through trace (app/lessons/step_page.py)
         one_step,

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.common import measurement, resources
+from app.common import measurement, resources, verdict
 from app.common.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.common.url_keys import bound
 from app.lessons import against, noise, step_page, worksheet
 from app.lessons import teacher_plan as plans
+from app.lessons.experiment_kit import claim_rows
 from app.lessons.experiments import Experiment
 from app.lessons.show import SHOW, key_numbers
 from app.lessons.step_lesson import measure, one_step_traces
@@ -216,6 +217,16 @@ def show_against(name: str, experiment: Experiment, result: dict, rec: dict | No
         (st.warning if differs else st.info)(text.strip(), icon=":material/compare_arrows:")
 
 
+def show_claims(experiment: Experiment, m: dict) -> None:
+    """The lesson's claims, each checked on the result shown by the one rule (app/common/verdict.py), the rule under
+    the table in a student's words."""
+    if not experiment.claims:
+        return
+    st.markdown("**The lesson's claims, checked on these numbers**")
+    st.dataframe(claim_rows(experiment.claims, m), hide_index=True)
+    st.caption(verdict.RULE)
+
+
 def show_prediction(experiment: Experiment, guess, m: dict, s: dict) -> list[dict]:
     p = experiment.predict
     measured = p.measured(m, s)
@@ -263,6 +274,7 @@ def experiment_block(i: int, name: str, experiment: Experiment, settings: dict, 
             step_page.show_one_step(result, trace, locked=waiting)
     elif result is not None:
         SHOW[name](result["measurement"], result["settings"], label=result["label"])  # its figures carry the label
+        show_claims(experiment, result["measurement"])
         show_against(name, experiment, result, rec)
     rows = show_prediction(experiment, guess, result["measurement"], result["settings"]) if result is not None else []
     return result, rows

@@ -1,0 +1,65 @@
+"""Every lesson's claims, as data in its record (app/lessons/experiments.py, Experiment.claims), applied by the one rule
+(app/common/verdict.py) to the lesson's shipped recording: each lead claim is shown, and a doctored copy that moves
+the contenders apart the other way stops showing it, so a claim is a computation, never a fixed string. A
+re-recording that stops showing a lead claim fails here."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from app.common import measurement
+from app.lessons.experiment_kit import check_claim, claim_rows
+from app.lessons.experiments import EXPERIMENTS
+
+ROOT = Path(__file__).resolve().parents[2]
+CLAIMED = [name for name, e in EXPERIMENTS.items() if e.claims]
+
+
+def _rec(name: str) -> dict:
+    return measurement.load_record(ROOT / "assets" / "lessons" / f"{name}.json")
+
+
+def test_every_lesson_with_an_experiment_declares_a_lead_claim():
+    assert set(CLAIMED) == set(EXPERIMENTS) - {"one_step"}  # lesson 0 shows one step, it claims no speed
+    for name in CLAIMED:
+        assert any(c.lead for c in EXPERIMENTS[name].claims), name
+        assert all(c.expect in (-1, 0, 1) and c.text and c.a and c.b for c in EXPERIMENTS[name].claims), name
+
+
+@pytest.mark.parametrize("name", CLAIMED)
+def test_each_shipped_recording_shows_its_lead_claims_by_the_rule(name):
+    m = _rec(name)["measurement"]
+    for claim in EXPERIMENTS[name].claims:
+        result = check_claim(claim, m)
+        if claim.lead:
+            v = result["verdict"]
+            assert result["holds"], f"{name}: {claim.text}: {v.interval if v else 'no rounds'}, the rule says {v.kind if v else '-'}"
+    rows = claim_rows(EXPERIMENTS[name].claims, m)
+    assert all(r["shown?"] == "yes" for r, c in zip(rows, EXPERIMENTS[name].claims) if c.lead)
+    assert all("95% range" in r["measured (95% range)"] for r in rows)  # every claim judged on repeated rounds
+
+
+@pytest.mark.parametrize("name", CLAIMED)
+def test_a_doctored_recording_stops_showing_each_claim(name):
+    """Put contender a's rounds at 0.6× or 1.6× b's, the other way from the claim (slower for a 'faster' or 'not
+    slower' claim, faster for a 'slower' one; for a claim about costs, cheaper for 'costs more'), in a copy of the
+    recording: the same claim, read by the same code, no longer holds."""
+    for claim in EXPERIMENTS[name].claims:
+        m = copy.deepcopy(_rec(name)["measurement"])
+        a, b = claim.rounds(m)
+        factor = 1.6 if claim.expect < 0 else 0.6
+        a["values"] = [v * factor for v in b["values"]]
+        assert not check_claim(claim, m)["holds"], f"{name}: {claim.text}"
+
+
+def test_a_claim_without_rounds_is_not_shown():
+    claim = EXPERIMENTS["more_flops"].claims[0]
+    m = copy.deepcopy(_rec("more_flops")["measurement"])
+    m["spec"]["decode_tokens_per_s_runs"] = measurement.spread([300.0])
+    m["ar"]["decode_tokens_per_s_runs"] = measurement.spread([100.0])
+    result = check_claim(claim, m)
+    assert not result["holds"] and result["verdict"].kind == "can't tell"  # one round: no interval, no claim
+    assert check_claim(claim, {})["verdict"] is None  # an older measurement without these lanes
