@@ -60,25 +60,27 @@ def _measurement(plain, chain, tree, goodput, shapes=(MIXED, PLAIN_ONLY), spread
 
 
 # --- the verdict, both ways ------------------------------------------------------------------------
-def test_goodput_is_set_against_the_fastest_fixed_shape_only_beyond_the_spread():
+def test_goodput_is_set_against_the_fastest_fixed_shape_only_by_the_rule():
     # batch 1: the chain is the fastest fixed shape; batch 16: plain decoding is
     beat = conclusions.width_conclusion(_measurement((30, 480), (60, 340), (55, 200), (70, 470)))
     assert len(beat) == 3 + 3  # tree against chain (2 lines + the summary), then goodput (2 lines + its summary)
     one, sixteen, summary = beat[3:]
-    assert one.startswith("Batch 1: goodput decoded 70.0 tokens/s, 1.17× the fastest fixed shape, the chain (60.0): goodput beat it")
-    assert "(every run above every run of it)" in one
+    assert one.startswith(
+        "Batch 1: goodput decoded 70.0 tokens/s, 1.17× the fastest fixed shape, the chain (60.0): goodput was faster than it"
+    )
+    assert "(1.17× (95% range 1.17–1.17×, 3 rounds))" in one
     assert sixteen.startswith("Batch 16: goodput decoded 470.0 tokens/s, 0.98× the fastest fixed shape, plain decoding (480.0)")
-    assert "goodput matched it within the spread (their runs overlap)" in sixteen
-    assert summary.startswith("Goodput matched or beat it at every batch size, against the fastest fixed shape there.")
+    assert "goodput was level with it (0.98×" in sixteen
+    assert summary.startswith("Goodput beat it or was not told apart from it at every batch size, against the fastest fixed shape there.")
     assert "(the chain at batch 1, plain decoding at batch 16): no one fixed shape was best at every batch size" in summary
     # the same numbers with goodput slower than the chain at batch 1: it fell short, and the summary says where
     short = conclusions.width_conclusion(_measurement((30, 480), (60, 340), (55, 200), (50, 470)))
-    assert "goodput fell short of it (every run below every run of it)" in short[3]
-    assert short[5].startswith("Goodput fell short of the fastest fixed shape at batch 1, beyond the spread.")
+    assert "goodput was slower than it (0.83×" in short[3]
+    assert short[5].startswith("Goodput fell short of the fastest fixed shape at batch 1, by the rule.")
     assert "matched" not in short[5]
     # matched everywhere, the same fixed shape fastest at both sizes: no claim that the best shape changed
     level = conclusions.width_conclusion(_measurement((30, 480), (60, 340), (55, 200), (61, 475), spread=0.1))
-    assert level[5] == "Goodput matched it within the spread at every batch size, against the fastest fixed shape there." + (
+    assert level[5] == "Goodput was not told apart from it at every batch size, against the fastest fixed shape there." + (
         " The fastest fixed shape was not the same at every batch size (the chain at batch 1, plain decoding at batch 16): "
         "no one fixed shape was best at every batch size; goodput chose its shape per step."
     )
@@ -91,8 +93,8 @@ def test_without_a_spread_no_verdict_and_no_summary():
     for r in m["rows"]:
         r.pop("tokens_per_s_runs")
     lines = width.goodput_conclusion(m)
-    assert len(lines) == 2 and all("one run each: no spread to judge by" in line for line in lines)
-    assert not any(w in " ".join(lines) for w in ("beat it", "fell short", "matched"))
+    assert len(lines) == 2 and all("one run each: can't tell" in line for line in lines)
+    assert not any(w in " ".join(lines) for w in ("faster than it", "fell short", "slower than it"))
 
 
 def test_what_goodput_chose_is_read_from_its_steps():
