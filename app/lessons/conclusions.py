@@ -19,7 +19,6 @@ from app.lessons.pass_conclusions import (  # noqa: F401  (lessons 1-3: the page
     SAME_TIME,
     curve_line,
     drafter_label,
-    live_against_recording,
     memory_bound_conclusion,
     more_flops_conclusion,
     past_the_ridge_conclusion,

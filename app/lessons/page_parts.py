@@ -63,13 +63,13 @@ def pick_lesson(by_number: dict, raw: dict, notices: list[str]) -> int:
 
 
 def teacher_plan(teacher: bool) -> None:
-    """lessons/teacher.md, the 50-minute class plan: open at the top in teacher mode, collapsed otherwise."""
+    """lessons/teacher.md, the class plan (a segment per lesson): open at the top in teacher mode, collapsed otherwise."""
     try:
         text = TEACHER_FILE.read_text(encoding="utf-8")
     except OSError as exc:
         st.warning(f"The teacher's plan ({TEACHER_FILE.name}) could not be read: {exc.strerror or exc}.")
         return
-    with st.expander("🧑‍🏫 For the teacher: a 50-minute class plan", expanded=teacher):
+    with st.expander("🧑‍🏫 For the teacher: the class plan, a segment per lesson", expanded=teacher):
         st.markdown(_plan(text, _stamps()))
 
 

@@ -376,35 +376,6 @@ def past_the_ridge_conclusion(result: dict, depth: int | None = None) -> list[st
     return lines
 
 
-def live_against_recording(live: dict, recorded: dict, depth: int, live_machine: str, recorded_machine: str) -> str | None:
-    """Lesson 3, live against the shipped recording: None when they agree (speculation clearly paid, clearly lost or
-    neither at the large batch in both); else what differs and the measured reason (another machine, another room,
-    another large batch)."""
-    a, b = sorted(live["runs"], key=lambda r: r["batch"])[-1], sorted(recorded["runs"], key=lambda r: r["batch"])[-1]
-    if noise.verdict(a) == noise.verdict(b):
-        return None
-    text = (
-        f"Live on {live_machine} speculation ran {speedup_words(a)} plain decoding at batch {a['batch']}; the recording "
-        f"from {recorded_machine} measured {speedup_words(b)} at batch {b['batch']}. "
-    )
-    (va, _), (vb, _) = step_costs(a), step_costs(b)
-    if va is not None and vb is not None:
-        text += f"A verify pass cost {va:.2f}× a plain step here against {vb:.2f}× there. "
-    ra, rb = room_of(live), room_of(recorded)
-    da = int((live.get("chosen") or {}).get("depth") or depth)
-    db = int((recorded.get("chosen") or {}).get("depth") or depth)
-    if ra and rb:
-        na, nb = a["batch"] * (da + 1), b["batch"] * (db + 1)
-        text += (
-            f"This machine's room is {ra} tokens per pass, the recording machine's {rb}: {na} tokens per pass is "
-            f"{na / ra:.1f}× the room here, {nb} tokens {nb / rb:.1f}× there. Another machine, another room: where the "
-            "verify pass stops being nearly free moves with it."
-        )
-    else:
-        text += "Another machine has another room (the recording has no pass curve to compare)."
-    return text
-
-
 def seed_conclusion(seed: dict) -> str:
     """Barrow's example measured: k+1 tokens per pass as a batch of k+1 at depth 0 and as one row at depth k."""
     wide, deep = seed["passes"]

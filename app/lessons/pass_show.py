@@ -9,8 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.common import measurement
-from app.lessons import conclusions, knee, noise, pass_figures
+from app.lessons import conclusions, knee, pass_figures
 from app.lessons.figures import table_height
 from app.views import roofline
 
@@ -48,24 +47,11 @@ def chosen_words(m: dict) -> str | None:
 
 
 def _context(name: str, m: dict, label: str) -> None:
-    """The chosen settings, and a warning where a live run's timings are suspect."""
+    """The settings chosen from this machine's room. A live run's disturbance and its differences from the recording
+    are drawn once, beside the recording (app/lessons/page_parts.py `show_against`, its label)."""
     words = chosen_words(m)
     if words:
         st.markdown(f"**This machine's room.** {words}")
-    if label.startswith("measured live"):
-        try:
-            record = measurement.load_record(RECORDINGS / f"{name}.json")
-        except measurement.MeasurementError:
-            record = None
-        recorded = record["measurement"] if record else None
-        why = noise.disturbed_live(m, recorded)
-        if why:
-            st.warning(f"DISTURBED: this live run's timings are noisy ({why}). Re-measure on a quiet machine, or read the recording.")
-        if name == "past_the_ridge" and record:
-            depth = int((m.get("chosen") or {}).get("depth") or 0)
-            differs = conclusions.live_against_recording(m, recorded, depth, "this machine", record["machine"])
-            if differs:
-                st.info(differs)
 
 
 def _warmup(m: dict) -> None:

@@ -13,6 +13,7 @@ import streamlit as st
 from app.common import measurement
 from app.lessons import conclusions, figures, gpu, load, noise, pass_show, probe_note, retime, switch, width_steps
 from app.lessons.experiments import PLAIN
+from app.lessons.pass_conclusions import per_token
 from app.views import metrics
 
 
@@ -29,28 +30,38 @@ def _noise_note(rows: list[dict]) -> None:
         st.caption("One run per cell: single runs are noisy, so read trends, not the second decimal.")
 
 
+SETTING_NAMES = {  # what a chosen setting is, in the lesson's words (the glossary's "room")
+    "k": "depth k",
+    "depth": "depth k",
+    "batch": "batch",
+    "n": "switch N (speculate at N rows or fewer)",
+    "tokens": "new tokens",
+    "most": "deepest k the load-aware policies may draft",
+    "mid": "middle batch (one guess a row fits the room)",
+    "past": "largest batch (fixed k's verify pass at 4× the room)",
+    "nodes": "tree nodes",
+    "topk": "children per node",
+}
+
+
 def _settings_note(m: dict, s: dict) -> None:
-    """The settings the run resolved to (a knob at 0 chose from this machine's pass curve), shown above the chart."""
+    """The settings the run resolved to (a setting left at 0 is chosen from this machine's pass curve), named."""
     c = m.get("chosen")
     if c:
-        chosen = [f"{k} {v}" for k, v in c.items() if k != "room"]
-        from_curve = [k for k, v in s.items() if v == 0 and k in c]
+        chosen = [f"{SETTING_NAMES.get(k, k)} {v}" for k, v in c.items() if k != "room"]
+        from_curve = [SETTING_NAMES.get(k, k) for k, v in s.items() if v == 0 and k in c]
         st.caption(
             f"Settings of this run: {', '.join(chosen)}; this machine's room: {c['room']} tokens per pass"
-            + (f" ({', '.join(from_curve)} chosen from the pass curve, knob 0)." if from_curve else ".")
+            + (
+                f" ({', '.join(from_curve)}: chosen from this machine's pass curve, because the setting was left at 0)."
+                if from_curve
+                else "."
+            )
         )
-
-
-def _busy_note(m: dict, label: str) -> None:
-    """A live run on a busy machine says so (noise.disturbed_live), as lessons 1-3 do (app/lessons/pass_show.py)."""
-    why = noise.disturbed_live(m, None) if label.startswith("measured live") else None
-    if why:
-        st.warning(f"DISTURBED: this live run's timings are noisy ({why}). Re-measure on a quiet machine, or read the recording.")
 
 
 def show_turn_it_off(m: dict, s: dict, label: str = "") -> None:
     st.markdown(f"Drafter: {conclusions.drafter_label(m['on']['drafter'] or 'model')}.")
-    _busy_note(m, label)
     _settings_note(m, s)
     _chart(figures.turn_it_off_figure(m, s, label), "lesson4_fig")
     steps = switch.steps_figure(m, label)  # the live batch and the depth at every step (None: an older recording)
@@ -67,7 +78,6 @@ def show_turn_it_off(m: dict, s: dict, label: str = "") -> None:
 
 def show_adaptive(m: dict, s: dict, label: str = "") -> None:
     st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}.")
-    _busy_note(m, label)
     _settings_note(m, s)
     _chart(figures.adaptive_figure(m, s, label), "lesson5_fig")
     _table(figures.adaptive_table(m, s))
@@ -77,7 +87,6 @@ def show_adaptive(m: dict, s: dict, label: str = "") -> None:
 def show_by_load(m: dict, s: dict, label: str = "") -> None:
     rows = m["rows"]
     st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}.")
-    _busy_note(m, label)
     _settings_note(m, s)
     _chart(figures.by_load_figure(m, s, label), "lesson_load_fig")
     depths = load.depth_figure(m, label)  # the depth chosen at every step (None: an older recording)
@@ -96,7 +105,6 @@ def show_by_load(m: dict, s: dict, label: str = "") -> None:
 
 def show_width(m: dict, s: dict, label: str = "") -> None:
     st.markdown(f"Drafter: {conclusions.drafter_label(m['drafter'])}; the contenders interleaved at each batch size.")
-    _busy_note(m, label)
     _settings_note(m, s)
     _chart(figures.width_figure(m, s, label), "lesson7_fig")
     steps = width_steps.shapes_figure(m, label)  # what goodput chose per step (None: an older recording without it)
@@ -136,22 +144,27 @@ def key_numbers(name: str, m: dict, s: dict) -> list[tuple[str, str]]:
             )
             for r in m["rows"]
         ]
-    if name == "past_the_ridge":
-        pairs = [(f"batch {r['batch']}", r["m"]) for r in m["runs"]] + [("n-gram", m["ngram"]["m"])]
+    if name == "past_the_ridge":  # (label, compare numbers, the plain/speculative pair whose rounds give the speedup)
+        pairs = [(f"batch {r['batch']}", r["m"], r) for r in m["runs"]] + [("n-gram", m["ngram"]["m"], m["ngram"])]
     elif name == "adaptive":
-        pairs = [(f"batch {r['batch']} {w}", r[f"m_{w}"]) for r in m["batches"] for w in ("fixed", "gated")]
-    else:  # more_flops, turn_it_off: one plain and one speculative lane
-        pairs = [("speculative", m["m"])]
+        pairs = [(f"batch {r['batch']} {w}", r[f"m_{w}"], None) for r in m["batches"] for w in ("fixed", "gated")]
+    elif name == "turn_it_off":
+        pairs = [("always-on", m["m"], {"ar": m["ar"], "spec": m["on"]})]
+    else:  # more_flops: one plain and one speculative lane
+        pairs = [("speculative", m["m"], m)]
     out = []
-    for label, c in pairs:
+    for label, c, run in pairs:
+        sp = noise.speedup(run) if run else None  # the one number the chart, its verdict and the prediction show
         out += [
-            (f"{label}: speedup", f(c.get("speedup"), ".2f", "×")),
+            (f"{label}: speedup", f(sp["value"] if sp else c.get("speedup"), ".2f", "×")),
             (f"{label}: α", f(c.get("alpha"))),
             (f"{label}: depth drafted k", f(c.get("drafted_depth"))),
             (f"{label}: c", f(c.get("c"), ".3f")),
-            (f"{label}: FLOPs ratio", f(c.get("flops_ratio"), ".2f", "×")),
+            (f"{label}: FLOPs ratio (whole run, prefill included)", f(c.get("flops_ratio"), ".2f", "×")),
         ]
     if name == "more_flops":
+        ratios = per_token(m) or {}
+        out += [("FLOPs per decoded token, speculative ÷ plain", f(ratios.get("flops"), ".2f", "×"))]
         out += [
             (p["label"], f"{p['ms']:.2f} ms, {p['flops'] / 1e9:.2f} GFLOP, KV {p['kv_bytes'] / 1e6:.1f} MB") for p in m["seed"]["passes"]
         ]
@@ -197,8 +210,11 @@ def show_gpu_panel(lesson_name: str, settings: dict, text: str = "", result: dic
     key = f"gpu_{lesson_name}_"
     settings = chosen_settings(settings, result)
     depth = int(settings.get("depth", settings.get("k", 4)) or 4)
-    with st.container(border=True):
-        st.subheader("🖥 On a GPU")
+    st.subheader("🖥 On a GPU")
+    with st.expander(
+        "Open: this run re-timed on an H200, the H200's measured passes, the roofline model and published results",
+        expanded=False,
+    ):
         if text:
             st.markdown(text)
         st.markdown(gpu.seed_sentence())
