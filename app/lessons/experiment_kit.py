@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.common import verdict
+from app.lessons import noise
 from app.lessons.runs import Job, interleaved, lane_pair
 from engine import DecodeConfig
 from engine.drafters import drafter_name
@@ -129,11 +130,14 @@ def lanes(pair, prompts: list[str], depth: int, drafter: str, tokens: int, round
     return lane_pair(runs["ar"], runs["spec"])
 
 
-def _leviathan_of(m: dict) -> dict | None:
-    """α, the depth actually drafted and c of one compare dict (None when the run drafted nothing)."""
+def _leviathan_of(m: dict, run: dict | None = None) -> dict | None:
+    """α, the depth actually drafted and c of one compare dict (None when the run drafted nothing), and the measured
+    speedup the worksheet sets Leviathan's formula against: the one rule's ratio over `run`'s interleaved rounds (the
+    chart's number) where the run is given, else the compare dict's own."""
     if m.get("alpha") is None or not m.get("drafted_depth") or m.get("c") is None:
         return None
-    return {"alpha": m["alpha"], "k": m["drafted_depth"], "c": m["c"], "measured": m.get("speedup")}
+    sp = noise.speedup(run) if run else None
+    return {"alpha": m["alpha"], "k": m["drafted_depth"], "c": m["c"], "measured": sp["value"] if sp else m.get("speedup")}
 
 
 def _leviathan_models(m: dict) -> list[tuple[str, float | None]]:

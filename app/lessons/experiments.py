@@ -251,7 +251,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             lambda m, s: (per_token(m) or {}).get("flops"),
             operations_models,
         ),
-        leviathan=lambda m, s: _leviathan_of(m["m"]),
+        leviathan=lambda m, s: _leviathan_of(m["m"], m),
         claims=CLAIMS["more_flops"],
     ),
     "past_the_ridge": Experiment(
@@ -281,7 +281,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             lambda m, s: _leviathan_models(m["runs"][-1]["m"]),
         ),
         needs=("eagle", "model"),
-        leviathan=lambda m, s: _leviathan_of(m["runs"][-1]["m"]),
+        leviathan=lambda m, s: _leviathan_of(m["runs"][-1]["m"], m["runs"][-1]),
         claims=CLAIMS["past_the_ridge"],
     ),
     "turn_it_off": Experiment(
@@ -305,7 +305,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             always_on_speedup,
             lambda m, s: _leviathan_models(m["m"]),
         ),
-        leviathan=lambda m, s: _leviathan_of(m["m"]),
+        leviathan=lambda m, s: _leviathan_of(m["m"], {"ar": m["ar"], "spec": m["on"]}),
         claims=CLAIMS["turn_it_off"],
     ),
     "adaptive": Experiment(
