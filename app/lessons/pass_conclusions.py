@@ -252,7 +252,8 @@ def more_flops_conclusion(run: dict) -> str:
         text += f"Decoding alone it ran {speedup_words(run)} as fast as plain decoding, {verdict_words(run)}"
     else:
         text += f"It ran {m['speedup']:.2f}× as fast as plain decoding"
-    text += metrics.speedup_reason(m, "here")
+    sp = noise.speedup(run) if "m" in run else None
+    text += metrics.speedup_reason(m, "here", sp["verdict"] if sp else None)
     verify = step_cost_words(m.get("median_verify_ratio"), "A verify pass")
     return text + (f" {verify} (means over the decode steps)." if verify else "")
 
@@ -354,7 +355,8 @@ def past_the_ridge_conclusion(result: dict, depth: int | None = None) -> list[st
     bn = many["batch"]
     lines = [
         f"With the {name}, decoding alone: {speedup_words(one)} at batch 1, {verdict_words(one)}; "
-        f"{speedup_words(many)} at batch {bn}, {verdict_words(many)}" + metrics.speedup_reason(_consistent(many), f"at batch {bn}")
+        f"{speedup_words(many)} at batch {bn}, {verdict_words(many)}"
+        + metrics.speedup_reason(_consistent(many), f"at batch {bn}", (noise.speedup(many) or {}).get("verdict"))
     ]
     ngram = _ngram_line(result, many, name, bn)
     if ngram:
