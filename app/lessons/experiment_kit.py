@@ -103,6 +103,7 @@ class Experiment:
     needs: tuple[str, ...] = ()  # drafter kinds, any one of which the pair must offer
     leviathan: Callable[[dict, dict], dict | None] = field(default=lambda m, s: None)  # -> {alpha, k, c} for worksheets
     claims: tuple[Claim, ...] = ()  # what the lesson claims, checked on every run it shows
+    verdict: Callable[[dict, dict], list[str]] = field(default=lambda m, s: [])  # (measurement, settings) -> its words
 
     def defaults(self) -> dict:
         return {k.key.split("_", 1)[1]: k.default for k in self.knobs}

@@ -10,7 +10,7 @@ script runs these same functions.
 
 from __future__ import annotations
 
-from app.lessons import knee
+from app.lessons import conclusions, knee, load, pass_conclusions
 from app.lessons.experiment_kit import Claim, Experiment, Knob, Prediction, _leviathan_models, _leviathan_of
 from app.lessons.load import cell, load_runs
 from app.lessons.load_lessons import (
@@ -236,6 +236,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             pass_ratio,
             roofline_ratio,
         ),
+        verdict=lambda m, s: pass_conclusions.memory_bound_conclusion(m),
         claims=CLAIMS["memory_bound"],
     ),
     "more_flops": Experiment(
@@ -252,6 +253,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             operations_models,
         ),
         leviathan=lambda m, s: _leviathan_of(m["m"], m),
+        verdict=lambda m, s: [pass_conclusions.more_flops_conclusion(m)],
         claims=CLAIMS["more_flops"],
     ),
     "past_the_ridge": Experiment(
@@ -282,6 +284,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         ),
         needs=("eagle", "model"),
         leviathan=lambda m, s: _leviathan_of(m["runs"][-1]["m"], m["runs"][-1]),
+        verdict=lambda m, s: pass_conclusions.past_the_ridge_conclusion(m, int(s.get("depth") or 0)),
         claims=CLAIMS["past_the_ridge"],
     ),
     "turn_it_off": Experiment(
@@ -306,6 +309,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             lambda m, s: _leviathan_models(m["m"]),
         ),
         leviathan=lambda m, s: _leviathan_of(m["m"], {"ar": m["ar"], "spec": m["on"]}),
+        verdict=lambda m, s: conclusions.turn_it_off_conclusion(m, s)[:-1],
         claims=CLAIMS["turn_it_off"],
     ),
     "adaptive": Experiment(
@@ -319,6 +323,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         ),
         needs=("eagle", "model"),
         leviathan=lambda m, s: _leviathan_of(m["batches"][0]["m_gated"]),
+        verdict=lambda m, s: [conclusions.adaptive_conclusion(m, int(s.get("depth") or 0))],
         claims=CLAIMS["adaptive"],
     ),
     "by_load": Experiment(
@@ -332,6 +337,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         ),
         needs=("eagle", "model"),
         leviathan=load_leviathan,
+        verdict=lambda m, s: [x for x in (load.room_line(m),) if x] + load.depth_lines(m) + load.conclusion(m["rows"]),
         claims=CLAIMS["by_load"],
     ),
     "width": Experiment(
@@ -350,6 +356,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             width_models,
         ),
         needs=("eagle", "model"),
+        verdict=lambda m, s: conclusions.width_conclusion(m),
         claims=CLAIMS["width"],
     ),
     "one_step": Experiment(  # lesson 0: no knobs; its recording is the step-through trace (app/lessons/step_page.py)

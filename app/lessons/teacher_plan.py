@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.common import measurement as ms
-from app.lessons.experiment_kit import Experiment
+from app.lessons.experiment_kit import Experiment, claim_rows
 
 PLACEHOLDER = re.compile(r"\{expect:([a-z0-9_]+)\}")
 H200 = "h200"
@@ -41,7 +41,7 @@ def _question(experiment: Experiment, settings: dict, chosen: dict | None = None
     return FROM_CURVE.sub("", text) if chosen else text
 
 
-def recording_expectation(name: str, record: dict, experiment: Experiment, verdict: Callable[[dict, dict], list[str]] | None) -> str:
+def recording_expectation(name: str, record: dict, experiment: Experiment) -> str:
     """What a lesson's shipped recording shows: the students' question and its measured answer, the models beside
     it, and the lesson's own verdict on that recording (its first lines), labelled with the machine and date."""
     m, s = record["measurement"], record["settings"]
@@ -55,14 +55,16 @@ def recording_expectation(name: str, record: dict, experiment: Experiment, verdi
     said += "."
     if ms.disturbed(record):
         said += " It was recorded beside other work, so its timings are noisy: re-record it on a quiet machine."
-    if verdict is not None:
-        lines = [line for line in verdict(m, s) if line][:2]
-        if lines:
-            said += " Its verdict: " + " ".join(lines)
+    lines = [line for line in experiment.verdict(m, s) if line][:2]
+    if lines:
+        said += " Its verdict: " + " ".join(lines)
+    shown = [r for r, c in zip(claim_rows(experiment.claims, m), experiment.claims) if c.lead]
+    if shown:
+        said += " Its claims by the rule: " + "; ".join(f"{r['claim']} ({r['measured (95% range)']}): {r['shown?']}" for r in shown) + "."
     return said
 
 
-def expectation(name: str, recordings: Path, experiments: dict, verdicts: dict, h200: Callable[[], str]) -> str:
+def expectation(name: str, recordings: Path, experiments: dict, h200: Callable[[], str]) -> str:
     """The sentence that replaces `{expect:name}`; a missing or malformed recording is named, in one line."""
     if name == H200:
         return h200()
@@ -72,12 +74,12 @@ def expectation(name: str, recordings: Path, experiments: dict, verdicts: dict, 
         record = ms.load_record(recordings / f"{name}.json")
     except ms.MeasurementError as exc:
         return f"(no readable recording for this lesson: {str(exc).splitlines()[0]})"
-    return recording_expectation(name, record, experiments[name], verdicts.get(name))
+    return recording_expectation(name, record, experiments[name])
 
 
-def render(text: str, recordings: Path, experiments: dict, verdicts: dict, h200: Callable[[], str]) -> str:
+def render(text: str, recordings: Path, experiments: dict, h200: Callable[[], str]) -> str:
     """The plan with every placeholder replaced by what the shipped recordings show."""
-    return PLACEHOLDER.sub(lambda found: expectation(found[1], recordings, experiments, verdicts, h200), text)
+    return PLACEHOLDER.sub(lambda found: expectation(found[1], recordings, experiments, h200), text)
 
 
 def _h200() -> str:
@@ -90,6 +92,5 @@ def _h200() -> str:
 def plan_text(text: str, recordings: Path) -> str:
     """The shipped plan as the Lessons page shows it: every lesson's expectation from its recording and its verdict."""
     from app.lessons.experiments import EXPERIMENTS
-    from app.lessons.verdicts import VERDICTS
 
-    return render(text, recordings, EXPERIMENTS, VERDICTS, _h200)
+    return render(text, recordings, EXPERIMENTS, _h200)

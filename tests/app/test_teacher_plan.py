@@ -30,7 +30,7 @@ def test_every_expectation_comes_from_a_shipped_recording_with_its_machine_and_d
     for name in set(names) - {teacher_plan.H200}:
         record = ms.load_record(RECORDINGS / f"{name}.json")
         value = EXPERIMENTS[name].predict.measured(record["measurement"], record["settings"])
-        said = teacher_plan.expectation(name, RECORDINGS, EXPERIMENTS, {}, lambda: "")
+        said = teacher_plan.expectation(name, RECORDINGS, EXPERIMENTS, lambda: "")
         assert f"({record['machine']}, {record['dtype']}, {record['date']})" in said
         assert value is None or f"{value:.2f}{EXPERIMENTS[name].predict.unit}" in said
         assert said in text or said.split(" Its verdict:")[0] in text
@@ -40,19 +40,19 @@ def test_the_plan_follows_a_re_recording(tmp_path):
     """Change the shipped recording's measured number and the plan's sentence changes with it."""
     name = "more_flops"
     record = json.loads((RECORDINGS / f"{name}.json").read_text())
-    before = teacher_plan.expectation(name, RECORDINGS, EXPERIMENTS, {}, lambda: "")
+    before = teacher_plan.expectation(name, RECORDINGS, EXPERIMENTS, lambda: "")
     costs = record["measurement"]["decode_costs"]  # the answer: FLOPs per decoded token, speculative ÷ plain
     costs["spec"]["flops"] = 7.25 * costs["ar"]["flops"] / costs["ar"]["tokens"] * costs["spec"]["tokens"]
     (tmp_path / f"{name}.json").write_text(json.dumps(record))
-    after = teacher_plan.expectation(name, tmp_path, EXPERIMENTS, {}, lambda: "")
+    after = teacher_plan.expectation(name, tmp_path, EXPERIMENTS, lambda: "")
     assert "7.25×" in after and "7.25×" not in before
 
 
 def test_a_missing_or_broken_recording_is_named_in_one_line(tmp_path):
     (tmp_path / "adaptive.json").write_text("{not json")
-    broken = teacher_plan.expectation("adaptive", tmp_path, EXPERIMENTS, {}, lambda: "")
-    missing = teacher_plan.expectation("width", tmp_path, EXPERIMENTS, {}, lambda: "")
-    unknown = teacher_plan.expectation("nonsense", tmp_path, EXPERIMENTS, {}, lambda: "")
+    broken = teacher_plan.expectation("adaptive", tmp_path, EXPERIMENTS, lambda: "")
+    missing = teacher_plan.expectation("width", tmp_path, EXPERIMENTS, lambda: "")
+    unknown = teacher_plan.expectation("nonsense", tmp_path, EXPERIMENTS, lambda: "")
     assert broken.startswith("(no readable recording") and "\n" not in broken
     assert missing.startswith("(no readable recording") and "width.json" in missing
     assert "does not have: nonsense" in unknown
@@ -62,7 +62,7 @@ def test_a_missing_or_broken_recording_is_named_in_one_line(tmp_path):
 def test_a_question_reads_the_values_the_run_chose_from_its_curve():
     """A knob left at 0 ("from the curve") is asked about with the value the recording chose, never as "batch 0"."""
     record = ms.load_record(RECORDINGS / "turn_it_off.json")
-    said = teacher_plan.expectation("turn_it_off", RECORDINGS, EXPERIMENTS, {}, lambda: "")
+    said = teacher_plan.expectation("turn_it_off", RECORDINGS, EXPERIMENTS, lambda: "")
     chosen = record["measurement"]["chosen"]["batch"]
     assert record["settings"]["batch"] == 0 and chosen > 0
     if "{batch}" in EXPERIMENTS["turn_it_off"].predict.question:
