@@ -18,13 +18,15 @@ Pure: no streamlit, no torch.
 from __future__ import annotations
 
 import functools
+import textwrap
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.lessons import drafting, gpu
-from app.lessons.figures import COLORS, esc, frame
+from app.lessons import retime_layout as layout
+from app.lessons.figures import COLORS, TICK_CHARS, esc, frame, grouped_bars
 from engine.roofline.retime import PassPrices, retime
 
 LABEL = "re-timed from H200 recordings, not run on a GPU"
@@ -274,47 +276,73 @@ def priced_name(table: list[dict]) -> str:
     return f"{LABEL}; drafting priced" + (f" ({'; '.join(how[k] for k in kinds)})" if kinds else "")
 
 
-HOVER = "%{x}: %{y:.2f} (drafting: %{customdata})<extra></extra>"
+SPEED_KEYS = ("× plain here", "× plain on the H200 (re-timed)")
+RATE_KEYS = ("this machine, decode tokens/s (measured)", f"H200, decode tokens/s ({LABEL})")
+
+
+def _series(table: list[dict], label: str) -> list[dict]:
+    """This machine's bars, the re-timed bars whose drafting is priced, and the re-timed ceilings (cross-hatched): each
+    with its name, colour and hatch; only those with a bar."""
+    ceiling = f"{LABEL}; {CEILING}: a ceiling (the target's passes alone)"
+    out = [
+        {"name": f"this machine (measured{', ' + label if label else ''})", "color": CPU_COLOR, "hatch": "", "h200": False},
+        {"name": priced_name(table), "color": GPU_COLOR, "hatch": "/", "h200": True, "ceiling": False},
+        {"name": ceiling, "color": GPU_COLOR, "hatch": "x", "h200": True, "ceiling": True},
+    ]
+    return [sr for sr in out if any(_draws(sr, r) and r[SPEED_KEYS[sr["h200"]]] is not None for r in table)]
+
+
+def _draws(sr: dict, row: dict) -> bool:
+    """Whether a series has the row's bar: this machine has every row's, the re-timed priced or ceiling ones theirs."""
+    return not sr["h200"] or (_kinds(row) == CEILING) == sr["ceiling"]
+
+
+def _panel(fig: go.Figure, table: list[dict], series: list[dict], keys: tuple[str, str], unit: str, row: int) -> list[float]:
+    """One panel of grouped bars (app/lessons/figures.py grouped_bars): each bar's value over it where every bar has
+    room (a ceiling's says so), its hover how its drafting was priced. Returns the values drawn."""
+    drawn, grouped, dressed = [], [], []
+    for i, sr in enumerate(series):
+        vals = [r[keys[sr["h200"]]] if _draws(sr, r) else None for r in table]
+        sr = sr | {"kinds": [_kinds(r) if sr["h200"] else PLAIN for r in table]}
+        drawn += [v for v in vals if v]
+        full = [bar_text(v, k, unit) for v, k in zip(vals, sr["kinds"])]
+        short = [bar_text(v, PLAIN, unit) + ("<br>ceiling" if v and k == CEILING else "") for v, k in zip(vals, sr["kinds"])]
+        how = [f"; drafting: {DRAFTING[k]}" if sr["h200"] else "" for k in sr["kinds"]]
+        hover = [f"{esc(r['run'])}: {esc(t)} ({esc(sr['name'])}{h})" for r, t, h in zip(table, full, how)]
+        bar = {"name": sr["name"], "color": sr["color"], "legendgroup": str(i), "showlegend": row == 1, "hovertext": hover}
+        bar |= {"values": [(v, None, None) if v else None for v in vals]}
+        grouped.append(bar | ({"text": short} if layout.labelled(len(table), len(series)) else {}))
+        # each re-timed bar carries how its drafting was priced, and a ceiling's own text says that it is one
+        dressed.append(sr | {"full": full, "customdata": [DRAFTING[k] for k in sr["kinds"]] if sr["h200"] else None})
+    first = len(fig.data)
+    grouped_bars(fig, [r["run"] for r in table], grouped, row=row, col=1)
+    layout.dress([t for t in fig.data[first:] if t.type == "bar"], dressed)
+    return drawn
 
 
 def figure(m, label: str = "") -> go.Figure | None:
-    """Speedup over plain decoding per lane: measured on this machine beside the same steps re-timed on the H200, on
-    the same axes; the re-timed bars whose drafting could not be priced drawn apart (cross-hatched) and labelled on
-    the bar as a ceiling. None where no lane carries pass shapes."""
-    table = [r for r in rows(m) if r["× plain here"] is not None or r["× plain on the H200 (re-timed)"] is not None]
+    """Speedup over plain decoding per lane, and under it decode tokens/s on a log axis: measured on this machine beside
+    the same steps re-timed on the H200; the re-timed bars whose drafting could not be priced drawn apart
+    (cross-hatched) and labelled as a ceiling. Many lanes are cut into panels a narrow chart can label
+    (app/lessons/retime_layout.py). None where no lane carries pass shapes."""
+    table = [r for r in rows(m) if r[SPEED_KEYS[0]] is not None or r[SPEED_KEYS[1]] is not None]
     if not table:
         return None
-    xs = [esc(r["run"]) for r in table]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("speedup over plain decoding", "decode tokens/s (log scale)"))
-    speed_key, rate_key = "× plain on the H200 (re-timed)", f"H200, decode tokens/s ({LABEL})"
-    series = [
-        (
-            f"this machine (measured{', ' + label if label else ''})",
-            "× plain here",
-            "this machine, decode tokens/s (measured)",
-            CPU_COLOR,
-            "",
-            None,
-        ),
-        (priced_name(table), speed_key, rate_key, GPU_COLOR, "/", False),
-        (f"{LABEL}; {CEILING}: a ceiling (the target's passes alone)", speed_key, rate_key, GPU_COLOR, "x", True),
-    ]
-    for i, (name, s_key, r_key, color, hatch, ceiling) in enumerate(series):
-        mine = [ceiling is None or (_kinds(r) == CEILING) == ceiling for r in table]
-        if not any(mine[j] and table[j][s_key] is not None for j in range(len(table))):
-            continue
-        kinds = [_kinds(r) if ceiling is not None else PLAIN for r in table]
-        speeds = [r[s_key] if keep else None for r, keep in zip(table, mine)]
-        common = {"name": esc(name), "marker": {"color": color, "pattern": {"shape": hatch}}, "legendgroup": str(i)}
-        common |= {"offsetgroup": "cpu" if ceiling is None else "h200"}  # a ceiling bar takes the re-timed bar's place
-        if ceiling is not None:  # each re-timed bar says how its drafting was priced when hovered
-            common |= {"customdata": [r["drafting on the H200"] or "" for r in table], "hovertemplate": HOVER}
-        fig.add_bar(x=xs, y=speeds, text=[bar_text(v, k) for v, k in zip(speeds, kinds)], textposition="outside", row=1, col=1, **common)
-        rates = [r[r_key] if keep else None for r, keep in zip(table, mine)]
-        fig.add_bar(x=xs, y=rates, text=[bar_text(v, k, "") for v, k in zip(rates, kinds)], showlegend=False, row=1, col=2, **common)
-    fig.add_hline(y=1.0, line_dash="dot", line_color="#333", row=1, col=1)
-    fig.update_yaxes(type="log", row=1, col=2)
-    return frame(fig, "Your run on both sides of a knee: this machine, and the same steps on an H200", machine_line(), height=440)
+    parts, series = layout.chunks(table), _series(table, label)
+    n, height = len(parts), 180 + 240 * 2 * len(parts)
+    titles = ["speedup over plain decoding at the same batch (dotted: 1×, plain)"] + [""] * (n - 1)
+    titles += ["decode tokens/s (log scale)"] + [""] * (n - 1)
+    fig = make_subplots(rows=2 * n, cols=1, subplot_titles=titles, vertical_spacing=90 / (height - 95))
+    speeds, rates = [1.0], []
+    for i, part in enumerate(parts):
+        speeds += _panel(fig, part, series, SPEED_KEYS, "×", i + 1)
+        rates += _panel(fig, part, series, RATE_KEYS, "", n + i + 1)
+        fig.add_hline(y=1.0, line_dash="dot", line_color="#333", layer="below", row=i + 1, col=1)
+    for i in range(n):
+        fig.update_yaxes(range=[0, 1.32 * max(speeds)], title_text="× plain", row=i + 1, col=1)
+        fig.update_yaxes(title_text="tokens/s", row=n + i + 1, col=1, **(layout.log_axis(rates) if rates else {}))
+    frame(fig, "Your run on both sides of a knee: this machine, and the same steps on an H200", machine_line(), height=height)
+    return layout.fit_foot(fig, max(len(textwrap.wrap(esc(r["run"]), TICK_CHARS)) for r in parts[-1]))
 
 
 def drafting_lines(m) -> list[str]:

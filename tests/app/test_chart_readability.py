@@ -17,13 +17,7 @@ from app.common import a11y
 from tests.app import lesson_charts
 
 FIGURES = lesson_charts.lesson_figures()
-# The GPU panel's re-timed bars (app/lessons/retime.py `figure`, outside issue 53 item 7's change): labels shrunk to
-# a few pixels, category names tilted onto one another, white text inside bars. Drawn and checked, expected to fail
-# until that figure is redrawn (figures.grouped_bars places labels the way these tests ask).
-RETIMED = {name for name in FIGURES if name.endswith("_retimed") and name != "lesson1_retimed"}
 NAMES = sorted(FIGURES)
-XFAIL = pytest.mark.xfail(reason="retime.figure not yet redrawn", strict=False)
-DRAWN = [pytest.param(n, marks=XFAIL) if n in RETIMED else n for n in NAMES]
 SLACK = 1.0  # px: boxes that only touch do not overlap
 MIN_TEXT_PX = 9.0  # a label's drawn height; plotly shrinks a bar's text to the bar's width, down to unreadable
 
@@ -51,7 +45,7 @@ def drawn():
 
 @pytest.mark.browser
 @pytest.mark.parametrize("width", lesson_charts.WIDTHS)
-@pytest.mark.parametrize("name", DRAWN)
+@pytest.mark.parametrize("name", NAMES)
 def test_no_label_overlaps_another_label_or_a_whisker(drawn, name, width):
     b = drawn[(name, width)]
     texts = b["labels"] + b["notes"]
@@ -64,7 +58,7 @@ def test_no_label_overlaps_another_label_or_a_whisker(drawn, name, width):
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("name", DRAWN)
+@pytest.mark.parametrize("name", NAMES)
 def test_every_text_reads_at_aa_contrast_on_the_plot_background(drawn, name):
     b = drawn[(name, lesson_charts.WIDTHS[0])]
     assert b["fonts"]
