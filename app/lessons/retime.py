@@ -306,7 +306,7 @@ def _panel(fig: go.Figure, table: list[dict], series: list[dict], keys: tuple[st
         sr = sr | {"kinds": [_kinds(r) if sr["h200"] else PLAIN for r in table]}
         drawn += [v for v in vals if v]
         full = [bar_text(v, k, unit) for v, k in zip(vals, sr["kinds"])]
-        short = [bar_text(v, PLAIN, unit) + ("<br>ceiling" if v and k == CEILING else "") for v, k in zip(vals, sr["kinds"])]
+        short = [t.replace(f" ({CEILING}: a ceiling)", "<br>ceiling") for t in full]  # over a bar: "≤1.30×", "ceiling"
         how = [f"; drafting: {DRAFTING[k]}" if sr["h200"] else "" for k in sr["kinds"]]
         hover = [f"{esc(r['run'])}: {esc(t)} ({esc(sr['name'])}{h})" for r, t, h in zip(table, full, how)]
         bar = {"name": sr["name"], "color": sr["color"], "legendgroup": str(i), "showlegend": row == 1, "hovertext": hover}

@@ -67,6 +67,7 @@ def lesson_figures() -> dict:
     for name in ("more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width"):  # the H200 re-timing
         rec = _rec(name)
         out[f"{name}_retimed"] = retime.figure(rec["measurement"], f"recorded on {rec['machine']}, {rec['date']}")
+    out |= retimed_variants()
     out = {k: v for k, v in out.items() if v is not None}
     for key, draw in more.items():
         rec = _rec(sources[key])
@@ -74,6 +75,23 @@ def lesson_figures() -> dict:
         if fig is not None:
             out[key] = fig
     return out
+
+
+def retimed_variants() -> dict:
+    """The re-timed chart (app/lessons/retime.py `figure`) in the two shapes no single recording draws, from the shipped
+    recordings' own lanes: lesson 3's speculative runs drafting with a drafter nobody priced (their bars ceilings), and
+    lessons 3 and 5 in one measurement (twelve runs, cut into panels)."""
+    import copy
+
+    from app.lessons import retime
+
+    ridge, adaptive = _rec("past_the_ridge"), _rec("adaptive")
+    label = f"recorded on {ridge['machine']}, {ridge['date']}"
+    runs = copy.deepcopy(ridge["measurement"]["runs"])
+    for run in runs:
+        run["spec"]["drafter"] = "a drafter nobody timed"
+    both = {"lesson 3": ridge["measurement"], "lesson 5": adaptive["measurement"]}
+    return {"retimed_unpriced": retime.figure({"runs": runs}, label), "retimed_twelve_runs": retime.figure(both, label)}
 
 
 # Every text plotly.js draws on a chart, and every whisker (error bar), as screen boxes {x0, y0, x1, y1, text}.

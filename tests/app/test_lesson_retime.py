@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import pytest
 
 from app.lessons import drafting, figures, gpu, retime
+from app.lessons import retime_layout as layout
 from app.views.predictor import kv_ridge_text, ridge_sentence
 from engine import Trace
 from engine.roofline import predictor
@@ -224,3 +225,56 @@ def test_the_gpu_panel_shows_the_run_re_timed():
     text = " ".join(str(e.value) for e in [*at.markdown, *at.caption])
     assert retime.LABEL in text and "NVIDIA H200, 2026-11-30" in text and "cannot be re-timed" in text
     assert len(at.get("plotly_chart")) == 5  # re-timed, curves and model in the first panel; curves and model in the second
+
+
+def bars_of(fig, axis: str) -> list:
+    """The bar traces drawn in one panel (its y axis: "y", "y2", ...), in series order."""
+    return [t for t in fig.data if t.type == "bar" and t.yaxis == axis]
+
+
+def test_the_re_timed_chart_stacks_speedups_over_rates_with_every_value_over_its_bar():
+    m = {"ar": lane_of("ngram-copy-ar"), "spec": lane_of("ngram-copy-spec")}
+    fig = retime.figure(m, "recorded on AMD EPYC (2 threads), 2026-12-01")
+    table = retime.rows(m)
+    speeds, rates = bars_of(fig, "y"), bars_of(fig, "y2")
+    assert len(speeds) == len(rates) == 2 and not bars_of(fig, "y3")  # this machine's and the H200's, one panel each
+    assert [t.marker.pattern.shape for t in speeds] == ["", "/"] and all(t.textposition == "none" for t in speeds + rates)
+    assert list(speeds[1].y) == [r["× plain on the H200 (re-timed)"] for r in table]
+    assert list(rates[0].y) == [r["this machine, decode tokens/s (measured)"] for r in table]
+    labels = [t for t in fig.data if t.type == "scatter" and t.yaxis == "y"]  # grouped_bars' labels over the bars
+    assert [list(t.text) for t in labels] == [[f"{r['× plain here']:.2f}×" for r in table], [f"{v:.2f}×" for v in speeds[1].y]]
+    assert (
+        "drafting: measured on the H200 machine" in speeds[1].hovertext[1] and speeds[1].customdata[1] == retime.DRAFTING[retime.MEASURED]
+    )
+    axis = fig.layout.yaxis2
+    assert axis.type == "log" and all(str(t)[0] in "125" for t in axis.tickvals)
+    drawn = [v for t in rates for v in t.y if v]
+    assert 10 ** axis.range[0] < min(drawn) and 10 ** axis.range[1] > max(drawn)
+
+
+def test_a_ceiling_is_cross_hatched_and_its_value_says_it_is_a_ceiling():
+    ar, spec = lane_of("model-open-ar"), lane_of("model-open-spec") | {"drafter": "a drafter nobody timed"}
+    fig = retime.figure({"ar": ar, "spec": spec})
+    ceiling = [t for t in bars_of(fig, "y") if "a ceiling" in t.name]
+    assert len(ceiling) == 1 and ceiling[0].marker.pattern.shape == "x" and ceiling[0].y[0] is None
+    value = ceiling[0].y[1]
+    assert ceiling[0].text[1] == f"≤{value:.2f}× (drafting not priced: a ceiling)"
+    labels = [t for t in fig.data if t.type == "scatter" and t.yaxis == "y" and t.text and "ceiling" in t.text[0]]
+    assert labels and labels[0].text[0] == f"≤{value:.2f}×<br>ceiling"
+
+
+def test_many_runs_are_cut_into_panels_a_narrow_chart_can_label():
+    assert [len(c) for c in layout.chunks(list(range(12)))] == [6, 6] and [len(c) for c in layout.chunks(list(range(7)))] == [4, 3]
+    assert layout.chunks([]) == [[]] and layout.labelled(6, 2) and not layout.labelled(6, 3) and layout.labelled(4, 3)
+    ar, spec = lane_of("model-open-ar"), lane_of("model-open-spec")
+    unpriced = spec | {"drafter": "a drafter nobody timed"}
+    m = {"runs": [{"batch": b, "ar": ar, "spec": spec if b < 4 else unpriced} for b in (1, 2, 4, 8)]}
+    fig = retime.figure(m)
+    table = retime.rows(m)
+    for axis, part in (("y", table[:4]), ("y2", table[4:])):  # eight runs: two panels of four, speedups first
+        runs = {t.name: list(t.y) for t in bars_of(fig, axis)}
+        ceiling = next((v for k, v in runs.items() if "a ceiling" in k), [None] * 4)
+        want = [r["× plain on the H200 (re-timed)"] if r["drafting on the H200"] == retime.DRAFTING[retime.CEILING] else None for r in part]
+        assert ceiling == want
+    assert len(bars_of(fig, "y4")) == 3 and fig.layout.yaxis4.type == "log" and not bars_of(fig, "y5")
+    assert fig.layout.margin.b >= layout.FOOT_PX + layout.LEGEND_LINE_PX * 3  # the legend's three entries fit under the plot
