@@ -56,10 +56,15 @@ class Claim:
     lead: bool = False  # the lesson's lead claim: a shipped recording must show it
     costs: bool = False  # the rounds are times (ms), and `expect` speaks of costing more
     metric: str = "tokens/s, decoding alone"
+    applies: Callable[[dict], str | None] = field(default=lambda m: None)  # m -> why the claim is not tested here, or None
 
 
 def check_claim(claim: Claim, m: dict) -> dict:
-    """A claim on one measurement: {"claim", "verdict" (None without rounds on both sides), "holds"}."""
+    """A claim on one measurement: {"claim", "verdict" (None without rounds on both sides), "holds", "skipped" (why
+    the claim is not tested on this run: e.g. this machine has no room for it; None where it is)}."""
+    skipped = claim.applies(m)
+    if skipped:
+        return {"claim": claim, "verdict": None, "holds": False, "skipped": skipped}
     try:
         a, b = claim.rounds(m)
     except (KeyError, IndexError, TypeError, StopIteration):  # an older measurement without these contenders
@@ -68,7 +73,7 @@ def check_claim(claim: Claim, m: dict) -> dict:
     if a and b and a.get("values") and b.get("values"):
         v = verdict.judge(a["values"], b["values"])  # a ÷ b: rates, or times where the claim is about costs
     holds = v is not None and (v.sign == claim.expect if claim.expect else v.sign >= 0)
-    return {"claim": claim, "verdict": v, "holds": holds}
+    return {"claim": claim, "verdict": v, "holds": holds, "skipped": None}
 
 
 EXPECT_WORDS = {1: "faster", -1: "slower", 0: "not slower"}
@@ -87,9 +92,13 @@ def claim_rows(claims, m: dict) -> list[dict]:
                 "claim": c.text,
                 "where": c.where,
                 "expected": f"{c.a} {dearer[c.expect]} than {c.b}" if c.costs else f"{c.a} {EXPECT_WORDS[c.expect]} than {c.b}",
-                "measured (95% range)": v.interval if v else "no rounds",
-                "the rule says": (COST_KIND.get(v.kind, v.kind) if c.costs else v.kind) if v else "can't tell",
-                "shown?": "yes" if r["holds"] else "no",
+                "measured (95% range)": v.interval if v else r["skipped"] or "no rounds",
+                "the rule says": (COST_KIND.get(v.kind, v.kind) if c.costs else v.kind)
+                if v
+                else "not tested"
+                if r["skipped"]
+                else "can't tell",
+                "shown?": "yes" if r["holds"] else "not tested here" if r["skipped"] else "no",
             }
         )
     return rows

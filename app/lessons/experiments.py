@@ -47,6 +47,7 @@ from app.lessons.pass_lessons import (
 from app.lessons.runs import LARGE_BATCHES
 from app.lessons.step_lesson import STEP_DEPTH, one_step, one_step_models
 from app.lessons.switch import SWITCH_BATCHES, always_on_speedup
+from app.lessons.width import has_room as width_has_room
 from app.lessons.width import width_models, width_ratio
 
 __all__ = [
@@ -158,22 +159,29 @@ CLAIMS = {
     ),
     "adaptive": (
         Claim(
-            "Stopping where unsure beats drafting all k",
+            "Stopping where unsure costs nothing",
+            "the gated run",
+            "drafting all k",
+            "the larger batch",
+            _lanes("gated", "fixed", lambda m: m["batches"][-1]),
+            0,
+            lead=True,
+        ),
+        Claim(
+            "Stopping where unsure pays",
             "the gated run",
             "drafting all k",
             "batch 1",
             _lanes("gated", "fixed", lambda m: m["batches"][0]),
             1,
-            lead=True,
         ),
         Claim(
-            "…and at a larger batch too",
+            "…and at a larger batch",
             "the gated run",
             "drafting all k",
             "the larger batch",
             _lanes("gated", "fixed", lambda m: m["batches"][-1]),
             1,
-            lead=True,
         ),
     ),
     "by_load": (
@@ -205,6 +213,7 @@ CLAIMS = {
             _cells("tree", "chain", lambda m: 1),
             0,
             lead=True,
+            applies=lambda m: None if width_has_room(m) else "this machine's room fits no tree wider than the chain",
         ),
         Claim(
             "Past the knee width costs",

@@ -16,7 +16,7 @@ from engine.bench.prompts import batch_prompts
 from engine.config import tree_capacity
 from engine.costs import expected_tokens_per_step, ridge_tokens
 
-TURN_OFF_ROUNDS = 5  # lesson 4: its full-batch phase is a dozen steps a run, so its rate scatters; 5 rounds let the rule tell
+TURN_OFF_ROUNDS = 3  # lesson 4: each run prefills 8 prompts (~1.9 s on a 2-thread Xeon): three lanes × (3 rounds + a warm-up)
 POWERS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # batch sizes a lesson may choose from the curve
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from app.common import measurement
-from app.lessons import conclusions, knee, load, switch, width
+from app.lessons import conclusions, knee, load, noise, switch, width
 from app.lessons.noise import sign as clear_winner  # the one rule's sign (app/common/verdict.py)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,16 +87,18 @@ def test_lesson4_words_flip_with_a_doctored_recording():
 
 
 # --- lesson 5 ------------------------------------------------------------------------------------------------
-def test_lesson5_the_gate_decodes_faster_than_drafting_all_k():
+def test_lesson5_the_gate_drafts_less_and_its_words_are_the_rules_verdict():
+    """The gate always drafts fewer tokens; whether that decodes faster depends on how deep k is (on the 2-core EPYC,
+    room 8 and k = 7: 1.12x and 1.27x; on a 2-thread Xeon, room 4 and k = 3: can't tell): the words say the rule's
+    verdict at each batch, computed, and the lead claim (the gate costs nothing) is checked in test_lesson_claims.py."""
     m = _rec("adaptive")["measurement"]
     assert [b["batch"] for b in m["batches"]] == [1, m["chosen"]["batch"]]
     text = conclusions.adaptive_conclusion(m, 0)
     for run in m["batches"]:
         gated, fixed = switch.decode_spread(run["gated"]), switch.decode_spread(run["fixed"])
-        assert clear_winner(gated, fixed) == 1, run["batch"]
         assert run["gated"]["summary"]["drafted_tokens"] < run["fixed"]["summary"]["drafted_tokens"]
         assert f"at batch {run['batch']} it drafted" in text
-    assert text.count(f"faster than drafting all {m['chosen']['depth']}: ") == 2
+        assert noise.judge(gated, fixed).words(b=f"drafting all {m['chosen']['depth']}") in text
     b = m["batches"][0]
     alpha = conclusions.alpha_words(b["gated"]["summary"]["alpha"], b["fixed"]["summary"]["alpha"])
     assert f"accepted at α {b['gated']['summary']['alpha']:.3f}, {alpha} the {b['fixed']['summary']['alpha']:.3f}" in text
@@ -105,7 +107,8 @@ def test_lesson5_the_gate_decodes_faster_than_drafting_all_k():
 def test_lesson5_words_flip_with_a_doctored_recording():
     m = copy.deepcopy(_rec("adaptive")["measurement"])
     for run in m["batches"]:
-        _swap(run["gated"], run["fixed"], "decode_tokens_per_s_runs")
+        fixed = run["fixed"]["decode_tokens_per_s_runs"]["values"]
+        run["gated"]["decode_tokens_per_s_runs"] = measurement.spread([v * 0.6 for v in fixed])  # the gate now slower
     run = m["batches"][0]
     run["gated"]["summary"]["alpha"] = run["fixed"]["summary"]["alpha"] + 0.0001  # equal at the digits shown
     text = conclusions.adaptive_conclusion(m, 0)
