@@ -15,7 +15,7 @@ import time
 from app.common import measurement as ms
 from app.lessons import knee, noise
 from app.lessons.experiment_kit import lane_jobs, model_drafter
-from app.lessons.runs import LARGE_BATCHES, knee_tokens, lane_pair, median_run, seed_passes, timed_rounds
+from app.lessons.runs import LARGE_BATCHES, knee_tokens, lane_pair, median_run, more_rounds, seed_passes, timed_rounds
 from engine.bench.prompts import batch_prompts
 from engine.costs import ridge_tokens
 from engine.decoding.passcurve import CURVE_CONTEXT, curve_key, pass_costs, pass_curve
@@ -200,9 +200,10 @@ def operations_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
 
 
 # --- 3. inside the room and past it -------------------------------------------------------------------
-RIDGE_ROUNDS = 3  # six contenders at two batch sizes, after a warm-up: three interleaved rounds (an odd count, so
-# the median round is a real round; the fewest by which noise.far_rounds can call one round odd) keep a live run within
+RIDGE_ROUNDS = 3  # six contenders at two batch sizes, after a warm-up: three interleaved rounds keep a live run within
 # 20 s on 2 cores, where five took 26-27 s in a browser (2026-12-04)
+BATCH1_MORE = 4  # batch 1's pair is cheap (a fraction of a second a round) and its short runs scatter (one round 1.67x,
+# the next 1.25x on a 2-thread Xeon, 2026-12-05): four more rounds of it, so the rule can tell with 7
 
 
 def ridge_settings(room: int, s: dict) -> dict:
@@ -215,9 +216,9 @@ def ridge_settings(room: int, s: dict) -> dict:
 def past_the_ridge(pair, probe, s: dict) -> dict:
     """A model drafter at batch 1 and at a large batch on held-out prompts, and the n-gram lookup at the large batch
     on extractive prompts (its best case) for contrast; each beside plain decoding of the same prompts, all six
-    interleaved RIDGE_ROUNDS times after one warm-up run each. Depth and large batch 0 are chosen from this
-    machine's pass curve (ridge_settings), so batch 1's verify pass sits inside the room and the large batch's
-    well past it."""
+    interleaved RIDGE_ROUNDS times after one warm-up run each, batch 1's pair BATCH1_MORE times more. Depth and
+    large batch 0 are chosen from this machine's pass curve (ridge_settings), so batch 1's verify pass sits inside
+    the room and the large batch's well past it."""
     drafter, tokens = model_drafter(pair), int(s["tokens"])
     curve, room = machine_curve(pair)
     chosen = ridge_settings(room, s)
@@ -229,6 +230,7 @@ def past_the_ridge(pair, probe, s: dict) -> dict:
     for key, job in lane_jobs(batch_prompts("extractive", batch), depth, "ngram", tokens).items():
         jobs[("ngram", key)] = job
     runs, warm = timed_rounds(pair, jobs, RIDGE_ROUNDS)
+    more_rounds(pair, {k: jobs[k] for k in ((1, "ar"), (1, "spec"))}, BATCH1_MORE, runs)
     return {
         "drafter": drafter,
         "runs": [{"batch": b, **lane_pair(runs[(b, "ar")], runs[(b, "spec")])} for b in (1, batch)],

@@ -65,6 +65,15 @@ def timed_rounds(pair, jobs: dict, rounds: int) -> tuple[dict, list[dict]]:
     return out, warm
 
 
+def more_rounds(pair, jobs: dict, rounds: int, out: dict) -> dict:
+    """`rounds` more interleaved rounds of some of the jobs (already warm), appended to `out` (as timed_rounds
+    returns it): a cheap contender pair whose rounds scatter gets more of them without repeating the dear ones."""
+    for _ in range(rounds):
+        for name, job in jobs.items():
+            out[name].append(_run(pair, job))
+    return out
+
+
 def interleaved(pair, jobs: dict[str, Job], rounds: int) -> dict[str, list[list]]:
     """Run every job once untimed (warm_up), then once per round, in turn (A B C A B C …); per job, one list of
     traces per timed round (one trace for a batch, one per prompt when sequential)."""

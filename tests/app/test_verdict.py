@@ -146,7 +146,7 @@ def test_bad_rates_get_one_line_errors():
 def test_no_lesson_page_or_the_playground_names_a_winner_by_another_rule():
     """`clear_winner` (every run above every run), the per-round sign rule and `same_within_noise` are gone: the
     app names winners through app/common/verdict.py alone."""
-    gone = ("def clear_winner", "def paired_winner", "def same_within_noise", "def speed_verdict", "every run above every run")
+    gone = ("def clear_winner", "def paired_winner", "def same_within_noise", "every run above every run")
     offenders = [
         f"{path.relative_to(ROOT)}: {word}"
         for path in (ROOT / "app").rglob("*.py")
