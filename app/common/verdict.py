@@ -73,7 +73,8 @@ class Verdict:
         """'1.08× (95% range 1.03–1.13×, 5 rounds)' or '1.08× (one round: no range)'."""
         if self.lo is None:
             return f"{self.ratio:.2f}× (one round: no range)"
-        return f"{self.ratio:.2f}× (95% range {self.lo:.2f}–{self.hi:.2f}×, {self.rounds} rounds)"
+        digits = 3 if f"{self.lo:.2f}" == "1.00" or f"{self.hi:.2f}" == "1.00" else 2  # which side of 1 a bound is on
+        return f"{self.ratio:.2f}× (95% range {self.lo:.{digits}f}–{self.hi:.{digits}f}×, {self.rounds} rounds)"
 
     def words(self, a: str = "it", b: str = "the other") -> str:
         """The verdict as a clause: 'faster than plain: 1.08× (95% range 1.03–1.13×, 5 rounds)'."""

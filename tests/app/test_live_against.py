@@ -85,7 +85,8 @@ def test_a_live_lesson_1_that_differs_from_its_recording_says_so_and_why():
     assert "the answer is the pass past the room's time over this one" in text
     assert f"a room of 2 tokens per pass, the recording's {rec['measurement']['chosen']['room']}" in text
     assert "Other processes kept 1.70 cores busy during this run's timing" in text and "DISTURBED" in text
-    assert "the recording: not recorded" in text  # the shipped lesson 1 predates the metered rounds
+    then_busy = measurement.other_cores(rec["measurement"])  # lesson 1's metered rounds (None in a recording before them)
+    assert f"the recording: {'not recorded' if then_busy is None else f'{then_busy:.2f}'}" in text
     by = {r["number"]: r for r in rows}
     assert by["a 1-token pass (ms)"] == {"number": "a 1-token pass (ms)", "recorded": f"{then:.2f}", "live": f"{then / 2:.2f}"}
     assert by["other processes' load (cores busy)"]["live"] == "1.70"
@@ -102,14 +103,16 @@ def test_a_changed_verdict_and_changed_settings_are_named():
     plain = next(r for r in live["rows"] if r["batch"] == batch and r["contender"] == "plain decoding")
     fixed["decode_tokens_per_s_runs"] = measurement.spread(list(plain["decode_tokens_per_s_runs"]["values"]))
     fixed["decode_tokens_per_s"] = plain["decode_tokens_per_s"]
-    live["chosen"]["room"], live["chosen"]["mid"] = 4, 2
+    room, mid = live["chosen"]["room"], live["chosen"]["mid"]
+    live["chosen"]["room"], live["chosen"]["mid"] = 2 * room, mid + 1  # another room, another middle batch
     recorded, lv = _sides("by_load", live)
     _, lines, differs = against.compare(recorded, lv)
     text = "\n".join(lines)
     assert differs and recorded.facts["verdict"][2].kind == "slower" and lv.facts["verdict"][2].kind == "level"
     assert f"The verdict changed: recorded, fixed k = {k} at batch {batch} was slower than plain decoding" in text
     assert "live, level with plain decoding: 1.00×" in text
-    assert "middle batch 2 live against 4 recorded" in text and "a room of 4 tokens per pass, the recording's 8" in text
+    assert f"middle batch {mid + 1} live against {mid} recorded" in text
+    assert f"a room of {2 * room} tokens per pass, the recording's {room}" in text
 
 
 def test_a_moved_answer_with_nothing_measured_to_explain_it_says_so():
@@ -129,7 +132,8 @@ def test_a_busy_recording_is_named_when_the_live_run_was_quiet():
     rec_side = _side("more_flops", busy, rec["settings"], rec["machine"], rec["date"])
     live = _side("more_flops", copy.deepcopy(rec["measurement"]), rec["settings"], rec["machine"], "2026-12-05")
     _, lines, _ = against.compare(rec_side, live)
-    assert any("The recording was made while other processes kept 1.20 cores busy (this run: 0.03)" in line for line in lines)
+    quiet = measurement.other_cores(rec["measurement"])
+    assert any(f"The recording was made while other processes kept 1.20 cores busy (this run: {quiet:.2f})" in line for line in lines)
 
 
 @pytest.mark.slow

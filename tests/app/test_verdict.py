@@ -15,7 +15,8 @@ from scipy import stats
 from app.common import measurement, verdict
 
 ROOT = Path(__file__).resolve().parents[2]
-TRIALS = 400
+TRIALS = 4000
+SLACK = 2.58 * (0.05 * 0.95 / TRIALS) ** 0.5  # the simulation's own noise: a 99% one-sided allowance over 5%
 
 
 def _lane_rates(value, out: list) -> list:
@@ -61,10 +62,11 @@ def _draw(rng: random.Random, pool: list[float], n: int, scale: float = 1.0) -> 
 @pytest.mark.parametrize("rounds", [2, 3, 5, 8])
 def test_identical_contenders_are_level_at_least_95_percent_of_the_time(pool, rounds):
     """The same configuration twice, its rounds resampled from the recordings' own scatter: a winner named in at most
-    5% of TRIALS (the interval's 95% and the 3% minimum gap together)."""
+    5% of TRIALS (the interval's 95% and the 3% minimum gap together), within the simulation's own noise (SLACK:
+    with 4,000 trials a true 5% reads above 5.9% one time in a hundred)."""
     rng = random.Random(rounds)
     named = sum(verdict.judge(_draw(rng, pool, rounds), _draw(rng, pool, rounds)).sign != 0 for _ in range(TRIALS))
-    assert named / TRIALS <= 0.05, f"{named} of {TRIALS} identical pairs got a winner with {rounds} rounds"
+    assert named / TRIALS <= 0.05 + SLACK, f"{named} of {TRIALS} identical pairs got a winner with {rounds} rounds"
 
 
 def test_a_real_10_percent_gap_is_found_with_the_rounds_the_noise_needs(pool):

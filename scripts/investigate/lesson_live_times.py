@@ -1,0 +1,101 @@
+"""How long each lesson's live run takes in a real browser, as a student or teacher meets it.
+
+Starts `streamlit run app/main.py` on 127.0.0.1, opens every lesson (1 to 7) in teacher mode in headless Chromium
+(Debian's /usr/bin/chromium, driven by Playwright), presses "Re-measure live" and times the press until the page
+labels its numbers "measured live on". Prints one row per lesson (seconds, whether the page flagged the run as
+disturbed, whether it showed a traceback) and saves a full-page screenshot per lesson.
+Bounded: one server on loopback, one page at a time, at most --timeout seconds a lesson.
+
+    python scripts/investigate/lesson_live_times.py [--lessons 1,3,4] [--out artifacts/live] [--timeout 240]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def server(log: Path):
+    port = free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.headless", "true"]
+    cmd += ["--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+                time.sleep(0.5)
+            else:
+                raise SystemExit(f"streamlit did not start (see {log})")
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def time_lesson(page, url: str, n: int, out: Path, timeout_s: float) -> dict:
+    page.goto(f"{url}/lessons?lesson={n}&teacher=true", timeout=120_000)
+    button = page.get_by_role("button", name="Re-measure live")
+    button.wait_for(timeout=180_000)
+    page.wait_for_timeout(1500)  # the recording's figures drawn: the page is idle before the clock starts
+    t0 = time.monotonic()
+    button.click()
+    page.get_by_text("measured live on").first.wait_for(timeout=timeout_s * 1000)
+    seconds = time.monotonic() - t0
+    page.wait_for_timeout(1500)
+    body = page.inner_text("body")
+    page.screenshot(path=str(out / f"lesson{n}.png"), full_page=True)
+    return {"lesson": n, "s": seconds, "disturbed": "DISTURBED" in body, "traceback": "Traceback" in body}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lessons", default="1,2,3,4,5,6,7", help="comma-separated lesson numbers")
+    ap.add_argument("--out", default=str(ROOT / "artifacts" / "live"), help="folder for the screenshots and the log")
+    ap.add_argument("--timeout", type=float, default=240.0, help="seconds a lesson may take at most")
+    a = ap.parse_args()
+    try:
+        lessons = [int(x) for x in a.lessons.split(",")]
+    except ValueError:
+        raise SystemExit(f"--lessons takes comma-separated lesson numbers, not {a.lessons!r}") from None
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from playwright.sync_api import sync_playwright
+
+    with server(out / "streamlit.log") as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+        try:
+            for n in lessons:
+                context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                try:
+                    r = time_lesson(context.new_page(), url, n, out, a.timeout)
+                finally:
+                    context.close()
+                print(f"lesson {n}: {r['s']:.1f} s live in the browser; disturbed {r['disturbed']}; traceback {r['traceback']}", flush=True)
+        finally:
+            browser.close()
+
+
+if __name__ == "__main__":
+    main()
