@@ -57,6 +57,7 @@ class Claim:
     costs: bool = False  # the rounds are times (ms), and `expect` speaks of costing more
     metric: str = "tokens/s, decoding alone"
     applies: Callable[[dict], str | None] = field(default=lambda m: None)  # m -> why the claim is not tested here, or None
+    times: float = 1.0  # the claim is about a against `times` × b (lesson 1: a pass against 1.25× a one-token pass)
 
 
 def check_claim(claim: Claim, m: dict) -> dict:
@@ -64,16 +65,17 @@ def check_claim(claim: Claim, m: dict) -> dict:
     the claim is not tested on this run: e.g. this machine has no room for it; None where it is)}."""
     skipped = claim.applies(m)
     if skipped:
-        return {"claim": claim, "verdict": None, "holds": False, "skipped": skipped}
+        return {"claim": claim, "verdict": None, "decided": None, "holds": False, "skipped": skipped}
     try:
         a, b = claim.rounds(m)
     except (KeyError, IndexError, TypeError, StopIteration):  # an older measurement without these contenders
         a = b = None
-    v = None
+    v = decided = None
     if a and b and a.get("values") and b.get("values"):
         v = verdict.judge(a["values"], b["values"])  # a ÷ b: rates, or times where the claim is about costs
-    holds = v is not None and (v.sign == claim.expect if claim.expect else v.sign >= 0)
-    return {"claim": claim, "verdict": v, "holds": holds, "skipped": None}
+        decided = v if claim.times == 1 else verdict.judge(a["values"], [claim.times * x for x in b["values"]])
+    holds = decided is not None and (decided.sign == claim.expect if claim.expect else decided.sign >= 0)
+    return {"claim": claim, "verdict": v, "decided": decided, "holds": holds, "skipped": None}
 
 
 EXPECT_WORDS = {1: "faster", -1: "slower", 0: "not slower"}
@@ -85,16 +87,17 @@ def claim_rows(claims, m: dict) -> list[dict]:
     rows = []
     for c in claims:
         r = check_claim(c, m)
-        v = r["verdict"]
+        v, d = r["verdict"], r["decided"]
         dearer = {1: "costs more", -1: "costs less", 0: "costs no more"}
+        than = f"{c.times:g}× {c.b}" if c.times != 1 else c.b
         rows.append(
             {
                 "claim": c.text,
                 "where": c.where,
-                "expected": f"{c.a} {dearer[c.expect]} than {c.b}" if c.costs else f"{c.a} {EXPECT_WORDS[c.expect]} than {c.b}",
-                "measured (95% range)": v.interval if v else r["skipped"] or "no rounds",
-                "the rule says": (COST_KIND.get(v.kind, v.kind) if c.costs else v.kind)
-                if v
+                "expected": f"{c.a} {dearer[c.expect]} than {than}" if c.costs else f"{c.a} {EXPECT_WORDS[c.expect]} than {than}",
+                "measured (95% range)": (f"{c.a} ÷ {c.b}: " if c.times != 1 else "") + v.interval if v else r["skipped"] or "no rounds",
+                "the rule says": (COST_KIND.get(d.kind, d.kind) if c.costs else d.kind) + (f" than {c.times:g}×" if c.times != 1 else "")
+                if d
                 else "not tested"
                 if r["skipped"]
                 else "can't tell",
