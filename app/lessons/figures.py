@@ -21,6 +21,7 @@ import textwrap
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.common import verdict
 from app.views.palette import INK, ink
 
 # Okabe-Ito: blue, orange, sky blue, reddish purple, grey, vermillion (never paired with a green). These fill bars and
@@ -184,15 +185,19 @@ def _whiskers(values: list[tuple[float, float | None, float | None]]) -> dict | 
     }
 
 
+def _rule(a: dict | None, b: dict | None, fallback: float) -> tuple[float, float | None, float | None]:
+    """The one rule's ratio a ÷ b over the interleaved rounds and its 95% range (app/common/verdict.py): the number a
+    chart's bar, its whisker, the table and the verdict sentence all show; `fallback` where there are no rounds."""
+    if a and b and a.get("values") and b.get("values"):
+        v = verdict.judge(a["values"], b["values"])
+        return v.ratio, v.lo, v.hi
+    return fallback, None, None
+
+
 def ratio_range(spec: dict, ar: dict) -> tuple[float, float | None, float | None]:
-    """Speedup spec/ar, and its range from the two lanes' spreads (worst: spec min / ar max)."""
-    s, s_lo, s_hi = lane_rate(spec)
-    a, a_lo, a_hi = lane_rate(ar)
-    if not a:
-        return 0.0, None, None
-    if s_lo is None or a_lo is None:
-        return s / a, None, None
-    return s / a, s_lo / a_hi if a_hi else None, s_hi / a_lo if a_lo else None
+    """Whole-run speedup spec/ar (prefill included) by the one rule over the rounds, with its 95% range."""
+    s, a = lane_rate(spec)[0], lane_rate(ar)[0]
+    return _rule(spec.get("tokens_per_s_runs"), ar.get("tokens_per_s_runs"), s / a if a else 0.0)
 
 
 def tpot_ms(lane: dict, batch: int) -> float | None:
@@ -218,13 +223,13 @@ def decode_rate(obj: dict) -> tuple[float, float | None, float | None]:
 
 
 def decode_ratio(spec: dict, ar: dict) -> tuple[float, float | None, float | None]:
-    """Decoding-alone speedup spec/ar and its range from the two spreads (worst: spec min / ar max)."""
-    (s, s_lo, s_hi), (a, a_lo, a_hi) = decode_rate(spec), decode_rate(ar)
-    if not a:
-        return 0.0, None, None
-    if s_lo is None or a_lo is None:
-        return s / a, None, None
-    return s / a, s_lo / a_hi, s_hi / a_lo
+    """Decoding-alone speedup spec/ar by the one rule over the interleaved rounds, with its 95% range."""
+    s, a = decode_rate(spec)[0], decode_rate(ar)[0]
+    runs = [
+        spec.get("decode_tokens_per_s_runs") or spec.get("tokens_per_s_runs"),
+        ar.get("decode_tokens_per_s_runs") or ar.get("tokens_per_s_runs"),
+    ]
+    return _rule(runs[0], runs[1], s / a if a else 0.0)
 
 
 def _policy_lanes(m: dict, s: dict) -> list[tuple[str, dict]]:
@@ -258,6 +263,12 @@ def turn_it_off_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     return frame(fig, f"Batch {batch}, rows ending at different lengths: each policy's decoding speed", label, height=420)
 
 
+def _times(r: tuple[float, float | None, float | None]) -> str:
+    """'0.92× (0.88–0.98)': a ratio and its 95% range, as the verdict sentences state them."""
+    v, lo, hi = r
+    return f"{v:.2f}×" + (f" ({lo:.2f}–{hi:.2f})" if lo is not None else "")
+
+
 def turn_it_off_table(m: dict, s: dict) -> list[dict]:
     """Per policy: decoding-alone tokens/s (median, runs' range, × plain), the whole run's (prefill included), each
     phase's decoding rate, time per output token, and the decode steps that speculated."""
@@ -273,9 +284,10 @@ def turn_it_off_table(m: dict, s: dict) -> list[dict]:
             "policy": name,
             "decoding tokens/s": round(v, 1),
             "range (runs)": f"{lo:.0f}–{hi:.0f}" if lo is not None else "one run",
-            "× plain": round(v / base, 2) if base else None,
+            "× plain (95% range)": _times(decode_ratio(ln, m["ar"])) if base else None,
+            "× always on (95% range)": _times(decode_ratio(ln, m["on"])) if key == "off" else "",
             "whole run tokens/s (prefill included)": round(whole, 1),
-            "whole run × plain": round(whole / whole_base, 2) if whole_base else None,
+            "whole run × plain": round(ratio_range(ln, m["ar"])[0], 2) if whole_base else None,
         }
         for phase, title in PHASE_NAMES.items():
             sp = phases.get(key, {}).get(phase)
@@ -373,8 +385,9 @@ def adaptive_table(m: dict, s: dict) -> list[dict]:
                     "drafted per step": round(c["drafted_depth"], 2) if c.get("drafted_depth") is not None else None,
                     "kept per step": round(sm["tokens_per_step"], 2) if sm.get("tokens_per_step") is not None else None,
                     "α": round(sm["alpha"], 3) if sm.get("alpha") is not None else None,
-                    "speedup (decoding alone)": round(speed, 2),
-                    "range (runs)": f"{lo:.2f}–{hi:.2f}" if lo is not None else "one run",
+                    "decoding tokens/s (median)": round(decode_rate(b[key])[0], 1),
+                    "speedup over plain (decoding alone)": round(speed, 2),
+                    "95% range": f"{lo:.2f}–{hi:.2f}" if lo is not None else "one run",
                     "whole-run speedup (prefill included)": round(ratio_range(b[key], b["ar"])[0], 2),
                     "wasted GFLOP": round(sm["flops_wasted"] / 1e9, 1),
                 }

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.common import measurement
+from app.common import measurement, verdict
 from app.lessons import figures as F
 from app.lessons import noise, pass_figures, switch
 
@@ -116,9 +116,10 @@ def test_spread_draws_whiskers_only_when_repeated():
     )
     assert labels.textposition == "top center" and labels.x == bars.x
     rows = F.turn_it_off_table(m, s)
-    assert rows[0]["range (runs)"] == "300–340" and rows[2]["× plain"] == round(335 / 330, 2)
-    speed, lo, hi = F.ratio_range(m["on"], m["ar"])
-    assert (speed, lo, hi) == pytest.approx((210 / 330, 200 / 340, 230 / 300))
+    v = verdict.judge(m["off"]["decode_tokens_per_s_runs"]["values"], m["ar"]["decode_tokens_per_s_runs"]["values"])
+    assert rows[0]["range (runs)"] == "300–340" and rows[2]["× plain (95% range)"] == f"{v.ratio:.2f}× ({v.lo:.2f}–{v.hi:.2f})"
+    w = verdict.judge(m["on"]["tokens_per_s_runs"]["values"], m["ar"]["tokens_per_s_runs"]["values"])
+    assert F.ratio_range(m["on"], m["ar"]) == pytest.approx((w.ratio, w.lo, w.hi))  # the one rule's ratio and range
 
 
 def test_time_per_output_token_measured_wins_else_batch_over_rate():
