@@ -116,6 +116,7 @@ class Experiment:
     leviathan: Callable[[dict, dict], dict | None] = field(default=lambda m, s: None)  # -> {alpha, k, c} for worksheets
     claims: tuple[Claim, ...] = ()  # what the lesson claims, checked on every run it shows
     verdict: Callable[[dict, dict], list[str]] = field(default=lambda m, s: [])  # (measurement, settings) -> its words
+    table: Callable[[dict, dict], list[dict]] = field(default=lambda m, s: [])  # the table under its chart, the same numbers
 
     def defaults(self) -> dict:
         return {k.key.split("_", 1)[1]: k.default for k in self.knobs}

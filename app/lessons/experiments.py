@@ -10,7 +10,7 @@ script runs these same functions.
 
 from __future__ import annotations
 
-from app.lessons import conclusions, knee, load, pass_conclusions
+from app.lessons import conclusions, figures, knee, load, pass_conclusions, pass_figures
 from app.lessons.experiment_kit import Claim, Experiment, Knob, Prediction, _leviathan_models, _leviathan_of
 from app.lessons.load import cell, load_runs
 from app.lessons.load_lessons import (
@@ -247,6 +247,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
             roofline_ratio,
         ),
         verdict=lambda m, s: pass_conclusions.memory_bound_conclusion(m),
+        table=lambda m, s: pass_figures.memory_bound_table(m),
         claims=CLAIMS["memory_bound"],
     ),
     "more_flops": Experiment(
@@ -264,6 +265,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         ),
         leviathan=lambda m, s: _leviathan_of(m["m"], m),
         verdict=lambda m, s: [pass_conclusions.more_flops_conclusion(m)],
+        table=pass_figures.more_flops_table,
         claims=CLAIMS["more_flops"],
     ),
     "past_the_ridge": Experiment(
@@ -295,6 +297,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         needs=("eagle", "model"),
         leviathan=lambda m, s: _leviathan_of(m["runs"][-1]["m"], m["runs"][-1]),
         verdict=lambda m, s: pass_conclusions.past_the_ridge_conclusion(m, int(s.get("depth") or 0)),
+        table=pass_figures.past_the_ridge_table,
         claims=CLAIMS["past_the_ridge"],
     ),
     "turn_it_off": Experiment(
@@ -320,6 +323,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         ),
         leviathan=lambda m, s: _leviathan_of(m["m"], {"ar": m["ar"], "spec": m["on"]}),
         verdict=lambda m, s: conclusions.turn_it_off_conclusion(m, s)[:-1],
+        table=figures.turn_it_off_table,
         claims=CLAIMS["turn_it_off"],
     ),
     "adaptive": Experiment(
@@ -334,6 +338,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         needs=("eagle", "model"),
         leviathan=lambda m, s: _leviathan_of(m["batches"][0]["m_gated"]),
         verdict=lambda m, s: [conclusions.adaptive_conclusion(m, int(s.get("depth") or 0))],
+        table=figures.adaptive_table,
         claims=CLAIMS["adaptive"],
     ),
     "by_load": Experiment(
@@ -348,6 +353,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         needs=("eagle", "model"),
         leviathan=load_leviathan,
         verdict=lambda m, s: [x for x in (load.room_line(m),) if x] + load.depth_lines(m) + load.conclusion(m["rows"]),
+        table=lambda m, s: load.load_table(m["rows"], PLAIN),
         claims=CLAIMS["by_load"],
     ),
     "width": Experiment(
@@ -367,6 +373,7 @@ EXPERIMENTS = {  # the names lessons/*.md use in their front matter ("experiment
         ),
         needs=("eagle", "model"),
         verdict=lambda m, s: conclusions.width_conclusion(m),
+        table=lambda m, s: conclusions.width_table(m),
         claims=CLAIMS["width"],
     ),
     "one_step": Experiment(  # lesson 0: no knobs; its recording is the step-through trace (app/lessons/step_page.py)

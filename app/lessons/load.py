@@ -142,9 +142,18 @@ def load_table(rows: list[dict], plain: str) -> list[dict]:
                     "TPOT ms": None if r.get("tpot_ms") is None else round(r["tpot_ms"], 1),
                     "mean k": None if r.get("mean_depth") is None else round(r["mean_depth"], 2),
                     "α": None if r.get("alpha") is None else round(r["alpha"], 2),
+                    "against the next (the rule's ratio, 95% range)": _against_next(rows, b, name),
                 }
             )
     return table
+
+
+def _against_next(rows: list[dict], batch: int, name: str) -> str:
+    """For the batch's highest median: the rule's ratio against the next, as its verdict sentence states it."""
+    w = next((w for w in winners(rows) if w["batch"] == batch), None)
+    if not w or w["winner"] != name or w["verdict"] is None:
+        return ""
+    return f"× {w['runner_up']}: {w['verdict'].interval}"
 
 
 def prediction_line(rows: list[dict], prediction: float, *, plain: str, contender: str, batch: int) -> str | None:

@@ -85,9 +85,24 @@ def width_table(result: dict) -> list[dict]:
                 "whole run tokens/s (prefill included)": round(r["tokens_per_s"], 1),
                 "verify ms (median)": round(r["verify_ms"], 1) if r.get("verify_ms") is not None else None,
                 "FLOPs × plain": round(r["flops"] / plain["flops"], 2) if plain and plain["flops"] else None,
+                "against (the rule's ratio, 95% range)": _against(result, r),
             }
         )
     return out
+
+
+def _against(result: dict, r: dict) -> str:
+    """The comparison the verdict sentences make for this row, with the rule's numbers: the tree against the chain;
+    goodput against the fastest fixed shape at its batch."""
+    rows = result["rows"]
+    if r["contender"] == "tree":
+        other = cell(rows, r["batch"], "chain")
+    elif r["contender"] == GOODPUT:
+        other = max((c for c in (cell(rows, r["batch"], n) for n in FIXED) if c), key=load_rate, default=None)
+    else:
+        return ""
+    v = noise.judge(load_runs(r), load_runs(other)) if other else None
+    return f"× {other['contender']}: {v.interval}" if v else ""
 
 
 def tree_verdict(tree: dict, chain: dict) -> tuple[int, str]:

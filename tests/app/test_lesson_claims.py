@@ -6,6 +6,7 @@ re-recording that stops showing a lead claim fails here."""
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,18 @@ def test_a_claim_this_machine_has_no_room_for_says_so():
     assert result["skipped"] and not result["holds"]
     row = claim_rows((claim,), m)[0]
     assert row["shown?"] == "not tested here" and "room" in row["measured (95% range)"]
+
+
+@pytest.mark.parametrize("name", CLAIMED)
+def test_every_ratio_and_rate_a_verdict_states_is_in_the_tables_beside_it(name):
+    """One number per measurement: each ratio the rule states ('1.39× (95% range …') and each tokens/s a lesson's
+    verdict sentences give appears, as written, in the table under the chart or in the claims table, on the shipped
+    recording."""
+    rec = _rec(name)
+    m, s = rec["measurement"], rec["settings"]
+    e = EXPERIMENTS[name]
+    text = " ".join(e.verdict(m, s))
+    cells = " ".join(str(v) for row in e.table(m, s) + claim_rows(e.claims, m) for v in row.values())
+    stated = set(re.findall(r"(\d+\.\d+)× \(95% range", text)) | set(re.findall(r"(\d+\.\d+) tokens/s", text))
+    assert stated, f"{name}: its verdict states no ratio or rate"
+    assert sorted(x for x in stated if x not in cells) == [], f"{name}: stated in words but in no table"
