@@ -540,6 +540,7 @@ def test_load_views_compute_winners_and_the_prediction():
         "TPOT ms": None,
         "mean k": 4.0,
         "α": 0.6,
+        "against the next (the rule's ratio, 95% range)": "",  # one run each: no rounds to judge by
     }
     fig = load.load_figure(LOAD_ROWS)
     assert [t.name for t in fig.data] == ["plain", "fixed k = 4", "goodput"] and list(fig.data[2].y) == [31.5, 98.0]
