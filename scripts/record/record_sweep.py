@@ -25,7 +25,8 @@ import os
 import time
 from pathlib import Path
 
-from app.views.sweep import GRID_KEYS, PASS_KEYS, SWEEP_SCHEMA, load_grid_recording
+from app.common.measurement import PASS_ROW
+from app.views.sweep import GRID_KEYS, GRID_ROW, SWEEP_SCHEMA, load_grid_recording
 from engine import load_pair
 from engine.bench.harness import bench
 from engine.costs import ridge_tokens
@@ -39,13 +40,19 @@ PASS_TOKENS = [1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64]  # the page's defaul
 BATCHES, DEPTHS, TOKENS = [1, 4, 16], [2, 4, 8], 24
 
 
+PASS_KEYS = tuple(PASS_ROW)  # the pass rows lesson 1 records, by the same schema
+OPTIONAL = {k.rstrip("?") for k in GRID_ROW if k.endswith("?")}  # left out of a row where the bench has no value
+
+
 def _rounded(value):
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
     return float(f"{value:.6g}") if isinstance(value, float) else value
 
 
 def grid_row(row: dict) -> dict:
     """A bench row with the fields the page reads (a tree's fields 0 and load fields null where the bench predates them)."""
-    out = {k: _rounded(row.get(k)) for k in GRID_KEYS}
+    out = {k: _rounded(row.get(k)) for k in GRID_KEYS if not (k in OPTIONAL and row.get(k) is None)}
     return out | {k: out[k] or 0 for k in ("tree_nodes", "tree_topk")} | {"policy": out["policy"] or "fixed"}
 
 
