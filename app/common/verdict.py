@@ -115,6 +115,12 @@ def _values(x) -> list[float]:
     return out
 
 
+def _verdict(mean: float, half: float | None, n: int, paired: bool) -> Verdict:
+    """A verdict from the mean log ratio and its interval's half-width (None: one round, no interval)."""
+    lo, hi = (None, None) if half is None else (math.exp(mean - half), math.exp(mean + half))
+    return Verdict(math.exp(mean), lo, hi, n, paired, *_classify(math.exp(mean), lo, hi))
+
+
 def judge(a, b) -> Verdict:
     """A against B by the rule above. a, b: each contender's rate in every round (higher is better: tokens/s), as
     lists or measurement spreads. Equal counts are taken as interleaved rounds, paired in order."""
@@ -122,23 +128,16 @@ def judge(a, b) -> Verdict:
     if len(va) == len(vb):
         logs = [math.log(x / y) for x, y in zip(va, vb)]
         n = len(logs)
-        mean = statistics.fmean(logs)
-        if n < 2:
-            return Verdict(math.exp(mean), None, None, n, True, *_classify(math.exp(mean), None, None))
-        half = t975(n - 1) * statistics.stdev(logs) / math.sqrt(n)
-        lo, hi = math.exp(mean - half), math.exp(mean + half)
-        return Verdict(math.exp(mean), lo, hi, n, True, *_classify(math.exp(mean), lo, hi))
+        half = t975(n - 1) * statistics.stdev(logs) / math.sqrt(n) if n >= 2 else None
+        return _verdict(statistics.fmean(logs), half, n, True)
     la, lb = [math.log(v) for v in va], [math.log(v) for v in vb]
-    mean = statistics.fmean(la) - statistics.fmean(lb)
-    n = min(len(la), len(lb))
+    mean, n = statistics.fmean(la) - statistics.fmean(lb), min(len(la), len(lb))
     if n < 2:
-        return Verdict(math.exp(mean), None, None, n, False, *_classify(math.exp(mean), None, None))
+        return _verdict(mean, None, n, False)
     sa, sb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
     se = math.sqrt(sa + sb)
     df = (sa + sb) ** 2 / ((sa**2 / (len(la) - 1)) + (sb**2 / (len(lb) - 1))) if se > 0 else len(la) + len(lb) - 2
-    half = t975(max(df, 1.0)) * se
-    lo, hi = math.exp(mean - half), math.exp(mean + half)
-    return Verdict(math.exp(mean), lo, hi, n, False, *_classify(math.exp(mean), lo, hi))
+    return _verdict(mean, t975(max(df, 1.0)) * se, n, False)
 
 
 def sign(a, b) -> int:

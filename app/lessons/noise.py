@@ -154,12 +154,7 @@ def unsteady_spreads(m: dict) -> tuple[int, int]:
     """(the spreads of a measurement whose rounds were unsteady: half or more far outside the others, the spreads of
     three rounds or more): a contender whose rounds scatter that far ran on a busy machine (`unsteady`)."""
     judged = [s["values"] for s in _spreads(m) if len(s["values"]) >= 3]
-    bad = 0
-    for values in judged:
-        mid = measurement.spread(values)["median"]
-        far = [v for v in values if mid > 0 and (v > FAR * mid or v * FAR < mid)]
-        bad += unsteady(far, len(values))
-    return bad, len(judged)
+    return sum(unsteady(far_rounds(values), len(values)) for values in judged), len(judged)
 
 
 def disturbed_live(m: dict, recorded: dict | None, machine: str | None = None) -> str | None:
