@@ -21,7 +21,7 @@ import textwrap
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.common import verdict
+from app.lessons import noise
 from app.views.palette import INK, ink
 
 # Okabe-Ito: blue, orange, sky blue, reddish purple, grey, vermillion (never paired with a green). These fill bars and
@@ -185,19 +185,17 @@ def _whiskers(values: list[tuple[float, float | None, float | None]]) -> dict | 
     }
 
 
-def _rule(a: dict | None, b: dict | None, fallback: float) -> tuple[float, float | None, float | None]:
-    """The one rule's ratio a ÷ b over the interleaved rounds and its 95% range (app/common/verdict.py): the number a
+def _rule(spec: dict, ar: dict, fallback: float, whole: bool = False) -> tuple[float, float | None, float | None]:
+    """The one rule's speedup spec ÷ ar over the interleaved rounds and its 95% range (noise.speedup): the number a
     chart's bar, its whisker, the table and the verdict sentence all show; `fallback` where there are no rounds."""
-    if a and b and a.get("values") and b.get("values"):
-        v = verdict.judge(a["values"], b["values"])
-        return v.ratio, v.lo, v.hi
-    return fallback, None, None
+    sp = noise.speedup({"ar": ar, "spec": spec}, whole=whole)
+    return (sp["value"], sp["lo"], sp["hi"]) if sp else (fallback, None, None)
 
 
 def ratio_range(spec: dict, ar: dict) -> tuple[float, float | None, float | None]:
     """Whole-run speedup spec/ar (prefill included) by the one rule over the rounds, with its 95% range."""
     s, a = lane_rate(spec)[0], lane_rate(ar)[0]
-    return _rule(spec.get("tokens_per_s_runs"), ar.get("tokens_per_s_runs"), s / a if a else 0.0)
+    return _rule(spec, ar, s / a if a else 0.0, whole=True)
 
 
 def tpot_ms(lane: dict, batch: int) -> float | None:
@@ -225,11 +223,7 @@ def decode_rate(obj: dict) -> tuple[float, float | None, float | None]:
 def decode_ratio(spec: dict, ar: dict) -> tuple[float, float | None, float | None]:
     """Decoding-alone speedup spec/ar by the one rule over the interleaved rounds, with its 95% range."""
     s, a = decode_rate(spec)[0], decode_rate(ar)[0]
-    runs = [
-        spec.get("decode_tokens_per_s_runs") or spec.get("tokens_per_s_runs"),
-        ar.get("decode_tokens_per_s_runs") or ar.get("tokens_per_s_runs"),
-    ]
-    return _rule(runs[0], runs[1], s / a if a else 0.0)
+    return _rule(spec, ar, s / a if a else 0.0)
 
 
 def _policy_lanes(m: dict, s: dict) -> list[tuple[str, dict]]:
