@@ -74,12 +74,21 @@ def check_claim(claim: Claim, m: dict) -> dict:
     if a and b and a.get("values") and b.get("values"):
         v = verdict.judge(a["values"], b["values"])  # a ÷ b: rates, or times where the claim is about costs
         decided = v if claim.times == 1 else verdict.judge(a["values"], [claim.times * x for x in b["values"]])
-    holds = decided is not None and (decided.sign == claim.expect if claim.expect else decided.sign >= 0)
+    # expect 0: "not slower" on rates (sign ≥ 0), "costs no more" on times (sign ≤ 0)
+    holds = decided is not None and (decided.sign == claim.expect if claim.expect else decided.sign * (-1 if claim.costs else 1) >= 0)
     return {"claim": claim, "verdict": v, "decided": decided, "holds": holds, "skipped": None}
 
 
 EXPECT_WORDS = {1: "faster", -1: "slower", 0: "not slower"}
+COST_WORDS = {1: "costs more", -1: "costs less", 0: "costs no more"}
 COST_KIND = {"faster": "costs more", "slower": "costs less"}  # the rule on times: a "faster" ratio is a dearer pass
+
+
+def _rule_says(c: Claim, r: dict) -> str:
+    d = r["decided"]
+    if d is None:
+        return "not tested" if r["skipped"] else "can't tell"
+    return (COST_KIND.get(d.kind, d.kind) if c.costs else d.kind) + (f" than {c.times:g}×" if c.times != 1 else "")
 
 
 def claim_rows(claims, m: dict) -> list[dict]:
@@ -87,20 +96,16 @@ def claim_rows(claims, m: dict) -> list[dict]:
     rows = []
     for c in claims:
         r = check_claim(c, m)
-        v, d = r["verdict"], r["decided"]
-        dearer = {1: "costs more", -1: "costs less", 0: "costs no more"}
+        v = r["verdict"]
         than = f"{c.times:g}× {c.b}" if c.times != 1 else c.b
+        measured = ((f"{c.a} ÷ {c.b}: " if c.times != 1 else "") + v.interval) if v else r["skipped"] or "no rounds"
         rows.append(
             {
                 "claim": c.text,
                 "where": c.where,
-                "expected": f"{c.a} {dearer[c.expect]} than {than}" if c.costs else f"{c.a} {EXPECT_WORDS[c.expect]} than {than}",
-                "measured (95% range)": (f"{c.a} ÷ {c.b}: " if c.times != 1 else "") + v.interval if v else r["skipped"] or "no rounds",
-                "the rule says": (COST_KIND.get(d.kind, d.kind) if c.costs else d.kind) + (f" than {c.times:g}×" if c.times != 1 else "")
-                if d
-                else "not tested"
-                if r["skipped"]
-                else "can't tell",
+                "expected": f"{c.a} {(COST_WORDS if c.costs else EXPECT_WORDS)[c.expect]} than {than}",
+                "measured (95% range)": measured,
+                "the rule says": _rule_says(c, r),
                 "shown?": "yes" if r["holds"] else "not tested here" if r["skipped"] else "no",
             }
         )

@@ -95,3 +95,15 @@ def test_every_ratio_and_rate_a_verdict_states_is_in_the_tables_beside_it(name):
     stated = set(re.findall(r"(\d+\.\d+)× \(95% range", text)) | set(re.findall(r"(\d+\.\d+) tokens/s", text))
     assert stated, f"{name}: its verdict states no ratio or rate"
     assert sorted(x for x in stated if x not in cells) == [], f"{name}: stated in words but in no table"
+
+
+def test_a_claim_about_costs_reads_its_direction_the_right_way():
+    """On times, 'costs no more' holds where a is cheaper or level, and fails where a is dearer."""
+    from app.lessons.experiment_kit import Claim
+
+    def claim(a, b):
+        return Claim("x", "a", "b", "here", lambda m: (measurement.spread(a), measurement.spread(b)), 0, costs=True)
+
+    assert check_claim(claim([10.0, 10.1, 9.9], [20.0, 20.2, 19.8]), {})["holds"]  # cheaper
+    assert check_claim(claim([10.0, 10.1, 9.9], [10.0, 10.1, 9.9]), {})["holds"]  # level
+    assert not check_claim(claim([20.0, 20.2, 19.8], [10.0, 10.1, 9.9]), {})["holds"]  # dearer
