@@ -144,99 +144,6 @@ SETTINGS = {"*": "num"}
 CHOSEN = {"chosen?": {"*": "int"}, "curve?": CURVE}
 WARMUP = {"warmup?": [{"contender": "str", "s": "num", "decode_tokens_per_s": "num"}]}
 DECODE_COSTS = {k: "num" for k in ("tokens", "flops", "bytes", "flops_wasted")}
-SPECS = {
-    "memory_bound": {"rows": [PASS_ROW_SPEC], **PEAKS, **CHOSEN, "other_cores?": "num?"},  # other load while timed
-    "more_flops": {
-        **PAIR_RUN,
-        "seed": {"context": "int", "rounds": "int", "passes": [SEED_PASS]},
-        "decode_costs?": {"ar": DECODE_COSTS, "spec": DECODE_COSTS},
-        **CHOSEN,
-        **WARMUP,
-    },
-    "past_the_ridge": {
-        "drafter": "str",
-        "runs": [{"batch": "int", **PAIR_RUN}],
-        "ngram": PAIR_RUN,
-        "ridge_tokens": "num?",
-        **CHOSEN,  # this machine's pass curve, which chose the depth and the large batch (settings 0)
-        **WARMUP,
-    },
-    "turn_it_off": {
-        "ar": LANE,
-        "on": LANE,
-        "off": LANE,
-        "m": NUMBERS,
-        **CHOSEN,
-        **WARMUP,
-        # lesson 4 (app/lessons/switch.py): each lane's decode rate per phase over its runs, its median run's steps
-        "phases?": {"*": {"full?": SPREAD, "shrunk?": SPREAD}},
-        "steps?": {"*": [["num"]]},
-    },
-    "adaptive": {
-        "drafter": "str",
-        "batches": [{"batch": "int", "ar": LANE, "fixed": LANE, "gated": LANE, "m_fixed": NUMBERS, "m_gated": NUMBERS}],
-        **CHOSEN,
-        **WARMUP,
-    },
-    "by_load": {
-        "drafter": "str",
-        "rows": [
-            {
-                "batch": "int",
-                "contender": "str",
-                "tokens_per_s": "num",
-                "mean_depth": "num",
-                "alpha": "num?",
-                "tokens_per_s_runs?": SPREAD,
-                "tpot_ms?": "num?",
-                "other_cores?": "num?",
-                "decode_tokens_per_s?": "num?",
-                "decode_tokens_per_s_runs?": SPREAD,
-                "steps?": [["int"]],  # [live batch, depth] of each decode step of the median run
-                **SHAPES,
-            }
-        ],
-        **CHOSEN,
-        **WARMUP,
-        "table?": [["int"]],  # the batch table the policy derived from the curve: [min batch, max batch, k]
-    },
-    "one_step": {  # lesson 0: one speculative step (app/views/stepthrough.py step_measurement)
-        **{k: "int" for k in ("step", "k", "accepted", "gained", "tokens_per_pass")},
-        **{k: "num" for k in ("draft_ms", "verify_ms", "step_ms")},
-        **{k: "num?" for k in ("alpha", "plain_step_ms")},
-        "next_kind": "str",
-        "plain_source": "str",
-        "same_text?": "bool",
-    },
-    "width": {
-        "drafter": "str",
-        "ridge_tokens?": "num?",
-        "depth": "int",
-        "nodes": "int",
-        "topk": "int",
-        "rows": [
-            {
-                "batch": "int",
-                "contender": "str",
-                "tokens_per_s": "num",
-                "tokens_per_step": "num?",
-                "tokens_per_pass": "int",
-                "verify_ms": "num?",
-                "flops": "num",
-                "tokens_per_s_runs?": SPREAD,
-                "other_cores?": "num?",
-                "decode_tokens_per_s?": "num?",
-                "decode_tokens_per_s_runs?": SPREAD,
-                # the goodput row (newer measurements): mean draft nodes per row, and each decode step's shape
-                "mean_nodes?": "num+",
-                "shapes?": [{"shape": ("plain", "chain", "tree"), "nodes": "nat", "depth": "nat"}],
-                **SHAPES,
-            }
-        ],
-        **CHOSEN,
-        **WARMUP,
-    },
-}
 
 
 def check(value, spec, where: str = "measurement") -> None:
@@ -244,11 +151,12 @@ def check(value, spec, where: str = "measurement") -> None:
     _CHECK.spec(value, spec, where)
 
 
-def check_measurement(experiment: str, measurement) -> dict:
-    """The measurement, after checking it against its experiment's schema (MeasurementError if it does not fit)."""
-    if experiment not in SPECS:
+def check_measurement(experiment: str, measurement, schemas: dict) -> dict:
+    """The measurement, after checking it against its experiment's schema in `schemas` (the lessons' records:
+    app/lessons/registry.py), MeasurementError if it does not fit."""
+    if experiment not in schemas:
         raise MeasurementError(f"unknown lesson experiment {experiment[:40]!r}")
-    check(measurement, SPECS[experiment], "measurement")
+    check(measurement, schemas[experiment], "measurement")
     return measurement
 
 
@@ -309,7 +217,7 @@ RECORD = {
 
 
 def make_record(
-    experiment: str, measurement: dict, *, machine: str, dtype: str, note: str, settings: dict, date: str | None = None
+    experiment: str, measurement: dict, schemas: dict, *, machine: str, dtype: str, note: str, settings: dict, date: str | None = None
 ) -> dict:
     """A recording of one lesson experiment, labelled with the machine and date, after checking it."""
     record = {
@@ -320,12 +228,12 @@ def make_record(
         "dtype": dtype,
         "note": note,
         "settings": settings,
-        "measurement": check_measurement(experiment, measurement),
+        "measurement": check_measurement(experiment, measurement, schemas),
     }
-    return check_record(record)
+    return check_record(record, schemas)
 
 
-def check_record(data) -> dict:
+def check_record(data, schemas: dict) -> dict:
     """Check a parsed recording: the label fields, its settings, then its measurement against its experiment."""
     if not isinstance(data, dict):
         _CHECK.fail("recording", "must be an object", data)
@@ -333,11 +241,11 @@ def check_record(data) -> dict:
     check(header, RECORD, "recording")
     if "measurement" not in data:
         _CHECK.fail("recording", "is missing measurement")
-    check_measurement(data["experiment"], data["measurement"])
+    check_measurement(data["experiment"], data["measurement"], schemas)
     return data
 
 
-def load_record(path: str | os.PathLike) -> dict:
+def load_record(path: str | os.PathLike, schemas: dict) -> dict:
     """Read and check one recording; MeasurementError (one line) for a missing, oversized or malformed file."""
     path = Path(path)
     try:
@@ -348,12 +256,12 @@ def load_record(path: str | os.PathLike) -> dict:
         raise MeasurementError(f"no recording at {path.name}") from None
     except OSError as exc:
         raise MeasurementError(f"{path.name} could not be read ({exc.strerror or exc})") from None
-    return check_record(_FILE.parse(raw, MAX_RECORD_BYTES, name=path.name))
+    return check_record(_FILE.parse(raw, MAX_RECORD_BYTES, name=path.name), schemas)
 
 
-def save_record(record: dict, path: str | os.PathLike) -> None:
+def save_record(record: dict, path: str | os.PathLike, schemas: dict) -> None:
     """Write a checked recording as compact JSON (numbers rounded to 6 significant digits to keep files small)."""
-    check_record(record)
+    check_record(record, schemas)
     text = json.dumps(_rounded(record), allow_nan=False, separators=(",", ":"))
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")

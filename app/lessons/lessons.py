@@ -15,11 +15,24 @@ import streamlit as st
 
 from app.common.page_helpers import url_fallbacks
 from app.common.url_keys import bound
-from app.lessons import class_page, step_page
-from app.lessons import page_parts as parts
-from app.lessons.experiments import EXPERIMENTS
-from app.lessons.files import load_lessons
-from app.lessons.show import show_gpu_panel
+from app.lessons.kit import class_page
+from app.lessons.kit.files import load_lessons
+from app.lessons.kit.gpu_panel import show_gpu_panel
+from app.lessons.kit.page import (
+    LESSONS_DIR,
+    PAGE,
+    draw_settings,
+    experiment_block,
+    pick_lesson,
+    prediction,
+    show_checks,
+    show_details,
+    show_lead,
+    show_sources,
+    show_worksheet,
+    teacher_plan,
+)
+from app.lessons.registry import EXPERIMENTS
 
 st.title("🎓 Lessons")
 st.markdown(
@@ -30,9 +43,9 @@ st.markdown(
     "Teachers: the class plan opens at the top in [teacher mode](?teacher=true&lesson=0), and **Start a class** "
     "lets a whole class follow your page, predict, and see one shared run."
 )
-lessons = {lesson.number: lesson for lesson in load_lessons(parts.LESSONS_DIR, EXPERIMENTS) if lesson.number >= 0}
+lessons = {lesson.number: lesson for lesson in load_lessons(LESSONS_DIR, EXPERIMENTS) if lesson.number >= 0}
 if not lessons:
-    st.error(f"No lesson files (NN-name.md) were found in {parts.LESSONS_DIR}.", icon=":material/error:")
+    st.error(f"No lesson files (NN-name.md) were found in {LESSONS_DIR}.", icon=":material/error:")
     st.stop()
 
 # --- the link and the controls --------------------------------------------------------------------
@@ -46,24 +59,24 @@ notice_box = st.container()
 notices: list[str] = []
 c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
 with c1:
-    i = parts.pick_lesson(lessons, raw, notices)
+    i = pick_lesson(lessons, raw, notices)
 with c2:
     teacher = st.toggle(
         "Teacher mode: recorded results at once",
-        **bound(parts.PAGE, "teacher"),
+        **bound(PAGE, "teacher"),
         help="Show each lesson's shipped recording without waiting for a prediction (the numbers are "
         "labelled with the machine and date they were measured on), and the class plan at the top.",
     )
-parts.teacher_plan(teacher)
+teacher_plan(teacher)
 lesson = lessons[i]
 
 # --- the lesson ----------------------------------------------------------------------------------
-parts.show_lead(lesson)
+show_lead(lesson)
 if lesson.problem:
     st.error(lesson.problem, icon=":material/error:")
     st.stop()
 experiment = EXPERIMENTS[lesson.experiment]
-settings = parts.draw_settings(experiment, raw, notices)
+settings = draw_settings(experiment, raw, notices)
 notices += url_fallbacks(raw, {"teacher": teacher}, {"teacher": "Teacher mode"})
 if first_run:  # a link's notices stay while its lesson is shown
     st.session_state["lesson_notices"] = (i, notices)
@@ -72,23 +85,24 @@ for notice in kept if shown_for == i else []:
     notice_box.warning(notice, icon=":material/link_off:")
 if me is not None and me.role == "teacher":
     class_page.desk(store, me, i, lesson, experiment, settings, teacher)
-guess = parts.prediction(i, experiment, settings)
+guess = prediction(i, experiment, settings)
 class_page.commit_prediction(store, me, i, guess)
 on_class_lesson, result, rows = False, None, []
 if me is not None and me.role == "student":  # on the teacher's lesson: the class's one result, no run of one's own
     on_class_lesson, result = class_page.student(store, me, i, lesson, experiment)  # result, worksheet: live
 if not on_class_lesson:
-    result, rows = parts.experiment_block(i, lesson.experiment, experiment, settings, guess, teacher)
+    result, rows = experiment_block(i, lesson.experiment, experiment, settings, guess, teacher)
 elif not st.toggle("Show the whole lesson", key="class_whole_lesson", help="The GPU panel, the details and the sources"):
     # the light class page (issue 41): the question, the prediction, the class's one result, the checks
-    parts.show_checks(i, lesson, class_page.answer_sender(store, me, i))
+    show_checks(i, lesson, class_page.answer_sender(store, me, i))
     st.stop()
 show_gpu_panel(lesson.experiment, settings, lesson.sections.gpu, result)  # re-timed on the H200, measured H200, model, cited
-parts.show_details(lesson)
-if lesson.experiment == "width":  # the third way to fill a pass: one recorded draft-tree step
-    with st.expander("🔍 One draft-tree step, stage by stage (a recorded step, with the engine's code)"):
-        step_page.show_tree_step()
-parts.show_checks(i, lesson, class_page.answer_sender(store, me, i))
+show_details(lesson)
+if experiment.more is not None:  # one more section the lesson's record asks for (lesson 7: a recorded tree step)
+    title, draw = experiment.more
+    with st.expander(title):
+        draw()
+show_checks(i, lesson, class_page.answer_sender(store, me, i))
 if result is not None and not on_class_lesson:  # in class the live part draws the class result's worksheet
-    parts.show_worksheet(i, lesson, experiment, lesson.experiment, result, rows)
-parts.show_sources(lesson)
+    show_worksheet(i, lesson, experiment, lesson.experiment, result, rows)
+show_sources(lesson)

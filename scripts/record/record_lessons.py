@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 
 from app.common import measurement
-from app.lessons.experiments import EXPERIMENTS
-from app.lessons.knee import room_tokens
-from app.lessons.pass_lessons import machine_curve, remember_room
-from app.lessons.runs import knee_tokens
+from app.lessons import registry
+from app.lessons.kit.knee import room_tokens
+from app.lessons.kit.runs import knee_tokens, machine_curve, remember_room
+from app.lessons.registry import EXPERIMENTS
 from engine import DecodeConfig, Trace, generate, load_pair
 from engine.bench.prompts import batch_prompts
 from engine.decoding.passcurve import pass_curve
@@ -78,7 +78,7 @@ def shipped_room(pair, machine: str) -> int | None:
     """Where lesson 1's shipped recording was made on this machine, its rows become the curve and room the lessons
     recorded next choose from (as they do when lesson 1 runs first in one process): the room it read, else None."""
     try:
-        record = measurement.load_record(OUT / "memory_bound.json")
+        record = registry.load_record(OUT / "memory_bound.json")
     except (OSError, measurement.MeasurementError):
         return None
     if record["machine"] != machine:
@@ -125,12 +125,12 @@ def main() -> None:
         result = experiment.run(pair, hw, settings)
         seconds = time.perf_counter() - t0
         note = f"{args.note}; load average {load0:.1f} to {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {seconds:.0f} s"
-        record = measurement.make_record(name, result, machine=hw.device_name, dtype=hw.dtype, note=note, settings=settings, date=date)
+        record = registry.make_record(name, result, machine=hw.device_name, dtype=hw.dtype, note=note, settings=settings, date=date)
         if measurement.disturbed(record):
             record["note"] = f"{measurement.DISTURBED}; {note}"
         path = OUT / f"{name}.json"
-        measurement.save_record(record, path)
-        measurement.load_record(path)  # the page's loader must accept it
+        registry.save_record(record, path)
+        registry.load_record(path)  # the page's loader must accept it
         print(f"{path.name}: {path.stat().st_size} bytes, {time.perf_counter() - t0:.0f} s", flush=True)
     if not args.skip_step:
         for tree in (False, True):

@@ -9,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+from app.lessons import registry
+
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = ROOT / "assets" / "lessons"
 CHROMIUM = "/usr/bin/chromium"
@@ -17,56 +19,61 @@ WIDTHS = (760, 1200)  # a narrow laptop window's chart and a wide one (the app's
 
 
 def _rec(name: str) -> dict:
-    from app.common import measurement
-
-    return measurement.load_record(LESSONS / f"{name}.json")
+    return registry.load_record(LESSONS / f"{name}.json")
 
 
 def lesson_figures() -> dict:
     """{name: plotly Figure} for every lesson figure the shipped recordings draw, each with its recording's label."""
-    from app.lessons import figures, load, pass_figures, step_lesson, switch, width_steps
+    from app.lessons.kit import gpu
+    from app.lessons.kit.retime import figure, pass_figure
+    from app.lessons.l0_one_step import record_of
+    from app.lessons.l1_memory_bound import memory_bound_figure
+    from app.lessons.l2_more_flops import more_flops_figure
+    from app.lessons.l3_past_the_ridge import past_the_ridge_figure
+    from app.lessons.l4_turn_it_off import steps_figure, turn_it_off_figure
+    from app.lessons.l5_adaptive import adaptive_figure
+    from app.lessons.l6_by_load import by_load_figure, depth_figure, load_figure
+    from app.lessons.l7_width import shapes_figure, width_figure
     from app.views import step_pictures
     from engine import Trace
 
     out = {}
-    step = step_lesson.record_of(Trace.from_json(LESSONS / "step-through.json"))
+    step = record_of(Trace.from_json(LESSONS / "step-through.json"))
     out["lesson0"] = step_pictures.plain_vs_step_figure(step["measurement"])
     drawn = {
-        "lesson1": (pass_figures.memory_bound_figure, "memory_bound"),
-        "lesson2": (pass_figures.more_flops_figure, "more_flops"),
-        "lesson3": (pass_figures.past_the_ridge_figure, "past_the_ridge"),
-        "lesson4": (figures.turn_it_off_figure, "turn_it_off"),
-        "lesson5": (figures.adaptive_figure, "adaptive"),
-        "lesson6": (figures.by_load_figure, "by_load"),
-        "lesson7": (figures.width_figure, "width"),
+        "lesson1": (memory_bound_figure, "memory_bound"),
+        "lesson2": (more_flops_figure, "more_flops"),
+        "lesson3": (past_the_ridge_figure, "past_the_ridge"),
+        "lesson4": (turn_it_off_figure, "turn_it_off"),
+        "lesson5": (adaptive_figure, "adaptive"),
+        "lesson6": (by_load_figure, "by_load"),
+        "lesson7": (width_figure, "width"),
     }
     for key, (draw, name) in drawn.items():
         rec = _rec(name)
         out[key] = draw(rec["measurement"], rec["settings"], f"recorded on {rec['machine']}, {rec['date']}")
     more = {
-        "lesson4_steps": lambda r, label: switch.steps_figure(r["measurement"], label),
-        "lesson6_depths": lambda r, label: load.depth_figure(r["measurement"], label),
-        "lesson6_load": lambda r, label: load.load_figure(r["measurement"]["rows"]),
-        "lesson7_steps": lambda r, label: width_steps.shapes_figure(r["measurement"], label),
+        "lesson4_steps": lambda r, label: steps_figure(r["measurement"], label),
+        "lesson6_depths": lambda r, label: depth_figure(r["measurement"], label),
+        "lesson6_load": lambda r, label: load_figure(r["measurement"]["rows"]),
+        "lesson7_steps": lambda r, label: shapes_figure(r["measurement"], label),
     }
     sources = {"lesson4_steps": "turn_it_off", "lesson6_depths": "by_load", "lesson6_load": "by_load", "lesson7_steps": "width"}
-    from app.lessons import gpu  # each lesson's GPU panel: the recorded H200 curves and the Predictor (lesson 3's passes)
 
     curves, _ = gpu.recorded_curves()
     ridge = _rec("past_the_ridge")["settings"]
     marks = sorted({b * n for _, b, n in gpu.lesson_passes("past_the_ridge", ridge)})
     out["gpu_curves"] = gpu.curves_figure(curves, marks)
     out["gpu_model"] = gpu.model_figure("past_the_ridge", ridge)
-    from app.lessons import retime
     from app.views import roofline
 
     one = _rec("memory_bound")
     m1, label1 = one["measurement"], f"recorded on {one['machine']}, {one['date']}"
     out["lesson1_peaks"] = roofline.peak_share_figure(m1["rows"], m1["peak_bandwidth"], m1["peak_flops"], m1.get("ridge_tokens"))
-    out["lesson1_retimed"] = retime.pass_figure(m1.get("rows") or [], label1)
+    out["lesson1_retimed"] = pass_figure(m1.get("rows") or [], label1)
     for name in ("more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width"):  # the H200 re-timing
         rec = _rec(name)
-        out[f"{name}_retimed"] = retime.figure(rec["measurement"], f"recorded on {rec['machine']}, {rec['date']}")
+        out[f"{name}_retimed"] = figure(rec["measurement"], f"recorded on {rec['machine']}, {rec['date']}")
     out |= retimed_variants()
     out = {k: v for k, v in out.items() if v is not None}
     for key, draw in more.items():
@@ -83,7 +90,7 @@ def retimed_variants() -> dict:
     lessons 3 and 5 in one measurement (twelve runs, cut into panels)."""
     import copy
 
-    from app.lessons import retime
+    from app.lessons.kit.retime import figure
 
     ridge, adaptive = _rec("past_the_ridge"), _rec("adaptive")
     label = f"recorded on {ridge['machine']}, {ridge['date']}"
@@ -91,7 +98,7 @@ def retimed_variants() -> dict:
     for run in runs:
         run["spec"]["drafter"] = "a drafter nobody timed"
     both = {"lesson 3": ridge["measurement"], "lesson 5": adaptive["measurement"]}
-    return {"retimed_unpriced": retime.figure({"runs": runs}, label), "retimed_twelve_runs": retime.figure(both, label)}
+    return {"retimed_unpriced": figure({"runs": runs}, label), "retimed_twelve_runs": figure(both, label)}
 
 
 # Every text plotly.js draws on a chart, and every whisker (error bar), as screen boxes {x0, y0, x1, y1, text}.

@@ -115,12 +115,12 @@ def test_speedup_heatmaps_diverge_without_red_against_green():
 
 
 def test_chart_text_colours_have_aa_contrast_on_both_plot_backgrounds():
-    """Text on a lesson chart is drawn in figures.TEXT_COLOR or a series colour made readable (a11y.readable); the
+    """Text on a lesson chart is drawn in TEXT_COLOR or a series colour made readable (a11y.readable); the
     browser test (test_chart_readability.py) reads every drawn text's colour back as well."""
-    from app.lessons import figures
+    from app.lessons.kit.figures import COLORS, PLAIN_COLOR, RIDGE_COLOR, TEXT_COLOR, WASTE_COLOR
 
-    series = [*figures.COLORS, figures.PLAIN_COLOR, figures.RIDGE_COLOR, figures.WASTE_COLOR]
-    for colour in [figures.TEXT_COLOR, *(a11y.readable(c) for c in series)]:
+    series = [*COLORS, PLAIN_COLOR, RIDGE_COLOR, WASTE_COLOR]
+    for colour in [TEXT_COLOR, *(a11y.readable(c) for c in series)]:
         for bg in a11y.PLOT_BACKGROUNDS:
             assert a11y.contrast(colour, bg) >= 4.5, (colour, bg)
             assert a11y.contrast(colour, bg) == pytest.approx(contrast(_rgb(colour), _rgb(bg)))  # one formula

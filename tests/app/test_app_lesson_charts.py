@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from app.lessons import registry
+from app.lessons.registry import EXPERIMENTS
+
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from app.common import measurement  # noqa: E402
-from app.lessons.experiments import EXPERIMENTS  # noqa: E402
-from app.lessons.files import load_lessons  # noqa: E402
+from app.lessons.kit.files import load_lessons
+from app.lessons.l7_width import show_width
 from app.views import palette  # noqa: E402
 from tests.app.test_lesson7_goodput import record_with_goodput  # noqa: E402  (a measurement with goodput rows)
 
@@ -65,8 +67,6 @@ def _json_of_charts(at: AppTest) -> str:
 
 
 def _show_width(m: dict) -> None:
-    from app.lessons.show import show_width
-
     show_width(m, {"nodes": 24, "topk": 6, "batch": 16}, "recorded on a test machine, 2026-12-01")
 
 
@@ -81,7 +81,7 @@ def test_lesson_7_draws_what_goodput_chose_under_its_figure_and_an_older_recordi
     table = at.dataframe[0].value
     assert list(table["contender"]).count("goodput") == 2 and "nodes per row (mean)" in table.columns
     assert "Batch 1: goodput decoded 61.0 tokens/s" in _texts(at.success)
-    old = measurement.load_record(ROOT / "assets" / "lessons" / "width.json")["measurement"]
+    old = registry.load_record(ROOT / "assets" / "lessons" / "width.json")["measurement"]
     old["rows"] = [r for r in old["rows"] if r["contender"] != "goodput"]
     at = AppTest.from_function(_show_width, args=(old,), default_timeout=60).run()
     assert not at.exception and [c.key for c in at.get("plotly_chart")] == ["lesson7_fig"]

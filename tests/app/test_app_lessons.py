@@ -13,13 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from app.lessons import registry
+from app.lessons.registry import EXPERIMENTS
+
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 from streamlit.testing.v1.errors import AppTestError  # noqa: E402
 
 from app.common import measurement  # noqa: E402
-from app.lessons.experiments import EXPERIMENTS  # noqa: E402
-from app.lessons.files import load_lessons  # noqa: E402
+from app.lessons import l1_memory_bound
+from app.lessons.kit.files import load_lessons
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = load_lessons(ROOT / "lessons", EXPERIMENTS)
@@ -285,7 +288,7 @@ def test_a_live_run_is_drawn_beside_its_recording():
     at = _app(lesson="1", teacher="true")
     at.button(key="lesson1_run").click().run()
     _clean(at)
-    rec = measurement.load_record(ROOT / "assets" / "lessons" / "memory_bound.json")
+    rec = registry.load_record(ROOT / "assets" / "lessons" / "memory_bound.json")
     result = at.session_state["lesson1"]
     assert result["source"] == "live" and result["settings"] == rec["settings"]
     assert "This live run beside the shipped recording" in _texts(at.markdown)
@@ -307,9 +310,8 @@ def test_a_live_run_is_drawn_beside_its_recording():
 def test_a_live_run_beside_a_busy_process_is_flagged_as_a_busy_recording_is(monkeypatch):
     """A real busy loop in a subprocess (bounded, ended by the test) while lesson 1 runs live: the run records the
     other processes' load during its own passes, and its label box is a DISTURBED warning, as a busy recording's is."""
-    from app.lessons import pass_lessons
 
-    monkeypatch.setattr(pass_lessons, "PASS_ROUNDS", 2)
+    monkeypatch.setattr(l1_memory_bound, "PASS_ROUNDS", 2)
     at = _app(lesson="1", l1_context="64", l1_largest="16")
     at.number_input(key="l1_guess").set_value(2.0).run()
     loop = "import time\nend = time.time() + 90\nwhile time.time() < end:\n    pass\n"

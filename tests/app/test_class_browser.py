@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from app.lessons.experiments import EXPERIMENTS
-from app.lessons.files import load_lessons
+from app.lessons.kit.files import load_lessons
+from app.lessons.registry import EXPERIMENTS
 from tests.app.test_browser import ARGS, _free_port  # the same Chromium flags and port picking
 
 ROOT = Path(__file__).resolve().parents[2]

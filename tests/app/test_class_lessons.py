@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from app.lessons.registry import EXPERIMENTS
+
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from app.classroom.store import ClassroomStore  # noqa: E402
 from app.common import resources  # noqa: E402
-from app.lessons.experiments import EXPERIMENTS  # noqa: E402
-from app.lessons.files import load_lessons  # noqa: E402
+from app.lessons.kit.files import load_lessons
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = load_lessons(ROOT / "lessons", EXPERIMENTS)

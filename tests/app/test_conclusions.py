@@ -9,7 +9,14 @@ from types import SimpleNamespace
 import pytest
 
 from app.common import measurement
-from app.lessons import conclusions, noise
+from app.lessons import registry
+from app.lessons.kit import noise
+from app.lessons.kit.rows import load_table
+from app.lessons.kit.show import drafter_label
+from app.lessons.l4_turn_it_off import turn_it_off_conclusion
+from app.lessons.l5_adaptive import adaptive_conclusion, alpha_words, verified_slots, wasted_text
+from app.lessons.l6_by_load import conclusion
+from app.lessons.l7_width import width_conclusion, width_table
 
 
 def test_noise_names_a_winner_only_by_the_one_rule():
@@ -53,12 +60,12 @@ def test_lesson5_reports_what_a_run_can_measure():
             {"batch": 8, "fixed": trace(_summary(800, 300, 60.0, 0.4)), "gated": trace(_summary(400, 150, 57.0, 0.38), gated_steps)},
         ],
     }
-    assert conclusions.verified_slots(result["batches"][1]["gated"]) == (64, 30)
-    text = conclusions.adaptive_conclusion(result, 6)
+    assert verified_slots(result["batches"][1]["gated"]) == (64, 30)
+    text = adaptive_conclusion(result, 6)
     assert "at batch 1 it drafted 50% fewer tokens (decoding alone: medians 24.0 against 20.0 tokens/s): one run each" in text
     assert "accepted at α 0.660, higher than the 0.500" in text and "accepted at α 0.380, lower than the 0.400" in text
     assert "medians 57.0 against 60.0 tokens/s" in text and "faster than drafting" not in text
-    assert conclusions.alpha_words(0.6004, 0.5996) == "the same as"  # equal at the digits shown: never "0.600, higher than 0.600"
+    assert alpha_words(0.6004, 0.5996) == "the same as"  # equal at the digits shown: never "0.600, higher than 0.600"
     assert "still carried 34 padded positions of 64 draft slots (53%)" in text
     assert "never verified" in text
     assert "mostly ones the target would have rejected" not in text
@@ -66,7 +73,7 @@ def test_lesson5_reports_what_a_run_can_measure():
 
 @pytest.mark.parametrize("kind, label", [("eagle", "EAGLE head"), ("model", "draft model"), ("ngram", "n-gram lookup")])
 def test_drafter_labels(kind, label):
-    assert conclusions.drafter_label(kind) == label
+    assert drafter_label(kind) == label
 
 
 # --- lesson 7: width ----------------------------------------------------------------------------------
@@ -89,7 +96,7 @@ def _width(b1_tree, b1_chain, big_tree, big_chain, big=16, nodes=24, spread=0.02
 
 
 def test_width_conclusion_follows_the_numbers_both_ways():
-    paid_then_cost = conclusions.width_conclusion(_width(70.0, 60.0, 200.0, 340.0, ridge=38.0))
+    paid_then_cost = width_conclusion(_width(70.0, 60.0, 200.0, 340.0, ridge=38.0))
     assert paid_then_cost[0].startswith("Batch 1: the tree (24 nodes, top-6, depth 4) decoded 70.0 tokens/s, 1.17×")
     assert "(faster than the chain: 1.17× (95% range 1.17–1.17×, 3 rounds))" in paid_then_cost[0]
     assert "(slower than the chain: 0.59× (95% range 0.59–0.59×, 3 rounds))" in paid_then_cost[1]
@@ -107,10 +114,10 @@ def test_width_conclusion_follows_the_numbers_both_ways():
     )
     assert "the plain pass is below it and the tree's at or above it" in last
     assert "90% of the tree's nodes were rejected at batch 16" in last  # 1 - (3.4 - 1) / 24
-    both = conclusions.width_conclusion(_width(70.0, 60.0, 400.0, 340.0))
+    both = width_conclusion(_width(70.0, 60.0, 400.0, 340.0))
     assert both[2].startswith("The tree was faster than the chain at batch 1 and faster than it at batch 16")
     # the tree won only at the large batch: said as measured, no unmeasured cause asserted
-    late = conclusions.width_conclusion(_width(55.0, 60.0, 400.0, 340.0))
+    late = width_conclusion(_width(55.0, 60.0, 400.0, 340.0))
     assert late[2].startswith("The tree was slower than the chain at batch 1 and faster than it at batch 16")
     assert "cost more here than the extra accepted tokens bought" not in "\n".join(late)
     # rounds that disagree: no winner named
@@ -118,7 +125,7 @@ def test_width_conclusion_follows_the_numbers_both_ways():
     for r in noisy_m["rows"]:  # the chain's rounds in the other order: no round-by-round winner either
         if r["contender"] == "chain":
             r["tokens_per_s_runs"]["values"].reverse()
-    noisy = conclusions.width_conclusion(noisy_m)
+    noisy = width_conclusion(noisy_m)
     assert "(not told apart from the chain with 3 rounds (can't tell): " in noisy[0] and noisy[2].startswith(
         "The tree was not named faster or slower than the chain at batch 1 and not named faster or slower than it at "
         "batch 16: the rule named no winner at either."
@@ -128,25 +135,25 @@ def test_width_conclusion_follows_the_numbers_both_ways():
     assert "per verify pass the extra tokens outweighed the longer pass" in noisy[0]  # 1.36x the tokens for 1.17x the pass
     heavy = copy.deepcopy(noisy_m)
     next(r for r in heavy["rows"] if r["contender"] == "tree" and r["batch"] == 1)["verify_ms"] = 45.0  # 1.50x > 1.36x
-    assert "outweighed" not in conclusions.width_conclusion(heavy)[0]
+    assert "outweighed" not in width_conclusion(heavy)[0]
     assert "the extra tokens outweighed the longer pass." not in noisy[0] and "the longer pass outweighed" not in noisy[0]
     drifted = _width(63.0, 60.0, 330.0, 340.0, spread=0.1)  # overlapping runs, but the tree 5% ahead in every round
-    line = conclusions.width_conclusion(drifted)[0]
+    line = width_conclusion(drifted)[0]
     assert "(faster than the chain: 1.05× (95% range 1.05–1.05×, 3 rounds))" in line
-    close = conclusions.width_conclusion(_width(61.0, 60.0, 330.0, 340.0, spread=0.1))[0]  # 1.7% ahead: under the 3% gap
+    close = width_conclusion(_width(61.0, 60.0, 330.0, 340.0, spread=0.1))[0]  # 1.7% ahead: under the 3% gap
     assert "(level with the chain: 1.02× (95% range 1.02–1.02×, 3 rounds), within 3%)" in close
 
 
 def test_width_table_and_the_recording_fit_the_schema():
     from pathlib import Path
 
-    table = conclusions.width_table(_width(70.0, 60.0, 200.0, 340.0))
+    table = width_table(_width(70.0, 60.0, 200.0, 340.0))
     assert [r["FLOPs × plain"] for r in table] == [1.0, 1.7, 5.0, 1.0, 1.7, 5.0]
     assert table[2]["tokens per pass"] == 25 and table[5]["tokens per pass"] == 400
     assert table[0]["tokens emitted per pass"] == 1.0 and table[2]["tokens emitted per pass"] == 3.4
-    record = measurement.load_record(Path(__file__).resolve().parents[2] / "assets" / "lessons" / "width.json")
+    record = registry.load_record(Path(__file__).resolve().parents[2] / "assets" / "lessons" / "width.json")
     raced = any(r["contender"] == "goodput" for r in record["measurement"]["rows"])  # lesson 7's fourth contender
-    lines = conclusions.width_conclusion(record["measurement"])
+    lines = width_conclusion(record["measurement"])
     room = 1 if record["measurement"].get("chosen") else 0  # a recording that chose its shapes opens with the room
     assert len(lines) == (6 if raced else 3) + room  # per batch tree vs chain, the width line; then goodput per batch and overall
     assert lines[room].startswith("Batch 1: the tree") and (not raced or lines[3 + room].startswith("Batch 1: goodput"))
@@ -162,7 +169,7 @@ def test_lesson4_verdicts_only_beyond_the_spread_and_latency():
         }
 
     m = {"ar": lane([100.0, 101.0, 99.0], 50.0), "on": lane([80.0, 82.0, 79.0], 60.0), "off": lane([98.0, 100.0, 99.5], 51.0, (3, 20))}
-    lines = conclusions.turn_it_off_conclusion(m, {"batch": 16, "n": 8, "tokens": 32})
+    lines = turn_it_off_conclusion(m, {"batch": 16, "n": 8, "tokens": 32})
     assert lines[0].startswith("Decoding alone at batch 16 over the whole run (tokens/s, median of the runs): plain 100.0")
     assert "Always-on was slower than plain: 0.80× (95% range" in lines[0]
     assert (
@@ -172,7 +179,7 @@ def test_lesson4_verdicts_only_beyond_the_spread_and_latency():
     assert lines[1].startswith("The switch speculated on 3 of 20 decode steps, once the batch had shrunk.")
     assert "60.0 ms per output token (TPOT) speculating against 50.0 ms plain (longer waits" in lines[2]
     m["off"] = lane([79.0, 83.0, 81.0], 60.0)
-    lines = conclusions.turn_it_off_conclusion(m, {"batch": 16, "n": 8, "tokens": 32})
+    lines = turn_it_off_conclusion(m, {"batch": 16, "n": 8, "tokens": 32})
     assert "the switch slower than plain: 0.81×" in lines[0] and "not told apart from always-on with 3 rounds" in lines[0]
     assert "more than 8 rows decoded at every step, so it never came back on" in lines[1]
 
@@ -182,12 +189,12 @@ def test_lesson5_explains_its_wasted_flops():
         "summary": {"drafted_tokens": 275, "accepted_tokens": 139, "tokens_per_s": 50.0, "alpha": 0.5, "flops_wasted": 91.6e9},
         "verified_slots": [465, 275],
     }
-    text = conclusions.wasted_text(lane, "the gated run")
+    text = wasted_text(lane, "the gated run")
     assert text == (
         "; the gated run's 91.6 GFLOP on rejected drafts paid for 326 verified positions past the accepted prefix "
         "(190 of them padding) and 136 rejected draft tokens"
     )
-    assert conclusions.wasted_text({"summary": {"flops_wasted": 0.0}, "verified_slots": [0, 0]}, "x") == ""
+    assert wasted_text({"summary": {"flops_wasted": 0.0}, "verified_slots": [0, 0]}, "x") == ""
 
 
 def _policy_rows(spread):
@@ -214,9 +221,7 @@ def _policy_rows(spread):
 
 
 def test_policy_view_names_no_winner_without_a_margin_and_says_identical():
-    from app.lessons import load
-
-    lines = load.conclusion(_policy_rows(0.05))
+    lines = conclusion(_policy_rows(0.05))
     assert lines[0].startswith("Batch 1: no winner named. **off above batch 8** had the highest median (30.6 tokens/s), fixed k = 4")
     assert "level with fixed k = 4: 1.02× (95% range 1.02–1.02×, 3 rounds), within 3%." in lines[0]
     assert "The two ran identical settings at this batch" in lines[0] and "was fastest" not in lines[0]
@@ -225,10 +230,10 @@ def test_policy_view_names_no_winner_without_a_margin_and_says_identical():
     assert "plain decoding 80.0 ms; fixed k = 4 120.0 ms" in lines[3] and "continuous batching" in lines[3]
     apart = _policy_rows(0.05)
     apart[1] |= {"tokens_per_s": 24.0, "tokens_per_s_runs": measurement.spread([23.0, 24.0, 25.0])}
-    won = load.conclusion(apart)[0]
+    won = conclusion(apart)[0]
     assert won.startswith("Batch 1: **off above batch 8** was fastest (30.6 tokens/s): faster than fixed k = 4: 1.27× (95% range")
     rows = _policy_rows(0.05)
     rows[-1] |= {"mean_depth": 0.0, "alpha": None}  # the switch never acted at batch 16: plain decoding's own work
-    assert "The two ran identical settings at this batch" in load.conclusion(rows)[1]
-    table = load.load_table(_policy_rows(0.05), "plain decoding")
+    assert "The two ran identical settings at this batch" in conclusion(rows)[1]
+    table = load_table(_policy_rows(0.05), "plain decoding")
     assert table[0]["TPOT ms"] is None and table[3]["TPOT ms"] == 80.0 and table[1]["runs (decoding tokens/s)"] == "28.5, 30.0, 31.5"

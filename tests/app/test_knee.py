@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.lessons import knee
+from app.lessons.kit import knee
 
 CPU = ((1, 2, 3, 4, 5, 8, 16, 32), (8.5, 8.5, 9.5, 9.4, 12.0, 13.5, 22.4, 40.0))  # a 2-core EPYC-like curve
 GPU = ((1, 32, 64, 128, 192, 256, 512), (7.0, 7.1, 7.2, 7.4, 8.3, 10.4, 19.0))  # an H200-like curve

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from app.common import measurement
-from app.lessons import conclusions, width, width_steps
-from app.lessons import figures as F
+from app.lessons import registry
+from app.lessons.l7_width import goodput_conclusion, shapes_figure, shapes_text, width_conclusion, width_figure, width_table
+from app.lessons.registry import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = '<img src=x onerror="alert(1)"><b>evil</b>'
@@ -62,7 +63,7 @@ def _measurement(plain, chain, tree, goodput, shapes=(MIXED, PLAIN_ONLY), spread
 # --- the verdict, both ways ------------------------------------------------------------------------
 def test_goodput_is_set_against_the_fastest_fixed_shape_only_by_the_rule():
     # batch 1: the chain is the fastest fixed shape; batch 16: plain decoding is
-    beat = conclusions.width_conclusion(_measurement((30, 480), (60, 340), (55, 200), (70, 470)))
+    beat = width_conclusion(_measurement((30, 480), (60, 340), (55, 200), (70, 470)))
     assert len(beat) == 3 + 3  # tree against chain (2 lines + the summary), then goodput (2 lines + its summary)
     one, sixteen, summary = beat[3:]
     assert one.startswith(
@@ -74,17 +75,17 @@ def test_goodput_is_set_against_the_fastest_fixed_shape_only_by_the_rule():
     assert summary.startswith("Goodput beat it or was not told apart from it at every batch size, against the fastest fixed shape there.")
     assert "(the chain at batch 1, plain decoding at batch 16): no one fixed shape was best at every batch size" in summary
     # the same numbers with goodput slower than the chain at batch 1: it fell short, and the summary says where
-    short = conclusions.width_conclusion(_measurement((30, 480), (60, 340), (55, 200), (50, 470)))
+    short = width_conclusion(_measurement((30, 480), (60, 340), (55, 200), (50, 470)))
     assert "goodput was slower than it (0.83×" in short[3]
     assert short[5].startswith("Goodput fell short of the fastest fixed shape at batch 1, by the rule.")
     assert "matched" not in short[5]
     # matched everywhere, the same fixed shape fastest at both sizes: no claim that the best shape changed
-    level = conclusions.width_conclusion(_measurement((30, 480), (60, 340), (55, 200), (61, 475), spread=0.1))
+    level = width_conclusion(_measurement((30, 480), (60, 340), (55, 200), (61, 475), spread=0.1))
     assert level[5] == "Goodput was not told apart from it at every batch size, against the fastest fixed shape there." + (
         " The fastest fixed shape was not the same at every batch size (the chain at batch 1, plain decoding at batch 16): "
         "no one fixed shape was best at every batch size; goodput chose its shape per step."
     )
-    same = conclusions.width_conclusion(_measurement((30, 300), (60, 340), (55, 200), (61, 335), spread=0.1))
+    same = width_conclusion(_measurement((30, 300), (60, 340), (55, 200), (61, 335), spread=0.1))
     assert "not the same at every batch size" not in same[5]
 
 
@@ -92,45 +93,45 @@ def test_without_a_spread_no_verdict_and_no_summary():
     m = _measurement((30, 480), (60, 340), (55, 200), (90, 900))
     for r in m["rows"]:
         r.pop("tokens_per_s_runs")
-    lines = width.goodput_conclusion(m)
+    lines = goodput_conclusion(m)
     assert len(lines) == 2 and all("one run each: can't tell" in line for line in lines)
     assert not any(w in " ".join(lines) for w in ("faster than it", "fell short", "slower than it"))
 
 
 def test_what_goodput_chose_is_read_from_its_steps():
-    lines = width.goodput_conclusion(_measurement((30, 480), (60, 340), (55, 200), (61, 420)))
+    lines = goodput_conclusion(_measurement((30, 480), (60, 340), (55, 200), (61, 420)))
     one, sixteen = lines[0], lines[1]
     assert (
         "It chose plain decoding at 1, a chain at 2 (k = 2 to 4, mean 3.0) and a tree at 3 (8 to 12 nodes, mean 10.0) "
         "of 6 decode steps, 6.0 draft nodes per row on average; its most frequent choice (tree) is not that shape's kind." in one
     )
     tied = _measurement((30, 480), (60, 340), (55, 200), (61, 420), shapes=(MIXED[1:], PLAIN_ONLY))
-    assert "most frequent" not in width.goodput_conclusion(tied)[0]  # two trees, two chains: no most frequent choice
+    assert "most frequent" not in goodput_conclusion(tied)[0]  # two trees, two chains: no most frequent choice
     # plain at every step, the fastest fixed shape plain, yet slower beyond the spread: the gap is not its choice
     assert "It chose plain decoding at 6 of 6 decode steps, 0.0 draft nodes per row on average: the same shape as plain " in sixteen
     assert "so the gap lies outside its choices" in sixteen
-    matched = width.goodput_conclusion(_measurement((30, 480), (60, 340), (55, 200), (61, 478)))[1]
+    matched = goodput_conclusion(_measurement((30, 480), (60, 340), (55, 200), (61, 478)))[1]
     assert "the same shape as plain decoding at every step." in matched and "gap" not in matched
-    assert width.shapes_text([_shape("tree", 6, 2)]) == "a tree at 1 (6 nodes) of 1 decode step"
+    assert shapes_text([_shape("tree", 6, 2)]) == "a tree at 1 (6 nodes) of 1 decode step"
 
 
 def test_an_older_recording_concludes_as_before():
-    record = measurement.load_record(ROOT / "assets" / "lessons" / "width.json")
+    record = registry.load_record(ROOT / "assets" / "lessons" / "width.json")
     m = record["measurement"]
     if any(r["contender"] == "goodput" for r in m["rows"]):
         m = copy.deepcopy(m)
         m["rows"] = [r for r in m["rows"] if r["contender"] != "goodput"]
     room = 1 if m.get("chosen") else 0  # a recording that chose its shapes from the curve opens with the room
-    assert width.goodput_conclusion(m) == [] and len(conclusions.width_conclusion(m)) == 3 + room
-    assert all("goodput" not in line for line in conclusions.width_conclusion(m))
-    assert width_steps.shapes_figure(m) is None  # no strip without goodput's steps
-    assert [r["nodes per row (mean)"] for r in conclusions.width_table(m)] == [0.0, m["depth"], m["nodes"]] * 2
+    assert goodput_conclusion(m) == [] and len(width_conclusion(m)) == 3 + room
+    assert all("goodput" not in line for line in width_conclusion(m))
+    assert shapes_figure(m) is None  # no strip without goodput's steps
+    assert [r["nodes per row (mean)"] for r in width_table(m)] == [0.0, m["depth"], m["nodes"]] * 2
 
 
 # --- the table row and the strip --------------------------------------------------------------------
 def test_goodput_row_in_the_table():
     m = _measurement((30, 480), (60, 340), (55, 200), (61, 420))
-    table = conclusions.width_table(m)
+    table = width_table(m)
     one, sixteen = (r for r in table if r["contender"] == "goodput")
     assert one["tokens per pass"] == 7.0 and one["nodes per row (mean)"] == 6.0  # 1 × (6 + 1): the mean over its steps
     assert sixteen["tokens per pass"] == 16.0 and sixteen["nodes per row (mean)"] == 0.0
@@ -138,12 +139,12 @@ def test_goodput_row_in_the_table():
     chain = next(r for r in table if r["contender"] == "chain" and r["batch"] == 16)
     assert chain["tokens per pass"] == 80 and chain["nodes per row (mean)"] == 4.0  # the fixed shapes as before
     row = next(r for r in m["rows"] if r["contender"] == "goodput" and r["batch"] == 16) | {"tokens_per_step": None}
-    assert conclusions.width_table(m | {"rows": [row]})[0]["tokens emitted per pass"] == 1.0  # plain throughout: one per pass
+    assert width_table(m | {"rows": [row]})[0]["tokens emitted per pass"] == 1.0  # plain throughout: one per pass
 
 
 def test_the_strip_draws_each_step_as_its_tokens_per_row():
     m = _measurement((30, 480), (60, 340), (55, 200), (61, 420))
-    fig = width_steps.shapes_figure(m, "recorded on a machine, 2026-12-01")
+    fig = shapes_figure(m, "recorded on a machine, 2026-12-01")
     assert "2026-12-01" in fig.layout.title.text and fig.layout.barmode == "overlay"
     bars = {(tr.name, tr.yaxis): tr for tr in fig.data}
     tree, chain, plain = bars[("tree of n nodes", "y")], bars[("chain of k", "y")], bars[("plain step", "y")]
@@ -151,18 +152,18 @@ def test_the_strip_draws_each_step_as_its_tokens_per_row():
     assert list(chain.x) == [4, 5] and list(chain.y) == [5, 3] and list(plain.x) == [6] and list(plain.y) == [1]
     assert [tr.name for tr in fig.data if tr.yaxis == "y2"] == ["plain step"] and list(bars[("plain step", "y2")].y) == [1] * 6
     assert sum(tr.showlegend is not False for tr in fig.data) == 3  # each shape named once in the legend
-    width_bars = F.width_figure(m, {}).data  # the same colours as the fixed chain and tree in the lesson's figure
+    width_bars = width_figure(m, {}).data  # the same colours as the fixed chain and tree in the lesson's figure
     assert chain.marker.color == width_bars[2].marker.color and tree.marker.color == width_bars[4].marker.color
     assert "batch 1: 6 decode steps, 6.0 draft nodes per row on average" in fig.layout.annotations[0].text
     assert {a.text for a in fig.layout.annotations} >= {"fixed chain: 5", "fixed tree: 25"}
     assert "≈7 tok/pass" in width_bars[6].hovertext and "80 tok/pass" in width_bars[2].hovertext  # the bar's label is its rate
-    assert "<img" not in str(width_steps.shapes_figure(m, HOSTILE).layout.title.text)
+    assert "<img" not in str(shapes_figure(m, HOSTILE).layout.title.text)
     fig.to_json()
 
 
 # --- the schema ---------------------------------------------------------------------------------------
 def record_with_goodput() -> dict:
-    record = measurement.load_record(ROOT / "assets" / "lessons" / "width.json")
+    record = registry.load_record(ROOT / "assets" / "lessons" / "width.json")
     m = _measurement((30, 480), (60, 340), (55, 200), (61, 420), big=max(r["batch"] for r in record["measurement"]["rows"]))
     record["measurement"]["rows"] = [r for r in record["measurement"]["rows"] if r["contender"] != "goodput"] + [
         r for r in m["rows"] if r["contender"] == "goodput"
@@ -172,12 +173,12 @@ def record_with_goodput() -> dict:
 
 def test_a_recording_with_goodput_rows_round_trips(tmp_path):
     record = record_with_goodput()
-    measurement.save_record(record, tmp_path / "width.json")
-    back = measurement.load_record(tmp_path / "width.json")
+    registry.save_record(record, tmp_path / "width.json")
+    back = registry.load_record(tmp_path / "width.json")
     good = [r for r in back["measurement"]["rows"] if r["contender"] == "goodput"]
     assert [len(r["shapes"]) for r in good] == [6, 6] and good[0]["shapes"][0] == {"shape": "tree", "nodes": 12, "depth": 4}
     room = 1 if back["measurement"].get("chosen") else 0
-    assert len(conclusions.width_conclusion(back["measurement"])) == 6 + room
+    assert len(width_conclusion(back["measurement"])) == 6 + room
 
 
 @pytest.mark.parametrize(
@@ -195,14 +196,12 @@ def test_malformed_goodput_rows_are_refused_naming_the_field(tmp_path, mutate, m
     mutate(record["measurement"]["rows"][6])
     (tmp_path / "width.json").write_text(json.dumps(record), encoding="utf-8")
     with pytest.raises(measurement.MeasurementError, match=message):
-        measurement.load_record(tmp_path / "width.json")
+        registry.load_record(tmp_path / "width.json")
 
 
 def test_the_worksheet_lists_goodputs_mean_pass():
-    from app.lessons.show import key_numbers
-
     record = record_with_goodput()
-    numbers = dict(key_numbers("width", record["measurement"], record["settings"]))
+    numbers = dict(EXPERIMENTS["width"].numbers(record["measurement"], record["settings"]))
     assert numbers["batch 1, goodput (≈7 tokens per pass)"] == "61.0 tokens/s decoding, 2.20 emitted per pass"
     big, depth = max(r["batch"] for r in record["measurement"]["rows"]), record["measurement"]["depth"]
     assert f"batch {big}, chain ({big * (depth + 1)} tokens per pass)" in numbers  # the fixed shapes as before

@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 
 from app.common import measurement
-from app.lessons.experiment_kit import check_claim, claim_rows
-from app.lessons.experiments import EXPERIMENTS
+from app.lessons import registry
+from app.lessons.kit.experiment import Claim, check_claim, claim_rows
+from app.lessons.registry import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAIMED = [name for name, e in EXPERIMENTS.items() if e.claims]
 
 
 def _rec(name: str) -> dict:
-    return measurement.load_record(ROOT / "assets" / "lessons" / f"{name}.json")
+    return registry.load_record(ROOT / "assets" / "lessons" / f"{name}.json")
 
 
 def test_every_lesson_with_an_experiment_declares_a_lead_claim():
@@ -99,7 +100,6 @@ def test_every_ratio_and_rate_a_verdict_states_is_in_the_tables_beside_it(name):
 
 def test_a_claim_about_costs_reads_its_direction_the_right_way():
     """On times, 'costs no more' holds where a is cheaper or level, and fails where a is dearer."""
-    from app.lessons.experiment_kit import Claim
 
     def claim(a, b):
         return Claim("x", "a", "b", "here", lambda m: (measurement.spread(a), measurement.spread(b)), 0, costs=True)

@@ -18,14 +18,20 @@ from pathlib import Path
 import pytest
 
 from app.common import measurement
-from app.lessons import conclusions, knee, load, noise, switch, width
-from app.lessons.noise import sign as clear_winner  # the one rule's sign (app/common/verdict.py)
+from app.lessons import registry
+from app.lessons.kit import knee, noise
+from app.lessons.kit.noise import sign as clear_winner
+from app.lessons.kit.rows import cell, decode_spread, load_runs
+from app.lessons.l4_turn_it_off import choose, turn_it_off_conclusion
+from app.lessons.l5_adaptive import adaptive_conclusion, alpha_words
+from app.lessons.l6_by_load import depth_lines, graded, policies, usual_depth
+from app.lessons.l7_width import has_room, tree_verdict, width_conclusion
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rec(name: str) -> dict:
-    return measurement.load_record(ROOT / "assets" / "lessons" / f"{name}.json")
+    return registry.load_record(ROOT / "assets" / "lessons" / f"{name}.json")
 
 
 def _swap(a: dict, b: dict, key: str) -> None:
@@ -41,7 +47,7 @@ def test_each_recording_chose_its_settings_from_its_own_curve(name):
     assert c["room"] == knee.room_tokens(curve["tokens"], curve["ms"])
     assert all(rec["settings"][k] == 0 for k in rec["settings"] if k in ("batch", "n", "depth", "k", "nodes"))  # the knobs' 0
     if name == "turn_it_off":
-        assert c == switch.choose(c["room"], rec["settings"])
+        assert c == choose(c["room"], rec["settings"])
     assert measurement.DISTURBED not in rec["note"], "re-record on a quiet machine"
 
 
@@ -65,7 +71,7 @@ def test_lesson4_always_on_loses_past_the_knee_and_the_switch_comes_back_on():
     assert live[0] == c["batch"] and live[-1] <= c["n"] < live[0]  # the batch shrank during the run
     on_at = {b for b, d, _ in m["steps"]["off"] if d > 0}
     assert on_at and max(on_at) <= c["n"] and m["off"]["speculated_steps"] > 0
-    text = "\n".join(conclusions.turn_it_off_conclusion(m, s))
+    text = "\n".join(turn_it_off_conclusion(m, s))
     assert (
         f"always-on ran {ph['on']['full']['median']:.1f} tokens/s against plain's {ph['ar']['full']['median']:.1f}: slower than plain:"
         in text
@@ -81,7 +87,7 @@ def test_lesson4_words_flip_with_a_doctored_recording():
     for row in m["steps"]["off"]:
         row[1] = 0  # and the switch never speculated
     m["off"]["speculated_steps"] = 0
-    text = "\n".join(conclusions.turn_it_off_conclusion(m, s))
+    text = "\n".join(turn_it_off_conclusion(m, s))
     assert ": faster than plain: 1.50×" in text.split("always-on ran")[1].split(";")[0]
     assert "so it never came back on" in text
 
@@ -93,14 +99,14 @@ def test_lesson5_the_gate_drafts_less_and_its_words_are_the_rules_verdict():
     verdict at each batch, computed, and the lead claim (the gate costs nothing) is checked in test_lesson_claims.py."""
     m = _rec("adaptive")["measurement"]
     assert [b["batch"] for b in m["batches"]] == [1, m["chosen"]["batch"]]
-    text = conclusions.adaptive_conclusion(m, 0)
+    text = adaptive_conclusion(m, 0)
     for run in m["batches"]:
-        gated, fixed = switch.decode_spread(run["gated"]), switch.decode_spread(run["fixed"])
+        gated, fixed = decode_spread(run["gated"]), decode_spread(run["fixed"])
         assert run["gated"]["summary"]["drafted_tokens"] < run["fixed"]["summary"]["drafted_tokens"]
         assert f"at batch {run['batch']} it drafted" in text
         assert noise.judge(gated, fixed).words(b=f"drafting all {m['chosen']['depth']}") in text
     b = m["batches"][0]
-    alpha = conclusions.alpha_words(b["gated"]["summary"]["alpha"], b["fixed"]["summary"]["alpha"])
+    alpha = alpha_words(b["gated"]["summary"]["alpha"], b["fixed"]["summary"]["alpha"])
     assert f"accepted at α {b['gated']['summary']['alpha']:.3f}, {alpha} the {b['fixed']['summary']['alpha']:.3f}" in text
 
 
@@ -111,7 +117,7 @@ def test_lesson5_words_flip_with_a_doctored_recording():
         run["gated"]["decode_tokens_per_s_runs"] = measurement.spread([v * 0.6 for v in fixed])  # the gate now slower
     run = m["batches"][0]
     run["gated"]["summary"]["alpha"] = run["fixed"]["summary"]["alpha"] + 0.0001  # equal at the digits shown
-    text = conclusions.adaptive_conclusion(m, 0)
+    text = adaptive_conclusion(m, 0)
     assert "slower than drafting all" in text and "faster than drafting all" not in text
     assert f"{run['gated']['summary']['alpha']:.3f}, the same as the" in text
 
@@ -121,7 +127,7 @@ def _lesson6():
     m = _rec("by_load")["measurement"]
     rows, c = m["rows"], m["chosen"]
     fixed = f"fixed k = {c['k']}"
-    policies = [n for n in load.policies(rows) if n != fixed]
+    policies = [n for n in policies(rows) if n != fixed]
     return m, rows, c, fixed, policies
 
 
@@ -129,18 +135,18 @@ def test_lesson6_fixed_k_loses_past_the_knee_and_a_load_aware_policy_follows_the
     m, rows, c, fixed, policies = _lesson6()
     past, plain = c["past"], "plain decoding"
     assert past * (c["k"] + 1) >= knee.PAST * c["room"]
-    assert clear_winner(load.load_runs(load.cell(rows, past, fixed)), load.load_runs(load.cell(rows, past, plain))) == -1
+    assert clear_winner(load_runs(cell(rows, past, fixed)), load_runs(cell(rows, past, plain))) == -1
     followers = []
     for name in policies:
-        one, big = load.cell(rows, 1, name), load.cell(rows, past, name)
-        spoke = load.usual_depth(one) > 0 and big["mean_depth"] < one["mean_depth"]
-        level = clear_winner(load.load_runs(big), load.load_runs(load.cell(rows, past, plain))) >= 0
+        one, big = cell(rows, 1, name), cell(rows, past, name)
+        spoke = usual_depth(one) > 0 and big["mean_depth"] < one["mean_depth"]
+        level = clear_winner(load_runs(big), load_runs(cell(rows, past, plain))) >= 0
         if spoke and level:
             followers.append(name)
     assert followers, "no load-aware policy speculated at batch 1, drafted less past the knee and kept up with plain there"
     table = next(n for n in policies if n.startswith("batch table"))
-    assert any(load.graded(r, c["most"]) for r in rows if r["contender"] == table)  # a graded depth, not only off or all
-    text = "\n".join(load.depth_lines(m))
+    assert any(graded(r, c["most"]) for r in rows if r["contender"] == table)  # a graded depth, not only off or all
+    text = "\n".join(depth_lines(m))
     assert f"**{fixed}** against plain decoding, decoding alone:" in text and f"at batch {past} (slower than plain: " in text
     assert "Its usual depth was graded" in text
 
@@ -148,12 +154,12 @@ def test_lesson6_fixed_k_loses_past_the_knee_and_a_load_aware_policy_follows_the
 def test_lesson6_words_flip_with_a_doctored_recording():
     m, rows, c, fixed, _ = _lesson6()
     m = copy.deepcopy(m)
-    f, p = load.cell(m["rows"], c["past"], fixed), load.cell(m["rows"], c["past"], "plain decoding")
+    f, p = cell(m["rows"], c["past"], fixed), cell(m["rows"], c["past"], "plain decoding")
     for key in ("decode_tokens_per_s", "decode_tokens_per_s_runs"):
         _swap(f, p, key)
     for r in m["rows"]:
         r["steps"] = [[b, 0] for b, _ in r["steps"]]  # every policy off at every step
-    text = "\n".join(load.depth_lines(m))
+    text = "\n".join(depth_lines(m))
     assert f"at batch {c['past']} (faster than plain: " in text and "Its usual depth was graded" not in text
 
 
@@ -164,19 +170,19 @@ def test_lesson7_width_pays_per_pass_inside_the_room_and_costs_past_the_knee():
     the longer pass outweighs them and the tree is slower beyond the spread."""
     m = _rec("width")["measurement"]
     c, rows = m["chosen"], m["rows"]
-    lines = conclusions.width_conclusion(m)
+    lines = width_conclusion(m)
     text = "\n".join(lines)
     big = c["batch"]
     assert big * (c["nodes"] + 1) >= knee.PAST * c["room"]
     cells = {(r["batch"], r["contender"]): r for r in rows}
     tree, chain = cells[(big, "tree")], cells[(big, "chain")]
-    assert width.tree_verdict(tree, chain)[0] == -1  # past the knee width costs
+    assert tree_verdict(tree, chain)[0] == -1  # past the knee width costs
     assert tree["verify_ms"] / chain["verify_ms"] > tree["tokens_per_step"] / chain["tokens_per_step"]
     assert f"slower than it at batch {big}" in text and "the longer pass outweighed the extra tokens" in text
-    if width.has_room(m):
+    if has_room(m):
         assert "both fit the room" in lines[0]
         tree, chain = cells[(1, "tree")], cells[(1, "chain")]
-        assert width.tree_verdict(tree, chain)[0] >= 0  # never slower inside the room
+        assert tree_verdict(tree, chain)[0] >= 0  # never slower inside the room
         assert tree["tokens_per_step"] / chain["tokens_per_step"] > tree["verify_ms"] / chain["verify_ms"]  # width paid per pass
         assert lines[1].startswith("Batch 1: the tree")
         assert "(faster: " in lines[1] or "per verify pass the extra tokens outweighed the longer pass" in lines[1]
@@ -187,11 +193,11 @@ def test_lesson7_width_pays_per_pass_inside_the_room_and_costs_past_the_knee():
 def test_lesson7_words_flip_with_a_doctored_recording():
     m = copy.deepcopy(_rec("width")["measurement"])
     for b in {r["batch"] for r in m["rows"]}:
-        t, ch = load.cell(m["rows"], b, "tree"), load.cell(m["rows"], b, "chain")
+        t, ch = cell(m["rows"], b, "tree"), cell(m["rows"], b, "chain")
         for key in ("decode_tokens_per_s", "decode_tokens_per_s_runs"):
             _swap(t, ch, key)  # the tree now the chain's rounds, and the other way round
     m["chosen"] = m["chosen"] | {"nodes": m["chosen"]["room"] + 3}  # a tree wider than the room
-    lines = conclusions.width_conclusion(m)
+    lines = width_conclusion(m)
     assert "this machine has no room for width" in lines[0]
     text = "\n".join(lines)
     assert f"faster than it at batch {m['chosen']['batch']}" in text and f"slower than it at batch {m['chosen']['batch']}" not in text

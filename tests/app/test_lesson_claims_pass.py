@@ -21,15 +21,19 @@ import pytest
 
 from app.common import measurement
 from app.common import verdict as verdict_rule
-from app.lessons import conclusions, knee, noise, pass_conclusions, pass_lessons
-from app.lessons.step_lesson import verdict
-from app.lessons.step_page import recorded_one_step
+from app.lessons import registry
+from app.lessons.kit import knee, noise
+from app.lessons.kit.runs import inside_depth
+from app.lessons.l0_one_step import recorded_one_step, verdict
+from app.lessons.l1_memory_bound import memory_bound_conclusion, read_tokens
+from app.lessons.l2_more_flops import more_flops_conclusion, per_token
+from app.lessons.l3_past_the_ridge import past_the_ridge_conclusion, ridge_settings
 
 FOLDER = Path(__file__).resolve().parents[2] / "assets" / "lessons"
 
 
 def _rec(name: str) -> dict:
-    return measurement.load_record(FOLDER / f"{name}.json")
+    return registry.load_record(FOLDER / f"{name}.json")
 
 
 @pytest.mark.parametrize("name", ["memory_bound", "more_flops", "past_the_ridge"])
@@ -43,9 +47,9 @@ def test_the_shipped_recording_is_quiet_chose_its_settings_from_the_room_and_tim
     room = m["chosen"]["room"]
     assert room == knee.room_tokens(m["curve"]["tokens"], m["curve"]["ms"])
     if name == "more_flops":
-        assert m["chosen"]["depth"] == pass_lessons.inside_depth(room)
+        assert m["chosen"]["depth"] == inside_depth(room)
     if name == "past_the_ridge":
-        assert m["chosen"] == pass_lessons.ridge_settings(room, {"depth": 0, "batch": 0})
+        assert m["chosen"] == ridge_settings(room, {"depth": 0, "batch": 0})
         assert m["runs"][-1]["batch"] == m["chosen"]["batch"]
     for lane in measurement._lanes_in(m):
         if "summary" in lane:
@@ -62,7 +66,7 @@ def _lesson1_claim(m: dict) -> tuple[bool, bool]:
     room = knee.room_tokens([r["tokens_per_pass"] for r in rows], [r["ms"] for r in rows])
     one = rows[0]
     inside = next(r for r in rows if r["tokens_per_pass"] == room)
-    past = next(r for r in rows if r["tokens_per_pass"] == pass_lessons.read_tokens(m))
+    past = next(r for r in rows if r["tokens_per_pass"] == read_tokens(m))
     return (
         room > 1 and inside["ms"] <= knee.ROOM * one["ms"],
         past["tokens_per_pass"] >= knee.PAST * room
@@ -74,7 +78,7 @@ def _lesson1_claim(m: dict) -> tuple[bool, bool]:
 def test_lesson1_inside_the_room_about_one_pass_past_it_cost_grows():
     m = _rec("memory_bound")["measurement"]
     assert _lesson1_claim(m) == (True, True)
-    text = "\n".join(conclusions.memory_bound_conclusion(m))
+    text = "\n".join(memory_bound_conclusion(m))
     assert "this machine's room, read from these rows" in text and "so past the room the extra tokens cost real time" in text
     assert "more than 1.25× (95% range " in text
     # doctored: every pass as dear as its tokens; the claim and the words flip
@@ -84,18 +88,18 @@ def test_lesson1_inside_the_room_about_one_pass_past_it_cost_grows():
         r["ms"] = base * r["tokens_per_pass"]
         r["ms_runs"] = measurement.spread([r["ms"]] * 3)
     assert _lesson1_claim(flat)[0] is False
-    assert "there is no room to fill" in "\n".join(conclusions.memory_bound_conclusion(flat))
+    assert "there is no room to fill" in "\n".join(memory_bound_conclusion(flat))
 
 
 def _lesson2_claim(m: dict) -> tuple[bool, bool, bool]:
-    ratios = pass_conclusions.per_token(m)
+    ratios = per_token(m)
     return ratios["flops"] >= 1.0, ratios["bytes"] < 0.5, noise.verdict(m) == 1 and noise.speedup(m)["value"] > 1
 
 
 def test_lesson2_more_flops_far_fewer_bytes_faster_decoding_by_the_rule():
     m = _rec("more_flops")["measurement"]
     assert _lesson2_claim(m) == (True, True, True)
-    text = conclusions.more_flops_conclusion(m)
+    text = more_flops_conclusion(m)
     assert "far fewer bytes" in text and "faster than plain by the rule" in text and "whole run, prefill included" in text
     sp = noise.speedup(m)
     assert f"Decoding alone it ran {sp['value']:.2f}×" in text
@@ -104,7 +108,7 @@ def test_lesson2_more_flops_far_fewer_bytes_faster_decoding_by_the_rule():
     rates = slow["ar"]["decode_tokens_per_s_runs"]["values"]
     slow["spec"]["decode_tokens_per_s_runs"] = measurement.spread([r * 0.5 for r in rates])
     assert _lesson2_claim(slow)[2] is False
-    assert "slower than plain by the rule" in conclusions.more_flops_conclusion(slow)
+    assert "slower than plain by the rule" in more_flops_conclusion(slow)
 
 
 def _lesson3_claim(m: dict) -> tuple[int, int, int]:
@@ -121,7 +125,7 @@ def test_lesson3_inside_the_room_pays_past_it_loses_and_the_ngram_lookup_still_w
     assert b1 == 1  # batch 1, inside the room: faster by the rule
     assert bn == -1 or noise.speedup(many)["hi"] < noise.speedup(one)["lo"]  # past it: slower, or far less gain
     assert ng == 1 and noise.speedup(m["ngram"])["lo"] > noise.speedup(many)["hi"]  # the drafter decides
-    text = "\n".join(conclusions.past_the_ridge_conclusion(m))
+    text = "\n".join(past_the_ridge_conclusion(m))
     assert "at batch 1, faster than plain by the rule" in text
     assert "cheap drafts accepted often still paid past the room, by the rule" in text
     # the verify pass at batch 1 is inside the room: never called cheaper than a plain step, and within 1.25x
@@ -132,7 +136,7 @@ def test_lesson3_inside_the_room_pays_past_it_loses_and_the_ngram_lookup_still_w
     one_d = sorted(flat["runs"], key=lambda r: r["batch"])[0]
     one_d["spec"]["decode_tokens_per_s_runs"] = copy.deepcopy(one_d["ar"]["decode_tokens_per_s_runs"])
     assert _lesson3_claim(flat)[0] == 0
-    assert "at batch 1, level with plain (within 3%)" in "\n".join(conclusions.past_the_ridge_conclusion(flat))
+    assert "at batch 1, level with plain (within 3%)" in "\n".join(past_the_ridge_conclusion(flat))
 
 
 def test_lesson0_recorded_step_keeps_drafts_and_never_reads_cheaper_than_a_plain_step():

@@ -10,13 +10,34 @@ from types import SimpleNamespace
 import pytest
 
 from app.common import measurement
-from app.lessons import experiments as lx
-from app.lessons import knee, runs
-from app.lessons import load_lessons as ll
+from app.lessons import registry
+from app.lessons.kit import knee, runs
+from app.lessons.l7_width import (
+    WIDTH_CONTENDERS,
+    WIDTH_DEPTH,
+    WIDTH_PROMPTS,
+    WIDTH_ROUNDS,
+    WIDTH_TOKENS,
+    step_shapes,
+    width,
+    width_choice,
+    width_conclusion,
+    width_configs,
+    width_table,
+)
+from app.lessons.registry import EXPERIMENTS
 from engine import DecodeConfig, load_pair
 from engine.config import tree_capacity
 from engine.hardware import probe
 from engine.trace.records import decode_timing
+
+
+def _patch(monkeypatch, name: str, value) -> None:
+    """Set a lesson's constant in the lesson module that defines it (lessons 4-7 each keep their own)."""
+    from app.lessons import l4_turn_it_off, l5_adaptive, l6_by_load, l7_width
+
+    home = next(m for m in (l4_turn_it_off, l5_adaptive, l6_by_load, l7_width) if name in vars(m) and not callable(vars(m)[name]))
+    monkeypatch.setattr(home, name, value)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +59,7 @@ SMALL = {  # each experiment's settings, shrunk (the knobs' own options where on
 
 def test_small_settings_are_the_experiments_own_knobs():
     for name, settings in SMALL.items():
-        experiment = lx.EXPERIMENTS[name]
+        experiment = EXPERIMENTS[name]
         assert set(settings) == set(experiment.defaults()), name
         for knob in experiment.knobs:
             assert settings[knob.key.split("_", 1)[1]] in knob.options, knob.key
@@ -49,11 +70,11 @@ def test_small_settings_are_the_experiments_own_knobs():
 def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name):
     pair, hw = live
     for name_, value in (("GATE_BATCHES", (2,)), ("GATE_TOKENS", (8, 8)), ("GATE_ROUNDS", 2), ("LOAD_TOKENS", 4), ("LOAD_ROUNDS", 2)):
-        monkeypatch.setattr(ll, name_, value)
+        _patch(monkeypatch, name_, value)
     for name_, value in (("WIDTH_TOKENS", 8), ("WIDTH_PROMPTS", 2), ("WIDTH_ROUNDS", 2), ("TURN_OFF_ROUNDS", 2)):
-        monkeypatch.setattr(ll, name_, value)
-    experiment = lx.EXPERIMENTS[name]
-    m = measurement.check_measurement(name, experiment.run(pair, hw, SMALL[name]))
+        _patch(monkeypatch, name_, value)
+    experiment = EXPERIMENTS[name]
+    m = registry.check_measurement(name, experiment.run(pair, hw, SMALL[name]))
     measured = experiment.predict.measured(m, SMALL[name])
     assert measured is not None and measured > 0
     if name == "by_load":  # three batch sizes chosen from the room, four contenders; every policy's depth per step
@@ -75,8 +96,6 @@ def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name):
             "tokens": 32,
         }
     if name == "width":  # plain, chain, tree and goodput at batch 1 and 4; the tree's pass carries batch x (nodes + 1)
-        from app.lessons import conclusions
-
         fixed = [(r["batch"], r["contender"], r["tokens_per_pass"]) for r in m["rows"] if r["contender"] != "goodput"]
         k = m["depth"]  # the chain's depth, chosen from the room; the tree as deep holds at most tree_capacity(k, 4)
         n = min(8, tree_capacity(k, 4))  # 8 nodes where the room gives depth >= 2; 4 on a machine with room for depth 1
@@ -91,39 +110,35 @@ def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name):
         ]
         good = [r for r in m["rows"] if r["contender"] == "goodput"]
         assert [r["batch"] for r in good] == [1, 4] and all(r["shapes"] and r["tokens_per_s_runs"] for r in good)
-        lines = conclusions.width_conclusion(m)
+        lines = width_conclusion(m)
         assert len(lines) == 7 and lines[0].startswith("On this machine a pass stays within 1.25×")
         assert lines[1].startswith(f"Batch 1: the tree ({n} nodes, top-4, depth {k}) decoded")
-        assert lines[4].startswith("Batch 1: goodput decoded") and len(conclusions.width_table(m)) == 8
+        assert lines[4].startswith("Batch 1: goodput decoded") and len(width_table(m)) == 8
 
 
 def test_width_races_goodput_and_records_what_it_verified_at_each_step(tiny, monkeypatch):
     """Lesson 7 on the tiny pair (its draft model): goodput runs as the fourth contender, interleaved like the
     others, and its row carries the shape of every decode step of its median run, which its numbers follow."""
-    monkeypatch.setattr(ll, "WIDTH_TOKENS", 6)
-    m = measurement.check_measurement("width", lx.width(tiny, probe(tiny.device, tiny.dtype, quick=True), SMALL["width"]))
-    assert [r["contender"] for r in m["rows"]] == list(lx.WIDTH_CONTENDERS) * 2 and lx.WIDTH_CONTENDERS[-1] == "goodput"
-    assert all(len(r["tokens_per_s_runs"]["values"]) == lx.WIDTH_ROUNDS for r in m["rows"])  # the same rounds as the others
+    _patch(monkeypatch, "WIDTH_TOKENS", 6)
+    m = registry.check_measurement("width", width(tiny, probe(tiny.device, tiny.dtype, quick=True), SMALL["width"]))
+    assert [r["contender"] for r in m["rows"]] == list(WIDTH_CONTENDERS) * 2 and WIDTH_CONTENDERS[-1] == "goodput"
+    assert all(len(r["tokens_per_s_runs"]["values"]) == WIDTH_ROUNDS for r in m["rows"])  # the same rounds as the others
     for r in (r for r in m["rows"] if r["contender"] == "goodput"):
         shapes, rows_in_flight = r["shapes"], r["batch"]
-        prompts = lx.WIDTH_PROMPTS if r["batch"] == 1 else 1  # batch 1 decodes its prompts one after another
-        assert prompts <= len(shapes) <= prompts * lx.WIDTH_TOKENS  # each step writes at least one token per row
+        prompts = WIDTH_PROMPTS if r["batch"] == 1 else 1  # batch 1 decodes its prompts one after another
+        assert prompts <= len(shapes) <= prompts * WIDTH_TOKENS  # each step writes at least one token per row
         for s in shapes:
             assert s["shape"] in ("plain", "chain", "tree") and (s["nodes"] == 0) == (s["shape"] == "plain")
-            assert s["nodes"] <= (lx.WIDTH_DEPTH if s["shape"] == "chain" else SMALL["width"]["nodes"]) and s["depth"] <= lx.WIDTH_DEPTH
+            assert s["nodes"] <= (WIDTH_DEPTH if s["shape"] == "chain" else SMALL["width"]["nodes"]) and s["depth"] <= WIDTH_DEPTH
         assert r["mean_nodes"] == pytest.approx(sum(s["nodes"] for s in shapes) / len(shapes))
         assert r["tokens_per_pass"] == round(rows_in_flight * (r["mean_nodes"] + 1))
-    from app.lessons import conclusions
 
-    assert len(conclusions.width_table(m)) == 8 and any(
-        line.startswith("Batch 4: goodput decoded") for line in conclusions.width_conclusion(m)
-    )
+    assert len(width_table(m)) == 8 and any(line.startswith("Batch 4: goodput decoded") for line in width_conclusion(m))
 
 
 def test_step_shapes_follow_each_steps_own_pass(tiny):
     """step_shapes reads a trace alone: plain, a chain of k or a tree of n nodes per decode step, and each agrees
     with what that step's verify pass carried (tokens per pass = batch × (nodes + 1))."""
-    from app.lessons.width import step_shapes
     from engine import generate
 
     prompts = ["Hello there, how are you?", "Hi"]
@@ -167,7 +182,7 @@ def test_one_knee_definition_and_the_large_batch_past_the_room():
     assert runs.knee_tokens((1, 2, 4), (40.0, 41.0, 42.0)) == 4  # stored as the last point measured
     room = knee.room_tokens(tokens, ms)
     assert room == 8 and knee.past_batch(room, 3, runs.LARGE_BATCHES) == 8  # 8 × 4 = 32 tokens >= 4 × the room
-    knob = next(k for k in lx.EXPERIMENTS["past_the_ridge"].knobs if k.key == "l3_batch")
+    knob = next(k for k in EXPERIMENTS["past_the_ridge"].knobs if k.key == "l3_batch")
     assert 0 in knob.options and set(runs.LARGE_BATCHES) < set(knob.options)  # 0: chosen from the pass curve
 
 
@@ -219,10 +234,10 @@ def test_a_recording_beside_other_work_is_labelled_disturbed_both_ways():
 
 def test_every_shipped_recording_loads_and_old_lanes_without_the_new_keys_still_fit():
     folder = Path(__file__).resolve().parents[2] / "assets" / "lessons"
-    for name in lx.EXPERIMENTS:
+    for name in EXPERIMENTS:
         if name == "one_step":  # lesson 0's recording is the step-through trace (app/lessons/step_lesson.py)
             continue
-        record = measurement.load_record(folder / f"{name}.json")
+        record = registry.load_record(folder / f"{name}.json")
         assert record["experiment"] == name
     lane = {
         "summary": dict.fromkeys(measurement.SUMMARY_KEYS, 1.0),
@@ -245,8 +260,8 @@ def test_every_shipped_recording_loads_and_old_lanes_without_the_new_keys_still_
 def test_width_shapes_are_valid_configs_in_any_room(room, knobs):
     """A small room (a slow CI machine measured room 2: depth 1) must still give lesson 7 shapes the engine accepts:
     the tree never holds more nodes than a tree as deep as the chain can draft."""
-    c = ll.width_choice(room, knobs)
-    configs = ll.width_configs("eagle", c["depth"], c["nodes"], c["topk"])
+    c = width_choice(room, knobs)
+    configs = width_configs("eagle", c["depth"], c["nodes"], c["topk"])
     assert [cfg.tree_nodes for cfg in configs] == [0, 0, c["nodes"], c["nodes"]]
     assert 1 <= c["nodes"] <= 64 and c["depth"] >= 1
     if knobs["nodes"] == 0 and room - 1 > c["depth"]:

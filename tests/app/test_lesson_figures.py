@@ -5,23 +5,31 @@ run was repeated, and thin measurements (one row, missing optional fields) still
 from __future__ import annotations
 
 import copy
+import sys
 from pathlib import Path
 
 import pytest
 
-from app.common import measurement, verdict
-from app.lessons import figures as F
-from app.lessons import noise, pass_figures, switch
+from app.common import verdict
+from app.lessons import registry
+from app.lessons.kit import noise
+from app.lessons.kit.figures import HEADER_PX, MAX_LABEL, ROW_PX, esc, ratio_range, table_height, tpot_ms
+from app.lessons.l2_more_flops import more_flops_figure
+from app.lessons.l3_past_the_ridge import past_the_ridge_figure, ridge_points
+from app.lessons.l4_turn_it_off import steps_figure, turn_it_off_figure, turn_it_off_table
+from app.lessons.l5_adaptive import adaptive_figure, adaptive_table
+from app.lessons.l6_by_load import by_load_figure
+from app.lessons.l7_width import width_figure
+from app.lessons.registry import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 DRAWN = ("memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width")
 TABLED = ("more_flops", "past_the_ridge", "turn_it_off", "adaptive")
-PASS_LESSONS = ("memory_bound", "more_flops", "past_the_ridge")  # drawn by app/lessons/pass_figures.py
 HOSTILE = '<img src=x onerror="alert(1)"><b>evil</b>'
 
 
 def _rec(name: str) -> dict:
-    return measurement.load_record(ROOT / "assets" / "lessons" / f"{name}.json")
+    return registry.load_record(ROOT / "assets" / "lessons" / f"{name}.json")
 
 
 def _texts(fig) -> str:
@@ -35,19 +43,19 @@ def _texts(fig) -> str:
 def test_every_recording_draws_with_its_label(name):
     rec = _rec(name)
     label = f"recorded on {rec['machine']}, {rec['date']}"
-    module = pass_figures if name in PASS_LESSONS else F
+    module = sys.modules[EXPERIMENTS[name].run.__module__]  # the lesson's own module draws it
     fig = getattr(module, f"{name}_figure")(rec["measurement"], rec["settings"], label)
     assert fig.data, "a figure with no trace"
     assert rec["date"] in fig.layout.title.text and rec["machine"] in fig.layout.title.text
     fig.to_json()  # serialisable, as st.plotly_chart needs
     if name in TABLED:
         rows = getattr(module, f"{name}_table")(rec["measurement"], rec["settings"])
-        assert rows and F.table_height(rows) >= F.HEADER_PX + F.ROW_PX * len(rows)
+        assert rows and table_height(rows) >= HEADER_PX + ROW_PX * len(rows)
 
 
 def test_more_flops_draws_flops_bytes_and_time_per_decoded_token():
     m, s = _rec("more_flops")["measurement"], _rec("more_flops")["settings"]
-    fig = pass_figures.more_flops_figure(m, s)
+    fig = more_flops_figure(m, s)
     ratios, useful, wasted = fig.data
     costs = m["decode_costs"]
     per = {k: (c["flops"] / c["tokens"], c["bytes"] / c["tokens"]) for k, c in costs.items()}
@@ -63,7 +71,7 @@ def test_more_flops_draws_flops_bytes_and_time_per_decoded_token():
 def test_past_the_ridge_shows_speedups_per_drafter_and_tokens_against_the_room():
     rec = _rec("past_the_ridge")
     m, s = rec["measurement"], rec["settings"]
-    points = pass_figures.ridge_points(m, s)
+    points = ridge_points(m, s)
     big = max(r["batch"] for r in m["runs"])
     assert {(p["drafter"], p["batch"]) for p in points} == {
         ("EAGLE head", 1),
@@ -74,7 +82,7 @@ def test_past_the_ridge_shows_speedups_per_drafter_and_tokens_against_the_room()
     eagle_big = next(p for p in points if p["drafter"] == "EAGLE head" and p["batch"] == big)
     assert eagle_big["speedup"] == noise.speedup(run)["value"]  # the one statistic of chart, table and words
     assert eagle_big["spec_tokens"] == big * (m["chosen"]["depth"] + 1)
-    fig = pass_figures.past_the_ridge_figure(m, s)
+    fig = past_the_ridge_figure(m, s)
     assert f"room ≈ {m['chosen']['room']} tokens" in _texts(fig)
     bars = [tr for tr in fig.data if tr.type == "bar" and tr.name == "EAGLE head"][0]
     assert [round(y, 6) for y in bars.y] == [round(p["speedup"], 6) for p in points if p["drafter"] == "EAGLE head"]
@@ -85,13 +93,13 @@ def test_hostile_names_and_label_are_escaped():
     m = copy.deepcopy(rec["measurement"])
     for r in m["rows"]:
         r["contender"] = HOSTILE + r["contender"]
-    text = _texts(F.by_load_figure(m, rec["settings"], HOSTILE))
+    text = _texts(by_load_figure(m, rec["settings"], HOSTILE))
     assert "<img" not in text and "<b>evil" not in text and "&lt;img" in text
     w = copy.deepcopy(_rec("width"))
     for r in w["measurement"]["rows"]:
         r["contender"] = HOSTILE
-    assert "<img" not in _texts(F.width_figure(w["measurement"], w["settings"], HOSTILE))
-    assert len(F.esc("x" * 1000)) <= F.MAX_LABEL
+    assert "<img" not in _texts(width_figure(w["measurement"], w["settings"], HOSTILE))
+    assert len(esc("x" * 1000)) <= MAX_LABEL
 
 
 def test_spread_draws_whiskers_only_when_repeated():
@@ -100,14 +108,14 @@ def test_spread_draws_whiskers_only_when_repeated():
     for key in ("ar", "on", "off"):  # an older recording's single runs ...
         m[key].pop("tokens_per_s_runs", None)
         m[key].pop("decode_tokens_per_s_runs", None)
-    assert F.turn_it_off_figure(m, s).data[0].error_y.array is None  # ... draw no whisker
+    assert turn_it_off_figure(m, s).data[0].error_y.array is None  # ... draw no whisker
     for key, (lo, med, hi) in {"ar": (300, 330, 340), "on": (200, 210, 230), "off": (320, 335, 350)}.items():
         m[key]["decode_tokens_per_s_runs"] = {"values": [lo, med, hi], "median": med, "min": lo, "max": hi}
         m[key]["tokens_per_s_runs"] = m[key]["decode_tokens_per_s_runs"]
-    bars = F.turn_it_off_figure(m, s).data[0]
+    bars = turn_it_off_figure(m, s).data[0]
     assert list(bars.y) == [330, 210, 335]
     assert list(bars.error_y.array) == [10, 20, 15] and list(bars.error_y.arrayminus) == [30, 10, 15]
-    labels = F.turn_it_off_figure(m, s).data[1]  # each bar's label sits on its whisker's top, not on the whisker
+    labels = turn_it_off_figure(m, s).data[1]  # each bar's label sits on its whisker's top, not on the whisker
     assert (
         labels.mode == "markers+text"
         and labels.marker.opacity == 0
@@ -115,21 +123,21 @@ def test_spread_draws_whiskers_only_when_repeated():
         and list(labels.text) == ["330", "210", "335"]
     )
     assert labels.textposition == "top center" and labels.x == bars.x
-    rows = F.turn_it_off_table(m, s)
+    rows = turn_it_off_table(m, s)
     v = verdict.judge(m["off"]["decode_tokens_per_s_runs"]["values"], m["ar"]["decode_tokens_per_s_runs"]["values"])
     assert rows[0]["range (runs)"] == "300–340" and rows[2]["× plain (95% range)"] == f"{v.ratio:.2f}× ({v.lo:.2f}–{v.hi:.2f})"
     w = verdict.judge(m["on"]["tokens_per_s_runs"]["values"], m["ar"]["tokens_per_s_runs"]["values"])
-    assert F.ratio_range(m["on"], m["ar"]) == pytest.approx((w.ratio, w.lo, w.hi))  # the one rule's ratio and range
+    assert ratio_range(m["on"], m["ar"]) == pytest.approx((w.ratio, w.lo, w.hi))  # the one rule's ratio and range
 
 
 def test_time_per_output_token_measured_wins_else_batch_over_rate():
     lane = {"summary": {"tokens_per_s": 200.0}}
-    assert F.tpot_ms(lane, 16) == pytest.approx(80.0)
-    assert F.tpot_ms({**lane, "tpot_ms": 55.0}, 16) == 55.0
-    assert F.tpot_ms({"tokens_per_s": 50.0}, 1) == pytest.approx(20.0)
-    assert F.tpot_ms({"tokens_per_s": 0.0}, 1) is None
+    assert tpot_ms(lane, 16) == pytest.approx(80.0)
+    assert tpot_ms({**lane, "tpot_ms": 55.0}, 16) == 55.0
+    assert tpot_ms({"tokens_per_s": 50.0}, 1) == pytest.approx(20.0)
+    assert tpot_ms({"tokens_per_s": 0.0}, 1) is None
     rec = _rec("by_load")
-    tpot = F.by_load_figure(rec["measurement"], rec["settings"]).data[1]
+    tpot = by_load_figure(rec["measurement"], rec["settings"]).data[1]
     row = next(
         r
         for r in rec["measurement"]["rows"]
@@ -144,7 +152,7 @@ def test_thin_measurements_still_draw():
         "drafter": "ngram",
         "rows": [{"batch": 1, "contender": "plain decoding", "tokens_per_s": 30.0, "mean_depth": 0.0, "alpha": None}],
     }
-    assert len(F.by_load_figure(one, {}).data) == 2
+    assert len(by_load_figure(one, {}).data) == 2
     width = {
         "drafter": "eagle",
         "depth": 4,
@@ -162,7 +170,7 @@ def test_thin_measurements_still_draw():
             }
         ],
     }
-    fig = F.width_figure(width, {})
+    fig = width_figure(width, {})
     bars, labels, emitted = fig.data  # the rate's bar, its label above it, tokens emitted per pass
     assert bars.hovertext == ("9 tok/pass",) and labels.text == ("40",) and emitted.y == (None,)
     rec = _rec("adaptive")
@@ -170,16 +178,16 @@ def test_thin_measurements_still_draw():
     m["batches"] = m["batches"][:1]
     for key in ("m_fixed", "m_gated"):
         m["batches"][0][key].pop("drafted_depth")
-    fig = F.adaptive_figure(m, rec["settings"])
+    fig = adaptive_figure(m, rec["settings"])
     assert fig.data[0].y == (None,)
-    assert F.adaptive_table(m, rec["settings"])[0]["drafted per step"] is None
+    assert adaptive_table(m, rec["settings"])[0]["drafted per step"] is None
 
 
 def test_table_height_shows_batch_16_rows_without_scrolling():
     rec = _rec("by_load")
     rows = rec["measurement"]["rows"]
-    assert F.table_height(rows) >= F.HEADER_PX + F.ROW_PX * len(rows)
-    assert F.table_height([]) == F.HEADER_PX + F.ROW_PX
+    assert table_height(rows) >= HEADER_PX + ROW_PX * len(rows)
+    assert table_height([]) == HEADER_PX + ROW_PX
 
 
 def test_lesson4_switch_line_is_named_in_the_legend_not_written_on_the_bars():
@@ -187,7 +195,7 @@ def test_lesson4_switch_line_is_named_in_the_legend_not_written_on_the_bars():
     the legend, spanning every step, at N."""
     rec = _rec("turn_it_off")
     m = rec["measurement"]
-    fig = switch.steps_figure(m)
+    fig = steps_figure(m)
     n = m["chosen"]["n"]
     lines = [tr for tr in fig.data if tr.name and tr.name.startswith(f"switch: N = {n}")]
     assert len(lines) == len(m["steps"]) - 1 and [tr.showlegend for tr in lines] == [True, False]

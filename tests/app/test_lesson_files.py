@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from app.lessons.files import LessonError, lesson_number, load_lessons, parse_checks, parse_lesson, split_front_matter, split_sections
+from app.lessons.kit import gpu, knee
+from app.lessons.kit.files import LessonError, lesson_number, load_lessons, parse_checks, parse_lesson, split_front_matter, split_sections
+from app.lessons.registry import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN = {
@@ -83,7 +85,6 @@ def test_shipped_lessons_name_known_experiments():
 
 def test_page_experiments_match_the_shipped_lessons():
     """KNOWN above is the page's table of experiments (app/lessons/experiments.py; importing it runs no page)."""
-    from app.lessons.experiments import EXPERIMENTS
 
     assert set(EXPERIMENTS) == KNOWN
 
@@ -218,7 +219,6 @@ def test_lesson_texts_quote_no_cpu_recording():
 def test_texts_quote_the_h200_room_and_knee_the_recording_gives():
     """Issue 53: one room (the 1.25× point, app/lessons/knee.py) and one knee (the 1.5× point), both read off the
     recorded H200 curve, in every text; never "a few hundred" or the probed ridge standing in for either."""
-    from app.lessons import gpu, knee
 
     curves, problems = gpu.recorded_curves()
     curve = gpu.knee_curve(curves)

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from app.common import measurement
-from app.lessons import gpu as G
-from app.lessons import retime
+from app.lessons import registry
+from app.lessons.kit import gpu as G
+from app.lessons.kit.gpu_panel import chosen_settings
+from app.lessons.kit.retime import figure, why_not
+from app.lessons.l5_adaptive import gate_lines
 from engine.roofline import predictor
 from engine.roofline.architectures import architecture
 from engine.roofline.gpus import gpu
@@ -111,13 +113,15 @@ def test_every_lesson_draws_a_chart_and_a_gpu_panel_naming_the_gpu():
     def page():
         import streamlit as st
 
-        from app.common import measurement
-        from app.lessons.show import SHOW, show_gpu_panel
+        from app.lessons import registry
+        from app.lessons.kit.gpu_panel import show_gpu_panel
 
-        for name in SHOW:
-            rec = measurement.load_record(f"assets/lessons/{name}.json")
+        for name, e in registry.EXPERIMENTS.items():
+            if e.show is None:  # lesson 0: the step-through, not a chart
+                continue
+            rec = registry.load_record(f"assets/lessons/{name}.json")
             with st.container(key=f"res_{name}"):
-                SHOW[name](rec["measurement"], rec["settings"], f"recorded on {rec['machine']}, {rec['date']}")
+                e.show(rec["measurement"], rec["settings"], f"recorded on {rec['machine']}, {rec['date']}")
             with st.container(key=f"gpu_{name}"):
                 label = f"recorded on {rec['machine']}, {rec['date']}"
                 show_gpu_panel(name, rec["settings"], "", {"measurement": rec["measurement"], "label": label})
@@ -132,12 +136,12 @@ def test_every_lesson_draws_a_chart_and_a_gpu_panel_naming_the_gpu():
         assert panel.get("plotly_chart") and "H200" in texts and "H100" in texts and "model, not a measurement" in texts.lower()
         assert "re-timed from H200 recordings, not run on a GPU" in texts and "Long contexts keep large passes memory-bound" in texts
         assert name == "memory_bound" or "cannot be re-timed" in texts or "re-timed" in texts.split("Your run on an H200", 1)[1]
-        rec = measurement.load_record(f"assets/lessons/{name}.json")  # the re-timed view is drawn, or the panel says why not
+        rec = registry.load_record(f"assets/lessons/{name}.json")  # the re-timed view is drawn, or the panel says why not
         m, label = rec["measurement"], f"recorded on {rec['machine']}, {rec['date']}"
-        drawn = name == "memory_bound" or retime.figure(m, label) is not None
+        drawn = name == "memory_bound" or figure(m, label) is not None
         assert len(panel.get("plotly_chart")) == (3 if drawn else 2), name
-        assert drawn or retime.why_not(m, label) in texts, name
-        assert name != "adaptive" or not drawn or all(line in texts for line in retime.gate_lines(m))
+        assert drawn or why_not(m, label) in texts, name
+        assert name != "adaptive" or not drawn or all(line in texts for line in gate_lines(m))
         assert not panel.warning
 
 
@@ -154,7 +158,6 @@ def test_labels_on_the_log_axes_sit_at_their_values():
 def test_the_panel_marks_the_passes_the_run_chose():
     """A knob left at 0 ("from this machine's curve") takes the value the shown run recorded, so the GPU panel's
     passes are the ones the student saw; a knob the student set is kept."""
-    from app.lessons.show import chosen_settings
 
     result = {"measurement": {"chosen": {"room": 4, "depth": 3, "batch": 4, "nodes": 6}}, "label": "recorded"}
     assert chosen_settings({"depth": 0, "batch": 0}, result) == {"depth": 3, "batch": 4, "room": 4, "nodes": 6}

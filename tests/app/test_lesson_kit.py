@@ -11,8 +11,9 @@ import pytest
 
 from app.common import measurement
 from app.common.engine_source import DRAFTER_SOURCES, STAGE_SOURCES, TREE_STAGE_SOURCES, SourceError, numbered_block, source_of
-from app.lessons import worksheet
-from app.lessons.experiments import EXPERIMENTS
+from app.lessons import registry
+from app.lessons.kit.handouts import guess_line, hand_calculation, prediction_rows, worksheet_html
+from app.lessons.registry import EXPERIMENTS
 from app.views import stepthrough
 from engine import Trace
 
@@ -23,7 +24,7 @@ RECORDINGS = ROOT / "assets" / "lessons"
 # --- recordings ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", [n for n in EXPERIMENTS if n != "one_step"])  # lesson 0's: tests/app/test_step_lesson.py
 def test_every_lesson_ships_a_labelled_recording_at_its_default_settings(name):
-    record = measurement.load_record(RECORDINGS / f"{name}.json")
+    record = registry.load_record(RECORDINGS / f"{name}.json")
     assert record["experiment"] == name and record["settings"] == EXPERIMENTS[name].defaults()
     assert record["machine"] and record["date"].startswith("20") and record["dtype"] in ("float32", "bfloat16")
     # the label says under what load it was measured (a shared, noisy machine, or the load average itself)
@@ -68,7 +69,7 @@ def test_malformed_recordings_are_refused_naming_the_field(tmp_path, mutate, mes
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(record), encoding="utf-8")
     with pytest.raises(measurement.MeasurementError, match=message):
-        measurement.load_record(path)
+        registry.load_record(path)
 
 
 @pytest.mark.parametrize(
@@ -85,7 +86,7 @@ def test_unparseable_recordings_are_refused_in_one_line(tmp_path, raw, message):
     path = tmp_path / "bad.json"
     path.write_bytes(raw)
     with pytest.raises(measurement.MeasurementError, match=message) as exc:
-        measurement.load_record(path)
+        registry.load_record(path)
     assert "\n" not in str(exc.value)
 
 
@@ -93,14 +94,14 @@ def test_oversized_or_missing_recordings_are_refused(tmp_path):
     big = tmp_path / "big.json"
     big.write_bytes(b" " * (measurement.MAX_RECORD_BYTES + 1))
     with pytest.raises(measurement.MeasurementError, match="larger than 256 KB"):
-        measurement.load_record(big)
+        registry.load_record(big)
     with pytest.raises(measurement.MeasurementError, match="no recording at nothing.json"):
-        measurement.load_record(tmp_path / "nothing.json")
+        registry.load_record(tmp_path / "nothing.json")
 
 
 def test_a_record_round_trips_and_rounds_numbers(tmp_path):
     record = _record()
-    again = measurement.make_record(
+    again = registry.make_record(
         record["experiment"],
         copy.deepcopy(record["measurement"]),
         machine="<i>cpu</i>",
@@ -110,8 +111,8 @@ def test_a_record_round_trips_and_rounds_numbers(tmp_path):
         date="2026-12-01",
     )
     path = tmp_path / "r.json"
-    measurement.save_record(again, path)
-    loaded = measurement.load_record(path)
+    registry.save_record(again, path)
+    loaded = registry.load_record(path)
     assert loaded["machine"] == "<i>cpu</i>" and loaded["measurement"]["m"]["speedup"] == pytest.approx(
         record["measurement"]["m"]["speedup"], rel=1e-5
     )
@@ -119,26 +120,26 @@ def test_a_record_round_trips_and_rounds_numbers(tmp_path):
 
 # --- the worksheet ---------------------------------------------------------------------------------
 def test_hand_calculation_follows_leviathans_formula():
-    lines = worksheet.hand_calculation(0.5, 2, 0.1)
+    lines = hand_calculation(0.5, 2, 0.1)
     assert "α^(k+1) = 0.500^3.00 = 0.1250" in lines[1]
     assert "E[tokens per step] = (1 − 0.1250) ÷ (1 − 0.500) = 1.750" in lines[2]
     assert "speedup = E ÷ (k·c + 1) = 1.750 ÷ (2.00 × 0.100 + 1) = 1.458" in lines[3]
-    assert "upper bound" in worksheet.hand_calculation(0.5, 2, None)[0]
-    assert all("______" in line for line in worksheet.hand_calculation(None, None, None))  # no run: blanks
+    assert "upper bound" in hand_calculation(0.5, 2, None)[0]
+    assert all("______" in line for line in hand_calculation(None, None, None))  # no run: blanks
 
 
 def test_prediction_rows_and_the_guess_line():
-    rows = worksheet.prediction_rows(2.0, 4.0, [("model", 3.0), ("none", None)])
+    rows = prediction_rows(2.0, 4.0, [("model", 3.0), ("none", None)])
     assert [r["what"] for r in rows] == ["your guess", "measured", "model", "none"]
     assert rows[0]["value"] == "2.00×" and rows[0]["vs measured"] == "0.50× the measured"
     assert rows[3]["value"] == "—"
-    assert worksheet.guess_line(2.0, 4.0) == "You guessed 2.00×; this run measured 4.00× (your guess was 50% off)."
-    assert worksheet.guess_line(None, 4.0) is None
+    assert guess_line(2.0, 4.0) == "You guessed 2.00×; this run measured 4.00× (your guess was 50% off)."
+    assert guess_line(None, 4.0) is None
 
 
 def test_worksheet_escapes_every_string():
     evil = "<script>alert(1)</script>"
-    page = worksheet.worksheet_html(evil, evil, worksheet.prediction_rows(1.0, 2.0, [(evil, 1.0)]), [(evil, evil)], evil, [evil])
+    page = worksheet_html(evil, evil, prediction_rows(1.0, 2.0, [(evil, 1.0)]), [(evil, evil)], evil, [evil])
     assert "<script>" not in page and page.count("&lt;script&gt;") == 8  # title twice, question, row, number+value, source, calc
     assert page.startswith("<!doctype html>") and "Leviathan" in page and "Barrow" in page
 

@@ -11,8 +11,23 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from app.lessons import drafting, figures, gpu, retime
-from app.lessons import retime_layout as layout
+from app.lessons.kit import drafting, gpu
+from app.lessons.kit.figures import FOOT_PX, LABEL_CHARS, LEGEND_LINE_PX, chunks, frame, labelled
+from app.lessons.kit.retime import (
+    CEILING,
+    DRAFTING,
+    LABEL,
+    MEASURED,
+    MODEL,
+    base_of,
+    figure,
+    h200_lane,
+    h200_rate,
+    h200_speedup,
+    lanes_of,
+    rows,
+    speedup_bar,
+)
 from app.views.predictor import kv_ridge_text, ridge_sentence
 from engine import Trace
 from engine.roofline import predictor
@@ -54,29 +69,29 @@ def test_a_plain_run_is_priced_on_the_recorded_h200_passes():
     ms = qwen_graph_ms()
     one, four = ms[1], ms[4]
     expected_ms = sum(c * (one + (four - one) * (n - 1) / 3) for n, _, c in ar["passes"])  # batch-1 or -2 passes: on the 1..4 line
-    rate, note = retime.h200_rate(ar)
+    rate, note = h200_rate(ar)
     assert rate == pytest.approx(ar["decode_tokens"] / (expected_ms / 1000))
     assert "no drafting" in note and rate > 3 * ar["decode_tokens_per_s"]  # the H200 pass, not this CPU
 
 
 def test_drafting_is_priced_measured_for_the_ngram_lookup_modelled_for_the_drafters_and_a_ceiling_otherwise():
     model, ngram, base = lane_of("model-open-spec"), lane_of("ngram-copy-spec"), lane_of("ngram-copy-ar")
-    priced = retime.h200_lane(model)
-    assert priced.rate and priced.drafting == retime.MODEL and priced.draft_ms > 0
+    priced = h200_lane(model)
+    assert priced.rate and priced.drafting == MODEL and priced.draft_ms > 0
     assert "model, not a measurement" in priced.note and "distilled draft model's own shape" in priced.note
-    ceiling = retime.h200_lane(model, drafter="")  # no drafter named: nothing to price its drafting with
-    assert ceiling.drafting == retime.CEILING and ceiling.draft_ms == 0 and ceiling.rate > priced.rate
+    ceiling = h200_lane(model, drafter="")  # no drafter named: nothing to price its drafting with
+    assert ceiling.drafting == CEILING and ceiling.draft_ms == 0 and ceiling.rate > priced.rate
     assert "drafting not priced" in ceiling.note and "ceiling" in ceiling.note
     assert priced.target_ms == pytest.approx(ceiling.target_ms)  # the same target passes, drafting added
-    rate, note = retime.h200_rate(ngram)
+    rate, note = h200_rate(ngram)
     assert rate and "h200-gpu_bench.json" in note and "2026-11-30" in note and "host CPU" in note
     prices = drafting.prices("ngram")  # per drafted position: a step at depth k costs k of them
     expected = sum(prices.price(max(1, n // (k + 1))) * k * c for n, k, c in ngram["passes"] if k)
-    assert retime.h200_lane(ngram).draft_ms == pytest.approx(expected) and retime.h200_lane(ngram).drafting == retime.MEASURED
-    unpriced, _ = retime.h200_rate(ngram, drafter="")  # the same steps without the recorded lookup time
+    assert h200_lane(ngram).draft_ms == pytest.approx(expected) and h200_lane(ngram).drafting == MEASURED
+    unpriced, _ = h200_rate(ngram, drafter="")  # the same steps without the recorded lookup time
     assert rate < unpriced
-    speedup, _ = retime.h200_speedup(ngram, base)
-    assert speedup == pytest.approx(rate / retime.h200_rate(base)[0])
+    speedup, _ = h200_speedup(ngram, base)
+    assert speedup == pytest.approx(rate / h200_rate(base)[0])
 
 
 def test_the_drafters_own_shapes_are_priced_by_the_predictor_on_the_h200():
@@ -93,13 +108,13 @@ def test_the_drafters_own_shapes_are_priced_by_the_predictor_on_the_h200():
 
 
 def test_what_cannot_be_re_timed_says_why():
-    assert retime.h200_rate({"summary": {}})[0] is None and "not re-timed" in retime.h200_rate({})[1]
-    rate, note = retime.h200_rate({"passes": [[1, 0, 3], [9000, 0, 1]], "decode_tokens": 4})
+    assert h200_rate({"summary": {}})[0] is None and "not re-timed" in h200_rate({})[1]
+    rate, note = h200_rate({"passes": [[1, 0, 3], [9000, 0, 1]], "decode_tokens": 4})
     assert rate is None and "never extrapolated" in note and "9000" in note
-    assert retime.figure({"ar": {"summary": {}}}) is None
+    assert figure({"ar": {"summary": {}}}) is None
     seed = {"context": 150, "passes": [{"label": "a batch", "ms": 1.0}]}  # Barrow's seed passes: not a lane
-    assert retime.lanes_of({"seed": seed, "ar": lane_of("model-open-ar")})[0]["name"] == "plain"
-    assert len(retime.lanes_of({"seed": seed})) == 0 and retime.h200_rate(seed | {"decode_tokens": 3})[0] is None
+    assert lanes_of({"seed": seed, "ar": lane_of("model-open-ar")})[0]["name"] == "plain"
+    assert len(lanes_of({"seed": seed})) == 0 and h200_rate(seed | {"decode_tokens": 3})[0] is None
 
 
 def test_every_lane_of_a_nested_measurement_is_found_with_its_batch_and_its_plain_lane():
@@ -109,7 +124,7 @@ def test_every_lane_of_a_nested_measurement_is_found_with_its_batch_and_its_plai
         "ngram": {"ar": ngram_ar, "spec": ngram_spec},
         "rows": [{"batch": 4, "contender": "plain decoding", **ar}, {"batch": 4, "contender": "EAGLE head", **spec}],
     }
-    entries = retime.lanes_of(m)
+    entries = lanes_of(m)
     assert [(e["name"], e["batch"]) for e in entries] == [
         ("plain", 1),
         ("speculative", 1),
@@ -120,28 +135,28 @@ def test_every_lane_of_a_nested_measurement_is_found_with_its_batch_and_its_plai
         ("plain decoding", 4),
         ("EAGLE head", 4),
     ]
-    assert retime.base_of(entries[5], entries)["lane"] is ngram_ar and retime.base_of(entries[3], entries) is entries[2]
-    rows = retime.rows(m)
-    assert rows[1]["× plain on the H200 (re-timed)"] == round(retime.h200_speedup(spec, ar)[0], 2)
+    assert base_of(entries[5], entries)["lane"] is ngram_ar and base_of(entries[3], entries) is entries[2]
+    rows = rows(m)
+    assert rows[1]["× plain on the H200 (re-timed)"] == round(h200_speedup(spec, ar)[0], 2)
     assert rows[1]["× plain here"] == round(spec["decode_tokens_per_s"] / ar["decode_tokens_per_s"], 2)
 
 
 def test_the_figure_labels_the_re_timed_bars_and_names_the_recording():
     m = {"ar": lane_of("ngram-copy-ar"), "spec": lane_of("ngram-copy-spec")}
-    fig = retime.figure(m, "recorded on AMD EPYC (2 threads), 2026-12-01")
+    fig = figure(m, "recorded on AMD EPYC (2 threads), 2026-12-01")
     names = {t.name for t in fig.data if t.showlegend is not False}
-    assert any(n.startswith(retime.LABEL + "; drafting priced") for n in names) and any("AMD EPYC (2 threads)" in n for n in names)
+    assert any(n.startswith(LABEL + "; drafting priced") for n in names) and any("AMD EPYC (2 threads)" in n for n in names)
     title = fig.layout.title.text
     assert "NVIDIA H200" in title and "2026-11-30" in title and "zero-context" in title
 
 
 def test_a_lesson_chart_can_add_the_re_timed_speedups_as_its_own_labelled_bars():
     ar, spec = lane_of("ngram-copy-ar"), lane_of("ngram-copy-spec")
-    bar = retime.speedup_bar(["batch 1", "old recording"], [(spec, ar), ({"summary": {}}, ar)])
-    assert bar.name == retime.LABEL and bar.y[0] == pytest.approx(retime.h200_speedup(spec, ar)[0]) and bar.y[1] is None
-    assert bar.text[0].endswith("× (H200)") and bar.text[1] == "" and bar.customdata[0] == retime.DRAFTING[retime.MEASURED]
+    bar = speedup_bar(["batch 1", "old recording"], [(spec, ar), ({"summary": {}}, ar)])
+    assert bar.name == LABEL and bar.y[0] == pytest.approx(h200_speedup(spec, ar)[0]) and bar.y[1] is None
+    assert bar.text[0].endswith("× (H200)") and bar.text[1] == "" and bar.customdata[0] == DRAFTING[MEASURED]
     model = lane_of("model-open-spec")
-    ceiling = retime.speedup_bar(["unpriced"], [(model | {"drafter": "someone else's"}, ar)])
+    ceiling = speedup_bar(["unpriced"], [(model | {"drafter": "someone else's"}, ar)])
     assert ceiling.text[0].startswith("≤") and "drafting not priced" in ceiling.text[0]
 
 
@@ -193,10 +208,10 @@ def test_the_predictors_pass_chart_marks_the_ridge_with_kv():
 def test_frame_wraps_the_subtitle_keeps_phrases_whole_and_puts_the_legend_under_the_axis():
     label = "recorded on AMD EPYC (2 threads), 2026-12-01, " + ", ".join(f"note number {i} about the machine" for i in range(8))
     fig = go.Figure([go.Bar(x=[1], y=[1], name=f"series {i}") for i in range(12)])
-    figures.frame(fig, "A claim", label)
+    frame(fig, "A claim", label)
     lines = fig.layout.title.text.split("<br>")
     subs = [line for line in lines if line.startswith("<sup>")]
-    assert len(subs) >= 3 and all(len(s) <= figures.LABEL_CHARS + len("<sup></sup>") for s in subs)
+    assert len(subs) >= 3 and all(len(s) <= LABEL_CHARS + len("<sup></sup>") for s in subs)
     assert "recorded on AMD EPYC (2 threads)" in subs[0]
     assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0 and fig.layout.legend.yanchor == "bottom"
     assert fig.layout.margin.b >= 60 + 24 * 2 and fig.layout.margin.t >= 40 + 24 + 20 * len(subs)
@@ -223,7 +238,7 @@ def test_the_gpu_panel_shows_the_run_re_timed():
     at = AppTest.from_string(page, default_timeout=120).run()
     assert not at.exception, [e.value for e in at.exception]
     text = " ".join(str(e.value) for e in [*at.markdown, *at.caption])
-    assert retime.LABEL in text and "NVIDIA H200, 2026-11-30" in text and "cannot be re-timed" in text
+    assert LABEL in text and "NVIDIA H200, 2026-11-30" in text and "cannot be re-timed" in text
     assert len(at.get("plotly_chart")) == 5  # re-timed, curves and model in the first panel; curves and model in the second
 
 
@@ -234,8 +249,8 @@ def bars_of(fig, axis: str) -> list:
 
 def test_the_re_timed_chart_stacks_speedups_over_rates_with_every_value_over_its_bar():
     m = {"ar": lane_of("ngram-copy-ar"), "spec": lane_of("ngram-copy-spec")}
-    fig = retime.figure(m, "recorded on AMD EPYC (2 threads), 2026-12-01")
-    table = retime.rows(m)
+    fig = figure(m, "recorded on AMD EPYC (2 threads), 2026-12-01")
+    table = rows(m)
     speeds, rates = bars_of(fig, "y"), bars_of(fig, "y2")
     assert len(speeds) == len(rates) == 2 and not bars_of(fig, "y3")  # this machine's and the H200's, one panel each
     assert [t.marker.pattern.shape for t in speeds] == ["", "/"] and all(t.textposition == "none" for t in speeds + rates)
@@ -243,9 +258,7 @@ def test_the_re_timed_chart_stacks_speedups_over_rates_with_every_value_over_its
     assert list(rates[0].y) == [r["this machine, decode tokens/s (measured)"] for r in table]
     labels = [t for t in fig.data if t.type == "scatter" and t.yaxis == "y"]  # grouped_bars' labels over the bars
     assert [list(t.text) for t in labels] == [[f"{r['× plain here']:.2f}×" for r in table], [f"{v:.2f}×" for v in speeds[1].y]]
-    assert (
-        "drafting: measured on the H200 machine" in speeds[1].hovertext[1] and speeds[1].customdata[1] == retime.DRAFTING[retime.MEASURED]
-    )
+    assert "drafting: measured on the H200 machine" in speeds[1].hovertext[1] and speeds[1].customdata[1] == DRAFTING[MEASURED]
     axis = fig.layout.yaxis2
     assert axis.type == "log" and all(str(t)[0] in "125" for t in axis.tickvals)
     drawn = [v for t in rates for v in t.y if v]
@@ -254,7 +267,7 @@ def test_the_re_timed_chart_stacks_speedups_over_rates_with_every_value_over_its
 
 def test_a_ceiling_is_cross_hatched_and_its_value_says_it_is_a_ceiling():
     ar, spec = lane_of("model-open-ar"), lane_of("model-open-spec") | {"drafter": "a drafter nobody timed"}
-    fig = retime.figure({"ar": ar, "spec": spec})
+    fig = figure({"ar": ar, "spec": spec})
     ceiling = [t for t in bars_of(fig, "y") if "a ceiling" in t.name]
     assert len(ceiling) == 1 and ceiling[0].marker.pattern.shape == "x" and ceiling[0].y[0] is None
     value = ceiling[0].y[1]
@@ -264,17 +277,17 @@ def test_a_ceiling_is_cross_hatched_and_its_value_says_it_is_a_ceiling():
 
 
 def test_many_runs_are_cut_into_panels_a_narrow_chart_can_label():
-    assert [len(c) for c in layout.chunks(list(range(12)))] == [6, 6] and [len(c) for c in layout.chunks(list(range(7)))] == [4, 3]
-    assert layout.chunks([]) == [[]] and layout.labelled(6, 2) and not layout.labelled(6, 3) and layout.labelled(4, 3)
+    assert [len(c) for c in chunks(list(range(12)))] == [6, 6] and [len(c) for c in chunks(list(range(7)))] == [4, 3]
+    assert chunks([]) == [[]] and labelled(6, 2) and not labelled(6, 3) and labelled(4, 3)
     ar, spec = lane_of("model-open-ar"), lane_of("model-open-spec")
     unpriced = spec | {"drafter": "a drafter nobody timed"}
     m = {"runs": [{"batch": b, "ar": ar, "spec": spec if b < 4 else unpriced} for b in (1, 2, 4, 8)]}
-    fig = retime.figure(m)
-    table = retime.rows(m)
+    fig = figure(m)
+    table = rows(m)
     for axis, part in (("y", table[:4]), ("y2", table[4:])):  # eight runs: two panels of four, speedups first
         runs = {t.name: list(t.y) for t in bars_of(fig, axis)}
         ceiling = next((v for k, v in runs.items() if "a ceiling" in k), [None] * 4)
-        want = [r["× plain on the H200 (re-timed)"] if r["drafting on the H200"] == retime.DRAFTING[retime.CEILING] else None for r in part]
+        want = [r["× plain on the H200 (re-timed)"] if r["drafting on the H200"] == DRAFTING[CEILING] else None for r in part]
         assert ceiling == want
     assert len(bars_of(fig, "y4")) == 3 and fig.layout.yaxis4.type == "log" and not bars_of(fig, "y5")
-    assert fig.layout.margin.b >= layout.FOOT_PX + layout.LEGEND_LINE_PX * 3  # the legend's three entries fit under the plot
+    assert fig.layout.margin.b >= FOOT_PX + LEGEND_LINE_PX * 3  # the legend's three entries fit under the plot

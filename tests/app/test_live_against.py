@@ -14,16 +14,17 @@ from pathlib import Path
 import pytest
 
 from app.common import measurement
-from app.lessons import against, noise
-from app.lessons import pass_lessons as pl
-from app.lessons.experiments import EXPERIMENTS
+from app.lessons import l1_memory_bound, registry
+from app.lessons.kit import against, noise
+from app.lessons.l1_memory_bound import memory_bound
+from app.lessons.registry import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = ("memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width")
 
 
 def _record(name: str) -> dict:
-    return measurement.load_record(ROOT / "assets" / "lessons" / f"{name}.json")
+    return registry.load_record(ROOT / "assets" / "lessons" / f"{name}.json")
 
 
 def _side(name: str, m: dict, s: dict, machine: str, date: str) -> against.Side:
@@ -146,12 +147,12 @@ def test_lesson_1_beside_a_busy_process_records_the_other_load_and_is_flagged(mo
 
     pair = load_pair()
     hw = probe(pair.device, pair.dtype, quick=True)
-    monkeypatch.setattr(pl, "PASS_ROUNDS", 2)
+    monkeypatch.setattr(l1_memory_bound, "PASS_ROUNDS", 2)
     loop = "import time\nend = time.time() + 60\nwhile time.time() < end:\n    pass\n"
     busy = subprocess.Popen([sys.executable, "-c", loop])
     try:
         time.sleep(0.3)  # the loop is running before the first timed pass
-        m = measurement.check_measurement("memory_bound", pl.memory_bound(pair, hw, {"context": 64, "largest": 16}))
+        m = registry.check_measurement("memory_bound", memory_bound(pair, hw, {"context": 64, "largest": 16}))
     finally:
         busy.kill()
         busy.wait()

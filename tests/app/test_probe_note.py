@@ -9,39 +9,40 @@ from pathlib import Path
 
 import pytest
 
-from app.common import measurement
-from app.lessons import probe_note
+from app.lessons import registry
+from app.lessons.kit import noise
+from app.lessons.l1_memory_bound import live_probe_note, pass_against_probe
 from engine.hardware import probe
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORD = measurement.load_record(ROOT / "assets/lessons/memory_bound.json")
+RECORD = registry.load_record(ROOT / "assets/lessons/memory_bound.json")
 
 
 def test_the_share_is_the_passs_counted_bytes_over_the_probe():
     m = RECORD["measurement"]
     one = m["rows"][0]
-    text = probe_note.pass_against_probe(m)
+    text = pass_against_probe(m)
     assert f"{one['achieved_bandwidth'] / 1e9:.1f} GB/s" in text and f"{one['achieved_bandwidth'] / m['peak_bandwidth']:.0%}" in text
 
 
 def test_a_pass_above_the_probe_is_explained_from_its_numbers():
     m = dict(RECORD["measurement"], peak_bandwidth=RECORD["measurement"]["rows"][0]["achieved_bandwidth"] / 1.18)
-    text = probe_note.pass_against_probe(m)
+    text = pass_against_probe(m)
     assert "118%" in text and "1.18× the probe" in text and "inside that gap" in text and "copy" in text and "read" in text
     far = dict(m, peak_bandwidth=m["rows"][0]["achieved_bandwidth"] / 1.6)
-    assert "beyond that gap" in probe_note.pass_against_probe(far)
-    assert probe_note.pass_against_probe({"rows": []}) == ""
+    assert "beyond that gap" in pass_against_probe(far)
+    assert pass_against_probe({"rows": []}) == ""
 
 
 def test_a_live_probe_far_below_the_recordings_is_a_disturbed_machine():
     rec = RECORD["measurement"]
     live_label = f"measured live on {RECORD['machine']}, bfloat16, 2026-12-03"
     slow = dict(rec, peak_bandwidth=rec["peak_bandwidth"] * 0.63, peak_flops=rec["peak_flops"] * 0.9)
-    note = probe_note.live_probe_note(slow, live_label, RECORD)
+    note = live_probe_note(slow, live_label, RECORD)
     assert note.startswith("DISTURBED") and f"{slow['peak_bandwidth'] / 1e9:.1f} GB/s" in note and RECORD["machine"] in note
-    assert probe_note.live_probe_note(rec, live_label, RECORD) is None  # as fast as the recording
-    assert probe_note.live_probe_note(slow, "measured live on another CPU, bfloat16, 2026-12-03", RECORD) is None
-    assert probe_note.live_probe_note(slow, "recorded on " + RECORD["machine"], RECORD) is None  # not a live run
+    assert live_probe_note(rec, live_label, RECORD) is None  # as fast as the recording
+    assert live_probe_note(slow, "measured live on another CPU, bfloat16, 2026-12-03", RECORD) is None
+    assert live_probe_note(slow, "recorded on " + RECORD["machine"], RECORD) is None  # not a live run
 
 
 def test_the_probe_reports_the_higher_of_a_copy_and_a_read():
@@ -55,9 +56,8 @@ def test_the_probe_reports_the_higher_of_a_copy_and_a_read():
 def test_a_live_run_whose_rounds_scatter_is_labelled_busy_and_a_quiet_one_is_not(name):
     """A live lesson on a busy machine says so (issue 40, item 10): a quiet recording is not flagged; the same
     recording with one contender's rounds scattered (a burst of other work in all its rounds but one) is."""
-    from app.lessons import noise
 
-    m = measurement.load_record(ROOT / f"assets/lessons/{name}.json")["measurement"]
+    m = registry.load_record(ROOT / f"assets/lessons/{name}.json")["measurement"]
     assert noise.unsteady_spreads(m)[0] == 0 and noise.disturbed_live(m, None) is None
     busy = copy.deepcopy(m)
     spread = noise._spreads(busy)[0]
@@ -76,7 +76,6 @@ def test_a_slow_probe_is_a_disturbed_machine_only_beside_a_recording_of_the_same
     """disturbed_live given the whole recording: a live probe far below it flags the run on the recording's own kind of
     machine, and not on another machine (a slower machine is not a disturbed one); lesson 1's metered load flags
     it on any machine."""
-    from app.lessons import noise
 
     rec = RECORD["measurement"]
     slow = dict(rec, peak_bandwidth=rec["peak_bandwidth"] / 2)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app.common import measurement
-from app.lessons.experiments import EXPERIMENTS
-from app.lessons.step_lesson import measure, one_step_models, record_of, verdict
+from app.lessons import registry
+from app.lessons.l0_one_step import measure, one_step_models, record_of, verdict
+from app.lessons.registry import EXPERIMENTS
 from app.views import step_pictures, stepthrough
 from engine import Trace
 
@@ -77,7 +77,7 @@ def test_a_tree_step_has_no_chain_pictures():
 
 def test_the_measurement_fits_its_schema_and_the_step(trace):
     m = measure(trace)
-    measurement.check_measurement("one_step", m)
+    registry.check_measurement("one_step", m)
     step = trace.steps[m["step"]]
     q = step.seqs[0]
     assert (m["k"], m["accepted"], m["gained"]) == (len(q.drafted), q.num_accepted, len(q.emitted))

@@ -7,10 +7,10 @@ import json
 import re
 from pathlib import Path
 
-from app.common import measurement as ms
-from app.lessons import teacher_plan
-from app.lessons.experiments import EXPERIMENTS
-from app.lessons.page_parts import RECORDINGS, TEACHER_FILE
+from app.lessons import registry
+from app.lessons.kit.handouts import H200, PLACEHOLDER, expectation, plan_text
+from app.lessons.kit.page import RECORDINGS, TEACHER_FILE
+from app.lessons.registry import EXPERIMENTS
 
 PLAN = TEACHER_FILE.read_text(encoding="utf-8")
 CITED = {"1.25×", "1.38×", "1×"}  # the room's definition, the EAGLE-3 paper's batch-64 gain, "toward 1×"
@@ -23,14 +23,14 @@ def test_the_plan_writes_no_measured_ratio_of_its_own():
 
 
 def test_every_expectation_comes_from_a_shipped_recording_with_its_machine_and_date():
-    names = teacher_plan.PLACEHOLDER.findall(PLAN)
-    assert set(names) == (set(EXPERIMENTS) - {"one_step"}) | {teacher_plan.H200}
-    text = teacher_plan.plan_text(PLAN, RECORDINGS)
-    assert not teacher_plan.PLACEHOLDER.search(text) and "no readable recording" not in text
-    for name in set(names) - {teacher_plan.H200}:
-        record = ms.load_record(RECORDINGS / f"{name}.json")
+    names = PLACEHOLDER.findall(PLAN)
+    assert set(names) == (set(EXPERIMENTS) - {"one_step"}) | {H200}
+    text = plan_text(PLAN, RECORDINGS)
+    assert not PLACEHOLDER.search(text) and "no readable recording" not in text
+    for name in set(names) - {H200}:
+        record = registry.load_record(RECORDINGS / f"{name}.json")
         value = EXPERIMENTS[name].predict.measured(record["measurement"], record["settings"])
-        said = teacher_plan.expectation(name, RECORDINGS, EXPERIMENTS, lambda: "")
+        said = expectation(name, RECORDINGS, EXPERIMENTS, lambda: "")
         assert f"({record['machine']}, {record['dtype']}, {record['date']})" in said
         assert value is None or f"{value:.2f}{EXPERIMENTS[name].predict.unit}" in said
         assert said in text or said.split(" Its verdict:")[0] in text
@@ -40,19 +40,19 @@ def test_the_plan_follows_a_re_recording(tmp_path):
     """Change the shipped recording's measured number and the plan's sentence changes with it."""
     name = "more_flops"
     record = json.loads((RECORDINGS / f"{name}.json").read_text())
-    before = teacher_plan.expectation(name, RECORDINGS, EXPERIMENTS, lambda: "")
+    before = expectation(name, RECORDINGS, EXPERIMENTS, lambda: "")
     costs = record["measurement"]["decode_costs"]  # the answer: FLOPs per decoded token, speculative ÷ plain
     costs["spec"]["flops"] = 7.25 * costs["ar"]["flops"] / costs["ar"]["tokens"] * costs["spec"]["tokens"]
     (tmp_path / f"{name}.json").write_text(json.dumps(record))
-    after = teacher_plan.expectation(name, tmp_path, EXPERIMENTS, lambda: "")
+    after = expectation(name, tmp_path, EXPERIMENTS, lambda: "")
     assert "7.25×" in after and "7.25×" not in before
 
 
 def test_a_missing_or_broken_recording_is_named_in_one_line(tmp_path):
     (tmp_path / "adaptive.json").write_text("{not json")
-    broken = teacher_plan.expectation("adaptive", tmp_path, EXPERIMENTS, lambda: "")
-    missing = teacher_plan.expectation("width", tmp_path, EXPERIMENTS, lambda: "")
-    unknown = teacher_plan.expectation("nonsense", tmp_path, EXPERIMENTS, lambda: "")
+    broken = expectation("adaptive", tmp_path, EXPERIMENTS, lambda: "")
+    missing = expectation("width", tmp_path, EXPERIMENTS, lambda: "")
+    unknown = expectation("nonsense", tmp_path, EXPERIMENTS, lambda: "")
     assert broken.startswith("(no readable recording") and "\n" not in broken
     assert missing.startswith("(no readable recording") and "width.json" in missing
     assert "does not have: nonsense" in unknown
@@ -61,8 +61,8 @@ def test_a_missing_or_broken_recording_is_named_in_one_line(tmp_path):
 
 def test_a_question_reads_the_values_the_run_chose_from_its_curve():
     """A knob left at 0 ("from the curve") is asked about with the value the recording chose, never as "batch 0"."""
-    record = ms.load_record(RECORDINGS / "turn_it_off.json")
-    said = teacher_plan.expectation("turn_it_off", RECORDINGS, EXPERIMENTS, lambda: "")
+    record = registry.load_record(RECORDINGS / "turn_it_off.json")
+    said = expectation("turn_it_off", RECORDINGS, EXPERIMENTS, lambda: "")
     chosen = record["measurement"]["chosen"]["batch"]
     assert record["settings"]["batch"] == 0 and chosen > 0
     if "{batch}" in EXPERIMENTS["turn_it_off"].predict.question:

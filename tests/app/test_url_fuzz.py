@@ -16,12 +16,13 @@ from urllib.parse import parse_qs, urlencode
 
 import pytest
 
+from app.lessons.registry import EXPERIMENTS
+
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from app.common.page_helpers import _same  # noqa: E402
 from app.common.url_keys import BOUND, LINK_ONLY, PAGE_FILES  # noqa: E402
-from app.lessons.experiments import EXPERIMENTS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = str(ROOT / "app" / "main.py")

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from app.common import measurement, verdict
+from app.common import verdict
+from app.lessons import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIALS = 4000
@@ -41,7 +42,7 @@ def recorded_residuals() -> list[float]:
     for path in sorted((ROOT / "assets" / "lessons").glob("*.json")):
         if path.name.startswith("step-through"):
             continue
-        for values in _lane_rates(measurement.load_record(path)["measurement"], []):
+        for values in _lane_rates(registry.load_record(path)["measurement"], []):
             logs = [math.log(v) for v in values]
             mid, k = statistics.fmean(logs), math.sqrt(len(logs) / (len(logs) - 1))
             pool += [(x - mid) * k for x in logs]

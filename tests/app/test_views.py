@@ -8,7 +8,8 @@ import re
 import plotly.graph_objects as go
 import pytest
 
-from app.lessons import load
+from app.lessons.kit.rows import load_table, winners
+from app.lessons.l6_by_load import conclusion, load_figure, prediction_line, worst_cases
 from app.views import charts, depth_policy, metrics, race, sweep, tokens
 from engine.trace.file import Trace
 from engine.trace.records import DraftToken, SeqStep, Step, TreeRecord, summarize
@@ -507,29 +508,29 @@ LOAD_ROWS = [
 
 
 def test_load_views_compute_winners_and_the_prediction():
-    assert [(w["batch"], w["winner"], w["runner_up"]) for w in load.winners(LOAD_ROWS)] == [
+    assert [(w["batch"], w["winner"], w["runner_up"]) for w in winners(LOAD_ROWS)] == [
         (1, "goodput", "fixed k = 4"),
         (16, "plain", "goodput"),
     ]
-    assert load.winners(LOAD_ROWS)[0]["runner_up_tokens_per_s"] == pytest.approx(30.0)
-    assert not any(w["clear"] for w in load.winners(LOAD_ROWS))  # one run each: no interval, no winner
-    worst = load.worst_cases(LOAD_ROWS, plain="plain")  # against plain decoding at the same batch, as lesson 4
+    assert winners(LOAD_ROWS)[0]["runner_up_tokens_per_s"] == pytest.approx(30.0)
+    assert not any(w["clear"] for w in winners(LOAD_ROWS))  # one run each: no interval, no winner
+    worst = worst_cases(LOAD_ROWS, plain="plain")  # against plain decoding at the same batch, as lesson 4
     assert worst == [("goodput", pytest.approx(0.98), 16), ("fixed k = 4", pytest.approx(0.7), 16)]
-    lines = load.conclusion(LOAD_ROWS, plain="plain")
+    lines = conclusion(LOAD_ROWS, plain="plain")
     assert lines[0] == (
         "Batch 1: no winner named. **goodput** had the highest median (31.5 tokens/s), fixed k = 4 the next (30.0): "
         "one run each against fixed k = 4: can't tell."
     )
     assert lines[2].startswith("Worst case over the batch sizes, against plain decoding at the same batch")
     assert "goodput 0.98× (batch 16); fixed k = 4 0.70× (batch 16)" in lines[2]
-    said = load.prediction_line(LOAD_ROWS, 1.3, plain="plain", contender="fixed k = 4", batch=16)
+    said = prediction_line(LOAD_ROWS, 1.3, plain="plain", contender="fixed k = 4", batch=16)
     assert said == (
         "You predicted 1.30× for fixed k = 4 at batch 16; it measured 0.70× plain decoding (70.0 vs 100.0 "
         "tokens/s, decoding alone): it lost, you expected it to win, and your number was off by 0.60."
     )
-    assert "as you predicted" in load.prediction_line(LOAD_ROWS, 0.8, plain="plain", contender="fixed k = 4", batch=16)
-    assert load.prediction_line(LOAD_ROWS, 1.0, plain="plain", contender="fixed k = 4", batch=4) is None
-    table = load.load_table(LOAD_ROWS, "plain")
+    assert "as you predicted" in prediction_line(LOAD_ROWS, 0.8, plain="plain", contender="fixed k = 4", batch=16)
+    assert prediction_line(LOAD_ROWS, 1.0, plain="plain", contender="fixed k = 4", batch=4) is None
+    table = load_table(LOAD_ROWS, "plain")
     assert table[4] == {
         "batch": 16,
         "policy": "fixed k = 4",
@@ -542,7 +543,7 @@ def test_load_views_compute_winners_and_the_prediction():
         "α": 0.6,
         "against the next (the rule's ratio, 95% range)": "",  # one run each: no rounds to judge by
     }
-    fig = load.load_figure(LOAD_ROWS)
+    fig = load_figure(LOAD_ROWS)
     assert [t.name for t in fig.data] == ["plain", "fixed k = 4", "goodput"] and list(fig.data[2].y) == [31.5, 98.0]
 
 

@@ -1,27 +1,18 @@
-"""A lesson's settings from the measured knee of the machine that runs it.
-
-The pass-cost curve (engine/decoding/passcurve.py, measured once per machine) says how many tokens one target pass
-can carry before it costs noticeably more than a one-token pass. Lessons pick their contenders from it, so the same
-lesson shows its claim on a 2-core CPU and on a large GPU (room_tokens on the recorded curves: 8 tokens on the 2-core
-AMD EPYC of assets/lessons/, 2026-12-04; 128 on the NVIDIA H200, Qwen2.5-7B shape, CUDA graph, 2026-11-30,
-docs/measurements/h200-gpu_graphs.json, whose curve crosses 1.25× at about 152 tokens, between its 128 and 256 points):
-
-- **the room**: the most tokens per pass whose pass stays within ROOM× a one-token pass ("inside the room");
-- **past it**: a pass carrying at least PAST× the room's tokens, where every extra token costs real time;
-- **the knee** (`knee_tokens`): where the curve reaches KNEE× (1.5×) the one-token pass, on the straight line
-  between the measured sizes around it (about 234 tokens on that H200 curve). The one knee every lesson, the GPU
-  panel and the recordings quote; the probed ridge (peaks' FLOP/s ÷ bytes/s) is a third number, an estimate.
-
-Pure: reads only the curve's numbers. No streamlit, no torch.
-"""
+"""app.lessons.kit.knee: from knee."""
 
 from __future__ import annotations
 
 ROOM = 1.25  # a pass within this factor of a one-token pass is "inside the room" (nearly free)
+
+
 MOST_DEPTH = 3  # a chosen depth stops here: deeper drafts are accepted too rarely to pay for drafting them (with
+
+
 # α ≈ 0.5, the EAGLE head's on held-out prompts, a chain's 4th draft survives with chance α^4 ≈ 6%), and a room that
 # reads 4 tokens in one recording and 8 in the next (8 tokens cost 1.22-1.27x one on the 2-core EPYC) gives the same k
 PAST = 4.0  # "past the knee": a pass carrying at least this many times the room's tokens
+
+
 KNEE = 1.5  # the knee: where a pass costs this many times a one-token pass
 
 
@@ -84,3 +75,6 @@ def room_words(room: int, tokens, ms) -> str:
         f"On this machine a pass stays within {ROOM:.2f}× a one-token pass up to {room} token{'s' if room != 1 else ''} "
         f"(the room); a {past}-token pass costs {cost_at(tokens, ms, past):.2f}×."
     )
+
+
+SAME_TIME = 1.10  # two passes within this factor of each other took "about the same time"

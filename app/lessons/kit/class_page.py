@@ -1,15 +1,4 @@
-"""The Lessons page in a class session (issue 29): the store, the class link, the teacher's desk, the student's
-shared result, and the predictions and answers sent to the class. app/lessons/lessons.py calls these in order;
-the desk and the student's follow view themselves are app/classroom/panel.py.
-
-One run for the class: the teacher's Reveal runs the lesson's experiment once (live, or the shipped recording in
-teacher mode) and stores it as JSON; every student's page shows that JSON light (issue 41): one SVG of the class's
-predictions with their own guess and the result, the numbers as HTML tables (`result_page`: written to each student's
-file at the Reveal, and shown by the page's watch), the lesson's own figures on request.
-A student link shows only the Join form until the student is in. Lesson 0's live result carries a whole trace to step through, so in a
-class lesson 0 always shares the recorded step (the page says so). The teacher's token lives in the link as
-`desk` (never `teacher`, the teacher-mode toggle) and leaves the address bar on the first run.
-"""
+"""app.lessons.kit.class_page: from class_page."""
 
 from __future__ import annotations
 
@@ -23,18 +12,32 @@ from app.classroom import panel
 from app.classroom.inputs import ClassroomError
 from app.classroom.panel import Seat
 from app.classroom.store import ClassroomStore
-from app.common import measurement, resources
+from app.common import resources
 from app.common.page_helpers import last_resort, one_line
-from app.lessons import page_parts as parts
-from app.lessons import step_page, worksheet
-from app.lessons.experiments import Experiment
-from app.lessons.show import SHOW
+from app.lessons import registry
+from app.lessons.kit import handouts
+from app.lessons.kit.experiment import Experiment
+from app.lessons.kit.handouts import guess_line
+from app.lessons.kit.page import (
+    STEP_LESSON,
+    load_recording,
+    recorded_label,
+    result_numbers,
+    run_live,
+    worksheet_button,
+    worksheet_page,
+)
+from app.lessons.l0_one_step import show_one_step
 from app.views import classroom as views
 from app.views.safe import one_line as flat_text
 
 # What opening the store can raise: a refused file (a newer schema), an unwritable data folder, SQLite's errors.
 STORE_ERRORS = (ClassroomError, OSError, sqlite3.Error)
+
+
 SHARED_KEYS = ("measurement", "settings", "label", "source")
+
+
 STEP_NOTE = (
     "In a class, lesson 0 shares the recorded step: a live step's trace stays on the page that measured it, so "
     "everyone steps through the same recorded one."
@@ -94,8 +97,8 @@ def shared_json(result: dict) -> str | None:
 def run_for_class(i: int, name: str, experiment: Experiment, settings: dict, teacher: bool) -> str | None:
     """The class's one run: the recording in teacher mode (and always for lesson 0), else the experiment live on
     this server, under the run lock. The result is the teacher's own result too. None after saying why not."""
-    if teacher or name == parts.STEP_LESSON:
-        rec, problem, _ = parts.load_recording(name)
+    if teacher or name == STEP_LESSON:
+        rec, problem, _ = load_recording(name)
         if rec is None:
             st.warning(f"No usable recording for this lesson: {problem}")
             return None
@@ -103,17 +106,17 @@ def run_for_class(i: int, name: str, experiment: Experiment, settings: dict, tea
             st.warning("The shipped recording used the default settings: turn teacher mode off to reveal a live run with these.")
             return None
         return shared_json(
-            {"measurement": rec["measurement"], "settings": rec["settings"], "source": "recorded", "label": parts.recorded_label(rec)}
+            {"measurement": rec["measurement"], "settings": rec["settings"], "source": "recorded", "label": recorded_label(rec)}
         )
     st.session_state.pop(f"lesson{i}", None)  # a failed run must not reveal an older one
-    parts.run_live(i, name, experiment, settings)
+    run_live(i, name, experiment, settings)
     result = st.session_state.get(f"lesson{i}")
     return None if result is None else shared_json(result)
 
 
 def desk(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment, settings: dict, teacher: bool) -> None:
     """The teacher's control desk for lesson `i` (panel.teacher_desk)."""
-    if lesson.experiment == parts.STEP_LESSON:
+    if lesson.experiment == STEP_LESSON:
         st.caption(STEP_NOTE)
     panel.teacher_desk(
         store,
@@ -123,7 +126,7 @@ def desk(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment
         unit=experiment.predict.unit.strip(),
         questions=[(c.question, list(c.options)) for c in lesson.checks],
         run_result=lambda: run_for_class(i, lesson.experiment, experiment, settings, teacher),
-        page_redraws=not (teacher or lesson.experiment == parts.STEP_LESSON),  # a recording: the page shows it already
+        page_redraws=not (teacher or lesson.experiment == STEP_LESSON),  # a recording: the page shows it already
         result_page=result_page(i, lesson, lesson.experiment, experiment),  # each student's result, as a file at Reveal
     )
 
@@ -134,7 +137,7 @@ def shared_result(name: str, text: str) -> dict:
     saying why not)."""
     data = json.loads(text)
     result = {key: data[key] for key in SHARED_KEYS}
-    result["measurement"] = measurement.check_measurement(name, result["measurement"])
+    result["measurement"] = registry.check_measurement(name, result["measurement"])
     if not isinstance(result["settings"], dict) or result["source"] not in ("live", "recorded"):
         raise ValueError("its settings or source are not what a lesson result holds")
     result["label"] = " ".join(str(result["label"]).split())[:200]
@@ -158,13 +161,13 @@ def draw_class_result(name: str, text: str) -> None:
     result = read_shared(name, text)
     if result is not None:
         with last_resort("Could not draw the class's result"):
-            SHOW[name](result["measurement"], result["settings"], label=result["label"])
+            registry.EXPERIMENTS[name].show(result["measurement"], result["settings"], label=result["label"])
 
 
 def prediction_rows(experiment: Experiment, guess, m: dict, s: dict) -> list[dict]:
-    """Guess vs measured vs models (parts.show_prediction's rows)."""
+    """Guess vs measured vs models (show_prediction's rows)."""
     p = experiment.predict
-    return worksheet.prediction_rows(guess, p.measured(m, s), p.models(m, s), p.unit)
+    return handouts.prediction_rows(guess, p.measured(m, s), p.models(m, s), p.unit)
 
 
 def source_line(result: dict) -> str:
@@ -182,12 +185,12 @@ def numbers_html(i: int, name: str, text: str, guess, _experiment: Experiment, _
     result = read_shared(name, text)
     m, s = result["measurement"], result["settings"]
     rows = prediction_rows(_experiment, guess, m, s)
-    line = worksheet.guess_line(guess, _experiment.predict.measured(m, s), _experiment.predict.unit)
-    numbers = [{"measured": what, "value": value} for what, value in parts.result_numbers(name, m, s)]
+    line = guess_line(guess, _experiment.predict.measured(m, s), _experiment.predict.unit)
+    numbers = [{"measured": what, "value": value} for what, value in result_numbers(name, m, s)]
     blocks = [source_line(result), "<p><strong>Your guess, the measurement and the models</strong></p>", views.table_html(rows)]
     blocks += [f"<p>{html.escape(flat_text(line, 400))}</p>"] if line else []
     body = "".join([*blocks, "<p><strong>The run's numbers</strong></p>", views.table_html(numbers)])
-    return body, parts.worksheet_page(_lesson, _experiment, name, result, rows)
+    return body, worksheet_page(_lesson, _experiment, name, result, rows)
 
 
 def result_page(i: int, lesson, name: str, experiment: Experiment):
@@ -222,14 +225,14 @@ def draw_shared(i: int, lesson, name: str, experiment: Experiment):
             return
         with last_resort("Could not draw the class's result"):
             _, page = numbers_html(i, name, text, mine, experiment, lesson)
-            if name == parts.STEP_LESSON:
+            if name == STEP_LESSON:
                 st.caption(STEP_NOTE)
-                _, _, trace = parts.load_recording(name)
+                _, _, trace = load_recording(name)
                 if trace is not None:
-                    step_page.show_one_step(result | {"trace": trace}, trace, locked=False)
+                    show_one_step(result | {"trace": trace}, trace, locked=False)
             elif st.toggle("Show the lesson's figures", key="class_figures"):
                 draw_class_result(name, text)
-            parts.worksheet_button(i, page)
+            worksheet_button(i, page)
 
     return draw
 

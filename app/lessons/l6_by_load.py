@@ -1,51 +1,93 @@
-"""Lesson 6 ("Speculate by load"): tokens/s against batch size for several depth policies, and what the run says.
-
-Input rows are plain dicts, one per (batch, contender): {"batch", "contender", "tokens_per_s", "mean_depth",
-"alpha"} and, in newer measurements, "tokens_per_s_runs" (every interleaved run) and "tpot_ms" (time per output
-token of a request). Every sentence here is computed from those rows (and the student's prediction): who won
-at each batch size, only by the one rule over the interleaved rounds (app/common/verdict.py); contenders that
-did the same work (same mean k and α) called identical; each contender's worst case against plain decoding; and
-the prediction against the measurement. Nothing here calls streamlit.
-"""
+"""app.lessons.l6_by_load: from figures, load, show, load_lessons."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
+import streamlit as st
 from plotly.subplots import make_subplots
 
-from app.lessons import knee, noise
-from app.lessons.noise import serving_note
+from app.common.measurement import CHOSEN, SHAPES, SPREAD, WARMUP
+from app.lessons.kit import knee, noise
+from app.lessons.kit.experiment import CURVE_HELP, DEPTHS, Claim, Experiment, Knob, Prediction, cell_rounds, model_drafter
+from app.lessons.kit.figures import PLAIN_COLOR, _whiskers, decode_rate, esc, frame, tpot_ms
+from app.lessons.kit.gpu import verify_passes
+from app.lessons.kit.noise import serving_note
+from app.lessons.kit.rows import (
+    COLORS,
+    DASHES,
+    LOAD_MAX,
+    LOAD_ROUNDS,
+    LOAD_TOKENS,
+    MAX_STEPS,
+    PLAIN,
+    POWERS,
+    ROW_KEYS,
+    SYMBOLS,
+    batches,
+    cell,
+    cell_contest,
+    contenders,
+    decode_steps,
+    load_rate,
+    load_runs,
+    load_table,
+    ratio,
+    smallest_plain,
+    winners,
+)
+from app.lessons.kit.runs import Job, cell_of_runs, machine_curve, median_run, timed_rounds
+from app.lessons.kit.show import drafter_label, noise_note, settings_note, show_chart, show_table
 from app.views.palette import ink
 from app.views.sweep import tokens_per_s_axes
-
-COLORS = ["#8a8d99", "#1f4fd1", "#f2a93b", "#b8006b", "#0a7d32"]
-DASHES = ("dot", "solid", "dash", "dashdot", "longdash")  # plain decoding dotted, as before
-SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")
-
-
-def contenders(rows: list[dict]) -> list[str]:
-    """Contender names in the order they were measured."""
-    return list(dict.fromkeys(r["contender"] for r in rows))
+from engine import DecodeConfig
+from engine.bench.prompts import batch_prompts
+from engine.costs import expected_tokens_per_step
 
 
-def batches(rows: list[dict]) -> list[int]:
-    return sorted({r["batch"] for r in rows})
-
-
-def load_rate(r: dict) -> float:
-    """A row's decoding-alone tokens/s (median of its runs); an older row's whole-run rate (it has no other)."""
-    rate = r.get("decode_tokens_per_s")
-    return rate if rate is not None else r["tokens_per_s"]
-
-
-def load_runs(r: dict) -> dict | None:
-    """A row's decoding-alone rates over its runs; an older row's whole-run rates."""
-    return r.get("decode_tokens_per_s_runs") or r.get("tokens_per_s_runs")
-
-
-def cell(rows: list[dict], batch: int, contender: str) -> dict | None:
-    """The row of (batch, contender) in a per-(batch, contender) table (lessons 6 and 7), None if absent."""
-    return next((r for r in rows if r["batch"] == batch and r["contender"] == contender), None)
+def by_load_figure(m: dict, s: dict, label: str = "") -> go.Figure:
+    """Decoding-alone tokens/s of each policy against batch size (runs' range as whiskers), and time per output token
+    against batch size."""
+    rows = m["rows"]
+    xs = sorted({r["batch"] for r in rows})
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("decoding tokens/s, all sequences (higher is better)", "time per output token, ms (lower is better)"),
+    )
+    for i, name in enumerate(dict.fromkeys(r["contender"] for r in rows)):
+        cells = [next((r for r in rows if r["batch"] == b and r["contender"] == name), None) for b in xs]
+        vals = [decode_rate(c) if c else (None, None, None) for c in cells]
+        color = PLAIN_COLOR if i == 0 else COLORS[(i - 1) % len(COLORS)]
+        style = {"color": color, "dash": DASHES[i % len(DASHES)], "width": 2.5}
+        marker = {"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8}
+        ok = [v for v in vals if v[0] is not None]
+        fig.add_scatter(
+            x=[str(b) for b in xs],
+            y=[v for v, _, _ in vals],
+            mode="lines+markers",
+            name=esc(name),
+            line=style,
+            marker=marker,
+            error_y=_whiskers(ok) if len(ok) == len(vals) else None,
+            legendgroup=str(i),
+            row=1,
+            col=1,
+        )
+        fig.add_scatter(
+            x=[str(b) for b in xs],
+            y=[tpot_ms(c, b) if c else None for c, b in zip(cells, xs, strict=True)],
+            mode="lines+markers",
+            name=esc(name),
+            line=style,
+            marker=marker,
+            legendgroup=str(i),
+            showlegend=False,
+            row=1,
+            col=2,
+        )
+    fig.update_xaxes(title_text="batch size", type="category")
+    fig.update_yaxes(rangemode="tozero")
+    return frame(fig, "Each policy against load: decoding speed and per-request latency", label, height=420)
 
 
 def load_figure(rows: list[dict]) -> go.Figure:
@@ -67,44 +109,6 @@ def load_figure(rows: list[dict]) -> go.Figure:
     return ink(tokens_per_s_axes(fig))
 
 
-def ratio(r: dict, base: dict) -> float:
-    """r's speed over base's, the one number every table, chart and sentence shows: the one rule's ratio over
-    their interleaved rounds (noise.judge), the ratio of their rates where they carry no rounds."""
-    v = noise.judge(load_runs(r), load_runs(base))
-    return v.ratio if v else load_rate(r) / load_rate(base)
-
-
-def same_work(a: dict, b: dict) -> bool:
-    """Did two contenders do the same work at one batch size: the same mean k and α (e.g. "off above batch 8" and
-    "fixed k = 4" at batch 1, where the switch never acts)? Then they ran the same steps and differ only by noise."""
-    return a["mean_depth"] == b["mean_depth"] and a.get("alpha") == b.get("alpha")
-
-
-def winners(rows: list[dict]) -> list[dict]:
-    """Per batch size: the contender with the highest median tokens/s, the runner-up, the one rule's verdict of the
-    first against the second (noise.judge: None without rounds), whether it names the first the winner, and whether
-    the two did the same work (same mean k and α: the same steps, so any gap is noise)."""
-    out = []
-    for b in batches(rows):
-        ranked = sorted((r for r in rows if r["batch"] == b), key=load_rate, reverse=True)
-        first = ranked[0]
-        second = ranked[1] if len(ranked) > 1 else None
-        v = noise.judge(load_runs(first), load_runs(second)) if second else None
-        out.append(
-            {
-                "batch": b,
-                "winner": first["contender"],
-                "tokens_per_s": load_rate(first),
-                "runner_up": second["contender"] if second else None,
-                "runner_up_tokens_per_s": load_rate(second) if second else None,
-                "verdict": v,
-                "clear": bool(v and v.sign > 0),
-                "same_work": bool(second and same_work(first, second)),
-            }
-        )
-    return out
-
-
 def worst_cases(rows: list[dict], plain: str = "plain decoding") -> list[tuple[str, float, int]]:
     """(contender, its lowest tokens/s ÷ plain decoding's at the same batch size, the batch where that was), best
     first: the same yardstick as lesson 4's always-on against plain."""
@@ -118,42 +122,6 @@ def worst_cases(rows: list[dict], plain: str = "plain decoding") -> list[tuple[s
             worst, batch = min(ratios)
             out.append((name, worst, batch))
     return sorted(out, key=lambda t: -t[1])
-
-
-def load_table(rows: list[dict], plain: str) -> list[dict]:
-    """One table row per (batch, contender): tokens/s (median, and every run), × plain decoding at that batch, time
-    per output token of a request (TPOT), mean k, α."""
-    table = []
-    for b in batches(rows):
-        base = cell(rows, b, plain)
-        for name in contenders(rows):
-            r = cell(rows, b, name)
-            if r is None:
-                continue
-            runs = load_runs(r)
-            table.append(
-                {
-                    "batch": b,
-                    "policy": name,
-                    "decoding tokens/s": round(load_rate(r), 1),
-                    "× plain": round(ratio(r, base), 2) if base and load_rate(base) else None,
-                    "runs (decoding tokens/s)": ", ".join(f"{v:.1f}" for v in runs["values"]) if runs else "one run",
-                    "whole run tokens/s (prefill included)": round(r["tokens_per_s"], 1),
-                    "TPOT ms": None if r.get("tpot_ms") is None else round(r["tpot_ms"], 1),
-                    "mean k": None if r.get("mean_depth") is None else round(r["mean_depth"], 2),
-                    "α": None if r.get("alpha") is None else round(r["alpha"], 2),
-                    "against the next (the rule's ratio, 95% range)": _against_next(rows, b, name),
-                }
-            )
-    return table
-
-
-def _against_next(rows: list[dict], batch: int, name: str) -> str:
-    """For the batch's highest median: the rule's ratio against the next, as its verdict sentence states it."""
-    w = next((w for w in winners(rows) if w["batch"] == batch), None)
-    if not w or w["winner"] != name or w["verdict"] is None:
-        return ""
-    return f"× {w['runner_up']}: {w['verdict'].interval}"
 
 
 def prediction_line(rows: list[dict], prediction: float, *, plain: str, contender: str, batch: int) -> str | None:
@@ -342,3 +310,180 @@ def depth_figure(m: dict, label: str = "", plain: str = "plain decoding") -> go.
         fig.update_yaxes(title_text=f"batch {b}: k", rangemode="tozero", row=row, col=1)
     fig.update_xaxes(title_text="decode step", row=len(sizes))
     return frame(fig, "The depth each policy chose at every decode step, at each batch size", label, height=120 + 150 * len(sizes))
+
+
+def show_by_load(m: dict, s: dict, label: str = "") -> None:
+    rows = m["rows"]
+    st.markdown(f"Drafter: {drafter_label(m['drafter'])}.")
+    settings_note(m, s)
+    show_chart(by_load_figure(m, s, label), "lesson_load_fig")
+    depths = depth_figure(m, label)  # the depth chosen at every step (None: an older recording)
+    if depths is not None:
+        show_chart(depths, "lesson_load_depths")
+    st.caption(
+        "Decoding alone: the prompt's pass (prefill) is left out; the table's whole-run column keeps it in. Time per "
+        "output token: measured where the run has it, else batch ÷ tokens/s (every request in a batch waits until "
+        "its slowest row ends; this engine does not refill rows, continuous batching does)."
+    )
+    noise_note(rows)
+    show_table(load_table(rows, PLAIN))
+    lines = [line for line in (room_line(m),) if line] + conclusion(rows) + depth_lines(m)
+    st.success("\n\n".join(lines))
+
+
+def fixed_label(k: int) -> str:
+    return f"fixed k = {k}"
+
+
+def load_choice(room: int, s: dict) -> dict:
+    """Lesson 6's settings from the room: fixed k (knob 0: the deepest one-row draft inside the room, at most knee.MOST_DEPTH); the
+    load-aware policies' most guesses (the same, at most LOAD_MAX); three batch sizes: 1, the largest power of two
+    whose 1-guess verify pass (2 tokens a row) fits the room (where only a shallow draft can ride free: a graded
+    depth), and the smallest whose fixed-k verify pass carries PAST x the room."""
+    k = int(s["k"]) or knee.inside_depth(room, 1, most=knee.MOST_DEPTH)
+    most = knee.inside_depth(room, 1, most=LOAD_MAX)
+    mid = max([b for b in POWERS[1:] if 2 * b <= room] or [2])
+    past = max(knee.past_batch(room, k, POWERS), 2 * mid)
+    return {"room": int(room), "k": k, "most": most, "mid": mid, "past": past}
+
+
+TABLE_RANGES = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 64), (65, 128), (129, 256), (257, 1 << 20))
+
+
+def room_table(room: int, most: int) -> tuple[tuple[int, int, int], ...]:
+    """A batch table (vLLM's num_speculative_tokens_per_batch_size rows: min batch, max batch, k) from the room: for
+    each range of batch sizes, the deepest draft (at most `most`) whose verify pass at the range's largest batch still
+    fits the room; 0 (off) where not even one guess a row fits."""
+    return tuple((lo, hi, max(0, min(most, room // hi - 1))) for lo, hi in TABLE_RANGES)
+
+
+def load_contenders(drafter: str, c: dict) -> dict[str, DecodeConfig]:
+    spec = {"drafter": drafter, "max_new_tokens": LOAD_TOKENS}
+    k, most = c["k"], c["most"]
+    table = room_table(c["room"], most)
+    return {
+        PLAIN: DecodeConfig(mode="autoregressive", max_new_tokens=LOAD_TOKENS),
+        fixed_label(k): DecodeConfig(depth=k, **spec),
+        f"batch table from the room (k ≤ {most})": DecodeConfig(depth=most, policy="batch_table", batch_table=table, **spec),
+        f"goodput (k ≤ {most})": DecodeConfig(depth=most, policy="goodput", **spec),
+    }
+
+
+def by_load(pair, probe, s: dict) -> dict:
+    """Decoding-alone and whole-run tokens/s and time per output token of plain decoding and three depth policies at
+    three batch sizes chosen from this machine's room (held-out prompts), every contender run LOAD_ROUNDS times,
+    interleaved at each batch size; each row keeps its median run's depth at every decode step, and the measurement
+    the batch table it set from the room (room_table)."""
+    curve, room = machine_curve(pair)
+    c = load_choice(room, s)
+    drafter = model_drafter(pair)
+    contenders = load_contenders(drafter, c)
+    table = room_table(room, c["most"])
+    rows, warm = [], []
+    for batch in (1, c["mid"], c["past"]):
+        prompts = batch_prompts("heldout", batch)
+        runs, w = timed_rounds(pair, {name: Job(prompts, cfg) for name, cfg in contenders.items()}, LOAD_ROUNDS)
+        warm += [x | {"contender": f"{x['contender']}, batch {batch}"} for x in w]
+        for name in contenders:
+            cl = cell_of_runs(runs[name])
+            steps = [[st.batch, st.depth] for st in decode_steps(median_run(runs[name]))][:MAX_STEPS]
+            depth = {"mean_depth": cl["mean_depth"] if name != PLAIN else 0.0, "steps": steps}
+            rows.append({"batch": batch, "contender": name} | depth | {key: cl.get(key) for key in ROW_KEYS})
+    return {"drafter": drafter, "rows": rows, "chosen": c, "curve": curve, "warmup": warm, "table": [list(r) for r in table]}
+
+
+def fixed_k(m: dict, s: dict) -> int:
+    return int(m["chosen"]["k"]) if m.get("chosen") else int(s["k"])
+
+
+def load_speedup(m: dict, s: dict) -> float | None:
+    """Fixed k's decoding-alone speed over plain decoding's at the largest batch (load.ratio: the one rule's ratio,
+    the number the table and the verdict show)."""
+    batch = max(r["batch"] for r in m["rows"])
+    c, p = cell(m["rows"], batch, fixed_label(fixed_k(m, s))), cell(m["rows"], batch, PLAIN)
+    return ratio(c, p) if c and p and load_rate(p) else None
+
+
+def load_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
+    c = cell(m["rows"], max(r["batch"] for r in m["rows"]), fixed_label(fixed_k(m, s)))
+    bound = expected_tokens_per_step(c["alpha"], c["mean_depth"]) if c and c["alpha"] is not None else None
+    return [("Leviathan with a free drafter and a free verify (c = 0): E[tokens per step], an upper bound", bound)]
+
+
+def load_leviathan(m: dict, s: dict) -> dict | None:
+    c = cell(m["rows"], max(r["batch"] for r in m["rows"]), fixed_label(fixed_k(m, s)))
+    if not c or c["alpha"] is None:
+        return None
+    return {"alpha": c["alpha"], "k": c["mean_depth"], "c": None, "measured": load_speedup(m, s)}
+
+
+def _fixed(m: dict) -> str:
+    return f"fixed k = {m['chosen']['k']}"
+
+
+def _batch_table(m: dict) -> str:
+    return next(r["contender"] for r in m["rows"] if r["contender"].startswith("batch table"))
+
+
+RECORD = Experiment(
+    by_load,
+    (Knob("l6_k", "Fixed depth k", (0, *DEPTHS), 0, CURVE_HELP + ": the deepest one-row draft inside the room (at most 3)"),),
+    Prediction(
+        "The speedup of fixed depth k over plain decoding (decoding alone) at the largest batch (1.0 = the same speed)?",
+        "e.g. 1.3",
+        load_speedup,
+        load_models,
+    ),
+    needs=("eagle", "model"),
+    leviathan=load_leviathan,
+    verdict=lambda m, s: [x for x in (room_line(m),) if x] + depth_lines(m) + conclusion(m["rows"]),
+    table=lambda m, s: load_table(m["rows"], PLAIN),
+    show=show_by_load,
+    numbers=lambda m, s: [(f"batch {r['batch']}, {r['contender']}", f"{load_rate(r):.1f} tokens/s decoding") for r in m["rows"]],
+    gpu_passes=lambda s: verify_passes(s, [1, 4, 16]),
+    contest=lambda m, s: cell_contest(m, fixed_label(fixed_k(m, s)), PLAIN),
+    plain=smallest_plain,
+    name="by_load",
+    schema={
+        "drafter": "str",
+        "rows": [
+            {
+                "batch": "int",
+                "contender": "str",
+                "tokens_per_s": "num",
+                "mean_depth": "num",
+                "alpha": "num?",
+                "tokens_per_s_runs?": SPREAD,
+                "tpot_ms?": "num?",
+                "other_cores?": "num?",
+                "decode_tokens_per_s?": "num?",
+                "decode_tokens_per_s_runs?": SPREAD,
+                "steps?": [["int"]],  # [live batch, depth] of each decode step of the median run
+                **SHAPES,
+            }
+        ],
+        **CHOSEN,
+        **WARMUP,
+        "table?": [["int"]],  # the batch table the policy derived from the curve: [min batch, max batch, k]
+    },
+    claims=(
+        Claim(
+            "Past the knee, fixed depth loses",
+            "fixed k",
+            "plain decoding",
+            "the largest batch",
+            cell_rounds(_fixed, PLAIN, lambda m: m["chosen"]["past"]),
+            -1,
+            lead=True,
+        ),
+        Claim(
+            "A batch table from the room keeps up with plain there",
+            "the batch table",
+            "plain decoding",
+            "the largest batch",
+            cell_rounds(_batch_table, PLAIN, lambda m: m["chosen"]["past"]),
+            0,
+            lead=True,
+        ),
+    ),
+)

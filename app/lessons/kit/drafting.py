@@ -1,17 +1,4 @@
-"""What drafting costs when a lesson's run is re-timed on the H200 (app/lessons/retime.py), for each drafter.
-
-- n-gram lookup: string matching on the host CPU, no GPU pass. Priced at the time the lookup took on the H200
-  machine's own host, per drafted position (docs/measurements/h200-gpu_bench.json, engine/roofline/retime.py
-  `recorded_draft_prices`): MEASURED.
-- the distilled draft model and the EAGLE head: never timed on the H200, so priced by the roofline predictor for
-  the drafter's own shape (assets/draft/config.json, assets/eagle/config.json: the drafters the app ships), one
-  draft pass per drafted position at the step's rows, at the H200's data-sheet peaks plus the CUDA-graph overhead
-  measured on an H200 (engine/roofline/predictor.py): a MODEL, labelled so.
-- any other drafter, or a shipped drafter whose config cannot be read: not priced; the re-timed rate then counts
-  the target's passes alone, a ceiling, and every view of it says so.
-
-Pure: no streamlit, no torch.
-"""
+"""app.lessons.kit.drafting: from drafting."""
 
 from __future__ import annotations
 
@@ -27,9 +14,15 @@ from engine.roofline.predictor import Roof
 from engine.roofline.recordings import RecordingError
 from engine.roofline.retime import DraftPrices, predicted_draft_prices, recorded_draft_prices
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+ASSETS = Path(__file__).resolve().parents[3] / "assets"
+
+
 NAMES = {"model": "distilled draft model", "eagle": "EAGLE head", "ngram": "n-gram lookup"}
+
+
 GPU = "H200"
+
+
 DTYPE = "bfloat16"
 
 

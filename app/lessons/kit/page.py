@@ -1,11 +1,4 @@
-"""The Lessons page's parts (app/lessons/lessons.py calls them in order): the lesson picker and the teacher's
-plan, the lead, the settings, the prediction, the experiment's result (live or recorded), the GPU panel, the
-detail expanders, the check questions, the worksheet and the sources.
-
-A lesson's sections come from its file (app/lessons/files.py Sections, lessons/README.md). Results come from a
-live run on this machine or, in teacher mode and once a prediction is entered, from the recording shipped in
-assets/lessons/, labelled with its machine and date; "Re-measure live" is always beside it.
-"""
+"""app.lessons.kit.page: from page_parts."""
 
 from __future__ import annotations
 
@@ -17,24 +10,38 @@ import streamlit as st
 from app.common import measurement, resources, verdict
 from app.common.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.common.url_keys import bound
-from app.lessons import against, noise, step_page, worksheet
-from app.lessons import teacher_plan as plans
-from app.lessons.experiment_kit import claim_rows
-from app.lessons.experiments import Experiment
-from app.lessons.show import SHOW, key_numbers
-from app.lessons.step_lesson import measure, one_step_traces
+from app.lessons import registry
+from app.lessons.kit import against, noise
+from app.lessons.kit.experiment import Experiment, claim_rows
+from app.lessons.kit.handouts import guess_line, hand_calculation, plan_text, prediction_rows, worksheet_html
+from app.lessons.l0_one_step import RECORD as STEP_RECORD
+from app.lessons.l0_one_step import measure, one_step_traces, recorded_one_step, show_one_step
 from app.views.step_pictures import plain_vs_step_rows
 from engine import ConfigError
 from engine.drafters import available_drafters
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
+
+
 LESSONS_DIR = ROOT / "lessons"
+
+
 TEACHER_FILE = LESSONS_DIR / "teacher.md"
+
+
 RECORDINGS = ROOT / "assets" / "lessons"
+
+
 PAGE = "lessons"  # its bound widgets and their labels: app/common/url_keys.py
-STEP_LESSON = "one_step"  # lesson 0's experiment: its body is the step-through (app/lessons/step_page.py)
+
+
+STEP_LESSON = STEP_RECORD.name  # lesson 0: its body is the step-through (app/lessons/l0_one_step.py)
+
+
 # What an experiment can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
 EXPERIMENT_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
+
+
 LIVE_DISTURBED = "DISTURBED: measured beside other work, timings noisy"  # a busy live run, as a busy recording's note
 
 
@@ -81,7 +88,7 @@ def _stamps() -> tuple:
 @st.cache_data(show_spinner=False, max_entries=4)
 def _plan(text: str, stamps: tuple) -> str:
     """The plan with its expectations computed from the shipped recordings (app/lessons/teacher_plan.py)."""
-    return plans.plan_text(text, RECORDINGS)
+    return plan_text(text, RECORDINGS)
 
 
 # --- the lesson's text ------------------------------------------------------------------------------
@@ -137,7 +144,7 @@ def prediction(i: int, experiment: Experiment, settings: dict):
 def _recording(name: str, mtime: float) -> tuple[dict | None, str | None]:
     """(the checked recording, None) or (None, why it cannot be used). mtime keys the cache to the file."""
     try:
-        return measurement.load_record(RECORDINGS / f"{name}.json"), None
+        return registry.load_record(RECORDINGS / f"{name}.json"), None
     except measurement.MeasurementError as exc:
         return None, str(exc)
 
@@ -145,7 +152,7 @@ def _recording(name: str, mtime: float) -> tuple[dict | None, str | None]:
 def load_recording(name: str) -> tuple[dict | None, str | None, object]:
     """(record, problem, the recorded trace for lesson 0 else None)."""
     if name == STEP_LESSON:
-        return step_page.recorded_one_step()
+        return recorded_one_step()
     path = RECORDINGS / f"{name}.json"
     return (*_recording(name, path.stat().st_mtime if path.exists() else 0.0), None)
 
@@ -158,8 +165,8 @@ def _measure_live(name: str, experiment: Experiment, pair, probe, settings: dict
     """(the checked measurement, lesson 0's trace to step through, else None)."""
     if name == STEP_LESSON:
         spec, plain = one_step_traces(pair)
-        return measurement.check_measurement(name, measure(spec, plain)), spec
-    return measurement.check_measurement(name, experiment.run(pair, probe, settings)), None
+        return registry.check_measurement(name, measure(spec, plain)), spec
+    return registry.check_measurement(name, experiment.run(pair, probe, settings)), None
 
 
 def run_live(i: int, name: str, experiment: Experiment, settings: dict) -> None:
@@ -230,10 +237,10 @@ def show_claims(experiment: Experiment, m: dict) -> None:
 def show_prediction(experiment: Experiment, guess, m: dict, s: dict) -> list[dict]:
     p = experiment.predict
     measured = p.measured(m, s)
-    rows = worksheet.prediction_rows(guess, measured, p.models(m, s), p.unit)
+    rows = prediction_rows(guess, measured, p.models(m, s), p.unit)
     st.markdown("**Your guess, the measurement and the models**")
     st.dataframe(rows, hide_index=True)
-    line = worksheet.guess_line(guess, measured, p.unit)
+    line = guess_line(guess, measured, p.unit)
     if line:
         st.markdown(line)
     return rows
@@ -271,9 +278,9 @@ def experiment_block(i: int, name: str, experiment: Experiment, settings: dict, 
     if name == STEP_LESSON:  # the step is shown before a prediction too, up to the stages that give it away
         trace = result["trace"] if result is not None else rec_trace
         if trace is not None:
-            step_page.show_one_step(result, trace, locked=waiting)
+            show_one_step(result, trace, locked=waiting)
     elif result is not None:
-        SHOW[name](result["measurement"], result["settings"], label=result["label"])  # its figures carry the label
+        experiment.show(result["measurement"], result["settings"], label=result["label"])  # its figures carry the label
         show_claims(experiment, result["measurement"])
         show_against(name, experiment, result, rec)
     rows = show_prediction(experiment, guess, result["measurement"], result["settings"]) if result is not None else []
@@ -311,16 +318,16 @@ def worksheet_page(lesson, experiment: Experiment, name: str, result: dict, rows
     """The printable worksheet of a shown result (one HTML page)."""
     m, s = result["measurement"], result["settings"]
     calc_in = experiment.leviathan(m, s) or {}
-    calc = worksheet.hand_calculation(calc_in.get("alpha"), calc_in.get("k"), calc_in.get("c"))
+    calc = hand_calculation(calc_in.get("alpha"), calc_in.get("k"), calc_in.get("c"))
     numbers = result_numbers(name, m, s)
-    return worksheet.worksheet_html(lesson.title, experiment.predict.question.format(**s), rows, numbers, result["label"], calc)
+    return worksheet_html(lesson.title, experiment.predict.question.format(**s), rows, numbers, result["label"], calc)
 
 
 def result_numbers(name: str, m: dict, s: dict) -> list[tuple[str, str]]:
     """The handful of measured numbers a worksheet (and a student's class page) lists."""
     if name == STEP_LESSON:
         return [(r["how"], f"{r['time (ms)']} ms, {r['tokens']} tokens") for r in plain_vs_step_rows(m)]
-    return key_numbers(name, m, s)
+    return registry.EXPERIMENTS[name].numbers(m, s)
 
 
 def worksheet_button(i: int, page: str) -> None:

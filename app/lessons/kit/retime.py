@@ -1,19 +1,4 @@
-"""A lesson's own runs re-timed on the H200: the same decode steps priced with SpecLab's recorded H200 pass costs.
-
-Each lane (app/common/measurement.py `lane`) and table cell (app/lessons/runs.py `run_stats`; lessons 6 and 7 keep
-them in their rows) carries `passes`, a histogram `[tokens_per_pass, depth, steps]` of its decode steps, and
-`decode_tokens`. `h200_lane(lane)` prices every step at the recorded time of one H200 pass of that many tokens
-(engine/roofline/retime.py: a straight line between the recorded sizes on either side, never beyond them) plus its
-drafting (app/lessons/drafting.py: the n-gram lookup measured on the H200 machine's host; the draft model and the
-EAGLE head by the roofline predictor for their own shapes, a model), and returns the decode tokens per second with
-a note saying what was priced and how. A drafter that cannot be priced leaves its steps' drafting out: that rate is
-a ceiling, and every table row, bar and sentence drawn from it says "drafting not priced". Default curve: the
-Qwen2.5-7B shape replayed as a CUDA graph (docs/measurements/h200-gpu_graphs.json, NVIDIA H200, 2026-11-30): a
-serving-sized model, timed the way servers run it, recorded with no KV context.
-
-Every re-timed number is labelled LABEL with the recording's machine and date; a CPU number is never one of them.
-Pure: no streamlit, no torch.
-"""
+"""app.lessons.kit.retime: from retime."""
 
 from __future__ import annotations
 
@@ -24,13 +9,16 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.lessons import drafting, gpu
-from app.lessons import retime_layout as layout
-from app.lessons.figures import COLORS, TICK_CHARS, esc, frame, grouped_bars
+from app.lessons.kit import drafting, gpu
+from app.lessons.kit.figures import COLORS, TICK_CHARS, chunks, dress, esc, fit_foot, frame, grouped_bars, labelled, log_axis
 from engine.roofline.retime import PassPrices, retime
 
 LABEL = "re-timed from H200 recordings, not run on a GPU"
+
+
 SHAPE, MODE = "qwen2.5-7b", "graph"
+
+
 NAMES = {
     "ar": "plain",
     "spec": "speculative",
@@ -40,9 +28,17 @@ NAMES = {
     "gated": "gated",
 }
 NAMES |= {"ngram": "n-gram"}
+
+
 SKIP = {"runs", "batches", "rows", "measurement", "m", "seed"}
+
+
 CPU_COLOR, GPU_COLOR = COLORS[1], COLORS[0]
+
+
 KNEE = gpu.KNEE_FACTOR
+
+
 CAPTION = (
     "The same decode steps, the same tokens per pass and the same accepted tokens per step, each priced at the time "
     "the H200 took for one pass of that many tokens (a straight line between the recorded sizes, never beyond them). "
@@ -50,6 +46,8 @@ CAPTION = (
     "recorded passes kept logits for the last position only, so a long context or a wide verify pass would cost a "
     "little more there."
 )
+
+
 PASS_CAPTION = (
     "Each pass size this machine timed, beside the H200's recorded pass of the same size, each as a multiple of its "
     "own one-token pass (hover for the ms): a larger model (the Qwen2.5-7B shape) on a far faster memory, so the "
@@ -92,6 +90,8 @@ def _speculative(passes) -> bool:
 
 # How a re-timed rate priced its steps' drafting: every re-timed number carries one of these.
 PLAIN, MEASURED, MODEL, CEILING = "none to price", "measured", "model", "drafting not priced"
+
+
 DRAFTING = {
     PLAIN: "none (plain steps)",
     MEASURED: "measured on the H200 machine",
@@ -277,6 +277,8 @@ def priced_name(table: list[dict]) -> str:
 
 
 SPEED_KEYS = ("× plain here", "× plain on the H200 (re-timed)")
+
+
 RATE_KEYS = ("this machine, decode tokens/s (measured)", f"H200, decode tokens/s ({LABEL})")
 
 
@@ -311,12 +313,12 @@ def _panel(fig: go.Figure, table: list[dict], series: list[dict], keys: tuple[st
         hover = [f"{esc(r['run'])}: {esc(t)} ({esc(sr['name'])}{h})" for r, t, h in zip(table, full, how)]
         bar = {"name": sr["name"], "color": sr["color"], "legendgroup": str(i), "showlegend": row == 1, "hovertext": hover}
         bar |= {"values": [(v, None, None) if v else None for v in vals]}
-        grouped.append(bar | ({"text": short} if layout.labelled(len(table), len(series)) else {}))
+        grouped.append(bar | ({"text": short} if labelled(len(table), len(series)) else {}))
         # each re-timed bar carries how its drafting was priced, and a ceiling's own text says that it is one
         dressed.append(sr | {"full": full, "customdata": [DRAFTING[k] for k in sr["kinds"]] if sr["h200"] else None})
     first = len(fig.data)
     grouped_bars(fig, [r["run"] for r in table], grouped, row=row, col=1)
-    layout.dress([t for t in fig.data[first:] if t.type == "bar"], dressed)
+    dress([t for t in fig.data[first:] if t.type == "bar"], dressed)
     return drawn
 
 
@@ -328,7 +330,7 @@ def figure(m, label: str = "") -> go.Figure | None:
     table = [r for r in rows(m) if r[SPEED_KEYS[0]] is not None or r[SPEED_KEYS[1]] is not None]
     if not table:
         return None
-    parts, series = layout.chunks(table), _series(table, label)
+    parts, series = chunks(table), _series(table, label)
     n, height = len(parts), 180 + 240 * 2 * len(parts)
     titles = ["speedup over plain decoding at the same batch (dotted: 1×, plain)"] + [""] * (n - 1)
     titles += ["decode tokens/s (log scale)"] + [""] * (n - 1)
@@ -340,9 +342,9 @@ def figure(m, label: str = "") -> go.Figure | None:
         fig.add_hline(y=1.0, line_dash="dot", line_color="#333", layer="below", row=i + 1, col=1)
     for i in range(n):
         fig.update_yaxes(range=[0, 1.32 * max(speeds)], title_text="× plain", row=i + 1, col=1)
-        fig.update_yaxes(title_text="tokens/s", row=n + i + 1, col=1, **(layout.log_axis(rates) if rates else {}))
+        fig.update_yaxes(title_text="tokens/s", row=n + i + 1, col=1, **(log_axis(rates) if rates else {}))
     frame(fig, "Your run on both sides of a knee: this machine, and the same steps on an H200", machine_line(), height=height)
-    return layout.fit_foot(fig, max(len(textwrap.wrap(esc(r["run"]), TICK_CHARS)) for r in parts[-1]))
+    return fit_foot(fig, max(len(textwrap.wrap(esc(r["run"]), TICK_CHARS)) for r in parts[-1]))
 
 
 def drafting_lines(m) -> list[str]:
@@ -375,50 +377,6 @@ def why_not(m, label: str = "", recorded: bool | None = None) -> str:
             "them), or re-record it."
         )
     return "This run carries no per-step pass shapes, so it cannot be re-timed on the H200."
-
-
-def _per_token(p: Priced) -> tuple[float, float]:
-    return p.target_ms / p.tokens, p.draft_ms / p.tokens
-
-
-def _change(saved: float) -> str:
-    return f"{abs(saved):.2f} ms {'less' if saved >= 0 else 'more'}"
-
-
-def _how_priced(kind: str, drafter: str) -> str:
-    if kind == MEASURED:
-        return f"the {drafting.name(drafter)}'s drafting measured on the H200 machine"
-    return f"the {drafting.name(drafter)}'s drafting from the roofline predictor for its own shape, a model"
-
-
-def gate_lines(m: dict) -> list[str]:
-    """Lesson 5 on the H200: at each batch, the median gated and all-drafts runs re-timed, their time per decode token
-    split into the target's passes and drafting, and which of the two the gate changed most; where drafting is not
-    priced, that these numbers cannot say what the gate saves in drafting."""
-    out = []
-    for b in m.get("batches") or []:
-        drafter = str(b["fixed"].get("drafter") or m.get("drafter") or "")
-        fixed, gated = (h200_lane(b[key], drafter) for key in ("fixed", "gated"))
-        if fixed.rate is None or gated.rate is None:
-            out.append(f"At batch {b['batch']} the runs cannot be re-timed on the H200: {(fixed if fixed.rate is None else gated).note}.")
-            continue
-        (ft, fd), (gt, gd) = _per_token(fixed), _per_token(gated)
-        if CEILING in (fixed.drafting, gated.drafting):
-            out.append(
-                f"At batch {b['batch']}, re-timed on the H200 with {CEILING} (the {drafting.name(drafter)} has no "
-                f"H200 price), the gated run's target passes cost {gt:.2f} ms per token against {ft:.2f} drafting all k: "
-                "what the gate saves in drafting is not in these numbers."
-            )
-            continue
-        saved_t, saved_d = ft - gt, fd - gd
-        mostly = "drafting" if abs(saved_d) >= abs(saved_t) else "the target's passes"
-        out.append(
-            f"At batch {b['batch']}, re-timed on the H200 ({_how_priced(fixed.drafting, drafter)}): drafting all k cost "
-            f"{ft + fd:.2f} ms per token ({fd:.2f} of it drafting), the gate {gt + gd:.2f} ({gd:.2f} drafting). The gate "
-            f"spent {_change(saved_d)} per token on drafting and {_change(saved_t)} on the target's passes, so what it "
-            f"changed most there was {mostly}. (The median run of each, priced once: what the gate trades, not a verdict.)"
-        )
-    return out
 
 
 def pass_figure(pass_rows: list[dict], label: str = "") -> go.Figure | None:

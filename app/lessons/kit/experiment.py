@@ -1,9 +1,4 @@
-"""What every Lessons experiment is made of: its settings (Knob), the prediction a student makes first (Prediction),
-the experiment itself (Experiment), and the lanes most lessons run (plain and speculative decoding of the same prompts,
-interleaved). The experiments live in app/lessons/pass_lessons.py (lessons 1-3: one pass, more FLOPs, past the ridge)
-and app/lessons/load_lessons.py (lessons 4-7: load, adaptive depth, width); app/lessons/experiments.py is their table.
-No streamlit.
-"""
+"""app.lessons.kit.experiment: from experiment_kit, experiments."""
 
 from __future__ import annotations
 
@@ -11,8 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.common import verdict
-from app.lessons import noise
-from app.lessons.runs import Job, interleaved, lane_pair
+from app.lessons.kit import noise
+from app.lessons.kit.noise import rate_runs
+from app.lessons.kit.rows import cell, load_runs
+from app.lessons.kit.runs import Job, interleaved, lane_pair
+from app.views import metrics
 from engine import DecodeConfig
 from engine.drafters import drafter_name
 
@@ -80,7 +78,11 @@ def check_claim(claim: Claim, m: dict) -> dict:
 
 
 EXPECT_WORDS = {1: "faster", -1: "slower", 0: "not slower"}
+
+
 COST_WORDS = {1: "costs more", -1: "costs less", 0: "costs no more"}
+
+
 COST_KIND = {"faster": "costs more", "slower": "costs less"}  # the rule on times: a "faster" ratio is a dearer pass
 
 
@@ -122,6 +124,19 @@ class Experiment:
     claims: tuple[Claim, ...] = ()  # what the lesson claims, checked on every run it shows
     verdict: Callable[[dict, dict], list[str]] = field(default=lambda m, s: [])  # (measurement, settings) -> its words
     table: Callable[[dict, dict], list[dict]] = field(default=lambda m, s: [])  # the table under its chart, the same numbers
+    name: str = ""  # lessons/NN-*.md's `experiment:`, and its recording assets/lessons/<name>.json
+    schema: dict = field(default_factory=dict)  # its measurement's fields, in app/common/measurement.py's spec language
+    show: Callable[[dict, dict, str], None] | None = None  # (measurement, settings, label): draws it on the page
+    numbers: Callable[[dict, dict], list[tuple[str, str]]] = field(default=lambda m, s: [])  # the worksheet's key numbers
+    gpu_passes: Callable[[dict], list[tuple[str, int, int]]] | None = None  # settings -> (what, batch, tokens per row)
+    contest: Callable[[dict, dict], tuple | None] = field(default=lambda m, s: None)  # (a, b, a's rounds, b's rounds)
+    plain: Callable[[dict], tuple[int, dict] | None] = field(default=lambda m: None)  # (batch, plain lane at the smallest)
+    one_pass: Callable[[dict], tuple[str, float] | None] | None = None  # a lesson of passes: (what, ms) of its 1-token pass
+    read: Callable[[dict], int | None] = field(default=lambda m: None)  # a lesson of passes: the pass its answer reads
+    acceptance: bool = True  # its claims depend on acceptance: the GPU panel cites published results
+    retimed: Callable[[dict, str, str], None] | None = None  # (measurement, label, key): its own GPU re-timing, drawn
+    gpu_lines: Callable[[dict], list[str]] = field(default=lambda m: [])  # what its run trades on the H200, in words
+    more: tuple[str, Callable[[], None]] | None = None  # (title, draw): one more section (lesson 7: a recorded tree step)
 
     def defaults(self) -> dict:
         return {k.key.split("_", 1)[1]: k.default for k in self.knobs}
@@ -164,3 +179,40 @@ def _leviathan_models(m: dict) -> list[tuple[str, float | None]]:
         ("Leviathan, Theorem 3.8 (verify = one plain step)", m.get("predicted_speedup")),
         ("Leviathan with the measured verify cost", m.get("predicted_measured_verify")),
     ]
+
+
+# --- the claims, as data: where each contender's rounds are in a measurement ---------------------------
+def lane_rounds(a: str, b: str, key=lambda m: m):
+    """(a's rounds, b's rounds) of two lanes of one run (`key` finds the run): decoding alone where recorded."""
+    return lambda m: (rate_runs(key(m)[a])[0], rate_runs(key(m)[b])[0])
+
+
+def by_batch(i: int):
+    return lambda m: sorted(m["runs"], key=lambda r: r["batch"])[i]
+
+
+def cell_rounds(a, b, batch):
+    """Two rows of a per-(batch, contender) table (lessons 6 and 7): a, b, batch read from the measurement."""
+    return lambda m: tuple(load_runs(cell(m["rows"], batch(m), name(m) if callable(name) else name)) for name in (a, b))
+
+
+# --- the table the page reads -------------------------------------------------------------------------
+DEPTHS = tuple(range(1, 9))
+
+
+CURVE_HELP = "0: chosen from this machine's pass curve (app/lessons/knee.py)"
+
+
+def pair_numbers(pairs: list[tuple[str, dict, dict | None]]) -> list[tuple[str, str]]:
+    """A worksheet's key numbers of (label, compare numbers, the plain/speculative pair whose rounds give the speedup)."""
+    f, out = metrics.fmt, []
+    for label, c, run in pairs:
+        sp = noise.speedup(run) if run else None  # the one number the chart, its verdict and the prediction show
+        out += [
+            (f"{label}: speedup", f(sp["value"] if sp else c.get("speedup"), ".2f", "×")),
+            (f"{label}: α", f(c.get("alpha"))),
+            (f"{label}: depth drafted k", f(c.get("drafted_depth"))),
+            (f"{label}: c", f(c.get("c"), ".3f")),
+            (f"{label}: FLOPs ratio (whole run, prefill included)", f(c.get("flops_ratio"), ".2f", "×")),
+        ]
+    return out

@@ -1,9 +1,4 @@
-"""A live result beside the lesson's shipped recording: the lesson's key numbers side by side (recorded, live, each
-with its machine and date), and what differs, named and explained from what each run measured: the probe's peaks,
-the other processes' load during the timing, the one-token pass (or plain decoding's step), the room the pass curve
-gave and the settings chosen from it. Every sentence is made from the numbers it states; a winner is named only by
-the one rule (app/common/verdict.py). Pure: no streamlit.
-"""
+"""app.lessons.kit.against: from against."""
 
 from __future__ import annotations
 
@@ -11,12 +6,13 @@ import math
 from dataclasses import dataclass, field
 
 from app.common import measurement, verdict
-from app.lessons import load, noise
-from app.lessons.load_lessons import PLAIN, fixed_k, fixed_label
-from app.lessons.pass_conclusions import room_of
-from app.lessons.pass_lessons import read_tokens
+from app.lessons.kit import noise
+from app.lessons.kit.rows import load_runs
+from app.lessons.kit.show import room_of
 
 MOVED = 1.15  # a number that changed by more than this factor, either way, "moved" (an answer, a pass, a probe's peak)
+
+
 SETTING_NAMES = {  # the names of what a lesson chose from its room (its measurement's `chosen`), in a sentence
     "depth": "depth k",
     "k": "depth k",
@@ -46,30 +42,20 @@ class Side:
     settings: dict = field(default_factory=dict)  # the knobs the run was asked for (0: chosen from the room)
 
 
-def _rate_runs(x: dict | None) -> dict | None:
-    return (noise.rate_runs(x)[0] if "summary" in x else load.load_runs(x)) if x else None
+def round_rates(x: dict | None) -> dict | None:
+    return (noise.rate_runs(x)[0] if "summary" in x else load_runs(x)) if x else None
 
 
 def contest(name: str, m: dict, s: dict) -> tuple[str, str, dict | None, dict | None] | None:
     """(contender, baseline, the contender's rates per round, the baseline's) of the pair the lesson's prediction is
-    about, None for lesson 1 (passes, not contenders)."""
-    if name == "more_flops":
-        return "the n-gram lookup", "plain decoding", _rate_runs(m["spec"]), _rate_runs(m["ar"])
-    if name == "past_the_ridge":
-        run = max(m["runs"], key=lambda r: r["batch"])
-        return f"speculation at batch {run['batch']}", "plain decoding", _rate_runs(run["spec"]), _rate_runs(run["ar"])
-    if name == "turn_it_off":
-        return "always-on speculation", "plain decoding", _rate_runs(m["on"]), _rate_runs(m["ar"])
-    if name == "adaptive":
-        b = m["batches"][0]
-        return f"the gated run at batch {b['batch']}", "drafting all k", _rate_runs(b["gated"]), _rate_runs(b["fixed"])
-    if name in ("by_load", "width"):
-        batch = max(r["batch"] for r in m["rows"])
-        a, b = (fixed_label(fixed_k(m, s)), PLAIN) if name == "by_load" else ("tree", "chain")
-        named = {"tree": "the tree", "chain": "the chain"}
-        rates = (_rate_runs(load.cell(m["rows"], batch, x)) for x in (a, b))
-        return f"{named.get(a, a)} at batch {batch}", named.get(b, b), *rates
-    return None
+    about (its record's `contest`), None for lesson 1 (passes, not contenders)."""
+    return _record(name).contest(m, s)
+
+
+def _record(name: str):
+    from app.lessons.registry import EXPERIMENTS  # here, not above: the lessons' records import this kit
+
+    return EXPERIMENTS[name]
 
 
 def _judged(name: str, m: dict, s: dict) -> tuple[str, str, verdict.Verdict] | None:
@@ -82,29 +68,14 @@ def _judged(name: str, m: dict, s: dict) -> tuple[str, str, verdict.Verdict] | N
         return None
 
 
-def _plain_lane(name: str, m: dict) -> tuple[int, dict] | None:
-    """(batch, the plain contender's lane or row at the smallest batch the lesson decoded)."""
-    if name in ("more_flops", "turn_it_off"):
-        return int((m.get("chosen") or {}).get("batch", 1)), m["ar"]
-    if name == "past_the_ridge":
-        run = min(m["runs"], key=lambda r: r["batch"])
-        return run["batch"], run["ar"]
-    if name == "adaptive":
-        return m["batches"][0]["batch"], m["batches"][0]["ar"]
-    if name in ("by_load", "width"):
-        batch = min(r["batch"] for r in m["rows"])
-        row = load.cell(m["rows"], batch, PLAIN)
-        return (batch, row) if row else None
-    return None
-
-
 def one_pass(name: str, m: dict) -> tuple[str, float] | None:
-    """(what, ms): lesson 1's one-token pass, else plain decoding's mean decode step at the smallest batch it ran
-    (from its decoding-alone rate where the lane kept no step time)."""
-    if name == "memory_bound":
-        rows = sorted(m.get("rows") or [], key=lambda r: r["tokens_per_pass"])
-        return (f"a {rows[0]['tokens_per_pass']}-token pass", rows[0]["ms"]) if rows else None
-    found = _plain_lane(name, m)
+    """(what, ms): the lesson's own one-token pass where it times passes (its record's `one_pass`, lesson 1), else
+    plain decoding's mean decode step at the smallest batch it ran (its record's `plain`; from its decoding-alone rate
+    where the lane kept no step time)."""
+    record = _record(name)
+    if record.one_pass is not None:
+        return record.one_pass(m)
+    found = record.plain(m)
     if found is None:
         return None
     batch, lane = found
@@ -124,7 +95,7 @@ def conditions(name: str, m: dict, s: dict) -> dict:
         "flops": m.get("peak_flops"),
         "other_cores": measurement.other_cores(m),
         "verdict": _judged(name, m, s),
-        "read": read_tokens(m) if name == "memory_bound" and m.get("rows") else None,  # the pass lesson 1's answer reads
+        "read": _record(name).read(m),  # the pass a lesson of passes reads its answer from (lesson 1)
     }
 
 

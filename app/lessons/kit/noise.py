@@ -1,10 +1,4 @@
-"""Noise and cost helpers for the Lessons' conclusions: a winner only by the one rule (app/common/verdict.py), step
-costs from one statistic, and what this engine's batching means for a request's latency (no streamlit).
-
-Every contender of a live lesson runs several times, interleaved (app/lessons/runs.py); its tokens/s of each run
-is a `measurement.spread`. A winner is named only by `verdict.judge` over the interleaved rounds: the 95% interval
-of the paired ratio excludes 1 and the gap is at least verdict.MIN_GAP.
-"""
+"""app.lessons.kit.noise: from noise."""
 
 from __future__ import annotations
 

@@ -1,25 +1,18 @@
-"""Repeated, interleaved runs for the Lessons' experiments: every contender more than once, in turn.
-
-A shared machine drifts: another user's job starts, a core's clock changes. Running contender A three times and
-then B three times would hand the drift to one of them; running A B A B A B hands it to both alike (the way
-engine.bench.harness.run_cells does, which returns only medians). Here every run is kept, so a lesson can show the
-spread (app/common/measurement.py `spread`) and name a winner only by the one rule over the rounds
-(app/common/verdict.py). Also here: Barrow's seed passes (two shapes of one pass, alternated) and the knee of this
-machine's measured pass curve (app/lessons/knee.py, the one definition). No streamlit.
-"""
+"""app.lessons.kit.runs: from runs, pass_lessons."""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import statistics
 import time
 from dataclasses import dataclass
 
 from app.common import measurement as ms
-from app.lessons import knee
+from app.lessons.kit import knee
 from app.views import metrics
 from engine import DecodeConfig, generate
-from engine.decoding.passcurve import pass_costs
+from engine.decoding.passcurve import CURVE_CONTEXT, curve_key, pass_costs, pass_curve
 
 
 @dataclass(frozen=True)
@@ -37,7 +30,6 @@ def _run(pair, job: Job) -> list:
 
 
 WARM_TOKENS = 4  # a warm-up decodes at most this many new tokens: every pass shape of the job (the prompt's pass, a
-# plain or drafted step), at a fraction of its time
 
 
 def warm_up(pair, jobs: dict) -> list[dict]:
@@ -185,3 +177,62 @@ def seed_passes(pair, depth: int) -> dict:
         for label, (batch, new) in shapes.items()
     ]
     return {"context": SEED_CONTEXT, "rounds": SEED_ROUNDS, "passes": passes}
+
+
+ROOM_SIZES = (1, 2, 4, 8, 16, 32)  # the small end of the curve, where a CPU's room sits, doubling like lesson 1's rows
+
+
+ROOM_ROUNDS = 5
+
+
+_ROOMS: dict[str, tuple[dict, int]] = {}  # per process, keyed like the cached curve: lessons 1-3 share one room
+
+
+def machine_curve(pair, refresh: bool = False) -> tuple[dict, int]:
+    """(this machine's pass curve as a measurement records it, its room in tokens per pass: knee.room_tokens).
+
+    The small end is timed again here, ROOM_ROUNDS interleaved rounds over ROOM_SIZES at batch 1, the median per size
+    (about 2 s on 2 cores): the cached curve (engine/decoding/passcurve.py) is the fastest of 3 passes per size, timed
+    once, and on a shared 2-core machine four of its back-to-back measurements put the room at 5, 12, 7 and 9 tokens
+    (2026-12-03; one point over the line ends the room, and it has 17 points below 18 tokens); the medians of
+    interleaved rounds over doubling sizes agree with lesson 1's rows (4 tokens, three recordings in a row). Where the
+    room reaches past the last of ROOM_SIZES (a GPU's hundreds of tokens), the cached curve, which runs to 256 tokens,
+    decides. Measured once per process (refresh: again), so lessons 1 to 3 read the same room, and lesson 1's own
+    rows replace it when they find one (remember_room); the measurement says when."""
+    key = curve_key(pair)
+    if not refresh and key in _ROOMS:
+        return _ROOMS[key]
+    rounds = [pass_costs(pair, [1], list(ROOM_SIZES), context=CURVE_CONTEXT, repeats=3) for _ in range(ROOM_ROUNDS)]
+    tokens, ms_ = list(ROOM_SIZES), [statistics.median(r[i]["ms"] for r in rounds) for i in range(len(ROOM_SIZES))]
+    when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    label = f"{ROOM_ROUNDS} interleaved rounds at context {CURVE_CONTEXT}, median per size"
+    if knee.room_tokens(tokens, ms_) >= ROOM_SIZES[-1]:
+        curve = pass_curve(pair)
+        tokens, ms_, label, when = list(curve.tokens), list(curve.ms), curve.key, curve.measured_at
+    shape = {"tokens": tokens, "ms": ms_, "knee_tokens": knee_tokens(tokens, ms_)}
+    _ROOMS[key] = (shape | {"key": label[:300], "measured_at": when}, knee.room_tokens(tokens, ms_))
+    return _ROOMS[key]
+
+
+def remember_room(pair, curve: dict, room: int) -> None:
+    """Keep a measured room for the lessons that run next in this process (lesson 1's rows: the same kind of
+    measurement, at the lesson's context)."""
+    _ROOMS[curve_key(pair)] = (curve, room)
+
+
+MOST_DEPTH = knee.MOST_DEPTH  # the deepest draft a lesson chooses (knee.py says why)
+
+
+def inside_depth(room: int) -> int:
+    """The depth lessons 2 and 3 choose: the deepest draft whose batch-1 verify pass fits in the room, at most
+    MOST_DEPTH (knee.inside_depth)."""
+    return knee.inside_depth(room, 1, most=MOST_DEPTH)
+
+
+def past_tokens(room: int) -> int:
+    """The pass lesson 1 reads "past the room": knee.PAST times the room's tokens."""
+    return int(knee.PAST * room)
+
+
+# 20 s on 2 cores, where five took 26-27 s in a browser (2026-12-04)
+BATCH1_MORE = 4  # batch 1's pair is cheap (a fraction of a second a round) and its short runs scatter (one round 1.67x,

@@ -1,17 +1,4 @@
-"""The data of the Lessons page's GPU panel: what each lesson's claim looks like on a GPU, from three labelled sources.
-
-1. MEASURED: SpecLab's recorded H200 pass curves (docs/measurements/h200-gpu_graphs.json and h200-gpu_bench.json),
-   read with the engine's own strict reader (engine/roofline/recordings.py: a file that is not such a report is
-   refused with one line). Random weights in real shapes: they show what a pass costs, never how often a drafter's
-   guess is accepted.
-2. MODEL: the roofline Predictor (engine/roofline/predictor.py) for a named GPU's data-sheet peaks and a real
-   model shape, at the lesson's own settings (batch × (depth + 1) tokens per verify pass). A model, not a
-   measurement, and labelled so on every number.
-3. CITED: published results where the claim depends on acceptance, each with its source (checked with the
-   project's search tool, 2026-12-02).
-
-Pure: no streamlit, no torch, no model loaded.
-"""
+"""app.lessons.kit.gpu: from gpu."""
 
 from __future__ import annotations
 
@@ -22,8 +9,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from app.common.a11y import readable
-from app.lessons import knee
-from app.lessons.figures import COLORS, SYMBOLS, esc, frame
+from app.lessons.kit import knee
+from app.lessons.kit.figures import COLORS, SYMBOLS, esc, frame
 from engine.costs import ridge_tokens_with_kv
 from engine.roofline import predictor
 from engine.roofline.architectures import architecture
@@ -31,8 +18,14 @@ from engine.roofline.gpus import gpu
 from engine.roofline.recordings import BUILT_IN, ROOT, PassRecord, RecordingError, load_report
 
 MODEL_GPU, MODEL_SHAPE, MODEL_CONTEXT = "H100-SXM", "8B", 1024
+
+
 SEED_SHAPE = "27B"  # the seed's framing: a 27B model in bf16 streams its weights every decode pass
+
+
 SERVING_BATCH = 64  # a serving engine's batch, beside the lesson's own
+
+
 CAN_SHOW = (
     "Can show: what one forward pass costs on that GPU as it carries more tokens (the flat part, the knee, and the "
     "launch overhead of running the pass *eager*, each kernel launched from Python one by one, against a *CUDA graph*, "
@@ -131,6 +124,8 @@ def recorded_curves(paths: list[Path] | None = None) -> tuple[list[Curve], list[
 
 
 KNEE_FACTOR = knee.KNEE  # the lessons' one knee (app/lessons/knee.py): a pass costing 1.5× the one-token pass
+
+
 KNEE_SHAPE, KNEE_MODE = "qwen2.5-7b", "graph"  # the curve whose knee the panel and the lesson texts quote
 
 
@@ -165,33 +160,25 @@ def knee_ratio(curve: Curve, tokens: int) -> float | None:
 
 
 # --- 2. the Predictor at the lesson's settings ---------------------------------------------------
-def lesson_passes(lesson: str, settings: dict) -> list[tuple[str, int, int]]:
-    """(what, batch, new tokens per row) of the passes the lesson's settings make, plus a serving batch."""
+def verify_passes(settings: dict, batches: list[int] | None = None) -> list[tuple[str, int, int]]:
+    """(what, batch, new tokens per row) of plain steps and verify passes at the lesson's batches (default: 1 and its
+    batch), plus a serving batch."""
     s = settings or {}
     depth = int(s.get("depth", s.get("k", 4)) or 4)
-    batch = int(s.get("batch", 1) or 1)
-    if lesson == "memory_bound":
-        largest = int(s.get("largest", 64) or 64)
-        return [("one token", 1, 1), (f"{largest} tokens in one pass", 1, largest)]
-    if lesson == "width":
-        nodes = int(s.get("nodes", 24) or 24)
-        out = []
-        for b in sorted({1, batch}):
-            out += [(f"plain, batch {b}", b, 1), (f"chain k = 4, batch {b}", b, 5), (f"tree of {nodes}, batch {b}", b, nodes + 1)]
-        return out
-    if lesson == "adaptive":
-        batches = [1, 8]
-    elif lesson == "by_load":
-        batches = [1, 4, 16]
-    elif lesson in ("turn_it_off",):
-        batches = [batch]
-    else:  # one_step, more_flops, past_the_ridge, and any lesson not named here
-        batches = sorted({1, batch})
+    batches = batches or sorted({1, int(s.get("batch", 1) or 1)})
     out = []
     for b in [*batches, SERVING_BATCH] if SERVING_BATCH not in batches else batches:
         tag = " (a serving batch)" if b == SERVING_BATCH and b not in batches else ""
         out += [(f"plain, batch {b}{tag}", b, 1), (f"verify k = {depth}, batch {b}{tag}", b, depth + 1)]
     return out
+
+
+def lesson_passes(lesson: str, settings: dict) -> list[tuple[str, int, int]]:
+    """The passes lesson `lesson`'s settings make (its record's `gpu_passes`, else plain and verify at 1 and its batch)."""
+    from app.lessons.registry import EXPERIMENTS  # here, not above: the lessons' records import this kit
+
+    record = EXPERIMENTS.get(lesson)
+    return record.gpu_passes(settings or {}) if record is not None and record.gpu_passes else verify_passes(settings)
 
 
 def model_rows(lesson: str, settings: dict, gpu_key: str = MODEL_GPU, shape: str = MODEL_SHAPE) -> list[dict]:
@@ -319,7 +306,11 @@ def seed_sentence(gpu_key: str = MODEL_GPU, shape: str = SEED_SHAPE) -> str:
 
 # --- 3. published results where the claim needs acceptance ----------------------------------------
 SGLANG = "SGLang docs, Speculative Decoding (https://docs.sglang.io/advanced_features/speculative_decoding.html), from the EAGLE-3 paper"
+
+
 EAGLE3 = "Li et al., EAGLE-3, arXiv 2503.01840 (abstract), https://arxiv.org/abs/2503.01840"
+
+
 CITED = (
     {"result": "plain decoding", "value": "158.34 tokens/s", "setup": "Llama-3.1-8B-Instruct, MT-Bench, 1× H100, SGLang", "source": SGLANG},
     {"result": "EAGLE-2", "value": "244.10 tokens/s", "setup": "Llama-3.1-8B-Instruct, MT-Bench, 1× H100, SGLang", "source": SGLANG},
@@ -327,12 +318,14 @@ CITED = (
     {"result": "EAGLE-3 throughput gain at batch 64", "value": "1.38×", "setup": "SGLang", "source": EAGLE3},
     {"result": "EAGLE-3 speedup, best case", "value": "up to 6.5×", "setup": "chat and reasoning models, five tasks", "source": EAGLE3},
 )
-NEEDS_ACCEPTANCE = {"more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width", "one_step"}
 
 
 def cited_rows(lesson: str) -> list[dict]:
     """Published results for a lesson whose claim depends on acceptance; none for lesson 1 (pass cost only)."""
-    return [dict(r) for r in CITED] if lesson in NEEDS_ACCEPTANCE else []
+    from app.lessons.registry import EXPERIMENTS  # here, not above: the lessons' records import this kit
+
+    record = EXPERIMENTS.get(lesson)
+    return [dict(r) for r in CITED] if record is None or record.acceptance else []
 
 
 # --- the panel's figures --------------------------------------------------------------------------

@@ -1,28 +1,4 @@
-"""Lesson texts: lessons/NN-name.md, each opening with front matter that names its experiment.
-
-    ---
-    experiment: memory_bound
-    ---
-    # 1 · One token per pass leaves the arithmetic idle
-    ...Markdown...
-
-The front matter is a few `key: value` lines between two `---` lines (a small subset of YAML: no
-nesting, no lists; quotes around a value are dropped). The Lessons page looks the experiment up by
-name, so lessons can be reordered, added or removed without touching the page's code.
-
-Each lesson also has three check questions in a sibling file, lessons/NN-name.checks.json:
-
-    [{"question": "...", "options": ["...", "..."], "answer": 1, "explain": "..."}, ...]
-
-`answer` is the index of the right option; `explain` is the feedback shown after any answer.
-
-A lesson's number is its file's NN prefix (`?lesson=N` links to it), and its body splits into sections
-(lessons/README.md): the lead (title to the first `## ` line, shown open above the experiment), `## On a GPU`
-(the GPU panel's text), `## Sources` (shown small at the end) and any other `## Heading` (a collapsed
-expander, in file order). Plain
-functions, no streamlit: tests/app/test_lesson_files.py checks them on temporary files and on the
-shipped lessons.
-"""
+"""app.lessons.kit.files: from files."""
 
 from __future__ import annotations
 
@@ -33,6 +9,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 LESSON_GLOB = "[0-9][0-9]-*.md"
+
+
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
@@ -104,6 +82,8 @@ class Check:
 
 
 CHECKS_PER_LESSON = 3
+
+
 MAX_CHECK_TEXT = 600
 
 

@@ -1,22 +1,116 @@
-"""Lesson 4 ("Serving stacks make speculation load-aware"): the switch, seen step by step (no streamlit, no torch).
-
-The lesson decodes one batch of prompts whose answers end at different lengths (RAGGED_PROMPTS: short questions
-that end after a few tokens, and one open question that runs to the token limit), so the live batch shrinks during
-the run, as it does in this engine, which never refills a finished row. Three lanes: plain decoding, speculation
-always on, and off above batch N. A run splits into two phases by its live batch: while more than N rows decode
-("full": the switch is off) and once N or fewer remain ("shrunk": the switch is back on). Each phase's rate is its
-decode steps' tokens over their time, per interleaved run, so every verdict is the one rule's over those rounds
-(app/common/verdict.py, through app/lessons/noise.py). Every sentence is computed from the measurement.
-"""
+"""app.lessons.l4_turn_it_off: from figures, switch, show, load_lessons, conclusions."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
+import streamlit as st
 from plotly.subplots import make_subplots
 
+from app.common import measurement as ms
 from app.common.lane_stats import spread
-from app.lessons import knee, noise
+from app.common.measurement import CHOSEN, LANE, NUMBERS, SPREAD, WARMUP
+from app.lessons.kit import knee, noise
+from app.lessons.kit.against import round_rates
+from app.lessons.kit.experiment import (
+    CURVE_HELP,
+    Claim,
+    Experiment,
+    Knob,
+    Prediction,
+    _leviathan_models,
+    _leviathan_of,
+    lane_jobs,
+    pair_numbers,
+)
+from app.lessons.kit.figures import (
+    COLORS,
+    PLAIN_COLOR,
+    _whiskers,
+    decode_rate,
+    decode_ratio,
+    frame,
+    grouped_bars,
+    label_above_whiskers,
+    lane_rate,
+    ratio_range,
+    spread_of,
+    tpot_ms,
+)
+from app.lessons.kit.gpu import verify_passes
+from app.lessons.kit.noise import serving_note
+from app.lessons.kit.rows import MAX_STEPS, decode_spread, decode_steps, rate
+from app.lessons.kit.runs import Job, lane_pair, machine_curve, median_run, timed_rounds
+from app.lessons.kit.show import drafter_label, settings_note, show_chart, show_table
+from engine import DecodeConfig
 from engine.bench.prompts import EXTRACTIVE_PROMPTS
+
+
+def _policy_lanes(m: dict, s: dict) -> list[tuple[str, dict]]:
+    n = int((m.get("chosen") or s).get("n", 0))
+    return [("plain", m["ar"]), ("always on", m["on"]), (f"off above batch {n}", m["off"])]
+
+
+PHASE_NAMES = {"full": "while more than N rows decoded", "shrunk": "once N or fewer remained"}
+
+
+def turn_it_off_figure(m: dict, s: dict, label: str = "") -> go.Figure:
+    """Decoding-alone tokens/s of each policy over the whole run and, where the measurement has them, in each phase
+    (more than N rows decoding, N or fewer), every bar with its runs' range."""
+    batch = int((m.get("chosen") or s).get("batch", 1))
+    lanes = _policy_lanes(m, s)
+    phases = m.get("phases") or {}
+    keys = ("ar", "on", "off")
+    titles = ("decoding alone, whole run (tokens/s)", "decoding alone, by phase (tokens/s)")
+    fig = make_subplots(rows=1, cols=2 if phases else 1, subplot_titles=titles[: 2 if phases else 1])
+    colors = [PLAIN_COLOR, COLORS[0], COLORS[1]]
+    vals = [decode_rate(ln) for _, ln in lanes]
+    names = [name for name, _ in lanes]
+    fig.add_bar(x=names, y=[v for v, _, _ in vals], marker_color=colors, error_y=_whiskers(vals), showlegend=False, row=1, col=1)
+    label_above_whiskers(fig, names, vals, [f"{v:.0f}" for v, _, _ in vals], row=1, col=1)
+    if phases:
+        series = [
+            {"name": name, "values": [spread_of(phases.get(key, {}), p) for p in PHASE_NAMES], "color": color}
+            for (name, _), key, color in zip(lanes, keys, colors)
+        ]
+        grouped_bars(fig, list(PHASE_NAMES.values()), series, row=1, col=2)
+    return frame(fig, f"Batch {batch}, rows ending at different lengths: each policy's decoding speed", label, height=420)
+
+
+def _times(r: tuple[float, float | None, float | None]) -> str:
+    """'0.92× (0.88–0.98)': a ratio and its 95% range, as the verdict sentences state them."""
+    v, lo, hi = r
+    return f"{v:.2f}×" + (f" ({lo:.2f}–{hi:.2f})" if lo is not None else "")
+
+
+def turn_it_off_table(m: dict, s: dict) -> list[dict]:
+    """Per policy: decoding-alone tokens/s (median, runs' range, × plain), the whole run's (prefill included), each
+    phase's decoding rate, time per output token, and the decode steps that speculated."""
+    batch = int((m.get("chosen") or s).get("batch", 1))
+    base, whole_base = decode_rate(m["ar"])[0], lane_rate(m["ar"])[0]
+    phases = m.get("phases") or {}
+    out = []
+    for (name, ln), key in zip(_policy_lanes(m, s), ("ar", "on", "off")):
+        v, lo, hi = decode_rate(ln)
+        whole = lane_rate(ln)[0]
+        t = tpot_ms(ln, batch)
+        row = {
+            "policy": name,
+            "decoding tokens/s": round(v, 1),
+            "range (runs)": f"{lo:.0f}–{hi:.0f}" if lo is not None else "one run",
+            "× plain (95% range)": _times(decode_ratio(ln, m["ar"])) if base else None,
+            "× always on (95% range)": _times(decode_ratio(ln, m["on"])) if key == "off" else "",
+            "whole run tokens/s (prefill included)": round(whole, 1),
+            "whole run × plain": round(ratio_range(ln, m["ar"])[0], 2) if whole_base else None,
+        }
+        for phase, title in PHASE_NAMES.items():
+            sp = phases.get(key, {}).get(phase)
+            if phases:
+                row[f"{title} (tokens/s)"] = round(sp["median"], 1) if sp else None
+        row["time per output token (ms)"] = round(t, 1) if t else None
+        row["speculated steps"] = f"{ln.get('speculated_steps', 0)} of {ln.get('decode_steps', 0)}"
+        out.append(row)
+    return out
+
 
 # The first prompt asks for a long copy (engine/bench/prompts.py, the case where drafts are accepted often), which
 # runs to the token limit; the others ask for a word, a number or a sentence, so their rows end after a few to a few
@@ -39,16 +133,27 @@ RAGGED_PROMPTS = (
     "In two sentences, why do leaves change colour in autumn?",
     "Describe a rainbow in two short sentences.",
 )
+
+
 DRAFTER = "ngram"  # the lookup drafts from the text so far at almost no cost: the long copy is its best case
+
+
 SWITCH_BATCHES = (4, 8, 16)  # the batch knob's options (0: chosen from this machine's pass curve)
+
+
 CHOSEN_BATCHES = (4, 8)  # the batches setting 0 chooses from: at 16 rows some short answers run to the token budget
+
+
 # beside the long copy, so the batch never shrinks to N and the switch never comes back on
 SWITCH_PAST = 8.0  # the full batch's verify pass carries at least this many times the room: far enough past it that
+
+
 # every guess costs real time even with the n-gram lookup's free drafts (at 4x the room, 16 tokens on the 2-core EPYC,
 # a pass cost 1.75x a one-token pass and the lookup's accepted guesses still paid for it)
 LANES = (("ar", "plain"), ("on", "always on"), ("off", "switch"))  # measurement key, name in a sentence
+
+
 PHASES = ("full", "shrunk")
-MAX_STEPS = 512  # steps kept per lane (the schema's list cap, engine/checks.py SPEC_MAX_LIST)
 
 
 def ragged_prompts(batch: int) -> list[str]:
@@ -66,10 +171,6 @@ def choose(room: int, s: dict) -> dict:
     batch = int(s.get("batch", 0)) or knee.past_batch(room, depth, CHOSEN_BATCHES, SWITCH_PAST)
     n = int(s.get("n", 0)) or max(1, room // (depth + 1))
     return {"room": int(room), "depth": depth, "batch": batch, "n": n, "tokens": int(s["tokens"])}
-
-
-def decode_steps(traces: list) -> list:
-    return [st for t in traces for st in t.steps if st.kind == "decode"]
 
 
 def step_rows(trace) -> list[list[float]]:
@@ -100,16 +201,6 @@ def phases(runs: list, n: int) -> dict:
 def settings_of(m: dict, s: dict) -> dict:
     """The settings the run resolved to (newer measurements record them), else the knobs (older recordings)."""
     return m.get("chosen") or {"depth": 4, "batch": int(s["batch"]), "n": int(s["n"]), "tokens": int(s.get("tokens", 0))}
-
-
-def decode_spread(lane: dict) -> dict | None:
-    """A lane's decoding-alone rates over its runs; an older lane's whole-run rates (it has no other)."""
-    return lane.get("decode_tokens_per_s_runs") or lane.get("tokens_per_s_runs")
-
-
-def rate(lane: dict) -> float:
-    sp = decode_spread(lane)
-    return sp["median"] if sp else lane["summary"]["tokens_per_s"]
 
 
 def verdict(a: dict | None, b: dict | None, name: str = "plain") -> str:
@@ -213,3 +304,118 @@ def steps_figure(m: dict, label: str = "") -> go.Figure | None:
         fig.update_yaxes(title_text="rows / k", rangemode="tozero", row=i, col=1)
     fig.update_xaxes(title_text="decode step", row=len(lanes), col=1)
     return frame(fig, "Step by step: rows still decoding, and the draft depth each step used", label, height=200 + 170 * len(lanes))
+
+
+def show_turn_it_off(m: dict, s: dict, label: str = "") -> None:
+    st.markdown(f"Drafter: {drafter_label(m['on']['drafter'] or 'model')}.")
+    settings_note(m, s)
+    show_chart(turn_it_off_figure(m, s, label), "lesson4_fig")
+    steps = steps_figure(m, label)  # the live batch and the depth at every step (None: an older recording)
+    if steps is not None:
+        show_chart(steps, "lesson4_steps")
+    show_table(turn_it_off_table(m, s))
+    st.caption(
+        "Decoding alone: the decode steps' tokens over their time, the prompt's pass (prefill) left out; the whole-run "
+        "column keeps it in. Time per output token is what one request waits per token: this engine runs a batch "
+        "until its slowest row ends (rows are not refilled); a server with continuous batching refills finished rows."
+    )
+    st.success("\n\n".join(turn_it_off_conclusion(m, s)))
+
+
+TURN_OFF_ROUNDS = 3  # lesson 4: each run prefills 8 prompts (~1.9 s on a 2-thread Xeon): three lanes × (3 rounds + a warm-up)
+
+
+# --- 4. turn it off ---------------------------------------------------------------------------------
+def turn_it_off(pair, probe, s: dict) -> dict:
+    """Plain, always-on (draft model, depth k) and off-above-batch-N decoding of one batch of prompts whose answers
+    end at different lengths (app/lessons/switch.py), interleaved TURN_OFF_ROUNDS times; k, the batch and N chosen
+    from this machine's room where their knobs are 0. Besides the lanes: each lane's decode rate while more than N
+    rows decoded and once N or fewer remained, per run, and its median run's steps (live batch, depth, ms)."""
+    curve, room = machine_curve(pair)
+    c = choose(room, s)
+    prompts, tokens, k, drafter = ragged_prompts(c["batch"]), c["tokens"], c["depth"], DRAFTER
+    jobs = lane_jobs(prompts, k, drafter, tokens)
+    off = DecodeConfig(depth=k, drafter=drafter, max_new_tokens=tokens, policy="off_above_batch", disable_by_batch_size=c["n"])
+    runs, warm = timed_rounds(pair, jobs | {"off": Job(prompts, off)}, TURN_OFF_ROUNDS)
+    on = lane_pair(runs["ar"], runs["spec"])
+    lanes = {"ar": on["ar"], "on": on["spec"], "off": ms.lane_of_runs([r[0] for r in runs["off"]])}
+    traces = {"ar": runs["ar"], "on": runs["spec"], "off": runs["off"]}
+    steps = {key: step_rows(median_run(runs)[0]) for key, runs in traces.items()}
+    phases = {key: phases([r[0] for r in runs], c["n"]) for key, runs in traces.items()}
+    return lanes | {"m": on["m"], "chosen": c, "curve": curve, "warmup": warm, "phases": phases, "steps": steps}
+
+
+def turn_it_off_conclusion(m: dict, s: dict) -> list[str]:
+    """Lesson 4's conclusion (app/lessons/switch.py): the room and the settings it chose, always-on speculation and
+    the off-above-batch-N switch against plain decoding, decoding alone, in each phase of the shrinking batch, each
+    verdict by the one rule over the interleaved rounds; then per-request latency."""
+    batch = settings_of(m, s)["batch"]
+    return conclusion(m, s) + [serving_note(m["ar"], m["on"], batch)]
+
+
+def _phase(lane: str, phase: str):
+    return lambda m: m["phases"][lane][phase]
+
+
+RECORD = Experiment(
+    turn_it_off,
+    (
+        Knob(
+            "l4_batch",
+            "Batch size",
+            (0, *SWITCH_BATCHES),
+            0,
+            CURVE_HELP + ": the smallest of 4 and 8 whose verify pass carries 8× the room, else 8",
+        ),
+        Knob("l4_n", "Off above batch N", (0, 1, 2, 4, 8), 0, CURVE_HELP + ": the most rows whose verify pass fits the room"),
+        Knob("l4_depth", "Speculation depth k", (0, 1, 2, 3, 4), 0, CURVE_HELP + ": the deepest one-row draft inside the room"),
+        Knob("l4_tokens", "New tokens per sequence (the longest answer)", (32, 48, 64), 48),
+    ),
+    Prediction(
+        "The speedup of always-on speculation (n-gram lookup) over plain decoding, decoding alone over the whole run, "
+        "at this lesson's batch (chosen from this machine's room)?",
+        "e.g. 1.2",
+        always_on_speedup,
+        lambda m, s: _leviathan_models(m["m"]),
+    ),
+    leviathan=lambda m, s: _leviathan_of(m["m"], {"ar": m["ar"], "spec": m["on"]}),
+    verdict=lambda m, s: turn_it_off_conclusion(m, s)[:-1],
+    table=turn_it_off_table,
+    show=show_turn_it_off,
+    numbers=lambda m, s: pair_numbers([("always-on", m["m"], {"ar": m["ar"], "spec": m["on"]})]),
+    gpu_passes=lambda s: verify_passes(s, [int(s.get("batch", 1) or 1)]),
+    contest=lambda m, s: ("always-on speculation", "plain decoding", round_rates(m["on"]), round_rates(m["ar"])),
+    plain=lambda m: (int((m.get("chosen") or {}).get("batch", 1)), m["ar"]),
+    name="turn_it_off",
+    schema={
+        "ar": LANE,
+        "on": LANE,
+        "off": LANE,
+        "m": NUMBERS,
+        **CHOSEN,
+        **WARMUP,
+        # lesson 4 (app/lessons/switch.py): each lane's decode rate per phase over its runs, its median run's steps
+        "phases?": {"*": {"full?": SPREAD, "shrunk?": SPREAD}},
+        "steps?": {"*": [["num"]]},
+    },
+    claims=(
+        Claim(
+            "Past the knee, always-on speculation costs",
+            "always-on",
+            "plain decoding",
+            "the full batch",
+            lambda m: (_phase("on", "full")(m), _phase("ar", "full")(m)),
+            -1,
+            lead=True,
+        ),
+        Claim(
+            "As rows finish, the switch's speculation pays",
+            "the switch",
+            "plain decoding",
+            "N rows or fewer",
+            lambda m: (_phase("off", "shrunk")(m), _phase("ar", "shrunk")(m)),
+            1,
+            lead=True,
+        ),
+    ),
+)

@@ -1,0 +1,292 @@
+"""app.lessons.l2_more_flops: from pass_lessons, pass_conclusions, pass_figures, pass_show."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+from plotly.subplots import make_subplots
+
+from app.common import verdict as rule
+from app.common.measurement import CHOSEN, DECODE_COSTS, PAIR_RUN, SEED_PASS, WARMUP
+from app.lessons.kit import noise
+from app.lessons.kit.against import round_rates
+from app.lessons.kit.experiment import (
+    CURVE_HELP,
+    DEPTHS,
+    Claim,
+    Experiment,
+    Knob,
+    Prediction,
+    _leviathan_of,
+    lane_jobs,
+    lane_rounds,
+    pair_numbers,
+)
+from app.lessons.kit.figures import COLORS, WASTE_COLOR, frame
+from app.lessons.kit.knee import SAME_TIME
+from app.lessons.kit.runs import inside_depth, lane_pair, machine_curve, median_run, seed_passes, timed_rounds
+from app.lessons.kit.show import (
+    consistent,
+    context_note,
+    show_chart,
+    show_table,
+    speedup_words,
+    step_cost_words,
+    verdict_words,
+    warmup_note,
+)
+from app.views import metrics
+from engine.bench.prompts import batch_prompts
+
+# --- 2. speculation does more work, and the seed's k + 1 tokens per pass ------------------------------
+MORE_ROUNDS = 5  # two short batch-1 lanes: five interleaved rounds (after a warm-up) stay well inside 20 s
+
+
+def decode_costs(traces: list) -> dict:
+    """FLOPs, bytes moved and FLOPs on rejected drafts of one run's decode steps (the prompt's pass left out), both
+    models, and the tokens those steps wrote: what lesson 2 divides per decoded token."""
+    steps = [st for t in traces for st in t.steps if st.kind == "decode"]
+    return {
+        "tokens": sum(len(q.emitted) for st in steps for q in st.seqs),
+        "flops": sum(st.flops for st in steps),
+        "bytes": sum(st.bytes for st in steps),
+        "flops_wasted": sum(st.flops_wasted for st in steps),
+    }
+
+
+def more_flops(pair, probe, s: dict) -> dict:
+    """The n-gram lookup against plain decoding on an extractive prompt (batch 1) at a depth inside this machine's
+    room (depth 0: inside_depth), MORE_ROUNDS interleaved rounds after a warm-up; the decode steps' FLOPs and
+    bytes of each median run; and Barrow's seed passes at depth + 1 tokens."""
+    curve, room = machine_curve(pair)
+    depth = int(s["depth"]) or inside_depth(room)
+    runs, warm = timed_rounds(pair, lane_jobs(batch_prompts("extractive", 1), depth, "ngram", int(s["tokens"])), MORE_ROUNDS)
+    costs = {name: decode_costs(median_run(runs[name])) for name in ("ar", "spec")}
+    return lane_pair(runs["ar"], runs["spec"]) | {
+        "seed": seed_passes(pair, depth),
+        "decode_costs": costs,
+        "chosen": {"room": room, "depth": depth},
+        "curve": curve,
+        "warmup": warm,
+    }
+
+
+def operations_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
+    return [("Leviathan's operations factor, Theorem 3.11 (decode steps only)", m["m"].get("operations_factor"))]
+
+
+def per_token(m: dict) -> dict | None:
+    """Lesson 2's decode steps per decoded token, speculative ÷ plain: FLOPs, bytes moved, and time (decode rates)."""
+    costs = m.get("decode_costs")
+    if not costs or not costs["ar"]["tokens"] or not costs["spec"]["tokens"]:
+        return None
+    a, b = costs["ar"], costs["spec"]
+    sp = noise.speedup(m)
+    return {
+        "flops": (b["flops"] / b["tokens"]) / (a["flops"] / a["tokens"]),
+        "bytes": (b["bytes"] / b["tokens"]) / (a["bytes"] / a["tokens"]),
+        "time": 1 / sp["value"] if sp else None,
+        "wasted": b["flops_wasted"] / b["flops"] if b["flops"] else 0.0,
+    }
+
+
+def more_flops_conclusion(run: dict) -> str:
+    """Lesson 2's conclusion from its measurement ({ar, spec, m, decode_costs, …}): FLOPs and bytes per decoded
+    token, the speedup decoding alone beside the whole run, and what a verify pass cost."""
+    m = consistent(run) if "m" in run else run
+    ratios = per_token(run) if "m" in run else None
+    ops = m.get("operations_factor")
+    if ratios:
+        text = (
+            f"Per decoded token (the prompt's pass left out), speculation did {ratios['flops']:.2f}× the FLOPs of plain "
+            f"decoding and moved {ratios['bytes']:.2f}× the bytes: "
+            + (
+                "read the bars above. "
+                if ratios["flops"] < 1 or ratios["bytes"] >= 1
+                else "more arithmetic, far fewer bytes. "
+                if ratios["flops"] >= 1.005
+                else "the same arithmetic to within half a percent (every draft was accepted and drafting was free), far fewer bytes. "
+            )
+        )
+    else:
+        text = f"Speculation did {m['flops_ratio']:.2f}× the FLOPs of plain decoding. "
+    text += (f"Leviathan's operations factor for this run's α and k: {ops:.2f}×. " if ops else "") + (
+        f"{metrics.fmt_flops(m['flops_wasted'])} went on rejected draft tokens. "
+    )
+    if "m" in run:
+        text += f"Decoding alone it ran {speedup_words(run)} as fast as plain decoding, {verdict_words(run)}"
+    else:
+        text += f"It ran {m['speedup']:.2f}× as fast as plain decoding"
+    sp = noise.speedup(run) if "m" in run else None
+    text += metrics.speedup_reason(m, "here", sp["verdict"] if sp else None)
+    verify = step_cost_words(m.get("median_verify_ratio"), "A verify pass")
+    return text + (f" {verify} (means over the decode steps)." if verify else "")
+
+
+def seed_conclusion(seed: dict) -> str:
+    """Barrow's example measured: k+1 tokens per pass as a batch of k+1 at depth 0 and as one row at depth k."""
+    wide, deep = seed["passes"]
+    ratio = wide["ms"] / deep["ms"] if deep["ms"] > 0 else None
+    n = wide["tokens_per_pass"]
+    if ratio is None:
+        timing = "One of the passes took no measurable time."
+    elif 1 / SAME_TIME <= ratio <= SAME_TIME or rule.cheaper(wide["times_ms"], deep["times_ms"]).sign == 0:
+        timing = (
+            f"They took the same time within noise ({wide['ms']:.1f} against {deep['ms']:.1f} ms; within {SAME_TIME:.2f}× or "
+            f"the rule names no winner), as Barrow's example says: the pass costs what its {n} tokens cost, however they were gathered."
+        )
+    else:
+        more = "longer" if ratio > 1 else "less time"
+        timing = (
+            f"The batch-{wide['batch']} pass took {more}: {wide['ms']:.1f} against {deep['ms']:.1f} ms "
+            f"({ratio:.2f}×), a difference the rule names and more than the {SAME_TIME:.2f}× this page calls the same time."
+        )
+    kv = wide["kv_bytes"] / deep["kv_bytes"] if deep["kv_bytes"] else None
+    diff = wide["flops"] - deep["flops"]
+    rel = diff / deep["flops"] if deep["flops"] else 0.0
+    if abs(rel) < 0.005:  # the same to the shown digits: say so, and name the difference that exists
+        flops = (
+            f"the same FLOPs to within {abs(rel):.2%} ({wide['flops'] / 1e9:.2f} GFLOP each: only the attention term "
+            f"differs, by {diff / 1e6:+.1f} MFLOP for the batch)"
+        )
+    else:
+        flops = (
+            f"{wide['flops'] / 1e9:.2f} against {deep['flops'] / 1e9:.2f} GFLOP ({rel:+.1%}, the attention term: "
+            f"{wide['batch']} rows each attend over their own context)"
+        )
+    return (
+        f"Both passes carry {n} tokens and read the {wide['weight_bytes'] / 1e6:.0f} MB of weights once. "
+        f"{timing} What differs is the KV cache: {wide['batch']} rows of context cost "
+        f"{wide['kv_bytes'] / 1e6:.1f} MB of KV reads against {deep['kv_bytes'] / 1e6:.1f} MB for one row"
+        + (f" ({kv:.1f}×)" if kv else "")
+        + f", and {flops}. And what the tokens buy: the batch moves {wide['batch']} sequences one token "
+        f"each; the single row moves one sequence by 1 plus however many of its {deep['new_tokens'] - 1} drafts "
+        "the target accepts."
+    )
+
+
+# --- lesson 2: more FLOPs, fewer bytes, less time -------------------------------------------------
+def more_flops_figure(m: dict, s: dict, label: str = "") -> go.Figure:
+    """Left: speculative ÷ plain per decoded token (decoding alone): FLOPs, bytes moved and time, against the line
+    of 1×. Right: FLOPs per decoded token, on kept tokens and on rejected drafts, plain against speculative."""
+    titles = ("speculative ÷ plain, per decoded token", "FLOPs per decoded token (MFLOP)")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, column_widths=[0.55, 0.45])
+    ratios = per_token(m)
+    if ratios:
+        names = ["FLOPs done", "bytes moved", "time"]
+        ys = [ratios["flops"], ratios["bytes"], ratios["time"]]
+        fig.add_bar(
+            x=names,
+            y=ys,
+            marker={"color": [COLORS[0], COLORS[1], COLORS[2]], "pattern": {"shape": ["", "/", "."]}},
+            text=[f"{y:.2f}×" if y is not None else "" for y in ys],
+            textposition="outside",
+            name="speculative ÷ plain",
+            showlegend=False,
+            row=1,
+            col=1,
+        )
+        fig.add_hline(y=1.0, line_dash="dot", line_color="#333", annotation_text="1× = the same as plain", row=1, col=1)
+        costs = m["decode_costs"]
+        lanes = [("plain", costs["ar"]), ("speculative", costs["spec"])]
+        useful = [(c["flops"] - c["flops_wasted"]) / c["tokens"] / 1e6 for _, c in lanes]
+        wasted = [c["flops_wasted"] / c["tokens"] / 1e6 for _, c in lanes]
+        fig.add_bar(x=[n for n, _ in lanes], y=useful, name="FLOPs on kept tokens", marker_color=COLORS[0], row=1, col=2)
+        fig.add_bar(
+            x=[n for n, _ in lanes],
+            y=wasted,
+            name="FLOPs on rejected drafts (wasted)",
+            marker={"color": WASTE_COLOR, "pattern": {"shape": "/"}},
+            row=1,
+            col=2,
+        )
+    frame(fig, "More FLOPs, far fewer bytes, less time: speculation does more arithmetic per token and reads the weights less often", label)
+    fig.update_layout(barmode="stack")
+    return fig
+
+
+def more_flops_table(m: dict, s: dict) -> list[dict]:
+    costs = m.get("decode_costs") or {}
+    sp = noise.speedup(m)
+    out = []
+    for name, key in (("plain", "ar"), ("speculative", "spec")):
+        ln, c = m[key], costs.get(key)
+        runs, decode = noise.rate_runs(ln)
+        whole = ln.get("tokens_per_s_runs")
+        out.append(
+            {
+                "decoding": name,
+                "tokens/s, decoding alone" if decode else "tokens/s, whole run": round(runs["median"], 1) if runs else None,
+                "rounds": f"{runs['min']:.0f}–{runs['max']:.0f}" if runs else "one run",
+                "× plain (the rule's ratio, 95% range)": "1 (the yardstick)"
+                if key == "ar"
+                else (f"{sp['value']:.2f}× ({sp['lo']:.2f}–{sp['hi']:.2f}×)" if sp and sp["lo"] else f"{sp['value']:.2f}×" if sp else None),
+                "tokens/s, whole run (prefill included)": round(whole["median"], 1) if whole else None,
+                "decode passes": int(ln["decode_steps"]),
+                "MFLOP per decoded token": round(c["flops"] / c["tokens"] / 1e6) if c else None,
+                "MB moved per decoded token": round(c["bytes"] / c["tokens"] / 1e6, 1) if c else None,
+            }
+        )
+    return out
+
+
+def show_more_flops(m: dict, s: dict, label: str = "") -> None:
+    context_note("more_flops", m, label)
+    show_chart(more_flops_figure(m, s, label), "lesson2_fig")
+    show_table(more_flops_table(m, s))
+    warmup_note(m)
+    st.success(more_flops_conclusion(m))
+    seed = m["seed"]
+    st.markdown(
+        f"**Barrow's example: {seed['passes'][0]['tokens_per_pass']} tokens per pass, made two ways** (one "
+        f"target pass each over a {seed['context']}-token context; {seed['rounds']} rounds alternating the two, "
+        "median of 5 timed passes per round; FLOPs and bytes are the engine's counts, engine/costs.py)"
+    )
+    show_table(
+        [
+            {
+                "pass": p["label"],
+                "ms (median)": round(p["ms"], 2),
+                "rounds (ms)": ", ".join(f"{t:.1f}" for t in p["times_ms"]),
+                "GFLOP": round(p["flops"] / 1e9, 3),
+                "weight MB": round(p["weight_bytes"] / 1e6, 1),
+                "KV MB": round(p["kv_bytes"] / 1e6, 2),
+            }
+            for p in seed["passes"]
+        ]
+    )
+    st.info(seed_conclusion(seed))
+
+
+RECORD = Experiment(
+    more_flops,
+    (
+        Knob("l2_depth", "Speculation depth k", (0, *DEPTHS), 0, CURVE_HELP + ": the deepest draft whose verify pass fits in the room"),
+        Knob("l2_tokens", "New tokens", (16, 32, 64), 32),
+    ),
+    Prediction(
+        "Per decoded token (decoding alone: the prompt's pass left out), speculative decoding does how many times "
+        "the FLOPs of plain decoding?",
+        "e.g. 0.8",
+        lambda m, s: (per_token(m) or {}).get("flops"),
+        operations_models,
+    ),
+    leviathan=lambda m, s: _leviathan_of(m["m"], m),
+    verdict=lambda m, s: [more_flops_conclusion(m)],
+    table=more_flops_table,
+    show=show_more_flops,
+    numbers=lambda m, s: pair_numbers([("speculative", m["m"], m)])
+    + [("FLOPs per decoded token, speculative ÷ plain", metrics.fmt((per_token(m) or {}).get("flops"), ".2f", "×"))]
+    + [(p["label"], f"{p['ms']:.2f} ms, {p['flops'] / 1e9:.2f} GFLOP, KV {p['kv_bytes'] / 1e6:.1f} MB") for p in m["seed"]["passes"]],
+    contest=lambda m, s: ("the n-gram lookup", "plain decoding", round_rates(m["spec"]), round_rates(m["ar"])),
+    plain=lambda m: (int((m.get("chosen") or {}).get("batch", 1)), m["ar"]),
+    name="more_flops",
+    schema={
+        **PAIR_RUN,
+        "seed": {"context": "int", "rounds": "int", "passes": [SEED_PASS]},
+        "decode_costs?": {"ar": DECODE_COSTS, "spec": DECODE_COSTS},
+        **CHOSEN,
+        **WARMUP,
+    },
+    claims=(Claim("More FLOPs, yet faster", "speculation", "plain decoding", "batch 1", lane_rounds("spec", "ar"), 1, lead=True),),
+)
