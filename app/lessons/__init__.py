@@ -1,4 +1,3 @@
-"""Everything only the Lessons page (and the lesson recorder, scripts/record/record_lessons.py) uses: the lesson
-files (files.py), their experiments (experiments.py), the recorded measurements and their checks
-(app/common/measurement.py, shared with the Sweep), computed conclusions (conclusions.py), the batch-table view (load.py) and the printable
-worksheet (worksheet.py)."""
+"""The Lessons page (lessons.py) and everything only it and the lesson recorder (scripts/record/record_lessons.py)
+use: one module per lesson, lNN_<name>.py, each declaring its RECORD; the registry that finds them (registry.py);
+and what they share (kit/)."""

@@ -1,4 +1,6 @@
-"""app.lessons.l0_one_step: from step_lesson, step_page."""
+"""Lesson 0, one speculative step: the recorded step-through trace (draft, verify, accept, correct), stage by stage
+beside the engine's code, the plain step it is set against, and a recorded draft-tree step (lesson 7 shows it).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""app.lessons.l2_more_flops: from pass_lessons, pass_conclusions, pass_figures, pass_show."""
+"""Lesson 2, more FLOPs yet faster: plain and speculative decoding of the same prompt at batch 1, interleaved, with
+FLOPs, bytes and time per decoded token; the claim is that speculation does more arithmetic and still wins.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""app.lessons.l3_past_the_ridge: from pass_lessons, pass_conclusions, pass_figures, pass_show."""
+"""Lesson 3, past the room: speculation at batch 1 (its verify pass inside the room) and at a large batch (its verify
+pass at 4× the room), with a drafter that costs something and with n-gram lookup; inside the room it pays, past it a
+costly drafter loses and a cheap, often-accepted one can still pay.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""app.lessons.l4_turn_it_off: from figures, switch, show, load_lessons, conclusions."""
+"""Lesson 4, turn it off: a ragged batch decoded plain, always speculating (n-gram lookup) and with a switch that
+speculates only once N rows or fewer remain; the claim is that past the knee always-on costs and that the switch's
+speculation pays as rows finish. Its run, phases, words, charts (with the live batch per step) and record.
+"""
 
 from __future__ import annotations
 
@@ -283,7 +286,7 @@ def conclusion(m: dict, s: dict) -> list[str]:
 def steps_figure(m: dict, label: str = "") -> go.Figure | None:
     """One strip per lane (always-on, the switch): the live batch at each decode step (a line) and the draft depth
     chosen there (bars), with the switch's N dotted. None for an older recording without steps."""
-    from app.lessons.figures import COLORS, PLAIN_COLOR, esc, frame
+    from app.lessons.kit.figures import COLORS, PLAIN_COLOR, esc, frame
 
     steps = m.get("steps")
     if not steps:

@@ -1,4 +1,6 @@
-"""app.lessons.l5_adaptive: from figures, retime, show, load_lessons, conclusions."""
+"""Lesson 5, adaptive per-sequence depth: drafting all k against stopping where the drafter is unsure (a joint
+confidence gate), at batch 1 and at a larger batch; the claim is that the gate costs nothing and saves drafting.
+"""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ def lesson_figures() -> dict:
     from app.lessons.l3_past_the_ridge import past_the_ridge_figure
     from app.lessons.l4_turn_it_off import steps_figure, turn_it_off_figure
     from app.lessons.l5_adaptive import adaptive_figure
-    from app.lessons.l6_by_load import by_load_figure, depth_figure, load_figure
+    from app.lessons.l6_by_load import by_load_figure, depth_figure
     from app.lessons.l7_width import shapes_figure, width_figure
     from app.views import step_pictures
     from engine import Trace
@@ -55,10 +55,9 @@ def lesson_figures() -> dict:
     more = {
         "lesson4_steps": lambda r, label: steps_figure(r["measurement"], label),
         "lesson6_depths": lambda r, label: depth_figure(r["measurement"], label),
-        "lesson6_load": lambda r, label: load_figure(r["measurement"]["rows"]),
         "lesson7_steps": lambda r, label: shapes_figure(r["measurement"], label),
     }
-    sources = {"lesson4_steps": "turn_it_off", "lesson6_depths": "by_load", "lesson6_load": "by_load", "lesson7_steps": "width"}
+    sources = {"lesson4_steps": "turn_it_off", "lesson6_depths": "by_load", "lesson7_steps": "width"}
 
     curves, _ = gpu.recorded_curves()
     ridge = _rec("past_the_ridge")["settings"]

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from app.common import measurement
-from app.lessons import registry
+from app.lessons import l6_by_load, registry
 from app.lessons.kit import knee, noise
 from app.lessons.kit.noise import sign as clear_winner
 from app.lessons.kit.rows import cell, decode_spread, load_runs
 from app.lessons.l4_turn_it_off import choose, turn_it_off_conclusion
 from app.lessons.l5_adaptive import adaptive_conclusion, alpha_words
-from app.lessons.l6_by_load import depth_lines, graded, policies, usual_depth
+from app.lessons.l6_by_load import depth_lines, graded, usual_depth
 from app.lessons.l7_width import has_room, tree_verdict, width_conclusion
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +127,7 @@ def _lesson6():
     m = _rec("by_load")["measurement"]
     rows, c = m["rows"], m["chosen"]
     fixed = f"fixed k = {c['k']}"
-    policies = [n for n in policies(rows) if n != fixed]
+    policies = [n for n in l6_by_load.policies(rows) if n != fixed]
     return m, rows, c, fixed, policies
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from app.lessons.kit import drafting, gpu
+from app.lessons.kit import drafting, gpu, retime
 from app.lessons.kit.figures import FOOT_PX, LABEL_CHARS, LEGEND_LINE_PX, chunks, frame, labelled
 from app.lessons.kit.retime import (
     CEILING,
@@ -26,7 +26,6 @@ from app.lessons.kit.retime import (
     h200_speedup,
     lanes_of,
     rows,
-    speedup_bar,
 )
 from app.views.predictor import kv_ridge_text, ridge_sentence
 from engine import Trace
@@ -136,7 +135,7 @@ def test_every_lane_of_a_nested_measurement_is_found_with_its_batch_and_its_plai
         ("EAGLE head", 4),
     ]
     assert base_of(entries[5], entries)["lane"] is ngram_ar and base_of(entries[3], entries) is entries[2]
-    rows = rows(m)
+    rows = retime.rows(m)
     assert rows[1]["× plain on the H200 (re-timed)"] == round(h200_speedup(spec, ar)[0], 2)
     assert rows[1]["× plain here"] == round(spec["decode_tokens_per_s"] / ar["decode_tokens_per_s"], 2)
 
@@ -148,16 +147,6 @@ def test_the_figure_labels_the_re_timed_bars_and_names_the_recording():
     assert any(n.startswith(LABEL + "; drafting priced") for n in names) and any("AMD EPYC (2 threads)" in n for n in names)
     title = fig.layout.title.text
     assert "NVIDIA H200" in title and "2026-11-30" in title and "zero-context" in title
-
-
-def test_a_lesson_chart_can_add_the_re_timed_speedups_as_its_own_labelled_bars():
-    ar, spec = lane_of("ngram-copy-ar"), lane_of("ngram-copy-spec")
-    bar = speedup_bar(["batch 1", "old recording"], [(spec, ar), ({"summary": {}}, ar)])
-    assert bar.name == LABEL and bar.y[0] == pytest.approx(h200_speedup(spec, ar)[0]) and bar.y[1] is None
-    assert bar.text[0].endswith("× (H200)") and bar.text[1] == "" and bar.customdata[0] == DRAFTING[MEASURED]
-    model = lane_of("model-open-spec")
-    ceiling = speedup_bar(["unpriced"], [(model | {"drafter": "someone else's"}, ar)])
-    assert ceiling.text[0].startswith("≤") and "drafting not priced" in ceiling.text[0]
 
 
 def test_the_knee_is_computed_from_the_recorded_curve_and_the_lesson_texts_quote_it():
@@ -230,7 +219,7 @@ def test_the_gpu_panel_shows_the_run_re_timed():
     measurement = json.dumps({"ar": lane_of("ngram-copy-ar"), "spec": lane_of("ngram-copy-spec")})
     page = (
         "import json\n"
-        "from app.lessons.show import show_gpu_panel\n"
+        "from app.lessons.kit.gpu_panel import show_gpu_panel\n"
         f"m = json.loads({measurement!r})\n"
         "show_gpu_panel('more_flops', {'depth': 4, 'batch': 1}, '', {'measurement': m, 'label': 'measured live'})\n"
         "show_gpu_panel('turn_it_off', {'depth': 4, 'batch': 1}, '', {'measurement': {'ar': {}}, 'label': 'recorded'})\n"

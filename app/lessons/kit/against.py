@@ -1,4 +1,8 @@
-"""app.lessons.kit.against: from against."""
+"""A live result beside its lesson's shipped recording: the key numbers side by side (the prediction's answer, the
+room, the one-token pass or plain step, the probe's peaks, the other load, the verdict), and the differences named
+and explained from what was measured during each run. What a lesson compares comes from its record (`contest`,
+`plain`, `one_pass`, `read`). No streamlit.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""app.lessons.kit.class_page: from class_page."""
+"""The Lessons page in a class session: the teacher's desk, a student's seat, the class's one shared result and
+its figures (drawn once per result by the lesson's own record), predictions and answers sent to the store.
+"""
 
 from __future__ import annotations
 

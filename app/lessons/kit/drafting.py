@@ -1,4 +1,6 @@
-"""app.lessons.kit.drafting: from drafting."""
+"""What drafting costs on an H200 for the lessons' GPU view: the EAGLE head's and the draft model's pass prices,
+from recorded H200 costs where SpecLab has them, else from the roofline model (labelled as a model). No streamlit.
+"""
 
 from __future__ import annotations
 

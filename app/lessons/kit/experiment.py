@@ -1,4 +1,9 @@
-"""app.lessons.kit.experiment: from experiment_kit, experiments."""
+"""What every lesson's record is made of: its settings (Knob), the prediction a student makes first (Prediction),
+its claims as data (Claim, checked by the one verdict rule, app/common/verdict.py) and the record itself
+(Experiment: run, settings, prediction, claims, verdict, table, schema, drawing, worksheet numbers, GPU view),
+plus the lanes most lessons run (plain and speculative decoding of the same prompts, interleaved). Each lesson
+declares one `RECORD` in app/lessons/lNN_<name>.py; app/lessons/registry.py finds them. No streamlit.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""app.lessons.kit.figures: from figures, retime_layout."""
+"""The charts' shared vocabulary: colours readable on both plot backgrounds, patterns and dashes so series are told
+apart by more than colour, the frame every lesson chart carries (title with machine and date), bars grouped with
+whiskers from the one rule's 95% range, and labels placed clear of each other. No streamlit.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""app.lessons.kit.files: from files."""
+"""Lesson texts and check questions (lessons/NN-name.md and NN-name.checks.json): read, split into sections and
+checked, every refusal one line (`LessonError`). No streamlit.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""app.lessons.kit.gpu: from gpu."""
+"""The lessons' GPU evidence: SpecLab's recorded H200 pass curves (measured, labelled with machine and date), their
+room and knee by the lessons' one definition (app/lessons/kit/knee.py), the roofline Predictor at a lesson's
+settings (a model, labelled so), the KV-cache sentence and published results (cited). No streamlit.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""app.lessons.kit.handouts: from teacher_plan, worksheet."""
+"""What a lesson hands out beyond the page: the teacher's class plan with every expectation computed from the
+shipped recordings (so a re-recording cannot leave it contradicting the page), and the printable worksheet
+(prediction against measurement and models, Leviathan's formula by hand). No streamlit.
+"""
 
 from __future__ import annotations
 
@@ -80,7 +83,7 @@ def render(text: str, recordings: Path, experiments: dict, h200: Callable[[], st
 
 
 def _h200() -> str:
-    from app.lessons import gpu  # plotly, loaded only where the plan is drawn
+    from app.lessons.kit import gpu  # plotly, loaded only where the plan is drawn
 
     curves, problems = gpu.recorded_curves()
     return gpu.knee_sentence(curves) if curves else "(no readable H200 recording: " + "; ".join(problems)[:200] + ")"
@@ -88,7 +91,7 @@ def _h200() -> str:
 
 def plan_text(text: str, recordings: Path) -> str:
     """The shipped plan as the Lessons page shows it: every lesson's expectation from its recording and its verdict."""
-    from app.lessons.experiments import EXPERIMENTS
+    from app.lessons.registry import EXPERIMENTS
 
     return render(text, recordings, EXPERIMENTS, _h200)
 

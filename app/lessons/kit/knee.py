@@ -1,4 +1,7 @@
-"""app.lessons.kit.knee: from knee."""
+"""One room and one knee for every lesson, read off this machine's pass curve: the room is the most tokens a pass
+carries within ROOM (1.25×) of a one-token pass, the knee where the curve reaches KNEE (1.5×); lessons choose their
+depths and batches from the room. No streamlit.
+"""
 
 from __future__ import annotations
 

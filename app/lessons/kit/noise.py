@@ -1,4 +1,7 @@
-"""app.lessons.kit.noise: from noise."""
+"""The lessons' words for noise, all from the one verdict rule (app/common/verdict.py): a speedup over interleaved
+rounds with its 95% range, far rounds named and kept, a run disturbed by other work flagged, and why throughput and
+a request's wait can disagree. No streamlit.
+"""
 
 from __future__ import annotations
 

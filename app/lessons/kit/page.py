@@ -1,4 +1,7 @@
-"""app.lessons.kit.page: from page_parts."""
+"""The Lessons page's parts, in the order a student meets them: the lesson picker, the settings (bound to the URL),
+the prediction, the result (live or recorded, drawn by the lesson's record, its claims checked, beside its
+recording), the details, the checks, the worksheet and the sources. Lesson 0's body is the step-through.
+"""
 
 from __future__ import annotations
 

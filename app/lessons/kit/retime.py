@@ -1,4 +1,7 @@
-"""app.lessons.kit.retime: from retime."""
+"""A lesson's own run re-timed with SpecLab's recorded H200 pass costs: each decode step's passes priced on the H200
+(drafting too, from app/lessons/kit/drafting.py, or the bar drawn as a ceiling where drafting is not priced), beside
+the rate this machine measured. Labelled as re-timed, never as run on a GPU. No streamlit.
+"""
 
 from __future__ import annotations
 
@@ -174,23 +177,6 @@ def bar_text(value: float | None, kind: str, unit: str = "×") -> str:
     return f"≤{number} ({CEILING}: a ceiling)" if kind == CEILING else number
 
 
-def speedup_bar(x: list[str], pairs: list[tuple[dict, dict]]) -> go.Bar:
-    """For a lesson's own speedup chart: one bar per x category, the lane of each (lane, plain lane) pair re-timed on
-    the H200 over its plain lane, named LABEL and hatched so it never reads as this machine's; a bar whose drafting
-    could not be priced says so on the bar (a ceiling); a pair that cannot be re-timed gets no bar. Add it to the same
-    subplot as the measured speedups (fig.add_trace(bar, row=, col=))."""
-    values = [h200_speedup(lane, base)[0] for lane, base in pairs]
-    kinds = [h200_lane(lane).drafting for lane, _ in pairs]
-    return go.Bar(
-        x=[esc(v) for v in x],
-        y=values,
-        name=esc(LABEL),
-        marker={"color": GPU_COLOR, "pattern": {"shape": "/"}, "opacity": 0.6},
-        text=[f"{bar_text(v, k)} (H200)" if v else "" for v, k in zip(values, kinds)],
-        customdata=[DRAFTING[k] for k in kinds],
-        textposition="outside",
-        hovertemplate="%{x}: %{y:.2f}× (" + esc(LABEL) + "; drafting: %{customdata})<extra></extra>",
-    )
 
 
 def cpu_rate(lane: dict) -> float | None:

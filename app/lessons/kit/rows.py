@@ -1,4 +1,6 @@
-"""app.lessons.kit.rows: from load, load_lessons."""
+"""Lessons 6 and 7's per-(batch, contender) tables: a row's decoding-alone rate and rounds, the table under their
+charts, the ratio against plain decoding by the one rule, and the decode steps a lane kept. No streamlit.
+"""
 
 from __future__ import annotations
 
@@ -165,3 +167,9 @@ def smallest_plain(m: dict) -> tuple[int, dict] | None:
     batch = min(r["batch"] for r in m["rows"])
     row = cell(m["rows"], batch, PLAIN)
     return (batch, row) if row else None
+
+
+# --- the depth each policy chose, step by step -----------------------------------------------------------
+def policies(rows: list[dict], plain: str = "plain decoding") -> list[str]:
+    """The contenders that speculate (every one but plain decoding), in the order measured."""
+    return [n for n in contenders(rows) if n != plain]

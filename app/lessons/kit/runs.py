@@ -1,4 +1,7 @@
-"""app.lessons.kit.runs: from runs, pass_lessons."""
+"""How lessons run their contenders: a warm-up before the clock, then interleaved rounds (each contender once per
+round, in turn), each lane the median run with every round's rates; this machine's pass curve and its room, measured
+once per process and shared by every lesson. No streamlit.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""app.lessons.kit.show: from show, pass_conclusions, pass_show."""
+"""What every lesson's drawing shares: a chart and a table at the page's width, the settings a run chose from the
+room (named), the warm-up shown apart, and the sentences lessons 1-3 build from the one rule's speedup.
+"""
 
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
-"""app.lessons.l1_memory_bound: from probe_note, pass_lessons, pass_conclusions, pass_figures, pass_show."""
+"""Lesson 1, memory-bound: one target pass timed against the tokens it carries, interleaved rounds, at sizes chosen
+from this machine's room; the claim is that past the room every extra token costs real time. Its record, its run,
+its words, its chart and table, and its view of the probe and of the H200's passes.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-import math
 import time
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from app.common import measurement as ms
@@ -14,18 +15,10 @@ from app.common import verdict as rule
 from app.common.measurement import CHOSEN, PASS_ROW_SPEC, PEAKS
 from app.lessons.kit import gpu, knee, noise, retime
 from app.lessons.kit.experiment import CURVE_HELP, Claim, Experiment, Knob, Prediction
-from app.lessons.kit.figures import (
-    COLORS,
-    LABEL_FONT,
-    LABEL_MARK,
-    PLAIN_COLOR,
-    RIDGE_COLOR,
-    _whiskers,
-    frame,
-)
 from app.lessons.kit.knee import SAME_TIME
 from app.lessons.kit.runs import knee_tokens, machine_curve, past_tokens, remember_room
 from app.lessons.kit.show import NEARLY_FREE, context_note, show_chart, show_table
+from app.lessons.l1_memory_bound.charts import memory_bound_figure, memory_bound_table, times_one
 from app.views import metrics, roofline
 from engine.costs import ridge_tokens
 from engine.decoding.passcurve import pass_costs
@@ -165,9 +158,11 @@ def read_tokens(m: dict) -> int:
     return int(_row(rows, past_tokens(room))["tokens_per_pass"])
 
 
+
+
 def pass_ratio(m: dict, s: dict) -> float | None:
     rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
-    return _row(rows, read_tokens(m))["ms"] / rows[0]["ms"] if rows and rows[0]["ms"] > 0 else None
+    return times_one(_row(rows, read_tokens(m)), rows[0])[0] if rows and rows[0]["ms"] > 0 else None
 
 
 def roofline_ratio(m: dict, s: dict) -> list[tuple[str, float | None]]:
@@ -217,16 +212,14 @@ def cheaper_notes(rows: list[dict]) -> list[str]:
 
 def _past_line(rows: list[dict], room: int, past: dict) -> str:
     one, n = rows[0], past["tokens_per_pass"]
-    ratio = past["ms"] / one["ms"]
+    ratio, lo, _ = times_one(past, one)
     extra = (past["ms"] - one["ms"]) / (n - 1) if n > 1 else 0.0
     fixed = max(0.0, one["ms"] - extra)  # the part of a pass that does not grow with its tokens (a straight line's intercept)
     head = f"The {n}-token pass ({n / room:.0f}× the room) cost {past['ms']:.1f} ms{_rounds(past)}, "
     head += f"{ratio:.2f}× the one-token pass for {n}× the tokens"
     if ratio <= NEARLY_FREE:
         return head + ": still nearly free, so this machine's room reaches past this pass."
-    a, b = one.get("ms_runs"), past.get("ms_runs")
-    v = rule.judge(b["values"], a["values"]) if a and b else None  # past ÷ one in ms, its 95% range from the rounds
-    beyond = f" (95% range {v.lo:.2f}–{v.hi:.2f}×)" if v and v.lo and v.lo > NEARLY_FREE else ""
+    beyond = f" (95% range {lo:.2f}–{times_one(past, one)[2]:.2f}×)" if lo and lo > NEARLY_FREE else ""
     return head + (
         f": more than {NEARLY_FREE}×{beyond}, so past the room the extra tokens cost real time (about {extra:.2f} ms each); "
         f"still far from {n}×, because about {fixed:.1f} ms of every pass ({fixed / past['ms']:.0%} of this one) did not "
@@ -325,85 +318,8 @@ def counted_ridge(rows: list[dict], ridge_point: float | None) -> str | None:
     )
 
 
-# --- lesson 1: the room, and past it ------------------------------------------------------------
-def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
-    """A pass's cost in one-token passes against the tokens it carries (log-log), with the rounds' range, the
-    room's line (knee.ROOM× a one-token pass) and the line of a cost in step with the tokens (n tokens, n×)."""
-    rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
-    base = rows[0]["ms"]
-    xs = [r["tokens_per_pass"] for r in rows]
-    kept = [noise.with_far(r.get("ms_runs")) for r in rows]
-    vals = [(r["ms"] / base, k["min"] / base, k["max"] / base) if k else (r["ms"] / base, None, None) for r, (k, _) in zip(rows, kept)]
-    far = [(r["tokens_per_pass"], r["ms_runs"]["values"][i] / base) for r, (_, idx) in zip(rows, kept) for i in idx]
-    fig = go.Figure()
-    fig.add_scatter(x=xs, y=xs, mode="lines", name="in step with the tokens (n tokens cost n×)", line={"color": PLAIN_COLOR, "dash": "dot"})
-    fig.add_scatter(
-        x=xs,
-        y=[v for v, _, _ in vals],
-        mode="lines+markers",
-        name="measured: median of the rounds, whisker = their range",
-        line={"color": COLORS[0], "width": 3},
-        error_y=_whiskers(vals),
-        hovertemplate="%{x} tokens per pass: %{y:.2f}× a one-token pass<extra></extra>",
-    )
-    # Each label off its whisker's end (beside the point it sat on the whisker), and off the room's line: under the
-    # whisker for a pass inside the room, above it past the room.
-    inside = [v < knee.ROOM for v, _, _ in vals]
-    fig.add_scatter(
-        x=xs,
-        y=[(lo if lo is not None else v) if low else (hi if hi is not None else v) for (v, lo, hi), low in zip(vals, inside)],
-        text=[f"{v:.2f}×" for v, _, _ in vals],
-        **LABEL_MARK,  # an unseen marker: the label a marker's height off the whisker's cap
-        textposition=["bottom center" if low else "top center" for low in inside],
-        textfont=LABEL_FONT,
-        showlegend=False,
-        hoverinfo="skip",
-        cliponaxis=False,
-    )
-    ends = [e for v, lo, hi in vals for e in (lo or v, hi or v)] + [xs[-1]]
-    fig.update_yaxes(range=[math.log10(min(ends) / 1.3), math.log10(max(ends) * 1.3)])  # room for the labels
-    if far:
-        fig.add_scatter(
-            x=[x for x, _ in far],
-            y=[y for _, y in far],
-            mode="markers",
-            marker={"symbol": "x-open", "size": 10, "color": RIDGE_COLOR},
-            name="a round far outside the others (kept in the whisker)",
-        )
-    room = knee.room_tokens(xs, [r["ms"] for r in rows])
-    fig.add_scatter(  # the room's line, named in the legend: its label on the plot sat on the labels and whiskers
-        x=[xs[0], xs[-1]],
-        y=[knee.ROOM] * 2,
-        mode="lines",
-        line={"color": RIDGE_COLOR, "dash": "dash"},
-        name=f"{knee.ROOM}× a one-token pass: the room reaches {room} token{'s' if room != 1 else ''} here",
-        hoverinfo="skip",
-    )
-    fig.update_xaxes(type="log", title_text="tokens per pass (batch 1)", tickvals=xs)  # plotly's minor log ticks crowd
-    fig.update_yaxes(type="log", title_text="time ÷ a one-token pass", tickvals=[0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000])
-    return frame(fig, "Inside the room a pass costs about a one-token pass; past it, cost grows with the tokens", label, height=420)
 
 
-def memory_bound_table(m: dict) -> list[dict]:
-    rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
-    base = rows[0]["ms"]
-    out = []
-    for prev, r in zip([None, *rows], rows):
-        sp, far = noise.with_far(r.get("ms_runs"))
-        cheaper = prev is not None and r["ms"] < prev["ms"]
-        out.append(
-            {
-                "tokens per pass": r["tokens_per_pass"],
-                "ms (median)": round(r["ms"], 2),
-                "rounds (ms)": (f"{sp['min']:.1f}–{sp['max']:.1f}" if sp else "one round")
-                + (f", round {', '.join(str(i + 1) for i in far)} far from the others" if far else ""),
-                "× one-token pass": round(r["ms"] / base, 2),
-                "note": "same within noise as the smaller pass" if cheaper else "",
-                "GFLOP": round(r["flops"] / 1e9, 2),
-                "FLOP/byte": round(r["flops"] / r["bytes"], 2) if r["bytes"] else None,
-            }
-        )
-    return out
 
 
 def show_memory_bound(m: dict, s: dict, label: str = "") -> None:

@@ -1,20 +1,18 @@
-"""app.lessons.l6_by_load: from figures, load, show, load_lessons."""
+"""Lesson 6, speculate by load: plain decoding, fixed depth and load-aware policies (a batch table from this machine's
+room, goodput) across batch sizes; the claim is that past the knee fixed depth loses while a table keyed by load keeps
+up with plain. Its run, its words and charts (with the depth chosen per step) and its record.
+"""
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
-from plotly.subplots import make_subplots
 
 from app.common.measurement import CHOSEN, SHAPES, SPREAD, WARMUP
 from app.lessons.kit import knee, noise
 from app.lessons.kit.experiment import CURVE_HELP, DEPTHS, Claim, Experiment, Knob, Prediction, cell_rounds, model_drafter
-from app.lessons.kit.figures import PLAIN_COLOR, _whiskers, decode_rate, esc, frame, tpot_ms
 from app.lessons.kit.gpu import verify_passes
 from app.lessons.kit.noise import serving_note
 from app.lessons.kit.rows import (
-    COLORS,
-    DASHES,
     LOAD_MAX,
     LOAD_ROUNDS,
     LOAD_TOKENS,
@@ -22,7 +20,6 @@ from app.lessons.kit.rows import (
     PLAIN,
     POWERS,
     ROW_KEYS,
-    SYMBOLS,
     batches,
     cell,
     cell_contest,
@@ -31,82 +28,17 @@ from app.lessons.kit.rows import (
     load_rate,
     load_runs,
     load_table,
+    policies,
     ratio,
     smallest_plain,
     winners,
 )
 from app.lessons.kit.runs import Job, cell_of_runs, machine_curve, median_run, timed_rounds
 from app.lessons.kit.show import drafter_label, noise_note, settings_note, show_chart, show_table
-from app.views.palette import ink
-from app.views.sweep import tokens_per_s_axes
+from app.lessons.l6_by_load.charts import by_load_figure, depth_figure
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
 from engine.costs import expected_tokens_per_step
-
-
-def by_load_figure(m: dict, s: dict, label: str = "") -> go.Figure:
-    """Decoding-alone tokens/s of each policy against batch size (runs' range as whiskers), and time per output token
-    against batch size."""
-    rows = m["rows"]
-    xs = sorted({r["batch"] for r in rows})
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        subplot_titles=("decoding tokens/s, all sequences (higher is better)", "time per output token, ms (lower is better)"),
-    )
-    for i, name in enumerate(dict.fromkeys(r["contender"] for r in rows)):
-        cells = [next((r for r in rows if r["batch"] == b and r["contender"] == name), None) for b in xs]
-        vals = [decode_rate(c) if c else (None, None, None) for c in cells]
-        color = PLAIN_COLOR if i == 0 else COLORS[(i - 1) % len(COLORS)]
-        style = {"color": color, "dash": DASHES[i % len(DASHES)], "width": 2.5}
-        marker = {"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8}
-        ok = [v for v in vals if v[0] is not None]
-        fig.add_scatter(
-            x=[str(b) for b in xs],
-            y=[v for v, _, _ in vals],
-            mode="lines+markers",
-            name=esc(name),
-            line=style,
-            marker=marker,
-            error_y=_whiskers(ok) if len(ok) == len(vals) else None,
-            legendgroup=str(i),
-            row=1,
-            col=1,
-        )
-        fig.add_scatter(
-            x=[str(b) for b in xs],
-            y=[tpot_ms(c, b) if c else None for c, b in zip(cells, xs, strict=True)],
-            mode="lines+markers",
-            name=esc(name),
-            line=style,
-            marker=marker,
-            legendgroup=str(i),
-            showlegend=False,
-            row=1,
-            col=2,
-        )
-    fig.update_xaxes(title_text="batch size", type="category")
-    fig.update_yaxes(rangemode="tozero")
-    return frame(fig, "Each policy against load: decoding speed and per-request latency", label, height=420)
-
-
-def load_figure(rows: list[dict]) -> go.Figure:
-    """One line per contender: measured tokens/s (all sequences) at each batch size; hover adds the mean k."""
-    xs = batches(rows)
-    fig = go.Figure()
-    for i, name in enumerate(contenders(rows)):
-        cells = [cell(rows, b, name) for b in xs]
-        fig.add_scatter(
-            x=[str(b) for b in xs],
-            y=[load_rate(c) if c else None for c in cells],
-            mode="lines+markers",
-            name=name,
-            line={"color": COLORS[i % len(COLORS)], "width": 3 if i >= 3 else 2, "dash": DASHES[i % len(DASHES)]},
-            marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8},  # told apart by more than colour
-            customdata=[c["mean_depth"] if c and c.get("mean_depth") is not None else 0.0 for c in cells],
-            hovertemplate=f"{name}, batch %{{x}}: %{{y:.1f}} tokens/s, mean k %{{customdata:.2f}}<extra></extra>",
-        )
-    return ink(tokens_per_s_axes(fig))
 
 
 def worst_cases(rows: list[dict], plain: str = "plain decoding") -> list[tuple[str, float, int]]:
@@ -124,20 +56,6 @@ def worst_cases(rows: list[dict], plain: str = "plain decoding") -> list[tuple[s
     return sorted(out, key=lambda t: -t[1])
 
 
-def prediction_line(rows: list[dict], prediction: float, *, plain: str, contender: str, batch: int) -> str | None:
-    """The student's predicted speedup of `contender` over `plain` at `batch` against the measured one."""
-    c, p = cell(rows, batch, contender), cell(rows, batch, plain)
-    if c is None or p is None or not load_rate(p):
-        return None
-    measured = ratio(c, p)
-    said = "win" if prediction > 1 else "lose" if prediction < 1 else "tie"
-    did = "won" if measured > 1 else "lost" if measured < 1 else "tied"
-    verdict = "as you predicted" if (said, did) in (("win", "won"), ("lose", "lost"), ("tie", "tied")) else f"you expected it to {said}"
-    return (
-        f"You predicted {prediction:.2f}× for {contender} at batch {batch}; it measured {measured:.2f}× "
-        f"plain decoding ({load_rate(c):.1f} vs {load_rate(p):.1f} tokens/s, decoding alone): it {did}, {verdict}, and "
-        f"your number was off by {abs(measured - prediction):.2f}."
-    )
 
 
 def _batch_line(w: dict) -> str:
@@ -179,10 +97,6 @@ def conclusion(rows: list[dict], plain: str = "plain decoding") -> list[str]:
     return lines
 
 
-# --- the depth each policy chose, step by step -----------------------------------------------------------
-def policies(rows: list[dict], plain: str = "plain decoding") -> list[str]:
-    """The contenders that speculate (every one but plain decoding), in the order measured."""
-    return [n for n in contenders(rows) if n != plain]
 
 
 def depth_text(r: dict) -> str:
@@ -283,33 +197,6 @@ def room_line(m: dict) -> str | None:
     return text
 
 
-def depth_figure(m: dict, label: str = "", plain: str = "plain decoding") -> go.Figure | None:
-    """The depth chosen at each decode step: a panel per (batch size, speculating policy), batch sizes in rows and
-    policies in columns, so no batch's line hides another's. None for an older recording without steps."""
-    from app.lessons.figures import COLORS as PALETTE
-    from app.lessons.figures import esc, frame
-
-    rows = m["rows"]
-    names = [n for n in policies(rows, plain) if any(r.get("steps") for r in rows if r["contender"] == n)]
-    if not names:
-        return None
-    sizes = [b for b in batches(rows) if any((cell(rows, b, n) or {}).get("steps") for n in names)]
-    titles = [esc(n) if i == 0 else "" for i in range(len(sizes)) for n in names]
-    fig = make_subplots(rows=len(sizes), cols=len(names), subplot_titles=titles, shared_yaxes=True, vertical_spacing=0.08)
-    for row, b in enumerate(sizes, start=1):
-        style = row - 1
-        line = {"color": PALETTE[style % len(PALETTE)], "width": 2.5, "shape": "hv", "dash": DASHES[style % len(DASHES)]}
-        marker = {"symbol": SYMBOLS[style % len(SYMBOLS)], "size": 7}
-        for col, name in enumerate(names, start=1):
-            r = cell(rows, b, name)
-            if r and r.get("steps"):
-                depth = [d for _, d in r["steps"]]
-                shown = {"legendgroup": str(b), "showlegend": col == 1, "row": row, "col": col}
-                xs = list(range(1, len(depth) + 1))
-                fig.add_scatter(x=xs, y=depth, mode="lines+markers", name=f"batch {b}", line=line, marker=marker, **shown)
-        fig.update_yaxes(title_text=f"batch {b}: k", rangemode="tozero", row=row, col=1)
-    fig.update_xaxes(title_text="decode step", row=len(sizes))
-    return frame(fig, "The depth each policy chose at every decode step, at each batch size", label, height=120 + 150 * len(sizes))
 
 
 def show_by_load(m: dict, s: dict, label: str = "") -> None:

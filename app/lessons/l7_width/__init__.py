@@ -1,16 +1,15 @@
-"""app.lessons.l7_width: from figures, width, width_steps, show, load_lessons."""
+"""Lesson 7, width: a chain against a draft tree (and goodput choosing per step), at batch 1 and at a large batch;
+the claim is that inside the room a tree is no slower than a chain and that past the knee width costs.
+"""
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
-from plotly.subplots import make_subplots
 
 from app.common.measurement import CHOSEN, SPREAD, WARMUP
 from app.common.measurement import SHAPES as ROW_SHAPES
 from app.lessons.kit import knee, noise
 from app.lessons.kit.experiment import CURVE_HELP, Claim, Experiment, Knob, Prediction, cell_rounds, model_drafter
-from app.lessons.kit.figures import COLORS, PLAIN_COLOR, decode_rate, esc, frame, grouped_bars
 from app.lessons.kit.noise import runs_text
 from app.lessons.kit.rows import (
     PLAIN,
@@ -26,81 +25,27 @@ from app.lessons.kit.rows import (
 from app.lessons.kit.runs import Job, cell_of_runs, machine_curve, median_run, timed_rounds
 from app.lessons.kit.show import drafter_label, noise_note, settings_note, show_chart, show_table
 from app.lessons.l0_one_step import show_tree_step
+from app.lessons.l7_width.charts import CAPTION, shapes_figure, width_figure, width_table
+from app.lessons.l7_width.goodput import FIXED, GOODPUT, goodput_conclusion, goodput_fields
 from app.views import metrics
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
 from engine.config import tree_capacity
 from engine.costs import ridge_tokens
 
-
-# --- lesson 7: width ----------------------------------------------------------------------------
-def pass_text(c: dict | None) -> str:
-    """A bar's tokens per pass: a fixed shape's, or (≈) goodput's mean over its steps (its shape varies per step)."""
-    if not c:
-        return ""
-    return f"≈{c['tokens_per_pass']} tok/pass" if c.get("mean_nodes") is not None else f"{c['tokens_per_pass']} tok/pass"
-
-
-def width_figure(m: dict, s: dict, label: str = "") -> go.Figure:
-    """Decoding-alone tokens/s of plain, chain, tree and (newer measurements) goodput at both batches (the median on
-    each bar, above its whisker; tokens per pass in its hover and the table), and tokens emitted per pass. What goodput
-    chose per step is app/lessons/width_steps.py's picture."""
-    rows = m["rows"]
-    xs = sorted({r["batch"] for r in rows})
-    cats = [f"batch {b}" for b in xs]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("decoding tokens/s, all sequences", "tokens emitted per pass (per row)"))
-    rates, emitted = [], []
-    for i, name in enumerate(dict.fromkeys(r["contender"] for r in rows)):
-        cells = [next((r for r in rows if r["batch"] == b and r["contender"] == name), None) for b in xs]
-        vals = [decode_rate(c) if c else None for c in cells]
-        color = PLAIN_COLOR if name == "plain decoding" else COLORS[i % len(COLORS)]
-        common = {"name": name, "color": color, "legendgroup": str(i)}
-        text = [f"{v[0]:.0f}" if v else "" for v in vals]
-        rates.append({**common, "values": vals, "text": text, "hovertext": [pass_text(c) for c in cells]})
-        kept = [(c.get("tokens_per_step") or (1.0 if name == "plain decoding" else None)) if c else None for c in cells]
-        emitted.append({**common, "values": [(k, None, None) for k in kept], "showlegend": False})
-    grouped_bars(fig, cats, rates, row=1, col=1)
-    grouped_bars(fig, cats, emitted, row=1, col=2)
-    return frame(fig, "Tree against chain: more tokens per pass buys more accepted tokens, until the pass gets dear", label, height=400)
-
-
 WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS, WIDTH_ROUNDS = 4, 3, 16, 3  # most chain depth; prompts at batch 1; tokens; rounds
-GOODPUT = "goodput"
 
 
-FIXED = (PLAIN, "chain", "tree")  # the fixed shapes goodput is set against
 
 
-SHAPES = ("plain", "chain", "tree")  # what one decode step verified
 
 
-MAX_SHAPES = 512  # steps kept per row (the schema's list cap, engine/checks.py SPEC_MAX_LIST)
 
 
-def step_shapes(traces: list) -> list[dict]:
-    """The shape each decode step verified, in order (batch-1 prompts one after another): {"shape": plain, chain or
-    tree, "nodes": draft nodes per row (0, k or n), "depth"}. From the trace alone: a tree step records its nodes
-    (`Step.tree_nodes`, engine/decoding/decode.py), a chain drafted `Step.depth` tokens, a plain step none."""
-    out = []
-    for step in (s for t in traces for s in t.steps if s.kind == "decode"):
-        if step.tree_nodes is not None:
-            out.append({"shape": "tree", "nodes": step.tree_nodes, "depth": step.depth})
-        else:
-            out.append({"shape": "chain" if step.depth else "plain", "nodes": step.depth, "depth": step.depth})
-    return out
 
 
-def goodput_fields(batch: int, traces: list) -> dict:
-    """A goodput row's own numbers, from its median run: the shape of each decode step, the mean draft nodes per
-    row it verified, and its tokens per pass as batch × (mean nodes + 1), rounded (the fixed shapes' formula)."""
-    shapes = step_shapes(traces)
-    mean = sum(s["nodes"] for s in shapes) / len(shapes) if shapes else 0.0
-    return {"tokens_per_pass": round(batch * (mean + 1)), "mean_nodes": mean, "shapes": shapes[:MAX_SHAPES]}
 
 
-def nodes_per_row(r: dict) -> float:
-    """Draft nodes per row a contender verified: goodput's measured mean, else its fixed shape's (0, k or n)."""
-    return r["mean_nodes"] if r.get("mean_nodes") is not None else r["tokens_per_pass"] / r["batch"] - 1
 
 
 def width_ratio(m: dict, s: dict, key: str = "decode") -> float | None:
@@ -119,47 +64,8 @@ def width_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
     return [("if a wider pass cost nothing: the tree's tokens per pass ÷ the chain's (measured)", width_ratio(m, s, "tokens_per_step"))]
 
 
-def width_table(result: dict) -> list[dict]:
-    """Lesson 7's rows as a table: tokens per pass (what the verify pass carries; goodput's mean), draft nodes per
-    row, tokens emitted per pass, tokens/s (median, and the runs' range), the verify pass's median time and FLOPs
-    against plain decoding."""
-    out = []
-    for r in result["rows"]:
-        plain = cell(result["rows"], r["batch"], PLAIN)
-        runs = load_runs(r)
-        varies = r.get("mean_nodes") is not None
-        out.append(
-            {
-                "batch": r["batch"],
-                "contender": r["contender"],
-                "tokens per pass": round(r["batch"] * (r["mean_nodes"] + 1), 1) if varies else r["tokens_per_pass"],
-                "nodes per row (mean)": round(nodes_per_row(r), 2),
-                "tokens emitted per pass": round(r["tokens_per_step"], 2)
-                if r.get("tokens_per_step")
-                else (1.0 if nodes_per_row(r) == 0 else None),  # plain decoding (or goodput choosing it throughout): one per pass
-                "decoding tokens/s": round(load_rate(r), 1),
-                "runs (decoding tokens/s)": ", ".join(f"{v:.1f}" for v in runs["values"]) if runs else "one run",
-                "whole run tokens/s (prefill included)": round(r["tokens_per_s"], 1),
-                "verify ms (median)": round(r["verify_ms"], 1) if r.get("verify_ms") is not None else None,
-                "FLOPs × plain": round(r["flops"] / plain["flops"], 2) if plain and plain["flops"] else None,
-                "against (the rule's ratio, 95% range)": _against(result, r),
-            }
-        )
-    return out
 
 
-def _against(result: dict, r: dict) -> str:
-    """The comparison the verdict sentences make for this row, with the rule's numbers: the tree against the chain;
-    goodput against the fastest fixed shape at its batch."""
-    rows = result["rows"]
-    if r["contender"] == "tree":
-        other = cell(rows, r["batch"], "chain")
-    elif r["contender"] == GOODPUT:
-        other = max((c for c in (cell(rows, r["batch"], n) for n in FIXED) if c), key=load_rate, default=None)
-    else:
-        return ""
-    v = noise.judge(load_runs(r), load_runs(other)) if other else None
-    return f"× {other['contender']}: {v.interval}" if v else ""
 
 
 def tree_verdict(tree: dict, chain: dict) -> tuple[int, str]:
@@ -274,166 +180,26 @@ def room_line(result: dict) -> str | None:
     )
 
 
-def shapes_text(shapes: list[dict]) -> str:
-    """'plain decoding at 3, a chain at 5 (k = 2 to 4) and a tree at 4 (6 to 18 nodes, mean 9.5) of 12 decode steps'."""
-    parts = []
-    for kind, name in zip(SHAPES, ("plain decoding", "a chain", "a tree")):
-        sizes = [s["nodes"] for s in shapes if s["shape"] == kind]
-        if not sizes:
-            continue
-        lo, hi = min(sizes), max(sizes)
-        what = "k = " if kind == "chain" else ""
-        unit = " nodes" if kind == "tree" else ""
-        size = (
-            ""
-            if kind == "plain"
-            else f" ({what}{lo}{unit})"
-            if lo == hi
-            else f" ({what}{lo} to {hi}{unit}, mean {sum(sizes) / len(sizes):.1f})"
-        )
-        parts.append(f"{name} at {len(sizes)}{size}")
-    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    return f"{listed} of {len(shapes)} decode step{'s' if len(shapes) != 1 else ''}"
 
 
-NAMED = {PLAIN: "plain decoding", "chain": "the chain", "tree": "the tree"}  # a fixed contender in a sentence
 
 
-def _choice_text(good: dict, best: dict, shape: tuple[str, int], verdict: int) -> str:
-    """What goodput verified, step by step, set against the fastest fixed shape's own (`shape`: its kind and nodes)."""
-    shapes = good["shapes"]
-    text = f" It chose {shapes_text(shapes)}, {nodes_per_row(good):.1f} draft nodes per row on average"
-    if all((s["shape"], s["nodes"]) == shape for s in shapes):
-        text += f": the same shape as {NAMED[best['contender']]} at every step"
-        if verdict < 0:  # the same verify passes, yet slower: the gap lies in what else a goodput run does
-            text += ", so the gap lies outside its choices (a goodput run also prefills its drafter and prices every step)"
-        return text + "."
-    counts = {k: sum(s["shape"] == k for s in shapes) for k in SHAPES}
-    common = [k for k, n in counts.items() if n == max(counts.values())]
-    if len(common) > 1:  # a tie: no most frequent choice to name
-        return text + "."
-    return text + f"; its most frequent choice ({common[0]}) {'is' if common[0] == shape[0] else 'is not'} that shape's kind."
 
 
-def _goodput_line(batch: int, good: dict, best: dict, shape: tuple[str, int]) -> tuple[str, int | None]:
-    """Goodput against the fastest fixed shape (by median) at one batch size, a verdict only by the one rule; and
-    (verdict, or None without rounds to judge by)."""
-    v = noise.judge(load_runs(good), load_runs(best))
-    spread = v is not None and v.lo is not None
-    verdict = v.sign if v else 0
-    said = f"goodput was {v.word} it ({v.interval})" if v else "one run each: can't tell"
-    vs = f", {ratio(good, best):.2f}×" if load_rate(best) else ""
-    text = (
-        f"Batch {batch}: goodput decoded {load_rate(good):.1f} tokens/s{vs} the fastest fixed shape, "
-        f"{NAMED[best['contender']]} ({load_rate(best):.1f}): {said}."
-    )
-    if spread:
-        text += f" Goodput {runs_text(load_runs(good))}; {best['contender']} {runs_text(load_runs(best))}."
-    if good.get("shapes"):
-        text += _choice_text(good, best, shape, verdict)
-    return text, verdict if spread else None
 
 
-def goodput_conclusion(result: dict) -> list[str]:
-    """Goodput against the fastest fixed shape at each batch size, what it chose, and whether it matched the best
-    fixed shape throughout (said only where every batch size had a spread to judge by). [] without a goodput row."""
-    lines, verdicts, best_of = [], {}, {}
-    for batch in sorted({r["batch"] for r in result["rows"]}):
-        good = cell(result["rows"], batch, GOODPUT)
-        fixed = [r for r in (cell(result["rows"], batch, n) for n in FIXED) if r]
-        if not good or not fixed:
-            continue
-        best = best_of[batch] = max(fixed, key=load_rate)
-        shape = {PLAIN: ("plain", 0), "chain": ("chain", result["depth"]), "tree": ("tree", result["nodes"])}[best["contender"]]
-        line, verdicts[batch] = _goodput_line(batch, good, best, shape)
-        lines.append(line)
-    if len(verdicts) < 2 or None in verdicts.values():
-        return lines
-    short = [b for b, v in verdicts.items() if v < 0]
-    if short:
-        text = f"Goodput fell short of the fastest fixed shape at batch {' and '.join(map(str, short))}, by the rule."
-    else:
-        how = {(0,): "was not told apart from it", (1,): "beat it by the rule"}.get(
-            tuple(set(verdicts.values())), "beat it or was not told apart from it"
-        )
-        text = f"Goodput {how} at every batch size, against the fastest fixed shape there."
-    names = {b: r["contender"] for b, r in best_of.items()}
-    if len(set(names.values())) > 1:
-        text += (
-            " The fastest fixed shape was not the same at every batch size ("
-            + ", ".join(f"{NAMED[n]} at batch {b}" for b, n in names.items())
-            + "): no one fixed shape was best at every batch size"
-            + ("; goodput chose its shape per step." if not short else ".")
-        )
-    lines.append(text)
-    return lines
 
 
-SHAPE_COLORS = {"plain": PLAIN_COLOR, "chain": COLORS[1], "tree": COLORS[2]}  # as width_figure colours plain, chain, tree
 
 
-SHAPE_PATTERNS = {"plain": "", "chain": "/", "tree": "x"}  # as width_figure hatches them (figures.PATTERNS)
 
 
-SHAPE_NAMES = {"plain": "plain step", "chain": "chain of k", "tree": "tree of n nodes"}
 
 
-HOVER = {
-    "plain": "step %{x}: plain, 1 token per row<extra></extra>",
-    "chain": "step %{x}: a chain of %{customdata[0]}, %{y} tokens per row<extra></extra>",
-    "tree": "step %{x}: a tree of %{customdata[0]} nodes, %{customdata[1]} deep, %{y} tokens per row<extra></extra>",
-}
 
 
-CAPTION = (
-    "Before each step, goodput prices every shape it may verify (plain, a chain of k, the drafted tree cut to its n "
-    "most likely nodes) with this machine's measured pass curve, what a verify pass of that many tokens costs, and "
-    "with the acceptance it has measured so far; it takes the shape with the most expected tokens per second. Now "
-    "and then it tries a shape it would not choose (a chain after a long plain stretch, a wider cut), to keep "
-    "measuring what it leaves out."
-)
 
 
-def shapes_figure(m: dict, label: str = "") -> go.Figure | None:
-    """One strip per goodput row (batch size): tokens per row of each decode step's verify pass, by shape. None when
-    the measurement has no goodput steps (an older recording)."""
-    rows = [r for r in m["rows"] if r.get("shapes")]
-    if not rows:
-        return None
-    titles = [
-        f"batch {r['batch']}: {len(r['shapes'])} decode steps, {nodes_per_row(r):.1f} draft nodes per row on average"
-        + (" (prompts one after another)" if r["batch"] == 1 else "")
-        for r in rows
-    ]
-    fig = make_subplots(rows=len(rows), cols=1, subplot_titles=[esc(t) for t in titles], vertical_spacing=0.22)
-    shown = set()
-    for i, r in enumerate(rows, start=1):
-        for kind in SHAPES:
-            steps = [(x, s) for x, s in enumerate(r["shapes"], start=1) if s["shape"] == kind]
-            if not steps:
-                continue
-            fig.add_bar(
-                x=[x for x, _ in steps],
-                y=[s["nodes"] + 1 for _, s in steps],
-                name=SHAPE_NAMES[kind],
-                marker={"color": SHAPE_COLORS[kind], "pattern": {"shape": SHAPE_PATTERNS[kind]}},
-                customdata=[[s["nodes"], s["depth"]] for _, s in steps],
-                hovertemplate=HOVER[kind],
-                legendgroup=kind,
-                showlegend=kind not in shown,
-                row=i,
-                col=1,
-            )
-            shown.add(kind)
-        for tokens, what in ((m["depth"] + 1, "fixed chain"), (m["nodes"] + 1, "fixed tree")):
-            line = {"dash": "dot", "color": "#555", "width": 1}
-            fig.add_hline(y=tokens, line=line, annotation_text=f"{what}: {tokens}", annotation_position="top right", row=i, col=1)
-        top = max([m["nodes"]] + [s["nodes"] for s in r["shapes"]]) + 3
-        fig.update_yaxes(title_text="tokens per row", range=[0, top], row=i, col=1)
-    fig.update_xaxes(title_text="decode step", row=len(rows), col=1)
-    fig = frame(fig, "What goodput chose at each step: plain, a chain of k, or a tree cut to n nodes", label, height=210 + 170 * len(rows))
-    fig.update_layout(barmode="overlay", bargap=0.15)
-    return fig
 
 
 def show_width(m: dict, s: dict, label: str = "") -> None:
