@@ -95,7 +95,7 @@ def turn_it_off_table(m: dict, s: dict) -> list[dict]:
     for (name, ln), key in zip(_policy_lanes(m, s), ("ar", "on", "off")):
         v, lo, hi = decode_rate(ln)
         whole = lane_rate(ln)[0]
-        t = tpot_ms(ln, batch)
+        t = tpot_ms(ln)
         row = {
             "policy": name,
             "decoding tokens/s": round(v, 1),
@@ -190,7 +190,7 @@ def phase_rate(trace, n: int, phase: str) -> float | None:
     return 1000.0 * tokens / ms if steps and ms > 0 else None
 
 
-def phases(runs: list, n: int) -> dict:
+def phase_spreads(runs: list, n: int) -> dict:
     """Per phase, the spread of one lane's rates over its runs (a phase missing from any run is left out)."""
     out = {}
     for phase in PHASES:
@@ -344,7 +344,7 @@ def turn_it_off(pair, probe, s: dict) -> dict:
     lanes = {"ar": on["ar"], "on": on["spec"], "off": ms.lane_of_runs([r[0] for r in runs["off"]])}
     traces = {"ar": runs["ar"], "on": runs["spec"], "off": runs["off"]}
     steps = {key: step_rows(median_run(runs)[0]) for key, runs in traces.items()}
-    phases = {key: phases([r[0] for r in runs], c["n"]) for key, runs in traces.items()}
+    phases = {key: phase_spreads([r[0] for r in runs], c["n"]) for key, runs in traces.items()}
     return lanes | {"m": on["m"], "chosen": c, "curve": curve, "warmup": warm, "phases": phases, "steps": steps}
 
 

@@ -4,22 +4,21 @@ viewer (app/playground/playground.py calls them)."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import streamlit as st
 
 from app.common.lane_stats import median_index
+from app.common.warm import warm
 from app.playground.controls import Settings
 from app.playground.policy_options import format_batch_table
 from app.views import depth_policy, metrics, tokens
 from app.views import tree as tree_view
-from engine import DecodeConfig, generate, generate_steps
+from engine import DecodeConfig, generate_steps
 from engine.decoding.passcurve import pass_curve
 from engine.decoding.policies import derived_table_for
 
 LIVE_REFRESH_S = 0.25  # redraw the live lanes at most this often, so drawing barely touches the timings
-WARM_TOKENS = 4  # a warm-up decodes at most this many new tokens: every pass shape of a lane, at a fraction of its time
 
 
 def run_lane(pair, prompts: list[str], cfg: DecodeConfig, placeholder, title: str):
@@ -52,13 +51,8 @@ def run_lane(pair, prompts: list[str], cfg: DecodeConfig, placeholder, title: st
 
 
 def warm_up(pair, prompts: list[str], cfgs) -> float:
-    """Each lane's config once, untimed, before any timed round (at most WARM_TOKENS new tokens): a process's first
-    passes after a pause pay a cold start (first calls, allocations, caches; one token's prefill once read 166 ms
-    against 30 ms warm), which must land in no lane's clock. Returns the seconds it took."""
-    t0 = time.perf_counter()
-    for cfg in cfgs:
-        generate(pair, prompts, dataclasses.replace(cfg, max_new_tokens=min(cfg.max_new_tokens, WARM_TOKENS)))
-    return time.perf_counter() - t0
+    """Each lane's config once, untimed, before any timed round (app/common/warm.py). Returns the seconds it took."""
+    return sum(warm(pair, prompts, cfg)[1] for cfg in cfgs)
 
 
 def run_both(pair, settings: Settings, live) -> dict:

@@ -16,7 +16,8 @@ from app.lessons.kit.show import drafter_label
 from app.lessons.l4_turn_it_off import turn_it_off_conclusion
 from app.lessons.l5_adaptive import adaptive_conclusion, alpha_words, verified_slots, wasted_text
 from app.lessons.l6_by_load import conclusion
-from app.lessons.l7_width import width_conclusion, width_table
+from app.lessons.l7_width import width_conclusion
+from app.lessons.l7_width.charts import width_table
 
 
 def test_noise_names_a_winner_only_by_the_one_rule():

@@ -13,7 +13,9 @@ import pytest
 
 from app.common import measurement
 from app.lessons import registry
-from app.lessons.l7_width import goodput_conclusion, shapes_figure, shapes_text, width_conclusion, width_figure, width_table
+from app.lessons.l7_width import width_conclusion
+from app.lessons.l7_width.charts import shapes_figure, width_figure, width_table
+from app.lessons.l7_width.goodput import goodput_conclusion, shapes_text
 from app.lessons.registry import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,13 +18,13 @@ from app.lessons.l7_width import (
     WIDTH_PROMPTS,
     WIDTH_ROUNDS,
     WIDTH_TOKENS,
-    step_shapes,
     width,
     width_choice,
     width_conclusion,
     width_configs,
-    width_table,
 )
+from app.lessons.l7_width.charts import width_table
+from app.lessons.l7_width.goodput import step_shapes
 from app.lessons.registry import EXPERIMENTS
 from engine import DecodeConfig, load_pair
 from engine.config import tree_capacity

@@ -195,3 +195,26 @@ def test_engine_source_for_every_stage_is_found_without_importing_torch():
         source_of("decoding/decode.py", "Decoder.nothing")
     with pytest.raises(SourceError, match="no '# 9.' step"):
         numbered_block(step, 9)
+
+
+def test_a_warm_up_is_paid_once_per_pass_shape():
+    """Contenders that run the same kernels at the same sizes share one warm-up (app/lessons/kit/runs.py `shapes`):
+    plain decoding once per rows per pass; a fixed and a batch-table policy with one drafter and depth alike; goodput
+    (which learns its prices as it runs), another drafter, a tree or another batch each warmed on their own."""
+    from app.lessons.kit.runs import Job, shapes
+    from engine import DecodeConfig
+
+    eight = [f"prompt {i}" for i in range(8)]
+    plain = Job(eight, DecodeConfig(mode="autoregressive"))
+    fixed = Job(eight, DecodeConfig(depth=3, drafter="ngram"))
+    table = Job(eight, DecodeConfig(depth=3, drafter="ngram", policy="batch_table", batch_table=((1, 8, 3),)))
+    off = Job(eight, DecodeConfig(depth=3, drafter="ngram", policy="off_above_batch", disable_by_batch_size=2))
+    assert shapes(fixed) == shapes(table) == shapes(off) != shapes(plain) == shapes(Job(eight, DecodeConfig(depth=0)))
+    others = [
+        Job(eight, DecodeConfig(depth=3, drafter="ngram", policy="goodput")),
+        Job(eight, DecodeConfig(depth=3, drafter="model")),
+        Job(eight, DecodeConfig(depth=3, drafter="model", tree_nodes=8, tree_topk=2)),
+        Job(eight[:4], DecodeConfig(depth=3, drafter="ngram")),
+        Job(eight, DecodeConfig(depth=3, drafter="ngram"), sequential=True),
+    ]
+    assert len({shapes(j) for j in [fixed, plain, *others]}) == 2 + len(others)

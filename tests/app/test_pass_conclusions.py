@@ -9,16 +9,8 @@ from types import SimpleNamespace
 from app.common import measurement
 from app.lessons.kit import knee, noise
 from app.lessons.kit.show import chosen_words, speedup_words, step_cost_words
-from app.lessons.l1_memory_bound import (
-    cheaper_notes,
-    counted_ridge,
-    largest_pass,
-    memory_bound_conclusion,
-    memory_bound_figure,
-    memory_bound_table,
-    pass_ratio,
-    read_tokens,
-)
+from app.lessons.l1_memory_bound import cheaper_notes, counted_ridge, largest_pass, memory_bound_conclusion, pass_ratio, read_tokens
+from app.lessons.l1_memory_bound.charts import memory_bound_figure, memory_bound_table
 from app.lessons.l2_more_flops import decode_costs, more_flops_conclusion, more_flops_figure, per_token, seed_conclusion
 from app.lessons.l3_past_the_ridge import large_batch_speedup, past_the_ridge_conclusion, past_the_ridge_table, ridge_points, ridge_settings
 

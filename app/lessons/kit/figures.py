@@ -217,12 +217,10 @@ def ratio_range(spec: dict, ar: dict) -> tuple[float, float | None, float | None
     return _rule(spec, ar, s / a if a else 0.0, whole=True)
 
 
-def tpot_ms(lane: dict, batch: int) -> float | None:
-    """Time per output token one request sees, ms: measured where the lane has it, else batch ÷ tokens/s."""
-    if isinstance(lane.get("tpot_ms"), (int, float)):
-        return float(lane["tpot_ms"])
-    rate = lane_rate(lane)[0] if "summary" in lane else lane.get("tokens_per_s")
-    return 1000.0 * batch / rate if rate else None
+def tpot_ms(lane: dict) -> float | None:
+    """Time per output token one request sees, ms: the engine's wall-clock figure the lane recorded (None: not run)."""
+    value = lane.get("tpot_ms")
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 # --- lessons 4 and 6: policies against load, throughput beside latency --------------------------

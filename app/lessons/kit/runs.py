@@ -5,13 +5,12 @@ once per process and shared by every lesson. No streamlit.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import statistics
-import time
 from dataclasses import dataclass
 
 from app.common import measurement as ms
+from app.common.warm import warm
 from app.lessons.kit import knee
 from app.views import metrics
 from engine import DecodeConfig, generate
@@ -32,21 +31,31 @@ def _run(pair, job: Job) -> list:
     return [generate(pair, group, job.cfg) for group in prompts]
 
 
-WARM_TOKENS = 4  # a warm-up decodes at most this many new tokens: every pass shape of the job (the prompt's pass, a
+
+def shapes(job: Job) -> tuple:
+    """What decides a job's pass shapes: its rows per pass, plain or speculative, its drafter, chain or tree. Two jobs
+    alike in these run the same kernels at the same sizes (a fixed policy only changes which of them a step takes);
+    goodput also learns its prices as it runs, so it is warmed on its own."""
+    c, rows = job.cfg, 1 if job.sequential else len(job.prompts)
+    if c.mode == "autoregressive" or c.depth == 0:
+        return (rows, "plain")
+    return (rows, c.drafter, c.depth, c.tree_nodes, c.tree_topk, c.policy == "goodput")
 
 
 def warm_up(pair, jobs: dict) -> list[dict]:
-    """Every job once before any timed round, in the same order (a sequential job: its first prompt only; at most
-    WARM_TOKENS new tokens), so no contender's timed rounds carry a cold start (first calls, allocations, caches).
-    Reported apart, never in a lane: per job its name, the seconds it took and its decoding-alone tokens/s."""
-    out = []
+    """One job of each pass shape (`shapes`) once before any timed round, in the jobs' order (a sequential job: its
+    first prompt only; at most WARM_TOKENS new tokens), so no contender's timed rounds carry a cold start (first calls,
+    allocations, caches) and no warm-up is paid twice for the same kernels. Reported apart, never in a lane: per job
+    warmed its name, the seconds it took and its decoding-alone tokens/s."""
+    out, warmed = [], set()
     for name, job in jobs.items():
-        t0 = time.perf_counter()
-        cfg = dataclasses.replace(job.cfg, max_new_tokens=min(job.cfg.max_new_tokens, WARM_TOKENS))
-        traces = _run(pair, Job(job.prompts[:1], cfg, True) if job.sequential else Job(job.prompts, cfg))
+        if shapes(job) in warmed:
+            continue
+        warmed.add(shapes(job))
+        traces, seconds = warm(pair, job.prompts[:1] if job.sequential else job.prompts, job.cfg)
         rate = ms.decode_rate(ms.decode_fields(traces) | {"tokens_per_s": traces[0].summary["tokens_per_s"]})
         label = " ".join(str(part) for part in name) if isinstance(name, tuple) else str(name)
-        out.append({"contender": label, "s": time.perf_counter() - t0, "decode_tokens_per_s": rate})
+        out.append({"contender": label, "s": seconds, "decode_tokens_per_s": rate})
     return out
 
 

@@ -209,7 +209,7 @@ def show_by_load(m: dict, s: dict, label: str = "") -> None:
         show_chart(depths, "lesson_load_depths")
     st.caption(
         "Decoding alone: the prompt's pass (prefill) is left out; the table's whole-run column keeps it in. Time per "
-        "output token: measured where the run has it, else batch ÷ tokens/s (every request in a batch waits until "
+        "output token: the engine's wall clock per request (every request in a batch waits until "
         "its slowest row ends; this engine does not refill rows, continuous batching does)."
     )
     noise_note(rows)

@@ -47,7 +47,7 @@ def by_load_figure(m: dict, s: dict, label: str = "") -> go.Figure:
         )
         fig.add_scatter(
             x=[str(b) for b in xs],
-            y=[tpot_ms(c, b) if c else None for c, b in zip(cells, xs, strict=True)],
+            y=[tpot_ms(c) if c else None for c in cells],
             mode="lines+markers",
             name=esc(name),
             line=style,

@@ -1,0 +1,20 @@
+"""A warm-up before the clock, shared by the Playground and the Lessons: a process's first passes after a pause pay a
+cold start (first calls, allocations, caches; one token's prefill once read 166 ms against 30 ms warm), so every
+contender decodes once, untimed, before any timed round. At most WARM_TOKENS new tokens: every pass shape of the job
+(the prompt's pass, a decode step, a verify pass) at a fraction of its time. No streamlit."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from engine import DecodeConfig, generate
+
+WARM_TOKENS = 4
+
+
+def warm(pair, prompts: list[str], cfg: DecodeConfig) -> tuple[list, float]:
+    """(the warm-up's traces, the seconds it took): `cfg` once on `prompts`, at most WARM_TOKENS new tokens."""
+    t0 = time.perf_counter()
+    traces = generate(pair, prompts, dataclasses.replace(cfg, max_new_tokens=min(cfg.max_new_tokens, WARM_TOKENS)))
+    return traces, time.perf_counter() - t0
