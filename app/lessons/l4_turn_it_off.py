@@ -88,7 +88,6 @@ def _times(r: tuple[float, float | None, float | None]) -> str:
 def turn_it_off_table(m: dict, s: dict) -> list[dict]:
     """Per policy: decoding-alone tokens/s (median, runs' range, × plain), the whole run's (prefill included), each
     phase's decoding rate, time per output token, and the decode steps that speculated."""
-    batch = int((m.get("chosen") or s).get("batch", 1))
     base, whole_base = decode_rate(m["ar"])[0], lane_rate(m["ar"])[0]
     phases = m.get("phases") or {}
     out = []

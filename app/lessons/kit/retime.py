@@ -177,8 +177,6 @@ def bar_text(value: float | None, kind: str, unit: str = "×") -> str:
     return f"≤{number} ({CEILING}: a ceiling)" if kind == CEILING else number
 
 
-
-
 def cpu_rate(lane: dict) -> float | None:
     """This machine's decode tokens/s for the lane (decoding alone), None where the lane lacks it."""
     rate = lane.get("decode_tokens_per_s")

@@ -31,7 +31,6 @@ def _run(pair, job: Job) -> list:
     return [generate(pair, group, job.cfg) for group in prompts]
 
 
-
 def shapes(job: Job) -> tuple:
     """What decides a job's pass shapes: its rows per pass, plain or speculative, its drafter, chain or tree. Two jobs
     alike in these run the same kernels at the same sizes (a fixed policy only changes which of them a step takes);

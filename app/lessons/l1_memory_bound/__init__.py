@@ -158,8 +158,6 @@ def read_tokens(m: dict) -> int:
     return int(_row(rows, past_tokens(room))["tokens_per_pass"])
 
 
-
-
 def pass_ratio(m: dict, s: dict) -> float | None:
     rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
     return times_one(_row(rows, read_tokens(m)), rows[0])[0] if rows and rows[0]["ms"] > 0 else None
@@ -316,10 +314,6 @@ def counted_ridge(rows: list[dict], ridge_point: float | None) -> str | None:
         f"row's cache is {share:.1%} of a one-token pass's bytes here, so it barely moves the ridge; in a batch every row "
         "reads its own cache, which is why long contexts keep large batches memory-bound (the GPU panel below)."
     )
-
-
-
-
 
 
 def show_memory_bound(m: dict, s: dict, label: str = "") -> None:

@@ -56,8 +56,6 @@ def worst_cases(rows: list[dict], plain: str = "plain decoding") -> list[tuple[s
     return sorted(out, key=lambda t: -t[1])
 
 
-
-
 def _batch_line(w: dict) -> str:
     """One batch size's verdict by the one rule, every rate it names read from the table's rows."""
     if w["runner_up"] is None:
@@ -95,8 +93,6 @@ def conclusion(rows: list[dict], plain: str = "plain decoding") -> list[str]:
             + serving_note({}, {}, top)
         )
     return lines
-
-
 
 
 def depth_text(r: dict) -> str:
@@ -195,8 +191,6 @@ def room_line(m: dict) -> str | None:
             + "."
         )
     return text
-
-
 
 
 def show_by_load(m: dict, s: dict, label: str = "") -> None:

@@ -36,18 +36,6 @@ from engine.costs import ridge_tokens
 WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS, WIDTH_ROUNDS = 4, 3, 16, 3  # most chain depth; prompts at batch 1; tokens; rounds
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 def width_ratio(m: dict, s: dict, key: str = "decode") -> float | None:
     """The tree's `key` ÷ the chain's at the large batch (the one the run chose, else the knob's); "decode": their
     decoding-alone tokens/s."""
@@ -62,10 +50,6 @@ def width_ratio(m: dict, s: dict, key: str = "decode") -> float | None:
 
 def width_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
     return [("if a wider pass cost nothing: the tree's tokens per pass ÷ the chain's (measured)", width_ratio(m, s, "tokens_per_step"))]
-
-
-
-
 
 
 def tree_verdict(tree: dict, chain: dict) -> tuple[int, str]:
@@ -178,28 +162,6 @@ def room_line(result: dict) -> str | None:
         f"At batch {b} the tree's pass carries {b * (n + 1)} tokens ({knee.cost_at(t, ms, b * (n + 1)):.2f}×), the "
         f"chain's {b * (k + 1)} ({knee.cost_at(t, ms, b * (k + 1)):.2f}×), plain decoding's {b} ({knee.cost_at(t, ms, b):.2f}×)."
     )
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def show_width(m: dict, s: dict, label: str = "") -> None:
