@@ -16,7 +16,6 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from app.lessons.kit.files import load_lessons
-from app.lessons.l7_width import show_width
 from app.views import palette  # noqa: E402
 from tests.app.test_lesson7_goodput import record_with_goodput  # noqa: E402  (a measurement with goodput rows)
 
@@ -67,6 +66,8 @@ def _json_of_charts(at: AppTest) -> str:
 
 
 def _show_width(m: dict) -> None:
+    from app.lessons.l7_width import show_width
+
     show_width(m, {"nodes": 24, "topk": 6, "batch": 16}, "recorded on a test machine, 2026-12-01")
 
 

@@ -36,8 +36,11 @@ def test_the_lessons_are_numbered_0_to_7_each_with_its_own_record():
     assert [lesson.number for lesson in LESSONS] == list(range(8))
     assert len({lesson.experiment for lesson in LESSONS}) == len(LESSONS)
     assert all(lesson.problem is None for lesson in LESSONS), [lesson.problem for lesson in LESSONS if lesson.problem]
-    modules = sorted(p.stem for p in (ROOT / "app" / "lessons").glob("l[0-9]*_*.py"))
-    assert [int(re.match(r"l(\d+)_", m)[1]) for m in modules] == [lesson.number for lesson in LESSONS]  # one module each
+    modules = sorted(
+        (p.stem for p in (ROOT / "app" / "lessons").glob("l[0-9]*_*") if p.suffix == ".py" or p.is_dir()),
+        key=lambda m: int(re.match(r"l(\d+)_", m)[1]),
+    )
+    assert [int(re.match(r"l(\d+)_", m)[1]) for m in modules] == [lesson.number for lesson in LESSONS]  # one module or folder each
     assert list(EXPERIMENTS) == [lesson.experiment for lesson in LESSONS]  # found in the lessons' order
 
 
