@@ -141,3 +141,16 @@ def tiny(tokenizer):
 @pytest.fixture(scope="session")
 def embedded_f32():
     return load_pair(dtype="float32")
+
+
+@pytest.fixture
+def lesson_constant(monkeypatch):
+    """set(name, value): a lesson's constant (rounds, tokens, batches), set in the lesson module that defines it for
+    one test, so a live run of lessons 4-7 stays small."""
+    from app.lessons import l4_turn_it_off, l5_adaptive, l6_by_load, l7_width
+
+    def set_(name: str, value) -> None:
+        home = next(m for m in (l4_turn_it_off, l5_adaptive, l6_by_load, l7_width) if name in vars(m) and not callable(vars(m)[name]))
+        monkeypatch.setattr(home, name, value)
+
+    return set_

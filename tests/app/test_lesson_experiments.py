@@ -32,14 +32,6 @@ from engine.hardware import probe
 from engine.trace.records import decode_timing
 
 
-def _patch(monkeypatch, name: str, value) -> None:
-    """Set a lesson's constant in the lesson module that defines it (lessons 4-7 each keep their own)."""
-    from app.lessons import l4_turn_it_off, l5_adaptive, l6_by_load, l7_width
-
-    home = next(m for m in (l4_turn_it_off, l5_adaptive, l6_by_load, l7_width) if name in vars(m) and not callable(vars(m)[name]))
-    monkeypatch.setattr(home, name, value)
-
-
 @pytest.fixture(scope="module")
 def live():
     pair = load_pair()
@@ -67,12 +59,12 @@ def test_small_settings_are_the_experiments_own_knobs():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["past_the_ridge", "turn_it_off", "adaptive", "by_load", "width"])
-def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name):
+def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name, lesson_constant):
     pair, hw = live
     for name_, value in (("GATE_BATCHES", (2,)), ("GATE_TOKENS", (8, 8)), ("GATE_ROUNDS", 2), ("LOAD_TOKENS", 4), ("LOAD_ROUNDS", 2)):
-        _patch(monkeypatch, name_, value)
+        lesson_constant(name_, value)
     for name_, value in (("WIDTH_TOKENS", 8), ("WIDTH_PROMPTS", 2), ("WIDTH_ROUNDS", 2), ("TURN_OFF_ROUNDS", 2)):
-        _patch(monkeypatch, name_, value)
+        lesson_constant(name_, value)
     experiment = EXPERIMENTS[name]
     m = registry.check_measurement(name, experiment.run(pair, hw, SMALL[name]))
     measured = experiment.predict.measured(m, SMALL[name])
@@ -116,10 +108,10 @@ def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name):
         assert lines[4].startswith("Batch 1: goodput decoded") and len(width_table(m)) == 8
 
 
-def test_width_races_goodput_and_records_what_it_verified_at_each_step(tiny, monkeypatch):
+def test_width_races_goodput_and_records_what_it_verified_at_each_step(tiny, monkeypatch, lesson_constant):
     """Lesson 7 on the tiny pair (its draft model): goodput runs as the fourth contender, interleaved like the
     others, and its row carries the shape of every decode step of its median run, which its numbers follow."""
-    _patch(monkeypatch, "WIDTH_TOKENS", 6)
+    lesson_constant("WIDTH_TOKENS", 6)
     m = registry.check_measurement("width", width(tiny, probe(tiny.device, tiny.dtype, quick=True), SMALL["width"]))
     assert [r["contender"] for r in m["rows"]] == list(WIDTH_CONTENDERS) * 2 and WIDTH_CONTENDERS[-1] == "goodput"
     assert all(len(r["tokens_per_s_runs"]["values"]) == WIDTH_ROUNDS for r in m["rows"])  # the same rounds as the others

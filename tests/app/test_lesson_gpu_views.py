@@ -32,15 +32,6 @@ from app.lessons.l5_adaptive import gate_lines
 from app.lessons.registry import EXPERIMENTS
 from engine.hardware import probe
 
-
-def _patch(monkeypatch, name: str, value) -> None:
-    """Set a lesson's constant in the lesson module that defines it (lessons 4-7 each keep their own)."""
-    from app.lessons import l4_turn_it_off, l5_adaptive, l6_by_load, l7_width
-
-    home = next(m for m in (l4_turn_it_off, l5_adaptive, l6_by_load, l7_width) if name in vars(m) and not callable(vars(m)[name]))
-    monkeypatch.setattr(home, name, value)
-
-
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = [name for name in EXPERIMENTS if name != "one_step"]  # lesson 0's recording is a step-through trace
 
@@ -139,9 +130,9 @@ def test_lesson_5s_gpu_lines_follow_what_is_priced():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["by_load", "width"])
-def test_lessons_6_and_7_run_live_keep_their_pass_shapes_and_draw_the_h200_view(tiny, monkeypatch, name):
+def test_lessons_6_and_7_run_live_keep_their_pass_shapes_and_draw_the_h200_view(tiny, monkeypatch, name, lesson_constant):
     for attr, value in (("LOAD_TOKENS", 4), ("LOAD_ROUNDS", 2), ("WIDTH_TOKENS", 6), ("WIDTH_ROUNDS", 2), ("WIDTH_PROMPTS", 2)):
-        _patch(monkeypatch, attr, value)
+        lesson_constant(attr, value)
     settings = {"by_load": {"k": 2}, "width": {"nodes": 8, "topk": 4, "batch": 4}}[name]
     m = registry.check_measurement(name, EXPERIMENTS[name].run(tiny, probe(tiny.device, tiny.dtype, quick=True), settings))
     assert all(is_lane(row) for row in m["rows"])
