@@ -13,8 +13,8 @@ from engine import DecodeConfig, generate
 WARM_TOKENS = 4
 
 
-def warm(pair, prompts: list[str], cfg: DecodeConfig) -> tuple[list, float]:
-    """(the warm-up's traces, the seconds it took): `cfg` once on `prompts`, at most WARM_TOKENS new tokens."""
+def warm(pair, prompts: list[str], cfg: DecodeConfig):
+    """(the warm-up's trace, the seconds it took): `cfg` once on `prompts`, at most WARM_TOKENS new tokens."""
     t0 = time.perf_counter()
-    traces = generate(pair, prompts, dataclasses.replace(cfg, max_new_tokens=min(cfg.max_new_tokens, WARM_TOKENS)))
-    return traces, time.perf_counter() - t0
+    trace = generate(pair, prompts, dataclasses.replace(cfg, max_new_tokens=min(cfg.max_new_tokens, WARM_TOKENS)))
+    return trace, time.perf_counter() - t0

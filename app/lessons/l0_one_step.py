@@ -21,6 +21,21 @@ from engine.drafters import drafter_name
 STEP_DEPTH, STEP_TOKENS = 4, 16  # the step-through's run: batch 1, greedy, depth 4, 16 new tokens
 
 
+RECORDINGS = Path(__file__).resolve().parents[2] / "assets" / "lessons"
+
+
+STEP_TRACES = {
+    "a chain step": RECORDINGS / "step-through.json",  # scripts/record/record_lessons.py records both
+    "a draft-tree step": RECORDINGS / "step-through-tree.json",
+}
+
+
+STAGE_KEY = "step0_stage"
+
+
+FREE_STAGES = 2  # draft and verify are shown before a prediction; what the target kept waits for one
+
+
 def one_step_traces(pair) -> tuple:
     """(speculative, plain) traces of one held-out prompt at batch 1, greedy: the run the recorded step-through
     makes (the EAGLE head where the pair has one, else the draft model), and plain decoding of the same prompt."""
@@ -64,63 +79,6 @@ def one_step(pair, probe, s: dict) -> dict:
     return measure(spec, plain)
 
 
-def one_step_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
-    """Leviathan's expected kept drafts with the run's α: E[tokens per step] − 1 = α(1 − α^k) ÷ (1 − α)."""
-    alpha = m.get("alpha")
-    expected = expected_tokens_per_step(alpha, m["k"]) - 1 if alpha is not None else None
-    return [(f"Leviathan: expected kept drafts, E[tokens per step] − 1, with the run's α = {metrics.fmt(alpha)}", expected)]
-
-
-def verdict(m: dict) -> str:
-    """What the step shows, computed from its measurement: the tokens one pass gained, and whether the step took
-    less time than the plain steps it replaced (one step, timed once: a first look, not a benchmark)."""
-    gained, step = m["gained"], m["step_ms"]
-    own = "bonus" if m["next_kind"] == "bonus" else "correction"
-    out = (
-        f"The target kept {m['accepted']} of {m['k']} drafts and added its own token (a {own}): {gained} token(s) "
-        f"from one pass over {m['tokens_per_pass']} tokens."
-    )
-    if m.get("same_text") is True:
-        out += " Plain decoding of the same prompt wrote the same text: lossless."
-    elif m.get("same_text") is False:
-        out += " Plain decoding wrote a different text here: a near-tie rounded differently (see 'Greedy and sampling')."
-    plain = m.get("plain_step_ms")
-    if plain is None:
-        return out + " No plain step was measured beside it, so this run cannot say whether the step saved time."
-    total, verify = gained * plain, m["verify_ms"] / plain
-    cost = (
-        f"cost {verify:.2f}× a whole plain step"
-        if verify >= 1
-        else f"read {verify:.2f}× a whole plain step, the same as one within noise (a pass with more tokens is not cheaper)"
-    )
-    if step < total:
-        return out + (
-            f" Plain decoding needs {gained} step(s) for them, {total:.1f} ms at {plain:.1f} ms each; this step took "
-            f"{step:.1f} ms ({total / step:.2f}× less), because its one pass over {m['tokens_per_pass']} tokens {cost}. "
-            "One step timed once: lessons 1 to 3 measure it properly."
-        )
-    return out + (
-        f" Plain decoding needs {gained} step(s) for them, {total:.1f} ms at {plain:.1f} ms each; this step took "
-        f"{step:.1f} ms, no less: drafting and verifying cost more than the plain steps they replaced. One step "
-        "timed once: lessons 1 to 3 measure it properly."
-    )
-
-
-RECORDINGS = Path(__file__).resolve().parents[2] / "assets" / "lessons"
-
-
-STEP_TRACES = {
-    "a chain step": RECORDINGS / "step-through.json",  # scripts/record/record_lessons.py records both
-    "a draft-tree step": RECORDINGS / "step-through-tree.json",
-}
-
-
-STAGE_KEY = "step0_stage"
-
-
-FREE_STAGES = 2  # draft and verify are shown before a prediction; what the target kept waits for one
-
-
 @st.cache_data(show_spinner=False)
 def _step_trace(kind: str, mtime: float) -> tuple[Trace | None, str | None]:
     try:
@@ -161,6 +119,48 @@ def _stage_buttons(last: int, locked: bool) -> int:
     if locked and shown >= top:
         st.caption("Enter your prediction above to see which drafts the target keeps (stages 3 to 5).")
     return shown
+
+
+def one_step_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
+    """Leviathan's expected kept drafts with the run's α: E[tokens per step] − 1 = α(1 − α^k) ÷ (1 − α)."""
+    alpha = m.get("alpha")
+    expected = expected_tokens_per_step(alpha, m["k"]) - 1 if alpha is not None else None
+    return [(f"Leviathan: expected kept drafts, E[tokens per step] − 1, with the run's α = {metrics.fmt(alpha)}", expected)]
+
+
+def verdict(m: dict) -> str:
+    """What the step shows, computed from its measurement: the tokens one pass gained, and whether the step took
+    less time than the plain steps it replaced (one step, timed once: a first look, not a benchmark)."""
+    gained, step = m["gained"], m["step_ms"]
+    own = "bonus" if m["next_kind"] == "bonus" else "correction"
+    out = (
+        f"The target kept {m['accepted']} of {m['k']} drafts and added its own token (a {own}): {gained} token(s) "
+        f"from one pass over {m['tokens_per_pass']} tokens."
+    )
+    if m.get("same_text") is True:
+        out += " Plain decoding of the same prompt wrote the same text: lossless."
+    elif m.get("same_text") is False:
+        out += " Plain decoding wrote a different text here: a near-tie rounded differently (see 'Greedy and sampling')."
+    plain = m.get("plain_step_ms")
+    if plain is None:
+        return out + " No plain step was measured beside it, so this run cannot say whether the step saved time."
+    total, verify = gained * plain, m["verify_ms"] / plain
+    cost = (
+        f"cost {verify:.2f}× a whole plain step"
+        if verify >= 1
+        else f"read {verify:.2f}× a whole plain step, the same as one within noise (a pass with more tokens is not cheaper)"
+    )
+    if step < total:
+        return out + (
+            f" Plain decoding needs {gained} step(s) for them, {total:.1f} ms at {plain:.1f} ms each; this step took "
+            f"{step:.1f} ms ({total / step:.2f}× less), because its one pass over {m['tokens_per_pass']} tokens {cost}. "
+            "One step timed once: lessons 1 to 3 measure it properly."
+        )
+    return out + (
+        f" Plain decoding needs {gained} step(s) for them, {total:.1f} ms at {plain:.1f} ms each; this step took "
+        f"{step:.1f} ms, no less: drafting and verifying cost more than the plain steps they replaced. One step "
+        "timed once: lessons 1 to 3 measure it properly."
+    )
 
 
 def show_one_step(result: dict | None, trace, locked: bool) -> None:

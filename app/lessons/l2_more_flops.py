@@ -73,10 +73,6 @@ def more_flops(pair, probe, s: dict) -> dict:
     }
 
 
-def operations_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
-    return [("Leviathan's operations factor, Theorem 3.11 (decode steps only)", m["m"].get("operations_factor"))]
-
-
 def per_token(m: dict) -> dict | None:
     """Lesson 2's decode steps per decoded token, speculative ÷ plain: FLOPs, bytes moved, and time (decode rates)."""
     costs = m.get("decode_costs")
@@ -90,6 +86,10 @@ def per_token(m: dict) -> dict | None:
         "time": 1 / sp["value"] if sp else None,
         "wasted": b["flops_wasted"] / b["flops"] if b["flops"] else 0.0,
     }
+
+
+def operations_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
+    return [("Leviathan's operations factor, Theorem 3.11 (decode steps only)", m["m"].get("operations_factor"))]
 
 
 def more_flops_conclusion(run: dict) -> str:

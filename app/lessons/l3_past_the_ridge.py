@@ -95,6 +95,12 @@ def large_batch_speedup(m: dict, s: dict) -> float | None:
     return sp["value"] if sp else run["m"].get("speedup")
 
 
+def contest(m: dict, s: dict) -> tuple:
+    """The pair the prediction is about: speculation and plain decoding at the large batch, with their rounds."""
+    run = max(m["runs"], key=lambda r: r["batch"])
+    return f"speculation at batch {run['batch']}", "plain decoding", round_rates(run["spec"]), round_rates(run["ar"])
+
+
 # --- lesson 3: inside the room and past it ------------------------------------------------------------
 def ridge_run_line(label: str, batch: int, run: dict, depth: int) -> str:
     m = consistent(run)
@@ -320,12 +326,6 @@ def show_past_the_ridge(m: dict, s: dict, label: str = "") -> None:
         lines.append(ridge_run_line("n-gram lookup, extractive prompts", runs[-1]["batch"], m["ngram"], depth))
         st.markdown("\n".join(lines))
     st.success("\n\n".join(past_the_ridge_conclusion(m, depth)))
-
-
-def contest(m: dict, s: dict) -> tuple:
-    """The pair the prediction is about: speculation and plain decoding at the large batch, with their rounds."""
-    run = max(m["runs"], key=lambda r: r["batch"])
-    return f"speculation at batch {run['batch']}", "plain decoding", round_rates(run["spec"]), round_rates(run["ar"])
 
 
 RECORD = Experiment(

@@ -47,71 +47,7 @@ from app.lessons.kit.show import drafter_label, settings_note, show_chart, show_
 from engine import DecodeConfig
 from engine.bench.prompts import EXTRACTIVE_PROMPTS
 
-
-def _policy_lanes(m: dict, s: dict) -> list[tuple[str, dict]]:
-    n = int((m.get("chosen") or s).get("n", 0))
-    return [("plain", m["ar"]), ("always on", m["on"]), (f"off above batch {n}", m["off"])]
-
-
 PHASE_NAMES = {"full": "while more than N rows decoded", "shrunk": "once N or fewer remained"}
-
-
-def turn_it_off_figure(m: dict, s: dict, label: str = "") -> go.Figure:
-    """Decoding-alone tokens/s of each policy over the whole run and, where the measurement has them, in each phase
-    (more than N rows decoding, N or fewer), every bar with its runs' range."""
-    batch = int((m.get("chosen") or s).get("batch", 1))
-    lanes = _policy_lanes(m, s)
-    phases = m.get("phases") or {}
-    keys = ("ar", "on", "off")
-    titles = ("decoding alone, whole run (tokens/s)", "decoding alone, by phase (tokens/s)")
-    fig = make_subplots(rows=1, cols=2 if phases else 1, subplot_titles=titles[: 2 if phases else 1])
-    colors = [PLAIN_COLOR, COLORS[0], COLORS[1]]
-    vals = [decode_rate(ln) for _, ln in lanes]
-    names = [name for name, _ in lanes]
-    fig.add_bar(x=names, y=[v for v, _, _ in vals], marker_color=colors, error_y=_whiskers(vals), showlegend=False, row=1, col=1)
-    label_above_whiskers(fig, names, vals, [f"{v:.0f}" for v, _, _ in vals], row=1, col=1)
-    if phases:
-        series = [
-            {"name": name, "values": [spread_of(phases.get(key, {}), p) for p in PHASE_NAMES], "color": color}
-            for (name, _), key, color in zip(lanes, keys, colors)
-        ]
-        grouped_bars(fig, list(PHASE_NAMES.values()), series, row=1, col=2)
-    return frame(fig, f"Batch {batch}, rows ending at different lengths: each policy's decoding speed", label, height=420)
-
-
-def _times(r: tuple[float, float | None, float | None]) -> str:
-    """'0.92× (0.88–0.98)': a ratio and its 95% range, as the verdict sentences state them."""
-    v, lo, hi = r
-    return f"{v:.2f}×" + (f" ({lo:.2f}–{hi:.2f})" if lo is not None else "")
-
-
-def turn_it_off_table(m: dict, s: dict) -> list[dict]:
-    """Per policy: decoding-alone tokens/s (median, runs' range, × plain), the whole run's (prefill included), each
-    phase's decoding rate, time per output token, and the decode steps that speculated."""
-    base, whole_base = decode_rate(m["ar"])[0], lane_rate(m["ar"])[0]
-    phases = m.get("phases") or {}
-    out = []
-    for (name, ln), key in zip(_policy_lanes(m, s), ("ar", "on", "off")):
-        v, lo, hi = decode_rate(ln)
-        whole = lane_rate(ln)[0]
-        t = tpot_ms(ln)
-        row = {
-            "policy": name,
-            "decoding tokens/s": round(v, 1),
-            "range (runs)": f"{lo:.0f}–{hi:.0f}" if lo is not None else "one run",
-            "× plain (95% range)": _times(decode_ratio(ln, m["ar"])) if base else None,
-            "× always on (95% range)": _times(decode_ratio(ln, m["on"])) if key == "off" else "",
-            "whole run tokens/s (prefill included)": round(whole, 1),
-            "whole run × plain": round(ratio_range(ln, m["ar"])[0], 2) if whole_base else None,
-        }
-        for phase, title in PHASE_NAMES.items():
-            sp = phases.get(key, {}).get(phase)
-            if phases:
-                row[f"{title} (tokens/s)"] = round(sp["median"], 1) if sp else None
-        row["time per output token (ms)"] = round(t, 1) if t else None
-        row["speculated steps"] = f"{ln.get('speculated_steps', 0)} of {ln.get('decode_steps', 0)}"
-        out.append(row)
-    return out
 
 
 # The first prompt asks for a long copy (engine/bench/prompts.py, the case where drafts are accepted often), which
@@ -156,6 +92,9 @@ LANES = (("ar", "plain"), ("on", "always on"), ("off", "switch"))  # measurement
 
 
 PHASES = ("full", "shrunk")
+
+
+TURN_OFF_ROUNDS = 3  # lesson 4: each run prefills 8 prompts (~1.9 s on a 2-thread Xeon): three lanes × (3 rounds + a warm-up)
 
 
 def ragged_prompts(batch: int) -> list[str]:
@@ -205,10 +144,24 @@ def settings_of(m: dict, s: dict) -> dict:
     return m.get("chosen") or {"depth": 4, "batch": int(s["batch"]), "n": int(s["n"]), "tokens": int(s.get("tokens", 0))}
 
 
-def verdict(a: dict | None, b: dict | None, name: str = "plain") -> str:
-    """'faster than plain: 1.36× (95% range 1.15–1.60×, 3 rounds)' and the like, by the one rule."""
-    v = noise.judge(a, b)
-    return v.words(b=name) if v else f"not told apart from {name} (no rounds)"
+# --- 4. turn it off ---------------------------------------------------------------------------------
+def turn_it_off(pair, probe, s: dict) -> dict:
+    """Plain, always-on (draft model, depth k) and off-above-batch-N decoding of one batch of prompts whose answers
+    end at different lengths (app/lessons/switch.py), interleaved TURN_OFF_ROUNDS times; k, the batch and N chosen
+    from this machine's room where their knobs are 0. Besides the lanes: each lane's decode rate while more than N
+    rows decoded and once N or fewer remained, per run, and its median run's steps (live batch, depth, ms)."""
+    curve, room = machine_curve(pair)
+    c = choose(room, s)
+    prompts, tokens, k, drafter = ragged_prompts(c["batch"]), c["tokens"], c["depth"], DRAFTER
+    jobs = lane_jobs(prompts, k, drafter, tokens)
+    off = DecodeConfig(depth=k, drafter=drafter, max_new_tokens=tokens, policy="off_above_batch", disable_by_batch_size=c["n"])
+    runs, warm = timed_rounds(pair, jobs | {"off": Job(prompts, off)}, TURN_OFF_ROUNDS)
+    on = lane_pair(runs["ar"], runs["spec"])
+    lanes = {"ar": on["ar"], "on": on["spec"], "off": ms.lane_of_runs([r[0] for r in runs["off"]])}
+    traces = {"ar": runs["ar"], "on": runs["spec"], "off": runs["off"]}
+    steps = {key: step_rows(median_run(runs)[0]) for key, runs in traces.items()}
+    phases = {key: phase_spreads([r[0] for r in runs], c["n"]) for key, runs in traces.items()}
+    return lanes | {"m": on["m"], "chosen": c, "curve": curve, "warmup": warm, "phases": phases, "steps": steps}
 
 
 def always_on_speedup(m: dict, s: dict) -> float | None:
@@ -216,6 +169,16 @@ def always_on_speedup(m: dict, s: dict) -> float | None:
     one rule's ratio over the interleaved rounds (the number its verdict sentence states)."""
     v = noise.judge(decode_spread(m["on"]), decode_spread(m["ar"]))
     return v.ratio if v else None
+
+
+def _phase(lane: str, phase: str):
+    return lambda m: m["phases"][lane][phase]
+
+
+def verdict(a: dict | None, b: dict | None, name: str = "plain") -> str:
+    """'faster than plain: 1.36× (95% range 1.15–1.60×, 3 rounds)' and the like, by the one rule."""
+    v = noise.judge(a, b)
+    return v.words(b=name) if v else f"not told apart from {name} (no rounds)"
 
 
 def _phase_line(m: dict, c: dict) -> str | None:
@@ -281,6 +244,77 @@ def conclusion(m: dict, s: dict) -> list[str]:
     return lines
 
 
+def turn_it_off_conclusion(m: dict, s: dict) -> list[str]:
+    """Lesson 4's conclusion (app/lessons/switch.py): the room and the settings it chose, always-on speculation and
+    the off-above-batch-N switch against plain decoding, decoding alone, in each phase of the shrinking batch, each
+    verdict by the one rule over the interleaved rounds; then per-request latency."""
+    batch = settings_of(m, s)["batch"]
+    return conclusion(m, s) + [serving_note(m["ar"], m["on"], batch)]
+
+
+def _policy_lanes(m: dict, s: dict) -> list[tuple[str, dict]]:
+    n = int((m.get("chosen") or s).get("n", 0))
+    return [("plain", m["ar"]), ("always on", m["on"]), (f"off above batch {n}", m["off"])]
+
+
+def turn_it_off_figure(m: dict, s: dict, label: str = "") -> go.Figure:
+    """Decoding-alone tokens/s of each policy over the whole run and, where the measurement has them, in each phase
+    (more than N rows decoding, N or fewer), every bar with its runs' range."""
+    batch = int((m.get("chosen") or s).get("batch", 1))
+    lanes = _policy_lanes(m, s)
+    phases = m.get("phases") or {}
+    keys = ("ar", "on", "off")
+    titles = ("decoding alone, whole run (tokens/s)", "decoding alone, by phase (tokens/s)")
+    fig = make_subplots(rows=1, cols=2 if phases else 1, subplot_titles=titles[: 2 if phases else 1])
+    colors = [PLAIN_COLOR, COLORS[0], COLORS[1]]
+    vals = [decode_rate(ln) for _, ln in lanes]
+    names = [name for name, _ in lanes]
+    fig.add_bar(x=names, y=[v for v, _, _ in vals], marker_color=colors, error_y=_whiskers(vals), showlegend=False, row=1, col=1)
+    label_above_whiskers(fig, names, vals, [f"{v:.0f}" for v, _, _ in vals], row=1, col=1)
+    if phases:
+        series = [
+            {"name": name, "values": [spread_of(phases.get(key, {}), p) for p in PHASE_NAMES], "color": color}
+            for (name, _), key, color in zip(lanes, keys, colors)
+        ]
+        grouped_bars(fig, list(PHASE_NAMES.values()), series, row=1, col=2)
+    return frame(fig, f"Batch {batch}, rows ending at different lengths: each policy's decoding speed", label, height=420)
+
+
+def _times(r: tuple[float, float | None, float | None]) -> str:
+    """'0.92× (0.88–0.98)': a ratio and its 95% range, as the verdict sentences state them."""
+    v, lo, hi = r
+    return f"{v:.2f}×" + (f" ({lo:.2f}–{hi:.2f})" if lo is not None else "")
+
+
+def turn_it_off_table(m: dict, s: dict) -> list[dict]:
+    """Per policy: decoding-alone tokens/s (median, runs' range, × plain), the whole run's (prefill included), each
+    phase's decoding rate, time per output token, and the decode steps that speculated."""
+    base, whole_base = decode_rate(m["ar"])[0], lane_rate(m["ar"])[0]
+    phases = m.get("phases") or {}
+    out = []
+    for (name, ln), key in zip(_policy_lanes(m, s), ("ar", "on", "off")):
+        v, lo, hi = decode_rate(ln)
+        whole = lane_rate(ln)[0]
+        t = tpot_ms(ln)
+        row = {
+            "policy": name,
+            "decoding tokens/s": round(v, 1),
+            "range (runs)": f"{lo:.0f}–{hi:.0f}" if lo is not None else "one run",
+            "× plain (95% range)": _times(decode_ratio(ln, m["ar"])) if base else None,
+            "× always on (95% range)": _times(decode_ratio(ln, m["on"])) if key == "off" else "",
+            "whole run tokens/s (prefill included)": round(whole, 1),
+            "whole run × plain": round(ratio_range(ln, m["ar"])[0], 2) if whole_base else None,
+        }
+        for phase, title in PHASE_NAMES.items():
+            sp = phases.get(key, {}).get(phase)
+            if phases:
+                row[f"{title} (tokens/s)"] = round(sp["median"], 1) if sp else None
+        row["time per output token (ms)"] = round(t, 1) if t else None
+        row["speculated steps"] = f"{ln.get('speculated_steps', 0)} of {ln.get('decode_steps', 0)}"
+        out.append(row)
+    return out
+
+
 # --- the per-step picture ----------------------------------------------------------------------------
 def steps_figure(m: dict, label: str = "") -> go.Figure | None:
     """One strip per lane (always-on, the switch): the live batch at each decode step (a line) and the draft depth
@@ -322,41 +356,6 @@ def show_turn_it_off(m: dict, s: dict, label: str = "") -> None:
         "until its slowest row ends (rows are not refilled); a server with continuous batching refills finished rows."
     )
     st.success("\n\n".join(turn_it_off_conclusion(m, s)))
-
-
-TURN_OFF_ROUNDS = 3  # lesson 4: each run prefills 8 prompts (~1.9 s on a 2-thread Xeon): three lanes × (3 rounds + a warm-up)
-
-
-# --- 4. turn it off ---------------------------------------------------------------------------------
-def turn_it_off(pair, probe, s: dict) -> dict:
-    """Plain, always-on (draft model, depth k) and off-above-batch-N decoding of one batch of prompts whose answers
-    end at different lengths (app/lessons/switch.py), interleaved TURN_OFF_ROUNDS times; k, the batch and N chosen
-    from this machine's room where their knobs are 0. Besides the lanes: each lane's decode rate while more than N
-    rows decoded and once N or fewer remained, per run, and its median run's steps (live batch, depth, ms)."""
-    curve, room = machine_curve(pair)
-    c = choose(room, s)
-    prompts, tokens, k, drafter = ragged_prompts(c["batch"]), c["tokens"], c["depth"], DRAFTER
-    jobs = lane_jobs(prompts, k, drafter, tokens)
-    off = DecodeConfig(depth=k, drafter=drafter, max_new_tokens=tokens, policy="off_above_batch", disable_by_batch_size=c["n"])
-    runs, warm = timed_rounds(pair, jobs | {"off": Job(prompts, off)}, TURN_OFF_ROUNDS)
-    on = lane_pair(runs["ar"], runs["spec"])
-    lanes = {"ar": on["ar"], "on": on["spec"], "off": ms.lane_of_runs([r[0] for r in runs["off"]])}
-    traces = {"ar": runs["ar"], "on": runs["spec"], "off": runs["off"]}
-    steps = {key: step_rows(median_run(runs)[0]) for key, runs in traces.items()}
-    phases = {key: phase_spreads([r[0] for r in runs], c["n"]) for key, runs in traces.items()}
-    return lanes | {"m": on["m"], "chosen": c, "curve": curve, "warmup": warm, "phases": phases, "steps": steps}
-
-
-def turn_it_off_conclusion(m: dict, s: dict) -> list[str]:
-    """Lesson 4's conclusion (app/lessons/switch.py): the room and the settings it chose, always-on speculation and
-    the off-above-batch-N switch against plain decoding, decoding alone, in each phase of the shrinking batch, each
-    verdict by the one rule over the interleaved rounds; then per-request latency."""
-    batch = settings_of(m, s)["batch"]
-    return conclusion(m, s) + [serving_note(m["ar"], m["on"], batch)]
-
-
-def _phase(lane: str, phase: str):
-    return lambda m: m["phases"][lane][phase]
 
 
 RECORD = Experiment(

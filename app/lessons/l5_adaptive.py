@@ -32,55 +32,56 @@ from app.views import metrics
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
 
+# --- 5. adaptive per sequence -----------------------------------------------------------------------
+GATE_TOKENS = (32, 16)  # new tokens per sequence at batch 1 and at the large batch
 
-# --- lesson 5: adaptive depth -------------------------------------------------------------------
-def adaptive_figure(m: dict, s: dict, label: str = "") -> go.Figure:
-    """Per batch: drafts per step and tokens kept per step, all drafts against the confidence gate."""
-    conf, depth_k = float(s.get("conf", 0)), int((m.get("chosen") or s).get("depth", 0))
-    fig = make_subplots(
-        rows=1,
-        cols=3,
-        subplot_titles=("drafted per step (depth)", "kept per step", "× plain, decoding alone"),
-    )
-    xs = [f"batch {b['batch']}" for b in m["batches"]]
-    panels = {1: [], 2: [], 3: []}
-    for i, (key, name) in enumerate((("fixed", f"all {depth_k} drafts"), ("gated", f"stop below {conf:.2f}"))):
-        depth = [b[f"m_{key}"].get("drafted_depth") for b in m["batches"]]
-        kept = [b[key]["summary"].get("tokens_per_step") for b in m["batches"]]
-        speed = [decode_ratio(b[key], b["ar"]) for b in m["batches"]]
-        common = {"name": name, "color": COLORS[i], "legendgroup": key}
-        panels[1].append(
-            {**common, "values": [(d, None, None) for d in depth], "text": [f"{d:.1f}" if d is not None else "" for d in depth]}
+
+GATE_BATCHES = (2, 4, 8)  # the large batch's candidates
+
+
+GATE_ROUNDS = 4
+
+
+def gate_choice(room: int, s: dict) -> dict:
+    """Lesson 5's depth (knob 0: the deepest draft a one-row verify pass fits inside the room) and its two batches:
+    1, and the smallest batch whose verify pass carries PAST x the room's tokens."""
+    depth = int(s["depth"]) or knee.inside_depth(room, 1, most=8)
+    return {"room": int(room), "depth": depth, "batch": knee.past_batch(room, depth, GATE_BATCHES)}
+
+
+def adaptive(pair, probe, s: dict) -> dict:
+    """Depth k drafting every token vs stopping below a joint confidence, at batch 1 and past the knee, with plain
+    decoding; the three interleaved GATE_ROUNDS times at each batch after a warm-up run each."""
+    curve, room = machine_curve(pair)
+    c = gate_choice(room, s)
+    drafter, depth, threshold = model_drafter(pair), c["depth"], float(s["conf"])
+    out, warm = [], []
+    for batch, tokens in zip((1, c["batch"]), GATE_TOKENS):
+        prompts = batch_prompts("heldout", batch)
+        jobs = {"ar": Job(prompts, DecodeConfig(mode="autoregressive", max_new_tokens=tokens))}
+        for name, t in (("fixed", 0.0), ("gated", threshold)):
+            jobs[name] = Job(prompts, DecodeConfig(depth=depth, drafter=drafter, max_new_tokens=tokens, confidence_threshold=t))
+        runs, w = timed_rounds(pair, jobs, GATE_ROUNDS)
+        warm += [x | {"contender": f"{x['contender']}, batch {batch}"} for x in w]
+        fixed, gated = lane_pair(runs["ar"], runs["fixed"]), lane_pair(runs["ar"], runs["gated"])
+        out.append(
+            {
+                "batch": batch,
+                "ar": fixed["ar"],
+                "fixed": fixed["spec"],
+                "gated": gated["spec"],
+                "m_fixed": fixed["m"],
+                "m_gated": gated["m"],
+            }
         )
-        panels[2].append({**common, "values": [(k, None, None) for k in kept], "text": [f"{k:.2f}" if k is not None else "" for k in kept]})
-        panels[3].append({**common, "values": speed, "text": [f"{v:.2f}×" for v, _, _ in speed]})
-    for col, series in panels.items():
-        grouped_bars(fig, xs, [{**sr, "showlegend": col == 1} for sr in series], row=1, col=col)
-    fig.add_hline(y=1.0, line_dash="dot", line_color="#333", row=1, col=3)
-    return frame(fig, "The gate drafts less where the drafter is unsure; does it keep as many tokens?", label, height=400)
+    return {"drafter": drafter, "batches": out, "chosen": c, "curve": curve, "warmup": warm}
 
 
-def adaptive_table(m: dict, s: dict) -> list[dict]:
-    out = []
-    for b in m["batches"]:
-        for key in ("fixed", "gated"):
-            sm, c = b[key]["summary"], b[f"m_{key}"]
-            speed, lo, hi = decode_ratio(b[key], b["ar"])
-            out.append(
-                {
-                    "batch": b["batch"],
-                    "drafts": "all" if key == "fixed" else f"stop below {float(s.get('conf', 0)):.2f}",
-                    "drafted per step": round(c["drafted_depth"], 2) if c.get("drafted_depth") is not None else None,
-                    "kept per step": round(sm["tokens_per_step"], 2) if sm.get("tokens_per_step") is not None else None,
-                    "α": round(sm["alpha"], 3) if sm.get("alpha") is not None else None,
-                    "decoding tokens/s (median)": round(decode_rate(b[key])[0], 1),
-                    "speedup over plain (decoding alone)": round(speed, 2),
-                    "95% range": f"{lo:.2f}–{hi:.2f}" if lo is not None else "one run",
-                    "whole-run speedup (prefill included)": round(ratio_range(b[key], b["ar"])[0], 2),
-                    "wasted GFLOP": round(sm["flops_wasted"] / 1e9, 1),
-                }
-            )
-    return out
+def verified_slots(lane: dict) -> tuple[int, int]:
+    """(draft positions the target verified, real draft tokens among them): the rest is padding, the slots of rows
+    that had stopped drafting while another row in the batch went on (app/common/measurement.py `verified_slots`)."""
+    slots, real = lane["verified_slots"]
+    return slots, real
 
 
 def _per_token(p: Priced) -> tuple[float, float]:
@@ -127,59 +128,6 @@ def gate_lines(m: dict) -> list[str]:
     return out
 
 
-def show_adaptive(m: dict, s: dict, label: str = "") -> None:
-    st.markdown(f"Drafter: {drafter_label(m['drafter'])}.")
-    settings_note(m, s)
-    show_chart(adaptive_figure(m, s, label), "lesson5_fig")
-    show_table(adaptive_table(m, s))
-    st.success(adaptive_conclusion(m, int(s["depth"])))
-
-
-# --- 5. adaptive per sequence -----------------------------------------------------------------------
-GATE_TOKENS = (32, 16)  # new tokens per sequence at batch 1 and at the large batch
-
-
-GATE_BATCHES = (2, 4, 8)  # the large batch's candidates
-
-
-GATE_ROUNDS = 4
-
-
-def gate_choice(room: int, s: dict) -> dict:
-    """Lesson 5's depth (knob 0: the deepest draft a one-row verify pass fits inside the room) and its two batches:
-    1, and the smallest batch whose verify pass carries PAST x the room's tokens."""
-    depth = int(s["depth"]) or knee.inside_depth(room, 1, most=8)
-    return {"room": int(room), "depth": depth, "batch": knee.past_batch(room, depth, GATE_BATCHES)}
-
-
-def adaptive(pair, probe, s: dict) -> dict:
-    """Depth k drafting every token vs stopping below a joint confidence, at batch 1 and past the knee, with plain
-    decoding; the three interleaved GATE_ROUNDS times at each batch after a warm-up run each."""
-    curve, room = machine_curve(pair)
-    c = gate_choice(room, s)
-    drafter, depth, threshold = model_drafter(pair), c["depth"], float(s["conf"])
-    out, warm = [], []
-    for batch, tokens in zip((1, c["batch"]), GATE_TOKENS):
-        prompts = batch_prompts("heldout", batch)
-        jobs = {"ar": Job(prompts, DecodeConfig(mode="autoregressive", max_new_tokens=tokens))}
-        for name, t in (("fixed", 0.0), ("gated", threshold)):
-            jobs[name] = Job(prompts, DecodeConfig(depth=depth, drafter=drafter, max_new_tokens=tokens, confidence_threshold=t))
-        runs, w = timed_rounds(pair, jobs, GATE_ROUNDS)
-        warm += [x | {"contender": f"{x['contender']}, batch {batch}"} for x in w]
-        fixed, gated = lane_pair(runs["ar"], runs["fixed"]), lane_pair(runs["ar"], runs["gated"])
-        out.append(
-            {
-                "batch": batch,
-                "ar": fixed["ar"],
-                "fixed": fixed["spec"],
-                "gated": gated["spec"],
-                "m_fixed": fixed["m"],
-                "m_gated": gated["m"],
-            }
-        )
-    return {"drafter": drafter, "batches": out, "chosen": c, "curve": curve, "warmup": warm}
-
-
 def gate_ratio(m: dict, s: dict) -> float | None:
     """At batch 1, the gated run's decoding-alone speed over drafting all k's: the one rule's ratio over the
     interleaved rounds, the number the verdict sentence states."""
@@ -198,13 +146,6 @@ def gate_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
         g, f = b["m_gated"].get(key), b["m_fixed"].get(key)
         out.append((f"{name}: gated ÷ fixed", g / f if g is not None and f else None))
     return out
-
-
-def verified_slots(lane: dict) -> tuple[int, int]:
-    """(draft positions the target verified, real draft tokens among them): the rest is padding, the slots of rows
-    that had stopped drafting while another row in the batch went on (app/common/measurement.py `verified_slots`)."""
-    slots, real = lane["verified_slots"]
-    return slots, real
 
 
 def wasted_text(lane: dict, name: str) -> str:
@@ -267,6 +208,64 @@ def adaptive_conclusion(result: dict, gate_depth: int) -> str:
         "Stopping where the drafter was unsure: " + "; ".join(parts) + ". The tokens it skipped were never "
         "verified, so whether the target would have taken them is not measured here."
     )
+
+
+# --- lesson 5: adaptive depth -------------------------------------------------------------------
+def adaptive_figure(m: dict, s: dict, label: str = "") -> go.Figure:
+    """Per batch: drafts per step and tokens kept per step, all drafts against the confidence gate."""
+    conf, depth_k = float(s.get("conf", 0)), int((m.get("chosen") or s).get("depth", 0))
+    fig = make_subplots(
+        rows=1,
+        cols=3,
+        subplot_titles=("drafted per step (depth)", "kept per step", "× plain, decoding alone"),
+    )
+    xs = [f"batch {b['batch']}" for b in m["batches"]]
+    panels = {1: [], 2: [], 3: []}
+    for i, (key, name) in enumerate((("fixed", f"all {depth_k} drafts"), ("gated", f"stop below {conf:.2f}"))):
+        depth = [b[f"m_{key}"].get("drafted_depth") for b in m["batches"]]
+        kept = [b[key]["summary"].get("tokens_per_step") for b in m["batches"]]
+        speed = [decode_ratio(b[key], b["ar"]) for b in m["batches"]]
+        common = {"name": name, "color": COLORS[i], "legendgroup": key}
+        panels[1].append(
+            {**common, "values": [(d, None, None) for d in depth], "text": [f"{d:.1f}" if d is not None else "" for d in depth]}
+        )
+        panels[2].append({**common, "values": [(k, None, None) for k in kept], "text": [f"{k:.2f}" if k is not None else "" for k in kept]})
+        panels[3].append({**common, "values": speed, "text": [f"{v:.2f}×" for v, _, _ in speed]})
+    for col, series in panels.items():
+        grouped_bars(fig, xs, [{**sr, "showlegend": col == 1} for sr in series], row=1, col=col)
+    fig.add_hline(y=1.0, line_dash="dot", line_color="#333", row=1, col=3)
+    return frame(fig, "The gate drafts less where the drafter is unsure; does it keep as many tokens?", label, height=400)
+
+
+def adaptive_table(m: dict, s: dict) -> list[dict]:
+    out = []
+    for b in m["batches"]:
+        for key in ("fixed", "gated"):
+            sm, c = b[key]["summary"], b[f"m_{key}"]
+            speed, lo, hi = decode_ratio(b[key], b["ar"])
+            out.append(
+                {
+                    "batch": b["batch"],
+                    "drafts": "all" if key == "fixed" else f"stop below {float(s.get('conf', 0)):.2f}",
+                    "drafted per step": round(c["drafted_depth"], 2) if c.get("drafted_depth") is not None else None,
+                    "kept per step": round(sm["tokens_per_step"], 2) if sm.get("tokens_per_step") is not None else None,
+                    "α": round(sm["alpha"], 3) if sm.get("alpha") is not None else None,
+                    "decoding tokens/s (median)": round(decode_rate(b[key])[0], 1),
+                    "speedup over plain (decoding alone)": round(speed, 2),
+                    "95% range": f"{lo:.2f}–{hi:.2f}" if lo is not None else "one run",
+                    "whole-run speedup (prefill included)": round(ratio_range(b[key], b["ar"])[0], 2),
+                    "wasted GFLOP": round(sm["flops_wasted"] / 1e9, 1),
+                }
+            )
+    return out
+
+
+def show_adaptive(m: dict, s: dict, label: str = "") -> None:
+    st.markdown(f"Drafter: {drafter_label(m['drafter'])}.")
+    settings_note(m, s)
+    show_chart(adaptive_figure(m, s, label), "lesson5_fig")
+    show_table(adaptive_table(m, s))
+    st.success(adaptive_conclusion(m, int(s["depth"])))
 
 
 RECORD = Experiment(

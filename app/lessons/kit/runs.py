@@ -51,8 +51,8 @@ def warm_up(pair, jobs: dict) -> list[dict]:
         if shapes(job) in warmed:
             continue
         warmed.add(shapes(job))
-        traces, seconds = warm(pair, job.prompts[:1] if job.sequential else job.prompts, job.cfg)
-        rate = ms.decode_rate(ms.decode_fields(traces) | {"tokens_per_s": traces[0].summary["tokens_per_s"]})
+        trace, seconds = warm(pair, job.prompts[:1] if job.sequential else job.prompts, job.cfg)
+        rate = ms.decode_rate(ms.decode_fields([trace]) | {"tokens_per_s": trace.summary["tokens_per_s"]})
         label = " ".join(str(part) for part in name) if isinstance(name, tuple) else str(name)
         out.append({"contender": label, "s": seconds, "decode_tokens_per_s": rate})
     return out

@@ -33,6 +33,19 @@ DISTURBED_BELOW = 0.75  # a live probe under 75% of the recording's peak on the 
 DISTURBED = "DISTURBED"
 
 
+# --- 1. one token per pass leaves the arithmetic idle ----------------------------------------------
+PASS_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+LARGEST = (0, 16, 32, 64, 128)  # the largest pass's options; 0 = "from this machine's curve" (largest_pass)
+
+
+PASS_ROUNDS = 5  # every size once per round, the rounds in turn: about 2 s on 2 cores
+
+
+IN_STEP = 0.75  # a pass whose time grew by at least this share of its FLOPs' growth grew with its arithmetic
+
+
 def pass_against_probe(m: dict) -> str:
     """The one-token pass's bandwidth as a share of the probed peak, and, above 100%, why."""
     rows = m.get("rows") or []
@@ -81,16 +94,6 @@ def live_probe_note(m: dict, label: str, recorded: dict | None) -> str | None:
         f"{recorded.get('date', '')}). Other work is slowing this machine, so its live timings, and the ridge drawn from "
         "these peaks, are not its quiet ones: compare the curve's shape, or re-measure when it is quiet."
     )
-
-
-# --- 1. one token per pass leaves the arithmetic idle ----------------------------------------------
-PASS_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
-
-
-LARGEST = (0, 16, 32, 64, 128)  # the largest pass's options; 0 = "from this machine's curve" (largest_pass)
-
-
-PASS_ROUNDS = 5  # every size once per round, the rounds in turn: about 2 s on 2 cores
 
 
 def largest_pass(room: int) -> int:
@@ -158,6 +161,18 @@ def read_tokens(m: dict) -> int:
     return int(_row(rows, past_tokens(room))["tokens_per_pass"])
 
 
+def _row_at(rows: list[dict], tokens: int) -> dict:
+    return min(rows, key=lambda r: abs(r["tokens_per_pass"] - tokens))
+
+
+def _rounds(row: dict) -> str:
+    sp, far = noise.with_far(row.get("ms_runs"))
+    if not sp or len(row["ms_runs"]["values"]) < 2:
+        return ""
+    left = f"; round {', '.join(str(i + 1) for i in far)} far outside the others, kept" if far else ""
+    return f" (rounds {sp['min']:.1f}–{sp['max']:.1f}{left})"
+
+
 def pass_ratio(m: dict, s: dict) -> float | None:
     rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
     return times_one(_row(rows, read_tokens(m)), rows[0])[0] if rows and rows[0]["ms"] > 0 else None
@@ -175,19 +190,17 @@ def roofline_ratio(m: dict, s: dict) -> list[tuple[str, float | None]]:
     return [("roofline from the probed peaks: max(bytes ÷ bandwidth, FLOPs ÷ FLOP/s)", t(_row(rows, read_tokens(m))) / t(rows[0]))]
 
 
-IN_STEP = 0.75  # a pass whose time grew by at least this share of its FLOPs' growth grew with its arithmetic
+def _pass_past_room(m: dict) -> tuple[dict, dict]:
+    """Lesson 1: the pass at four times the room, and the one-token pass, in ms per round."""
+    rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
+    past = next(r for r in rows if r["tokens_per_pass"] == read_tokens(m))
+    return past["ms_runs"], rows[0]["ms_runs"]
 
 
-def _row_at(rows: list[dict], tokens: int) -> dict:
-    return min(rows, key=lambda r: abs(r["tokens_per_pass"] - tokens))
-
-
-def _rounds(row: dict) -> str:
-    sp, far = noise.with_far(row.get("ms_runs"))
-    if not sp or len(row["ms_runs"]["values"]) < 2:
-        return ""
-    left = f"; round {', '.join(str(i + 1) for i in far)} far outside the others, kept" if far else ""
-    return f" (rounds {sp['min']:.1f}–{sp['max']:.1f}{left})"
+def first_pass(m: dict) -> tuple[str, float] | None:
+    """(what, ms) of the run's one-token pass, for the live-against-recorded comparison."""
+    rows = sorted(m.get("rows") or [], key=lambda r: r["tokens_per_pass"])
+    return (f"a {rows[0]['tokens_per_pass']}-token pass", rows[0]["ms"]) if rows else None
 
 
 def cheaper_notes(rows: list[dict]) -> list[str]:
@@ -327,19 +340,6 @@ def show_memory_bound(m: dict, s: dict, label: str = "") -> None:
         "counted bytes and FLOPs over the measured time, not hardware counters; a share above 100% means the "
         "quick probe's copy and matmul underestimate what this pass reaches (caches, a different kernel)."
     )
-
-
-def _pass_past_room(m: dict) -> tuple[dict, dict]:
-    """Lesson 1: the pass at four times the room, and the one-token pass, in ms per round."""
-    rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
-    past = next(r for r in rows if r["tokens_per_pass"] == read_tokens(m))
-    return past["ms_runs"], rows[0]["ms_runs"]
-
-
-def first_pass(m: dict) -> tuple[str, float] | None:
-    """(what, ms) of the run's one-token pass, for the live-against-recorded comparison."""
-    rows = sorted(m.get("rows") or [], key=lambda r: r["tokens_per_pass"])
-    return (f"a {rows[0]['tokens_per_pass']}-token pass", rows[0]["ms"]) if rows else None
 
 
 def show_retimed(m: dict, label: str, key: str, recorded: dict | None) -> None:

@@ -40,6 +40,8 @@ from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
 from engine.costs import expected_tokens_per_step
 
+TABLE_RANGES = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 64), (65, 128), (129, 256), (257, 1 << 20))
+
 
 def worst_cases(rows: list[dict], plain: str = "plain decoding") -> list[tuple[str, float, int]]:
     """(contender, its lowest tokens/s ÷ plain decoding's at the same batch size, the batch where that was), best
@@ -54,53 +56,6 @@ def worst_cases(rows: list[dict], plain: str = "plain decoding") -> list[tuple[s
             worst, batch = min(ratios)
             out.append((name, worst, batch))
     return sorted(out, key=lambda t: -t[1])
-
-
-def _batch_line(w: dict) -> str:
-    """One batch size's verdict by the one rule, every rate it names read from the table's rows."""
-    if w["runner_up"] is None:
-        return f"Batch {w['batch']}: **{w['winner']}** ran {w['tokens_per_s']:.1f} tokens/s."
-    v, twin = w["verdict"], ""
-    if w["same_work"]:
-        twin = " The two ran identical settings at this batch (the same mean k and α, so the same steps): their gap is noise."
-    if w["clear"]:
-        return f"Batch {w['batch']}: **{w['winner']}** was fastest ({w['tokens_per_s']:.1f} tokens/s): {v.words(b=w['runner_up'])}.{twin}"
-    said = v.words(b=w["runner_up"]) if v else f"one run each against {w['runner_up']}: can't tell"
-    return (
-        f"Batch {w['batch']}: no winner named. **{w['winner']}** had the highest median ({w['tokens_per_s']:.1f} tokens/s), "
-        f"{w['runner_up']} the next ({w['runner_up_tokens_per_s']:.1f}): {said}.{twin}"
-    )
-
-
-def conclusion(rows: list[dict], plain: str = "plain decoding") -> list[str]:
-    """Who won at each batch size (only by the one rule), every policy's worst case against plain decoding, and
-    what a request waited per token at the largest batch."""
-    lines = [_batch_line(w) for w in winners(rows)]
-    worst = worst_cases(rows, plain)
-    if worst:
-        lines.append(
-            "Worst case over the batch sizes, against plain decoding at the same batch (as in lesson 4): "
-            + "; ".join(f"{name} {r:.2f}× (batch {batch})" for name, r, batch in worst)
-            + "."
-        )
-    top = max(batches(rows)) if rows else None
-    timed = [r for r in rows if r["batch"] == top and r.get("tpot_ms") is not None]
-    if timed:
-        lines.append(
-            f"Per request at batch {top}, time per output token: "
-            + "; ".join(f"{r['contender']} {r['tpot_ms']:.1f} ms" for r in timed)
-            + ". "
-            + serving_note({}, {}, top)
-        )
-    return lines
-
-
-def depth_text(r: dict) -> str:
-    """'k = 2 at 7 steps, 3 at 2, 0 at 1 (mean 1.89)' from a row's steps, most frequent first."""
-    depths = [d for _, d in r.get("steps") or []]
-    counts = sorted({d: depths.count(d) for d in depths}.items(), key=lambda kv: (-kv[1], kv[0]))
-    listed = ", ".join(f"{d} at {n} step{'s' if n != 1 else ''}" for d, n in counts)
-    return f"k = {listed} (mean {r['mean_depth']:.2f})"
 
 
 def usual_depth(r: dict) -> int | None:
@@ -122,18 +77,6 @@ def envelope_word(rows: list[dict], r: dict, fixed: str, plain: str) -> str:
     best = max(pair, key=load_rate)
     word = noise.word(load_runs(r), load_runs(best))
     return f"{word} {best['contender']} ({load_rate(r):.1f} against {load_rate(best):.1f} tokens/s)"
-
-
-def fixed_line(rows: list[dict], fixed: str, plain: str) -> str:
-    """Fixed k against plain decoding at every batch size, by the one rule: the yardstick the policies beat."""
-    parts = []
-    for b in batches(rows):
-        f, p = cell(rows, b, fixed), cell(rows, b, plain)
-        if f and p and load_rate(p):
-            v = noise.judge(load_runs(f), load_runs(p))
-            said = f"{v.word} plain: {v.interval}" if v else "one run each: can't tell"
-            parts.append(f"at batch {b} ({said})")
-    return f"**{fixed}** against plain decoding, decoding alone: " + "; ".join(parts) + "."
 
 
 def depth_lines(m: dict, plain: str = "plain decoding") -> list[str]:
@@ -170,48 +113,6 @@ def depth_lines(m: dict, plain: str = "plain decoding") -> list[str]:
     return lines
 
 
-def room_line(m: dict) -> str | None:
-    """The room of this machine's curve and the settings it chose (newer measurements)."""
-    c, curve = m.get("chosen"), m.get("curve")
-    if not c or not curve:
-        return None
-    k, mid, past = c["k"], c["mid"], c["past"]
-    t, ms = curve["tokens"], curve["ms"]
-    text = knee.room_words(c["room"], t, ms) + (
-        f" So fixed k = {k} (one row's verify pass of {k + 1} tokens fits the room); batch {mid}, where a verify pass "
-        f"of one guess a row ({2 * mid} tokens) fits it and a deeper one does not; and batch {past}, where fixed k's "
-        f"verify pass carries {past * (k + 1)} tokens ({knee.cost_at(t, ms, past * (k + 1)):.2f}× a one-token pass, "
-        f"against {knee.cost_at(t, ms, past):.2f}× for plain decoding's {past})."
-    )
-    table = m.get("table")
-    if table:
-        text += (
-            " The batch table set from the room (the deepest draft whose verify pass fits it): "
-            + ", ".join(f"k = {k_} for batch {lo}–{hi}" for lo, hi, k_ in table[:5])
-            + "."
-        )
-    return text
-
-
-def show_by_load(m: dict, s: dict, label: str = "") -> None:
-    rows = m["rows"]
-    st.markdown(f"Drafter: {drafter_label(m['drafter'])}.")
-    settings_note(m, s)
-    show_chart(by_load_figure(m, s, label), "lesson_load_fig")
-    depths = depth_figure(m, label)  # the depth chosen at every step (None: an older recording)
-    if depths is not None:
-        show_chart(depths, "lesson_load_depths")
-    st.caption(
-        "Decoding alone: the prompt's pass (prefill) is left out; the table's whole-run column keeps it in. Time per "
-        "output token: the engine's wall clock per request (every request in a batch waits until "
-        "its slowest row ends; this engine does not refill rows, continuous batching does)."
-    )
-    noise_note(rows)
-    show_table(load_table(rows, PLAIN))
-    lines = [line for line in (room_line(m),) if line] + conclusion(rows) + depth_lines(m)
-    st.success("\n\n".join(lines))
-
-
 def fixed_label(k: int) -> str:
     return f"fixed k = {k}"
 
@@ -226,16 +127,6 @@ def load_choice(room: int, s: dict) -> dict:
     mid = max([b for b in POWERS[1:] if 2 * b <= room] or [2])
     past = max(knee.past_batch(room, k, POWERS), 2 * mid)
     return {"room": int(room), "k": k, "most": most, "mid": mid, "past": past}
-
-
-TABLE_RANGES = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 64), (65, 128), (129, 256), (257, 1 << 20))
-
-
-def room_table(room: int, most: int) -> tuple[tuple[int, int, int], ...]:
-    """A batch table (vLLM's num_speculative_tokens_per_batch_size rows: min batch, max batch, k) from the room: for
-    each range of batch sizes, the deepest draft (at most `most`) whose verify pass at the range's largest batch still
-    fits the room; 0 (off) where not even one guess a row fits."""
-    return tuple((lo, hi, max(0, min(most, room // hi - 1))) for lo, hi in TABLE_RANGES)
 
 
 def load_contenders(drafter: str, c: dict) -> dict[str, DecodeConfig]:
@@ -302,8 +193,116 @@ def _fixed(m: dict) -> str:
     return f"fixed k = {m['chosen']['k']}"
 
 
+def _batch_line(w: dict) -> str:
+    """One batch size's verdict by the one rule, every rate it names read from the table's rows."""
+    if w["runner_up"] is None:
+        return f"Batch {w['batch']}: **{w['winner']}** ran {w['tokens_per_s']:.1f} tokens/s."
+    v, twin = w["verdict"], ""
+    if w["same_work"]:
+        twin = " The two ran identical settings at this batch (the same mean k and α, so the same steps): their gap is noise."
+    if w["clear"]:
+        return f"Batch {w['batch']}: **{w['winner']}** was fastest ({w['tokens_per_s']:.1f} tokens/s): {v.words(b=w['runner_up'])}.{twin}"
+    said = v.words(b=w["runner_up"]) if v else f"one run each against {w['runner_up']}: can't tell"
+    return (
+        f"Batch {w['batch']}: no winner named. **{w['winner']}** had the highest median ({w['tokens_per_s']:.1f} tokens/s), "
+        f"{w['runner_up']} the next ({w['runner_up_tokens_per_s']:.1f}): {said}.{twin}"
+    )
+
+
+def conclusion(rows: list[dict], plain: str = "plain decoding") -> list[str]:
+    """Who won at each batch size (only by the one rule), every policy's worst case against plain decoding, and
+    what a request waited per token at the largest batch."""
+    lines = [_batch_line(w) for w in winners(rows)]
+    worst = worst_cases(rows, plain)
+    if worst:
+        lines.append(
+            "Worst case over the batch sizes, against plain decoding at the same batch (as in lesson 4): "
+            + "; ".join(f"{name} {r:.2f}× (batch {batch})" for name, r, batch in worst)
+            + "."
+        )
+    top = max(batches(rows)) if rows else None
+    timed = [r for r in rows if r["batch"] == top and r.get("tpot_ms") is not None]
+    if timed:
+        lines.append(
+            f"Per request at batch {top}, time per output token: "
+            + "; ".join(f"{r['contender']} {r['tpot_ms']:.1f} ms" for r in timed)
+            + ". "
+            + serving_note({}, {}, top)
+        )
+    return lines
+
+
+def depth_text(r: dict) -> str:
+    """'k = 2 at 7 steps, 3 at 2, 0 at 1 (mean 1.89)' from a row's steps, most frequent first."""
+    depths = [d for _, d in r.get("steps") or []]
+    counts = sorted({d: depths.count(d) for d in depths}.items(), key=lambda kv: (-kv[1], kv[0]))
+    listed = ", ".join(f"{d} at {n} step{'s' if n != 1 else ''}" for d, n in counts)
+    return f"k = {listed} (mean {r['mean_depth']:.2f})"
+
+
+def fixed_line(rows: list[dict], fixed: str, plain: str) -> str:
+    """Fixed k against plain decoding at every batch size, by the one rule: the yardstick the policies beat."""
+    parts = []
+    for b in batches(rows):
+        f, p = cell(rows, b, fixed), cell(rows, b, plain)
+        if f and p and load_rate(p):
+            v = noise.judge(load_runs(f), load_runs(p))
+            said = f"{v.word} plain: {v.interval}" if v else "one run each: can't tell"
+            parts.append(f"at batch {b} ({said})")
+    return f"**{fixed}** against plain decoding, decoding alone: " + "; ".join(parts) + "."
+
+
+def room_line(m: dict) -> str | None:
+    """The room of this machine's curve and the settings it chose (newer measurements)."""
+    c, curve = m.get("chosen"), m.get("curve")
+    if not c or not curve:
+        return None
+    k, mid, past = c["k"], c["mid"], c["past"]
+    t, ms = curve["tokens"], curve["ms"]
+    text = knee.room_words(c["room"], t, ms) + (
+        f" So fixed k = {k} (one row's verify pass of {k + 1} tokens fits the room); batch {mid}, where a verify pass "
+        f"of one guess a row ({2 * mid} tokens) fits it and a deeper one does not; and batch {past}, where fixed k's "
+        f"verify pass carries {past * (k + 1)} tokens ({knee.cost_at(t, ms, past * (k + 1)):.2f}× a one-token pass, "
+        f"against {knee.cost_at(t, ms, past):.2f}× for plain decoding's {past})."
+    )
+    table = m.get("table")
+    if table:
+        text += (
+            " The batch table set from the room (the deepest draft whose verify pass fits it): "
+            + ", ".join(f"k = {k_} for batch {lo}–{hi}" for lo, hi, k_ in table[:5])
+            + "."
+        )
+    return text
+
+
+def room_table(room: int, most: int) -> tuple[tuple[int, int, int], ...]:
+    """A batch table (vLLM's num_speculative_tokens_per_batch_size rows: min batch, max batch, k) from the room: for
+    each range of batch sizes, the deepest draft (at most `most`) whose verify pass at the range's largest batch still
+    fits the room; 0 (off) where not even one guess a row fits."""
+    return tuple((lo, hi, max(0, min(most, room // hi - 1))) for lo, hi in TABLE_RANGES)
+
+
 def _batch_table(m: dict) -> str:
     return next(r["contender"] for r in m["rows"] if r["contender"].startswith("batch table"))
+
+
+def show_by_load(m: dict, s: dict, label: str = "") -> None:
+    rows = m["rows"]
+    st.markdown(f"Drafter: {drafter_label(m['drafter'])}.")
+    settings_note(m, s)
+    show_chart(by_load_figure(m, s, label), "lesson_load_fig")
+    depths = depth_figure(m, label)  # the depth chosen at every step (None: an older recording)
+    if depths is not None:
+        show_chart(depths, "lesson_load_depths")
+    st.caption(
+        "Decoding alone: the prompt's pass (prefill) is left out; the table's whole-run column keeps it in. Time per "
+        "output token: the engine's wall clock per request (every request in a batch waits until "
+        "its slowest row ends; this engine does not refill rows, continuous batching does)."
+    )
+    noise_note(rows)
+    show_table(load_table(rows, PLAIN))
+    lines = [line for line in (room_line(m),) if line] + conclusion(rows) + depth_lines(m)
+    st.success("\n\n".join(lines))
 
 
 RECORD = Experiment(

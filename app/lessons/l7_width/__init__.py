@@ -36,6 +36,75 @@ from engine.costs import ridge_tokens
 WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS, WIDTH_ROUNDS = 4, 3, 16, 3  # most chain depth; prompts at batch 1; tokens; rounds
 
 
+# (three rounds: five took a live run to 27 s in a browser, 2026-12-04)
+WIDTH_CONTENDERS = (PLAIN, "chain", "tree", GOODPUT)
+
+
+WIDTH_BATCHES = (2, 4, 8, 16)  # the large batch's candidates
+
+
+def has_room(result: dict) -> bool | None:
+    """Does this machine's room fit a tree wider than the chain at batch 1 (None: an older recording, no curve)?"""
+    c = result.get("chosen")
+    return c["nodes"] + 1 <= c["room"] and c["nodes"] > c["depth"] if c and result.get("curve") else None
+
+
+def width_choice(room: int, s: dict) -> dict:
+    """Lesson 7's shapes from the room: the chain, the deepest one-row draft inside it (at most WIDTH_DEPTH); the
+    tree (knob 0), the widest whose one-row verify pass still fits the room (room - 1 nodes) where that is wider
+    than the chain, else twice the chain's nodes (this machine then has no room for width, and the page says so);
+    its branching (knob 0) half its nodes, 2 to 4; the nodes at most what a tree as deep as the chain can draft with
+    that branching (a small room gives a shallow chain); the large batch, the smallest whose tree verify pass carries
+    PAST x the room."""
+    depth = knee.inside_depth(room, 1, most=WIDTH_DEPTH)
+    nodes = int(s["nodes"]) or (room - 1 if room - 1 > depth else 2 * depth)
+    topk = int(s["topk"]) or max(2, min(4, nodes // 2))
+    nodes = min(nodes, tree_capacity(depth, topk))
+    batch = int(s["batch"]) or knee.past_batch(room, nodes, WIDTH_BATCHES)
+    return {"room": int(room), "depth": depth, "nodes": nodes, "topk": topk, "batch": batch}
+
+
+def width_configs(drafter: str, depth: int, nodes: int, topk: int) -> list[DecodeConfig]:
+    """Plain decoding, a chain of `depth`, a tree of `nodes` nodes (top-`topk`) as deep, and the goodput policy
+    choosing per step between plain, a chain of k ≤ `depth` and that tree cut to its best n ≤ `nodes`."""
+    spec = {"drafter": drafter, "depth": depth, "max_new_tokens": WIDTH_TOKENS}
+    tree = {"tree_nodes": nodes, "tree_topk": topk}
+    return [
+        DecodeConfig(mode="autoregressive", max_new_tokens=WIDTH_TOKENS),
+        DecodeConfig(**spec),
+        DecodeConfig(**tree, **spec),
+        DecodeConfig(policy="goodput", **tree, **spec),
+    ]
+
+
+def width(pair, probe, s: dict) -> dict:
+    """The four contenders at batch 1 (WIDTH_PROMPTS held-out prompts, one after another) and at the large batch,
+    each run WIDTH_ROUNDS times, interleaved at each batch size; the shapes chosen from this machine's room where
+    their knobs are 0. Goodput's row adds the shape its median run verified at each step (app/lessons/width.py
+    `goodput_fields`); it starts from what earlier goodput runs of this process learnt."""
+    curve, room = machine_curve(pair)
+    c = width_choice(room, s)
+    drafter, depth, nodes, topk = model_drafter(pair), c["depth"], c["nodes"], c["topk"]
+    rows, warm = [], []
+    for b in (1, c["batch"]):
+        prompts = batch_prompts("heldout", WIDTH_PROMPTS if b == 1 else b)
+        configs = width_configs(drafter, depth, nodes, topk)
+        jobs = {name: Job(prompts, cfg, sequential=b == 1) for name, cfg in zip(WIDTH_CONTENDERS, configs)}
+        runs, w = timed_rounds(pair, jobs, WIDTH_ROUNDS)
+        warm += [x | {"contender": f"{x['contender']}, batch {b}"} for x in w]
+        for name, per_row in zip(WIDTH_CONTENDERS, (0, depth, nodes, None)):
+            cl = cell_of_runs(runs[name])
+            keys = ("verify_ms", "flops", "tokens_per_step", "other_cores", *RATE_KEYS, *SHAPE_KEYS)
+            own = goodput_fields(b, median_run(runs[name])) if per_row is None else {"tokens_per_pass": b * (per_row + 1)}
+            rows.append({"batch": b, "contender": name} | own | {k: cl.get(k) for k in keys})
+    ridge = ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth)
+    return {"drafter": drafter, "ridge_tokens": ridge, "depth": depth, "nodes": nodes, "topk": topk, "rows": rows} | {
+        "chosen": c,
+        "curve": curve,
+        "warmup": warm,
+    }
+
+
 def width_ratio(m: dict, s: dict, key: str = "decode") -> float | None:
     """The tree's `key` ÷ the chain's at the large batch (the one the run chose, else the knob's); "decode": their
     decoding-alone tokens/s."""
@@ -50,6 +119,14 @@ def width_ratio(m: dict, s: dict, key: str = "decode") -> float | None:
 
 def width_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
     return [("if a wider pass cost nothing: the tree's tokens per pass ÷ the chain's (measured)", width_ratio(m, s, "tokens_per_step"))]
+
+
+def gpu_passes(s: dict) -> list[tuple[str, int, int]]:
+    """Plain, a chain of 4 and the tree, one row and at the large batch: the passes the GPU panel marks."""
+    nodes, batch, out = int(s.get("nodes", 24) or 24), int(s.get("batch", 1) or 1), []
+    for b in sorted({1, batch}):
+        out += [(f"plain, batch {b}", b, 1), (f"chain k = 4, batch {b}", b, 5), (f"tree of {nodes}, batch {b}", b, nodes + 1)]
+    return out
 
 
 def tree_verdict(tree: dict, chain: dict) -> tuple[int, str]:
@@ -133,12 +210,6 @@ def width_conclusion(result: dict) -> list[str]:
     return lines + goodput_conclusion(result)
 
 
-def has_room(result: dict) -> bool | None:
-    """Does this machine's room fit a tree wider than the chain at batch 1 (None: an older recording, no curve)?"""
-    c = result.get("chosen")
-    return c["nodes"] + 1 <= c["room"] and c["nodes"] > c["depth"] if c and result.get("curve") else None
-
-
 def room_line(result: dict) -> str | None:
     """What this machine's curve leaves for width, in words computed from it (newer measurements)."""
     c, curve = result.get("chosen"), result.get("curve")
@@ -175,77 +246,6 @@ def show_width(m: dict, s: dict, label: str = "") -> None:
     noise_note(m["rows"])
     show_table(width_table(m))
     st.success("\n\n".join(width_conclusion(m)))
-
-
-# (three rounds: five took a live run to 27 s in a browser, 2026-12-04)
-WIDTH_CONTENDERS = (PLAIN, "chain", "tree", GOODPUT)
-
-
-WIDTH_BATCHES = (2, 4, 8, 16)  # the large batch's candidates
-
-
-def width_choice(room: int, s: dict) -> dict:
-    """Lesson 7's shapes from the room: the chain, the deepest one-row draft inside it (at most WIDTH_DEPTH); the
-    tree (knob 0), the widest whose one-row verify pass still fits the room (room - 1 nodes) where that is wider
-    than the chain, else twice the chain's nodes (this machine then has no room for width, and the page says so);
-    its branching (knob 0) half its nodes, 2 to 4; the nodes at most what a tree as deep as the chain can draft with
-    that branching (a small room gives a shallow chain); the large batch, the smallest whose tree verify pass carries
-    PAST x the room."""
-    depth = knee.inside_depth(room, 1, most=WIDTH_DEPTH)
-    nodes = int(s["nodes"]) or (room - 1 if room - 1 > depth else 2 * depth)
-    topk = int(s["topk"]) or max(2, min(4, nodes // 2))
-    nodes = min(nodes, tree_capacity(depth, topk))
-    batch = int(s["batch"]) or knee.past_batch(room, nodes, WIDTH_BATCHES)
-    return {"room": int(room), "depth": depth, "nodes": nodes, "topk": topk, "batch": batch}
-
-
-def width_configs(drafter: str, depth: int, nodes: int, topk: int) -> list[DecodeConfig]:
-    """Plain decoding, a chain of `depth`, a tree of `nodes` nodes (top-`topk`) as deep, and the goodput policy
-    choosing per step between plain, a chain of k ≤ `depth` and that tree cut to its best n ≤ `nodes`."""
-    spec = {"drafter": drafter, "depth": depth, "max_new_tokens": WIDTH_TOKENS}
-    tree = {"tree_nodes": nodes, "tree_topk": topk}
-    return [
-        DecodeConfig(mode="autoregressive", max_new_tokens=WIDTH_TOKENS),
-        DecodeConfig(**spec),
-        DecodeConfig(**tree, **spec),
-        DecodeConfig(policy="goodput", **tree, **spec),
-    ]
-
-
-def width(pair, probe, s: dict) -> dict:
-    """The four contenders at batch 1 (WIDTH_PROMPTS held-out prompts, one after another) and at the large batch,
-    each run WIDTH_ROUNDS times, interleaved at each batch size; the shapes chosen from this machine's room where
-    their knobs are 0. Goodput's row adds the shape its median run verified at each step (app/lessons/width.py
-    `goodput_fields`); it starts from what earlier goodput runs of this process learnt."""
-    curve, room = machine_curve(pair)
-    c = width_choice(room, s)
-    drafter, depth, nodes, topk = model_drafter(pair), c["depth"], c["nodes"], c["topk"]
-    rows, warm = [], []
-    for b in (1, c["batch"]):
-        prompts = batch_prompts("heldout", WIDTH_PROMPTS if b == 1 else b)
-        configs = width_configs(drafter, depth, nodes, topk)
-        jobs = {name: Job(prompts, cfg, sequential=b == 1) for name, cfg in zip(WIDTH_CONTENDERS, configs)}
-        runs, w = timed_rounds(pair, jobs, WIDTH_ROUNDS)
-        warm += [x | {"contender": f"{x['contender']}, batch {b}"} for x in w]
-        for name, per_row in zip(WIDTH_CONTENDERS, (0, depth, nodes, None)):
-            cl = cell_of_runs(runs[name])
-            keys = ("verify_ms", "flops", "tokens_per_step", "other_cores", *RATE_KEYS, *SHAPE_KEYS)
-            own = goodput_fields(b, median_run(runs[name])) if per_row is None else {"tokens_per_pass": b * (per_row + 1)}
-            rows.append({"batch": b, "contender": name} | own | {k: cl.get(k) for k in keys})
-    ridge = ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth)
-    return {"drafter": drafter, "ridge_tokens": ridge, "depth": depth, "nodes": nodes, "topk": topk, "rows": rows} | {
-        "chosen": c,
-        "curve": curve,
-        "warmup": warm,
-    }
-
-
-def gpu_passes(s: dict) -> list[tuple[str, int, int]]:
-    """Plain, a chain of 4 and the tree, one row and at the large batch: the passes the GPU panel marks."""
-    nodes, batch, out = int(s.get("nodes", 24) or 24), int(s.get("batch", 1) or 1), []
-    for b in sorted({1, batch}):
-        out += [(f"plain, batch {b}", b, 1), (f"chain k = 4, batch {b}", b, 5), (f"tree of {nodes}, batch {b}", b, nodes + 1)]
-    return out
 
 
 RECORD = Experiment(
