@@ -487,6 +487,9 @@ def axe_serious(page, name: str) -> list[str]:
     written to artifacts/axe-<name>.txt."""
     from axe_playwright_python.sync_playwright import Axe
 
+    # a rerun in progress fades its elements (data-stale="true"): axe would read their faded colours, so wait for the
+    # page to settle (a busy CI machine once ran axe mid-rerun and counted 17 faded captions)
+    page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')", timeout=60_000)
     axe, found = Axe(), []
     for frame in page.frames:
         if frame.is_detached():
