@@ -19,9 +19,9 @@ from app.lessons.kit.experiment import (
     Experiment,
     Knob,
     Prediction,
-    _leviathan_of,
     lane_jobs,
     lane_rounds,
+    leviathan_of,
     pair_numbers,
 )
 from app.lessons.kit.figures import COLORS, WASTE_COLOR, frame
@@ -273,7 +273,7 @@ RECORD = Experiment(
         lambda m, s: (per_token(m) or {}).get("flops"),
         operations_models,
     ),
-    leviathan=lambda m, s: _leviathan_of(m["m"], m),
+    leviathan=lambda m, s: leviathan_of(m["m"], m),
     verdict=lambda m, s: [more_flops_conclusion(m)],
     table=more_flops_table,
     show=show_more_flops,

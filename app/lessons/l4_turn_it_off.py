@@ -20,15 +20,14 @@ from app.lessons.kit.experiment import (
     Experiment,
     Knob,
     Prediction,
-    _leviathan_models,
-    _leviathan_of,
     lane_jobs,
+    leviathan_models,
+    leviathan_of,
     pair_numbers,
 )
 from app.lessons.kit.figures import (
     COLORS,
     PLAIN_COLOR,
-    _whiskers,
     decode_rate,
     decode_ratio,
     frame,
@@ -38,6 +37,7 @@ from app.lessons.kit.figures import (
     ratio_range,
     spread_of,
     tpot_ms,
+    whiskers,
 )
 from app.lessons.kit.gpu import verify_passes
 from app.lessons.kit.noise import serving_note
@@ -269,7 +269,7 @@ def turn_it_off_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     colors = [PLAIN_COLOR, COLORS[0], COLORS[1]]
     vals = [decode_rate(ln) for _, ln in lanes]
     names = [name for name, _ in lanes]
-    fig.add_bar(x=names, y=[v for v, _, _ in vals], marker_color=colors, error_y=_whiskers(vals), showlegend=False, row=1, col=1)
+    fig.add_bar(x=names, y=[v for v, _, _ in vals], marker_color=colors, error_y=whiskers(vals), showlegend=False, row=1, col=1)
     label_above_whiskers(fig, names, vals, [f"{v:.0f}" for v, _, _ in vals], row=1, col=1)
     if phases:
         series = [
@@ -377,9 +377,9 @@ RECORD = Experiment(
         "at this lesson's batch (chosen from this machine's room)?",
         "e.g. 1.2",
         always_on_speedup,
-        lambda m, s: _leviathan_models(m["m"]),
+        lambda m, s: leviathan_models(m["m"]),
     ),
-    leviathan=lambda m, s: _leviathan_of(m["m"], {"ar": m["ar"], "spec": m["on"]}),
+    leviathan=lambda m, s: leviathan_of(m["m"], {"ar": m["ar"], "spec": m["on"]}),
     verdict=lambda m, s: turn_it_off_conclusion(m, s)[:-1],
     table=turn_it_off_table,
     show=show_turn_it_off,

@@ -17,8 +17,8 @@ from app.lessons.kit.experiment import (
     Experiment,
     Knob,
     Prediction,
-    _leviathan_of,
     lane_rounds,
+    leviathan_of,
     model_drafter,
     pair_numbers,
 )
@@ -276,7 +276,7 @@ RECORD = Experiment(
     ),
     Prediction("At batch 1, the gated run's tokens/s ÷ the always-draft-k run's (decoding alone)?", "e.g. 1.1", gate_ratio, gate_models),
     needs=("eagle", "model"),
-    leviathan=lambda m, s: _leviathan_of(m["batches"][0]["m_gated"]),
+    leviathan=lambda m, s: leviathan_of(m["batches"][0]["m_gated"]),
     verdict=lambda m, s: [adaptive_conclusion(m, int(s.get("depth") or 0))],
     table=adaptive_table,
     show=show_adaptive,

@@ -169,7 +169,7 @@ def lanes(pair, prompts: list[str], depth: int, drafter: str, tokens: int, round
     return lane_pair(runs["ar"], runs["spec"])
 
 
-def _leviathan_of(m: dict, run: dict | None = None) -> dict | None:
+def leviathan_of(m: dict, run: dict | None = None) -> dict | None:
     """α, the depth actually drafted and c of one compare dict (None when the run drafted nothing), and the measured
     speedup the worksheet sets Leviathan's formula against: the one rule's ratio over `run`'s interleaved rounds (the
     chart's number) where the run is given, else the compare dict's own."""
@@ -179,7 +179,7 @@ def _leviathan_of(m: dict, run: dict | None = None) -> dict | None:
     return {"alpha": m["alpha"], "k": m["drafted_depth"], "c": m["c"], "measured": sp["value"] if sp else m.get("speedup")}
 
 
-def _leviathan_models(m: dict) -> list[tuple[str, float | None]]:
+def leviathan_models(m: dict) -> list[tuple[str, float | None]]:
     return [
         ("Leviathan, Theorem 3.8 (verify = one plain step)", m.get("predicted_speedup")),
         ("Leviathan with the measured verify cost", m.get("predicted_measured_verify")),

@@ -163,7 +163,7 @@ def grouped_bars(fig: go.Figure, cats: list[str], series: list[dict], **cell) ->
             offset=-width * 0.95 / 2,  # a bar with an offset is left out of plotly's own grouping: it stands at its x
             name=esc(sr["name"]),
             marker={"color": sr["color"], "pattern": {"shape": PATTERNS[i % len(PATTERNS)]}},
-            error_y=_whiskers([v if v[0] is not None else (0.0, None, None) for v in vals]),
+            error_y=whiskers([v if v[0] is not None else (0.0, None, None) for v in vals]),
             hovertext=sr.get("hovertext"),
             legendgroup=sr.get("legendgroup"),
             showlegend=sr.get("showlegend", True),
@@ -191,7 +191,7 @@ def grouped_bars(fig: go.Figure, cats: list[str], series: list[dict], **cell) ->
     return centres
 
 
-def _whiskers(values: list[tuple[float, float | None, float | None]]) -> dict | None:
+def whiskers(values: list[tuple[float, float | None, float | None]]) -> dict | None:
     if all(lo is None for _, lo, _ in values):
         return None
     return {

@@ -14,8 +14,8 @@ from app.lessons.kit.figures import (
     LABEL_MARK,
     PLAIN_COLOR,
     RIDGE_COLOR,
-    _whiskers,
     frame,
+    whiskers,
 )
 
 
@@ -37,7 +37,7 @@ def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
         mode="lines+markers",
         name="measured: time ÷ a one-token pass over the paired rounds, whisker = its 95% range",
         line={"color": COLORS[0], "width": 3},
-        error_y=_whiskers(vals),
+        error_y=whiskers(vals),
         hovertemplate="%{x} tokens per pass: %{y:.2f}× a one-token pass<extra></extra>",
     )
     # Each label off its whisker's end (beside the point it sat on the whisker), and off the room's line: under the

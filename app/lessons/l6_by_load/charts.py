@@ -7,11 +7,11 @@ from plotly.subplots import make_subplots
 
 from app.lessons.kit.figures import (
     PLAIN_COLOR,
-    _whiskers,
     decode_rate,
     esc,
     frame,
     tpot_ms,
+    whiskers,
 )
 from app.lessons.kit.rows import COLORS, DASHES, SYMBOLS, batches, cell, policies
 
@@ -40,7 +40,7 @@ def by_load_figure(m: dict, s: dict, label: str = "") -> go.Figure:
             name=esc(name),
             line=style,
             marker=marker,
-            error_y=_whiskers(ok) if len(ok) == len(vals) else None,
+            error_y=whiskers(ok) if len(ok) == len(vals) else None,
             legendgroup=str(i),
             row=1,
             col=1,
