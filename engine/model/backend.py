@@ -31,7 +31,6 @@ import sys
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from engine.config import BackendKind, ConfigError, GraphMode
 from engine.model import cpukernels
@@ -66,11 +65,6 @@ class Backend:
     @property
     def native(self) -> bool:
         return self.name == "native"
-
-    @property
-    def cache_mode(self) -> str:
-        """StaticRaggedCache's mode: "fused", "native", or the graph mode."""
-        return self.graph_mode if self.name == "cuda_graphs" else self.name
 
     def for_model(self, model, runner=None) -> Backend:
         """This backend for one model: "transformers" where the lean forward does not cover it (a ConfigError for the
@@ -198,18 +192,6 @@ def topk_logq(logits: torch.Tensor, k: int, temperature: float = 1.0) -> tuple[t
     """cpukernels.topk_logq (a draft tree's children: each row's top k and their log q in one call) where the kernels
     are loaded, else None: the caller then takes torch's way (engine/drafters/tree.py)."""
     return cpukernels.topk_logq(logits, k, temperature) if native_kernels() is not None else None
-
-
-def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, packs: dict | None = None) -> torch.Tensor:
-    """F.linear(x, w, bias); with `packs` (a run on the "native" backend) natively where the kernels take the matrix,
-    its packed copy made once and kept in `packs` (id(w) -> (w, cpukernels.Packed)), the bias added after the product."""
-    if packs is None or x.device.type != "cpu" or native_kernels() is None or not cpukernels.supports(w):
-        return F.linear(x, w, bias)
-    hit = packs.get(id(w))
-    if hit is None or hit[0] is not w:
-        hit = packs[id(w)] = (w, cpukernels.Packed(w))
-    y = hit[1](x)
-    return y if bias is None else y + bias
 
 
 def pass_key(device) -> str:

@@ -27,7 +27,6 @@ import threading
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from engine.formats import cache_dir
 from engine.model import cpu_abi
@@ -159,11 +158,12 @@ def weight_memory(nbytes: int) -> torch.Tensor:
 
 
 class Packed:
-    """One weight matrix W (N x K) in the kernels' layout; `packed(x)` is F.linear(x, W) for x (..., K).
+    """One weight matrix W (N x K) in the kernels' layout; engine/model/layer.py's `linear(x, packed)` is F.linear(x, W)
+    for x (..., K).
 
-    Up to `max_tokens` rows of x natively (engine/model/prepared.py packs for any number); more, or an x the kernels
-    do not take, through `fallback`: the plain W, a oneDNN-prepacked matrix (called as engine/model/layer.linear calls
-    it), or a tuple of W's row blocks (a model's own q, k and v matrices), whose products are concatenated. The packed
+    Up to `max_tokens` rows of x natively (`native`; engine/model/prepared.py packs for any number); more, or an x the
+    kernels do not take, through `fallback`, which `linear` multiplies by: the plain W, a oneDNN-prepacked matrix, or a
+    tuple of W's row blocks (a model's own q, k and v matrices), whose products are concatenated. The packed
     copy is N rounded up to 16 rows, in its own memory or, given `memory`, in that uint8 tensor of at least
     `packed_bytes` (a slice of a `weight_memory` block that holds a model's matrices, engine/model/prepared.py)."""
 
@@ -191,21 +191,16 @@ class Packed:
         self._gemm = lib.gemm_bf16 if w.dtype == torch.bfloat16 else lib.gemm_f32
         self.checked: tuple | None = None  # cpu_abi.check_layer's verdict on the layer this matrix is the QKV of
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def native(self, x: torch.Tensor) -> torch.Tensor | None:
+        """F.linear(x, W) natively, or None where the kernels do not take x (more than `max_tokens` rows, another
+        dtype or device): engine/model/layer.py's `linear` then multiplies by `fallback`."""
         m = x.numel() // self.k if self.k else 0
         if m == 0 or m > self.max_tokens or x.dtype != self.dtype or x.device.type != "cpu":
-            return self._fallback(x)
+            return None
         x = x.contiguous()
         y = torch.empty(*x.shape[:-1], self.n, dtype=self.dtype)
         self._gemm(x.data_ptr(), self.data.data_ptr(), y.data_ptr(), m, self.k, self.n, torch.get_num_threads())
         return y
-
-    def _fallback(self, x: torch.Tensor) -> torch.Tensor:
-        if isinstance(self.fallback, tuple):  # W's row blocks kept apart (a model's own q, k, v): one product each
-            return torch.cat([F.linear(x, w) for w in self.fallback], dim=-1)
-        if self.fallback.is_mkldnn:
-            return torch.ops.mkldnn._linear_pointwise(x, self.fallback, None, "none", [], "")
-        return F.linear(x, self.fallback)
 
 
 MAX_HEAD_DIM = cpu_abi.MAX_HEAD_DIM  # the layer kernel keeps one head's vectors on the stack (cpu_kernels.c)
@@ -245,7 +240,7 @@ def layer(
 ):
     """One decoder layer of a small pass in one native call, x (B, n, H) updated in place (cpu_kernels.c,
     layer_forward): layer.decoder_layer's arithmetic with small_attend's float32 attention. cos, sin:
-    fastpass.rope_tables; bias: fastpass.attention_bias; the new keys and values go to buffer columns
+    pass_masks.rope_tables; bias: pass_masks.attention_bias; the new keys and values go to buffer columns
     col0 .. col0 + n - 1; attention reads columns 0 .. window - 1. `layer_ready` must hold; what else the kernel
     needs of its arguments is checked first (cpu_abi.check_layer: a one-line ValueError or TypeError, no crash)."""
     cos, sin, bias, bsz, n, hidden = cpu_abi.check_layer(x, cos, sin, k_buf, v_buf, col0, window, bias, weights, n_heads, n_kv, head_dim)

@@ -45,21 +45,30 @@ def attend(q, k, v, mask, is_causal: bool, scale: float):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
 
 
-def norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """LlamaRMSNorm (fastllama.rms_norm) in four ops: F.rms_norm over the float32 copy is the same arithmetic (bit
-    for bit: tests/engine/test_fastpass.py), then the scale in the model's dtype."""
-    return weight * F.rms_norm(x.float(), weight.shape, eps=eps).to(x.dtype)
+def norm(x: torch.Tensor, weight: torch.Tensor, eps: float, native: bool = False) -> torch.Tensor:
+    """LlamaRMSNorm: normalise in float32, scale in the model's dtype. F.rms_norm over the float32 copy is the
+    arithmetic of transformers' own norm, bit for bit (tests/engine/test_fastpass.py). `native` (a pass whose layers
+    hold natively packed matrices): one kernel call where it takes the tensors (cpukernels.rms_norm, the layer
+    kernel's own norm arithmetic), else the same four ops."""
+    out = cpukernels.rms_norm(x, weight, eps) if native else None
+    return weight * F.rms_norm(x.float(), weight.shape, eps=eps).to(x.dtype) if out is None else out
 
 
-def linear(x: torch.Tensor, w) -> torch.Tensor:
-    """F.linear; oneDNN's linear where `w` was prepacked (engine/model/prepared.py, the "fused" backend's form in
-    bfloat16 on a CPU): the same bfloat16 output, bit for bit; or the native kernel where `w` is a cpukernels.Packed
-    (the "native" backend's form)."""
+def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x @ w.T (+ bias) for every form a prepared matrix takes (engine/model/prepared.py): a plain tensor (F.linear);
+    a oneDNN-prepacked one (the "fused" backend's form in bfloat16 on a CPU: oneDNN's linear, the same bfloat16 output
+    bit for bit); a cpukernels.Packed (the "native" backend's form: the native kernel where it takes x, else its
+    fallback); a tuple of a matrix's row blocks (a model's own q, k and v: one product each, concatenated)."""
     if isinstance(w, cpukernels.Packed):
-        return w(x)
-    if w.is_mkldnn:
-        return torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
-    return F.linear(x, w)
+        y = w.native(x)
+        y = linear(x, w.fallback) if y is None else y
+    elif isinstance(w, tuple):
+        y = torch.cat([F.linear(x, part) for part in w], dim=-1)
+    elif w.is_mkldnn:
+        y = torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
+    else:
+        return F.linear(x, w, bias)
+    return y if bias is None else y + bias
 
 
 def small_pass(x) -> bool:
