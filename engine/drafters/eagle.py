@@ -114,7 +114,7 @@ class EagleDrafter:
         gate = ConfidenceGate(batch, cfg.confidence_threshold, device)
         for i in range(depth):
             logits = self.runner.project(feature, self.form)  # (B, C): over the reduced vocabulary
-            token = gate.add(*choose_tokens(logits, cfg.temperature, cfg.top_p, generator, self.vocab, self.vocab_size))
+            token = gate.add(*choose_tokens(logits, cfg.temperature, cfg.top_p, generator, self.vocab, self.vocab_size, self.cache.backend))
             if gate.done or i == depth - 1:
                 break
             feature = self.cache.forward(token[:, None], logits_to_keep=1, features=feature[:, None])[:, -1]

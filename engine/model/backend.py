@@ -19,9 +19,11 @@ the lean forward does not cover runs "transformers"; a draft tree under "cuda_gr
 This module is the only one that reads the environment about passes: SPECLAB_BACKEND (one of the names, or
 "auto") stands in for "auto". The variables it replaced (SPECLAB_FAST, SPECLAB_LEAN, SPECLAB_NATIVE) are still
 read here, mapped, with a one-line deprecation note. A backend named by SPECLAB_BACKEND other than "native" also
-keeps the kernels unloaded for the small operations outside the pass (`logit_stats`, `topk_logq`: greedy
-verification's argmax and normaliser, a draft tree's children), which otherwise use them wherever they load:
-SPECLAB_BACKEND=fused is what a CPU without the kernels runs.
+keeps the kernels unloaded: SPECLAB_BACKEND=fused is what a CPU without the kernels runs. The small operations
+outside the pass (`Backend.logit_stats`, `Backend.topk_logq`: greedy verification's argmax and normaliser, a draft
+tree's children) are the run's backend's: natively on "native", torch's way on every other backend. A run's
+backend is chosen once and handed down (the decode loop to its caches, drafters, verification and trees); nothing
+below reads the environment again.
 """
 
 from __future__ import annotations
@@ -65,6 +67,17 @@ class Backend:
     @property
     def native(self) -> bool:
         return self.name == "native"
+
+    def logit_stats(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """On the "native" backend cpukernels.logit_stats (each row's argmax and log-sum-exp in one call), else None:
+        the caller then takes torch's way (engine/sampling.py, greedy_stats). The run's backend decides, never the
+        process's environment: a "fused" run takes no kernel."""
+        return cpukernels.logit_stats(logits) if self.native else None
+
+    def topk_logq(self, logits: torch.Tensor, k: int, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """On the "native" backend cpukernels.topk_logq (a draft tree's children: each row's top k and their log q in one
+        call), else None: the caller then takes torch's way (engine/drafters/tree.py)."""
+        return cpukernels.topk_logq(logits, k, temperature) if self.native else None
 
     def for_model(self, model, runner=None) -> Backend:
         """This backend for one model: "transformers" where the lean forward does not cover it (a ConfigError for the
@@ -180,18 +193,6 @@ def _named(name: str, device: torch.device) -> Backend:
         why = f"this run is on {device.type}" if device.type != "cpu" else why_not_native()
         raise ConfigError(f"backend='native' needs SpecLab's CPU kernels: {why}")
     return Backend(name, device, "graphs" if name == "cuda_graphs" else None)
-
-
-def logit_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """cpukernels.logit_stats (each row's argmax and log-sum-exp in one call) where the kernels are loaded, else None:
-    the caller then takes torch's way (engine/sampling.py, greedy_stats)."""
-    return cpukernels.logit_stats(logits) if native_kernels() is not None else None
-
-
-def topk_logq(logits: torch.Tensor, k: int, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """cpukernels.topk_logq (a draft tree's children: each row's top k and their log q in one call) where the kernels
-    are loaded, else None: the caller then takes torch's way (engine/drafters/tree.py)."""
-    return cpukernels.topk_logq(logits, k, temperature) if native_kernels() is not None else None
 
 
 def pass_key(device) -> str:

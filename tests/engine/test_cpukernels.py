@@ -264,17 +264,18 @@ def test_topk_logq_ties_go_to_the_lower_index_and_bad_calls_fall_back():
     assert cpukernels.topk_logq(torch.zeros(0, 6), 2)[0].shape == (0, 2)  # no rows: empty results, no call
 
 
-def test_greedy_stats_without_the_kernels_equal_torch(monkeypatch):
-    """engine/sampling.greedy_stats falls back to torch where the kernels are off, with the same argmax."""
+def test_greedy_stats_off_the_native_backend_equal_torch():
+    """engine/sampling.greedy_stats takes torch's way on every backend but "native" (and with none), with the same
+    argmax as the native call."""
     from engine import sampling
+    from engine.model.backend import Backend
 
     x = torch.randn(2, 3, 300, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
-    monkeypatch.setenv("SPECLAB_BACKEND", "fused")  # the kernels off (engine/model/backend.py)
-    ids, logz = sampling.greedy_stats(x)
-    assert torch.equal(ids, x.max(-1).indices) and torch.equal(logz, torch.logsumexp(x.float(), -1))
-    monkeypatch.delenv("SPECLAB_BACKEND")
+    for backend in (None, Backend("fused", torch.device("cpu")), Backend("torch", torch.device("cpu"))):
+        ids, logz = sampling.greedy_stats(x, backend)
+        assert torch.equal(ids, x.max(-1).indices) and torch.equal(logz, torch.logsumexp(x.float(), -1))
     if cpukernels.available():
-        native_ids, native_logz = sampling.greedy_stats(x)
+        native_ids, native_logz = sampling.greedy_stats(x, Backend("native", torch.device("cpu")))
         assert torch.equal(native_ids, ids)
         torch.testing.assert_close(native_logz, logz)
 

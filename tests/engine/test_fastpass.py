@@ -94,7 +94,7 @@ def test_the_fallback_without_the_kernels_equals_transformers(tiny, monkeypatch)
     assert default_backend("cpu").name == choose_backend("cpu").name == "fused"
     asked, answers, kernel_calls = [], [], []
     for name in ("logit_stats", "topk_logq"):  # the backend's small operations are asked, and answer None
-        monkeypatch.setattr(backend, name, _recording(getattr(backend, name), name, asked, answers))
+        monkeypatch.setattr(Backend, name, _recording(getattr(Backend, name), name, asked, answers))
     for name in ("layer", "logit_stats", "topk_logq", "rms_norm"):  # the kernels themselves are never called
         monkeypatch.setattr(cpukernels, name, _recording(getattr(cpukernels, name), name, kernel_calls, []))
     ref = hf_greedy(tiny, PROMPTS[1], 20)
