@@ -5,7 +5,7 @@ pass is memory- or overhead-bound, then rising once it is compute-bound. The loa
 (engine/decoding/policies.py) read it to price a verify pass of batch x (k + 1) tokens before they choose k.
 
 It is measured, never assumed: the first time a policy needs it for a (machine, model, dtype, threads)
-it is timed (5-20 s on a 2-core CPU: 1..17 tokens one by one, then up to 256; batch 1, a 128-token
+it is timed (seconds on a CPU: 1..17 tokens one by one, then up to 256; batch 1, a 128-token
 context, the fastest of 3 interleaved sweeps of 2 passes each) and
 cached as JSON (`curves_dir()`: $SPECLAB_DATA/pass_curves/, else a Space's persistent storage
 /data/speclab/pass_curves/ where /data is writable, else $SPECLAB_CACHE/pass_curves/), so later runs, and a
@@ -37,7 +37,7 @@ from engine.model.pair import ModelPair
 from engine.model.static_cache import StaticRaggedCache, make_cache
 
 # Every count up to 17 (a batch-1 verify of depth 0..16), then coarser: CPU GEMM kernels change at small
-# row counts (measured on a 2-core Xeon in float32: 3 tokens 38 ms, 4 tokens 67 ms), so no interpolation there.
+# row counts (a jump between neighbouring sizes: docs/journal.md, "Code history moved out of engine/"), so no interpolation there.
 CURVE_TOKENS = tuple(range(1, 18)) + (20, 24, 32, 48, 64, 96, 128, 192, 256)
 CURVE_CONTEXT = 128
 CURVE_FORMAT = "speclab.pass_curve/2"  # /2: interleaved sweeps (`measure_curve`); a /1 curve is measured again
@@ -101,10 +101,9 @@ def _grid(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT) -> tuple[int,
 def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repeats: int = 2, sweeps: int = CURVE_SWEEPS) -> PassCurve:
     """Time the target's passes now (engine.decoding.passcurve.pass_costs at batch 1): `sweeps` sweeps over every
     size, `repeats` timed passes of each size per sweep, each size's fastest over all of them. The sweeps interleave
-    the sizes in time, so a burst of other work lifts a few passes of one sweep, not a whole range of sizes: timed
-    in one sweep (3 repeats of a size back to back) while other sessions loaded the 2-core EPYC, a curve read 2.8x
-    the one-token pass and 10x a 64-token one (22.8 against 8.2 ms, 496 against 46 ms; 2026-12-03), and goodput,
-    which prices the sizes it never runs from the curve's shape, took speculation at batch 16 for hopeless."""
+    the sizes in time, so a burst of other work lifts a few passes of one sweep, not a whole range of sizes (timed
+    in one sweep under load, a curve's shape was wrong enough that goodput, which prices the sizes it never runs
+    from it, took speculation at batch 16 for hopeless: docs/journal.md, "Code history moved out of engine/")."""
 
     tokens = _grid(pair, tokens, context)
     ms = [float("inf")] * len(tokens)
@@ -127,7 +126,7 @@ def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repea
 def curves_dir() -> Path:
     """Where measured curves are kept: $SPECLAB_DATA/pass_curves, else /data/speclab/pass_curves where /data is
     writable (a Space's persistent storage: it survives restarts, the container's own disk does not, and a
-    curve costs 10-20 s to measure), else $SPECLAB_CACHE/pass_curves. (The class store uses the same
+    curve takes seconds to measure), else $SPECLAB_CACHE/pass_curves. (The class store uses the same
     $SPECLAB_DATA and /data/speclab.)"""
     if os.environ.get("SPECLAB_DATA"):
         return Path(os.environ["SPECLAB_DATA"]).expanduser() / "pass_curves"

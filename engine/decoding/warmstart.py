@@ -61,7 +61,7 @@ def batch_bucket(batch: int) -> int:
 def policy_key(pair, cfg, curve, batch: int = 1) -> tuple:
     """What a goodput policy's learnt state depends on (see the module docstring), for a run of `batch` rows: its
     log2 bucket, because the costs learnt at one load mislead another (a state learnt at batch 32, where verify
-    passes are dear and drafting rarely pays, made a warm batch-1 run choose plain; issue 42)."""
+    passes are dear and drafting rarely pays, made a warm batch-1 run choose plain)."""
     drafter = {"eagle": pair.eagle_name, "model": pair.draft_name}.get(cfg.drafter, cfg.drafter)
     shape = (cfg.depth, cfg.tree_nodes, cfg.tree_topk)
     return (pair.target_name, cfg.drafter, drafter, pair.dtype_name, str(pair.device), curve.key, *shape, batch_bucket(batch))
@@ -95,7 +95,7 @@ def remember(key: tuple, state: dict, durable: bool = False) -> None:
 
 
 def _copy(state: dict) -> dict:
-    """A deep copy of a state (plain dicts, lists, tuples and numbers): a pickle round trip, ~8x quicker than
+    """A deep copy of a state (plain dicts, lists, tuples and numbers): a pickle round trip, much quicker than
     copy.deepcopy on goodput's state, which a run keeps every REMEMBER_STEPS decode steps."""
     return pickle.loads(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
 

@@ -61,7 +61,7 @@ class EagleDrafter:
         """hidden (B, W, H): the target's features over the left-padded prompts (as its prefill padded them).
         Entries 0..L-2 pair f_i with t_{i+1}; f_{L-1} waits for the target's first token. The entries are read
         into the cache at the first draft, not here: a run whose policy never drafts (goodput at a large batch)
-        does not pay for them (at batch 16 ~33 ms, ~2% of a 48-token run on the 2-core EPYC, 2026-12-02)."""
+        does not pay for them (a few per cent of a short run at batch 16: docs/journal.md, "Code history moved out of engine/")."""
         self.unread = ([s[1:] for s in sequences], hidden[:, :-1])
         self.pending = hidden[:, -1:]
         self.pending_valid = torch.ones(hidden.shape[0], 1, dtype=torch.bool, device=hidden.device)

@@ -3,8 +3,7 @@
 The small matrix products of a decode or verify pass (a few tokens times every weight matrix) are where a
 CPU decode pass spends most of its time; oneDNN's linear reads the weights at well under the machine's copy
 bandwidth for one token, these kernels at about that bandwidth (docs/measurements.md, "Passes on the CPU"; how
-they got there: docs/journal.md, "2026-12-01, 21:31-22:00 UTC · AMD EPYC, quiet: SpecLab's native kernels (issue
-31)"). `Packed` holds one weight matrix in the kernels' layout and multiplies it with up to `max_tokens` token
+they got there: docs/journal.md, "SpecLab's native kernels"). `Packed` holds one weight matrix in the kernels' layout and multiplies it with up to `max_tokens` token
 vectors natively, more through its fallback (the oneDNN-prepacked or plain matrix, whichever the pass had before).
 
 Building: `gcc -O3 -march=native -fopenmp -shared` into $SPECLAB_CACHE/kernels/, keyed by the source, the
@@ -35,8 +34,7 @@ SOURCE = Path(__file__).with_name("cpu_kernels.c")
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
 # Tokens per pass (batch x new tokens) the native kernels take; oneDNN's prepacked GEMM beyond: with weights cold
 # the native products measured faster than oneDNN's up to 48 tokens (the layer matrices and the output head), the
-# layer matrices slower at 96 (docs/journal.md, "2026-12-02, 04:10-05:35 UTC · AMD EPYC: the pass past 8 tokens,
-# trees back in the race (issue 31)").
+# layer matrices slower at 96 (docs/journal.md, "the pass past 8 tokens, trees back in the race").
 LAYER_TOKENS = 48  # a layer matrix, and the native decoder layer (its attention too): up to this many tokens
 HEAD_TOKENS = 48  # the output head (49152 rows)
 
@@ -92,9 +90,8 @@ PASS_SOURCES = ("cpukernels.py", "prepared.py", "fastpass.py", "layer.py", "pass
 def fingerprint() -> str:
     """A short hash of the native pass's source (the kernels and PASS_SOURCES): measurements of the native pass (pass
     curves) are keyed by it, so a change to how the pass runs measures its curve again. The kernels' source alone
-    missed the packed weights' move into one mapping (issue 43): the pass turned flat up to 9 tokens, where the
-    stored curve still rose from 8 (10.6 ms at 7 tokens, 11.7 at 9), and goodput cut its trees to fit the old knee
-    (2-core EPYC, 2026-12-04)."""
+    misses changes around them (where the packed weights live, which route a pass takes), after which a stored curve
+    keeps a knee the pass no longer has and goodput cuts its trees to fit it (docs/journal.md, "Code history moved out of engine/")."""
     digest = hashlib.sha256(SOURCE.read_bytes())
     for name in PASS_SOURCES:
         digest.update(SOURCE.with_name(name).read_bytes())
@@ -327,8 +324,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor 
     """engine/model/layer.norm (weight * F.rms_norm(x.float()).to(x.dtype)) in one native call, the
     arithmetic the layer kernel uses for its own norms (float32 sum of squares in another order; the
     normalised value rounded to x's dtype, then the rounded product). None where the kernels are unavailable
-    or the tensors are of another kind: the caller uses torch's four ops (~45 us on the 2-core EPYC for one
-    576-wide row, against a few here)."""
+    or the tensors are of another kind: the caller uses torch's four ops (several times slower over one row)."""
     if x.device.type != "cpu" or x.dtype not in (torch.bfloat16, torch.float32) or weight.dtype != x.dtype or x.shape[-1] != weight.numel():
         return None
     lib = library()

@@ -31,7 +31,7 @@ def attend(q, k, v, mask, is_causal: bool, scale: float):
     """Scaled dot-product attention of q (B, H, n, d) over k, v (B, H_kv, T, d) with grouped-query heads.
     SDPA's own GQA path (`enable_gqa`) without a mask, and with a mask on the CPU, whose flash kernel
     takes both: the same output bit for bit as expanding the kv heads (a test checks it), and the
-    expansion copies every layer's keys and values (docs/journal.md, 2026-12-01). Elsewhere a mask gets the kv
+    expansion copies every layer's keys and values (docs/journal.md, "Code history moved out of engine/"). Elsewhere a mask gets the kv
     heads expanded to H: CUDA's fused kernels may not take `enable_gqa` with a mask and would silently drop to
     the math kernel (transformers checks the same, huggingface/transformers#39412)."""
     bsz, n_heads, _, head_dim = q.shape
@@ -80,8 +80,8 @@ def small_attend(q, k, v, bias, scale: float):
     """Attention of a few queries (a decode or verify pass) by hand, in float32: each kv head's query group
     as one (groups x n, window) score matrix, plus the pass's bias (`attention_bias`), softmax, times v.
     q: (B, n, H, d) in the model's dtype; k, v: (B, kv, window, d) views of the float32 buffers (no
-    conversion per layer); returns (B, n, H * d) in q's dtype. On the CPU SDPA's flash kernel costs ~3x
-    this for one query over a few hundred columns (docs/journal.md, issue 31)."""
+    conversion per layer); returns (B, n, H * d) in q's dtype. On the CPU SDPA's flash kernel costs several times
+    this for one query over a few hundred columns (docs/journal.md, "Code history moved out of engine/")."""
     bsz, n, n_heads, d = q.shape
     n_kv, window = k.shape[1], k.shape[2]
     groups = n_heads // n_kv
