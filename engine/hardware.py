@@ -151,9 +151,10 @@ def configure_attention(device: torch.device | str) -> None:
     fused attention for a decode step, and cuDNN builds an execution plan for every new shape. Decoding
     brings a new cache length at every step, so a cold step paid for a new plan: batch-1 decode steps took
     several times as long with cuDNN as without it, for SmolLM2-135M, SmolLM2-1.7B and Qwen2.5-7B shapes. Once
-    every length has been seen, cuDNN is faster (the numbers: docs/journal.md, "Code history moved out of engine/"). The app measures per-step latency, and plan building would show up as spikes that have
-    nothing to do with the model's work, so cuDNN is off by default. A long-running server that sees the
-    same lengths again and again can opt back in. Nothing changes on a CPU."""
+    every length has been seen, cuDNN is faster (the numbers: docs/journal.md, "Code history moved out of
+    engine/"). The app measures per-step latency, and plan building would show up as spikes that have nothing to
+    do with the model's work, so cuDNN is off by default. A long-running server that sees the same lengths
+    again and again can opt back in. Nothing changes on a CPU."""
     if torch.device(device).type == "cuda" and os.environ.get("SPECLAB_CUDNN_ATTENTION") != "1":
         torch.backends.cuda.enable_cudnn_sdp(False)
 
@@ -325,7 +326,8 @@ def probe(device: torch.device | str | None = None, dtype: torch.dtype | str = "
     # byte, though a CPU may also read each destination line before writing it) and a read-only sum, which is what a
     # decode pass mostly does with its weights. The peak is the higher: with the copy alone, a one-token pass read
     # more than "the peak" on the 2-core EPYC, where a read can stream faster than the copy's counted rate
-    # (docs/measurements.md, "Passes on the CPU"; docs/journal.md, "Code history moved out of engine/"). The quick probe reads a smaller buffer.
+    # (docs/measurements.md, "Passes on the CPU"; docs/journal.md, "Code history moved out of engine/"). The quick
+    # probe reads a smaller buffer.
     n_bytes = (1 << 30) if big else (64 << 20 if quick else 256 << 20)
     src = torch.empty(n_bytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)

@@ -29,14 +29,7 @@ from typing import Protocol
 
 from engine.config import MAX_DEPTH, DecodeConfig, PolicyKind
 from engine.decoding import warmstart
-from engine.decoding.goodput import (  # noqa: F401  (re-exported: the policies' one import place)
-    EXPLORE_STEPS,
-    PRIOR_ACCEPTANCE,
-    REFRESH_STEPS,
-    GoodputDepth,
-    best_depth,
-    expected_tokens,
-)
+from engine.decoding.goodput import PRIOR_ACCEPTANCE, GoodputDepth, best_depth
 from engine.drafters.calibration import shipped_acceptance
 
 

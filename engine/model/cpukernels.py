@@ -3,8 +3,9 @@
 The small matrix products of a decode or verify pass (a few tokens times every weight matrix) are where a
 CPU decode pass spends most of its time; oneDNN's linear reads the weights at well under the machine's copy
 bandwidth for one token, these kernels at about that bandwidth (docs/measurements.md, "Passes on the CPU"; how
-they got there: docs/journal.md, "SpecLab's native kernels"). `Packed` holds one weight matrix in the kernels' layout and multiplies it with up to `max_tokens` token
-vectors natively, more through its fallback (the oneDNN-prepacked or plain matrix, whichever the pass had before).
+they got there: docs/journal.md, "SpecLab's native kernels"). `Packed` holds one weight matrix in the kernels'
+layout and multiplies it with up to `max_tokens` token vectors natively, more through its fallback (the
+oneDNN-prepacked or plain matrix, whichever the pass had before), both through engine/model/layer.py's `linear`.
 
 Building: `gcc -O3 -march=native -fopenmp -shared` into $SPECLAB_CACHE/kernels/, keyed by the source, the
 compiler and this CPU's flags, so a restarted app loads the library in milliseconds. No compiler or no AVX-512:

@@ -30,7 +30,7 @@ import torch
 from safetensors.torch import save_model
 
 from engine.costs import ModelCosts
-from engine.formats import DRAFT_VOCAB_FILE, cache_dir, read_draft_vocab  # cache_dir: re-exported (its old home)
+from engine.formats import DRAFT_VOCAB_FILE, cache_dir, read_draft_vocab
 from engine.hardware import configure_threads, pick_device, pick_dtype
 from engine.model.eagle_head import EagleLoadError, EagleRunner, load_head
 from engine.model.fastllama import supports

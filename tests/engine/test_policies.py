@@ -10,17 +10,9 @@ import pytest
 from conftest import PROMPTS
 
 from engine import ConfigError, DecodeConfig, generate
-from engine.decoding.goodput import PRIOR_WEIGHT, REFRESH_STEPS
+from engine.decoding.goodput import EXPLORE_STEPS, PRIOR_ACCEPTANCE, PRIOR_WEIGHT, REFRESH_STEPS, GoodputDepth, expected_tokens
 from engine.decoding.passcurve import PassCurve
-from engine.decoding.policies import (
-    EXPLORE_STEPS,
-    PRIOR_ACCEPTANCE,
-    BatchTable,
-    GoodputDepth,
-    PolicyContext,
-    derived_batch_table,
-    expected_tokens,
-)
+from engine.decoding.policies import BatchTable, PolicyContext, derived_batch_table
 from engine.trace.records import DraftToken, SeqStep, Step
 
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
