@@ -53,7 +53,7 @@ import time
 from dataclasses import dataclass, field
 
 from engine.decoding import warmstart
-from engine.decoding.chain_value import best_depth, expected_tokens
+from engine.decoding.chain_value import best_depth, expected_tokens, step_rate
 from engine.decoding.tree_value import Calibration, calibrated_paths, chain_drafts, depth_gains, tree_drafts
 from engine.loadmeter import LoadMeter
 
@@ -232,7 +232,7 @@ class GoodputDepth:
         for d in range(1, depth + 1):
             cost = self.tree_draft(batch, d) + fixed
             for n, (g, v) in enumerate(zip(self.tree_curve(d), verify), start=1):
-                rate = (batch + batch * g) / (v + cost)
+                rate = step_rate(batch + batch * g, v, cost)  # cost: the tree's drafting and its fixed time
                 if rate > best[2]:
                     best = (d, n, rate)
         return best
@@ -259,7 +259,7 @@ class GoodputDepth:
     def best_cut(self, batch: int, gain, draft_ms: float) -> tuple[int, float]:
         """(n, expected tokens per ms) maximising (batch + gain[n - 1]) / (verify_ms(batch * (n + 1)) + draft_ms + fixed)."""
         cost = draft_ms + self._tree_fixed()
-        rates = [(batch + g) / (v + cost) for g, v in zip(gain, self.verify_row(batch))]
+        rates = [step_rate(batch + g, v, cost) for g, v in zip(gain, self.verify_row(batch))]
         n = max(range(len(rates)), key=rates.__getitem__)
         return n + 1, rates[n]
 
