@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import statistics
 import threading
 from bisect import bisect_left
@@ -30,7 +29,7 @@ import torch
 
 from engine.config import DecodeConfig
 from engine.costs import ModelCosts
-from engine.formats import cache_dir
+from engine.formats import data_dir
 from engine.hardware import StepTimer, device_name
 from engine.model.backend import pass_key
 from engine.model.pair import ModelPair
@@ -42,7 +41,6 @@ CURVE_TOKENS = tuple(range(1, 18)) + (20, 24, 32, 48, 64, 96, 128, 192, 256)
 CURVE_CONTEXT = 128
 CURVE_FORMAT = "speclab.pass_curve/2"  # /2: interleaved sweeps (`measure_curve`); a /1 curve is measured again
 CURVE_SWEEPS = 3
-SPACE_DATA = Path("/data")  # a Hugging Face Space's persistent storage, where the Space has it
 _memory: dict[str, PassCurve] = {}
 _lock = threading.Lock()
 
@@ -124,16 +122,9 @@ def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repea
 
 
 def curves_dir() -> Path:
-    """Where measured curves are kept: $SPECLAB_DATA/pass_curves, else /data/speclab/pass_curves where /data is
-    writable (a Space's persistent storage: it survives restarts, the container's own disk does not, and a
-    curve takes seconds to measure), else $SPECLAB_CACHE/pass_curves. (The class store uses the same
-    $SPECLAB_DATA and /data/speclab.)"""
-    if os.environ.get("SPECLAB_DATA"):
-        return Path(os.environ["SPECLAB_DATA"]).expanduser() / "pass_curves"
-    space = SPACE_DATA / "speclab"
-    if os.access(space, os.W_OK) or (not space.exists() and SPACE_DATA.is_dir() and os.access(SPACE_DATA, os.W_OK)):
-        return space / "pass_curves"
-    return cache_dir() / "pass_curves"
+    """Where measured curves are kept: pass_curves in the data folder (engine/formats.py, `data_dir`: a curve takes
+    seconds to measure, so a Space keeps it across restarts), as the class store and goodput's state are."""
+    return data_dir() / "pass_curves"
 
 
 def pass_curve(pair, refresh: bool = False) -> PassCurve:
