@@ -20,7 +20,12 @@ import json
 import os
 import sys
 
-BACKEND_NAMES = ("transformers", "torch", "fused", "native", "cuda_graphs")  # engine.model.backend.BACKENDS (a test keeps them equal)
+from engine.config import BackendKind, DrafterKind, GraphMode, Mode, PolicyKind
+
+BACKEND_NAMES = tuple(kind.value for kind in BackendKind if kind is not BackendKind.AUTO)  # the config's, as the backend's
+MODES = [mode.value for mode in Mode]
+DRAFTERS = [kind.value for kind in DrafterKind]
+GRAPH_MODES = [mode.value for mode in GraphMode]
 FAST_ALIASES = {"off": "torch", "eager": "fused", "native": "native"}  # --fast's old values
 
 
@@ -40,7 +45,7 @@ def _list_of(convert, what: str):
 
 
 _int_list, _float_list = _list_of(int, "integer"), _list_of(float, "number")
-POLICIES = ["fixed", "off_above_batch", "heuristic", "batch_table", "goodput"]
+POLICIES = [kind.value for kind in PolicyKind]
 
 
 def _batch_table(text: str) -> tuple[tuple[int, int, int], ...]:
@@ -76,10 +81,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cuda-graphs",
         default="off",
-        choices=["auto", "off", "static", "padded"],
-        help="off (default): eager, dynamic cache; auto: decode passes captured as CUDA graphs on CUDA "
-        "(eager elsewhere; opt-in until checked on a real GPU); "
-        "static / padded: eager over static KV buffers (exact windows / padded to the graph buckets)",
+        choices=GRAPH_MODES,
+        help="off (default): no CUDA graphs, the --backend's own passes (on a CPU the native or fused pass over static "
+        "KV buffers; torch elsewhere); auto: decode passes captured as CUDA graphs on CUDA (the default backend "
+        "elsewhere); static / padded: the cuda_graphs backend run eagerly over static KV buffers, on any device "
+        "(exact windows / padded to the graph buckets)",
     )
     p.add_argument(
         "--backend",
@@ -113,12 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _run_parser(sub) -> None:
     run = sub.add_parser("run", help="decode prompts once and print the text and summary")
     run.add_argument("--prompt", action="append", required=True, help="a user message; repeat for a batch")
-    run.add_argument("--mode", default="speculative", choices=["autoregressive", "speculative"])
+    run.add_argument("--mode", default=Mode.SPECULATIVE.value, choices=MODES)
     run.add_argument("--depth", type=int, default=4, help="draft tokens per step, 0..16")
     run.add_argument(
         "--drafter",
         default="model",
-        choices=["model", "ngram", "eagle"],
+        choices=DRAFTERS,
         help="model: the distilled draft; ngram: prompt lookup; eagle: the EAGLE head over the target's features",
     )
     run.add_argument("--policy", default="fixed", choices=POLICIES, help=POLICY_HELP)
@@ -156,7 +162,7 @@ def _bench_parser(sub) -> None:
     bench = sub.add_parser("bench", help="AR vs speculative tokens/s over a batch x depth grid (medians)")
     bench.add_argument("--batch", type=_int_list, default=[1, 4, 16], help="comma-separated batch sizes")
     bench.add_argument("--depth", type=_int_list, default=[0, 2, 4, 8], help="comma-separated depths")
-    bench.add_argument("--drafter", default="model", choices=["model", "ngram", "eagle"])
+    bench.add_argument("--drafter", default="model", choices=DRAFTERS)
     bench.add_argument(
         "--policy",
         type=_list_of(str, "policy name"),
