@@ -82,7 +82,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--cuda-graphs",
         default="off",
         choices=GRAPH_MODES,
-        help="off (default): no CUDA graphs, the --backend's own passes (on a CPU the native or fused pass over static "
+        help="deprecated: --backend says it all (cuda_graphs, cuda_graphs_static, cuda_graphs_padded). "
+        "off (default): no CUDA graphs, the --backend's own passes (on a CPU the native or fused pass over static "
         "KV buffers; torch elsewhere); auto: decode passes captured as CUDA graphs on CUDA (the default backend "
         "elsewhere); static / padded: the cuda_graphs backend run eagerly over static KV buffers, on any device "
         "(exact windows / padded to the graph buckets)",

@@ -7,11 +7,12 @@
 | "fused" | one QKV and one gate-up product per layer, torch ops (engine/model/fastpass.py) | static | a CPU without the kernels |
 | "native" | "fused", each layer of a small pass one call into SpecLab's C kernels (cpukernels.py) | static | the CPU |
 | "cuda_graphs" | the lean forward's passes captured as CUDA graphs and replayed (engine/model/graphs.py) | static | - (opt-in) |
+| "cuda_graphs_static", "cuda_graphs_padded" | "cuda_graphs"'s passes run eagerly, exact or padded to the graph buckets | static | - |
 
 `choose_backend(device, requested, cuda_graphs)` makes the choice from `DecodeConfig.backend` ("auto": the
-device's default above) and `DecodeConfig.cuda_graphs`, which stays as it was: "auto" asks for "cuda_graphs"
-where the device is CUDA (and leaves the default elsewhere), "static" and "padded" run the "cuda_graphs"
-backend's passes eagerly (exact windows, or padded to the graph buckets: what a graph replays, on any device).
+device's default above), the one knob. `DecodeConfig.cuda_graphs` is its deprecated alias, mapped here: "static"
+and "padded" are "cuda_graphs_static" and "cuda_graphs_padded" (what a graph replays, run eagerly, on any device);
+"auto" asks for "cuda_graphs" where the device is CUDA (and leaves the default elsewhere, saying why).
 An explicit backend the device cannot run is a one-line ConfigError. Per model (`Backend.for_model`): a model
 the lean forward does not cover runs "transformers"; a draft tree under "cuda_graphs" runs "torch"
 (`Backend.for_tree`).
@@ -38,7 +39,8 @@ from engine.config import BackendKind, ConfigError, GraphMode
 from engine.model import cpukernels
 from engine.model.fastllama import supports
 
-BACKENDS = tuple(kind.value for kind in BackendKind if kind is not BackendKind.AUTO)  # transformers, torch, fused, native, cuda_graphs
+BACKENDS = tuple(kind.value for kind in BackendKind if kind is not BackendKind.AUTO)  # every name DecodeConfig.backend takes
+EAGER_GRAPHS = {"cuda_graphs_static": "static", "cuda_graphs_padded": "padded"}  # names of the graph backend run eagerly
 OVERRIDE = "SPECLAB_BACKEND"
 _LEGACY_FAST = {"0": "torch", "off": "torch", "eager": "fused", "native": "native"}
 _warned: set[str] = set()
@@ -166,15 +168,18 @@ def lean_default() -> bool:
 
 def choose_backend(device, requested: str = "auto", cuda_graphs: str = "off") -> Backend:
     """The backend a run on `device` uses: `requested` (DecodeConfig.backend; "auto": SPECLAB_BACKEND, else the device's
-    default) with `cuda_graphs` (DecodeConfig.cuda_graphs) as the module docstring says."""
+    default), with `cuda_graphs` (DecodeConfig.cuda_graphs, the deprecated alias) mapped as the module docstring says."""
     device = torch.device(device)
     if requested not in BACKENDS + ("auto",):
         raise ConfigError(f"backend must be auto or one of {', '.join(BACKENDS)}; got {requested!r}")
-    if cuda_graphs in (GraphMode.STATIC.value, GraphMode.PADDED.value):  # explicit: it wins over the environment's choice
-        if requested not in ("auto", "cuda_graphs"):
+    if cuda_graphs in (GraphMode.STATIC.value, GraphMode.PADDED.value):  # the deprecated alias of the eager graph backends
+        if requested not in ("auto", "cuda_graphs", "cuda_graphs_" + cuda_graphs):
             raise ConfigError(f"cuda_graphs={cuda_graphs!r} runs the cuda_graphs backend eagerly; it cannot go with backend={requested!r}")
-        return Backend("cuda_graphs", device, cuda_graphs, f"cuda_graphs={cuda_graphs!r} runs eagerly")
+        requested = "cuda_graphs_" + cuda_graphs
     name = requested if requested != "auto" else (_override().name or "auto")
+    if name in EAGER_GRAPHS:
+        mode = EAGER_GRAPHS[name]
+        return Backend("cuda_graphs", device, mode, f"backend={name!r} runs the cuda_graphs backend's passes eagerly ({mode})")
     graphs = cuda_graphs == GraphMode.AUTO.value
     if name == "auto" and graphs and device.type == "cuda":
         return Backend("cuda_graphs", device, "graphs")
@@ -188,7 +193,8 @@ def choose_backend(device, requested: str = "auto", cuda_graphs: str = "off") ->
 def _named(name: str, device: torch.device) -> Backend:
     """An explicitly named backend on `device`, or a ConfigError saying why the device cannot run it."""
     if name == "cuda_graphs" and device.type != "cuda":
-        raise ConfigError(f"backend='cuda_graphs' needs CUDA; this run is on {device.type} (cuda_graphs='padded' runs its pass eagerly)")
+        eager = "backend='cuda_graphs_padded' runs its pass eagerly"
+        raise ConfigError(f"backend='cuda_graphs' needs CUDA; this run is on {device.type} ({eager})")
     if name == "native" and (device.type != "cpu" or native_kernels() is None):
         why = f"this run is on {device.type}" if device.type != "cpu" else why_not_native()
         raise ConfigError(f"backend='native' needs SpecLab's CPU kernels: {why}")
