@@ -8,19 +8,17 @@ import json
 
 import pytest
 import torch
-from conftest import PROMPTS, hf_greedy, no_kernels_reason, tiny_pair
+from conftest import PROMPTS, hf_greedy, no_kernels_reason, tiny_eagle_pair
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 from engine import DecodeConfig, generate
 from engine.config import ConfigError
 from engine.model import backend, cpukernels
 from engine.model.backend import Backend, choose_backend, default_backend
-from engine.model.eagle_head import EagleRunner, load_head
 from engine.model.fastllama import rotate_half
 from engine.model.fastpass import FastRoute, FastRunner
 from engine.model.kvcache import RaggedCache
 from engine.model.layer import norm, small_attend
-from engine.model.pair import ModelPair
 from engine.model.pass_masks import attention_bias, pass_mask, rope, rope_lookup, rope_tables
 from engine.model.static_cache import ExactRoute, StaticRaggedCache, make_cache
 
@@ -34,18 +32,7 @@ def _tokens(pair, prompts, cfg, name: str):
 def eagle_pair(tokenizer, tmp_path_factory, request):
     """A tiny target with an untrained (seeded) EAGLE head over every third token; the second one also fuses
     the target's layer-0 output (EAGLE-3: the fast pass collects that layer)."""
-    from training import eagle
-
-    pair = tiny_pair(tokenizer, draft_noise=0.01)
-    folder = tmp_path_factory.mktemp("eagle-fast")
-    head = eagle.EagleHead.from_target(pair.target, seed=0, fuse_layers=request.param)
-    if request.param:
-        with torch.no_grad():
-            head.fuse.weight.add_(torch.randn(head.fuse.weight.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
-    eagle.save_head(head, folder, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
-    config, state, vocab = load_head(folder, pair.target)
-    fields = {f: getattr(pair, f) for f in ("target", "draft", "tokenizer", "device", "dtype", "target_name", "draft_name", "eos_ids")}
-    return ModelPair(**fields, eagle=EagleRunner(config, state, vocab, pair.target), eagle_name="tiny eagle")
+    return tiny_eagle_pair(tokenizer, tmp_path_factory.mktemp("eagle-fast"), request.param)
 
 
 PASS_NAMES = {

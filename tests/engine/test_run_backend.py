@@ -12,11 +12,11 @@ import threading
 
 import pytest
 import torch
-from conftest import PROMPTS, no_kernels_reason, tiny_pair
+from conftest import PROMPTS, no_kernels_reason, tiny_eagle_pair
 
 from engine import DecodeConfig, generate, generate_steps
 from engine.model import cpukernels
-from engine.model.eagle_head import EagleRunner, load_head
+from engine.model.eagle_head import EagleRunner
 from engine.model.fastllama import LeanLlama
 from engine.model.pair import ModelPair
 
@@ -29,17 +29,7 @@ MODEL = DecodeConfig(depth=3, drafter="model", max_new_tokens=16)
 @pytest.fixture(scope="module")
 def shared(tokenizer, tmp_path_factory):
     """One float32 pair with a draft model and an EAGLE head (EAGLE-3 fusion of layer 0), shared by every run."""
-    from training import eagle
-
-    pair = tiny_pair(tokenizer, draft_noise=0.01)
-    folder = tmp_path_factory.mktemp("eagle-shared")
-    head = eagle.EagleHead.from_target(pair.target, seed=0, fuse_layers=(0,))
-    with torch.no_grad():
-        head.fuse.weight.add_(torch.randn(head.fuse.weight.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
-    eagle.save_head(head, folder, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
-    config, state, vocab = load_head(folder, pair.target)
-    fields = {f: getattr(pair, f) for f in ("target", "draft", "tokenizer", "device", "dtype", "target_name", "draft_name", "eos_ids")}
-    return ModelPair(**fields, eagle=EagleRunner(config, state, vocab, pair.target), eagle_name="shared eagle")
+    return tiny_eagle_pair(tokenizer, tmp_path_factory.mktemp("eagle-shared"), (0,), name="shared eagle")
 
 
 def _with(cfg: DecodeConfig, backend: str) -> DecodeConfig:
