@@ -23,9 +23,7 @@ import sys
 from engine.config import BackendKind, DrafterKind, GraphMode, Mode, PolicyKind
 
 BACKEND_NAMES = tuple(kind.value for kind in BackendKind if kind is not BackendKind.AUTO)  # the config's, as the backend's
-MODES = [mode.value for mode in Mode]
-DRAFTERS = [kind.value for kind in DrafterKind]
-GRAPH_MODES = [mode.value for mode in GraphMode]
+MODES, DRAFTERS, GRAPH_MODES, POLICIES = ([e.value for e in kinds] for kinds in (Mode, DrafterKind, GraphMode, PolicyKind))
 FAST_ALIASES = {"off": "torch", "eager": "fused", "native": "native"}  # --fast's old values
 
 
@@ -45,7 +43,6 @@ def _list_of(convert, what: str):
 
 
 _int_list, _float_list = _list_of(int, "integer"), _list_of(float, "number")
-POLICIES = [kind.value for kind in PolicyKind]
 
 
 def _batch_table(text: str) -> tuple[tuple[int, int, int], ...]:
@@ -82,18 +79,15 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--cuda-graphs",
         default="off",
         choices=GRAPH_MODES,
-        help="deprecated: --backend says it all (cuda_graphs, cuda_graphs_static, cuda_graphs_padded). "
-        "off (default): no CUDA graphs, the --backend's own passes (on a CPU the native or fused pass over static "
-        "KV buffers; torch elsewhere); auto: decode passes captured as CUDA graphs on CUDA (the default backend "
-        "elsewhere); static / padded: the cuda_graphs backend run eagerly over static KV buffers, on any device "
-        "(exact windows / padded to the graph buckets)",
+        help="deprecated alias of --backend (static, padded: cuda_graphs_static, cuda_graphs_padded; auto: cuda_graphs on CUDA). "
+        "off (default): no CUDA graphs, the --backend's own passes (on a CPU the native or fused pass over static KV buffers)",
     )
     p.add_argument(
         "--backend",
         default="auto",
         choices=["auto", *BACKEND_NAMES],
-        help="how passes are computed (engine/model/backend.py): auto (default: $SPECLAB_BACKEND, else native on the CPU, fused "
-        "there without the kernels, torch elsewhere), transformers, torch (lean forward), fused, native (fused, C kernels), cuda_graphs",
+        help="how passes are computed (engine/model/backend.py): auto (default: $SPECLAB_BACKEND, else native on the CPU, fused there "
+        "without the kernels, torch elsewhere), transformers, torch, fused, native, cuda_graphs (CUDA), cuda_graphs_static/_padded",
     )
     p.add_argument("--fast", dest="backend", type=_fast_alias, help=argparse.SUPPRESS)  # --backend's old alias
 
@@ -122,12 +116,7 @@ def _run_parser(sub) -> None:
     run.add_argument("--prompt", action="append", required=True, help="a user message; repeat for a batch")
     run.add_argument("--mode", default=Mode.SPECULATIVE.value, choices=MODES)
     run.add_argument("--depth", type=int, default=4, help="draft tokens per step, 0..16")
-    run.add_argument(
-        "--drafter",
-        default="model",
-        choices=DRAFTERS,
-        help="model: the distilled draft; ngram: prompt lookup; eagle: the EAGLE head over the target's features",
-    )
+    run.add_argument("--drafter", default="model", choices=DRAFTERS, help="model: distilled draft; ngram: prompt lookup; eagle: EAGLE head")
     run.add_argument("--policy", default="fixed", choices=POLICIES, help=POLICY_HELP)
     run.add_argument(
         "--batch-table",

@@ -93,6 +93,7 @@ class Pass:
         """The output head over `out` (B, keep or n, H), in this pass's form (a draft's reduced head where it has one)."""
         return linear(out, self.weights.head(self.lean.head, self.form))
 
+    @torch.no_grad()
     def over_cache(self, ids, positions, valid, cache, keep=0, return_hidden=False, features=None):
         """This pass over a transformers DynamicCache (RaggedCache's): valid (B, W + n) marks real columns (None: no
         padding), or (B, n, W + n) says which columns each new token attends to (a draft tree's pass). Returns what
