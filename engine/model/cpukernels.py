@@ -83,8 +83,9 @@ def _load():
     return lib, None
 
 
-# What makes the native pass, besides the kernels: the Python that lays out their weights and drives them.
-PASS_SOURCES = ("cpukernels.py", "prepared.py", "fastpass.py", "layer.py", "pass_masks.py")
+# What makes the native pass, besides the kernels: the Python that lays out their weights and drives them (the pass,
+# its route, and the static cache that chooses the route and decides the pass's padding and mask).
+PASS_SOURCES = ("cpukernels.py", "prepared.py", "passes.py", "fastpass.py", "static_cache.py", "layer.py", "pass_masks.py")
 
 
 @functools.lru_cache(maxsize=1)

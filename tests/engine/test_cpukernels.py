@@ -330,7 +330,7 @@ def test_the_pass_key_changes_with_any_source_that_makes_the_native_pass(tmp_pat
     cpukernels.fingerprint.cache_clear()
     try:
         before = cpukernels.fingerprint()
-        for name in ("cpu_kernels.c", "prepared.py", "layer.py"):
+        for name in ("cpu_kernels.c", "prepared.py", "layer.py", "passes.py", "static_cache.py"):
             with open(tmp_path / name, "a") as f:
                 f.write("\n# changed\n")
             cpukernels.fingerprint.cache_clear()
