@@ -20,7 +20,10 @@ import json
 import os
 import sys
 
-BACKEND_NAMES = ("transformers", "torch", "fused", "native", "cuda_graphs")  # engine.model.backend.BACKENDS (a test keeps them equal)
+from engine.config import BackendKind, DrafterKind, GraphMode, Mode, PolicyKind
+
+BACKEND_NAMES = tuple(kind.value for kind in BackendKind if kind is not BackendKind.AUTO)  # the config's, as the backend's
+MODES, DRAFTERS, GRAPH_MODES, POLICIES = ([e.value for e in kinds] for kinds in (Mode, DrafterKind, GraphMode, PolicyKind))
 FAST_ALIASES = {"off": "torch", "eager": "fused", "native": "native"}  # --fast's old values
 
 
@@ -40,7 +43,6 @@ def _list_of(convert, what: str):
 
 
 _int_list, _float_list = _list_of(int, "integer"), _list_of(float, "number")
-POLICIES = ["fixed", "off_above_batch", "heuristic", "batch_table", "goodput"]
 
 
 def _batch_table(text: str) -> tuple[tuple[int, int, int], ...]:
@@ -76,17 +78,16 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cuda-graphs",
         default="off",
-        choices=["auto", "off", "static", "padded"],
-        help="off (default): eager, dynamic cache; auto: decode passes captured as CUDA graphs on CUDA "
-        "(eager elsewhere; opt-in until checked on a real GPU); "
-        "static / padded: eager over static KV buffers (exact windows / padded to the graph buckets)",
+        choices=GRAPH_MODES,
+        help="deprecated alias of --backend (static, padded: cuda_graphs_static, cuda_graphs_padded; auto: cuda_graphs on CUDA). "
+        "off (default): no CUDA graphs, the --backend's own passes (on a CPU the native or fused pass over static KV buffers)",
     )
     p.add_argument(
         "--backend",
         default="auto",
         choices=["auto", *BACKEND_NAMES],
-        help="how passes are computed (engine/model/backend.py): auto (default: $SPECLAB_BACKEND, else native on the CPU, fused "
-        "there without the kernels, torch elsewhere), transformers, torch (lean forward), fused, native (fused, C kernels), cuda_graphs",
+        help="how passes are computed (engine/model/backend.py): auto (default: $SPECLAB_BACKEND, else native on the CPU, fused there "
+        "without the kernels, torch elsewhere), transformers, torch, fused, native, cuda_graphs (CUDA), cuda_graphs_static/_padded",
     )
     p.add_argument("--fast", dest="backend", type=_fast_alias, help=argparse.SUPPRESS)  # --backend's old alias
 
@@ -113,14 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _run_parser(sub) -> None:
     run = sub.add_parser("run", help="decode prompts once and print the text and summary")
     run.add_argument("--prompt", action="append", required=True, help="a user message; repeat for a batch")
-    run.add_argument("--mode", default="speculative", choices=["autoregressive", "speculative"])
+    run.add_argument("--mode", default=Mode.SPECULATIVE.value, choices=MODES)
     run.add_argument("--depth", type=int, default=4, help="draft tokens per step, 0..16")
-    run.add_argument(
-        "--drafter",
-        default="model",
-        choices=["model", "ngram", "eagle"],
-        help="model: the distilled draft; ngram: prompt lookup; eagle: the EAGLE head over the target's features",
-    )
+    run.add_argument("--drafter", default="model", choices=DRAFTERS, help="model: distilled draft; ngram: prompt lookup; eagle: EAGLE head")
     run.add_argument("--policy", default="fixed", choices=POLICIES, help=POLICY_HELP)
     run.add_argument(
         "--batch-table",
@@ -156,7 +152,7 @@ def _bench_parser(sub) -> None:
     bench = sub.add_parser("bench", help="AR vs speculative tokens/s over a batch x depth grid (medians)")
     bench.add_argument("--batch", type=_int_list, default=[1, 4, 16], help="comma-separated batch sizes")
     bench.add_argument("--depth", type=_int_list, default=[0, 2, 4, 8], help="comma-separated depths")
-    bench.add_argument("--drafter", default="model", choices=["model", "ngram", "eagle"])
+    bench.add_argument("--drafter", default="model", choices=DRAFTERS)
     bench.add_argument(
         "--policy",
         type=_list_of(str, "policy name"),

@@ -43,9 +43,11 @@ class BackendKind(str, Enum):  # how a run's passes are computed (engine/model/b
     FUSED = "fused"  # fused QKV and gate-up products over static KV buffers, torch ops (engine/model/fastpass.py)
     NATIVE = "native"  # "fused" with SpecLab's native CPU kernels (engine/model/cpukernels.py)
     CUDA_GRAPHS = "cuda_graphs"  # the lean forward's passes captured as CUDA graphs over static buffers (CUDA only)
+    CUDA_GRAPHS_STATIC = "cuda_graphs_static"  # those passes run eagerly, each attending exactly its columns (any device)
+    CUDA_GRAPHS_PADDED = "cuda_graphs_padded"  # those passes run eagerly, padded to their graph bucket (any device)
 
 
-class GraphMode(str, Enum):  # the cuda_graphs option (engine/model/backend.py, engine/model/graphs.py)
+class GraphMode(str, Enum):  # the cuda_graphs option, a deprecated alias of `backend` (engine/model/backend.py)
     AUTO = "auto"  # the "cuda_graphs" backend on CUDA when backend is "auto"; elsewhere the device's default
     OFF = "off"  # no graphs unless backend="cuda_graphs"
     STATIC = "static"  # the cuda_graphs backend run eagerly, each pass attending exactly its columns
@@ -108,13 +110,14 @@ class DecodeConfig:
     # How passes are computed, chosen once per run (engine/model/backend.py, choose_backend): "auto" is the device's
     # default ("native" on the CPU, "fused" there without the native kernels, "torch" on CUDA and MPS; $SPECLAB_BACKEND
     # stands in for "auto"); "transformers", "torch", "fused", "native" or "cuda_graphs" by name (a ConfigError where
-    # the device cannot run it). A model the lean forward does not cover runs "transformers".
+    # the device cannot run it), and "cuda_graphs_static" / "cuda_graphs_padded": the graph backend's passes run eagerly
+    # over static buffers, on any device (exact windows / padded to the graph buckets; no trees). A model the lean
+    # forward does not cover runs "transformers".
     backend: str = "auto"
-    # CUDA graphs, as before the backend existed: "off" (default) asks for none; "auto" asks for the "cuda_graphs"
-    # backend where the device is CUDA and backend is "auto" (elsewhere the device's default runs, the trace's graph_note
-    # says why; draft trees there run "torch" over the dynamic cache); "static" / "padded" run the "cuda_graphs"
-    # backend's passes eagerly over static buffers, on any device (no trees). The default stays "off" until
-    # scripts/record/gpu_record.py has checked graph replay against eager on a real GPU.
+    # Deprecated: the one knob is `backend`. Kept as its alias (and recorded as given): "off" (default) asks for
+    # nothing; "static" / "padded" are backend "cuda_graphs_static" / "cuda_graphs_padded"; "auto" asks for the
+    # "cuda_graphs" backend where the device is CUDA and backend is "auto" (elsewhere the device's default runs, the
+    # trace's graph_note says why; draft trees there run "torch" over the dynamic cache).
     cuda_graphs: str = "off"
 
     def __post_init__(self):
@@ -160,6 +163,8 @@ class DecodeConfig:
             return
         if self.cuda_graphs in (GraphMode.STATIC.value, GraphMode.PADDED.value):
             raise ConfigError(f"tree drafting needs cuda_graphs='off' or 'auto' (dynamic cache or fast pass), not {self.cuda_graphs!r}")
+        if self.backend in (BackendKind.CUDA_GRAPHS_STATIC.value, BackendKind.CUDA_GRAPHS_PADDED.value):
+            raise ConfigError(f"tree drafting needs the dynamic cache or the fast pass, not backend={self.backend!r}")
         if self.drafter == DrafterKind.NGRAM.value:
             raise ConfigError(
                 "tree drafting (tree_nodes > 0) needs a drafter with a distribution to branch on: drafter='eagle' or 'model', not 'ngram'"

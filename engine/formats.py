@@ -21,6 +21,21 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SPECLAB_CACHE") or Path.home() / ".cache" / "speclab")
 
 
+SPACE_DATA = Path("/data")  # a Hugging Face Space's persistent storage, where the Space has it
+
+
+def data_dir() -> Path:
+    """Where SpecLab keeps what should outlive a restart (measured pass curves, goodput's learnt state, the class
+    store): $SPECLAB_DATA, else /data/speclab where /data is writable (a Space's persistent storage: it survives
+    restarts, the container's own disk does not), else `cache_dir()`. The one reader of SPECLAB_DATA."""
+    if os.environ.get("SPECLAB_DATA"):
+        return Path(os.environ["SPECLAB_DATA"]).expanduser()
+    space = SPACE_DATA / "speclab"
+    if os.access(space, os.W_OK) or (not space.exists() and SPACE_DATA.is_dir() and os.access(SPACE_DATA, os.W_OK)):
+        return space
+    return cache_dir()
+
+
 DRAFT_VOCAB_FILE = "draft_vocab.json"
 DRAFT_VOCAB_FORMAT = "speclab.draft_vocab/1"
 

@@ -150,12 +150,11 @@ def configure_attention(device: torch.device | str) -> None:
     Measured on an H200 with torch 2.11 (`scripts/investigate/gpu_attention.py`, README "GPU"): PyTorch picks cuDNN's
     fused attention for a decode step, and cuDNN builds an execution plan for every new shape. Decoding
     brings a new cache length at every step, so a cold step paid for a new plan: batch-1 decode steps took
-    55-88 ms (median) with cuDNN and 15-26 ms without it, for SmolLM2-135M, SmolLM2-1.7B and
-    Qwen2.5-7B shapes. Once every length has been seen, cuDNN is faster (the engine's plain decoding of a
-    1.7B shape: 87.6 tok/s on repeated lengths against 61.7 without cuDNN, but 31.3 against 53.9 on new
-    ones). The app measures per-step latency, and plan building would show up as spikes that have
-    nothing to do with the model's work, so cuDNN is off by default. A long-running server that sees the
-    same lengths again and again can opt back in. Nothing changes on a CPU."""
+    several times as long with cuDNN as without it, for SmolLM2-135M, SmolLM2-1.7B and Qwen2.5-7B shapes. Once
+    every length has been seen, cuDNN is faster (the numbers: docs/journal.md, "Code history moved out of
+    engine/"). The app measures per-step latency, and plan building would show up as spikes that have nothing to
+    do with the model's work, so cuDNN is off by default. A long-running server that sees the same lengths
+    again and again can opt back in. Nothing changes on a CPU."""
     if torch.device(device).type == "cuda" and os.environ.get("SPECLAB_CUDNN_ATTENTION") != "1":
         torch.backends.cuda.enable_cudnn_sdp(False)
 
@@ -226,9 +225,8 @@ def cpu_bf16_is_fast() -> bool:
     """Is bf16 the fast dtype on this CPU? Only where the CPU computes it natively (AVX512-BF16 / AMX).
 
     Without those instructions PyTorch emulates bf16. A timing used to decide this, and it came out either
-    way with the machine's load (so `dtype="auto"` changed between processes); measured on a quiet 2-core
-    Intel Xeon without AVX512-BF16 (2026-12-01), one target pass cost 34.7 ms in bf16 against 31.0 ms in
-    float32 at 1 token, and 346 ms against 130 ms at 64 tokens. The flags decide, the same every time."""
+    way with the machine's load (so `dtype="auto"` changed between processes); without them float32 is the faster
+    dtype (measured: docs/journal.md, "Code history moved out of engine/"). The flags decide, the same every time."""
     return cpu_has_native_bf16()
 
 
@@ -328,8 +326,8 @@ def probe(device: torch.device | str | None = None, dtype: torch.dtype | str = "
     # byte, though a CPU may also read each destination line before writing it) and a read-only sum, which is what a
     # decode pass mostly does with its weights. The peak is the higher: with the copy alone, a one-token pass read
     # more than "the peak" on the 2-core EPYC, where a read can stream faster than the copy's counted rate
-    # (docs/measurements.md, "Passes on the CPU"; docs/journal.md, "2026-12-03, 08:45 UTC · AMD EPYC, shared: a
-    # one-token pass above the probed peak (issue 40)"). The quick probe takes ~0.1 s.
+    # (docs/measurements.md, "Passes on the CPU"; docs/journal.md, "Code history moved out of engine/"). The quick
+    # probe reads a smaller buffer.
     n_bytes = (1 << 30) if big else (64 << 20 if quick else 256 << 20)
     src = torch.empty(n_bytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)

@@ -16,8 +16,6 @@ import math
 import numpy
 import torch
 
-from engine.model import backend
-
 
 def probs_from_logits(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
     """Softmax(logits / T) restricted to the top-p nucleus and renormalised. (..., vocab) -> (..., vocab), float32."""
@@ -48,18 +46,18 @@ def first_rejection(accepted: torch.Tensor) -> torch.Tensor:
 
 def greedy_ids(logits: torch.Tensor) -> torch.Tensor:
     """The argmax over the last dimension (the first maximum on ties, like `argmax`). `max(dim).indices`
-    because on this CPU bfloat16 `argmax` takes ~4.7x as long: 1.38 vs 0.30 ms over (1, 17, 49152) logits,
-    a tree verify pass's (measured 2026-12-01); a test checks the two agree, ties included."""
+    because on a CPU bfloat16 `argmax` takes several times as long over a tree verify pass's logits
+    (docs/journal.md, "Code history moved out of engine/"); a test checks the two agree, ties included."""
     return logits.max(dim=-1).indices
 
 
-def greedy_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def greedy_stats(logits: torch.Tensor, backend=None) -> tuple[torch.Tensor, torch.Tensor]:
     """(greedy_ids(logits), torch.logsumexp(logits.float(), -1)): what greedy verification and drafting read
-    of their logits, the argmax and the normaliser of p (or q) at T = 1. On the CPU natively in one call where the
-    kernels are loaded (engine/model/backend.py, logit_stats: the same argmax, the normaliser to within float32 rounding;
-    measured on the 2-core EPYC, 2026-12-02: 65 against 247 us over three 49152-wide bfloat16 rows);
-    elsewhere, or without the kernels, torch's two reductions."""
-    native = backend.logit_stats(logits)
+    of their logits, the argmax and the normaliser of p (or q) at T = 1. On the run's `backend`
+    (engine/model/backend.Backend) where it is "native", in one native call (`Backend.logit_stats`: the same argmax,
+    the normaliser to within float32 rounding; a fraction of torch's two reductions over wide rows); elsewhere, or
+    with no backend, torch's two reductions."""
+    native = backend.logit_stats(logits) if backend is not None else None
     if native is not None:
         return native
     return greedy_ids(logits), torch.logsumexp(logits.float(), dim=-1)
@@ -117,20 +115,21 @@ def accept_or_resample(
     return num_accepted, next_ids
 
 
-def verify(logits: torch.Tensor, draft, greedy: bool, temperature: float, top_p: float, generator):
+def verify(logits: torch.Tensor, draft, greedy: bool, temperature: float, top_p: float, generator, backend=None):
     """Step 3 of a speculative step: decide each row's accepted count and the target's own next token.
 
     logits (B, k+1, vocab) of the verify pass over [last, d_1..d_k]; draft: the drafter's `Draft`, or None
     for a plain step. Returns num_accepted (B,), next_ids (B,) (a correction after a rejection, a bonus
     after a full acceptance) and p_chosen (B, k+1): the target's p of each drafted token at its position
-    and, last, of the next token at position num_accepted (for the trace; at T = 1 when greedy)."""
+    and, last, of the next token at position num_accepted (for the trace; at T = 1 when greedy). backend: the run's
+    (`greedy_stats`)."""
     batch, device = logits.shape[0], logits.device
     depth = draft.depth if draft is not None else 0
     if greedy and device.type == "cpu" and logits.is_contiguous():
-        return verify_greedy_host(logits, draft)
+        return verify_greedy_host(logits, draft, backend)
     if greedy:
         # Only the chosen tokens' p are needed: normalise with logsumexp, no (B, k+1, vocab) softmax.
-        target_ids, target_logz = greedy_stats(logits)  # (B, k+1) each
+        target_ids, target_logz = greedy_stats(logits, backend)  # (B, k+1) each
         target_logz = target_logz[..., None]  # (B, k+1, 1)
         target_probs = None
         if draft is not None:
@@ -155,15 +154,14 @@ def verify(logits: torch.Tensor, draft, greedy: bool, temperature: float, top_p:
     return num_accepted, next_ids, p_chosen
 
 
-def verify_greedy_host(logits: torch.Tensor, draft) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def verify_greedy_host(logits: torch.Tensor, draft, backend=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`verify`'s greedy branch for contiguous CPU logits, decided on the host: the argmax and the normaliser in
     one native call (greedy_stats), the longest matching prefix counted in Python over a few ints, and the
     chosen tokens' logits read through a NumPy view of the logits (no copy, no torch op), p = exp(logit - logZ)
     in double precision (the tensor branch's float32 p to within rounding; the tokens are the same). Small torch
-    ops run cold right after a pass: the tensor branch's ~25 cost 0.53-0.56 ms a step at batch 1 on the 2-core
-    EPYC (chain of 3 or 4, 2026-12-04), about twice this one (docs/measurements.md)."""
+    ops run cold right after a pass: the tensor branch's ~25 cost about twice this one (docs/measurements.md)."""
     batch, width, vocab = logits.shape
-    target_ids, target_logz = greedy_stats(logits)  # (B, k+1) each
+    target_ids, target_logz = greedy_stats(logits, backend)  # (B, k+1) each
     ids, logz = target_ids.tolist(), target_logz.tolist()
     drafted = draft.ids.tolist() if draft is not None else [[] for _ in range(batch)]
     valid = draft.valid.tolist() if draft is not None else drafted

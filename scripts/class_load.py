@@ -26,16 +26,16 @@ import importlib.util
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
+
+from app.common import server as app_server
 
 
 def _beside(name: str):
@@ -57,27 +57,18 @@ TRACE: dict = {}  # with --trace DIR: "dir" and, once the server runs, "runs" (i
 
 
 def start_server(data: str, log) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    """The app's server (app/common/server.py) over a fresh class store in `data`; with --trace, run through
+    scripts/investigate/reveal_trace.py so its script runs are traced."""
     env = os.environ | {"SPECLAB_DATA": data}
-    launch = [sys.executable, "-m", "streamlit"]
+    launch = None
     if TRACE:  # the same server, its script runs traced (scripts/investigate/reveal_trace.py)
         TRACE["runs"] = env["SPECLAB_RUN_TRACE"] = str(TRACE["dir"] / "server-runs.jsonl")
         launch = [sys.executable, str(ROOT / "scripts" / "investigate" / "reveal_trace.py")]
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)  # this checkout's app
-    cmd = [*launch, "run", str(ROOT / "app" / "main.py"), "--server.headless", "true"]
-    cmd += ["--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-            if r.status == 200:
-                return proc, url
-        time.sleep(0.5)
-    proc.kill()
-    raise SystemExit("streamlit did not start")
+    try:
+        return app_server.start(log, env, launch)
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def cpu_seconds(pid: int) -> float:

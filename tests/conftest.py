@@ -132,6 +132,24 @@ def tiny_pair(tokenizer, draft_same_as_target: bool = False, with_draft: bool = 
     )
 
 
+def tiny_eagle_pair(tokenizer, folder, fuse_layers: tuple[int, ...] = (), name: str = "tiny eagle") -> ModelPair:
+    """`tiny_pair` (a noisy draft) with an untrained, seeded EAGLE head over every third token, saved in `folder` and
+    loaded as the engine loads one; with `fuse_layers` it also fuses those target layers' outputs (EAGLE-3), its
+    fusion matrix nudged off the identity so the fused features matter."""
+    from engine.model.eagle_head import EagleRunner, load_head
+    from training import eagle
+
+    pair = tiny_pair(tokenizer, draft_noise=0.01)
+    head = eagle.EagleHead.from_target(pair.target, seed=0, fuse_layers=fuse_layers)
+    if fuse_layers:
+        with torch.no_grad():
+            head.fuse.weight.add_(torch.randn(head.fuse.weight.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
+    eagle.save_head(head, folder, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
+    config, state, vocab = load_head(folder, pair.target)
+    fields = {f: getattr(pair, f) for f in ("target", "draft", "tokenizer", "device", "dtype", "target_name", "draft_name", "eos_ids")}
+    return ModelPair(**fields, eagle=EagleRunner(config, state, vocab, pair.target), eagle_name=name)
+
+
 @pytest.fixture(scope="session")
 def tiny(tokenizer):
     """Tiny target + a noisy copy as draft: it accepts some drafts and rejects others (alpha ~0.3)."""

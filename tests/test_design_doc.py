@@ -52,7 +52,8 @@ def _module_tree(relpath: str) -> ast.Module:
 
 
 def _defined(body: list[ast.stmt]) -> dict[str, ast.AST]:
-    """Names a module or class body defines: functions, classes, assignments, imports."""
+    """Names a module or class body defines: functions, classes, assignments, imports, and the names a literal
+    `__all__` declares (engine/__init__.py loads its API's names at their first use)."""
     names: dict[str, ast.AST] = {}
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -62,6 +63,8 @@ def _defined(body: list[ast.stmt]) -> dict[str, ast.AST]:
             for target in targets:
                 if isinstance(target, ast.Name):
                     names[target.id] = node
+                if isinstance(target, ast.Name) and target.id == "__all__" and isinstance(node.value, (ast.List, ast.Tuple)):
+                    names.update({e.value: node for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)})
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 names[(alias.asname or alias.name).split(".")[0]] = node

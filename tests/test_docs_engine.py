@@ -3,7 +3,7 @@
 Checked on the source with `ast`, nothing imported from the engine:
 - every repository path, dotted reference (`engine.x.y.name`), backticked `Class.attribute`, `function()` and
   `test_name` docs/engine.md names exists (the checkers of tests/test_design_doc.py);
-- every backticked short reference `module.name` (`sampling.greedy_stats`, `fastllama.LeanLlama.body`) names a
+- every backticked short reference `module.name` (`sampling.greedy_stats`, `passes.Pass.body`) names a
   module of engine/ and a name defined in it;
 - the `cuda_graphs` switch is described as `make_cache` decides it (on the CPU "off" runs the fast pass);
 - docs/measurements.md is the current state: at most 300 lines (the dated history is docs/journal.md), and it and
@@ -104,7 +104,7 @@ def test_the_short_reference_check_catches_a_stale_one():
         "pair.nothing",
         "sampling.greedy_everything",
     ]
-    fine = "`backend.choose_backend` `sampling.greedy_ids()` `fastllama.LeanLlama.body` `pair.eagle` `torch.compile` `draft_vocab.json`"
+    fine = "`backend.choose_backend` `sampling.greedy_ids()` `fastllama.LeanLlama.prepared` `pair.eagle` `torch.compile` `draft_vocab.json`"
     assert missing_short_references(fine) == []
 
 

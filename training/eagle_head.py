@@ -9,7 +9,8 @@ import torch.nn.functional as F
 
 from engine.formats import head_config
 from engine.model.eagle_head import fuse_features
-from engine.model.fastllama import rms_norm, rotate_half
+from engine.model.fastllama import rotate_half
+from engine.model.layer import norm
 
 
 class EagleHead(torch.nn.Module):
@@ -104,7 +105,7 @@ class EagleHead(torch.nn.Module):
     def _qkv(self, x, cos, sin):
         c = self.config
         b, t, _ = x.shape
-        h = rms_norm(x, self.input_layernorm, c["rms_norm_eps"])
+        h = norm(x, self.input_layernorm, c["rms_norm_eps"])
         q = self.q_proj(h).view(b, t, c["num_attention_heads"], c["head_dim"]).transpose(1, 2)
         k = self.k_proj(h).view(b, t, c["num_key_value_heads"], c["head_dim"]).transpose(1, 2)
         v = self.v_proj(h).view(b, t, c["num_key_value_heads"], c["head_dim"]).transpose(1, 2)
@@ -114,9 +115,9 @@ class EagleHead(torch.nn.Module):
         eps = self.config["rms_norm_eps"]
         b, t, _ = x.shape
         x = x + self.o_proj(a.transpose(1, 2).reshape(b, t, -1))
-        h = rms_norm(x, self.post_attention_layernorm, eps)
+        h = norm(x, self.post_attention_layernorm, eps)
         x = x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
-        return rms_norm(x, self.norm, eps)
+        return norm(x, self.norm, eps)
 
     def unrolled(self, token_embeds: torch.Tensor, features: torch.Tensor, positions: torch.Tensor, depths: int, noise: float = 0.0):
         """Training-time test. token_embeds (B, T, H) = embed(t_{p+1}), features (B, T, H) = f_p for entries p.

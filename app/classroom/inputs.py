@@ -7,12 +7,13 @@ from __future__ import annotations
 import hashlib
 import math
 import numbers
-import os
 import re
 import secrets
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
+
+from engine.formats import data_dir
 
 DB_NAME = "classes.sqlite3"
 CODE_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32: no I, L, O, U
@@ -47,14 +48,9 @@ class Limits:
 
 
 def default_data_dir() -> Path:
-    """$SPECLAB_DATA, else /data/speclab where /data is a writable directory (a Space's persistent storage),
-    else ~/.cache/speclab."""
-    if os.environ.get("SPECLAB_DATA"):
-        return Path(os.environ["SPECLAB_DATA"]).expanduser()
-    space = Path("/data/speclab")
-    if os.access(space, os.W_OK) or (not space.exists() and os.access(space.parent, os.W_OK)):
-        return space
-    return Path.home() / ".cache" / "speclab"
+    """The engine's data folder (engine/formats.py, `data_dir`: $SPECLAB_DATA, else a Space's /data/speclab, else the
+    cache folder), where the pass curves and goodput's state are kept too."""
+    return data_dir()
 
 
 # --- input checks: each returns the clean value or raises ClassroomError --------------------------------------

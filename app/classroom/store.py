@@ -1,6 +1,6 @@
 """The class-session store (issue 29): classes, students, predictions, revealed results and check answers.
 
-Standard library only (sqlite3; no streamlit, no torch), so the app, the tests and scripts/investigate/class_load.py share it.
+Standard library only (sqlite3; no streamlit, no torch), so the app, the tests and scripts/investigate/class_store_load.py share it.
 One SQLite file, `classes.sqlite3` under $SPECLAB_DATA (default: /data/speclab where /data is writable, as on a
 Space with persistent storage, else ~/.cache/speclab), in WAL mode: readers (30 students polling) never block the
 one writer, and a class survives a server restart because every call opens its own short connection and

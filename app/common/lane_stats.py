@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import statistics
 
+from engine.trace.rates import joined_decoding, ranking_rate
+
 # --- from traces to lanes ----------------------------------------------------------------------
 SUMMARY_KEYS = (
     "new_tokens",
@@ -59,26 +61,14 @@ def decode_fields(traces: list) -> dict:
     """Decoding apart from the prompt's pass, over one run (one trace, or batch-1 traces decoded one after another):
     time to first token (summed), tokens written by decode steps, the time they took, their rate, and the run's
     decode passes as [tokens per pass, draft depth, steps] (what app/lessons/retime.py re-prices on a GPU)."""
-    ttft = sum(t.summary.get("ttft_s") or 0.0 for t in traces)
-    decode_s = sum(t.summary["wall_s"] for t in traces) - ttft
-    tokens = sum(len(q.emitted) for t in traces for s in _decode_steps(t) for q in s.seqs)
     shapes: dict[tuple[int, int], int] = {}
     for step in (s for t in traces for s in _decode_steps(t)):
         shape = (int(step.tokens_per_pass), int(step.depth))
         shapes[shape] = shapes.get(shape, 0) + 1
-    return {
-        "ttft_s": ttft,
-        "decode_s": decode_s,
-        "decode_tokens": tokens,
-        "decode_tokens_per_s": tokens / decode_s if tokens and decode_s > 0 else None,
-        "passes": [[n, k, c] for (n, k), c in sorted(shapes.items())],
-    }
+    return joined_decoding(traces) | {"passes": [[n, k, c] for (n, k), c in sorted(shapes.items())]}
 
 
-def decode_rate(stats: dict) -> float:
-    """The rate a lane or cell is ranked and compared by: decoding alone, else (a run with no decode step) whole-run."""
-    rate = stats.get("decode_tokens_per_s")
-    return rate if rate is not None else stats["tokens_per_s"]
+decode_rate = ranking_rate  # the engine's one rule (engine/trace/rates.py), under the name the lessons read
 
 
 def _mean_ms(steps: list, field: str) -> float | None:
@@ -128,7 +118,7 @@ def lane_of_runs(traces: list) -> dict:
     """Repeats of one contender as one lane: the median run's lane (by decoding-alone tokens/s), every run's
     decoding-alone tokens/s and every run's whole-run tokens/s (prefill included)."""
     lanes = [lane(t) for t in traces]
-    rates = [decode_rate(x | x["summary"]) for x in lanes]
+    rates = [ranking_rate(x | x["summary"]) for x in lanes]
     whole = [t.summary["tokens_per_s"] for t in traces]
     return lanes[median_index(rates)] | {"decode_tokens_per_s_runs": spread(rates), "tokens_per_s_runs": spread(whole)}
 

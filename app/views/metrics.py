@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import statistics
 
-from app.common.lane_stats import decode_rate
 from app.common.verdict import MIN_GAP, Verdict, judge
 from engine.costs import expected_speedup, expected_tokens_per_step, operations_factor
+from engine.trace.rates import ranking_rate
 
 from .safe import md_text
 from .tokens import first_differences
@@ -299,7 +299,7 @@ def round_rates(ar, spec) -> dict:
     """One round (a plain lane, then a speculative one) as its four rates in tokens/s: each lane decoding alone (the
     prompt's pass apart; a trace that did not time it apart: its whole run) and over the whole run."""
     a, s = ar.summary, spec.summary
-    return {"ar_decode": decode_rate(a), "spec_decode": decode_rate(s), "ar_whole": a["tokens_per_s"], "spec_whole": s["tokens_per_s"]}
+    return {"ar_decode": ranking_rate(a), "spec_decode": ranking_rate(s), "ar_whole": a["tokens_per_s"], "spec_whole": s["tokens_per_s"]}
 
 
 def speed_verdict(rounds: list[dict]) -> Verdict:

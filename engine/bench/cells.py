@@ -8,6 +8,7 @@ import statistics
 from engine.config import DecodeConfig
 from engine.decoding.decode import generate
 from engine.model.pair import ModelPair
+from engine.trace.rates import joined_decoding, ranking_rate
 from engine.trace.records import summarize
 
 
@@ -25,7 +26,8 @@ class _Run:
         new_tokens = sum(t.summary["new_tokens"] for t in traces)
         wall = sum(t.summary["wall_s"] for t in traces)
         self.summary = summarize(self.steps, new_tokens, wall, first["device"], first["dtype"], traces[0].config["mode"] == "speculative")
-        self.summary.update(_decode_timing(traces))  # each trace's own prefill apart, not only the first one's
+        joined = joined_decoding(traces)  # each trace's own prefill apart, not only the first one's
+        self.summary.update(ttft_s=joined["ttft_s"], decode_tokens_per_s=joined["decode_tokens_per_s"])
         self.prompt_rates = [t.summary["tokens_per_s"] for t in traces]  # per prompt when decoded one at a time
         # What else the machine ran meanwhile (engine/loadmeter.py): mean cores other processes kept busy over
         # the lane's timed windows, and the highest 1-minute load average at a trace's end (None: not recorded).
@@ -33,20 +35,6 @@ class _Run:
         self.other_cores = sum(other) / wall if wall and all(o is not None for o in other) else None
         loads = [t.summary.get("load_avg") for t in traces if t.summary.get("load_avg") is not None]
         self.load_avg = max(loads) if loads else None
-
-
-def _decode_timing(traces) -> dict:
-    """Decoding apart from prefill over traces decoded one after another: their prefills summed as time to first
-    token, the tokens written after each trace's first over the time after it."""
-    ttft = sum(t.summary.get("ttft_s") or 0.0 for t in traces)
-    decode_s = sum(t.summary["wall_s"] for t in traces) - ttft
-    tokens = sum(len(q.emitted) for t in traces for st in t.steps if st.kind == "decode" for q in st.seqs)
-    return {"ttft_s": ttft, "decode_tokens_per_s": tokens / decode_s if tokens and decode_s > 0 else None}
-
-
-def _rate(summary: dict) -> float:
-    """Decoding alone where the run timed it, else the whole run."""
-    return summary["decode_tokens_per_s"] if summary.get("decode_tokens_per_s") else summary["tokens_per_s"]
 
 
 def _one_run(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, sequential: bool) -> _Run:
@@ -77,15 +65,15 @@ def run_cells(pair: ModelPair, prompts: list[str], cfgs: list[DecodeConfig], rep
 def _cell_stats(runs: list[_Run]) -> dict:
     # each prompt's median rate over the repeats (one entry for a batched run)
     prompt_rates = [_median(list(rates)) for rates in zip(*(r.prompt_rates for r in runs))]
-    rounds = [_rate(t.summary) for t in runs]  # every repeat's rate, in the order run (paired round by round)
-    runs = sorted(runs, key=lambda t: _rate(t.summary))
+    rounds = [ranking_rate(t.summary) for t in runs]  # every repeat's rate, in the order run (paired round by round)
+    runs = sorted(runs, key=lambda t: ranking_rate(t.summary))
     mid = runs[len(runs) // 2]
     s = mid.summary
     decode_steps = [st for st in mid.steps if st.kind == "decode"]
     step_ms = sum(st.step_ms for st in decode_steps)
     return {
         "tokens_per_s": _median([t.summary["tokens_per_s"] for t in runs]),
-        "decode_tokens_per_s": _median([_rate(t.summary) for t in runs]),
+        "decode_tokens_per_s": _median([ranking_rate(t.summary) for t in runs]),
         "decode_tokens_per_s_runs": rounds,
         "ttft_s": s["ttft_s"],
         "new_tokens": s["new_tokens"],

@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from engine.bench.cells import _median, run_cell, run_cells  # noqa: F401 (run_cell, run_cells: the API)
+from engine.bench.cells import _median, run_cells
 from engine.bench.prompts import batch_prompts, prompt_set_list
 from engine.config import DecodeConfig
 from engine.costs import expected_speedup

@@ -181,11 +181,11 @@ class Decoder:
             logits, hidden = self.target_pass(verify_ids, draft)  # (B, k+1, vocab), features (B, k+1, F) or None
 
         # 3. accept: the longest matching prefix/path (greedy) or accept/resample, then the target's own token
-        path = None  # a tree's accepted path, as verify columns (B, D+1)
+        path, rule = None, (cfg.greedy, cfg.temperature, cfg.top_p, self.generator, self.backend)  # the run's backend
         if draft is not None and draft.tree is not None:
-            num_accepted, next_ids, p_chosen, path = verify_tree(logits, draft.tree, cfg.greedy, cfg.temperature, cfg.top_p, self.generator)
+            num_accepted, next_ids, p_chosen, path = verify_tree(logits, draft.tree, *rule)  # path: verify columns (B, D+1)
         else:
-            num_accepted, next_ids, p_chosen = verify(logits, draft, cfg.greedy, cfg.temperature, cfg.top_p, self.generator)
+            num_accepted, next_ids, p_chosen = verify(logits, draft, *rule)
         records = self.append(draft, num_accepted, next_ids, p_chosen, path)
         wasted = self.wasted_flops(draft, num_accepted, past_lengths)
 

@@ -53,7 +53,7 @@ import time
 from dataclasses import dataclass, field
 
 from engine.decoding import warmstart
-from engine.decoding.chain_value import best_depth, expected_tokens
+from engine.decoding.chain_value import best_depth, expected_tokens, step_rate
 from engine.decoding.tree_value import Calibration, calibrated_paths, chain_drafts, depth_gains, tree_drafts
 from engine.loadmeter import LoadMeter
 
@@ -72,7 +72,7 @@ REMEMBER_STEPS = 8  # the warm-start store gets a copy of the state every this m
 # A run beside other work learnt the machine's load, not its costs: when other processes kept more than BUSY_CORES
 # cores busy on average from the policy's start to its run's last step, what it learnt stays in this process's memory
 # but is not written for the next process (the last quiet run's file stays; why: docs/engine.md, "goodput from the
-# first run"). Runs shorter than LOAD_MIN_S are too short to judge (CPU time counts in 10 ms ticks): quiet.
+# first run"). Runs shorter than LOAD_MIN_S are too short to judge (CPU time counts in scheduler ticks): quiet.
 BUSY_CORES = 0.5
 LOAD_MIN_S = 0.25
 
@@ -189,8 +189,7 @@ class GoodputDepth:
     def _fade_stale_sizes(self, tokens: int) -> None:
         """A size not run in this process for REFRESH_STEPS decode steps fades back to the curve's shape (its log
         factor shrinks by SHAPE_WEIGHT a step). Otherwise a factor learnt from a few noisy passes lasts for ever: the
-        size it prices dear is never chosen, so never measured again. Seen on the 2-core EPYC: 4 tokens priced 1.16x
-        the curve and 5 tokens 0.82x, where the run's own chains measured 9.6 and 10.1 ms (docs/journal.md, 2026-12-04)."""
+        size it prices dear is never chosen, so never measured again (an example: docs/journal.md, "Code history moved out of engine/")."""
         self._ran[tokens] = self.observed
         for t in self.verify_ratio:
             if t and self.observed - self._ran.get(t, -REFRESH_STEPS) >= REFRESH_STEPS:
@@ -204,8 +203,8 @@ class GoodputDepth:
     def explore_draft_ms(self, batch: int) -> float | None:
         """What drafting costs a step that follows plain steps (an exploring chain): measured per row at the nearest
         batch size, times this batch; None before any. It holds the catch-up (the drafter reads every token the plain
-        steps emitted, and a run's first draft the prompts too): at batch 16 on the 2-core EPYC 25-85 ms against
-        ~7 ms for the same chain of 1 drafted step after step (docs/engine.md, "goodput")."""
+        steps emitted, and a run's first draft the prompts too), several times what the same chain costs drafted step
+        after step (docs/engine.md, "goodput")."""
         return self._nearest(self.explore_ms, batch) * batch if self.explore_ms else None
 
     def tree_draft(self, batch: int, depth: int) -> float:
@@ -233,7 +232,7 @@ class GoodputDepth:
         for d in range(1, depth + 1):
             cost = self.tree_draft(batch, d) + fixed
             for n, (g, v) in enumerate(zip(self.tree_curve(d), verify), start=1):
-                rate = (batch + batch * g) / (v + cost)
+                rate = step_rate(batch + batch * g, v, cost)  # cost: the tree's drafting and its fixed time
                 if rate > best[2]:
                     best = (d, n, rate)
         return best
@@ -260,7 +259,7 @@ class GoodputDepth:
     def best_cut(self, batch: int, gain, draft_ms: float) -> tuple[int, float]:
         """(n, expected tokens per ms) maximising (batch + gain[n - 1]) / (verify_ms(batch * (n + 1)) + draft_ms + fixed)."""
         cost = draft_ms + self._tree_fixed()
-        rates = [(batch + g) / (v + cost) for g, v in zip(gain, self.verify_row(batch))]
+        rates = [step_rate(batch + g, v, cost) for g, v in zip(gain, self.verify_row(batch))]
         n = max(range(len(rates)), key=rates.__getitem__)
         return n + 1, rates[n]
 

@@ -5,7 +5,7 @@ pass is memory- or overhead-bound, then rising once it is compute-bound. The loa
 (engine/decoding/policies.py) read it to price a verify pass of batch x (k + 1) tokens before they choose k.
 
 It is measured, never assumed: the first time a policy needs it for a (machine, model, dtype, threads)
-it is timed (5-20 s on a 2-core CPU: 1..17 tokens one by one, then up to 256; batch 1, a 128-token
+it is timed (seconds on a CPU: 1..17 tokens one by one, then up to 256; batch 1, a 128-token
 context, the fastest of 3 interleaved sweeps of 2 passes each) and
 cached as JSON (`curves_dir()`: $SPECLAB_DATA/pass_curves/, else a Space's persistent storage
 /data/speclab/pass_curves/ where /data is writable, else $SPECLAB_CACHE/pass_curves/), so later runs, and a
@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import statistics
 import threading
 from bisect import bisect_left
@@ -30,19 +29,18 @@ import torch
 
 from engine.config import DecodeConfig
 from engine.costs import ModelCosts
-from engine.formats import cache_dir
+from engine.formats import data_dir
 from engine.hardware import StepTimer, device_name
 from engine.model.backend import pass_key
 from engine.model.pair import ModelPair
 from engine.model.static_cache import StaticRaggedCache, make_cache
 
 # Every count up to 17 (a batch-1 verify of depth 0..16), then coarser: CPU GEMM kernels change at small
-# row counts (measured on a 2-core Xeon in float32: 3 tokens 38 ms, 4 tokens 67 ms), so no interpolation there.
+# row counts (a jump between neighbouring sizes: docs/journal.md, "Code history moved out of engine/"), so no interpolation there.
 CURVE_TOKENS = tuple(range(1, 18)) + (20, 24, 32, 48, 64, 96, 128, 192, 256)
 CURVE_CONTEXT = 128
 CURVE_FORMAT = "speclab.pass_curve/2"  # /2: interleaved sweeps (`measure_curve`); a /1 curve is measured again
 CURVE_SWEEPS = 3
-SPACE_DATA = Path("/data")  # a Hugging Face Space's persistent storage, where the Space has it
 _memory: dict[str, PassCurve] = {}
 _lock = threading.Lock()
 
@@ -101,10 +99,9 @@ def _grid(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT) -> tuple[int,
 def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repeats: int = 2, sweeps: int = CURVE_SWEEPS) -> PassCurve:
     """Time the target's passes now (engine.decoding.passcurve.pass_costs at batch 1): `sweeps` sweeps over every
     size, `repeats` timed passes of each size per sweep, each size's fastest over all of them. The sweeps interleave
-    the sizes in time, so a burst of other work lifts a few passes of one sweep, not a whole range of sizes: timed
-    in one sweep (3 repeats of a size back to back) while other sessions loaded the 2-core EPYC, a curve read 2.8x
-    the one-token pass and 10x a 64-token one (22.8 against 8.2 ms, 496 against 46 ms; 2026-12-03), and goodput,
-    which prices the sizes it never runs from the curve's shape, took speculation at batch 16 for hopeless."""
+    the sizes in time, so a burst of other work lifts a few passes of one sweep, not a whole range of sizes (timed
+    in one sweep under load, a curve's shape was wrong enough that goodput, which prices the sizes it never runs
+    from it, took speculation at batch 16 for hopeless: docs/journal.md, "Code history moved out of engine/")."""
 
     tokens = _grid(pair, tokens, context)
     ms = [float("inf")] * len(tokens)
@@ -125,16 +122,9 @@ def measure_curve(pair, tokens=CURVE_TOKENS, context: int = CURVE_CONTEXT, repea
 
 
 def curves_dir() -> Path:
-    """Where measured curves are kept: $SPECLAB_DATA/pass_curves, else /data/speclab/pass_curves where /data is
-    writable (a Space's persistent storage: it survives restarts, the container's own disk does not, and a
-    curve costs 10-20 s to measure), else $SPECLAB_CACHE/pass_curves. (The class store uses the same
-    $SPECLAB_DATA and /data/speclab.)"""
-    if os.environ.get("SPECLAB_DATA"):
-        return Path(os.environ["SPECLAB_DATA"]).expanduser() / "pass_curves"
-    space = SPACE_DATA / "speclab"
-    if os.access(space, os.W_OK) or (not space.exists() and SPACE_DATA.is_dir() and os.access(SPACE_DATA, os.W_OK)):
-        return space / "pass_curves"
-    return cache_dir() / "pass_curves"
+    """Where measured curves are kept: pass_curves in the data folder (engine/formats.py, `data_dir`: a curve takes
+    seconds to measure, so a Space keeps it across restarts), as the class store and goodput's state are."""
+    return data_dir() / "pass_curves"
 
 
 def pass_curve(pair, refresh: bool = False) -> PassCurve:

@@ -4,8 +4,8 @@ A policy sees the live load (active batch size) and the run so far, and returns 
 `fixed` always speculates `depth`; `off_above_batch` is the classic load rule: speculation switches off
 while more than N sequences are in flight, because then the target's pass is already full of real
 tokens and draft tokens only push it past the ridge point into compute-bound territory. It is what
-vLLM's V0 engine offered as `--speculative-disable-by-batch-size` (a no-op since v0.10, removed in
-February 2026, vllm-project/vllm PR #35060); today's engines set draft length per batch-size range
+vLLM's V0 engine offered as `--speculative-disable-by-batch-size` (a no-op since v0.10, since removed:
+https://github.com/vllm-project/vllm/pull/35060); today's engines set draft length per batch-size range
 instead (vLLM `num_speculative_tokens_per_batch_size`, TensorRT-LLM `draft_len_schedule`).
 `heuristic` adapts depth to acceptance, as transformers' assisted generation does ("heuristic"
 schedule): +2 after a step whose drafts were all accepted, -1 (not below 1) after a rejection, so a
@@ -29,14 +29,7 @@ from typing import Protocol
 
 from engine.config import MAX_DEPTH, DecodeConfig, PolicyKind
 from engine.decoding import warmstart
-from engine.decoding.goodput import (  # noqa: F401  (re-exported: the policies' one import place)
-    EXPLORE_STEPS,
-    PRIOR_ACCEPTANCE,
-    REFRESH_STEPS,
-    GoodputDepth,
-    best_depth,
-    expected_tokens,
-)
+from engine.decoding.goodput import PRIOR_ACCEPTANCE, GoodputDepth, best_depth
 from engine.drafters.calibration import shipped_acceptance
 
 

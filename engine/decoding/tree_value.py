@@ -95,8 +95,8 @@ def tree_value(tree, calibration: Calibration) -> tuple[list[list[float]], list[
 
 
 # Pricing runs in plain Python on host lists: a tree is a few dozen numbers a row, priced every step, right after a
-# pass has streamed the weights through the caches. There, on the 2-core EPYC, numpy's version of these two took
-# ~500 us a 32-node tree and torch's ~800; this one ~170 (scripts/investigate/goodput_overhead.py).
+# pass has streamed the weights through the caches, where plain Python beats numpy's and torch's versions of these
+# two (scripts/investigate/goodput_overhead.py; docs/journal.md, "Code history moved out of engine/").
 def calibrated_paths(tree, calibration: Calibration) -> list[list[float]]:
     """(B, N): each node's calibrated chance that its whole path is accepted (a product down the path)."""
     factors = calibration.factors()

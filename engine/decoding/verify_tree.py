@@ -29,7 +29,6 @@ from __future__ import annotations
 import torch
 
 from engine.drafters.tree import DraftTree
-from engine.model import backend
 from engine.sampling import greedy_ids, probs_from_logits, sample
 
 
@@ -106,15 +105,16 @@ def accept_tree_sampling(tree: DraftTree, target_probs: torch.Tensor, generator)
     return num_accepted, next_ids, path
 
 
-def verify_tree(logits: torch.Tensor, tree: DraftTree, greedy: bool, temperature: float, top_p: float, generator):
+def verify_tree(logits: torch.Tensor, tree: DraftTree, greedy: bool, temperature: float, top_p: float, generator, backend=None):
     """Step 3 for a tree draft. logits (B, N+1, vocab) of the verify pass over [last, node_1..node_N].
 
     Returns num_accepted (B,), next_ids (B,), p_chosen (B, N+1): the target's p of each node's token after
-    its parent and, last, of the next token after the accepted path (at T = 1 when greedy), and path (B, D+1)."""
+    its parent and, last, of the next token after the accepted path (at T = 1 when greedy), and path (B, D+1).
+    backend: the run's (engine/model/backend.Backend; `Backend.logit_stats` on "native", else torch's way)."""
     batch, device = logits.shape[0], logits.device
     rows = torch.arange(batch, device=device)
     if greedy:
-        native = backend.logit_stats(logits)  # every column's argmax and normaliser in one call
+        native = backend.logit_stats(logits) if backend is not None else None  # every column's argmax and normaliser
         num_accepted, next_ids, path = accept_tree_greedy(tree, logits, native[0] if native is not None else None)
         cols = torch.cat([tree.parent_columns, path.gather(1, num_accepted[:, None])], dim=1)  # (B, N+1)
         tokens = torch.cat([tree.tokens, next_ids[:, None]], dim=1)

@@ -10,7 +10,9 @@ the next process (a CLI run, a restarted app) starts where the last quiet run st
 
 The key is everything that state depends on: the target, the drafter, dtype and device, the pass-cost curve it
 is measured against (its `key`: machine, model, dtype, threads, torch), the shape settings (depth, tree
-nodes, tree top-k) and the batch's log2 bucket (`batch_bucket`: what batch 32 learnt never steers batch 1).
+nodes, tree top-k), the batch's log2 bucket (`batch_bucket`: what batch 32 learnt never steers batch 1) and the
+version of the rule that prices a step (engine/decoding/chain_value.py, `PRICE_VERSION`: what was learnt under
+another pricing is not read back).
 In memory the store is bounded (the MAX_ENTRIES most recently used keys), guarded by a lock
 (the app serves several sessions from one process; runs take turns at the model, but a page may read while
 another writes), and holds deep copies both ways, so no run ever shares a live object with another.
@@ -38,6 +40,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from engine.checks import Checker, notice
+from engine.decoding.chain_value import PRICE_VERSION
 
 MAX_ENTRIES = 32
 STATE_FORMAT = "speclab.goodput_state/4"  # /2: keyed by the batch's log2 bucket too; /3: explore_ms; /4: trees per depth
@@ -61,10 +64,11 @@ def batch_bucket(batch: int) -> int:
 def policy_key(pair, cfg, curve, batch: int = 1) -> tuple:
     """What a goodput policy's learnt state depends on (see the module docstring), for a run of `batch` rows: its
     log2 bucket, because the costs learnt at one load mislead another (a state learnt at batch 32, where verify
-    passes are dear and drafting rarely pays, made a warm batch-1 run choose plain; issue 42)."""
+    passes are dear and drafting rarely pays, made a warm batch-1 run choose plain)."""
     drafter = {"eagle": pair.eagle_name, "model": pair.draft_name}.get(cfg.drafter, cfg.drafter)
     shape = (cfg.depth, cfg.tree_nodes, cfg.tree_topk)
-    return (pair.target_name, cfg.drafter, drafter, pair.dtype_name, str(pair.device), curve.key, *shape, batch_bucket(batch))
+    price = f"price/{PRICE_VERSION}"  # learnt under another pricing of a step (chain_value.step_rate): not this one's
+    return (pair.target_name, cfg.drafter, drafter, pair.dtype_name, str(pair.device), curve.key, *shape, batch_bucket(batch), price)
 
 
 def recall(key: tuple) -> dict | None:
@@ -95,7 +99,7 @@ def remember(key: tuple, state: dict, durable: bool = False) -> None:
 
 
 def _copy(state: dict) -> dict:
-    """A deep copy of a state (plain dicts, lists, tuples and numbers): a pickle round trip, ~8x quicker than
+    """A deep copy of a state (plain dicts, lists, tuples and numbers): a pickle round trip, much quicker than
     copy.deepcopy on goodput's state, which a run keeps every REMEMBER_STEPS decode steps."""
     return pickle.loads(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
 

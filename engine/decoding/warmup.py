@@ -1,4 +1,4 @@
-"""Capture a configuration's CUDA graphs at load, before any timed run (issue 30, item 5).
+"""Capture a configuration's CUDA graphs at load, before any timed run.
 
 `warm_graphs(pair, prompts, cfg)` decodes once, untimed: every shape bucket that run meets is queued in
 the model pair's graph pool (engine/model/graph_pool.py), then captured at once, largest bucket first,

@@ -64,14 +64,17 @@ class Draft:
         return replace(self, ids=tree.tokens, q_x=tree.q, valid=self.valid[:, :n], tree=tree)
 
 
-def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float, generator, vocab: torch.Tensor | None, vocab_size: int):
+def choose_tokens(
+    logits: torch.Tensor, temperature: float, top_p: float, generator, vocab: torch.Tensor | None, vocab_size: int, backend=None
+):
     """One draft token per row from the drafter's logits (B, C), which score `vocab` (None: the whole vocabulary).
 
     Returns (token ids (B,), q of each chosen token (B,), q over the whole vocabulary (B, vocab_size) when
     sampling, else None). Greedy: q of the argmax at T = 1 (shown in the trace) without a full softmax.
-    With a reduced vocabulary q is 0 outside it, which Algorithm 1 needs to stay exact."""
+    With a reduced vocabulary q is 0 outside it, which Algorithm 1 needs to stay exact. backend: the drafter's cache's
+    (the run's, engine/model/backend.Backend), for greedy statistics."""
     if temperature == 0:
-        local, logz = greedy_stats(logits)  # (B,) each
+        local, logz = greedy_stats(logits, backend)  # (B,) each
         q_x = torch.exp(logits.gather(1, local[:, None]).squeeze(1).float() - logz)
         q_full = None
     else:

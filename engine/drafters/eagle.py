@@ -9,6 +9,7 @@ import torch
 from engine.config import ConfigError
 from engine.drafters.base import ConfidenceGate, Draft, Verified, choose_tokens
 from engine.drafters.tree import grow_tree
+from engine.model.prepared import form_of
 from engine.model.static_cache import make_cache
 
 
@@ -44,7 +45,7 @@ class EagleDrafter:
     def __init__(self, runner, device: torch.device, costs, pad_id: int, cfg=None, backend=None):
         self.runner = runner
         self.cache = make_cache(None, device, costs, cfg, runner=runner, backend=backend)  # the run's backend (engine/model/backend.py)
-        runner.native = self.cache.backend.native  # the head's own products natively where the target's are
+        self.form = form_of(self.cache.backend.name)  # the head's own products natively where the target's are
         self.pad_id = pad_id
         self.vocab = runner.vocab  # (C,) token ids the head scores
         self.vocab_size = runner.config.vocab_size
@@ -60,7 +61,7 @@ class EagleDrafter:
         """hidden (B, W, H): the target's features over the left-padded prompts (as its prefill padded them).
         Entries 0..L-2 pair f_i with t_{i+1}; f_{L-1} waits for the target's first token. The entries are read
         into the cache at the first draft, not here: a run whose policy never drafts (goodput at a large batch)
-        does not pay for them (at batch 16 ~33 ms, ~2% of a 48-token run on the 2-core EPYC, 2026-12-02)."""
+        does not pay for them (a few per cent of a short run at batch 16: docs/journal.md, "Code history moved out of engine/")."""
         self.unread = ([s[1:] for s in sequences], hidden[:, :-1])
         self.pending = hidden[:, -1:]
         self.pending_valid = torch.ones(hidden.shape[0], 1, dtype=torch.bool, device=hidden.device)
@@ -112,8 +113,8 @@ class EagleDrafter:
             return self.propose_tree(feature, depth, cfg, fed)
         gate = ConfidenceGate(batch, cfg.confidence_threshold, device)
         for i in range(depth):
-            logits = self.runner.project(feature)  # (B, C): over the reduced vocabulary
-            token = gate.add(*choose_tokens(logits, cfg.temperature, cfg.top_p, generator, self.vocab, self.vocab_size))
+            logits = self.runner.project(feature, self.form)  # (B, C): over the reduced vocabulary
+            token = gate.add(*choose_tokens(logits, cfg.temperature, cfg.top_p, generator, self.vocab, self.vocab_size, self.cache.backend))
             if gate.done or i == depth - 1:
                 break
             feature = self.cache.forward(token[:, None], logits_to_keep=1, features=feature[:, None])[:, -1]
@@ -130,10 +131,10 @@ class EagleDrafter:
 
         def feed(tokens, positions, attend, parent_g):
             g = self.cache.forward_tree(tokens, positions, attend, features=parent_g)  # (B, k, H)
-            return self.runner.project(g), g  # logits (B, k, C) over the reduced vocabulary
+            return self.runner.project(g, self.form), g  # logits (B, k, C) over the reduced vocabulary
 
         root_g = feature[:, None].expand(feature.shape[0], k, feature.shape[-1])  # (B, k, H)
-        tree = grow_tree(self.cache, self.runner.project(feature), depth, cfg, self.vocab, feed, root_g)
+        tree = grow_tree(self.cache, self.runner.project(feature, self.form), depth, cfg, self.vocab, feed, root_g)
         self.pending = self.pending_valid = None
         self.drafted = k * (depth - 1)  # tree entries now in the cache, dropped again in `commit`
         return Draft(

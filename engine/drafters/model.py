@@ -70,7 +70,7 @@ class ModelDrafter:
             return self.propose_tree(logits, depth, cfg, fed)
         gate = ConfidenceGate(len(sequences), cfg.confidence_threshold, self.cache.device)
         for i in range(depth):
-            token = gate.add(*choose_tokens(logits, cfg.temperature, cfg.top_p, generator, self.vocab, self.vocab_size))
+            token = gate.add(*choose_tokens(logits, cfg.temperature, cfg.top_p, generator, self.vocab, self.vocab_size, self.cache.backend))
             if gate.done or i == depth - 1:
                 break
             logits = self.cache.forward(token[:, None], logits_to_keep=1)[:, -1]  # (B, C)

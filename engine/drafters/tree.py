@@ -22,8 +22,6 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.model import backend
-
 
 @dataclass
 class DraftTree:
@@ -134,8 +132,9 @@ def kept_parents(parents: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
 class TreeBuilder:
     """Candidates of one draft step for a batch: ids are assigned in creation order (level by level)."""
 
-    def __init__(self, topk: int, budget: int, temperature: float, vocab: torch.Tensor | None):
+    def __init__(self, topk: int, budget: int, temperature: float, vocab: torch.Tensor | None, backend=None):
         self.topk, self.budget = topk, budget
+        self.backend = backend  # the run's (engine/model/backend.Backend): a "native" run's children in one kernel call
         self.temperature = temperature or 1.0  # greedy runs rank by q at T = 1
         self.vocab = vocab  # (C,) token ids the drafter's logits score (None: the whole vocabulary)
         self.tokens, self.parents, self.logq, self.scores, self.depths = [], [], [], [], []
@@ -145,7 +144,7 @@ class TreeBuilder:
         """logits (B, F, C) after each of F frontier nodes -> top-k children, recorded as candidates.
         Returns their candidate ids (B, F*k) and scores (B, F*k)."""
         batch, width, _ = logits.shape
-        native = backend.topk_logq(logits, self.topk, self.temperature)  # one call; ~4x faster than torch's ops here
+        native = self.backend.topk_logq(logits, self.topk, self.temperature) if self.backend is not None else None
         if native is None:
             native = torch.log_softmax(logits.float() / self.temperature, dim=-1).topk(self.topk, dim=-1)
         top, local = native  # (B, F, k) log q and ids, best first
@@ -217,7 +216,7 @@ def grow_tree(
     node hands its children (the EAGLE head's guessed features); `carry` is the root's, per frontier slot.
     The k * (depth - 1) tree entries stay in the cache for the drafter to drop after verification."""
     k = cfg.tree_topk
-    builder = TreeBuilder(k, cfg.tree_nodes, cfg.temperature, vocab)
+    builder = TreeBuilder(k, cfg.tree_nodes, cfg.temperature, vocab, cache.backend)
     frontier = builder.root(root_logits)
     batch, device = root_logits.shape[0], root_logits.device
     context, start = cache.valid, cache.lengths  # (B, W0), (B,): the cache before the tree

@@ -7,11 +7,12 @@
 | "fused" | one QKV and one gate-up product per layer, torch ops (engine/model/fastpass.py) | static | a CPU without the kernels |
 | "native" | "fused", each layer of a small pass one call into SpecLab's C kernels (cpukernels.py) | static | the CPU |
 | "cuda_graphs" | the lean forward's passes captured as CUDA graphs and replayed (engine/model/graphs.py) | static | - (opt-in) |
+| "cuda_graphs_static", "cuda_graphs_padded" | "cuda_graphs"'s passes run eagerly, exact or padded to the graph buckets | static | - |
 
 `choose_backend(device, requested, cuda_graphs)` makes the choice from `DecodeConfig.backend` ("auto": the
-device's default above) and `DecodeConfig.cuda_graphs`, which stays as it was: "auto" asks for "cuda_graphs"
-where the device is CUDA (and leaves the default elsewhere), "static" and "padded" run the "cuda_graphs"
-backend's passes eagerly (exact windows, or padded to the graph buckets: what a graph replays, on any device).
+device's default above), the one knob. `DecodeConfig.cuda_graphs` is its deprecated alias, mapped here: "static"
+and "padded" are "cuda_graphs_static" and "cuda_graphs_padded" (what a graph replays, run eagerly, on any device);
+"auto" asks for "cuda_graphs" where the device is CUDA (and leaves the default elsewhere, saying why).
 An explicit backend the device cannot run is a one-line ConfigError. Per model (`Backend.for_model`): a model
 the lean forward does not cover runs "transformers"; a draft tree under "cuda_graphs" runs "torch"
 (`Backend.for_tree`).
@@ -19,9 +20,11 @@ the lean forward does not cover runs "transformers"; a draft tree under "cuda_gr
 This module is the only one that reads the environment about passes: SPECLAB_BACKEND (one of the names, or
 "auto") stands in for "auto". The variables it replaced (SPECLAB_FAST, SPECLAB_LEAN, SPECLAB_NATIVE) are still
 read here, mapped, with a one-line deprecation note. A backend named by SPECLAB_BACKEND other than "native" also
-keeps the kernels unloaded for the small operations outside the pass (`logit_stats`, `topk_logq`: greedy
-verification's argmax and normaliser, a draft tree's children), which otherwise use them wherever they load:
-SPECLAB_BACKEND=fused is what a CPU without the kernels runs.
+keeps the kernels unloaded: SPECLAB_BACKEND=fused is what a CPU without the kernels runs. The small operations
+outside the pass (`Backend.logit_stats`, `Backend.topk_logq`: greedy verification's argmax and normaliser, a draft
+tree's children) are the run's backend's: natively on "native", torch's way on every other backend. A run's
+backend is chosen once and handed down (the decode loop to its caches, drafters, verification and trees); nothing
+below reads the environment again.
 """
 
 from __future__ import annotations
@@ -31,13 +34,13 @@ import sys
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from engine.config import BackendKind, ConfigError, GraphMode
 from engine.model import cpukernels
 from engine.model.fastllama import supports
 
-BACKENDS = tuple(kind.value for kind in BackendKind if kind is not BackendKind.AUTO)  # transformers, torch, fused, native, cuda_graphs
+BACKENDS = tuple(kind.value for kind in BackendKind if kind is not BackendKind.AUTO)  # every name DecodeConfig.backend takes
+EAGER_GRAPHS = {"cuda_graphs_static": "static", "cuda_graphs_padded": "padded"}  # names of the graph backend run eagerly
 OVERRIDE = "SPECLAB_BACKEND"
 _LEGACY_FAST = {"0": "torch", "off": "torch", "eager": "fused", "native": "native"}
 _warned: set[str] = set()
@@ -67,10 +70,16 @@ class Backend:
     def native(self) -> bool:
         return self.name == "native"
 
-    @property
-    def cache_mode(self) -> str:
-        """StaticRaggedCache's mode: "fused", "native", or the graph mode."""
-        return self.graph_mode if self.name == "cuda_graphs" else self.name
+    def logit_stats(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """On the "native" backend cpukernels.logit_stats (each row's argmax and log-sum-exp in one call), else None:
+        the caller then takes torch's way (engine/sampling.py, greedy_stats). The run's backend decides, never the
+        process's environment: a "fused" run takes no kernel."""
+        return cpukernels.logit_stats(logits) if self.native else None
+
+    def topk_logq(self, logits: torch.Tensor, k: int, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """On the "native" backend cpukernels.topk_logq (a draft tree's children: each row's top k and their log q in one
+        call), else None: the caller then takes torch's way (engine/drafters/tree.py)."""
+        return cpukernels.topk_logq(logits, k, temperature) if self.native else None
 
     def for_model(self, model, runner=None) -> Backend:
         """This backend for one model: "transformers" where the lean forward does not cover it (a ConfigError for the
@@ -159,15 +168,18 @@ def lean_default() -> bool:
 
 def choose_backend(device, requested: str = "auto", cuda_graphs: str = "off") -> Backend:
     """The backend a run on `device` uses: `requested` (DecodeConfig.backend; "auto": SPECLAB_BACKEND, else the device's
-    default) with `cuda_graphs` (DecodeConfig.cuda_graphs) as the module docstring says."""
+    default), with `cuda_graphs` (DecodeConfig.cuda_graphs, the deprecated alias) mapped as the module docstring says."""
     device = torch.device(device)
     if requested not in BACKENDS + ("auto",):
         raise ConfigError(f"backend must be auto or one of {', '.join(BACKENDS)}; got {requested!r}")
-    if cuda_graphs in (GraphMode.STATIC.value, GraphMode.PADDED.value):  # explicit: it wins over the environment's choice
-        if requested not in ("auto", "cuda_graphs"):
+    if cuda_graphs in (GraphMode.STATIC.value, GraphMode.PADDED.value):  # the deprecated alias of the eager graph backends
+        if requested not in ("auto", "cuda_graphs", "cuda_graphs_" + cuda_graphs):
             raise ConfigError(f"cuda_graphs={cuda_graphs!r} runs the cuda_graphs backend eagerly; it cannot go with backend={requested!r}")
-        return Backend("cuda_graphs", device, cuda_graphs, f"cuda_graphs={cuda_graphs!r} runs eagerly")
+        requested = "cuda_graphs_" + cuda_graphs
     name = requested if requested != "auto" else (_override().name or "auto")
+    if name in EAGER_GRAPHS:
+        mode = EAGER_GRAPHS[name]
+        return Backend("cuda_graphs", device, mode, f"backend={name!r} runs the cuda_graphs backend's passes eagerly ({mode})")
     graphs = cuda_graphs == GraphMode.AUTO.value
     if name == "auto" and graphs and device.type == "cuda":
         return Backend("cuda_graphs", device, "graphs")
@@ -181,35 +193,12 @@ def choose_backend(device, requested: str = "auto", cuda_graphs: str = "off") ->
 def _named(name: str, device: torch.device) -> Backend:
     """An explicitly named backend on `device`, or a ConfigError saying why the device cannot run it."""
     if name == "cuda_graphs" and device.type != "cuda":
-        raise ConfigError(f"backend='cuda_graphs' needs CUDA; this run is on {device.type} (cuda_graphs='padded' runs its pass eagerly)")
+        eager = "backend='cuda_graphs_padded' runs its pass eagerly"
+        raise ConfigError(f"backend='cuda_graphs' needs CUDA; this run is on {device.type} ({eager})")
     if name == "native" and (device.type != "cpu" or native_kernels() is None):
         why = f"this run is on {device.type}" if device.type != "cpu" else why_not_native()
         raise ConfigError(f"backend='native' needs SpecLab's CPU kernels: {why}")
     return Backend(name, device, "graphs" if name == "cuda_graphs" else None)
-
-
-def logit_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """cpukernels.logit_stats (each row's argmax and log-sum-exp in one call) where the kernels are loaded, else None:
-    the caller then takes torch's way (engine/sampling.py, greedy_stats)."""
-    return cpukernels.logit_stats(logits) if native_kernels() is not None else None
-
-
-def topk_logq(logits: torch.Tensor, k: int, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """cpukernels.topk_logq (a draft tree's children: each row's top k and their log q in one call) where the kernels
-    are loaded, else None: the caller then takes torch's way (engine/drafters/tree.py)."""
-    return cpukernels.topk_logq(logits, k, temperature) if native_kernels() is not None else None
-
-
-def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, packs: dict | None = None) -> torch.Tensor:
-    """F.linear(x, w, bias); with `packs` (a run on the "native" backend) natively where the kernels take the matrix,
-    its packed copy made once and kept in `packs` (id(w) -> (w, cpukernels.Packed)), the bias added after the product."""
-    if packs is None or x.device.type != "cpu" or native_kernels() is None or not cpukernels.supports(w):
-        return F.linear(x, w, bias)
-    hit = packs.get(id(w))
-    if hit is None or hit[0] is not w:
-        hit = packs[id(w)] = (w, cpukernels.Packed(w))
-    y = hit[1](x)
-    return y if bias is None else y + bias
 
 
 def pass_key(device) -> str:

@@ -2,9 +2,8 @@
  *
  * Why: a decode pass multiplies a few token vectors (M = 1..16) by every weight matrix of the model, so its
  * time is the time to stream the weights from memory. PyTorch's CPU linear (oneDNN) spends a fixed cost per
- * call and reads the weights at well under the copy bandwidth for M = 1 (docs/journal.md, "2026-12-01, evening ·
- * AMD EPYC, shared: the fused fast pass (issue 31)"; the native pass against it today: docs/measurements.md,
- * "Passes on the CPU"). These kernels
+ * call and reads the weights at well under the copy bandwidth for M = 1 (docs/journal.md, "the fused fast pass";
+ * the native pass against it today: docs/measurements.md, "Passes on the CPU"). These kernels
  * read each weight once per pass, 64 bytes at a time, and keep up to 12 tokens' sums in registers.
  *
  * Layout (`pack_*`): the rows of W (N x K) in blocks of 16; within a block the weights are interleaved so
@@ -33,13 +32,12 @@
 #define TMAX 12 /* tokens per register tile: 2 x 12 sums and 2 weight vectors fit AVX-512's 32 registers. A pass of
  * more tokens is cut into equal tiles (16 = 8 + 8). With tiles of 8, a 9-token pass read each weight strip twice (8 + 1)
  * and cost clearly more than 8 tokens; in one tile of 9 it costs about what 8 do (docs/measurements.md, "Passes on the
- * CPU"; before and after: docs/journal.md, "2026-12-02, 04:10-05:35 UTC · AMD EPYC: the pass past 8 tokens, trees back
- * in the race (issue 31)"). Every tile sums a token's products in one order, so a token's row does not depend on its pass. */
+ * CPU"; before and after: docs/journal.md, "the pass past 8 tokens, trees back in the race"). Every tile sums a token's products in one order, so a token's row does not depend on its pass. */
 #ifndef PREFETCH
 #define PREFETCH 32 /* k pairs (64-byte lines) ahead: the best of 16/32/64 on the 2-core EPYC; without prefetch a small pass cost more */
 /* A tile of 3 or more tokens spends more cycles on each line, so it fetches farther ahead and into L2 (T1), not L1: a
- * 5-token pass then cost less against a one-token pass (docs/journal.md, "2026-12-02, 00:14-00:29 UTC · AMD EPYC:
- * goodput's acceptance estimate, prefetch per tile (issue 31)"). */
+ * 5-token pass then cost less against a one-token pass (docs/journal.md, "goodput's acceptance estimate, prefetch
+ * per tile"). */
 #define PF_DIST(T) ((T) <= 2 ? PREFETCH : 3 * PREFETCH)
 #define PF_HINT(T) ((T) <= 2 ? _MM_HINT_T0 : _MM_HINT_T1)
 #endif
@@ -92,7 +90,7 @@ void pack_f32(const float *w, float *wp, int K, int N) {
 #endif
 
 /* T is a compile-time constant in each instance (BLOCKS_BF16[T], BLOCKS_F32[T]), so the 2T sums stay in
- * registers; with a run-time T the compiler keeps them on the stack (measured 1.4x slower at 5 tokens). */
+ * registers; with a run-time T the compiler keeps them on the stack (measured slower). */
 #define BLOCK_BF16(T)                                                                                              \
   static void block_bf16_##T(const uint16_t *wb, const uint32_t *x, int kp2, float *out) {                           \
     __m512 a0[T], a1[T];                                                                                           \
@@ -158,9 +156,8 @@ static inline void block_f32(const float *wb, const float *x, int K, int T, floa
  * model's dtype (bfloat16 or float32, `bf`) and rounded where PyTorch's ops round them, so a bfloat16 layer
  * differs from the eager one only in the order of float32 sums (and exp to within an ulp). One OpenMP team
  * for the whole layer: the products, the attention heads and the small elementwise steps (norms, RoPE, SiLU,
- * residuals: vectorised, microseconds) are all shared out, each step ending in the team's barrier. (The
- * elementwise steps ran on one thread while the other waited until issue 31; sharing them out took about 5% off
- * a pass: docs/measurements.md, "Passes on the CPU".)
+ * residuals: vectorised) are all shared out, each step ending in the team's barrier (docs/measurements.md, "Passes
+ * on the CPU").
  * x: (M = B*n, H); cos, sin: (M, d) RoPE
  * tables in the model's dtype (sin sign-folded, pass_masks.rope_tables); kbuf, vbuf: (B, kv, cap, d)
  * float32; bias: (B*kv, groups*n, window) float32 (pass_masks.attention_bias). */
@@ -417,8 +414,8 @@ void gemm_f32(const float *x, const float *wp, float *y, int M, int K, int N, in
  * What greedy verification and greedy drafting read of a row of logits (engine/sampling.py, greedy_stats):
  * the index of its first maximum (as torch's max(dim).indices, ties to the lowest index) and
  * log(sum(exp(x))) in float32 (the max subtracted first, as torch.logsumexp does; sums in another order and
- * vexp within ~1 ulp of expf, so the last bits may differ). PyTorch takes ~0.3 ms for the pair over three
- * 49152-wide rows on the 2-core EPYC, as two reductions with a float copy between. A row holding a NaN
+ * vexp within ~1 ulp of expf, so the last bits may differ). PyTorch takes several times as long for the pair, as
+ * two reductions with a float copy between. A row holding a NaN
  * reports its first NaN and a NaN log-sum-exp, as torch does; an all -inf row reports index 0 and -inf.
  * x: (rows, V) bfloat16 (`bf`) or float32; ids: (rows,) int64; logz: (rows,) float32. Rows in parallel. */
 static void stats_row(const void *x, int64_t V, int bf, int64_t *id, float *lz) {
@@ -474,10 +471,9 @@ void logit_stats(const void *x, int rows, int64_t V, int bf, int64_t *ids, float
  * What EAGLE-2's tree builder reads of a drafter's logits row (engine/drafters/tree.py, TreeBuilder._children):
  * the k largest entries (best first; ties to the lower index) and log_softmax(x / T) at them, i.e.
  * x_j / T - max / T - log(sum(exp(x / T - max / T))), in float32 (sums in another order and vexp within ~1 ulp of
- * expf, so the last bits may differ from torch's). Over 4 x 8192 logits on the 2-core EPYC (2026-12-02) PyTorch's
- * float copy, division, log_softmax and topk took 80 us in a tight loop (~0.1-0.25 ms inside a decode step, its
- * caches cold); one pass here for the top k (a sorted list, touched only by entries above its smallest) and one
- * for the sum took 19 us.
+ * expf, so the last bits may differ from torch's). One pass here for the top k (a sorted list, touched only by
+ * entries above its smallest) and one for the sum take a fraction of PyTorch's float copy, division, log_softmax
+ * and topk.
  * x: (rows, V) bfloat16 (`bf`) or float32, no NaN; ids: (rows, k) int64; logq: (rows, k) float32; 1 <= k <= V,
  * k <= 64. Rows in parallel. */
 static void topk_row(const void *x, int64_t V, int bf, int k, float inv_t, int64_t *ids, float *logq) {

@@ -3,9 +3,9 @@
 The small matrix products of a decode or verify pass (a few tokens times every weight matrix) are where a
 CPU decode pass spends most of its time; oneDNN's linear reads the weights at well under the machine's copy
 bandwidth for one token, these kernels at about that bandwidth (docs/measurements.md, "Passes on the CPU"; how
-they got there: docs/journal.md, "2026-12-01, 21:31-22:00 UTC · AMD EPYC, quiet: SpecLab's native kernels (issue
-31)"). `Packed` holds one weight matrix in the kernels' layout and multiplies it with up to `max_tokens` token
-vectors natively, more through its fallback (the oneDNN-prepacked or plain matrix, whichever the pass had before).
+they got there: docs/journal.md, "SpecLab's native kernels"). `Packed` holds one weight matrix in the kernels'
+layout and multiplies it with up to `max_tokens` token vectors natively, more through its fallback (the
+oneDNN-prepacked or plain matrix, whichever the pass had before), both through engine/model/layer.py's `linear`.
 
 Building: `gcc -O3 -march=native -fopenmp -shared` into $SPECLAB_CACHE/kernels/, keyed by the source, the
 compiler and this CPU's flags, so a restarted app loads the library in milliseconds. No compiler or no AVX-512:
@@ -27,7 +27,6 @@ import threading
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from engine.formats import cache_dir
 from engine.model import cpu_abi
@@ -36,8 +35,7 @@ SOURCE = Path(__file__).with_name("cpu_kernels.c")
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
 # Tokens per pass (batch x new tokens) the native kernels take; oneDNN's prepacked GEMM beyond: with weights cold
 # the native products measured faster than oneDNN's up to 48 tokens (the layer matrices and the output head), the
-# layer matrices slower at 96 (docs/journal.md, "2026-12-02, 04:10-05:35 UTC · AMD EPYC: the pass past 8 tokens,
-# trees back in the race (issue 31)").
+# layer matrices slower at 96 (docs/journal.md, "the pass past 8 tokens, trees back in the race").
 LAYER_TOKENS = 48  # a layer matrix, and the native decoder layer (its attention too): up to this many tokens
 HEAD_TOKENS = 48  # the output head (49152 rows)
 
@@ -85,17 +83,17 @@ def _load():
     return lib, None
 
 
-# What makes the native pass, besides the kernels: the Python that lays out their weights and drives them.
-PASS_SOURCES = ("cpukernels.py", "prepared.py", "fastpass.py", "layer.py", "pass_masks.py")
+# What makes the native pass, besides the kernels: the Python that lays out their weights and drives them (the pass,
+# its route, and the static cache that chooses the route and decides the pass's padding and mask).
+PASS_SOURCES = ("cpukernels.py", "prepared.py", "passes.py", "fastpass.py", "static_cache.py", "layer.py", "pass_masks.py")
 
 
 @functools.lru_cache(maxsize=1)
 def fingerprint() -> str:
     """A short hash of the native pass's source (the kernels and PASS_SOURCES): measurements of the native pass (pass
     curves) are keyed by it, so a change to how the pass runs measures its curve again. The kernels' source alone
-    missed the packed weights' move into one mapping (issue 43): the pass turned flat up to 9 tokens, where the
-    stored curve still rose from 8 (10.6 ms at 7 tokens, 11.7 at 9), and goodput cut its trees to fit the old knee
-    (2-core EPYC, 2026-12-04)."""
+    misses changes around them (where the packed weights live, which route a pass takes), after which a stored curve
+    keeps a knee the pass no longer has and goodput cuts its trees to fit it (docs/journal.md, "Code history moved out of engine/")."""
     digest = hashlib.sha256(SOURCE.read_bytes())
     for name in PASS_SOURCES:
         digest.update(SOURCE.with_name(name).read_bytes())
@@ -159,11 +157,12 @@ def weight_memory(nbytes: int) -> torch.Tensor:
 
 
 class Packed:
-    """One weight matrix W (N x K) in the kernels' layout; `packed(x)` is F.linear(x, W) for x (..., K).
+    """One weight matrix W (N x K) in the kernels' layout; engine/model/layer.py's `linear(x, packed)` is F.linear(x, W)
+    for x (..., K).
 
-    Up to `max_tokens` rows of x natively (engine/model/prepared.py packs for any number); more, or an x the kernels
-    do not take, through `fallback`: the plain W, a oneDNN-prepacked matrix (called as engine/model/layer.linear calls
-    it), or a tuple of W's row blocks (a model's own q, k and v matrices), whose products are concatenated. The packed
+    Up to `max_tokens` rows of x natively (`native`; engine/model/prepared.py packs for any number); more, or an x the
+    kernels do not take, through `fallback`, which `linear` multiplies by: the plain W, a oneDNN-prepacked matrix, or a
+    tuple of W's row blocks (a model's own q, k and v matrices), whose products are concatenated. The packed
     copy is N rounded up to 16 rows, in its own memory or, given `memory`, in that uint8 tensor of at least
     `packed_bytes` (a slice of a `weight_memory` block that holds a model's matrices, engine/model/prepared.py)."""
 
@@ -191,21 +190,16 @@ class Packed:
         self._gemm = lib.gemm_bf16 if w.dtype == torch.bfloat16 else lib.gemm_f32
         self.checked: tuple | None = None  # cpu_abi.check_layer's verdict on the layer this matrix is the QKV of
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def native(self, x: torch.Tensor) -> torch.Tensor | None:
+        """F.linear(x, W) natively, or None where the kernels do not take x (more than `max_tokens` rows, another
+        dtype or device): engine/model/layer.py's `linear` then multiplies by `fallback`."""
         m = x.numel() // self.k if self.k else 0
         if m == 0 or m > self.max_tokens or x.dtype != self.dtype or x.device.type != "cpu":
-            return self._fallback(x)
+            return None
         x = x.contiguous()
         y = torch.empty(*x.shape[:-1], self.n, dtype=self.dtype)
         self._gemm(x.data_ptr(), self.data.data_ptr(), y.data_ptr(), m, self.k, self.n, torch.get_num_threads())
         return y
-
-    def _fallback(self, x: torch.Tensor) -> torch.Tensor:
-        if isinstance(self.fallback, tuple):  # W's row blocks kept apart (a model's own q, k, v): one product each
-            return torch.cat([F.linear(x, w) for w in self.fallback], dim=-1)
-        if self.fallback.is_mkldnn:
-            return torch.ops.mkldnn._linear_pointwise(x, self.fallback, None, "none", [], "")
-        return F.linear(x, self.fallback)
 
 
 MAX_HEAD_DIM = cpu_abi.MAX_HEAD_DIM  # the layer kernel keeps one head's vectors on the stack (cpu_kernels.c)
@@ -245,7 +239,7 @@ def layer(
 ):
     """One decoder layer of a small pass in one native call, x (B, n, H) updated in place (cpu_kernels.c,
     layer_forward): layer.decoder_layer's arithmetic with small_attend's float32 attention. cos, sin:
-    fastpass.rope_tables; bias: fastpass.attention_bias; the new keys and values go to buffer columns
+    pass_masks.rope_tables; bias: pass_masks.attention_bias; the new keys and values go to buffer columns
     col0 .. col0 + n - 1; attention reads columns 0 .. window - 1. `layer_ready` must hold; what else the kernel
     needs of its arguments is checked first (cpu_abi.check_layer: a one-line ValueError or TypeError, no crash)."""
     cos, sin, bias, bsz, n, hidden = cpu_abi.check_layer(x, cos, sin, k_buf, v_buf, col0, window, bias, weights, n_heads, n_kv, head_dim)
@@ -332,8 +326,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor 
     """engine/model/layer.norm (weight * F.rms_norm(x.float()).to(x.dtype)) in one native call, the
     arithmetic the layer kernel uses for its own norms (float32 sum of squares in another order; the
     normalised value rounded to x's dtype, then the rounded product). None where the kernels are unavailable
-    or the tensors are of another kind: the caller uses torch's four ops (~45 us on the 2-core EPYC for one
-    576-wide row, against a few here)."""
+    or the tensors are of another kind: the caller uses torch's four ops (several times slower over one row)."""
     if x.device.type != "cpu" or x.dtype not in (torch.bfloat16, torch.float32) or weight.dtype != x.dtype or x.shape[-1] != weight.numel():
         return None
     lib = library()

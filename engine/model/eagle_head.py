@@ -23,8 +23,8 @@ import torch.nn.functional as F
 
 from engine.costs import ModelCosts
 from engine.formats import DRAFT_VOCAB_FILE, EAGLE_CONFIG_FILE, EAGLE_FORMAT, EAGLE_WEIGHTS_FILE, head_config, head_weight_shapes
-from engine.model import backend
-from engine.model.fastllama import LeanLlama, rms_norm
+from engine.model.fastllama import LeanLlama
+from engine.model.layer import linear
 
 
 def fuse_features(features: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, weight: torch.Tensor, linear=F.linear) -> torch.Tensor:
@@ -82,9 +82,11 @@ def load_head(folder: Path, target) -> tuple[dict, dict, torch.Tensor]:
 
 
 class EagleRunner:
-    """The head at inference: the lean forward's decoder layer (engine/model/fastllama.py) over
-    fc([embed(t); f]). Holds the head's weights in the target's dtype and references to the target's
-    embedding and (reduced) output head. `RaggedCache(runner=...)` drives it like any other model (engine/model/forward.py)."""
+    """The head at inference: one decoder layer (a body-only LeanLlama, run by engine/model/passes.py's `Pass`) over
+    fc([embed(t); f]). Holds the head's weights in the target's dtype and references to the target's embedding and
+    (reduced) output head; its matrices in a backend's form live with its PreparedWeights (engine/model/prepared.py),
+    so nothing here changes after loading. `RaggedCache(runner=...)` drives it like any other model
+    (engine/model/forward.py)."""
 
     def __init__(self, config: dict, state: dict, vocab: torch.Tensor, target):
         from transformers import LlamaConfig
@@ -134,33 +136,20 @@ class EagleRunner:
         self.vocab = vocab.to(device)
         self.head = target.get_output_embeddings().weight[self.vocab].contiguous()  # (C, H): reduced output head
         self.params = sum(v.numel() for v in state.values())
-        self._packed: dict = {}  # id(matrix) -> (matrix, its natively packed copy): `linear`'s, on the "native" backend
-        self.native = False  # whether this run's backend is "native" (set per run by engine/drafters/eagle.py)
 
-    @torch.no_grad()
-    def forward(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor | None, cache, features: torch.Tensor
-    ) -> torch.Tensor:
-        """Entries (B, n): tokens t_{p+1} and features (B, n, H) f_p. Returns g (B, n, H), the guessed next
-        features; `self.head` @ g scores the next token over the reduced vocabulary."""
-        x = self.lean.body(self.inputs(input_ids, features), positions, valid, cache)
-        return rms_norm(x, self.norm, self.lean.eps)
-
-    def inputs(self, input_ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
-        """fc([embed(t); f]) (B, n, H): the decoder layer's input (also the static-buffer pass's, engine/model/static_cache.py)."""
+    def inputs(self, input_ids: torch.Tensor, features: torch.Tensor, form: str = "concat") -> torch.Tensor:
+        """fc([embed(t); f]) (B, n, H): the decoder layer's input, its products in the run's prepared `form`."""
         features = features.to(self.embed.dtype)
+        weights = self.lean.prepared()
         if self.fuse_weight is not None:  # target features (B, n, F) -> (B, n, H)
-            features = fuse_features(features, self.fuse_mean, self.fuse_std, self.fuse_weight, self.linear)
-        return self.linear(torch.cat([F.embedding(input_ids, self.embed), features], dim=-1), self.fc_weight, self.fc_bias)
+            product = lambda x, w: linear(x, weights.matrix(w, form))  # noqa: E731
+            features = fuse_features(features, self.fuse_mean, self.fuse_std, self.fuse_weight, product)
+        fc = weights.matrix(self.fc_weight, form)
+        return linear(torch.cat([F.embedding(input_ids, self.embed), features], dim=-1), fc, self.fc_bias)
 
-    def project(self, g: torch.Tensor) -> torch.Tensor:
-        """Logits (…, C) over the reduced vocabulary from guessed features g (…, H)."""
-        return self.linear(g, self.head)
-
-    def linear(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        """F.linear(x, w, bias) for the head's own matrices; natively on the "native" backend, as the target's
-        (engine/model/backend.py, linear)."""
-        return backend.linear(x, w, bias, self._packed if self.native else None)
+    def project(self, g: torch.Tensor, form: str = "concat") -> torch.Tensor:
+        """Logits (…, C) over the reduced vocabulary from guessed features g (…, H), in the run's prepared `form`."""
+        return linear(g, self.lean.prepared().matrix(self.head, form))
 
     def costs(self):
         """FLOP/byte accounting (engine/costs.py) of one head step: fc + one layer + the reduced head."""

@@ -1,106 +1,98 @@
-"""The fast decode pass: fused projections over the static KV buffers, eager; on the CPU (the default there) each
+"""The fast decode route: fused projections over the static KV buffers, eager; on the CPU (the default there) each
 decoder layer of a small pass is one call into SpecLab's native kernels (engine/model/cpukernels.py).
 
-Why: at batch 1 a decode pass of SmolLM2-135M is ~1,200 small operations (30 layers x about 40),
-each dispatched from Python; measured on the 2-core build CPU the eager lean pass reached 16-19% of
-the probed copy bandwidth (issue 31). What removes most of that:
+Why: at batch 1 a decode pass of SmolLM2-135M is ~1,200 small operations (30 layers x about 40), each dispatched
+from Python, and the eager lean pass reaches a small share of the probed copy bandwidth (docs/journal.md,
+"the fused fast pass"). What removes most of that:
 - one QKV projection and one gate-up projection per layer, over the model's prepared weights
   (engine/model/prepared.py: made once per model at its first run on a backend and kept beside it, never in
   place of transformers' own parameters, which its forward, the exactness oracle, keeps reading): on "native"
   all four matrices in the kernels' layout, for passes of every size; on "fused" in bfloat16 on the CPU all four
   prepacked for oneDNN; at most one extra copy of a matrix per backend;
-- per layer only what differs per layer: the RoPE tables (`rope_tables`) and the attention bias
-  (`attention_bias`) are made once per pass, RoPE runs over the q and k heads together, the norm is
-  F.rms_norm (`norm`);
+- per layer only what differs per layer: the RoPE tables and the attention bias (engine/model/pass_masks.py) are
+  made once per pass, RoPE runs over the q and k heads together;
 - on the CPU the eager pass's buffers are float32 even for a bfloat16 model (StaticRaggedCache.prefill), so
   `small_attend` reads keys and values in float32 without converting the window in every layer, and it
   attends over exactly the live columns;
 - the native kernels: one call per layer for passes of up to cpukernels.LAYER_TOKENS tokens (a one-token pass reads
   the weights at about the probed bandwidth: docs/measurements.md, "Passes on the CPU").
 
-`torch.compile` of this pass was removed in issue 31: on the CPU it ran at about a third of the
-native pass's speed (docs/measurements.md, "Passes on the CPU") and it was never run on a GPU, where CUDA graphs
-(cuda_graphs="auto", engine/model/graphs.py) are the measured way to remove the per-op overhead.
+No `torch.compile` of this pass: on the CPU it ran well below the native pass (docs/measurements.md, "Passes on the
+CPU"); on a GPU CUDA graphs (engine/model/graphs.py) remove the per-op overhead.
 
-The decoder layer is engine/model/layer.py's `decoder_layer`, the lean forward's own (engine/model/fastllama.py),
-here over the static buffers (`buffer_store`); engine/model/prepared.py prepares the weights every pass reads.
+The pass is engine/model/passes.py's `Pass` (the one layer loop and tail), here over the static buffers
+(`buffer_store`, or the native layer over them); engine/model/prepared.py prepares the weights every pass reads.
 
-Numerics: the same ops in the same order and dtype as engine/model/fastllama.py, except attention's float32
+Numerics: the same ops in the same order and dtype as the dynamic cache's pass, except attention's float32
 score arithmetic in a small CPU pass (`small_attend`) (a bias added instead of a masked fill, the scale applied inside the product): a fused
 projection computes the same dot products as the three separate ones, keys and values are rounded to the
 model's dtype before they are stored. Float32 greedy decoding gives the same tokens as plain decoding and
 transformers' generate() (tests/engine/test_fastpass.py on a tiny Llama); in bfloat16 the last bits of
 the scores may round differently, so greedy tokens can differ from the eager path's.
 
-Which pass runs is the backend's choice (engine/model/backend.py): "fused" runs this pass in torch ops, "native"
-(the CPU's default) with the native kernels.
+Which route runs is the backend's choice, made once per run (engine/model/static_cache.py, `route_for`): "fused"
+runs this route in torch ops, "native" (the CPU's default) with the native kernels.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from engine.model import cpukernels
-from engine.model.layer import buffer_store, decoder_layer, norm, small_pass
-from engine.model.pass_masks import attention_bias, rope_lookup, rope_tables
+from engine.model.graphs import batch_bucket
+from engine.model.layer import buffer_store, small_pass
+from engine.model.pass_masks import pass_mask
+from engine.model.prepared import form_of
 
 
-def norm_out(x: torch.Tensor, weight: torch.Tensor, eps: float, layers) -> torch.Tensor:
-    """A pass's final `norm`; in the native pass (its layers hold natively packed matrices) one kernel call
-    (cpukernels.rms_norm, the layer kernel's own norm arithmetic), else torch's."""
-    out = cpukernels.rms_norm(x, weight, eps) if isinstance(layers[0][1], cpukernels.Packed) else None
-    return norm(x, weight, eps) if out is None else out
+class FastRoute:
+    """The "fused" and "native" backends' route: every pass (the prefill too) eager over exactly the live columns;
+    at a batch that is not a batch bucket, padding rows feed token 0 (discarded). Buffers of its own per run."""
 
+    pooled = False
 
-def fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window: int, dims: tuple, collect=(), into=None):
-    """All decoder layers over the buffers; returns the last layer's output: one native call per layer where
-    `cpukernels.layer_ready`, else engine/model/layer.py's `decoder_layer` over the buffers. The outputs of the
-    layers in `collect` are appended to the list `into` (EAGLE-3 fusion). What every layer shares is made here
-    once: the RoPE tables and the attention bias."""
-    native = cpukernels.layer_ready(x, layers[0], k_bufs[0], dims[2])
-    n_heads, n_kv = dims[0], dims[1]
-    cos, sin = rope_lookup(positions, inv_freq, x.dtype) if native else rope_tables(positions, inv_freq, x.dtype)
-    if (native or small_pass(x)) and mask.dtype == torch.bool:  # else `pass_bias` made the bias already
-        mask = attention_bias(mask, n_kv, n_heads // n_kv)
-    if native:  # one native call per layer, x updated in place (engine/model/cpukernels.py); the bias made contiguous once
-        # cols are the window's last n columns (StaticRaggedCache._fast)
-        x, col0, mask = x.contiguous().clone(), window - x.shape[1], mask.contiguous()
-    for i, (weights, k_buf, v_buf) in enumerate(zip(layers, k_bufs, v_bufs)):
-        if native:
-            cpukernels.layer(x, cos, sin, k_buf, v_buf, col0, window, mask, weights, *dims)
-        else:
-            x = decoder_layer(x, cos, sin, buffer_store(k_buf, v_buf, cols, window), mask, weights, *dims)
-        if i in collect:
-            into.append(x.clone() if native else x)
-    return x
+    def __init__(self, backend):
+        self.backend = backend
+        self.form = form_of(backend.name)  # "native" or "onednn" (engine/model/prepared.py)
+        self.label = "fused projections, " + ("native CPU kernels" if backend.native else "eager") + " (static KV buffers)"
 
+    def buffer_dtype(self, device, dtype: torch.dtype) -> torch.dtype:
+        """float32 on the CPU even for a bfloat16 model: small_attend and the native attention read float32 keys and
+        values (no conversion per layer); the model's dtype elsewhere."""
+        return torch.promote_types(dtype, torch.float32) if torch.device(device).type == "cpu" else dtype
 
-def fast_llama_pass(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, final_norm, window: int, keep: int, dims: tuple):
-    """A Llama's padded decode/verify pass without collected layers: the final-normed states of the kept positions."""
-    eps = dims[3]
-    x = fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window, dims)
-    if keep:
-        x = x[:, -keep:]
-    return norm_out(x, final_norm, eps, layers)
+    def run(self, cache, ids, positions, valid, cols, past, keep, return_hidden, features, attend=None):
+        """(out, hidden) of one pass over `cache`'s buffers; `attend` (B, n, past + n): a draft tree's rows."""
+        passes, kv = cache.passes, cache.kv
+        batch, n = ids.shape
+        rows = batch_bucket(batch, kv.rows)
+        window = past + n
+        pad = rows - batch
+        if pad:
+            ids = F.pad(ids, (0, 0, 0, pad))  # (rows, n): padding rows feed token 0
+            positions = torch.cat([positions, torch.arange(n, device=cache.device).expand(pad, n)])
+            features = F.pad(features, (0, 0, 0, 0, 0, pad)) if features is not None else None
+        x = passes.embed(ids, features)
+        n_heads, n_kv, head_dim = passes.dims[:3]
+        kernel = (kv.keys, kv.values, window) if cpukernels.layer_ready(x, passes.layers[0], kv.keys[0], head_dim) else None
+        heads = (n_kv, n_heads // n_kv) if kernel is not None or small_pass(x) else None  # small_attend's float bias
+        mask = pass_mask(valid, past, n, rows, window, attend=attend, heads=heads)
 
+        def fn(x, positions, mask):
+            store = lambda i: buffer_store(kv.keys[i], kv.values[i], cols, window)  # noqa: E731
+            return passes.run(x, positions, mask, store, keep=keep, return_hidden=return_hidden, kernel=kernel)
 
-def fast_hidden_pass(
-    x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, final_norm, window: int, keep: int, dims: tuple, collect=()
-):
-    """As `fast_llama_pass` with the final hidden states of all positions too (EAGLE's features); with
-    `collect` (layer indices, EAGLE-3) those layers' outputs come first: (B, n, H * (len(collect) + 1))."""
-    eps = dims[3]
-    collected: list[torch.Tensor] = []
-    x = fast_body(x, positions, mask, cols, inv_freq, k_bufs, v_bufs, layers, window, dims, collect, collected)
-    final = norm_out(x, final_norm, eps, layers)
-    hidden = torch.cat(collected + [final], dim=-1) if collect else final
-    return (final[:, -keep:] if keep else final), hidden
+        out, hidden = cache.graphs.run(None, fn, {"x": x, "positions": positions, "mask": mask})
+        if not pad:
+            return out, hidden
+        return out[:batch], (hidden[:batch] if hidden is not None else None)
 
 
 class FastRunner:
-    """Runs a StaticPass's fused passes eagerly, in the interface of engine/model/graphs.py's GraphRunner (which
-    the static caches of the other modes use), so the decode loop and the trace treat every cache alike: no
-    graphs, no capture time, every pass counted as an eager one."""
+    """Runs the fast route's passes eagerly, in the interface of engine/model/graphs.py's GraphRunner (which the static
+    caches of the other routes use), so the decode loop and the trace treat every cache alike: no graphs, no capture
+    time, every pass counted as an eager one."""
 
     def __init__(self, device: torch.device):
         self.device = torch.device(device)
@@ -111,15 +103,13 @@ class FastRunner:
         self.captured = self.replays = self.eager_passes = 0
         self.capture_ms_total = 0.0
         self.graphs: dict = {}  # no CUDA graphs of its own (graph_meta counts GraphRunner's)
-
-    def take_capture_ms(self) -> float:
-        return 0.0
+        self.pending: dict = {}  # nor buckets queued for capture
 
     def capture_pending(self) -> int:
         """GraphRunner's hook after a warm-up pass: nothing is ever queued here."""
         return 0
 
-    def run(self, key, fn, args: tuple, kwargs: dict):
-        """fn(*args, **kwargs); `key` (the pass's shape) is GraphRunner's and unused here."""
+    def run(self, key, fn, inputs: dict):
+        """fn(**inputs); `key` (the pass's shape) is GraphRunner's and unused here."""
         self.eager_passes += 1
-        return fn(*args, **kwargs)
+        return fn(**inputs)

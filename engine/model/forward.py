@@ -1,12 +1,11 @@
 """Which forward pass runs a model, and what each pass costs.
 
 `RaggedCache` (engine/model/kvcache.py) owns the cache state and hands every pass to one of these:
-- `LeanForward`: SpecLab's gpt-fast-style Llama forward (engine/model/fastllama.py) over the model's own weights,
-  for plain Llama models (every backend but "transformers": engine/model/backend.py);
-- `TransformersForward`: the model's own `forward` (any architecture transformers supports);
-- `RunnerForward`: a forward of SpecLab's own that is not a transformers model (the EAGLE head's runner,
-  engine/drafters/eagle.py).
-All three take the same arguments: tokens (B, n), their positions (B, n), the boolean attention mask over
+- `LeanForward`: SpecLab's gpt-fast-style Llama pass (engine/model/passes.py, `Pass.over_cache`) over the model's
+  own weights, for plain Llama models (every backend but "transformers": engine/model/backend.py), and over a
+  model of SpecLab's own that is not a transformers model (the EAGLE head's runner, engine/model/eagle_head.py);
+- `TransformersForward`: the model's own `forward` (any architecture transformers supports).
+Both take the same arguments: tokens (B, n), their positions (B, n), the boolean attention mask over
 cache + new columns (None when nothing is padded) and the transformers `DynamicCache` to append to.
 
 `CostCounter` adds up the modelled FLOPs and bytes of the passes (engine/costs.py) until the decode loop
@@ -19,17 +18,26 @@ import torch
 
 from engine.costs import ModelCosts
 from engine.hardware import configure_attention
-from engine.model.backend import lean_default
+from engine.model.backend import Backend, lean_default
 from engine.model.fastllama import LeanLlama, supports
+from engine.model.passes import Pass
 
 
 class LeanForward:
-    def __init__(self, model: torch.nn.Module):
-        self.lean = LeanLlama(model)
-        self.config = model.config
+    """The lean pass over the dynamic cache, its `Pass` built at the first call (a static cache, which holds one of
+    these too, never calls it, so its model prepares no weights for it)."""
+
+    def __init__(self, model: torch.nn.Module, device, runner=None):
+        self.lean = LeanLlama(model) if runner is None else None
+        self.config = model.config if runner is None else runner.config
+        self.runner, self.device = runner, device
+        self.passes: Pass | None = None
 
     def __call__(self, input_ids, positions, mask, cache, logits_to_keep=0, return_hidden=False, features=None):
-        return self.lean.forward(input_ids, positions, mask, cache, logits_to_keep, return_hidden=return_hidden)
+        if self.passes is None:
+            lean = self.lean if self.runner is None else self.runner.lean
+            self.passes = Pass(lean, "concat", self.device, runner=self.runner)
+        return self.passes.over_cache(input_ids, positions, mask, cache, logits_to_keep, return_hidden, features)
 
 
 class TransformersForward:
@@ -55,27 +63,14 @@ class TransformersForward:
         return out.logits
 
 
-class RunnerForward:
-    """runner.forward(input_ids, positions, mask, cache, features=...) -> (B, n, hidden)."""
-
-    lean = None
-
-    def __init__(self, runner):
-        self.runner = runner
-        self.config = runner.config
-
-    def __call__(self, input_ids, positions, mask, cache, logits_to_keep=0, return_hidden=False, features=None):
-        return self.runner.forward(input_ids, positions, mask, cache, features=features)
-
-
-def make_forward(model: torch.nn.Module | None, device: torch.device, runner=None, lean: bool | None = None):
-    """The forward for a model (or runner) on `device`: lean where it applies (and `lean` is not False; None: unless
-    the environment asks for the "transformers" backend, engine/model/backend.py), else transformers'."""
+def make_forward(model: torch.nn.Module | None, device: torch.device, runner=None, backend: Backend | None = None):
+    """The forward for a model (or runner) on `device`: lean where it applies (and the run's `backend` is not
+    "transformers"; None: unless the environment asks for it, engine/model/backend.py), else transformers'."""
     configure_attention(device)  # no cuDNN attention plans per cache length on a GPU (engine/hardware.py)
     if runner is not None:
-        return RunnerForward(runner)
-    if (lean_default() if lean is None else lean) and supports(model):
-        return LeanForward(model)
+        return LeanForward(None, device, runner=runner)
+    if (lean_default() if backend is None else backend.lean) and supports(model):
+        return LeanForward(model, device)
     return TransformersForward(model)
 
 

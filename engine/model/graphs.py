@@ -26,15 +26,40 @@ import time
 import torch
 
 MAX_GRAPHS = 128  # per runner (kept across runs); shapes beyond this run eagerly (a run that keeps meeting new buckets)
-
-
 WARM_UPS = 2  # eager runs of a bucket on the side stream before its capture
+WINDOW_BUCKET = 128  # attention-window granularity of the graph buckets (columns)
+
+
+def batch_bucket(batch: int, limit: int) -> int:
+    """The captured batch size a batch of `batch` rows runs at: powers of two up to 16, then multiples of
+    16 up to 128, then of 64; never above `limit` (the buffers' rows). vLLM captures multiples of 8 once
+    at start-up; SpecLab captures within each run (the model pair stays stateless), so it keeps fewer
+    buckets (fewer captures as rows finish) at the price of padding rows (< 2x at small batch)."""
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1; got {batch}")
+    if batch <= 16:
+        bucket = 1 << (batch - 1).bit_length()
+    else:
+        step = 16 if batch <= 128 else 64
+        bucket = -(-batch // step) * step
+    return min(bucket, limit)
+
+
+def window_bucket(window: int, capacity: int) -> int:
+    """The attention window (columns) a pass over `window` live columns runs at: rounded up to
+    WINDOW_BUCKET, never above the buffers' capacity."""
+    if not 1 <= window <= capacity:
+        raise ValueError(f"window {window} outside 1..{capacity}")
+    return min(-(-window // WINDOW_BUCKET) * WINDOW_BUCKET, capacity)
 
 
 class GraphRunner:
-    def __init__(self, device: torch.device, capture: bool, defer: bool = False):
-        self.device = torch.device(device)
-        self.capture = capture and self.device.type == "cuda"
+    """The passes of one backend's static caches: captured and replayed where `backend` (engine/model/backend.Backend)
+    captures CUDA graphs (the "cuda_graphs" backend with graph mode "graphs", on CUDA), else run eagerly."""
+
+    def __init__(self, backend, defer: bool = False):
+        self.device = torch.device(backend.device)
+        self.capture = backend.graph_mode == "graphs" and self.device.type == "cuda"
         self.defer = defer
         self.reset()
 

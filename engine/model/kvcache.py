@@ -26,11 +26,13 @@ COMPACT_SLACK = 32
 
 
 class RaggedCache:
-    def __init__(self, model: torch.nn.Module | None, device: torch.device, costs: ModelCosts, lean: bool | None = None, runner=None):
-        """model: a transformers causal LM; or `runner`, a forward of SpecLab's own (the EAGLE head). Which
-        forward runs them (lean Llama / transformers / runner) is engine/model/forward.py's choice."""
+    def __init__(self, model: torch.nn.Module | None, device: torch.device, costs: ModelCosts, backend=None, runner=None):
+        """model: a transformers causal LM; or `runner`, a model of SpecLab's own (the EAGLE head). Which forward runs
+        them (lean Llama / transformers / runner) is engine/model/forward.py's choice for the run's `backend`
+        (engine/model/backend.Backend; None: the environment's choice between the lean forward and transformers')."""
         self.model = model
-        self.run = make_forward(model, device, runner=runner, lean=lean)
+        self.backend = backend
+        self.run = make_forward(model, device, runner=runner, backend=backend)
         self.lean = self.run.lean  # the LeanLlama when the lean forward runs this model, else None
         self.device = device
         self.counter = CostCounter(costs)  # FLOPs and bytes of the passes; the decode loop takes them per step

@@ -31,7 +31,7 @@ def attend(q, k, v, mask, is_causal: bool, scale: float):
     """Scaled dot-product attention of q (B, H, n, d) over k, v (B, H_kv, T, d) with grouped-query heads.
     SDPA's own GQA path (`enable_gqa`) without a mask, and with a mask on the CPU, whose flash kernel
     takes both: the same output bit for bit as expanding the kv heads (a test checks it), and the
-    expansion copies every layer's keys and values (docs/journal.md, 2026-12-01). Elsewhere a mask gets the kv
+    expansion copies every layer's keys and values (docs/journal.md, "Code history moved out of engine/"). Elsewhere a mask gets the kv
     heads expanded to H: CUDA's fused kernels may not take `enable_gqa` with a mask and would silently drop to
     the math kernel (transformers checks the same, huggingface/transformers#39412)."""
     bsz, n_heads, _, head_dim = q.shape
@@ -45,21 +45,30 @@ def attend(q, k, v, mask, is_causal: bool, scale: float):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
 
 
-def norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """LlamaRMSNorm (fastllama.rms_norm) in four ops: F.rms_norm over the float32 copy is the same arithmetic (bit
-    for bit: tests/engine/test_fastpass.py), then the scale in the model's dtype."""
-    return weight * F.rms_norm(x.float(), weight.shape, eps=eps).to(x.dtype)
+def norm(x: torch.Tensor, weight: torch.Tensor, eps: float, native: bool = False) -> torch.Tensor:
+    """LlamaRMSNorm: normalise in float32, scale in the model's dtype. F.rms_norm over the float32 copy is the
+    arithmetic of transformers' own norm, bit for bit (tests/engine/test_fastpass.py). `native` (a pass whose layers
+    hold natively packed matrices): one kernel call where it takes the tensors (cpukernels.rms_norm, the layer
+    kernel's own norm arithmetic), else the same four ops."""
+    out = cpukernels.rms_norm(x, weight, eps) if native else None
+    return weight * F.rms_norm(x.float(), weight.shape, eps=eps).to(x.dtype) if out is None else out
 
 
-def linear(x: torch.Tensor, w) -> torch.Tensor:
-    """F.linear; oneDNN's linear where `w` was prepacked (engine/model/prepared.py, the "fused" backend's form in
-    bfloat16 on a CPU): the same bfloat16 output, bit for bit; or the native kernel where `w` is a cpukernels.Packed
-    (the "native" backend's form)."""
+def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x @ w.T (+ bias) for every form a prepared matrix takes (engine/model/prepared.py): a plain tensor (F.linear);
+    a oneDNN-prepacked one (the "fused" backend's form in bfloat16 on a CPU: oneDNN's linear, the same bfloat16 output
+    bit for bit); a cpukernels.Packed (the "native" backend's form: the native kernel where it takes x, else its
+    fallback); a tuple of a matrix's row blocks (a model's own q, k and v: one product each, concatenated)."""
     if isinstance(w, cpukernels.Packed):
-        return w(x)
-    if w.is_mkldnn:
-        return torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
-    return F.linear(x, w)
+        y = w.native(x)
+        y = linear(x, w.fallback) if y is None else y
+    elif isinstance(w, tuple):
+        y = torch.cat([F.linear(x, part) for part in w], dim=-1)
+    elif w.is_mkldnn:
+        y = torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
+    else:
+        return F.linear(x, w, bias)
+    return y if bias is None else y + bias
 
 
 def small_pass(x) -> bool:
@@ -71,8 +80,8 @@ def small_attend(q, k, v, bias, scale: float):
     """Attention of a few queries (a decode or verify pass) by hand, in float32: each kv head's query group
     as one (groups x n, window) score matrix, plus the pass's bias (`attention_bias`), softmax, times v.
     q: (B, n, H, d) in the model's dtype; k, v: (B, kv, window, d) views of the float32 buffers (no
-    conversion per layer); returns (B, n, H * d) in q's dtype. On the CPU SDPA's flash kernel costs ~3x
-    this for one query over a few hundred columns (docs/journal.md, issue 31)."""
+    conversion per layer); returns (B, n, H * d) in q's dtype. On the CPU SDPA's flash kernel costs several times
+    this for one query over a few hundred columns (docs/journal.md, "Code history moved out of engine/")."""
     bsz, n, n_heads, d = q.shape
     n_kv, window = k.shape[1], k.shape[2]
     groups = n_heads // n_kv

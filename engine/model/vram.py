@@ -1,8 +1,8 @@
 """Will a model pair fit this GPU? An estimate from the models' config.json, before any weight is loaded.
 
 Loading a pair that does not fit fails late (after a long download, mid-way through moving weights) and
-can leave the GPU fragmented for everyone else on a shared server. So the app estimates first (issue 30,
-item 4) and refuses in one line when the estimate exceeds the free memory `torch.cuda.mem_get_info` reports.
+can leave the GPU fragmented for everyone else on a shared server. So the app estimates first and
+refuses in one line when the estimate exceeds the free memory `torch.cuda.mem_get_info` reports.
 
 The estimate is a model of memory, not a measurement:
 - weights: the parameter count a Llama/Qwen2-style config implies (embedding, head unless tied, per layer

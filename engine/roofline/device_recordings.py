@@ -163,7 +163,7 @@ def list_recordings(root: Path | None = None, include_dry_runs: bool = False) ->
 
 
 def race_label(rec: Recording, index: int) -> str:
-    """'batch 16, k = 3, CUDA graphs — recorded on NVIDIA H200, 2026-12-02' for a picker."""
+    """'batch 16, k = 3, CUDA graphs — recorded on <GPU>, <date>' for a picker."""
     race = rec.data["races"][index]
     how = {"auto": "CUDA graphs", "off": "eager", "padded": "padded eager", "static": "static eager"}.get(
         race["cuda_graphs"], race["cuda_graphs"]

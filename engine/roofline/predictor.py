@@ -13,9 +13,9 @@ SpecLab's recorded passes: see `model_error` and the Predictor page). Pure funct
    kernels (eager: ~800 launches issued from Python per pass; as a CUDA graph: replayed, but still kernels
    back to back, many too small to fill the GPU). No pass costs less than it: it is the curve's floor. Two
    are modelled, both set from SpecLab's H200 measurement (docs/measurements/h200-gpu_graphs.json,
-   scripts/investigate/gpu_graphs.py, 2026-11-30, SmolLM2-1.7B shape, batch 1, one token, no context): that pass took
-   13.45 ms eager and 3.02 ms as a CUDA graph, of which the roofline at the H200's data-sheet peaks accounts
-   for 0.71 ms; the rest is the overhead (12.74 ms and 2.31 ms for 24 layers), scaled by layer count
+   scripts/investigate/gpu_graphs.py, SmolLM2-1.7B shape, batch 1, one token, no context; FLOOR_MEASURED): of that
+   pass's time eager and as a CUDA graph, the roofline at the H200's data-sheet peaks accounts for a small part;
+   the rest is the overhead (per 24 layers), scaled by layer count
    (launches grow with layers). Added, not maxed: against the recorded H200 passes the sum fits better than
    max(T_roof, measured pass) for the 7B shape (median error of its graph passes 27% against 51%) and as
    well for the others (docs/engine.md).

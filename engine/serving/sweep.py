@@ -1,4 +1,4 @@
-"""Plain against speculative serving over a range of concurrencies, measured from the client (issue 44).
+"""Plain against speculative serving over a range of concurrencies, measured from the client.
 
 At each concurrency c, for R rounds, the plain server and the speculative one take turns (interleaved, so a drift of
 the machine falls on both): each gets the same prompts, c requests in flight at a time, and its /metrics is scraped

@@ -329,7 +329,7 @@ def _config(raw) -> dict:
 _SUMMARY_INTS = ("new_tokens", "target_forwards", "drafted_tokens", "accepted_tokens")
 _SUMMARY_RATES = ("acceptance_rate", "alpha")
 _SUMMARY_LOAD = ("cpu_s", "other_cpu_s", "load_avg")  # seconds of CPU time, and the 1-minute load average
-_SUMMARY_NUMBERS = (  # "ttft_s", "decode_tokens_per_s" and "tpot_ms" are optional: traces before 2026-12-03 lack them
+_SUMMARY_NUMBERS = (  # "ttft_s", "decode_tokens_per_s" and "tpot_ms" are optional: older traces lack them
     "tokens_per_s",
     "ttft_s",
     "decode_tokens_per_s",

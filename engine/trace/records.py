@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from engine.trace.rates import decode_rate
+
 SCHEMA = "speclab.trace/1"  # chain runs: what every SpecLab reads
 SCHEMA_TREE = "speclab.trace/2"  # /1 plus an optional `tree` per sequence-step (tree drafting)
 SCHEMAS = (SCHEMA, SCHEMA_TREE)
@@ -204,7 +206,7 @@ def decode_timing(steps: list[Step], wall_s: float) -> dict:
     rates = [done[q] / written[q] * 1000.0 for q in done if done[q] > 0]
     return {
         "ttft_s": ttft,
-        "decode_tokens_per_s": tokens / decode_s if tokens and decode_s > 0 else None,
+        "decode_tokens_per_s": decode_rate(tokens, decode_s),
         "tpot_ms": sum(rates) / len(rates) if rates else None,
     }
 

@@ -34,6 +34,7 @@ from engine import DecodeConfig, generate
 from engine.bench.prompts import prompt_set_list
 from engine.hardware import configure_attention, pick_device, pick_dtype
 from engine.model.fastllama import LeanLlama
+from engine.model.passes import Pass
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,14 +48,14 @@ def decode_steps(model, lean, device, context: int, steps: int, seed: int) -> li
     times = []
     with torch.inference_mode():
         prompt = torch.randint(100, 40000, (1, context), generator=gen).to(device)
-        lean.forward(prompt, torch.arange(context, device=device)[None], None, cache, logits_to_keep=1)
+        lean.over_cache(prompt, torch.arange(context, device=device)[None], None, cache, keep=1)
         ids = torch.randint(100, 40000, (1, 1), generator=gen).to(device)
         for i in range(steps):
             pos = torch.tensor([[context + i]], device=device)
             if device.type == "cuda":
                 torch.cuda.synchronize()
             t = time.perf_counter()
-            logits = lean.forward(ids, pos, None, cache, logits_to_keep=1)
+            logits = lean.over_cache(ids, pos, None, cache, keep=1)
             ids = logits[:, -1:].argmax(-1)  # feed the model's own token, as decoding does
             if device.type == "cuda":
                 torch.cuda.synchronize()
@@ -105,7 +106,7 @@ def main() -> None:
     print(f"{'shape':<14} {'attention':<16} {'round':>5} {'first step':>10} {'median':>8} {'mean':>8}  ms per decode step")
     for shape in [s for s in args.shape.split(",") if s]:
         model = random_llama(shape, dtype, device)
-        lean = LeanLlama(model)
+        lean = Pass(LeanLlama(model), "concat", device)  # the engine's own pass over the dynamic cache
         for rnd in range(2):
             for name, ctx in (("default", contextlib.nullcontext), ("cuDNN excluded", lambda: sdpa_kernel(NO_CUDNN))):
                 with ctx():  # a fresh context length per run, so no shape is ever seen twice

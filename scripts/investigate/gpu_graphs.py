@@ -4,7 +4,7 @@
 takes ~13 ms at batch 1 whether it carries 1 token or 128: flat, as the thesis says, but at ~6% of the
 card's bandwidth. This script separates the two causes of a flat curve:
 
-1. eager: `LeanLlama.forward` (the engine's own forward, engine/model/fastllama.py) called from Python, timed
+1. eager: `Pass.over_cache` (the engine's own forward, engine/model/passes.py) called from Python, timed
    with CUDA events. Every op is one kernel launch issued by Python; at small batch the GPU waits for them.
 2. graph: the same forward captured once per shape as a CUDA graph and replayed (what gpt-fast's
    `torch.compile(mode="reduce-overhead")` and vLLM's CUDA graphs do). No Python per op: what is left is
@@ -33,6 +33,7 @@ from transformers import DynamicCache
 
 from engine.hardware import StepTimer, pick_device, pick_dtype
 from engine.model.fastllama import LeanLlama
+from engine.model.passes import Pass
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,7 +75,7 @@ def pass_rows(model, lean, device, batches, tokens, repeats) -> list[dict]:
             positions = torch.arange(n, device=device).expand(batch, n)
 
             def step(ids=ids, positions=positions):
-                return lean.forward(ids, positions, None, DynamicCache(config=model.config), logits_to_keep=1)
+                return lean.over_cache(ids, positions, None, DynamicCache(config=model.config), keep=1)
 
             with torch.inference_mode():
                 eager = timed(step, device, repeats)
@@ -101,13 +102,13 @@ def profile_decode(model, lean, device) -> dict:
 
     cache = DynamicCache(config=model.config)
     with torch.inference_mode():
-        lean.forward(torch.randint(100, 40000, (1, 256), device=device), torch.arange(256, device=device)[None], None, cache)
+        lean.over_cache(torch.randint(100, 40000, (1, 256), device=device), torch.arange(256, device=device)[None], None, cache)
         ids = torch.randint(100, 40000, (1, 1), device=device)
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
         passes = 5
         with profile(activities=acts) as prof:
             for i in range(passes):
-                lean.forward(ids, torch.tensor([[256 + i]], device=device), None, cache)
+                lean.over_cache(ids, torch.tensor([[256 + i]], device=device), None, cache)
             if device.type == "cuda":
                 torch.cuda.synchronize()
     events = prof.key_averages()
@@ -138,8 +139,7 @@ def main() -> None:
 
     def measure(shape: str) -> dict:
         model = random_llama(shape, dtype, device)
-        lean = LeanLlama(model)
-        lean.inv_freq = lean.inv_freq.to(device)  # no host-to-device copy inside a graph capture
+        lean = Pass(LeanLlama(model), "concat", device)  # the engine's own pass over the dynamic cache
         print(f"\n== {shape} ({sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters)", flush=True)
         out = {"shape": shape, "passes": pass_rows(model, lean, device, batches, tokens, args.repeats)}
         out["profile"] = profile_decode(model, lean, device)

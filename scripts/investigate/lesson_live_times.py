@@ -13,45 +13,23 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
+
+from app.common.server import serve
 
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def server(log: Path):
-    port = free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.headless", "true"]
-    cmd += ["--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-                time.sleep(0.5)
-            else:
-                raise SystemExit(f"streamlit did not start (see {log})")
+    """The app's server (app/common/server.py), its output in `log`: yields its URL."""
+    try:
+        with serve(log) as (url, _):
             yield url
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def time_lesson(page, url: str, n: int, out: Path, timeout_s: float) -> dict:

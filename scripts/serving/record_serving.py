@@ -42,7 +42,7 @@ def start(k: int, np_: int) -> int:
 
 def version() -> str:
     cache = Path(os.environ.get("SPECLAB_CACHE", Path.home() / ".cache" / "speclab")) / "llama.cpp"
-    exe = next(cache.glob("server-build-*/bin/llama-server"))
+    exe = next(cache.glob("*build-*/bin/llama-server"))
     out = subprocess.run([str(exe), "--version"], capture_output=True, text=True)
     line = next((x for x in (out.stdout + out.stderr).splitlines() if x.startswith("version")), "version unknown")
     return f"llama.cpp llama-server, {line.strip()}"

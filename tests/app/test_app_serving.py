@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MAIN = str(ROOT / "app" / "main.py")
 RECORDING = ROOT / "assets" / "serving" / "llama-server.json"
 SERVER = next(
-    (Path(os.environ.get("SPECLAB_CACHE", Path.home() / ".cache" / "speclab")) / "llama.cpp").glob("server-build-*/bin/llama-server"), None
+    (Path(os.environ.get("SPECLAB_CACHE", Path.home() / ".cache" / "speclab")) / "llama.cpp").glob("*build-*/bin/llama-server"), None
 )
 
 

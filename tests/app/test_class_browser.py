@@ -15,17 +15,15 @@ import base64
 import contextlib
 import os
 import re
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from app.common.server import serve
 from app.lessons.kit.files import load_lessons
 from app.lessons.registry import EXPERIMENTS
-from tests.app.test_browser import ARGS, _free_port  # the same Chromium flags and port picking
+from tests.app.test_browser import ARGS  # the same Chromium flags
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -44,30 +42,9 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = _free_port()
-    SERVER_LOG.parent.mkdir(exist_ok=True)
     env = os.environ | {"SPECLAB_DATA": str(tmp_path_factory.mktemp("class-store"))}
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.headless", "true"]
-    cmd += ["--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
-    with open(SERVER_LOG, "w") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 90
-            while True:
-                with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"streamlit did not start (see {SERVER_LOG})")
-                time.sleep(0.5)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    with serve(SERVER_LOG, env=env, timeout_s=90) as (url, _):
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -105,7 +105,8 @@ def test_a_sweep_cell_measured_beside_other_work_is_flagged(tiny):
     is marked in the Sweep table and the grid note names the cell."""
     from app.views.sweep import grid_table
     from engine import DecodeConfig
-    from engine.bench.harness import _row, run_cell
+    from engine.bench.cells import run_cell
+    from engine.bench.harness import _row
 
     prompts = ["hello there", "a b c d", "one two", "x y z"]
     ar = run_cell(tiny, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=64), 1, sequential=True)

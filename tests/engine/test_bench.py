@@ -49,11 +49,11 @@ def test_bench_confidence_grid(tiny):
 
 def test_a_sequential_cell_times_each_prompts_prefill_apart(tiny):
     """Two prompts decoded one after another: both prefills are time to first token, not decoding."""
-    from engine.bench.cells import _decode_timing
     from engine.decoding.decode import generate
+    from engine.trace.rates import joined_decoding
 
     traces = [generate(tiny, [p], DecodeConfig(mode="autoregressive", max_new_tokens=6)) for p in PROMPTS[:2]]
-    timing = _decode_timing(traces)
+    timing = joined_decoding(traces)
     assert timing["ttft_s"] == sum(t.summary["ttft_s"] for t in traces)
     decode_s = sum(t.summary["wall_s"] - t.summary["ttft_s"] for t in traces)
     assert timing["decode_tokens_per_s"] == pytest.approx(sum(t.summary["new_tokens"] - 1 for t in traces) / decode_s)

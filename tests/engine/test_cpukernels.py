@@ -1,6 +1,7 @@
 """SpecLab's native CPU kernels (engine/model/cpukernels.py, cpu_kernels.c): the packed matrix products equal
-F.linear (float32 to rounding, bfloat16 to the last bit of its rounding), hand larger passes to their
-fallback, refuse what they cannot pack, and say in one line why they are unavailable."""
+F.linear (float32 to rounding, bfloat16 to the last bit of its rounding), through engine/model/layer.py's one
+`linear`, which hands larger passes to their fallback; they refuse what they cannot pack, and say in one line
+why they are unavailable."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch.nn.functional as F
 from conftest import no_kernels_reason
 
 from engine.model import cpukernels
+from engine.model.layer import linear
 
 needs_kernels = pytest.mark.skipif(not cpukernels.available(), reason=no_kernels_reason())
 
@@ -28,7 +30,7 @@ def test_float32_product_equals_linear(n, k, m):
     w = _matrix(n, k, torch.float32)
     x = _matrix(m, k, torch.float32, seed=1)
     packed = cpukernels.Packed(w)
-    got = packed(x)
+    got = linear(x, packed)
     assert got.shape == (m, n) and got.dtype == torch.float32
     torch.testing.assert_close(got, F.linear(x, w), rtol=1e-5, atol=1e-5 * k)
 
@@ -41,7 +43,7 @@ def test_bfloat16_product_is_the_rounded_float32_sum(n, k, m):
     bfloat16 step (plus float32 reordering) of the float32 product of the same values."""
     w = _matrix(n, k, torch.bfloat16)
     x = _matrix(m, k, torch.bfloat16, seed=2)
-    got = cpukernels.Packed(w)(x)
+    got = linear(x, cpukernels.Packed(w))
     assert got.dtype == torch.bfloat16
     exact = F.linear(x.float(), w.float())
     step = exact.abs().clamp(min=1e-3) * 2.0**-8  # one bfloat16 ulp at most (8 significant bits)
@@ -59,8 +61,8 @@ def test_a_tokens_product_does_not_depend_on_the_pass_it_is_in(dtype, m):
     w = _matrix(200, 576, dtype)
     x = _matrix(m, 576, dtype, seed=3)
     packed = cpukernels.Packed(w)
-    together = packed(x)
-    alone = torch.cat([packed(x[i : i + 1]) for i in range(m)])
+    together = linear(x, packed)
+    alone = torch.cat([linear(x[i : i + 1], packed) for i in range(m)])
     assert torch.equal(together, alone)
 
 
@@ -69,12 +71,12 @@ def test_leading_dimensions_and_fallback_beyond_max_tokens():
     w = _matrix(48, 32, torch.float32)
     packed = cpukernels.Packed(w, max_tokens=4)
     x = _matrix(6, 32, torch.float32, seed=3).view(2, 3, 32)  # 6 tokens > 4: F.linear on the plain matrix
-    assert torch.equal(packed(x), F.linear(x, w))
+    assert torch.equal(linear(x, packed), F.linear(x, w))
     small = x[:1, :3]  # 3 tokens: natively, shape kept
-    assert packed(small).shape == (1, 3, 48)
-    torch.testing.assert_close(packed(small), F.linear(small, w))
+    assert linear(small, packed).shape == (1, 3, 48)
+    torch.testing.assert_close(linear(small, packed), F.linear(small, w))
     strided = x.transpose(0, 1)[:1]  # a non-contiguous input is copied, not misread
-    torch.testing.assert_close(packed(strided), F.linear(strided, w))
+    torch.testing.assert_close(linear(strided, packed), F.linear(strided, w))
 
 
 @needs_kernels
@@ -124,7 +126,7 @@ def test_a_matrix_packed_into_given_memory_is_the_same_matrix(dtype):
     block = cpukernels.weight_memory(2 * need)
     packed = cpukernels.Packed(w, memory=block[need:])
     assert packed.data.data_ptr() == block.data_ptr() + need
-    assert torch.equal(packed(x), cpukernels.Packed(w)(x))
+    assert torch.equal(linear(x, packed), linear(x, cpukernels.Packed(w)))
     for bad in (block[: need - 64], block[1 : need + 1], torch.zeros(need // 4, dtype=torch.float32)):
         with pytest.raises(ValueError, match="needs uint8 memory of"):
             cpukernels.Packed(w, memory=bad)
@@ -262,17 +264,18 @@ def test_topk_logq_ties_go_to_the_lower_index_and_bad_calls_fall_back():
     assert cpukernels.topk_logq(torch.zeros(0, 6), 2)[0].shape == (0, 2)  # no rows: empty results, no call
 
 
-def test_greedy_stats_without_the_kernels_equal_torch(monkeypatch):
-    """engine/sampling.greedy_stats falls back to torch where the kernels are off, with the same argmax."""
+def test_greedy_stats_off_the_native_backend_equal_torch():
+    """engine/sampling.greedy_stats takes torch's way on every backend but "native" (and with none), with the same
+    argmax as the native call."""
     from engine import sampling
+    from engine.model.backend import Backend
 
     x = torch.randn(2, 3, 300, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
-    monkeypatch.setenv("SPECLAB_BACKEND", "fused")  # the kernels off (engine/model/backend.py)
-    ids, logz = sampling.greedy_stats(x)
-    assert torch.equal(ids, x.max(-1).indices) and torch.equal(logz, torch.logsumexp(x.float(), -1))
-    monkeypatch.delenv("SPECLAB_BACKEND")
+    for backend in (None, Backend("fused", torch.device("cpu")), Backend("torch", torch.device("cpu"))):
+        ids, logz = sampling.greedy_stats(x, backend)
+        assert torch.equal(ids, x.max(-1).indices) and torch.equal(logz, torch.logsumexp(x.float(), -1))
     if cpukernels.available():
-        native_ids, native_logz = sampling.greedy_stats(x)
+        native_ids, native_logz = sampling.greedy_stats(x, Backend("native", torch.device("cpu")))
         assert torch.equal(native_ids, ids)
         torch.testing.assert_close(native_logz, logz)
 
@@ -327,7 +330,7 @@ def test_the_pass_key_changes_with_any_source_that_makes_the_native_pass(tmp_pat
     cpukernels.fingerprint.cache_clear()
     try:
         before = cpukernels.fingerprint()
-        for name in ("cpu_kernels.c", "prepared.py", "layer.py"):
+        for name in ("cpu_kernels.c", "prepared.py", "layer.py", "passes.py", "static_cache.py"):
             with open(tmp_path / name, "a") as f:
                 f.write("\n# changed\n")
             cpukernels.fingerprint.cache_clear()

@@ -8,20 +8,19 @@ import json
 
 import pytest
 import torch
-from conftest import PROMPTS, hf_greedy, no_kernels_reason, tiny_pair
+from conftest import PROMPTS, hf_greedy, no_kernels_reason, tiny_eagle_pair
+from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 from engine import DecodeConfig, generate
 from engine.config import ConfigError
 from engine.model import backend, cpukernels
 from engine.model.backend import Backend, choose_backend, default_backend
-from engine.model.eagle_head import EagleRunner, load_head
-from engine.model.fastllama import rms_norm, rotate_half
-from engine.model.fastpass import FastRunner
+from engine.model.fastllama import rotate_half
+from engine.model.fastpass import FastRoute, FastRunner
 from engine.model.kvcache import RaggedCache
 from engine.model.layer import norm, small_attend
-from engine.model.pair import ModelPair
-from engine.model.pass_masks import attention_bias, pass_bias, rope, rope_lookup, rope_tables
-from engine.model.static_cache import StaticRaggedCache, make_cache, padded_mask
+from engine.model.pass_masks import attention_bias, pass_mask, rope, rope_lookup, rope_tables
+from engine.model.static_cache import ExactRoute, StaticRaggedCache, make_cache
 
 
 def _tokens(pair, prompts, cfg, name: str):
@@ -33,18 +32,7 @@ def _tokens(pair, prompts, cfg, name: str):
 def eagle_pair(tokenizer, tmp_path_factory, request):
     """A tiny target with an untrained (seeded) EAGLE head over every third token; the second one also fuses
     the target's layer-0 output (EAGLE-3: the fast pass collects that layer)."""
-    from training import eagle
-
-    pair = tiny_pair(tokenizer, draft_noise=0.01)
-    folder = tmp_path_factory.mktemp("eagle-fast")
-    head = eagle.EagleHead.from_target(pair.target, seed=0, fuse_layers=request.param)
-    if request.param:
-        with torch.no_grad():
-            head.fuse.weight.add_(torch.randn(head.fuse.weight.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
-    eagle.save_head(head, folder, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
-    config, state, vocab = load_head(folder, pair.target)
-    fields = {f: getattr(pair, f) for f in ("target", "draft", "tokenizer", "device", "dtype", "target_name", "draft_name", "eos_ids")}
-    return ModelPair(**fields, eagle=EagleRunner(config, state, vocab, pair.target), eagle_name="tiny eagle")
+    return tiny_eagle_pair(tokenizer, tmp_path_factory.mktemp("eagle-fast"), request.param)
 
 
 PASS_NAMES = {
@@ -93,7 +81,7 @@ def test_the_fallback_without_the_kernels_equals_transformers(tiny, monkeypatch)
     assert default_backend("cpu").name == choose_backend("cpu").name == "fused"
     asked, answers, kernel_calls = [], [], []
     for name in ("logit_stats", "topk_logq"):  # the backend's small operations are asked, and answer None
-        monkeypatch.setattr(backend, name, _recording(getattr(backend, name), name, asked, answers))
+        monkeypatch.setattr(Backend, name, _recording(getattr(Backend, name), name, asked, answers))
     for name in ("layer", "logit_stats", "topk_logq", "rms_norm"):  # the kernels themselves are never called
         monkeypatch.setattr(cpukernels, name, _recording(getattr(cpukernels, name), name, kernel_calls, []))
     ref = hf_greedy(tiny, PROMPTS[1], 20)
@@ -132,7 +120,7 @@ def test_the_backend_is_chosen_once_per_run_with_one_default_per_device(monkeypa
     assert choose_backend("cuda", cuda_graphs="auto") == Backend("cuda_graphs", torch.device("cuda"), "graphs")
     auto_on_cpu = choose_backend("cpu", cuda_graphs="auto")
     assert auto_on_cpu.name == cpu_default and auto_on_cpu.note == "CUDA graphs need CUDA; this run is on cpu"
-    assert choose_backend("cpu", cuda_graphs="padded").cache_mode == "padded"
+    assert choose_backend("cpu", cuda_graphs="padded").graph_mode == "padded"
     assert choose_backend("cpu", "fused", cuda_graphs="auto").name == "fused"  # a named backend wins over "auto" graphs
     for name in ("transformers", "torch", "fused"):
         assert choose_backend("cpu", name).name == name
@@ -144,11 +132,12 @@ def test_the_backend_is_chosen_once_per_run_with_one_default_per_device(monkeypa
         DecodeConfig(backend="eager")  # one name per backend: "eager" was "fused"'s second name
     costs, tree = tiny.target_costs, DecodeConfig(depth=3, drafter="model", tree_nodes=6, tree_topk=2)
     default = make_cache(tiny.target, tiny.device, costs, DecodeConfig(max_new_tokens=8))
-    assert isinstance(default, StaticRaggedCache) and default.mode == cpu_default and default.backend.name == cpu_default
+    assert isinstance(default, StaticRaggedCache) and type(default.route) is FastRoute and default.backend.name == cpu_default
     assert type(make_cache(tiny.target, tiny.device, costs, DecodeConfig(backend="torch"))) is RaggedCache
-    assert make_cache(tiny.target, tiny.device, costs, DecodeConfig(cuda_graphs="static")).mode == "static"
+    assert type(make_cache(tiny.target, tiny.device, costs, DecodeConfig(cuda_graphs="static")).route) is ExactRoute
     assert type(make_cache(tiny.target, tiny.device, costs, DecodeConfig.from_dict(tree.to_dict() | {"backend": "torch"}))) is RaggedCache
-    assert make_cache(tiny.target, tiny.device, costs, DecodeConfig.from_dict(tree.to_dict() | {"backend": "fused"})).mode == "fused"
+    fused_tree = make_cache(tiny.target, tiny.device, costs, DecodeConfig.from_dict(tree.to_dict() | {"backend": "fused"}))
+    assert fused_tree.backend.name == "fused" and fused_tree.passes.form == "onednn"
     oracle = make_cache(tiny.target, tiny.device, costs, DecodeConfig(backend="transformers"))
     assert type(oracle) is RaggedCache and oracle.lean is None
     for value, name in [("torch", "torch"), ("fused", "fused"), ("transformers", "transformers"), ("auto", cpu_default)]:
@@ -182,10 +171,10 @@ def test_the_old_variables_are_mapped_with_a_deprecation_note(monkeypatch, capsy
 
 def test_eager_runner_counts_passes_and_no_capture_time():
     runner = FastRunner(torch.device("cpu"))
-    assert runner.run("k", lambda a, b: a + b, (1, 2), {}) == 3
-    assert runner.run("k", lambda a: -a, (4,), {}) == -4
+    assert runner.run("k", lambda a, b: a + b, {"a": 1, "b": 2}) == 3
+    assert runner.run("k", lambda a: -a, {"a": 4}) == -4
     assert runner.eager_passes == 2 and runner.captured == runner.replays == runner.capture_pending() == 0
-    assert runner.take_capture_ms() == 0.0 and runner.graphs == {}
+    assert runner.capture_ms_total == 0.0 and runner.graphs == {} and runner.pending == {}
     runner.reset()
     assert runner.eager_passes == 0
 
@@ -248,11 +237,14 @@ def test_the_passes_command_times_the_default_pass(tmp_path, capsys):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_pass_pieces_match_the_lean_forward(dtype):
-    """The fused pass's norm and RoPE are fastllama's arithmetic bit for bit; small_attend over float32
+    """The one norm is transformers' LlamaRMSNorm bit for bit, RoPE its rotate_half arithmetic; small_attend over float32
     keys/values with the additive bias equals the float32 attention with the boolean mask."""
     torch.manual_seed(0)
     x, w = torch.randn(2, 3, 64).to(dtype) * 5, torch.rand(64).to(dtype)
-    assert torch.equal(norm(x, w, 1e-5), rms_norm(x, w, 1e-5))
+    hf = LlamaRMSNorm(64, eps=1e-5).to(dtype)
+    hf.weight.data.copy_(w)
+    with torch.no_grad():
+        assert torch.equal(norm(x, w, 1e-5), hf(x))
     positions, inv_freq = torch.arange(6).view(2, 3) + 7, 1.0 / (10000 ** (torch.arange(0, 16, 2).float() / 16))
     cos, sin = rope_tables(positions, inv_freq, dtype)  # (B, n, 1, d)
     emb = torch.cat([positions[..., None].float() * inv_freq] * 2, dim=-1)
@@ -273,7 +265,8 @@ def test_pass_pieces_match_the_lean_forward(dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_native_pass_shortcuts_equal_the_general_pieces(dtype):
     """What the native pass makes cheaply equals what it replaced: RoPE tables looked up (also after the
-    table grows), the bias made directly (single token, causal block; None where a row is ragged), and the
+    table grows), the bias made directly (single token, causal block) equal to the bias of the boolean mask (also
+    where a row is ragged or a padding row, where it is made from the mask), and the
     native final norm to float32 sum-order rounding."""
     inv_freq = 1.0 / (10000 ** (torch.arange(0, 16, 2).float() / 16))
     for positions in (torch.tensor([[5]]), torch.arange(6).view(2, 3) + 40, torch.tensor([[700, 701]])):
@@ -281,11 +274,14 @@ def test_native_pass_shortcuts_equal_the_general_pieces(dtype):
         assert got[0].shape == expect[0].shape and torch.equal(got[0], expect[0]) and torch.equal(got[1], expect[1])
     for bsz, past, n in ((1, 7, 1), (2, 4, 3), (1, 0, 5)):
         valid = torch.ones(bsz, past + n, dtype=torch.bool)
-        direct = pass_bias(valid, past, n, bsz, past + n, 2, 3)
-        assert torch.equal(direct, attention_bias(padded_mask(valid, past, n, bsz, past + n), 2, 3))
+        direct = pass_mask(valid, past, n, bsz, past + n, heads=(2, 3))
+        assert torch.equal(direct, attention_bias(pass_mask(valid, past, n, bsz, past + n), 2, 3))
     ragged = torch.ones(2, 6, dtype=torch.bool)
     ragged[1, 0] = False
-    assert pass_bias(ragged, 5, 1, 2, 6, 2, 3) is None and pass_bias(ragged[:1], 5, 1, 2, 6, 2, 3) is None  # a hole; a padding row
+    for valid, rows in ((ragged, 2), (ragged[:1], 2)):  # a hole; a padding row: the general route
+        bias = pass_mask(valid, 5, 1, rows, 6, heads=(2, 3))
+        assert torch.equal(bias, attention_bias(pass_mask(valid, 5, 1, rows, 6), 2, 3))
+        assert bool(torch.isinf(bias).any())
     if cpukernels.available():
         x, w = torch.randn(3, 2, 64).to(dtype) * 5, torch.rand(64).to(dtype)
         native = cpukernels.rms_norm(x, w, 1e-5)

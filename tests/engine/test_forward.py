@@ -14,6 +14,7 @@ from engine.costs import ModelCosts, expected_speedup, expected_tokens_per_step,
 def test_lean_forward_matches_transformers(tokenizer):
     """engine/model/fastllama.py computes what LlamaForCausalLM computes: ragged prefill, multi-token verify,
     per-row roll-back, row selection and single-token steps all give the same logits (float32)."""
+    from engine.model.backend import Backend
     from engine.model.kvcache import RaggedCache
 
     model = __import__("conftest").tiny_llama(len(tokenizer), layers=3, seed=5)
@@ -21,7 +22,7 @@ def test_lean_forward_matches_transformers(tokenizer):
     prompts = [[5, 6, 7, 8, 9, 10, 11], [20, 21, 22], [30, 31, 32, 33, 34]]
     logits = {}
     for lean in (False, True):
-        cache = RaggedCache(model, torch.device("cpu"), costs, lean=lean)
+        cache = RaggedCache(model, torch.device("cpu"), costs, backend=Backend("torch" if lean else "transformers", torch.device("cpu")))
         assert (cache.lean is not None) == lean
         with torch.inference_mode():
             steps = [cache.prefill(prompts, 0, logits_to_keep=1), cache.forward(torch.tensor([[1, 2, 3]] * 3))]

@@ -22,8 +22,7 @@ from test_tree import PROMPTS, _checked_run, _eagle_pair, toy_tree
 from engine import DecodeConfig, Trace, TraceError, generate, generate_steps
 from engine.decoding import goodput as goodput_policy
 from engine.decoding import passcurve, warmstart
-from engine.decoding.goodput import REMEMBER_STEPS
-from engine.decoding.policies import EXPLORE_STEPS, PRIOR_ACCEPTANCE, REFRESH_STEPS, GoodputDepth
+from engine.decoding.goodput import EXPLORE_STEPS, PRIOR_ACCEPTANCE, REFRESH_STEPS, REMEMBER_STEPS, GoodputDepth
 from engine.decoding.tree_value import CALIBRATION_DECAY, PRIOR_NODES, Calibration, bucket, depth_gains, pricing_check, tree_value
 from engine.decoding.verify_tree import accept_tree_sampling
 from engine.drafters.tree import DraftTree, TreeBuilder

@@ -9,6 +9,7 @@ import torch
 
 from engine import DecodeConfig, generate
 from engine.model import graph_pool
+from engine.model.backend import Backend
 from engine.model.graphs import GraphRunner, bucket_size
 
 PROMPTS = ["Hi", "Tell me a story about a dragon."]
@@ -24,7 +25,7 @@ class FakeGraph:
 
 def fake_capturing_runner():
     """A deferring runner whose `_capture` records its keys instead of calling CUDA."""
-    runner = GraphRunner(torch.device("cpu"), capture=True, defer=True)
+    runner = GraphRunner(Backend("cuda_graphs", torch.device("cpu"), "graphs"), defer=True)
     runner.capture = True  # as on CUDA
     captured = []
 
@@ -86,25 +87,26 @@ class Buffers:
 def test_pool_entry_per_model_and_mode_reused_across_runs():
     model, other = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
     cpu = torch.device("cpu")
-    first = graph_pool.acquire(model, "padded", cpu)
+    padded, static = Backend("cuda_graphs", cpu, "padded"), Backend("cuda_graphs", cpu, "static")
+    first = graph_pool.acquire(model, padded)
     graph_pool.release(first)
-    again = graph_pool.acquire(model, "padded", cpu)
-    assert again is first and again.runs == 2  # same model + mode: the same buffers and graphs
-    busy = graph_pool.acquire(model, "padded", cpu)  # a second run of the model at the same time
+    again = graph_pool.acquire(model, Backend("cuda_graphs", cpu, "padded", note="another note"))
+    assert again is first and again.runs == 2  # same model + backend: the same buffers and graphs
+    busy = graph_pool.acquire(model, padded)  # a second run of the model at the same time
     assert busy is not first
-    assert graph_pool.acquire(other, "padded", cpu) is not first
-    assert graph_pool.acquire(model, "static", cpu) not in (first, busy)
+    assert graph_pool.acquire(other, padded) is not first
+    assert graph_pool.acquire(model, static) not in (first, busy)
     for entry in (again, busy):
         graph_pool.release(entry)
 
 
 def test_buffers_kept_when_they_fit_and_grown_when_not():
-    entry = graph_pool.acquire(torch.nn.Linear(2, 2), "padded", torch.device("cpu"))
+    entry = graph_pool.acquire(torch.nn.Linear(2, 2), Backend("cuda_graphs", torch.device("cpu"), "padded"))
     made = []
 
     def make(rows, capacity):
         made.append((rows, capacity))
-        return Buffers(rows, capacity), object()
+        return Buffers(rows, capacity)
 
     assert entry.ensure(4, 256, make) is True
     kv = entry.kv
@@ -119,7 +121,7 @@ def test_decode_runs_reuse_the_same_static_buffers(tiny):
     cfg = DecodeConfig(depth=2, max_new_tokens=8, cuda_graphs="padded")
     first = generate(tiny, PROMPTS, cfg)
     entries = graph_pool.entries(tiny.target)
-    padded = [e for e in entries if e.mode == "padded"]
+    padded = [e for e in entries if e.backend.graph_mode == "padded"]
     assert len(padded) == 1 and not padded[0].in_use  # given back when the run's cache was dropped
     kv, runs, allocations = padded[0].kv, padded[0].runs, padded[0].allocations  # earlier tests may have grown it
     second = generate(tiny, PROMPTS, cfg)
@@ -138,9 +140,9 @@ def test_graphs_captured_at_warm_up_then_replayed_without_capture():
     cfg = DecodeConfig(depth=3, drafter="model", max_new_tokens=32, cuda_graphs="auto")
     warm = warm_graphs(pair, PROMPTS, cfg)
     assert warm["graphs_captured"] > 0 and warm["warmup_ms"] > 0
-    kv = [e.kv for e in graph_pool.entries(pair.target) if e.mode == "graphs"]
+    kv = [e.kv for e in graph_pool.entries(pair.target) if e.backend.graph_mode == "graphs"]
     run = generate(pair, PROMPTS, cfg)
     assert run.meta["graphs_captured"] == 0 and run.meta["graph_replays"] > 0 and run.meta["graph_eager_passes"] == 0
-    assert [e.kv for e in graph_pool.entries(pair.target) if e.mode == "graphs"] == kv  # the same buffers
+    assert [e.kv for e in graph_pool.entries(pair.target) if e.backend.graph_mode == "graphs"] == kv  # the same buffers
     eager = generate(pair, PROMPTS, DecodeConfig.from_dict(cfg.to_dict() | {"cuda_graphs": "off"}))
     assert run.output_ids == eager.output_ids

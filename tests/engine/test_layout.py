@@ -188,3 +188,17 @@ def test_every_engine_subpackage_has_a_layer_rule_or_is_a_top_module():
     """A new folder in engine/ must say where it sits (add it to LAYER_RULES and docs/design.md)."""
     folders = {p.name for p in ENGINE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert folders - {"bench"} == set(LAYER_RULES)
+
+
+def test_the_api_is_the_contract_and_a_torch_free_module_loads_without_torch():
+    """`from engine import ...` gives the contract's names (engine/__init__.py loads them at first use); importing
+    engine.formats (the app's class store reads its data folder there) loads no torch."""
+    import engine
+
+    assert sorted(engine.__all__) == sorted(engine._API)
+    code = "import sys, engine.formats, engine.config; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    from engine import DecodeConfig, Trace, generate, generate_steps, load_pair
+
+    assert callable(load_pair) and callable(generate) and callable(generate_steps) and DecodeConfig().depth >= 0
+    assert Trace.__module__ == "engine.trace.file"

@@ -9,18 +9,10 @@ import math
 import pytest
 from conftest import PROMPTS
 
-from engine import ConfigError, DecodeConfig, generate
-from engine.decoding.goodput import PRIOR_WEIGHT, REFRESH_STEPS
+from engine import ConfigError, DecodeConfig, formats, generate
+from engine.decoding.goodput import EXPLORE_STEPS, PRIOR_ACCEPTANCE, PRIOR_WEIGHT, REFRESH_STEPS, GoodputDepth, expected_tokens
 from engine.decoding.passcurve import PassCurve
-from engine.decoding.policies import (
-    EXPLORE_STEPS,
-    PRIOR_ACCEPTANCE,
-    BatchTable,
-    GoodputDepth,
-    PolicyContext,
-    derived_batch_table,
-    expected_tokens,
-)
+from engine.decoding.policies import BatchTable, PolicyContext, derived_batch_table
 from engine.trace.records import DraftToken, SeqStep, Step
 
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -209,7 +201,7 @@ def test_pass_curve_is_measured_once_then_read_from_the_cache(tiny, tmp_path, mo
 
     monkeypatch.setenv("SPECLAB_CACHE", str(tmp_path))
     monkeypatch.delenv("SPECLAB_DATA", raising=False)
-    monkeypatch.setattr(passcurve, "SPACE_DATA", tmp_path / "no-persistent-storage")
+    monkeypatch.setattr(formats, "SPACE_DATA", tmp_path / "no-persistent-storage")
     monkeypatch.setattr(passcurve, "_memory", {})
     first = passcurve.pass_curve(tiny)
     assert first.tokens[0] == 1 and list(first.ms) == sorted(first.ms)  # measured, and non-decreasing

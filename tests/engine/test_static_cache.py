@@ -13,18 +13,11 @@ from conftest import PROMPTS
 
 from engine import DecodeConfig, generate, generate_steps
 from engine.config import ConfigError
-from engine.model.backend import choose_backend
-from engine.model.graphs import GraphRunner
+from engine.model.backend import Backend, choose_backend
+from engine.model.graphs import GraphRunner, batch_bucket, window_bucket
 from engine.model.kvcache import RaggedCache
-from engine.model.static_cache import (
-    StaticRaggedCache,
-    batch_bucket,
-    buffer_dtype,
-    make_cache,
-    padded_mask,
-    static_capacity,
-    window_bucket,
-)
+from engine.model.pass_masks import pass_mask
+from engine.model.static_cache import StaticRaggedCache, make_cache, route_for, static_capacity
 
 MODES = ["static", "padded"]
 
@@ -137,7 +130,7 @@ def test_batch_and_window_buckets():
 
 def test_padded_mask_rows_and_columns():
     valid = torch.tensor([[False, True, True, True], [True, True, False, True]])  # (B=2, past 2 + n 2)
-    mask = padded_mask(valid, past=2, n_new=2, batch=3, window=6)  # (3, 1, 2, 6)
+    mask = pass_mask(valid, past=2, n=2, rows=3, window=6)  # (3, 1, 2, 6)
     assert mask.shape == (3, 1, 2, 6)
     # row 0: first query (column 2) sees columns 1-2, the second sees 1-3; nothing past the live columns
     assert mask[0, 0].tolist() == [[False, True, True, False, False, False], [False, True, True, True, False, False]]
@@ -147,7 +140,7 @@ def test_padded_mask_rows_and_columns():
 
 
 def test_graph_runner_runs_eagerly_without_cuda():
-    runner = GraphRunner(torch.device("cpu"), capture=True)
+    runner = GraphRunner(Backend("cuda_graphs", torch.device("cpu"), "graphs"))
     assert not runner.capture  # CUDA graphs need CUDA
     out = runner.run(("k",), lambda x: (x * 2, None), {"x": torch.ones(2)})
     assert torch.equal(out[0], torch.full((2,), 2.0)) and out[1] is None
@@ -160,11 +153,11 @@ def test_mode_resolution_and_errors(tiny, monkeypatch):
     auto = choose_backend(cpu, cuda_graphs="auto")
     assert (auto.name, auto.note) == ("torch", "CUDA graphs need CUDA; this run is on cpu")
     assert choose_backend(cuda, cuda_graphs="auto").name == "torch"  # SPECLAB_BACKEND (this file's) stands in for "auto"
-    assert choose_backend(cpu, cuda_graphs="padded").cache_mode == "padded"
+    assert choose_backend(cpu, cuda_graphs="padded").graph_mode == "padded"
     assert type(make_cache(tiny.target, cpu, tiny.target_costs, DecodeConfig(cuda_graphs="auto"))) is RaggedCache  # auto on a CPU
     assert isinstance(make_cache(tiny.target, cpu, tiny.target_costs, DecodeConfig(cuda_graphs="static")), StaticRaggedCache)
     monkeypatch.delenv("SPECLAB_BACKEND")
-    assert choose_backend(cuda, cuda_graphs="auto").cache_mode == "graphs" and choose_backend(cuda).name == "torch"
+    assert choose_backend(cuda, cuda_graphs="auto").graph_mode == "graphs" and choose_backend(cuda).name == "torch"
     with pytest.raises(ConfigError, match="cuda_graphs must be one of"):
         DecodeConfig(cuda_graphs="always")
     graphs = choose_backend(cuda, cuda_graphs="auto")
@@ -217,8 +210,9 @@ def test_cuda_graphs_equal_eager_float32():
 def test_fast_pass_buffers_are_float32_on_the_cpu_in_every_fast_mode():
     """small_attend and the native attention read float32 keys and values: the fused and native passes get
     float32 buffers on the CPU; other modes and devices keep the model's dtype."""
-    for mode in ("fused", "native"):
-        assert buffer_dtype(mode, "cpu", torch.bfloat16) == torch.float32
-        assert buffer_dtype(mode, "cpu", torch.float32) == torch.float32
-    assert buffer_dtype("fused", "cuda", torch.bfloat16) == torch.bfloat16
-    assert buffer_dtype("static", "cpu", torch.bfloat16) == torch.bfloat16
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    for name in ("fused", "native"):
+        assert route_for(Backend(name, cpu)).buffer_dtype(cpu, torch.bfloat16) == torch.float32
+        assert route_for(Backend(name, cpu)).buffer_dtype(cpu, torch.float32) == torch.float32
+    assert route_for(Backend("fused", cuda)).buffer_dtype(cuda, torch.bfloat16) == torch.bfloat16
+    assert route_for(Backend("cuda_graphs", cpu, "static")).buffer_dtype(cpu, torch.bfloat16) == torch.bfloat16

@@ -10,7 +10,7 @@ With --server-pid PID it also samples a running `streamlit run app/main.py` (e.g
 on a class, opened by hand or by Playwright) over the same idle window, so the whole server's idle CPU is
 measured, not only the store's. Keep runs short on a shared machine:
 
-    python scripts/investigate/class_load.py --students 30 --idle-s 10 --reveals 3 [--server-pid PID] [--json out.json]
+    python scripts/investigate/class_store_load.py --students 30 --idle-s 10 --reveals 3 [--server-pid PID] [--json out.json]
 """
 
 from __future__ import annotations
