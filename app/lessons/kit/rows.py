@@ -6,14 +6,6 @@ from __future__ import annotations
 
 from app.lessons.kit import noise
 
-COLORS = ["#8a8d99", "#1f4fd1", "#f2a93b", "#b8006b", "#0a7d32"]
-
-
-DASHES = ("dot", "solid", "dash", "dashdot", "longdash")  # plain decoding dotted, as before
-
-
-SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")
-
 
 def contenders(rows: list[dict]) -> list[str]:
     """Contender names in the order they were measured."""

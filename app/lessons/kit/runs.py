@@ -48,9 +48,10 @@ def warm_up(pair, jobs: dict) -> list[dict]:
     warmed its name, the seconds it took and its decoding-alone tokens/s."""
     out, warmed = [], set()
     for name, job in jobs.items():
-        if shapes(job) in warmed:
+        key = shapes(job)
+        if key in warmed:
             continue
-        warmed.add(shapes(job))
+        warmed.add(key)
         trace, seconds = warm(pair, job.prompts[:1] if job.sequential else job.prompts, job.cfg)
         rate = ms.decode_rate(ms.decode_fields([trace]) | {"tokens_per_s": trace.summary["tokens_per_s"]})
         label = " ".join(str(part) for part in name) if isinstance(name, tuple) else str(name)

@@ -7,13 +7,19 @@ from plotly.subplots import make_subplots
 
 from app.lessons.kit.figures import (
     PLAIN_COLOR,
+    SYMBOLS,
     decode_rate,
     esc,
     frame,
     tpot_ms,
     whiskers,
 )
-from app.lessons.kit.rows import COLORS, DASHES, SYMBOLS, batches, cell, policies
+from app.lessons.kit.rows import batches, cell, policies
+
+COLORS = ["#8a8d99", "#1f4fd1", "#f2a93b", "#b8006b", "#0a7d32"]
+
+
+DASHES = ("dot", "solid", "dash", "dashdot", "longdash")  # plain decoding dotted, as before
 
 
 def by_load_figure(m: dict, s: dict, label: str = "") -> go.Figure:
