@@ -3,7 +3,8 @@
 Starts `streamlit run app/main.py` on 127.0.0.1, opens every lesson (1 to 7) in teacher mode in headless Chromium
 (Debian's /usr/bin/chromium, driven by Playwright), presses "Re-measure live" and times the press until the page
 labels its numbers "measured live on". Prints one row per lesson (seconds, whether the page flagged the run as
-disturbed, whether it showed a traceback) and saves a full-page screenshot per lesson.
+disturbed, whether it showed a traceback), then the sentences the page wrote on the live run beside its recording
+(the prediction's answer and the verdict, live and recorded), and saves a full-page screenshot per lesson.
 Bounded: one server on loopback, one page at a time, at most --timeout seconds a lesson.
 
     python scripts/investigate/lesson_live_times.py [--lessons 1,3,4] [--out artifacts/live] [--timeout 240]
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import time
 from pathlib import Path
 
@@ -44,7 +46,12 @@ def time_lesson(page, url: str, n: int, out: Path, timeout_s: float) -> dict:
     page.wait_for_timeout(1500)
     body = page.inner_text("body")
     page.screenshot(path=str(out / f"lesson{n}.png"), full_page=True)
-    return {"lesson": n, "s": seconds, "disturbed": "DISTURBED" in body, "traceback": "Traceback" in body}
+    against = [m.group(0).strip() for m in AGAINST.finditer(body)]
+    return {"lesson": n, "s": seconds, "disturbed": "DISTURBED" in body, "traceback": "Traceback" in body, "against": against}
+
+
+# the live-beside-recorded box's sentences (app/lessons/kit/against.py `headline`), as the page wrote them
+AGAINST = re.compile(r"The (?:prediction's answer|verdict)[^\n]*?[.](?= The |\n|$)")
 
 
 def main() -> None:
@@ -71,6 +78,8 @@ def main() -> None:
                 finally:
                     context.close()
                 print(f"lesson {n}: {r['s']:.1f} s live in the browser; disturbed {r['disturbed']}; traceback {r['traceback']}", flush=True)
+                for line in r["against"]:
+                    print(f"  {line}", flush=True)
         finally:
             browser.close()
 
