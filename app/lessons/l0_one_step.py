@@ -11,7 +11,7 @@ import streamlit as st
 from app.common import measurement
 from app.common.stepthrough_panel import draw_stages
 from app.lessons import registry
-from app.lessons.kit.experiment import Experiment, Prediction
+from app.lessons.kit.experiment import Experiment, Prediction, Walkthrough
 from app.views import metrics, step_pictures, stepthrough
 from engine import DecodeConfig, Trace, TraceError, generate
 from engine.bench.prompts import batch_prompts
@@ -75,8 +75,13 @@ def record_of(trace) -> dict:
 
 
 def one_step(pair, probe, s: dict) -> dict:
+    return live_step(pair)[0]
+
+
+def live_step(pair) -> tuple[dict, Trace]:
+    """(the checked measurement of a live step, its trace to step through)."""
     spec, plain = one_step_traces(pair)
-    return measure(spec, plain)
+    return registry.check_measurement("one_step", measure(spec, plain)), spec
 
 
 @st.cache_data(show_spinner=False)
@@ -205,7 +210,7 @@ def show_tree_step() -> None:
 
 
 RECORD = Experiment(
-    # lesson 0: no knobs; its recording is the step-through trace (app/lessons/step_page.py)
+    # lesson 0: no knobs; its recording is the step-through trace (STEP_TRACES), drawn by its walkthrough
     one_step,
     (),
     Prediction(
@@ -216,6 +221,14 @@ RECORD = Experiment(
         unit=" drafts",
     ),
     needs=("eagle", "model"),
+    numbers=lambda m, s: [(r["how"], f"{r['time (ms)']} ms, {r['tokens']} tokens") for r in step_pictures.plain_vs_step_rows(m)],
+    walkthrough=Walkthrough(
+        recorded_one_step,
+        live_step,
+        show_one_step,
+        "In a class, lesson 0 shares the recorded step: a live step's trace stays on the page that measured it, so "
+        "everyone steps through the same recorded one.",
+    ),
     name="one_step",
     schema={  # lesson 0: one speculative step (app/views/stepthrough.py step_measurement)
         **{k: "int" for k in ("step", "k", "accepted", "gained", "tokens_per_pass")},

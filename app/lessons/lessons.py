@@ -71,7 +71,7 @@ teacher_plan(teacher)
 lesson = lessons[i]
 
 # --- the lesson ----------------------------------------------------------------------------------
-show_lead(lesson)
+show_lead(lesson, lessons)
 if lesson.problem:
     st.error(lesson.problem, icon=":material/error:")
     st.stop()

@@ -208,7 +208,7 @@ def test_every_lesson_reads_in_order_with_its_gpu_panel_details_and_sources():
         labels = [e.label for e in at.main.expander]
         assert [h for h, _ in sections.details] == [x for x in labels if x in dict(sections.details)]
         assert "Sources." in _texts(at.caption)
-        linked = "[Lesson 0, one speculative step](?lesson=0)" in _texts(at.caption)
+        linked = "](?lesson=0) walks through it stage by stage" in _texts(at.caption)
         assert linked == (lesson.number != 0)
         tree = [x for x in labels if "draft-tree step" in x]
         assert bool(tree) == (lesson.experiment == "width")

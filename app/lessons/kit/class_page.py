@@ -21,15 +21,12 @@ from app.lessons.kit import handouts
 from app.lessons.kit.experiment import Experiment
 from app.lessons.kit.handouts import guess_line
 from app.lessons.kit.page import (
-    STEP_LESSON,
     load_recording,
     recorded_label,
-    result_numbers,
     run_live,
     worksheet_button,
     worksheet_page,
 )
-from app.lessons.l0_one_step import show_one_step
 from app.views import classroom as views
 from app.views.safe import one_line as flat_text
 
@@ -38,12 +35,6 @@ STORE_ERRORS = (ClassroomError, OSError, sqlite3.Error)
 
 
 SHARED_KEYS = ("measurement", "settings", "label", "source")
-
-
-STEP_NOTE = (
-    "In a class, lesson 0 shares the recorded step: a live step's trace stays on the page that measured it, so "
-    "everyone steps through the same recorded one."
-)
 
 
 def open_store(raw: dict) -> ClassroomStore | None:
@@ -97,9 +88,10 @@ def shared_json(result: dict) -> str | None:
 
 
 def run_for_class(i: int, name: str, experiment: Experiment, settings: dict, teacher: bool) -> str | None:
-    """The class's one run: the recording in teacher mode (and always for lesson 0), else the experiment live on
-    this server, under the run lock. The result is the teacher's own result too. None after saying why not."""
-    if teacher or name == STEP_LESSON:
+    """The class's one run: the recording in teacher mode (and always for a walkthrough: lesson 0), else the
+    experiment live on this server, under the run lock. The result is the teacher's own result too. None after saying
+    why not."""
+    if teacher or experiment.walkthrough is not None:
         rec, problem, _ = load_recording(name)
         if rec is None:
             st.warning(f"No usable recording for this lesson: {problem}")
@@ -118,8 +110,8 @@ def run_for_class(i: int, name: str, experiment: Experiment, settings: dict, tea
 
 def desk(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment, settings: dict, teacher: bool) -> None:
     """The teacher's control desk for lesson `i` (panel.teacher_desk)."""
-    if lesson.experiment == STEP_LESSON:
-        st.caption(STEP_NOTE)
+    if experiment.walkthrough is not None:
+        st.caption(experiment.walkthrough.class_note)
     panel.teacher_desk(
         store,
         me,
@@ -128,7 +120,7 @@ def desk(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment
         unit=experiment.predict.unit.strip(),
         questions=[(c.question, list(c.options)) for c in lesson.checks],
         run_result=lambda: run_for_class(i, lesson.experiment, experiment, settings, teacher),
-        page_redraws=not (teacher or lesson.experiment == STEP_LESSON),  # a recording: the page shows it already
+        page_redraws=not (teacher or experiment.walkthrough is not None),  # a recording: the page shows it already
         result_page=result_page(i, lesson, lesson.experiment, experiment),  # each student's result, as a file at Reveal
     )
 
@@ -188,7 +180,7 @@ def numbers_html(i: int, name: str, text: str, guess, _experiment: Experiment, _
     m, s = result["measurement"], result["settings"]
     rows = prediction_rows(_experiment, guess, m, s)
     line = guess_line(guess, _experiment.predict.measured(m, s), _experiment.predict.unit)
-    numbers = [{"measured": what, "value": value} for what, value in result_numbers(name, m, s)]
+    numbers = [{"measured": what, "value": value} for what, value in _experiment.numbers(m, s)]
     blocks = [source_line(result), "<p><strong>Your guess, the measurement and the models</strong></p>", views.table_html(rows)]
     blocks += [f"<p>{html.escape(flat_text(line, 400))}</p>"] if line else []
     body = "".join([*blocks, "<p><strong>The run's numbers</strong></p>", views.table_html(numbers)])
@@ -227,11 +219,11 @@ def draw_shared(i: int, lesson, name: str, experiment: Experiment):
             return
         with last_resort("Could not draw the class's result"):
             _, page = numbers_html(i, name, text, mine, experiment, lesson)
-            if name == STEP_LESSON:
-                st.caption(STEP_NOTE)
+            if experiment.walkthrough is not None:
+                st.caption(experiment.walkthrough.class_note)
                 _, _, trace = load_recording(name)
                 if trace is not None:
-                    show_one_step(result | {"trace": trace}, trace, locked=False)
+                    experiment.walkthrough.draw(result | {"trace": trace}, trace, False)
             elif st.toggle("Show the lesson's figures", key="class_figures"):
                 draw_class_result(name, text)
             worksheet_button(i, page)

@@ -120,6 +120,18 @@ def claim_rows(claims, m: dict) -> list[dict]:
 
 
 @dataclass(frozen=True)
+class Walkthrough:
+    """A lesson whose body is one recorded trace stepped through (lesson 0): its own recording and live run, its
+    drawing (shown before a prediction too, up to the stages that would give the answer away), and what a class
+    session says of it (a class shares the recorded trace)."""
+
+    recorded: Callable[[], tuple[dict | None, str | None, object]]  # () -> (record, why not, trace)
+    live: Callable[[object], tuple[dict, object]]  # pair -> (measurement, its trace)
+    draw: Callable[[dict | None, object, bool], None]  # (result or None, trace, locked until a prediction)
+    class_note: str
+
+
+@dataclass(frozen=True)
 class Experiment:
     run: Callable[[object, object, dict], dict]  # (pair, probe, settings) -> measurement (plain numbers)
     knobs: tuple[Knob, ...]
@@ -142,6 +154,7 @@ class Experiment:
     retimed: Callable[[dict, str, str], None] | None = None  # (measurement, label, key): its own GPU re-timing, drawn
     gpu_lines: Callable[[dict], list[str]] = field(default=lambda m: [])  # what its run trades on the H200, in words
     more: tuple[str, Callable[[], None]] | None = None  # (title, draw): one more section (lesson 7: a recorded tree step)
+    walkthrough: Walkthrough | None = None  # a stepped-through trace instead of a chart (lesson 0)
 
     def defaults(self) -> dict:
         return {k.key.split("_", 1)[1]: k.default for k in self.knobs}

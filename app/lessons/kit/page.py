@@ -1,6 +1,7 @@
 """The Lessons page's parts, in the order a student meets them: the lesson picker, the settings (bound to the URL),
 the prediction, the result (live or recorded, drawn by the lesson's record, its claims checked, beside its
-recording), the details, the checks, the worksheet and the sources. Lesson 0's body is the step-through.
+recording), the details, the checks, the worksheet and the sources. A lesson with a walkthrough (lesson 0) draws
+its stepped-through trace instead of a chart.
 """
 
 from __future__ import annotations
@@ -17,9 +18,6 @@ from app.lessons import registry
 from app.lessons.kit import against, noise
 from app.lessons.kit.experiment import Experiment, claim_rows
 from app.lessons.kit.handouts import guess_line, hand_calculation, plan_text, prediction_rows, worksheet_html
-from app.lessons.l0_one_step import RECORD as STEP_RECORD
-from app.lessons.l0_one_step import measure, one_step_traces, recorded_one_step, show_one_step
-from app.views.step_pictures import plain_vs_step_rows
 from engine import ConfigError
 from engine.drafters import available_drafters
 
@@ -36,9 +34,6 @@ RECORDINGS = ROOT / "assets" / "lessons"
 
 
 PAGE = "lessons"  # its bound widgets and their labels: app/common/url_keys.py
-
-
-STEP_LESSON = STEP_RECORD.name  # lesson 0: its body is the step-through (app/lessons/l0_one_step.py)
 
 
 # What an experiment can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
@@ -95,11 +90,14 @@ def _plan(text: str, stamps: tuple) -> str:
 
 
 # --- the lesson's text ------------------------------------------------------------------------------
-def show_lead(lesson) -> None:
+def show_lead(lesson, lessons: dict) -> None:
+    """The title and the lead; elsewhere than the step-through lesson (the one with a walkthrough), a link to it."""
     st.header(lesson.title)
     st.markdown(lesson.sections.lead)
-    if lesson.number != 0 and lesson.experiment != STEP_LESSON:
-        st.caption("New to the mechanism? [Lesson 0, one speculative step](?lesson=0) walks through it stage by stage.")
+    walks = [n for n, one in sorted(lessons.items()) if getattr(registry.EXPERIMENTS.get(one.experiment), "walkthrough", None)]
+    if walks and lesson.number not in walks:
+        n = walks[0]
+        st.caption(f"New to the mechanism? [{lessons[n].title}](?lesson={n}) walks through it stage by stage.")
 
 
 def show_details(lesson) -> None:
@@ -153,9 +151,10 @@ def _recording(name: str, mtime: float) -> tuple[dict | None, str | None]:
 
 
 def load_recording(name: str) -> tuple[dict | None, str | None, object]:
-    """(record, problem, the recorded trace for lesson 0 else None)."""
-    if name == STEP_LESSON:
-        return recorded_one_step()
+    """(record, problem, the recorded trace of a walkthrough else None)."""
+    walk = registry.EXPERIMENTS[name].walkthrough
+    if walk is not None:
+        return walk.recorded()
     path = RECORDINGS / f"{name}.json"
     return (*_recording(name, path.stat().st_mtime if path.exists() else 0.0), None)
 
@@ -165,10 +164,9 @@ def recorded_label(rec: dict) -> str:
 
 
 def _measure_live(name: str, experiment: Experiment, pair, probe, settings: dict) -> tuple[dict, object]:
-    """(the checked measurement, lesson 0's trace to step through, else None)."""
-    if name == STEP_LESSON:
-        spec, plain = one_step_traces(pair)
-        return registry.check_measurement(name, measure(spec, plain)), spec
+    """(the checked measurement, a walkthrough's trace to step through, else None)."""
+    if experiment.walkthrough is not None:
+        return experiment.walkthrough.live(pair)
     return registry.check_measurement(name, experiment.run(pair, probe, settings)), None
 
 
@@ -205,13 +203,15 @@ def run_live(i: int, name: str, experiment: Experiment, settings: dict) -> None:
 def live_disturbed(name: str, m: dict, machine: str) -> str | None:
     """Why a live run's timings are suspect (noise.disturbed_live: other processes' load during its own timing, its
     rounds' scatter, its probe against the recording's where that was made on this kind of machine), or None."""
-    return None if name == STEP_LESSON else noise.disturbed_live(m, load_recording(name)[0], machine)
+    if registry.EXPERIMENTS[name].walkthrough is not None:
+        return None  # one step timed once: no rounds to judge
+    return noise.disturbed_live(m, load_recording(name)[0], machine)
 
 
 def show_against(name: str, experiment: Experiment, result: dict, rec: dict | None) -> None:
     """A live result beside the shipped recording: the key numbers side by side with the machine and date of each, and
     what differs (other settings first), named and explained from what each run measured (app/lessons/against.py)."""
-    if result["source"] != "live" or rec is None or name == STEP_LESSON:
+    if result["source"] != "live" or rec is None or experiment.walkthrough is not None:
         return
     p, m = experiment.predict, result["measurement"]
     live = against.side(
@@ -278,10 +278,10 @@ def experiment_block(i: int, name: str, experiment: Experiment, settings: dict, 
             f"{icon} These numbers were {result['label']}."
             + (" Press Re-measure live to measure on the machine serving this page." if result["source"] == "recorded" else "")
         )
-    if name == STEP_LESSON:  # the step is shown before a prediction too, up to the stages that give it away
+    if experiment.walkthrough is not None:  # shown before a prediction too, up to the stages that give it away
         trace = result["trace"] if result is not None else rec_trace
         if trace is not None:
-            show_one_step(result, trace, locked=waiting)
+            experiment.walkthrough.draw(result, trace, waiting)
     elif result is not None:
         experiment.show(result["measurement"], result["settings"], label=result["label"])  # its figures carry the label
         show_claims(experiment, result["measurement"])
@@ -322,15 +322,8 @@ def worksheet_page(lesson, experiment: Experiment, name: str, result: dict, rows
     m, s = result["measurement"], result["settings"]
     calc_in = experiment.leviathan(m, s) or {}
     calc = hand_calculation(calc_in.get("alpha"), calc_in.get("k"), calc_in.get("c"))
-    numbers = result_numbers(name, m, s)
+    numbers = experiment.numbers(m, s)
     return worksheet_html(lesson.title, experiment.predict.question.format(**s), rows, numbers, result["label"], calc)
-
-
-def result_numbers(name: str, m: dict, s: dict) -> list[tuple[str, str]]:
-    """The handful of measured numbers a worksheet (and a student's class page) lists."""
-    if name == STEP_LESSON:
-        return [(r["how"], f"{r['time (ms)']} ms, {r['tokens']} tokens") for r in plain_vs_step_rows(m)]
-    return registry.EXPERIMENTS[name].numbers(m, s)
 
 
 def worksheet_button(i: int, page: str) -> None:
