@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from app.lessons import registry
+from app.lessons.registry import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = ROOT / "assets" / "lessons"
@@ -61,9 +62,9 @@ def lesson_figures() -> dict:
 
     curves, _ = gpu.recorded_curves()
     ridge = _rec("past_the_ridge")["settings"]
-    marks = sorted({b * n for _, b, n in gpu.lesson_passes("past_the_ridge", ridge)})
+    marks = sorted({b * n for _, b, n in gpu.lesson_passes(EXPERIMENTS["past_the_ridge"], ridge)})
     out["gpu_curves"] = gpu.curves_figure(curves, marks)
-    out["gpu_model"] = gpu.model_figure("past_the_ridge", ridge)
+    out["gpu_model"] = gpu.model_figure(EXPERIMENTS["past_the_ridge"], ridge)
     from app.views import roofline
 
     one = _rec("memory_bound")

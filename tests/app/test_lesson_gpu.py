@@ -16,6 +16,7 @@ from app.lessons.kit import gpu as G
 from app.lessons.kit.gpu_panel import chosen_settings
 from app.lessons.kit.retime import figure, why_not
 from app.lessons.l5_adaptive import gate_lines
+from app.lessons.registry import EXPERIMENTS
 from engine.roofline import predictor
 from engine.roofline.architectures import architecture
 from engine.roofline.gpus import gpu
@@ -76,30 +77,30 @@ def test_the_seed_framing_is_computed_from_the_gpu_table():
     assert "HBM" in text and "on-chip" in text and f"{f['stream_ms']:.0f} ms" in text and "MoE" in text
 
 
-@pytest.mark.parametrize("lesson", LESSONS + ("one_step", "no_such_lesson"))
+@pytest.mark.parametrize("lesson", LESSONS + ("one_step",))
 def test_model_rows_are_labelled_model_and_follow_the_settings(lesson):
     settings = {"depth": 4, "batch": 16, "nodes": 24, "k": 4, "n": 8, "largest": 64}
-    rows = G.model_rows(lesson, settings)
+    rows = G.model_rows(EXPERIMENTS[lesson], settings)
     assert rows and all("model, not a measurement" in next(iter(r)) for r in rows)
     assert all(r["predicted ms"] > 0 and r["regime (model)"] in ("overhead", "memory", "compute") for r in rows)
     assert "model, not a measurement" in G.model_label() and "H100" in G.model_label()
-    fig = G.model_figure(lesson, settings)
+    fig = G.model_figure(EXPERIMENTS[lesson], settings)
     assert "Model, not a measurement" in fig.layout.title.text and fig.data
 
 
 def test_model_rows_price_the_lessons_verify_pass():
-    rows = G.model_rows("past_the_ridge", {"depth": 4, "batch": 16})
+    rows = G.model_rows(EXPERIMENTS["past_the_ridge"], {"depth": 4, "batch": 16})
     verify = next(r for r in rows if r["pass (model, not a measurement)"] == "verify k = 4, batch 16")
     assert verify["tokens per pass"] == 80
     costs, roof = architecture("8B").costs("bfloat16"), predictor.Roof.from_gpu(gpu("H100-SXM"), "bfloat16")
     assert verify["predicted ms"] == round(predictor.pass_ms(costs, roof, 16, 5, G.MODEL_CONTEXT), 2)
-    tree = next(r for r in G.model_rows("width", {"nodes": 24, "batch": 16}) if r["tokens per pass"] == 400)
+    tree = next(r for r in G.model_rows(EXPERIMENTS["width"], {"nodes": 24, "batch": 16}) if r["tokens per pass"] == 400)
     assert tree["pass (model, not a measurement)"] == "tree of 24, batch 16"
 
 
 def test_cited_results_name_their_source_and_only_where_acceptance_matters():
-    assert G.cited_rows("memory_bound") == []
-    rows = G.cited_rows("past_the_ridge")
+    assert G.cited_rows(EXPERIMENTS["memory_bound"]) == []
+    rows = G.cited_rows(EXPERIMENTS["past_the_ridge"])
     assert rows and all("https://" in r["source"] for r in rows)
     assert {"158.34 tokens/s", "373.25 tokens/s", "1.38×"} <= {r["value"] for r in rows}
 
@@ -149,7 +150,7 @@ def test_labels_on_the_log_axes_sit_at_their_values():
     """On a log x axis a shape takes the data value but an annotation takes its log10: every marker's label sits
     at log10 of its line's x (plotly's add_vline(annotation_text=...) put it at 10**295 and broke the axis)."""
     curves, _ = G.recorded_curves()
-    for fig in (G.model_figure("past_the_ridge", {"batch": 16, "depth": 4}), G.curves_figure(curves, marks=[5, 80])):
+    for fig in (G.model_figure(EXPERIMENTS["past_the_ridge"], {"batch": 16, "depth": 4}), G.curves_figure(curves, marks=[5, 80])):
         lines = sorted(float(shape.x0) for shape in fig.layout.shapes)
         labels = sorted(float(a.x) for a in fig.layout.annotations if a.xref == "x")
         assert lines and labels == pytest.approx([math.log10(x) for x in lines])
@@ -164,5 +165,5 @@ def test_the_panel_marks_the_passes_the_run_chose():
     assert chosen_settings({"depth": 2, "batch": 0}, result)["depth"] == 2
     assert chosen_settings({"depth": 0}, None) == {"depth": 0}
     assert chosen_settings({"depth": 0}, {"measurement": {"ar": {}}}) == {"depth": 0}
-    passes = G.lesson_passes("width", chosen_settings({"nodes": 0, "topk": 0, "batch": 0}, result))
+    passes = G.lesson_passes(EXPERIMENTS["width"], chosen_settings({"nodes": 0, "topk": 0, "batch": 0}, result))
     assert ("tree of 6, batch 4", 4, 7) in passes

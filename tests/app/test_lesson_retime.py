@@ -27,6 +27,7 @@ from app.lessons.kit.retime import (
     lanes_of,
     rows,
 )
+from app.lessons.registry import EXPERIMENTS
 from app.views.predictor import kv_ridge_text, ridge_sentence
 from engine import Trace
 from engine.roofline import predictor
@@ -207,7 +208,7 @@ def test_frame_wraps_the_subtitle_keeps_phrases_whole_and_puts_the_legend_under_
 
 
 def test_the_two_ridge_labels_point_away_from_each_other():
-    fig = gpu.model_figure("past_the_ridge", {"batch": 16, "depth": 4})
+    fig = gpu.model_figure(EXPERIMENTS["past_the_ridge"], {"batch": 16, "depth": 4})
     labels = sorted((a.x, a.xanchor) for a in fig.layout.annotations if "ridge" in str(a.text))
     assert [anchor for _, anchor in labels] == ["right", "left"]  # H200 (206) leftwards, H100-SXM (295) rightwards
 

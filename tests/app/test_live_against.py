@@ -28,7 +28,7 @@ def _record(name: str) -> dict:
 
 
 def _side(name: str, m: dict, s: dict, machine: str, date: str) -> against.Side:
-    return against.side(name, m, s, machine, date, EXPERIMENTS[name].predict.measured(m, s))
+    return against.side(EXPERIMENTS[name], m, s, machine, date, EXPERIMENTS[name].predict.measured(m, s))
 
 
 def _sides(name: str, live_m: dict, machine: str | None = None):

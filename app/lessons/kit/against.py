@@ -50,20 +50,10 @@ def round_rates(x: dict | None) -> dict | None:
     return (noise.rate_runs(x)[0] if "summary" in x else load_runs(x)) if x else None
 
 
-def contest(name: str, m: dict, s: dict) -> tuple[str, str, dict | None, dict | None] | None:
-    """(contender, baseline, the contender's rates per round, the baseline's) of the pair the lesson's prediction is
-    about (its record's `contest`), None for lesson 1 (passes, not contenders)."""
-    return _record(name).contest(m, s)
-
-
-def _record(name: str):
-    from app.lessons.registry import EXPERIMENTS  # here, not above: the lessons' records import this kit
-
-    return EXPERIMENTS[name]
-
-
-def _judged(name: str, m: dict, s: dict) -> tuple[str, str, verdict.Verdict] | None:
-    pair = contest(name, m, s)
+def _judged(record, m: dict, s: dict) -> tuple[str, str, verdict.Verdict] | None:
+    """(contender, baseline, the rule's verdict) of the pair the lesson's prediction is about (its record's
+    `contest`), None for a lesson of passes (lesson 1) or a run without rounds."""
+    pair = record.contest(m, s)
     if pair is None or not pair[2] or not pair[3]:
         return None
     try:
@@ -72,11 +62,10 @@ def _judged(name: str, m: dict, s: dict) -> tuple[str, str, verdict.Verdict] | N
         return None
 
 
-def one_pass(name: str, m: dict) -> tuple[str, float] | None:
+def one_pass(record, m: dict) -> tuple[str, float] | None:
     """(what, ms): the lesson's own one-token pass where it times passes (its record's `one_pass`, lesson 1), else
     plain decoding's mean decode step at the smallest batch it ran (its record's `plain`; from its decoding-alone rate
     where the lane kept no step time)."""
-    record = _record(name)
     if record.one_pass is not None:
         return record.one_pass(m)
     found = record.plain(m)
@@ -88,23 +77,25 @@ def one_pass(name: str, m: dict) -> tuple[str, float] | None:
     return (f"plain decoding's step at batch {batch}", ms) if ms else None
 
 
-def conditions(name: str, m: dict, s: dict) -> dict:
-    """What was measured about the machine during one run of lesson `name`, for the comparison."""
+def conditions(record, m: dict, s: dict) -> dict:
+    """What was measured about the machine during one run of a lesson (its record), for the comparison."""
     chosen = {k: v for k, v in (m.get("chosen") or {}).items() if k != "room"}
     return {
         "room": room_of(m),
         "chosen": chosen,
-        "pass": one_pass(name, m),
+        "pass": one_pass(record, m),
         "bandwidth": m.get("peak_bandwidth"),
         "flops": m.get("peak_flops"),
         "other_cores": measurement.other_cores(m),
-        "verdict": _judged(name, m, s),
-        "read": _record(name).read(m),  # the pass a lesson of passes reads its answer from (lesson 1)
+        "verdict": _judged(record, m, s),
+        "read": record.read(m),  # the pass a lesson of passes reads its answer from (lesson 1)
     }
 
 
-def side(name: str, m: dict, s: dict, machine: str, date: str, answer: float | None) -> Side:
-    return Side(str(machine), str(date), answer, conditions(name, m, s), dict(s))
+def side(record, m: dict, s: dict, machine: str, date: str, answer: float | None) -> Side:
+    """One run of a lesson (its record) as the comparison reads it: where and when, the prediction's answer, what
+    was measured about the machine, and its settings."""
+    return Side(str(machine), str(date), answer, conditions(record, m, s), dict(s))
 
 
 def _knob(value) -> str:

@@ -176,20 +176,17 @@ def verify_passes(settings: dict, batches: list[int] | None = None) -> list[tupl
     return out
 
 
-def lesson_passes(lesson: str, settings: dict) -> list[tuple[str, int, int]]:
-    """The passes lesson `lesson`'s settings make (its record's `gpu_passes`, else plain and verify at 1 and its batch)."""
-    from app.lessons.registry import EXPERIMENTS  # here, not above: the lessons' records import this kit
-
-    record = EXPERIMENTS.get(lesson)
-    return record.gpu_passes(settings or {}) if record is not None and record.gpu_passes else verify_passes(settings)
+def lesson_passes(record, settings: dict) -> list[tuple[str, int, int]]:
+    """The passes a lesson's settings make (its record's `gpu_passes`, else plain and verify at 1 and its batch)."""
+    return record.gpu_passes(settings or {}) if record.gpu_passes else verify_passes(settings)
 
 
-def model_rows(lesson: str, settings: dict, gpu_key: str = MODEL_GPU, shape: str = MODEL_SHAPE) -> list[dict]:
+def model_rows(record, settings: dict, gpu_key: str = MODEL_GPU, shape: str = MODEL_SHAPE) -> list[dict]:
     """Predicted pass times for the lesson's passes on a named GPU and real shape: a MODEL, labelled per row."""
     arch = architecture(shape)
     costs, roof = arch.costs("bfloat16"), predictor.Roof.from_gpu(gpu(gpu_key), "bfloat16")
     out = []
-    for what, b, n in lesson_passes(lesson, settings):
+    for what, b, n in lesson_passes(record, settings):
         one = predictor.pass_ms(costs, roof, b, 1, MODEL_CONTEXT)
         ms = predictor.pass_ms(costs, roof, b, n, MODEL_CONTEXT)
         out.append(
@@ -323,12 +320,9 @@ CITED = (
 )
 
 
-def cited_rows(lesson: str) -> list[dict]:
-    """Published results for a lesson whose claim depends on acceptance; none for lesson 1 (pass cost only)."""
-    from app.lessons.registry import EXPERIMENTS  # here, not above: the lessons' records import this kit
-
-    record = EXPERIMENTS.get(lesson)
-    return [dict(r) for r in CITED] if record is None or record.acceptance else []
+def cited_rows(record) -> list[dict]:
+    """Published results for a lesson (its record) whose claim depends on acceptance; none for lesson 1 (pass cost)."""
+    return [dict(r) for r in CITED] if record.acceptance else []
 
 
 # --- the panel's figures --------------------------------------------------------------------------
@@ -362,7 +356,7 @@ def curves_figure(curves: list[Curve], marks: list[int] | None = None) -> go.Fig
     return frame(fig, "Measured on a GPU: what one pass costs as it carries more tokens", label, height=420)
 
 
-def model_figure(lesson: str, settings: dict, gpu_keys: tuple[str, ...] = ("H100-SXM", "H200"), shape: str = MODEL_SHAPE) -> go.Figure:
+def model_figure(record, settings: dict, gpu_keys: tuple[str, ...] = ("H100-SXM", "H200"), shape: str = MODEL_SHAPE) -> go.Figure:
     """The Predictor's pass time against tokens per pass (batch 1 growing), per GPU, with the lesson's passes marked."""
     arch = architecture(shape)
     costs = arch.costs("bfloat16")
@@ -390,7 +384,7 @@ def model_figure(lesson: str, settings: dict, gpu_keys: tuple[str, ...] = ("H100
             "right" if j == 0 else "left",
             1.0 - 0.07 * (j // 2),
         )
-    for row in model_rows(lesson, settings, gpu_keys[0], shape):
+    for row in model_rows(record, settings, gpu_keys[0], shape):
         fig.add_scatter(
             x=[row["tokens per pass"]],
             y=[row["predicted ms"]],

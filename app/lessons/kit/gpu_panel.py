@@ -53,7 +53,7 @@ def show_gpu_panel(lesson_name: str, settings: dict, text: str = "", result: dic
     recorded H200 pass costs (`result`: the result the page shows, live or recorded; app/lessons/retime.py), the recorded
     H200 pass curves (measured), the Predictor at the lesson's settings (model) and published results (cited). No model
     is loaded."""
-    key = f"gpu_{lesson_name}_"
+    key, record = f"gpu_{lesson_name}_", registry.EXPERIMENTS[lesson_name]
     settings = chosen_settings(settings, result)
     depth = int(settings.get("depth", settings.get("k", 4)) or 4)
     st.subheader("🖥 On a GPU")
@@ -65,37 +65,36 @@ def show_gpu_panel(lesson_name: str, settings: dict, text: str = "", result: dic
             st.markdown(text)
         st.markdown(gpu.seed_sentence())
         if result is not None:
-            _retimed(lesson_name, result, key)
+            _retimed(record, result, key)
         st.markdown("**Measured** (SpecLab's own runs on an NVIDIA H200)")
         curves, problems = _gpu_curves()
         for problem in problems:
             st.warning(f"A GPU recording could not be used: {problem}", icon=":material/warning:")
         if curves:
-            marks = sorted({b * n for _, b, n in gpu.lesson_passes(lesson_name, settings)})
+            marks = sorted({b * n for _, b, n in gpu.lesson_passes(record, settings)})
             show_chart(gpu.curves_figure(curves, marks), key + "curves")
             st.caption(gpu.CAN_SHOW + " Dotted lines: the tokens per pass of this lesson's passes. " + gpu.knee_sentence(curves))
         st.markdown("**Model, not a measurement** (the roofline Predictor at this lesson's settings)")
-        show_chart(gpu.model_figure(lesson_name, settings), key + "model")
-        show_table(gpu.model_rows(lesson_name, settings))
+        show_chart(gpu.model_figure(record, settings), key + "model")
+        show_table(gpu.model_rows(record, settings))
         st.caption(
             gpu.model_label() + ". The line is one row carrying more tokens; the diamonds are this lesson's passes "
             "(more rows also read more KV cache). Data-sheet peaks are not reached by real kernels, so real passes "
             "take longer."
         )
         st.markdown(gpu.kv_sentence(depth=depth))
-        cited = gpu.cited_rows(lesson_name)
+        cited = gpu.cited_rows(record)
         if cited:
             st.markdown("**Published** (acceptance depends on a trained drafter and real text, which random weights cannot show)")
             show_table(cited)
 
 
-def _retimed(lesson_name: str, result: dict, key: str) -> None:
+def _retimed(record, result: dict, key: str) -> None:
     """The lesson's own run (live or recorded) beside the same steps re-timed with the recorded H200 pass costs."""
     m, label = result.get("measurement") or {}, str(result.get("label") or "")
-    record = registry.EXPERIMENTS[lesson_name]
     st.markdown(f"**Your run on an H200** ({retime.LABEL})")
     if record.retimed is not None:  # a lesson of passes, not of decoding lanes (lesson 1)
-        record.retimed(m, label, key, _recording(lesson_name))
+        record.retimed(m, label, key, _recording(record.name))
         return
     fig = retime.figure(m, label)
     if fig is None:

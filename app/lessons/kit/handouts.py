@@ -91,9 +91,7 @@ def _h200() -> str:
 
 def plan_text(text: str, recordings: Path) -> str:
     """The shipped plan as the Lessons page shows it: every lesson's expectation from its recording and its verdict."""
-    from app.lessons.registry import EXPERIMENTS
-
-    return render(text, recordings, EXPERIMENTS, _h200)
+    return render(text, recordings, registry.EXPERIMENTS, _h200)
 
 
 def fmt(x: float | None, spec: str = ".2f") -> str:

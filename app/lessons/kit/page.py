@@ -215,10 +215,10 @@ def show_against(name: str, experiment: Experiment, result: dict, rec: dict | No
         return
     p, m = experiment.predict, result["measurement"]
     live = against.side(
-        name, m, result["settings"], result.get("machine", "this machine"), result.get("date", ""), p.measured(m, result["settings"])
+        experiment, m, result["settings"], result.get("machine", "this machine"), result.get("date", ""), p.measured(m, result["settings"])
     )
     r = rec["measurement"]
-    recorded = against.side(name, r, rec["settings"], rec["machine"], rec["date"], p.measured(r, rec["settings"]))
+    recorded = against.side(experiment, r, rec["settings"], rec["machine"], rec["date"], p.measured(r, rec["settings"]))
     rows, lines, differs = against.compare(recorded, live, p.unit)
     with st.container(border=True):
         st.markdown("**This live run beside the shipped recording**")
