@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app.common.verdict import RULE
 from app.views import charts, depth_policy, fairness, metrics, race, tokens
 from app.views.safe import md_escape, md_text
 from engine import Trace, sampling
 from engine.trace.achieved import utilization_summary
+from engine.verdict import RULE
 
 BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
 DTYPES = ("float32", "bfloat16", "float16")

@@ -8,7 +8,6 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from app.common import verdict as rule
 from app.common.measurement import CHOSEN, DECODE_COSTS, PAIR_RUN, SEED_PASS, WARMUP
 from app.lessons.kit import noise
 from app.lessons.kit.against import round_rates
@@ -38,6 +37,7 @@ from app.lessons.kit.show import (
     warmup_note,
 )
 from app.views import metrics
+from engine import verdict as rule
 from engine.bench.prompts import batch_prompts
 
 # --- 2. speculation does more work, and the seed's k + 1 tokens per pass ------------------------------

@@ -9,7 +9,6 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from app.common import verdict as rule
 from app.common.measurement import CHOSEN, PAIR_RUN, WARMUP
 from app.lessons.kit import knee, noise
 from app.lessons.kit.against import round_rates
@@ -44,6 +43,7 @@ from app.lessons.kit.show import (
     warmup_note,
 )
 from app.views import metrics
+from engine import verdict as rule
 from engine.bench.prompts import batch_prompts
 from engine.costs import ridge_tokens
 

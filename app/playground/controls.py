@@ -40,7 +40,7 @@ NO_DRAFTER = {  # drafter kind -> why it cannot run on this pair (available_draf
 }
 PAGE = "playground"  # its bound widgets and their labels: app/common/url_keys.py
 MAX_ROUNDS = 9  # interleaved rounds (AR, speculative) per run
-DEFAULT_ROUNDS = 3  # the fewest that give the one rule (app/common/verdict.py) a range; a few seconds on a 2-core CPU
+DEFAULT_ROUNDS = 3  # the fewest that give the one rule (engine/verdict.py) a range; a few seconds on a 2-core CPU
 CPU_WORK_GUARD = 16_384  # batch × (depth + 1) × max_new_tokens allowed on a CPU server
 GPU_WORK_GUARD = 262_144
 

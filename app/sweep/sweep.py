@@ -9,7 +9,7 @@ measurements through the engine:
    as speedup, and the batch size where a fixed depth turns into a slowdown; optionally with the load-aware
    policies (batch_table, goodput) beside the fixed depths, and their tokens/s against the upper envelope
    max(AR, best fixed k) per batch size. Each cell's lanes run in interleaved rounds, and a cell's winner comes only
-   from the one rule (app/common/verdict.py) over them.
+   from the one rule (engine/verdict.py) over them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from app.common import resources
 from app.common.measurement import BUSY_CORES, note_load
 from app.common.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.common.url_keys import BOUND, bound
-from app.common.verdict import RULE
 from app.views import recorded, roofline
 from app.views.fairness import grid_contention_note
 from app.views.safe import md_escape
@@ -45,6 +44,7 @@ from engine.costs import ridge_tokens
 from engine.decoding.passcurve import pass_costs
 from engine.drafters import drafter_name
 from engine.roofline.device_recordings import list_recordings, recordings_note
+from engine.verdict import RULE
 
 BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
 VLLM_PR = "https://github.com/vllm-project/vllm/pull/35060"

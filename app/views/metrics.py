@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import statistics
 
-from app.common.verdict import MIN_GAP, Verdict, judge
 from engine.costs import expected_speedup, expected_tokens_per_step, operations_factor
 from engine.trace.rates import ranking_rate
+from engine.verdict import MIN_GAP, Verdict, judge
 
 from .safe import md_text
 from .tokens import first_differences
@@ -225,7 +225,7 @@ def speedup_where(m: dict) -> str:
     return f" after the first token (decoding alone; {whole:.2f}× over the whole run, the prompt's prefill included)" if whole else ""
 
 
-# what the one rule's verdict (app/common/verdict.py) says of speculation, as the end of a sentence
+# what the one rule's verdict (engine/verdict.py) says of speculation, as the end of a sentence
 VERDICT_CLAUSE = {
     "faster": "speculation paid",
     "slower": "speculation slowed decoding down",
@@ -240,7 +240,7 @@ def speedup_reason(m: dict, where: str, rule: Verdict | None = None) -> str:
     Decode time is (decode steps) x (mean step time), so the speedup over the decode steps is the factor by which
     speculation cut the steps divided by what a speculative step cost in plain steps. The verdict is the measured
     speedup; the step comparison is called its reason only when the two agree (the prefill can tip a close run).
-    With `rule` (the one rule over the interleaved rounds, app/common/verdict.py) the verdict is the rule's, and where
+    With `rule` (the one rule over the interleaved rounds, engine/verdict.py) the verdict is the rule's, and where
     it names no winner none is named."""
     step, speedup = m.get("step_cost_ratio"), m["speedup"]
     n_ar, n_spec, kept = m.get("ar_decode_steps"), m.get("spec_decode_steps"), m.get("kept_per_step")
@@ -294,7 +294,7 @@ def machine_line(trace, threads_source: str | None = None) -> str:
     return line
 
 
-# --- interleaved rounds and the one verdict rule (app/common/verdict.py) ------------------------------
+# --- interleaved rounds and the one verdict rule (engine/verdict.py) ------------------------------
 def round_rates(ar, spec) -> dict:
     """One round (a plain lane, then a speculative one) as its four rates in tokens/s: each lane decoding alone (the
     prompt's pass apart; a trace that did not time it apart: its whole run) and over the whole run."""

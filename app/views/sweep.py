@@ -6,7 +6,7 @@ row's "policy" names it and an adaptive policy's "depth" is its maximum, "mean_d
 roofline.pass_cost_figure. The envelope view sets each adaptive policy against the best a static choice
 could do at each batch size: max(plain decoding, the best fixed depth). Draft-tree rows ("tree_nodes" > 0)
 get their own columns and `tree_vs_chain`'s lines. A cell's winner, and a tree's against a chain, comes only from the
-one rule (app/common/verdict.py) over the cell's interleaved rounds (rows' "ar_decode_runs" / "spec_decode_runs").
+one rule (engine/verdict.py) over the cell's interleaved rounds (rows' "ar_decode_runs" / "spec_decode_runs").
 Nothing here calls streamlit.
 """
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from app.common.measurement import PASS_ROW
-from app.common.verdict import Verdict, judge
 from app.views.fairness import cell_contention
 from app.views.palette import speedup_scale
+from engine.verdict import Verdict, judge
 
 
 def _policy(row: dict) -> str:

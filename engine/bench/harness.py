@@ -93,7 +93,7 @@ def _row(
         "ar_decode_tokens_per_s": ar["decode_tokens_per_s"],
         "spec_decode_tokens_per_s": spec["decode_tokens_per_s"],
         "speedup": spec["decode_tokens_per_s"] / ar["decode_tokens_per_s"],  # decoding alone (the prefill apart)
-        # every repeat's rate, in the order run: the interleaved rounds app/common/verdict.py pairs
+        # every repeat's rate, in the order run: the interleaved rounds engine/verdict.py pairs
         "ar_decode_runs": ar["decode_tokens_per_s_runs"],
         "spec_decode_runs": spec["decode_tokens_per_s_runs"],
         "whole_run_speedup": spec["tokens_per_s"] / ar["tokens_per_s"],

@@ -137,9 +137,9 @@ def test_sweep_settings_come_from_the_link_and_hostile_values_fall_back():
 
 def test_sweep_rounds_are_kept_per_cell_and_the_one_rule_names_the_winner():
     """Rounds per cell: every contender of a batch size once per round, each round's decoding-alone rate kept, and the
-    table's verdict, the grid's summary line and the hover text all come from app/common/verdict.py over them."""
-    from app.common.verdict import RULE, judge
+    table's verdict, the grid's summary line and the hover text all come from engine/verdict.py over them."""
     from app.views import sweep
+    from engine.verdict import RULE, judge
 
     at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=300)
     at.query_params["grid_rounds"] = "9"  # more than the slider takes: a notice, and the default

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from app.common import measurement
-from app.common import verdict as verdict_rule
 from app.lessons import registry
 from app.lessons.kit import knee, noise
 from app.lessons.kit.runs import inside_depth
@@ -28,6 +27,7 @@ from app.lessons.l0_one_step import recorded_one_step, verdict
 from app.lessons.l1_memory_bound import memory_bound_conclusion, read_tokens
 from app.lessons.l2_more_flops import more_flops_conclusion, per_token
 from app.lessons.l3_past_the_ridge import past_the_ridge_conclusion, ridge_settings
+from engine import verdict as verdict_rule
 
 FOLDER = Path(__file__).resolve().parents[2] / "assets" / "lessons"
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from app.common import verdict
 from app.lessons import registry
 from app.lessons.kit import noise
 from app.lessons.kit.figures import HEADER_PX, MAX_LABEL, ROW_PX, esc, ratio_range, table_height, tpot_ms
@@ -21,6 +20,7 @@ from app.lessons.l5_adaptive import adaptive_figure, adaptive_table
 from app.lessons.l6_by_load.charts import by_load_figure
 from app.lessons.l7_width.charts import width_figure
 from app.lessons.registry import EXPERIMENTS
+from engine import verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 DRAWN = ("memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width")

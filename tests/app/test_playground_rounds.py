@@ -1,5 +1,5 @@
 """The Playground's interleaved rounds (issue 53, items 2 and 5): every round's rates are kept, a winner comes only
-from the one rule (app/common/verdict.py) over them, and a whole-run speedup above the decode-only one beyond the
+from the one rule (engine/verdict.py) over them, and a whole-run speedup above the decode-only one beyond the
 noise is named. Pure views on hand-made rounds, then the page itself with the real embedded pair."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.common.verdict import RULE
 from app.views import metrics
+from engine.verdict import RULE
 
 
 def _round(ar_decode, spec_decode, ar_whole=None, spec_whole=None) -> dict:

@@ -1,5 +1,5 @@
 """What every lesson's record is made of: its settings (Knob), the prediction a student makes first (Prediction),
-its claims as data (Claim, checked by the one verdict rule, app/common/verdict.py) and the record itself
+its claims as data (Claim, checked by the one verdict rule, engine/verdict.py) and the record itself
 (Experiment: run, settings, prediction, claims, verdict, table, schema, drawing, worksheet numbers, GPU view),
 plus the lanes most lessons run (plain and speculative decoding of the same prompts, interleaved). Each lesson
 declares one `RECORD` in app/lessons/lNN_<name>.py; app/lessons/registry.py finds them. No streamlit.
@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.common import verdict
 from app.lessons.kit import noise
 from app.lessons.kit.noise import rate_runs
 from app.lessons.kit.rows import cell, load_runs
 from app.lessons.kit.runs import Job, interleaved, lane_pair
 from app.views import metrics
-from engine import DecodeConfig
+from engine import DecodeConfig, verdict
 from engine.drafters import drafter_name
 
 

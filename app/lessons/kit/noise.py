@@ -1,4 +1,4 @@
-"""The lessons' words for noise, all from the one verdict rule (app/common/verdict.py): a speedup over interleaved
+"""The lessons' words for noise, all from the one verdict rule (engine/verdict.py): a speedup over interleaved
 rounds with its 95% range, far rounds named and kept, a run disturbed by other work flagged, and why throughput and
 a request's wait can disagree. No streamlit.
 """
@@ -6,8 +6,8 @@ a request's wait can disagree. No streamlit.
 from __future__ import annotations
 
 from app.common import measurement
-from app.common import verdict as rule
-from app.common.verdict import Verdict
+from engine import verdict as rule
+from engine.verdict import Verdict
 
 
 def judge(a: dict | None, b: dict | None) -> Verdict | None:

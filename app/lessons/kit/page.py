@@ -11,14 +11,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.common import measurement, resources, verdict
+from app.common import measurement, resources
 from app.common.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.common.url_keys import bound
 from app.lessons import registry
 from app.lessons.kit import against, noise
 from app.lessons.kit.experiment import Experiment, claim_rows
 from app.lessons.kit.handouts import guess_line, hand_calculation, plan_text, prediction_rows, worksheet_html
-from engine import ConfigError
+from engine import ConfigError, verdict
 from engine.drafters import available_drafters
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -228,7 +228,7 @@ def show_against(name: str, experiment: Experiment, result: dict, rec: dict | No
 
 
 def show_claims(experiment: Experiment, m: dict) -> None:
-    """The lesson's claims, each checked on the result shown by the one rule (app/common/verdict.py), the rule under
+    """The lesson's claims, each checked on the result shown by the one rule (engine/verdict.py), the rule under
     the table in a student's words."""
     if not experiment.claims:
         return

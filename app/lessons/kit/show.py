@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.common import verdict as rule
 from app.lessons.kit import figures, knee, noise
 from app.lessons.kit.noise import step_costs
+from engine import verdict as rule
 
 
 def show_chart(fig, key: str) -> None:

@@ -11,7 +11,6 @@ import time
 import streamlit as st
 
 from app.common import measurement as ms
-from app.common import verdict as rule
 from app.common.measurement import CHOSEN, PASS_ROW_SPEC, PEAKS
 from app.lessons.kit import gpu, knee, noise, retime
 from app.lessons.kit.experiment import CURVE_HELP, Claim, Experiment, Knob, Prediction
@@ -20,6 +19,7 @@ from app.lessons.kit.runs import knee_tokens, machine_curve, past_tokens, rememb
 from app.lessons.kit.show import NEARLY_FREE, context_note, show_chart, show_table
 from app.lessons.l1_memory_bound.charts import memory_bound_figure, memory_bound_table, times_one
 from app.views import metrics, roofline
+from engine import verdict as rule
 from engine.costs import ridge_tokens
 from engine.decoding.passcurve import pass_costs
 from engine.loadmeter import LoadMeter

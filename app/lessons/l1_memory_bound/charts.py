@@ -6,7 +6,6 @@ import math
 
 import plotly.graph_objects as go
 
-from app.common import verdict as rule
 from app.lessons.kit import knee, noise
 from app.lessons.kit.figures import (
     COLORS,
@@ -17,6 +16,7 @@ from app.lessons.kit.figures import (
     frame,
     whiskers,
 )
+from engine import verdict as rule
 
 
 # --- lesson 1: the room, and past it ------------------------------------------------------------
@@ -100,7 +100,7 @@ def memory_bound_table(m: dict) -> list[dict]:
 
 
 def times_one(row: dict, one: dict) -> tuple[float, float | None, float | None]:
-    """A pass's time ÷ the one-token pass's, by the one rule over their paired rounds (app/common/verdict.py: the
+    """A pass's time ÷ the one-token pass's, by the one rule over their paired rounds (engine/verdict.py: the
     typical ratio and its 95% range), the number the chart, the table, the words, the prediction and the claim all
     show; the ratio of the medians where a row has one round."""
     a, b = row.get("ms_runs"), one.get("ms_runs")

@@ -1,4 +1,4 @@
-"""The one verdict rule (app/common/verdict.py), tested both ways: two identical contenders are called level (or
+"""The one verdict rule (engine/verdict.py), tested both ways: two identical contenders are called level (or
 "can't tell") at least 95% of the time, and a real 10% gap is found, both at the noise the shipped recordings show
 between their own rounds; then its arithmetic against SciPy and its words."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from app.common import verdict
 from app.lessons import registry
+from engine import verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIALS = 4000
@@ -148,7 +148,7 @@ def test_bad_rates_get_one_line_errors():
 
 def test_no_lesson_page_or_the_playground_names_a_winner_by_another_rule():
     """`clear_winner` (every run above every run), the per-round sign rule and `same_within_noise` are gone: the
-    app names winners through app/common/verdict.py alone."""
+    app names winners through engine/verdict.py alone."""
     gone = ("def clear_winner", "def paired_winner", "def same_within_noise", "every run above every run")
     offenders = [
         f"{path.relative_to(ROOT)}: {word}"

@@ -1,4 +1,5 @@
-"""The one rule that names a winner between two contenders, stated once (no streamlit, no torch).
+"""The one rule that names a winner between two contenders, stated once (pure Python: the bench, the lessons, the
+Playground and the Sweep all judge with it).
 
 Every lesson, the Playground's summary and the Sweep judge "A against B" with `judge`:
 
