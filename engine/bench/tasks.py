@@ -1,0 +1,136 @@
+"""The task bench: speculative decoding measured per task (Spec-Bench's, or a prompt file's own categories) and per
+batch, the axis Spec-Bench leaves out. Each (task, batch) runs plain decoding and every contender on the same rows,
+interleaved round by round (engine/bench/cells.py), and reports per contender:
+
+- the decode-only speedup over plain decoding: the one verdict rule's typical ratio over the paired rounds with its
+  95% range and its word (engine/verdict.py), so no winner is named inside the noise;
+- τ, the mean tokens a row gains per target pass (Spec-Bench's mean accepted tokens, vLLM's
+  `mean_acceptance_length` = 1 + accepted ÷ drafting steps; 1.00 for plain decoding), and the acceptance at each
+  draft position;
+- the whole-run speedup (prefill included) beside it, as a medians' ratio.
+
+At batch 1 a task's prompts decode one after another (Spec-Bench's setting); at batch B the task's prompts fill B rows
+(repeated in order where the task has fewer).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from engine import verdict
+from engine.bench.cells import run_cells
+from engine.bench.prompt_files import Prompt, task_name, tasks
+from engine.config import DecodeConfig
+
+
+@dataclass(frozen=True)
+class Contender:
+    name: str  # as the table prints it
+    spec: dict  # DecodeConfig fields beside max_new_tokens
+
+
+TREE = {"tree_nodes": 8, "tree_topk": 2}  # 8 nodes, 2 children a node: fits depth 3 (2 + 2 × 2 × 2 = 10 nodes)
+
+
+CONTENDERS = {  # the issue's drafters, at the depths the lessons use them; plain decoding is the baseline of each
+    "ngram": Contender("n-gram lookup, k 4", {"drafter": "ngram", "depth": 4}),
+    "eagle": Contender("EAGLE head, k 3", {"drafter": "eagle", "depth": 3}),
+    "model": Contender("distilled draft, k 3", {"drafter": "model", "depth": 3}),
+    "tree": Contender("EAGLE tree, 8 nodes", {"drafter": "eagle", "depth": 3, **TREE}),
+    "goodput": Contender("goodput (EAGLE, k ≤ 3, tree ≤ 8)", {"drafter": "eagle", "depth": 3, "policy": "goodput", **TREE}),
+}
+
+
+def contender(key: str) -> Contender:
+    if key not in CONTENDERS:
+        raise ValueError(f"unknown contender {key!r}: choose from {', '.join(CONTENDERS)}")
+    return CONTENDERS[key]
+
+
+def rows_of(prompts: list[Prompt], batch: int) -> list[str]:
+    """A batch of `batch` rows from one task's prompts, in order, repeated where there are fewer."""
+    return [prompts[i % len(prompts)].text for i in range(batch)]
+
+
+def _cell(task: str, batch: int, name: str, cell: dict, plain: dict) -> dict:
+    runs, base = cell["decode_tokens_per_s_runs"], plain["decode_tokens_per_s_runs"]
+    v = verdict.judge(runs, base) if name != "plain" else None
+    return {
+        "task": task,
+        "batch": batch,
+        "contender": name,
+        "decode_tokens_per_s": cell["decode_tokens_per_s"],
+        "decode_tokens_per_s_runs": runs,
+        "speedup": v.ratio if v else 1.0,
+        "speedup_lo": v.lo if v else None,
+        "speedup_hi": v.hi if v else None,
+        "verdict": v.kind if v else "baseline",
+        "whole_run_speedup": cell["tokens_per_s"] / plain["tokens_per_s"] if plain["tokens_per_s"] else None,
+        "tau": cell["tokens_per_step"] or 1.0,
+        "per_position_acceptance": cell["per_position_acceptance"],
+        "ttft_s": cell["ttft_s"],
+        "other_cores": cell["other_cores"],
+    }
+
+
+def run_tasks(pair, prompts: list[Prompt], batches: list[int], keys: list[str], max_new_tokens: int, rounds: int, log=print) -> list[dict]:
+    """One row per (task, batch, contender), plain decoding first in each (task, batch); `rounds` interleaved rounds
+    after one warm-up of each contender. ValueError, one line, for an unknown contender or a batch below 1."""
+    chosen = [contender(k) for k in keys]
+    if any(b < 1 for b in batches):
+        raise ValueError(f"batch sizes must be ≥ 1, not {batches}")
+    cfgs = [DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens)]
+    cfgs += [DecodeConfig(max_new_tokens=max_new_tokens, **c.spec) for c in chosen]
+    names = ["plain"] + [c.name for c in chosen]
+    out = []
+    for task in tasks(prompts):
+        group = [p for p in prompts if p.task == task]
+        for batch in batches:
+            sequential = batch == 1
+            texts = [p.text for p in group] if sequential else rows_of(group, batch)
+            cells = run_cells(pair, texts, cfgs, rounds, sequential=sequential)
+            rows = [_cell(task, batch, name, cell, cells[0]) for name, cell in zip(names, cells)]
+            out += rows
+            log(f"  {task_name(task):<15} batch {batch:>3}: " + ", ".join(f"{r['contender']} {r['speedup']:.2f}×" for r in rows[1:]))
+    return out
+
+
+def _mark(row: dict) -> str:
+    """A cell of the leaderboard: the speedup, its verdict's sign, τ."""
+    sign = {"faster": "+", "slower": "−", "level": "=", "can't tell": "?"}.get(row["verdict"], "")
+    return f"{row['speedup']:.2f}×{sign} τ {row['tau']:.2f}"
+
+
+def format_tasks(rows: list[dict]) -> str:
+    """Spec-Bench's leaderboard per batch: contenders as rows, tasks as columns, each cell the decode-only speedup
+    over plain decoding (+ faster, − slower, = level, ? can't tell, by the one rule) and τ."""
+    lines = []
+    order = list(dict.fromkeys(r["task"] for r in rows))
+    for batch in sorted({r["batch"] for r in rows}):
+        at = [r for r in rows if r["batch"] == batch]
+        names = list(dict.fromkeys(r["contender"] for r in at if r["contender"] != "plain"))
+        width = max([len(n) for n in names] + [10])
+        head = f"batch {batch:<{width - 6}}" + "".join(f" {task_name(t):>17}" for t in order)
+        lines += [head, "-" * len(head)]
+        plain = {r["task"]: r for r in at if r["contender"] == "plain"}
+        lines.append(f"{'plain tok/s':<{width}}" + "".join(f" {plain[t]['decode_tokens_per_s']:>17.1f}" for t in order if t in plain))
+        for name in names:
+            cells = {r["task"]: r for r in at if r["contender"] == name}
+            lines.append(f"{name:<{width}}" + "".join(f" {_mark(cells[t]) if t in cells else '':>17}" for t in order))
+        lines.append("")
+    lines.append("cells: decode-only speedup over plain (+ faster, − slower, = level, ? can't tell: " + verdict.RULE + ") and τ")
+    return "\n".join(lines)
+
+
+def summary(rows: list[dict]) -> dict:
+    """Per (batch, contender): the median over tasks of the speedup and of τ (Spec-Bench's "overall" is a mean over
+    prompts; a median over tasks keeps one task from carrying the row)."""
+    out: dict = {}
+    for r in rows:
+        if r["contender"] != "plain":
+            out.setdefault((r["batch"], r["contender"]), []).append(r)
+    return {
+        key: {"speedup": statistics.median(r["speedup"] for r in rs), "tau": statistics.median(r["tau"] for r in rs)}
+        for key, rs in out.items()
+    }

@@ -1,0 +1,64 @@
+"""The task bench (engine/bench/tasks.py): per task and batch, plain decoding and each contender interleaved on the
+same rows, the speedup judged by the one rule, τ and per-position acceptance, and Spec-Bench's leaderboard layout."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import verdict
+from engine.bench import tasks as T
+from engine.bench.prompt_files import Prompt
+
+
+def _prompts() -> list[Prompt]:
+    copy = "Copy this sentence exactly: the quick brown fox jumps over the lazy dog near the river bank."
+    return [
+        Prompt("Say hello to a friend.", "chat", "chat", "1"),
+        Prompt("Name three colours.", "chat", "chat", "2"),
+        Prompt(copy, "copy", "copy", "3"),
+    ]
+
+
+def test_every_task_and_batch_runs_plain_then_each_contender_judged_by_the_one_rule(tiny):
+    rows = T.run_tasks(tiny, _prompts(), [1, 2], ["ngram", "model"], max_new_tokens=6, rounds=2, log=lambda _: None)
+    assert [(r["task"], r["batch"], r["contender"]) for r in rows[:3]] == [
+        ("chat", 1, "plain"),
+        ("chat", 1, T.CONTENDERS["ngram"].name),
+        ("chat", 1, T.CONTENDERS["model"].name),
+    ]
+    assert len(rows) == 2 * 2 * 3
+    for r in rows:
+        assert len(r["decode_tokens_per_s_runs"]) == 2 and r["decode_tokens_per_s"] > 0
+        if r["contender"] == "plain":
+            assert r["speedup"] == 1.0 and r["verdict"] == "baseline" and r["tau"] == 1.0
+            continue
+        plain = next(p for p in rows if (p["task"], p["batch"], p["contender"]) == (r["task"], r["batch"], "plain"))
+        v = verdict.judge(r["decode_tokens_per_s_runs"], plain["decode_tokens_per_s_runs"])
+        assert (r["speedup"], r["speedup_lo"], r["speedup_hi"], r["verdict"]) == (v.ratio, v.lo, v.hi, v.kind)
+        assert r["tau"] >= 1.0 and r["whole_run_speedup"] > 0
+    table = T.format_tasks(rows)
+    assert "batch 1" in table and "batch 2" in table and "chat" in table and "copy" in table and "τ" in table
+    assert verdict.RULE in table
+    summary = T.summary(rows)
+    assert set(summary) == {(b, T.CONTENDERS[k].name) for b in (1, 2) for k in ("ngram", "model")}
+
+
+def test_a_batch_fills_its_rows_from_the_tasks_prompts_in_order():
+    assert T.rows_of(_prompts()[:2], 5) == ["Say hello to a friend.", "Name three colours."] * 2 + ["Say hello to a friend."]
+
+
+def test_unknown_contenders_and_batches_are_refused_in_one_line(tiny):
+    with pytest.raises(ValueError, match="unknown contender 'medusa'"):
+        T.run_tasks(tiny, _prompts(), [1], ["medusa"], 4, 2)
+    with pytest.raises(ValueError, match="batch sizes must be ≥ 1"):
+        T.run_tasks(tiny, _prompts(), [0], ["ngram"], 4, 2)
+
+
+def test_the_lookup_gains_tokens_per_pass_where_the_answer_copies_the_prompt():
+    """The embedded model asked to copy a sentence: n-gram lookup's drafts are accepted, τ well above plain's 1.00."""
+    from engine import load_pair
+
+    pair = load_pair()
+    rows = T.run_tasks(pair, _prompts()[2:], [1], ["ngram"], max_new_tokens=20, rounds=2, log=lambda _: None)
+    lookup = rows[1]
+    assert lookup["tau"] > 1.5 and lookup["per_position_acceptance"][0] > 0.5
