@@ -62,3 +62,58 @@ def test_the_lookup_gains_tokens_per_pass_where_the_answer_copies_the_prompt():
     rows = T.run_tasks(pair, _prompts()[2:], [1], ["ngram"], max_new_tokens=20, rounds=2, log=lambda _: None)
     lookup = rows[1]
     assert lookup["tau"] > 1.5 and lookup["per_position_acceptance"][0] > 0.5
+
+
+def test_a_recording_round_trips_and_its_verdicts_come_from_its_rounds(tiny, tmp_path):
+    from engine.bench import task_records as R
+
+    rows = T.run_tasks(tiny, _prompts()[:1], [1], ["ngram"], max_new_tokens=4, rounds=2, log=lambda _: None)
+    rec = R.make(rows, machine="test CPU", dtype="float32", seconds=1.0, settings={"rounds": 2}, prompts={"chat": ["1"]}, date="2026-12-05")
+    path = tmp_path / "rec.json"
+    R.save(rec, path)
+    back = R.load(path)
+    assert [r["speedup"] for r in back["rows"]] == [r["speedup"] for r in rows]
+    assert back["machine"] == "test CPU" and back["rows"][1]["verdict"] == rows[1]["verdict"]
+    tampered = path.read_text().replace('"contender":"plain"', '"contender":"plainish"')
+    path.write_text(tampered)
+    with pytest.raises(R.TaskRecordingError, match="no plain row"):
+        R.load(path)
+
+
+@pytest.mark.parametrize(
+    "edit, says",
+    [
+        (lambda d: d.pop("machine"), "'machine' is missing"),
+        (lambda d: d.update(format="other/1"), "format must be"),
+        (lambda d: d.update(rows=[]), "non-empty list"),
+        (lambda d: d["rows"][0].update(decode_tokens_per_s_runs=[0.0]), "positive rates"),
+        (lambda d: d["rows"][0].update(batch=0), "'batch' must be ≥ 1"),
+        (lambda d: d["rows"][0].update(tau="high"), "'tau' must be a number"),
+    ],
+)
+def test_a_bad_recording_gets_one_line(edit, says, tmp_path):
+    import json
+
+    from engine.bench import task_records as R
+
+    row = {"task": "qa", "batch": 1, "contender": "plain", "decode_tokens_per_s": 80.0, "decode_tokens_per_s_runs": [80.0, 81.0]}
+    data = {
+        "format": R.FORMAT,
+        "machine": "m",
+        "date": "d",
+        "dtype": "bfloat16",
+        "seconds": 1,
+        "settings": {},
+        "prompts": {},
+        "rows": [row],
+    }
+    R.check(data)
+    edit(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(R.TaskRecordingError) as err:
+        R.load(path)
+    assert says in str(err.value) and "\n" not in str(err.value)
+    (tmp_path / "not.json").write_text("{")
+    with pytest.raises(R.TaskRecordingError, match="is not JSON"):
+        R.load(tmp_path / "not.json")
