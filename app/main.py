@@ -23,6 +23,7 @@ pages = [
     st.Page(str(APP / "playground" / "playground.py"), title="Playground", icon=":material/sports_score:", default=True),
     st.Page(str(APP / "lessons" / "lessons.py"), title="Lessons", icon=":material/school:"),
     st.Page(str(APP / "sweep" / "sweep.py"), title="Sweep", icon=":material/grid_on:"),
+    st.Page(str(APP / "benchmarks" / "benchmarks.py"), title="Benchmarks", icon=":material/leaderboard:"),
     st.Page(str(APP / "predictor" / "predictor.py"), title="Predictor", icon=":material/calculate:"),
     st.Page(str(APP / "replay" / "replay.py"), title="Replay", icon=":material/replay:"),
     st.Page(str(APP / "serving" / "serving.py"), title="Serving engines", icon=":material/dns:"),

@@ -17,6 +17,7 @@ PAGE_FILES = {
     "predictor": "predictor/predictor.py",
     "sweep": "sweep/sweep.py",
     "lessons": "lessons/lessons.py",
+    "benchmarks": "benchmarks/benchmarks.py",
 }
 BOUND: dict[str, dict[str, str]] = {
     "playground": {
@@ -82,6 +83,10 @@ BOUND: dict[str, dict[str, str]] = {
         "l7_nodes": "Tree nodes",
         "l7_topk": "Children per node (top-k)",
         "l7_batch": "Large batch",
+    },
+    "benchmarks": {
+        "batch": "Batch",
+        "contender": "Drafter in the batch chart",
     },
 }
 # Link parameters a page reads without a widget: never bound, so never in a link notice. A class session's

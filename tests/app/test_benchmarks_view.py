@@ -1,0 +1,73 @@
+"""The Benchmarks page's pictures and tables (app/views/benchmarks.py), drawn from a real task bench run of the tiny
+model (engine/bench/tasks.py) and from hand-made rows whose verdicts are known."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.views import benchmarks as V
+from engine.bench import task_records
+from engine.bench.prompt_files import Prompt
+from engine.bench.tasks import CONTENDERS, run_tasks
+
+
+@pytest.fixture(scope="module")
+def rows(tiny):
+    prompts = [Prompt("Say hello.", "chat", "chat", "1"), Prompt("Copy: a b c d e f a b c d e f", "copy", "copy", "2")]
+    return task_records.judged(run_tasks(tiny, prompts, [1, 2], ["ngram", "model"], 6, 2, log=lambda _: None))
+
+
+def _row(task, batch, contender, rate, runs, tau=1.0):
+    return {"task": task, "batch": batch, "contender": contender, "decode_tokens_per_s": rate, "decode_tokens_per_s_runs": runs, "tau": tau}
+
+
+def test_the_leaderboard_has_a_cell_per_contender_and_task_with_its_number_and_word(rows):
+    names = [CONTENDERS["ngram"].name, CONTENDERS["model"].name]
+    assert V.contenders_of(rows) == names and V.tasks_of(rows) == ["chat", "copy"] and V.batches_of(rows) == [1, 2]
+    table = V.leaderboard_rows(rows, 2)
+    assert [t["contender"] for t in table] == ["plain decoding (tokens/s)", *names]
+    cell = next(r for r in rows if r["batch"] == 2 and r["contender"] == names[0] and r["task"] == "copy")
+    assert table[1]["copy"] == f"{cell['speedup']:.2f}× {cell['verdict']}, τ {cell['tau']:.2f}"
+    fig = V.leaderboard_figure(rows, 2, "measured on a test CPU")
+    heat = fig.data[0]
+    assert list(heat.x) == ["chat", "copy"] and list(heat.y) == names and "test CPU" in fig.layout.title.text
+    assert heat.text[0][1].replace("<br>", ", ") == table[1]["copy"]  # the picture and the table say the same number
+
+
+def test_the_batch_chart_draws_a_line_per_task_with_the_rules_range(rows):
+    name = CONTENDERS["model"].name
+    fig = V.batch_figure(rows, name, "measured on a test CPU")
+    lines = [d for d in fig.data if d.mode == "lines+markers"]
+    assert [d.name for d in lines] == ["chat", "copy"] and list(lines[0].x) == [1, 2]
+    first = next(r for r in rows if r["task"] == "chat" and r["batch"] == 1 and r["contender"] == name)
+    assert lines[0].y[0] == first["speedup"] and lines[0].error_y.array[0] == pytest.approx(first["speedup_hi"] - first["speedup"])
+    assert len({d.line.dash for d in lines}) == 2 and len({d.marker.symbol for d in lines}) == 2  # not by colour alone
+
+
+def test_findings_name_a_winner_only_where_the_rule_does():
+    rows = task_records.judged(
+        [
+            _row("qa", 1, "plain", 80, [80, 81, 79, 80]),
+            _row("qa", 1, "n-gram lookup, k 4", 120, [120, 122, 118, 121], tau=2.4),
+            _row("qa", 1, "EAGLE head, k 3", 81, [70, 90, 75, 88]),
+            _row("rag", 1, "plain", 80, [80, 81, 79, 80]),
+            _row("rag", 1, "n-gram lookup, k 4", 80, [81, 80, 80, 79], tau=1.3),
+            _row("rag", 1, "EAGLE head, k 3", 80, [70, 90, 80, 85]),
+        ]
+    )
+    lines = V.findings(rows, 1)
+    assert lines[0].startswith("**QA**: n-gram lookup, k 4 was fastest") and "EAGLE" not in lines[0]
+    assert lines[1].startswith("**RAG**: no contender was faster than plain decoding by the rule")
+    assert "from 1.30 on RAG to 2.40 on QA" in lines[2]
+    full = V.range_rows(rows, 1)
+    assert {r["the rule says"] for r in full} == {r["verdict"] for r in rows if r["contender"] != "plain"}
+
+
+def test_a_live_run_sits_beside_the_recording_and_says_why_they_differ():
+    rec_rows = task_records.judged([_row("qa", 1, "plain", 80, [80, 81]), _row("qa", 1, "n-gram lookup, k 4", 100, [100, 101], tau=2.0)])
+    live = task_records.judged([_row("qa", 1, "plain", 40, [40, 41]), _row("qa", 1, "n-gram lookup, k 4", 60, [60, 61], tau=2.2)])
+    beside = V.beside_rows(live, rec_rows, "qa", 1)
+    assert beside[0]["recorded"].startswith("1.25×") and beside[0]["live"].startswith("1.49×")
+    rec = {"machine": "EPYC", "settings": {"per_task": 2, "max_new_tokens": 32}}
+    note = V.beside_note(rec, "Xeon", 1, 16)
+    assert "this page runs on Xeon, the recording on EPYC" in note and "1 prompt(s) for 16 tokens" in note
