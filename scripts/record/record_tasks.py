@@ -53,7 +53,7 @@ def main() -> None:
         raise SystemExit(f"unknown contender(s) {', '.join(unknown)}: choose from {', '.join(CONTENDERS)}")
     pair = load_pair()
     hw = probe(pair.device, pair.dtype, quick=True)
-    print(f"{len(prompts)} prompts ({a.per_task} per task) on {hw.device_name}, {pair.dtype}", flush=True)
+    print(f"{len(prompts)} prompts ({a.per_task} per task) on {hw.device_name}, {pair.dtype_name}", flush=True)
     t0 = time.monotonic()
     rows = run_tasks(pair, prompts, _ints(a.batches, "--batches"), keys, a.tokens, a.rounds, log=lambda s: print(s, flush=True))
     seconds = time.monotonic() - t0
@@ -70,7 +70,7 @@ def main() -> None:
     record = task_records.make(
         rows,
         machine=hw.device_name,
-        dtype=str(pair.dtype).replace("torch.", ""),
+        dtype=pair.dtype_name,
         seconds=seconds,
         settings=settings,
         prompts=chosen,
