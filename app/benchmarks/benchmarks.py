@@ -57,11 +57,12 @@ def recording() -> tuple[dict | None, str | None]:
 
 
 def label_of(rec: dict) -> str:
-    s = rec["settings"]
+    """Where, when and how the recording was made; flagged as a busy lesson recording is where other work ran."""
+    s, busy = rec["settings"], view.disturbed_note(rec["rows"])
     return (
         f"recorded on {rec['machine']}, {rec['dtype']}, {rec['date']} ({s.get('note', '')}): {s.get('per_task')} prompts per task, "
         f"{s.get('max_new_tokens')} new tokens, {s.get('rounds')} interleaved rounds, {rec['seconds'] / 60:.0f} min"
-    )
+    ) + (f" ({busy})" if busy else "")
 
 
 def show_recorded(rec: dict, raw: dict) -> None:
@@ -73,6 +74,8 @@ def show_recorded(rec: dict, raw: dict) -> None:
     for notice in link_notices(PAGE, raw) if raw else []:
         st.warning(notice, icon=":material/link_off:")
     label = label_of(rec)
+    if view.disturbed_note(rows):
+        st.warning(f"This recording is {view.disturbed_note(rows)}.", icon=":material/warning:")
     st.plotly_chart(view.leaderboard_figure(rows, batch, label), width="stretch", key="bench_board")
     st.dataframe(view.leaderboard_rows(rows, batch), hide_index=True)
     with st.expander("Every cell in full: its 95% range, rounds, and the whole run's speedup (prefill included)"):
@@ -119,6 +122,8 @@ def live_form(rec: dict | None) -> None:
             return
     today = dt.date.today().isoformat()
     label = f"measured live on {probe.device_name}, {probe.dtype}, {today}: {n} prompts, {tokens} new tokens, {LIVE_ROUNDS} rounds"
+    busy = view.disturbed_note(rows)
+    label += f" ({busy})" if busy else ""
     st.plotly_chart(view.leaderboard_figure(rows, batch, label), width="stretch", key="bench_live")
     st.dataframe(view.range_rows(rows, batch), hide_index=True)
     if rec is not None:

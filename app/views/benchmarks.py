@@ -201,3 +201,20 @@ def beside_note(rec: dict, machine: str, prompts: int, tokens: int) -> str:
         )
     parts.append("each run's own noise, shown by its 95% range")
     return "Live and recorded can differ because " + "; ".join(parts) + "."
+
+
+BUSY_CORES = 0.5  # other processes kept more than half a core busy on average: the timings are disturbed
+
+
+def busy_cores(rows: list[dict]) -> float | None:
+    """The median over cells of the cores other processes kept busy while each cell ran (None: not recorded)."""
+    seen = sorted(r["other_cores"] for r in rows if r.get("other_cores") is not None)
+    return seen[len(seen) // 2] if seen else None
+
+
+def disturbed_note(rows: list[dict]) -> str | None:
+    """'DISTURBED: …' where other work kept more than BUSY_CORES cores busy in the median cell, else None."""
+    busy = busy_cores(rows)
+    if busy is None or busy <= BUSY_CORES:
+        return None
+    return f"DISTURBED: other processes kept {busy:.1f} cores busy in the median cell while it ran; its timings are noisy"

@@ -71,3 +71,11 @@ def test_a_live_run_sits_beside_the_recording_and_says_why_they_differ():
     rec = {"machine": "EPYC", "settings": {"per_task": 2, "max_new_tokens": 32}}
     note = V.beside_note(rec, "Xeon", 1, 16)
     assert "this page runs on Xeon, the recording on EPYC" in note and "1 prompt(s) for 16 tokens" in note
+
+
+def test_a_busy_run_is_flagged_from_the_cores_other_work_kept():
+    quiet = [_row("qa", 1, "plain", 80, [80]) | {"other_cores": 0.1}, _row("qa", 1, "x", 80, [80]) | {"other_cores": 0.2}]
+    assert V.busy_cores(quiet) == 0.2 and V.disturbed_note(quiet) is None
+    busy = [r | {"other_cores": 1.3} for r in quiet]
+    assert V.disturbed_note(busy).startswith("DISTURBED: other processes kept 1.3 cores busy")
+    assert V.disturbed_note([_row("qa", 1, "plain", 80, [80])]) is None  # not recorded: no flag

@@ -457,7 +457,7 @@ def axe_serious(page, name: str) -> list[str]:
 
 def test_every_page_has_no_serious_accessibility_violations(server, chromium):
     """Issue 30: axe-core (axe-playwright-python) over every page as a visitor meets it: 0 serious or critical
-    violations, in every frame. Here a lesson, Predictor and Replay; the Playground after a run and the Sweep
+    violations, in every frame. Here a lesson, Benchmarks, Predictor and Replay; the Playground after a run and the Sweep
     after a measurement are checked at the end of their own tests above (the same runs, not a second one).
     The race is paused (reduced motion) so that axe reads settled colours."""
     (ROOT / "artifacts").mkdir(exist_ok=True)
@@ -474,6 +474,13 @@ def test_every_page_has_no_serious_accessibility_violations(server, chromium):
         page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
         page.wait_for_timeout(1000)
         report["predictor"] = axe_serious(page, "predictor")
+
+        page.goto(f"{server}/benchmarks", timeout=60_000)
+        page.get_by_text("Run one task live").wait_for(timeout=120_000)
+        page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
+        page.wait_for_timeout(1000)
+        assert page.get_by_text("Traceback").count() == 0
+        report["benchmarks"] = axe_serious(page, "benchmarks")
 
         page.goto(f"{server}/replay", timeout=60_000)
         page.get_by_text("recorded measurements, not a live run").wait_for(timeout=120_000)

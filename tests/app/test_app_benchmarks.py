@@ -1,0 +1,72 @@
+"""AppTest (headless) for the Benchmarks page: the shipped Spec-Bench recording drawn as its leaderboard at each
+batch with the numbers under the picture, its findings computed from its cells, and one task run live beside it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from app.views import benchmarks as V  # noqa: E402
+from engine.bench import task_records  # noqa: E402
+
+MAIN = str(Path(__file__).resolve().parents[2] / "app" / "main.py")
+RECORDING = Path(__file__).resolve().parents[2] / "assets" / "spec_bench" / "recording.json"
+
+
+def _page(**params) -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=600)
+    for key, value in params.items():
+        at.query_params[key] = str(value)
+    at.switch_page("benchmarks/benchmarks.py")
+    return at.run()
+
+
+def _texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def test_the_recording_is_drawn_as_the_leaderboard_with_its_numbers_and_findings():
+    rec = task_records.load(RECORDING)
+    rows = rec["rows"]
+    at = _page()
+    assert not at.exception and not at.error
+    assert at.title[0].value.endswith("Benchmarks")
+    batch = at.select_slider(key="batch").value
+    assert batch == V.batches_of(rows)[0]
+    figures = [str(e.proto.spec) for e in at.get("plotly_chart")]
+    assert len(figures) == 2 and all(rec["machine"] in f and rec["date"] in f for f in figures)
+    table = at.dataframe[0].value
+    assert list(table["contender"]) == ["plain decoding (tokens/s)", *V.contenders_of(rows)]
+    markdown = _texts(at.markdown)
+    assert all(line in markdown for line in V.findings(rows, batch))
+    assert "the 95% range of the speed ratio stays on one side of 1" in _texts(at.caption)
+    assert (V.disturbed_note(rows) is not None) == ("DISTURBED" in _texts(at.warning))
+
+
+def test_every_recorded_batch_can_be_chosen_from_the_link():
+    rows = task_records.load(RECORDING)["rows"]
+    last = V.batches_of(rows)[-1]
+    at = _page(batch=last, contender=V.contenders_of(rows)[-1])
+    assert not at.exception and not at.error and not [w for w in at.warning if "DISTURBED" not in w.value]
+    assert at.select_slider(key="batch").value == last and at.selectbox(key="contender").value == V.contenders_of(rows)[-1]
+    assert f"batch {last}" in str(at.get("plotly_chart")[0].proto.spec)
+
+
+def test_one_task_runs_live_beside_the_recording():
+    at = _page()
+    at.selectbox[-1].select("qa")  # the form's task
+    at.multiselect[0].set_value(["ngram"])
+    for slider in at.select_slider:
+        if slider.label == "Prompts":
+            slider.set_value(1)
+    at.button[0].click()
+    at.run(timeout=600)
+    assert not at.exception and not at.error
+    figures = [str(e.proto.spec) for e in at.get("plotly_chart")]
+    assert any("measured live on" in f for f in figures)
+    assert "**Beside the recording**" in _texts(at.markdown)
+    assert "Live and recorded can differ because" in _texts(at.caption)
