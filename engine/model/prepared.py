@@ -39,7 +39,11 @@ import torch
 
 from engine.model import cpukernels
 
-ANY_TOKENS = 1 << 30  # a prepared native matrix takes passes of any size
+# A prepared native matrix takes passes of up to this many tokens (batch × new tokens); a larger one (a prefill, a
+# wide verify at a large batch) multiplies by the model's own matrices (`cpukernels.Packed`'s fallback: oneDNN's
+# bfloat16 GEMM on a CPU, tiled for AMX where the CPU has it), several times faster there than the native
+# dot-product kernels (docs/journal.md, "the native kernels stop at the crossover").
+NATIVE_TOKENS = 64
 _REGISTRY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
@@ -159,7 +163,7 @@ def _prepare(layer: tuple, form: str, memory=None) -> tuple:
         return ln1, _onednn_pack(wqkv), _onednn_pack(wo), ln2, _onednn_pack(wgu), _onednn_pack(wd)
     if form == "native":  # the fallback: the model's own matrices (cpukernels.Packed concatenates separate products)
         pairs = ((wqkv, (wq, wk, wv)), (wo, wo), (wgu, (wg, wu)), (wd, wd))
-        packed = [cpukernels.Packed(w, fallback, ANY_TOKENS, memory=next(memory)) for w, fallback in pairs]
+        packed = [cpukernels.Packed(w, fallback, NATIVE_TOKENS, memory=next(memory)) for w, fallback in pairs]
         return ln1, packed[0], packed[1], ln2, packed[2], packed[3]
     return ln1, wqkv, wo, ln2, wgu, wd
 
@@ -181,7 +185,7 @@ def _native_memory(source: list[tuple]):
 def _native_head(head: torch.Tensor) -> cpukernels.Packed:
     """The head in the kernels' layout, in a block of its own (cpukernels.weight_memory)."""
     memory = cpukernels.weight_memory(cpukernels.packed_bytes(*head.shape, head.dtype))
-    return cpukernels.Packed(head, head, ANY_TOKENS, memory=memory)
+    return cpukernels.Packed(head, head, NATIVE_TOKENS, memory=memory)
 
 
 def owner(lean):
