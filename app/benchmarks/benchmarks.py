@@ -135,8 +135,9 @@ def live_form(rec: dict | None) -> None:
 st.title("📊 Benchmarks")
 st.markdown(
     "How much speculation pays depends on the **task** as much as on the machine: n-gram lookup drafts by copying "
-    "text it has already seen, so it wins where the answer repeats the prompt (summaries, retrieval-augmented answers) "
-    "and barely helps elsewhere; a learnt drafter is only as good as the text it was trained on. "
+    "text it has already seen, so its drafts can only be accepted where the answer repeats what came before (a "
+    "summary quoting its article, an answer quoting retrieved passages); a learnt drafter is only as good as the text "
+    "it was trained on. "
     f"[Spec-Bench]({SPEC_BENCH_URL}) (Xia et al., Findings of ACL 2024) is the field's reference: 480 prompts in six "
     "tasks, scored by the speedup over plain decoding and by **τ**, the mean tokens a sequence gains per target pass. "
     "It measures batch 1 only; here every task is also measured at larger batches, where a pass has less idle "

@@ -5,7 +5,9 @@ cell), the speedup against the batch per task, and the sentences that read them.
 
 from __future__ import annotations
 
+import html
 import math
+import textwrap
 
 import plotly.graph_objects as go
 
@@ -22,6 +24,12 @@ SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star", "cross")
 
 
 COLORS = ("#0072B2", "#E69F00", "#56B4E9", "#CC79A7", "#D55E00", "#8a8d99", "#000000")
+
+
+def _title(claim: str, label: str) -> str:
+    """The chart's claim in bold and, under it, where and when it was measured, wrapped to the chart's width."""
+    lines = [f"<sup>{html.escape(line)}</sup>" for line in textwrap.wrap(label, 150)]
+    return "<br>".join([f"<b>{html.escape(claim)}</b>", *lines])
 
 
 def tasks_of(rows: list[dict]) -> list[str]:
@@ -102,8 +110,9 @@ def leaderboard_figure(rows: list[dict], batch: int, label: str) -> go.Figure:
         )
     )
     fig.update_yaxes(autorange="reversed")
-    title = f"<b>Decode-only speedup over plain decoding by task, batch {batch}</b><br><sup>{label}</sup>"
-    fig.update_layout(title={"text": title, "x": 0}, height=120 + 70 * len(names), margin={"l": 10, "r": 10, "t": 80, "b": 40})
+    title = _title(f"Decode-only speedup over plain decoding by task, batch {batch}", label)
+    top = 60 + 18 * title.count("<br>")
+    fig.update_layout(title={"text": title, "x": 0}, height=100 + top + 70 * len(names), margin={"l": 10, "r": 10, "t": top, "b": 40})
     return ink(fig)
 
 

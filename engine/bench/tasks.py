@@ -74,10 +74,11 @@ def _cell(task: str, batch: int, name: str, cell: dict, plain: dict) -> dict:
     }
 
 
-def run_tasks(pair, prompts: list[Prompt], batches: list[int], keys: list[str], max_new_tokens: int, rounds: int, log=print) -> list[dict]:
+def run_tasks(pair, prompts: list[Prompt], batches: list[int], keys: list, max_new_tokens: int, rounds: int, log=print) -> list[dict]:
     """One row per (task, batch, contender), plain decoding first in each (task, batch); `rounds` interleaved rounds
-    after one warm-up of each contender. ValueError, one line, for an unknown contender or a batch below 1."""
-    chosen = [contender(k) for k in keys]
+    after one warm-up of each contender. keys: CONTENDERS' keys or Contender objects. ValueError, one line, for an
+    unknown contender or a batch below 1."""
+    chosen = [k if isinstance(k, Contender) else contender(k) for k in keys]
     if any(b < 1 for b in batches):
         raise ValueError(f"batch sizes must be ≥ 1, not {batches}")
     cfgs = [DecodeConfig(mode="autoregressive", max_new_tokens=max_new_tokens)]
