@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 
 _API = {
-    "ConfigError": "engine.config",
+    "ConfigError": "engine.options",
     "DecodeConfig": "engine.config",
     "generate": "engine.decoding.decode",
     "generate_steps": "engine.decoding.decode",

@@ -27,10 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from engine.config import MAX_DEPTH, DecodeConfig, PolicyKind
+from engine.config import DecodeConfig
 from engine.decoding import warmstart
 from engine.decoding.goodput import PRIOR_ACCEPTANCE, GoodputDepth, best_depth
 from engine.drafters.calibration import shipped_acceptance
+from engine.options import MAX_DEPTH, PolicyKind
 
 
 @dataclass(frozen=True)

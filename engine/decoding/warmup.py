@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import time
 
-from engine.config import DecodeConfig, GraphMode
+from engine.config import DecodeConfig
 from engine.decoding.decode import generate
 from engine.model import graph_pool
+from engine.options import GraphMode
 
 
 def graph_owners(pair) -> list:

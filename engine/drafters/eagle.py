@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from engine.config import ConfigError
 from engine.drafters.base import ConfidenceGate, Draft, Verified, choose_tokens
 from engine.drafters.tree import grow_tree
 from engine.model.prepared import form_of
 from engine.model.static_cache import make_cache
+from engine.options import ConfigError
 
 
 class EagleDrafter:
@@ -23,6 +23,11 @@ class EagleDrafter:
     the accepted tokens (plus the correction/bonus position) become the new `pending` (training/eagle.py trains it)."""
 
     kind = "eagle"
+    display = "EAGLE head"
+    about = "one layer that drafts from the target's own last hidden states (EAGLE, Li et al. 2024)"
+    loads = "eagle"
+    branches = True
+    confident = True
 
     @classmethod
     def available(cls, pair) -> bool:

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import torch
 
-from engine.config import ConfigError
 from engine.drafters.base import ConfidenceGate, Draft, Verified, choose_tokens
 from engine.drafters.tree import grow_tree
 from engine.model.static_cache import make_cache
+from engine.options import ConfigError
 
 
 class ModelDrafter:
     kind = "model"
+    display = "draft model"
+    about = "a small LM sharing the target's tokenizer"
+    loads = "draft"
+    branches = True
+    confident = True
     target_features = False
 
     @classmethod
