@@ -262,14 +262,14 @@ def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, p
     if drafter == "ngram":  # transformers' own prompt lookup is the n-gram drafter's counterpart
         name = f"generate(prompt_lookup_num_tokens={depth})"
         contenders["hf_drafting"] = lambda ps, m: hf_generate(pair, ps, m, 1, prompt_lookup_num_tokens=depth)
-    elif pair.draft is not None:
+    elif pair.weights("draft") is not None:
         name = f"generate(assistant_model=draft, num_assistant_tokens={depth}, assistant_confidence_threshold=0)"
         contenders["hf_drafting"] = lambda ps, m: hf_generate(
             pair,
             ps,
             m,
             1,
-            assistant_model=pair.draft,
+            assistant_model=pair.weights("draft"),
             num_assistant_tokens=depth,
             assistant_confidence_threshold=0.0,
         )

@@ -79,12 +79,10 @@ def random_pair(shape: str, dtype, device) -> ModelPair:
         target.resize_token_embeddings(max(len(tok), target.config.vocab_size))
     return ModelPair(
         target=target,
-        draft=None,
         tokenizer=tok,
         device=device,
         dtype=dtype,
         target_name=f"random-weight {shape}",
-        draft_name=None,
         eos_ids=frozenset(),
     )
 

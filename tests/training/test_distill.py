@@ -212,11 +212,12 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     assert "AdamW, lr 0.002, ~256 tokens per batch, 2.0 epochs" in card and "0.123" not in card
 
     pair = load_pair(target=str(target), draft=str(out), dtype="float32")
-    assert pair.draft.get_output_embeddings().weight.shape[0] == pair.target.get_output_embeddings().weight.shape[0]
-    assert pair.draft.config.hidden_size == 32
+    draft = pair.loaded["draft"]
+    assert draft.module.get_output_embeddings().weight.shape[0] == pair.target.get_output_embeddings().weight.shape[0]
+    assert draft.module.config.hidden_size == 32
     vocab = json.loads((out / "draft_vocab.json").read_text())["ids"]  # FR-Spec head: the tokens the target emitted
-    assert pair.draft_vocab is not None and pair.draft_vocab.tolist() == sorted(vocab)
-    assert "reduced head" in pair.draft_name
+    assert draft.vocab is not None and draft.vocab.tolist() == sorted(vocab)
+    assert "reduced head" in draft.name
     trace = generate(pair, ["Hello there"], DecodeConfig(mode="speculative", depth=2, max_new_tokens=5))
     assert len(trace.output_ids[0]) == 5
 
@@ -298,8 +299,8 @@ def test_shipped_draft_loads_shares_vocab_and_is_accepted():
     total = sum(p.stat().st_size for p in SHIPPED_DRAFT.iterdir() if p.is_file())
     assert total <= 40 * 1024 * 1024
     pair = load_pair(dtype="float32")  # embedded default picks assets/draft
-    assert pair.draft is not None and "distilled" in pair.draft_name
-    assert pair.draft.get_output_embeddings().weight.shape[0] == pair.target.get_output_embeddings().weight.shape[0]
+    assert "draft" in pair.loaded and "distilled" in pair.loaded["draft"].name
+    assert pair.weights("draft").get_output_embeddings().weight.shape[0] == pair.target.get_output_embeddings().weight.shape[0]
     cfg = DecodeConfig(mode="speculative", depth=4, drafter="model", temperature=0.0, max_new_tokens=48)
     trace = generate(pair, FIXED_PROMPTS, cfg)
     assert trace.summary["alpha"] >= SHIPPED_ALPHA_FLOOR, trace.summary["per_position_acceptance"]
@@ -428,7 +429,7 @@ def test_soft_targets_from_eagle_features_equal_a_new_target_pass(tmp_path):
     ]
     assert distill.main(argv) == 0
     assert "continuing from" in (work / "distill.log").read_text()
-    a, b = (load_pair(target=str(target), draft=str(d), eagle=None, dtype="float32").draft for d in (out, second))
+    a, b = (load_pair(target=str(target), draft=str(d), eagle=None, dtype="float32").weights("draft") for d in (out, second))
     assert b.config.hidden_size == 32 and b.config.num_hidden_layers == 1
     assert torch.equal(a.get_input_embeddings().weight, b.get_input_embeddings().weight)  # lr 0: unchanged
     kept = json.loads((second / "draft_vocab.json").read_text())["ids"]  # the init's vocabulary joins the new one

@@ -9,6 +9,7 @@ import json
 import shutil
 import time
 import warnings
+from dataclasses import replace
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from conftest import tiny_pair
 
 from engine import ConfigError, DecodeConfig, ModelLoadError, generate, generate_steps, load_pair
 from engine.model.eagle_head import EagleLoadError, EagleRunner, load_head
-from engine.model.pair import SHIPPED_EAGLE, ModelPair
+from engine.model.pair import SHIPPED_EAGLE, Loaded, ModelPair
 from training import eagle
 
 PROMPTS = ["Tell me about the sea.", "Why is the sky blue? Explain briefly please.", "Count: one two three"]
@@ -35,18 +36,7 @@ FIXED_PROMPTS = [
 def with_head(pair: ModelPair, folder) -> ModelPair:
     config, state, vocab = load_head(folder, pair.target)
     runner = EagleRunner(config, state, vocab, pair.target)
-    return ModelPair(
-        target=pair.target,
-        draft=pair.draft,
-        tokenizer=pair.tokenizer,
-        device=pair.device,
-        dtype=pair.dtype,
-        target_name=pair.target_name,
-        draft_name=pair.draft_name,
-        eos_ids=pair.eos_ids,
-        eagle=runner,
-        eagle_name="tiny eagle",
-    )
+    return replace(pair, loaded=pair.loaded | {"eagle": Loaded(runner, "tiny eagle")})
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +94,7 @@ def test_engine_runner_matches_the_training_forward(tiny_eagle):
     ids = torch.randint(0, 1000, (1, 12))
     feats = torch.randn(1, 12, config["hidden_size"])
     want = head.unrolled(pair.target.get_input_embeddings().weight[ids].detach(), feats, torch.arange(12)[None], 1)[0]
-    cache = RaggedCache(None, torch.device("cpu"), pair.eagle_costs, runner=pair.eagle)
+    cache = RaggedCache(None, torch.device("cpu"), pair.loaded["eagle"].costs, runner=pair.weights("eagle"))
     got = cache.prefill([ids[0, :8].tolist()], 0, features=feats[:, :8])
     got = torch.cat([got, cache.forward(ids[:, 8:], features=feats[:, 8:])], dim=1)  # prefill, then 4 more
     assert torch.allclose(got, want.detach(), atol=1e-4)
@@ -117,7 +107,7 @@ def test_eagle_greedy_speculative_equals_plain(tiny_eagle, prompts, depth):
     ar = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24))
     spec = generate(pair, prompts, DecodeConfig(depth=depth, drafter="eagle", max_new_tokens=24))
     assert spec.output_ids == ar.output_ids
-    assert spec.meta["draft_name"] == "tiny eagle" and spec.meta["draft_params"] == pair.eagle.params
+    assert spec.meta["draft_name"] == "tiny eagle" and spec.meta["draft_params"] == pair.weights("eagle").params
     assert spec.summary["flops"] > ar.summary["flops"]  # the head's work and the rejected drafts cost FLOPs
 
 
@@ -159,7 +149,9 @@ def test_fused_features_are_the_same_in_extraction_engine_and_runner(tiny_fused)
     head.load_state_dict(state)
     t = torch.tensor([ids[1:]])
     want = head.unrolled(pair.target.get_input_embeddings().weight[t].detach(), hidden[:, :-1], torch.arange(7)[None], 1)[0]
-    got = RaggedCache(None, torch.device("cpu"), pair.eagle_costs, runner=pair.eagle).prefill([ids[1:]], 0, features=hidden[:, :-1])
+    got = RaggedCache(None, torch.device("cpu"), pair.loaded["eagle"].costs, runner=pair.weights("eagle")).prefill(
+        [ids[1:]], 0, features=hidden[:, :-1]
+    )
     assert torch.allclose(got, want.detach(), atol=1e-4)
 
 
@@ -292,7 +284,7 @@ def test_explicit_bad_head_raises_and_broken_default_warns(tmp_path, monkeypatch
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         pair = load_pair(draft=None)
-    assert pair.eagle is None and any("EAGLE head could not be used" in str(w.message) for w in caught)
+    assert "eagle" not in pair.loaded and any("EAGLE head could not be used" in str(w.message) for w in caught)
     assert any("drafter='eagle' is unavailable" in n for n in pair.warnings)
 
 
@@ -439,7 +431,7 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     assert eagle.main(["--work-dir", str(work), "--target", str(other), "--stage", "features", "--threads", "1"]) == 0
     assert "already extracted" not in (work / "eagle" / "eagle.log").read_text()[len(log_before) :]
     pair = load_pair(target=str(target), draft=None, eagle=str(out), dtype="float32")
-    assert pair.eagle is not None and pair.eagle.params == json.loads((out / "config.json").read_text())["params"]
+    assert "eagle" in pair.loaded and pair.weights("eagle").params == json.loads((out / "config.json").read_text())["params"]
     plain = generate(pair, ["Hello there"], DecodeConfig(mode="autoregressive", max_new_tokens=6))
     spec = generate(pair, ["Hello there"], DecodeConfig(depth=2, drafter="eagle", max_new_tokens=6))
     assert spec.output_ids == plain.output_ids
@@ -449,7 +441,7 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     assert eagle.main(argv) == 0
     assert eagle.features_file(work / "eagle", "train", (0,)).exists()
     pair = load_pair(target=str(target), draft=None, eagle=str(fused), dtype="float32")
-    assert pair.eagle.feature_layers == (0,) and pair.eagle.fuse_weight is not None
+    assert pair.weights("eagle").feature_layers == (0,) and pair.weights("eagle").fuse_weight is not None
     spec = generate(pair, ["Hello there"], DecodeConfig(depth=2, drafter="eagle", max_new_tokens=6))
     assert spec.output_ids == plain.output_ids
     assert eagle.main(argv[:-6] + ["--fuse-layers", "7", "--stage", "features"]) == 2  # the tiny target has 2 layers
@@ -460,7 +452,7 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     assert eagle.main(k_argv) == 0
     assert json.loads((kept / "draft_vocab.json").read_text())["ids"] == [5, 7, 11]
     assert json.loads((kept / "config.json").read_text())["head_vocab"] == 3
-    assert load_pair(target=str(target), draft=None, eagle=str(kept), dtype="float32").eagle is not None
+    assert load_pair(target=str(target), draft=None, eagle=str(kept), dtype="float32").weights("eagle") is not None
     assert eagle.main(argv[:-6] + ["--stage", "train", "--keep-init-vocab"]) == 2
     assert "--keep-init-vocab needs --init" in (work / "eagle" / "eagle.log").read_text().splitlines()[-1]
 
@@ -471,7 +463,7 @@ def test_shipped_head_loads_by_default_and_is_accepted():
     total = sum(p.stat().st_size for p in SHIPPED_EAGLE.iterdir() if p.is_file())
     assert total <= 40 * 1024 * 1024
     pair = load_pair(draft=None, dtype="float32")  # the embedded default picks assets/eagle
-    assert pair.eagle is not None and "EAGLE head" in pair.eagle_name
+    assert "eagle" in pair.loaded and "EAGLE head" in pair.loaded["eagle"].name
     cfg = DecodeConfig(depth=4, drafter="eagle", max_new_tokens=48)
     trace = generate(pair, FIXED_PROMPTS, cfg)
     assert trace.summary["alpha"] >= SHIPPED_ALPHA_FLOOR, trace.summary["per_position_acceptance"]
@@ -600,7 +592,7 @@ def test_gpu_script_runs_every_stage_on_the_cpu(tmp_path, tokenizer):
     assert [p["rows"] for p in saved["gpu_run"]["passes"]] == [4, 4] and saved["hard_labels"] == "argmax"
     assert saved["head_vocab"] == len(json.loads((SHIPPED_EAGLE / "draft_vocab.json").read_text())["ids"])
     pair = load_pair(draft=None, eagle=str(out / "head"), dtype="float32")
-    assert pair.eagle is not None
+    assert "eagle" in pair.loaded
     again = tmp_path / "again"
     argv = common + [
         "--out",
