@@ -29,6 +29,7 @@ import torch
 
 from engine.bench.harness import bench, format_passes, format_table
 from engine.decoding.passcurve import pass_costs
+from engine.formats import cache_dir
 from engine.hardware import pick_device, pick_dtype, probe
 from engine.model.pair import ModelPair
 
@@ -65,7 +66,7 @@ def random_llama(shape: str, dtype, device):
 def tokenizer():
     from transformers import AutoTokenizer
 
-    for folder in (ROOT / "assets" / "draft", Path.home() / ".cache" / "speclab" / "smollm2-135m-instruct"):
+    for folder in (ROOT / "assets" / "draft", cache_dir() / "smollm2-135m-instruct"):
         if (folder / "tokenizer.json").exists():
             return AutoTokenizer.from_pretrained(folder)
     raise SystemExit("no tokenizer found: carry assets/draft (it ships one)")
