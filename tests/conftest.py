@@ -137,14 +137,14 @@ def tiny_eagle_pair(tokenizer, folder, fuse_layers: tuple[int, ...] = (), name: 
     loaded as the engine loads one; with `fuse_layers` it also fuses those target layers' outputs (EAGLE-3), its
     fusion matrix nudged off the identity so the fused features matter."""
     from engine.model.eagle_head import EagleRunner, load_head
-    from training import eagle
+    from training import eagle_card, eagle_head
 
     pair = tiny_pair(tokenizer, draft_noise=0.01)
-    head = eagle.EagleHead.from_target(pair.target, seed=0, fuse_layers=fuse_layers)
+    head = eagle_head.EagleHead.from_target(pair.target, seed=0, fuse_layers=fuse_layers)
     if fuse_layers:
         with torch.no_grad():
             head.fuse.weight.add_(torch.randn(head.fuse.weight.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
-    eagle.save_head(head, folder, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
+    eagle_card.save_head(head, folder, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
     config, state, vocab = load_head(folder, pair.target)
     return replace(pair, loaded=pair.loaded | {"eagle": Loaded(EagleRunner(config, state, vocab, pair.target), name)})
 

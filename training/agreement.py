@@ -75,7 +75,11 @@ def teacher_forced_argmax(pair, rows: list[dict], drafter: str, eagle_dir: Path 
     with a reduced vocabulary is scored over it, as the engine's lean forward drafts (ModelDrafter keeps
     the full vocabulary only for models the lean forward cannot run)."""
     if drafter == "eagle":
-        from .eagle import EagleHead, FeatureData, extract_features, load_head
+        from engine.model.eagle_head import load_head
+
+        from .eagle_head import EagleHead
+        from .eagle_train import FeatureData
+        from .features import extract_features
 
         if eagle_dir is None:
             raise ValueError("the EAGLE head's folder is needed to teacher-force it")

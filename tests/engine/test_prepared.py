@@ -146,11 +146,11 @@ def test_the_registry_does_not_keep_a_model_alive(tokenizer):
 def test_drafters_take_the_backend_the_decode_loop_chose(tokenizer, tmp_path, monkeypatch):
     """The decode loop chooses the run's backend once (engine/model/backend.py) and hands it to the drafter: neither
     the draft model's cache nor the EAGLE head's chooses again (make_cache's own choice fails here if asked)."""
-    from training import eagle
+    from training import eagle_card, eagle_head
 
     pair = _pair(tokenizer)
-    head = eagle.EagleHead.from_target(pair.target, seed=0)
-    eagle.save_head(head, tmp_path, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
+    head = eagle_head.EagleHead.from_target(pair.target, seed=0)
+    eagle_card.save_head(head, tmp_path, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
     config, state, vocab = load_head(tmp_path, pair.target)
     pair = replace(pair, loaded=pair.loaded | {"eagle": Loaded(EagleRunner(config, state, vocab, pair.target), "tiny eagle")})
     ref = {d: generate(pair, PROMPTS[:2], DecodeConfig(depth=3, drafter=d, max_new_tokens=12)).output_ids for d in ("model", "eagle")}

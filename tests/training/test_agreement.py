@@ -13,7 +13,7 @@ from conftest import tiny_pair
 
 from engine.model.eagle_head import EagleRunner, load_head
 from engine.model.pair import Loaded
-from training import agreement, eagle
+from training import agreement, eagle_card, eagle_head
 from training.agreement import StepStart, compare
 
 PROMPTS = ["Tell me about the sea.", "Why is the sky blue? Explain briefly please.", "Count: one two three", "Write a haiku about rain."]
@@ -51,8 +51,8 @@ def test_model_drafter_engine_matches_teacher_forcing(tokenizer):
 
 def test_eagle_engine_matches_teacher_forcing(tokenizer, tmp_path):
     pair = tiny_pair(tokenizer)
-    head = eagle.EagleHead.from_target(pair.target, seed=0, fuse_layers=(0,))
-    eagle.save_head(head, tmp_path, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
+    head = eagle_head.EagleHead.from_target(pair.target, seed=0, fuse_layers=(0,))
+    eagle_card.save_head(head, tmp_path, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
     config, state, vocab = load_head(tmp_path, pair.target)
     pair = replace(pair, loaded={"eagle": Loaded(EagleRunner(config, state, vocab, pair.target), "tiny eagle")})
     res = agreement.measure(pair, PROMPTS, depth=3, max_new_tokens=24, batch=3, drafter="eagle", eagle_dir=tmp_path)
