@@ -61,9 +61,9 @@ class Settings:
 
     @property
     def tree(self) -> tuple[int, int]:
-        """(tree_nodes, tree_topk) the run uses: a tree only for a model drafter (EAGLE head, draft model) with
-        k >= 1, else the chain."""
-        if self.tree_nodes and self.drafter in ("eagle", "model") and self.depth > 0:
+        """(tree_nodes, tree_topk) the run uses: a tree only for a drafter that branches (the registry's `branches`:
+        EAGLE head, draft model) with k >= 1, else the chain."""
+        if self.tree_nodes and drafters.branches(self.drafter) and self.depth > 0:
             return self.tree_nodes, self.tree_topk
         return 0, 0
 
