@@ -199,7 +199,7 @@ def test_the_api_is_the_contract_and_a_torch_free_module_loads_without_torch():
     import engine
 
     assert sorted(engine.__all__) == sorted(engine._API)
-    code = "import sys, engine.formats, engine.config; print('torch' in sys.modules)"
+    code = "import sys, engine.formats, engine.options, engine.config; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
     from engine import DecodeConfig, Trace, generate, generate_steps, load_pair
 
