@@ -4,7 +4,7 @@
 
 The contract: docs/design.md §4 (and the README's "Engine API"). This package never imports streamlit or plotly.
 The API's names are loaded at their first use (PEP 562), so a torch-free module of the engine (engine.formats,
-engine.config) can be imported without loading torch and the models' code.
+engine.options, engine.config) can be imported without loading torch and the models' code.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 
 _API = {
-    "ConfigError": "engine.config",
+    "ConfigError": "engine.options",
     "DecodeConfig": "engine.config",
     "generate": "engine.decoding.decode",
     "generate_steps": "engine.decoding.decode",

@@ -1,4 +1,4 @@
-"""DecodeConfig: the validated options of one decoding run.
+"""DecodeConfig: the validated options of one decoding run (the options' names and limits: engine/options.py).
 
 Every entry point (the app, the CLI, the tests, the benchmarks) builds one of these and hands it to
 `engine.generate` / `engine.generate_steps`. Validation happens here, once, so that bad input fails
@@ -12,63 +12,24 @@ import math
 from dataclasses import asdict, dataclass
 from enum import Enum
 
-MAX_DEPTH = 16
-MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a signed 64-bit seed
-MAX_TEMPERATURE = 100.0  # beyond this the distribution is uniform to float precision anyway
-MAX_TREE_NODES = 64  # draft-tree nodes per row (one verify pass holds batch x (nodes + 1) tokens)
-MAX_TREE_TOPK = 8  # children expanded per tree node
-
-
-def tree_capacity(depth: int, topk: int) -> int:
-    """The most nodes a tree `depth` levels deep with top-`topk` children can draft: topk at the first level, then
-    topk² candidates per further level (EAGLE-2's expansion, engine/drafters/tree.py)."""
-    return topk + (depth - 1) * topk * topk
-
-
-class Mode(str, Enum):
-    AUTOREGRESSIVE = "autoregressive"
-    SPECULATIVE = "speculative"
-
-
-class DrafterKind(str, Enum):  # the keys of engine.drafters.DRAFTERS (a test keeps them equal)
-    MODEL = "model"  # a small causal LM sharing the target's tokenizer
-    NGRAM = "ngram"  # prompt-lookup decoding: no model at all
-    EAGLE = "eagle"  # an EAGLE head: one layer over the target's own hidden states (engine/drafters/eagle.py)
-
-
-class BackendKind(str, Enum):  # how a run's passes are computed (engine/model/backend.py has the table)
-    AUTO = "auto"  # the device's default: "native" on the CPU ("fused" where the kernels do not load), "torch" elsewhere
-    TRANSFORMERS = "transformers"  # transformers' own forward over the dynamic cache: the exactness oracle
-    TORCH = "torch"  # the lean Llama forward (engine/model/fastllama.py) over the dynamic cache
-    FUSED = "fused"  # fused QKV and gate-up products over static KV buffers, torch ops (engine/model/fastpass.py)
-    NATIVE = "native"  # "fused" with SpecLab's native CPU kernels (engine/model/cpukernels.py)
-    CUDA_GRAPHS = "cuda_graphs"  # the lean forward's passes captured as CUDA graphs over static buffers (CUDA only)
-    CUDA_GRAPHS_STATIC = "cuda_graphs_static"  # those passes run eagerly, each attending exactly its columns (any device)
-    CUDA_GRAPHS_PADDED = "cuda_graphs_padded"  # those passes run eagerly, padded to their graph bucket (any device)
-
-
-class GraphMode(str, Enum):  # the cuda_graphs option, a deprecated alias of `backend` (engine/model/backend.py)
-    AUTO = "auto"  # the "cuda_graphs" backend on CUDA when backend is "auto"; elsewhere the device's default
-    OFF = "off"  # no graphs unless backend="cuda_graphs"
-    STATIC = "static"  # the cuda_graphs backend run eagerly, each pass attending exactly its columns
-    PADDED = "padded"  # the cuda_graphs backend run eagerly, each pass padded to its graph bucket: what a graph replays
-
-
-class PolicyKind(str, Enum):
-    FIXED = "fixed"  # always `depth`
-    OFF_ABOVE_BATCH = "off_above_batch"  # the classic rule (vLLM V0's disable_by_batch_size, removed in 2026)
-    HEURISTIC = "heuristic"  # adaptive: deeper after a full acceptance, shallower after a rejection
-    BATCH_TABLE = "batch_table"  # k per batch-size range (vLLM num_speculative_tokens_per_batch_size)
-    GOODPUT = "goodput"  # k (or a tree's size) maximising expected tokens/s from the measured pass cost and the run's acceptance
+from engine.options import (
+    MAX_DEPTH,
+    MAX_SEED,
+    MAX_TEMPERATURE,
+    MAX_TREE_NODES,
+    MAX_TREE_TOPK,
+    BackendKind,
+    ConfigError,
+    GraphMode,
+    Mode,
+    PolicyKind,
+    tree_capacity,
+)
 
 
 def _number(value) -> bool:
     """A real number (not a bool, not NaN or infinite): what every float option must be."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-class ConfigError(ValueError):
-    """Raised for any invalid decoding option; the message names the option and its allowed range."""
 
 
 def _enum(kind: type[Enum], value, name: str):
@@ -77,6 +38,16 @@ def _enum(kind: type[Enum], value, name: str):
     except ValueError:
         allowed = ", ".join(repr(m.value) for m in kind)
         raise ConfigError(f"{name} must be one of {allowed}; got {value!r}") from None
+
+
+def _drafter(kind):
+    """The registered drafter class `kind` names (engine/drafters/__init__.py, DRAFTERS); ConfigError otherwise. Imported
+    here, not at the top: importing this module stays free of torch."""
+    from engine.drafters import DRAFTERS
+
+    if not isinstance(kind, str) or kind not in DRAFTERS:
+        raise ConfigError(f"drafter must be one of {', '.join(map(repr, DRAFTERS))}; got {kind!r}")
+    return DRAFTERS[kind]
 
 
 @dataclass(frozen=True)
@@ -122,7 +93,7 @@ class DecodeConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "mode", _enum(Mode, self.mode, "mode").value)
-        object.__setattr__(self, "drafter", _enum(DrafterKind, self.drafter, "drafter").value)
+        _drafter(self.drafter)
         object.__setattr__(self, "policy", _enum(PolicyKind, self.policy, "policy").value)
         object.__setattr__(self, "cuda_graphs", _enum(GraphMode, self.cuda_graphs, "cuda_graphs").value)
         object.__setattr__(self, "backend", _enum(BackendKind, self.backend, "backend").value)
@@ -165,9 +136,13 @@ class DecodeConfig:
             raise ConfigError(f"tree drafting needs cuda_graphs='off' or 'auto' (dynamic cache or fast pass), not {self.cuda_graphs!r}")
         if self.backend in (BackendKind.CUDA_GRAPHS_STATIC.value, BackendKind.CUDA_GRAPHS_PADDED.value):
             raise ConfigError(f"tree drafting needs the dynamic cache or the fast pass, not backend={self.backend!r}")
-        if self.drafter == DrafterKind.NGRAM.value:
+        if not _drafter(self.drafter).branches:
+            from engine.drafters import DRAFTERS
+
+            branching = " or ".join(repr(kind) for kind, d in DRAFTERS.items() if d.branches)
             raise ConfigError(
-                "tree drafting (tree_nodes > 0) needs a drafter with a distribution to branch on: drafter='eagle' or 'model', not 'ngram'"
+                f"tree drafting (tree_nodes > 0) needs a drafter with a distribution to branch on: drafter={branching}, "
+                f"not {self.drafter!r}"
             )
         if self.depth < 1:
             raise ConfigError("tree drafting needs depth >= 1 (the tree's deepest level)")

@@ -6,6 +6,7 @@ depend on which tests ran before it."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from scipy.stats import chisquare
 
 from engine.decoding import warmstart
 from engine.model import backend
-from engine.model.pair import ModelPair, embedded_model_dir, load_pair
+from engine.model.pair import Loaded, ModelPair, embedded_model_dir, load_pair
 
 os.environ.setdefault("SPECLAB_PRELOAD", "0")  # no app test (AppTest, a browser's server) loads the model in the background
 # unless it asks to: tests/app/test_run_lock.py checks the preload itself
@@ -122,13 +123,12 @@ def tiny_pair(tokenizer, draft_same_as_target: bool = False, with_draft: bool = 
         draft = target if draft_same_as_target else tiny_llama(len(tokenizer), layers=1, seed=1)
     return ModelPair(
         target=target,
-        draft=draft,
         tokenizer=tokenizer,
         device=torch.device("cpu"),
         dtype=torch.float32,
         target_name="tiny-llama",
-        draft_name="tiny-draft" if with_draft else None,
         eos_ids=frozenset(),
+        loaded={"draft": Loaded(draft, "tiny-draft")} if draft is not None else {},
     )
 
 
@@ -137,17 +137,16 @@ def tiny_eagle_pair(tokenizer, folder, fuse_layers: tuple[int, ...] = (), name: 
     loaded as the engine loads one; with `fuse_layers` it also fuses those target layers' outputs (EAGLE-3), its
     fusion matrix nudged off the identity so the fused features matter."""
     from engine.model.eagle_head import EagleRunner, load_head
-    from training import eagle
+    from training import eagle_card, eagle_head
 
     pair = tiny_pair(tokenizer, draft_noise=0.01)
-    head = eagle.EagleHead.from_target(pair.target, seed=0, fuse_layers=fuse_layers)
+    head = eagle_head.EagleHead.from_target(pair.target, seed=0, fuse_layers=fuse_layers)
     if fuse_layers:
         with torch.no_grad():
             head.fuse.weight.add_(torch.randn(head.fuse.weight.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
-    eagle.save_head(head, folder, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
+    eagle_card.save_head(head, folder, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
     config, state, vocab = load_head(folder, pair.target)
-    fields = {f: getattr(pair, f) for f in ("target", "draft", "tokenizer", "device", "dtype", "target_name", "draft_name", "eos_ids")}
-    return ModelPair(**fields, eagle=EagleRunner(config, state, vocab, pair.target), eagle_name=name)
+    return replace(pair, loaded=pair.loaded | {"eagle": Loaded(EagleRunner(config, state, vocab, pair.target), name)})
 
 
 @pytest.fixture(scope="session")

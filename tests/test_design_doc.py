@@ -236,7 +236,7 @@ def doc_cli_flags(text: str) -> dict[str, set[str]]:
 def parser_flags() -> dict[str, set[str]]:
     import argparse
 
-    from engine.__main__ import build_parser
+    from engine.cli.parser import build_parser
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     return {

@@ -104,7 +104,9 @@ def test_the_short_reference_check_catches_a_stale_one():
         "pair.nothing",
         "sampling.greedy_everything",
     ]
-    fine = "`backend.choose_backend` `sampling.greedy_ids()` `fastllama.LeanLlama.prepared` `pair.eagle` `torch.compile` `draft_vocab.json`"
+    fine = (
+        "`backend.choose_backend` `sampling.greedy_ids()` `fastllama.LeanLlama.prepared` `pair.loaded` `torch.compile` `draft_vocab.json`"
+    )
     assert missing_short_references(fine) == []
 
 

@@ -12,5 +12,6 @@ skeleton both trainers share: a run's folder, log, stats and stages; the trainin
 evaluation). The draft: responses.py (the target's responses and soft targets), draft_model.py (the model
 and its training), draft_card.py (saved folder and model card). The EAGLE head: eagle_head.py (the
 module), eagle_train.py (its batches, loss and training), eagle_card.py (saved folder and model card).
-distill.py and eagle.py are the command lines and re-export the names other code imports from them.
+distill.py and eagle.py are the command lines and their stages; other code imports each name from the file that
+defines it.
 """

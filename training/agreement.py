@@ -75,7 +75,11 @@ def teacher_forced_argmax(pair, rows: list[dict], drafter: str, eagle_dir: Path 
     with a reduced vocabulary is scored over it, as the engine's lean forward drafts (ModelDrafter keeps
     the full vocabulary only for models the lean forward cannot run)."""
     if drafter == "eagle":
-        from .eagle import EagleHead, FeatureData, extract_features, load_head
+        from engine.model.eagle_head import load_head
+
+        from .eagle_head import EagleHead
+        from .eagle_train import FeatureData
+        from .features import extract_features
 
         if eagle_dir is None:
             raise ValueError("the EAGLE head's folder is needed to teacher-force it")
@@ -94,9 +98,9 @@ def teacher_forced_argmax(pair, rows: list[dict], drafter: str, eagle_dir: Path 
             out.append(vocab[(g[batch["rows"], batch["cols"]] @ out_head.T).argmax(-1)])
         return out
     if drafter == "model":
-        model, vocab = pair.draft, pair.draft_vocab
-        if model is None:
+        if "draft" not in pair.loaded:
             raise ValueError("this pair has no draft model")
+        model, vocab = pair.loaded["draft"].module, pair.loaded["draft"].vocab
         out = []
         for row in rows:
             ids = torch.tensor([row["prompt_ids"] + row["output_ids"]], device=pair.device)
@@ -208,12 +212,12 @@ def main(argv=None) -> int:
         if args.drafter == "eagle":
             pair = load_pair(draft=None, eagle=args.eagle, dtype=args.dtype)
             eagle_dir = SHIPPED_EAGLE if args.eagle == "default" else Path(args.eagle)
-            if pair.eagle is None:
+            if "eagle" not in pair.loaded:
                 raise ModelLoadError(f"no EAGLE head loaded from {eagle_dir}")
         else:
             pair = load_pair(draft=args.draft, eagle=None, dtype=args.dtype)
             eagle_dir = None
-            if pair.draft is None:
+            if "draft" not in pair.loaded:
                 raise ModelLoadError("no draft model loaded")
     except (ModelLoadError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

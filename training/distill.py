@@ -35,12 +35,12 @@ from pathlib import Path
 
 import torch
 
-from .data import TeeLog, length_batches, read_shards, sequence_of  # noqa: F401  (re-exported)
-from .draft_card import TOKENIZER_FILES, save_draft, write_card, write_draft_vocab  # noqa: F401  (re-exported)
-from .draft_model import batch_loss, evaluate_top1, make_batches, make_draft, make_examples, train  # noqa: F401  (re-exported)
-from .pipeline import Run, Stats, add_eval_options, engine_eval, measure_heldout  # noqa: F401  (re-exported)
-from .prompts import ROUNDS, build_prompts, heldout_eval_prompts  # noqa: F401  (re-exported)
-from .responses import generate_data, keep_topk, soft_matches, soft_targets, soft_targets_from_features  # noqa: F401  (re-exported)
+from .data import read_shards
+from .draft_card import save_draft, write_card, write_draft_vocab
+from .draft_model import make_draft, train
+from .pipeline import Run, Stats, add_eval_options, measure_heldout
+from .prompts import ROUNDS, build_prompts
+from .responses import generate_data, soft_matches, soft_targets, soft_targets_from_features
 
 STAGES = ("prompts", "generate", "soft", "train", "eval", "all")
 

@@ -36,23 +36,19 @@ from pathlib import Path
 
 import torch
 
-from engine.model.eagle_head import EagleLoadError, fuse_features, load_head  # noqa: F401  (re-exported)
+from engine.formats import DRAFT_VOCAB_FILE, EAGLE_CONFIG_FILE
+from engine.model.eagle_head import load_head
 
-from .data import TeeLog, length_batches, read_shards  # noqa: F401  (re-exported)
-from .eagle_card import (  # noqa: F401  (re-exported)
-    CONFIG_FILE,
-    CONFIG_FORMAT,
-    VOCAB_FILE,
-    WEIGHTS_FILE,
+from .data import read_shards
+from .eagle_card import (
     frequent_tokens,
     save_head,
     write_card,
 )
-from .eagle_head import EagleHead  # noqa: F401  (re-exported)
-from .eagle_train import FeatureData, batch_loss, evaluate, train  # noqa: F401  (re-exported)
-from .features import concat_features, covers_prefix, extract_features  # noqa: F401  (re-exported)
+from .eagle_head import EagleHead
+from .eagle_train import FeatureData, train
+from .features import concat_features, covers_prefix, extract_features
 from .pipeline import Run, add_eval_options, measure_heldout
-from .prompts import heldout_eval_prompts  # noqa: F401  (re-exported)
 
 STAGES = ("features", "train", "eval", "all")
 
@@ -186,7 +182,7 @@ def main(argv=None) -> int:
     if run.wants("eval"):
         prompts = json.loads((work / "prompts.json").read_text())
         measure_heldout(args, prompts["heldout"], out, "eagle", stats, log)
-        config = json.loads((out / CONFIG_FILE).read_text())
+        config = json.loads((out / EAGLE_CONFIG_FILE).read_text())
         write_card(out, config, stats, "python -m training.eagle " + " ".join(argv if argv is not None else sys.argv[1:]))
     return run.finish(0)
 
@@ -317,7 +313,7 @@ def _save_trained(args, head, result: dict, n_rows: int, train_rows: list, out: 
         "head_vocab": args.head_vocab,
     }
     if args.keep_init_vocab and args.init:
-        keep = json.loads((Path(args.init) / VOCAB_FILE).read_text())["ids"]
+        keep = json.loads((Path(args.init) / DRAFT_VOCAB_FILE).read_text())["ids"]
         info["head_vocab"] = len(keep)
         info["vocab_from"] = args.init
     else:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import torch
 
-from engine.formats import DRAFT_VOCAB_FILE as VOCAB_FILE  # noqa: F401  (re-exported)
 from engine.formats import EAGLE_CONFIG_FILE as CONFIG_FILE
 from engine.formats import EAGLE_FORMAT as CONFIG_FORMAT
 from engine.formats import EAGLE_WEIGHTS_FILE as WEIGHTS_FILE

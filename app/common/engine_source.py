@@ -116,8 +116,22 @@ TREE_STAGE_SOURCES = [  # the same for a draft-tree step (engine/decoding/verify
         ("model/kvcache.py", "RaggedCache.keep_path", None),
     ],
 ]
-DRAFTER_SOURCES = {
-    "eagle": ("drafters/eagle.py", "EagleDrafter.propose"),
-    "model": ("drafters/model.py", "ModelDrafter.propose"),
-    "ngram": ("drafters/ngram.py", "NgramDrafter.propose"),
-}
+
+
+def drafter_sources() -> dict[str, tuple[str, str]]:
+    """kind -> (file, "Class.propose") of every drafter in engine/drafters/: each class that declares `kind = "..."`
+    (engine/drafters/base.py, Drafter), found by parsing, so a new drafter's module is enough."""
+    found = {}
+    for path in sorted((ENGINE / "drafters").glob("*.py")):
+        relpath = f"drafters/{path.name}"
+        for node in _tree(relpath)[1].body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for item in node.body:
+                targets = [t.id for t in getattr(item, "targets", []) if isinstance(t, ast.Name)]
+                if "kind" in targets and isinstance(item.value, ast.Constant) and isinstance(item.value.value, str):
+                    found[item.value.value] = (relpath, f"{node.name}.propose")
+    return found
+
+
+DRAFTER_SOURCES = drafter_sources()

@@ -15,11 +15,10 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from app.common import resources
+from app.common import drafters, resources
 from app.common.hub_fetch import VramRefusal
 from app.common.url_keys import BOUND
 from engine import ConfigError, ModelLoadError
-from engine.drafters import drafter_name
 
 log = logging.getLogger("speclab.app")
 
@@ -107,12 +106,8 @@ def link_notices(page: str, raw: Mapping[str, str]) -> list[str]:
 
 
 def ready_label(pair) -> str:
-    """'Ready: <target> · draft: <name> · EAGLE head: yes · cpu bfloat16', from the pair's own drafter list."""
-    eagle = "yes" if drafter_name(pair, "eagle") else "none"
-    return (
-        f"Ready: {pair.target_name} · draft: {drafter_name(pair, 'model') or 'none'} · EAGLE head: {eagle} · "
-        f"{pair.device.type} {pair.dtype_name}"
-    )
+    """'Ready: <target> · draft model: <name> · EAGLE head: none · cpu bfloat16', from the pair's own drafter list."""
+    return f"Ready: {pair.target_name} · {drafters.loaded_names(pair)} · {pair.device.type} {pair.dtype_name}"
 
 
 def download_progress(status):

@@ -175,12 +175,9 @@ def warm_up(pair) -> None:
     have this machine's pass-cost curve ready (read from disk, or measured once per machine: 10-20 s on a
     2-core CPU) for goodput, lesson 3, the Playground and the Predictor, so no timed run pays for it."""
     pass_curve(pair)
-    drafters = available_drafters(pair)
-    drafter = "model" if "model" in drafters else "ngram"
-    for mode in ("autoregressive", "speculative"):
-        generate(pair, ["Hi"], DecodeConfig(mode=mode, depth=2, drafter=drafter, max_new_tokens=3))
-    if "eagle" in drafters:
-        generate(pair, ["Hi"], DecodeConfig(depth=2, drafter="eagle", max_new_tokens=3))
+    generate(pair, ["Hi"], DecodeConfig(mode="autoregressive", max_new_tokens=3))
+    for drafter in available_drafters(pair):  # each drafter the pair can run, once
+        generate(pair, ["Hi"], DecodeConfig(depth=2, drafter=drafter, max_new_tokens=3))
 
 
 def get_probe(device: str, dtype: str):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.common import resources
+from app.common import drafters, resources
 from app.common.page_helpers import link_notices
 from app.common.url_keys import bound
 from app.playground.policy_options import (
@@ -32,12 +32,6 @@ PROMPT_BY_TITLE = {p["title"]: p["id"] for p in PROMPTS} | {CUSTOM: "custom"}
 PROMPT_TITLES = list(PROMPT_BY_TITLE)
 PAIR_BY_LABEL = {p.label: key for key, p in resources.PRESETS.items()}
 PAIR_LABELS = list(PAIR_BY_LABEL)
-DRAFTERS = {"n-gram": "ngram", "draft model": "model", "EAGLE head": "eagle"}
-NO_DRAFTER = {  # drafter kind -> why it cannot run on this pair (available_drafters(pair) lacks it)
-    "model": "This model pair has no draft model. Fix: choose the n-gram drafter, or another pair.",
-    "eagle": "This model pair has no EAGLE head (one ships for the embedded target only). Fix: choose the draft "
-    "model or the n-gram drafter, or the embedded pair.",
-}
 PAGE = "playground"  # its bound widgets and their labels: app/common/url_keys.py
 MAX_ROUNDS = 9  # interleaved rounds (AR, speculative) per run
 DEFAULT_ROUNDS = 3  # the fewest that give the one rule (engine/verdict.py) a range; a few seconds on a 2-core CPU
@@ -67,9 +61,9 @@ class Settings:
 
     @property
     def tree(self) -> tuple[int, int]:
-        """(tree_nodes, tree_topk) the run uses: a tree only for a model drafter (EAGLE head, draft model) with
-        k >= 1, else the chain."""
-        if self.tree_nodes and self.drafter in ("eagle", "model") and self.depth > 0:
+        """(tree_nodes, tree_topk) the run uses: a tree only for a drafter that branches (the registry's `branches`:
+        EAGLE head, draft model) with k >= 1, else the chain."""
+        if self.tree_nodes and drafters.branches(self.drafter) and self.depth > 0:
             return self.tree_nodes, self.tree_topk
         return 0, 0
 
@@ -104,7 +98,7 @@ class Settings:
             top_p=self.top_p,
             max_new_tokens=self.max_new_tokens,
             seed=0,
-            confidence_threshold=self.confidence if self.drafter != "ngram" else 0.0,
+            confidence_threshold=self.confidence if drafters.confident(self.drafter) else 0.0,
             batch_table=self.batch_table,
             tree_nodes=self.tree[0] if mode == "speculative" else 0,
             tree_topk=self.tree[1] if mode == "speculative" else 0,
@@ -135,7 +129,7 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
         temperature=float(temperature),
         top_p=float(top_p),
         max_new_tokens=int(max_new),
-        drafter=DRAFTERS[drafter],
+        drafter=drafters.choices()[drafter],
         policy=POLICIES[policy],
         policy_n=int(policy_n),
         float32=bool(float32),
@@ -170,16 +164,7 @@ def _prompt_and_pair(hub_ok: bool) -> tuple:
         preset = PAIR_BY_LABEL[label]
         if not hub_ok:
             st.caption("Hub presets are unavailable offline: this server cannot reach the Hugging Face Hub.")
-        drafter = st.radio(
-            "Drafter",
-            list(DRAFTERS),
-            **bound(PAGE, "drafter"),
-            horizontal=True,
-            help="n-gram: propose the continuation of the latest repeated n-gram (prompt lookup, "
-            "no model). draft model: a small LM sharing the target's tokenizer. EAGLE head: "
-            "one layer that drafts from the target's own last hidden states (EAGLE, Li et "
-            "al. 2024).",
-        )
+        drafter = st.radio("Drafter", list(drafters.choices()), **bound(PAGE, "drafter"), horizontal=True, help=drafters.help_text())
         float32 = st.toggle(
             "float32 (lanes match exactly; slower on this CPU)",
             **bound(PAGE, "fp32"),
@@ -221,7 +206,8 @@ def _size_sliders(max_batch: int) -> tuple:
 
 
 def _policy_controls(max_batch: int, drafter: str) -> tuple:
-    """The depth policy and its N or table, the confidence stop, the tree, auto-run and Run."""
+    """The depth policy and its N or table, the confidence stop, the tree, auto-run and Run (drafter: its label)."""
+    kind = drafters.choices()[drafter]
     p1, p2 = st.columns([5, 1], vertical_alignment="bottom")
     policy = p1.radio("Depth policy", list(POLICIES), **bound(PAGE, "policy"), horizontal=True, help=POLICY_HELP)
     policy_n = p2.slider(
@@ -252,7 +238,7 @@ def _policy_controls(max_batch: int, drafter: str) -> tuple:
         0.0,
         step=0.05,
         **bound(PAGE, "conf"),
-        disabled=DRAFTERS[drafter] == "ngram",
+        disabled=not drafters.confident(kind),
         help="Model drafters stop a sequence's draft once the product of their own "
         "probabilities over it falls below this (the joint confidence EAGLE-2 uses; the "
         "token that crosses the threshold is still proposed): k becomes the most a step "
@@ -267,7 +253,7 @@ def _policy_controls(max_batch: int, drafter: str) -> tuple:
         64,
         0,
         **bound(PAGE, "tree"),
-        disabled=DRAFTERS[drafter] == "ngram",
+        disabled=not drafters.branches(kind),
         help="Tree drafting (EAGLE-2): each draft step expands the top-k children of the k "
         "best nodes so far; the nodes with the highest joint draft confidence, at most "
         "k deep, are verified in ONE target pass with a tree attention mask. Width is "
@@ -280,7 +266,7 @@ def _policy_controls(max_batch: int, drafter: str) -> tuple:
         8,
         4,
         **bound(PAGE, "tree_k"),
-        disabled=DRAFTERS[drafter] == "ngram" or tree_nodes == 0,
+        disabled=not drafters.branches(kind) or tree_nodes == 0,
         help="Children expanded per node (and nodes expanded per level).",
     )
     rounds = t3.slider(

@@ -11,10 +11,10 @@ import datetime as dt
 
 import streamlit as st
 
-from app.common import resources
+from app.common import drafters, resources
 from app.common.page_helpers import last_resort, load_pair_or_error, show_failure
 from app.common.results import Peaks, gauge_name, show_results
-from app.playground.controls import NO_DRAFTER, controls, input_problems
+from app.playground.controls import controls, input_problems
 from app.playground.run import policy_basis, run_both, show_policy_basis, show_trees
 from engine import ConfigError, ModelLoadError, TraceError
 from engine.drafters import drafter_name
@@ -57,7 +57,7 @@ if not problems or not resources.PRESETS[settings.preset].hub:
 
 if pair is not None and drafter_name(pair, settings.drafter) is None:
     problems.append(f"no {settings.drafter} drafter")
-    messages.error(NO_DRAFTER.get(settings.drafter, f"This model pair cannot run the {settings.drafter} drafter."), icon=":material/error:")
+    messages.error(drafters.missing(pair, settings.drafter), icon=":material/error:")
 
 if st.session_state.pop("running", False):  # the previous script run stopped mid-decode
     messages.info(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.common import resources
+from app.common import drafters, resources
 from app.common.measurement import BUSY_CORES, note_load
 from app.common.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.common.url_keys import BOUND, bound
@@ -52,11 +52,6 @@ VLLM_ADAPTIVE = "https://docs.vllm.ai/en/stable/features/speculative_decoding/ad
 ADAPTIVE = ["batch_table", "goodput"]  # measured beside "fixed" when the user ticks "adaptive policies"
 PASS_GUARD = 2048  # tokens in one measured pass (a CPU takes seconds per pass beyond this)
 TOKENS = [1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128]
-GRID_DRAFTERS = {"draft model": "model", "EAGLE head": "eagle", "n-gram": "ngram"}
-NO_DRAFTER = {  # drafter kind -> why this pair cannot run it (available_drafters(pair) lacks it)
-    "model": "This pair has no draft model. Fix: choose the n-gram drafter.",
-    "eagle": "This pair has no EAGLE head. Fix: choose the draft model or the n-gram drafter.",
-}
 # What a measurement can raise: a refused config, a bad argument, and torch's errors (e.g. out of memory).
 MEASURE_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 PAGE = "sweep"  # its bound widgets and their labels: app/common/url_keys.py
@@ -194,8 +189,9 @@ st.markdown(
     "**The question this grid answers:** at which batch size does speculating k tokens stop paying on this "
     "machine, and does a deeper k stop paying at a smaller batch?"
 )
+GRID_DRAFTERS = drafters.choices()  # label -> kind, the registry's (engine/drafters/__init__.py)
 KINDS = list(GRID_DRAFTERS.values())
-PREFERRED = [kind for kind in ("eagle", "model", "ngram") if drafter_name(pair, kind)]  # the EAGLE head first
+PREFERRED = [kind for kind in reversed(KINDS) if drafter_name(pair, kind)]  # the registry's strongest first: the EAGLE head
 default_drafter = KINDS.index(PREFERRED[0]) if PREFERRED else 0
 with st.form("grid_form"):
     g1, g2, g3, g4, g5 = st.columns(5)
@@ -273,10 +269,10 @@ if go_grid:
             "above 0, or untick adaptive policies.",
             icon=":material/error:",
         )
-    elif grid_trees and kind == "ngram":
+    elif grid_trees and not drafters.branches(kind):
         st.error(
-            "Tree drafting needs a drafter with a distribution to branch on. Fix: choose the EAGLE head or the "
-            "draft model, or clear the tree sizes.",
+            f"Tree drafting needs a drafter with a distribution to branch on. Fix: choose the drafter {drafters.branching_names()}, "
+            "or clear the tree sizes.",
             icon=":material/error:",
         )
     elif grid_trees and not any(tree_fits((n, grid_topk), d) for n in grid_trees for d in grid_depths):
@@ -286,7 +282,7 @@ if go_grid:
             icon=":material/error:",
         )
     elif drafter_name(pair, kind) is None:
-        st.error(NO_DRAFTER.get(kind, f"This pair cannot run the {kind} drafter."), icon=":material/error:")
+        st.error(drafters.missing(pair, kind, what="pair"), icon=":material/error:")
     elif (
         grid_rounds * len(grid_batches) * (len(grid_depths) * (1 + len(grid_trees)) + 1 + 2 * adaptive) * max(grid_batches) * tokens
         > 20_000

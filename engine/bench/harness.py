@@ -118,7 +118,7 @@ def _row(
         "load_avg": max((v for v in (ar["load_avg"], spec["load_avg"]) if v is not None), default=None),
     }
     # (Leviathan's formula models a chain of k i.i.d. drafts; a tree row gets no prediction)
-    if drafter in ("model", "eagle") and not tree[0] and spec["alpha"] is not None and spec["draft_ms_per_forward"] and ar["verify_ms"]:
+    if DRAFTERS[drafter].loads and not tree[0] and spec["alpha"] is not None and spec["draft_ms_per_forward"] and ar["verify_ms"]:
         c = spec["draft_ms_per_forward"] / ar["verify_ms"]
         row["c"] = c
         # Leviathan's formula assumes k i.i.d. drafts per step; k is the depth actually drafted (a gate, a
@@ -183,7 +183,7 @@ def bench(
         "device": pair.device.type,
         "dtype": pair.dtype_name,
         "target": pair.target_name,
-        "drafter": "ngram" if drafter == "ngram" else DRAFTERS[drafter].label(pair),
+        "drafter": DRAFTERS[drafter].label(pair) if DRAFTERS[drafter].loads else drafter,  # a lookup: its kind
         "policy": policy if isinstance(policy, str) else ",".join(policies),
         "prompt_set": prompt_set,
         "max_new_tokens": max_new_tokens,
@@ -259,17 +259,17 @@ def baselines(pair, drafter, prompt_set, max_new_tokens, depths, repeats, log, p
     depth = max(depths) if max(depths) > 0 else 4
     # Each contender: (prompts, max_new_tokens) -> one timed run over those prompts.
     contenders = {"hf_generate": lambda ps, m: hf_generate(pair, ps, m, 1)}
-    if drafter == "ngram":
+    if drafter == "ngram":  # transformers' own prompt lookup is the n-gram drafter's counterpart
         name = f"generate(prompt_lookup_num_tokens={depth})"
         contenders["hf_drafting"] = lambda ps, m: hf_generate(pair, ps, m, 1, prompt_lookup_num_tokens=depth)
-    elif pair.draft is not None:
+    elif pair.weights("draft") is not None:
         name = f"generate(assistant_model=draft, num_assistant_tokens={depth}, assistant_confidence_threshold=0)"
         contenders["hf_drafting"] = lambda ps, m: hf_generate(
             pair,
             ps,
             m,
             1,
-            assistant_model=pair.draft,
+            assistant_model=pair.weights("draft"),
             num_assistant_tokens=depth,
             assistant_confidence_threshold=0.0,
         )

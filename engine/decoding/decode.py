@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from engine.config import ConfigError, DecodeConfig
+from engine.config import DecodeConfig
 from engine.decoding.bookkeeping import next_kind, run_meta, tree_records
 from engine.decoding.policies import PolicyContext, make_policy
 from engine.decoding.sequence import Sequence, prepare_sequences
@@ -35,6 +35,7 @@ from engine.model.backend import choose_backend
 from engine.model.kvcache import RaggedCache
 from engine.model.pair import ModelPair
 from engine.model.static_cache import make_cache
+from engine.options import ConfigError
 from engine.sampling import greedy_ids, probs_from_logits, sample, verify
 from engine.trace.file import Trace
 from engine.trace.records import DraftToken, SeqStep, Step, summarize

@@ -175,7 +175,7 @@ def pass_costs(
     backend, cuda_graphs: DecodeConfig's (engine/model/backend.py; "auto" and "off": the device's default pass); with
     the "cuda_graphs" backend on CUDA each shape is captured once (in the warm-up pass) and its replays are timed."""
 
-    model = pair.target if which == "target" else pair.draft
+    model = pair.target if which == "target" else pair.weights("draft")
     if model is None:
         raise ValueError("no draft model loaded")
     costs = pair.target_costs if which == "target" else ModelCosts.from_model(model)  # the full head here

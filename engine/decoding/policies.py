@@ -27,10 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from engine.config import MAX_DEPTH, DecodeConfig, PolicyKind
+from engine.config import DecodeConfig
 from engine.decoding import warmstart
 from engine.decoding.goodput import PRIOR_ACCEPTANCE, GoodputDepth, best_depth
+from engine.drafters import DRAFTERS
 from engine.drafters.calibration import shipped_acceptance
+from engine.options import MAX_DEPTH, PolicyKind
 
 
 @dataclass(frozen=True)
@@ -142,8 +144,8 @@ def derived_batch_table(
 
 def draft_cost_ratio(pair, drafter_kind: str, context: int) -> float:
     """FLOPs of one draft position / FLOPs of one target token at `context` (c's prior; 0 for a lookup)."""
-    costs = {"model": pair.draft_costs, "eagle": pair.eagle_costs}.get(drafter_kind)
-    return costs.token_flops(context) / pair.target_costs.token_flops(context) if costs is not None else 0.0
+    loaded = pair.loaded.get(DRAFTERS[drafter_kind].loads)
+    return loaded.costs.token_flops(context) / pair.target_costs.token_flops(context) if loaded is not None else 0.0
 
 
 def derived_table_for(pair, cfg: DecodeConfig) -> tuple[tuple[int, int, int], ...]:

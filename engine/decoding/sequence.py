@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.config import ConfigError, DecodeConfig
+from engine.config import DecodeConfig
+from engine.options import ConfigError
 
 
 @dataclass

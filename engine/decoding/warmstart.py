@@ -41,6 +41,7 @@ from pathlib import Path
 
 from engine.checks import Checker, notice
 from engine.decoding.chain_value import PRICE_VERSION
+from engine.drafters import DRAFTERS
 
 MAX_ENTRIES = 32
 STATE_FORMAT = "speclab.goodput_state/4"  # /2: keyed by the batch's log2 bucket too; /3: explore_ms; /4: trees per depth
@@ -65,7 +66,8 @@ def policy_key(pair, cfg, curve, batch: int = 1) -> tuple:
     """What a goodput policy's learnt state depends on (see the module docstring), for a run of `batch` rows: its
     log2 bucket, because the costs learnt at one load mislead another (a state learnt at batch 32, where verify
     passes are dear and drafting rarely pays, made a warm batch-1 run choose plain)."""
-    drafter = {"eagle": pair.eagle_name, "model": pair.draft_name}.get(cfg.drafter, cfg.drafter)
+    loaded = pair.loaded.get(DRAFTERS[cfg.drafter].loads)
+    drafter = loaded.name if loaded is not None else cfg.drafter  # what it runs on, by name; a lookup: its kind
     shape = (cfg.depth, cfg.tree_nodes, cfg.tree_topk)
     price = f"price/{PRICE_VERSION}"  # learnt under another pricing of a step (chain_value.step_rate): not this one's
     return (pair.target_name, cfg.drafter, drafter, pair.dtype_name, str(pair.device), curve.key, *shape, batch_bucket(batch), price)

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import time
 
-from engine.config import DecodeConfig, GraphMode
+from engine.config import DecodeConfig
 from engine.decoding.decode import generate
 from engine.model import graph_pool
+from engine.options import GraphMode
 
 
 def graph_owners(pair) -> list:
     """The models that may hold pooled buffers: the target, the draft model and the EAGLE runner."""
-    return [m for m in (pair.target, pair.draft, getattr(pair, "eagle", None)) if m is not None]
+    return [pair.target, *(loaded.module for loaded in pair.loaded.values())]
 
 
 def warm_graphs(pair, prompts: list[str], cfg: DecodeConfig) -> dict:

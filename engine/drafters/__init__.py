@@ -1,8 +1,10 @@
 """Drafters, and the registry that maps `DecodeConfig.drafter` to one.
 
-To add a drafter: write a class implementing `Drafter` (base.py) in its own module and list it in
-`DRAFTERS`; the decode loop, the CLI and the app pick it up from here (`DecodeConfig` validates the
-name against `config.DrafterKind`, which a test keeps equal to this registry).
+Each drafter is declared once, on its class (base.py's `Drafter`: kind, display name, what it loads, whether it
+branches and reports confidence), and listed once, in `DRAFTERS` below. Everything else reads it from here: the
+decode loop (`make_drafter`), `DecodeConfig`'s validation, the CLI's `--drafter` choices and help, the bench, the
+app's labels and which of a pair's loaded weights (`ModelPair.loaded`) a drafter runs on. To add a drafter: write
+its class in its own module and add it to the line below (plus its tests and docs).
 """
 
 from __future__ import annotations
@@ -12,7 +14,17 @@ from engine.drafters.eagle import EagleDrafter
 from engine.drafters.model import ModelDrafter
 from engine.drafters.ngram import NgramDrafter
 
-DRAFTERS: dict[str, type[Drafter]] = {d.kind: d for d in (ModelDrafter, EagleDrafter, NgramDrafter)}
+DRAFTERS: dict[str, type[Drafter]] = {d.kind: d for d in (NgramDrafter, ModelDrafter, EagleDrafter)}  # the app's order
+
+
+def by_display() -> dict[str, str]:
+    """display name -> kind of every registered drafter, in the registry's order (the app's radio options)."""
+    return {d.display: kind for kind, d in DRAFTERS.items()}
+
+
+def cli_help() -> str:
+    """One line per drafter for the CLI's --drafter help: 'kind: what it drafts from'."""
+    return "; ".join(f"{kind}: {d.about}" for kind, d in DRAFTERS.items())
 
 
 def make_drafter(pair, cfg, pad_id: int, backend=None) -> Drafter | None:
@@ -40,7 +52,7 @@ def available_drafters(pair) -> dict[str, str]:
 
 
 def drafter_name(pair, kind: str) -> str | None:
-    """Display name of drafter `kind` ("model", "eagle", "ngram") for `pair`; None if the pair cannot run it."""
+    """Display name of drafter `kind` (a key of DRAFTERS) for `pair`; None if the pair cannot run it."""
     return available_drafters(pair).get(kind)
 
 
@@ -54,7 +66,9 @@ __all__ = [
     "NgramDrafter",
     "Verified",
     "available_drafters",
+    "by_display",
     "choose_tokens",
+    "cli_help",
     "drafter_label",
     "drafter_name",
     "drafter_params",

@@ -32,7 +32,6 @@ from engine.drafters.tree import DraftTree
 from engine.sampling import greedy_stats, probs_from_logits, sample
 
 if TYPE_CHECKING:
-    from engine.config import DecodeConfig
     from engine.model.pair import ModelPair
 
 
@@ -152,7 +151,19 @@ class Verified:
 
 
 class Drafter(Protocol):
-    kind: ClassVar[str]  # the DecodeConfig.drafter value that selects it
+    """One drafter, declared in one place: who it is (kind, display, about), what load_pair loads for it (loads),
+    what it can do (branches, confident), and the hooks the decode loop calls. The CLI's choices, the config's
+    validation, the bench, the app's labels and ModelPair's loaded weights all read these declarations through the
+    registry (engine/drafters/__init__.py). `cfg` in the hooks is the run's engine.config.DecodeConfig."""
+
+    kind: ClassVar[str]  # the DecodeConfig.drafter value that selects it (the CLI's --drafter choice)
+    display: ClassVar[str]  # its short name in the app's controls ("draft model")
+    about: ClassVar[str]  # one line on what it drafts from (the CLI's and the Playground's help)
+    # What load_pair loads for it: a key of ModelPair.loaded ("draft": a draft model, "eagle": an EAGLE head), or None
+    # (nothing: it drafts from the text alone, so every pair runs it).
+    loads: ClassVar[str | None]
+    branches: ClassVar[bool]  # drafts trees (tree_nodes > 0): it has a distribution to branch on
+    confident: ClassVar[bool]  # reports its confidence in each draft token, so confidence_threshold can stop it early
     # What the drafter needs from the target's passes: False (nothing), True (its final hidden states) or
     # a tuple of layer indices whose outputs come first (EAGLE-3 fusion).
     target_features: bool | tuple[int, ...]
@@ -161,19 +172,19 @@ class Drafter(Protocol):
     def available(cls, pair: ModelPair) -> bool: ...  # can this pair run it?
 
     @classmethod
-    def label(cls, pair: ModelPair, cfg: DecodeConfig | None = None) -> str: ...  # display name (the trace's draft_name)
+    def label(cls, pair: ModelPair, cfg=None) -> str: ...  # display name (the trace's draft_name)
 
     @classmethod
     def params(cls, pair: ModelPair) -> int: ...  # its own weights (0 for a lookup)
 
     @classmethod
-    def build(cls, pair: ModelPair, cfg: DecodeConfig, pad_id: int, backend=None) -> Drafter: ...  # ConfigError if unavailable
+    def build(cls, pair: ModelPair, cfg, pad_id: int, backend=None) -> Drafter: ...  # ConfigError if unavailable
 
     # backend: the run's engine.model.backend.Backend, which a drafter's own cache takes (make_cache(..., backend=))
 
     def prefill(self, prompts: list[list[int]], hidden: torch.Tensor | None) -> None: ...
 
-    def propose(self, sequences: list[list[int]], depth: int, cfg: DecodeConfig, generator) -> Draft | None: ...
+    def propose(self, sequences: list[list[int]], depth: int, cfg, generator) -> Draft | None: ...
 
     def commit(self, verified: Verified) -> None: ...
 

@@ -64,7 +64,10 @@ def conditional(reached: list[float]) -> list[float]:
 
 def shipped_acceptance(pair, kind: str) -> list[float] | None:
     """The prior acceptance per position of `pair`'s drafter `kind` from its card (None: no card, or an untrusted one)."""
-    folder = getattr(pair, "drafter_dirs", {}).get(kind)
+    from engine.drafters import DRAFTERS  # the registry: which of the pair's loaded weights drafter `kind` runs on
+
+    loaded = pair.loaded.get(DRAFTERS[kind].loads) if kind in DRAFTERS else None
+    folder = loaded.folder if loaded is not None else None
     path = Path(folder) / CALIBRATION_FILE if folder else None
     if path is None or not path.is_file():
         return None

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from engine.config import ConfigError
 from engine.drafters.base import ConfidenceGate, Draft, Verified, choose_tokens
 from engine.drafters.tree import grow_tree
 from engine.model.prepared import form_of
 from engine.model.static_cache import make_cache
+from engine.options import ConfigError
 
 
 class EagleDrafter:
@@ -23,24 +23,30 @@ class EagleDrafter:
     the accepted tokens (plus the correction/bonus position) become the new `pending` (training/eagle.py trains it)."""
 
     kind = "eagle"
+    display = "EAGLE head"
+    about = "one layer that drafts from the target's own last hidden states (EAGLE, Li et al. 2024)"
+    loads = "eagle"
+    branches = True
+    confident = True
 
     @classmethod
     def available(cls, pair) -> bool:
-        return pair.eagle is not None
+        return cls.loads in pair.loaded
 
     @classmethod
     def label(cls, pair, cfg=None) -> str:
-        return pair.eagle_name or "EAGLE head"
+        return pair.loaded[cls.loads].name if cls.loads in pair.loaded else cls.display
 
     @classmethod
-    def params(cls, pair) -> int:
-        return pair.eagle.params if pair.eagle is not None else 0  # its own weights: it borrows the target's embedding and head
+    def params(cls, pair) -> int:  # its own weights: it borrows the target's embedding and head
+        return pair.weights(cls.loads).params if cls.loads in pair.loaded else 0
 
     @classmethod
     def build(cls, pair, cfg, pad_id: int, backend=None) -> EagleDrafter:
-        if pair.eagle is None:
+        if cls.loads not in pair.loaded:
             raise ConfigError("drafter='eagle' needs an EAGLE head for this target, but none is loaded: use drafter='model' or 'ngram'")
-        return cls(pair.eagle, pair.device, pair.eagle_costs, pad_id, cfg=cfg, backend=backend)
+        head = pair.loaded[cls.loads]
+        return cls(head.module, pair.device, head.costs, pad_id, cfg=cfg, backend=backend)
 
     def __init__(self, runner, device: torch.device, costs, pad_id: int, cfg=None, backend=None):
         self.runner = runner

@@ -10,33 +10,39 @@ from __future__ import annotations
 
 import torch
 
-from engine.config import ConfigError
 from engine.drafters.base import ConfidenceGate, Draft, Verified, choose_tokens
 from engine.drafters.tree import grow_tree
 from engine.model.static_cache import make_cache
+from engine.options import ConfigError
 
 
 class ModelDrafter:
     kind = "model"
+    display = "draft model"
+    about = "a small LM sharing the target's tokenizer"
+    loads = "draft"
+    branches = True
+    confident = True
     target_features = False
 
     @classmethod
     def available(cls, pair) -> bool:
-        return pair.draft is not None
+        return cls.loads in pair.loaded
 
     @classmethod
     def label(cls, pair, cfg=None) -> str:
-        return pair.draft_name or "draft model"
+        return pair.loaded[cls.loads].name if cls.loads in pair.loaded else cls.display
 
     @classmethod
     def params(cls, pair) -> int:
-        return sum(p.numel() for p in pair.draft.parameters()) if pair.draft is not None else 0
+        return sum(p.numel() for p in pair.weights(cls.loads).parameters()) if cls.loads in pair.loaded else 0
 
     @classmethod
     def build(cls, pair, cfg, pad_id: int, backend=None) -> ModelDrafter:
-        if pair.draft is None:
+        if cls.loads not in pair.loaded:
             raise ConfigError("drafter='model' needs a draft model, but this pair has none: use drafter='ngram'")
-        drafter = cls(pair.draft, pair.device, pair.draft_costs, pad_id, vocab=pair.draft_vocab, cfg=cfg, backend=backend)
+        draft = pair.loaded[cls.loads]
+        drafter = cls(draft.module, pair.device, draft.costs, pad_id, vocab=draft.vocab, cfg=cfg, backend=backend)
         if cfg.tree and drafter.cache.lean is None:
             raise ConfigError(
                 "tree drafting with drafter='model' needs the lean forward for the draft (a plain Llama draft, not 'transformers')"

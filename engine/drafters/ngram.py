@@ -14,6 +14,11 @@ from engine.drafters.base import Draft, Verified
 
 class NgramDrafter:
     kind = "ngram"
+    display = "n-gram"
+    about = "propose the continuation of the latest repeated n-gram (prompt lookup, no model)"
+    loads = None
+    branches = False
+    confident = False  # a lookup proposal has q = 1
     target_features = False
 
     @classmethod

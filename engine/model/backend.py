@@ -35,9 +35,9 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.config import BackendKind, ConfigError, GraphMode
 from engine.model import cpukernels
 from engine.model.fastllama import supports
+from engine.options import BackendKind, ConfigError, GraphMode
 
 BACKENDS = tuple(kind.value for kind in BackendKind if kind is not BackendKind.AUTO)  # every name DecodeConfig.backend takes
 EAGER_GRAPHS = {"cuda_graphs_static": "static", "cuda_graphs_padded": "padded"}  # names of the graph backend run eagerly

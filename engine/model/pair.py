@@ -10,7 +10,10 @@
   (it is on the build machines); that is reported as one clear error.
 - A draft must share the target's vocabulary: speculative verification compares token ids.
 - The EAGLE head shipped in assets/eagle/ (engine/drafters/eagle.py; trained by training/eagle.py) is loaded for the embedded target as
-  `pair.eagle` (drafter="eagle"); it reads the target's hidden states, so it fits only that target.
+  `pair.loaded["eagle"]` (drafter="eagle"); it reads the target's hidden states, so it fits only that target.
+- What a pair loaded for its drafters sits in `ModelPair.loaded`, under the key each drafter declares as its `loads`
+  (engine/drafters/base.py): "draft" (a draft model) and "eagle" (an EAGLE head). A drafter that loads nothing (the
+  n-gram lookup) runs on every pair.
 """
 
 from __future__ import annotations
@@ -48,30 +51,49 @@ class ModelLoadError(RuntimeError):
     """A model or tokenizer that cannot be loaded, or a pair that cannot work together."""
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """Weights load_pair loaded for the drafters that run on them: a value of ModelPair.loaded, under the key a drafter
+    declares as its `loads` (engine/drafters/base.py): "draft" (a draft model) or "eagle" (an EAGLE head's runner)."""
+
+    module: object  # a torch.nn.Module (a draft model) or an EagleRunner (engine/model/eagle_head.py)
+    name: str  # its display name (what a trace records as draft_name)
+    folder: str | None = None  # the folder it came from (its card, calibration.json, sits there)
+    vocab: torch.Tensor | None = None  # a reduced head (FR-Spec): the token ids it scores
+    costs: ModelCosts | None = field(default=None, repr=False)  # FLOPs and bytes of its passes; None: counted here
+
+    def __post_init__(self):
+        if self.costs is not None:
+            return
+        own = getattr(self.module, "costs", None)
+        if callable(own):  # a head over the target's states knows what it borrows from the target
+            costs = own()
+        else:
+            costs = ModelCosts.from_model(self.module)
+            costs = costs.with_head_rows(len(self.vocab)) if self.vocab is not None else costs  # a reduced head's rows
+        object.__setattr__(self, "costs", costs)
+
+
 @dataclass
 class ModelPair:
     target: torch.nn.Module
-    draft: torch.nn.Module | None
     tokenizer: object
     device: torch.device
     dtype: torch.dtype
     target_name: str
-    draft_name: str | None
     eos_ids: frozenset[int] = field(default_factory=frozenset)
     warnings: list[str] = field(default_factory=list)
-    draft_vocab: torch.Tensor | None = None  # reduced draft head (FR-Spec): the token ids it scores
-    eagle: EagleRunner | None = None  # a head over the target's hidden states (engine/model/eagle_head.py)
-    eagle_name: str | None = None
-    drafter_dirs: dict[str, str] = field(default_factory=dict)  # "model"/"eagle" -> the folder it came from (its card)
+    loaded: dict[str, Loaded] = field(default_factory=dict)  # what the drafters run on, by their `loads` key
 
     def __post_init__(self):
         self.target_costs = ModelCosts.from_model(self.target)
-        self.draft_costs = ModelCosts.from_model(self.draft) if self.draft is not None else None
-        if self.draft_costs is not None and self.draft_vocab is not None:
-            self.draft_costs = self.draft_costs.with_head_rows(len(self.draft_vocab))
-        self.eagle_costs = self.eagle.costs() if self.eagle is not None else None
         self.max_context = int(getattr(self.target.config, "max_position_embeddings", 2048) or 2048)
         self._text_cache: dict[int, str] = {}
+
+    def weights(self, key: str):
+        """The module loaded under `key` ("draft", "eagle"), or None."""
+        loaded = self.loaded.get(key)
+        return loaded.module if loaded is not None else None
 
     @property
     def dtype_name(self) -> str:
@@ -241,26 +263,28 @@ def load_pair(
     tokenizer = _load_tokenizer(target_dir)
     target_model = _load_causal_lm(target_dir, dt, dev)
 
+    loaded = {}
     draft_model, draft_name, draft_vocab = _load_draft(draft, target, target_model, tokenizer, dt, dev, notes)
+    if draft_model is not None:
+        loaded["draft"] = Loaded(draft_model, draft_name, _folder(getattr(draft_model, "name_or_path", None)), draft_vocab)
     eagle_runner, eagle_name = _load_eagle(eagle, target, target_model, notes)
-    folders = {"model": getattr(draft_model, "name_or_path", None), "eagle": SHIPPED_EAGLE if eagle == "default" else eagle}
-    folders = {k: folders[k] for k, loaded in (("model", draft_model), ("eagle", eagle_runner)) if loaded is not None}
-    drafter_dirs = {kind: str(d) for kind, d in folders.items() if d and os.path.isdir(d)}  # a drafter's card: its folder
+    if eagle_runner is not None:
+        loaded["eagle"] = Loaded(eagle_runner, eagle_name, _folder(SHIPPED_EAGLE if eagle == "default" else eagle))
     return ModelPair(
         target=target_model,
-        draft=draft_model,
         tokenizer=tokenizer,
         device=dev,
         dtype=dt,
         target_name=target_name,
-        draft_name=draft_name,
         eos_ids=_eos_ids(target_model, tokenizer),
         warnings=notes,
-        draft_vocab=draft_vocab,
-        eagle=eagle_runner,
-        eagle_name=eagle_name,
-        drafter_dirs=drafter_dirs,
+        loaded=loaded,
     )
+
+
+def _folder(path) -> str | None:
+    """A drafter's folder (where its card sits), or None where it came from no folder (a hub id, a truncated copy)."""
+    return str(path) if path and os.path.isdir(path) else None
 
 
 def _load_draft(draft: str | None, target: str | None, target_model, tokenizer, dt, dev, notes: list[str]):

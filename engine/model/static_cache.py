@@ -30,7 +30,6 @@ import weakref
 import torch
 import torch.nn.functional as F
 
-from engine.config import MAX_DEPTH, ConfigError, GraphMode
 from engine.model import graph_pool, kvcache, static_tree
 from engine.model.backend import Backend, choose_backend
 from engine.model.fastpass import FastRoute, FastRunner
@@ -39,6 +38,7 @@ from engine.model.kvcache import RaggedCache
 from engine.model.layer import buffer_store
 from engine.model.pass_masks import pass_mask
 from engine.model.passes import Pass
+from engine.options import MAX_DEPTH, ConfigError, GraphMode
 
 CAPACITY_MARGIN = 8  # spare columns beyond the longest the bookkeeping allows
 

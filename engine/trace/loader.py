@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 
 from engine.checks import Checker, show
-from engine.config import MAX_DEPTH, MAX_TREE_NODES, ConfigError, DecodeConfig
+from engine.config import DecodeConfig
+from engine.options import MAX_DEPTH, MAX_TREE_NODES, ConfigError
 from engine.trace.records import SCHEMA, SCHEMA_TREE, SCHEMAS, DraftToken, SeqStep, Step, TraceError, TreeRecord
 
 # --- strict loading -------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import time
 
 from app.common.results import Peaks
 from app.views import charts, depth_policy, metrics, race, tokens
-from engine.config import MAX_DEPTH
+from engine.options import MAX_DEPTH
 from engine.trace.file import Trace
 from engine.trace.loader import MAX_FILE_BYTES, MAX_SEQUENCES, MAX_STEPS
 from engine.trace.records import SCHEMA

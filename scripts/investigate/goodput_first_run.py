@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from engine.formats import cache_dir
+
 ROOT = Path(__file__).resolve().parents[2]
 LANES = {
     "plain": ["--mode", "autoregressive"],
@@ -76,7 +78,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batches", default="1,16,32")
     ap.add_argument("--tokens", type=int, default=48)
-    ap.add_argument("--curves", default=str(Path.home() / ".cache" / "speclab" / "pass_curves"), help="this machine's measured curves")
+    ap.add_argument("--curves", default=str(cache_dir() / "pass_curves"), help="this machine's measured curves")
     ap.add_argument("--out", default="first_run.json")
     ap.add_argument("--lanes", choices=sorted(LANE_SETS), default="chains")
     ap.add_argument("--first-round", type=int, default=0, help="with --base: go on from an earlier invocation")

@@ -42,19 +42,15 @@ import numpy as np
 import torch
 
 from engine import DecodeConfig, generate
+from engine.formats import DRAFT_VOCAB_FILE as VOCAB_FILE
+from engine.model.eagle_head import load_head
 from engine.model.pair import embedded_model_dir, load_pair
-from training.distill import TeeLog, build_prompts, read_shards
-from training.eagle import (
-    VOCAB_FILE,
-    EagleHead,
-    FeatureData,
-    evaluate,
-    extract_features,
-    frequent_tokens,
-    load_head,
-    save_head,
-    train,
-)
+from training.data import TeeLog, read_shards
+from training.eagle_card import frequent_tokens, save_head
+from training.eagle_head import EagleHead
+from training.eagle_train import FeatureData, evaluate, train
+from training.features import extract_features
+from training.prompts import build_prompts
 
 ROOT = Path(__file__).resolve().parents[2]
 

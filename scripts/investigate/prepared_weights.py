@@ -122,7 +122,7 @@ def rss(tokens: int) -> None:
         from engine.model.prepared import lookup
     except ImportError:  # before issue 43: nothing to list
         return
-    for name, model in (("target", pair.target), ("draft", pair.draft), ("eagle", pair.eagle.lean)):
+    for name, model in (("target", pair.target), ("draft", pair.weights("draft")), ("eagle", pair.weights("eagle").lean)):
         weights = lookup(model)
         sizes = {k: round(v / 2**20, 1) for k, v in (weights.copies() if weights else {}).items()}
         print(json.dumps({"prepared": name, "MiB": sizes}), flush=True)

@@ -135,10 +135,10 @@ def main() -> int:
     args = p.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     pair = load_pair(dtype=args.dtype, device=args.device)
-    if pair.eagle is None:
+    if "eagle" not in pair.loaded:
         print("error: no EAGLE head for this target (assets/eagle/)", file=sys.stderr)
         return 2
-    print(f"{pair.target_name}, {pair.dtype_name} on {pair.device}; {pair.eagle_name}", flush=True)
+    print(f"{pair.target_name}, {pair.dtype_name} on {pair.device}; {pair.loaded['eagle'].name}", flush=True)
     result = measure(pair, batches, contenders(args.max_new_tokens), args.rounds, args.sequential)
     print("\n".join(report(result, batches)), flush=True)
     if args.json:

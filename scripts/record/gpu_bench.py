@@ -29,6 +29,7 @@ import torch
 
 from engine.bench.harness import bench, format_passes, format_table
 from engine.decoding.passcurve import pass_costs
+from engine.formats import cache_dir
 from engine.hardware import pick_device, pick_dtype, probe
 from engine.model.pair import ModelPair
 
@@ -65,7 +66,7 @@ def random_llama(shape: str, dtype, device):
 def tokenizer():
     from transformers import AutoTokenizer
 
-    for folder in (ROOT / "assets" / "draft", Path.home() / ".cache" / "speclab" / "smollm2-135m-instruct"):
+    for folder in (ROOT / "assets" / "draft", cache_dir() / "smollm2-135m-instruct"):
         if (folder / "tokenizer.json").exists():
             return AutoTokenizer.from_pretrained(folder)
     raise SystemExit("no tokenizer found: carry assets/draft (it ships one)")
@@ -79,12 +80,10 @@ def random_pair(shape: str, dtype, device) -> ModelPair:
         target.resize_token_embeddings(max(len(tok), target.config.vocab_size))
     return ModelPair(
         target=target,
-        draft=None,
         tokenizer=tok,
         device=device,
         dtype=dtype,
         target_name=f"random-weight {shape}",
-        draft_name=None,
         eos_ids=frozenset(),
     )
 

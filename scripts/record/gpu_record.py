@@ -437,7 +437,8 @@ def main(argv=None, pair=None) -> int:
     )
     rec.save()
     pair = pair if pair is not None and pair.dtype == dtype else load_pair(device=str(device), dtype=dtype)
-    rec.doc["pair"] = {"target": pair.target_name, "eagle": pair.eagle_name, "draft": pair.draft_name}
+    names = {key: loaded.name for key, loaded in pair.loaded.items()}
+    rec.doc["pair"] = {"target": pair.target_name, "eagle": names.get("eagle"), "draft": names.get("draft")}
     exact_pair = pair if dtype == torch.float32 else load_pair(device=str(device), dtype="float32")
     rec.stage("exactness (float32, graph path vs eager)", lambda: exactness(rec, exact_pair))
     rec.stage("pass-cost curve, embedded target", lambda: target_curves(rec, pair))

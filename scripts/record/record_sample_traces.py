@@ -62,7 +62,7 @@ def main() -> None:
             pair, peaks, "ngram-copy", "n-gram drafter on copy and extract prompts", ["copy-photosynthesis", "extract-dates"], "ngram", date
         )
     ]
-    if pair.draft_name and "distilled" in pair.draft_name.lower():
+    if "draft" in pair.loaded and "distilled" in pair.loaded["draft"].name.lower():
         pairs.append(
             record(pair, peaks, "model-open", "distilled draft model on open prompts", ["explain-gravity", "capital-cities"], "model", date)
         )

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from engine.bench.prompts import batch_prompts
+from engine.formats import cache_dir
 from engine.hardware import device_name
 from engine.serving import record, sweep
 
@@ -41,7 +42,7 @@ def start(k: int, np_: int) -> int:
 
 
 def version() -> str:
-    cache = Path(os.environ.get("SPECLAB_CACHE", Path.home() / ".cache" / "speclab")) / "llama.cpp"
+    cache = cache_dir() / "llama.cpp"  # where scripts/llama_cpp.sh builds it
     exe = next(cache.glob("*build-*/bin/llama-server"))
     out = subprocess.run([str(exe), "--version"], capture_output=True, text=True)
     line = next((x for x in (out.stdout + out.stderr).splitlines() if x.startswith("version")), "version unknown")

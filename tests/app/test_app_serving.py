@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -16,14 +15,13 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from app.views import serving as views
+from engine.formats import cache_dir
 from engine.serving import record, sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = str(ROOT / "app" / "main.py")
 RECORDING = ROOT / "assets" / "serving" / "llama-server.json"
-SERVER = next(
-    (Path(os.environ.get("SPECLAB_CACHE", Path.home() / ".cache" / "speclab")) / "llama.cpp").glob("*build-*/bin/llama-server"), None
-)
+SERVER = next((cache_dir() / "llama.cpp").glob("*build-*/bin/llama-server"), None)
 
 
 def _page() -> AppTest:

@@ -27,8 +27,8 @@ from app.lessons.l7_width.charts import width_table
 from app.lessons.l7_width.goodput import step_shapes
 from app.lessons.registry import EXPERIMENTS
 from engine import DecodeConfig, load_pair
-from engine.config import tree_capacity
 from engine.hardware import probe
+from engine.options import tree_capacity
 from engine.trace.records import decode_timing
 
 

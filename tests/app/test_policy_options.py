@@ -7,7 +7,7 @@ import pytest
 
 from app.common.page_helpers import url_fallbacks
 from app.playground.policy_options import POLICIES, POLICY_HELP, BatchTableError, format_batch_table, parse_batch_table
-from engine.config import PolicyKind
+from engine.options import PolicyKind
 
 
 def test_every_engine_policy_is_offered_and_described():

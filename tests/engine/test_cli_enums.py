@@ -1,12 +1,14 @@
-"""The CLI's choices are engine/config.py's enums (not copies), and its help says what a default run does on a CPU."""
+"""The CLI's choices are engine/options.py's enums and the drafter registry (not copies); its help says what a default
+run does on a CPU."""
 
 from __future__ import annotations
 
 import argparse
 
-from engine.__main__ import build_parser
-from engine.config import BackendKind, DrafterKind, GraphMode, Mode, PolicyKind
+from engine.cli.parser import build_parser
+from engine.drafters import DRAFTERS
 from engine.model.backend import BACKENDS, choose_backend
+from engine.options import BackendKind, GraphMode, Mode, PolicyKind
 
 
 def _options(command: str) -> dict[str, argparse.Action]:
@@ -17,7 +19,7 @@ def _options(command: str) -> dict[str, argparse.Action]:
 def test_the_clis_choices_are_the_configs_enums():
     run, bench = _options("run"), _options("bench")
     assert run["--mode"].choices == [m.value for m in Mode]
-    assert run["--drafter"].choices == bench["--drafter"].choices == [k.value for k in DrafterKind]
+    assert run["--drafter"].choices == bench["--drafter"].choices == list(DRAFTERS)
     assert run["--policy"].choices == [k.value for k in PolicyKind]
     assert run["--cuda-graphs"].choices == [g.value for g in GraphMode]
     assert run["--backend"].choices == [k.value for k in BackendKind] and tuple(run["--backend"].choices[1:]) == BACKENDS

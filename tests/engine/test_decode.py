@@ -42,7 +42,7 @@ def test_rollback_holes_and_compaction_keep_output_exact(tiny, monkeypatch, slac
 
 def test_draft_equal_to_target_accepts_everything(tokenizer):
     pair = tiny_pair(tokenizer, draft_same_as_target=True)
-    assert pair.draft is pair.target
+    assert pair.weights("draft") is pair.target
     trace = generate(pair, PROMPTS, DecodeConfig(depth=4, max_new_tokens=20))
     # The trace's p (target, from one verify pass) and q (draft, token by token) are the same model's probabilities.
     pairs = [(t.target_prob, t.draft_prob) for st in trace.steps for sq in st.seqs for t in sq.drafted]

@@ -12,7 +12,6 @@ from conftest import PROMPTS, hf_greedy, no_kernels_reason, tiny_eagle_pair
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 from engine import DecodeConfig, generate
-from engine.config import ConfigError
 from engine.model import backend, cpukernels
 from engine.model.backend import Backend, choose_backend, default_backend
 from engine.model.fastllama import rotate_half
@@ -21,6 +20,7 @@ from engine.model.kvcache import RaggedCache
 from engine.model.layer import norm, small_attend
 from engine.model.pass_masks import attention_bias, pass_mask, rope, rope_lookup, rope_tables
 from engine.model.static_cache import ExactRoute, StaticRaggedCache, make_cache
+from engine.options import ConfigError
 
 
 def _tokens(pair, prompts, cfg, name: str):
@@ -180,7 +180,8 @@ def test_eager_runner_counts_passes_and_no_capture_time():
 
 
 def test_cli_backend_flag(capsys):
-    from engine.__main__ import BACKEND_NAMES, build_parser, main
+    from engine.__main__ import main
+    from engine.cli.parser import BACKEND_NAMES, build_parser
 
     assert BACKEND_NAMES == backend.BACKENDS
     for command in (["run", "--prompt", "x"], ["bench"], ["passes"]):

@@ -8,6 +8,7 @@ from conftest import PROMPTS, tiny_pair
 
 from engine import DecodeConfig, generate
 from engine.costs import ModelCosts, expected_speedup, expected_tokens_per_step, operations_factor
+from engine.model.pair import Loaded
 
 
 # --- costs -------------------------------------------------------------------------------------
@@ -42,7 +43,8 @@ def _reduced_head_pair(tokenizer, vocab_ids):
     from dataclasses import replace
 
     pair = tiny_pair(tokenizer, draft_noise=0.01)
-    return replace(pair, draft_vocab=torch.tensor(sorted(vocab_ids)), draft_name="tiny-draft + reduced head")
+    draft = Loaded(pair.weights("draft"), "tiny-draft + reduced head", vocab=torch.tensor(sorted(vocab_ids)))
+    return replace(pair, loaded={"draft": draft})
 
 
 def test_reduced_draft_head_is_lossless_and_drafts_only_its_vocabulary(tokenizer):
@@ -54,7 +56,7 @@ def test_reduced_draft_head_is_lossless_and_drafts_only_its_vocabulary(tokenizer
     # the subset: every token the target emits here (what distillation keeps) plus 200 others
     subset = set(t for out in ar.output_ids for t in out) | set(range(200))
     pair = _reduced_head_pair(tokenizer, subset)
-    assert pair.draft_costs.head_params < full.draft_costs.head_params
+    assert pair.loaded["draft"].costs.head_params < full.loaded["draft"].costs.head_params
     spec = generate(pair, PROMPTS, DecodeConfig(depth=3, max_new_tokens=20))
     assert spec.output_ids == ar.output_ids
     drafted = [d.id for step in spec.steps for s in step.seqs for d in s.drafted]
@@ -67,16 +69,17 @@ def test_reduced_draft_head_sampling_gives_q_over_the_whole_vocabulary(tokenizer
     from engine.drafters import ModelDrafter
 
     pair = _reduced_head_pair(tokenizer, range(0, 2000, 3))
-    drafter = ModelDrafter(pair.draft, pair.device, pair.draft_costs, pad_id=2, vocab=pair.draft_vocab)
+    loaded = pair.loaded["draft"]
+    drafter = ModelDrafter(loaded.module, pair.device, loaded.costs, pad_id=2, vocab=loaded.vocab)
     seqs = [pair.encode_prompt(p) for p in PROMPTS]
     with torch.inference_mode():
         drafter.prefill(seqs)
         draft = drafter.propose([s + [5] for s in seqs], 3, DecodeConfig(temperature=1.0, top_p=1.0), torch.Generator().manual_seed(0))
-    vocab = pair.draft.get_output_embeddings().weight.shape[0]
+    vocab = loaded.module.get_output_embeddings().weight.shape[0]
     assert draft.probs.shape == (3, 3, vocab)
     assert torch.allclose(draft.probs.sum(-1), torch.ones(3, 3), atol=1e-4)
     outside = torch.ones(vocab, dtype=torch.bool)
-    outside[pair.draft_vocab] = False
+    outside[loaded.vocab] = False
     assert float(draft.probs[..., outside].abs().max()) == 0.0
     assert torch.equal(draft.q_x, draft.probs.gather(2, draft.ids[..., None]).squeeze(-1))
 

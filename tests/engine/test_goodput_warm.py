@@ -25,7 +25,7 @@ from engine import DecodeConfig, generate, generate_steps
 from engine.decoding import goodput, passcurve, warmstart
 from engine.decoding.goodput import EXPLORE_MAX, EXPLORE_STEPS, PRIOR_ACCEPTANCE, GoodputDepth
 from engine.drafters import calibration
-from engine.model.pair import SHIPPED_DRAFT, SHIPPED_EAGLE
+from engine.model.pair import SHIPPED_DRAFT, SHIPPED_EAGLE, Loaded
 
 EAGLE_CARD = calibration.parse((SHIPPED_EAGLE / calibration.CALIBRATION_FILE).read_bytes(), "eagle")
 # The 2-core EPYC's measured curve (2026-12-03, ms): flat to 9 tokens, then steep past the native pass's tiles.
@@ -136,7 +136,7 @@ def test_a_corrupt_or_foreign_calibration_is_ignored_with_one_line(tmp_path, cap
     (tmp_path / calibration.CALIBRATION_FILE).write_bytes(raw)
 
     class Pair:
-        drafter_dirs = {"eagle": str(tmp_path)}
+        loaded = {"eagle": Loaded(object(), "an EAGLE head", folder=str(tmp_path), costs=object())}
 
     assert calibration.shipped_acceptance(Pair, "eagle") is None
     err = capsys.readouterr().err

@@ -34,7 +34,7 @@ def test_engine_never_imports_training_streamlit_or_plotly(path):
 def test_importing_engine_loads_no_training_or_ui_module():
     """The same contract at run time, in a fresh interpreter: import the runtime and its CLI."""
     code = (
-        "import sys, engine, engine.__main__, engine.bench, engine.drafters; "
+        "import sys, engine, engine.__main__, engine.cli.parser, engine.bench, engine.drafters; "
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {FORBIDDEN_IN_ENGINE!r}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
@@ -52,17 +52,20 @@ def test_no_sys_path_edits_anywhere():
     assert offenders == [], f"the import path is edited in {offenders} (the project is installed editable)"
 
 
-def test_every_drafter_implements_the_interface_and_the_registry_matches_the_config():
-    from engine.config import DrafterKind
+def test_every_drafter_implements_the_interface_and_declares_itself():
     from engine.drafters import DRAFTERS, Drafter
 
-    assert set(DRAFTERS) == {k.value for k in DrafterKind}
     hooks = [name for name in vars(Drafter) if not name.startswith("_")]
     assert {"prefill", "propose", "commit", "select", "take_counts", "token_flops", "build", "label"} <= set(hooks)
+    declared = {"kind": str, "display": str, "about": str, "branches": bool, "confident": bool}
     for kind, cls in DRAFTERS.items():
         assert cls.kind == kind
         missing = [h for h in hooks if not hasattr(cls, h)]
         assert not missing, f"{cls.__name__} lacks {missing}"
+        for name, kind_of in declared.items():
+            assert isinstance(vars(cls).get(name), kind_of), f"{cls.__name__} does not declare {name}"
+        assert "loads" in vars(cls) and cls.loads in (None, "draft", "eagle"), cls.__name__
+    assert len({cls.display for cls in DRAFTERS.values()}) == len(DRAFTERS)  # the app's labels name one drafter each
 
 
 def test_decode_loop_never_asks_which_drafter_it_holds():
@@ -87,12 +90,12 @@ def test_speculative_step_fits_on_one_screen():
 # --- the layers inside engine/ (docs/design.md §2, "The layers in a page") ----------------------------------------
 ENGINE = ROOT / "engine"
 LAYER_RULES = {  # subpackage -> subpackages it must never import (at any depth of a file: function-level too)
-    "model": {"drafters", "decoding", "bench", "roofline"},
-    "drafters": {"decoding", "bench"},
-    "decoding": {"bench", "roofline"},
-    "trace": {"model", "drafters", "decoding", "bench"},
-    "roofline": {"model", "drafters", "decoding", "bench"},
-    "serving": {"model", "drafters", "decoding", "roofline", "trace"},  # a server elsewhere decodes; only the prompt sets
+    "model": {"drafters", "decoding", "bench", "roofline", "cli"},
+    "drafters": {"decoding", "bench", "cli"},
+    "decoding": {"bench", "roofline", "cli"},
+    "trace": {"model", "drafters", "decoding", "bench", "cli"},
+    "roofline": {"model", "drafters", "decoding", "bench", "cli"},
+    "serving": {"model", "drafters", "decoding", "roofline", "trace", "cli"},  # a server elsewhere decodes; only the prompt sets
 }
 
 
@@ -187,7 +190,7 @@ def test_each_engine_layer_imports_only_what_is_below_it(layer):
 def test_every_engine_subpackage_has_a_layer_rule_or_is_a_top_module():
     """A new folder in engine/ must say where it sits (add it to LAYER_RULES and docs/design.md)."""
     folders = {p.name for p in ENGINE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert folders - {"bench"} == set(LAYER_RULES)
+    assert folders - {"bench", "cli"} == set(LAYER_RULES)  # the top floor: the bench and the command line use every layer
 
 
 def test_the_api_is_the_contract_and_a_torch_free_module_loads_without_torch():
@@ -196,7 +199,7 @@ def test_the_api_is_the_contract_and_a_torch_free_module_loads_without_torch():
     import engine
 
     assert sorted(engine.__all__) == sorted(engine._API)
-    code = "import sys, engine.formats, engine.config; print('torch' in sys.modules)"
+    code = "import sys, engine.formats, engine.options, engine.config; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
     from engine import DecodeConfig, Trace, generate, generate_steps, load_pair
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from dataclasses import replace
 
 import pytest
 import torch
@@ -14,17 +15,17 @@ from conftest import PROMPTS, hf_greedy, tiny_pair
 from engine import DecodeConfig, generate
 from engine.model import cpukernels, static_cache
 from engine.model.eagle_head import EagleRunner, load_head
-from engine.model.pair import ModelPair
+from engine.model.pair import Loaded, ModelPair
 from engine.model.prepared import lookup
 
 BACKENDS = ("transformers", "torch", "fused") + (("native",) if cpukernels.available() else ())
-FIELDS = ("target", "draft", "tokenizer", "device", "target_name", "draft_name", "eos_ids")
+FIELDS = ("target", "tokenizer", "device", "target_name", "eos_ids", "loaded")
 
 
 def _pair(tokenizer, dtype=torch.float32) -> ModelPair:
     pair = tiny_pair(tokenizer, draft_noise=0.01)
     pair.target.to(dtype)
-    pair.draft.to(dtype)
+    pair.weights("draft").to(dtype)
     return ModelPair(**{f: getattr(pair, f) for f in FIELDS}, dtype=dtype)
 
 
@@ -44,7 +45,7 @@ def test_transformers_weights_stay_as_loaded_after_every_backend(tokenizer, dtyp
     tensor it was at load: the same storage (not a view of a concatenation), the same values; no attribute was
     added to the model; and transformers' forward (the oracle) gives the logits it gave before."""
     pair = _pair(tokenizer, dtype)
-    models = (pair.target, pair.draft)
+    models = (pair.target, pair.weights("draft"))
     before = [[(name, p.data_ptr(), p.detach().clone()) for name, p in _matrices(m)] for m in models]
     attributes = [set(vars(m)) for m in models]
     ids = torch.tensor([[5, 6, 7, 8, 9]])
@@ -80,7 +81,7 @@ def test_each_backend_prepares_at_most_one_extra_copy(tokenizer, name):
     pair = _pair(tokenizer, torch.bfloat16)
     _run(pair, name)
     expected = {"torch": "concat", "fused": "onednn" if torch.backends.mkldnn.is_available() else "concat", "native": "native"}[name]
-    for model in (pair.target, pair.draft):
+    for model in (pair.target, pair.weights("draft")):
         weights = lookup(model)
         made = list(weights.forms)
         layers = weights.layers(expected)
@@ -102,7 +103,7 @@ def test_native_matrices_lie_in_one_block_in_pass_order(tokenizer):
     placement depended on what the process had freed before (docs/engine.md, "Prepared weights")."""
     pair = _pair(tokenizer, torch.bfloat16)
     _run(pair, "native")
-    for model in (pair.target, pair.draft):
+    for model in (pair.target, pair.weights("draft")):
         weights = lookup(model)
         matrices = [w for layer in weights.layers("native") for w in (layer[1], layer[2], layer[4], layer[5])]
         start = matrices[0].data.data_ptr()
@@ -145,13 +146,13 @@ def test_the_registry_does_not_keep_a_model_alive(tokenizer):
 def test_drafters_take_the_backend_the_decode_loop_chose(tokenizer, tmp_path, monkeypatch):
     """The decode loop chooses the run's backend once (engine/model/backend.py) and hands it to the drafter: neither
     the draft model's cache nor the EAGLE head's chooses again (make_cache's own choice fails here if asked)."""
-    from training import eagle
+    from training import eagle_card, eagle_head
 
     pair = _pair(tokenizer)
-    head = eagle.EagleHead.from_target(pair.target, seed=0)
-    eagle.save_head(head, tmp_path, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
+    head = eagle_head.EagleHead.from_target(pair.target, seed=0)
+    eagle_card.save_head(head, tmp_path, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
     config, state, vocab = load_head(tmp_path, pair.target)
-    pair = ModelPair(**{f: getattr(pair, f) for f in FIELDS}, dtype=torch.float32, eagle=EagleRunner(config, state, vocab, pair.target))
+    pair = replace(pair, loaded=pair.loaded | {"eagle": Loaded(EagleRunner(config, state, vocab, pair.target), "tiny eagle")})
     ref = {d: generate(pair, PROMPTS[:2], DecodeConfig(depth=3, drafter=d, max_new_tokens=12)).output_ids for d in ("model", "eagle")}
 
     def chosen_again(*args, **kwargs):

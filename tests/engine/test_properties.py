@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from engine import ConfigError, DecodeConfig, Trace, TraceError  # noqa: E402
-from engine.config import MAX_DEPTH, MAX_SEED, MAX_TEMPERATURE  # noqa: E402
+from engine.options import MAX_DEPTH, MAX_SEED, MAX_TEMPERATURE  # noqa: E402
 from engine.trace import loader as trace_module  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

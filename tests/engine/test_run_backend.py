@@ -139,7 +139,8 @@ def test_no_attribute_of_the_shared_pair_or_its_runners_is_assigned_during_a_run
     draft model. The first run on a backend prepares weights too (in their registry, not on these objects)."""
     if backend == "transformers" and cfg.drafter != "model":
         pytest.skip("the EAGLE head needs the lean forward")
-    watched = [shared, shared.eagle, shared.eagle.lean, *shared.target.modules(), *shared.draft.modules()]
+    runner = shared.weights("eagle")
+    watched = [shared, runner, runner.lean, *shared.target.modules(), *shared.weights("draft").modules()]
     watch = _Watch(watched)
     for cls in (ModelPair, EagleRunner, LeanLlama, torch.nn.Module):
         monkeypatch.setattr(cls, "__setattr__", watch.guard(cls.__setattr__))
@@ -148,9 +149,9 @@ def test_no_attribute_of_the_shared_pair_or_its_runners_is_assigned_during_a_run
     watch.on = False
     assert watch.writes == []
     assert trace.meta["backend"] == backend and len(trace.output_ids) == len(PROMPTS)
-    shared.eagle_name = "renamed"  # and the watch sees a write when there is one
-    shared.eagle_name = "shared eagle"
+    shared.target_name = "renamed"  # and the watch sees a write when there is one
+    shared.target_name = "tiny-llama"
     watch.on = True
-    shared.eagle.head_config = dict(shared.eagle.head_config)
+    runner.head_config = dict(runner.head_config)
     watch.on = False
     assert watch.writes == ["EagleRunner.head_config"]

@@ -12,12 +12,12 @@ import torch
 from conftest import PROMPTS
 
 from engine import DecodeConfig, generate, generate_steps
-from engine.config import ConfigError
 from engine.model.backend import Backend, choose_backend
 from engine.model.graphs import GraphRunner, batch_bucket, window_bucket
 from engine.model.kvcache import RaggedCache
 from engine.model.pass_masks import pass_mask
 from engine.model.static_cache import StaticRaggedCache, make_cache, route_for, static_capacity
+from engine.options import ConfigError
 
 MODES = ["static", "padded"]
 

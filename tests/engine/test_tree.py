@@ -168,7 +168,7 @@ def test_tree_sampling_reproduces_the_target_distribution():
 
 # --- whole runs with the real target and the shipped head (float32) -----------------------------
 def _eagle_pair(embedded_f32):
-    if embedded_f32.eagle is None:
+    if "eagle" not in embedded_f32.loaded:
         pytest.skip("no shipped EAGLE head in assets/eagle")
     return embedded_f32
 

@@ -5,13 +5,15 @@ drafted token is the teacher-forced argmax and it is accepted exactly when that 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from conftest import tiny_pair
 
 from engine.model.eagle_head import EagleRunner, load_head
-from engine.model.pair import ModelPair
-from training import agreement, eagle
+from engine.model.pair import Loaded
+from training import agreement, eagle_card, eagle_head
 from training.agreement import StepStart, compare
 
 PROMPTS = ["Tell me about the sea.", "Why is the sky blue? Explain briefly please.", "Count: one two three", "Write a haiku about rain."]
@@ -49,21 +51,10 @@ def test_model_drafter_engine_matches_teacher_forcing(tokenizer):
 
 def test_eagle_engine_matches_teacher_forcing(tokenizer, tmp_path):
     pair = tiny_pair(tokenizer)
-    head = eagle.EagleHead.from_target(pair.target, seed=0, fuse_layers=(0,))
-    eagle.save_head(head, tmp_path, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
+    head = eagle_head.EagleHead.from_target(pair.target, seed=0, fuse_layers=(0,))
+    eagle_card.save_head(head, tmp_path, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
     config, state, vocab = load_head(tmp_path, pair.target)
-    pair = ModelPair(
-        target=pair.target,
-        draft=None,
-        tokenizer=pair.tokenizer,
-        device=pair.device,
-        dtype=pair.dtype,
-        target_name=pair.target_name,
-        draft_name=None,
-        eos_ids=pair.eos_ids,
-        eagle=EagleRunner(config, state, vocab, pair.target),
-        eagle_name="tiny eagle",
-    )
+    pair = replace(pair, loaded={"eagle": Loaded(EagleRunner(config, state, vocab, pair.target), "tiny eagle")})
     res = agreement.measure(pair, PROMPTS, depth=3, max_new_tokens=24, batch=3, drafter="eagle", eagle_dir=tmp_path)
     _check_engine_matches_teacher_forcing(res)
 

@@ -11,7 +11,7 @@ import torch
 
 from engine import DecodeConfig, ModelLoadError, generate, load_pair
 from engine.model.pair import SHIPPED_DRAFT, embedded_model_dir
-from training import distill
+from training import data, distill, draft_model, features, responses
 from training import prompts as prompt_set
 
 # Greedy per-token acceptance (alpha) of the shipped draft at depth 4 on FIXED_PROMPTS, float32, 48 tokens:
@@ -212,11 +212,12 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     assert "AdamW, lr 0.002, ~256 tokens per batch, 2.0 epochs" in card and "0.123" not in card
 
     pair = load_pair(target=str(target), draft=str(out), dtype="float32")
-    assert pair.draft.get_output_embeddings().weight.shape[0] == pair.target.get_output_embeddings().weight.shape[0]
-    assert pair.draft.config.hidden_size == 32
+    draft = pair.loaded["draft"]
+    assert draft.module.get_output_embeddings().weight.shape[0] == pair.target.get_output_embeddings().weight.shape[0]
+    assert draft.module.config.hidden_size == 32
     vocab = json.loads((out / "draft_vocab.json").read_text())["ids"]  # FR-Spec head: the tokens the target emitted
-    assert pair.draft_vocab is not None and pair.draft_vocab.tolist() == sorted(vocab)
-    assert "reduced head" in pair.draft_name
+    assert draft.vocab is not None and draft.vocab.tolist() == sorted(vocab)
+    assert "reduced head" in draft.name
     trace = generate(pair, ["Hello there"], DecodeConfig(mode="speculative", depth=2, max_new_tokens=5))
     assert len(trace.output_ids[0]) == 5
 
@@ -248,8 +249,8 @@ def test_generation_splits_over_worker_processes(tmp_path):
     assert sorted(p.name for p in (work / "shards").glob("*.jsonl")) == ["shard-00001.jsonl"]
     assert not (work / "heldout").exists() or not list((work / "heldout").glob("*.jsonl"))  # worker 0's job
     assert distill.main(argv + ["--gen-worker", "0/2"]) == 0
-    assert len(list((work / "shards").glob("*.jsonl"))) == 3 and len(distill.read_shards(work / "heldout")) == 2
-    rows = distill.read_shards(work / "shards")
+    assert len(list((work / "shards").glob("*.jsonl"))) == 3 and len(data.read_shards(work / "heldout")) == 2
+    rows = data.read_shards(work / "shards")
     prompts = json.loads((work / "prompts.json").read_text())["train"][:10]
     assert [r["prompt"] for r in rows] == [p["prompt"] for p in prompts]
 
@@ -262,9 +263,9 @@ def test_generation_from_a_later_round_skips_the_earlier_batches(tmp_path):
         [{"prompt": f"old {i}"} for i in range(6)]  # round 1 (no tag)
         + [{"prompt": f"new {i}", "round": 5} for i in range(5)]
     )
-    g = distill.generate_data(pair, rows, tmp_path / "shards", 4, 3, log=lambda m: None, from_round=5)
+    g = responses.generate_data(pair, rows, tmp_path / "shards", 4, 3, log=lambda m: None, from_round=5)
     assert sorted(p.name for p in (tmp_path / "shards").glob("*.jsonl")) == ["shard-00001.jsonl", "shard-00002.jsonl"]
-    got = distill.read_shards(tmp_path / "shards")
+    got = data.read_shards(tmp_path / "shards")
     assert [r["prompt"] for r in got] == [r["prompt"] for r in rows[4:]]  # batch 1 mixes rounds 1 and 5: kept whole
     assert g["tokens"] == sum(len(r["output_ids"]) for r in got) > 0
 
@@ -283,8 +284,8 @@ def test_training_is_reproducible(tmp_path):
     rows = [{"prompt_ids": [1, 5, 6, 7], "output_ids": [8 + i, 9, 10 + i, 2]} for i in range(6)]
     weights = []
     for _ in range(2):
-        draft = distill.make_draft(target, 16, 1, 2, 2, 32, seed=3)
-        distill.train(
+        draft = draft_model.make_draft(target, 16, 1, 2, 2, 32, seed=3)
+        draft_model.train(
             draft, rows, rows[:2], epochs=2, lr=1e-2, batch_tokens=16, soft_weight=0.0, max_len=32, seed=3, warmup=1, log=lambda s: None
         )
         weights.append(draft.get_input_embeddings().weight.detach().clone())
@@ -298,8 +299,8 @@ def test_shipped_draft_loads_shares_vocab_and_is_accepted():
     total = sum(p.stat().st_size for p in SHIPPED_DRAFT.iterdir() if p.is_file())
     assert total <= 40 * 1024 * 1024
     pair = load_pair(dtype="float32")  # embedded default picks assets/draft
-    assert pair.draft is not None and "distilled" in pair.draft_name
-    assert pair.draft.get_output_embeddings().weight.shape[0] == pair.target.get_output_embeddings().weight.shape[0]
+    assert "draft" in pair.loaded and "distilled" in pair.loaded["draft"].name
+    assert pair.weights("draft").get_output_embeddings().weight.shape[0] == pair.target.get_output_embeddings().weight.shape[0]
     cfg = DecodeConfig(mode="speculative", depth=4, drafter="model", temperature=0.0, max_new_tokens=48)
     trace = generate(pair, FIXED_PROMPTS, cfg)
     assert trace.summary["alpha"] >= SHIPPED_ALPHA_FLOOR, trace.summary["per_position_acceptance"]
@@ -311,7 +312,6 @@ def test_soft_targets_from_eagle_features_equal_a_new_target_pass(tmp_path):
     """--soft-features: the soft stage reads the target's final hidden states from an EAGLE features file
     (fused, so the final feature is the last H columns) instead of running the target again; the result is
     the target pass's top-k. --init continues training from a saved draft; bad paths are clear errors."""
-    from training import eagle
 
     target, work, out = _tiny_target(tmp_path), tmp_path / "work", tmp_path / "draft"
     common = [
@@ -340,8 +340,8 @@ def test_soft_targets_from_eagle_features_equal_a_new_target_pass(tmp_path):
     pair = load_pair(target=str(target), draft=None, eagle=None, dtype="float32")
     pattern = str(tmp_path / "features-{split}-fuse0.safetensors")
     for split in ("train", "heldout"):
-        blob = eagle.extract_features(
-            pair.target, distill.read_shards(work / ("shards" if split == "train" else split)), 256, log=lambda s: None, fuse_layers=(0,)
+        blob = features.extract_features(
+            pair.target, data.read_shards(work / ("shards" if split == "train" else split)), 256, log=lambda s: None, fuse_layers=(0,)
         )
         blob.pop("seconds")
         save_file(blob, pattern.replace("{split}", split))
@@ -370,10 +370,10 @@ def test_soft_targets_from_eagle_features_equal_a_new_target_pass(tmp_path):
     assert distill.main(common + train_args + ["--stage", "train", "--soft-features", pattern]) == 0
     with open(work / "soft-top4.jsonl") as f:
         from_features = [json.loads(line) for line in f]
-    rows = distill.read_shards(work / "shards") + distill.read_shards(work / "heldout")
+    rows = data.read_shards(work / "shards") + data.read_shards(work / "heldout")
     assert len(from_features) == len(rows) == 8
     for a, row in zip(from_features, rows):
-        ids, first = distill.sequence_of(row, 256)
+        ids, first = data.sequence_of(row, 256)
         with torch.no_grad():  # the target's own next-token distribution at every response position, one row alone
             logp = torch.log_softmax(pair.target(torch.tensor([ids])).logits[0, first - 1 : len(ids) - 1].float(), -1)
         got_ids, got_logp = torch.tensor(a["soft_ids"]), torch.tensor(a["soft_logp"])
@@ -387,7 +387,7 @@ def test_soft_targets_from_eagle_features_equal_a_new_target_pass(tmp_path):
     soft_file = work / "soft-top4.jsonl"
     soft_file.write_text("".join(soft_file.read_text().splitlines(keepends=True)[:7]))
     other = str(tmp_path / "other-{split}.safetensors")
-    blob = eagle.extract_features(pair.target, distill.read_shards(work / "shards")[:5], 256, log=lambda s: None)
+    blob = features.extract_features(pair.target, data.read_shards(work / "shards")[:5], 256, log=lambda s: None)
     blob.pop("seconds")
     save_file(blob, other.replace("{split}", "train"))
     assert distill.main(common + train_args + ["--stage", "train", "--soft-features", other]) == 2
@@ -428,7 +428,7 @@ def test_soft_targets_from_eagle_features_equal_a_new_target_pass(tmp_path):
     ]
     assert distill.main(argv) == 0
     assert "continuing from" in (work / "distill.log").read_text()
-    a, b = (load_pair(target=str(target), draft=str(d), eagle=None, dtype="float32").draft for d in (out, second))
+    a, b = (load_pair(target=str(target), draft=str(d), eagle=None, dtype="float32").weights("draft") for d in (out, second))
     assert b.config.hidden_size == 32 and b.config.num_hidden_layers == 1
     assert torch.equal(a.get_input_embeddings().weight, b.get_input_embeddings().weight)  # lr 0: unchanged
     kept = json.loads((second / "draft_vocab.json").read_text())["ids"]  # the init's vocabulary joins the new one

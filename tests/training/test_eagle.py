@@ -9,6 +9,7 @@ import json
 import shutil
 import time
 import warnings
+from dataclasses import replace
 
 import pytest
 import torch
@@ -16,8 +17,8 @@ from conftest import tiny_pair
 
 from engine import ConfigError, DecodeConfig, ModelLoadError, generate, generate_steps, load_pair
 from engine.model.eagle_head import EagleLoadError, EagleRunner, load_head
-from engine.model.pair import SHIPPED_EAGLE, ModelPair
-from training import eagle
+from engine.model.pair import SHIPPED_EAGLE, Loaded, ModelPair
+from training import data, eagle, eagle_card, eagle_head, eagle_train, features
 
 PROMPTS = ["Tell me about the sea.", "Why is the sky blue? Explain briefly please.", "Count: one two three"]
 # Greedy alpha of the shipped head at depth 4 on FIXED_PROMPTS, float32, 48 tokens: measured 0.440 when it was
@@ -35,27 +36,16 @@ FIXED_PROMPTS = [
 def with_head(pair: ModelPair, folder) -> ModelPair:
     config, state, vocab = load_head(folder, pair.target)
     runner = EagleRunner(config, state, vocab, pair.target)
-    return ModelPair(
-        target=pair.target,
-        draft=pair.draft,
-        tokenizer=pair.tokenizer,
-        device=pair.device,
-        dtype=pair.dtype,
-        target_name=pair.target_name,
-        draft_name=pair.draft_name,
-        eos_ids=pair.eos_ids,
-        eagle=runner,
-        eagle_name="tiny eagle",
-    )
+    return replace(pair, loaded=pair.loaded | {"eagle": Loaded(runner, "tiny eagle")})
 
 
 @pytest.fixture(scope="module")
 def tiny_eagle(tokenizer, tmp_path_factory):
     pair = tiny_pair(tokenizer)
     folder = tmp_path_factory.mktemp("eagle")
-    head = eagle.EagleHead.from_target(pair.target, seed=0)
+    head = eagle_head.EagleHead.from_target(pair.target, seed=0)
     vocab = list(range(0, len(tokenizer), 3))  # a reduced head: every third token
-    eagle.save_head(head, folder, vocab, {"note": "test"}, dtype=torch.float32)
+    eagle_card.save_head(head, folder, vocab, {"note": "test"}, dtype=torch.float32)
     return with_head(pair, folder), folder
 
 
@@ -64,17 +54,17 @@ def tiny_fused(tokenizer, tmp_path_factory):
     """A head fusing the tiny target's layer 0 output with its final feature; fuse perturbed off the pass-through."""
     pair = tiny_pair(tokenizer)
     folder = tmp_path_factory.mktemp("eagle-fused")
-    head = eagle.EagleHead.from_target(pair.target, seed=0, fuse_layers=(0,))
+    head = eagle_head.EagleHead.from_target(pair.target, seed=0, fuse_layers=(0,))
     with torch.no_grad():
         head.fuse.weight.add_(torch.randn(head.fuse.weight.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
-    eagle.save_head(head, folder, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
+    eagle_card.save_head(head, folder, list(range(0, len(tokenizer), 3)), {"note": "test"}, dtype=torch.float32)
     return with_head(pair, folder), folder
 
 
 def test_training_unroll_equals_step_by_step_drafting(tokenizer):
     """Depth s of `unrolled` at entry p == feeding the head's own outputs as entries p-s+1..p after true ones."""
     pair = tiny_pair(tokenizer)
-    head = eagle.EagleHead.from_target(pair.target, seed=1).eval()
+    head = eagle_head.EagleHead.from_target(pair.target, seed=1).eval()
     torch.manual_seed(0)
     t, h = 20, pair.target.config.hidden_size
     embeds, feats = torch.randn(1, t, h), torch.randn(1, t, h)
@@ -98,13 +88,13 @@ def test_engine_runner_matches_the_training_forward(tiny_eagle):
 
     pair, folder = tiny_eagle
     config, state, _ = load_head(folder, pair.target)
-    head = eagle.EagleHead(config)
+    head = eagle_head.EagleHead(config)
     head.load_state_dict(state)
     torch.manual_seed(0)
     ids = torch.randint(0, 1000, (1, 12))
     feats = torch.randn(1, 12, config["hidden_size"])
     want = head.unrolled(pair.target.get_input_embeddings().weight[ids].detach(), feats, torch.arange(12)[None], 1)[0]
-    cache = RaggedCache(None, torch.device("cpu"), pair.eagle_costs, runner=pair.eagle)
+    cache = RaggedCache(None, torch.device("cpu"), pair.loaded["eagle"].costs, runner=pair.weights("eagle"))
     got = cache.prefill([ids[0, :8].tolist()], 0, features=feats[:, :8])
     got = torch.cat([got, cache.forward(ids[:, 8:], features=feats[:, 8:])], dim=1)  # prefill, then 4 more
     assert torch.allclose(got, want.detach(), atol=1e-4)
@@ -117,7 +107,7 @@ def test_eagle_greedy_speculative_equals_plain(tiny_eagle, prompts, depth):
     ar = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=24))
     spec = generate(pair, prompts, DecodeConfig(depth=depth, drafter="eagle", max_new_tokens=24))
     assert spec.output_ids == ar.output_ids
-    assert spec.meta["draft_name"] == "tiny eagle" and spec.meta["draft_params"] == pair.eagle.params
+    assert spec.meta["draft_name"] == "tiny eagle" and spec.meta["draft_params"] == pair.weights("eagle").params
     assert spec.summary["flops"] > ar.summary["flops"]  # the head's work and the rejected drafts cost FLOPs
 
 
@@ -147,7 +137,9 @@ def test_fused_features_are_the_same_in_extraction_engine_and_runner(tiny_fused)
     pair, folder = tiny_fused
     h = pair.target.config.hidden_size
     ids = [5, 17, 300, 42, 9, 1000, 77, 8]
-    blob = eagle.extract_features(pair.target, [{"prompt_ids": ids[:4], "output_ids": ids[4:]}], 64, log=lambda s: None, fuse_layers=(0,))
+    blob = features.extract_features(
+        pair.target, [{"prompt_ids": ids[:4], "output_ids": ids[4:]}], 64, log=lambda s: None, fuse_layers=(0,)
+    )
     assert blob["features"].shape == (len(ids), 2 * h)
     cache = RaggedCache(pair.target, torch.device("cpu"), pair.target_costs)
     _, hidden = cache.prefill([ids], 0, logits_to_keep=1, return_hidden=(0,))
@@ -155,20 +147,22 @@ def test_fused_features_are_the_same_in_extraction_engine_and_runner(tiny_fused)
     _, final_only = RaggedCache(pair.target, torch.device("cpu"), pair.target_costs).prefill([ids], 0, logits_to_keep=1, return_hidden=True)
     assert torch.allclose(hidden[..., h:], final_only, atol=1e-6)  # the final feature is the last H columns
     config, state, _ = load_head(folder, pair.target)
-    head = eagle.EagleHead(config)
+    head = eagle_head.EagleHead(config)
     head.load_state_dict(state)
     t = torch.tensor([ids[1:]])
     want = head.unrolled(pair.target.get_input_embeddings().weight[t].detach(), hidden[:, :-1], torch.arange(7)[None], 1)[0]
-    got = RaggedCache(None, torch.device("cpu"), pair.eagle_costs, runner=pair.eagle).prefill([ids[1:]], 0, features=hidden[:, :-1])
+    got = RaggedCache(None, torch.device("cpu"), pair.loaded["eagle"].costs, runner=pair.weights("eagle")).prefill(
+        [ids[1:]], 0, features=hidden[:, :-1]
+    )
     assert torch.allclose(got, want.detach(), atol=1e-4)
 
 
 def test_fused_head_starts_as_the_unfused_head_it_continues(tiny_eagle):
     pair, folder = tiny_eagle
     config, state, _ = load_head(folder, pair.target)
-    plain = eagle.EagleHead(config)
+    plain = eagle_head.EagleHead(config)
     plain.load_state_dict(state)
-    fused = eagle.EagleHead.from_target(pair.target, fuse_layers=(0,))
+    fused = eagle_head.EagleHead.from_target(pair.target, fuse_layers=(0,))
     fused.load_state_dict(state, strict=False)  # everything but fuse, which starts as a pass-through
     h = config["hidden_size"]
     torch.manual_seed(0)
@@ -292,7 +286,7 @@ def test_explicit_bad_head_raises_and_broken_default_warns(tmp_path, monkeypatch
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         pair = load_pair(draft=None)
-    assert pair.eagle is None and any("EAGLE head could not be used" in str(w.message) for w in caught)
+    assert "eagle" not in pair.loaded and any("EAGLE head could not be used" in str(w.message) for w in caught)
     assert any("drafter='eagle' is unavailable" in n for n in pair.warnings)
 
 
@@ -301,7 +295,7 @@ def test_feature_noise_only_perturbs_training(tiny_eagle, tokenizer):
     _, folder = tiny_eagle
     pair = tiny_pair(tokenizer)
     config, state, _ = load_head(folder, pair.target)
-    head = eagle.EagleHead(config)
+    head = eagle_head.EagleHead(config)
     head.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
     with torch.no_grad():  # a head whose output depends on its input feature beyond the pass-through
         head.o_proj.weight.normal_(0, 0.05)
@@ -419,15 +413,15 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
         "1",
     ]
     assert distill.main(gen_argv + ["--max-prompts", "8"]) == 0
-    rows = distill.read_shards(work / "shards")
+    rows = data.read_shards(work / "shards")
     assert len(rows) == 8 and len(list((work / "shards").glob("shard-*.jsonl"))) == 2
     assert eagle.main(["--work-dir", str(work), "--target", str(target), "--stage", "features", "--threads", "1"]) == 0
     assert "6 rows already extracted, adding 2" in (work / "eagle" / "eagle.log").read_text()
     grown = load_file(str(feats))
     n = len(first["features"])
     assert torch.equal(grown["features"][:n], first["features"]) and len(grown["starts"]) == 8
-    assert eagle.covers_prefix(grown, rows, 256) and not eagle.covers_prefix(grown, rows[1:] + rows[:1], 256)
-    fresh = eagle.extract_features(load_pair(target=str(target), draft=None, eagle=None).target, rows[6:], 256, log=lambda s: None)
+    assert features.covers_prefix(grown, rows, 256) and not features.covers_prefix(grown, rows[1:] + rows[:1], 256)
+    fresh = features.extract_features(load_pair(target=str(target), draft=None, eagle=None).target, rows[6:], 256, log=lambda s: None)
     assert torch.equal(grown["features"][n:], fresh["features"])
     assert grown["offsets"].tolist() == first["offsets"].tolist() + (fresh["offsets"][1:] + n).tolist()
     assert eagle.main(argv + ["--epochs", "1", "--feature-noise", "0.1"]) == 0  # trains on the grown data
@@ -439,7 +433,7 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     assert eagle.main(["--work-dir", str(work), "--target", str(other), "--stage", "features", "--threads", "1"]) == 0
     assert "already extracted" not in (work / "eagle" / "eagle.log").read_text()[len(log_before) :]
     pair = load_pair(target=str(target), draft=None, eagle=str(out), dtype="float32")
-    assert pair.eagle is not None and pair.eagle.params == json.loads((out / "config.json").read_text())["params"]
+    assert "eagle" in pair.loaded and pair.weights("eagle").params == json.loads((out / "config.json").read_text())["params"]
     plain = generate(pair, ["Hello there"], DecodeConfig(mode="autoregressive", max_new_tokens=6))
     spec = generate(pair, ["Hello there"], DecodeConfig(depth=2, drafter="eagle", max_new_tokens=6))
     assert spec.output_ids == plain.output_ids
@@ -449,7 +443,7 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     assert eagle.main(argv) == 0
     assert eagle.features_file(work / "eagle", "train", (0,)).exists()
     pair = load_pair(target=str(target), draft=None, eagle=str(fused), dtype="float32")
-    assert pair.eagle.feature_layers == (0,) and pair.eagle.fuse_weight is not None
+    assert pair.weights("eagle").feature_layers == (0,) and pair.weights("eagle").fuse_weight is not None
     spec = generate(pair, ["Hello there"], DecodeConfig(depth=2, drafter="eagle", max_new_tokens=6))
     assert spec.output_ids == plain.output_ids
     assert eagle.main(argv[:-6] + ["--fuse-layers", "7", "--stage", "features"]) == 2  # the tiny target has 2 layers
@@ -460,7 +454,7 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     assert eagle.main(k_argv) == 0
     assert json.loads((kept / "draft_vocab.json").read_text())["ids"] == [5, 7, 11]
     assert json.loads((kept / "config.json").read_text())["head_vocab"] == 3
-    assert load_pair(target=str(target), draft=None, eagle=str(kept), dtype="float32").eagle is not None
+    assert load_pair(target=str(target), draft=None, eagle=str(kept), dtype="float32").weights("eagle") is not None
     assert eagle.main(argv[:-6] + ["--stage", "train", "--keep-init-vocab"]) == 2
     assert "--keep-init-vocab needs --init" in (work / "eagle" / "eagle.log").read_text().splitlines()[-1]
 
@@ -471,7 +465,7 @@ def test_shipped_head_loads_by_default_and_is_accepted():
     total = sum(p.stat().st_size for p in SHIPPED_EAGLE.iterdir() if p.is_file())
     assert total <= 40 * 1024 * 1024
     pair = load_pair(draft=None, dtype="float32")  # the embedded default picks assets/eagle
-    assert pair.eagle is not None and "EAGLE head" in pair.eagle_name
+    assert "eagle" in pair.loaded and "EAGLE head" in pair.loaded["eagle"].name
     cfg = DecodeConfig(depth=4, drafter="eagle", max_new_tokens=48)
     trace = generate(pair, FIXED_PROMPTS, cfg)
     assert trace.summary["alpha"] >= SHIPPED_ALPHA_FLOOR, trace.summary["per_position_acceptance"]
@@ -486,7 +480,7 @@ def test_argmax_hard_labels_are_the_targets_own_greedy_tokens(tiny_eagle, tokeni
     _, folder = tiny_eagle
     pair = tiny_pair(tokenizer)
     config, state, _ = load_head(folder, pair.target)
-    head = eagle.EagleHead(config)
+    head = eagle_head.EagleHead(config)
     head.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
     h, n_vocab = config["hidden_size"], len(tokenizer)
     g = torch.Generator().manual_seed(0)
@@ -506,9 +500,9 @@ def test_argmax_hard_labels_are_the_targets_own_greedy_tokens(tiny_eagle, tokeni
     }
     greedy = vocab[(batch["next_features"] @ out_head.T).argmax(-1)]
     assert not torch.equal(greedy, batch["labels"])  # the rows' tokens are not the greedy ones
-    by_argmax = eagle.batch_loss(head, batch, out_head, to_local, 2, hard_labels="argmax")
-    by_data = eagle.batch_loss(head, batch, out_head, to_local, 2)
-    as_if_greedy = eagle.batch_loss(head, {**batch, "labels": greedy}, out_head, to_local, 2)
+    by_argmax = eagle_train.batch_loss(head, batch, out_head, to_local, 2, hard_labels="argmax")
+    by_data = eagle_train.batch_loss(head, batch, out_head, to_local, 2)
+    as_if_greedy = eagle_train.batch_loss(head, {**batch, "labels": greedy}, out_head, to_local, 2)
     assert torch.allclose(by_argmax[0], as_if_greedy[0]) and by_argmax[1:] == as_if_greedy[1:]
     assert not torch.allclose(by_argmax[0], by_data[0])
 
@@ -519,17 +513,17 @@ def test_max_minutes_fits_the_cosine_schedule_into_the_time(tiny_eagle, tokenize
     _, folder = tiny_eagle
     pair = tiny_pair(tokenizer)
     rows = [{"prompt_ids": [1, 2, 3], "output_ids": [5 + (i * 7 + j) % 40 for j in range(12)]} for i in range(40)]
-    blob = eagle.extract_features(pair.target, rows, 64, log=lambda s: None)
-    data = eagle.FeatureData(blob)
+    blob = features.extract_features(pair.target, rows, 64, log=lambda s: None)
+    data = eagle_train.FeatureData(blob)
     config, state, _ = load_head(folder, pair.target)
-    head = eagle.EagleHead(config)
+    head = eagle_head.EagleHead(config)
     head.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
     embed = pair.target.get_input_embeddings().weight.detach().float()
     vocab = torch.arange(len(tokenizer))
     clock = iter(range(10**6))
     monkeypatch.setattr(time, "perf_counter", lambda: 0.5 * next(clock))  # the clock fit() reads
     lines = []
-    result = eagle.train(
+    result = eagle_train.train(
         head,
         data,
         data,
@@ -600,7 +594,7 @@ def test_gpu_script_runs_every_stage_on_the_cpu(tmp_path, tokenizer):
     assert [p["rows"] for p in saved["gpu_run"]["passes"]] == [4, 4] and saved["hard_labels"] == "argmax"
     assert saved["head_vocab"] == len(json.loads((SHIPPED_EAGLE / "draft_vocab.json").read_text())["ids"])
     pair = load_pair(draft=None, eagle=str(out / "head"), dtype="float32")
-    assert pair.eagle is not None
+    assert "eagle" in pair.loaded
     again = tmp_path / "again"
     argv = common + [
         "--out",

@@ -6,7 +6,7 @@ import pytest
 from conftest import tiny_llama
 
 from engine.formats import head_config, head_weight_shapes, read_draft_vocab, write_draft_vocab
-from training.eagle import EagleHead
+from training.eagle_head import EagleHead
 
 
 @pytest.mark.parametrize("fuse_layers", [(), (0,), (0, 1)])

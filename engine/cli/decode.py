@@ -1,0 +1,128 @@
+"""The decoding commands: `run` (decode prompts once, print text and summary) and `bench` (AR against speculative over a
+batch x depth grid), and which drafter weights each loads."""
+
+from __future__ import annotations
+
+import sys
+
+from engine.cli.files import write_json
+from engine.cli.parser import POLICIES
+
+
+def run(args) -> None:
+    from engine import ConfigError, DecodeConfig, generate, load_pair
+
+    cfg = DecodeConfig(
+        mode=args.mode,
+        depth=args.depth,
+        drafter=args.drafter,
+        policy=args.policy,
+        disable_by_batch_size=args.disable_by_batch_size,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+        confidence_threshold=args.confidence,
+        batch_table=args.batch_table,
+        cuda_graphs=args.cuda_graphs,
+        backend=args.backend,
+        tree_nodes=args.tree_nodes,
+        tree_topk=args.tree_topk,
+    )
+    loaded = weights(args, cfg.drafter if cfg.speculative else None, keep_unused=False)
+    pair = load_pair(target=args.target, device=args.device, dtype=args.dtype, **loaded)
+    trace = generate(pair, args.prompt, cfg)
+    for i, seq in enumerate(trace.sequences):
+        print(f"--- [{i + 1}] {seq['prompt'][:70]}\n{seq['text']}")
+    print("--- summary")
+    for key, value in trace.summary.items():
+        if isinstance(value, float):
+            value = f"{value:.4g}"
+        elif isinstance(value, list):
+            value = "[" + ", ".join(f"{v:.2f}" for v in value) + "]"
+        print(f"{key:<24} {value}")
+    if args.json:
+        try:
+            trace.to_json(args.json)
+        except OSError as exc:  # the summary above is already printed
+            raise ConfigError(f"could not write the trace to {args.json}: {exc.strerror or exc}") from None
+        print(f"trace written to {args.json}")
+
+
+def bench(args) -> None:
+    from engine import ConfigError, DecodeConfig, load_pair
+    from engine.bench.harness import bench as bench_grid
+    from engine.bench.harness import format_table
+
+    bad = [d for d in args.depth if not 0 <= d <= 16] + [b for b in args.batch if b < 1]
+    if bad:
+        raise ConfigError(f"batch sizes must be >= 1 and depths 0..16; got {bad}")
+    bad = [c for c in args.confidence if not 0 <= c <= 1]
+    if bad:
+        raise ConfigError(f"confidence thresholds must be between 0 and 1; got {bad}")
+    unknown = [p for p in args.policy if p not in POLICIES]
+    if unknown:
+        raise ConfigError(f"unknown policy {unknown[0]!r}: choose from {', '.join(POLICIES)}")
+    if args.sequential < 1 or args.baseline_prompts < 1:
+        raise ConfigError("--sequential and --baseline-prompts must be >= 1")
+    trees = tree_settings(args.tree_nodes, args.tree_topk, args.drafter, args.depth, DecodeConfig)
+    pair = load_pair(target=args.target, device=args.device, dtype=args.dtype, **weights(args, args.drafter, keep_unused=True))
+    print(f"benchmarking on {pair.device.type}, {pair.dtype_name} ...", file=sys.stderr)
+    result = bench_grid(
+        pair,
+        args.batch,
+        args.depth,
+        drafter=args.drafter,
+        prompt_set=args.prompts,
+        policy=args.policy,
+        disable_by_batch_size=args.disable_by_batch_size,
+        batch_table=args.batch_table,
+        max_new_tokens=args.max_new_tokens,
+        repeats=args.repeats,
+        baseline=args.baseline,
+        baseline_prompts=args.baseline_prompts,
+        sequential=args.sequential,
+        confidences=args.confidence,
+        trees=trees,
+        log=lambda s: print(s, file=sys.stderr),
+        cuda_graphs=args.cuda_graphs,
+        backend=args.backend,
+    )
+    print(format_table(result))
+    if args.json:
+        write_json(args.json, result)
+
+
+def tree_settings(nodes: list[int], topks: list[int], drafter: str, depths: list[int], config) -> list[tuple[int, int]]:
+    """bench --tree-nodes/--tree-topk -> (nodes, topk) settings: the chain (node 0) and every tree size with
+    every top-k that fits some --depth; each checked by DecodeConfig before any model loads."""
+    from engine import ConfigError
+    from engine.bench.harness import tree_fits
+
+    trees = [(0, 0)] if 0 in nodes else []
+    for n in (n for n in nodes if n):
+        fitting = [(n, k) for k in topks if k and any(tree_fits((n, k), d) for d in depths)]
+        if not fitting:
+            raise ConfigError(f"--tree-nodes {n}: no --tree-topk (>0) and --depth can hold it (k + (depth-1) k^2 >= nodes)")
+        for tree in fitting:
+            depth = max(d for d in depths if tree_fits(tree, d))
+            config(drafter=drafter, depth=depth, tree_nodes=tree[0], tree_topk=tree[1])  # one-line ConfigError
+            trees.append(tree)
+    if not trees:
+        raise ConfigError("--tree-nodes: give at least one size (0 = the chain)")
+    return trees
+
+
+def weights(args, kind: str | None, keep_unused: bool) -> dict[str, str | None]:
+    """load_pair's drafter weights (draft=, eagle=) from --draft and --eagle. A weight left at "default" is skipped
+    ("none") where the run's drafter `kind` (None: plain decoding) does not load it, so a run loads only what it
+    drafts with; keep_unused keeps the defaults for any drafter that loads something (the bench's baseline times
+    transformers' assisted generation with the draft model)."""
+    from engine.drafters import DRAFTERS
+
+    loads = DRAFTERS[kind].loads if kind is not None else None
+    given = {"draft": args.draft, "eagle": args.eagle}
+    return {
+        slot: "none" if value == "default" and slot != loads and not (keep_unused and loads is not None) else value
+        for slot, value in given.items()
+    }
