@@ -12,6 +12,11 @@ def choices() -> dict[str, str]:
     return by_display()
 
 
+def label(kind: str | None) -> str:
+    """A drafter's display name from its kind ("drafter" for none, the kind itself for one the registry lacks)."""
+    return DRAFTERS[kind].display if kind in DRAFTERS else (kind or "drafter")
+
+
 def help_text() -> str:
     """One sentence per drafter: what it drafts from."""
     return " ".join(f"{d.display}: {d.about}." for d in DRAFTERS.values())

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
+from app.common.drafters import label as drafter_label
 from app.common.measurement import CHOSEN, PAIR_RUN, WARMUP
 from app.lessons.kit import knee, noise
 from app.lessons.kit.against import round_rates
@@ -33,7 +34,6 @@ from app.lessons.kit.runs import BATCH1_MORE, LARGE_BATCHES, inside_depth, lane_
 from app.lessons.kit.show import (
     consistent,
     context_note,
-    drafter_label,
     room_of,
     show_chart,
     show_table,

@@ -10,6 +10,7 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from app.common import measurement as ms
+from app.common.drafters import label as drafter_label
 from app.common.lane_stats import spread
 from app.common.measurement import CHOSEN, LANE, NUMBERS, SPREAD, WARMUP
 from app.lessons.kit import knee, noise
@@ -43,7 +44,7 @@ from app.lessons.kit.gpu import verify_passes
 from app.lessons.kit.noise import serving_note
 from app.lessons.kit.rows import MAX_STEPS, decode_spread, decode_steps, rate
 from app.lessons.kit.runs import Job, lane_pair, machine_curve, median_run, timed_rounds
-from app.lessons.kit.show import drafter_label, settings_note, show_chart, show_table
+from app.lessons.kit.show import settings_note, show_chart, show_table
 from engine import DecodeConfig
 from engine.bench.prompts import EXTRACTIVE_PROMPTS
 

@@ -8,8 +8,9 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
+from app.common.drafters import label as drafter_label
 from app.common.measurement import CHOSEN, LANE, NUMBERS, WARMUP
-from app.lessons.kit import drafting, knee, noise
+from app.lessons.kit import knee, noise
 from app.lessons.kit.against import round_rates
 from app.lessons.kit.experiment import (
     CURVE_HELP,
@@ -27,7 +28,7 @@ from app.lessons.kit.gpu import verify_passes
 from app.lessons.kit.retime import CEILING, MEASURED, Priced, h200_lane
 from app.lessons.kit.rows import decode_spread, rate
 from app.lessons.kit.runs import Job, lane_pair, machine_curve, timed_rounds
-from app.lessons.kit.show import drafter_label, settings_note, show_chart, show_table
+from app.lessons.kit.show import settings_note, show_chart, show_table
 from app.views import metrics
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
@@ -94,8 +95,8 @@ def _change(saved: float) -> str:
 
 def _how_priced(kind: str, drafter: str) -> str:
     if kind == MEASURED:
-        return f"the {drafting.name(drafter)}'s drafting measured on the H200 machine"
-    return f"the {drafting.name(drafter)}'s drafting from the roofline predictor for its own shape, a model"
+        return f"the {drafter_label(drafter)}'s drafting measured on the H200 machine"
+    return f"the {drafter_label(drafter)}'s drafting from the roofline predictor for its own shape, a model"
 
 
 def gate_lines(m: dict) -> list[str]:
@@ -112,7 +113,7 @@ def gate_lines(m: dict) -> list[str]:
         (ft, fd), (gt, gd) = _per_token(fixed), _per_token(gated)
         if CEILING in (fixed.drafting, gated.drafting):
             out.append(
-                f"At batch {b['batch']}, re-timed on the H200 with {CEILING} (the {drafting.name(drafter)} has no "
+                f"At batch {b['batch']}, re-timed on the H200 with {CEILING} (the {drafter_label(drafter)} has no "
                 f"H200 price), the gated run's target passes cost {gt:.2f} ms per token against {ft:.2f} drafting all k: "
                 "what the gate saves in drafting is not in these numbers."
             )

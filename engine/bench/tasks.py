@@ -22,6 +22,7 @@ from engine import verdict
 from engine.bench.cells import run_cells
 from engine.bench.prompt_files import Prompt, task_name, tasks
 from engine.config import DecodeConfig
+from engine.drafters import DRAFTERS
 
 
 @dataclass(frozen=True)
@@ -33,13 +34,29 @@ class Contender:
 TREE = {"tree_nodes": 8, "tree_topk": 2}  # 8 nodes, 2 children a node: fits depth 3 (2 + 2 × 2 × 2 = 10 nodes)
 
 
-CONTENDERS = {  # the issue's drafters, at the depths the lessons use them; plain decoding is the baseline of each
-    "ngram": Contender("n-gram lookup, k 4", {"drafter": "ngram", "depth": 4}),
-    "eagle": Contender("EAGLE head, k 3", {"drafter": "eagle", "depth": 3}),
-    "model": Contender("distilled draft, k 3", {"drafter": "model", "depth": 3}),
-    "tree": Contender("EAGLE tree, 8 nodes", {"drafter": "eagle", "depth": 3, **TREE}),
-    "goodput": Contender("goodput (EAGLE, k ≤ 3, tree ≤ 8)", {"drafter": "eagle", "depth": 3, "policy": "goodput", **TREE}),
-}
+DEPTHS = {"ngram": 4}  # a chain's depth per drafter (3 elsewhere): the lookup's drafts are free, so it drafts deeper
+
+
+TREE_DRAFTER = "eagle"  # the tree and goodput contenders branch on the EAGLE head's distribution
+
+
+def _contenders() -> dict[str, Contender]:
+    """Every registered drafter as a chain (engine/drafters/__init__.py's registry, in its order, by its display
+    name), then a tree and the goodput policy on TREE_DRAFTER where it branches; plain decoding is each cell's
+    baseline."""
+    out = {}
+    for kind, d in DRAFTERS.items():
+        depth = DEPTHS.get(kind, 3)
+        out[kind] = Contender(f"{d.display}, k {depth}", {"drafter": kind, "depth": depth})
+    tree = DRAFTERS.get(TREE_DRAFTER)
+    if tree is not None and tree.branches:
+        spec = {"drafter": TREE_DRAFTER, "depth": 3, **TREE}
+        out["tree"] = Contender(f"{tree.display} tree, {TREE['tree_nodes']} nodes", spec)
+        out["goodput"] = Contender(f"goodput ({tree.display}, k ≤ 3, tree ≤ {TREE['tree_nodes']})", spec | {"policy": "goodput"})
+    return out
+
+
+CONTENDERS = _contenders()
 
 
 def contender(key: str) -> Contender:

@@ -66,6 +66,15 @@ def bench(args) -> None:
     if args.sequential < 1 or args.baseline_prompts < 1:
         raise ConfigError("--sequential and --baseline-prompts must be >= 1")
     trees = tree_settings(args.tree_nodes, args.tree_topk, args.drafter, args.depth, DecodeConfig)
+    if args.prompts_file is not None:  # the task bench: per category, on the file's prompts
+        from engine.cli import tasks
+
+        tasks.prompts_of(args), tasks.contenders(args, trees)  # a bad file or cell is refused before any model loads
+        pair = load_pair(target=args.target, device=args.device, dtype=args.dtype, **weights(args, args.drafter, keep_unused=False))
+        tasks.task_bench(args, pair, trees)
+        return
+    if args.category is not None or args.per_category is not None:
+        raise ConfigError("--category and --per-category go with --prompts-file")
     pair = load_pair(target=args.target, device=args.device, dtype=args.dtype, **weights(args, args.drafter, keep_unused=True))
     print(f"benchmarking on {pair.device.type}, {pair.dtype_name} ...", file=sys.stderr)
     result = bench_grid(

@@ -176,6 +176,16 @@ def _bench_parser(sub) -> None:
         choices=["chat", "extractive", "heldout"],
         help="built-in prompt set (heldout: topics the distilled draft never saw)",
     )
+    bench.add_argument(
+        "--prompts-file",
+        default=None,
+        help="JSONL prompts (Spec-Bench's question.jsonl format, or {\"prompt\": ...} lines; 'spec-bench': the shipped "
+        "Spec-Bench): measure per category instead of the grid (decode-only speedup with its 95%% range, tau, acceptance)",
+    )
+    bench.add_argument("--category", default=None, help="with --prompts-file: only this category (Spec-Bench: mt_bench, qa, rag, ...)")
+    bench.add_argument(
+        "--per-category", type=int, default=None, help="with --prompts-file: at most this many prompts per category, spread evenly"
+    )
     bench.add_argument("--baseline-prompts", type=int, default=4, help="prompts in the --baseline comparison")
     bench.add_argument(
         "--sequential", type=int, default=1, help="at batch 1, decode this many prompts one after another per cell (less noisy alpha)"

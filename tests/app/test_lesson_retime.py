@@ -78,7 +78,7 @@ def test_drafting_is_priced_measured_for_the_ngram_lookup_modelled_for_the_draft
     model, ngram, base = lane_of("model-open-spec"), lane_of("ngram-copy-spec"), lane_of("ngram-copy-ar")
     priced = h200_lane(model)
     assert priced.rate and priced.drafting == MODEL and priced.draft_ms > 0
-    assert "model, not a measurement" in priced.note and "distilled draft model's own shape" in priced.note
+    assert "model, not a measurement" in priced.note and "draft model's own shape" in priced.note
     ceiling = h200_lane(model, drafter="")  # no drafter named: nothing to price its drafting with
     assert ceiling.drafting == CEILING and ceiling.draft_ms == 0 and ceiling.rate > priced.rate
     assert "drafting not priced" in ceiling.note and "ceiling" in ceiling.note

@@ -117,3 +117,38 @@ def test_a_bad_recording_gets_one_line(edit, says, tmp_path):
     (tmp_path / "not.json").write_text("{")
     with pytest.raises(R.TaskRecordingError, match="is not JSON"):
         R.load(tmp_path / "not.json")
+
+
+def test_the_bench_measures_a_prompt_file_per_category_and_writes_a_recording(tmp_path, capsys):
+    import json
+
+    from engine.__main__ import main
+    from engine.bench import task_records
+
+    f = tmp_path / "mine.jsonl"
+    lines = [{"prompt": "Copy: red green blue red green blue", "category": "copy"}, {"prompt": "Say hi.", "category": "chat"}]
+    f.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    out = tmp_path / "rec.json"
+    argv = ["bench", "--prompts-file", str(f), "--batch", "1", "--depth", "0,3", "--drafter", "ngram"]
+    assert main([*argv, "--max-new-tokens", "6", "--repeats", "2", "--json", str(out), "--category", "copy"]) == 0
+    printed = capsys.readouterr().out
+    assert "batch 1                  copy" in printed and "n-gram, k 3" in printed
+    rec = task_records.load(out)
+    assert {r["task"] for r in rec["rows"]} == {"copy"} and [r["contender"] for r in rec["rows"]] == ["plain", "n-gram, k 3"]
+
+
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        (["--prompts-file", "/no/such.jsonl"], "cannot read the prompt file"),
+        (["--category", "qa"], "go with --prompts-file"),
+        (["--prompts-file", "spec-bench", "--category", "poetry"], "no prompt of task 'poetry'"),
+        (["--prompts-file", "spec-bench", "--depth", "0"], "give a --depth above 0"),
+    ],
+)
+def test_bad_prompt_file_options_get_one_line_before_any_model_loads(extra, says, capsys):
+    from engine.__main__ import main
+
+    assert main(["bench", "--drafter", "ngram", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and "\n" not in err and "Traceback" not in err

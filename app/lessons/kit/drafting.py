@@ -8,6 +8,7 @@ import functools
 import json
 from pathlib import Path
 
+from app.common.drafters import label as drafter_label
 from engine.costs import ModelCosts
 from engine.formats import head_weight_shapes
 from engine.roofline.architectures import Architecture
@@ -19,17 +20,10 @@ from engine.roofline.retime import DraftPrices, predicted_draft_prices, recorded
 ASSETS = Path(__file__).resolve().parents[3] / "assets"
 
 
-NAMES = {"model": "distilled draft model", "eagle": "EAGLE head", "ngram": "n-gram lookup"}
-
-
 GPU = "H200"
 
 
 DTYPE = "bfloat16"
-
-
-def name(drafter: str) -> str:
-    return NAMES.get(drafter, drafter or "drafter")
 
 
 def _config(folder: str) -> dict:
@@ -117,7 +111,7 @@ def prices(drafter: str) -> DraftPrices | None:
         return None
     roof = Roof.from_gpu(gpu(GPU), DTYPE)
     label = (
-        f"model, not a measurement: the {name(drafter)}'s own shape ({shape}) priced by the roofline predictor, one "
+        f"model, not a measurement: the {drafter_label(drafter)}'s own shape ({shape}) priced by the roofline predictor, one "
         f"draft pass per drafted position, at the {gpu(GPU).name}'s data-sheet peaks plus the CUDA-graph overhead measured on an H200 "
         "(engine/roofline/predictor.py)"
     )

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.common.drafters import label as drafter_label
 from app.lessons.kit import drafting, gpu
 from app.lessons.kit.figures import COLORS, TICK_CHARS, chunks, dress, esc, fit_foot, frame, grouped_bars, labelled, log_axis
+from engine.drafters import DRAFTERS
 from engine.roofline.retime import PassPrices, retime
 
 LABEL = "re-timed from H200 recordings, not run on a GPU"
@@ -30,7 +32,7 @@ NAMES = {
     "fixed": "all drafts",
     "gated": "gated",
 }
-NAMES |= {"ngram": "n-gram"}
+NAMES |= {kind: d.display for kind, d in DRAFTERS.items()}  # a drafter's lanes, by its registered name
 
 
 SKIP = {"runs", "batches", "rows", "measurement", "m", "seed"}
@@ -147,7 +149,7 @@ def h200_lane(lane: dict, drafter: str | None = None, shape: str = SHAPE, mode: 
     else:
         kind = CEILING
         how = (
-            f"{CEILING}: the {drafting.name(drafter)} has no H200 price (neither timed there nor a shape the predictor "
+            f"{CEILING}: the {drafter_label(drafter)} has no H200 price (neither timed there nor a shape the predictor "
             "can read), so this counts the target's passes alone, a ceiling on the rate"
         )
     note = f"{r.steps} decode steps at {r.target_ms / r.steps:.2f} ms per target pass on average; {how}"
@@ -341,9 +343,9 @@ def drafting_lines(m) -> list[str]:
     out = []
     for drafter, (kind, prices) in lines.items():
         if kind == CEILING:
-            out.append(f"The {drafting.name(drafter)}'s drafting is not priced: its bars count the target's passes alone, a ceiling.")
+            out.append(f"The {drafter_label(drafter)}'s drafting is not priced: its bars count the target's passes alone, a ceiling.")
         else:
-            out.append(f"Drafting with the {drafting.name(drafter)}: {prices.label}.")
+            out.append(f"Drafting with the {drafter_label(drafter)}: {prices.label}.")
     return out
 
 

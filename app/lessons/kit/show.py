@@ -57,10 +57,6 @@ def settings_note(m: dict, s: dict) -> None:
 NEARLY_FREE = knee.ROOM  # a pass within this factor of the one-token (or plain) pass counts as nearly free
 
 
-def drafter_label(kind: str) -> str:
-    return {"eagle": "EAGLE head", "model": "draft model", "ngram": "n-gram lookup"}.get(kind, kind)
-
-
 def consistent(run: dict) -> dict:
     """A run's compare numbers with its step cost taken from the lanes' means (step_costs), so the speedup's
     reason and the verify figure use one statistic, and its speedup the median over rounds (noise.speedup)."""

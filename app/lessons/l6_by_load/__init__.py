@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.common.drafters import label as drafter_label
 from app.common.measurement import CHOSEN, SHAPES, SPREAD, WARMUP
 from app.lessons.kit import knee, noise
 from app.lessons.kit.experiment import CURVE_HELP, DEPTHS, Claim, Experiment, Knob, Prediction, cell_rounds, model_drafter
@@ -34,7 +35,7 @@ from app.lessons.kit.rows import (
     winners,
 )
 from app.lessons.kit.runs import Job, cell_of_runs, machine_curve, median_run, timed_rounds
-from app.lessons.kit.show import drafter_label, noise_note, settings_note, show_chart, show_table
+from app.lessons.kit.show import noise_note, settings_note, show_chart, show_table
 from app.lessons.l6_by_load.charts import by_load_figure, depth_figure
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.common.drafters import label as drafter_label
 from app.common.measurement import CHOSEN, SPREAD, WARMUP
 from app.common.measurement import SHAPES as ROW_SHAPES
 from app.lessons.kit import knee, noise
@@ -23,15 +24,15 @@ from app.lessons.kit.rows import (
     smallest_plain,
 )
 from app.lessons.kit.runs import Job, cell_of_runs, machine_curve, median_run, timed_rounds
-from app.lessons.kit.show import drafter_label, noise_note, settings_note, show_chart, show_table
+from app.lessons.kit.show import noise_note, settings_note, show_chart, show_table
 from app.lessons.l0_one_step import show_tree_step
 from app.lessons.l7_width.charts import CAPTION, shapes_figure, width_figure, width_table
 from app.lessons.l7_width.goodput import FIXED, GOODPUT, goodput_conclusion, goodput_fields
 from app.views import metrics
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
-from engine.config import tree_capacity
 from engine.costs import ridge_tokens
+from engine.options import tree_capacity
 
 WIDTH_DEPTH, WIDTH_PROMPTS, WIDTH_TOKENS, WIDTH_ROUNDS = 4, 3, 16, 3  # most chain depth; prompts at batch 1; tokens; rounds
 
