@@ -62,6 +62,7 @@ BOUND: dict[str, dict[str, str]] = {
         "grid_trees": "Tree sizes",
         "grid_topk": "Tree top-k",
         "grid_rounds": "Rounds per cell",
+        "grid_prompts": "Prompts",
     },
     # Each lesson draws only its own knobs (app/lessons/experiments.py; a test keeps the two equal).
     "lessons": {

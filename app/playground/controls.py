@@ -22,13 +22,20 @@ from app.playground.policy_options import (
     parse_batch_table,
 )
 from engine import ConfigError, DecodeConfig
+from engine.bench.prompts import batch_prompts, prompt_set_list, spec_bench_sets
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))["prompts"]
 PROMPT_BY_ID = {p["id"]: p for p in PROMPTS}
+# Each Spec-Bench task as a prompt choice: its first prompt shown, and a batch filled with the task's own prompts
+TASKS = {
+    key: {"id": key, "title": f"{name} (a batch of its prompts)", "text": prompt_set_list(key)[0]}
+    for key, name in spec_bench_sets().items()
+}
+PROMPT_BY_ID |= TASKS
 CUSTOM = "✏️ Custom text…"
 # Bound widgets put their option *labels* in the URL, so the options are stable, readable labels.
-PROMPT_BY_TITLE = {p["title"]: p["id"] for p in PROMPTS} | {CUSTOM: "custom"}
+PROMPT_BY_TITLE = {p["title"]: p["id"] for p in PROMPTS} | {t["title"]: key for key, t in TASKS.items()} | {CUSTOM: "custom"}
 PROMPT_TITLES = list(PROMPT_BY_TITLE)
 PAIR_BY_LABEL = {p.label: key for key, p in resources.PRESETS.items()}
 PAIR_LABELS = list(PAIR_BY_LABEL)
@@ -82,7 +89,10 @@ class Settings:
         return parse_batch_table(self.table) if self.policy == "batch_table" else None
 
     def prompts(self) -> list[str]:
-        """The batch: the chosen prompt first, then different curated prompts, so sequences really differ."""
+        """The batch: the chosen prompt first, then different curated prompts, so sequences really differ; a
+        Spec-Bench task's batch is its own first prompts."""
+        if self.prompt_id in TASKS:
+            return batch_prompts(self.prompt_id, self.batch)
         first = self.custom_text if self.prompt_id == "custom" else PROMPT_BY_ID[self.prompt_id]["text"]
         others = [p["text"] for p in PROMPTS if p["id"] != self.prompt_id]
         return [first] + [others[i % len(others)] for i in range(self.batch - 1)]

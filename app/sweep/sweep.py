@@ -40,6 +40,7 @@ from app.views.sweep import (
 )
 from engine import ConfigError
 from engine.bench.harness import bench, tree_fits
+from engine.bench.prompts import spec_bench_sets
 from engine.costs import ridge_tokens
 from engine.decoding.passcurve import pass_costs
 from engine.drafters import drafter_name
@@ -189,6 +190,8 @@ st.markdown(
     "**The question this grid answers:** at which batch size does speculating k tokens stop paying on this "
     "machine, and does a deeper k stop paying at a smaller batch?"
 )
+PROMPT_SETS = {"SpecLab's chat prompts": "chat", "Copy this text (extractive)": "extractive"}  # label -> prompt set
+PROMPT_SETS |= {name: key for key, name in spec_bench_sets().items()}  # and each Spec-Bench task (engine/bench/prompts.py)
 GRID_DRAFTERS = drafters.choices()  # label -> kind, the registry's (engine/drafters/__init__.py)
 KINDS = list(GRID_DRAFTERS.values())
 PREFERRED = [kind for kind in reversed(KINDS) if drafter_name(pair, kind)]  # the registry's strongest first: the EAGLE head
@@ -217,7 +220,14 @@ with st.form("grid_form"):
         "probabilities falls below this (the token that crosses it is still proposed); k is "
         "then the most a step drafts. 0 = off.",
     )
-    t1, t2, t3 = st.columns([3, 1, 1])
+    t1, t2, t3, t4 = st.columns([3, 1, 1, 2])
+    grid_prompts = t4.selectbox(
+        "Prompts",
+        list(PROMPT_SETS),
+        **bound(PAGE, "grid_prompts"),
+        help="What the rows decode: SpecLab's chat prompts, copy-this-text prompts (n-gram lookup's best case), or one "
+        "task of Spec-Bench (the Benchmarks page measures them all).",
+    )
     grid_trees = t1.multiselect(
         "Draft-tree sizes (nodes; each at every depth it fits, beside the chains)",
         [8, 16, 24, 32, 48, 64],
@@ -255,6 +265,7 @@ if first_run:
         "grid_trees": grid_trees,
         "grid_topk": grid_topk,
         "grid_rounds": grid_rounds,
+        "grid_prompts": grid_prompts,
     }
     st.session_state["sweep_notices"] = url_fallbacks(raw, values, BOUND[PAGE])
 for notice in st.session_state["sweep_notices"]:
@@ -302,6 +313,7 @@ if go_grid:
                     sorted(grid_depths),
                     drafter=kind,
                     max_new_tokens=tokens,
+                    prompt_set=PROMPT_SETS[grid_prompts],
                     repeats=grid_rounds,
                     confidences=[float(confidence) if kind != "ngram" else 0.0],
                     policy=["fixed", *ADAPTIVE] if adaptive else "fixed",
@@ -317,6 +329,8 @@ if grid:
     has_adaptive = any(r.get("policy", "fixed") != "fixed" for r in grid["rows"])
     st.plotly_chart(speedup_figure(grid["rows"]), width="stretch", key="grid_fig")
     st.dataframe(grid_table(grid["rows"]), hide_index=True)
+    shown = {key: name for name, key in PROMPT_SETS.items()}.get(grid.get("prompt_set", "chat"), grid.get("prompt_set"))
+    st.caption(f"Prompts: {md_escape(str(shown))} (the rows of a batch of B: the set's first B prompts, repeated where it has fewer).")
     st.markdown(grid_verdicts(grid["rows"]))
     st.caption(RULE)
     unfair = grid_contention_note(grid["rows"])

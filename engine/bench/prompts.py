@@ -51,11 +51,26 @@ def heldout_prompts(n: int = 16) -> list[str]:
     return prompts[:n]
 
 
+SPEC_BENCH_SET = "spec-bench:"  # a prompt set "spec-bench:<task>": one task of Spec-Bench (assets/spec_bench/)
+
+
+def spec_bench_sets() -> dict[str, str]:
+    """prompt set -> its name in a table, one per Spec-Bench task ("spec-bench:qa" -> "Spec-Bench: QA")."""
+    from engine.bench.prompt_files import SPEC_BENCH, read_prompts, task_name, tasks
+
+    return {SPEC_BENCH_SET + t: f"Spec-Bench: {task_name(t)}" for t in tasks(read_prompts(SPEC_BENCH))}
+
+
 def prompt_set_list(prompt_set: str) -> list[str]:
+    """The prompts of a set: chat, extractive, heldout, or spec-bench:<task> (that task's first turns, in order)."""
     if prompt_set == "heldout":
         return heldout_prompts()
+    if prompt_set.startswith(SPEC_BENCH_SET):
+        from engine.bench.prompt_files import SPEC_BENCH, read_prompts, select
+
+        return [p.text for p in select(read_prompts(SPEC_BENCH), task=prompt_set[len(SPEC_BENCH_SET) :])]
     if prompt_set not in PROMPT_SETS:
-        raise ValueError(f"unknown prompt set {prompt_set!r}: choose chat, extractive or heldout")
+        raise ValueError(f"unknown prompt set {prompt_set!r}: choose chat, extractive, heldout or spec-bench:<task>")
     return PROMPT_SETS[prompt_set]
 
 

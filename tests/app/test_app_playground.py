@@ -160,6 +160,17 @@ def test_batch_of_two_uses_different_prompts():
     assert "sequence 2" in _html(at)
 
 
+def test_a_spec_bench_task_fills_the_batch_with_its_own_prompts():
+    from engine.bench.prompts import batch_prompts
+
+    at = _app(prompt="Spec-Bench: QA (a batch of its prompts)", tokens=8, batch=2, depth=2)
+    assert not at.exception and not at.warning
+    at.button(key="run").click().run()
+    assert not at.exception and not at.error
+    prompts = [s["prompt"] for s in at.session_state["result"]["ar"].sequences]
+    assert prompts == batch_prompts("spec-bench:qa", 2)
+
+
 def test_empty_custom_prompt_is_named():
     at = _app(prompt=CUSTOM)
     at.button(key="run").click().run()

@@ -164,3 +164,22 @@ def test_sweep_rounds_are_kept_per_cell_and_the_one_rule_names_the_winner():
     lines = "\n".join(m.value for m in at.markdown)
     assert sweep.grid_verdicts(grid["rows"]) in lines and f"{v.kind}" in sweep.grid_verdicts(grid["rows"])
     assert RULE in "\n".join(c.value for c in at.caption) and "3 interleaved rounds per cell" in "\n".join(c.value for c in at.caption)
+
+
+def test_the_grid_decodes_one_task_of_spec_bench():
+    """The Prompts choice: a Spec-Bench task's first turns fill the grid's rows, and the page says which prompts."""
+    from engine.bench.prompts import prompt_set_list
+
+    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=300)
+    at.switch_page("sweep/sweep.py")
+    at.run()
+    at.multiselect(key="grid_batches").set_value([1])
+    at.multiselect(key="grid_depths").set_value([2])
+    at.radio(key="grid_drafter").set_value("n-gram")
+    at.slider(key="grid_tokens").set_value(8)
+    at.selectbox(key="grid_prompts").set_value("Spec-Bench: QA")
+    at.button[1].click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    grid = at.session_state["grid"]
+    assert grid["prompt_set"] == "spec-bench:qa" and prompt_set_list("spec-bench:qa")[0].startswith(grid["rows"][0].get("prompt", "")[:20])
+    assert "Prompts: Spec-Bench: QA" in "\n".join(c.value for c in at.caption).replace("\\", "")
