@@ -295,11 +295,12 @@ static inline __m512 sum16(const __m512 *v) {
 
 /* ---- attention of a pass's queries, each KV column read once per (row, kv head) ------------------------------
  * A task is one row's kv head j over one segment of ATT_SEG columns: all its queries at once (the `groups` query heads
- * that share j, times the row's n new tokens: Q = groups * n), a block of 16 columns at a time. A block's keys and values
- * are read once into a float32 tile (converted from bfloat16 where the buffers hold it, zero-padded past the window
- * and past d) and every query of the task uses them from L1: 16 scores per query by one transposing sum (`sum16`),
- * plus the bias; an online softmax (the running maximum m, the running sum l, the accumulator rescaled when m rises);
- * the values times the probabilities, 4 queries x 64 lanes per register tile. Segments split a long window over the
+ * that share j, times the row's n new tokens: Q = groups * n), a block of 16 columns at a time, fetched ATT_PF blocks
+ * ahead. A block's keys and values are read once into a tile that every query of the task uses from L1: bfloat16 keys
+ * under bfloat16 queries as column-major pairs (`att_key_pairs`: AVX512-BF16's pair products land in the 16 columns'
+ * lanes), else float32 rows (converted, zero-padded past the window and past d) and one transposing sum per query
+ * (`sum16`); plus the bias; an online softmax (the running maximum m, the running sum l, the accumulator rescaled when m
+ * rises); the float32 values times the probabilities, 4 queries x 64 lanes per register tile. Segments split a long window over the
  * team; `attend_combine` merges their (m, l, acc) per query. A segment's boundaries are fixed column indices, so a
  * query's arithmetic does not depend on how many queries its pass holds: a masked column adds an exact zero.
  * q: token m's query head h at q + m * qstride + h * d (bfloat16 when `bf`); k, v: (B, n_kv, cap, d) in bfloat16
@@ -307,6 +308,7 @@ static inline __m512 sum16(const __m512 *v) {
  * n_heads * d) in q's dtype. Numerics: float32 products and sums, vexp within ~1 ulp of expf. */
 #define ATT_SEG 512 /* columns per task */
 #define ATT_QT 4    /* queries per register tile of the value product */
+#define ATT_PF 2    /* blocks of keys and values fetched ahead (2 to 16 measured alike) */
 
 typedef struct {
   const void *q, *k, *v;
@@ -342,6 +344,72 @@ static inline __attribute__((always_inline)) void att_scores(const float *qf, co
   }
 }
 
+static inline void transpose16(__m512i *r) { /* a 16 x 16 matrix of 32-bit elements, in place: r[k] lane t = old r[t] lane k */
+  __m512i a[16], b[16], c[16];
+  for (int i = 0; i < 8; i++) {
+    a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {
+    b[4 * i] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+    b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+  }
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) {
+      c[8 * i + j] = _mm512_shuffle_i32x4(b[8 * i + j], b[8 * i + 4 + j], 0x88);
+      c[8 * i + 4 + j] = _mm512_shuffle_i32x4(b[8 * i + j], b[8 * i + 4 + j], 0xdd);
+    }
+  for (int j = 0; j < 8; j++) {
+    r[j] = _mm512_shuffle_i32x4(c[j], c[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_i32x4(c[j], c[8 + j], 0xdd);
+  }
+}
+
+static void att_key_pairs(const uint16_t *kb, int rows, int d, uint32_t *kt) {
+  /* a block's bfloat16 keys by pair: kt[p * 16 + t] = key t's pair p (elements 2p, 2p + 1), zero past `rows` */
+  for (int p0 = 0; p0 < d / 2; p0 += 16) {
+    __m512i r[16];
+    for (int t = 0; t < 16; t++) r[t] = t < rows ? _mm512_loadu_si512(kb + (int64_t)t * d + 2 * p0) : _mm512_setzero_si512();
+    transpose16(r);
+    for (int k = 0; k < 16; k++) _mm512_storeu_si512(kt + (int64_t)(p0 + k) * 16, r[k]);
+  }
+}
+
+static inline __attribute__((always_inline)) void att_scores_bf16(const uint16_t *qb, const uint32_t *kt, const float *brow, int64_t bstride,
+                                                                  int Q, int pairs, int dp, __mmask16 cm, float scale, float *s) {
+  /* att_scores over bfloat16 queries and keys as they are: AVX512-BF16's pair products (exact in float32) into the 16
+   * columns' lanes, even and odd pairs summed apart in float32 and then added; 4 queries share each load of the keys.
+   * No horizontal sums, and the keys are not converted. */
+  __m512 ninf = _mm512_set1_ps(-INFINITY), vscale = _mm512_set1_ps(scale);
+  for (int q0 = 0; q0 < Q; q0 += 4) {
+    __m512 a[4][2];
+    const uint32_t *qp[4];
+    for (int i = 0; i < 4; i++) {
+      a[i][0] = a[i][1] = _mm512_setzero_ps();
+      qp[i] = (const uint32_t *)(qb + (int64_t)(q0 + i) * dp); /* rows past Q are zero */
+    }
+    for (int p = 0; p < pairs; p += 2) {
+      __m512i k0 = _mm512_loadu_si512(kt + (int64_t)p * 16), k1 = _mm512_loadu_si512(kt + (int64_t)(p + 1) * 16);
+      for (int i = 0; i < 4; i++) {
+        DOT_BF16(a[i][0], k0, _mm512_set1_epi32((int)qp[i][p]));
+        DOT_BF16(a[i][1], k1, _mm512_set1_epi32((int)qp[i][p + 1]));
+      }
+    }
+    for (int i = 0; i < 4 && q0 + i < Q; i++) {
+      __m512 bw = _mm512_mask_loadu_ps(ninf, cm, brow + (q0 + i) * bstride);
+      __m512 sc = _mm512_add_ps(bw, _mm512_mul_ps(vscale, _mm512_add_ps(a[i][0], a[i][1])));
+      _mm512_storeu_ps(s + (q0 + i) * 16, _mm512_mask_mov_ps(sc, _mm512_cmp_ps_mask(bw, ninf, _CMP_EQ_OQ), ninf));
+    }
+  }
+}
+
+static inline void att_prefetch(const void *p, int64_t row0, int rows, int d, int es) { /* rows of a later block, into L1 */
+  const char *c = (const char *)p + row0 * d * es;
+  for (int64_t o = 0; o < (int64_t)rows * d * es; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+}
+
 static void att_values(const float *vf, const float *s, float *acc, int Qp, int dp) { /* acc[q] += sum_t p[q][t] * v[t] */
   for (int q0 = 0; q0 < Qp; q0 += ATT_QT)
     for (int c0 = 0; c0 < dp; c0 += 64) {
@@ -373,12 +441,14 @@ static void att_softmax(float *s, float *m, float *l, float *acc, int Q, int dp)
   __m512 ninf = _mm512_set1_ps(-INFINITY);
   for (int q = 0; q < Q; q++) {
     __m512 sc = _mm512_loadu_ps(s + q * 16);
-    float bm = _mm512_reduce_max_ps(sc), mo = m[q];
-    if (bm == -INFINITY) {
-      _mm512_storeu_ps(s + q * 16, _mm512_setzero_ps());
-      continue;
-    }
-    if (bm > mo) { /* a new maximum: what was summed so far scales by exp(m_old - m_new) */
+    float mo = m[q];
+    if (!_mm512_cmp_ps_mask(sc, _mm512_set1_ps(mo), _CMP_GT_OQ)) { /* no new maximum (the common block) */
+      if (mo == -INFINITY) { /* nor any live column yet */
+        _mm512_storeu_ps(s + q * 16, _mm512_setzero_ps());
+        continue;
+      }
+    } else { /* a new maximum: what was summed so far scales by exp(m_old - m_new) */
+      float bm = _mm512_reduce_max_ps(sc);
       __m512 alpha = _mm512_set1_ps(mo == -INFINITY ? 0.0f : expf(mo - bm));
       for (int c = 0; c < dp; c += 16) _mm512_storeu_ps(acc + (int64_t)q * dp + c, _mm512_mul_ps(alpha, _mm512_loadu_ps(acc + (int64_t)q * dp + c)));
       _mm512_storeu_ps(l + q * 16, _mm512_mul_ps(alpha, _mm512_loadu_ps(l + q * 16)));
@@ -411,18 +481,40 @@ static void attend_task(const attn_t *A, int task, float *ws, float *part) {
   }
   const float *bias = A->bias + (int64_t)bj * Q * A->window;
   int64_t kv0 = (int64_t)bj * A->cap;
+  int es = A->kvbf ? 2 : 4, raw = A->bf && A->kvbf && d % 32 == 0; /* raw: bfloat16 scores straight from the buffer */
+  if (raw) /* the queries as bfloat16 pairs, in place (each row's floats are read before a later row's pairs land on them) */
+    for (int q = 0; q < Qp; q++)
+      for (int c = 0; c < d; c += 16)
+        _mm256_storeu_si256((__m256i *)((uint16_t *)qf + (int64_t)q * dp + c), _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(_mm512_loadu_ps(qf + (int64_t)q * dp + c)), 16)));
+  for (int c0 = c_begin; c0 < c_begin + ATT_PF * 16 && c0 < c_end; c0 += 16) {
+    att_prefetch(A->k, kv0 + c0, c_end - c0 < 16 ? c_end - c0 : 16, d, es);
+    att_prefetch(A->v, kv0 + c0, c_end - c0 < 16 ? c_end - c0 : 16, d, es);
+  }
   for (int c0 = c_begin; c0 < c_end; c0 += 16) {
+    int ahead = c0 + ATT_PF * 16;
+    if (ahead < c_end) {
+      att_prefetch(A->k, kv0 + ahead, c_end - ahead < 16 ? c_end - ahead : 16, d, es);
+      att_prefetch(A->v, kv0 + ahead, c_end - ahead < 16 ? c_end - ahead : 16, d, es);
+    }
     int cols = c_end - c0 < 16 ? c_end - c0 : 16;
     __mmask16 cm = tail(cols), any = 0;
     for (int q = 0; q < Q && !any; q++)
       any = _mm512_mask_cmp_ps_mask(cm, _mm512_maskz_loadu_ps(cm, bias + (int64_t)q * A->window + c0), _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
     if (!any) continue; /* every query masked here (left padding, holes, a row's unused columns) */
-    att_load_tile(A->k, kv0 + c0, cols, d, dp, A->kvbf, kf);
     att_load_tile(A->v, kv0 + c0, cols, d, dp, A->kvbf, vf);
-    if (chunks == 4)
-      att_scores(qf, kf, bias + c0, A->window, Q, 4, dp, cm, A->scale, s);
-    else
-      att_scores(qf, kf, bias + c0, A->window, Q, chunks, dp, cm, A->scale, s);
+    if (raw) {
+      att_key_pairs((const uint16_t *)A->k + (kv0 + c0) * d, cols, d, (uint32_t *)kf);
+      if (d == 64)
+        att_scores_bf16((const uint16_t *)qf, (const uint32_t *)kf, bias + c0, A->window, Q, 32, dp, cm, A->scale, s);
+      else
+        att_scores_bf16((const uint16_t *)qf, (const uint32_t *)kf, bias + c0, A->window, Q, d / 2, dp, cm, A->scale, s);
+    } else {
+      att_load_tile(A->k, kv0 + c0, cols, d, dp, A->kvbf, kf);
+      if (chunks == 4)
+        att_scores(qf, kf, bias + c0, A->window, Q, 4, dp, cm, A->scale, s);
+      else
+        att_scores(qf, kf, bias + c0, A->window, Q, chunks, dp, cm, A->scale, s);
+    }
     att_softmax(s, m, l, acc, Q, dp);
     att_values(vf, s, acc, Qp, dp);
   }
