@@ -162,7 +162,8 @@ def _check_buffers(k_buf, v_buf, bsz: int, n: int, n_kv: int, d: int, col0: int,
     ):
         want = f"(>= {bsz}, {n_kv}, cap, {d})"
         raise ValueError(
-            f"layer_forward: k_buf and v_buf must be contiguous float32 (or {dt}) CPU {want}; got {_describe(k_buf)}, {_describe(v_buf)}"
+            f"layer_forward: k_buf and v_buf must be contiguous float32{'' if dt == torch.float32 else f' (or {dt})'} CPU {want}; "
+            f"got {_describe(k_buf)}, {_describe(v_buf)}"
         )
     if col0 + n > shape[2] or window > shape[2]:
         raise ValueError(f"layer_forward: columns {col0}..{col0 + n - 1} and a window of {window} must fit the buffers' {shape[2]} columns")

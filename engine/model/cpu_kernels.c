@@ -317,14 +317,15 @@ typedef struct {
   int64_t qstride;
   int bf, kvbf, cap, window, B, n, n_heads, n_kv, d, segs;
   float scale;
+  int amx; /* the bfloat16 scores on AMX's tiles (`amx_ready`) */
 } attn_t;
 
 static inline __mmask16 tailz(int64_t left) { return left <= 0 ? (__mmask16)0 : tail(left); }
 static inline int att_dp(int d) { return (d + 63) / 64 * 64; } /* d padded to whole register tiles */
 static inline int att_qp(const attn_t *A) { return (A->n_heads / A->n_kv * A->n + ATT_QT - 1) / ATT_QT * ATT_QT; }
-static size_t attend_workspace(const attn_t *A) { /* floats of one thread's workspace */
-  size_t dp = att_dp(A->d), qp = att_qp(A);
-  return qp * dp * 2 + qp * 16 * 2 + qp + 16 * dp * 2 + 16;
+static size_t attend_workspace(const attn_t *A) { /* floats of one thread's workspace (AMX's operands last) */
+  size_t dp = att_dp(A->d), qp = att_qp(A), q16 = (qp + 15) / 16 * 16;
+  return qp * dp * 2 + qp * 16 * 2 + qp + 16 * dp * 2 + 16 + q16 * dp / 2 + 256 + 8 * dp;
 }
 
 static inline __attribute__((always_inline)) void att_scores(const float *qf, const float *kf, const float *brow, int64_t bstride,
@@ -405,6 +406,83 @@ static inline __attribute__((always_inline)) void att_scores_bf16(const uint16_t
   }
 }
 
+/* AMX (where the compiler targets it and the OS lets the process use it): a block's 16 x Q scores of bfloat16 keys and
+ * queries as one tile product per 32 elements of d, float32 sums (16 tiles of queries at most in flight: one at a
+ * time). The AVX-512 products above are the fallback, so a CPU without AMX runs the same kernel. */
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#include <sys/syscall.h>
+#include <unistd.h>
+static int amx_state; /* 0: not asked yet; 1: usable; -1: refused */
+static int amx_ready(void) { /* outside parallel regions: the permission is the process's (Linux, arch_prctl) */
+  if (!amx_state) amx_state = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0 ? 1 : -1;
+  return amx_state > 0;
+}
+
+typedef struct {
+  uint8_t palette, start_row, zero[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} __attribute__((packed)) tilecfg_t;
+
+static void amx_config(void) { /* tile 0: 16 columns x 16 queries of float32 scores; 1: 16 keys x 32 bfloat16; 2: 16 pairs x 16 queries */
+  tilecfg_t c;
+  memset(&c, 0, sizeof c);
+  c.palette = 1;
+  for (int t = 0; t < 3; t++) {
+    c.rows[t] = 16;
+    c.colsb[t] = 64;
+  }
+  _tile_loadconfig(&c);
+}
+
+static void att_query_pairs(const uint16_t *qb, int Qp, int d, int dp, uint32_t *qt) {
+  /* the queries as the tile product's second operand: qt[((tile * d / 32 + kc) * 16 + r) * 16 + i] = query 16 tile + i's
+   * pair 16 kc + r (zero past Qp) */
+  for (int t = 0; t < (Qp + 15) / 16; t++)
+    for (int kc = 0; kc < d / 32; kc++)
+      for (int r = 0; r < 16; r++)
+        for (int i = 0; i < 16; i++) {
+          int q = t * 16 + i;
+          qt[((t * (d / 32) + kc) * 16 + r) * 16 + i] = q < Qp ? ((const uint32_t *)(qb + (int64_t)q * dp))[kc * 16 + r] : 0;
+        }
+}
+
+static void att_scores_amx(const uint32_t *qt, const uint16_t *kb, int rows, int d, const float *brow, int64_t bstride, int Q, __mmask16 cm,
+                           float scale, float *s, float *ct, uint16_t *kpad) {
+  __m512 ninf = _mm512_set1_ps(-INFINITY), vscale = _mm512_set1_ps(scale);
+  if (rows < 16) { /* a last block: its keys zero-padded to 16 rows (the rows past the window may be past the buffer) */
+    memset(kpad, 0, sizeof(uint16_t) * 16 * d);
+    memcpy(kpad, kb, sizeof(uint16_t) * rows * d);
+    kb = kpad;
+  }
+  for (int q0 = 0; q0 < Q; q0 += 16) {
+    _tile_zero(0);
+    for (int kc = 0; kc < d / 32; kc++) {
+      _tile_loadd(1, kb + kc * 32, d * 2);
+      _tile_loadd(2, qt + (int64_t)((q0 / 16) * (d / 32) + kc) * 256, 64);
+      _tile_dpbf16ps(0, 1, 2);
+    }
+    _tile_stored(0, ct, 64);
+    __m512i r[16];
+    for (int k = 0; k < 16; k++) r[k] = _mm512_loadu_si512(ct + k * 16);
+    transpose16(r); /* r[i] lane t: column t's score for query q0 + i */
+    for (int i = 0; i < 16 && q0 + i < Q; i++) {
+      __m512 bw = _mm512_mask_loadu_ps(ninf, cm, brow + (q0 + i) * bstride);
+      __m512 sc = _mm512_add_ps(bw, _mm512_mul_ps(vscale, _mm512_castsi512_ps(r[i])));
+      _mm512_storeu_ps(s + (q0 + i) * 16, _mm512_mask_mov_ps(sc, _mm512_cmp_ps_mask(bw, ninf, _CMP_EQ_OQ), ninf));
+    }
+  }
+}
+#else
+static int amx_ready(void) { return 0; }
+static void amx_config(void) {}
+static void att_query_pairs(const uint16_t *qb, int Qp, int d, int dp, uint32_t *qt) { (void)qb, (void)Qp, (void)d, (void)dp, (void)qt; }
+static void att_scores_amx(const uint32_t *qt, const uint16_t *kb, int rows, int d, const float *brow, int64_t bstride, int Q, __mmask16 cm,
+                           float scale, float *s, float *ct, uint16_t *kpad) {
+  (void)qt, (void)kb, (void)rows, (void)d, (void)brow, (void)bstride, (void)Q, (void)cm, (void)scale, (void)s, (void)ct, (void)kpad;
+}
+#endif
+
 static inline void att_prefetch(const void *p, int64_t row0, int rows, int d, int es) { /* rows of a later block, into L1 */
   const char *c = (const char *)p + row0 * d * es;
   for (int64_t o = 0; o < (int64_t)rows * d * es; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
@@ -430,6 +508,10 @@ static void att_values(const float *vf, const float *s, float *acc, int Qp, int 
 }
 
 static void att_load_tile(const void *src, int64_t row0, int rows, int d, int dp, int bf, float *dst) { /* rows x d, zero-padded to 16 x dp */
+  if (rows == 16 && d == dp) { /* a whole block: 16 consecutive rows, nothing to pad */
+    for (int64_t i = 0; i < 16 * (int64_t)d; i += 16) _mm512_storeu_ps(dst + i, vload(src, row0 * d + i, bf, 0xffff));
+    return;
+  }
   for (int t = 0; t < 16; t++)
     for (int c = 0; c < dp; c += 16) {
       __mmask16 m = t < rows ? tailz(d - c) : 0;
@@ -467,7 +549,7 @@ static void attend_task(const attn_t *A, int task, float *ws, float *part) {
   int bj = task / A->segs, seg = task % A->segs, b = bj / A->n_kv, j = bj % A->n_kv;
   int c_begin = seg * ATT_SEG, c_end = c_begin + ATT_SEG < A->window ? c_begin + ATT_SEG : A->window;
   float *qf = ws, *acc = qf + (size_t)Qp * dp, *s = acc + (size_t)Qp * dp, *l = s + Qp * 16, *m = l + Qp * 16;
-  float *kf = m + Qp, *vf = kf + 16 * dp;
+  float *kf = m + Qp, *vf = kf + 16 * dp, *ct = vf + 16 * dp + 16, *qt = ct + 256, *kpad = qt + (size_t)(Qp + 15) / 16 * 16 * dp / 2;
   for (int q = 0; q < Qp; q++) {
     int g = q / n, i = q % n, hq = j * groups + g;
     for (int c = 0; c < dp; c += 16) {
@@ -486,6 +568,11 @@ static void attend_task(const attn_t *A, int task, float *ws, float *part) {
     for (int q = 0; q < Qp; q++)
       for (int c = 0; c < d; c += 16)
         _mm256_storeu_si256((__m256i *)((uint16_t *)qf + (int64_t)q * dp + c), _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(_mm512_loadu_ps(qf + (int64_t)q * dp + c)), 16)));
+  int amx = raw && A->amx;
+  if (amx) {
+    amx_config();
+    att_query_pairs((const uint16_t *)qf, Qp, d, dp, (uint32_t *)qt);
+  }
   for (int c0 = c_begin; c0 < c_begin + ATT_PF * 16 && c0 < c_end; c0 += 16) {
     att_prefetch(A->k, kv0 + c0, c_end - c0 < 16 ? c_end - c0 : 16, d, es);
     att_prefetch(A->v, kv0 + c0, c_end - c0 < 16 ? c_end - c0 : 16, d, es);
@@ -502,7 +589,9 @@ static void attend_task(const attn_t *A, int task, float *ws, float *part) {
       any = _mm512_mask_cmp_ps_mask(cm, _mm512_maskz_loadu_ps(cm, bias + (int64_t)q * A->window + c0), _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
     if (!any) continue; /* every query masked here (left padding, holes, a row's unused columns) */
     att_load_tile(A->v, kv0 + c0, cols, d, dp, A->kvbf, vf);
-    if (raw) {
+    if (amx)
+      att_scores_amx((const uint32_t *)qt, (const uint16_t *)A->k + (kv0 + c0) * d, cols, d, bias + c0, A->window, Q, cm, A->scale, s, ct, (uint16_t *)kpad);
+    else if (raw) {
       att_key_pairs((const uint16_t *)A->k + (kv0 + c0) * d, cols, d, (uint32_t *)kf);
       if (d == 64)
         att_scores_bf16((const uint16_t *)qf, (const uint32_t *)kf, bias + c0, A->window, Q, 32, dp, cm, A->scale, s);
@@ -552,6 +641,9 @@ static void attend_team(const attn_t *A, float *part) { /* inside a parallel reg
   int tasks = A->B * A->n_kv * A->segs, Q = A->n_heads / A->n_kv * A->n;
 #pragma omp for schedule(static)
   for (int t = 0; t < tasks; t++) attend_task(A, t, ws, part);
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+  if (A->amx) _tile_release();
+#endif
 #pragma omp for schedule(static)
   for (int r = 0; r < A->B * A->n_kv * Q; r++) attend_combine(A, r, part);
   free(ws);
@@ -563,7 +655,7 @@ static float *attend_part(const attn_t *A) { /* the segments' (m, l, acc) per qu
 
 void attention(const void *q, int64_t qstride, int bf, const void *k, const void *v, int kvbf, int cap, const float *bias, int window, int B,
                int n, int n_heads, int n_kv, int d, float scale, void *out, int nthreads) {
-  attn_t A = {q, k, v, bias, out, qstride, bf, kvbf, cap, window, B, n, n_heads, n_kv, d, (window + ATT_SEG - 1) / ATT_SEG, scale};
+  attn_t A = {q, k, v, bias, out, qstride, bf, kvbf, cap, window, B, n, n_heads, n_kv, d, (window + ATT_SEG - 1) / ATT_SEG, scale, amx_ready()};
   float *part = attend_part(&A);
 #pragma omp parallel num_threads(nthreads)
   attend_team(&A, part);
@@ -591,7 +683,7 @@ void layer_forward(void *x, int B, int n, int H, int bf, const void *cos, const 
   size_t es = bf ? 2 : 4;
   char *h = malloc(es * (size_t)M * H), *qkv = malloc(es * (size_t)M * nqkv), *a = malloc(es * (size_t)M * nq);
   char *gu = malloc(es * (size_t)M * 2 * inter), *mid = malloc(es * (size_t)M * inter), *o = malloc(es * (size_t)M * H);
-  attn_t A = {qkv, kbuf, vbuf, bias, a, nqkv, bf, kvbf, cap, window, B, n, n_heads, n_kv, d, (window + ATT_SEG - 1) / ATT_SEG, scale};
+  attn_t A = {qkv, kbuf, vbuf, bias, a, nqkv, bf, kvbf, cap, window, B, n, n_heads, n_kv, d, (window + ATT_SEG - 1) / ATT_SEG, scale, amx_ready()};
   float *part = attend_part(&A);
 #pragma omp parallel num_threads(nthreads)
   { /* every step is a worksharing loop of the team, each ending in its barrier */

@@ -140,3 +140,39 @@ def test_what_the_native_attention_does_not_take_falls_back():
     assert cpukernels.attention(q.transpose(1, 2).contiguous().transpose(1, 2), k, v, bias, 0.125) is None  # rows not contiguous
     assert cpukernels.attention(q, k.transpose(2, 3), v, bias, 0.125) is None
     assert cpukernels.attention(q, k, v, bias[:, :5], 0.125) is None  # a bias of another shape
+
+
+@needs_kernels
+@pytest.mark.parametrize("batch,n,past", [(1, 1, 600), (2, 4, 1100), (3, 16, 40)])
+def test_a_bfloat16_layer_over_bfloat16_buffers_equals_it_over_float32_buffers(batch, n, past):
+    """cpukernels.layer in bfloat16 over the native route's bfloat16 buffers and over float32 ones: the same keys and
+    values stored (they are bfloat16 values either way), the same output to bfloat16 rounding."""
+    from engine.model.pass_masks import rope_tables
+
+    gen = torch.Generator().manual_seed(batch + n + past)
+    hidden, heads, kv, d, inter = 576, 9, 3, 64, 1536
+
+    def rnd(*shape, s=0.05):
+        return (torch.randn(*shape, generator=gen) * s).to(torch.bfloat16)
+
+    weights = (
+        1 + rnd(hidden),
+        rnd((heads + 2 * kv) * d, hidden),
+        rnd(hidden, heads * d),
+        1 + rnd(hidden),
+        rnd(2 * inter, hidden),
+        rnd(hidden, inter),
+    )
+    packed = tuple(w if w.dim() == 1 else cpukernels.Packed(w) for w in weights)
+    window, cap = past + n, past + n + 8
+    x = rnd(batch, n, hidden, s=1.0)
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))
+    cos, sin = rope_tables((past + torch.arange(n))[None].expand(batch, n), inv_freq, torch.bfloat16)
+    keys, values = rnd(batch, kv, cap, d, s=1.0), rnd(batch, kv, cap, d, s=1.0)
+    bias = attention_bias(make_mask(batch, n, past, ragged=True), kv, heads // kv)
+    k32, v32, k16, v16 = keys.float(), values.float(), keys.clone(), values.clone()
+    assert cpukernels.layer_ready(x, packed, k16, d) and cpukernels.layer_ready(x, packed, k32, d)
+    out32 = cpukernels.layer(x.clone(), cos, sin, k32, v32, past, window, bias, packed, heads, kv, d, 1e-5, d**-0.5)
+    out16 = cpukernels.layer(x.clone(), cos, sin, k16, v16, past, window, bias, packed, heads, kv, d, 1e-5, d**-0.5)
+    assert torch.equal(k16.float(), k32) and torch.equal(v16.float(), v32)
+    torch.testing.assert_close(out16.float(), out32.float(), rtol=2 / 128, atol=2e-2)
