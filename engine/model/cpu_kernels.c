@@ -435,6 +435,14 @@ static void amx_config(void) { /* tile 0: 16 columns x 16 queries of float32 sco
   _tile_loadconfig(&c);
 }
 
+static void amx_save(float *cfg) { _tile_storeconfig(cfg); } /* 64 bytes: zeros where no tiles are configured */
+static void amx_restore(const float *cfg) {
+  if (((const uint8_t *)cfg)[0])
+    _tile_loadconfig(cfg);
+  else
+    _tile_release();
+}
+
 static void att_query_pairs(const uint16_t *qb, int Qp, int d, int dp, uint32_t *qt) {
   /* the queries as the tile product's second operand: qt[((tile * d / 32 + kc) * 16 + r) * 16 + i] = query 16 tile + i's
    * pair 16 kc + r (zero past Qp) */
@@ -476,6 +484,8 @@ static void att_scores_amx(const uint32_t *qt, const uint16_t *kb, int rows, int
 #else
 static int amx_ready(void) { return 0; }
 static void amx_config(void) {}
+static void amx_save(float *cfg) { (void)cfg; }
+static void amx_restore(const float *cfg) { (void)cfg; }
 static void att_query_pairs(const uint16_t *qb, int Qp, int d, int dp, uint32_t *qt) { (void)qb, (void)Qp, (void)d, (void)dp, (void)qt; }
 static void att_scores_amx(const uint32_t *qt, const uint16_t *kb, int rows, int d, const float *brow, int64_t bstride, int Q, __mmask16 cm,
                            float scale, float *s, float *ct, uint16_t *kpad) {
@@ -637,13 +647,12 @@ static void attend_combine(const attn_t *A, int r, const float *part) { /* one (
 }
 
 static void attend_team(const attn_t *A, float *part) { /* inside a parallel region: the tasks, the team's barrier, the merge */
-  float *ws = malloc(sizeof(float) * attend_workspace(A));
+  float *ws = malloc(sizeof(float) * (attend_workspace(A) + 16));
+  if (A->amx) amx_save(ws + attend_workspace(A));
   int tasks = A->B * A->n_kv * A->segs, Q = A->n_heads / A->n_kv * A->n;
 #pragma omp for schedule(static)
   for (int t = 0; t < tasks; t++) attend_task(A, t, ws, part);
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
-  if (A->amx) _tile_release();
-#endif
+  if (A->amx) amx_restore(ws + attend_workspace(A)); /* the thread's tile configuration as it was (oneDNN's, or none) */
 #pragma omp for schedule(static)
   for (int r = 0; r < A->B * A->n_kv * Q; r++) attend_combine(A, r, part);
   free(ws);

@@ -176,3 +176,19 @@ def test_a_bfloat16_layer_over_bfloat16_buffers_equals_it_over_float32_buffers(b
     out16 = cpukernels.layer(x.clone(), cos, sin, k16, v16, past, window, bias, packed, heads, kv, d, 1e-5, d**-0.5)
     assert torch.equal(k16.float(), k32) and torch.equal(v16.float(), v32)
     torch.testing.assert_close(out16.float(), out32.float(), rtol=2 / 128, atol=2e-2)
+
+
+@needs_kernels
+def test_the_native_attention_leaves_torchs_products_alone():
+    """Where the attention uses AMX it restores each thread's tile configuration (oneDNN's bfloat16 products use the
+    same tiles): a product before and after it, and between two of its calls, is the same."""
+    gen = torch.Generator().manual_seed(9)
+    a, w = torch.randn(64, 576, generator=gen).bfloat16(), torch.randn(1536, 576, generator=gen).bfloat16()
+    before = torch.nn.functional.linear(a, w)
+    q = torch.randn(2, 4, 9, 64, generator=gen).bfloat16()
+    k, v = buffers(2, 3, 700, 64, 8, torch.bfloat16, gen)
+    bias = attention_bias(make_mask(2, 4, 696), 3, 3)
+    first = cpukernels.attention(q, k, v, bias, 0.125)
+    assert torch.equal(torch.nn.functional.linear(a, w), before)
+    assert torch.equal(cpukernels.attention(q, k, v, bias, 0.125), first)
+    assert torch.equal(torch.nn.functional.linear(a, w), before)
