@@ -650,7 +650,7 @@ static void attend_team(const attn_t *A, float *part) { /* inside a parallel reg
   float *ws = malloc(sizeof(float) * (attend_workspace(A) + 16));
   if (A->amx) amx_save(ws + attend_workspace(A));
   int tasks = A->B * A->n_kv * A->segs, Q = A->n_heads / A->n_kv * A->n;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1) /* a window's last segment may be a few columns: taken as threads come free */
   for (int t = 0; t < tasks; t++) attend_task(A, t, ws, part);
   if (A->amx) amx_restore(ws + attend_workspace(A)); /* the thread's tile configuration as it was (oneDNN's, or none) */
 #pragma omp for schedule(static)
