@@ -32,9 +32,15 @@ SIGNATURES: dict[str, tuple[tuple[str, type], ...]] = {
     "gemm_f32": _GEMM,
     "layer_forward": (
         *(("x", PTR), ("B", INT), ("n", INT), ("H", INT), ("bf", INT)),
-        *(("cos", PTR), ("sin", PTR), ("kbuf", PTR), ("vbuf", PTR), ("cap", INT), ("col0", INT), ("window", INT), ("bias", PTR)),
+        *(("cos", PTR), ("sin", PTR), ("kbuf", PTR), ("vbuf", PTR), ("kvbf", INT), ("cap", INT), ("col0", INT), ("window", INT)),
+        ("bias", PTR),
         *(("ln1", PTR), ("wqkv", PTR), ("wo", PTR), ("ln2", PTR), ("wgu", PTR), ("wd", PTR)),
         *(("n_heads", INT), ("n_kv", INT), ("d", INT), ("inter", INT), ("eps", FLOAT), ("scale", FLOAT), ("nthreads", INT)),
+    ),
+    "attention": (
+        *(("q", PTR), ("qstride", INT64), ("bf", INT), ("k", PTR), ("v", PTR), ("kvbf", INT), ("cap", INT), ("bias", PTR)),
+        *(("window", INT), ("B", INT), ("n", INT), ("n_heads", INT), ("n_kv", INT), ("d", INT), ("scale", FLOAT), ("out", PTR)),
+        ("nthreads", INT),
     ),
     "logit_stats": (("x", PTR), ("rows", INT), ("V", INT64), ("bf", INT), ("ids", PTR), ("logz", PTR), ("nthreads", INT)),
     "topk_logq": (
@@ -135,17 +141,18 @@ def check_layer(x, cos, sin, k_buf, v_buf, col0: int, window: int, bias, weights
         if fits[5:] != (hidden, (n_heads + 2 * n_kv) * d, n_heads * d, dt):
             got = f"H={fits[5]}, {fits[6]} qkv rows, {fits[7]} attention columns, {fits[8]}"
             raise ValueError(f"layer_forward: the weights ({got}) do not fit x's H={hidden} in {dt} with {n_heads}+{n_kv} heads of {d}")
-        _check_buffers(k_buf, v_buf, bsz, n, n_kv, d, col0, window)
+        _check_buffers(k_buf, v_buf, bsz, n, n_kv, d, col0, window, dt)
     except AttributeError as exc:  # an argument that is not a tensor, or a matrix that is not packed
         raise TypeError(f"layer_forward: the tensors must be torch.Tensors and the four matrices cpukernels.Packed ({exc})") from None
     return cos, sin, bias, bsz, n, hidden
 
 
-def _check_buffers(k_buf, v_buf, bsz: int, n: int, n_kv: int, d: int, col0: int, window: int) -> None:
+def _check_buffers(k_buf, v_buf, bsz: int, n: int, n_kv: int, d: int, col0: int, window: int, dt=torch.float32) -> None:
+    """The KV buffers: float32, or x's dtype (`dt`: a bfloat16 model's own buffers)."""
     shape = k_buf.shape
     if (
-        k_buf.dtype != torch.float32
-        or v_buf.dtype != torch.float32
+        k_buf.dtype not in (torch.float32, dt)
+        or v_buf.dtype != k_buf.dtype
         or not (k_buf.is_cpu and v_buf.is_cpu and k_buf.is_contiguous() and v_buf.is_contiguous())
         or len(shape) != 4
         or v_buf.shape != shape
@@ -155,7 +162,8 @@ def _check_buffers(k_buf, v_buf, bsz: int, n: int, n_kv: int, d: int, col0: int,
     ):
         want = f"(>= {bsz}, {n_kv}, cap, {d})"
         raise ValueError(
-            f"layer_forward: k_buf and v_buf must be contiguous float32 CPU {want}; got {_describe(k_buf)}, {_describe(v_buf)}"
+            f"layer_forward: k_buf and v_buf must be contiguous float32{'' if dt == torch.float32 else f' (or {dt})'} CPU {want}; "
+            f"got {_describe(k_buf)}, {_describe(v_buf)}"
         )
     if col0 + n > shape[2] or window > shape[2]:
         raise ValueError(f"layer_forward: columns {col0}..{col0 + n - 1} and a window of {window} must fit the buffers' {shape[2]} columns")

@@ -160,7 +160,8 @@ static inline void block_f32(const float *wb, const float *x, int K, int T, floa
  * on the CPU").
  * x: (M = B*n, H); cos, sin: (M, d) RoPE
  * tables in the model's dtype (sin sign-folded, pass_masks.rope_tables); kbuf, vbuf: (B, kv, cap, d)
- * float32; bias: (B*kv, groups*n, window) float32 (pass_masks.attention_bias). */
+ * in bfloat16 (`kvbf`: a bfloat16 model's buffers) or float32; bias: (B*kv, groups*n, window) float32
+ * (pass_masks.attention_bias). Attention: `attention`'s tasks, below, inside the layer's team. */
 static inline __mmask16 tail(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
 
 static inline __m512 vload(const void *p, int64_t i, int bf, __mmask16 m) {
@@ -244,8 +245,8 @@ static void add_rows(void *x, const void *o, int64_t len, int bf) { /* x += o, r
   }
 }
 
-static void rope_and_store(void *qkv, const void *cos, const void *sin, float *kbuf, float *vbuf, int M, int n, int n_heads, int n_kv,
-                           int d, int cap, int col0, int bf) {
+static void rope_and_store(void *qkv, const void *cos, const void *sin, void *kbuf, void *vbuf, int M, int n, int n_heads, int n_kv,
+                           int d, int cap, int col0, int bf, int kvbf) {
   /* RoPE over the q and k heads (x*cos + swapped*sin, each product rounded), new k and v into the buffers */
   int half = d / 2, nqkv = (n_heads + 2 * n_kv) * d;
   int heads = n_heads + 2 * n_kv;
@@ -269,8 +270,8 @@ static void rope_and_store(void *qkv, const void *cos, const void *sin, float *k
       }
       if (hh >= n_heads) { /* a key or a value head: its buffer row */
         int kv = hh < n_heads + n_kv;
-        float *dst = (kv ? kbuf : vbuf) + (((int64_t)b * n_kv + (hh - n_heads - (kv ? 0 : n_kv))) * cap + col0 + i) * d;
-        memcpy(dst, tmp, sizeof(float) * d);
+        int64_t at = (((int64_t)b * n_kv + (hh - n_heads - (kv ? 0 : n_kv))) * cap + col0 + i) * d;
+        for (int e = 0; e < d; e += 16) vstore(kv ? kbuf : vbuf, at + e, _mm512_maskz_loadu_ps(tail(d - e), tmp + e), kvbf, tail(d - e));
       }
     }
   }
@@ -292,65 +293,382 @@ static inline __m512 sum16(const __m512 *v) {
   return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15), r);
 }
 
-static void attend_one(const void *qkv, void *a, const float *kbuf, const float *vbuf, const float *bias, float *p, int task, int n,
-                       int n_heads, int n_kv, int d, int cap, int window, float scale, int bf) {
-  /* one (row, query head, query): float32 scores over the live columns, softmax, times v */
-  int groups = n_heads / n_kv, nqkv = (n_heads + 2 * n_kv) * d, nq = n_heads * d;
-  int b = task / (n_heads * n), hq = (task / n) % n_heads, i = task % n, j = hq / groups, g = hq % groups;
-  const float *brow = bias + (((int64_t)b * n_kv + j) * groups * n + (int64_t)g * n + i) * window;
-  const float *kb = kbuf + ((int64_t)b * n_kv + j) * cap * d, *vb = vbuf + ((int64_t)b * n_kv + j) * cap * d;
-  __m512 q[MAX_HEAD_DIM / 16], acc[MAX_HEAD_DIM / 16];
-  int chunks = (d + 15) / 16;
-  for (int c = 0; c < chunks; c++) {
-    q[c] = vload(qkv, ((int64_t)(b * n + i)) * nqkv + (int64_t)hq * d + c * 16, bf, tail(d - c * 16));
-    acc[c] = _mm512_setzero_ps();
+/* ---- attention of a pass's queries, each KV column read once per (row, kv head) ------------------------------
+ * A task is one row's kv head j over one segment of ATT_SEG columns: all its queries at once (the `groups` query heads
+ * that share j, times the row's n new tokens: Q = groups * n), a block of 16 columns at a time, fetched ATT_PF blocks
+ * ahead. A block's keys and values are read once into a tile that every query of the task uses from L1: bfloat16 keys
+ * under bfloat16 queries as column-major pairs (`att_key_pairs`: AVX512-BF16's pair products land in the 16 columns'
+ * lanes), else float32 rows (converted, zero-padded past the window and past d) and one transposing sum per query
+ * (`sum16`); plus the bias; an online softmax (the running maximum m, the running sum l, the accumulator rescaled when m
+ * rises); the float32 values times the probabilities, 4 queries x 64 lanes per register tile. Segments split a long window over the
+ * team; `attend_combine` merges their (m, l, acc) per query. A segment's boundaries are fixed column indices, so a
+ * query's arithmetic does not depend on how many queries its pass holds: a masked column adds an exact zero.
+ * q: token m's query head h at q + m * qstride + h * d (bfloat16 when `bf`); k, v: (B, n_kv, cap, d) in bfloat16
+ * (`kvbf`) or float32; bias: (B * n_kv, groups * n, window) float32 (pass_masks.attention_bias); out: (B * n,
+ * n_heads * d) in q's dtype. Numerics: float32 products and sums, vexp within ~1 ulp of expf. */
+#define ATT_SEG 512 /* columns per task */
+#define ATT_QT 4    /* queries per register tile of the value product */
+#define ATT_PF 2    /* blocks of keys and values fetched ahead (2 to 16 measured alike) */
+
+typedef struct {
+  const void *q, *k, *v;
+  const float *bias;
+  void *out;
+  int64_t qstride;
+  int bf, kvbf, cap, window, B, n, n_heads, n_kv, d, segs;
+  float scale;
+  int amx; /* the bfloat16 scores on AMX's tiles (`amx_ready`) */
+} attn_t;
+
+static inline __mmask16 tailz(int64_t left) { return left <= 0 ? (__mmask16)0 : tail(left); }
+static inline int att_dp(int d) { return (d + 63) / 64 * 64; } /* d padded to whole register tiles */
+static inline int att_qp(const attn_t *A) { return (A->n_heads / A->n_kv * A->n + ATT_QT - 1) / ATT_QT * ATT_QT; }
+static size_t attend_workspace(const attn_t *A) { /* floats of one thread's workspace (AMX's operands last) */
+  size_t dp = att_dp(A->d), qp = att_qp(A), q16 = (qp + 15) / 16 * 16;
+  return qp * dp * 2 + qp * 16 * 2 + qp + 16 * dp * 2 + 16 + q16 * dp / 2 + 256 + 8 * dp;
+}
+
+static inline __attribute__((always_inline)) void att_scores(const float *qf, const float *kf, const float *brow, int64_t bstride,
+                                                             int Q, int chunks, int dp, __mmask16 cm, float scale, float *s) {
+  __m512 ninf = _mm512_set1_ps(-INFINITY), vscale = _mm512_set1_ps(scale);
+  for (int q = 0; q < Q; q++) {
+    __m512 qv[MAX_HEAD_DIM / 16], col[16];
+    for (int c = 0; c < chunks; c++) qv[c] = _mm512_loadu_ps(qf + (int64_t)q * dp + c * 16);
+    for (int t = 0; t < 16; t++) {
+      __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kf + t * dp));
+      for (int c = 1; c < chunks; c++) acc = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(kf + t * dp + c * 16), acc);
+      col[t] = acc;
+    }
+    __m512 bw = _mm512_mask_loadu_ps(ninf, cm, brow + q * bstride);
+    __m512 sc = _mm512_add_ps(bw, _mm512_mul_ps(vscale, sum16(col)));
+    _mm512_storeu_ps(s + q * 16, _mm512_mask_mov_ps(sc, _mm512_cmp_ps_mask(bw, ninf, _CMP_EQ_OQ), ninf));
   }
-  float mx = -INFINITY;
-  int w = 0;
-  if (chunks > 0) { /* 16 columns at a time: 16 products, then one transposing sum instead of 16 horizontal ones */
-    __m512 vmx = _mm512_set1_ps(-INFINITY), vscale = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
-    for (; w + 16 <= window; w += 16) {
-      __m512 col[16];
-      for (int t = 0; t < 16; t++) {
-        const float *kr = kb + (int64_t)(w + t) * d;
-        __m512 s = _mm512_mul_ps(q[0], _mm512_maskz_loadu_ps(tail(d), kr));
-        for (int c = 1; c < chunks; c++) s = _mm512_fmadd_ps(q[c], _mm512_maskz_loadu_ps(tail(d - c * 16), kr + c * 16), s);
-        col[t] = s;
+}
+
+static inline void transpose16(__m512i *r) { /* a 16 x 16 matrix of 32-bit elements, in place: r[k] lane t = old r[t] lane k */
+  __m512i a[16], b[16], c[16];
+  for (int i = 0; i < 8; i++) {
+    a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {
+    b[4 * i] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+    b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+  }
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) {
+      c[8 * i + j] = _mm512_shuffle_i32x4(b[8 * i + j], b[8 * i + 4 + j], 0x88);
+      c[8 * i + 4 + j] = _mm512_shuffle_i32x4(b[8 * i + j], b[8 * i + 4 + j], 0xdd);
+    }
+  for (int j = 0; j < 8; j++) {
+    r[j] = _mm512_shuffle_i32x4(c[j], c[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_i32x4(c[j], c[8 + j], 0xdd);
+  }
+}
+
+static void att_key_pairs(const uint16_t *kb, int rows, int d, uint32_t *kt) {
+  /* a block's bfloat16 keys by pair: kt[p * 16 + t] = key t's pair p (elements 2p, 2p + 1), zero past `rows` */
+  for (int p0 = 0; p0 < d / 2; p0 += 16) {
+    __m512i r[16];
+    for (int t = 0; t < 16; t++) r[t] = t < rows ? _mm512_loadu_si512(kb + (int64_t)t * d + 2 * p0) : _mm512_setzero_si512();
+    transpose16(r);
+    for (int k = 0; k < 16; k++) _mm512_storeu_si512(kt + (int64_t)(p0 + k) * 16, r[k]);
+  }
+}
+
+static inline __attribute__((always_inline)) void att_scores_bf16(const uint16_t *qb, const uint32_t *kt, const float *brow, int64_t bstride,
+                                                                  int Q, int pairs, int dp, __mmask16 cm, float scale, float *s) {
+  /* att_scores over bfloat16 queries and keys as they are: AVX512-BF16's pair products (exact in float32) into the 16
+   * columns' lanes, even and odd pairs summed apart in float32 and then added; 4 queries share each load of the keys.
+   * No horizontal sums, and the keys are not converted. */
+  __m512 ninf = _mm512_set1_ps(-INFINITY), vscale = _mm512_set1_ps(scale);
+  for (int q0 = 0; q0 < Q; q0 += 4) {
+    __m512 a[4][2];
+    const uint32_t *qp[4];
+    for (int i = 0; i < 4; i++) {
+      a[i][0] = a[i][1] = _mm512_setzero_ps();
+      qp[i] = (const uint32_t *)(qb + (int64_t)(q0 + i) * dp); /* rows past Q are zero */
+    }
+    for (int p = 0; p < pairs; p += 2) {
+      __m512i k0 = _mm512_loadu_si512(kt + (int64_t)p * 16), k1 = _mm512_loadu_si512(kt + (int64_t)(p + 1) * 16);
+      for (int i = 0; i < 4; i++) {
+        DOT_BF16(a[i][0], k0, _mm512_set1_epi32((int)qp[i][p]));
+        DOT_BF16(a[i][1], k1, _mm512_set1_epi32((int)qp[i][p + 1]));
       }
-      __m512 bw = _mm512_loadu_ps(brow + w);
-      __m512 sc = _mm512_add_ps(bw, _mm512_mul_ps(vscale, sum16(col)));
-      sc = _mm512_mask_mov_ps(sc, _mm512_cmp_ps_mask(bw, ninf, _CMP_EQ_OQ), ninf); /* masked columns: -inf, whatever they hold */
-      _mm512_storeu_ps(p + w, sc);
-      vmx = _mm512_max_ps(vmx, sc);
     }
-    mx = _mm512_reduce_max_ps(vmx);
-  }
-  for (; w < window; w++) {
-    if (brow[w] == -INFINITY) {
-      p[w] = -INFINITY;
-      continue;
+    for (int i = 0; i < 4 && q0 + i < Q; i++) {
+      __m512 bw = _mm512_mask_loadu_ps(ninf, cm, brow + (q0 + i) * bstride);
+      __m512 sc = _mm512_add_ps(bw, _mm512_mul_ps(vscale, _mm512_add_ps(a[i][0], a[i][1])));
+      _mm512_storeu_ps(s + (q0 + i) * 16, _mm512_mask_mov_ps(sc, _mm512_cmp_ps_mask(bw, ninf, _CMP_EQ_OQ), ninf));
     }
-    __m512 s = _mm512_setzero_ps();
-    for (int c = 0; c < chunks; c++) s = _mm512_fmadd_ps(q[c], _mm512_maskz_loadu_ps(tail(d - c * 16), kb + (int64_t)w * d + c * 16), s);
-    p[w] = brow[w] + scale * _mm512_reduce_add_ps(s);
-    if (p[w] > mx) mx = p[w];
   }
-  __m512 sum = _mm512_setzero_ps();
-  for (int w = 0; w < window; w += 16) {
-    __mmask16 k = tail(window - w);
-    __m512 s = _mm512_maskz_loadu_ps(k, p + w);
-    __mmask16 live = _mm512_mask_cmp_ps_mask(k, s, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
-    __m512 e = _mm512_maskz_mov_ps(live, vexp(_mm512_sub_ps(s, _mm512_set1_ps(mx))));
-    _mm512_mask_storeu_ps(p + w, k, e);
-    sum = _mm512_add_ps(sum, e);
+}
+
+/* AMX (where the compiler targets it and the OS lets the process use it): a block's 16 x Q scores of bfloat16 keys and
+ * queries as one tile product per 32 elements of d, float32 sums (16 tiles of queries at most in flight: one at a
+ * time). The AVX-512 products above are the fallback, so a CPU without AMX runs the same kernel. */
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#include <sys/syscall.h>
+#include <unistd.h>
+static int amx_state; /* 0: not asked yet; 1: usable; -1: refused */
+static int amx_ready(void) { /* outside parallel regions: the permission is the process's (Linux, arch_prctl) */
+  if (!amx_state) amx_state = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0 ? 1 : -1;
+  return amx_state > 0;
+}
+
+typedef struct {
+  uint8_t palette, start_row, zero[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} __attribute__((packed)) tilecfg_t;
+
+static void amx_config(void) { /* tile 0: 16 columns x 16 queries of float32 scores; 1: 16 keys x 32 bfloat16; 2: 16 pairs x 16 queries */
+  tilecfg_t c;
+  memset(&c, 0, sizeof c);
+  c.palette = 1;
+  for (int t = 0; t < 3; t++) {
+    c.rows[t] = 16;
+    c.colsb[t] = 64;
   }
-  float total = _mm512_reduce_add_ps(sum);
-  for (int w = 0; w < window; w++) {
-    if (p[w] == 0.0f) continue;
-    __m512 pw = _mm512_set1_ps(p[w] / total);
-    for (int c = 0; c < chunks; c++) acc[c] = _mm512_fmadd_ps(pw, _mm512_maskz_loadu_ps(tail(d - c * 16), vb + (int64_t)w * d + c * 16), acc[c]);
+  _tile_loadconfig(&c);
+}
+
+static void amx_save(float *cfg) { _tile_storeconfig(cfg); } /* 64 bytes: zeros where no tiles are configured */
+static void amx_restore(const float *cfg) {
+  if (((const uint8_t *)cfg)[0])
+    _tile_loadconfig(cfg);
+  else
+    _tile_release();
+}
+
+static void att_query_pairs(const uint16_t *qb, int Qp, int d, int dp, uint32_t *qt) {
+  /* the queries as the tile product's second operand: qt[((tile * d / 32 + kc) * 16 + r) * 16 + i] = query 16 tile + i's
+   * pair 16 kc + r (zero past Qp) */
+  for (int t = 0; t < (Qp + 15) / 16; t++)
+    for (int kc = 0; kc < d / 32; kc++)
+      for (int r = 0; r < 16; r++)
+        for (int i = 0; i < 16; i++) {
+          int q = t * 16 + i;
+          qt[((t * (d / 32) + kc) * 16 + r) * 16 + i] = q < Qp ? ((const uint32_t *)(qb + (int64_t)q * dp))[kc * 16 + r] : 0;
+        }
+}
+
+static void att_scores_amx(const uint32_t *qt, const uint16_t *kb, int rows, int d, const float *brow, int64_t bstride, int Q, __mmask16 cm,
+                           float scale, float *s, float *ct, uint16_t *kpad) {
+  __m512 ninf = _mm512_set1_ps(-INFINITY), vscale = _mm512_set1_ps(scale);
+  if (rows < 16) { /* a last block: its keys zero-padded to 16 rows (the rows past the window may be past the buffer) */
+    memset(kpad, 0, sizeof(uint16_t) * 16 * d);
+    memcpy(kpad, kb, sizeof(uint16_t) * rows * d);
+    kb = kpad;
   }
-  for (int c = 0; c < chunks; c++) vstore(a, ((int64_t)(b * n + i)) * nq + (int64_t)hq * d + c * 16, acc[c], bf, tail(d - c * 16));
+  for (int q0 = 0; q0 < Q; q0 += 16) {
+    _tile_zero(0);
+    for (int kc = 0; kc < d / 32; kc++) {
+      _tile_loadd(1, kb + kc * 32, d * 2);
+      _tile_loadd(2, qt + (int64_t)((q0 / 16) * (d / 32) + kc) * 256, 64);
+      _tile_dpbf16ps(0, 1, 2);
+    }
+    _tile_stored(0, ct, 64);
+    __m512i r[16];
+    for (int k = 0; k < 16; k++) r[k] = _mm512_loadu_si512(ct + k * 16);
+    transpose16(r); /* r[i] lane t: column t's score for query q0 + i */
+    for (int i = 0; i < 16 && q0 + i < Q; i++) {
+      __m512 bw = _mm512_mask_loadu_ps(ninf, cm, brow + (q0 + i) * bstride);
+      __m512 sc = _mm512_add_ps(bw, _mm512_mul_ps(vscale, _mm512_castsi512_ps(r[i])));
+      _mm512_storeu_ps(s + (q0 + i) * 16, _mm512_mask_mov_ps(sc, _mm512_cmp_ps_mask(bw, ninf, _CMP_EQ_OQ), ninf));
+    }
+  }
+}
+#else
+static int amx_ready(void) { return 0; }
+static void amx_config(void) {}
+static void amx_save(float *cfg) { (void)cfg; }
+static void amx_restore(const float *cfg) { (void)cfg; }
+static void att_query_pairs(const uint16_t *qb, int Qp, int d, int dp, uint32_t *qt) { (void)qb, (void)Qp, (void)d, (void)dp, (void)qt; }
+static void att_scores_amx(const uint32_t *qt, const uint16_t *kb, int rows, int d, const float *brow, int64_t bstride, int Q, __mmask16 cm,
+                           float scale, float *s, float *ct, uint16_t *kpad) {
+  (void)qt, (void)kb, (void)rows, (void)d, (void)brow, (void)bstride, (void)Q, (void)cm, (void)scale, (void)s, (void)ct, (void)kpad;
+}
+#endif
+
+static inline void att_prefetch(const void *p, int64_t row0, int rows, int d, int es) { /* rows of a later block, into L1 */
+  const char *c = (const char *)p + row0 * d * es;
+  for (int64_t o = 0; o < (int64_t)rows * d * es; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+}
+
+static void att_values(const float *vf, const float *s, float *acc, int Qp, int dp) { /* acc[q] += sum_t p[q][t] * v[t] */
+  for (int q0 = 0; q0 < Qp; q0 += ATT_QT)
+    for (int c0 = 0; c0 < dp; c0 += 64) {
+      __m512 a[ATT_QT][4];
+      for (int i = 0; i < ATT_QT; i++)
+        for (int c = 0; c < 4; c++) a[i][c] = _mm512_loadu_ps(acc + (int64_t)(q0 + i) * dp + c0 + c * 16);
+      for (int t = 0; t < 16; t++) {
+        __m512 vv[4];
+        for (int c = 0; c < 4; c++) vv[c] = _mm512_loadu_ps(vf + t * dp + c0 + c * 16);
+        for (int i = 0; i < ATT_QT; i++) {
+          __m512 p = _mm512_set1_ps(s[(q0 + i) * 16 + t]);
+          for (int c = 0; c < 4; c++) a[i][c] = _mm512_fmadd_ps(p, vv[c], a[i][c]);
+        }
+      }
+      for (int i = 0; i < ATT_QT; i++)
+        for (int c = 0; c < 4; c++) _mm512_storeu_ps(acc + (int64_t)(q0 + i) * dp + c0 + c * 16, a[i][c]);
+    }
+}
+
+static void att_load_tile(const void *src, int64_t row0, int rows, int d, int dp, int bf, float *dst) { /* rows x d, zero-padded to 16 x dp */
+  if (rows == 16 && d == dp) { /* a whole block: 16 consecutive rows, nothing to pad */
+    for (int64_t i = 0; i < 16 * (int64_t)d; i += 16) _mm512_storeu_ps(dst + i, vload(src, row0 * d + i, bf, 0xffff));
+    return;
+  }
+  for (int t = 0; t < 16; t++)
+    for (int c = 0; c < dp; c += 16) {
+      __mmask16 m = t < rows ? tailz(d - c) : 0;
+      _mm512_storeu_ps(dst + t * dp + c, m ? vload(src, (row0 + t) * d + c, bf, m) : _mm512_setzero_ps());
+    }
+}
+
+static void att_softmax(float *s, float *m, float *l, float *acc, int Q, int dp) { /* the block's probabilities, online */
+  __m512 ninf = _mm512_set1_ps(-INFINITY);
+  for (int q = 0; q < Q; q++) {
+    __m512 sc = _mm512_loadu_ps(s + q * 16);
+    float mo = m[q];
+    if (!_mm512_cmp_ps_mask(sc, _mm512_set1_ps(mo), _CMP_GT_OQ)) { /* no new maximum (the common block) */
+      if (mo == -INFINITY) { /* nor any live column yet */
+        _mm512_storeu_ps(s + q * 16, _mm512_setzero_ps());
+        continue;
+      }
+    } else { /* a new maximum: what was summed so far scales by exp(m_old - m_new) */
+      float bm = _mm512_reduce_max_ps(sc);
+      __m512 alpha = _mm512_set1_ps(mo == -INFINITY ? 0.0f : expf(mo - bm));
+      for (int c = 0; c < dp; c += 16) _mm512_storeu_ps(acc + (int64_t)q * dp + c, _mm512_mul_ps(alpha, _mm512_loadu_ps(acc + (int64_t)q * dp + c)));
+      _mm512_storeu_ps(l + q * 16, _mm512_mul_ps(alpha, _mm512_loadu_ps(l + q * 16)));
+      m[q] = mo = bm;
+    }
+    __mmask16 live = _mm512_cmp_ps_mask(sc, ninf, _CMP_NEQ_OQ);
+    __m512 p = _mm512_maskz_mov_ps(live, vexp(_mm512_sub_ps(sc, _mm512_set1_ps(mo))));
+    _mm512_storeu_ps(s + q * 16, p);
+    _mm512_storeu_ps(l + q * 16, _mm512_add_ps(p, _mm512_loadu_ps(l + q * 16)));
+  }
+}
+
+static void attend_task(const attn_t *A, int task, float *ws, float *part) {
+  /* one (row, kv head, segment): every query of the group over the segment's columns; writes (m, l, acc) per query */
+  int groups = A->n_heads / A->n_kv, n = A->n, d = A->d, Q = groups * n, Qp = att_qp(A), dp = att_dp(d), chunks = dp / 16;
+  int bj = task / A->segs, seg = task % A->segs, b = bj / A->n_kv, j = bj % A->n_kv;
+  int c_begin = seg * ATT_SEG, c_end = c_begin + ATT_SEG < A->window ? c_begin + ATT_SEG : A->window;
+  float *qf = ws, *acc = qf + (size_t)Qp * dp, *s = acc + (size_t)Qp * dp, *l = s + Qp * 16, *m = l + Qp * 16;
+  float *kf = m + Qp, *vf = kf + 16 * dp, *ct = vf + 16 * dp + 16, *qt = ct + 256, *kpad = qt + (size_t)(Qp + 15) / 16 * 16 * dp / 2;
+  for (int q = 0; q < Qp; q++) {
+    int g = q / n, i = q % n, hq = j * groups + g;
+    for (int c = 0; c < dp; c += 16) {
+      __mmask16 k = q < Q ? tailz(d - c) : 0;
+      _mm512_storeu_ps(qf + (int64_t)q * dp + c, k ? vload(A->q, (int64_t)(b * n + i) * A->qstride + (int64_t)hq * d + c, A->bf, k) : _mm512_setzero_ps());
+      _mm512_storeu_ps(acc + (int64_t)q * dp + c, _mm512_setzero_ps());
+    }
+    _mm512_storeu_ps(s + q * 16, _mm512_setzero_ps());
+    _mm512_storeu_ps(l + q * 16, _mm512_setzero_ps());
+    m[q] = -INFINITY;
+  }
+  const float *bias = A->bias + (int64_t)bj * Q * A->window;
+  int64_t kv0 = (int64_t)bj * A->cap;
+  int es = A->kvbf ? 2 : 4, raw = A->bf && A->kvbf && d % 32 == 0; /* raw: bfloat16 scores straight from the buffer */
+  if (raw) /* the queries as bfloat16 pairs, in place (each row's floats are read before a later row's pairs land on them) */
+    for (int q = 0; q < Qp; q++)
+      for (int c = 0; c < d; c += 16)
+        _mm256_storeu_si256((__m256i *)((uint16_t *)qf + (int64_t)q * dp + c), _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(_mm512_loadu_ps(qf + (int64_t)q * dp + c)), 16)));
+  int amx = raw && A->amx;
+  if (amx) {
+    amx_config();
+    att_query_pairs((const uint16_t *)qf, Qp, d, dp, (uint32_t *)qt);
+  }
+  for (int c0 = c_begin; c0 < c_begin + ATT_PF * 16 && c0 < c_end; c0 += 16) {
+    att_prefetch(A->k, kv0 + c0, c_end - c0 < 16 ? c_end - c0 : 16, d, es);
+    att_prefetch(A->v, kv0 + c0, c_end - c0 < 16 ? c_end - c0 : 16, d, es);
+  }
+  for (int c0 = c_begin; c0 < c_end; c0 += 16) {
+    int ahead = c0 + ATT_PF * 16;
+    if (ahead < c_end) {
+      att_prefetch(A->k, kv0 + ahead, c_end - ahead < 16 ? c_end - ahead : 16, d, es);
+      att_prefetch(A->v, kv0 + ahead, c_end - ahead < 16 ? c_end - ahead : 16, d, es);
+    }
+    int cols = c_end - c0 < 16 ? c_end - c0 : 16;
+    __mmask16 cm = tail(cols), any = 0;
+    for (int q = 0; q < Q && !any; q++)
+      any = _mm512_mask_cmp_ps_mask(cm, _mm512_maskz_loadu_ps(cm, bias + (int64_t)q * A->window + c0), _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+    if (!any) continue; /* every query masked here (left padding, holes, a row's unused columns) */
+    att_load_tile(A->v, kv0 + c0, cols, d, dp, A->kvbf, vf);
+    if (amx)
+      att_scores_amx((const uint32_t *)qt, (const uint16_t *)A->k + (kv0 + c0) * d, cols, d, bias + c0, A->window, Q, cm, A->scale, s, ct, (uint16_t *)kpad);
+    else if (raw) {
+      att_key_pairs((const uint16_t *)A->k + (kv0 + c0) * d, cols, d, (uint32_t *)kf);
+      if (d == 64)
+        att_scores_bf16((const uint16_t *)qf, (const uint32_t *)kf, bias + c0, A->window, Q, 32, dp, cm, A->scale, s);
+      else
+        att_scores_bf16((const uint16_t *)qf, (const uint32_t *)kf, bias + c0, A->window, Q, d / 2, dp, cm, A->scale, s);
+    } else {
+      att_load_tile(A->k, kv0 + c0, cols, d, dp, A->kvbf, kf);
+      if (chunks == 4)
+        att_scores(qf, kf, bias + c0, A->window, Q, 4, dp, cm, A->scale, s);
+      else
+        att_scores(qf, kf, bias + c0, A->window, Q, chunks, dp, cm, A->scale, s);
+    }
+    att_softmax(s, m, l, acc, Q, dp);
+    att_values(vf, s, acc, Qp, dp);
+  }
+  for (int q = 0; q < Q; q++) {
+    float *dst = part + ((int64_t)task * Q + q) * (dp + 2);
+    dst[0] = m[q];
+    dst[1] = _mm512_reduce_add_ps(_mm512_loadu_ps(l + q * 16));
+    memcpy(dst + 2, acc + (int64_t)q * dp, sizeof(float) * dp);
+  }
+}
+
+static void attend_combine(const attn_t *A, int r, const float *part) { /* one (row, kv head, query): its segments merged, / l */
+  int groups = A->n_heads / A->n_kv, n = A->n, d = A->d, Q = groups * n, dp = att_dp(d);
+  int bj = r / Q, q = r % Q, b = bj / A->n_kv, j = bj % A->n_kv, g = q / n, i = q % n;
+  float mx = -INFINITY, total = 0.0f;
+  const float *p0 = part + ((int64_t)bj * A->segs * Q + q) * (dp + 2);
+  int64_t step = (int64_t)Q * (dp + 2);
+  for (int s = 0; s < A->segs; s++) mx = p0[s * step] > mx ? p0[s * step] : mx;
+  __m512 acc[MAX_HEAD_DIM / 16];
+  for (int c = 0; c < dp / 16; c++) acc[c] = _mm512_setzero_ps();
+  for (int s = 0; s < A->segs; s++) {
+    const float *ps = p0 + s * step;
+    if (ps[0] == -INFINITY) continue;
+    float f = A->segs == 1 ? 1.0f : expf(ps[0] - mx);
+    total += f * ps[1];
+    for (int c = 0; c < dp / 16; c++) acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(f), _mm512_loadu_ps(ps + 2 + c * 16), acc[c]);
+  }
+  __m512 inv = _mm512_set1_ps(total > 0.0f ? 1.0f / total : 0.0f);
+  int64_t o = (int64_t)(b * n + i) * A->n_heads * d + (int64_t)(j * groups + g) * d;
+  for (int c = 0; c < d; c += 16) vstore(A->out, o + c, _mm512_mul_ps(acc[c / 16], inv), A->bf, tail(d - c));
+}
+
+static void attend_team(const attn_t *A, float *part) { /* inside a parallel region: the tasks, the team's barrier, the merge */
+  float *ws = malloc(sizeof(float) * (attend_workspace(A) + 16));
+  if (A->amx) amx_save(ws + attend_workspace(A));
+  int tasks = A->B * A->n_kv * A->segs, Q = A->n_heads / A->n_kv * A->n;
+#pragma omp for schedule(dynamic, 1) /* a window's last segment may be a few columns: taken as threads come free */
+  for (int t = 0; t < tasks; t++) attend_task(A, t, ws, part);
+  if (A->amx) amx_restore(ws + attend_workspace(A)); /* the thread's tile configuration as it was (oneDNN's, or none) */
+#pragma omp for schedule(static)
+  for (int r = 0; r < A->B * A->n_kv * Q; r++) attend_combine(A, r, part);
+  free(ws);
+}
+
+static float *attend_part(const attn_t *A) { /* the segments' (m, l, acc) per query */
+  return malloc(sizeof(float) * (size_t)A->B * A->n_kv * A->segs * (A->n_heads / A->n_kv * A->n) * (att_dp(A->d) + 2));
+}
+
+void attention(const void *q, int64_t qstride, int bf, const void *k, const void *v, int kvbf, int cap, const float *bias, int window, int B,
+               int n, int n_heads, int n_kv, int d, float scale, void *out, int nthreads) {
+  attn_t A = {q, k, v, bias, out, qstride, bf, kvbf, cap, window, B, n, n_heads, n_kv, d, (window + ATT_SEG - 1) / ATT_SEG, scale, amx_ready()};
+  float *part = attend_part(&A);
+#pragma omp parallel num_threads(nthreads)
+  attend_team(&A, part);
+  free(part);
 }
 
 static void silu_mul(const void *gu, void *mid, int M, int inter, int bf) { /* silu(gate) rounded, times up */
@@ -367,21 +685,21 @@ static void silu_mul(const void *gu, void *mid, int M, int inter, int bf) { /* s
   }
 }
 
-void layer_forward(void *x, int B, int n, int H, int bf, const void *cos, const void *sin, float *kbuf, float *vbuf, int cap, int col0,
+void layer_forward(void *x, int B, int n, int H, int bf, const void *cos, const void *sin, void *kbuf, void *vbuf, int kvbf, int cap, int col0,
                    int window, const float *bias, const void *ln1, const void *wqkv, const void *wo, const void *ln2, const void *wgu,
                    const void *wd, int n_heads, int n_kv, int d, int inter, float eps, float scale, int nthreads) {
   int M = B * n, nq = n_heads * d, nqkv = (n_heads + 2 * n_kv) * d;
   size_t es = bf ? 2 : 4;
   char *h = malloc(es * (size_t)M * H), *qkv = malloc(es * (size_t)M * nqkv), *a = malloc(es * (size_t)M * nq);
   char *gu = malloc(es * (size_t)M * 2 * inter), *mid = malloc(es * (size_t)M * inter), *o = malloc(es * (size_t)M * H);
+  attn_t A = {qkv, kbuf, vbuf, bias, a, nqkv, bf, kvbf, cap, window, B, n, n_heads, n_kv, d, (window + ATT_SEG - 1) / ATT_SEG, scale, amx_ready()};
+  float *part = attend_part(&A);
 #pragma omp parallel num_threads(nthreads)
   { /* every step is a worksharing loop of the team, each ending in its barrier */
-    float *p = malloc(sizeof(float) * ((size_t)window + 16));
     rms_norm_rows(x, ln1, h, M, H, eps, bf);
     gemm_team(h, wqkv, qkv, M, H, nqkv, bf);
-    rope_and_store(qkv, cos, sin, kbuf, vbuf, M, n, n_heads, n_kv, d, cap, col0, bf);
-#pragma omp for schedule(static)
-    for (int task = 0; task < B * n_heads * n; task++) attend_one(qkv, a, kbuf, vbuf, bias, p, task, n, n_heads, n_kv, d, cap, window, scale, bf);
+    rope_and_store(qkv, cos, sin, kbuf, vbuf, M, n, n_heads, n_kv, d, cap, col0, bf, kvbf);
+    attend_team(&A, part);
     gemm_team(a, wo, o, M, nq, H, bf);
     add_rows(x, o, (int64_t)M * H, bf);
     rms_norm_rows(x, ln2, h, M, H, eps, bf);
@@ -389,8 +707,8 @@ void layer_forward(void *x, int B, int n, int H, int bf, const void *cos, const 
     silu_mul(gu, mid, M, inter, bf);
     gemm_team(mid, wd, o, M, inter, H, bf);
     add_rows(x, o, (int64_t)M * H, bf);
-    free(p);
   }
+  free(part);
   free(h);
   free(qkv);
   free(a);

@@ -207,7 +207,7 @@ MAX_HEAD_DIM = cpu_abi.MAX_HEAD_DIM  # the layer kernel keeps one head's vectors
 
 def layer_ready(x: torch.Tensor, weights: tuple, k_buf: torch.Tensor, head_dim: int) -> bool:
     """Whether `layer` can run this pass: the native matrices, at most LAYER_TOKENS tokens (and at most what
-    each matrix was packed to take) in x's dtype and float32 buffers (the fused eager pass's on the CPU)."""
+    each matrix was packed to take) in x's dtype, and buffers in float32 or x's dtype."""
     ln1, wqkv, wo, ln2, wgu, wd = weights
     packed = all(isinstance(w, Packed) for w in (wqkv, wo, wgu, wd))
     return (
@@ -215,7 +215,7 @@ def layer_ready(x: torch.Tensor, weights: tuple, k_buf: torch.Tensor, head_dim: 
         and ln1.dtype == ln2.dtype == x.dtype  # the kernel reads the norms' weights in x's dtype
         and x.shape[0] * x.shape[1] <= min([LAYER_TOKENS] + [w.max_tokens for w in (wqkv, wo, wgu, wd)])
         and x.dtype == wqkv.dtype
-        and k_buf.dtype == torch.float32
+        and k_buf.dtype in (torch.float32, x.dtype)
         and k_buf.is_contiguous()
         and head_dim <= MAX_HEAD_DIM
     )
@@ -238,7 +238,7 @@ def layer(
     scale: float,
 ):
     """One decoder layer of a small pass in one native call, x (B, n, H) updated in place (cpu_kernels.c,
-    layer_forward): layer.decoder_layer's arithmetic with small_attend's float32 attention. cos, sin:
+    layer_forward): layer.decoder_layer's arithmetic with `attention`'s float32 attention. cos, sin:
     pass_masks.rope_tables; bias: pass_masks.attention_bias; the new keys and values go to buffer columns
     col0 .. col0 + n - 1; attention reads columns 0 .. window - 1. `layer_ready` must hold; what else the kernel
     needs of its arguments is checked first (cpu_abi.check_layer: a one-line ValueError or TypeError, no crash)."""
@@ -254,6 +254,7 @@ def layer(
         sin.data_ptr(),
         k_buf.data_ptr(),
         v_buf.data_ptr(),
+        int(k_buf.dtype == torch.bfloat16),
         k_buf.shape[2],
         col0,
         window,
@@ -273,6 +274,42 @@ def layer(
         torch.get_num_threads(),
     )
     return x
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor | None:
+    """layer.small_attend natively (cpu_kernels.c, attention: each key and value column read once per row and kv head
+    for all its queries, an online softmax in float32): q (B, n, H, d) in bfloat16 or float32, its rows contiguous
+    (a slice of the heads is fine); k, v (B, kv, window, d) views of (rows, kv, capacity, d) buffers, in float32 or
+    q's dtype; bias: pass_masks.attention_bias. Returns (B, n, H * d) in q's dtype, or None where the kernels are
+    unavailable or the tensors are of another kind (the caller then uses torch)."""
+    lib = library()
+    if lib is None or q.dim() != 4 or k.dim() != 4 or q.device.type != "cpu" or q.dtype not in (torch.bfloat16, torch.float32):
+        return None
+    bsz, n, n_heads, d = q.shape
+    _, n_kv, window, _ = k.shape
+    cap = k.stride(1) // d if d else 0
+    rows_ok = q.stride(3) == 1 and q.stride(2) == d and q.stride(0) == n * q.stride(1)
+    kv_ok = all(t.stride()[1:] == (cap * d, d, 1) and t.stride(0) == n_kv * cap * d for t in (k, v)) and v.shape == k.shape
+    bias = bias.contiguous()
+    if (
+        not rows_ok
+        or not kv_ok
+        or k.dtype not in (torch.float32, q.dtype)
+        or v.dtype != k.dtype
+        or bias.dtype != torch.float32
+        or bias.numel() != bsz * n_heads * n * window
+        or not 0 < d <= MAX_HEAD_DIM
+        or n_kv == 0
+        or n_heads % n_kv
+        or window > cap
+    ):
+        return None
+    out = torch.empty(bsz, n, n_heads * d, dtype=q.dtype)
+    if out.numel():
+        bf, kvbf = int(q.dtype == torch.bfloat16), int(k.dtype == torch.bfloat16)
+        args = (q.data_ptr(), q.stride(1), bf, k.data_ptr(), v.data_ptr(), kvbf, cap, bias.data_ptr(), window, bsz, n)
+        lib.attention(*args, n_heads, n_kv, d, scale, out.data_ptr(), torch.get_num_threads())
+    return out
 
 
 def _logit_rows(logits: torch.Tensor):

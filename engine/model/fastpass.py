@@ -11,9 +11,10 @@ from Python, and the eager lean pass reaches a small share of the probed copy ba
   prepacked for oneDNN; at most one extra copy of a matrix per backend;
 - per layer only what differs per layer: the RoPE tables and the attention bias (engine/model/pass_masks.py) are
   made once per pass, RoPE runs over the q and k heads together;
-- on the CPU the eager pass's buffers are float32 even for a bfloat16 model (StaticRaggedCache.prefill), so
-  `small_attend` reads keys and values in float32 without converting the window in every layer, and it
-  attends over exactly the live columns;
+- the buffers are in the model's dtype on "native" (its attention reads bfloat16 keys and values as they are) and
+  float32 on the CPU's "fused" route even for a bfloat16 model (StaticRaggedCache.prefill), so `small_attend`'s torch
+  arithmetic reads them in float32 without converting the window in every layer; both attend over exactly the live
+  columns;
 - the native kernels: one call per layer for passes of up to cpukernels.LAYER_TOKENS tokens (a one-token pass reads
   the weights at about the probed bandwidth: docs/measurements.md, "Passes on the CPU").
 
@@ -58,9 +59,13 @@ class FastRoute:
         self.label = "fused projections, " + ("native CPU kernels" if backend.native else "eager") + " (static KV buffers)"
 
     def buffer_dtype(self, device, dtype: torch.dtype) -> torch.dtype:
-        """float32 on the CPU even for a bfloat16 model: small_attend and the native attention read float32 keys and
-        values (no conversion per layer); the model's dtype elsewhere."""
-        return torch.promote_types(dtype, torch.float32) if torch.device(device).type == "cpu" else dtype
+        """The model's dtype on the native route and off the CPU: the native attention reads bfloat16 keys and values
+        as they are (half the bytes of float32, the same values: keys and values are rounded to the model's dtype
+        before they are stored). float32 on the CPU's "fused" route even for a bfloat16 model: small_attend's torch
+        arithmetic reads float32 keys and values without converting the window in every layer."""
+        if torch.device(device).type != "cpu" or self.backend.native:
+            return dtype
+        return torch.promote_types(dtype, torch.float32)
 
     def run(self, cache, ids, positions, valid, cols, past, keep, return_hidden, features, attend=None):
         """(out, hidden) of one pass over `cache`'s buffers; `attend` (B, n, past + n): a draft tree's rows."""

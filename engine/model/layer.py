@@ -9,7 +9,7 @@ that run it is a parameter, not another copy of the layer:
   at their columns and read over a window (`buffer_store`: "fused", the Python layers of "native", and
   "cuda_graphs", engine/model/fastpass.py and engine/model/static_cache.py);
 - how attention is computed (`mask`): a boolean mask (or None) goes to SDPA (`attend`); the float bias a small
-  CPU pass makes once (pass_masks.attention_bias) goes to `small_attend`, which reads the float32 buffers.
+  CPU pass makes once (pass_masks.attention_bias) goes to `small_attend`, which reads the buffers in float32.
 The native C layer (engine/model/cpu_kernels.c, layer_forward) computes the same arithmetic in one call; transformers'
 own layer stays the exactness oracle (the "transformers" backend).
 
@@ -76,12 +76,18 @@ def small_pass(x) -> bool:
     return x.device.type == "cpu" and x.shape[1] <= SMALL_ATTEND_QUERIES
 
 
-def small_attend(q, k, v, bias, scale: float):
-    """Attention of a few queries (a decode or verify pass) by hand, in float32: each kv head's query group
-    as one (groups x n, window) score matrix, plus the pass's bias (`attention_bias`), softmax, times v.
-    q: (B, n, H, d) in the model's dtype; k, v: (B, kv, window, d) views of the float32 buffers (no
-    conversion per layer); returns (B, n, H * d) in q's dtype. On the CPU SDPA's flash kernel costs several times
+def small_attend(q, k, v, bias, scale: float, native: bool = False):
+    """Attention of a few queries (a decode or verify pass) in float32: each kv head's query group as one
+    (groups x n, window) score matrix, plus the pass's bias (`attention_bias`), softmax, times v.
+    q: (B, n, H, d) in the model's dtype; k, v: (B, kv, window, d) views of the buffers (float32, or the model's
+    dtype on the native route); returns (B, n, H * d) in q's dtype. `native` (a pass whose layers hold natively packed
+    matrices): one kernel call (cpukernels.attention, the layer kernel's own attention), which reads each key and value
+    once for all the queries of a kv head. Else by hand in torch: on the CPU SDPA's flash kernel costs several times
     this for one query over a few hundred columns (docs/journal.md, "Code history moved out of engine/")."""
+    out = cpukernels.attention(q, k, v, bias, scale) if native else None
+    if out is not None:
+        return out
+    k, v = k.float(), v.float()  # no copy of float32 buffers
     bsz, n, n_heads, d = q.shape
     n_kv, window = k.shape[1], k.shape[2]
     groups = n_heads // n_kv
@@ -125,15 +131,15 @@ def buffer_store(k_buf, v_buf, cols, window: int):
 def decoder_layer(x, cos, sin, store, mask, weights, n_heads: int, n_kv: int, head_dim: int, eps: float, scale: float, is_causal=False):
     """One decoder layer over x (B, n, hidden); returns its output. cos, sin: pass_masks.rope_tables (or
     rope_lookup); store: `cache_store` or `buffer_store`; mask: None or a boolean (B, 1, n, T) mask (SDPA, with
-    `is_causal` when None), or `small_attend`'s float bias over float32 keys and values; weights: (ln1, wqkv,
+    `is_causal` when None), or `small_attend`'s float bias over the buffers' keys and values; weights: (ln1, wqkv,
     wo, ln2, wgu, wd), the matrices plain, oneDNN-prepacked or cpukernels.Packed (`linear`)."""
     ln1, wqkv, wo, ln2, wgu, wd = weights
     bsz, n, _ = x.shape
     qkv = linear(norm(x, ln1, eps), wqkv).view(bsz, n, n_heads + 2 * n_kv, head_dim)
     qk = rope(qkv[:, :, : n_heads + n_kv], cos, sin)  # (B, n, H + kv, d): q and k heads together
     k, v = store(qk[:, :, n_heads:].transpose(1, 2), qkv[:, :, n_heads + n_kv :].transpose(1, 2))  # (B, kv, T, d)
-    if mask is not None and mask.dtype != torch.bool:  # a small CPU pass's bias over the float32 buffers
-        a = small_attend(qk[:, :, :n_heads], k, v, mask, scale)
+    if mask is not None and mask.dtype != torch.bool:  # a small CPU pass's bias over the buffers
+        a = small_attend(qk[:, :, :n_heads], k, v, mask, scale, native=isinstance(wqkv, cpukernels.Packed))
     else:
         q = qk[:, :, :n_heads].transpose(1, 2)  # (B, H, n, d)
         a = attend(q, k.to(x.dtype), v.to(x.dtype), mask, is_causal, scale).transpose(1, 2).reshape(bsz, n, -1)

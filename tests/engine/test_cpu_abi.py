@@ -37,7 +37,7 @@ def c_prototypes(source: str) -> dict[str, list[tuple[str, type]]]:
 
 def test_the_table_is_the_c_sources_exported_prototypes():
     prototypes = c_prototypes(cpukernels.SOURCE.read_text())
-    assert len(prototypes) >= 8 and "layer_forward" in prototypes and len(prototypes["layer_forward"]) == 26
+    assert len(prototypes) >= 9 and "layer_forward" in prototypes and len(prototypes["layer_forward"]) == 27
     assert {name: list(args) for name, args in cpu_abi.SIGNATURES.items()} == prototypes
 
 
@@ -75,8 +75,8 @@ def test_a_wrong_argument_count_raises(count):
     """ctypes itself would pass a surplus argument through unconverted: the call layer refuses both ways."""
     with pytest.raises(TypeError, match=r"^gemm_f32 takes 7 arguments \(x, wp, y, M, K, N, nthreads\); got " + str(count) + "$"):
         cpukernels.library().gemm_f32(*[0] * count)
-    with pytest.raises(TypeError, match=r"^layer_forward takes 26 arguments \(x, B, n, H, bf, cos, .*\); got 25$"):
-        cpukernels.library().layer_forward(*[0] * 25)
+    with pytest.raises(TypeError, match=r"^layer_forward takes 27 arguments \(x, B, n, H, bf, cos, .*\); got 26$"):
+        cpukernels.library().layer_forward(*[0] * 26)
 
 
 @needs_kernels

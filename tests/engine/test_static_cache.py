@@ -207,12 +207,14 @@ def test_cuda_graphs_equal_eager_float32():
         assert graphs.output_ids == eager.output_ids, drafter
 
 
-def test_fast_pass_buffers_are_float32_on_the_cpu_in_every_fast_mode():
-    """small_attend and the native attention read float32 keys and values: the fused and native passes get
-    float32 buffers on the CPU; other modes and devices keep the model's dtype."""
+def test_fast_pass_buffers_on_the_cpu_are_float32_on_fused_and_the_models_dtype_on_native():
+    """small_attend's torch arithmetic reads float32 keys and values: the fused pass gets float32 buffers on the CPU;
+    the native attention reads bfloat16 ones as they are (half the bytes), so the native pass keeps the model's dtype,
+    as other modes and devices do."""
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert route_for(Backend("fused", cpu)).buffer_dtype(cpu, torch.bfloat16) == torch.float32
+    assert route_for(Backend("native", cpu)).buffer_dtype(cpu, torch.bfloat16) == torch.bfloat16
     for name in ("fused", "native"):
-        assert route_for(Backend(name, cpu)).buffer_dtype(cpu, torch.bfloat16) == torch.float32
         assert route_for(Backend(name, cpu)).buffer_dtype(cpu, torch.float32) == torch.float32
     assert route_for(Backend("fused", cuda)).buffer_dtype(cuda, torch.bfloat16) == torch.bfloat16
     assert route_for(Backend("cuda_graphs", cpu, "static")).buffer_dtype(cpu, torch.bfloat16) == torch.bfloat16
