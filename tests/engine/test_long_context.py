@@ -24,7 +24,7 @@ def pair(tokenizer, tmp_path_factory):
     """conftest's tiny target, noisy draft and EAGLE head, its context window widened to 4096 positions (RoPE has no
     table to outgrow)."""
     pair = tiny_eagle_pair(tokenizer, tmp_path_factory.mktemp("eagle-long"))
-    for model in (pair.target, pair.draft):
+    for model in (pair.target, pair.weights("draft")):
         model.config.max_position_embeddings = 4096
     pair.max_context = 4096
     return pair
