@@ -29,7 +29,7 @@ from engine.decoding.policies import PolicyContext, make_policy
 from engine.decoding.sequence import Sequence, prepare_sequences
 from engine.decoding.verify_tree import verify_tree
 from engine.drafters import Draft, Verified, drafter_label, make_drafter
-from engine.hardware import StepTimer, UtilizationSampler, synchronize
+from engine.hardware import StepTimer, UtilizationSampler, run_threads, synchronize, thread_budget
 from engine.loadmeter import LoadMeter
 from engine.model.backend import choose_backend
 from engine.model.kvcache import RaggedCache
@@ -118,6 +118,17 @@ class Decoder:
         self.load = LoadMeter()  # process CPU time and other processes' CPU time on the same clock
 
     def run(self):
+        """`steps` with this run's CPU threads (engine/hardware.py `run_threads`: the budget less the CPUs other work
+        keeps busy as it starts, never more than torch's count), torch's own count restored when it ends."""
+        before = torch.get_num_threads()
+        self.threads = run_threads(min(before, thread_budget().threads)) if self.device.type == "cpu" else before
+        torch.set_num_threads(self.threads)
+        try:
+            yield from self.steps_of_run()
+        finally:
+            torch.set_num_threads(before)
+
+    def steps_of_run(self):
         """Prefill, then one `step` per target pass until every sequence is finished; yields each Step.
 
         Inference mode is entered around each piece of work, never held across a `yield`: a generator that
@@ -423,6 +434,7 @@ class Decoder:
         wall_s = self.steps[-1].t_end_s
         summary = summarize(self.steps, new_tokens, wall_s, self.device.type, pair.dtype_name, cfg.speculative)
         summary.update(self.load.fields())  # optional fields: cpu_s, other_cpu_s, load_avg, cpus
+        summary["threads"] = self.threads  # the CPU threads the run used
         return Trace(config=cfg.to_dict(), sequences=sequences, steps=self.steps, summary=summary, meta=self.meta(drafter_name))
 
     def meta(self, drafter_name: str | None) -> dict:

@@ -367,7 +367,7 @@ def _summary(raw) -> dict:
             out[key] = _str(value, where)
         elif key in _SUMMARY_LOAD:  # optional (engine/loadmeter.py); older traces lack them
             out[key] = _opt_num(value, where)
-        elif key == "cpus":
+        elif key in ("cpus", "threads"):  # optional: the machine's CPUs, the threads the run used
             out[key] = None if value is None else _int(value, where, 1, 1_000_000)
         elif key == "per_position_acceptance":
             rates = None if value is None else _list(value, where, MAX_DEPTH)

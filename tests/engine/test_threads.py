@@ -87,3 +87,29 @@ def test_configure_threads_sets_torch_from_a_fake_quota(monkeypatch):
 def test_this_machine_gets_a_sane_budget():
     budget = thread_budget(env={})
     assert 1 <= budget.threads <= hardware.cpu_affinity()
+
+
+def test_a_run_leaves_the_cpus_other_work_keeps_busy(tmp_path):
+    """/proc/loadavg's runnable count less this reader, the smallest of a few reads; the run's threads the budget less
+    those, at least 1."""
+    from engine.hardware import others_running, run_threads
+
+    f = tmp_path / "loadavg"
+    f.write_text("1.50 1.20 0.90 3/412 12345\n")
+    assert others_running(samples=2, gap_s=0, loadavg=f) == 2
+    f.write_text("0.10 0.20 0.30 1/400 12345\n")
+    assert others_running(samples=2, gap_s=0, loadavg=f) == 0
+    assert others_running(loadavg=tmp_path / "absent") == 0  # the OS cannot say: nothing subtracted
+    f.write_text("garbled\n")
+    assert others_running(loadavg=f) == 0
+    assert 1 <= run_threads(2) <= 2 and run_threads(1) == 1
+
+
+def test_a_trace_records_the_threads_its_run_used(tiny):
+    import torch
+
+    from engine import DecodeConfig, generate
+
+    before = torch.get_num_threads()
+    trace = generate(tiny, ["Say hello."], DecodeConfig(mode="autoregressive", max_new_tokens=4))
+    assert 1 <= trace.summary["threads"] <= before and torch.get_num_threads() == before  # restored after the run
