@@ -70,3 +70,21 @@ def test_one_task_runs_live_beside_the_recording():
     assert any("measured live on" in f for f in figures)
     assert "**Beside the recording**" in _texts(at.markdown)
     assert "Live and recorded can differ because" in _texts(at.caption)
+
+
+def test_the_shipped_recording_still_shows_what_the_page_teaches():
+    """The claims the page and lesson 3 make of the recording, checked by the one rule on its own rounds: n-gram
+    lookup gains the most tokens per pass where the answer copies its input; at batch 1 the EAGLE head is faster than
+    plain decoding in most tasks; at batch 16 every fixed drafter is slower while goodput, which can stop drafting, is
+    never named slower."""
+    rec = task_records.load(RECORDING)
+    rows = rec["rows"]
+    assert rec["settings"]["batches"] == [1, 4, 16] and V.disturbed_note(rows) is None
+    at = {(r["batch"], r["contender"].split(",")[0].split(" (")[0], r["task"]): r for r in rows}
+    lookup = {t: at[(1, "n-gram", t)]["tau"] for t in V.tasks_of(rows)}
+    assert min(lookup["summarization"], lookup["rag"]) > max(lookup["mt_bench"], lookup["qa"], lookup["math_reasoning"])
+    eagle = [at[(1, "EAGLE head", t)]["verdict"] for t in V.tasks_of(rows)]
+    assert eagle.count("faster") >= 4
+    wide = [r for r in rows if r["batch"] == 16 and r["contender"] != "plain"]
+    assert all(r["verdict"] == "slower" for r in wide if not r["contender"].startswith("goodput"))
+    assert all(r["verdict"] != "slower" for r in wide if r["contender"].startswith("goodput"))
