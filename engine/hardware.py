@@ -133,34 +133,6 @@ def configure_threads() -> ThreadBudget:
     return budget
 
 
-LOADAVG = Path("/proc/loadavg")
-
-
-def others_running(samples: int = 5, gap_s: float = 0.001, loadavg: Path = LOADAVG) -> int:
-    """Threads other than this reader that want a CPU now: /proc/loadavg's count of runnable threads less one, the
-    smallest of a few reads `gap_s` apart (a pool thread still spinning after the last op shows in one read, a busy
-    process in all of them). 0 where the OS cannot say."""
-    seen = []
-    for i in range(samples):
-        try:
-            running = int(loadavg.read_text().split()[3].split("/")[0])
-        except (OSError, ValueError, IndexError):
-            return 0
-        seen.append(max(0, running - 1))
-        if i + 1 < samples:
-            time.sleep(gap_s)
-    return min(seen)
-
-
-def run_threads(budget: int | None = None) -> int:
-    """The threads a CPU run uses: the budget (`thread_budget`) less the CPUs other work keeps busy when it starts,
-    at least 1. A thread team larger than the free CPUs waits at every barrier for a thread the OS has descheduled:
-    on two cores beside one busy process, two threads decoded at 2-8 tokens/s where one thread decoded at 47
-    (docs/journal.md, "a thread team beside a busy process")."""
-    budget = thread_budget().threads if budget is None else budget
-    return max(1, budget - others_running())
-
-
 def thread_line() -> str:
     """'2 (CPU quota 2)': torch's intra-op threads now and why (for the run's machine line)."""
     threads = torch.get_num_threads()

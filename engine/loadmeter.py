@@ -8,12 +8,15 @@ as the run's clock (the consumer's pauses between steps are off it), `LoadMeter`
   (psutil.cpu_times, all CPUs, idle and iowait excluded) minus `cpu_s`; None without psutil;
 and records the 1-minute load average (os.getloadavg) and the CPU count when the lane ends. The
 summary carries them as optional fields (engine/trace/); app/views/fairness.py compares two lanes.
+
+Before a run, `run_threads` leaves out the CPUs other work keeps busy (`others_running`).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 
 def _busy_s() -> float | None:
@@ -57,3 +60,34 @@ class LoadMeter:
             load = None
         other = None if self.busy_s is None else max(0.0, self.busy_s - self.cpu_s)
         return {"cpu_s": self.cpu_s, "other_cpu_s": other, "load_avg": load, "cpus": os.cpu_count()}
+
+
+LOADAVG = Path("/proc/loadavg")
+
+
+def others_running(samples: int = 5, gap_s: float = 0.001, loadavg: Path = LOADAVG) -> int:
+    """Threads other than this reader that want a CPU now: /proc/loadavg's count of runnable threads less one, the
+    smallest of a few reads `gap_s` apart (a pool thread still spinning after the last op shows in one read, a busy
+    process in all of them). 0 where the OS cannot say."""
+    seen = []
+    for i in range(samples):
+        try:
+            running = int(loadavg.read_text().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return 0
+        seen.append(max(0, running - 1))
+        if i + 1 < samples:
+            time.sleep(gap_s)
+    return min(seen)
+
+
+def run_threads(budget: int | None = None) -> int:
+    """The threads a CPU run uses: the budget (`thread_budget`) less the CPUs other work keeps busy when it starts,
+    at least 1. A thread team larger than the free CPUs waits at every barrier for a thread the OS has descheduled:
+    on two cores beside one busy process, two threads decoded at 2-8 tokens/s where one thread decoded at 47
+    (docs/journal.md, "a thread team beside a busy process")."""
+    if budget is None:
+        from engine.hardware import thread_budget
+
+        budget = thread_budget().threads
+    return max(1, budget - others_running())

@@ -29,8 +29,8 @@ from engine.decoding.policies import PolicyContext, make_policy
 from engine.decoding.sequence import Sequence, prepare_sequences
 from engine.decoding.verify_tree import verify_tree
 from engine.drafters import Draft, Verified, drafter_label, make_drafter
-from engine.hardware import StepTimer, UtilizationSampler, run_threads, synchronize, thread_budget
-from engine.loadmeter import LoadMeter
+from engine.hardware import StepTimer, UtilizationSampler, synchronize, thread_budget
+from engine.loadmeter import LoadMeter, run_threads
 from engine.model.backend import choose_backend
 from engine.model.kvcache import RaggedCache
 from engine.model.pair import ModelPair
@@ -118,7 +118,7 @@ class Decoder:
         self.load = LoadMeter()  # process CPU time and other processes' CPU time on the same clock
 
     def run(self):
-        """`steps` with this run's CPU threads (engine/hardware.py `run_threads`: the budget less the CPUs other work
+        """`steps` with this run's CPU threads (engine/loadmeter.py `run_threads`: the budget less the CPUs other work
         keeps busy as it starts, never more than torch's count), torch's own count restored when it ends."""
         before = torch.get_num_threads()
         self.threads = run_threads(min(before, thread_budget().threads)) if self.device.type == "cpu" else before

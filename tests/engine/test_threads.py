@@ -92,7 +92,7 @@ def test_this_machine_gets_a_sane_budget():
 def test_a_run_leaves_the_cpus_other_work_keeps_busy(tmp_path):
     """/proc/loadavg's runnable count less this reader, the smallest of a few reads; the run's threads the budget less
     those, at least 1."""
-    from engine.hardware import others_running, run_threads
+    from engine.loadmeter import others_running, run_threads
 
     f = tmp_path / "loadavg"
     f.write_text("1.50 1.20 0.90 3/412 12345\n")
