@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app"
-PAGES = ("playground", "lessons", "sweep", "predictor", "replay", "serving")  # navigation order
+PAGES = ("playground", "lessons", "sweep", "benchmarks", "predictor", "replay", "serving")  # navigation order
 BELOW = ("common", "views", "classroom")
 
 

@@ -97,7 +97,7 @@ def show_lead(lesson, lessons: dict) -> None:
     walks = [n for n, one in sorted(lessons.items()) if getattr(registry.EXPERIMENTS.get(one.experiment), "walkthrough", None)]
     if walks and lesson.number not in walks:
         n = walks[0]
-        st.caption(f"New to the mechanism? [{lessons[n].title}](?lesson={n}) walks through it stage by stage.")
+        st.caption(f"New to the mechanism? [Lesson {n}, one speculative step](?lesson={n}) walks through it stage by stage.")
 
 
 def show_details(lesson) -> None:
