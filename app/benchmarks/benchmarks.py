@@ -116,7 +116,6 @@ def live_form(rec: dict | None) -> None:
         try:
             with st.spinner("Measuring…"):
                 rows = run_tasks(pair, chosen, [batch], keys, tokens, LIVE_ROUNDS, log=lambda _: None)
-                rows = task_records.judged(rows)
         except (*RUN_ERRORS, PromptFileError) as exc:
             show_failure("The live run failed", exc)
             return

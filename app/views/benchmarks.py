@@ -11,6 +11,7 @@ import textwrap
 
 import plotly.graph_objects as go
 
+from app.common.measurement import BUSY_CORES
 from app.views.palette import INK, ink, speedup_scale
 from engine.bench.prompt_files import task_name
 
@@ -210,9 +211,6 @@ def beside_note(rec: dict, machine: str, prompts: int, tokens: int) -> str:
         )
     parts.append("each run's own noise, shown by its 95% range")
     return "Live and recorded can differ because " + "; ".join(parts) + "."
-
-
-BUSY_CORES = 0.5  # other processes kept more than half a core busy on average: the timings are disturbed
 
 
 def busy_cores(rows: list[dict]) -> float | None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from engine import verdict
 from engine.bench.cells import run_cells
 from engine.bench.prompt_files import Prompt, task_name, tasks
+from engine.bench.task_records import judged
 from engine.config import DecodeConfig
 from engine.drafters import DRAFTERS
 
@@ -71,18 +72,13 @@ def rows_of(prompts: list[Prompt], batch: int) -> list[str]:
 
 
 def _cell(task: str, batch: int, name: str, cell: dict, plain: dict) -> dict:
-    runs, base = cell["decode_tokens_per_s_runs"], plain["decode_tokens_per_s_runs"]
-    v = verdict.judge(runs, base) if name != "plain" else None
+    """One measured cell; its speedup and verdict come from task_records.judged, the one place a row is judged."""
     return {
         "task": task,
         "batch": batch,
         "contender": name,
         "decode_tokens_per_s": cell["decode_tokens_per_s"],
-        "decode_tokens_per_s_runs": runs,
-        "speedup": v.ratio if v else 1.0,
-        "speedup_lo": v.lo if v else None,
-        "speedup_hi": v.hi if v else None,
-        "verdict": v.kind if v else "baseline",
+        "decode_tokens_per_s_runs": cell["decode_tokens_per_s_runs"],
         "whole_run_speedup": cell["tokens_per_s"] / plain["tokens_per_s"] if plain["tokens_per_s"] else None,
         "tau": cell["tokens_per_step"] or 1.0,
         "per_position_acceptance": cell["per_position_acceptance"],
@@ -108,7 +104,7 @@ def run_tasks(pair, prompts: list[Prompt], batches: list[int], keys: list, max_n
             sequential = batch == 1
             texts = [p.text for p in group] if sequential else rows_of(group, batch)
             cells = run_cells(pair, texts, cfgs, rounds, sequential=sequential)
-            rows = [_cell(task, batch, name, cell, cells[0]) for name, cell in zip(names, cells)]
+            rows = judged([_cell(task, batch, name, cell, cells[0]) for name, cell in zip(names, cells)])
             out += rows
             log(f"  {task_name(task):<15} batch {batch:>3}: " + ", ".join(f"{r['contender']} {r['speedup']:.2f}×" for r in rows[1:]))
     return out

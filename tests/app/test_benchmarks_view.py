@@ -14,7 +14,7 @@ from engine.bench.tasks import CONTENDERS, run_tasks
 @pytest.fixture(scope="module")
 def rows(tiny):
     prompts = [Prompt("Say hello.", "chat", "chat", "1"), Prompt("Copy: a b c d e f a b c d e f", "copy", "copy", "2")]
-    return task_records.judged(run_tasks(tiny, prompts, [1, 2], ["ngram", "model"], 6, 2, log=lambda _: None))
+    return run_tasks(tiny, prompts, [1, 2], ["ngram", "model"], 6, 2, log=lambda _: None)
 
 
 def _row(task, batch, contender, rate, runs, tau=1.0):
