@@ -12,7 +12,7 @@ from Python, and the eager lean pass reaches a small share of the probed copy ba
 - per layer only what differs per layer: the RoPE tables and the attention bias (engine/model/pass_masks.py) are
   made once per pass, RoPE runs over the q and k heads together;
 - the buffers are in the model's dtype on "native" (its attention reads bfloat16 keys and values as they are) and
-  float32 on the CPU's "fused" route even for a bfloat16 model (StaticRaggedCache.prefill), so `small_attend`'s torch
+  float32 on the CPU's "fused" route even for a bfloat16 model (StaticRaggedCache.reserve), so `small_attend`'s torch
   arithmetic reads them in float32 without converting the window in every layer; both attend over exactly the live
   columns;
 - the native kernels: one call per layer for passes of up to cpukernels.LAYER_TOKENS tokens (a one-token pass reads
