@@ -82,11 +82,13 @@ class FastRoute:
         n_heads, n_kv, head_dim = passes.dims[:3]
         kernel = (kv.keys, kv.values, window) if cpukernels.layer_ready(x, passes.layers[0], kv.keys[0], head_dim) else None
         heads = (n_kv, n_heads // n_kv) if kernel is not None or small_pass(x) else None  # small_attend's float bias
-        mask = pass_mask(valid, past, n, rows, window, attend=attend, heads=heads)
+        # a long pass over no cache and no padding (a prompt's, a shared prefix's): SDPA's causal path, no mask to build
+        causal = heads is None and past == 0 and attend is None and not pad and bool(valid.all())
+        mask = None if causal else pass_mask(valid, past, n, rows, window, attend=attend, heads=heads)
 
         def fn(x, positions, mask):
             store = lambda i: buffer_store(kv.keys[i], kv.values[i], cols, window)  # noqa: E731
-            return passes.run(x, positions, mask, store, keep=keep, return_hidden=return_hidden, kernel=kernel)
+            return passes.run(x, positions, mask, store, keep=keep, return_hidden=return_hidden, kernel=kernel, is_causal=causal)
 
         out, hidden = cache.graphs.run(None, fn, {"x": x, "positions": positions, "mask": mask})
         if not pad:
