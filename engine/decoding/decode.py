@@ -95,7 +95,8 @@ class Decoder:
         self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.backend = choose_backend(self.device, cfg.backend, cfg.cuda_graphs)  # how passes run (engine/model/backend.py)
         self.drafter = make_drafter(pair, cfg, self.pad_id, self.backend)  # None for plain decoding; its cache on the run's backend
-        self.policy = make_policy(cfg, pair, self.drafter, len(seqs))  # load-aware ones read the measured pass-cost curve
+        context = max(len(s.prompt_ids) for s in seqs)  # goodput's state is kept per (batch, context) bucket
+        self.policy = make_policy(cfg, pair, self.drafter, len(seqs), context)  # load-aware ones read the pass-cost curve
         self.features = self.drafter.target_features if self.drafter is not None else False
         self.target = make_cache(pair.target, self.device, pair.target_costs, cfg, backend=self.backend)
         if self.features and self.target.lean is None:
@@ -116,7 +117,6 @@ class Decoder:
         self.policy_s = 0.0  # time in the policy since the last Step was built (its overhead, in the trace)
         self.util: UtilizationSampler | None = None
         self.load = LoadMeter()  # process CPU time and other processes' CPU time on the same clock
-        self.shared = 0  # the prompts' common prefix, prefilled once (engine/model/kvcache.py, shared_prefix)
 
     def run(self):
         """`steps` with this run's CPU threads (engine/loadmeter.py `run_threads`: the budget less the CPUs other work
@@ -159,7 +159,7 @@ class Decoder:
         """The target reads every prompt and picks each sequence's first token; the drafter reads them too."""
         t_start = time.perf_counter()
         prompts = [s.prompt_ids for s in self.active]
-        self.shared = shared_prefix(prompts) if self.cfg.share_prefix else 0  # a common prefix is prefilled once
+        self.shared = shared_prefix(prompts) if self.cfg.share_prefix else 0  # a common prefix, prefilled once (kvcache.py)
         with StepTimer(self.device) as verify_timer:
             logits, hidden = self.target_pass(prompts)
         with StepTimer(self.device) as draft_timer:
