@@ -39,6 +39,7 @@ BOUND: dict[str, dict[str, str]] = {
         "tree": "Tree nodes",
         "tree_k": "Tree top-k",
         "rounds": "Rounds",
+        "context": "Context (tokens)",
     },
     "predictor": {
         "gpu": "GPU",

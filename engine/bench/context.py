@@ -44,7 +44,7 @@ def excerpt(tokenizer, text: str, tokens: int) -> str:
 def check_context(context: int) -> None:
     """A context the commands take: 0 (no document) or a positive number of tokens."""
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:
-        raise ConfigError(f"--context must be a whole number of tokens >= 0 (0: no document); got {context!r}")
+        raise ConfigError(f"context must be a whole number of tokens >= 0 (0: no document); got {context!r}")
 
 
 def with_context(pair, prompts: list[str], context: int, room: int) -> list[str]:
@@ -57,15 +57,15 @@ def with_context(pair, prompts: list[str], context: int, room: int) -> list[str]
     most = pair.max_context - room
     if context > most:
         raise ConfigError(
-            f"--context {context} is beyond the model's context window: {pair.max_context} positions, less {room} for the "
+            f"context {context} is beyond the model's context window: {pair.max_context} positions, less {room} for the "
             f"new tokens and a draft, leave at most {most}"
         )
     own = max(len(pair.encode_prompt(SEPARATOR + p)) for p in prompts)  # a row's template and prompt, without the document
     if context <= own:
-        raise ConfigError(f"--context {context} is no longer than the prompts themselves ({own} tokens): give more, or 0")
+        raise ConfigError(f"context {context} is no longer than the prompts themselves ({own} tokens): give more, or 0")
     text = document()
     available = len(pair.tokenizer(text, add_special_tokens=False).input_ids)
     if context - own > available:
-        raise ConfigError(f"--context {context} is longer than the shipped document ({available} tokens + {own} of prompt)")
+        raise ConfigError(f"context {context} is longer than the shipped document ({available} tokens + {own} of prompt)")
     part = excerpt(pair.tokenizer, text, context - own)
     return [part + SEPARATOR + p for p in prompts]

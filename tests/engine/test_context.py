@@ -42,9 +42,9 @@ def test_rows_with_context_hold_about_that_many_tokens_and_share_the_document(ti
 @pytest.mark.parametrize(
     "asked, message",
     [
-        (-1, "--context must be a whole number of tokens >= 0"),
-        (505, "--context 505 is beyond the model's context window: 512 positions, less 12"),
-        (10, "--context 10 is no longer than the prompts themselves"),
+        (-1, "context must be a whole number of tokens >= 0"),
+        (505, "context 505 is beyond the model's context window: 512 positions, less 12"),
+        (10, "context 10 is no longer than the prompts themselves"),
     ],
 )
 def test_a_context_the_model_cannot_hold_is_one_sentence(tiny, asked, message):
@@ -81,8 +81,8 @@ def test_bad_context_on_the_command_line_is_one_line_before_any_model_loads(caps
 
     monkeypatch.setattr("engine.load_pair", no_loading)
     for argv, message in (
-        (["run", "--prompt", "hi", "--context", "-5"], "error: --context must be a whole number of tokens >= 0"),
-        (["bench", "--batch", "1", "--depth", "1", "--context", "-1"], "error: --context must be"),
+        (["run", "--prompt", "hi", "--context", "-5"], "error: context must be a whole number of tokens >= 0"),
+        (["bench", "--batch", "1", "--depth", "1", "--context", "-1"], "error: context must be"),
         (["bench", "--batch", "1", "--depth", "1", "--context", "64", "--baseline"], "error: --context goes with the batch x depth grid"),
     ):
         assert cli.main(argv) == 2
@@ -96,4 +96,4 @@ def test_a_context_past_the_window_on_the_command_line_is_one_line(tiny, capsys,
     monkeypatch.setattr("engine.load_pair", lambda **kwargs: tiny)
     assert cli.main(["run", "--prompt", "hi", "--context", "9000"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: --context 9000 is beyond the model's context window: 512 positions") and err.count("\n") == 1
+    assert err.startswith("error: context 9000 is beyond the model's context window: 512 positions") and err.count("\n") == 1
