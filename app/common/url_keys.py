@@ -64,6 +64,7 @@ BOUND: dict[str, dict[str, str]] = {
         "grid_topk": "Tree top-k",
         "grid_rounds": "Rounds per cell",
         "grid_prompts": "Prompts",
+        "grid_contexts": "Contexts (tokens per row)",
     },
     # Each lesson draws only its own knobs (app/lessons/experiments.py; a test keeps the two equal).
     "lessons": {
