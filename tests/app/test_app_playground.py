@@ -190,14 +190,6 @@ def test_a_context_puts_the_shared_document_before_every_prompt():
     assert [s["prompt"] for s in ar.sequences] == [s["prompt"] for s in spec.sequences]
 
 
-def test_a_context_past_the_kv_guard_is_named():
-    at = _app(context=4096, batch=16, tokens=8)
-    at.button(key="run").click().run()
-    assert not at.exception
-    errors = _texts(at.error)
-    assert "tokens of KV cache" in errors and "lower the batch size or the context" in errors
-
-
 def test_empty_custom_prompt_is_named():
     at = _app(prompt=CUSTOM)
     at.button(key="run").click().run()
@@ -216,12 +208,20 @@ def test_prompt_longer_than_context_is_named():
     assert "context window" in errors and "Fix:" in errors
 
 
-def test_memory_guard_is_named():
-    at = _app(batch=32, depth=12, tokens=256)
+@pytest.mark.parametrize(
+    "link, named",
+    [
+        (dict(batch=32, depth=12, tokens=256), ("memory guard", "lower the batch size")),
+        (dict(context=4096, batch=16, tokens=8), ("tokens of KV cache", "lower the batch size or the context")),
+    ],
+    ids=["tokens", "kv-cache"],
+)
+def test_memory_guard_is_named(link, named):
+    at = _app(**link)
     at.button(key="run").click().run()
     assert not at.exception
     errors = _texts(at.error)
-    assert "memory guard" in errors and "lower the batch size" in errors
+    assert all(words in errors for words in named)
     assert "Run skipped" in _texts(at.warning)
 
 
