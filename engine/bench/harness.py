@@ -99,6 +99,8 @@ def _row(
         "ar_decode_runs": ar["decode_tokens_per_s_runs"],
         "spec_decode_runs": spec["decode_tokens_per_s_runs"],
         "whole_run_speedup": spec["tokens_per_s"] / ar["tokens_per_s"],
+        "ar_ttft_s": ar["ttft_s"],  # the median run's time to first token (the prefill step's end)
+        "spec_ttft_s": spec["ttft_s"],
         # prompts decoded one at a time (--sequential): the median over prompts of each prompt's speedup
         "prompt_median_speedup": _median([s / a for s, a in zip(spec["prompt_rates"], ar["prompt_rates"])])
         if len(spec["prompt_rates"]) > 1
@@ -369,7 +371,8 @@ def speedup_ranges(rows: list[dict]) -> list[str]:
     for r in rows:
         if len(r.get("spec_decode_runs") or ()) == len(r.get("ar_decode_runs") or ()) > 0:
             cell = f"batch {r['batch']} depth {r['depth']}" + (f" tree {r['tree_nodes']}/{r['tree_topk']}" if r.get("tree_nodes") else "")
-            lines.append(f"  {cell:<24} {judge(r['spec_decode_runs'], r['ar_decode_runs']).words('speculative', 'plain')}")
+            ttft = f"  (first token {r['ar_ttft_s']:.2f} s / {r['spec_ttft_s']:.2f} s)" if r.get("ar_ttft_s") is not None else ""
+            lines.append(f"  {cell:<24} {judge(r['spec_decode_runs'], r['ar_decode_runs']).words('speculative', 'plain')}{ttft}")
     return lines if len(lines) > 2 else []
 
 
