@@ -71,7 +71,7 @@ def test_run_and_bench_take_context_end_to_end(tiny, capsys, monkeypatch):
     assert cli.main(["bench", "--batch", "2", "--depth", "2", "--repeats", "2", "--max-new-tokens", "4", "--context", "300"]) == 0
     table = capsys.readouterr().out
     assert "context 300" in table and "decode-only speedup over the interleaved rounds" in table and "2 rounds" in table
-    assert "(first token " in table
+    assert "(first token: plain " in table
 
 
 def test_bad_context_on_the_command_line_is_one_line_before_any_model_loads(capsys, monkeypatch):
