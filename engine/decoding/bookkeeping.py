@@ -10,7 +10,23 @@ from engine.drafters import drafter_params
 from engine.hardware import device_name
 from engine.model.pair import ModelPair
 from engine.model.pass_report import graph_meta
+from engine.options import ConfigError
 from engine.trace.records import TreeRecord
+
+
+def check_lean_target(cfg: DecodeConfig, features, target) -> None:
+    """ConfigError where the run needs what only the lean forward gives and the target's cache runs transformers':
+    the target's hidden states (`features`, a drafter that reads them) or a tree attention mask (`cfg.tree`)."""
+    if features and target.lean is None:
+        raise ConfigError(
+            f"drafter={cfg.drafter!r} needs the target's hidden states, which only the lean "
+            "forward gives (a plain Llama target, a backend other than 'transformers')"
+        )
+    if cfg.tree and target.lean is None:
+        raise ConfigError(
+            "tree drafting verifies with a tree attention mask, which only the lean forward takes "
+            "(a plain Llama target, a backend other than 'transformers')"
+        )
 
 
 def run_meta(pair: ModelPair, cfg: DecodeConfig, drafter_name: str | None, util_source: str, lean: bool, caches: list) -> dict:

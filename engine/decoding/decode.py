@@ -24,7 +24,7 @@ import time
 import torch
 
 from engine.config import DecodeConfig
-from engine.decoding.bookkeeping import next_kind, run_meta, tree_records
+from engine.decoding.bookkeeping import check_lean_target, next_kind, run_meta, tree_records
 from engine.decoding.policies import PolicyContext, make_policy
 from engine.decoding.sequence import Sequence, prepare_sequences
 from engine.decoding.verify_tree import verify_tree
@@ -34,8 +34,8 @@ from engine.loadmeter import LoadMeter, run_threads
 from engine.model.backend import choose_backend
 from engine.model.kvcache import RaggedCache, shared_prefix
 from engine.model.pair import ModelPair
+from engine.model.prefix_cache import PrefixCache
 from engine.model.static_cache import make_cache
-from engine.options import ConfigError
 from engine.sampling import greedy_ids, probs_from_logits, sample, verify
 from engine.trace.file import Trace
 from engine.trace.records import DraftToken, SeqStep, Step, summarize
@@ -44,8 +44,8 @@ from engine.trace.records import DraftToken, SeqStep, Step, summarize
 class StepStream:
     """Iterate to get one `Step` per target forward; after the last one, `.trace` holds the run."""
 
-    def __init__(self, pair: ModelPair, prompts: list[str], cfg: DecodeConfig):
-        self.pair, self.cfg = pair, cfg
+    def __init__(self, pair: ModelPair, prompts: list[str], cfg: DecodeConfig, prefix_cache: PrefixCache | None = None):
+        self.pair, self.cfg, self.prefix_cache = pair, cfg, prefix_cache
         self.seqs = prepare_sequences(pair, prompts, cfg)  # validate before any model work
         self.drafter_name = drafter_label(pair, cfg)
         self.trace: Trace | None = None
@@ -66,18 +66,21 @@ class StepStream:
 
     def __iter__(self):
         self.decoder = Decoder(self.pair, self.seqs, self.cfg)
+        for cache in filter(None, (self.decoder.target, self.decoder.drafter_cache)):  # may read a shared prefix warm
+            cache.warm = self.prefix_cache
         yield from self.decoder.run()
         self.trace = self.decoder.trace(self.drafter_name)
 
 
-def generate_steps(pair: ModelPair, prompts: list[str], cfg: DecodeConfig) -> StepStream:
-    """The run as a live stream of Steps (for animation); `.trace` is set when it is exhausted."""
-    return StepStream(pair, prompts, cfg)
+def generate_steps(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, prefix_cache: PrefixCache | None = None) -> StepStream:
+    """The run as a live stream of Steps (for animation); `.trace` is set when it is exhausted. prefix_cache: the
+    caller's warm shared prefixes (engine/model/prefix_cache.py), read and filed by the run's shared prefill."""
+    return StepStream(pair, prompts, cfg, prefix_cache)
 
 
-def generate(pair: ModelPair, prompts: list[str], cfg: DecodeConfig) -> Trace:
+def generate(pair: ModelPair, prompts: list[str], cfg: DecodeConfig, prefix_cache: PrefixCache | None = None) -> Trace:
     """Decode `prompts` (a batch, one user message each) and return the full Trace."""
-    stream = generate_steps(pair, prompts, cfg)
+    stream = generate_steps(pair, prompts, cfg, prefix_cache)
     for _ in stream:
         pass
     return stream.trace
@@ -99,16 +102,7 @@ class Decoder:
         self.policy = make_policy(cfg, pair, self.drafter, len(seqs), context)  # load-aware ones read the pass-cost curve
         self.features = self.drafter.target_features if self.drafter is not None else False
         self.target = make_cache(pair.target, self.device, pair.target_costs, cfg, backend=self.backend)
-        if self.features and self.target.lean is None:
-            raise ConfigError(
-                f"drafter={cfg.drafter!r} needs the target's hidden states, which only the lean "
-                "forward gives (a plain Llama target, a backend other than 'transformers')"
-            )
-        if cfg.tree and self.target.lean is None:
-            raise ConfigError(
-                "tree drafting verifies with a tree attention mask, which only the lean forward takes "
-                "(a plain Llama target, a backend other than 'transformers')"
-            )
+        check_lean_target(cfg, self.features, self.target)
         self.active: list[Sequence] = list(seqs)
         self.steps: list[Step] = []
         self.accepted_total = self.seq_steps = 0  # acceptance so far, for the policy
@@ -442,7 +436,8 @@ class Decoder:
     def meta(self, drafter_name: str | None) -> dict:
         caches = [c for c in (self.target, self.drafter_cache) if c is not None]
         meta = run_meta(self.pair, self.cfg, drafter_name, self.util.source, self.target.lean is not None, caches)
-        return meta | {"shared_prefix": self.shared}  # tokens every row's prompt began with, prefilled once
+        warm = sum(cache.warm_hits for cache in caches)  # shared prefixes read warm (engine/model/prefix_cache.py)
+        return meta | {"shared_prefix": self.shared, "warm_prefix": warm}  # tokens every row began with, prefilled once
 
     @property
     def drafter_cache(self) -> RaggedCache | None:

@@ -83,6 +83,8 @@ class RaggedCache:
         self.width = 0  # physical columns W
         self.valid = torch.zeros(0, 0, dtype=torch.bool, device=device)  # (B, W): real (unmasked) columns
         self.compactions = 0  # per-row gathers done so far (see COMPACT_SLACK)
+        self.warm = None  # a warm prefix cache (engine/model/prefix_cache.py) a shared prefill may read: static buffers only
+        self.warm_hits = 0  # shared prefixes read from it instead of prefilled
 
     @property
     def costs(self) -> ModelCosts:
@@ -131,7 +133,7 @@ class RaggedCache:
         self.lengths = torch.tensor([shared], dtype=torch.long, device=self.device)
         self.width = 0
         prefix_ids = torch.tensor([token_lists[0][:shared]], dtype=torch.long, device=self.device)  # (1, P)
-        first = self.forward(prefix_ids, logits_to_keep=1, return_hidden=return_hidden, features=prefix_features)
+        first = self.prefix_pass(prefix_ids, return_hidden, prefix_features)
         self.select(torch.zeros(batch, dtype=torch.long, device=self.device))  # every row holds the prefix
         own = torch.tensor([len(t) for t in suffixes], device=self.device)
         new_valid = torch.arange(longest, device=self.device)[None, :] >= (longest - own)[:, None]  # (B, S)
@@ -147,6 +149,10 @@ class RaggedCache:
             return out
         logits, hidden = out
         return logits, joined_hidden(first[1], hidden, own)
+
+    def prefix_pass(self, prefix_ids: torch.Tensor, return_hidden, features):
+        """The shared prefix's pass at batch 1 over the empty cache (prefix_ids (1, P)); what `forward` returns."""
+        return self.forward(prefix_ids, logits_to_keep=1, return_hidden=return_hidden, features=features)
 
     def attention_mask(self, n_new: int, new_valid: torch.Tensor | None = None) -> torch.Tensor:
         """(B, W + n_new) bool: each row's valid columns and the new tokens."""
