@@ -371,6 +371,7 @@ def speedup_ranges(rows: list[dict]) -> list[str]:
     for r in rows:
         if len(r.get("spec_decode_runs") or ()) == len(r.get("ar_decode_runs") or ()) > 0:
             cell = f"batch {r['batch']} depth {r['depth']}" + (f" tree {r['tree_nodes']}/{r['tree_topk']}" if r.get("tree_nodes") else "")
+            cell += f" {r['policy']}" if r.get("policy", "fixed") != "fixed" else ""
             ttft = (
                 f"  (first token: plain {r['ar_ttft_s']:.2f} s, speculative {r['spec_ttft_s']:.2f} s)"
                 if r.get("ar_ttft_s") is not None
