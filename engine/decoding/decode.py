@@ -111,6 +111,7 @@ class Decoder:
         self.policy_s = 0.0  # time in the policy since the last Step was built (its overhead, in the trace)
         self.util: UtilizationSampler | None = None
         self.load = LoadMeter()  # process CPU time and other processes' CPU time on the same clock
+        self.shared = 0  # tokens every prompt begins with, prefilled once (set by `prefill`)
 
     def run(self):
         """`steps` with this run's CPU threads (engine/loadmeter.py `run_threads`: the budget less the CPUs other work
