@@ -2,8 +2,9 @@
 
     python -m engine run   --prompt TEXT [--prompt TEXT ...] --mode {autoregressive,speculative} [--depth K]
                            [--drafter NAME] [--confidence C] [--temperature T] [--top-p P] [--max-new-tokens N] [--seed S]
-                           [--dtype {auto,float32,bfloat16}] [--cuda-graphs {auto,off,static,padded}] [--json PATH]
-    python -m engine bench --batch 1,4,16 --depth 0,2,4,8 [--confidence 0,0.3] [--drafter ...] [--dtype ...] [--json PATH]
+                           [--dtype {auto,float32,bfloat16}] [--cuda-graphs {auto,off,static,padded}] [--context N] [--json PATH]
+    python -m engine bench --batch 1,4,16 --depth 0,2,4,8 [--confidence 0,0.3] [--drafter ...] [--dtype ...] [--context N]
+                           [--json PATH]   # --context N: the shipped document before every row, ~N tokens of cache each
     python -m engine passes [--batch 1,8] [--tokens 1,2,4,...] [--context 150]   # one forward's time vs tokens per pass
                             [--compare-backends torch,fused,native [--rounds 3]]   # backends' passes against each other
     python -m engine probe

@@ -90,6 +90,10 @@ class DecodeConfig:
     # "cuda_graphs" backend where the device is CUDA and backend is "auto" (elsewhere the device's default runs, the
     # trace's graph_note says why; draft trees there run "torch" over the dynamic cache).
     cuda_graphs: str = "off"
+    # Prefix caching: rows whose prompts begin with the same tokens (at least kvcache.SHARED_PREFIX_MIN of them: one
+    # document, many questions) prefill that prefix once and copy its keys and values into every row
+    # (engine/model/kvcache.py, RaggedCache.prefill_shared). False: every row prefills its whole prompt.
+    share_prefix: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "mode", _enum(Mode, self.mode, "mode").value)
@@ -119,6 +123,8 @@ class DecodeConfig:
             raise ConfigError(f"ngram_size must be between 1 and 8; got {self.ngram_size}")
         if self.disable_by_batch_size < 1:
             raise ConfigError(f"disable_by_batch_size must be >= 1; got {self.disable_by_batch_size}")
+        if not isinstance(self.share_prefix, bool):
+            raise ConfigError(f"share_prefix must be true or false; got {self.share_prefix!r}")
         self._check_batch_table()
         self._check_tree()
 
@@ -194,11 +200,13 @@ class DecodeConfig:
         return self.temperature == 0
 
     def to_dict(self) -> dict:
-        """The options as a dict; `backend` only when not "auto", so a default run's trace stays readable by SpecLabs
-        from before the option (their DecodeConfig refuses unknown options)."""
+        """The options as a dict; `backend` only when not "auto" and `share_prefix` only when off, so a default run's
+        trace stays readable by SpecLabs from before the options (their DecodeConfig refuses unknown options)."""
         out = asdict(self)
         if out["backend"] == BackendKind.AUTO.value:
             del out["backend"]
+        if out["share_prefix"]:
+            del out["share_prefix"]
         return out
 
     @classmethod

@@ -31,7 +31,7 @@ class ToyDrafter:
     def build(cls, pair, cfg, pad_id: int, backend=None):
         return cls()
 
-    def prefill(self, prompts, hidden) -> None:
+    def prefill(self, prompts, hidden, shared=0) -> None:
         pass
 
     def propose(self, sequences, depth, cfg, generator):

@@ -39,6 +39,7 @@ BOUND: dict[str, dict[str, str]] = {
         "tree": "Tree nodes",
         "tree_k": "Tree top-k",
         "rounds": "Rounds",
+        "context": "Context (tokens)",
     },
     "predictor": {
         "gpu": "GPU",
@@ -63,6 +64,7 @@ BOUND: dict[str, dict[str, str]] = {
         "grid_topk": "Tree top-k",
         "grid_rounds": "Rounds per cell",
         "grid_prompts": "Prompts",
+        "grid_contexts": "Contexts (tokens per row)",
     },
     # Each lesson draws only its own knobs (app/lessons/experiments.py; a test keeps the two equal).
     "lessons": {

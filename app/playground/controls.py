@@ -22,6 +22,7 @@ from app.playground.policy_options import (
     parse_batch_table,
 )
 from engine import ConfigError, DecodeConfig
+from engine.bench.context import with_context
 from engine.bench.prompts import batch_prompts, prompt_set_list, spec_bench_sets
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +45,10 @@ MAX_ROUNDS = 9  # interleaved rounds (AR, speculative) per run
 DEFAULT_ROUNDS = 3  # the fewest that give the one rule (engine/verdict.py) a range; a few seconds on a 2-core CPU
 CPU_WORK_GUARD = 16_384  # batch × (depth + 1) × max_new_tokens allowed on a CPU server
 GPU_WORK_GUARD = 262_144
+# Context: the shipped document before every prompt (engine/bench/context.py), about this many tokens per row
+CONTEXT_CHOICES = (0, 256, 512, 1024, 2048, 4096)
+CPU_CONTEXT_GUARD = 32_768  # batch × context tokens of KV cache allowed on a CPU server (batch 8 at 4,096)
+GPU_CONTEXT_GUARD = 524_288
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class Settings:
     tree_nodes: int = 0  # EAGLE tree drafting: nodes verified per row (0 = a chain of k)
     tree_topk: int = 4  # children expanded per tree node
     rounds: int = DEFAULT_ROUNDS  # interleaved rounds: AR, speculative, AR, speculative …
+    context: int = 0  # tokens of the shipped document before every prompt (0: none)
 
     @property
     def tree(self) -> tuple[int, int]:
@@ -88,14 +94,17 @@ class Settings:
         """The explicit table of the batch_table policy (None: derived, or another policy); BatchTableError if bad."""
         return parse_batch_table(self.table) if self.policy == "batch_table" else None
 
-    def prompts(self) -> list[str]:
+    def prompts(self, pair=None) -> list[str]:
         """The batch: the chosen prompt first, then different curated prompts, so sequences really differ; a
-        Spec-Bench task's batch is its own first prompts."""
+        Spec-Bench task's batch is its own first prompts. With a context, each is preceded by the shipped document,
+        cut so the longest row holds about `context` tokens (its tokenizer is `pair`'s; ConfigError where it cannot)."""
         if self.prompt_id in TASKS:
-            return batch_prompts(self.prompt_id, self.batch)
-        first = self.custom_text if self.prompt_id == "custom" else PROMPT_BY_ID[self.prompt_id]["text"]
-        others = [p["text"] for p in PROMPTS if p["id"] != self.prompt_id]
-        return [first] + [others[i % len(others)] for i in range(self.batch - 1)]
+            prompts = batch_prompts(self.prompt_id, self.batch)
+        else:
+            first = self.custom_text if self.prompt_id == "custom" else PROMPT_BY_ID[self.prompt_id]["text"]
+            others = [p["text"] for p in PROMPTS if p["id"] != self.prompt_id]
+            prompts = [first] + [others[i % len(others)] for i in range(self.batch - 1)]
+        return with_context(pair, prompts, self.context, self.max_new_tokens + self.depth + 1) if self.context else prompts
 
     def config(self, mode: str) -> DecodeConfig:
         return DecodeConfig(
@@ -128,7 +137,7 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
     notices = st.container()
     with st.container(border=True):
         prompt_id, custom, preset, drafter, float32 = _prompt_and_pair(hub_ok)
-        batch, depth, max_new, temperature, top_p = _size_sliders(max_batch)
+        batch, depth, max_new, temperature, top_p, context = _size_sliders(max_batch)
         policy, policy_n, table, confidence, tree_nodes, tree_topk, rounds, auto, clicked = _policy_controls(max_batch, drafter)
     settings = Settings(
         preset=preset,
@@ -148,6 +157,7 @@ def controls(hub_ok: bool, on_gpu: bool) -> tuple[Settings, bool, bool]:
         tree_nodes=int(tree_nodes),
         tree_topk=int(tree_topk),
         rounds=int(rounds),
+        context=int(context),
     )
     if first_run or clicked:
         st.session_state["url_notices"] = link_notices(PAGE, raw) if first_run else []
@@ -186,8 +196,8 @@ def _prompt_and_pair(hub_ok: bool) -> tuple:
 
 
 def _size_sliders(max_batch: int) -> tuple:
-    """(batch, depth k, max new tokens, temperature, top-p)."""
-    s1, s2, s3, s4, s5 = st.columns(5)
+    """(batch, depth k, max new tokens, temperature, top-p, context)."""
+    s1, s2, s3, s4, s5, s6 = st.columns(6)
     batch = s1.slider("Batch size", 1, max_batch, 1, **bound(PAGE, "batch"))
     depth = s2.slider(
         "Speculation depth k",
@@ -211,8 +221,17 @@ def _size_sliders(max_batch: int) -> tuple:
         disabled=temperature == 0,
         help="Only used when sampling (temperature > 0).",
     )
-
-    return batch, depth, max_new, temperature, top_p
+    context = s6.select_slider(
+        "Context (tokens)",
+        CONTEXT_CHOICES,
+        0,
+        **bound(PAGE, "context"),
+        help="Long context: every prompt preceded by the same document (a guidebook shipped in assets/context/), so each "
+        "row's KV cache holds about this many tokens when decoding starts. The rows share it as a prefix, prefilled once. "
+        "Every pass then also reads each row's cache: the longer the context, the more a pass costs whatever tokens it "
+        "carries, and the more room speculation has.",
+    )
+    return batch, depth, max_new, temperature, top_p, context
 
 
 def _policy_controls(max_batch: int, drafter: str) -> tuple:
@@ -330,5 +349,11 @@ def input_problems(settings: Settings, hub_ok: bool, on_gpu: bool) -> list[str]:
             f"batch {settings.batch} × ({per_row} + 1) × {settings.max_new_tokens} new tokens = {work:,} "
             f"token slots, above this server's memory guard of {guard:,}. Fix: lower the batch size, the depth "
             "(or tree nodes) or max new tokens."
+        )
+    kv_guard = GPU_CONTEXT_GUARD if on_gpu else CPU_CONTEXT_GUARD
+    if settings.batch * settings.context > kv_guard:
+        problems.append(
+            f"batch {settings.batch} × context {settings.context:,} = {settings.batch * settings.context:,} tokens of KV cache, "
+            f"above this server's guard of {kv_guard:,}. Fix: lower the batch size or the context."
         )
     return problems

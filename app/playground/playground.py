@@ -79,7 +79,7 @@ def decode_both(live) -> None:
             trace.meta["recorded_at"] = recorded_at
         st.session_state["result"] = result
     except ConfigError as exc:
-        st.error(f"{exc}. Fix: shorten the prompt or lower max new tokens / depth.", icon=":material/error:")
+        st.error(f"{exc}. Fix: shorten the prompt or lower the context, max new tokens or depth.", icon=":material/error:")
     except (ModelLoadError, TraceError) as exc:
         st.error(str(exc), icon=":material/error:")
     except (ValueError, OSError, RuntimeError) as exc:  # e.g. torch out of memory (a RuntimeError)

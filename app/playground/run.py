@@ -59,7 +59,7 @@ def run_both(pair, settings: Settings, live) -> dict:
     """Both lanes warmed up, then `settings.rounds` interleaved rounds, AR then speculative: never overlapping, so
     neither disturbs the other's timings, and a drift of the machine hits both alike. Keeps every round's rates
     (`metrics.round_rates`, in the order run) and the traces of the median round by decoding-alone speedup."""
-    prompts = settings.prompts()
+    prompts = settings.prompts(pair)  # ConfigError (a context the model cannot hold): the page names it
     ar_cfg, spec_cfg = settings.config("autoregressive"), settings.config("speculative")
     with live.container():
         st.subheader("Decoding live")

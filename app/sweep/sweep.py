@@ -26,6 +26,7 @@ from app.views import recorded, roofline
 from app.views.fairness import grid_contention_note
 from app.views.safe import md_escape
 from app.views.sweep import (
+    context_lines,
     envelope,
     envelope_figure,
     envelope_summary,
@@ -57,7 +58,9 @@ TOKENS = [1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128]
 MEASURE_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 PAGE = "sweep"  # its bound widgets and their labels: app/common/url_keys.py
 MAX_GRID_ROUNDS = 5  # interleaved rounds per cell
-MULTI = ("pass_batches", "grid_batches", "grid_depths", "grid_trees")  # multiselects: a repeated URL parameter each
+MULTI = ("pass_batches", "grid_batches", "grid_depths", "grid_trees", "grid_contexts")  # multiselects: a repeated URL parameter each
+CONTEXTS = [0, 256, 1024, 2048, 4096]  # tokens of the shipped document before every row (engine/bench/context.py)
+KV_GUARD = 32_768  # batch x context tokens of KV cache one grid cell may hold (batch 8 at 4,096)
 RECORDED = Path(__file__).resolve().parents[2] / "assets" / "sweep" / "grid.json"
 
 
@@ -146,15 +149,16 @@ with st.form("passes_form"):
     c1, c2, c3 = st.columns(3)
     batches = c1.multiselect("Batch sizes", [1, 2, 4, 8, 16, 32], default=[1, 8], **bound(PAGE, "pass_batches"))
     max_tokens = c2.select_slider("Tokens per row, up to", TOKENS, value=64, **bound(PAGE, "pass_tokens"))
-    context = c3.slider("KV cache length per row", 16, 1024, 150, step=16, **bound(PAGE, "pass_context"))
+    context = c3.slider("KV cache length per row", 16, 4096, 150, step=16, **bound(PAGE, "pass_context"))
     go_passes = st.form_submit_button("Measure passes", type="primary")
 if go_passes:
     if not batches:
         st.error("Pick at least one batch size.", icon=":material/error:")
-    elif max(batches) * max_tokens > PASS_GUARD:
+    elif max(batches) * max_tokens > PASS_GUARD or max(batches) * context > KV_GUARD:
         st.error(
-            f"batch {max(batches)} × {max_tokens} tokens = {max(batches) * max_tokens} tokens in one pass is "
-            f"above this page's guard of {PASS_GUARD:,}. Fix: lower the batch size or the tokens per row.",
+            f"batch {max(batches)} × {max_tokens} tokens = {max(batches) * max_tokens} tokens in one pass, over a cache of "
+            f"{max(batches) * context:,} tokens: above this page's guards of {PASS_GUARD:,} and {KV_GUARD:,}. "
+            "Fix: lower the batch size, the tokens per row or the KV cache length.",
             icon=":material/error:",
         )
     else:
@@ -245,10 +249,21 @@ with st.form("grid_form"):
         help="Interleaved rounds per batch size: every contender of the batch once per round, in turn. One round "
         "draws the grid fastest but names no winner; three or more let the rule name one.",
     )
-    adaptive = st.checkbox(
+    a1, a2 = st.columns([3, 2])
+    adaptive = a1.checkbox(
         "Adaptive policies: also measure batch table (derived from this machine's pass cost) and "
         "goodput, each with the largest depth picked as its maximum",
         **bound(PAGE, "grid_adaptive"),
+    )
+    grid_contexts = a2.multiselect(
+        "Contexts (tokens per row)",
+        CONTEXTS,
+        default=[0],
+        **bound(PAGE, "grid_contexts"),
+        help="Long context, the third axis: every row preceded by the same document (a guidebook shipped in "
+        "assets/context/; the rows are then questions over it), so each row's KV cache holds about this many tokens when "
+        "decoding starts. Every pass also reads the rows' caches, so the longer the context, the more room a verify pass "
+        "has for draft tokens. One grid per context; 0 = the prompts above, no document.",
     )
     go_grid = st.form_submit_button("Measure the grid", type="primary")
 if first_run:
@@ -266,14 +281,21 @@ if first_run:
         "grid_topk": grid_topk,
         "grid_rounds": grid_rounds,
         "grid_prompts": grid_prompts,
+        "grid_contexts": grid_contexts,
     }
     st.session_state["sweep_notices"] = url_fallbacks(raw, values, BOUND[PAGE])
 for notice in st.session_state["sweep_notices"]:
     notice_box.warning(notice, icon=":material/link_off:")
 if go_grid:
     kind = GRID_DRAFTERS[drafter]
-    if not grid_batches or not grid_depths:
-        st.error("Pick at least one batch size and one depth.", icon=":material/error:")
+    if not grid_batches or not grid_depths or not grid_contexts:
+        st.error("Pick at least one batch size, one depth and one context.", icon=":material/error:")
+    elif max(grid_batches) * max(grid_contexts) > KV_GUARD:
+        st.error(
+            f"batch {max(grid_batches)} × context {max(grid_contexts):,} = {max(grid_batches) * max(grid_contexts):,} tokens "
+            f"of KV cache, above this page's guard of {KV_GUARD:,}. Fix: smaller batch sizes or contexts.",
+            icon=":material/error:",
+        )
     elif adaptive and max(grid_depths) == 0:
         st.error(
             "The adaptive policies run with the largest depth as their maximum, and it is 0. Fix: add a depth "
@@ -295,7 +317,12 @@ if go_grid:
     elif drafter_name(pair, kind) is None:
         st.error(drafters.missing(pair, kind, what="pair"), icon=":material/error:")
     elif (
-        grid_rounds * len(grid_batches) * (len(grid_depths) * (1 + len(grid_trees)) + 1 + 2 * adaptive) * max(grid_batches) * tokens
+        len(grid_contexts)
+        * grid_rounds
+        * len(grid_batches)
+        * (len(grid_depths) * (1 + len(grid_trees)) + 1 + 2 * adaptive)
+        * max(grid_batches)
+        * tokens
         > 20_000
     ):
         st.error(
@@ -307,36 +334,47 @@ if go_grid:
         with resources.model_turn(st.empty()):
             progress = st.empty()
             try:
-                st.session_state["grid"] = bench(
-                    pair,
-                    sorted(grid_batches),
-                    sorted(grid_depths),
-                    drafter=kind,
-                    max_new_tokens=tokens,
-                    prompt_set=PROMPT_SETS[grid_prompts],
-                    repeats=grid_rounds,
-                    confidences=[float(confidence) if kind != "ngram" else 0.0],
-                    policy=["fixed", *ADAPTIVE] if adaptive else "fixed",
-                    trees=[(0, 0)] + [(n, grid_topk) for n in sorted(grid_trees)],
-                    log=lambda line: progress.caption("measured:" + line),
-                )
+                grids = [  # one grid per context, the rows of each keeping their context
+                    bench(
+                        pair,
+                        sorted(grid_batches),
+                        sorted(grid_depths),
+                        drafter=kind,
+                        max_new_tokens=tokens,
+                        prompt_set=PROMPT_SETS[grid_prompts],
+                        repeats=grid_rounds,
+                        confidences=[float(confidence) if kind != "ngram" else 0.0],
+                        policy=["fixed", *ADAPTIVE] if adaptive else "fixed",
+                        trees=[(0, 0)] + [(n, grid_topk) for n in sorted(grid_trees)],
+                        log=lambda line, c=c: progress.caption(f"measured (context {c}):" + line),
+                        context=c,
+                    )
+                    for c in sorted(grid_contexts)
+                ]
+                rows = [r for g in grids for r in g["rows"]]
+                st.session_state["grid"] = grids[0] | {"rows": rows, "contexts": sorted(grid_contexts)}
             except MEASURE_ERRORS as exc:
                 show_failure("The measurement failed", exc)
             finally:
                 progress.empty()
-grid = st.session_state.get("grid")
-if grid:
-    has_adaptive = any(r.get("policy", "fixed") != "fixed" for r in grid["rows"])
-    st.plotly_chart(speedup_figure(grid["rows"]), width="stretch", key="grid_fig")
-    st.dataframe(grid_table(grid["rows"]), hide_index=True)
+
+
+def draw_grid(grid: dict, rows: list[dict], context: int, suffix: str) -> None:
+    """One context's grid: its speedup heatmap, table, verdicts, and the adaptive policies against the envelope."""
+    has_adaptive = any(r.get("policy", "fixed") != "fixed" for r in rows)
+    st.plotly_chart(speedup_figure(rows), width="stretch", key="grid_fig" + suffix)
+    st.dataframe(grid_table(rows), hide_index=True)
     shown = {key: name for name, key in PROMPT_SETS.items()}.get(grid.get("prompt_set", "chat"), grid.get("prompt_set"))
-    st.caption(f"Prompts: {md_escape(str(shown))} (the rows of a batch of B: the set's first B prompts, repeated where it has fewer).")
-    st.markdown(grid_verdicts(grid["rows"]))
+    if context:
+        st.caption(f"Prompts: the document's questions, one per row, each after about {context:,} tokens of the document.")
+    else:
+        st.caption(f"Prompts: {md_escape(str(shown))} (the rows of a batch of B: the set's first B prompts, repeated where it has fewer).")
+    st.markdown(grid_verdicts(rows))
     st.caption(RULE)
-    unfair = grid_contention_note(grid["rows"])
+    unfair = grid_contention_note(rows)
     if unfair:
         st.warning(unfair, icon=":material/speed:")
-    for line in tree_vs_chain(grid["rows"]):
+    for line in tree_vs_chain(rows):
         st.markdown(f"- {line}")
     if has_adaptive:
         st.markdown(
@@ -344,12 +382,12 @@ if grid:
             "the best a fixed setting did in this grid: plain decoding or the best fixed depth, whichever measured "
             "faster. Does a load-aware policy ride along it, without being told each batch size's answer?"
         )
-        env = envelope(grid["rows"])
-        st.plotly_chart(envelope_figure(env), width="stretch", key="envelope_fig")
+        env = envelope(rows)
+        st.plotly_chart(envelope_figure(env), width="stretch", key="envelope_fig" + suffix)
         for line in envelope_summary(env):
             st.markdown(f"- {line}")
         st.dataframe(envelope_table(env), hide_index=True)
-    conf = grid["rows"][0].get("confidence_threshold", 0.0) if grid["rows"] else 0.0
+    conf = rows[0].get("confidence_threshold", 0.0) if rows else 0.0
     st.caption(
         f"{grid['drafter']}, {grid['max_new_tokens']} new tokens per sequence, "
         + (
@@ -362,3 +400,16 @@ if grid:
         + (f"{grid['repeats']} interleaved rounds per cell (the median shown) on " if grid["repeats"] > 1 else "one run per cell on ")
         + f"{grid['device']} {grid['dtype']}: read trends, not the second decimal, and a winner only where the rule names one."
     )
+
+
+grid = st.session_state.get("grid")
+if grid:
+    contexts = grid.get("contexts", [0])
+    if len(contexts) > 1:
+        st.markdown("**Speedup against context**, each cell at every context measured (decoding alone):")
+        for line in context_lines(grid["rows"]):
+            st.markdown(f"- {line}")
+    for c in contexts:
+        if len(contexts) > 1:
+            st.markdown(f"#### Context {c:,} tokens per row" if c else "#### No document (context 0)")
+        draw_grid(grid, [r for r in grid["rows"] if r.get("context", 0) == c], c, f"_{c}" if c != contexts[0] else "")

@@ -117,6 +117,7 @@ def grid_table(rows: list[dict]) -> list[dict]:
     return [
         {
             "batch": r["batch"],
+            "context": r.get("context", 0),
             "policy": _policy(r),
             "depth": r["depth"],
             "tree": f"{r['tree_nodes']}/{r['tree_topk']}" if _tree(r) else "chain",
@@ -159,6 +160,25 @@ def grid_verdicts(rows: list[dict]) -> str:
             part += " (" + ", ".join(_cell_name(r) for r in here) + ")"
         parts.append(part)
     return "Speculation against plain decoding, decoding alone, by the one rule: " + "; ".join(parts) + "."
+
+
+def context_lines(rows: list[dict]) -> list[str]:
+    """One line per fixed cell measured at several contexts: its decode-only speedup at each, with the one rule's
+    word ('batch 8, depth 3: 0.82× at context 0 (slower), 1.21× at 4,096 (faster)')."""
+    by_cell: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if _policy(r) == "fixed" and not _tree(r):
+            by_cell.setdefault((r["batch"], r["depth"]), []).append(r)
+    lines = []
+    for (batch, depth), cells in sorted(by_cell.items()):
+        if len(cells) < 2:
+            continue
+        cells = sorted(cells, key=lambda r: r.get("context", 0))
+        verdicts = [cell_verdict(r) for r in cells]
+        words = [v.kind if v is not None and v.rounds >= 2 else "one run: can't tell" for v in verdicts]
+        parts = [f"{r['speedup']:.2f}× at {r.get('context', 0):,} ({word})" for r, word in zip(cells, words)]
+        lines.append(f"batch {batch}, depth {depth}: " + ", ".join(parts))
+    return lines
 
 
 def tree_vs_chain(rows: list[dict]) -> list[str]:

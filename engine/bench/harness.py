@@ -14,12 +14,14 @@ import time
 import torch
 
 from engine.bench.cells import _median, run_cells
+from engine.bench.context import questions, with_context
 from engine.bench.prompts import batch_prompts, prompt_set_list
 from engine.config import DecodeConfig
 from engine.costs import expected_speedup
 from engine.decoding.decode import generate
 from engine.drafters import DRAFTERS
 from engine.model.pair import ModelPair
+from engine.verdict import judge
 
 
 def backend_lane(pair: ModelPair, cfg: DecodeConfig, backend: str):
@@ -97,6 +99,8 @@ def _row(
         "ar_decode_runs": ar["decode_tokens_per_s_runs"],
         "spec_decode_runs": spec["decode_tokens_per_s_runs"],
         "whole_run_speedup": spec["tokens_per_s"] / ar["tokens_per_s"],
+        "ar_ttft_s": ar["ttft_s"],  # the median run's time to first token (the prefill step's end)
+        "spec_ttft_s": spec["ttft_s"],
         # prompts decoded one at a time (--sequential): the median over prompts of each prompt's speedup
         "prompt_median_speedup": _median([s / a for s, a in zip(spec["prompt_rates"], ar["prompt_rates"])])
         if len(spec["prompt_rates"]) > 1
@@ -147,6 +151,7 @@ def bench(
     trees: list[tuple[int, int]] = ((0, 0),),
     cuda_graphs: str = "off",
     backend: str = "auto",
+    context: int = 0,
 ) -> dict:
     """The grid: for each batch, AR once, then speculative at each depth (x each confidence threshold);
     medians of `repeats`.
@@ -161,12 +166,17 @@ def bench(
     batch_table: the explicit table for the "batch_table" policy (None: derived from the measured cost).
     trees: (tree_nodes, tree_topk) settings, each run at every depth it fits ((0, 0): the chain); tree drafting
     runs with the fixed policy and no confidence stop (DecodeConfig).
-    cuda_graphs, backend: DecodeConfig's of every cell (engine/model/backend.py)."""
+    cuda_graphs, backend: DecodeConfig's of every cell (engine/model/backend.py).
+    context: > 0, the rows are the shipped document's questions, each preceded by the document so that the cache
+    holds about `context` tokens per row at the first decode step (engine/bench/context.py); the prompt set is unused."""
     policies = [policy] if isinstance(policy, str) else list(policy)
     rows = []
     for batch in batches:
         seq = batch == 1 and sequential > 1
         prompts = batch_prompts(prompt_set, sequential) if seq else batch_prompts(prompt_set, batch)
+        if context:
+            room = max_new_tokens + max(depths) + 1  # the new tokens and the deepest draft with its bonus
+            prompts = with_context(pair, questions(len(prompts)), context, room)
         cells = _grid_cells(depths, policies, confidences, trees)
         speculative = dict(drafter=drafter, disable_by_batch_size=disable_by_batch_size, batch_table=batch_table)
         passes = dict(cuda_graphs=cuda_graphs, backend=backend)
@@ -177,7 +187,7 @@ def bench(
         log(f"  batch {batch:>3}  AR            {ar['decode_tokens_per_s']:8.1f} tok/s decoding")
         for cell, spec in zip(cells, specs):
             p, depth, confidence, tree = cell
-            rows.append(_row(batch, depth, confidence, drafter, ar, spec, p, tree))
+            rows.append(_row(batch, depth, confidence, drafter, ar, spec, p, tree) | {"context": context})
             log(_cell_line(batch, cell, spec, rows[-1]["speedup"], show_policy=len(policies) > 1 or p != "fixed"))
     result = {
         "device": pair.device.type,
@@ -185,7 +195,8 @@ def bench(
         "target": pair.target_name,
         "drafter": DRAFTERS[drafter].label(pair) if DRAFTERS[drafter].loads else drafter,  # a lookup: its kind
         "policy": policy if isinstance(policy, str) else ",".join(policies),
-        "prompt_set": prompt_set,
+        "prompt_set": prompt_set if not context else "context questions",
+        "context": context,
         "max_new_tokens": max_new_tokens,
         "repeats": repeats,
         "sequential": sequential,
@@ -298,7 +309,8 @@ def format_table(result: dict) -> str:
     lines = [
         f"device {result['device']}  dtype {result['dtype']}  target {result['target']}",
         f"drafter {result['drafter']}  policy {result.get('policy', 'fixed')}  prompts {result['prompt_set']}  "
-        f"max_new_tokens {result['max_new_tokens']}  "
+        + (f"context {result['context']}  " if result.get("context") else "")
+        + f"max_new_tokens {result['max_new_tokens']}  "
         f"median of {result['repeats']}"
         + (f"  (batch 1: {result['sequential']} prompts one after another)" if result.get("sequential", 1) > 1 else ""),
         "",
@@ -337,6 +349,7 @@ def format_table(result: dict) -> str:
             f"{f(r['spec_overhead_pct'], '>5.1f')}  {'yes' if r['same_output'] else 'no ':<4}"
             + (f" {r['c']:>6.3f} {r['predicted_speedup']:>9.2f}x" if "c" in r else no_prediction)
         )
+    lines += speedup_ranges(result["rows"])
     b = result.get("baselines")
     if b:
         hf = b["hf_generate"]["tokens_per_s"]
@@ -350,6 +363,21 @@ def format_table(result: dict) -> str:
         for name, cell in entries:
             lines.append(f"  {name:<62} {cell['tokens_per_s']:8.1f} tok/s  x{cell['tokens_per_s'] / hf:.2f} vs generate()")
     return "\n".join(lines)
+
+
+def speedup_ranges(rows: list[dict]) -> list[str]:
+    """Each cell's decode-only speedup judged by the one rule (engine/verdict.py) over its interleaved rounds."""
+    lines = ["", "decode-only speedup over the interleaved rounds (engine/verdict.py):"]
+    for r in rows:
+        if len(r.get("spec_decode_runs") or ()) == len(r.get("ar_decode_runs") or ()) > 0:
+            cell = f"batch {r['batch']} depth {r['depth']}" + (f" tree {r['tree_nodes']}/{r['tree_topk']}" if r.get("tree_nodes") else "")
+            ttft = (
+                f"  (first token: plain {r['ar_ttft_s']:.2f} s, speculative {r['spec_ttft_s']:.2f} s)"
+                if r.get("ar_ttft_s") is not None
+                else ""
+            )
+            lines.append(f"  {cell:<24} {judge(r['spec_decode_runs'], r['ar_decode_runs']).words('speculative', 'plain')}{ttft}")
+    return lines if len(lines) > 2 else []
 
 
 def format_passes(rows: list[dict], peak_flops: float | None = None, peak_bandwidth: float | None = None) -> str:

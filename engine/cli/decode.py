@@ -11,6 +11,7 @@ from engine.cli.parser import POLICIES
 
 def run(args) -> None:
     from engine import ConfigError, DecodeConfig, generate, load_pair
+    from engine.bench.context import check_context, with_context
 
     cfg = DecodeConfig(
         mode=args.mode,
@@ -29,11 +30,16 @@ def run(args) -> None:
         tree_nodes=args.tree_nodes,
         tree_topk=args.tree_topk,
     )
+    check_context(args.context)  # before any model loads
     loaded = weights(args, cfg.drafter if cfg.speculative else None, keep_unused=False)
     pair = load_pair(target=args.target, device=args.device, dtype=args.dtype, **loaded)
-    trace = generate(pair, args.prompt, cfg)
+    trace = generate(pair, with_context(pair, args.prompt, args.context, cfg.max_new_tokens + cfg.depth + 1), cfg)
+    if args.context:
+        lengths = [seq["prompt_tokens"] for seq in trace.sequences]
+        print(f"--- context: the document before every prompt, {min(lengths)}-{max(lengths)} tokens per row; ", end="")
+        print(f"{trace.meta['shared_prefix']} tokens shared, prefilled once")
     for i, seq in enumerate(trace.sequences):
-        print(f"--- [{i + 1}] {seq['prompt'][:70]}\n{seq['text']}")
+        print(f"--- [{i + 1}] {args.prompt[i][:70]}\n{seq['text']}")
     print("--- summary")
     for key, value in trace.summary.items():
         if isinstance(value, float):
@@ -65,6 +71,11 @@ def bench(args) -> None:
         raise ConfigError(f"unknown policy {unknown[0]!r}: choose from {', '.join(POLICIES)}")
     if args.sequential < 1 or args.baseline_prompts < 1:
         raise ConfigError("--sequential and --baseline-prompts must be >= 1")
+    from engine.bench.context import check_context
+
+    check_context(args.context)
+    if args.context and (args.prompts_file is not None or args.baseline):
+        raise ConfigError("--context goes with the batch x depth grid, not with --prompts-file or --baseline")
     trees = tree_settings(args.tree_nodes, args.tree_topk, args.drafter, args.depth, DecodeConfig)
     if args.prompts_file is not None:  # the task bench: per category, on the file's prompts
         from engine.cli import tasks
@@ -96,6 +107,7 @@ def bench(args) -> None:
         log=lambda s: print(s, file=sys.stderr),
         cuda_graphs=args.cuda_graphs,
         backend=args.backend,
+        context=args.context,
     )
     print(format_table(result))
     if args.json:

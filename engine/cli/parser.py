@@ -107,6 +107,17 @@ def _drafter_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--drafter", default="model", choices=list(DRAFTERS), help=cli_help())
 
 
+def _context_option(p: argparse.ArgumentParser, rows: str) -> None:
+    """--context N: a shared document before every row (engine/bench/context.py)."""
+    p.add_argument(
+        "--context",
+        type=int,
+        default=0,
+        help=f"long context: {rows} preceded by the shipped document (assets/context/), so the KV cache holds about N "
+        "tokens per row at the first decode step; the rows share it as a prefix, prefilled once (0 = no document)",
+    )
+
+
 def _run_parser(sub) -> None:
     run = sub.add_parser("run", help="decode prompts once and print the text and summary")
     run.add_argument("--prompt", action="append", required=True, help="a user message; repeat for a batch")
@@ -141,6 +152,7 @@ def _run_parser(sub) -> None:
     run.add_argument("--max-new-tokens", type=int, default=64)
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--json", default=None, help="write the full trace here (speclab.trace/1)")
+    _context_option(run, "every --prompt")
     _common(run)
 
 
@@ -194,6 +206,7 @@ def _bench_parser(sub) -> None:
     bench.add_argument("--repeats", type=int, default=3, help="runs per cell; the median is reported")
     bench.add_argument("--baseline", action="store_true", help="also time transformers generate() at batch 1")
     bench.add_argument("--json", default=None, help="write the results here")
+    _context_option(bench, "the rows, which are then the document's questions (not --prompts),")
     _common(bench)
 
 

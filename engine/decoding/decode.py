@@ -32,7 +32,7 @@ from engine.drafters import Draft, Verified, drafter_label, make_drafter
 from engine.hardware import StepTimer, UtilizationSampler, synchronize, thread_budget
 from engine.loadmeter import LoadMeter, run_threads
 from engine.model.backend import choose_backend
-from engine.model.kvcache import RaggedCache
+from engine.model.kvcache import RaggedCache, shared_prefix
 from engine.model.pair import ModelPair
 from engine.model.static_cache import make_cache
 from engine.options import ConfigError
@@ -95,7 +95,8 @@ class Decoder:
         self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.backend = choose_backend(self.device, cfg.backend, cfg.cuda_graphs)  # how passes run (engine/model/backend.py)
         self.drafter = make_drafter(pair, cfg, self.pad_id, self.backend)  # None for plain decoding; its cache on the run's backend
-        self.policy = make_policy(cfg, pair, self.drafter, len(seqs))  # load-aware ones read the measured pass-cost curve
+        context = max(len(s.prompt_ids) for s in seqs)  # goodput's state is kept per (batch, context) bucket
+        self.policy = make_policy(cfg, pair, self.drafter, len(seqs), context)  # load-aware ones read the pass-cost curve
         self.features = self.drafter.target_features if self.drafter is not None else False
         self.target = make_cache(pair.target, self.device, pair.target_costs, cfg, backend=self.backend)
         if self.features and self.target.lean is None:
@@ -158,11 +159,12 @@ class Decoder:
         """The target reads every prompt and picks each sequence's first token; the drafter reads them too."""
         t_start = time.perf_counter()
         prompts = [s.prompt_ids for s in self.active]
+        self.shared = shared_prefix(prompts) if self.cfg.share_prefix else 0  # a common prefix, prefilled once (kvcache.py)
         with StepTimer(self.device) as verify_timer:
             logits, hidden = self.target_pass(prompts)
         with StepTimer(self.device) as draft_timer:
             if self.drafter is not None:
-                self.drafter.prefill(prompts, hidden)
+                self.drafter.prefill(prompts, hidden, self.shared)
         logits = logits[:, -1]  # (B, vocab)
         cfg = self.cfg
         target_probs = probs_from_logits(logits, cfg.temperature or 1.0, cfg.top_p if cfg.temperature else 1.0)
@@ -220,7 +222,7 @@ class Decoder:
         draft's nodes attend to their ancestors only, at positions by depth (engine/decoding/verify_tree.py).
         Returns (logits, hidden) — hidden only when the drafter asked for the target's features."""
         if isinstance(ids, list):
-            out = self.target.prefill(ids, self.pad_id, return_hidden=self.features)
+            out = self.target.prefill(ids, self.pad_id, return_hidden=self.features, shared=self.shared)
         elif draft is not None and draft.tree is not None:
             tree, cache = draft.tree, self.target
             positions = cache.lengths[:, None] + tree.offsets  # (B, N+1)
@@ -439,7 +441,8 @@ class Decoder:
 
     def meta(self, drafter_name: str | None) -> dict:
         caches = [c for c in (self.target, self.drafter_cache) if c is not None]
-        return run_meta(self.pair, self.cfg, drafter_name, self.util.source, self.target.lean is not None, caches)
+        meta = run_meta(self.pair, self.cfg, drafter_name, self.util.source, self.target.lean is not None, caches)
+        return meta | {"shared_prefix": self.shared}  # tokens every row's prompt began with, prefilled once
 
     @property
     def drafter_cache(self) -> RaggedCache | None:

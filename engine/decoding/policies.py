@@ -156,9 +156,10 @@ def derived_table_for(pair, cfg: DecodeConfig) -> tuple[tuple[int, int, int], ..
     return derived_batch_table(curve, cfg.depth, draft_cost_ratio(pair, cfg.drafter, curve.context))
 
 
-def make_policy(cfg: DecodeConfig, pair=None, drafter=None, batch: int = 1) -> DepthPolicy:
+def make_policy(cfg: DecodeConfig, pair=None, drafter=None, batch: int = 1, context: int = 0) -> DepthPolicy:
     """The policy `cfg` names. The load-aware ones need the pair (for its measured pass-cost curve) and the
-    drafter (for the prior of its cost per draft position); goodput's warm start is kept per `batch` bucket."""
+    drafter (for the prior of its cost per draft position); goodput's warm start is kept per `batch` bucket and
+    `context` bucket (the longest prompt's tokens: engine/decoding/warmstart.py)."""
     if cfg.policy in (PolicyKind.BATCH_TABLE.value, PolicyKind.GOODPUT.value):
         if cfg.policy == PolicyKind.BATCH_TABLE.value and cfg.batch_table is not None:
             return BatchTable(cfg.batch_table)
@@ -170,7 +171,7 @@ def make_policy(cfg: DecodeConfig, pair=None, drafter=None, batch: int = 1) -> D
             return BatchTable(derived_table_for(pair, cfg))
         curve = pass_curve(pair)
         ratio = draft_cost_ratio(pair, cfg.drafter, curve.context)
-        key = warmstart.policy_key(pair, cfg, curve, batch)  # starts from what the last such run learnt
+        key = warmstart.policy_key(pair, cfg, curve, batch, context)  # starts from what the last such run learnt
         prior = shipped_acceptance(pair, cfg.drafter)  # else from the drafter's card (its held-out acceptance)
         return GoodputDepth(curve, cfg.depth, ratio, prior=prior, tree_nodes=cfg.tree_nodes, tree_topk=cfg.tree_topk, memory_key=key)
     if cfg.policy == PolicyKind.OFF_ABOVE_BATCH.value:

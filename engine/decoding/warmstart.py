@@ -10,7 +10,9 @@ the next process (a CLI run, a restarted app) starts where the last quiet run st
 
 The key is everything that state depends on: the target, the drafter, dtype and device, the pass-cost curve it
 is measured against (its `key`: machine, model, dtype, threads, torch), the shape settings (depth, tree
-nodes, tree top-k), the batch's log2 bucket (`batch_bucket`: what batch 32 learnt never steers batch 1) and the
+nodes, tree top-k), the batch's log2 bucket (`batch_bucket`: what batch 32 learnt never steers batch 1), the
+context's (`context_bucket`: a verify pass at 4,096 tokens of context reads far more of the KV cache than one at 100,
+so what one learnt misprices the other; with the batch's, a (batch, context) -> state table) and the
 version of the rule that prices a step (engine/decoding/chain_value.py, `PRICE_VERSION`: what was learnt under
 another pricing is not read back).
 In memory the store is bounded (the MAX_ENTRIES most recently used keys), guarded by a lock
@@ -44,7 +46,7 @@ from engine.decoding.chain_value import PRICE_VERSION
 from engine.drafters import DRAFTERS
 
 MAX_ENTRIES = 32
-STATE_FORMAT = "speclab.goodput_state/4"  # /2: keyed by the batch's log2 bucket too; /3: explore_ms; /4: trees per depth
+STATE_FORMAT = "speclab.goodput_state/5"  # /2: keyed by the batch's bucket; /3: explore_ms; /4: trees per depth; /5: context
 MAX_STATE_BYTES = 256 * 1024
 _store: OrderedDict[tuple, dict] = OrderedDict()
 _lock = threading.Lock()
@@ -62,15 +64,35 @@ def batch_bucket(batch: int) -> int:
     return max(1, int(batch)).bit_length() - 1
 
 
-def policy_key(pair, cfg, curve, batch: int = 1) -> tuple:
-    """What a goodput policy's learnt state depends on (see the module docstring), for a run of `batch` rows: its
-    log2 bucket, because the costs learnt at one load mislead another (a state learnt at batch 32, where verify
-    passes are dear and drafting rarely pays, made a warm batch-1 run choose plain)."""
+SHORT_CONTEXT = 512  # contexts below this share one bucket (chat prompts): their passes are the weights' reads
+
+
+def context_bucket(context: int) -> int:
+    """The bucket of a run's context (its longest prompt): 0 below SHORT_CONTEXT, then one per doubling
+    (512-1023 -> 1, 1024-2047 -> 2, 2048-4095 -> 3, 4096-8191 -> 4, ...)."""
+    return max(0, int(context) // (SHORT_CONTEXT // 2)).bit_length() - 1 if context >= SHORT_CONTEXT else 0
+
+
+def policy_key(pair, cfg, curve, batch: int = 1, context: int = 0) -> tuple:
+    """What a goodput policy's learnt state depends on (see the module docstring), for a run of `batch` rows over
+    prompts of up to `context` tokens: their buckets, because the costs learnt at one load mislead another (a state
+    learnt at batch 32, where verify passes are dear and drafting rarely pays, made a warm batch-1 run choose plain)."""
     loaded = pair.loaded.get(DRAFTERS[cfg.drafter].loads)
     drafter = loaded.name if loaded is not None else cfg.drafter  # what it runs on, by name; a lookup: its kind
     shape = (cfg.depth, cfg.tree_nodes, cfg.tree_topk)
     price = f"price/{PRICE_VERSION}"  # learnt under another pricing of a step (chain_value.step_rate): not this one's
-    return (pair.target_name, cfg.drafter, drafter, pair.dtype_name, str(pair.device), curve.key, *shape, batch_bucket(batch), price)
+    return (
+        pair.target_name,
+        cfg.drafter,
+        drafter,
+        pair.dtype_name,
+        str(pair.device),
+        curve.key,
+        *shape,
+        batch_bucket(batch),
+        f"context/{context_bucket(context)}",
+        price,
+    )
 
 
 def recall(key: tuple) -> dict | None:

@@ -182,7 +182,8 @@ class Drafter(Protocol):
 
     # backend: the run's engine.model.backend.Backend, which a drafter's own cache takes (make_cache(..., backend=))
 
-    def prefill(self, prompts: list[list[int]], hidden: torch.Tensor | None) -> None: ...
+    # shared: the first `shared` tokens of every prompt are the same, and the target prefilled them once
+    def prefill(self, prompts: list[list[int]], hidden: torch.Tensor | None, shared: int = 0) -> None: ...
 
     def propose(self, sequences: list[list[int]], depth: int, cfg, generator) -> Draft | None: ...
 

@@ -59,16 +59,20 @@ class EagleDrafter:
         self.pending_valid: torch.Tensor | None = None  # (B, P) bool: ragged rows leave holes
         self.later: list[torch.Tensor] = []  # (B, 1, H) features of plain steps, joined to `pending` when drafting
         self.unread: tuple | None = None  # the prompts' entries, read into the cache at the first draft (`_catch_up`)
+        self.shared = 0  # how many of them every row shares, read in once (RaggedCache.prefill_shared)
         self.drafted = 0
         # the target hands over its final features, and for a head with EAGLE-3 fusion some earlier layers' too
         self.target_features = runner.feature_layers or True
 
-    def prefill(self, sequences: list[list[int]], hidden: torch.Tensor) -> None:
-        """hidden (B, W, H): the target's features over the left-padded prompts (as its prefill padded them).
+    def prefill(self, sequences: list[list[int]], hidden: torch.Tensor, shared: int = 0) -> None:
+        """hidden (B, W, H): the target's features over the left-padded prompts (as its prefill padded them); shared:
+        the prompts' common prefix, whose features the target computed once (the entries of all but its last token are
+        read in once, as a shared prefix of the cache).
         Entries 0..L-2 pair f_i with t_{i+1}; f_{L-1} waits for the target's first token. The entries are read
         into the cache at the first draft, not here: a run whose policy never drafts (goodput at a large batch)
         does not pay for them (a few per cent of a short run at batch 16: docs/journal.md, "Code history moved out of engine/")."""
         self.unread = ([s[1:] for s in sequences], hidden[:, :-1])
+        self.shared = max(0, shared - 1)  # entry i pairs f_i with t_(i+1): the prefix's entries but its last
         self.pending = hidden[:, -1:]
         self.pending_valid = torch.ones(hidden.shape[0], 1, dtype=torch.bool, device=hidden.device)
 
@@ -86,7 +90,7 @@ class EagleDrafter:
         if self.unread is not None:
             tokens, features = self.unread
             self.unread = None
-            self.cache.prefill(tokens, self.pad_id, logits_to_keep=1, features=features)
+            self.cache.prefill(tokens, self.pad_id, logits_to_keep=1, features=features, shared=self.shared)
         if self.later:
             self.pending = torch.cat([self.pending, *self.later], dim=1)
             ones = torch.ones(self.pending_valid.shape[0], len(self.later), dtype=torch.bool, device=self.pending_valid.device)
@@ -173,7 +177,7 @@ class EagleDrafter:
     def select(self, rows: torch.Tensor) -> None:
         self.later = [h[rows] for h in self.later]
         if self.unread is not None:  # nothing in the cache yet: keep these rows' prompts, cropped to the longest left
-            tokens, features = self.unread
+            tokens, features = self.unread  # the rows left still share the prefix
             tokens = [tokens[r] for r in rows.tolist()]
             width = max(len(t) for t in tokens)
             self.unread = (tokens, features[rows][:, features.shape[1] - width :])

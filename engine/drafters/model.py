@@ -64,10 +64,10 @@ class ModelDrafter:
             self.vocab = vocab.to(device)
             self.cache.lean.restrict_head(self.vocab)
 
-    def prefill(self, prompts: list[list[int]], hidden: torch.Tensor | None = None) -> None:
-        """Cache all but the last token of each prompt. The prefill step then appends the target's first
-        token, so the first draft step feeds two tokens: the prompt's last and the new one."""
-        self.cache.prefill([s[:-1] for s in prompts], self.pad_id, logits_to_keep=1)
+    def prefill(self, prompts: list[list[int]], hidden: torch.Tensor | None = None, shared: int = 0) -> None:
+        """Cache all but the last token of each prompt (a prefix all rows share, once). The prefill step then appends
+        the target's first token, so the first draft step feeds two tokens: the prompt's last and the new one."""
+        self.cache.prefill([s[:-1] for s in prompts], self.pad_id, logits_to_keep=1, shared=shared)
         self.lag = 2
 
     def propose(self, sequences: list[list[int]], depth: int, cfg, generator) -> Draft:

@@ -66,7 +66,7 @@ class NgramDrafter:
                         return continuation
         return []
 
-    def prefill(self, prompts: list[list[int]], hidden: torch.Tensor | None = None) -> None:
+    def prefill(self, prompts: list[list[int]], hidden: torch.Tensor | None = None, shared: int = 0) -> None:
         """Nothing to cache: the lookup reads each sequence's tokens afresh."""
 
     def propose(self, sequences: list[list[int]], depth: int, cfg, generator) -> Draft | None:

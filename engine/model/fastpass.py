@@ -12,7 +12,7 @@ from Python, and the eager lean pass reaches a small share of the probed copy ba
 - per layer only what differs per layer: the RoPE tables and the attention bias (engine/model/pass_masks.py) are
   made once per pass, RoPE runs over the q and k heads together;
 - the buffers are in the model's dtype on "native" (its attention reads bfloat16 keys and values as they are) and
-  float32 on the CPU's "fused" route even for a bfloat16 model (StaticRaggedCache.prefill), so `small_attend`'s torch
+  float32 on the CPU's "fused" route even for a bfloat16 model (StaticRaggedCache.reserve), so `small_attend`'s torch
   arithmetic reads them in float32 without converting the window in every layer; both attend over exactly the live
   columns;
 - the native kernels: one call per layer for passes of up to cpukernels.LAYER_TOKENS tokens (a one-token pass reads
@@ -82,11 +82,13 @@ class FastRoute:
         n_heads, n_kv, head_dim = passes.dims[:3]
         kernel = (kv.keys, kv.values, window) if cpukernels.layer_ready(x, passes.layers[0], kv.keys[0], head_dim) else None
         heads = (n_kv, n_heads // n_kv) if kernel is not None or small_pass(x) else None  # small_attend's float bias
-        mask = pass_mask(valid, past, n, rows, window, attend=attend, heads=heads)
+        # a long pass over no cache and no padding (a prompt's, a shared prefix's): SDPA's causal path, no mask to build
+        causal = heads is None and past == 0 and attend is None and not pad and bool(valid.all())
+        mask = None if causal else pass_mask(valid, past, n, rows, window, attend=attend, heads=heads)
 
         def fn(x, positions, mask):
             store = lambda i: buffer_store(kv.keys[i], kv.values[i], cols, window)  # noqa: E731
-            return passes.run(x, positions, mask, store, keep=keep, return_hidden=return_hidden, kernel=kernel)
+            return passes.run(x, positions, mask, store, keep=keep, return_hidden=return_hidden, kernel=kernel, is_causal=causal)
 
         out, hidden = cache.graphs.run(None, fn, {"x": x, "positions": positions, "mask": mask})
         if not pad:

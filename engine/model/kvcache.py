@@ -9,6 +9,11 @@ truncated to another row's acceptance. Columns that are holes in every row are c
 is always the case: a plain crop, no mask at all), and when holes grow past `COMPACT_SLACK` columns a
 per-row gather packs each row to the right again, so attention never reads much dead space. Position ids
 are per row (`lengths`), so RoPE sees the true positions whatever the padding.
+
+A shared prefix (prefix caching, as vLLM and SGLang do it): rows whose prompts begin with the same tokens (one
+document, many questions) prefill that prefix once, at batch 1, copy its keys and values into every row, and then
+feed each row's own suffix left-padded in one pass (its padding holes from the start). Row b then holds the prefix
+in columns 0..P-1, holes, and its suffix: the same entries at the same positions as a prefill of its whole prompt.
 """
 
 from __future__ import annotations
@@ -23,6 +28,43 @@ from engine.model.forward import CostCounter, make_forward
 # Hole columns (beyond the longest row) tolerated before a compaction: attention over a few masked
 # columns is cheaper than copying every layer's keys and values after every step.
 COMPACT_SLACK = 32
+# The shortest common prefix worth a pass of its own: below it the extra pass (every weight read once more) costs
+# about what prefilling the prefix in every row costs (a chat template's header stays under it).
+SHARED_PREFIX_MIN = 64
+
+
+def shared_prefix(token_lists: list[list[int]], minimum: int = SHARED_PREFIX_MIN) -> int:
+    """Tokens every row's prompt begins with, when there are several rows and at least `minimum` such tokens; else 0.
+    Never a whole prompt: every row keeps at least one token of its own to feed after the prefix."""
+    if len(token_lists) < 2:
+        return 0
+    first, shortest = token_lists[0], min(len(t) for t in token_lists)
+    n = 0
+    while n < shortest - 1 and all(t[n] == first[n] for t in token_lists):
+        n += 1
+    return n if n >= minimum else 0
+
+
+def joined_hidden(prefix: torch.Tensor, suffix: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
+    """A shared prefill's hidden states laid out as a prefill of the whole prompts lays them out: prefix (1, P, F)
+    and suffixes (B, S, F), row b's own[b] suffix tokens in its last columns -> (B, P + S, F), each row's prompt
+    right-aligned (its padding columns hold the prefix's first state: masked wherever they are read)."""
+    batch, longest = suffix.shape[:2]
+    shared = prefix.shape[1]
+    joined = torch.cat([prefix.expand(batch, -1, -1), suffix], dim=1)  # (B, P + S, F): prefix, then the suffix block
+    cols = torch.arange(shared + longest, device=suffix.device)[None, :]  # (1, W)
+    token = cols - (longest - own)[:, None]  # (B, W): the index in row b's prompt of column j (negative: padding)
+    index = torch.where(token >= shared, cols, token.clamp_min(0))  # (B, W)
+    return joined.gather(1, index[..., None].expand(-1, -1, joined.shape[2]))
+
+
+def left_padded(token_lists: list[list[int]], pad_id: int) -> torch.Tensor:
+    """(B, W) token ids, each row right-aligned after `pad_id`s (W: the longest row)."""
+    width = max(len(t) for t in token_lists)
+    ids = torch.full((len(token_lists), width), pad_id, dtype=torch.long)
+    for i, toks in enumerate(token_lists):
+        ids[i, width - len(toks) :] = torch.tensor(toks, dtype=torch.long)
+    return ids
 
 
 class RaggedCache:
@@ -57,15 +99,54 @@ class RaggedCache:
         logits_to_keep: int = 1,
         return_hidden: bool | tuple[int, ...] = False,
         features: torch.Tensor | None = None,
+        shared: int = 0,
     ):
-        """Run the model on left-padded prompts. Returns logits (B, logits_to_keep, vocab) (see `forward`)."""
-        width = max(len(t) for t in token_lists)
-        ids = torch.full((len(token_lists), width), pad_id, dtype=torch.long)
-        for i, toks in enumerate(token_lists):
-            ids[i, width - len(toks) :] = torch.tensor(toks, dtype=torch.long)
+        """Run the model on left-padded prompts. Returns logits (B, logits_to_keep, vocab) (see `forward`).
+        shared: the first `shared` tokens of every row are the same (and so are their `features`): they are
+        prefilled once and copied into every row (`prefill_shared`); 0, or fewer than 1 token, prefills each row."""
+        self.reserve(len(token_lists), max(len(t) for t in token_lists))
+        shared = min(shared, min(len(t) for t in token_lists) - 1)
+        if shared >= 1 and len(token_lists) > 1:
+            return self.prefill_shared(token_lists, pad_id, shared, logits_to_keep, return_hidden, features)
+        ids = left_padded(token_lists, pad_id)
         self.lengths = torch.tensor([len(t) for t in token_lists], dtype=torch.long, device=self.device)
         self.width = 0
         return self.forward(ids.to(self.device), logits_to_keep=logits_to_keep, return_hidden=return_hidden, features=features)
+
+    def reserve(self, rows: int, width: int) -> None:
+        """Room for `rows` rows of prompts up to `width` tokens before a prefill (the dynamic cache grows as it goes)."""
+
+    def prefill_shared(self, token_lists, pad_id: int, shared: int, logits_to_keep: int, return_hidden, features):
+        """`prefill` of rows that share their first `shared` tokens: the prefix once at batch 1, its keys and values
+        copied into every row, then every row's suffix in one left-padded pass (its padding: holes). The logits are the
+        suffix pass's (logits_to_keep <= the shortest suffix); the hidden states are laid out as `prefill` lays them out
+        (B, W, F), left-padded prompts."""
+        batch, width = len(token_lists), max(len(t) for t in token_lists)
+        suffixes = [t[shared:] for t in token_lists]
+        longest = width - shared  # the longest suffix
+        prefix_features = suffix_features = None
+        if features is not None:  # laid out over the left-padded prompts: row 0's prefix, every row's last `longest`
+            start = width - len(token_lists[0])
+            prefix_features, suffix_features = features[:1, start : start + shared], features[:, width - longest :]
+        self.lengths = torch.tensor([shared], dtype=torch.long, device=self.device)
+        self.width = 0
+        prefix_ids = torch.tensor([token_lists[0][:shared]], dtype=torch.long, device=self.device)  # (1, P)
+        first = self.forward(prefix_ids, logits_to_keep=1, return_hidden=return_hidden, features=prefix_features)
+        self.select(torch.zeros(batch, dtype=torch.long, device=self.device))  # every row holds the prefix
+        own = torch.tensor([len(t) for t in suffixes], device=self.device)
+        new_valid = torch.arange(longest, device=self.device)[None, :] >= (longest - own)[:, None]  # (B, S)
+        ids = left_padded(suffixes, pad_id).to(self.device)  # (B, S)
+        out = self.forward(
+            ids,
+            logits_to_keep=logits_to_keep,
+            return_hidden=return_hidden,
+            new_valid=None if bool(new_valid.all()) else new_valid,
+            features=suffix_features,
+        )
+        if not return_hidden:
+            return out
+        logits, hidden = out
+        return logits, joined_hidden(first[1], hidden, own)
 
     def attention_mask(self, n_new: int, new_valid: torch.Tensor | None = None) -> torch.Tensor:
         """(B, W + n_new) bool: each row's valid columns and the new tokens."""

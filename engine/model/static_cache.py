@@ -155,8 +155,8 @@ class StaticRaggedCache(RaggedCache):
             weakref.finalize(self, graph_pool.release, self.pooled)
 
     # --- allocation ---------------------------------------------------------------------------------
-    def prefill(self, token_lists, pad_id, logits_to_keep=1, return_hidden=False, features=None):
-        width = max(len(t) for t in token_lists)
+    def reserve(self, rows: int, width: int) -> None:
+        """The buffers for `rows` rows of prompts up to `width` tokens (RaggedCache.prefill calls it first)."""
         lean = self.passes.lean
         dtype = self.route.buffer_dtype(self.device, lean.layers[0][2].dtype)  # a k_proj weight: the model's dtype
 
@@ -165,12 +165,11 @@ class StaticRaggedCache(RaggedCache):
 
         capacity = -(-static_capacity(width, self.max_new_tokens) // WINDOW_BUCKET) * WINDOW_BUCKET  # reusable
         if self.pooled is None:
-            self.kv = make(len(token_lists), capacity)
+            self.kv = make(rows, capacity)
             self.graphs.reset()
         else:
-            self.pooled.ensure(len(token_lists), capacity, make)
+            self.pooled.ensure(rows, capacity, make)
             self.kv = self.pooled.kv
-        return super().prefill(token_lists, pad_id, logits_to_keep, return_hidden, features)
 
     # --- the pass -------------------------------------------------------------------------------------
     def forward(self, input_ids, logits_to_keep=0, return_hidden=False, new_valid=None, features=None):

@@ -18,6 +18,7 @@ CONTROLS = {
     "radio": {"drafter", "policy"},
     "toggle": {"fp32", "auto"},
     "text_input": {"table"},
+    "select_slider": {"context"},
 }
 
 
@@ -171,6 +172,24 @@ def test_a_spec_bench_task_fills_the_batch_with_its_own_prompts():
     assert prompts == batch_prompts("spec-bench:qa", 2)
 
 
+def test_a_context_puts_the_shared_document_before_every_prompt():
+    """The context slider: both lanes decode prompts that begin with the shipped document (about 256 tokens per row),
+    shared as a prefix and prefilled once; the lanes' prompts are the same."""
+    from engine.bench.context import document
+
+    at = _app(context=256, tokens=8, batch=2, depth=2)
+    assert at.select_slider(key="context").value == 256
+    at.button(key="run").click().run()
+    assert not at.exception and not at.error, _texts(at.error)
+    ar, spec = at.session_state["result"]["ar"], at.session_state["result"]["spec"]
+    first_words = document()[:200]
+    for trace in (ar, spec):
+        assert all(s["prompt"].startswith(first_words) for s in trace.sequences)
+        assert all(200 <= s["prompt_tokens"] <= 260 for s in trace.sequences)
+        assert trace.meta["shared_prefix"] > 150
+    assert [s["prompt"] for s in ar.sequences] == [s["prompt"] for s in spec.sequences]
+
+
 def test_empty_custom_prompt_is_named():
     at = _app(prompt=CUSTOM)
     at.button(key="run").click().run()
@@ -189,12 +208,20 @@ def test_prompt_longer_than_context_is_named():
     assert "context window" in errors and "Fix:" in errors
 
 
-def test_memory_guard_is_named():
-    at = _app(batch=32, depth=12, tokens=256)
+@pytest.mark.parametrize(
+    "link, named",
+    [
+        (dict(batch=32, depth=12, tokens=256), ("memory guard", "lower the batch size")),
+        (dict(context=4096, batch=16, tokens=8), ("tokens of KV cache", "lower the batch size or the context")),
+    ],
+    ids=["tokens", "kv-cache"],
+)
+def test_memory_guard_is_named(link, named):
+    at = _app(**link)
     at.button(key="run").click().run()
     assert not at.exception
     errors = _texts(at.error)
-    assert "memory guard" in errors and "lower the batch size" in errors
+    assert all(words in errors for words in named)
     assert "Run skipped" in _texts(at.warning)
 
 

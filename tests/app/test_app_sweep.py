@@ -183,3 +183,32 @@ def test_the_grid_decodes_one_task_of_spec_bench():
     grid = at.session_state["grid"]
     assert grid["prompt_set"] == "spec-bench:qa" and prompt_set_list("spec-bench:qa")[0].startswith(grid["rows"][0].get("prompt", "")[:20])
     assert "Prompts: Spec-Bench: QA" in "\n".join(c.value for c in at.caption).replace("\\", "")
+
+
+def test_the_grid_has_a_context_axis():
+    """Contexts 0 and 256: one grid each (the second's rows are the document's questions after ~256 tokens of it), a
+    line per cell setting its speedup at each context side by side, and a second heatmap."""
+    at = _sweep()
+    at.multiselect(key="grid_batches").set_value([1])
+    at.multiselect(key="grid_depths").set_value([2])
+    at.radio(key="grid_drafter").set_value("n-gram")
+    at.slider(key="grid_tokens").set_value(8)
+    at.multiselect(key="grid_contexts").set_value([0, 256])
+    at.button[1].click().run()
+    assert not at.exception and not at.error
+    grid = at.session_state["grid"]
+    assert grid["contexts"] == [0, 256] and [r["context"] for r in grid["rows"]] == [0, 256]
+    text = "\n".join(m.value for m in at.markdown)
+    assert "Speedup against context" in text and "batch 1, depth 2: " in text and " at 256 (" in text
+    assert "#### Context 256 tokens per row" in text
+    assert "the document's questions, one per row" in "\n".join(c.value for c in at.caption)
+
+
+def test_a_grid_past_the_kv_guard_is_named():
+    at = _sweep()
+    at.multiselect(key="grid_batches").set_value([16])
+    at.multiselect(key="grid_depths").set_value([2])
+    at.multiselect(key="grid_contexts").set_value([4096])
+    at.button[1].click().run()
+    assert not at.exception and "grid" not in at.session_state
+    assert "tokens of KV cache, above this page's guard" in "\n".join(e.value for e in at.error)

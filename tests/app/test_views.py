@@ -245,6 +245,7 @@ def test_grid_table_rounds_and_keeps_missing_values():
     assert [(r["batch"], r["depth"]) for r in table] == [(1, 2), (1, 4), (16, 2)]
     assert table[0] == {
         "batch": 1,
+        "context": 0,
         "policy": "fixed",
         "depth": 2,
         "tree": "chain",
@@ -287,6 +288,18 @@ def test_a_cells_winner_comes_only_from_the_one_rule_over_its_rounds():
     assert sweep.grid_verdicts(GRID) == "No cell kept its rounds, so no winner is named: can't tell."
     heat = sweep.speedup_figure([faster, noisy, slower]).data[0]
     assert heat.customdata[0][0].startswith("faster: ") and "%{customdata}" in heat.hovertemplate
+
+
+def test_context_lines_set_each_cell_against_its_contexts():
+    """A cell measured at several contexts: one line with its speedup and the one rule's word at each, shortest first;
+    cells measured at one context, adaptive policies and trees get none."""
+    short = {**GRID[2], "context": 0, "ar_decode_runs": [40.0, 41.0, 39.0], "spec_decode_runs": [30.0, 30.5, 29.0]}
+    long = {**GRID[2], "context": 4096, "speedup": 1.25, "ar_decode_runs": [20.0, 19.0, 21.0], "spec_decode_runs": [25.0, 24.0, 26.5]}
+    once = {**GRID[0], "context": 0, "ar_decode_runs": [20.0], "spec_decode_runs": [30.0]}
+    tree = {**long, "tree_nodes": 8, "tree_topk": 2}
+    assert sweep.context_lines([long, once, short, tree]) == ["batch 16, depth 2: 0.75× at 0 (slower), 1.25× at 4,096 (faster)"]
+    assert sweep.context_lines(GRID) == []  # no context key: one context, nothing to set side by side
+    assert sweep.grid_table([long])[0]["context"] == 4096
 
 
 def test_pass_table_shows_percent_of_measured_peaks():

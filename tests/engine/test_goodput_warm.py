@@ -327,3 +327,31 @@ def test_an_exploring_chain_is_priced_with_what_a_draft_after_plain_steps_cost()
         k1.append(k)
         warm.observe(_step(k, [0], verify_ms=20.0, draft_ms=2.5 if k else 0.0))  # every draft rejected: plain, then explore
     assert k1[-1] > 0
+
+
+def test_each_context_bucket_keeps_its_own_state(tokenizer, monkeypatch):
+    """goodput's learnt state is a (batch, context) table: a batch-2 run over a long document is recalled by the next
+    such run, never by one over short prompts at the same batch (a verify pass at long context reads far more KV)."""
+    from conftest import tiny_pair
+
+    pair = tiny_pair(tokenizer, draft_noise=0.01)
+    pair.target.config.max_position_embeddings = pair.max_context = 2048
+    knee = curve(lambda n: 10.0 if n <= 8 else 10.0 * n / 8)
+    monkeypatch.setattr(passcurve, "pass_curve", lambda pair: knee)
+    assert [warmstart.context_bucket(c) for c in (0, 150, 511, 512, 1023, 1024, 4095, 4096, 8191)] == [0, 0, 0, 1, 1, 2, 3, 4, 4]
+    cfg = DecodeConfig(depth=3, drafter="model", policy="goodput", max_new_tokens=6)
+    document = " ".join(f"Line {i}: the lamp at post {i} is lit at dusk." for i in range(90))  # ~1,300 tokens
+    long_prompts = [f"{document}\n\nWhich post is first?", f"{document}\n\nWhen are they lit?"]
+    stream = generate_steps(pair, long_prompts, cfg)
+    for _ in stream:
+        pass
+    longest = max(q["prompt_tokens"] for q in stream.trace.sequences)
+    assert 1024 <= longest < 2048 and stream.trace.meta["shared_prefix"] > 1000
+    long_key, short_key = (warmstart.policy_key(pair, cfg, knee, 2, c) for c in (longest, 40))
+    assert stream.decoder.policy.memory_key == long_key != short_key
+    assert warmstart.recall(long_key) is not None and warmstart.recall(short_key) is None
+    short = generate_steps(pair, ["Hi", "Hello there"], cfg)
+    for step in short:
+        if step.kind == "prefill":  # short prompts at the same batch: built from the priors, not the long run's state
+            assert short.decoder.policy.memory_key == short_key
+            assert short.decoder.policy.learnt() != warmstart.recall(long_key)
