@@ -10,7 +10,6 @@ import streamlit as st
 
 from app.common import measurement
 from app.common.stepthrough_panel import draw_stages
-from app.lessons import registry
 from app.lessons.kit.experiment import Experiment, Prediction, Walkthrough
 from app.views import metrics, step_pictures, stepthrough
 from engine import DecodeConfig, Trace, TraceError, generate
@@ -71,6 +70,8 @@ def record_of(trace) -> dict:
         f"a batch-1 greedy run, {trace.config.get('drafter')} drafter at depth {trace.config.get('depth')}; one step timed "
         "once on a shared machine whose load was not recorded: timings noisy"
     )
+    from app.lessons import registry  # the registry imports every lesson, this one too
+
     return registry.make_record("one_step", measure(trace), machine=machine, dtype=dtype, note=note, settings={}, date=date or None)
 
 
@@ -81,6 +82,8 @@ def one_step(pair, probe, s: dict) -> dict:
 def live_step(pair) -> tuple[dict, Trace]:
     """(the checked measurement of a live step, its trace to step through)."""
     spec, plain = one_step_traces(pair)
+    from app.lessons import registry  # the registry imports every lesson, this one too
+
     return registry.check_measurement("one_step", measure(spec, plain)), spec
 
 

@@ -26,16 +26,6 @@ from app.lessons.kit.experiment import (
 from app.lessons.kit.figures import COLORS, WASTE_COLOR, frame
 from app.lessons.kit.knee import SAME_TIME
 from app.lessons.kit.runs import inside_depth, lane_pair, machine_curve, median_run, seed_passes, timed_rounds
-from app.lessons.kit.show import (
-    consistent,
-    context_note,
-    show_chart,
-    show_table,
-    speedup_words,
-    step_cost_words,
-    verdict_words,
-    warmup_note,
-)
 from app.views import metrics
 from engine import verdict as rule
 from engine.bench.prompts import batch_prompts
@@ -92,39 +82,6 @@ def operations_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
     return [("Leviathan's operations factor, Theorem 3.11 (decode steps only)", m["m"].get("operations_factor"))]
 
 
-def more_flops_conclusion(run: dict) -> str:
-    """Lesson 2's conclusion from its measurement ({ar, spec, m, decode_costs, …}): FLOPs and bytes per decoded
-    token, the speedup decoding alone beside the whole run, and what a verify pass cost."""
-    m = consistent(run) if "m" in run else run
-    ratios = per_token(run) if "m" in run else None
-    ops = m.get("operations_factor")
-    if ratios:
-        text = (
-            f"Per decoded token (the prompt's pass left out), speculation did {ratios['flops']:.2f}× the FLOPs of plain "
-            f"decoding and moved {ratios['bytes']:.2f}× the bytes: "
-            + (
-                "read the bars above. "
-                if ratios["flops"] < 1 or ratios["bytes"] >= 1
-                else "more arithmetic, far fewer bytes. "
-                if ratios["flops"] >= 1.005
-                else "the same arithmetic to within half a percent (every draft was accepted and drafting was free), far fewer bytes. "
-            )
-        )
-    else:
-        text = f"Speculation did {m['flops_ratio']:.2f}× the FLOPs of plain decoding. "
-    text += (f"Leviathan's operations factor for this run's α and k: {ops:.2f}×. " if ops else "") + (
-        f"{metrics.fmt_flops(m['flops_wasted'])} went on rejected draft tokens. "
-    )
-    if "m" in run:
-        text += f"Decoding alone it ran {speedup_words(run)} as fast as plain decoding, {verdict_words(run)}"
-    else:
-        text += f"It ran {m['speedup']:.2f}× as fast as plain decoding"
-    sp = noise.speedup(run) if "m" in run else None
-    text += metrics.speedup_reason(m, "here", sp["verdict"] if sp else None)
-    verify = step_cost_words(m.get("median_verify_ratio"), "A verify pass")
-    return text + (f" {verify} (means over the decode steps)." if verify else "")
-
-
 def seed_conclusion(seed: dict) -> str:
     """Barrow's example measured: k+1 tokens per pass as a batch of k+1 at depth 0 and as one row at depth k."""
     wide, deep = seed["passes"]
@@ -144,26 +101,11 @@ def seed_conclusion(seed: dict) -> str:
             f"({ratio:.2f}×), a difference the rule names and more than the {SAME_TIME:.2f}× this page calls the same time."
         )
     kv = wide["kv_bytes"] / deep["kv_bytes"] if deep["kv_bytes"] else None
-    diff = wide["flops"] - deep["flops"]
-    rel = diff / deep["flops"] if deep["flops"] else 0.0
-    if abs(rel) < 0.005:  # the same to the shown digits: say so, and name the difference that exists
-        flops = (
-            f"the same FLOPs to within {abs(rel):.2%} ({wide['flops'] / 1e9:.2f} GFLOP each: only the attention term "
-            f"differs, by {diff / 1e6:+.1f} MFLOP for the batch)"
-        )
-    else:
-        flops = (
-            f"{wide['flops'] / 1e9:.2f} against {deep['flops'] / 1e9:.2f} GFLOP ({rel:+.1%}, the attention term: "
-            f"{wide['batch']} rows each attend over their own context)"
-        )
     return (
-        f"Both passes carry {n} tokens and read the {wide['weight_bytes'] / 1e6:.0f} MB of weights once. "
-        f"{timing} What differs is the KV cache: {wide['batch']} rows of context cost "
-        f"{wide['kv_bytes'] / 1e6:.1f} MB of KV reads against {deep['kv_bytes'] / 1e6:.1f} MB for one row"
-        + (f" ({kv:.1f}×)" if kv else "")
-        + f", and {flops}. And what the tokens buy: the batch moves {wide['batch']} sequences one token "
-        f"each; the single row moves one sequence by 1 plus however many of its {deep['new_tokens'] - 1} drafts "
-        "the target accepts."
+        f"Both passes carry {n} tokens and read the weights once. {timing} What differs is the KV cache: "
+        f"{wide['batch']} rows of context read {wide['kv_bytes'] / 1e6:.2f} MB against {deep['kv_bytes'] / 1e6:.2f} MB for "
+        f"one row" + (f" ({kv:.1f}×)" if kv else "") + f"; and the batch moves {wide['batch']} sequences one token each, "
+        f"the row one sequence by 1 plus the drafts the target accepts."
     )
 
 
@@ -209,7 +151,7 @@ def more_flops_figure(m: dict, s: dict, label: str = "") -> go.Figure:
 
 def more_flops_table(m: dict, s: dict) -> list[dict]:
     costs = m.get("decode_costs") or {}
-    sp = noise.speedup(m)
+    sp, ratios = noise.speedup(m), per_token(m)
     out = []
     for name, key in (("plain", "ar"), ("speculative", "spec")):
         ln, c = m[key], costs.get(key)
@@ -227,37 +169,52 @@ def more_flops_table(m: dict, s: dict) -> list[dict]:
                 "decode passes": int(ln["decode_steps"]),
                 "MFLOP per decoded token": round(c["flops"] / c["tokens"] / 1e6) if c else None,
                 "MB moved per decoded token": round(c["bytes"] / c["tokens"] / 1e6, 1) if c else None,
+                "FLOPs per token × plain": round(ratios["flops"], 2) if ratios and key == "spec" else None,
+                "bytes per token × plain": round(ratios["bytes"], 2) if ratios and key == "spec" else None,
             }
         )
     return out
 
 
-def show_more_flops(m: dict, s: dict, label: str = "") -> None:
-    context_note("more_flops", m, label)
-    show_chart(more_flops_figure(m, s, label), "lesson2_fig")
-    show_table(more_flops_table(m, s))
-    warmup_note(m)
-    st.success(more_flops_conclusion(m))
+def show_seed(m: dict, s: dict, label: str = "") -> None:
+    """Barrow's example, measured: k + 1 tokens per pass as a batch at depth 0 and as one row at depth k."""
     seed = m["seed"]
     st.markdown(
         f"**Barrow's example: {seed['passes'][0]['tokens_per_pass']} tokens per pass, made two ways** (one "
         f"target pass each over a {seed['context']}-token context; {seed['rounds']} rounds alternating the two, "
         "median of 5 timed passes per round; FLOPs and bytes are the engine's counts, engine/costs.py)"
     )
-    show_table(
-        [
-            {
-                "pass": p["label"],
-                "ms (median)": round(p["ms"], 2),
-                "rounds (ms)": ", ".join(f"{t:.1f}" for t in p["times_ms"]),
-                "GFLOP": round(p["flops"] / 1e9, 3),
-                "weight MB": round(p["weight_bytes"] / 1e6, 1),
-                "KV MB": round(p["kv_bytes"] / 1e6, 2),
-            }
-            for p in seed["passes"]
-        ]
-    )
+    rows = [
+        {
+            "pass": p["label"],
+            "ms (median)": round(p["ms"], 2),
+            "rounds (ms)": ", ".join(f"{t:.1f}" for t in p["times_ms"]),
+            "GFLOP": round(p["flops"] / 1e9, 3),
+            "weight MB": round(p["weight_bytes"] / 1e6, 1),
+            "KV MB": round(p["kv_bytes"] / 1e6, 2),
+        }
+        for p in seed["passes"]
+    ]
+    st.dataframe(rows, hide_index=True)
     st.info(seed_conclusion(seed))
+
+
+def notes(m: dict, s: dict) -> list[str]:
+    """FLOPs and bytes per decoded token against plain decoding, and the decode passes each took (the table's columns)."""
+    r = per_token(m)
+    if r is None:
+        return []
+    more = "more arithmetic, fewer bytes" if r["flops"] >= 1 and r["bytes"] < 1 else "read the bars above"
+    return [
+        f"Per decoded token, speculation did {r['flops']:.2f}× plain decoding's FLOPs and moved {r['bytes']:.2f}× its "
+        f"bytes: {more}. It took {int(m['spec']['decode_steps'])} decode passes against {int(m['ar']['decode_steps'])}."
+    ]
+
+
+CAPTION = (
+    "Decoding alone: the decode passes' tokens over their time, the prompt's pass left out; the whole-run column keeps it "
+    "in. FLOPs and bytes are the engine's counts (engine/costs.py) over the decode passes of both models."
+)
 
 
 RECORD = Experiment(
@@ -274,9 +231,11 @@ RECORD = Experiment(
         operations_models,
     ),
     leviathan=lambda m, s: leviathan_of(m["m"], m),
-    verdict=lambda m, s: [more_flops_conclusion(m)],
+    notes=notes,
     table=more_flops_table,
-    show=show_more_flops,
+    figures=lambda m, s, label: [more_flops_figure(m, s, label)],
+    caption=CAPTION,
+    extra=show_seed,
     numbers=lambda m, s: pair_numbers([("speculative", m["m"], m)])
     + [("FLOPs per decoded token, speculative ÷ plain", metrics.fmt((per_token(m) or {}).get("flops"), ".2f", "×"))]
     + [(p["label"], f"{p['ms']:.2f} ms, {p['flops'] / 1e9:.2f} GFLOP, KV {p['kv_bytes'] / 1e6:.1f} MB") for p in m["seed"]["passes"]],

@@ -6,7 +6,6 @@ costly drafter loses and a cheap, often-accepted one can still pay.
 from __future__ import annotations
 
 import plotly.graph_objects as go
-import streamlit as st
 from plotly.subplots import make_subplots
 
 from app.common.drafters import label as drafter_label
@@ -27,23 +26,11 @@ from app.lessons.kit.experiment import (
     leviathan_of,
     model_drafter,
     pair_numbers,
+    room_of,
 )
 from app.lessons.kit.figures import COLORS, PLAIN_COLOR, RIDGE_COLOR, frame, grouped_bars
-from app.lessons.kit.noise import serving_note, step_costs
 from app.lessons.kit.runs import BATCH1_MORE, LARGE_BATCHES, inside_depth, lane_pair, machine_curve, more_rounds, timed_rounds
-from app.lessons.kit.show import (
-    consistent,
-    context_note,
-    room_of,
-    show_chart,
-    show_table,
-    speedup_words,
-    step_cost_words,
-    verdict_words,
-    warmup_note,
-)
-from app.views import metrics
-from engine import verdict as rule
+from app.lessons.kit.show import consistent
 from engine.bench.prompts import batch_prompts
 from engine.costs import ridge_tokens
 
@@ -101,118 +88,6 @@ def contest(m: dict, s: dict) -> tuple:
     return f"speculation at batch {run['batch']}", "plain decoding", round_rates(run["spec"]), round_rates(run["ar"])
 
 
-# --- lesson 3: inside the room and past it ------------------------------------------------------------
-def ridge_run_line(label: str, batch: int, run: dict, depth: int) -> str:
-    m = consistent(run)
-    steps = (
-        f"; {m['spec_decode_steps']} decode steps against {m['ar_decode_steps']} plain"
-        if m.get("spec_decode_steps") and m.get("ar_decode_steps")
-        else ""
-    )
-    verify = step_cost_words(m["median_verify_ratio"])
-    return (
-        f"- {label}, batch {batch}: {batch * (depth + 1)} tokens per pass (batch × (k + 1)); {verify or 'verify cost not recorded'}, "
-        f"a whole step {metrics.fmt(m['step_cost_ratio'])}× ({run['spec']['draft_share']:.0%} of it drafting; means over the "
-        f"decode steps); α {metrics.fmt(m['alpha'])}, {metrics.fmt(m.get('kept_per_step'))} tokens kept per sequence per step"
-        f"{steps}; speedup decoding alone {speedup_words(run)}"
-        + (f"; {metrics.fmt(run['spec'].get('tpot_ms'), '.1f')} ms per output token of a request" if run["spec"].get("tpot_ms") else "")
-    )
-
-
-def curve_line(result: dict, batch: int, depth: int) -> str | None:
-    """The room of this machine's pass curve in words (knee.room_words) and where the two verify passes sit on it
-    (None without a curve)."""
-    curve, room = result.get("curve"), room_of(result)
-    if not curve or not room:
-        return None
-    tokens, ms_ = curve["tokens"], curve["ms"]
-    n1, n = depth + 1, batch * (depth + 1)
-    where = "inside the room" if n1 <= room else f"already {n1 / room:.1f}× the room: this machine has no room for depth {depth}"
-    priced = knee.cost_at(tokens, ms_, n) / knee.cost_at(tokens, ms_, batch)
-    return (
-        f"{knee.room_words(room, tokens, ms_)} (this machine's pass curve, measured {curve['measured_at'][:10]}.) Batch 1 at "
-        f"depth {depth} verifies {n1} tokens per pass, {where}; batch {batch}'s verify pass carries {n} tokens, "
-        f"{n / room:.1f}× the room, and the curve prices it at {priced:.2f}× a plain pass of the same batch ({batch} tokens)."
-    )
-
-
-def _ngram_line(result: dict, many: dict, name: str, bn: int) -> str | None:
-    ng, mn = consistent(result["ngram"]), consistent(many)
-    if ng["alpha"] is None or mn["alpha"] is None:
-        return None
-    s_mn = noise.speedup(many)
-    better = round_speedups(result["ngram"], many)
-    text = (
-        f"The n-gram lookup at batch {bn}, the same {bn} × (k + 1) tokens per pass on extractive prompts, ran "
-        f"{speedup_words(result['ngram'])} plain decoding, {verdict_words(result['ngram'])} "
-        f"(the {name}: {s_mn['value'] if s_mn else mn['speedup']:.2f}×)"
-    )
-    kept_n, kept_m, step_n, step_m = ng.get("kept_per_step"), mn.get("kept_per_step"), ng.get("step_cost_ratio"), mn.get("step_cost_ratio")
-    if None not in (kept_n, kept_m, step_n, step_m):
-        text += (
-            f". What decides it is tokens kept per step against what a step costs: the lookup kept {kept_n:.2f} tokens per "
-            f"sequence per step for a step of {step_n:.2f} plain steps (drafting {result['ngram']['spec']['draft_share']:.0%} of it, "
-            f"α {ng['alpha']:.2f}); the {name} kept {kept_m:.2f} for {step_m:.2f} (drafting {many['spec']['draft_share']:.0%}, "
-            f"α {mn['alpha']:.2f})"
-        )
-    if better > 0 and noise.verdict(result["ngram"]) > 0:
-        text += ". At the same pass size the drafter decided: cheap drafts accepted often still paid past the room, by the rule"
-    elif better > 0:
-        text += f". It beat the {name} by the rule, but not plain decoding"
-    elif better < 0:
-        text += f". It lost to the {name} by the rule: on this run the cheaper drafter did not help"
-    else:
-        text += ". Between the two drafters the rule names no winner (level, or can't tell with these rounds)"
-    return text + "."
-
-
-def _round_ratios(run: dict) -> list[float] | None:
-    (a, _), (b, _) = noise.rate_runs(run.get("ar") or {}), noise.rate_runs(run.get("spec") or {})
-    if not a or not b or len(a["values"]) != len(b["values"]):
-        return None
-    return [s / p for s, p in zip(b["values"], a["values"])]
-
-
-def round_speedups(x: dict, y: dict) -> int:
-    """+1 where pair x's speedup beat pair y's by the one rule (each round's speedup against the same round's), -1
-    the other way, 0 neither or too few rounds."""
-    rx, ry = _round_ratios(x), _round_ratios(y)
-    return rule.judge(rx, ry).sign if rx and ry else 0
-
-
-def past_the_ridge_conclusion(result: dict, depth: int | None = None) -> list[str]:
-    """Lesson 3's conclusion: the room and where both passes sit on it, what a verify pass cost at each batch, the
-    speedup decoding alone at each (beyond the spread or not, the whole run beside it), per-request latency, and
-    what decides the n-gram run. depth: the settings' (a chosen depth in the measurement wins)."""
-    depth = int((result.get("chosen") or {}).get("depth") or depth or 0)
-    name = drafter_label(result["drafter"])
-    one, many = sorted(result["runs"], key=lambda r: r["batch"])
-    bn = many["batch"]
-    lines = [
-        f"With the {name}, decoding alone: {speedup_words(one)} at batch 1, {verdict_words(one)}; "
-        f"{speedup_words(many)} at batch {bn}, {verdict_words(many)}"
-        + metrics.speedup_reason(consistent(many), f"at batch {bn}", (noise.speedup(many) or {}).get("verdict"))
-    ]
-    ngram = _ngram_line(result, many, name, bn)
-    if ngram:
-        lines.append(ngram)
-    (v1, s1), (vn, sn) = step_costs(one), step_costs(many)
-    if v1 is not None and vn is not None:
-        text = f"At batch 1 {step_cost_words(v1)}; at batch {bn} {step_cost_words(vn)}"
-        if s1 is not None and sn is not None:
-            text += f"; with drafting, a whole step cost {s1:.2f}× and {sn:.2f}× (means over the decode steps)"
-        lines.append(text + ".")
-    lines += [line for line in (curve_line(result, bn, depth),) if line]
-    ridge = result.get("ridge_tokens")
-    if ridge:
-        lines.append(
-            f"The probed peaks put the ridge at ≈ {ridge:.0f} tokens per pass for this model (an estimate from quick "
-            "kernels; the curve above is measured)."
-        )
-    lines.append(serving_note(many["ar"], many["spec"], bn))
-    return lines
-
-
 # --- lesson 3: inside the room and past it ----------------------------------------------------------
 def ridge_points(m: dict, s: dict) -> list[dict]:
     """One point per (drafter, batch): the speedup decoding alone as noise.speedup has it (the rule's ratio over the
@@ -224,6 +99,7 @@ def ridge_points(m: dict, s: dict) -> list[dict]:
     for name, batch, run in pairs:
         depth = int(run["spec"].get("depth") or s.get("depth") or 0)
         sp, whole = noise.speedup(run), noise.speedup(run, whole=True)
+        cm = consistent(run)
         out.append(
             {
                 "drafter": name,
@@ -238,6 +114,9 @@ def ridge_points(m: dict, s: dict) -> list[dict]:
                 "plain_tokens": batch,
                 "spec_tokens": batch * (depth + 1),
                 "alpha": run["spec"]["summary"].get("alpha"),
+                "kept": cm.get("kept_per_step"),
+                "step": cm.get("step_cost_ratio"),
+                "drafting": run["spec"].get("draft_share"),
             }
         )
     return out
@@ -308,24 +187,31 @@ def past_the_ridge_table(m: dict, s: dict) -> list[dict]:
             + (f" (round {', '.join(str(i + 1) for i in p['far'])} far from the others, kept)" if p["far"] else ""),
             "whole run, prefill included": round(p["whole"], 2) if p["whole"] is not None else None,
             "α": round(p["alpha"], 2) if p["alpha"] is not None else None,
+            "tokens kept per row per step": round(p["kept"], 2) if p["kept"] is not None else None,
+            "a step's cost (plain steps)": round(p["step"], 2) if p["step"] is not None else None,
+            "drafting share of a step": f"{p['drafting']:.0%}" if p["drafting"] is not None else None,
         }
         for p in ridge_points(m, s)
     ]
 
 
-def show_past_the_ridge(m: dict, s: dict, label: str = "") -> None:
-    context_note("past_the_ridge", m, label)
-    show_chart(past_the_ridge_figure(m, s, label), "lesson3_fig")
-    show_table(past_the_ridge_table(m, s))
-    warmup_note(m)
-    depth = int((m.get("chosen") or {}).get("depth") or s["depth"])
-    with st.expander("Each run in words (verify cost, draft share)"):
-        name = drafter_label(m["drafter"])
-        runs = sorted(m["runs"], key=lambda r: r["batch"])
-        lines = [ridge_run_line(name, r["batch"], r, depth) for r in runs]
-        lines.append(ridge_run_line("n-gram lookup, extractive prompts", runs[-1]["batch"], m["ngram"], depth))
-        st.markdown("\n".join(lines))
-    st.success("\n\n".join(past_the_ridge_conclusion(m, depth)))
+def notes(m: dict, s: dict) -> list[str]:
+    """Why each run paid or lost: the tokens a row kept per step against what a step cost in plain steps (a speedup is
+    about their ratio), read off the table's columns."""
+    out = []
+    for p in ridge_points(m, s):
+        if p["kept"] is not None and p["step"] is not None:
+            out.append(
+                f"{p['drafter']}, batch {p['batch']}: a row kept {p['kept']:.2f} tokens per step, and a step cost "
+                f"{p['step']:.2f} plain steps ({p['drafting']:.0%} of it drafting)."
+            )
+    return out + ["A speedup is about the tokens a row kept per step ÷ what a step cost in plain steps."] if out else []
+
+
+CAPTION = (
+    "Decoding alone: the decode steps' tokens over their time, the prompt's pass left out; the whole-run column keeps it "
+    "in. A step's cost is the mean speculative step (drafting and verifying) over the mean plain step of the same batch."
+)
 
 
 RECORD = Experiment(
@@ -355,9 +241,10 @@ RECORD = Experiment(
     ),
     needs=("eagle", "model"),
     leviathan=lambda m, s: leviathan_of(m["runs"][-1]["m"], m["runs"][-1]),
-    verdict=lambda m, s: past_the_ridge_conclusion(m, int(s.get("depth") or 0)),
+    notes=notes,
     table=past_the_ridge_table,
-    show=show_past_the_ridge,
+    figures=lambda m, s, label: [past_the_ridge_figure(m, s, label)],
+    caption=CAPTION,
     numbers=lambda m, s: pair_numbers([(f"batch {r['batch']}", r["m"], r) for r in m["runs"]] + [("n-gram", m["ngram"]["m"], m["ngram"])]),
     contest=contest,
     plain=lambda m: (lambda run: (run["batch"], run["ar"]))(min(m["runs"], key=lambda r: r["batch"])),

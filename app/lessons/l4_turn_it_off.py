@@ -6,11 +6,9 @@ speculation pays as rows finish. Its run, phases, words, charts (with the live b
 from __future__ import annotations
 
 import plotly.graph_objects as go
-import streamlit as st
 from plotly.subplots import make_subplots
 
 from app.common import measurement as ms
-from app.common.drafters import label as drafter_label
 from app.common.lane_stats import spread
 from app.common.measurement import CHOSEN, LANE, NUMBERS, SPREAD, WARMUP
 from app.lessons.kit import knee, noise
@@ -41,10 +39,8 @@ from app.lessons.kit.figures import (
     whiskers,
 )
 from app.lessons.kit.gpu import verify_passes
-from app.lessons.kit.noise import serving_note
-from app.lessons.kit.rows import MAX_STEPS, decode_spread, decode_steps, rate
+from app.lessons.kit.rows import MAX_STEPS, decode_spread, decode_steps
 from app.lessons.kit.runs import Job, lane_pair, machine_curve, median_run, timed_rounds
-from app.lessons.kit.show import settings_note, show_chart, show_table
 from engine import DecodeConfig
 from engine.bench.prompts import EXTRACTIVE_PROMPTS
 
@@ -176,83 +172,6 @@ def _phase(lane: str, phase: str):
     return lambda m: m["phases"][lane][phase]
 
 
-def verdict(a: dict | None, b: dict | None, name: str = "plain") -> str:
-    """'faster than plain: 1.36× (95% range 1.15–1.60×, 3 rounds)' and the like, by the one rule."""
-    v = noise.judge(a, b)
-    return v.words(b=name) if v else f"not told apart from {name} (no rounds)"
-
-
-def _phase_line(m: dict, c: dict) -> str | None:
-    ph = m.get("phases")
-    if not ph or not all(p in ph.get(k, {}) for k, _ in LANES for p in PHASES):
-        return None
-    n, k = c["n"], c["depth"]
-    full = {key: ph[key]["full"] for key, _ in LANES}
-    shrunk = {key: ph[key]["shrunk"] for key, _ in LANES}
-    return (
-        f"While more than {n} row{'s' if n != 1 else ''} decoded (a verify pass of up to {c['batch'] * (k + 1)} tokens), "
-        f"always-on ran {full['on']['median']:.1f} tokens/s against plain's {full['ar']['median']:.1f}: "
-        f"{verdict(full['on'], full['ar'])}; the switch, off in that phase, ran "
-        f"{full['off']['median']:.1f}: {verdict(full['off'], full['ar'])}. Once {n} or fewer remained, the switch "
-        f"speculated and ran {shrunk['off']['median']:.1f} tokens/s against plain's {shrunk['ar']['median']:.1f}: "
-        f"{verdict(shrunk['off'], shrunk['ar'])} (always-on {shrunk['on']['median']:.1f})."
-    )
-
-
-def room_line(m: dict) -> str | None:
-    curve = m.get("curve")
-    if not curve:
-        return None
-    c = m["chosen"]
-    k, b = c["depth"], c["batch"]
-    return (
-        knee.room_words(c["room"], curve["tokens"], curve["ms"])
-        + f" So speculation drafts k = {k} (a one-row verify pass of {k + 1} tokens fits the room), the batch is {b} "
-        f"(its verify pass carries {b * (k + 1)} tokens, {knee.cost_at(curve['tokens'], curve['ms'], b * (k + 1)):.2f}× a "
-        f"one-token pass, against {knee.cost_at(curve['tokens'], curve['ms'], b):.2f}× for plain decoding's {b}), and the "
-        f"switch speculates at {c['n']} row{'s' if c['n'] != 1 else ''} or fewer ({c['n'] * (k + 1)} tokens per pass)."
-    )
-
-
-def conclusion(m: dict, s: dict) -> list[str]:
-    """Lesson 4 in words: the room and the settings it chose, each lane's decoding rate against plain's beyond the
-    spread, the two phases, and when the switch speculated."""
-    c = settings_of(m, s)
-    lines = [line for line in (room_line(m),) if line]
-    whole = [f"{name} {rate(m[key]):.1f}" for key, name in LANES]
-    lines.append(
-        f"Decoding alone at batch {c['batch']} over the whole run (tokens/s, median of the runs): " + ", ".join(whole) + ". "
-        f"Always-on was {verdict(decode_spread(m['on']), decode_spread(m['ar']))}; the switch "
-        f"{verdict(decode_spread(m['off']), decode_spread(m['ar']))}, and "
-        f"{verdict(decode_spread(m['off']), decode_spread(m['on']), 'always-on')}."
-    )
-    phase = _phase_line(m, c)
-    if phase:
-        lines.append(phase)
-    off, n = m["off"], c["n"]
-    rows = m.get("steps", {}).get("off") or []
-    on_at = sorted({int(b) for b, d, _ in rows if d > 0})
-    lines.append(
-        f"The switch speculated on {off['speculated_steps']} of {off['decode_steps']} decode steps"
-        + (
-            f", at a live batch of {', '.join(map(str, on_at))}: it came back on as rows finished and the batch shrank to {n} or fewer."
-            if off["speculated_steps"] and on_at
-            else ", once the batch had shrunk."
-            if off["speculated_steps"]
-            else f": more than {n} rows decoded at every step, so it never came back on."
-        )
-    )
-    return lines
-
-
-def turn_it_off_conclusion(m: dict, s: dict) -> list[str]:
-    """Lesson 4's conclusion (app/lessons/switch.py): the room and the settings it chose, always-on speculation and
-    the off-above-batch-N switch against plain decoding, decoding alone, in each phase of the shrinking batch, each
-    verdict by the one rule over the interleaved rounds; then per-request latency."""
-    batch = settings_of(m, s)["batch"]
-    return conclusion(m, s) + [serving_note(m["ar"], m["on"], batch)]
-
-
 def _policy_lanes(m: dict, s: dict) -> list[tuple[str, dict]]:
     n = int((m.get("chosen") or s).get("n", 0))
     return [("plain", m["ar"]), ("always on", m["on"]), (f"off above batch {n}", m["off"])]
@@ -343,20 +262,24 @@ def steps_figure(m: dict, label: str = "") -> go.Figure | None:
     return frame(fig, "Step by step: rows still decoding, and the draft depth each step used", label, height=200 + 170 * len(lanes))
 
 
-def show_turn_it_off(m: dict, s: dict, label: str = "") -> None:
-    st.markdown(f"Drafter: {drafter_label(m['on']['drafter'] or 'model')}.")
-    settings_note(m, s)
-    show_chart(turn_it_off_figure(m, s, label), "lesson4_fig")
-    steps = steps_figure(m, label)  # the live batch and the depth at every step (None: an older recording)
-    if steps is not None:
-        show_chart(steps, "lesson4_steps")
-    show_table(turn_it_off_table(m, s))
-    st.caption(
-        "Decoding alone: the decode steps' tokens over their time, the prompt's pass (prefill) left out; the whole-run "
-        "column keeps it in. Time per output token is what one request waits per token: this engine runs a batch "
-        "until its slowest row ends (rows are not refilled); a server with continuous batching refills finished rows."
-    )
-    st.success("\n\n".join(turn_it_off_conclusion(m, s)))
+def notes(m: dict, s: dict) -> list[str]:
+    """When the switch speculated: its speculated steps (the table's column) and the live batch at those steps."""
+    off, n = m["off"], settings_of(m, s)["n"]
+    on_at = sorted({int(b) for b, d, _ in (m.get("steps") or {}).get("off") or [] if d > 0})
+    if not off["speculated_steps"]:
+        return [f"The switch speculated on 0 of {off['decode_steps']} decode steps: more than {n} rows decoded at every step."]
+    at = f", at a live batch of {', '.join(map(str, on_at))}" if on_at else ""
+    return [
+        f"The switch speculated on {off['speculated_steps']} of {off['decode_steps']} decode steps{at}: it came back on as rows finished."
+    ]
+
+
+CAPTION = (
+    "Decoding alone: the decode steps' tokens over their time, the prompt's pass (prefill) left out; the whole-run "
+    "column keeps it in. Time per output token is what one request waits per token: this engine runs a batch "
+    "until its slowest row ends (rows are not refilled), so a policy can raise the batch's tokens/s and still "
+    "lengthen each request's wait; a server with continuous batching refills finished rows."
+)
 
 
 RECORD = Experiment(
@@ -381,9 +304,10 @@ RECORD = Experiment(
         lambda m, s: leviathan_models(m["m"]),
     ),
     leviathan=lambda m, s: leviathan_of(m["m"], {"ar": m["ar"], "spec": m["on"]}),
-    verdict=lambda m, s: turn_it_off_conclusion(m, s)[:-1],
+    notes=notes,
     table=turn_it_off_table,
-    show=show_turn_it_off,
+    figures=lambda m, s, label: [turn_it_off_figure(m, s, label), steps_figure(m, label)],
+    caption=CAPTION,
     numbers=lambda m, s: pair_numbers([("always-on", m["m"], {"ar": m["ar"], "spec": m["on"]})]),
     gpu_passes=lambda s: verify_passes(s, [int(s.get("batch", 1) or 1)]),
     contest=lambda m, s: ("always-on speculation", "plain decoding", round_rates(m["on"]), round_rates(m["ar"])),

@@ -5,7 +5,6 @@ confidence gate), at batch 1 and at a larger batch; the claim is that the gate c
 from __future__ import annotations
 
 import plotly.graph_objects as go
-import streamlit as st
 from plotly.subplots import make_subplots
 
 from app.common.drafters import label as drafter_label
@@ -26,10 +25,8 @@ from app.lessons.kit.experiment import (
 from app.lessons.kit.figures import COLORS, decode_rate, decode_ratio, frame, grouped_bars, ratio_range
 from app.lessons.kit.gpu import verify_passes
 from app.lessons.kit.retime import CEILING, MEASURED, Priced, h200_lane
-from app.lessons.kit.rows import decode_spread, rate
+from app.lessons.kit.rows import decode_spread
 from app.lessons.kit.runs import Job, lane_pair, machine_curve, timed_rounds
-from app.lessons.kit.show import settings_note, show_chart, show_table
-from app.views import metrics
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
 
@@ -149,68 +146,6 @@ def gate_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
     return out
 
 
-def wasted_text(lane: dict, name: str) -> str:
-    """'; the gated run's 91.6 GFLOP on rejected drafts paid for 326 verified positions past the accepted
-    prefix (190 of them padding) and 136 rejected draft tokens', from the lane's counts: SpecLab counts, as wasted,
-    the target's work on every verified position past a row's accepted prefix (padding included) and the
-    drafter's on every rejected real draft (engine/decoding/decode.py `wasted_flops`)."""
-    s = lane["summary"]
-    if not s.get("flops_wasted") or "verified_slots" not in lane:
-        return ""
-    slots, real = lane["verified_slots"]
-    rejected = s["drafted_tokens"] - s["accepted_tokens"]
-    past = slots - s["accepted_tokens"]
-    return (
-        f"; {name}'s {metrics.fmt_flops(s['flops_wasted'])} on rejected drafts paid for {past:.0f} verified positions "
-        f"past the accepted prefix ({slots - real:.0f} of them padding) and {rejected:.0f} rejected draft tokens"
-    )
-
-
-def alpha_words(gated: float, fixed: float) -> str:
-    """'higher than' / 'lower than' / 'the same as', judged at the three digits shown (so a sentence never reads
-    "0.60, higher than the 0.60")."""
-    g, f = round(gated, 3), round(fixed, 3)
-    return "higher than" if g > f else "lower than" if g < f else "the same as"
-
-
-def _gate_part(run: dict, depth: int) -> str:
-    batch, fixed, gated = run["batch"], run["fixed"]["summary"], run["gated"]["summary"]
-    cut = 1 - gated["drafted_tokens"] / fixed["drafted_tokens"] if fixed["drafted_tokens"] else 0.0
-    g, f = rate(run["gated"]), rate(run["fixed"])
-    v = noise.judge(decode_spread(run["gated"]), decode_spread(run["fixed"]))
-    part = f"at batch {batch} it drafted {cut:.0%} fewer tokens (decoding alone: medians {g:.1f} against {f:.1f} tokens/s): " + (
-        v.words(b=f"drafting all {depth}") if v else f"one run each against drafting all {depth}: can't tell"
-    )
-    whole_f = fixed["tokens_per_s"]
-    if whole_f:
-        part += f"; {gated['tokens_per_s'] / whole_f:.2f}× over the whole run, prefill included"
-    if gated["alpha"] is not None and fixed["alpha"] is not None:
-        part += (
-            f"; the drafts it did send were accepted at α {gated['alpha']:.3f}, {alpha_words(gated['alpha'], fixed['alpha'])} "
-            f"the {fixed['alpha']:.3f} of drafting all {depth}"
-        )
-    slots, real = verified_slots(run["gated"])
-    if batch > 1 and slots:
-        part += (
-            f"; its verify passes still carried {slots - real} padded positions of {slots} draft slots "
-            f"({(slots - real) / slots:.0%}), rows that had stopped while another row drafted on"
-        )
-    if batch > 1:  # where rows stop at different points, padding joins the wasted positions
-        part += wasted_text(run["fixed"], f"drafting all {depth}") + wasted_text(run["gated"], "the gated run")
-    return part
-
-
-def adaptive_conclusion(result: dict, gate_depth: int) -> str:
-    """Lesson 5's conclusion: what the gate changed, measured (decoding alone, a verdict only by the one rule over
-    the rounds); nothing about the tokens it never sent. The depth is the one the run chose where it records it."""
-    depth = int((result.get("chosen") or {}).get("depth") or gate_depth)
-    parts = [_gate_part(run, depth) for run in result["batches"]]
-    return (
-        "Stopping where the drafter was unsure: " + "; ".join(parts) + ". The tokens it skipped were never "
-        "verified, so whether the target would have taken them is not measured here."
-    )
-
-
 # --- lesson 5: adaptive depth -------------------------------------------------------------------
 def adaptive_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     """Per batch: drafts per step and tokens kept per step, all drafts against the confidence gate."""
@@ -261,12 +196,32 @@ def adaptive_table(m: dict, s: dict) -> list[dict]:
     return out
 
 
-def show_adaptive(m: dict, s: dict, label: str = "") -> None:
-    st.markdown(f"Drafter: {drafter_label(m['drafter'])}.")
-    settings_note(m, s)
-    show_chart(adaptive_figure(m, s, label), "lesson5_fig")
-    show_table(adaptive_table(m, s))
-    st.success(adaptive_conclusion(m, int(s["depth"])))
+def notes(m: dict, s: dict) -> list[str]:
+    """Per batch: how much less the gate drafted and what it kept per step (the table's columns), and at a larger batch
+    the padded slots its verify passes still carried."""
+    out = []
+    for b in m["batches"]:
+        f, g = b["m_fixed"].get("drafted_depth"), b["m_gated"].get("drafted_depth")
+        fk, gk = b["fixed"]["summary"].get("tokens_per_step"), b["gated"]["summary"].get("tokens_per_step")
+        if not f or g is None or fk is None or gk is None:
+            continue
+        less = f"{abs(1 - g / f):.0%} {'fewer' if g <= f else 'more'}"
+        line = f"Batch {b['batch']}: the gate drafted {g:.2f} tokens per step against {f:.2f} ({less})"
+        line += f" and kept {gk:.2f} per step against {fk:.2f}"
+        slots, real = verified_slots(b["gated"])
+        if b["batch"] > 1 and slots:
+            line += (
+                f"; its verify passes still carried {slots - real} padded slots of {slots}, rows that had stopped while another drafted on"
+            )
+        out.append(line + ".")
+    return out
+
+
+CAPTION = (
+    "Decoding alone: the decode steps' tokens over their time, the prompt's pass left out. Wasted GFLOP: the target's "
+    "work on verified positions past each row's accepted prefix (padding included) and the drafter's on rejected drafts. "
+    "The tokens the gate skipped were never verified, so whether the target would have taken them is not measured."
+)
 
 
 RECORD = Experiment(
@@ -278,9 +233,10 @@ RECORD = Experiment(
     Prediction("At batch 1, the gated run's tokens/s ÷ the always-draft-k run's (decoding alone)?", "e.g. 1.1", gate_ratio, gate_models),
     needs=("eagle", "model"),
     leviathan=lambda m, s: leviathan_of(m["batches"][0]["m_gated"]),
-    verdict=lambda m, s: [adaptive_conclusion(m, int(s.get("depth") or 0))],
+    notes=notes,
     table=adaptive_table,
-    show=show_adaptive,
+    figures=lambda m, s, label: [adaptive_figure(m, s, label)],
+    caption=CAPTION,
     numbers=lambda m, s: pair_numbers([(f"batch {r['batch']} {w}", r[f"m_{w}"], None) for r in m["batches"] for w in ("fixed", "gated")]),
     gpu_passes=lambda s: verify_passes(s, [1, 8]),
     contest=lambda m, s: (

@@ -66,24 +66,25 @@ def _json_of_charts(at: AppTest) -> str:
 
 
 def _show_width(m: dict) -> None:
-    from app.lessons.l7_width import show_width
+    from app.lessons.kit import show
+    from app.lessons.l7_width import RECORD
 
-    show_width(m, {"nodes": 24, "topk": 6, "batch": 16}, "recorded on a test machine, 2026-12-01")
+    show.draw(RECORD, m, {"nodes": 24, "topk": 6, "batch": 16}, "recorded on a test machine, 2026-12-01")
 
 
 def test_lesson_7_draws_what_goodput_chose_under_its_figure_and_an_older_recording_without_it():
-    """show_width on a measurement with goodput rows: the lesson's figure, then the per-step strip with its caption,
-    the table with goodput's rows and its verdict; the shipped recording without goodput rows draws as before."""
+    """Lesson 7 drawn from its record, on a measurement with goodput rows: the lesson's figure, then the per-step strip,
+    the table with goodput's rows, its caption and its notes; the shipped recording without goodput rows draws as before."""
     m = record_with_goodput()["measurement"]
     at = AppTest.from_function(_show_width, args=(m,), default_timeout=60).run()
     assert not at.exception, [e.value for e in at.exception]
-    assert [c.key for c in at.get("plotly_chart")] == ["lesson7_fig", "lesson7_steps"]
+    assert [c.key for c in at.get("plotly_chart")] == ["width_fig0", "width_fig1"]
     assert "it takes the shape with the most expected tokens per second" in _texts(at.caption)
     table = at.dataframe[0].value
     assert list(table["contender"]).count("goodput") == 2 and "nodes per row (mean)" in table.columns
-    assert "Batch 1: goodput decoded 61.0 tokens/s" in _texts(at.success)
+    assert "Batch 1: goodput chose" in _texts(at.success)
     old = registry.load_record(ROOT / "assets" / "lessons" / "width.json")["measurement"]
     old["rows"] = [r for r in old["rows"] if r["contender"] != "goodput"]
     at = AppTest.from_function(_show_width, args=(old,), default_timeout=60).run()
-    assert not at.exception and [c.key for c in at.get("plotly_chart")] == ["lesson7_fig"]
+    assert not at.exception and [c.key for c in at.get("plotly_chart")] == ["width_fig0"]
     assert "goodput" not in _texts(at.success) and len(at.dataframe[0].value) == 6

@@ -246,7 +246,7 @@ def test_live_runs_at_small_settings():
     result = at.session_state["lesson1"]
     assert result["source"] == "live" and [r["tokens_per_pass"] for r in result["measurement"]["rows"]] == [1, 2, 4, 8, 16]
     assert "These numbers were measured live on" in _texts(at.info) + _texts(at.warning)  # warning: a busy machine
-    assert "this machine's room, read from these rows" in _texts(at.success)
+    assert "One token: " in _texts(at.success) and "× the time for 16× the tokens" in _texts(at.success)
     assert "roofline from the probed peaks" in " ".join(_prediction_table(at)["what"])
 
     at.selectbox(key="lesson_pick").set_value(2).run()

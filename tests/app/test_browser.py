@@ -153,7 +153,7 @@ def test_lessons_run_the_first_experiment(server, chromium):
         )
         run.click()
         page.get_by_text("measured live on").first.wait_for(timeout=240_000)
-        page.get_by_text("this machine's room, read from these rows").first.wait_for(state="attached", timeout=10_000)  # a verdict
+        page.get_by_text("the time for").first.wait_for(state="attached", timeout=10_000)  # the notes under the table
         page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)  # the measured pass-cost curve
         page.wait_for_timeout(1000)  # let it finish drawing before the screenshot
         assert page.get_by_text("Traceback").count() == 0

@@ -127,7 +127,7 @@ def test_a_class_predicts_sees_one_revealed_result_and_its_answers_reach_the_tea
         assert not any("On a GPU" in str(h.value) for h in at.subheader)
     students[0].toggle(key="class_figures").set_value(True).run()
     _clean(students[0])
-    assert any(c.key == "lesson2_fig" for c in students[0].get("plotly_chart"))  # the lesson's own figure, one click away
+    assert any(c.key == "more_flops_fig0" for c in students[0].get("plotly_chart"))  # the lesson's own figure, one click away
     students[0].toggle(key="class_whole_lesson").set_value(True).run()
     _clean(students[0])
     assert any("On a GPU" in str(h.value) for h in students[0].subheader)  # the whole lesson, one click away
@@ -215,7 +215,7 @@ def test_an_unusable_data_folder_is_one_notice_and_the_lesson_still_works(tmp_pa
         at = _app(**{"class": "ABCDE12345", "lesson": "1", "teacher": "true"})
         _clean(at)
         assert "Class sessions are not available on this server" in _text(at)
-        assert not any(b.key == "class_start" for b in at.button) and any(c.key == "lesson1_fig" for c in at.get("plotly_chart"))
+        assert not any(b.key == "class_start" for b in at.button) and any(c.key == "memory_bound_fig0" for c in at.get("plotly_chart"))
         plain = _app(lesson="1")
         _clean(plain)
         assert not plain.warning  # no class asked for: no notice

@@ -1,5 +1,6 @@
-"""The Lessons page's conclusions (app/lessons/conclusions.py) on plain data: every claim follows the numbers,
-both ways, and the removed claims stay removed. Lessons 1-3's: tests/app/test_pass_conclusions.py."""
+"""The lessons' notes under their charts (each record's `notes`) on plain data: every sentence follows the numbers,
+both ways, and states nothing the table beside it does not show. The verdicts are the claims table's
+(tests/app/test_lesson_claims.py); lessons 1-3's notes: tests/app/test_pass_conclusions.py."""
 
 from __future__ import annotations
 
@@ -10,14 +11,11 @@ import pytest
 
 from app.common import measurement
 from app.common.drafters import label as drafter_label
-from app.lessons import registry
+from app.lessons import l4_turn_it_off, l5_adaptive, l6_by_load, l7_width
 from app.lessons.kit import noise
 from app.lessons.kit.rows import load_table
-from app.lessons.l4_turn_it_off import turn_it_off_conclusion
-from app.lessons.l5_adaptive import adaptive_conclusion, alpha_words, verified_slots, wasted_text
-from app.lessons.l6_by_load import conclusion
-from app.lessons.l7_width import width_conclusion
-from app.lessons.l7_width.charts import width_table
+from app.lessons.l5_adaptive import verified_slots
+from app.lessons.l7_width import width_table
 
 
 def test_noise_names_a_winner_only_by_the_one_rule():
@@ -29,11 +27,11 @@ def test_noise_names_a_winner_only_by_the_one_rule():
     assert a == {"values": [10.0, 11.0, 12.0], "median": 11.0, "min": 10.0, "max": 12.0}
 
 
-def _summary(drafted, accepted, tps, alpha):
-    return {"drafted_tokens": drafted, "accepted_tokens": accepted, "tokens_per_s": tps, "alpha": alpha}
+def _summary(drafted, accepted, tps, alpha, kept=None):
+    return {"drafted_tokens": drafted, "accepted_tokens": accepted, "tokens_per_s": tps, "alpha": alpha, "tokens_per_step": kept}
 
 
-def test_lesson5_reports_what_a_run_can_measure():
+def test_lesson5_notes_what_the_gate_drafted_and_kept_and_its_padding():
     def trace(summary, steps=()):
         """A lane as app/common/measurement.py reduces a trace: its summary and its verified draft slots."""
         return {"summary": summary, "verified_slots": list(measurement.verified_slots(SimpleNamespace(steps=list(steps))))}
@@ -54,22 +52,26 @@ def test_lesson5_reports_what_a_run_can_measure():
             seqs=[SimpleNamespace(drafted=[0] * 2)] * 5 + [SimpleNamespace(drafted=[])] * 3,
         ),
     ]
-    result = {
+    m = {
         "drafter": "eagle",
         "batches": [
-            {"batch": 1, "fixed": trace(_summary(300, 150, 20.0, 0.5)), "gated": trace(_summary(150, 100, 24.0, 0.66))},
-            {"batch": 8, "fixed": trace(_summary(800, 300, 60.0, 0.4)), "gated": trace(_summary(400, 150, 57.0, 0.38), gated_steps)},
+            {"batch": 1, "fixed": trace(_summary(300, 150, 20.0, 0.5, 1.9)), "gated": trace(_summary(150, 100, 24.0, 0.66, 1.7))}
+            | {"m_fixed": {"drafted_depth": 3.0}, "m_gated": {"drafted_depth": 1.5}},
+            {
+                "batch": 8,
+                "fixed": trace(_summary(800, 300, 60.0, 0.4, 1.8)),
+                "gated": trace(_summary(400, 150, 57.0, 0.38, 1.6), gated_steps),
+            }
+            | {"m_fixed": {"drafted_depth": 3.0}, "m_gated": {"drafted_depth": 2.4}},
         ],
     }
-    assert verified_slots(result["batches"][1]["gated"]) == (64, 30)
-    text = adaptive_conclusion(result, 6)
-    assert "at batch 1 it drafted 50% fewer tokens (decoding alone: medians 24.0 against 20.0 tokens/s): one run each" in text
-    assert "accepted at α 0.660, higher than the 0.500" in text and "accepted at α 0.380, lower than the 0.400" in text
-    assert "medians 57.0 against 60.0 tokens/s" in text and "faster than drafting" not in text
-    assert alpha_words(0.6004, 0.5996) == "the same as"  # equal at the digits shown: never "0.600, higher than 0.600"
-    assert "still carried 34 padded positions of 64 draft slots (53%)" in text
-    assert "never verified" in text
-    assert "mostly ones the target would have rejected" not in text
+    assert verified_slots(m["batches"][1]["gated"]) == (64, 30)
+    one, eight = l5_adaptive.notes(m, {})
+    assert one == "Batch 1: the gate drafted 1.50 tokens per step against 3.00 (50% fewer) and kept 1.70 per step against 1.90."
+    assert "against 3.00 (20% fewer)" in eight and "still carried 34 padded slots of 64" in eight  # padding only where rows differ
+    assert "padded" not in one
+    m["batches"][0]["m_gated"]["drafted_depth"] = 3.3  # drafted more: said so
+    assert "(10% more)" in l5_adaptive.notes(m, {})[0]
 
 
 @pytest.mark.parametrize("kind", ["eagle", "model", "ngram"])
@@ -99,106 +101,39 @@ def _width(b1_tree, b1_chain, big_tree, big_chain, big=16, nodes=24, spread=0.02
     return {"drafter": "eagle", "depth": 4, "nodes": nodes, "topk": 6, "rows": rows, "ridge_tokens": ridge}
 
 
-def test_width_conclusion_follows_the_numbers_both_ways():
-    paid_then_cost = width_conclusion(_width(70.0, 60.0, 200.0, 340.0, ridge=38.0))
-    assert paid_then_cost[0].startswith("Batch 1: the tree (24 nodes, top-6, depth 4) decoded 70.0 tokens/s, 1.17×")
-    assert "(faster than the chain: 1.17× (95% range 1.17–1.17×, 3 rounds))" in paid_then_cost[0]
-    assert "(slower than the chain: 0.59× (95% range 0.59–0.59×, 3 rounds))" in paid_then_cost[1]
-    assert (
-        "its verify pass of 25 tokens took 35.0 ms against 30.0 ms for the chain's 5 (1.17×): the extra tokens outweighed"
-        in paid_then_cost[0]
-    )
-    assert "(3.00×): the longer pass outweighed the extra tokens" in paid_then_cost[1]
-    last = paid_then_cost[2]
-    assert last.startswith("The tree was faster than the chain at batch 1 and slower than it at batch 16")
-    # plain batch 16 is 16 tokens per pass, below the ridge: what overflowed was the tree's own 400
-    assert "had already filled it" not in last and "the batch" + " had" not in last
-    assert (
-        "a plain pass carried 16 tokens, the chain's verify pass 80 and the tree's 400: what grew the pass was the tree's own width" in last
-    )
-    assert "the plain pass is below it and the tree's at or above it" in last
-    assert "90% of the tree's nodes were rejected at batch 16" in last  # 1 - (3.4 - 1) / 24
-    both = width_conclusion(_width(70.0, 60.0, 400.0, 340.0))
-    assert both[2].startswith("The tree was faster than the chain at batch 1 and faster than it at batch 16")
-    # the tree won only at the large batch: said as measured, no unmeasured cause asserted
-    late = width_conclusion(_width(55.0, 60.0, 400.0, 340.0))
-    assert late[2].startswith("The tree was slower than the chain at batch 1 and faster than it at batch 16")
-    assert "cost more here than the extra accepted tokens bought" not in "\n".join(late)
-    # rounds that disagree: no winner named
-    noisy_m = _width(62.0, 60.0, 330.0, 340.0, spread=0.1)
-    for r in noisy_m["rows"]:  # the chain's rounds in the other order: no round-by-round winner either
-        if r["contender"] == "chain":
-            r["tokens_per_s_runs"]["values"].reverse()
-    noisy = width_conclusion(noisy_m)
-    assert "(not told apart from the chain with 3 rounds (can't tell): " in noisy[0] and noisy[2].startswith(
-        "The tree was not named faster or slower than the chain at batch 1 and not named faster or slower than it at "
-        "batch 16: the rule named no winner at either."
-    )
-    # level overall: whether width paid per verify pass is said from the pass's own numbers, never as a winner
-    assert "(1.36×), and its verify pass of 25 tokens took 35.0 ms against 30.0 ms for the chain's 5 (1.17×)" in noisy[0]
-    assert "per verify pass the extra tokens outweighed the longer pass" in noisy[0]  # 1.36x the tokens for 1.17x the pass
-    heavy = copy.deepcopy(noisy_m)
-    next(r for r in heavy["rows"] if r["contender"] == "tree" and r["batch"] == 1)["verify_ms"] = 45.0  # 1.50x > 1.36x
-    assert "outweighed" not in width_conclusion(heavy)[0]
-    assert "the extra tokens outweighed the longer pass." not in noisy[0] and "the longer pass outweighed" not in noisy[0]
-    drifted = _width(63.0, 60.0, 330.0, 340.0, spread=0.1)  # overlapping runs, but the tree 5% ahead in every round
-    line = width_conclusion(drifted)[0]
-    assert "(faster than the chain: 1.05× (95% range 1.05–1.05×, 3 rounds))" in line
-    close = width_conclusion(_width(61.0, 60.0, 330.0, 340.0, spread=0.1))[0]  # 1.7% ahead: under the 3% gap
-    assert "(level with the chain: 1.02× (95% range 1.02–1.02×, 3 rounds), within 3%)" in close
+def test_lesson7_notes_state_the_passes_of_the_table_both_ways():
+    m = _width(70.0, 60.0, 200.0, 340.0)
+    lines = l7_width.notes(m, {})
+    assert lines == [
+        "Batch 1: a tree pass emitted 3.40 tokens per row against the chain's 2.50, for a verify pass of 35.0 ms against 30.0.",
+        "Batch 16: a tree pass emitted 3.40 tokens per row against the chain's 2.50, for a verify pass of 90.0 ms against 30.0.",
+    ]
+    next(r for r in m["rows"] if r["contender"] == "tree" and r["batch"] == 16)["verify_ms"] = 45.0
+    assert "45.0 ms against 30.0" in l7_width.notes(m, {})[1]
+    good = {"batch": 1, "contender": "goodput", "tokens_per_s": 65.0, "tokens_per_step": 2.8, "tokens_per_pass": 4, "flops": 2e9}
+    good["shapes"] = [{"shape": "plain", "nodes": 0, "depth": 0}] + [{"shape": "tree", "nodes": n, "depth": 3} for n in (4, 6)]
+    m["rows"].append(good)
+    assert "Batch 1: goodput chose plain decoding at 1 and a tree at 2 (4 to 6 nodes) of 3 decode steps." in l7_width.notes(m, {})
 
 
 def test_width_table_and_the_recording_fit_the_schema():
-    from pathlib import Path
-
     table = width_table(_width(70.0, 60.0, 200.0, 340.0))
     assert [r["FLOPs × plain"] for r in table] == [1.0, 1.7, 5.0, 1.0, 1.7, 5.0]
     assert table[2]["tokens per pass"] == 25 and table[5]["tokens per pass"] == 400
     assert table[0]["tokens emitted per pass"] == 1.0 and table[2]["tokens emitted per pass"] == 3.4
-    record = registry.load_record(Path(__file__).resolve().parents[2] / "assets" / "lessons" / "width.json")
-    raced = any(r["contender"] == "goodput" for r in record["measurement"]["rows"])  # lesson 7's fourth contender
-    lines = width_conclusion(record["measurement"])
-    room = 1 if record["measurement"].get("chosen") else 0  # a recording that chose its shapes opens with the room
-    assert len(lines) == (6 if raced else 3) + room  # per batch tree vs chain, the width line; then goodput per batch and overall
-    assert lines[room].startswith("Batch 1: the tree") and (not raced or lines[3 + room].startswith("Batch 1: goodput"))
 
 
-def test_lesson4_verdicts_only_beyond_the_spread_and_latency():
-    def lane(rates, tpot, steps=(0, 20)):
-        return {
-            "decode_tokens_per_s_runs": measurement.spread(rates),
-            "tpot_ms": tpot,
-            "speculated_steps": steps[0],
-            "decode_steps": steps[1],
-        }
+def test_lesson4_notes_when_the_switch_speculated_both_ways():
+    def lane(steps):
+        return {"speculated_steps": steps[0], "decode_steps": steps[1]}
 
-    m = {"ar": lane([100.0, 101.0, 99.0], 50.0), "on": lane([80.0, 82.0, 79.0], 60.0), "off": lane([98.0, 100.0, 99.5], 51.0, (3, 20))}
-    lines = turn_it_off_conclusion(m, {"batch": 16, "n": 8, "tokens": 32})
-    assert lines[0].startswith("Decoding alone at batch 16 over the whole run (tokens/s, median of the runs): plain 100.0")
-    assert "Always-on was slower than plain: 0.80× (95% range" in lines[0]
-    assert (
-        "the switch not told apart from plain with 3 rounds (can't tell): 0.99× (95% range" in lines[0]
-        and "and faster than always-on: 1.23× (95% range" in lines[0]
-    )
-    assert lines[1].startswith("The switch speculated on 3 of 20 decode steps, once the batch had shrunk.")
-    assert "60.0 ms per output token (TPOT) speculating against 50.0 ms plain (longer waits" in lines[2]
-    m["off"] = lane([79.0, 83.0, 81.0], 60.0)
-    lines = turn_it_off_conclusion(m, {"batch": 16, "n": 8, "tokens": 32})
-    assert "the switch slower than plain: 0.81×" in lines[0] and "not told apart from always-on with 3 rounds" in lines[0]
-    assert "more than 8 rows decoded at every step, so it never came back on" in lines[1]
-
-
-def test_lesson5_explains_its_wasted_flops():
-    lane = {
-        "summary": {"drafted_tokens": 275, "accepted_tokens": 139, "tokens_per_s": 50.0, "alpha": 0.5, "flops_wasted": 91.6e9},
-        "verified_slots": [465, 275],
-    }
-    text = wasted_text(lane, "the gated run")
-    assert text == (
-        "; the gated run's 91.6 GFLOP on rejected drafts paid for 326 verified positions past the accepted prefix "
-        "(190 of them padding) and 136 rejected draft tokens"
-    )
-    assert wasted_text({"summary": {"flops_wasted": 0.0}, "verified_slots": [0, 0]}, "x") == ""
+    m = {"off": lane((3, 20)), "chosen": {"n": 2, "batch": 8, "depth": 3, "tokens": 32, "room": 8}}
+    m["steps"] = {"off": [[8, 0, 5.0]] * 17 + [[2, 3, 4.0], [1, 3, 3.0], [1, 3, 3.0]]}
+    assert l4_turn_it_off.notes(m, {}) == [
+        "The switch speculated on 3 of 20 decode steps, at a live batch of 1, 2: it came back on as rows finished."
+    ]
+    m["off"], m["steps"] = lane((0, 20)), {"off": [[8, 0, 5.0]] * 20}
+    assert l4_turn_it_off.notes(m, {}) == ["The switch speculated on 0 of 20 decode steps: more than 2 rows decoded at every step."]
 
 
 def _policy_rows(spread):
@@ -224,20 +159,16 @@ def _policy_rows(spread):
     ]
 
 
-def test_policy_view_names_no_winner_without_a_margin_and_says_identical():
-    lines = conclusion(_policy_rows(0.05))
-    assert lines[0].startswith("Batch 1: no winner named. **off above batch 8** had the highest median (30.6 tokens/s), fixed k = 4")
-    assert "level with fixed k = 4: 1.02× (95% range 1.02–1.02×, 3 rounds), within 3%." in lines[0]
-    assert "The two ran identical settings at this batch" in lines[0] and "was fastest" not in lines[0]
-    assert lines[1].startswith("Batch 16: no winner named. **plain decoding** had the highest median (200.0 tokens/s)")
-    assert "fixed k = 4 0.60× (batch 16)" in lines[2] and "against plain decoding at the same batch" in lines[2]
-    assert "plain decoding 80.0 ms; fixed k = 4 120.0 ms" in lines[3] and "continuous batching" in lines[3]
-    apart = _policy_rows(0.05)
-    apart[1] |= {"tokens_per_s": 24.0, "tokens_per_s_runs": measurement.spread([23.0, 24.0, 25.0])}
-    won = conclusion(apart)[0]
-    assert won.startswith("Batch 1: **off above batch 8** was fastest (30.6 tokens/s): faster than fixed k = 4: 1.27× (95% range")
+def test_lesson6_notes_read_the_tables_ratios_and_depths():
     rows = _policy_rows(0.05)
-    rows[-1] |= {"mean_depth": 0.0, "alpha": None}  # the switch never acted at batch 16: plain decoding's own work
-    assert "The two ran identical settings at this batch" in conclusion(rows)[1]
+    lines = l6_by_load.notes({"rows": rows}, {})
+    table = load_table(rows, "plain decoding")
+    assert lines[0].startswith("Against plain decoding at batch 1, 16 (the × plain column): fixed k = 4 ")
+    stated = [row["× plain"] for row in table if row["policy"] == "fixed k = 4"]
+    assert lines[0].split(";")[0].endswith(", ".join(f"{x:.2f}×" for x in stated))  # the column's numbers, in order
+    assert lines[1] == "Mean depth k drafted at batch 1, 16: fixed k = 4 4.00, 4.00; off above batch 8 4.00, 0.40."
+    faster = copy.deepcopy(rows)
+    faster[4] |= {"tokens_per_s": 260.0, "tokens_per_s_runs": measurement.spread([250.0, 260.0, 270.0])}
+    assert l6_by_load.notes({"rows": faster}, {})[0] != lines[0]  # other rates, other words
     table = load_table(_policy_rows(0.05), "plain decoding")
     assert table[0]["TPOT ms"] is None and table[3]["TPOT ms"] == 80.0 and table[1]["runs (decoding tokens/s)"] == "28.5, 30.0, 31.5"

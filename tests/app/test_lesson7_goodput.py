@@ -1,7 +1,7 @@
-"""Lesson 7's fourth contender, the goodput policy with trees allowed (app/lessons/width.py, width_steps.py): its
-verdict against the fastest fixed shape follows the numbers both ways and only beyond the spread, its table row
-and per-step strip read the recorded shapes, the schema takes the new keys and refuses bad ones, and an older
-recording without a goodput row still loads, concludes and draws as before."""
+"""Lesson 7's fourth contender, the goodput policy with trees allowed (app/lessons/l7_width.py): its comparison with
+the fastest fixed shape (the table's rule column) follows the numbers both ways and only beyond the spread, its
+notes, table row and per-step strip read the recorded shapes, the schema takes the new keys and refuses bad ones,
+and an older recording without a goodput row still loads and draws as before."""
 
 from __future__ import annotations
 
@@ -13,9 +13,7 @@ import pytest
 
 from app.common import measurement
 from app.lessons import registry
-from app.lessons.l7_width import width_conclusion
-from app.lessons.l7_width.charts import shapes_figure, width_figure, width_table
-from app.lessons.l7_width.goodput import goodput_conclusion, shapes_text
+from app.lessons.l7_width import notes, shapes_figure, shapes_text, width_figure, width_table
 from app.lessons.registry import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,70 +60,40 @@ def _measurement(plain, chain, tree, goodput, shapes=(MIXED, PLAIN_ONLY), spread
     return {"drafter": "eagle", "depth": 4, "nodes": nodes, "topk": 6, "rows": rows, "ridge_tokens": 38.0}
 
 
-# --- the verdict, both ways ------------------------------------------------------------------------
+# --- the comparison, both ways ------------------------------------------------------------------------
+def _against(m: dict, batch: int) -> str:
+    return next(r for r in width_table(m) if r["contender"] == "goodput" and r["batch"] == batch)["against (the rule's ratio, 95% range)"]
+
+
 def test_goodput_is_set_against_the_fastest_fixed_shape_only_by_the_rule():
     # batch 1: the chain is the fastest fixed shape; batch 16: plain decoding is
-    beat = width_conclusion(_measurement((30, 480), (60, 340), (55, 200), (70, 470)))
-    assert len(beat) == 3 + 3  # tree against chain (2 lines + the summary), then goodput (2 lines + its summary)
-    one, sixteen, summary = beat[3:]
-    assert one.startswith(
-        "Batch 1: goodput decoded 70.0 tokens/s, 1.17× the fastest fixed shape, the chain (60.0): goodput was faster than it"
-    )
-    assert "(1.17× (95% range 1.17–1.17×, 3 rounds))" in one
-    assert sixteen.startswith("Batch 16: goodput decoded 470.0 tokens/s, 0.98× the fastest fixed shape, plain decoding (480.0)")
-    assert "goodput was level with it (0.98×" in sixteen
-    assert summary.startswith("Goodput beat it or was not told apart from it at every batch size, against the fastest fixed shape there.")
-    assert "(the chain at batch 1, plain decoding at batch 16): no one fixed shape was best at every batch size" in summary
-    # the same numbers with goodput slower than the chain at batch 1: it fell short, and the summary says where
-    short = width_conclusion(_measurement((30, 480), (60, 340), (55, 200), (50, 470)))
-    assert "goodput was slower than it (0.83×" in short[3]
-    assert short[5].startswith("Goodput fell short of the fastest fixed shape at batch 1, by the rule.")
-    assert "matched" not in short[5]
-    # matched everywhere, the same fixed shape fastest at both sizes: no claim that the best shape changed
-    level = width_conclusion(_measurement((30, 480), (60, 340), (55, 200), (61, 475), spread=0.1))
-    assert level[5] == "Goodput was not told apart from it at every batch size, against the fastest fixed shape there." + (
-        " The fastest fixed shape was not the same at every batch size (the chain at batch 1, plain decoding at batch 16): "
-        "no one fixed shape was best at every batch size; goodput chose its shape per step."
-    )
-    same = width_conclusion(_measurement((30, 300), (60, 340), (55, 200), (61, 335), spread=0.1))
-    assert "not the same at every batch size" not in same[5]
-
-
-def test_without_a_spread_no_verdict_and_no_summary():
-    m = _measurement((30, 480), (60, 340), (55, 200), (90, 900))
-    for r in m["rows"]:
+    beat = _measurement((30, 480), (60, 340), (55, 200), (70, 470))
+    assert _against(beat, 1).startswith("× chain: 1.17× (95% range 1.17–1.17×")
+    assert _against(beat, 16).startswith("× plain decoding: 0.98×")
+    short = _measurement((30, 480), (60, 340), (55, 200), (50, 470))
+    assert _against(short, 1).startswith("× chain: 0.83×")
+    without = copy.deepcopy(beat)
+    for r in without["rows"]:
         r.pop("tokens_per_s_runs")
-    lines = goodput_conclusion(m)
-    assert len(lines) == 2 and all("one run each: can't tell" in line for line in lines)
-    assert not any(w in " ".join(lines) for w in ("faster than it", "fell short", "slower than it"))
+    assert _against(without, 1) == ""  # no rounds: no ratio by the rule
 
 
 def test_what_goodput_chose_is_read_from_its_steps():
-    lines = goodput_conclusion(_measurement((30, 480), (60, 340), (55, 200), (61, 420)))
-    one, sixteen = lines[0], lines[1]
+    lines = notes(_measurement((30, 480), (60, 340), (55, 200), (61, 420)), {})
     assert (
-        "It chose plain decoding at 1, a chain at 2 (k = 2 to 4, mean 3.0) and a tree at 3 (8 to 12 nodes, mean 10.0) "
-        "of 6 decode steps, 6.0 draft nodes per row on average; its most frequent choice (tree) is not that shape's kind." in one
+        "Batch 1: goodput chose plain decoding at 1, a chain at 2 (k = 2 to 4) and a tree at 3 (8 to 12 nodes) of 6 decode steps." in lines
     )
-    tied = _measurement((30, 480), (60, 340), (55, 200), (61, 420), shapes=(MIXED[1:], PLAIN_ONLY))
-    assert "most frequent" not in goodput_conclusion(tied)[0]  # two trees, two chains: no most frequent choice
-    # plain at every step, the fastest fixed shape plain, yet slower beyond the spread: the gap is not its choice
-    assert "It chose plain decoding at 6 of 6 decode steps, 0.0 draft nodes per row on average: the same shape as plain " in sixteen
-    assert "so the gap lies outside its choices" in sixteen
-    matched = goodput_conclusion(_measurement((30, 480), (60, 340), (55, 200), (61, 478)))[1]
-    assert "the same shape as plain decoding at every step." in matched and "gap" not in matched
+    assert "Batch 16: goodput chose plain decoding at 6 of 6 decode steps." in lines
     assert shapes_text([_shape("tree", 6, 2)]) == "a tree at 1 (6 nodes) of 1 decode step"
 
 
-def test_an_older_recording_concludes_as_before():
+def test_an_older_recording_draws_as_before():
     record = registry.load_record(ROOT / "assets" / "lessons" / "width.json")
     m = record["measurement"]
     if any(r["contender"] == "goodput" for r in m["rows"]):
         m = copy.deepcopy(m)
         m["rows"] = [r for r in m["rows"] if r["contender"] != "goodput"]
-    room = 1 if m.get("chosen") else 0  # a recording that chose its shapes from the curve opens with the room
-    assert goodput_conclusion(m) == [] and len(width_conclusion(m)) == 3 + room
-    assert all("goodput" not in line for line in width_conclusion(m))
+    assert len(notes(m, {})) == 2 and all("goodput" not in line for line in notes(m, {}))
     assert shapes_figure(m) is None  # no strip without goodput's steps
     assert [r["nodes per row (mean)"] for r in width_table(m)] == [0.0, m["depth"], m["nodes"]] * 2
 
@@ -179,8 +147,7 @@ def test_a_recording_with_goodput_rows_round_trips(tmp_path):
     back = registry.load_record(tmp_path / "width.json")
     good = [r for r in back["measurement"]["rows"] if r["contender"] == "goodput"]
     assert [len(r["shapes"]) for r in good] == [6, 6] and good[0]["shapes"][0] == {"shape": "tree", "nodes": 12, "depth": 4}
-    room = 1 if back["measurement"].get("chosen") else 0
-    assert len(width_conclusion(back["measurement"])) == 6 + room
+    assert sum(line.startswith("Batch ") and "goodput chose" in line for line in notes(back["measurement"], {})) == 2
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 
 from app.common import measurement
 from app.lessons import registry
-from app.lessons.kit.experiment import Claim, check_claim, claim_rows
+from app.lessons.kit.experiment import Claim, check_claim, claim_rows, findings
 from app.lessons.registry import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,19 +83,33 @@ def test_a_claim_this_machine_has_no_room_for_says_so():
     assert row["shown?"] == "not tested here" and "room" in row["measured (95% range)"]
 
 
+NUMBER = re.compile(r"(?<![\w.])(\d+\.\d+)(?![\d])")
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(x) for x in NUMBER.findall(text)]
+
+
 @pytest.mark.parametrize("name", CLAIMED)
-def test_every_ratio_and_rate_a_verdict_states_is_in_the_tables_beside_it(name):
-    """One number per measurement: each ratio the rule states ('1.39× (95% range …') and each tokens/s a lesson's
-    verdict sentences give appears, as written, in the table under the chart or in the claims table, on the shipped
-    recording."""
+def test_every_number_the_findings_state_is_in_the_tables_beside_them(name):
+    """One number per measurement: every decimal the findings under a chart state (this machine's room aside, which
+    is the curve's) appears, at the digits written, in the table under the chart or in the claims table, on the
+    shipped recording; and the findings stay short (prose short: the verdicts are the claims table's)."""
     rec = _rec(name)
     m, s = rec["measurement"], rec["settings"]
     e = EXPERIMENTS[name]
-    text = " ".join(e.verdict(m, s))
-    cells = " ".join(str(v) for row in e.table(m, s) + claim_rows(e.claims, m) for v in row.values())
-    stated = set(re.findall(r"(\d+\.\d+)× \(95% range", text)) | set(re.findall(r"(\d+\.\d+) tokens/s", text))
-    assert stated, f"{name}: its verdict states no ratio or rate"
-    assert sorted(x for x in stated if x not in cells) == [], f"{name}: stated in words but in no table"
+    notes = e.notes(m, s)
+    cells = _numbers(" ".join(str(v) for row in e.table(m, s) + claim_rows(e.claims, m) for v in row.values()))
+    stated = _numbers(" ".join(notes))
+    missing = [x for x in stated if not any(abs(x - c) < 0.006 for c in cells)]
+    assert missing == [], f"{name}: stated in words but in no table"
+    assert sum(len(line.split()) for line in findings(e, m, s)) <= 130, f"{name}: findings longer than a short paragraph"
+
+
+def test_a_number_missing_from_the_table_is_caught():
+    """The check above both ways: a note that states a number no table has fails it."""
+    cells = _numbers("2.61 0.55 1.39")
+    assert [x for x in _numbers("2.61× and 0.57×") if not any(abs(x - c) < 0.006 for c in cells)] == [0.57]
 
 
 def test_a_claim_about_costs_reads_its_direction_the_right_way():

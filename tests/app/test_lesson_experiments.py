@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from app.common import measurement
-from app.lessons import registry
+from app.lessons import l7_width, registry
 from app.lessons.kit import knee, runs
 from app.lessons.l7_width import (
     WIDTH_CONTENDERS,
@@ -18,13 +18,12 @@ from app.lessons.l7_width import (
     WIDTH_PROMPTS,
     WIDTH_ROUNDS,
     WIDTH_TOKENS,
+    step_shapes,
     width,
     width_choice,
-    width_conclusion,
     width_configs,
+    width_table,
 )
-from app.lessons.l7_width.charts import width_table
-from app.lessons.l7_width.goodput import step_shapes
 from app.lessons.registry import EXPERIMENTS
 from engine import DecodeConfig, load_pair
 from engine.hardware import probe
@@ -102,10 +101,9 @@ def test_experiment_runs_live_and_fits_the_schema(live, monkeypatch, name, lesso
         ]
         good = [r for r in m["rows"] if r["contender"] == "goodput"]
         assert [r["batch"] for r in good] == [1, 4] and all(r["shapes"] and r["tokens_per_s_runs"] for r in good)
-        lines = width_conclusion(m)
-        assert len(lines) == 7 and lines[0].startswith("On this machine a pass stays within 1.25×")
-        assert lines[1].startswith(f"Batch 1: the tree ({n} nodes, top-4, depth {k}) decoded")
-        assert lines[4].startswith("Batch 1: goodput decoded") and len(width_table(m)) == 8
+        lines = l7_width.notes(m, {})
+        assert lines[0].startswith("Batch 1: a tree pass emitted") and lines[1].startswith("Batch 1: goodput chose")
+        assert len(width_table(m)) == 8
 
 
 def test_width_races_goodput_and_records_what_it_verified_at_each_step(tiny, monkeypatch, lesson_constant):
@@ -125,7 +123,7 @@ def test_width_races_goodput_and_records_what_it_verified_at_each_step(tiny, mon
         assert r["mean_nodes"] == pytest.approx(sum(s["nodes"] for s in shapes) / len(shapes))
         assert r["tokens_per_pass"] == round(rows_in_flight * (r["mean_nodes"] + 1))
 
-    assert len(width_table(m)) == 8 and any(line.startswith("Batch 4: goodput decoded") for line in width_conclusion(m))
+    assert len(width_table(m)) == 8 and any(line.startswith("Batch 4: goodput chose") for line in l7_width.notes(m, {}))
 
 
 def test_step_shapes_follow_each_steps_own_pass(tiny):

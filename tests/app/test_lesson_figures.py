@@ -17,8 +17,8 @@ from app.lessons.l2_more_flops import more_flops_figure
 from app.lessons.l3_past_the_ridge import past_the_ridge_figure, ridge_points
 from app.lessons.l4_turn_it_off import steps_figure, turn_it_off_figure, turn_it_off_table
 from app.lessons.l5_adaptive import adaptive_figure, adaptive_table
-from app.lessons.l6_by_load.charts import by_load_figure
-from app.lessons.l7_width.charts import width_figure
+from app.lessons.l6_by_load import by_load_figure
+from app.lessons.l7_width import width_figure
 from app.lessons.registry import EXPERIMENTS
 from engine import verdict
 

@@ -115,14 +115,15 @@ def test_every_lesson_draws_a_chart_and_a_gpu_panel_naming_the_gpu():
         import streamlit as st
 
         from app.lessons import registry
+        from app.lessons.kit import show
         from app.lessons.kit.gpu_panel import show_gpu_panel
 
         for name, e in registry.EXPERIMENTS.items():
-            if e.show is None:  # lesson 0: the step-through, not a chart
+            if e.walkthrough is not None:  # lesson 0: the step-through, not a chart
                 continue
             rec = registry.load_record(f"assets/lessons/{name}.json")
             with st.container(key=f"res_{name}"):
-                e.show(rec["measurement"], rec["settings"], f"recorded on {rec['machine']}, {rec['date']}")
+                show.draw(e, rec["measurement"], rec["settings"], f"recorded on {rec['machine']}, {rec['date']}")
             with st.container(key=f"gpu_{name}"):
                 label = f"recorded on {rec['machine']}, {rec['date']}"
                 show_gpu_panel(name, rec["settings"], "", {"measurement": rec["measurement"], "label": label})

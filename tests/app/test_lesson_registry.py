@@ -55,10 +55,10 @@ def test_each_lesson_has_everything_the_registry_needs(lesson):
         assert (ROOT / "assets" / "lessons" / "step-through.json").is_file()
         return
     assert e.claims and any(c.lead for c in e.claims), f"{name}: no lead claim in its record"
-    assert callable(e.show), f"{name}: nothing draws it on the page"
     rec = registry.load_record(ROOT / "assets" / "lessons" / f"{name}.json")  # its recording, checked by its schema
     m, s = rec["measurement"], rec["settings"]
-    assert e.verdict(m, s) and e.table(m, s), f"{name}: its record's verdict or table is empty on its recording"
+    assert [f for f in e.figures(m, s, "x") if f is not None], f"{name}: its record draws no chart of its recording"
+    assert e.notes(m, s) and e.table(m, s), f"{name}: its record's notes or table are empty on its recording"
     assert e.predict.measured(m, s) is not None, f"{name}: its prediction reads nothing from its recording"
     assert e.numbers(m, s), f"{name}: its worksheet lists no numbers"
 
@@ -93,7 +93,7 @@ def test_a_new_lesson_needs_only_its_four_files(tmp_path):
         "e = registry.EXPERIMENTS['more_flops_again']; "
         "rec = registry.load_record(Path('assets/lessons/more_flops_again.json')); "
         "lessons = {l.number: l for l in load_lessons(Path('lessons'), registry.EXPERIMENTS)}; "
-        "print(len(registry.EXPERIMENTS), lessons[8].experiment, lessons[8].problem, bool(e.verdict(rec['measurement'], rec['settings'])))"
+        "print(len(registry.EXPERIMENTS), lessons[8].experiment, lessons[8].problem, bool(e.notes(rec['measurement'], rec['settings'])))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe],

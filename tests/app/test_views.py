@@ -9,7 +9,6 @@ import plotly.graph_objects as go
 import pytest
 
 from app.lessons.kit.rows import load_table, winners
-from app.lessons.l6_by_load import conclusion, worst_cases
 from app.views import charts, depth_policy, metrics, race, sweep, tokens
 from engine.trace.file import Trace
 from engine.trace.records import DraftToken, SeqStep, Step, TreeRecord, summarize
@@ -527,15 +526,6 @@ def test_load_views_compute_winners_and_the_prediction():
     ]
     assert winners(LOAD_ROWS)[0]["runner_up_tokens_per_s"] == pytest.approx(30.0)
     assert not any(w["clear"] for w in winners(LOAD_ROWS))  # one run each: no interval, no winner
-    worst = worst_cases(LOAD_ROWS, plain="plain")  # against plain decoding at the same batch, as lesson 4
-    assert worst == [("goodput", pytest.approx(0.98), 16), ("fixed k = 4", pytest.approx(0.7), 16)]
-    lines = conclusion(LOAD_ROWS, plain="plain")
-    assert lines[0] == (
-        "Batch 1: no winner named. **goodput** had the highest median (31.5 tokens/s), fixed k = 4 the next (30.0): "
-        "one run each against fixed k = 4: can't tell."
-    )
-    assert lines[2].startswith("Worst case over the batch sizes, against plain decoding at the same batch")
-    assert "goodput 0.98× (batch 16); fixed k = 4 0.70× (batch 16)" in lines[2]
     table = load_table(LOAD_ROWS, "plain")
     assert table[4] == {
         "batch": 16,

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from app.common import measurement
 from app.lessons.kit import noise
+from app.lessons.kit.experiment import room_of
 from app.lessons.kit.rows import load_runs
-from app.lessons.kit.show import room_of
 from engine import verdict
 
 MOVED = 1.15  # a number that changed by more than this factor, either way, "moved" (an answer, a pass, a probe's peak)

@@ -17,7 +17,7 @@ from app.classroom.store import ClassroomStore
 from app.common import resources
 from app.common.page_helpers import last_resort, one_line
 from app.lessons import registry
-from app.lessons.kit import handouts
+from app.lessons.kit import handouts, show
 from app.lessons.kit.experiment import Experiment
 from app.lessons.kit.handouts import guess_line
 from app.lessons.kit.page import (
@@ -155,7 +155,7 @@ def draw_class_result(name: str, text: str) -> None:
     result = read_shared(name, text)
     if result is not None:
         with last_resort("Could not draw the class's result"):
-            registry.EXPERIMENTS[name].show(result["measurement"], result["settings"], label=result["label"])
+            show.draw(registry.EXPERIMENTS[name], result["measurement"], result["settings"], label=result["label"])
 
 
 def prediction_rows(experiment: Experiment, guess, m: dict, s: dict) -> list[dict]:

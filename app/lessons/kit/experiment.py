@@ -1,6 +1,6 @@
 """What every lesson's record is made of: its settings (Knob), the prediction a student makes first (Prediction),
 its claims as data (Claim, checked by the one verdict rule, engine/verdict.py) and the record itself
-(Experiment: run, settings, prediction, claims, verdict, table, schema, drawing, worksheet numbers, GPU view),
+(Experiment: run, settings, prediction, claims, notes, table, schema, charts, worksheet numbers, GPU view),
 plus the lanes most lessons run (plain and speculative decoding of the same prompts, interleaved). Each lesson
 declares one `RECORD` in app/lessons/lNN_<name>.py; app/lessons/registry.py finds them. No streamlit.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.lessons.kit import noise
+from app.lessons.kit import knee, noise
 from app.lessons.kit.noise import rate_runs
 from app.lessons.kit.rows import cell, load_runs
 from app.lessons.kit.runs import Job, interleaved, lane_pair
@@ -138,11 +138,13 @@ class Experiment:
     needs: tuple[str, ...] = ()  # drafter kinds, any one of which the pair must offer
     leviathan: Callable[[dict, dict], dict | None] = field(default=lambda m, s: None)  # -> {alpha, k, c} for worksheets
     claims: tuple[Claim, ...] = ()  # what the lesson claims, checked on every run it shows
-    verdict: Callable[[dict, dict], list[str]] = field(default=lambda m, s: [])  # (measurement, settings) -> its words
+    notes: Callable[[dict, dict], list[str]] = field(default=lambda m, s: [])  # (measurement, settings) -> the why, short
     table: Callable[[dict, dict], list[dict]] = field(default=lambda m, s: [])  # the table under its chart, the same numbers
     name: str = ""  # lessons/NN-*.md's `experiment:`, and its recording assets/lessons/<name>.json
     schema: dict = field(default_factory=dict)  # its measurement's fields, in app/common/measurement.py's spec language
-    show: Callable[[dict, dict, str], None] | None = None  # (measurement, settings, label): draws it on the page
+    figures: Callable[[dict, dict, str], list] = field(default=lambda m, s, label: [])  # (m, s, label) -> its charts
+    caption: str = ""  # under its table: what the columns mean
+    extra: Callable[[dict, dict, str], None] | None = None  # (m, s, label): one more block drawn under the result
     numbers: Callable[[dict, dict], list[tuple[str, str]]] = field(default=lambda m, s: [])  # the worksheet's key numbers
     gpu_passes: Callable[[dict], list[tuple[str, int, int]]] | None = None  # settings -> (what, batch, tokens per row)
     contest: Callable[[dict, dict], tuple | None] = field(default=lambda m, s: None)  # (a, b, a's rounds, b's rounds)
@@ -233,3 +235,19 @@ def pair_numbers(pairs: list[tuple[str, dict, dict | None]]) -> list[tuple[str, 
             (f"{label}: FLOPs ratio (whole run, prefill included)", f(c.get("flops_ratio"), ".2f", "×")),
         ]
     return out
+
+
+def room_of(result: dict) -> int | None:
+    """The room the run chose its settings from (its `chosen`), else read from its recorded curve, else None."""
+    chosen, curve = result.get("chosen") or {}, result.get("curve")
+    if chosen.get("room"):
+        return int(chosen["room"])
+    return knee.room_tokens(curve["tokens"], curve["ms"]) if curve else None
+
+
+def findings(e, m: dict, s: dict) -> list[str]:
+    """What a run shows, short: this machine's room where the run read its curve, then the lesson's notes."""
+    room, curve = room_of(m), m.get("curve")
+    own = e.one_pass is not None  # a lesson of passes measures the curve itself: its table is the room
+    lines = [knee.room_words(room, curve["tokens"], curve["ms"])] if room and curve and not own else []
+    return lines + [line for line in e.notes(m, s) if line]

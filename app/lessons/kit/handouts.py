@@ -12,7 +12,7 @@ from pathlib import Path
 
 from app.common import measurement as ms
 from app.lessons import registry
-from app.lessons.kit.experiment import Experiment, claim_rows
+from app.lessons.kit.experiment import Experiment, claim_rows, findings
 from engine.costs import expected_tokens_per_step
 
 PLACEHOLDER = re.compile(r"\{expect:([a-z0-9_]+)\}")
@@ -55,7 +55,7 @@ def recording_expectation(name: str, record: dict, experiment: Experiment) -> st
     said += "."
     if ms.disturbed(record):
         said += " It was recorded beside other work, so its timings are noisy: re-record it on a quiet machine."
-    lines = [line for line in experiment.verdict(m, s) if line][:2]
+    lines = findings(experiment, m, s)[:2]
     if lines:
         said += " Its verdict: " + " ".join(lines)
     shown = [r for r, c in zip(claim_rows(experiment.claims, m), experiment.claims) if c.lead]

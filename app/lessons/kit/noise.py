@@ -27,14 +27,6 @@ def word(a: dict | None, b: dict | None) -> str:
     return v.word if v else "not told apart from"
 
 
-def runs_text(spread: dict | None, unit: str = "tokens/s") -> str:
-    """'median 41.2 tokens/s over 3 runs, 39.8-42.0' (or '' without a spread)."""
-    if not spread:
-        return ""
-    n = len(spread["values"])
-    return f"median {spread['median']:.1f} {unit} over {n} run{'s' if n != 1 else ''}, {spread['min']:.1f}–{spread['max']:.1f}"
-
-
 def step_costs(run: dict) -> tuple[float | None, float | None]:
     """(verify pass, whole speculative step), each in mean plain steps of the same batch, both from the lanes'
     MEAN times, so a step never reads cheaper than its own verify pass. An older recording without the means
@@ -44,34 +36,6 @@ def step_costs(run: dict) -> tuple[float | None, float | None]:
     if plain and spec.get("verify_ms") is not None and spec.get("step_ms") is not None:
         return spec["verify_ms"] / plain, spec["step_ms"] / plain
     return run["m"].get("median_verify_ratio"), None
-
-
-def serving_note(ar: dict, spec: dict, batch: int) -> str:
-    """Time per output token of a request beside the batch's tokens/s, why the two can disagree, and what this
-    engine's batching costs."""
-    a, b = ar.get("tpot_ms"), spec.get("tpot_ms")
-    text = ""
-    if a is not None and b is not None:
-        text = (
-            f"Per request at batch {batch}: {b:.1f} ms per output token (TPOT) speculating against {a:.1f} ms plain "
-            f"({'shorter' if b < a else 'longer'} waits for each user). "
-        )
-        ra, rb = (rate_runs(x)[0] for x in (ar, spec))
-        faster = sign(rb, ra)
-        if (faster > 0 and b > a) or (faster < 0 and b < a):
-            text += (
-                "Tokens/s and TPOT disagree here, and both are right: tokens/s is the batch's output over its decode time "
-                "(what the machine's owner pays for), TPOT the mean over requests of each one's wait per token (what a "
-                "user feels). Rows that end while the batch is full decode at the full batch's pace, and the rows that "
-                "run on decode after the batch shrinks, so a policy can finish the batch sooner and still make most "
-                "requests wait longer per token. "
-            )
-    return text + (
-        "This engine runs a batch until its slowest row ends: a finished row leaves and no waiting request takes "
-        "its slot, so the last steps run with fewer rows. A server with continuous batching (vLLM, SGLang, "
-        "TensorRT-LLM) refills a finished row's slot at the next step, so its batch stays full: no thin tail of "
-        "steps, but every verify pass stays as large as the full batch makes it."
-    )
 
 
 # --- one statistic for chart, table and words ---------------------------------------------------------------------
@@ -125,16 +89,6 @@ def with_far(spread: dict | None) -> tuple[dict | None, list[int]]:
     """(a spread of rounds, the indices of its rounds far outside the others): the whisker spans every round, the
     far ones are marked, never dropped."""
     return (spread, far_rounds(spread["values"])) if spread else (None, [])
-
-
-def far_text(run: dict) -> str:
-    """'round 2 of 5 far outside the others (a cold start or other load): it widens the range' or ''."""
-    s = speedup(run)
-    if not s or not s["far"]:
-        return ""
-    rounds = ", ".join(str(i + 1) for i in s["far"])
-    plural = "s" if len(s["far"]) > 1 else ""
-    return f"round{plural} {rounds} of {s['rounds']} far outside the others (a cold start or other load): kept, it widens the range"
 
 
 def _spreads(value) -> list[dict]:

@@ -15,7 +15,7 @@ from app.common import measurement, resources
 from app.common.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.common.url_keys import bound
 from app.lessons import registry
-from app.lessons.kit import against, noise
+from app.lessons.kit import against, noise, show
 from app.lessons.kit.experiment import Experiment, claim_rows
 from app.lessons.kit.handouts import guess_line, hand_calculation, plan_text, prediction_rows, worksheet_html
 from engine import ConfigError, verdict
@@ -283,7 +283,7 @@ def experiment_block(i: int, name: str, experiment: Experiment, settings: dict, 
         if trace is not None:
             experiment.walkthrough.draw(result, trace, waiting)
     elif result is not None:
-        experiment.show(result["measurement"], result["settings"], label=result["label"])  # its figures carry the label
+        show.draw(experiment, result["measurement"], result["settings"], label=result["label"])  # its figures carry the label
         show_claims(experiment, result["measurement"])
         show_against(name, experiment, result, rec)
     rows = show_prediction(experiment, guess, result["measurement"], result["settings"]) if result is not None else []

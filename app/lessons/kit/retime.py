@@ -162,15 +162,6 @@ def h200_rate(lane: dict, drafter: str | None = None, shape: str = SHAPE, mode: 
     return p.rate, p.note
 
 
-def h200_speedup(lane: dict, base: dict, drafter: str | None = None) -> tuple[float | None, str]:
-    """Re-timed decode tokens/s of `lane` ÷ those of `base` (plain decoding at the same batch), with both notes."""
-    rate, note = h200_rate(lane, drafter)
-    base_rate, base_note = h200_rate(base)
-    if rate is None or not base_rate:
-        return None, note if rate is None else base_note
-    return rate / base_rate, note
-
-
 def bar_text(value: float | None, kind: str, unit: str = "×") -> str:
     """A re-timed bar's own label: the value, and where drafting is not priced, that it is a ceiling."""
     if not value:

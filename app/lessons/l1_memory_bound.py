@@ -6,18 +6,27 @@ its words, its chart and table, and its view of the probe and of the H200's pass
 from __future__ import annotations
 
 import datetime as dt
+import math
 import time
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from app.common import measurement as ms
 from app.common.measurement import CHOSEN, PASS_ROW_SPEC, PEAKS
 from app.lessons.kit import gpu, knee, noise, retime
 from app.lessons.kit.experiment import CURVE_HELP, Claim, Experiment, Knob, Prediction
-from app.lessons.kit.knee import SAME_TIME
+from app.lessons.kit.figures import (
+    COLORS,
+    LABEL_FONT,
+    LABEL_MARK,
+    PLAIN_COLOR,
+    RIDGE_COLOR,
+    frame,
+    whiskers,
+)
 from app.lessons.kit.runs import knee_tokens, machine_curve, past_tokens, remember_room
-from app.lessons.kit.show import NEARLY_FREE, context_note, show_chart, show_table
-from app.lessons.l1_memory_bound.charts import memory_bound_figure, memory_bound_table, times_one
+from app.lessons.kit.show import show_chart
 from app.views import metrics, roofline
 from engine import verdict as rule
 from engine.costs import ridge_tokens
@@ -41,9 +50,6 @@ LARGEST = (0, 16, 32, 64, 128)  # the largest pass's options; 0 = "from this mac
 
 
 PASS_ROUNDS = 5  # every size once per round, the rounds in turn: about 2 s on 2 cores
-
-
-IN_STEP = 0.75  # a pass whose time grew by at least this share of its FLOPs' growth grew with its arithmetic
 
 
 def pass_against_probe(m: dict) -> str:
@@ -161,18 +167,6 @@ def read_tokens(m: dict) -> int:
     return int(_row(rows, past_tokens(room))["tokens_per_pass"])
 
 
-def _row_at(rows: list[dict], tokens: int) -> dict:
-    return min(rows, key=lambda r: abs(r["tokens_per_pass"] - tokens))
-
-
-def _rounds(row: dict) -> str:
-    sp, far = noise.with_far(row.get("ms_runs"))
-    if not sp or len(row["ms_runs"]["values"]) < 2:
-        return ""
-    left = f"; round {', '.join(str(i + 1) for i in far)} far outside the others, kept" if far else ""
-    return f" (rounds {sp['min']:.1f}–{sp['max']:.1f}{left})"
-
-
 def pass_ratio(m: dict, s: dict) -> float | None:
     rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
     return times_one(_row(rows, read_tokens(m)), rows[0])[0] if rows and rows[0]["ms"] > 0 else None
@@ -221,125 +215,119 @@ def cheaper_notes(rows: list[dict]) -> list[str]:
     return out
 
 
-def _past_line(rows: list[dict], room: int, past: dict) -> str:
-    one, n = rows[0], past["tokens_per_pass"]
-    ratio, lo, _ = times_one(past, one)
-    extra = (past["ms"] - one["ms"]) / (n - 1) if n > 1 else 0.0
-    fixed = max(0.0, one["ms"] - extra)  # the part of a pass that does not grow with its tokens (a straight line's intercept)
-    head = f"The {n}-token pass ({n / room:.0f}× the room) cost {past['ms']:.1f} ms{_rounds(past)}, "
-    head += f"{ratio:.2f}× the one-token pass for {n}× the tokens"
-    if ratio <= NEARLY_FREE:
-        return head + ": still nearly free, so this machine's room reaches past this pass."
-    beyond = f" (95% range {lo:.2f}–{times_one(past, one)[2]:.2f}×)" if lo and lo > NEARLY_FREE else ""
-    return head + (
-        f": more than {NEARLY_FREE}×{beyond}, so past the room the extra tokens cost real time (about {extra:.2f} ms each); "
-        f"still far from {n}×, because about {fixed:.1f} ms of every pass ({fixed / past['ms']:.0%} of this one) did not "
-        "depend on its tokens."
-        if ratio < n / 2
-        else f": close to {n}×: past the room each token cost nearly a whole pass of its own."
+# --- lesson 1: the room, and past it ------------------------------------------------------------
+def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
+    """A pass's cost in one-token passes against the tokens it carries (log-log), with the rounds' range, the
+    room's line (knee.ROOM× a one-token pass) and the line of a cost in step with the tokens (n tokens, n×)."""
+    rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
+    base = rows[0]["ms"]
+    xs = [r["tokens_per_pass"] for r in rows]
+    kept = [noise.with_far(r.get("ms_runs")) for r in rows]
+    vals = [times_one(r, rows[0]) for r in rows]  # the one rule's ratio and its 95% range, as the words and the claim
+    far = [(r["tokens_per_pass"], r["ms_runs"]["values"][i] / base) for r, (_, idx) in zip(rows, kept) for i in idx]
+    fig = go.Figure()
+    fig.add_scatter(x=xs, y=xs, mode="lines", name="in step with the tokens (n tokens cost n×)", line={"color": PLAIN_COLOR, "dash": "dot"})
+    fig.add_scatter(
+        x=xs,
+        y=[v for v, _, _ in vals],
+        mode="lines+markers",
+        name="measured: time ÷ a one-token pass over the paired rounds, whisker = its 95% range",
+        line={"color": COLORS[0], "width": 3},
+        error_y=whiskers(vals),
+        hovertemplate="%{x} tokens per pass: %{y:.2f}× a one-token pass<extra></extra>",
     )
-
-
-def memory_bound_conclusion(result: dict) -> list[str]:
-    """Lesson 1's conclusion: the room read from the measured rows, the pass past it, the regime against the probed
-    peaks, the ridge the probe predicts against the room measured, and any larger pass that read cheaper."""
-    rows = sorted(result["rows"], key=lambda r: r["tokens_per_pass"])
-    one = rows[0]
-    room = knee.room_tokens([r["tokens_per_pass"] for r in rows], [r["ms"] for r in rows])
-    past = _row_at(rows, knee.PAST * room)  # the pass past the room: pass_lessons.read_tokens reads the same row
-    inside = _row_at(rows, room)
-    lines = [
-        f"One token: {one['ms']:.1f} ms{_rounds(one)}. "
-        + (
-            f"Up to {room} tokens a pass cost at most {NEARLY_FREE}× that ({inside['ms']:.1f} ms for {room}): this machine's "
-            "room, read from these rows. Inside it the extra tokens rode on idle arithmetic."
-            if room > 1 and len(rows) > 1
-            else f"Already the {rows[1]['tokens_per_pass'] if len(rows) > 1 else 2}-token pass cost more than {NEARLY_FREE}× "
-            "the one-token pass: on this machine there is no room to fill."
+    # Each label off its whisker's end (beside the point it sat on the whisker), and off the room's line: under the
+    # whisker for a pass inside the room, above it past the room.
+    inside = [v < knee.ROOM for v, _, _ in vals]
+    fig.add_scatter(
+        x=xs,
+        y=[(lo if lo is not None else v) if low else (hi if hi is not None else v) for (v, lo, hi), low in zip(vals, inside)],
+        text=[f"{v:.2f}×" for v, _, _ in vals],
+        **LABEL_MARK,  # an unseen marker: the label a marker's height off the whisker's cap
+        textposition=["bottom center" if low else "top center" for low in inside],
+        textfont=LABEL_FONT,
+        showlegend=False,
+        hoverinfo="skip",
+        cliponaxis=False,
+    )
+    ends = [e for v, lo, hi in vals for e in (lo or v, hi or v)] + [xs[-1]]
+    fig.update_yaxes(range=[math.log10(min(ends) / 1.3), math.log10(max(ends) * 1.3)])  # room for the labels
+    if far:
+        fig.add_scatter(
+            x=[x for x, _ in far],
+            y=[y for _, y in far],
+            mode="markers",
+            marker={"symbol": "x-open", "size": 10, "color": RIDGE_COLOR},
+            name="a round far outside the others (kept in the rule)",
         )
-    ]
-    if past["tokens_per_pass"] > room:
-        lines.append(_past_line(rows, room, past))
-    shares = roofline.peak_shares(rows, result["peak_bandwidth"], result["peak_flops"])
+    room = knee.room_tokens(xs, [r["ms"] for r in rows])
+    fig.add_scatter(  # the room's line, named in the legend: its label on the plot sat on the labels and whiskers
+        x=[xs[0], xs[-1]],
+        y=[knee.ROOM] * 2,
+        mode="lines",
+        line={"color": RIDGE_COLOR, "dash": "dash"},
+        name=f"{knee.ROOM}× a one-token pass: the room reaches {room} token{'s' if room != 1 else ''} here",
+        hoverinfo="skip",
+    )
+    fig.update_xaxes(type="log", title_text="tokens per pass (batch 1)", tickvals=xs)  # plotly's minor log ticks crowd
+    fig.update_yaxes(type="log", title_text="time ÷ a one-token pass", tickvals=[0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000])
+    return frame(fig, "Inside the room a pass costs about a one-token pass; past it, cost grows with the tokens", label, height=420)
+
+
+def memory_bound_table(m: dict) -> list[dict]:
+    rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
+    out = []
+    for prev, r in zip([None, *rows], rows):
+        sp, far = noise.with_far(r.get("ms_runs"))
+        cheaper = prev is not None and r["ms"] < prev["ms"]
+        out.append(
+            {
+                "tokens per pass": r["tokens_per_pass"],
+                "ms (median)": round(r["ms"], 2),
+                "rounds (ms)": (f"{sp['min']:.1f}–{sp['max']:.1f}" if sp else "one round")
+                + (f", round {', '.join(str(i + 1) for i in far)} far from the others" if far else ""),
+                "× one-token pass": round(times_one(r, rows[0])[0], 2),
+                "note": "same within noise as the smaller pass" if cheaper else "",
+                "GFLOP": round(r["flops"] / 1e9, 2),
+                "FLOP/byte": round(r["flops"] / r["bytes"], 2) if r["bytes"] else None,
+            }
+        )
+    return out
+
+
+def times_one(row: dict, one: dict) -> tuple[float, float | None, float | None]:
+    """A pass's time ÷ the one-token pass's, by the one rule over their paired rounds (engine/verdict.py: the
+    typical ratio and its 95% range), the number the chart, the table, the words, the prediction and the claim all
+    show; the ratio of the medians where a row has one round."""
+    a, b = row.get("ms_runs"), one.get("ms_runs")
+    if a and b and len(a["values"]) > 1 and len(b["values"]) > 1:
+        v = rule.judge(a["values"], b["values"])
+        return v.ratio, v.lo, v.hi
+    return row["ms"] / one["ms"], None, None
+
+
+def notes(m: dict, s: dict) -> list[str]:
+    """The pass past the room against the one-token pass (the table's × column), the regime of the smallest and the
+    largest pass against the probed peaks, and any larger pass that read cheaper than a smaller one."""
+    rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
+    one, past = rows[0], _row(rows, read_tokens(m))
+    n = past["tokens_per_pass"]
+    out = [f"One token: {one['ms']:.2f} ms; {n} tokens: {past['ms']:.2f} ms, {times_one(past, one)[0]:.2f}× the time for {n}× the tokens."]
+    shares = roofline.peak_shares(rows, m["peak_bandwidth"], m["peak_flops"])
     low, high = shares[0], shares[-1]
-    text = (
-        f"Against the probed peaks ({result['peak_bandwidth'] / 1e9:.0f} GB/s, {result['peak_flops'] / 1e9:.0f} GFLOP/s, "
-        f"{result['dtype']}): the one-token pass did {low['intensity']:.2f} FLOP per byte it read and reached "
-        f"{low['bandwidth_share']:.0%} of peak bandwidth and {low['flops_share']:.0%} of peak FLOP/s, so it was "
-        f"**{low['regime']}**; the {high['tokens_per_pass']}-token pass reached {high['bandwidth_share']:.0%} and "
-        f"{high['flops_share']:.0%}: **{high['regime']}** by that rule."
+    out.append(
+        f"Against the probed peaks the one-token pass reached {low['bandwidth_share']:.0%} of the bandwidth and "
+        f"{low['flops_share']:.0%} of the FLOP/s (**{low['regime']}**); the {high['tokens_per_pass']}-token pass "
+        f"{high['bandwidth_share']:.0%} and {high['flops_share']:.0%} (**{high['regime']}**)."
     )
-    if len(rows) > 1:
-        prev, last = rows[-2], rows[-1]
-        grew, more = last["ms"] / prev["ms"], last["flops"] / prev["flops"]
-        text += f" From {prev['tokens_per_pass']} to {last['tokens_per_pass']} tokens its time grew {grew:.2f}× for {more:.2f}× the FLOPs: "
-        text += growth_words(grew, more, high["regime"])
-    lines.append(text)
-    ridge = result.get("ridge_tokens")
-    if ridge:
-        lines.append(
-            f"The probed peaks put the ridge at {result['ridge_point']:.1f} FLOP/byte, about {ridge:.0f} tokens per pass for "
-            f"this model; the room these rows measured is {room} token{'s' if room != 1 else ''}. The probe's ridge is an "
-            "estimate from two quick kernels; the measured curve decides where extra tokens start to cost."
-        )
-    kv = counted_ridge(rows, result.get("ridge_point"))
-    if kv:
-        lines.append(kv)
-    return lines + cheaper_notes(rows)
+    return out + cheaper_notes(rows)
 
 
-def growth_words(grew: float, more: float, regime: str) -> str:
-    """How a pass's time grew against its FLOPs: in step (within SAME_TIME of the FLOPs' growth), faster than the
-    arithmetic (the larger pass left the caches or its kernel path changed), or slower (part of the time is fixed)."""
-    if more > 1 and grew > more * SAME_TIME:
-        return (
-            "faster than the arithmetic grew: each token cost more in the larger pass (its working set outgrew the "
-            "caches, or the kernels changed path), so the FLOPs alone do not explain its time."
-        )
-    if more > 1 and grew - 1 >= IN_STEP * (more - 1):
-        return "in step with the arithmetic" + (
-            ", so the arithmetic was setting its time (the quick probe's peak is not what these kernels reach)."
-            if regime != "compute-bound"
-            else "."
-        )
-    return "less than the arithmetic grew: part of that pass's time still did not depend on its tokens."
-
-
-def counted_ridge(rows: list[dict], ridge_point: float | None) -> str | None:
-    """Where these passes' own counted FLOPs per byte (weights AND this row's KV cache at the lesson's context, the
-    engine's counts) reach the probed ridge point, interpolated between the measured sizes, and the cache's share of a
-    one-token pass's bytes (its bytes grow by one token's KV per token added); None where the rows do not cross the
-    ridge or carry no counts."""
-    pts = [(r["tokens_per_pass"], r["flops"] / r["bytes"]) for r in rows if r.get("flops") and r.get("bytes")]
-    if not ridge_point or len(pts) < 2 or len(pts) != len(rows):
-        return None
-    cross = [(n0 + (ridge_point - i0) * (n1 - n0) / (i1 - i0)) for (n0, i0), (n1, i1) in zip(pts, pts[1:]) if i0 < ridge_point <= i1]
-    first, last = rows[0], rows[-1]
-    per_token = (last["bytes"] - first["bytes"]) / (last["tokens_per_pass"] - first["tokens_per_pass"])
-    if not cross or per_token <= 0:
-        return None
-    context = int(first.get("context", 0))
-    share = per_token * (context + first["tokens_per_pass"]) / first["bytes"]
-    return (
-        f"Counting all these passes do and read (the weights, and this row's KV cache over a {context}-token context "
-        f"with attention's arithmetic on it: the engine's counts), a pass reaches the ridge's {ridge_point:.1f} FLOP/byte "
-        f"at about {cross[0]:.0f} tokens. One "
-        f"row's cache is {share:.1%} of a one-token pass's bytes here, so it barely moves the ridge; in a batch every row "
-        "reads its own cache, which is why long contexts keep large batches memory-bound (the GPU panel below)."
-    )
-
-
-def show_memory_bound(m: dict, s: dict, label: str = "") -> None:
-    context_note("memory_bound", m, label)
-    show_chart(memory_bound_figure(m, s, label), "lesson1_fig")
-    show_table(memory_bound_table(m))
-    st.success("\n\n".join(memory_bound_conclusion(m)))
-    show_chart(roofline.peak_share_figure(m["rows"], m["peak_bandwidth"], m["peak_flops"], m.get("ridge_tokens")), "lesson1_peaks")
-    st.caption(
-        f"The regime is read from the numbers: {roofline.REGIME_RULE}. The bandwidth and FLOP/s are SpecLab's "
-        "counted bytes and FLOPs over the measured time, not hardware counters; a share above 100% means the "
-        "quick probe's copy and matmul underestimate what this pass reaches (caches, a different kernel)."
-    )
+CAPTION = (
+    "Each size ran once per round, the rounds in turn. The second chart's regime is read from the numbers: "
+    f"{roofline.REGIME_RULE}. Bandwidth and FLOP/s are SpecLab's counted bytes and FLOPs over the measured time, not "
+    "hardware counters; a share above 100% means the quick probe underestimates what this pass reaches."
+)
 
 
 def show_retimed(m: dict, label: str, key: str, recorded: dict | None) -> None:
@@ -369,9 +357,13 @@ RECORD = Experiment(
         pass_ratio,
         roofline_ratio,
     ),
-    verdict=lambda m, s: memory_bound_conclusion(m),
+    notes=notes,
     table=lambda m, s: memory_bound_table(m),
-    show=show_memory_bound,
+    figures=lambda m, s, label: [
+        memory_bound_figure(m, s, label),
+        roofline.peak_share_figure(m["rows"], m["peak_bandwidth"], m["peak_flops"], m.get("ridge_tokens")),
+    ],
+    caption=CAPTION,
     numbers=lambda m, s: [(f"{r['tokens_per_pass']} token(s) per pass", f"{r['ms']:.2f} ms") for r in m["rows"]]
     + [("ridge (probed peaks), tokens per pass", metrics.fmt(m.get("ridge_tokens"), ".0f"))],
     gpu_passes=lambda s: [("one token", 1, 1), (f"{int(s.get('largest') or 64)} tokens in one pass", 1, int(s.get("largest") or 64))],
