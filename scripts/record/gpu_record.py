@@ -6,13 +6,14 @@ EAGLE head and the distilled draft), graph-captured (`cuda_graphs="auto"`, engin
 
 1. exactness: float32, graph-captured vs eager decoding give the same tokens (model, EAGLE, n-gram
    drafters, a ragged batch in which a row finishes early);
-2. the pass-cost curve of the target (one forward vs tokens per pass, CUDA events), graphs and eager;
+2. the pass-cost curve of the target (one forward vs tokens per pass, CUDA events), graphs and eager; and its
+   long-context curves (scripts/record/gpu_context.py: 1 and 4 new tokens per row at --contexts 0, 4k, 32k);
 3. the batch x depth grid with the EAGLE head (engine.bench.harness.bench: AR and each depth interleaved, medians);
 4. the Playground's races at each --race-batch: the AR trace (depth 0) and the speculative trace at the
    grid's best depth for that batch, graphs and eager, as trace files Replay plays back;
 5. pass-cost curves of larger real architectures (SmolLM2-1.7B, Qwen2.5-7B shapes) with RANDOM weights
    (timing does not depend on weight values), graphs and eager, compared with scripts/investigate/gpu_graphs.py's
-   recorded graph figures (docs/measurements/h200-gpu_graphs.json) where the shapes match;
+   recorded graph figures (docs/measurements/h200-gpu_graphs.json) where the shapes match, and at --contexts;
 6. a PROJECTION of speedup vs batch for those shapes: Leviathan's E(alpha, k) with the alpha and draft cost
    c measured in stage 3 on the 135M pair, over the shapes' measured verify cost T(B(k+1)) / T(B):
    speedup = E(alpha, k) / (k c + T(B(k+1)) / T(B)). A model fed with measurements, labelled so.
@@ -68,6 +69,7 @@ def _sibling(name: str):
 
 _gpu_bench = _sibling("gpu_bench")  # the random-weight shapes of real architectures
 SHAPES, random_pair = _gpu_bench.SHAPES, _gpu_bench.random_pair
+_gpu_context = _sibling("gpu_context")  # the long-context pass curves
 
 GPU_GRAPHS_JSON = ROOT / "docs" / "measurements" / "h200-gpu_graphs.json"
 DRY_SHAPES = {"tiny-wide": (128, 256, 2, 4, 2, 49152, True), "tiny-deep": (64, 128, 4, 4, 4, 49152, True)}
@@ -90,6 +92,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--tokens", default="1,2,4,8,16,32,64", help="pass curve: new tokens per row")
     p.add_argument("--curve-batch", default="1,16,64,256")
     p.add_argument("--shapes", default="smollm2-1.7b,qwen2.5-7b", help="random-weight shapes (gpu_bench.SHAPES)")
+    p.add_argument("--contexts", default="0,4096,32768", help="long-context pass curves: KV tokens per row (issue 54)")
+    p.add_argument("--context-batch", default="1,8", help="long-context pass curves: batches (batch x context <= KV_TOKENS)")
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--repeats", type=int, default=2)
     args = p.parse_args(argv)
@@ -98,10 +102,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.dry_run:  # every stage, tiny: well under a minute on a quiet CPU
         args.batch, args.depth, args.race_batch, args.tokens, args.curve_batch = "2", "1", "2", "1,2", "2"
         args.shapes, args.max_new_tokens, args.repeats = ",".join(DRY_SHAPES), 3, 1
+        args.contexts, args.context_batch = "0,64", "2"
     out = Path(args.out).resolve()
     if args.dry_run and (out == RECORDINGS or RECORDINGS in out.parents):
         p.error(f"--dry-run output may not go under {RECORDINGS}: a dry run is never shipped as a recording")
-    for name in ("batch", "depth", "race_batch", "tokens", "curve_batch"):
+    for name in ("batch", "depth", "race_batch", "tokens", "curve_batch", "contexts", "context_batch"):
         try:
             setattr(args, name, [int(v) for v in getattr(args, name).split(",") if v])
         except ValueError:
@@ -225,19 +230,22 @@ def curve(pair, batches, tokens, context, mode, repeats=5, dry_run=False) -> tup
     return [{k: r[k] for k in keep} for r in rows], any(r.get("graphs_captured") for r in rows)
 
 
+def curve_entry(model: str, weights: str, mode: str, used: bool, rows: list[dict], **extra) -> dict:
+    """One recorded pass curve: which model and weights, the graph mode and whether graphs ran, its context, its rows."""
+    return {
+        "model": model,
+        "weights": weights,
+        "cuda_graphs": mode,
+        "graphs_used": used,
+        "context": rows[0]["context"],
+        "rows": rows,
+    } | extra
+
+
 def target_curves(rec: Recorder, pair) -> None:
     for mode in rec.modes:  # graphs, then eager
         rows, used = curve(pair, rec.args.curve_batch, rec.args.tokens, CONTEXT, mode, dry_run=rec.args.dry_run)
-        rec.doc["pass_curves"].append(
-            {
-                "model": f"{pair.target_name} (real weights)",
-                "weights": "real",
-                "cuda_graphs": mode,
-                "graphs_used": used,
-                "context": rows[0]["context"],
-                "rows": rows,
-            }
-        )
+        rec.doc["pass_curves"].append(curve_entry(f"{pair.target_name} (real weights)", "real", mode, used, rows))
         print(f"   {mode}: " + ", ".join(f"B{r['batch']}x{r['new_tokens']} {r['ms']:.2f} ms" for r in rows[:6]), flush=True)
 
 
@@ -347,30 +355,10 @@ def big_shapes(rec: Recorder) -> None:
         name = f"{shape} shape, RANDOM weights"
         for mode in rec.modes:
             rows, used = curve(pair, rec.args.race_batch, ks, CONTEXT, mode, repeats=3, dry_run=rec.args.dry_run)
-            rec.doc["pass_curves"].append(
-                {
-                    "model": name,
-                    "weights": "random",
-                    "cuda_graphs": mode,
-                    "graphs_used": used,
-                    "context": rows[0]["context"],
-                    "rows": rows,
-                    "role": "projection",
-                }
-            )
+            rec.doc["pass_curves"].append(curve_entry(name, "random", mode, used, rows, role="projection"))
         cmp_batches, cmp_tokens = ([1, 8, 64], [1, 4, 16, 64, 128]) if not rec.args.dry_run else ([1], [1, 4])
         rows, used = curve(pair, cmp_batches, cmp_tokens, 1, rec.graph_mode, repeats=5, dry_run=rec.args.dry_run)
-        rec.doc["pass_curves"].append(
-            {
-                "model": name,
-                "weights": "random",
-                "cuda_graphs": rec.graph_mode,
-                "graphs_used": used,
-                "context": 1,
-                "rows": rows,
-                "role": "gpu_graphs comparison",
-            }
-        )
+        rec.doc["pass_curves"].append(curve_entry(name, "random", rec.graph_mode, used, rows, role="gpu_graphs comparison"))
         for r in rows:
             ref = reference.get((shape, r["batch"], r["new_tokens"]))
             if ref:
@@ -384,6 +372,7 @@ def big_shapes(rec: Recorder) -> None:
                         "ratio": r["ms"] / ref,
                     }
                 )
+        _gpu_context.context_curves(rec, pair, name, "random", curve)
         del pair
         if rec.device.type == "cuda":
             torch.cuda.empty_cache()
@@ -442,6 +431,10 @@ def main(argv=None, pair=None) -> int:
     exact_pair = pair if dtype == torch.float32 else load_pair(device=str(device), dtype="float32")
     rec.stage("exactness (float32, graph path vs eager)", lambda: exactness(rec, exact_pair))
     rec.stage("pass-cost curve, embedded target", lambda: target_curves(rec, pair))
+    rec.stage(
+        "long-context pass curves, embedded target",
+        lambda: _gpu_context.context_curves(rec, pair, f"{pair.target_name} (real weights)", "real", curve),
+    )
     rec.stage("batch x depth grid (EAGLE head)", lambda: grid(rec, pair))
     rec.stage("races", lambda: races(rec, pair))
     rec.stage("random-weight shapes", lambda: big_shapes(rec))

@@ -43,6 +43,9 @@ def test_dry_run_writes_every_stage_labelled_as_a_dry_run(dry_run):
     assert {("tiny-wide", "padded", 32), ("tiny-wide", "off", 32), ("tiny-deep", "padded", 1)} <= curves
     assert [c for c in data["pass_curves"] if c["weights"] == "real"]
     assert all("RANDOM weights" in c["model"] for c in data["pass_curves"] if c["weights"] == "random")
+    long = [c for c in data["pass_curves"] if c.get("role") == "context"]  # scripts/record/gpu_context.py
+    assert {(c["weights"], c["context"]) for c in long} >= {("real", 1), ("real", 32), ("random", 1), ("random", 32)}
+    assert all({r["new_tokens"] for r in c["rows"]} == {1, 4} and all(r["ms"] > 0 for r in c["rows"]) for c in long)
     assert {g["cuda_graphs"] for g in data["grid"]} == {"padded", "off"}
     assert {r["cuda_graphs"] for r in data["races"]} == {"padded", "off"}
     assert data["projection"]["rows"] and data["projection"]["label"].startswith("PROJECTION, not a measurement")
