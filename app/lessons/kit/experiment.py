@@ -249,5 +249,10 @@ def findings(e, m: dict, s: dict) -> list[str]:
     """What a run shows, short: this machine's room where the run read its curve, then the lesson's notes."""
     room, curve = room_of(m), m.get("curve")
     own = e.one_pass is not None  # a lesson of passes measures the curve itself: its table is the room
-    lines = [knee.room_words(room, curve["tokens"], curve["ms"])] if room and curve and not own else []
+    if not room or not curve or own:
+        return [line for line in e.notes(m, s) if line]
+    words = knee.room_words(room, curve["tokens"], curve["ms"])
+    if curve.get("measured_at"):  # the curve is its own measurement, not this lesson's run: say which and when
+        words = words.rstrip(".") + f" (this machine's pass curve, measured {curve['measured_at'][:10]})."
+    lines = [words]
     return lines + [line for line in e.notes(m, s) if line]
