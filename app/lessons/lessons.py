@@ -17,7 +17,6 @@ from app.common.page_helpers import url_fallbacks
 from app.common.url_keys import bound
 from app.lessons.kit import class_page
 from app.lessons.kit.files import load_lessons
-from app.lessons.kit.gpu_panel import show_gpu_panel
 from app.lessons.kit.page import (
     LESSONS_DIR,
     PAGE,
@@ -27,6 +26,7 @@ from app.lessons.kit.page import (
     prediction,
     show_checks,
     show_details,
+    show_gpu_panel,
     show_lead,
     show_sources,
     show_worksheet,

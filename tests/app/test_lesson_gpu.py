@@ -13,7 +13,7 @@ import pytest
 
 from app.lessons import registry
 from app.lessons.kit import gpu as G
-from app.lessons.kit.gpu_panel import chosen_settings
+from app.lessons.kit.page import chosen_settings
 from app.lessons.kit.retime import figure, why_not
 from app.lessons.l5_adaptive import gate_lines
 from app.lessons.registry import EXPERIMENTS
@@ -116,7 +116,7 @@ def test_every_lesson_draws_a_chart_and_a_gpu_panel_naming_the_gpu():
 
         from app.lessons import registry
         from app.lessons.kit import show
-        from app.lessons.kit.gpu_panel import show_gpu_panel
+        from app.lessons.kit.page import show_gpu_panel
 
         for name, e in registry.EXPERIMENTS.items():
             if e.walkthrough is not None:  # lesson 0: the step-through, not a chart

@@ -217,7 +217,7 @@ def test_the_gpu_panel_shows_the_run_re_timed():
     measurement = json.dumps({"ar": lane_of("ngram-copy-ar"), "spec": lane_of("ngram-copy-spec")})
     page = (
         "import json\n"
-        "from app.lessons.kit.gpu_panel import show_gpu_panel\n"
+        "from app.lessons.kit.page import show_gpu_panel\n"
         f"m = json.loads({measurement!r})\n"
         "show_gpu_panel('more_flops', {'depth': 4, 'batch': 1}, '', {'measurement': m, 'label': 'measured live'})\n"
         "show_gpu_panel('turn_it_off', {'depth': 4, 'batch': 1}, '', {'measurement': {'ar': {}}, 'label': 'recorded'})\n"

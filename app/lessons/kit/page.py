@@ -1,6 +1,7 @@
 """The Lessons page's parts, in the order a student meets them: the lesson picker, the settings (bound to the URL),
 the prediction, the result (live or recorded, drawn by the lesson's record, its claims checked, beside its
-recording), the details, the checks, the worksheet and the sources. A lesson with a walkthrough (lesson 0) draws
+recording), the GPU panel (the run re-timed on an H200, the H200's measured passes, the roofline model, published
+results), the details, the checks, the worksheet and the sources. A lesson with a walkthrough (lesson 0) draws
 its stepped-through trace instead of a chart.
 """
 
@@ -15,7 +16,7 @@ from app.common import measurement, resources
 from app.common.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.common.url_keys import bound
 from app.lessons import registry
-from app.lessons.kit import against, noise, show
+from app.lessons.kit import against, gpu, noise, retime, show
 from app.lessons.kit.experiment import Experiment, claim_rows
 from app.lessons.kit.handouts import guess_line, hand_calculation, plan_text, prediction_rows, worksheet_html
 from engine import ConfigError, verdict
@@ -334,3 +335,83 @@ def worksheet_button(i: int, page: str) -> None:
         mime="text/html",
         key=f"l{i}_worksheet",
     )
+
+
+# --- the GPU panel --------------------------------------------------------------------------------
+@st.cache_data(show_spinner=False)
+def _gpu_curves() -> tuple[list, list[str]]:
+    return gpu.recorded_curves()
+
+
+def chosen_settings(settings: dict | None, result: dict | None) -> dict:
+    """The settings the run shown actually used: a knob left at 0 ("from this machine's curve") or absent takes the
+    value the run chose and recorded (`result["measurement"]["chosen"]`), so the GPU panel marks the passes the
+    student saw."""
+    settings = dict(settings or {})
+    m = result.get("measurement") if isinstance(result, dict) else None
+    chosen = m.get("chosen") if isinstance(m, dict) else None
+    for name, value in (chosen or {}).items():
+        if not settings.get(name) and isinstance(value, int) and not isinstance(value, bool):
+            settings[name] = value
+    return settings
+
+
+def show_gpu_panel(lesson_name: str, settings: dict, text: str = "", result: dict | None = None) -> None:
+    """The lesson on a GPU, beside this machine's CPU: the lesson's own text, the lesson's run re-timed with SpecLab's
+    recorded H200 pass costs (`result`: the result the page shows, live or recorded; app/lessons/retime.py), the recorded
+    H200 pass curves (measured), the Predictor at the lesson's settings (model) and published results (cited). No model
+    is loaded."""
+    key, record = f"gpu_{lesson_name}_", registry.EXPERIMENTS[lesson_name]
+    settings = chosen_settings(settings, result)
+    depth = int(settings.get("depth", settings.get("k", 4)) or 4)
+    st.subheader("🖥 On a GPU")
+    with st.expander(
+        "Open: this run re-timed on an H200, the H200's measured passes, the roofline model and published results",
+        expanded=False,
+    ):
+        if text:
+            st.markdown(text)
+        st.markdown(gpu.seed_sentence())
+        if result is not None:
+            _retimed(record, result, key)
+        st.markdown("**Measured** (SpecLab's own runs on an NVIDIA H200)")
+        curves, problems = _gpu_curves()
+        for problem in problems:
+            st.warning(f"A GPU recording could not be used: {problem}", icon=":material/warning:")
+        if curves:
+            marks = sorted({b * n for _, b, n in gpu.lesson_passes(record, settings)})
+            show.show_chart(gpu.curves_figure(curves, marks), key + "curves")
+            st.caption(gpu.CAN_SHOW + " Dotted lines: the tokens per pass of this lesson's passes. " + gpu.knee_sentence(curves))
+        st.markdown("**Model, not a measurement** (the roofline Predictor at this lesson's settings)")
+        show.show_chart(gpu.model_figure(record, settings), key + "model")
+        show.show_table(gpu.model_rows(record, settings))
+        st.caption(
+            gpu.model_label() + ". The line is one row carrying more tokens; the diamonds are this lesson's passes "
+            "(more rows also read more KV cache). Data-sheet peaks are not reached by real kernels, so real passes "
+            "take longer."
+        )
+        st.markdown(gpu.kv_sentence(depth=depth))
+        cited = gpu.cited_rows(record)
+        if cited:
+            st.markdown("**Published** (acceptance depends on a trained drafter and real text, which random weights cannot show)")
+            show.show_table(cited)
+
+
+def _retimed(record, result: dict, key: str) -> None:
+    """The lesson's own run (live or recorded) beside the same steps re-timed with the recorded H200 pass costs."""
+    m, label = result.get("measurement") or {}, str(result.get("label") or "")
+    st.markdown(f"**Your run on an H200** ({retime.LABEL})")
+    if record.retimed is not None:  # a lesson of passes, not of decoding lanes (lesson 1)
+        record.retimed(m, label, key, load_recording(record.name)[0])
+        return
+    fig = retime.figure(m, label)
+    if fig is None:
+        recorded = result["source"] == "recorded" if "source" in result else None  # else the label says
+        st.caption(retime.why_not(m, label, recorded))  # exactly why: what the run did not keep, or what failed
+        return
+    show.show_chart(fig, key + "retimed")
+    show.show_table(retime.rows(m))
+    st.caption(" ".join([retime.machine_line() + ".", retime.CAPTION, *retime.drafting_lines(m)]))
+    lines = record.gpu_lines(m)  # what the lesson's run trades on the H200, from the priced numbers (lesson 5)
+    if lines:
+        st.markdown("\n\n".join(lines))
