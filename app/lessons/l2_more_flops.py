@@ -13,6 +13,7 @@ from app.lessons.kit import noise
 from app.lessons.kit.against import round_rates
 from app.lessons.kit.experiment import (
     CURVE_HELP,
+    DECODING_ALONE,
     DEPTHS,
     Claim,
     Experiment,
@@ -211,10 +212,7 @@ def notes(m: dict, s: dict) -> list[str]:
     ]
 
 
-CAPTION = (
-    "Decoding alone: the decode passes' tokens over their time, the prompt's pass left out; the whole-run column keeps it "
-    "in. FLOPs and bytes are the engine's counts (engine/costs.py) over the decode passes of both models."
-)
+CAPTION = DECODING_ALONE + " FLOPs and bytes are the engine's counts (engine/costs.py) over the decode passes of both models."
 
 
 RECORD = Experiment(

@@ -14,6 +14,7 @@ from app.lessons.kit import knee, noise
 from app.lessons.kit.against import round_rates
 from app.lessons.kit.experiment import (
     CURVE_HELP,
+    DECODING_ALONE,
     DEPTHS,
     Claim,
     Experiment,
@@ -200,17 +201,16 @@ def notes(m: dict, s: dict) -> list[str]:
     about their ratio), read off the table's columns."""
     out = []
     for p in ridge_points(m, s):
-        if p["kept"] is not None and p["step"] is not None:
+        if None not in (p["kept"], p["step"], p["drafting"]):
             out.append(
                 f"{p['drafter']}, batch {p['batch']}: a row kept {p['kept']:.2f} tokens per step, and a step cost "
                 f"{p['step']:.2f} plain steps ({p['drafting']:.0%} of it drafting)."
             )
-    return out + ["A speedup is about the tokens a row kept per step ÷ what a step cost in plain steps."] if out else []
+    return (out + ["A speedup is about the tokens a row kept per step ÷ what a step cost in plain steps."]) if out else []
 
 
-CAPTION = (
-    "Decoding alone: the decode steps' tokens over their time, the prompt's pass left out; the whole-run column keeps it "
-    "in. A step's cost is the mean speculative step (drafting and verifying) over the mean plain step of the same batch."
+CAPTION = DECODING_ALONE + (
+    " A step's cost is the mean speculative step (drafting and verifying) over the mean plain step of the same batch."
 )
 
 

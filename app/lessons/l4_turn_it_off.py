@@ -15,6 +15,7 @@ from app.lessons.kit import knee, noise
 from app.lessons.kit.against import round_rates
 from app.lessons.kit.experiment import (
     CURVE_HELP,
+    DECODING_ALONE,
     Claim,
     Experiment,
     Knob,
@@ -274,9 +275,8 @@ def notes(m: dict, s: dict) -> list[str]:
     ]
 
 
-CAPTION = (
-    "Decoding alone: the decode steps' tokens over their time, the prompt's pass (prefill) left out; the whole-run "
-    "column keeps it in. Time per output token is what one request waits per token: this engine runs a batch "
+CAPTION = DECODING_ALONE + (
+    " Time per output token is what one request waits per token: this engine runs a batch "
     "until its slowest row ends (rows are not refilled), so a policy can raise the batch's tokens/s and still "
     "lengthen each request's wait; a server with continuous batching refills finished rows."
 )

@@ -13,6 +13,7 @@ from app.lessons.kit import knee, noise
 from app.lessons.kit.against import round_rates
 from app.lessons.kit.experiment import (
     CURVE_HELP,
+    DECODING_ALONE,
     Claim,
     Experiment,
     Knob,
@@ -217,8 +218,8 @@ def notes(m: dict, s: dict) -> list[str]:
     return out
 
 
-CAPTION = (
-    "Decoding alone: the decode steps' tokens over their time, the prompt's pass left out. Wasted GFLOP: the target's "
+CAPTION = DECODING_ALONE + (
+    " Wasted GFLOP: the target's "
     "work on verified positions past each row's accepted prefix (padding included) and the drafter's on rejected drafts. "
     "The tokens the gate skipped were never verified, so whether the target would have taken them is not measured."
 )

@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from app.common.measurement import CHOSEN, SHAPES, SPREAD, WARMUP
 from app.lessons.kit import knee
-from app.lessons.kit.experiment import CURVE_HELP, DEPTHS, Claim, Experiment, Knob, Prediction, cell_rounds, model_drafter
+from app.lessons.kit.experiment import CURVE_HELP, DECODING_ALONE, DEPTHS, Claim, Experiment, Knob, Prediction, cell_rounds, model_drafter
 from app.lessons.kit.figures import (
     PLAIN_COLOR,
     SYMBOLS,
@@ -236,8 +236,8 @@ def notes(m: dict, s: dict) -> list[str]:
     return out
 
 
-CAPTION = (
-    "Decoding alone: the prompt's pass (prefill) is left out; the whole-run column keeps it in. TPOT (time per output "
+CAPTION = DECODING_ALONE + (
+    " TPOT (time per output "
     "token): the engine's wall clock per request; every request in a batch waits until its slowest row ends (this "
     "engine does not refill rows, continuous batching does), so a policy can raise the batch's tokens/s and still "
     "lengthen each request's wait."

@@ -237,6 +237,11 @@ def pair_numbers(pairs: list[tuple[str, dict, dict | None]]) -> list[tuple[str, 
     return out
 
 
+DECODING_ALONE = (  # the first words of a caption under a table of decoding rates
+    "Decoding alone: the decode steps' tokens over their time, the prompt's pass (prefill) left out; the whole-run column keeps it in."
+)
+
+
 def room_of(result: dict) -> int | None:
     """The room the run chose its settings from (its `chosen`), else read from its recorded curve, else None."""
     chosen, curve = result.get("chosen") or {}, result.get("curve")
@@ -248,11 +253,10 @@ def room_of(result: dict) -> int | None:
 def findings(e, m: dict, s: dict) -> list[str]:
     """What a run shows, short: this machine's room where the run read its curve, then the lesson's notes."""
     room, curve = room_of(m), m.get("curve")
-    own = e.one_pass is not None  # a lesson of passes measures the curve itself: its table is the room
-    if not room or not curve or own:
-        return [line for line in e.notes(m, s) if line]
+    notes = [line for line in e.notes(m, s) if line]
+    if not room or not curve or e.one_pass is not None:  # a lesson of passes measures the curve itself: its table is the room
+        return notes
     words = knee.room_words(room, curve["tokens"], curve["ms"])
     if curve.get("measured_at"):  # the curve is its own measurement, not this lesson's run: say which and when
         words = words.rstrip(".") + f" (this machine's pass curve, measured {curve['measured_at'][:10]})."
-    lines = [words]
-    return lines + [line for line in e.notes(m, s) if line]
+    return [words, *notes]
