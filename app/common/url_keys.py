@@ -66,27 +66,9 @@ BOUND: dict[str, dict[str, str]] = {
         "grid_prompts": "Prompts",
         "grid_contexts": "Contexts (tokens per row)",
     },
-    # Each lesson draws only its own knobs (app/lessons/experiments.py; a test keeps the two equal).
-    "lessons": {
-        "teacher": "Teacher mode",
-        "l1_context": "Context already in the KV cache (tokens)",
-        "l1_largest": "Largest pass (tokens)",
-        "l2_depth": "Speculation depth k",
-        "l2_tokens": "New tokens",
-        "l3_depth": "Speculation depth k",
-        "l3_batch": "Large batch",
-        "l3_tokens": "New tokens per sequence (twice this at batch 1)",
-        "l4_batch": "Batch size",
-        "l4_n": "Off above batch N",
-        "l4_depth": "Speculation depth k",
-        "l4_tokens": "New tokens per sequence (the longest answer)",
-        "l5_depth": "Speculation depth k",
-        "l5_conf": "Stop drafting below joint confidence",
-        "l6_k": "Fixed depth k",
-        "l7_nodes": "Tree nodes",
-        "l7_topk": "Children per node (top-k)",
-        "l7_batch": "Large batch",
-    },
+    # Each lesson's knobs join this table from its record (app/lessons/registry.py calls `register`), so a new
+    # lesson's settings are bound without an edit here.
+    "lessons": {"teacher": "Teacher mode"},
     "benchmarks": {
         "batch": "Batch",
         "contender": "Drafter in the batch chart",
@@ -99,6 +81,15 @@ LINK_ONLY: dict[str, tuple[str, ...]] = {"lessons": ("lesson", "class", "desk")}
 # No st.number_input here: Streamlit 1.67 seeds it from the URL with int(float(text)) before its range check, so
 # "?N=inf" raised OverflowError inside Streamlit, where no page can catch it (tests/app/test_url_fuzz.py). Sliders
 # and the other widgets reset an unusable value to their default.
+
+
+def register(page: str, keys: dict[str, str]) -> None:
+    """Add bound keys (key -> label) to a page's table; a key already registered with another label raises."""
+    table = BOUND.setdefault(page, {})
+    clash = [k for k, label in keys.items() if table.get(k, label) != label]
+    if clash:
+        raise ValueError(f"URL keys {', '.join(clash)} of page {page!r} are registered twice with different labels")
+    table.update(keys)
 
 
 def bound(page: str, key: str) -> dict[str, str]:

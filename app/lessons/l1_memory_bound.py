@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import time
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -25,13 +24,12 @@ from app.lessons.kit.figures import (
     frame,
     whiskers,
 )
-from app.lessons.kit.runs import knee_tokens, machine_curve, past_tokens, remember_room
+from app.lessons.kit.runs import knee_tokens, machine_curve, metered, past_tokens, remember_room
 from app.lessons.kit.show import show_chart
 from app.views import metrics, roofline
 from engine import verdict as rule
 from engine.costs import ridge_tokens
 from engine.decoding.passcurve import pass_costs
-from engine.loadmeter import LoadMeter
 
 READ_OVER_COPY = 1.28  # the most a read streamed over the copy's counted rate on the 2-core EPYC (docs/measurements.md)
 
@@ -138,21 +136,6 @@ def memory_bound(pair, probe, s: dict) -> dict:
         "curve": machine_curve(pair)[0],
         "other_cores": other_cores,  # what other processes kept busy while the rows were timed (noise.disturbed_live)
     }
-
-
-def metered(timed, rounds: int) -> tuple[list, float | None]:
-    """([timed() for each round], the cores other processes kept busy meanwhile: their CPU seconds over the rounds'
-    wall seconds, None without psutil). A pass is timed outside any decode loop, so no trace's LoadMeter counts
-    the other load for it: lesson 1 meters its own rounds (engine/loadmeter.py)."""
-    meter, wall, out = LoadMeter(), 0.0, []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        meter.resume()
-        out.append(timed())
-        meter.pause()
-        wall += time.perf_counter() - t0
-    other = meter.fields()["other_cpu_s"]
-    return out, (other / wall if other is not None and wall > 0 else None)
 
 
 def _row(rows: list[dict], tokens: int) -> dict:

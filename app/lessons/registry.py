@@ -13,7 +13,7 @@ import os
 import pkgutil
 import re
 
-from app.common import measurement
+from app.common import measurement, url_keys
 from app.lessons.kit.experiment import Experiment
 
 LESSON_MODULE = re.compile(r"l(\d+)_\w+")
@@ -27,6 +27,7 @@ def _records() -> dict[str, Experiment]:
 
 EXPERIMENTS: dict[str, Experiment] = _records()
 SCHEMAS = {name: e.schema for name, e in EXPERIMENTS.items()}
+url_keys.register("lessons", {k.key: k.label for e in EXPERIMENTS.values() for k in e.knobs})  # the knobs' URL keys
 
 
 def check_measurement(name: str, m) -> dict:

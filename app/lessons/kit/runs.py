@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+import time
 from dataclasses import dataclass
 
 from app.common import measurement as ms
@@ -15,6 +16,7 @@ from app.lessons.kit import knee
 from app.views import metrics
 from engine import DecodeConfig, generate
 from engine.decoding.passcurve import CURVE_CONTEXT, curve_key, pass_costs, pass_curve
+from engine.loadmeter import LoadMeter
 
 
 @dataclass(frozen=True)
@@ -246,5 +248,21 @@ def past_tokens(room: int) -> int:
     return int(knee.PAST * room)
 
 
-# 20 s on 2 cores, where five took 26-27 s in a browser (2026-12-04)
-BATCH1_MORE = 4  # batch 1's pair is cheap (a fraction of a second a round) and its short runs scatter (one round 1.67x,
+# Batch 1's pair is cheap (a fraction of a second a round) and its short runs scatter, so lesson 3 gives it this many
+# more rounds than the dear large batch (a live run stays within 20 s on 2 cores).
+BATCH1_MORE = 4
+
+
+def metered(timed, rounds: int) -> tuple[list, float | None]:
+    """([timed() for each round], the cores other processes kept busy meanwhile: their CPU seconds over the rounds'
+    wall seconds, None without psutil). A pass is timed outside any decode loop, so no trace's LoadMeter counts
+    the other load for it: a lesson of passes meters its own rounds (engine/loadmeter.py)."""
+    meter, wall, out = LoadMeter(), 0.0, []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        meter.resume()
+        out.append(timed())
+        meter.pause()
+        wall += time.perf_counter() - t0
+    other = meter.fields()["other_cpu_s"]
+    return out, (other / wall if other is not None and wall > 0 else None)

@@ -1,0 +1,76 @@
+"""Pass costs at several contexts, in interleaved rounds: the third axis of a pass's size beside batch and depth.
+
+A decode pass streams the weights once and every row's KV cache once; a verify pass of k + 1 tokens per row reads
+the same cache as a one-token pass. So the longer the context, the larger the share of a pass that extra tokens per
+row ride on for free. `context_rounds` times passes of `batch` rows × each of `tokens` new tokens per row over a
+KV cache of each of `contexts` tokens per row: one cache per context, prefilled once (one row's context, copied into
+every row: the shared prefix of engine/model/kvcache.py), then every (context, tokens) pass once per round, the
+rounds in turn, so a burst of other work lands on every contender alike. The cache rolls back after each pass, so
+every pass of a context sees the same cache.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from engine.config import DecodeConfig
+from engine.hardware import StepTimer
+from engine.model.pair import ModelPair
+from engine.model.static_cache import make_cache
+
+
+def _cache(pair: ModelPair, batch: int, context: int, most: int, gen: torch.Generator):
+    cache = make_cache(pair.target, pair.device, pair.target_costs, DecodeConfig(max_new_tokens=most))
+    row = torch.randint(100, 40000, (context,), generator=gen).tolist()
+    cache.prefill([row] * batch, pad_id=0, shared=context - 1)
+    return cache
+
+
+def _time(cache, ids: torch.Tensor, repeats: int, device) -> float:
+    """The median of `repeats` timed passes of `ids` (each rolled back), after one untimed pass."""
+    times = []
+    for i in range(repeats + 1):
+        with StepTimer(device) as timer:
+            cache.forward(ids)
+        cache.keep(cache.lengths - ids.shape[1])
+        if i:
+            times.append(timer.ms)
+    return statistics.median(times)
+
+
+def context_rounds(pair: ModelPair, batch: int, tokens: list[int], contexts: list[int], rounds: int = 5, repeats: int = 3) -> list[dict]:
+    """One row per (context, new tokens per row): {"context", "batch", "new_tokens", "tokens_per_pass", "ms" (the
+    median over rounds), "ms_rounds" (each round's median of `repeats` passes), "flops", "bytes" (weights + KV read,
+    engine.costs)}. Raises ValueError where a context and its new tokens do not fit the model's window."""
+    if batch < 1 or rounds < 1 or repeats < 1 or not tokens or not contexts or min(tokens) < 1 or min(contexts) < 2:
+        raise ValueError("context_rounds needs batch, rounds, repeats ≥ 1, new tokens ≥ 1 and contexts ≥ 2 tokens")
+    if max(contexts) + max(tokens) > pair.max_context:
+        raise ValueError(f"a context of {max(contexts)} plus {max(tokens)} new tokens exceeds the model's {pair.max_context}-token window")
+    gen, costs = torch.Generator().manual_seed(0), pair.target_costs
+    with torch.inference_mode():
+        caches = {c: _cache(pair, batch, c, max(tokens), gen) for c in contexts}
+        ids = {n: torch.randint(100, 40000, (batch, n), generator=gen).to(pair.device) for n in tokens}
+        for c in contexts:  # one untimed pass of every shape: first calls and allocations off the clock
+            for n in tokens:
+                _time(caches[c], ids[n], 1, pair.device)
+        timed = {(c, n): [] for c in contexts for n in tokens}
+        for _ in range(rounds):
+            for c in contexts:
+                for n in tokens:
+                    timed[(c, n)].append(_time(caches[c], ids[n], repeats, pair.device))
+    return [
+        {
+            "context": c,
+            "batch": batch,
+            "new_tokens": n,
+            "tokens_per_pass": batch * n,
+            "ms": statistics.median(timed[(c, n)]),
+            "ms_rounds": timed[(c, n)],
+            "flops": costs.forward_flops(batch, n, c),
+            "bytes": costs.forward_bytes(batch, n, c),
+        }
+        for c in contexts
+        for n in tokens
+    ]
