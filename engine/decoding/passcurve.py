@@ -166,7 +166,8 @@ def pass_costs(
     cuda_graphs: str = "off",
     backend: str = "auto",
 ) -> list[dict]:
-    """Measured time of ONE forward pass with `batch` rows x `tokens` new tokens over a `context`-token KV cache.
+    """Measured time of ONE forward pass with `batch` rows x `tokens` new tokens over a `context`-token KV cache
+    (every row the same context, prefilled once and copied: engine/model/kvcache.py's shared prefix).
 
     This is the curve behind the whole story: while a pass is memory-bound its time hardly grows with
     tokens per pass (batch x (depth+1)); past the ridge point it grows linearly (compute-bound).
@@ -185,8 +186,8 @@ def pass_costs(
         for batch in batches:
             cfg = DecodeConfig(max_new_tokens=max(tokens), cuda_graphs=cuda_graphs, backend=backend)
             cache = make_cache(model, pair.device, costs, cfg)
-            prompt = torch.randint(100, 40000, (batch, context), generator=gen).tolist()
-            cache.prefill(prompt, pad_id=0)
+            row = torch.randint(100, 40000, (context,), generator=gen).tolist()
+            cache.prefill([row] * batch, pad_id=0, shared=context - 1)  # one context, prefilled once, copied to every row
             for n in tokens:
                 ids = torch.randint(100, 40000, (batch, n), generator=gen).to(pair.device)
                 times = []
