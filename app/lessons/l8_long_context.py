@@ -139,8 +139,7 @@ def notes(m: dict, s: dict) -> list[str]:
     out.append(
         f"Over {long_} tokens the verify pass is back inside the room (lesson 1's dashed line)."
         if inside
-        else f"Over {long_} tokens it is still past the room (lesson 1's dashed line): the cache made the extra tokens "
-        "cheaper, not free."
+        else f"Over {long_} tokens it is still past the room (lesson 1's dashed line): the cache made the extra tokens cheaper, not free."
     )
     return out
 
@@ -246,8 +245,8 @@ RECORD = Experiment(
         Knob("l8_k", "Depth k", (0, 1, 2, 3, 4), 0, CURVE_HELP + ": the deepest draft whose batch-1 verify pass fits in the room"),
     ),
     Prediction(
-        "At batch {batch}, over {context} tokens of KV cache per row, a verify pass of k + 1 tokens per row (k = {k}) "
-        "costs how many times a one-token-per-row pass over the same cache? (Over a short cache it costs several times.)",
+        "Over {context} tokens of KV cache per row, at this lesson's batch (its verify pass past this machine's room at a short context), "
+        "a verify pass of k + 1 tokens per row costs how many times a one-token-per-row pass over the same cache?",
         "e.g. 2",
         lambda m, s: over_one(m, contexts(m)[1]).ratio,
         lambda m, s: [("roofline from the probed peaks: max(bytes ÷ bandwidth, FLOPs ÷ FLOP/s)", roofline_ratio(m))],

@@ -36,8 +36,8 @@ from app.lessons.registry import EXPERIMENTS
 
 st.title("🎓 Lessons")
 st.markdown(
-    "Why is speculative decoding fast, and when is it not? Lesson 0 shows one speculative step; lessons 1 to 8 "
-    "each check one idea with an experiment. Commit to a number first, then see what this machine measures (live) "
+    "Why is speculative decoding fast, and when is it not? Lesson 0 shows one speculative step; each lesson after it "
+    "checks one idea with an experiment. Commit to a number first, then see what this machine measures (live) "
     "or what was recorded (teacher mode: instant, labelled with its machine and date). After J. Barrow, "
     "[“Why is speculative decoding fast?”](https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast), 2026. "
     "Teachers: the class plan opens at the top in [teacher mode](?teacher=true&lesson=0), and **Start a class** "

@@ -1,6 +1,6 @@
 """How long each lesson's live run takes in a real browser, as a student or teacher meets it.
 
-Starts `streamlit run app/main.py` on 127.0.0.1, opens every lesson (1 to 7) in teacher mode in headless Chromium
+Starts `streamlit run app/main.py` on 127.0.0.1, opens every lesson with an experiment in teacher mode in headless Chromium
 (Debian's /usr/bin/chromium, driven by Playwright), presses "Re-measure live" and times the press until the page
 labels its numbers "measured live on". Prints one row per lesson (seconds, whether the page flagged the run as
 disturbed, whether it showed a traceback), then the sentences the page wrote on the live run beside its recording
@@ -56,12 +56,13 @@ AGAINST = re.compile(r"The (?:prediction's answer|verdict)[^\n]*?[.](?= The |\n|
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lessons", default="1,2,3,4,5,6,7", help="comma-separated lesson numbers")
+    ap.add_argument("--lessons", default="", help="comma-separated lesson numbers (default: every lesson but 0)")
     ap.add_argument("--out", default=str(ROOT / "artifacts" / "live"), help="folder for the screenshots and the log")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds a lesson may take at most")
     a = ap.parse_args()
+    every = sorted(int(p.name[:2]) for p in (ROOT / "lessons").glob("[0-9][0-9]-*.md") if int(p.name[:2]) > 0)
     try:
-        lessons = [int(x) for x in a.lessons.split(",")]
+        lessons = [int(x) for x in a.lessons.split(",")] if a.lessons else every
     except ValueError:
         raise SystemExit(f"--lessons takes comma-separated lesson numbers, not {a.lessons!r}") from None
     out = Path(a.out)

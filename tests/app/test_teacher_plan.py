@@ -8,11 +8,14 @@ import re
 from pathlib import Path
 
 from app.lessons import registry
-from app.lessons.kit.handouts import H200, PLACEHOLDER, expectation, plan_text
-from app.lessons.kit.page import RECORDINGS, TEACHER_FILE
+from app.lessons.kit.files import load_lessons
+from app.lessons.kit.handouts import H200, PLACEHOLDER, SEGMENT_KEYS, expectation, expectations, plan_text, segments
+from app.lessons.kit.page import LESSONS_DIR, RECORDINGS, TEACHER_FILE
 from app.lessons.registry import EXPERIMENTS
 
-PLAN = TEACHER_FILE.read_text(encoding="utf-8")
+LESSONS = [lesson for lesson in load_lessons(LESSONS_DIR, EXPERIMENTS) if lesson.number >= 0]
+SHIPPED = TEACHER_FILE.read_text(encoding="utf-8")
+PLAN = SHIPPED.replace("{segments}", segments(LESSONS)).replace("{expectations}", expectations(LESSONS))  # before the recordings
 CITED = {"1.25×", "1.38×", "1×"}  # the room's definition, the EAGLE-3 paper's batch-64 gain, "toward 1×"
 
 
@@ -25,7 +28,7 @@ def test_the_plan_writes_no_measured_ratio_of_its_own():
 def test_every_expectation_comes_from_a_shipped_recording_with_its_machine_and_date():
     names = PLACEHOLDER.findall(PLAN)
     assert set(names) == (set(EXPERIMENTS) - {"one_step"}) | {H200}
-    text = plan_text(PLAN, RECORDINGS)
+    text = plan_text(SHIPPED, RECORDINGS, LESSONS)
     assert not PLACEHOLDER.search(text) and "no readable recording" not in text
     for name in set(names) - {H200}:
         record = registry.load_record(RECORDINGS / f"{name}.json")
@@ -68,3 +71,15 @@ def test_a_question_reads_the_values_the_run_chose_from_its_curve():
     if "{batch}" in EXPERIMENTS["turn_it_off"].predict.question:
         assert f"at batch {chosen}" in said
     assert "batch 0" not in said and "0: from the curve" not in said
+
+
+def test_every_lesson_brings_its_own_segment_of_the_plan():
+    """A lesson file's front matter holds its row of the plan (minutes, what to ask, the mistake to listen for) and,
+    with a recording, what to look for in it: the plan lists every lesson, in order, with no edit to teacher.md."""
+    assert "{segments}" in SHIPPED and "{expectations}" in SHIPPED
+    for lesson in LESSONS:
+        assert lesson.field("minutes").isdigit() and all(lesson.field(k) for k in SEGMENT_KEYS), lesson.source
+        assert bool(lesson.field("look_for")) == (lesson.experiment != "one_step"), lesson.source
+    rows = [line for line in segments(LESSONS).splitlines() if line.startswith("| ")]
+    assert [row.split(" | ")[1] for row in rows] == [lesson.title for lesson in LESSONS]
+    assert sum(int(lesson.field("minutes")) for lesson in LESSONS) >= 50  # the segments cover at least one class

@@ -64,11 +64,17 @@ class Lesson:
     problem: str | None = None  # why the page cannot run this lesson's experiment (None: it can)
     checks: tuple[Check, ...] = ()  # the three check questions (empty if the checks file has a problem)
     checks_problem: str | None = None  # why the checks file could not be used
+    meta: tuple[tuple[str, str], ...] = ()  # the front matter (key, value) pairs: the class segment's lines too
 
     @property
     def number(self) -> int:
         """The file's NN prefix: `?lesson=N` and the lessons' own links name it."""
         return lesson_number(self.source)
+
+    def field(self, key: str) -> str:
+        """One front-matter value ("" where absent): `minutes`, `ask`, `mistake`, `look_for`, `then` give the
+        lesson's segment of the teacher's plan (lessons/README.md)."""
+        return dict(self.meta).get(key, "")
 
     @property
     def sections(self) -> Sections:
@@ -164,7 +170,7 @@ def parse_lesson(text: str, source: str = "lesson", experiments: Collection[str]
             f"{source} names the experiment '{experiment}', which the Lessons page does not define. "
             f"Fix: use one of {', '.join(sorted(experiments))} in its front matter."
         )
-    return Lesson(source=source, title=first[2:].strip(), body=body, experiment=experiment, problem=problem)
+    return Lesson(source=source, title=first[2:].strip(), body=body, experiment=experiment, problem=problem, meta=tuple(meta.items()))
 
 
 def load_lessons(folder: Path, experiments: Collection[str] | None = None) -> list[Lesson]:

@@ -89,8 +89,30 @@ def _h200() -> str:
     return gpu.knee_sentence(curves) if curves else "(no readable H200 recording: " + "; ".join(problems)[:200] + ")"
 
 
-def plan_text(text: str, recordings: Path) -> str:
-    """The shipped plan as the Lessons page shows it: every lesson's expectation from its recording and its verdict."""
+SEGMENT_KEYS = ("minutes", "ask", "mistake")  # a lesson's front matter lines that make its row of the plan
+
+
+def segments(lessons) -> str:
+    """The plan's table rows, one per lesson, from each lesson file's front matter (a new lesson brings its own)."""
+    return "\n".join(
+        f"| {lesson.field('minutes') or '?'} | {lesson.title} | {lesson.field('ask')} | {lesson.field('mistake')} |" for lesson in lessons
+    )
+
+
+def expectations(lessons) -> str:
+    """The plan's "what to expect" items: per lesson with a recording, what to look for, then its `{expect:name}`."""
+    items = []
+    for lesson in lessons:
+        if lesson.field("look_for"):
+            then = f" {lesson.field('then')}" if lesson.field("then") else ""
+            items.append(f"- **Lesson {lesson.number}** ({lesson.field('look_for')}). {{expect:{lesson.experiment}}}{then}")
+    return "\n".join(items)
+
+
+def plan_text(text: str, recordings: Path, lessons=()) -> str:
+    """The shipped plan as the Lessons page shows it: a segment per lesson (`lessons`: the lesson files, each bringing
+    its row and what to look for) and every lesson's expectation from its recording and its verdict."""
+    text = text.replace("{segments}", segments(lessons)).replace("{expectations}", expectations(lessons))
     return render(text, recordings, registry.EXPERIMENTS, _h200)
 
 

@@ -18,6 +18,7 @@ from app.common.url_keys import bound
 from app.lessons import registry
 from app.lessons.kit import against, gpu, noise, retime, show
 from app.lessons.kit.experiment import Experiment, claim_rows
+from app.lessons.kit.files import load_lessons
 from app.lessons.kit.handouts import guess_line, hand_calculation, plan_text, prediction_rows, worksheet_html
 from engine import ConfigError, verdict
 from engine.drafters import available_drafters
@@ -80,14 +81,14 @@ def teacher_plan(teacher: bool) -> None:
 
 
 def _stamps() -> tuple:
-    """The recordings' names and modification times: a re-recording redraws the plan."""
-    return tuple(sorted((p.name, p.stat().st_mtime) for p in RECORDINGS.glob("*.json")))
+    """The recordings' and the lesson files' names and modification times: a re-recording or an edit redraws the plan."""
+    return tuple(sorted((p.name, p.stat().st_mtime) for p in [*RECORDINGS.glob("*.json"), *LESSONS_DIR.glob("*.md")]))
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
 def _plan(text: str, stamps: tuple) -> str:
-    """The plan with its expectations computed from the shipped recordings (app/lessons/teacher_plan.py)."""
-    return plan_text(text, RECORDINGS)
+    """The plan with a segment per lesson file and its expectations computed from the shipped recordings."""
+    return plan_text(text, RECORDINGS, [lesson for lesson in load_lessons(LESSONS_DIR, registry.EXPERIMENTS) if lesson.number >= 0])
 
 
 # --- the lesson's text ------------------------------------------------------------------------------
