@@ -11,7 +11,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from app.lessons.kit import drafting, gpu, retime
+from app.lessons.kit import gpu, retime
 from app.lessons.kit.figures import FOOT_PX, LABEL_CHARS, LEGEND_LINE_PX, chunks, frame, labelled
 from app.lessons.kit.retime import (
     CEILING,
@@ -29,6 +29,7 @@ from app.lessons.kit.retime import (
 from app.lessons.registry import EXPERIMENTS
 from app.views.predictor import kv_ridge_text, ridge_sentence
 from engine import Trace
+from engine.roofline import draft_prices as drafting
 from engine.roofline import predictor
 from engine.roofline.architectures import architecture
 from engine.roofline.gpus import gpu as chip

@@ -1,5 +1,5 @@
 """A lesson's own run re-timed with SpecLab's recorded H200 pass costs: each decode step's passes priced on the H200
-(drafting too, from app/lessons/kit/drafting.py, or the bar drawn as a ceiling where drafting is not priced), beside
+(drafting too, from engine/roofline/draft_prices.py, or the bar drawn as a ceiling where drafting is not priced), beside
 the rate this machine measured. Labelled as re-timed, never as run on a GPU. No streamlit.
 """
 
@@ -13,9 +13,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.common.drafters import label as drafter_label
-from app.lessons.kit import drafting, gpu
+from app.lessons.kit import gpu
 from app.lessons.kit.figures import COLORS, TICK_CHARS, chunks, dress, esc, fit_foot, frame, grouped_bars, labelled, log_axis
 from engine.drafters import DRAFTERS
+from engine.roofline import draft_prices as drafting
 from engine.roofline.retime import PassPrices, retime
 
 LABEL = "re-timed from H200 recordings, not run on a GPU"
@@ -119,7 +120,7 @@ class Priced:
 
 
 def h200_lane(lane: dict, drafter: str | None = None, shape: str = SHAPE, mode: str = MODE) -> Priced:
-    """The lane's decode steps re-timed on the recorded H200 passes, their drafting priced (app/lessons/drafting.py)."""
+    """The lane's decode steps re-timed on the recorded H200 passes, their drafting priced (engine/roofline/draft_prices.py)."""
     if not is_lane(lane):
         return Priced(None, "not re-timed: this run carries no per-step pass shapes")
     passes, tokens = lane["passes"], lane["decode_tokens"]
@@ -128,7 +129,7 @@ def h200_lane(lane: dict, drafter: str | None = None, shape: str = SHAPE, mode: 
         return Priced(None, f"not re-timed: no recorded H200 curve for {shape} ({mode})")
     speculative = _speculative(passes)
     drafter = drafter if drafter is not None else str(lane.get("drafter") or "")
-    draft = drafting.prices(drafter) if speculative else None
+    draft = drafting.prices(drafter, drafter_label(drafter)) if speculative else None
     try:
         r = retime(passes, int(tokens), prices, draft)
     except ValueError as exc:
@@ -330,7 +331,7 @@ def drafting_lines(m) -> list[str]:
     for e in lanes_of(m):
         p = h200_lane(e["lane"], e["drafter"])
         if p.rate and p.drafting != PLAIN:
-            lines.setdefault(e["drafter"], (p.drafting, drafting.prices(e["drafter"])))
+            lines.setdefault(e["drafter"], (p.drafting, drafting.prices(e["drafter"], drafter_label(e["drafter"]))))
     out = []
     for drafter, (kind, prices) in lines.items():
         if kind == CEILING:

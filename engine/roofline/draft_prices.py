@@ -1,5 +1,6 @@
-"""What drafting costs on an H200 for the lessons' GPU view: the EAGLE head's and the draft model's pass prices,
-from recorded H200 costs where SpecLab has them, else from the roofline model (labelled as a model). No streamlit.
+"""What drafting costs on an H200, for a run re-timed there (engine/roofline/retime.py): the n-gram lookup's price
+from its recorded time on the H200 machine's host, the shipped EAGLE head's and draft model's from their own shapes
+priced by the roofline predictor (labelled as a model). Pure numbers; no torch.
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ import functools
 import json
 from pathlib import Path
 
-from app.common.drafters import label as drafter_label
 from engine.costs import ModelCosts
 from engine.formats import head_weight_shapes
 from engine.roofline.architectures import Architecture
@@ -17,7 +17,7 @@ from engine.roofline.predictor import Roof
 from engine.roofline.recordings import RecordingError
 from engine.roofline.retime import DraftPrices, predicted_draft_prices, recorded_draft_prices
 
-ASSETS = Path(__file__).resolve().parents[3] / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
 
 GPU = "H200"
@@ -85,9 +85,9 @@ def eagle_costs(folder: str = "eagle") -> tuple[ModelCosts, str]:
 
 
 @functools.cache
-def prices(drafter: str) -> DraftPrices | None:
+def prices(drafter: str, name: str = "") -> DraftPrices | None:
     """The drafter's prices on the H200 (measured for the n-gram lookup, a model for the draft model and the EAGLE
-    head), None where it cannot be priced."""
+    head), None where it cannot be priced. name: the drafter's display name, for the label (default: its kind)."""
     if drafter == "ngram":
         try:
             found = recorded_draft_prices("ngram")
@@ -111,7 +111,7 @@ def prices(drafter: str) -> DraftPrices | None:
         return None
     roof = Roof.from_gpu(gpu(GPU), DTYPE)
     label = (
-        f"model, not a measurement: the {drafter_label(drafter)}'s own shape ({shape}) priced by the roofline predictor, one "
+        f"model, not a measurement: the {name or drafter}'s own shape ({shape}) priced by the roofline predictor, one "
         f"draft pass per drafted position, at the {gpu(GPU).name}'s data-sheet peaks plus the CUDA-graph overhead measured on an H200 "
         "(engine/roofline/predictor.py)"
     )
