@@ -13,7 +13,7 @@ import streamlit as st
 
 from app.common import measurement as ms
 from app.common.measurement import CHOSEN, PASS_ROW_SPEC, PEAKS
-from app.lessons.kit import gpu, knee, noise, retime
+from app.lessons.kit import gpu, numbers, retime
 from app.lessons.kit.experiment import CURVE_HELP, Claim, Experiment, Knob, Prediction
 from app.lessons.kit.figures import (
     COLORS,
@@ -120,11 +120,11 @@ def memory_bound(pair, probe, s: dict) -> dict:
         row = {key: per_size[ms.median_index(times)][key] for key in ms.PASS_ROW}  # the fields the schema records
         rows.append(row | {"ms_runs": ms.spread(times)})
     tokens, times = [r["tokens_per_pass"] for r in rows], [r["ms"] for r in rows]
-    if knee.room_tokens(tokens, times) < tokens[-1]:  # the rows found the room: lessons 2 and 3 read this one next
+    if numbers.room_tokens(tokens, times) < tokens[-1]:  # the rows found the room: lessons 2 and 3 read this one next
         when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         label = f"lesson 1's rows: {PASS_ROUNDS} interleaved rounds at context {int(s['context'])}, median per size"
         curve = {"tokens": tokens, "ms": times, "knee_tokens": knee_tokens(tokens, times), "key": label, "measured_at": when}
-        remember_room(pair, curve, knee.room_tokens(tokens, times))
+        remember_room(pair, curve, numbers.room_tokens(tokens, times))
     return {
         "rows": rows,
         "peak_bandwidth": probe.peak_bandwidth,
@@ -134,7 +134,7 @@ def memory_bound(pair, probe, s: dict) -> dict:
         "ridge_tokens": ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth),
         "chosen": {"room": machine_curve(pair)[1], "largest": largest},  # the room, from these rows where they found one
         "curve": machine_curve(pair)[0],
-        "other_cores": other_cores,  # what other processes kept busy while the rows were timed (noise.disturbed_live)
+        "other_cores": other_cores,  # what other processes kept busy while the rows were timed (numbers.disturbed_live)
     }
 
 
@@ -143,10 +143,10 @@ def _row(rows: list[dict], tokens: int) -> dict:
 
 
 def read_tokens(m: dict) -> int:
-    """The pass lesson 1's prediction, chart and words read as "past the room": knee.PAST times the room these rows
-    measured (knee.room_tokens over the medians), the nearest measured pass to it."""
+    """The pass lesson 1's prediction, chart and words read as "past the room": numbers.PAST times the room these rows
+    measured (numbers.room_tokens over the medians), the nearest measured pass to it."""
     rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
-    room = knee.room_tokens([r["tokens_per_pass"] for r in rows], [r["ms"] for r in rows])
+    room = numbers.room_tokens([r["tokens_per_pass"] for r in rows], [r["ms"] for r in rows])
     return int(_row(rows, past_tokens(room))["tokens_per_pass"])
 
 
@@ -201,11 +201,11 @@ def cheaper_notes(rows: list[dict]) -> list[str]:
 # --- lesson 1: the room, and past it ------------------------------------------------------------
 def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     """A pass's cost in one-token passes against the tokens it carries (log-log), with the rounds' range, the
-    room's line (knee.ROOM× a one-token pass) and the line of a cost in step with the tokens (n tokens, n×)."""
+    room's line (numbers.ROOM× a one-token pass) and the line of a cost in step with the tokens (n tokens, n×)."""
     rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
     base = rows[0]["ms"]
     xs = [r["tokens_per_pass"] for r in rows]
-    kept = [noise.with_far(r.get("ms_runs")) for r in rows]
+    kept = [numbers.with_far(r.get("ms_runs")) for r in rows]
     vals = [times_one(r, rows[0]) for r in rows]  # the one rule's ratio and its 95% range, as the words and the claim
     far = [(r["tokens_per_pass"], r["ms_runs"]["values"][i] / base) for r, (_, idx) in zip(rows, kept) for i in idx]
     fig = go.Figure()
@@ -221,7 +221,7 @@ def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     )
     # Each label off its whisker's end (beside the point it sat on the whisker), and off the room's line: under the
     # whisker for a pass inside the room, above it past the room.
-    inside = [v < knee.ROOM for v, _, _ in vals]
+    inside = [v < numbers.ROOM for v, _, _ in vals]
     fig.add_scatter(
         x=xs,
         y=[(lo if lo is not None else v) if low else (hi if hi is not None else v) for (v, lo, hi), low in zip(vals, inside)],
@@ -243,13 +243,13 @@ def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
             marker={"symbol": "x-open", "size": 10, "color": RIDGE_COLOR},
             name="a round far outside the others (kept in the rule)",
         )
-    room = knee.room_tokens(xs, [r["ms"] for r in rows])
+    room = numbers.room_tokens(xs, [r["ms"] for r in rows])
     fig.add_scatter(  # the room's line, named in the legend: its label on the plot sat on the labels and whiskers
         x=[xs[0], xs[-1]],
-        y=[knee.ROOM] * 2,
+        y=[numbers.ROOM] * 2,
         mode="lines",
         line={"color": RIDGE_COLOR, "dash": "dash"},
-        name=f"{knee.ROOM}× a one-token pass: the room reaches {room} token{'s' if room != 1 else ''} here",
+        name=f"{numbers.ROOM}× a one-token pass: the room reaches {room} token{'s' if room != 1 else ''} here",
         hoverinfo="skip",
     )
     fig.update_xaxes(type="log", title_text="tokens per pass (batch 1)", tickvals=xs)  # plotly's minor log ticks crowd
@@ -261,7 +261,7 @@ def memory_bound_table(m: dict) -> list[dict]:
     rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
     out = []
     for prev, r in zip([None, *rows], rows):
-        sp, far = noise.with_far(r.get("ms_runs"))
+        sp, far = numbers.with_far(r.get("ms_runs"))
         cheaper = prev is not None and r["ms"] < prev["ms"]
         out.append(
             {
@@ -367,7 +367,7 @@ RECORD = Experiment(
             lead=True,
             costs=True,
             metric="ms per pass",
-            times=knee.ROOM,
+            times=numbers.ROOM,
         ),
     ),
 )

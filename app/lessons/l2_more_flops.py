@@ -9,8 +9,7 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from app.common.measurement import CHOSEN, DECODE_COSTS, PAIR_RUN, SEED_PASS, WARMUP
-from app.lessons.kit import noise
-from app.lessons.kit.against import round_rates
+from app.lessons.kit import numbers
 from app.lessons.kit.experiment import (
     CURVE_HELP,
     DECODING_ALONE,
@@ -25,7 +24,7 @@ from app.lessons.kit.experiment import (
     pair_numbers,
 )
 from app.lessons.kit.figures import COLORS, WASTE_COLOR, frame
-from app.lessons.kit.knee import SAME_TIME
+from app.lessons.kit.numbers import SAME_TIME, rate_rounds
 from app.lessons.kit.runs import inside_depth, lane_pair, machine_curve, median_run, seed_passes, timed_rounds
 from app.views import metrics
 from engine import verdict as rule
@@ -70,7 +69,7 @@ def per_token(m: dict) -> dict | None:
     if not costs or not costs["ar"]["tokens"] or not costs["spec"]["tokens"]:
         return None
     a, b = costs["ar"], costs["spec"]
-    sp = noise.speedup(m)
+    sp = numbers.speedup(m)
     return {
         "flops": (b["flops"] / b["tokens"]) / (a["flops"] / a["tokens"]),
         "bytes": (b["bytes"] / b["tokens"]) / (a["bytes"] / a["tokens"]),
@@ -152,16 +151,16 @@ def more_flops_figure(m: dict, s: dict, label: str = "") -> go.Figure:
 
 def more_flops_table(m: dict, s: dict) -> list[dict]:
     costs = m.get("decode_costs") or {}
-    sp, ratios = noise.speedup(m), per_token(m)
+    sp, ratios = numbers.speedup(m), per_token(m)
     out = []
     for name, key in (("plain", "ar"), ("speculative", "spec")):
         ln, c = m[key], costs.get(key)
-        runs, decode = noise.rate_runs(ln)
+        runs = rate_rounds(ln)
         whole = ln.get("tokens_per_s_runs")
         out.append(
             {
                 "decoding": name,
-                "tokens/s, decoding alone" if decode else "tokens/s, whole run": round(runs["median"], 1) if runs else None,
+                "tokens/s, decoding alone": round(runs["median"], 1) if runs else None,
                 "rounds": f"{runs['min']:.0f}–{runs['max']:.0f}" if runs else "one run",
                 "× plain (the rule's ratio, 95% range)": "1 (the yardstick)"
                 if key == "ar"
@@ -237,7 +236,7 @@ RECORD = Experiment(
     numbers=lambda m, s: pair_numbers([("speculative", m["m"], m)])
     + [("FLOPs per decoded token, speculative ÷ plain", metrics.fmt((per_token(m) or {}).get("flops"), ".2f", "×"))]
     + [(p["label"], f"{p['ms']:.2f} ms, {p['flops'] / 1e9:.2f} GFLOP, KV {p['kv_bytes'] / 1e6:.1f} MB") for p in m["seed"]["passes"]],
-    contest=lambda m, s: ("the n-gram lookup", "plain decoding", round_rates(m["spec"]), round_rates(m["ar"])),
+    contest=lambda m, s: ("the n-gram lookup", "plain decoding", rate_rounds(m["spec"]), rate_rounds(m["ar"])),
     plain=lambda m: (int((m.get("chosen") or {}).get("batch", 1)), m["ar"]),
     name="more_flops",
     schema={

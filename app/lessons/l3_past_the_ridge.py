@@ -10,8 +10,7 @@ from plotly.subplots import make_subplots
 
 from app.common.drafters import label as drafter_label
 from app.common.measurement import CHOSEN, PAIR_RUN, WARMUP
-from app.lessons.kit import knee, noise
-from app.lessons.kit.against import round_rates
+from app.lessons.kit import numbers
 from app.lessons.kit.experiment import (
     CURVE_HELP,
     DECODING_ALONE,
@@ -30,6 +29,7 @@ from app.lessons.kit.experiment import (
     room_of,
 )
 from app.lessons.kit.figures import COLORS, PLAIN_COLOR, RIDGE_COLOR, frame, grouped_bars
+from app.lessons.kit.numbers import rate_rounds
 from app.lessons.kit.runs import BATCH1_MORE, LARGE_BATCHES, inside_depth, lane_pair, machine_curve, more_rounds, timed_rounds
 from app.lessons.kit.show import consistent
 from engine.bench.prompts import batch_prompts
@@ -41,9 +41,9 @@ RIDGE_ROUNDS = 3  # six contenders at two batch sizes, after a warm-up: three in
 
 def ridge_settings(room: int, s: dict) -> dict:
     """Lesson 3's contenders from the room: the deepest draft whose batch-1 verify pass fits in it (at most MOST_DEPTH),
-    and the smallest large batch whose verify pass carries knee.PAST× the room; a knob's non-zero value wins."""
+    and the smallest large batch whose verify pass carries numbers.PAST× the room; a knob's non-zero value wins."""
     depth = int(s["depth"]) or inside_depth(room)
-    return {"room": room, "depth": depth, "batch": int(s["batch"]) or knee.past_batch(room, depth, LARGE_BATCHES)}
+    return {"room": room, "depth": depth, "batch": int(s["batch"]) or numbers.past_batch(room, depth, LARGE_BATCHES)}
 
 
 def past_the_ridge(pair, probe, s: dict) -> dict:
@@ -77,21 +77,21 @@ def past_the_ridge(pair, probe, s: dict) -> dict:
 
 def large_batch_speedup(m: dict, s: dict) -> float | None:
     """Lesson 3's measured answer: the large batch's speedup decoding alone, the statistic its chart, table and words
-    show (noise.speedup: the median over rounds), the compare ratio where the runs carry no rounds."""
+    show (numbers.speedup: the median over rounds), the compare ratio where the runs carry no rounds."""
     run = sorted(m["runs"], key=lambda r: r["batch"])[-1]
-    sp = noise.speedup(run)
+    sp = numbers.speedup(run)
     return sp["value"] if sp else run["m"].get("speedup")
 
 
 def contest(m: dict, s: dict) -> tuple:
     """The pair the prediction is about: speculation and plain decoding at the large batch, with their rounds."""
     run = max(m["runs"], key=lambda r: r["batch"])
-    return f"speculation at batch {run['batch']}", "plain decoding", round_rates(run["spec"]), round_rates(run["ar"])
+    return f"speculation at batch {run['batch']}", "plain decoding", rate_rounds(run["spec"]), rate_rounds(run["ar"])
 
 
 # --- lesson 3: inside the room and past it ----------------------------------------------------------
 def ridge_points(m: dict, s: dict) -> list[dict]:
-    """One point per (drafter, batch): the speedup decoding alone as noise.speedup has it (the rule's ratio over the
+    """One point per (drafter, batch): the speedup decoding alone as numbers.speedup has it (the rule's ratio over the
     rounds, its 95% range, rounds far from the others), the whole run's, tokens per pass plain and speculative, α."""
     model = drafter_label(m["drafter"])
     runs = sorted(m["runs"], key=lambda r: r["batch"])
@@ -99,7 +99,7 @@ def ridge_points(m: dict, s: dict) -> list[dict]:
     out = []
     for name, batch, run in pairs:
         depth = int(run["spec"].get("depth") or s.get("depth") or 0)
-        sp, whole = noise.speedup(run), noise.speedup(run, whole=True)
+        sp, whole = numbers.speedup(run), numbers.speedup(run, whole=True)
         cm = consistent(run)
         out.append(
             {

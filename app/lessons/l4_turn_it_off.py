@@ -11,8 +11,7 @@ from plotly.subplots import make_subplots
 from app.common import measurement as ms
 from app.common.lane_stats import spread
 from app.common.measurement import CHOSEN, LANE, NUMBERS, SPREAD, WARMUP
-from app.lessons.kit import knee, noise
-from app.lessons.kit.against import round_rates
+from app.lessons.kit import numbers
 from app.lessons.kit.experiment import (
     CURVE_HELP,
     DECODING_ALONE,
@@ -40,7 +39,7 @@ from app.lessons.kit.figures import (
     whiskers,
 )
 from app.lessons.kit.gpu import verify_passes
-from app.lessons.kit.rows import MAX_STEPS, decode_spread, decode_steps
+from app.lessons.kit.numbers import MAX_STEPS, decode_steps, rate_rounds
 from app.lessons.kit.runs import Job, lane_pair, machine_curve, median_run, timed_rounds
 from engine import DecodeConfig
 from engine.bench.prompts import EXTRACTIVE_PROMPTS
@@ -102,12 +101,12 @@ def ragged_prompts(batch: int) -> list[str]:
 
 
 def choose(room: int, s: dict) -> dict:
-    """The lesson's settings from the room (knee.py), a knob's 0 meaning "from this machine's curve": speculation's
-    depth k, the deepest draft a one-row verify pass fits inside the room (at most knee.MOST_DEPTH); the batch, the
+    """The lesson's settings from the room (numbers.py), a knob's 0 meaning "from this machine's curve": speculation's
+    depth k, the deepest draft a one-row verify pass fits inside the room (at most numbers.MOST_DEPTH); the batch, the
     smallest of CHOSEN_BATCHES whose verify pass carries SWITCH_PAST x the room's tokens (else the largest); the
     switch's N, the most rows whose verify pass still fits the room (at least 1)."""
-    depth = int(s.get("depth", 0)) or knee.inside_depth(room, 1, most=knee.MOST_DEPTH)
-    batch = int(s.get("batch", 0)) or knee.past_batch(room, depth, CHOSEN_BATCHES, SWITCH_PAST)
+    depth = int(s.get("depth", 0)) or numbers.inside_depth(room, 1, most=numbers.MOST_DEPTH)
+    batch = int(s.get("batch", 0)) or numbers.past_batch(room, depth, CHOSEN_BATCHES, SWITCH_PAST)
     n = int(s.get("n", 0)) or max(1, room // (depth + 1))
     return {"room": int(room), "depth": depth, "batch": batch, "n": n, "tokens": int(s["tokens"])}
 
@@ -165,7 +164,7 @@ def turn_it_off(pair, probe, s: dict) -> dict:
 def always_on_speedup(m: dict, s: dict) -> float | None:
     """Lesson 4's measured answer: always-on's speed over plain decoding's, decoding alone over the whole run, as the
     one rule's ratio over the interleaved rounds (the number its verdict sentence states)."""
-    v = noise.judge(decode_spread(m["on"]), decode_spread(m["ar"]))
+    v = numbers.judge(rate_rounds(m["on"]), rate_rounds(m["ar"]))
     return v.ratio if v else None
 
 
@@ -310,7 +309,7 @@ RECORD = Experiment(
     caption=CAPTION,
     numbers=lambda m, s: pair_numbers([("always-on", m["m"], {"ar": m["ar"], "spec": m["on"]})]),
     gpu_passes=lambda s: verify_passes(s, [int(s.get("batch", 1) or 1)]),
-    contest=lambda m, s: ("always-on speculation", "plain decoding", round_rates(m["on"]), round_rates(m["ar"])),
+    contest=lambda m, s: ("always-on speculation", "plain decoding", rate_rounds(m["on"]), rate_rounds(m["ar"])),
     plain=lambda m: (int((m.get("chosen") or {}).get("batch", 1)), m["ar"]),
     name="turn_it_off",
     schema={

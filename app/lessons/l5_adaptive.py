@@ -9,8 +9,7 @@ from plotly.subplots import make_subplots
 
 from app.common.drafters import label as drafter_label
 from app.common.measurement import CHOSEN, LANE, NUMBERS, WARMUP
-from app.lessons.kit import knee, noise
-from app.lessons.kit.against import round_rates
+from app.lessons.kit import numbers
 from app.lessons.kit.experiment import (
     CURVE_HELP,
     DECODING_ALONE,
@@ -25,8 +24,8 @@ from app.lessons.kit.experiment import (
 )
 from app.lessons.kit.figures import COLORS, decode_rate, decode_ratio, frame, grouped_bars, ratio_range
 from app.lessons.kit.gpu import verify_passes
+from app.lessons.kit.numbers import rate_rounds
 from app.lessons.kit.retime import CEILING, MEASURED, Priced, h200_lane
-from app.lessons.kit.rows import decode_spread
 from app.lessons.kit.runs import Job, lane_pair, machine_curve, timed_rounds
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
@@ -44,8 +43,8 @@ GATE_ROUNDS = 4
 def gate_choice(room: int, s: dict) -> dict:
     """Lesson 5's depth (knob 0: the deepest draft a one-row verify pass fits inside the room) and its two batches:
     1, and the smallest batch whose verify pass carries PAST x the room's tokens."""
-    depth = int(s["depth"]) or knee.inside_depth(room, 1, most=8)
-    return {"room": int(room), "depth": depth, "batch": knee.past_batch(room, depth, GATE_BATCHES)}
+    depth = int(s["depth"]) or numbers.inside_depth(room, 1, most=8)
+    return {"room": int(room), "depth": depth, "batch": numbers.past_batch(room, depth, GATE_BATCHES)}
 
 
 def adaptive(pair, probe, s: dict) -> dict:
@@ -131,7 +130,7 @@ def gate_ratio(m: dict, s: dict) -> float | None:
     """At batch 1, the gated run's decoding-alone speed over drafting all k's: the one rule's ratio over the
     interleaved rounds, the number the verdict sentence states."""
     b = m["batches"][0]
-    v = noise.judge(decode_spread(b["gated"]), decode_spread(b["fixed"]))
+    v = numbers.judge(rate_rounds(b["gated"]), rate_rounds(b["fixed"]))
     return v.ratio if v else None
 
 
@@ -243,8 +242,8 @@ RECORD = Experiment(
     contest=lambda m, s: (
         f"the gated run at batch {m['batches'][0]['batch']}",
         "drafting all k",
-        round_rates(m["batches"][0]["gated"]),
-        round_rates(m["batches"][0]["fixed"]),
+        rate_rounds(m["batches"][0]["gated"]),
+        rate_rounds(m["batches"][0]["fixed"]),
     ),
     plain=lambda m: (m["batches"][0]["batch"], m["batches"][0]["ar"]),
     gpu_lines=gate_lines,

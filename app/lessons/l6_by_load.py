@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.common.measurement import CHOSEN, SHAPES, SPREAD, WARMUP
-from app.lessons.kit import knee
+from app.lessons.kit import numbers
 from app.lessons.kit.experiment import CURVE_HELP, DECODING_ALONE, DEPTHS, Claim, Experiment, Knob, Prediction, cell_rounds, model_drafter
 from app.lessons.kit.figures import (
     PLAIN_COLOR,
@@ -21,7 +21,7 @@ from app.lessons.kit.figures import (
     whiskers,
 )
 from app.lessons.kit.gpu import verify_passes
-from app.lessons.kit.rows import (
+from app.lessons.kit.numbers import (
     LOAD_MAX,
     LOAD_ROUNDS,
     LOAD_TOKENS,
@@ -33,9 +33,9 @@ from app.lessons.kit.rows import (
     cell,
     cell_contest,
     decode_steps,
-    load_rate,
     load_table,
     policies,
+    rate_of,
     ratio,
     smallest_plain,
 )
@@ -133,14 +133,14 @@ def fixed_label(k: int) -> str:
 
 
 def load_choice(room: int, s: dict) -> dict:
-    """Lesson 6's settings from the room: fixed k (knob 0: the deepest one-row draft inside the room, at most knee.MOST_DEPTH); the
+    """Lesson 6's settings from the room: fixed k (knob 0: the deepest one-row draft inside the room, at most numbers.MOST_DEPTH); the
     load-aware policies' most guesses (the same, at most LOAD_MAX); three batch sizes: 1, the largest power of two
     whose 1-guess verify pass (2 tokens a row) fits the room (where only a shallow draft can ride free: a graded
     depth), and the smallest whose fixed-k verify pass carries PAST x the room."""
-    k = int(s["k"]) or knee.inside_depth(room, 1, most=knee.MOST_DEPTH)
-    most = knee.inside_depth(room, 1, most=LOAD_MAX)
+    k = int(s["k"]) or numbers.inside_depth(room, 1, most=numbers.MOST_DEPTH)
+    most = numbers.inside_depth(room, 1, most=LOAD_MAX)
     mid = max([b for b in POWERS[1:] if 2 * b <= room] or [2])
-    past = max(knee.past_batch(room, k, POWERS), 2 * mid)
+    past = max(numbers.past_batch(room, k, POWERS), 2 * mid)
     return {"room": int(room), "k": k, "most": most, "mid": mid, "past": past}
 
 
@@ -188,7 +188,7 @@ def load_speedup(m: dict, s: dict) -> float | None:
     the number the table and the verdict show)."""
     batch = max(r["batch"] for r in m["rows"])
     c, p = cell(m["rows"], batch, fixed_label(fixed_k(m, s))), cell(m["rows"], batch, PLAIN)
-    return ratio(c, p) if c and p and load_rate(p) else None
+    return ratio(c, p) if c and p and rate_of(p) else None
 
 
 def load_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
@@ -259,7 +259,7 @@ RECORD = Experiment(
     table=lambda m, s: load_table(m["rows"], PLAIN),
     figures=lambda m, s, label: [by_load_figure(m, s, label), depth_figure(m, label)],
     caption=CAPTION,
-    numbers=lambda m, s: [(f"batch {r['batch']}, {r['contender']}", f"{load_rate(r):.1f} tokens/s decoding") for r in m["rows"]],
+    numbers=lambda m, s: [(f"batch {r['batch']}, {r['contender']}", f"{rate_of(r):.1f} tokens/s decoding") for r in m["rows"]],
     gpu_passes=lambda s: verify_passes(s, [1, 4, 16]),
     contest=lambda m, s: cell_contest(m, fixed_label(fixed_k(m, s)), PLAIN),
     plain=smallest_plain,

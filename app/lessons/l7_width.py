@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from app.common.measurement import CHOSEN, SPREAD, WARMUP
 from app.common.measurement import SHAPES as ROW_SHAPES
-from app.lessons.kit import knee, noise
+from app.lessons.kit import numbers
 from app.lessons.kit.experiment import CURVE_HELP, Claim, Experiment, Knob, Prediction, cell_rounds, model_drafter
 from app.lessons.kit.figures import (
     COLORS,
@@ -20,14 +20,14 @@ from app.lessons.kit.figures import (
     frame,
     grouped_bars,
 )
-from app.lessons.kit.rows import (
+from app.lessons.kit.numbers import (
     PLAIN,
     RATE_KEYS,
     SHAPE_KEYS,
     cell,
     cell_contest,
-    load_rate,
-    load_runs,
+    rate_of,
+    rate_rounds,
     ratio,
     smallest_plain,
 )
@@ -68,11 +68,11 @@ def width_choice(room: int, s: dict) -> dict:
     its branching (knob 0) half its nodes, 2 to 4; the nodes at most what a tree as deep as the chain can draft with
     that branching (a small room gives a shallow chain); the large batch, the smallest whose tree verify pass carries
     PAST x the room."""
-    depth = knee.inside_depth(room, 1, most=WIDTH_DEPTH)
+    depth = numbers.inside_depth(room, 1, most=WIDTH_DEPTH)
     nodes = int(s["nodes"]) or (room - 1 if room - 1 > depth else 2 * depth)
     topk = int(s["topk"]) or max(2, min(4, nodes // 2))
     nodes = min(nodes, tree_capacity(depth, topk))
-    batch = int(s["batch"]) or knee.past_batch(room, nodes, WIDTH_BATCHES)
+    batch = int(s["batch"]) or numbers.past_batch(room, nodes, WIDTH_BATCHES)
     return {"room": int(room), "depth": depth, "nodes": nodes, "topk": topk, "batch": batch}
 
 
@@ -125,7 +125,7 @@ def width_ratio(m: dict, s: dict, key: str = "decode") -> float | None:
     if not t or not c:
         return None
     if key == "decode":
-        return ratio(t, c) if load_rate(c) else None
+        return ratio(t, c) if rate_of(c) else None
     return t[key] / c[key] if t.get(key) and c.get(key) else None
 
 
@@ -221,7 +221,7 @@ def width_table(result: dict) -> list[dict]:
     out = []
     for r in result["rows"]:
         plain = cell(result["rows"], r["batch"], PLAIN)
-        runs = load_runs(r)
+        runs = rate_rounds(r)
         varies = r.get("mean_nodes") is not None
         out.append(
             {
@@ -232,7 +232,7 @@ def width_table(result: dict) -> list[dict]:
                 "tokens emitted per pass": round(r["tokens_per_step"], 2)
                 if r.get("tokens_per_step")
                 else (1.0 if nodes_per_row(r) == 0 else None),  # plain decoding (or goodput choosing it throughout): one per pass
-                "decoding tokens/s": round(load_rate(r), 1),
+                "decoding tokens/s": round(rate_of(r), 1),
                 "runs (decoding tokens/s)": ", ".join(f"{v:.1f}" for v in runs["values"]) if runs else "one run",
                 "whole run tokens/s (prefill included)": round(r["tokens_per_s"], 1),
                 "verify ms (median)": round(r["verify_ms"], 1) if r.get("verify_ms") is not None else None,
@@ -250,10 +250,10 @@ def _against(result: dict, r: dict) -> str:
     if r["contender"] == "tree":
         other = cell(rows, r["batch"], "chain")
     elif r["contender"] == GOODPUT:
-        other = max((c for c in (cell(rows, r["batch"], n) for n in FIXED) if c), key=load_rate, default=None)
+        other = max((c for c in (cell(rows, r["batch"], n) for n in FIXED) if c), key=rate_of, default=None)
     else:
         return ""
-    v = noise.judge(load_runs(r), load_runs(other)) if other else None
+    v = numbers.judge(rate_rounds(r), rate_rounds(other)) if other else None
     return f"× {other['contender']}: {v.interval}" if v else ""
 
 
@@ -361,7 +361,7 @@ RECORD = Experiment(
     numbers=lambda m, s: [
         (
             f"batch {r['batch']}, {r['contender']} ({'≈' * (r.get('mean_nodes') is not None)}{r['tokens_per_pass']} tokens per pass)",
-            f"{load_rate(r):.1f} tokens/s decoding, {metrics.fmt(r.get('tokens_per_step'), '.2f')} emitted per pass",
+            f"{rate_of(r):.1f} tokens/s decoding, {metrics.fmt(r.get('tokens_per_step'), '.2f')} emitted per pass",
         )
         for r in m["rows"]
     ],

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from app.common import measurement
 from app.lessons import registry
-from app.lessons.kit.knee import room_tokens
+from app.lessons.kit.numbers import room_tokens
 from app.lessons.kit.runs import knee_tokens, machine_curve, remember_room
 from app.lessons.registry import EXPERIMENTS
 from engine import DecodeConfig, Trace, generate, load_pair
@@ -62,7 +62,7 @@ CURVE_TRIES = 4
 
 def steady_curve(pair):
     """This machine's pass curve measured again (it is cached for the app and the lessons that choose their settings
-    from it) until two measurements in a row agree on the room (app/lessons/knee.py), at most CURVE_TRIES times: a
+    from it) until two measurements in a row agree on the room (app/lessons/numbers.py), at most CURVE_TRIES times: a
     room that moves between two measurements was set by noise, not by the machine."""
     rooms = []
     for _ in range(CURVE_TRIES):

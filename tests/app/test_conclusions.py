@@ -12,18 +12,18 @@ import pytest
 from app.common import measurement
 from app.common.drafters import label as drafter_label
 from app.lessons import l4_turn_it_off, l5_adaptive, l6_by_load, l7_width
-from app.lessons.kit import noise
-from app.lessons.kit.rows import load_table
+from app.lessons.kit import numbers
+from app.lessons.kit.numbers import load_table
 from app.lessons.l5_adaptive import verified_slots
 from app.lessons.l7_width import width_table
 
 
 def test_noise_names_a_winner_only_by_the_one_rule():
     a, b = measurement.spread([10.0, 11.0, 12.0]), measurement.spread([12.5, 13.0, 14.0])
-    assert noise.sign(b, a) == 1 and noise.sign(a, b) == -1
-    assert noise.sign(a, measurement.spread([10.5, 11.0, 13.0])) == 0  # the interval reaches 1: can't tell
-    assert noise.sign(measurement.spread([10.0]), measurement.spread([20.0])) == 0  # one run: no interval
-    assert noise.sign(None, b) == 0 and noise.word(None, b) == "not told apart from"
+    assert numbers.sign(b, a) == 1 and numbers.sign(a, b) == -1
+    assert numbers.sign(a, measurement.spread([10.5, 11.0, 13.0])) == 0  # the interval reaches 1: can't tell
+    assert numbers.sign(measurement.spread([10.0]), measurement.spread([20.0])) == 0  # one run: no interval
+    assert numbers.sign(None, b) == 0 and numbers.word(None, b) == "not told apart from"
     assert a == {"values": [10.0, 11.0, 12.0], "median": 11.0, "min": 10.0, "max": 12.0}
 
 
@@ -98,6 +98,8 @@ def _width(b1_tree, b1_chain, big_tree, big_chain, big=16, nodes=24, spread=0.02
             {"batch": batch, "contender": "tree", "tokens_per_s": tree, "tokens_per_step": 3.4, "tokens_per_pass": batch * (nodes + 1)}
             | {"verify_ms": 35.0 if batch == 1 else 90.0, "flops": 5e9 * batch, "tokens_per_s_runs": runs(tree)},
         ]
+    for r in rows:  # decoding alone: here the same rates as the whole run
+        r |= {"decode_tokens_per_s": r["tokens_per_s"], "decode_tokens_per_s_runs": r["tokens_per_s_runs"]}
     return {"drafter": "eagle", "depth": 4, "nodes": nodes, "topk": 6, "rows": rows, "ridge_tokens": ridge}
 
 
@@ -146,6 +148,8 @@ def _policy_rows(spread):
             "mean_depth": depth,
             "alpha": alpha,
             "tokens_per_s_runs": runs,
+            "decode_tokens_per_s": rate,
+            "decode_tokens_per_s_runs": runs,
             "tpot_ms": tpot,
         }
 
@@ -168,7 +172,7 @@ def test_lesson6_notes_read_the_tables_ratios_and_depths():
     assert lines[0].split(";")[0].endswith(", ".join(f"{x:.2f}×" for x in stated))  # the column's numbers, in order
     assert lines[1] == "Mean depth k drafted at batch 1, 16: fixed k = 4 4.00, 4.00; off above batch 8 4.00, 0.40."
     faster = copy.deepcopy(rows)
-    faster[4] |= {"tokens_per_s": 260.0, "tokens_per_s_runs": measurement.spread([250.0, 260.0, 270.0])}
+    faster[4] |= {"decode_tokens_per_s": 260.0, "decode_tokens_per_s_runs": measurement.spread([250.0, 260.0, 270.0])}
     assert l6_by_load.notes({"rows": faster}, {})[0] != lines[0]  # other rates, other words
     table = load_table(_policy_rows(0.05), "plain decoding")
     assert table[0]["TPOT ms"] is None and table[3]["TPOT ms"] == 80.0 and table[1]["runs (decoding tokens/s)"] == "28.5, 30.0, 31.5"

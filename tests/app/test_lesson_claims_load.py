@@ -20,9 +20,9 @@ import pytest
 
 from app.common import measurement
 from app.lessons import l4_turn_it_off, l5_adaptive, l6_by_load, l7_width, registry
-from app.lessons.kit import knee
-from app.lessons.kit.noise import sign as clear_winner
-from app.lessons.kit.rows import cell, load_runs
+from app.lessons.kit import numbers
+from app.lessons.kit.numbers import cell, rate_rounds
+from app.lessons.kit.numbers import sign as clear_winner
 from app.lessons.l4_turn_it_off import choose
 from app.lessons.l7_width import has_room
 
@@ -43,7 +43,7 @@ def test_each_recording_chose_its_settings_from_its_own_curve(name):
     rec = _rec(name)
     m = rec["measurement"]
     c, curve = m["chosen"], m["curve"]
-    assert c["room"] == knee.room_tokens(curve["tokens"], curve["ms"])
+    assert c["room"] == numbers.room_tokens(curve["tokens"], curve["ms"])
     assert all(rec["settings"][k] == 0 for k in rec["settings"] if k in ("batch", "n", "depth", "k", "nodes"))  # the knobs' 0
     if name == "turn_it_off":
         assert c == choose(c["room"], rec["settings"])
@@ -62,7 +62,7 @@ def test_every_lesson_speaks_of_one_room():
 def test_lesson4_always_on_loses_past_the_knee_and_the_switch_comes_back_on():
     m, s = _rec("turn_it_off")["measurement"], _rec("turn_it_off")["settings"]
     c, ph = m["chosen"], m["phases"]
-    assert c["batch"] * (c["depth"] + 1) >= knee.PAST * c["room"]  # the full batch's verify pass is past the knee
+    assert c["batch"] * (c["depth"] + 1) >= numbers.PAST * c["room"]  # the full batch's verify pass is past the knee
     assert clear_winner(ph["on"]["full"], ph["ar"]["full"]) == -1  # always-on slower than plain while the batch is full
     assert clear_winner(ph["off"]["full"], ph["ar"]["full"]) == 0  # the switch, off there, level with plain
     assert clear_winner(ph["off"]["shrunk"], ph["ar"]["shrunk"]) == 1  # back on once N or fewer remain: it pays
@@ -123,13 +123,13 @@ def _lesson6():
 def test_lesson6_fixed_k_loses_past_the_knee_and_a_load_aware_policy_follows_the_envelope():
     m, rows, c, fixed, policies = _lesson6()
     past, plain = c["past"], "plain decoding"
-    assert past * (c["k"] + 1) >= knee.PAST * c["room"]
-    assert clear_winner(load_runs(cell(rows, past, fixed)), load_runs(cell(rows, past, plain))) == -1
+    assert past * (c["k"] + 1) >= numbers.PAST * c["room"]
+    assert clear_winner(rate_rounds(cell(rows, past, fixed)), rate_rounds(cell(rows, past, plain))) == -1
     followers = []
     for name in policies:
         one, big = cell(rows, 1, name), cell(rows, past, name)
         spoke = usual_depth(one) > 0 and big["mean_depth"] < one["mean_depth"]
-        level = clear_winner(load_runs(big), load_runs(cell(rows, past, plain))) >= 0
+        level = clear_winner(rate_rounds(big), rate_rounds(cell(rows, past, plain))) >= 0
         if spoke and level:
             followers.append(name)
     assert followers, "no load-aware policy speculated at batch 1, drafted less past the knee and kept up with plain there"
@@ -146,7 +146,7 @@ def test_lesson6_notes_change_with_a_doctored_recording():
     for key in ("decode_tokens_per_s", "decode_tokens_per_s_runs"):
         _swap(f, p, key)
     after = l6_by_load.notes(m, {})[0]
-    assert after != before and clear_winner(load_runs(f), load_runs(p)) == 1  # fixed k now the faster, and said in numbers
+    assert after != before and clear_winner(rate_rounds(f), rate_rounds(p)) == 1  # fixed k now the faster, and said in numbers
 
 
 # --- lesson 7 ------------------------------------------------------------------------------------------------
@@ -157,15 +157,15 @@ def test_lesson7_width_pays_per_pass_inside_the_room_and_costs_past_the_knee():
     m = _rec("width")["measurement"]
     c, rows = m["chosen"], m["rows"]
     big = c["batch"]
-    assert big * (c["nodes"] + 1) >= knee.PAST * c["room"]
+    assert big * (c["nodes"] + 1) >= numbers.PAST * c["room"]
     cells = {(r["batch"], r["contender"]): r for r in rows}
     tree, chain = cells[(big, "tree")], cells[(big, "chain")]
-    assert clear_winner(load_runs(tree), load_runs(chain)) == -1  # past the knee width costs
+    assert clear_winner(rate_rounds(tree), rate_rounds(chain)) == -1  # past the knee width costs
     assert tree["verify_ms"] / chain["verify_ms"] > tree["tokens_per_step"] / chain["tokens_per_step"]
     assert f"Batch {big}: a tree pass emitted {tree['tokens_per_step']:.2f} tokens per row" in "\n".join(l7_width.notes(m, {}))
     if has_room(m):
         tree, chain = cells[(1, "tree")], cells[(1, "chain")]
-        assert clear_winner(load_runs(tree), load_runs(chain)) >= 0  # never slower inside the room
+        assert clear_winner(rate_rounds(tree), rate_rounds(chain)) >= 0  # never slower inside the room
         assert tree["tokens_per_step"] / chain["tokens_per_step"] > tree["verify_ms"] / chain["verify_ms"]  # width paid per pass
 
 

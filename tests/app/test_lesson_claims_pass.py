@@ -21,7 +21,7 @@ import pytest
 
 from app.common import measurement
 from app.lessons import l1_memory_bound, l2_more_flops, l3_past_the_ridge, registry
-from app.lessons.kit import knee, noise
+from app.lessons.kit import numbers
 from app.lessons.kit.runs import inside_depth
 from app.lessons.l0_one_step import recorded_one_step, verdict
 from app.lessons.l1_memory_bound import read_tokens
@@ -45,7 +45,7 @@ def test_the_shipped_recording_is_quiet_chose_its_settings_from_the_room_and_tim
         record["settings"][k] == 0 for k in ("depth", "batch", "largest") if k in record["settings"]
     )  # the defaults: "from this machine's curve"
     room = m["chosen"]["room"]
-    assert room == knee.room_tokens(m["curve"]["tokens"], m["curve"]["ms"])
+    assert room == numbers.room_tokens(m["curve"]["tokens"], m["curve"]["ms"])
     if name == "more_flops":
         assert m["chosen"]["depth"] == inside_depth(room)
     if name == "past_the_ridge":
@@ -63,14 +63,14 @@ def _lesson1_claim(m: dict) -> tuple[bool, bool]:
     1.25× by the one rule (the 95% range of its rounds' ratio to the one-token pass's above 1.25) and less than half
     its token count)."""
     rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
-    room = knee.room_tokens([r["tokens_per_pass"] for r in rows], [r["ms"] for r in rows])
+    room = numbers.room_tokens([r["tokens_per_pass"] for r in rows], [r["ms"] for r in rows])
     one = rows[0]
     inside = next(r for r in rows if r["tokens_per_pass"] == room)
     past = next(r for r in rows if r["tokens_per_pass"] == read_tokens(m))
     return (
-        room > 1 and inside["ms"] <= knee.ROOM * one["ms"],
-        past["tokens_per_pass"] >= knee.PAST * room
-        and verdict_rule.judge(past["ms_runs"], one["ms_runs"]).lo > knee.ROOM
+        room > 1 and inside["ms"] <= numbers.ROOM * one["ms"],
+        past["tokens_per_pass"] >= numbers.PAST * room
+        and verdict_rule.judge(past["ms_runs"], one["ms_runs"]).lo > numbers.ROOM
         and past["ms"] < past["tokens_per_pass"] / 2 * one["ms"],
     )
 
@@ -92,7 +92,7 @@ def test_lesson1_inside_the_room_about_one_pass_past_it_cost_grows():
 
 def _lesson2_claim(m: dict) -> tuple[bool, bool, bool]:
     ratios = per_token(m)
-    return ratios["flops"] >= 1.0, ratios["bytes"] < 0.5, noise.verdict(m) == 1 and noise.speedup(m)["value"] > 1
+    return ratios["flops"] >= 1.0, ratios["bytes"] < 0.5, numbers.verdict(m) == 1 and numbers.speedup(m)["value"] > 1
 
 
 def test_lesson2_more_flops_far_fewer_bytes_faster_decoding_by_the_rule():
@@ -108,21 +108,21 @@ def test_lesson2_more_flops_far_fewer_bytes_faster_decoding_by_the_rule():
 
 def _lesson3_claim(m: dict) -> tuple[int, int, int]:
     one, many = sorted(m["runs"], key=lambda r: r["batch"])
-    return noise.verdict(one), noise.verdict(many), noise.verdict(m["ngram"])
+    return numbers.verdict(one), numbers.verdict(many), numbers.verdict(m["ngram"])
 
 
 def test_lesson3_inside_the_room_pays_past_it_loses_and_the_ngram_lookup_still_wins():
     m = _rec("past_the_ridge")["measurement"]
     one, many = sorted(m["runs"], key=lambda r: r["batch"])
     room, depth = m["chosen"]["room"], m["chosen"]["depth"]
-    assert depth + 1 <= room and many["batch"] * (depth + 1) >= knee.PAST * room  # inside the room, and past it
+    assert depth + 1 <= room and many["batch"] * (depth + 1) >= numbers.PAST * room  # inside the room, and past it
     b1, bn, ng = _lesson3_claim(m)
     assert b1 == 1  # batch 1, inside the room: faster by the rule
-    assert bn == -1 or noise.speedup(many)["hi"] < noise.speedup(one)["lo"]  # past it: slower, or far less gain
-    assert ng == 1 and noise.speedup(m["ngram"])["lo"] > noise.speedup(many)["hi"]  # the drafter decides
+    assert bn == -1 or numbers.speedup(many)["hi"] < numbers.speedup(one)["lo"]  # past it: slower, or far less gain
+    assert ng == 1 and numbers.speedup(m["ngram"])["lo"] > numbers.speedup(many)["hi"]  # the drafter decides
     # the verify pass at batch 1 is inside the room: within 1.25x of a plain step
-    verify, _ = noise.step_costs(one)
-    assert verify <= knee.ROOM
+    verify, _ = numbers.step_costs(one)
+    assert verify <= numbers.ROOM
     assert len(l3_past_the_ridge.notes(m, {})) == 4  # kept per step against a step's cost, each run; then how to read them
     # doctored: batch 1's speculative lane no faster than plain in its best rounds; the claim and the words flip
     flat = copy.deepcopy(m)

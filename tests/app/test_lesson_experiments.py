@@ -11,7 +11,7 @@ import pytest
 
 from app.common import measurement
 from app.lessons import l7_width, registry
-from app.lessons.kit import knee, runs
+from app.lessons.kit import numbers, runs
 from app.lessons.l7_width import (
     WIDTH_CONTENDERS,
     WIDTH_DEPTH,
@@ -166,12 +166,12 @@ def test_median_run_is_the_run_the_cell_reports(tiny):
 
 def test_one_knee_definition_and_the_large_batch_past_the_room():
     tokens, ms = (1, 8, 16, 32, 64, 128), (40.0, 45.0, 54.0, 62.0, 100.0, 160.0)
-    assert knee.knee_tokens(tokens, ms) == pytest.approx(16 + 16 * (60.0 - 54.0) / (62.0 - 54.0))  # 1.5× on the line
-    assert runs.knee_tokens(tokens, ms) == knee.knee_tokens(tokens, ms)  # what a recording stores: the same number
-    assert knee.knee_tokens((1, 2, 4), (40.0, 41.0, 42.0)) is None  # never bent within the curve
+    assert numbers.knee_tokens(tokens, ms) == pytest.approx(16 + 16 * (60.0 - 54.0) / (62.0 - 54.0))  # 1.5× on the line
+    assert runs.knee_tokens(tokens, ms) == numbers.knee_tokens(tokens, ms)  # what a recording stores: the same number
+    assert numbers.knee_tokens((1, 2, 4), (40.0, 41.0, 42.0)) is None  # never bent within the curve
     assert runs.knee_tokens((1, 2, 4), (40.0, 41.0, 42.0)) == 4  # stored as the last point measured
-    room = knee.room_tokens(tokens, ms)
-    assert room == 8 and knee.past_batch(room, 3, runs.LARGE_BATCHES) == 8  # 8 × 4 = 32 tokens >= 4 × the room
+    room = numbers.room_tokens(tokens, ms)
+    assert room == 8 and numbers.past_batch(room, 3, runs.LARGE_BATCHES) == 8  # 8 × 4 = 32 tokens >= 4 × the room
     knob = next(k for k in EXPERIMENTS["past_the_ridge"].knobs if k.key == "l3_batch")
     assert 0 in knob.options and set(runs.LARGE_BATCHES) < set(knob.options)  # 0: chosen from the pass curve
 

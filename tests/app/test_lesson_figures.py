@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.lessons import registry
-from app.lessons.kit import noise
+from app.lessons.kit import numbers
 from app.lessons.kit.figures import HEADER_PX, MAX_LABEL, ROW_PX, esc, ratio_range, table_height, tpot_ms
 from app.lessons.l2_more_flops import more_flops_figure
 from app.lessons.l3_past_the_ridge import past_the_ridge_figure, ridge_points
@@ -62,7 +62,7 @@ def test_more_flops_draws_flops_bytes_and_time_per_decoded_token():
     per = {k: (c["flops"] / c["tokens"], c["bytes"] / c["tokens"]) for k, c in costs.items()}
     assert list(ratios.x) == ["FLOPs done", "bytes moved", "time"]
     assert ratios.y[0] == pytest.approx(per["spec"][0] / per["ar"][0]) and ratios.y[1] == pytest.approx(per["spec"][1] / per["ar"][1])
-    assert ratios.y[2] == pytest.approx(1 / noise.speedup(m)["value"])  # time per decoded token: the speedup's inverse
+    assert ratios.y[2] == pytest.approx(1 / numbers.speedup(m)["value"])  # time per decoded token: the speedup's inverse
     for i, key in enumerate(("ar", "spec")):
         assert (useful.y[i] + wasted.y[i]) * 1e6 == pytest.approx(per[key][0])
     # the trade the lesson argues, visible on this recording: FLOPs not fewer, bytes and time far fewer
@@ -81,7 +81,7 @@ def test_past_the_ridge_shows_speedups_per_drafter_and_tokens_against_the_room()
     }
     run = next(r for r in m["runs"] if r["batch"] == big)
     eagle_big = next(p for p in points if p["drafter"] == "EAGLE head" and p["batch"] == big)
-    assert eagle_big["speedup"] == noise.speedup(run)["value"]  # the one statistic of chart, table and words
+    assert eagle_big["speedup"] == numbers.speedup(run)["value"]  # the one statistic of chart, table and words
     assert eagle_big["spec_tokens"] == big * (m["chosen"]["depth"] + 1)
     fig = past_the_ridge_figure(m, s)
     assert f"room ≈ {m['chosen']['room']} tokens" in _texts(fig)
@@ -148,7 +148,9 @@ def test_time_per_output_token_is_the_engines_wall_clock_figure_only():
 def test_thin_measurements_still_draw():
     one = {
         "drafter": "ngram",
-        "rows": [{"batch": 1, "contender": "plain decoding", "tokens_per_s": 30.0, "mean_depth": 0.0, "alpha": None}],
+        "rows": [
+            {"batch": 1, "contender": "plain decoding", "tokens_per_s": 30.0, "decode_tokens_per_s": 30.0, "mean_depth": 0.0, "alpha": None}
+        ],
     }
     assert len(by_load_figure(one, {}).data) == 2
     width = {
@@ -161,6 +163,7 @@ def test_thin_measurements_still_draw():
                 "batch": 1,
                 "contender": "tree",
                 "tokens_per_s": 40.0,
+                "decode_tokens_per_s": 40.0,
                 "tokens_per_step": None,
                 "tokens_per_pass": 9,
                 "verify_ms": None,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.lessons.kit import gpu, knee
+from app.lessons.kit import gpu, numbers
 from app.lessons.kit.files import (
     LESSON_GLOB,
     LessonError,
@@ -220,13 +220,13 @@ def test_lesson_texts_quote_no_cpu_recording():
 
 
 def test_texts_quote_the_h200_room_and_knee_the_recording_gives():
-    """Issue 53: one room (the 1.25× point, app/lessons/knee.py) and one knee (the 1.5× point), both read off the
+    """Issue 53: one room (the 1.25× point, app/lessons/numbers.py) and one knee (the 1.5× point), both read off the
     recorded H200 curve, in every text; never "a few hundred" or the probed ridge standing in for either."""
 
     curves, problems = gpu.recorded_curves()
     curve = gpu.knee_curve(curves)
     assert curve is not None, problems
-    room, knee_at = knee.room_tokens(curve.tokens, curve.ms), round(gpu.knee_tokens(curve))
+    room, knee_at = numbers.room_tokens(curve.tokens, curve.ms), round(gpu.knee_tokens(curve))
     paths = [*sorted((ROOT / "lessons").glob("*.md")), *sorted((ROOT / "lessons").glob("*.checks.json")), ROOT / "README.md"]
     for path in paths:
         flat = " ".join(path.read_text(encoding="utf-8").split())

@@ -1,7 +1,7 @@
 """A live result beside its shipped recording (app/lessons/against.py): the key numbers side by side, and a live
 result that differs says so and why, from the numbers each run measured; and a live run beside another busy process
 records the other load during its own timing and is flagged (app/lessons/pass_lessons.py metered,
-noise.disturbed_live). The live test runs lesson 1 on the real embedded pair while a real busy loop runs beside it."""
+numbers.disturbed_live). The live test runs lesson 1 on the real embedded pair while a real busy loop runs beside it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from app.common import measurement
 from app.lessons import l1_memory_bound, registry
-from app.lessons.kit import against, noise
+from app.lessons.kit import against, numbers
 from app.lessons.l1_memory_bound import memory_bound
 from app.lessons.registry import EXPERIMENTS
 
@@ -160,7 +160,7 @@ def test_lesson_1_beside_a_busy_process_records_the_other_load_and_is_flagged(mo
             b.wait()
     assert m["other_cores"] is not None and m["other_cores"] > measurement.BUSY_CORES
     assert measurement.other_cores(m) == m["other_cores"]
-    why = noise.disturbed_live(m, _record("memory_bound")["measurement"])
+    why = numbers.disturbed_live(m, _record("memory_bound")["measurement"])
     assert why == f"other processes kept {m['other_cores']:.1f} cores busy during a run"
     recorded, live = _sides("memory_bound", m, machine=hw.device_name)
     _, lines, _ = against.compare(recorded, live)

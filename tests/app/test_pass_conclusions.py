@@ -1,4 +1,4 @@
-"""Lessons 1-3's notes (each record's `notes`) and the noise rules under them (app/lessons/kit/noise.py) on plain data:
+"""Lessons 1-3's notes (each record's `notes`) and the noise rules under them (app/lessons/kit/numbers.py) on plain data:
 every sentence follows the numbers both ways, chart, table and words share one statistic, a round far outside the
 others is named and kept, and a pass with more tokens is never called cheaper."""
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from app.common import measurement
 from app.lessons import l1_memory_bound, l2_more_flops, l3_past_the_ridge
-from app.lessons.kit import knee, noise
+from app.lessons.kit import numbers
 from app.lessons.kit.experiment import findings
 from app.lessons.l1_memory_bound import cheaper_notes, largest_pass, memory_bound_figure, memory_bound_table, pass_ratio, read_tokens
 from app.lessons.l2_more_flops import decode_costs, more_flops_figure, per_token, seed_conclusion
@@ -71,14 +71,14 @@ def test_lesson1_a_larger_pass_never_reads_cheaper_than_a_smaller_one():
 def test_far_rounds_are_named_and_kept_so_they_widen_the_interval():
     """A round far outside the others (a cold start) is named, never dropped: dropping rounds after seeing them names
     winners inside the noise. Kept, it widens the interval, and the rule says "can't tell"."""
-    assert noise.far_rounds([100.0, 104.0, 40.0]) == [2] and noise.far_rounds([100.0, 40.0]) == []
-    assert noise.far_rounds([100.0, 110.0, 95.0, 105.0, 99.0]) == []
+    assert numbers.far_rounds([100.0, 104.0, 40.0]) == [2] and numbers.far_rounds([100.0, 40.0]) == []
+    assert numbers.far_rounds([100.0, 110.0, 95.0, 105.0, 99.0]) == []
     run = _pair(ar=[100.0, 102.0, 98.0], spec=[150.0, 153.0, 20.0])  # the third speculative round: a cold start
-    sp = noise.speedup(run)
+    sp = numbers.speedup(run)
     assert sp["far"] == [2] and sp["rounds"] == 3 and sp["lo"] < 1 < sp["hi"]
-    assert noise.verdict(run) == 0 and sp["verdict"].kind == "can't tell"
+    assert numbers.verdict(run) == 0 and sp["verdict"].kind == "can't tell"
     steady = _pair(ar=[100.0, 102.0, 98.0, 101.0], spec=[150.0, 153.0, 148.0, 151.0])
-    assert noise.verdict(steady) == 1 and noise.speedup(steady)["far"] == []
+    assert numbers.verdict(steady) == 1 and numbers.speedup(steady)["far"] == []
 
 
 def _lane(decode, whole, step_ms=100.0, verify_ms=110.0, draft_share=0.1, alpha=None):
@@ -212,7 +212,7 @@ def test_seed_passes_the_same_within_noise_and_the_flops_difference():
 
 def test_room_words_and_the_chosen_settings_come_from_the_curve():
     c = _curve()
-    room = knee.room_tokens(c["tokens"], c["ms"])
+    room = numbers.room_tokens(c["tokens"], c["ms"])
     assert room == 4 and largest_pass(room) == 32 and largest_pass(64) == 128
     assert ridge_settings(room, {"depth": 0, "batch": 0}) == {"room": 4, "depth": 3, "batch": 4}
     assert ridge_settings(room, {"depth": 2, "batch": 16}) == {"room": 4, "depth": 2, "batch": 16}  # a knob wins
@@ -250,8 +250,8 @@ def test_a_verdict_is_round_by_round_so_a_drift_between_rounds_cancels():
 
     drifting = {"ar": lane([120.0, 150.0, 105.0, 115.0]), "spec": lane([150.0, 186.0, 130.0, 144.0])}
     assert min(drifting["spec"]["decode_tokens_per_s_runs"]["values"]) < max(drifting["ar"]["decode_tokens_per_s_runs"]["values"])
-    assert noise.verdict(drifting) == 1
-    assert noise.verdict({"ar": drifting["spec"], "spec": drifting["ar"]}) == -1
+    assert numbers.verdict(drifting) == 1
+    assert numbers.verdict({"ar": drifting["spec"], "spec": drifting["ar"]}) == -1
     mixed = {"ar": lane([120.0, 150.0, 105.0, 115.0]), "spec": lane([150.0, 140.0, 126.0, 140.0])}
-    assert noise.verdict(mixed) == 0
-    assert noise.verdict({"ar": lane([100.0]), "spec": lane([200.0])}) == 0  # one round: no interval, no winner
+    assert numbers.verdict(mixed) == 0
+    assert numbers.verdict({"ar": lane([100.0]), "spec": lane([200.0])}) == 0  # one round: no interval, no winner

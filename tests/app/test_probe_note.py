@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.lessons import registry
-from app.lessons.kit import noise
+from app.lessons.kit import numbers
 from app.lessons.l1_memory_bound import live_probe_note, pass_against_probe
 from engine.hardware import probe
 
@@ -58,16 +58,16 @@ def test_a_live_run_whose_rounds_scatter_is_labelled_busy_and_a_quiet_one_is_not
     recording with one contender's rounds scattered (a burst of other work in all its rounds but one) is."""
 
     m = registry.load_record(ROOT / f"assets/lessons/{name}.json")["measurement"]
-    assert noise.unsteady_spreads(m)[0] == 0 and noise.disturbed_live(m, None) is None
+    assert numbers.unsteady_spreads(m)[0] == 0 and numbers.disturbed_live(m, None) is None
     busy = copy.deepcopy(m)
-    spread = noise._spreads(busy)[0]
+    spread = numbers._spreads(busy)[0]
     mid = spread["median"]
     n, k = len(spread["values"]), len(spread["values"]) // 2
     spread["values"] = [mid / 2] * k + [mid] + [mid * 2] * (n - k - 1)  # all rounds but the median one 2x from it
-    bad, judged = noise.unsteady_spreads(busy)
-    assert bad == 1 and judged == noise.unsteady_spreads(m)[1]
+    bad, judged = numbers.unsteady_spreads(busy)
+    assert bad == 1 and judged == numbers.unsteady_spreads(m)[1]
     assert (
-        noise.disturbed_live(busy, None)
+        numbers.disturbed_live(busy, None)
         == f"in 1 of {judged} rates measured in rounds, half the rounds or more were 1.5× or more from the others"
     )
 
@@ -79,11 +79,11 @@ def test_a_slow_probe_is_a_disturbed_machine_only_beside_a_recording_of_the_same
 
     rec = RECORD["measurement"]
     slow = dict(rec, peak_bandwidth=rec["peak_bandwidth"] / 2)
-    why = noise.disturbed_live(slow, RECORD, RECORD["machine"])
+    why = numbers.disturbed_live(slow, RECORD, RECORD["machine"])
     assert (
         why == f"its probe measured {slow['peak_bandwidth'] / 1e9:.0f} GB/s against the recording's {rec['peak_bandwidth'] / 1e9:.0f} GB/s"
     )
-    assert noise.disturbed_live(slow, RECORD, "a CPU the recording was not made on") is None
-    assert noise.disturbed_live(dict(slow, other_cores=0.4), RECORD, "another CPU") is None  # under BUSY_CORES
+    assert numbers.disturbed_live(slow, RECORD, "a CPU the recording was not made on") is None
+    assert numbers.disturbed_live(dict(slow, other_cores=0.4), RECORD, "another CPU") is None  # under BUSY_CORES
     busy = dict(slow, other_cores=1.6)
-    assert noise.disturbed_live(busy, RECORD, "another CPU") == "other processes kept 1.6 cores busy during a run"
+    assert numbers.disturbed_live(busy, RECORD, "another CPU") == "other processes kept 1.6 cores busy during a run"

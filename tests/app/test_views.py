@@ -8,7 +8,7 @@ import re
 import plotly.graph_objects as go
 import pytest
 
-from app.lessons.kit.rows import load_table, winners
+from app.lessons.kit.numbers import load_table, winners
 from app.views import charts, depth_policy, metrics, race, sweep, tokens
 from engine.trace.file import Trace
 from engine.trace.records import DraftToken, SeqStep, Step, TreeRecord, summarize
@@ -507,7 +507,14 @@ def test_envelope_sets_adaptive_policies_against_the_best_static_choice():
 
 # --- Lesson 6: tokens/s against batch size per policy (app/views/load.py) ------------------------
 LOAD_ROWS = [
-    {"batch": b, "contender": name, "tokens_per_s": tps, "mean_depth": k, "alpha": None if name == "plain" else 0.6}
+    {
+        "batch": b,
+        "contender": name,
+        "tokens_per_s": tps,
+        "decode_tokens_per_s": tps,
+        "mean_depth": k,
+        "alpha": None if name == "plain" else 0.6,
+    }
     for b, name, tps, k in [
         (1, "plain", 20.0, 0.0),
         (1, "fixed k = 4", 30.0, 4.0),

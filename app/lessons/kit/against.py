@@ -10,9 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from app.common import measurement
-from app.lessons.kit import noise
 from app.lessons.kit.experiment import room_of
-from app.lessons.kit.rows import load_runs
 from engine import verdict
 
 MOVED = 1.15  # a number that changed by more than this factor, either way, "moved" (an answer, a pass, a probe's peak)
@@ -45,10 +43,6 @@ class Side:
     answer: float | None
     facts: dict
     settings: dict = field(default_factory=dict)  # the knobs the run was asked for (0: chosen from the room)
-
-
-def round_rates(x: dict | None) -> dict | None:
-    return (noise.rate_runs(x)[0] if "summary" in x else load_runs(x)) if x else None
 
 
 def _judged(record, m: dict, s: dict) -> tuple[str, str, verdict.Verdict] | None:

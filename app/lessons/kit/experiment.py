@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.lessons.kit import knee, noise
-from app.lessons.kit.noise import rate_runs
-from app.lessons.kit.rows import cell, load_runs
+from app.lessons.kit import numbers
+from app.lessons.kit.numbers import cell, rate_rounds
 from app.lessons.kit.runs import Job, interleaved, lane_pair
 from app.views import metrics
 from engine import DecodeConfig, verdict
@@ -189,7 +188,7 @@ def leviathan_of(m: dict, run: dict | None = None) -> dict | None:
     chart's number) where the run is given, else the compare dict's own."""
     if m.get("alpha") is None or not m.get("drafted_depth") or m.get("c") is None:
         return None
-    sp = noise.speedup(run) if run else None
+    sp = numbers.speedup(run) if run else None
     return {"alpha": m["alpha"], "k": m["drafted_depth"], "c": m["c"], "measured": sp["value"] if sp else m.get("speedup")}
 
 
@@ -203,7 +202,7 @@ def leviathan_models(m: dict) -> list[tuple[str, float | None]]:
 # --- the claims, as data: where each contender's rounds are in a measurement ---------------------------
 def lane_rounds(a: str, b: str, key=lambda m: m):
     """(a's rounds, b's rounds) of two lanes of one run (`key` finds the run): decoding alone where recorded."""
-    return lambda m: (rate_runs(key(m)[a])[0], rate_runs(key(m)[b])[0])
+    return lambda m: (rate_rounds(key(m)[a]), rate_rounds(key(m)[b]))
 
 
 def by_batch(i: int):
@@ -212,21 +211,21 @@ def by_batch(i: int):
 
 def cell_rounds(a, b, batch):
     """Two rows of a per-(batch, contender) table (lessons 6 and 7): a, b, batch read from the measurement."""
-    return lambda m: tuple(load_runs(cell(m["rows"], batch(m), name(m) if callable(name) else name)) for name in (a, b))
+    return lambda m: tuple(rate_rounds(cell(m["rows"], batch(m), name(m) if callable(name) else name)) for name in (a, b))
 
 
 # --- the table the page reads -------------------------------------------------------------------------
 DEPTHS = tuple(range(1, 9))
 
 
-CURVE_HELP = "0: chosen from this machine's pass curve (app/lessons/knee.py)"
+CURVE_HELP = "0: chosen from this machine's pass curve (app/lessons/numbers.py)"
 
 
 def pair_numbers(pairs: list[tuple[str, dict, dict | None]]) -> list[tuple[str, str]]:
     """A worksheet's key numbers of (label, compare numbers, the plain/speculative pair whose rounds give the speedup)."""
     f, out = metrics.fmt, []
     for label, c, run in pairs:
-        sp = noise.speedup(run) if run else None  # the one number the chart, its verdict and the prediction show
+        sp = numbers.speedup(run) if run else None  # the one number the chart, its verdict and the prediction show
         out += [
             (f"{label}: speedup", f(sp["value"] if sp else c.get("speedup"), ".2f", "×")),
             (f"{label}: α", f(c.get("alpha"))),
@@ -247,7 +246,7 @@ def room_of(result: dict) -> int | None:
     chosen, curve = result.get("chosen") or {}, result.get("curve")
     if chosen.get("room"):
         return int(chosen["room"])
-    return knee.room_tokens(curve["tokens"], curve["ms"]) if curve else None
+    return numbers.room_tokens(curve["tokens"], curve["ms"]) if curve else None
 
 
 def findings(e, m: dict, s: dict) -> list[str]:
@@ -256,7 +255,7 @@ def findings(e, m: dict, s: dict) -> list[str]:
     notes = [line for line in e.notes(m, s) if line]
     if not room or not curve or e.one_pass is not None:  # a lesson of passes measures the curve itself: its table is the room
         return notes
-    words = knee.room_words(room, curve["tokens"], curve["ms"])
+    words = numbers.room_words(room, curve["tokens"], curve["ms"])
     if curve.get("measured_at"):  # the curve is its own measurement, not this lesson's run: say which and when
         words = words.rstrip(".") + f" (this machine's pass curve, measured {curve['measured_at'][:10]})."
     return [words, *notes]

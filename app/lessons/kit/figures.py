@@ -12,7 +12,7 @@ import textwrap
 
 import plotly.graph_objects as go
 
-from app.lessons.kit import noise
+from app.lessons.kit import numbers
 from app.views.palette import INK, ink
 
 # Okabe-Ito: blue, orange, sky blue, reddish purple, grey, vermillion (never paired with a green). These fill bars and
@@ -205,9 +205,9 @@ def whiskers(values: list[tuple[float, float | None, float | None]]) -> dict | N
 
 
 def _rule(spec: dict, ar: dict, fallback: float, whole: bool = False) -> tuple[float, float | None, float | None]:
-    """The one rule's speedup spec ÷ ar over the interleaved rounds and its 95% range (noise.speedup): the number a
+    """The one rule's speedup spec ÷ ar over the interleaved rounds and its 95% range (numbers.speedup): the number a
     chart's bar, its whisker, the table and the verdict sentence all show; `fallback` where there are no rounds."""
-    sp = noise.speedup({"ar": ar, "spec": spec}, whole=whole)
+    sp = numbers.speedup({"ar": ar, "spec": spec}, whole=whole)
     return (sp["value"], sp["lo"], sp["hi"]) if sp else (fallback, None, None)
 
 
@@ -225,13 +225,8 @@ def tpot_ms(lane: dict) -> float | None:
 
 # --- lessons 4 and 6: policies against load, throughput beside latency --------------------------
 def decode_rate(obj: dict) -> tuple[float, float | None, float | None]:
-    """A lane's or a row's decoding-alone tokens/s (median, min, max over its runs); an older recording's whole-run
-    rate, which is all it has."""
-    sp = spread_of(obj, "decode_tokens_per_s_runs") or spread_of(obj)
-    if sp:
-        return sp
-    value = obj.get("decode_tokens_per_s") or obj.get("tokens_per_s") or obj.get("summary", {}).get("tokens_per_s")
-    return float(value), None, None
+    """A lane's or a row's decoding-alone tokens/s: (median, min, max) over its rounds, or its one run's rate."""
+    return spread_of(obj, "decode_tokens_per_s_runs") or (float(obj["decode_tokens_per_s"]), None, None)
 
 
 def decode_ratio(spec: dict, ar: dict) -> tuple[float, float | None, float | None]:

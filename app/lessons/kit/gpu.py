@@ -1,5 +1,5 @@
 """The lessons' GPU evidence: SpecLab's recorded H200 pass curves (measured, labelled with machine and date), their
-room and knee by the lessons' one definition (app/lessons/kit/knee.py), the roofline Predictor at a lesson's
+room and knee by the lessons' one definition (app/lessons/kit/numbers.py), the roofline Predictor at a lesson's
 settings (a model, labelled so), the KV-cache sentence and published results (cited). No streamlit.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from app.common.a11y import readable
-from app.lessons.kit import knee
+from app.lessons.kit import numbers
 from app.lessons.kit.figures import COLORS, SYMBOLS, esc, frame
 from engine.costs import ridge_tokens_with_kv
 from engine.roofline import predictor
@@ -126,15 +126,15 @@ def recorded_curves(paths: list[Path] | None = None) -> tuple[list[Curve], list[
     return curves, problems
 
 
-KNEE_FACTOR = knee.KNEE  # the lessons' one knee (app/lessons/knee.py): a pass costing 1.5× the one-token pass
+KNEE_FACTOR = numbers.KNEE  # the lessons' one knee (app/lessons/numbers.py): a pass costing 1.5× the one-token pass
 
 
 KNEE_SHAPE, KNEE_MODE = "qwen2.5-7b", "graph"  # the curve whose knee the panel and the lesson texts quote
 
 
 def knee_tokens(curve: Curve, factor: float = KNEE_FACTOR) -> float | None:
-    """The knee of a recorded curve by the one definition (app/lessons/knee.py `knee_tokens`); None past it."""
-    return knee.knee_tokens(curve.tokens, curve.ms, factor)
+    """The knee of a recorded curve by the one definition (app/lessons/numbers.py `knee_tokens`); None past it."""
+    return numbers.knee_tokens(curve.tokens, curve.ms, factor)
 
 
 def knee_curve(curves: list[Curve]) -> Curve | None:

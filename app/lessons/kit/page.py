@@ -16,7 +16,7 @@ from app.common import measurement, resources
 from app.common.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.common.url_keys import bound
 from app.lessons import registry
-from app.lessons.kit import against, gpu, noise, retime, show
+from app.lessons.kit import against, gpu, numbers, retime, show
 from app.lessons.kit.experiment import Experiment, claim_rows
 from app.lessons.kit.files import load_lessons
 from app.lessons.kit.handouts import guess_line, hand_calculation, plan_text, prediction_rows, worksheet_html
@@ -203,11 +203,11 @@ def run_live(i: int, name: str, experiment: Experiment, settings: dict) -> None:
 
 
 def live_disturbed(name: str, m: dict, machine: str) -> str | None:
-    """Why a live run's timings are suspect (noise.disturbed_live: other processes' load during its own timing, its
+    """Why a live run's timings are suspect (numbers.disturbed_live: other processes' load during its own timing, its
     rounds' scatter, its probe against the recording's where that was made on this kind of machine), or None."""
     if registry.EXPERIMENTS[name].walkthrough is not None:
         return None  # one step timed once: no rounds to judge
-    return noise.disturbed_live(m, load_recording(name)[0], machine)
+    return numbers.disturbed_live(m, load_recording(name)[0], machine)
 
 
 def show_against(name: str, experiment: Experiment, result: dict, rec: dict | None) -> None:

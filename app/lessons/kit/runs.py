@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from app.common import measurement as ms
 from app.common.warm import warm
-from app.lessons.kit import knee
+from app.lessons.kit import numbers
 from app.views import metrics
 from engine import DecodeConfig, generate
 from engine.decoding.passcurve import CURVE_CONTEXT, curve_key, pass_costs, pass_curve
@@ -153,9 +153,9 @@ LARGE_BATCHES = (4, 8, 16, 32)  # the large batch's options; 0 = "from this mach
 
 
 def knee_tokens(tokens, ms_) -> float:
-    """The knee of a measured pass curve as a recording stores it (app/lessons/knee.py `knee_tokens`, the one
+    """The knee of a measured pass curve as a recording stores it (app/lessons/numbers.py `knee_tokens`, the one
     definition), the last point measured where the curve never reaches it (the knee lies past the curve)."""
-    found = knee.knee_tokens(tokens, ms_)
+    found = numbers.knee_tokens(tokens, ms_)
     return float(tokens[-1]) if found is None else found
 
 
@@ -203,7 +203,7 @@ _ROOMS: dict[str, tuple[dict, int]] = {}  # per process, keyed like the cached c
 
 
 def machine_curve(pair, refresh: bool = False) -> tuple[dict, int]:
-    """(this machine's pass curve as a measurement records it, its room in tokens per pass: knee.room_tokens).
+    """(this machine's pass curve as a measurement records it, its room in tokens per pass: numbers.room_tokens).
 
     The small end is timed again here, ROOM_ROUNDS interleaved rounds over ROOM_SIZES at batch 1, the median per size
     (about 2 s on 2 cores): the cached curve (engine/decoding/passcurve.py) is the fastest of 3 passes per size, timed
@@ -220,11 +220,11 @@ def machine_curve(pair, refresh: bool = False) -> tuple[dict, int]:
     tokens, ms_ = list(ROOM_SIZES), [statistics.median(r[i]["ms"] for r in rounds) for i in range(len(ROOM_SIZES))]
     when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     label = f"{ROOM_ROUNDS} interleaved rounds at context {CURVE_CONTEXT}, median per size"
-    if knee.room_tokens(tokens, ms_) >= ROOM_SIZES[-1]:
+    if numbers.room_tokens(tokens, ms_) >= ROOM_SIZES[-1]:
         curve = pass_curve(pair)
         tokens, ms_, label, when = list(curve.tokens), list(curve.ms), curve.key, curve.measured_at
     shape = {"tokens": tokens, "ms": ms_, "knee_tokens": knee_tokens(tokens, ms_)}
-    _ROOMS[key] = (shape | {"key": label[:300], "measured_at": when}, knee.room_tokens(tokens, ms_))
+    _ROOMS[key] = (shape | {"key": label[:300], "measured_at": when}, numbers.room_tokens(tokens, ms_))
     return _ROOMS[key]
 
 
@@ -234,18 +234,18 @@ def remember_room(pair, curve: dict, room: int) -> None:
     _ROOMS[curve_key(pair)] = (curve, room)
 
 
-MOST_DEPTH = knee.MOST_DEPTH  # the deepest draft a lesson chooses (knee.py says why)
+MOST_DEPTH = numbers.MOST_DEPTH  # the deepest draft a lesson chooses (numbers.py says why)
 
 
 def inside_depth(room: int) -> int:
     """The depth lessons 2 and 3 choose: the deepest draft whose batch-1 verify pass fits in the room, at most
-    MOST_DEPTH (knee.inside_depth)."""
-    return knee.inside_depth(room, 1, most=MOST_DEPTH)
+    MOST_DEPTH (numbers.inside_depth)."""
+    return numbers.inside_depth(room, 1, most=MOST_DEPTH)
 
 
 def past_tokens(room: int) -> int:
-    """The pass lesson 1 reads "past the room": knee.PAST times the room's tokens."""
-    return int(knee.PAST * room)
+    """The pass lesson 1 reads "past the room": numbers.PAST times the room's tokens."""
+    return int(numbers.PAST * room)
 
 
 # Batch 1's pair is cheap (a fraction of a second a round) and its short runs scatter, so lesson 3 gives it this many

@@ -9,9 +9,9 @@ from __future__ import annotations
 import streamlit as st
 
 from app.common.drafters import label as drafter_label
-from app.lessons.kit import figures, noise
+from app.lessons.kit import figures, numbers
 from app.lessons.kit.experiment import findings
-from app.lessons.kit.noise import step_costs
+from app.lessons.kit.numbers import step_costs
 
 
 def show_chart(fig, key: str) -> None:
@@ -54,9 +54,9 @@ def settings_note(m: dict, s: dict) -> None:
 
 def consistent(run: dict) -> dict:
     """A run's compare numbers with its step cost taken from the lanes' means (step_costs), so the speedup's
-    reason and the verify figure use one statistic, and its speedup the median over rounds (noise.speedup)."""
+    reason and the verify figure use one statistic, and its speedup the median over rounds (numbers.speedup)."""
     verify, step = step_costs(run)
-    sp = noise.speedup(run) if "ar" in run else None
+    sp = numbers.speedup(run) if "ar" in run else None
     return run["m"] | {"median_verify_ratio": verify, "step_cost_ratio": step} | ({"speedup": sp["value"]} if sp else {})
 
 
