@@ -265,6 +265,25 @@ def test_live_runs_at_small_settings():
 
 
 @pytest.mark.slow
+def test_lesson_8_times_passes_over_a_short_and_a_long_cache_live():
+    """Lesson 8 live at small settings (batch 4, k = 1, a 1,024-token cache): a one-token and a 2-token pass per row
+    over 256 and 1,024 tokens of cache, every round kept; its claims are judged on the run shown."""
+    at = _app(lesson="8", l8_context="1024", l8_batch="4", l8_k="1")
+    _clean(at)
+    at.number_input(key="l8_guess").set_value(1.5).run()
+    at.button(key="lesson8_run").click().run()
+    _clean(at)
+    assert not at.error
+    m = at.session_state["lesson8"]["measurement"]
+    assert sorted((r["context"], r["new_tokens"], r["batch"]) for r in m["rows"]) == [(256, 1, 4), (256, 2, 4), (1024, 1, 4), (1024, 2, 4)]
+    assert all(len(r["ms_runs"]["values"]) == 5 for r in m["rows"])
+    verify = [r for r in m["rows"] if r["new_tokens"] == 2]
+    assert all(len(r["over_one_runs"]["values"]) == 5 for r in verify)
+    assert "These numbers were measured live on" in _texts(at.info) + _texts(at.warning)
+    assert "a one-token pass over 1024" in _texts(at.success) or "over 1024" in _texts(at.success)
+
+
+@pytest.mark.slow
 def test_lesson_0_re_measures_one_step_live():
     """Re-measure live: one real speculative step (and plain decoding of the same prompt) on the embedded pair,
     under the run lock; the step-through then steps through the live trace, labelled live."""
