@@ -82,18 +82,27 @@ def test_a_new_lesson_needs_only_its_four_files(tmp_path):
     shutil.copytree(ROOT / "lessons", copy / "lessons")
     shutil.copytree(ROOT / "assets" / "lessons", copy / "assets" / "lessons")
     record = (ROOT / "app" / "lessons" / "l2_more_flops.py").read_text().replace('name="more_flops"', 'name="more_flops_again"')
-    (copy / "app" / "lessons" / "l8_more_flops_again.py").write_text(record)
-    text = (ROOT / "lessons" / "02-more-flops.md").read_text().replace("experiment: more_flops", "experiment: more_flops_again")
-    (copy / "lessons" / "08-more-flops-again.md").write_text(text)
-    shutil.copy(ROOT / "lessons" / "02-more-flops.checks.json", copy / "lessons" / "08-more-flops-again.checks.json")
+    n = len(LESSONS)  # the next number
+    (copy / "app" / "lessons" / f"l{n}_more_flops_again.py").write_text(record.replace('"l2_', f'"l{n}_'))
+    text = (
+        (ROOT / "lessons" / "02-more-flops.md")
+        .read_text()
+        .replace("experiment: more_flops", "experiment: more_flops_again")
+        .replace("# 2 · ", f"# {n} · ")
+    )
+    (copy / "lessons" / f"{n:02d}-more-flops-again.md").write_text(text)
+    shutil.copy(ROOT / "lessons" / "02-more-flops.checks.json", copy / "lessons" / f"{n:02d}-more-flops-again.checks.json")
     recording = (ROOT / "assets" / "lessons" / "more_flops.json").read_text().replace('"more_flops"', '"more_flops_again"', 1)
     (copy / "assets" / "lessons" / "more_flops_again.json").write_text(recording)
     probe = (
         "from app.lessons import registry; from app.lessons.kit.files import load_lessons; from pathlib import Path; "
+        "from app.lessons.kit.handouts import plan_text; from app.common.url_keys import BOUND; "
         "e = registry.EXPERIMENTS['more_flops_again']; "
         "rec = registry.load_record(Path('assets/lessons/more_flops_again.json')); "
         "lessons = {l.number: l for l in load_lessons(Path('lessons'), registry.EXPERIMENTS)}; "
-        "print(len(registry.EXPERIMENTS), lessons[8].experiment, lessons[8].problem, bool(e.notes(rec['measurement'], rec['settings'])))"
+        f"new = lessons[{n}]; plan = plan_text(Path('lessons/teacher.md').read_text(), Path('assets/lessons'), list(lessons.values())); "
+        f"print(len(registry.EXPERIMENTS), new.experiment, new.problem, bool(e.notes(rec['measurement'], rec['settings'])), "
+        f"plan.count(new.title), 'l{n}_depth' in BOUND['lessons'])"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe],
@@ -104,4 +113,5 @@ def test_a_new_lesson_needs_only_its_four_files(tmp_path):
         env={**os.environ, "PYTHONPATH": f"{copy}{os.pathsep}{ROOT}"},
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["9", "more_flops_again", "None", "True"]
+    # the registry, the lesson list, its recording, its row of the teacher's plan and its knobs' URL keys: all found
+    assert out.stdout.split() == [str(len(EXPERIMENTS) + 1), "more_flops_again", "None", "True", "1", "True"]
