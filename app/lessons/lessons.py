@@ -16,7 +16,6 @@ import streamlit as st
 from app.common.page_helpers import url_fallbacks
 from app.common.url_keys import bound
 from app.lessons.kit import class_page
-from app.lessons.kit.files import load_lessons
 from app.lessons.kit.page import (
     LESSONS_DIR,
     PAGE,
@@ -32,6 +31,7 @@ from app.lessons.kit.page import (
     show_worksheet,
     teacher_plan,
 )
+from app.lessons.kit.texts import load_lessons
 from app.lessons.registry import EXPERIMENTS
 
 st.title("🎓 Lessons")

@@ -15,7 +15,7 @@ from app.lessons.registry import EXPERIMENTS
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from app.lessons.kit.files import load_lessons
+from app.lessons.kit.texts import load_lessons
 from app.views import palette  # noqa: E402
 from tests.app.test_lesson7_goodput import record_with_goodput  # noqa: E402  (a measurement with goodput rows)
 

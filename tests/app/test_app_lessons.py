@@ -22,7 +22,7 @@ from streamlit.testing.v1.errors import AppTestError  # noqa: E402
 
 from app.common import measurement  # noqa: E402
 from app.lessons import l1_memory_bound
-from app.lessons.kit.files import load_lessons
+from app.lessons.kit.texts import load_lessons
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = load_lessons(ROOT / "lessons", EXPERIMENTS)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from app.common.server import serve
-from app.lessons.kit.files import load_lessons
+from app.lessons.kit.texts import load_lessons
 from app.lessons.registry import EXPERIMENTS
 from tests.app.test_browser import ARGS  # the same Chromium flags
 

@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from app.classroom.store import ClassroomStore  # noqa: E402
 from app.common import resources  # noqa: E402
-from app.lessons.kit.files import load_lessons
+from app.lessons.kit.texts import load_lessons
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = load_lessons(ROOT / "lessons", EXPERIMENTS)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.lessons.kit import gpu, numbers
-from app.lessons.kit.files import (
+from app.lessons.kit.texts import (
     LESSON_GLOB,
     LessonError,
     lesson_number,

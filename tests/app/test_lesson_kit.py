@@ -12,7 +12,7 @@ import pytest
 from app.common import measurement
 from app.common.engine_source import DRAFTER_SOURCES, STAGE_SOURCES, TREE_STAGE_SOURCES, SourceError, numbered_block, source_of
 from app.lessons import registry
-from app.lessons.kit.handouts import guess_line, hand_calculation, prediction_rows, worksheet_html
+from app.lessons.kit.texts import guess_line, hand_calculation, prediction_rows, worksheet_html
 from app.lessons.registry import EXPERIMENTS
 from app.views import stepthrough
 from engine import Trace

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from app.lessons import registry
-from app.lessons.kit.files import load_lessons
+from app.lessons.kit.texts import load_lessons
 from app.lessons.registry import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,8 +95,8 @@ def test_a_new_lesson_needs_only_its_four_files(tmp_path):
     recording = (ROOT / "assets" / "lessons" / "more_flops.json").read_text().replace('"more_flops"', '"more_flops_again"', 1)
     (copy / "assets" / "lessons" / "more_flops_again.json").write_text(recording)
     probe = (
-        "from app.lessons import registry; from app.lessons.kit.files import load_lessons; from pathlib import Path; "
-        "from app.lessons.kit.handouts import plan_text; from app.common.url_keys import BOUND; "
+        "from app.lessons import registry; from app.lessons.kit.texts import load_lessons; from pathlib import Path; "
+        "from app.lessons.kit.texts import plan_text; from app.common.url_keys import BOUND; "
         "e = registry.EXPERIMENTS['more_flops_again']; "
         "rec = registry.load_record(Path('assets/lessons/more_flops_again.json')); "
         "lessons = {l.number: l for l in load_lessons(Path('lessons'), registry.EXPERIMENTS)}; "

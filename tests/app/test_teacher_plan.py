@@ -1,5 +1,5 @@
 """The teacher's plan states no measured number of its own: its expectations are computed from the shipped
-recordings (app/lessons/teacher_plan.py), so a re-recording cannot leave the plan contradicting the page."""
+recordings (app/lessons/kit/texts.py), so a re-recording cannot leave the plan contradicting the page."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import re
 from pathlib import Path
 
 from app.lessons import registry
-from app.lessons.kit.files import load_lessons
-from app.lessons.kit.handouts import H200, PLACEHOLDER, SEGMENT_KEYS, expectation, expectations, plan_text, segments
 from app.lessons.kit.page import LESSONS_DIR, RECORDINGS, TEACHER_FILE
+from app.lessons.kit.texts import H200, PLACEHOLDER, SEGMENT_KEYS, expectation, expectations, load_lessons, plan_text, segments
 from app.lessons.registry import EXPERIMENTS
 
 LESSONS = [lesson for lesson in load_lessons(LESSONS_DIR, EXPERIMENTS) if lesson.number >= 0]

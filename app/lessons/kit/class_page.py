@@ -17,9 +17,8 @@ from app.classroom.store import ClassroomStore
 from app.common import resources
 from app.common.page_helpers import last_resort, one_line
 from app.lessons import registry
-from app.lessons.kit import handouts, show
+from app.lessons.kit import show, texts
 from app.lessons.kit.experiment import Experiment
-from app.lessons.kit.handouts import guess_line
 from app.lessons.kit.page import (
     load_recording,
     recorded_label,
@@ -27,6 +26,7 @@ from app.lessons.kit.page import (
     worksheet_button,
     worksheet_page,
 )
+from app.lessons.kit.texts import guess_line
 from app.views import classroom as views
 from app.views.safe import one_line as flat_text
 
@@ -161,7 +161,7 @@ def draw_class_result(name: str, text: str) -> None:
 def prediction_rows(experiment: Experiment, guess, m: dict, s: dict) -> list[dict]:
     """Guess vs measured vs models (show_prediction's rows)."""
     p = experiment.predict
-    return handouts.prediction_rows(guess, p.measured(m, s), p.models(m, s), p.unit)
+    return texts.prediction_rows(guess, p.measured(m, s), p.models(m, s), p.unit)
 
 
 def source_line(result: dict) -> str:

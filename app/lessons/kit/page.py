@@ -18,8 +18,7 @@ from app.common.url_keys import bound
 from app.lessons import registry
 from app.lessons.kit import against, gpu, numbers, retime, show
 from app.lessons.kit.experiment import Experiment, claim_rows
-from app.lessons.kit.files import load_lessons
-from app.lessons.kit.handouts import guess_line, hand_calculation, plan_text, prediction_rows, worksheet_html
+from app.lessons.kit.texts import guess_line, hand_calculation, load_lessons, plan_text, prediction_rows, worksheet_html
 from engine import ConfigError, verdict
 from engine.drafters import available_drafters
 
