@@ -316,6 +316,7 @@ CAPTION = (
 def show_retimed(m: dict, label: str, key: str, recorded: dict | None) -> None:
     """The GPU panel's view of this lesson: its passes re-timed from the H200 recordings, the KV cache they read, and
     the passes against this machine's probe (a live probe far below the recording's is named)."""
+    st.markdown(f"**Your passes on an H200** ({retime.LABEL})")
     fig = retime.pass_figure(m.get("rows") or [], label)
     if fig is not None:
         show_chart(fig, key + "retimed")

@@ -195,6 +195,7 @@ def show_gpu(m: dict, label: str, key: str, recorded: dict | None) -> None:
     """The GPU panel's view of this lesson: the Predictor's verify ÷ plain at a serving batch as the context grows."""
     depth = int((m.get("chosen") or {}).get("k") or 3)
     g, arch = gpu(GPU_KEY), architecture(GPU_SHAPE)
+    st.markdown(f"**These passes on an H200 as the context grows** (a model, not a measurement; batch {GPU_BATCH}, k = {depth})")
     show_table(gpu_rows(depth))
     st.caption(
         f"Model, not a measurement: the roofline at the {g.name} data-sheet peaks (bf16) plus the CUDA-graph overhead "

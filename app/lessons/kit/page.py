@@ -400,10 +400,10 @@ def show_gpu_panel(lesson_name: str, settings: dict, text: str = "", result: dic
 def _retimed(record, result: dict, key: str) -> None:
     """The lesson's own run (live or recorded) beside the same steps re-timed with the recorded H200 pass costs."""
     m, label = result.get("measurement") or {}, str(result.get("label") or "")
-    st.markdown(f"**Your run on an H200** ({retime.LABEL})")
-    if record.retimed is not None:  # a lesson of passes, not of decoding lanes (lesson 1)
+    if record.retimed is not None:  # a lesson of passes, not of decoding lanes: its own view, its own heading
         record.retimed(m, label, key, load_recording(record.name)[0])
         return
+    st.markdown(f"**Your run on an H200** ({retime.LABEL})")
     fig = retime.figure(m, label)
     if fig is None:
         recorded = result["source"] == "recorded" if "source" in result else None  # else the label says
