@@ -36,7 +36,7 @@ BATCHES = (4, 8, 16, 32)  # the batch's options; 0 = the smallest whose verify p
 ROUNDS, REPEATS = 5, 2  # every pass once per round, the rounds in turn; each round's time the median of 2 passes
 
 
-GPU_KEY, GPU_SHAPE, GPU_BATCH, GPU_CONTEXTS = "H200", "8B", 32, (256, 4096, 16384, 32768)
+GPU_KEY, GPU_SHAPE, GPU_BATCH, GPU_CONTEXTS = "H200", "8B", 128, (256, 1024, 2048, 4096, 8192)  # k + 1 = 4: 512 tokens per pass
 
 
 def long_context(pair, probe, s: dict) -> dict:
@@ -199,7 +199,8 @@ def show_gpu(m: dict, label: str, key: str, recorded: dict | None) -> None:
     show_table(gpu_rows(depth))
     st.caption(
         f"Model, not a measurement: the roofline at the {g.name} data-sheet peaks (bf16) plus the CUDA-graph overhead "
-        f"measured on an H200, {arch.name} shape, batch {GPU_BATCH} (engine/roofline/predictor.py). SpecLab has no "
+        f"measured on an H200, {arch.name} shape, batch {GPU_BATCH} (engine/roofline/predictor.py); a context whose KV "
+        "cache would not fit the GPU's memory beside the weights is left out. SpecLab has no "
         "H200 recording at long contexts yet (scripts/record/gpu_context.py records one when a GPU is lent). "
         "MagicDec (Chen et al., 2024) measured the same turn on GPUs: at long contexts and large batches the KV "
         "cache dominates a pass, and speculation pays again."
