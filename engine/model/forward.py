@@ -24,8 +24,8 @@ from engine.model.passes import Pass
 
 
 class LeanForward:
-    """The lean pass over the dynamic cache, its `Pass` built at the first call (a static cache, which holds one of
-    these too, never calls it, so its model prepares no weights for it)."""
+    """The lean pass over the dynamic cache, its `Pass` built at the first call (a static cache builds none of these:
+    its own `Pass` runs over its buffers, engine/model/static_cache.py)."""
 
     def __init__(self, model: torch.nn.Module, device, runner=None):
         self.lean = LeanLlama(model) if runner is None else None

@@ -30,8 +30,10 @@ import weakref
 import torch
 import torch.nn.functional as F
 
+from engine.hardware import configure_attention
 from engine.model import graph_pool, kvcache, static_tree
 from engine.model.backend import Backend, choose_backend
+from engine.model.fastllama import LeanLlama, supports
 from engine.model.fastpass import FastRoute, FastRunner
 from engine.model.graphs import WINDOW_BUCKET, batch_bucket, window_bucket
 from engine.model.kvcache import RaggedCache
@@ -139,10 +141,12 @@ class StaticRaggedCache(RaggedCache):
     the route chosen for it (`route`) and the `Pass` built for that route (`passes`), all fixed at construction."""
 
     def __init__(self, model, device, costs, backend: Backend, max_new_tokens: int, runner=None):
-        super().__init__(model, device, costs, backend=backend, runner=runner)
-        lean = runner.lean if runner is not None else self.lean
-        if lean is None:
+        self.start(model, device, costs, backend)  # no DynamicCache and no dynamic-cache forward: the buffers are the cache
+        if runner is None and not supports(model):
             raise ConfigError("static KV buffers need the lean Llama forward (a plain Llama, a backend other than 'transformers')")
+        configure_attention(device)
+        self.lean = LeanLlama(model) if runner is None else None  # a model drafter restricts its head on it
+        lean = runner.lean if runner is not None else self.lean
         self.runner_model = runner
         self.route = route_for(backend)
         self.passes = Pass(lean, self.route.form, device, runner=runner)  # its weights made at the model's first run on it
