@@ -71,7 +71,7 @@ class StaticKV:
 class ExactRoute:
     """cuda_graphs="static": every pass eager over exactly the live columns, with the dynamic cache's choice of mask."""
 
-    pooled, form, label = True, "concat", "eager (static KV buffers, exact windows)"
+    pooled, label = True, "eager (static KV buffers, exact windows)"
 
     def __init__(self, backend: Backend):
         self.backend = backend
@@ -149,7 +149,7 @@ class StaticRaggedCache(RaggedCache):
         lean = runner.lean if runner is not None else self.lean
         self.runner_model = runner
         self.route = route_for(backend)
-        self.passes = Pass(lean, self.route.form, device, runner=runner)  # its weights made at the model's first run on it
+        self.passes = Pass(lean, backend, runner=runner)  # its weights made at the model's first run on its backend
         self.max_new_tokens = max_new_tokens
         self.kv: StaticKV | None = None
         if not self.route.pooled:  # its own runner and buffers per run
