@@ -26,7 +26,7 @@ def joined_decoding(traces) -> dict:
     """Decoding over traces decoded one after another (batch-1 prompts in turn): their prefills summed as the time to
     first token, the tokens written after each trace's first over the time after it. {"ttft_s", "decode_s",
     "decode_tokens", "decode_tokens_per_s"}."""
-    ttft = sum(t.summary.get("ttft_s") or 0.0 for t in traces)
+    ttft = sum(t.summary["ttft_s"] or 0.0 for t in traces)  # null only for a trace with no prefill step
     decode_s = sum(t.summary["wall_s"] for t in traces) - ttft
     tokens = sum(decode_tokens(t.steps) for t in traces)
     return {"ttft_s": ttft, "decode_s": decode_s, "decode_tokens": tokens, "decode_tokens_per_s": decode_rate(tokens, decode_s)}
