@@ -352,7 +352,8 @@ def _summary(raw) -> dict:
         _fail("summary", "must be an object", raw)
     for key in ("new_tokens", "wall_s", *_SUMMARY_DECODE):
         if key not in raw:
-            raise TraceError(f"malformed trace: summary is missing {key}")
+            why = " (decoding timed apart from the prefill: engine.trace.records.decode_timing)" if key in _SUMMARY_DECODE else ""
+            raise TraceError(f"malformed trace: summary is missing {key}{why}")
     out = {}
     for key, value in raw.items():
         where = f"summary.{key}"
