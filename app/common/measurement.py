@@ -64,12 +64,13 @@ _FILE = Checker(MeasurementError, "malformed lesson recording", foreign="not a S
 # "str", "bool", "date", a tuple (one of its strings), a dict (exactly these keys; a key ending in "?" may be
 # absent), a one-item list [spec] (a list of them), or {"*": spec} (any identifier keys, each a spec).
 SPREAD = {"values": ["num"], "median": "num", "min": "num", "max": "num"}
-DECODE = {  # decoding apart from prefill (decode_fields; optional: recordings before 2026-12-03 lack them)
+DECODE = {  # decoding apart from prefill (decode_fields); the lane's summary carries its rates (required above), these stay
+    # optional while the lessons' tests still check a lane without them (docs/journal.md)
     "ttft_s?": "num",
     "decode_s?": "num",
     "decode_tokens?": "int",
     "decode_tokens_per_s?": "num?",
-    "decode_tokens_per_s_runs?": SPREAD,
+    "decode_tokens_per_s_runs?": SPREAD,  # a lane of repeats (lane_of_runs): every run's rate
     "passes?": [["int"]],
 }
 # Lessons 6 and 7's rows (2026-12-05 on; optional, older recordings lack them): the median run's decode tokens and
@@ -92,7 +93,7 @@ LANE = {
             )
         },
         **{k: "num?" for k in ("alpha", "acceptance_rate", "tokens_per_step")},
-        **{f"{k}?": "num?" for k in ("ttft_s", "decode_tokens_per_s", "tpot_ms")},  # decoding alone (2026-12-03 on)
+        **{k: "num?" for k in ("ttft_s", "decode_tokens_per_s", "tpot_ms")},  # decoding alone (engine/trace/rates.py)
     },
     "drafter": "str",
     "depth": "int",

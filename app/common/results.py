@@ -19,6 +19,7 @@ from app.views import charts, depth_policy, fairness, metrics, race, tokens
 from app.views.safe import md_escape, md_text
 from engine import Trace, sampling
 from engine.trace.achieved import utilization_summary
+from engine.trace.rates import ranking_rate
 from engine.verdict import RULE
 
 BARROW = "https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast"
@@ -138,8 +139,8 @@ def show_results(
 
 def _rate_help(s: dict) -> str:
     """How a lane's decoding rate was measured, with its time to first token and the whole-run rate beside it."""
-    if s.get("decode_tokens_per_s") is None or s.get("ttft_s") is None:
-        return f"{s['new_tokens']} tokens in {s['wall_s']:.2f} s, the prompt's prefill included (no decode timing in this trace)"
+    if s["decode_tokens_per_s"] is None:  # no decode step: ranked by its whole run (engine/trace/rates.py's one rule)
+        return f"{s['new_tokens']} tokens in {s['wall_s']:.2f} s, the prompt's prefill included (no decode step: every token came from it)"
     return (
         f"Tokens after the first ÷ the time after it. Time to first token (the prompt's prefill) {s['ttft_s'] * 1000:.0f} ms; "
         f"time per output token {metrics.fmt(s.get('tpot_ms'), '.1f', ' ms')}; whole run {s['tokens_per_s']:.1f} tokens/s "
@@ -158,12 +159,12 @@ def _summary(ar: Trace, spec: Trace, m: dict, depth: int, threads: str | None, r
     drawn = f" Round {shown + 1} of {len(rounds)}, the median round by decoding-alone speedup." if len(rounds) > 1 else ""
     c1.metric(
         "AR tokens/s, decoding",
-        metrics.fmt(m.get("ar_decode_tokens_per_s") or m["ar_tokens_per_s"], ".1f"),
+        metrics.fmt(ranking_rate(ar.summary), ".1f"),
         help=_rate_help(ar.summary) + drawn,
     )
     c2.metric(
         "Speculative tokens/s, decoding",
-        metrics.fmt(m.get("spec_decode_tokens_per_s") or m["spec_tokens_per_s"], ".1f"),
+        metrics.fmt(ranking_rate(spec.summary), ".1f"),
         delta=None if m["speedup"] is None else f"{(m['speedup'] - 1) * 100:+.0f}% vs AR" + (" (this round)" if drawn else ""),
         delta_color="off",  # a colour would name a winner: only the one rule does (the line under these numbers)
         help=_rate_help(spec.summary) + drawn,

@@ -125,9 +125,9 @@ def compare(ar, spec) -> dict:
     predicted = expected_speedup(alpha, k, c) if ready and c is not None else None
     measured_model = leviathan_measured_verify(alpha, k, c, ratio) if ready and c is not None and ratio else None
     ops = operations_factor(alpha, k, c_hat) if ready and c_hat is not None else None
-    whole = s["tokens_per_s"] / a["tokens_per_s"] if a.get("tokens_per_s") else None
-    decode_a, decode_s = a.get("decode_tokens_per_s"), s.get("decode_tokens_per_s")
-    speedup = decode_s / decode_a if decode_a and decode_s else whole  # decoding alone; older traces: the whole run
+    whole = s["tokens_per_s"] / a["tokens_per_s"] if a["tokens_per_s"] else None
+    decode_a, decode_s = a["decode_tokens_per_s"], s["decode_tokens_per_s"]
+    speedup = ranking_rate(s) / ranking_rate(a) if ranking_rate(a) else None  # decoding alone, by the one rule
     flops_ratio = s["flops"] / a["flops"] if a.get("flops") else None
     return {
         "ar_tokens_per_s": a.get("tokens_per_s"),
@@ -136,9 +136,8 @@ def compare(ar, spec) -> dict:
         "whole_run_speedup": whole,
         "ar_decode_tokens_per_s": decode_a,
         "spec_decode_tokens_per_s": decode_s,
-        "ar_ttft_s": a.get("ttft_s"),
-        "spec_ttft_s": s.get("ttft_s"),
-        "decode_alone": bool(decode_a and decode_s),
+        "ar_ttft_s": a["ttft_s"],
+        "spec_ttft_s": s["ttft_s"],
         "ar_wall_s": a.get("wall_s"),
         "spec_wall_s": s.get("wall_s"),
         "acceptance_rate": s.get("acceptance_rate"),
@@ -220,8 +219,8 @@ def verify_words(verify: float) -> str:
 def speedup_where(m: dict) -> str:
     """' decoding alone (… whole run …)': which clock the speedup is on, with the whole-run figure beside it."""
     whole = m.get("whole_run_speedup")
-    if not m.get("ar_decode_tokens_per_s") or not m.get("spec_decode_tokens_per_s"):
-        return " over the whole run (prefill included; this trace does not time decoding apart)"
+    if m["ar_decode_tokens_per_s"] is None or m["spec_decode_tokens_per_s"] is None:  # engine/trace/rates.py's one rule
+        return " over the whole run (prefill included: a run with no decode step wrote only the prompt's pass's tokens)"
     return f" after the first token (decoding alone; {whole:.2f}× over the whole run, the prompt's prefill included)" if whole else ""
 
 
@@ -297,7 +296,8 @@ def machine_line(trace, threads_source: str | None = None) -> str:
 # --- interleaved rounds and the one verdict rule (engine/verdict.py) ------------------------------
 def round_rates(ar, spec) -> dict:
     """One round (a plain lane, then a speculative one) as its four rates in tokens/s: each lane decoding alone (the
-    prompt's pass apart; a trace that did not time it apart: its whole run) and over the whole run."""
+    prompt's pass apart; a run with no decode step: its whole run, engine/trace/rates.py's one rule) and over the
+    whole run."""
     a, s = ar.summary, spec.summary
     return {"ar_decode": ranking_rate(a), "spec_decode": ranking_rate(s), "ar_whole": a["tokens_per_s"], "spec_whole": s["tokens_per_s"]}
 

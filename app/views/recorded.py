@@ -7,14 +7,15 @@ nothing is computed from constants. The pages show it next to what they measure 
 
 from __future__ import annotations
 
-GRAPH_MODES = ("auto", "padded", "static")
+GRAPH_BACKENDS = ("cuda_graphs", "cuda_graphs_padded", "cuda_graphs_static")  # the graph path, captured or run eagerly
+EAGER = "torch"  # the eager path (scripts/record/gpu_record.py)
 
 
 def grid_rows(data: dict) -> list[dict]:
     """One row per (batch, depth): the measured speedup graph-captured and eager, and alpha (graph run)."""
-    by_mode = {g["cuda_graphs"]: {(r["batch"], r["depth"]): r for r in g["rows"]} for g in data.get("grid", [])}
-    graphs = next((by_mode[m] for m in GRAPH_MODES if m in by_mode), {})
-    eager = by_mode.get("off", {})
+    by_backend = {g["backend"]: {(r["batch"], r["depth"]): r for r in g["rows"]} for g in data.get("grid", [])}
+    graphs = next((by_backend[b] for b in GRAPH_BACKENDS if b in by_backend), {})
+    eager = by_backend.get(EAGER, {})
     keys = sorted(set(graphs) | set(eager))
     return [
         {

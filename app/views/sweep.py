@@ -126,7 +126,6 @@ def grid_table(rows: list[dict]) -> list[dict]:
             "AR tok/s": round(r["ar_tokens_per_s"], 1),
             "spec tok/s": round(r["spec_tokens_per_s"], 1),
             "speedup": round(r["speedup"], 2),
-            "clock": "decoding alone" if r.get("whole_run_speedup") is not None else "whole run (prefill included)",
             "whole-run speedup": _round(r.get("whole_run_speedup"), 2),
             "α": _round(r["alpha"], 2),
             "drafted/step": _round(r.get("drafted_per_step"), 2),
@@ -366,10 +365,10 @@ GRID_ROW = {
         ("mean_depth", "alpha", "drafted_per_step", "tokens_per_step", "flops_ratio", "ar_other_cores", "spec_other_cores", "load_avg"),
         _NUM[1],
     ),
-    # decoding apart from prefill (2026-12-03 on; older recordings lack them and their "speedup" is the whole run's)
-    **dict.fromkeys(("whole_run_speedup?", "ar_decode_tokens_per_s?", "spec_decode_tokens_per_s?"), _NUM[1]),
-    # every interleaved round's decoding-alone tokens/s, in the order run (2026-12-05 on): the one rule's input
-    **dict.fromkeys(("ar_decode_runs?", "spec_decode_runs?"), ["num+", 100]),
+    # decoding apart from prefill: "speedup" is decoding alone, the whole run's beside it
+    **dict.fromkeys(("whole_run_speedup", "ar_decode_tokens_per_s", "spec_decode_tokens_per_s"), _NUM[1]),
+    # every interleaved round's decoding-alone tokens/s, in the order run: the one rule's input
+    **dict.fromkeys(("ar_decode_runs", "spec_decode_runs"), ["num+", 100]),
 }
 GRID_KEYS = tuple(k.rstrip("?") for k in GRID_ROW)
 SWEEP_RECORD = {

@@ -14,7 +14,8 @@ import time
 from engine.config import DecodeConfig
 from engine.decoding.decode import generate
 from engine.model import graph_pool
-from engine.options import GraphMode
+from engine.model.backend import choose_backend
+from engine.options import BackendKind
 
 
 def graph_owners(pair) -> list:
@@ -25,7 +26,7 @@ def graph_owners(pair) -> list:
 def warm_graphs(pair, prompts: list[str], cfg: DecodeConfig) -> dict:
     """One untimed run of `cfg` on `prompts`, then every bucket it met captured. Returns
     {"graphs_captured", "warmup_ms" (host wall clock, the run and the captures), "graphs_ready"}."""
-    if cfg.cuda_graphs == GraphMode.OFF.value:
+    if choose_backend(pair.device, cfg.backend, cfg.cuda_graphs).name != BackendKind.CUDA_GRAPHS.value:  # nothing to capture
         return {"graphs_captured": 0, "warmup_ms": 0.0, "graphs_ready": 0}
     t = time.perf_counter()
     trace = generate(pair, prompts, cfg)

@@ -8,7 +8,6 @@ import torch
 
 from engine.drafters.base import ConfidenceGate, Draft, Verified, choose_tokens
 from engine.drafters.tree import grow_tree
-from engine.model.prepared import form_of
 from engine.model.static_cache import make_cache
 from engine.options import ConfigError
 
@@ -51,7 +50,6 @@ class EagleDrafter:
     def __init__(self, runner, device: torch.device, costs, pad_id: int, cfg=None, backend=None):
         self.runner = runner
         self.cache = make_cache(None, device, costs, cfg, runner=runner, backend=backend)  # the run's backend (engine/model/backend.py)
-        self.form = form_of(self.cache.backend.name)  # the head's own products natively where the target's are
         self.pad_id = pad_id
         self.vocab = runner.vocab  # (C,) token ids the head scores
         self.vocab_size = runner.config.vocab_size
@@ -123,7 +121,7 @@ class EagleDrafter:
             return self.propose_tree(feature, depth, cfg, fed)
         gate = ConfidenceGate(batch, cfg.confidence_threshold, device)
         for i in range(depth):
-            logits = self.runner.project(feature, self.form)  # (B, C): over the reduced vocabulary
+            logits = self.runner.project(feature, self.cache.backend)  # (B, C): over the reduced vocabulary
             token = gate.add(*choose_tokens(logits, cfg.temperature, cfg.top_p, generator, self.vocab, self.vocab_size, self.cache.backend))
             if gate.done or i == depth - 1:
                 break
@@ -141,10 +139,10 @@ class EagleDrafter:
 
         def feed(tokens, positions, attend, parent_g):
             g = self.cache.forward_tree(tokens, positions, attend, features=parent_g)  # (B, k, H)
-            return self.runner.project(g, self.form), g  # logits (B, k, C) over the reduced vocabulary
+            return self.runner.project(g, self.cache.backend), g  # logits (B, k, C) over the reduced vocabulary
 
         root_g = feature[:, None].expand(feature.shape[0], k, feature.shape[-1])  # (B, k, H)
-        tree = grow_tree(self.cache, self.runner.project(feature, self.form), depth, cfg, self.vocab, feed, root_g)
+        tree = grow_tree(self.cache, self.runner.project(feature, self.cache.backend), depth, cfg, self.vocab, feed, root_g)
         self.pending = self.pending_valid = None
         self.drafted = k * (depth - 1)  # tree entries now in the cache, dropped again in `commit`
         return Draft(

@@ -137,19 +137,19 @@ class EagleRunner:
         self.head = target.get_output_embeddings().weight[self.vocab].contiguous()  # (C, H): reduced output head
         self.params = sum(v.numel() for v in state.values())
 
-    def inputs(self, input_ids: torch.Tensor, features: torch.Tensor, form: str = "concat") -> torch.Tensor:
-        """fc([embed(t); f]) (B, n, H): the decoder layer's input, its products in the run's prepared `form`."""
+    def inputs(self, input_ids: torch.Tensor, features: torch.Tensor, backend) -> torch.Tensor:
+        """fc([embed(t); f]) (B, n, H): the decoder layer's input, its products as the run's `backend` reads them."""
         features = features.to(self.embed.dtype)
         weights = self.lean.prepared()
         if self.fuse_weight is not None:  # target features (B, n, F) -> (B, n, H)
-            product = lambda x, w: linear(x, weights.matrix(w, form))  # noqa: E731
+            product = lambda x, w: linear(x, weights.matrix(w, backend))  # noqa: E731
             features = fuse_features(features, self.fuse_mean, self.fuse_std, self.fuse_weight, product)
-        fc = weights.matrix(self.fc_weight, form)
+        fc = weights.matrix(self.fc_weight, backend)
         return linear(torch.cat([F.embedding(input_ids, self.embed), features], dim=-1), fc, self.fc_bias)
 
-    def project(self, g: torch.Tensor, form: str = "concat") -> torch.Tensor:
-        """Logits (…, C) over the reduced vocabulary from guessed features g (…, H), in the run's prepared `form`."""
-        return linear(g, self.lean.prepared().matrix(self.head, form))
+    def project(self, g: torch.Tensor, backend) -> torch.Tensor:
+        """Logits (…, C) over the reduced vocabulary from guessed features g (…, H), as the run's `backend` reads them."""
+        return linear(g, self.lean.prepared().matrix(self.head, backend))
 
     def costs(self):
         """FLOP/byte accounting (engine/costs.py) of one head step: fc + one layer + the reduced head."""

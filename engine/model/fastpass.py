@@ -44,7 +44,6 @@ from engine.model import cpukernels
 from engine.model.graphs import batch_bucket
 from engine.model.layer import buffer_store, small_pass
 from engine.model.pass_masks import pass_mask
-from engine.model.prepared import form_of
 
 
 class FastRoute:
@@ -55,7 +54,6 @@ class FastRoute:
 
     def __init__(self, backend):
         self.backend = backend
-        self.form = form_of(backend.name)  # "native" or "onednn" (engine/model/prepared.py)
         self.label = "fused projections, " + ("native CPU kernels" if backend.native else "eager") + " (static KV buffers)"
 
     def buffer_dtype(self, device, dtype: torch.dtype) -> torch.dtype:

@@ -24,19 +24,19 @@ from engine.model.passes import Pass
 
 
 class LeanForward:
-    """The lean pass over the dynamic cache, its `Pass` built at the first call (a static cache, which holds one of
-    these too, never calls it, so its model prepares no weights for it)."""
+    """The lean pass over the dynamic cache, its `Pass` built at the first call (a static cache builds none of these:
+    its own `Pass` runs over its buffers, engine/model/static_cache.py)."""
 
-    def __init__(self, model: torch.nn.Module, device, runner=None):
+    def __init__(self, model: torch.nn.Module, backend: Backend, runner=None):
         self.lean = LeanLlama(model) if runner is None else None
         self.config = model.config if runner is None else runner.config
-        self.runner, self.device = runner, device
+        self.runner, self.backend = runner, backend
         self.passes: Pass | None = None
 
     def __call__(self, input_ids, positions, mask, cache, logits_to_keep=0, return_hidden=False, features=None):
         if self.passes is None:
             lean = self.lean if self.runner is None else self.runner.lean
-            self.passes = Pass(lean, "concat", self.device, runner=self.runner)
+            self.passes = Pass(lean, self.backend, runner=self.runner)
         return self.passes.over_cache(input_ids, positions, mask, cache, logits_to_keep, return_hidden, features)
 
 
@@ -67,10 +67,11 @@ def make_forward(model: torch.nn.Module | None, device: torch.device, runner=Non
     """The forward for a model (or runner) on `device`: lean where it applies (and the run's `backend` is not
     "transformers"; None: unless the environment asks for it, engine/model/backend.py), else transformers'."""
     configure_attention(device)  # no cuDNN attention plans per cache length on a GPU (engine/hardware.py)
+    lean = backend if backend is not None else Backend("torch", torch.device(device))  # the lean pass's backend
     if runner is not None:
-        return LeanForward(None, device, runner=runner)
+        return LeanForward(None, lean, runner=runner)
     if (lean_default() if backend is None else backend.lean) and supports(model):
-        return LeanForward(model, device)
+        return LeanForward(model, lean)
     return TransformersForward(model)
 
 

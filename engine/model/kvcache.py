@@ -72,13 +72,18 @@ class RaggedCache:
         """model: a transformers causal LM; or `runner`, a model of SpecLab's own (the EAGLE head). Which forward runs
         them (lean Llama / transformers / runner) is engine/model/forward.py's choice for the run's `backend`
         (engine/model/backend.Backend; None: the environment's choice between the lean forward and transformers')."""
-        self.model = model
-        self.backend = backend
+        self.start(model, device, costs, backend)
         self.run = make_forward(model, device, runner=runner, backend=backend)
         self.lean = self.run.lean  # the LeanLlama when the lean forward runs this model, else None
+        self.cache = DynamicCache(config=self.run.config)
+
+    def start(self, model, device: torch.device, costs: ModelCosts, backend) -> None:
+        """The bookkeeping every ragged cache keeps, whatever holds its keys and values (a subclass's own buffers
+        build no DynamicCache and no forward of this class's: engine/model/static_cache.py)."""
+        self.model = model
+        self.backend = backend
         self.device = device
         self.counter = CostCounter(costs)  # FLOPs and bytes of the passes; the decode loop takes them per step
-        self.cache = DynamicCache(config=self.run.config)
         self.lengths = torch.zeros(0, dtype=torch.long, device=device)  # (B,) valid tokens per row
         self.width = 0  # physical columns W
         self.valid = torch.zeros(0, 0, dtype=torch.bool, device=device)  # (B, W): real (unmasked) columns

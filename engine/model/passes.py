@@ -10,9 +10,10 @@ written once here:
     out, hidden = tail(x, ...)         the one tail: the final norm, the kept positions, the hidden features
 
 and `logits(out)` applies the output head outside (outside a CUDA graph too, as vLLM computes logits). What
-differs between the routes is data fixed when the pass is built (the prepared weights' form, whether the native
-kernels may run) or an argument of a call (the layers' store, the mask): engine/model/static_routes.py says which
-route a static cache takes, once per run, from its `Backend`.
+differs between the routes is data fixed when the pass is built (the run's `Backend`, which the prepared weights
+are asked with, engine/model/prepared.py; whether the native kernels may run) or an argument of a call (the layers'
+store, the mask): engine/model/static_cache.py says which route a static cache takes, once per run, from its
+`Backend`.
 """
 
 from __future__ import annotations
@@ -26,23 +27,24 @@ from engine.model.pass_masks import pass_mask, rope_lookup, rope_tables
 
 
 class Pass:
-    """A LeanLlama's pass (target, model drafter) or the EAGLE runner's, in one prepared form ("concat", "onednn",
-    "native": engine/model/prepared.py). `native`: whether its layers hold natively packed matrices (the "native"
-    backend where the kernels take the model), so a small pass runs each layer as one native call."""
+    """A LeanLlama's pass (target, model drafter) or the EAGLE runner's on the run's `backend` (engine/model/backend.py's
+    `Backend`, carried as it is: the prepared weights give its form, engine/model/prepared.py). `native`: whether its
+    layers hold natively packed matrices (the "native" backend where the kernels take the model), so a small pass runs
+    each layer as one native call."""
 
-    def __init__(self, lean, form: str, device, runner=None):
-        self.lean, self.runner, self.form = lean, runner, form
+    def __init__(self, lean, backend, runner=None):
+        self.lean, self.runner, self.backend = lean, runner, backend
         self.weights = lean.prepared()
-        self.layers = self.weights.layers(form)
+        self.layers = self.weights.layers(backend)
         self.native = isinstance(self.layers[0][1], cpukernels.Packed)
         self.dims = (lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)
-        self.inv_freq = lean.inv_freq.to(device)  # on the device: no host copy inside a capture
+        self.inv_freq = lean.inv_freq.to(backend.device)  # on the device: no host copy inside a capture
         self.final_norm = runner.norm if runner is not None else lean.final_norm
 
     def embed(self, ids: torch.Tensor, features: torch.Tensor | None = None) -> torch.Tensor:
         """The first layer's input (B, n, H): the tokens' embeddings, or the EAGLE head's fc([embed(t); f])."""
         if self.runner is not None:
-            return self.runner.inputs(ids, features, self.form)
+            return self.runner.inputs(ids, features, self.backend)
         return F.embedding(ids, self.lean.embed)
 
     def body(self, x, positions, mask, store, *, is_causal=False, collect=(), kernel=None):
@@ -90,8 +92,9 @@ class Pass:
         return self.tail(x, collected, keep, return_hidden)
 
     def logits(self, out: torch.Tensor) -> torch.Tensor:
-        """The output head over `out` (B, keep or n, H), in this pass's form (a draft's reduced head where it has one)."""
-        return linear(out, self.weights.head(self.lean.head, self.form))
+        """The output head over `out` (B, keep or n, H), as the run's backend reads it (a draft's reduced head where it
+        has one)."""
+        return linear(out, self.weights.head(self.lean.head, self.backend))
 
     @torch.no_grad()
     def over_cache(self, ids, positions, valid, cache, keep=0, return_hidden=False, features=None):

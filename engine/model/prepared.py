@@ -69,8 +69,9 @@ def _onednn_pack(w: torch.Tensor) -> torch.Tensor:
 
 
 class PreparedWeights:
-    """One model's prepared matrices, per form (`layers`, `head`); `source` is its layers as the model holds them:
-    per layer (ln1, q, k, v, o, ln2, gate, up, down), transformers' own tensors."""
+    """One model's prepared matrices, per form (`layers`, `head`, `matrix`, each asked with the run's `Backend`, whose
+    form the table above gives: `form_of`); `source` is its layers as the model holds them: per layer (ln1, q, k, v,
+    o, ln2, gate, up, down), transformers' own tensors."""
 
     def __init__(self, source: list[tuple]):
         self.source = [tuple(layer) for layer in source]
@@ -80,10 +81,11 @@ class PreparedWeights:
         self.restricted: tuple | None = None  # (rows, head rows): a draft's reduced head (FR-Spec), made once
         self.matrices: dict[tuple, tuple] = {}  # (form, id(w)) -> (w, its copy): `matrix`'s, the EAGLE head's own
 
-    def layers(self, form: str) -> list[tuple]:
-        """Per layer (ln1, wqkv, wo, ln2, wgu, wd) in `form`: "concat" (wqkv, wgu concatenated, wo, wd the model's own),
-        "onednn" (all four prepacked for oneDNN, where the model is bfloat16 on a CPU; else "concat") or "native" (all
-        four packed for the native kernels, where they load and take the dtype; else "onednn")."""
+    def layers(self, backend) -> list[tuple]:
+        """Per layer (ln1, wqkv, wo, ln2, wgu, wd) in `backend`'s form: "concat" (wqkv, wgu concatenated, wo, wd the
+        model's own), "onednn" (all four prepacked for oneDNN, where the model is bfloat16 on a CPU; else "concat") or
+        "native" (all four packed for the native kernels, where they load and take the dtype; else "onednn")."""
+        form = form_of(backend)
         if form == "onednn" and not _onednn(self.source[0][1]):
             form = "concat"
         if form == "native" and not (cpukernels.available() and cpukernels.supports(self.source[0][1])):
@@ -94,9 +96,10 @@ class PreparedWeights:
                 self.forms[form] = [_prepare(layer, form, memory) for layer in self.source]
             return self.forms[form]
 
-    def head(self, head: torch.Tensor, form: str):
-        """The output head `head` (V, H) in `form` ("native", "onednn"; anything else: the tensor itself), one kept per
-        form; a new head tensor (a draft's reduced head) replaces the form's earlier one."""
+    def head(self, head: torch.Tensor, backend):
+        """The output head `head` (V, H) in `backend`'s form ("native", "onednn"; "concat": the tensor itself), one kept
+        per form; a new head tensor (a draft's reduced head) replaces the form's earlier one."""
+        form = form_of(backend)
         if form == "native" and not (cpukernels.available() and cpukernels.supports(head)):
             form = "onednn"
         if form == "onednn" and not _onednn(head):
@@ -110,10 +113,11 @@ class PreparedWeights:
                 kept = self.heads[form] = (head, value)
             return kept[1]
 
-    def matrix(self, w: torch.Tensor, form: str):
-        """One more matrix of the model in `form` (the EAGLE head's fc, fusion and reduced output head): packed for the
-        native kernels in the "native" form where they take it (natively up to cpukernels.LAYER_TOKENS rows, beyond
-        through the matrix itself), else the tensor itself. Made once per matrix and form."""
+    def matrix(self, w: torch.Tensor, backend):
+        """One more matrix of the model in `backend`'s form (the EAGLE head's fc, fusion and reduced output head):
+        packed for the native kernels in the "native" form where they take it (natively up to cpukernels.LAYER_TOKENS
+        rows, beyond through the matrix itself), else the tensor itself. Made once per matrix and form."""
+        form = form_of(backend)
         if form != "native" or not (cpukernels.available() and cpukernels.supports(w)):
             return w
         with _lock:
@@ -211,5 +215,7 @@ def lookup(model) -> PreparedWeights | None:
 FORMS = {"native": "native", "fused": "onednn"}  # a backend's form; every other backend: "concat"
 
 
-def form_of(backend: str) -> str:
-    return FORMS.get(backend, "concat")
+def form_of(backend) -> str:
+    """The form of the matrices a `Backend` (engine/model/backend.py) reads, by the table above: decided here, from the
+    run's backend, each time a pass asks for its weights."""
+    return FORMS.get(backend.name, "concat")

@@ -30,8 +30,10 @@ import weakref
 import torch
 import torch.nn.functional as F
 
+from engine.hardware import configure_attention
 from engine.model import graph_pool, kvcache, static_tree
 from engine.model.backend import Backend, choose_backend
+from engine.model.fastllama import LeanLlama, supports
 from engine.model.fastpass import FastRoute, FastRunner
 from engine.model.graphs import WINDOW_BUCKET, batch_bucket, window_bucket
 from engine.model.kvcache import RaggedCache
@@ -69,7 +71,7 @@ class StaticKV:
 class ExactRoute:
     """cuda_graphs="static": every pass eager over exactly the live columns, with the dynamic cache's choice of mask."""
 
-    pooled, form, label = True, "concat", "eager (static KV buffers, exact windows)"
+    pooled, label = True, "eager (static KV buffers, exact windows)"
 
     def __init__(self, backend: Backend):
         self.backend = backend
@@ -139,13 +141,15 @@ class StaticRaggedCache(RaggedCache):
     the route chosen for it (`route`) and the `Pass` built for that route (`passes`), all fixed at construction."""
 
     def __init__(self, model, device, costs, backend: Backend, max_new_tokens: int, runner=None):
-        super().__init__(model, device, costs, backend=backend, runner=runner)
-        lean = runner.lean if runner is not None else self.lean
-        if lean is None:
+        self.start(model, device, costs, backend)  # no DynamicCache and no dynamic-cache forward: the buffers are the cache
+        if runner is None and not supports(model):
             raise ConfigError("static KV buffers need the lean Llama forward (a plain Llama, a backend other than 'transformers')")
+        configure_attention(device)
+        self.lean = LeanLlama(model) if runner is None else None  # a model drafter restricts its head on it
+        lean = runner.lean if runner is not None else self.lean
         self.runner_model = runner
         self.route = route_for(backend)
-        self.passes = Pass(lean, self.route.form, device, runner=runner)  # its weights made at the model's first run on it
+        self.passes = Pass(lean, backend, runner=runner)  # its weights made at the model's first run on its backend
         self.max_new_tokens = max_new_tokens
         self.kv: StaticKV | None = None
         if not self.route.pooled:  # its own runner and buffers per run

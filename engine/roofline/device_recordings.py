@@ -18,15 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.checks import Checker
+from engine.options import BackendKind
 from engine.roofline.recordings import RecordingError
 from engine.trace.file import Trace
 from engine.trace.records import TraceError
 
-RECORDING_SCHEMA_ID = "speclab.gpu_recording/1"
+RECORDING_SCHEMA_ID = "speclab.gpu_recording/2"  # /2: curves, grids and races keyed by `backend`
 RECORDING_FILE = "recording.json"
 MAX_RECORDING_BYTES = 16 << 20
 ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "assets" / "recordings"
+BACKENDS = tuple(kind.value for kind in BackendKind if kind is not BackendKind.AUTO)  # what a curve, grid or race ran on
 TRACE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,80}\.json$")  # a plain file name inside the recording's traces/ folder
 
 _PASS_ROW = {
@@ -57,7 +59,7 @@ RECORDING_SPEC = {
         {
             "model": "str",
             "weights": ("real", "random"),
-            "cuda_graphs": ("auto", "off", "static", "padded"),
+            "backend": BACKENDS,
             "graphs_used?": "bool",
             "context?": "nat",
             "role?": "str",
@@ -66,12 +68,12 @@ RECORDING_SPEC = {
         },
         64,
     ],
-    "grid": [{"cuda_graphs": "str", "drafter": "str", "rows": [{**_GRID_ROW, "...": None}, 512], "...": None}, 16],
+    "grid": [{"backend": BACKENDS, "drafter": "str", "rows": [{**_GRID_ROW, "...": None}, 512], "...": None}, 16],
     "races": [
         {
             "batch": "nat",
             "depth": "nat",
-            "cuda_graphs": "str",
+            "backend": BACKENDS,
             "drafter?": "str",
             "ar": TRACE_NAME,
             "spec": TRACE_NAME,
@@ -165,9 +167,8 @@ def list_recordings(root: Path | None = None, include_dry_runs: bool = False) ->
 def race_label(rec: Recording, index: int) -> str:
     """'batch 16, k = 3, CUDA graphs — recorded on <GPU>, <date>' for a picker."""
     race = rec.data["races"][index]
-    how = {"auto": "CUDA graphs", "off": "eager", "padded": "padded eager", "static": "static eager"}.get(
-        race["cuda_graphs"], race["cuda_graphs"]
-    )
+    how = {"cuda_graphs": "CUDA graphs", "torch": "eager", "cuda_graphs_padded": "padded eager", "cuda_graphs_static": "static eager"}
+    how = how.get(race["backend"], race["backend"])
     return f"batch {race['batch']}, k = {race['depth']}, {how} — {rec.label}"
 
 

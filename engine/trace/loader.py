@@ -330,7 +330,8 @@ def _config(raw) -> dict:
 _SUMMARY_INTS = ("new_tokens", "target_forwards", "drafted_tokens", "accepted_tokens")
 _SUMMARY_RATES = ("acceptance_rate", "alpha")
 _SUMMARY_LOAD = ("cpu_s", "other_cpu_s", "load_avg")  # seconds of CPU time, and the 1-minute load average
-_SUMMARY_NUMBERS = (  # "ttft_s", "decode_tokens_per_s" and "tpot_ms" are optional: older traces lack them
+_SUMMARY_DECODE = ("ttft_s", "decode_tokens_per_s", "tpot_ms")  # decoding apart from the prefill: every trace has them
+_SUMMARY_NUMBERS = (
     "tokens_per_s",
     "ttft_s",
     "decode_tokens_per_s",
@@ -349,9 +350,10 @@ _SUMMARY_NUMBERS = (  # "ttft_s", "decode_tokens_per_s" and "tpot_ms" are option
 def _summary(raw) -> dict:
     if not isinstance(raw, dict):
         _fail("summary", "must be an object", raw)
-    for key in ("new_tokens", "wall_s"):
+    for key in ("new_tokens", "wall_s", *_SUMMARY_DECODE):
         if key not in raw:
-            raise TraceError(f"malformed trace: summary is missing {key}")
+            why = " (decoding timed apart from the prefill: engine.trace.records.decode_timing)" if key in _SUMMARY_DECODE else ""
+            raise TraceError(f"malformed trace: summary is missing {key}{why}")
     out = {}
     for key, value in raw.items():
         where = f"summary.{key}"

@@ -2,8 +2,10 @@
 numbers a bench cell or an app lane is ranked by.
 
 Decoding is timed apart from the prompt's pass: the tokens written by decode steps over the time after the prefill
-(every row's first token comes from the prefill). A run that wrote nothing after its prefill (one token per row) has
-no decode rate; where a rate must still rank it, its whole-run tokens/s stands in (`ranking_rate`), in this one place.
+(every row's first token comes from the prefill). Every run's stats carry `decode_tokens_per_s` (a trace's summary,
+a bench cell, an app lane; the loaders refuse one without it). One rule covers the run with no decode step (it wrote
+one token per row, all from the prefill, so its `decode_tokens_per_s` is null): where a rate must still rank it, its
+whole-run tokens/s stands in (`ranking_rate`), in this one place.
 """
 
 from __future__ import annotations
@@ -24,14 +26,15 @@ def joined_decoding(traces) -> dict:
     """Decoding over traces decoded one after another (batch-1 prompts in turn): their prefills summed as the time to
     first token, the tokens written after each trace's first over the time after it. {"ttft_s", "decode_s",
     "decode_tokens", "decode_tokens_per_s"}."""
-    ttft = sum(t.summary.get("ttft_s") or 0.0 for t in traces)
+    ttft = sum(t.summary["ttft_s"] or 0.0 for t in traces)  # null only for a trace with no prefill step
     decode_s = sum(t.summary["wall_s"] for t in traces) - ttft
     tokens = sum(decode_tokens(t.steps) for t in traces)
     return {"ttft_s": ttft, "decode_s": decode_s, "decode_tokens": tokens, "decode_tokens_per_s": decode_rate(tokens, decode_s)}
 
 
 def ranking_rate(stats: dict) -> float:
-    """The rate a run, a bench cell or a lane is ranked and compared by: decoding alone (`decode_tokens_per_s`), else
-    (a run with no decode step, or a recording made before the field existed) its whole-run `tokens_per_s`."""
-    rate = stats.get("decode_tokens_per_s")
+    """The rate a run, a bench cell or a lane is ranked and compared by: decoding alone (`decode_tokens_per_s`, a key
+    every run's stats carry: KeyError where it is missing), and for a run with no decode step (the key is null) its
+    whole-run `tokens_per_s`, the module's one rule."""
+    rate = stats["decode_tokens_per_s"]
     return rate if rate is not None else stats["tokens_per_s"]

@@ -33,6 +33,7 @@ import engine.model.forward
 from engine import DecodeConfig, generate
 from engine.bench.prompts import prompt_set_list
 from engine.hardware import configure_attention, pick_device, pick_dtype
+from engine.model.backend import Backend
 from engine.model.fastllama import LeanLlama
 from engine.model.passes import Pass
 
@@ -106,7 +107,7 @@ def main() -> None:
     print(f"{'shape':<14} {'attention':<16} {'round':>5} {'first step':>10} {'median':>8} {'mean':>8}  ms per decode step")
     for shape in [s for s in args.shape.split(",") if s]:
         model = random_llama(shape, dtype, device)
-        lean = Pass(LeanLlama(model), "concat", device)  # the engine's own pass over the dynamic cache
+        lean = Pass(LeanLlama(model), Backend("torch", device))  # the engine's own pass over the dynamic cache
         for rnd in range(2):
             for name, ctx in (("default", contextlib.nullcontext), ("cuDNN excluded", lambda: sdpa_kernel(NO_CUDNN))):
                 with ctx():  # a fresh context length per run, so no shape is ever seen twice

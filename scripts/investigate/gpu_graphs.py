@@ -32,6 +32,7 @@ from gpu_bench import SHAPES, parse_shapes, probe_report, random_llama, run_shap
 from transformers import DynamicCache
 
 from engine.hardware import StepTimer, pick_device, pick_dtype
+from engine.model.backend import Backend
 from engine.model.fastllama import LeanLlama
 from engine.model.passes import Pass
 
@@ -139,7 +140,7 @@ def main() -> None:
 
     def measure(shape: str) -> dict:
         model = random_llama(shape, dtype, device)
-        lean = Pass(LeanLlama(model), "concat", device)  # the engine's own pass over the dynamic cache
+        lean = Pass(LeanLlama(model), Backend("torch", device))  # the engine's own pass over the dynamic cache
         print(f"\n== {shape} ({sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters)", flush=True)
         out = {"shape": shape, "passes": pass_rows(model, lean, device, batches, tokens, args.repeats)}
         out["profile"] = profile_decode(model, lean, device)

@@ -25,8 +25,8 @@ def context_curves(rec, pair, name: str, weights: str, curve) -> None:
         if ctx + max(CONTEXT_TOKENS) > pair.max_context or not batches:
             rec.doc["notes"].append(f"{name}: context {context} left out (window {pair.max_context}, KV cap {KV_TOKENS} tokens)")
             continue
-        rows, used = curve(pair, batches, list(CONTEXT_TOKENS), ctx, rec.graph_mode, repeats=3, dry_run=rec.args.dry_run)
-        entry = {"model": name, "weights": weights, "cuda_graphs": rec.graph_mode, "graphs_used": used, "role": "context"}
+        rows, used = curve(pair, batches, list(CONTEXT_TOKENS), ctx, rec.graph_backend, repeats=3, dry_run=rec.args.dry_run)
+        entry = {"model": name, "weights": weights, "backend": rec.graph_backend, "graphs_used": used, "role": "context"}
         rec.doc["pass_curves"].append(entry | {"context": rows[0]["context"], "rows": rows})
         print(f"   {name}, context {rows[0]['context']}: " + ", ".join(f"B{r['batch']}x{r['new_tokens']} {r['ms']:.2f} ms" for r in rows))
     rec.save()

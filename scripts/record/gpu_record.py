@@ -1,8 +1,8 @@
 """Record the GPU evidence SpecLab ships, in one time-boxed call of a lent GPU (issue 20, items 2 and 5).
 
 With the embedded pair (real weights: the SmolLM2-135M-Instruct target from its GGUF file, the shipped
-EAGLE head and the distilled draft), graph-captured (`cuda_graphs="auto"`, engine/model/graphs.py) and eager
-(`"off"`), interleaved stage by stage:
+EAGLE head and the distilled draft), graph-captured (`backend="cuda_graphs"`, engine/model/graphs.py) and eager
+(`backend="torch"`), interleaved stage by stage; every curve, grid and race is keyed by its backend:
 
 1. exactness: float32, graph-captured vs eager decoding give the same tokens (model, EAGLE, n-gram
    drafters, a ragged batch in which a row finishes early);
@@ -72,6 +72,7 @@ SHAPES, random_pair = _gpu_bench.SHAPES, _gpu_bench.random_pair
 _gpu_context = _sibling("gpu_context")  # the long-context pass curves
 
 GPU_GRAPHS_JSON = ROOT / "docs" / "measurements" / "h200-gpu_graphs.json"
+EAGER = "torch"  # the eager path's backend: the lean forward over the dynamic cache, the GPU's default
 DRY_SHAPES = {"tiny-wide": (128, 256, 2, 4, 2, 49152, True), "tiny-deep": (64, 128, 4, 4, 4, 49152, True)}
 EXACT_PROMPTS = ["Hi", "Write a long story about a dragon.", "What is the capital of France?"]  # ragged; "Hi" ends early
 
@@ -124,9 +125,10 @@ class Recorder:
 
     def __init__(self, args, device, dtype, peaks):
         self.args, self.device, self.t0 = args, device, time.perf_counter()
-        # the graph path: captured on CUDA; on a CPU (dry run) the same padded buckets, run eagerly
-        self.graph_mode = "auto" if device.type == "cuda" else "padded"
-        self.modes = (self.graph_mode, "off")
+        # the graph path: the "cuda_graphs" backend, captured on CUDA; on a CPU (dry run) the same padded buckets, run
+        # eagerly; the eager path: the lean forward over the dynamic cache ("torch", the GPU's default)
+        self.graph_backend = "cuda_graphs" if device.type == "cuda" else "cuda_graphs_padded"
+        self.backends = (self.graph_backend, EAGER)
         self.out = Path(args.out)
         (self.out / "traces").mkdir(parents=True, exist_ok=True)
         name, date = device_name(device), dt.date.today().isoformat()
@@ -191,15 +193,15 @@ class Recorder:
 
 # --- stages ---------------------------------------------------------------------------------------------
 def exactness(rec: Recorder, pair) -> None:
-    """float32: the graph path and eager give the same tokens (on a CPU the graph path runs as 'padded')."""
-    graph_mode = rec.graph_mode
+    """float32: the graph path and eager give the same tokens (on a CPU the graph path runs padded, eagerly)."""
+    graph_backend = rec.graph_backend
     n = rec.args.max_new_tokens
     prompts = EXACT_PROMPTS[:2] if rec.args.dry_run else EXACT_PROMPTS
     runs = []
     for drafter in ("model", "eagle", "ngram"):
-        cfg = DecodeConfig(depth=3, drafter=drafter, max_new_tokens=n, cuda_graphs="off")
+        cfg = DecodeConfig(depth=3, drafter=drafter, max_new_tokens=n, backend=EAGER)
         eager = generate(pair, prompts, cfg)
-        graph_cfg = DecodeConfig.from_dict(cfg.to_dict() | {"cuda_graphs": graph_mode})
+        graph_cfg = DecodeConfig.from_dict(cfg.to_dict() | {"backend": graph_backend})
         warm_graphs(pair, prompts, graph_cfg)  # captured at load (engine/decoding/warmup.py), not inside the run
         graphs = generate(pair, prompts, graph_cfg)
         equal = graphs.output_ids == eager.output_ids
@@ -216,26 +218,26 @@ def exactness(rec: Recorder, pair) -> None:
             f"   {drafter}: graph path == eager: {equal} ({graphs.meta['decode_passes']}, {graphs.meta['graphs_ready']} graphs)",
             flush=True,
         )
-    rec.doc["exactness"] = {"dtype": "float32", "graph_mode": graph_mode, "all_equal": all(r["equal"] for r in runs), "runs": runs}
+    rec.doc["exactness"] = {"dtype": "float32", "backend": graph_backend, "all_equal": all(r["equal"] for r in runs), "runs": runs}
 
 
 CONTEXT = 150  # the pass curves' KV length per row (engine.decoding.passcurve.pass_costs' default); 32 in a dry run
 
 
-def curve(pair, batches, tokens, context, mode, repeats=5, dry_run=False) -> tuple[list[dict], bool]:
+def curve(pair, batches, tokens, context, backend, repeats=5, dry_run=False) -> tuple[list[dict], bool]:
     if dry_run:
         context, repeats = min(context, 32), min(repeats, 2)
-    rows = pass_costs(pair, batches, tokens, context=context, repeats=repeats, cuda_graphs=mode)
+    rows = pass_costs(pair, batches, tokens, context=context, repeats=repeats, backend=backend)
     keep = ("batch", "new_tokens", "tokens_per_pass", "context", "ms", "flops", "bytes", "achieved_flops", "achieved_bandwidth")
     return [{k: r[k] for k in keep} for r in rows], any(r.get("graphs_captured") for r in rows)
 
 
-def curve_entry(model: str, weights: str, mode: str, used: bool, rows: list[dict], **extra) -> dict:
-    """One recorded pass curve: which model and weights, the graph mode and whether graphs ran, its context, its rows."""
+def curve_entry(model: str, weights: str, backend: str, used: bool, rows: list[dict], **extra) -> dict:
+    """One recorded pass curve: which model and weights, the backend and whether graphs ran, its context, its rows."""
     return {
         "model": model,
         "weights": weights,
-        "cuda_graphs": mode,
+        "backend": backend,
         "graphs_used": used,
         "context": rows[0]["context"],
         "rows": rows,
@@ -243,10 +245,10 @@ def curve_entry(model: str, weights: str, mode: str, used: bool, rows: list[dict
 
 
 def target_curves(rec: Recorder, pair) -> None:
-    for mode in rec.modes:  # graphs, then eager
-        rows, used = curve(pair, rec.args.curve_batch, rec.args.tokens, CONTEXT, mode, dry_run=rec.args.dry_run)
-        rec.doc["pass_curves"].append(curve_entry(f"{pair.target_name} (real weights)", "real", mode, used, rows))
-        print(f"   {mode}: " + ", ".join(f"B{r['batch']}x{r['new_tokens']} {r['ms']:.2f} ms" for r in rows[:6]), flush=True)
+    for backend in rec.backends:  # graphs, then eager
+        rows, used = curve(pair, rec.args.curve_batch, rec.args.tokens, CONTEXT, backend, dry_run=rec.args.dry_run)
+        rec.doc["pass_curves"].append(curve_entry(f"{pair.target_name} (real weights)", "real", backend, used, rows))
+        print(f"   {backend}: " + ", ".join(f"B{r['batch']}x{r['new_tokens']} {r['ms']:.2f} ms" for r in rows[:6]), flush=True)
 
 
 GRID_KEYS = (
@@ -266,8 +268,8 @@ GRID_KEYS = (
 
 
 def grid(rec: Recorder, pair) -> None:
-    for mode in rec.modes:
-        if mode == "off" and rec.elapsed() > 0.55 * rec.args.budget_s:  # keep time for the races
+    for backend in rec.backends:
+        if backend == EAGER and rec.elapsed() > 0.55 * rec.args.budget_s:  # keep time for the races
             rec.doc["errors"].append("grid, eager: skipped to leave the races their share of the budget")
             continue
         result = bench(
@@ -278,20 +280,20 @@ def grid(rec: Recorder, pair) -> None:
             prompt_set="heldout",
             max_new_tokens=rec.args.max_new_tokens,
             repeats=rec.args.repeats,
-            cuda_graphs=mode,
+            backend=backend,
             log=lambda s: print(s, flush=True),
         )
         rows = [{k: r.get(k) for k in GRID_KEYS} for r in result["rows"]]
         rec.doc["grid"].append(
-            {"cuda_graphs": mode, "drafter": "eagle", "prompt_set": "heldout", "max_new_tokens": rec.args.max_new_tokens, "rows": rows}
+            {"backend": backend, "drafter": "eagle", "prompt_set": "heldout", "max_new_tokens": rec.args.max_new_tokens, "rows": rows}
         )
         rec.save()
 
 
 def best_depths(rec: Recorder) -> dict[int, int]:
     """Per batch, the depth with the highest measured speedup in the graph-captured grid (eager if none)."""
-    grids = {g["cuda_graphs"]: g["rows"] for g in rec.doc["grid"]}
-    rows = grids.get(rec.graph_mode) or grids.get("off") or []
+    grids = {g["backend"]: g["rows"] for g in rec.doc["grid"]}
+    rows = grids.get(rec.graph_backend) or grids.get(EAGER) or []
     best: dict[int, tuple[float, int]] = {}
     for r in rows:
         if r["batch"] not in best or r["speedup"] > best[r["batch"]][0]:
@@ -305,16 +307,16 @@ def races(rec: Recorder, pair) -> None:
     for batch in rec.args.race_batch:
         depth = best.get(batch, max(rec.args.depth))
         prompts = batch_prompts("heldout", batch)
-        for mode in rec.modes:
-            ar = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=n, cuda_graphs=mode))
-            spec = generate(pair, prompts, DecodeConfig(depth=depth, drafter="eagle", max_new_tokens=n, cuda_graphs=mode))
-            stem = f"b{batch}-k{depth}-{ {'auto': 'graphs', 'off': 'eager'}.get(mode, mode) }"
+        for backend in rec.backends:
+            ar = generate(pair, prompts, DecodeConfig(mode="autoregressive", max_new_tokens=n, backend=backend))
+            spec = generate(pair, prompts, DecodeConfig(depth=depth, drafter="eagle", max_new_tokens=n, backend=backend))
+            stem = f"b{batch}-k{depth}-{ {'cuda_graphs': 'graphs', EAGER: 'eager'}.get(backend, backend) }"
             speedup = spec.summary["tokens_per_s"] / ar.summary["tokens_per_s"]
             rec.doc["races"].append(
                 {
                     "batch": batch,
                     "depth": depth,
-                    "cuda_graphs": mode,
+                    "backend": backend,
                     "drafter": "eagle",
                     "speedup": speedup,
                     "ar": rec.save_trace(ar, f"{stem}-ar.json"),
@@ -324,7 +326,7 @@ def races(rec: Recorder, pair) -> None:
                 }
             )
             print(
-                f"   batch {batch} k={depth} {mode}: AR {ar.summary['tokens_per_s']:.0f} tok/s, "
+                f"   batch {batch} k={depth} {backend}: AR {ar.summary['tokens_per_s']:.0f} tok/s, "
                 f"spec {spec.summary['tokens_per_s']:.0f} tok/s, x{speedup:.2f}",
                 flush=True,
             )
@@ -353,12 +355,12 @@ def big_shapes(rec: Recorder) -> None:
     for shape in rec.args.shapes:
         pair = random_pair(shape, pick_dtype("auto", rec.device) if not rec.args.dry_run else torch.float32, rec.device)
         name = f"{shape} shape, RANDOM weights"
-        for mode in rec.modes:
-            rows, used = curve(pair, rec.args.race_batch, ks, CONTEXT, mode, repeats=3, dry_run=rec.args.dry_run)
-            rec.doc["pass_curves"].append(curve_entry(name, "random", mode, used, rows, role="projection"))
+        for backend in rec.backends:
+            rows, used = curve(pair, rec.args.race_batch, ks, CONTEXT, backend, repeats=3, dry_run=rec.args.dry_run)
+            rec.doc["pass_curves"].append(curve_entry(name, "random", backend, used, rows, role="projection"))
         cmp_batches, cmp_tokens = ([1, 8, 64], [1, 4, 16, 64, 128]) if not rec.args.dry_run else ([1], [1, 4])
-        rows, used = curve(pair, cmp_batches, cmp_tokens, 1, rec.graph_mode, repeats=5, dry_run=rec.args.dry_run)
-        rec.doc["pass_curves"].append(curve_entry(name, "random", rec.graph_mode, used, rows, role="gpu_graphs comparison"))
+        rows, used = curve(pair, cmp_batches, cmp_tokens, 1, rec.graph_backend, repeats=5, dry_run=rec.args.dry_run)
+        rec.doc["pass_curves"].append(curve_entry(name, "random", rec.graph_backend, used, rows, role="gpu_graphs comparison"))
         for r in rows:
             ref = reference.get((shape, r["batch"], r["new_tokens"]))
             if ref:
@@ -381,11 +383,11 @@ def big_shapes(rec: Recorder) -> None:
 
 def projection(rec: Recorder) -> None:
     """speedup(B, k) = E(alpha_k, k) / (k c_{B,k} + T(B, k+1) / T(B, 1)) per random-weight shape, graph curves."""
-    grids = {g["cuda_graphs"]: g["rows"] for g in rec.doc["grid"]}
-    measured = {(r["batch"], r["depth"]): r for r in (grids.get(rec.graph_mode) or grids.get("off") or [])}
+    grids = {g["backend"]: g["rows"] for g in rec.doc["grid"]}
+    measured = {(r["batch"], r["depth"]): r for r in (grids.get(rec.graph_backend) or grids.get(EAGER) or [])}
     rows = []
     for curve_doc in rec.doc["pass_curves"]:
-        if curve_doc.get("role") != "projection" or curve_doc["cuda_graphs"] != rec.graph_mode:
+        if curve_doc.get("role") != "projection" or curve_doc["backend"] != rec.graph_backend:
             continue
         shape = curve_doc["model"].split(" shape")[0]
         t = {(r["batch"], r["new_tokens"]): r["ms"] for r in curve_doc["rows"]}
@@ -401,7 +403,7 @@ def projection(rec: Recorder) -> None:
         "label": (
             "PROJECTION, not a measurement: Leviathan's E(alpha, k) with alpha and the draft cost c measured on "
             "the 135M pair with its EAGLE head (this run's grid), over each random-weight shape's measured "
-            f"verify cost T(B(k+1))/T(B) ({'graph-captured' if rec.graph_mode == 'auto' else 'CPU dry run: padded eager'}); "
+            f"verify cost T(B(k+1))/T(B) ({'graph-captured' if rec.graph_backend == 'cuda_graphs' else 'CPU dry run: padded eager'}); "
             "a larger target's own head would have its own alpha and c"
         ),
         "alpha": None,

@@ -181,7 +181,7 @@ def test_replay_lists_device_recordings_through_the_strict_loaders(monkeypatch, 
             "grid": [],
             "exactness": {"dtype": "float32", "all_equal": True, "runs": []},
             "projection": {"label": "none", "rows": []},
-            "races": [{"batch": 2, "depth": FIRST["depth"], "cuda_graphs": "off", "ar": FIRST["ar"], "spec": FIRST["spec"]}],
+            "races": [{"batch": 2, "depth": FIRST["depth"], "backend": "torch", "ar": FIRST["ar"], "spec": FIRST["spec"]}],
         }
         (root / name / "recording.json").write_text(json.dumps(doc))
     monkeypatch.setattr(recordings, "RECORDINGS", root)

@@ -51,6 +51,7 @@ def test_level_and_noisy_rounds_name_no_winner():
 
 def test_the_verdict_and_not_the_drawn_round_decides_the_reason_clause():
     m = {"speedup": 1.3, "step_cost_ratio": 0.9, "ar_decode_steps": 20, "spec_decode_steps": 15, "kept_per_step": 1.4}
+    m |= {"ar_decode_tokens_per_s": 50.0, "spec_decode_tokens_per_s": 65.0}
     assert metrics.speedup_reason(m, "here").endswith("which is why speculation paid.")  # the lessons' call: unchanged
     noisy = metrics.speed_verdict([_round(50.0, 80.0), _round(50.0, 40.0), _round(50.0, 70.0)])
     said = metrics.speedup_reason(m, "here", rule=noisy)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from app.views import recorded
 
 
-def grid(mode: str, speedups: dict) -> dict:
+def grid(backend: str, speedups: dict) -> dict:
     return {
-        "cuda_graphs": mode,
+        "backend": backend,
         "drafter": "eagle",
         "rows": [
             {"batch": b, "depth": k, "ar_tokens_per_s": 1.0, "spec_tokens_per_s": s, "speedup": s, "alpha": 0.6}
@@ -18,8 +18,8 @@ def grid(mode: str, speedups: dict) -> dict:
 
 DATA = {
     "grid": [
-        grid("auto", {(1, 2): 1.9, (1, 4): 2.1, (16, 2): 1.2, (16, 4): 0.9, (64, 2): 0.8, (64, 4): 0.6}),
-        grid("off", {(1, 2): 1.3, (1, 4): 1.2, (16, 2): 1.05, (16, 4): 1.1, (64, 2): 1.01, (64, 4): 0.9}),
+        grid("cuda_graphs", {(1, 2): 1.9, (1, 4): 2.1, (16, 2): 1.2, (16, 4): 0.9, (64, 2): 0.8, (64, 4): 0.6}),
+        grid("torch", {(1, 2): 1.3, (1, 4): 1.2, (16, 2): 1.05, (16, 4): 1.1, (64, 2): 1.01, (64, 4): 0.9}),
     ]
 }
 

@@ -172,8 +172,10 @@ def test_compare_metrics(ar_trace, spec_trace):
     line = metrics.arithmetic_line(m)
     said = f"{m['speedup']:.2f}× as fast as plain decoding after the first token (decoding alone; {m['whole_run_speedup']:.2f}× over"
     assert said in line
-    old = {k: v for k, v in m.items() if not k.startswith(("ar_decode", "spec_decode"))}  # a trace without decode timing
-    assert "over the whole run (prefill included; this trace does not time decoding apart)" in metrics.arithmetic_line(old)
+    prefill_only = m | {"ar_decode_tokens_per_s": None}  # a run with no decode step: the one rule ranks its whole run
+    assert "over the whole run (prefill included: a run with no decode step" in metrics.arithmetic_line(prefill_only)
+    with pytest.raises(KeyError):  # no fallback for a comparison without the decode rates
+        metrics.arithmetic_line({k: v for k, v in m.items() if not k.startswith(("ar_decode", "spec_decode"))})
     assert m["flops_ratio"] > 0
     # c = (8 ms draft / 4 drafted positions) / 10 ms AR step
     assert m["c"] == pytest.approx(0.2)
@@ -199,6 +201,7 @@ GRID = [  # two batch sizes x two depths, one cell missing, as engine.bench.harn
         "ar_tokens_per_s": 20.04,
         "spec_tokens_per_s": 30.06,
         "speedup": 1.5,
+        "whole_run_speedup": 1.234,
         "alpha": 0.712,
         "drafted_per_step": 1.984,
         "flops_ratio": 1.333,
@@ -210,6 +213,7 @@ GRID = [  # two batch sizes x two depths, one cell missing, as engine.bench.harn
         "ar_tokens_per_s": 20.0,
         "spec_tokens_per_s": 36.0,
         "speedup": 1.8,
+        "whole_run_speedup": 1.7,
         "alpha": 0.7,
         "flops_ratio": 1.6,
     },
@@ -220,6 +224,7 @@ GRID = [  # two batch sizes x two depths, one cell missing, as engine.bench.harn
         "ar_tokens_per_s": 200.0,
         "spec_tokens_per_s": 150.0,
         "speedup": 0.75,
+        "whole_run_speedup": 0.8,
         "alpha": None,
         "drafted_per_step": None,
         "flops_ratio": None,
@@ -254,17 +259,14 @@ def test_grid_table_rounds_and_keeps_missing_values():
         "AR tok/s": 20.0,
         "spec tok/s": 30.1,
         "speedup": 1.5,
-        "clock": "whole run (prefill included)",
-        "whole-run speedup": None,
+        "whole-run speedup": 1.23,
         "α": 0.71,
         "drafted/step": 1.98,
         "tokens/step": None,
         "FLOPs × AR": 1.33,
         "load": "",
         "verdict (the one rule)": "can't tell: no rounds kept",
-    }  # rows without policy/tree/load, and an older row without decode timing: its speedup is the whole run's
-    decoded = sweep.grid_table([{**GRID[0], "whole_run_speedup": 1.234}])[0]
-    assert decoded["clock"] == "decoding alone" and decoded["whole-run speedup"] == 1.23
+    }  # rows without policy/tree/load; "speedup" is decoding alone, the whole run's beside it
     assert table[1]["drafted/step"] is None  # older rows without the field
     assert table[2]["α"] is None and table[2]["FLOPs × AR"] is None
 
@@ -453,6 +455,7 @@ ADAPTIVE_GRID = [  # as engine.bench.harness.bench(policy=["fixed", "batch_table
 for _r in ADAPTIVE_GRID:
     _r |= {
         "speedup": _r["spec_tokens_per_s"] / _r["ar_tokens_per_s"],
+        "whole_run_speedup": _r["spec_tokens_per_s"] / _r["ar_tokens_per_s"],
         "tokens_per_pass": _r["batch"] * (_r["depth"] + 1),
         "alpha": 0.6,
         "flops_ratio": 1.5,

@@ -38,16 +38,17 @@ def test_dry_run_writes_every_stage_labelled_as_a_dry_run(dry_run):
     assert rec.dry_run and "CPU dry run" in rec.label and "NOT a GPU recording" in rec.label
     assert data["errors"] == [] and data["device"] == "cpu" and data["cuda"] is None
     assert data["exactness"]["all_equal"] and {r["drafter"] for r in data["exactness"]["runs"]} == {"model", "eagle", "ngram"}
-    assert data["exactness"]["graph_mode"] == "padded"  # a CPU cannot capture: the graph buckets run eagerly
-    curves = {(c["model"].split(" ")[0], c["cuda_graphs"], c["context"]) for c in data["pass_curves"]}
-    assert {("tiny-wide", "padded", 32), ("tiny-wide", "off", 32), ("tiny-deep", "padded", 1)} <= curves
+    assert data["exactness"]["backend"] == "cuda_graphs_padded"  # a CPU cannot capture: the graph buckets run eagerly
+    curves = {(c["model"].split(" ")[0], c["backend"], c["context"]) for c in data["pass_curves"]}
+    assert {("tiny-wide", "cuda_graphs_padded", 32), ("tiny-wide", "torch", 32), ("tiny-deep", "cuda_graphs_padded", 1)} <= curves
+    assert not any("cuda_graphs" in entry for key in ("pass_curves", "grid", "races") for entry in data[key])  # keyed by backend
     assert [c for c in data["pass_curves"] if c["weights"] == "real"]
     assert all("RANDOM weights" in c["model"] for c in data["pass_curves"] if c["weights"] == "random")
     long = [c for c in data["pass_curves"] if c.get("role") == "context"]  # scripts/record/gpu_context.py
     assert {(c["weights"], c["context"]) for c in long} >= {("real", 1), ("real", 32), ("random", 1), ("random", 32)}
     assert all({r["new_tokens"] for r in c["rows"]} == {1, 4} and all(r["ms"] > 0 for r in c["rows"]) for c in long)
-    assert {g["cuda_graphs"] for g in data["grid"]} == {"padded", "off"}
-    assert {r["cuda_graphs"] for r in data["races"]} == {"padded", "off"}
+    assert {g["backend"] for g in data["grid"]} == {"cuda_graphs_padded", "torch"}
+    assert {r["backend"] for r in data["races"]} == {"cuda_graphs_padded", "torch"}
     assert data["projection"]["rows"] and data["projection"]["label"].startswith("PROJECTION, not a measurement")
     for i in range(len(data["races"])):
         ar, spec = rec.race(i)  # the strict trace loader
@@ -72,7 +73,7 @@ def test_dry_run_may_not_write_into_the_shipped_recordings():
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda d: d.update(schema="speclab.gpu_recording/0"), "recording bad: recording.schema must be one of speclab.gpu_recording/1"),
+        (lambda d: d.update(schema="speclab.gpu_recording/0"), "recording bad: recording.schema must be one of speclab.gpu_recording/2"),
         (lambda d: d.update(dry_run="no"), "recording bad: recording.dry_run must be true or false"),
         (lambda d: d["races"][0].update(ar="../../etc/passwd.json"), r"recording bad: recording.races\[0\].ar must be a string matching"),
         (lambda d: d["races"][0].update(spec="missing.json"), "trace missing.json is missing"),

@@ -140,8 +140,9 @@ def test_the_census_finds_the_copies_the_pass_object_replaced():
 
 
 def _mode_parameters(sources: dict[str, str]) -> list[str]:
-    """Parameters of engine/model functions that carry a pass's mode as a string or flag: `mode`, `capture`, or a
-    `lean` with a default (a bool; a LeanLlama object is passed positionally, without one)."""
+    """Parameters of engine/model functions that carry a pass's mode as a string or flag: `mode`, `capture`, a prepared
+    `form` outside engine/model/prepared.py (which makes each form from the `Backend` it is asked with), or a `lean`
+    with a default (a bool; a LeanLlama object is passed positionally, without one)."""
     bad = []
     for name, text in sorted(sources.items()):
         for qual, fn in _functions(ast.parse(text)):
@@ -149,19 +150,23 @@ def _mode_parameters(sources: dict[str, str]) -> list[str]:
             defaults = dict(zip([a.arg for a in fn.args.posonlyargs + fn.args.args][::-1], fn.args.defaults[::-1]))
             defaults |= {a.arg: d for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None}
             for arg in args:
-                if arg.arg in ("mode", "capture") or (arg.arg == "lean" and arg.arg in defaults):
+                form = arg.arg == "form" and not name.endswith("prepared.py")
+                if arg.arg in ("mode", "capture") or form or (arg.arg == "lean" and arg.arg in defaults):
                     bad.append(f"{name}:{qual}({arg.arg})")
     return bad
 
 
 def test_no_mode_string_travels_below_the_cache():
     """The cache holds the run's Backend and the pass built for it: no function in engine/model takes a mode string,
-    a capture flag or a bool `lean` (the old StaticRaggedCache(mode=...), GraphRunner(capture=...), RaggedCache(lean=))."""
+    a capture flag, a prepared form or a bool `lean` (the old StaticRaggedCache(mode=...), GraphRunner(capture=...),
+    Pass(lean, form, ...), RaggedCache(lean=))."""
     assert _mode_parameters(_engine_model()) == []
     old = "class StaticRaggedCache:\n    def __init__(self, model, mode: str, lean=None):\n        pass\n"
     old += "class GraphRunner:\n    def __init__(self, device, capture: bool):\n        pass\n"
+    old += "class Pass:\n    def __init__(self, lean, form: str, device):\n        pass\n"
     assert sorted(_mode_parameters({"old.py": old})) == [
         "old.py:GraphRunner.__init__(capture)",
+        "old.py:Pass.__init__(form)",
         "old.py:StaticRaggedCache.__init__(lean)",
         "old.py:StaticRaggedCache.__init__(mode)",
     ]
@@ -170,7 +175,8 @@ def test_no_mode_string_travels_below_the_cache():
 @pytest.mark.parametrize("name", ["fused", "native", "torch"])
 def test_each_cache_holds_its_backend_and_the_pass_built_for_it(tiny, name):
     """make_cache builds the pass once: a static cache's route and Pass follow its Backend, the dynamic cache's Pass is
-    the "concat" form; the same Pass object serves every pass of the run."""
+    the "torch" backend's; each Pass holds the cache's Backend itself (no form string) and the same Pass object serves
+    every pass of the run."""
     from engine import DecodeConfig
     from engine.model import cpukernels
     from engine.model.fastpass import FastRoute
@@ -184,10 +190,10 @@ def test_each_cache_holds_its_backend_and_the_pass_built_for_it(tiny, name):
         first = cache.prefill([[5, 6, 7]], 0)
     assert first.shape == (1, 1, tiny.target.config.vocab_size)
     if name == "torch":
-        assert not isinstance(cache, StaticRaggedCache) and cache.run.passes.form == "concat"
+        assert not isinstance(cache, StaticRaggedCache) and cache.run.passes.backend is cache.backend
         return
     held = cache.passes
-    assert type(cache.route) is FastRoute and held.form == {"fused": "onednn", "native": "native"}[name]
+    assert type(cache.route) is FastRoute and held.backend is cache.backend and held.layers is held.weights.layers(cache.backend)
     assert held.native == (name == "native" and isinstance(held.layers[0][1], cpukernels.Packed))
     with torch.inference_mode():
         assert cache.forward(torch.tensor([[8, 9]])).shape == (1, 2, tiny.target.config.vocab_size)

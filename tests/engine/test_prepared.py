@@ -14,6 +14,7 @@ from conftest import PROMPTS, hf_greedy, tiny_pair
 
 from engine import DecodeConfig, generate
 from engine.model import cpukernels, static_cache
+from engine.model.backend import Backend
 from engine.model.eagle_head import EagleRunner, load_head
 from engine.model.pair import Loaded, ModelPair
 from engine.model.prepared import lookup
@@ -84,9 +85,10 @@ def test_each_backend_prepares_at_most_one_extra_copy(tokenizer, name):
     for model in (pair.target, pair.weights("draft")):
         weights = lookup(model)
         made = list(weights.forms)
-        layers = weights.layers(expected)
+        backend = Backend(name, torch.device("cpu"))
+        layers = weights.layers(backend)
         _run(pair, name)  # a second run reuses them
-        assert made == [expected] and lookup(model) is weights and weights.layers(expected) is layers
+        assert made == [expected] and lookup(model) is weights and weights.layers(backend) is layers is weights.forms[expected]
         sizes = weights.copies()
         one_copy = _layer_bytes(model, 16 if expected == "native" else 1)
         assert sizes[expected] == one_copy["qkv_gu" if expected == "concat" else "all"], sizes
@@ -105,7 +107,7 @@ def test_native_matrices_lie_in_one_block_in_pass_order(tokenizer):
     _run(pair, "native")
     for model in (pair.target, pair.weights("draft")):
         weights = lookup(model)
-        matrices = [w for layer in weights.layers("native") for w in (layer[1], layer[2], layer[4], layer[5])]
+        matrices = [w for layer in weights.layers(Backend("native", torch.device("cpu"))) for w in (layer[1], layer[2], layer[4], layer[5])]
         start = matrices[0].data.data_ptr()
         assert start % cpukernels.HUGE_PAGE == 0
         for w in matrices:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import PROMPTS
+from conftest import PROMPTS, tiny_eagle_pair
 
 from engine import DecodeConfig, generate, generate_steps
 from engine.model.backend import Backend, choose_backend
@@ -168,6 +168,27 @@ def test_mode_resolution_and_errors(tiny, monkeypatch):
         choose_backend(cpu, cuda_graphs="static").for_model(gpt2)
     with pytest.raises(ConfigError, match="cannot go with backend='transformers'"):  # transformers' forward: no static buffers
         generate(tiny, PROMPTS[:1], DecodeConfig(max_new_tokens=4, cuda_graphs="static", backend="transformers"))
+
+
+def test_a_static_cache_builds_no_dynamic_cache_and_no_dynamic_forward(tiny, tokenizer, tmp_path, monkeypatch):
+    """The buffers are the static cache's keys and values and its `Pass` runs over them: building one makes no
+    transformers DynamicCache and no dynamic-cache forward (whose LeanLlama it would never call)."""
+    import engine.model.kvcache as kvcache
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a static cache built what it does not use")
+
+    monkeypatch.setattr(kvcache, "DynamicCache", refuse)
+    monkeypatch.setattr(kvcache, "make_forward", refuse)
+    for mode in MODES:
+        cache = make_cache(tiny.target, torch.device("cpu"), tiny.target_costs, DecodeConfig(cuda_graphs=mode))
+        assert isinstance(cache, StaticRaggedCache) and cache.passes.lean is cache.lean
+        assert not hasattr(cache, "cache") and not hasattr(cache, "run")
+    head = tiny_eagle_pair(tokenizer, tmp_path).loaded["eagle"]
+    eagle = make_cache(None, torch.device("cpu"), head.costs, DecodeConfig(cuda_graphs="static"), runner=head.module)
+    assert eagle.lean is None and eagle.passes.lean is head.module.lean
+    with pytest.raises(AssertionError, match="does not use"):  # the dynamic cache still builds both
+        make_cache(tiny.target, torch.device("cpu"), tiny.target_costs, DecodeConfig())
 
 
 def test_trace_meta_says_how_passes_ran(tiny, tmp_path):

@@ -86,16 +86,27 @@ def test_a_run_with_nothing_after_the_first_token_has_no_decode_rate(tiny):
     assert s["decode_tokens_per_s"] is None and s["tpot_ms"] is None
 
 
-def test_traces_without_decode_timing_still_load():
-    """Traces recorded before the decode fields existed (the shipped sample traces) load, and gain no field."""
+def test_every_shipped_trace_carries_its_decode_timing_and_a_trace_without_it_is_refused():
+    """The shipped sample traces carry the decode fields, equal to what engine.trace.records.decode_timing computes
+    from their own steps (they were migrated once, from those steps); a trace without one of them is refused in one
+    line naming it, so no reader falls back to the whole-run rate."""
     from pathlib import Path
 
-    for path in sorted((Path(__file__).resolve().parents[2] / "assets" / "traces").glob("*-*.json")):
-        raw = json.loads(path.read_text())
+    from engine.trace.records import decode_timing
+
+    paths = sorted((Path(__file__).resolve().parents[2] / "assets" / "traces").glob("*-*.json"))
+    assert len(paths) == 4
+    for path in paths:
+        trace = Trace.from_json(path)
+        assert {k: trace.summary[k] for k in ("ttft_s", "decode_tokens_per_s", "tpot_ms")} == decode_timing(
+            trace.steps, trace.summary["wall_s"]
+        )
+        assert trace.summary["decode_tokens_per_s"] > 0
         for key in ("ttft_s", "decode_tokens_per_s", "tpot_ms"):
-            raw["summary"].pop(key, None)
-        trace = Trace.from_json_bytes(json.dumps(raw).encode())
-        assert "decode_tokens_per_s" not in trace.summary and trace.summary["tokens_per_s"] > 0
+            raw = json.loads(path.read_text())
+            raw["summary"].pop(key)
+            with pytest.raises(TraceError, match=f"summary is missing {key}"):
+                Trace.from_json_bytes(json.dumps(raw).encode())
 
 
 def test_a_bad_decode_rate_is_refused_with_one_line(tiny, tmp_path):
