@@ -64,14 +64,13 @@ _FILE = Checker(MeasurementError, "malformed lesson recording", foreign="not a S
 # "str", "bool", "date", a tuple (one of its strings), a dict (exactly these keys; a key ending in "?" may be
 # absent), a one-item list [spec] (a list of them), or {"*": spec} (any identifier keys, each a spec).
 SPREAD = {"values": ["num"], "median": "num", "min": "num", "max": "num"}
-DECODE = {  # decoding apart from prefill (decode_fields); the lane's summary carries its rates (required above), these stay
-    # optional while the lessons' tests still check a lane without them (docs/journal.md)
-    "ttft_s?": "num",
-    "decode_s?": "num",
-    "decode_tokens?": "int",
-    "decode_tokens_per_s?": "num?",
-    "decode_tokens_per_s_runs?": SPREAD,  # a lane of repeats (lane_of_runs): every run's rate
-    "passes?": [["int"]],
+DECODE = {  # decoding apart from prefill (decode_fields): a lane's time to first token, decode time and tokens, its rate
+    "ttft_s": "num",
+    "decode_s": "num",
+    "decode_tokens": "int",
+    "decode_tokens_per_s": "num?",  # null: a run with no decode step
+    "decode_tokens_per_s_runs": SPREAD,  # every interleaved round's rate (lane_of_runs)
+    "passes": [["int"]],  # its decode passes as [tokens per pass, draft depth, steps] (the H200 re-timing)
 }
 # Lessons 6 and 7's rows (2026-12-05 on; optional, older recordings lack them): the median run's decode tokens and
 # its decode passes as [tokens per pass, draft depth, steps], what app/lessons/retime.py prices on the H200.

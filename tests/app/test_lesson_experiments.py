@@ -222,13 +222,14 @@ def test_a_recording_beside_other_work_is_labelled_disturbed_both_ways():
     assert measurement.note_load("load average 1.2 to 3.4 on 2 cores") == (3.4, 2) and measurement.note_load("quiet") is None
 
 
-def test_every_shipped_recording_loads_and_old_lanes_without_the_new_keys_still_fit():
+def test_every_shipped_recording_loads_and_a_lane_without_its_decode_fields_is_refused():
     folder = Path(__file__).resolve().parents[2] / "assets" / "lessons"
     for name in EXPERIMENTS:
-        if name == "one_step":  # lesson 0's recording is the step-through trace (app/lessons/step_lesson.py)
+        if name == "one_step":  # lesson 0's recording is the step-through trace (app/lessons/l0_one_step.py)
             continue
         record = registry.load_record(folder / f"{name}.json")
         assert record["experiment"] == name
+    spread = {"values": [1.0], "median": 1.0, "min": 1.0, "max": 1.0}
     lane = {
         "summary": dict.fromkeys(measurement.SUMMARY_KEYS, 1.0),
         "drafter": "",
@@ -237,10 +238,19 @@ def test_every_shipped_recording_loads_and_old_lanes_without_the_new_keys_still_
         "verified_slots": [0, 0],
         "decode_steps": 3,
         "speculated_steps": 0,
+        "ttft_s": 0.1,
+        "decode_s": 0.5,
+        "decode_tokens": 3,
+        "decode_tokens_per_s": 6.0,
+        "decode_tokens_per_s_runs": spread,
+        "passes": [[1, 0, 3]],
     }
-    measurement.check(lane, measurement.LANE)  # an older recording's lane: no spread, no means, no TPOT
+    measurement.check(lane, measurement.LANE)  # decoding timed apart from the prompt's pass: fits
+    for key in ("ttft_s", "decode_tokens_per_s_runs", "passes"):  # a lane from before decoding was timed apart
+        with pytest.raises(measurement.MeasurementError, match=f"missing {key}"):
+            measurement.check({k: v for k, v in lane.items() if k != key}, measurement.LANE)
     with pytest.raises(measurement.MeasurementError, match="tokens_per_s_runs.median"):
-        measurement.check(lane | {"tokens_per_s_runs": {"values": [1.0], "median": None, "min": 1.0, "max": 1.0}}, measurement.LANE)
+        measurement.check(lane | {"decode_tokens_per_s_runs": spread | {"median": None}}, measurement.LANE)
 
 
 @pytest.mark.parametrize("room", [1, 2, 3, 4, 8, 16, 32])
