@@ -10,10 +10,12 @@ machine's load average while it ran (other work on a shared machine slows every 
     python scripts/record/record_sweep.py [--repeats 2] [--note "shared machine"]
 
 Or convert a grid already recorded with `python -m engine bench --json PATH` (no pass curve then), naming the
-machine and date it was measured on:
+machine and date it was measured on (a bench file from before decoding was timed apart from the prompt's pass, such
+as the 2026-12-01 files in docs/measurements/, has no decode rates and is refused):
 
-    python scripts/record/record_sweep.py --from-bench docs/measurements/cpu-xeon-policies-2026-12-01-final.json \
-        --machine "Intel Xeon @ 2.60 GHz, 2 cores" --date 2026-12-01 --drafter "EAGLE head" --note "load not recorded"
+    python -m engine bench --batch 1,4,16 --depth 0,2,4 --drafter eagle --repeats 3 --json bench.json
+    python scripts/record/record_sweep.py --from-bench bench.json \
+        --machine "Intel Xeon @ 2.60 GHz, 2 cores" --date 2026-12-06 --drafter "EAGLE head" --note "quiet machine"
 """
 
 from __future__ import annotations
