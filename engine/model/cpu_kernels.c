@@ -24,6 +24,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
+#include <omp.h>
 
 #ifndef __AVX512F__
 #error "SpecLab's CPU kernels need AVX-512F"
@@ -200,7 +201,13 @@ static inline __m512 vexp(__m512 x) { /* Cephes' expf polynomial, 2^n by scalef:
   return _mm512_scalef_ps(y, n);
 }
 
-static void gemm_team(const void *x, const void *wp, void *y, int M, int K, int N, int bf) { /* inside a team */
+static void gemm_amx_team(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N);
+
+static void gemm_team(const void *x, const void *wp, void *y, int M, int K, int N, int bf, int amx) { /* inside a team */
+  if (bf && amx && K % 32 == 0) { /* AMX's tiles (below) */
+    gemm_amx_team(x, wp, y, M, K, N);
+    return;
+  }
   int blocks = (N + 15) / 16;
 #pragma omp for schedule(static)
   for (int b = 0; b < blocks; b++) {
@@ -493,6 +500,155 @@ static void att_scores_amx(const uint32_t *qt, const uint16_t *kb, int rows, int
 }
 #endif
 
+/* ---- the weights' products on AMX's tiles (bfloat16, K a multiple of 32, where `amx_ready`) -------------------------
+ * The packed layout is already AMX's second operand: a block's 16 pairs kp .. kp + 15 (16 rows x 64 bytes) are one tile of
+ * 32 elements of k for its 16 output rows. The tokens are the first operand (16 tokens x 32 elements a tile, straight
+ * from x). Per 32 elements of k, a tile product takes 16 tokens x 16 outputs in one instruction, where the register tiles
+ * above take 2 x 16 `vdpbf16ps` per token: a 32-token pass's products stop costing more than the weights' bytes. Tiles:
+ * float32 sums in 0-3 (a token tile's outputs of up to 4 blocks: 1 x 4, 2 x 2 or 3 x 1), tokens in 3-5, weights in 6-7;
+ * a token tile's sums and tokens are configured with its rows, so no row past x is read. The sums are float32 in AMX's
+ * order (not the register tiles'), the same order for a token whatever its pass; bfloat16 outputs rounded as above.
+ * Each thread takes a contiguous share of the blocks and keeps the tile configuration it found (oneDNN's, or none). */
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+static void gemm_amx_config(int M) { /* token tiles of M <= 48 tokens: C and A tiles of the last one get its rows */
+  tilecfg_t c;
+  memset(&c, 0, sizeof c);
+  c.palette = 1;
+  for (int t = 0; t < 8; t++) {
+    c.rows[t] = 16;
+    c.colsb[t] = 64;
+  }
+  int T = (M + 15) / 16, last = M - 16 * (T - 1);
+  static const int8_t LAST[4][5] = {{-1}, {0, 1, 2, 3, 4}, {2, 3, 5, -1}, {2, 5, -1}}; /* the last token tile's tiles */
+  for (int i = 0; i < 5 && LAST[T][i] >= 0; i++) c.rows[LAST[T][i]] = (uint8_t)last;
+  _tile_loadconfig(&c);
+}
+
+/* tiles: T = 1: sums of block j in j, tokens in 4; T = 2: token tile t, block j in 2t + j, tokens in 4 + t; T = 3: token
+ * tile t in t, tokens in 3 + t. x: the first token's row (stride xs bytes), w: the first block's pair kp = 0 (blocks bs
+ * apart). */
+static void amx_t1(const uint16_t *x, int64_t xs, const uint16_t *w, int64_t bs, int kp2, int nb, float *c) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  if (nb == 4)
+    for (int kp = 0; kp < kp2; kp += 16) {
+      _tile_loadd(4, x + 2 * kp, xs);
+      _tile_loadd(6, w + (int64_t)kp * 32, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_loadd(7, w + bs + (int64_t)kp * 32, 64);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_loadd(6, w + 2 * bs + (int64_t)kp * 32, 64);
+      _tile_dpbf16ps(2, 4, 6);
+      _tile_loadd(7, w + 3 * bs + (int64_t)kp * 32, 64);
+      _tile_dpbf16ps(3, 4, 7);
+    }
+  else
+    for (int kp = 0; kp < kp2; kp += 16) {
+      _tile_loadd(4, x + 2 * kp, xs);
+      _tile_loadd(6, w + (int64_t)kp * 32, 64);
+      _tile_dpbf16ps(0, 4, 6);
+    }
+  _tile_stored(0, c, 64);
+  _tile_stored(1, c + 256, 64);
+  _tile_stored(2, c + 512, 64);
+  _tile_stored(3, c + 768, 64);
+}
+
+static void amx_t2(const uint16_t *x, int64_t xs, const uint16_t *w, int64_t bs, int kp2, int nb, float *c) {
+  const uint16_t *x1 = x + 16 * xs / 2;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  if (nb == 2)
+    for (int kp = 0; kp < kp2; kp += 16) {
+      _tile_loadd(4, x + 2 * kp, xs);
+      _tile_loadd(5, x1 + 2 * kp, xs);
+      _tile_loadd(6, w + (int64_t)kp * 32, 64);
+      _tile_loadd(7, w + bs + (int64_t)kp * 32, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+  else
+    for (int kp = 0; kp < kp2; kp += 16) {
+      _tile_loadd(4, x + 2 * kp, xs);
+      _tile_loadd(5, x1 + 2 * kp, xs);
+      _tile_loadd(6, w + (int64_t)kp * 32, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(2, 5, 6);
+    }
+  _tile_stored(0, c, 64);
+  _tile_stored(1, c + 256, 64);
+  _tile_stored(2, c + 512, 64);
+  _tile_stored(3, c + 768, 64);
+}
+
+static void amx_t3(const uint16_t *x, int64_t xs, const uint16_t *w, int kp2, float *c) {
+  const uint16_t *x1 = x + 16 * xs / 2, *x2 = x + 32 * xs / 2;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  for (int kp = 0; kp < kp2; kp += 16) {
+    _tile_loadd(6, w + (int64_t)kp * 32, 64);
+    _tile_loadd(3, x + 2 * kp, xs);
+    _tile_dpbf16ps(0, 3, 6);
+    _tile_loadd(4, x1 + 2 * kp, xs);
+    _tile_dpbf16ps(1, 4, 6);
+    _tile_loadd(5, x2 + 2 * kp, xs);
+    _tile_dpbf16ps(2, 5, 6);
+  }
+  _tile_stored(0, c, 64);
+  _tile_stored(1, c + 256, 64);
+  _tile_stored(2, c + 512, 64);
+}
+
+static void gemm_amx_rows(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N, int b0, int b1) {
+  /* M <= 48 tokens times blocks b0 .. b1 - 1, in groups of up to 4 / T blocks */
+  int T = (M + 15) / 16, per = T == 1 ? 4 : T == 2 ? 2 : 1, kp2 = K / 2;
+  int64_t bs = (int64_t)kp2 * 32, xs = (int64_t)K * 2;
+  float c[4 * 256] __attribute__((aligned(64)));
+  gemm_amx_config(M);
+  for (int b = b0; b < b1;) {
+    int nb = b1 - b >= per ? per : 1;
+    const uint16_t *w = wp + b * bs;
+    if (T == 1)
+      amx_t1(x, xs, w, bs, kp2, nb, c);
+    else if (T == 2)
+      amx_t2(x, xs, w, bs, kp2, nb, c);
+    else
+      amx_t3(x, xs, w, kp2, c);
+    for (int t = 0; t < T; t++)
+      for (int j = 0; j < nb; j++) {
+        const float *ct = c + 256 * (T == 1 ? j : T == 2 ? 2 * t + j : t);
+        int rows = M - 16 * t < 16 ? M - 16 * t : 16, col = (b + j) * 16;
+        __mmask16 m = tail(N - col);
+        for (int i = 0; i < rows; i++) vstore(y, (int64_t)(16 * t + i) * N + col, _mm512_load_ps(ct + 16 * i), 1, m);
+      }
+    b += nb;
+  }
+}
+
+static void gemm_amx_team(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N) { /* inside a team */
+  int nt = omp_get_num_threads(), id = omp_get_thread_num(), blocks = (N + 15) / 16;
+  int b0 = (int)((int64_t)blocks * id / nt), b1 = (int)((int64_t)blocks * (id + 1) / nt);
+  float saved[16] __attribute__((aligned(64)));
+  amx_save(saved);
+  int step = M <= 48 ? 48 : 32; /* more than 48 tokens: sweeps of 32 */
+  for (int m0 = 0; m0 < M; m0 += step)
+    gemm_amx_rows(x + (int64_t)m0 * K, wp, y + (int64_t)m0 * N, M - m0 < step ? M - m0 : step, K, N, b0, b1);
+  amx_restore(saved);
+#pragma omp barrier
+}
+#else
+static void gemm_amx_team(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N) {
+  (void)x, (void)wp, (void)y, (void)M, (void)K, (void)N;
+}
+#endif
+
 static inline void att_prefetch(const void *p, int64_t row0, int rows, int d, int es) { /* rows of a later block, into L1 */
   const char *c = (const char *)p + row0 * d * es;
   for (int64_t o = 0; o < (int64_t)rows * d * es; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
@@ -697,15 +853,15 @@ void layer_forward(void *x, int B, int n, int H, int bf, const void *cos, const 
 #pragma omp parallel num_threads(nthreads)
   { /* every step is a worksharing loop of the team, each ending in its barrier */
     rms_norm_rows(x, ln1, h, M, H, eps, bf);
-    gemm_team(h, wqkv, qkv, M, H, nqkv, bf);
+    gemm_team(h, wqkv, qkv, M, H, nqkv, bf, A.amx);
     rope_and_store(qkv, cos, sin, kbuf, vbuf, M, n, n_heads, n_kv, d, cap, col0, bf, kvbf);
     attend_team(&A, part);
-    gemm_team(a, wo, o, M, nq, H, bf);
+    gemm_team(a, wo, o, M, nq, H, bf, A.amx);
     add_rows(x, o, (int64_t)M * H, bf);
     rms_norm_rows(x, ln2, h, M, H, eps, bf);
-    gemm_team(h, wgu, gu, M, H, 2 * inter, bf);
+    gemm_team(h, wgu, gu, M, H, 2 * inter, bf, A.amx);
     silu_mul(gu, mid, M, inter, bf);
-    gemm_team(mid, wd, o, M, inter, H, bf);
+    gemm_team(mid, wd, o, M, inter, H, bf, A.amx);
     add_rows(x, o, (int64_t)M * H, bf);
   }
   free(part);
@@ -719,13 +875,14 @@ void layer_forward(void *x, int B, int n, int H, int bf, const void *cos, const 
 
 /* ---- y (M x N) = x (M x K) W^T, W packed: one product, its own team ------------------------------------ */
 void gemm_bf16(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N, int nthreads) {
+  int amx = amx_ready();
 #pragma omp parallel num_threads(nthreads)
-  gemm_team(x, wp, y, M, K, N, 1);
+  gemm_team(x, wp, y, M, K, N, 1, amx);
 }
 
 void gemm_f32(const float *x, const float *wp, float *y, int M, int K, int N, int nthreads) {
 #pragma omp parallel num_threads(nthreads)
-  gemm_team(x, wp, y, M, K, N, 0);
+  gemm_team(x, wp, y, M, K, N, 0, 0);
 }
 
 /* ---- greedy statistics of logits rows: the argmax and log-sum-exp in two passes over each row ----------
