@@ -4,17 +4,20 @@
  * time is the time to stream the weights from memory. PyTorch's CPU linear (oneDNN) spends a fixed cost per
  * call and reads the weights at well under the copy bandwidth for M = 1 (docs/journal.md, "the fused fast pass";
  * the native pass against it today: docs/measurements.md, "Passes on the CPU"). These kernels
- * read each weight once per pass, 64 bytes at a time, and keep up to 12 tokens' sums in registers.
+ * read each weight once per pass, 64 bytes at a time, and keep up to 12 tokens' sums in registers; where the CPU
+ * has AMX (and the OS lets the process use it), bfloat16 matrices are multiplied on its tiles instead, 16 tokens x
+ * 16 outputs per instruction, so a pass of 32 tokens costs about the weights' bytes, as one of 8 does.
  *
  * Layout (`pack_*`): the rows of W (N x K) in blocks of 16; within a block the weights are interleaved so
  * that one 64-byte load holds the same k for 16 rows (float32), or the same pair k, k+1 for 16 rows
  * (bfloat16, the pair order AVX512-BF16's dot product wants). A block's 16 outputs then accumulate in one
- * vector register per token, with no horizontal sums: y[t][j..j+15] += W[j..j+15][k] * x[t][k].
+ * vector register per token, with no horizontal sums: y[t][j..j+15] += W[j..j+15][k] * x[t][k]. The bfloat16
+ * layout is also AMX's second operand as it is (16 pairs of a block: one tile), so one packed copy serves both.
  *
  * Numerics: products in float32 (bfloat16 x bfloat16 is exact in float32), sums in float32 in this order
- * (two interleaved partial sums over k), bfloat16 outputs rounded to nearest even as PyTorch rounds. The
- * order differs from oneDNN's, so the last bits may too; float32 greedy decoding gives the same tokens
- * (tests/engine/test_cpukernels.py).
+ * (two interleaved partial sums over k; on AMX's tiles, the tiles' own order), bfloat16 outputs rounded to nearest
+ * even as PyTorch rounds. The order differs from oneDNN's, so the last bits may too; float32 greedy decoding gives the
+ * same tokens (tests/engine/test_cpukernels.py). On one machine a token's sums do not depend on its pass.
  *
  * Threads: OpenMP over row blocks, num_threads set by the caller (torch.get_num_threads()); the library
  * links libgomp by soname, so it shares the runtime (and its thread pool) PyTorch has already loaded.
@@ -307,7 +310,8 @@ static inline __m512 sum16(const __m512 *v) {
  * under bfloat16 queries as column-major pairs (`att_key_pairs`: AVX512-BF16's pair products land in the 16 columns'
  * lanes), else float32 rows (converted, zero-padded past the window and past d) and one transposing sum per query
  * (`sum16`); plus the bias; an online softmax (the running maximum m, the running sum l, the accumulator rescaled when m
- * rises); the float32 values times the probabilities, 4 queries x 64 lanes per register tile. Segments split a long window over the
+ * rises); the float32 values times the probabilities, 4 queries x 64 lanes per register tile (on AMX: the bfloat16 values
+ * as stored times each probability's two bfloat16 halves, `att_values_amx`). Segments split a long window over the
  * team; `attend_combine` merges their (m, l, acc) per query. A segment's boundaries are fixed column indices, so a
  * query's arithmetic does not depend on how many queries its pass holds: a masked column adds an exact zero.
  * q: token m's query head h at q + m * qstride + h * d (bfloat16 when `bf`); k, v: (B, n_kv, cap, d) in bfloat16
