@@ -310,8 +310,7 @@ static inline __m512 sum16(const __m512 *v) {
  * under bfloat16 queries as column-major pairs (`att_key_pairs`: AVX512-BF16's pair products land in the 16 columns'
  * lanes), else float32 rows (converted, zero-padded past the window and past d) and one transposing sum per query
  * (`sum16`); plus the bias; an online softmax (the running maximum m, the running sum l, the accumulator rescaled when m
- * rises); the float32 values times the probabilities, 4 queries x 64 lanes per register tile (on AMX: the bfloat16 values
- * as stored times each probability's two bfloat16 halves, `att_values_amx`). Segments split a long window over the
+ * rises); the float32 values times the probabilities, 4 queries x 64 lanes per register tile. Segments split a long window over the
  * team; `attend_combine` merges their (m, l, acc) per query. A segment's boundaries are fixed column indices, so a
  * query's arithmetic does not depend on how many queries its pass holds: a masked column adds an exact zero.
  * q: token m's query head h at q + m * qstride + h * d (bfloat16 when `bf`); k, v: (B, n_kv, cap, d) in bfloat16
@@ -336,7 +335,7 @@ static inline int att_dp(int d) { return (d + 63) / 64 * 64; } /* d padded to wh
 static inline int att_qp(const attn_t *A) { return (A->n_heads / A->n_kv * A->n + ATT_QT - 1) / ATT_QT * ATT_QT; }
 static size_t attend_workspace(const attn_t *A) { /* floats of one thread's workspace (AMX's operands last) */
   size_t dp = att_dp(A->d), qp = att_qp(A), q16 = (qp + 15) / 16 * 16;
-  return qp * dp * 2 + qp * 16 * 2 + qp + 16 * dp * 2 + 16 + q16 * dp / 2 + 256 + 8 * dp + 512;
+  return qp * dp * 2 + qp * 16 * 2 + qp + 16 * dp * 2 + 16 + q16 * dp / 2 + 256 + 8 * dp;
 }
 
 static inline __attribute__((always_inline)) void att_scores(const float *qf, const float *kf, const float *brow, int64_t bstride,
@@ -439,14 +438,11 @@ typedef struct {
  * drop the stores that fill a configuration (it did, in a build without inlining: a fault in ldtilecfg) */
 #define AMX_MEMORY() __asm__ __volatile__("" ::: "memory")
 
-static void amx_config(void) {
-  /* the scores: tile 0: 16 columns x 16 queries of float32 scores; 1: 16 keys x 32 bfloat16; 2: 16 pairs x 16 queries.
-   * The values' product: 3-6: 16 queries x 64 elements of d in float32; 1 and 0: the probabilities' high and low
-   * bfloat16 halves (16 queries x 16 columns, zero-padded to 32); 7 and 2: 16 elements of d x 8 column pairs (padded). */
+static void amx_config(void) { /* tile 0: 16 columns x 16 queries of float32 scores; 1: 16 keys x 32 bfloat16; 2: 16 pairs x 16 queries */
   tilecfg_t c;
   memset(&c, 0, sizeof c);
   c.palette = 1;
-  for (int t = 0; t < 8; t++) {
+  for (int t = 0; t < 3; t++) {
     c.rows[t] = 16;
     c.colsb[t] = 64;
   }
@@ -505,65 +501,6 @@ static void att_scores_amx(const uint32_t *qt, const uint16_t *kb, int rows, int
     }
   }
 }
-static void att_value_pairs(const uint16_t *vb, int rows, int d, uint16_t *vt) {
-  /* a block's bfloat16 values as the values' product's second operand, by pairs of columns: vt[(c * 16 + r) * 32 + 2e + h]
-   * = column 2r + h's element 16c + e (zero past `rows`; rows 8-15 of each chunk and chunks past d stay as they are: zero) */
-  const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
-  const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
-  for (int r = 0; r < 8; r++)
-    for (int j = 0; j < d / 32; j++) {
-      __m512i a = 2 * r < rows ? _mm512_loadu_si512(vb + (int64_t)2 * r * d + 32 * j) : _mm512_setzero_si512();
-      __m512i b = 2 * r + 1 < rows ? _mm512_loadu_si512(vb + (int64_t)(2 * r + 1) * d + 32 * j) : _mm512_setzero_si512();
-      _mm512_storeu_si512(vt + ((int64_t)(2 * j) * 16 + r) * 32, _mm512_permutex2var_epi16(a, lo, b));
-      _mm512_storeu_si512(vt + ((int64_t)(2 * j + 1) * 16 + r) * 32, _mm512_permutex2var_epi16(a, hi, b));
-    }
-}
-
-static void att_values_amx(const float *s, int Q, int dp, uint16_t *pp, const uint16_t *vt, float *ct, float *acc) {
-  /* acc[q] += sum_t p[q][t] * v[t] on the tiles (`att_values`' product): each probability as two bfloat16, p = hi + lo
-   * (to 2^-16 of p), times the values as stored, float32 sums; per 16 queries and 64 elements of d, 8 tile products.
-   * pp: the halves' two tiles (columns 16-31 zero) */
-  for (int q0 = 0; q0 < Q; q0 += 16) {
-    for (int i = 0; i < 16; i++) {
-      __m512 p = q0 + i < Q ? _mm512_loadu_ps(s + (q0 + i) * 16) : _mm512_setzero_ps();
-      __m256i h = (__m256i)_mm512_cvtneps_pbh(p);
-      __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-      _mm256_storeu_si256((__m256i *)(pp + i * 32), h);
-      _mm256_storeu_si256((__m256i *)(pp + 512 + i * 32), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(p, hf)));
-    }
-    AMX_MEMORY(); /* tileloadd's asm names no memory either: the halves and the values' pairs are stored before it reads them */
-    _tile_loadd(1, pp, 64);
-    _tile_loadd(0, pp + 512, 64);
-    for (int c0 = 0; c0 < dp; c0 += 64) {
-      const uint16_t *v = vt + (int64_t)c0 * 32;
-      _tile_zero(3);
-      _tile_zero(4);
-      _tile_zero(5);
-      _tile_zero(6);
-      _tile_loadd(7, v, 64);
-      _tile_dpbf16ps(3, 1, 7);
-      _tile_dpbf16ps(3, 0, 7);
-      _tile_loadd(2, v + 512, 64);
-      _tile_dpbf16ps(4, 1, 2);
-      _tile_dpbf16ps(4, 0, 2);
-      _tile_loadd(7, v + 1024, 64);
-      _tile_dpbf16ps(5, 1, 7);
-      _tile_dpbf16ps(5, 0, 7);
-      _tile_loadd(2, v + 1536, 64);
-      _tile_dpbf16ps(6, 1, 2);
-      _tile_dpbf16ps(6, 0, 2);
-      _tile_stored(3, ct, 64);
-      _tile_stored(4, ct + 256, 64);
-      _tile_stored(5, ct + 512, 64);
-      _tile_stored(6, ct + 768, 64);
-      for (int i = 0; i < 16 && q0 + i < Q; i++)
-        for (int c = 0; c < 4; c++) {
-          float *a = acc + (int64_t)(q0 + i) * dp + c0 + c * 16;
-          _mm512_storeu_ps(a, _mm512_add_ps(_mm512_loadu_ps(a), _mm512_loadu_ps(ct + c * 256 + i * 16)));
-        }
-    }
-  }
-}
 #else
 static int amx_ready(void) { return 0; }
 static void amx_config(void) {}
@@ -573,10 +510,6 @@ static void att_query_pairs(const uint16_t *qb, int Qp, int d, int dp, uint32_t 
 static void att_scores_amx(const uint32_t *qt, const uint16_t *kb, int rows, int d, const float *brow, int64_t bstride, int Q, __mmask16 cm,
                            float scale, float *s, float *ct, uint16_t *kpad) {
   (void)qt, (void)kb, (void)rows, (void)d, (void)brow, (void)bstride, (void)Q, (void)cm, (void)scale, (void)s, (void)ct, (void)kpad;
-}
-static void att_value_pairs(const uint16_t *vb, int rows, int d, uint16_t *vt) { (void)vb, (void)rows, (void)d, (void)vt; }
-static void att_values_amx(const float *s, int Q, int dp, uint16_t *pp, const uint16_t *vt, float *ct, float *acc) {
-  (void)s, (void)Q, (void)dp, (void)pp, (void)vt, (void)ct, (void)acc;
 }
 #endif
 
@@ -797,7 +730,6 @@ static void attend_task(const attn_t *A, int task, float *ws, float *part) {
   int c_begin = seg * ATT_SEG, c_end = c_begin + ATT_SEG < A->window ? c_begin + ATT_SEG : A->window;
   float *qf = ws, *acc = qf + (size_t)Qp * dp, *s = acc + (size_t)Qp * dp, *l = s + Qp * 16, *m = l + Qp * 16;
   float *kf = m + Qp, *vf = kf + 16 * dp, *ct = vf + 16 * dp + 16, *qt = ct + 256, *kpad = qt + (size_t)(Qp + 15) / 16 * 16 * dp / 2;
-  uint16_t *pp = (uint16_t *)(kpad + 8 * dp); /* AMX: the probabilities' halves (kf: the values' sums; vf: the values' pairs) */
   for (int q = 0; q < Qp; q++) {
     int g = q / n, i = q % n, hq = j * groups + g;
     for (int c = 0; c < dp; c += 16) {
@@ -820,8 +752,6 @@ static void attend_task(const attn_t *A, int task, float *ws, float *part) {
   if (amx) {
     amx_config();
     att_query_pairs((const uint16_t *)qf, Qp, d, dp, (uint32_t *)qt);
-    memset(vf, 0, sizeof(float) * 16 * dp);
-    memset(pp, 0, sizeof(uint16_t) * 1024);
   }
   for (int c0 = c_begin; c0 < c_begin + ATT_PF * 16 && c0 < c_end; c0 += 16) {
     att_prefetch(A->k, kv0 + c0, c_end - c0 < 16 ? c_end - c0 : 16, d, es);
@@ -838,10 +768,7 @@ static void attend_task(const attn_t *A, int task, float *ws, float *part) {
     for (int q = 0; q < Q && !any; q++)
       any = _mm512_mask_cmp_ps_mask(cm, _mm512_maskz_loadu_ps(cm, bias + (int64_t)q * A->window + c0), _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
     if (!any) continue; /* every query masked here (left padding, holes, a row's unused columns) */
-    if (amx)
-      att_value_pairs((const uint16_t *)A->v + (kv0 + c0) * d, cols, d, (uint16_t *)vf);
-    else
-      att_load_tile(A->v, kv0 + c0, cols, d, dp, A->kvbf, vf);
+    att_load_tile(A->v, kv0 + c0, cols, d, dp, A->kvbf, vf);
     if (amx)
       att_scores_amx((const uint32_t *)qt, (const uint16_t *)A->k + (kv0 + c0) * d, cols, d, bias + c0, A->window, Q, cm, A->scale, s, ct, (uint16_t *)kpad);
     else if (raw) {
@@ -858,10 +785,7 @@ static void attend_task(const attn_t *A, int task, float *ws, float *part) {
         att_scores(qf, kf, bias + c0, A->window, Q, chunks, dp, cm, A->scale, s);
     }
     att_softmax(s, m, l, acc, Q, dp);
-    if (amx)
-      att_values_amx(s, Q, dp, pp, (const uint16_t *)vf, kf, acc);
-    else
-      att_values(vf, s, acc, Qp, dp);
+    att_values(vf, s, acc, Qp, dp);
   }
   for (int q = 0; q < Q; q++) {
     float *dst = part + ((int64_t)task * Q + q) * (dp + 2);
