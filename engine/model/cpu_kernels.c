@@ -204,11 +204,11 @@ static inline __m512 vexp(__m512 x) { /* Cephes' expf polynomial, 2^n by scalef:
   return _mm512_scalef_ps(y, n);
 }
 
-static void gemm_amx_team(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N);
+static void gemm_amx_team(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N, int own);
 
 static void gemm_team(const void *x, const void *wp, void *y, int M, int K, int N, int bf, int amx) { /* inside a team */
   if (bf && amx && K % 32 == 0) { /* AMX's tiles (below) */
-    gemm_amx_team(x, wp, y, M, K, N);
+    gemm_amx_team(x, wp, y, M, K, N, amx == 1);
     return;
   }
   int blocks = (N + 15) / 16;
@@ -327,7 +327,8 @@ typedef struct {
   int64_t qstride;
   int bf, kvbf, cap, window, B, n, n_heads, n_kv, d, segs;
   float scale;
-  int amx; /* the bfloat16 scores on AMX's tiles (`amx_ready`) */
+  int amx; /* the bfloat16 scores on AMX's tiles (`amx_ready`): 1, each thread's configuration kept around the attention; 2, by
+           * the caller (layer_forward: once around the layer, not around each product) */
 } attn_t;
 
 static inline __mmask16 tailz(int64_t left) { return left <= 0 ? (__mmask16)0 : tail(left); }
@@ -646,20 +647,20 @@ static void gemm_amx_rows(const uint16_t *x, const uint16_t *wp, uint16_t *y, in
   }
 }
 
-static void gemm_amx_team(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N) { /* inside a team */
+static void gemm_amx_team(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N, int own) { /* inside a team */
   int nt = omp_get_num_threads(), id = omp_get_thread_num(), blocks = (N + 15) / 16;
   int b0 = (int)((int64_t)blocks * id / nt), b1 = (int)((int64_t)blocks * (id + 1) / nt);
   float saved[16] __attribute__((aligned(64)));
-  amx_save(saved);
+  if (own) amx_save(saved);
   int step = M <= 48 ? 48 : 32; /* more than 48 tokens: sweeps of 32 */
   for (int m0 = 0; m0 < M; m0 += step)
     gemm_amx_rows(x + (int64_t)m0 * K, wp, y + (int64_t)m0 * N, M - m0 < step ? M - m0 : step, K, N, b0, b1);
-  amx_restore(saved);
+  if (own) amx_restore(saved);
 #pragma omp barrier
 }
 #else
-static void gemm_amx_team(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N) {
-  (void)x, (void)wp, (void)y, (void)M, (void)K, (void)N;
+static void gemm_amx_team(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N, int own) {
+  (void)x, (void)wp, (void)y, (void)M, (void)K, (void)N, (void)own;
 }
 #endif
 
@@ -818,11 +819,11 @@ static void attend_combine(const attn_t *A, int r, const float *part) { /* one (
 
 static void attend_team(const attn_t *A, float *part) { /* inside a parallel region: the tasks, the team's barrier, the merge */
   float *ws = malloc(sizeof(float) * (attend_workspace(A) + 16));
-  if (A->amx) amx_save(ws + attend_workspace(A));
+  if (A->amx == 1) amx_save(ws + attend_workspace(A));
   int tasks = A->B * A->n_kv * A->segs, Q = A->n_heads / A->n_kv * A->n;
 #pragma omp for schedule(dynamic, 1) /* a window's last segment may be a few columns: taken as threads come free */
   for (int t = 0; t < tasks; t++) attend_task(A, t, ws, part);
-  if (A->amx) amx_restore(ws + attend_workspace(A)); /* the thread's tile configuration as it was (oneDNN's, or none) */
+  if (A->amx == 1) amx_restore(ws + attend_workspace(A)); /* the thread's tile configuration as it was (oneDNN's, or none) */
 #pragma omp for schedule(static)
   for (int r = 0; r < A->B * A->n_kv * Q; r++) attend_combine(A, r, part);
   free(ws);
@@ -862,10 +863,13 @@ void layer_forward(void *x, int B, int n, int H, int bf, const void *cos, const 
   size_t es = bf ? 2 : 4;
   char *h = malloc(es * (size_t)M * H), *qkv = malloc(es * (size_t)M * nqkv), *a = malloc(es * (size_t)M * nq);
   char *gu = malloc(es * (size_t)M * 2 * inter), *mid = malloc(es * (size_t)M * inter), *o = malloc(es * (size_t)M * H);
-  attn_t A = {qkv, kbuf, vbuf, bias, a, nqkv, bf, kvbf, cap, window, B, n, n_heads, n_kv, d, (window + ATT_SEG - 1) / ATT_SEG, scale, amx_ready()};
+  attn_t A = {qkv, kbuf, vbuf, bias, a, nqkv, bf, kvbf, cap, window, B, n, n_heads, n_kv, d, (window + ATT_SEG - 1) / ATT_SEG, scale,
+              amx_ready() ? 2 : 0};
   float *part = attend_part(&A);
 #pragma omp parallel num_threads(nthreads)
   { /* every step is a worksharing loop of the team, each ending in its barrier */
+    float saved[16] __attribute__((aligned(64))); /* the thread's tile configuration as it was (oneDNN's, or none) */
+    if (A.amx) amx_save(saved);
     rms_norm_rows(x, ln1, h, M, H, eps, bf);
     gemm_team(h, wqkv, qkv, M, H, nqkv, bf, A.amx);
     rope_and_store(qkv, cos, sin, kbuf, vbuf, M, n, n_heads, n_kv, d, cap, col0, bf, kvbf);
@@ -877,6 +881,7 @@ void layer_forward(void *x, int B, int n, int H, int bf, const void *cos, const 
     silu_mul(gu, mid, M, inter, bf);
     gemm_team(mid, wd, o, M, inter, H, bf, A.amx);
     add_rows(x, o, (int64_t)M * H, bf);
+    if (A.amx) amx_restore(saved);
   }
   free(part);
   free(h);
