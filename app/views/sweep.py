@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from app.common.measurement import PASS_ROW
 from app.views.fairness import cell_contention
 from app.views.palette import speedup_scale
+from engine.trace.rates import ranking_rate
 from engine.verdict import Verdict, judge
 
 
@@ -180,6 +181,12 @@ def context_lines(rows: list[dict]) -> list[str]:
     return lines
 
 
+def rate(r: dict, side: str = "spec") -> float:
+    """A grid row's tokens/s for `side` ("ar" or "spec") by the one decode-rate rule (engine/trace/rates.py): decoding
+    alone, the whole run only where no decode step ran."""
+    return ranking_rate({"decode_tokens_per_s": r.get(f"{side}_decode_tokens_per_s"), "tokens_per_s": r[f"{side}_tokens_per_s"]})
+
+
 def tree_vs_chain(rows: list[dict]) -> list[str]:
     """One line per batch size with both: the best tree's tokens/s against the best chain depth's, from the
     measurement (width against depth as the batch fills the pass)."""
@@ -189,8 +196,8 @@ def tree_vs_chain(rows: list[dict]) -> list[str]:
         trees, chains = [r for r in here if _tree(r)], [r for r in here if not _tree(r)]
         if not trees or not chains:
             continue
-        tree = max(trees, key=lambda r: r["spec_tokens_per_s"])
-        chain = max(chains, key=lambda r: r["spec_tokens_per_s"])
+        tree = max(trees, key=rate)
+        chain = max(chains, key=rate)
         runs = tree.get("spec_decode_runs"), chain.get("spec_decode_runs")  # the same rounds: one run_cells call per batch
         v = judge(*runs) if all(runs) else None
         verdict = "by the one rule, " + (
@@ -198,8 +205,8 @@ def tree_vs_chain(rows: list[dict]) -> list[str]:
         )
         lines.append(
             f"batch {batch}: the best tree ({column(tree)}, {tree['tokens_per_pass']} tokens per pass) ran "
-            f"{tree['spec_tokens_per_s']:.1f} tok/s, {tree['spec_tokens_per_s'] / chain['spec_tokens_per_s']:.2f}× the "
-            f"best chain (k = {chain['depth']}, {chain['spec_tokens_per_s']:.1f} tok/s): {verdict}"
+            f"{rate(tree):.1f} tok/s, {rate(tree) / rate(chain):.2f}× the "
+            f"best chain (k = {chain['depth']}, {rate(chain):.1f} tok/s): {verdict}"
             + (
                 f"; {tree['tokens_per_step']:.2f} vs {chain['tokens_per_step']:.2f} tokens per sequence-step"
                 if tree.get("tokens_per_step") and chain.get("tokens_per_step")
@@ -213,20 +220,21 @@ def tree_vs_chain(rows: list[dict]) -> list[str]:
 # --- adaptive policies against the static envelope ---------------------------------------------
 def envelope(rows: list[dict]) -> list[dict]:
     """Per batch size: AR tokens/s, the best fixed depth and its tokens/s, the envelope max(AR, best fixed), and
-    each adaptive policy's tokens/s, mean k and ratio to the envelope. Batch sizes in increasing order."""
+    each adaptive policy's tokens/s, mean k and ratio to the envelope, all decoding alone (`rate`). Batch sizes in
+    increasing order."""
     out = []
     for batch in sorted({r["batch"] for r in rows}):
         here = [r for r in rows if r["batch"] == batch]
-        ar = here[0]["ar_tokens_per_s"]
+        ar = rate(here[0], "ar")
         fixed = [r for r in here if _policy(r) == "fixed" and not _tree(r)]
-        best = max(fixed, key=lambda r: r["spec_tokens_per_s"]) if fixed else None
-        top = max(ar, best["spec_tokens_per_s"]) if best else ar
+        best = max(fixed, key=rate) if fixed else None
+        top = max(ar, rate(best)) if best else ar
         adaptive = {
             _policy(r): {
-                "tokens_per_s": r["spec_tokens_per_s"],
+                "tokens_per_s": rate(r),
                 "mean_depth": r.get("mean_depth"),
                 "max_depth": r["depth"],
-                "vs_envelope": r["spec_tokens_per_s"] / top if top else None,
+                "vs_envelope": rate(r) / top if top else None,
             }
             for r in here
             if _policy(r) != "fixed"
@@ -236,9 +244,9 @@ def envelope(rows: list[dict]) -> list[dict]:
                 "batch": batch,
                 "ar": ar,
                 "best_fixed_depth": best["depth"] if best else None,
-                "best_fixed": best["spec_tokens_per_s"] if best else None,
+                "best_fixed": rate(best) if best else None,
                 "envelope": top,
-                "envelope_is": "AR" if not best or ar >= best["spec_tokens_per_s"] else f"k = {best['depth']}",
+                "envelope_is": "AR" if not best or ar >= rate(best) else f"k = {best['depth']}",
                 "adaptive": adaptive,
             }
         )

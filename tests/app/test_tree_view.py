@@ -107,3 +107,9 @@ def test_sweep_puts_trees_in_their_own_columns_and_compares_them_with_the_chains
     assert lines[1].startswith("batch 16:") and "0.75× the best chain (k = 3" in lines[1] and "slower" in lines[1]
     assert sweep.envelope(rows)[0]["best_fixed_depth"] == 4  # the envelope's best fixed k is a chain
     assert sweep.envelope(rows)[0]["best_fixed"] == 42.0
+    decoded = [
+        r | {"ar_decode_tokens_per_s": 30.0, "spec_decode_tokens_per_s": r["spec_tokens_per_s"] * (2.0 if r["depth"] == 3 else 1.0)}
+        for r in rows
+    ]
+    assert sweep.envelope(decoded)[0]["best_fixed_depth"] == 3 and sweep.envelope(decoded)[0]["best_fixed"] == 80.0  # decoding alone ranks
+    assert sweep.envelope(decoded)[0]["ar"] == 30.0
