@@ -113,8 +113,9 @@ def pass_table(rows: list[dict], peak_bandwidth: float, peak_flops: float) -> li
 
 
 def grid_table(rows: list[dict]) -> list[dict]:
-    """One table row per grid cell: both lanes' tokens/s, the speedup, α, drafts per step, FLOPs vs AR, and a
-    ⚠ where the two lanes ran under different load (app/views/fairness.py)."""
+    """One table row per grid cell: both lanes' tokens/s decoding alone (`rate`), the speedup (decoding alone) and the
+    whole run's beside it, α, drafts per step, FLOPs vs AR, and a ⚠ where the two lanes ran under different load
+    (app/views/fairness.py)."""
     return [
         {
             "batch": r["batch"],
@@ -124,8 +125,8 @@ def grid_table(rows: list[dict]) -> list[dict]:
             "tree": f"{r['tree_nodes']}/{r['tree_topk']}" if _tree(r) else "chain",
             "mean k": _round(r.get("mean_depth"), 2),
             "tokens/pass": r["tokens_per_pass"],
-            "AR tok/s": round(r["ar_tokens_per_s"], 1),
-            "spec tok/s": round(r["spec_tokens_per_s"], 1),
+            "AR tok/s": round(rate(r, "ar"), 1),
+            "spec tok/s": round(rate(r), 1),
             "speedup": round(r["speedup"], 2),
             "whole-run speedup": _round(r.get("whole_run_speedup"), 2),
             "α": _round(r["alpha"], 2),

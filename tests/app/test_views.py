@@ -268,6 +268,8 @@ def test_grid_table_rounds_and_keeps_missing_values():
         "verdict (the one rule)": "can't tell: no rounds kept",
     }  # rows without policy/tree/load; "speedup" is decoding alone, the whole run's beside it
     assert table[1]["drafted/step"] is None  # older rows without the field
+    decoded = sweep.grid_table([GRID[0] | {"ar_decode_tokens_per_s": 25.0, "spec_decode_tokens_per_s": 37.5}])[0]
+    assert (decoded["AR tok/s"], decoded["spec tok/s"]) == (25.0, 37.5)  # the lanes' rates decoding alone, as the speedup
     assert table[2]["α"] is None and table[2]["FLOPs × AR"] is None
 
 
