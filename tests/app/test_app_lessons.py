@@ -6,6 +6,7 @@ The recorded results make most of these instant: the page loads the model only f
 from __future__ import annotations
 
 import datetime as dt
+import re
 import subprocess
 import sys
 import time
@@ -246,7 +247,8 @@ def test_live_runs_at_small_settings():
     result = at.session_state["lesson1"]
     assert result["source"] == "live" and [r["tokens_per_pass"] for r in result["measurement"]["rows"]] == [1, 2, 4, 8, 16]
     assert "These numbers were measured live on" in _texts(at.info) + _texts(at.warning)  # warning: a busy machine
-    assert "One token: " in _texts(at.success) and "× the time for 16× the tokens" in _texts(at.success)
+    said = re.search(r"One token: [\d.]+ ms; (\d+) tokens: [\d.]+ ms, [\d.]+× the time for (\d+)× the tokens", _texts(at.success))
+    assert said and said[1] == said[2] and int(said[1]) in (1, 2, 4, 8, 16)  # the pass past this run's room, whichever it was
     assert "roofline from the probed peaks" in " ".join(_prediction_table(at)["what"])
 
     at.selectbox(key="lesson_pick").set_value(2).run()
