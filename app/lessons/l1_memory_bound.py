@@ -160,11 +160,13 @@ def roofline_ratio(m: dict, s: dict) -> list[tuple[str, float | None]]:
     rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
     if not rows:
         return [("roofline from the probed peaks", None)]
-
-    def t(r):
-        return max(r["bytes"] / m["peak_bandwidth"], r["flops"] / m["peak_flops"])
-
-    return [("roofline from the probed peaks: max(bytes ÷ bandwidth, FLOPs ÷ FLOP/s)", t(_row(rows, read_tokens(m))) / t(rows[0]))]
+    past = _row(rows, read_tokens(m))
+    return [
+        (
+            "roofline from the probed peaks: max(bytes ÷ bandwidth, FLOPs ÷ FLOP/s)",
+            numbers.roofline_s(past, m) / numbers.roofline_s(rows[0], m),
+        )
+    ]
 
 
 def _pass_past_room(m: dict) -> tuple[dict, dict]:

@@ -224,11 +224,7 @@ def roofline_ratio(m: dict) -> float | None:
     one, verify = pair_at(m, contexts(m)[1])
     if not m.get("peak_bandwidth") or not m.get("peak_flops"):
         return None
-
-    def t(r):
-        return max(r["bytes"] / m["peak_bandwidth"], r["flops"] / m["peak_flops"])
-
-    return t(verify) / t(one)
+    return numbers.roofline_s(verify, m) / numbers.roofline_s(one, m)
 
 
 CAPTION = (

@@ -53,6 +53,11 @@ def knee_tokens(tokens, ms, factor: float = KNEE) -> float | None:
     return None
 
 
+def roofline_s(row: dict, m: dict) -> float:
+    """A pass row's roofline time from a measurement's probed peaks: max(bytes ÷ bandwidth, FLOPs ÷ FLOP/s), seconds."""
+    return max(row["bytes"] / m["peak_bandwidth"], row["flops"] / m["peak_flops"])
+
+
 def cost_at(tokens, ms, n: float) -> float:
     """The curve's cost of an n-token pass as a multiple of its one-token pass (linear between measured points,
     the last point's slope past the end)."""

@@ -86,13 +86,9 @@ def interleaved(pair, jobs: dict[str, Job], rounds: int) -> dict[str, list[list]
     return timed_rounds(pair, jobs, rounds)[0]
 
 
-def _decode(traces: list) -> list:
-    return [s for t in traces for s in t.steps if s.kind == "decode"]
-
-
 def run_stats(traces: list) -> dict:
     """One run (one trace, or batch-1 traces decoded one after another) as the numbers a table row reads."""
-    steps = _decode(traces)
+    steps = numbers.decode_steps(traces)
     new = sum(t.summary["new_tokens"] for t in traces)
     wall = sum(t.summary["wall_s"] for t in traces)
     rows = [len(q.emitted) for s in steps for q in s.seqs]
