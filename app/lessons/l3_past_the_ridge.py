@@ -130,9 +130,7 @@ def ridge_points(m: dict, s: dict) -> list[dict]:
 
 def past_the_ridge_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     points = ridge_points(m, s)
-    fig = make_subplots(
-        rows=1, cols=2, subplot_titles=("speedup, decoding alone", "tokens per pass against this machine's room")
-    )
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("speedup, decoding alone", "tokens per pass against this machine's room"))
     batches = sorted({p["batch"] for p in points})
     xs = [f"batch {b}" for b in batches]
     names = list(dict.fromkeys(p["drafter"] for p in points))
@@ -236,7 +234,7 @@ RECORD = Experiment(
             0,
             CURVE_HELP + ": the smallest batch whose verify pass carries at least four times the room",
         ),
-        Knob("l3_tokens", "New tokens per sequence", (12, 16, 24, 32), 16),
+        Knob("l3_tokens", "New tokens per sequence", (8, 12, 16, 24, 32), 16),
     ),
     Prediction(
         "The speedup of speculation over plain decoding, decoding alone, at the large batch (its verify pass past this machine's room)?",
