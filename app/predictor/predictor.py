@@ -14,6 +14,7 @@ import streamlit as st
 from app.common import resources
 from app.common.page_helpers import link_notices, load_pair_or_error, show_failure
 from app.common.url_keys import bound
+from app.views.kv_check import growth_lines, kv_figure, kv_table, ratio_line, recording_caption, recording_label
 from app.views.predictor import (
     MeasuredSeries,
     crossover_lines,
@@ -25,11 +26,13 @@ from app.views.predictor import (
     speedup_heatmap,
 )
 from engine import ConfigError
+from engine.bench.kv_passes import measure_kv_passes
 from engine.decoding.passcurve import pass_curve
 from engine.roofline.architectures import ARCHITECTURES, architecture
 from engine.roofline.gpus import GPUS, gpu_for_device
+from engine.roofline.kv_check import KV_RECORDING, KvRecording, kv_growth, kv_rows, parse_kv_check, read_kv_check
 from engine.roofline.predictor import FLOOR_LABELS, FLOOR_SOURCE, GRID_BATCHES, Roof, floor_ms, pass_ms, speedup_grid
-from engine.roofline.recordings import check, load_recordings
+from engine.roofline.recordings import RecordingError, check, load_recordings
 
 MODAL = "https://modal.com/llm-almanac/spec-dec-roofline"
 LEVIATHAN = "https://arxiv.org/abs/2211.17192"
@@ -99,6 +102,26 @@ def recorded_series(records, chip, arch, dtype: str, costs, roof: Roof) -> list[
             )
         )
     return series
+
+
+@st.cache_data(show_spinner=False)
+def kv_recording(mtime: float) -> tuple[KvRecording | None, str | None]:
+    """The shipped KV check (engine/roofline/kv_check.py), or None and the one line saying why not."""
+    try:
+        return read_kv_check(KV_RECORDING), None
+    except RecordingError as exc:
+        return None, str(exc)
+
+
+def draw_kv_check(rec: KvRecording, label: str, key: str) -> None:
+    """A KV check drawn in the house order: the chart, the table, then a few lines read from its numbers."""
+    rows = kv_rows(rec)
+    title = f"{rec.model_name.split(' (')[0]} passes against context, {label}: measured, and the roofline model (dashed)"
+    st.plotly_chart(kv_figure(rows, title), width="stretch", key=key)
+    st.dataframe(kv_table(rows), hide_index=True)
+    st.markdown(ratio_line(rows))
+    for line in growth_lines(kv_growth(rows)):
+        st.markdown(f"- {line}")
 
 
 def architecture_or_none(shape: str):
@@ -250,3 +273,38 @@ if measured:
         f"Probed here: {probe.peak_bandwidth / 1e9:.1f} GB/s, {probe.peak_flops / 1e9:.0f} GFLOP/s "
         f"({probe.dtype}); curve measured {curve.measured_at} ({curve.key})."
     )
+
+
+# --- 5. the KV term against this CPU's long-context passes -----------------------------------------
+st.subheader("5 · The KV term, checked against this CPU's long-context passes")
+rec, problem = kv_recording(KV_RECORDING.stat().st_mtime if KV_RECORDING.exists() else 0.0)
+if rec is None:
+    st.warning(f"The recorded KV check could not be shown: {problem}", icon=":material/error:")
+else:
+    st.markdown(
+        f"**Recorded: {recording_label(rec)}.** Every pass streams the weights once and each row's KV cache "
+        "(context + new tokens, keys and values of every layer); the model prices those bytes at the probed bandwidth. "
+        f"Here are passes at {len({p.context for p in rec.passes})} contexts, measured, against the model's time for each; "
+        "a line's slope is the KV "
+        "term, and the growth from the shortest context to the longest sets that term alone against the machine."
+    )
+    draw_kv_check(rec, recording_label(rec), "kv_fig")
+    st.caption(recording_caption(rec))
+    if st.button("Measure these passes on this machine now", key="measure_kv"):
+        loaded = load_pair_or_error("embedded", "auto", with_probe=True)
+        if loaded is not None:
+            pair, probe = loaded
+            contexts = sorted({p.context for p in rec.passes})
+            batches, tokens = sorted({p.batch for p in rec.passes}), sorted({p.new_tokens for p in rec.passes})
+            with resources.model_turn(st.empty()):
+                try:
+                    with st.spinner("Timing the passes at each context (one round, 3 passes each)…"):
+                        live = measure_kv_passes(pair, probe, contexts, batches, tokens, repeats=3, rounds=1, quick_probe=True)
+                    st.session_state["kv_live"] = parse_kv_check(live | {"note": "one round, measured live"}, "the live check")
+                except MEASURE_ERRORS as exc:  # RecordingError is a ValueError
+                    show_failure("The measurement failed", exc)
+    live = st.session_state.get("kv_live")
+    if live is not None:
+        st.markdown(f"**Measured now: {recording_label(live)}** ({live.machine}), the recording's passes, one round each:")
+        draw_kv_check(live, f"{recording_label(live)}, measured now", "kv_live_fig")
+        st.caption(recording_caption(live).replace("📼 Recorded on", "Measured on"))
