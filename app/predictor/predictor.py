@@ -9,6 +9,8 @@ is bound to the URL; a link value a control cannot take falls back to the defaul
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from app.common import resources
@@ -105,10 +107,10 @@ def recorded_series(records, chip, arch, dtype: str, costs, roof: Roof) -> list[
 
 
 @st.cache_data(show_spinner=False)
-def kv_recording(mtime: float) -> tuple[KvRecording | None, str | None]:
+def kv_recording(path: str, mtime: float) -> tuple[KvRecording | None, str | None]:
     """The shipped KV check (engine/roofline/kv_check.py), or None and the one line saying why not."""
     try:
-        return read_kv_check(KV_RECORDING), None
+        return read_kv_check(Path(path)), None
     except RecordingError as exc:
         return None, str(exc)
 
@@ -277,7 +279,7 @@ if measured:
 
 # --- 5. the KV term against this CPU's long-context passes -----------------------------------------
 st.subheader("5 · The KV term, checked against this CPU's long-context passes")
-rec, problem = kv_recording(KV_RECORDING.stat().st_mtime if KV_RECORDING.exists() else 0.0)
+rec, problem = kv_recording(str(KV_RECORDING), KV_RECORDING.stat().st_mtime if KV_RECORDING.exists() else 0.0)
 if rec is None:
     st.warning(f"The recorded KV check could not be shown: {problem}", icon=":material/error:")
 else:

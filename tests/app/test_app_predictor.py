@@ -3,6 +3,7 @@ hostile links, and a live measurement of this machine's pass-cost curve."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,8 @@ def test_defaults_draw_the_model_with_its_label_and_bind_every_control():
         bound = {w.key: w.proto.query_param_key for w in getattr(at, kind)}
         assert all(bound.get(key) == key for key in keys), kind
     figures = _figures(at)
-    assert len(figures) == 2 and all("model, not a measurement" in f for f in figures)
+    assert len(figures) == 3 and all("model, not a measurement" in f for f in figures[:2])
+    assert "this CPU, " in figures[2]  # section 5: the KV check's recording
     markdown = _texts(at.markdown)
     assert "**A model, not a measurement.**" in markdown
     assert "depth 8: falls below plain decoding at batch" in markdown  # computed from the grid, not written in
@@ -97,5 +99,52 @@ def test_this_machine_is_measured_on_request_and_checked():
     check = at.session_state["cpu_check"]
     assert len(check["curve"].tokens) >= 10 and all(ms > 0 for ms in check["curve"].ms)
     figures = _figures(at)
-    assert len(figures) == 3 and "probed peaks" in figures[2]
+    assert len(figures) == 4 and "probed peaks" in figures[2]
     assert "passes; model error" in _texts(at.markdown)
+
+
+def test_the_kv_term_is_drawn_against_this_cpus_recorded_passes():
+    """Section 5: the shipped recording's chart (labelled this CPU and its date), its table, the model-to-measured
+    ratio per context read from the numbers, and the caption naming the machine and the probe."""
+    from engine.roofline.kv_check import KV_RECORDING, kv_rows, read_kv_check
+
+    rec = read_kv_check(KV_RECORDING)
+    at = _page()
+    assert not at.exception and not at.error
+    figure = json.loads(_figures(at)[2])
+    names = [trace["name"] for trace in figure["data"]]
+    assert f"this CPU, {rec.date}" in figure["layout"]["title"]["text"]
+    assert "measured: batch 8 × 4 tokens" in names and "model: batch 1 × 1 token" in names and len(names) == 8
+    table = at.dataframe[1].value
+    assert list(table["context"]) == sorted(table["context"]) and len(table) == len(rec.passes)
+    first = min(kv_rows(rec), key=lambda r: (r.context, r.batch, r.new_tokens))
+    assert table["model ÷ measured"].iloc[0] == round(first.ratio, 2) and table["measured ms"].iloc[0] == round(first.measured_ms, 2)
+    text = _texts(at.markdown)
+    assert f"**Recorded: this CPU, {rec.date}.**" in text and "Model ÷ measured, the median over the passes at each context: " in text
+    assert "from 256 to 4,096 tokens of context the pass grew by" in text
+    caption = _texts(at.caption)
+    assert f"Recorded on {rec.machine}, {rec.dtype}, {rec.date} (UTC)" in caption and "GPU" not in caption.split("Recorded on")[1]
+
+
+def test_a_broken_kv_recording_is_one_line_and_the_page_keeps_serving(tmp_path, monkeypatch):
+    import engine.roofline.kv_check as kv_check
+
+    bad = tmp_path / "kv_check.json"
+    bad.write_text('{"schema": "speclab.kv_check/1", "machine": 3}')
+    monkeypatch.setattr(kv_check, "KV_RECORDING", bad)
+    at = _page()
+    assert not at.exception and not at.error
+    (warning,) = [w.value for w in at.warning if "KV check" in w.value]
+    assert "kv_check.json" in warning and "\n" not in warning
+    assert len(_figures(at)) == 2 and at.dataframe  # the model's figures and the GPU check still show
+
+
+def test_the_kv_passes_are_measured_again_on_request():
+    at = _page()
+    at.button(key="measure_kv").click().run()
+    assert not at.exception and not at.error, _texts(at.error)
+    live = at.session_state["kv_live"]
+    assert {p.context for p in live.passes} == {256, 1024, 4096} and live.rounds == 1 and live.quick_probe
+    figures = _figures(at)
+    assert len(figures) == 4 and "measured now" in figures[3]
+    assert "**Measured now: this CPU, " in _texts(at.markdown)
