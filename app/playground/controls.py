@@ -10,6 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 from app.common import drafters, resources
+from app.common.kv_guard import context_problem
 from app.common.page_helpers import link_notices
 from app.common.url_keys import bound
 from app.playground.policy_options import (
@@ -47,8 +48,6 @@ CPU_WORK_GUARD = 16_384  # batch × (depth + 1) × max_new_tokens allowed on a C
 GPU_WORK_GUARD = 262_144
 # Context: the shipped document before every prompt (engine/bench/context.py), about this many tokens per row
 CONTEXT_CHOICES = (0, 256, 512, 1024, 2048, 4096)
-CPU_CONTEXT_GUARD = 32_768  # batch × context tokens of KV cache allowed on a CPU server (batch 8 at 4,096)
-GPU_CONTEXT_GUARD = 524_288
 
 
 @dataclass(frozen=True)
@@ -350,10 +349,7 @@ def input_problems(settings: Settings, hub_ok: bool, on_gpu: bool) -> list[str]:
             f"token slots, above this server's memory guard of {guard:,}. Fix: lower the batch size, the depth "
             "(or tree nodes) or max new tokens."
         )
-    kv_guard = GPU_CONTEXT_GUARD if on_gpu else CPU_CONTEXT_GUARD
-    if settings.batch * settings.context > kv_guard:
-        problems.append(
-            f"batch {settings.batch} × context {settings.context:,} = {settings.batch * settings.context:,} tokens of KV cache, "
-            f"above this server's guard of {kv_guard:,}. Fix: lower the batch size or the context."
-        )
+    too_long = context_problem(settings.batch, settings.context, on_gpu)  # the guard every page applies (app/common/kv_guard.py)
+    if too_long:
+        problems.append(too_long)
     return problems

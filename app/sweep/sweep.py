@@ -19,6 +19,7 @@ from pathlib import Path
 import streamlit as st
 
 from app.common import drafters, resources
+from app.common.kv_guard import context_problem
 from app.common.measurement import BUSY_CORES, note_load
 from app.common.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.common.url_keys import BOUND, bound
@@ -26,7 +27,6 @@ from app.views import recorded, roofline
 from app.views.fairness import grid_contention_note
 from app.views.safe import md_escape
 from app.views.sweep import (
-    context_lines,
     envelope,
     envelope_figure,
     envelope_summary,
@@ -39,6 +39,7 @@ from app.views.sweep import (
     speedup_figure,
     tree_vs_chain,
 )
+from app.views.sweep_context import context_figure, context_lines
 from engine import ConfigError
 from engine.bench.harness import bench, tree_fits
 from engine.bench.prompts import spec_bench_sets
@@ -60,7 +61,6 @@ PAGE = "sweep"  # its bound widgets and their labels: app/common/url_keys.py
 MAX_GRID_ROUNDS = 5  # interleaved rounds per cell
 MULTI = ("pass_batches", "grid_batches", "grid_depths", "grid_trees", "grid_contexts")  # multiselects: a repeated URL parameter each
 CONTEXTS = [0, 256, 1024, 2048, 4096]  # tokens of the shipped document before every row (engine/bench/context.py)
-KV_GUARD = 32_768  # batch x context tokens of KV cache one grid cell may hold (batch 8 at 4,096)
 RECORDED = Path(__file__).resolve().parents[2] / "assets" / "sweep" / "grid.json"
 
 
@@ -133,6 +133,7 @@ loaded = load_pair_or_error("embedded", "auto", with_probe=True)
 if loaded is None:
     st.stop()
 pair, probe = loaded
+ON_GPU = pair.device.type == "cuda"  # the KV guard's limit (app/common/kv_guard.py)
 
 n_star = ridge_tokens(pair.target_costs, probe.peak_flops, probe.peak_bandwidth)
 st.caption(
@@ -154,11 +155,12 @@ with st.form("passes_form"):
 if go_passes:
     if not batches:
         st.error("Pick at least one batch size.", icon=":material/error:")
-    elif max(batches) * max_tokens > PASS_GUARD or max(batches) * context > KV_GUARD:
+    elif too_long := context_problem(max(batches), context, ON_GPU, "lower the batch size or the KV cache length"):
+        st.error(too_long, icon=":material/error:")
+    elif max(batches) * max_tokens > PASS_GUARD:
         st.error(
-            f"batch {max(batches)} × {max_tokens} tokens = {max(batches) * max_tokens} tokens in one pass, over a cache of "
-            f"{max(batches) * context:,} tokens: above this page's guards of {PASS_GUARD:,} and {KV_GUARD:,}. "
-            "Fix: lower the batch size, the tokens per row or the KV cache length.",
+            f"batch {max(batches)} × {max_tokens} tokens = {max(batches) * max_tokens} tokens in one pass, above this page's "
+            f"guard of {PASS_GUARD:,}. Fix: lower the batch size or the tokens per row.",
             icon=":material/error:",
         )
     else:
@@ -290,12 +292,8 @@ if go_grid:
     kind = GRID_DRAFTERS[drafter]
     if not grid_batches or not grid_depths or not grid_contexts:
         st.error("Pick at least one batch size, one depth and one context.", icon=":material/error:")
-    elif max(grid_batches) * max(grid_contexts) > KV_GUARD:
-        st.error(
-            f"batch {max(grid_batches)} × context {max(grid_contexts):,} = {max(grid_batches) * max(grid_contexts):,} tokens "
-            f"of KV cache, above this page's guard of {KV_GUARD:,}. Fix: smaller batch sizes or contexts.",
-            icon=":material/error:",
-        )
+    elif too_long := context_problem(max(grid_batches), max(grid_contexts), ON_GPU, "smaller batch sizes or contexts"):
+        st.error(too_long, icon=":material/error:")
     elif adaptive and max(grid_depths) == 0:
         st.error(
             "The adaptive policies run with the largest depth as their maximum, and it is 0. Fix: add a depth "
@@ -362,7 +360,7 @@ if go_grid:
 def draw_grid(grid: dict, rows: list[dict], context: int, suffix: str) -> None:
     """One context's grid: its speedup heatmap, table, verdicts, and the adaptive policies against the envelope."""
     has_adaptive = any(r.get("policy", "fixed") != "fixed" for r in rows)
-    st.plotly_chart(speedup_figure(rows), width="stretch", key="grid_fig" + suffix)
+    st.plotly_chart(speedup_figure(rows, context), width="stretch", key="grid_fig" + suffix)
     st.dataframe(grid_table(rows), hide_index=True)
     shown = {key: name for name, key in PROMPT_SETS.items()}.get(grid.get("prompt_set", "chat"), grid.get("prompt_set"))
     if context:
@@ -407,6 +405,7 @@ if grid:
     contexts = grid.get("contexts", [0])
     if len(contexts) > 1:
         st.markdown("**Speedup against context**, each cell at every context measured (decoding alone):")
+        st.plotly_chart(context_figure(grid["rows"]), width="stretch", key="context_fig")
         for line in context_lines(grid["rows"]):
             st.markdown(f"- {line}")
     for c in contexts:

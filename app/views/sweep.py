@@ -29,6 +29,11 @@ def _tree(row: dict) -> bool:
     return bool(row.get("tree_nodes"))
 
 
+def fixed_chain(row: dict) -> bool:
+    """A fixed-depth chain cell: neither an adaptive policy nor a draft tree."""
+    return _policy(row) == "fixed" and not _tree(row)
+
+
 def column(row: dict) -> str:
     """The grid column of a row: its depth for fixed k ('4'), a draft tree's depth, nodes and top-k
     ('4 · tree 16/4'), else the policy and its maximum ('goodput ≤8')."""
@@ -61,9 +66,9 @@ def verdict_text(v: Verdict | None) -> str:
     return f"{v.kind}: {v.interval}"
 
 
-def speedup_figure(rows: list[dict]) -> go.Figure:
+def speedup_figure(rows: list[dict], context: int | None = None) -> go.Figure:
     """Heatmap of measured speedup (speculative / AR tokens/s) over batch x depth, with a column per adaptive
-    policy (at its maximum depth) after the fixed depths; missing cells stay empty."""
+    policy (at its maximum depth) after the fixed depths; missing cells stay empty. With `context`, titled with it."""
     batches = sorted({r["batch"] for r in rows})
     depths = _columns(rows)
     cell = {(r["batch"], column(r)): r for r in rows}
@@ -87,6 +92,9 @@ def speedup_figure(rows: list[dict]) -> go.Figure:
     fig.update_xaxes(title_text="speculation depth k" + (" (adaptive: at most)" if any("≤" in d for d in depths) else ""), type="category")
     fig.update_yaxes(title_text="batch size", type="category")
     fig.update_layout(height=320, margin={"l": 50, "r": 20, "t": 30, "b": 40})
+    if context is not None:
+        where = f"context {context:,} tokens per row (the shared document before each question)" if context else "context 0 (no document)"
+        fig.update_layout(title={"text": f"Speedup, decoding alone, at {where}", "font": {"size": 14}}, margin={"t": 50})
     return fig
 
 
@@ -161,25 +169,6 @@ def grid_verdicts(rows: list[dict]) -> str:
             part += " (" + ", ".join(_cell_name(r) for r in here) + ")"
         parts.append(part)
     return "Speculation against plain decoding, decoding alone, by the one rule: " + "; ".join(parts) + "."
-
-
-def context_lines(rows: list[dict]) -> list[str]:
-    """One line per fixed cell measured at several contexts: its decode-only speedup at each, with the one rule's
-    word ('batch 8, depth 3: 0.82× at context 0 (slower), 1.21× at 4,096 (faster)')."""
-    by_cell: dict[tuple, list[dict]] = {}
-    for r in rows:
-        if _policy(r) == "fixed" and not _tree(r):
-            by_cell.setdefault((r["batch"], r["depth"]), []).append(r)
-    lines = []
-    for (batch, depth), cells in sorted(by_cell.items()):
-        if len(cells) < 2:
-            continue
-        cells = sorted(cells, key=lambda r: r.get("context", 0))
-        verdicts = [cell_verdict(r) for r in cells]
-        words = [v.kind if v is not None and v.rounds >= 2 else "one run: can't tell" for v in verdicts]
-        parts = [f"{r['speedup']:.2f}× at {r.get('context', 0):,} ({word})" for r, word in zip(cells, words)]
-        lines.append(f"batch {batch}, depth {depth}: " + ", ".join(parts))
-    return lines
 
 
 def rate(r: dict, side: str = "spec") -> float:

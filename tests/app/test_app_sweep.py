@@ -201,6 +201,11 @@ def test_the_grid_has_a_context_axis():
     text = "\n".join(m.value for m in at.markdown)
     assert "Speedup against context" in text and "batch 1, depth 2: " in text and " at 256 (" in text
     assert "#### Context 256 tokens per row" in text
+    figures = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
+    titles = [f["layout"].get("title", {}).get("text", "") for f in figures]
+    assert any("at context 256 tokens per row" in t for t in titles) and any("context 0 (no document)" in t for t in titles)
+    (line,) = [f for f in figures if f["layout"]["xaxis"]["title"]["text"].startswith("context (tokens")][0]["data"]
+    assert line["x"] == ["0 (none)", "256"] and line["y"] == [r["speedup"] for r in grid["rows"]]
     assert "the document's questions, one per row" in "\n".join(c.value for c in at.caption)
 
 
@@ -211,4 +216,11 @@ def test_a_grid_past_the_kv_guard_is_named():
     at.multiselect(key="grid_contexts").set_value([4096])
     at.button[1].click().run()
     assert not at.exception and "grid" not in at.session_state
-    assert "tokens of KV cache, above this page's guard" in "\n".join(e.value for e in at.error)
+    (error,) = [e.value for e in at.error]
+    guard = "batch 16 × context 4,096 = 65,536 tokens of KV cache, above this server's guard of 32,768."
+    assert error == guard + " Fix: smaller batch sizes or contexts."
+    at.multiselect(key="pass_batches").set_value([16])
+    at.slider(key="pass_context").set_value(4096)
+    at.button[0].click().run()  # the pass curve's cache length meets the same guard
+    assert not at.exception and "pass_rows" not in at.session_state
+    assert "65,536 tokens of KV cache, above this server's guard" in "\n".join(e.value for e in at.error)

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import pytest
 
 from app.lessons.kit.numbers import load_table, winners
-from app.views import charts, depth_policy, metrics, race, sweep, tokens
+from app.views import charts, depth_policy, metrics, race, sweep, sweep_context, tokens
 from engine.trace.file import Trace
 from engine.trace.records import DraftToken, SeqStep, Step, TreeRecord, summarize
 
@@ -301,9 +301,29 @@ def test_context_lines_set_each_cell_against_its_contexts():
     long = {**GRID[2], "context": 4096, "speedup": 1.25, "ar_decode_runs": [20.0, 19.0, 21.0], "spec_decode_runs": [25.0, 24.0, 26.5]}
     once = {**GRID[0], "context": 0, "ar_decode_runs": [20.0], "spec_decode_runs": [30.0]}
     tree = {**long, "tree_nodes": 8, "tree_topk": 2}
-    assert sweep.context_lines([long, once, short, tree]) == ["batch 16, depth 2: 0.75× at 0 (slower), 1.25× at 4,096 (faster)"]
-    assert sweep.context_lines(GRID) == []  # no context key: one context, nothing to set side by side
+    assert sweep_context.context_lines([long, once, short, tree]) == ["batch 16, depth 2: 0.75× at 0 (slower), 1.25× at 4,096 (faster)"]
+    assert sweep_context.context_lines(GRID) == []  # no context key: one context, nothing to set side by side
     assert sweep.grid_table([long])[0]["context"] == 4096
+    fig = sweep_context.context_figure([long, once, short, tree])
+    (line,) = fig.data  # one line: the one chain cell measured at two contexts
+    assert line.name == "batch 16, k = 2" and list(line.x) == ["0 (none)", "4,096"] and list(line.y) == [0.75, 1.25]
+    assert list(line.customdata) == ["slower", "faster"] and fig.layout.shapes[0].y0 == 1.0  # the rule's words; 1x drawn
+    assert "context 4,096 tokens per row" in sweep.speedup_figure([long], 4096).layout.title.text
+    assert "context 0 (no document)" in sweep.speedup_figure([short], 0).layout.title.text
+    assert sweep.speedup_figure([short]).layout.title.text is None  # the recorded grid, no context axis: no title
+
+
+def test_one_kv_guard_for_every_page():
+    """batch x context against the server's guard (app/common/kv_guard.py): batch 8 at 4,096 fits a CPU, batch 16
+    does not; a GPU holds sixteen times more; the refusal is one line naming the numbers and the fix."""
+    from app.common.kv_guard import context_guard, context_problem
+
+    assert context_problem(8, 4096, on_gpu=False) is None and context_problem(16, 4096, on_gpu=True) is None
+    problem = context_problem(16, 4096, on_gpu=False, fix="smaller batch sizes or contexts")
+    assert problem == (
+        "batch 16 × context 4,096 = 65,536 tokens of KV cache, above this server's guard of 32,768. Fix: smaller batch sizes or contexts."
+    )
+    assert context_guard(True) == 16 * context_guard(False) and context_problem(129, 4096, on_gpu=True) is not None
 
 
 def test_pass_table_shows_percent_of_measured_peaks():
