@@ -3,7 +3,9 @@
 Page shape (docs/design.md §7, Streamlit's demos): title, short prose, controls, result. The lines and the heat map are a MODEL
 (engine/roofline/predictor.py: data-sheet peaks, SpecLab's measured launch overheads, Leviathan's formula), labelled
 so everywhere; the points over them are measurements: SpecLab's recorded GPU runs (engine/roofline/recordings.py) and,
-on request, this machine's own pass-cost curve (engine/decoding/passcurve.py) under the app's run lock. Every control
+on request, this machine's own pass-cost curve (engine/decoding/passcurve.py) under the app's run lock. Section 5 checks
+the model's KV term against this CPU's passes at several contexts: a recording labelled with its machine and date
+(engine/roofline/kv_check.py, scripts/record/record_kv_check.py), measured again live on request. Every control
 is bound to the URL; a link value a control cannot take falls back to the default with a notice.
 """
 
