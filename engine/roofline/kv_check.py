@@ -26,7 +26,7 @@ from pathlib import Path
 from engine.checks import Checker
 from engine.costs import ModelCosts
 from engine.roofline.predictor import Roof, pass_ms, regime
-from engine.roofline.recordings import RecordingError
+from engine.roofline.recordings import RecordingError, read_json
 
 KV_SCHEMA = "speclab.kv_check/1"
 MAX_KV_BYTES = 256 << 10
@@ -139,15 +139,7 @@ def parse_kv_check(data, source: str) -> KvRecording:
     if not (probe["peak_bandwidth"] > 0 and probe["peak_flops"] > 0):
         check.fail("probe", "must have positive peaks", (probe["peak_bandwidth"], probe["peak_flops"]))
     return KvRecording(
-        machine=data["machine"],
-        device=data["device"],
-        dtype=data["dtype"],
-        date=data["date"],
-        note=data["note"],
-        source=data["source"],
-        backend=data["backend"],
-        rounds=data["rounds"],
-        repeats=data["repeats"],
+        **{k: data[k] for k in ("machine", "device", "dtype", "date", "note", "source", "backend", "rounds", "repeats")},
         quick_probe=probe["quick"],
         roof=Roof(f"{data['machine']}, probed", probe["peak_bandwidth"], probe["peak_flops"]),
         model_name=model["name"],
@@ -158,20 +150,7 @@ def parse_kv_check(data, source: str) -> KvRecording:
 
 def read_kv_check(path: Path = KV_RECORDING) -> KvRecording:
     """Read one recording file (size-capped, parsed with engine/checks.py's caps) and check it."""
-    path = Path(path)
-    try:
-        source = str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        source = path.name
-    try:
-        if path.stat().st_size > MAX_KV_BYTES:
-            raise RecordingError(f"{source}: larger than {MAX_KV_BYTES >> 10} KB: not a KV check")
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise RecordingError(f"{source}: no such file") from None
-    except OSError as exc:
-        raise RecordingError(f"{source}: cannot be read ({type(exc).__name__})") from None
-    return parse_kv_check(Checker(RecordingError, source, noun=source).parse(raw, MAX_KV_BYTES), source)
+    return parse_kv_check(*read_json(path, MAX_KV_BYTES, "a KV check"))
 
 
 def kv_rows(recording: KvRecording) -> list[KvRow]:

@@ -115,20 +115,28 @@ def _rows(check: Checker, row, shape: dict, where: str, label: tuple, peaks: dic
     return out
 
 
-def load_report(path: Path) -> list[PassRecord]:
-    """Read one report file (size-capped, parsed with the caps of engine/checks.py) and parse it."""
+def read_json(path: Path, max_bytes: int = MAX_FILE_BYTES, what: str = "a report"):
+    """(parsed JSON, the file's name relative to the project root where it is inside it): the size checked before the
+    bytes are read, then parsed with the caps of engine/checks.py; RecordingError (one line naming the file) if not."""
     path = Path(path)
     try:
         source = str(path.resolve().relative_to(ROOT))
     except ValueError:
         source = path.name
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise RecordingError(f"{source}: larger than {MAX_FILE_BYTES >> 20} MB")
+        if path.stat().st_size > max_bytes:
+            raise RecordingError(f"{source}: larger than {max_bytes:,} bytes: not {what}")
         raw = path.read_bytes()
+    except FileNotFoundError:
+        raise RecordingError(f"{source}: no such file") from None
     except OSError as exc:
         raise RecordingError(f"{source}: cannot be read ({type(exc).__name__})") from None
-    return parse_report(Checker(RecordingError, source, noun=source).parse(raw, MAX_FILE_BYTES), source)
+    return Checker(RecordingError, source, noun=source).parse(raw, max_bytes), source
+
+
+def load_report(path: Path) -> list[PassRecord]:
+    """Read one report file (size-capped, parsed with the caps of engine/checks.py) and parse it."""
+    return parse_report(*read_json(path))
 
 
 def recording_paths(root: Path = ROOT) -> list[Path]:
