@@ -298,17 +298,15 @@ else:
         loaded = load_pair_or_error("embedded", "auto", with_probe=True)
         if loaded is not None:
             pair, probe = loaded
-            contexts = sorted({p.context for p in rec.passes})
-            batches, tokens = sorted({p.batch for p in rec.passes}), sorted({p.new_tokens for p in rec.passes})
             with resources.model_turn(st.empty()):
-                try:
+                try:  # the recording script's shapes (a file's own shapes never reach a measurement)
                     with st.spinner("Timing the passes at each context (one round, 3 passes each)…"):
-                        live = measure_kv_passes(pair, probe, contexts, batches, tokens, repeats=3, rounds=1, quick_probe=True)
+                        live = measure_kv_passes(pair, probe, repeats=3, rounds=1, quick_probe=True)
                     st.session_state["kv_live"] = parse_kv_check(live | {"note": "one round, measured live"}, "the live check")
                 except MEASURE_ERRORS as exc:  # RecordingError is a ValueError
                     show_failure("The measurement failed", exc)
     live = st.session_state.get("kv_live")
     if live is not None:
-        st.markdown(f"**Measured now: {recording_label(live)}** ({live.machine}), the recording's passes, one round each:")
+        st.markdown(f"**Measured now: {recording_label(live)}** ({live.machine}), the recording script's passes, one round each:")
         draw_kv_check(live, f"{recording_label(live)}, measured now", "kv_live_fig")
         st.caption(recording_caption(live).replace("📼 Recorded on", "Measured on"))

@@ -123,6 +123,8 @@ def parse_kv_check(data, source: str) -> KvRecording:
     model = data["model"]
     if not (model["n_layers"] and model["n_kv_heads"] and model["head_dim"] and model["elem_bytes"] in (1, 2, 4)):
         check.fail("model", "must have layers, KV heads, a head size and 1, 2 or 4 bytes per element", model)
+    if model["head_params"] > model["linear_params"]:
+        check.fail("model.head_params", "must be at most linear_params (the head is one of the linear layers)", model["head_params"])
     seen = set()
     for i, row in enumerate(data["passes"]):
         if row["batch"] < 1 or row["new_tokens"] < 1:

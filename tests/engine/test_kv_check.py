@@ -115,6 +115,7 @@ def _edit(change) -> dict:
         (lambda d: d["passes"].append(dict(d["passes"][0])), "passes[3] repeats an earlier pass"),
         (lambda d: d.update(passes=[]), "passes must hold at least one pass"),
         (lambda d: d["model"].update(elem_bytes=3), "model must have layers, KV heads"),
+        (lambda d: d["model"].update(head_params=6 * 10**8), "model.head_params must be at most linear_params"),
         (lambda d: d["probe"].update(peak_bandwidth=0), "probe must have positive peaks"),
         (lambda d: d["model"].update(n_layers=-1), "the recording.model.n_layers"),
     ],
