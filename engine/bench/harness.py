@@ -382,12 +382,16 @@ def speedup_ranges(rows: list[dict]) -> list[str]:
 
 
 def format_passes(rows: list[dict], peak_flops: float | None = None, peak_bandwidth: float | None = None) -> str:
-    lines = ["batch  new/row  tok/pass     ms   ms/token   GB/s   GFLOP/s" + ("  %BW  %FLOP" if peak_flops else "")]
-    base = {}
+    contexts = len({r.get("context") for r in rows}) > 1  # several: a column of them
+    lines = [
+        ("context " if contexts else "")
+        + "batch  new/row  tok/pass     ms   ms/token   GB/s   GFLOP/s"
+        + ("  %BW  %FLOP" if peak_flops else "")
+    ]
     for r in rows:
-        base.setdefault(r["batch"], r["ms"])
         line = (
-            f"{r['batch']:>5} {r['new_tokens']:>8} {r['tokens_per_pass']:>9} {r['ms']:>6.1f} {r['ms_per_token']:>10.2f} "
+            (f"{r['context']:>7} " if contexts else "")
+            + f"{r['batch']:>5} {r['new_tokens']:>8} {r['tokens_per_pass']:>9} {r['ms']:>6.1f} {r['ms_per_token']:>10.2f} "
             f"{r['achieved_bandwidth'] / 1e9:>6.1f} {r['achieved_flops'] / 1e9:>9.1f}"
         )
         if peak_flops and peak_bandwidth:
