@@ -86,6 +86,7 @@ def _row(
         "tree_topk": tree[1],
         "policy": policy,
         "mean_depth": spec["mean_depth"],
+        "depth_steps": spec["depth_steps"],
         "policy_pct": spec["policy_pct"],
         "confidence_threshold": confidence,
         "drafted_per_step": spec["drafted_per_step"],
@@ -378,6 +379,9 @@ def speedup_ranges(rows: list[dict]) -> list[str]:
                 else ""
             )
             lines.append(f"  {cell:<24} {judge(r['spec_decode_runs'], r['ar_decode_runs']).words('speculative', 'plain')}{ttft}")
+            if r.get("policy", "fixed") != "fixed" and r.get("depth_steps"):  # what an adaptive policy chose at this (batch, context)
+                chosen = ", ".join(f"k {k}: {n}" for k, n in r["depth_steps"].items())
+                lines.append(f"  {'':<24} batch {r['batch']}, context {r.get('context', 0)} -> steps per k ({chosen})")
     return lines if len(lines) > 2 else []
 
 
