@@ -63,7 +63,7 @@ def passes(args) -> None:
         from engine.decoding.context_curves import keep_curves, measure_context_curves
 
         curves, rows = measure_context_curves(pair, args.batch, args.context, args.tokens, args.rounds, args.repeats)
-        print(f"(batch, context) interleaved, {args.rounds} rounds x {args.repeats} passes; median over rounds")
+        print(f"(batch, context) interleaved, {args.rounds} rounds x {args.repeats} passes; median over rounds (the curves: the fastest)")
         print(format_passes(rows, peaks.peak_flops, peaks.peak_bandwidth))
         keep_curves(pair, curves, args.tokens)  # for later look-ups (engine.decoding.context_curves.context_curve)
         out |= _rooms(pair, args, curves)
