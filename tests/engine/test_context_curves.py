@@ -8,6 +8,7 @@ the curve's own context only past the short bucket: at a short context its choic
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -145,3 +146,32 @@ def test_the_k_table_has_one_rfc_entry_per_batch_and_context(tiny, data):
         assert r["entry"] == [r["batch"], r["batch"], r["context"], r["context"], r["k_measured"]]
     with pytest.raises(ValueError, match="speculative"):
         k_table(tiny, DecodeConfig(mode="autoregressive"), curves)
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--context", "64,128", "--compare-backends", "torch,native"], "several --context"),
+        (["--context", "64,128", "--model", "draft"], "several --context"),
+        (["--context", "1"], "--context must be >= 2"),
+        (["--drafter", "eagle", "--depth", "0"], "--depth must be between 1 and 16"),
+    ],
+)
+def test_passes_refuses_what_it_cannot_time_in_one_line_before_loading(argv, words, capsys):
+    from engine.__main__ import main
+
+    assert main(["passes", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and "\n" not in err
+
+
+def test_passes_over_several_contexts_prints_each_room_and_knee(data, capsys):
+    from engine.__main__ import main
+
+    argv = ["passes", "--context", "32,96", "--batch", "1,2", "--tokens", "1,2", "--rounds", "1", "--repeats", "1", "--json"]
+    assert main([*argv, str(data / "p.json")]) == 0
+    out = capsys.readouterr().out
+    assert "room (within 1.25x one token per row) and knee (1.5x)" in out
+    rooms = json.loads((data / "p.json").read_text())["rooms"]
+    assert [(r["batch"], r["context"]) for r in rooms] == [(1, 32), (1, 96), (2, 32), (2, 96)]
+    assert all(r["room"] >= r["batch"] for r in rooms)
