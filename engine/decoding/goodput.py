@@ -186,8 +186,8 @@ class GoodputDepth:
         pass size's own factor (the curve's shape error there; 1 for a size not run yet). A size measured once
         during a load spike is not priced on that spike for ever: the spike moves the shared ratio (EMA_WEIGHT per
         step), and a size's own factor, a lasting property of the curve, moves slower (SHAPE_WEIGHT of its log per
-        step it runs). The curve's time is measured at its own short context; this step's KV read past it (`kv_ms`,
-        else the given `kv_ms`) is added before the factors, which then learn the measured time against both."""
+        step it runs). The curve's time is measured at its own short context; the KV read past it (the given `kv_ms`,
+        else this step's, `kv_ms()` at its batch and context) is added before the factors, which learn against both."""
         kv = self._kv_ms if kv_ms is None else kv_ms
         return (self.curve.time_ms(tokens) + kv) * self.verify_ratio.get(0, 1.0) * math.exp(self.verify_ratio.get(tokens, 0.0))
 
@@ -349,7 +349,7 @@ class GoodputDepth:
         maximising expected tokens per ms with this tree's own calibrated probabilities (engine/decoding/tree_value.py).
         It also updates the curves that price the next step's shape."""
         batch = int(tree.tokens.shape[0])
-        self._drawn = tree.depth  # the levels drafted (the cut may keep fewer): what `_learn` prices a level by
+        self._drawn = tree.depth  # the levels drafted (the cut may keep fewer): what goodput_steps.learn prices a level by
         curves = depth_gains(tree, calibrated_paths(tree, self.calibration))  # (D, N) summed over rows
         learn_curves(self, [[g / batch for g in curve] for curve in curves], tree.depth)
         n, rate = self.best_cut(batch, curves[-1], self.tree_draft(batch, tree.depth))
