@@ -4,17 +4,20 @@
  * time is the time to stream the weights from memory. PyTorch's CPU linear (oneDNN) spends a fixed cost per
  * call and reads the weights at well under the copy bandwidth for M = 1 (docs/journal.md, "the fused fast pass";
  * the native pass against it today: docs/measurements.md, "Passes on the CPU"). These kernels
- * read each weight once per pass, 64 bytes at a time, and keep up to 12 tokens' sums in registers.
+ * read each weight once per pass, 64 bytes at a time, and keep up to 12 tokens' sums in registers; where the CPU
+ * has AMX (and the OS lets the process use it), bfloat16 matrices are multiplied on its tiles instead, 16 tokens x
+ * 16 outputs per instruction, so a pass of 32 tokens costs about the weights' bytes, as one of 8 does.
  *
  * Layout (`pack_*`): the rows of W (N x K) in blocks of 16; within a block the weights are interleaved so
  * that one 64-byte load holds the same k for 16 rows (float32), or the same pair k, k+1 for 16 rows
  * (bfloat16, the pair order AVX512-BF16's dot product wants). A block's 16 outputs then accumulate in one
- * vector register per token, with no horizontal sums: y[t][j..j+15] += W[j..j+15][k] * x[t][k].
+ * vector register per token, with no horizontal sums: y[t][j..j+15] += W[j..j+15][k] * x[t][k]. The bfloat16
+ * layout is also AMX's second operand as it is (16 pairs of a block: one tile), so one packed copy serves both.
  *
  * Numerics: products in float32 (bfloat16 x bfloat16 is exact in float32), sums in float32 in this order
- * (two interleaved partial sums over k), bfloat16 outputs rounded to nearest even as PyTorch rounds. The
- * order differs from oneDNN's, so the last bits may too; float32 greedy decoding gives the same tokens
- * (tests/engine/test_cpukernels.py).
+ * (two interleaved partial sums over k; on AMX's tiles, the tiles' own order), bfloat16 outputs rounded to nearest
+ * even as PyTorch rounds. The order differs from oneDNN's, so the last bits may too; float32 greedy decoding gives the
+ * same tokens (tests/engine/test_cpukernels.py). On one machine a token's sums do not depend on its pass.
  *
  * Threads: OpenMP over row blocks, num_threads set by the caller (torch.get_num_threads()); the library
  * links libgomp by soname, so it shares the runtime (and its thread pool) PyTorch has already loaded.
@@ -24,6 +27,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
+#include <omp.h>
 
 #ifndef __AVX512F__
 #error "SpecLab's CPU kernels need AVX-512F"
@@ -200,7 +204,13 @@ static inline __m512 vexp(__m512 x) { /* Cephes' expf polynomial, 2^n by scalef:
   return _mm512_scalef_ps(y, n);
 }
 
-static void gemm_team(const void *x, const void *wp, void *y, int M, int K, int N, int bf) { /* inside a team */
+static void gemm_amx_team(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N, int own);
+
+static void gemm_team(const void *x, const void *wp, void *y, int M, int K, int N, int bf, int amx) { /* inside a team */
+  if (bf && amx && K % 32 == 0) { /* AMX's tiles (below) */
+    gemm_amx_team(x, wp, y, M, K, N, amx == 1);
+    return;
+  }
   int blocks = (N + 15) / 16;
 #pragma omp for schedule(static)
   for (int b = 0; b < blocks; b++) {
@@ -317,7 +327,8 @@ typedef struct {
   int64_t qstride;
   int bf, kvbf, cap, window, B, n, n_heads, n_kv, d, segs;
   float scale;
-  int amx; /* the bfloat16 scores on AMX's tiles (`amx_ready`) */
+  int amx; /* the bfloat16 scores on AMX's tiles (`amx_ready`): 1, each thread's configuration kept around the attention; 2, by
+           * the caller (layer_forward: once around the layer, not around each product) */
 } attn_t;
 
 static inline __mmask16 tailz(int64_t left) { return left <= 0 ? (__mmask16)0 : tail(left); }
@@ -424,6 +435,10 @@ typedef struct {
   uint8_t rows[16];
 } __attribute__((packed)) tilecfg_t;
 
+/* GCC does not see that ldtilecfg reads its 64 bytes (nor that sttilecfg writes them): without a compiler barrier it may
+ * drop the stores that fill a configuration (it did, in a build without inlining: a fault in ldtilecfg) */
+#define AMX_MEMORY() __asm__ __volatile__("" ::: "memory")
+
 static void amx_config(void) { /* tile 0: 16 columns x 16 queries of float32 scores; 1: 16 keys x 32 bfloat16; 2: 16 pairs x 16 queries */
   tilecfg_t c;
   memset(&c, 0, sizeof c);
@@ -432,11 +447,16 @@ static void amx_config(void) { /* tile 0: 16 columns x 16 queries of float32 sco
     c.rows[t] = 16;
     c.colsb[t] = 64;
   }
+  AMX_MEMORY();
   _tile_loadconfig(&c);
 }
 
-static void amx_save(float *cfg) { _tile_storeconfig(cfg); } /* 64 bytes: zeros where no tiles are configured */
+static void amx_save(float *cfg) { /* 64 bytes: zeros where no tiles are configured */
+  _tile_storeconfig(cfg);
+  AMX_MEMORY();
+}
 static void amx_restore(const float *cfg) {
+  AMX_MEMORY();
   if (((const uint8_t *)cfg)[0])
     _tile_loadconfig(cfg);
   else
@@ -463,6 +483,7 @@ static void att_scores_amx(const uint32_t *qt, const uint16_t *kb, int rows, int
     memcpy(kpad, kb, sizeof(uint16_t) * rows * d);
     kb = kpad;
   }
+  AMX_MEMORY(); /* the padded keys and the query pairs stored before a tile reads them */
   for (int q0 = 0; q0 < Q; q0 += 16) {
     _tile_zero(0);
     for (int kc = 0; kc < d / 32; kc++) {
@@ -490,6 +511,156 @@ static void att_query_pairs(const uint16_t *qb, int Qp, int d, int dp, uint32_t 
 static void att_scores_amx(const uint32_t *qt, const uint16_t *kb, int rows, int d, const float *brow, int64_t bstride, int Q, __mmask16 cm,
                            float scale, float *s, float *ct, uint16_t *kpad) {
   (void)qt, (void)kb, (void)rows, (void)d, (void)brow, (void)bstride, (void)Q, (void)cm, (void)scale, (void)s, (void)ct, (void)kpad;
+}
+#endif
+
+/* ---- the weights' products on AMX's tiles (bfloat16, K a multiple of 32, where `amx_ready`) -------------------------
+ * The packed layout is already AMX's second operand: a block's 16 pairs kp .. kp + 15 (16 rows x 64 bytes) are one tile of
+ * 32 elements of k for its 16 output rows. The tokens are the first operand (16 tokens x 32 elements a tile, straight
+ * from x). Per 32 elements of k, a tile product takes 16 tokens x 16 outputs in one instruction, where the register tiles
+ * above take 2 x 16 `vdpbf16ps` per token: a 32-token pass's products stop costing more than the weights' bytes. Tiles:
+ * float32 sums in 0-3 (a token tile's outputs of up to 4 blocks: 1 x 4, 2 x 2 or 3 x 1), tokens in 3-5, weights in 6-7;
+ * a token tile's sums and tokens are configured with its rows, so no row past x is read. The sums are float32 in AMX's
+ * order (not the register tiles'), the same order for a token whatever its pass; bfloat16 outputs rounded as above.
+ * Each thread takes a contiguous share of the blocks and keeps the tile configuration it found (oneDNN's, or none). */
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+static void gemm_amx_config(int M) { /* token tiles of M <= 48 tokens: C and A tiles of the last one get its rows */
+  tilecfg_t c;
+  memset(&c, 0, sizeof c);
+  c.palette = 1;
+  for (int t = 0; t < 8; t++) {
+    c.rows[t] = 16;
+    c.colsb[t] = 64;
+  }
+  int T = (M + 15) / 16, last = M - 16 * (T - 1);
+  static const int8_t LAST[4][5] = {{-1}, {0, 1, 2, 3, 4}, {2, 3, 5, -1}, {2, 5, -1}}; /* the last token tile's tiles */
+  for (int i = 0; i < 5 && LAST[T][i] >= 0; i++) c.rows[LAST[T][i]] = (uint8_t)last;
+  AMX_MEMORY();
+  _tile_loadconfig(&c);
+}
+
+/* tiles: T = 1: sums of block j in j, tokens in 4; T = 2: token tile t, block j in 2t + j, tokens in 4 + t; T = 3: token
+ * tile t in t, tokens in 3 + t. x: the first token's row (stride xs bytes), w: the first block's pair kp = 0 (blocks bs
+ * apart). */
+static void amx_t1(const uint16_t *x, int64_t xs, const uint16_t *w, int64_t bs, int kp2, int nb, float *c) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  if (nb == 4)
+    for (int kp = 0; kp < kp2; kp += 16) {
+      _tile_loadd(4, x + 2 * kp, xs);
+      _tile_loadd(6, w + (int64_t)kp * 32, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_loadd(7, w + bs + (int64_t)kp * 32, 64);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_loadd(6, w + 2 * bs + (int64_t)kp * 32, 64);
+      _tile_dpbf16ps(2, 4, 6);
+      _tile_loadd(7, w + 3 * bs + (int64_t)kp * 32, 64);
+      _tile_dpbf16ps(3, 4, 7);
+    }
+  else
+    for (int kp = 0; kp < kp2; kp += 16) {
+      _tile_loadd(4, x + 2 * kp, xs);
+      _tile_loadd(6, w + (int64_t)kp * 32, 64);
+      _tile_dpbf16ps(0, 4, 6);
+    }
+  _tile_stored(0, c, 64);
+  _tile_stored(1, c + 256, 64);
+  _tile_stored(2, c + 512, 64);
+  _tile_stored(3, c + 768, 64);
+}
+
+static void amx_t2(const uint16_t *x, int64_t xs, const uint16_t *w, int64_t bs, int kp2, int nb, float *c) {
+  const uint16_t *x1 = x + 16 * xs / 2;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  if (nb == 2)
+    for (int kp = 0; kp < kp2; kp += 16) {
+      _tile_loadd(4, x + 2 * kp, xs);
+      _tile_loadd(5, x1 + 2 * kp, xs);
+      _tile_loadd(6, w + (int64_t)kp * 32, 64);
+      _tile_loadd(7, w + bs + (int64_t)kp * 32, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+  else
+    for (int kp = 0; kp < kp2; kp += 16) {
+      _tile_loadd(4, x + 2 * kp, xs);
+      _tile_loadd(5, x1 + 2 * kp, xs);
+      _tile_loadd(6, w + (int64_t)kp * 32, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(2, 5, 6);
+    }
+  _tile_stored(0, c, 64);
+  _tile_stored(1, c + 256, 64);
+  _tile_stored(2, c + 512, 64);
+  _tile_stored(3, c + 768, 64);
+}
+
+static void amx_t3(const uint16_t *x, int64_t xs, const uint16_t *w, int kp2, float *c) {
+  const uint16_t *x1 = x + 16 * xs / 2, *x2 = x + 32 * xs / 2;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  for (int kp = 0; kp < kp2; kp += 16) {
+    _tile_loadd(6, w + (int64_t)kp * 32, 64);
+    _tile_loadd(3, x + 2 * kp, xs);
+    _tile_dpbf16ps(0, 3, 6);
+    _tile_loadd(4, x1 + 2 * kp, xs);
+    _tile_dpbf16ps(1, 4, 6);
+    _tile_loadd(5, x2 + 2 * kp, xs);
+    _tile_dpbf16ps(2, 5, 6);
+  }
+  _tile_stored(0, c, 64);
+  _tile_stored(1, c + 256, 64);
+  _tile_stored(2, c + 512, 64);
+}
+
+static void gemm_amx_rows(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N, int b0, int b1) {
+  /* M <= 48 tokens times blocks b0 .. b1 - 1, in groups of up to 4 / T blocks */
+  int T = (M + 15) / 16, per = T == 1 ? 4 : T == 2 ? 2 : 1, kp2 = K / 2;
+  int64_t bs = (int64_t)kp2 * 32, xs = (int64_t)K * 2;
+  float c[4 * 256] __attribute__((aligned(64)));
+  gemm_amx_config(M);
+  for (int b = b0; b < b1;) {
+    int nb = b1 - b >= per ? per : 1;
+    const uint16_t *w = wp + b * bs;
+    if (T == 1)
+      amx_t1(x, xs, w, bs, kp2, nb, c);
+    else if (T == 2)
+      amx_t2(x, xs, w, bs, kp2, nb, c);
+    else
+      amx_t3(x, xs, w, kp2, c);
+    for (int t = 0; t < T; t++)
+      for (int j = 0; j < nb; j++) {
+        const float *ct = c + 256 * (T == 1 ? j : T == 2 ? 2 * t + j : t);
+        int rows = M - 16 * t < 16 ? M - 16 * t : 16, col = (b + j) * 16;
+        __mmask16 m = tail(N - col);
+        for (int i = 0; i < rows; i++) vstore(y, (int64_t)(16 * t + i) * N + col, _mm512_load_ps(ct + 16 * i), 1, m);
+      }
+    b += nb;
+  }
+}
+
+static void gemm_amx_team(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N, int own) { /* inside a team */
+  int nt = omp_get_num_threads(), id = omp_get_thread_num(), blocks = (N + 15) / 16;
+  int b0 = (int)((int64_t)blocks * id / nt), b1 = (int)((int64_t)blocks * (id + 1) / nt);
+  float saved[16] __attribute__((aligned(64)));
+  if (own) amx_save(saved);
+  int step = M <= 48 ? 48 : 32; /* more than 48 tokens: sweeps of 32 */
+  for (int m0 = 0; m0 < M; m0 += step)
+    gemm_amx_rows(x + (int64_t)m0 * K, wp, y + (int64_t)m0 * N, M - m0 < step ? M - m0 : step, K, N, b0, b1);
+  if (own) amx_restore(saved);
+#pragma omp barrier
+}
+#else
+static void gemm_amx_team(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N, int own) {
+  (void)x, (void)wp, (void)y, (void)M, (void)K, (void)N, (void)own;
 }
 #endif
 
@@ -648,11 +819,11 @@ static void attend_combine(const attn_t *A, int r, const float *part) { /* one (
 
 static void attend_team(const attn_t *A, float *part) { /* inside a parallel region: the tasks, the team's barrier, the merge */
   float *ws = malloc(sizeof(float) * (attend_workspace(A) + 16));
-  if (A->amx) amx_save(ws + attend_workspace(A));
+  if (A->amx == 1) amx_save(ws + attend_workspace(A));
   int tasks = A->B * A->n_kv * A->segs, Q = A->n_heads / A->n_kv * A->n;
 #pragma omp for schedule(dynamic, 1) /* a window's last segment may be a few columns: taken as threads come free */
   for (int t = 0; t < tasks; t++) attend_task(A, t, ws, part);
-  if (A->amx) amx_restore(ws + attend_workspace(A)); /* the thread's tile configuration as it was (oneDNN's, or none) */
+  if (A->amx == 1) amx_restore(ws + attend_workspace(A)); /* the thread's tile configuration as it was (oneDNN's, or none) */
 #pragma omp for schedule(static)
   for (int r = 0; r < A->B * A->n_kv * Q; r++) attend_combine(A, r, part);
   free(ws);
@@ -692,21 +863,25 @@ void layer_forward(void *x, int B, int n, int H, int bf, const void *cos, const 
   size_t es = bf ? 2 : 4;
   char *h = malloc(es * (size_t)M * H), *qkv = malloc(es * (size_t)M * nqkv), *a = malloc(es * (size_t)M * nq);
   char *gu = malloc(es * (size_t)M * 2 * inter), *mid = malloc(es * (size_t)M * inter), *o = malloc(es * (size_t)M * H);
-  attn_t A = {qkv, kbuf, vbuf, bias, a, nqkv, bf, kvbf, cap, window, B, n, n_heads, n_kv, d, (window + ATT_SEG - 1) / ATT_SEG, scale, amx_ready()};
+  attn_t A = {qkv, kbuf, vbuf, bias, a, nqkv, bf, kvbf, cap, window, B, n, n_heads, n_kv, d, (window + ATT_SEG - 1) / ATT_SEG, scale,
+              amx_ready() ? 2 : 0};
   float *part = attend_part(&A);
 #pragma omp parallel num_threads(nthreads)
   { /* every step is a worksharing loop of the team, each ending in its barrier */
+    float saved[16] __attribute__((aligned(64))); /* the thread's tile configuration as it was (oneDNN's, or none) */
+    if (A.amx) amx_save(saved);
     rms_norm_rows(x, ln1, h, M, H, eps, bf);
-    gemm_team(h, wqkv, qkv, M, H, nqkv, bf);
+    gemm_team(h, wqkv, qkv, M, H, nqkv, bf, A.amx);
     rope_and_store(qkv, cos, sin, kbuf, vbuf, M, n, n_heads, n_kv, d, cap, col0, bf, kvbf);
     attend_team(&A, part);
-    gemm_team(a, wo, o, M, nq, H, bf);
+    gemm_team(a, wo, o, M, nq, H, bf, A.amx);
     add_rows(x, o, (int64_t)M * H, bf);
     rms_norm_rows(x, ln2, h, M, H, eps, bf);
-    gemm_team(h, wgu, gu, M, H, 2 * inter, bf);
+    gemm_team(h, wgu, gu, M, H, 2 * inter, bf, A.amx);
     silu_mul(gu, mid, M, inter, bf);
-    gemm_team(mid, wd, o, M, inter, H, bf);
+    gemm_team(mid, wd, o, M, inter, H, bf, A.amx);
     add_rows(x, o, (int64_t)M * H, bf);
+    if (A.amx) amx_restore(saved);
   }
   free(part);
   free(h);
@@ -719,13 +894,14 @@ void layer_forward(void *x, int B, int n, int H, int bf, const void *cos, const 
 
 /* ---- y (M x N) = x (M x K) W^T, W packed: one product, its own team ------------------------------------ */
 void gemm_bf16(const uint16_t *x, const uint16_t *wp, uint16_t *y, int M, int K, int N, int nthreads) {
+  int amx = amx_ready();
 #pragma omp parallel num_threads(nthreads)
-  gemm_team(x, wp, y, M, K, N, 1);
+  gemm_team(x, wp, y, M, K, N, 1, amx);
 }
 
 void gemm_f32(const float *x, const float *wp, float *y, int M, int K, int N, int nthreads) {
 #pragma omp parallel num_threads(nthreads)
-  gemm_team(x, wp, y, M, K, N, 0);
+  gemm_team(x, wp, y, M, K, N, 0, 0);
 }
 
 /* ---- greedy statistics of logits rows: the argmax and log-sum-exp in two passes over each row ----------

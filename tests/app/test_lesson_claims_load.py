@@ -128,7 +128,7 @@ def test_lesson6_fixed_k_loses_past_the_knee_and_a_load_aware_policy_follows_the
     followers = []
     for name in policies:
         one, big = cell(rows, 1, name), cell(rows, past, name)
-        spoke = usual_depth(one) > 0 and big["mean_depth"] < one["mean_depth"]
+        spoke = one["mean_depth"] > 0 and big["mean_depth"] < one["mean_depth"]
         level = clear_winner(rate_rounds(big), rate_rounds(cell(rows, past, plain))) >= 0
         if spoke and level:
             followers.append(name)

@@ -171,7 +171,8 @@ def test_one_knee_definition_and_the_large_batch_past_the_room():
     assert numbers.knee_tokens((1, 2, 4), (40.0, 41.0, 42.0)) is None  # never bent within the curve
     assert runs.knee_tokens((1, 2, 4), (40.0, 41.0, 42.0)) == 4  # stored as the last point measured
     room = numbers.room_tokens(tokens, ms)
-    assert room == 8 and numbers.past_batch(room, 3, runs.LARGE_BATCHES) == 8  # 8 × 4 = 32 tokens >= 4 × the room
+    assert room == 12  # 1.25 x 40 = 50 ms: between 8 (45) and 16 (54) tokens, at 12.4
+    assert numbers.past_batch(room, 3, runs.LARGE_BATCHES) == 16  # 16 × 4 = 64 tokens >= 4 × the room
     knob = next(k for k in EXPERIMENTS["past_the_ridge"].knobs if k.key == "l3_batch")
     assert 0 in knob.options and set(runs.LARGE_BATCHES) < set(knob.options)  # 0: chosen from the pass curve
 

@@ -213,9 +213,10 @@ def test_seed_passes_the_same_within_noise_and_the_flops_difference():
 def test_room_words_and_the_chosen_settings_come_from_the_curve():
     c = _curve()
     room = numbers.room_tokens(c["tokens"], c["ms"])
-    assert room == 4 and largest_pass(room) == 32 and largest_pass(64) == 128
-    assert ridge_settings(room, {"depth": 0, "batch": 0}) == {"room": 4, "depth": 3, "batch": 4}
-    assert ridge_settings(room, {"depth": 2, "batch": 16}) == {"room": 4, "depth": 2, "batch": 16}  # a knob wins
+    assert room == 5  # 1.25 x 8.5 = 10.6 ms: between 4 (9.4) and 8 (13.5) tokens, at 5.2
+    assert largest_pass(4) == 32 and largest_pass(room) == 64 and largest_pass(64) == 128
+    assert ridge_settings(room, {"depth": 0, "batch": 0}) == {"room": 5, "depth": 3, "batch": 8}  # 32 tokens >= 4 x 5
+    assert ridge_settings(room, {"depth": 2, "batch": 16}) == {"room": 5, "depth": 2, "batch": 16}  # a knob wins
     assert ridge_settings(200, {"depth": 0, "batch": 0}) == {"room": 200, "depth": 3, "batch": 32}  # a GPU's room
 
 

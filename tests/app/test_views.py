@@ -547,7 +547,7 @@ def test_load_views_compute_winners_and_the_prediction():
         "whole run tokens/s (prefill included)": 70.0,
         "× plain": 0.7,
         "TPOT ms": None,
-        "mean k": 4.0,
+        "mean k": "4.00",
         "α": 0.6,
         "against the next (the rule's ratio, 95% range)": "",  # one run each: no rounds to judge by
     }

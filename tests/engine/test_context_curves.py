@@ -39,6 +39,8 @@ def test_the_room_stops_at_the_first_pass_over_the_line_and_the_knee_is_interpol
     assert knee_tokens(tokens, ms) == pytest.approx(24 + 8 * (15.0 - 12.4) / (20.0 - 12.4))
     assert knee_tokens([1, 2, 4], [10.0, 11.0, 12.0]) is None  # never 1.5x within the curve
     assert room_tokens([1, 2], [10.0, 30.0]) == 1
+    assert room_tokens([8, 16, 32], [10.0, 11.0, 15.0]) == 22  # read between 16 and 32, where the line is crossed
+    assert room_tokens([8, 16, 32], [10.0, 11.0, 12.0]) == 32  # never crossed: the last size
     with pytest.raises(ValueError, match="as many times") as err:
         room_tokens([1, 2], [0.0, 1.0])
     assert "\n" not in str(err.value)

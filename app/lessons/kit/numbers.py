@@ -28,17 +28,18 @@ KNEE = 1.5  # the knee: where a pass costs this many times a one-token pass
 
 
 def room_tokens(tokens, ms) -> int:
-    """The most tokens per pass whose measured pass cost stays within ROOM× the one-token pass (at least 1).
-    Reads the curve from its smallest point on and stops at the first point over the line, so a later dip (a
-    kernel that happens to suit one size) does not widen the room."""
+    """The most tokens per pass whose pass cost stays within ROOM× the one-token pass (at least 1): where the curve
+    first crosses that line, read on the straight line between the two measured sizes around it (as the knee is) and
+    rounded down, or the last size where it never does. Reads the curve from its smallest point on and stops at the
+    first crossing, so a later dip (a kernel that happens to suit one size) does not widen the room; reading between
+    the sizes keeps a room near a measured size from jumping to the size below it (8 or 16) with the noise."""
     if not tokens or len(tokens) != len(ms) or ms[0] <= 0:
         raise ValueError("a pass curve needs as many times as token counts, the first one positive")
-    room = int(tokens[0])
-    for t, m in zip(tokens, ms):
-        if m > ROOM * ms[0]:
-            break
-        room = int(t)
-    return max(room, 1)
+    line = ROOM * ms[0]
+    for (t0, m0), (t1, m1) in zip(zip(tokens, ms), zip(tokens[1:], ms[1:])):
+        if m1 > line:
+            return max(int(t0 + (t1 - t0) * (line - m0) / (m1 - m0)) if m1 > m0 else int(t0), 1)
+    return max(int(tokens[-1]), 1)
 
 
 def knee_tokens(tokens, ms, factor: float = KNEE) -> float | None:
@@ -266,7 +267,7 @@ def load_table(rows: list[dict], plain: str) -> list[dict]:
                     "runs (decoding tokens/s)": ", ".join(f"{v:.1f}" for v in runs["values"]) if runs else "one run",
                     "whole run tokens/s (prefill included)": round(r["tokens_per_s"], 1),
                     "TPOT ms": None if r.get("tpot_ms") is None else round(r["tpot_ms"], 1),
-                    "mean k": None if r.get("mean_depth") is None else round(r["mean_depth"], 2),
+                    "mean k": None if r.get("mean_depth") is None else f"{r['mean_depth']:.2f}",
                     "α": None if r.get("alpha") is None else round(r["alpha"], 2),
                     "against the next (the rule's ratio, 95% range)": _against_next(rows, b, name),
                 }

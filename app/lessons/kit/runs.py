@@ -189,7 +189,7 @@ def seed_passes(pair, depth: int) -> dict:
     return {"context": SEED_CONTEXT, "rounds": SEED_ROUNDS, "passes": passes}
 
 
-ROOM_SIZES = (1, 2, 4, 8, 16, 32)  # the small end of the curve, where a CPU's room sits, doubling like lesson 1's rows
+ROOM_SIZES = (1, 2, 4, 8, 12, 16, 24, 32)  # the small end of the curve, where a CPU's room sits (12 and 24 between the doublings)
 
 
 ROOM_ROUNDS = 5
@@ -246,7 +246,7 @@ def past_tokens(room: int) -> int:
 
 # Batch 1's pair is cheap (a fraction of a second a round) and its short runs scatter, so lesson 3 gives it this many
 # more rounds than the dear large batch (a live run stays within 20 s on 2 cores).
-BATCH1_MORE = 4
+BATCH1_MORE = 2
 
 
 def metered(timed, rounds: int) -> tuple[list, float | None]:
