@@ -4,6 +4,7 @@ the statistics of its median run, decoding timed apart from each prompt's pass. 
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 
 from engine.config import DecodeConfig
 from engine.decoding.decode import generate
@@ -88,6 +89,7 @@ def _cell_stats(runs: list[_Run]) -> dict:
         "draft_ms_per_forward": _draft_forward_ms(decode_steps),
         "verify_ms": _median([st.verify_ms for st in decode_steps]),
         "mean_depth": statistics.mean(st.depth for st in decode_steps) if decode_steps else 0.0,
+        "depth_steps": dict(sorted(Counter(st.depth for st in decode_steps).items())),  # k -> the median run's steps at it
         "policy_pct": 100.0 * sum(st.policy_ms for st in decode_steps) / step_ms if step_ms else None,
         "outputs": mid.output_ids,
         "prompt_rates": prompt_rates,

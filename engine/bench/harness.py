@@ -86,6 +86,7 @@ def _row(
         "tree_topk": tree[1],
         "policy": policy,
         "mean_depth": spec["mean_depth"],
+        "depth_steps": spec["depth_steps"],
         "policy_pct": spec["policy_pct"],
         "confidence_threshold": confidence,
         "drafted_per_step": spec["drafted_per_step"],
@@ -378,16 +379,23 @@ def speedup_ranges(rows: list[dict]) -> list[str]:
                 else ""
             )
             lines.append(f"  {cell:<24} {judge(r['spec_decode_runs'], r['ar_decode_runs']).words('speculative', 'plain')}{ttft}")
+            if r.get("policy", "fixed") != "fixed" and r.get("depth_steps"):  # what an adaptive policy chose at this (batch, context)
+                chosen = ", ".join(f"k {k}: {n}" for k, n in r["depth_steps"].items())
+                lines.append(f"  {'':<24} batch {r['batch']}, context {r.get('context', 0)} -> steps per k ({chosen})")
     return lines if len(lines) > 2 else []
 
 
 def format_passes(rows: list[dict], peak_flops: float | None = None, peak_bandwidth: float | None = None) -> str:
-    lines = ["batch  new/row  tok/pass     ms   ms/token   GB/s   GFLOP/s" + ("  %BW  %FLOP" if peak_flops else "")]
-    base = {}
+    contexts = len({r.get("context") for r in rows}) > 1  # several: a column of them
+    lines = [
+        ("context " if contexts else "")
+        + "batch  new/row  tok/pass     ms   ms/token   GB/s   GFLOP/s"
+        + ("  %BW  %FLOP" if peak_flops else "")
+    ]
     for r in rows:
-        base.setdefault(r["batch"], r["ms"])
         line = (
-            f"{r['batch']:>5} {r['new_tokens']:>8} {r['tokens_per_pass']:>9} {r['ms']:>6.1f} {r['ms_per_token']:>10.2f} "
+            (f"{r['context']:>7} " if contexts else "")
+            + f"{r['batch']:>5} {r['new_tokens']:>8} {r['tokens_per_pass']:>9} {r['ms']:>6.1f} {r['ms_per_token']:>10.2f} "
             f"{r['achieved_bandwidth'] / 1e9:>6.1f} {r['achieved_flops'] / 1e9:>9.1f}"
         )
         if peak_flops and peak_bandwidth:

@@ -214,7 +214,13 @@ def _other_parsers(sub) -> None:
     passes = sub.add_parser("passes", help="time ONE target forward vs tokens per pass: the roofline curve, measured")
     passes.add_argument("--batch", type=int_list, default=[1], help="comma-separated batch sizes")
     passes.add_argument("--tokens", type=int_list, default=[1, 2, 4, 8, 16, 32, 64], help="new tokens per row")
-    passes.add_argument("--context", type=int, default=150, help="KV cache length per row")
+    passes.add_argument(
+        "--context",
+        type=int_list,
+        default=[150],
+        help="KV cache length per row; comma-separated for several (each (batch, context) timed in interleaved --rounds, "
+        "with its room and knee)",
+    )
     passes.add_argument("--repeats", type=int, default=5)
     passes.add_argument("--model", default="target", choices=["target", "draft"])
     passes.add_argument(
@@ -223,8 +229,20 @@ def _other_parsers(sub) -> None:
         default=None,
         help="comma-separated backends (e.g. torch,fused,native) timed against each other, interleaved over --rounds",
     )
-    passes.add_argument("--rounds", type=int, default=3, help="--compare-backends: interleaved rounds (median, min-max over them)")
+    passes.add_argument(
+        "--rounds", type=int, default=3, help="--compare-backends, several --context: interleaved rounds (median, min-max over them)"
+    )
     passes.add_argument("--json", default=None)
+    from engine.drafters import DRAFTERS
+
+    passes.add_argument(
+        "--drafter",
+        default=None,
+        choices=list(DRAFTERS),
+        help="also print goodput's (batch, context) -> k table for this drafter (vLLM RFC #48627's entries): the k its "
+        "prior chooses and the k the measured passes price best, with the drafter's card as acceptance",
+    )
+    passes.add_argument("--depth", type=int, default=3, help="--drafter: the deepest chain the k table considers (1..16)")
     _common(passes)
 
     probe = sub.add_parser("probe", help="measure this machine's peak memory bandwidth and matmul FLOP/s")

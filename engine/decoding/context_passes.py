@@ -42,8 +42,9 @@ def _time(cache, ids: torch.Tensor, repeats: int, device) -> float:
 
 def context_rounds(pair: ModelPair, batch: int, tokens: list[int], contexts: list[int], rounds: int = 5, repeats: int = 3) -> list[dict]:
     """One row per (context, new tokens per row): {"context", "batch", "new_tokens", "tokens_per_pass", "ms" (the
-    median over rounds), "ms_rounds" (each round's median of `repeats` passes), "flops", "bytes" (weights + KV read,
-    engine.costs)}. Raises ValueError where a context and its new tokens do not fit the model's window."""
+    median over rounds), "ms_rounds" (each round's median of `repeats` passes), "ms_per_token", "flops", "bytes"
+    (weights + KV read, engine.costs), "achieved_flops", "achieved_bandwidth" (per second)}. Raises ValueError where
+    a context and its new tokens do not fit the model's window."""
     if batch < 1 or rounds < 1 or repeats < 1 or not tokens or not contexts or min(tokens) < 1 or min(contexts) < 2:
         raise ValueError("context_rounds needs batch, rounds, repeats ≥ 1, new tokens ≥ 1 and contexts ≥ 2 tokens")
     if max(contexts) + max(tokens) > pair.max_context:
@@ -60,17 +61,22 @@ def context_rounds(pair: ModelPair, batch: int, tokens: list[int], contexts: lis
             for c in contexts:
                 for n in tokens:
                     timed[(c, n)].append(_time(caches[c], ids[n], repeats, pair.device))
-    return [
-        {
-            "context": c,
-            "batch": batch,
-            "new_tokens": n,
-            "tokens_per_pass": batch * n,
-            "ms": statistics.median(timed[(c, n)]),
-            "ms_rounds": timed[(c, n)],
-            "flops": costs.forward_flops(batch, n, c),
-            "bytes": costs.forward_bytes(batch, n, c),
-        }
-        for c in contexts
-        for n in tokens
-    ]
+    return [_row(batch, c, n, timed[(c, n)], costs) for c in contexts for n in tokens]
+
+
+def _row(batch: int, context: int, n: int, rounds: list[float], costs) -> dict:
+    ms = statistics.median(rounds)
+    flops, nbytes = costs.forward_flops(batch, n, context), costs.forward_bytes(batch, n, context)
+    return {
+        "context": context,
+        "batch": batch,
+        "new_tokens": n,
+        "tokens_per_pass": batch * n,
+        "ms": ms,
+        "ms_rounds": rounds,
+        "ms_per_token": ms / (batch * n),
+        "flops": flops,
+        "bytes": nbytes,
+        "achieved_flops": flops / (ms / 1000),
+        "achieved_bandwidth": nbytes / (ms / 1000),
+    }

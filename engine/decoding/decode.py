@@ -253,6 +253,7 @@ class Decoder:
             mean_accepted=self.accepted_total / self.seq_steps if self.seq_steps else None,
             last_depth=prev.depth,
             last_all_accepted=all(s.num_accepted == len(s.drafted) for s in prev.seqs if s.drafted),
+            context=sum(len(s.tokens) - 1 for s in self.active) // len(self.active),  # the pending last token is not cached yet
         )
         t = time.perf_counter()
         depth = self.policy.depth(ctx)

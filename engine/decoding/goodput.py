@@ -13,6 +13,15 @@ acceptance; plain steps priced with their own), and E[tokens](k) from a running 
 at each draft position j given the ones before it (engine/decoding/chain_value.py). It only changes how many tokens are
 proposed, so it stays lossless, and it never drafts more than `depth`, the user's maximum.
 
+Context: the curve is measured at a short context (passcurve.CURVE_CONTEXT), but every pass also reads each row's KV
+cache, once per pass whatever its tokens per row. Past the short bucket (the longest prompt at least
+warmstart.SHORT_CONTEXT tokens) the prior adds that read: the rows' tokens past the curve's context x the target's
+KV bytes per token (engine/costs.py) over the rate this machine's passes read KV at (`kv_ms_per_token`, measured
+once by engine/decoding/context_curves.py), and the factors then learn the measured time against curve + KV. So at a long
+context a verify pass of k + 1 tokens per row costs relatively less than at a short one, and what is learnt is kept
+per (batch, context) bucket (engine/decoding/warmstart.py). In the short bucket nothing is added: the choices are the
+curve's alone.
+
 The acceptance estimate is a ratio of decayed counts, a_j = kept_j / reached_j: every step that measures
 position j, and every plain step, multiplies both by ACCEPT_DECAY and adds PRIOR_WEIGHT * (1 - ACCEPT_DECAY)
 prior observations at PRIOR_ACCEPTANCE, then the step's own rows (those that reached position j; those of them
@@ -41,7 +50,8 @@ Warm start: what goodput learns is kept across runs, in the process and on disk 
 text's part learnt afresh (`restore`); with nothing stored it starts from this machine's pass-cost curve, the
 drafter's cost from its FLOPs and its shipped held-out acceptance per position (engine/drafters/calibration.py;
 PRIOR_ACCEPTANCE without one). A run's first draft also reads the prompts into the drafter, and a draft after plain
-steps catches up on their tokens: such a time only bounds the drafter's cost from above (`_bounded`; why:
+steps catches up on their tokens: such a time only bounds the drafter's cost from above (what a step teaches it:
+engine/decoding/goodput_steps.py; why:
 docs/engine.md, "goodput from the first run"). Exploration (EXPLORE_STEPS) measures acceptance where plain is chosen.
 Every policy sees a `PolicyContext` before each step, a drafted tree (`tree_size`) and the finished `Step` after it
 (`observe`): engine/decoding/policies.py's `DepthPolicy`."""
@@ -54,13 +64,11 @@ from dataclasses import dataclass, field
 
 from engine.decoding import warmstart
 from engine.decoding.chain_value import best_depth, expected_tokens, step_rate
-from engine.decoding.tree_value import Calibration, calibrated_paths, chain_drafts, depth_gains, tree_drafts
+from engine.decoding.goodput_steps import PRIOR_WEIGHT, ema, learn, learn_curves
+from engine.decoding.tree_value import Calibration, calibrated_paths, depth_gains
 from engine.loadmeter import LoadMeter
 
 PRIOR_ACCEPTANCE = 0.6  # a drafter without a card: a starting guess, worth PRIOR_WEIGHT observations
-PRIOR_WEIGHT = 2.0
-ACCEPT_DECAY = 0.96  # per decode step: an estimate rests on the last ~25 observed rows of each position
-EMA_WEIGHT = 0.2  # the costs' running averages (verify-time ratio, draft time, step time)
 SHAPE_WEIGHT = 0.05  # a pass size's own verify-time factor (GoodputDepth.verify_ms): slower than the load's EMA_WEIGHT
 REFRESH_STEPS = 32  # the shape not chosen (chain or tree) is drawn once after this many decode steps without it
 # Exploration (goodput): after EXPLORE_STEPS plain steps in a row one step drafts the best chain; an exploration that
@@ -88,6 +96,7 @@ class GoodputDepth:
     curve: object  # engine.decoding.passcurve.PassCurve
     max_depth: int
     draft_cost_ratio: float  # drafter FLOPs per draft position / target FLOPs per token: the prior for T_draft
+    kv_ms_per_token: float = 0.0  # ms a pass spends reading one cached token of one row past the curve's context (0: unpriced)
     accept: list[float] | None = None  # a_j, derived from `counts` (given: the starting guess, PRIOR_WEIGHT observations)
     prior: list[float] | None = None  # a_j before any step, and where unfed estimates drift back to: the drafter's
     # shipped calibration (its card's held-out acceptance, engine/drafters/calibration.py), else PRIOR_ACCEPTANCE
@@ -128,6 +137,7 @@ class GoodputDepth:
         self._ran: dict[int, int] = {}  # pass size -> the `observed` count when it last ran here (`_fade_stale_sizes`)
         self._drawn: int | None = None  # the depth of the tree this step drafted (`tree_size`)
         self._rows: dict[int, tuple] = {}  # batch -> (curve, its times at batch x (n + 1)): `verify_row`
+        self._kv_ms = 0.0  # this step's KV read past the curve's context (`kv_ms`), set by `depth`
         learnt = warmstart.recall(self.memory_key) if self.memory_key is not None else None
         if learnt is not None:
             self.restore(learnt)
@@ -165,13 +175,21 @@ class GoodputDepth:
         b = GoodputDepth._bucket(batch)
         return table[min(table, key=lambda x: (abs(x - b), x))]
 
-    def verify_ms(self, tokens: int) -> float:
+    def kv_ms(self, batch: int, context: int) -> float:
+        """The prior's price of the KV cache a pass of `batch` rows reads past the curve's own context, each row holding
+        `context` tokens: rows x the tokens past it x `kv_ms_per_token` (the same for one new token per row or k + 1:
+        a verify pass reads each row's cache once)."""
+        return self.kv_ms_per_token * batch * max(0, context - self.curve.context)
+
+    def verify_ms(self, tokens: int, kv_ms: float | None = None) -> float:
         """The curve's time x the measured/curve ratio over all sizes (it follows the machine's load) x this
         pass size's own factor (the curve's shape error there; 1 for a size not run yet). A size measured once
         during a load spike is not priced on that spike for ever: the spike moves the shared ratio (EMA_WEIGHT per
         step), and a size's own factor, a lasting property of the curve, moves slower (SHAPE_WEIGHT of its log per
-        step it runs)."""
-        return self.curve.time_ms(tokens) * self.verify_ratio.get(0, 1.0) * math.exp(self.verify_ratio.get(tokens, 0.0))
+        step it runs). The curve's time is measured at its own short context; the KV read past it (the given `kv_ms`,
+        else this step's, `kv_ms()` at its batch and context) is added before the factors, which learn against both."""
+        kv = self._kv_ms if kv_ms is None else kv_ms
+        return (self.curve.time_ms(tokens) + kv) * self.verify_ratio.get(0, 1.0) * math.exp(self.verify_ratio.get(tokens, 0.0))
 
     def _centre_sizes(self) -> None:
         """Keep the sizes' own factors averaging 1 (their logs summing to 0), the shared ratio carrying the rest.
@@ -198,7 +216,7 @@ class GoodputDepth:
     def draft_ms_per_position(self, batch: int) -> float:
         if self.draft_ms:
             return self._nearest(self.draft_ms, batch)
-        return self.draft_cost_ratio * self.verify_ms(batch)
+        return self.draft_cost_ratio * self.verify_ms(batch, kv_ms=0.0)  # a drafter's pass priced at the curve's context
 
     def explore_draft_ms(self, batch: int) -> float | None:
         """What drafting costs a step that follows plain steps (an exploring chain): measured per row at the nearest
@@ -243,7 +261,7 @@ class GoodputDepth:
         if kept is None or kept[0] is not self.curve:
             kept = self._rows[batch] = (self.curve, [self.curve.time_ms(batch * (n + 1)) for n in range(1, self.tree_nodes + 1)])
         shared = self.verify_ratio.get(0, 1.0)
-        row = [t * shared for t in kept[1]]
+        row = [(t + self._kv_ms) * shared for t in kept[1]]
         for t, factor in self.verify_ratio.items():  # the sizes run so far (key 0: the shared ratio)
             if t and t % batch == 0 and 2 <= t // batch <= self.tree_nodes + 1:
                 row[t // batch - 2] *= math.exp(factor)
@@ -264,6 +282,7 @@ class GoodputDepth:
         return n + 1, rates[n]
 
     def depth(self, ctx) -> int:  # ctx: engine.decoding.policies.PolicyContext
+        self._kv_ms = self.kv_ms(ctx.batch, ctx.context)  # this step's rows' caches, read by its verify pass
         if ctx.base_depth == 0:
             return 0
         batch = ctx.batch
@@ -303,7 +322,7 @@ class GoodputDepth:
         over every row's plain_run + 1 tokens) is priced on the pass curve at the drafter's FLOPs ratio."""
         explore = self.explore_draft_ms(batch)
         if explore is None:  # none timed yet: the catch-up, one drafter pass over each row's plain_run + 1 tokens, on the curve
-            explore = self.draft_cost_ratio * self.verify_ms(batch * (self.plain_run + 1)) + draft_ms
+            explore = self.draft_cost_ratio * self.verify_ms(batch * (self.plain_run + 1), kv_ms=0.0) + draft_ms
         draft_ms, fixed = 0.0, (fixed[0], self.fixed_ms()[1] + explore)
         return best_depth(batch, max_depth, [1.0] * max_depth, self.verify_ms, draft_ms, fixed_ms=fixed)[0] > 0
 
@@ -330,24 +349,15 @@ class GoodputDepth:
         maximising expected tokens per ms with this tree's own calibrated probabilities (engine/decoding/tree_value.py).
         It also updates the curves that price the next step's shape."""
         batch = int(tree.tokens.shape[0])
-        self._drawn = tree.depth  # the levels drafted (the cut may keep fewer): what `_learn` prices a level by
+        self._drawn = tree.depth  # the levels drafted (the cut may keep fewer): what goodput_steps.learn prices a level by
         curves = depth_gains(tree, calibrated_paths(tree, self.calibration))  # (D, N) summed over rows
-        self._learn_curves([[g / batch for g in curve] for curve in curves], tree.depth)
+        learn_curves(self, [[g / batch for g in curve] for curve in curves], tree.depth)
         n, rate = self.best_cut(batch, curves[-1], self.tree_draft(batch, tree.depth))
         self.last_choice = (n, rate)
         self.tree_steps += 1
         if self.tree_steps % EXPLORE_STEPS == 0:  # re-check the nodes the cut leaves out (EXPLORE_STEPS)
             n = min(tree.nodes, 2 * n)
         return n, None
-
-    def _learn_curves(self, per_row, drawn: int) -> None:
-        """Fold a tree's per-depth curves (D, N) into `tree_gain` (a first tree also stands for deeper ones: a lower bound)."""
-        curves = [row + [row[-1]] * (self.tree_nodes - len(row)) for row in per_row]  # a tree with fewer nodes: flat past them
-        if self.tree_gain is None:
-            self.tree_gain = [curves[min(d, drawn) - 1] for d in range(1, max(self.max_depth, drawn) + 1)]
-            return
-        for d, new in enumerate(curves[: len(self.tree_gain)]):
-            self.tree_gain[d] = [(1 - EMA_WEIGHT) * a + EMA_WEIGHT * b for a, b in zip(self.tree_gain[d], new)]
 
     def observe(self, step) -> None:
         """Learn from a decode step: its verify time against the curve, its draft time (per position for a
@@ -357,17 +367,17 @@ class GoodputDepth:
             return
         started = time.perf_counter()
         tokens = step.tokens_per_pass
-        ratio = step.verify_ms / self.curve.time_ms(tokens)
+        ratio = step.verify_ms / (self.curve.time_ms(tokens) + self._kv_ms)  # priced as `depth` priced this step
         overall, own = self.verify_ratio.get(0), self.verify_ratio.get(tokens, 0.0)
         if overall is not None:  # this size against the shared ratio, in logs (see `verify_ms`)
             own = self.verify_ratio[tokens] = (1 - SHAPE_WEIGHT) * own + SHAPE_WEIGHT * math.log(ratio / overall)
-        self.verify_ratio[0] = _ema(overall, ratio / math.exp(own))
+        self.verify_ratio[0] = ema(overall, ratio / math.exp(own))
         self._fade_stale_sizes(tokens)
         self._centre_sizes()
         for shape in self.since:
             self.since[shape] += 1
         self.plain_run = self.plain_run + 1 if step.depth == 0 else 0
-        self._learn(step)
+        learn(self, step)
         self.observed += 1
         last = all(row.finished for row in step.seqs)
         if self.memory_key is not None and (last or self.observed % REMEMBER_STEPS == 0):
@@ -383,67 +393,3 @@ class GoodputDepth:
         self._load.resume()
         self.other_cores = None if other is None or elapsed < LOAD_MIN_S else other / elapsed
         return self.other_cores is None or self.other_cores <= BUSY_CORES
-
-    def _learn(self, step) -> None:
-        bb = self._bucket(step.batch)
-        shape = 2 if step.tree_nodes is not None else int(step.depth > 0)  # plain, chain, tree
-        # A step's own time outside its passes: its overhead (which holds the policy's choice and cut, made inside the
-        # step) and the policy's learning after the last step (`observe`, outside it); not + policy_ms, which holds the
-        # choice and the cut too (counted twice, a 32-node tree's cut priced trees out of steps they would have won).
-        self.step_ms[shape] = _ema(self.step_ms.get(shape), step.overhead_ms + self._observe_ms)
-        # A draft right after plain steps also feeds the drafter every token those steps emitted (its catch-up
-        # pass), and a run's first draft also reads the prompts into the drafter and meets its first passes: one-off
-        # work, not drafting. Such a time bounds the cost from above (`_bounded`): it may lower what is known, never
-        # raise it (docs/engine.md, "goodput from the first run").
-        plain = step.depth == 0 and step.tree_nodes is None
-        after_plain, self._after_plain = self._after_plain, plain
-        reached, kept = self._observed(step)
-        for j, counts in enumerate(self.counts):
-            if reached[j] or plain:  # a position this step measured; on a plain step every position (it drifts to the prior)
-                counts[0] = ACCEPT_DECAY * counts[0] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT * self.prior[j] + kept[j]
-                counts[1] = ACCEPT_DECAY * counts[1] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT + reached[j]
-                self.accept[j] = counts[0] / counts[1]
-        if step.tree_nodes is not None:
-            self.since["tree"] = 0
-            if step.draft_ms > 0:
-                drawn, self._drawn = self._drawn or step.depth, None  # the levels drafted, not the cut's depth
-                level = step.draft_ms / max(drawn, 1)  # a tree of d levels: d drafter passes (the root's, d - 1 growing)
-                _bounded(self.tree_draft_ms, bb, level, after_plain, self.tree_draft(step.batch, 1))
-            self.calibration.observe([d for row in step.seqs if row.tree is not None for d in tree_drafts(row.tree)])
-        elif step.depth > 0:
-            self.since["chain"] = 0
-            self.chain_steps += 1
-            if after_plain and step.draft_ms > 0:  # what an exploring chain pays (`explore_draft_ms`), per row
-                self.explore_ms[bb] = _ema(self.explore_ms.get(bb), step.draft_ms / step.batch)
-            if step.draft_ms > 0:  # per position, the catch-up counted as one
-                _bounded(self.draft_ms, bb, step.draft_ms / (step.depth + 1), after_plain, self.draft_ms_per_position(step.batch))
-            self.calibration.observe([d for row in step.seqs for d in chain_drafts(row.drafted)])
-
-    def _observed(self, step) -> tuple[list[int], list[int]]:
-        """(reached, kept) per chain position in this step: a row reaches position j if it drafted it and kept
-        1..j-1. A tree step observes no chain position."""
-        reached = [0] * len(self.accept)
-        kept = [0] * len(self.accept)
-        if step.tree_nodes is not None:
-            return reached, kept
-        for row in step.seqs:
-            for j in range(min(len(row.drafted), len(self.accept))):
-                reached[j] += 1
-                if j < row.num_accepted:
-                    kept[j] += 1
-                else:
-                    break
-        return reached, kept
-
-
-def _bounded(table: dict[int, float], bucket: int, measured: float, one_off: bool, known: float) -> None:
-    """Learn a measured drafting time into `table`: as a running average, or, when the time also holds one-off
-    work (`one_off`: a catch-up after plain steps, a run's first draft), as an upper bound on `known`."""
-    if not one_off:
-        table[bucket] = _ema(table.get(bucket), measured)
-    elif measured < known:
-        table[bucket] = measured
-
-
-def _ema(old: float | None, new: float) -> float:
-    return new if old is None else (1 - EMA_WEIGHT) * old + EMA_WEIGHT * new

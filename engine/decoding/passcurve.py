@@ -134,25 +134,40 @@ def pass_curve(pair, refresh: bool = False) -> PassCurve:
     with _lock:
         if not refresh and key in _memory:
             return _memory[key]
-        curve = None
-        if not refresh and path.exists():
-            try:
-                curve = PassCurve.from_dict(json.loads(path.read_text()))
-            except (OSError, ValueError, KeyError, TypeError):
-                curve = None  # unreadable or stale: measure again
-            if curve is not None and (curve.key != key or curve.tokens != _grid(pair)):
-                curve = None  # another machine or model, or an older grid of pass sizes
-        if curve is None:
-            curve = measure_curve(pair)
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(".tmp")
-                tmp.write_text(json.dumps(curve.to_dict(), indent=1))
-                tmp.replace(path)
-            except OSError:
-                pass  # a read-only cache folder: keep it in memory only
-        _memory[key] = curve
-        return curve
+
+        def read(data: dict) -> PassCurve | None:  # another machine or model, or an older grid of pass sizes: None
+            curve = PassCurve.from_dict(data)
+            return curve if curve.key == key and curve.tokens == _grid(pair) else None
+
+        _memory[key] = kept(path, read, lambda: measure_curve(pair), refresh)
+        return _memory[key]
+
+
+def kept(path: Path, read, measure, refresh: bool = False):
+    """A measured thing kept as JSON at `path`: `read(data)` of the file where it trusts it (None, or a ValueError,
+    KeyError or TypeError: not trusted), else `measure()` written there (atomically; a read-only folder keeps it in
+    memory only). `refresh`: measure again whatever the file holds. Each object's `to_dict` is what is written."""
+    found = None
+    if not refresh and path.exists():
+        try:
+            found = read(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            found = None  # unreadable or stale: measure again
+    if found is None:
+        found = measure()
+        write_kept(path, found)
+    return found
+
+
+def write_kept(path: Path, thing) -> None:
+    """Write `thing.to_dict()` to `path` atomically (a read-only folder: not written)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(thing.to_dict(), indent=1))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only cache folder: keep it in memory only
 
 
 def pass_costs(

@@ -43,6 +43,7 @@ class PolicyContext:
     mean_accepted: float | None  # accepted draft tokens per sequence-step so far (None before any)
     last_depth: int = 0  # depth drafted at the previous step (0: none)
     last_all_accepted: bool = False  # every row accepted every draft at the previous step
+    context: int = 0  # tokens in each row's KV cache, the mean over the rows in flight (goodput prices its read)
 
 
 class DepthPolicy(Protocol):
@@ -156,6 +157,22 @@ def derived_table_for(pair, cfg: DecodeConfig) -> tuple[tuple[int, int, int], ..
     return derived_batch_table(curve, cfg.depth, draft_cost_ratio(pair, cfg.drafter, curve.context))
 
 
+def goodput_policy(pair, cfg: DecodeConfig, batch: int = 1, context: int = 0, remember: bool = True) -> GoodputDepth:
+    """Goodput for a run of `batch` rows over prompts of up to `context` tokens: this machine's pass-cost curve, the
+    drafter's cost prior and card, the KV read priced past the short bucket (engine/decoding/context_curves.py), and,
+    with `remember`, what the last run of the same (batch, context) bucket learnt (engine/decoding/warmstart.py)."""
+    from engine.decoding.context_curves import kv_ms_per_token
+    from engine.decoding.passcurve import pass_curve
+
+    curve = pass_curve(pair)
+    ratio = draft_cost_ratio(pair, cfg.drafter, curve.context)
+    key = warmstart.policy_key(pair, cfg, curve, batch, context) if remember else None  # starts where the last such run stopped
+    prior = shipped_acceptance(pair, cfg.drafter)  # else from the drafter's card (its held-out acceptance)
+    kv = kv_ms_per_token(pair) if warmstart.context_bucket(context) > 0 else 0.0  # the short bucket: the curve alone
+    shape = dict(tree_nodes=cfg.tree_nodes, tree_topk=cfg.tree_topk)
+    return GoodputDepth(curve, cfg.depth, ratio, kv_ms_per_token=kv, prior=prior, memory_key=key, **shape)
+
+
 def make_policy(cfg: DecodeConfig, pair=None, drafter=None, batch: int = 1, context: int = 0) -> DepthPolicy:
     """The policy `cfg` names. The load-aware ones need the pair (for its measured pass-cost curve) and the
     drafter (for the prior of its cost per draft position); goodput's warm start is kept per `batch` bucket and
@@ -165,15 +182,9 @@ def make_policy(cfg: DecodeConfig, pair=None, drafter=None, batch: int = 1, cont
             return BatchTable(cfg.batch_table)
         if pair is None or drafter is None or not cfg.speculative:
             return FixedDepth()  # plain decoding: nothing to choose
-        from engine.decoding.passcurve import pass_curve
-
         if cfg.policy == PolicyKind.BATCH_TABLE.value:
             return BatchTable(derived_table_for(pair, cfg))
-        curve = pass_curve(pair)
-        ratio = draft_cost_ratio(pair, cfg.drafter, curve.context)
-        key = warmstart.policy_key(pair, cfg, curve, batch, context)  # starts from what the last such run learnt
-        prior = shipped_acceptance(pair, cfg.drafter)  # else from the drafter's card (its held-out acceptance)
-        return GoodputDepth(curve, cfg.depth, ratio, prior=prior, tree_nodes=cfg.tree_nodes, tree_topk=cfg.tree_topk, memory_key=key)
+        return goodput_policy(pair, cfg, batch, context)
     if cfg.policy == PolicyKind.OFF_ABOVE_BATCH.value:
         return OffAboveBatch(cfg.disable_by_batch_size)
     if cfg.policy == PolicyKind.HEURISTIC.value:

@@ -237,8 +237,11 @@ def test_bench_compares_policies_interleaved_and_runs_adaptive_ones_at_the_large
     cells = [(r["batch"], r["depth"], r["policy"]) for r in result["rows"]]
     assert cells == [(b, d, p) for b in (1, 3) for d, p in ((1, "fixed"), (3, "fixed"), (3, "goodput"), (3, "batch_table"))]
     assert all(r["same_output"] and 0 <= r["mean_depth"] <= r["depth"] for r in result["rows"])
+    for r in result["rows"]:  # each lane's steps per k, which an adaptive lane's verdict lists at its (batch, context)
+        assert sum(r["depth_steps"].values()) > 0 and all(0 <= k <= r["depth"] for k in r["depth_steps"])
     table = format_table(result)
     assert "goodput" in table and "mean k" in table and result["policy"] == "fixed,goodput,batch_table"
+    assert "batch 3, context 0 -> steps per k (k " in table
 
 
 def test_cli_bench_refuses_an_unknown_policy(capsys):

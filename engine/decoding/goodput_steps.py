@@ -1,0 +1,97 @@
+"""What the goodput policy (engine/decoding/goodput.py) learns from a finished decode step: the acceptance at each
+chain position, the drafter's time (per chain position, per tree level, right after plain steps), a step's time
+outside its passes, the trees' value curves and the calibration of the drafter's confidence.
+
+The acceptance a_j is a ratio of decayed counts, kept_j / reached_j: every step that measures position j, and every
+plain step, multiplies both by ACCEPT_DECAY and adds PRIOR_WEIGHT * (1 - ACCEPT_DECAY) prior observations at the
+policy's prior (its drafter's card), then the step's own rows. Costs are running averages (EMA_WEIGHT); a drafting
+time that also holds one-off work (a catch-up after plain steps, a run's first draft) only bounds the known cost
+from above (`bounded`; why: docs/engine.md, "goodput from the first run"). Each function takes the policy whose
+state it updates (a `GoodputDepth`).
+"""
+
+from __future__ import annotations
+
+from engine.decoding.tree_value import chain_drafts, tree_drafts
+
+PRIOR_WEIGHT = 2.0  # the prior acceptance counts as this many observations
+ACCEPT_DECAY = 0.96  # per decode step: an estimate rests on the last ~25 observed rows of each position
+EMA_WEIGHT = 0.2  # the costs' running averages (verify-time ratio, draft time, step time)
+
+
+def learn(policy, step) -> None:
+    """Fold one decode step into `policy`: its step time, the acceptance of every chain position it measured, its
+    drafting time and the confidence calibration."""
+    bb = policy._bucket(step.batch)
+    shape = 2 if step.tree_nodes is not None else int(step.depth > 0)  # plain, chain, tree
+    # A step's own time outside its passes: its overhead (which holds the policy's choice and cut, made inside the
+    # step) and the policy's learning after the last step (`observe`, outside it); not + policy_ms, which holds the
+    # choice and the cut too (counted twice, a 32-node tree's cut priced trees out of steps they would have won).
+    policy.step_ms[shape] = ema(policy.step_ms.get(shape), step.overhead_ms + policy._observe_ms)
+    # A draft right after plain steps also feeds the drafter every token those steps emitted (its catch-up
+    # pass), and a run's first draft also reads the prompts into the drafter and meets its first passes: one-off
+    # work, not drafting. Such a time bounds the cost from above (`bounded`): it may lower what is known, never
+    # raise it (docs/engine.md, "goodput from the first run").
+    plain = step.depth == 0 and step.tree_nodes is None
+    after_plain, policy._after_plain = policy._after_plain, plain
+    reached, kept = observed(policy, step)
+    for j, counts in enumerate(policy.counts):
+        if reached[j] or plain:  # a position this step measured; on a plain step every position (it drifts to the prior)
+            counts[0] = ACCEPT_DECAY * counts[0] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT * policy.prior[j] + kept[j]
+            counts[1] = ACCEPT_DECAY * counts[1] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT + reached[j]
+            policy.accept[j] = counts[0] / counts[1]
+    if step.tree_nodes is not None:
+        policy.since["tree"] = 0
+        if step.draft_ms > 0:
+            drawn, policy._drawn = policy._drawn or step.depth, None  # the levels drafted, not the cut's depth
+            level = step.draft_ms / max(drawn, 1)  # a tree of d levels: d drafter passes (the root's, d - 1 growing)
+            bounded(policy.tree_draft_ms, bb, level, after_plain, policy.tree_draft(step.batch, 1))
+        policy.calibration.observe([d for row in step.seqs if row.tree is not None for d in tree_drafts(row.tree)])
+    elif step.depth > 0:
+        policy.since["chain"] = 0
+        policy.chain_steps += 1
+        if after_plain and step.draft_ms > 0:  # what an exploring chain pays (`explore_draft_ms`), per row
+            policy.explore_ms[bb] = ema(policy.explore_ms.get(bb), step.draft_ms / step.batch)
+        if step.draft_ms > 0:  # per position, the catch-up counted as one
+            bounded(policy.draft_ms, bb, step.draft_ms / (step.depth + 1), after_plain, policy.draft_ms_per_position(step.batch))
+        policy.calibration.observe([d for row in step.seqs for d in chain_drafts(row.drafted)])
+
+
+def observed(policy, step) -> tuple[list[int], list[int]]:
+    """(reached, kept) per chain position in this step: a row reaches position j if it drafted it and kept
+    1..j-1. A tree step observes no chain position."""
+    reached = [0] * len(policy.accept)
+    kept = [0] * len(policy.accept)
+    if step.tree_nodes is not None:
+        return reached, kept
+    for row in step.seqs:
+        for j in range(min(len(row.drafted), len(policy.accept))):
+            reached[j] += 1
+            if j < row.num_accepted:
+                kept[j] += 1
+            else:
+                break
+    return reached, kept
+
+
+def learn_curves(policy, per_row, drawn: int) -> None:
+    """Fold a tree's per-depth curves (D, N) into `tree_gain` (a first tree also stands for deeper ones: a lower bound)."""
+    curves = [row + [row[-1]] * (policy.tree_nodes - len(row)) for row in per_row]  # a tree with fewer nodes: flat past them
+    if policy.tree_gain is None:
+        policy.tree_gain = [curves[min(d, drawn) - 1] for d in range(1, max(policy.max_depth, drawn) + 1)]
+        return
+    for d, new in enumerate(curves[: len(policy.tree_gain)]):
+        policy.tree_gain[d] = [(1 - EMA_WEIGHT) * a + EMA_WEIGHT * b for a, b in zip(policy.tree_gain[d], new)]
+
+
+def bounded(table: dict[int, float], bucket: int, measured: float, one_off: bool, known: float) -> None:
+    """Learn a measured drafting time into `table`: as a running average, or, when the time also holds one-off
+    work (`one_off`: a catch-up after plain steps, a run's first draft), as an upper bound on `known`."""
+    if not one_off:
+        table[bucket] = ema(table.get(bucket), measured)
+    elif measured < known:
+        table[bucket] = measured
+
+
+def ema(old: float | None, new: float) -> float:
+    return new if old is None else (1 - EMA_WEIGHT) * old + EMA_WEIGHT * new
