@@ -11,6 +11,26 @@ from engine.drafters.tree import grow_tree
 from engine.model.static_cache import make_cache
 from engine.options import ConfigError
 
+# The head reads at most WINDOW of a prompt's entries: the first SINKS and the latest (a StreamingLLM cache, as
+# MagicDec's drafts use). It was trained on sequences of 256 tokens (training/eagle.py --max-len), so a longer cache
+# is one it never saw; and the target's features it reads already carry the whole context.
+WINDOW, SINKS = 256, 4
+
+
+def windowed(tokens: list[list[int]], features: torch.Tensor, window: int = WINDOW, sinks: int = SINKS):
+    """A prompt's entries (tokens per row; features (B, W, H) left-padded as the target's prefill padded them) cut to
+    `window` per row: its first `sinks` and its latest `window - sinks`. Returns (tokens, features, dropped (B,))."""
+    if max(len(t) for t in tokens) <= window:
+        return tokens, features, torch.zeros(len(tokens), dtype=torch.long)
+    keep = [list(range(len(t))) if len(t) <= window else [*range(sinks), *range(len(t) - window + sinks, len(t))] for t in tokens]
+    width, kept = features.shape[1], max(len(k) for k in keep)
+    index = torch.zeros(len(tokens), kept, dtype=torch.long)
+    for r, (t, k) in enumerate(zip(tokens, keep)):
+        index[r, kept - len(k) :] = torch.tensor(k, dtype=torch.long) + width - len(t)  # left padding: column 0's entry, masked
+    gathered = features.gather(1, index.to(features.device)[..., None].expand(-1, -1, features.shape[-1]))
+    dropped = torch.tensor([len(t) - len(k) for t, k in zip(tokens, keep)], dtype=torch.long)
+    return [[t[i] for i in k] for t, k in zip(tokens, keep)], gathered, dropped
+
 
 class EagleDrafter:
     """EAGLE (Li et al. 2024): one decoder layer that drafts from the target's own final hidden states.
@@ -59,6 +79,7 @@ class EagleDrafter:
         self.unread: tuple | None = None  # the prompts' entries, read into the cache at the first draft (`_catch_up`)
         self.shared = 0  # how many of them every row shares, read in once (RaggedCache.prefill_shared)
         self.drafted = 0
+        self.dropped = torch.zeros(0, dtype=torch.long, device=device)  # (B,) entries of each prompt the window left out
         # the target hands over its final features, and for a head with EAGLE-3 fusion some earlier layers' too
         self.target_features = runner.feature_layers or True
 
@@ -80,7 +101,7 @@ class EagleDrafter:
         if self.unread is not None:
             held = torch.tensor([len(t) for t in self.unread[0]], device=self.pending_valid.device)
         else:
-            held = self.cache.lengths
+            held = self.cache.lengths + self.dropped
         return held + self.pending_valid.long().sum(1) + len(self.later)
 
     def _catch_up(self) -> None:
@@ -88,7 +109,10 @@ class EagleDrafter:
         if self.unread is not None:
             tokens, features = self.unread
             self.unread = None
-            self.cache.prefill(tokens, self.pad_id, logits_to_keep=1, features=features, shared=self.shared)
+            tokens, features, dropped = windowed(tokens, features, WINDOW, SINKS)
+            self.dropped = dropped.to(self.cache.device)
+            shared = self.shared if not bool(dropped.any()) else 0  # cut rows share only their sinks: each row read in
+            self.cache.prefill(tokens, self.pad_id, logits_to_keep=1, features=features, shared=shared)
         if self.later:
             self.pending = torch.cat([self.pending, *self.later], dim=1)
             ones = torch.ones(self.pending_valid.shape[0], len(self.later), dtype=torch.bool, device=self.pending_valid.device)
@@ -181,6 +205,7 @@ class EagleDrafter:
             self.unread = (tokens, features[rows][:, features.shape[1] - width :])
         else:
             self.cache.select(rows)
+            self.dropped = self.dropped[rows]
         if self.pending is not None:
             self.pending, self.pending_valid = self.pending[rows], self.pending_valid[rows]
         # columns that are holes in every remaining row could be trimmed; `propose` copes with them
