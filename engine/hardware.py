@@ -6,12 +6,13 @@
 - `pick_dtype("auto", device)`: bfloat16 where the device computes it natively and fast (a GPU of compute
   capability >= 8.0, older GPUs float16; a CPU with AVX512-BF16 / AMX flags), else float32.
 - `probe(device, dtype)`: measures this machine's peak memory bandwidth (the higher of a large tensor copy and a
-  read-only sum over it) and peak matmul FLOP/s in the model's dtype. Utilisation in the app is "% of these measured peaks".
+  read-only sum over it, the buffer at least twice the last-level cache) and peak matmul FLOP/s in the model's
+  dtype. Utilisation in the app is "% of these measured peaks".
 - `StepTimer`: CUDA events on GPU, perf_counter on CPU.
-- `UtilizationSampler`: a background thread reading NVML GPU utilisation (nvidia-ml-py) or psutil CPU
-  utilisation every few ms; samples are attached to steps by timestamp. NVML's "utilisation" only says
-  a kernel was running, not how much of the chip it used: a memory-bound decode shows ~100% while the
-  tensor cores idle, which is exactly the point SpecLab makes with achieved FLOP/s instead.
+- `UtilizationSampler`: a background thread reading NVML GPU utilisation (nvidia-ml-py) or psutil CPU utilisation
+  every few ms; samples are attached to steps by timestamp. NVML's "utilisation" only says a kernel was running, not
+  how much of the chip it used: a memory-bound decode shows ~100% while the tensor cores idle, which is exactly the
+  point SpecLab makes with achieved FLOP/s instead.
 """
 
 from __future__ import annotations
@@ -303,6 +304,23 @@ def device_name(device: torch.device) -> str:
     return device.type
 
 
+def last_level_cache(root: str | os.PathLike = "/sys/devices/system/cpu/cpu0/cache") -> int:
+    """Bytes of cpu0's largest cache (Linux sysfs `index*/size`, e.g. "300M" or "307200K"); 0 where unreadable."""
+    most = 0
+    for size in Path(root).glob("index*/size"):
+        text = (_read(size) or "").strip().upper()
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        if (digits := text.rstrip("KMG")).isdigit():
+            most = max(most, int(digits) * scale)
+    return most
+
+
+def probe_bytes(quick: bool, cache: int) -> int:
+    """The CPU probe's buffer: 64 MiB (quick) or 256, at least twice the last-level cache (one it holds reads at the
+    cache's speed: a 64 MiB sum 62 GB/s under a 300 MiB L3, 28 from memory; docs/journal.md), at most 2 GiB."""
+    return min(max(64 << 20 if quick else 256 << 20, 2 * cache), 2 << 30)
+
+
 def _median_time(fn, device: torch.device, repeats: int) -> float:
     fn()
     synchronize(device)
@@ -317,18 +335,16 @@ def _median_time(fn, device: torch.device, repeats: int) -> float:
 
 
 def probe(device: torch.device | str | None = None, dtype: torch.dtype | str = "auto", quick: bool = False) -> HardwareProbe:
-    """Measure peak memory bandwidth (the higher of a copy and a read of a buffer far larger than cache) and peak
-    matmul FLOP/s."""
+    """Measure peak memory bandwidth (the higher of a copy and a read of a buffer far larger than cache), peak matmul FLOP/s."""
     device = pick_device(device if isinstance(device, str) or device is None else str(device))
     dtype = pick_dtype(dtype, device)
     big = device.type != "cpu"
     # Bandwidth, two ways over one buffer far larger than the caches: a copy (counted as one read and one write per
     # byte, though a CPU may also read each destination line before writing it) and a read-only sum, which is what a
-    # decode pass mostly does with its weights. The peak is the higher: with the copy alone, a one-token pass read
-    # more than "the peak" on the 2-core EPYC, where a read can stream faster than the copy's counted rate
-    # (docs/measurements.md, "Passes on the CPU"; docs/journal.md, "Code history moved out of engine/"). The quick
-    # probe reads a smaller buffer.
-    n_bytes = (1 << 30) if big else (64 << 20 if quick else 256 << 20)
+    # decode pass mostly does with its weights. The peak is the higher: with the copy alone, a one-token pass read more
+    # than "the peak" on the 2-core EPYC, where a read can stream faster than the copy's counted rate (docs/measurements.md,
+    # "Passes on the CPU"). The quick probe's buffer is smaller; both are at least twice the last-level cache.
+    n_bytes = (1 << 30) if big else probe_bytes(quick, last_level_cache())
     src = torch.empty(n_bytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)
     repeats = 5 if quick else 9
