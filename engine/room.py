@@ -12,7 +12,7 @@ compute-bound (engine/decoding/passcurve.py measures it). Two numbers read that 
 
 At a long context every row's KV cache is read once per pass whatever its tokens, so a (batch, context) curve's
 first pass is dearer and its room wider (engine/decoding/context_curves.py measures one per (batch, context)).
-Pure numbers: no model, no torch. The lessons' kit (app/lessons/kit/numbers.py) reads curves by the same rule.
+Pure numbers: no model, no torch. The lessons' kit (app/lessons/kit/numbers.py) reads curves with these.
 """
 
 from __future__ import annotations

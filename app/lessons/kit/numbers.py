@@ -10,48 +10,19 @@ from __future__ import annotations
 
 from app.common import measurement
 from engine import verdict as rule
+from engine.room import KNEE as KNEE  # the room and the knee: the engine's one rule, read as numbers.* by the lessons
+from engine.room import ROOM as ROOM
+from engine.room import knee_tokens as knee_tokens
+from engine.room import room_tokens as room_tokens
 from engine.verdict import Verdict
 
-# --- the room and the knee ------------------------------------------------------------------------------------------
-ROOM = 1.25  # a pass within this factor of a one-token pass is "inside the room" (nearly free)
-
-
+# --- the settings lessons choose from the room ---------------------------------------------------------------------
 MOST_DEPTH = 3  # a chosen depth stops here: deeper drafts are accepted too rarely to pay for drafting them (with
 
 
 # α ≈ 0.5, the EAGLE head's on held-out prompts, a chain's 4th draft survives with chance α^4 ≈ 6%), and a room that
 # reads 4 tokens in one recording and 8 in the next (8 tokens cost 1.22-1.27x one on the 2-core EPYC) gives the same k
 PAST = 4.0  # "past the knee": a pass carrying at least this many times the room's tokens
-
-
-KNEE = 1.5  # the knee: where a pass costs this many times a one-token pass
-
-
-def room_tokens(tokens, ms) -> int:
-    """The most tokens per pass whose pass cost stays within ROOM× the one-token pass (at least 1): where the curve
-    first crosses that line, read on the straight line between the two measured sizes around it (as the knee is) and
-    rounded down, or the last size where it never does. Reads the curve from its smallest point on and stops at the
-    first crossing, so a later dip (a kernel that happens to suit one size) does not widen the room; reading between
-    the sizes keeps a room near a measured size from jumping to the size below it (8 or 16) with the noise."""
-    if not tokens or len(tokens) != len(ms) or ms[0] <= 0:
-        raise ValueError("a pass curve needs as many times as token counts, the first one positive")
-    line = ROOM * ms[0]
-    for (t0, m0), (t1, m1) in zip(zip(tokens, ms), zip(tokens[1:], ms[1:])):
-        if m1 > line:
-            return max(int(t0 + (t1 - t0) * (line - m0) / (m1 - m0)) if m1 > m0 else int(t0), 1)
-    return max(int(tokens[-1]), 1)
-
-
-def knee_tokens(tokens, ms, factor: float = KNEE) -> float | None:
-    """Tokens per pass where the measured curve first reaches `factor` × its one-token pass, on the straight line
-    between the two measured sizes around it; None where it never does within the curve (the knee lies past it)."""
-    if not tokens or len(tokens) != len(ms) or ms[0] <= 0:
-        raise ValueError("a pass curve needs as many times as token counts, the first one positive")
-    base = ms[0]
-    for (t0, m0), (t1, m1) in zip(zip(tokens, ms), zip(tokens[1:], ms[1:])):
-        if m1 >= factor * base:
-            return float(t1) if m0 >= factor * base or m1 == m0 else t0 + (t1 - t0) * (factor * base - m0) / (m1 - m0)
-    return None
 
 
 def roofline_s(row: dict, m: dict) -> float:
