@@ -17,19 +17,28 @@ from engine.options import ConfigError
 WINDOW, SINKS = 256, 4
 
 
-def windowed(tokens: list[list[int]], features: torch.Tensor, window: int = WINDOW, sinks: int = SINKS):
+def windowed(tokens: list[list[int]], features: torch.Tensor, shared: int = 0, window: int = WINDOW, sinks: int = SINKS):
     """A prompt's entries (tokens per row; features (B, W, H) left-padded as the target's prefill padded them) cut to
-    `window` per row: its first `sinks` and its latest `window - sinks`. Returns (tokens, features, dropped (B,))."""
+    at most `window` per row: the first `sinks` and the latest. Where the rows share their first `shared` entries and
+    their own parts fit beside the sinks, the cut falls inside the shared part, so the cut rows still share their
+    first entries (a shared prefill, a warm prefix). Returns (tokens, features, dropped (B,), shared)."""
     if max(len(t) for t in tokens) <= window:
-        return tokens, features, torch.zeros(len(tokens), dtype=torch.long)
-    keep = [list(range(len(t))) if len(t) <= window else [*range(sinks), *range(len(t) - window + sinks, len(t))] for t in tokens]
+        return tokens, features, torch.zeros(len(tokens), dtype=torch.long), shared
+    own = max(len(t) for t in tokens) - shared  # the longest row's entries past the shared part
+    if shared > 0 and sinks + own < window:  # keep: the sinks, the shared part's latest `tail`, each row's own part
+        tail = window - sinks - own
+        keep = [[*range(sinks), *range(shared - tail, len(t))] for t in tokens]
+        shared = sinks + tail
+    else:
+        keep = [list(range(len(t))) if len(t) <= window else [*range(sinks), *range(len(t) - window + sinks, len(t))] for t in tokens]
+        shared = 0
     width, kept = features.shape[1], max(len(k) for k in keep)
     index = torch.zeros(len(tokens), kept, dtype=torch.long)
     for r, (t, k) in enumerate(zip(tokens, keep)):
         index[r, kept - len(k) :] = torch.tensor(k, dtype=torch.long) + width - len(t)  # left padding: column 0's entry, masked
     gathered = features.gather(1, index.to(features.device)[..., None].expand(-1, -1, features.shape[-1]))
     dropped = torch.tensor([len(t) - len(k) for t, k in zip(tokens, keep)], dtype=torch.long)
-    return [[t[i] for i in k] for t, k in zip(tokens, keep)], gathered, dropped
+    return [[t[i] for i in k] for t, k in zip(tokens, keep)], gathered, dropped, shared
 
 
 class EagleDrafter:
@@ -109,9 +118,8 @@ class EagleDrafter:
         if self.unread is not None:
             tokens, features = self.unread
             self.unread = None
-            tokens, features, dropped = windowed(tokens, features, WINDOW, SINKS)
+            tokens, features, dropped, shared = windowed(tokens, features, self.shared, WINDOW, SINKS)
             self.dropped = dropped.to(self.cache.device)
-            shared = self.shared if not bool(dropped.any()) else 0  # cut rows share only their sinks: each row read in
             self.cache.prefill(tokens, self.pad_id, logits_to_keep=1, features=features, shared=shared)
         if self.later:
             self.pending = torch.cat([self.pending, *self.later], dim=1)
