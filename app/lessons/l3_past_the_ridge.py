@@ -30,7 +30,7 @@ from app.lessons.kit.experiment import (
 )
 from app.lessons.kit.figures import COLORS, PLAIN_COLOR, RIDGE_COLOR, frame, grouped_bars
 from app.lessons.kit.numbers import rate_rounds
-from app.lessons.kit.runs import BATCH1_MORE, LARGE_BATCHES, inside_depth, lane_pair, machine_curve, more_rounds, timed_rounds
+from app.lessons.kit.runs import BATCH1_MORE, LARGE_BATCHES, chosen, inside_depth, lane_pair, machine_curve, more_rounds, timed_rounds
 from app.lessons.kit.show import consistent
 from engine.bench.prompts import batch_prompts
 from engine.costs import ridge_tokens
@@ -46,7 +46,7 @@ def ridge_settings(room: int, s: dict) -> dict:
     """Lesson 3's contenders from the room: the deepest draft whose batch-1 verify pass fits in it (at most MOST_DEPTH),
     and the smallest large batch whose verify pass carries numbers.PAST× the room; a knob's non-zero value wins."""
     depth = int(s["depth"]) or inside_depth(room)
-    return {"room": room, "depth": depth, "batch": int(s["batch"]) or numbers.past_batch(room, depth, LARGE_BATCHES)}
+    return {"room": room, "depth": depth, "batch": int(s["batch"]) or numbers.past_batch(room, depth, chosen(LARGE_BATCHES))}
 
 
 def past_the_ridge(pair, probe, s: dict) -> dict:

@@ -39,7 +39,7 @@ from app.lessons.kit.numbers import (
     ratio,
     smallest_plain,
 )
-from app.lessons.kit.runs import Job, cell_of_runs, machine_curve, median_run, timed_rounds
+from app.lessons.kit.runs import Job, cell_of_runs, chosen, machine_curve, median_run, timed_rounds
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
 from engine.costs import expected_tokens_per_step
@@ -140,7 +140,7 @@ def load_choice(room: int, s: dict) -> dict:
     k = int(s["k"]) or numbers.inside_depth(room, 1, most=numbers.MOST_DEPTH)
     most = numbers.inside_depth(room, 1, most=LOAD_MAX)
     mid = max([b for b in POWERS[1:] if 2 * b <= room] or [2])
-    past = max(numbers.past_batch(room, k, POWERS), 2 * mid)
+    past = max(numbers.past_batch(room, k, chosen(POWERS)), 2 * mid)
     return {"room": int(room), "k": k, "most": most, "mid": mid, "past": past}
 
 

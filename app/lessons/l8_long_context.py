@@ -15,7 +15,7 @@ from app.common.measurement import CHOSEN, PASS_ROW_SPEC, PEAKS, SPREAD
 from app.lessons.kit import numbers
 from app.lessons.kit.experiment import CURVE_HELP, Claim, Experiment, Knob, Prediction
 from app.lessons.kit.figures import COLORS, frame, grouped_bars
-from app.lessons.kit.runs import inside_depth, machine_curve, metered
+from app.lessons.kit.runs import chosen, inside_depth, machine_curve, metered
 from app.lessons.kit.show import show_table
 from engine import verdict as rule
 from engine.costs import ridge_tokens
@@ -30,7 +30,7 @@ SHORT = 256  # the short context: a chat turn's worth of cache
 LONGS = (1024, 2048, 4096)  # the long context's options (the embedded target's window is 8,192 tokens)
 
 
-BATCHES = (4, 8, 16, 32)  # the batch's options; 0 = the smallest whose verify pass carries 4× the room (numbers.past_batch)
+BATCHES = (4, 8, 16, 32)  # the batch's options; 0 = the smallest up to 16 whose verify pass carries 4× the room (numbers.past_batch)
 
 
 ROUNDS, REPEATS = 5, 2  # every pass once per round, the rounds in turn; each round's time the median of 2 passes
@@ -45,7 +45,7 @@ def long_context(pair, probe, s: dict) -> dict:
     where left at 0. Each verify row keeps its per-round ratio to the one-token pass of its context."""
     curve, room = machine_curve(pair)
     k = int(s["k"]) or inside_depth(room)
-    batch = int(s["batch"]) or numbers.past_batch(room, k, BATCHES)
+    batch = int(s["batch"]) or numbers.past_batch(room, k, chosen(BATCHES))
     contexts = [SHORT, int(s["context"])]
     (found,), other = metered(lambda: context_rounds(pair, batch, [1, k + 1], contexts, ROUNDS, REPEATS), 1)
     rows = []

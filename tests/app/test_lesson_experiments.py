@@ -267,3 +267,13 @@ def test_width_shapes_are_valid_configs_in_any_room(room, knobs):
     assert 1 <= c["nodes"] <= 64 and c["depth"] >= 1
     if knobs["nodes"] == 0 and room - 1 > c["depth"]:
         assert c["nodes"] <= room - 1  # the default tree fits the room where it can
+
+
+def test_a_large_room_chooses_at_most_batch_16_and_a_student_may_still_pick_32():
+    """A room of 17 tokens would put the past-the-room batch at 32 (4 × 17 = 68 > 16 × 4): the lessons choose up to
+    runs.CHOSEN_MOST by themselves, so a live run stays short; 32 stays a knob option."""
+    assert numbers.past_batch(17, 3, runs.LARGE_BATCHES) == 32
+    assert numbers.past_batch(17, 3, runs.chosen(runs.LARGE_BATCHES)) == 16
+    assert runs.chosen((32, 64)) == (32,)  # nothing up to 16 offered: the smallest option
+    knob = next(k for k in EXPERIMENTS["past_the_ridge"].knobs if k.key == "l3_batch")
+    assert 32 in knob.options

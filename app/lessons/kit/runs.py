@@ -148,6 +148,15 @@ def lane_pair(ar_runs: list[list], spec_runs: list[list]) -> dict:
 LARGE_BATCHES = (4, 8, 16, 32)  # the large batch's options; 0 = "from this machine's pass curve"
 
 
+CHOSEN_MOST = 16  # the largest batch a lesson chooses from the curve by itself (a student may still pick 32): at 32, on a
+# room of 17 tokens, lesson 3's live run took 44 s and lesson 6's 24 s in a browser (2026-12-06); 16 keeps them near 10 s
+
+
+def chosen(options) -> tuple[int, ...]:
+    """The batches a 0 setting chooses from: `options` up to CHOSEN_MOST."""
+    return tuple(b for b in options if b <= CHOSEN_MOST) or (min(options),)
+
+
 def knee_tokens(tokens, ms_) -> float:
     """The knee of a measured pass curve as a recording stores it (app/lessons/numbers.py `knee_tokens`, the one
     definition), the last point measured where the curve never reaches it (the knee lies past the curve)."""
