@@ -217,7 +217,8 @@ def test_room_words_and_the_chosen_settings_come_from_the_curve():
     assert largest_pass(4) == 32 and largest_pass(room) == 64 and largest_pass(64) == 128
     assert ridge_settings(room, {"depth": 0, "batch": 0}) == {"room": 5, "depth": 3, "batch": 8}  # 32 tokens >= 4 x 5
     assert ridge_settings(room, {"depth": 2, "batch": 16}) == {"room": 5, "depth": 2, "batch": 16}  # a knob wins
-    assert ridge_settings(200, {"depth": 0, "batch": 0}) == {"room": 200, "depth": 3, "batch": 32}  # a GPU's room
+    assert ridge_settings(200, {"depth": 0, "batch": 0}) == {"room": 200, "depth": 3, "batch": 16}  # a GPU's room: at most 16 chosen
+    assert ridge_settings(200, {"depth": 0, "batch": 32}) == {"room": 200, "depth": 3, "batch": 32}  # 32 by the knob
 
 
 def test_decode_costs_leave_the_prompts_pass_out():
