@@ -12,6 +12,10 @@ as the pass curve is kept (memory, then `passcurve.curves_dir()`/context/, else 
 target's KV bytes per token (engine/costs.py) over the rate this machine's passes read KV at (`kv_read`: measured
 once, from a short and a long cache's passes, and kept beside the curves). Not the probed peak: a pass's attention
 reads its cache well below it, and a quick probe beside other work read anywhere from a quarter of the peak to all of it.
+`kv_per_query` is what each more new token per row adds to that read: 0 where attention streams the cache once for
+every query token of a row (memory-bound, as on a GPU); on a CPU whose attention is bound by its arithmetic on the cache,
+a share of it (0.4-0.7 on the 2-core EPYC, 2026-12-06: at batch 16 over 900 cached tokens a pass of 2 tokens per row
+cost 1.65x one of 1, where reading the cache once would make it 1.31x).
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from engine.hardware import probe
 from engine.room import knee_tokens, room_tokens
 
 CONTEXT_FORMAT = "speclab.context_curve/1"
-KV_FORMAT = "speclab.kv_read/1"
+KV_FORMAT = "speclab.kv_read/2"  # /2 added per_query
 KV_BATCH, KV_CONTEXT = 4, 1024  # the KV read is timed at this batch, over CURVE_CONTEXT and this many cached tokens
+KV_QUERIES = 4  # ... with one and with this many new tokens per row (`per_query`)
 CONTEXT_TOKENS = (1, 2, 3, 4, 6, 8)  # new tokens per row: a verify pass of depth 0..7 measured, no interpolation to 4
 _memory: dict[tuple, ContextCurve | KVRead] = {}
 _lock = threading.Lock()
@@ -139,34 +144,51 @@ def keep_curves(pair, curves: list[ContextCurve], tokens) -> None:
 
 @dataclass(frozen=True)
 class KVRead:
-    """How fast this machine's passes read KV cache: bytes per second, from two one-token-per-row passes over a short
-    and a long cache (`measure_kv_read`)."""
+    """How fast this machine's passes read KV cache: bytes per second, from one-token-per-row passes over a short and
+    a long cache, and what each more new token per row adds to that time (`measure_kv_read`)."""
 
-    bandwidth: float  # bytes of KV cache read per second by a pass
+    bandwidth: float  # bytes of KV cache read per second by a pass of one new token per row
     key: str  # what it was measured on (passcurve.curve_key)
     measured_at: str
+    per_query: float = 0.0  # each more new token per row adds this share of the one-token read (0: the cache read once)
 
     def to_dict(self) -> dict:
-        return {"format": KV_FORMAT, "bandwidth": self.bandwidth, "key": self.key, "measured_at": self.measured_at}
+        return {
+            "format": KV_FORMAT,
+            "bandwidth": self.bandwidth,
+            "per_query": self.per_query,
+            "key": self.key,
+            "measured_at": self.measured_at,
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> KVRead:
         if not isinstance(data, dict) or data.get("format") != KV_FORMAT or not float(data["bandwidth"]) > 0:
             raise ValueError(f"not a {KV_FORMAT} file")
-        return cls(float(data["bandwidth"]), str(data["key"]), str(data["measured_at"]))
+        per_query = float(data["per_query"])
+        if not 0.0 <= per_query <= 1.0:
+            raise ValueError(f"per_query {per_query} is outside 0..1")
+        return cls(float(data["bandwidth"]), str(data["key"]), str(data["measured_at"]), per_query)
 
 
 def measure_kv_read(pair) -> KVRead:
-    """Time one token per row at KV_BATCH rows over CURVE_CONTEXT and over KV_CONTEXT cached tokens (interleaved
-    rounds, each context's fastest round: a burst of other work lifts a round, never lowers one) and divide the extra
-    KV bytes (engine/costs.py) by the extra time. Where the difference drowns in noise (not above 0), the quick probe's
-    peak bandwidth stands in."""
-    long = min(KV_CONTEXT, pair.max_context - 2)
-    rows = context_rounds(pair, KV_BATCH, [1], [CURVE_CONTEXT, long], rounds=5, repeats=3)
-    extra_ms = min(rows[1]["ms_rounds"]) - min(rows[0]["ms_rounds"])
-    extra_bytes = rows[1]["bytes"] - rows[0]["bytes"]
+    """Time 1 and KV_QUERIES new tokens per row at KV_BATCH rows over CURVE_CONTEXT and over KV_CONTEXT cached tokens
+    (interleaved rounds, each size's fastest round: a burst of other work lifts a round, never lowers one). The
+    bandwidth: the extra KV bytes (engine/costs.py) over the extra time of one token per row; where that difference
+    drowns in noise (not above 0), the quick probe's peak stands in. `per_query`: how much more the long cache cost
+    the KV_QUERIES-token pass than the one-token pass, per more token per row, as a share of the one-token extra
+    (kept within 0..1; 0 where the one-token difference drowned)."""
+    long = min(KV_CONTEXT, pair.max_context - KV_QUERIES - 1)
+    rows = context_rounds(pair, KV_BATCH, [1, KV_QUERIES], [CURVE_CONTEXT, long], rounds=5, repeats=3)
+    ms = {(r["context"], r["new_tokens"]): min(r["ms_rounds"]) for r in rows}
+    extra_ms = ms[long, 1] - ms[CURVE_CONTEXT, 1]
+    extra_bytes = next(r["bytes"] for r in rows if (r["context"], r["new_tokens"]) == (long, 1))
+    extra_bytes -= next(r["bytes"] for r in rows if (r["context"], r["new_tokens"]) == (CURVE_CONTEXT, 1))
     bandwidth = extra_bytes / (extra_ms / 1000) if extra_ms > 0 else probe(pair.device, pair.dtype, quick=True).peak_bandwidth
-    return KVRead(bandwidth, curve_key(pair), dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    more = (ms[long, KV_QUERIES] - ms[CURVE_CONTEXT, KV_QUERIES]) / extra_ms - 1.0 if extra_ms > 0 else 0.0
+    per_query = min(1.0, max(0.0, more / (KV_QUERIES - 1)))
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return KVRead(bandwidth, curve_key(pair), now, per_query)
 
 
 def kv_read(pair, refresh: bool = False) -> KVRead:
@@ -188,3 +210,8 @@ def kv_ms_per_token(pair) -> float:
     """ms a pass spends reading one cached token of one row: the target's KV bytes per token (keys and values, every
     layer; engine/costs.py) over the rate this machine's passes read KV at (`kv_read`, measured once and kept)."""
     return 1000.0 * pair.target_costs.kv_bytes_per_token / kv_read(pair).bandwidth
+
+
+def kv_per_query(pair) -> float:
+    """What each more new token per row adds to a pass's KV time, as a share of one token's (`KVRead.per_query`)."""
+    return kv_read(pair).per_query

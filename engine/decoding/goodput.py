@@ -17,9 +17,12 @@ Context: the curve is measured at a short context (passcurve.CURVE_CONTEXT), but
 cache, once per pass whatever its tokens per row. Past the short bucket (the longest prompt at least
 warmstart.SHORT_CONTEXT tokens) the prior adds that read: the rows' tokens past the curve's context x the target's
 KV bytes per token (engine/costs.py) over the rate this machine's passes read KV at (`kv_ms_per_token`, measured
-once by engine/decoding/context_curves.py), and the factors then learn the measured time against curve + KV. So at a long
-context a verify pass of k + 1 tokens per row costs relatively less than at a short one, and what is learnt is kept
-per (batch, context) bucket (engine/decoding/warmstart.py). In the short bucket nothing is added: the choices are the
+once by engine/decoding/context_curves.py), times 1 + `kv_per_query` x (new tokens per row - 1): what each more query
+token adds to attention over the cache, measured beside it (0 where attention streams the cache once for all of a
+row's tokens, as on a GPU; about half on the 2-core EPYC, whose attention is bound by its arithmetic). The factors then
+learn the measured time against curve + KV. So at a long context a verify pass of k + 1 tokens per row costs
+relatively less than at a short one (as much less as the cache is read once), and what is learnt is kept per
+(batch, context) bucket (engine/decoding/warmstart.py). In the short bucket nothing is added: the choices are the
 curve's alone.
 
 The acceptance estimate is a ratio of decayed counts, a_j = kept_j / reached_j: every step that measures
@@ -97,6 +100,7 @@ class GoodputDepth:
     max_depth: int
     draft_cost_ratio: float  # drafter FLOPs per draft position / target FLOPs per token: the prior for T_draft
     kv_ms_per_token: float = 0.0  # ms a pass spends reading one cached token of one row past the curve's context (0: unpriced)
+    kv_per_query: float = 0.0  # each more new token per row adds this share of that read (context_curves.KVRead.per_query)
     accept: list[float] | None = None  # a_j, derived from `counts` (given: the starting guess, PRIOR_WEIGHT observations)
     prior: list[float] | None = None  # a_j before any step, and where unfed estimates drift back to: the drafter's
     # shipped calibration (its card's held-out acceptance, engine/drafters/calibration.py), else PRIOR_ACCEPTANCE
@@ -137,7 +141,8 @@ class GoodputDepth:
         self._ran: dict[int, int] = {}  # pass size -> the `observed` count when it last ran here (`_fade_stale_sizes`)
         self._drawn: int | None = None  # the depth of the tree this step drafted (`tree_size`)
         self._rows: dict[int, tuple] = {}  # batch -> (curve, its times at batch x (n + 1)): `verify_row`
-        self._kv_ms = 0.0  # this step's KV read past the curve's context (`kv_ms`), set by `depth`
+        self._kv_ms = 0.0  # this step's KV read past the curve's context at one token per row (`kv_ms`), set by `depth`
+        self._kv_batch = 1  # this step's rows, set by `depth` (`kv_at`)
         learnt = warmstart.recall(self.memory_key) if self.memory_key is not None else None
         if learnt is not None:
             self.restore(learnt)
@@ -175,11 +180,17 @@ class GoodputDepth:
         b = GoodputDepth._bucket(batch)
         return table[min(table, key=lambda x: (abs(x - b), x))]
 
-    def kv_ms(self, batch: int, context: int) -> float:
+    def kv_ms(self, batch: int, context: int, per_row: float = 1.0) -> float:
         """The prior's price of the KV cache a pass of `batch` rows reads past the curve's own context, each row holding
-        `context` tokens: rows x the tokens past it x `kv_ms_per_token` (the same for one new token per row or k + 1:
-        a verify pass reads each row's cache once)."""
-        return self.kv_ms_per_token * batch * max(0, context - self.curve.context)
+        `context` tokens and adding `per_row` new ones: rows x the tokens past it x `kv_ms_per_token` x (1 +
+        `kv_per_query` x (per_row - 1)); with kv_per_query 0 the same for one new token per row or k + 1 (a verify
+        pass reads each row's cache once)."""
+        return self.kv_ms_per_token * batch * max(0, context - self.curve.context) * (1.0 + self.kv_per_query * (per_row - 1.0))
+
+    def kv_at(self, tokens: int, batch: int | None = None) -> float:
+        """This step's KV price (`kv_ms` at its batch and context) for a pass of `tokens` over its rows."""
+        batch = batch or self._kv_batch
+        return self._kv_ms * (1.0 + self.kv_per_query * (tokens / batch - 1.0))
 
     def verify_ms(self, tokens: int, kv_ms: float | None = None) -> float:
         """The curve's time x the measured/curve ratio over all sizes (it follows the machine's load) x this
@@ -187,8 +198,8 @@ class GoodputDepth:
         during a load spike is not priced on that spike for ever: the spike moves the shared ratio (EMA_WEIGHT per
         step), and a size's own factor, a lasting property of the curve, moves slower (SHAPE_WEIGHT of its log per
         step it runs). The curve's time is measured at its own short context; the KV read past it (the given `kv_ms`,
-        else this step's, `kv_ms()` at its batch and context) is added before the factors, which learn against both."""
-        kv = self._kv_ms if kv_ms is None else kv_ms
+        else this step's, `kv_at`) is added before the factors, which learn against both."""
+        kv = self.kv_at(tokens) if kv_ms is None else kv_ms
         return (self.curve.time_ms(tokens) + kv) * self.verify_ratio.get(0, 1.0) * math.exp(self.verify_ratio.get(tokens, 0.0))
 
     def _centre_sizes(self) -> None:
@@ -261,7 +272,7 @@ class GoodputDepth:
         if kept is None or kept[0] is not self.curve:
             kept = self._rows[batch] = (self.curve, [self.curve.time_ms(batch * (n + 1)) for n in range(1, self.tree_nodes + 1)])
         shared = self.verify_ratio.get(0, 1.0)
-        row = [(t + self._kv_ms) * shared for t in kept[1]]
+        row = [(t + self._kv_ms * (1.0 + self.kv_per_query * n)) * shared for n, t in enumerate(kept[1], start=1)]
         for t, factor in self.verify_ratio.items():  # the sizes run so far (key 0: the shared ratio)
             if t and t % batch == 0 and 2 <= t // batch <= self.tree_nodes + 1:
                 row[t // batch - 2] *= math.exp(factor)
@@ -282,7 +293,7 @@ class GoodputDepth:
         return n + 1, rates[n]
 
     def depth(self, ctx) -> int:  # ctx: engine.decoding.policies.PolicyContext
-        self._kv_ms = self.kv_ms(ctx.batch, ctx.context)  # this step's rows' caches, read by its verify pass
+        self._kv_ms, self._kv_batch = self.kv_ms(ctx.batch, ctx.context), ctx.batch  # this step's rows' caches, read by its verify pass
         if ctx.base_depth == 0:
             return 0
         batch = ctx.batch
@@ -367,7 +378,7 @@ class GoodputDepth:
             return
         started = time.perf_counter()
         tokens = step.tokens_per_pass
-        ratio = step.verify_ms / (self.curve.time_ms(tokens) + self._kv_ms)  # priced as `depth` priced this step
+        ratio = step.verify_ms / (self.curve.time_ms(tokens) + self.kv_at(tokens, step.batch))  # priced as `depth` priced this step
         overall, own = self.verify_ratio.get(0), self.verify_ratio.get(tokens, 0.0)
         if overall is not None:  # this size against the shared ratio, in logs (see `verify_ms`)
             own = self.verify_ratio[tokens] = (1 - SHAPE_WEIGHT) * own + SHAPE_WEIGHT * math.log(ratio / overall)

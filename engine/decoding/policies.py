@@ -161,16 +161,17 @@ def goodput_policy(pair, cfg: DecodeConfig, batch: int = 1, context: int = 0, re
     """Goodput for a run of `batch` rows over prompts of up to `context` tokens: this machine's pass-cost curve, the
     drafter's cost prior and card, the KV read priced past the short bucket (engine/decoding/context_curves.py), and,
     with `remember`, what the last run of the same (batch, context) bucket learnt (engine/decoding/warmstart.py)."""
-    from engine.decoding.context_curves import kv_ms_per_token
+    from engine.decoding.context_curves import kv_ms_per_token, kv_per_query
     from engine.decoding.passcurve import pass_curve
 
     curve = pass_curve(pair)
     ratio = draft_cost_ratio(pair, cfg.drafter, curve.context)
     key = warmstart.policy_key(pair, cfg, curve, batch, context) if remember else None  # starts where the last such run stopped
     prior = shipped_acceptance(pair, cfg.drafter)  # else from the drafter's card (its held-out acceptance)
-    kv = kv_ms_per_token(pair) if warmstart.context_bucket(context) > 0 else 0.0  # the short bucket: the curve alone
+    long = warmstart.context_bucket(context) > 0  # the short bucket: the curve alone
+    kv = dict(kv_ms_per_token=kv_ms_per_token(pair), kv_per_query=kv_per_query(pair)) if long else {}
     shape = dict(tree_nodes=cfg.tree_nodes, tree_topk=cfg.tree_topk)
-    return GoodputDepth(curve, cfg.depth, ratio, kv_ms_per_token=kv, prior=prior, memory_key=key, **shape)
+    return GoodputDepth(curve, cfg.depth, ratio, prior=prior, memory_key=key, **kv, **shape)
 
 
 def make_policy(cfg: DecodeConfig, pair=None, drafter=None, batch: int = 1, context: int = 0) -> DepthPolicy:

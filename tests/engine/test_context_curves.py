@@ -15,7 +15,7 @@ import pytest
 
 from engine.config import DecodeConfig
 from engine.decoding import context_curves
-from engine.decoding.context_curves import ContextCurve, context_curve, kv_ms_per_token, kv_read, measure_context_curves
+from engine.decoding.context_curves import ContextCurve, context_curve, kv_ms_per_token, kv_per_query, kv_read, measure_context_curves
 from engine.decoding.context_table import k_table
 from engine.decoding.goodput import GoodputDepth
 from engine.decoding.passcurve import PassCurve
@@ -82,9 +82,18 @@ def test_the_kv_read_rate_is_measured_once_and_prices_a_cached_token(tiny, data,
     assert rate.bandwidth > 0 and math.isfinite(rate.bandwidth)
     ms = kv_ms_per_token(tiny)
     assert ms == pytest.approx(1000 * tiny.target_costs.kv_bytes_per_token / rate.bandwidth)
+    assert 0.0 <= rate.per_query <= 1.0 and kv_per_query(tiny) == rate.per_query  # measured beside it, within 0..1
     monkeypatch.setattr(context_curves, "measure_kv_read", lambda pair: pytest.fail("measured again"))
     monkeypatch.setattr(context_curves, "_memory", {})
     assert kv_read(tiny) == rate  # from its file beside the curves
+
+
+def test_a_kv_read_file_from_before_per_query_or_with_one_out_of_range_is_measured_again():
+    kept = context_curves.KVRead(20e9, "k", "2026-12-06", 0.5)
+    assert context_curves.KVRead.from_dict(kept.to_dict()) == kept
+    for bad in ({**kept.to_dict(), "format": "speclab.kv_read/1"}, {**kept.to_dict(), "per_query": 1.5}):
+        with pytest.raises(ValueError):  # `passcurve.kept` measures again on a ValueError
+            context_curves.KVRead.from_dict(bad)
 
 
 FLAT_KNEE = PassCurve(tokens=(1, 8, 16, 32, 64), ms=(10.0, 10.0, 12.0, 20.0, 40.0), context=128, key="k", measured_at="")
@@ -112,7 +121,7 @@ def test_short_context_choices_are_the_curves_alone():
 
 
 def test_goodput_prices_the_kv_read_past_the_short_bucket_only(tiny, data, monkeypatch):
-    monkeypatch.setattr(context_curves, "kv_read", lambda pair: context_curves.KVRead(20e9, "k", ""))
+    monkeypatch.setattr(context_curves, "kv_read", lambda pair: context_curves.KVRead(20e9, "k", "", 0.5))
     from engine.decoding import passcurve
 
     monkeypatch.setattr(passcurve, "pass_curve", lambda pair: FLAT_KNEE)
@@ -121,7 +130,9 @@ def test_goodput_prices_the_kv_read_past_the_short_bucket_only(tiny, data, monke
     long = goodput_policy(tiny, cfg, batch=8, context=4096)
     assert long.kv_ms_per_token == pytest.approx(1000 * tiny.target_costs.kv_bytes_per_token / 20e9)
     assert long.kv_ms(8, 4096) == pytest.approx(8 * (4096 - 128) * long.kv_ms_per_token)
+    assert long.kv_ms(8, 4096, per_row=3) == pytest.approx(2.0 * long.kv_ms(8, 4096))  # 1 + 0.5 x 2 more tokens per row
     assert long.kv_ms(8, 100) == 0.0
+    assert long.kv_per_query == 0.5 and goodput_policy(tiny, cfg, batch=8, context=500).kv_per_query == 0.0
 
 
 def test_a_long_context_makes_a_verify_pass_relatively_cheaper_so_goodput_drafts_deeper():
@@ -177,3 +188,21 @@ def test_passes_over_several_contexts_prints_each_room_and_knee(data, capsys):
     rooms = json.loads((data / "p.json").read_text())["rooms"]
     assert [(r["batch"], r["context"]) for r in rooms] == [(1, 32), (1, 96), (2, 32), (2, 96)]
     assert all(r["room"] >= r["batch"] for r in rooms)
+
+
+def test_where_each_query_token_rereads_the_cache_a_long_context_no_longer_makes_drafts_cheap():
+    """The same long-context step as above, on a machine whose attention costs per query token (kv_per_query 1: the
+    cache read again for every new token of a row, as a CPU bound by its arithmetic nearly does): 2 tokens per row now
+    cost about twice one, so goodput stays plain there; and what it learns is against that price."""
+    at = dict(step=1, batch=16, base_depth=4, mean_accepted=None, context=4096)
+    once = GoodputDepth(curve=FLAT_KNEE, max_depth=4, draft_cost_ratio=0.05, accept=[0.5] * 4, kv_ms_per_token=0.01)
+    every = GoodputDepth(curve=FLAT_KNEE, max_depth=4, draft_cost_ratio=0.05, accept=[0.5] * 4, kv_ms_per_token=0.01, kv_per_query=1.0)
+    assert once.depth(PolicyContext(**at)) > 0
+    assert every.depth(PolicyContext(**at)) == 0
+    kv = 16 * (4096 - 128) * 0.01
+    assert every.verify_ms(16) == pytest.approx(12.0 + kv) and every.verify_ms(32) == pytest.approx(20.0 + 2 * kv)
+    tree = GoodputDepth(curve=FLAT_KNEE, max_depth=4, draft_cost_ratio=0.05, kv_ms_per_token=0.01, kv_per_query=1.0, tree_nodes=2)
+    tree.depth(PolicyContext(**at))
+    assert tree.verify_row(16) == pytest.approx([20.0 + 2 * kv, 30.0 + 3 * kv])  # a tree of n nodes: n + 1 tokens a row
+    every.observe(_step(1, [1] * 16, verify_ms=20.0 + 2 * kv, draft_ms=1.0))
+    assert every.verify_ratio[0] == pytest.approx(1.0)
