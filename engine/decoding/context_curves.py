@@ -14,8 +14,7 @@ once, from a short and a long cache's passes, and kept beside the curves). Not t
 reads its cache well below it, and a quick probe beside other work read anywhere from a quarter of the peak to all of it.
 `kv_per_query` is what each more new token per row adds to that read: 0 where attention streams the cache once for
 every query token of a row (memory-bound, as on a GPU); on a CPU whose attention is bound by its arithmetic on the cache,
-a share of it (0.4-0.7 on the 2-core EPYC, 2026-12-06: at batch 16 over 900 cached tokens a pass of 2 tokens per row
-cost 1.65x one of 1, where reading the cache once would make it 1.31x).
+a share of it (measured: docs/engine.md, "goodput at a long context").
 """
 
 from __future__ import annotations

@@ -45,14 +45,14 @@ tree's top-1 path (a chain of min(n, d)) higher (`tree_curve`). Before drafting,
 trees' calibrated curves (one per depth) stand in for the next tree's; once a tree is drafted, `tree_size` cuts it
 to the n that maximises the same rate with its own probabilities (`DraftTree.best` keeps each row's n best nodes,
 still a tree). Every EXPLORE_STEPS-th tree grows one level deeper than chosen, so the deeper curves stay measured.
-While it speculates, the shape it has not chosen is drawn once every REFRESH_STEPS decode steps (a tree at once, if
+While it speculates, the shape it has not chosen is drawn once every REFRESH_STEPS decode steps (a tree after the run's first chain, if
 none was drawn yet), so its estimate follows the text. A cut tree is a deterministic function of the drafter's q
 and of past steps, fixed before the target's pass, so tree verification stays lossless.
 
 Warm start: what goodput learns is kept across runs, in the process and on disk (engine/decoding/warmstart.py), the
 text's part learnt afresh (`restore`); with nothing stored it starts from this machine's pass-cost curve, the
 drafter's cost from its FLOPs and its shipped held-out acceptance per position (engine/drafters/calibration.py;
-PRIOR_ACCEPTANCE without one). A run's first draft also reads the prompts into the drafter, and a draft after plain
+PRIOR_ACCEPTANCE without one). A run's first draft meets the drafter's first passes, and a draft after plain
 steps catches up on their tokens: such a time only bounds the drafter's cost from above (what a step teaches it:
 engine/decoding/goodput_steps.py; why:
 docs/engine.md, "goodput from the first run"). Exploration (EXPLORE_STEPS) measures acceptance where plain is chosen.
@@ -121,7 +121,9 @@ class GoodputDepth:
     step_ms: dict[int, float] = field(default_factory=dict)  # a step's time outside passes and drafting: 0 plain, 1 chain, 2 tree
     since: dict[str, int] = field(default_factory=lambda: {"chain": 0, "tree": 0})  # decode steps since each shape ran
     plain_run: int = 0  # plain decode steps in a row (exploration), across warm-started runs
-    _after_plain: bool = True  # the last decode step seen was plain, or none was: a run's first draft also reads the prompts (`_learn`)
+    _after_plain: bool = (
+        True  # the last decode step seen was plain, or none was: a run's first draft meets the drafter's first passes (`_learn`)
+    )
     chain_steps: int = 0  # chain steps so far (every EXPLORE_STEPS-th drafts one position deeper)
     explore_every: int = EXPLORE_STEPS  # plain steps in a row before the next exploring chain
     tree_steps: int = 0  # tree steps so far (every EXPLORE_STEPS-th verifies a wider cut)
@@ -141,6 +143,7 @@ class GoodputDepth:
         self._ran: dict[int, int] = {}  # pass size -> the `observed` count when it last ran here (`_fade_stale_sizes`)
         self._drawn: int | None = None  # the depth of the tree this step drafted (`tree_size`)
         self._rows: dict[int, tuple] = {}  # batch -> (curve, its times at batch x (n + 1)): `verify_row`
+        self.run_chains = 0  # chain steps in this run (`choose_tree`: a run's first draft is a chain)
         self._kv_ms = 0.0  # this step's KV read past the curve's context at one token per row (`kv_ms`), set by `depth`
         self._kv_batch = 1  # this step's rows, set by `depth` (`kv_at`)
         learnt = warmstart.recall(self.memory_key) if self.memory_key is not None else None
@@ -232,7 +235,7 @@ class GoodputDepth:
     def explore_draft_ms(self, batch: int) -> float | None:
         """What drafting costs a step that follows plain steps (an exploring chain): measured per row at the nearest
         batch size, times this batch; None before any. It holds the catch-up (the drafter reads every token the plain
-        steps emitted, and a run's first draft the prompts too), several times what the same chain costs drafted step
+        steps emitted), several times what the same chain costs drafted step
         after step (docs/engine.md, "goodput")."""
         return self._nearest(self.explore_ms, batch) * batch if self.explore_ms else None
 
@@ -340,12 +343,12 @@ class GoodputDepth:
     def choose_tree(self, batch: int, depth: int, k: int, chain_rate: float) -> bool:
         """A tree this step? When its expected rate (from the recent trees' calibrated curve) beats the best of
         plain and chains. While speculating, the shape not chosen is drawn once after REFRESH_STEPS decode
-        steps without it (a tree at once if none was drawn yet), so its estimate follows the text."""
+        steps without it (a tree after the run's first chain if none was drawn yet), so its estimate follows the text."""
         if not self.tree_nodes:
             return False
         self.tree_depth = depth
-        if self.tree_gain is None:
-            return k > 0  # never drawn: try one, of every level, as soon as speculating looks worth it
+        if self.tree_gain is None:  # never drawn: try one, of every level, as soon as speculating looks worth it, after
+            return k > 0 and self.run_chains > 0  # the run's first chain, a cheaper first look at this text's acceptance
         d, n, tree_rate = self.best_tree(batch, depth)
         if self.tree_steps % EXPLORE_STEPS == EXPLORE_STEPS - 1:
             d += 1  # every EXPLORE_STEPS-th tree one level deeper than chosen, so that level is measured too

@@ -17,6 +17,10 @@ from engine.decoding.tree_value import chain_drafts, tree_drafts
 PRIOR_WEIGHT = 2.0  # the prior acceptance counts as this many observations
 ACCEPT_DECAY = 0.96  # per decode step: an estimate rests on the last ~25 observed rows of each position
 EMA_WEIGHT = 0.2  # the costs' running averages (verify-time ratio, draft time, step time)
+# A step's time outside its passes is learnt from each step at most SPIKE x the known average + a millisecond: one
+# unclipped pause in a stored state priced plain steps dozens of times their cost, so goodput drafted at batch 16,
+# where every draft loses (docs/journal.md, "goodput on Spec-Bench").
+SPIKE = 3.0
 
 
 def learn(policy, step) -> None:
@@ -27,9 +31,13 @@ def learn(policy, step) -> None:
     # A step's own time outside its passes: its overhead (which holds the policy's choice and cut, made inside the
     # step) and the policy's learning after the last step (`observe`, outside it); not + policy_ms, which holds the
     # choice and the cut too (counted twice, a 32-node tree's cut priced trees out of steps they would have won).
-    policy.step_ms[shape] = ema(policy.step_ms.get(shape), step.overhead_ms + policy._observe_ms)
+    # One step's overhead can hold a pause that is not the step's (a garbage collection, a page fault, another process):
+    # it moves the average by at most SPIKE x the average known, so one such step cannot make plain look slow.
+    old = policy.step_ms.get(shape)
+    spent = step.overhead_ms + policy._observe_ms
+    policy.step_ms[shape] = ema(old, spent if old is None else min(spent, SPIKE * old + 1.0))
     # A draft right after plain steps also feeds the drafter every token those steps emitted (its catch-up
-    # pass), and a run's first draft also reads the prompts into the drafter and meets its first passes: one-off
+    # pass), and a run's first draft meets the drafter's first passes (the prompts it read at prefill): one-off
     # work, not drafting. Such a time bounds the cost from above (`bounded`): it may lower what is known, never
     # raise it (docs/engine.md, "goodput from the first run").
     plain = step.depth == 0 and step.tree_nodes is None
@@ -50,6 +58,7 @@ def learn(policy, step) -> None:
     elif step.depth > 0:
         policy.since["chain"] = 0
         policy.chain_steps += 1
+        policy.run_chains += 1
         if after_plain and step.draft_ms > 0:  # what an exploring chain pays (`explore_draft_ms`), per row
             policy.explore_ms[bb] = ema(policy.explore_ms.get(bb), step.draft_ms / step.batch)
         if step.draft_ms > 0:  # per position, the catch-up counted as one

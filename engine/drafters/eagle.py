@@ -85,8 +85,6 @@ class EagleDrafter:
         self.pending: torch.Tensor | None = None  # (B, P, H) target features not yet in the cache
         self.pending_valid: torch.Tensor | None = None  # (B, P) bool: ragged rows leave holes
         self.later: list[torch.Tensor] = []  # (B, 1, H) features of plain steps, joined to `pending` when drafting
-        self.unread: tuple | None = None  # the prompts' entries, read into the cache at the first draft (`_catch_up`)
-        self.shared = 0  # how many of them every row shares, read in once (RaggedCache.prefill_shared)
         self.drafted = 0
         self.dropped = torch.zeros(0, dtype=torch.long, device=device)  # (B,) entries of each prompt the window left out
         # the target hands over its final features, and for a head with EAGLE-3 fusion some earlier layers' too
@@ -96,31 +94,25 @@ class EagleDrafter:
         """hidden (B, W, H): the target's features over the left-padded prompts (as its prefill padded them); shared:
         the prompts' common prefix, whose features the target computed once (the entries of all but its last token are
         read in once, as a shared prefix of the cache).
-        Entries 0..L-2 pair f_i with t_{i+1}; f_{L-1} waits for the target's first token. The entries are read
-        into the cache at the first draft, not here: a run whose policy never drafts (goodput at a large batch)
-        does not pay for them (a few per cent of a short run at batch 16: docs/journal.md, "Code history moved out of engine/")."""
-        self.unread = ([s[1:] for s in sequences], hidden[:, :-1])
-        self.shared = max(0, shared - 1)  # entry i pairs f_i with t_(i+1): the prefix's entries but its last
+        Entries 0..L-2 pair f_i with t_{i+1}; f_{L-1} waits for the target's first token. The entries (the window of
+        them, `windowed`) are read into the cache here, with the target's prefill, as the draft model reads its prompts
+        and as vLLM and SGLang prefill a draft head: reading a prompt is prompt processing. Read at the first draft
+        instead, it was priced as decoding, 1-4 plain steps of a short run at batch 16 over long prompts, and goodput
+        paid it at every exploring draft (docs/engine.md, "goodput at a long context")."""
+        shared = max(0, shared - 1)  # entry i pairs f_i with t_(i+1): the prefix's entries but its last
+        tokens, features, dropped, shared = windowed([s[1:] for s in sequences], hidden[:, :-1], shared, WINDOW, SINKS)
+        self.dropped = dropped.to(self.cache.device)
+        self.cache.prefill(tokens, self.pad_id, logits_to_keep=1, features=features, shared=shared)
         self.pending = hidden[:, -1:]
         self.pending_valid = torch.ones(hidden.shape[0], 1, dtype=torch.bool, device=hidden.device)
 
     def entries(self) -> torch.Tensor:
-        """(B,) the target's tokens this head has taken in per row: entries in its cache (or prompts not yet read
-        into it) plus the features waiting to be fed. Equals the target cache's lengths between steps (tests)."""
-        if self.unread is not None:
-            held = torch.tensor([len(t) for t in self.unread[0]], device=self.pending_valid.device)
-        else:
-            held = self.cache.lengths + self.dropped
-        return held + self.pending_valid.long().sum(1) + len(self.later)
+        """(B,) the target's tokens this head has taken in per row: entries in its cache (and those its window left
+        out) plus the features waiting to be fed. Equals the target cache's lengths between steps (tests)."""
+        return self.cache.lengths + self.dropped + self.pending_valid.long().sum(1) + len(self.later)
 
     def _catch_up(self) -> None:
-        """Before drafting: the prompts' entries into the cache (once), and the plain steps' features into `pending`."""
-        if self.unread is not None:
-            tokens, features = self.unread
-            self.unread = None
-            tokens, features, dropped, shared = windowed(tokens, features, self.shared, WINDOW, SINKS)
-            self.dropped = dropped.to(self.cache.device)
-            self.cache.prefill(tokens, self.pad_id, logits_to_keep=1, features=features, shared=shared)
+        """Before drafting: the plain steps' features into `pending`."""
         if self.later:
             self.pending = torch.cat([self.pending, *self.later], dim=1)
             ones = torch.ones(self.pending_valid.shape[0], len(self.later), dtype=torch.bool, device=self.pending_valid.device)
@@ -206,14 +198,8 @@ class EagleDrafter:
 
     def select(self, rows: torch.Tensor) -> None:
         self.later = [h[rows] for h in self.later]
-        if self.unread is not None:  # nothing in the cache yet: keep these rows' prompts, cropped to the longest left
-            tokens, features = self.unread  # the rows left still share the prefix
-            tokens = [tokens[r] for r in rows.tolist()]
-            width = max(len(t) for t in tokens)
-            self.unread = (tokens, features[rows][:, features.shape[1] - width :])
-        else:
-            self.cache.select(rows)
-            self.dropped = self.dropped[rows]
+        self.cache.select(rows)
+        self.dropped = self.dropped[rows]
         if self.pending is not None:
             self.pending, self.pending_valid = self.pending[rows], self.pending_valid[rows]
         # columns that are holes in every remaining row could be trimmed; `propose` copes with them

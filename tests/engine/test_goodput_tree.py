@@ -130,7 +130,9 @@ def per_depth(curve_: list[float], depths: int = 4) -> list[list[float]]:
 
 def test_goodput_tries_a_tree_then_prices_it_against_chains_and_plain():
     policy = goodput(FLAT)
-    assert policy.depth(ctx(1, 4)) == 4 and policy.tree_now  # no tree seen yet: the first speculative step draws one
+    assert policy.depth(ctx(1, 4)) == 4 and not policy.tree_now  # a run's first draft: a chain, a cheaper first look
+    policy.observe(_step(4, [4], verify_ms=10.0, draft_ms=1.0))
+    assert policy.depth(ctx(1, 4)) == 4 and policy.tree_now  # no tree seen yet: the next speculative step draws one
     policy.tree_gain = [[0.5 * d + 0.15 * n for n in range(16)] for d in range(1, 5)]  # confident: free nodes are worth verifying
     assert policy.depth(ctx(1, 4)) == 4 and policy.tree_now and policy.last_choice[0] == 16
     policy.tree_gain = per_depth([0.2] * 16)  # worth no more than the chain inside it (the floor) ...

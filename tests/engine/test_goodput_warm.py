@@ -355,3 +355,24 @@ def test_each_context_bucket_keeps_its_own_state(tokenizer, monkeypatch):
         if step.kind == "prefill":  # short prompts at the same batch: built from the priors, not the long run's state
             assert short.decoder.policy.memory_key == short_key
             assert short.decoder.policy.learnt() != warmstart.recall(long_key)
+
+
+def test_one_slow_steps_overhead_cannot_make_plain_look_slow():
+    """A plain step's overhead is learnt as a running average; one step that held a pause not its own (150 ms, a
+    collection or another process) moves it by at most goodput_steps.SPIKE x the average + 1 ms, so a batch-16 run
+    past the room stays plain, where an unclipped average (32 ms in a stored state) priced plain below drafting."""
+    from engine.decoding import goodput_steps
+
+    weight, linear = goodput_steps.EMA_WEIGHT, curve(lambda n: 20.0 if n <= 16 else 20.0 * n / 16)  # past 16 tokens every token costs
+    policy = GoodputDepth(curve=linear, max_depth=3, draft_cost_ratio=0.05, prior=EAGLE_CARD)
+    for _ in range(8):
+        policy.observe(_step(0, [0] * 16, verify_ms=20.0, draft_ms=0.0))
+    known = policy.step_ms[0]
+    spike = _step(0, [0] * 16, verify_ms=20.0, draft_ms=0.0)
+    spike.overhead_ms = 150.0
+    policy.observe(spike)
+    assert policy.step_ms[0] <= (1 - weight) * known + weight * (goodput_steps.SPIKE * known + 1.0) + 1e-9
+    assert policy.depth(ctx(16, 3)) == 0
+    unclipped = GoodputDepth(curve=linear, max_depth=3, draft_cost_ratio=0.05, prior=EAGLE_CARD)
+    unclipped.step_ms = {0: (1 - weight) * known + weight * 150.0}
+    assert unclipped.depth(ctx(16, 3)) > 0  # what the spike alone would have done

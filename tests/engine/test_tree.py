@@ -189,8 +189,7 @@ def _checked_run(pair, prompts, cfg):
         else:
             assert target.cache.layers[0].keys.shape[2] == target.width == target.valid.shape[1]
         assert torch.equal(drafter.entries(), target.lengths)
-        if drafter.unread is None:  # the prompts are read into the head's cache at its first draft
-            assert torch.equal(drafter.cache.valid.sum(1), drafter.cache.lengths)
+        assert torch.equal(drafter.cache.valid.sum(1), drafter.cache.lengths)  # the prompts were read in at prefill
         steps += 1
     assert steps > 2
     return stream.trace

@@ -195,11 +195,11 @@ def _plain_first(choose, ctx) -> int:
     return 0 if ctx.step <= 4 else choose(ctx)
 
 
-def test_eagle_reads_the_prompts_and_plain_steps_only_when_it_drafts(tiny_eagle):
-    """The head's cache is filled at its first draft, not at the prefill: while the policy chooses plain steps
-    nothing is read (their features wait in `later`), the head's entries still count every target token, and
-    the run's tokens equal plain decoding's (float32). Dropping rows before the first draft keeps their prompts,
-    cropped to the longest left."""
+def test_eagle_reads_the_prompts_at_prefill_and_plain_steps_only_when_it_drafts(tiny_eagle):
+    """The head's cache takes the prompts with the target's prefill (prompt processing, as the draft model's does),
+    and while the policy chooses plain steps their features wait in `later`, read at the next draft; the head's
+    entries always count every target token, and the run's tokens equal plain decoding's (float32). Dropping rows
+    before the first draft keeps the others' prompts."""
     pair, _ = tiny_eagle
     cfg = DecodeConfig(depth=3, drafter="eagle", policy="heuristic", max_new_tokens=12)
     plain = generate(pair, PROMPTS, DecodeConfig(mode="autoregressive", max_new_tokens=12))
@@ -209,19 +209,22 @@ def test_eagle_reads_the_prompts_and_plain_steps_only_when_it_drafts(tiny_eagle)
         drafter = stream.drafter
         if step.kind == "prefill":  # four plain steps first, then the policy's own choice
             stream.decoder.policy.depth = functools.partial(_plain_first, stream.decoder.policy.depth)
+            read = drafter.cache.lengths + drafter.dropped  # every prompt token but the last, whose feature waits
+            assert torch.equal(read, stream.target_cache.lengths - 1) and int(read.min()) > 0
         if stream.active:
             assert torch.equal(drafter.entries(), stream.target_cache.lengths)
-            seen.append((step.depth, drafter.unread is not None, len(drafter.later)))
-    assert seen[:5] == [(0, True, 0), (0, True, 1), (0, True, 2), (0, True, 3), (0, True, 4)]
-    assert seen[5][0] > 0 and not seen[5][1] and seen[5][2] == 0  # the first draft read them all
+            seen.append((step.depth, len(drafter.later)))
+    assert seen[:5] == [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4)]
+    assert seen[5][0] > 0 and seen[5][1] == 0  # the draft read the plain steps' features
     assert stream.trace.output_ids == plain.output_ids
     stream = generate_steps(pair, PROMPTS, cfg)
     next(iter(stream))
     drafter = stream.drafter
-    lengths = [len(t) for t in drafter.unread[0]]
-    drafter.select(torch.tensor([2, 0]))
-    tokens, features = drafter.unread
-    assert [len(t) for t in tokens] == [lengths[2], lengths[0]] and features.shape[:2] == (2, max(lengths[2], lengths[0]))
+    held = drafter.entries()
+    assert int(drafter.cache.lengths.min()) > 0  # read at prefill
+    with torch.inference_mode():  # as the decode loop selects rows
+        drafter.select(torch.tensor([2, 0]))
+    assert torch.equal(drafter.entries(), held[[2, 0]])
 
 
 def test_eagle_sampling_drafts_from_its_vocabulary_with_a_full_q(tiny_eagle):
