@@ -31,9 +31,12 @@ from engine.hardware import probe
 from engine.room import knee_tokens, room_tokens
 
 CONTEXT_FORMAT = "speclab.context_curve/1"
-KV_FORMAT = "speclab.kv_read/2"  # /2 added per_query
-KV_BATCH, KV_CONTEXT = 4, 1024  # the KV read is timed at this batch, over CURVE_CONTEXT and this many cached tokens
-KV_QUERIES = 4  # ... with one and with this many new tokens per row (`per_query`)
+KV_FORMAT = "speclab.kv_read/3"  # /2 added per_query; /3 measures it from the second token per row
+KV_BATCHES, KV_CONTEXT = (8, 16), 1024  # the KV read is timed at these batches, over CURVE_CONTEXT and this many cached tokens
+# ... with one and with this many new tokens per row (`per_query`): the second token of a row costs the most (on a CPU
+# whose attention is bound by its arithmetic the extra per token falls as a row's tokens share each column read), and
+# it is the one a draft's first position adds, so pricing every token at it errs toward plain
+KV_QUERIES = 2
 CONTEXT_TOKENS = (1, 2, 3, 4, 6, 8)  # new tokens per row: a verify pass of depth 0..7 measured, no interpolation to 4
 _memory: dict[tuple, ContextCurve | KVRead] = {}
 _lock = threading.Lock()
@@ -171,23 +174,28 @@ class KVRead:
 
 
 def measure_kv_read(pair) -> KVRead:
-    """Time 1 and KV_QUERIES new tokens per row at KV_BATCH rows over CURVE_CONTEXT and over KV_CONTEXT cached tokens
-    (interleaved rounds, each size's fastest round: a burst of other work lifts a round, never lowers one). The
-    bandwidth: the extra KV bytes (engine/costs.py) over the extra time of one token per row; where that difference
-    drowns in noise (not above 0), the quick probe's peak stands in. `per_query`: how much more the long cache cost
-    the KV_QUERIES-token pass than the one-token pass, per more token per row, as a share of the one-token extra
-    (kept within 0..1; 0 where the one-token difference drowned)."""
+    """Time 1 and KV_QUERIES new tokens per row over CURVE_CONTEXT and over KV_CONTEXT cached tokens at each of
+    KV_BATCHES (interleaved rounds). The bandwidth, at KV_BATCHES[0]: the extra KV bytes (engine/costs.py) over the extra
+    time of one token per row, each size at its fastest round (a burst of other work lifts a round, never lowers one);
+    where that difference drowns in noise (not above 0), the quick probe's peak stands in. `per_query`: how much more
+    the long cache cost the KV_QUERIES-token pass than the one-token pass, per more token per row, as a share of the
+    one-token extra, each size at its fastest round, the mean over the batches (one batch's reading moves by a third
+    between runs), kept within 0..1 (0 where the one-token difference drowned)."""
     long = min(KV_CONTEXT, pair.max_context - KV_QUERIES - 1)
-    rows = context_rounds(pair, KV_BATCH, [1, KV_QUERIES], [CURVE_CONTEXT, long], rounds=5, repeats=3)
-    ms = {(r["context"], r["new_tokens"]): min(r["ms_rounds"]) for r in rows}
-    extra_ms = ms[long, 1] - ms[CURVE_CONTEXT, 1]
-    extra_bytes = next(r["bytes"] for r in rows if (r["context"], r["new_tokens"]) == (long, 1))
-    extra_bytes -= next(r["bytes"] for r in rows if (r["context"], r["new_tokens"]) == (CURVE_CONTEXT, 1))
-    bandwidth = extra_bytes / (extra_ms / 1000) if extra_ms > 0 else probe(pair.device, pair.dtype, quick=True).peak_bandwidth
-    more = (ms[long, KV_QUERIES] - ms[CURVE_CONTEXT, KV_QUERIES]) / extra_ms - 1.0 if extra_ms > 0 else 0.0
-    per_query = min(1.0, max(0.0, more / (KV_QUERIES - 1)))
+    shares, bandwidth = [], None
+    for batch in KV_BATCHES:
+        rows = context_rounds(pair, batch, [1, KV_QUERIES], [CURVE_CONTEXT, long], rounds=7, repeats=3)
+        fastest = {(r["context"], r["new_tokens"]): min(r["ms_rounds"]) for r in rows}
+        if bandwidth is None:
+            extra_ms = fastest[long, 1] - fastest[CURVE_CONTEXT, 1]
+            extra_bytes = next(r["bytes"] for r in rows if (r["context"], r["new_tokens"]) == (long, 1))
+            extra_bytes -= next(r["bytes"] for r in rows if (r["context"], r["new_tokens"]) == (CURVE_CONTEXT, 1))
+            bandwidth = extra_bytes / (extra_ms / 1000) if extra_ms > 0 else probe(pair.device, pair.dtype, quick=True).peak_bandwidth
+        one = fastest[long, 1] - fastest[CURVE_CONTEXT, 1]
+        more = (fastest[long, KV_QUERIES] - fastest[CURVE_CONTEXT, KV_QUERIES]) / one - 1.0 if one > 0 else 0.0
+        shares.append(min(1.0, max(0.0, more / (KV_QUERIES - 1))))
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    return KVRead(bandwidth, curve_key(pair), now, per_query)
+    return KVRead(bandwidth, curve_key(pair), now, sum(shares) / len(shares))
 
 
 def kv_read(pair, refresh: bool = False) -> KVRead:
