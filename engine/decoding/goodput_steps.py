@@ -19,7 +19,7 @@ ACCEPT_DECAY = 0.96  # per decode step: an estimate rests on the last ~25 observ
 EMA_WEIGHT = 0.2  # the costs' running averages (verify-time ratio, draft time, step time)
 # A step's time outside its passes is learnt from each step at most SPIKE x the known average + a millisecond: one
 # unclipped pause in a stored state priced plain steps dozens of times their cost, so goodput drafted at batch 16,
-# where every draft loses (docs/journal.md, "goodput on Spec-Bench").
+# where every draft loses (docs/journal.md, "where goodput loses on Spec-Bench").
 SPIKE = 3.0
 
 
