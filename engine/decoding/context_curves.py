@@ -186,12 +186,12 @@ def measure_kv_read(pair) -> KVRead:
     for batch in KV_BATCHES:
         rows = context_rounds(pair, batch, [1, KV_QUERIES], [CURVE_CONTEXT, long], rounds=7, repeats=3)
         fastest = {(r["context"], r["new_tokens"]): min(r["ms_rounds"]) for r in rows}
+        one = fastest[long, 1] - fastest[CURVE_CONTEXT, 1]  # the long cache's extra time at one token per row
         if bandwidth is None:
-            extra_ms = fastest[long, 1] - fastest[CURVE_CONTEXT, 1]
-            extra_bytes = next(r["bytes"] for r in rows if (r["context"], r["new_tokens"]) == (long, 1))
-            extra_bytes -= next(r["bytes"] for r in rows if (r["context"], r["new_tokens"]) == (CURVE_CONTEXT, 1))
-            bandwidth = extra_bytes / (extra_ms / 1000) if extra_ms > 0 else probe(pair.device, pair.dtype, quick=True).peak_bandwidth
-        one = fastest[long, 1] - fastest[CURVE_CONTEXT, 1]
+            extra_bytes = [r["bytes"] for r in rows if r["new_tokens"] == 1]  # [short, long]: contexts in order
+            bandwidth = (
+                (extra_bytes[1] - extra_bytes[0]) / (one / 1000) if one > 0 else probe(pair.device, pair.dtype, quick=True).peak_bandwidth
+            )
         more = (fastest[long, KV_QUERIES] - fastest[CURVE_CONTEXT, KV_QUERIES]) / one - 1.0 if one > 0 else 0.0
         shares.append(min(1.0, max(0.0, more / (KV_QUERIES - 1))))
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

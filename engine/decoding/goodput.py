@@ -19,7 +19,7 @@ warmstart.SHORT_CONTEXT tokens) the prior adds that read: the rows' tokens past 
 KV bytes per token (engine/costs.py) over the rate this machine's passes read KV at (`kv_ms_per_token`, measured
 once by engine/decoding/context_curves.py), times 1 + `kv_per_query` x (new tokens per row - 1): what each more query
 token adds to attention over the cache, measured beside it (0 where attention streams the cache once for all of a
-row's tokens, as on a GPU; about half on the 2-core EPYC, whose attention is bound by its arithmetic). The factors then
+row's tokens, as on a GPU; a share on a CPU whose attention is bound by its arithmetic). The factors then
 learn the measured time against curve + KV. So at a long context a verify pass of k + 1 tokens per row costs
 relatively less than at a short one (as much less as the cache is read once), and what is learnt is kept per
 (batch, context) bucket (engine/decoding/warmstart.py). In the short bucket nothing is added: the choices are the
@@ -121,9 +121,7 @@ class GoodputDepth:
     step_ms: dict[int, float] = field(default_factory=dict)  # a step's time outside passes and drafting: 0 plain, 1 chain, 2 tree
     since: dict[str, int] = field(default_factory=lambda: {"chain": 0, "tree": 0})  # decode steps since each shape ran
     plain_run: int = 0  # plain decode steps in a row (exploration), across warm-started runs
-    _after_plain: bool = (
-        True  # the last decode step seen was plain, or none was: a run's first draft meets the drafter's first passes (`_learn`)
-    )
+    _after_plain: bool = True  # the last decode step seen was plain, or none was: a run's first draft is one-off work too
     chain_steps: int = 0  # chain steps so far (every EXPLORE_STEPS-th drafts one position deeper)
     explore_every: int = EXPLORE_STEPS  # plain steps in a row before the next exploring chain
     tree_steps: int = 0  # tree steps so far (every EXPLORE_STEPS-th verifies a wider cut)
@@ -188,12 +186,15 @@ class GoodputDepth:
         `context` tokens and adding `per_row` new ones: rows x the tokens past it x `kv_ms_per_token` x (1 +
         `kv_per_query` x (per_row - 1)); with kv_per_query 0 the same for one new token per row or k + 1 (a verify
         pass reads each row's cache once)."""
-        return self.kv_ms_per_token * batch * max(0, context - self.curve.context) * (1.0 + self.kv_per_query * (per_row - 1.0))
+        return self.kv_ms_per_token * batch * max(0, context - self.curve.context) * self._queries(per_row)
+
+    def _queries(self, per_row: float) -> float:
+        """The KV time of `per_row` new tokens per row against one's: 1 + kv_per_query x (per_row - 1)."""
+        return 1.0 + self.kv_per_query * (per_row - 1.0)
 
     def kv_at(self, tokens: int, batch: int | None = None) -> float:
         """This step's KV price (`kv_ms` at its batch and context) for a pass of `tokens` over its rows."""
-        batch = batch or self._kv_batch
-        return self._kv_ms * (1.0 + self.kv_per_query * (tokens / batch - 1.0))
+        return self._kv_ms * self._queries(tokens / (batch or self._kv_batch))
 
     def verify_ms(self, tokens: int, kv_ms: float | None = None) -> float:
         """The curve's time x the measured/curve ratio over all sizes (it follows the machine's load) x this
@@ -275,7 +276,7 @@ class GoodputDepth:
         if kept is None or kept[0] is not self.curve:
             kept = self._rows[batch] = (self.curve, [self.curve.time_ms(batch * (n + 1)) for n in range(1, self.tree_nodes + 1)])
         shared = self.verify_ratio.get(0, 1.0)
-        row = [(t + self._kv_ms * (1.0 + self.kv_per_query * n)) * shared for n, t in enumerate(kept[1], start=1)]
+        row = [(t + self._kv_ms * self._queries(n + 1)) * shared for n, t in enumerate(kept[1], start=1)]
         for t, factor in self.verify_ratio.items():  # the sizes run so far (key 0: the shared ratio)
             if t and t % batch == 0 and 2 <= t // batch <= self.tree_nodes + 1:
                 row[t // batch - 2] *= math.exp(factor)
