@@ -254,6 +254,8 @@ class Decoder:
             last_depth=prev.depth,
             last_all_accepted=all(s.num_accepted == len(s.drafted) for s in prev.seqs if s.drafted),
             context=sum(len(s.tokens) - 1 for s in self.active) // len(self.active),  # the pending last token is not cached yet
+            rows=tuple(s.index for s in self.active),
+            remaining=tuple(s.remaining for s in self.active),
         )
         t = time.perf_counter()
         depth = self.policy.depth(ctx)

@@ -10,8 +10,9 @@ per size run lately, for the curve's shape errors), T_draft is the drafter's mea
 (the catch-up pass that feeds the last step's tokens counted as one more; an estimate from its FLOPs until the
 first draft is timed), T_step the measured time a step spends outside passes and drafting (bookkeeping,
 acceptance; plain steps priced with their own), and E[tokens](k) from a running estimate of the acceptance a_j
-at each draft position j given the ones before it (engine/decoding/chain_value.py). It only changes how many tokens are
-proposed, so it stays lossless, and it never drafts more than `depth`, the user's maximum.
+at each draft position j given the ones before it (engine/decoding/chain_value.py), the first position's as the row
+the batch waits for sees it (engine/decoding/binding_rows.py: a batch ends with its last row). It only changes how many
+tokens are proposed, so it stays lossless, and it never drafts more than `depth`, the user's maximum.
 
 Context: the curve is measured at a short context (passcurve.CURVE_CONTEXT), but every pass also reads each row's KV
 cache, once per pass whatever its tokens per row. Past the short bucket (the longest prompt at least
@@ -66,6 +67,7 @@ import time
 from dataclasses import dataclass, field
 
 from engine.decoding import warmstart
+from engine.decoding.binding_rows import RowAcceptance
 from engine.decoding.chain_value import best_depth, expected_tokens, step_rate
 from engine.decoding.goodput_steps import PRIOR_WEIGHT, ema, learn, learn_curves
 from engine.decoding.tree_value import Calibration, calibrated_paths, depth_gains
@@ -144,6 +146,8 @@ class GoodputDepth:
         self.run_chains = 0  # chain steps in this run (`choose_tree`: a run's first draft is a chain)
         self._kv_ms = 0.0  # this step's KV read past the curve's context at one token per row (`kv_ms`), set by `depth`
         self._kv_batch = 1  # this step's rows, set by `depth` (`kv_at`)
+        self.row_accept = RowAcceptance()  # each row's own first-position acceptance in this run (the binding row)
+        self.bind = 1.0  # the binding row's first-position acceptance over the batch's, set by `depth`
         learnt = warmstart.recall(self.memory_key) if self.memory_key is not None else None
         if learnt is not None:
             self.restore(learnt)
@@ -253,8 +257,9 @@ class GoodputDepth:
         chains) prices the tree's top-1 path higher: g(n) + max(0, chain(m) - g(m)), m = min(n, depth), chain(m) the
         chain of m drafts' worth. A calibration that has seen little prices a node at the drafter's own q, far below an
         underconfident EAGLE head's acceptance (docs/engine.md, "goodput from the first run")."""
-        curve = self.tree_gain[min(depth, len(self.tree_gain)) - 1]
-        lift = [expected_tokens(self.accept, min(m, len(self.accept))) - 1.0 - curve[m - 1] for m in range(1, depth + 1)]
+        curve = [g * self.bind for g in self.tree_gain[min(depth, len(self.tree_gain)) - 1]]  # as the binding row sees it
+        accept = self.priced()
+        lift = [expected_tokens(accept, min(m, len(accept))) - 1.0 - curve[m - 1] for m in range(1, depth + 1)]
         return [g + max(0.0, lift[min(n, depth) - 1]) for n, g in enumerate(curve, start=1)]
 
     def best_tree(self, batch: int, depth: int) -> tuple[int, int, float]:
@@ -290,25 +295,31 @@ class GoodputDepth:
         return self.step_ms.get(0, 0.0), self.step_ms.get(1, 0.0)
 
     def best_cut(self, batch: int, gain, draft_ms: float) -> tuple[int, float]:
-        """(n, expected tokens per ms) maximising (batch + gain[n - 1]) / (verify_ms(batch * (n + 1)) + draft_ms + fixed)."""
+        """(n, expected tokens per ms) maximising (batch + gain[n - 1] x bind) / (verify_ms(batch * (n + 1)) + draft_ms + fixed)."""
         cost = draft_ms + self._tree_fixed()
-        rates = [step_rate(batch + g, v, cost) for g, v in zip(gain, self.verify_row(batch))]
+        rates = [step_rate(batch + g * self.bind, v, cost) for g, v in zip(gain, self.verify_row(batch))]
         n = max(range(len(rates)), key=rates.__getitem__)
         return n + 1, rates[n]
+
+    def priced(self) -> list[float]:
+        """The per-position acceptance a step is priced with: the first position's as the binding row sees it (`bind`,
+        engine/decoding/binding_rows.py), the deeper ones (each given the ones before it) the batch's."""
+        return [self.accept[0] * self.bind, *self.accept[1:]]
 
     def depth(self, ctx) -> int:  # ctx: engine.decoding.policies.PolicyContext
         self._kv_ms, self._kv_batch = self.kv_ms(ctx.batch, ctx.context), ctx.batch  # this step's rows' caches, read by its verify pass
         if ctx.base_depth == 0:
             return 0
+        self.bind = self.row_accept.factor(ctx.rows, ctx.remaining, self.accept)  # the row the batch waits for
         batch = ctx.batch
         draft_ms = self.draft_ms_per_position(batch)
         max_depth = min(ctx.base_depth, self.max_depth)
         plain, spec = self.fixed_ms()
         fixed = (plain, spec + (draft_ms if self.draft_ms else 0.0))  # a measured drafter's catch-up: one position
-        k, rate = best_depth(batch, max_depth, self.accept, self.verify_ms, draft_ms, fixed_ms=fixed)
+        k, rate = best_depth(batch, max_depth, self.priced(), self.verify_ms, draft_ms, fixed_ms=fixed)
         explore = k == 0 and self.plain_run >= self.explore_every and self._could_pay(batch, max_depth, draft_ms, fixed)
         if explore:  # plain for a while: measure this batch's acceptance with the best chain (EXPLORE_STEPS)
-            k, rate = best_depth(batch, max_depth, self.accept, self.verify_ms, draft_ms, min_depth=1, fixed_ms=fixed)
+            k, rate = best_depth(batch, max_depth, self.priced(), self.verify_ms, draft_ms, min_depth=1, fixed_ms=fixed)
             self.explore_every = min(2 * self.explore_every, EXPLORE_MAX)
         elif k > 0:
             self.explore_every = EXPLORE_STEPS
@@ -393,6 +404,7 @@ class GoodputDepth:
             self.since[shape] += 1
         self.plain_run = self.plain_run + 1 if step.depth == 0 else 0
         learn(self, step)
+        self.row_accept.observe(step)
         self.observed += 1
         last = all(row.finished for row in step.seqs)
         if self.memory_key is not None and (last or self.observed % REMEMBER_STEPS == 0):

@@ -44,6 +44,8 @@ class PolicyContext:
     last_depth: int = 0  # depth drafted at the previous step (0: none)
     last_all_accepted: bool = False  # every row accepted every draft at the previous step
     context: int = 0  # tokens in each row's KV cache, the mean over the rows in flight (goodput prices its read)
+    rows: tuple[int, ...] = ()  # the rows in flight, by their index in the prompt list (goodput: the binding row)
+    remaining: tuple[int, ...] = ()  # each of those rows' new tokens still allowed (max_new_tokens less those emitted)
 
 
 class DepthPolicy(Protocol):
