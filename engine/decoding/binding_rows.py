@@ -9,14 +9,14 @@ different texts accept very differently: four translation prompts at batch 4 acc
 single drafts (docs/journal.md, "the row a batch waits for"); the mean said that drafting paid, but the run took 30
 steps against plain decoding's 31.
 
-`RowAcceptance` keeps each row's own acceptance at the first draft position (a chain's first draft, a tree's first
-node on its accepted path): decayed counts as the batch's (ACCEPT_DECAY), starting from the batch's estimate worth
-ROW_PRIOR observations. Before a step, `factor` ranks the rows by their expected steps left (remaining tokens over
-expected tokens per step) and returns the mean first-position acceptance of the slower half over the batch's: the rows
-the run waits for. One row's estimate after a few drafts is noisy, and the single slowest would read its noise as the
-run's end (at batch 4 on RAG prompts it stopped drafting that paid). Goodput multiplies the first position's
-acceptance (every deeper draft depends on it) and a tree's expected accepted nodes by that factor. At batch 1 it is 1,
-and it is 1 for a batch whose rows accept alike.
+`RowAcceptance` keeps each row's own acceptance at the first draft position (a chain's first draft, a tree's best
+first-level child): decayed counts as the batch's (ACCEPT_DECAY), starting from the batch's estimate worth ROW_PRIOR
+observations. Before a step, `factor` ranks the rows by their expected steps left (remaining tokens over expected
+tokens per step) and returns the mean first-position acceptance of the slower half over the batch's: the rows the run
+waits for. One row's estimate after a few drafts is noisy, and the single slowest would read its noise as the run's
+end (at batch 4 on RAG prompts it stopped drafting that paid). Goodput multiplies the first position's acceptance
+(every deeper draft depends on it) and a tree's expected accepted nodes by that factor. At batch 1 it is 1, and it is
+1 for a batch whose rows accept alike.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.decoding.chain_value import expected_tokens
-from engine.decoding.goodput_steps import ACCEPT_DECAY
+from engine.decoding.goodput_steps import ACCEPT_DECAY, first_drafts
 
 ROW_PRIOR = 6.0  # a row's own estimate starts at the batch's, worth this many observations
 
@@ -36,12 +36,11 @@ class RowAcceptance:
     counts: dict[int, list[float]] = field(default_factory=dict)
 
     def observe(self, step) -> None:
-        """Count each row that drafted this step: it reached the first position, and kept it if it accepted a draft."""
-        for row in step.seqs:
-            if not row.drafted:
-                continue
-            kept, reached = self.counts.setdefault(row.seq, [0.0, 0.0])
-            self.counts[row.seq] = [ACCEPT_DECAY * kept + (row.num_accepted > 0), ACCEPT_DECAY * reached + 1.0]
+        """Count each row that drafted this step at the first position (a tree's: its best first-level child, as the
+        batch's counts read it, engine/decoding/goodput_steps.py `first_drafts`)."""
+        for row, hits in first_drafts(step):
+            kept, reached = self.counts.setdefault(row, [0.0, 0.0])
+            self.counts[row] = [ACCEPT_DECAY * kept + hits[0], ACCEPT_DECAY * reached + 1.0]
 
     def estimate(self, row: int, batch_first: float) -> float:
         """A row's first-position acceptance: its own counts with the batch's estimate as ROW_PRIOR observations."""

@@ -29,7 +29,9 @@ curve's alone.
 The acceptance estimate is a ratio of decayed counts, a_j = kept_j / reached_j: every step that measures
 position j, and every plain step, multiplies both by ACCEPT_DECAY and adds PRIOR_WEIGHT * (1 - ACCEPT_DECAY)
 prior observations at PRIOR_ACCEPTANCE, then the step's own rows (those that reached position j; those of them
-that kept it). Positions deeper than the chosen k are measured by every EXPLORE_STEPS-th chain, which drafts
+that kept it). A tree step measures the chain inside it: each level's best child, the draft a chain of the same drafter
+would have made (engine/decoding/tree_value.py, `chain_inside`), so a run that draws trees keeps its chain estimates
+fed. Positions deeper than the chosen k are measured by every EXPLORE_STEPS-th chain, which drafts
 one position more (their estimates rest on those steps alone, so a chain of k does not wash them out). At batch 1
 a step is one yes/no per position; with counts an estimate rests on the last ~1 / (1 - ACCEPT_DECAY) observations,
 not on the last step or two, and one that stops being fed (plain steps) drifts back to the prior, so a bad stretch

@@ -12,7 +12,7 @@ state it updates (a `GoodputDepth`).
 
 from __future__ import annotations
 
-from engine.decoding.tree_value import chain_drafts, tree_drafts
+from engine.decoding.tree_value import chain_drafts, chain_inside, tree_drafts
 
 PRIOR_WEIGHT = 2.0  # the prior acceptance counts as this many observations
 ACCEPT_DECAY = 0.96  # per decode step: an estimate rests on the last ~25 observed rows of each position
@@ -66,20 +66,30 @@ def learn(policy, step) -> None:
         policy.calibration.observe([d for row in step.seqs for d in chain_drafts(row.drafted)])
 
 
+def first_drafts(step) -> list[tuple[int, list[bool]]]:
+    """(row, acceptance of each chain position it reached) for every row that drafted this step: a chain row's
+    drafts up to the first rejection; a tree row's chain inside (`tree_value.chain_inside`: each level's best child,
+    the draft a chain would have made), so a run that draws trees keeps measuring the chain positions too."""
+    out = []
+    for row in step.seqs:
+        if step.tree_nodes is not None:
+            hits = chain_inside(row.tree) if row.tree is not None else []
+        else:
+            hits = [j < row.num_accepted for j in range(min(len(row.drafted), row.num_accepted + 1))]
+        if hits:
+            out.append((row.seq, hits))
+    return out
+
+
 def observed(policy, step) -> tuple[list[int], list[int]]:
-    """(reached, kept) per chain position in this step: a row reaches position j if it drafted it and kept
-    1..j-1. A tree step observes no chain position."""
+    """(reached, kept) per chain position in this step: a row reaches position j if it drafted it (in a tree, on the
+    chain inside) and kept 1..j-1."""
     reached = [0] * len(policy.accept)
     kept = [0] * len(policy.accept)
-    if step.tree_nodes is not None:
-        return reached, kept
-    for row in step.seqs:
-        for j in range(min(len(row.drafted), len(policy.accept))):
+    for _, hits in first_drafts(step):
+        for j, hit in enumerate(hits[: len(policy.accept)]):
             reached[j] += 1
-            if j < row.num_accepted:
-                kept[j] += 1
-            else:
-                break
+            kept[j] += hit
     return reached, kept
 
 

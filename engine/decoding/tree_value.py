@@ -148,6 +148,20 @@ def tree_drafts(record) -> list[tuple[float, bool]]:
     return [(q, hit) for parent, q, hit in zip(record.parents, record.q, record.accepted) if parent < 0 or record.accepted[parent]]
 
 
+def chain_inside(record) -> list[bool]:
+    """The chain a tree row (engine.trace.records.TreeRecord) holds: from the root, each level's best child (the
+    draft a chain would have made from the same drafter, greedy), as far as the tree or its cut goes; each node's
+    acceptance, up to and including the first rejected one."""
+    hits: list[bool] = []
+    node = -1
+    while kids := record.children(node):
+        node = kids[0]  # children come best first
+        hits.append(record.accepted[node])
+        if not hits[-1]:
+            break
+    return hits
+
+
 def record_tree(record, topk: int = 0):
     """A TreeRecord (one row of one step, engine/trace/records.py) as a batch-1 DraftTree."""
 

@@ -6,14 +6,20 @@ chain paid, and goodput drafted for 20 steps while the run still took 30 steps a
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from test_policies import FLAT, _step, ctx
+from test_tree import PROMPTS, _eagle_pair
 
 from engine import DecodeConfig, generate
 from engine.decoding import goodput
 from engine.decoding.binding_rows import ROW_PRIOR, RowAcceptance
 from engine.decoding.goodput import GoodputDepth
+from engine.decoding.goodput_steps import first_drafts, observed
 from engine.decoding.policies import PolicyContext
+from engine.decoding.tree_value import chain_inside
+from engine.trace.records import DraftToken, SeqStep, TreeRecord
 
 
 def _rows_ctx(remaining: tuple[int, ...], depth: int = 2) -> PolicyContext:
@@ -83,3 +89,61 @@ def test_the_decoder_tells_the_policy_which_rows_are_in_flight_and_what_each_has
         assert c.remaining == tuple(12 - emitted[r] for r in c.rows)
         for row in step.seqs:
             emitted[row.seq] += len(row.emitted)
+
+
+# --- the chain inside a tree: tree steps measure the chain positions too ---------------------------------------
+def _tree_row(seq: int, accepted: list[bool]) -> SeqStep:
+    """A row's tree: the root's children a (best) and b; a's children c (best) and d. `accepted` per node a, b, c, d."""
+    tree = TreeRecord(parents=[-1, -1, 0, 0], ids=[5, 6, 7, 8], texts=list("abcd"), q=[0.6, 0.3, 0.5, 0.2], p=[0.5] * 4, accepted=accepted)
+    path = [DraftToken(id=tree.ids[i], text="x", draft_prob=tree.q[i], target_prob=0.5, accepted=tree.accepted[i]) for i in tree.shown()]
+    kept = len(tree.path())
+    return SeqStep(
+        seq=seq,
+        drafted=path,
+        num_accepted=kept,
+        next_id=1,
+        next_text="y",
+        next_prob=0.5,
+        next_kind="correction",
+        emitted=[1] * (kept + 1),
+        finished=False,
+        tree=tree,
+    )
+
+
+def test_the_chain_inside_a_tree_is_each_levels_best_child():
+    assert chain_inside(_tree_row(0, [True, False, True, False]).tree) == [True, True]  # a, then c
+    assert chain_inside(_tree_row(0, [True, False, False, True]).tree) == [True, False]  # a kept, c rejected (d kept)
+    assert chain_inside(_tree_row(0, [False, True, False, False]).tree) == [False]  # b kept: a chain's a was rejected
+    empty = TreeRecord(parents=[], ids=[], texts=[], q=[], p=[], accepted=[])
+    assert chain_inside(empty) == []
+
+
+def test_a_tree_step_teaches_goodput_the_chain_positions_and_each_rows_first():
+    """A tree step where row 0 kept a and c (the chain inside: two positions kept) and row 1 kept b (a chain's first
+    draft, a, rejected): the batch's first position saw 2 rows and kept 1, its second saw 1 and kept it; each row's
+    own count reads the same first position."""
+    tree_step = dataclasses.replace(_step(0, [0, 0], verify_ms=10.0, draft_ms=2.0), tree_nodes=4, tokens_per_pass=10)
+    tree_step.seqs = [_tree_row(0, [True, False, True, False]), _tree_row(1, [False, True, False, False])]
+    assert first_drafts(tree_step) == [(0, [True, True]), (1, [False])]
+    policy = GoodputDepth(curve=FLAT, max_depth=3, draft_cost_ratio=0.02, accept=[0.5, 0.5, 0.5])
+    assert observed(policy, tree_step) == ([2, 1, 0], [1, 1, 0])
+    policy.observe(tree_step)
+    assert policy.counts[0][1] == pytest.approx(0.96 * 2.0 + 0.04 * 2.0 + 2)  # two rows reached the first position
+    assert policy.row_accept.counts == {0: [1.0, 1.0], 1: [0.0, 1.0]}
+
+
+def test_the_chain_inside_a_real_tree_is_the_chain_the_head_drafts(embedded_f32):
+    """Greedy, the shipped EAGLE head, one prompt: at the first decode step a chain of 3 drafts exactly the tokens of
+    the tree's best child at each level, as far as the tree goes. So a tree step's chain inside measures what a
+    chain would have met."""
+    pair = _eagle_pair(embedded_f32)
+    chain = generate(pair, PROMPTS[:1], DecodeConfig(depth=3, drafter="eagle", max_new_tokens=4))
+    tree = generate(pair, PROMPTS[:1], DecodeConfig(depth=3, drafter="eagle", max_new_tokens=4, tree_nodes=16, tree_topk=4))
+    drafted = [t.id for t in next(s for s in chain.steps if s.kind == "decode").seqs[0].drafted]
+    record = next(s for s in tree.steps if s.kind == "decode").seqs[0].tree
+    best, node = [], -1
+    while kids := record.children(node):
+        node = kids[0]
+        best.append(record.ids[node])
+    assert len(best) >= 2 and best[: len(drafted)] == drafted[: len(best)]
