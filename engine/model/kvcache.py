@@ -24,6 +24,7 @@ from transformers import DynamicCache
 
 from engine.costs import ModelCosts
 from engine.model.forward import CostCounter, make_forward
+from engine.model.prefix_cache import WarmPrefix, digest
 
 # Hole columns (beyond the longest row) tolerated before a compaction: attention over a few masked
 # columns is cheaper than copying every layer's keys and values after every step.
@@ -76,6 +77,7 @@ class RaggedCache:
         self.run = make_forward(model, device, runner=runner, backend=backend)
         self.lean = self.run.lean  # the LeanLlama when the lean forward runs this model, else None
         self.cache = DynamicCache(config=self.run.config)
+        self.runner_model = runner
 
     def start(self, model, device: torch.device, costs: ModelCosts, backend) -> None:
         """The bookkeeping every ragged cache keeps, whatever holds its keys and values (a subclass's own buffers
@@ -88,7 +90,7 @@ class RaggedCache:
         self.width = 0  # physical columns W
         self.valid = torch.zeros(0, 0, dtype=torch.bool, device=device)  # (B, W): real (unmasked) columns
         self.compactions = 0  # per-row gathers done so far (see COMPACT_SLACK)
-        self.warm = None  # a warm prefix cache (engine/model/prefix_cache.py) a shared prefill may read: static buffers only
+        self.warm = None  # a warm prefix cache (engine/model/prefix_cache.py) a shared prefill may read
         self.warm_hits = 0  # shared prefixes read from it instead of prefilled
 
     @property
@@ -156,8 +158,42 @@ class RaggedCache:
         return logits, joined_hidden(first[1], hidden, own)
 
     def prefix_pass(self, prefix_ids: torch.Tensor, return_hidden, features):
-        """The shared prefix's pass at batch 1 over the empty cache (prefix_ids (1, P)); what `forward` returns."""
-        return self.forward(prefix_ids, logits_to_keep=1, return_hidden=return_hidden, features=features)
+        """The shared prefix's pass at batch 1 over the empty cache (prefix_ids (1, P)); what `forward` returns. Read
+        from the warm prefix cache where it holds this prefix (`self.warm`, engine/model/prefix_cache.py): its keys and
+        values become the first row instead of the pass (nothing is counted: nothing ran); after a miss the pass's are
+        filed there. The key: the model, how its keys and values are held (`warm_identity`), the prefix's token ids, a
+        digest of the features fed with them, the hidden states asked for."""
+        if self.warm is None:
+            return self.forward(prefix_ids, logits_to_keep=1, return_hidden=return_hidden, features=features)
+        spec = return_hidden if isinstance(return_hidden, tuple) else bool(return_hidden)
+        key = (*self.warm_identity(), tuple(prefix_ids[0].tolist()), digest(features), spec)
+        entry = self.warm.get(key)
+        if entry is not None:
+            self.take_warm(entry)
+            self.warm_hits += 1
+            return (None, entry.hidden) if spec else None
+        out = self.forward(prefix_ids, logits_to_keep=1, return_hidden=return_hidden, features=features)
+        live = [(k.clone(), v.clone()) for k, v in self.first_columns(prefix_ids.shape[1])]
+        self.warm.put(key, WarmPrefix(tuple(k for k, _ in live), tuple(v for _, v in live), out[1].clone() if spec else None))
+        return out
+
+    def warm_identity(self) -> tuple:
+        """What a warm prefix's key holds besides its tokens: the model (its keys and values take its weights' dtype) and
+        the forward that fills a dynamic cache."""
+        model = self.runner_model if self.runner_model is not None else self.model
+        return id(model), f"dynamic {type(self.run).__name__}"
+
+    def first_columns(self, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer, row 0's first `n` keys and values (views)."""
+        return [(layer.keys[:1, :, :n], layer.values[:1, :, :n]) for layer in self.cache.layers]
+
+    def take_warm(self, entry: WarmPrefix) -> None:
+        """A warm prefix as this cache's one row (after a prefix's bookkeeping in `prefill_shared`)."""
+        for i, (keys, values) in enumerate(zip(entry.keys, entry.values)):
+            self.cache.update(keys.clone(), values.clone(), i)  # into the empty cache: later passes append to copies
+        n = entry.tokens
+        self.lengths = torch.tensor([n], dtype=torch.long, device=self.device)
+        self.width, self.valid = n, torch.ones(1, n, dtype=torch.bool, device=self.device)
 
     def attention_mask(self, n_new: int, new_valid: torch.Tensor | None = None) -> torch.Tensor:
         """(B, W + n_new) bool: each row's valid columns and the new tokens."""

@@ -1,13 +1,13 @@
 """A warm shared prefix: the keys and values a shared prefill computed for its prefix (engine/model/kvcache.py,
 `RaggedCache.prefill_shared`), kept for the next run over the same prefix, so a page that decodes one document again
-and again (the app's warm-up and interleaved rounds, a class rerunning a lesson) prefills it once.
-
-The caller owns it and hands it to a run (`generate(..., prefix_cache=...)`): the app keeps one per model pair and uses
-it only inside its run lock, so one run at a time reads or writes it; the engine keeps nothing between runs itself.
-Each model's cache files its prefix under its own key: the model (or the EAGLE head), the backend, the buffers'
-dtype, the prefix's token ids and, for a head fed with the target's features, a digest of those features. A hit
-copies the stored keys and values into the first row instead of running the prefix's pass; the same pass on the same
-inputs computes the same values, so a warm run's output is the cold run's.
+and again (the app's warm-up and interleaved rounds, a class rerunning a lesson) prefills it once. The caller owns it
+and hands it to a run (`generate(..., prefix_cache=...)`): the app keeps one per model pair and uses it only inside
+its run lock, so one run at a time reads or writes it; the engine keeps nothing between runs itself. Each model's
+cache files its prefix under its own key: the model (or the EAGLE head), the backend (static buffers: with their
+dtype; a dynamic cache: the forward that fills it), the prefix's token ids and, for a head fed with the target's
+features, a digest of those features. A hit copies the stored keys and values into the first row instead of running
+the prefix's pass; the same pass on the same inputs computes the same values, so a warm run's output is the cold
+run's.
 
 Memory is bounded: at most MAX_ENTRIES prefixes (the least recently used go first), each at most MAX_TOKENS tokens.
 For the embedded SmolLM2-135M target a 4,096-token prefix holds 30 layers x 2 x 3 kv heads x 64 x 4,096 values,

@@ -40,7 +40,7 @@ from engine.model.kvcache import RaggedCache
 from engine.model.layer import buffer_store
 from engine.model.pass_masks import pass_mask
 from engine.model.passes import Pass
-from engine.model.prefix_cache import WarmPrefix, digest
+from engine.model.prefix_cache import WarmPrefix
 from engine.options import MAX_DEPTH, ConfigError, GraphMode
 
 CAPACITY_MARGIN = 8  # spare columns beyond the longest the bookkeeping allows
@@ -176,30 +176,20 @@ class StaticRaggedCache(RaggedCache):
             self.pooled.ensure(rows, capacity, make)
             self.kv = self.pooled.kv
 
-    def prefix_pass(self, prefix_ids, return_hidden, features):
-        """RaggedCache.prefix_pass, read from the warm prefix cache where it holds this prefix (`self.warm`,
-        engine/model/prefix_cache.py): its keys and values copied into the first row instead of the pass; after a
-        miss the pass's are filed there."""
-        if self.warm is None:
-            return super().prefix_pass(prefix_ids, return_hidden, features)
+    # --- a warm prefix (RaggedCache.prefix_pass) over the buffers --------------------------------------
+    def warm_identity(self) -> tuple:
         model = self.runner_model if self.runner_model is not None else self.model
-        spec = return_hidden if isinstance(return_hidden, tuple) else bool(return_hidden)
-        key = (id(model), self.backend.name, str(self.kv.keys[0].dtype), tuple(prefix_ids[0].tolist()), digest(features), spec)
-        entry = self.warm.get(key)
-        if entry is not None:
-            n = entry.tokens
-            for (k, v), keys, values in zip(self.kv.layers(), entry.keys, entry.values):
-                k[:1, :, :n], v[:1, :, :n] = keys, values
-            self.lengths = torch.tensor([n], dtype=torch.long, device=self.device)
-            self.width, self.valid = n, torch.ones(1, n, dtype=torch.bool, device=self.device)
-            self.warm_hits += 1
-            return (None, entry.hidden) if spec else None
-        out = super().prefix_pass(prefix_ids, return_hidden, features)
-        n = prefix_ids.shape[1]
-        live = [(k[:1, :, :n].clone(), v[:1, :, :n].clone()) for k, v in self.kv.layers()]
-        hidden = out[1].clone() if spec else None
-        self.warm.put(key, WarmPrefix(tuple(k for k, _ in live), tuple(v for _, v in live), hidden))
-        return out
+        return id(model), self.backend.name, str(self.kv.keys[0].dtype)
+
+    def first_columns(self, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return [(k[:1, :, :n], v[:1, :, :n]) for k, v in self.kv.layers()]
+
+    def take_warm(self, entry: WarmPrefix) -> None:
+        n = entry.tokens
+        for (k, v), keys, values in zip(self.kv.layers(), entry.keys, entry.values):
+            k[:1, :, :n], v[:1, :, :n] = keys, values
+        self.lengths = torch.tensor([n], dtype=torch.long, device=self.device)
+        self.width, self.valid = n, torch.ones(1, n, dtype=torch.bool, device=self.device)
 
     # --- the pass -------------------------------------------------------------------------------------
     def forward(self, input_ids, logits_to_keep=0, return_hidden=False, new_valid=None, features=None):

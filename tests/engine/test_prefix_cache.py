@@ -19,7 +19,7 @@ def pair(tokenizer, tmp_path_factory):
     return tiny_eagle_pair(tokenizer, tmp_path_factory.mktemp("eagle-warm"))
 
 
-@pytest.mark.parametrize("backend", ["native", "fused"])
+@pytest.mark.parametrize("backend", ["native", "fused", "torch", "transformers"])
 @pytest.mark.parametrize(
     "cfg",
     [
@@ -33,6 +33,8 @@ def pair(tokenizer, tmp_path_factory):
 def test_a_warm_prefix_decodes_what_a_cold_prefill_decodes(pair, backend, cfg):
     if backend == "native" and not cpukernels.available():
         pytest.skip(no_kernels_reason())
+    if backend == "transformers" and cfg.drafter == "eagle":
+        pytest.skip("transformers' forward gives no hidden states: the EAGLE head runs on the lean forward only")
     cfg = DecodeConfig.from_dict(cfg.to_dict() | {"backend": backend})
     cold = generate(pair, PROMPTS, cfg)
     store = PrefixCache()
@@ -44,7 +46,7 @@ def test_a_warm_prefix_decodes_what_a_cold_prefill_decodes(pair, backend, cfg):
     assert store.hits == caches and store.misses == caches
 
 
-def test_another_prefix_or_model_misses(pair):
+def test_another_prefix_model_or_forward_misses(pair):
     cfg = DecodeConfig(mode="autoregressive", max_new_tokens=4, backend="fused")
     store = PrefixCache()
     generate(pair, PROMPTS, cfg, prefix_cache=store)
@@ -54,6 +56,9 @@ def test_another_prefix_or_model_misses(pair):
     native_cfg = DecodeConfig.from_dict(cfg.to_dict() | {"backend": "native"}) if cpukernels.available() else None
     if native_cfg is not None:  # another backend files its own entry: its buffers hold other numbers
         assert generate(pair, PROMPTS, native_cfg, prefix_cache=store).meta["warm_prefix"] == 0
+    for dynamic in ("torch", "transformers"):  # a dynamic cache files its own too, one per forward
+        dynamic_cfg = DecodeConfig.from_dict(cfg.to_dict() | {"backend": dynamic})
+        assert [generate(pair, PROMPTS, dynamic_cfg, prefix_cache=store).meta["warm_prefix"] for _ in range(2)] == [0, 1]
 
 
 def _entry(tokens: int) -> WarmPrefix:
