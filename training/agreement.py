@@ -22,7 +22,7 @@ drafted token was the teacher-forced argmax at 98% of them.
 
 The match between the engine and teacher forcing is itself a check on the engine: the drafter's cache,
 the features (EAGLE) and the rollback after each verify must give it the same inputs a full forward
-would. tests/test_agreement.py checks it in float32.
+would. tests/training/test_agreement.py checks it in float32.
 """
 
 from __future__ import annotations

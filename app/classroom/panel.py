@@ -359,7 +359,7 @@ def student_live(
     fragment: no page rerun per student; the watch has shown this student's result file already (publish_pages), and
     the run gives it the same HTML. Only the teacher moving to another lesson reruns the page (its lesson picker
     and question change). A fragment's tick must draw again all it shows (Streamlit clears what a tick leaves out),
-    so the result's figures are replayed from caches (app/lessons/class_page.py), not rebuilt."""
+    so the result's figures are replayed from caches (app/lessons/kit/class_page.py), not rebuilt."""
     watch.draw_once()  # an old place's fragment run in the same pass reruns the page (watch.once_in_pass)
     committed = st.session_state.get(COMMITS, 0)  # predictions sent: the watch blurs the input when this grew
     where = watch.beacon(store, me.code)  # the file's number is read before the class is

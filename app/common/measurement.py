@@ -73,7 +73,7 @@ DECODE = {  # decoding apart from prefill (decode_fields): a lane's time to firs
     "passes": [["int"]],  # its decode passes as [tokens per pass, draft depth, steps] (the H200 re-timing)
 }
 # Lessons 6 and 7's rows (2026-12-05 on; optional, older recordings lack them): the median run's decode tokens and
-# its decode passes as [tokens per pass, draft depth, steps], what app/lessons/retime.py prices on the H200.
+# its decode passes as [tokens per pass, draft depth, steps], what app/lessons/kit/retime.py prices on the H200.
 SHAPES = {"decode_tokens?": "int", "passes?": [["int"]]}
 LANE = {
     "summary": {
@@ -139,8 +139,8 @@ SEED_PASS = {
 PAIR_RUN = {"ar": LANE, "spec": LANE, "m": NUMBERS}
 SETTINGS = {"*": "num"}
 # Lessons 1-3 (2026-12-03 on; optional, older recordings lack them): the settings a run resolved from this machine's
-# pass curve (app/lessons/pass_lessons.py: room, depth, batch, largest, past), the curve itself, each contender's
-# warm-up run (app/lessons/runs.py warm_up: never inside a lane), and lesson 2's decode steps' FLOPs and bytes.
+# pass curve (app/lessons/kit/runs.py: room, depth, batch, largest, past), the curve itself, each contender's
+# warm-up run (app/lessons/kit/runs.py warm_up: never inside a lane), and lesson 2's decode steps' FLOPs and bytes.
 CHOSEN = {"chosen?": {"*": "int"}, "curve?": CURVE}
 WARMUP = {"warmup?": [{"contender": "str", "s": "num", "decode_tokens_per_s": "num"}]}
 DECODE_COSTS = {k: "num" for k in ("tokens", "flops", "bytes", "flops_wasted")}

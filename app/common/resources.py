@@ -286,7 +286,7 @@ def model_turn(notice):
 def classroom_store():
     """The class-session store (app/classroom/store.py), one for the whole server: a SQLite file under
     $SPECLAB_DATA. Opening it can raise ClassroomError, OSError or sqlite3.Error (not cached: the next run
-    retries); the Lessons page turns them into one notice (app/lessons/class_page.py)."""
+    retries); the Lessons page turns them into one notice (app/lessons/kit/class_page.py)."""
     from app.classroom.beacon import FOLDER, ClassBeacons  # here, so this file's other users do not load the store
     from app.classroom.store import ClassroomStore
 

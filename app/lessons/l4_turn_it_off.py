@@ -144,7 +144,7 @@ def settings_of(m: dict, s: dict) -> dict:
 # --- 4. turn it off ---------------------------------------------------------------------------------
 def turn_it_off(pair, probe, s: dict) -> dict:
     """Plain, always-on (draft model, depth k) and off-above-batch-N decoding of one batch of prompts whose answers
-    end at different lengths (app/lessons/switch.py), interleaved TURN_OFF_ROUNDS times; k, the batch and N chosen
+    end at different lengths (`ragged_prompts`), interleaved TURN_OFF_ROUNDS times; k, the batch and N chosen
     from this machine's room where their knobs are 0. Besides the lanes: each lane's decode rate while more than N
     rows decoded and once N or fewer remained, per run, and its median run's steps (live batch, depth, ms)."""
     curve, room = machine_curve(pair)
@@ -319,7 +319,7 @@ RECORD = Experiment(
         "m": NUMBERS,
         **CHOSEN,
         **WARMUP,
-        # lesson 4 (app/lessons/switch.py): each lane's decode rate per phase over its runs, its median run's steps
+        # lesson 4 (this record): each lane's decode rate per phase over its runs, its median run's steps
         "phases?": {"*": {"full?": SPREAD, "shrunk?": SPREAD}},
         "steps?": {"*": [["num"]]},
     },

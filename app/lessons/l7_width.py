@@ -92,8 +92,8 @@ def width_configs(drafter: str, depth: int, nodes: int, topk: int) -> list[Decod
 def width(pair, probe, s: dict) -> dict:
     """The four contenders at batch 1 (WIDTH_PROMPTS held-out prompts, one after another) and at the large batch,
     each run WIDTH_ROUNDS times, interleaved at each batch size; the shapes chosen from this machine's room where
-    their knobs are 0. Goodput's row adds the shape its median run verified at each step (app/lessons/width.py
-    `goodput_fields`); it starts from what earlier goodput runs of this process learnt."""
+    their knobs are 0. Goodput's row adds the shape its median run verified at each step (`goodput_fields`); it starts
+    from what earlier goodput runs of this process learnt."""
     curve, room = machine_curve(pair)
     c = width_choice(room, s)
     drafter, depth, nodes, topk = model_drafter(pair), c["depth"], c["nodes"], c["topk"]
@@ -194,7 +194,7 @@ def pass_text(c: dict | None) -> str:
 def width_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     """Decoding-alone tokens/s of plain, chain, tree and (newer measurements) goodput at both batches (the median on
     each bar, above its whisker; tokens per pass in its hover and the table), and tokens emitted per pass. What goodput
-    chose per step is app/lessons/width_steps.py's picture."""
+    chose per step is `shapes_figure`'s picture."""
     rows = m["rows"]
     xs = sorted({r["batch"] for r in rows})
     cats = [f"batch {b}" for b in xs]

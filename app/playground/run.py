@@ -1,5 +1,5 @@
 """The Playground's runs: both lanes warmed up untimed, then decoded live in interleaved rounds (AR, speculative, AR,
-speculative …, as app/lessons/runs.py does for the lessons), what a load-aware policy priced k with, and the draft-tree
+speculative …, as app/lessons/kit/runs.py does for the lessons), what a load-aware policy priced k with, and the draft-tree
 viewer (app/playground/playground.py calls them)."""
 
 from __future__ import annotations

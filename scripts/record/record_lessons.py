@@ -2,7 +2,7 @@
 
 Teacher mode on the Lessons page shows these recordings at once, so a class on slow laptops or a cold
 Space does not wait; "Re-measure live" beside them runs the same experiment on the machine serving
-the page. Each recording is a real run of the lesson's own experiment (app/lessons/experiments.py) at
+the page. Each recording is a real run of the lesson's own experiment (its record, app/lessons/lNN_*.py) at
 its default settings, with the embedded pair and dtype "auto", saved as checked measurement JSON
 (app/common/measurement.py) and labelled with the machine (the probe's device name), the dtype, the date and
 the machine's load average while it ran (other work on a shared machine slows every timing). A recording made
@@ -10,7 +10,7 @@ beside other work (load average above the core count, or other processes keeping
 during a run: measurement.disturbed) gets a note that starts "DISTURBED", which the page shows as a warning.
 Every contender runs several times, interleaved, and the recording keeps each run (the spread).
 The step-through trace is a real batch-1 greedy EAGLE run, saved with Trace.to_json and read back with
-the strict loader. Lessons 1-3 choose their settings from this machine's pass curve (app/lessons/pass_lessons.py);
+the strict loader. Lessons 1-3 choose their settings from this machine's pass curve (app/lessons/kit/runs.py);
 --refresh-curve measures it again first. Rerun to refresh (several minutes on a 2-core CPU):
 
     python scripts/record/record_lessons.py [--only memory_bound,more_flops] [--refresh-curve] [--note "shared, noisy machine"]
@@ -62,7 +62,7 @@ CURVE_TRIES = 4
 
 def steady_curve(pair):
     """This machine's pass curve measured again (it is cached for the app and the lessons that choose their settings
-    from it) until two measurements in a row agree on the room (app/lessons/numbers.py), at most CURVE_TRIES times: a
+    from it) until two measurements in a row agree on the room (app/lessons/kit/numbers.py), at most CURVE_TRIES times: a
     room that moves between two measurements was set by noise, not by the machine."""
     rooms = []
     for _ in range(CURVE_TRIES):

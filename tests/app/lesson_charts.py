@@ -85,7 +85,7 @@ def lesson_figures() -> dict:
 
 
 def retimed_variants() -> dict:
-    """The re-timed chart (app/lessons/retime.py `figure`) in the two shapes no single recording draws, from the shipped
+    """The re-timed chart (app/lessons/kit/retime.py `figure`) in the two shapes no single recording draws, from the shipped
     recordings' own lanes: lesson 3's speculative runs drafting with a drafter nobody priced (their bars ceilings), and
     lessons 3 and 5 in one measurement (twelve runs, cut into panels)."""
     import copy

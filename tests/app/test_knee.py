@@ -1,4 +1,4 @@
-"""app/lessons/numbers.py: a lesson's settings from the measured room of the machine's pass-cost curve."""
+"""app/lessons/kit/numbers.py: a lesson's settings from the measured room of the machine's pass-cost curve."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""The Lessons page's result charts and tables (app/lessons/figures.py): every shipped recording draws, the figures
+"""The Lessons page's result charts and tables (app/lessons/kit/figures.py): every shipped recording draws, the figures
 carry the measurement's numbers and its label, hostile text is escaped, spread shows as whiskers only where the
 run was repeated, and thin measurements (one row, missing optional fields) still draw."""
 

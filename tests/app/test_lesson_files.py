@@ -220,7 +220,7 @@ def test_lesson_texts_quote_no_cpu_recording():
 
 
 def test_texts_quote_the_h200_room_and_knee_the_recording_gives():
-    """Issue 53: one room (the 1.25× point, app/lessons/numbers.py) and one knee (the 1.5× point), both read off the
+    """Issue 53: one room (the 1.25× point, app/lessons/kit/numbers.py) and one knee (the 1.5× point), both read off the
     recorded H200 curve, in every text; never "a few hundred" or the probed ridge standing in for either."""
 
     curves, problems = gpu.recorded_curves()

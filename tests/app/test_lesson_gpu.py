@@ -1,4 +1,4 @@
-"""The Lessons page's GPU panel (app/lessons/gpu.py, show.show_gpu_panel): the recorded H200 curves load through the
+"""The Lessons page's GPU panel (app/lessons/kit/gpu.py, show.show_gpu_panel): the recorded H200 curves load through the
 engine's strict reader and carry machine, date, source and "random weights in real shapes"; the Predictor's numbers
 are labelled as a model and computed from engine/roofline, not typed in; cited results name their source; a broken
 recording is one warning, not a crash; and every lesson draws a chart and a panel naming the GPU."""

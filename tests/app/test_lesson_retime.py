@@ -1,4 +1,4 @@
-"""A lesson's own run re-timed from the H200 recordings (app/lessons/retime.py), shown in the GPU panel, and the
+"""A lesson's own run re-timed from the H200 recordings (app/lessons/kit/retime.py), shown in the GPU panel, and the
 panel's numbers (knee, KV ridge) computed from the recordings and the model; frame()'s layout; the Predictor's
 explanation of a win past the weights-only ridge. Lanes are built from the shipped real traces (assets/traces/)."""
 

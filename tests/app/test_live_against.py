@@ -1,6 +1,6 @@
-"""A live result beside its shipped recording (app/lessons/against.py): the key numbers side by side, and a live
+"""A live result beside its shipped recording (app/lessons/kit/against.py): the key numbers side by side, and a live
 result that differs says so and why, from the numbers each run measured; and a live run beside another busy process
-records the other load during its own timing and is flagged (app/lessons/pass_lessons.py metered,
+records the other load during its own timing and is flagged (app/lessons/kit/runs.py metered,
 numbers.disturbed_live). The live test runs lesson 1 on the real embedded pair while a real busy loop runs beside it."""
 
 from __future__ import annotations

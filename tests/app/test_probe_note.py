@@ -1,4 +1,4 @@
-"""Lesson 1's pass against the probe (app/lessons/probe_note.py), and the probe itself (engine.hardware.probe): a
+"""Lesson 1's pass against the probe (app/lessons/l1_memory_bound.py, `pass_against_probe`), and the probe itself (engine.hardware.probe): a
 pass above the probed bandwidth is explained with its numbers, a live probe far below the recording's is named a
 disturbed machine, and the probe reports the higher of a copy and a read."""
 

@@ -1,5 +1,5 @@
 """Lesson 0, one speculative step: the drawn stage pictures (app/views/step_pictures.py), the step's measurement
-(app/views/stepthrough.py step_measurement) and what the page concludes from it (app/lessons/step_lesson.py).
+(app/views/stepthrough.py step_measurement) and what the page concludes from it (app/lessons/l0_one_step.py).
 Pure functions on the shipped recorded step and on edited copies of it; no streamlit, no model."""
 
 from __future__ import annotations

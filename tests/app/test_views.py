@@ -530,7 +530,7 @@ def test_envelope_sets_adaptive_policies_against_the_best_static_choice():
     assert sweep.envelope([]) == [] and sweep.envelope_summary([]) == []
 
 
-# --- Lesson 6: tokens/s against batch size per policy (app/views/load.py) ------------------------
+# --- Lesson 6: tokens/s against batch size per policy (app/lessons/kit/numbers.py) ------------------------
 LOAD_ROWS = [
     {
         "batch": b,

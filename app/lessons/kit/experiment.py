@@ -165,7 +165,7 @@ def model_drafter(pair) -> str:
     return "eagle" if drafter_name(pair, "eagle") else "model"
 
 
-ROUNDS = 3  # every contender runs this many times, interleaved (app/lessons/runs.py); a lesson may run fewer
+ROUNDS = 3  # every contender runs this many times, interleaved (app/lessons/kit/runs.py); a lesson may run fewer
 
 
 def lane_jobs(prompts: list[str], depth: int, drafter: str, tokens: int, **spec) -> dict[str, Job]:
@@ -218,7 +218,7 @@ def cell_rounds(a, b, batch):
 DEPTHS = tuple(range(1, 9))
 
 
-CURVE_HELP = "0: chosen from this machine's pass curve (app/lessons/numbers.py)"
+CURVE_HELP = "0: chosen from this machine's pass curve (app/lessons/kit/numbers.py)"
 
 
 def pair_numbers(pairs: list[tuple[str, dict, dict | None]]) -> list[tuple[str, str]]:

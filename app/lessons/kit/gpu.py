@@ -126,14 +126,14 @@ def recorded_curves(paths: list[Path] | None = None) -> tuple[list[Curve], list[
     return curves, problems
 
 
-KNEE_FACTOR = numbers.KNEE  # the lessons' one knee (app/lessons/numbers.py): a pass costing 1.5× the one-token pass
+KNEE_FACTOR = numbers.KNEE  # the lessons' one knee (app/lessons/kit/numbers.py): a pass costing 1.5× the one-token pass
 
 
 KNEE_SHAPE, KNEE_MODE = "qwen2.5-7b", "graph"  # the curve whose knee the panel and the lesson texts quote
 
 
 def knee_tokens(curve: Curve, factor: float = KNEE_FACTOR) -> float | None:
-    """The knee of a recorded curve by the one definition (app/lessons/numbers.py `knee_tokens`); None past it."""
+    """The knee of a recorded curve by the one definition (app/lessons/kit/numbers.py `knee_tokens`); None past it."""
     return numbers.knee_tokens(curve.tokens, curve.ms, factor)
 
 

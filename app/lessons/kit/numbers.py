@@ -259,7 +259,7 @@ PLAIN = "plain decoding"
 RATE_KEYS = ("decode_tokens_per_s", "decode_tokens_per_s_runs", "tokens_per_s", "tokens_per_s_runs")  # decoding alone; whole run
 
 
-SHAPE_KEYS = ("decode_tokens", "passes")  # the median run's decode pass shapes, for the H200 re-timing (app/lessons/retime.py)
+SHAPE_KEYS = ("decode_tokens", "passes")  # the median run's decode pass shapes, for the H200 re-timing (app/lessons/kit/retime.py)
 
 
 ROW_KEYS = (*RATE_KEYS, "alpha", "tpot_ms", "other_cores", *SHAPE_KEYS)

@@ -211,7 +211,7 @@ def live_disturbed(name: str, m: dict, machine: str) -> str | None:
 
 def show_against(name: str, experiment: Experiment, result: dict, rec: dict | None) -> None:
     """A live result beside the shipped recording: the key numbers side by side with the machine and date of each, and
-    what differs (other settings first), named and explained from what each run measured (app/lessons/against.py)."""
+    what differs (other settings first), named and explained from what each run measured (app/lessons/kit/against.py)."""
     if result["source"] != "live" or rec is None or experiment.walkthrough is not None:
         return
     p, m = experiment.predict, result["measurement"]
@@ -358,7 +358,7 @@ def chosen_settings(settings: dict | None, result: dict | None) -> dict:
 
 def show_gpu_panel(lesson_name: str, settings: dict, text: str = "", result: dict | None = None) -> None:
     """The lesson on a GPU, beside this machine's CPU: the lesson's own text, the lesson's run re-timed with SpecLab's
-    recorded H200 pass costs (`result`: the result the page shows, live or recorded; app/lessons/retime.py), the recorded
+    recorded H200 pass costs (`result`: the result the page shows, live or recorded; app/lessons/kit/retime.py), the recorded
     H200 pass curves (measured), the Predictor at the lesson's settings (model) and published results (cited). No model
     is loaded."""
     key, record = f"gpu_{lesson_name}_", registry.EXPERIMENTS[lesson_name]

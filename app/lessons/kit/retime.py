@@ -278,7 +278,7 @@ def _draws(sr: dict, row: dict) -> bool:
 
 
 def _panel(fig: go.Figure, table: list[dict], series: list[dict], keys: tuple[str, str], unit: str, row: int) -> list[float]:
-    """One panel of grouped bars (app/lessons/figures.py grouped_bars): each bar's value over it where every bar has
+    """One panel of grouped bars (app/lessons/kit/figures.py grouped_bars): each bar's value over it where every bar has
     room (a ceiling's says so), its hover how its drafting was priced. Returns the values drawn."""
     drawn, grouped, dressed = [], [], []
     for i, sr in enumerate(series):
@@ -304,7 +304,7 @@ def figure(m, label: str = "") -> go.Figure | None:
     """Speedup over plain decoding per lane, and under it decode tokens/s on a log axis: measured on this machine beside
     the same steps re-timed on the H200; the re-timed bars whose drafting could not be priced drawn apart
     (cross-hatched) and labelled as a ceiling. Many lanes are cut into panels a narrow chart can label
-    (app/lessons/retime_layout.py). None where no lane carries pass shapes."""
+    (`_panel`). None where no lane carries pass shapes."""
     table = [r for r in rows(m) if r[SPEED_KEYS[0]] is not None or r[SPEED_KEYS[1]] is not None]
     if not table:
         return None

@@ -158,7 +158,7 @@ def chosen(options) -> tuple[int, ...]:
 
 
 def knee_tokens(tokens, ms_) -> float:
-    """The knee of a measured pass curve as a recording stores it (app/lessons/numbers.py `knee_tokens`, the one
+    """The knee of a measured pass curve as a recording stores it (app/lessons/kit/numbers.py `knee_tokens`, the one
     definition), the last point measured where the curve never reaches it (the knee lies past the curve)."""
     found = numbers.knee_tokens(tokens, ms_)
     return float(tokens[-1]) if found is None else found
