@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.decoding.chain_value import expected_tokens
-from engine.decoding.goodput_steps import ACCEPT_DECAY, first_drafts
+from engine.decoding.goodput_steps import ACCEPT_DECAY
 
 ROW_PRIOR = 6.0  # a row's own estimate starts at the batch's, worth this many observations
 
@@ -35,10 +35,10 @@ class RowAcceptance:
 
     counts: dict[int, list[float]] = field(default_factory=dict)
 
-    def observe(self, step) -> None:
-        """Count each row that drafted this step at the first position (a tree's: its best first-level child, as the
-        batch's counts read it, engine/decoding/goodput_steps.py `first_drafts`)."""
-        for row, hits in first_drafts(step):
+    def observe(self, drafts) -> None:
+        """Count each row that drafted in a step at the first position: `drafts`, the step's
+        engine/decoding/goodput_steps.py `first_drafts` (a tree's first position: its best first-level child)."""
+        for row, hits in drafts:
             kept, reached = self.counts.setdefault(row, [0.0, 0.0])
             self.counts[row] = [ACCEPT_DECAY * kept + hits[0], ACCEPT_DECAY * reached + 1.0]
 

@@ -405,8 +405,7 @@ class GoodputDepth:
         for shape in self.since:
             self.since[shape] += 1
         self.plain_run = self.plain_run + 1 if step.depth == 0 else 0
-        learn(self, step)
-        self.row_accept.observe(step)
+        learn(self, step)  # with each row's own count (`row_accept`)
         self.observed += 1
         last = all(row.finished for row in step.seqs)
         if self.memory_key is not None and (last or self.observed % REMEMBER_STEPS == 0):

@@ -42,7 +42,9 @@ def learn(policy, step) -> None:
     # raise it (docs/engine.md, "goodput from the first run").
     plain = step.depth == 0 and step.tree_nodes is None
     after_plain, policy._after_plain = policy._after_plain, plain
-    reached, kept = observed(policy, step)
+    drafts = first_drafts(step)  # read once: the batch's chain positions and each row's own count
+    reached, kept = observed(policy, drafts)
+    policy.row_accept.observe(drafts)
     for j, counts in enumerate(policy.counts):
         if reached[j] or plain:  # a position this step measured; on a plain step every position (it drifts to the prior)
             counts[0] = ACCEPT_DECAY * counts[0] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT * policy.prior[j] + kept[j]
@@ -81,12 +83,12 @@ def first_drafts(step) -> list[tuple[int, list[bool]]]:
     return out
 
 
-def observed(policy, step) -> tuple[list[int], list[int]]:
-    """(reached, kept) per chain position in this step: a row reaches position j if it drafted it (in a tree, on the
-    chain inside) and kept 1..j-1."""
+def observed(policy, drafts) -> tuple[list[int], list[int]]:
+    """(reached, kept) per chain position over a step's `first_drafts`: a row reaches position j if it drafted it (in a
+    tree, on the chain inside) and kept 1..j-1."""
     reached = [0] * len(policy.accept)
     kept = [0] * len(policy.accept)
-    for _, hits in first_drafts(step):
+    for _, hits in drafts:
         for j, hit in enumerate(hits[: len(policy.accept)]):
             reached[j] += 1
             kept[j] += hit

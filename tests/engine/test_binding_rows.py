@@ -33,11 +33,11 @@ def test_one_row_an_undescribed_batch_or_rows_that_accept_alike_bind_at_one():
     assert rows.factor((0,), (10,), [0.5]) == 1.0  # batch 1: the row is the batch
     assert rows.factor((), (), [0.5]) == 1.0  # a caller that does not say which rows are in flight
     for _ in range(6):
-        rows.observe(_step(1, [1, 0, 1, 0], verify_ms=10.0, draft_ms=1.0))  # every row: none yet, a prior of 0.5
+        rows.observe(first_drafts(_step(1, [1, 0, 1, 0], verify_ms=10.0, draft_ms=1.0)))  # every row: none yet, a prior of 0.5
     alike = RowAcceptance()
     for _ in range(6):
-        alike.observe(_step(1, [1, 1, 1, 1], verify_ms=10.0, draft_ms=1.0))
-        alike.observe(_step(1, [0, 0, 0, 0], verify_ms=10.0, draft_ms=1.0))
+        alike.observe(first_drafts(_step(1, [1, 1, 1, 1], verify_ms=10.0, draft_ms=1.0)))
+        alike.observe(first_drafts(_step(1, [0, 0, 0, 0], verify_ms=10.0, draft_ms=1.0)))
     assert alike.factor((0, 1, 2, 3), (20, 20, 20, 20), [0.5]) == pytest.approx(1.0, abs=0.05)
 
 
@@ -48,7 +48,7 @@ def test_the_row_with_the_most_steps_left_binds_not_the_lowest_acceptance_alone(
     the one row."""
     rows = RowAcceptance()
     for _ in range(10):
-        rows.observe(_step(1, [1, 1, 0, 0], verify_ms=10.0, draft_ms=1.0))
+        rows.observe(first_drafts(_step(1, [1, 1, 0, 0], verify_ms=10.0, draft_ms=1.0)))
     batch = [0.5, 0.5]
     low = rows.estimate(2, 0.5)
     assert low == pytest.approx(ROW_PRIOR * 0.5 / (sum(0.96**i for i in range(10)) + ROW_PRIOR))
@@ -127,7 +127,7 @@ def test_a_tree_step_teaches_goodput_the_chain_positions_and_each_rows_first():
     tree_step.seqs = [_tree_row(0, [True, False, True, False]), _tree_row(1, [False, True, False, False])]
     assert first_drafts(tree_step) == [(0, [True, True]), (1, [False])]
     policy = GoodputDepth(curve=FLAT, max_depth=3, draft_cost_ratio=0.02, accept=[0.5, 0.5, 0.5])
-    assert observed(policy, tree_step) == ([2, 1, 0], [1, 1, 0])
+    assert observed(policy, first_drafts(tree_step)) == ([2, 1, 0], [1, 1, 0])
     policy.observe(tree_step)
     assert policy.counts[0][1] == pytest.approx(0.96 * 2.0 + 0.04 * 2.0 + 2)  # two rows reached the first position
     assert policy.row_accept.counts == {0: [1.0, 1.0], 1: [0.0, 1.0]}
