@@ -74,6 +74,21 @@ def browser_page(chromium, height: int):
         context.close()
 
 
+def upload(frame, n: int, name: str, payload, tries: int = 3) -> None:
+    """Put a file in the page's n-th uploader and wait for its chip. A file set while a rerun (the previous upload's)
+    is replacing the uploaders lands on an input that is gone and is lost: wait for the app to be idle first, and set
+    it again on the current input where its chip did not come."""
+    for attempt in range(tries):
+        frame.locator('[data-testid="stStatusWidget"]').wait_for(state="detached", timeout=120_000)  # no rerun under way
+        frame.locator('input[type="file"]').nth(n).set_input_files(payload)
+        try:
+            frame.locator('[data-testid="stFileChipName"]', has_text=name).wait_for(timeout=20_000)
+            return
+        except Exception:
+            if attempt == tries - 1:
+                raise
+
+
 def test_playground_run_and_race_replay(server, chromium):
     (ROOT / "artifacts").mkdir(exist_ok=True)
     with browser_page(chromium, height=4200) as page:
@@ -245,10 +260,8 @@ def test_a_hostile_trace_loads_runs_and_shows_nothing_it_did_not_come_with(serve
         page.locator('input[type="file"]').first.wait_for(state="attached", timeout=60_000)
         # the sample's results leave when that run ends, a moment after the uploaders draw: wait, not count
         page.get_by_text("recorded measurements, not a live run").first.wait_for(state="detached", timeout=60_000)
-        files = page.locator('input[type="file"]')
         for n, (name, raw) in enumerate((("ar.json", ar_raw), ("spec.json", spec_raw))):
-            files.nth(n).set_input_files({"name": name, "mimeType": "application/json", "buffer": raw})
-            page.locator('[data-testid="stFileChipName"]', has_text=name).wait_for(timeout=60_000)
+            upload(page, n, name, {"name": name, "mimeType": "application/json", "buffer": raw})
         page.get_by_text("recorded measurements, not a live run").wait_for(timeout=180_000)
         page.get_by_text(f"![b]({EVIL}/device.png)").first.wait_for(timeout=60_000)  # the hostile pair's, no other
         replay = page.frame_locator("iframe").first
@@ -410,10 +423,8 @@ def test_replay_uploads_work_inside_a_cross_site_iframe(server, chromium):
         app.get_by_text("Upload both traces of one run").wait_for(timeout=120_000)
         app.locator('input[type="file"]').first.wait_for(state="attached", timeout=60_000)
         app.get_by_text("recorded measurements, not a live run").first.wait_for(state="detached", timeout=60_000)
-        files = app.locator('input[type="file"]')
         for n, name in enumerate((index["ar"], index["spec"])):
-            files.nth(n).set_input_files(str(ROOT / "assets" / "traces" / name))
-            app.locator('[data-testid="stFileChipName"]', has_text=name).wait_for(timeout=60_000)
+            upload(app, n, name, str(ROOT / "assets" / "traces" / name))
             for _ in range(600):  # the chip shows as the request starts: wait for the server's answer
                 if len(uploads) > n:
                     break
