@@ -81,7 +81,6 @@ void pack_f32(const float *w, float *wp, int K, int N) {
 /* ---- one 16-row block times T tokens -------------------------------------------------------------- */
 #ifdef __AVX512BF16__
 #define DOT_BF16(acc, w, x) acc = _mm512_dpbf16_ps(acc, (__m512bh)(w), (__m512bh)(x))
-#define DOT_BF16_BCAST(acc, w, p) DOT_BF16(acc, w, _mm512_set1_epi32((int)*(p)))
 #else /* AVX-512F without BF16: split each pair into its two float32 halves */
 #define DOT_BF16(acc, w, x)                                                                     \
   do {                                                                                          \
@@ -92,6 +91,7 @@ void pack_f32(const float *w, float *wp, int K, int N) {
     acc = _mm512_fmadd_ps(wo_, xo_, _mm512_fmadd_ps(we_, xe_, acc));                             \
   } while (0)
 #endif
+#define DOT_BF16_BCAST(acc, w, p) DOT_BF16(acc, w, _mm512_set1_epi32((int)*(p)))
 
 /* T is a compile-time constant in each instance (BLOCKS_BF16[T], BLOCKS_F32[T]), so the 2T sums stay in
  * registers; with a run-time T the compiler keeps them on the stack (measured slower). */
@@ -310,15 +310,18 @@ static inline __m512 sum16(const __m512 *v) {
  * under bfloat16 queries as column-major pairs (`att_key_pairs`: AVX512-BF16's pair products land in the 16 columns'
  * lanes), else float32 rows (converted, zero-padded past the window and past d) and one transposing sum per query
  * (`sum16`); plus the bias; an online softmax (the running maximum m, the running sum l, the accumulator rescaled when m
- * rises); the float32 values times the probabilities, 4 queries x 64 lanes per register tile. Segments split a long window over the
+ * rises); the values times the probabilities, 4 queries x 64 lanes per register tile: bfloat16 values as (column,
+ * next column) pairs under the probabilities rounded to bfloat16 (`att_values_bf16`, AVX512-BF16's pair products, as
+ * torch's flash attention rounds them for bfloat16), else float32 values. Segments split a long window over the
  * team; `attend_combine` merges their (m, l, acc) per query. A segment's boundaries are fixed column indices, so a
  * query's arithmetic does not depend on how many queries its pass holds: a masked column adds an exact zero.
  * q: token m's query head h at q + m * qstride + h * d (bfloat16 when `bf`); k, v: (B, n_kv, cap, d) in bfloat16
  * (`kvbf`) or float32; bias: (B * n_kv, groups * n, window) float32 (pass_masks.attention_bias); out: (B * n,
- * n_heads * d) in q's dtype. Numerics: float32 products and sums, vexp within ~1 ulp of expf. */
+ * n_heads * d) in q's dtype. Numerics: float32 products and sums (bar the probabilities' rounding above), vexp within
+ * ~1 ulp of expf. */
 #define ATT_SEG 512 /* columns per task */
 #define ATT_QT 4    /* queries per register tile of the value product */
-#define ATT_PF 2    /* blocks of keys and values fetched ahead (2 to 16 measured alike) */
+#define ATT_PF 2    /* blocks of keys and values fetched ahead (2 to 16 measured alike into L1; 1 to 4 into L2) */
 
 typedef struct {
   const void *q, *k, *v;
@@ -336,7 +339,7 @@ static inline int att_dp(int d) { return (d + 63) / 64 * 64; } /* d padded to wh
 static inline int att_qp(const attn_t *A) { return (A->n_heads / A->n_kv * A->n + ATT_QT - 1) / ATT_QT * ATT_QT; }
 static size_t attend_workspace(const attn_t *A) { /* floats of one thread's workspace (AMX's operands last) */
   size_t dp = att_dp(A->d), qp = att_qp(A), q16 = (qp + 15) / 16 * 16;
-  return qp * dp * 2 + qp * 16 * 2 + qp + 16 * dp * 2 + 16 + q16 * dp / 2 + 256 + 8 * dp;
+  return qp * dp * 2 + qp * 16 * 2 + qp + 16 * dp * 2 + 16 + q16 * dp / 2 + 256 + 8 * dp + qp * 8;
 }
 
 static inline __attribute__((always_inline)) void att_scores(const float *qf, const float *kf, const float *brow, int64_t bstride,
@@ -664,9 +667,12 @@ static void gemm_amx_team(const uint16_t *x, const uint16_t *wp, uint16_t *y, in
 }
 #endif
 
-static inline void att_prefetch(const void *p, int64_t row0, int rows, int d, int es) { /* rows of a later block, into L1 */
+static inline void att_prefetch(const void *p, int64_t row0, int rows, int d, int es) {
+  /* rows of a later block, into L2 (T1): fetched into L1 (T0), 64 lines a block filled the core's queue of misses and
+   * the attention waited on its own prefetches: on the 2-core EPYC a long cache's attention took 1.6x as long
+   * (docs/journal.md, "the attention's prefetch into L2") */
   const char *c = (const char *)p + row0 * d * es;
-  for (int64_t o = 0; o < (int64_t)rows * d * es; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+  for (int64_t o = 0; o < (int64_t)rows * d * es; o += 64) _mm_prefetch(c + o, _MM_HINT_T1);
 }
 
 static void att_values(const float *vf, const float *s, float *acc, int Qp, int dp) { /* acc[q] += sum_t p[q][t] * v[t] */
@@ -686,6 +692,53 @@ static void att_values(const float *vf, const float *s, float *acc, int Qp, int 
       for (int i = 0; i < ATT_QT; i++)
         for (int c = 0; c < 4; c++) _mm512_storeu_ps(acc + (int64_t)(q0 + i) * dp + c0 + c * 16, a[i][c]);
     }
+}
+
+static void att_value_pairs(const uint16_t *vb, int rows, int d, uint32_t *vp) {
+  /* a block's bfloat16 values as (column t, column t + 1) pairs per element, for AVX512-BF16's pair products: vp[(t / 2
+   * * d / 16 + r) * 16 + lane] holds, for register r of the pair's rows, the interleave of `unpacklo`/`unpackhi` (zero
+   * past `rows`), so the sums land in the interleave's order (att_unpermute puts them back) */
+  for (int t = 0; t < 16; t += 2)
+    for (int c = 0; c < d / 32; c++) {
+      __m512i a = t < rows ? _mm512_loadu_si512(vb + (int64_t)t * d + c * 32) : _mm512_setzero_si512();
+      __m512i b = t + 1 < rows ? _mm512_loadu_si512(vb + (int64_t)(t + 1) * d + c * 32) : _mm512_setzero_si512();
+      _mm512_storeu_si512(vp + ((int64_t)(t / 2) * (d / 16) + 2 * c) * 16, _mm512_unpacklo_epi16(a, b));
+      _mm512_storeu_si512(vp + ((int64_t)(t / 2) * (d / 16) + 2 * c + 1) * 16, _mm512_unpackhi_epi16(a, b));
+    }
+}
+
+static void att_values_bf16(const uint32_t *vp, const float *s, float *acc, int Qp, int d, int dp, uint32_t *pp) {
+  /* acc[q] += sum_t p[q][t] * v[t] with each probability rounded to bfloat16 (as torch's flash attention does for
+   * bfloat16) and the pair products of AVX512-BF16, float32 sums in the same order for every query; d a multiple of 64 */
+  for (int q = 0; q < Qp; q++) /* rounded as vround rounds (AVX512-BF16 or not), packed two to a 32-bit pair */
+    _mm256_storeu_si256((__m256i *)(pp + q * 8), _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(vround(_mm512_loadu_ps(s + q * 16), 1)), 16)));
+  int regs = d / 16;
+  for (int q0 = 0; q0 < Qp; q0 += ATT_QT)
+    for (int r0 = 0; r0 < regs; r0 += 4) {
+      __m512 a[ATT_QT][4];
+      for (int i = 0; i < ATT_QT; i++)
+        for (int c = 0; c < 4; c++) a[i][c] = _mm512_loadu_ps(acc + (int64_t)(q0 + i) * dp + (r0 + c) * 16);
+      for (int t2 = 0; t2 < 8; t2++) {
+        __m512i vv[4];
+        for (int c = 0; c < 4; c++) vv[c] = _mm512_loadu_si512(vp + ((int64_t)t2 * regs + r0 + c) * 16);
+        for (int i = 0; i < ATT_QT; i++) {
+          __m512i p = _mm512_set1_epi32((int)pp[(q0 + i) * 8 + t2]);
+          for (int c = 0; c < 4; c++) DOT_BF16(a[i][c], vv[c], p);
+        }
+      }
+      for (int i = 0; i < ATT_QT; i++)
+        for (int c = 0; c < 4; c++) _mm512_storeu_ps(acc + (int64_t)(q0 + i) * dp + (r0 + c) * 16, a[i][c]);
+    }
+}
+
+static void att_unpermute(float *acc, int d) { /* one query's sums from att_values_bf16's order back to the elements' */
+  const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i hi = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  for (int c = 0; c < d / 32; c++) {
+    __m512 x = _mm512_loadu_ps(acc + c * 32), y = _mm512_loadu_ps(acc + c * 32 + 16);
+    _mm512_storeu_ps(acc + c * 32, _mm512_permutex2var_ps(x, lo, y));
+    _mm512_storeu_ps(acc + c * 32 + 16, _mm512_permutex2var_ps(x, hi, y));
+  }
 }
 
 static void att_load_tile(const void *src, int64_t row0, int rows, int d, int dp, int bf, float *dst) { /* rows x d, zero-padded to 16 x dp */
@@ -730,7 +783,7 @@ static void attend_task(const attn_t *A, int task, float *ws, float *part) {
   int bj = task / A->segs, seg = task % A->segs, b = bj / A->n_kv, j = bj % A->n_kv;
   int c_begin = seg * ATT_SEG, c_end = c_begin + ATT_SEG < A->window ? c_begin + ATT_SEG : A->window;
   float *qf = ws, *acc = qf + (size_t)Qp * dp, *s = acc + (size_t)Qp * dp, *l = s + Qp * 16, *m = l + Qp * 16;
-  float *kf = m + Qp, *vf = kf + 16 * dp, *ct = vf + 16 * dp + 16, *qt = ct + 256, *kpad = qt + (size_t)(Qp + 15) / 16 * 16 * dp / 2;
+  float *kf = m + Qp, *vf = kf + 16 * dp, *ct = vf + 16 * dp + 16, *qt = ct + 256, *kpad = qt + (size_t)(Qp + 15) / 16 * 16 * dp / 2, *pp = kpad + 8 * dp;
   for (int q = 0; q < Qp; q++) {
     int g = q / n, i = q % n, hq = j * groups + g;
     for (int c = 0; c < dp; c += 16) {
@@ -745,6 +798,7 @@ static void attend_task(const attn_t *A, int task, float *ws, float *part) {
   const float *bias = A->bias + (int64_t)bj * Q * A->window;
   int64_t kv0 = (int64_t)bj * A->cap;
   int es = A->kvbf ? 2 : 4, raw = A->bf && A->kvbf && d % 32 == 0; /* raw: bfloat16 scores straight from the buffer */
+  int pv = raw && d % 64 == 0; /* and the values' products in bfloat16 pairs */
   if (raw) /* the queries as bfloat16 pairs, in place (each row's floats are read before a later row's pairs land on them) */
     for (int q = 0; q < Qp; q++)
       for (int c = 0; c < d; c += 16)
@@ -769,7 +823,10 @@ static void attend_task(const attn_t *A, int task, float *ws, float *part) {
     for (int q = 0; q < Q && !any; q++)
       any = _mm512_mask_cmp_ps_mask(cm, _mm512_maskz_loadu_ps(cm, bias + (int64_t)q * A->window + c0), _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
     if (!any) continue; /* every query masked here (left padding, holes, a row's unused columns) */
-    att_load_tile(A->v, kv0 + c0, cols, d, dp, A->kvbf, vf);
+    if (pv)
+      att_value_pairs((const uint16_t *)A->v + (kv0 + c0) * d, cols, d, (uint32_t *)vf);
+    else
+      att_load_tile(A->v, kv0 + c0, cols, d, dp, A->kvbf, vf);
     if (amx)
       att_scores_amx((const uint32_t *)qt, (const uint16_t *)A->k + (kv0 + c0) * d, cols, d, bias + c0, A->window, Q, cm, A->scale, s, ct, (uint16_t *)kpad);
     else if (raw) {
@@ -786,8 +843,13 @@ static void attend_task(const attn_t *A, int task, float *ws, float *part) {
         att_scores(qf, kf, bias + c0, A->window, Q, chunks, dp, cm, A->scale, s);
     }
     att_softmax(s, m, l, acc, Q, dp);
-    att_values(vf, s, acc, Qp, dp);
+    if (pv)
+      att_values_bf16((const uint32_t *)vf, s, acc, Qp, d, dp, (uint32_t *)pp);
+    else
+      att_values(vf, s, acc, Qp, dp);
   }
+  if (pv)
+    for (int q = 0; q < Q; q++) att_unpermute(acc + (int64_t)q * dp, d);
   for (int q = 0; q < Q; q++) {
     float *dst = part + ((int64_t)task * Q + q) * (dp + 2);
     dst[0] = m[q];

@@ -85,8 +85,10 @@ def test_native_attention_equals_the_reference(batch, n, past, tree, ragged, dty
     want = reference(q.float(), k.float(), v.float(), mask, d**-0.5)
     if dtype == torch.float32:
         torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=2e-6)
-    else:  # the float32 result rounded once to bfloat16
+    elif kv_dtype == torch.float32:  # the float32 result rounded once to bfloat16
         torch.testing.assert_close(got.double(), want, rtol=1 / 128, atol=1e-3)
+    else:  # and each probability rounded to bfloat16 for the values' product: off by at most 2^-9 of the largest |v|
+        torch.testing.assert_close(got.double(), want, rtol=1 / 128, atol=1e-3 + float(v.abs().max()) / 512)
 
 
 @needs_kernels
@@ -146,7 +148,8 @@ def test_what_the_native_attention_does_not_take_falls_back():
 @pytest.mark.parametrize("batch,n,past", [(1, 1, 600), (2, 4, 1100), (3, 16, 40)])
 def test_a_bfloat16_layer_over_bfloat16_buffers_equals_it_over_float32_buffers(batch, n, past):
     """cpukernels.layer in bfloat16 over the native route's bfloat16 buffers and over float32 ones: the same keys and
-    values stored (they are bfloat16 values either way), the same output to bfloat16 rounding."""
+    values stored (they are bfloat16 values either way), the same output to bfloat16 rounding and to the bfloat16
+    buffers' probabilities, rounded to bfloat16 for the values' pair products (each off by at most 2^-9 of itself)."""
     from engine.model.pass_masks import rope_tables
 
     gen = torch.Generator().manual_seed(batch + n + past)
@@ -175,7 +178,7 @@ def test_a_bfloat16_layer_over_bfloat16_buffers_equals_it_over_float32_buffers(b
     out32 = cpukernels.layer(x.clone(), cos, sin, k32, v32, past, window, bias, packed, heads, kv, d, 1e-5, d**-0.5)
     out16 = cpukernels.layer(x.clone(), cos, sin, k16, v16, past, window, bias, packed, heads, kv, d, 1e-5, d**-0.5)
     assert torch.equal(k16.float(), k32) and torch.equal(v16.float(), v32)
-    torch.testing.assert_close(out16.float(), out32.float(), rtol=2 / 128, atol=2e-2)
+    torch.testing.assert_close(out16.float(), out32.float(), rtol=2 / 128, atol=5e-2)  # a few bfloat16 steps at most
 
 
 @needs_kernels
