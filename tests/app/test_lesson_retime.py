@@ -22,7 +22,6 @@ from app.lessons.kit.retime import (
     base_of,
     figure,
     h200_lane,
-    h200_rate,
     lanes_of,
     rows,
 )
@@ -69,7 +68,7 @@ def test_a_plain_run_is_priced_on_the_recorded_h200_passes():
     ms = qwen_graph_ms()
     one, four = ms[1], ms[4]
     expected_ms = sum(c * (one + (four - one) * (n - 1) / 3) for n, _, c in ar["passes"])  # batch-1 or -2 passes: on the 1..4 line
-    rate, note = h200_rate(ar)
+    rate, note = h200_lane(ar).rate, h200_lane(ar).note
     assert rate == pytest.approx(ar["decode_tokens"] / (expected_ms / 1000))
     assert "no drafting" in note and rate > 3 * ar["decode_tokens_per_s"]  # the H200 pass, not this CPU
 
@@ -83,12 +82,12 @@ def test_drafting_is_priced_measured_for_the_ngram_lookup_modelled_for_the_draft
     assert ceiling.drafting == CEILING and ceiling.draft_ms == 0 and ceiling.rate > priced.rate
     assert "drafting not priced" in ceiling.note and "ceiling" in ceiling.note
     assert priced.target_ms == pytest.approx(ceiling.target_ms)  # the same target passes, drafting added
-    rate, note = h200_rate(ngram)
+    rate, note = h200_lane(ngram).rate, h200_lane(ngram).note
     assert rate and "h200-gpu_bench.json" in note and "2026-11-30" in note and "host CPU" in note
     prices = drafting.prices("ngram")  # per drafted position: a step at depth k costs k of them
     expected = sum(prices.price(max(1, n // (k + 1))) * k * c for n, k, c in ngram["passes"] if k)
     assert h200_lane(ngram).draft_ms == pytest.approx(expected) and h200_lane(ngram).drafting == MEASURED
-    unpriced, _ = h200_rate(ngram, drafter="")  # the same steps without the recorded lookup time
+    unpriced = h200_lane(ngram, drafter="").rate  # the same steps without the recorded lookup time
     assert rate < unpriced
 
 
@@ -106,13 +105,14 @@ def test_the_drafters_own_shapes_are_priced_by_the_predictor_on_the_h200():
 
 
 def test_what_cannot_be_re_timed_says_why():
-    assert h200_rate({"summary": {}})[0] is None and "not re-timed" in h200_rate({})[1]
-    rate, note = h200_rate({"passes": [[1, 0, 3], [9000, 0, 1]], "decode_tokens": 4})
+    assert h200_lane({"summary": {}}).rate is None and "not re-timed" in h200_lane({}).note
+    far = h200_lane({"passes": [[1, 0, 3], [9000, 0, 1]], "decode_tokens": 4})
+    rate, note = far.rate, far.note
     assert rate is None and "never extrapolated" in note and "9000" in note
     assert figure({"ar": {"summary": {}}}) is None
     seed = {"context": 150, "passes": [{"label": "a batch", "ms": 1.0}]}  # Barrow's seed passes: not a lane
     assert lanes_of({"seed": seed, "ar": lane_of("model-open-ar")})[0]["name"] == "plain"
-    assert len(lanes_of({"seed": seed})) == 0 and h200_rate(seed | {"decode_tokens": 3})[0] is None
+    assert len(lanes_of({"seed": seed})) == 0 and h200_lane(seed | {"decode_tokens": 3}).rate is None
 
 
 def test_every_lane_of_a_nested_measurement_is_found_with_its_batch_and_its_plain_lane():
@@ -135,7 +135,7 @@ def test_every_lane_of_a_nested_measurement_is_found_with_its_batch_and_its_plai
     ]
     assert base_of(entries[5], entries)["lane"] is ngram_ar and base_of(entries[3], entries) is entries[2]
     rows = retime.rows(m)
-    assert rows[1]["× plain on the H200 (re-timed)"] == round(h200_rate(spec)[0] / h200_rate(ar)[0], 2)
+    assert rows[1]["× plain on the H200 (re-timed)"] == round(h200_lane(spec).rate / h200_lane(ar).rate, 2)
     assert rows[1]["× plain here"] == round(spec["decode_tokens_per_s"] / ar["decode_tokens_per_s"], 2)
 
 

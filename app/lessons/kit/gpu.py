@@ -155,13 +155,6 @@ def knee_sentence(curves: list[Curve]) -> str:
     )
 
 
-def knee_ratio(curve: Curve, tokens: int) -> float | None:
-    """ms at `tokens` ÷ ms at the curve's smallest pass, None where the curve has no such point."""
-    if tokens not in curve.tokens:
-        return None
-    return curve.ms[curve.tokens.index(tokens)] / curve.ms[0]
-
-
 # --- 2. the Predictor at the lesson's settings ---------------------------------------------------
 def verify_passes(settings: dict, batches: list[int] | None = None) -> list[tuple[str, int, int]]:
     """(what, batch, new tokens per row) of plain steps and verify passes at the lesson's batches (default: 1 and its

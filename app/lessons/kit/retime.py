@@ -157,12 +157,6 @@ def h200_lane(lane: dict, drafter: str | None = None, shape: str = SHAPE, mode: 
     return Priced(r.tokens_per_s, note, kind, r.target_ms, r.draft_ms, int(tokens))
 
 
-def h200_rate(lane: dict, drafter: str | None = None, shape: str = SHAPE, mode: str = MODE) -> tuple[float | None, str]:
-    """(decode tokens/s of the lane's steps re-timed on the recorded H200 passes, or None; a note saying why or how)."""
-    p = h200_lane(lane, drafter, shape, mode)
-    return p.rate, p.note
-
-
 def bar_text(value: float | None, kind: str, unit: str = "×") -> str:
     """A re-timed bar's own label: the value, and where drafting is not priced, that it is a ceiling."""
     if not value:
