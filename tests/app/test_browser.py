@@ -144,7 +144,8 @@ def test_sweep_measures_the_pass_cost_curve(server, chromium):
         page.goto(f"{server}/sweep?pass_batches=1&pass_tokens=8&pass_context=32", timeout=60_000)
         page.get_by_text("Ready:").first.wait_for(timeout=180_000)
         page.get_by_role("button", name="Measure passes").click()
-        page.get_by_text("time of one target pass").wait_for(timeout=240_000)
+        # a chart label: a redraw may briefly hold the old chart, hidden, beside the new one
+        page.get_by_text("time of one target pass").filter(visible=True).first.wait_for(timeout=240_000)
         assert page.get_by_text("ridge ≈").count() > 0
         assert page.get_by_text("Traceback").count() == 0
         page.wait_for_timeout(1000)
@@ -350,7 +351,9 @@ def test_a_new_student_opens_lesson_0_from_a_link_and_works_through_it(server, c
             page.get_by_text(title, exact=True).wait_for(timeout=30_000)
         assert page.get_by_text("def keep(self, new_lengths").count() > 0  # the engine's own code beside it
         page.get_by_role("heading", name="Plain decoding beside the step").wait_for(timeout=30_000)
-        page.get_by_text("The same 4 token(s): plain decoding vs one speculative step").wait_for(timeout=60_000)  # its plotly title
+        page.get_by_text("The same 4 token(s): plain decoding vs one speculative step").filter(visible=True).first.wait_for(
+            timeout=60_000
+        )  # its plotly title
         page.get_by_text("The target kept 3 of 4 drafts").wait_for(timeout=10_000)
         page.get_by_text("Plain decoding needs 4 step(s)", exact=False).first.wait_for(timeout=10_000)
         question = page.locator('[data-testid="stRadio"]').filter(has_text="How many tokens does the step add").first
