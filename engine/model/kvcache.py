@@ -170,6 +170,9 @@ class RaggedCache:
         entry = self.warm.get(key)
         if entry is not None:
             self.take_warm(entry)
+            n = entry.tokens
+            self.lengths = torch.tensor([n], dtype=torch.long, device=self.device)
+            self.width, self.valid = n, torch.ones(1, n, dtype=torch.bool, device=self.device)
             self.warm_hits += 1
             return (None, entry.hidden) if spec else None
         out = self.forward(prefix_ids, logits_to_keep=1, return_hidden=return_hidden, features=features)
@@ -179,21 +182,22 @@ class RaggedCache:
 
     def warm_identity(self) -> tuple:
         """What a warm prefix's key holds besides its tokens: the model (its keys and values take its weights' dtype) and
-        the forward that fills a dynamic cache."""
+        how its keys and values are held (`warm_form`)."""
         model = self.runner_model if self.runner_model is not None else self.model
-        return id(model), f"dynamic {type(self.run).__name__}"
+        return id(model), self.warm_form()
+
+    def warm_form(self) -> str:
+        """The forward that fills a dynamic cache."""
+        return f"dynamic {type(self.run).__name__}"
 
     def first_columns(self, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer, row 0's first `n` keys and values (views)."""
         return [(layer.keys[:1, :, :n], layer.values[:1, :, :n]) for layer in self.cache.layers]
 
     def take_warm(self, entry: WarmPrefix) -> None:
-        """A warm prefix as this cache's one row (after a prefix's bookkeeping in `prefill_shared`)."""
+        """A warm prefix's keys and values as this cache's one row (`prefix_pass` keeps its bookkeeping)."""
         for i, (keys, values) in enumerate(zip(entry.keys, entry.values)):
             self.cache.update(keys.clone(), values.clone(), i)  # into the empty cache: later passes append to copies
-        n = entry.tokens
-        self.lengths = torch.tensor([n], dtype=torch.long, device=self.device)
-        self.width, self.valid = n, torch.ones(1, n, dtype=torch.bool, device=self.device)
 
     def attention_mask(self, n_new: int, new_valid: torch.Tensor | None = None) -> torch.Tensor:
         """(B, W + n_new) bool: each row's valid columns and the new tokens."""

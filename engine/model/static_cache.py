@@ -177,9 +177,8 @@ class StaticRaggedCache(RaggedCache):
             self.kv = self.pooled.kv
 
     # --- a warm prefix (RaggedCache.prefix_pass) over the buffers --------------------------------------
-    def warm_identity(self) -> tuple:
-        model = self.runner_model if self.runner_model is not None else self.model
-        return id(model), self.backend.name, str(self.kv.keys[0].dtype)
+    def warm_form(self) -> str:
+        return f"{self.backend.name} {self.kv.keys[0].dtype}"
 
     def first_columns(self, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [(k[:1, :, :n], v[:1, :, :n]) for k, v in self.kv.layers()]
@@ -188,8 +187,6 @@ class StaticRaggedCache(RaggedCache):
         n = entry.tokens
         for (k, v), keys, values in zip(self.kv.layers(), entry.keys, entry.values):
             k[:1, :, :n], v[:1, :, :n] = keys, values
-        self.lengths = torch.tensor([n], dtype=torch.long, device=self.device)
-        self.width, self.valid = n, torch.ones(1, n, dtype=torch.bool, device=self.device)
 
     # --- the pass -------------------------------------------------------------------------------------
     def forward(self, input_ids, logits_to_keep=0, return_hidden=False, new_valid=None, features=None):
