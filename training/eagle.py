@@ -43,6 +43,7 @@ from .data import read_shards
 from .eagle_card import (
     frequent_tokens,
     save_head,
+    widened_vocab,
     write_card,
 )
 from .eagle_head import EagleHead
@@ -148,6 +149,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="with --init: save the --init head's draft_vocab.json instead of ranking the tokens of this "
         "run's data (when continuing on new data only, the earlier, larger data ranked them better)",
     )
+    t.add_argument(
+        "--add-vocab",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --keep-init-vocab: also keep the N most frequent tokens of this run's data that the --init "
+        "head's vocabulary lacks (continuing on new kinds of text)",
+    )
     t.add_argument("--eval-every", type=int, default=0, help="teacher-forced held-out eval every N steps (0 = end)")
     t.add_argument("--max-minutes", type=float, default=0.0, help="stop training after this many minutes (0 = no cap)")
     t.add_argument("--no-autocast", action="store_true", help="train in float32 instead of bfloat16 autocast")
@@ -240,6 +249,9 @@ def _train_stage(args, feat_dir: Path, train_rows: list, out: Path, stats, log) 
     if args.keep_init_vocab and not args.init:
         log("error: --keep-init-vocab needs --init (the head whose vocabulary to keep)")
         return False
+    if args.add_vocab and not args.keep_init_vocab:
+        log("error: --add-vocab widens the --init head's vocabulary: it needs --keep-init-vocab")
+        return False
     target = AutoModelForCausalLM.from_pretrained(args.target or embedded_model_dir(), dtype=torch.float32)
     embed = target.get_input_embeddings().weight.detach()
     vocab_ids = sorted({t for r in train_rows for t in r["output_ids"]})
@@ -314,6 +326,9 @@ def _save_trained(args, head, result: dict, n_rows: int, train_rows: list, out: 
     }
     if args.keep_init_vocab and args.init:
         keep = json.loads((Path(args.init) / DRAFT_VOCAB_FILE).read_text())["ids"]
+        if args.add_vocab > 0:
+            keep = widened_vocab(keep, train_rows, args.add_vocab)
+            info["vocab_added"] = args.add_vocab
         info["head_vocab"] = len(keep)
         info["vocab_from"] = args.init
     else:

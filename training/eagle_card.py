@@ -29,6 +29,22 @@ def save_head(head: EagleHead, out: Path, vocab_ids: list[int], info: dict, dtyp
     return sum(p.stat().st_size for p in out.iterdir() if p.is_file())
 
 
+def widened_vocab(keep: list[int], rows: list[dict], n: int) -> list[int]:
+    """`keep` plus the n most frequent tokens of `rows` it lacks, sorted: a head continued on new kinds of text
+    (the broad mix: code, copied German) keeps what it could already draft and learns to draft those too.
+    On the mix's responses the shipped 8,192 tokens covered 88.7% of the tokens; 1,024 more cover 99.1%."""
+    have = set(keep)
+    return sorted(have | set([t for t in frequent_ranked(rows) if t not in have][:n]))
+
+
+def frequent_ranked(rows: list[dict]) -> list[int]:
+    """Every token of the target's responses, the most frequent first (ties by id)."""
+    from collections import Counter
+
+    counts = Counter(t for r in rows for t in r["output_ids"])
+    return [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
 def frequent_tokens(rows: list[dict], n: int) -> list[int]:
     """The n most frequent tokens of the target's responses (FR-Spec's frequency-ranked vocabulary), sorted;
     n = 0: every emitted token. Run-3 head (8 held-out prompts, depth 2-4): alpha was the same with 4096,
@@ -38,10 +54,7 @@ def frequent_tokens(rows: list[dict], n: int) -> list[int]:
     the data): alpha 0.641 with its 4096 tokens, 0.661 with 8192 (98.2% of the greedy tokens); 1.71-1.83x
     against 1.54-1.65x. 8192 is shipped (and the default): the only setting with alpha >= 0.65 and every
     bench cell >= 1.5x."""
-    from collections import Counter
-
-    counts = Counter(t for r in rows for t in r["output_ids"])
-    ranked = [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    ranked = frequent_ranked(rows)
     return sorted(ranked[:n] if n > 0 else ranked)
 
 

@@ -29,6 +29,7 @@ class Round:
     number: int
     topics: list[str]
     tasks: list[tuple[str, str]]
+    mix: str | None = None  # a round of task prompts (training/mix.py) drawn from this asset, not topics x tasks
 
 
 def _strings(value, where: str) -> list[str]:
@@ -69,6 +70,13 @@ def _round(entry, number: int) -> Round:
         for i, group in enumerate(entry["topic_groups"]):
             _keys(group, {"group", "topics"}, {"group", "topics"}, f"{where} group {i}")
             topics += _strings(group["topics"], f"{where} group {group['group']!r}")
+    elif "mix" in entry:
+        _keys(entry, {"round", "about", "mix"}, {"round", "about", "mix"}, where)
+        if not (PROMPTS_ASSET.parent / str(entry["mix"])).is_file():
+            raise ValueError(f"{where}: mix file {entry['mix']!r} not found beside {PROMPTS_ASSET.name}")
+        if entry["round"] != number:
+            raise ValueError(f"{where}: numbered {entry['round']!r} (rounds go 1, 2, 3, ... in order)")
+        return Round(number, [], [], mix=entry["mix"])
     else:
         _keys(entry, {"round", "about", "topics", "tasks"}, {"round", "about", "topics"}, where)
         topics = entry["topics"]
@@ -96,6 +104,7 @@ ROUNDS, PARAGRAPH_TEMPLATES = load_rounds()
 TOPICS, TASKS = ROUNDS[0].topics, ROUNDS[0].tasks
 MORE_TOPICS, MORE_TASKS = ROUNDS[1].topics, ROUNDS[1].tasks
 THIRD_TOPICS, FOURTH_TOPICS, FIFTH_TOPICS, SIXTH_TOPICS = (r.topics for r in ROUNDS[2:6])
+MIX_ROUND = next((r.number for r in ROUNDS if r.mix), None)
 
 
 class _Builder:
@@ -147,6 +156,9 @@ def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=Non
     build.add(topics, [(t, k) for t in topics for k in all_tasks])
     seen, earlier = set(topics), list(topics)
     for later in ROUNDS[1:rounds]:
+        if later.mix:
+            _add_mix(build, later, seed, [t for t in earlier if t not in build.out["heldout_topics"]])
+            continue
         earlier_train = [t for t in earlier if t not in build.out["heldout_topics"]]
         new = [t for t in later.topics if t not in seen]
         all_tasks += later.tasks
@@ -155,6 +167,23 @@ def build_prompts(seed: int = 0, heldout_every: int = 10, topics=None, tasks=Non
         seen.update(later.topics)
         earlier += new
     return build.out
+
+
+def _add_mix(build: _Builder, mix_round: Round, seed: int, topics: list[str]) -> None:
+    """A mix round's prompts (training/mix.py) over the training topics so far; every `heldout_every`-th
+    prompt of each task is held out."""
+    from .mix import build_mix, load_mix
+
+    rows = build_mix(seed + mix_round.number, topics, load_mix(PROMPTS_ASSET.parent / mix_round.mix))
+    every = build.heldout_every if build.heldout_every > 0 else len(rows) + 1
+    seen: dict[str, int] = {}
+    train = []
+    for row in rows:
+        seen[row["task"]] = seen.get(row["task"], 0) + 1
+        row["round"] = mix_round.number
+        (build.out["heldout"] if seen[row["task"]] % every == 0 else train).append(row)
+    random.Random(seed + mix_round.number).shuffle(train)  # a time-capped generation still covers every task
+    build.out["train"] += train
 
 
 def heldout_eval_prompts(heldout: list[dict], n: int) -> list[str]:

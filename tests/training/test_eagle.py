@@ -460,6 +460,15 @@ def test_pipeline_end_to_end_on_a_tiny_target(tmp_path):
     assert load_pair(target=str(target), draft=None, eagle=str(kept), dtype="float32").weights("eagle") is not None
     assert eagle.main(argv[:-6] + ["--stage", "train", "--keep-init-vocab"]) == 2
     assert "--keep-init-vocab needs --init" in (work / "eagle" / "eagle.log").read_text().splitlines()[-1]
+    # --add-vocab: the kept vocabulary plus the run's most frequent tokens it lacks
+    widened = tmp_path / "eagle-widened"
+    assert eagle.main(k_argv[:-4] + [str(widened), "--stage", "train", "--keep-init-vocab", "--add-vocab", "2"]) == 0
+    ids = json.loads((widened / "draft_vocab.json").read_text())["ids"]
+    ranked = [t for t in eagle_card.frequent_ranked(rows) if t not in (5, 7, 11)]
+    assert len(ids) > 3 and ids == sorted([5, 7, 11] + ranked[:2])
+    assert json.loads((widened / "config.json").read_text())["head_vocab"] == len(ids)
+    assert eagle.main(k_argv[:-3] + ["--stage", "train", "--add-vocab", "2"]) == 2
+    assert "needs --keep-init-vocab" in (work / "eagle" / "eagle.log").read_text().splitlines()[-1]
 
 
 def test_shipped_head_loads_by_default_and_is_accepted():

@@ -49,9 +49,10 @@ def test_every_prompt_set_is_byte_identical_to_the_one_before_the_move():
     assert current_digests() == BEFORE_THE_MOVE
 
 
-def test_the_asset_holds_six_rounds_with_the_counts_the_data_was_gathered_with():
-    assert [r.number for r in p.ROUNDS] == [1, 2, 3, 4, 5, 6]
-    assert [len(r.topics) for r in p.ROUNDS[2:]] == [100, 100, 98, 100]
+def test_the_asset_holds_six_rounds_of_topics_and_a_mix_with_the_counts_the_data_was_gathered_with():
+    assert [r.number for r in p.ROUNDS] == [1, 2, 3, 4, 5, 6, 7]
+    assert [len(r.topics) for r in p.ROUNDS[2:6]] == [100, 100, 98, 100]
+    assert [r.mix for r in p.ROUNDS] == [None] * 6 + ["mix.json"] and p.MIX_ROUND == 7
     assert len(p.TASKS) == 26 and len(p.MORE_TASKS) == 14 and all(not r.tasks for r in p.ROUNDS[2:])
     assert len(p.PARAGRAPH_TEMPLATES) == 3
 
@@ -74,6 +75,8 @@ def write(tmp_path, data) -> object:
         (lambda d: d["rounds"][1].pop("topics"), "required"),
         (lambda d: d["rounds"][0].update(tasks=[]), "no tasks"),
         (lambda d: d.update(rounds=[]), "no rounds"),
+        (lambda d: d["rounds"][6].update(mix="nowhere.json"), "not found"),
+        (lambda d: d["rounds"][6].update(topics=["x"]), "keys"),
     ],
 )
 def test_a_malformed_asset_is_refused_by_name(tmp_path, break_it, message):
