@@ -35,7 +35,9 @@ EPYC = curve(lambda n: {1: 22.8, 2: 22.9, 4: 23.3, 8: 24.9, 16: 37.5, 32: 122.0,
 def test_the_shipped_cards_give_a_conditional_prior_per_position():
     """The card's per_position_acceptance is the fraction of row-steps kept through each position; the prior is the
     chance of keeping position j given 1..j-1 were kept."""
-    assert EAGLE_CARD == pytest.approx([0.65, 0.42 / 0.65, 0.29 / 0.42, 0.20 / 0.29])
+    kept = json.loads((SHIPPED_EAGLE / calibration.CALIBRATION_FILE).read_text())["per_position_acceptance"]
+    assert len(kept) == 4 and kept == sorted(kept, reverse=True)  # the shipped head's card, depth 4
+    assert EAGLE_CARD == pytest.approx([kept[0], kept[1] / kept[0], kept[2] / kept[1], kept[3] / kept[2]])
     draft = calibration.parse((SHIPPED_DRAFT / calibration.CALIBRATION_FILE).read_bytes(), "model")
     assert draft == pytest.approx([0.52, 0.29 / 0.52, 0.18 / 0.29, 0.12 / 0.18])
     policy = GoodputDepth(curve=FLAT, max_depth=6, draft_cost_ratio=0.05, prior=EAGLE_CARD)

@@ -105,9 +105,9 @@ def test_prompts_are_varied_seeded_and_hold_out_whole_topics():
         assert len({r["prompt"] for r in now["train"]}) == len(now["train"])
         assert prompt_set.heldout_eval_prompts(now["heldout"], 24) == prompt_set.heldout_eval_prompts(a["heldout"], 24)
         before, earlier = now, earlier | {t.lower() for t in topics}
-    with pytest.raises(ValueError, match="rounds must be 1 to 6"):
-        prompt_set.build_prompts(rounds=7)
-    with pytest.raises(ValueError, match="rounds must be 1 to 6"):
+    with pytest.raises(ValueError, match="rounds must be 1 to 7"):  # round 7 is the broad mix (test_mix.py)
+        prompt_set.build_prompts(rounds=8)
+    with pytest.raises(ValueError, match="rounds must be 1 to 7"):
         prompt_set.build_prompts(rounds=0, extended=True)
 
 
