@@ -24,7 +24,8 @@ The training data are the distillation's target-generated responses (`python -m 
 stages prompts + generate, in the same --work-dir); the features come from one batched target pass.
 `--device cuda` runs that pass and the training on a GPU (features and batches stay in CPU memory);
 `scripts/investigate/gpu_eagle.py` runs generation, features and training there in one time-boxed process, which is
-how the shipped head (run 14) was trained.
+how run 14 was trained; the shipped head (run 16) continues it here on the broad mix of tasks (`--prompt-rounds 7`,
+`--add-vocab`; assets/eagle/README.md).
 """
 
 from __future__ import annotations
