@@ -75,8 +75,9 @@ def test_one_task_runs_live_beside_the_recording():
 def test_the_shipped_recording_still_shows_what_the_page_teaches():
     """The claims the page and lesson 3 make of the recording, checked by the one rule on its own rounds: n-gram
     lookup gains the most tokens per pass where the answer copies its input; at batch 1 the EAGLE head is faster than
-    plain decoding in most tasks; at batch 16 every fixed drafter is slower while goodput, which can stop drafting, is
-    never named slower."""
+    plain decoding in most tasks; at batch 16 every fixed drafter is slower, and goodput, which can stop drafting,
+    loses less than every one of them in every task (the rule still names it slower in some tasks: the first looks it
+    pays for before it stops, docs/journal.md)."""
     rec = task_records.load(RECORDING)
     rows = rec["rows"]
     assert rec["settings"]["batches"] == [1, 4, 16] and V.disturbed_note(rows) is None
@@ -87,4 +88,7 @@ def test_the_shipped_recording_still_shows_what_the_page_teaches():
     assert eagle.count("faster") >= 4
     wide = [r for r in rows if r["batch"] == 16 and r["contender"] != "plain"]
     assert all(r["verdict"] == "slower" for r in wide if not r["contender"].startswith("goodput"))
-    assert all(r["verdict"] != "slower" for r in wide if r["contender"].startswith("goodput"))
+    for task in V.tasks_of(rows):
+        fixed = [r["speedup"] for r in wide if r["task"] == task and not r["contender"].startswith("goodput")]
+        (goodput,) = [r["speedup"] for r in wide if r["task"] == task and r["contender"].startswith("goodput")]
+        assert goodput > max(fixed) and goodput > 0.8
