@@ -137,6 +137,16 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="EAGLE-3 feature fusion: comma-separated target decoder layers (0-based) whose outputs join "
         "the final feature, e.g. 2,15 (features and training both use it; default: final only)",
     )
+    _vocab_options(t)
+    t.add_argument("--eval-every", type=int, default=0, help="teacher-forced held-out eval every N steps (0 = end)")
+    t.add_argument("--max-minutes", type=float, default=0.0, help="stop training after this many minutes (0 = no cap)")
+    t.add_argument("--no-autocast", action="store_true", help="train in float32 instead of bfloat16 autocast")
+    add_eval_options(p)
+    return p.parse_args(argv)
+
+
+def _vocab_options(t) -> None:
+    """The draft vocabulary's options: how many tokens the saved head proposes, and which."""
     t.add_argument(
         "--head-vocab",
         type=int,
@@ -158,11 +168,6 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="with --keep-init-vocab: also keep the N most frequent tokens of this run's data that the --init "
         "head's vocabulary lacks (continuing on new kinds of text)",
     )
-    t.add_argument("--eval-every", type=int, default=0, help="teacher-forced held-out eval every N steps (0 = end)")
-    t.add_argument("--max-minutes", type=float, default=0.0, help="stop training after this many minutes (0 = no cap)")
-    t.add_argument("--no-autocast", action="store_true", help="train in float32 instead of bfloat16 autocast")
-    add_eval_options(p)
-    return p.parse_args(argv)
 
 
 def main(argv=None) -> int:

@@ -93,7 +93,9 @@ def test_drafting_is_priced_measured_for_the_ngram_lookup_modelled_for_the_draft
 
 def test_the_drafters_own_shapes_are_priced_by_the_predictor_on_the_h200():
     eagle, shape = drafting.eagle_costs()
-    assert eagle.n_layers == 1 and eagle.vocab_rows == 8192 and "576 wide" in shape
+    shipped = Path(__file__).resolve().parents[2] / "assets" / "eagle" / "draft_vocab.json"
+    vocab = len(json.loads(shipped.read_text())["ids"])  # the head's cut vocabulary: its output rows
+    assert eagle.n_layers == 1 and eagle.vocab_rows == vocab == 9216 and "576 wide" in shape
     draft, shape = drafting.draft_model_costs()
     assert draft.n_layers == 5 and "256 wide" in shape
     roof = predictor.Roof.from_gpu(chip("H200"), "bfloat16")
