@@ -91,7 +91,7 @@ def _data_options(g) -> None:
         default=1,
         help="rounds of prompts (assets/training/prompts.json): 2 = --extended-prompts; each round N after "
         "that adds its new topics x every task after round N-1 (rerun `--stage prompts`, then `--stage "
-        "generate` extends existing shards)",
+        "generate` extends existing shards); round 7 is the broad mix of tasks (assets/training/mix.json)",
     )
     g.add_argument(
         "--gen-from-round",

@@ -1,4 +1,5 @@
-"""The distillation prompt set: topics x task templates, seeded, with whole topics held out.
+"""The distillation prompt set: topics x task templates, seeded, with whole topics held out; round 7 is a broad
+mix of tasks instead (translation, summaries, math, passages, code: training/mix.py).
 
 Shared by the draft distillation (training/distill.py), the EAGLE head training (training/eagle.py) and
 the agreement analysis. The topics, tasks and paragraphs live in assets/training/prompts.json, one entry per
