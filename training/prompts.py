@@ -75,14 +75,14 @@ def _round(entry, number: int) -> Round:
         _keys(entry, {"round", "about", "mix"}, {"round", "about", "mix"}, where)
         if not (PROMPTS_ASSET.parent / str(entry["mix"])).is_file():
             raise ValueError(f"{where}: mix file {entry['mix']!r} not found beside {PROMPTS_ASSET.name}")
-        if entry["round"] != number:
-            raise ValueError(f"{where}: numbered {entry['round']!r} (rounds go 1, 2, 3, ... in order)")
-        return Round(number, [], [], mix=entry["mix"])
+        topics = None
     else:
         _keys(entry, {"round", "about", "topics", "tasks"}, {"round", "about", "topics"}, where)
         topics = entry["topics"]
     if entry["round"] != number:
         raise ValueError(f"{where}: numbered {entry['round']!r} (rounds go 1, 2, 3, ... in order)")
+    if topics is None:
+        return Round(number, [], [], mix=entry["mix"])
     return Round(number, _strings(topics, f"{where} topics"), _tasks(entry.get("tasks", []), f"{where} tasks"))
 
 
