@@ -60,7 +60,7 @@ def tpot_ms(trace) -> float | None:
 def decode_fields(traces: list) -> dict:
     """Decoding apart from the prompt's pass, over one run (one trace, or batch-1 traces decoded one after another):
     time to first token (summed), tokens written by decode steps, the time they took, their rate, and the run's
-    decode passes as [tokens per pass, draft depth, steps] (what app/lessons/kit/retime.py re-prices on a GPU)."""
+    decode passes as [tokens per pass, draft depth, steps] (what app/views/h200.py re-prices on a GPU)."""
     shapes: dict[tuple[int, int], int] = {}
     for step in (s for t in traces for s in _decode_steps(t)):
         shape = (int(step.tokens_per_pass), int(step.depth))

@@ -73,7 +73,7 @@ DECODE = {  # decoding apart from prefill (decode_fields): a lane's time to firs
     "passes": [["int"]],  # its decode passes as [tokens per pass, draft depth, steps] (the H200 re-timing)
 }
 # Lessons 6 and 7's rows (2026-12-05 on; optional, older recordings lack them): the median run's decode tokens and
-# its decode passes as [tokens per pass, draft depth, steps], what app/lessons/kit/retime.py prices on the H200.
+# its decode passes as [tokens per pass, draft depth, steps], what app/views/h200.py prices on the H200.
 SHAPES = {"decode_tokens?": "int", "passes?": [["int"]]}
 LANE = {
     "summary": {

@@ -13,20 +13,12 @@ import streamlit as st
 
 from app.common import measurement as ms
 from app.common.measurement import CHOSEN, PASS_ROW_SPEC, PEAKS
-from app.lessons.kit import gpu, numbers, retime
+from app.lessons.kit import gpu, numbers
 from app.lessons.kit.experiment import CURVE_HELP, Claim, Experiment, Knob, Prediction
-from app.lessons.kit.figures import (
-    COLORS,
-    LABEL_FONT,
-    LABEL_MARK,
-    PLAIN_COLOR,
-    RIDGE_COLOR,
-    frame,
-    whiskers,
-)
 from app.lessons.kit.runs import knee_tokens, machine_curve, metered, past_tokens, remember_room
 from app.lessons.kit.show import show_chart
-from app.views import metrics, roofline
+from app.views import h200, metrics, roofline
+from app.views.bars import COLORS, LABEL_FONT, LABEL_MARK, PLAIN_COLOR, RIDGE_COLOR, esc, frame, whiskers
 from engine import verdict as rule
 from engine.costs import ridge_tokens
 from engine.decoding.passcurve import pass_costs
@@ -315,14 +307,50 @@ CAPTION = (
 )
 
 
+PASS_CAPTION = (
+    "Each pass size this machine timed, beside the H200's recorded pass of the same size, each as a multiple of its "
+    "own one-token pass (hover for the ms): a larger model (the Qwen2.5-7B shape) on a far faster memory, so the "
+    "shapes compare, not the times. Where a line stays near 1× the extra tokens ride on idle arithmetic."
+)
+
+
+def pass_figure(pass_rows: list[dict], label: str = "") -> go.Figure | None:
+    """Lesson 1: each pass size this machine timed, and the H200's recorded pass of the same size, both as a multiple
+    of their own one-token pass (log x); None where no size lies in the recorded range."""
+    prices = h200.h200_prices()
+    pts = [(r["tokens_per_pass"], r["ms"], prices.price(r["tokens_per_pass"]) if prices else None) for r in pass_rows]
+    pts = [p for p in pts if p[2] is not None]
+    if not pts:
+        return None
+    fig = go.Figure()
+    xs = [t for t, _, _ in pts]
+    for name, times, color, dash in (
+        (f"this machine ({label or 'measured'})", [c for _, c, _ in pts], h200.CPU_COLOR, None),
+        (h200.LABEL, [g for _, _, g in pts], h200.GPU_COLOR, "dash"),
+    ):
+        fig.add_scatter(
+            x=xs,
+            y=[m / times[0] for m in times],
+            customdata=times,
+            mode="lines+markers",
+            name=esc(name),
+            line={"color": color, "dash": dash},
+            hovertemplate="%{x} tokens per pass: %{y:.2f}× the one-token pass (%{customdata:.2f} ms)<extra></extra>",
+        )
+    fig.add_hline(y=h200.KNEE, line_dash="dot", line_color="#333", annotation_text=f"{h200.KNEE:g}× (the knee)")
+    fig.update_xaxes(type="log", title_text="tokens per pass")
+    fig.update_yaxes(title_text="× the one-token pass", rangemode="tozero")
+    return frame(fig, "The same pass sizes: how fast each machine's pass grows with the tokens it carries", h200.machine_line(), height=400)
+
+
 def show_retimed(m: dict, label: str, key: str, recorded: dict | None) -> None:
     """The GPU panel's view of this lesson: its passes re-timed from the H200 recordings, the KV cache they read, and
     the passes against this machine's probe (a live probe far below the recording's is named)."""
-    st.markdown(f"**Your passes on an H200** ({retime.LABEL})")
-    fig = retime.pass_figure(m.get("rows") or [], label)
+    st.markdown(f"**Your passes on an H200** ({h200.LABEL})")
+    fig = pass_figure(m.get("rows") or [], label)
     if fig is not None:
         show_chart(fig, key + "retimed")
-        st.caption(retime.machine_line() + ". " + retime.PASS_CAPTION)
+        st.caption(h200.machine_line() + ". " + PASS_CAPTION)
     st.markdown(gpu.cpu_kv_sentence(m))
     st.caption(pass_against_probe(m))
     note = live_probe_note(m, label, recorded)

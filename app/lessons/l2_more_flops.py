@@ -23,10 +23,10 @@ from app.lessons.kit.experiment import (
     leviathan_of,
     pair_numbers,
 )
-from app.lessons.kit.figures import COLORS, WASTE_COLOR, frame
 from app.lessons.kit.numbers import SAME_TIME, rate_rounds
 from app.lessons.kit.runs import inside_depth, lane_pair, machine_curve, median_run, seed_passes, timed_rounds
 from app.views import metrics
+from app.views.bars import COLORS, WASTE_COLOR, frame
 from engine import verdict as rule
 from engine.bench.prompts import batch_prompts
 

@@ -28,10 +28,10 @@ from app.lessons.kit.experiment import (
     pair_numbers,
     room_of,
 )
-from app.lessons.kit.figures import COLORS, PLAIN_COLOR, RIDGE_COLOR, frame, grouped_bars
 from app.lessons.kit.numbers import rate_rounds
 from app.lessons.kit.runs import BATCH1_MORE, LARGE_BATCHES, chosen, inside_depth, lane_pair, machine_curve, more_rounds, timed_rounds
 from app.lessons.kit.show import consistent
+from app.views.bars import COLORS, PLAIN_COLOR, RIDGE_COLOR, frame, grouped_bars
 from engine.bench.prompts import batch_prompts
 from engine.costs import ridge_tokens
 

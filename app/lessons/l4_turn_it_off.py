@@ -24,23 +24,20 @@ from app.lessons.kit.experiment import (
     leviathan_of,
     pair_numbers,
 )
-from app.lessons.kit.figures import (
-    COLORS,
-    PLAIN_COLOR,
+from app.lessons.kit.gpu import verify_passes
+from app.lessons.kit.numbers import (
+    MAX_STEPS,
     decode_rate,
     decode_ratio,
-    frame,
-    grouped_bars,
-    label_above_whiskers,
+    decode_steps,
     lane_rate,
+    rate_rounds,
     ratio_range,
     spread_of,
     tpot_ms,
-    whiskers,
 )
-from app.lessons.kit.gpu import verify_passes
-from app.lessons.kit.numbers import MAX_STEPS, decode_steps, rate_rounds
 from app.lessons.kit.runs import Job, lane_pair, machine_curve, median_run, timed_rounds
+from app.views.bars import COLORS, PLAIN_COLOR, frame, grouped_bars, label_above_whiskers, whiskers
 from engine import DecodeConfig
 from engine.bench.prompts import EXTRACTIVE_PROMPTS
 
@@ -239,7 +236,7 @@ def turn_it_off_table(m: dict, s: dict) -> list[dict]:
 def steps_figure(m: dict, label: str = "") -> go.Figure | None:
     """One strip per lane (always-on, the switch): the live batch at each decode step (a line) and the draft depth
     chosen there (bars), with the switch's N dotted. None for an older recording without steps."""
-    from app.lessons.kit.figures import COLORS, PLAIN_COLOR, esc, frame
+    from app.views.bars import COLORS, PLAIN_COLOR, esc, frame
 
     steps = m.get("steps")
     if not steps:

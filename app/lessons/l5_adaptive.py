@@ -22,11 +22,11 @@ from app.lessons.kit.experiment import (
     model_drafter,
     pair_numbers,
 )
-from app.lessons.kit.figures import COLORS, decode_rate, decode_ratio, frame, grouped_bars, ratio_range
 from app.lessons.kit.gpu import verify_passes
-from app.lessons.kit.numbers import rate_rounds
-from app.lessons.kit.retime import CEILING, MEASURED, Priced, h200_lane
+from app.lessons.kit.numbers import decode_rate, decode_ratio, rate_rounds, ratio_range
 from app.lessons.kit.runs import Job, lane_pair, machine_curve, timed_rounds
+from app.views.bars import COLORS, frame, grouped_bars
+from app.views.h200 import CEILING, MEASURED, Priced, h200_lane
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
 

@@ -11,15 +11,6 @@ from plotly.subplots import make_subplots
 from app.common.measurement import CHOSEN, SHAPES, SPREAD, WARMUP
 from app.lessons.kit import numbers
 from app.lessons.kit.experiment import CURVE_HELP, DECODING_ALONE, DEPTHS, Claim, Experiment, Knob, Prediction, cell_rounds, model_drafter
-from app.lessons.kit.figures import (
-    PLAIN_COLOR,
-    SYMBOLS,
-    decode_rate,
-    esc,
-    frame,
-    tpot_ms,
-    whiskers,
-)
 from app.lessons.kit.gpu import verify_passes
 from app.lessons.kit.numbers import (
     LOAD_MAX,
@@ -32,14 +23,17 @@ from app.lessons.kit.numbers import (
     batches,
     cell,
     cell_contest,
+    decode_rate,
     decode_steps,
     load_table,
     policies,
     rate_of,
     ratio,
     smallest_plain,
+    tpot_ms,
 )
 from app.lessons.kit.runs import Job, cell_of_runs, chosen, machine_curve, median_run, timed_rounds
+from app.views.bars import PLAIN_COLOR, SYMBOLS, esc, frame, whiskers
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
 from engine.costs import expected_tokens_per_step
@@ -99,8 +93,8 @@ def by_load_figure(m: dict, s: dict, label: str = "") -> go.Figure:
 def depth_figure(m: dict, label: str = "", plain: str = "plain decoding") -> go.Figure | None:
     """The depth chosen at each decode step: a panel per (batch size, speculating policy), batch sizes in rows and
     policies in columns, so no batch's line hides another's. None for an older recording without steps."""
-    from app.lessons.kit.figures import COLORS as PALETTE
-    from app.lessons.kit.figures import esc, frame
+    from app.views.bars import COLORS as PALETTE
+    from app.views.bars import esc, frame
 
     rows = m["rows"]
     names = [n for n in policies(rows, plain) if any(r.get("steps") for r in rows if r["contender"] == n)]

@@ -12,20 +12,13 @@ from app.common.measurement import CHOSEN, SPREAD, WARMUP
 from app.common.measurement import SHAPES as ROW_SHAPES
 from app.lessons.kit import numbers
 from app.lessons.kit.experiment import CURVE_HELP, Claim, Experiment, Knob, Prediction, cell_rounds, model_drafter
-from app.lessons.kit.figures import (
-    COLORS,
-    PLAIN_COLOR,
-    decode_rate,
-    esc,
-    frame,
-    grouped_bars,
-)
 from app.lessons.kit.numbers import (
     PLAIN,
     RATE_KEYS,
     SHAPE_KEYS,
     cell,
     cell_contest,
+    decode_rate,
     rate_of,
     rate_rounds,
     ratio,
@@ -34,6 +27,7 @@ from app.lessons.kit.numbers import (
 from app.lessons.kit.runs import Job, cell_of_runs, machine_curve, median_run, timed_rounds
 from app.lessons.l0_one_step import show_tree_step
 from app.views import metrics
+from app.views.bars import COLORS, PLAIN_COLOR, esc, frame, grouped_bars
 from engine import DecodeConfig
 from engine.bench.prompts import batch_prompts
 from engine.costs import ridge_tokens
@@ -260,7 +254,7 @@ def _against(result: dict, r: dict) -> str:
 SHAPE_COLORS = {"plain": PLAIN_COLOR, "chain": COLORS[1], "tree": COLORS[2]}  # as width_figure colours plain, chain, tree
 
 
-SHAPE_PATTERNS = {"plain": "", "chain": "/", "tree": "x"}  # as width_figure hatches them (figures.PATTERNS)
+SHAPE_PATTERNS = {"plain": "", "chain": "/", "tree": "x"}  # as width_figure hatches them (bars.PATTERNS)
 
 
 SHAPE_NAMES = {"plain": "plain step", "chain": "chain of k", "tree": "tree of n nodes"}

@@ -14,9 +14,9 @@ from app.common import measurement as ms
 from app.common.measurement import CHOSEN, PASS_ROW_SPEC, PEAKS, SPREAD
 from app.lessons.kit import numbers
 from app.lessons.kit.experiment import CURVE_HELP, Claim, Experiment, Knob, Prediction
-from app.lessons.kit.figures import COLORS, frame, grouped_bars
 from app.lessons.kit.runs import chosen, inside_depth, machine_curve, metered
 from app.lessons.kit.show import show_table
+from app.views.bars import COLORS, frame, grouped_bars
 from engine import verdict as rule
 from engine.costs import ridge_tokens
 from engine.decoding.context_passes import context_rounds

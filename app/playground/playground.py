@@ -15,7 +15,7 @@ from app.common import drafters, resources
 from app.common.page_helpers import last_resort, load_pair_or_error, show_failure
 from app.common.results import Peaks, gauge_name, show_results
 from app.playground.controls import controls, input_problems
-from app.playground.run import policy_basis, run_both, show_policy_basis, show_trees
+from app.playground.run import policy_basis, run_both, show_h200, show_policy_basis, show_trees
 from engine import ConfigError, ModelLoadError, TraceError
 from engine.drafters import drafter_name
 from engine.hardware import pick_device, thread_line
@@ -108,6 +108,7 @@ def draw_result() -> None:
         if result.get("basis"):
             show_policy_basis(result["basis"])
         show_trees(result["spec"])
+        show_h200(result["ar"], result["spec"], f"measured live on {probe.device_name}, {probe.dtype}, round {result['shown_round'] + 1}")
 
 
 if want_run and problems:

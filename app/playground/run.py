@@ -1,6 +1,6 @@
 """The Playground's runs: both lanes warmed up untimed, then decoded live in interleaved rounds (AR, speculative, AR,
-speculative …, as app/lessons/kit/runs.py does for the lessons), what a load-aware policy priced k with, and the draft-tree
-viewer (app/playground/playground.py calls them)."""
+speculative …, as app/lessons/kit/runs.py does for the lessons), what a load-aware policy priced k with, the draft-tree
+viewer, and the shown round re-timed on an H200 (app/playground/playground.py calls them)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import time
 import streamlit as st
 
 from app.common import resources
-from app.common.lane_stats import median_index
+from app.common.lane_stats import lane, median_index
 from app.common.warm import warm
 from app.playground.controls import Settings
 from app.playground.policy_options import format_batch_table
-from app.views import depth_policy, metrics, tokens
+from app.views import depth_policy, h200, metrics, tokens
 from app.views import tree as tree_view
 from engine import DecodeConfig, generate_steps
 from engine.decoding.passcurve import pass_curve
@@ -128,3 +128,27 @@ def show_trees(spec) -> None:
     ):
         pick = st.slider("Step (sequence-step of the speculative lane)", 1, len(items), 1, key="tree_pick") if len(items) > 1 else 1
         st.html(tree_view.tree_html(items[pick - 1], greedy=spec.config.get("temperature", 0) == 0))
+
+
+def h200_view(ar, spec, label: str) -> tuple[object, list[dict], str] | None:
+    """The shown round's two lanes re-timed with SpecLab's recorded H200 pass costs (app/views/h200.py, drafting
+    priced or the bar drawn as a ceiling): (figure, table, caption), or None with its reason in the caption where no
+    step could be priced."""
+    m = {"ar": lane(ar), "spec": lane(spec)}
+    caption = " ".join([h200.machine_line() + ".", h200.CAPTION, *h200.drafting_lines(m)])
+    fig = h200.figure(m, label)
+    return (fig, h200.rows(m), caption) if fig is not None else (None, [], h200.why_not(m, label, recorded=False))
+
+
+def show_h200(ar, spec, label: str) -> None:
+    """The same decode steps on an H200, beside this machine's: where speculation's extra tokens per pass ride on
+    idle arithmetic on the GPU while they cost time here, or the other way round. A model of the GPU's time from
+    its recorded passes, never a run there (the label says so)."""
+    with st.expander(f"🖥 Your run on an H200 ({h200.LABEL})"):
+        fig, rows, caption = h200_view(ar, spec, label)
+        if fig is None:
+            st.caption(caption)
+            return
+        st.plotly_chart(fig, width="stretch", key="chart_h200")
+        st.dataframe(rows, hide_index=True)
+        st.caption(caption)

@@ -26,16 +26,16 @@ def _rec(name: str) -> dict:
 def lesson_figures() -> dict:
     """{name: plotly Figure} for every lesson figure the shipped recordings draw, each with its recording's label."""
     from app.lessons.kit import gpu
-    from app.lessons.kit.retime import figure, pass_figure
     from app.lessons.l0_one_step import record_of
-    from app.lessons.l1_memory_bound import memory_bound_figure
+    from app.lessons.l1_memory_bound import memory_bound_figure, pass_figure
     from app.lessons.l2_more_flops import more_flops_figure
     from app.lessons.l3_past_the_ridge import past_the_ridge_figure
     from app.lessons.l4_turn_it_off import steps_figure, turn_it_off_figure
     from app.lessons.l5_adaptive import adaptive_figure
     from app.lessons.l6_by_load import by_load_figure, depth_figure
     from app.lessons.l7_width import shapes_figure, width_figure
-    from app.views import step_pictures
+    from app.views import h200, step_pictures
+    from app.views.h200 import figure
     from engine import Trace
 
     out = {}
@@ -60,7 +60,7 @@ def lesson_figures() -> dict:
     }
     sources = {"lesson4_steps": "turn_it_off", "lesson6_depths": "by_load", "lesson7_steps": "width"}
 
-    curves, _ = gpu.recorded_curves()
+    curves, _ = h200.recorded_curves()
     ridge = _rec("past_the_ridge")["settings"]
     marks = sorted({b * n for _, b, n in gpu.lesson_passes(EXPERIMENTS["past_the_ridge"], ridge)})
     out["gpu_curves"] = gpu.curves_figure(curves, marks)
@@ -85,12 +85,12 @@ def lesson_figures() -> dict:
 
 
 def retimed_variants() -> dict:
-    """The re-timed chart (app/lessons/kit/retime.py `figure`) in the two shapes no single recording draws, from the shipped
+    """The re-timed chart (app/views/h200.py `figure`) in the two shapes no single recording draws, from the shipped
     recordings' own lanes: lesson 3's speculative runs drafting with a drafter nobody priced (their bars ceilings), and
     lessons 3 and 5 in one measurement (twelve runs, cut into panels)."""
     import copy
 
-    from app.lessons.kit.retime import figure
+    from app.views.h200 import figure
 
     ridge, adaptive = _rec("past_the_ridge"), _rec("adaptive")
     label = f"recorded on {ridge['machine']}, {ridge['date']}"

@@ -117,7 +117,7 @@ def test_speedup_heatmaps_diverge_without_red_against_green():
 def test_chart_text_colours_have_aa_contrast_on_both_plot_backgrounds():
     """Text on a lesson chart is drawn in TEXT_COLOR or a series colour made readable (a11y.readable); the
     browser test (test_chart_readability.py) reads every drawn text's colour back as well."""
-    from app.lessons.kit.figures import COLORS, PLAIN_COLOR, RIDGE_COLOR, TEXT_COLOR, WASTE_COLOR
+    from app.views.bars import COLORS, PLAIN_COLOR, RIDGE_COLOR, TEXT_COLOR, WASTE_COLOR
 
     series = [*COLORS, PLAIN_COLOR, RIDGE_COLOR, WASTE_COLOR]
     for colour in [TEXT_COLOR, *(a11y.readable(c) for c in series)]:

@@ -1,4 +1,4 @@
-"""The Lessons page's result charts and tables (app/lessons/kit/figures.py): every shipped recording draws, the figures
+"""The Lessons page's result charts and tables (app/views/bars.py): every shipped recording draws, the figures
 carry the measurement's numbers and its label, hostile text is escaped, spread shows as whiskers only where the
 run was repeated, and thin measurements (one row, missing optional fields) still draw."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from app.lessons import registry
 from app.lessons.kit import numbers
-from app.lessons.kit.figures import HEADER_PX, MAX_LABEL, ROW_PX, esc, ratio_range, table_height, tpot_ms
+from app.lessons.kit.numbers import ratio_range, tpot_ms
 from app.lessons.l2_more_flops import more_flops_figure
 from app.lessons.l3_past_the_ridge import past_the_ridge_figure, ridge_points
 from app.lessons.l4_turn_it_off import steps_figure, turn_it_off_figure, turn_it_off_table
@@ -20,6 +20,7 @@ from app.lessons.l5_adaptive import adaptive_figure, adaptive_table
 from app.lessons.l6_by_load import by_load_figure
 from app.lessons.l7_width import width_figure
 from app.lessons.registry import EXPERIMENTS
+from app.views.bars import HEADER_PX, MAX_LABEL, ROW_PX, esc, table_height
 from engine import verdict
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.lessons.kit import gpu, numbers
+from app.lessons.kit import numbers
 from app.lessons.kit.texts import (
     LESSON_GLOB,
     LessonError,
@@ -18,6 +18,7 @@ from app.lessons.kit.texts import (
     split_sections,
 )
 from app.lessons.registry import EXPERIMENTS
+from app.views import h200
 
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN = {  # the experiments the shipped lesson files name, read from their front matter alone
@@ -223,10 +224,10 @@ def test_texts_quote_the_h200_room_and_knee_the_recording_gives():
     """Issue 53: one room (the 1.25× point, app/lessons/kit/numbers.py) and one knee (the 1.5× point), both read off the
     recorded H200 curve, in every text; never "a few hundred" or the probed ridge standing in for either."""
 
-    curves, problems = gpu.recorded_curves()
-    curve = gpu.knee_curve(curves)
+    curves, problems = h200.recorded_curves()
+    curve = h200.knee_curve(curves)
     assert curve is not None, problems
-    room, knee_at = numbers.room_tokens(curve.tokens, curve.ms), round(gpu.knee_tokens(curve))
+    room, knee_at = numbers.room_tokens(curve.tokens, curve.ms), round(h200.knee_tokens(curve))
     paths = [*sorted((ROOT / "lessons").glob("*.md")), *sorted((ROOT / "lessons").glob("*.checks.json")), ROOT / "README.md"]
     for path in paths:
         flat = " ".join(path.read_text(encoding="utf-8").split())

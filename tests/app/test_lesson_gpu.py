@@ -14,9 +14,10 @@ import pytest
 from app.lessons import registry
 from app.lessons.kit import gpu as G
 from app.lessons.kit.page import chosen_settings
-from app.lessons.kit.retime import figure, why_not
 from app.lessons.l5_adaptive import gate_lines
 from app.lessons.registry import EXPERIMENTS
+from app.views import h200
+from app.views.h200 import figure, why_not
 from engine.roofline import predictor
 from engine.roofline.architectures import architecture
 from engine.roofline.gpus import gpu
@@ -26,7 +27,7 @@ LESSONS = ("memory_bound", "more_flops", "past_the_ridge", "turn_it_off", "adapt
 
 
 def test_shipped_h200_curves_load_with_their_labels():
-    curves, problems = G.recorded_curves()
+    curves, problems = h200.recorded_curves()
     assert problems == []
     assert {c.source for c in curves} == {"docs/measurements/h200-gpu_graphs.json", "docs/measurements/h200-gpu_bench.json"}
     assert {(c.shape, c.mode) for c in curves if "graphs" in c.source} == {
@@ -38,7 +39,7 @@ def test_shipped_h200_curves_load_with_their_labels():
 
 
 def test_curve_numbers_are_the_files_numbers():
-    qwen = next(c for c in G.recorded_curves()[0] if c.shape == "qwen2.5-7b" and c.mode == "graph")
+    qwen = next(c for c in h200.recorded_curves()[0] if c.shape == "qwen2.5-7b" and c.mode == "graph")
     raw = json.loads((ROOT / "docs/measurements/h200-gpu_graphs.json").read_text())
     passes = next(s for s in raw["shapes"] if s["shape"] == "qwen2.5-7b")["passes"]
     one = next(p for p in passes if p["batch"] == 1 and p["new_tokens"] == 1)
@@ -62,10 +63,10 @@ def test_a_bad_recording_is_one_line_and_the_others_still_load(tmp_path, content
     bad = tmp_path / "bad.json"
     bad.write_text(content)
     good = ROOT / "docs/measurements/h200-gpu_graphs.json"
-    curves, problems = G.recorded_curves([bad, good])
+    curves, problems = h200.recorded_curves([bad, good])
     assert len(problems) == 1 and why in problems[0] and "\n" not in problems[0]
     assert curves and all("graphs" in c.source for c in curves)
-    assert G.recorded_curves([tmp_path / "missing.json"])[1][0].startswith("missing.json")
+    assert h200.recorded_curves([tmp_path / "missing.json"])[1][0].startswith("missing.json")
 
 
 def test_the_seed_framing_is_computed_from_the_gpu_table():
@@ -154,7 +155,7 @@ def test_every_lesson_draws_a_chart_and_a_gpu_panel_naming_the_gpu():
 def test_labels_on_the_log_axes_sit_at_their_values():
     """On a log x axis a shape takes the data value but an annotation takes its log10: every marker's label sits
     at log10 of its line's x (plotly's add_vline(annotation_text=...) put it at 10**295 and broke the axis)."""
-    curves, _ = G.recorded_curves()
+    curves, _ = h200.recorded_curves()
     for fig in (G.model_figure(EXPERIMENTS["past_the_ridge"], {"batch": 16, "depth": 4}), G.curves_figure(curves, marks=[5, 80])):
         lines = sorted(float(shape.x0) for shape in fig.layout.shapes)
         labels = sorted(float(a.x) for a in fig.layout.annotations if a.xref == "x")

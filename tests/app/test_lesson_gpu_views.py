@@ -12,7 +12,10 @@ import pytest
 
 from app.common import measurement
 from app.lessons import registry
-from app.lessons.kit.retime import (
+from app.lessons.l1_memory_bound import pass_figure
+from app.lessons.l5_adaptive import gate_lines
+from app.lessons.registry import EXPERIMENTS
+from app.views.h200 import (
     CEILING,
     DRAFTING,
     LABEL,
@@ -24,12 +27,9 @@ from app.lessons.kit.retime import (
     h200_lane,
     is_lane,
     lanes_of,
-    pass_figure,
     rows,
     why_not,
 )
-from app.lessons.l5_adaptive import gate_lines
-from app.lessons.registry import EXPERIMENTS
 from engine.hardware import probe
 
 ROOT = Path(__file__).resolve().parents[2]

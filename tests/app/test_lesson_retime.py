@@ -1,4 +1,4 @@
-"""A lesson's own run re-timed from the H200 recordings (app/lessons/kit/retime.py), shown in the GPU panel, and the
+"""A lesson's own run re-timed from the H200 recordings (app/views/h200.py), shown in the GPU panel, and the
 panel's numbers (knee, KV ridge) computed from the recordings and the model; frame()'s layout; the Predictor's
 explanation of a win past the weights-only ridge. Lanes are built from the shipped real traces (assets/traces/)."""
 
@@ -11,9 +11,11 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from app.lessons.kit import gpu, retime
-from app.lessons.kit.figures import FOOT_PX, LABEL_CHARS, LEGEND_LINE_PX, chunks, frame, labelled
-from app.lessons.kit.retime import (
+from app.lessons.kit import gpu
+from app.lessons.registry import EXPERIMENTS
+from app.views import h200
+from app.views.bars import FOOT_PX, LABEL_CHARS, LEGEND_LINE_PX, chunks, frame, labelled
+from app.views.h200 import (
     CEILING,
     DRAFTING,
     LABEL,
@@ -25,7 +27,6 @@ from app.lessons.kit.retime import (
     lanes_of,
     rows,
 )
-from app.lessons.registry import EXPERIMENTS
 from app.views.predictor import kv_ridge_text, ridge_sentence
 from engine import Trace
 from engine.roofline import draft_prices as drafting
@@ -136,7 +137,7 @@ def test_every_lane_of_a_nested_measurement_is_found_with_its_batch_and_its_plai
         ("EAGLE head", 4),
     ]
     assert base_of(entries[5], entries)["lane"] is ngram_ar and base_of(entries[3], entries) is entries[2]
-    rows = retime.rows(m)
+    rows = h200.rows(m)
     assert rows[1]["× plain on the H200 (re-timed)"] == round(h200_lane(spec).rate / h200_lane(ar).rate, 2)
     assert rows[1]["× plain here"] == round(spec["decode_tokens_per_s"] / ar["decode_tokens_per_s"], 2)
 
@@ -151,11 +152,11 @@ def test_the_figure_labels_the_re_timed_bars_and_names_the_recording():
 
 
 def test_the_knee_is_computed_from_the_recorded_curve_and_the_lesson_texts_quote_it():
-    curve = gpu.knee_curve(gpu.recorded_curves()[0])
-    knee = gpu.knee_tokens(curve)
+    curve = h200.knee_curve(h200.recorded_curves()[0])
+    knee = h200.knee_tokens(curve)
     ms = qwen_graph_ms()
     assert 128 < knee < 256 and ms[128] < 1.5 * ms[1] <= ms[256]
-    assert gpu.KNEE_FACTOR == 1.5 and f"about {knee:.0f} tokens per pass" in gpu.knee_sentence(gpu.recorded_curves()[0])
+    assert h200.KNEE_FACTOR == 1.5 and f"about {knee:.0f} tokens per pass" in h200.knee_sentence(h200.recorded_curves()[0])
     for lesson in ("01-memory-bound.md", "03-past-the-ridge.md"):
         text = (ROOT / "lessons" / lesson).read_text()
         gpu_section = text.split("## On a GPU", 1)[1].split("\n## ", 1)[0]
@@ -170,7 +171,7 @@ def test_the_panel_states_the_kv_ridge_from_the_model():
     assert k["kv_kb_per_token"] == pytest.approx(costs.kv_bytes_per_token / 1e3) and round(k["weights_only"]) == 295
     text = gpu.kv_sentence("H100-SXM", "8B", 1024, 4)
     assert "585 tokens per pass" in text and "never, at any batch" in text and "Long contexts keep large passes memory-bound" in text
-    assert "zero context" in gpu.CAN_SHOW and all("zero context" in c.name for c in gpu.recorded_curves()[0] if not c.context)
+    assert "zero context" in gpu.CAN_SHOW and all("zero context" in c.name for c in h200.recorded_curves()[0] if not c.context)
     one_token = gpu.seed_framing()["one_token_flops_ms"]
     assert f"{one_token:.2g} ms" in gpu.seed_sentence() and "0.05 ms" not in (ROOT / "lessons/01-memory-bound.md").read_text()
 

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from app.views import metrics
+from app.common.lane_stats import lane
+from app.playground.run import h200_view
+from app.views import h200, metrics
+from app.views.h200 import DRAFTING, MEASURED, MODEL, PLAIN
 from engine.verdict import RULE
 
 
@@ -118,6 +121,16 @@ def test_a_run_of_rounds_keeps_every_round_and_judges_by_the_rule():
     speedup = next(m for m in at.metric if m.label == "Measured speedup")
     assert speedup.value == f"{v.ratio:.2f}×"  # the headline is the rounds' typical ratio, not one round's
     assert ("Check failed" in "\n".join(w.value for w in at.warning)) == (metrics.whole_run_excess(rounds) is not None)
+    # the shown round's steps re-timed on the H200 (app/views/h200.py), as the lessons' GPU panel re-times theirs
+    assert any(e.label.startswith("🖥 Your run on an H200 (re-timed from H200 recordings, not run on a GPU)") for e in at.expander)
+    fig, rows, caption = h200_view(result["ar"], result["spec"], "live")
+    assert fig is not None and [r["run"] for r in rows] == ["plain", "speculative"], caption
+    plain, spec = rows
+    assert plain["× plain on the H200 (re-timed)"] == 1.0 and plain["drafting on the H200"] == DRAFTING[PLAIN]
+    assert spec["× plain on the H200 (re-timed)"] > 0 and spec["drafting on the H200"] in (DRAFTING[MEASURED], DRAFTING[MODEL])
+    for row, trace in zip(rows, (result["ar"], result["spec"])):  # this machine's bar is the lane's own decoding rate
+        assert row["this machine, decode tokens/s (measured)"] == round(lane(trace)["decode_tokens_per_s"], 1)
+    assert caption.startswith(h200.LABEL) and "qwen2.5-7b" in caption.lower()
 
 
 def test_one_round_says_it_cannot_tell_and_a_bad_rounds_link_falls_back():

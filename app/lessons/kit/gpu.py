@@ -1,24 +1,21 @@
-"""The lessons' GPU evidence: SpecLab's recorded H200 pass curves (measured, labelled with machine and date), their
-room and knee by the lessons' one definition (app/lessons/kit/numbers.py), the roofline Predictor at a lesson's
-settings (a model, labelled so), the KV-cache sentence and published results (cited). No streamlit.
+"""The lessons' GPU evidence beside SpecLab's recorded H200 pass curves (app/views/h200.py, measured, labelled with
+machine and date): the curves drawn with a lesson's passes marked, the roofline Predictor at a lesson's settings (a
+model, labelled so), the KV-cache sentence and published results (cited). No streamlit.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from pathlib import Path
 
 import plotly.graph_objects as go
 
 from app.common.a11y import readable
-from app.lessons.kit import numbers
-from app.lessons.kit.figures import COLORS, SYMBOLS, esc, frame
+from app.views.bars import COLORS, SYMBOLS, esc, frame
+from app.views.h200 import Curve, knee_curve, knee_tokens
 from engine.costs import ridge_tokens_with_kv
 from engine.roofline import predictor
 from engine.roofline.architectures import architecture
 from engine.roofline.gpus import gpu
-from engine.roofline.recordings import BUILT_IN, ROOT, PassRecord, RecordingError, load_report
 
 MODEL_GPU, MODEL_SHAPE, MODEL_CONTEXT = "H100-SXM", "8B", 1024
 
@@ -38,30 +35,6 @@ CAN_SHOW = (
 )
 
 
-# --- 1. recorded GPU pass curves ----------------------------------------------------------------
-@dataclass(frozen=True)
-class Curve:
-    source: str
-    device: str
-    date: str
-    dtype: str
-    shape: str
-    mode: str  # "graph" or "eager"
-    context: int
-    tokens: tuple[int, ...]  # tokens per pass, sorted
-    ms: tuple[float, ...]  # median ms over the (batch, new_tokens) pairs with that many tokens
-    batches: tuple[str, ...]  # the pairs behind each point, for hover ("8×16")
-
-    @property
-    def label(self) -> str:
-        return f"{self.device}, {self.dtype}, {self.date}, random weights in real shapes ({self.source})"
-
-    @property
-    def name(self) -> str:
-        how = "CUDA graph" if self.mode == "graph" else "eager"
-        return f"{self.shape} shape, {how}, " + (f"context {self.context}" if self.context else "zero context (no KV cache)")
-
-
 def _log_x_marker(fig: go.Figure, x: float, color: str, dash: str, text: str, anchor: str = "left", y: float = 1.0) -> None:
     """A vertical line at data value x on a log x axis, labelled. The line is a shape (data coordinates); the
     label is an annotation, which on a log axis takes log10 of the value (as app/views/roofline.py does):
@@ -77,81 +50,6 @@ def _log_x_marker(fig: go.Figure, x: float, color: str, dash: str, text: str, an
         font={"color": readable(color)},  # the line's hue, dark enough to read (orange text was 2.25:1)
         xanchor=anchor,
         yanchor="bottom",
-    )
-
-
-def _median(xs: list[float]) -> float:
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
-
-
-def curves_of(records: list[PassRecord]) -> list[Curve]:
-    """One curve per (file, shape, mode, context): the median time at each tokens-per-pass count."""
-    groups: dict[tuple, list[PassRecord]] = {}
-    for r in records:
-        groups.setdefault((r.source, r.shape, r.mode, r.context), []).append(r)
-    out = []
-    for (source, shape, mode, context), group in groups.items():
-        by_tokens: dict[int, list[PassRecord]] = {}
-        for r in group:
-            by_tokens.setdefault(r.tokens_per_pass, []).append(r)
-        tokens = tuple(sorted(by_tokens))
-        first = group[0]
-        out.append(
-            Curve(
-                source,
-                first.device,
-                first.date,
-                first.dtype,
-                shape,
-                mode,
-                context,
-                tokens,
-                tuple(_median([r.ms for r in by_tokens[t]]) for t in tokens),
-                tuple(", ".join(f"{r.batch}×{r.new_tokens}" for r in by_tokens[t]) for t in tokens),
-            )
-        )
-    return out
-
-
-def recorded_curves(paths: list[Path] | None = None) -> tuple[list[Curve], list[str]]:
-    """The shipped H200 curves, and one line per file that could not be used (missing or malformed)."""
-    curves, problems = [], []
-    for path in paths if paths is not None else [ROOT / p for p in BUILT_IN]:
-        try:
-            curves += curves_of(load_report(Path(path)))
-        except RecordingError as exc:
-            problems.append(str(exc))
-    return curves, problems
-
-
-KNEE_FACTOR = numbers.KNEE  # the lessons' one knee (app/lessons/kit/numbers.py): a pass costing 1.5× the one-token pass
-
-
-KNEE_SHAPE, KNEE_MODE = "qwen2.5-7b", "graph"  # the curve whose knee the panel and the lesson texts quote
-
-
-def knee_tokens(curve: Curve, factor: float = KNEE_FACTOR) -> float | None:
-    """The knee of a recorded curve by the one definition (app/lessons/kit/numbers.py `knee_tokens`); None past it."""
-    return numbers.knee_tokens(curve.tokens, curve.ms, factor)
-
-
-def knee_curve(curves: list[Curve]) -> Curve | None:
-    """The recorded curve the panel quotes a knee for (Qwen2.5-7B shape, CUDA graph, zero context)."""
-    return next((c for c in curves if c.shape == KNEE_SHAPE and c.mode == KNEE_MODE), None)
-
-
-def knee_sentence(curves: list[Curve]) -> str:
-    """The knee of the quoted H200 curve in words, with the numbers it comes from."""
-    c = knee_curve(curves)
-    knee = knee_tokens(c) if c else None
-    if knee is None:
-        return ""
-    return (
-        f"On the H200 (Qwen2.5-7B shape, CUDA graph, zero context, {c.date}) a one-token pass took {c.ms[0]:.2f} ms; the "
-        f"curve reaches {KNEE_FACTOR:g}× that ({KNEE_FACTOR * c.ms[0]:.2f} ms) at about {knee:.0f} tokens per pass, its "
-        "knee: below it, a pass of many tokens costs little more than a pass of one."
     )
 
 

@@ -259,7 +259,7 @@ PLAIN = "plain decoding"
 RATE_KEYS = ("decode_tokens_per_s", "decode_tokens_per_s_runs", "tokens_per_s", "tokens_per_s_runs")  # decoding alone; whole run
 
 
-SHAPE_KEYS = ("decode_tokens", "passes")  # the median run's decode pass shapes, for the H200 re-timing (app/lessons/kit/retime.py)
+SHAPE_KEYS = ("decode_tokens", "passes")  # the median run's decode pass shapes, for the H200 re-timing (app/views/h200.py)
 
 
 ROW_KEYS = (*RATE_KEYS, "alpha", "tpot_ms", "other_cores", *SHAPE_KEYS)
@@ -328,3 +328,48 @@ def smallest_plain(m: dict) -> tuple[int, dict] | None:
 def policies(rows: list[dict], plain: str = "plain decoding") -> list[str]:
     """The contenders that speculate (every one but plain decoding), in the order measured."""
     return [n for n in contenders(rows) if n != plain]
+
+
+# --- a lane's rate and a pair's ratio as (value, min, max), for the charts -------------------------------------
+def spread_of(obj: dict, key: str = "tokens_per_s_runs") -> tuple[float, float, float] | None:
+    """(median, min, max) of a repeated measurement, None where the run was measured once."""
+    sp = obj.get(key) if isinstance(obj, dict) else None
+    if not isinstance(sp, dict) or not all(isinstance(sp.get(k), (int, float)) for k in ("median", "min", "max")):
+        return None
+    return float(sp["median"]), float(sp["min"]), float(sp["max"])
+
+
+def lane_rate(lane: dict) -> tuple[float, float | None, float | None]:
+    """A lane's tokens/s: (value, min, max); min/max None for a single run."""
+    sp = spread_of(lane)
+    return sp if sp else (float(lane["summary"]["tokens_per_s"]), None, None)
+
+
+def _rule(spec: dict, ar: dict, fallback: float, whole: bool = False) -> tuple[float, float | None, float | None]:
+    """The one rule's speedup spec ÷ ar over the interleaved rounds and its 95% range (speedup): the number a
+    chart's bar, its whisker, the table and the verdict sentence all show; `fallback` where there are no rounds."""
+    sp = speedup({"ar": ar, "spec": spec}, whole=whole)
+    return (sp["value"], sp["lo"], sp["hi"]) if sp else (fallback, None, None)
+
+
+def ratio_range(spec: dict, ar: dict) -> tuple[float, float | None, float | None]:
+    """Whole-run speedup spec/ar (prefill included) by the one rule over the rounds, with its 95% range."""
+    s, a = lane_rate(spec)[0], lane_rate(ar)[0]
+    return _rule(spec, ar, s / a if a else 0.0, whole=True)
+
+
+def tpot_ms(lane: dict) -> float | None:
+    """Time per output token one request sees, ms: the engine's wall-clock figure the lane recorded (None: not run)."""
+    value = lane.get("tpot_ms")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def decode_rate(obj: dict) -> tuple[float, float | None, float | None]:
+    """A lane's or a row's decoding-alone tokens/s: (median, min, max) over its rounds, or its one run's rate."""
+    return spread_of(obj, "decode_tokens_per_s_runs") or (float(obj["decode_tokens_per_s"]), None, None)
+
+
+def decode_ratio(spec: dict, ar: dict) -> tuple[float, float | None, float | None]:
+    """Decoding-alone speedup spec/ar by the one rule over the interleaved rounds, with its 95% range."""
+    s, a = decode_rate(spec)[0], decode_rate(ar)[0]
+    return _rule(spec, ar, s / a if a else 0.0)

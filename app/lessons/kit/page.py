@@ -16,9 +16,10 @@ from app.common import measurement, resources
 from app.common.page_helpers import load_pair_or_error, show_failure, url_fallbacks
 from app.common.url_keys import bound
 from app.lessons import registry
-from app.lessons.kit import against, gpu, numbers, retime, show
+from app.lessons.kit import against, gpu, numbers, show
 from app.lessons.kit.experiment import Experiment, claim_rows
 from app.lessons.kit.texts import guess_line, hand_calculation, load_lessons, plan_text, prediction_rows, worksheet_html
+from app.views import h200
 from engine import ConfigError, verdict
 from engine.drafters import available_drafters
 
@@ -340,7 +341,7 @@ def worksheet_button(i: int, page: str) -> None:
 # --- the GPU panel --------------------------------------------------------------------------------
 @st.cache_data(show_spinner=False)
 def _gpu_curves() -> tuple[list, list[str]]:
-    return gpu.recorded_curves()
+    return h200.recorded_curves()
 
 
 def chosen_settings(settings: dict | None, result: dict | None) -> dict:
@@ -358,7 +359,7 @@ def chosen_settings(settings: dict | None, result: dict | None) -> dict:
 
 def show_gpu_panel(lesson_name: str, settings: dict, text: str = "", result: dict | None = None) -> None:
     """The lesson on a GPU, beside this machine's CPU: the lesson's own text, the lesson's run re-timed with SpecLab's
-    recorded H200 pass costs (`result`: the result the page shows, live or recorded; app/lessons/kit/retime.py), the recorded
+    recorded H200 pass costs (`result`: the result the page shows, live or recorded; app/views/h200.py), the recorded
     H200 pass curves (measured), the Predictor at the lesson's settings (model) and published results (cited). No model
     is loaded."""
     key, record = f"gpu_{lesson_name}_", registry.EXPERIMENTS[lesson_name]
@@ -381,7 +382,7 @@ def show_gpu_panel(lesson_name: str, settings: dict, text: str = "", result: dic
         if curves:
             marks = sorted({b * n for _, b, n in gpu.lesson_passes(record, settings)})
             show.show_chart(gpu.curves_figure(curves, marks), key + "curves")
-            st.caption(gpu.CAN_SHOW + " Dotted lines: the tokens per pass of this lesson's passes. " + gpu.knee_sentence(curves))
+            st.caption(gpu.CAN_SHOW + " Dotted lines: the tokens per pass of this lesson's passes. " + h200.knee_sentence(curves))
         st.markdown("**Model, not a measurement** (the roofline Predictor at this lesson's settings)")
         show.show_chart(gpu.model_figure(record, settings), key + "model")
         show.show_table(gpu.model_rows(record, settings))
@@ -403,15 +404,15 @@ def _retimed(record, result: dict, key: str) -> None:
     if record.retimed is not None:  # a lesson of passes, not of decoding lanes: its own view, its own heading
         record.retimed(m, label, key, load_recording(record.name)[0])
         return
-    st.markdown(f"**Your run on an H200** ({retime.LABEL})")
-    fig = retime.figure(m, label)
+    st.markdown(f"**Your run on an H200** ({h200.LABEL})")
+    fig = h200.figure(m, label)
     if fig is None:
         recorded = result["source"] == "recorded" if "source" in result else None  # else the label says
-        st.caption(retime.why_not(m, label, recorded))  # exactly why: what the run did not keep, or what failed
+        st.caption(h200.why_not(m, label, recorded))  # exactly why: what the run did not keep, or what failed
         return
     show.show_chart(fig, key + "retimed")
-    show.show_table(retime.rows(m))
-    st.caption(" ".join([retime.machine_line() + ".", retime.CAPTION, *retime.drafting_lines(m)]))
+    show.show_table(h200.rows(m))
+    st.caption(" ".join([h200.machine_line() + ".", h200.CAPTION, *h200.drafting_lines(m)]))
     lines = record.gpu_lines(m)  # what the lesson's run trades on the H200, from the priced numbers (lesson 5)
     if lines:
         st.markdown("\n\n".join(lines))

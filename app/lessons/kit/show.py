@@ -9,9 +9,10 @@ from __future__ import annotations
 import streamlit as st
 
 from app.common.drafters import label as drafter_label
-from app.lessons.kit import figures, numbers
+from app.lessons.kit import numbers
 from app.lessons.kit.experiment import findings
 from app.lessons.kit.numbers import step_costs
+from app.views import bars
 
 
 def show_chart(fig, key: str) -> None:
@@ -19,7 +20,7 @@ def show_chart(fig, key: str) -> None:
 
 
 def show_table(rows: list[dict]) -> None:
-    st.dataframe(rows, hide_index=True, height=figures.table_height(rows))
+    st.dataframe(rows, hide_index=True, height=bars.table_height(rows))
 
 
 SETTING_NAMES = {  # what a chosen setting is, in the lesson's words (the glossary's "room")

@@ -272,10 +272,10 @@ def render(text: str, recordings: Path, experiments: dict, h200: Callable[[], st
 
 
 def _h200() -> str:
-    from app.lessons.kit import gpu  # plotly, loaded only where the plan is drawn
+    from app.views import h200  # plotly, loaded only where the plan is drawn
 
-    curves, problems = gpu.recorded_curves()
-    return gpu.knee_sentence(curves) if curves else "(no readable H200 recording: " + "; ".join(problems)[:200] + ")"
+    curves, problems = h200.recorded_curves()
+    return h200.knee_sentence(curves) if curves else "(no readable H200 recording: " + "; ".join(problems)[:200] + ")"
 
 
 SEGMENT_KEYS = ("minutes", "ask", "mistake")  # a lesson's front matter lines that make its row of the plan

@@ -1,23 +1,123 @@
-"""A lesson's own run re-timed with SpecLab's recorded H200 pass costs: each decode step's passes priced on the H200
-(drafting too, from engine/roofline/draft_prices.py, or the bar drawn as a ceiling where drafting is not priced), beside
-the rate this machine measured. Labelled as re-timed, never as run on a GPU. No streamlit.
+"""Your steps on an H200: SpecLab's recorded H200 pass curves (measured, labelled with machine and date; their knee by
+the one definition, engine/room.py), and any decode run's lanes re-timed with them: each decode step's passes priced at
+the H200's recorded cost of that many tokens, drafting too (engine/roofline/draft_prices.py), or the bar drawn as a
+ceiling where drafting is not priced, beside the rate this machine measured. Labelled as re-timed, never as run on a
+GPU. The Lessons' GPU panel and the Playground draw it. No streamlit.
 """
 
 from __future__ import annotations
 
 import functools
+import statistics
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.common.drafters import label as drafter_label
-from app.lessons.kit import gpu
-from app.lessons.kit.figures import COLORS, TICK_CHARS, chunks, dress, esc, fit_foot, frame, grouped_bars, labelled, log_axis
+from app.views.bars import COLORS, TICK_CHARS, chunks, dress, esc, fit_foot, frame, grouped_bars, labelled, log_axis
 from engine.drafters import DRAFTERS
 from engine.roofline import draft_prices as drafting
+from engine.roofline.recordings import BUILT_IN, ROOT, PassRecord, RecordingError, load_report
 from engine.roofline.retime import PassPrices, retime
+from engine.room import KNEE
+from engine.room import knee_tokens as curve_knee
+
+
+# --- 1. recorded GPU pass curves ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Curve:
+    source: str
+    device: str
+    date: str
+    dtype: str
+    shape: str
+    mode: str  # "graph" or "eager"
+    context: int
+    tokens: tuple[int, ...]  # tokens per pass, sorted
+    ms: tuple[float, ...]  # median ms over the (batch, new_tokens) pairs with that many tokens
+    batches: tuple[str, ...]  # the pairs behind each point, for hover ("8×16")
+
+    @property
+    def label(self) -> str:
+        return f"{self.device}, {self.dtype}, {self.date}, random weights in real shapes ({self.source})"
+
+    @property
+    def name(self) -> str:
+        how = "CUDA graph" if self.mode == "graph" else "eager"
+        return f"{self.shape} shape, {how}, " + (f"context {self.context}" if self.context else "zero context (no KV cache)")
+
+
+def curves_of(records: list[PassRecord]) -> list[Curve]:
+    """One curve per (file, shape, mode, context): the median time at each tokens-per-pass count."""
+    groups: dict[tuple, list[PassRecord]] = {}
+    for r in records:
+        groups.setdefault((r.source, r.shape, r.mode, r.context), []).append(r)
+    out = []
+    for (source, shape, mode, context), group in groups.items():
+        by_tokens: dict[int, list[PassRecord]] = {}
+        for r in group:
+            by_tokens.setdefault(r.tokens_per_pass, []).append(r)
+        tokens = tuple(sorted(by_tokens))
+        first = group[0]
+        out.append(
+            Curve(
+                source,
+                first.device,
+                first.date,
+                first.dtype,
+                shape,
+                mode,
+                context,
+                tokens,
+                tuple(statistics.median([r.ms for r in by_tokens[t]]) for t in tokens),
+                tuple(", ".join(f"{r.batch}×{r.new_tokens}" for r in by_tokens[t]) for t in tokens),
+            )
+        )
+    return out
+
+
+def recorded_curves(paths: list[Path] | None = None) -> tuple[list[Curve], list[str]]:
+    """The shipped H200 curves, and one line per file that could not be used (missing or malformed)."""
+    curves, problems = [], []
+    for path in paths if paths is not None else [ROOT / p for p in BUILT_IN]:
+        try:
+            curves += curves_of(load_report(Path(path)))
+        except RecordingError as exc:
+            problems.append(str(exc))
+    return curves, problems
+
+
+KNEE_FACTOR = KNEE  # the one knee (engine/room.py): a pass costing 1.5× the one-token pass
+
+
+KNEE_SHAPE, KNEE_MODE = "qwen2.5-7b", "graph"  # the curve whose knee the panel and the lesson texts quote
+
+
+def knee_tokens(curve: Curve, factor: float = KNEE_FACTOR) -> float | None:
+    """The knee of a recorded curve by the one definition (engine/room.py `knee_tokens`); None past it."""
+    return curve_knee(curve.tokens, curve.ms, factor)
+
+
+def knee_curve(curves: list[Curve]) -> Curve | None:
+    """The recorded curve the panel quotes a knee for (Qwen2.5-7B shape, CUDA graph, zero context)."""
+    return next((c for c in curves if c.shape == KNEE_SHAPE and c.mode == KNEE_MODE), None)
+
+
+def knee_sentence(curves: list[Curve]) -> str:
+    """The knee of the quoted H200 curve in words, with the numbers it comes from."""
+    c = knee_curve(curves)
+    knee = knee_tokens(c) if c else None
+    if knee is None:
+        return ""
+    return (
+        f"On the H200 (Qwen2.5-7B shape, CUDA graph, zero context, {c.date}) a one-token pass took {c.ms[0]:.2f} ms; the "
+        f"curve reaches {KNEE_FACTOR:g}× that ({KNEE_FACTOR * c.ms[0]:.2f} ms) at about {knee:.0f} tokens per pass, its "
+        "knee: below it, a pass of many tokens costs little more than a pass of one."
+    )
+
 
 LABEL = "re-timed from H200 recordings, not run on a GPU"
 
@@ -42,9 +142,6 @@ SKIP = {"runs", "batches", "rows", "measurement", "m", "seed"}
 CPU_COLOR, GPU_COLOR = COLORS[1], COLORS[0]
 
 
-KNEE = gpu.KNEE_FACTOR
-
-
 CAPTION = (
     "The same decode steps, the same tokens per pass and the same accepted tokens per step, each priced at the time "
     "the H200 took for one pass of that many tokens (a straight line between the recorded sizes, never beyond them). "
@@ -54,17 +151,10 @@ CAPTION = (
 )
 
 
-PASS_CAPTION = (
-    "Each pass size this machine timed, beside the H200's recorded pass of the same size, each as a multiple of its "
-    "own one-token pass (hover for the ms): a larger model (the Qwen2.5-7B shape) on a far faster memory, so the "
-    "shapes compare, not the times. Where a line stays near 1× the extra tokens ride on idle arithmetic."
-)
-
-
 @functools.cache
 def h200_prices(shape: str = SHAPE, mode: str = MODE) -> PassPrices | None:
     """The recorded H200 curve of `shape` in `mode` as pass prices, None where it is not shipped."""
-    curves, _ = gpu.recorded_curves()
+    curves, _ = recorded_curves()
     c = next((c for c in curves if c.shape == shape and c.mode == mode), None)
     if c is None:
         return None
@@ -272,7 +362,7 @@ def _draws(sr: dict, row: dict) -> bool:
 
 
 def _panel(fig: go.Figure, table: list[dict], series: list[dict], keys: tuple[str, str], unit: str, row: int) -> list[float]:
-    """One panel of grouped bars (app/lessons/kit/figures.py grouped_bars): each bar's value over it where every bar has
+    """One panel of grouped bars (app/views/bars.py grouped_bars): each bar's value over it where every bar has
     room (a ceiling's says so), its hover how its drafting was priced. Returns the values drawn."""
     drawn, grouped, dressed = [], [], []
     for i, sr in enumerate(series):
@@ -349,32 +439,3 @@ def why_not(m, label: str = "", recorded: bool | None = None) -> str:
             "them), or re-record it."
         )
     return "This run carries no per-step pass shapes, so it cannot be re-timed on the H200."
-
-
-def pass_figure(pass_rows: list[dict], label: str = "") -> go.Figure | None:
-    """Lesson 1: each pass size this machine timed, and the H200's recorded pass of the same size, both as a multiple
-    of their own one-token pass (log x); None where no size lies in the recorded range."""
-    prices = h200_prices()
-    pts = [(r["tokens_per_pass"], r["ms"], prices.price(r["tokens_per_pass"]) if prices else None) for r in pass_rows]
-    pts = [p for p in pts if p[2] is not None]
-    if not pts:
-        return None
-    fig = go.Figure()
-    xs = [t for t, _, _ in pts]
-    for name, ms, color, dash in (
-        (f"this machine ({label or 'measured'})", [c for _, c, _ in pts], CPU_COLOR, None),
-        (LABEL, [g for _, _, g in pts], GPU_COLOR, "dash"),
-    ):
-        fig.add_scatter(
-            x=xs,
-            y=[m / ms[0] for m in ms],
-            customdata=ms,
-            mode="lines+markers",
-            name=esc(name),
-            line={"color": color, "dash": dash},
-            hovertemplate="%{x} tokens per pass: %{y:.2f}× the one-token pass (%{customdata:.2f} ms)<extra></extra>",
-        )
-    fig.add_hline(y=KNEE, line_dash="dot", line_color="#333", annotation_text=f"{KNEE:g}× (the knee)")
-    fig.update_xaxes(type="log", title_text="tokens per pass")
-    fig.update_yaxes(title_text="× the one-token pass", rangemode="tozero")
-    return frame(fig, "The same pass sizes: how fast each machine's pass grows with the tokens it carries", machine_line(), height=400)

@@ -1,6 +1,7 @@
-"""The charts' shared vocabulary: colours readable on both plot backgrounds, patterns and dashes so series are told
-apart by more than colour, the frame every lesson chart carries (title with machine and date), bars grouped with
-whiskers from the one rule's 95% range, and labels placed clear of each other. No streamlit.
+"""The charts' shared vocabulary, for every page that draws bars with whiskers (the Lessons, the Playground's H200
+view): colours readable on both plot backgrounds, patterns and dashes so series are told apart by more than colour, the
+frame every chart carries (title with machine and date), bars grouped with whiskers, and labels placed clear of each
+other. No streamlit.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import textwrap
 
 import plotly.graph_objects as go
 
-from app.lessons.kit import numbers
 from app.views.palette import INK, ink
 
 # Okabe-Ito: blue, orange, sky blue, reddish purple, grey, vermillion (never paired with a green). These fill bars and
@@ -119,21 +119,6 @@ def frame(fig: go.Figure, title: str, label: str, height: int = 380) -> go.Figur
     return ink(fig)  # under Streamlit's theme too, every text at AA contrast
 
 
-# --- spread -------------------------------------------------------------------------------------
-def spread_of(obj: dict, key: str = "tokens_per_s_runs") -> tuple[float, float, float] | None:
-    """(median, min, max) of a repeated measurement, None where the run was measured once."""
-    sp = obj.get(key) if isinstance(obj, dict) else None
-    if not isinstance(sp, dict) or not all(isinstance(sp.get(k), (int, float)) for k in ("median", "min", "max")):
-        return None
-    return float(sp["median"]), float(sp["min"]), float(sp["max"])
-
-
-def lane_rate(lane: dict) -> tuple[float, float | None, float | None]:
-    """A lane's tokens/s: (value, min, max); min/max None for a single run."""
-    sp = spread_of(lane)
-    return sp if sp else (float(lane["summary"]["tokens_per_s"]), None, None)
-
-
 def label_above_whiskers(fig: go.Figure, xs: list, values: list[tuple[float, float | None, float | None]], text: list[str], **cell) -> None:
     """Each bar's label just above its whisker's top (the bar's own top where it has no whisker), as a text trace: a
     bar's own outside text sits at the bar's top, where the whisker runs through it. One bar per x (not grouped)."""
@@ -202,37 +187,6 @@ def whiskers(values: list[tuple[float, float | None, float | None]]) -> dict | N
         "color": "#333",
         "thickness": 1.5,
     }
-
-
-def _rule(spec: dict, ar: dict, fallback: float, whole: bool = False) -> tuple[float, float | None, float | None]:
-    """The one rule's speedup spec ÷ ar over the interleaved rounds and its 95% range (numbers.speedup): the number a
-    chart's bar, its whisker, the table and the verdict sentence all show; `fallback` where there are no rounds."""
-    sp = numbers.speedup({"ar": ar, "spec": spec}, whole=whole)
-    return (sp["value"], sp["lo"], sp["hi"]) if sp else (fallback, None, None)
-
-
-def ratio_range(spec: dict, ar: dict) -> tuple[float, float | None, float | None]:
-    """Whole-run speedup spec/ar (prefill included) by the one rule over the rounds, with its 95% range."""
-    s, a = lane_rate(spec)[0], lane_rate(ar)[0]
-    return _rule(spec, ar, s / a if a else 0.0, whole=True)
-
-
-def tpot_ms(lane: dict) -> float | None:
-    """Time per output token one request sees, ms: the engine's wall-clock figure the lane recorded (None: not run)."""
-    value = lane.get("tpot_ms")
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-# --- lessons 4 and 6: policies against load, throughput beside latency --------------------------
-def decode_rate(obj: dict) -> tuple[float, float | None, float | None]:
-    """A lane's or a row's decoding-alone tokens/s: (median, min, max) over its rounds, or its one run's rate."""
-    return spread_of(obj, "decode_tokens_per_s_runs") or (float(obj["decode_tokens_per_s"]), None, None)
-
-
-def decode_ratio(spec: dict, ar: dict) -> tuple[float, float | None, float | None]:
-    """Decoding-alone speedup spec/ar by the one rule over the interleaved rounds, with its 95% range."""
-    s, a = decode_rate(spec)[0], decode_rate(ar)[0]
-    return _rule(spec, ar, s / a if a else 0.0)
 
 
 NARROW_PX = 680  # the plot's width in a narrow laptop window's chart (760 px, less the margins)
