@@ -15,13 +15,14 @@ from app.common import measurement as ms
 from app.common.measurement import CHOSEN, PASS_ROW_SPEC, PEAKS
 from app.lessons.kit import gpu, numbers
 from app.lessons.kit.experiment import CURVE_HELP, Claim, Experiment, Knob, Prediction
-from app.lessons.kit.runs import knee_tokens, machine_curve, metered, past_tokens, remember_room
+from app.lessons.kit.runs import knee_tokens, machine_curve, metered, remember_room
 from app.lessons.kit.show import show_chart
 from app.views import h200, metrics, roofline
 from app.views.bars import COLORS, LABEL_FONT, LABEL_MARK, PLAIN_COLOR, RIDGE_COLOR, esc, frame, whiskers
 from engine import verdict as rule
-from engine.costs import ridge_tokens
+from engine.costs import ridge_tokens, ridge_tokens_with_kv
 from engine.decoding.passcurve import pass_costs
+from engine.roofline.architectures import architecture
 
 READ_OVER_COPY = 1.28  # the most a read streamed over the copy's counted rate on the 2-core EPYC (docs/measurements.md)
 
@@ -40,6 +41,11 @@ LARGEST = (0, 16, 32, 64, 128)  # the largest pass's options; 0 = "from this mac
 
 
 PASS_ROUNDS = 5  # every size once per round, the rounds in turn: about 2 s on 2 cores
+
+
+def past_tokens(room: int) -> int:
+    """The pass lesson 1 reads "past the room": numbers.PAST times the room's tokens."""
+    return int(numbers.PAST * room)
 
 
 def pass_against_probe(m: dict) -> str:
@@ -343,6 +349,24 @@ def pass_figure(pass_rows: list[dict], label: str = "") -> go.Figure | None:
     return frame(fig, "The same pass sizes: how fast each machine's pass grows with the tokens it carries", h200.machine_line(), height=400)
 
 
+def cpu_kv_sentence(m: dict, shape: str = "135M") -> str:
+    """Lesson 1 on this machine: the embedded target's ridge from the run's probed peaks, counting its weights alone
+    and counting each row's KV cache at the run's context and at 1,024 tokens (a model on measured peaks)."""
+    rows, bw, peak = m.get("rows") or [], m.get("peak_bandwidth"), m.get("peak_flops")
+    if not rows or not bw or not peak:
+        return ""
+    costs = architecture(shape).costs(m.get("dtype") if m.get("dtype") in ("bfloat16", "float16", "float32") else "bfloat16")
+    context = int(rows[0]["context"])
+    alone, here, long = (ridge_tokens_with_kv(costs, peak, bw, c, 1) for c in (0, context, 1024))
+    return (
+        f"On this machine's probed peaks ({bw / 1e9:.1f} GB/s, {peak / 1e9:.0f} GFLOP/s) the {architecture(shape).name} "
+        f"target's pass turns compute-bound {gpu.tokens_words(alone)} counting its weights alone. Each token of context adds "
+        f"{costs.kv_bytes_per_token / 1e3:.0f} kB of KV cache per row, read every pass: counting it, rows of one token "
+        f"turn compute-bound {gpu.tokens_words(here)} at this {context}-token context and {gpu.tokens_words(long)} at 1,024 tokens. Long "
+        "contexts keep large passes memory-bound (model on the probed peaks)."
+    )
+
+
 def show_retimed(m: dict, label: str, key: str, recorded: dict | None) -> None:
     """The GPU panel's view of this lesson: its passes re-timed from the H200 recordings, the KV cache they read, and
     the passes against this machine's probe (a live probe far below the recording's is named)."""
@@ -351,7 +375,7 @@ def show_retimed(m: dict, label: str, key: str, recorded: dict | None) -> None:
     if fig is not None:
         show_chart(fig, key + "retimed")
         st.caption(h200.machine_line() + ". " + PASS_CAPTION)
-    st.markdown(gpu.cpu_kv_sentence(m))
+    st.markdown(cpu_kv_sentence(m))
     st.caption(pass_against_probe(m))
     note = live_probe_note(m, label, recorded)
     if note:

@@ -4,6 +4,8 @@ FLOPs, bytes and time per decoded token; the claim is that speculation does more
 
 from __future__ import annotations
 
+import statistics
+
 import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
@@ -24,11 +26,12 @@ from app.lessons.kit.experiment import (
     pair_numbers,
 )
 from app.lessons.kit.numbers import SAME_TIME, rate_rounds
-from app.lessons.kit.runs import inside_depth, lane_pair, machine_curve, median_run, seed_passes, timed_rounds
+from app.lessons.kit.runs import inside_depth, lane_pair, machine_curve, median_run, timed_rounds
 from app.views import metrics
 from app.views.bars import COLORS, WASTE_COLOR, frame
 from engine import verdict as rule
 from engine.bench.prompts import batch_prompts
+from engine.decoding.passcurve import pass_costs
 
 # --- 2. speculation does more work, and the seed's k + 1 tokens per pass ------------------------------
 MORE_ROUNDS = 5  # two short batch-1 lanes: five interleaved rounds (after a warm-up) stay well inside 20 s
@@ -44,6 +47,40 @@ def decode_costs(traces: list) -> dict:
         "bytes": sum(st.bytes for st in steps),
         "flops_wasted": sum(st.flops_wasted for st in steps),
     }
+
+
+SEED_CONTEXT, SEED_ROUNDS = 150, 3
+
+
+def seed_passes(pair, depth: int) -> dict:
+    """Barrow's example: k+1 tokens per pass made two ways, batch k+1 at depth 0 and batch 1 at depth k, timed
+    back to back (SEED_ROUNDS rounds alternating the two, 5 timed passes each), with the engine's counted FLOPs
+    and bytes split into weights and KV cache (engine/costs.py forward_flops / forward_bytes)."""
+    n = depth + 1
+    shapes = {f"batch {n} at depth 0 (one new token per row)": (n, 1), f"batch 1 at depth {depth} (last token + {depth} drafts)": (1, n)}
+    times = {label: [] for label in shapes}
+    rows = {}
+    for _ in range(SEED_ROUNDS):
+        for label, (batch, new) in shapes.items():
+            row = pass_costs(pair, [batch], [new], context=SEED_CONTEXT, repeats=5)[0]
+            times[label].append(row["ms"])
+            rows[label] = row
+    weights = float(pair.target_costs.weight_bytes)
+    passes = [
+        {
+            "label": label,
+            "batch": batch,
+            "new_tokens": new,
+            "tokens_per_pass": batch * new,
+            "ms": statistics.median(times[label]),
+            "flops": rows[label]["flops"],
+            "weight_bytes": weights,
+            "kv_bytes": rows[label]["bytes"] - weights,
+            "times_ms": times[label],
+        }
+        for label, (batch, new) in shapes.items()
+    ]
+    return {"context": SEED_CONTEXT, "rounds": SEED_ROUNDS, "passes": passes}
 
 
 def more_flops(pair, probe, s: dict) -> dict:

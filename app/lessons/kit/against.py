@@ -10,27 +10,10 @@ import math
 from dataclasses import dataclass, field
 
 from app.common import measurement
-from app.lessons.kit.experiment import room_of
+from app.lessons.kit.experiment import SETTING_NAMES, room_of
 from engine import verdict
 
 MOVED = 1.15  # a number that changed by more than this factor, either way, "moved" (an answer, a pass, a probe's peak)
-
-
-SETTING_NAMES = {  # the names of what a lesson chose from its room (its measurement's `chosen`), in a sentence
-    "depth": "depth k",
-    "k": "depth k",
-    "batch": "batch",
-    "largest": "largest pass",
-    "n": "off above batch",
-    "mid": "middle batch",
-    "past": "batch past the room",
-    "most": "deepest draft",
-    "nodes": "tree nodes",
-    "topk": "children per node",
-    "tokens": "new tokens",
-    "context": "context (tokens)",
-    "conf": "confidence gate",
-}
 
 
 @dataclass(frozen=True)

@@ -218,6 +218,23 @@ def cell_rounds(a, b, batch):
 DEPTHS = tuple(range(1, 9))
 
 
+SETTING_NAMES = {  # a setting, or what a run chose from its room (its `chosen`), named in a sentence
+    "depth": "depth k",
+    "k": "depth k",
+    "batch": "batch",
+    "largest": "largest pass",
+    "n": "off above batch",
+    "mid": "middle batch",
+    "past": "batch past the room",
+    "most": "deepest draft",
+    "nodes": "tree nodes",
+    "topk": "children per node",
+    "tokens": "new tokens",
+    "context": "context (tokens)",
+    "conf": "confidence gate",
+}
+
+
 CURVE_HELP = "0: chosen from this machine's pass curve (app/lessons/kit/numbers.py)"
 
 

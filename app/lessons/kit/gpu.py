@@ -129,7 +129,7 @@ def kv_ridge(gpu_key: str = MODEL_GPU, shape: str = MODEL_SHAPE, context: int = 
     }
 
 
-def _tokens(x: float) -> str:
+def tokens_words(x: float) -> str:
     return "never, at any batch," if math.isinf(x) else f"at {x:,.0f} tokens per pass"
 
 
@@ -142,28 +142,10 @@ def kv_sentence(gpu_key: str = MODEL_GPU, shape: str = MODEL_SHAPE, context: int
         f"{context:,}-token context (the weights are {k['weights_gb']:.1f} GB). Attention does only about "
         f"{k['kv_flop_per_byte']:.0f} FLOPs per KV byte, far below the {k['gpu']}'s ridge of {k['ridge_point']:.0f}, so every "
         f"row added to a batch brings more bytes than arithmetic can hide. Counting weights alone, the pass turns "
-        f"compute-bound {_tokens(k['weights_only'])}; counting each row's KV at this context, "
-        f"{_tokens(k['verify'])} for verify passes of {depth + 1} tokens per row and {_tokens(k['plain'])} for "
+        f"compute-bound {tokens_words(k['weights_only'])}; counting each row's KV at this context, "
+        f"{tokens_words(k['verify'])} for verify passes of {depth + 1} tokens per row and {tokens_words(k['plain'])} for "
         "plain rows of one token (model, data-sheet peaks). **Long contexts keep large passes memory-bound**: the KV "
         "bytes grow with every row and every cached token, while the weights' arithmetic per byte stays put."
-    )
-
-
-def cpu_kv_sentence(m: dict, shape: str = "135M") -> str:
-    """Lesson 1 on this machine: the embedded target's ridge from the run's probed peaks, counting its weights alone
-    and counting each row's KV cache at the run's context and at 1,024 tokens (a model on measured peaks)."""
-    rows, bw, peak = m.get("rows") or [], m.get("peak_bandwidth"), m.get("peak_flops")
-    if not rows or not bw or not peak:
-        return ""
-    costs = architecture(shape).costs(m.get("dtype") if m.get("dtype") in ("bfloat16", "float16", "float32") else "bfloat16")
-    context = int(rows[0]["context"])
-    alone, here, long = (ridge_tokens_with_kv(costs, peak, bw, c, 1) for c in (0, context, 1024))
-    return (
-        f"On this machine's probed peaks ({bw / 1e9:.1f} GB/s, {peak / 1e9:.0f} GFLOP/s) the {architecture(shape).name} "
-        f"target's pass turns compute-bound {_tokens(alone)} counting its weights alone. Each token of context adds "
-        f"{costs.kv_bytes_per_token / 1e3:.0f} kB of KV cache per row, read every pass: counting it, rows of one token "
-        f"turn compute-bound {_tokens(here)} at this {context}-token context and {_tokens(long)} at 1,024 tokens. Long "
-        "contexts keep large passes memory-bound (model on the probed peaks)."
     )
 
 

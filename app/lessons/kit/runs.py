@@ -164,40 +164,6 @@ def knee_tokens(tokens, ms_) -> float:
     return float(tokens[-1]) if found is None else found
 
 
-SEED_CONTEXT, SEED_ROUNDS = 150, 3
-
-
-def seed_passes(pair, depth: int) -> dict:
-    """Barrow's example: k+1 tokens per pass made two ways, batch k+1 at depth 0 and batch 1 at depth k, timed
-    back to back (SEED_ROUNDS rounds alternating the two, 5 timed passes each), with the engine's counted FLOPs
-    and bytes split into weights and KV cache (engine/costs.py forward_flops / forward_bytes)."""
-    n = depth + 1
-    shapes = {f"batch {n} at depth 0 (one new token per row)": (n, 1), f"batch 1 at depth {depth} (last token + {depth} drafts)": (1, n)}
-    times = {label: [] for label in shapes}
-    rows = {}
-    for _ in range(SEED_ROUNDS):
-        for label, (batch, new) in shapes.items():
-            row = pass_costs(pair, [batch], [new], context=SEED_CONTEXT, repeats=5)[0]
-            times[label].append(row["ms"])
-            rows[label] = row
-    weights = float(pair.target_costs.weight_bytes)
-    passes = [
-        {
-            "label": label,
-            "batch": batch,
-            "new_tokens": new,
-            "tokens_per_pass": batch * new,
-            "ms": statistics.median(times[label]),
-            "flops": rows[label]["flops"],
-            "weight_bytes": weights,
-            "kv_bytes": rows[label]["bytes"] - weights,
-            "times_ms": times[label],
-        }
-        for label, (batch, new) in shapes.items()
-    ]
-    return {"context": SEED_CONTEXT, "rounds": SEED_ROUNDS, "passes": passes}
-
-
 ROOM_SIZES = (1, 2, 4, 8, 12, 16, 24, 32)  # the small end of the curve, where a CPU's room sits (12 and 24 between the doublings)
 
 
@@ -246,16 +212,6 @@ def inside_depth(room: int) -> int:
     """The depth lessons 2 and 3 choose: the deepest draft whose batch-1 verify pass fits in the room, at most
     MOST_DEPTH (numbers.inside_depth)."""
     return numbers.inside_depth(room, 1, most=MOST_DEPTH)
-
-
-def past_tokens(room: int) -> int:
-    """The pass lesson 1 reads "past the room": numbers.PAST times the room's tokens."""
-    return int(numbers.PAST * room)
-
-
-# Batch 1's pair is cheap (a fraction of a second a round) and its short runs scatter, so lesson 3 gives it this many
-# more rounds than the dear large batch (a live run stays within 20 s on 2 cores).
-BATCH1_MORE = 2
 
 
 def metered(timed, rounds: int) -> tuple[list, float | None]:

@@ -10,7 +10,7 @@ import streamlit as st
 
 from app.common.drafters import label as drafter_label
 from app.lessons.kit import numbers
-from app.lessons.kit.experiment import findings
+from app.lessons.kit.experiment import SETTING_NAMES, findings
 from app.lessons.kit.numbers import step_costs
 from app.views import bars
 
@@ -21,20 +21,6 @@ def show_chart(fig, key: str) -> None:
 
 def show_table(rows: list[dict]) -> None:
     st.dataframe(rows, hide_index=True, height=bars.table_height(rows))
-
-
-SETTING_NAMES = {  # what a chosen setting is, in the lesson's words (the glossary's "room")
-    "k": "depth k",
-    "depth": "depth k",
-    "batch": "batch",
-    "n": "switch N (speculate at N rows or fewer)",
-    "tokens": "new tokens",
-    "most": "deepest k the load-aware policies may draft",
-    "mid": "middle batch (one guess a row fits the room)",
-    "past": "largest batch (fixed k's verify pass at 4× the room)",
-    "nodes": "tree nodes",
-    "topk": "children per node",
-}
 
 
 def settings_note(m: dict, s: dict) -> None:
