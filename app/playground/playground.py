@@ -108,7 +108,8 @@ def draw_result() -> None:
         if result.get("basis"):
             show_policy_basis(result["basis"])
         show_trees(result["spec"])
-        show_h200(result["ar"], result["spec"], f"measured live on {probe.device_name}, {probe.dtype}, round {result['shown_round'] + 1}")
+        shown = f"round {result['shown_round'] + 1} of {len(result['rounds'])}"
+        show_h200(result["ar"], result["spec"], f"{probe.device_name}, {probe.dtype}, {shown}", shown)
 
 
 if want_run and problems:

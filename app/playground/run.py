@@ -140,10 +140,10 @@ def h200_view(ar, spec, label: str) -> tuple[object, list[dict], str] | None:
     return (fig, h200.rows(m), caption) if fig is not None else (None, [], h200.why_not(m, label, recorded=False))
 
 
-def show_h200(ar, spec, label: str) -> None:
+def show_h200(ar, spec, label: str, shown: str) -> None:
     """The same decode steps on an H200, beside this machine's: where speculation's extra tokens per pass ride on
     idle arithmetic on the GPU while they cost time here, or the other way round. A model of the GPU's time from
-    its recorded passes, never a run there (the label says so)."""
+    its recorded passes, never a run there (the label says so). `shown`: which round the bars re-time."""
     with st.expander(f"🖥 Your run on an H200 ({h200.LABEL})"):
         fig, rows, caption = h200_view(ar, spec, label)
         if fig is None:
@@ -151,4 +151,7 @@ def show_h200(ar, spec, label: str) -> None:
             return
         st.plotly_chart(fig, width="stretch", key="chart_h200")
         st.dataframe(rows, hide_index=True)
-        st.caption(caption)
+        st.caption(
+            f"The bars re-time {shown}, the round the charts above draw; the measured speedup above is the rule's "
+            "ratio over every round. " + caption
+        )

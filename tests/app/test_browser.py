@@ -116,6 +116,12 @@ def test_playground_run_and_race_replay(server, chromium):
         assert page.get_by_text("Per-step latency").count() > 0
         assert page.locator(".js-plotly-plot").count() >= 4
         assert page.get_by_text("Traceback").count() == 0
+        # the shown round's steps re-timed on the H200 (app/views/h200.py), labelled as re-timed, never as run there
+        h200 = page.locator('[data-testid="stExpander"]', has_text="Your run on an H200").first
+        h200.get_by_text("Your run on an H200").click()
+        h200.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        text = h200.inner_text()
+        assert "not run on a GPU" in text and "NVIDIA H200" in text and "The bars re-time round" in text
         page.screenshot(path=str(ROOT / "artifacts" / "playground.png"))
         # accessibility of the Playground after a run (issue 30), on this run: the race has finished (settled colours)
         page.get_by_text("Show the source").first.wait_for(timeout=120_000)
