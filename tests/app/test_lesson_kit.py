@@ -12,9 +12,9 @@ import pytest
 from app.common import measurement
 from app.common.engine_source import DRAFTER_SOURCES, STAGE_SOURCES, TREE_STAGE_SOURCES, SourceError, numbered_block, source_of
 from app.lessons import registry
-from app.lessons.kit.texts import guess_line, hand_calculation, prediction_rows, worksheet_html
 from app.lessons.registry import EXPERIMENTS
 from app.views import stepthrough
+from app.views.worksheet import guess_line, hand_calculation, prediction_rows, worksheet_html
 from engine import Trace
 
 ROOT = Path(__file__).resolve().parents[2]

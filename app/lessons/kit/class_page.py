@@ -17,7 +17,7 @@ from app.classroom.store import ClassroomStore
 from app.common import resources
 from app.common.page_helpers import last_resort, one_line
 from app.lessons import registry
-from app.lessons.kit import show, texts
+from app.lessons.kit import show
 from app.lessons.kit.experiment import Experiment
 from app.lessons.kit.page import (
     load_recording,
@@ -26,9 +26,10 @@ from app.lessons.kit.page import (
     worksheet_button,
     worksheet_page,
 )
-from app.lessons.kit.texts import guess_line
 from app.views import classroom as views
+from app.views import worksheet
 from app.views.safe import one_line as flat_text
+from app.views.worksheet import guess_line
 
 # What opening the store can raise: a refused file (a newer schema), an unwritable data folder, SQLite's errors.
 STORE_ERRORS = (ClassroomError, OSError, sqlite3.Error)
@@ -161,7 +162,7 @@ def draw_class_result(name: str, text: str) -> None:
 def prediction_rows(experiment: Experiment, guess, m: dict, s: dict) -> list[dict]:
     """Guess vs measured vs models (show_prediction's rows)."""
     p = experiment.predict
-    return texts.prediction_rows(guess, p.measured(m, s), p.models(m, s), p.unit)
+    return worksheet.prediction_rows(guess, p.measured(m, s), p.models(m, s), p.unit)
 
 
 def source_line(result: dict) -> str:

@@ -18,8 +18,9 @@ from app.common.url_keys import bound
 from app.lessons import registry
 from app.lessons.kit import against, gpu, numbers, show
 from app.lessons.kit.experiment import Experiment, claim_rows
-from app.lessons.kit.texts import guess_line, hand_calculation, load_lessons, plan_text, prediction_rows, worksheet_html
+from app.lessons.kit.texts import load_lessons, plan_text
 from app.views import h200
+from app.views.worksheet import guess_line, hand_calculation, prediction_rows, worksheet_html
 from engine import ConfigError, verdict
 from engine.drafters import available_drafters
 
