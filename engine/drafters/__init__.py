@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from engine.drafters.base import ConfidenceGate, Draft, Drafter, Verified, choose_tokens
 from engine.drafters.eagle import EagleDrafter
+from engine.drafters.hybrid import LookupEagleDrafter
 from engine.drafters.model import ModelDrafter
 from engine.drafters.ngram import NgramDrafter
 
-DRAFTERS: dict[str, type[Drafter]] = {d.kind: d for d in (NgramDrafter, ModelDrafter, EagleDrafter)}  # the app's order
+# the app's order; the pages default to the last the pair can run (the EAGLE head)
+DRAFTERS: dict[str, type[Drafter]] = {d.kind: d for d in (NgramDrafter, ModelDrafter, LookupEagleDrafter, EagleDrafter)}
 
 
 def by_display() -> dict[str, str]:
@@ -62,6 +64,7 @@ __all__ = [
     "Draft",
     "Drafter",
     "EagleDrafter",
+    "LookupEagleDrafter",
     "ModelDrafter",
     "NgramDrafter",
     "Verified",

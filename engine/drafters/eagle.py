@@ -196,6 +196,21 @@ class EagleDrafter:
         self.pending = hidden
         self.pending_valid = torch.arange(hidden.shape[1], device=hidden.device)[None, :] <= verified.num_accepted[:, None]
 
+    def absorb(self, verified: Verified) -> None:
+        """A step another drafter proposed (engine/drafters/hybrid.py): the head has no entries to drop; row r's first
+        a_r + 1 verified features join the pending ones, after those still waiting, as if it had drafted."""
+        self._catch_up()
+        hidden, accepted = verified.hidden, verified.num_accepted
+        if hidden.shape[0] == 1:  # one row: only its verified features, so no hole enters the head's cache
+            n = int(accepted[0]) + 1
+            new, valid = hidden[:, :n], torch.ones(1, n, dtype=torch.bool, device=hidden.device)
+        else:
+            new, valid = hidden, torch.arange(hidden.shape[1], device=hidden.device)[None, :] <= accepted[:, None]
+        if self.pending is None:
+            self.pending, self.pending_valid = new, valid
+        else:
+            self.pending, self.pending_valid = torch.cat([self.pending, new], 1), torch.cat([self.pending_valid, valid], 1)
+
     def select(self, rows: torch.Tensor) -> None:
         self.later = [h[rows] for h in self.later]
         self.cache.select(rows)

@@ -46,13 +46,13 @@ class NgramDrafter:
         self.stop_ids = stop_ids  # special tokens (chat-template markers): never proposed
 
     @staticmethod
-    def lookup(tokens: list[int], depth: int, ngram_size: int, stop_ids: frozenset[int] = frozenset()) -> list[int]:
-        """Continuation (up to `depth` tokens) of the latest earlier match of the last n tokens, n = ngram_size..1.
+    def lookup(tokens: list[int], depth: int, ngram_size: int, stop_ids: frozenset[int] = frozenset(), shortest: int = 1) -> list[int]:
+        """Continuation (up to `depth` tokens) of the latest earlier match of the last n tokens, n = ngram_size..shortest.
 
         The continuation stops before any of `stop_ids`: copying the prompt's chat-template markers
         (<|im_end|>, <|im_start|>) would only propose tokens the target rejects."""
         length = len(tokens)
-        for n in range(min(ngram_size, length - 1), 0, -1):
+        for n in range(min(ngram_size, length - 1), max(shortest, 1) - 1, -1):
             pattern = tokens[-n:]
             # Search right to left so the most recent context wins; the match must end before the suffix itself.
             for start in range(length - n - 1, -1, -1):
@@ -72,10 +72,11 @@ class NgramDrafter:
     def propose(self, sequences: list[list[int]], depth: int, cfg, generator) -> Draft | None:
         """None when no row found a match. cfg.confidence_threshold is ignored: a lookup proposal has q = 1."""
         found = [self.lookup(s, depth, self.ngram_size, self.stop_ids) for s in sequences]
-        width = max((len(f) for f in found), default=0)
-        if width == 0:
-            return None
-        batch = len(sequences)
+        return self.draft_of(found, cfg) if any(found) else None
+
+    def draft_of(self, found: list[list[int]], cfg) -> Draft:
+        """The draft of each row's continuation (`found`, at least one non-empty), shorter rows padded."""
+        width, batch = max(len(f) for f in found), len(found)
         ids = torch.zeros(batch, width, dtype=torch.long)
         valid = torch.zeros(batch, width, dtype=torch.bool)
         for i, cont in enumerate(found):

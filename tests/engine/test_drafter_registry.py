@@ -45,7 +45,7 @@ def test_a_registered_drafter_is_a_valid_config_and_runs(toy, tiny):
 
 
 def test_once_removed_it_is_gone_everywhere(capsys):
-    with pytest.raises(ConfigError, match="drafter must be one of 'ngram', 'model', 'eagle'; got 'toy'"):
+    with pytest.raises(ConfigError, match="drafter must be one of 'ngram', 'model', 'ngram_eagle', 'eagle'; got 'toy'"):
         DecodeConfig(drafter="toy")
     assert "toy" not in _drafter_action("run").choices
     with pytest.raises(SystemExit) as exc:
