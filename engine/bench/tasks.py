@@ -35,16 +35,19 @@ class Contender:
 TREE = {"tree_nodes": 8, "tree_topk": 2}  # 8 nodes, 2 children a node: fits depth 3 (2 + 2 × 2 × 2 = 10 nodes)
 
 
-DEPTHS = {"ngram": 4}  # a chain's depth per drafter (3 elsewhere): the lookup's drafts are free, so it drafts deeper
+DEPTHS = {"ngram": 4, "ngram_eagle": 4}  # a chain's depth per drafter (3 elsewhere): a lookup's drafts are free, so it drafts deeper
 
 
 TREE_DRAFTER = "eagle"  # the tree and goodput contenders branch on the EAGLE head's distribution
 
 
+BOTH_DRAFTER = "ngram_eagle"  # the lookup and the head in one chain (engine/drafters/hybrid.py), priced by goodput too
+
+
 def _contenders() -> dict[str, Contender]:
     """Every registered drafter as a chain (engine/drafters/__init__.py's registry, in its order, by its display
-    name), then a tree and the goodput policy on TREE_DRAFTER where it branches; plain decoding is each cell's
-    baseline."""
+    name), then a tree and the goodput policy on TREE_DRAFTER where it branches, and goodput over BOTH_DRAFTER's chains;
+    plain decoding is each cell's baseline."""
     out = {}
     for kind, d in DRAFTERS.items():
         depth = DEPTHS.get(kind, 3)
@@ -54,6 +57,11 @@ def _contenders() -> dict[str, Contender]:
         spec = {"drafter": TREE_DRAFTER, "depth": 3, **TREE}
         out["tree"] = Contender(f"{tree.display} tree, {TREE['tree_nodes']} nodes", spec)
         out["goodput"] = Contender(f"goodput ({tree.display}, k ≤ 3, tree ≤ {TREE['tree_nodes']})", spec | {"policy": "goodput"})
+    both = DRAFTERS.get(BOTH_DRAFTER)
+    if both is not None:  # goodput over both shipped drafters: lookups where the text repeats, the head elsewhere
+        depth = DEPTHS.get(BOTH_DRAFTER, 3)
+        spec = {"drafter": BOTH_DRAFTER, "depth": depth, "policy": "goodput"}
+        out["goodput_both"] = Contender(f"goodput ({both.display}, k ≤ {depth})", spec)
     return out
 
 

@@ -71,8 +71,9 @@ def shipped_acceptance(pair, kind: str) -> list[float] | None:
     path = Path(folder) / CALIBRATION_FILE if folder else None
     if path is None or not path.is_file():
         return None
+    card = getattr(DRAFTERS[kind], "card", kind)  # a drafter may start from the card of the weights it runs (the hybrid)
     try:
-        return parse(path.read_bytes(), kind)
+        return parse(path.read_bytes(), card)
     except (OSError, CalibrationError) as exc:
         notice(f"ignored {path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
         return None

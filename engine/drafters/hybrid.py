@@ -31,6 +31,7 @@ class LookupEagleDrafter:
     loads = EagleDrafter.loads  # the head's weights: the lookup needs none
     branches = False  # chains only: a lookup has no distribution to branch on
     confident = True  # the head's rows stop early below confidence_threshold; a lookup's proposal has q = 1
+    card = EagleDrafter.kind  # goodput's prior: the head's held-out acceptance (chat, where lookups rarely fire)
 
     @classmethod
     def available(cls, pair) -> bool:

@@ -118,3 +118,12 @@ def test_it_is_registered_needs_a_head_and_draws_no_trees(tiny):
         generate(tiny, ["Hi"], DecodeConfig(drafter="ngram_eagle", depth=2, max_new_tokens=2))
     with pytest.raises(ConfigError, match="distribution to branch on"):
         DecodeConfig(drafter="ngram_eagle", depth=2, tree_nodes=4, tree_topk=2)
+
+
+def test_goodput_starts_the_hybrid_from_the_heads_card(embedded_f32, capsys):
+    from engine.drafters.calibration import shipped_acceptance
+
+    pair = _pair(embedded_f32)
+    head = shipped_acceptance(pair, "eagle")
+    assert head is not None and shipped_acceptance(pair, "ngram_eagle") == head
+    assert "ignored" not in capsys.readouterr().err  # the head's card is the hybrid's own prior, not another drafter's
