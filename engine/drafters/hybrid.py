@@ -55,7 +55,6 @@ class LookupEagleDrafter:
         self.head, self.lookup = head, lookup
         self.target_features = head.target_features
         self.head_drafted = False  # this step's draft ran the head (its entries to drop, its FLOPs spent)
-        self.lookups = self.steps = 0  # steps drafted by lookup alone, and all drafted steps (tests, the trace's story)
 
     def prefill(self, prompts: list[list[int]], hidden: torch.Tensor, shared: int = 0) -> None:
         self.head.prefill(prompts, hidden, shared)
@@ -67,10 +66,8 @@ class LookupEagleDrafter:
 
     def propose(self, sequences: list[list[int]], depth: int, cfg, generator) -> Draft:
         found = self.found(sequences, depth)
-        self.steps += 1
         if all(found):  # every row copies: a draft without a single drafter pass
             self.head_drafted = False
-            self.lookups += 1
             return self.lookup.draft_of(found, cfg)
         self.head_drafted = True
         draft = self.head.propose(sequences, depth, cfg, generator)
@@ -97,6 +94,8 @@ class LookupEagleDrafter:
 def substitute(draft: Draft, found: list[list[int]], sampling: bool, vocab_size: int) -> Draft:
     """The head's chain with each row that found a lookup continuation taking it instead (q = 1, a point mass when
     sampling), widened to the longer of the two; the rest of a row is padding (valid = False, q = 0)."""
+    if sampling and draft.probs is None:
+        raise ValueError("a sampled draft carries its probabilities")
     width = max(draft.nodes, max(len(f) for f in found))
     pad = width - draft.nodes
     ids = torch.nn.functional.pad(draft.ids, (0, pad))
@@ -114,6 +113,4 @@ def substitute(draft: Draft, found: list[list[int]], sampling: bool, vocab_size:
         if sampling:
             probs[r] = 0.0
             probs[r, torch.arange(n), ids[r, :n]] = 1.0
-    if sampling and probs is None:
-        raise ValueError("a sampled draft carries its probabilities")
     return Draft(ids=ids, q_x=q_x, probs=probs, valid=valid, forwards=draft.forwards, fed_tokens=draft.fed_tokens)

@@ -53,6 +53,26 @@ def test_greedy_equals_plain_and_the_head_keeps_every_token(embedded_f32, kind, 
         assert kinds == {True, False}
 
 
+def test_sampling_mixes_lookup_rows_and_head_rows_in_one_batch(embedded_f32):
+    """A row that copies beside one that does not: the head drafts for the batch and the copying row takes its lookup
+    as a point mass; sampled runs finish with every row's tokens, each step's pass as wide as its widest row."""
+    pair = _pair(embedded_f32)
+    prompts = batch_prompts("extractive", 1) + batch_prompts("heldout", 1)
+    cfg = DecodeConfig(drafter="ngram_eagle", depth=3, max_new_tokens=TOKENS, temperature=0.8, seed=3)
+    trace = generate(pair, prompts, cfg)
+    assert trace.summary["new_tokens"] > 0
+
+    def lookup_row(q) -> bool:
+        return bool(q.drafted) and all(t.draft_prob == 1.0 for t in q.drafted)
+
+    def head_row(q) -> bool:
+        return bool(q.drafted) and any(t.draft_prob < 1.0 for t in q.drafted)
+
+    head_steps = [s for s in trace.steps if s.kind == "decode" and s.depth and s.draft_flops > 0]
+    mixed = [s for s in head_steps if any(map(lookup_row, s.seqs)) and any(map(head_row, s.seqs))]
+    assert mixed and all(len(q.drafted) <= 3 for s in head_steps for q in s.seqs)
+
+
 def test_a_lookup_step_runs_no_drafter_pass_and_wastes_no_drafter_flops(embedded_f32):
     pair = _pair(embedded_f32)
     trace = generate(pair, batch_prompts("extractive", 1), DecodeConfig(drafter="ngram_eagle", depth=3, max_new_tokens=TOKENS))
