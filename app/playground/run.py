@@ -130,10 +130,10 @@ def show_trees(spec) -> None:
         st.html(tree_view.tree_html(items[pick - 1], greedy=spec.config.get("temperature", 0) == 0))
 
 
-def h200_view(ar, spec, label: str) -> tuple[object, list[dict], str] | None:
+def h200_view(ar, spec, label: str) -> tuple[object | None, list[dict], str]:
     """The shown round's two lanes re-timed with SpecLab's recorded H200 pass costs (app/views/h200.py, drafting
-    priced or the bar drawn as a ceiling): (figure, table, caption), or None with its reason in the caption where no
-    step could be priced."""
+    priced or the bar drawn as a ceiling): (figure, table, caption), or (None, [], why) where no step could be
+    priced."""
     m = {"ar": lane(ar), "spec": lane(spec)}
     caption = " ".join([h200.machine_line() + ".", h200.CAPTION, *h200.drafting_lines(m)])
     fig = h200.figure(m, label)
