@@ -96,7 +96,8 @@ def live_form(rec: dict | None) -> None:
         n = c2.select_slider("Prompts", (1, 2, 3), value=2)
         batch = c3.select_slider("Batch", LIVE_BATCHES, value=1)
         tokens = c4.select_slider("New tokens", LIVE_TOKENS, value=16)
-        keys = st.multiselect("Drafters", list(CONTENDERS), default=["ngram", "eagle"], format_func=lambda k: CONTENDERS[k].name)
+        shown = ["ngram", "eagle", "ngram_eagle"]  # the lookup, the head, and the two taken together
+        keys = st.multiselect("Drafters", list(CONTENDERS), default=shown, format_func=lambda k: CONTENDERS[k].name)
         pressed = st.form_submit_button("▶ Run live", type="primary")
     if not pressed:
         return

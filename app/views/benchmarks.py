@@ -182,16 +182,18 @@ def findings(rows: list[dict], batch: int) -> list[str]:
 def beside_rows(live: list[dict], recorded: list[dict], task: str, batch: int) -> list[dict]:
     """A live run's cells beside the recording's for the same task and batch: speedup (the rule's word) and τ."""
     rec = {r["contender"]: r for r in recorded if r["task"] == task and r["batch"] == batch}
+    anywhere = {r["contender"] for r in recorded}
     out = []
     for r in live:
         if r["contender"] == "plain":
             continue
         other = rec.get(r["contender"])
+        missing = "not recorded at this batch" if r["contender"] in anywhere else "not in the recording"
         out.append(
             {
                 "contender": r["contender"],
                 "live": cell_text(r),
-                "recorded": cell_text(other) if other else "not recorded at this batch",
+                "recorded": cell_text(other) if other else missing,
                 "speedup live ÷ recorded": f"{r['speedup'] / other['speedup']:.2f}×" if other else "—",
             }
         )

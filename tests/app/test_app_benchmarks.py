@@ -59,7 +59,8 @@ def test_every_recorded_batch_can_be_chosen_from_the_link():
 def test_one_task_runs_live_beside_the_recording():
     at = _page()
     at.selectbox[-1].select("qa")  # the form's task
-    at.multiselect[0].set_value(["ngram"])
+    assert at.multiselect[0].value == ["ngram", "eagle", "ngram_eagle"]  # the lookup, the head, and both together
+    at.multiselect[0].set_value(["ngram", "ngram_eagle"])
     for slider in at.select_slider:
         if slider.label == "Prompts":
             slider.set_value(1)
@@ -70,6 +71,9 @@ def test_one_task_runs_live_beside_the_recording():
     assert any("measured live on" in f for f in figures)
     assert "**Beside the recording**" in _texts(at.markdown)
     assert "Live and recorded can differ because" in _texts(at.caption)
+    beside = at.dataframe[-1].value
+    hybrid = beside[beside["contender"] == "n-gram, else EAGLE, k 4"]
+    assert list(hybrid["recorded"]) == ["not in the recording"]  # the shipped recording predates the hybrid
 
 
 def test_the_shipped_recording_still_shows_what_the_page_teaches():

@@ -68,6 +68,9 @@ def test_a_live_run_sits_beside_the_recording_and_says_why_they_differ():
     live = task_records.judged([_row("qa", 1, "plain", 40, [40, 41]), _row("qa", 1, "n-gram lookup, k 4", 60, [60, 61], tau=2.2)])
     beside = V.beside_rows(live, rec_rows, "qa", 1)
     assert beside[0]["recorded"].startswith("1.25×") and beside[0]["live"].startswith("1.49×")
+    both = task_records.judged([_row("qa", 1, "plain", 40, [40, 41]), _row("qa", 1, "n-gram, else EAGLE, k 4", 70, [70, 71])])
+    assert V.beside_rows(both, rec_rows, "qa", 1)[0]["recorded"] == "not in the recording"  # a contender recorded nowhere
+    assert V.beside_rows(live, rec_rows, "qa", 4)[0]["recorded"] == "not recorded at this batch"  # recorded, not at batch 4
     rec = {"machine": "EPYC", "settings": {"per_task": 2, "max_new_tokens": 32}}
     note = V.beside_note(rec, "Xeon", 1, 16)
     assert "this page runs on Xeon, the recording on EPYC" in note and "1 prompt(s) for 16 tokens" in note
