@@ -167,6 +167,8 @@ class Drafter(Protocol):
     # What the drafter needs from the target's passes: False (nothing), True (its final hidden states) or
     # a tuple of layer indices whose outputs come first (EAGLE-3 fusion).
     target_features: bool | tuple[int, ...]
+    # Optional `card: ClassVar[str]`: the drafter kind whose shipped calibration (engine/drafters/calibration.py) goodput
+    # starts this one from, where it runs another drafter's weights (the hybrid: the EAGLE head's); default its own kind.
 
     @classmethod
     def available(cls, pair: ModelPair) -> bool: ...  # can this pair run it?

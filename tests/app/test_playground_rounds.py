@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from app.common.lane_stats import lane
-from app.playground.run import h200_view
 from app.views import h200, metrics
 from app.views.h200 import DRAFTING, MEASURED, MODEL, PLAIN
 from engine.verdict import RULE
@@ -123,6 +122,8 @@ def test_a_run_of_rounds_keeps_every_round_and_judges_by_the_rule():
     assert ("Check failed" in "\n".join(w.value for w in at.warning)) == (metrics.whole_run_excess(rounds) is not None)
     # the shown round's steps re-timed on the H200 (app/views/h200.py), as the lessons' GPU panel re-times theirs
     assert any(e.label.startswith("🖥 Your run on an H200 (re-timed from H200 recordings, not run on a GPU)") for e in at.expander)
+    from app.playground.run import h200_view  # streamlit: only past the importorskip above
+
     fig, rows, caption = h200_view(result["ar"], result["spec"], "live")
     assert fig is not None and [r["run"] for r in rows] == ["plain", "speculative"], caption
     plain, spec = rows
