@@ -9,53 +9,87 @@ different texts accept very differently: four translation prompts at batch 4 acc
 single drafts (docs/journal.md, "the row a batch waits for"); the mean said that drafting paid, but the run took 30
 steps against plain decoding's 31.
 
-`RowAcceptance` keeps each row's own acceptance at the first draft position (a chain's first draft, a tree's best
-first-level child): decayed counts as the batch's (ACCEPT_DECAY), starting from the batch's estimate worth ROW_PRIOR
-observations. Before a step, `factor` ranks the rows by their expected steps left (remaining tokens over expected
-tokens per step) and returns the mean first-position acceptance of the slower half over the batch's: the rows the run
-waits for. One row's estimate after a few drafts is noisy, and the single slowest would read its noise as the run's
-end (at batch 4 on RAG prompts it stopped drafting that paid). Goodput multiplies the first position's acceptance
-(every deeper draft depends on it) and a tree's expected accepted nodes by that factor. At batch 1 it is 1, and it is
-1 for a batch whose rows accept alike.
+`RowAcceptance` keeps each row's own progress: the drafts it kept per drafting step (a chain's kept drafts, a tree's
+chain inside: each level's best child), as decayed counts (ACCEPT_DECAY) that start from the batch's mean worth ROW_PRIOR
+steps. Before a step, `factor` ranks the rows by their expected steps left (remaining tokens over 1 + their kept drafts
+per step) and returns the slower half's kept drafts per step over the batch's: the rows the run waits for. Goodput
+multiplies the first position's acceptance by it, which scales every term of a chain's expected tokens past the
+first, and a tree's expected accepted nodes too. The first position alone was counted before: where some rows copy
+(lookups kept four drafts at a time) and the rows the run waits for do not, the deeper positions' acceptance was the
+copying rows', and at batch 4 on translation goodput drafted 20 steps of 31 to read 0.88 of plain (docs/journal.md,
+"the rows a batch waits for, at every position"). One row's estimate after a few drafts is noisy, and the single
+slowest would read its noise as the run's end (at batch 4 on RAG prompts it stopped drafting that paid): hence the
+half.
+
+Rows that keep alike on average still end apart: each step's kept drafts are a draw (0, or 3 where a lookup copies),
+and the run waits for the unluckiest row. Over n more drafting steps a row's kept drafts sum to n x its mean, give or
+take sqrt(n) x the spread of one row-step's draw, and the last of B rows falls about `last_of`(B) such spreads
+behind (1.03 at B = 4). So the binding rows' kept drafts per step lose `last_of`(B) x spread / sqrt(n), n the
+binding row's expected steps left: little over a long run, much near a run's end or in a short one, where a few
+lucky rows finish early and the passes after them cost almost as much. At batch 1 the factor is 1, and for a
+batch whose rows keep alike and steadily it is near 1.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
-from engine.decoding.chain_value import expected_tokens
 from engine.decoding.goodput_steps import ACCEPT_DECAY
 
-ROW_PRIOR = 6.0  # a row's own estimate starts at the batch's, worth this many observations
+ROW_PRIOR = 6.0  # a row's own estimate starts at the batch's mean, worth this many drafting steps
 
 
 @dataclass
 class RowAcceptance:
-    """Per row (its index in the prompt list): [kept, reached] at the first draft position, decayed."""
+    """Per row (its index in the prompt list): [kept drafts, drafting steps], decayed; `total`, [kept, steps, the sum of
+    each row-step's kept drafts squared] over all rows, decayed alike."""
 
     counts: dict[int, list[float]] = field(default_factory=dict)
+    total: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
 
     def observe(self, drafts) -> None:
-        """Count each row that drafted in a step at the first position: `drafts`, the step's
-        engine/decoding/goodput_steps.py `first_drafts` (a tree's first position: its best first-level child)."""
+        """Count each row that drafted in a step: `drafts`, the step's engine/decoding/goodput_steps.py `first_drafts`
+        (each row's chain positions up to its first rejection; in a tree, the chain inside)."""
+        if not drafts:
+            return
+        self.total = [ACCEPT_DECAY * t for t in self.total]
         for row, hits in drafts:
-            kept, reached = self.counts.setdefault(row, [0.0, 0.0])
-            self.counts[row] = [ACCEPT_DECAY * kept + hits[0], ACCEPT_DECAY * reached + 1.0]
+            kept, steps = self.counts.setdefault(row, [0.0, 0.0])
+            self.counts[row] = [ACCEPT_DECAY * kept + sum(hits), ACCEPT_DECAY * steps + 1.0]
+            self.total = [self.total[0] + sum(hits), self.total[1] + 1.0, self.total[2] + sum(hits) ** 2]
 
-    def estimate(self, row: int, batch_first: float) -> float:
-        """A row's first-position acceptance: its own counts with the batch's estimate as ROW_PRIOR observations."""
-        kept, reached = self.counts.get(row, (0.0, 0.0))
-        return (kept + ROW_PRIOR * batch_first) / (reached + ROW_PRIOR)
+    def mean(self) -> float:
+        """The batch's kept drafts per row per drafting step (0 before any)."""
+        return self.total[0] / self.total[1] if self.total[1] else 0.0
 
-    def factor(self, rows: tuple[int, ...], remaining: tuple[int, ...], accept: list[float]) -> float:
-        """The binding rows' first-position acceptance over the batch's (`accept`, per position): the mean over the half
-        of the rows (at least one) with the most expected steps left, each row's remaining tokens over its expected
-        tokens per step at the deepest chain. 1 for one row, for a batch not described (no rows given) and for a batch
-        estimate of 0."""
-        batch_first = accept[0] if accept else 0.0
-        if len(rows) < 2 or len(rows) != len(remaining) or batch_first <= 0.0:
+    def spread(self) -> float:
+        """The standard deviation of one row-step's kept drafts (0 before any)."""
+        return math.sqrt(max(0.0, self.total[2] / self.total[1] - self.mean() ** 2)) if self.total[1] else 0.0
+
+    def estimate(self, row: int) -> float:
+        """A row's kept drafts per drafting step: its own counts with the batch's mean as ROW_PRIOR steps."""
+        kept, steps = self.counts.get(row, (0.0, 0.0))
+        return (kept + ROW_PRIOR * self.mean()) / (steps + ROW_PRIOR)
+
+    def factor(self, rows: tuple[int, ...], remaining: tuple[int, ...]) -> float:
+        """The binding rows' kept drafts per step over the batch's (see the module docstring): the mean over the half of
+        the rows (at least one) with the most expected steps left, each row's remaining tokens over 1 + its kept drafts
+        per step, less the luck of the draw, `last_of`(rows) x spread / sqrt(those steps), at least 0. 1 for one row,
+        for a batch not described (no rows given) and before any draft was kept."""
+        batch = self.mean()
+        if len(rows) < 2 or len(rows) != len(remaining) or batch <= 0.0:
             return 1.0
-        own = [self.estimate(r, batch_first) for r in rows]
-        steps = [left / expected_tokens([a, *accept[1:]], len(accept)) for a, left in zip(own, remaining)]
+        own = [self.estimate(r) for r in rows]
+        steps = [left / (1.0 + a) for a, left in zip(own, remaining)]
         slower = sorted(range(len(rows)), key=steps.__getitem__, reverse=True)[: max(1, len(rows) // 2)]
-        return sum(own[i] for i in slower) / len(slower) / batch_first
+        luck = last_of(len(rows)) * self.spread() / math.sqrt(max(1.0, steps[slower[0]]))
+        return max(0.0, sum(own[i] for i in slower) / len(slower) - luck) / batch
+
+
+def last_of(rows: int) -> float:
+    """The expected largest of `rows` standard normal draws (Blom's approximation): how many standard deviations the
+    unluckiest of `rows` rows falls behind the mean (0.59 for 2, 1.03 for 4, 1.77 for 16 exactly; this gives 0.59,
+    1.05, 1.77)."""
+    return NormalDist().inv_cdf((rows - 0.375) / (rows + 0.25)) if rows > 1 else 0.0

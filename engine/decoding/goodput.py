@@ -10,8 +10,9 @@ per size run lately, for the curve's shape errors), T_draft is the drafter's mea
 (the catch-up pass that feeds the last step's tokens counted as one more; an estimate from its FLOPs until the
 first draft is timed), T_step the measured time a step spends outside passes and drafting (bookkeeping,
 acceptance; plain steps priced with their own), and E[tokens](k) from a running estimate of the acceptance a_j
-at each draft position j given the ones before it (engine/decoding/chain_value.py), the first position's as the row
-the batch waits for sees it (engine/decoding/binding_rows.py: a batch ends with its last row). It only changes how many
+at each draft position j given the ones before it (engine/decoding/chain_value.py), the first position's scaled to
+the drafts the rows the batch waits for keep (engine/decoding/binding_rows.py: a batch ends with its last row, the
+unluckiest of its draws). It only changes how many
 tokens are proposed, so it stays lossless, and it never drafts more than `depth`, the user's maximum.
 
 Context: the curve is measured at a short context (passcurve.CURVE_CONTEXT), but every pass also reads each row's KV
@@ -83,6 +84,11 @@ REFRESH_STEPS = 32  # the shape not chosen (chain or tree) is drawn once after t
 # tree step verifies twice its cut's nodes, every EXPLORE_STEPS-th chain and tree one position or level deeper than chosen.
 EXPLORE_STEPS = 16
 EXPLORE_MAX = 256
+# An exploration is worth its price only while the run has steps left to use what it measures: none while the row the
+# batch ends with has fewer than RUNWAY new tokens to go (the counter carries on, so the next run's first draft looks
+# instead). Near a run's end an exploring chain paid a catch-up pass over every plain token for nothing: at batch 4 on
+# Spec-Bench it was the largest part of goodput's loss to plain (docs/journal.md, "exploring near a run's end").
+RUNWAY = EXPLORE_STEPS
 REMEMBER_STEPS = 8  # the warm-start store gets a copy of the state every this many decode steps and at a run's last
 # A run beside other work learnt the machine's load, not its costs: when other processes kept more than BUSY_CORES
 # cores busy on average from the policy's start to its run's last step, what it learnt stays in this process's memory
@@ -148,8 +154,8 @@ class GoodputDepth:
         self.run_chains = 0  # chain steps in this run (`choose_tree`: a run's first draft is a chain)
         self._kv_ms = 0.0  # this step's KV read past the curve's context at one token per row (`kv_ms`), set by `depth`
         self._kv_batch = 1  # this step's rows, set by `depth` (`kv_at`)
-        self.row_accept = RowAcceptance()  # each row's own first-position acceptance in this run (the binding row)
-        self.bind = 1.0  # the binding row's first-position acceptance over the batch's, set by `depth`
+        self.row_accept = RowAcceptance()  # each row's own kept drafts per step in this run (the binding row)
+        self.bind = 1.0  # the binding rows' kept drafts per step over the batch's, set by `depth`
         learnt = warmstart.recall(self.memory_key) if self.memory_key is not None else None
         if learnt is not None:
             self.restore(learnt)
@@ -304,22 +310,24 @@ class GoodputDepth:
         return n + 1, rates[n]
 
     def priced(self) -> list[float]:
-        """The per-position acceptance a step is priced with: the first position's as the binding row sees it (`bind`,
-        engine/decoding/binding_rows.py), the deeper ones (each given the ones before it) the batch's."""
+        """The per-position acceptance a step is priced with: the first position's times `bind`, the binding rows' kept
+        drafts per step over the batch's (engine/decoding/binding_rows.py), which scales every term of E[tokens] past
+        the first; the deeper ones (each given the ones before it) the batch's."""
         return [self.accept[0] * self.bind, *self.accept[1:]]
 
     def depth(self, ctx) -> int:  # ctx: engine.decoding.policies.PolicyContext
         self._kv_ms, self._kv_batch = self.kv_ms(ctx.batch, ctx.context), ctx.batch  # this step's rows' caches, read by its verify pass
         if ctx.base_depth == 0:
             return 0
-        self.bind = self.row_accept.factor(ctx.rows, ctx.remaining, self.accept)  # the row the batch waits for
+        self.bind = self.row_accept.factor(ctx.rows, ctx.remaining)  # the row the batch waits for
         batch = ctx.batch
         draft_ms = self.draft_ms_per_position(batch)
         max_depth = min(ctx.base_depth, self.max_depth)
         plain, spec = self.fixed_ms()
         fixed = (plain, spec + (draft_ms if self.draft_ms else 0.0))  # a measured drafter's catch-up: one position
         k, rate = best_depth(batch, max_depth, self.priced(), self.verify_ms, draft_ms, fixed_ms=fixed)
-        explore = k == 0 and self.plain_run >= self.explore_every and self._could_pay(batch, max_depth, draft_ms, fixed)
+        runway = max(ctx.remaining, default=RUNWAY) >= RUNWAY  # rows not described: as if the run had just begun
+        explore = k == 0 and self.plain_run >= self.explore_every and runway and self._could_pay(batch, max_depth, draft_ms, fixed)
         if explore:  # plain for a while: measure this batch's acceptance with the best chain (EXPLORE_STEPS)
             k, rate = best_depth(batch, max_depth, self.priced(), self.verify_ms, draft_ms, min_depth=1, fixed_ms=fixed)
             self.explore_every = min(2 * self.explore_every, EXPLORE_MAX)

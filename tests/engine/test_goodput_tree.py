@@ -22,7 +22,8 @@ from test_tree import PROMPTS, _checked_run, _eagle_pair, toy_tree
 from engine import DecodeConfig, Trace, TraceError, generate, generate_steps
 from engine.decoding import goodput as goodput_policy
 from engine.decoding import passcurve, warmstart
-from engine.decoding.goodput import EXPLORE_STEPS, PRIOR_ACCEPTANCE, REFRESH_STEPS, REMEMBER_STEPS, GoodputDepth
+from engine.decoding.goodput import EXPLORE_STEPS, PRIOR_ACCEPTANCE, REFRESH_STEPS, REMEMBER_STEPS, RUNWAY, GoodputDepth
+from engine.decoding.policies import PolicyContext
 from engine.decoding.tree_value import CALIBRATION_DECAY, PRIOR_NODES, Calibration, bucket, depth_gains, pricing_check, tree_value
 from engine.decoding.verify_tree import accept_tree_sampling
 from engine.drafters.tree import DraftTree, TreeBuilder
@@ -244,6 +245,27 @@ def test_goodput_explores_a_chain_while_plain_wins_at_most_one_step_in_explore_s
     for _ in range(40):
         free.observe(_step(4, [4], verify_ms=10.0, draft_ms=1.0))
         assert free.depth(ctx(1, 4)) == 4 and free.explore_every == EXPLORE_STEPS  # speculating: nothing to explore
+
+
+def test_goodput_explores_only_while_the_run_has_steps_left_to_use_what_it_measures():
+    """The same plain steps in a row, on a curve where a well-accepted chain would pay: with RUNWAY new tokens left in
+    the row the batch ends with, the exploring chain drafts; with one fewer it does not (its catch-up would be paid for
+    steps that cannot use it), and the counter carries on, so the next step with runway explores. A caller that does
+    not describe its rows explores as before."""
+    gentle = curve(lambda n: 10.0 + n / 4)
+    rows = tuple(range(16))
+
+    def at(left: int) -> PolicyContext:
+        return PolicyContext(step=2, batch=16, base_depth=4, mean_accepted=None, rows=rows, remaining=(left,) * 15 + (1,))
+
+    for left, explores in ((RUNWAY, True), (RUNWAY - 1, False)):
+        policy = goodput(gentle, prior=[0.1] * 4)
+        for _ in range(EXPLORE_STEPS):
+            assert policy.depth(at(left)) == 0
+            policy.observe(_step(0, [0] * 16, verify_ms=gentle.time_ms(16), draft_ms=0.0))
+        assert (policy.depth(at(left)) > 0) == explores
+        if not explores:
+            assert policy.plain_run == EXPLORE_STEPS and policy.depth(at(RUNWAY)) > 0
 
 
 def test_goodput_rechecks_the_nodes_its_cut_leaves_out():

@@ -5,6 +5,7 @@ drafts what a head-only run drafts from the same text), and a lookup step runs n
 
 from __future__ import annotations
 
+import numpy
 import pytest
 import torch
 
@@ -113,6 +114,32 @@ def test_rows_take_the_lookup_only_from_a_match_of_min_match_tokens():
     assert NgramDrafter.lookup(tokens, 3, 3, shortest=MIN_MATCH) == [7, 8, 9]
     assert NgramDrafter.lookup([1, 2, 3, 4, 2], 3, 3, shortest=MIN_MATCH) == []  # only "2" repeats: one token is not enough
     assert NgramDrafter.lookup([1, 2, 3, 4, 2], 3, 3) == [3, 4, 2]  # the plain lookup takes it
+
+
+def _scan(tokens, depth, ngram_size, stop_ids=frozenset(), shortest=1):
+    """The lookup as a plain right-to-left scan, one start at a time (the definition the vectorised search keeps)."""
+    for n in range(min(ngram_size, len(tokens) - 1), max(shortest, 1) - 1, -1):
+        for start in range(len(tokens) - n - 1, -1, -1):
+            if tokens[start : start + n] == tokens[-n:]:
+                continuation = []
+                for token in tokens[start + n : start + n + depth]:
+                    if token in stop_ids:
+                        break
+                    continuation.append(token)
+                if continuation:
+                    return continuation
+    return []
+
+
+def test_the_vectorised_lookup_finds_what_a_scan_finds_on_every_sequence():
+    """2,000 random sequences over small alphabets (so matches, overlapping ones and stop tokens are common), every
+    n-gram size, shortest match and depth: the same continuation as the scan, and none for sequences under 2 tokens."""
+    rng = numpy.random.default_rng(0)
+    for i in range(2000):
+        tokens = rng.integers(0, 2 + i % 7, size=int(rng.integers(0, 40))).tolist()
+        ngram, shortest, depth = int(rng.integers(1, 5)), int(rng.integers(1, 4)), int(rng.integers(1, 6))
+        stops = frozenset({0}) if i % 3 == 0 else frozenset()
+        assert NgramDrafter.lookup(tokens, depth, ngram, stops, shortest) == _scan(tokens, depth, ngram, stops, shortest), tokens
 
 
 def test_substitute_widens_the_heads_chain_and_pads_with_zero_q():
