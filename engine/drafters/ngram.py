@@ -52,8 +52,8 @@ class NgramDrafter:
 
         The continuation stops before any of `stop_ids`: copying the prompt's chat-template markers
         (<|im_end|>, <|im_start|>) would only propose tokens the target rejects. The search is one vector comparison per
-        pattern token over the whole sequence: a Python loop over a summarization prompt's ~700 tokens took 0.16 ms a row a
-        step, this 0.03 ms, paid by every row at every draft (docs/journal.md, "a lookup's price on long prompts")."""
+        pattern token over the whole sequence, where a Python loop over a long prompt's tokens cost several times
+        more, paid by every row at every draft (docs/journal.md, "a lookup's price on long prompts")."""
         length = len(tokens)
         if length < 2:
             return []
@@ -64,14 +64,19 @@ class NgramDrafter:
             for j in range(1, n):
                 hit &= seq[j : length - n + j] == seq[length - n + j]
             for start in numpy.flatnonzero(hit)[::-1].tolist():  # the most recent context wins
-                continuation = []
-                for token in tokens[start + n : start + n + depth]:
-                    if token in stop_ids:
-                        break
-                    continuation.append(token)
-                if continuation:
+                if continuation := NgramDrafter.following(tokens, start + n, depth, stop_ids):
                     return continuation
         return []
+
+    @staticmethod
+    def following(tokens: list[int], at: int, depth: int, stop_ids: frozenset[int]) -> list[int]:
+        """Up to `depth` tokens from `at` on, stopping before any of `stop_ids`."""
+        out = []
+        for token in tokens[at : at + depth]:
+            if token in stop_ids:
+                break
+            out.append(token)
+        return out
 
     def prefill(self, prompts: list[list[int]], hidden: torch.Tensor | None = None, shared: int = 0) -> None:
         """Nothing to cache: the lookup reads each sequence's tokens afresh."""

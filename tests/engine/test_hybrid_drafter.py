@@ -120,14 +120,8 @@ def _scan(tokens, depth, ngram_size, stop_ids=frozenset(), shortest=1):
     """The lookup as a plain right-to-left scan, one start at a time (the definition the vectorised search keeps)."""
     for n in range(min(ngram_size, len(tokens) - 1), max(shortest, 1) - 1, -1):
         for start in range(len(tokens) - n - 1, -1, -1):
-            if tokens[start : start + n] == tokens[-n:]:
-                continuation = []
-                for token in tokens[start + n : start + n + depth]:
-                    if token in stop_ids:
-                        break
-                    continuation.append(token)
-                if continuation:
-                    return continuation
+            if tokens[start : start + n] == tokens[-n:] and (found := NgramDrafter.following(tokens, start + n, depth, stop_ids)):
+                return found
     return []
 
 
