@@ -9,15 +9,15 @@ different texts accept very differently: four translation prompts at batch 4 acc
 single drafts (docs/journal.md, "the row a batch waits for"); the mean said that drafting paid, but the run took 30
 steps against plain decoding's 31.
 
-`RowAcceptance` keeps each row's own progress: the drafts it kept per drafting step (a chain's kept drafts, a tree's
-chain inside: each level's best child), as decayed counts (ACCEPT_DECAY) that start from the batch's mean worth ROW_PRIOR
+`RowAcceptance` keeps each row's own progress: the drafts it kept per drafting step (a chain's accepted drafts, a
+tree's accepted path), as decayed counts (ACCEPT_DECAY) that start from the batch's mean worth ROW_PRIOR
 steps. Before a step, `factor` ranks the rows by their expected steps left (remaining tokens over 1 + their kept drafts
 per step) and returns the slower half's kept drafts per step over the batch's: the rows the run waits for. Goodput
 multiplies the first position's acceptance by it, which scales every term of a chain's expected tokens past the
 first, and a tree's expected accepted nodes too. The first position alone was counted before: where some rows copy
 (lookups kept four drafts at a time) and the rows the run waits for do not, the deeper positions' acceptance was the
 copying rows', and at batch 4 on translation goodput drafted 20 steps of 31 to read 0.88 of plain (docs/journal.md,
-"the rows a batch waits for, at every position"). One row's estimate after a few drafts is noisy, and the single
+"goodput at batch 4: the rows' luck and the run's end"). One row's estimate after a few drafts is noisy, and the single
 slowest would read its noise as the run's end (at batch 4 on RAG prompts it stopped drafting that paid): hence the
 half.
 
@@ -49,16 +49,15 @@ class RowAcceptance:
     counts: dict[int, list[float]] = field(default_factory=dict)
     total: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
 
-    def observe(self, drafts) -> None:
-        """Count each row that drafted in a step: `drafts`, the step's engine/decoding/goodput_steps.py `first_drafts`
-        (each row's chain positions up to its first rejection; in a tree, the chain inside)."""
-        if not drafts:
+    def observe(self, drafted: list[tuple[int, int]]) -> None:
+        """Count each row that drafted in a step: (row, drafts it kept), engine/decoding/goodput_steps.py's `kept_drafts`."""
+        if not drafted:
             return
         self.total = [ACCEPT_DECAY * t for t in self.total]
-        for row, hits in drafts:
+        for row, n in drafted:
             kept, steps = self.counts.setdefault(row, [0.0, 0.0])
-            self.counts[row] = [ACCEPT_DECAY * kept + sum(hits), ACCEPT_DECAY * steps + 1.0]
-            self.total = [self.total[0] + sum(hits), self.total[1] + 1.0, self.total[2] + sum(hits) ** 2]
+            self.counts[row] = [ACCEPT_DECAY * kept + n, ACCEPT_DECAY * steps + 1.0]
+            self.total = [self.total[0] + n, self.total[1] + 1.0, self.total[2] + n * n]
 
     def mean(self) -> float:
         """The batch's kept drafts per row per drafting step (0 before any)."""
@@ -90,6 +89,6 @@ class RowAcceptance:
 
 def last_of(rows: int) -> float:
     """The expected largest of `rows` standard normal draws (Blom's approximation): how many standard deviations the
-    unluckiest of `rows` rows falls behind the mean (0.59 for 2, 1.03 for 4, 1.77 for 16 exactly; this gives 0.59,
+    unluckiest of `rows` rows falls behind the mean (exactly 0.56 for 2, 1.03 for 4, 1.77 for 16; this gives 0.59,
     1.05, 1.77)."""
     return NormalDist().inv_cdf((rows - 0.375) / (rows + 0.25)) if rows > 1 else 0.0

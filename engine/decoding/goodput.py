@@ -87,7 +87,7 @@ EXPLORE_MAX = 256
 # An exploration is worth its price only while the run has steps left to use what it measures: none while the row the
 # batch ends with has fewer than RUNWAY new tokens to go (the counter carries on, so the next run's first draft looks
 # instead). Near a run's end an exploring chain paid a catch-up pass over every plain token for nothing: at batch 4 on
-# Spec-Bench it was the largest part of goodput's loss to plain (docs/journal.md, "exploring near a run's end").
+# Spec-Bench it was the largest part of goodput's loss to plain (docs/journal.md, "goodput at batch 4: the rows' luck and the run's end").
 RUNWAY = EXPLORE_STEPS
 REMEMBER_STEPS = 8  # the warm-start store gets a copy of the state every this many decode steps and at a run's last
 # A run beside other work learnt the machine's load, not its costs: when other processes kept more than BUSY_CORES

@@ -44,7 +44,7 @@ def learn(policy, step) -> None:
     after_plain, policy._after_plain = policy._after_plain, plain
     drafts = first_drafts(step)  # read once: the batch's chain positions and each row's own count
     reached, kept = observed(policy, drafts)
-    policy.row_accept.observe(drafts)
+    policy.row_accept.observe(kept_drafts(step))
     for j, counts in enumerate(policy.counts):
         if reached[j] or plain:  # a position this step measured; on a plain step every position (it drifts to the prior)
             counts[0] = ACCEPT_DECAY * counts[0] + (1 - ACCEPT_DECAY) * PRIOR_WEIGHT * policy.prior[j] + kept[j]
@@ -66,6 +66,12 @@ def learn(policy, step) -> None:
         if step.draft_ms > 0:  # per position, the catch-up counted as one
             bounded(policy.draft_ms, bb, step.draft_ms / (step.depth + 1), after_plain, policy.draft_ms_per_position(step.batch))
         policy.calibration.observe([d for row in step.seqs for d in chain_drafts(row.drafted)])
+
+
+def kept_drafts(step) -> list[tuple[int, int]]:
+    """(row, drafts it kept) for every row that drafted this step: a chain's accepted drafts, a tree's accepted path
+    (which may leave the chain inside: a rejected best child whose sibling was kept)."""
+    return [(row.seq, row.num_accepted) for row in step.seqs if row.drafted or row.tree is not None]
 
 
 def first_drafts(step) -> list[tuple[int, list[bool]]]:

@@ -17,7 +17,7 @@ from engine import DecodeConfig, generate
 from engine.decoding import binding_rows, goodput
 from engine.decoding.binding_rows import ROW_PRIOR, RowAcceptance, last_of
 from engine.decoding.goodput import GoodputDepth
-from engine.decoding.goodput_steps import first_drafts, observed
+from engine.decoding.goodput_steps import first_drafts, kept_drafts, observed
 from engine.decoding.policies import PolicyContext
 from engine.decoding.tree_value import chain_inside
 from engine.trace.records import DraftToken, SeqStep, TreeRecord
@@ -33,7 +33,7 @@ def test_one_row_an_undescribed_batch_or_rows_that_keep_alike_and_steadily_bind_
     rows = RowAcceptance()
     assert rows.factor((0, 1), (10, 10)) == 1.0  # nothing kept yet: nothing to rank the rows by
     for _ in range(6):
-        rows.observe(first_drafts(_step(2, [1, 1, 1, 1], verify_ms=10.0, draft_ms=1.0)))  # every row keeps one of two
+        rows.observe(kept_drafts(_step(2, [1, 1, 1, 1], verify_ms=10.0, draft_ms=1.0)))  # every row keeps one of two
     assert rows.factor((0,), (10,)) == 1.0  # batch 1: the row is the batch
     assert rows.factor((), ()) == 1.0  # a caller that does not say which rows are in flight
     assert rows.spread() == 0.0 and rows.factor((0, 1, 2, 3), (20, 20, 20, 20)) == pytest.approx(1.0)
@@ -46,7 +46,7 @@ def test_the_unluckiest_row_ends_the_run_rows_that_keep_alike_on_average_bind_be
     draws (0.56, 1.03, 1.77 for B = 2, 4, 16, within 0.03)."""
     rows = RowAcceptance()
     for i in range(12):
-        rows.observe(first_drafts(_step(3, [3 * (i % 2)] * 4, verify_ms=10.0, draft_ms=1.0)))
+        rows.observe(kept_drafts(_step(3, [3 * (i % 2)] * 4, verify_ms=10.0, draft_ms=1.0)))
     assert rows.mean() == pytest.approx(1.5, abs=0.05) and rows.spread() == pytest.approx(1.5, abs=0.05)
     short, long = rows.factor((0, 1, 2, 3), (10, 10, 10, 10)), rows.factor((0, 1, 2, 3), (1000, 1000, 1000, 1000))
     n = 10 / (1 + rows.estimate(0))
@@ -64,7 +64,7 @@ def test_the_rows_with_the_most_steps_left_bind_with_their_own_kept_drafts_at_ev
     monkeypatch.setattr(binding_rows, "last_of", lambda rows: 0.0)
     rows = RowAcceptance()
     for _ in range(10):
-        rows.observe(first_drafts(_step(2, [2, 2, 0, 0], verify_ms=10.0, draft_ms=1.0)))
+        rows.observe(kept_drafts(_step(2, [2, 2, 0, 0], verify_ms=10.0, draft_ms=1.0)))
     assert rows.mean() == pytest.approx(1.0)
     decayed = sum(0.96**i for i in range(10))
     low = rows.estimate(2)
@@ -140,7 +140,7 @@ def test_the_chain_inside_a_tree_is_each_levels_best_child():
 def test_a_tree_step_teaches_goodput_the_chain_positions_and_each_rows_first():
     """A tree step where row 0 kept a and c (the chain inside: two positions kept) and row 1 kept b (a chain's first
     draft, a, rejected): the batch's first position saw 2 rows and kept 1, its second saw 1 and kept it; each row's
-    own count reads the drafts it kept on that chain."""
+    own count reads the drafts it kept, on the chain inside or not."""
     tree_step = dataclasses.replace(_step(0, [0, 0], verify_ms=10.0, draft_ms=2.0), tree_nodes=4, tokens_per_pass=10)
     tree_step.seqs = [_tree_row(0, [True, False, True, False]), _tree_row(1, [False, True, False, False])]
     assert first_drafts(tree_step) == [(0, [True, True]), (1, [False])]
@@ -148,7 +148,8 @@ def test_a_tree_step_teaches_goodput_the_chain_positions_and_each_rows_first():
     assert observed(policy, first_drafts(tree_step)) == ([2, 1, 0], [1, 1, 0])
     policy.observe(tree_step)
     assert policy.counts[0][1] == pytest.approx(0.96 * 2.0 + 0.04 * 2.0 + 2)  # two rows reached the first position
-    assert policy.row_accept.counts == {0: [2.0, 1.0], 1: [0.0, 1.0]}  # row 0 kept a and c, row 1 none of the chain
+    assert kept_drafts(tree_step) == [(0, 2), (1, 1)]  # row 0 kept a and c, row 1 kept b (off the chain inside)
+    assert policy.row_accept.counts == {0: [2.0, 1.0], 1: [1.0, 1.0]}
 
 
 def test_the_chain_inside_a_real_tree_is_the_chain_the_head_drafts(embedded_f32):
