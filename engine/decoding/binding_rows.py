@@ -53,11 +53,11 @@ class RowAcceptance:
         """Count each row that drafted in a step: (row, drafts it kept), engine/decoding/goodput_steps.py's `kept_drafts`."""
         if not drafted:
             return
-        self.total = [ACCEPT_DECAY * t for t in self.total]
         for row, n in drafted:
-            kept, steps = self.counts.setdefault(row, [0.0, 0.0])
+            kept, steps = self.counts.get(row, (0.0, 0.0))
             self.counts[row] = [ACCEPT_DECAY * kept + n, ACCEPT_DECAY * steps + 1.0]
-            self.total = [self.total[0] + n, self.total[1] + 1.0, self.total[2] + n * n]
+        kept = [n for _, n in drafted]
+        self.total = [ACCEPT_DECAY * t + new for t, new in zip(self.total, (sum(kept), len(kept), sum(n * n for n in kept)))]
 
     def mean(self) -> float:
         """The batch's kept drafts per row per drafting step (0 before any)."""

@@ -42,7 +42,7 @@ def learn(policy, step) -> None:
     # raise it (docs/engine.md, "goodput from the first run").
     plain = step.depth == 0 and step.tree_nodes is None
     after_plain, policy._after_plain = policy._after_plain, plain
-    drafts = first_drafts(step)  # read once: the batch's chain positions and each row's own count
+    drafts = first_drafts(step)  # read once: the chain positions each row reached, and which it kept
     reached, kept = observed(policy, drafts)
     policy.row_accept.observe(kept_drafts(step))
     for j, counts in enumerate(policy.counts):
