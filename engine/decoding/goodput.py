@@ -58,8 +58,9 @@ text's part learnt afresh (`restore`); with nothing stored it starts from this m
 drafter's cost from its FLOPs and its shipped held-out acceptance per position (engine/drafters/calibration.py;
 PRIOR_ACCEPTANCE without one). A run's first draft meets the drafter's first passes, and a draft after plain
 steps catches up on their tokens: such a time only bounds the drafter's cost from above (what a step teaches it:
-engine/decoding/goodput_steps.py; why:
-docs/engine.md, "goodput from the first run"). Exploration (EXPLORE_STEPS) measures acceptance where plain is chosen.
+engine/decoding/goodput_steps.py; why: docs/engine.md, "goodput from the first run"); the catch-up itself is learnt
+per row and token and priced into a draft after plain steps (`catch_up_ms`). Exploration (EXPLORE_STEPS) measures
+acceptance where plain is chosen.
 Every policy sees a `PolicyContext` before each step, a drafted tree (`tree_size`) and the finished `Step` after it
 (`observe`): engine/decoding/policies.py's `DepthPolicy`."""
 
@@ -118,6 +119,7 @@ class GoodputDepth:
     verify_ratio: dict[int, float] | None = None  # key 0: measured / curve time (EMA, the load); key t: log of size t's own factor
     draft_ms: dict[int, float] | None = None  # log2 bucket of batch -> measured draft ms per position (EMA)
     explore_ms: dict[int, float] = field(default_factory=dict)  # log2 bucket -> ms per row of a draft right after plain steps
+    catch_ms: dict[int, float] = field(default_factory=dict)  # log2 bucket -> ms the drafter's catch-up takes per row and plain token
     last_choice: tuple[int, float] | None = None  # (k, or a tree's n; expected tokens per ms) of the latest choice
     stop_below: float = 0.0  # this step's break-even joint draft confidence (see `depth`)
     tree_nodes: int = 0  # the run's largest tree (DecodeConfig.tree_nodes; 0: chains only)
@@ -132,6 +134,7 @@ class GoodputDepth:
     since: dict[str, int] = field(default_factory=lambda: {"chain": 0, "tree": 0})  # decode steps since each shape ran
     plain_run: int = 0  # plain decode steps in a row (exploration), across warm-started runs
     _after_plain: bool = True  # the last decode step seen was plain, or none was: a run's first draft is one-off work too
+    plain_here: int = 0  # plain steps in this run since its last draft: the tokens per row a draft now catches up on
     chain_steps: int = 0  # chain steps so far (every EXPLORE_STEPS-th drafts one position deeper)
     explore_every: int = EXPLORE_STEPS  # plain steps in a row before the next exploring chain
     tree_steps: int = 0  # tree steps so far (every EXPLORE_STEPS-th verifies a wider cut)
@@ -154,6 +157,7 @@ class GoodputDepth:
         self.run_chains = 0  # chain steps in this run (`choose_tree`: a run's first draft is a chain)
         self._kv_ms = 0.0  # this step's KV read past the curve's context at one token per row (`kv_ms`), set by `depth`
         self._kv_batch = 1  # this step's rows, set by `depth` (`kv_at`)
+        self._catch = 0.0  # this step's catch-up (`catch_up_ms`), set by `depth`: a tree is priced with it too
         self.row_accept = RowAcceptance()  # each row's own kept drafts per step in this run (the binding row)
         self.bind = 1.0  # the binding rows' kept drafts per step over the batch's, set by `depth`
         learnt = warmstart.recall(self.memory_key) if self.memory_key is not None else None
@@ -164,7 +168,7 @@ class GoodputDepth:
         self._load.resume()
 
     LEARNT = ("accept", "counts", "verify_ratio", "draft_ms", "tree_gain", "tree_draft_ms", "explore_every", "plain_run")
-    LEARNT += ("chain_steps", "step_ms", "explore_ms")
+    LEARNT += ("chain_steps", "step_ms", "explore_ms", "catch_ms")
 
     def learnt(self) -> dict:
         """What a later run with the same key starts from (engine/decoding/warmstart.py)."""
@@ -252,6 +256,16 @@ class GoodputDepth:
         after step (docs/engine.md, "goodput")."""
         return self._nearest(self.explore_ms, batch) * batch if self.explore_ms else None
 
+    def catch_up_ms(self, batch: int) -> float:
+        """What a draft now first pays to feed the drafter the tokens this run's plain steps emitted (`plain_here` per
+        row): measured per row and token at the nearest batch (`catch_ms`), else a drafter pass over them on the pass
+        curve at the drafter's FLOPs ratio; 0 right after a draft (docs/engine.md, "goodput: the catch-up priced")."""
+        if not self.plain_here:
+            return 0.0
+        if self.catch_ms:
+            return self._nearest(self.catch_ms, batch) * batch * self.plain_here
+        return self.draft_cost_ratio * self.verify_ms(batch * self.plain_here, kv_ms=0.0)
+
     def tree_draft(self, batch: int, depth: int) -> float:
         """ms to grow a tree of `depth` levels: the measured time per level, else a drafter pass over batch x top-k
         tokens per level."""
@@ -276,7 +290,7 @@ class GoodputDepth:
         best = (0, 0, float("-inf"))
         verify, fixed = self.verify_row(batch), self._tree_fixed()
         for d in range(1, depth + 1):
-            cost = self.tree_draft(batch, d) + fixed
+            cost = self.tree_draft(batch, d) + fixed + self._catch
             for n, (g, v) in enumerate(zip(self.tree_curve(d), verify), start=1):
                 rate = step_rate(batch + batch * g, v, cost)  # cost: the tree's drafting and its fixed time
                 if rate > best[2]:
@@ -324,7 +338,8 @@ class GoodputDepth:
         draft_ms = self.draft_ms_per_position(batch)
         max_depth = min(ctx.base_depth, self.max_depth)
         plain, spec = self.fixed_ms()
-        fixed = (plain, spec + (draft_ms if self.draft_ms else 0.0))  # a measured drafter's catch-up: one position
+        self._catch = self.catch_up_ms(batch)  # the plain steps' tokens the drafter reads before it drafts
+        fixed = (plain, spec + (draft_ms if self.draft_ms else 0.0) + self._catch)  # a measured drafter's feed: one position
         k, rate = best_depth(batch, max_depth, self.priced(), self.verify_ms, draft_ms, fixed_ms=fixed)
         runway = max(ctx.remaining, default=RUNWAY) >= RUNWAY  # rows not described: as if the run had just begun
         explore = k == 0 and self.plain_run >= self.explore_every and runway and self._could_pay(batch, max_depth, draft_ms, fixed)
@@ -412,8 +427,10 @@ class GoodputDepth:
         self._centre_sizes()
         for shape in self.since:
             self.since[shape] += 1
+        plain = step.depth == 0 and step.tree_nodes is None
         self.plain_run = self.plain_run + 1 if step.depth == 0 else 0
-        learn(self, step)  # with each row's own count (`row_accept`)
+        learn(self, step, self.plain_here)  # with each row's own count (`row_accept`), and the plain steps it caught up on
+        self.plain_here = self.plain_here + 1 if plain else 0
         self.observed += 1
         last = all(row.finished for row in step.seqs)
         if self.memory_key is not None and (last or self.observed % REMEMBER_STEPS == 0):

@@ -23,9 +23,9 @@ EMA_WEIGHT = 0.2  # the costs' running averages (verify-time ratio, draft time, 
 SPIKE = 3.0
 
 
-def learn(policy, step) -> None:
+def learn(policy, step, caught: int = 0) -> None:
     """Fold one decode step into `policy`: its step time, the acceptance of every chain position it measured, its
-    drafting time and the confidence calibration."""
+    drafting time (with the catch-up over the `caught` plain steps before it) and the confidence calibration."""
     bb = policy._bucket(step.batch)
     shape = 2 if step.tree_nodes is not None else int(step.depth > 0)  # plain, chain, tree
     # A step's own time outside its passes: its overhead (which holds the policy's choice and cut, made inside the
@@ -42,6 +42,8 @@ def learn(policy, step) -> None:
     # raise it (docs/engine.md, "goodput from the first run").
     plain = step.depth == 0 and step.tree_nodes is None
     after_plain, policy._after_plain = policy._after_plain, plain
+    if caught and step.draft_ms > 0 and not plain:
+        learn_catch_up(policy, step, caught, bb)
     drafts = first_drafts(step)  # read once: the chain positions each row reached, and which it kept
     reached, kept = observed(policy, drafts)
     policy.row_accept.observe(kept_drafts(step))
@@ -66,6 +68,17 @@ def learn(policy, step) -> None:
         if step.draft_ms > 0:  # per position, the catch-up counted as one
             bounded(policy.draft_ms, bb, step.draft_ms / (step.depth + 1), after_plain, policy.draft_ms_per_position(step.batch))
         policy.calibration.observe([d for row in step.seqs for d in chain_drafts(row.drafted)])
+
+
+def learn_catch_up(policy, step, caught: int, bucket: int) -> None:
+    """A draft after `caught` plain steps of this run: what it took beyond the same draft made step after step (the
+    drafting known so far, one position more for the feed), per row and plain token, into `catch_ms`."""
+    if step.tree_nodes is not None:
+        steady = policy.tree_draft(step.batch, policy._drawn or step.depth)
+    else:
+        steady = (step.depth + 1) * policy.draft_ms_per_position(step.batch)
+    per_token = max(0.0, step.draft_ms - steady) / (step.batch * caught)
+    policy.catch_ms[bucket] = ema(policy.catch_ms.get(bucket), per_token)
 
 
 def kept_drafts(step) -> list[tuple[int, int]]:

@@ -46,7 +46,7 @@ from engine.decoding.chain_value import PRICE_VERSION
 from engine.drafters import DRAFTERS
 
 MAX_ENTRIES = 32
-STATE_FORMAT = "speclab.goodput_state/5"  # /2: keyed by the batch's bucket; /3: explore_ms; /4: trees per depth; /5: context
+STATE_FORMAT = "speclab.goodput_state/6"  # /2: keyed by the batch's bucket; /3: explore_ms; /4: trees per depth; /5: context; /6: catch_ms
 MAX_STATE_BYTES = 256 * 1024
 _store: OrderedDict[tuple, dict] = OrderedDict()
 _lock = threading.Lock()
@@ -168,6 +168,7 @@ TABLES = {
     "tree_draft_ms": (0.0, 1e6),
     "step_ms": (0.0, 1e6),
     "explore_ms": (0.0, 1e6),
+    "catch_ms": (0.0, 1e6),
 }
 COUNTERS = {"explore_every": (1, 1 << 20), "plain_run": (0, 1 << 40), "chain_steps": (0, 1 << 40)}
 

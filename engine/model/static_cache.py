@@ -228,10 +228,20 @@ class StaticRaggedCache(RaggedCache):
     def select(self, rows: torch.Tensor) -> None:
         self.lengths = self.lengths[rows]
         self.valid = self.valid[rows]
-        m, w = int(rows.numel()), self.width
-        for k, v in self.kv.layers():
-            k[:m, :, :w] = k[rows, :, :w]  # advanced indexing copies first: safe in place
-            v[:m, :, :w] = v[rows, :, :w]
+        m, w, kept = int(rows.numel()), self.width, rows.tolist()
+        if all(a < b for a, b in zip(kept, kept[1:])):  # finished rows dropped, the rest in order (kept[i] >= i)
+            # only a row whose slot moves is copied, one row's slab at a time, each read before a later move writes
+            # over it: a batch that drops its last rows moves nothing, where copying the kept rows through an index
+            # moved every one twice, more than a decode step's time (docs/engine.md, "a finished row")
+            moves = [(i, r) for i, r in enumerate(kept) if i != r]
+            for k, v in self.kv.layers():
+                for i, r in moves:
+                    k[i, :, :w].copy_(k[r, :, :w])
+                    v[i, :, :w].copy_(v[r, :, :w])
+        else:  # repeated or reordered rows (a shared prefix copied into every row)
+            for k, v in self.kv.layers():
+                k[:m, :, :w] = k[rows, :, :w]  # advanced indexing copies first: safe in place
+                v[:m, :, :w] = v[rows, :, :w]
         self._tidy()
 
     def _slice_columns(self, start: int, stop: int) -> None:

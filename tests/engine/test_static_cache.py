@@ -93,6 +93,25 @@ def test_static_cache_invariants_match_the_dynamic_cache_step_by_step(tiny):
     assert sta.trace.output_ids == dyn.trace.output_ids
 
 
+@pytest.mark.parametrize("rows", [[0, 2], [1, 2], [0, 1], [2], [0, 0, 0]])
+def test_select_keeps_each_rows_entries(tiny, rows):
+    """Dropping rows moves only those whose slot changes, in place (a shared prefix copied into every row goes through
+    an index): every kept row's valid entries, in order, are the ones it held, whatever columns `_tidy` crops after."""
+    stream = generate_steps(tiny, PROMPTS, DecodeConfig(depth=3, max_new_tokens=8, cuda_graphs="static"))
+    steps = iter(stream)
+    next(steps), next(steps)  # the prefill and a decode step: ragged rows, with holes
+    cache = stream.target_cache
+    old = [(k.clone(), v.clone()) for k, v in cache.live()]
+    old_valid = cache.valid.clone()
+    with torch.inference_mode():  # as the decode loop calls it
+        cache.select(torch.tensor(rows))
+    assert cache.batch == len(rows)
+    for (k, v), (k0, v0) in zip(cache.live(), old):
+        for i, r in enumerate(rows):
+            assert torch.equal(k[i][:, cache.valid[i]], k0[r][:, old_valid[r]])
+            assert torch.equal(v[i][:, cache.valid[i]], v0[r][:, old_valid[r]])
+
+
 @pytest.fixture(scope="module")
 def reference_runs() -> dict:
     """The reference run (the default cache) per drafter, made once: both EAGLE cases compare with the same one."""
