@@ -250,21 +250,23 @@ class GoodputDepth:
         return self.draft_cost_ratio * self.verify_ms(batch, kv_ms=0.0)  # a drafter's pass priced at the curve's context
 
     def explore_draft_ms(self, batch: int) -> float | None:
-        """What drafting costs a step that follows plain steps (an exploring chain): measured per row at the nearest
-        batch size, times this batch; None before any. It holds the catch-up (the drafter reads every token the plain
-        steps emitted), several times what the same chain costs drafted step
-        after step (docs/engine.md, "goodput")."""
+        """What drafting costs a step that follows plain steps (an exploring chain), its catch-up included: measured per
+        row at the nearest batch size, times this batch; None before any (docs/engine.md, "goodput")."""
         return self._nearest(self.explore_ms, batch) * batch if self.explore_ms else None
 
     def catch_up_ms(self, batch: int) -> float:
         """What a draft now first pays to feed the drafter the tokens this run's plain steps emitted (`plain_here` per
-        row): measured per row and token at the nearest batch (`catch_ms`), else a drafter pass over them on the pass
-        curve at the drafter's FLOPs ratio; 0 right after a draft (docs/engine.md, "goodput: the catch-up priced")."""
+        row): measured per row and token at the nearest batch (`catch_ms`), else `catch_prior_ms`; 0 right after a
+        draft (docs/engine.md, "goodput: the catch-up priced")."""
         if not self.plain_here:
             return 0.0
         if self.catch_ms:
             return self._nearest(self.catch_ms, batch) * batch * self.plain_here
-        return self.draft_cost_ratio * self.verify_ms(batch * self.plain_here, kv_ms=0.0)
+        return self.catch_prior_ms(batch, self.plain_here)
+
+    def catch_prior_ms(self, batch: int, plain: int) -> float:
+        """A catch-up's price before one is measured: a drafter pass over batch x plain tokens at its FLOPs ratio."""
+        return self.draft_cost_ratio * self.verify_ms(batch * plain, kv_ms=0.0)
 
     def tree_draft(self, batch: int, depth: int) -> float:
         """ms to grow a tree of `depth` levels: the measured time per level, else a drafter pass over batch x top-k

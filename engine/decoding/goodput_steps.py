@@ -21,6 +21,7 @@ EMA_WEIGHT = 0.2  # the costs' running averages (verify-time ratio, draft time, 
 # unclipped pause in a stored state priced plain steps dozens of times their cost, so goodput drafted at batch 16,
 # where every draft loses (docs/journal.md, "where goodput loses on Spec-Bench").
 SPIKE = 3.0
+CATCH_TOKENS = 16  # a catch-up over this many row-tokens moves `catch_ms` by EMA_WEIGHT (`learn_catch_up`)
 
 
 def learn(policy, step, caught: int = 0) -> None:
@@ -72,13 +73,19 @@ def learn(policy, step, caught: int = 0) -> None:
 
 def learn_catch_up(policy, step, caught: int, bucket: int) -> None:
     """A draft after `caught` plain steps of this run: what it took beyond the same draft made step after step (the
-    drafting known so far, one position more for the feed), per row and plain token, into `catch_ms`."""
+    drafting known so far, one position more for the feed), per row and plain token, into `catch_ms`: a running
+    average from the prior's price (`catch_up_ms` before any), each step weighted by the tokens it read over
+    CATCH_TOKENS (so a catch-up over two tokens, whose time is mostly the draft's own noise, barely moves it)."""
     if step.tree_nodes is not None:
         steady = policy.tree_draft(step.batch, policy._drawn or step.depth)
     else:
         steady = (step.depth + 1) * policy.draft_ms_per_position(step.batch)
-    per_token = max(0.0, step.draft_ms - steady) / (step.batch * caught)
-    policy.catch_ms[bucket] = ema(policy.catch_ms.get(bucket), per_token)
+    tokens = step.batch * caught
+    old = policy.catch_ms.get(bucket)
+    if old is None:
+        old = policy.catch_prior_ms(step.batch, caught) / tokens
+    weight = min(1.0, EMA_WEIGHT * tokens / CATCH_TOKENS)
+    policy.catch_ms[bucket] = (1 - weight) * old + weight * max(0.0, step.draft_ms - steady) / tokens
 
 
 def kept_drafts(step) -> list[tuple[int, int]]:

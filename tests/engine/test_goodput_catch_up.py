@@ -9,6 +9,7 @@ from test_policies import FLAT, _step, ctx
 
 from engine.decoding import warmstart
 from engine.decoding.goodput import GoodputDepth
+from engine.decoding.goodput_steps import CATCH_TOKENS, EMA_WEIGHT
 
 
 def _plain(batch: int):
@@ -37,23 +38,29 @@ def test_a_draft_after_plain_steps_pays_for_its_catch_up():
 
 
 def test_the_catch_up_is_learnt_per_row_and_plain_token():
-    """A chain of 2 at batch 2 drafts in 3 ms step after step (1 ms a position, the feed counted as one); after five
-    plain steps it took 7 ms: 4 ms more for 2 rows x 5 tokens, 0.4 ms each. A run's first draft reads nothing of the
-    plain steps before it (its prompts were read at the prefill), whatever the exploration counter carried over, so it
-    teaches nothing about the catch-up; nor does a draft right after a draft."""
+    """A chain of 2 at batch 2 drafts in 3 ms step after step (1 ms a position, the feed counted as one); after eight
+    plain steps it took 9.4 ms: 6.4 ms more for 2 rows x 8 tokens, 0.4 ms each, learnt from the prior's price (here
+    0.01 x 10 ms over 16 tokens) with EMA_WEIGHT, as a catch-up over CATCH_TOKENS tokens is. A run's first draft reads
+    nothing of the plain steps before it (its prompts were read at the prefill), whatever the exploration counter
+    carried over, so it teaches nothing about the catch-up; nor does a draft right after a draft. A catch-up over two
+    tokens moves the estimate an eighth as far."""
     policy = GoodputDepth(curve=FLAT, max_depth=2, draft_cost_ratio=1.0)
     policy.plain_run = 10  # carried over from an earlier run (warm start)
     policy.observe(_step(2, [1, 1], verify_ms=10.0, draft_ms=3.0))  # the run's first draft: below the 10 ms prior, learnt
     policy.observe(_step(2, [1, 1], verify_ms=10.0, draft_ms=3.0))
     assert policy.draft_ms_per_position(2) == pytest.approx(1.0) and not policy.catch_ms
-    for _ in range(5):
+    policy.draft_cost_ratio = 0.01  # the prior: 0.01 x a 10 ms pass over the 16 tokens
+    for _ in range(8):
         policy.observe(_plain(2))
-    assert policy.plain_here == 5
-    policy.observe(_step(2, [1, 1], verify_ms=10.0, draft_ms=7.0))
-    assert policy.catch_ms == {policy._bucket(2): pytest.approx(0.4)}
+    assert policy.plain_here == 8 and 2 * 8 == CATCH_TOKENS  # this catch-up reads CATCH_TOKENS row-tokens
+    policy.observe(_step(2, [1, 1], verify_ms=10.0, draft_ms=9.4))
+    learnt = (1 - EMA_WEIGHT) * 0.1 / 16 + EMA_WEIGHT * 0.4
+    assert policy.catch_ms == {policy._bucket(2): pytest.approx(learnt)}
     assert policy.plain_here == 0 and policy.catch_up_ms(2) == 0.0
     policy.observe(_plain(2))
-    assert policy.catch_up_ms(2) == pytest.approx(0.8)  # 2 rows x 1 plain token x 0.4 ms
+    assert policy.catch_up_ms(2) == pytest.approx(2 * learnt)  # 2 rows x 1 plain token
+    policy.observe(_step(2, [1, 1], verify_ms=10.0, draft_ms=3.0 + 2 * 4.0))  # 4 ms a token, over two tokens
+    assert policy.catch_ms[policy._bucket(2)] == pytest.approx((1 - EMA_WEIGHT / 8) * learnt + EMA_WEIGHT / 8 * 4.0)
     assert policy.draft_ms_per_position(2) == pytest.approx(1.0)  # the catch-up never raised the drafting's price
 
 
