@@ -98,7 +98,7 @@ class ConfidenceGate:
 
     def __init__(self, batch: int, threshold: float, device: torch.device):
         self.threshold = threshold
-        self.confidence = torch.ones(batch, device=device)
+        self.confidence = torch.ones(batch, device=device) if threshold else None  # no gate: nothing to track
         self.alive = torch.ones(batch, dtype=torch.bool, device=device)
         self.ids, self.q_x, self.probs, self.valid = [], [], [], []
         self.done = False

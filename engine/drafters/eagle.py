@@ -79,6 +79,7 @@ class EagleDrafter:
     def __init__(self, runner, device: torch.device, costs, pad_id: int, cfg=None, backend=None):
         self.runner = runner
         self.cache = make_cache(None, device, costs, cfg, runner=runner, backend=backend)  # the run's backend (engine/model/backend.py)
+        self.matrices = runner.matrices(runner.lean.prepared(), self.cache.backend)  # what `project` multiplies by, per run
         self.pad_id = pad_id
         self.vocab = runner.vocab  # (C,) token ids the head scores
         self.vocab_size = runner.config.vocab_size
@@ -145,7 +146,7 @@ class EagleDrafter:
             return self.propose_tree(feature, depth, cfg, fed)
         gate = ConfidenceGate(batch, cfg.confidence_threshold, device)
         for i in range(depth):
-            logits = self.runner.project(feature, self.cache.backend)  # (B, C): over the reduced vocabulary
+            logits = self.runner.project(feature, self.cache.backend, self.matrices)  # (B, C): over the reduced vocabulary
             token = gate.add(*choose_tokens(logits, cfg.temperature, cfg.top_p, generator, self.vocab, self.vocab_size, self.cache.backend))
             if gate.done or i == depth - 1:
                 break
@@ -163,10 +164,10 @@ class EagleDrafter:
 
         def feed(tokens, positions, attend, parent_g):
             g = self.cache.forward_tree(tokens, positions, attend, features=parent_g)  # (B, k, H)
-            return self.runner.project(g, self.cache.backend), g  # logits (B, k, C) over the reduced vocabulary
+            return self.runner.project(g, self.cache.backend, self.matrices), g  # logits (B, k, C) over the reduced vocabulary
 
         root_g = feature[:, None].expand(feature.shape[0], k, feature.shape[-1])  # (B, k, H)
-        tree = grow_tree(self.cache, self.runner.project(feature, self.cache.backend), depth, cfg, self.vocab, feed, root_g)
+        tree = grow_tree(self.cache, self.runner.project(feature, self.cache.backend, self.matrices), depth, cfg, self.vocab, feed, root_g)
         self.pending = self.pending_valid = None
         self.drafted = k * (depth - 1)  # tree entries now in the cache, dropped again in `commit`
         return Draft(

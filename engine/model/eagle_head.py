@@ -137,19 +137,27 @@ class EagleRunner:
         self.head = target.get_output_embeddings().weight[self.vocab].contiguous()  # (C, H): reduced output head
         self.params = sum(v.numel() for v in state.values())
 
-    def inputs(self, input_ids: torch.Tensor, features: torch.Tensor, backend) -> torch.Tensor:
-        """fc([embed(t); f]) (B, n, H): the decoder layer's input, its products as the run's `backend` reads them."""
-        features = features.to(self.embed.dtype)
-        weights = self.lean.prepared()
-        if self.fuse_weight is not None:  # target features (B, n, F) -> (B, n, H)
-            product = lambda x, w: linear(x, weights.matrix(w, backend))  # noqa: E731
-            features = fuse_features(features, self.fuse_mean, self.fuse_std, self.fuse_weight, product)
-        fc = weights.matrix(self.fc_weight, backend)
+    def matrices(self, weights, backend) -> tuple:
+        """(fusion, fc, reduced output head) as the run's `backend` reads them (fusion None without EAGLE-3 fusion), from
+        the head's PreparedWeights `weights` (engine/model/prepared.py): what `inputs` and `project` multiply by. A
+        pass asks once per run (engine/model/passes.py's `Pass`), as it asks for its layers."""
+        fuse = weights.matrix(self.fuse_weight, backend) if self.fuse_weight is not None else None
+        return fuse, weights.matrix(self.fc_weight, backend), weights.matrix(self.head, backend)
+
+    def inputs(self, input_ids: torch.Tensor, features: torch.Tensor, backend, matrices: tuple | None = None) -> torch.Tensor:
+        """fc([embed(t); f]) (B, n, H): the decoder layer's input, its products as the run's `backend` reads them
+        (`matrices`: this backend's, as `matrices` returns them; None: asked for here)."""
+        fuse, fc, _ = matrices or self.matrices(self.lean.prepared(), backend)
+        if features.dtype != self.embed.dtype:
+            features = features.to(self.embed.dtype)
+        if fuse is not None:  # target features (B, n, F) -> (B, n, H); the head's own guesses (B, n, H) pass unchanged
+            features = fuse_features(features, self.fuse_mean, self.fuse_std, self.fuse_weight, lambda x, w: linear(x, fuse))
         return linear(torch.cat([F.embedding(input_ids, self.embed), features], dim=-1), fc, self.fc_bias)
 
-    def project(self, g: torch.Tensor, backend) -> torch.Tensor:
-        """Logits (…, C) over the reduced vocabulary from guessed features g (…, H), as the run's `backend` reads them."""
-        return linear(g, self.lean.prepared().matrix(self.head, backend))
+    def project(self, g: torch.Tensor, backend, matrices: tuple | None = None) -> torch.Tensor:
+        """Logits (…, C) over the reduced vocabulary from guessed features g (…, H), as the run's `backend` reads them
+        (`matrices`: as `inputs` takes them)."""
+        return linear(g, (matrices or self.matrices(self.lean.prepared(), backend))[2])
 
     def costs(self):
         """FLOP/byte accounting (engine/costs.py) of one head step: fc + one layer + the reduced head."""

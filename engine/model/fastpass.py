@@ -65,8 +65,10 @@ class FastRoute:
             return dtype
         return torch.promote_types(dtype, torch.float32)
 
-    def run(self, cache, ids, positions, valid, cols, past, keep, return_hidden, features, attend=None):
-        """(out, hidden) of one pass over `cache`'s buffers; `attend` (B, n, past + n): a draft tree's rows."""
+    def run(self, cache, ids, positions, valid, past, keep, return_hidden, features, attend=None):
+        """(out, hidden) of one pass over `cache`'s buffers; `attend` (B, n, past + n): a draft tree's rows. Where the
+        cache says every column of every row is real (`cache.dense`) and no row pads the batch, the mask is built as
+        pass_mask builds it for valid=None, without reading `valid`."""
         passes, kv = cache.passes, cache.kv
         batch, n = ids.shape
         rows = batch_bucket(batch, kv.rows)
@@ -82,11 +84,17 @@ class FastRoute:
         heads = (n_kv, n_heads // n_kv) if kernel is not None or small_pass(x) else None  # small_attend's float bias
         # a long pass over no cache and no padding (a prompt's, a shared prefix's): SDPA's causal path, no mask to build
         causal = heads is None and past == 0 and attend is None and not pad and bool(valid.all())
-        mask = None if causal else pass_mask(valid, past, n, rows, window, attend=attend, heads=heads)
+        dense = cache.dense and attend is None and not pad  # every column real: pass_mask's valid=None
+        mask = (
+            None if causal else pass_mask(None if dense else valid, past, n, rows, window, attend=attend, heads=heads, device=cache.device)
+        )
 
         def fn(x, positions, mask):
+            if kernel is not None:  # the native layers write the buffers themselves
+                return passes.run(x, positions, mask, None, keep=keep, return_hidden=return_hidden, kernel=kernel)
+            cols = torch.arange(past, window, device=cache.device)  # (n,) buffer columns of the new tokens
             store = lambda i: buffer_store(kv.keys[i], kv.values[i], cols, window)  # noqa: E731
-            return passes.run(x, positions, mask, store, keep=keep, return_hidden=return_hidden, kernel=kernel, is_causal=causal)
+            return passes.run(x, positions, mask, store, keep=keep, return_hidden=return_hidden, is_causal=causal)
 
         out, hidden = cache.graphs.run(None, fn, {"x": x, "positions": positions, "mask": mask})
         if not pad:

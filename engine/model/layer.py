@@ -68,7 +68,9 @@ def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor
         y = torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
     else:
         return F.linear(x, w, bias)
-    return y if bias is None else y + bias
+    if bias is None:
+        return y
+    return y.add_(bias) if bias.dtype == y.dtype else y + bias  # y is this call's own: the sum in place
 
 
 def small_pass(x) -> bool:

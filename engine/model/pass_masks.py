@@ -26,12 +26,14 @@ def rope_tables(positions, inv_freq, dtype) -> tuple[torch.Tensor, torch.Tensor]
 _ROPE: dict = {}  # (id(inv_freq), dtype) -> (inv_freq, cos (P, 1, d), sin (P, 1, d)): `rope_lookup`'s tables
 
 
-def rope_lookup(positions, inv_freq, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_lookup(positions, inv_freq, dtype, top: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """`rope_tables` by lookup: the tables are made once per model and dtype for positions 0..P-1 (P doubles
     when a run outgrows it), so a pass indexes them instead of running seven small ops. The same elementwise
     arithmetic (tests/engine/test_fastpass.py). The native pass's (it reads the positions on the host: never
-    inside a CUDA graph)."""
-    top = int(positions.max()) + 1 if positions.numel() else 1
+    inside a CUDA graph). top: a bound the positions stay below, where the caller knows one (a pass over a window of
+    W columns: every position < W), else read off the positions; a position past the tables raises IndexError."""
+    if top is None:
+        top = int(positions.max()) + 1 if positions.numel() else 1
     key = (id(inv_freq), dtype)
     entry = _ROPE.get(key)
     if entry is None or entry[0] is not inv_freq or entry[1].shape[0] < top:

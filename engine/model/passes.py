@@ -40,23 +40,26 @@ class Pass:
         self.dims = (lean.n_heads, lean.n_kv, lean.head_dim, lean.eps, lean.scale)
         self.inv_freq = lean.inv_freq.to(backend.device)  # on the device: no host copy inside a capture
         self.final_norm = runner.norm if runner is not None else lean.final_norm
+        self.runner_matrices = runner.matrices(self.weights, backend) if runner is not None else None  # fixed for the run
 
     def embed(self, ids: torch.Tensor, features: torch.Tensor | None = None) -> torch.Tensor:
         """The first layer's input (B, n, H): the tokens' embeddings, or the EAGLE head's fc([embed(t); f])."""
         if self.runner is not None:
-            return self.runner.inputs(ids, features, self.backend)
+            return self.runner.inputs(ids, features, self.backend, self.runner_matrices)
         return F.embedding(ids, self.lean.embed)
 
     def body(self, x, positions, mask, store, *, is_causal=False, collect=(), kernel=None):
         """The one layer loop over input embeddings x (B, n, H): the last layer's output (pre-norm) and the outputs of
         the layers in `collect` (EAGLE-3 fusion). store(i): layer i's `cache_store` or `buffer_store`; mask: None, a
         boolean (B, 1, n, T) mask or small_attend's float bias (engine/model/layer.py); kernel (k_bufs, v_bufs,
-        window): each layer is one native call over the float32 buffers (cpukernels.layer, x updated in place; the
-        bias must be the pass's float bias)."""
-        cos, sin = (rope_lookup if kernel is not None else rope_tables)(positions, self.inv_freq, x.dtype)  # (B, n, 1, d)
+        window): each layer is one native call over the buffers (cpukernels.layer; the bias must be the pass's float
+        bias), which updates x in place: the caller hands over an x of its own (the embedding `embed` made)."""
         if kernel is not None:
             k_bufs, v_bufs, window = kernel
-            x, col0, mask = x.contiguous().clone(), window - x.shape[1], mask.contiguous()  # the window's last n columns
+            cos, sin = rope_lookup(positions, self.inv_freq, x.dtype, top=window)  # (B, n, 1, d): positions < the window
+            x, col0, mask = x.contiguous(), window - x.shape[1], mask.contiguous()  # the window's last n columns
+        else:
+            cos, sin = rope_tables(positions, self.inv_freq, x.dtype)
         collected = []
         for i, weights in enumerate(self.layers):
             if kernel is not None:

@@ -79,13 +79,13 @@ class ExactRoute:
     def buffer_dtype(self, device, dtype: torch.dtype) -> torch.dtype:
         return dtype
 
-    def run(self, cache, ids, positions, valid, cols, past, keep, return_hidden, features, attend=None):
+    def run(self, cache, ids, positions, valid, past, keep, return_hidden, features, attend=None):
         n = ids.shape[1]
         window = past + n
         mask = None
         if not bool(valid.all()) or (n > 1 and past > 0):
             mask = pass_mask(valid, past, n, ids.shape[0], window)
-        kv = cache.kv
+        kv, cols = cache.kv, torch.arange(past, window, device=cache.device)  # (n,) buffer columns of the new tokens
         store = lambda i: buffer_store(kv.keys[i], kv.values[i], cols, window)  # noqa: E731
         return cache.passes(ids, positions, mask, store, features, keep=keep, return_hidden=return_hidden, is_causal=mask is None and n > 1)
 
@@ -99,9 +99,9 @@ class BucketedRoute(ExactRoute):
         graphs = backend.graph_mode == "graphs"
         self.label = "CUDA graphs (static KV buffers)" if graphs else "eager (static KV buffers, padded to graph buckets)"
 
-    def run(self, cache, ids, positions, valid, cols, past, keep, return_hidden, features, attend=None):
+    def run(self, cache, ids, positions, valid, past, keep, return_hidden, features, attend=None):
         if past == 0:
-            return super().run(cache, ids, positions, valid, cols, past, keep, return_hidden, features)
+            return super().run(cache, ids, positions, valid, past, keep, return_hidden, features)
         batch, n = ids.shape
         kv, passes = cache.kv, cache.passes  # not the cache: a queued capture may outlive this run
         rows = batch_bucket(batch, kv.rows)
@@ -111,7 +111,7 @@ class BucketedRoute(ExactRoute):
             "ids": F.pad(ids, (0, 0, 0, pad)),  # (rows, n): padding rows feed token 0
             "positions": torch.cat([positions, torch.arange(n, device=cache.device).expand(pad, n)]),  # (rows, n)
             "mask": pass_mask(valid, past, n, rows, window),  # (rows, 1, n, window)
-            "cols": cols,
+            "cols": torch.arange(past, past + n, device=cache.device),  # (n,) buffer columns of the new tokens
         }
         if features is not None:
             inputs["features"] = F.pad(features, (0, 0, 0, 0, 0, pad))  # (rows, n, F)
@@ -152,6 +152,7 @@ class StaticRaggedCache(RaggedCache):
         self.passes = Pass(lean, backend, runner=runner)  # its weights made at the model's first run on its backend
         self.max_new_tokens = max_new_tokens
         self.kv: StaticKV | None = None
+        self.dense = False  # the latest pass's: every column of every row real (`forward`)
         if not self.route.pooled:  # its own runner and buffers per run
             self.pooled, self.graphs = None, FastRunner(device)
         else:  # buffers and graphs kept per model across runs (engine/model/graph_pool.py); queued captures happen here
@@ -197,12 +198,17 @@ class StaticRaggedCache(RaggedCache):
         if self.width + n_new > self.kv.capacity:
             raise RuntimeError(f"static KV buffers full: {self.width} + {n_new} columns > {self.kv.capacity}")
         past = self.width
-        mask = self.attention_mask(n_new, new_valid)  # (B, past + n)
+        # every column of every row real (each row's length is the width), read off the lengths on the host: the mask is
+        # all ones and the route need not check it (always so at batch 1, where holes are cropped)
+        self.dense = new_valid is None and past > 0 and self.device.type == "cpu" and all(n == past for n in self.lengths.tolist())
+        if self.dense:
+            mask = torch.ones(self.batch, past + n_new, dtype=torch.bool)
+        else:
+            mask = self.attention_mask(n_new, new_valid)  # (B, past + n)
         positions = self.advance(n_new, mask, new_valid, logits_to_keep)  # RaggedCache's bookkeeping
         self.width = past + n_new
         self.valid = mask
-        cols = torch.arange(past, past + n_new, device=self.device)  # (n,) buffer columns of the new tokens
-        out, hidden = self.route.run(self, input_ids, positions, mask, cols, past, logits_to_keep, return_hidden, features)
+        out, hidden = self.route.run(self, input_ids, positions, mask, past, logits_to_keep, return_hidden, features)
         return self.outputs(out, hidden, return_hidden)
 
     def outputs(self, out, hidden, return_hidden):

@@ -39,8 +39,8 @@ def forward_tree(cache, input_ids, positions, attend, logits_to_keep=0, return_h
     cache.lengths = cache.lengths + n_new
     cache.width = past + n_new
     cache.valid = torch.cat([cache.valid, torch.ones(cache.batch, n_new, dtype=torch.bool, device=cache.device)], 1)
-    cols = torch.arange(past, past + n_new, device=cache.device)
-    out, hidden = cache.route.run(cache, input_ids, positions, cache.valid, cols, past, logits_to_keep, return_hidden, features, attend)
+    cache.dense = False  # the tree's rows are its mask
+    out, hidden = cache.route.run(cache, input_ids, positions, cache.valid, past, logits_to_keep, return_hidden, features, attend)
     return cache.outputs(out, hidden, return_hidden)
 
 
