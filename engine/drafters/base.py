@@ -73,8 +73,13 @@ def choose_tokens(
     With a reduced vocabulary q is 0 outside it, which Algorithm 1 needs to stay exact. backend: the drafter's cache's
     (the run's, engine/model/backend.Backend), for greedy statistics."""
     if temperature == 0:
-        local, logz = greedy_stats(logits, backend)  # (B,) each
-        q_x = torch.exp(logits.gather(1, local[:, None]).squeeze(1).float() - logz)
+        native = backend.logit_stats(logits, top=True) if backend is not None else None  # with each row's maximum
+        if native is not None:
+            local, logz, top = native  # (B,) each
+        else:
+            local, logz = greedy_stats(logits, backend)  # (B,) each
+            top = logits.gather(1, local[:, None]).squeeze(1).float()
+        q_x = torch.exp(top - logz)
         q_full = None
     else:
         q_full = probs_from_logits(logits, temperature, top_p)
@@ -84,7 +89,7 @@ def choose_tokens(
             q_all = torch.zeros(q_full.shape[0], vocab_size, device=q_full.device)
             q_all[:, vocab] = q_full
             q_full = q_all
-    return (vocab[local] if vocab is not None else local), q_x, q_full
+    return (vocab.index_select(0, local) if vocab is not None else local), q_x, q_full
 
 
 class ConfidenceGate:

@@ -85,6 +85,7 @@ class EagleDrafter:
         self.vocab_size = runner.config.vocab_size
         self.pending: torch.Tensor | None = None  # (B, P, H) target features not yet in the cache
         self.pending_valid: torch.Tensor | None = None  # (B, P) bool: ragged rows leave holes
+        self.pending_full = False  # known on the host: every pending feature real (False: `pending_valid` says)
         self.later: list[torch.Tensor] = []  # (B, 1, H) features of plain steps, joined to `pending` when drafting
         self.drafted = 0
         self.dropped = torch.zeros(0, dtype=torch.long, device=device)  # (B,) entries of each prompt the window left out
@@ -106,6 +107,7 @@ class EagleDrafter:
         self.cache.prefill(tokens, self.pad_id, logits_to_keep=1, features=features, shared=shared)
         self.pending = hidden[:, -1:]
         self.pending_valid = torch.ones(hidden.shape[0], 1, dtype=torch.bool, device=hidden.device)
+        self.pending_full = True
 
     def entries(self) -> torch.Tensor:
         """(B,) the target's tokens this head has taken in per row: entries in its cache (and those its window left
@@ -124,12 +126,12 @@ class EagleDrafter:
         self._catch_up()
         device = self.cache.device
         batch, width = self.pending_valid.shape
-        valid_cpu = self.pending_valid.cpu()
-        ragged = not bool(valid_cpu.all())
+        ragged = not self.pending_full and not bool(self.pending_valid.all())
         # the tokens that follow each pending feature: each row's last `count` tokens, in its valid columns
-        if not ragged:  # every pending feature real (always at batch 1): each row's last `width` tokens, in one op
+        if not ragged:  # each row's last `width` tokens, in one op
             tokens = torch.tensor([seq[-width:] for seq in sequences], dtype=torch.long)
         else:
+            valid_cpu = self.pending_valid.cpu()
             tokens = torch.full((batch, width), self.pad_id, dtype=torch.long)
             for r, (seq, n) in enumerate(zip(sequences, valid_cpu.sum(1).tolist())):
                 tokens[r, valid_cpu[r]] = torch.tensor(seq[-n:], dtype=torch.long)
@@ -145,12 +147,14 @@ class EagleDrafter:
         if cfg.tree:
             return self.propose_tree(feature, depth, cfg, fed)
         gate = ConfidenceGate(batch, cfg.confidence_threshold, device)
+        fed_back = feature[:, None]  # (B, 1, H): the guess the next entry pairs with its token
         for i in range(depth):
             logits = self.runner.project(feature, self.cache.backend, self.matrices)  # (B, C): over the reduced vocabulary
             token = gate.add(*choose_tokens(logits, cfg.temperature, cfg.top_p, generator, self.vocab, self.vocab_size, self.cache.backend))
             if gate.done or i == depth - 1:
                 break
-            feature = self.cache.forward(token[:, None], logits_to_keep=1, features=feature[:, None])[:, -1]
+            fed_back = self.cache.forward(token[:, None], logits_to_keep=1, features=fed_back)  # (B, 1, H)
+            feature = fed_back[:, -1]
             fed += 1
         self.pending = self.pending_valid = None
         self.drafted = gate.width - 1  # draft entries now in the cache, dropped again in `commit`
@@ -193,8 +197,9 @@ class EagleDrafter:
         if hidden.shape[0] == 1:  # one row: only its verified features wait, so no hole enters the head's cache
             n = int(verified.num_accepted[0]) + 1
             self.pending, self.pending_valid = hidden[:, :n], torch.ones(1, n, dtype=torch.bool, device=hidden.device)
+            self.pending_full = True
             return
-        self.pending = hidden
+        self.pending, self.pending_full = hidden, False
         self.pending_valid = torch.arange(hidden.shape[1], device=hidden.device)[None, :] <= verified.num_accepted[:, None]
 
     def absorb(self, verified: Verified) -> None:
@@ -207,7 +212,9 @@ class EagleDrafter:
             new, valid = hidden[:, :n], torch.ones(1, n, dtype=torch.bool, device=hidden.device)
         else:
             new, valid = hidden, torch.arange(hidden.shape[1], device=hidden.device)[None, :] <= accepted[:, None]
+            self.pending_full = False
         if self.pending is None:
+            self.pending_full = hidden.shape[0] == 1
             self.pending, self.pending_valid = new, valid
         else:
             self.pending, self.pending_valid = torch.cat([self.pending, new], 1), torch.cat([self.pending_valid, valid], 1)

@@ -70,11 +70,11 @@ class Backend:
     def native(self) -> bool:
         return self.name == "native"
 
-    def logit_stats(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """On the "native" backend cpukernels.logit_stats (each row's argmax and log-sum-exp in one call), else None:
-        the caller then takes torch's way (engine/sampling.py, greedy_stats). The run's backend decides, never the
-        process's environment: a "fused" run takes no kernel."""
-        return cpukernels.logit_stats(logits) if self.native else None
+    def logit_stats(self, logits: torch.Tensor, top: bool = False) -> tuple[torch.Tensor, ...] | None:
+        """On the "native" backend cpukernels.logit_stats (each row's argmax and log-sum-exp in one call, with `top` its
+        maximum too), else None: the caller then takes torch's way (engine/sampling.py, greedy_stats). The run's backend
+        decides, never the process's environment: a "fused" run takes no kernel."""
+        return cpukernels.logit_stats(logits, top) if self.native else None
 
     def topk_logq(self, logits: torch.Tensor, k: int, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor] | None:
         """On the "native" backend cpukernels.topk_logq (a draft tree's children: each row's top k and their log q in one

@@ -42,7 +42,7 @@ SIGNATURES: dict[str, tuple[tuple[str, type], ...]] = {
         *(("window", INT), ("B", INT), ("n", INT), ("n_heads", INT), ("n_kv", INT), ("d", INT), ("scale", FLOAT), ("out", PTR)),
         ("nthreads", INT),
     ),
-    "logit_stats": (("x", PTR), ("rows", INT), ("V", INT64), ("bf", INT), ("ids", PTR), ("logz", PTR), ("nthreads", INT)),
+    "logit_stats": (("x", PTR), ("rows", INT), ("V", INT64), ("bf", INT), ("ids", PTR), ("logz", PTR), ("top", PTR), ("nthreads", INT)),
     "topk_logq": (
         *(("x", PTR), ("rows", INT), ("V", INT64), ("bf", INT), ("k", INT)),
         *(("inv_t", FLOAT), ("ids", PTR), ("logq", PTR), ("nthreads", INT)),

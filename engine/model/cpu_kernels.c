@@ -973,8 +973,9 @@ void gemm_f32(const float *x, const float *wp, float *y, int M, int K, int N, in
  * vexp within ~1 ulp of expf, so the last bits may differ). PyTorch takes several times as long for the pair, as
  * two reductions with a float copy between. A row holding a NaN
  * reports its first NaN and a NaN log-sum-exp, as torch does; an all -inf row reports index 0 and -inf.
- * x: (rows, V) bfloat16 (`bf`) or float32; ids: (rows,) int64; logz: (rows,) float32. Rows in parallel. */
-static void stats_row(const void *x, int64_t V, int bf, int64_t *id, float *lz) {
+ * x: (rows, V) bfloat16 (`bf`) or float32; ids: (rows,) int64; logz: (rows,) float32; top: (rows,) float32 or NULL,
+ * each row's value at its reported index (the maximum; the NaN of a row holding one), exactly. Rows in parallel. */
+static void stats_row(const void *x, int64_t V, int bf, int64_t *id, float *lz, float *top) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   __m512i vidx = _mm512_setzero_si512(), lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   int nan = 0;
@@ -997,6 +998,7 @@ static void stats_row(const void *x, int64_t V, int bf, int64_t *id, float *lz) 
       if (f != f) {
         *id = i;
         *lz = NAN;
+        if (top) *top = f;
         return;
       }
     }
@@ -1005,6 +1007,7 @@ static void stats_row(const void *x, int64_t V, int bf, int64_t *id, float *lz) 
   __mmask16 at = _mm512_cmp_ps_mask(vmax, _mm512_set1_ps(best), _CMP_EQ_OQ);
   int32_t first = _mm512_mask_reduce_min_epi32(at, vidx); /* of the lanes holding the maximum, the lowest index */
   *id = best == -INFINITY ? 0 : first;
+  if (top) *top = best; /* x[*id]: the lane that holds the maximum holds its value (an all -inf row: -inf) */
   if (isinf(best)) { /* all -inf: -inf; a +inf: +inf (torch.logsumexp's values) */
     *lz = best;
     return;
@@ -1017,10 +1020,10 @@ static void stats_row(const void *x, int64_t V, int bf, int64_t *id, float *lz) 
   *lz = best + logf(_mm512_reduce_add_ps(sum));
 }
 
-void logit_stats(const void *x, int rows, int64_t V, int bf, int64_t *ids, float *logz, int nthreads) {
+void logit_stats(const void *x, int rows, int64_t V, int bf, int64_t *ids, float *logz, float *top, int nthreads) {
   int team = rows < nthreads ? rows : nthreads;
 #pragma omp parallel for num_threads(team > 0 ? team : 1) schedule(static)
-  for (int r = 0; r < rows; r++) stats_row((const char *)x + (size_t)r * V * (bf ? 2 : 4), V, bf, ids + r, logz + r);
+  for (int r = 0; r < rows; r++) stats_row((const char *)x + (size_t)r * V * (bf ? 2 : 4), V, bf, ids + r, logz + r, top ? top + r : NULL);
 }
 
 /* ---- a draft tree's children: each row's top k and its log-probabilities, in one call ------------------------

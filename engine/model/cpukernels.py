@@ -324,10 +324,11 @@ def _logit_rows(logits: torch.Tensor):
     return lib, x, x.numel() // x.shape[-1], int(x.dtype == torch.bfloat16)
 
 
-def logit_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+def logit_stats(logits: torch.Tensor, top: bool = False) -> tuple[torch.Tensor, ...] | None:
     """(argmax (...,) long, log-sum-exp (...,) float32) over the last dimension of CPU logits in bfloat16 or
     float32, natively in one call (cpu_kernels.c, logit_stats): the first maximum as max(dim).indices, and
-    torch.logsumexp(logits.float(), -1) to within float32 rounding. None where the kernels are unavailable
+    torch.logsumexp(logits.float(), -1) to within float32 rounding; with `top` also the maximum itself (...,) float32,
+    exactly the logit at the argmax as logits.gather(...).float() reads it. None where the kernels are unavailable
     or the tensor is of another kind: the caller then uses torch (engine/sampling.py, greedy_stats)."""
     native = _logit_rows(logits)
     if native is None:
@@ -335,9 +336,11 @@ def logit_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | Non
     lib, x, rows, bf = native
     ids = torch.empty(x.shape[:-1], dtype=torch.long)
     logz = torch.empty(x.shape[:-1], dtype=torch.float32)
+    best = torch.empty(x.shape[:-1], dtype=torch.float32) if top else None
     if rows:
-        lib.logit_stats(x.data_ptr(), rows, x.shape[-1], bf, ids.data_ptr(), logz.data_ptr(), torch.get_num_threads())
-    return ids, logz
+        at = best.data_ptr() if top else None  # NULL: the kernel writes no maximum
+        lib.logit_stats(x.data_ptr(), rows, x.shape[-1], bf, ids.data_ptr(), logz.data_ptr(), at, torch.get_num_threads())
+    return (ids, logz, best) if top else (ids, logz)
 
 
 TOPK_MAX = 64  # topk_logq's list lives on the stack

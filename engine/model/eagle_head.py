@@ -152,7 +152,7 @@ class EagleRunner:
             features = features.to(self.embed.dtype)
         if fuse is not None:  # target features (B, n, F) -> (B, n, H); the head's own guesses (B, n, H) pass unchanged
             features = fuse_features(features, self.fuse_mean, self.fuse_std, self.fuse_weight, lambda x, w: linear(x, fuse))
-        return linear(torch.cat([F.embedding(input_ids, self.embed), features], dim=-1), fc, self.fc_bias)
+        return linear(torch.cat([torch.embedding(self.embed, input_ids), features], dim=-1), fc, self.fc_bias)  # F.embedding's op
 
     def project(self, g: torch.Tensor, backend, matrices: tuple | None = None) -> torch.Tensor:
         """Logits (…, C) over the reduced vocabulary from guessed features g (…, H), as the run's `backend` reads them

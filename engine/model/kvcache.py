@@ -216,7 +216,9 @@ class RaggedCache:
             return (mask.long().cumsum(-1) - 1).clamp_min(0)  # (B, n): left padding gets position 0
         if new_valid is None and self.device.type == "cpu" and self.batch:  # from the lengths as ints: 3 small ops, not 7
             host = self.lengths.tolist()
-            self.counter.step(len(host), n_new, float(numpy.float32(sum(host)) / numpy.float32(len(host))), logits_to_keep)
+            # the float32 mean of the lengths; one row's length is its own mean (exact in float32 below 2**24)
+            mean = float(host[0]) if len(host) == 1 else float(numpy.float32(sum(host)) / numpy.float32(len(host)))
+            self.counter.step(len(host), n_new, mean, logits_to_keep)
             self.lengths = torch.tensor([length + n_new for length in host])
             return torch.tensor([[length + i for i in range(n_new)] for length in host])  # (B, n)
         self.counter.step(self.batch, n_new, float(self.lengths.float().mean()), logits_to_keep)
