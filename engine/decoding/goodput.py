@@ -429,10 +429,8 @@ class GoodputDepth:
         self._centre_sizes()
         for shape in self.since:
             self.since[shape] += 1
-        plain = step.depth == 0 and step.tree_nodes is None
         self.plain_run = self.plain_run + 1 if step.depth == 0 else 0
-        learn(self, step, self.plain_here)  # with each row's own count (`row_accept`), and the plain steps it caught up on
-        self.plain_here = self.plain_here + 1 if plain else 0
+        learn(self, step)  # with each row's own count (`row_accept`) and the catch-up after plain steps (`plain_here`)
         self.observed += 1
         last = all(row.finished for row in step.seqs)
         if self.memory_key is not None and (last or self.observed % REMEMBER_STEPS == 0):

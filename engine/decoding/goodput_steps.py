@@ -24,9 +24,9 @@ SPIKE = 3.0
 CATCH_TOKENS = 16  # a catch-up over this many row-tokens moves `catch_ms` by EMA_WEIGHT (`learn_catch_up`)
 
 
-def learn(policy, step, caught: int = 0) -> None:
+def learn(policy, step) -> None:
     """Fold one decode step into `policy`: its step time, the acceptance of every chain position it measured, its
-    drafting time (with the catch-up over the `caught` plain steps before it) and the confidence calibration."""
+    drafting time (with the catch-up over the run's plain steps before it, `plain_here`) and the confidence calibration."""
     bb = policy._bucket(step.batch)
     shape = 2 if step.tree_nodes is not None else int(step.depth > 0)  # plain, chain, tree
     # A step's own time outside its passes: its overhead (which holds the policy's choice and cut, made inside the
@@ -43,6 +43,7 @@ def learn(policy, step, caught: int = 0) -> None:
     # raise it (docs/engine.md, "goodput from the first run").
     plain = step.depth == 0 and step.tree_nodes is None
     after_plain, policy._after_plain = policy._after_plain, plain
+    caught, policy.plain_here = policy.plain_here, policy.plain_here + 1 if plain else 0
     if caught and step.draft_ms > 0 and not plain:
         learn_catch_up(policy, step, caught, bb)
     drafts = first_drafts(step)  # read once: the chain positions each row reached, and which it kept
@@ -74,7 +75,7 @@ def learn(policy, step, caught: int = 0) -> None:
 def learn_catch_up(policy, step, caught: int, bucket: int) -> None:
     """A draft after `caught` plain steps of this run: what it took beyond the same draft made step after step (the
     drafting known so far, one position more for the feed), per row and plain token, into `catch_ms`: a running
-    average from the prior's price (`catch_up_ms` before any), each step weighted by the tokens it read over
+    average from the prior's price (`catch_prior_ms`), each step weighted by the tokens it read over
     CATCH_TOKENS (so a catch-up over two tokens, whose time is mostly the draft's own noise, barely moves it)."""
     if step.tree_nodes is not None:
         steady = policy.tree_draft(step.batch, policy._drawn or step.depth)
