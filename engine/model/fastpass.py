@@ -55,6 +55,7 @@ class FastRoute:
     def __init__(self, backend):
         self.backend = backend
         self.label = "fused projections, " + ("native CPU kernels" if backend.native else "eager") + " (static KV buffers)"
+        self.skips_holes = backend.native  # the native attention skips column blocks masked for every query
 
     def buffer_dtype(self, device, dtype: torch.dtype) -> torch.dtype:
         """The model's dtype on the native route and off the CPU: the native attention reads bfloat16 keys and values

@@ -339,18 +339,21 @@ class RaggedCache:
             layer.values = layer.values[rows]
         self._tidy()
 
-    def _slice_columns(self, start: int, stop: int) -> None:
+    def _slice_columns(self, start: int, stop: int) -> int:
+        """Keep columns start..stop-1; returns the left margin of all-hole columns kept (none here: a view)."""
         for layer in self.cache.layers:
             layer.keys = layer.keys[:, :, start:stop]
             layer.values = layer.values[:, :, start:stop]
         self.valid = self.valid[:, start:stop]
         self.width = stop - start
+        return 0
 
     def _tidy(self) -> None:
-        """Crop columns that are holes in every row; pack rows again once holes exceed COMPACT_SLACK."""
+        """Crop columns that are holes in every row; pack rows again once holes exceed COMPACT_SLACK (a left margin
+        the cache keeps rather than moves, `_slice_columns`, not counted)."""
         if not self.batch or not self.width or all(length == self.width for length in self.lengths.tolist()):
             return  # empty, or every column real in every row: no hole to crop, no slack to pack
-        used = self.valid.any(0)  # (W,)
+        used, margin = self.valid.any(0), 0  # (W,)
         if not bool(used.all()):
             if not bool(used.any()):
                 self._slice_columns(0, 0)
@@ -358,8 +361,8 @@ class RaggedCache:
             first = int(used.long().argmax())
             stop = self.width - int(used.flip(0).long().argmax())
             if first > 0 or stop < self.width:
-                self._slice_columns(first, stop)
-        if self.width - int(self.lengths.max()) > COMPACT_SLACK:
+                margin = self._slice_columns(first, stop)
+        if self.width - margin - int(self.lengths.max()) > COMPACT_SLACK:
             self._compact()
 
     def _compact(self) -> None:

@@ -72,6 +72,7 @@ class ExactRoute:
     """cuda_graphs="static": every pass eager over exactly the live columns, with the dynamic cache's choice of mask."""
 
     pooled, label = True, "eager (static KV buffers, exact windows)"
+    skips_holes = False  # SDPA reads every column of its window, masked or not
 
     def __init__(self, backend: Backend):
         self.backend = backend
@@ -250,7 +251,13 @@ class StaticRaggedCache(RaggedCache):
                 v[:m, :, :w] = v[rows, :, :w]
         self._tidy()
 
-    def _slice_columns(self, start: int, stop: int) -> None:
+    def _slice_columns(self, start: int, stop: int) -> int:
+        """Crop the right end in place; a left margin of all-hole columns (the batch's longest prompt left with its
+        row) is kept where the route skips masked columns (`route.skips_holes`) and more than one row is left, since
+        cropping it moves every kept row (docs/engine.md, "a finished row"); returns the margin kept."""
+        if start > 0 and self.batch > 1 and self.route.skips_holes:
+            self.valid, self.width = self.valid[:, :stop], stop
+            return start
         b = self.batch
         if start > 0:
             for k, v in self.kv.layers():
@@ -258,6 +265,7 @@ class StaticRaggedCache(RaggedCache):
                 v[:b, :, : stop - start] = v[:b, :, start:stop].clone()
         self.valid = self.valid[:, start:stop]
         self.width = stop - start
+        return 0
 
     def _compact(self) -> torch.Tensor:
         """RaggedCache._compact's gather, written back into the buffers' first columns; returns the gather

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import PROMPTS, tiny_eagle_pair
+from conftest import PROMPTS, no_kernels_reason, tiny_eagle_pair
 
 from engine import DecodeConfig, generate, generate_steps
+from engine.model import cpukernels
 from engine.model.backend import Backend, choose_backend
 from engine.model.graphs import GraphRunner, batch_bucket, window_bucket
 from engine.model.kvcache import RaggedCache
@@ -110,6 +111,35 @@ def test_select_keeps_each_rows_entries(tiny, rows):
         for i, r in enumerate(rows):
             assert torch.equal(k[i][:, cache.valid[i]], k0[r][:, old_valid[r]])
             assert torch.equal(v[i][:, cache.valid[i]], v0[r][:, old_valid[r]])
+
+
+@pytest.mark.parametrize("drafter", ["ngram", "model"])
+def test_native_route_keeps_a_left_margin_when_the_longest_row_leaves(tiny, drafter, monkeypatch):
+    """On the native route the columns of a row that leaves with the batch's longest prompt stay as a margin of holes
+    (`StaticRaggedCache._slice_columns`: cropping it would move every kept row): the kept rows decode the same tokens as
+    when the margin is cropped, and the margin is there after the row left."""
+    monkeypatch.delenv("SPECLAB_BACKEND")  # the CPU's default backend, native where the kernels load
+    if not cpukernels.available():
+        pytest.skip(no_kernels_reason())
+    longest = max(range(len(PROMPTS)), key=lambda i: len(tiny.encode_prompt(PROMPTS[i])))
+
+    def run(keep_margin: bool):
+        stream = generate_steps(tiny, PROMPTS, DecodeConfig(depth=3, drafter=drafter, max_new_tokens=16, backend="native"))
+        steps = iter(stream)
+        next(steps)  # the prefill
+        caches = [stream.target_cache] + ([stream.drafter.cache] if drafter == "model" else [])
+        for cache in caches:
+            cache.route.skips_holes = keep_margin
+        row = stream.active[longest]
+        row.max_new_tokens = len(row.generated) + 1  # the longest prompt's row finishes at the next step
+        margins = [not bool(stream.target_cache.valid[:, 0].any()) for _ in steps if stream.active]
+        return stream.trace.output_ids, margins
+
+    kept, margins = run(True)
+    cropped, no_margins = run(False)
+    assert kept == cropped
+    assert any(margins) and not any(no_margins)
+    assert len(kept[longest]) < len(kept[(longest + 1) % len(PROMPTS)])
 
 
 @pytest.fixture(scope="module")
