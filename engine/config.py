@@ -15,6 +15,7 @@ from enum import Enum
 from engine.options import (
     MAX_DEPTH,
     MAX_SEED,
+    MAX_TASK,
     MAX_TEMPERATURE,
     MAX_TREE_NODES,
     MAX_TREE_TOPK,
@@ -94,6 +95,10 @@ class DecodeConfig:
     # document, many questions) prefill that prefix once and copy its keys and values into every row
     # (engine/model/kvcache.py, RaggedCache.prefill_shared). False: every row prefills its whole prompt.
     share_prefix: bool = True
+    # The prompts' task (a Spec-Bench category, a workload's name; "" for none): policy "goodput" keeps the acceptance it
+    # learns per task and starts the next run of that task from it rather than from the drafter's card
+    # (engine/decoding/goodput.py, `restore`). Decoding itself never reads it: the output is the same.
+    task: str = ""
 
     def __post_init__(self):
         object.__setattr__(self, "mode", _enum(Mode, self.mode, "mode").value)
@@ -125,6 +130,8 @@ class DecodeConfig:
             raise ConfigError(f"disable_by_batch_size must be >= 1; got {self.disable_by_batch_size}")
         if not isinstance(self.share_prefix, bool):
             raise ConfigError(f"share_prefix must be true or false; got {self.share_prefix!r}")
+        if not isinstance(self.task, str) or len(self.task) > MAX_TASK or not all(c.isprintable() for c in self.task):
+            raise ConfigError(f'task must be a name of at most {MAX_TASK} printable characters ("" for none); got {self.task!r}')
         self._check_batch_table()
         self._check_tree()
 
@@ -200,9 +207,12 @@ class DecodeConfig:
         return self.temperature == 0
 
     def to_dict(self) -> dict:
-        """The options as a dict; `backend` only when not "auto" and `share_prefix` only when off, so a default run's
-        trace stays readable by SpecLabs from before the options (their DecodeConfig refuses unknown options)."""
+        """The options as a dict; `backend` only when not "auto", `share_prefix` only when off and `task` only when named,
+        so a default run's trace stays readable by SpecLabs from before the options (their DecodeConfig refuses unknown
+        options)."""
         out = asdict(self)
+        if not out["task"]:
+            del out["task"]
         if out["backend"] == BackendKind.AUTO.value:
             del out["backend"]
         if out["share_prefix"]:

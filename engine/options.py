@@ -11,6 +11,7 @@ from enum import Enum
 
 MAX_DEPTH = 16
 MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a signed 64-bit seed
+MAX_TASK = 64  # characters in a task's name (DecodeConfig.task)
 MAX_TEMPERATURE = 100.0  # beyond this the distribution is uniform to float precision anyway
 MAX_TREE_NODES = 64  # draft-tree nodes per row (one verify pass holds batch x (nodes + 1) tokens)
 MAX_TREE_TOPK = 8  # children expanded per tree node

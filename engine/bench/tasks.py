@@ -10,7 +10,9 @@ interleaved round by round (engine/bench/cells.py), and reports per contender:
 - the whole-run speedup (prefill included) beside it, as a medians' ratio.
 
 At batch 1 a task's prompts decode one after another (Spec-Bench's setting); at batch B the task's prompts fill B rows
-(repeated in order where the task has fewer).
+(repeated in order where the task has fewer). Every run names its task (`DecodeConfig.task`), so goodput starts each
+run of a task from the acceptance that task's last run ended with, not from the drafter's card
+(engine/decoding/goodput_steps.py, `start_from_task`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from engine.bench.prompt_files import Prompt, task_name, tasks
 from engine.bench.task_records import judged
 from engine.config import DecodeConfig
 from engine.drafters import DRAFTERS
+from engine.options import MAX_TASK
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,12 @@ def _cell(task: str, batch: int, name: str, cell: dict, plain: dict) -> dict:
     }
 
 
+def task_label(task: str) -> str:
+    """A task as `DecodeConfig.task` names it (a prompt file's category may be any string): its printable characters,
+    at most MAX_TASK of them."""
+    return "".join(c for c in task if c.isprintable())[:MAX_TASK]
+
+
 def run_tasks(pair, prompts: list[Prompt], batches: list[int], keys: list, max_new_tokens: int, rounds: int, log=print) -> list[dict]:
     """One row per (task, batch, contender), plain decoding first in each (task, batch); `rounds` interleaved rounds
     after one warm-up of each contender. keys: CONTENDERS' keys or Contender objects. ValueError, one line, for an
@@ -111,7 +120,8 @@ def run_tasks(pair, prompts: list[Prompt], batches: list[int], keys: list, max_n
         for batch in batches:
             sequential = batch == 1
             texts = [p.text for p in group] if sequential else rows_of(group, batch)
-            cells = run_cells(pair, texts, cfgs, rounds, sequential=sequential)
+            named = [DecodeConfig.from_dict(c.to_dict() | {"task": task_label(task)}) for c in cfgs]  # goodput learns per task
+            cells = run_cells(pair, texts, named, rounds, sequential=sequential)
             rows = judged([_cell(task, batch, name, cell, cells[0]) for name, cell in zip(names, cells)])
             out += rows
             log(f"  {task_name(task):<15} batch {batch:>3}: " + ", ".join(f"{r['contender']} {r['speedup']:.2f}×" for r in rows[1:]))

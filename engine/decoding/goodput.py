@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 from engine.decoding import warmstart
 from engine.decoding.binding_rows import RowAcceptance
 from engine.decoding.chain_value import best_depth, expected_tokens, step_rate
-from engine.decoding.goodput_steps import PRIOR_WEIGHT, ema, learn, learn_curves
+from engine.decoding.goodput_steps import PRIOR_WEIGHT, ema, learn, learn_curves, start_from_task
 from engine.decoding.tree_value import Calibration, calibrated_paths, depth_gains
 from engine.loadmeter import LoadMeter
 
@@ -139,6 +139,7 @@ class GoodputDepth:
     explore_every: int = EXPLORE_STEPS  # plain steps in a row before the next exploring chain
     tree_steps: int = 0  # tree steps so far (every EXPLORE_STEPS-th verifies a wider cut)
     memory_key: tuple | None = None  # engine/decoding/warmstart.py: where this policy's learnt state is kept (None: nowhere)
+    task: str = ""  # the prompts' task (DecodeConfig.task): its learnt acceptance is the next run's prior (`restore`)
     observed: int = 0  # decode steps observed in this run: every REMEMBER_STEPS-th is written to the store
     _observe_ms: float = 0.0  # how long the last `observe` took (outside the step it learnt from: part of a step's cost)
     name = "goodput"
@@ -181,12 +182,13 @@ class GoodputDepth:
         """A warm start meets new text: the machine's part of `learnt` (verify, draft and step costs, exploration
         counters) carries whole; the text's part (per-position acceptance, the calibration of q, the trees' curves)
         stays where a cold run starts, at the drafter's card, and is learnt afresh (why: docs/engine.md, "goodput
-        from the first run")."""
+        from the first run"); a named task's acceptance is its next run's prior (`start_from_task`)."""
         if len(learnt.get("accept", self.accept)) != len(self.accept):
             return  # another depth's state (the key holds the depth, so only a hand-made state): the priors
         for name in self.LEARNT:
             if name in learnt and name not in self.TEXT:  # a store from before a field existed keeps its default
                 setattr(self, name, learnt[name])
+        start_from_task(self, learnt)
 
     @staticmethod
     def _bucket(n: int) -> int:
@@ -333,12 +335,11 @@ class GoodputDepth:
 
     def depth(self, ctx) -> int:  # ctx: engine.decoding.policies.PolicyContext
         self._kv_ms, self._kv_batch = self.kv_ms(ctx.batch, ctx.context), ctx.batch  # this step's rows' caches, read by its verify pass
-        if ctx.base_depth == 0:
+        max_depth = min(ctx.base_depth, self.max_depth, max(ctx.remaining, default=self.max_depth + 1) - 1)  # drafts a row can use
+        if max_depth <= 0:  # nothing to choose (a run's last token: the decoder drafts none), so nothing to learn from
             return 0
         self.bind = self.row_accept.factor(ctx.rows, ctx.remaining)  # the row the batch waits for
-        batch = ctx.batch
-        draft_ms = self.draft_ms_per_position(batch)
-        max_depth = min(ctx.base_depth, self.max_depth)
+        batch, draft_ms = ctx.batch, self.draft_ms_per_position(ctx.batch)
         plain, spec = self.fixed_ms()
         self._catch = self.catch_up_ms(batch)  # the plain steps' tokens the drafter reads before it drafts
         fixed = (plain, spec + (draft_ms if self.draft_ms else 0.0) + self._catch)  # a measured drafter's feed: one position

@@ -22,6 +22,20 @@ EMA_WEIGHT = 0.2  # the costs' running averages (verify-time ratio, draft time, 
 # where every draft loses (docs/journal.md, "where goodput loses on Spec-Bench").
 SPIKE = 3.0
 CATCH_TOKENS = 16  # a catch-up over this many row-tokens moves `catch_ms` by EMA_WEIGHT (`learn_catch_up`)
+TASK_FLOOR = 0.02  # a task's acceptance prior stays within [TASK_FLOOR, 1 - TASK_FLOOR] (`start_from_task`)
+
+
+def start_from_task(policy, learnt: dict) -> None:
+    """A run that names its task (`DecodeConfig.task`) starts from the acceptance its task's last run ended with, as
+    the prior that plain steps drift back to, not from the drafter's card. One task's texts accept alike far more than
+    two prompts picked at random do, so a task whose first drafts fail (RAG's rows at batch 4) stops paying, every run,
+    a first draft priced on the card; each run moves the prior by what it measured, plain steps fading it
+    (ACCEPT_DECAY). Kept within TASK_FLOOR of 0 and 1, so an exploring chain can still move it."""
+    accept = learnt.get("accept")
+    if policy.task and accept and len(accept) == len(policy.prior):
+        policy.prior = [min(max(a, TASK_FLOOR), 1 - TASK_FLOOR) for a in accept]
+        policy.accept = list(policy.prior)
+        policy.counts = [[PRIOR_WEIGHT * a, PRIOR_WEIGHT] for a in policy.accept]
 
 
 def learn(policy, step) -> None:

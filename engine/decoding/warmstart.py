@@ -14,7 +14,8 @@ nodes, tree top-k), the batch's log2 bucket (`batch_bucket`: what batch 32 learn
 context's (`context_bucket`: a verify pass at 4,096 tokens of context reads far more of the KV cache than one at 100,
 so what one learnt misprices the other; with the batch's, a (batch, context) -> state table) and the
 version of the rule that prices a step (engine/decoding/chain_value.py, `PRICE_VERSION`: what was learnt under
-another pricing is not read back).
+another pricing is not read back), and the prompts' task where the run names one (`DecodeConfig.task`: its state
+carries the text's part too, GoodputDepth.restore).
 In memory the store is bounded (the MAX_ENTRIES most recently used keys), guarded by a lock
 (the app serves several sessions from one process; runs take turns at the model, but a page may read while
 another writes), and holds deep copies both ways, so no run ever shares a live object with another.
@@ -92,6 +93,7 @@ def policy_key(pair, cfg, curve, batch: int = 1, context: int = 0) -> tuple:
         batch_bucket(batch),
         f"context/{context_bucket(context)}",
         price,
+        *([f"task/{cfg.task}"] if cfg.task else []),  # a named task's acceptance is learnt apart (GoodputDepth.restore)
     )
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine import verdict
+from engine import DecodeConfig, verdict
 from engine.bench import tasks as T
 from engine.bench.prompt_files import Prompt
+from engine.decoding import passcurve, warmstart
+from engine.options import MAX_TASK
 
 
 def _prompts() -> list[Prompt]:
@@ -45,6 +47,18 @@ def test_every_task_and_batch_runs_plain_then_each_contender_judged_by_the_one_r
 
 def test_a_batch_fills_its_rows_from_the_tasks_prompts_in_order():
     assert T.rows_of(_prompts()[:2], 5) == ["Say hello to a friend.", "Name three colours."] * 2 + ["Say hello to a friend."]
+
+
+def test_each_tasks_runs_name_it_so_goodput_learns_each_task_apart(tiny):
+    """run_tasks names every run's task (`DecodeConfig.task`): goodput leaves a state per task; a prompt file's category
+    (any string) is named by its printable characters, at most MAX_TASK of them."""
+    spec = {"drafter": "model", "depth": 3, "policy": "goodput"}
+    T.run_tasks(tiny, _prompts(), [1], [T.Contender("goodput", spec)], max_new_tokens=6, rounds=1, log=lambda _: None)
+    curve = passcurve.pass_curve(tiny)
+    for task in ("chat", "copy", "other"):
+        key = warmstart.policy_key(tiny, DecodeConfig(max_new_tokens=6, task=task, **spec), curve, 1)
+        assert (warmstart.recall(key) is not None) == (task != "other"), task
+    assert T.task_label("line one\nline two") == "line oneline two" and len(T.task_label("x" * 500)) == MAX_TASK
 
 
 def test_unknown_contenders_and_batches_are_refused_in_one_line(tiny):
