@@ -173,7 +173,7 @@ def goodput_policy(pair, cfg: DecodeConfig, batch: int = 1, context: int = 0, re
     long = warmstart.context_bucket(context) > 0  # the short bucket: the curve alone
     kv = dict(kv_ms_per_token=kv_ms_per_token(pair), kv_per_query=kv_per_query(pair)) if long else {}
     shape = dict(tree_nodes=cfg.tree_nodes, tree_topk=cfg.tree_topk)
-    return GoodputDepth(curve, cfg.depth, ratio, prior=prior, memory_key=key, task=cfg.task if remember else "", **kv, **shape)
+    return GoodputDepth(curve, cfg.depth, ratio, prior=prior, memory_key=key, task=cfg.task, **kv, **shape)
 
 
 def make_policy(cfg: DecodeConfig, pair=None, drafter=None, batch: int = 1, context: int = 0) -> DepthPolicy:
