@@ -24,7 +24,7 @@ from app.playground.policy_options import (
 )
 from engine import ConfigError, DecodeConfig
 from engine.bench.context import with_context
-from engine.bench.prompts import batch_prompts, prompt_set_list, spec_bench_sets
+from engine.bench.prompts import SPEC_BENCH_SET, batch_prompts, prompt_set_list, spec_bench_sets
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = json.loads((ROOT / "assets" / "prompts.json").read_text(encoding="utf-8"))["prompts"]
@@ -120,6 +120,7 @@ class Settings:
             batch_table=self.batch_table,
             tree_nodes=self.tree[0] if mode == "speculative" else 0,
             tree_topk=self.tree[1] if mode == "speculative" else 0,
+            task=self.prompt_id[len(SPEC_BENCH_SET) :] if self.prompt_id in TASKS else "",  # goodput learns per task, as the bench
         )
 
 

@@ -168,8 +168,10 @@ def test_a_spec_bench_task_fills_the_batch_with_its_own_prompts():
     assert not at.exception and not at.warning
     at.button(key="run").click().run()
     assert not at.exception and not at.error
-    prompts = [s["prompt"] for s in at.session_state["result"]["ar"].sequences]
+    result = at.session_state["result"]
+    prompts = [s["prompt"] for s in result["ar"].sequences]
     assert prompts == batch_prompts("spec-bench:qa", 2)
+    assert result["ar"].config["task"] == result["spec"].config["task"] == "qa"  # goodput learns per task, as the bench
 
 
 def test_a_context_puts_the_shared_document_before_every_prompt():
