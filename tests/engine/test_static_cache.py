@@ -113,31 +113,43 @@ def test_select_keeps_each_rows_entries(tiny, rows):
             assert torch.equal(v[i][:, cache.valid[i]], v0[r][:, old_valid[r]])
 
 
-@pytest.mark.parametrize("drafter", ["ngram", "model"])
-def test_native_route_keeps_a_left_margin_when_the_longest_row_leaves(tiny, drafter, monkeypatch):
+MARGIN_CASES = {
+    "ngram": {"drafter": "ngram", "depth": 3},
+    "model": {"drafter": "model", "depth": 3},
+    "eagle-tree-goodput": {"drafter": "eagle", "depth": 3, "tree_nodes": 6, "tree_topk": 2, "policy": "goodput"},
+    "lookup-else-eagle": {"drafter": "ngram_eagle", "depth": 4},
+}
+
+
+@pytest.mark.parametrize("case", list(MARGIN_CASES))
+def test_native_route_keeps_a_left_margin_when_the_longest_row_leaves(tiny, tokenizer, tmp_path, case, monkeypatch):
     """On the native route the columns of a row that leaves with the batch's longest prompt stay as a margin of holes
     (`StaticRaggedCache._slice_columns`: cropping it would move every kept row): the kept rows decode the same tokens as
-    when the margin is cropped, and the margin is there after the row left."""
-    monkeypatch.delenv("SPECLAB_BACKEND")  # the CPU's default backend, native where the kernels load
+    when the margin is cropped and as the dynamic cache does ("torch"), chains and trees, the drafter's cache too, and
+    the margin is there after the row left."""
+    monkeypatch.delenv("SPECLAB_BACKEND")  # each run names its backend
     if not cpukernels.available():
         pytest.skip(no_kernels_reason())
-    longest = max(range(len(PROMPTS)), key=lambda i: len(tiny.encode_prompt(PROMPTS[i])))
+    spec = MARGIN_CASES[case]
+    pair = tiny_eagle_pair(tokenizer, tmp_path / "eagle", (0,)) if "eagle" in spec["drafter"] else tiny
+    longest = max(range(len(PROMPTS)), key=lambda i: len(pair.encode_prompt(PROMPTS[i])))
 
-    def run(keep_margin: bool):
-        stream = generate_steps(tiny, PROMPTS, DecodeConfig(depth=3, drafter=drafter, max_new_tokens=16, backend="native"))
+    def run(backend: str, keep_margin: bool = False):
+        stream = generate_steps(pair, PROMPTS, DecodeConfig(max_new_tokens=16, backend=backend, **spec))
         steps = iter(stream)
         next(steps)  # the prefill
-        caches = [stream.target_cache] + ([stream.drafter.cache] if drafter == "model" else [])
-        for cache in caches:
-            cache.route.skips_holes = keep_margin
+        drafter = getattr(stream.drafter, "head", stream.drafter)  # the hybrid's head holds its cache
+        for cache in (stream.target_cache, getattr(drafter, "cache", None)):
+            if cache is not None and backend == "native":
+                cache.route.skips_holes = keep_margin
         row = stream.active[longest]
         row.max_new_tokens = len(row.generated) + 1  # the longest prompt's row finishes at the next step
         margins = [not bool(stream.target_cache.valid[:, 0].any()) for _ in steps if stream.active]
         return stream.trace.output_ids, margins
 
-    kept, margins = run(True)
-    cropped, no_margins = run(False)
-    assert kept == cropped
+    kept, margins = run("native", keep_margin=True)
+    cropped, no_margins = run("native")
+    assert kept == cropped == run("torch")[0]
     assert any(margins) and not any(no_margins)
     assert len(kept[longest]) < len(kept[(longest + 1) % len(PROMPTS)])
 
