@@ -124,12 +124,18 @@ def seed_conclusion(seed: dict) -> str:
     wide, deep = seed["passes"]
     ratio = wide["ms"] / deep["ms"] if deep["ms"] > 0 else None
     n = wide["tokens_per_pass"]
+    told = rule.cheaper(wide["times_ms"], deep["times_ms"]) if ratio is not None else None
     if ratio is None:
         timing = "One of the passes took no measurable time."
-    elif 1 / SAME_TIME <= ratio <= SAME_TIME or rule.cheaper(wide["times_ms"], deep["times_ms"]).sign == 0:
+    elif 1 / SAME_TIME <= ratio <= SAME_TIME or told.kind == "level":
         timing = (
             f"They took the same time within noise ({wide['ms']:.1f} against {deep['ms']:.1f} ms; within {SAME_TIME:.2f}× or "
-            f"the rule names no winner), as Barrow's example says: the pass costs what its {n} tokens cost, however they were gathered."
+            f"level by the rule), as Barrow's example says: the pass costs what its {n} tokens cost, however they were gathered."
+        )
+    elif told.sign == 0:  # far apart, yet the rounds scatter too widely for the rule: the run cannot test the example
+        timing = (
+            f"This run cannot tell: {wide['ms']:.1f} against {deep['ms']:.1f} ms ({ratio:.2f}×), but the rounds scatter too "
+            f"widely for the rule to name either, so Barrow's example is not tested here; re-measure on a quieter machine."
         )
     else:
         more = "longer" if ratio > 1 else "less time"

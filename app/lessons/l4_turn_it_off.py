@@ -159,7 +159,7 @@ def turn_it_off(pair, probe, s: dict) -> dict:
 
 
 def always_on_speedup(m: dict, s: dict) -> float | None:
-    """Lesson 4's measured answer: always-on's speed over plain decoding's, decoding alone over the whole run, as the
+    """Lesson 4's measured answer: always-on's speed over plain decoding's, decoding alone (prefill left out), as the
     one rule's ratio over the interleaved rounds (the number its verdict sentence states)."""
     v = numbers.judge(rate_rounds(m["on"]), rate_rounds(m["ar"]))
     return v.ratio if v else None
@@ -293,8 +293,8 @@ RECORD = Experiment(
         Knob("l4_tokens", "New tokens per sequence (the longest answer)", (32, 48, 64), 48),
     ),
     Prediction(
-        "The speedup of always-on speculation (n-gram lookup) over plain decoding, decoding alone over the whole run, "
-        "at this lesson's batch (chosen from this machine's room)?",
+        "The speedup of always-on speculation (n-gram lookup) over plain decoding, decoding alone (the prompt's pass left "
+        "out), at this lesson's batch (chosen from this machine's room)?",
         "e.g. 1.2",
         always_on_speedup,
         lambda m, s: leviathan_models(m["m"]),

@@ -272,13 +272,5 @@ RECORD = Experiment(
             lane_rounds("gated", "fixed", lambda m: m["batches"][0]),
             1,
         ),
-        Claim(
-            "…and at a larger batch",
-            "the gated run",
-            "drafting all k",
-            "the larger batch",
-            lane_rounds("gated", "fixed", lambda m: m["batches"][-1]),
-            1,
-        ),
     ),
 )

@@ -41,7 +41,8 @@ st.markdown(
     "checks one idea with an experiment. Commit to a number first, then see what this machine measures (live) "
     "or what was recorded (teacher mode: instant, labelled with its machine and date). After J. Barrow, "
     "[“Why is speculative decoding fast?”](https://jbarrow.ai/2026-10-08-why-is-speculative-decoding-fast), 2026. "
-    "Teachers: the class plan opens at the top in [teacher mode](?teacher=true&lesson=0), and **Start a class** "
+    "Teachers: the class plan opens at the top once **Teacher mode** is on (the switch beside the lesson picker keeps "
+    "the lesson you are on), and **Start a class** "
     "lets a whole class follow your page, predict, and see one shared run."
 )
 lessons = {lesson.number: lesson for lesson in load_lessons(LESSONS_DIR, EXPERIMENTS) if lesson.number >= 0}

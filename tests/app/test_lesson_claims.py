@@ -121,3 +121,23 @@ def test_a_claim_about_costs_reads_its_direction_the_right_way():
     assert check_claim(claim([10.0, 10.1, 9.9], [20.0, 20.2, 19.8]), {})["holds"]  # cheaper
     assert check_claim(claim([10.0, 10.1, 9.9], [10.0, 10.1, 9.9]), {})["holds"]  # level
     assert not check_claim(claim([20.0, 20.2, 19.8], [10.0, 10.1, 9.9]), {})["holds"]  # dearer
+
+
+@pytest.mark.parametrize("name", CLAIMED)
+def test_no_two_claims_of_a_lesson_read_one_measurement(name):
+    """One number per measurement: each claim reads its own contenders at its own setting, so the claims table never
+    shows one measured ratio twice under two claims (lesson 5 once said 'costs nothing' and 'pays' of one ratio)."""
+    claims = EXPERIMENTS[name].claims
+    keys = [(c.a, c.b, c.where, c.metric) for c in claims]
+    assert len(set(keys)) == len(keys), f"{name}: two claims read the same contenders at the same setting"
+    m = _rec(name)["measurement"]
+    shown = [r["measured (95% range)"] for r in claim_rows(claims, m)]
+    assert len(set(shown)) == len(shown), f"{name}: one measured ratio under two claims"
+
+
+def test_the_claims_table_puts_its_result_beside_the_claim():
+    """The result columns come right after the claim, so a student at 1400 px sees whether a claim held without
+    scrolling the table sideways (a real browser once hid "shown?" past the right edge in four lessons)."""
+    m = _rec("past_the_ridge")["measurement"]
+    row = claim_rows(EXPERIMENTS["past_the_ridge"].claims, m)[0]
+    assert list(row)[:4] == ["claim", "shown?", "measured (95% range)", "the rule says"]

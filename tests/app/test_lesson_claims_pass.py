@@ -131,6 +131,19 @@ def test_lesson3_inside_the_room_pays_past_it_loses_and_the_ngram_lookup_still_w
     assert _lesson3_claim(flat)[0] == 0
 
 
+def test_lesson3_the_reason_under_its_chart_agrees_with_the_speedup_beside_it():
+    """Lesson 3 explains each speedup as the times fewer steps a run took over what a step cost. On the shipped
+    recording that ratio lands near each measured speedup (the table's), while the tokens a row kept per step, which
+    the page once used, overstates the batch of 16: the run waits for its slowest row."""
+    m = _rec("past_the_ridge")["measurement"]
+    points = l3_past_the_ridge.ridge_points(m, {})
+    for p in points:
+        assert p["fewer"] / p["step"] == pytest.approx(p["speedup"], rel=0.2), p["drafter"]
+    eagle16 = next(p for p in points if p["batch"] > 1 and p["drafter"] == points[0]["drafter"])
+    assert eagle16["kept"] / eagle16["step"] > 1.5 * eagle16["speedup"]  # why the kept tokens are not the reason
+    assert "waits for its slowest row" in l3_past_the_ridge.notes(m, {})[-1]
+
+
 def test_lesson0_recorded_step_keeps_drafts_and_never_reads_cheaper_than_a_plain_step():
     record, problem, _ = recorded_one_step()
     assert record is not None, problem

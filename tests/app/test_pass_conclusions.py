@@ -10,6 +10,7 @@ from app.common import measurement
 from app.lessons import l1_memory_bound, l2_more_flops, l3_past_the_ridge
 from app.lessons.kit import numbers
 from app.lessons.kit.experiment import findings
+from app.lessons.kit.show import no_room
 from app.lessons.l1_memory_bound import cheaper_notes, largest_pass, memory_bound_figure, memory_bound_table, pass_ratio, read_tokens
 from app.lessons.l2_more_flops import decode_costs, more_flops_figure, per_token, seed_conclusion
 from app.lessons.l3_past_the_ridge import large_batch_speedup, past_the_ridge_table, ridge_points, ridge_settings
@@ -42,15 +43,24 @@ def test_lesson1_notes_read_the_pass_past_the_room_and_the_regimes_both_ways():
     rows = [_row(1, 8.5), _row(2, 8.6), _row(4, 9.4), _row(8, 13.5), _row(16, 22.4), _row(32, 55.0)]
     m = _lesson1(rows)
     lines = l1_memory_bound.notes(m, {})
-    assert lines[0] == "One token: 8.50 ms; 16 tokens: 22.40 ms, 2.64× the time for 16× the tokens."
+    assert (
+        lines[0]
+        == "One token: 8.50 ms; 16 tokens (the measured pass nearest four times the room): 22.40 ms, 2.64× the time for 16× the tokens."
+    )
     assert read_tokens(m) == 16 and round(pass_ratio(m, {}), 2) == 2.64  # the prediction reads that row
     assert "2.64" in str([r["× one-token pass"] for r in memory_bound_table(m)])  # the table says the same
     assert lines[1].startswith("Against the probed peaks the one-token pass reached 20% of the bandwidth and 2% of the FLOP/s")
     # the other way: a flat curve reads its largest pass, a steep one its second
     flat = _lesson1([_row(1, 10.0), _row(4, 10.2), _row(16, 11.0), _row(32, 12.0)])
-    assert l1_memory_bound.notes(flat, {})[0] == "One token: 10.00 ms; 32 tokens: 12.00 ms, 1.20× the time for 32× the tokens."
+    assert (
+        l1_memory_bound.notes(flat, {})[0]
+        == "One token: 10.00 ms; 32 tokens (the measured pass nearest four times the room): 12.00 ms, 1.20× the time for 32× the tokens."
+    )
     steep = _lesson1([_row(1, 10.0), _row(2, 19.0), _row(4, 38.0)])
-    assert l1_memory_bound.notes(steep, {})[0] == "One token: 10.00 ms; 4 tokens: 38.00 ms, 3.80× the time for 4× the tokens."
+    assert (
+        l1_memory_bound.notes(steep, {})[0]
+        == "One token: 10.00 ms; 4 tokens (the measured pass nearest four times the room): 38.00 ms, 3.80× the time for 4× the tokens."
+    )
     # lesson 1 measures the curve itself: no second room sentence from the cached curve beside its own table
     assert findings(l1_memory_bound.RECORD, m | {"curve": _curve(), "chosen": {"room": 4}}, {}) == lines
 
@@ -163,15 +173,20 @@ def _lesson3(one, many, ngram):
 
 def test_lesson3_inside_the_room_pays_past_it_the_drafter_decides_both_ways():
     one = _pair([100.0, 102.0, 98.0, 101.0, 99.0], [140.0, 145.0, 138.0, 142.0, 141.0])
-    many = _pair([400.0, 410.0, 390.0, 405.0, 395.0], [250.0, 260.0, 245.0, 255.0, 248.0], verify=2.4, step=2.6, alpha=0.5, kept=1.8)
-    ngram = _pair([370.0, 380.0, 360.0, 375.0, 365.0], [900.0, 930.0, 880.0, 910.0, 890.0], verify=2.4, step=2.45, alpha=1.0, kept=3.9)
+    many = _pair(
+        [400.0, 410.0, 390.0, 405.0, 395.0], [250.0, 260.0, 245.0, 255.0, 248.0], verify=2.4, step=2.6, alpha=0.5, kept=1.8, steps=(24, 20)
+    )
+    ngram = _pair(
+        [370.0, 380.0, 360.0, 375.0, 365.0], [900.0, 930.0, 880.0, 910.0, 890.0], verify=2.4, step=2.45, alpha=1.0, kept=3.9, steps=(24, 6)
+    )
     m = _lesson3(one, many, ngram)
     lines = l3_past_the_ridge.notes(m, {"depth": 0})
     assert lines[:3] == [
-        "EAGLE head, batch 1: a row kept 2.20 tokens per step, and a step cost 1.30 plain steps (10% of it drafting).",
-        "EAGLE head, batch 4: a row kept 1.80 tokens per step, and a step cost 2.60 plain steps (10% of it drafting).",
-        "n-gram lookup, extractive prompts, batch 4: a row kept 3.90 tokens per step, and a step cost 2.45 plain steps "
-        "(10% of it drafting).",
+        "EAGLE head, batch 1: the run took 2.00× fewer steps than plain, each costing 1.30 plain steps (10% drafting).",
+        "EAGLE head, batch 4: a row kept 1.80 tokens per step, but the run took 1.20× fewer steps than plain, each costing "
+        "2.60 plain steps (10% drafting).",  # the run waited for its slowest row
+        "n-gram lookup, extractive prompts, batch 4: a row kept 3.90 tokens per step, and the run took 4.00× fewer steps "
+        "than plain, each costing 2.45 plain steps (10% drafting).",
     ]
     # chart, table and words show the same number
     points = ridge_points(m, {"depth": 0})
@@ -180,6 +195,7 @@ def test_lesson3_inside_the_room_pays_past_it_the_drafter_decides_both_ways():
     table = past_the_ridge_table(m, {"depth": 0})
     assert [r["speedup, decoding alone"] for r in table] == [1.41, 0.63, 2.44] and table[1]["verdict"] == "slower"
     assert [r["tokens kept per row per step"] for r in table] == [2.2, 1.8, 3.9]  # the notes' numbers, in the table
+    assert [r["decode steps, plain ÷ speculative"] for r in table] == [2.0, 1.2, 4.0]
     assert [r["a step's cost (plain steps)"] for r in table] == [1.3, 2.6, 2.45]
 
 
@@ -208,6 +224,10 @@ def test_seed_passes_the_same_within_noise_and_the_flops_difference():
     assert "the same time within noise" in overlap
     apart = seed_conclusion(seed(1.5e9, 1.4e9, (20.0, 20.5, 21.0), (10.0, 10.2, 10.4)))
     assert "The batch-5 pass took longer: 20.5 against 10.2 ms (2.01×), a difference the rule names" in apart
+    # far apart, yet the rounds scatter too widely for the rule (a busy live run): not "the same time", and not Barrow's
+    busy = seed_conclusion(seed(1.5e9, 1.4e9, (598.1, 345.3, 497.9), (142.8, 289.1, 30.3)))
+    assert "This run cannot tell: 497.9 against 142.8 ms (3.49×)" in busy and "not tested here" in busy
+    assert "same time" not in busy and "as Barrow's example says" not in busy
 
 
 def test_room_words_and_the_chosen_settings_come_from_the_curve():
@@ -257,3 +277,8 @@ def test_a_verdict_is_round_by_round_so_a_drift_between_rounds_cancels():
     mixed = {"ar": lane([120.0, 150.0, 105.0, 115.0]), "spec": lane([150.0, 140.0, 126.0, 140.0])}
     assert numbers.verdict(mixed) == 0
     assert numbers.verdict({"ar": lane([100.0]), "spec": lane([200.0])}) == 0  # one round: no interval, no winner
+
+
+def test_a_room_of_one_token_says_no_draft_fits_and_a_room_of_several_says_nothing():
+    assert "No room here" in no_room(1) and "k = 1" in no_room(1)
+    assert no_room(2) == "" and no_room(13) == ""

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from app.lessons import registry
+from app.lessons.kit.experiment import claim_rows
 from app.lessons.kit.page import LESSONS_DIR, RECORDINGS, TEACHER_FILE
 from app.lessons.kit.texts import H200, PLACEHOLDER, SEGMENT_KEYS, expectation, expectations, load_lessons, plan_text, segments
 from app.lessons.registry import EXPERIMENTS
@@ -35,7 +36,10 @@ def test_every_expectation_comes_from_a_shipped_recording_with_its_machine_and_d
         said = expectation(name, RECORDINGS, EXPERIMENTS, lambda: "")
         assert f"({record['machine']}, {record['dtype']}, {record['date']})" in said
         assert value is None or f"{value:.2f}{EXPERIMENTS[name].predict.unit}" in said
-        assert said in text or said.split(" Its verdict:")[0] in text
+        assert said in text or said.split(" What it shows:")[0] in text
+        # what the recording shows is the lesson's own notes (lesson 3's batch 16 too), and every claim, not the lead alone
+        assert all(line in said for line in EXPERIMENTS[name].notes(record["measurement"], record["settings"]))
+        assert all(row["claim"] in said for row in claim_rows(EXPERIMENTS[name].claims, record["measurement"]))
 
 
 def test_the_plan_follows_a_re_recording(tmp_path):

@@ -105,13 +105,13 @@ def claim_rows(claims, m: dict) -> list[dict]:
         than = f"{c.times:g}× {c.b}" if c.times != 1 else c.b
         measured = ((f"{c.a} ÷ {c.b}: " if c.times != 1 else "") + v.interval) if v else r["skipped"] or "no rounds"
         rows.append(
-            {
+            {  # the result first, beside the claim: a narrow screen scrolls to the details, never to the answer
                 "claim": c.text,
-                "where": c.where,
-                "expected": f"{c.a} {(COST_WORDS if c.costs else EXPECT_WORDS)[c.expect]} than {than}",
+                "shown?": "yes" if r["holds"] else "not tested here" if r["skipped"] else "no",
                 "measured (95% range)": measured,
                 "the rule says": _rule_says(c, r),
-                "shown?": "yes" if r["holds"] else "not tested here" if r["skipped"] else "no",
+                "where": c.where,
+                "expected": f"{c.a} {(COST_WORDS if c.costs else EXPECT_WORDS)[c.expect]} than {than}",
             }
         )
     return rows

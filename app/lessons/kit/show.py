@@ -29,14 +29,26 @@ def settings_note(m: dict, s: dict) -> None:
     if c:
         chosen = [f"{SETTING_NAMES.get(k, k)} {v}" for k, v in c.items() if k != "room"]
         from_curve = [SETTING_NAMES.get(k, k) for k, v in s.items() if v == 0 and k in c]
+        room = c["room"]
         st.caption(
-            f"Settings of this run: {', '.join(chosen)}; this machine's room: {c['room']} tokens per pass"
+            f"Settings of this run: {', '.join(chosen)}; this machine's room: {room} token{'s' if room != 1 else ''} per pass"
             + (
                 f" ({', '.join(from_curve)}: chosen from this machine's pass curve, because the setting was left at 0)."
                 if from_curve
                 else "."
             )
+            + (no_room(room) if s.get("depth") == 0 and c.get("depth") == 1 else "")
         )
+
+
+def no_room(room: int) -> str:
+    """Where the room holds no draft (one token a pass) and the run chose k = 1 from it: why, else nothing."""
+    if room >= 2:
+        return ""
+    return (
+        " No room here: even a 2-token pass costs more than 1.25× a one-token pass (a busy or slow machine), so no draft"
+        " fits and the run drafts the least it can, one token (k = 1)."
+    )
 
 
 def consistent(run: dict) -> dict:

@@ -229,7 +229,7 @@ def _question(experiment: Experiment, settings: dict, chosen: dict | None = None
 
 def recording_expectation(name: str, record: dict, experiment: Experiment) -> str:
     """What a lesson's shipped recording shows: the students' question and its measured answer, the models beside
-    it, and the lesson's own verdict on that recording (its first lines), labelled with the machine and date."""
+    it, what the recording shows (the lesson's notes) and every claim by the rule, labelled with the machine and date."""
     m, s = record["measurement"], record["settings"]
     pred = experiment.predict
     value = pred.measured(m, s)
@@ -241,10 +241,10 @@ def recording_expectation(name: str, record: dict, experiment: Experiment) -> st
     said += "."
     if ms.disturbed(record):
         said += " It was recorded beside other work, so its timings are noisy: re-record it on a quiet machine."
-    lines = findings(experiment, m, s)[:2]
+    lines = [line for line in experiment.notes(m, s) if line] or findings(experiment, m, s)[:1]  # the room alone: no notes
     if lines:
-        said += " Its verdict: " + " ".join(lines)
-    shown = [r for r, c in zip(claim_rows(experiment.claims, m), experiment.claims) if c.lead]
+        said += " What it shows: " + " ".join(lines)
+    shown = claim_rows(experiment.claims, m)  # every claim, the lead first as the record lists them
     if shown:
         said += " Its claims by the rule: " + "; ".join(f"{r['claim']} ({r['measured (95% range)']}): {r['shown?']}" for r in shown) + "."
     return said
