@@ -44,12 +44,19 @@ def _seconds(value) -> float:
     return round(value, 5) if math.isfinite(value) and value > 0 else 0.0
 
 
+def _timed(seq: int, records: list[TokenRecord]):
+    """(seconds, seq, record) for one sequence's records. A function, so each sequence keeps its own index: a
+    generator written inline in the loop over sequences reads the loop's index when it is consumed (the last one),
+    which once drew every sequence's tokens in the last sequence's box."""
+    return ((_seconds(r.t_s), seq, r) for r in records)
+
+
 def _lane_payload(name: str, records: list[list[TokenRecord]], total_s: float, max_seqs: int, max_tokens: int = MAX_TOKENS) -> dict:
     shown = records[:max_seqs]
     # A sequence's records come in step order, so merging the sequences yields the first tokens in time without
     # sorting them all (a huge trace costs max_tokens here); the pick is then sorted, which the script relies on
     # even if a hostile trace's steps are out of time order.
-    timed = heapq.merge(*(((_seconds(r.t_s), i, r) for r in recs) for i, recs in enumerate(shown)), key=lambda x: x[0])
+    timed = heapq.merge(*(_timed(i, recs) for i, recs in enumerate(shown)), key=lambda x: x[0])
     picked = sorted(itertools.islice(timed, max_tokens), key=lambda x: x[0])
     cut = max(0, sum(map(len, shown)) - max_tokens)
     tokens = [[i, t, str(r.text), str(r.kind), str(r.tooltip())] for t, i, r in picked]

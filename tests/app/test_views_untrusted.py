@@ -137,6 +137,16 @@ def test_race_numbers_are_finite_and_the_clock_reaches_every_token():
         assert {t[0] for t in lane["tokens"]} <= set(range(lane["n_seqs"]))  # every token has a box
 
 
+def test_race_draws_each_sequences_tokens_in_its_own_box():
+    """Two sequences in a batch: every token goes to the box of the sequence that wrote it, in its order (the shipped
+    two-sequence sample once drew both sequences interleaved in the last box and left the first empty)."""
+    recs = tokens.token_records(_spec_steps(5, n_seqs=2), 2)
+    data = json.loads(re.search(r"const DATA = (.*);\n", race.race_html(recs, recs, 1.0, 1.0)).group(1))
+    for lane in data["lanes"]:
+        for seq in (0, 1):
+            assert [t[2] for t in lane["tokens"] if t[0] == seq] == [r.text for r in recs[seq]]
+
+
 def test_race_replays_a_bounded_number_of_tokens():
     recs = tokens.token_records(_spec_steps(3000), 1)
     assert sum(map(len, recs)) > race.MAX_TOKENS
