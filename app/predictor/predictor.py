@@ -4,7 +4,7 @@ Page shape (docs/design.md §7, Streamlit's demos): title, short prose, controls
 (engine/roofline/predictor.py: data-sheet peaks, SpecLab's measured launch overheads, Leviathan's formula), labelled
 so everywhere; the points over them are measurements: SpecLab's recorded GPU runs (engine/roofline/recordings.py) and,
 on request, this machine's own pass-cost curve (engine/decoding/passcurve.py) under the app's run lock. Section 5 checks
-the model's KV term against this CPU's passes at several contexts: a recording labelled with its machine and date
+the model's KV term against a CPU's passes at several contexts: a recording labelled with its machine and date
 (engine/roofline/kv_check.py, scripts/record/record_kv_check.py), measured again live on request. Every control
 is bound to the URL; a link value a control cannot take falls back to the default with a notice.
 """
@@ -280,7 +280,7 @@ if measured:
 
 
 # --- 5. the KV term against this CPU's long-context passes -----------------------------------------
-st.subheader("5 · The KV term, checked against this CPU's long-context passes")
+st.subheader("5 · The KV term, checked against a CPU's long-context passes")
 rec, problem = kv_recording(str(KV_RECORDING), KV_RECORDING.stat().st_mtime if KV_RECORDING.exists() else 0.0)
 if rec is None:
     st.warning(f"The recorded KV check could not be shown: {problem}", icon=":material/error:")
@@ -307,6 +307,7 @@ else:
                     show_failure("The measurement failed", exc)
     live = st.session_state.get("kv_live")
     if live is not None:
-        st.markdown(f"**Measured now: {recording_label(live)}** ({live.machine}), the recording script's passes, one round each:")
-        draw_kv_check(live, f"{recording_label(live)}, measured now", "kv_live_fig")
+        here = recording_label(live, here=True)
+        st.markdown(f"**Measured now: {here}** ({live.machine}), the recording script's passes, one round each:")
+        draw_kv_check(live, f"{here}, measured now", "kv_live_fig")
         st.caption(recording_caption(live).replace("📼 Recorded on", "Measured on"))

@@ -112,9 +112,11 @@ def growth_lines(growth: list[KvGrowth]) -> list[str]:
     return lines
 
 
-def recording_label(rec: KvRecording) -> str:
-    """'this CPU, 2026-12-06' for a CPU's recording; any other device's by its name ('NVIDIA H200, 2026-12-06')."""
-    return f"this CPU, {rec.date}" if rec.device == "cpu" else f"{rec.machine}, {rec.date}"
+def recording_label(rec: KvRecording, here: bool = False) -> str:
+    """'this CPU, 2026-12-06' for a measurement made just now on this CPU (`here`); any recording by its machine's
+    name ('Intel(R) Xeon(R) Processor (2 threads), 2026-12-05', 'NVIDIA H200, 2026-12-06'): a shipped CPU recording
+    was made on whatever machine recorded it, rarely the one serving the page."""
+    return f"this CPU, {rec.date}" if here and rec.device == "cpu" else f"{rec.machine}, {rec.date}"
 
 
 def recording_caption(rec: KvRecording) -> str:

@@ -177,7 +177,7 @@ def recordings_note(recordings: list[Recording]) -> str:
     if not recordings:
         return (
             "No GPU recording ships yet: the recordings (scripts/record/gpu_record.py) wait on a lent GPU. "
-            "Everything on this page is measured live on this machine."
+            "What this page shows ran on a CPU: live on this machine, or a recording labelled with its machine and date."
         )
     names = sorted({r.label for r in recordings})
     return "GPU recordings available in Replay: " + "; ".join(names) + "."

@@ -11,6 +11,8 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from engine.roofline.kv_check import KV_RECORDING, read_kv_check  # noqa: E402
+
 MAIN = str(Path(__file__).resolve().parents[2] / "app" / "main.py")
 CONTROLS = {"selectbox": {"gpu", "model"}, "radio": {"dtype", "floor"}, "select_slider": {"ctx"}, "slider": {"alpha", "c"}}
 
@@ -41,7 +43,8 @@ def test_defaults_draw_the_model_with_its_label_and_bind_every_control():
         assert all(bound.get(key) == key for key in keys), kind
     figures = _figures(at)
     assert len(figures) == 3 and all("model, not a measurement" in f for f in figures[:2])
-    assert "this CPU, " in figures[2]  # section 5: the KV check's recording
+    rec = read_kv_check(KV_RECORDING)
+    assert f"{rec.machine}, {rec.date}" in figures[2]  # section 5: the KV check's recording, by the machine that made it
     markdown = _texts(at.markdown)
     assert "**A model, not a measurement.**" in markdown
     assert "depth 8: falls below plain decoding at batch" in markdown  # computed from the grid, not written in
@@ -104,23 +107,23 @@ def test_this_machine_is_measured_on_request_and_checked():
 
 
 def test_the_kv_term_is_drawn_against_this_cpus_recorded_passes():
-    """Section 5: the shipped recording's chart (labelled this CPU and its date), its table, the model-to-measured
+    """Section 5: the shipped recording's chart (labelled with its machine and date), its table, the model-to-measured
     ratio per context read from the numbers, and the caption naming the machine and the probe."""
-    from engine.roofline.kv_check import KV_RECORDING, kv_rows, read_kv_check
+    from engine.roofline.kv_check import kv_rows
 
     rec = read_kv_check(KV_RECORDING)
     at = _page()
     assert not at.exception and not at.error
     figure = json.loads(_figures(at)[2])
     names = [trace["name"] for trace in figure["data"]]
-    assert f"this CPU, {rec.date}" in figure["layout"]["title"]["text"]
+    assert f"{rec.machine}, {rec.date}" in figure["layout"]["title"]["text"]
     assert "measured: batch 8 × 4 tokens" in names and "model: batch 1 × 1 token" in names and len(names) == 8
     table = at.dataframe[1].value
     assert list(table["context"]) == sorted(table["context"]) and len(table) == len(rec.passes)
     first = min(kv_rows(rec), key=lambda r: (r.context, r.batch, r.new_tokens))
     assert table["model ÷ measured"].iloc[0] == round(first.ratio, 2) and table["measured ms"].iloc[0] == round(first.measured_ms, 2)
     text = _texts(at.markdown)
-    assert f"**Recorded: this CPU, {rec.date}.**" in text and "Model ÷ measured, the median over the passes at each context: " in text
+    assert f"**Recorded: {rec.machine}, {rec.date}.**" in text and "Model ÷ measured, the median over the passes at each context: " in text
     assert "from 256 to 4,096 tokens of context the pass grew by" in text
     caption = _texts(at.caption)
     assert f"Recorded on {rec.machine}, {rec.dtype}, {rec.date} (UTC)" in caption and "GPU" not in caption.split("Recorded on")[1]

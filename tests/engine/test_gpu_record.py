@@ -63,6 +63,7 @@ def test_dry_runs_are_never_listed_as_recordings(dry_run):
     found, _ = list_recordings(dry_run.parent, include_dry_runs=True)
     assert [r.folder for r in found] == [dry_run]
     assert recordings_note([]).startswith("No GPU recording ships yet: the recordings (scripts/record/gpu_record.py) wait on a lent GPU")
+    assert "Everything on this page is measured live" not in recordings_note([])  # Replay and Sweep show recordings too
 
 
 def test_dry_run_may_not_write_into_the_shipped_recordings():
