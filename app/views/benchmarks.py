@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from app.common.measurement import BUSY_CORES
 from app.views.palette import INK, ink, speedup_scale
 from engine.bench.prompt_files import task_name
+from engine.verdict import MIN_GAP
 
 MARKS = {"faster": "faster", "slower": "slower", "level": "level", "can't tell": "can't tell"}
 
@@ -156,12 +157,19 @@ def findings(rows: list[dict], batch: int) -> list[str]:
     for task in tasks_of(rows):
         cells = sorted((r for (n, t), r in at.items() if t == task and n != "plain"), key=lambda r: -r["speedup"])
         faster = [r for r in cells if r["verdict"] == "faster"]
-        if faster:
+        if len(faster) == 1 or (faster and ahead(faster[0], faster[1:])):
             best = faster[0]
             others = ", ".join(f"{r['contender']} {r['speedup']:.2f}×" for r in faster[1:])
+            won = "was fastest" if others else "was the one contender faster than plain"
             out.append(
-                f"**{task_name(task)}**: {best['contender']} was fastest, {best['speedup']:.2f}× plain (τ {best['tau'] or 1:.2f})"
-                + (f"; also faster: {others}." if others else ".")
+                f"**{task_name(task)}**: {best['contender']} {won}, {best['speedup']:.2f}× plain (τ {best['tau'] or 1:.2f})"
+                + (f"; also faster than plain: {others}." if others else ".")
+            )
+        elif faster:
+            named = ", ".join(f"{r['contender']} {r['speedup']:.2f}×" for r in faster)
+            out.append(
+                f"**{task_name(task)}**: faster than plain by the rule: {named}. Their ranges overlap, so none is "
+                "named the fastest: the rule compares each with plain, and a higher median alone names no winner."
             )
         elif cells:
             out.append(
@@ -177,6 +185,16 @@ def findings(rows: list[dict], batch: int) -> list[str]:
             "where the answer repeats more of what it reads."
         )
     return out
+
+
+def ahead(best: dict, others: list[dict]) -> bool:
+    """Is `best` ahead of every other cell beyond the noise: its 95% range above each other's, and at least MIN_GAP
+    (engine/verdict.py) higher? (Two ranges that do not overlap: a stricter test than the rule's paired one, which
+    these cells, each judged against plain, do not allow.)"""
+    lo = best.get("speedup_lo")
+    return lo is not None and all(
+        (hi := r.get("speedup_hi")) is not None and lo > hi and best["speedup"] >= (1 + MIN_GAP) * r["speedup"] for r in others
+    )
 
 
 def beside_rows(live: list[dict], recorded: list[dict], task: str, batch: int) -> list[dict]:

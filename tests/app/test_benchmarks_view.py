@@ -56,11 +56,34 @@ def test_findings_name_a_winner_only_where_the_rule_does():
         ]
     )
     lines = V.findings(rows, 1)
-    assert lines[0].startswith("**QA**: n-gram lookup, k 4 was fastest") and "EAGLE" not in lines[0]
+    assert lines[0].startswith("**QA**: n-gram lookup, k 4 was the one contender faster than plain") and "EAGLE" not in lines[0]
     assert lines[1].startswith("**RAG**: no contender was faster than plain decoding by the rule")
     assert "from 1.30 on RAG to 2.40 on QA" in lines[2]
     full = V.range_rows(rows, 1)
     assert {r["the rule says"] for r in full} == {r["verdict"] for r in rows if r["contender"] != "plain"}
+
+
+def test_findings_name_the_fastest_only_where_the_ranges_part():
+    """Two contenders faster than plain: the higher median is named the fastest only where its range clears the
+    other's by the rule's gap; overlapping ranges name none (the recording once named goodput's 1.45×, range
+    1.30-1.62, over the EAGLE head's 1.36×, 1.31-1.41)."""
+    near = task_records.judged(
+        [
+            _row("qa", 1, "plain", 80, [80, 81, 79, 80]),
+            _row("qa", 1, "goodput", 116, [100, 130, 110, 125]),
+            _row("qa", 1, "EAGLE head, k 3", 109, [108, 110, 109, 109]),
+        ]
+    )
+    line = V.findings(near, 1)[0]
+    assert "none is named the fastest" in line and "was fastest" not in line
+    apart = task_records.judged(
+        [
+            _row("qa", 1, "plain", 80, [80, 81, 79, 80]),
+            _row("qa", 1, "n-gram lookup, k 4", 160, [160, 161, 159, 160]),
+            _row("qa", 1, "EAGLE head, k 3", 100, [100, 101, 99, 100]),
+        ]
+    )
+    assert V.findings(apart, 1)[0].startswith("**QA**: n-gram lookup, k 4 was fastest, 2.00× plain")
 
 
 def test_a_live_run_sits_beside_the_recording_and_says_why_they_differ():
