@@ -59,8 +59,9 @@ def recording() -> tuple[dict | None, str | None]:
 def label_of(rec: dict) -> str:
     """Where, when and how the recording was made; flagged as a busy lesson recording is where other work ran."""
     s, busy = rec["settings"], view.disturbed_note(rec["rows"])
+    prompts = f"{s.get('per_task')} prompt{'s' if s.get('per_task') != 1 else ''}"
     return (
-        f"recorded on {rec['machine']}, {rec['dtype']}, {rec['date']} ({s.get('note', '')}): {s.get('per_task')} prompts per task, "
+        f"recorded on {rec['machine']}, {rec['dtype']}, {rec['date']} ({s.get('note', '')}): {prompts} per task, "
         f"{s.get('max_new_tokens')} new tokens, {s.get('rounds')} interleaved rounds, {rec['seconds'] / 60:.0f} min"
     ) + (f" ({busy})" if busy else "")
 

@@ -172,7 +172,7 @@ def _summary(ar: Trace, spec: Trace, m: dict, depth: int, threads: str | None, r
     c3.metric(
         "Measured speedup",
         metrics.fmt(verdict.ratio, ".2f", "×"),
-        delta=f"whole run {whole:.2f}×",
+        delta=f"whole run {whole:.2f}×" + (f", {len(rounds)} rounds" if len(rounds) > 1 else ""),  # not the drawn round's
         delta_color="off",
         help=f"Decoding alone: speculative ÷ AR tokens/s after each lane's first token, the typical ratio (geometric mean) "
         f"over {len(rounds)} interleaved round{'s' if len(rounds) > 1 else ''}. The whole run (the prompt's prefill "

@@ -297,6 +297,7 @@ def shapes_figure(m: dict, label: str = "") -> go.Figure | None:
             fig.add_bar(
                 x=[x for x, _ in steps],
                 y=[s["nodes"] + 1 for _, s in steps],
+                width=0.8,  # one step wide: a shape's few steps would otherwise widen to the gaps between them
                 name=SHAPE_NAMES[kind],
                 marker={"color": SHAPE_COLORS[kind], "pattern": {"shape": SHAPE_PATTERNS[kind]}},
                 customdata=[[s["nodes"], s["depth"]] for _, s in steps],

@@ -28,9 +28,9 @@ SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star", "cross")
 COLORS = ("#0072B2", "#E69F00", "#56B4E9", "#CC79A7", "#D55E00", "#8a8d99", "#000000")
 
 
-def _title(claim: str, label: str) -> str:
+def _title(claim: str, label: str, width: int = 150) -> str:
     """The chart's claim in bold and, under it, where and when it was measured, wrapped to the chart's width."""
-    lines = [f"<sup>{html.escape(line)}</sup>" for line in textwrap.wrap(label, 150)]
+    lines = [f"<sup>{html.escape(line)}</sup>" for line in textwrap.wrap(label, width)]
     return "<br>".join([f"<b>{html.escape(claim)}</b>", *lines])
 
 
@@ -143,9 +143,13 @@ def batch_figure(rows: list[dict], contender: str, label: str) -> go.Figure:
     )
     fig.update_xaxes(type="log", title_text="batch (rows decoded together)", tickvals=batches_of(rows))
     fig.update_yaxes(title_text="speedup over plain (decoding alone)")
-    title = f"<b>{contender}: the speedup as the batch grows, per task</b><br><sup>{label}</sup>"
+    title = _title(f"{contender}: the speedup as the batch grows, per task", label, 110)  # the label wrapped, never cut
+    top = 40 + 18 * title.count("<br>")
     fig.update_layout(
-        title={"text": title, "x": 0}, height=420, margin={"l": 60, "r": 20, "t": 80, "b": 90}, legend={"orientation": "h", "y": -0.25}
+        title={"text": title, "x": 0},
+        height=400 + top,
+        margin={"l": 60, "r": 20, "t": top + 20, "b": 90},
+        legend={"orientation": "h", "y": -0.25},
     )
     return ink(fig)
 

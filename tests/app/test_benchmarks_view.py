@@ -42,6 +42,8 @@ def test_the_batch_chart_draws_a_line_per_task_with_the_rules_range(rows):
     first = next(r for r in rows if r["task"] == "chat" and r["batch"] == 1 and r["contender"] == name)
     assert lines[0].y[0] == first["speedup"] and lines[0].error_y.array[0] == pytest.approx(first["speedup_hi"] - first["speedup"])
     assert len({d.line.dash for d in lines}) == 2 and len({d.marker.symbol for d in lines}) == 2  # not by colour alone
+    long = V.batch_figure(rows, name, "recorded on a test CPU, " + "a long note about the head " * 12).layout.title.text
+    assert long.count("<br>") >= 3 and all(len(part) <= 140 for part in long.split("<br>"))  # wrapped, never cut off
 
 
 def test_findings_name_a_winner_only_where_the_rule_does():

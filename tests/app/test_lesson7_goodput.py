@@ -127,6 +127,7 @@ def test_the_strip_draws_each_step_as_its_tokens_per_row():
     assert list(chain.x) == [4, 5] and list(chain.y) == [5, 3] and list(plain.x) == [6] and list(plain.y) == [1]
     assert [tr.name for tr in fig.data if tr.yaxis == "y2"] == ["plain step"] and list(bars[("plain step", "y2")].y) == [1] * 6
     assert sum(tr.showlegend is not False for tr in fig.data) == 3  # each shape named once in the legend
+    assert all(tr.width == 0.8 for tr in fig.data)  # one step wide: a lone plain step never covers its neighbours
     width_bars = width_figure(m, {}).data  # the same colours as the fixed chain and tree in the lesson's figure
     assert chain.marker.color == width_bars[2].marker.color and tree.marker.color == width_bars[4].marker.color
     assert "batch 1: 6 decode steps, 6.0 draft nodes per row on average" in fig.layout.annotations[0].text
