@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from app.views import stepthrough
+from app.views import metrics, stepthrough
 from engine import Trace, TraceError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +64,9 @@ def test_shipped_sample_index_is_complete():
         ar, spec = Trace.from_json(TRACES / entry["ar"]), Trace.from_json(TRACES / entry["spec"])
         assert ar.config["mode"] == "autoregressive" and spec.config["mode"] == "speculative"
         assert ar.meta["probe"]["peak_bandwidth"] > 0 and spec.meta["probe"]["peak_flops"] > 0
+        # the page's own check: the lanes were on one clock (a cold first lane once made the whole run read faster
+        # than decoding alone, and the shipped sample opened with "Check failed")
+        assert metrics.whole_run_excess([metrics.round_rates(ar, spec)]) is None, entry["id"]
 
 
 def test_replay_shows_the_shipped_sample_and_where_it_was_recorded():
