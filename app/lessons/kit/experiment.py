@@ -89,6 +89,16 @@ COST_WORDS = {1: "costs more", -1: "costs less", 0: "costs no more"}
 COST_KIND = {"faster": "costs more", "slower": "costs less"}  # the rule on times: a "faster" ratio is a dearer pass
 
 
+def _shown(c: Claim, r: dict) -> str:
+    """'yes', 'no' or 'not tested here'. A claim of 'not slower' (or 'costs no more') that holds only because the
+    rule could not tell says so: it was not found slower, and it was not shown level either."""
+    if r["skipped"]:
+        return "not tested here"
+    if not r["holds"]:
+        return "no"
+    return "yes: not found worse (can't tell level)" if c.expect == 0 and r["decided"].kind == "can't tell" else "yes"
+
+
 def _rule_says(c: Claim, r: dict) -> str:
     d = r["decided"]
     if d is None:
@@ -107,7 +117,7 @@ def claim_rows(claims, m: dict) -> list[dict]:
         rows.append(
             {  # the result first, beside the claim: a narrow screen scrolls to the details, never to the answer
                 "claim": c.text,
-                "shown?": "yes" if r["holds"] else "not tested here" if r["skipped"] else "no",
+                "shown?": _shown(c, r),
                 "measured (95% range)": measured,
                 "the rule says": _rule_says(c, r),
                 "where": c.where,
