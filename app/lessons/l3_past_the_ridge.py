@@ -223,8 +223,8 @@ def notes(m: dict, s: dict) -> list[str]:
                 f"each costing {p['step']:.2f} plain steps ({p['drafting']:.0%} drafting)."
             )
     rule = (
-        "A speedup is about the times fewer steps ÷ a step's cost in plain steps. At batch 1 the first is the tokens a row"
-        " kept per step; a batch waits for its slowest row, so it can be far less."
+        "A speedup is about the times fewer steps ÷ a step's cost in plain steps (one run's means; the speedup column is"
+        " the rounds' median). At batch 1 the first is the tokens a row kept per step; a batch waits for its slowest row."
     )
     return (out + [rule]) if out else []
 
