@@ -71,7 +71,7 @@ def test_a_plain_run_is_priced_on_the_recorded_h200_passes():
     expected_ms = sum(c * (one + (four - one) * (n - 1) / 3) for n, _, c in ar["passes"])  # batch-1 or -2 passes: on the 1..4 line
     rate, note = h200_lane(ar).rate, h200_lane(ar).note
     assert rate == pytest.approx(ar["decode_tokens"] / (expected_ms / 1000))
-    assert "no drafting" in note and rate > 3 * ar["decode_tokens_per_s"]  # the H200 pass, not this CPU
+    assert "no drafting" in note and rate != pytest.approx(ar["decode_tokens_per_s"], rel=0.25)  # the H200 passes, not the CPU's
 
 
 def test_drafting_is_priced_measured_for_the_ngram_lookup_modelled_for_the_drafters_and_a_ceiling_otherwise():
