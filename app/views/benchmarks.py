@@ -172,8 +172,8 @@ def findings(rows: list[dict], batch: int) -> list[str]:
         elif faster:
             named = ", ".join(f"{r['contender']} {r['speedup']:.2f}×" for r in faster)
             out.append(
-                f"**{task_name(task)}**: faster than plain by the rule: {named}. Their ranges overlap, so none is "
-                "named the fastest: the rule compares each with plain, and a higher median alone names no winner."
+                f"**{task_name(task)}**: faster than plain by the rule: {named}. None clears the others' ranges by the "
+                f"rule's {MIN_GAP:.0%} gap, so none is named the fastest: a higher median alone names no winner."
             )
         elif cells:
             out.append(

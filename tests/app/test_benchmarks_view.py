@@ -77,7 +77,7 @@ def test_findings_name_the_fastest_only_where_the_ranges_part():
         ]
     )
     line = V.findings(near, 1)[0]
-    assert "none is named the fastest" in line and "was fastest" not in line
+    assert "none is named the fastest" in line and "3% gap" in line and "was fastest" not in line
     apart = task_records.judged(
         [
             _row("qa", 1, "plain", 80, [80, 81, 79, 80]),
