@@ -14,6 +14,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
+from app.common.warm import warm
 from engine import DecodeConfig, generate, load_pair
 from engine.hardware import probe
 
@@ -36,7 +37,7 @@ def record(pair, peaks: dict, name: str, title: str, prompt_ids: list[str], draf
         for m in ("autoregressive", "speculative")
     }
     for cfg in configs.values():
-        generate(pair, prompts, cfg)  # untimed: first calls, allocations and caches, for both lanes alike
+        warm(pair, prompts, cfg)  # untimed (app/common/warm.py, as the Playground and the Lessons warm), both lanes alike
     for mode, cfg in configs.items():
         trace = generate(pair, prompts, cfg)
         trace.meta["probe"] = peaks
