@@ -102,14 +102,15 @@ def contest(m: dict, s: dict) -> tuple:
 # --- lesson 3: inside the room and past it ----------------------------------------------------------
 def ridge_points(m: dict, s: dict) -> list[dict]:
     """One point per (drafter, batch): the speedup decoding alone as numbers.speedup has it (the rule's ratio over the
-    rounds, its 95% range, rounds far from the others), the whole run's, tokens per pass plain and speculative, α."""
+    rounds, its 95% range, rounds far from the others), tokens per pass plain and speculative, α. Decoding alone only:
+    the rounds read each batch's prompt pass warm (app/lessons/kit/runs.py, prompt_store); lesson 2 shows that pass."""
     model = drafter_label(m["drafter"])
     runs = sorted(m["runs"], key=lambda r: r["batch"])
     pairs = [(model, r["batch"], r) for r in runs] + [("n-gram lookup, extractive prompts", runs[-1]["batch"], m["ngram"])]
     out = []
     for name, batch, run in pairs:
         depth = int(run["spec"].get("depth") or s.get("depth") or 0)
-        sp, whole = numbers.speedup(run), numbers.speedup(run, whole=True)
+        sp = numbers.speedup(run)
         cm = consistent(run)
         out.append(
             {
@@ -120,7 +121,6 @@ def ridge_points(m: dict, s: dict) -> list[dict]:
                 "hi": sp["hi"] if sp else None,
                 "far": sp["far"] if sp else [],
                 "decode": bool(sp and sp["decode"]),
-                "whole": whole["value"] if whole else run["m"].get("whole_run_speedup"),
                 "verdict": sp["verdict"] if sp else None,
                 "plain_tokens": batch,
                 "spec_tokens": batch * (depth + 1),
@@ -148,17 +148,7 @@ def past_the_ridge_figure(m: dict, s: dict, label: str = "") -> go.Figure:
         mine = [at.get((name, b)) for b in batches]
         vals = [(p["speedup"], p["lo"], p["hi"]) if p else None for p in mine]
         series.append({"name": name, "values": vals, "color": COLORS[i % len(COLORS)], "text": [f"{v[0]:.2f}×" if v else "" for v in vals]})
-    centres = grouped_bars(fig, xs, series, row=1, col=1)
-    whole = [(x, p["whole"]) for name, cs in zip(names, centres) for x, b in zip(cs, batches) if (p := at.get((name, b)))]
-    fig.add_scatter(
-        x=[x for x, _ in whole],
-        y=[w for _, w in whole],
-        mode="markers",
-        marker={"symbol": "diamond-open", "size": 11, "color": "#333"},
-        name="whole run, prefill included",
-        row=1,
-        col=1,
-    )
+    grouped_bars(fig, xs, series, row=1, col=1)
     fig.add_hline(y=1.0, line_dash="dot", line_color="#333", row=1, col=1)  # named in the axis title: no label over a bar
     first = points[0]["drafter"]
     depth_tokens = {p["batch"]: p["spec_tokens"] for p in points if p["drafter"] == first}
@@ -197,7 +187,6 @@ def past_the_ridge_table(m: dict, s: dict) -> list[dict]:
             "95% range": f"{p['lo']:.2f}–{p['hi']:.2f}" if p["lo"] is not None else "one run",
             "verdict": (p["verdict"].kind if p["verdict"] else "one run: can't tell")
             + (f" (round {', '.join(str(i + 1) for i in p['far'])} far from the others, kept)" if p["far"] else ""),
-            "whole run, prefill included": round(p["whole"], 2) if p["whole"] is not None else None,
             "α": round(p["alpha"], 2) if p["alpha"] is not None else None,
             "tokens kept per row per step": round(p["kept"], 2) if p["kept"] is not None else None,
             "decode steps, plain ÷ speculative": round(p["fewer"], 2) if p["fewer"] is not None else None,

@@ -30,9 +30,7 @@ from app.lessons.kit.numbers import (
     decode_rate,
     decode_ratio,
     decode_steps,
-    lane_rate,
     rate_rounds,
-    ratio_range,
     spread_of,
     tpot_ms,
 )
@@ -204,14 +202,13 @@ def _times(r: tuple[float, float | None, float | None]) -> str:
 
 
 def turn_it_off_table(m: dict, s: dict) -> list[dict]:
-    """Per policy: decoding-alone tokens/s (median, runs' range, × plain), the whole run's (prefill included), each
-    phase's decoding rate, time per output token, and the decode steps that speculated."""
-    base, whole_base = decode_rate(m["ar"])[0], lane_rate(m["ar"])[0]
+    """Per policy: decoding-alone tokens/s (median, runs' range, × plain), each phase's decoding rate, time per output
+    token, and the decode steps that speculated (decoding alone: the rounds read the prompt's pass warm)."""
+    base = decode_rate(m["ar"])[0]
     phases = m.get("phases") or {}
     out = []
     for (name, ln), key in zip(_policy_lanes(m, s), ("ar", "on", "off")):
         v, lo, hi = decode_rate(ln)
-        whole = lane_rate(ln)[0]
         t = tpot_ms(ln)
         row = {
             "policy": name,
@@ -219,8 +216,6 @@ def turn_it_off_table(m: dict, s: dict) -> list[dict]:
             "range (runs)": f"{lo:.0f}–{hi:.0f}" if lo is not None else "one run",
             "× plain (95% range)": _times(decode_ratio(ln, m["ar"])) if base else None,
             "× always on (95% range)": _times(decode_ratio(ln, m["on"])) if key == "off" else "",
-            "whole run tokens/s (prefill included)": round(whole, 1),
-            "whole run × plain": round(ratio_range(ln, m["ar"])[0], 2) if whole_base else None,
         }
         for phase, title in PHASE_NAMES.items():
             sp = phases.get(key, {}).get(phase)

@@ -23,7 +23,7 @@ from app.lessons.kit.experiment import (
     pair_numbers,
 )
 from app.lessons.kit.gpu import verify_passes
-from app.lessons.kit.numbers import decode_rate, decode_ratio, rate_rounds, ratio_range
+from app.lessons.kit.numbers import decode_rate, decode_ratio, rate_rounds
 from app.lessons.kit.runs import Job, lane_pair, machine_curve, timed_rounds
 from app.views.bars import COLORS, frame, grouped_bars
 from app.views.h200 import CEILING, MEASURED, Priced, h200_lane
@@ -189,7 +189,6 @@ def adaptive_table(m: dict, s: dict) -> list[dict]:
                     "decoding tokens/s (median)": round(decode_rate(b[key])[0], 1),
                     "speedup over plain (decoding alone)": round(speed, 2),
                     "95% range": f"{lo:.2f}–{hi:.2f}" if lo is not None else "one run",
-                    "whole-run speedup (prefill included)": round(ratio_range(b[key], b["ar"])[0], 2),
                     "wasted GFLOP": round(sm["flops_wasted"] / 1e9, 1),
                 }
             )

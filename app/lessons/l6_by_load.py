@@ -151,7 +151,7 @@ def load_contenders(drafter: str, c: dict) -> dict[str, DecodeConfig]:
 
 
 def by_load(pair, probe, s: dict) -> dict:
-    """Decoding-alone and whole-run tokens/s and time per output token of plain decoding and three depth policies at
+    """Decoding-alone tokens/s and time per output token of plain decoding and three depth policies at
     three batch sizes chosen from this machine's room (held-out prompts), every contender run LOAD_ROUNDS times,
     interleaved at each batch size; each row keeps its median run's depth at every decode step, and the measurement
     the batch table it set from the room (room_table)."""

@@ -228,9 +228,8 @@ def width_table(result: dict) -> list[dict]:
                 else (1.0 if nodes_per_row(r) == 0 else None),  # plain decoding (or goodput choosing it throughout): one per pass
                 "decoding tokens/s": round(rate_of(r), 1),
                 "runs (decoding tokens/s)": ", ".join(f"{v:.1f}" for v in runs["values"]) if runs else "one run",
-                "whole run tokens/s (prefill included)": round(r["tokens_per_s"], 1),
                 "verify ms (median)": round(r["verify_ms"], 1) if r.get("verify_ms") is not None else None,
-                "FLOPs × plain": round(r["flops"] / plain["flops"], 2) if plain and plain["flops"] else None,
+                "decoding FLOPs × plain": round(r["flops"] / plain["flops"], 2) if plain and plain["flops"] else None,
                 "against (the rule's ratio, 95% range)": _against(result, r),
             }
         )

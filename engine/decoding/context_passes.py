@@ -21,8 +21,9 @@ from engine.model.pair import ModelPair
 from engine.model.static_cache import make_cache
 
 
-def _cache(pair: ModelPair, batch: int, context: int, most: int, gen: torch.Generator):
+def _cache(pair: ModelPair, batch: int, context: int, most: int, gen: torch.Generator, prefix_cache=None):
     cache = make_cache(pair.target, pair.device, pair.target_costs, DecodeConfig(max_new_tokens=most))
+    cache.warm = prefix_cache  # a context prefilled before is read from it (engine/model/prefix_cache.py)
     row = torch.randint(100, 40000, (context,), generator=gen).tolist()
     cache.prefill([row] * batch, pad_id=0, shared=context - 1)
     return cache
@@ -40,18 +41,21 @@ def _time(cache, ids: torch.Tensor, repeats: int, device) -> float:
     return statistics.median(times)
 
 
-def context_rounds(pair: ModelPair, batch: int, tokens: list[int], contexts: list[int], rounds: int = 5, repeats: int = 3) -> list[dict]:
+def context_rounds(
+    pair: ModelPair, batch: int, tokens: list[int], contexts: list[int], rounds: int = 5, repeats: int = 3, prefix_cache=None
+) -> list[dict]:
     """One row per (context, new tokens per row): {"context", "batch", "new_tokens", "tokens_per_pass", "ms" (the
     median over rounds), "ms_rounds" (each round's median of `repeats` passes), "ms_per_token", "flops", "bytes"
     (weights + KV read, engine.costs), "achieved_flops", "achieved_bandwidth" (per second)}. Raises ValueError where
-    a context and its new tokens do not fit the model's window."""
+    a context and its new tokens do not fit the model's window. prefix_cache: the caller's warm prefixes
+    (engine/model/prefix_cache.py): a context prefilled by an earlier call is read from it, not prefilled again."""
     if batch < 1 or rounds < 1 or repeats < 1 or not tokens or not contexts or min(tokens) < 1 or min(contexts) < 2:
         raise ValueError("context_rounds needs batch, rounds, repeats ≥ 1, new tokens ≥ 1 and contexts ≥ 2 tokens")
     if max(contexts) + max(tokens) > pair.max_context:
         raise ValueError(f"a context of {max(contexts)} plus {max(tokens)} new tokens exceeds the model's {pair.max_context}-token window")
     gen, costs = torch.Generator().manual_seed(0), pair.target_costs
     with torch.inference_mode():
-        caches = {c: _cache(pair, batch, c, max(tokens), gen) for c in contexts}
+        caches = {c: _cache(pair, batch, c, max(tokens), gen, prefix_cache) for c in contexts}
         ids = {n: torch.randint(100, 40000, (batch, n), generator=gen).to(pair.device) for n in tokens}
         for c in contexts:  # one untimed pass of every shape: first calls and allocations off the clock
             for n in tokens:

@@ -441,7 +441,8 @@ class Decoder:
         caches = [c for c in (self.target, self.drafter_cache) if c is not None]
         meta = run_meta(self.pair, self.cfg, drafter_name, self.util.source, self.target.lean is not None, caches)
         warm = sum(cache.warm_hits for cache in caches)  # shared prefixes read warm (engine/model/prefix_cache.py)
-        return meta | {"shared_prefix": self.shared, "warm_prefix": warm}  # tokens every row began with, prefilled once
+        prompts = sum(cache.warm_prompt_hits for cache in caches)  # whole prompt batches read warm
+        return meta | {"shared_prefix": self.shared, "warm_prefix": warm, "warm_prompts": prompts}
 
     @property
     def drafter_cache(self) -> RaggedCache | None:

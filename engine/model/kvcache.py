@@ -24,7 +24,7 @@ from transformers import DynamicCache
 
 from engine.costs import ModelCosts
 from engine.model.forward import CostCounter, make_forward
-from engine.model.prefix_cache import WarmPrefix, digest
+from engine.model.prefix_cache import WarmPrefix, WarmPrompts, cloned, digest
 
 # Hole columns (beyond the longest row) tolerated before a compaction: attention over a few masked
 # columns is cheaper than copying every layer's keys and values after every step.
@@ -92,6 +92,7 @@ class RaggedCache:
         self.compactions = 0  # per-row gathers done so far (see COMPACT_SLACK)
         self.warm = None  # a warm prefix cache (engine/model/prefix_cache.py) a shared prefill may read
         self.warm_hits = 0  # shared prefixes read from it instead of prefilled
+        self.warm_prompt_hits = 0  # whole prompt batches read from it instead of prefilled
 
     @property
     def costs(self) -> ModelCosts:
@@ -115,12 +116,34 @@ class RaggedCache:
         prefilled once and copied into every row (`prefill_shared`); 0, or fewer than 1 token, prefills each row."""
         self.reserve(len(token_lists), max(len(t) for t in token_lists))
         shared = min(shared, min(len(t) for t in token_lists) - 1)
+        key = None
+        if self.warm is not None and self.warm.prompts:  # these very prompts prefilled before (engine/model/prefix_cache.py, WarmPrompts)
+            spec = return_hidden if isinstance(return_hidden, tuple) else bool(return_hidden)
+            rows = tuple(tuple(t) for t in token_lists)
+            key = (*self.warm_identity(), "prompts", rows, pad_id, shared, logits_to_keep, digest(features), spec)
+            if (entry := self.warm.get(key)) is not None:
+                return self.take_prompts(entry)
         if shared >= 1 and len(token_lists) > 1:
-            return self.prefill_shared(token_lists, pad_id, shared, logits_to_keep, return_hidden, features)
-        ids = left_padded(token_lists, pad_id)
-        self.lengths = torch.tensor([len(t) for t in token_lists], dtype=torch.long, device=self.device)
-        self.width = 0
-        return self.forward(ids.to(self.device), logits_to_keep=logits_to_keep, return_hidden=return_hidden, features=features)
+            out = self.prefill_shared(token_lists, pad_id, shared, logits_to_keep, return_hidden, features)
+        else:
+            ids = left_padded(token_lists, pad_id)
+            self.lengths = torch.tensor([len(t) for t in token_lists], dtype=torch.long, device=self.device)
+            self.width = 0
+            out = self.forward(ids.to(self.device), logits_to_keep=logits_to_keep, return_hidden=return_hidden, features=features)
+        if key is not None:
+            live = [(k.clone(), v.clone()) for k, v in self.live()]
+            entry = WarmPrompts(tuple(k for k, _ in live), tuple(v for _, v in live), self.lengths.clone(), self.valid.clone(), cloned(out))
+            self.warm.put(key, entry)
+        return out
+
+    def take_prompts(self, entry: WarmPrompts):
+        """A warm batch of prompts (`prefill`): its keys and values, lengths and real columns become this cache's, and
+        its outputs are returned as the prefill would return them (nothing is counted: nothing ran)."""
+        self.take_warm(entry)
+        self.lengths, self.valid = entry.lengths.clone(), entry.valid.clone()
+        self.width = int(entry.valid.shape[1])
+        self.warm_prompt_hits += 1
+        return cloned(entry.out)
 
     def reserve(self, rows: int, width: int) -> None:
         """Room for `rows` rows of prompts up to `width` tokens before a prefill (the dynamic cache grows as it goes)."""
@@ -194,8 +217,12 @@ class RaggedCache:
         """Per layer, row 0's first `n` keys and values (views)."""
         return [(layer.keys[:1, :, :n], layer.values[:1, :, :n]) for layer in self.cache.layers]
 
-    def take_warm(self, entry: WarmPrefix) -> None:
-        """A warm prefix's keys and values as this cache's one row (`prefix_pass` keeps its bookkeeping)."""
+    def live(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer (keys, values) of the live cache (B, kv_heads, W, head_dim)."""
+        return [(layer.keys, layer.values) for layer in self.cache.layers]
+
+    def take_warm(self, entry: WarmPrefix | WarmPrompts) -> None:
+        """A warm entry's keys and values as this cache's rows (the caller keeps the bookkeeping)."""
         for i, (keys, values) in enumerate(zip(entry.keys, entry.values)):
             self.cache.update(keys.clone(), values.clone(), i)  # into the empty cache: later passes append to copies
 

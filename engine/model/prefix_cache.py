@@ -9,10 +9,17 @@ features, a digest of those features. A hit copies the stored keys and values in
 the prefix's pass; the same pass on the same inputs computes the same values, so a warm run's output is the cold
 run's.
 
-Memory is bounded: at most MAX_ENTRIES prefixes (the least recently used go first), each at most MAX_TOKENS tokens.
-For the embedded SmolLM2-135M target a 4,096-token prefix holds 30 layers x 2 x 3 kv heads x 64 x 4,096 values,
-94 MB in bfloat16 (189 MB in float32), plus its final hidden states (4.7 MB); the EAGLE head's one layer adds 3 MB.
-MAX_ENTRIES x MAX_TOKENS bounds the store under 1.6 GB in float32 at the embedded model's size.
+Whole prompts too (`WarmPrompts`): a run whose rows are exactly a batch the store has seen (the same prompts, in the
+same order, the same features, the same outputs asked for) takes that prefill's keys, values, row bookkeeping and
+outputs instead of running it, as a serving engine's prefix cache serves a repeated prompt; a lesson's interleaved
+rounds decode the same prompts again and again, and decoding alone is what they time. Nothing is counted for a hit
+(nothing ran), and the trace's meta says how many prefills were read warm. Only a store made with `prompts=True`
+keeps them: a page that shows the prompt's pass must run it.
+
+Memory is bounded: at most MAX_ENTRIES entries and MAX_BYTES bytes (the least recently used go first), each at most
+MAX_TOKENS tokens (a batch's rows times its width). For the embedded SmolLM2-135M target a 4,096-token prefix holds
+30 layers x 2 x 3 kv heads x 64 x 4,096 values, 94 MB in bfloat16 (189 MB in float32), plus its final hidden states
+(4.7 MB); the EAGLE head's one layer adds 3 MB.
 """
 
 from __future__ import annotations
@@ -24,8 +31,9 @@ from dataclasses import dataclass
 
 import torch
 
-MAX_ENTRIES = 4  # a target, a draft model and an EAGLE head over one document, and one spare
-MAX_TOKENS = 8192  # a longer prefix is prefilled every time, never stored
+MAX_ENTRIES = 16  # a target and a drafter over a lesson's few prompt batches, and a document's prefix
+MAX_TOKENS = 8192  # a longer prefix (or a batch of more rows x width) is prefilled every time, never stored
+MAX_BYTES = 1 << 30  # the stored tensors' bytes, at most
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,46 @@ class WarmPrefix:
     def tokens(self) -> int:
         return int(self.keys[0].shape[2])
 
+    def tensors(self) -> list[torch.Tensor]:
+        return [t for t in (*self.keys, *self.values, self.hidden) if t is not None]
+
+
+@dataclass(frozen=True)
+class WarmPrompts:
+    """One batch of whole prompts' prefill: per layer keys and values (B, kv_heads, W, head_dim), each row's length
+    (B,) and real columns (B, W), and what the prefill returned (logits, hidden states or a runner's states)."""
+
+    keys: tuple[torch.Tensor, ...]
+    values: tuple[torch.Tensor, ...]
+    lengths: torch.Tensor
+    valid: torch.Tensor
+    out: object
+
+    @property
+    def tokens(self) -> int:
+        return int(self.valid.numel())
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [*self.keys, *self.values, self.lengths, self.valid, *tensors_of(self.out)]
+
+
+def tensors_of(out) -> list[torch.Tensor]:
+    """The tensors in a pass's output (a tensor, or tuples and lists of them, or None)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for item in out for t in tensors_of(item)]
+    return []
+
+
+def cloned(out):
+    """A copy of a pass's output whose tensors the next run may change freely."""
+    if isinstance(out, torch.Tensor):
+        return out.clone()
+    if isinstance(out, (tuple, list)):
+        return type(out)(cloned(item) for item in out)
+    return out
+
 
 def digest(features: torch.Tensor | None) -> str:
     """A short digest of the features a head's prefix was fed (empty without any)."""
@@ -53,13 +101,15 @@ def digest(features: torch.Tensor | None) -> str:
 class PrefixCache:
     """The warm prefixes, least recently used first out (see the module docstring); `hits` and `misses` count lookups."""
 
-    def __init__(self, max_entries: int = MAX_ENTRIES, max_tokens: int = MAX_TOKENS):
-        self.max_entries, self.max_tokens = max_entries, max_tokens
+    def __init__(self, max_entries: int = MAX_ENTRIES, max_tokens: int = MAX_TOKENS, max_bytes: int = MAX_BYTES, prompts: bool = False):
+        """prompts: keep whole prompt batches too (`WarmPrompts`), for a caller that times decoding alone; a page that
+        shows the prompt's pass (time to first token, the whole run) keeps shared prefixes only."""
+        self.max_entries, self.max_tokens, self.max_bytes, self.prompts = max_entries, max_tokens, max_bytes, prompts
         self._entries: OrderedDict[tuple, WarmPrefix] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def get(self, key: tuple) -> WarmPrefix | None:
+    def get(self, key: tuple) -> WarmPrefix | WarmPrompts | None:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
@@ -69,14 +119,15 @@ class PrefixCache:
             self.hits += 1
             return entry
 
-    def put(self, key: tuple, entry: WarmPrefix) -> None:
-        """Keep `entry` (copies of the run's tensors) under `key`; one longer than max_tokens is not kept."""
-        if entry.tokens > self.max_tokens:
+    def put(self, key: tuple, entry: WarmPrefix | WarmPrompts) -> None:
+        """Keep `entry` (copies of the run's tensors) under `key`; one longer than max_tokens or larger than max_bytes
+        is not kept, and the least recently used go until the store is within both of its bounds."""
+        if entry.tokens > self.max_tokens or nbytes([entry]) > self.max_bytes:
             return
         with self._lock:
             self._entries[key] = entry
             self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
+            while len(self._entries) > self.max_entries or nbytes(self._entries.values()) > self.max_bytes:
                 self._entries.popitem(last=False)
 
     def clear(self) -> None:
@@ -87,8 +138,12 @@ class PrefixCache:
     def nbytes(self) -> int:
         """Bytes the stored tensors hold."""
         with self._lock:
-            tensors = [t for e in self._entries.values() for t in (*e.keys, *e.values, e.hidden) if t is not None]
-        return sum(t.numel() * t.element_size() for t in tensors)
+            return nbytes(self._entries.values())
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def nbytes(entries) -> int:
+    """Bytes the entries' tensors hold."""
+    return sum(t.numel() * t.element_size() for e in entries for t in e.tensors())

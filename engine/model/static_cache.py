@@ -40,7 +40,7 @@ from engine.model.kvcache import RaggedCache
 from engine.model.layer import buffer_store
 from engine.model.pass_masks import pass_mask
 from engine.model.passes import Pass
-from engine.model.prefix_cache import WarmPrefix
+from engine.model.prefix_cache import WarmPrefix, WarmPrompts
 from engine.options import MAX_DEPTH, ConfigError, GraphMode
 
 CAPACITY_MARGIN = 8  # spare columns beyond the longest the bookkeeping allows
@@ -185,10 +185,10 @@ class StaticRaggedCache(RaggedCache):
     def first_columns(self, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [(k[:1, :, :n], v[:1, :, :n]) for k, v in self.kv.layers()]
 
-    def take_warm(self, entry: WarmPrefix) -> None:
-        n = entry.tokens
+    def take_warm(self, entry: WarmPrefix | WarmPrompts) -> None:
+        rows, n = entry.keys[0].shape[0], entry.keys[0].shape[2]
         for (k, v), keys, values in zip(self.kv.layers(), entry.keys, entry.values):
-            k[:1, :, :n], v[:1, :, :n] = keys, values
+            k[:rows, :, :n], v[:rows, :, :n] = keys, values
 
     # --- the pass -------------------------------------------------------------------------------------
     def forward(self, input_ids, logits_to_keep=0, return_hidden=False, new_valid=None, features=None):

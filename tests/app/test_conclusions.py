@@ -120,7 +120,7 @@ def test_lesson7_notes_state_the_passes_of_the_table_both_ways():
 
 def test_width_table_and_the_recording_fit_the_schema():
     table = width_table(_width(70.0, 60.0, 200.0, 340.0))
-    assert [r["FLOPs × plain"] for r in table] == [1.0, 1.7, 5.0, 1.0, 1.7, 5.0]
+    assert [r["decoding FLOPs × plain"] for r in table] == [1.0, 1.7, 5.0, 1.0, 1.7, 5.0]
     assert table[2]["tokens per pass"] == 25 and table[5]["tokens per pass"] == 400
     assert table[0]["tokens emitted per pass"] == 1.0 and table[2]["tokens emitted per pass"] == 3.4
 

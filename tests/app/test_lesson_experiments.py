@@ -277,3 +277,27 @@ def test_a_large_room_chooses_at_most_batch_16_and_a_student_may_still_pick_32()
     assert runs.chosen((32, 64)) == (32,)  # nothing up to 16 offered: the smallest option
     knob = next(k for k in EXPERIMENTS["past_the_ridge"].knobs if k.key == "l3_batch")
     assert 32 in knob.options
+
+
+def test_rounds_read_the_prompts_pass_warm_except_in_the_lesson_that_shows_it(live, monkeypatch):
+    """A lesson's rounds decode the same prompts again and again: after the warm-up (or the first run that meets a
+    batch) each run reads the prompt's pass from the pair's store (runs.prompt_store) and times decoding alone; a job
+    with warm off runs it every time. Lesson 2, whose table shows the whole run, runs it every time."""
+    pair, hw = live
+    prompts, cfg = ["Name three colours.", "Count to five."], DecodeConfig(mode="autoregressive", max_new_tokens=4)
+    for warm, expect in ((True, [1, 1]), (False, [0, 0])):
+        timed, _ = runs.timed_rounds(pair, {"a": runs.Job(prompts, cfg, warm=warm)}, 2)
+        assert [r[0].meta["warm_prompts"] for r in timed["a"]] == expect, warm
+        assert all((r[0].steps[0].target_flops > 0) == (not warm) for r in timed["a"])  # a warm prompt pass ran nothing
+    from app.lessons import l2_more_flops
+
+    seen = {}
+
+    def capture(pair_, jobs, rounds):
+        seen.update(jobs)
+        raise StopIteration
+
+    monkeypatch.setattr(l2_more_flops, "timed_rounds", capture)
+    with pytest.raises(StopIteration):
+        EXPERIMENTS["more_flops"].run(pair, hw, SMALL["more_flops"])
+    assert seen and not any(job.warm for job in seen.values())

@@ -564,7 +564,6 @@ def test_load_views_compute_winners_and_the_prediction():
         "policy": "fixed k = 4",
         "decoding tokens/s": 70.0,
         "runs (decoding tokens/s)": "one run",
-        "whole run tokens/s (prefill included)": 70.0,
         "× plain": 0.7,
         "TPOT ms": None,
         "mean k": "4.00",

@@ -1,6 +1,7 @@
 """A warm shared prefix (engine/model/prefix_cache.py): a run over the same document reads the prefix's keys and values
 from the caller's store instead of prefilling them, and decodes exactly what a cold run decodes (float32); the store
-keeps at most its entries and tokens."""
+keeps at most its entries, tokens and bytes. A store that keeps whole prompts (`prompts=True`) serves a repeated batch's
+whole prefill, and the run still decodes what a cold run decodes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from test_shared_prefix import PROMPTS
 
 from engine import DecodeConfig, generate
 from engine.model import cpukernels
-from engine.model.prefix_cache import PrefixCache, WarmPrefix, digest
+from engine.model.prefix_cache import PrefixCache, WarmPrefix, WarmPrompts, digest
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +47,40 @@ def test_a_warm_prefix_decodes_what_a_cold_prefill_decodes(pair, backend, cfg):
     assert store.hits == caches and store.misses == caches
 
 
+CASES = [
+    DecodeConfig(mode="autoregressive", max_new_tokens=12),
+    DecodeConfig(depth=3, drafter="eagle", max_new_tokens=12),
+    DecodeConfig(depth=4, drafter="eagle", tree_nodes=10, tree_topk=3, max_new_tokens=12),
+    DecodeConfig(depth=3, drafter="model", max_new_tokens=12),
+]
+
+
+@pytest.mark.parametrize("backend", ["native", "torch"])
+@pytest.mark.parametrize("cfg", CASES, ids=["plain", "eagle-chain", "eagle-tree", "draft-model"])
+@pytest.mark.parametrize("prompts", [PROMPTS, ["Hi there", "A longer prompt of its own, with more words in it"]], ids=["shared", "apart"])
+def test_warm_whole_prompts_decode_what_a_cold_prefill_decodes(pair, backend, cfg, prompts):
+    if backend == "native" and not cpukernels.available():
+        pytest.skip(no_kernels_reason())
+    cfg = DecodeConfig.from_dict(cfg.to_dict() | {"backend": backend})
+    cold = generate(pair, prompts, cfg)
+    store = PrefixCache(prompts=True)
+    first, second = generate(pair, prompts, cfg, prefix_cache=store), generate(pair, prompts, cfg, prefix_cache=store)
+    caches = 1 if cfg.mode == "autoregressive" else 2  # the target's, and the drafter's own
+    assert (first.meta["warm_prompts"], second.meta["warm_prompts"]) == (0, caches)
+    assert first.output_ids == second.output_ids == cold.output_ids
+    assert second.steps[0].target_flops == 0 < first.steps[0].target_flops  # nothing ran for the prompts
+    assert sum(isinstance(e, WarmPrompts) for e in store._entries.values()) == caches
+    other = generate(pair, prompts[::-1], cfg, prefix_cache=store)  # the same prompts in another order: another batch
+    assert other.meta["warm_prompts"] == 0 and other.output_ids == cold.output_ids[::-1]
+
+
+def test_a_store_without_prompts_runs_every_prompt_pass(pair):
+    store, cfg = PrefixCache(), DecodeConfig(mode="autoregressive", max_new_tokens=2, backend="torch")
+    runs = [generate(pair, PROMPTS, cfg, prefix_cache=store) for _ in range(2)]
+    assert [t.meta["warm_prompts"] for t in runs] == [0, 0] and runs[1].steps[0].target_flops > 0  # its suffixes ran
+    assert not any(isinstance(e, WarmPrompts) for e in store._entries.values())
+
+
 def test_another_prefix_model_or_forward_misses(pair):
     cfg = DecodeConfig(mode="autoregressive", max_new_tokens=4, backend="fused")
     store = PrefixCache()
@@ -78,6 +113,12 @@ def test_the_store_keeps_at_most_its_entries_and_tokens():
     assert store.nbytes == 2 * 2 * (2 * 10 * 4 * 4)  # two entries of keys and values, float32
     store.clear()
     assert len(store) == 0 and store.nbytes == 0
+    small = PrefixCache(max_bytes=2 * 2 * (2 * 10 * 4 * 4))  # room for two of these entries, in bytes
+    for name in "abc":
+        small.put((name,), _entry(10))
+    assert len(small) == 2 and small.get(("a",)) is None and small.nbytes == small.max_bytes
+    small.put(("big",), _entry(30))  # larger than the whole store: never kept, nothing pushed out
+    assert small.get(("big",)) is None and len(small) == 2
 
 
 def test_features_digest_tells_inputs_apart():

@@ -178,10 +178,11 @@ def model_drafter(pair) -> str:
 ROUNDS = 3  # every contender runs this many times, interleaved (app/lessons/kit/runs.py); a lesson may run fewer
 
 
-def lane_jobs(prompts: list[str], depth: int, drafter: str, tokens: int, **spec) -> dict[str, Job]:
+def lane_jobs(prompts: list[str], depth: int, drafter: str, tokens: int, warm: bool = True, **spec) -> dict[str, Job]:
+    """Plain and speculative decoding of `prompts` as jobs; warm: later runs read the prompts' pass (Job.warm)."""
     return {
-        "ar": Job(prompts, DecodeConfig(mode="autoregressive", max_new_tokens=tokens)),
-        "spec": Job(prompts, DecodeConfig(depth=depth, drafter=drafter, max_new_tokens=tokens, **spec)),
+        "ar": Job(prompts, DecodeConfig(mode="autoregressive", max_new_tokens=tokens), warm=warm),
+        "spec": Job(prompts, DecodeConfig(depth=depth, drafter=drafter, max_new_tokens=tokens, **spec), warm=warm),
     }
 
 
@@ -248,8 +249,9 @@ SETTING_NAMES = {  # a setting, or what a run chose from its room (its `chosen`)
 CURVE_HELP = "0: chosen from this machine's pass curve (app/lessons/kit/numbers.py)"
 
 
-def pair_numbers(pairs: list[tuple[str, dict, dict | None]]) -> list[tuple[str, str]]:
-    """A worksheet's key numbers of (label, compare numbers, the plain/speculative pair whose rounds give the speedup)."""
+def pair_numbers(pairs: list[tuple[str, dict, dict | None]], whole: bool = False) -> list[tuple[str, str]]:
+    """A worksheet's key numbers of (label, compare numbers, the plain/speculative pair whose rounds give the speedup);
+    whole: with the whole run's FLOPs ratio (a lesson whose every run ran its prompt's pass: Job.warm off)."""
     f, out = metrics.fmt, []
     for label, c, run in pairs:
         sp = numbers.speedup(run) if run else None  # the one number the chart, its verdict and the prediction show
@@ -258,13 +260,15 @@ def pair_numbers(pairs: list[tuple[str, dict, dict | None]]) -> list[tuple[str, 
             (f"{label}: α", f(c.get("alpha"))),
             (f"{label}: depth drafted k", f(c.get("drafted_depth"))),
             (f"{label}: c", f(c.get("c"), ".3f")),
-            (f"{label}: FLOPs ratio (whole run, prefill included)", f(c.get("flops_ratio"), ".2f", "×")),
         ]
+        if whole:
+            out.append((f"{label}: FLOPs ratio (whole run, prefill included)", f(c.get("flops_ratio"), ".2f", "×")))
     return out
 
 
 DECODING_ALONE = (  # the first words of a caption under a table of decoding rates
-    "Decoding alone: the decode steps' tokens over their time, the prompt's pass (prefill) left out; the whole-run column keeps it in."
+    "Decoding alone: the decode steps' tokens over their time. The prompt's pass (prefill) runs once per batch of prompts and the"
+    " later rounds reuse its keys and values (a prefix cache), so no number here includes it."
 )
 
 

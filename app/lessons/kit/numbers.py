@@ -3,7 +3,7 @@ tokens a pass carries within ROOM, 1.25×, of a one-token pass; the knee: where 
 settings lessons choose from the room. What interleaved rounds say, by the one verdict rule (engine/verdict.py): a
 speedup with its 95% range, far rounds named and kept, a run disturbed by other work flagged. Lessons 6 and 7's
 per-(batch, contender) tables. Every rate is decoding alone (the decode steps' tokens over their time, the prompt's
-pass left out); a whole-run rate is read only where a chart shows it as the whole run. No streamlit.
+pass left out); a whole-run rate is read only where a chart shows it as the whole run (lesson 2). No streamlit.
 """
 
 from __future__ import annotations
@@ -236,7 +236,6 @@ def load_table(rows: list[dict], plain: str) -> list[dict]:
                     "decoding tokens/s": round(rate_of(r), 1),
                     "× plain": round(ratio(r, base), 2) if base and rate_of(base) else None,
                     "runs (decoding tokens/s)": ", ".join(f"{v:.1f}" for v in runs["values"]) if runs else "one run",
-                    "whole run tokens/s (prefill included)": round(r["tokens_per_s"], 1),
                     "TPOT ms": None if r.get("tpot_ms") is None else round(r["tpot_ms"], 1),
                     "mean k": None if r.get("mean_depth") is None else f"{r['mean_depth']:.2f}",
                     "α": None if r.get("alpha") is None else round(r["alpha"], 2),
