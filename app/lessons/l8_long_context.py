@@ -239,7 +239,7 @@ CAPTION = (
 RECORD = Experiment(
     long_context,
     (
-        Knob("l8_context", "Long context (tokens of KV cache per row)", LONGS, 2048),
+        Knob("l8_context", "Long context (tokens of KV cache per row)", LONGS, 4096),
         Knob("l8_batch", "Batch", (0, *BATCHES), 0, CURVE_HELP + ": the smallest whose verify pass carries 4× the room"),
         Knob("l8_k", "Depth k", (0, 1, 2, 3, 4), 0, CURVE_HELP + ": the deepest draft whose batch-1 verify pass fits in the room"),
     ),

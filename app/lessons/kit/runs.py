@@ -122,7 +122,8 @@ def run_stats(traces: list) -> dict:
         "tokens_per_s": new / wall if wall else 0.0,
         "tokens_per_step": sum(rows) / len(rows) if rows and drafted else None,
         "verify_ms": statistics.median(s.verify_ms for s in steps) if steps else None,
-        "flops": sum(st.flops for st in steps),  # the decode steps' (a warm run's prompt pass ran nothing)
+        "flops": sum(t.summary["flops"] for t in traces),  # the whole run's: a warm run's prompt pass ran nothing
+        "decode_flops": sum(st.flops for st in steps),  # the decode steps' alone: the same whether the prompts ran warm
         "mean_depth": statistics.mean(s.depth for s in steps) if steps else 0.0,
         "alpha": traces[0].summary.get("alpha")
         if len(traces) == 1
