@@ -186,7 +186,7 @@ def warm_up(pair) -> None:
 def prefix_cache(preset_key: str, dtype: str) -> PrefixCache:
     """The warm shared prefixes of one model pair (engine/model/prefix_cache.py): a document the Playground decodes
     again (its warm-up, its rounds, the next run) is prefilled once. Read and written only inside the run lock
-    (`model_turn`), so one run at a time uses it; at most 4 prefixes of at most 8,192 tokens (about 100 MB for a
+    (`model_turn`), so one run at a time uses it; at most 16 prefixes (1 GiB in all) of at most 8,192 tokens (about 100 MB for a
     4,096-token document over the embedded pair in bfloat16)."""
     return PrefixCache()
 
