@@ -26,7 +26,7 @@ LABEL = {"machine": str, "date": str, "dtype": str, "seconds": (int, float), "se
 ROW = {"task": str, "batch": int, "contender": str, "decode_tokens_per_s": (int, float), "decode_tokens_per_s_runs": list}
 
 
-OPTIONAL = ("tau", "per_position_acceptance", "whole_run_speedup", "ttft_s", "other_cores")
+OPTIONAL = ("tau", "per_position_acceptance", "whole_run_speedup", "ttft_s", "other_cores", "rows_differ")
 
 
 class TaskRecordingError(ValueError):

@@ -7,7 +7,11 @@ interleaved round by round (engine/bench/cells.py), and reports per contender:
 - τ, the mean tokens a row gains per target pass (Spec-Bench's mean accepted tokens, vLLM's
   `mean_acceptance_length` = 1 + accepted ÷ drafting steps; 1.00 for plain decoding), and the acceptance at each
   draft position;
-- the whole-run speedup (prefill included) beside it, as a medians' ratio.
+- the whole-run speedup (prefill included) beside it, as a medians' ratio;
+- the rows whose text differs from plain decoding's (`rows_differ`). Greedy speculation is lossless in exact
+  arithmetic, but in bfloat16 a verify pass of k + 1 tokens rounds differently from a one-token pass, and a near-tie
+  can flip: a row may then stop at its end-of-turn token where plain decoding's ran on to the token limit, or the
+  reverse. Tokens/s then compare different amounts of text in the same decode steps, so such a cell is marked.
 
 At batch 1 a task's prompts decode one after another (Spec-Bench's setting); at batch B the task's prompts fill B rows
 (repeated in order where the task has fewer). Every run names its task (`DecodeConfig.task`), so goodput starts each
@@ -95,7 +99,13 @@ def _cell(task: str, batch: int, name: str, cell: dict, plain: dict) -> dict:
         "per_position_acceptance": cell["per_position_acceptance"],
         "ttft_s": cell["ttft_s"],
         "other_cores": cell["other_cores"],
+        "rows_differ": rows_differ(cell["outputs"], plain["outputs"]),
     }
+
+
+def rows_differ(outputs: list[list[int]], plain: list[list[int]]) -> int:
+    """How many rows' generated tokens differ from plain decoding's of the same prompts (greedy runs repeat exactly)."""
+    return sum(a != b for a, b in zip(outputs, plain)) + abs(len(outputs) - len(plain))
 
 
 def task_label(task: str) -> str:
@@ -129,9 +139,10 @@ def run_tasks(pair, prompts: list[Prompt], batches: list[int], keys: list, max_n
 
 
 def _mark(row: dict) -> str:
-    """A cell of the leaderboard: the speedup, its verdict's sign, τ."""
+    """A cell of the leaderboard: the speedup, its verdict's sign, τ, and ≠n where n rows' text differs from plain's."""
     sign = {"faster": "+", "slower": "−", "level": "=", "can't tell": "?"}.get(row["verdict"], "")
-    return f"{row['speedup']:.2f}×{sign} τ {row['tau']:.2f}"
+    differ = f" ≠{row['rows_differ']}" if row.get("rows_differ") else ""
+    return f"{row['speedup']:.2f}×{sign} τ {row['tau']:.2f}{differ}"
 
 
 def format_tasks(rows: list[dict]) -> str:
@@ -143,15 +154,16 @@ def format_tasks(rows: list[dict]) -> str:
         at = [r for r in rows if r["batch"] == batch]
         names = list(dict.fromkeys(r["contender"] for r in at if r["contender"] != "plain"))
         width = max([len(n) for n in names] + [10])
-        head = f"batch {batch:<{width - 6}}" + "".join(f" {task_name(t):>17}" for t in order)
+        head = f"batch {batch:<{width - 6}}" + "".join(f" {task_name(t):>20}" for t in order)
         lines += [head, "-" * len(head)]
         plain = {r["task"]: r for r in at if r["contender"] == "plain"}
-        lines.append(f"{'plain tok/s':<{width}}" + "".join(f" {plain[t]['decode_tokens_per_s']:>17.1f}" for t in order if t in plain))
+        lines.append(f"{'plain tok/s':<{width}}" + "".join(f" {plain[t]['decode_tokens_per_s']:>20.1f}" for t in order if t in plain))
         for name in names:
             cells = {r["task"]: r for r in at if r["contender"] == name}
-            lines.append(f"{name:<{width}}" + "".join(f" {_mark(cells[t]) if t in cells else '':>17}" for t in order))
+            lines.append(f"{name:<{width}}" + "".join(f" {_mark(cells[t]) if t in cells else '':>20}" for t in order))
         lines.append("")
     lines.append("cells: decode-only speedup over plain (+ faster, − slower, = level, ? can't tell: " + verdict.RULE + ") and τ")
+    lines.append("≠n: n rows' text differs from plain decoding's (bfloat16 rounding flipped a near-tie): unequal work, read with care")
     return "\n".join(lines)
 
 

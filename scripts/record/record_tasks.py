@@ -4,7 +4,7 @@ with the machine (the probe's device name), dtype, date, settings, the prompts c
 
     python scripts/record/record_tasks.py [--per-task 2] [--batches 1,4,16] [--tokens 32] [--rounds 3]
         [--contenders ngram,eagle,model,tree,goodput] [--prompts-file assets/spec_bench/question.jsonl]
-        [--out assets/spec_bench/recording.json]
+        [--out assets/spec_bench/recording.json] [--dtype auto|bfloat16|float32]
 
 Run it on a quiet machine: every other process slows the timings (each row keeps the cores other work used).
 """
@@ -42,6 +42,12 @@ def main() -> None:
     ap.add_argument("--contenders", default=",".join(CONTENDERS), help="comma-separated: " + ", ".join(CONTENDERS))
     ap.add_argument("--out", default=str(ROOT / "assets" / "spec_bench" / "recording.json"))
     ap.add_argument("--note", default="a shared 2-core machine", help="said beside the machine's name")
+    ap.add_argument(
+        "--dtype",
+        default="auto",
+        choices=("auto", "bfloat16", "float32"),
+        help="the models' dtype (float32: greedy speculation writes plain decoding's text exactly, so every cell compares equal work)",
+    )
     a = ap.parse_args()
     try:
         prompts = select(read_prompts(a.prompts_file), per_task=a.per_task)
@@ -51,7 +57,7 @@ def main() -> None:
     unknown = [k for k in keys if k not in CONTENDERS]
     if unknown:
         raise SystemExit(f"unknown contender(s) {', '.join(unknown)}: choose from {', '.join(CONTENDERS)}")
-    pair = load_pair()
+    pair = load_pair(dtype=a.dtype)
     hw = probe(pair.device, pair.dtype, quick=True)
     print(f"{len(prompts)} prompts ({a.per_task} per task) on {hw.device_name}, {pair.dtype_name}", flush=True)
     t0 = time.monotonic()

@@ -146,7 +146,7 @@ def test_the_bench_measures_a_prompt_file_per_category_and_writes_a_recording(tm
     argv = ["bench", "--prompts-file", str(f), "--batch", "1", "--depth", "0,3", "--drafter", "ngram"]
     assert main([*argv, "--max-new-tokens", "6", "--repeats", "2", "--json", str(out), "--category", "copy"]) == 0
     printed = capsys.readouterr().out
-    assert "batch 1                  copy" in printed and "n-gram, k 3" in printed
+    assert "batch 1                     copy" in printed and "n-gram, k 3" in printed
     rec = task_records.load(out)
     assert {r["task"] for r in rec["rows"]} == {"copy"} and [r["contender"] for r in rec["rows"]] == ["plain", "n-gram, k 3"]
 
@@ -166,3 +166,14 @@ def test_bad_prompt_file_options_get_one_line_before_any_model_loads(extra, says
     assert main(["bench", "--drafter", "ngram", *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert says in err and "\n" not in err and "Traceback" not in err
+
+
+def test_a_cell_counts_the_rows_whose_text_differs_from_plain_and_the_table_marks_it(tiny):
+    """Greedy speculation in float32 writes plain decoding's text: no row differs. A cell whose rows do differ (bfloat16
+    rounding can flip a near-tie) says how many, in its row and in the leaderboard."""
+    rows = T.run_tasks(tiny, _prompts(), [2], ["model"], max_new_tokens=6, rounds=1, log=lambda _: None)
+    assert [r["rows_differ"] for r in rows] == [0, 0, 0, 0]  # the tiny pair runs in float32
+    assert T.rows_differ([[1, 2], [3, 4]], [[1, 2], [3, 5]]) == 1 and T.rows_differ([[1]], [[1], [2]]) == 1
+    rows[1] |= {"rows_differ": 1}
+    table = T.format_tasks(rows)
+    assert "≠1" in table and table.count("≠") == 2  # the cell, and the legend's line
