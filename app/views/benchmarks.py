@@ -68,7 +68,8 @@ def leaderboard_rows(rows: list[dict], batch: int) -> list[dict]:
 
 
 def range_rows(rows: list[dict], batch: int) -> list[dict]:
-    """Every cell's numbers in full: speedup and its 95% range, the verdict, τ, the whole run's speedup."""
+    """Every cell's numbers in full: speedup and its 95% range, the verdict, τ, the whole run's speedup, and how many
+    rows' text differs from plain decoding's (where the recording counted them)."""
     out = []
     for r in rows:
         if r["batch"] != batch or r["contender"] == "plain":
@@ -84,9 +85,20 @@ def range_rows(rows: list[dict], batch: int) -> list[dict]:
                 "the rule says": r["verdict"],
                 "τ": f"{r['tau'] or 1.0:.2f}",
                 "whole run (prefill included)": f"{r['whole_run_speedup']:.2f}×" if r.get("whole_run_speedup") else "—",
+                ROWS_DIFFER: _differ(r.get("rows_differ")),
             }
         )
     return out
+
+
+ROWS_DIFFER = "rows whose text differs from plain's"  # bfloat16 rounding can flip a near-tie (engine/bench/tasks.py)
+
+
+def _differ(n) -> str:
+    """A cell's rows whose text differs from plain decoding's: 'none', a count with what it means, or 'not recorded'."""
+    if n is None:
+        return "not recorded"
+    return "none" if n == 0 else f"{n}: unequal work, read the speedup with care"
 
 
 def leaderboard_figure(rows: list[dict], batch: int, label: str) -> go.Figure:

@@ -63,6 +63,10 @@ def test_findings_name_a_winner_only_where_the_rule_does():
     assert "from 1.30 on RAG to 2.40 on QA" in lines[2]
     full = V.range_rows(rows, 1)
     assert {r["the rule says"] for r in full} == {r["verdict"] for r in rows if r["contender"] != "plain"}
+    assert {r[V.ROWS_DIFFER] for r in full} == {"not recorded"}  # an older recording did not count them
+    rows[1]["rows_differ"], rows[2]["rows_differ"] = 0, 2
+    full = V.range_rows(rows, 1)
+    assert [r[V.ROWS_DIFFER] for r in full[:2]] == ["none", "2: unequal work, read the speedup with care"]
 
 
 def test_findings_name_the_fastest_only_where_the_ranges_part():
