@@ -127,18 +127,18 @@ def rate_of(x: dict) -> float:
     return rate if rate is not None else x["decode_tokens_per_s_runs"]["median"]
 
 
-def speedup(run: dict, whole: bool = False) -> dict | None:
+def speedup(run: dict) -> dict | None:
     """A plain-vs-speculative pair's speedup as the chart, the table and the words all show it: the one rule's ratio
     (verdict.judge: the geometric mean over the interleaved rounds of speculative rate ÷ plain rate) with its 95%
-    interval, decoding alone by default (whole=True: the whole run, prefill included). None where a lane has no
-    rates. {"value", "lo", "hi", "rounds", "decode", "verdict", "far"}; lo/hi None with one round."""
+    interval, decoding alone. None where a lane has no rates. {"value", "lo", "hi", "rounds", "decode", "verdict",
+    "far"}; lo/hi None with one round."""
     ar, spec = run.get("ar") or {}, run.get("spec") or {}
-    a, b = (x.get("tokens_per_s_runs") if whole else rate_rounds(x) for x in (ar, spec))
+    a, b = (rate_rounds(x) for x in (ar, spec))
     v = judge(b, a)
     if v is None:
         return None
     far = sorted(set(far_rounds(a["values"])) | set(far_rounds(b["values"]))) if len(a["values"]) == len(b["values"]) else []
-    return {"value": v.ratio, "lo": v.lo, "hi": v.hi, "rounds": v.rounds, "decode": not whole, "verdict": v, "far": far}
+    return {"value": v.ratio, "lo": v.lo, "hi": v.hi, "rounds": v.rounds, "decode": True, "verdict": v, "far": far}
 
 
 def verdict(run: dict) -> int:
@@ -338,23 +338,11 @@ def spread_of(obj: dict, key: str = "tokens_per_s_runs") -> tuple[float, float, 
     return float(sp["median"]), float(sp["min"]), float(sp["max"])
 
 
-def lane_rate(lane: dict) -> tuple[float, float | None, float | None]:
-    """A lane's tokens/s: (value, min, max); min/max None for a single run."""
-    sp = spread_of(lane)
-    return sp if sp else (float(lane["summary"]["tokens_per_s"]), None, None)
-
-
-def _rule(spec: dict, ar: dict, fallback: float, whole: bool = False) -> tuple[float, float | None, float | None]:
+def _rule(spec: dict, ar: dict, fallback: float) -> tuple[float, float | None, float | None]:
     """The one rule's speedup spec ÷ ar over the interleaved rounds and its 95% range (speedup): the number a
     chart's bar, its whisker, the table and the verdict sentence all show; `fallback` where there are no rounds."""
-    sp = speedup({"ar": ar, "spec": spec}, whole=whole)
+    sp = speedup({"ar": ar, "spec": spec})
     return (sp["value"], sp["lo"], sp["hi"]) if sp else (fallback, None, None)
-
-
-def ratio_range(spec: dict, ar: dict) -> tuple[float, float | None, float | None]:
-    """Whole-run speedup spec/ar (prefill included) by the one rule over the rounds, with its 95% range."""
-    s, a = lane_rate(spec)[0], lane_rate(ar)[0]
-    return _rule(spec, ar, s / a if a else 0.0, whole=True)
 
 
 def tpot_ms(lane: dict) -> float | None:
