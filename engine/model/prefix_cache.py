@@ -11,8 +11,8 @@ run's.
 
 Whole prompts too (`WarmPrompts`): a run whose rows are exactly a batch the store has seen (the same prompts, in the
 same order, the same features, the same outputs asked for) takes that prefill's keys, values, row bookkeeping and
-outputs instead of running it, as a serving engine's prefix cache serves a repeated prompt; a lesson's interleaved
-rounds decode the same prompts again and again, and decoding alone is what they time. Nothing is counted for a hit
+outputs instead of running it, as a serving engine's prefix cache serves a repeated prompt: interleaved rounds that
+decode the same prompts again and again, timing decoding alone, pay each batch's prompt pass once. Nothing is counted for a hit
 (nothing ran), and the trace's meta says how many prefills were read warm. Only a store made with `prompts=True`
 keeps them: a page that shows the prompt's pass must run it.
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-MAX_ENTRIES = 16  # a target and a drafter over a lesson's few prompt batches, and a document's prefix
+MAX_ENTRIES = 16  # a target and a drafter over a few prompt batches, and a document's prefix
 MAX_TOKENS = 8192  # a longer prefix (or a batch of more rows x width) is prefilled every time, never stored
 MAX_BYTES = 1 << 30  # the stored tensors' bytes, at most
 
