@@ -267,8 +267,8 @@ def pair_numbers(pairs: list[tuple[str, dict, dict | None]], whole: bool = False
 
 
 DECODING_ALONE = (  # the first words of a caption under a table of decoding rates
-    "Decoding alone: the decode steps' tokens over their time. The prompt's pass (prefill) runs once per batch of prompts and the"
-    " later rounds reuse its keys and values (a prefix cache), so no number here includes it."
+    "Decoding alone: the decode steps' tokens over their time, the prompt's pass (prefill) left out. A live run makes that pass"
+    " once per batch of prompts, the later rounds reusing its keys and values (a prefix cache)."
 )
 
 
