@@ -120,7 +120,7 @@ def ridge_points(m: dict, s: dict) -> list[dict]:
                 "lo": sp["lo"] if sp else None,
                 "hi": sp["hi"] if sp else None,
                 "far": sp["far"] if sp else [],
-                "decode": bool(sp and sp["decode"]),
+                "decode": sp is not None,  # else an older recording's whole-run speedup (no decoding-alone rounds)
                 "verdict": sp["verdict"] if sp else None,
                 "plain_tokens": batch,
                 "spec_tokens": batch * (depth + 1),

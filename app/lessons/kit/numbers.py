@@ -130,15 +130,15 @@ def rate_of(x: dict) -> float:
 def speedup(run: dict) -> dict | None:
     """A plain-vs-speculative pair's speedup as the chart, the table and the words all show it: the one rule's ratio
     (verdict.judge: the geometric mean over the interleaved rounds of speculative rate ÷ plain rate) with its 95%
-    interval, decoding alone. None where a lane has no rates. {"value", "lo", "hi", "rounds", "decode", "verdict",
-    "far"}; lo/hi None with one round."""
+    interval, decoding alone. None where a lane has no rates. {"value", "lo", "hi", "rounds", "verdict", "far"}; lo/hi
+    None with one round."""
     ar, spec = run.get("ar") or {}, run.get("spec") or {}
     a, b = (rate_rounds(x) for x in (ar, spec))
     v = judge(b, a)
     if v is None:
         return None
     far = sorted(set(far_rounds(a["values"])) | set(far_rounds(b["values"]))) if len(a["values"]) == len(b["values"]) else []
-    return {"value": v.ratio, "lo": v.lo, "hi": v.hi, "rounds": v.rounds, "decode": True, "verdict": v, "far": far}
+    return {"value": v.ratio, "lo": v.lo, "hi": v.hi, "rounds": v.rounds, "verdict": v, "far": far}
 
 
 def verdict(run: dict) -> int:
