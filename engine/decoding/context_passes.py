@@ -20,13 +20,30 @@ from engine.hardware import StepTimer
 from engine.model.pair import ModelPair
 from engine.model.static_cache import make_cache
 
+SEED = 0  # the contexts' token ids: the same every call, so a warm prefix cache serves them
 
-def _cache(pair: ModelPair, batch: int, context: int, most: int, gen: torch.Generator, prefix_cache=None):
+
+def _rows(contexts: list[int], gen: torch.Generator) -> list[list[int]]:
+    """One row of token ids per context, drawn in order from `gen`: the same rows for the same seed and contexts."""
+    return [torch.randint(100, 40000, (context,), generator=gen).tolist() for context in contexts]
+
+
+def _cache(pair: ModelPair, batch: int, row: list[int], most: int, prefix_cache=None):
     cache = make_cache(pair.target, pair.device, pair.target_costs, DecodeConfig(max_new_tokens=most))
-    cache.warm = prefix_cache  # a context prefilled before is read from it (engine/model/prefix_cache.py)
-    row = torch.randint(100, 40000, (context,), generator=gen).tolist()
-    cache.prefill([row] * batch, pad_id=0, shared=context - 1)
+    cache.warm = None if prefix_cache is None else prefix_cache.shared_only()  # a context prefilled before is read from it
+    cache.prefill([row] * batch, pad_id=0, shared=len(row) - 1)
     return cache
+
+
+def warm_contexts(pair: ModelPair, contexts: list[int], prefix_cache) -> None:
+    """File the caches `context_rounds` builds for `contexts` in `prefix_cache` without timing a pass, so a later
+    call over the same contexts reads them warm (a server does this before anyone asks: a 4,096-token prefill is
+    seconds on a small CPU). Raises ValueError where a context does not fit the model's window."""
+    if not contexts or min(contexts) < 2 or max(contexts) >= pair.max_context:
+        raise ValueError(f"warm_contexts needs contexts of 2 to {pair.max_context - 1} tokens")
+    with torch.inference_mode():
+        for row in _rows(contexts, torch.Generator().manual_seed(SEED)):
+            _cache(pair, 2, row, 1, prefix_cache)  # two rows: the shared prefix's pass files it
 
 
 def _time(cache, ids: torch.Tensor, repeats: int, device) -> float:
@@ -53,9 +70,9 @@ def context_rounds(
         raise ValueError("context_rounds needs batch, rounds, repeats ≥ 1, new tokens ≥ 1 and contexts ≥ 2 tokens")
     if max(contexts) + max(tokens) > pair.max_context:
         raise ValueError(f"a context of {max(contexts)} plus {max(tokens)} new tokens exceeds the model's {pair.max_context}-token window")
-    gen, costs = torch.Generator().manual_seed(0), pair.target_costs
+    gen, costs = torch.Generator().manual_seed(SEED), pair.target_costs
     with torch.inference_mode():
-        caches = {c: _cache(pair, batch, c, max(tokens), gen, prefix_cache) for c in contexts}
+        caches = {c: _cache(pair, batch, row, max(tokens), prefix_cache) for c, row in zip(contexts, _rows(contexts, gen))}
         ids = {n: torch.randint(100, 40000, (batch, n), generator=gen).to(pair.device) for n in tokens}
         for c in contexts:  # one untimed pass of every shape: first calls and allocations off the clock
             for n in tokens:

@@ -130,6 +130,10 @@ class PrefixCache:
             while len(self._entries) > self.max_entries or nbytes(self._entries.values()) > self.max_bytes:
                 self._entries.popitem(last=False)
 
+    def shared_only(self) -> PrefixesOnly:
+        """This store's shared prefixes alone (`PrefixesOnly`)."""
+        return PrefixesOnly(self)
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
@@ -147,3 +151,20 @@ class PrefixCache:
 def nbytes(entries) -> int:
     """Bytes the entries' tensors hold."""
     return sum(t.numel() * t.element_size() for e in entries for t in e.tensors())
+
+
+class PrefixesOnly:
+    """A store's shared prefixes and nothing else: the same entries, read and filed through it, but no whole prompt
+    batch is read or kept, for a caller whose rows are copies of one prompt (engine/decoding/context_passes.py: a batch
+    of 16 rows of 4,096 tokens would be a 1.5 GB entry, and the prefix alone serves every batch)."""
+
+    prompts = False
+
+    def __init__(self, store: PrefixCache):
+        self.store = store
+
+    def get(self, key: tuple) -> WarmPrefix | WarmPrompts | None:
+        return self.store.get(key)
+
+    def put(self, key: tuple, entry: WarmPrefix | WarmPrompts) -> None:
+        self.store.put(key, entry)

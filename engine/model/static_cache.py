@@ -245,7 +245,13 @@ class StaticRaggedCache(RaggedCache):
                 for i, r in moves:
                     k[i, :, :w].copy_(k[r, :, :w])
                     v[i, :, :w].copy_(v[r, :, :w])
-        else:  # repeated or reordered rows (a shared prefix copied into every row)
+        elif len(set(kept)) == 1:  # one row into every row (a shared prefix): broadcast, no gathered copy of them all
+            r = kept[0]
+            for buf in (b for layer in self.kv.layers() for b in layer):
+                for lo, hi in ((0, min(r, m)), (r + 1, m)):
+                    if hi > lo:
+                        buf[lo:hi, :, :w].copy_(buf[r : r + 1, :, :w].expand(hi - lo, -1, -1, -1))
+        else:  # repeated or reordered rows
             for k, v in self.kv.layers():
                 k[:m, :, :w] = k[rows, :, :w]  # advanced indexing copies first: safe in place
                 v[:m, :, :w] = v[rows, :, :w]

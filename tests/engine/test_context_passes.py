@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.decoding.context_passes import context_rounds
+from engine.decoding.context_passes import context_rounds, warm_contexts
+from engine.model.prefix_cache import PrefixCache
 
 
 def test_every_pass_is_timed_once_per_round_and_its_bytes_count_the_cache(tiny):
@@ -36,4 +37,27 @@ def test_a_request_that_cannot_run_is_refused_in_one_line(tiny, kwargs, words):
     args = {"batch": 2, "tokens": [1, 2], "contexts": [8, 16], "rounds": 1, "repeats": 1} | kwargs
     with pytest.raises(ValueError, match=words) as err:
         context_rounds(tiny, **args)
+    assert "\n" not in str(err.value)
+
+
+def test_warmed_contexts_are_read_warm_by_a_later_timing(tiny):
+    """A server files lesson 8's contexts before anyone asks: every context of the later call is a hit, nothing is
+    prefilled again, and the warmed contexts hold what a cold call would have prefilled (the counted bytes agree)."""
+    store = PrefixCache(prompts=True)
+    warm_contexts(tiny, [16, 64], store)
+    assert len(store) == 2 and store.misses == 2 and store.hits == 0
+    rows = context_rounds(tiny, batch=3, tokens=[1, 2], contexts=[16, 64], rounds=1, repeats=1, prefix_cache=store)
+    assert store.hits == 2 and store.misses == 2 and len(store) == 2
+    cold = context_rounds(tiny, batch=3, tokens=[1, 2], contexts=[16, 64], rounds=1, repeats=1)
+    assert [(r["context"], r["bytes"]) for r in rows] == [(r["context"], r["bytes"]) for r in cold]
+    other = PrefixCache()
+    context_rounds(tiny, batch=2, tokens=[1], contexts=[16, 32], rounds=1, repeats=1, prefix_cache=other)
+    warm_contexts(tiny, [16, 32], other)  # the same rows, drawn from the same seed
+    assert other.hits == 2
+
+
+@pytest.mark.parametrize("contexts", [[], [1], [10**6]])
+def test_warming_a_context_that_cannot_fit_is_refused_in_one_line(tiny, contexts):
+    with pytest.raises(ValueError, match="contexts") as err:
+        warm_contexts(tiny, contexts, PrefixCache())
     assert "\n" not in str(err.value)

@@ -94,10 +94,11 @@ def test_static_cache_invariants_match_the_dynamic_cache_step_by_step(tiny):
     assert sta.trace.output_ids == dyn.trace.output_ids
 
 
-@pytest.mark.parametrize("rows", [[0, 2], [1, 2], [0, 1], [2], [0, 0, 0]])
+@pytest.mark.parametrize("rows", [[0, 2], [1, 2], [0, 1], [2], [0, 0, 0], [2, 2, 2], [1, 1], [2, 0, 1]])
 def test_select_keeps_each_rows_entries(tiny, rows):
-    """Dropping rows moves only those whose slot changes, in place (a shared prefix copied into every row goes through
-    an index): every kept row's valid entries, in order, are the ones it held, whatever columns `_tidy` crops after."""
+    """Dropping rows moves only those whose slot changes, in place; one row copied into every row (a shared prefix) is
+    broadcast around itself, wherever it sits; a reordering goes through an index: every kept row's valid entries, in
+    order, are the ones it held, whatever columns `_tidy` crops after."""
     stream = generate_steps(tiny, PROMPTS, DecodeConfig(depth=3, max_new_tokens=8, cuda_graphs="static"))
     steps = iter(stream)
     next(steps), next(steps)  # the prefill and a decode step: ragged rows, with holes
