@@ -29,7 +29,10 @@ pages = [
     st.Page(str(APP / "serving" / "serving.py"), title="Serving engines", icon=":material/dns:"),
 ]
 if os.environ.get(resources.PRELOAD, "1") != "0":
-    resources.preload()  # the default pair and the probe, loaded once in the background: no visitor's first run waits for them
+    from app.lessons.registry import preparations
+
+    # the default pair, the probe and the lessons' preparations, once in the background: no visitor's first run waits for them
+    resources.preload(_then=tuple(preparations()))
 page = st.navigation(pages)
 with st.sidebar.expander("Glossary: α, c, tokens per pass, ridge point, …", icon=":material/menu_book:"):
     try:

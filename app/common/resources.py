@@ -120,12 +120,14 @@ PRELOAD = "SPECLAB_PRELOAD"  # "0": no background load when the app starts (the 
 
 
 @st.cache_resource(show_spinner=False)
-def preload(preset_key: str = "embedded", dtype: str = "auto") -> threading.Thread | None:
+def preload(preset_key: str = "embedded", dtype: str = "auto", _then: tuple = ()) -> threading.Thread | None:
     """Load a local preset's pair (its warm-up and pass curve included) and this machine's probe once, in the
     background, when the app first runs, so a visitor's first live run does not wait for them (the model's first load
-    had made lesson 1's first live run the slowest, 2026-12-04). It takes the run lock like any load (a run asked for
-    meanwhile queues, and is told so); where it fails, the page's own load shows why. A hub preset is never preloaded
-    (a download on start). Returns the thread (None for a hub preset)."""
+    had made lesson 1's first live run the slowest, 2026-12-04); then each of `_then` (callables of the pair: the
+    lessons' preparations, app/lessons/registry.py), one run-lock turn each, taken only while no run is queued, so a run
+    asked for meanwhile waits for one step at most. It takes the run lock like any load (a run asked for meanwhile queues, and is told so); where a
+    step fails, the page's own run does that work and shows why. A hub preset is never preloaded (a download on
+    start). Returns the thread (None for a hub preset)."""
     preset = PRESETS[preset_key]
     if preset.hub:
         return None
@@ -149,9 +151,18 @@ def preload(preset_key: str = "embedded", dtype: str = "auto") -> threading.Thre
                 with store["lock"]:
                     store["probes"].setdefault(key, measured)
         except PRELOAD_ERRORS:
-            pass  # the page loads it again when asked, and shows why it failed
+            return  # the page loads it again when asked, and shows why it failed
         finally:
             lock.release()
+        for step in _then:
+            while lock.waiting or not lock.acquire(timeout=1.0):
+                time.sleep(0.2)  # a visitor's queued run goes first: the preparations only fill idle time
+            try:
+                step(pair)
+            except (*PRELOAD_ERRORS, ValueError):
+                pass  # the run that needs it does the work itself
+            finally:
+                lock.release()
 
     thread = threading.Thread(target=work, name="speclab-preload", daemon=True)
     thread.start()

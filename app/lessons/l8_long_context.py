@@ -19,7 +19,7 @@ from app.lessons.kit.show import show_table
 from app.views.bars import COLORS, frame, grouped_bars
 from engine import verdict as rule
 from engine.costs import ridge_tokens
-from engine.decoding.context_passes import context_rounds
+from engine.decoding.context_passes import context_rounds, warm_contexts
 from engine.roofline import predictor
 from engine.roofline.architectures import architecture
 from engine.roofline.gpus import gpu
@@ -28,6 +28,9 @@ SHORT = 256  # the short context: a chat turn's worth of cache
 
 
 LONGS = (1024, 2048, 4096)  # the long context's options (the embedded target's window is 8,192 tokens)
+
+
+LONG = 4096  # the long context's default
 
 
 BATCHES = (4, 8, 16, 32)  # the batch's options; 0 = the smallest up to 16 whose verify pass carries 4× the room (numbers.past_batch)
@@ -72,6 +75,12 @@ def long_context(pair, probe, s: dict) -> dict:
         "curve": curve,
         "other_cores": other,
     }
+
+
+def prepare(pair) -> None:
+    """The default contexts prefilled into the lessons' store before anyone asks (app/main.py's preload): the long
+    one is seconds of prefill on a small CPU, and the first live run reads it warm, as a later one does."""
+    warm_contexts(pair, [SHORT, LONG], prompt_store(pair))
 
 
 def contexts(m: dict) -> tuple[int, int]:
@@ -239,7 +248,7 @@ CAPTION = (
 RECORD = Experiment(
     long_context,
     (
-        Knob("l8_context", "Long context (tokens of KV cache per row)", LONGS, 4096),
+        Knob("l8_context", "Long context (tokens of KV cache per row)", LONGS, LONG),
         Knob("l8_batch", "Batch", (0, *BATCHES), 0, CURVE_HELP + ": the smallest whose verify pass carries 4× the room"),
         Knob("l8_k", "Depth k", (0, 1, 2, 3, 4), 0, CURVE_HELP + ": the deepest draft whose batch-1 verify pass fits in the room"),
     ),
@@ -266,6 +275,7 @@ RECORD = Experiment(
     one_pass=lambda m: (f"a one-token pass over {contexts(m)[0]} tokens", pair_at(m, contexts(m)[0])[0]["ms"]) if m.get("rows") else None,
     read=lambda m: pair_at(m, contexts(m)[1])[1]["tokens_per_pass"] if m.get("rows") else None,
     name="long_context",
+    prepare=prepare,
     schema={"rows": [PASS_ROW_SPEC | {"over_one_runs?": SPREAD}], "kv_bytes_per_token": "num", **PEAKS, **CHOSEN, "other_cores?": "num?"},
     claims=(
         Claim(

@@ -14,6 +14,7 @@ import pkgutil
 import re
 
 from app.common import measurement, url_keys
+from app.lessons.kit import runs
 from app.lessons.kit.experiment import Experiment
 
 LESSON_MODULE = re.compile(r"l(\d+)_\w+")
@@ -28,6 +29,17 @@ def _records() -> dict[str, Experiment]:
 EXPERIMENTS: dict[str, Experiment] = _records()
 SCHEMAS = {name: e.schema for name, e in EXPERIMENTS.items()}
 url_keys.register("lessons", {k.key: k.label for e in EXPERIMENTS.values() for k in e.knobs})  # the knobs' URL keys
+
+
+def preparations() -> list:
+    """What the lessons' first live runs would otherwise wait for, as steps for the server to take when it starts
+    (app/main.py hands them to the preload, one run-lock turn each): this machine's room (every lesson's settings
+    come from it), then each record's `prepare`."""
+    return [measure_room, *(e.prepare for e in EXPERIMENTS.values() if e.prepare)]
+
+
+def measure_room(pair) -> None:
+    runs.machine_curve(pair)
 
 
 def check_measurement(name: str, m) -> dict:

@@ -7,7 +7,10 @@ disturbed, whether it showed a traceback), then the sentences the page wrote on 
 (the prediction's answer and the verdict, live and recorded), and saves a full-page screenshot per lesson.
 Bounded: one server on loopback, one page at a time, at most --timeout seconds a lesson.
 
-    python scripts/investigate/lesson_live_times.py [--lessons 1,3,4] [--out artifacts/live] [--timeout 240]
+    python scripts/investigate/lesson_live_times.py [--lessons 1,3,4] [--out artifacts/live] [--timeout 240] [--settle 60]
+
+--settle S: open the app once, then wait S seconds before the first lesson, as a class meets a server started before
+the lesson (the app's preload, app/main.py, loads the model and prepares the lessons in the background meanwhile).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ def main() -> None:
     ap.add_argument("--lessons", default="", help="comma-separated lesson numbers (default: every lesson but 0)")
     ap.add_argument("--out", default=str(ROOT / "artifacts" / "live"), help="folder for the screenshots and the log")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds a lesson may take at most")
+    ap.add_argument("--settle", type=float, default=0.0, help="seconds between opening the app and the first lesson")
     a = ap.parse_args()
     every = sorted(int(p.name[:2]) for p in (ROOT / "lessons").glob("[0-9][0-9]-*.md") if int(p.name[:2]) > 0)
     try:
@@ -72,6 +76,11 @@ def main() -> None:
     with server(out / "streamlit.log") as url, sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
         try:
+            if a.settle > 0:  # the first page view starts the preload
+                first = browser.new_context()
+                first.new_page().goto(url, timeout=120_000)
+                time.sleep(a.settle)
+                first.close()
             for n in lessons:
                 context = browser.new_context(viewport={"width": 1400, "height": 1000})
                 try:

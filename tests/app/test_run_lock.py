@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -152,3 +153,42 @@ def test_the_app_preloads_the_default_pair_and_the_probe_in_the_background():
     assert not at.exception
     assert at.markdown[0].value == "alive False; loaded True; probed True; lock free True"
     assert at.markdown[1].value == "same thread True; hub None"
+
+
+def test_the_preload_takes_each_later_step_in_a_run_lock_turn_of_its_own():
+    """After the pair and the probe, each of the preload's steps (the lessons' preparations) gets the loaded pair and
+    runs holding the run lock, which is free between steps; a step that fails leaves the next one to run."""
+    from app.common import resources
+
+    seen = []
+
+    def held(pair):
+        lock = resources.run_lock()
+        seen.append(("held", not lock.try_acquire(), pair))
+
+    def fails(pair):
+        seen.append(("fails",))
+        raise ValueError("a context that does not fit")
+
+    def last(pair):
+        seen.append(("last", resources.run_lock().busy_for() >= 0.0, pair))
+
+    resources.preload.clear()
+    thread = resources.preload("embedded", "auto", _then=(held, fails, last))
+    thread.join(timeout=600)
+    assert not thread.is_alive()
+    pair = resources._store()["pairs"][("embedded", "auto")]
+    assert seen == [("held", True, pair), ("fails",), ("last", True, pair)]
+    assert _free(resources.run_lock())
+
+
+def test_the_lessons_preparations_measure_the_room_first_and_warm_lesson_8s_default_contexts():
+    """app/main.py hands the registry's preparations to the preload: the room every lesson's settings come from, then
+    each record's own (lesson 8's: the contexts its default run reads)."""
+    from app.lessons import l8_long_context as l8
+    from app.lessons.registry import EXPERIMENTS, measure_room, preparations
+
+    steps = preparations()
+    assert steps[0] is measure_room and steps[1:] == [e.prepare for e in EXPERIMENTS.values() if e.prepare] and l8.prepare in steps
+    assert EXPERIMENTS["long_context"].defaults()["context"] == l8.LONG
+    assert "preparations()" in (Path(__file__).resolve().parents[2] / "app" / "main.py").read_text()

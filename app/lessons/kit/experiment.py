@@ -165,6 +165,7 @@ class Experiment:
     gpu_lines: Callable[[dict], list[str]] = field(default=lambda m: [])  # what its run trades on the H200, in words
     more: tuple[str, Callable[[], None]] | None = None  # (title, draw): one more section (lesson 7: a recorded tree step)
     walkthrough: Walkthrough | None = None  # a stepped-through trace instead of a chart (lesson 0)
+    prepare: Callable[[object], None] | None = None  # (pair): work its live run reuses, done when the server starts
 
     def defaults(self) -> dict:
         return {k.key.split("_", 1)[1]: k.default for k in self.knobs}
