@@ -73,26 +73,27 @@ def test_one_task_runs_live_beside_the_recording():
     assert "Live and recorded can differ because" in _texts(at.caption)
     beside = at.dataframe[-1].value
     hybrid = beside[beside["contender"] == "n-gram, else EAGLE, k 4"]
-    assert list(hybrid["recorded"]) == ["not in the recording"]  # the shipped recording predates the hybrid
+    assert len(hybrid) == 1 and list(hybrid["recorded"]) != ["not in the recording"]  # the recording has the hybrid too
 
 
 def test_the_shipped_recording_still_shows_what_the_page_teaches():
     """The claims the page and lesson 3 make of the recording, checked by the one rule on its own rounds: n-gram
     lookup gains the most tokens per pass where the answer copies its input; at batch 1 the EAGLE head is faster than
-    plain decoding in most tasks; at batch 16 every fixed drafter is slower, and goodput, which can stop drafting,
-    loses less than every one of them in every task (the rule still names it slower in some tasks: the first looks it
-    pays for before it stops, docs/journal.md)."""
+    plain decoding in half the tasks or more and slower in none (the rest can't be told from plain with 3 rounds); at
+    batch 16 every fixed drafter is slower, and each goodput policy, which can stop drafting, loses less than every one
+    of them in every task (the rule may still name it slower in a task: the first looks it pays for before it stops,
+    docs/journal.md)."""
     rec = task_records.load(RECORDING)
     rows = rec["rows"]
     assert rec["settings"]["batches"] == [1, 4, 16] and V.disturbed_note(rows) is None
-    at = {(r["batch"], r["contender"].split(",")[0].split(" (")[0], r["task"]): r for r in rows}
+    at = {(r["batch"], r["contender"].rsplit(", k ", 1)[0], r["task"]): r for r in rows}  # "n-gram, k 4": "n-gram"
     lookup = {t: at[(1, "n-gram", t)]["tau"] for t in V.tasks_of(rows)}
     assert min(lookup["summarization"], lookup["rag"]) > max(lookup["mt_bench"], lookup["qa"], lookup["math_reasoning"])
     eagle = [at[(1, "EAGLE head", t)]["verdict"] for t in V.tasks_of(rows)]
-    assert eagle.count("faster") >= 4
+    assert eagle.count("faster") >= len(eagle) / 2 and "slower" not in eagle
     wide = [r for r in rows if r["batch"] == 16 and r["contender"] != "plain"]
     assert all(r["verdict"] == "slower" for r in wide if not r["contender"].startswith("goodput"))
     for task in V.tasks_of(rows):
         fixed = [r["speedup"] for r in wide if r["task"] == task and not r["contender"].startswith("goodput")]
-        (goodput,) = [r["speedup"] for r in wide if r["task"] == task and r["contender"].startswith("goodput")]
-        assert goodput > max(fixed) and goodput > 0.8
+        goodput = [r["speedup"] for r in wide if r["task"] == task and r["contender"].startswith("goodput")]
+        assert len(goodput) == 2 and min(goodput) > max(fixed) and min(goodput) > 0.8
