@@ -125,9 +125,9 @@ def preload(preset_key: str = "embedded", dtype: str = "auto", _then: tuple = ()
     background, when the app first runs, so a visitor's first live run does not wait for them (the model's first load
     had made lesson 1's first live run the slowest, 2026-12-04); then each of `_then` (callables of the pair: the
     lessons' preparations, app/lessons/registry.py), one run-lock turn each, taken only while no run is queued, so a run
-    asked for meanwhile waits for one step at most. It takes the run lock like any load (a run asked for meanwhile queues, and is told so); where a
-    step fails, the page's own run does that work and shows why. A hub preset is never preloaded (a download on
-    start). Returns the thread (None for a hub preset)."""
+    asked for meanwhile waits for one step at most. It takes the run lock like any load (a run asked for meanwhile
+    queues, and is told so); where a step fails, the page's own run does that work and shows why. A hub preset is never
+    preloaded (a download on start). Returns the thread (None for a hub preset)."""
     preset = PRESETS[preset_key]
     if preset.hub:
         return None
