@@ -14,7 +14,7 @@ from app.common import measurement as ms
 from app.common.measurement import CHOSEN, PASS_ROW_SPEC, PEAKS, SPREAD
 from app.lessons.kit import numbers
 from app.lessons.kit.experiment import CURVE_HELP, Claim, Experiment, Knob, Prediction
-from app.lessons.kit.runs import chosen, inside_depth, machine_curve, metered, prompt_store
+from app.lessons.kit.runs import chosen, context_store, inside_depth, machine_curve, metered
 from app.lessons.kit.show import show_table
 from app.views.bars import COLORS, frame, grouped_bars
 from engine import verdict as rule
@@ -50,7 +50,7 @@ def long_context(pair, probe, s: dict) -> dict:
     k = int(s["k"]) or inside_depth(room)
     batch = int(s["batch"]) or numbers.past_batch(room, k, chosen(BATCHES))
     contexts = [SHORT, int(s["context"])]
-    store = prompt_store(pair)  # a context prefilled by an earlier run in this process is read warm
+    store = context_store(pair)  # a context prefilled before (the server's preparation, an earlier run) is read warm
     (found,), other = metered(lambda: context_rounds(pair, batch, [1, k + 1], contexts, ROUNDS, REPEATS, store), 1)
     rows = []
     for r in found:
@@ -80,7 +80,7 @@ def long_context(pair, probe, s: dict) -> dict:
 def prepare(pair) -> None:
     """The default contexts prefilled into the lessons' store before anyone asks (app/main.py's preload): the long
     one is seconds of prefill on a small CPU, and the first live run reads it warm, as a later one does."""
-    warm_contexts(pair, [SHORT, LONG], prompt_store(pair))
+    warm_contexts(pair, [SHORT, LONG], context_store(pair))
 
 
 def contexts(m: dict) -> tuple[int, int]:

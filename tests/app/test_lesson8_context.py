@@ -43,3 +43,22 @@ def test_the_gpu_model_prices_the_verify_pass_back_to_a_plain_pass_as_the_contex
     assert ratios == sorted(ratios, reverse=True) and ratios[0] > 1.25 and ratios[-1] == 1.0
     contexts = [r["context (model, not a measurement)"] for r in rows]
     assert contexts == [c for c in L8.GPU_CONTEXTS if c <= contexts[-1]] and contexts[-1] < L8.GPU_CONTEXTS[-1]  # too big: out
+
+
+def test_the_servers_preparation_files_the_default_contexts_apart_from_the_prompt_batches(tiny, monkeypatch):
+    """Lesson 8's `prepare` (run by the server's preload) prefills the default run's contexts into the pair's context
+    store, which the lessons' prompt batches never share, so no other lesson's rounds push them out before lesson 8's
+    first run, which then reads every context warm."""
+    from app.lessons.kit import runs
+    from engine.decoding.context_passes import context_rounds
+
+    monkeypatch.setattr(L8, "SHORT", 16)
+    monkeypatch.setattr(L8, "LONG", 64)
+    store, prompts = runs.context_store(tiny), runs.prompt_store(tiny)
+    store.clear()
+    before = len(prompts)
+    L8.prepare(tiny)
+    assert len(store) == 2 and len(prompts) == before and store is not prompts and not store.prompts
+    hits = store.hits
+    context_rounds(tiny, 2, [1, 2], [16, 64], rounds=1, repeats=1, prefix_cache=store)
+    assert store.hits == hits + 2

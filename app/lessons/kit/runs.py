@@ -32,7 +32,7 @@ class Job:
     warm: bool = True  # read the prompts' pass from the pair's store after its first run (`prompt_store`)
 
 
-_PROMPTS: dict[int, PrefixCache] = {}  # per model pair: the prompts its lessons' rounds read warm (`prompt_store`)
+_STORES: dict[tuple[int, str], PrefixCache] = {}  # per model pair and kind: what its lessons read warm (`prompt_store`)
 
 
 def prompt_store(pair) -> PrefixCache:
@@ -40,11 +40,22 @@ def prompt_store(pair) -> PrefixCache:
     the same prompts again and again, and what a lesson times is decoding alone, so each batch's prompt pass runs once
     (in the warm-up, or the first round that meets it) and later runs read its keys and values, as a serving engine's
     prefix cache serves a repeated prompt. Lesson 2, which shows the prompt's pass, runs it every time (Job.warm)."""
-    key = id(pair)
-    if key not in _PROMPTS:
-        _PROMPTS[key] = PrefixCache(prompts=True)
-        weakref.finalize(pair, _PROMPTS.pop, key, None)
-    return _PROMPTS[key]
+    return _store(pair, "prompts")
+
+
+def context_store(pair) -> PrefixCache:
+    """The pair's long contexts (lesson 8's, engine/decoding/context_passes.py: about 100 MB over the embedded pair),
+    kept apart from the prompt batches, whose hundreds of megabytes would push them out of one store (least recently
+    used first) between the server's preparation and lesson 8's first run."""
+    return _store(pair, "contexts")
+
+
+def _store(pair, kind: str) -> PrefixCache:
+    key = (id(pair), kind)
+    if key not in _STORES:
+        _STORES[key] = PrefixCache(prompts=kind == "prompts")
+        weakref.finalize(pair, _STORES.pop, key, None)
+    return _STORES[key]
 
 
 def _run(pair, job: Job) -> list:
