@@ -78,8 +78,9 @@ def long_context(pair, probe, s: dict) -> dict:
 
 
 def prepare(pair) -> None:
-    """The default contexts prefilled into the lessons' store before anyone asks (app/main.py's preload): the long
-    one is seconds of prefill on a small CPU, and the first live run reads it warm, as a later one does."""
+    """The default run's contexts prefilled into the pair's context store before anyone asks (the server's preload,
+    app/main.py): the long one is about 10 s of prefill on a 2-core CPU, and the first live run reads it warm, as a
+    later one does."""
     warm_contexts(pair, [SHORT, LONG], context_store(pair))
 
 

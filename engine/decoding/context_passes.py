@@ -37,8 +37,8 @@ def _cache(pair: ModelPair, batch: int, row: list[int], most: int, prefix_cache=
 
 def warm_contexts(pair: ModelPair, contexts: list[int], prefix_cache) -> None:
     """File the caches `context_rounds` builds for `contexts` in `prefix_cache` without timing a pass, so a later
-    call over the same contexts reads them warm (a server does this before anyone asks: a 4,096-token prefill is
-    seconds on a small CPU). Raises ValueError where a context does not fit the model's window."""
+    call over the same contexts reads them warm (a server does this before anyone asks, so no timing waits for a long
+    context's prefill). Raises ValueError where a context does not fit the model's window."""
     if not contexts or min(contexts) < 2 or max(contexts) >= pair.max_context:
         raise ValueError(f"warm_contexts needs contexts of 2 to {pair.max_context - 1} tokens")
     with torch.inference_mode():

@@ -156,7 +156,7 @@ def nbytes(entries) -> int:
 class PrefixesOnly:
     """A store's shared prefixes and nothing else: the same entries, read and filed through it, but no whole prompt
     batch is read or kept, for a caller whose rows are copies of one prompt (engine/decoding/context_passes.py: a batch
-    of 16 rows of 4,096 tokens would be a 1.5 GB entry, and the prefix alone serves every batch)."""
+    of B such rows would be an entry B times the prefix's, and the prefix alone serves every batch)."""
 
     prompts = False
 
