@@ -316,6 +316,7 @@ def shapes_figure(m: dict, label: str = "") -> go.Figure | None:
             fig.add_hline(y=tokens, line=line, annotation_text=f"{what}: {tokens}", annotation_position="top right", row=i, col=1)
         top = max([m["nodes"]] + [s["nodes"] for s in r["shapes"]]) + 3
         fig.update_yaxes(title_text="tokens per row", range=[0, top], row=i, col=1)
+        fig.update_xaxes(range=[0.5, len(r["shapes"]) + 0.5], row=i, col=1)  # steps from 1: no x tick at 0 beside the y axis's
     fig.update_xaxes(title_text="decode step", row=len(rows), col=1)
     fig = frame(fig, "What goodput chose at each step: plain, a chain of k, or a tree cut to n nodes", label, height=210 + 170 * len(rows))
     fig.update_layout(barmode="overlay", bargap=0.15)

@@ -134,6 +134,9 @@ def test_the_strip_draws_each_step_as_its_tokens_per_row():
     assert {a.text for a in fig.layout.annotations} >= {"fixed chain: 5", "fixed tree: 25"}
     assert "≈7 tok/pass" in width_bars[6].hovertext and "80 tok/pass" in width_bars[2].hovertext  # the bar's label is its rate
     assert "<img" not in str(shapes_figure(m, HOSTILE).layout.title.text)
+    # each strip spans its steps, 1 to n, so no x tick "0" sits in the corner beside the y axis's "0" (a recording
+    # whose strips autoranged below 1 drew the two on top of each other)
+    assert [tuple(fig.layout[a].range) for a in ("xaxis", "xaxis2")] == [(0.5, 6.5), (0.5, 6.5)]
     fig.to_json()
 
 
