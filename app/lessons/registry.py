@@ -35,11 +35,7 @@ def preparations() -> list:
     """What the lessons' first live runs would otherwise wait for, as steps for the server to take when it starts
     (app/main.py hands them to the preload, one run-lock turn each): this machine's room (every lesson's settings
     come from it), then each record's `prepare`."""
-    return [measure_room, *(e.prepare for e in EXPERIMENTS.values() if e.prepare)]
-
-
-def measure_room(pair) -> None:
-    runs.machine_curve(pair)
+    return [runs.machine_curve, *(e.prepare for e in EXPERIMENTS.values() if e.prepare)]
 
 
 def check_measurement(name: str, m) -> dict:

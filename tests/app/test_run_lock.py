@@ -186,9 +186,10 @@ def test_the_lessons_preparations_measure_the_room_first_and_warm_lesson_8s_defa
     """app/main.py hands the registry's preparations to the preload: the room every lesson's settings come from, then
     each record's own (lesson 8's: the contexts its default run reads)."""
     from app.lessons import l8_long_context as l8
-    from app.lessons.registry import EXPERIMENTS, measure_room, preparations
+    from app.lessons.kit import runs
+    from app.lessons.registry import EXPERIMENTS, preparations
 
     steps = preparations()
-    assert steps[0] is measure_room and steps[1:] == [e.prepare for e in EXPERIMENTS.values() if e.prepare] and l8.prepare in steps
+    assert steps[0] is runs.machine_curve and steps[1:] == [e.prepare for e in EXPERIMENTS.values() if e.prepare] and l8.prepare in steps
     assert EXPERIMENTS["long_context"].defaults()["context"] == l8.LONG
     assert "preparations()" in (Path(__file__).resolve().parents[2] / "app" / "main.py").read_text()
