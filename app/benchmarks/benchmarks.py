@@ -1,10 +1,11 @@
 """Benchmarks: speculative decoding by task, as the field measures it (Spec-Bench), and by batch, the axis it leaves out.
 
 Page shape (docs/design.md §7): title, short prose, controls, the recorded picture first (the leaderboard as a heat map,
-the speedup against the batch), the numbers under it, what they show; then a form that runs one task live on a few
-prompts under the app's run lock, drawn beside the recording's cells for the same task and batch. The recording is
-assets/spec_bench/recording.json (scripts/record/record_tasks.py), labelled with its machine and date; every verdict
-is the one rule's (engine/verdict.py), judged again from the rounds when the file is read.
+the speedup against the batch), the numbers under it, what they show; folded under it, Spec-Bench's own GPU
+leaderboard (cited: assets/spec_bench/leaderboard.json, app/benchmarks/cited.py) beside the recording at batch 1; then
+a form that runs one task live on a few prompts under the app's run lock, drawn beside the recording's cells for the
+same task and batch. The recording is assets/spec_bench/recording.json (scripts/record/record_tasks.py), labelled
+with its machine and date; every verdict is the one rule's (engine/verdict.py), judged again from the rounds when the file is read.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from pathlib import Path
 
 import streamlit as st
 
+from app.benchmarks import cited
 from app.common import resources
 from app.common.page_helpers import link_notices, load_pair_or_error, show_failure
 from app.common.url_keys import bound
 from app.views import benchmarks as view
+from app.views import benchmarks_cited
 from engine import ConfigError, verdict
 from engine.bench import task_records
 from engine.bench.prompt_files import SPEC_BENCH, PromptFileError, read_prompts, select, task_name, tasks
@@ -88,6 +91,34 @@ def show_recorded(rec: dict, raw: dict) -> None:
     st.caption(f"The recorded prompts (Spec-Bench question ids, first turn each): {chosen}.")
 
 
+def show_cited(rec: dict) -> None:
+    """Spec-Bench's own leaderboard on a GPU (cited, never measured here) beside this recording at batch 1, folded."""
+    try:
+        board = cited.load()
+    except cited.CitedError as exc:
+        st.warning(f"The cited GPU leaderboard cannot be shown: {exc}")
+        return
+    matched = benchmarks_cited.pairs(board, rec["rows"])
+    if not matched:
+        return
+    with st.expander(f"On a GPU: Spec-Bench's own leaderboard ({board['device']}, {board['model']}; cited, not measured here)"):
+        gpu = f"GPU, cited: {board['model']}, {board['device'].removeprefix('one ')}"
+        cpu = f"this CPU, recorded: SmolLM2-135M, {rec['machine']}, {rec['date']}"
+        s = rec["settings"]
+        label = f"{cited.label(board)}; this CPU: {rec['machine']}, {rec['dtype']}, {rec['date']}, {s.get('per_task')} prompts a task"
+        st.plotly_chart(benchmarks_cited.figure(matched, gpu, cpu, label), width="stretch", key="bench_cited")
+        st.dataframe(benchmarks_cited.table(matched), hide_index=True)
+        st.markdown("\n".join(f"- {line}" for line in benchmarks_cited.findings(matched)))
+        st.caption(
+            f"Source: [{board['source']['title']}]({board['source']['url']}) ({board['source']['license']}): "
+            f"{board['settings']}; "
+            + "; ".join(f"{m['method']}: {m['about']}" for m in board["methods"])
+            + ". Two things differ between the machines: how many drafted tokens a verify pass takes for about the "
+            "price of one (this machine's room: Lesson 1; a GPU's: the Predictor, a model), and how often the drafts "
+            "are kept (τ), which depends on the target, its drafter and the text. A GPU's speedup is never this CPU's."
+        )
+
+
 def live_form(rec: dict | None) -> None:
     st.subheader("Run one task live")
     prompts = _spec_bench()
@@ -151,6 +182,7 @@ if rec is None:
     st.warning(f"No usable Spec-Bench recording: {problem}. Run `python scripts/record/record_tasks.py` to make one.")
 else:
     show_recorded(rec, raw)
+    show_cited(rec)
 live_form(rec)
 st.caption(
     "Sources: Spec-Bench's prompts (assets/spec_bench/, Apache-2.0); Leviathan et al. 2023 for the speedup model; "

@@ -38,7 +38,8 @@ def test_the_recording_is_drawn_as_the_leaderboard_with_its_numbers_and_findings
     batch = at.select_slider(key="batch").value
     assert batch == V.batches_of(rows)[0]
     figures = [str(e.proto.spec) for e in at.get("plotly_chart")]
-    assert len(figures) == 2 and all(rec["machine"] in f and rec["date"] in f for f in figures)
+    # the leaderboard, the speedup against the batch, and, folded, the cited GPU leaderboard beside this recording
+    assert len(figures) == 3 and all(rec["machine"] in f and rec["date"] in f for f in figures)
     table = at.dataframe[0].value
     assert list(table["contender"]) == ["plain decoding (tokens/s)", *V.contenders_of(rows)]
     markdown = _texts(at.markdown)
