@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 from app.views.bars import COLORS, PLAIN_COLOR, esc, frame
 from engine.bench.prompt_files import task_name
 from engine.bench.tasks import CONTENDERS
+from engine.verdict import MIN_GAP
 
 CITED_COLOR, HERE_COLOR = COLORS[0], COLORS[1]
 
@@ -129,9 +130,13 @@ def findings(matched: list[dict]) -> list[str]:
         if abs(p["tau_here"] - p["tau_cited"]) <= SAME_TAU * p["tau_cited"]:
             median = statistics.median(p["here"][t]["speedup"] for t in tasks)
             line += (
-                f" The two keep about as many tokens a pass, yet the GPU turned that into {p['overall_cited']:.2f}× and "
-                f"this CPU into a median of {median:.2f}× over the tasks: the difference is what drafting and a verify pass of "
-                "several tokens cost on each machine against a pass of one."
+                f" The two keep about as many tokens a pass: the GPU made {p['overall_cited']:.2f}× of them, this CPU a "
+                f"median of {median:.2f}× over the tasks"
+            )
+            line += (
+                ". The difference is what drafting and a verify pass of several tokens cost on each machine against a pass of one."
+                if p["overall_cited"] >= (1 + MIN_GAP) * median
+                else "."
             )
         out.append(line)
     return out

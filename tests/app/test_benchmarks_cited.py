@@ -76,6 +76,11 @@ def test_the_same_tau_sentence_is_said_only_where_the_two_tau_are_close_both_way
     far["methods"][0]["tau"] = recorded * (1 + 2 * C.SAME_TAU)
     assert "about as many tokens a pass" in C.findings(C.pairs(near, rows))[0]
     assert "about as many tokens a pass" not in C.findings(C.pairs(far, rows))[0]
+    median = sorted(r["speedup"] for r in C.pairs(near, rows)[0]["here"].values())
+    slow, fast = copy.deepcopy(near), copy.deepcopy(near)
+    slow["methods"][0]["overall"], fast["methods"][0]["overall"] = min(median) / 2, max(median) * 2
+    assert "what drafting and a verify pass" in C.findings(C.pairs(fast, rows))[0]  # the GPU made more of the same τ
+    assert "what drafting and a verify pass" not in C.findings(C.pairs(slow, rows))[0]  # no reason given for a gap not there
 
 
 def test_a_method_without_a_recorded_counterpart_is_left_out(board, rows):
