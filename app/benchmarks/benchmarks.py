@@ -103,9 +103,9 @@ def show_cited(rec: dict) -> None:
         return
     with st.expander(f"On a GPU: Spec-Bench's own leaderboard ({board['device']}, {board['model']}; cited, not measured here)"):
         gpu = f"GPU, cited: {board['model']}, {board['device'].removeprefix('one ')}"
-        cpu = f"this CPU, recorded: SmolLM2-135M, {rec['machine']}, {rec['date']}"
+        cpu = f"CPU, recorded: SmolLM2-135M, {rec['machine']}, {rec['date']}"
         s = rec["settings"]
-        label = f"{cited.label(board)}; this CPU: {rec['machine']}, {rec['dtype']}, {rec['date']}, {s.get('per_task')} prompts a task"
+        label = f"{cited.label(board)}; recorded: {rec['machine']}, {rec['dtype']}, {rec['date']}, {s.get('per_task')} prompts a task"
         st.plotly_chart(benchmarks_cited.figure(matched, gpu, cpu, label), width="stretch", key="bench_cited")
         st.dataframe(benchmarks_cited.table(matched), hide_index=True)
         st.markdown("\n".join(f"- {line}" for line in benchmarks_cited.findings(matched)))
@@ -115,7 +115,7 @@ def show_cited(rec: dict) -> None:
             + "; ".join(f"{m['method']}: {m['about']}" for m in board["methods"])
             + ". Two things differ between the machines: how many drafted tokens a verify pass takes for about the "
             "price of one (this machine's room: Lesson 1; a GPU's: the Predictor, a model), and how often the drafts "
-            "are kept (τ), which depends on the target, its drafter and the text. A GPU's speedup is never this CPU's."
+            "are kept (τ), which depends on the target, its drafter and the text. A GPU's speedup is never a CPU's."
         )
 
 

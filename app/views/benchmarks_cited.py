@@ -22,7 +22,7 @@ CITED_COLOR, HERE_COLOR = COLORS[0], COLORS[1]
 def pairs(cited: dict, rows: list[dict], batch: int = 1) -> list[dict]:
     """Each cited method whose SpecLab drafter the recording ran at `batch`: {"method", "about", "contender",
     "tasks" (in the recording's order, those both have), "cited" {task: speedup}, "here" {task: row}, "tau_cited",
-    "tau_here" (the mean of the recording's τ over those tasks)}."""
+    "tau_here" (the mean of the recording's τ over those tasks), "overall_cited"}."""
     out = []
     for m in cited["methods"]:
         contender = CONTENDERS.get(m["drafter"])
@@ -51,7 +51,7 @@ def figure(matched: list[dict], cited_name: str, here_name: str, label: str) -> 
     recording's (with its 95% range, `here_name`), and plain decoding's 1× dotted; `label` (where both come from)
     under the title. The numbers are in `table`, under the chart."""
     fig = make_subplots(
-        rows=len(matched), cols=1, subplot_titles=[esc(f"{p['method']} (cited) and {p['contender']} (here)") for p in matched]
+        rows=len(matched), cols=1, subplot_titles=[esc(f"{p['method']} (cited) and {p['contender']} (recorded)") for p in matched]
     )
     for i, p in enumerate(matched, start=1):
         names = [task_name(t) for t in p["tasks"]]
@@ -82,7 +82,7 @@ def figure(matched: list[dict], cited_name: str, here_name: str, label: str) -> 
         fig.update_yaxes(title_text="× plain", range=[0, top * 1.18], row=i, col=1)
     return frame(
         fig,
-        "Decode speedup over plain decoding by task, batch 1: a GPU (cited) and this CPU (recorded)",
+        "Decode speedup over plain decoding by task, batch 1: a GPU (cited) and a CPU (recorded)",
         label,
         height=240 * len(matched) + 60,
     )
@@ -125,12 +125,12 @@ def findings(matched: list[dict]) -> list[str]:
         line = (
             f"**{p['method']}** on the GPU: τ {p['tau_cited']:.2f}, {p['overall_cited']:.2f}× overall, from "
             f"{p['cited'][lo]:.2f}× ({task_name(lo)}) to {p['cited'][hi]:.2f}× ({task_name(hi)}). "
-            f"**{p['contender']}** here: τ {p['tau_here']:.2f} (the mean over the tasks), {here}."
+            f"**{p['contender']}** in the recording: τ {p['tau_here']:.2f} (the mean over the tasks), {here}."
         )
         if abs(p["tau_here"] - p["tau_cited"]) <= SAME_TAU * p["tau_cited"]:
             median = statistics.median(p["here"][t]["speedup"] for t in tasks)
             line += (
-                f" The two keep about as many tokens a pass: the GPU made {p['overall_cited']:.2f}× of them, this CPU a "
+                f" The two keep about as many tokens a pass: the GPU made {p['overall_cited']:.2f}× of them, the CPU a "
                 f"median of {median:.2f}× over the tasks"
             )
             line += (

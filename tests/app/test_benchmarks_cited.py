@@ -43,7 +43,7 @@ def test_the_shipped_leaderboard_names_its_source_and_pairs_every_method_with_a_
 
 def test_the_chart_draws_both_sides_numbers_and_says_where_each_comes_from(board, rows):
     matched = C.pairs(board, rows)
-    fig = C.figure(matched, "GPU, cited", "this CPU, recorded", cited.label(board))
+    fig = C.figure(matched, "GPU, cited", "CPU, recorded", cited.label(board))
     bars = [t for t in fig.data if t.type == "bar"]
     assert len(bars) == 2 * len(matched)
     for i, p in enumerate(matched):
