@@ -111,7 +111,7 @@ def show_cited(rec: dict) -> None:
         st.markdown("\n".join(f"- {line}" for line in benchmarks_cited.findings(matched)))
         st.caption(
             f"Source: [{board['source']['title']}]({board['source']['url']}) ({board['source']['license']}): "
-            f"{board['settings']}; "
+            f"{board['settings']}; {board['timing']}, where the recording's speedups are of decoding alone; "
             + "; ".join(f"{m['method']}: {m['about']}" for m in board["methods"])
             + ". Two things differ between the machines: how many drafted tokens a verify pass takes for about the "
             "price of one (this machine's room: Lesson 1; a GPU's: the Predictor, a model), and how often the drafts "

@@ -49,13 +49,13 @@ def _method(m, i: int) -> dict:
 
 
 def check(data) -> dict:
-    CHECK.obj(data, "the file", ("format", "source", "device", "model", "settings", "methods"))
+    CHECK.obj(data, "the file", ("format", "source", "device", "model", "settings", "timing", "methods"))
     if data["format"] != FORMAT:
         CHECK.fail("format", f"must be {FORMAT!r}", data["format"])
     CHECK.obj(data["source"], "source", ("title", "url", "commit", "license"))
     for key in ("title", "url", "commit", "license"):
         CHECK.str(data["source"][key], f"source.{key}")
-    for key in ("device", "model", "settings"):
+    for key in ("device", "model", "settings", "timing"):
         CHECK.str(data[key], key)
     methods = CHECK.list(data["methods"], "methods", MAX_METHODS, min_len=1)
     for i, m in enumerate(methods):
