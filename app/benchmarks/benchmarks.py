@@ -91,12 +91,20 @@ def show_recorded(rec: dict, raw: dict) -> None:
     st.caption(f"The recorded prompts (Spec-Bench question ids, first turn each): {chosen}.")
 
 
+@st.cache_data(show_spinner=False)
+def _cited(path: str, mtime: float) -> tuple[dict | None, str | None]:
+    try:
+        return cited.load(Path(path)), None
+    except cited.CitedError as exc:
+        return None, str(exc)
+
+
 def show_cited(rec: dict) -> None:
     """Spec-Bench's own leaderboard on a GPU (cited, never measured here) beside this recording at batch 1, folded."""
-    try:
-        board = cited.load()
-    except cited.CitedError as exc:
-        st.warning(f"The cited GPU leaderboard cannot be shown: {exc}")
+    path = cited.LEADERBOARD
+    board, problem = _cited(str(path), path.stat().st_mtime if path.exists() else 0.0)
+    if board is None:
+        st.warning(f"The cited GPU leaderboard cannot be shown: {problem}")
         return
     matched = benchmarks_cited.pairs(board, rec["rows"])
     if not matched:

@@ -11,7 +11,7 @@ import statistics
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.views.bars import COLORS, PLAIN_COLOR, esc, frame
+from app.views.bars import COLORS, PLAIN_COLOR, esc, frame, whiskers
 from engine.bench.prompt_files import task_name
 from engine.bench.tasks import CONTENDERS
 from engine.verdict import MIN_GAP
@@ -22,7 +22,7 @@ CITED_COLOR, HERE_COLOR = COLORS[0], COLORS[1]
 def pairs(cited: dict, rows: list[dict], batch: int = 1) -> list[dict]:
     """Each cited method whose SpecLab drafter the recording ran at `batch`: {"method", "about", "contender",
     "tasks" (in the recording's order, those both have), "cited" {task: speedup}, "here" {task: row}, "tau_cited",
-    "tau_here" (the mean of the recording's τ over those tasks), "overall_cited"}."""
+    "tau_here" (the mean of the recording's τ over those tasks), "median_here" (its speedups' median), "overall_cited"}."""
     out = []
     for m in cited["methods"]:
         contender = CONTENDERS.get(m["drafter"])
@@ -41,6 +41,7 @@ def pairs(cited: dict, rows: list[dict], batch: int = 1) -> list[dict]:
                 "tau_cited": m["tau"],
                 "overall_cited": m["overall"],
                 "tau_here": statistics.mean(here[t]["tau"] or 1.0 for t in tasks),
+                "median_here": statistics.median(here[t]["speedup"] for t in tasks),
             }
         )
     return out
@@ -65,14 +66,12 @@ def figure(matched: list[dict], cited_name: str, here_name: str, label: str) -> 
             row=i,
             col=1,
         )
-        lo = [r["speedup"] - r["speedup_lo"] if r.get("speedup_lo") is not None else 0 for r in rows]
-        hi = [r["speedup_hi"] - r["speedup"] if r.get("speedup_hi") is not None else 0 for r in rows]
         fig.add_bar(
             x=names,
             y=[r["speedup"] for r in rows],
             name=here_name,
             marker={"color": HERE_COLOR},
-            error_y={"type": "data", "array": hi, "arrayminus": lo, "color": PLAIN_COLOR},
+            error_y=whiskers([(r["speedup"], r.get("speedup_lo"), r.get("speedup_hi")) for r in rows]),
             showlegend=i == 1,
             row=i,
             col=1,
@@ -96,9 +95,8 @@ def table(matched: list[dict]) -> list[dict]:
         cited = {"drafter": f"{p['method']} (GPU, cited)"} | {task_name(t): f"{p['cited'][t]:.2f}×" for t in p["tasks"]}
         here = {"drafter": f"{p['contender']} (this recording)"}
         here |= {task_name(t): f"{p['here'][t]['speedup']:.2f}× ({p['here'][t]['verdict']})" for t in p["tasks"]}
-        median = statistics.median(p["here"][t]["speedup"] for t in p["tasks"])
         cited |= {"overall": f"{p['overall_cited']:.2f}× (the cited run)", "τ": f"{p['tau_cited']:.2f} (the cited run)"}
-        here |= {"overall": f"{median:.2f}× (median of the tasks)", "τ": f"{p['tau_here']:.2f} (mean of the tasks)"}
+        here |= {"overall": f"{p['median_here']:.2f}× (median of the tasks)", "τ": f"{p['tau_here']:.2f} (mean of the tasks)"}
         out += [cited, here]
     return out
 
@@ -128,7 +126,7 @@ def findings(matched: list[dict]) -> list[str]:
             f"**{p['contender']}** in the recording: τ {p['tau_here']:.2f} (the mean over the tasks), {here}."
         )
         if abs(p["tau_here"] - p["tau_cited"]) <= SAME_TAU * p["tau_cited"]:
-            median = statistics.median(p["here"][t]["speedup"] for t in tasks)
+            median = p["median_here"]
             line += (
                 f" The two keep about as many tokens a pass: the GPU made {p['overall_cited']:.2f}× of them, the CPU a "
                 f"median of {median:.2f}× over the tasks"
