@@ -160,12 +160,12 @@ def verdict(m: dict) -> str:
     )
     if step < total:
         return out + (
-            f" Plain decoding needs {gained} step(s) for them, {total:.1f} ms at {plain:.1f} ms each; this step took "
+            f" Plain decoding needs {gained} step(s) for them, {total:.1f} ms at {plain:.2f} ms each; this step took "
             f"{step:.1f} ms ({total / step:.2f}× less), because its one pass over {m['tokens_per_pass']} tokens {cost}. "
             "One step timed once: lessons 1 to 3 measure it properly."
         )
     return out + (
-        f" Plain decoding needs {gained} step(s) for them, {total:.1f} ms at {plain:.1f} ms each; this step took "
+        f" Plain decoding needs {gained} step(s) for them, {total:.1f} ms at {plain:.2f} ms each; this step took "
         f"{step:.1f} ms, no less: drafting and verifying cost more than the plain steps they replaced. One step "
         "timed once: lessons 1 to 3 measure it properly."
     )

@@ -125,23 +125,32 @@ def seed_conclusion(seed: dict) -> str:
     ratio = wide["ms"] / deep["ms"] if deep["ms"] > 0 else None
     n = wide["tokens_per_pass"]
     told = rule.cheaper(wide["times_ms"], deep["times_ms"]) if ratio is not None else None
+    if told is not None:  # the rule judges rates (1 / ms); the page states times: the wide pass's ms ÷ the deep one's
+        ratio, lo, hi = 1 / told.ratio, (1 / told.hi if told.hi else None), (1 / told.lo if told.lo else None)
     if ratio is None:
         timing = "One of the passes took no measurable time."
-    elif 1 / SAME_TIME <= ratio <= SAME_TIME or told.kind == "level":
+    elif told.kind == "level" or (told.sign == 0 and 1 / SAME_TIME <= ratio <= SAME_TIME):
+        verdict = "level by the rule" if told.kind == "level" else "too close for the rule to tell apart"
         timing = (
-            f"They took the same time within noise ({wide['ms']:.1f} against {deep['ms']:.1f} ms; within {SAME_TIME:.2f}× or "
-            f"level by the rule), as Barrow's example says: the pass costs what its {n} tokens cost, however they were gathered."
+            f"They took the same time within noise ({wide['ms']:.1f} against {deep['ms']:.1f} ms, {ratio:.2f}×: {verdict}), "
+            f"as Barrow's example says: the pass costs what its {n} tokens cost, however they were gathered."
         )
     elif told.sign == 0:  # far apart, yet the rounds scatter too widely for the rule: the run cannot test the example
         timing = (
-            f"This run cannot tell: {wide['ms']:.1f} against {deep['ms']:.1f} ms ({ratio:.2f}×), but the rounds scatter too "
-            f"widely for the rule to name either, so Barrow's example is not tested here; re-measure on a quieter machine."
+            f"This run cannot tell: {wide['ms']:.1f} against {deep['ms']:.1f} ms ({ratio:.2f}× by the rule), but the rounds scatter "
+            f"too widely for the rule to name either, so Barrow's example is not tested here; re-measure on a quieter machine."
         )
     else:
         more = "longer" if ratio > 1 else "less time"
+        size = (
+            f"a gap the rule names, yet within the {SAME_TIME:.2f}× this page calls about the same: the pass costs about "
+            f"what its {n} tokens cost, however they were gathered, plus what its rows read"
+            if 1 / SAME_TIME <= ratio <= SAME_TIME
+            else f"a difference the rule names and more than the {SAME_TIME:.2f}× this page calls about the same"
+        )
         timing = (
             f"The batch-{wide['batch']} pass took {more}: {wide['ms']:.1f} against {deep['ms']:.1f} ms "
-            f"({ratio:.2f}×), a difference the rule names and more than the {SAME_TIME:.2f}× this page calls the same time."
+            f"({ratio:.2f}× by the rule" + (f", 95% range {lo:.2f}–{hi:.2f}×" if lo else "") + f"), {size}."
         )
     kv = wide["kv_bytes"] / deep["kv_bytes"] if deep["kv_bytes"] else None
     return (

@@ -87,7 +87,7 @@ def past_the_ridge(pair, probe, s: dict) -> dict:
 
 def large_batch_speedup(m: dict, s: dict) -> float | None:
     """Lesson 3's measured answer: the large batch's speedup decoding alone, the statistic its chart, table and words
-    show (numbers.speedup: the median over rounds), the compare ratio where the runs carry no rounds."""
+    show (numbers.speedup: the rule's ratio over the paired rounds), the compare ratio where the runs carry no rounds."""
     run = sorted(m["runs"], key=lambda r: r["batch"])[-1]
     sp = numbers.speedup(run)
     return sp["value"] if sp else run["m"].get("speedup")
@@ -212,8 +212,9 @@ def notes(m: dict, s: dict) -> list[str]:
                 f"each costing {p['step']:.2f} plain steps ({p['drafting']:.0%} drafting)."
             )
     rule = (
-        "A speedup is about the times fewer steps ÷ a step's cost in plain steps (one run's means; the speedup column is"
-        " the rounds' median). At batch 1 the first is the tokens a row kept per step; a batch waits for its slowest row."
+        "A speedup is about the times fewer steps ÷ a step's cost in plain steps (one run's means; the speedup column:"
+        " the rule's ratio). At batch 1 the first is the tokens a row kept per step; a batch"
+        " waits for its slowest row."
     )
     return (out + [rule]) if out else []
 

@@ -157,7 +157,7 @@ def adaptive_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     )
     xs = [f"batch {b['batch']}" for b in m["batches"]]
     panels = {1: [], 2: [], 3: []}
-    for i, (key, name) in enumerate((("fixed", f"all {depth_k} drafts"), ("gated", f"stop below {conf:.2f}"))):
+    for i, (key, name) in enumerate((("fixed", f"up to {depth_k} drafts"), ("gated", f"stop below {conf:.2f}"))):
         depth = [b[f"m_{key}"].get("drafted_depth") for b in m["batches"]]
         kept = [b[key]["summary"].get("tokens_per_step") for b in m["batches"]]
         speed = [decode_ratio(b[key], b["ar"]) for b in m["batches"]]
@@ -174,7 +174,7 @@ def adaptive_figure(m: dict, s: dict, label: str = "") -> go.Figure:
 
 
 def adaptive_table(m: dict, s: dict) -> list[dict]:
-    out = []
+    out, depth_k = [], int((m.get("chosen") or s).get("depth", 0))
     for b in m["batches"]:
         for key in ("fixed", "gated"):
             sm, c = b[key]["summary"], b[f"m_{key}"]
@@ -182,7 +182,7 @@ def adaptive_table(m: dict, s: dict) -> list[dict]:
             out.append(
                 {
                     "batch": b["batch"],
-                    "drafts": "all" if key == "fixed" else f"stop below {float(s.get('conf', 0)):.2f}",
+                    "drafts": f"up to {depth_k}" if key == "fixed" else f"stop below {float(s.get('conf', 0)):.2f}",
                     "drafted per step": round(c["drafted_depth"], 2) if c.get("drafted_depth") is not None else None,
                     "kept per step": round(sm["tokens_per_step"], 2) if sm.get("tokens_per_step") is not None else None,
                     "α": round(sm["alpha"], 3) if sm.get("alpha") is not None else None,

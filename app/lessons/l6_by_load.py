@@ -225,7 +225,7 @@ def notes(m: dict, s: dict) -> list[str]:
     out = [f"Against plain decoding at batch {at} (the × plain column): {times}.", f"Mean depth k drafted at batch {at}: {depths}."]
     table = m.get("table")
     if table:  # the batch table the policy set from the room: [min batch, max batch, k]
-        ranges = [f"k = {k} for batch {lo}–{hi}" for lo, hi, k in table if lo <= max(bs)]  # the batches measured
+        ranges = [f"k = {k} for batch {lo}" + (f"–{hi}" if hi > lo else "") for lo, hi, k in table if lo <= max(bs)]  # the batches measured
         out.append("The batch table set from the room: " + ", ".join(ranges) + ".")
     return out
 

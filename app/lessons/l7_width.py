@@ -124,7 +124,9 @@ def width_ratio(m: dict, s: dict, key: str = "decode") -> float | None:
 
 
 def width_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
-    return [("if a wider pass cost nothing: the tree's tokens per pass ÷ the chain's (measured)", width_ratio(m, s, "tokens_per_step"))]
+    return [
+        ("if a wider pass cost nothing: the tree's tokens emitted per pass ÷ the chain's (measured)", width_ratio(m, s, "tokens_per_step"))
+    ]
 
 
 def gpu_passes(s: dict) -> list[tuple[str, int, int]]:

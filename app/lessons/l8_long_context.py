@@ -148,9 +148,9 @@ def notes(m: dict, s: dict) -> list[str]:
     ]
     inside = r_l <= numbers.ROOM
     out.append(
-        f"Over {long_} tokens the verify pass is back inside the room (lesson 1's dashed line)."
+        f"Over {long_} tokens the verify pass is back inside the room (the glossary's room: nearly the cost of a one-token pass)."
         if inside
-        else f"Over {long_} tokens it is still past the room (lesson 1's dashed line): the cache made the extra tokens cheaper, not free."
+        else f"Over {long_} tokens the verify pass is still outside the room: the cache made the extra tokens cheaper, not free."
     )
     return out
 

@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 
 from app.common.drafters import label as drafter_label
 from app.views.bars import COLORS, TICK_CHARS, chunks, dress, esc, fit_foot, frame, grouped_bars, labelled, log_axis
+from engine import verdict as rule
 from engine.drafters import DRAFTERS
 from engine.roofline import draft_prices as drafting
 from engine.roofline.recordings import BUILT_IN, ROOT, PassRecord, RecordingError, load_report
@@ -266,6 +267,14 @@ def cpu_rate(lane: dict) -> float | None:
     return None
 
 
+def here_speedup(lane: dict, base: dict) -> float:
+    """This machine's decoding-alone speedup of `lane` over `base`: the one rule's ratio (as the lesson shows it)."""
+    a, b = lane.get("decode_tokens_per_s_runs"), base.get("decode_tokens_per_s_runs")
+    if isinstance(a, dict) and isinstance(b, dict) and a.get("values") and b.get("values"):
+        return rule.judge(a, b).ratio
+    return cpu_rate(lane) / cpu_rate(base)
+
+
 # --- every lane of a lesson's measurement -----------------------------------------------------------------
 def lanes_of(m) -> list[dict]:
     """Every lane or table cell in a measurement that carries pass shapes: {name, batch, lane, plain, group, drafter},
@@ -317,7 +326,7 @@ def rows(m) -> list[dict]:
             {
                 "run": (f"batch {e['batch']}: " if e["batch"] is not None else "") + e["name"],
                 "this machine, decode tokens/s (measured)": round(cpu, 1) if cpu else None,
-                "× plain here": round(cpu / cpu_base, 2) if cpu and cpu_base else None,
+                "× plain here": round(here_speedup(e["lane"], base["lane"]), 2) if cpu and cpu_base else None,
                 f"H200, decode tokens/s ({LABEL})": round(h200.rate, 0) if h200.rate else None,
                 "× plain on the H200 (re-timed)": round(gpu_speed, 2) if gpu_speed else None,
                 "drafting on the H200": DRAFTING[h200.drafting] if h200.rate else None,

@@ -282,3 +282,22 @@ def test_many_runs_are_cut_into_panels_a_narrow_chart_can_label():
         assert ceiling == want
     assert len(bars_of(fig, "y4")) == 3 and fig.layout.yaxis4.type == "log" and not bars_of(fig, "y5")
     assert fig.layout.margin.b >= FOOT_PX + LEGEND_LINE_PX * 3  # the legend's three entries fit under the plot
+
+
+@pytest.mark.parametrize("name", ["more_flops", "past_the_ridge", "turn_it_off", "adaptive", "by_load", "width"])
+def test_this_machines_speedup_in_the_gpu_view_is_the_lessons_own(name):
+    """The re-timed view's "× plain here" is the number the lesson's chart and table show for the same lane (the
+    rule's ratio over the paired rounds), not a second one from the two medians (lesson 3 read 0.54× there, 0.48×
+    in its chart)."""
+    from app.lessons.kit import numbers
+
+    m = json.loads((ROOT / "assets" / "lessons" / f"{name}.json").read_text())["measurement"]
+    entries = lanes_of(m)
+    checked = 0
+    for e, row in zip(entries, rows(m)):
+        base = base_of(e, entries)
+        if base is None or e is base or not e["lane"].get("decode_tokens_per_s_runs"):
+            continue
+        assert row["× plain here"] == round(numbers.decode_ratio(e["lane"], base["lane"])[0], 2), (name, row["run"])
+        checked += 1
+    assert checked, name

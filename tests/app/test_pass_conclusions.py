@@ -50,6 +50,10 @@ def test_lesson1_notes_read_the_pass_past_the_room_and_the_regimes_both_ways():
     assert read_tokens(m) == 16 and round(pass_ratio(m, {}), 2) == 2.64  # the prediction reads that row
     assert "2.64" in str([r["× one-token pass"] for r in memory_bound_table(m)])  # the table says the same
     assert lines[1].startswith("Against the probed peaks the one-token pass reached 20% of the bandwidth and 2% of the FLOP/s")
+    # the probe's ridge beside the curve's room, both ways: the room read from these rows, as the prediction reads it
+    assert lines[2].startswith("The probed peaks put the ridge at about 20 tokens per pass (weights alone); the curve's room is 5: ")
+    assert "before the probe says the arithmetic would be full" in lines[2]
+    assert "stays nearly flat at least as far as the probe predicts" in l1_memory_bound.ridge_note(_lesson1(rows, ridge=3.0))
     # the other way: a flat curve reads its largest pass, a steep one its second
     flat = _lesson1([_row(1, 10.0), _row(4, 10.2), _row(16, 11.0), _row(32, 12.0)])
     assert (
@@ -223,10 +227,15 @@ def test_seed_passes_the_same_within_noise_and_the_flops_difference():
     overlap = seed_conclusion(seed(1.5e9, 1.4e9, (13.7, 10.8, 10.6), (12.3, 11.0, 9.0)))  # 1.0 apart, rounds overlap
     assert "the same time within noise" in overlap
     apart = seed_conclusion(seed(1.5e9, 1.4e9, (20.0, 20.5, 21.0), (10.0, 10.2, 10.4)))
-    assert "The batch-5 pass took longer: 20.5 against 10.2 ms (2.01×), a difference the rule names" in apart
+    assert (
+        "The batch-5 pass took longer: 20.5 against 10.2 ms (2.01× by the rule, 95% range 1.99–2.03×), a difference the rule names" in apart
+    )
+    # a gap the rule names but within SAME_TIME: named, not "the same time" (the shipped recording's 1.04×)
+    close = seed_conclusion(seed(1.5e9, 1.4e9, (13.3, 13.4, 13.2), (12.9, 13.0, 12.8)))
+    assert "took longer" in close and "a gap the rule names, yet within the 1.10×" in close and "same time within" not in close
     # far apart, yet the rounds scatter too widely for the rule (a busy live run): not "the same time", and not Barrow's
     busy = seed_conclusion(seed(1.5e9, 1.4e9, (598.1, 345.3, 497.9), (142.8, 289.1, 30.3)))
-    assert "This run cannot tell: 497.9 against 142.8 ms (3.49×)" in busy and "not tested here" in busy
+    assert "This run cannot tell: 497.9 against 142.8 ms (4.35× by the rule)" in busy and "not tested here" in busy
     assert "same time" not in busy and "as Barrow's example says" not in busy
 
 

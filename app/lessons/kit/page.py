@@ -381,9 +381,14 @@ def show_gpu_panel(lesson_name: str, settings: dict, text: str = "", result: dic
         for problem in problems:
             st.warning(f"A GPU recording could not be used: {problem}", icon=":material/warning:")
         if curves:
-            marks = sorted({b * n for _, b, n in gpu.lesson_passes(record, settings)})
+            passes = gpu.lesson_passes(record, settings)
+            marks = sorted({b * n for _, b, n in passes})
             show.show_chart(gpu.curves_figure(curves, marks), key + "curves")
-            st.caption(gpu.CAN_SHOW + " Dotted lines: the tokens per pass of this lesson's passes. " + h200.knee_sentence(curves))
+            serving = any("(a serving batch)" in what for what, _, _ in passes)
+            dotted = " Dotted lines: the tokens per pass of this lesson's passes" + (
+                f", and of the same passes at a serving batch of {gpu.SERVING_BATCH} rows. " if serving else ". "
+            )
+            st.caption(gpu.CAN_SHOW + dotted + h200.knee_sentence(curves))
         st.markdown("**Model, not a measurement** (the roofline Predictor at this lesson's settings)")
         show.show_chart(gpu.model_figure(record, settings), key + "model")
         show.show_table(gpu.model_rows(record, settings))
@@ -402,6 +407,12 @@ def show_gpu_panel(lesson_name: str, settings: dict, text: str = "", result: dic
 def _retimed(record, result: dict, key: str) -> None:
     """The lesson's own run (live or recorded) beside the same steps re-timed with the recorded H200 pass costs."""
     m, label = result.get("measurement") or {}, str(result.get("label") or "")
+    if record.walkthrough is not None:  # one step, not a run of decoding lanes: nothing to re-time
+        st.caption(
+            "This lesson times one speculative step, not a run, so there is no run to re-time on the H200: its passes "
+            "(one token, and the verify pass's k + 1) are marked on the H200's measured curves below."
+        )
+        return
     if record.retimed is not None:  # a lesson of passes, not of decoding lanes: its own view, its own heading
         record.retimed(m, label, key, load_recording(record.name)[0])
         return

@@ -59,13 +59,25 @@ def consistent(run: dict) -> dict:
     return run["m"] | {"median_verify_ratio": verify, "step_cost_ratio": step} | ({"speedup": sp["value"]} if sp else {})
 
 
+WARM_NAMES = {"ar": "plain", "spec": "speculative", "ngram ar": "plain, copy-this-text prompts"}  # the runs' short keys
+WARM_NAMES["ngram spec"] = "n-gram lookup, copy-this-text prompts"
+
+
+def warm_name(contender: str) -> str:
+    """A warm-up's contender in the page's words ("16 ar" -> "plain, batch 16"): the runs key their lanes by short names."""
+    batch, _, rest = contender.partition(" ")
+    if batch.isdigit() and rest in WARM_NAMES:
+        return f"{WARM_NAMES[rest]}, batch {batch}"
+    head, sep, tail = contender.partition(",")
+    return WARM_NAMES.get(contender, WARM_NAMES.get(head, head) + sep + tail)
+
+
 def warmup_note(m: dict) -> None:
     warm = m.get("warmup")
     if warm:
         st.caption(
-            "Warm-up (shown apart, never in a lane): each contender decoded once, a few tokens, before the timed rounds: "
-            + ", ".join(f"{w['contender']} {w['s']:.2f} s" for w in warm)
-            + "."
+            "Warm-up (shown apart, never in the timed rounds): one contender of each pass shape decoded a few tokens "
+            "first, so no timed round carries a cold start: " + ", ".join(f"{warm_name(w['contender'])} {w['s']:.2f} s" for w in warm) + "."
         )
 
 
