@@ -99,8 +99,7 @@ def live_probe_note(m: dict, label: str, recorded: dict | None) -> str | None:
 
 
 def largest_pass(room: int) -> int:
-    """The largest pass lesson 1 times: the smallest of PASS_SIZES carrying twice the pass past the room (so the
-    curve shows a point past it and one further on), at least 16 tokens, at most the last size."""
+    """The largest pass timed: the smallest of PASS_SIZES carrying twice the pass past the room, 16 to the last size."""
     return next((n for n in PASS_SIZES if n >= max(16, 2 * past_tokens(room))), PASS_SIZES[-1])
 
 
@@ -117,10 +116,10 @@ def memory_bound(pair, probe, s: dict) -> dict:
         times = [row["ms"] for row in per_size]
         row = {key: per_size[ms.median_index(times)][key] for key in ms.PASS_ROW}  # the fields the schema records
         rows.append(row | {"ms_runs": ms.spread(times)})
-    tokens, times = [r["tokens_per_pass"] for r in rows], [r["ms"] for r in rows]
+    tokens, times = rule_curve(rows)
     if numbers.room_tokens(tokens, times) < tokens[-1]:  # the rows found the room: lessons 2 and 3 read this one next
         when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        label = f"lesson 1's rows: {PASS_ROUNDS} interleaved rounds at context {int(s['context'])}, median per size"
+        label = f"lesson 1's rows: {PASS_ROUNDS} interleaved rounds at context {int(s['context'])}, each size by the rule"
         curve = {"tokens": tokens, "ms": times, "knee_tokens": knee_tokens(tokens, times), "key": label, "measured_at": when}
         remember_room(pair, curve, numbers.room_tokens(tokens, times))
     return {
@@ -136,16 +135,24 @@ def memory_bound(pair, probe, s: dict) -> dict:
     }
 
 
+def rule_curve(rows: list[dict]) -> tuple[list[int], list[float]]:
+    """(tokens, ms) of the rows as the chart reads them, the one-token pass's median × each size's ratio by the rule
+    (`times_one`): the room, chart, words and later lessons read this one curve, a far round moving them all alike."""
+    rows = sorted(rows, key=lambda r: r["tokens_per_pass"])
+    return [r["tokens_per_pass"] for r in rows], [rows[0]["ms"] * times_one(r, rows[0])[0] for r in rows]
+
+
+def rows_room(m: dict) -> int:  # the room these rows measured, on `rule_curve`
+    return numbers.room_tokens(*rule_curve(m["rows"]))
+
+
 def _row(rows: list[dict], tokens: int) -> dict:
     return min(rows, key=lambda r: abs(r["tokens_per_pass"] - tokens))
 
 
 def read_tokens(m: dict) -> int:
-    """The pass lesson 1's prediction, chart and words read as "past the room": numbers.PAST times the room these rows
-    measured (numbers.room_tokens over the medians), the nearest measured pass to it."""
-    rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
-    room = numbers.room_tokens([r["tokens_per_pass"] for r in rows], [r["ms"] for r in rows])
-    return int(_row(rows, past_tokens(room))["tokens_per_pass"])
+    """The pass read as "past the room": the measured pass nearest numbers.PAST times the rows' room (`rows_room`)."""
+    return int(_row(m["rows"], past_tokens(rows_room(m)))["tokens_per_pass"])
 
 
 def pass_ratio(m: dict, s: dict) -> float | None:
@@ -243,7 +250,7 @@ def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
             marker={"symbol": "x-open", "size": 10, "color": RIDGE_COLOR},
             name="a round far outside the others (kept in the rule)",
         )
-    room = numbers.room_tokens(xs, [r["ms"] for r in rows])
+    room = rows_room(m)
     fig.add_scatter(  # the room's line, named in the legend: its label on the plot sat on the labels and whiskers
         x=[xs[0], xs[-1]],
         y=[numbers.ROOM] * 2,
@@ -310,11 +317,8 @@ def notes(m: dict, s: dict) -> list[str]:
 
 
 def ridge_note(m: dict) -> str:
-    """The probed peaks' ridge in tokens per pass beside the room the curve measured: the probe is an estimate, the
-    curve the measurement."""
-    rows = sorted(m["rows"], key=lambda r: r["tokens_per_pass"])
-    ridge = float(m["ridge_tokens"])
-    room = numbers.room_tokens([r["tokens_per_pass"] for r in rows], [r["ms"] for r in rows])  # as `read_tokens` reads it
+    """The probed peaks' ridge in tokens per pass beside the curve's room: the probe an estimate, the curve measured."""
+    ridge, room = float(m["ridge_tokens"]), rows_room(m)  # the room as `read_tokens` reads it
     said = f"The probed peaks put the ridge at about {ridge:.0f} tokens per pass (weights alone); the curve's room is {room}"
     if room < ridge:
         return said + (

@@ -129,11 +129,17 @@ def seed_conclusion(seed: dict) -> str:
         ratio, lo, hi = 1 / told.ratio, (1 / told.hi if told.hi else None), (1 / told.lo if told.lo else None)
     if ratio is None:
         timing = "One of the passes took no measurable time."
-    elif told.kind == "level" or (told.sign == 0 and 1 / SAME_TIME <= ratio <= SAME_TIME):
-        verdict = "level by the rule" if told.kind == "level" else "too close for the rule to tell apart"
+    elif told.kind == "level":
         timing = (
-            f"They took the same time within noise ({wide['ms']:.1f} against {deep['ms']:.1f} ms, {ratio:.2f}×: {verdict}), "
-            f"as Barrow's example says: the pass costs what its {n} tokens cost, however they were gathered."
+            f"They took the same time within noise ({wide['ms']:.1f} against {deep['ms']:.1f} ms, {ratio:.2f}×: level by "
+            f"the rule), as Barrow's example says: the pass costs what its {n} tokens cost, however they were gathered."
+        )
+    elif told.sign == 0 and 1 / SAME_TIME <= ratio <= SAME_TIME:
+        span = f", 95% range {lo:.2f}–{hi:.2f}×" if lo else ""
+        timing = (
+            f"The rule cannot tell them apart ({wide['ms']:.1f} against {deep['ms']:.1f} ms, {ratio:.2f}× by the rule{span}): "
+            f"within this run's noise the pass costs what its {n} tokens cost, however they were gathered, as Barrow's "
+            "example says."
         )
     elif told.sign == 0:  # far apart, yet the rounds scatter too widely for the rule: the run cannot test the example
         timing = (

@@ -167,7 +167,7 @@ def shapes_text(shapes: list[dict]) -> str:
             continue
         lo, hi = min(sizes), max(sizes)
         what = "k = " if kind == "chain" else ""
-        unit = " nodes" if kind == "tree" else ""
+        unit = (" node" if hi == 1 else " nodes") if kind == "tree" else ""
         size = "" if kind == "plain" else f" ({what}{lo}{unit})" if lo == hi else f" ({what}{lo} to {hi}{unit})"
         parts.append(f"{name} at {len(sizes)}{size}")
     listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
@@ -268,7 +268,7 @@ SHAPE_NAMES = {"plain": "plain step", "chain": "chain of k", "tree": "tree of n 
 HOVER = {
     "plain": "step %{x}: plain, 1 token per row<extra></extra>",
     "chain": "step %{x}: a chain of %{customdata[0]}, %{y} tokens per row<extra></extra>",
-    "tree": "step %{x}: a tree of %{customdata[0]} nodes, %{customdata[1]} deep, %{y} tokens per row<extra></extra>",
+    "tree": "step %{x}: a tree of %{customdata[2]}, %{customdata[1]} deep, %{y} tokens per row<extra></extra>",
 }
 
 
@@ -305,7 +305,7 @@ def shapes_figure(m: dict, label: str = "") -> go.Figure | None:
                 width=0.8,  # one step wide: a shape's few steps would otherwise widen to the gaps between them
                 name=SHAPE_NAMES[kind],
                 marker={"color": SHAPE_COLORS[kind], "pattern": {"shape": SHAPE_PATTERNS[kind]}},
-                customdata=[[s["nodes"], s["depth"]] for _, s in steps],
+                customdata=[[s["nodes"], s["depth"], f"{s['nodes']} node{'s' if s['nodes'] != 1 else ''}"] for _, s in steps],
                 hovertemplate=HOVER[kind],
                 legendgroup=kind,
                 showlegend=kind not in shown,

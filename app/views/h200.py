@@ -148,15 +148,14 @@ CAPTION = (
     "the H200 took for one pass of that many tokens (a straight line between the recorded sizes, never beyond them). "
     "Acceptance is this run's; the recording's random weights only set the time. It read no KV cache, and the "
     "recorded passes kept logits for the last position only, so a long context or a wide verify pass would cost a "
-    "little more there."
+    "little more there. This machine's × plain is the verdict rule's ratio over the rounds (not the medians' quotient)."
 )
 
 
 @functools.cache
 def h200_prices(shape: str = SHAPE, mode: str = MODE) -> PassPrices | None:
     """The recorded H200 curve of `shape` in `mode` as pass prices, None where it is not shipped."""
-    curves, _ = recorded_curves()
-    c = next((c for c in curves if c.shape == shape and c.mode == mode), None)
+    c = next((c for c in recorded_curves()[0] if c.shape == shape and c.mode == mode), None)
     if c is None:
         return None
     how = "CUDA graph" if mode == "graph" else "eager"
@@ -257,8 +256,9 @@ def bar_text(value: float | None, kind: str, unit: str = "×") -> str:
 
 
 def cpu_rate(lane: dict) -> float | None:
-    """This machine's decode tokens/s for the lane (decoding alone), None where the lane lacks it."""
-    rate = lane.get("decode_tokens_per_s")
+    """This machine's decode tokens/s for the lane: its rounds' median (as the lesson's table), else its run's; or None."""
+    runs, rate = lane.get("decode_tokens_per_s_runs"), lane.get("decode_tokens_per_s")
+    rate = runs.get("median") if isinstance(runs, dict) and runs.get("median") else rate
     if isinstance(rate, (int, float)) and rate > 0:
         return float(rate)
     tokens, seconds = lane.get("decode_tokens"), lane.get("decode_s")

@@ -151,6 +151,6 @@ def test_a_not_slower_claim_the_rule_cannot_tell_says_so_beside_its_yes():
         return Claim("x", "a", "b", "here", lambda m: (measurement.spread(a), measurement.spread(b)), 0)
 
     untold = claim_rows((claim([100.0, 90.0, 112.0], [100.0, 101.0, 99.0]),), {})[0]
-    assert untold["the rule says"] == "can't tell" and untold["shown?"] == "yes: not found worse (can't tell level)"
+    assert untold["the rule says"] == "can't tell" and untold["shown?"] == "yes, weakly: not found worse, nor shown level"
     level = claim_rows((claim([100.0, 100.5, 99.8, 100.2], [100.0, 100.2, 99.9, 100.1]),), {})[0]
     assert level["the rule says"] == "level" and level["shown?"] == "yes"

@@ -6,6 +6,7 @@ numbers.disturbed_live). The live test runs lesson 1 on the real embedded pair w
 from __future__ import annotations
 
 import copy
+import statistics
 import subprocess
 import sys
 import time
@@ -73,6 +74,8 @@ def test_a_live_lesson_1_that_differs_from_its_recording_says_so_and_why():
     then = one["ms"]
     for r in live["rows"]:  # every pass inside the old room now costs twice the one-token pass's new time
         r["ms"] = then / 2 if r is one else max(r["ms"], then)
+        values = r["ms_runs"]["values"]  # its rounds alike: the rule reads the rounds
+        r["ms_runs"] = measurement.spread([v * r["ms"] / statistics.median(values) for v in values])
     live["chosen"]["room"] = 2
     live["other_cores"] = 1.7
     recorded, lv = _sides("memory_bound", live)
@@ -83,7 +86,7 @@ def test_a_live_lesson_1_that_differs_from_its_recording_says_so_and_why():
     assert f"moved from {was:.2f}× recorded to {now:.2f}× live ({now / was:.2f}× the recording's)" in lines[0]
     assert "What differed between the two runs, as measured:" in text
     assert f"A 1-token pass took {then / 2:.1f} ms live against {then:.1f} ms recorded (0.50×)" in text
-    assert "the answer is the pass past the room's time over this one" in text
+    assert "the lesson's ratios are taken over this pass, so its time moves them too" in text
     assert f"a room of 2 tokens per pass, the recording's {rec['measurement']['chosen']['room']}" in text
     assert "Other processes kept 1.70 cores busy during this run's timing" in text and "DISTURBED" in text
     then_busy = measurement.other_cores(rec["measurement"])  # lesson 1's metered rounds (None in a recording before them)
@@ -114,6 +117,52 @@ def test_a_changed_verdict_and_changed_settings_are_named():
     assert "live, level with plain decoding: 1.00×" in text
     assert f"middle batch {mid + 1} live against {mid} recorded" in text
     assert f"a room of {2 * room} tokens per pass, the recording's {room}" in text
+
+
+def test_rounds_that_scattered_more_live_are_named_and_steady_ones_are_not():
+    """Lesson 6's fixed depth at the largest batch, its live rounds spread wide around the same rates: the page says
+    the rounds scattered (with both ranges); the same rounds as recorded say nothing of it."""
+    rec = _record("by_load")
+    live = copy.deepcopy(rec["measurement"])
+    batch, k = max(r["batch"] for r in live["rows"]), live["chosen"]["k"]
+    fixed = next(r for r in live["rows"] if r["batch"] == batch and r["contender"] == f"fixed k = {k}")
+    values = fixed["decode_tokens_per_s_runs"]["values"]
+    fixed["decode_tokens_per_s_runs"] = measurement.spread([v * f for v, f in zip(values, (0.6, 1.0, 1.5))])
+    recorded, lv = _sides("by_load", live)
+    _, lines, _ = against.compare(recorded, lv)
+    text = "\n".join(lines)
+    a, b = recorded.facts["verdict"][2], lv.facts["verdict"][2]
+    assert f"This run's rounds scattered more: its 95% range is {b.lo:.2f}–{b.hi:.2f}× against the recording's {a.lo:.2f}" in text
+    same, _ = _sides("by_load", copy.deepcopy(rec["measurement"]))
+    assert not against.reasons(same, same)
+
+
+def test_a_verdict_that_kept_its_word_but_moved_its_ratio_says_by_how_much():
+    """Lesson 2 live (2026-12-07, the browser beside it): still faster, but 2.59× against the recording's 3.25×; the
+    prediction's answer (the FLOPs ratio) did not move, so only the verdict's ratio tells the student."""
+    rec = _record("more_flops")
+    live = copy.deepcopy(rec["measurement"])
+    runs = live["spec"]["decode_tokens_per_s_runs"]
+    live["spec"]["decode_tokens_per_s_runs"] = measurement.spread([v * 0.8 for v in runs["values"]])
+    recorded, lv = _sides("more_flops", live)
+    _, lines, differs = against.compare(recorded, lv)
+    was, now = recorded.facts["verdict"][2].ratio, lv.facts["verdict"][2].ratio
+    assert differs and f"by {now:.2f}× live against {was:.2f}× recorded" in lines[0]
+    same, _ = _sides("more_flops", copy.deepcopy(rec["measurement"]))
+    assert "live against" not in against.headline(same, same)[0]
+
+
+def test_a_baseline_pass_of_another_batch_is_not_compared_as_the_same_pass():
+    """Lesson 8 chose batch 8 live where the recording chose 16: its one-token passes are not the same pass, and the page
+    says so instead of calling the difference a change of speed."""
+    rec = _record("long_context")
+    live = copy.deepcopy(rec["measurement"])
+    for r in live["rows"]:
+        r["batch"], r["ms"] = 8, r["ms"] / 2
+    recorded, lv = _sides("long_context", live)
+    text = "\n".join(against.reasons(recorded, lv))
+    assert "The baseline is not the same pass: a one-token pass at batch 8 over 256 tokens live, a one-token pass at batch 16" in text
+    assert "ran at another speed" not in text and "took" not in text
 
 
 def test_a_moved_answer_with_nothing_measured_to_explain_it_says_so():

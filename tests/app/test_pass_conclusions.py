@@ -223,9 +223,11 @@ def test_seed_passes_the_same_within_noise_and_the_flops_difference():
 
     same = seed_conclusion(seed(1.4012e9, 1.4e9))
     assert "5 rows of context read 5.00 MB against 1.00 MB for one row (5.0×)" in same
-    assert "They took the same time within noise" in same
+    assert "The rule cannot tell them apart (40.0 against 40.0 ms, 1.00× by the rule)" in same  # one round each: no range
+    level = seed_conclusion(seed(1.5e9, 1.4e9, (10.0, 10.1, 10.0, 10.05, 10.02), (10.01, 10.05, 10.02, 10.0, 10.04)))
+    assert "They took the same time within noise (10.0 against 10.0 ms, 1.00×: level by the rule)" in level
     overlap = seed_conclusion(seed(1.5e9, 1.4e9, (13.7, 10.8, 10.6), (12.3, 11.0, 9.0)))  # 1.0 apart, rounds overlap
-    assert "the same time within noise" in overlap
+    assert "The rule cannot tell them apart" in overlap and "as Barrow's example says" in overlap
     apart = seed_conclusion(seed(1.5e9, 1.4e9, (20.0, 20.5, 21.0), (10.0, 10.2, 10.4)))
     assert (
         "The batch-5 pass took longer: 20.5 against 10.2 ms (2.01× by the rule, 95% range 1.99–2.03×), a difference the rule names" in apart

@@ -132,6 +132,7 @@ def headline(rec: Side, live: Side, unit: str = "×") -> tuple[str, bool]:
     """(the sentence on the prediction's answer and the verdict, whether the live result differs from the recording)."""
     rv, lv = rec.facts["verdict"], live.facts["verdict"]
     flipped = bool(rv and lv and rv[2].kind != lv[2].kind)
+    shifted = bool(rv and lv and not flipped and moved(rv[2].ratio, lv[2].ratio))  # the same word, another ratio
     parts = []
     if rec.answer is not None and live.answer is not None:
         if moved(rec.answer, live.answer):
@@ -147,8 +148,10 @@ def headline(rec: Side, live: Side, unit: str = "×") -> tuple[str, bool]:
     if flipped:
         parts.append(f"The verdict changed: recorded, {rv[0]} was {rv[2].words(b=rv[1])}; live, {lv[2].words(b=lv[1])}.")
     elif rv and lv:
-        parts.append(f"The verdict is the same both times: {lv[0]} was {lv[2].word} {lv[1]}.")
-    return " ".join(parts), flipped or moved(rec.answer, live.answer)
+        who = lv[0] if lv[0] == rv[0] else f"{lv[0]} ({rv[0]} in the recording)"
+        by = f", by {lv[2].ratio:.2f}× live against {rv[2].ratio:.2f}× recorded" if shifted else ""
+        parts.append(f"The verdict is the same both times: {who} was {lv[2].word} {lv[1]}{by}.")
+    return " ".join(parts), flipped or shifted or moved(rec.answer, live.answer)
 
 
 def reasons(rec: Side, live: Side) -> list[str]:
@@ -172,16 +175,22 @@ def reasons(rec: Side, live: Side) -> list[str]:
             f"The probe measured {lv['bandwidth'] / 1e9:.1f} GB/s now against {r['bandwidth'] / 1e9:.1f} GB/s for the "
             "recording: the memory streamed at another speed."
         )
-    if r["pass"] and lv["pass"] and moved(r["pass"][1], lv["pass"][1]):
+    if r["pass"] and lv["pass"] and r["pass"][0] != lv["pass"][0]:
+        out.append(
+            f"The baseline is not the same pass: {lv['pass'][0]} live, {r['pass'][0]} recorded, so their times are not "
+            "compared; every ratio on the page is taken over its own run's."
+        )
+    elif r["pass"] and lv["pass"] and moved(r["pass"][1], lv["pass"][1]):
         what, now, then = lv["pass"][0], lv["pass"][1], r["pass"][1]
         out.append(
             f"{what[0].upper() + what[1:]} took {now:.1f} ms live against {then:.1f} ms recorded ({now / then:.2f}×): "
             + (
-                "the answer is the pass past the room's time over this one."
-                if what.endswith("-token pass")
+                "the lesson's ratios are taken over this pass, so its time moves them too."
+                if "-token pass" in what
                 else "plain decoding, the baseline every ratio here is taken against, ran at another speed."
             )
         )
+    out += _scatter_reasons(r["verdict"], lv["verdict"])
     if r["room"] and lv["room"] and r["room"] != lv["room"]:
         text = f"This run's pass curve gave a room of {_tokens(lv['room'])} per pass, the recording's {r['room']}"
         if r["read"] and lv["read"] and r["read"] != lv["read"]:
@@ -195,6 +204,24 @@ def reasons(rec: Side, live: Side) -> list[str]:
             + "."
         )
     return out
+
+
+SCATTER = 2.0  # a live 95% range this many times as wide as the recording's (in log terms) "scattered more"
+
+
+def _scatter_reasons(then, now) -> list[str]:
+    """Where the live rounds scattered far more than the recording's: the rule could tell less from them."""
+    a, b = (v[2] if v else None for v in (then, now))
+    if not (a and b and a.lo and a.hi and b.lo and b.hi) or a.hi <= a.lo:
+        return []
+    wider = math.log(b.hi / b.lo) / math.log(a.hi / a.lo)
+    if wider < SCATTER:
+        return []
+    return [
+        f"This run's rounds scattered more: its 95% range is {b.lo:.2f}–{b.hi:.2f}× against the recording's "
+        f"{a.lo:.2f}–{a.hi:.2f}×, {wider:.1f}× as wide, so the rule can tell less from it; more rounds or a quieter "
+        "machine would narrow it."
+    ]
 
 
 def _tokens(n: int) -> str:

@@ -96,7 +96,7 @@ def _shown(c: Claim, r: dict) -> str:
         return "not tested here"
     if not r["holds"]:
         return "no"
-    return "yes: not found worse (can't tell level)" if c.expect == 0 and r["decided"].kind == "can't tell" else "yes"
+    return "yes, weakly: not found worse, nor shown level" if c.expect == 0 and r["decided"].kind == "can't tell" else "yes"
 
 
 def _rule_says(c: Claim, r: dict) -> str:
@@ -269,7 +269,9 @@ def pair_numbers(pairs: list[tuple[str, dict, dict | None]], whole: bool = False
 
 DECODING_ALONE = (  # the first words of a caption under a table of decoding rates
     "Decoding alone: the decode steps' tokens over their time, the prompt's pass (prefill) left out. A live run makes that pass"
-    " once per batch of prompts, the later rounds reusing its keys and values (a prefix cache)."
+    " once per batch of prompts, the later rounds reusing its keys and values (a prefix cache). Tokens/s are a lane's"
+    " median round; × plain is the verdict rule's typical round-by-round ratio, which can differ from the ratio of two"
+    " medians (even in direction, where the rounds scatter)."
 )
 
 
