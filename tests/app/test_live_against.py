@@ -147,7 +147,7 @@ def test_a_verdict_that_kept_its_word_but_moved_its_ratio_says_by_how_much():
     recorded, lv = _sides("more_flops", live)
     _, lines, differs = against.compare(recorded, lv)
     was, now = recorded.facts["verdict"][2].ratio, lv.facts["verdict"][2].ratio
-    assert differs and f"by {now:.2f}× live against {was:.2f}× recorded" in lines[0]
+    assert differs and f"at {now:.2f}× live against {was:.2f}× recorded" in lines[0]
     same, _ = _sides("more_flops", copy.deepcopy(rec["measurement"]))
     assert "live against" not in against.headline(same, same)[0]
 

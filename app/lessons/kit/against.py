@@ -149,7 +149,7 @@ def headline(rec: Side, live: Side, unit: str = "×") -> tuple[str, bool]:
         parts.append(f"The verdict changed: recorded, {rv[0]} was {rv[2].words(b=rv[1])}; live, {lv[2].words(b=lv[1])}.")
     elif rv and lv:
         who = lv[0] if lv[0] == rv[0] else f"{lv[0]} ({rv[0]} in the recording)"
-        by = f", by {lv[2].ratio:.2f}× live against {rv[2].ratio:.2f}× recorded" if shifted else ""
+        by = f", at {lv[2].ratio:.2f}× live against {rv[2].ratio:.2f}× recorded" if shifted else ""
         parts.append(f"The verdict is the same both times: {who} was {lv[2].word} {lv[1]}{by}.")
     return " ".join(parts), flipped or shifted or moved(rec.answer, live.answer)
 
