@@ -176,6 +176,7 @@ def show_one_step(result: dict | None, trace, locked: bool) -> None:
     is in, plain decoding beside the step as a figure with its numbers under it and what they show."""
     index = result["measurement"]["step"] if result else stepthrough.interesting_step(trace)
     machine, dtype, date = trace_label(trace)
+    date = date or (result or {}).get("date")  # a live trace is not stamped; its result carries the run's date
     st.subheader("The step, stage by stage")
     st.caption(
         f"Step {index} of a batch-1 greedy run ({trace.config.get('drafter')} drafter, depth {trace.config.get('depth')}), "
