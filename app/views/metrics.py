@@ -33,6 +33,17 @@ def _decode(trace) -> list:
     return [s for s in trace.steps if s.kind == "decode"]
 
 
+def decode_flops_ratio(ar, spec) -> float | None:
+    """FLOPs per decoded token of the decode steps (the prompt's pass left out), speculative ÷ plain: the quantity
+    Leviathan's operations factor predicts (lesson 2 divides the same way). None without decode steps or FLOPs."""
+    per = []
+    for trace in (ar, spec):
+        steps = _decode(trace)
+        tokens, flops = sum(len(q.emitted) for st in steps for q in st.seqs), sum(st.flops for st in steps)
+        per.append(flops / tokens if tokens and flops else None)
+    return per[1] / per[0] if per[0] and per[1] else None
+
+
 def _mean_ar_step_ms(ar) -> float | None:
     steps = _decode(ar)
     ms = sum(s.verify_ms for s in steps) / len(steps) if steps else 0.0
@@ -148,6 +159,7 @@ def compare(ar, spec) -> dict:
         "ar_flops": a.get("flops"),
         "spec_flops": s.get("flops"),
         "flops_ratio": flops_ratio,
+        "decode_flops_ratio": decode_flops_ratio(ar, spec),
         "flops_wasted": s.get("flops_wasted"),
         "depth": depth,
         "drafted_depth": k,
@@ -187,12 +199,15 @@ def arithmetic_line(m: dict, verdict: Verdict | None = None) -> str:
         "Speculation does at least as much arithmetic as plain decoding for the same output; the two are equal only "
         "when every draft is accepted and the drafter is free."
     ]
-    if m.get("flops_ratio") is not None:
-        ops = m.get("operations_factor")
+    decode, ops = m.get("decode_flops_ratio"), m.get("operations_factor")
+    if decode is not None:  # decode steps against Leviathan's factor over decode steps: one kind of number, compared
         parts.append(
-            f"Here it did {m['flops_ratio']:.2f}× the FLOPs (prefill included)"
-            + (f"; Leviathan's operations factor for this run's α, k and ĉ is {ops:.2f}× over the decode steps." if ops else ".")
+            f"Here its decode steps did {decode:.2f}× plain decoding's FLOPs per decoded token"
+            + (f" (Leviathan's operations factor for this run's α, k and ĉ: {ops:.2f}×)" if ops else "")
+            + (f"; with the prompt's pass (prefill) included, {m['flops_ratio']:.2f}×." if m.get("flops_ratio") is not None else ".")
         )
+    elif m.get("flops_ratio") is not None:
+        parts.append(f"Here it did {m['flops_ratio']:.2f}× the FLOPs, the prompt's pass (prefill) included.")
     verify, speedup = m.get("median_verify_ratio"), m.get("speedup")
     if speedup is not None:
         if verify is not None:

@@ -653,6 +653,14 @@ def test_arithmetic_line_says_at_least_as_much_and_decides_from_the_numbers(ar_t
     line = metrics.arithmetic_line(m)
     assert "at least as much arithmetic" in line and "equal only when every draft is accepted and the drafter is free" in line
     assert "always does more" not in line
+    # FLOPs set against Leviathan's factor on the same footing: the decode steps, per decoded token
+    per = [
+        sum(s.flops for s in t.steps if s.kind == "decode") / sum(len(q.emitted) for s in t.steps if s.kind == "decode" for q in s.seqs)
+        for t in (ar_trace, spec_trace)
+    ]
+    assert m["decode_flops_ratio"] == pytest.approx(per[1] / per[0])
+    assert f"its decode steps did {per[1] / per[0]:.2f}× plain decoding's FLOPs per decoded token" in line
+    assert f"with the prompt's pass (prefill) included, {m['flops_ratio']:.2f}×" in line
     assert m["ar_decode_steps"] == 3 and m["spec_decode_steps"] == 2
     won = dict(m, speedup=1.4, step_cost_ratio=1.5, ar_decode_steps=30, spec_decode_steps=12, kept_per_step=2.5)
     assert (
