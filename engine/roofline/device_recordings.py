@@ -176,8 +176,10 @@ def recordings_note(recordings: list[Recording]) -> str:
     """One line for the pages: which GPU recordings ship, or that they wait on a lent GPU."""
     if not recordings:
         return (
-            "No GPU recording ships yet: the recordings (scripts/record/gpu_record.py) wait on a lent GPU. "
-            "What this page shows ran on a CPU: live on this machine, or a recording labelled with its machine and date."
+            "No full GPU recording (the real model's races and grid, scripts/record/gpu_record.py) ships yet: it waits on "
+            "a lent GPU. SpecLab's H200 pass-cost curves (random weights in real shapes, docs/measurements/h200-*.json) "
+            "are drawn in the Lessons' GPU panels and the Predictor. What this page shows ran on a CPU: live on this "
+            "machine, or a recording labelled with its machine and date."
         )
     names = sorted({r.label for r in recordings})
     return "GPU recordings available in Replay: " + "; ".join(names) + "."
