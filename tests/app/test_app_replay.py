@@ -154,7 +154,7 @@ def test_replay_says_gpu_recordings_wait_on_a_gpu_when_none_ship(monkeypatch, tm
     monkeypatch.setattr(recordings, "RECORDINGS", tmp_path / "none")
     at = _replay()
     assert "A GPU recording" not in at.radio(key="source").options
-    assert "wait on a lent GPU" in _texts(at.caption)
+    assert "waits on a lent GPU" in _texts(at.caption)
 
 
 def test_replay_lists_device_recordings_through_the_strict_loaders(monkeypatch, tmp_path):
