@@ -47,6 +47,11 @@ def recorded() -> None:
     st.caption(f"These numbers were {label}. Not a GPU: see the form below for a GPU server.")
     st.plotly_chart(views.speedup_figure(rec["sweeps"], label), key="serving_speedup")
     st.dataframe(views.table(rec["sweeps"]), hide_index=True)
+    st.caption(
+        "Output tokens/s are every request's output tokens over the round's wall time, the prompts' passes (prefill) "
+        "included: a server's view, not SpecLab's decode-only one. The speedup is the verdict rule's ratio over the paired rounds "
+        "(the glossary), with its 95% range; the verdict names a winner only where the rule does."
+    )
     for line in views.verdict_words(rec["sweeps"]):
         st.markdown(f"- {line}")
     st.plotly_chart(views.acceptance_figure(rec["sweeps"], rec["speclab"], label), key="serving_acceptance")

@@ -6,28 +6,41 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from engine import verdict as rule
+
 COLORS = ("#0072b2", "#e69f00", "#009e73", "#cc79a7")
 
 
+def judged(row: dict) -> dict | None:
+    """A row's speedup by the one rule (engine/verdict.py) over its paired rounds (plain and speculative took turns):
+    {"value", "lo", "hi", "kind"}; a row recorded without both lanes' rounds keeps its stored median, untold."""
+    a, b = (row.get(lane, {}).get("tokens_per_s_runs") for lane in ("spec", "plain"))
+    if a and b and len(a) == len(b) >= 2:
+        v = rule.judge(a, b)
+        return {"value": v.ratio, "lo": v.lo, "hi": v.hi, "kind": v.kind}
+    sp = row.get("speedup")
+    return {"value": sp["median"], "lo": None, "hi": None, "kind": "can't tell"} if sp else None
+
+
 def speedup_figure(sweeps: list[dict], label: str) -> go.Figure:
-    """Speculative ÷ plain output tokens/s against concurrency, one line per draft length K, whiskers = the rounds'
-    range (each round's ratio: plain and speculative took turns), a dotted line at 1× (no gain)."""
+    """Speculative ÷ plain output tokens/s against concurrency, one line per draft length K: the rule's ratio over
+    the paired rounds, whiskers its 95% range, a dotted line at 1× (no gain)."""
     fig = go.Figure()
     for i, s in enumerate(sweeps):
-        rows = [r for r in s["rows"] if r.get("speedup")]
+        rows = [(r, judged(r)) for r in s["rows"] if judged(r)]
         fig.add_scatter(
-            x=[r["concurrency"] for r in rows],
-            y=[r["speedup"]["median"] for r in rows],
+            x=[r["concurrency"] for r, _ in rows],
+            y=[j["value"] for _, j in rows],
             mode="lines+markers+text",
             name=name(s),
             line={"color": COLORS[i % len(COLORS)], "width": 3},
-            text=[f"{r['speedup']['median']:.2f}×" for r in rows],
+            text=[f"{j['value']:.2f}×" for _, j in rows],
             textposition="top center",
             error_y={
                 "type": "data",
                 "symmetric": False,
-                "array": [r["speedup"]["hi"] - r["speedup"]["median"] for r in rows],
-                "arrayminus": [r["speedup"]["median"] - r["speedup"]["lo"] for r in rows],
+                "array": [(j["hi"] or j["value"]) - j["value"] for _, j in rows],
+                "arrayminus": [j["value"] - (j["lo"] or j["value"]) for _, j in rows],
             },
             hovertemplate="concurrency %{x}: %{y:.2f}× plain<extra></extra>",
         )
@@ -92,15 +105,16 @@ def table(sweeps: list[dict]) -> list[dict]:
     out = []
     for s in sweeps:
         for r in s["rows"]:
-            sp, acc = r.get("speedup") or {}, r.get("acceptance") or {}
+            sp, acc = judged(r) or {}, r.get("acceptance") or {}
             out.append(
                 {
                     "server": name(s),
                     "concurrency": r["concurrency"],
                     "plain tok/s": _r(r["plain"]["tokens_per_s"], 1),
                     "speculative tok/s": _r(r["spec"]["tokens_per_s"], 1),
-                    "speedup": _r(sp.get("median"), 2),
-                    "rounds' range": f"{sp['lo']:.2f}–{sp['hi']:.2f}" if sp else "",
+                    "speedup (the rule's)": _r(sp.get("value"), 2),
+                    "95% range": f"{sp['lo']:.2f}–{sp['hi']:.2f}" if sp.get("lo") else "",
+                    "verdict": sp.get("kind", ""),
                     "TTFT ms plain / spec": f"{r['plain']['ttft_ms']:.0f} / {r['spec']['ttft_ms']:.0f}",
                     "TPOT ms plain / spec": f"{_r(r['plain']['tpot_ms'], 1)} / {_r(r['spec']['tpot_ms'], 1)}",
                     "α": _r(acc.get("alpha"), 3),
@@ -110,19 +124,16 @@ def table(sweeps: list[dict]) -> list[dict]:
 
 
 def verdict_words(sweeps: list[dict]) -> list[str]:
-    """Per K, where speculation was faster or slower than plain in every round, computed from the rows."""
+    """Per K, where speculation was faster, slower or level against plain by the one rule, and where the rounds cannot
+    tell, computed from the rows."""
     lines = []
     for s in sweeps:
-        faster = [r["concurrency"] for r in s["rows"] if r.get("speedup") and r["speedup"]["lo"] > 1]
-        slower = [r["concurrency"] for r in s["rows"] if r.get("speedup") and r["speedup"]["hi"] < 1]
-        level = [r["concurrency"] for r in s["rows"] if r.get("speedup") and r["concurrency"] not in faster + slower]
-        parts = []
-        if faster:
-            parts.append(f"faster than plain in every round at concurrency {_list(faster)}")
-        if slower:
-            parts.append(f"slower in every round at {_list(slower)}")
-        if level:
-            parts.append(f"level within the rounds' range at {_list(level)}")
+        kinds = {r["concurrency"]: judged(r)["kind"] for r in s["rows"] if judged(r)}
+        parts = [
+            f"{words} at concurrency {_list([c for c, k in kinds.items() if k == kind])}"
+            for kind, words in (("faster", "faster than plain"), ("slower", "slower"), ("level", "level"), ("can't tell", "can't tell"))
+            if kind in kinds.values()
+        ]
         per_pos = pooled_acceptance(s)
         pos = ", ".join(f"{v:.2f}" for v in per_pos)
         lines.append(f"{name(s)}: " + "; ".join(parts) + (f". Acceptance by position: {pos}." if per_pos else "."))

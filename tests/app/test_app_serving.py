@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from engine import verdict
+
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
@@ -38,27 +40,32 @@ def test_the_recording_loads_and_its_words_follow_its_numbers():
     rec = record.load(RECORDING)
     assert [s["k"] for s in rec["sweeps"]] == [2, 3] and "llama-server" in rec["server"]
     lines = views.verdict_words(rec["sweeps"])
+    words = {"faster": "faster than plain", "slower": "slower", "level": "level", "can't tell": "can't tell"}
     for s, line in zip(rec["sweeps"], lines):
-        for r in s["rows"]:
-            c, sp = r["concurrency"], r["speedup"]
-            if sp["lo"] > 1:
-                assert "faster than plain in every round" in line and str(c) in line.split("faster than plain in every round")[1]
-            if sp["hi"] < 1:
-                assert "slower in every round" in line
+        for r in s["rows"]:  # each concurrency listed under the one rule's verdict on its paired rounds
+            v = verdict.judge(r["spec"]["tokens_per_s_runs"], r["plain"]["tokens_per_s_runs"])
+            listed = line.split(words[v.kind] + " at concurrency ")[1].split(";")[0].split(".")[0]
+            assert str(r["concurrency"]) in listed.split(", ")
+    # the recording's K = 2 rows were "slower in every round" by the old range rule: the rule names none of them
+    assert lines[0].startswith("draft model, K = 2: can't tell at concurrency 1, 2, 4, 8")
     flipped = copy.deepcopy(rec["sweeps"])
     for s in flipped:
         for r in s["rows"]:
-            sp = r["speedup"]
-            r["speedup"] = {"median": 1 / sp["median"], "lo": 1 / sp["hi"], "hi": 1 / sp["lo"], "rounds": sp["rounds"]}
-    for before, after in zip(lines, views.verdict_words(flipped)):  # every clear verdict turns the other way
-        assert ("faster than plain in every round" in before) == ("slower in every round" in after)
+            r["spec"]["tokens_per_s_runs"], r["plain"]["tokens_per_s_runs"] = (
+                r["plain"]["tokens_per_s_runs"],
+                r["spec"]["tokens_per_s_runs"],
+            )
+    for before, after in zip(lines, views.verdict_words(flipped)):  # every verdict the rule names turns the other way
+        assert ("faster than plain at" in before) == ("slower at" in after) and ("slower at" in before) == ("faster than plain at" in after)
 
 
 def test_the_figures_draw_every_sweep_and_speclabs_own_acceptance():
     rec = record.load(RECORDING)
     fig = views.speedup_figure(rec["sweeps"], "label")
     assert [t.name for t in fig.data] == ["draft model, K = 2", "draft model, K = 3"]
-    assert list(fig.data[0].y) == [r["speedup"]["median"] for r in rec["sweeps"][0]["rows"]]
+    rows = rec["sweeps"][0]["rows"]  # the rule's ratio over the paired rounds: the number the table and words read
+    assert list(fig.data[0].y) == [verdict.judge(r["spec"]["tokens_per_s_runs"], r["plain"]["tokens_per_s_runs"]).ratio for r in rows]
+    assert [t["speedup (the rule's)"] for t in views.table(rec["sweeps"])[: len(rows)]] == [round(y, 2) for y in fig.data[0].y]
     acc = views.acceptance_figure(rec["sweeps"], rec["speclab"], "label")
     assert list(acc.data[-1].y) == rec["speclab"]["per_pos_rate"]
     pooled = views.pooled_acceptance(rec["sweeps"][0])
