@@ -14,9 +14,12 @@ import plotly.graph_objects as go
 from app.common.measurement import BUSY_CORES
 from app.views.palette import INK, ink, speedup_scale
 from engine.bench.prompt_files import task_name
+from engine.bench.tasks import CONTENDERS
 from engine.verdict import MIN_GAP
 
 MARKS = {"faster": "faster", "slower": "slower", "level": "level", "can't tell": "can't tell"}
+
+LOOKUP = CONTENDERS["ngram"].name if "ngram" in CONTENDERS else "n-gram"  # the lookup's cells, as the recording names them
 
 
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot", "solid")
@@ -192,7 +195,7 @@ def findings(rows: list[dict], batch: int) -> list[str]:
                 f"**{task_name(task)}**: no contender was faster than plain decoding by the rule (best "
                 f"{cells[0]['contender']} {cells[0]['speedup']:.2f}×, {cells[0]['verdict']})."
             )
-    lookup = [r for (n, t), r in at.items() if n.startswith("n-gram")]
+    lookup = [r for (n, t), r in at.items() if n == LOOKUP]  # the lookup alone, not "n-gram, else EAGLE"
     if len(lookup) >= 2:
         hi, lo = max(lookup, key=lambda r: r["tau"] or 1), min(lookup, key=lambda r: r["tau"] or 1)
         out.append(

@@ -3,12 +3,17 @@ model (engine/bench/tasks.py) and from hand-made rows whose verdicts are known."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from app.views import benchmarks as V
 from engine.bench import task_records
 from engine.bench.prompt_files import Prompt
 from engine.bench.tasks import CONTENDERS, run_tasks
+
+ROOT = Path(__file__).resolve().parents[2]
+LOOKUP = CONTENDERS["ngram"].name  # the lookup's cells, as the bench names them
 
 
 @pytest.fixture(scope="module")
@@ -50,15 +55,15 @@ def test_findings_name_a_winner_only_where_the_rule_does():
     rows = task_records.judged(
         [
             _row("qa", 1, "plain", 80, [80, 81, 79, 80]),
-            _row("qa", 1, "n-gram lookup, k 4", 120, [120, 122, 118, 121], tau=2.4),
+            _row("qa", 1, LOOKUP, 120, [120, 122, 118, 121], tau=2.4),
             _row("qa", 1, "EAGLE head, k 3", 81, [70, 90, 75, 88]),
             _row("rag", 1, "plain", 80, [80, 81, 79, 80]),
-            _row("rag", 1, "n-gram lookup, k 4", 80, [81, 80, 80, 79], tau=1.3),
+            _row("rag", 1, LOOKUP, 80, [81, 80, 80, 79], tau=1.3),
             _row("rag", 1, "EAGLE head, k 3", 80, [70, 90, 80, 85]),
         ]
     )
     lines = V.findings(rows, 1)
-    assert lines[0].startswith("**QA**: n-gram lookup, k 4 was the one contender faster than plain") and "EAGLE" not in lines[0]
+    assert lines[0].startswith(f"**QA**: {LOOKUP} was the one contender faster than plain") and "EAGLE" not in lines[0]
     assert lines[1].startswith("**RAG**: no contender was faster than plain decoding by the rule")
     assert "from 1.30 on RAG to 2.40 on QA" in lines[2]
     full = V.range_rows(rows, 1)
@@ -85,16 +90,16 @@ def test_findings_name_the_fastest_only_where_the_ranges_part():
     apart = task_records.judged(
         [
             _row("qa", 1, "plain", 80, [80, 81, 79, 80]),
-            _row("qa", 1, "n-gram lookup, k 4", 160, [160, 161, 159, 160]),
+            _row("qa", 1, LOOKUP, 160, [160, 161, 159, 160]),
             _row("qa", 1, "EAGLE head, k 3", 100, [100, 101, 99, 100]),
         ]
     )
-    assert V.findings(apart, 1)[0].startswith("**QA**: n-gram lookup, k 4 was fastest, 2.00× plain")
+    assert V.findings(apart, 1)[0].startswith(f"**QA**: {LOOKUP} was fastest, 2.00× plain")
 
 
 def test_a_live_run_sits_beside_the_recording_and_says_why_they_differ():
-    rec_rows = task_records.judged([_row("qa", 1, "plain", 80, [80, 81]), _row("qa", 1, "n-gram lookup, k 4", 100, [100, 101], tau=2.0)])
-    live = task_records.judged([_row("qa", 1, "plain", 40, [40, 41]), _row("qa", 1, "n-gram lookup, k 4", 60, [60, 61], tau=2.2)])
+    rec_rows = task_records.judged([_row("qa", 1, "plain", 80, [80, 81]), _row("qa", 1, LOOKUP, 100, [100, 101], tau=2.0)])
+    live = task_records.judged([_row("qa", 1, "plain", 40, [40, 41]), _row("qa", 1, LOOKUP, 60, [60, 61], tau=2.2)])
     beside = V.beside_rows(live, rec_rows, "qa", 1)
     assert beside[0]["recorded"].startswith("1.25×") and beside[0]["live"].startswith("1.49×")
     both = task_records.judged([_row("qa", 1, "plain", 40, [40, 41]), _row("qa", 1, "n-gram, else EAGLE, k 4", 70, [70, 71])])
@@ -111,3 +116,16 @@ def test_a_busy_run_is_flagged_from_the_cores_other_work_kept():
     busy = [r | {"other_cores": 1.3} for r in quiet]
     assert V.disturbed_note(busy).startswith("DISTURBED: other processes kept 1.3 cores busy")
     assert V.disturbed_note([_row("qa", 1, "plain", 80, [80])]) is None  # not recorded: no flag
+
+
+def test_the_lookups_tau_sentence_reads_the_lookup_alone_not_the_hybrid():
+    """The shipped recording: "n-gram, else EAGLE" reached τ 2.46 on math; the lookup alone 1.39 there and its highest on
+    translation. The sentence about n-gram lookup reads the lookup's own cells (it once read the hybrid's)."""
+    rows = task_records.load(ROOT / "assets" / "spec_bench" / "recording.json")["rows"]
+    lookup = LOOKUP
+    at_1 = [r for r in rows if r["batch"] == 1 and r["contender"] == lookup]
+    hi, lo = max(at_1, key=lambda r: r["tau"]), min(at_1, key=lambda r: r["tau"])
+    line = next(f for f in V.findings(rows, 1) if f.startswith("n-gram lookup drafts"))
+    assert f"from {lo['tau']:.2f} on " in line and f"to {hi['tau']:.2f} on " in line
+    hybrid = max((r for r in rows if r["batch"] == 1 and r["contender"].startswith("n-gram, else")), key=lambda r: r["tau"])
+    assert hybrid["tau"] > hi["tau"] and f"{hybrid['tau']:.2f}" not in line
