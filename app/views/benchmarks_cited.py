@@ -81,7 +81,7 @@ def figure(matched: list[dict], cited_name: str, here_name: str, label: str) -> 
         fig.update_yaxes(title_text="× plain", range=[0, top * 1.18], row=i, col=1)
     return frame(
         fig,
-        "Decode speedup over plain decoding by task, batch 1: a GPU (cited) and a CPU (recorded)",
+        "Speedup over plain decoding by task, batch 1: a GPU (cited, whole answers) and this CPU (recorded, decoding alone)",
         label,
         height=240 * len(matched) + 60,
     )
@@ -128,8 +128,8 @@ def findings(matched: list[dict]) -> list[str]:
         if abs(p["tau_here"] - p["tau_cited"]) <= SAME_TAU * p["tau_cited"]:
             median = p["median_here"]
             line += (
-                f" The two keep about as many tokens a pass: the GPU made {p['overall_cited']:.2f}× of them, the CPU a "
-                f"median of {median:.2f}× over the tasks"
+                f" The two keep about as many tokens a pass: the GPU made {p['overall_cited']:.2f}× of them (whole answers, "
+                f"prefill included, over the cited prompts), the CPU a median of {median:.2f}× over the tasks (decoding alone)"
             )
             line += (
                 ". The difference is what drafting and a verify pass of several tokens cost on each machine against a pass of one."
