@@ -183,7 +183,10 @@ def _summary(ar: Trace, spec: Trace, m: dict, depth: int, threads: str | None, r
     a1.metric("Acceptance rate", metrics.fmt(m["acceptance_rate"], ".0%"), help="accepted draft tokens / drafted tokens")
     a2.metric("α", metrics.fmt(m["alpha"], ".2f"), help="Per-token acceptance, Leviathan's α: accepted / (accepted + rejections)")
     a3.metric(
-        "Tokens per target pass", metrics.fmt(m["tokens_per_step"], ".2f"), help="mean accepted + 1, over the steps that drafted (AR: 1.00)"
+        "Tokens per step (τ)",
+        metrics.fmt(m["tokens_per_step"], ".2f"),
+        help="A sequence's tokens per speculative step: mean accepted + 1, over the steps that drafted (AR: 1.00); "
+        "Spec-Bench's τ. Not the tokens a pass carries (batch × (k + 1), the glossary's tokens per pass)",
     )
     a4.metric(
         "k drafted",
