@@ -115,7 +115,8 @@ def show_results(
     st.subheader("Race replay")
     st.caption(
         "Both lanes on one clock at their measured speed: the replay only plays back the recorded steps, "
-        "the model is not rerun. Hover a token for its draft and target probabilities."
+        'the model is not rerun. Hover a token for its draft and target probabilities. Each lane\'s "finished in" is '
+        "its whole run, the prompt's pass (prefill) included; the speedups below are decoding alone."
     )
     ar_recs, spec_recs = tokens.token_records(ar.steps, n), tokens.token_records(spec.steps, n, greedy=greedy)
     spec_label = f"Speculative (k={depth}, {spec.meta.get('draft_name') or 'no drafter'})"
