@@ -77,7 +77,9 @@ def warmup_note(m: dict) -> None:
     if warm:
         st.caption(
             "Warm-up (shown apart, never in the timed rounds): one contender of each pass shape decoded a few tokens "
-            "first, so no timed round carries a cold start: " + ", ".join(f"{warm_name(w['contender'])} {w['s']:.2f} s" for w in warm) + "."
+            "first, so no timed round carries a cold start: "
+            + "; ".join(f"{warm_name(w['contender'])}: {w['s']:.2f} s" for w in warm)
+            + "."
         )
 
 
