@@ -218,3 +218,14 @@ def test_a_warm_up_is_paid_once_per_pass_shape():
         Job(eight, DecodeConfig(depth=3, drafter="ngram"), sequential=True),
     ]
     assert len({shapes(j) for j in [fixed, plain, *others]}) == 2 + len(others)
+
+
+def test_the_warm_up_names_its_contenders_in_the_pages_words():
+    """The runs key their lanes "16 ar", "ngram spec"; the caption says "plain, batch 16" and what the lookup ran on,
+    and leaves names already in words alone."""
+    from app.lessons.kit.show import warm_name
+
+    assert warm_name("16 ar") == "plain, batch 16" and warm_name("1 spec") == "speculative, batch 1"
+    assert warm_name("ar, batch 8") == "plain, batch 8" and warm_name("ar") == "plain"
+    assert warm_name("ngram spec") == "n-gram lookup, copy-this-text prompts"
+    assert warm_name("goodput (k ≤ 6), batch 4") == "goodput (k ≤ 6), batch 4"
