@@ -36,18 +36,6 @@ from engine.decoding.passcurve import pass_costs
 MORE_ROUNDS = 5  # two short batch-1 lanes: five interleaved rounds (after a warm-up) stay well inside 20 s
 
 
-def decode_costs(traces: list) -> dict:
-    """FLOPs, bytes moved and FLOPs on rejected drafts of one run's decode steps (the prompt's pass left out), both
-    models, and the tokens those steps wrote: what lesson 2 divides per decoded token."""
-    steps = [st for t in traces for st in t.steps if st.kind == "decode"]
-    return {
-        "tokens": sum(len(q.emitted) for st in steps for q in st.seqs),
-        "flops": sum(st.flops for st in steps),
-        "bytes": sum(st.bytes for st in steps),
-        "flops_wasted": sum(st.flops_wasted for st in steps),
-    }
-
-
 SEED_CONTEXT, SEED_ROUNDS = 150, 3
 
 
@@ -90,7 +78,7 @@ def more_flops(pair, probe, s: dict) -> dict:
     depth = int(s["depth"]) or inside_depth(room)
     jobs = lane_jobs(batch_prompts("extractive", 1), depth, "ngram", int(s["tokens"]), warm=False)  # its table shows the whole run
     runs, warm = timed_rounds(pair, jobs, MORE_ROUNDS)
-    costs = {name: decode_costs(median_run(runs[name])) for name in ("ar", "spec")}
+    costs = {name: metrics.decode_totals(median_run(runs[name])) for name in ("ar", "spec")}
     return lane_pair(runs["ar"], runs["spec"]) | {
         "seed": seed_passes(pair, depth),
         "decode_costs": costs,

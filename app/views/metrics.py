@@ -34,14 +34,22 @@ def _decode(trace) -> list:
     return [s for s in trace.steps if s.kind == "decode"]
 
 
+def decode_totals(traces: list) -> dict:
+    """FLOPs, bytes moved and FLOPs on rejected drafts of runs' decode steps (the prompt's pass left out), both models,
+    and the tokens those steps wrote: what a per-decoded-token ratio divides (the Playground, lesson 2)."""
+    steps = [st for t in traces for st in _decode(t)]
+    return {
+        "tokens": sum(len(q.emitted) for st in steps for q in st.seqs),
+        "flops": sum(st.flops for st in steps),
+        "bytes": sum(st.bytes for st in steps),
+        "flops_wasted": sum(st.flops_wasted for st in steps),
+    }
+
+
 def decode_flops_ratio(ar, spec) -> float | None:
-    """FLOPs per decoded token of the decode steps (the prompt's pass left out), speculative ÷ plain: the quantity
-    Leviathan's operations factor predicts (lesson 2 divides the same way). None without decode steps or FLOPs."""
-    per = []
-    for trace in (ar, spec):
-        steps = _decode(trace)
-        tokens, flops = sum(len(q.emitted) for st in steps for q in st.seqs), sum(st.flops for st in steps)
-        per.append(flops / tokens if tokens and flops else None)
+    """FLOPs per decoded token of the decode steps, speculative ÷ plain: the quantity Leviathan's operations factor
+    predicts. None without decode steps or FLOPs."""
+    per = [t["flops"] / t["tokens"] if t["tokens"] and t["flops"] else None for t in (decode_totals([ar]), decode_totals([spec]))]
     return per[1] / per[0] if per[0] and per[1] else None
 
 

@@ -27,7 +27,7 @@ def speedup_figure(sweeps: list[dict], label: str) -> go.Figure:
     the paired rounds, whiskers its 95% range, a dotted line at 1× (no gain)."""
     fig = go.Figure()
     for i, s in enumerate(sweeps):
-        rows = [(r, judged(r)) for r in s["rows"] if judged(r)]
+        rows = [(r, j) for r in s["rows"] if (j := judged(r))]
         fig.add_scatter(
             x=[r["concurrency"] for r, _ in rows],
             y=[j["value"] for _, j in rows],
@@ -128,7 +128,7 @@ def verdict_words(sweeps: list[dict]) -> list[str]:
     tell, computed from the rows."""
     lines = []
     for s in sweeps:
-        kinds = {r["concurrency"]: judged(r)["kind"] for r in s["rows"] if judged(r)}
+        kinds = {r["concurrency"]: j["kind"] for r in s["rows"] if (j := judged(r))}
         parts = [
             f"{words} at concurrency {_list([c for c, k in kinds.items() if k == kind])}"
             for kind, words in (("faster", "faster than plain"), ("slower", "slower"), ("level", "level"), ("can't tell", "can't tell"))

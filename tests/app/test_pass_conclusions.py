@@ -12,8 +12,9 @@ from app.lessons.kit import numbers
 from app.lessons.kit.experiment import findings
 from app.lessons.kit.show import no_room
 from app.lessons.l1_memory_bound import cheaper_notes, largest_pass, memory_bound_figure, memory_bound_table, pass_ratio, read_tokens
-from app.lessons.l2_more_flops import decode_costs, more_flops_figure, per_token, seed_conclusion
+from app.lessons.l2_more_flops import more_flops_figure, per_token, seed_conclusion
 from app.lessons.l3_past_the_ridge import large_batch_speedup, past_the_ridge_table, ridge_points, ridge_settings
+from app.views import metrics
 
 
 def _row(n, ms, rounds=None, peak_bw=10e9, bw_share=0.2, fl_share=0.02, peak_fl=100e9):
@@ -261,7 +262,7 @@ def test_decode_costs_leave_the_prompts_pass_out():
             step(kind="decode", flops=1e9, bytes=3e8, flops_wasted=0.2e9, seqs=[step(emitted=[4])]),
         ]
     )
-    assert decode_costs([trace]) == {"tokens": 4, "flops": 2e9, "bytes": 6e8, "flops_wasted": 0.2e9}
+    assert metrics.decode_totals([trace]) == {"tokens": 4, "flops": 2e9, "bytes": 6e8, "flops_wasted": 0.2e9}
 
 
 def test_lesson1_a_cold_round_is_shown_and_kept_in_the_range():

@@ -24,6 +24,7 @@ SEED_SHAPE = "27B"  # the seed's framing: a 27B model in bf16 streams its weight
 
 
 SERVING_BATCH = 64  # a serving engine's batch, beside the lesson's own
+SERVING_TAG = " (a serving batch)"  # how a pass at SERVING_BATCH that the lesson did not run is named
 
 
 CAN_SHOW = (
@@ -62,7 +63,7 @@ def verify_passes(settings: dict, batches: list[int] | None = None) -> list[tupl
     batches = batches or sorted({1, int(s.get("batch", 1) or 1)})
     out = []
     for b in [*batches, SERVING_BATCH] if SERVING_BATCH not in batches else batches:
-        tag = " (a serving batch)" if b == SERVING_BATCH and b not in batches else ""
+        tag = SERVING_TAG if b == SERVING_BATCH and b not in batches else ""
         out += [(f"plain, batch {b}{tag}", b, 1), (f"verify k = {depth}, batch {b}{tag}", b, depth + 1)]
     return out
 

@@ -384,7 +384,7 @@ def show_gpu_panel(lesson_name: str, settings: dict, text: str = "", result: dic
             passes = gpu.lesson_passes(record, settings)
             marks = sorted({b * n for _, b, n in passes})
             show.show_chart(gpu.curves_figure(curves, marks), key + "curves")
-            serving = any("(a serving batch)" in what for what, _, _ in passes)
+            serving = any(what.endswith(gpu.SERVING_TAG) for what, _, _ in passes)
             dotted = " Dotted lines: the tokens per pass of this lesson's passes" + (
                 f", and of the same passes at a serving batch of {gpu.SERVING_BATCH} rows. " if serving else ". "
             )
