@@ -171,3 +171,15 @@ def lesson_constant(monkeypatch):
         monkeypatch.setattr(home, name, value)
 
     return set_
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_contexts(tmp_path_factory):
+    """Lesson 8's long contexts, kept on disk (app/lessons/kit/runs.py, `contexts_dir`), go to the session's own folder,
+    never the machine's."""
+    from app.lessons.kit import runs
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(runs, "contexts_dir", lambda: tmp_path_factory.mktemp("contexts"))
+    yield
+    patch.undo()

@@ -79,8 +79,8 @@ def long_context(pair, probe, s: dict) -> dict:
 
 def prepare(pair) -> None:
     """The default run's contexts prefilled into the pair's context store before anyone asks (the server's preload,
-    app/main.py): the long one is about 10 s of prefill on a 2-core CPU, and the first live run reads it warm, as a
-    later one does."""
+    app/main.py): the long one is about 8 s of prefill on a 2-core CPU, and the first live run reads it warm, as a
+    later one does; kept on disk by the store (runs.context_store), a restarted server reads it back in under 1 s."""
     warm_contexts(pair, [SHORT, LONG], context_store(pair))
 
 

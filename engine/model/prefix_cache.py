@@ -2,7 +2,8 @@
 `RaggedCache.prefill_shared`), kept for the next run over the same prefix, so a page that decodes one document again
 and again (the app's warm-up and interleaved rounds, a class rerunning a lesson) prefills it once. The caller owns it
 and hands it to a run (`generate(..., prefix_cache=...)`): the app keeps one per model pair and uses it only inside
-its run lock, so one run at a time reads or writes it; the engine keeps nothing between runs itself. Each model's
+its run lock, so one run at a time reads or writes it; the engine keeps nothing between runs itself (a caller may
+give a store a tier on disk: engine/model/prefix_disk.py). Each model's
 cache files its prefix under its own key: the model (or the EAGLE head), the backend (static buffers: with their
 dtype; a dynamic cache: the forward that fills it), the prefix's token ids and, for a head fed with the target's
 features, a digest of those features. A hit copies the stored keys and values into the first row instead of running
@@ -101,10 +102,15 @@ def digest(features: torch.Tensor | None) -> str:
 class PrefixCache:
     """The warm prefixes, least recently used first out (see the module docstring); `hits` and `misses` count lookups."""
 
-    def __init__(self, max_entries: int = MAX_ENTRIES, max_tokens: int = MAX_TOKENS, max_bytes: int = MAX_BYTES, prompts: bool = False):
+    def __init__(
+        self, max_entries: int = MAX_ENTRIES, max_tokens: int = MAX_TOKENS, max_bytes: int = MAX_BYTES, prompts: bool = False, disk=None
+    ):
         """prompts: keep whole prompt batches too (`WarmPrompts`), for a caller that times decoding alone; a page that
-        shows the prompt's pass (time to first token, the whole run) keeps shared prefixes only."""
+        shows the prompt's pass (time to first token, the whole run) keeps shared prefixes only. disk: a tier on disk
+        under this one (engine/model/prefix_disk.py, DiskPrefixes): shared prefixes filed here are written there too,
+        and a miss here is looked for there, so a later process reads a long context back instead of prefilling it."""
         self.max_entries, self.max_tokens, self.max_bytes, self.prompts = max_entries, max_tokens, max_bytes, prompts
+        self.disk = disk
         self._entries: OrderedDict[tuple, WarmPrefix] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
@@ -112,18 +118,29 @@ class PrefixCache:
     def get(self, key: tuple) -> WarmPrefix | WarmPrompts | None:
         with self._lock:
             entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return entry
+        entry = self.disk.load(key) if self.disk is not None else None
+        with self._lock:
             if entry is None:
                 self.misses += 1
                 return None
-            self._entries.move_to_end(key)
             self.hits += 1
-            return entry
+        self._keep(key, entry)  # in memory from now on; already on disk
+        return entry
 
     def put(self, key: tuple, entry: WarmPrefix | WarmPrompts) -> None:
         """Keep `entry` (copies of the run's tensors) under `key`; one longer than max_tokens or larger than max_bytes
         is not kept, and the least recently used go until the store is within both of its bounds."""
         if entry.tokens > self.max_tokens or nbytes([entry]) > self.max_bytes:
             return
+        self._keep(key, entry)
+        if self.disk is not None and isinstance(entry, WarmPrefix):
+            self.disk.save(key, entry)
+
+    def _keep(self, key: tuple, entry: WarmPrefix | WarmPrompts) -> None:
         with self._lock:
             self._entries[key] = entry
             self._entries.move_to_end(key)

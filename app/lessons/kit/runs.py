@@ -10,6 +10,7 @@ import statistics
 import time
 import weakref
 from dataclasses import dataclass
+from pathlib import Path
 
 from app.common import measurement as ms
 from app.common.warm import warm
@@ -17,8 +18,10 @@ from app.lessons.kit import numbers
 from app.views import metrics
 from engine import DecodeConfig, generate
 from engine.decoding.passcurve import CURVE_CONTEXT, curve_key, pass_costs, pass_curve
+from engine.formats import data_dir
 from engine.loadmeter import LoadMeter
 from engine.model.prefix_cache import PrefixCache
+from engine.model.prefix_disk import DiskPrefixes, model_name
 
 
 @dataclass(frozen=True)
@@ -46,14 +49,26 @@ def prompt_store(pair) -> PrefixCache:
 def context_store(pair) -> PrefixCache:
     """The pair's long contexts (lesson 8's, engine/decoding/context_passes.py: about 100 MB over the embedded pair),
     kept apart from the prompt batches, whose hundreds of megabytes would push them out of one store (least recently
-    used first) between the server's preparation and lesson 8's first run."""
+    used first) between the server's preparation and lesson 8's first run; and kept on disk (`contexts_dir`,
+    engine/model/prefix_disk.py), so a restarted server reads a 4,096-token context back in under a second
+    instead of prefilling it for 8 s before lesson 8's first run can start."""
     return _store(pair, "contexts")
+
+
+def contexts_dir() -> Path:
+    """The long contexts' folder: contexts in the data folder (engine/formats.py, `data_dir`: a Space's persistent
+    storage where it has one, so they outlive a restart)."""
+    return data_dir() / "contexts"
 
 
 def _store(pair, kind: str) -> PrefixCache:
     key = (id(pair), kind)
     if key not in _STORES:
-        _STORES[key] = PrefixCache(prompts=kind == "prompts")
+        disk = None
+        if kind == "contexts":
+            disk = DiskPrefixes(contexts_dir(), pair.device)
+            disk.name(pair.target, model_name(curve_key(pair), pair.target))  # its weights, dtype and pass, not its id
+        _STORES[key] = PrefixCache(prompts=kind == "prompts", disk=disk)
         weakref.finalize(pair, _STORES.pop, key, None)
     return _STORES[key]
 
