@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 import weakref
 from pathlib import Path
 
@@ -92,7 +93,10 @@ class DiskPrefixes:
         except Exception:  # a torn, foreign or corrupt file: prefill instead, as if it were not there
             self.errors += 1
             return None
-        os.utime(path)  # its last use: the oldest go first
+        try:
+            os.utime(path)  # its last use: the oldest go first
+        except OSError:  # a read-only folder: read, never trimmed
+            pass
         self.reads += 1
         return WarmPrefix(keys, values, hidden)
 
@@ -129,8 +133,12 @@ class DiskPrefixes:
         self.trim()
 
     def trim(self) -> None:
-        """Remove the least recently used files until the folder holds at most `max_bytes`."""
+        """Remove the least recently used files until the folder holds at most `max_bytes`, and the temporary files
+        of writes that died an hour or more ago."""
         try:
+            for p in self.folder.glob(".*.tmp"):
+                if time.time() - p.stat().st_mtime > 3600:
+                    p.unlink(missing_ok=True)
             files = sorted(self.folder.glob("*.safetensors"), key=lambda p: p.stat().st_mtime)
             total = sum(p.stat().st_size for p in files)
             for p in files:

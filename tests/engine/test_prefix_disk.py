@@ -109,3 +109,15 @@ def test_a_folder_that_cannot_be_written_leaves_the_context_in_memory(tiny, tmp_
     _, logits = over(tiny, ROW, store)
     assert len(store) == 1 and (store.disk.errors == 1) == (folder == "file")
     assert torch.equal(logits, over(tiny, ROW)[1])
+
+
+def test_a_write_that_died_leaves_no_file_for_ever(tiny, tmp_path):
+    """A process killed mid-write leaves its temporary file; the next trim removes it once it is an hour old (a live
+    write's is younger), and a reader never takes it for a prefix."""
+    dead, live = tmp_path / ".abc.safetensors.1.tmp", tmp_path / ".def.safetensors.2.tmp"
+    for p in (dead, live):
+        p.write_bytes(b"half a file")
+    os.utime(dead, (1, 1))
+    store = named_store(tiny, tmp_path)
+    over(tiny, ROW, store)
+    assert not dead.exists() and live.exists() and store.disk.errors == 0
