@@ -238,6 +238,25 @@ def test_texts_quote_the_h200_room_and_knee_the_recording_gives():
     for name in ("01-memory-bound.md", "03-past-the-ridge.md", "07-width.md"):
         flat = " ".join((ROOT / "lessons" / name).read_text(encoding="utf-8").split())
         assert f"{room} tokens per pass" in flat and str(knee_at) in flat, name
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"a one-token pass: {room} tokens on the recorded NVIDIA H200" in readme
+    guide = " ".join((ROOT / "lessons" / "README.md").read_text(encoding="utf-8").split())
+    assert f"they are {room}, about {knee_at} and about" in guide
+
+
+def test_the_readme_quotes_lesson_3s_shipped_recording():
+    """The README's example past the room (the n-gram lookup against the EAGLE head at lesson 3's large batch) reads
+    the shipped recording, with its date, as the lesson computes it: a re-recording cannot leave it stale."""
+    from app.lessons import l3_past_the_ridge as L3
+    from app.lessons import registry
+
+    rec = registry.load_record(ROOT / "assets" / "lessons" / "past_the_ridge.json")
+    points = L3.ridge_points(rec["measurement"], rec["settings"])
+    large = max(p["batch"] for p in points)
+    at = {p["drafter"].split(",")[0]: p["speedup"] for p in points if p["batch"] == large}
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"lesson 3's recording (2-core Intel Xeon with AMX, {rec['date']})" in readme and "Xeon" in rec["machine"]
+    assert f"ran {at['n-gram lookup']:.2f}× plain decoding" in readme and f"ran {at['EAGLE head']:.2f}× on held-out" in readme
 
 
 def test_texts_state_rules_of_thumb_with_their_conditions():
