@@ -1,16 +1,17 @@
-"""Command line: python -m engine run | bench | passes | probe | predict   (docs/design.md §4).
+"""Command line: python -m engine run | bench | passes | probe | predict | serve-bench   (docs/design.md §4).
 
     python -m engine run   --prompt TEXT [--prompt TEXT ...] --mode {autoregressive,speculative} [--depth K]
                            [--drafter NAME] [--confidence C] [--temperature T] [--top-p P] [--max-new-tokens N] [--seed S]
                            [--dtype {auto,float32,bfloat16}] [--cuda-graphs {auto,off,static,padded}] [--context N] [--json PATH]
     python -m engine bench --batch 1,4,16 --depth 0,2,4,8 [--confidence 0,0.3] [--drafter ...] [--dtype ...] [--context N]
                            [--json PATH]   # --context N: the shipped document before every row, ~N tokens of cache each
-    python -m engine passes [--batch 1,8] [--tokens 1,2,4,...] [--context 150]   # one forward's time vs tokens per pass
+    python -m engine passes [--batch 1] [--tokens 1,2,4,...] [--context 150]   # one forward's time vs tokens per pass
                             [--compare-backends torch,fused,native [--rounds 3]]   # backends' passes against each other
     python -m engine probe
     python -m engine predict --gpu H200 --model 8B [--context 1024] [--alpha 0.7] [--c 0.05] [--dtype bfloat16]
                              [--floor graph|eager|none]   # the roofline predictor's table: a model, not a measurement
-Errors in the input are printed as one line and exit with status 2; no traceback. The parser and the commands live in
+Errors in the input are printed as one line and exit with status 2; no traceback, no usage block (engine/cli/parser.py,
+`OneLine`); --help states every option's default. The parser and the commands live in
 engine/cli/ (--drafter's choices: the drafter registry, engine/drafters/__init__.py).
 """
 
@@ -45,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     from engine import ConfigError, ModelLoadError, TraceError
 
     try:
-        check_json_path(getattr(args, "json", None))  # before any decoding: a bad path must not lose a run
+        if hasattr(args, "json"):  # before any decoding: a bad path must not lose a run
+            args.json = check_json_path(args.json)
         if getattr(args, "device", None):
             from engine.hardware import pick_device
 
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         command(args)
         return 0
     except (ConfigError, ModelLoadError, TraceError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, whatever the message held
         return 2
 
 

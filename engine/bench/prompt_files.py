@@ -9,6 +9,7 @@ first turn (SpecLab decodes one turn). A bad file is refused with one line (Prom
 from __future__ import annotations
 
 import json
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,9 +88,12 @@ def read_prompts(path) -> list[Prompt]:
     missing, too large, empty, not JSONL, or a line lacks its fields."""
     path = Path(path)
     try:
-        size = path.stat().st_size
+        st = path.stat()
     except OSError as exc:
         raise PromptFileError(f"cannot read the prompt file {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):  # a folder, a device (/dev/zero never ends), a pipe (blocks for ever)
+        raise PromptFileError(f"the prompt file {path} is not a regular file")
+    size = st.st_size
     if size > MAX_BYTES:
         raise PromptFileError(f"the prompt file {path} has {size:,} bytes, more than {MAX_BYTES:,} bytes")
     try:
@@ -105,6 +109,8 @@ def read_prompts(path) -> list[Prompt]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise PromptFileError(f"{where} is not JSON ({exc.msg}): a prompt file has one JSON object a line") from None
+        except RecursionError:  # thousands of nested brackets: no prompt looks like that
+            raise PromptFileError(f"{where} nests too deeply to be a prompt: a prompt file has one JSON object a line") from None
         out.append(_prompt(obj, where, number))
         if len(out) > MAX_PROMPTS:
             raise PromptFileError(f"the prompt file {path} has more than {MAX_PROMPTS:,} prompts")

@@ -31,6 +31,8 @@ def run(args) -> None:
         tree_topk=args.tree_topk,
     )
     check_context(args.context)  # before any model loads
+    if any(not p.strip() for p in args.prompt):
+        raise ConfigError("--prompt: every prompt needs some text")
     loaded = weights(args, cfg.drafter if cfg.speculative else None, keep_unused=False)
     pair = load_pair(target=args.target, device=args.device, dtype=args.dtype, **loaded)
     trace = generate(pair, with_context(pair, args.prompt, args.context, cfg.max_new_tokens + cfg.depth + 1), cfg)
@@ -39,7 +41,7 @@ def run(args) -> None:
         print(f"--- context: the document before every prompt, {min(lengths)}-{max(lengths)} tokens per row; ", end="")
         print(f"{trace.meta['shared_prefix']} tokens shared, prefilled once")
     for i, seq in enumerate(trace.sequences):
-        print(f"--- [{i + 1}] {args.prompt[i][:70]}\n{seq['text']}")
+        print(f"--- [{i + 1}] {shown(args.prompt[i][:70])}\n{seq['text']}")
     print("--- summary")
     for key, value in trace.summary.items():
         if isinstance(value, float):
@@ -55,14 +57,21 @@ def run(args) -> None:
         print(f"trace written to {args.json}")
 
 
+def shown(text: str) -> str:
+    """A prompt in a one-line header: control characters (a newline, a terminal's escape codes) as spaces."""
+    return "".join(c if c.isprintable() else " " for c in text)
+
+
 def bench(args) -> None:
     from engine import ConfigError, DecodeConfig, load_pair
     from engine.bench.harness import bench as bench_grid
     from engine.bench.harness import format_table
 
-    bad = [d for d in args.depth if not 0 <= d <= 16] + [b for b in args.batch if b < 1]
+    bad = [d for d in args.depth if not 0 <= d <= 16] + [b for b in args.batch if not 1 <= b <= MAX_BATCH]
     if bad:
-        raise ConfigError(f"batch sizes must be >= 1 and depths 0..16; got {bad}")
+        raise ConfigError(f"batch sizes must be 1..{MAX_BATCH} and depths 0..16; got {bad}")
+    if args.repeats < 1 or args.max_new_tokens < 1:
+        raise ConfigError(f"--repeats and --max-new-tokens must be >= 1; got {args.repeats} and {args.max_new_tokens}")
     bad = [c for c in args.confidence if not 0 <= c <= 1]
     if bad:
         raise ConfigError(f"confidence thresholds must be between 0 and 1; got {bad}")
@@ -76,6 +85,12 @@ def bench(args) -> None:
     check_context(args.context)
     if args.context and (args.prompts_file is not None or args.baseline):
         raise ConfigError("--context goes with the batch x depth grid, not with --prompts-file or --baseline")
+    grid_only = [flag for flag, used in GRID_ONLY.items() if used(args)]
+    if args.prompts_file is not None and grid_only:
+        verb = "goes" if len(grid_only) == 1 else "go"
+        raise ConfigError(
+            f"{', '.join(grid_only)} {verb} with the batch x depth grid, not with --prompts-file (its prompts are the file's)"
+        )
     trees = tree_settings(args.tree_nodes, args.tree_topk, args.drafter, args.depth, DecodeConfig)
     if args.prompts_file is not None:  # the task bench: per category, on the file's prompts
         from engine.cli import tasks
@@ -114,6 +129,16 @@ def bench(args) -> None:
         write_json(args.json, result)
 
 
+MAX_BATCH = 1024  # rows a bench or passes batch may hold: the batch-table's largest range; more only exhausts memory
+
+
+GRID_ONLY = {  # bench options the task bench (--prompts-file) has no use for, and whether a command line set them
+    "--prompts": lambda a: a.prompts != "chat",
+    "--sequential": lambda a: a.sequential != 1,
+    "--baseline": lambda a: a.baseline,
+}
+
+
 def tree_settings(nodes: list[int], topks: list[int], drafter: str, depths: list[int], config) -> list[tuple[int, int]]:
     """bench --tree-nodes/--tree-topk -> (nodes, topk) settings: the chain (node 0) and every tree size with
     every top-k that fits some --depth; each checked by DecodeConfig before any model loads."""
@@ -125,6 +150,8 @@ def tree_settings(nodes: list[int], topks: list[int], drafter: str, depths: list
         fitting = [(n, k) for k in topks if k and any(tree_fits((n, k), d) for d in depths)]
         if not fitting:
             raise ConfigError(f"--tree-nodes {n}: no --tree-topk (>0) and --depth can hold it (k + (depth-1) k^2 >= nodes)")
+        for k in (k for k in topks if k and (n, k) not in fitting):
+            print(f"note: tree {n} nodes, top-k {k} left out: no --depth holds it (k + (depth-1) k^2 >= nodes)", file=sys.stderr)
         for tree in fitting:
             depth = max(d for d in depths if tree_fits(tree, d))
             config(drafter=drafter, depth=depth, tree_nodes=tree[0], tree_topk=tree[1])  # one-line ConfigError

@@ -3,6 +3,7 @@ with several contexts, per (batch, context), with the room and the knee of each 
 
 from __future__ import annotations
 
+from engine.cli.decode import MAX_BATCH
 from engine.cli.files import write_json
 
 
@@ -16,15 +17,32 @@ def probe(args) -> None:
     print(f"ridge point   {result.ridge_point:8.1f} FLOP/byte: above it a pass is compute-bound")
 
 
+MAX_PASS_TOKENS = 65_536  # tokens one timed pass may carry (batch x new tokens per row): the curve is long flat by then
+
+
 def _check(args, modes) -> None:
+    """Everything about a passes command that can be refused before any model loads (the context window after)."""
     if args.rounds < 1 or args.repeats < 1:
         raise ValueError("--rounds and --repeats must be >= 1")
     if min(args.context) < 2 or min(args.batch) < 1 or min(args.tokens) < 1:
         raise ValueError("--context must be >= 2 tokens, --batch and --tokens >= 1")
+    if max(args.batch) > MAX_BATCH or max(args.batch) * max(args.tokens) > MAX_PASS_TOKENS:
+        raise ValueError(f"--batch must be at most {MAX_BATCH} and --batch x --tokens at most {MAX_PASS_TOKENS:,} tokens per pass")
+    if modes and args.model != "target":
+        raise ValueError("--compare-backends times the target's passes (use --model target)")
     if len(args.context) > 1 and (modes or args.model != "target"):
         raise ValueError("several --context values time the target's default passes (no --compare-backends, --model target)")
-    if args.drafter is not None and not 1 <= args.depth <= 16:
-        raise ValueError(f"--depth must be between 1 and 16 for the k table; got {args.depth}")
+    if not 1 <= args.depth <= 16:
+        raise ValueError(f"--depth must be between 1 and 16 (the k table's deepest chain); got {args.depth}")
+    if args.drafter is not None and args.model != "target":
+        raise ValueError("--drafter's k table prices the target's passes: use it with --model target")
+
+
+def _check_window(pair, args) -> None:
+    """Every timed pass fits the model's context window: its cache (--context) and its new tokens."""
+    most = max(args.context) + max(args.tokens)
+    if most > pair.max_context:
+        raise ValueError(f"--context {max(args.context)} + --tokens {max(args.tokens)} exceeds the model's {pair.max_context}-token window")
 
 
 def passes(args) -> None:
@@ -41,6 +59,7 @@ def passes(args) -> None:
     if args.model == "draft":
         loaded["draft"] = args.draft
     pair = load_pair(target=args.target, device=args.device, dtype=args.dtype, **loaded)
+    _check_window(pair, args)
     peaks = probe(pair.device, pair.dtype, quick=True)
     contexts = ", ".join(str(c) for c in args.context)
     print(

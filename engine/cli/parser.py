@@ -88,9 +88,43 @@ def _fast_alias(value: str) -> str:
     return FAST_ALIASES[value]
 
 
+def _default_of(action) -> str | None:
+    """An option's default as --help shows it, None where it has none worth saying (None, False, suppressed)."""
+    default = action.default
+    if not action.option_strings or default is None or default is False or default is argparse.SUPPRESS:
+        return None
+    shown = ",".join(str(v) for v in default) if isinstance(default, (list, tuple)) else str(default)
+    return shown.replace("%", "%%")
+
+
+class WithDefaults(argparse.HelpFormatter):
+    """--help states each option's default where it has one and its help does not say it already."""
+
+    def _get_help_string(self, action) -> str:
+        text, shown = action.help or "", _default_of(action)
+        return text if shown is None or "default" in text else f"{text} (default: {shown})"
+
+
+class OneLine(argparse.ArgumentParser):
+    """A parser whose errors are one line (no usage block before them: `--help` shows it), exit status 2, and whose
+    --help states the defaults (`WithDefaults`); its subcommands' parsers are of the same kind."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", WithDefaults)
+        super().__init__(*args, **kwargs)
+
+    def _add_action(self, action):
+        if action.help is None and _default_of(action) is not None:  # an option without help still shows its default
+            action.help = f"(default: {_default_of(action)})"
+        return super()._add_action(action)
+
+    def error(self, message: str):
+        self.exit(2, f"error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m engine", description="SpecLab decoding engine")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLine(prog="python -m engine", description="SpecLab decoding engine")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLine)
     _run_parser(sub)
     _bench_parser(sub)
     _other_parsers(sub)
@@ -121,7 +155,7 @@ def _context_option(p: argparse.ArgumentParser, rows: str) -> None:
 def _run_parser(sub) -> None:
     run = sub.add_parser("run", help="decode prompts once and print the text and summary")
     run.add_argument("--prompt", action="append", required=True, help="a user message; repeat for a batch")
-    run.add_argument("--mode", default=Mode.SPECULATIVE.value, choices=MODES)
+    run.add_argument("--mode", default=Mode.SPECULATIVE.value, choices=MODES, help="plain decoding, or draft and verify")
     run.add_argument("--depth", type=int, default=4, help="draft tokens per step, 0..16")
     _drafter_option(run)
     run.add_argument("--policy", default="fixed", choices=POLICIES, help=POLICY_HELP)
@@ -148,10 +182,12 @@ def _run_parser(sub) -> None:
     )
     run.add_argument("--tree-topk", type=int, default=0, help="tree drafting: children expanded per node")
     run.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    run.add_argument("--top-p", type=float, default=1.0)
-    run.add_argument("--max-new-tokens", type=int, default=64)
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--json", default=None, help="write the full trace here (speclab.trace/1)")
+    run.add_argument(
+        "--top-p", type=float, default=1.0, help="nucleus sampling: keep the smallest set of tokens holding this much probability (1 = all)"
+    )
+    run.add_argument("--max-new-tokens", type=int, default=64, help="new tokens per prompt, at most")
+    run.add_argument("--seed", type=int, default=0, help="sampling seed (with --temperature > 0)")
+    run.add_argument("--json", default=None, help="write the full trace here (JSON: speclab.trace/1, /2 where it drew trees)")
     _context_option(run, "every --prompt")
     _common(run)
 
@@ -242,12 +278,12 @@ def _other_parsers(sub) -> None:
         help="also print goodput's (batch, context) -> k table for this drafter (vLLM RFC #48627's entries): the k its "
         "prior chooses and the k the measured passes price best, with the drafter's card as acceptance",
     )
-    passes.add_argument("--depth", type=int, default=3, help="--drafter: the deepest chain the k table considers (1..16)")
+    passes.add_argument("--depth", type=int, default=3, help="with --drafter: the deepest chain the k table considers (1..16)")
     _common(passes)
 
     probe = sub.add_parser("probe", help="measure this machine's peak memory bandwidth and matmul FLOP/s")
-    probe.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
-    probe.add_argument("--device", default=None)
+    probe.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help="the dtype of the matmul timed")
+    probe.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best available)")
 
     predict = sub.add_parser("predict", help="the roofline predictor for a named GPU (a model, not a measurement)")
     predict.add_argument("--gpu", default="H200", help="T4, L4, A10G, A100-40GB, A100-80GB, H100-SXM, H200, B200, RTX4090")

@@ -178,7 +178,7 @@ def _from_pretrained(kind: str, name: str, loader):
         try:
             return loader(name)
         except Exception as exc:  # corrupt files, wrong format ...
-            raise ModelLoadError(f"could not load {kind} from {name!r}: {exc}") from exc
+            raise ModelLoadError(f"could not load {kind} from {name!r}: {' '.join(str(exc).split())}") from exc  # one line
     if not _is_hub_id(name):
         raise ModelLoadError(f"{kind} {name!r} is neither an existing folder nor a hub id like 'org/name'")
     try:

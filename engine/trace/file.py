@@ -54,6 +54,7 @@ class Trace:
         os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".trace-", suffix=".json", dir=folder)
         try:
+            os.chmod(tmp, 0o644)  # as any file the user writes (mkstemp's is 0600)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(self.to_dict(), f, allow_nan=False, default=_json_default)
             os.replace(tmp, path)

@@ -147,3 +147,106 @@ def test_cli_prints_the_summary_when_the_trace_cannot_be_written(tiny, tmp_path,
     out = capsys.readouterr()
     assert "--- summary" in out.out and "tokens_per_s" in out.out
     assert out.err == f"error: could not write the trace to {tmp_path / 't.json'}: No space left on device\n"
+
+
+def test_cli_refuses_hostile_input_in_one_line_before_any_model_loads(tmp_path, capsys, monkeypatch):
+    """A device or a pipe as --json is refused, never replaced by a file; so are a folder no file can be made in, an
+    empty name, zero repeats, a batch or pass past the bounds, a prompt file that is not a regular file or nests
+    without end, grid options with a prompt file, an empty prompt: one line each, exit 2, nothing loaded."""
+    import os
+
+    import engine.__main__ as cli
+
+    monkeypatch.setattr("engine.load_pair", lambda *a, **k: (_ for _ in ()).throw(AssertionError("loaded a model first")))
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    run = ["run", "--prompt", "hi", "--max-new-tokens", "2"]
+    for argv, message in (
+        ([*run, "--json", os.devnull], "is not a regular file"),
+        ([*run, "--json", str(fifo)], "is not a regular file"),
+        ([*run, "--json", "/proc/speclab-trace.json"], "cannot write a file in /proc"),
+        ([*run, "--json", ""], "--json: give a file name"),
+        (["run", "--prompt", "  "], "every prompt needs some text"),
+        (["bench", "--repeats", "0"], "--repeats and --max-new-tokens must be >= 1"),
+        (["bench", "--batch", "99999999"], "batch sizes must be 1..1024"),
+        (["passes", "--batch", "1024", "--tokens", "128"], "at most 65,536 tokens per pass"),
+        (["passes", "--depth", "99"], "between 1 and 16"),
+        (["passes", "--model", "draft", "--drafter", "eagle"], "use it with --model target"),
+        (["bench", "--prompts-file", os.devnull], "is not a regular file"),
+        (["bench", "--prompts-file", str(fifo)], "is not a regular file"),
+        (["bench", "--prompts-file", str(deep)], "nests too deeply"),
+        (["bench", "--prompts-file", "spec-bench", "--baseline"], "--baseline goes with the batch x depth grid"),
+        (["bench", "--prompts-file", "spec-bench", "--prompts", "heldout", "--sequential", "2"], "--prompts, --sequential go with"),
+    ):
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and err.startswith("error: ") and err.count("\n") == 1, (argv, err)
+    assert stat_is_char_device(os.devnull) and fifo.is_fifo()  # neither replaced by a file
+
+
+def stat_is_char_device(path) -> bool:
+    import os
+    import stat
+
+    return stat.S_ISCHR(os.stat(path).st_mode)
+
+
+def test_cli_writes_a_trace_through_a_link_and_readable_as_any_file(tiny, tmp_path, capsys, monkeypatch):
+    import os
+
+    import engine.__main__ as cli
+
+    monkeypatch.setattr("engine.load_pair", lambda **kwargs: tiny)
+    target, link = tmp_path / "trace.json", tmp_path / "latest.json"
+    link.symlink_to(target)
+    assert cli.main(["run", "--prompt", "hi", "--mode", "autoregressive", "--max-new-tokens", "2", "--json", str(link)]) == 0
+    assert link.is_symlink() and target.is_file() and '"speclab.trace/' in target.read_text()
+    assert (os.stat(target).st_mode & 0o777) == 0o644
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "--prompt", "hi", "--depth", "abc"], "argument --depth: invalid int value: 'abc'"),
+        (["run", "--depth", "2"], "the following arguments are required: --prompt"),
+        (["bench", "--batch", "1.5"], "argument --batch: expected comma-separated integers"),
+        (["nope"], "argument command: invalid choice: 'nope'"),
+    ],
+)
+def test_a_malformed_command_line_is_one_line_without_the_usage_block(argv, message, capsys):
+    import engine.__main__ as cli
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith("error: ") and message in err and err.count("\n") == 1 and "usage:" not in err
+    assert "--help)" in err
+
+
+def test_help_states_each_options_default():
+    from engine.cli.parser import build_parser
+
+    sub = build_parser()._subparsers._group_actions[0].choices
+    text = " ".join(sub["run"].format_help().split())
+    for shown in ("--depth DEPTH draft tokens per step, 0..16 (default: 4)", "(default: 64)", "(default: speculative)", "(default: 0)"):
+        assert shown in text, shown
+    assert "(default: 1,4,16)" in " ".join(sub["bench"].format_help().split())
+    assert "--repeats REPEATS (default: 5)" in " ".join(sub["passes"].format_help().split())
+
+
+def test_passes_refuses_a_cache_past_the_models_window_in_one_line(tiny, capsys, monkeypatch):
+    import engine.__main__ as cli
+
+    monkeypatch.setattr("engine.load_pair", lambda **kwargs: tiny)
+    assert cli.main(["passes", "--context", str(tiny.max_context), "--tokens", "1", "--repeats", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --context {tiny.max_context} + --tokens 1 exceeds the model's {tiny.max_context}-token window\n"
+
+
+def test_a_model_folder_that_does_not_load_is_named_in_one_line(tmp_path):
+    (tmp_path / "config.json").write_text("{\n  not json\n}")
+    with pytest.raises(ModelLoadError) as err:
+        load_pair(target=str(tmp_path))
+    assert "\n" not in str(err.value) and str(tmp_path) in str(err.value)
