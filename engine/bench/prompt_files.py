@@ -97,7 +97,7 @@ def read_prompts(path) -> list[Prompt]:
     if size > MAX_BYTES:
         raise PromptFileError(f"the prompt file {path} has {size:,} bytes, more than {MAX_BYTES:,} bytes")
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()  # a byte-order mark, as some editors write, is not text
     except (OSError, UnicodeDecodeError) as exc:
         raise PromptFileError(f"cannot read the prompt file {path} as UTF-8 text: {exc}") from None
     out = []
@@ -127,10 +127,14 @@ def tasks(prompts: list[Prompt]) -> list[str]:
 
 def select(prompts: list[Prompt], task: str | None = None, per_task: int | None = None) -> list[Prompt]:
     """The prompts of one task (or all), at most `per_task` of each task, spread evenly over the task's prompts in
-    file order (a stratified subset that is the same every time). PromptFileError, one line, for an unknown task."""
+    file order (a stratified subset that is the same every time). `task` may also name one of MT-bench's categories
+    (e.g. "writing"): its prompts alone, as a task of that name. PromptFileError, one line, for an unknown task."""
     names = tasks(prompts)
     if task is not None and task not in names:
-        raise PromptFileError(f"no prompt of task {task!r} in this file: it has {', '.join(names)}")
+        if any(p.category == task for p in prompts):  # one of MT-bench's categories, asked for by its own name
+            prompts = [Prompt(p.text, task, p.category, p.qid) for p in prompts if p.category == task]
+        else:
+            raise PromptFileError(f"no prompt of task {task!r} in this file: it has {', '.join(names)}")
     if per_task is not None and per_task < 1:
         raise PromptFileError(f"prompts per category must be a whole number ≥ 1, not {per_task}")
     out = []

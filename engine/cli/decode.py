@@ -38,8 +38,9 @@ def run(args) -> None:
     trace = generate(pair, with_context(pair, args.prompt, args.context, cfg.max_new_tokens + cfg.depth + 1), cfg)
     if args.context:
         lengths = [seq["prompt_tokens"] for seq in trace.sequences]
-        print(f"--- context: the document before every prompt, {min(lengths)}-{max(lengths)} tokens per row; ", end="")
-        print(f"{trace.meta['shared_prefix']} tokens shared, prefilled once")
+        shared = trace.meta["shared_prefix"]
+        print(f"--- context: the document before every prompt, {min(lengths)}-{max(lengths)} tokens per row", end="")
+        print(f"; {shared} tokens shared by the rows, prefilled once" if shared else "")
     for i, seq in enumerate(trace.sequences):
         print(f"--- [{i + 1}] {shown(args.prompt[i][:70])}\n{seq['text']}")
     print("--- summary")

@@ -54,7 +54,10 @@ def task_bench(args, pair, trees: list[tuple[int, int]]) -> None:
     from engine.hardware import probe
 
     prompts, chosen = prompts_of(args), contenders(args, trees)
-    print(f"{len(prompts)} prompts from {args.prompts_file} on {pair.device.type}, {pair.dtype_name} ...", file=sys.stderr)
+    print(
+        f"{len(prompts)} prompt{'' if len(prompts) == 1 else 's'} from {args.prompts_file} on {pair.device.type}, {pair.dtype_name} ...",
+        file=sys.stderr,
+    )
     t0 = time.monotonic()
     rows = run_tasks(pair, prompts, args.batch, chosen, args.max_new_tokens, args.repeats, log=lambda s: print(s, file=sys.stderr))
     seconds = time.monotonic() - t0

@@ -177,3 +177,22 @@ def test_a_cell_counts_the_rows_whose_text_differs_from_plain_and_the_table_mark
     rows[1] |= {"rows_differ": 1}
     table = T.format_tasks(rows)
     assert "≠1" in table and table.count("≠") == 2  # the cell, and the legend's line
+
+
+def test_a_file_with_a_byte_order_mark_reads_and_an_mt_bench_category_is_chosen_by_its_own_name(tmp_path):
+    """Some editors start a UTF-8 file with a byte-order mark; Spec-Bench groups MT-bench's eight categories into one
+    task, yet `--category writing` asks for that category's prompts alone."""
+    from engine.bench.prompt_files import read_prompts, select
+
+    path = tmp_path / "q.jsonl"
+    lines = [
+        '{"question_id": 1, "category": "writing", "turns": ["Write a poem."]}',
+        '{"question_id": 2, "category": "math", "turns": ["What is 2 + 2?"]}',
+        '{"question_id": 3, "category": "writing", "turns": ["Write a letter."]}',
+    ]
+    path.write_text("\ufeff" + "\n".join(lines) + "\n", encoding="utf-8")
+    prompts = read_prompts(path)
+    assert [p.task for p in prompts] == ["mt_bench"] * 3
+    chosen = select(prompts, "writing")
+    assert [p.text for p in chosen] == ["Write a poem.", "Write a letter."] and {p.task for p in chosen} == {"writing"}
+    assert len(select(prompts, "mt_bench")) == 3
