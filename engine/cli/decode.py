@@ -31,6 +31,8 @@ def run(args) -> None:
         tree_topk=args.tree_topk,
     )
     check_context(args.context)  # before any model loads
+    for note in unused_notes(args):
+        print(note, file=sys.stderr)
     if any(not p.strip() for p in args.prompt):
         raise ConfigError("--prompt: every prompt needs some text")
     loaded = weights(args, cfg.drafter if cfg.speculative else None, keep_unused=False)
@@ -56,6 +58,19 @@ def run(args) -> None:
         except OSError as exc:  # the summary above is already printed
             raise ConfigError(f"could not write the trace to {args.json}: {exc.strerror or exc}") from None
         print(f"trace written to {args.json}")
+
+
+def unused_notes(args) -> list[str]:
+    """Options given that this command line does not use (it runs, and says so, rather than ignore them silently)."""
+    notes = []
+    policies = args.policy if isinstance(args.policy, list) else [args.policy]
+    if args.batch_table is not None and "batch_table" not in policies:
+        notes.append("--batch-table is read by --policy batch_table only")
+    if getattr(args, "mode", "speculative") == "autoregressive":
+        drafting = [f for f, v in (("--depth", args.depth != 4), ("--tree-nodes", args.tree_nodes), ("--confidence", args.confidence)) if v]
+        if drafting:
+            notes.append(f"{', '.join(drafting)} {'drafts' if len(drafting) == 1 else 'draft'} nothing with --mode autoregressive")
+    return [f"note: {n}" for n in notes]
 
 
 def shown(text: str) -> str:
@@ -93,6 +108,8 @@ def bench(args) -> None:
             f"{', '.join(grid_only)} {verb} with the batch x depth grid, not with --prompts-file (its prompts are the file's)"
         )
     trees = tree_settings(args.tree_nodes, args.tree_topk, args.drafter, args.depth, DecodeConfig)
+    if args.batch_table is not None and "batch_table" not in args.policy:
+        print("note: --batch-table is read by --policy batch_table only", file=sys.stderr)
     if args.prompts_file is not None:  # the task bench: per category, on the file's prompts
         from engine.cli import tasks
 
@@ -145,7 +162,10 @@ def tree_settings(nodes: list[int], topks: list[int], drafter: str, depths: list
     every top-k that fits some --depth; each checked by DecodeConfig before any model loads."""
     from engine import ConfigError
     from engine.bench.harness import tree_fits
+    from engine.options import MAX_TREE_NODES
 
+    if any(not 0 <= n <= MAX_TREE_NODES for n in nodes):
+        raise ConfigError(f"--tree-nodes must be between 0 (the chain) and {MAX_TREE_NODES}; got {nodes}")
     trees = [(0, 0)] if 0 in nodes else []
     for n in (n for n in nodes if n):
         fitting = [(n, k) for k in topks if k and any(tree_fits((n, k), d) for d in depths)]

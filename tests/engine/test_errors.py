@@ -250,3 +250,16 @@ def test_a_model_folder_that_does_not_load_is_named_in_one_line(tmp_path):
     with pytest.raises(ModelLoadError) as err:
         load_pair(target=str(tmp_path))
     assert "\n" not in str(err.value) and str(tmp_path) in str(err.value)
+
+
+def test_options_a_command_line_does_not_use_are_named_not_ignored(tiny, capsys, monkeypatch):
+    import engine.__main__ as cli
+
+    monkeypatch.setattr("engine.load_pair", lambda **kwargs: tiny)
+    argv = ["run", "--prompt", "hi", "--mode", "autoregressive", "--depth", "2", "--max-new-tokens", "2", "--batch-table", "1-4:2"]
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "note: --batch-table is read by --policy batch_table only" in err
+    assert "note: --depth drafts nothing with --mode autoregressive" in err
+    assert cli.main(["bench", "--tree-nodes", "9999", "--tree-topk", "2"]) == 2
+    assert "--tree-nodes must be between 0 (the chain) and 64" in capsys.readouterr().err
