@@ -113,6 +113,7 @@ class Checker:
         if len(raw) > max_bytes:
             raise self.too_big(len(raw), max_bytes)
         raw = raw.encode("utf-8") if isinstance(raw, str) else bytes(raw)
+        raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark, as some editors save JSON: not part of it
         if nested_too_deep(raw):
             raise self.error(f"{self.prefix}: JSON nested more than {MAX_NESTING} levels deep")
         try:

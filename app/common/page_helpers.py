@@ -73,6 +73,8 @@ def _same(text, value) -> bool:
 def _shown(value, limit: int = 40) -> str:
     """A value as inline code that no URL text can break out of (no backticks, no newlines, short)."""
     text = " ".join(str(value).replace("`", "'").split())
+    if not text:  # an empty value (a multi-select left with none): a word, not two lone backticks
+        return "none"
     return "`" + (text if len(text) <= limit else text[: limit - 1] + "…") + "`"
 
 

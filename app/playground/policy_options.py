@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from app.views.safe import md_text
 from engine import ConfigError, DecodeConfig
 
 # label (shown, and written to the URL) -> DecodeConfig.policy
@@ -70,8 +71,7 @@ def parse_batch_table(text: str) -> tuple[tuple[int, int, int], ...] | None:
         part = part.strip()
         match = _ROW.match(part)
         if not match:
-            shown = part if len(part) <= 30 else part[:29] + "…"
-            raise _refuse(f"cannot read the row {shown!r}" if part else "an empty row (two commas in a row?)")
+            raise _refuse(f"cannot read the row {md_text(part, 30)}" if part else "an empty row (two commas in a row?)")  # shown as code
         low, high, k = match.groups()
         rows.append((int(low), int(high or low), int(k)))
     try:

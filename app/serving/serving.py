@@ -14,6 +14,7 @@ import streamlit as st
 
 from app.common.page_helpers import show_failure
 from app.views import serving as views
+from app.views.safe import md_escape
 from engine.serving import client, metrics, record, sweep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,7 +108,7 @@ def live() -> None:
                 progress=lambda _: None,
             )
     except (client.ServerError, metrics.MetricsError, ValueError, TimeoutError) as exc:
-        st.error(f"Could not measure: {exc}", icon=":material/error:")
+        st.error(f"Could not measure: {md_escape(exc)}", icon=":material/error:")  # it may repeat what the visitor typed
         return
     found = metrics.ENGINES.get(result["engine"], "no speculation metrics (timings only)")
     label = f"measured live against {servers[0].base} ({found}), model {result['model'][:80]}"

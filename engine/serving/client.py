@@ -52,8 +52,20 @@ def check_reachable_from_a_page(base: str) -> None:
         ip = ipaddress.ip_address(info[4][0].split("%")[0])
         if ip.is_loopback:
             continue
-        if ip.is_private or ip.is_link_local or ip.is_multicast or ip.is_reserved or ip.is_unspecified:
+        mapped = getattr(ip, "ipv4_mapped", None) or getattr(ip, "sixtofour", None)  # an IPv4 address inside an IPv6 one
+        if not ip.is_global or ip.is_multicast or (mapped is not None and not mapped.is_global):
             raise ServerError(f"{host[:80]!r} is a private or local network address: give a public server, or 127.0.0.1")
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not a new address to visit: a server the page checked cannot send the client on to
+    one it did not check (another host, a metadata address)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None  # urllib then raises HTTPError with the redirect's code
+
+
+OPENER = urllib.request.build_opener(_NoRedirects)
 
 
 def _read(resp, limit: int = MAX_BYTES) -> bytes:
@@ -65,10 +77,11 @@ def _read(resp, limit: int = MAX_BYTES) -> bytes:
 
 def get_text(url: str, timeout: float = 10.0) -> str:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with OPENER.open(url, timeout=timeout) as resp:
             return _read(resp).decode("utf-8", errors="replace")
     except urllib.error.HTTPError as exc:
-        raise ServerError(f"{url} answered HTTP {exc.code}") from None
+        moved = " (a redirect, which is not followed)" if 300 <= exc.code < 400 else ""
+        raise ServerError(f"{url} answered HTTP {exc.code}{moved}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise ServerError(f"{url} could not be reached: {getattr(exc, 'reason', exc)}") from None
 
@@ -113,7 +126,7 @@ def complete(base: str, model: str, prompt: str, max_tokens: int, timeout: float
     )
     t0 = time.perf_counter()
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with OPENER.open(req, timeout=timeout) as resp:
             done = read_stream(resp, max_tokens)
     except urllib.error.HTTPError as exc:
         raise ServerError(f"{base}/v1/chat/completions answered HTTP {exc.code}") from None

@@ -331,6 +331,8 @@ _SUMMARY_INTS = ("new_tokens", "target_forwards", "drafted_tokens", "accepted_to
 _SUMMARY_RATES = ("acceptance_rate", "alpha")
 _SUMMARY_LOAD = ("cpu_s", "other_cpu_s", "load_avg")  # seconds of CPU time, and the 1-minute load average
 _SUMMARY_DECODE = ("ttft_s", "decode_tokens_per_s", "tpot_ms")  # decoding apart from the prefill: every trace has them
+MAX_CORES = 4096  # CPU cores a machine may have kept busy (summary.cpu_s and other_cpu_s over wall_s)
+_SUMMARY_DRAWN = ("tokens_per_s", "ttft_s")  # numbers in every trace the engine writes, which the Replay page draws
 _SUMMARY_NUMBERS = (
     "tokens_per_s",
     "ttft_s",
@@ -350,7 +352,7 @@ _SUMMARY_NUMBERS = (
 def _summary(raw) -> dict:
     if not isinstance(raw, dict):
         _fail("summary", "must be an object", raw)
-    for key in ("new_tokens", "wall_s", *_SUMMARY_DECODE):
+    for key in ("new_tokens", "wall_s", "tokens_per_s", *_SUMMARY_DECODE):
         if key not in raw:
             why = " (decoding timed apart from the prefill: engine.trace.records.decode_timing)" if key in _SUMMARY_DECODE else ""
             raise TraceError(f"malformed trace: summary is missing {key}{why}")
@@ -359,6 +361,8 @@ def _summary(raw) -> dict:
         where = f"summary.{key}"
         if key == "wall_s":
             out[key] = TRACE.positive(value, where)
+        elif key in _SUMMARY_DRAWN:  # every engine trace has them (its prompt's pass times the first token): drawn as numbers
+            out[key] = _num(value, where, 0.0)
         elif key in _SUMMARY_INTS:
             out[key] = _int(value, where)
         elif key in _SUMMARY_RATES:
@@ -376,6 +380,9 @@ def _summary(raw) -> dict:
             out[key] = None if rates is None else [_num(r, f"{where}[{i}]", 0.0, 1.0) for i, r in enumerate(rates)]
         else:
             out[key] = _scalar(value, where)
+    for key in ("cpu_s", "other_cpu_s"):  # CPU seconds over the run's wall time are cores: no machine has millions
+        if out.get(key) is not None and out[key] > MAX_CORES * out["wall_s"]:
+            _fail(f"summary.{key}", f"is more CPU time than {MAX_CORES:,} cores give in the run's wall_s", out[key])
     return out
 
 
@@ -395,6 +402,9 @@ def _meta(raw) -> dict:
             out[key] = _probe(value, where)
         else:
             out[key] = _scalar(value, where)
+    for key in ("cpu_s", "other_cpu_s"):  # CPU seconds over the run's wall time are cores: no machine has millions
+        if out.get(key) is not None and out[key] > MAX_CORES * out["wall_s"]:
+            _fail(f"summary.{key}", f"is more CPU time than {MAX_CORES:,} cores give in the run's wall_s", out[key])
     return out
 
 

@@ -279,7 +279,7 @@ def test_a_bad_batch_table_is_named_and_blocks_the_run():
     at = _app(policy="batch table", table="1-4:4,oops", tokens=8)
     assert not at.exception
     errors = _texts(at.error)
-    assert "Batch table: cannot read the row 'oops'" in errors and "Fix:" in errors
+    assert "Batch table: cannot read the row `oops`" in errors and "Fix:" in errors
     at.button(key="run").click().run()
     assert "Run skipped" in _texts(at.warning) and "result" not in at.session_state
     at.text_input(key="table").input("1-4:4,3-8:2").run()

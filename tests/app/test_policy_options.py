@@ -37,16 +37,17 @@ def test_batch_table_is_read_as_the_cli_writes_it():
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
-        ("1-4:4,oops", "cannot read the row 'oops'"),
+        ("1-4:4,oops", "cannot read the row `oops`"),
         ("1-4:4,,5-8:2", "an empty row"),
-        ("1-4", "cannot read the row '1-4'"),
-        ("-3:1", "cannot read the row '-3:1'"),
+        ("1-4", "cannot read the row `1-4`"),
+        ("-3:1", "cannot read the row `-3:1`"),
         ("1-4:4,3-8:2", "overlap at batch 3"),
         ("0-4:4", "need 1 <= min_batch <= max_batch"),
         ("8-4:2", "need 1 <= min_batch <= max_batch"),
         ("1-4:99", "k must be between 0 and 16"),
         ("1:1," * 60, "longer than the 200 allowed"),
         ("<script>alert(1)</script>", "cannot read the row"),
+        ("[click here](http://ev.il/a)", "cannot read the row `[click here](http://ev.il/a)`"),  # code: never a link
     ],
 )
 def test_a_bad_batch_table_gets_one_clear_error(text, reason):

@@ -50,6 +50,56 @@ def test_an_unreachable_server_is_one_line():
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "host",
+    [
+        "10.0.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.100.100.200",
+        "100.64.0.1",
+        "0.0.0.0",
+        "[::ffff:10.0.0.1]",
+        "[2002:a9fe:a9fe::1]",
+        "[fe80::1]",
+    ],
+)
+def test_an_address_a_page_must_not_reach_is_refused_before_any_contact(host):
+    """Private, link-local, the shared 100.64/10 space (Alibaba Cloud's metadata sits at 100.100.100.200), unspecified,
+    and those same addresses inside IPv6 (IPv4-mapped, 6to4): a page's visitor cannot point the server at them."""
+    with pytest.raises(client.ServerError, match="private or local network address"):
+        client.check_reachable_from_a_page(f"http://{host}:8080")
+    client.check_reachable_from_a_page("http://127.0.0.1:8080")  # a server beside a local SpecLab
+
+
+def test_a_redirect_is_reported_not_followed():
+    """A server the page checked cannot send the client on to one it did not: the redirect is an answer (one line),
+    and the address it names is never asked."""
+    import http.server
+    import threading
+
+    asked = []
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.path)
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.1:{self.server.server_port}/secret")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(client.ServerError, match="answered HTTP 302 \\(a redirect, which is not followed\\)") as err:
+            client.model_id(f"http://127.0.0.1:{site.server_port}")
+    finally:
+        site.shutdown()
+    assert asked == ["/v1/models"] and "\n" not in str(err.value)
+
+
 def test_the_parser_refuses_what_is_not_prometheus_text():
     with pytest.raises(metrics.MetricsError, match="line 2 is not a Prometheus sample"):
         metrics.parse("# HELP x\n<html><body>hello</body></html>\n")

@@ -70,6 +70,10 @@ CASES = [
     (["summary", "acceptance_rate"], 1.5, "summary.acceptance_rate must be between 0 and 1"),
     (["summary", "per_position_acceptance"], [0.1] * 17, "summary.per_position_acceptance has 17 entries"),
     (["summary", "wall_s"], DELETE, "summary is missing wall_s"),
+    (["summary", "tokens_per_s"], None, "summary.tokens_per_s must be a finite number"),
+    (["summary", "tokens_per_s"], DELETE, "summary is missing tokens_per_s"),
+    (["summary", "ttft_s"], None, "summary.ttft_s must be a finite number"),
+    (["summary", "other_cpu_s"], 1e9, "summary.other_cpu_s is more CPU time than 4,096 cores give in the run's wall_s"),
     # config
     (["config"], [], "config must be an object"),
     (["config", "mode"], "turbo", "config: mode must be one of"),
@@ -258,3 +262,9 @@ def test_random_mutations_never_escape_as_other_exceptions():
             for row in step.seqs:
                 assert 0 <= row.num_accepted <= len(row.drafted) and 0 <= row.seq < len(trace.sequences)
     assert outcomes["refused"] > 300 and outcomes["loaded"] > 0, outcomes
+
+
+def test_a_trace_saved_with_a_byte_order_mark_loads():
+    """Some editors save UTF-8 with a byte-order mark; it is not part of the JSON, and the trace reads as without it."""
+    raw = json.dumps(BASE).encode("utf-8")
+    assert Trace.from_json_bytes(b"\xef\xbb\xbf" + raw).to_dict() == Trace.from_json_bytes(raw).to_dict()

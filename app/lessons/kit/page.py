@@ -58,7 +58,8 @@ def pick_lesson(by_number: dict, raw: dict, notices: list[str]) -> int:
     numbers = sorted(by_number)
     if "lesson_pick" not in st.session_state:
         text = raw.get("lesson", str(numbers[0])).strip()
-        chosen = int(text) if text.isdigit() and int(text) in by_number else numbers[0]
+        plain = text.isascii() and text.isdigit() and len(text) <= 3  # not "²", "٣" or 5,000 nines: int() takes some
+        chosen = int(text) if plain and int(text) in by_number else numbers[0]
         if "lesson" in raw and str(chosen) != text:
             notices.append(
                 f"The link asked for lesson {url_shown(text)}, which does not exist; it shows lesson {numbers[0]} instead "
