@@ -87,13 +87,18 @@ def live() -> None:
     if not go:
         return
     try:
-        servers = []
-        for u in (url, plain):
-            base = client.base_url(u)
-            client.check_reachable_from_a_page(base)
-            servers.append(sweep.Server(base))
         if not conc:
             raise ValueError("choose at least one concurrency")
+        bases = []
+        for name, u in (("the speculative server", url), ("the plain server", plain)):  # both checked before either is asked
+            try:
+                bases.append(client.base_url(u))
+                client.check_reachable_from_a_page(bases[-1])
+            except client.ServerError as exc:
+                raise client.ServerError(f"{name}: {exc}") from None
+        if bases[0] == bases[1]:
+            raise ValueError("the speculative and the plain server are one address: give two servers")
+        servers = [sweep.Server(base) for base in bases]
         from engine.bench.prompts import batch_prompts
 
         with st.spinner("Measuring (plain and speculative take turns)…"):

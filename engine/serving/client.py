@@ -35,7 +35,12 @@ def base_url(url: str) -> str:
         raise ServerError(f"{url[:80]!r} is not an http(s) URL with a host (e.g. http://127.0.0.1:8080)")
     if parts.username or parts.password or parts.query or parts.fragment:
         raise ServerError(f"{url[:80]!r}: give the server's address alone (no credentials, query or fragment)")
+    try:
+        parts.port  # noqa: B018 (urllib checks the port only when asked)
+    except ValueError:
+        raise ServerError(f"{url[:80]!r}: the port must be a number from 0 to 65535") from None
     path = parts.path.rstrip("/")
+    path = path[: path.index("/v1/")] if "/v1/" in path else path  # an endpoint's URL (…/v1/chat/completions): its root
     path = path[:-3] if path.endswith("/v1") else path
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 

@@ -99,14 +99,19 @@ def test_the_page_draws_the_recording_and_refuses_bad_urls():
     for spec, plain, says in (
         ("ftp://example.org", "http://127.0.0.1:9", "is not an http(s) URL"),
         ("http://10.0.0.5:8000", "http://127.0.0.1:9", "private or local network address"),
-        ("http://127.0.0.1:9", "http://127.0.0.1:9", "could not be reached"),
+        ("http://127.0.0.1:9", "http://127.0.0.1:10", "could not be reached"),
+        ("http://127.0.0.1:9/v1/chat/completions", "http://127.0.0.1:9", "one address: give two servers"),
+        ("http://127.0.0.1:9", "http://127.0.0.1:99999", "the plain server: 'http://127.0.0.1:99999': the port must be a number"),
+        ("[x](http://ev.il/phish)", "http://127.0.0.1:9", "the speculative server:"),
     ):
         at.text_input[0].input(spec)
         at.text_input[1].input(plain)
         at.button[0].click()
         at.run()
         assert not at.exception
-        assert says in _texts(at.error) and "\n" not in _texts(at.error)
+        shown = _texts(at.error).replace("\\", "").replace("\u2060", "")  # the message is escaped Markdown (app/views/safe.py)
+        assert says in shown and "\n" not in shown, shown
+        assert "](http" not in _texts(at.error)  # what the visitor typed is never drawn as a link
 
 
 @pytest.mark.skipif(SERVER is None, reason="no llama-server built here (bash scripts/serving/llama_server.sh build)")
