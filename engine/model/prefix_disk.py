@@ -1,7 +1,7 @@
 """Warm prefixes kept on disk: a long context's keys and values, filed once and read back by a later process, as
 serving engines keep a prefix cache on disk (LMCache, SGLang's hierarchical cache) so a restart does not prefill a
-long document again. A 4,096-token context over the embedded SmolLM2-135M target is 94 MB of keys and values and
-8 s of prefill on a 2-core CPU, but under a second to read back.
+long document again. A 4,096-token context over the embedded SmolLM2-135M target is 94 MB of keys and values: far
+quicker to read back than to prefill again on a CPU (docs/journal.md, "lesson 8's long context kept on disk").
 
 `DiskPrefixes` is a tier under one PrefixCache (engine/model/prefix_cache.py, `disk=`): a miss in memory looks here,
 and a shared prefix filed in memory is written here too (whole prompt batches are not: they are cheap to prefill
