@@ -437,10 +437,25 @@ def trace_parts(data) -> dict:
     raw_steps = _list(data["steps"], "steps", MAX_STEPS)
     trees = schema == SCHEMA_TREE  # only /2 traces may hold draft trees
     steps = [_step(s, f"steps[{i}]", len(sequences), trees) for i, s in enumerate(raw_steps)]
+    summary = _summary(data["summary"])
+    _same_tokens(summary, sequences, steps)
     return {
         "config": _config(data["config"]),
         "sequences": sequences,
         "steps": steps,
-        "summary": _summary(data["summary"]),
+        "summary": summary,
         "meta": _meta(data.get("meta", {})),
     }
+
+
+def _same_tokens(summary: dict, sequences: list[dict], steps: list) -> None:
+    """The summary's new tokens are the tokens the steps emitted and the rows' outputs hold (the engine writes all three
+    from one run): a summary drawn as a race must have the steps and the text behind it."""
+    emitted = sum(len(row.emitted) for step in steps for row in step.seqs)
+    written = sum(len(seq["output_ids"]) for seq in sequences)
+    if not summary["new_tokens"] == emitted == written:
+        _fail(
+            "summary.new_tokens",
+            f"must equal the tokens the steps emitted ({emitted}) and the sequences' output_ids hold ({written})",
+            summary["new_tokens"],
+        )

@@ -70,6 +70,12 @@ CASES = [
     (["summary", "acceptance_rate"], 1.5, "summary.acceptance_rate must be between 0 and 1"),
     (["summary", "per_position_acceptance"], [0.1] * 17, "summary.per_position_acceptance has 17 entries"),
     (["summary", "wall_s"], DELETE, "summary is missing wall_s"),
+    (
+        ["summary", "new_tokens"],
+        95,
+        "summary.new_tokens must equal the tokens the steps emitted (96) and the sequences' output_ids hold (96)",
+    ),
+    (["steps"], [], "summary.new_tokens must equal the tokens the steps emitted (0)"),
     (["summary", "tokens_per_s"], None, "summary.tokens_per_s must be a finite number"),
     (["summary", "tokens_per_s"], DELETE, "summary is missing tokens_per_s"),
     (["summary", "ttft_s"], None, "summary.ttft_s must be a finite number"),
@@ -234,6 +240,10 @@ def test_random_mutations_never_escape_as_other_exceptions():
     rng = random.Random(21)
     small = copy.deepcopy(BASE)
     small["steps"] = small["steps"][:6]
+    kept = [sum(len(row["emitted"]) for step in small["steps"] for row in step["seqs"] if row["seq"] == i) for i in range(2)]
+    for seq, n in zip(small["sequences"], kept):  # a shorter run: its outputs and summary agree with its steps
+        seq["output_ids"] = seq["output_ids"][:n]
+    small["summary"]["new_tokens"] = sum(kept)
     paths = [p for p in _nodes(small) if p]
     outcomes = {"loaded": 0, "refused": 0}
     for _ in range(500):
