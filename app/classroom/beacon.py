@@ -88,7 +88,7 @@ class ClassBeacons:
             text = (self.folder / self.name(code)).read_text()
         except OSError:
             return None
-        return int(text) if text.isdigit() and len(text) <= 18 else None
+        return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
 
     def publish(self, code: str, version: int) -> None:
         """Class `code` changed (as a student's page sees it) at store version `version`: the file says so, unless

@@ -98,7 +98,7 @@ def spec_counters(samples: dict, engine: str) -> dict:
     for (name, labels), value in samples.items():
         if name in (names["per_pos"], names["per_pos"] + "_total"):
             pos = dict(labels).get("position")
-            if pos is not None and pos.isdigit():
+            if pos is not None and pos.isascii() and pos.isdigit() and len(pos) <= 4:  # not "²", which int() refuses
                 per_pos[int(pos)] = value
     out["per_pos"] = per_pos
     return out

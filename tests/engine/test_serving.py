@@ -110,6 +110,14 @@ def test_the_parser_refuses_what_is_not_prometheus_text():
     assert metrics.parse('a{b="c\\"d",e="f"} 2 1700000000\n') == {("a", (("b", 'c\\"d'), ("e", "f"))): 2.0}
 
 
+def test_a_position_label_that_is_not_a_plain_number_is_passed_over():
+    """A server's label is untrusted text: "²" is a digit to str.isdigit but not to int(), and a huge number no position."""
+    page = "".join(
+        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{p}"}} {v}\n' for p, v in (("0", 5), ("²", 9), ("9" * 50, 1))
+    )
+    assert metrics.spec_counters(metrics.parse(page), "vllm")["per_pos"] == {0: 5.0}
+
+
 def test_engines_are_told_apart_by_their_metric_names():
     assert metrics.engine_of(metrics.parse("vllm:spec_decode_num_drafts_total 3\nprocess_cpu_seconds_total 1\n")) == "vllm"
     assert metrics.engine_of(metrics.parse("sglang:spec_accept_length 2.5\n")) == "sglang"

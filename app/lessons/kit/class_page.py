@@ -56,7 +56,7 @@ def read_link(store: ClassroomStore | None, raw: dict, lessons: dict) -> None:
         return
     panel.read_link(store, raw)
     to = panel.take_follow()
-    if to is not None and to.isdigit() and int(to) in lessons:
+    if to is not None and to.isascii() and to.isdigit() and len(to) <= 3 and int(to) in lessons:
         st.session_state["lesson_pick"] = int(to)
 
 
