@@ -83,6 +83,11 @@ def _prompt(obj, where: str, number: int) -> Prompt:
     return Prompt(text, task_of(category), category, str(qid))
 
 
+def _no_constant(name: str):
+    """NaN and Infinity are not JSON (Python's reader takes them): refused as the reader refuses any other word."""
+    raise json.JSONDecodeError(f"{name} is not a JSON value", name, 0)
+
+
 def read_prompts(path) -> list[Prompt]:
     """Every prompt of a JSONL file, in file order (blank lines skipped); PromptFileError, one line, where the file is
     missing, too large, empty, not JSONL, or a line lacks its fields."""
@@ -106,7 +111,7 @@ def read_prompts(path) -> list[Prompt]:
             continue
         where = f"{path.name} line {number}"
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, parse_constant=_no_constant)
         except json.JSONDecodeError as exc:
             raise PromptFileError(f"{where} is not JSON ({exc.msg}): a prompt file has one JSON object a line") from None
         except RecursionError:  # thousands of nested brackets: no prompt looks like that

@@ -196,3 +196,12 @@ def test_a_file_with_a_byte_order_mark_reads_and_an_mt_bench_category_is_chosen_
     chosen = select(prompts, "writing")
     assert [p.text for p in chosen] == ["Write a poem.", "Write a letter."] and {p.task for p in chosen} == {"writing"}
     assert len(select(prompts, "mt_bench")) == 3
+
+
+def test_nan_is_not_json_in_a_prompt_file(tmp_path):
+    from engine.bench.prompt_files import PromptFileError, read_prompts
+
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"question_id": NaN, "category": "qa", "turns": ["Why?"]}\n')
+    with pytest.raises(PromptFileError, match="line 1 is not JSON \\(NaN is not a JSON value\\)"):
+        read_prompts(path)
