@@ -333,20 +333,8 @@ _SUMMARY_LOAD = ("cpu_s", "other_cpu_s", "load_avg")  # seconds of CPU time, and
 _SUMMARY_DECODE = ("ttft_s", "decode_tokens_per_s", "tpot_ms")  # decoding apart from the prefill: every trace has them
 MAX_CORES = 4096  # CPU cores a machine may have kept busy (summary.cpu_s and other_cpu_s over wall_s)
 _SUMMARY_DRAWN = ("tokens_per_s", "ttft_s")  # numbers in every trace the engine writes, which the Replay page draws
-_SUMMARY_NUMBERS = (
-    "tokens_per_s",
-    "ttft_s",
-    "decode_tokens_per_s",
-    "tpot_ms",
-    "mean_accepted",
-    "tokens_per_step",
-    "flops",
-    "flops_wasted",
-    "bytes",
-    "draft_ms",
-    "verify_ms",
-    "overhead_ms",
-)
+_SUMMARY_NUMBERS = ("tokens_per_s", "ttft_s", "decode_tokens_per_s", "tpot_ms", "mean_accepted", "tokens_per_step")
+_SUMMARY_NUMBERS += ("flops", "flops_wasted", "bytes", "draft_ms", "verify_ms", "overhead_ms")
 
 
 def _summary(raw) -> dict:
