@@ -29,6 +29,10 @@ class ClassroomError(ValueError):
     """Any bad input or refused request; str(exc) is one line a page can show as it is."""
 
 
+class ClassGone(ClassroomError):
+    """No class with that code is running: a wrong code, or a class that ended (its teacher ended it, or it expired)."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """The caps (see the module docstring for why these numbers)."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 from app.classroom import watch
-from app.classroom.inputs import ClassroomError, normalize_code
+from app.classroom.inputs import ClassGone, ClassroomError, normalize_code
 from app.classroom.store import ClassroomStore
 from app.views import classroom as views
 from app.views.safe import md_escape, md_text
@@ -195,7 +195,8 @@ def desk_live(
     st.markdown(f"**{views.count_label(len(values))}** · {views.count_label(state.students, 'student')} joined")
     desk_predictions(tuple(values), unit)
     revealed = state.lesson == lesson and state.result_json is not None
-    label = "Reveal again (run once more)" if revealed else "Reveal"
+    again = "run once more" if page_redraws else "share the recording once more"  # a recording is shared, not run
+    label = f"Reveal again ({again})" if revealed else "Reveal"
     st.button(label, key="class_reveal", type="primary", icon=":material/visibility:")
     if revealed:
         st.caption("Revealed: every student's page shows this result and the class's predictions.")
@@ -321,6 +322,14 @@ def student_view(
     as this run read it or None)."""
     try:
         state = store.state(me.code, student_id=me.secret)
+    except ClassGone:  # the class this student sat in is gone: said as what happened, not as a wrong code
+        st.info(
+            f"This class has ended: your teacher ended it, or it ran its {store.limits.class_life_s / 3600:g} hours. "
+            "Leave it to go on with the lessons on your own.",
+            icon=":material/groups:",
+        )
+        leave_button()
+        return False, None
     except ClassroomError as exc:
         notice(exc)
         leave_button()

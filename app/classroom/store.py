@@ -54,6 +54,7 @@ from app.classroom.inputs import (
     DB_NAME,
     STUDENT_ID_BYTES,
     TOKEN_BYTES,
+    ClassGone,
     ClassroomError,
     Limits,
     _secret,
@@ -163,7 +164,7 @@ class ClassroomStore:
             "SELECT code, token_sha256, expires_at, lesson, version, row_count FROM classes WHERE code = ? AND expires_at > ?", code, now
         )
         if row is None:
-            raise ClassroomError(
+            raise ClassGone(
                 "No class with that code is running (a wrong code, or the class has ended: "
                 f"classes last {self.limits.class_life_s / 3600:g} hours)."
             )

@@ -223,6 +223,7 @@ RECORD = Experiment(
         lambda m, s: float(m["accepted"]),
         one_step_models,
         unit=" drafts",
+        whole=True,
     ),
     needs=("eagle", "model"),
     numbers=lambda m, s: [(r["how"], f"{r['time (ms)']} ms, {r['tokens']} tokens") for r in step_pictures.plain_vs_step_rows(m)],

@@ -62,14 +62,16 @@ notices: list[str] = []
 c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
 with c1:
     i = pick_lesson(lessons, raw, notices)
+in_class = me is not None and me.role == "student"  # a student in a class: no plan, no teacher mode (they hold the answers)
 with c2:
-    teacher = st.toggle(
+    teacher = not in_class and st.toggle(
         "Teacher mode: recorded results at once",
         **bound(PAGE, "teacher"),
         help="Show each lesson's shipped recording without waiting for a prediction (the numbers are "
         "labelled with the machine and date they were measured on), and the class plan at the top.",
     )
-teacher_plan(teacher)
+if not in_class:
+    teacher_plan(teacher, folded=me is not None)  # folded once the teacher's desk is open: the desk comes first
 lesson = lessons[i]
 
 # --- the lesson ----------------------------------------------------------------------------------

@@ -109,7 +109,9 @@ def test_each_lesson_waits_for_a_prediction_then_shows_its_recording(lesson):
     with pytest.raises(AppTestError, match="disabled"):
         run.click()
     assert not at.success and not at.get("download_button")
-    at.number_input(key=f"l{lesson}_guess").set_value(1.5).run()
+    predict = EXPERIMENTS[LESSONS[lesson].experiment].predict
+    guess = 2 if predict.whole else 1.5  # a count (lesson 0's accepted drafts) takes whole numbers
+    at.number_input(key=f"l{lesson}_guess").set_value(guess).run()
     _clean(at)
     assert not at.button(key=f"lesson{lesson}_run").disabled
     assert at.button(key=f"lesson{lesson}_run").label == "↻ Re-measure live"
@@ -118,9 +120,8 @@ def test_each_lesson_waits_for_a_prediction_then_shows_its_recording(lesson):
     assert at.success  # the conclusion, computed from the recorded measurement
     table = _prediction_table(at)
     assert list(table["what"])[:2] == ["your guess", "measured"] and len(table) >= 3  # at least one model
-    unit = EXPERIMENTS[LESSONS[lesson].experiment].predict.unit
-    assert list(table["value"])[0] == f"1.50{unit}"
-    assert f"You guessed 1.50{unit}" in _texts(at.markdown)
+    assert list(table["value"])[0] == f"{guess:.2f}{predict.unit}"
+    assert f"You guessed {guess:.2f}{predict.unit}" in _texts(at.markdown)
     assert at.get("download_button")  # the worksheet
 
 
@@ -357,3 +358,11 @@ def test_a_live_run_beside_a_busy_process_is_flagged_as_a_busy_recording_is(monk
     assert f"DISTURBED: measured beside other work, timings noisy: other processes kept {other:.1f} cores busy" in result["label"]
     assert "These numbers were measured live on" in _texts(at.warning) and "DISTURBED" in _texts(at.warning)
     assert "These numbers were measured live on" not in _texts(at.info)
+
+
+def test_a_count_is_predicted_as_a_whole_number():
+    """Lesson 0 asks how many of k drafts the target accepts: its box takes whole numbers (step 1, no decimals)."""
+    at = _app(lesson="0")
+    box = at.number_input(key="l0_guess")
+    assert box.step == 1 and box.format == "%d"
+    assert at.number_input(key="l0_guess").set_value(3).run().number_input(key="l0_guess").value == 3

@@ -141,6 +141,34 @@ def test_a_class_predicts_sees_one_revealed_result_and_its_answers_reach_the_tea
     assert token not in "\n".join(str(e.value) for kind in ("markdown", "caption", "warning", "info") for e in getattr(teacher, kind))
 
 
+def test_a_student_in_a_class_sees_neither_the_plan_nor_teacher_mode_and_the_teachers_plan_folds(data):
+    """The plan's "what to expect" holds each recording's answer, and teacher mode shows it before a prediction: a
+    student in a class gets neither. The teacher's plan folds once the class starts, so the desk's link and QR code
+    stay in view."""
+    teacher, code, _ = _teacher(1)
+    plans = [e for e in teacher.expander if "class plan" in e.label]
+    assert plans and not plans[0].proto.expanded  # folded with the desk open, teacher mode on
+    student = _student(code, "Ann")
+    _clean(student)
+    assert not any("class plan" in e.label for e in student.expander)
+    assert not any("Teacher mode" in t.label for t in student.toggle)
+    assert "answers “A pass carrying" not in _text(student) and "What to expect" not in _text(student)
+    alone = _app(lesson="1", teacher="true")  # outside a class the page is the public one: plan and switch as before
+    assert any("class plan" in e.label for e in alone.expander) and any("Teacher mode" in t.label for t in alone.toggle)
+
+
+def test_a_student_whose_teacher_ends_the_class_is_told_so_not_that_the_code_is_wrong(data):
+    teacher, code, token = _teacher(1)
+    student = _student(code, "Ann")
+    _clean(student)
+    ClassroomStore(data / "classes.sqlite3").end_class(code, token)
+    student.run()
+    _clean(student)
+    said = _text(student)
+    assert "This class has ended: your teacher ended it, or it ran its 12 hours." in said
+    assert "a wrong code" not in said and any(b.label == "Leave the class" for b in student.button)
+
+
 def test_students_follow_the_teacher_to_the_next_lesson(data):
     teacher, code, _ = _teacher(1)
     student = _student(code)

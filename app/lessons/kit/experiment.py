@@ -38,6 +38,7 @@ class Prediction:
     measured: Callable[[dict, dict], float | None]  # (measurement, settings) -> the measured number
     models: Callable[[dict, dict], list[tuple[str, float | None]]]  # -> [(model name, its number)]
     unit: str = "×"
+    whole: bool = False  # a count (lesson 0's accepted drafts): the student enters a whole number
 
 
 @dataclass(frozen=True)

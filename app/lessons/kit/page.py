@@ -71,14 +71,15 @@ def pick_lesson(by_number: dict, raw: dict, notices: list[str]) -> int:
     return pick
 
 
-def teacher_plan(teacher: bool) -> None:
-    """lessons/teacher.md, the class plan (a segment per lesson): open at the top in teacher mode, collapsed otherwise."""
+def teacher_plan(teacher: bool, folded: bool = False) -> None:
+    """lessons/teacher.md, the class plan (a segment per lesson): open at the top in teacher mode, collapsed otherwise
+    and while a class runs (`folded`: the teacher's desk, with the link and QR code, must not scroll away)."""
     try:
         text = TEACHER_FILE.read_text(encoding="utf-8")
     except OSError as exc:
         st.warning(f"The teacher's plan ({TEACHER_FILE.name}) could not be read: {exc.strerror or exc}.")
         return
-    with st.expander("🧑‍🏫 For the teacher: the class plan, a segment per lesson", expanded=teacher):
+    with st.expander("🧑‍🏫 For the teacher: the class plan, a segment per lesson", expanded=teacher and not folded):
         st.markdown(_plan(text, _stamps()))
 
 
@@ -133,13 +134,14 @@ def draw_settings(experiment: Experiment, raw: dict, notices: list[str]) -> dict
 
 
 def prediction(i: int, experiment: Experiment, settings: dict):
+    whole = experiment.predict.whole  # a count takes whole numbers
     return st.number_input(
         f"Your prediction: {experiment.predict.question.format(**settings)}",
-        min_value=0.0,
-        max_value=1000.0,
+        min_value=0 if whole else 0.0,
+        max_value=1000 if whole else 1000.0,
         value=None,
-        step=0.05,
-        format="%.2f",
+        step=1 if whole else 0.05,
+        format="%d" if whole else "%.2f",
         placeholder=experiment.predict.placeholder,
         key=f"l{i}_guess",
     )
