@@ -323,10 +323,9 @@ def student_view(
     try:
         state = store.state(me.code, student_id=me.secret)
     except ClassGone:  # the class this student sat in is gone: said as what happened, not as a wrong code
+        hours = f"{store.limits.class_life_s / 3600:g}"
         st.info(
-            f"This class has ended: your teacher ended it, or it ran its {store.limits.class_life_s / 3600:g} hours. "
-            "Leave it to go on with the lessons on your own.",
-            icon=":material/groups:",
+            f"This class has ended: your teacher ended it, or it ran its {hours} hours. Leave it to go on alone.", icon=":material/groups:"
         )
         leave_button()
         return False, None

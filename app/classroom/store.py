@@ -164,10 +164,8 @@ class ClassroomStore:
             "SELECT code, token_sha256, expires_at, lesson, version, row_count FROM classes WHERE code = ? AND expires_at > ?", code, now
         )
         if row is None:
-            raise ClassGone(
-                "No class with that code is running (a wrong code, or the class has ended: "
-                f"classes last {self.limits.class_life_s / 3600:g} hours)."
-            )
+            hours = f"{self.limits.class_life_s / 3600:g}"
+            raise ClassGone(f"No class with that code is running (a wrong code, or the class has ended: classes last {hours} hours).")
         return row
 
     def _teacher(self, c: _Cursor, code: object, token: object, now: float, lock: bool = False) -> tuple:
