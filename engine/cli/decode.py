@@ -108,8 +108,8 @@ def bench(args) -> None:
             f"{', '.join(grid_only)} {verb} with the batch x depth grid, not with --prompts-file (its prompts are the file's)"
         )
     trees = tree_settings(args.tree_nodes, args.tree_topk, args.drafter, args.depth, DecodeConfig)
-    if args.batch_table is not None and "batch_table" not in args.policy:
-        print("note: --batch-table is read by --policy batch_table only", file=sys.stderr)
+    for note in unused_notes(args):
+        print(note, file=sys.stderr)
     if args.prompts_file is not None:  # the task bench: per category, on the file's prompts
         from engine.cli import tasks
 

@@ -114,8 +114,9 @@ class OneLine(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def _add_action(self, action):
-        if action.help is None and _default_of(action) is not None:  # an option without help still shows its default
-            action.help = f"(default: {_default_of(action)})"
+        shown = _default_of(action)
+        if action.help is None and shown is not None:  # an option without help still shows its default
+            action.help = f"(default: {shown})"
         return super()._add_action(action)
 
     def error(self, message: str):

@@ -87,9 +87,9 @@ class DiskPrefixes:
                 keys = tuple(f.get_tensor(f"k{i}") for i in range(layers))
                 values = tuple(f.get_tensor(f"v{i}") for i in range(layers))
                 hidden = f.get_tensor("hidden") if "hidden" in f.keys() else None
-            tokens = len(key[2])
-            if any(t.dim() != 4 or t.shape[0] != 1 or t.shape[2] != tokens for t in (*keys, *values)):
-                raise ValueError("shapes that do not match the key's tokens")
+            tokens = keys[0].shape[2] if keys else -1  # the key's own match is its digest's: here, one prefix's tensors
+            if not keys or any(t.dim() != 4 or t.shape[0] != 1 or t.shape[2] != tokens for t in (*keys, *values)):
+                raise ValueError("tensors that are not one row's prefix")
         except Exception:  # a torn, foreign or corrupt file: prefill instead, as if it were not there
             self.errors += 1
             return None
