@@ -6,9 +6,9 @@ the number in it is not the one the page last drew at; an unchanged class costs 
 not a fragment run on the server and a redraw in the browser.
 
 The number is the class's store version (app/classroom/store.py) at the last change a student's page shows: the
-teacher's lesson, a Reveal, the answers revealed, and, once those are shown, a prediction or an answer. A join, or a
-prediction before the Reveal, changes nothing on a student's page, so it leaves the file alone (30 students joining one
-after another would otherwise wake every page already in at each join).
+teacher's lesson, a Reveal and the answers revealed. A join, a prediction or an answer changes nothing on a student's
+page (the store takes neither once its result is out), so it leaves the file alone (30 students joining one after
+another would otherwise wake every page already in at each join).
 
 A Reveal also leaves each student's revealed result as a page fragment of its own (`publish_results`: the HTML the
 student's page would draw, first line `<!--v VERSION-->`), written before the number moves: a page that sees the number

@@ -326,15 +326,16 @@ class ClassroomStore:
         return student_id
 
     def predict(self, code: object, student_id: object, lesson: object, value: object, now: float | None = None) -> float:
-        """Commit a student's prediction for `lesson` (a new one replaces the old); returns the stored value."""
+        """Commit a student's prediction for `lesson` (a new one replaces the old, until the result is out); returns the stored value."""
         now = time.time() if now is None else now
         key, number = lesson_key(lesson), prediction_value(value, self.limits.prediction_abs_max)
-        with self._tx(write=True) as c:
+        with self._tx(write=True) as c:  # a guess made after the result is out is no prediction: the class's count is closed
             row = self._student(c, code, student_id, now, lock=True)
+            if c.one("SELECT 1 FROM results WHERE code = ? AND lesson = ?", row[0], key) is not None:
+                raise ClassroomError(
+                    "The result is out, so predictions for this lesson are closed (the class keeps the one you sent before)."
+                )
             self._add_row(c, row, "predictions", {"code": row[0], "lesson": key, "student_id": student_id}, {"value": number, "at": now})
-            shown = c.one("SELECT 1 FROM results WHERE code = ? AND lesson = ?", row[0], key) is not None
-        if shown:  # after the Reveal every student's page shows the class's predictions; before it, nothing of them
-            self._signal(row[0], row[4])
         return number
 
     def answer(self, code: object, student_id: object, lesson: object, question: object, option: object, now: float | None = None) -> None:
@@ -343,14 +344,13 @@ class ClassroomStore:
         key = lesson_key(lesson)
         q = _small_int(question, 1, self.limits.max_question, "question")
         o = _small_int(option, 0, self.limits.max_option, "choice")
-        with self._tx(write=True) as c:
+        with self._tx(write=True) as c:  # and an answer after the answers are out counts for nothing
             row = self._student(c, code, student_id, now, lock=True)
+            if c.one("SELECT 1 FROM answer_reveals WHERE code = ? AND lesson = ?", row[0], key) is not None:
+                raise ClassroomError("The answers are out, so this lesson's questions are closed (the class keeps what you sent before).")
             self._add_row(
                 c, row, "answers", {"code": row[0], "lesson": key, "question": q, "student_id": student_id}, {"choice": o, "at": now}
             )
-            shown = c.one("SELECT 1 FROM answer_reveals WHERE code = ? AND lesson = ?", row[0], key) is not None
-        if shown:  # the answer counts are on every student's page once revealed
-            self._signal(row[0], row[4])
 
     # -- reads (teacher always; a student only after the matching reveal)
     def predictions(

@@ -125,6 +125,10 @@ def test_a_class_predicts_sees_one_revealed_result_and_its_answers_reach_the_tea
         assert not at.get("plotly_chart") and not at.dataframe
         assert any(b.key == "l2_worksheet" for b in at.get("download_button"))  # the shared result fills the worksheet
         assert not any("On a GPU" in str(h.value) for h in at.subheader)
+    late = students[1].number_input(key="l2_guess").set_value(9.0).run()  # a guess changed after the Reveal is refused
+    _clean(late)
+    assert "predictions for this lesson are closed" in _text(late) and "your guess 1.2×" in _picture(late)
+    assert ClassroomStore(data / "classes.sqlite3").predictions(code, 2, token=token) == pytest.approx([1.1, 1.2, 1.3])
     students[0].toggle(key="class_figures").set_value(True).run()
     _clean(students[0])
     assert any(c.key == "more_flops_fig0" for c in students[0].get("plotly_chart"))  # the lesson's own figure, one click away

@@ -74,6 +74,34 @@ def test_a_class_from_start_to_revealed_answers(db):
     assert s.roster(code, token, now=T0 + 7) == ["Ann", ""]
 
 
+def test_predictions_and_answers_close_when_their_result_is_out(db):
+    """A guess changed after the Reveal, or an answer after the answers, would be a copy of the result: refused in one
+    line, the class's count as it was, and a lesson not yet revealed still open."""
+    s = ClassroomStore(db)
+    code, token = s.create_class(now=T0)
+    s.set_lesson(code, token, 3, now=T0)
+    ann, bob = s.join(code, "Ann", now=T0), s.join(code, "Bob", now=T0)
+    s.predict(code, ann, 3, 1.5, now=T0)
+    s.reveal(code, token, 3, json.dumps({"speedup": 2.1}), now=T0 + 1)
+    for sid, value in ((ann, 2.1), (bob, 2.0)):  # the one who guessed and the one who had not
+        with pytest.raises(ClassroomError, match="predictions for this lesson are closed") as exc:
+            s.predict(code, sid, 3, value, now=T0 + 2)
+        _one_line(exc.value)
+    assert s.predictions(code, 3, token=token, now=T0 + 2) == [1.5]
+    assert s.state(code, student_id=ann, now=T0 + 2).my_prediction == 1.5
+    s.reveal(code, token, 3, json.dumps({"speedup": 2.2}), now=T0 + 3)  # Reveal again: still closed
+    with pytest.raises(ClassroomError, match="closed"):
+        s.predict(code, bob, 3, 2.2, now=T0 + 3)
+    assert s.predict(code, bob, 4, 1.2, now=T0 + 3) == 1.2  # another lesson is open
+    s.answer(code, ann, 3, 1, 0, now=T0 + 4)
+    s.answer(code, ann, 3, 1, 1, now=T0 + 5)  # before the answers are out she may change her mind
+    s.reveal_answers(code, token, 3, now=T0 + 6)
+    with pytest.raises(ClassroomError, match="questions are closed") as exc:
+        s.answer(code, bob, 3, 1, 1, now=T0 + 7)
+    _one_line(exc.value)
+    assert s.answer_counts(code, 3, token=token, now=T0 + 7) == {1: {1: 1}}
+
+
 def test_students_cannot_act_as_the_teacher(db):
     s = ClassroomStore(db)
     code, token = s.create_class(now=T0)
