@@ -1,5 +1,5 @@
 """Lesson 4, turn it off: a ragged batch decoded plain, always speculating (n-gram lookup) and with a switch that
-speculates only once N rows or fewer remain; the claim is that past the knee always-on costs and that the switch's
+speculates only once N rows or fewer remain; the claim is that far past the room always-on costs and that the switch's
 speculation pays as rows finish. Its run, phases, words, charts (with the live batch per step) and record.
 """
 
@@ -317,7 +317,7 @@ RECORD = Experiment(
     },
     claims=(
         Claim(
-            "Past the knee, always-on speculation costs",
+            "Far past the room, always-on speculation costs",
             "always-on",
             "plain decoding",
             "the full batch",

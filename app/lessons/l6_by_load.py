@@ -1,5 +1,5 @@
 """Lesson 6, speculate by load: plain decoding, fixed depth and load-aware policies (a batch table from this machine's
-room, goodput) across batch sizes; the claim is that past the knee fixed depth loses while a table keyed by load keeps
+room, goodput) across batch sizes; the claim is that far past the room fixed depth loses while a table keyed by load keeps
 up with plain. Its run, its words and charts (with the depth chosen per step) and its record.
 """
 
@@ -282,7 +282,7 @@ RECORD = Experiment(
     },
     claims=(
         Claim(
-            "Past the knee, fixed depth loses",
+            "Far past the room, fixed depth loses",
             "fixed k",
             "plain decoding",
             "the largest batch",

@@ -1,5 +1,5 @@
 """Lesson 7, width: a chain against a draft tree (and goodput choosing per step), at batch 1 and at a large batch;
-the claim is that inside the room a tree is no slower than a chain and that past the knee width costs. Its run, the
+the claim is that inside the room a tree is no slower than a chain and that far past the room width costs. Its run, the
 shape goodput verified at each step, its charts, table, notes and record.
 """
 
@@ -412,7 +412,7 @@ RECORD = Experiment(
             applies=lambda m: None if has_room(m) else "this machine's room fits no tree wider than the chain",
         ),
         Claim(
-            "Past the knee width costs",
+            "Far past the room width costs",
             "the tree",
             "the chain",
             "the large batch",

@@ -22,7 +22,7 @@ MOST_DEPTH = 3  # a chosen depth stops here: deeper drafts are accepted too rare
 
 # α ≈ 0.5, the EAGLE head's on held-out prompts, a chain's 4th draft survives with chance α^4 ≈ 6%), and a room that
 # reads 4 tokens in one recording and 8 in the next (8 tokens cost 1.22-1.27x one on the 2-core EPYC) gives the same k
-PAST = 4.0  # "past the knee": a pass carrying at least this many times the room's tokens
+PAST = 4.0  # "far past the room" (glossary): a pass carrying at least this many times the room's tokens
 
 
 def roofline_s(row: dict, m: dict) -> float:
