@@ -13,6 +13,10 @@ Every lesson, the Playground's summary and the Sweep judge "A against B" with `j
   the difference is real but smaller than MIN_GAP) or we **can't tell** with this many rounds (the interval
   still reaches both a gap worth naming and no gap at all).
 
+A claim that A is **not slower** than B names no winner: it is shown when the rule finds A faster or level, or when
+the 95% range rules out A being more than NOT_WORSE slower (a non-inferiority margin, `not_worse`); a range that
+still reaches a larger slowdown shows nothing.
+
 In a student's words (`RULE`): "We name a winner only when, over the interleaved rounds, the 95% range of the
 speed ratio stays on one side of 1 and the gap is at least 3%; otherwise the two are level, or the rounds are too
 few or too noisy to tell."
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 
 LEVEL = 0.95  # the interval's confidence
 MIN_GAP = 0.03  # a winner must be at least this much faster (3%)
+NOT_WORSE = 0.10  # a "not slower" claim: the range must rule out A being more than this much slower (10%)
 # Student's t, two-sided 95% (0.975 quantile), by degrees of freedom 1..30; past 30 the normal's 1.96 is within 2%.
 _T975 = tuple(
     float(t)
@@ -103,6 +108,12 @@ def _classify(ratio: float, lo: float | None, hi: float | None) -> tuple[int, st
     inside = lo >= 1 / (1 + MIN_GAP) and hi <= 1 + MIN_GAP
     real_but_small = lo > 1 or hi < 1  # the interval excludes 1 but the typical gap is under MIN_GAP
     return 0, "level" if inside or real_but_small else "can't tell"
+
+
+def not_worse(v: Verdict) -> bool:
+    """A "not slower" claim on A ÷ B (rates): the rule finds A faster or level, or the 95% range's low end stays within
+    NOT_WORSE of 1. One round (no range) shows it only by the rule's own words."""
+    return v.kind in ("faster", "level") or (v.lo is not None and v.lo >= 1 / (1 + NOT_WORSE))
 
 
 def _values(x) -> list[float]:

@@ -174,7 +174,7 @@ def past_the_ridge_figure(m: dict, s: dict, label: str = "") -> go.Figure:
         )
     fig.update_yaxes(title_text="× plain decoding (dotted: 1× = no gain)", row=1, col=1)
     fig.update_yaxes(title_text="tokens per pass", row=1, col=2)
-    return frame(fig, "Inside the room speculation pays; past it, each draft token costs time and the drafter decides", label, height=420)
+    return frame(fig, "Speculation against plain decoding, inside this machine's room and past it", label, height=420)
 
 
 def past_the_ridge_table(m: dict, s: dict) -> list[dict]:

@@ -207,7 +207,7 @@ def width_figure(m: dict, s: dict, label: str = "") -> go.Figure:
         emitted.append({**common, "values": [(k, None, None) for k in kept], "showlegend": False})
     grouped_bars(fig, cats, rates, row=1, col=1)
     grouped_bars(fig, cats, emitted, row=1, col=2)
-    return frame(fig, "Tree against chain: more tokens per pass buys more accepted tokens, until the pass gets dear", label, height=400)
+    return frame(fig, "Tree against chain: tokens/s, and the tokens each step kept, inside the room and past it", label, height=400)
 
 
 def width_table(result: dict) -> list[dict]:

@@ -163,6 +163,9 @@ def test_a_baseline_pass_of_another_batch_is_not_compared_as_the_same_pass():
     text = "\n".join(against.reasons(recorded, lv))
     assert "The baseline is not the same pass: a one-token pass at batch 8 over 256 tokens live, a one-token pass at batch 16" in text
     assert "ran at another speed" not in text and "took" not in text
+    rows = {r["number"]: r for r in against.table(recorded, lv)}  # each pass in a row of its own, under its own name
+    assert rows["a one-token pass at batch 16 over 256 tokens (ms)"]["live"] == "—"
+    assert rows["a one-token pass at batch 8 over 256 tokens (ms)"]["recorded"] == "—"
 
 
 def test_a_moved_answer_with_nothing_measured_to_explain_it_says_so():

@@ -157,3 +157,18 @@ def test_no_lesson_page_or_the_playground_names_a_winner_by_another_rule():
         if word in path.read_text(encoding="utf-8")
     ]
     assert offenders == []
+
+
+def test_not_worse_holds_within_the_margin_and_no_further():
+    """A "not slower" claim (lesson 6's table keeping up with plain): faster or level holds; a range the rule cannot
+    decide holds only where its low end rules out more than NOT_WORSE slower; slower, a wide range and a single round
+    (no range) do not."""
+    plain = [100.0, 100.0, 100.0]
+    assert verdict.not_worse(verdict.judge([110.0, 111.0, 109.0], plain))  # faster
+    assert verdict.not_worse(verdict.judge([100.2, 99.9, 100.1], plain))  # level
+    near = verdict.judge([100.0, 98.0, 102.0], plain)
+    assert near.kind == "can't tell" and near.lo >= 1 / (1 + verdict.NOT_WORSE) and verdict.not_worse(near)
+    wide = verdict.judge([100.0, 60.0, 150.0], plain)
+    assert wide.kind == "can't tell" and not verdict.not_worse(wide)
+    assert not verdict.not_worse(verdict.judge([80.0, 81.0, 79.0], plain))  # slower
+    assert not verdict.not_worse(verdict.judge([99.0], [100.0]))  # one round: no range, and the rule cannot tell

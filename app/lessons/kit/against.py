@@ -108,9 +108,11 @@ def table(rec: Side, live: Side, unit: str = "×") -> list[dict]:
         rows.append(row(f"chosen: {SETTING_NAMES.get(key, key)}", _fmt(r["chosen"].get(key), "d"), _fmt(lv["chosen"].get(key), "d")))
     if r["read"] or lv["read"]:
         rows.append(row("pass read as past the room (tokens)", _fmt(r["read"], "d"), _fmt(lv["read"], "d")))
-    if r["pass"] or lv["pass"]:
-        what = (lv["pass"] or r["pass"])[0]
-        rows.append(row(f"{what} (ms)", _fmt(r["pass"] and r["pass"][1]), _fmt(lv["pass"] and lv["pass"][1])))
+    if r["pass"] or lv["pass"]:  # one row where both name the same pass; else each its own, the other side blank
+        names = [x["pass"][0] for x in (r, lv) if x["pass"]]
+        for what in dict.fromkeys(names):
+            got = [_fmt(x["pass"][1]) if x["pass"] and x["pass"][0] == what else "—" for x in (r, lv)]
+            rows.append(row(f"{what} (ms)", *got))
     if r["bandwidth"] or lv["bandwidth"]:
         rows.append(row("probe: bandwidth (GB/s)", _fmt(_giga(r["bandwidth"]), ".1f"), _fmt(_giga(lv["bandwidth"]), ".1f")))
         rows.append(row("probe: arithmetic (GFLOP/s)", _fmt(_giga(r["flops"]), ".0f"), _fmt(_giga(lv["flops"]), ".0f")))

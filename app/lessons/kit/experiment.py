@@ -8,7 +8,7 @@ declares one `RECORD` in app/lessons/lNN_<name>.py; app/lessons/registry.py find
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.lessons.kit import numbers
 from app.lessons.kit.numbers import cell, rate_rounds
@@ -76,8 +76,8 @@ def check_claim(claim: Claim, m: dict) -> dict:
     if a and b and a.get("values") and b.get("values"):
         v = verdict.judge(a["values"], b["values"])  # a ÷ b: rates, or times where the claim is about costs
         decided = v if claim.times == 1 else verdict.judge(a["values"], [claim.times * x for x in b["values"]])
-    # expect 0: "not slower" on rates (sign ≥ 0), "costs no more" on times (sign ≤ 0)
-    holds = decided is not None and (decided.sign == claim.expect if claim.expect else decided.sign * (-1 if claim.costs else 1) >= 0)
+    # expect 0: "not slower" on rates, "costs no more" on times: the rule's non-inferiority margin (verdict.not_worse)
+    holds = decided is not None and (decided.sign == claim.expect if claim.expect else verdict.not_worse(_rate_view(decided, claim.costs)))
     return {"claim": claim, "verdict": v, "decided": decided, "holds": holds, "skipped": None}
 
 
@@ -90,14 +90,26 @@ COST_WORDS = {1: "costs more", -1: "costs less", 0: "costs no more"}
 COST_KIND = {"faster": "costs more", "slower": "costs less"}  # the rule on times: a "faster" ratio is a dearer pass
 
 
+def _rate_view(v, costs: bool):
+    """A verdict on times read as one on rates (a dearer pass is a slower one), for verdict.not_worse."""
+    if not costs:
+        return v
+    flip = {"faster": "slower", "slower": "faster"}.get(v.kind, v.kind)
+    return replace(v, ratio=1 / v.ratio, lo=1 / v.hi if v.hi else None, hi=1 / v.lo if v.lo else None, sign=-v.sign, kind=flip)
+
+
 def _shown(c: Claim, r: dict) -> str:
-    """'yes', 'no' or 'not tested here'. A claim of 'not slower' (or 'costs no more') that holds only because the
-    rule could not tell says so: it was not found slower, and it was not shown level either."""
+    """'yes', 'no', 'not shown: can't tell …' or 'not tested here'. A claim of 'not slower' (or 'costs no more') that
+    holds only by the margin says so: the range rules out more than NOT_WORSE worse, and no more than that."""
     if r["skipped"]:
         return "not tested here"
-    if not r["holds"]:
-        return "no"
-    return "yes, weakly: not found worse, nor shown level" if c.expect == 0 and r["decided"].kind == "can't tell" else "yes"
+    d = r["decided"]
+    if r["holds"]:
+        worse = "dearer" if c.costs else "slower"
+        return f"yes, weakly: at most {verdict.NOT_WORSE:.0%} {worse}" if c.expect == 0 and d.kind == "can't tell" else "yes"
+    if d is not None and d.kind == "can't tell":
+        return f"not shown: can't tell with {d.rounds} round{'s' if d.rounds != 1 else ''}"
+    return "no"
 
 
 def _rule_says(c: Claim, r: dict) -> str:
