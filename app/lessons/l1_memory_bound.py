@@ -303,8 +303,9 @@ def notes(m: dict, s: dict) -> list[str]:
     one, past = rows[0], _row(rows, read_tokens(m))
     n = past["tokens_per_pass"]
     out = [
-        f"One token: {one['ms']:.2f} ms; {n} tokens (the measured pass nearest four times the room): {past['ms']:.2f} ms, "
-        f"{times_one(past, one)[0]:.2f}× the time for {n}× the tokens."
+        f"One token: {one['ms']:.2f} ms; {n} tokens (the measured pass nearest four times the room): {past['ms']:.2f} ms "
+        f"(medians). Round by round the {n}-token pass took {times_one(past, one)[0]:.2f}× the time for {n}× the tokens "
+        "(the typical round's ratio, the table's × column; it can differ from the ratio of the medians)."
     ]
     shares = roofline.peak_shares(rows, m["peak_bandwidth"], m["peak_flops"])
     low, high = shares[0], shares[-1]

@@ -119,20 +119,22 @@ def seed_conclusion(seed: dict) -> str:
         timing = "One of the passes took no measurable time."
     elif told.kind == "level":
         timing = (
-            f"They took the same time within noise ({wide['ms']:.1f} against {deep['ms']:.1f} ms, {ratio:.2f}×: level by "
-            f"the rule), as Barrow's example says: the pass costs what its {n} tokens cost, however they were gathered."
+            f"They took the same time within noise ({wide['ms']:.1f} against {deep['ms']:.1f} ms, medians; round by round "
+            f"{ratio:.2f}×: level by the rule), as Barrow's example says: the pass costs what its {n} tokens cost, however "
+            "they were gathered."
         )
     elif told.sign == 0 and 1 / SAME_TIME <= ratio <= SAME_TIME:
         span = f", 95% range {lo:.2f}–{hi:.2f}×" if lo else ""
         timing = (
-            f"The rule cannot tell them apart ({wide['ms']:.1f} against {deep['ms']:.1f} ms, {ratio:.2f}× by the rule{span}): "
+            f"The rule cannot tell them apart ({wide['ms']:.1f} against {deep['ms']:.1f} ms, medians; round by round {ratio:.2f}×{span}): "
             f"within this run's noise the pass costs what its {n} tokens cost, however they were gathered, as Barrow's "
             "example says."
         )
     elif told.sign == 0:  # far apart, yet the rounds scatter too widely for the rule: the run cannot test the example
         timing = (
-            f"This run cannot tell: {wide['ms']:.1f} against {deep['ms']:.1f} ms ({ratio:.2f}× by the rule), but the rounds scatter "
-            f"too widely for the rule to name either, so Barrow's example is not tested here; re-measure on a quieter machine."
+            f"This run cannot tell: {wide['ms']:.1f} against {deep['ms']:.1f} ms (medians; round by round {ratio:.2f}×), but the "
+            f"rounds scatter too widely for the rule to name either, so Barrow's example is not tested here; re-measure on a "
+            "quieter machine."
         )
     else:
         more = "longer" if ratio > 1 else "less time"
@@ -144,7 +146,7 @@ def seed_conclusion(seed: dict) -> str:
         )
         timing = (
             f"The batch-{wide['batch']} pass took {more}: {wide['ms']:.1f} against {deep['ms']:.1f} ms "
-            f"({ratio:.2f}× by the rule" + (f", 95% range {lo:.2f}–{hi:.2f}×" if lo else "") + f"), {size}."
+            f"(medians; round by round {ratio:.2f}×" + (f", 95% range {lo:.2f}–{hi:.2f}×" if lo else "") + f"), {size}."
         )
     kv = wide["kv_bytes"] / deep["kv_bytes"] if deep["kv_bytes"] else None
     return (
