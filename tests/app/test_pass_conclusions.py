@@ -224,21 +224,22 @@ def test_seed_passes_the_same_within_noise_and_the_flops_difference():
 
     same = seed_conclusion(seed(1.4012e9, 1.4e9))
     assert "5 rows of context read 5.00 MB against 1.00 MB for one row (5.0×)" in same
-    assert "The rule cannot tell them apart (40.0 against 40.0 ms, 1.00× by the rule)" in same  # one round each: no range
+    assert "The rule cannot tell them apart (40.0 against 40.0 ms, medians; round by round 1.00×)" in same  # one round each: no range
     level = seed_conclusion(seed(1.5e9, 1.4e9, (10.0, 10.1, 10.0, 10.05, 10.02), (10.01, 10.05, 10.02, 10.0, 10.04)))
-    assert "They took the same time within noise (10.0 against 10.0 ms, 1.00×: level by the rule)" in level
+    assert "They took the same time within noise (10.0 against 10.0 ms, medians; round by round 1.00×: level by the rule)" in level
     overlap = seed_conclusion(seed(1.5e9, 1.4e9, (13.7, 10.8, 10.6), (12.3, 11.0, 9.0)))  # 1.0 apart, rounds overlap
     assert "The rule cannot tell them apart" in overlap and "as Barrow's example says" in overlap
     apart = seed_conclusion(seed(1.5e9, 1.4e9, (20.0, 20.5, 21.0), (10.0, 10.2, 10.4)))
     assert (
-        "The batch-5 pass took longer: 20.5 against 10.2 ms (2.01× by the rule, 95% range 1.99–2.03×), a difference the rule names" in apart
+        "The batch-5 pass took longer: 20.5 against 10.2 ms (medians; round by round 2.01×, 95% range 1.99–2.03×), a difference the rule names"
+        in apart
     )
     # a gap the rule names but within SAME_TIME: named, not "the same time" (the shipped recording's 1.04×)
     close = seed_conclusion(seed(1.5e9, 1.4e9, (13.3, 13.4, 13.2), (12.9, 13.0, 12.8)))
     assert "took longer" in close and "a gap the rule names, yet within the 1.10×" in close and "same time within" not in close
     # far apart, yet the rounds scatter too widely for the rule (a busy live run): not "the same time", and not Barrow's
     busy = seed_conclusion(seed(1.5e9, 1.4e9, (598.1, 345.3, 497.9), (142.8, 289.1, 30.3)))
-    assert "This run cannot tell: 497.9 against 142.8 ms (4.35× by the rule)" in busy and "not tested here" in busy
+    assert "This run cannot tell: 497.9 against 142.8 ms (medians; round by round 4.35×)" in busy and "not tested here" in busy
     assert "same time" not in busy and "as Barrow's example says" not in busy
 
 
