@@ -46,7 +46,8 @@ def test_lesson1_notes_read_the_pass_past_the_room_and_the_regimes_both_ways():
     lines = l1_memory_bound.notes(m, {})
     assert (
         lines[0] == "One token: 8.50 ms; 16 tokens (the measured pass nearest four times the room): 22.40 ms "
-        "(medians). Round by round the 16-token pass took 2.64× the time for 16× the tokens (the typical round's ratio, the table's × column; it can differ from the ratio of the medians)."
+        "(medians). Round by round the 16-token pass took 2.64× the time for 16× the tokens "
+        "(the typical round's ratio, the table's × column; it can differ from the ratio of the medians)."
     )
     assert read_tokens(m) == 16 and round(pass_ratio(m, {}), 2) == 2.64  # the prediction reads that row
     assert "2.64" in str([r["× one-token pass"] for r in memory_bound_table(m)])  # the table says the same
@@ -59,12 +60,14 @@ def test_lesson1_notes_read_the_pass_past_the_room_and_the_regimes_both_ways():
     flat = _lesson1([_row(1, 10.0), _row(4, 10.2), _row(16, 11.0), _row(32, 12.0)])
     assert (
         l1_memory_bound.notes(flat, {})[0] == "One token: 10.00 ms; 32 tokens (the measured pass nearest four times the room): 12.00 ms "
-        "(medians). Round by round the 32-token pass took 1.20× the time for 32× the tokens (the typical round's ratio, the table's × column; it can differ from the ratio of the medians)."
+        "(medians). Round by round the 32-token pass took 1.20× the time for 32× the tokens "
+        "(the typical round's ratio, the table's × column; it can differ from the ratio of the medians)."
     )
     steep = _lesson1([_row(1, 10.0), _row(2, 19.0), _row(4, 38.0)])
     assert (
         l1_memory_bound.notes(steep, {})[0] == "One token: 10.00 ms; 4 tokens (the measured pass nearest four times the room): 38.00 ms "
-        "(medians). Round by round the 4-token pass took 3.80× the time for 4× the tokens (the typical round's ratio, the table's × column; it can differ from the ratio of the medians)."
+        "(medians). Round by round the 4-token pass took 3.80× the time for 4× the tokens "
+        "(the typical round's ratio, the table's × column; it can differ from the ratio of the medians)."
     )
     # lesson 1 measures the curve itself: no second room sentence from the cached curve beside its own table
     assert findings(l1_memory_bound.RECORD, m | {"curve": _curve(), "chosen": {"room": 4}}, {}) == lines
@@ -231,8 +234,8 @@ def test_seed_passes_the_same_within_noise_and_the_flops_difference():
     assert "The rule cannot tell them apart" in overlap and "as Barrow's example says" in overlap
     apart = seed_conclusion(seed(1.5e9, 1.4e9, (20.0, 20.5, 21.0), (10.0, 10.2, 10.4)))
     assert (
-        "The batch-5 pass took longer: 20.5 against 10.2 ms (medians; round by round 2.01×, 95% range 1.99–2.03×), a difference the rule names"
-        in apart
+        "The batch-5 pass took longer: 20.5 against 10.2 ms (medians; round by round 2.01×, 95% range 1.99–2.03×), "
+        "a difference the rule names" in apart
     )
     # a gap the rule names but within SAME_TIME: named, not "the same time" (the shipped recording's 1.04×)
     close = seed_conclusion(seed(1.5e9, 1.4e9, (13.3, 13.4, 13.2), (12.9, 13.0, 12.8)))
