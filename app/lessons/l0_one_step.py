@@ -156,7 +156,8 @@ def verdict(m: dict) -> str:
     cost = (
         f"cost {verify:.2f}× a whole plain step"
         if verify >= 1
-        else f"read {verify:.2f}× a whole plain step, the same as one within noise (a pass with more tokens is not cheaper)"
+        else f"read {verify:.2f}× a whole plain step: about one, since each was timed once (a pass with more tokens is not "
+        "cheaper; a plain step also pays for its sampling and bookkeeping)"
     )
     if step < total:
         return out + (

@@ -14,26 +14,31 @@ def fmt(x: float | None, spec: str = ".2f") -> str:
     return "—" if x is None else f"{x:{spec}}"
 
 
-def prediction_rows(guess: float | None, measured: float | None, models: list[tuple[str, float | None]], unit: str = "×") -> list[dict]:
-    """Rows {"what": name, "value": text, "vs measured": text}: your guess, the measurement, then each model."""
+def prediction_rows(
+    guess: float | None, measured: float | None, models: list[tuple[str, float | None]], unit: str = "×", whole: bool = False
+) -> list[dict]:
+    """Rows {"what": name, "value": text, "vs measured": text}: your guess, the measurement, then each model. `whole`:
+    the guess and the measurement are counts (lesson 0's kept drafts), written without decimals."""
+    spec = ".0f" if whole else ".2f"
 
     def versus(x):
         return f"{x / measured:.2f}× the measured" if x is not None and measured else "—"
 
     rows = [
-        {"what": "your guess", "value": fmt(guess) + unit if guess is not None else "—", "vs measured": versus(guess)},
-        {"what": "measured", "value": fmt(measured) + unit if measured is not None else "—", "vs measured": "—"},
+        {"what": "your guess", "value": fmt(guess, spec) + unit if guess is not None else "—", "vs measured": versus(guess)},
+        {"what": "measured", "value": fmt(measured, spec) + unit if measured is not None else "—", "vs measured": "—"},
     ]
     rows += [{"what": name, "value": fmt(x) + unit if x is not None else "—", "vs measured": versus(x)} for name, x in models]
     return rows
 
 
-def guess_line(guess: float | None, measured: float | None, unit: str = "×") -> str | None:
+def guess_line(guess: float | None, measured: float | None, unit: str = "×", whole: bool = False) -> str | None:
     """One sentence: how far the guess was from the measurement (None without both)."""
     if guess is None or measured is None:
         return None
     off = abs(guess - measured) / measured if measured else None
-    return f"You guessed {guess:.2f}{unit}; this run measured {measured:.2f}{unit}" + (
+    spec = ".0f" if whole else ".2f"
+    return f"You guessed {guess:{spec}}{unit}; this run measured {measured:{spec}}{unit}" + (
         f" (your guess was {off:.0%} off)." if off is not None else "."
     )
 

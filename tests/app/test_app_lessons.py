@@ -195,7 +195,7 @@ def test_lesson_0_steps_through_one_step_and_waits_for_a_prediction_before_the_a
     assert [c for c in at.get("plotly_chart") if c.key == "lesson0_fig"]  # plain decoding beside the step
     assert "The target kept 3 of 4 drafts" in _texts(at.success)
     table = _prediction_table(at)
-    assert list(table["value"])[:2] == ["2.00 drafts", "3.00 drafts"]
+    assert list(table["value"])[:2] == ["2 drafts", "3 drafts"]  # counts, written as counts
     at.button(key="step0_prev").click().run()
     assert "**4 · correction or bonus**" in _texts(at.markdown)
 
@@ -308,6 +308,12 @@ def test_lesson_0_re_measures_one_step_live():
     assert m["step"] == result["trace"].steps[m["step"]].index and m["k"] == 4
     assert "These numbers were measured live on" in _texts(at.info) and "measured live on" in _texts(at.caption)
     assert f"The target kept {m['accepted']} of 4 drafts" in _texts(at.success)
+    # beside the recorded step: both steps' numbers with machine and date, and why one step differs from another
+    assert "This live step beside the recorded one" in _texts(at.markdown) and "One step is one draw" in _texts(at.info)
+    table = next(d.value for d in at.dataframe if "number" in d.value.columns)
+    by = {row["number"]: row for _, row in table.iterrows()}
+    assert by["drafts the target kept"]["live"] == f"{m['accepted']} of 4" and by["machine"]["live"] == result["machine"]
+    assert by["drafts the target kept"]["recorded"].endswith(" of 4") and by["date"]["recorded"]
 
 
 @pytest.mark.slow

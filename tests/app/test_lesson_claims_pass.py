@@ -151,5 +151,5 @@ def test_lesson0_recorded_step_keeps_drafts_and_never_reads_cheaper_than_a_plain
     assert 0 < m["accepted"] < m["k"] and m["gained"] == m["accepted"] + 1
     text = verdict(m)
     if m.get("plain_step_ms") and m["verify_ms"] < m["plain_step_ms"]:
-        assert "the same as one within noise (a pass with more tokens is not cheaper)" in text
+        assert "about one, since each was timed once (a pass with more tokens is not cheaper;" in text
     assert "cost 0." not in text

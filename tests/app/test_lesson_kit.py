@@ -135,6 +135,10 @@ def test_prediction_rows_and_the_guess_line():
     assert rows[3]["value"] == "—"
     assert guess_line(2.0, 4.0) == "You guessed 2.00×; this run measured 4.00× (your guess was 50% off)."
     assert guess_line(None, 4.0) is None
+    # a count (lesson 0's kept drafts) reads as one: "2 drafts", not "2.00 drafts"; its models keep their decimals
+    counted = prediction_rows(2.0, 3.0, [("Leviathan", 1.83)], " drafts", whole=True)
+    assert [r["value"] for r in counted] == ["2 drafts", "3 drafts", "1.83 drafts"]
+    assert guess_line(2.0, 3.0, " drafts", whole=True) == "You guessed 2 drafts; this run measured 3 drafts (your guess was 33% off)."
 
 
 def test_worksheet_escapes_every_string():

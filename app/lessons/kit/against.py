@@ -120,6 +120,33 @@ def table(rec: Side, live: Side, unit: str = "×") -> list[dict]:
     return rows
 
 
+def step_beside(rec: dict, live: dict) -> tuple[list[dict], str]:
+    """Lesson 0 (one step, timed once): the live step beside the recorded one, the table's rows and why they differ.
+    rec, live: {"machine", "date", "measurement"} (the lesson's record and result)."""
+    r, lv = rec["measurement"], live["measurement"]
+
+    def row(what: str, key, spec: str = "d") -> dict:
+        return {"number": what, "recorded": key(r, spec), "live": key(lv, spec)}
+
+    def num(name):
+        return lambda m, spec: _fmt(m.get(name), spec)
+
+    rows = [
+        {"number": "machine", "recorded": rec.get("machine", ""), "live": live.get("machine", "this machine")},
+        {"number": "date", "recorded": rec.get("date", ""), "live": live.get("date", "")},
+        row("drafts the target kept", lambda m, _: f"{m['accepted']} of {m['k']}"),
+        row("tokens the step added", num("gained")),
+        row("the step: drafting and verifying (ms)", num("step_ms"), ".1f"),
+        row("a plain step, for comparison (ms)", num("plain_step_ms"), ".2f"),
+    ]
+    why = (
+        "One step is one draw, timed once: which drafts the target keeps depends on the text at that point of the "
+        "answer, and the step's time on the machine and its load at that moment. Lessons 1 to 3 repeat and interleave "
+        "their runs to measure what a single step can only show."
+    )
+    return rows, why
+
+
 def _giga(x: float | None) -> float | None:
     return None if x is None else x / 1e9
 

@@ -162,7 +162,7 @@ def draw_class_result(name: str, text: str) -> None:
 def prediction_rows(experiment: Experiment, guess, m: dict, s: dict) -> list[dict]:
     """Guess vs measured vs models (show_prediction's rows)."""
     p = experiment.predict
-    return worksheet.prediction_rows(guess, p.measured(m, s), p.models(m, s), p.unit)
+    return worksheet.prediction_rows(guess, p.measured(m, s), p.models(m, s), p.unit, p.whole)
 
 
 def source_line(result: dict) -> str:
@@ -180,7 +180,7 @@ def numbers_html(i: int, name: str, text: str, guess, _experiment: Experiment, _
     result = read_shared(name, text)
     m, s = result["measurement"], result["settings"]
     rows = prediction_rows(_experiment, guess, m, s)
-    line = guess_line(guess, _experiment.predict.measured(m, s), _experiment.predict.unit)
+    line = guess_line(guess, _experiment.predict.measured(m, s), _experiment.predict.unit, _experiment.predict.whole)
     numbers = [{"measured": what, "value": value} for what, value in _experiment.numbers(m, s)]
     blocks = [source_line(result), "<p><strong>Your guess, the measurement and the models</strong></p>", views.table_html(rows)]
     blocks += [f"<p>{html.escape(flat_text(line, 400))}</p>"] if line else []

@@ -217,7 +217,14 @@ def live_disturbed(name: str, m: dict, machine: str) -> str | None:
 def show_against(name: str, experiment: Experiment, result: dict, rec: dict | None) -> None:
     """A live result beside the shipped recording: the key numbers side by side with the machine and date of each, and
     what differs (other settings first), named and explained from what each run measured (app/lessons/kit/against.py)."""
-    if result["source"] != "live" or rec is None or experiment.walkthrough is not None:
+    if result["source"] != "live" or rec is None:
+        return
+    if experiment.walkthrough is not None:  # lesson 0: one step beside one step, no rounds to compare
+        rows, why = against.step_beside(rec, result)
+        with st.container(border=True):
+            st.markdown("**This live step beside the recorded one**")
+            st.dataframe(rows, hide_index=True)
+            st.info(why, icon=":material/compare_arrows:")
         return
     p, m = experiment.predict, result["measurement"]
     live = against.side(
@@ -246,10 +253,10 @@ def show_claims(experiment: Experiment, m: dict) -> None:
 def show_prediction(experiment: Experiment, guess, m: dict, s: dict) -> list[dict]:
     p = experiment.predict
     measured = p.measured(m, s)
-    rows = prediction_rows(guess, measured, p.models(m, s), p.unit)
+    rows = prediction_rows(guess, measured, p.models(m, s), p.unit, p.whole)
     st.markdown("**Your guess, the measurement and the models**")
     st.dataframe(rows, hide_index=True)
-    line = guess_line(guess, measured, p.unit)
+    line = guess_line(guess, measured, p.unit, p.whole)
     if line:
         st.markdown(line)
     return rows
@@ -288,6 +295,8 @@ def experiment_block(i: int, name: str, experiment: Experiment, settings: dict, 
         trace = result["trace"] if result is not None else rec_trace
         if trace is not None:
             experiment.walkthrough.draw(result, trace, waiting)
+        if result is not None:
+            show_against(name, experiment, result, rec)
     elif result is not None:
         show.draw(experiment, result["measurement"], result["settings"], label=result["label"])  # its figures carry the label
         show_claims(experiment, result["measurement"])
