@@ -78,6 +78,7 @@ def test_a_live_lesson_1_that_differs_from_its_recording_says_so_and_why():
         r["ms_runs"] = measurement.spread([v * r["ms"] / statistics.median(values) for v in values])
     live["chosen"]["room"] = 2
     live["other_cores"] = 1.7
+    live["peak_flops"] = rec["measurement"]["peak_flops"] / 3  # a CPU without the recording's matrix tiles
     recorded, lv = _sides("memory_bound", live)
     rows, lines, differs = against.compare(recorded, lv)
     text = "\n".join(lines)
@@ -89,6 +90,9 @@ def test_a_live_lesson_1_that_differs_from_its_recording_says_so_and_why():
     assert "the lesson's ratios are taken over this pass, so its time moves them too" in text
     assert f"a room of 2 tokens per pass, the recording's {rec['measurement']['chosen']['room']}" in text
     assert "Other processes kept 1.70 cores busy during this run's timing" in text and "DISTURBED" in text
+    gflops = rec["measurement"]["peak_flops"] / 1e9
+    assert f"{gflops / 3:.0f} GFLOP/s of arithmetic now against {gflops:.0f} for the recording: less arithmetic" in text
+    assert "fewer tokens (a smaller room)" in text
     then_busy = measurement.other_cores(rec["measurement"])  # lesson 1's metered rounds (None in a recording before them)
     assert f"the recording: {'not recorded' if then_busy is None else f'{then_busy:.2f}'}" in text
     by = {r["number"]: r for r in rows}

@@ -204,6 +204,13 @@ def reasons(rec: Side, live: Side) -> list[str]:
             f"The probe measured {lv['bandwidth'] / 1e9:.1f} GB/s now against {r['bandwidth'] / 1e9:.1f} GB/s for the "
             "recording: the memory streamed at another speed."
         )
+    if moved(r["flops"], lv["flops"]):  # e.g. a recording made with AMX's matrix tiles, a live CPU without them
+        more = lv["flops"] > r["flops"]
+        out.append(
+            f"The probe measured {lv['flops'] / 1e9:.0f} GFLOP/s of arithmetic now against {r['flops'] / 1e9:.0f} for the "
+            f"recording: {'more' if more else 'less'} arithmetic per byte read, so a pass stays nearly flat for "
+            f"{'more' if more else 'fewer'} tokens (a {'larger' if more else 'smaller'} room)."
+        )
     if r["pass"] and lv["pass"] and r["pass"][0] != lv["pass"][0]:
         out.append(
             f"The baseline is not the same pass: {lv['pass'][0]} live, {r['pass'][0]} recorded, so their times are not "
