@@ -163,7 +163,7 @@ def check_measurement(experiment: str, measurement, schemas: dict) -> dict:
 # --- how disturbed a run was -------------------------------------------------------------------------
 _LOAD = re.compile(r"load average (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?) on (\d+) cores")
 DISTURBED = "DISTURBED: recorded beside other work, timings noisy"
-BUSY_CORES = 0.5  # other processes kept more than half a core busy on average: timings are disturbed
+BUSY_CORES = 0.25  # other processes kept more than a quarter of a core busy on average: disturbed (quiet recordings: 0.01-0.09)
 
 
 def _lanes_in(value) -> list[dict]:

@@ -205,7 +205,7 @@ def test_lesson_1_beside_a_busy_process_records_the_other_load_and_is_flagged(mo
     hw = probe(pair.device, pair.dtype, quick=True)
     monkeypatch.setattr(l1_memory_bound, "PASS_ROUNDS", 2)
     loop = "import time\nend = time.time() + 60\nwhile time.time() < end:\n    pass\n"
-    # two loops, one a core: one alone got 0.49 of a core beside the lesson's two threads once, under BUSY_CORES
+    # two loops, one a core: one alone got 0.49 of a core beside the lesson's two threads once (under the old 0.5 mark)
     busy = [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(2)]
     try:
         time.sleep(0.3)  # the loops are running before the first timed pass
