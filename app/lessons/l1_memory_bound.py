@@ -307,8 +307,7 @@ def notes(m: dict, s: dict) -> list[str]:
         f"(medians). Round by round the {n}-token pass took {times_one(past, one)[0]:.2f}× the time for {n}× the tokens "
         "(the typical round's ratio, the table's × column; it can differ from the ratio of the medians)."
     ]
-    shares = roofline.peak_shares(rows, m["peak_bandwidth"], m["peak_flops"])
-    low, high = shares[0], shares[-1]
+    low, high = (shares := roofline.peak_shares(rows, m["peak_bandwidth"], m["peak_flops"]))[0], shares[-1]
     out.append(
         f"Against the probed peaks the one-token pass reached {low['bandwidth_share']:.0%} of the bandwidth and "
         f"{low['flops_share']:.0%} of the FLOP/s (**{low['regime']}**); the {high['tokens_per_pass']}-token pass "
@@ -367,7 +366,7 @@ def pass_figure(pass_rows: list[dict], label: str = "") -> go.Figure | None:
             hovertemplate="%{x} tokens per pass: %{y:.2f}× the one-token pass (%{customdata:.2f} ms)<extra></extra>",
         )
     fig.add_hline(y=h200.KNEE, line_dash="dot", line_color="#333", annotation_text=f"{h200.KNEE:g}× (the knee)")
-    fig.update_xaxes(type="log", title_text="tokens per pass")
+    fig.update_xaxes(type="log", title_text="tokens per pass", tickvals=xs)
     fig.update_yaxes(title_text="× the one-token pass", rangemode="tozero")
     return frame(fig, "The same pass sizes: how fast each machine's pass grows with the tokens it carries", h200.machine_line(), height=400)
 

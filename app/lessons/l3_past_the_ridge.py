@@ -106,7 +106,7 @@ def ridge_points(m: dict, s: dict) -> list[dict]:
     the rounds read each batch's prompt pass warm (app/lessons/kit/runs.py, prompt_store); lesson 2 shows that pass."""
     model = drafter_label(m["drafter"])
     runs = sorted(m["runs"], key=lambda r: r["batch"])
-    pairs = [(model, r["batch"], r) for r in runs] + [("n-gram lookup, extractive prompts", runs[-1]["batch"], m["ngram"])]
+    pairs = [(model, r["batch"], r) for r in runs] + [("n-gram lookup, copy-this-text prompts", runs[-1]["batch"], m["ngram"])]
     out = []
     for name, batch, run in pairs:
         depth = int(run["spec"].get("depth") or s.get("depth") or 0)
@@ -290,7 +290,7 @@ RECORD = Experiment(
             "Cheap drafts accepted often still pay past the room",
             "n-gram lookup",
             "plain decoding",
-            "the large batch, extractive prompts",
+            "the large batch, copy-this-text prompts",
             lane_rounds("spec", "ar", lambda m: m["ngram"]),
             1,
             lead=True,

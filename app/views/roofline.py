@@ -158,7 +158,7 @@ def peak_share_figure(rows: list[dict], peak_bandwidth: float, peak_flops: float
             xanchor="left",
             yanchor="top",
         )
-    fig.update_xaxes(type="log", title_text=f"tokens per pass (batch {batch})")
+    fig.update_xaxes(type="log", title_text=f"tokens per pass (batch {batch})", tickvals=x)  # plotly's minor log ticks crowd
     fig.update_yaxes(title_text="% of this machine's probed peak", rangemode="tozero")
     fig.update_layout(
         height=340,

@@ -78,7 +78,7 @@ def test_past_the_ridge_shows_speedups_per_drafter_and_tokens_against_the_room()
     assert {(p["drafter"], p["batch"]) for p in points} == {
         ("EAGLE head", 1),
         ("EAGLE head", big),
-        ("n-gram lookup, extractive prompts", big),
+        ("n-gram lookup, copy-this-text prompts", big),
     }
     run = next(r for r in m["runs"] if r["batch"] == big)
     eagle_big = next(p for p in points if p["drafter"] == "EAGLE head" and p["batch"] == big)

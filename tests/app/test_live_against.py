@@ -217,7 +217,7 @@ def test_lesson_1_beside_a_busy_process_records_the_other_load_and_is_flagged(mo
     assert m["other_cores"] is not None and m["other_cores"] > measurement.BUSY_CORES
     assert measurement.other_cores(m) == m["other_cores"]
     why = numbers.disturbed_live(m, _record("memory_bound")["measurement"])
-    assert why == f"other processes kept {m['other_cores']:.1f} cores busy during a run"
+    assert why == f"other processes kept {m['other_cores']:.2f} cores busy during a run"
     recorded, live = _sides("memory_bound", m, machine=hw.device_name)
     _, lines, _ = against.compare(recorded, live)
     assert any(f"Other processes kept {m['other_cores']:.2f} cores busy during this run's timing" in line for line in lines)

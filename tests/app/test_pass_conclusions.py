@@ -193,7 +193,7 @@ def test_lesson3_inside_the_room_pays_past_it_the_drafter_decides_both_ways():
         "EAGLE head, batch 1: the run took 2.00× fewer steps than plain, each costing 1.30 plain steps (10% drafting).",
         "EAGLE head, batch 4: a row kept 1.80 tokens per step, but the run took 1.20× fewer steps than plain, each costing "
         "2.60 plain steps (10% drafting).",  # the run waited for its slowest row
-        "n-gram lookup, extractive prompts, batch 4: a row kept 3.90 tokens per step, and the run took 4.00× fewer steps "
+        "n-gram lookup, copy-this-text prompts, batch 4: a row kept 3.90 tokens per step, and the run took 4.00× fewer steps "
         "than plain, each costing 2.45 plain steps (10% drafting).",
     ]
     # chart, table and words show the same number

@@ -86,4 +86,4 @@ def test_a_slow_probe_is_a_disturbed_machine_only_beside_a_recording_of_the_same
     assert numbers.disturbed_live(slow, RECORD, "a CPU the recording was not made on") is None
     assert numbers.disturbed_live(dict(slow, other_cores=0.2), RECORD, "another CPU") is None  # under BUSY_CORES
     busy = dict(slow, other_cores=1.6)
-    assert numbers.disturbed_live(busy, RECORD, "another CPU") == "other processes kept 1.6 cores busy during a run"
+    assert numbers.disturbed_live(busy, RECORD, "another CPU") == "other processes kept 1.60 cores busy during a run"

@@ -178,7 +178,7 @@ def disturbed_live(m: dict, recorded: dict | None, machine: str | None = None) -
     is `machine` (the live run's): a slower probe on another machine is another machine, not a disturbed one."""
     busy = measurement.other_cores(m)
     if busy is not None and busy > measurement.BUSY_CORES:
-        return f"other processes kept {busy:.1f} cores busy during a run"
+        return f"other processes kept {busy:.2f} cores busy during a run"
     bad, judged = unsteady_spreads(m)
     if bad:
         return f"in {bad} of {judged} rates measured in rounds, half the rounds or more were {FAR}× or more from the others"
@@ -238,7 +238,7 @@ def load_table(rows: list[dict], plain: str) -> list[dict]:
                     "runs (decoding tokens/s)": ", ".join(f"{v:.1f}" for v in runs["values"]) if runs else "one run",
                     "TPOT ms": None if r.get("tpot_ms") is None else round(r["tpot_ms"], 1),
                     "mean k": None if r.get("mean_depth") is None else f"{r['mean_depth']:.2f}",
-                    "α": None if r.get("alpha") is None else round(r["alpha"], 2),
+                    "α": "— (no drafts)" if r.get("alpha") is None else f"{r['alpha']:.2f}",
                     "against the next (the rule's ratio, 95% range)": _against_next(rows, b, name),
                 }
             )
