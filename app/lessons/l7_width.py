@@ -315,7 +315,15 @@ def shapes_figure(m: dict, label: str = "") -> go.Figure | None:
             shown.add(kind)
         for tokens, what in ((m["depth"] + 1, "fixed chain"), (m["nodes"] + 1, "fixed tree")):
             line = {"dash": "dot", "color": "#555", "width": 1}
-            fig.add_hline(y=tokens, line=line, annotation_text=f"{what}: {tokens}", annotation_position="top right", row=i, col=1)
+            fig.add_hline(
+                y=tokens,
+                line=line,
+                annotation_text=f"{what}: {tokens}",
+                annotation_position="top right",
+                annotation={"bgcolor": "rgba(255,255,255,0.85)"},  # readable where a step's bar runs under it
+                row=i,
+                col=1,
+            )
         top = max([m["nodes"]] + [s["nodes"] for s in r["shapes"]]) + 3
         fig.update_yaxes(title_text="tokens per row", range=[0, top], row=i, col=1)
         fig.update_xaxes(range=[0.5, len(r["shapes"]) + 0.5], row=i, col=1)  # steps from 1: no x tick at 0 beside the y axis's
