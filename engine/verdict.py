@@ -45,6 +45,12 @@ RULE = (
 )
 
 
+NOT_WORSE_RULE = (
+    f"A claim that one is not slower names no winner: it is shown when the two are level or the first is faster, or, "
+    f"weakly, when the {LEVEL:.0%} range rules out the first being more than {NOT_WORSE:.0%} slower."
+)
+
+
 def t975(df: float) -> float:
     """The two-sided 95% quantile of Student's t with df degrees of freedom (df ≥ 1; a fractional df, as Welch's,
     is interpolated in 1/df between the whole numbers around it, where the quantile is nearly straight)."""

@@ -120,8 +120,9 @@ def test_each_lesson_waits_for_a_prediction_then_shows_its_recording(lesson):
     assert at.success  # the conclusion, computed from the recorded measurement
     table = _prediction_table(at)
     assert list(table["what"])[:2] == ["your guess", "measured"] and len(table) >= 3  # at least one model
-    assert list(table["value"])[0] == f"{guess:.2f}{predict.unit}"
-    assert f"You guessed {guess:.2f}{predict.unit}" in _texts(at.markdown)
+    said = f"{guess:.0f}" if predict.whole else f"{guess:.2f}"  # a count written as one
+    assert list(table["value"])[0] == f"{said}{predict.unit}"
+    assert f"You guessed {said}{predict.unit}" in _texts(at.markdown)
     assert at.get("download_button")  # the worksheet
 
 
@@ -361,7 +362,7 @@ def test_a_live_run_beside_a_busy_process_is_flagged_as_a_busy_recording_is(monk
     result = at.session_state["lesson1"]
     other = result["measurement"]["other_cores"]
     assert other > measurement.BUSY_CORES
-    assert f"DISTURBED: measured beside other work, timings noisy: other processes kept {other:.1f} cores busy" in result["label"]
+    assert f"DISTURBED: measured beside other work, timings noisy: other processes kept {other:.2f} cores busy" in result["label"]
     assert "These numbers were measured live on" in _texts(at.warning) and "DISTURBED" in _texts(at.warning)
     assert "These numbers were measured live on" not in _texts(at.info)
 

@@ -246,8 +246,8 @@ def show_claims(experiment: Experiment, m: dict) -> None:
     if not experiment.claims:
         return
     st.markdown("**The lesson's claims, checked on these numbers**")
-    st.dataframe(claim_rows(experiment.claims, m), hide_index=True)
-    st.caption(verdict.RULE)
+    st.table(claim_rows(experiment.claims, m))  # a table, not a grid: the verdicts' words wrap instead of being cut off
+    st.caption(verdict.RULE + (" " + verdict.NOT_WORSE_RULE if any(c.expect == 0 for c in experiment.claims) else ""))
 
 
 def show_prediction(experiment: Experiment, guess, m: dict, s: dict) -> list[dict]:
