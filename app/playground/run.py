@@ -152,6 +152,6 @@ def show_h200(ar, spec, label: str, shown: str) -> None:
         st.plotly_chart(fig, width="stretch", key="chart_h200")
         st.dataframe(rows, hide_index=True)
         st.caption(
-            f"The bars re-time {shown}, the round the charts above draw; the measured speedup above is the rule's "
-            "ratio over every round. " + caption
+            f"The bars re-time {shown}, the round the charts above draw, so this machine's bar is that round's ratio; "
+            "the measured speedup above is the rule's ratio over every round. " + caption
         )

@@ -148,8 +148,9 @@ CAPTION = (
     "the H200 took for one pass of that many tokens (a straight line between the recorded sizes, never beyond them). "
     "Acceptance is this run's; the recording's random weights only set the time. It read no KV cache, and the "
     "recorded passes kept logits for the last position only, so a long context or a wide verify pass would cost a "
-    "little more there. This machine's × plain is the verdict rule's ratio over the rounds (not the medians' quotient)."
+    "little more there."
 )
+RULE_RATIO = "This machine's × plain is the verdict rule's ratio over the rounds (not the medians' quotient)."
 
 
 @functools.cache

@@ -132,6 +132,9 @@ def test_a_run_of_rounds_keeps_every_round_and_judges_by_the_rule():
     for row, trace in zip(rows, (result["ar"], result["spec"])):  # this machine's bar is the lane's own decoding rate
         assert row["this machine, decode tokens/s (measured)"] == round(lane(trace)["decode_tokens_per_s"], 1)
     assert caption.startswith(h200.LABEL) and "qwen2.5-7b" in caption.lower()
+    # the bars re-time one round: the caption never calls this machine's bar the rule's ratio over the rounds
+    assert h200.RULE_RATIO not in caption and h200.RULE_RATIO not in captions
+    assert "so this machine's bar is that round's ratio" in captions
 
 
 def test_one_round_says_it_cannot_tell_and_a_bad_rounds_link_falls_back():

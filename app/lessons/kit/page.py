@@ -436,7 +436,7 @@ def _retimed(record, result: dict, key: str) -> None:
         return
     show.show_chart(fig, key + "retimed")
     show.show_table(h200.rows(m))
-    st.caption(" ".join([h200.machine_line() + ".", h200.CAPTION, *h200.drafting_lines(m)]))
+    st.caption(" ".join([h200.machine_line() + ".", h200.CAPTION, h200.RULE_RATIO, *h200.drafting_lines(m)]))
     lines = record.gpu_lines(m)  # what the lesson's run trades on the H200, from the priced numbers (lesson 5)
     if lines:
         st.markdown("\n\n".join(lines))
