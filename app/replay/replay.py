@@ -110,7 +110,7 @@ def controls(samples: list[dict], recordings=()):
         options = ([RECORDED] if races else []) + ([SAMPLE] if samples else []) + [UPLOAD]
         source = st.radio("Traces", options, key="source", horizontal=True)
         if not races:
-            st.caption(md_escape(recordings_note([])))
+            st.caption(md_escape(recordings_note([]), max_chars=2000))  # the whole sentence: it ends with where the numbers ran
         if source == RECORDED:
             labels = [label for label, _, _ in races]
             label = st.selectbox("Recorded race", labels, key="recorded")

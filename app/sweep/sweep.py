@@ -97,7 +97,7 @@ def show_recordings() -> None:
     """The shipped device recordings' grids, each named by its recording, or a line saying they wait on a GPU."""
     recordings, _ = list_recordings()
     if not recordings:
-        st.caption(md_escape(recordings_note([])))
+        st.caption(md_escape(recordings_note([]), max_chars=2000))  # the whole sentence: it ends with where the numbers ran
         return
     for rec in recordings:
         rows = recorded.grid_rows(rec.data)

@@ -77,6 +77,9 @@ def test_replay_shows_the_shipped_sample_and_where_it_was_recorded():
     assert "recorded on" in info and FIRST["device"] in info and FIRST["date"] in info
     assert "not a live run" in info
     assert "recording machine" in _texts(at.caption)  # utilisation chart uses the recorded peaks
+    # where no device recording is shipped, the page says where its numbers ran, to the sentence's end (it was cut at 300)
+    told = [c.value for c in at.caption if "What this page shows ran on" in c.value]
+    assert told and all(c.rstrip().endswith("date\\.") for c in told), told  # Markdown-escaped: "date\\."
 
 
 def test_uploaded_pair_in_either_order_without_peaks():
