@@ -83,7 +83,7 @@ def range_rows(rows: list[dict], batch: int) -> list[dict]:
                 "task": task_name(r["task"]),
                 "contender": r["contender"],
                 "speedup (decoding)": f"{r['speedup']:.2f}×",
-                "95% range": f"{lo:.2f}–{hi:.2f}×" if lo is not None else "one round",
+                "95% range": _range(lo, hi),
                 "rounds": len(r["decode_tokens_per_s_runs"]),
                 "the rule says": r["verdict"],
                 "τ": f"{r['tau'] or 1.0:.2f}",
@@ -92,6 +92,15 @@ def range_rows(rows: list[dict], batch: int) -> list[dict]:
             }
         )
     return out
+
+
+def _range(lo: float | None, hi: float | None) -> str:
+    """'0.95–1.08×'; three decimals where a bound rounds to 1.00, so a range shown beside "faster" never reads as
+    touching 1 (the rule's own interval, engine/verdict.py)."""
+    if lo is None or hi is None:
+        return "one round"
+    digits = 3 if f"{lo:.2f}" == "1.00" or f"{hi:.2f}" == "1.00" else 2
+    return f"{lo:.{digits}f}–{hi:.{digits}f}×"
 
 
 ROWS_DIFFER = "rows whose text differs from plain's"  # bfloat16 rounding can flip a near-tie (engine/bench/tasks.py)
@@ -245,8 +254,8 @@ def beside_note(rec: dict, machine: str, prompts: int, tokens: int) -> str:
         parts.append(f"this page runs on {machine}, the recording on {rec['machine']}: another machine has another room for drafts")
     if prompts != s.get("per_task") or tokens != s.get("max_new_tokens"):
         parts.append(
-            f"the live run decoded {prompts} prompt(s) for {tokens} tokens, the recording {s.get('per_task')} for "
-            f"{s.get('max_new_tokens')}: τ depends on which prompts and how far into each answer"
+            f"the live run decoded {prompts} prompt{'s' if prompts != 1 else ''} for {tokens} tokens, the recording "
+            f"{s.get('per_task')} for {s.get('max_new_tokens')}: τ depends on which prompts and how far into each answer"
         )
     parts.append("each run's own noise, shown by its 95% range")
     return "Live and recorded can differ because " + "; ".join(parts) + "."

@@ -69,7 +69,10 @@ def test_one_task_runs_live_beside_the_recording():
     at.run(timeout=600)
     assert not at.exception and not at.error
     figures = [str(e.proto.spec) for e in at.get("plotly_chart")]
-    assert any("measured live on" in f for f in figures)
+    assert any("measured live on" in f and "1 prompt, 16 new tokens, 3 rounds" in f for f in figures)  # three rounds: t 4.3, not 12.7
+    full = [d.value for d in at.dataframe if "95% range" in d.value.columns][-1]  # the live run's, drawn after the recording's
+    ranges = [str(x) for x in full["95% range"]]
+    assert ranges and all(r.endswith("×") and "–" in r for r in ranges)
     assert "**Beside the recording**" in _texts(at.markdown)
     assert "Live and recorded can differ because" in _texts(at.caption)
     beside = at.dataframe[-1].value

@@ -107,7 +107,7 @@ def test_a_live_run_sits_beside_the_recording_and_says_why_they_differ():
     assert V.beside_rows(live, rec_rows, "qa", 4)[0]["recorded"] == "not recorded at this batch"  # recorded, not at batch 4
     rec = {"machine": "EPYC", "settings": {"per_task": 2, "max_new_tokens": 32}}
     note = V.beside_note(rec, "Xeon", 1, 16)
-    assert "this page runs on Xeon, the recording on EPYC" in note and "1 prompt(s) for 16 tokens" in note
+    assert "this page runs on Xeon, the recording on EPYC" in note and "1 prompt for 16 tokens" in note
 
 
 def test_a_busy_run_is_flagged_from_the_cores_other_work_kept():
@@ -129,3 +129,11 @@ def test_the_lookups_tau_sentence_reads_the_lookup_alone_not_the_hybrid():
     assert f"from {lo['tau']:.2f} on " in line and f"to {hi['tau']:.2f} on " in line
     hybrid = max((r for r in rows if r["batch"] == 1 and r["contender"].startswith("n-gram, else")), key=lambda r: r["tau"])
     assert hybrid["tau"] > hi["tau"] and f"{hybrid['tau']:.2f}" not in line
+
+
+def test_a_range_shown_beside_faster_never_reads_as_touching_one():
+    """A recorded cell's low bound of 1.001 was printed 1.00-1.08x beside "faster": three decimals where a bound rounds
+    to 1.00, as the rule's own interval does; two elsewhere; "one round" without a range."""
+    from app.views.benchmarks import _range
+
+    assert _range(1.001, 1.08) == "1.001–1.080×" and _range(0.95, 1.08) == "0.95–1.08×" and _range(None, None) == "one round"
