@@ -177,7 +177,8 @@ def _summary(ar: Trace, spec: Trace, m: dict, depth: int, threads: str | None, r
         delta_color="off",
         help=f"Decoding alone: speculative ÷ AR tokens/s after each lane's first token, the typical ratio (geometric mean) "
         f"over {len(rounds)} interleaved round{'s' if len(rounds) > 1 else ''}. The whole run (the prompt's prefill "
-        "included, the same in both lanes) dilutes it toward 1.",
+        "included: the target's is the same in both lanes, and a model drafter reads the prompt too in the speculative "
+        "lane) dilutes it toward 1, and a drafter's own prefill can pull it below.",
     )
     c4.metric("Target forwards", f"{m['spec_target_forwards']} vs {m['ar_target_forwards']}", help="speculative vs AR, prefill included")
     a1, a2, a3, a4 = st.columns(4)

@@ -290,7 +290,10 @@ def speedup_reason(m: dict, where: str, rule: Verdict | None = None) -> str:
         f": {where} it took {n_spec} decode steps against {n_ar} ({fewer:.2f}× fewer), and a speculative step cost {step:.2f} plain steps"
     )
     if kept is not None and fewer < 0.9 * kept:
-        said += f" (a sequence kept {kept:.2f} tokens per step on average, but a batch runs until its slowest sequence is done)"
+        said += (
+            f" (a sequence kept {kept:.2f} tokens per step on average over all its decode steps, plain ones included, "
+            "not τ's drafting steps alone; but a batch runs until its slowest sequence is done)"
+        )
     if rule is not None and rule.sign == 0:
         return said + f"; by the rule over {rule.rounds} round{'s' if rule.rounds != 1 else ''}, {verdict}."
     if gains == won:

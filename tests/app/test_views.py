@@ -567,7 +567,7 @@ def test_load_views_compute_winners_and_the_prediction():
         "× plain": 0.7,
         "TPOT ms": None,
         "mean k": "4.00",
-        "α": 0.6,
+        "α": "0.60",
         "against the next (the rule's ratio, 95% range)": "",  # one run each: no rounds to judge by
     }
 
