@@ -94,7 +94,8 @@ def url_fallbacks(raw: Mapping[str, str], values: Mapping[str, object], labels: 
             shown = ", ".join(map(str, shown)) if isinstance(shown, (list, tuple)) else shown
             said = ", ".join(map(str, raw[key])) if isinstance(raw[key], list) else raw[key]
             notices.append(
-                f"The link set **{labels.get(key, key)}** to {_shown(said)}, which this page cannot use; it uses {_shown(shown)} instead."
+                f"The link gave **{labels.get(key, key)}** the value {_shown(said)}, which this page cannot use; it uses "
+                f"{_shown(shown)} instead."
             )
     return notices
 

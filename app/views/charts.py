@@ -137,7 +137,7 @@ def tokens_per_pass_figure(ar, spec) -> go.Figure:
     fig.update_layout(barmode="group", bargap=0.15)
     fig.update_xaxes(title_text="target forward (decode step)")
     fig.update_yaxes(title_text="tokens", rangemode="tozero")
-    return _layout(fig, "Tokens each target pass emitted (bars) and carried (markers: the tokens per pass)", subtitle=_note(ar, spec))
+    return _layout(fig, "Tokens each pass emitted (bars) and carried (markers)", subtitle=_note(ar, spec))
 
 
 def achieved(step, peak_bandwidth: float, peak_flops: float) -> tuple[float, float]:

@@ -31,7 +31,7 @@ def pass_cost_figure(rows: list[dict], ridge_tokens: float | None = None) -> go.
         pts = sorted((r for r in rows if r["batch"] == batch), key=lambda r: r["tokens_per_pass"])
         x = [r["tokens_per_pass"] for r in pts]
         color = COLORS[i % len(COLORS)]
-        name = f"batch {batch} × new tokens"
+        name = f"batch {batch:g} × new tokens"
         fig.add_scatter(
             x=x,
             y=[r["ms"] for r in pts],

@@ -73,9 +73,9 @@ def test_deep_link_opens_the_lesson_with_its_settings():
         ({"lesson": "²"}, "lesson `²`, which does not exist"),  # a digit to str.isdigit, not to int()
         ({"lesson": "٣"}, "lesson `٣`, which does not exist"),  # int() reads it as 3: the notice and the page must agree
         ({"lesson": "9" * 5000}, "which does not exist"),  # past int()'s 4,300 digits
-        ({"lesson": "1", "l1_context": "1e309"}, "**Context already in the KV cache (tokens)** to `1e309`"),
-        ({"lesson": "2", "l2_depth": "`**x**`\n"}, "**Speculation depth k** to `'**x**'`"),
-        ({"lesson": "1", "teacher": "banana"}, "**Teacher mode** to `banana`, which this page cannot use; it uses `off`"),
+        ({"lesson": "1", "l1_context": "1e309"}, "**Context already in the KV cache (tokens)** the value `1e309`"),
+        ({"lesson": "2", "l2_depth": "`**x**`\n"}, "**Speculation depth k** the value `'**x**'`"),
+        ({"lesson": "1", "teacher": "banana"}, "**Teacher mode** the value `banana`, which this page cannot use; it uses `off`"),
     ],
 )
 def test_hostile_links_fall_back_with_a_visible_notice(query, notice):

@@ -129,8 +129,8 @@ def test_sweep_settings_come_from_the_link_and_hostile_values_fall_back():
     assert at.slider(key="grid_tokens").value == 16 and at.select_slider(key="pass_tokens").value == 32
     assert at.multiselect(key="grid_depths").value == [2, 4, 8] and at.slider(key="pass_context").value == 150
     notices = "\n".join(w.value for w in at.warning)
-    assert "**Depths k** to `77, <b>x</b>`, which this page cannot use; it uses `2, 4, 8` instead" in notices
-    assert "**KV cache length per row** to `1e309`" in notices
+    assert "**Depths k** the value `77, <b>x</b>`, which this page cannot use; it uses `2, 4, 8` instead" in notices
+    assert "**KV cache length per row** the value `1e309`" in notices
     assert "Batch sizes (grid)" not in notices  # values it could use are not named
     assert "pass_rows" not in at.session_state and "grid" not in at.session_state
 
@@ -146,7 +146,7 @@ def test_sweep_rounds_are_kept_per_cell_and_the_one_rule_names_the_winner():
     at.switch_page("sweep/sweep.py")
     at.run()
     assert not at.exception and at.slider(key="grid_rounds").value == 1
-    assert "**Rounds per cell** to `9`" in "\n".join(w.value for w in at.warning)
+    assert "**Rounds per cell** the value `9`" in "\n".join(w.value for w in at.warning)
     at.multiselect(key="grid_batches").set_value([1])
     at.multiselect(key="grid_depths").set_value([2])
     at.radio(key="grid_drafter").set_value("n-gram")

@@ -65,11 +65,11 @@ def test_url_fallbacks_name_the_link_values_that_were_not_used():
     notices = url_fallbacks(raw, values, labels)
     assert len(notices) == 2  # temp, fp32 and table say what the widgets hold; "other" is no widget of this page
     assert notices[0] == (
-        "The link set **Depth policy** to `<script>'x'</script>`, which this page cannot use; it uses `fixed k` instead."
+        "The link gave **Depth policy** the value `<script>'x'</script>`, which this page cannot use; it uses `fixed k` instead."
     )  # no backtick can close the code span
-    assert "**Speculation depth k** to `99`" in notices[1] and "`4` instead" in notices[1]
+    assert "**Speculation depth k** the value `99`" in notices[1] and "`4` instead" in notices[1]
     assert url_fallbacks({"fp32": "maybe"}, {"fp32": False}, labels) == [
-        "The link set **float32** to `maybe`, which this page cannot use; it uses `off` instead."
+        "The link gave **float32** the value `maybe`, which this page cannot use; it uses `off` instead."
     ]
     assert "…" in url_fallbacks({"depth": "9" * 100}, {"depth": 4}, labels)[0]  # long values are cut short
     assert url_fallbacks({}, values, labels) == []
