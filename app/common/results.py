@@ -197,6 +197,11 @@ def _summary(ar: Trace, spec: Trace, m: dict, depth: int, threads: str | None, r
         f"{depth}; a confidence gate, short n-gram matches, a depth policy or the end of a sequence make "
         "it smaller). The predictions below use this k.",
     )
+    st.caption(
+        "Acceptance rate counts every drafted token, those after a first rejection too (never judged, so never kept); α "
+        "counts only the tokens the target judged, so it is the higher of the two. τ counts a row's tokens per drafting "
+        "step; k drafted, its guesses per step (glossary)."
+    )
     p1, p2, p3, p4 = st.columns([1, 1.5, 0.75, 0.75])  # room for the long label, not cut off
     p1.metric(
         "Leviathan predicted",
