@@ -14,6 +14,11 @@ def fmt(x: float | None, spec: str = ".2f") -> str:
     return "—" if x is None else f"{x:{spec}}"
 
 
+def counted(x: float, spec: str, unit: str, whole: bool) -> str:
+    """'2 drafts', '1 draft', '1.50×': a count of one takes the singular."""
+    return f"{x:{spec}}" + (unit[:-1] if whole and round(x) == 1 and unit.endswith("s") else unit)
+
+
 def prediction_rows(
     guess: float | None, measured: float | None, models: list[tuple[str, float | None]], unit: str = "×", whole: bool = False
 ) -> list[dict]:
@@ -25,8 +30,8 @@ def prediction_rows(
         return f"{x / measured:.2f}× the measured" if x is not None and measured else "—"
 
     rows = [
-        {"what": "your guess", "value": fmt(guess, spec) + unit if guess is not None else "—", "vs measured": versus(guess)},
-        {"what": "measured", "value": fmt(measured, spec) + unit if measured is not None else "—", "vs measured": "—"},
+        {"what": "your guess", "value": counted(guess, spec, unit, whole) if guess is not None else "—", "vs measured": versus(guess)},
+        {"what": "measured", "value": counted(measured, spec, unit, whole) if measured is not None else "—", "vs measured": "—"},
     ]
     rows += [{"what": name, "value": fmt(x) + unit if x is not None else "—", "vs measured": versus(x)} for name, x in models]
     return rows
@@ -38,7 +43,7 @@ def guess_line(guess: float | None, measured: float | None, unit: str = "×", wh
         return None
     off = abs(guess - measured) / measured if measured else None
     spec = ".0f" if whole else ".2f"
-    return f"You guessed {guess:{spec}}{unit}; this run measured {measured:{spec}}{unit}" + (
+    return f"You guessed {counted(guess, spec, unit, whole)}; this run measured {counted(measured, spec, unit, whole)}" + (
         f" (your guess was {off:.0%} off)." if off is not None else "."
     )
 

@@ -139,6 +139,7 @@ def test_prediction_rows_and_the_guess_line():
     counted = prediction_rows(2.0, 3.0, [("Leviathan", 1.83)], " drafts", whole=True)
     assert [r["value"] for r in counted] == ["2 drafts", "3 drafts", "1.83 drafts"]
     assert guess_line(2.0, 3.0, " drafts", whole=True) == "You guessed 2 drafts; this run measured 3 drafts (your guess was 33% off)."
+    assert guess_line(1.0, 1.0, " drafts", whole=True) == "You guessed 1 draft; this run measured 1 draft (your guess was 0% off)."
 
 
 def test_worksheet_escapes_every_string():
