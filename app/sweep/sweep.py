@@ -27,6 +27,7 @@ from app.views import recorded, roofline
 from app.views.fairness import grid_contention_note
 from app.views.safe import md_escape
 from app.views.sweep import (
+    GRID_COLUMNS,
     envelope,
     envelope_figure,
     envelope_summary,
@@ -87,6 +88,7 @@ def show_recorded_sweep() -> None:
     st.plotly_chart(speedup_figure(rec["grid_rows"]), width="stretch", key="rec_grid_fig")
     with st.expander("The recorded numbers"):
         st.dataframe(grid_table(rec["grid_rows"]), hide_index=True)
+        st.caption(GRID_COLUMNS)
         st.markdown(grid_verdicts(rec["grid_rows"]))
         st.caption(RULE)
         if rec["pass_rows"] and rec["peak_bandwidth"] and rec["peak_flops"]:
@@ -362,6 +364,7 @@ def draw_grid(grid: dict, rows: list[dict], context: int, suffix: str) -> None:
     has_adaptive = any(r.get("policy", "fixed") != "fixed" for r in rows)
     st.plotly_chart(speedup_figure(rows, context), width="stretch", key="grid_fig" + suffix)
     st.dataframe(grid_table(rows), hide_index=True)
+    st.caption(GRID_COLUMNS)
     shown = {key: name for name, key in PROMPT_SETS.items()}.get(grid.get("prompt_set", "chat"), grid.get("prompt_set"))
     if context:
         st.caption(f"Prompts: the document's questions, one per row, each after about {context:,} tokens of the document.")

@@ -120,6 +120,13 @@ def pass_table(rows: list[dict], peak_bandwidth: float, peak_flops: float) -> li
     ]
 
 
+GRID_COLUMNS = (
+    "Columns: mean k, the depth each decode step drafted to, averaged over the steps; drafted/step, the draft tokens "
+    "a row actually proposed per step (below mean k where a row stopped early, ended, or had no match to copy); "
+    "tokens/step, what a row gained per step (Spec-Bench's τ); α, the per-token acceptance (glossary)."
+)
+
+
 def grid_table(rows: list[dict]) -> list[dict]:
     """One table row per grid cell: both lanes' tokens/s decoding alone (`rate`), the speedup (decoding alone) and the
     whole run's beside it, α, drafts per step, FLOPs vs AR, and a ⚠ where the two lanes ran under different load
