@@ -347,7 +347,7 @@ def test_a_new_student_opens_lesson_0_from_a_link_and_works_through_it(server, c
         guess = page.get_by_label("Your prediction: Out of k = 4 drafts, how many will the target accept in this step?")
         guess.fill("2")
         guess.press("Enter")
-        page.get_by_text("You guessed 2.00 drafts").wait_for(timeout=30_000)
+        page.get_by_text("You guessed 2 drafts").wait_for(timeout=30_000)
         for title in ("3 · accept the longest prefix", "4 · correction or bonus", "5 · roll back the KV cache"):
             page.wait_for_function(
                 "() => [...document.querySelectorAll('button')].some(b => b.innerText.includes('Next stage') && !b.disabled)",
