@@ -149,6 +149,31 @@ def _rate_help(s: dict) -> str:
     )
 
 
+def _acceptance_tiles(m: dict, k_used, depth: int) -> None:
+    """Acceptance rate, α, τ and the k drafted, told apart under their tiles."""
+    a1, a2, a3, a4 = st.columns(4)
+    a1.metric("Acceptance rate", metrics.fmt(m["acceptance_rate"], ".0%"), help="accepted draft tokens / drafted tokens")
+    a2.metric("α", metrics.fmt(m["alpha"], ".2f"), help="Per-token acceptance, Leviathan's α: accepted / (accepted + rejections)")
+    a3.metric(
+        "Tokens per step (τ)",
+        metrics.fmt(m["tokens_per_step"], ".2f"),
+        help="A sequence's tokens per speculative step: mean accepted + 1, over the steps that drafted (AR: 1.00); "
+        "Spec-Bench's τ. Not the tokens a pass carries (batch × (k + 1), the glossary's tokens per pass)",
+    )
+    a4.metric(
+        "k drafted",
+        metrics.fmt(k_used, ".2f"),
+        help=f"The depth actually drafted: mean draft tokens per sequence per decode step (configured k = "
+        f"{depth}; a confidence gate, short n-gram matches, a depth policy or the end of a sequence make "
+        "it smaller). The predictions below use this k.",
+    )
+    st.caption(
+        "Acceptance rate counts every drafted token, those after a first rejection too (never judged, so never kept); α "
+        "counts only the tokens the target judged, so it is the higher of the two. τ counts a row's tokens per drafting "
+        "step; k drafted, its guesses per step (glossary)."
+    )
+
+
 def _summary(ar: Trace, spec: Trace, m: dict, depth: int, threads: str | None, rounds: list[dict], shown: int) -> None:
     """The run's numbers: speed over the rounds and the one rule's verdict, acceptance, the predictions beside them,
     FLOPs, and the fairness notes."""
@@ -181,27 +206,7 @@ def _summary(ar: Trace, spec: Trace, m: dict, depth: int, threads: str | None, r
         "lane) dilutes it toward 1, and a drafter's own prefill can pull it below.",
     )
     c4.metric("Target forwards", f"{m['spec_target_forwards']} vs {m['ar_target_forwards']}", help="speculative vs AR, prefill included")
-    a1, a2, a3, a4 = st.columns(4)
-    a1.metric("Acceptance rate", metrics.fmt(m["acceptance_rate"], ".0%"), help="accepted draft tokens / drafted tokens")
-    a2.metric("α", metrics.fmt(m["alpha"], ".2f"), help="Per-token acceptance, Leviathan's α: accepted / (accepted + rejections)")
-    a3.metric(
-        "Tokens per step (τ)",
-        metrics.fmt(m["tokens_per_step"], ".2f"),
-        help="A sequence's tokens per speculative step: mean accepted + 1, over the steps that drafted (AR: 1.00); "
-        "Spec-Bench's τ. Not the tokens a pass carries (batch × (k + 1), the glossary's tokens per pass)",
-    )
-    a4.metric(
-        "k drafted",
-        metrics.fmt(k_used, ".2f"),
-        help=f"The depth actually drafted: mean draft tokens per sequence per decode step (configured k = "
-        f"{depth}; a confidence gate, short n-gram matches, a depth policy or the end of a sequence make "
-        "it smaller). The predictions below use this k.",
-    )
-    st.caption(
-        "Acceptance rate counts every drafted token, those after a first rejection too (never judged, so never kept); α "
-        "counts only the tokens the target judged, so it is the higher of the two. τ counts a row's tokens per drafting "
-        "step; k drafted, its guesses per step (glossary)."
-    )
+    _acceptance_tiles(m, k_used, depth)
     p1, p2, p3, p4 = st.columns([1, 1.5, 0.75, 0.75])  # room for the long label, not cut off
     p1.metric(
         "Leviathan predicted",

@@ -138,8 +138,6 @@ NAMES |= {kind: d.display for kind, d in DRAFTERS.items()}  # a drafter's lanes,
 
 
 SKIP = {"runs", "batches", "rows", "measurement", "m", "seed"}
-
-
 CPU_COLOR, GPU_COLOR = COLORS[1], COLORS[0]
 
 
