@@ -363,8 +363,8 @@ def test_a_new_student_opens_lesson_0_from_a_link_and_works_through_it(server, c
         page.get_by_text("The target kept 3 of 4 drafts").wait_for(timeout=10_000)
         page.get_by_text("Plain decoding needs 4 step(s)", exact=False).first.wait_for(timeout=10_000)
         question = page.locator('[data-testid="stRadio"]').filter(has_text="How many tokens does the step add").first
-        question.get_by_text("3", exact=True).click()
-        page.get_by_text("Right. Two accepted guesses", exact=False).wait_for(timeout=30_000)
+        question.get_by_text("4 added, 7 computed", exact=True).click()
+        page.get_by_text("Right. Three accepted guesses", exact=False).wait_for(timeout=30_000)
         assert page.get_by_text("Traceback").count() == 0
         page.screenshot(path=str(ROOT / "artifacts" / "lesson-0.png"), full_page=True)
 
