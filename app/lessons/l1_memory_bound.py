@@ -424,7 +424,7 @@ RECORD = Experiment(
         roofline.peak_share_figure(m["rows"], m["peak_bandwidth"], m["peak_flops"], m.get("ridge_tokens")),
     ],
     caption=CAPTION,
-    numbers=lambda m, s: [(f"{r['tokens_per_pass']} token(s) per pass", f"{r['ms']:.2f} ms") for r in m["rows"]]
+    numbers=lambda m, s: [(f"{numbers.tokens(r['tokens_per_pass'])} per pass", f"{r['ms']:.2f} ms") for r in m["rows"]]
     + [("ridge (probed peaks), tokens per pass", metrics.fmt(m.get("ridge_tokens"), ".0f"))],
     gpu_passes=lambda s: [("one token", 1, 1), (f"{int(s.get('largest') or 64)} tokens in one pass", 1, int(s.get("largest") or 64))],
     acceptance=False,

@@ -369,7 +369,8 @@ RECORD = Experiment(
     caption=CAPTION,
     numbers=lambda m, s: [
         (
-            f"batch {r['batch']}, {r['contender']} ({'≈' * (r.get('mean_nodes') is not None)}{r['tokens_per_pass']} tokens per pass)",
+            f"batch {r['batch']}, {r['contender']} "
+            f"({'≈' * (r.get('mean_nodes') is not None)}{numbers.tokens(r['tokens_per_pass'])} per pass)",
             f"{rate_of(r):.1f} tokens/s decoding, {metrics.fmt(r.get('tokens_per_step'), '.2f')} emitted per pass",
         )
         for r in m["rows"]

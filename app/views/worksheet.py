@@ -52,14 +52,16 @@ def hand_calculation(alpha: float | None, k: float | None, c: float | None) -> l
     """Leviathan's formulas worked step by step with the run's numbers; with blanks where a number is missing."""
     if alpha is None or k is None:
         return [
-            "α = ______   k = ______   c = ______ (this experiment measures no speculative run: take α, k and "
-            "c from lesson 2 or 3, or from the Playground)",
+            "α = ______   k = ______   c = ______ (this lesson's run gives no one α, k and c to work with: take "
+            "them from lesson 2 or 3, or from the Playground)",
             "E[tokens per step] = (1 − α^(k+1)) ÷ (1 − α) = ______",
             "speedup = E ÷ (k·c + 1) = ______",
         ]
+    alpha, k = round(alpha, 3), round(k, 2)  # worked with the digits printed, so a student's own arithmetic agrees
+    c = None if c is None else round(c, 3)
     e = expected_tokens_per_step(alpha, k)
     lines = [
-        f"α = {alpha:.3f}, k = {k:.2f} (the depth actually drafted), "
+        f"α = {alpha:.3f}, k = {k:.2f} (the mean depth actually drafted), "
         + (
             f"c = {c:.3f} (draft time per token ÷ a plain step)"
             if c is not None
@@ -72,6 +74,10 @@ def hand_calculation(alpha: float | None, k: float | None, c: float | None) -> l
     ]
     cc = c if c is not None else 0.0
     lines.append(f"speedup = E ÷ (k·c + 1) = {e:.3f} ÷ ({k:.2f} × {cc:.3f} + 1) = {e / (k * cc + 1):.3f}")
+    lines.append(
+        "(Leviathan et al.'s Theorem 3.8: it assumes a verify pass costs one plain step; where the lesson's table shows "
+        "a dearer verify pass, the measured speedup is lower.)"
+    )
     return lines
 
 

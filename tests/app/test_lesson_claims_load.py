@@ -176,3 +176,14 @@ def test_lesson7_notes_change_with_a_doctored_recording():
     cell(m["rows"], big, "tree")["verify_ms"] *= 0.5  # the tree's pass now half as dear
     after = l7_width.notes(m, {})
     assert before != after and f"{cell(m['rows'], big, 'tree')['verify_ms']:.1f} ms" in "\n".join(after)
+
+
+def test_lesson_5s_worksheet_states_the_speedups_its_page_shows():
+    """One number per measurement: the worksheet's key numbers once took each lane's middle run (1.39x, 1.72x, 0.38x,
+    0.65x) where the page's table shows the rule's ratio over the interleaved runs (1.40x, 1.70x, 0.37x, 0.64x)."""
+    rec = registry.load_record(ROOT / "assets" / "lessons" / "adaptive.json")
+    m, s = rec["measurement"], rec["settings"]
+    sheet = dict(registry.EXPERIMENTS["adaptive"].numbers(m, s))
+    for row in l5_adaptive.adaptive_table(m, s):
+        lane = "fixed" if row["drafts"].startswith("up to") else "gated"
+        assert sheet[f"batch {row['batch']} {lane}: speedup"] == f"{row['speedup over plain (decoding alone)']:.2f}×"

@@ -125,7 +125,22 @@ def test_hand_calculation_follows_leviathans_formula():
     assert "E[tokens per step] = (1 − 0.1250) ÷ (1 − 0.500) = 1.750" in lines[2]
     assert "speedup = E ÷ (k·c + 1) = 1.750 ÷ (2.00 × 0.100 + 1) = 1.458" in lines[3]
     assert "upper bound" in hand_calculation(0.5, 2, None)[0]
-    assert all("______" in line for line in hand_calculation(None, None, None))  # no run: blanks
+    assert all("______" in line for line in hand_calculation(None, None, None)[:3])  # no run: blanks
+    assert "assumes a verify pass costs one plain step" in hand_calculation(0.5, 2, 0.1)[-1]
+
+
+def test_a_hand_calculation_reproduces_from_the_digits_it_prints():
+    """Lesson 2's sheet printed 0.957^3.78 = 0.8454 (it is 0.8469), computed from the unrounded α: every line now
+    follows from the numbers printed before it, as a student with a calculator would work it."""
+    import re
+
+    lines = hand_calculation(0.95741, 2.7812, 0.00412)
+    a, k, c = (float(x) for x in re.findall(r"α = ([\d.]+), k = ([\d.]+).*c = ([\d.]+)", lines[0])[0])
+    power = float(re.findall(r"= ([\d.]+)$", lines[1])[0])
+    assert power == pytest.approx(a ** (k + 1), abs=5e-5)
+    e = float(re.findall(r"= ([\d.]+)$", lines[2])[0])
+    assert e == pytest.approx((1 - power) / (1 - a), abs=2e-3)
+    assert float(re.findall(r"= ([\d.]+)$", lines[3])[0]) == pytest.approx(e / (k * c + 1), abs=5e-4)
 
 
 def test_prediction_rows_and_the_guess_line():

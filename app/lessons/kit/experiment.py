@@ -271,7 +271,7 @@ def pair_numbers(pairs: list[tuple[str, dict, dict | None]], whole: bool = False
         sp = numbers.speedup(run) if run else None  # the one number the chart, its verdict and the prediction show
         out += [
             (f"{label}: speedup", f(sp["value"] if sp else c.get("speedup"), ".2f", "×")),
-            (f"{label}: α", f(c.get("alpha"))),
+            (f"{label}: α", f(c.get("alpha"), ".3f")),  # the digits the hand calculation works with
             (f"{label}: depth drafted k", f(c.get("drafted_depth"))),
             (f"{label}: c", f(c.get("c"), ".3f")),
         ]

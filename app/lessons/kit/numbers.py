@@ -127,6 +127,11 @@ def rate_of(x: dict) -> float:
     return rate if rate is not None else x["decode_tokens_per_s_runs"]["median"]
 
 
+def tokens(n: int) -> str:
+    """'1 token', '64 tokens'."""
+    return f"{n} token{'s' if n != 1 else ''}"
+
+
 def speedup(run: dict) -> dict | None:
     """A plain-vs-speculative pair's speedup as the chart, the table and the words all show it: the one rule's ratio
     (verdict.judge: the geometric mean over the interleaved rounds of speculative rate ÷ plain rate) with its 95%

@@ -246,7 +246,11 @@ def recording_expectation(name: str, record: dict, experiment: Experiment) -> st
         said += " What it shows: " + " ".join(lines)
     shown = claim_rows(experiment.claims, m)  # every claim, the lead first as the record lists them
     if shown:
-        said += " Its claims by the rule: " + "; ".join(f"{r['claim']} ({r['measured (95% range)']}): {r['shown?']}" for r in shown) + "."
+        said += (
+            " Its claims by the rule: "
+            + "; ".join(f"{r['claim']} ({r['where']}: {r['measured (95% range)']}): {r['shown?']}" for r in shown)
+            + "."
+        )
     return said
 
 
