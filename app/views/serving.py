@@ -101,7 +101,9 @@ def pooled_acceptance(sweep: dict) -> list[float]:
 
 
 def table(sweeps: list[dict]) -> list[dict]:
-    """One row per K and concurrency: both servers' tokens/s, the speedup and its range, TTFT and TPOT, α."""
+    """One row per K and concurrency: both servers' tokens/s (median rounds), the speedup (the rule's ratio over the
+    paired rounds, which can differ from the medians' quotient) and its range, TTFT and TPOT, and the acceptance rate
+    (accepted ÷ drafted: the glossary's acceptance rate, lower than α)."""
     out = []
     for s in sweeps:
         for r in s["rows"]:
@@ -110,14 +112,14 @@ def table(sweeps: list[dict]) -> list[dict]:
                 {
                     "server": name(s),
                     "concurrency": r["concurrency"],
-                    "plain tok/s": _r(r["plain"]["tokens_per_s"], 1),
-                    "speculative tok/s": _r(r["spec"]["tokens_per_s"], 1),
+                    "plain tok/s (median round)": _r(r["plain"]["tokens_per_s"], 1),
+                    "speculative tok/s (median round)": _r(r["spec"]["tokens_per_s"], 1),
                     "speedup (the rule's)": _r(sp.get("value"), 2),
                     "95% range": f"{sp['lo']:.2f}–{sp['hi']:.2f}" if sp.get("lo") else "",
                     "verdict": sp.get("kind", ""),
                     "TTFT ms plain / spec": f"{r['plain']['ttft_ms']:.0f} / {r['spec']['ttft_ms']:.0f}",
                     "TPOT ms plain / spec": f"{_r(r['plain']['tpot_ms'], 1)} / {_r(r['spec']['tpot_ms'], 1)}",
-                    "α": _r(acc.get("alpha"), 3),
+                    "acceptance rate (accepted ÷ drafted)": _r(acc.get("alpha"), 3),  # the counters' ratio, not α
                 }
             )
     return out

@@ -117,7 +117,7 @@ def run_counters(before: dict, after: dict) -> dict:
     drafts, drafted, accepted = out["drafts"], out["draft_tokens"], out["accepted"]
     out["per_pos_accepted"] = per_pos
     out["per_pos_rate"] = [round(x / drafts, 4) for x in per_pos] if drafts else []
-    out["alpha"] = round(accepted / drafted, 4) if drafted else None
+    out["alpha"] = round(accepted / drafted, 4) if drafted else None  # the acceptance rate (the key is the recordings'), not α
     out["accepted_per_draft"] = round(accepted / drafts, 4) if drafts else None
     return out
 

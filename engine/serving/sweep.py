@@ -141,7 +141,7 @@ def acceptance(rounds: list[dict]) -> dict | None:
         "drafts": drafts,
         "draft_tokens": drafted,
         "accepted": accepted,
-        "alpha": accepted / drafted if drafted else None,
+        "alpha": accepted / drafted if drafted else None,  # the acceptance rate under the recordings' key, not α
         "per_pos_rate": [x / drafts for x in per_pos] if drafts else [],
     }
     said = [r for r in rounds if "response_drafted" in r]

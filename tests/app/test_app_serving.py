@@ -59,6 +59,18 @@ def test_the_recording_loads_and_its_words_follow_its_numbers():
         assert ("faster than plain at" in before) == ("slower at" in after) and ("slower at" in before) == ("faster than plain at" in after)
 
 
+def test_the_table_calls_the_counters_ratio_an_acceptance_rate_not_alpha():
+    """accepted ÷ drafted (0.42 at K = 2) is the glossary's acceptance rate, below α (its 0.54 of position 1 says so):
+    the table once headed it α beside SpecLab's α of 0.56, as if llama-server accepted far fewer drafts."""
+    rec = record.load(RECORDING)
+    rows = views.table(rec["sweeps"])
+    assert all("α" not in key for row in rows for key in row)
+    first = rows[0]
+    acc = rec["sweeps"][0]["rows"][0]["acceptance"]
+    assert first["acceptance rate (accepted ÷ drafted)"] == round(acc["accepted"] / acc["draft_tokens"], 3)
+    assert "plain tok/s (median round)" in first and "speedup (the rule's)" in first
+
+
 def test_the_figures_draw_every_sweep_and_speclabs_own_acceptance():
     rec = record.load(RECORDING)
     fig = views.speedup_figure(rec["sweeps"], "label")
