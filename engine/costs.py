@@ -34,18 +34,25 @@ class ModelCosts:
     head_dim: int
     elem_bytes: int
     vocab_rows: int = 0  # rows of the output head (vocabulary entries it scores)
+    resident_bytes: int = 0  # bytes the weights hold in memory (an untied input embedding too); 0: weight_bytes
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes the weights occupy in memory, whether or not a pass streams them all."""
+        return self.resident_bytes or self.weight_bytes
 
     @classmethod
     def from_model(cls, model: torch.nn.Module) -> ModelCosts:
         cfg = model.config
         linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
-        seen, weight_bytes = set(), 0
+        seen, weight_bytes, resident = set(), 0, 0
         input_emb = model.get_input_embeddings().weight
         output_emb = model.get_output_embeddings().weight
         for p in model.parameters():
             if p.data_ptr() in seen:
                 continue
             seen.add(p.data_ptr())
+            resident += p.numel() * p.element_size()
             # An untied input embedding is only gathered row by row, not streamed whole.
             if p is input_emb and input_emb.data_ptr() != output_emb.data_ptr():
                 continue
@@ -62,6 +69,7 @@ class ModelCosts:
             head_dim=head_dim,
             elem_bytes=output_emb.element_size(),
             vocab_rows=output_emb.shape[0],
+            resident_bytes=resident,
         )
 
     def with_head_rows(self, rows: int) -> ModelCosts:
@@ -76,6 +84,7 @@ class ModelCosts:
             head_params=self.head_params - cut,
             weight_bytes=self.weight_bytes - cut * self.elem_bytes,
             vocab_rows=rows,
+            resident_bytes=max(0, self.resident_bytes - cut * self.elem_bytes) if self.resident_bytes else 0,
         )
 
     def forward_flops(self, batch: int, new_tokens: int, past: float, logits_tokens: int | None = None) -> float:

@@ -35,7 +35,7 @@ from engine.decoding.passcurve import pass_curve
 from engine.roofline.architectures import ARCHITECTURES, architecture
 from engine.roofline.gpus import GPUS, gpu_for_device
 from engine.roofline.kv_check import KV_RECORDING, KvRecording, kv_growth, kv_rows, parse_kv_check, read_kv_check
-from engine.roofline.predictor import FLOOR_LABELS, FLOOR_SOURCE, GRID_BATCHES, Roof, floor_ms, pass_ms, speedup_grid
+from engine.roofline.predictor import FLOOR_LABELS, FLOOR_SOURCE, GRID_BATCHES, MEMORY_USE, Roof, floor_ms, pass_ms, speedup_grid
 from engine.roofline.recordings import RecordingError, check, load_recordings
 
 MODAL = "https://modal.com/llm-almanac/spec-dec-roofline"
@@ -173,11 +173,12 @@ if roof is not None:
     for note in (chip.note, arch.note):
         if note:
             st.caption(f"Note: {note}")
-    if costs.weight_bytes > memory:
+    if costs.held_bytes > MEMORY_USE * memory:
         st.warning(
-            f"{arch.name}'s weights ({costs.weight_bytes / 1e9:.0f} GB in {dtype}) do not fit in the "
-            f"{chip.name}'s {chip.memory_gb:.0f} GB: it would need several GPUs (tensor parallelism, which this "
-            "model does not price). The pass-time curve is shown as if it fitted; the heat map is empty.",
+            f"{arch.name}'s weights ({costs.held_bytes / 1e9:.0f} GB in {dtype}) do not fit in {MEMORY_USE:.0%} of the "
+            f"{chip.name}'s {chip.memory_gb:.0f} GB (the rest is left to activations and the runtime, as vLLM's default "
+            "gpu_memory_utilization does): it would need several GPUs (tensor parallelism, which this model does not "
+            "price). The pass-time curve is shown as if it fitted; the heat map is empty.",
             icon=":material/memory:",
         )
 

@@ -83,6 +83,7 @@ class Architecture:
             head_dim=self.head_dim,
             elem_bytes=elem,
             vocab_rows=self.vocab,
+            resident_bytes=self.parameters * elem,
         )
 
     def kv_bytes(self, context: int, dtype: str = "bfloat16") -> int:

@@ -33,7 +33,7 @@ MAX_KV_BYTES = 256 << 10
 MAX_PASSES = 256
 ROOT = Path(__file__).resolve().parents[2]
 KV_RECORDING = ROOT / "assets" / "predictor" / "kv_check.json"
-COST_FIELDS = tuple(f.name for f in dataclasses.fields(ModelCosts))
+COST_FIELDS = tuple(f.name for f in dataclasses.fields(ModelCosts) if f.name != "resident_bytes")  # resident_bytes: optional
 _PASS = {"batch": "nat", "new_tokens": "nat", "context": "nat", "ms": "num+", "ms_low": "num+", "ms_high": "num+"}
 KV_SPEC = {
     "schema": (KV_SCHEMA,),
@@ -48,7 +48,7 @@ KV_SPEC = {
     "rounds": "nat",
     "repeats": "nat",
     "probe": {"peak_bandwidth": "num+", "peak_flops": "num+", "quick": "bool", "...": None},
-    "model": {"name": "str", **dict.fromkeys(COST_FIELDS, "nat")},
+    "model": {"name": "str", **dict.fromkeys(COST_FIELDS, "nat"), "resident_bytes?": "nat"},
     "passes": [_PASS, MAX_PASSES],
 }
 
@@ -145,7 +145,7 @@ def parse_kv_check(data, source: str) -> KvRecording:
         quick_probe=probe["quick"],
         roof=Roof(f"{data['machine']}, probed", probe["peak_bandwidth"], probe["peak_flops"]),
         model_name=model["name"],
-        costs=ModelCosts(**{k: model[k] for k in COST_FIELDS}),
+        costs=ModelCosts(**{k: model[k] for k in COST_FIELDS}, resident_bytes=model.get("resident_bytes", 0)),
         passes=tuple(MeasuredPass(**row) for row in data["passes"]),
     )
 

@@ -141,9 +141,13 @@ def speedup(costs: ModelCosts, roof: Roof, alpha: float, depth: int, c: float, b
     return expected_tokens_per_step(alpha, depth) * t_ar / (depth * c * t_ar + t_verify)
 
 
+MEMORY_USE = 0.9  # the share of a GPU's memory weights and KV caches may take (vLLM's default gpu_memory_utilization)
+
+
 def fits(costs: ModelCosts, memory_bytes: float, batch: int, context: float, depth: int = 0) -> bool:
-    """Do the weights plus `batch` KV caches of context + depth + 1 tokens fit in `memory_bytes`?"""
-    return costs.weight_bytes + batch * costs.kv_bytes_per_token * (context + depth + 1) <= memory_bytes
+    """Do the weights (every one held, an untied input embedding too) plus `batch` KV caches of context + depth + 1
+    tokens fit in MEMORY_USE of `memory_bytes`, the rest left to activations and the runtime?"""
+    return costs.held_bytes + batch * costs.kv_bytes_per_token * (context + depth + 1) <= MEMORY_USE * memory_bytes
 
 
 @dataclass(frozen=True)

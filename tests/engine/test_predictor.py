@@ -190,10 +190,14 @@ def test_speedup_monotonic_in_batch_alpha_and_c():
 
 
 def test_grid_marks_cells_that_do_not_fit_memory():
-    costs = architecture("70B").costs("bfloat16")  # 139 GB of weights
-    roof = Roof.from_gpu(GPUS["H200"], "bfloat16")
-    grid = speedup_grid(costs, roof, 0.7, 0.05, [1, 64], [2], 4096, "graph", memory_bytes=GPUS["H200"].memory_gb * 1e9)
+    costs = architecture("70B").costs("bfloat16")  # 141 GB of weights held (139 GB streamed: the input embedding is gathered)
+    assert costs.held_bytes > costs.weight_bytes
+    roof = Roof.from_gpu(GPUS["B200"], "bfloat16")
+    grid = speedup_grid(costs, roof, 0.7, 0.05, [1, 64], [2], 4096, "graph", memory_bytes=GPUS["B200"].memory_gb * 1e9)
     assert grid.values[0][0] is not None and grid.values[0][1] is None
+    # one H200: 141 GB of weights in 90% of 141 GB leaves no room (the old count, streamed bytes in all of it, said batch 4)
+    h200 = speedup_grid(costs, roof, 0.7, 0.05, [1], [2], 1024, "graph", memory_bytes=GPUS["H200"].memory_gb * 1e9)
+    assert h200.values == ((None,),)
     grid = speedup_grid(costs, roof, 0.7, 0.05, [1], [2], 0, memory_bytes=GPUS["A100-80GB"].memory_gb * 1e9)
     assert grid.values == ((None,),) and grid.best_depth(1) is None
     with pytest.raises(ValueError):
