@@ -48,7 +48,7 @@ BOUND: dict[str, dict[str, str]] = {
         "ctx": "Context length",
         "alpha": "α",
         "c": "c",
-        "floor": "Launch overhead",
+        "floor": "Overhead per pass",
     },
     "sweep": {
         "pass_batches": "Batch sizes (passes)",

@@ -312,15 +312,15 @@ def kv_ridge_text(costs: ModelCosts, roof: Roof, context: int, alpha: float, c: 
     )
     kv = (
         f"At a {context:,}-token context the {batch} rows' KV caches add {kv_gb:,.1f} GB to the {costs.weight_bytes / 1e9:.1f} GB "
-        f"of weights every pass, and attention does only about {per_kv_byte:.0f} FLOPs per KV byte, far below the ridge "
-        f"of {roof.ridge_point:.0f}. Counting weights and KV, a pass of {depth + 1}-token rows turns compute-bound "
-        f"{at(verify_ridge)}, and plain one-token rows {at(plain_ridge)}. "
+        f"of weights every pass, and attention does only about {per_kv_byte:.0f} FLOPs per KV byte, far below the GPU's "
+        f"ridge point of {roof.ridge_point:.0f} FLOPs per byte. Counting weights and KV, a pass of {depth + 1}-token rows "
+        f"turns compute-bound {at(verify_ridge)}, and plain one-token rows {at(plain_ridge)}. "
         if context
         else "At context 0 no KV cache is read, so the weights-only ridge is the whole story. "
     )
     return (
         f"**Why batch {batch} at depth {depth} reads {value:.2f}×** ({tokens} tokens per verify pass, {side} the weights-only "
-        f"ridge of {weights_only:.0f}): the ridge counts the bytes a pass moves, and a pass moves more than weights. "
+        f"ridge of {weights_only:.0f} tokens per pass): the ridge counts the bytes a pass moves, and a pass moves more than weights. "
         + kv
         + f"The {tokens}-token verify pass's "
         + bound

@@ -89,7 +89,7 @@ def test_a_hostile_link_falls_back_to_the_defaults_with_a_notice():
     assert at.selectbox(key="gpu").value == "NVIDIA H200 SXM 141 GB" and at.slider(key="alpha").value == 0.7
     assert at.select_slider(key="ctx").value == 1024 and at.radio(key="floor").value == "CUDA graph"
     notices = _texts(at.warning)
-    for label in ("GPU", "α", "Context length", "Launch overhead"):
+    for label in ("GPU", "α", "Context length", "Overhead per pass"):
         assert f"**{label}**" in notices, label
     assert "**c**" not in notices and at.slider(key="c").value == 0.1  # a value the slider takes is followed
     assert "<script>" not in "\n".join(str(e.proto.body) for e in at.get("html"))
