@@ -20,20 +20,21 @@ from engine.serving import client, metrics, record, sweep
 ROOT = Path(__file__).resolve().parents[2]
 RECORDING = ROOT / "assets" / "serving" / "llama-server.json"
 LIVE_PROMPTS, LIVE_ROUNDS, LIVE_SECONDS = 4, 2, 240
-SPEC_CMD = (
-    "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8001 "
+SPEC_CMD = (  # two servers on one GPU: each takes under half its memory (vLLM's default takes 90%)
+    "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8001 --gpu-memory-utilization 0.45 "
     '--speculative-config \'{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}\''
 )
-PLAIN_CMD = "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8002"
+PLAIN_CMD = "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8002 --gpu-memory-utilization 0.45"
 
 st.title("🛰 Serving engines")
 st.markdown(
     "The lessons run SpecLab's own engine. Here the same question goes to a real serving engine: "
     "[llama.cpp](https://github.com/ggml-org/llama.cpp/tree/master/tools/server)'s `llama-server`, serving the embedded "
     "target with SpecLab's distilled draft model, one request slot per user with **continuous batching** (a finished "
-    "request's slot is refilled at the next step, so the batch stays full). As more requests are in flight, each step "
-    "carries more tokens, and the verify pass leaves the room ([lesson 3](lessons?lesson=3), "
-    "[lesson 6](lessons?lesson=6)). Plain and speculative servers took turns in every round."
+    "request's slot is refilled at the next step from the requests waiting). As more requests are in flight, each step "
+    "can carry more tokens, and the verify pass can leave the room ([lesson 3](lessons?lesson=3), "
+    "[lesson 6](lessons?lesson=6)); the verdicts below say which cells three rounds can tell apart. Plain and "
+    "speculative servers took turns in every round."
 )
 
 
@@ -44,8 +45,11 @@ def recorded() -> None:
         show_failure("The shipped serving recording could not be read", exc)
         return
     label = f"recorded on {rec['machine']}, {rec['date']}: {rec['server']} ({rec['note']})"
-    st.subheader("Recorded: llama-server on this project's CPU")
-    st.caption(f"These numbers were {label}. Not a GPU: see the form below for a GPU server.")
+    st.subheader(f"Recorded: llama-server on a CPU ({rec['machine']})")
+    st.caption(
+        f"These numbers were {label}. It served SpecLab's embedded target (SmolLM2-135M-Instruct, bfloat16) with its "
+        "distilled draft, 64 new tokens a request. Not a GPU: see the form below for a GPU server."
+    )
     st.plotly_chart(views.speedup_figure(rec["sweeps"], label), key="serving_speedup")
     st.dataframe(views.table(rec["sweeps"]), hide_index=True)
     st.caption(
@@ -67,8 +71,10 @@ def live() -> None:
     st.subheader("Your own server")
     st.markdown(
         "Start a speculative server and a plain one on a GPU machine, for example vLLM with n-gram drafting "
-        "([vLLM's docs](https://docs.vllm.ai/en/latest/features/speculative_decoding/n_gram/)); an SGLang server "
-        "started with `--enable-metrics` is read the same way (its accept-length gauges):"
+        "([vLLM's docs](https://docs.vllm.ai/en/latest/features/speculative_decoding/n_gram/)), each on under half "
+        "the GPU's memory (or each on its own GPU). An SGLang server started with `--enable-metrics` is timed the same "
+        "way; it exports acceptance as a gauge, not as counters, so its acceptance column stays empty. The form takes "
+        "a public address or 127.0.0.1 (a tunnel), never a private network address:"
     )
     st.code(f"{SPEC_CMD}\n{PLAIN_CMD}", language="bash")
     st.markdown(

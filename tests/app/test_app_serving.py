@@ -106,7 +106,7 @@ def test_a_doctored_recording_is_refused_in_one_line(tmp_path, change, says):
 def test_the_page_draws_the_recording_and_refuses_bad_urls():
     at = _page()
     assert not at.exception and not at.error, _texts(at.error)
-    assert "Recorded: llama-server on this project's CPU" in _texts(at.subheader)
+    assert "Recorded: llama-server on a CPU (AMD EPYC" in _texts(at.subheader)
     assert any("recorded on" in str(c.value) for c in at.caption)
     for spec, plain, says in (
         ("ftp://example.org", "http://127.0.0.1:9", "is not an http(s) URL"),
