@@ -157,7 +157,7 @@ records, refused = load_recordings()
 try:
     roof = Roof.from_gpu(chip, dtype)
 except ValueError as exc:
-    st.error(f"{exc} (the {chip.name}'s data sheet has no figure for it). Fix: choose float16 or float32.", icon=":material/error:")
+    st.error(f"{exc}: its data sheet gives no figure for it. Fix: choose float16 or float32.", icon=":material/error:")
     roof = None
 
 if roof is not None:

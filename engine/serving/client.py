@@ -36,9 +36,11 @@ def base_url(url: str) -> str:
     if parts.username or parts.password or parts.query or parts.fragment:
         raise ServerError(f"{url[:80]!r}: give the server's address alone (no credentials, query or fragment)")
     try:
-        parts.port  # noqa: B018 (urllib checks the port only when asked)
+        port = parts.port
     except ValueError:
-        raise ServerError(f"{url[:80]!r}: the port must be a number from 0 to 65535") from None
+        port = -1
+    if port is not None and not 1 <= port <= 65535:  # urllib takes 0, which no server listens on
+        raise ServerError(f"{url[:80]!r}: the port must be a number from 1 to 65535")
     path = parts.path.rstrip("/")
     path = path[: path.index("/v1/")] if "/v1/" in path else path  # an endpoint's URL (…/v1/chat/completions): its root
     path = path[:-3] if path.endswith("/v1") else path

@@ -114,6 +114,7 @@ def test_the_page_draws_the_recording_and_refuses_bad_urls():
         ("http://127.0.0.1:9", "http://127.0.0.1:10", "could not be reached"),
         ("http://127.0.0.1:9/v1/chat/completions", "http://127.0.0.1:9", "one address: give two servers"),
         ("http://127.0.0.1:9", "http://127.0.0.1:99999", "the plain server: 'http://127.0.0.1:99999': the port must be a number"),
+        ("http://127.0.0.1:0", "http://127.0.0.1:9", "the port must be a number from 1 to 65535"),  # urllib takes port 0
         ("[x](http://ev.il/phish)", "http://127.0.0.1:9", "the speculative server:"),
     ):
         at.text_input[0].input(spec)
