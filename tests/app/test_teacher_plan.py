@@ -27,10 +27,13 @@ def test_the_plan_writes_no_measured_ratio_of_its_own():
 
 def test_every_expectation_comes_from_a_shipped_recording_with_its_machine_and_date():
     names = PLACEHOLDER.findall(PLAN)
-    assert set(names) == (set(EXPERIMENTS) - {"one_step"}) | {H200}
+    assert set(names) == set(EXPERIMENTS) | {H200}  # lesson 0 too: its recording is the step-through trace
     text = plan_text(SHIPPED, RECORDINGS, LESSONS)
     assert not PLACEHOLDER.search(text) and "no readable recording" not in text
-    for name in set(names) - {H200}:
+    walked = EXPERIMENTS["one_step"].walkthrough.recorded()[0]
+    assert f"({walked['machine']}, {walked['dtype']}, {walked['date']})" in text
+    assert f"with {walked['measurement']['accepted']} draft" in text  # a count, written as one
+    for name in set(names) - {H200, "one_step"}:
         record = registry.load_record(RECORDINGS / f"{name}.json")
         value = EXPERIMENTS[name].predict.measured(record["measurement"], record["settings"])
         said = expectation(name, RECORDINGS, EXPERIMENTS, lambda: "")
@@ -82,7 +85,7 @@ def test_every_lesson_brings_its_own_segment_of_the_plan():
     assert "{segments}" in SHIPPED and "{expectations}" in SHIPPED
     for lesson in LESSONS:
         assert lesson.field("minutes").isdigit() and all(lesson.field(k) for k in SEGMENT_KEYS), lesson.source
-        assert bool(lesson.field("look_for")) == (lesson.experiment != "one_step"), lesson.source
+        assert lesson.field("look_for"), lesson.source  # every lesson has a recording to look at, lesson 0's step too
     rows = [line for line in segments(LESSONS).splitlines() if line.startswith("| ")]
     assert [row.split(" | ")[1] for row in rows] == [lesson.title for lesson in LESSONS]
     assert sum(int(lesson.field("minutes")) for lesson in LESSONS) >= 50  # the segments cover at least one class

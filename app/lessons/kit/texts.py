@@ -15,6 +15,7 @@ from pathlib import Path
 from app.common import measurement as ms
 from app.lessons import registry
 from app.lessons.kit.experiment import Experiment, claim_rows, findings
+from app.views.worksheet import counted
 
 LESSON_GLOB = "[0-9][0-9]-*.md"
 
@@ -207,10 +208,10 @@ PLACEHOLDER = re.compile(r"\{expect:([a-z0-9_]+)\}")
 H200 = "h200"
 
 
-def _number(value: float | None, unit: str) -> str:
+def _number(value: float | None, unit: str, whole: bool = False) -> str:
     if value is None:
         return "nothing (the run drafted nothing)"
-    return f"{value:.2f}{unit}"
+    return counted(value, ".0f" if whole else ".2f", unit, whole)
 
 
 FROM_CURVE = re.compile(r" ?\(0: from the curve\)")  # a knob's "0 = chosen from the pass curve", said in a question
@@ -234,8 +235,8 @@ def recording_expectation(name: str, record: dict, experiment: Experiment) -> st
     pred = experiment.predict
     value = pred.measured(m, s)
     label = f"({record['machine']}, {record['dtype']}, {record['date']})"
-    said = f"The recording {label} answers “{_question(experiment, s, m.get('chosen'))}” with {_number(value, pred.unit)}"
-    models = [f"{label} {_number(v, pred.unit)}" for label, v in pred.models(m, s) if v is not None]
+    said = f"The recording {label} answers “{_question(experiment, s, m.get('chosen'))}” with {_number(value, pred.unit, pred.whole)}"
+    models = [f"{label} gives {_number(v, pred.unit)}" for label, v in pred.models(m, s) if v is not None]
     if models:
         said += " (" + "; ".join(models) + ")"
     said += "."
@@ -260,6 +261,12 @@ def expectation(name: str, recordings: Path, experiments: dict, h200: Callable[[
         return h200()
     if name not in experiments:
         return f"(the plan names an experiment SpecLab does not have: {name})"
+    walk = experiments[name].walkthrough
+    if walk is not None:  # lesson 0: its recording is a step-through trace, read by its walkthrough
+        record, problem, _ = walk.recorded()
+        if record is None:
+            return f"(no readable recording for this lesson: {problem})"
+        return recording_expectation(name, record, experiments[name])
     try:
         record = registry.load_record(recordings / f"{name}.json")
     except ms.MeasurementError as exc:
