@@ -94,14 +94,14 @@ def worksheet_html(title: str, question: str, rows: list[dict], numbers: list[tu
 body {{ font: 11pt/1.35 system-ui, sans-serif; max-width: 180mm; margin: auto; color: #111; }}
 h1 {{ font-size: 15pt; margin: 0 0 4pt; }} h2 {{ font-size: 12pt; margin: 12pt 0 4pt; }}
 table {{ border-collapse: collapse; width: 100%; }} th, td {{ border: 1px solid #999; padding: 3pt 6pt; text-align: left; }}
-th {{ width: 55%; font-weight: 600; }} .src {{ color: #444; font-size: 9pt; }} li {{ margin: 2pt 0; }}
+th {{ width: 55%; font-weight: 600; }} thead th {{ width: auto; }} .src {{ color: #444; font-size: 9pt; }} li {{ margin: 2pt 0; }}
 .blank {{ height: 40pt; border: 1px dashed #999; }}
 </style></head><body>
 <h1>{e(title)}</h1>
 <p class="src">SpecLab worksheet. Numbers: {e(source)}.</p>
 <h2>1. Predict, then measure</h2>
 <p>{e(question)}</p>
-<table><tr><th></th><td>value</td><td>÷ measured</td></tr>{table}</table>
+<table><thead><tr><th>what</th><th>value</th><th>÷ measured</th></tr></thead>{table}</table>
 <h2>2. This class's measured numbers</h2>
 <table>{nums}</table>
 <h2>3. Leviathan's formula by hand</h2>
