@@ -50,12 +50,10 @@ def past_tokens(room: int) -> int:
 
 def pass_against_probe(m: dict) -> str:
     """The one-token pass's bandwidth as a share of the probed peak, and, above 100%, why."""
-    rows = m.get("rows") or []
-    peak = m.get("peak_bandwidth")
+    rows, peak = m.get("rows") or [], m.get("peak_bandwidth")
     if not rows or not peak:
         return ""
-    one = rows[0]
-    share = one["achieved_bandwidth"] / peak
+    one, share = rows[0], rows[0]["achieved_bandwidth"] / peak
     text = (
         f"The {one['tokens_per_pass']}-token pass read {one['achieved_bandwidth'] / 1e9:.1f} GB/s of weights and KV cache, "
         f"{share:.0%} of the {peak / 1e9:.1f} GB/s probed."
@@ -425,6 +423,7 @@ RECORD = Experiment(
     ],
     caption=CAPTION,
     numbers=lambda m, s: [(f"{numbers.tokens(r['tokens_per_pass'])} per pass", f"{r['ms']:.2f} ms") for r in m["rows"]]
+    + [("the room, and the pass read past it (tokens)", f"{rows_room(m)}, {read_tokens(m)}")]  # what the answer reads
     + [("ridge (probed peaks), tokens per pass", metrics.fmt(m.get("ridge_tokens"), ".0f"))],
     gpu_passes=lambda s: [("one token", 1, 1), (f"{int(s.get('largest') or 64)} tokens in one pass", 1, int(s.get("largest") or 64))],
     acceptance=False,
