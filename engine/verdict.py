@@ -85,8 +85,7 @@ class Verdict:
         """'1.08× (95% range 1.03–1.13×, 5 rounds)' or '1.08× (one round: no range)'."""
         if self.lo is None:
             return f"{self.ratio:.2f}× (one round: no range)"
-        digits = 3 if f"{self.lo:.2f}" == "1.00" or f"{self.hi:.2f}" == "1.00" else 2  # which side of 1 a bound is on
-        return f"{self.ratio:.2f}× (95% range {self.lo:.{digits}f}–{self.hi:.{digits}f}×, {self.rounds} rounds)"
+        return f"{self.ratio:.2f}× (95% range {span(self.lo, self.hi)}, {self.rounds} rounds)"
 
     def words(self, a: str = "it", b: str = "the other") -> str:
         """The verdict as a clause: 'faster than plain: 1.08× (95% range 1.03–1.13×, 5 rounds)'."""
@@ -102,6 +101,12 @@ class Verdict:
     def word(self) -> str:
         """'faster than' / 'slower than' / 'level with' / "can't be told apart from"."""
         return {"faster": "faster than", "slower": "slower than", "level": "level with"}.get(self.kind, "not told apart from")
+
+
+def span(lo: float, hi: float) -> str:
+    """'1.03–1.13×'; three decimals where a bound rounds to 1.00, so which side of 1 it lies on still shows."""
+    digits = 3 if f"{lo:.2f}" == "1.00" or f"{hi:.2f}" == "1.00" else 2
+    return f"{lo:.{digits}f}–{hi:.{digits}f}×"
 
 
 def _classify(ratio: float, lo: float | None, hi: float | None) -> tuple[int, str]:

@@ -15,7 +15,7 @@ from app.common.measurement import BUSY_CORES
 from app.views.palette import INK, ink, speedup_scale
 from engine.bench.prompt_files import task_name
 from engine.bench.tasks import CONTENDERS
-from engine.verdict import MIN_GAP
+from engine.verdict import MIN_GAP, span
 
 MARKS = {"faster": "faster", "slower": "slower", "level": "level", "can't tell": "can't tell"}
 
@@ -95,12 +95,8 @@ def range_rows(rows: list[dict], batch: int) -> list[dict]:
 
 
 def _range(lo: float | None, hi: float | None) -> str:
-    """'0.95–1.08×'; three decimals where a bound rounds to 1.00, so a range shown beside "faster" never reads as
-    touching 1 (the rule's own interval, engine/verdict.py)."""
-    if lo is None or hi is None:
-        return "one round"
-    digits = 3 if f"{lo:.2f}" == "1.00" or f"{hi:.2f}" == "1.00" else 2
-    return f"{lo:.{digits}f}–{hi:.{digits}f}×"
+    """The rule's own range (verdict.span: a bound beside "faster" never reads as touching 1), or "one round"."""
+    return "one round" if lo is None or hi is None else span(lo, hi)
 
 
 ROWS_DIFFER = "rows whose text differs from plain's"  # bfloat16 rounding can flip a near-tie (engine/bench/tasks.py)

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from app.common import measurement
+from app.lessons.kit import numbers
 from app.lessons.kit.experiment import SETTING_NAMES, room_of
 from engine import verdict
 
@@ -228,7 +229,7 @@ def reasons(rec: Side, live: Side) -> list[str]:
         )
     out += _scatter_reasons(r["verdict"], lv["verdict"])
     if r["room"] and lv["room"] and r["room"] != lv["room"]:
-        text = f"This run's pass curve gave a room of {_tokens(lv['room'])} per pass, the recording's {r['room']}"
+        text = f"This run's pass curve gave a room of {numbers.tokens(lv['room'])} per pass, the recording's {r['room']}"
         if r["read"] and lv["read"] and r["read"] != lv["read"]:
             text += f", so the pass read as past the room carries {lv['read']} tokens live against {r['read']} recorded"
         out.append(text + ".")
@@ -258,10 +259,6 @@ def _scatter_reasons(then, now) -> list[str]:
         f"{a.lo:.2f}–{a.hi:.2f}×, {wider:.1f}× as wide, so the rule can tell less from it; more rounds or a quieter "
         "machine would narrow it."
     ]
-
-
-def _tokens(n: int) -> str:
-    return f"{n} token{'s' if n != 1 else ''}"
 
 
 def _load_reasons(then: float | None, now: float | None) -> list[str]:
