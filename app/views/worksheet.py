@@ -14,9 +14,9 @@ def fmt(x: float | None, spec: str = ".2f") -> str:
     return "—" if x is None else f"{x:{spec}}"
 
 
-def counted(x: float, spec: str, unit: str, whole: bool) -> str:
-    """'2 drafts', '1 draft', '1.50×': a count of one takes the singular."""
-    return f"{x:{spec}}" + (unit[:-1] if whole and round(x) == 1 and unit.endswith("s") else unit)
+def counted(x: float, unit: str, whole: bool = False) -> str:
+    """'1.50×', or for a count '2 drafts', '1 draft': no decimals, and a count of one takes the singular."""
+    return f"{x:{'.0f' if whole else '.2f'}}" + (unit[:-1] if whole and round(x) == 1 and unit.endswith("s") else unit)
 
 
 def prediction_rows(
@@ -24,14 +24,13 @@ def prediction_rows(
 ) -> list[dict]:
     """Rows {"what": name, "value": text, "vs measured": text}: your guess, the measurement, then each model. `whole`:
     the guess and the measurement are counts (lesson 0's kept drafts), written without decimals."""
-    spec = ".0f" if whole else ".2f"
 
     def versus(x):
         return f"{x / measured:.2f}× the measured" if x is not None and measured else "—"
 
     rows = [
-        {"what": "your guess", "value": counted(guess, spec, unit, whole) if guess is not None else "—", "vs measured": versus(guess)},
-        {"what": "measured", "value": counted(measured, spec, unit, whole) if measured is not None else "—", "vs measured": "—"},
+        {"what": "your guess", "value": counted(guess, unit, whole) if guess is not None else "—", "vs measured": versus(guess)},
+        {"what": "measured", "value": counted(measured, unit, whole) if measured is not None else "—", "vs measured": "—"},
     ]
     rows += [{"what": name, "value": fmt(x) + unit if x is not None else "—", "vs measured": versus(x)} for name, x in models]
     return rows
@@ -42,8 +41,7 @@ def guess_line(guess: float | None, measured: float | None, unit: str = "×", wh
     if guess is None or measured is None:
         return None
     off = abs(guess - measured) / measured if measured else None
-    spec = ".0f" if whole else ".2f"
-    return f"You guessed {counted(guess, spec, unit, whole)}; this run measured {counted(measured, spec, unit, whole)}" + (
+    return f"You guessed {counted(guess, unit, whole)}; this run measured {counted(measured, unit, whole)}" + (
         f" (your guess was {off:.0%} off)." if off is not None else "."
     )
 

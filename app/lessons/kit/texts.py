@@ -211,7 +211,7 @@ H200 = "h200"
 def _number(value: float | None, unit: str, whole: bool = False) -> str:
     if value is None:
         return "nothing (the run drafted nothing)"
-    return counted(value, ".0f" if whole else ".2f", unit, whole)
+    return counted(value, unit, whole)
 
 
 FROM_CURVE = re.compile(r" ?\(0: from the curve\)")  # a knob's "0 = chosen from the pass curve", said in a question
