@@ -51,10 +51,21 @@ PAGE = "predictor"  # its bound widgets and their labels: app/common/url_keys.py
 MEASURE_ERRORS = (ConfigError, ValueError, OSError, RuntimeError)
 
 
+def short_key(text: str | None, labels: dict[str, str]) -> str | None:
+    """The label (a widget's option) whose short key is `text`, compared without case ("t4" -> "NVIDIA T4 (16 GB)"),
+    or None where it names none; a link may give either."""
+    by_key = {key.casefold(): label for label, key in labels.items()}
+    return by_key.get(text.strip().casefold()) if isinstance(text, str) else None
+
+
 def controls() -> dict:
     """Draw the URL-bound controls; return their values by key (labels, as the widgets hold them)."""
     first_run = "predictor_notices" not in st.session_state
     raw = st.query_params.to_dict() if first_run else {}  # read before any bound widget is drawn
+    for key, labels in (("gpu", GPU_BY_LABEL), ("model", MODEL_BY_LABEL)):
+        label = short_key(raw.get(key), labels)
+        if label is not None:  # `?gpu=T4` or `?model=8b`: the short name a reader types, taken as the widget's label
+            raw[key] = st.session_state[key] = label
     notices = st.container()
     with st.container(border=True):
         c1, c2, c3, c4 = st.columns([3, 3, 2, 2])

@@ -28,6 +28,7 @@ from app.views.fairness import grid_contention_note
 from app.views.safe import md_escape
 from app.views.sweep import (
     GRID_COLUMNS,
+    GRID_HELP,
     envelope,
     envelope_figure,
     envelope_summary,
@@ -66,6 +67,11 @@ RECORDED = Path(__file__).resolve().parents[2] / "assets" / "sweep" / "grid.json
 
 
 @st.cache_data(show_spinner=False)
+def grid_help() -> dict:
+    """The grid table's header help (GRID_HELP), as Streamlit's column settings."""
+    return {name: st.column_config.Column(help=text) for name, text in GRID_HELP.items()}
+
+
 def recorded_sweep(mtime: float) -> tuple[dict | None, str | None]:
     return load_grid_recording(RECORDED)
 
@@ -87,7 +93,7 @@ def show_recorded_sweep() -> None:
         st.plotly_chart(roofline.pass_cost_figure(rec["pass_rows"], rec.get("ridge_tokens")), width="stretch", key="rec_pass_fig")
     st.plotly_chart(speedup_figure(rec["grid_rows"]), width="stretch", key="rec_grid_fig")
     with st.expander("The recorded numbers"):
-        st.dataframe(grid_table(rec["grid_rows"]), hide_index=True)
+        st.dataframe(grid_table(rec["grid_rows"]), hide_index=True, column_config=grid_help())
         st.caption(GRID_COLUMNS)
         st.markdown(grid_verdicts(rec["grid_rows"]))
         st.caption(RULE)
@@ -363,7 +369,7 @@ def draw_grid(grid: dict, rows: list[dict], context: int, suffix: str) -> None:
     """One context's grid: its speedup heatmap, table, verdicts, and the adaptive policies against the envelope."""
     has_adaptive = any(r.get("policy", "fixed") != "fixed" for r in rows)
     st.plotly_chart(speedup_figure(rows, context), width="stretch", key="grid_fig" + suffix)
-    st.dataframe(grid_table(rows), hide_index=True)
+    st.dataframe(grid_table(rows), hide_index=True, column_config=grid_help())
     st.caption(GRID_COLUMNS)
     shown = {key: name for name, key in PROMPT_SETS.items()}.get(grid.get("prompt_set", "chat"), grid.get("prompt_set"))
     if context:

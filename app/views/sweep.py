@@ -120,11 +120,18 @@ def pass_table(rows: list[dict], peak_bandwidth: float, peak_flops: float) -> li
     ]
 
 
-GRID_COLUMNS = (
-    "Columns: mean k, the depth each decode step drafted to, averaged over the steps; drafted/step, the draft tokens "
-    "a row actually proposed per step (below mean k where a row stopped early, ended, or had no match to copy); "
-    "tokens/step, what a row gained per step (Spec-Bench's τ); α, the per-token acceptance (glossary)."
-)
+# The grid table's columns a reader may not know, each defined where it is read (a header's hover help) and in the
+# caption under the table.
+GRID_HELP = {
+    "mean k": "The depth each decode step drafted to, averaged over the steps.",
+    "tokens/pass": "Tokens the largest verify pass carries: batch × (depth + 1), or batch × (tree nodes + 1).",
+    "drafted/step": "Draft tokens a row actually proposed per step: below mean k where a row stopped early, ended, "
+    "or had no match to copy.",
+    "tokens/step": "What a row gained per step, accepted drafts plus the target's own token (Spec-Bench's τ).",
+    "α": "The per-token acceptance: the chance the target keeps a draft token (glossary).",
+    "FLOPs × AR": "The run's arithmetic (FLOPs, the prompt's pass included) over plain decoding's for the same prompts.",
+}
+GRID_COLUMNS = "Columns: " + "; ".join(f"{name}, {text[0].lower()}{text[1:].rstrip('.')}" for name, text in GRID_HELP.items()) + "."
 
 
 def grid_table(rows: list[dict]) -> list[dict]:

@@ -151,3 +151,12 @@ def test_the_kv_passes_are_measured_again_on_request():
     figures = _figures(at)
     assert len(figures) == 4 and "measured now" in figures[3]
     assert "**Measured now: this CPU, " in _texts(at.markdown)
+
+
+def test_a_link_may_name_the_gpu_and_model_by_their_short_keys():
+    at = _page(gpu="t4", model="70B", dtype="float16")
+    assert not at.exception and not at.error
+    assert at.selectbox(key="gpu").value == "NVIDIA T4 (16 GB)" and at.selectbox(key="model").value.startswith("70B ·")
+    assert "**GPU**" not in _texts(at.warning) and "**Model size**" not in _texts(at.warning)
+    at = _page(gpu="T5")  # not a key: the default, with the notice
+    assert at.selectbox(key="gpu").value == "NVIDIA H200 SXM 141 GB" and "**GPU**" in _texts(at.warning)

@@ -11,6 +11,7 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from app.views import roofline  # noqa: E402
+from app.views.sweep import GRID_HELP  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,6 +63,8 @@ def test_sweep_measures_passes_and_grid():
     assert len(grid["rows"]) == 1 and grid["rows"][0]["speedup"] > 0
     assert len(grid["rows"][0]["ar_decode_runs"]) == len(grid["rows"][0]["spec_decode_runs"]) == 1  # the default: one round
     assert "One run each: can't tell; add rounds" in "\n".join(m.value for m in at.markdown)  # no winner from one run
+    helped = [json.loads(d.proto.columns) for d in at.dataframe if "mean k" in d.proto.columns]
+    assert helped and all(set(GRID_HELP) <= set(h) and h["mean k"]["help"] == GRID_HELP["mean k"] for h in helped)
     # the draft model with drafts stopped below joint confidence 0.5: the threshold reaches the engine
     at.radio(key="grid_drafter").set_value("draft model")
     at.slider(key="grid_conf").set_value(0.5)
