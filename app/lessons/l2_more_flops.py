@@ -124,7 +124,7 @@ def seed_conclusion(seed: dict) -> str:
             "they were gathered."
         )
     elif told.sign == 0 and 1 / SAME_TIME <= ratio <= SAME_TIME:
-        span = f", 95% range {lo:.2f}–{hi:.2f}×" if lo else ""
+        span = f", 95% range {rule.span(lo, hi)}" if lo else ""
         timing = (
             f"The rule cannot tell them apart ({wide['ms']:.1f} against {deep['ms']:.1f} ms, medians; round by round {ratio:.2f}×{span}): "
             f"within this run's noise the pass costs what its {n} tokens cost, however they were gathered, as Barrow's "
@@ -146,7 +146,7 @@ def seed_conclusion(seed: dict) -> str:
         )
         timing = (
             f"The batch-{wide['batch']} pass took {more}: {wide['ms']:.1f} against {deep['ms']:.1f} ms "
-            f"(medians; round by round {ratio:.2f}×" + (f", 95% range {lo:.2f}–{hi:.2f}×" if lo else "") + f"), {size}."
+            f"(medians; round by round {ratio:.2f}×" + (f", 95% range {rule.span(lo, hi)}" if lo else "") + f"), {size}."
         )
     kv = wide["kv_bytes"] / deep["kv_bytes"] if deep["kv_bytes"] else None
     return (
@@ -212,7 +212,9 @@ def more_flops_table(m: dict, s: dict) -> list[dict]:
                 "rounds": f"{runs['min']:.0f}–{runs['max']:.0f}" if runs else "one run",
                 "× plain (the rule's ratio, 95% range)": "1 (the yardstick)"
                 if key == "ar"
-                else (f"{sp['value']:.2f}× ({sp['lo']:.2f}–{sp['hi']:.2f}×)" if sp and sp["lo"] else f"{sp['value']:.2f}×" if sp else None),
+                else (
+                    f"{sp['value']:.2f}× ({rule.span(sp['lo'], sp['hi'])})" if sp and sp["lo"] else f"{sp['value']:.2f}×" if sp else None
+                ),
                 "tokens/s, whole run (prefill included)": round(whole["median"], 1) if whole else None,
                 "decode passes": int(ln["decode_steps"]),
                 "MFLOP per decoded token": round(c["flops"] / c["tokens"] / 1e6) if c else None,

@@ -37,6 +37,7 @@ from app.lessons.kit.numbers import (
 from app.lessons.kit.runs import Job, lane_pair, machine_curve, median_run, timed_rounds
 from app.views.bars import COLORS, PLAIN_COLOR, frame, grouped_bars, label_above_whiskers, whiskers
 from engine import DecodeConfig
+from engine import verdict as rule
 from engine.bench.prompts import EXTRACTIVE_PROMPTS
 
 PHASE_NAMES = {"full": "while more than N rows decoded", "shrunk": "once N or fewer remained"}
@@ -196,9 +197,9 @@ def turn_it_off_figure(m: dict, s: dict, label: str = "") -> go.Figure:
 
 
 def _times(r: tuple[float, float | None, float | None]) -> str:
-    """'0.92× (0.88–0.98)': a ratio and its 95% range, as the verdict sentences state them."""
+    """'0.92× (0.88–0.98×)': a ratio and its 95% range, as the verdict sentences state them."""
     v, lo, hi = r
-    return f"{v:.2f}×" + (f" ({lo:.2f}–{hi:.2f})" if lo is not None else "")
+    return f"{v:.2f}×" + (f" ({rule.span(lo, hi)})" if lo is not None else "")
 
 
 def turn_it_off_table(m: dict, s: dict) -> list[dict]:

@@ -28,6 +28,7 @@ from app.lessons.kit.runs import Job, lane_pair, machine_curve, timed_rounds
 from app.views.bars import COLORS, frame, grouped_bars
 from app.views.h200 import CEILING, MEASURED, Priced, h200_lane
 from engine import DecodeConfig
+from engine import verdict as rule
 from engine.bench.prompts import batch_prompts
 
 # --- 5. adaptive per sequence -----------------------------------------------------------------------
@@ -188,7 +189,7 @@ def adaptive_table(m: dict, s: dict) -> list[dict]:
                     "α": round(sm["alpha"], 3) if sm.get("alpha") is not None else None,
                     "decoding tokens/s (median)": round(decode_rate(b[key])[0], 1),
                     "speedup over plain (decoding alone)": round(speed, 2),
-                    "95% range": f"{lo:.2f}–{hi:.2f}" if lo is not None else "one run",
+                    "95% range": rule.span(lo, hi) if lo is not None else "one run",
                     "wasted GFLOP": round(sm["flops_wasted"] / 1e9, 1),
                 }
             )

@@ -127,7 +127,7 @@ def test_spread_draws_whiskers_only_when_repeated():
     assert labels.textposition == "top center" and labels.x == bars.x
     rows = turn_it_off_table(m, s)
     v = verdict.judge(m["off"]["decode_tokens_per_s_runs"]["values"], m["ar"]["decode_tokens_per_s_runs"]["values"])
-    assert rows[0]["range (runs)"] == "300–340" and rows[2]["× plain (95% range)"] == f"{v.ratio:.2f}× ({v.lo:.2f}–{v.hi:.2f})"
+    assert rows[0]["range (runs)"] == "300–340" and rows[2]["× plain (95% range)"] == f"{v.ratio:.2f}× ({verdict.span(v.lo, v.hi)})"
 
 
 def test_time_per_output_token_is_the_engines_wall_clock_figure_only():
