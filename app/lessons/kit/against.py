@@ -255,8 +255,8 @@ def _scatter_reasons(then, now) -> list[str]:
     if wider < SCATTER:
         return []
     return [
-        f"This run's rounds scattered more: its 95% range is {b.lo:.2f}–{b.hi:.2f}× against the recording's "
-        f"{a.lo:.2f}–{a.hi:.2f}×, {wider:.1f}× as wide, so the rule can tell less from it; more rounds or a quieter "
+        f"This run's rounds scattered more: its 95% range is {verdict.span(b.lo, b.hi)} against the recording's "
+        f"{verdict.span(a.lo, a.hi)}, {wider:.1f}× as wide, so the rule can tell less from it; more rounds or a quieter "
         "machine would narrow it."
     ]
 
