@@ -1,6 +1,6 @@
 """Every source file, script or document that the code and the docs name by its path exists.
 
-The lessons moved into one record per lesson (app/lessons/lNN_*.py) and a kit (app/lessons/kit/); docstrings that
+The lessons moved into one record per lesson (app/lessons/l<N>_*.py) and a kit (app/lessons/kit/); docstrings that
 still named the old modules sent a reader to files that were gone. The journal (docs/journal.md) is history and may
 name files as they were; data paths (JSON outputs in usage lines) are not checked."""
 

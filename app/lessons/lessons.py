@@ -5,7 +5,7 @@ NN prefix) in the order a student meets it: title and lead, a prediction the stu
 experiment's result (its figure first, then guess vs measured vs model), the GPU panel, the details as
 expanders, three check questions, a printable worksheet and the sources. Lesson 0 is the mechanism: one
 speculative step, stage by stage, beside the engine's code; the other lessons link to it. The parts are in
-app/lessons/kit/page.py; each lesson's record (its run, claims, prediction and figures) in app/lessons/lNN_*.py, found
+app/lessons/kit/page.py; each lesson's record (its run, claims, prediction and figures) in app/lessons/l<N>_*.py, found
 by app/lessons/registry.py; every conclusion is computed from the measurement (app/lessons/kit/experiment.py). The
 model is loaded only for a live run.
 """

@@ -1,4 +1,4 @@
-"""The lessons' registry: every lesson is one module, app/lessons/lNN_<name>.py, whose `RECORD` (an Experiment,
+"""The lessons' registry: every lesson is one module, app/lessons/l<N>_<name>.py, whose `RECORD` (an Experiment,
 app/lessons/kit/experiment.py) declares everything about it: its run, settings, prediction, claims, verdict, table,
 schema, drawing, worksheet numbers and GPU view. Found here by its file name, so a new lesson touches its record, its
 Markdown (lessons/NN-name.md), its checks (lessons/NN-name.checks.json) and its recording (assets/lessons/<name>.json),

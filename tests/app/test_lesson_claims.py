@@ -1,4 +1,4 @@
-"""Every lesson's claims, as data in its record (app/lessons/lNN_*.py, Experiment.claims), applied by the one rule
+"""Every lesson's claims, as data in its record (app/lessons/l<N>_*.py, Experiment.claims), applied by the one rule
 (engine/verdict.py) to the lesson's shipped recording: each lead claim is shown, and a doctored copy that moves
 the contenders apart the other way stops showing it, so a claim is a computation, never a fixed string. A
 re-recording that stops showing a lead claim fails here."""

@@ -1,5 +1,5 @@
 """What the lessons' registry needs of a lesson, listed: every lessons/NN-*.md names an experiment whose record
-(app/lessons/lNN_<name>.py, an `Experiment` named `RECORD`) declares its run, settings, prediction, verdict, table,
+(app/lessons/l<N>_<name>.py, an `Experiment` named `RECORD`) declares its run, settings, prediction, verdict, table,
 claims, schema and drawing, and beside it stand its check questions and its shipped recording. A lesson that misses
 one fails here by name, before a student meets the gap.
 
@@ -25,7 +25,7 @@ from app.lessons.registry import EXPERIMENTS
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = [lesson for lesson in load_lessons(ROOT / "lessons", EXPERIMENTS) if lesson.number >= 0]
 PLACES = (
-    "app/lessons/lNN_<name>.py",
+    "app/lessons/l<N>_<name>.py",
     "lessons/NN-name.md",
     "lessons/NN-name.checks.json",
     "assets/lessons/<experiment>.json",
