@@ -52,7 +52,8 @@ def batch_table_rows(text: str) -> tuple[tuple[int, int, int], ...]:
 POLICY_HELP = (
     "fixed: always --depth; off_above_batch: the classic rule (after vLLM V0's disable_by_batch_size, which "
     "switched off at N requests; here off above N), no speculation above --disable-by-batch-size; heuristic: "
-    "transformers' +2/-1 schedule; batch_table: k per batch range (vLLM num_speculative_tokens_per_batch_size; --batch-table, else derived from this "
+    "transformers' +2/-1 schedule; batch_table: k per batch range (vLLM num_speculative_tokens_per_batch_size; "
+    "--batch-table, else derived from this "
     "machine's measured pass cost); goodput: k maximising expected tokens/s from the measured pass cost and "
     "the run's acceptance (never above --depth; with --tree-nodes it also chooses plain, a chain or the tree cut to n nodes)"
 )
