@@ -290,7 +290,7 @@ RECORD = Experiment(
     ),
     Prediction(
         "The speedup of always-on speculation (n-gram lookup) over plain decoding, decoding alone (the prompt's pass left "
-        "out), at this lesson's batch (chosen from this machine's room)?",
+        "out), over the whole run: the batch starts full (chosen from this machine's room) and shrinks as rows finish?",
         "e.g. 1.2",
         always_on_speedup,
         lambda m, s: leviathan_models(m["m"]),
@@ -321,7 +321,7 @@ RECORD = Experiment(
             "Far past the room, always-on speculation costs",
             "always-on",
             "plain decoding",
-            "the full batch",
+            "while the batch is full (more than N rows)",
             lambda m: (_phase("on", "full")(m), _phase("ar", "full")(m)),
             -1,
             lead=True,
