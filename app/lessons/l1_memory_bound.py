@@ -351,7 +351,7 @@ def pass_figure(pass_rows: list[dict], label: str = "") -> go.Figure | None:
     fig = go.Figure()
     xs = [t for t, _, _ in pts]
     for name, times, color, dash in (
-        (f"this machine ({label or 'measured'})", [c for _, c, _ in pts], h200.CPU_COLOR, None),
+        ("this machine", [c for _, c, _ in pts], h200.CPU_COLOR, None),
         (h200.LABEL, [g for _, _, g in pts], h200.GPU_COLOR, "dash"),
     ):
         fig.add_scatter(
@@ -366,7 +366,8 @@ def pass_figure(pass_rows: list[dict], label: str = "") -> go.Figure | None:
     fig.add_hline(y=h200.KNEE, line_dash="dot", line_color="#333", annotation_text=f"{h200.KNEE:g}× (the knee)")
     fig.update_xaxes(type="log", title_text="tokens per pass", tickvals=xs)
     fig.update_yaxes(title_text="× the one-token pass", rangemode="tozero")
-    return frame(fig, "The same pass sizes: how fast each machine's pass grows with the tokens it carries", h200.machine_line(), height=400)
+    where = f"this machine: {label or 'measured'}; the H200: {h200.machine_line()}"
+    return frame(fig, "The same pass sizes: how fast each machine's pass grows with the tokens it carries", where, height=400)
 
 
 def cpu_kv_sentence(m: dict, shape: str = "135M") -> str:

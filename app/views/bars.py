@@ -70,10 +70,11 @@ def table_height(rows: list) -> int:
     return HEADER_PX + ROW_PX * max(1, min(len(rows), 20))
 
 
-TITLE_CHARS, LABEL_CHARS, MAX_SUBTITLE = 90, 120, 400  # characters per title line and per subtitle line; subtitle cap
+TITLE_CHARS, LABEL_CHARS, MAX_SUBTITLE = 62, 90, 400  # per title line, per subtitle line (a chart ~560 px wide: a
+# laptop with the sidebar open), and the subtitle's cap
 
 
-LEGEND_ROW_CHARS = 110  # legend characters that fit on one row of a page-wide chart
+LEGEND_ROW_CHARS = 80  # legend characters that fit on one row of a chart ~560 px wide
 
 
 PHRASE_CHARS = 40  # a phrase this short stays on one line

@@ -324,7 +324,7 @@ def rows(m) -> list[dict]:
         out.append(
             {
                 "run": (f"batch {e['batch']}: " if e["batch"] is not None else "") + e["name"],
-                "this machine, decode tokens/s (measured)": round(cpu, 1) if cpu else None,
+                "this machine, decode tokens/s (measured)": round(cpu) if cpu else None,  # as the lessons' bars label it
                 "× plain here": round(here_speedup(e["lane"], base["lane"]), 2) if cpu and cpu_base else None,
                 f"H200, decode tokens/s ({LABEL})": round(h200.rate, 0) if h200.rate else None,
                 "× plain on the H200 (re-timed)": round(gpu_speed, 2) if gpu_speed else None,
@@ -352,12 +352,12 @@ SPEED_KEYS = ("× plain here", "× plain on the H200 (re-timed)")
 RATE_KEYS = ("this machine, decode tokens/s (measured)", f"H200, decode tokens/s ({LABEL})")
 
 
-def _series(table: list[dict], label: str) -> list[dict]:
+def _series(table: list[dict]) -> list[dict]:
     """This machine's bars, the re-timed bars whose drafting is priced, and the re-timed ceilings (cross-hatched): each
     with its name, colour and hatch; only those with a bar."""
     ceiling = f"{LABEL}; {CEILING}: a ceiling (the target's passes alone)"
     out = [
-        {"name": f"this machine (measured{', ' + label if label else ''})", "color": CPU_COLOR, "hatch": "", "h200": False},
+        {"name": "this machine (measured)", "color": CPU_COLOR, "hatch": "", "h200": False},
         {"name": priced_name(table), "color": GPU_COLOR, "hatch": "/", "h200": True, "ceiling": False},
         {"name": ceiling, "color": GPU_COLOR, "hatch": "x", "h200": True, "ceiling": True},
     ]
@@ -400,9 +400,9 @@ def figure(m, label: str = "") -> go.Figure | None:
     table = [r for r in rows(m) if r[SPEED_KEYS[0]] is not None or r[SPEED_KEYS[1]] is not None]
     if not table:
         return None
-    parts, series = chunks(table), _series(table, label)
+    parts, series = chunks(table), _series(table)
     n, height = len(parts), 180 + 240 * 2 * len(parts)
-    titles = ["speedup over plain decoding at the same batch (dotted: 1×, plain)"] + [""] * (n - 1)
+    titles = ["speedup over plain at the same batch, round by round (dotted: 1×)"] + [""] * (n - 1)
     titles += ["decode tokens/s (log scale)"] + [""] * (n - 1)
     fig = make_subplots(rows=2 * n, cols=1, subplot_titles=titles, vertical_spacing=90 / (height - 95))
     speeds, rates = [1.0], []
@@ -413,7 +413,8 @@ def figure(m, label: str = "") -> go.Figure | None:
     for i in range(n):
         fig.update_yaxes(range=[0, 1.32 * max(speeds)], title_text="× plain", row=i + 1, col=1)
         fig.update_yaxes(title_text="tokens/s", row=n + i + 1, col=1, **(log_axis(rates) if rates else {}))
-    frame(fig, "Your run on both sides of a knee: this machine, and the same steps on an H200", machine_line(), height=height)
+    where = (f"this machine: {label}; " if label else "") + f"the H200: {machine_line()}"
+    frame(fig, "Your run on both sides of a knee: this machine, and the same steps on an H200", where, height=height)
     return fit_foot(fig, max(len(textwrap.wrap(esc(r["run"]), TICK_CHARS)) for r in parts[-1]))
 
 
