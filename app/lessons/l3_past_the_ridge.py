@@ -138,7 +138,7 @@ def ridge_points(m: dict, s: dict) -> list[dict]:
 
 def past_the_ridge_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     points = ridge_points(m, s)
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("speedup, decoding alone", "tokens per pass against this machine's room"))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("speedup, decoding alone", "tokens per pass, and the room"))
     batches = sorted({p["batch"] for p in points})
     xs = [f"batch {b}" for b in batches]
     names = list(dict.fromkeys(p["drafter"] for p in points))

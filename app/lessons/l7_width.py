@@ -204,7 +204,9 @@ def width_figure(m: dict, s: dict, label: str = "") -> go.Figure:
         text = [f"{v[0]:.0f}" if v else "" for v in vals]
         rates.append({**common, "values": vals, "text": text, "hovertext": [pass_text(c) for c in cells]})
         kept = [(c.get("tokens_per_step") or (1.0 if name == "plain decoding" else None)) if c else None for c in cells]
-        emitted.append({**common, "values": [(k, None, None) for k in kept], "showlegend": False})
+        emitted.append(
+            {**common, "values": [(k, None, None) for k in kept], "text": [f"{k:.2f}" if k else "" for k in kept], "showlegend": False}
+        )
     grouped_bars(fig, cats, rates, row=1, col=1)
     grouped_bars(fig, cats, emitted, row=1, col=2)
     return frame(fig, "Tree against chain: tokens/s, and the tokens each step kept, inside the room and past it", label, height=400)
@@ -288,8 +290,9 @@ def shapes_figure(m: dict, label: str = "") -> go.Figure | None:
     if not rows:
         return None
     titles = [
-        f"batch {r['batch']}: {len(r['shapes'])} decode steps, {nodes_per_row(r):.1f} draft nodes per row on average"
-        + (" (prompts one after another)" if r["batch"] == 1 else "")
+        f"batch {r['batch']}"
+        + (" (prompts in turn)" if r["batch"] == 1 else "")
+        + f": {len(r['shapes'])} steps, {nodes_per_row(r):.1f} draft nodes a row on average"
         for r in rows
     ]
     fig = make_subplots(rows=len(rows), cols=1, subplot_titles=[esc(t) for t in titles], vertical_spacing=0.22)

@@ -157,8 +157,8 @@ def grouped_bars(fig: go.Figure, cats: list[str], series: list[dict], **cell) ->
         )
         top = [(hi if hi is not None else v) for v, _, hi in vals]
         tops += [t for t in top if t is not None]
-        if sr.get("text"):
-            keep = [k for k, t in enumerate(top) if t is not None]
+        keep = [k for k, t in enumerate(top) if t is not None]
+        if sr.get("text") and keep:
             fig.add_scatter(
                 x=[xs[k] for k in keep],
                 y=[top[k] for k in keep],

@@ -130,7 +130,7 @@ def test_the_strip_draws_each_step_as_its_tokens_per_row():
     assert all(tr.width == 0.8 for tr in fig.data)  # one step wide: a lone plain step never covers its neighbours
     width_bars = width_figure(m, {}).data  # the same colours as the fixed chain and tree in the lesson's figure
     assert chain.marker.color == width_bars[2].marker.color and tree.marker.color == width_bars[4].marker.color
-    assert "batch 1: 6 decode steps, 6.0 draft nodes per row on average" in fig.layout.annotations[0].text
+    assert "batch 1 (prompts in turn): 6 steps, 6.0 draft nodes a row on average" in fig.layout.annotations[0].text
     assert {a.text for a in fig.layout.annotations} >= {"fixed chain: 5", "fixed tree: 25"}
     assert "≈7 tok/pass" in width_bars[6].hovertext and "80 tok/pass" in width_bars[2].hovertext  # the bar's label is its rate
     assert "<img" not in str(shapes_figure(m, HOSTILE).layout.title.text)

@@ -201,3 +201,17 @@ def test_lesson4_switch_line_is_named_in_the_legend_not_written_on_the_bars():
     assert len(lines) == len(m["steps"]) - 1 and [tr.showlegend for tr in lines] == [True, False]
     assert all(list(tr.y) == [n, n] and tr.line.dash == "dot" for tr in lines)
     assert not any((a.text or "").startswith("switch: N") for a in fig.layout.annotations)  # only the subplot titles
+
+
+def test_lesson_7_labels_the_tokens_each_step_kept_as_its_table_does():
+    rec = _rec("width")
+    fig = width_figure(rec["measurement"], rec["settings"])
+    right = [t for t in fig.data if t.type == "scatter" and t.xaxis == "x2"]  # the labels over the right panel's bars
+    kept = [
+        r.get("tokens_per_step") or 1.0
+        for r in rec["measurement"]["rows"]
+        if r.get("tokens_per_step") or r["contender"] == "plain decoding"
+    ]
+    assert right and sorted(float(x) for t in right for x in t.text) == sorted(round(k, 2) for k in kept)
+    top = max(y for t in right for y in t.y)
+    assert fig.layout.yaxis2.range[1] > top  # headroom over the tallest bar, so its label is not on the frame
