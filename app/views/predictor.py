@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from engine.costs import ModelCosts, expected_tokens_per_step, ridge_tokens_with_kv
 from engine.roofline.predictor import FLOOR_LABELS, Roof, SpeedupGrid, floor_ms, model_error, pass_ms, ridge_tokens_per_pass, speedup
 
-from .palette import speedup_scale
+from .palette import ink, speedup_scale
 
 MODEL_LABEL = "model, not a measurement"
 LAYOUT_COLORS = {"rows": "#1f4fd1", "tokens": "#f2a93b"}
@@ -110,7 +110,7 @@ def pass_time_figure(
         margin={"l": 60, "r": 20, "t": 60, "b": 40},
         legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0},
     )
-    return fig
+    return ink(fig)  # dark text under Streamlit's grey theme (AA contrast)
 
 
 def _add_ridge(fig: go.Figure, n_star: float, top: int) -> None:
@@ -233,7 +233,7 @@ def speedup_heatmap(grid: SpeedupGrid, title: str) -> go.Figure:
         margin={"l": 60, "r": 20, "t": 60, "b": 40},
         showlegend=False,
     )
-    return fig
+    return ink(fig)  # dark text under Streamlit's grey theme (AA contrast)
 
 
 def crossover_lines(grid: SpeedupGrid) -> list[str]:

@@ -76,7 +76,7 @@ def pass_cost_figure(rows: list[dict], ridge_tokens: float | None = None) -> go.
     fig.update_layout(
         height=380, margin={"l": 50, "r": 20, "t": 60, "b": 40}, legend={"orientation": "h", "yanchor": "bottom", "y": 1.08, "x": 0}
     )
-    return fig
+    return ink(fig)  # dark text under Streamlit's grey theme (AA contrast)
 
 
 BUSY = 0.5  # a unit sets the pace once a pass reaches this share of its probed peak

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from app.views.bars import DASHES, LABEL_FONT, LABEL_MARK, PATTERNS, SYMBOLS, frame
 from engine import verdict as rule
 
 COLORS = ("#0072b2", "#e69f00", "#009e73", "#cc79a7")
@@ -23,19 +24,20 @@ def judged(row: dict) -> dict | None:
 
 
 def speedup_figure(sweeps: list[dict], label: str) -> go.Figure:
-    """Speculative ÷ plain output tokens/s against concurrency, one line per draft length K: the rule's ratio over
-    the paired rounds, whiskers its 95% range, a dotted line at 1× (no gain)."""
+    """Speculative ÷ plain output tokens/s against concurrency, one line per draft length K (its own dash and marker,
+    not its colour alone): the rule's ratio over the paired rounds, whiskers its 95% range, each point's value in dark
+    text just above its whisker, a dotted line at 1× (no gain)."""
     fig = go.Figure()
     for i, s in enumerate(sweeps):
         rows = [(r, j) for r in s["rows"] if (j := judged(r))]
+        xs, ys = [r["concurrency"] for r, _ in rows], [j["value"] for _, j in rows]
         fig.add_scatter(
-            x=[r["concurrency"] for r, _ in rows],
-            y=[j["value"] for _, j in rows],
-            mode="lines+markers+text",
+            x=xs,
+            y=ys,
+            mode="lines+markers",
             name=name(s),
-            line={"color": COLORS[i % len(COLORS)], "width": 3},
-            text=[f"{j['value']:.2f}×" for _, j in rows],
-            textposition="top center",
+            line={"color": COLORS[i % len(COLORS)], "width": 3, "dash": DASHES[i % len(DASHES)]},
+            marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 9},
             error_y={
                 "type": "data",
                 "symmetric": False,
@@ -44,50 +46,34 @@ def speedup_figure(sweeps: list[dict], label: str) -> go.Figure:
             },
             hovertemplate="concurrency %{x}: %{y:.2f}× plain<extra></extra>",
         )
+        tops = [j["hi"] or j["value"] for _, j in rows]
+        fig.add_scatter(x=xs, y=tops, text=[f"{y:.2f}×" for y in ys], textposition="top center", textfont=LABEL_FONT, **LABEL_MARK)
+        fig.data[-1].update(showlegend=False, hoverinfo="skip", cliponaxis=False)
     fig.add_hline(y=1.0, line_dash="dot", line_color="#333")
     fig.update_xaxes(type="log", title_text="requests in flight (concurrency)", tickvals=_concurrencies(sweeps))
-    fig.update_yaxes(title_text="speculative ÷ plain output tokens/s (dotted: 1× = no gain)")
-    fig.update_layout(
-        title={"text": f"Speculation on a continuous-batching server, against load<br><sup>{label}</sup>"},
-        height=420,
-        legend={"orientation": "h", "y": -0.25},
-        margin={"t": 80},
-    )
-    return fig
+    fig.update_yaxes(title_text="× plain output tokens/s (dotted: 1×)")
+    return frame(fig, "Speculation on a continuous-batching server, against load", label, height=380)
 
 
 def acceptance_figure(sweeps: list[dict], speclab: dict, label: str) -> go.Figure:
     """Acceptance at each draft position: the server's own counters (all concurrencies of a sweep together) for
-    each K, and SpecLab's engine's for the same draft on held-out prompts."""
+    each K, and SpecLab's engine's for the same draft on held-out prompts; each series hatched its own way."""
     fig = go.Figure()
-    for i, s in enumerate(sweeps):
-        per_pos = pooled_acceptance(s)
+    series = [(f"llama-server, {name(s)}", pooled_acceptance(s), COLORS[i % len(COLORS)]) for i, s in enumerate(sweeps)]
+    series.append(("SpecLab's engine (the same draft, held-out prompts, depth 4)", speclab.get("per_pos_rate") or [], "#888"))
+    for i, (title, per_pos, color) in enumerate(series):
         fig.add_bar(
             x=[f"position {p + 1}" for p in range(len(per_pos))],
             y=per_pos,
-            name=f"llama-server, {name(s)}",
-            marker_color=COLORS[i % len(COLORS)],
+            name=title,
+            marker={"color": color, "pattern": {"shape": PATTERNS[i % len(PATTERNS)]}},
             text=[f"{v:.2f}" for v in per_pos],
             textposition="outside",
+            textfont=LABEL_FONT,
+            cliponaxis=False,
         )
-    ours = speclab.get("per_pos_rate") or []
-    fig.add_bar(
-        x=[f"position {p + 1}" for p in range(len(ours))],
-        y=ours,
-        name="SpecLab's engine (the same draft, held-out prompts, depth 4)",
-        marker={"color": "#888", "pattern": {"shape": "/"}},
-        text=[f"{v:.2f}" for v in ours],
-        textposition="outside",
-    )
-    fig.update_yaxes(title_text="drafts whose token at this position was accepted", range=[0, 1])
-    fig.update_layout(
-        title={"text": f"Acceptance per draft position<br><sup>{label}</sup>"},
-        barmode="group",
-        height=400,
-        legend={"orientation": "h", "y": -0.2},
-        margin={"t": 80},
-    )
-    return fig
+    fig.update_yaxes(title_text="share accepted at this position", range=[0, 1.12])
+    return frame(fig, "Acceptance per draft position", label, height=360)
 
 
 def pooled_acceptance(sweep: dict) -> list[float]:

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from app.common.measurement import PASS_ROW
 from app.views.fairness import cell_contention
-from app.views.palette import speedup_scale
+from app.views.palette import ink, speedup_scale
 from engine.trace.rates import ranking_rate
 from engine.verdict import Verdict, judge
 
@@ -95,7 +95,7 @@ def speedup_figure(rows: list[dict], context: int | None = None) -> go.Figure:
     if context is not None:
         where = f"context {context:,} tokens per row (the shared document before each question)" if context else "context 0 (no document)"
         fig.update_layout(title={"text": f"Speedup, decoding alone, at {where}", "font": {"size": 14}}, margin={"t": 50})
-    return fig
+    return ink(fig)  # dark text under Streamlit's grey theme (AA contrast)
 
 
 def _round(value: float | None, digits: int) -> float | None:
@@ -326,7 +326,7 @@ def tokens_per_s_axes(fig: go.Figure, top: int = 30) -> go.Figure:
         hovermode="x unified",
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
     )
-    return fig
+    return ink(fig)  # dark text under Streamlit's grey theme (AA contrast)
 
 
 def envelope_table(env: list[dict]) -> list[dict]:

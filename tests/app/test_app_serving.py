@@ -74,10 +74,15 @@ def test_the_table_calls_the_counters_ratio_an_acceptance_rate_not_alpha():
 def test_the_figures_draw_every_sweep_and_speclabs_own_acceptance():
     rec = record.load(RECORDING)
     fig = views.speedup_figure(rec["sweeps"], "label")
-    assert [t.name for t in fig.data] == ["draft model, K = 2", "draft model, K = 3"]
+    lines = [t for t in fig.data if t.showlegend is not False]  # the other traces are each point's label, above its whisker
+    assert [t.name for t in lines] == ["draft model, K = 2", "draft model, K = 3"]
+    assert lines[0].line.dash != lines[1].line.dash and lines[0].marker.symbol != lines[1].marker.symbol  # not colour alone
+    labels = [t for t in fig.data if t.showlegend is False]
+    assert [list(t.text) for t in labels] == [[f"{y:.2f}×" for y in t.y] for t in lines]
+    assert all(top >= y for t, line in zip(labels, lines) for top, y in zip(t.y, line.y))  # on the whisker's top, not on it
     rows = rec["sweeps"][0]["rows"]  # the rule's ratio over the paired rounds: the number the table and words read
-    assert list(fig.data[0].y) == [verdict.judge(r["spec"]["tokens_per_s_runs"], r["plain"]["tokens_per_s_runs"]).ratio for r in rows]
-    assert [t["speedup (the rule's)"] for t in views.table(rec["sweeps"])[: len(rows)]] == [round(y, 2) for y in fig.data[0].y]
+    assert list(lines[0].y) == [verdict.judge(r["spec"]["tokens_per_s_runs"], r["plain"]["tokens_per_s_runs"]).ratio for r in rows]
+    assert [t["speedup (the rule's)"] for t in views.table(rec["sweeps"])[: len(rows)]] == [round(y, 2) for y in lines[0].y]
     acc = views.acceptance_figure(rec["sweeps"], rec["speclab"], "label")
     assert list(acc.data[-1].y) == rec["speclab"]["per_pos_rate"]
     pooled = views.pooled_acceptance(rec["sweeps"][0])
