@@ -12,6 +12,7 @@ import statistics
 
 import plotly.graph_objects as go
 
+from app.views.bars import SYMBOLS
 from engine.roofline.kv_check import KvGrowth, KvRecording, KvRow
 from engine.roofline.predictor import model_error
 
@@ -38,6 +39,7 @@ def kv_figure(rows: list[KvRow], title: str) -> go.Figure:
             mode="lines+markers",
             name=f"measured: {name}",
             line={"color": color, "width": 3},
+            marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 9},  # each shape its own marker: not colour alone
             error_y={
                 "type": "data",
                 "symmetric": False,
@@ -52,7 +54,7 @@ def kv_figure(rows: list[KvRow], title: str) -> go.Figure:
             mode="lines+markers",
             name=f"model: {name}",
             line={"color": color, "dash": "dash"},
-            marker={"symbol": "circle-open", "size": 9},
+            marker={"symbol": SYMBOLS[i % len(SYMBOLS)] + "-open", "size": 9},
             customdata=[r.ratio for r in here],
             hovertemplate=f"{name}, context %{{x}}: %{{y:.2f}} ms predicted (%{{customdata:.2f}}× the measured)<extra></extra>",
         )

@@ -77,7 +77,7 @@ def pass_time_figure(
             y=ys,
             mode="lines",
             name=f"model: {name}",
-            line={"color": LAYOUT_COLORS[key], "width": 3},
+            line={"color": LAYOUT_COLORS[key], "width": 3, "dash": "solid" if key == "rows" else "dash"},  # not colour alone
             hovertemplate="%{x} tokens/pass: %{y:.3g} ms (model)<extra></extra>",
         )
     bare = [pass_ms(costs, roof, 1, n, context, "none") for n in xs]
@@ -102,8 +102,8 @@ def pass_time_figure(
     _add_ridge(fig, ridge_tokens_per_pass(costs, roof), top)
     _add_kv_ridge(fig, ridge_tokens_with_kv(costs, roof.flops, roof.bandwidth, context, 1), context, top)
     _add_measured(fig, measured)
-    fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)")
-    fig.update_yaxes(type="log", title_text="ms per pass")
+    fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)", tickvals=[4**i for i in range(8) if 4**i <= top])
+    fig.update_yaxes(type="log", title_text="ms per pass", dtick=1)  # powers of ten only: no crowded minor labels
     fig.update_layout(
         title={"text": f"{title} ({MODEL_LABEL})", "font": {"size": 15}},
         height=460,

@@ -18,6 +18,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.views.bars import DASHES, SYMBOLS
 from app.views.palette import ink
 
 COLORS = ["#1f4fd1", "#f2a93b", "#0a7d32", "#b8006b", "#8a8d99"]
@@ -31,13 +32,14 @@ def pass_cost_figure(rows: list[dict], ridge_tokens: float | None = None) -> go.
         pts = sorted((r for r in rows if r["batch"] == batch), key=lambda r: r["tokens_per_pass"])
         x = [r["tokens_per_pass"] for r in pts]
         color = COLORS[i % len(COLORS)]
+        style = {"line": {"color": color, "dash": DASHES[i % len(DASHES)]}, "marker": {"symbol": SYMBOLS[i % len(SYMBOLS)]}}
         name = f"batch {batch:g} × new tokens"
         fig.add_scatter(
             x=x,
             y=[r["ms"] for r in pts],
             mode="lines+markers",
             name=name,
-            line={"color": color},
+            **style,
             legendgroup=name,
             row=1,
             col=1,
@@ -48,7 +50,7 @@ def pass_cost_figure(rows: list[dict], ridge_tokens: float | None = None) -> go.
             y=[r["ms_per_token"] for r in pts],
             mode="lines+markers",
             name=name,
-            line={"color": color},
+            **style,
             legendgroup=name,
             showlegend=False,
             row=1,
@@ -70,7 +72,9 @@ def pass_cost_figure(rows: list[dict], ridge_tokens: float | None = None) -> go.
             xanchor="left",
             yanchor="top",
         )
-    fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)")
+    sizes = sorted({r["tokens_per_pass"] for r in rows})
+    ticks = [t for i, t in enumerate(sizes) if i == 0 or t >= 1.5 * sizes[i - 1]]  # the sizes measured, never crowded
+    fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)", tickvals=ticks)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="ms / token", type="log", row=1, col=2)
     fig.update_layout(

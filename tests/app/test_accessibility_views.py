@@ -125,3 +125,23 @@ def test_chart_text_colours_have_aa_contrast_on_both_plot_backgrounds():
             assert a11y.contrast(colour, bg) >= 4.5, (colour, bg)
             assert a11y.contrast(colour, bg) == pytest.approx(contrast(_rgb(colour), _rgb(bg)))  # one formula
     assert a11y.contrast("#E69F00") < 4.5 and a11y.readable("#E69F00") != "#E69F00"  # the orange is never text as it is
+
+
+def test_the_pages_line_charts_tell_series_apart_by_more_than_colour_and_draw_text_in_ink():
+    """The Serving, Sweep and Predictor figures (not drawn through the lessons' frame): each line series has its own
+    dash or marker, and the figure's own text is in the page's ink (AA contrast), not Streamlit's grey."""
+    from app.views import kv_check, roofline
+    from app.views.palette import INK
+    from engine.roofline.kv_check import KV_RECORDING, kv_rows, read_kv_check
+
+    passes = [
+        {"batch": b, "tokens_per_pass": b * n, "ms": 5.0 + b * n, "ms_per_token": (5.0 + b * n) / (b * n)}
+        for b in (1, 8)
+        for n in (1, 2, 4)
+    ]
+    kv = kv_check.kv_figure(kv_rows(read_kv_check(KV_RECORDING)), "t")
+    for fig in (roofline.pass_cost_figure(passes), kv):
+        named = [t for t in fig.data if t.showlegend is not False and t.mode and "lines" in t.mode]
+        looks = {(t.line.dash, t.marker.symbol) for t in named}
+        assert len(named) >= 2 and len(looks) == len(named)
+        assert fig.layout.font.color == INK and fig.layout.xaxis.tickfont.color == INK
