@@ -87,6 +87,9 @@ def test_model_rows_are_labelled_model_and_follow_the_settings(lesson):
     assert "model, not a measurement" in G.model_label() and "H100" in G.model_label()
     fig = G.model_figure(EXPERIMENTS[lesson], settings)
     assert "Model, not a measurement" in fig.layout.title.text and fig.data
+    assert "H100" in fig.layout.title.text and "H200" in fig.layout.title.text  # both GPUs drawn, both named
+    marks = [t for t in fig.data if t.legendgroup == "passes"]  # the lesson's passes: one legend entry says what ◆ is
+    assert len(marks) == len(rows) and [t.showlegend for t in marks].count(True) == 1
 
 
 def test_model_rows_price_the_lessons_verify_pass():

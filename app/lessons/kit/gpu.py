@@ -94,10 +94,11 @@ def model_rows(record, settings: dict, gpu_key: str = MODEL_GPU, shape: str = MO
     return out
 
 
-def model_label(gpu_key: str = MODEL_GPU, shape: str = MODEL_SHAPE) -> str:
-    g, arch = gpu(gpu_key), architecture(shape)
+def model_label(gpu_key: str = MODEL_GPU, shape: str = MODEL_SHAPE, also: tuple[str, ...] = ()) -> str:
+    """Where the model's numbers come from: the data-sheet peaks of `gpu_key` (and of `also`, drawn beside it)."""
+    names, arch = " and the ".join(gpu(k).name for k in (gpu_key, *also)), architecture(shape)
     return (
-        f"model, not a measurement: roofline at the {g.name} data-sheet peaks (bf16) plus the CUDA-graph overhead "
+        f"model, not a measurement: roofline at the {names} data-sheet peaks (bf16) plus the CUDA-graph overhead "
         f"measured on an H200, {arch.name} shape, context {MODEL_CONTEXT} (engine/roofline/predictor.py)"
     )
 
@@ -219,6 +220,10 @@ def curves_figure(curves: list[Curve], marks: list[int] | None = None) -> go.Fig
         )
     for t in sorted(set(marks or [])):
         _log_x_marker(fig, t, "#555", "dot", f"{t}")
+    if marks:  # what the dotted lines are, in the legend beside the curves (not only in the caption)
+        fig.add_scatter(
+            x=[None], y=[None], mode="lines", line={"color": "#555", "dash": "dot"}, name="this lesson's pass sizes (tokens, on top)"
+        )
     quoted = knee_curve(curves)
     knee = knee_tokens(quoted) if quoted else None
     if knee:  # the one knee the panel and the lesson texts quote, on the curve it is read from
@@ -258,16 +263,18 @@ def model_figure(record, settings: dict, gpu_keys: tuple[str, ...] = ("H100-SXM"
             "right" if j == 0 else "left",
             1.0 - 0.07 * (j // 2),
         )
-    for row in model_rows(record, settings, gpu_keys[0], shape):
+    for j, row in enumerate(model_rows(record, settings, gpu_keys[0], shape)):
         fig.add_scatter(
             x=[row["tokens per pass"]],
             y=[row["predicted ms"]],
             mode="markers",
             marker={"size": 10, "color": "#333", "symbol": "diamond"},
-            name=esc(row["pass (model, not a measurement)"]),
-            showlegend=False,
+            name=esc(f"◆ this lesson's passes, on the {gpu(gpu_keys[0]).name} (hover for each)"),
+            legendgroup="passes",
+            showlegend=j == 0,
             hovertemplate=esc(row["pass (model, not a measurement)"]) + ": %{x} tokens, %{y:.2f} ms (model)<extra></extra>",
         )
     fig.update_xaxes(type="log", title_text="tokens per pass")
     fig.update_yaxes(rangemode="tozero", title_text="predicted ms per pass (model)")
-    return frame(fig, f"Model, not a measurement: the {arch.name} shape's pass on named GPUs", model_label(gpu_keys[0], shape), height=400)
+    label = model_label(gpu_keys[0], shape, also=gpu_keys[1:])
+    return frame(fig, f"Model, not a measurement: the {arch.name} shape's pass on named GPUs", label, height=400)
