@@ -114,7 +114,8 @@ def leaderboard_figure(rows: list[dict], batch: int, label: str) -> go.Figure:
     on a log scale centred on 1 (blue faster, orange slower), each cell's text its speedup, the rule's word and τ."""
     at, tasks, names = _at(rows, batch), tasks_of(rows), contenders_of(rows)
     z = [[math.log2(at[(n, t)]["speedup"]) if (n, t) in at else None for t in tasks] for n in names]
-    text = [[cell_text(at[(n, t)]).replace(", ", "<br>") if (n, t) in at else "" for t in tasks] for n in names]
+    # one short word a line ("1.54×", "faster", "τ 2.27"): a cell is ~55 px wide on a laptop with the sidebar open
+    text = [[cell_text(at[(n, t)]).replace(", ", "<br>").replace("× ", "×<br>", 1) if (n, t) in at else "" for t in tasks] for n in names]
     span = max([abs(v) for row in z for v in row if v is not None] + [0.3])
     fig = go.Figure(
         go.Heatmap(
@@ -123,7 +124,7 @@ def leaderboard_figure(rows: list[dict], batch: int, label: str) -> go.Figure:
             y=names,
             text=text,
             texttemplate="%{text}",
-            textfont={"size": 12},
+            textfont={"size": 11},
             colorscale=speedup_scale(),
             zmin=-span,
             zmax=span,
@@ -134,7 +135,7 @@ def leaderboard_figure(rows: list[dict], batch: int, label: str) -> go.Figure:
     fig.update_yaxes(autorange="reversed")
     title = _title(f"Decode-only speedup over plain decoding by task, batch {batch}", label)
     top = 60 + 18 * title.count("<br>")
-    fig.update_layout(title={"text": title, "x": 0}, height=100 + top + 70 * len(names), margin={"l": 10, "r": 10, "t": top, "b": 40})
+    fig.update_layout(title={"text": title, "x": 0}, height=100 + top + 62 * len(names), margin={"l": 10, "r": 10, "t": top, "b": 40})
     return ink(fig)
 
 
