@@ -190,13 +190,13 @@ def whiskers(values: list[tuple[float, float | None, float | None]]) -> dict | N
     }
 
 
-NARROW_PX = 680  # the plot's width in a narrow laptop window's chart (760 px, less the margins)
+NARROW_PX = 490  # the plot's width on a 1024 px laptop with the sidebar open (a ~560 px chart, less the margins)
 
 
 LABEL_PX = 40  # the room a bar's value ("≤1,360", "1.88×") needs over the bar, at 11 px
 
 
-MOST = 6  # runs per panel: at NARROW_PX each has 110 px, room for its name wrapped at figures.TICK_CHARS
+MOST = 4  # runs per panel: at NARROW_PX each has ~120 px, room for its name wrapped at TICK_CHARS
 
 
 LEGEND_CHARS = 90  # a legend entry wraps at this many characters, not off the chart's right edge
