@@ -32,6 +32,7 @@ from app.lessons.kit.numbers import rate_rounds
 from app.lessons.kit.runs import LARGE_BATCHES, chosen, inside_depth, lane_pair, machine_curve, more_rounds, timed_rounds
 from app.lessons.kit.show import consistent
 from app.views.bars import COLORS, PLAIN_COLOR, RIDGE_COLOR, frame, grouped_bars
+from engine import verdict
 from engine.bench.prompts import batch_prompts
 from engine.costs import ridge_tokens
 
@@ -184,7 +185,7 @@ def past_the_ridge_table(m: dict, s: dict) -> list[dict]:
             "batch": p["batch"],
             "tokens per pass (plain → verify)": f"{p['plain_tokens']} → {p['spec_tokens']}",
             "speedup, decoding alone" if p["decode"] else "speedup (whole run only)": round(p["speedup"], 2),
-            "95% range": f"{p['lo']:.2f}–{p['hi']:.2f}" if p["lo"] is not None else "one run",
+            "95% range": verdict.span(p["lo"], p["hi"]) if p["lo"] is not None else "one run",
             "verdict": (p["verdict"].kind if p["verdict"] else "one run: can't tell")
             + (f" (round {', '.join(str(i + 1) for i in p['far'])} far from the others, kept)" if p["far"] else ""),
             "α": round(p["alpha"], 2) if p["alpha"] is not None else None,

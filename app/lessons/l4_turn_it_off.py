@@ -170,7 +170,7 @@ def _phase(lane: str, phase: str):
 
 def _policy_lanes(m: dict, s: dict) -> list[tuple[str, dict]]:
     n = int((m.get("chosen") or s).get("n", 0))
-    return [("plain", m["ar"]), ("always on", m["on"]), (f"off above batch {n}", m["off"])]
+    return [("plain", m["ar"]), ("always on", m["on"]), (f"switch, N = {n}", m["off"])]  # off above batch N
 
 
 def turn_it_off_figure(m: dict, s: dict, label: str = "") -> go.Figure:

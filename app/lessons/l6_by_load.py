@@ -52,7 +52,7 @@ def by_load_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     fig = make_subplots(
         rows=1,
         cols=2,
-        subplot_titles=("decode tokens/s, all rows (higher: better)", "ms per output token (lower: better)"),
+        subplot_titles=("tokens/s, all rows (higher: better)", "TPOT, ms (lower: better)"),
     )
     for i, name in enumerate(dict.fromkeys(r["contender"] for r in rows)):
         cells = [next((r for r in rows if r["batch"] == b and r["contender"] == name), None) for b in xs]

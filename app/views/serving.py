@@ -101,7 +101,7 @@ def table(sweeps: list[dict]) -> list[dict]:
                     "plain tok/s (median round)": _r(r["plain"]["tokens_per_s"], 1),
                     "speculative tok/s (median round)": _r(r["spec"]["tokens_per_s"], 1),
                     "speedup (the rule's)": _r(sp.get("value"), 2),
-                    "95% range": f"{sp['lo']:.2f}–{sp['hi']:.2f}" if sp.get("lo") else "",
+                    "95% range": rule.span(sp["lo"], sp["hi"]) if sp.get("lo") else "",
                     "verdict": sp.get("kind", ""),
                     "TTFT ms plain / spec": f"{r['plain']['ttft_ms']:.0f} / {r['spec']['ttft_ms']:.0f}",
                     "TPOT ms plain / spec": f"{_r(r['plain']['tpot_ms'], 1)} / {_r(r['spec']['tpot_ms'], 1)}",

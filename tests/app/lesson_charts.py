@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LESSONS = ROOT / "assets" / "lessons"
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
-WIDTHS = (760, 1200)  # a narrow laptop window's chart and a wide one (the app's layout is "wide")
+WIDTHS = (560, 760, 1200)  # a 1024 px laptop with the sidebar open, a narrow laptop window, a wide one
 
 
 def _rec(name: str) -> dict:

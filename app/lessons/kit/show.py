@@ -20,7 +20,9 @@ def show_chart(fig, key: str) -> None:
 
 
 def show_table(rows: list[dict]) -> None:
-    st.dataframe(rows, hide_index=True, height=bars.table_height(rows))
+    """The lesson's table; its first column (what each row is) pinned, so a wide table scrolls under the row's name."""
+    first = {next(iter(rows[0])): st.column_config.Column(pinned=True)} if rows else None
+    st.dataframe(rows, hide_index=True, height=bars.table_height(rows), column_config=first)
 
 
 def settings_note(m: dict, s: dict) -> None:
