@@ -46,7 +46,6 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from app.classroom.beacon import ClassBeacons
@@ -67,31 +66,17 @@ from app.classroom.inputs import (
     normalize_code,
     prediction_value,
 )
+from app.classroom.reads import ClassState, StoreReads
 from app.classroom.schema import CLASS_TABLES, SQLITE, Dialect, _Cursor, migrate
+
+__all__ = ["ClassGone", "ClassState", "ClassroomError", "ClassroomStore", "Dialect", "Limits"]
 
 # Each student of a class (code: 2nd ?) with their prediction for a lesson (1st ?) or NULL, in joining order.
 SEATS_SQL = "SELECT s.student_id, p.value FROM students s LEFT JOIN predictions p ON p.code = s.code AND p.lesson = ? \
 AND p.student_id = s.student_id WHERE s.code = ? ORDER BY s.joined_at"
 
 
-@dataclass(frozen=True)
-class ClassState:
-    """What one poll returns: the class as its teacher (role "teacher") or one student sees it now."""
-
-    code: str
-    role: str  # "teacher" | "student"
-    lesson: str | None  # the lesson the teacher has open (None before the first one)
-    version: int  # grows with every change: a poller redraws only when it moved
-    students: int
-    expires_at: float
-    predictions: int  # for the current lesson
-    result_json: str | None  # the current lesson's revealed result, None before Reveal
-    answers_revealed: bool  # for the current lesson
-    my_prediction: float | None = None  # a student's own, for the current lesson
-    nickname: str | None = None  # a student's own
-
-
-class ClassroomStore:
+class ClassroomStore(StoreReads):
     """Classes in one database; every method is one short transaction, safe from many threads at once."""
 
     def __init__(
@@ -317,7 +302,12 @@ class ClassroomStore:
                     raise ClassroomError(f"This class is full ({self.limits.students_per_class} students).")
             except ClassroomError as exc:
                 refused = exc  # recorded below (the attempt counts), raised after the commit
+            if refused is None and name and c.one("SELECT 1 FROM students WHERE code = ? AND nickname = ?", row[0], name) is not None:
+                taken = ClassroomError(f"Someone in this class already goes by “{name}”: pick another nickname, or none.")
+            else:
+                taken = None  # a clash is no wrong code: the attempt counts as a good one
             c.run("INSERT INTO join_attempts (at, client, ok) VALUES (?, ?, ?)", now, client, int(refused is None))
+            refused = refused or taken
             if refused is None:
                 student_id = secrets.token_urlsafe(STUDENT_ID_BYTES)
                 c.run("INSERT INTO students (student_id, code, nickname, joined_at) VALUES (?, ?, ?, ?)", student_id, row[0], name, now)
@@ -338,8 +328,23 @@ class ClassroomStore:
             self._add_row(c, row, "predictions", {"code": row[0], "lesson": key, "student_id": student_id}, {"value": number, "at": now})
         return number
 
+    def withdraw(self, code: object, student_id: object, lesson: object, now: float | None = None) -> bool:
+        """Take a student's prediction for `lesson` out of the class's count (they cleared it) until the result is out;
+        returns whether there was one."""
+        now = time.time() if now is None else now
+        key = lesson_key(lesson)
+        with self._tx(write=True) as c:
+            row = self._student(c, code, student_id, now, lock=True)
+            if c.one("SELECT 1 FROM results WHERE code = ? AND lesson = ?", row[0], key) is not None:
+                raise ClassroomError("The result is out, so predictions for this lesson are closed (the class keeps the one you sent).")
+            gone = c.run("DELETE FROM predictions WHERE code = ? AND lesson = ? AND student_id = ?", row[0], key, student_id)
+            if gone:
+                c.run("UPDATE classes SET row_count = row_count - 1 WHERE code = ?", row[0])
+        return bool(gone)
+
     def answer(self, code: object, student_id: object, lesson: object, question: object, option: object, now: float | None = None) -> None:
-        """A student's answer to check question `question` (1, 2, …) of `lesson`: option index 0, 1, …"""
+        """A student's answer to check question `question` (1, 2, …) of `lesson`: option index 0, 1, … The first answer
+        to a question is the one the class counts (a change after seeing a classmate's screen would be no answer)."""
         now = time.time() if now is None else now
         key = lesson_key(lesson)
         q = _small_int(question, 1, self.limits.max_question, "question")
@@ -348,81 +353,11 @@ class ClassroomStore:
             row = self._student(c, code, student_id, now, lock=True)
             if c.one("SELECT 1 FROM answer_reveals WHERE code = ? AND lesson = ?", row[0], key) is not None:
                 raise ClassroomError("The answers are out, so this lesson's questions are closed (the class keeps what you sent before).")
+            if c.one("SELECT 1 FROM answers WHERE code = ? AND lesson = ? AND question = ? AND student_id = ?", row[0], key, q, student_id):
+                raise ClassroomError(f"You answered question {q} already: the class counts your first answer.")
             self._add_row(
                 c, row, "answers", {"code": row[0], "lesson": key, "question": q, "student_id": student_id}, {"choice": o, "at": now}
             )
-
-    # -- reads (teacher always; a student only after the matching reveal)
-    def predictions(
-        self, code: object, lesson: object, *, token: object = None, student_id: object = None, now: float | None = None
-    ) -> list[float]:
-        """The class's predictions for `lesson`, sorted. Students see them only once the result is revealed."""
-        now = time.time() if now is None else now
-        key = lesson_key(lesson)
-        with self._tx(write=False) as c:
-            row, role = self._viewer(c, code, token, student_id, now)
-            if role == "student" and c.one("SELECT 1 FROM results WHERE code = ? AND lesson = ?", row[0], key) is None:
-                raise ClassroomError("The class's predictions are shown once the teacher reveals the result.")
-            return [r[0] for r in c.all("SELECT value FROM predictions WHERE code = ? AND lesson = ? ORDER BY value", row[0], key)]
-
-    def answer_counts(
-        self, code: object, lesson: object, *, token: object = None, student_id: object = None, now: float | None = None
-    ) -> dict[int, dict[int, int]]:
-        """question -> {option: how many chose it} for `lesson`. Students see them once the teacher reveals them."""
-        now = time.time() if now is None else now
-        key = lesson_key(lesson)
-        with self._tx(write=False) as c:
-            row, role = self._viewer(c, code, token, student_id, now)
-            shown = c.one("SELECT 1 FROM answer_reveals WHERE code = ? AND lesson = ?", row[0], key) is not None
-            if role == "student" and not shown:
-                raise ClassroomError("The class's answers are shown once the teacher reveals them.")
-            counts: dict[int, dict[int, int]] = {}
-            for q, o, n in c.all(
-                "SELECT question, choice, COUNT(*) FROM answers WHERE code = ? AND lesson = ? "
-                "GROUP BY question, choice ORDER BY question, choice",
-                row[0],
-                key,
-            ):
-                counts.setdefault(q, {})[o] = n
-            return counts
-
-    def version(self, code: object, now: float | None = None) -> int | None:
-        """The class's change counter (bumped by every write to it), for a poll to skip everything else while it stays
-        the same: one primary-key read; None where no class with that code is running. It says only that something
-        changed, never what: a student's reads still go through state() with the student's id."""
-        now = time.time() if now is None else now
-        with self._tx(write=False) as c:
-            row = c.one("SELECT version FROM classes WHERE code = ? AND expires_at > ?", normalize_code(code), now)
-        return row[0] if row else None
-
-    def state(self, code: object, *, token: object = None, student_id: object = None, now: float | None = None) -> ClassState:
-        """One poll: the class now, for its teacher (token) or one of its students (student_id)."""
-        now = time.time() if now is None else now
-        with self._tx(write=False) as c:
-            row, role = self._viewer(c, code, token, student_id, now)
-            code, lesson = row[0], row[3]
-            students = c.one("SELECT COUNT(*) FROM students WHERE code = ?", code)[0]
-            count = c.one("SELECT COUNT(*) FROM predictions WHERE code = ? AND lesson = ?", code, lesson)[0]
-            result = c.one("SELECT result_json FROM results WHERE code = ? AND lesson = ?", code, lesson)
-            shown = c.one("SELECT 1 FROM answer_reveals WHERE code = ? AND lesson = ?", code, lesson) is not None
-            mine = nickname = None
-            if role == "student":
-                got = c.one("SELECT value FROM predictions WHERE code = ? AND lesson = ? AND student_id = ?", code, lesson, student_id)
-                mine = got[0] if got else None
-                nickname = c.one("SELECT nickname FROM students WHERE student_id = ?", student_id)[0]
-        return ClassState(
-            code=code,
-            role=role,
-            lesson=lesson,
-            version=row[4],
-            students=students,
-            expires_at=row[2],
-            predictions=count,
-            result_json=result[0] if result else None,
-            answers_revealed=shown,
-            my_prediction=mine,
-            nickname=nickname,
-        )
 
     # -- upkeep
     def purge(self, now: float | None = None) -> int:

@@ -64,12 +64,14 @@ def test_a_class_from_start_to_revealed_answers(db):
         assert s.predictions(code, 3, student_id=sid, now=T0 + 4) == [1.5, 2.5]
     s.answer(code, ann, 3, 1, 0, now=T0 + 5)
     s.answer(code, bob, 3, 1, 2, now=T0 + 5)
-    s.answer(code, bob, 3, 1, 0, now=T0 + 6)  # changes his mind
-    assert s.answer_counts(code, 3, token=token, now=T0 + 6) == {1: {0: 2}}
+    with pytest.raises(ClassroomError, match="counts your first answer"):
+        s.answer(code, bob, 3, 1, 0, now=T0 + 6)  # a change of mind is refused: the first answer counts
+    assert s.answer_counts(code, 3, token=token, now=T0 + 6) == {1: {0: 1, 2: 1}}
     with pytest.raises(ClassroomError, match="once the teacher reveals them"):
         s.answer_counts(code, 3, student_id=ann, now=T0 + 6)
     s.reveal_answers(code, token, 3, now=T0 + 7)
-    assert s.answer_counts(code, 3, student_id=ann, now=T0 + 7) == {1: {0: 2}}
+    assert s.answer_counts(code, 3, student_id=ann, now=T0 + 7) == {1: {0: 1, 2: 1}}
+    assert s.my_answers(code, bob, 3, now=T0 + 7) == ({1: 2}, True) and s.my_answers(code, ann, 4, now=T0 + 7) == ({}, False)
     assert s.state(code, student_id=ann, now=T0 + 7).answers_revealed
     assert s.roster(code, token, now=T0 + 7) == ["Ann", ""]
 
@@ -94,12 +96,14 @@ def test_predictions_and_answers_close_when_their_result_is_out(db):
         s.predict(code, bob, 3, 2.2, now=T0 + 3)
     assert s.predict(code, bob, 4, 1.2, now=T0 + 3) == 1.2  # another lesson is open
     s.answer(code, ann, 3, 1, 0, now=T0 + 4)
-    s.answer(code, ann, 3, 1, 1, now=T0 + 5)  # before the answers are out she may change her mind
+    with pytest.raises(ClassroomError, match="You answered question 1 already") as exc:
+        s.answer(code, ann, 3, 1, 1, now=T0 + 5)  # her first answer is the one counted, even before the answers are out
+    _one_line(exc.value)
     s.reveal_answers(code, token, 3, now=T0 + 6)
     with pytest.raises(ClassroomError, match="questions are closed") as exc:
         s.answer(code, bob, 3, 1, 1, now=T0 + 7)
     _one_line(exc.value)
-    assert s.answer_counts(code, 3, token=token, now=T0 + 7) == {1: {1: 1}}
+    assert s.answer_counts(code, 3, token=token, now=T0 + 7) == {1: {0: 1}}
 
 
 def test_students_cannot_act_as_the_teacher(db):
@@ -500,3 +504,25 @@ def test_a_class_behind_one_address_can_all_join_within_a_minute(db):
         s.join(code, f"s{n}", client="203.0.113.7", now=T0 + n * 0.5)
     with pytest.raises(ClassroomError, match="Too many attempts to join from here"):
         s.join(code, "late", client="203.0.113.7", now=T0 + 31)
+
+
+def test_a_nickname_is_one_students_and_a_cleared_prediction_leaves_the_count(db):
+    """Two students cannot join one class under one nickname (the roster would not tell them apart: one line says so,
+    and it is no wrong code); a prediction cleared before the Reveal is withdrawn, after it the class keeps it."""
+    s = ClassroomStore(db)
+    code, token = s.create_class(now=T0)
+    s.set_lesson(code, token, 2, now=T0)
+    ann = s.join(code, "Ann", now=T0)
+    with pytest.raises(ClassroomError, match="already goes by “Ann”") as exc:
+        s.join(code, " Ann ", now=T0 + 1)
+    _one_line(exc.value)
+    assert s.roster(code, token, now=T0 + 1) == ["Ann"]
+    assert s.join(code, "", now=T0 + 1) and s.join(code, None, now=T0 + 1)  # no nickname: as many as like
+    s.predict(code, ann, 2, 1.5, now=T0 + 2)
+    assert s.withdraw(code, ann, 2, now=T0 + 3) and not s.withdraw(code, ann, 2, now=T0 + 3)
+    assert s.predictions(code, 2, token=token, now=T0 + 3) == [] and s.state(code, student_id=ann, now=T0 + 3).my_prediction is None
+    s.predict(code, ann, 2, 1.7, now=T0 + 4)
+    s.reveal(code, token, 2, json.dumps({"speedup": 2.0}), now=T0 + 5)
+    with pytest.raises(ClassroomError, match="the class keeps the one you sent"):
+        s.withdraw(code, ann, 2, now=T0 + 6)
+    assert s.predictions(code, 2, token=token, now=T0 + 6) == [1.7]
