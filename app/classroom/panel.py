@@ -1,17 +1,18 @@
-"""A class session on the Lessons page (issue 29): the teacher's control desk and the student's follow view. Streamlit
-functions that a page calls with the store (app/classroom/store.py) and what only the page knows (the lesson open,
-how to run its experiment, how to draw a result), so none of them imports the page. The desk polls in an
-`st.fragment(run_every=POLL_S)`; a student's live fragment runs when its watch (app/classroom/watch.py: the page's
-own script polls the class's change number as a served file) sees the class change. Each run reads the class's
-version number (one primary-key read) and, while it is unchanged, redraws the line it drew last and reads nothing
-else; a changed version reads one ClassState (a few indexed SELECTs), and a student's page reruns as a whole only
-when something it shows changed (the teacher moved on, revealed a result or the answers). On the teacher's lesson a
-student sees the light class page (the Lessons page draws no GPU panel, details or worksheet there), so that rerun is
-small too. Figures and escaped text: app/views/classroom.py.
+"""A class session on the Lessons page (issue 29): the shared parts (a session's Seat, links read, joining, notices,
+leaving) and the student's follow view; the teacher's desk is app/classroom/desk.py. Streamlit functions that a page
+calls with the store (app/classroom/store.py) and what only the page knows (the lesson open, how to draw a result), so
+none of them imports the page. A student's live fragment runs when its watch (app/classroom/watch.py: the page's own
+script polls the class's change number as a served file) sees the class change. Each run reads the class's version
+number (one primary-key read) and, while it is unchanged, redraws the line it drew last and reads nothing else; a
+changed version reads one ClassState (a few indexed SELECTs), and a student's page reruns as a whole only when
+something it shows changed (the teacher moved on, revealed a result or the answers, or ended the class). On the
+teacher's lesson a student sees the light class page (the Lessons page draws no GPU panel, details or worksheet
+there), so that rerun is small too. Figures and escaped text: app/views/classroom.py.
 
 Secrets: the teacher token is read from the link once, kept in the session, and removed from the address bar at
-once (a teacher projects the screen); it is shown only inside a collapsed "private link" expander. Student ids
-never appear on a page. Every ClassroomError becomes one notice and the page carries on.
+once (a teacher projects the screen); it is shown only inside a collapsed "private link" expander. A student's id is
+their own link's `seat` once joined (a reload keeps the seat; a student does not project), never shown on a page.
+Every ClassroomError becomes one notice and the page carries on.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import streamlit as st
 
 from app.classroom import watch
 from app.classroom.inputs import ClassGone, ClassroomError, normalize_code
-from app.classroom.store import ClassroomStore
+from app.classroom.store import ClassroomStore, ClassState
 from app.views import classroom as views
 from app.views.safe import md_escape, md_text
 
@@ -31,6 +32,7 @@ POLL_S = 2.0  # the issue asks for <= 2 s: the desk's poll, and a student page's
 WATCH_S = 1.0  # a student page's watch fetches its class's file this often (a fetch of a tiny file: Reveal -> page sooner)
 BACKSTOP_S = 30.0  # a student's live part also runs this often on its own, should its watch not run at all
 TOKEN_PARAM = "desk"  # the teacher's private link: ?class=CODE&desk=TOKEN (never `teacher`: the Lessons page's toggle)
+SEAT_PARAM = "seat"  # a student's own link once joined: ?class=CODE&seat=ID (a reload keeps the seat)
 SEAT = "classroom_seat"  # session_state: this session's Seat
 PENDING = "classroom_pending"  # session_state: a code from a student link, not joined yet
 SEEN = "classroom_seen"  # session_state: what a student's page last drew (a poll compares with it)
@@ -72,8 +74,10 @@ def client_key() -> str:
 
 def read_link(store: ClassroomStore, raw: dict) -> None:
     """On a session's first run, with the query string `raw`: `?class=CODE` is a student link (its code waits
-    for Join), `?class=CODE&desk=TOKEN` the teacher's (checked, then this session is the teacher's). The token
-    leaves the address bar at once. A bad code or token gets a notice (which never repeats the token)."""
+    for Join), `?class=CODE&seat=ID` a joined student's own (a reload keeps the seat), `?class=CODE&desk=TOKEN` the
+    teacher's (checked, then this session is a desk of the class). A desk or a seat opens the class's lesson (FOLLOW):
+    a desk opened on another device joins the class where it is, it does not move it. The token leaves the address bar
+    at once. A bad code or token gets a notice (which never repeats the token)."""
     token = raw.get(TOKEN_PARAM)
     if TOKEN_PARAM in st.query_params:
         del st.query_params[TOKEN_PARAM]
@@ -81,13 +85,39 @@ def read_link(store: ClassroomStore, raw: dict) -> None:
         return
     try:
         code = normalize_code(raw["class"])
-        if token is None:
-            st.session_state[PENDING] = code
-            return
-        store.state(code, token=token)  # checks the code and the token
-        st.session_state[SEAT] = Seat(code, "teacher", token)
     except ClassroomError as exc:
         notice(exc)
+        return
+    role, secret = ("teacher", token) if token is not None else ("student", raw.get(SEAT_PARAM))
+    if secret is None:
+        st.session_state[PENDING] = code
+        return
+    try:
+        state = store.state(code, **({"token": secret} if role == "teacher" else {"student_id": secret}))
+    except ClassGone as exc:
+        if role == "student":
+            st.session_state[SEAT] = Seat(code, role, secret)  # their class ended: the page says so, with a way out
+        else:
+            notice(exc)
+        return
+    except ClassroomError as exc:
+        notice(exc)
+        if role == "student":
+            st.query_params.pop(SEAT_PARAM, None)
+            st.session_state[PENDING] = code  # not (or no longer) in it: the Join form
+        return
+    st.session_state[SEAT] = Seat(code, role, secret)
+    if state.lesson is not None:
+        st.session_state[FOLLOW] = state.lesson
+        if role == "teacher":
+            st.session_state[SENT] = {"lesson": state.lesson}  # this desk shows the class's lesson: nothing to move
+
+
+def class_ended(store: ClassroomStore, label: str = "Leave the class") -> None:
+    """What a page of a class that has ended shows (its teacher ended it, or it expired), and the way out."""
+    hours = f"{store.limits.class_life_s / 3600:g}"
+    st.info(f"This class has ended: your teacher ended it, or it ran its {hours} hours. Leave it to go on alone.", icon=":material/groups:")
+    leave_button(label)
 
 
 def start_button(store: ClassroomStore) -> None:
@@ -107,7 +137,8 @@ def forget() -> None:
     """This session leaves its class (the class goes on)."""
     for key in (SEAT, PENDING, SEEN, SENT, FOLLOW, POLL_LINE, KEPT):
         st.session_state.pop(key, None)
-    st.query_params.pop("class", None)
+    for param in ("class", SEAT_PARAM):
+        st.query_params.pop(param, None)
 
 
 def leave_button(label: str = "Leave the class") -> None:
@@ -120,129 +151,6 @@ def take_follow() -> str | None:
     """The lesson a student's page should move to (the teacher's), once: the page calls this BEFORE drawing its
     lesson picker and selects that lesson (a widget's value cannot change after it is drawn in a run)."""
     return st.session_state.pop(FOLLOW, None)
-
-
-# --- teacher -----------------------------------------------------------------------------------------------
-def teacher_desk(
-    store: ClassroomStore,
-    me: Seat,
-    page_url: str,
-    lesson: str,
-    *,
-    unit: str,
-    questions: list[tuple[str, list[str]]],
-    run_result: Callable[[], str | None],
-    page_redraws: bool = True,
-    result_page: ResultPage | None = None,
-) -> None:
-    """The control desk: the student link (text and QR code), the private link, then the live part (counts,
-    the predictions' distribution, Reveal, answer counts). `lesson` is the lesson the teacher's page shows (the
-    class follows it); `run_result()` runs the experiment once (live, or the recording in teacher mode) and returns
-    the result as JSON text, or None when it could not (it has said why). `page_redraws`: the run is the page's own
-    result too (a live run), so after a Reveal the whole page reruns to show it; False where the page already shows
-    what the class is given (the recording, in teacher mode): then only the desk redraws (issue 41: a whole lesson page
-    rerun at every Reveal cost the server ~0.5 s of CPU and the teacher's browser 1-2 s, while 30 students drew it).
-    `result_page`: at a Reveal, each student's result is also written as a file their page fetches (publish_pages)."""
-    sent = st.session_state.setdefault(SENT, {})
-    if sent.get("lesson") != lesson:
-        try:
-            store.set_lesson(me.code, me.secret, lesson)
-            sent["lesson"] = lesson
-        except ClassroomError as exc:
-            notice(exc)
-            leave_button()
-            return
-    link = views.lessons_url(page_url, me.code)
-    with st.container(border=True):
-        st.markdown(f"**Class {md_text(me.code)}**: students open this link or scan the code.")
-        qr_col, text_col = st.columns([1, 3])
-        qr_col.image(views.qr_svg(link), width=165)
-        text_col.code(link, language=None)
-        with text_col.expander("Teacher's private link (keep it secret: it opens this desk on another device)"):
-            st.code(views.lessons_url(page_url, me.code, me.secret), language=None)
-        desk_live(store, me, lesson, unit, questions, run_result, page_redraws, result_page)
-        if st.button("End the class", key="class_end", help="Deletes the class and everything in it now."):
-            try:
-                store.end_class(me.code, me.secret)
-            except ClassroomError as exc:
-                notice(exc)
-            forget()
-            st.rerun()
-
-
-@st.fragment(run_every=POLL_S)
-def desk_live(
-    store: ClassroomStore,
-    me: Seat,
-    lesson: str,
-    unit: str,
-    questions: list[tuple[str, list[str]]],
-    run_result: Callable[[], str | None],
-    page_redraws: bool,
-    result_page: ResultPage | None,
-) -> None:
-    """The live part of the desk, redrawn every POLL_S seconds on its own. A Reveal is handled before the desk reads the
-    class (the button's value is set before the run its click starts), so this run draws the class as revealed."""
-    if st.session_state.get("class_reveal") and reveal(store, me, lesson, run_result, result_page) and page_redraws:
-        st.rerun(scope="app")  # the teacher's own page shows the live result too (a recording it already shows)
-    try:
-        state = store.state(me.code, token=me.secret)
-        values = store.predictions(me.code, lesson, token=me.secret)
-        counts = store.answer_counts(me.code, lesson, token=me.secret)
-    except ClassroomError as exc:
-        notice(exc)
-        return
-    st.markdown(f"**{views.count_label(len(values))}** · {views.count_label(state.students, 'student')} joined")
-    desk_predictions(tuple(values), unit)
-    revealed = state.lesson == lesson and state.result_json is not None
-    again = "run once more" if page_redraws else "share the recording once more"  # a recording is shared, not run
-    label = f"Reveal again ({again})" if revealed else "Reveal"
-    st.button(label, key="class_reveal", type="primary", icon=":material/visibility:")
-    if revealed:
-        st.caption("Revealed: every student's page shows this result and the class's predictions.")
-    if questions:
-        st.markdown("**Check questions: the class's answers**")
-        st.dataframe(views.answer_rows(counts, questions), hide_index=True, key="class_answers")
-        if st.button("Reveal the answers", key="class_reveal_answers", disabled=state.answers_revealed):
-            try:
-                store.reveal_answers(me.code, me.secret, lesson)
-            except ClassroomError as exc:
-                notice(exc)
-    with st.expander(f"Who joined ({state.students})"):
-        try:
-            st.markdown(views.roster_markdown(store.roster(me.code, me.secret)))
-        except ClassroomError as exc:
-            notice(exc)
-
-
-def reveal(store: ClassroomStore, me: Seat, lesson: str, run_result: Callable[[], str | None], result_page: ResultPage | None) -> bool:
-    """Run the class's one result (`run_result`) and give it to the class, each student's page as a file first
-    (publish_pages); False after saying why not."""
-    result = run_result()
-    if result is None:
-        return False
-    pages = None
-    if result_page is not None and watch.serving(store):
-        pages = lambda version, seats: publish_pages(store, me.code, version, seats, result, result_page)  # noqa: E731
-    try:
-        store.reveal(me.code, me.secret, lesson, result, prepare=pages)
-    except ClassroomError as exc:
-        notice(exc)
-        return False
-    return True
-
-
-def publish_pages(store: ClassroomStore, code: str, version: int, seats: list, result: str, result_page: ResultPage) -> None:
-    """At a Reveal, before the class's number moves: each student's revealed result (`result_page`, with the class's
-    predictions and their own) as a file (ClassBeacons.publish_results). A page that sees the number move fetches its
-    file and shows it before its Streamlit run (watch.js): 30 pages showing a Reveal wait on a fetch each, not on 30
-    runs drawn by 30 browsers (issue 41). Never fails the Reveal: a page without its file asks its run, as before."""
-    values = tuple(sorted(v for _, v in seats if v is not None))
-    try:
-        pages = {sid: page for sid, mine in seats if (page := result_page(result, values, mine)) is not None}
-        store.beacons.publish_results(code, version, pages)
-    except (OSError, ValueError, KeyError, TypeError):  # an unwritable folder, or a result no page could draw
-        return
 
 
 # --- student -----------------------------------------------------------------------------------------------
@@ -263,6 +171,7 @@ def join_form(store: ClassroomStore) -> None:
             return
         st.session_state[SEAT] = Seat(code, "student", student_id)
         st.session_state.pop(PENDING, None)
+        st.query_params[SEAT_PARAM] = student_id  # this page's own link: a reload keeps the seat (read_link)
         try:
             lesson = store.state(code, student_id=student_id).lesson
         except ClassroomError:
@@ -272,35 +181,86 @@ def join_form(store: ClassroomStore) -> None:
         st.rerun()
 
 
-def commit_prediction(store: ClassroomStore, me: Seat | None, lesson: str, value: float | None) -> None:
-    """Send a student's prediction to the class (again only when it changed)."""
-    if me is None or me.role != "student" or value is None:
-        return
-    sent = st.session_state.setdefault(SENT, {})
-    if sent.get(("prediction", lesson)) == value:
-        st.caption("Your prediction is in the class's count.")
-        return
+def code_form() -> None:
+    """'Join a class' for a student given only the code: the code typed (case, spaces and dashes ignored), checked,
+    then the Join form as from the class's link; a malformed code gets one line."""
+    with st.form("class_code", border=False):
+        typed = st.text_input("Join a class: its code", key="class_code_typed", placeholder="e.g. 7K3M-9QX2-PD", max_chars=40)
+        go = st.form_submit_button("Join a class", icon=":material/groups:")
+    if go:
+        try:
+            code = normalize_code(typed)
+        except ClassroomError as exc:
+            notice(exc)
+            return
+        st.session_state[PENDING] = code
+        st.query_params["class"] = code
+        st.rerun()
+
+
+def student_state(store: ClassroomStore, me: Seat | None) -> ClassState | None:
+    """A student's class now (one read), or None: not a student, or an error student_view says in its place."""
+    if me is None or me.role != "student":
+        return None
     try:
-        store.predict(me.code, me.secret, lesson, value)
-        sent[("prediction", lesson)] = value
+        return store.state(me.code, student_id=me.secret)
+    except ClassroomError:
+        return None
+
+
+def seed_prediction(state: ClassState | None, lesson: str, key: str) -> None:
+    """Before the prediction box `key` is drawn: where it holds nothing of this session's (a reload, a lesson left and
+    come back to: Streamlit forgets a widget not drawn in a run), it shows what the class counts for this student."""
+    if state is not None and state.lesson == lesson and state.my_prediction is not None and key not in st.session_state:
+        st.session_state[key] = state.my_prediction
+
+
+def commit_prediction(
+    store: ClassroomStore, me: Seat | None, state: ClassState | None, lesson: str, value: float | None, typed: bool = False
+) -> None:
+    """A student's prediction box against the class (`state`, read before the box): only on the teacher's lesson is it
+    sent (once per change); a box cleared before the Reveal withdraws it; `typed`: the box holds a number the page
+    refused (it said why): the class keeps what it had. One line says where the prediction stands."""
+    if me is None or me.role != "student" or state is None:
+        return
+    if state.lesson != lesson:
+        where = f"the class is on lesson {md_text(state.lesson)}" if state.lesson else "the teacher has not opened a lesson yet"
+        st.caption(f"Not sent: {where}, and a prediction counts only on the teacher's lesson.")
+        return
+    mine = state.my_prediction
+    if value is None:
+        if typed or mine is None:
+            if mine is not None:
+                st.caption(f"The class keeps your earlier prediction, {mine:g}.")
+        elif state.result_json is not None:
+            st.caption(f"The result is out: the class keeps your prediction, {mine:g}.")
+        else:
+            try:
+                store.withdraw(me.code, me.secret, lesson)
+                st.caption("Cleared: your prediction is out of the class's count (type a number to send one again).")
+            except ClassroomError as exc:
+                notice(exc)
+        return
+    if value != mine:
+        try:
+            store.predict(me.code, me.secret, lesson, value)
+        except ClassroomError as exc:
+            notice(exc)
+            return
         st.session_state[COMMITS] = st.session_state.get(COMMITS, 0) + 1  # this run's watch blurs the input (watch.js)
-        st.caption("Your prediction is in the class's count.")
-    except ClassroomError as exc:
-        notice(exc)
+    st.caption(f"Your prediction, {value:g}, is in the class's count.")
 
 
-def commit_answer(store: ClassroomStore, me: Seat | None, lesson: str, question: int, option: int | None) -> None:
-    """Send a student's answer to check question `question` (1, 2, …) to the class."""
+def commit_answer(store: ClassroomStore, me: Seat | None, lesson: str, question: int, option: int | None) -> bool:
+    """Send a student's first answer to check question `question` (1, 2, …) to the class; False after a notice."""
     if me is None or me.role != "student" or option is None:
-        return
-    sent = st.session_state.setdefault(SENT, {})
-    if sent.get(("answer", lesson, question)) == option:
-        return
+        return False
     try:
         store.answer(me.code, me.secret, lesson, question, option)
-        sent[("answer", lesson, question)] = option
     except ClassroomError as exc:
         notice(exc)
+        return False
+    return True
 
 
 def student_view(
@@ -310,7 +270,7 @@ def student_view(
     *,
     result_page: ResultPage,
     draw_result: Callable[[str, float | None], None],
-    questions: list[tuple[str, list[str]]],
+    questions: list[tuple[str, list[str], int]],
 ) -> tuple[bool, str | None]:
     """A student's class bar: follow the teacher (the page moves to the teacher's lesson: see take_follow), then the
     live part (`student_live`, redrawn on its own): the class line and, on the teacher's lesson once revealed, THE
@@ -323,26 +283,19 @@ def student_view(
     try:
         state = store.state(me.code, student_id=me.secret)
     except ClassGone:  # the class this student sat in is gone: said as what happened, not as a wrong code
-        hours = f"{store.limits.class_life_s / 3600:g}"
-        st.info(
-            f"This class has ended: your teacher ended it, or it ran its {hours} hours. Leave it to go on alone.", icon=":material/groups:"
-        )
-        leave_button()
+        class_ended(store)
         return False, None
     except ClassroomError as exc:
         notice(exc)
         leave_button()
         return False, None
-    follow = st.toggle("Follow the teacher", value=True, key="class_follow")
+    st.session_state.setdefault("class_follow", True)  # the switch's value lives in the session (no default beside it)
+    follow = st.toggle("Follow the teacher", key="class_follow", help="Off: browse other lessons; on: back to the teacher's.")
     if state.lesson is not None and state.lesson != lesson:
         if follow:
             st.session_state[FOLLOW] = state.lesson
             st.rerun()
-        st.button(
-            f"Follow the teacher (lesson {md_text(state.lesson)})",
-            key="class_follow_now",
-            on_click=lambda: st.session_state.update({"class_follow": True, FOLLOW: state.lesson}),
-        )
+        st.caption(f"The teacher is on lesson {md_text(state.lesson)}: switch Follow the teacher on to go back there.")
     st.session_state[SEEN] = state.lesson  # the lesson this run drew for: a poll that reads another reruns the page
     st.session_state[POLL_LINE] = (state.version, state)
     student_live(store, me, lesson, result_page, draw_result, questions)
@@ -357,7 +310,7 @@ def student_live(
     lesson: str,
     result_page: ResultPage,
     draw_result: Callable[[str, float | None], None],
-    questions: list[tuple[str, list[str]]],
+    questions: list[tuple[str, list[str], int]],
 ) -> None:
     """The live part of a student's page. It runs when its watch (app/classroom/watch.py, polling the class's change
     number as a static file every WATCH_S) sees the class change, else every BACKSTOP_S only; with no file to watch,
@@ -374,12 +327,16 @@ def student_live(
     page_path = watch.page_path(store, me.code, me.secret) if where is not None else None
     try:
         version = store.version(me.code)
+        if version is None:
+            raise ClassGone("ended")  # the class has ended: the page's run says so, with Leave
         kept = st.session_state.get(POLL_LINE)
         if version is not None and kept is not None and kept[0] == version:
             state = kept[1]
         else:
             state = store.state(me.code, student_id=me.secret)
             st.session_state[POLL_LINE] = (state.version, state)
+    except ClassGone:
+        st.rerun(scope="app")
     except ClassroomError as exc:
         watch.watch(where, WATCH_S, POLL_S, page="", page_path=page_path, committed=committed)
         notice(exc)
@@ -392,7 +349,10 @@ def student_live(
     who = f" as {md_escape(state.nickname, 24)}" if state.nickname else ""
     where_is = f"the teacher is on lesson {md_text(state.lesson)}" if state.lesson else "the teacher has not opened a lesson yet"
     # No live count of the predictions here: a prediction before the Reveal wakes no student's page (the desk counts them)
-    waiting = "" if state.result_json else " · the result appears when the teacher reveals it"
+    if state.lesson != lesson:
+        waiting = f" · you are on lesson {md_text(lesson)}, where nothing is sent to the class"
+    else:
+        waiting = "" if state.result_json else " · the result appears when the teacher reveals it"
     st.caption(f"In class {md_text(me.code)}{who}: {where_is}{waiting}.")
     page, counts = "", None
     try:
@@ -412,7 +372,7 @@ def student_live(
         return
     draw_result(state.result_json, state.my_prediction)  # under the result (its notice, if it could not be read)
     if counts is not None:
-        st.html("<p><strong>The class's answers</strong></p>" + views.table_html(views.answer_rows(counts, questions)))
+        st.html("<p><strong>The class's answers</strong></p>" + views.table_html(views.answer_rows(counts, questions, mark=True)))
 
 
 def _kept(what: str, version: int, read: Callable):
@@ -441,10 +401,3 @@ def predictions_html(values: tuple, unit: str, mine: float | None, measured: flo
     issue 41); the SVG goes in as an image, so it cannot carry script. The SVG is built from numbers, with the unit
     escaped."""
     return views.result_html(list(values), unit, mine=mine, result=measured)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def desk_predictions(values: tuple, unit: str) -> None:
-    """The desk's figure of the class's predictions (the teacher's one browser draws plotly), built once per set of
-    predictions and replayed at each tick (~1 ms against ~20 ms of server CPU to build it)."""
-    st.plotly_chart(views.predictions_figure(list(values), unit), key="class_predictions", config={"displayModeBar": False})

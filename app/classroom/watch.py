@@ -8,7 +8,7 @@ and React redraws) and the server a run, for 30 pages ~1 core of this 2-core mac
 late joins got the CPU that was left. A fetch of a ten-byte file costs next to nothing on both sides.
 
 It also shows the class's result on the page (plain HTML this server built, in the component's element): at a Reveal
-each student's result is written as a file first (panel.publish_pages), and a page that sees the number move to the
+each student's result is written as a file first (desk.publish_pages), and a page that sees the number move to the
 Reveal's fetches its own and shows it at once; its run then gives the same HTML. 30 pages showing a Reveal each wait
 on one fetch and one insert (milliseconds), not on a Streamlit run drawn by their browser (~0.1-0.3 s of CPU each).
 
@@ -54,7 +54,7 @@ def beacon(store: ClassroomStore, code: str) -> tuple[str, int] | None:
 
 
 def page_path(store: ClassroomStore, code: str, student_id: str) -> str:
-    """Where this student's page fetches its revealed result (written at a Reveal: panel.publish_pages)."""
+    """Where this student's page fetches its revealed result (written at a Reveal: desk.publish_pages)."""
     return store.beacons.page_url(code, student_id)
 
 

@@ -76,8 +76,9 @@ BOUND: dict[str, dict[str, str]] = {
 }
 # Link parameters a page reads without a widget: never bound, so never in a link notice. A class session's
 # `class` (the code) and `desk` (the teacher's secret token, removed from the address bar on the first run and
-# never repeated in a notice; not `teacher`, the toggle above) are read by app/lessons/kit/class_page.py.
-LINK_ONLY: dict[str, tuple[str, ...]] = {"lessons": ("lesson", "class", "desk")}
+# never repeated in a notice; not `teacher`, the toggle above) and a joined student's `seat` (a reload keeps it) are
+# read by app/lessons/kit/class_page.py.
+LINK_ONLY: dict[str, tuple[str, ...]] = {"lessons": ("lesson", "class", "desk", "seat")}
 # No st.number_input here: Streamlit 1.67 seeds it from the URL with int(float(text)) before its range check, so
 # "?N=inf" raised OverflowError inside Streamlit, where no page can catch it (tests/app/test_url_fuzz.py). Sliders
 # and the other widgets reset an unusable value to their default.

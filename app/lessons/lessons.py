@@ -17,14 +17,13 @@ import streamlit as st
 from app.common.page_helpers import url_fallbacks
 from app.common.url_keys import bound
 from app.lessons.kit import class_page
+from app.lessons.kit.ask import show_checks
 from app.lessons.kit.page import (
     LESSONS_DIR,
     PAGE,
     draw_settings,
     experiment_block,
     pick_lesson,
-    prediction,
-    show_checks,
     show_details,
     show_gpu_panel,
     show_lead,
@@ -87,18 +86,22 @@ if first_run:  # a link's notices stay while its lesson is shown
 shown_for, kept = st.session_state.get("lesson_notices", (-1, []))
 for notice in kept if shown_for == i else []:
     notice_box.warning(notice, icon=":material/link_off:")
+folded = False  # a teacher's own result while the class predicts: the answer, on a projected page
 if me is not None and me.role == "teacher":
-    class_page.desk(store, me, i, lesson, experiment, settings, teacher)
-guess = prediction(i, experiment, settings)
-class_page.commit_prediction(store, me, i, guess)
+    folded = not class_page.desk(store, me, i, lesson, experiment, settings, teacher)
+guess = class_page.predict(store, me, i, experiment, settings)  # in a class: sent on the teacher's lesson only
+in_checks = class_page.checks(store, me, i)  # a student's class rules for the checks (first answer counts), else None
 on_class_lesson, result, rows = False, None, []
 if me is not None and me.role == "student":  # on the teacher's lesson: the class's one result, no run of one's own
     on_class_lesson, result = class_page.student(store, me, i, lesson, experiment)  # result, worksheet: live
-if not on_class_lesson:
+if folded:
+    with st.expander("🔒 The lesson's result: the answer (open it deliberately; it opens by itself at Reveal)"):
+        experiment_block(i, lesson.experiment, experiment, settings, guess, teacher)
+elif not on_class_lesson:
     result, rows = experiment_block(i, lesson.experiment, experiment, settings, guess, teacher)
-elif not st.toggle("Show the whole lesson", key="class_whole_lesson", help="The GPU panel, the details and the sources"):
+elif not st.toggle("Show the whole lesson", key=f"class_whole_lesson{i}", help="The GPU panel, the details and the sources"):
     # the light class page (issue 41): the question, the prediction, the class's one result, the checks
-    show_checks(i, lesson, class_page.answer_sender(store, me, i))
+    show_checks(i, lesson, in_checks)
     st.stop()
 show_gpu_panel(lesson.experiment, settings, lesson.sections.gpu, result)  # re-timed on the H200, measured H200, model, cited
 show_details(lesson)
@@ -106,7 +109,7 @@ if experiment.more is not None:  # one more section the lesson's record asks for
     title, draw = experiment.more
     with st.expander(title):
         draw()
-show_checks(i, lesson, class_page.answer_sender(store, me, i))
+show_checks(i, lesson, in_checks)
 if result is not None and not on_class_lesson:  # in class the live part draws the class result's worksheet
     show_worksheet(i, lesson, experiment, lesson.experiment, result, rows)
 show_sources(lesson)

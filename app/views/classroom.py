@@ -96,18 +96,20 @@ def predictions_figure(values: list[float], unit: str = "", mine: float | None =
     return fig
 
 
-def answer_rows(counts: dict[int, dict[int, int]], questions: list[tuple[str, list[str]]]) -> list[dict]:
-    """One row per (question, option): the option's text, how many chose it, the share of that question's
-    answers, and the question (last: its long text would push the counts out of a narrow table).
-    `questions` = [(question text, [option texts])], question 1 first; counts from the store."""
+def answer_rows(counts: dict[int, dict[int, int]], questions: list[tuple[str, list[str], int]], mark: bool = False) -> list[dict]:
+    """One row per (question, option): the option's text, how many chose it, the share of that question's answers, with
+    `mark` (the answers are out) a mark on the right option, and the question, on its first option's row only.
+    `questions` = [(question text, [option texts], the right option's index)], question 1 first; counts from the
+    store."""
     rows = []
-    for q, (question, options) in enumerate(questions, start=1):
+    for q, (question, options, right) in enumerate(questions, start=1):
         got = counts.get(q, {})
         total = sum(got.values())
         for o, option in enumerate(options):
             n = got.get(o, 0)
             share = f"{n / total:.0%}" if total else "–"
-            rows.append({"answer": option, "students": n, "share": share, "question": f"{q}. {question}"})
+            row = {"answer": option, "students": n, "share": share} | ({"right answer": "✓" if o == right else ""} if mark else {})
+            rows.append(row | {"question": f"{q}. {question}" if o == 0 else ""})  # last: its long text would push the counts out
     return rows
 
 

@@ -368,8 +368,22 @@ def test_a_live_run_beside_a_busy_process_is_flagged_as_a_busy_recording_is(monk
 
 
 def test_a_count_is_predicted_as_a_whole_number():
-    """Lesson 0 asks how many of k drafts the target accepts: its box takes whole numbers (step 1, no decimals)."""
+    """Lesson 0 asks how many of k drafts the target accepts: its box steps by 1 and shows no decimals; the page, not the
+    browser, checks the number, so 2.5 is refused in one line (a whole-number box cut it to 2 and read "1e9" as 1)."""
     at = _app(lesson="0")
     box = at.number_input(key="l0_guess")
-    assert box.step == 1 and box.format == "%d"
-    assert at.number_input(key="l0_guess").set_value(3).run().number_input(key="l0_guess").value == 3
+    assert box.step == 1 and box.format == "%g" and box.min is None and box.max is None  # no browser range error
+    at.number_input(key="l0_guess").set_value(3).run()
+    assert at.number_input(key="l0_guess").value == 3 and not at.warning
+    at.number_input(key="l0_guess").set_value(2.5).run()
+    assert [w.value for w in at.warning] == ["This prediction counts something, so it is a whole number; 2.5 was not taken."]
+    assert "Enter your prediction first" in _texts(at.caption)  # nothing unlocked by a number not taken
+
+
+@pytest.mark.parametrize("value, said", [(1e9, "1e+09 was not taken"), (-1.0, "-1 was not taken"), (1000.5, "1000.5 was not taken")])
+def test_a_prediction_out_of_range_is_one_line_and_not_taken(value, said):
+    at = _app(lesson="2")
+    at.number_input(key="l2_guess").set_value(value).run()
+    assert not at.exception
+    assert [w.value for w in at.warning] == [f"A prediction lies between 0 and 1000; {said}."]
+    assert "Enter your prediction first" in _texts(at.caption)

@@ -115,7 +115,7 @@ def test_a_class_predicts_sees_one_result_and_answers(server, browser):
             page.get_by_text(f"In class {code}").first.wait_for()  # joined, and following lesson 2
             guess.fill(f"{1.1 + k / 10:.2f}")
             guess.press("Enter")
-            page.get_by_text("Your prediction is in the class's count.").wait_for()
+            page.get_by_text(f"Your prediction, {1.1 + k / 10:g}, is in the class's count.").wait_for()
             # the sent prediction lets go of the input's focus (a phone's keyboard closes; no caret redrawn while idle)
             page.wait_for_function(FOCUS_RELEASED, timeout=10_000)
             students.append(page)
@@ -158,7 +158,9 @@ def test_a_class_predicts_sees_one_result_and_answers(server, browser):
 
         for page, option in zip(students, (1, 1, 0)):
             page.get_by_role("radiogroup").first.get_by_text(CHECK.options[option], exact=True).click()
-            page.get_by_text(re.compile(r"^Right\. " if option == CHECK.answer else r"^Not quite: the answer is")).first.wait_for()
+            # in a class the first answer counts, locked, and right or wrong waits for the teacher's reveal
+            page.get_by_text("Your answer is in the class's count").first.wait_for()
+            assert page.get_by_text(re.compile(r"^(Right\. |Not quite: the answer is)")).count() == 0
         teacher.get_by_role("button", name="Reveal the answers").wait_for()
         want = {(CHECK.options[1], "2"), (CHECK.options[0], "1")}  # option, students: two chose 1, one chose 0
         deadline = time.monotonic() + 60

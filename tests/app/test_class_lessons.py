@@ -96,7 +96,7 @@ def test_a_class_predicts_sees_one_revealed_result_and_its_answers_reach_the_tea
         assert at.selectbox(key="lesson_pick").value == 2  # moved to the teacher's lesson
         assert not any(b.key == "lesson2_run" for b in at.button)  # in class: no run of their own
         at.number_input(key="l2_guess").set_value(1.1 + k / 10).run()
-        assert "Your prediction is in the class's count." in _text(at)
+        assert f"Your prediction, {1.1 + k / 10:g}, is in the class's count." in _text(at)
     teacher.run()
     assert "3 predictions" in _text(teacher) and "3 students joined" in _text(teacher)
     _button(teacher, "class_reveal").click().run()
@@ -132,7 +132,7 @@ def test_a_class_predicts_sees_one_revealed_result_and_its_answers_reach_the_tea
     students[0].toggle(key="class_figures").set_value(True).run()
     _clean(students[0])
     assert any(c.key == "more_flops_fig0" for c in students[0].get("plotly_chart"))  # the lesson's own figure, one click away
-    students[0].toggle(key="class_whole_lesson").set_value(True).run()
+    students[0].toggle(key="class_whole_lesson2").set_value(True).run()
     _clean(students[0])
     assert any("On a GPU" in str(h.value) for h in students[0].subheader)  # the whole lesson, one click away
     assert "one dot per student" in _picture(students[0])  # the class's picture stays

@@ -240,7 +240,7 @@ def test_a_reveal_writes_each_students_page_before_the_number_moves(tmp_path, be
 
 
 def test_the_desk_writes_each_students_page_as_the_page_draws_it(tmp_path, beacons):
-    from app.classroom import panel
+    from app.classroom import desk
 
     store = ClassroomStore(tmp_path / "classes.sqlite3", beacons=beacons)
     code, token = store.create_class()
@@ -249,14 +249,14 @@ def test_the_desk_writes_each_students_page_as_the_page_draws_it(tmp_path, beaco
     def page(result: str, values: tuple, mine) -> str:
         return f"{result}|{values}|{mine}"
 
-    panel.publish_pages(store, code, 7, [(ann, 2.0), (bob, None), ("carl", 1.0)], "R", page)
+    desk.publish_pages(store, code, 7, [(ann, 2.0), (bob, None), ("carl", 1.0)], "R", page)
     assert (beacons.folder / beacons.page_name(code, ann)).read_text() == "<!--v7-->\nR|(1.0, 2.0)|2.0"
     assert (beacons.folder / beacons.page_name(code, bob)).read_text() == "<!--v7-->\nR|(1.0, 2.0)|None"
 
     def unreadable(result: str, values: tuple, mine) -> str:
         raise ValueError("not a result")
 
-    panel.publish_pages(store, code, 8, [(ann, 2.0)], "R", unreadable)  # never fails the Reveal: the page asks its run
+    desk.publish_pages(store, code, 8, [(ann, 2.0)], "R", unreadable)  # never fails the Reveal: the page asks its run
     assert (beacons.folder / beacons.page_name(code, ann)).read_text().startswith("<!--v7-->")
 
 

@@ -117,8 +117,9 @@ def test_an_html_table_shows_every_cell_as_escaped_text():
 
 
 def test_answer_rows_give_counts_and_shares_per_option():
-    questions = [("Which is faster?", ["AR", "speculative", "same"]), ("Why?", ["memory", "compute"])]
+    questions = [("Which is faster?", ["AR", "speculative", "same"], 1), ("Why?", ["memory", "compute"], 0)]
     rows = views.answer_rows({1: {0: 1, 1: 3}}, questions)
+    assert "right answer" not in rows[0]  # before the answers are out, nothing marks the right one (the desk is projected)
     assert [(r["answer"], r["students"], r["share"]) for r in rows] == [
         ("AR", 1, "25%"),
         ("speculative", 3, "75%"),
@@ -126,7 +127,9 @@ def test_answer_rows_give_counts_and_shares_per_option():
         ("memory", 0, "–"),
         ("compute", 0, "–"),
     ]
-    assert rows[0]["question"] == "1. Which is faster?" and rows[3]["question"] == "2. Why?"
+    assert [r["question"] for r in rows] == ["1. Which is faster?", "", "", "2. Why?", ""]  # each question once
+    marked = views.answer_rows({1: {0: 1, 1: 3}}, questions, mark=True)
+    assert [r["right answer"] for r in marked] == ["", "✓", "", "✓", ""] and list(marked[0])[-1] == "question"
 
 
 def test_the_roster_shows_hostile_nicknames_as_text():
@@ -147,7 +150,7 @@ def _page():
 
     import streamlit as st
 
-    from app.classroom import panel
+    from app.classroom import desk, panel
     from app.classroom.store import ClassroomStore
 
     store = ClassroomStore(os.environ["SPECLAB_CLASS_DB"])
@@ -160,7 +163,7 @@ def _page():
         st.session_state["pick"] = follow
     lesson = st.selectbox("Lesson", ["1", "2", "3"], key="pick")
     me = panel.seat()
-    questions = [("Which is faster?", ["AR", "speculative"])]
+    questions = [("Which is faster?", ["AR", "speculative"], 1)]
 
     def result_page(result_json: str, values: tuple, mine) -> str:
         speedup = json.loads(result_json)["speedup"]
@@ -173,7 +176,7 @@ def _page():
         panel.start_button(store)
         panel.join_form(store)
     elif me.role == "teacher":
-        panel.teacher_desk(
+        desk.teacher_desk(
             store,
             me,
             "http://localhost:8501/lessons",
@@ -185,8 +188,10 @@ def _page():
             result_page=result_page,
         )
     else:
+        state = panel.student_state(store, me)
+        panel.seed_prediction(state, lesson, f"guess{lesson}")
         guess = st.number_input("Your prediction", value=None, key=f"guess{lesson}")
-        panel.commit_prediction(store, me, lesson, guess)
+        panel.commit_prediction(store, me, state, lesson, guess)
         choice = st.radio("1. Which is faster?", [0, 1], index=None, key=f"check{lesson}")
         panel.commit_answer(store, me, lesson, 1, choice)
         panel.student_view(store, me, lesson, result_page=result_page, draw_result=draw_result, questions=questions)
@@ -247,7 +252,7 @@ def test_teacher_starts_students_join_predict_and_see_one_result(db):
         assert at.session_state["classroom_seat"].role == "student" and not at.exception
         assert _committed(at) == 0
         at.number_input(key="guess1").set_value(1.0 + k).run()
-        assert "Your prediction is in the class's count." in _text(at)
+        assert f"Your prediction, {1.0 + k:g}, is in the class's count." in _text(at)
         # the run that sent it tells the watch, which lets go of the input's focus once (tests/app/test_class_browser.py)
         assert _committed(at) == 1 and _committed(at.run()) == 1
         # while the class waits: the element kinds the result brings (an st.html block, a download button), so
@@ -281,12 +286,12 @@ def test_teacher_starts_students_join_predict_and_see_one_result(db):
     _button(teacher, "class_reveal_answers").click().run()
     students[2].run()
     answers = next(h for h in _html(students[2]) if "The class's answers" in h)
-    cells = [td.text for td in ET.fromstring(answers.split("</p>", 1)[1]).iter("td")]  # an HTML table, no data grid
-    assert cells[:3] == ["AR", "0", "0%"] and cells[4:7] == ["speculative", "2", "100%"]
+    cells = [td.text or "" for td in ET.fromstring(answers.split("</p>", 1)[1]).iter("td")]  # an HTML table, no data grid
+    assert cells == ["AR", "0", "0%", "", "1. Which is faster?", "speculative", "2", "100%", "✓", ""]  # the right one marked
 
 
 def test_students_follow_the_teacher(db):
-    teacher, code, _ = _teacher(db)
+    teacher, code, token = _teacher(db)
     student = _student(code)
     assert student.selectbox(key="pick").value == "1"
     teacher.selectbox(key="pick").set_value("3").run()
@@ -296,7 +301,15 @@ def test_students_follow_the_teacher(db):
     teacher.selectbox(key="pick").set_value("2").run()
     student.run()
     assert student.selectbox(key="pick").value == "3"
-    assert any(b.key == "class_follow_now" for b in student.button)
+    # one switch, one line (no second "follow" button beside it), and the status says where nothing is sent
+    assert not any("Follow" in b.label for b in student.button) and len(student.toggle) == 1
+    assert "The teacher is on lesson `2`: switch Follow the teacher on" in _text(student)
+    assert "you are on lesson `3`, where nothing is sent" in _text(student) and "appears when the teacher" not in _text(student)
+    student.number_input(key="guess3").set_value(2.0).run()  # off the teacher's lesson: not counted
+    assert "Not sent: the class is on lesson `2`" in _text(student) and not student.exception
+    assert ClassroomStore(db).predictions(code, "3", token=token) == []
+    student.toggle(key="class_follow").set_value(True).run()
+    assert student.selectbox(key="pick").value == "2" and not student.exception
 
 
 def test_bad_links_and_hostile_nicknames_get_one_notice(db):
@@ -339,4 +352,8 @@ def test_reveal_reruns_the_whole_page_only_for_a_result_of_its_own(db, page_redr
     assert "Revealed" in _text(teacher) and not teacher.exception
     again = "run once more" if page_redraws else "share the recording once more"  # a recording is shared, not run
     assert _button(teacher, "class_reveal").label == f"Reveal again ({again})"
-    assert teacher.session_state["page_runs"] - before == (2 if page_redraws else 1)  # the click's run, then the rerun
+    # the first Reveal reruns the page either way: the teacher's own result was folded while the class predicted
+    assert teacher.session_state["page_runs"] - before == 2  # the click's run, then the rerun
+    before = teacher.session_state["page_runs"]
+    _button(teacher, "class_reveal").click().run()
+    assert teacher.session_state["page_runs"] - before == (2 if page_redraws else 1)  # again: a recording is shown already

@@ -7,9 +7,11 @@ from __future__ import annotations
 import html
 import json
 import sqlite3
+from dataclasses import dataclass, field
 
 import streamlit as st
 
+from app.classroom import desk as class_desk
 from app.classroom import panel
 from app.classroom.inputs import ClassroomError
 from app.classroom.panel import Seat
@@ -18,6 +20,7 @@ from app.common import resources
 from app.common.page_helpers import last_resort, one_line
 from app.lessons import registry
 from app.lessons.kit import show
+from app.lessons.kit.ask import prediction
 from app.lessons.kit.experiment import Experiment
 from app.lessons.kit.page import (
     load_recording,
@@ -68,13 +71,15 @@ def start_or_join(store: ClassroomStore | None) -> Seat | None:
     if st.session_state.get(panel.PENDING):
         panel.join_form(store)
         st.stop()  # a student link before Join: the form alone (issue 41); once in, the page opens the teacher's lesson
-    col, text = st.columns([1, 4], vertical_alignment="center")
+    col, text, code = st.columns([1, 3, 2], vertical_alignment="center")
     with col:
         panel.start_button(store)
     text.caption(
         "Teachers: start a class, and your students open its link (or QR code) to follow your page, commit their "
-        "predictions, and see one shared run when you press Reveal."
+        "predictions, and see one shared run when you press Reveal. Students with a code: type it here."
     )
+    with code:
+        panel.code_form()
     return None
 
 
@@ -109,17 +114,23 @@ def run_for_class(i: int, name: str, experiment: Experiment, settings: dict, tea
     return None if result is None else shared_json(result)
 
 
-def desk(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment, settings: dict, teacher: bool) -> None:
-    """The teacher's control desk for lesson `i` (panel.teacher_desk)."""
+def questions(lesson) -> list[tuple[str, list[str], int]]:
+    """The lesson's check questions as the class counts them: (question, options, the right option)."""
+    return [(c.question, list(c.options), c.answer) for c in lesson.checks]
+
+
+def desk(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment, settings: dict, teacher: bool) -> bool:
+    """The teacher's control desk for lesson `i` (desk.teacher_desk); whether the class's result is out (until then
+    the page folds the teacher's own result: it is the answer, and the desk is projected)."""
     if experiment.walkthrough is not None:
         st.caption(experiment.walkthrough.class_note)
-    panel.teacher_desk(
+    return class_desk.teacher_desk(
         store,
         me,
         st.context.url or "",
         str(i),
         unit=experiment.predict.unit.strip(),
-        questions=[(c.question, list(c.options)) for c in lesson.checks],
+        questions=questions(lesson),
         run_result=lambda: run_for_class(i, lesson.experiment, experiment, settings, teacher),
         page_redraws=not (teacher or experiment.walkthrough is not None),  # a recording: the page shows it already
         result_page=result_page(i, lesson, lesson.experiment, experiment),  # each student's result, as a file at Reveal
@@ -135,8 +146,19 @@ def shared_result(name: str, text: str) -> dict:
     result["measurement"] = registry.check_measurement(name, result["measurement"])
     if not isinstance(result["settings"], dict) or result["source"] not in ("live", "recorded"):
         raise ValueError("its settings or source are not what a lesson result holds")
-    result["label"] = " ".join(str(result["label"]).split())[:200]
+    result["label"] = word_cut(result["label"], 200)
     return result
+
+
+def word_cut(text: object, max_chars: int) -> str:
+    """`text` as one line of at most `max_chars` characters: whole, or cut after its last whole word, with "…"."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= max_chars:
+        return flat
+    head = flat[: max_chars - 1]
+    if flat[max_chars - 1] != " " and " " in head:
+        head = head.rsplit(" ", 1)[0]
+    return head.rstrip(" ,;:") + "…"
 
 
 def parse_shared(name: str, text: str) -> dict | None:
@@ -242,7 +264,7 @@ def student(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experim
         str(i),
         result_page=result_page(i, lesson, lesson.experiment, experiment),
         draw_result=draw_shared(i, lesson, lesson.experiment, experiment),
-        questions=[(c.question, list(c.options)) for c in lesson.checks],
+        questions=questions(lesson),
     )
     return on_lesson, (read_shared(lesson.experiment, text) if text is not None else None)
 
@@ -256,13 +278,51 @@ def read_shared(name: str, text: str) -> dict | None:
         return None
 
 
-def commit_prediction(store: ClassroomStore | None, me: Seat | None, i: int, guess) -> None:
+def predict(store: ClassroomStore | None, me: Seat | None, i: int, experiment: Experiment, settings: dict):
+    """The prediction box (ask.prediction) and, for a student in a class, where that prediction stands: the box shows
+    what the class counts (after a reload or a lesson left and come back to), and only on the teacher's lesson is it
+    sent (panel.commit_prediction). Returns the checked guess, or None."""
+    state = panel.student_state(store, me) if store is not None else None
+    key = f"l{i}_guess"
+    panel.seed_prediction(state, str(i), key)
+    guess = prediction(i, experiment, settings)
     if store is not None:
-        panel.commit_prediction(store, me, str(i), guess)
+        panel.commit_prediction(store, me, state, str(i), guess, typed=st.session_state.get(key) is not None)
+    return guess
 
 
-def answer_sender(store: ClassroomStore | None, me: Seat | None, i: int):
-    """What show_checks calls after each radio: the student's answer goes to the class (a no-op outside one)."""
-    if store is None or me is None or me.role != "student":
+@dataclass
+class ClassChecks:
+    """A class's hold on lesson `lesson`'s check questions, for ask.show_checks: `mine` the student's first answers
+    (the ones counted: a radio answered is locked), `revealed` whether the teacher has revealed the answers (no right
+    or wrong shown before), `on_lesson` whether the class is on this lesson (answers are sent only there); `send`
+    sends a first answer and says whether it was taken; `note` one line under the heading."""
+
+    mine: dict[int, int]
+    revealed: bool
+    on_lesson: bool
+    send: object = field(repr=False)
+    note: str = ""
+
+
+def checks(store: ClassroomStore | None, me: Seat | None, i: int) -> ClassChecks | None:
+    """What show_checks needs in a class (None outside one, or for the teacher: the checks as on the public page)."""
+    state = panel.student_state(store, me) if store is not None else None
+    if state is None:
         return None
-    return lambda question, option: panel.commit_answer(store, me, str(i), question, option)
+    try:
+        mine, revealed = store.my_answers(me.code, me.secret, str(i))
+    except ClassroomError:
+        return None  # the class bar says why
+    on_lesson = state.lesson == str(i)
+    if revealed:
+        note = "The teacher has revealed the answers: each question shows the right one."
+    elif on_lesson:
+        note = "Your first answer to each question is the one the class counts; the teacher reveals the right ones."
+    else:
+        note = "Off the teacher's lesson nothing is sent; the right answers show once the teacher reveals them in class."
+
+    def send(question: int, option: int) -> bool:
+        return on_lesson and not revealed and panel.commit_answer(store, me, str(i), question, option)
+
+    return ClassChecks(mine, revealed, on_lesson, send, note)

@@ -1,8 +1,8 @@
 """The Lessons page's parts, in the order a student meets them: the lesson picker, the settings (bound to the URL),
-the prediction, the result (live or recorded, drawn by the lesson's record, its claims checked, beside its
-recording), the GPU panel (the run re-timed on an H200, the H200's measured passes, the roofline model, published
-results), the details, the checks, the worksheet and the sources. A lesson with a walkthrough (lesson 0) draws
-its stepped-through trace instead of a chart.
+the result (live or recorded, drawn by the lesson's record, its claims checked, beside its recording), the GPU panel
+(the run re-timed on an H200, the H200's measured passes, the roofline model, published results), the details, the
+worksheet and the sources (the prediction and the checks: app/lessons/kit/ask.py). A lesson with a walkthrough
+(lesson 0) draws its stepped-through trace instead of a chart.
 """
 
 from __future__ import annotations
@@ -131,20 +131,6 @@ def draw_settings(experiment: Experiment, raw: dict, notices: list[str]) -> dict
             labels[knob.key] = knob.label
     notices += url_fallbacks(raw, values, labels)
     return {key.split("_", 1)[1]: value for key, value in values.items()}
-
-
-def prediction(i: int, experiment: Experiment, settings: dict):
-    whole = experiment.predict.whole  # a count takes whole numbers
-    return st.number_input(
-        f"Your prediction: {experiment.predict.question.format(**settings)}",
-        min_value=0 if whole else 0.0,
-        max_value=1000 if whole else 1000.0,
-        value=None,
-        step=1 if whole else 0.05,
-        format="%d" if whole else "%.2f",
-        placeholder=experiment.predict.placeholder,
-        key=f"l{i}_guess",
-    )
 
 
 @st.cache_data(show_spinner=False)
@@ -306,28 +292,6 @@ def experiment_block(i: int, name: str, experiment: Experiment, settings: dict, 
 
 
 # --- after the result ----------------------------------------------------------------------------------
-def show_checks(i: int, lesson, send=None) -> None:
-    """The check questions; `send(question, option)`, when given, passes each answer on (to a class)."""
-    st.subheader("Check your understanding")
-    if lesson.checks_problem:
-        st.error(lesson.checks_problem, icon=":material/error:")
-        return
-    for j, check in enumerate(lesson.checks, start=1):
-        answer = st.radio(
-            f"{j}. {check.question}",
-            list(range(len(check.options))),
-            index=None,
-            key=f"l{i}_check{j}",
-            format_func=lambda o, c=check: c.options[o],
-        )
-        if send is not None:
-            send(j, answer)
-        if answer is not None:
-            (st.success if answer == check.answer else st.error)(
-                ("Right. " if answer == check.answer else f"Not quite: the answer is “{check.options[check.answer]}”. ") + check.explain
-            )
-
-
 def show_worksheet(i: int, lesson, experiment: Experiment, name: str, result: dict, rows: list[dict]) -> None:
     worksheet_button(i, worksheet_page(lesson, experiment, name, result, rows))
 
