@@ -145,10 +145,10 @@ def join(browser, link: str, k: int) -> tuple[object, float]:
     code = link.split("class=", 1)[1].split("&", 1)[0]
     page.get_by_text(f"In class {code}", exact=False).first.wait_for()
     joined = time.monotonic() - t0
-    guess = page.get_by_label("Your prediction: Speculative", exact=False)
+    guess = page.get_by_label("Your prediction:", exact=False).first  # the lesson's question follows
     guess.fill(f"{1 + k / 10:.2f}")
     guess.press("Enter")
-    page.get_by_text("Your prediction is in the class's count.").wait_for()
+    page.get_by_text(re.compile(r"Your prediction, [0-9.]+, is in the class's count\.")).first.wait_for()
     return page, round(joined, 2)
 
 

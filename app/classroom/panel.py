@@ -76,7 +76,8 @@ def read_link(store: ClassroomStore, raw: dict) -> None:
     """On a session's first run, with the query string `raw`: `?class=CODE` is a student link (its code waits
     for Join), `?class=CODE&seat=ID` a joined student's own (a reload keeps the seat), `?class=CODE&desk=TOKEN` the
     teacher's (checked, then this session is a desk of the class). A desk or a seat opens the class's lesson (FOLLOW):
-    a desk opened on another device joins the class where it is, it does not move it. The token leaves the address bar
+    a desk opened on another device joins the class where it is, it does not move it, unless its link names a lesson
+    (`&lesson=N`, the teacher's own choice), which the class then follows. The token leaves the address bar
     at once. A bad code or token gets a notice (which never repeats the token)."""
     token = raw.get(TOKEN_PARAM)
     if TOKEN_PARAM in st.query_params:
@@ -107,7 +108,7 @@ def read_link(store: ClassroomStore, raw: dict) -> None:
             st.session_state[PENDING] = code  # not (or no longer) in it: the Join form
         return
     st.session_state[SEAT] = Seat(code, role, secret)
-    if state.lesson is not None:
+    if state.lesson is not None and not (role == "teacher" and "lesson" in raw):  # a desk link naming a lesson moves the class
         st.session_state[FOLLOW] = state.lesson
         if role == "teacher":
             st.session_state[SENT] = {"lesson": state.lesson}  # this desk shows the class's lesson: nothing to move

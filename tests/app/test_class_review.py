@@ -45,6 +45,9 @@ def test_a_second_desk_joins_the_class_where_it_is_and_every_desk_follows_the_cl
     _clean(teacher)
     assert teacher.selectbox(key="lesson_pick").value == 3 and _button(teacher, "class_reveal").label == "Reveal"
     assert _store(data).state(code, token=token).lesson == "3"
+    third = _app(**{"class": code, "desk": token, "lesson": "4"})  # a desk link that names a lesson: the teacher's choice
+    _clean(third)
+    assert third.selectbox(key="lesson_pick").value == 4 and _store(data).state(code, token=token).lesson == "4"
 
 
 def test_a_reload_keeps_the_seat_and_one_nickname_is_one_student(data):
