@@ -27,14 +27,6 @@ LESSONS = load_lessons(ROOT / "lessons", EXPERIMENTS)
 HOSTILE = "<img src=x onerror=alert(1)>[x](http://evil.example)"
 
 
-@pytest.fixture
-def data(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECLAB_DATA", str(tmp_path))
-    resources.classroom_store.clear()  # the server-wide cache: this test's file
-    yield tmp_path
-    resources.classroom_store.clear()
-
-
 def _app(**query) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=300)
     for key, value in query.items():

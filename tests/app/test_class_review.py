@@ -13,18 +13,9 @@ import pytest
 pytest.importorskip("streamlit")
 
 from app.classroom.store import ClassroomStore  # noqa: E402
-from app.common import resources  # noqa: E402
 from app.lessons.kit import class_page  # noqa: E402
 from app.lessons.kit.page import load_recording, recorded_label  # noqa: E402
 from tests.app.test_class_lessons import LESSONS, _app, _button, _clean, _student, _teacher, _text  # noqa: E402
-
-
-@pytest.fixture
-def data(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECLAB_DATA", str(tmp_path))
-    resources.classroom_store.clear()  # the server-wide cache: this test's file
-    yield tmp_path
-    resources.classroom_store.clear()
 
 
 def _store(folder) -> ClassroomStore:
