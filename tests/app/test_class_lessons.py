@@ -27,6 +27,20 @@ LESSONS = load_lessons(ROOT / "lessons", EXPERIMENTS)
 HOSTILE = "<img src=x onerror=alert(1)>[x](http://evil.example)"
 
 
+def class_folder(tmp_path, monkeypatch):
+    """A class session's data folder ($SPECLAB_DATA) of its own for one test, with the server-wide store cache cleared
+    before and after, so the page opens this test's file (the `data` fixture here and in test_class_review.py)."""
+    monkeypatch.setenv("SPECLAB_DATA", str(tmp_path))
+    resources.classroom_store.clear()
+    yield tmp_path
+    resources.classroom_store.clear()
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    yield from class_folder(tmp_path, monkeypatch)
+
+
 def _app(**query) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=300)
     for key, value in query.items():

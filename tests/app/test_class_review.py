@@ -15,7 +15,12 @@ pytest.importorskip("streamlit")
 from app.classroom.store import ClassroomStore  # noqa: E402
 from app.lessons.kit import class_page  # noqa: E402
 from app.lessons.kit.page import load_recording, recorded_label  # noqa: E402
-from tests.app.test_class_lessons import LESSONS, _app, _button, _clean, _student, _teacher, _text  # noqa: E402
+from tests.app.test_class_lessons import LESSONS, _app, _button, _clean, _student, _teacher, _text, class_folder  # noqa: E402
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    yield from class_folder(tmp_path, monkeypatch)
 
 
 def _store(folder) -> ClassroomStore:
