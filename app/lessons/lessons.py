@@ -89,8 +89,9 @@ for notice in kept if shown_for == i else []:
 folded = False  # a teacher's own result while the class predicts: the answer, on a projected page
 if me is not None and me.role == "teacher":
     folded = not class_page.desk(store, me, i, lesson, experiment, settings, teacher)
-guess = class_page.predict(store, me, i, experiment, settings)  # in a class: sent on the teacher's lesson only
-in_checks = class_page.checks(store, me, i)  # a student's class rules for the checks (first answer counts), else None
+class_state = class_page.student_state(store, me)  # a student's class, read once for the box and the checks
+guess = class_page.predict(store, me, class_state, i, experiment, settings)  # in a class: sent on the teacher's lesson only
+in_checks = class_page.checks(store, me, class_state, i)  # a student's class rules for the checks (first answer counts)
 on_class_lesson, result, rows = False, None, []
 if me is not None and me.role == "student":  # on the teacher's lesson: the class's one result, no run of one's own
     on_class_lesson, result = class_page.student(store, me, i, lesson, experiment)  # result, worksheet: live

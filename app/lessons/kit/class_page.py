@@ -15,7 +15,7 @@ from app.classroom import desk as class_desk
 from app.classroom import panel
 from app.classroom.inputs import ClassroomError
 from app.classroom.panel import Seat
-from app.classroom.store import ClassroomStore
+from app.classroom.store import ClassroomStore, ClassState
 from app.common import resources
 from app.common.page_helpers import last_resort, one_line
 from app.lessons import registry
@@ -278,11 +278,15 @@ def read_shared(name: str, text: str) -> dict | None:
         return None
 
 
-def predict(store: ClassroomStore | None, me: Seat | None, i: int, experiment: Experiment, settings: dict):
-    """The prediction box (ask.prediction) and, for a student in a class, where that prediction stands: the box shows
-    what the class counts (after a reload or a lesson left and come back to), and only on the teacher's lesson is it
-    sent (panel.commit_prediction). Returns the checked guess, or None."""
-    state = panel.student_state(store, me) if store is not None else None
+def student_state(store: ClassroomStore | None, me: Seat | None) -> ClassState | None:
+    """A student's class as this run finds it (one read, shared by `predict` and `checks`), else None."""
+    return panel.student_state(store, me) if store is not None else None
+
+
+def predict(store: ClassroomStore | None, me: Seat | None, state: ClassState | None, i: int, experiment: Experiment, settings: dict):
+    """The prediction box (ask.prediction) and, for a student in a class (`state`, from student_state), where that
+    prediction stands: the box shows what the class counts (after a reload or a lesson left and come back to), and
+    only on the teacher's lesson is it sent (panel.commit_prediction). Returns the checked guess, or None."""
     key = f"l{i}_guess"
     panel.seed_prediction(state, str(i), key)
     guess = prediction(i, experiment, settings)
@@ -305,9 +309,8 @@ class ClassChecks:
     note: str = ""
 
 
-def checks(store: ClassroomStore | None, me: Seat | None, i: int) -> ClassChecks | None:
+def checks(store: ClassroomStore | None, me: Seat | None, state: ClassState | None, i: int) -> ClassChecks | None:
     """What show_checks needs in a class (None outside one, or for the teacher: the checks as on the public page)."""
-    state = panel.student_state(store, me) if store is not None else None
     if state is None:
         return None
     try:
