@@ -34,6 +34,10 @@ BACKSTOP_S = 30.0  # a student's live part also runs this often on its own, shou
 TOKEN_PARAM = "desk"  # the teacher's private link: ?class=CODE&desk=TOKEN (never `teacher`: the Lessons page's toggle)
 SEAT_PARAM = "seat"  # a student's own link once joined: ?class=CODE&seat=ID (a reload keeps the seat)
 SEAT = "classroom_seat"  # session_state: this session's Seat
+SEAT_HELP = (
+    "This page's link holds your seat: a reload keeps it, and whoever opens it sits in your seat. "
+    "To bring a friend in, give them the class code."
+)
 PENDING = "classroom_pending"  # session_state: a code from a student link, not joined yet
 SEEN = "classroom_seen"  # session_state: what a student's page last drew (a poll compares with it)
 SENT = "classroom_sent"  # session_state: what this session already wrote (lesson, predictions, answers)
@@ -272,6 +276,7 @@ def student_view(
     result_page: ResultPage,
     draw_result: Callable[[str, float | None], None],
     questions: list[tuple[str, list[str], int]],
+    state: ClassState | None = None,
 ) -> tuple[bool, str | None]:
     """A student's class bar: follow the teacher (the page moves to the teacher's lesson: see take_follow), then the
     live part (`student_live`, redrawn on its own): the class line and, on the teacher's lesson once revealed, THE
@@ -280,9 +285,10 @@ def student_view(
     no Markdown; at a Reveal it shows the result file written for this student before the page's run), then
     `draw_result(result_json, mine)` (what comes under it: widgets), and the answer counts once revealed. Returns (is
     this the teacher's lesson (the page then shows the class's result, not a run of its own), the class's result JSON
-    as this run read it or None)."""
+    as this run read it or None). `state`: the class as this run already read it (student_state), else read here;
+    a read that failed is read again here, which says why."""
     try:
-        state = store.state(me.code, student_id=me.secret)
+        state = state or store.state(me.code, student_id=me.secret)
     except ClassGone:  # the class this student sat in is gone: said as what happened, not as a wrong code
         class_ended(store)
         return False, None
@@ -354,7 +360,7 @@ def student_live(
         waiting = f" · you are on lesson {md_text(lesson)}, where nothing is sent to the class"
     else:
         waiting = "" if state.result_json else " · the result appears when the teacher reveals it"
-    st.caption(f"In class {md_text(me.code)}{who}: {where_is}{waiting}.")
+    st.caption(f"In class {md_text(me.code)}{who}: {where_is}{waiting}.", help=SEAT_HELP)
     page, counts = "", None
     try:
         if state.lesson == lesson and state.result_json is None:

@@ -149,7 +149,7 @@ def past_the_ridge_figure(m: dict, s: dict, label: str = "") -> go.Figure:
         mine = [at.get((name, b)) for b in batches]
         vals = [(p["speedup"], p["lo"], p["hi"]) if p else None for p in mine]
         series.append({"name": name, "values": vals, "color": COLORS[i % len(COLORS)], "text": [f"{v[0]:.2f}×" if v else "" for v in vals]})
-    grouped_bars(fig, xs, series, row=1, col=1)
+    grouped_bars(fig, xs, series, rule=1.0, row=1, col=1)
     fig.add_hline(y=1.0, line_dash="dot", line_color="#333", row=1, col=1)  # named in the axis title: no label over a bar
     first = points[0]["drafter"]
     depth_tokens = {p["batch"]: p["spec_tokens"] for p in points if p["drafter"] == first}

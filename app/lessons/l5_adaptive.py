@@ -169,7 +169,7 @@ def adaptive_figure(m: dict, s: dict, label: str = "") -> go.Figure:
         panels[2].append({**common, "values": [(k, None, None) for k in kept], "text": [f"{k:.2f}" if k is not None else "" for k in kept]})
         panels[3].append({**common, "values": speed, "text": [f"{v:.2f}×" for v, _, _ in speed]})
     for col, series in panels.items():
-        grouped_bars(fig, xs, [{**sr, "showlegend": col == 1} for sr in series], row=1, col=col)
+        grouped_bars(fig, xs, [{**sr, "showlegend": col == 1} for sr in series], rule=1.0 if col == 3 else None, row=1, col=col)
     fig.add_hline(y=1.0, line_dash="dot", line_color="#333", row=1, col=3)
     return frame(fig, "The gate drafts less where the drafter is unsure; does it keep as many tokens?", label, height=400)
 

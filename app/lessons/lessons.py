@@ -94,7 +94,7 @@ guess = class_page.predict(store, me, class_state, i, experiment, settings)  # i
 in_checks = class_page.checks(store, me, class_state, i)  # a student's class rules for the checks (first answer counts)
 on_class_lesson, result, rows = False, None, []
 if me is not None and me.role == "student":  # on the teacher's lesson: the class's one result, no run of one's own
-    on_class_lesson, result = class_page.student(store, me, i, lesson, experiment)  # result, worksheet: live
+    on_class_lesson, result = class_page.student(store, me, i, lesson, experiment, class_state)  # result, worksheet: live
 if folded:
     with st.expander("🔒 The lesson's result: the answer (open it deliberately; it opens by itself at Reveal)"):
         experiment_block(i, lesson.experiment, experiment, settings, guess, teacher)

@@ -95,12 +95,15 @@ def _legend_rows(fig: go.Figure) -> int:
     return max(1, -(-sum(len(n) + 6 for n in names) // LEGEND_ROW_CHARS)) if names else 0
 
 
+MODEBAR_PX = 24  # the title starts under plotly's hover toolbar (its buttons stand ~30 px from the top): never covered
+
+
 def frame(fig: go.Figure, title: str, label: str, height: int = 380) -> go.Figure:
     """Title (the claim) and, under it, where and when it was measured, both wrapped to the chart's width; the legend
     at the foot of the chart, under the x-axis title (room is made for its rows, so neither covers the other)."""
     title_lines = [f"<b>{line}</b>" for line in _lines(title, TITLE_CHARS, MAX_SUBTITLE)]
     label_lines = [f"<sup>{line}</sup>" for line in _lines(label, LABEL_CHARS, MAX_SUBTITLE)] if label else []
-    top = 40 + 24 * len(title_lines) + 20 * len(label_lines)
+    top = 40 + MODEBAR_PX + 24 * len(title_lines) + 20 * len(label_lines)
     bottom = 60 + 24 * _legend_rows(fig)
     fig.update_layout(
         title={
@@ -110,7 +113,7 @@ def frame(fig: go.Figure, title: str, label: str, height: int = 380) -> go.Figur
             "y": 1.0,
             "yref": "container",
             "yanchor": "top",
-            "pad": {"t": 18},
+            "pad": {"t": 18 + MODEBAR_PX},  # under plotly's toolbar, which shows at the top right on hover
         },
         height=height + top - 50 + bottom - 45,
         margin={"l": 55, "r": 20, "t": top, "b": bottom},
@@ -131,13 +134,15 @@ def label_above_whiskers(fig: go.Figure, xs: list, values: list[tuple[float, flo
     fig.update_yaxes(range=[0, 1.15 * max(tops, default=1.0) or 1.0], **cell)
 
 
-def grouped_bars(fig: go.Figure, cats: list[str], series: list[dict], **cell) -> list[list[float]]:
+def grouped_bars(fig: go.Figure, cats: list[str], series: list[dict], rule: float | None = None, **cell) -> list[list[float]]:
     """Bars of several series side by side in each category, drawn at numeric positions (category j at x = j, its
     ticks named) so that each bar's label can sit at the bar's own centre just above its whisker. `series`: dicts of
     name, values [(value, min, max) or None per category], color, and optionally text (a label per bar), hovertext,
-    legendgroup, showlegend. Series i is hatched with PATTERNS[i]. Returns each series' bar centres."""
+    legendgroup, showlegend. Series i is hatched with PATTERNS[i]. `rule`: the y of a dotted reference line (1×) the
+    caller draws; a label whose top sits just under it is lifted over it, never struck through. Returns each series'
+    bar centres."""
     width = 0.8 / max(len(series), 1)
-    centres, tops, ticks = [], [0.0], list(range(len(cats)))
+    centres, tops, ticks, labels = [], [0.0], list(range(len(cats))), []
     for i, sr in enumerate(series):
         vals = [v if v is not None and v[0] is not None else (None, None, None) for v in sr["values"]]
         xs = [j - 0.4 + width * (i + 0.5) for j in ticks]
@@ -171,10 +176,24 @@ def grouped_bars(fig: go.Figure, cats: list[str], series: list[dict], **cell) ->
                 cliponaxis=False,
                 **cell,
             )
+            labels.append(fig.data[-1])
     names = ["<br>".join(textwrap.wrap(esc(c), TICK_CHARS)) for c in cats]  # wrapped, never tilted
     fig.update_xaxes(tickvals=ticks, ticktext=names, tickangle=0, range=[-0.5, len(cats) - 0.5], **cell)
     fig.update_yaxes(range=[0, 1.18 * max(tops) or 1.0], **cell)
+    if rule is not None:
+        for trace in labels:
+            trace.y = lift(list(trace.y), rule, 1.18 * max(tops))
     return centres
+
+
+RULE_BAND = 0.15  # of the y-axis: a label starting this close under a reference line would be struck through by it
+
+
+def lift(ys: list[float], rule: float, top: float) -> list[float]:
+    """Label heights with those that start just under the reference line `rule` moved onto it, so that the label is
+    drawn over the line, not through it (`top`: the y-axis' upper end)."""
+    band = RULE_BAND * top
+    return [rule if rule - band <= y < rule else y for y in ys]
 
 
 def whiskers(values: list[tuple[float, float | None, float | None]]) -> dict | None:

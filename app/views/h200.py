@@ -387,7 +387,7 @@ def _panel(fig: go.Figure, table: list[dict], series: list[dict], keys: tuple[st
         # each re-timed bar carries how its drafting was priced, and a ceiling's own text says that it is one
         dressed.append(sr | {"full": full, "customdata": [DRAFTING[k] for k in sr["kinds"]] if sr["h200"] else None})
     first = len(fig.data)
-    grouped_bars(fig, [r["run"] for r in table], grouped, row=row, col=1)
+    grouped_bars(fig, [r["run"] for r in table], grouped, rule=1.0 if unit == "×" else None, row=row, col=1)
     dress([t for t in fig.data[first:] if t.type == "bar"], dressed)
     return drawn
 

@@ -18,7 +18,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.views.bars import DASHES, SYMBOLS
+from app.views.bars import DASHES, SYMBOLS, frame
 from app.views.palette import ink
 
 COLORS = ["#1f4fd1", "#f2a93b", "#0a7d32", "#b8006b", "#8a8d99"]
@@ -164,13 +164,7 @@ def peak_share_figure(rows: list[dict], peak_bandwidth: float, peak_flops: float
         )
     fig.update_xaxes(type="log", title_text=f"tokens per pass (batch {batch})", tickvals=x)  # plotly's minor log ticks crowd
     fig.update_yaxes(title_text="% of this machine's probed peak", rangemode="tozero")
-    fig.update_layout(
-        height=340,
-        margin={"l": 50, "r": 20, "t": 30, "b": 40},
-        title={"text": "Share of the probed peaks", "font": {"size": 15}},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0},
-    )
-    return ink(fig)  # its texts dark under Streamlit's grey theme too
+    return frame(fig, "Share of the probed peaks", "", height=320)  # the title under plotly's toolbar, the legend at the foot
 
 
 def memory_bound_span(rows: list[dict], tolerance: float = 1.25) -> int | None:

@@ -14,8 +14,8 @@ import html
 
 import plotly.graph_objects as go
 
+from app.views.bars import frame
 from app.views.charts import AR_COLOR, DRAFT_COLOR, OVERHEAD_COLOR, VERIFY_COLOR
-from app.views.palette import ink
 
 STYLE = """<style>
 .sp-row{display:flex;flex-wrap:wrap;align-items:flex-end;gap:4px;font-family:sans-serif;margin:4px 0 8px 0}
@@ -199,15 +199,10 @@ def plain_vs_step_figure(m: dict) -> go.Figure:
             hovertemplate=f"{label}: %{{x:.1f}} ms<extra></extra>",
         )
         t += max(ms, 0.0)
-    fig.update_layout(
-        barmode="overlay",
-        height=230,
-        margin={"l": 10, "r": 10, "t": 40, "b": 40},
-        title=f"The same {gained} token(s): plain decoding vs one speculative step",
-        xaxis_title="time (ms)",
-        legend={"orientation": "h", "y": -0.45},
-    )
-    return ink(fig)  # its texts dark under Streamlit's grey theme too
+    fig.update_layout(xaxis_title="time (ms)")
+    frame(fig, f"The same {gained} token(s): plain decoding vs one speculative step", "", height=200)
+    fig.update_layout(barmode="overlay", margin={"l": 10})  # the bars' names sit on the y-axis, the title under the toolbar
+    return fig
 
 
 def plain_vs_step_rows(m: dict) -> list[dict]:

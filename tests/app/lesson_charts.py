@@ -117,10 +117,25 @@ async ([spec, width]) => {
     ticks: all('g.xtick text, g.ytick text, g.x2tick text, g.y2tick text, g.x3tick text, g.y3tick text', 'tick'),
     whiskers: Array.from(div.querySelectorAll('g.errorbar path.yerror')).map(el => box(el, 'whisker'))
       .filter(b => b.y1 - b.y0 > 0.5),
+    rules: Array.from(div.querySelectorAll('g.shapelayer path')).map(el => box(el, 'rule'))
+      .filter(b => b.x1 - b.x0 > 20 && b.y1 - b.y0 < 3),
     fonts: Array.from(div.querySelectorAll('text')).filter(t => t.textContent.trim() !== '')
       .map(t => ({text: t.textContent, size: parseFloat(getComputedStyle(t).fontSize),
                   fill: getComputedStyle(t).fill, opacity: getComputedStyle(t).opacity})),
   };
+}
+"""
+
+
+# Where plotly's toolbar stands (it shows at the top right on hover) and the title's lines.
+TOOLBAR_JS = """
+async ([spec, width]) => {
+  const div = document.getElementById('chart');
+  Plotly.purge(div);  // a chart drawn static before has no toolbar to show
+  await Plotly.newPlot(div, spec.data, Object.assign({}, spec.layout, {width: width}), {displayModeBar: true});
+  const box = el => { const r = el.getBoundingClientRect();
+    return {text: el.textContent, x0: r.left, y0: r.top, x1: r.right, y1: r.bottom}; };
+  return {toolbar: box(div.querySelector('.modebar')), titles: Array.from(div.querySelectorAll('text.gtitle')).map(box)};
 }
 """
 
@@ -154,6 +169,9 @@ class Renderer:
         spec = json.loads(fig.to_json())
         spec["layout"]["template"] = GREY_THEME  # as Streamlit's theme: a text with no colour of its own comes out grey
         return self.page.evaluate(BOXES_JS, [spec, width])
+
+    def toolbar(self, fig, width: int) -> dict:
+        return self.page.evaluate(TOOLBAR_JS, [json.loads(fig.to_json()), width])
 
     def png(self, fig, width: int, path: Path) -> None:
         self.boxes(fig, width)

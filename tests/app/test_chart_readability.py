@@ -26,6 +26,12 @@ def _overlap(a: dict, b: dict) -> bool:
     return min(a["x1"], b["x1"]) - max(a["x0"], b["x0"]) > SLACK and min(a["y1"], b["y1"]) - max(a["y0"], b["y0"]) > SLACK
 
 
+def _struck(label: dict, rule: dict) -> bool:
+    """A horizontal reference line (the dotted 1×) runs through the label's text."""
+    y = (rule["y0"] + rule["y1"]) / 2
+    return min(label["x1"], rule["x1"]) - max(label["x0"], rule["x0"]) > SLACK and label["y0"] + SLACK < y < label["y1"] - SLACK
+
+
 def _rgb(css: str) -> str:
     r, g, b = (int(v) for v in re.findall(r"\d+", css)[:3])
     return f"#{r:02x}{g:02x}{b:02x}"
@@ -39,6 +45,9 @@ def drawn():
     with sync_api.sync_playwright() as p:
         renderer = lesson_charts.Renderer(p)
         out = {(name, w): renderer.boxes(FIGURES[name], w) for name in NAMES for w in lesson_charts.WIDTHS}
+        for name in NAMES:
+            for w in lesson_charts.WIDTHS:
+                out[(name, w)]["toolbar"] = renderer.toolbar(FIGURES[name], w)
         renderer.close()
     return out
 
@@ -51,10 +60,21 @@ def test_no_label_overlaps_another_label_or_a_whisker(drawn, name, width):
     texts = b["labels"] + b["notes"]
     clashes = [(x["text"], y["text"]) for x, y in combinations(texts + b["ticks"], 2) if _overlap(x, y)]
     clashes += [(x["text"], "whisker") for x in texts for w in b["whiskers"] if _overlap(x, w)]
+    clashes += [(x["text"], "a reference line") for x in b["labels"] for r in b["rules"] if _struck(x, r)]
     clashes += [(x["text"], y["text"]) for x in texts for y in b["legend"] if _overlap(x, y)]
     assert not clashes, f"{name} at {width} px: {clashes}"
     small = [x["text"] for x in b["labels"] if x["y1"] - x["y0"] < MIN_TEXT_PX]
     assert not small, f"{name} at {width} px: labels shrunk below {MIN_TEXT_PX} px: {small}"
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("name", NAMES)
+def test_plotly_toolbar_never_covers_a_title(drawn, name):
+    """The toolbar plotly shows at a chart's top right on hover stands above the title (bars.frame), not over it."""
+    for width in lesson_charts.WIDTHS:
+        t = drawn[(name, width)]["toolbar"]
+        covered = [x["text"] for x in t["titles"] if _overlap(x, t["toolbar"])]
+        assert not covered, f"{name} at {width} px: the toolbar covers {covered}"
 
 
 @pytest.mark.browser

@@ -259,3 +259,17 @@ def test_an_unusable_data_folder_is_one_notice_and_the_lesson_still_works(tmp_pa
         assert not plain.warning  # no class asked for: no notice
     finally:
         resources.classroom_store.clear()
+
+
+def test_a_students_page_run_reads_the_class_once(data, monkeypatch):
+    """The prediction box, the checks and the class bar share one read of the class per page run (a class of 30
+    reruns its pages at every change: each read is a few indexed SELECTs on the one server)."""
+    teacher, code, _ = _teacher(1)
+    student = _student(code, "Ann")
+    _clean(student)
+    reads, real = [], ClassroomStore.state
+    monkeypatch.setattr(ClassroomStore, "state", lambda self, *a, **k: reads.append(1) or real(self, *a, **k))
+    student.run()
+    _clean(student)
+    assert student.selectbox(key="lesson_pick").value == 1
+    assert len(reads) == 1, f"{len(reads)} reads of the class in one run"

@@ -86,6 +86,7 @@ def test_every_lesson_brings_its_own_segment_of_the_plan():
     for lesson in LESSONS:
         assert lesson.field("minutes").isdigit() and all(lesson.field(k) for k in SEGMENT_KEYS), lesson.source
         assert lesson.field("look_for"), lesson.source  # every lesson has a recording to look at, lesson 0's step too
-    rows = [line for line in segments(LESSONS).splitlines() if line.startswith("| ")]
-    assert [row.split(" | ")[1] for row in rows] == [lesson.title for lesson in LESSONS]
+    rows = [line for line in segments(LESSONS).splitlines() if line.startswith("- **")]
+    assert [re.match(r"- \*\*\d+ min · (.*?)\.\*\* \*Ask:\*", row)[1] for row in rows] == [lesson.title for lesson in LESSONS]
+    assert "\n|" not in PLAN, "the plan's segments are a list that wraps at any width, not a table that scrolls sideways"
     assert sum(int(lesson.field("minutes")) for lesson in LESSONS) >= 50  # the segments cover at least one class

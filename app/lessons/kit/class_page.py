@@ -254,8 +254,9 @@ def draw_shared(i: int, lesson, name: str, experiment: Experiment):
     return draw
 
 
-def student(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment) -> tuple[bool, dict | None]:
-    """A student's class view for lesson `i` (panel.student_view). Returns (is this the teacher's lesson: there the
+def student(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experiment, state: ClassState | None) -> tuple[bool, dict | None]:
+    """A student's class view for lesson `i` (panel.student_view), from the class as this run read it (`state`,
+    student_state: the page reads it once). Returns (is this the teacher's lesson: there the
     page runs nothing itself, and the class's result, drawn in the live part, brings its own worksheet; that result
     as this run read it, for the whole lesson's GPU panel, or None)."""
     on_lesson, text = panel.student_view(
@@ -265,6 +266,7 @@ def student(store: ClassroomStore, me: Seat, i: int, lesson, experiment: Experim
         result_page=result_page(i, lesson, lesson.experiment, experiment),
         draw_result=draw_shared(i, lesson, lesson.experiment, experiment),
         questions=questions(lesson),
+        state=state,
     )
     return on_lesson, (read_shared(lesson.experiment, text) if text is not None else None)
 

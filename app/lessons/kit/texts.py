@@ -289,10 +289,16 @@ def _h200() -> str:
 SEGMENT_KEYS = ("minutes", "ask", "mistake")  # a lesson's front matter lines that make its row of the plan
 
 
+def segment(minutes: str, title: str, ask: str, mistake: str) -> str:
+    """One segment of the plan as a list item that wraps at any width (a four-column table scrolled sideways on a
+    laptop): its time and title, what to ask, the mistake to listen for."""
+    return f"- **{minutes} min · {title}.** *Ask:* {ask} *Listen for:* {mistake}"
+
+
 def segments(lessons) -> str:
-    """The plan's table rows, one per lesson, from each lesson file's front matter (a new lesson brings its own)."""
+    """The plan's segments, one per lesson, from each lesson file's front matter (a new lesson brings its own)."""
     return "\n".join(
-        f"| {lesson.field('minutes') or '?'} | {lesson.title} | {lesson.field('ask')} | {lesson.field('mistake')} |" for lesson in lessons
+        segment(lesson.field("minutes") or "?", lesson.title, lesson.field("ask"), lesson.field("mistake")) for lesson in lessons
     )
 
 
