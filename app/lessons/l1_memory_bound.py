@@ -63,7 +63,7 @@ def pass_against_probe(m: dict) -> str:
     why = (
         f" Above 100% does not mean the pass beat the memory: the probe ran once, when the app started, and a probe "
         f"made before 2026-12-03 timed only a copy, counted as 2 bytes per byte, while a pass mostly reads; on a 2-core "
-        f"EPYC a read streamed up to {READ_OVER_COPY:.2f}× the copy's counted rate (docs/measurements.md), and this pass "
+        f"CPU SpecLab measured, a read streamed up to {READ_OVER_COPY:.2f}× the copy's counted rate (docs/measurements.md), and this pass "
         f"is {share:.2f}× the probe"
     )
     fits = share <= READ_OVER_COPY
@@ -259,7 +259,7 @@ def memory_bound_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     )
     fig.update_xaxes(type="log", title_text="tokens per pass (batch 1)", tickvals=xs)  # plotly's minor log ticks crowd
     fig.update_yaxes(type="log", title_text="time ÷ a one-token pass", tickvals=[0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000])
-    return frame(fig, "Inside the room a pass costs about a one-token pass; past it, cost grows with the tokens", label, height=420)
+    return frame(fig, "A pass's time against the tokens it carries, in one-token passes", label, height=420)
 
 
 def memory_bound_table(m: dict) -> list[dict]:
@@ -410,7 +410,7 @@ RECORD = Experiment(
         Knob("l1_largest", "Largest pass (tokens)", LARGEST, 0, CURVE_HELP + ": twice the pass it reads past the room, at least 16"),
     ),
     Prediction(
-        "A pass carrying four times this machine's room (the most tokens a pass carries at about the cost of one) costs "
+        "A pass carrying four times this machine's room (the most tokens a pass carries within 1.25× the cost of one) costs "
         "how many times the time of a 1-token pass? (The page reads the measured pass nearest it.)",
         "e.g. 4",
         pass_ratio,

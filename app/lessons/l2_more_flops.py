@@ -192,7 +192,7 @@ def more_flops_figure(m: dict, s: dict, label: str = "") -> go.Figure:
             row=1,
             col=2,
         )
-    frame(fig, "More FLOPs, far fewer bytes, less time: speculation does more arithmetic per token and reads the weights less often", label)
+    frame(fig, "FLOPs, bytes moved and time per decoded token: speculative decoding against plain", label)
     fig.update_layout(barmode="stack")
     return fig
 

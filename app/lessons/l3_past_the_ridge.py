@@ -270,7 +270,7 @@ RECORD = Experiment(
     },
     claims=(
         Claim(
-            "Inside the room speculation pays",
+            "Inside the room, this drafter's speculation pays",
             "speculation",
             "plain decoding",
             "batch 1",
@@ -279,7 +279,7 @@ RECORD = Experiment(
             lead=True,
         ),
         Claim(
-            "Past the room the verify pass costs real time",
+            "Past the room, this drafter's speculation is slower than plain",
             "speculation (model drafter)",
             "plain decoding",
             "the large batch",

@@ -282,7 +282,7 @@ RECORD = Experiment(
     },
     claims=(
         Claim(
-            "Far past the room, fixed depth loses",
+            "Far past the room, fixed depth with this drafter loses",
             "fixed k",
             "plain decoding",
             "the largest batch",

@@ -125,7 +125,7 @@ def width_ratio(m: dict, s: dict, key: str = "decode") -> float | None:
 
 def width_models(m: dict, s: dict) -> list[tuple[str, float | None]]:
     return [
-        ("if a wider pass cost nothing: the tree's tokens emitted per pass ÷ the chain's (measured)", width_ratio(m, s, "tokens_per_step"))
+        ("if a wider pass cost nothing: the tree's tokens kept per step ÷ the chain's (measured)", width_ratio(m, s, "tokens_per_step"))
     ]
 
 
@@ -189,12 +189,12 @@ def pass_text(c: dict | None) -> str:
 
 def width_figure(m: dict, s: dict, label: str = "") -> go.Figure:
     """Decoding-alone tokens/s of plain, chain, tree and (newer measurements) goodput at both batches (the median on
-    each bar, above its whisker; tokens per pass in its hover and the table), and tokens emitted per pass. What goodput
+    each bar, above its whisker; tokens per pass in its hover and the table), and tokens kept per step. What goodput
     chose per step is `shapes_figure`'s picture."""
     rows = m["rows"]
     xs = sorted({r["batch"] for r in rows})
     cats = [f"batch {b}" for b in xs]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("decoding tokens/s, all sequences", "tokens emitted per pass (per row)"))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("decoding tokens/s, all sequences", "tokens kept per step (per row)"))
     rates, emitted = [], []
     for i, name in enumerate(dict.fromkeys(r["contender"] for r in rows)):
         cells = [next((r for r in rows if r["batch"] == b and r["contender"] == name), None) for b in xs]
@@ -214,7 +214,7 @@ def width_figure(m: dict, s: dict, label: str = "") -> go.Figure:
 
 def width_table(result: dict) -> list[dict]:
     """Lesson 7's rows as a table: tokens per pass (what the verify pass carries; goodput's mean), draft nodes per
-    row, tokens emitted per pass, tokens/s (median, and the runs' range), the verify pass's median time and FLOPs
+    row, tokens kept per step, tokens/s (median, and the runs' range), the verify pass's median time and FLOPs
     against plain decoding."""
     # the decode steps' FLOPs where the measurement kept them (the rounds read the prompt's pass warm); an older
     # recording ran every prompt pass and kept the whole run's, and says so
@@ -231,7 +231,7 @@ def width_table(result: dict) -> list[dict]:
                 "contender": r["contender"],
                 "tokens per pass": round(r["batch"] * (r["mean_nodes"] + 1), 1) if varies else r["tokens_per_pass"],
                 "nodes per row (mean)": round(nodes_per_row(r), 2),
-                "tokens emitted per pass": round(r["tokens_per_step"], 2)
+                "tokens kept per step": round(r["tokens_per_step"], 2)
                 if r.get("tokens_per_step")
                 else (1.0 if nodes_per_row(r) == 0 else None),  # plain decoding (or goodput choosing it throughout): one per pass
                 "decoding tokens/s": round(rate_of(r), 1),

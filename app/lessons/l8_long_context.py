@@ -151,7 +151,11 @@ def notes(m: dict, s: dict) -> list[str]:
     except KeyError:  # a measurement from before the rounds were kept
         a = b = None
     fell = rule.judge(a["values"], b["values"]) if a and b and a.get("values") and b.get("values") else None
-    where = "back inside the room (nearly the cost of a one-token pass)" if r_l <= numbers.ROOM else "still outside the room"
+    where = (
+        "priced as a pass inside the room is (nearly a one-token pass)"
+        if r_l <= numbers.ROOM
+        else "still priced above a pass inside the room"
+    )
     said = {  # the lead claim by the one rule on the rounds' ratios (long ÷ short), not by the medians alone
         -1: "the cache made the extra tokens cheaper",
         1: "the extra tokens cost more against a one-token pass over the long cache, not less",
@@ -296,7 +300,7 @@ RECORD = Experiment(
     schema={"rows": [PASS_ROW_SPEC | {"over_one_runs?": SPREAD}], "kv_bytes_per_token": "num", **PEAKS, **CHOSEN, "other_cores?": "num?"},
     claims=(
         Claim(
-            "A long context makes the verify pass's extra tokens cheaper",
+            "A long context makes the verify pass's extra tokens cheaper against a one-token pass",
             "verify ÷ one-token pass over the long context",
             "the same over the short context",
             "the chosen batch",

@@ -127,7 +127,7 @@ def test_width_table_and_the_recording_fit_the_schema():
     assert [r["decoding FLOPs × plain"] for r in table] == [1.0, 2.72, 8.0, 1.0, 2.72, 8.0]
     assert not any("FLOPs × plain (whole run, prefill included)" in r for r in table)
     assert table[2]["tokens per pass"] == 25 and table[5]["tokens per pass"] == 400
-    assert table[0]["tokens emitted per pass"] == 1.0 and table[2]["tokens emitted per pass"] == 3.4
+    assert table[0]["tokens kept per step"] == 1.0 and table[2]["tokens kept per step"] == 3.4
 
 
 def test_lesson4_notes_when_the_switch_speculated_both_ways():

@@ -114,7 +114,7 @@ def test_goodput_row_in_the_table():
     chain = next(r for r in table if r["contender"] == "chain" and r["batch"] == 16)
     assert chain["tokens per pass"] == 80 and chain["nodes per row (mean)"] == 4.0  # the fixed shapes as before
     row = next(r for r in m["rows"] if r["contender"] == "goodput" and r["batch"] == 16) | {"tokens_per_step": None}
-    assert width_table(m | {"rows": [row]})[0]["tokens emitted per pass"] == 1.0  # plain throughout: one per pass
+    assert width_table(m | {"rows": [row]})[0]["tokens kept per step"] == 1.0  # plain throughout: one per pass
 
 
 def test_the_strip_draws_each_step_as_its_tokens_per_row():

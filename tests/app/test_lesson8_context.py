@@ -32,9 +32,9 @@ def test_the_notes_follow_the_measurement():
     _, long_ = L8.contexts(m)
     one, verify = L8.pair_at(m, long_)
     verify["ms_runs"] = measurement.spread([1.1 * v for v in one["ms_runs"]["values"]])  # the verify pass nearly free
-    assert "back inside the room" in L8.notes(m, {})[-1]
+    assert "priced as a pass inside the room is" in L8.notes(m, {})[-1]
     verify["ms_runs"] = measurement.spread([3.0 * v for v in one["ms_runs"]["values"]])
-    assert "still outside the room" in L8.notes(m, {})[-1] and "3.00×" in L8.notes(m, {})[0]
+    assert "still priced above a pass inside the room" in L8.notes(m, {})[-1] and "3.00×" in L8.notes(m, {})[0]
 
 
 def test_the_gpu_model_prices_the_verify_pass_back_to_a_plain_pass_as_the_context_grows():

@@ -171,7 +171,7 @@ def test_thin_measurements_still_draw():
         ],
     }
     fig = width_figure(width, {})
-    bars, labels, emitted = fig.data  # the rate's bar, its label above it, tokens emitted per pass
+    bars, labels, emitted = fig.data  # the rate's bar, its label above it, tokens kept per step
     assert bars.hovertext == ("9 tok/pass",) and labels.text == ("40",) and emitted.y == (None,)
     rec = _rec("adaptive")
     m = copy.deepcopy(rec["measurement"])

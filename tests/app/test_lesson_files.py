@@ -154,6 +154,20 @@ def test_every_shipped_lesson_has_three_valid_check_questions():
             assert 0 <= check.answer < len(check.options) and check.explain
 
 
+def test_the_check_questions_do_not_give_their_answers_away():
+    """A student must know the mechanism to pick the right option, not its place or its length: the right option is
+    the longest of its question in at most a third of the questions (the reasoning lives in the explanation), no
+    option runs past twice another's length, and the right answers stand in every position, none in most of them."""
+    checks = [c for lesson in load_lessons(ROOT / "lessons", KNOWN) for c in lesson.checks]
+    longest = [c.question for c in checks if len(c.options[c.answer]) > max(len(o) for i, o in enumerate(c.options) if i != c.answer)]
+    assert len(longest) <= len(checks) / 3, longest
+    for c in checks:
+        sizes = [len(o) for o in c.options]
+        assert max(sizes) <= 2 * min(sizes), c.question
+    places = [c.answer for c in checks]
+    assert set(places) == set(range(4)) and max(places.count(i) for i in range(4)) <= len(checks) / 2, places
+
+
 def test_a_missing_or_broken_checks_file_is_named(tmp_path):
     (tmp_path / "01-a.md").write_text("---\nexperiment: memory_bound\n---\n# One\nText\n", encoding="utf-8")
     (tmp_path / "02-b.md").write_text("---\nexperiment: more_flops\n---\n# Two\nText\n", encoding="utf-8")
