@@ -123,7 +123,7 @@ PASS_ROW = {
     )
 }
 PASS_ROW_SPEC = PASS_ROW | {"ms_runs?": SPREAD}  # ms of each interleaved round (optional: added with the repeats)
-CURVE = {"tokens": ["num"], "ms": ["num"], "knee_tokens": "num", "key": "str", "measured_at": "str"}
+CURVE = {"tokens": ["num"], "ms": ["num"], "knee_tokens": "num", "key": "str", "measured_at": "str", "other_cores?": "num?"}
 PEAKS = {"peak_bandwidth": "num", "peak_flops": "num", "ridge_point": "num", "dtype": "str", "ridge_tokens": "num?"}
 SEED_PASS = {
     "label": "str",

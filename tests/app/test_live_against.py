@@ -236,3 +236,40 @@ def test_a_live_run_at_other_settings_names_them_first():
         "- This run was asked for other settings than the recording: context (tokens) 64 live against 150 recorded; "
         "largest pass 16 live against 0 (from the room) recorded."
     )
+
+
+def test_a_room_measured_beside_other_work_is_measured_again_and_says_so(monkeypatch):
+    """The room every lesson chooses from (runs.machine_curve) is metered: beside real busy loops its curve records
+    the other load, is taken again up to ROOM_TRIES times, and the next lesson that asks measures it once more; once
+    the machine is quiet the quiet curve replaces it and is kept. The lesson's words and the comparison say when the
+    curve shared the cores."""
+    from app.lessons.kit import experiment, runs
+    from engine import load_pair
+
+    pair = load_pair()
+    monkeypatch.setattr(runs, "ROOM_ROUNDS", 1)
+    monkeypatch.setattr(runs, "ROOM_SIZES", (1, 2, 4))
+    monkeypatch.setattr(runs, "_ROOMS", {})
+    measured = []
+    real = runs._room_curve
+    monkeypatch.setattr(runs, "_room_curve", lambda p: measured.append(1) or real(p))
+    loop = "import time\nend = time.time() + 60\nwhile time.time() < end:\n    pass\n"
+    busy = [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(2)]
+    try:
+        time.sleep(0.3)
+        curve, _ = runs.machine_curve(pair)
+        assert curve["other_cores"] > measurement.BUSY_CORES and len(measured) == runs.ROOM_TRIES
+        runs.machine_curve(pair)  # still disturbed: the next lesson measures it once more
+        assert len(measured) == runs.ROOM_TRIES + 1
+        live = copy.deepcopy(_record("more_flops")["measurement"])
+        live["curve"], live["chosen"]["room"] = curve, 2  # the recording's run, as if its room had been read from this curve
+        assert "beside other work" in experiment.findings(EXPERIMENTS["more_flops"], live, {})[0]
+        _, lines, _ = against.compare(*_sides("more_flops", live))
+        assert any("this run's curve was measured beside other work" in line for line in lines), lines
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
+    quiet, _ = runs.machine_curve(pair)
+    assert quiet["other_cores"] <= measurement.BUSY_CORES and len(measured) == runs.ROOM_TRIES + 2
+    assert runs.machine_curve(pair)[0] is quiet and len(measured) == runs.ROOM_TRIES + 2  # a quiet curve is kept

@@ -68,6 +68,7 @@ def conditions(record, m: dict, s: dict) -> dict:
         "other_cores": measurement.other_cores(m),
         "verdict": _judged(record, m, s),
         "read": record.read(m),  # the pass a lesson of passes reads its answer from (lesson 1)
+        "curve_busy": ((m.get("curve") or {}).get("other_cores") or 0.0) > measurement.BUSY_CORES,
     }
 
 
@@ -232,6 +233,8 @@ def reasons(rec: Side, live: Side) -> list[str]:
         text = f"This run's pass curve gave a room of {numbers.tokens(lv['room'])} per pass, the recording's {r['room']}"
         if r["read"] and lv["read"] and r["read"] != lv["read"]:
             text += f", so the pass read as past the room carries {lv['read']} tokens live against {r['read']} recorded"
+        if lv.get("curve_busy"):
+            text += "; this run's curve was measured beside other work, which makes a pass's time rise sooner"
         out.append(text + ".")
     changed = [k for k in sorted(set(r["chosen"]) & set(lv["chosen"])) if r["chosen"][k] != lv["chosen"][k]]
     if changed:

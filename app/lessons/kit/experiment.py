@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from app.common import measurement as ms
 from app.lessons.kit import numbers
 from app.lessons.kit.numbers import cell, rate_rounds
 from app.lessons.kit.runs import Job, interleaved, lane_pair
@@ -304,5 +305,7 @@ def findings(e, m: dict, s: dict) -> list[str]:
         return notes
     words = numbers.room_words(room, curve["tokens"], curve["ms"])
     if curve.get("measured_at"):  # the curve is its own measurement, not this lesson's run: say which and when
-        words = words.rstrip(".") + f" (this machine's pass curve, measured {curve['measured_at'][:10]})."
+        busy = (curve.get("other_cores") or 0.0) > ms.BUSY_CORES  # the curve's rounds shared the cores with other work
+        words = words.rstrip(".") + f" (this machine's pass curve, measured {curve['measured_at'][:10]}"
+        words += ", beside other work: a busy machine's curve rises sooner, so its room may read small)." if busy else ")."
     return [words, *notes]

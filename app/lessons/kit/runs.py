@@ -221,6 +221,9 @@ ROOM_ROUNDS = 5
 _ROOMS: dict[str, tuple[dict, int]] = {}  # per process, keyed like the cached curve: lessons 1-3 share one room
 
 
+ROOM_TRIES = 3  # a first measurement beside other work is taken again, up to this many times in all (about 2 s each)
+
+
 def machine_curve(pair, refresh: bool = False) -> tuple[dict, int]:
     """(this machine's pass curve as a measurement records it, its room in tokens per pass: numbers.room_tokens).
 
@@ -230,21 +233,48 @@ def machine_curve(pair, refresh: bool = False) -> tuple[dict, int]:
     (2026-12-03; one point over the line ends the room, and it has 17 points below 18 tokens); the medians of
     interleaved rounds over doubling sizes agree with lesson 1's rows (4 tokens, three recordings in a row). Where the
     room reaches past the last of ROOM_SIZES (a GPU's hundreds of tokens), the cached curve, which runs to 256 tokens,
-    decides. Measured once per process (refresh: again), so lessons 1 to 3 read the same room, and lesson 1's own
-    rows replace it when they find one (remember_room); the measurement says when."""
+    decides. The rounds are metered (`other_cores`: what other processes kept busy meanwhile): a curve measured beside
+    other work (more than measurement.BUSY_CORES; a browser drawing the first page beside a 2-core server put the room
+    at 2 tokens where a quiet measurement reads about 9, 2026-12-08) is measured again, up to ROOM_TRIES times, and
+    the quietest kept; one still disturbed is measured once more by the next lesson that asks. Otherwise measured once
+    per process (refresh: again), so lessons 1 to 3 read the same room, and lesson 1's own rows replace it when they
+    find one (remember_room); the measurement says when."""
     key = curve_key(pair)
-    if not refresh and key in _ROOMS:
-        return _ROOMS[key]
+    kept = _ROOMS.get(key)
+    if kept is not None and not refresh and not _disturbed(kept[0]):
+        return kept
+    tries = 1 if kept is not None and not refresh else ROOM_TRIES
+    for _ in range(tries):
+        found = _room_curve(pair)
+        if kept is None or refresh or (found[0]["other_cores"] or 0.0) < (kept[0].get("other_cores") or 0.0):
+            kept, refresh = found, False
+        if not _disturbed(kept[0]):
+            break
+    _ROOMS[key] = kept
+    return kept
+
+
+def _disturbed(curve: dict) -> bool:
+    return (curve.get("other_cores") or 0.0) > ms.BUSY_CORES
+
+
+def _room_curve(pair) -> tuple[dict, int]:
+    """One metered measurement of the curve's small end (machine_curve), the cached curve where the room runs past it."""
+    meter = LoadMeter()
+    t0 = time.perf_counter()
+    meter.resume()
     rounds = [pass_costs(pair, [1], list(ROOM_SIZES), context=CURVE_CONTEXT, repeats=3) for _ in range(ROOM_ROUNDS)]
+    meter.pause()
+    wall, other = time.perf_counter() - t0, meter.fields()["other_cpu_s"]
     tokens, ms_ = list(ROOM_SIZES), [statistics.median(r[i]["ms"] for r in rounds) for i in range(len(ROOM_SIZES))]
     when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     label = f"{ROOM_ROUNDS} interleaved rounds at context {CURVE_CONTEXT}, median per size"
     if numbers.room_tokens(tokens, ms_) >= ROOM_SIZES[-1]:
         curve = pass_curve(pair)
         tokens, ms_, label, when = list(curve.tokens), list(curve.ms), curve.key, curve.measured_at
-    shape = {"tokens": tokens, "ms": ms_, "knee_tokens": knee_tokens(tokens, ms_)}
-    _ROOMS[key] = (shape | {"key": label[:300], "measured_at": when}, numbers.room_tokens(tokens, ms_))
-    return _ROOMS[key]
+    shape = {"tokens": tokens, "ms": ms_, "knee_tokens": knee_tokens(tokens, ms_), "key": label[:300], "measured_at": when}
+    shape["other_cores"] = round(other / wall, 2) if other is not None and wall > 0 else None
+    return shape, numbers.room_tokens(tokens, ms_)
 
 
 def remember_room(pair, curve: dict, room: int) -> None:
