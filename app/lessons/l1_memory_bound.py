@@ -119,7 +119,7 @@ def memory_bound(pair, probe, s: dict) -> dict:
         when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         label = f"lesson 1's rows: {PASS_ROUNDS} interleaved rounds at context {int(s['context'])}, each size by the rule"
         curve = {"tokens": tokens, "ms": times, "knee_tokens": knee_tokens(tokens, times), "key": label, "measured_at": when}
-        remember_room(pair, curve, numbers.room_tokens(tokens, times))
+        remember_room(pair, curve | {"other_cores": other_cores}, numbers.room_tokens(tokens, times))
     return {
         "rows": rows,
         "peak_bandwidth": probe.peak_bandwidth,

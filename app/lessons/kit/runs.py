@@ -279,8 +279,11 @@ def _room_curve(pair) -> tuple[dict, int]:
 
 def remember_room(pair, curve: dict, room: int) -> None:
     """Keep a measured room for the lessons that run next in this process (lesson 1's rows: the same kind of
-    measurement, at the lesson's context)."""
-    _ROOMS[curve_key(pair)] = (curve, room)
+    measurement, at the lesson's context), unless it was measured beside other work and the room kept was quieter."""
+    key, busy = curve_key(pair), curve.get("other_cores") or 0.0
+    kept = _ROOMS.get(key)
+    if kept is None or not _disturbed(curve) or busy < (kept[0].get("other_cores") or 0.0):
+        _ROOMS[key] = (curve, room)
 
 
 MOST_DEPTH = numbers.MOST_DEPTH  # the deepest draft a lesson chooses (numbers.py says why)
