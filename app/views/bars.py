@@ -13,7 +13,7 @@ import textwrap
 
 import plotly.graph_objects as go
 
-from app.views.palette import INK, ink
+from app.views.palette import INK, MODEBAR_PX, ink
 
 # Okabe-Ito: blue, orange, sky blue, reddish purple, grey, vermillion (never paired with a green). These fill bars and
 # draw lines; text is never drawn in them (orange on white is 2.25:1): labels use TEXT_COLOR, or readable(colour).
@@ -93,9 +93,6 @@ def _lines(text: str, width: int, cap: int) -> list[str]:
 def _legend_rows(fig: go.Figure) -> int:
     names = [str(t.name) for t in fig.data if t.name and t.showlegend is not False]
     return max(1, -(-sum(len(n) + 6 for n in names) // LEGEND_ROW_CHARS)) if names else 0
-
-
-MODEBAR_PX = 24  # the title starts under plotly's hover toolbar (its buttons stand ~30 px from the top): never covered
 
 
 def frame(fig: go.Figure, title: str, label: str, height: int = 380) -> go.Figure:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.views.palette import under_toolbar
 from engine.trace.achieved import pass_achieved, timer_name
 
 AR_COLOR = "#8a8d99"
@@ -64,7 +65,7 @@ def _layout(fig: go.Figure, title: str, height: int = 360, subtitle: str = "") -
         legend={"orientation": "h", "yanchor": "top", "y": -0.25, "xanchor": "left", "x": 0.0},
         hovermode="x unified",
     )
-    return fig
+    return under_toolbar(fig)
 
 
 def latency_figure(ar, spec) -> go.Figure:

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from . import charts
+from .palette import under_toolbar
 
 DEPTH_COLOR = "#1f4fd1"
 BATCH_COLOR = "#8a8d99"
@@ -273,7 +274,7 @@ def depth_figure(trace) -> go.Figure:
         hovermode="x unified",
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
     )
-    return fig
+    return under_toolbar(fig)
 
 
 def curve_figure(tokens, ms, measured_at: str = "") -> go.Figure:
@@ -291,4 +292,4 @@ def curve_figure(tokens, ms, measured_at: str = "") -> go.Figure:
     fig.update_yaxes(title_text="ms", rangemode="tozero")
     title = "Measured cost of one target pass" + (f" ({measured_at})" if measured_at else "")
     fig.update_layout(title={"text": title, "font": {"size": 15}}, height=300, margin={"l": 50, "r": 20, "t": 50, "b": 40})
-    return fig
+    return under_toolbar(fig)

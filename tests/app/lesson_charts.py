@@ -84,6 +84,27 @@ def lesson_figures() -> dict:
     return out
 
 
+def page_figures() -> dict:
+    """Figures of the other pages that draw their own titles (not through bars.frame), from shipped data: the
+    Playground's step charts (a shipped trace pair), the Predictor's pass chart, the KV check."""
+    from app.views import charts, kv_check
+    from app.views.predictor import pass_time_figure
+    from engine import Trace
+    from engine.roofline import predictor
+    from engine.roofline.architectures import architecture
+    from engine.roofline.gpus import gpu as chip
+    from engine.roofline.kv_check import KV_RECORDING, kv_rows, read_kv_check
+
+    ar, spec = (Trace.from_json(ROOT / "assets" / "traces" / f"ngram-copy-{k}.json") for k in ("ar", "spec"))
+    costs, roof = architecture("8B").costs("bfloat16"), predictor.Roof.from_gpu(chip("H200"), "bfloat16")
+    return {
+        "playground_latency": charts.latency_figure(ar, spec),
+        "playground_tokens_per_pass": charts.tokens_per_pass_figure(ar, spec),
+        "predictor_passes": pass_time_figure(costs, roof, 256, "graph", "8B on H200"),
+        "kv_check": kv_check.kv_figure(kv_rows(read_kv_check(KV_RECORDING)), "What the KV cache costs a pass, measured on the H200"),
+    }
+
+
 def retimed_variants() -> dict:
     """The re-timed chart (app/views/h200.py `figure`) in the two shapes no single recording draws, from the shipped
     recordings' own lanes: lesson 3's speculative runs drafting with a drafter nobody priced (their bars ceilings), and

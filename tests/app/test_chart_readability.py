@@ -77,6 +77,30 @@ def test_plotly_toolbar_never_covers_a_title(drawn, name):
         assert not covered, f"{name} at {width} px: the toolbar covers {covered}"
 
 
+PAGES = lesson_charts.page_figures()
+
+
+@pytest.fixture(scope="module")
+def pages_drawn(drawn):
+    """The other pages' figures with their toolbars, at the narrow and the wide width (after the lessons' drawing)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        renderer = lesson_charts.Renderer(p)
+        out = {name: [renderer.toolbar(fig, w) for w in (lesson_charts.WIDTHS[0], lesson_charts.WIDTHS[-1])] for name, fig in PAGES.items()}
+        renderer.close()
+    return out
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_plotly_toolbar_never_covers_a_title_on_the_other_pages(pages_drawn, name):
+    """The same for the figures that draw their own title (palette.under_toolbar), at the narrow and the wide width."""
+    for t in pages_drawn[name]:
+        assert t["titles"], name
+        covered = [x["text"] for x in t["titles"] if _overlap(x, t["toolbar"])]
+        assert not covered, f"{name}: the toolbar covers {covered}"
+
+
 @pytest.mark.browser
 @pytest.mark.parametrize("name", NAMES)
 def test_every_text_reads_at_aa_contrast_on_the_plot_background(drawn, name):
