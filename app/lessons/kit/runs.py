@@ -235,7 +235,7 @@ def machine_curve(pair, refresh: bool = False) -> tuple[dict, int]:
     room reaches past the last of ROOM_SIZES (a GPU's hundreds of tokens), the cached curve, which runs to 256 tokens,
     decides. The rounds are metered (`other_cores`: what other processes kept busy meanwhile): a curve measured beside
     other work (more than measurement.BUSY_CORES; a browser drawing the first page beside a 2-core server put the room
-    at 2 tokens where a quiet measurement reads about 9, 2026-12-08) is measured again, up to ROOM_TRIES times, and
+    at 1-2 tokens where quiet measurements read 4 to 12, 2026-12-08) is measured again, up to ROOM_TRIES times, and
     the quietest kept; one still disturbed is measured once more by the next lesson that asks. Otherwise measured once
     per process (refresh: again), so lessons 1 to 3 read the same room, and lesson 1's own rows replace it when they
     find one (remember_room); the measurement says when."""
