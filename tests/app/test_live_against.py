@@ -198,12 +198,14 @@ def test_lesson_1_beside_a_busy_process_records_the_other_load_and_is_flagged(mo
     """Real busy loops in subprocesses (bounded to 60 s, ended by the test) beside lesson 1's real passes: the run
     records the other processes' load during its own timing, above measurement.BUSY_CORES, and is called disturbed,
     with that figure, beside the recording too."""
+    from app.lessons.kit import runs
     from engine import load_pair
     from engine.hardware import probe
 
     pair = load_pair()
     hw = probe(pair.device, pair.dtype, quick=True)
     monkeypatch.setattr(l1_memory_bound, "PASS_ROUNDS", 2)
+    runs.machine_curve(pair)  # the room measured before the loops start, as the server's preload does
     loop = "import time\nend = time.time() + 60\nwhile time.time() < end:\n    pass\n"
     # two loops, one a core: one alone got 0.49 of a core beside the lesson's two threads once (under the old 0.5 mark)
     busy = [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(2)]
@@ -250,6 +252,8 @@ def test_a_room_measured_beside_other_work_is_measured_again_and_says_so(monkeyp
     monkeypatch.setattr(runs, "ROOM_ROUNDS", 1)
     monkeypatch.setattr(runs, "ROOM_SIZES", (1, 2, 4))
     monkeypatch.setattr(runs, "_ROOMS", {})
+    monkeypatch.setattr(runs, "_TRIED", {})
+    monkeypatch.setattr(runs, "RETRY_S", 3600.0)
     measured = []
     real = runs._room_curve
     monkeypatch.setattr(runs, "_room_curve", lambda p: measured.append(1) or real(p))
@@ -259,7 +263,10 @@ def test_a_room_measured_beside_other_work_is_measured_again_and_says_so(monkeyp
         time.sleep(0.3)
         curve, _ = runs.machine_curve(pair)
         assert curve["other_cores"] > measurement.BUSY_CORES and len(measured) == runs.ROOM_TRIES
-        runs.machine_curve(pair)  # still disturbed: the next lesson measures it once more
+        runs.machine_curve(pair)  # still disturbed, but measured just now: not again within RETRY_S
+        assert len(measured) == runs.ROOM_TRIES
+        monkeypatch.setattr(runs, "RETRY_S", 0.0)
+        runs.machine_curve(pair)  # RETRY_S later: the next lesson that asks measures it once more
         assert len(measured) == runs.ROOM_TRIES + 1
         live = copy.deepcopy(_record("more_flops")["measurement"])
         live["curve"], live["chosen"]["room"] = curve, 2  # the recording's run, as if its room had been read from this curve

@@ -221,7 +221,13 @@ ROOM_ROUNDS = 5
 _ROOMS: dict[str, tuple[dict, int]] = {}  # per process, keyed like the cached curve: lessons 1-3 share one room
 
 
-ROOM_TRIES = 3  # a first measurement beside other work is taken again, up to this many times in all (about 2 s each)
+ROOM_TRIES = 2  # a first measurement beside other work is taken again, up to this many times in all (about 2 s each)
+
+
+RETRY_S = 30.0  # a room still measured beside other work is measured again by a lesson that asks this long after
+
+
+_TRIED: dict[str, float] = {}  # per curve key: when its room was last measured (time.monotonic)
 
 
 def machine_curve(pair, refresh: bool = False) -> tuple[dict, int]:
@@ -236,14 +242,16 @@ def machine_curve(pair, refresh: bool = False) -> tuple[dict, int]:
     decides. The rounds are metered (`other_cores`: what other processes kept busy meanwhile): a curve measured beside
     other work (more than measurement.BUSY_CORES; a browser drawing the first page beside a 2-core server put the room
     at 1-2 tokens where quiet measurements read 4 to 12, 2026-12-08) is measured again, up to ROOM_TRIES times, and
-    the quietest kept; one still disturbed is measured once more by the next lesson that asks. Otherwise measured once
+    the quietest kept; one still disturbed is measured once more by a lesson that asks RETRY_S later (so a busy
+    machine pays for it at most every half minute, not in every call). Otherwise measured once
     per process (refresh: again), so lessons 1 to 3 read the same room, and lesson 1's own rows replace it when they
     find one (remember_room); the measurement says when."""
     key = curve_key(pair)
     kept = _ROOMS.get(key)
-    if kept is not None and not refresh and not _disturbed(kept[0]):
+    if kept is not None and not refresh and (not _disturbed(kept[0]) or time.monotonic() - _TRIED.get(key, 0.0) < RETRY_S):
         return kept
     tries = 1 if kept is not None and not refresh else ROOM_TRIES
+    _TRIED[key] = time.monotonic()
     for _ in range(tries):
         found = _room_curve(pair)
         if kept is None or refresh or (found[0]["other_cores"] or 0.0) < (kept[0].get("other_cores") or 0.0):
