@@ -64,7 +64,7 @@ with c1:
 in_class = me is not None and me.role == "student"  # a student in a class: no plan, no teacher mode (they hold the answers)
 with c2:
     teacher = not in_class and st.toggle(
-        "Teacher mode: recorded results at once",
+        "Teacher mode",  # a short label: a longer one was cut at a 1,024 px laptop's width; the help says what it does
         **bound(PAGE, "teacher"),
         help="Show each lesson's shipped recording without waiting for a prediction (the numbers are "
         "labelled with the machine and date they were measured on), and the class plan at the top.",

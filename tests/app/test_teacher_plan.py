@@ -90,3 +90,12 @@ def test_every_lesson_brings_its_own_segment_of_the_plan():
     assert [re.match(r"- \*\*\d+ min · (.*?)\.\*\* \*Ask:\*", row)[1] for row in rows] == [lesson.title for lesson in LESSONS]
     assert "\n|" not in PLAN, "the plan's segments are a list that wraps at any width, not a table that scrolls sideways"
     assert sum(int(lesson.field("minutes")) for lesson in LESSONS) >= 50  # the segments cover at least one class
+
+
+def test_the_plan_inside_its_expander_has_no_page_sized_headings():
+    """The expander's label names the plan: the shown plan drops its own title and its sections are small headings."""
+    from app.lessons.kit.page import inside_expander
+
+    shown = inside_expander(PLAN)
+    assert PLAN.startswith("# ") and not re.search(r"^#{1,3} ", shown, flags=re.M)
+    assert "#### The segments" in shown and shown.lstrip().startswith("**Goal.**")

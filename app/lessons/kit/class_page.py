@@ -71,10 +71,10 @@ def start_or_join(store: ClassroomStore | None) -> Seat | None:
     if st.session_state.get(panel.PENDING):
         panel.join_form(store)
         st.stop()  # a student link before Join: the form alone (issue 41); once in, the page opens the teacher's lesson
-    col, text, code = st.columns([1, 3, 2], vertical_alignment="center")
+    col, code = st.columns([3, 2], vertical_alignment="top")  # the button over its caption: never cut to "Sta…"
     with col:
         panel.start_button(store)
-    text.caption(
+    col.caption(
         "Teachers: start a class, and your students open its link (or QR code) to follow your page, commit their "
         "predictions, and see one shared run when you press Reveal. Students with a code: type it here."
     )

@@ -8,6 +8,7 @@ worksheet and the sources (the prediction and the checks: app/lessons/kit/ask.py
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import streamlit as st
@@ -80,7 +81,14 @@ def teacher_plan(teacher: bool, folded: bool = False) -> None:
         st.warning(f"The teacher's plan ({TEACHER_FILE.name}) could not be read: {exc.strerror or exc}.")
         return
     with st.expander("🧑‍🏫 For the teacher: the class plan, a segment per lesson", expanded=teacher and not folded):
-        st.markdown(_plan(text, _stamps()))
+        st.markdown(inside_expander(_plan(text, _stamps())))
+
+
+def inside_expander(plan: str) -> str:
+    """The plan under its expander's label: its own title (the label says it) left out, its sections as small headings
+    (a page-sized heading inside an expander dwarfed the lesson above it)."""
+    plan = re.sub(r"\A# [^\n]*\n+", "", plan)
+    return re.sub(r"^## ", "#### ", plan, flags=re.M)
 
 
 def _stamps() -> tuple:
