@@ -12,6 +12,7 @@ import textwrap
 import plotly.graph_objects as go
 
 from app.common.measurement import BUSY_CORES
+from app.views.bars import LABEL_CHARS
 from app.views.palette import INK, ink, speedup_scale
 from engine.bench.prompt_files import task_name
 from engine.bench.tasks import CONTENDERS
@@ -31,8 +32,9 @@ SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star", "cross")
 COLORS = ("#0072B2", "#E69F00", "#56B4E9", "#CC79A7", "#D55E00", "#8a8d99", "#000000")
 
 
-def _title(claim: str, label: str, width: int = 150) -> str:
-    """The chart's claim in bold and, under it, where and when it was measured, wrapped to the chart's width."""
+def _title(claim: str, label: str, width: int = LABEL_CHARS) -> str:
+    """The chart's claim in bold and, under it, where and when it was measured, wrapped to the chart's width (at a
+    laptop's 560 px chart, bars.LABEL_CHARS: 150 characters ran off its right edge)."""
     lines = [f"<sup>{html.escape(line)}</sup>" for line in textwrap.wrap(label, width)]
     return "<br>".join([f"<b>{html.escape(claim)}</b>", *lines])
 
@@ -164,7 +166,7 @@ def batch_figure(rows: list[dict], contender: str, label: str) -> go.Figure:
     )
     fig.update_xaxes(type="log", title_text="batch (rows decoded together)", tickvals=batches_of(rows))
     fig.update_yaxes(title_text="speedup over plain (decoding alone)")
-    title = _title(f"{contender}: the speedup as the batch grows, per task", label, 110)  # the label wrapped, never cut
+    title = _title(f"{contender}: the speedup as the batch grows, per task", label)  # the label wrapped, never cut
     top = 40 + 18 * title.count("<br>")
     fig.update_layout(
         title={"text": title, "x": 0},

@@ -86,22 +86,28 @@ def lesson_figures() -> dict:
 
 def page_figures() -> dict:
     """Figures of the other pages that draw their own titles (not through bars.frame), from shipped data: the
-    Playground's step charts (a shipped trace pair), the Predictor's pass chart, the KV check."""
-    from app.views import charts, kv_check
+    Playground's step charts (a shipped trace pair), the Predictor's pass chart, the KV check, the Benchmarks page's two
+    charts (the shipped Spec-Bench recording, with its label)."""
+    from app.views import benchmarks, charts, kv_check
     from app.views.predictor import pass_time_figure
     from engine import Trace
+    from engine.bench import task_records
     from engine.roofline import predictor
     from engine.roofline.architectures import architecture
     from engine.roofline.gpus import gpu as chip
     from engine.roofline.kv_check import KV_RECORDING, kv_rows, read_kv_check
 
     ar, spec = (Trace.from_json(ROOT / "assets" / "traces" / f"ngram-copy-{k}.json") for k in ("ar", "spec"))
+    bench = task_records.load(ROOT / "assets" / "spec_bench" / "recording.json")  # as the Benchmarks page reads it
+    where = f"recorded on {bench['machine']}, {bench['dtype']}, {bench['date']} ({bench['settings'].get('note', '')})"
     costs, roof = architecture("8B").costs("bfloat16"), predictor.Roof.from_gpu(chip("H200"), "bfloat16")
     return {
         "playground_latency": charts.latency_figure(ar, spec),
         "playground_tokens_per_pass": charts.tokens_per_pass_figure(ar, spec),
         "predictor_passes": pass_time_figure(costs, roof, 256, "graph", "8B on H200"),
         "kv_check": kv_check.kv_figure(kv_rows(read_kv_check(KV_RECORDING)), "What the KV cache costs a pass, measured on the H200"),
+        "benchmarks_board": benchmarks.leaderboard_figure(bench["rows"], 1, where),
+        "benchmarks_batch": benchmarks.batch_figure(bench["rows"], benchmarks.contenders_of(bench["rows"])[0], where),
     }
 
 

@@ -93,11 +93,14 @@ def pages_drawn(drawn):
 @pytest.mark.browser
 @pytest.mark.parametrize("name", sorted(PAGES))
 def test_plotly_toolbar_never_covers_a_title_on_the_other_pages(pages_drawn, name):
-    """The same for the figures that draw their own title (palette.under_toolbar)."""
+    """The same for the figures that draw their own title (palette.under_toolbar), and no title line runs past the
+    chart's right edge (the Benchmarks label was wrapped at 150 characters: cut at a laptop's width)."""
     for t in pages_drawn[name]:
         assert t["titles"], name
         covered = [x["text"] for x in t["titles"] if _overlap(x, t["toolbar"])]
         assert not covered, f"{name}: the toolbar covers {covered}"
+        cut = [x["text"] for x in t["titles"] if x["x1"] > lesson_charts.WIDTHS[0] + SLACK]
+        assert not cut, f"{name}: a title runs past the chart's right edge: {cut}"
 
 
 @pytest.mark.browser
