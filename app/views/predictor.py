@@ -15,7 +15,8 @@ import plotly.graph_objects as go
 from engine.costs import ModelCosts, expected_tokens_per_step, ridge_tokens_with_kv
 from engine.roofline.predictor import FLOOR_LABELS, Roof, SpeedupGrid, floor_ms, model_error, pass_ms, ridge_tokens_per_pass, speedup
 
-from .palette import ink, speedup_scale
+from .bars import frame
+from .palette import speedup_scale
 
 MODEL_LABEL = "model, not a measurement"
 LAYOUT_COLORS = {"rows": "#1f4fd1", "tokens": "#f2a93b"}
@@ -104,13 +105,7 @@ def pass_time_figure(
     _add_measured(fig, measured)
     fig.update_xaxes(type="log", title_text="tokens per pass (batch × tokens per row)", tickvals=[4**i for i in range(8) if 4**i <= top])
     fig.update_yaxes(type="log", title_text="ms per pass", dtick=1)  # powers of ten only: no crowded minor labels
-    fig.update_layout(
-        title={"text": f"{title} ({MODEL_LABEL})", "font": {"size": 15}},
-        height=460,
-        margin={"l": 60, "r": 20, "t": 60, "b": 40},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0},
-    )
-    return ink(fig)  # dark text under Streamlit's grey theme (AA contrast)
+    return frame(fig, title, MODEL_LABEL, height=400)  # the title wrapped to the chart, the legend under the axis title
 
 
 def _add_ridge(fig: go.Figure, n_star: float, top: int) -> None:
@@ -227,13 +222,8 @@ def speedup_heatmap(grid: SpeedupGrid, title: str) -> go.Figure:
             )
     fig.update_xaxes(title_text="batch size", type="category")
     fig.update_yaxes(title_text="speculation depth k", type="category")
-    fig.update_layout(
-        title={"text": f"{title} ({MODEL_LABEL})", "font": {"size": 15}},
-        height=380,
-        margin={"l": 60, "r": 20, "t": 60, "b": 40},
-        showlegend=False,
-    )
-    return ink(fig)  # dark text under Streamlit's grey theme (AA contrast)
+    fig.update_layout(showlegend=False)
+    return frame(fig, title, MODEL_LABEL, height=340)  # the title wrapped to the chart's width (it ran off a laptop's)
 
 
 def crossover_lines(grid: SpeedupGrid) -> list[str]:

@@ -89,7 +89,7 @@ def page_figures() -> dict:
     Playground's step charts (a shipped trace pair), the Predictor's pass chart, the KV check, the Benchmarks page's two
     charts (the shipped Spec-Bench recording, with its label)."""
     from app.views import benchmarks, charts, kv_check
-    from app.views.predictor import pass_time_figure
+    from app.views.predictor import pass_time_figure, speedup_heatmap
     from engine import Trace
     from engine.bench import task_records
     from engine.roofline import predictor
@@ -104,7 +104,13 @@ def page_figures() -> dict:
     return {
         "playground_latency": charts.latency_figure(ar, spec),
         "playground_tokens_per_pass": charts.tokens_per_pass_figure(ar, spec),
-        "predictor_passes": pass_time_figure(costs, roof, 256, "graph", "8B on H200"),
+        "predictor_passes": pass_time_figure(
+            costs, roof, 256, "graph", "Llama-3.1-8B on the NVIDIA H200 SXM 141 GB, bfloat16, context 1,024, CUDA-graph overhead"
+        ),
+        "predictor_grid": speedup_heatmap(
+            predictor.speedup_grid(costs, roof, 0.7, 0.05, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512], range(1, 9), 1024),
+            "α 0.70, c 0.05, Llama-3.1-8B on the NVIDIA H200 SXM 141 GB, bfloat16, context 1,024",
+        ),
         "kv_check": kv_check.kv_figure(kv_rows(read_kv_check(KV_RECORDING)), "What the KV cache costs a pass, measured on the H200"),
         "benchmarks_board": benchmarks.leaderboard_figure(bench["rows"], 1, where),
         "benchmarks_batch": benchmarks.batch_figure(bench["rows"], benchmarks.contenders_of(bench["rows"])[0], where),
