@@ -197,7 +197,8 @@ def _prompt_and_pair(hub_ok: bool) -> tuple:
 
 def _size_sliders(max_batch: int) -> tuple:
     """(batch, depth k, max new tokens, temperature, top-p, context)."""
-    s1, s2, s3, s4, s5, s6 = st.columns(6)
+    s1, s2, s3 = st.columns(3)  # two rows of three: six in a row broke their labels mid-word on a laptop
+    s4, s5, s6 = st.columns(3)
     batch = s1.slider("Batch size", 1, max_batch, 1, **bound(PAGE, "batch"))
     depth = s2.slider(
         "Speculation depth k",
@@ -229,7 +230,7 @@ def _size_sliders(max_batch: int) -> tuple:
         help="Long context: every prompt preceded by the same document (a guidebook shipped in assets/context/), so each "
         "row's KV cache holds about this many tokens when decoding starts. The rows share it as a prefix, prefilled once. "
         "Every pass then also reads each row's cache: the longer the context, the more a pass costs whatever tokens it "
-        "carries, and the more room speculation has.",
+        "carries, and the cheaper a verify pass's extra tokens are against a one-token pass (lesson 8).",
     )
     return batch, depth, max_new, temperature, top_p, context
 
