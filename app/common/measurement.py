@@ -182,6 +182,11 @@ def other_cores(measurement: dict) -> float | None:
     return max(busy) if busy else None
 
 
+def curve_busy(curve: dict | None) -> bool:
+    """Whether a pass curve's rounds shared the cores with other work: more than BUSY_CORES kept busy meanwhile."""
+    return ((curve or {}).get("other_cores") or 0.0) > BUSY_CORES
+
+
 def note_load(note: str) -> tuple[float, int] | None:
     """(highest load average, cores) from a recording's note ("load average 1.2 to 3.4 on 2 cores"), or None."""
     found = _LOAD.search(note)

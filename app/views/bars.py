@@ -176,10 +176,10 @@ def grouped_bars(fig: go.Figure, cats: list[str], series: list[dict], rule: floa
             labels.append(fig.data[-1])
     names = ["<br>".join(textwrap.wrap(esc(c), TICK_CHARS)) for c in cats]  # wrapped, never tilted
     fig.update_xaxes(tickvals=ticks, ticktext=names, tickangle=0, range=[-0.5, len(cats) - 0.5], **cell)
-    fig.update_yaxes(range=[0, 1.18 * max(tops) or 1.0], **cell)
-    if rule is not None:
-        for trace in labels:
-            trace.y = lift(list(trace.y), rule, 1.18 * max(tops))
+    top = 1.18 * max(tops) or 1.0
+    fig.update_yaxes(range=[0, top], **cell)
+    for trace in labels if rule is not None else []:
+        trace.y = lift(list(trace.y), rule, top)
     return centres
 
 

@@ -68,7 +68,7 @@ def conditions(record, m: dict, s: dict) -> dict:
         "other_cores": measurement.other_cores(m),
         "verdict": _judged(record, m, s),
         "read": record.read(m),  # the pass a lesson of passes reads its answer from (lesson 1)
-        "curve_busy": ((m.get("curve") or {}).get("other_cores") or 0.0) > measurement.BUSY_CORES,
+        "curve_busy": measurement.curve_busy(m.get("curve")),
     }
 
 

@@ -305,7 +305,7 @@ def findings(e, m: dict, s: dict) -> list[str]:
         return notes
     words = numbers.room_words(room, curve["tokens"], curve["ms"])
     if curve.get("measured_at"):  # the curve is its own measurement, not this lesson's run: say which and when
-        busy = (curve.get("other_cores") or 0.0) > ms.BUSY_CORES  # the curve's rounds shared the cores with other work
         words = words.rstrip(".") + f" (this machine's pass curve, measured {curve['measured_at'][:10]}"
+        busy = ms.curve_busy(curve)  # the curve's rounds shared the cores with other work
         words += ", beside other work: a busy machine's curve rises sooner, so its room may read small)." if busy else ")."
     return [words, *notes]

@@ -248,7 +248,7 @@ def machine_curve(pair, refresh: bool = False) -> tuple[dict, int]:
     find one (remember_room); the measurement says when."""
     key = curve_key(pair)
     kept = _ROOMS.get(key)
-    if kept is not None and not refresh and (not _disturbed(kept[0]) or time.monotonic() - _TRIED.get(key, 0.0) < RETRY_S):
+    if kept is not None and not refresh and (not ms.curve_busy(kept[0]) or time.monotonic() - _TRIED.get(key, 0.0) < RETRY_S):
         return kept
     tries = 1 if kept is not None and not refresh else ROOM_TRIES
     _TRIED[key] = time.monotonic()
@@ -256,14 +256,10 @@ def machine_curve(pair, refresh: bool = False) -> tuple[dict, int]:
         found = _room_curve(pair)
         if kept is None or refresh or (found[0]["other_cores"] or 0.0) < (kept[0].get("other_cores") or 0.0):
             kept, refresh = found, False
-        if not _disturbed(kept[0]):
+        if not ms.curve_busy(kept[0]):
             break
     _ROOMS[key] = kept
     return kept
-
-
-def _disturbed(curve: dict) -> bool:
-    return (curve.get("other_cores") or 0.0) > ms.BUSY_CORES
 
 
 def _room_curve(pair) -> tuple[dict, int]:
@@ -290,7 +286,7 @@ def remember_room(pair, curve: dict, room: int) -> None:
     measurement, at the lesson's context), unless it was measured beside other work and the room kept was quieter."""
     key, busy = curve_key(pair), curve.get("other_cores") or 0.0
     kept = _ROOMS.get(key)
-    if kept is None or not _disturbed(curve) or busy < (kept[0].get("other_cores") or 0.0):
+    if kept is None or not ms.curve_busy(curve) or busy < (kept[0].get("other_cores") or 0.0):
         _ROOMS[key] = (curve, room)
 
 
